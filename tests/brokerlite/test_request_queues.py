@@ -86,6 +86,14 @@ def metadata_body(topic: str) -> metadata.MetadataRequest:
     )
 
 
+async def connect_with_topic(running: Any, topic: str) -> trio.SocketStream:
+    """A connection on which ``topic`` was created (Metadata with auto-creation)."""
+    stream = await trio.open_tcp_stream(*running.address)
+    await stream.send_all(frame(3, 12, 1, metadata_body(topic)))
+    assert await read_replies(stream, 1) == [1]
+    return stream
+
+
 def serve(data_dir: Path) -> Any:
     return serve_broker(port=0, data_dir=data_dir, metrics_listen="127.0.0.1:0")
 
@@ -95,9 +103,7 @@ def test_requests_read_behind_a_parked_one_are_counted_until_taken(data_dir: Pat
         with trio.fail_after(DEADLINE):
             async with serve(data_dir) as running:
                 metrics = running.metrics_address
-                other = await trio.open_tcp_stream(*running.address)
-                await other.send_all(frame(3, 12, 1, metadata_body("t")))
-                assert await read_replies(other, 1) == [1]
+                other = await connect_with_topic(running, "t")
                 assert (await scrape(metrics))[REQUESTS] == 0
                 # One write: a long poll on the empty topic, then five ApiVersions.
                 # The broker reads them all and takes the first; the other five
@@ -130,9 +136,7 @@ def test_replies_the_client_does_not_read_are_counted_until_written(data_dir: Pa
         with trio.fail_after(DEADLINE):
             async with serve(data_dir) as running:
                 metrics = running.metrics_address
-                writer = await trio.open_tcp_stream(*running.address)
-                await writer.send_all(frame(3, 12, 1, metadata_body("big")))
-                assert await read_replies(writer, 1) == [1]
+                writer = await connect_with_topic(running, "big")
                 for corr, values in enumerate(batches, start=2):
                     await writer.send_all(frame(0, 9, corr, produce_body("big", values)))
                     assert await read_replies(writer, 1) == [corr]
