@@ -36,7 +36,7 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k02_list_offsets as m
 
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 from ._util import LEADER_EPOCH, code_of, denied, leader_log
 
 API_KEY = 2
@@ -160,5 +160,11 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    old_min=OLD_MIN_VERSION,
+    uses=Port.LOGS | Port.PRODUCERS | Port.CLUSTER | Port.AUTHORIZER,
 )

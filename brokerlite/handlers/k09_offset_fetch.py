@@ -24,7 +24,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k09_offset_fetch as m
 
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 
 API_KEY = 9
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
@@ -198,5 +198,11 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    old_min=OLD_MIN_VERSION,
+    uses=Port.GROUPS | Port.AUTHORIZER | Port.BROKER,
 )

@@ -25,7 +25,7 @@ from trafka.codec.messages import k10_find_coordinator as m
 
 from ..outcomes import Parked
 from ._authz import AclOperation, group_allowed, transactional_id_allowed
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 from ._util import park_on_tasks
 
 API_KEY = 10
@@ -169,4 +169,11 @@ def error_response(
     return m.FindCoordinatorResponse(error_code=code, error_message=None, node_id=-1, port=-1)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses=Port.CONFIG | Port.CLUSTER | Port.AUTHORIZER | Port.PURGATORY,
+)

@@ -16,7 +16,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k13_leave_group as m
 
 from ._authz import AclOperation, group_allowed
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 
 API_KEY = 13
 MIN_VERSION = 0
@@ -37,4 +37,11 @@ def error_response(
     return m.LeaveGroupResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses=Port.GROUPS | Port.AUTHORIZER | Port.PURGATORY,
+)

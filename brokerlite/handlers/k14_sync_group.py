@@ -14,7 +14,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k14_sync_group as m
 
 from ._authz import AclOperation, group_allowed
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 
 API_KEY = 14
 MIN_VERSION = 0
@@ -35,4 +35,11 @@ def error_response(
     return m.SyncGroupResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses=Port.GROUPS | Port.AUTHORIZER | Port.PURGATORY,
+)

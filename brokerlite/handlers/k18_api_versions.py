@@ -34,7 +34,7 @@ from trafka.brokerlite.features import SUPPORTED
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k18_api_versions as m
 
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 
 API_KEY = 18
 MIN_VERSION = 0
@@ -79,4 +79,6 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.FEATURES | Port.BROKER
+)

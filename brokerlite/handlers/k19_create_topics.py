@@ -41,7 +41,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k19_create_topics as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 
 if TYPE_CHECKING:
     from trafka.brokerlite.storage.topics import TopicInfo
@@ -285,5 +285,11 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    old_min=OLD_MIN_VERSION,
+    uses=Port.CONFIG | Port.LOGS | Port.CLUSTER | Port.AUTHORIZER | Port.QUOTAS | Port.PURGATORY,
 )

@@ -26,7 +26,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k22_init_producer_id as m
 
 from ._authz import CLUSTER_NAME, AclOperation, AclResourceType, transactional_id_allowed
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -55,4 +55,11 @@ def error_response(
     return m.InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses=Port.TXN | Port.AUTHORIZER | Port.MARKERS,
+)

@@ -34,7 +34,7 @@ from ._authz import (
     enabled,
     transactional_id_allowed,
 )
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 
 API_KEY = 24
 MIN_VERSION = 0
@@ -117,4 +117,11 @@ def error_response(
     return Response(results_by_topic_v3_and_below=_topic_errors(topics, code))
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses=Port.LOGS | Port.TXN | Port.AUTHORIZER,
+)

@@ -23,7 +23,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k31_delete_acls as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 from ._util import park_on_tasks, task_outcome
 from .k29_describe_acls import NO_AUTHORIZER
 
@@ -123,5 +123,11 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    old_min=OLD_MIN_VERSION,
+    uses=Port.CLUSTER | Port.AUTHORIZER | Port.PURGATORY,
 )

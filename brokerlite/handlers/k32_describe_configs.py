@@ -37,7 +37,7 @@ from trafka.codec.acl import AclOperation
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k32_describe_configs as m
 
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 from ._configs import (
     BROKER_SYNONYMS,
     ResourceType,
@@ -254,5 +254,11 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    old_min=OLD_MIN_VERSION,
+    uses=Port.CONFIG | Port.LOGS | Port.SHARE_GROUPS | Port.AUTHORIZER | Port.TELEMETRY,
 )

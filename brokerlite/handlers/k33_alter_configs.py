@@ -35,7 +35,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k33_alter_configs as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 from ._configs import ResourceType
 from ._util import (
     code_of,
@@ -154,4 +154,16 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses=Port.LOGS
+    | Port.CLUSTER
+    | Port.SHARE_GROUPS
+    | Port.AUTHORIZER
+    | Port.TELEMETRY
+    | Port.PURGATORY,
+)

@@ -22,7 +22,7 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k35_describe_log_dirs as m
 
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 from ._util import log_dir_path
 
 API_KEY = 35
@@ -87,5 +87,11 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    old_min=OLD_MIN_VERSION,
+    uses=Port.LOGS | Port.AUTHORIZER,
 )

@@ -20,7 +20,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k41_describe_delegation_token as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 from ._util import after_token_change
 
 API_KEY = 41
@@ -90,5 +90,11 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    old_min=OLD_MIN_VERSION,
+    uses=Port.CONFIG | Port.CLUSTER | Port.AUTHORIZER | Port.TOKENS | Port.PURGATORY,
 )

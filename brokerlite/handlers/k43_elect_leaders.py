@@ -31,7 +31,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k43_elect_leaders as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 from ._util import park_on_tasks
 
 API_KEY = 43
@@ -166,4 +166,11 @@ def error_response(
     return _refused(request, version, code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses=Port.LOGS | Port.CLUSTER | Port.AUTHORIZER | Port.PURGATORY,
+)

@@ -42,7 +42,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k44_incremental_alter_configs as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 from ._configs import ResourceType, client_metrics_changes
 from ._util import (
     code_of,
@@ -252,4 +252,16 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses=Port.LOGS
+    | Port.CLUSTER
+    | Port.SHARE_GROUPS
+    | Port.AUTHORIZER
+    | Port.TELEMETRY
+    | Port.PURGATORY,
+)

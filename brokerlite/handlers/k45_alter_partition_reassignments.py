@@ -42,7 +42,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k45_alter_partition_reassignments as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 from ._util import park_on_tasks, task_outcome
 
 API_KEY = 45
@@ -193,4 +193,11 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses=Port.LOGS | Port.CLUSTER | Port.AUTHORIZER | Port.PURGATORY,
+)

@@ -23,7 +23,7 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k46_list_partition_reassignments as m
 
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 
 API_KEY = 46
 MIN_VERSION = 0
@@ -79,4 +79,6 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.CLUSTER | Port.AUTHORIZER
+)

@@ -22,7 +22,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k68_consumer_group_heartbeat as m
 
 from ._authz import enabled, heartbeat_refusal
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 
 API_KEY = 68
 MIN_VERSION = 0
@@ -54,4 +54,12 @@ def error_response(
     return m.ConsumerGroupHeartbeatResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=GROUP_VERSION)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    feature=GROUP_VERSION,
+    uses=Port.GROUPS | Port.AUTHORIZER,
+)

@@ -22,7 +22,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k69_consumer_group_describe as m
 
 from ._authz import describe_groups_authorized
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 
 API_KEY = 69
 MIN_VERSION = 0
@@ -66,4 +66,12 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=GROUP_VERSION)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    feature=GROUP_VERSION,
+    uses=Port.LOGS | Port.GROUPS | Port.AUTHORIZER,
+)

@@ -24,7 +24,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k76_share_group_heartbeat as m
 
 from ._authz import enabled, heartbeat_refusal
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 
 API_KEY = 76
 MIN_VERSION = 1
@@ -52,4 +52,12 @@ def error_response(
     return m.ShareGroupHeartbeatResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    feature=SHARE_VERSION,
+    uses=Port.SHARE_GROUPS | Port.AUTHORIZER,
+)

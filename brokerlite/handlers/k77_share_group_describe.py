@@ -22,7 +22,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k77_share_group_describe as m
 
 from ._authz import describe_groups_authorized
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 from ._util import NO_AUTHORIZED_OPERATIONS
 
 API_KEY = 77
@@ -67,4 +67,12 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    feature=SHARE_VERSION,
+    uses=Port.LOGS | Port.SHARE_GROUPS | Port.AUTHORIZER,
+)

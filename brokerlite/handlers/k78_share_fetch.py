@@ -29,7 +29,7 @@ from trafka.codec.messages import k78_share_fetch as m
 
 from ..outcomes import Parked
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 
 if TYPE_CHECKING:
     from trafka.brokerlite.shares.fetcher import PendingFetch, ShareFetcher
@@ -128,4 +128,12 @@ def error_response(
     return m.ShareFetchResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    feature=SHARE_VERSION,
+    uses=Port.LOGS | Port.SHARES | Port.AUTHORIZER | Port.PURGATORY,
+)

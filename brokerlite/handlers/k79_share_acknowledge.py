@@ -21,7 +21,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k79_share_acknowledge as m
 
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 
 API_KEY = 79
 MIN_VERSION = 1
@@ -72,4 +72,12 @@ def error_response(
     return m.ShareAcknowledgeResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    feature=SHARE_VERSION,
+    uses=Port.LOGS | Port.SHARES | Port.AUTHORIZER,
+)

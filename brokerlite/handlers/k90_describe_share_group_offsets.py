@@ -38,7 +38,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k90_describe_share_group_offsets as m
 
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 from ._util import LEADER_EPOCH, NULL_UUID
 
 if TYPE_CHECKING:
@@ -175,4 +175,12 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    feature=SHARE_VERSION,
+    uses=Port.LOGS | Port.SHARE_GROUPS | Port.SHARES | Port.AUTHORIZER,
+)

@@ -33,7 +33,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k92_delete_share_group_offsets as m
 
 from ._authz import AclOperation, enabled, group_allowed, split_topics
-from ._base import HandlerSpec, RequestContext
+from ._base import HandlerSpec, Port, RequestContext
 from ._util import NULL_UUID
 
 API_KEY = 92
@@ -97,4 +97,12 @@ def error_response(
     return R(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    feature=SHARE_VERSION,
+    uses=Port.LOGS | Port.SHARE_GROUPS | Port.SHARES | Port.AUTHORIZER,
+)
