@@ -17,10 +17,10 @@ Rules and invariants:
 * **Each handler declares the ports it uses.** A port (:class:`Port`) is one of
   the broker's parts as the context offers it, named as the attribute
   (``Port.SHARE_GROUPS`` is ``ctx.share_groups``); the handler's
-  :attr:`HandlerSpec.uses` lists exactly those its ``handle`` reaches, directly,
-  through the context's helpers (``ctx.allowed`` uses the authorizer,
-  ``ctx.park`` the purgatory, ``ctx.mutation_quota`` the quotas...) or through
-  the helpers it hands ``ctx`` to. ``tests/brokerlite/test_handler_ports.py``
+  :attr:`HandlerSpec.uses` names exactly those its ``handle`` reaches
+  (``uses="groups authorizer"``): directly, through the context's helpers
+  (``ctx.allowed`` uses the authorizer, ``ctx.park`` the purgatory,
+  ``ctx.mutation_quota`` the quotas...) or through the helpers it hands ``ctx`` to. ``tests/brokerlite/test_handler_ports.py``
   follows ``ctx`` through each handler's code and fails on a port used but not
   declared, one declared but not used, and a ``ctx`` it cannot follow (stored
   somewhere it does not see, or given to a function outside the handlers). The
@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
+import operator
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -92,7 +94,7 @@ class Port(enum.Flag):
 
     Each member is the context attribute of the same name in lower case
     (``Port.SHARE_GROUPS`` is ``ctx.share_groups``), and a handler declares
-    those it uses as ``HandlerSpec(..., uses=Port.LOGS | Port.CLUSTER)``.
+    those it uses by these names: ``HandlerSpec(..., uses="logs cluster")``.
     """
 
     NONE = 0
@@ -440,9 +442,11 @@ class HandlerSpec:
             API belongs to: while it is not finalized (level 0) every request is
             answered ``error_response(..., UNSUPPORTED_VERSION)``, as Kafka does.
             The API stays in ApiVersions, as in Kafka.
-        uses: the ports (:class:`Port`) ``handle`` reaches through its context,
-            all of them and no others (the module docstring says how this is
-            checked).
+        uses: the ports ``handle`` reaches through its context, all of them
+            and no others, named as the context's attributes and separated by
+            spaces (``"groups authorizer"``); the module docstring says how
+            this is checked.
+        ports: ``uses`` as :class:`Port` flags.
     """
 
     api_key: int
@@ -453,9 +457,22 @@ class HandlerSpec:
     advertised_min: int | None = None
     feature: str | None = None
     old_min: int | None = None
-    uses: Port = Port.NONE
+    uses: str = ""
+    ports: Port = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        names = self.uses.split()
+        unknown = [n for n in names if n.upper() not in Port.__members__ or n != n.lower()]
+        if unknown or len(set(names)) != len(names) or "none" in names:
+            raise ValueError(
+                f"API {self.api_key}: uses={self.uses!r} must name ports (Port's members "
+                "in lower case), each once"
+            )
+        object.__setattr__(
+            self,
+            "ports",
+            functools.reduce(operator.or_, (Port[n.upper()] for n in names), Port.NONE),
+        )
         if self.feature is not None and self.error_response is None:
             raise ValueError(f"API {self.api_key}: a feature-gated API needs an error_response")
         info = api(self.api_key)

@@ -74,7 +74,7 @@ from trafka.codec.messages import k00_produce as m
 from trafka.codec.records import read_batch_header
 
 from ..outcomes import Close, NoResponse, ParkAgain, Parked
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import code_of, denied, leader_log, message_of
 
 if TYPE_CHECKING:
@@ -498,13 +498,5 @@ SPEC = HandlerSpec(
     error_response,
     advertised_min=ADVERTISED_MIN_VERSION,
     old_min=OLD_MIN_VERSION,
-    uses=Port.LOGS
-    | Port.PRODUCERS
-    | Port.CLUSTER
-    | Port.AUTHORIZER
-    | Port.METRICS
-    | Port.VERIFY_TRANSACTIONAL
-    | Port.TXN_VERIFICATION
-    | Port.PURGATORY
-    | Port.BROKER,
+    uses="logs producers cluster authorizer metrics verify_transactional txn_verification purgatory broker",
 )

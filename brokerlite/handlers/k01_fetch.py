@@ -94,7 +94,7 @@ from trafka.codec.messages import k01_fetch as m
 from trafka.codec.protocol import encode_response_body
 
 from ..outcomes import Parked, Part
-from ._base import HandlerSpec, Partitions, Port, RequestContext
+from ._base import HandlerSpec, Partitions, RequestContext
 from ._util import NULL_UUID, check_partition, code_of, denied, leader_log
 
 if TYPE_CHECKING:
@@ -737,10 +737,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses=Port.LOGS
-    | Port.PRODUCERS
-    | Port.CLUSTER
-    | Port.FETCH_SESSIONS
-    | Port.AUTHORIZER
-    | Port.PURGATORY,
+    uses="logs producers cluster fetch_sessions authorizer purgatory",
 )

@@ -36,7 +36,7 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k02_list_offsets as m
 
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import LEADER_EPOCH, code_of, denied, leader_log
 
 API_KEY = 2
@@ -166,5 +166,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses=Port.LOGS | Port.PRODUCERS | Port.CLUSTER | Port.AUTHORIZER,
+    uses="logs producers cluster authorizer",
 )

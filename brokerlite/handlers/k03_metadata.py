@@ -39,7 +39,7 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as m
 
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import (
     LEADER_EPOCH,
     NO_AUTHORIZED_OPERATIONS,
@@ -288,10 +288,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY,
-    MIN_VERSION,
-    MAX_VERSION,
-    handle,
-    error_response,
-    uses=Port.CONFIG | Port.LOGS | Port.CLUSTER | Port.AUTHORIZER,
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="config logs cluster authorizer"
 )

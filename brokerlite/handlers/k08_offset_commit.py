@@ -15,7 +15,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k08_offset_commit as m
 
 from ._authz import AclOperation, commit_readable_topics, enabled, group_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 8
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
@@ -60,5 +60,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses=Port.GROUPS | Port.AUTHORIZER,
+    uses="groups authorizer",
 )

@@ -24,7 +24,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k09_offset_fetch as m
 
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 9
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
@@ -204,5 +204,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses=Port.GROUPS | Port.AUTHORIZER | Port.BROKER,
+    uses="groups authorizer broker",
 )

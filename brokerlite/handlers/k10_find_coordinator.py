@@ -25,7 +25,7 @@ from trafka.codec.messages import k10_find_coordinator as m
 
 from ..outcomes import Parked
 from ._authz import AclOperation, group_allowed, transactional_id_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks
 
 API_KEY = 10
@@ -175,5 +175,5 @@ SPEC = HandlerSpec(
     MAX_VERSION,
     handle,
     error_response,
-    uses=Port.CONFIG | Port.CLUSTER | Port.AUTHORIZER | Port.PURGATORY,
+    uses="config cluster authorizer purgatory",
 )

@@ -17,7 +17,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k11_join_group as m
 
 from ._authz import AclOperation, group_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 11
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
@@ -59,5 +59,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses=Port.GROUPS | Port.AUTHORIZER | Port.PURGATORY,
+    uses="groups authorizer purgatory",
 )

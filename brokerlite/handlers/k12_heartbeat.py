@@ -10,7 +10,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k12_heartbeat as m
 
 from ._authz import AclOperation, group_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 12
 MIN_VERSION = 0
@@ -30,5 +30,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.GROUPS | Port.AUTHORIZER
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="groups authorizer"
 )

@@ -14,7 +14,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k14_sync_group as m
 
 from ._authz import AclOperation, group_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 14
 MIN_VERSION = 0
@@ -36,10 +36,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY,
-    MIN_VERSION,
-    MAX_VERSION,
-    handle,
-    error_response,
-    uses=Port.GROUPS | Port.AUTHORIZER | Port.PURGATORY,
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="groups authorizer purgatory"
 )

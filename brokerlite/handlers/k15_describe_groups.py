@@ -15,7 +15,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k15_describe_groups as m
 
 from ._authz import AclOperation, AclResourceType, enabled, group_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -64,5 +64,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.GROUPS | Port.AUTHORIZER
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="groups authorizer"
 )

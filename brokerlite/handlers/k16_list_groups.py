@@ -14,7 +14,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k16_list_groups as m
 
 from ._authz import CLUSTER_NAME, AclOperation, AclResourceType, enabled, group_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 16
 MIN_VERSION = 0
@@ -42,5 +42,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.GROUPS | Port.AUTHORIZER
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="groups authorizer"
 )

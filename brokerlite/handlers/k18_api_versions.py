@@ -34,7 +34,7 @@ from trafka.brokerlite.features import SUPPORTED
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k18_api_versions as m
 
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 18
 MIN_VERSION = 0
@@ -80,5 +80,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.FEATURES | Port.BROKER
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="features broker"
 )

@@ -41,7 +41,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k19_create_topics as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 if TYPE_CHECKING:
     from trafka.brokerlite.storage.topics import TopicInfo
@@ -291,5 +291,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses=Port.CONFIG | Port.LOGS | Port.CLUSTER | Port.AUTHORIZER | Port.QUOTAS | Port.PURGATORY,
+    uses="config logs cluster authorizer quotas purgatory",
 )

@@ -39,7 +39,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k20_delete_topics as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import NULL_UUID, code_of, message_of, park_on_tasks, task_outcome
 
 API_KEY = 20
@@ -205,5 +205,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses=Port.LOGS | Port.CLUSTER | Port.AUTHORIZER | Port.QUOTAS | Port.PURGATORY | Port.BROKER,
+    uses="logs cluster authorizer quotas purgatory broker",
 )

@@ -29,7 +29,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k21_delete_records as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import code_of, denied, leader_log
 
 API_KEY = 21
@@ -194,5 +194,5 @@ SPEC = HandlerSpec(
     MAX_VERSION,
     handle,
     error_response,
-    uses=Port.LOGS | Port.PRODUCERS | Port.CLUSTER | Port.AUTHORIZER | Port.PURGATORY,
+    uses="logs producers cluster authorizer purgatory",
 )

@@ -26,7 +26,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k22_init_producer_id as m
 
 from ._authz import CLUSTER_NAME, AclOperation, AclResourceType, transactional_id_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -56,10 +56,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY,
-    MIN_VERSION,
-    MAX_VERSION,
-    handle,
-    error_response,
-    uses=Port.TXN | Port.AUTHORIZER | Port.MARKERS,
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="txn authorizer markers"
 )

@@ -22,7 +22,7 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k23_offset_for_leader_epoch as m
 
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import LEADER_EPOCH, code_of, denied, leader_log
 
 API_KEY = 23
@@ -93,5 +93,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses=Port.LOGS | Port.CLUSTER | Port.AUTHORIZER,
+    uses="logs cluster authorizer",
 )

@@ -34,7 +34,7 @@ from ._authz import (
     enabled,
     transactional_id_allowed,
 )
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 24
 MIN_VERSION = 0
@@ -118,10 +118,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY,
-    MIN_VERSION,
-    MAX_VERSION,
-    handle,
-    error_response,
-    uses=Port.LOGS | Port.TXN | Port.AUTHORIZER,
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="logs txn authorizer"
 )

@@ -17,7 +17,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k25_add_offsets_to_txn as m
 
 from ._authz import AclOperation, group_allowed, transactional_id_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 25
 MIN_VERSION = 0
@@ -38,6 +38,4 @@ def error_response(
     return m.AddOffsetsToTxnResponse(error_code=code)
 
 
-SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.TXN | Port.AUTHORIZER
-)
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="txn authorizer")

@@ -27,7 +27,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k26_end_txn as m
 
 from ._authz import AclOperation, transactional_id_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 26
 MIN_VERSION = 0
@@ -49,10 +49,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY,
-    MIN_VERSION,
-    MAX_VERSION,
-    handle,
-    error_response,
-    uses=Port.TXN | Port.AUTHORIZER | Port.MARKERS,
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="txn authorizer markers"
 )

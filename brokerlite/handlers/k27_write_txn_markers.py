@@ -39,7 +39,7 @@ from trafka.codec.messages import k27_write_txn_markers as m
 
 from ..outcomes import Parked
 from ._authz import CLUSTER_NAME, AclOperation, AclResourceType
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 27
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
@@ -129,10 +129,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses=Port.LOGS
-    | Port.CLUSTER
-    | Port.CLUSTER_TXN
-    | Port.AUTHORIZER
-    | Port.MARKERS
-    | Port.PURGATORY,
+    uses="logs cluster cluster_txn authorizer markers purgatory",
 )

@@ -30,7 +30,7 @@ from ._authz import (
     group_allowed,
     transactional_id_allowed,
 )
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 28
 MIN_VERSION = 0
@@ -70,6 +70,4 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.TXN | Port.AUTHORIZER
-)
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="txn authorizer")

@@ -22,7 +22,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k30_create_acls as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks, task_outcome
 from .k29_describe_acls import NO_AUTHORIZER
 
@@ -113,5 +113,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses=Port.CLUSTER | Port.AUTHORIZER | Port.PURGATORY,
+    uses="cluster authorizer purgatory",
 )

@@ -23,7 +23,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k31_delete_acls as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks, task_outcome
 from .k29_describe_acls import NO_AUTHORIZER
 
@@ -129,5 +129,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses=Port.CLUSTER | Port.AUTHORIZER | Port.PURGATORY,
+    uses="cluster authorizer purgatory",
 )

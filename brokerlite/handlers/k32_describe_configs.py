@@ -37,7 +37,7 @@ from trafka.codec.acl import AclOperation
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k32_describe_configs as m
 
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._configs import (
     BROKER_SYNONYMS,
     ResourceType,
@@ -260,5 +260,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses=Port.CONFIG | Port.LOGS | Port.SHARE_GROUPS | Port.AUTHORIZER | Port.TELEMETRY,
+    uses="config logs share_groups authorizer telemetry",
 )

@@ -35,7 +35,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k33_alter_configs as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._configs import ResourceType
 from ._util import (
     code_of,
@@ -160,10 +160,5 @@ SPEC = HandlerSpec(
     MAX_VERSION,
     handle,
     error_response,
-    uses=Port.LOGS
-    | Port.CLUSTER
-    | Port.SHARE_GROUPS
-    | Port.AUTHORIZER
-    | Port.TELEMETRY
-    | Port.PURGATORY,
+    uses="logs cluster share_groups authorizer telemetry purgatory",
 )

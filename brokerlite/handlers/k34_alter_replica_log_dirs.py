@@ -38,7 +38,7 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k34_alter_replica_log_dirs as m
 
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import log_dir_path
 
 log = logging.getLogger("trafka.brokerlite")
@@ -126,5 +126,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses=Port.LOGS | Port.AUTHORIZER | Port.BROKER,
+    uses="logs authorizer broker",
 )

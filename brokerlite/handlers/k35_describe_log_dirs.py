@@ -22,7 +22,7 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k35_describe_log_dirs as m
 
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import log_dir_path
 
 API_KEY = 35
@@ -93,5 +93,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses=Port.LOGS | Port.AUTHORIZER,
+    uses="logs authorizer",
 )

@@ -25,7 +25,7 @@ from trafka.codec.sasl import SaslAuthenticationError
 
 from ..outcomes import Close
 from ..security.sasl import SaslState, SaslStateError
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 36
 MIN_VERSION = 0
@@ -76,4 +76,4 @@ def error_response(
     return m.SaslAuthenticateResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.CONFIG)
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="config")

@@ -34,7 +34,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k37_create_partitions as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import code_of, denied, message_of, park_on_tasks, task_outcome
 
 API_KEY = 37
@@ -146,5 +146,5 @@ SPEC = HandlerSpec(
     MAX_VERSION,
     handle,
     error_response,
-    uses=Port.LOGS | Port.CLUSTER | Port.AUTHORIZER | Port.QUOTAS | Port.PURGATORY | Port.BROKER,
+    uses="logs cluster authorizer quotas purgatory broker",
 )

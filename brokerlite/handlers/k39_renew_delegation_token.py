@@ -17,7 +17,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k39_renew_delegation_token as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import after_token_change
 
 API_KEY = 39
@@ -54,5 +54,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses=Port.CONFIG | Port.CLUSTER | Port.TOKENS | Port.PURGATORY,
+    uses="config cluster tokens purgatory",
 )

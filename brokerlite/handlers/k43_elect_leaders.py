@@ -31,7 +31,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k43_elect_leaders as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks
 
 API_KEY = 43
@@ -172,5 +172,5 @@ SPEC = HandlerSpec(
     MAX_VERSION,
     handle,
     error_response,
-    uses=Port.LOGS | Port.CLUSTER | Port.AUTHORIZER | Port.PURGATORY,
+    uses="logs cluster authorizer purgatory",
 )

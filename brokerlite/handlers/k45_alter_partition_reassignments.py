@@ -42,7 +42,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k45_alter_partition_reassignments as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks, task_outcome
 
 API_KEY = 45
@@ -199,5 +199,5 @@ SPEC = HandlerSpec(
     MAX_VERSION,
     handle,
     error_response,
-    uses=Port.LOGS | Port.CLUSTER | Port.AUTHORIZER | Port.PURGATORY,
+    uses="logs cluster authorizer purgatory",
 )

@@ -23,7 +23,7 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k46_list_partition_reassignments as m
 
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 46
 MIN_VERSION = 0
@@ -80,5 +80,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.CLUSTER | Port.AUTHORIZER
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="cluster authorizer"
 )

@@ -20,7 +20,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k47_offset_delete as m
 
 from ._authz import AclOperation, enabled, group_allowed, split_topics
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 47
 MIN_VERSION = 0
@@ -63,5 +63,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.GROUPS | Port.AUTHORIZER
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="groups authorizer"
 )

@@ -22,7 +22,7 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k48_describe_client_quotas as m
 
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 48
 MIN_VERSION = 0
@@ -68,5 +68,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.AUTHORIZER | Port.QUOTAS
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="authorizer quotas"
 )

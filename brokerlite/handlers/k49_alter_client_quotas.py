@@ -38,7 +38,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k49_alter_client_quotas as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks, task_outcome
 
 API_KEY = 49
@@ -179,5 +179,5 @@ SPEC = HandlerSpec(
     MAX_VERSION,
     handle,
     error_response,
-    uses=Port.CLUSTER | Port.AUTHORIZER | Port.QUOTAS | Port.PURGATORY,
+    uses="cluster authorizer quotas purgatory",
 )

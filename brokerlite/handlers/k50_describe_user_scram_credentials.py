@@ -18,7 +18,7 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k50_describe_user_scram_credentials as m
 
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 50
 MIN_VERSION = 0
@@ -51,5 +51,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.AUTHORIZER | Port.SCRAM
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="authorizer scram"
 )

@@ -28,7 +28,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k51_alter_user_scram_credentials as m
 
 from ..outcomes import Parked
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks, task_outcome
 
 API_KEY = 51
@@ -85,5 +85,5 @@ SPEC = HandlerSpec(
     MAX_VERSION,
     handle,
     error_response,
-    uses=Port.CLUSTER | Port.AUTHORIZER | Port.SCRAM | Port.PURGATORY,
+    uses="cluster authorizer scram purgatory",
 )

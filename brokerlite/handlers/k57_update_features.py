@@ -42,7 +42,7 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k57_update_features as m
 
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 57
 MIN_VERSION = 0
@@ -121,5 +121,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.AUTHORIZER | Port.FEATURES
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="authorizer features"
 )

@@ -19,7 +19,7 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k61_describe_producers as m
 
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import code_of, message_of
 
 API_KEY = 61
@@ -97,5 +97,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.PRODUCERS | Port.AUTHORIZER
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="producers authorizer"
 )

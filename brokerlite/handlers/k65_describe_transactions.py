@@ -19,7 +19,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k65_describe_transactions as m
 
 from ._authz import AclOperation, allowed_topics, enabled, transactional_id_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 65
 MIN_VERSION = 0
@@ -88,10 +88,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY,
-    MIN_VERSION,
-    MAX_VERSION,
-    handle,
-    error_response,
-    uses=Port.TXN | Port.CLUSTER_TXN | Port.AUTHORIZER,
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="txn cluster_txn authorizer"
 )

@@ -15,7 +15,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k66_list_transactions as m
 
 from ._authz import AclOperation, enabled, transactional_id_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 66
 MIN_VERSION = 0
@@ -42,6 +42,4 @@ def error_response(
     return m.ListTransactionsResponse(error_code=code)
 
 
-SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.TXN | Port.AUTHORIZER
-)
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="txn authorizer")

@@ -22,7 +22,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k68_consumer_group_heartbeat as m
 
 from ._authz import enabled, heartbeat_refusal
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 68
 MIN_VERSION = 0
@@ -61,5 +61,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     feature=GROUP_VERSION,
-    uses=Port.GROUPS | Port.AUTHORIZER,
+    uses="groups authorizer",
 )

@@ -22,7 +22,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k69_consumer_group_describe as m
 
 from ._authz import describe_groups_authorized
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 69
 MIN_VERSION = 0
@@ -73,5 +73,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     feature=GROUP_VERSION,
-    uses=Port.LOGS | Port.GROUPS | Port.AUTHORIZER,
+    uses="logs groups authorizer",
 )

@@ -30,7 +30,7 @@ from trafka.brokerlite.telemetry import ACCEPTED_COMPRESSION_TYPES, ClientInfo
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k71_get_telemetry_subscriptions as m
 
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 71
 MIN_VERSION = 0
@@ -75,4 +75,4 @@ def error_response(
     return m.GetTelemetrySubscriptionsResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.TELEMETRY)
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="telemetry")

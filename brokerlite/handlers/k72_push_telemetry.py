@@ -24,7 +24,7 @@ import logging
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k72_push_telemetry as m
 
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from .k71_get_telemetry_subscriptions import client_info
 
 API_KEY = 72
@@ -60,4 +60,4 @@ def error_response(
     return m.PushTelemetryResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.TELEMETRY)
+SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="telemetry")

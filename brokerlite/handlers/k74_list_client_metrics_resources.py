@@ -16,7 +16,7 @@ from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k74_list_client_metrics_resources as m
 
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 74
 MIN_VERSION = 0
@@ -45,5 +45,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses=Port.AUTHORIZER | Port.TELEMETRY
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="authorizer telemetry"
 )

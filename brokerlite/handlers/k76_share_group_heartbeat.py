@@ -24,7 +24,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k76_share_group_heartbeat as m
 
 from ._authz import enabled, heartbeat_refusal
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 76
 MIN_VERSION = 1
@@ -59,5 +59,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     feature=SHARE_VERSION,
-    uses=Port.SHARE_GROUPS | Port.AUTHORIZER,
+    uses="share_groups authorizer",
 )

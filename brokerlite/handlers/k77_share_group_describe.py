@@ -22,7 +22,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k77_share_group_describe as m
 
 from ._authz import describe_groups_authorized
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import NO_AUTHORIZED_OPERATIONS
 
 API_KEY = 77
@@ -74,5 +74,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     feature=SHARE_VERSION,
-    uses=Port.LOGS | Port.SHARE_GROUPS | Port.AUTHORIZER,
+    uses="logs share_groups authorizer",
 )

@@ -29,7 +29,7 @@ from trafka.codec.messages import k78_share_fetch as m
 
 from ..outcomes import Parked
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 if TYPE_CHECKING:
     from trafka.brokerlite.shares.fetcher import PendingFetch, ShareFetcher
@@ -135,5 +135,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     feature=SHARE_VERSION,
-    uses=Port.LOGS | Port.SHARES | Port.AUTHORIZER | Port.PURGATORY,
+    uses="logs shares authorizer purgatory",
 )

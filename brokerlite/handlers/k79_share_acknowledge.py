@@ -21,7 +21,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k79_share_acknowledge as m
 
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 
 API_KEY = 79
 MIN_VERSION = 1
@@ -79,5 +79,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     feature=SHARE_VERSION,
-    uses=Port.LOGS | Port.SHARES | Port.AUTHORIZER,
+    uses="logs shares authorizer",
 )

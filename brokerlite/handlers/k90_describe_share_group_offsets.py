@@ -38,7 +38,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k90_describe_share_group_offsets as m
 
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import LEADER_EPOCH, NULL_UUID
 
 if TYPE_CHECKING:
@@ -182,5 +182,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     feature=SHARE_VERSION,
-    uses=Port.LOGS | Port.SHARE_GROUPS | Port.SHARES | Port.AUTHORIZER,
+    uses="logs share_groups shares authorizer",
 )

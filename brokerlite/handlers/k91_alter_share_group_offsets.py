@@ -37,7 +37,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k91_alter_share_group_offsets as m
 
 from ._authz import AclOperation, enabled, group_allowed, split_topics
-from ._base import HandlerSpec, Port, RequestContext
+from ._base import HandlerSpec, RequestContext
 from ._util import NULL_UUID
 
 API_KEY = 91
@@ -128,5 +128,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     feature=SHARE_VERSION,
-    uses=Port.LOGS | Port.SHARE_GROUPS | Port.SHARES | Port.AUTHORIZER,
+    uses="logs share_groups shares authorizer",
 )

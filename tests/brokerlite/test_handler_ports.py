@@ -2,7 +2,7 @@
 
 A port is one of the broker's parts as a handler's :class:`RequestContext` offers
 it (``ctx.logs``, ``ctx.groups``...; :class:`~trafka.brokerlite.handlers._base.Port`).
-``HandlerSpec.uses`` says which a handler reaches; this test reads each
+``HandlerSpec.uses`` names those a handler reaches; this test reads each
 handler's code and holds it to that, both ways: a port used and not declared
 fails, and so does one declared and not used.
 
@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from trafka.brokerlite.handlers import HANDLERS
-from trafka.brokerlite.handlers._base import IDENTITY, Port
+from trafka.brokerlite.handlers._base import IDENTITY, HandlerSpec, Port
 
 HANDLERS_DIR = Path(__file__).resolve().parents[2] / "brokerlite" / "handlers"
 PACKAGE = "trafka.brokerlite.handlers"
@@ -298,8 +298,8 @@ def _package_trees() -> dict[str, ast.Module]:
     }
 
 
-def _declared(uses: Port) -> set[str]:
-    return {port.name.lower() for port in uses if port.name is not None}
+def _declared(ports: Port) -> set[str]:
+    return {port.name.lower() for port in ports if port.name is not None}
 
 
 # -- the rule, on the real handlers ----------------------------------------------------------
@@ -319,7 +319,7 @@ def test_each_handler_declares_exactly_the_ports_it_uses() -> None:
     for spec in HANDLERS.values():
         module = spec.handle.__module__.rsplit(".", 1)[1]
         used = flow.handler_ports(module, spec.handle.__name__)
-        declared = _declared(spec.uses)
+        declared = _declared(spec.ports)
         if used != declared:
             wrong[module] = {
                 "undeclared": sorted(used - declared),
@@ -333,9 +333,23 @@ def test_the_whole_broker_is_declared_rarely_and_on_purpose() -> None:
     declaring = {
         spec.handle.__module__.rsplit(".", 1)[1]
         for spec in HANDLERS.values()
-        if Port.BROKER in spec.uses
+        if Port.BROKER in spec.ports
     }
     assert declaring == set(WHOLE_BROKER)
+
+
+@pytest.mark.parametrize("uses", ["logz", "Groups", "groups groups", "none", "groups,txn"])
+def test_a_spec_names_only_ports_each_once(uses: str) -> None:
+    heartbeat = HANDLERS[12]
+    with pytest.raises(ValueError, match="must name ports"):
+        HandlerSpec(12, 0, 4, heartbeat.handle, heartbeat.error_response, uses=uses)
+
+
+def test_a_specs_ports_are_its_names() -> None:
+    heartbeat = HANDLERS[12]
+    spec = HandlerSpec(12, 0, 4, heartbeat.handle, None, uses=" txn  groups ")
+    assert spec.ports == Port.GROUPS | Port.TXN
+    assert HandlerSpec(12, 0, 4, heartbeat.handle, None).ports == Port.NONE
 
 
 def test_every_handler_module_is_checked() -> None:
