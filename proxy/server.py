@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import logging
 import math
+import signal
 import socket
 import struct
 import threading
@@ -886,11 +887,22 @@ async def _discover_upstream(config: ProxyConfig) -> ProxyConfig:
 
 
 def run_proxy(config: ProxyConfig) -> None:
-    """Serve until interrupted (the ``trafka proxy`` command)."""
+    """Serve until SIGINT or SIGTERM (the ``trafka proxy`` command; blocking,
+    from the main thread).
+
+    Either signal stops the proxy as leaving :func:`serve_proxy` does: the
+    listeners close, then the connections, then the journal. SIGTERM is how
+    service managers (systemd, Kubernetes) stop a process, so it gets the same
+    clean stop as Ctrl-C rather than the default of dying where it stands.
+    """
 
     async def main() -> None:
-        async with serve_proxy(config):
-            await trio.sleep_forever()
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with serve_proxy(config):
+                async for signum in signals:
+                    log.info("received %s, shutting down", signal.Signals(signum).name)
+                    break
+        log.info("proxy stopped")
 
     trio.run(main)
 
