@@ -39,6 +39,7 @@ from ..errors import BrokerError
 from ..storage.log_manager import LogManager
 from .controller import coordinator_partition
 from .replica_manager import ReplicaManager
+from .replication_quotas import ReplicationQuotas
 from .zk_layout import NO_LEADER, BrokerRegistration, PartitionState, TopicAssignment
 
 __all__ = ["OFFSETS_TOPIC", "TRANSACTION_STATE_TOPIC", "ClusterImage", "ClusterView", "ZkTask"]
@@ -133,6 +134,9 @@ class ClusterView:
         self.on_task: Callable[[], None] = lambda: None
         #: Set by the driver while the ZooKeeper session is up.
         self.zookeeper_connected = False
+        #: The replication throttles (KIP-73): the topics' throttled-replicas lists
+        #: come with each image, the broker rates from the driver.
+        self.replication_quotas = ReplicationQuotas(node_id)
 
     # -- images ----------------------------------------------------------------------------
 
@@ -179,6 +183,7 @@ class ClusterView:
                 log.info("topic %r is gone from the cluster: deleting its logs here", info.name)
                 logs.delete_topic(info.name)
                 self._on_topic_deleted(info.name)
+        self.replication_quotas.use_topic_configs(image.configs)
         changed = self.replicas.apply(image.topics, image.states, now_ms)
         for name, hosted in dropping.items():
             for index in logs.host(name, hosted, now_ms):

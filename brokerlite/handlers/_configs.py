@@ -6,7 +6,9 @@ registry; group configs (``share.*``) with the share-group coordinator
 (:mod:`trafka.brokerlite.groups.share_groups`); client-metrics resources (KIP-714
 subscriptions) with :mod:`trafka.brokerlite.telemetry`; the broker's settings
 are static (they come from :class:`~trafka.brokerlite.config.BrokerConfig`) and
-reported read-only.
+reported read-only, except, in cluster mode, the replication throttles' rates
+(:mod:`trafka.brokerlite.cluster.replication_quotas`), dynamic configs kept in
+ZooKeeper.
 """
 
 from __future__ import annotations
@@ -16,12 +18,21 @@ import enum
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.storage.topic_configs import ConfigEntry, ConfigSource, ConfigType
 from trafka.brokerlite.telemetry import CONFIG_DEFAULTS, CONFIG_TYPES, INTERVAL_MS, split_list
+from trafka.codec.errors import ErrorCode
 
 if TYPE_CHECKING:
     from trafka.brokerlite.config import BrokerConfig
     from trafka.brokerlite.telemetry import ClientTelemetry
+
+
+class BrokerConfigRefused(BrokerError):
+    """A broker config change brokerlite refuses as Kafka's ZooKeeper-mode brokers
+    do (INVALID_REQUEST): another broker's, or of a config that is not dynamic."""
+
+    code = ErrorCode.INVALID_REQUEST
 
 
 class ResourceType(enum.IntEnum):
@@ -121,6 +132,31 @@ def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
             )
         )
     return sorted(out, key=lambda e: e.name)
+
+
+def dynamic_broker_entries(
+    own: Mapping[str, str], default: Mapping[str, str], *, default_only: bool
+) -> list[ConfigEntry]:
+    """The dynamic broker configs (the replication throttles' rates) a broker has:
+    its own value, else the ``<default>`` broker's; only the default's for the
+    default resource (``""``). Unset ones are not listed."""
+    out = []
+    for name in sorted(set(default) | (set() if default_only else set(own))):
+        mine = not default_only and name in own
+        out.append(
+            ConfigEntry(
+                name=name,
+                value=own[name] if mine else default[name],
+                is_default=False,
+                read_only=False,
+                sensitive=False,
+                source=ConfigSource.DYNAMIC_BROKER_CONFIG
+                if mine
+                else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                config_type=ConfigType.LONG,
+            )
+        )
+    return out
 
 
 def is_broker_name(node_id: int, name: str) -> bool:

@@ -12,6 +12,10 @@ Kafka's controller takes them here: the configs given become the resource's
 whole set (none deletes it), validated as IncrementalAlterConfigs validates
 them.
 
+Brokers (cluster mode): the replication throttles' rates, as in
+IncrementalAlterConfigs; the configs given become the broker's (or
+``<default>``'s) whole set of dynamic configs.
+
 Authorization (after the duplicate check): ALTER_CONFIGS on the topic for a
 topic, on the group for a group, on the cluster for the broker; otherwise that
 resource gets TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED and is unchanged.
@@ -38,6 +42,7 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._configs import ResourceType
 from ._util import (
+    broker_config_task,
     code_of,
     config_authorization_error,
     message_of,
@@ -75,12 +80,10 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
             ResourceType.TOPIC,
             ResourceType.GROUP,
             ResourceType.CLIENT_METRICS,
+            ResourceType.BROKER,
         ):
             code = ErrorCode.INVALID_REQUEST
-            message = (
-                "only topic, group and client-metrics configs can be altered "
-                "(brokerlite's broker configs are static)"
-            )
+            message = "only topic, group, broker and client-metrics configs can be altered"
         elif any(k > 1 for k in names.values()):
             code, message = ErrorCode.INVALID_REQUEST, "a config is named twice"
         elif any(c.value is None for c in resource.configs):
@@ -88,7 +91,17 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
         else:
             changes: dict[str, str | None] = {c.name: c.value for c in resource.configs}
             try:
-                if resource.resource_type == ResourceType.CLIENT_METRICS:
+                if resource.resource_type == ResourceType.BROKER:
+                    task = broker_config_task(
+                        ctx,
+                        resource.resource_name,
+                        changes,
+                        replace=True,
+                        validate_only=request.validate_only,
+                    )
+                    if task is not None:
+                        tasks[len(results)] = task
+                elif resource.resource_type == ResourceType.CLIENT_METRICS:
                     ctx.telemetry.replace(
                         resource.resource_name, changes, validate_only=request.validate_only
                     )
