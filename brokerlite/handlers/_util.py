@@ -15,7 +15,7 @@ from trafka.brokerlite.security.authorizer import CLUSTER_NAME, RESOURCE_OPERATI
 from trafka.codec.acl import AclResourceType
 from trafka.codec.errors import ErrorCode
 
-from ._configs import BrokerConfigRefused, ResourceType
+from ._configs import BrokerConfigRefused, ResourceType, is_broker_name
 
 if TYPE_CHECKING:
     from trafka.brokerlite.cluster.view import ZkTask
@@ -237,7 +237,8 @@ def broker_config_task(
     set (AlterConfigs); otherwise each is set, or deleted where None.
 
     Raises:
-        BrokerConfigRefused: not in cluster mode, another broker's id (Kafka's
+        BrokerConfigRefused: not in cluster mode (where only deleting the
+            dynamic configs is taken, as a no-op), another broker's id (Kafka's
             ZooKeeper-mode brokers change only their own), or a config that is
             not dynamic here.
         InvalidConfigError: a value that is not a rate.
@@ -245,6 +246,15 @@ def broker_config_task(
     from trafka.brokerlite.cluster.view import ZkTask
 
     if ctx.cluster is None:
+        if (
+            is_broker_name(ctx.node_id, name)
+            and changes
+            and all(k in DYNAMIC_BROKER_CONFIGS and v is None for k, v in changes.items())
+        ):
+            # Deleting what cannot be set is done (as deleting an unset config is
+            # in Kafka): kafka-reassign-partitions --verify clears the throttles
+            # of every broker it knows, set or not.
+            return None
         raise BrokerConfigRefused(
             "only topic, group and client-metrics configs can be altered (brokerlite's broker "
             "configs are static; its dynamic ones, the replication throttles, need cluster mode)"

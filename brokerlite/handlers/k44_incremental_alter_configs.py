@@ -9,7 +9,8 @@ type 32) take the ``share.*`` group configs (none is a list), validated as
 Kafka validates them: INVALID_CONFIG for an unknown name, a bad value or one
 outside the broker's ``group.share.min.*``/``max.*`` bounds.
 
-Brokers (resource type 4; cluster mode only, INVALID_REQUEST otherwise): the
+Brokers (resource type 4; cluster mode only: a single node takes only DELETE
+of them, which changes nothing, and refuses the rest with INVALID_REQUEST): the
 replication throttles' rates, ``leader.replication.throttled.rate`` and
 ``follower.replication.throttled.rate`` (KIP-73), SET or DELETE, for this
 broker (its id) or every broker (``""``, Kafka's ``<default>``), as a

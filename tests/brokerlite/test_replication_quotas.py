@@ -18,6 +18,8 @@ Time is an injected clock: every figure is bytes per window of that clock.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from trafka.brokerlite.cluster.replication_quotas import (
@@ -35,6 +37,8 @@ from trafka.brokerlite.storage.topic_configs import (
     normalise_configs,
     throttled_replicas,
 )
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k44_incremental_alter_configs as incremental
 
 T0 = 1_700_000_000_000
 
@@ -223,3 +227,37 @@ def test_a_rate_change_keeps_what_was_measured() -> None:
     # over the time since they began (the samples kept) come to 5 000 B/s.
     assert per_window[:5] == [0] * 5, per_window
     assert sum(per_window[5:]) > 0, per_window
+
+
+# -- a single node -----------------------------------------------------------------------------
+
+
+def _alter_broker(core: Any, node: str, op: int, value: str | None) -> Any:
+    body = incremental.IncrementalAlterConfigsRequest(
+        resources=[
+            incremental.IncrementalAlterConfigsRequest.AlterConfigsResource(
+                resource_type=4,
+                resource_name=node,
+                configs=[
+                    incremental.IncrementalAlterConfigsRequest.AlterableConfig(
+                        name=LEADER_THROTTLED_RATE, config_operation=op, value=value
+                    )
+                ],
+            )
+        ]
+    )
+    [result] = core.call(44, 1, body).responses
+    return result
+
+
+def test_a_single_node_has_no_throttles_but_deleting_them_succeeds(core: Any) -> None:
+    """Without replication there is nothing to throttle: setting a rate is refused
+    (INVALID_REQUEST, as brokerlite's static broker configs), deleting one, which is
+    never set, is done, so that kafka-reassign-partitions --verify, which deletes
+    the throttles of every broker, works against a single node too."""
+    node = str(core.broker.node_id)
+    refused = _alter_broker(core, node, 0, "1000")
+    assert refused.error_code == ErrorCode.INVALID_REQUEST
+    assert "cluster mode" in refused.error_message
+    for name in (node, ""):
+        assert _alter_broker(core, name, 1, None).error_code == ErrorCode.NONE
