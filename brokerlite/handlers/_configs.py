@@ -114,23 +114,32 @@ _BROKER_TYPES = {
 }
 
 
+def _broker_entry(
+    name: str, value: str | None, source: ConfigSource, config_type: ConfigType
+) -> ConfigEntry:
+    """A broker setting: static ones read-only, dynamic ones writable."""
+    return ConfigEntry(
+        name=name,
+        value=value,
+        is_default=source == ConfigSource.DEFAULT_CONFIG,
+        read_only=source in (ConfigSource.DEFAULT_CONFIG, ConfigSource.STATIC_BROKER_CONFIG),
+        sensitive=False,
+        source=source,
+        config_type=config_type,
+    )
+
+
 def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
     """The broker's settings as read-only config entries, sorted by name."""
-    out = []
-    for name, value, is_default in config.kafka_entries():
-        out.append(
-            ConfigEntry(
-                name=name,
-                value=value,
-                is_default=is_default,
-                read_only=True,
-                sensitive=False,
-                source=ConfigSource.DEFAULT_CONFIG
-                if is_default
-                else ConfigSource.STATIC_BROKER_CONFIG,
-                config_type=_BROKER_TYPES.get(name, ConfigType.STRING),
-            )
+    out = [
+        _broker_entry(
+            name,
+            value,
+            ConfigSource.DEFAULT_CONFIG if is_default else ConfigSource.STATIC_BROKER_CONFIG,
+            _BROKER_TYPES.get(name, ConfigType.STRING),
         )
+        for name, value, is_default in config.kafka_entries()
+    ]
     return sorted(out, key=lambda e: e.name)
 
 
@@ -142,20 +151,19 @@ def dynamic_broker_entries(
     default resource (``""``). Unset ones are not listed."""
     out = []
     for name in sorted(set(default) | (set() if default_only else set(own))):
-        mine = not default_only and name in own
-        out.append(
-            ConfigEntry(
-                name=name,
-                value=own[name] if mine else default[name],
-                is_default=False,
-                read_only=False,
-                sensitive=False,
-                source=ConfigSource.DYNAMIC_BROKER_CONFIG
-                if mine
-                else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
-                config_type=ConfigType.LONG,
+        if not default_only and name in own:
+            out.append(
+                _broker_entry(name, own[name], ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigType.LONG)
             )
-        )
+        else:
+            out.append(
+                _broker_entry(
+                    name,
+                    default[name],
+                    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                    ConfigType.LONG,
+                )
+            )
     return out
 
 

@@ -276,6 +276,39 @@ def broker_config_task(
     return ZkTask("broker_config", {"entity": entity, "changes": checked, "replace": replace})
 
 
+def alter_resource_configs(
+    ctx: RequestContext,
+    resource_type: int,
+    name: str,
+    changes: Mapping[str, str | None],
+    *,
+    incremental: bool,
+    validate_only: bool,
+) -> ZkTask | None:
+    """Change a topic's, a group's or a broker's configs (AlterConfigs when not
+    ``incremental``: ``changes`` become the whole set): at once, or, for what
+    cluster mode keeps in ZooKeeper, the task that writes it (None otherwise).
+
+    Raises:
+        BrokerError: the change is refused (nothing changed).
+    """
+    if resource_type == ResourceType.BROKER:
+        return broker_config_task(
+            ctx, name, changes, replace=not incremental, validate_only=validate_only
+        )
+    if resource_type == ResourceType.GROUP:
+        ctx.share_groups.alter_configs(
+            name, changes, incremental=incremental, validate_only=validate_only
+        )
+        return None
+    if ctx.cluster is not None:
+        return topic_config_task(
+            ctx, name, changes, incremental=incremental, validate_only=validate_only
+        )
+    ctx.logs.alter_configs(name, changes, incremental=incremental, validate_only=validate_only)
+    return None
+
+
 def park_results_on_tasks(
     ctx: RequestContext,
     tasks: dict[int, ZkTask],

@@ -42,12 +42,11 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._configs import ResourceType
 from ._util import (
-    broker_config_task,
+    alter_resource_configs,
     code_of,
     config_authorization_error,
     message_of,
     park_results_on_tasks,
-    topic_config_task,
 )
 
 API_KEY = 33
@@ -91,30 +90,14 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
         else:
             changes: dict[str, str | None] = {c.name: c.value for c in resource.configs}
             try:
-                if resource.resource_type == ResourceType.BROKER:
-                    task = broker_config_task(
-                        ctx,
-                        resource.resource_name,
-                        changes,
-                        replace=True,
-                        validate_only=request.validate_only,
-                    )
-                    if task is not None:
-                        tasks[len(results)] = task
-                elif resource.resource_type == ResourceType.CLIENT_METRICS:
+                if resource.resource_type == ResourceType.CLIENT_METRICS:
                     ctx.telemetry.replace(
                         resource.resource_name, changes, validate_only=request.validate_only
                     )
-                elif resource.resource_type == ResourceType.GROUP:
-                    ctx.share_groups.alter_configs(
-                        resource.resource_name,
-                        changes,
-                        incremental=False,
-                        validate_only=request.validate_only,
-                    )
-                elif ctx.cluster is not None:
-                    task = topic_config_task(
+                else:
+                    task = alter_resource_configs(
                         ctx,
+                        resource.resource_type,
                         resource.resource_name,
                         changes,
                         incremental=False,
@@ -122,13 +105,6 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
                     )
                     if task is not None:
                         tasks[len(results)] = task
-                else:
-                    ctx.logs.alter_configs(
-                        resource.resource_name,
-                        changes,
-                        incremental=False,
-                        validate_only=request.validate_only,
-                    )
             except BrokerError as exc:
                 code, message = code_of(exc), message_of(exc)
             else:

@@ -55,12 +55,11 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._configs import ResourceType, client_metrics_changes
 from ._util import (
-    broker_config_task,
+    alter_resource_configs,
     code_of,
     config_authorization_error,
     message_of,
     park_results_on_tasks,
-    topic_config_task,
 )
 
 API_KEY = 44
@@ -204,41 +203,16 @@ def handle(
                     "only topic, group, broker and client-metrics configs can be altered",
                 )
             changes = _changes(ctx, resource)
-            if resource.resource_type == ResourceType.BROKER:
-                task = broker_config_task(
-                    ctx,
-                    resource.resource_name,
-                    changes,
-                    replace=False,
-                    validate_only=request.validate_only,
-                )
-                if task is not None:
-                    tasks[len(results)] = task
-                    log.info("broker %r configs changing: %s", resource.resource_name, changes)
-            elif resource.resource_type == ResourceType.GROUP:
-                ctx.share_groups.alter_configs(
-                    resource.resource_name,
-                    changes,
-                    incremental=True,
-                    validate_only=request.validate_only,
-                )
-            elif ctx.cluster is not None:
-                task = topic_config_task(
-                    ctx,
-                    resource.resource_name,
-                    changes,
-                    incremental=True,
-                    validate_only=request.validate_only,
-                )
-                if task is not None:
-                    tasks[len(results)] = task
-            else:
-                ctx.logs.alter_configs(
-                    resource.resource_name,
-                    changes,
-                    incremental=True,
-                    validate_only=request.validate_only,
-                )
+            task = alter_resource_configs(
+                ctx,
+                resource.resource_type,
+                resource.resource_name,
+                changes,
+                incremental=True,
+                validate_only=request.validate_only,
+            )
+            if task is not None:
+                tasks[len(results)] = task
             if not request.validate_only and resource.resource_type == ResourceType.TOPIC:
                 log.info("topic %r configs changed: %s", resource.resource_name, changes)
         except _Refused as exc:

@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 import trio
-from cluster_helpers import run, until
+from brokerlite_wire import broker_config_request
+from cluster_helpers import change_notifications, run, until
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
     AdminClient,
@@ -41,7 +42,6 @@ from kazoo.client import KazooClient
 
 from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
 from trafka.codec.errors import ErrorCode
-from trafka.codec.messages import k44_incremental_alter_configs as incremental
 from trafka.sdk import NewTopic, open_admin, open_producer
 
 pytestmark = pytest.mark.timeout(150)
@@ -101,11 +101,7 @@ def _znodes(zk: str, paths: list[str]) -> tuple[dict[str, Any], list[Any]]:
     client.start(timeout=10.0)
     try:
         docs = {p: json.loads(client.get(p)[0]) if client.exists(p) else None for p in paths}
-        notes = [
-            json.loads(client.get(f"/config/changes/{c}")[0])
-            for c in sorted(client.get_children("/config/changes"))
-        ]
-        return docs, notes
+        return docs, change_notifications(client)
     finally:
         client.stop()
         client.close()
@@ -342,18 +338,6 @@ def test_a_throttled_reassignment_moves_at_the_rate_and_completes_once_lifted(
 def _raw_alter(raw_client: Any, cluster: LocalCluster, node: int, broker: str, rate: str) -> Any:
     """IncrementalAlterConfigs v1 of broker resource ``broker``, sent to ``node``: the
     resource's result."""
-    body = incremental.IncrementalAlterConfigsRequest(
-        resources=[
-            incremental.IncrementalAlterConfigsRequest.AlterConfigsResource(
-                resource_type=4,
-                resource_name=broker,
-                configs=[
-                    incremental.IncrementalAlterConfigsRequest.AlterableConfig(
-                        name=FOLLOWER_RATE, config_operation=0, value=rate
-                    )
-                ],
-            )
-        ]
-    )
+    body = broker_config_request(broker, FOLLOWER_RATE, 0, rate)
     [result] = raw_client(cluster.node(node).address).request(44, 1, body).responses
     return result

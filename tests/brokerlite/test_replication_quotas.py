@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from brokerlite_wire import broker_config_request
 
 from trafka.brokerlite.cluster.replication_quotas import (
     FOLLOWER_THROTTLED_RATE,
@@ -38,7 +39,6 @@ from trafka.brokerlite.storage.topic_configs import (
     throttled_replicas,
 )
 from trafka.codec.errors import ErrorCode
-from trafka.codec.messages import k44_incremental_alter_configs as incremental
 
 T0 = 1_700_000_000_000
 
@@ -233,19 +233,7 @@ def test_a_rate_change_keeps_what_was_measured() -> None:
 
 
 def _alter_broker(core: Any, node: str, op: int, value: str | None) -> Any:
-    body = incremental.IncrementalAlterConfigsRequest(
-        resources=[
-            incremental.IncrementalAlterConfigsRequest.AlterConfigsResource(
-                resource_type=4,
-                resource_name=node,
-                configs=[
-                    incremental.IncrementalAlterConfigsRequest.AlterableConfig(
-                        name=LEADER_THROTTLED_RATE, config_operation=op, value=value
-                    )
-                ],
-            )
-        ]
-    )
+    body = broker_config_request(node, LEADER_THROTTLED_RATE, op, value)
     [result] = core.call(44, 1, body).responses
     return result
 
