@@ -55,6 +55,8 @@ from ..storage.topic_configs import (
 
 __all__ = [
     "DYNAMIC_BROKER_CONFIGS",
+    "WINDOW_NUM",
+    "WINDOW_SIZE_MS",
     "FOLLOWER_THROTTLED_RATE",
     "LEADER_THROTTLED_RATE",
     "ReplicationQuota",
@@ -133,7 +135,9 @@ class ReplicationQuota:
         """Whether the partition's traffic counts against this quota (Kafka's
         ``isThrottled``)."""
         covered = self._covered.get(topic)
-        return covered is not None and (covered == ALL_REPLICAS or partition in covered)
+        if covered is None:
+            return False
+        return covered == ALL_REPLICAS or (isinstance(covered, frozenset) and partition in covered)
 
     def exceeded(self) -> bool:
         """Whether the measured rate is above the bound now."""
@@ -164,12 +168,23 @@ class ReplicationQuotas:
     Args:
         node_id: this broker's id (the lists' pairs that name it apply here).
         clock: milliseconds (the broker's wall clock by default; tests inject theirs).
+        window_num, window_size_ms: the rates' samples (``replication.quota.window.num``,
+            ``replication.quota.window.size.seconds``).
     """
 
-    def __init__(self, node_id: int, *, clock: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        *,
+        clock: Callable[[], int] = wall_clock_ms,
+        window_num: int = WINDOW_NUM,
+        window_size_ms: int = WINDOW_SIZE_MS,
+    ) -> None:
         self.node_id = node_id
-        self.leader = ReplicationQuota(clock)
-        self.follower = ReplicationQuota(clock)
+        self.leader = ReplicationQuota(clock, window_num=window_num, window_size_ms=window_size_ms)
+        self.follower = ReplicationQuota(
+            clock, window_num=window_num, window_size_ms=window_size_ms
+        )
         #: The dynamic configs of this broker and of the ``<default>`` broker, as
         #: ZooKeeper has them (DescribeConfigs reports them).
         self.own_configs: dict[str, str] = {}

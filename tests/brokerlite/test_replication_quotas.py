@@ -18,6 +18,7 @@ Time is an injected clock: every figure is bytes per window of that clock.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from trafka.brokerlite.cluster.replication_quotas import (
     ReplicationQuotas,
     check_broker_config,
 )
+from trafka.brokerlite.config import BrokerConfig, ConfigError
 from trafka.brokerlite.errors import InvalidConfigError
 from trafka.brokerlite.storage.topic_configs import (
     ALL_REPLICAS,
@@ -249,3 +251,23 @@ def test_a_single_node_has_no_throttles_but_deleting_them_succeeds(core: Any) ->
     assert "cluster mode" in refused.error_message
     for name in (node, ""):
         assert _alter_broker(core, name, 1, None).error_code == ErrorCode.NONE
+
+
+def test_the_windows_are_broker_settings_under_kafkas_names(tmp_path: Path) -> None:
+    config = BrokerConfig(data_dir=tmp_path).with_overrides(
+        {"replication.quota.window.num": "3", "replication.quota.window.size.seconds": "2"}
+    )
+    assert (config.replication_quota_window_num, config.replication_quota_window_size_seconds) == (
+        3,
+        2,
+    )
+    with pytest.raises(ConfigError, match="replication_quota_window_num"):
+        BrokerConfig(data_dir=tmp_path).with_overrides({"replication.quota.window.num": "0"})
+    # Three samples of 2 s: after 6 s of silence what was counted is forgotten.
+    clock = Clock()
+    quotas = ReplicationQuotas(1, clock=clock, window_num=3, window_size_ms=2_000)
+    quotas.use_broker_configs({LEADER_THROTTLED_RATE: "100"}, {})
+    quotas.leader.record(1_000)
+    assert quotas.leader.rate() == 500.0  # over one window of 2 s
+    clock.now += 6_000
+    assert not quotas.leader.exceeded()
