@@ -39,6 +39,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from kazoo.client import KazooClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
 from trafka.codec.errors import ErrorCode
@@ -244,6 +245,13 @@ def test_a_throttled_reassignment_moves_at_the_rate_and_completes_once_lifted(
                 await trio.sleep(1.0)  # rounds of fetches, for a broken throttle to show
                 first = _copied(cluster, dest)
                 assert 0 < first <= RATE + FETCH_BYTES, first
+                # The measured rates are in the brokers' metrics (Kafka's
+                # LeaderReplication and FollowerReplication byte-rate).
+                assert _gauge(cluster, source, "kafka_server_leaderreplication_byte_rate") == (
+                    leader_q.rate()
+                )
+                assert leader_q.rate() > RATE
+                assert _gauge(cluster, dest, "kafka_server_followerreplication_byte_rate") > RATE
                 assert await admin.list_partition_reassignments() != {}
 
                 # Two windows on: SimpleRate measures since the first sample, so about
@@ -333,6 +341,17 @@ def test_a_throttled_reassignment_moves_at_the_rate_and_completes_once_lifted(
                 assert {"version": 2, "entity_path": "brokers/<default>"} in notes
 
     run(test, deadline=140)
+
+
+def _gauge(cluster: LocalCluster, node: int, name: str) -> float:
+    text = cluster.node(node).broker.metrics.exposition().decode()
+    [value] = [
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    ]
+    return float(value)
 
 
 def _raw_alter(raw_client: Any, cluster: LocalCluster, node: int, broker: str, rate: str) -> Any:
