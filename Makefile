@@ -57,9 +57,16 @@ lint: src-tree
 	$(VENV)/bin/ruff format --check .
 	PYTHONPATH=$(MYPY_SRC) $(VENV)/bin/lint-imports --no-cache
 
-# mypy and mkdocstrings cannot follow setuptools' editable finder (folder ->
-# trafka.<folder>), so they read the packages through a symlink tree laid out as
-# installed.
+# mypy, import-linter and mkdocstrings cannot follow setuptools' editable finder
+# (folder -> trafka.<folder>), so they read the packages through a symlink tree
+# laid out as installed, one link per folder (a new module needs nothing). Kept
+# after trying the alternatives (issue #47; docs/design.md, "Why make src-tree"):
+# mypy_path=. with explicit_package_bases names the modules sdk.*, not
+# trafka.sdk.*, and leaves every trafka.* import unresolved; setuptools'
+# editable_mode=strict links file by file (a new module needs a reinstall) and
+# mypy then wants a py.typed; griffe reads the finder's mapping but looks for a
+# `trafka` folder in each folder's parent. Only moving the folders under
+# src/trafka/ would end it, and the README's layout stays.
 MYPY_SRC := $(VENV)/mypy-src
 src-tree: $(STAMP)
 	@mkdir -p $(MYPY_SRC)/trafka

@@ -16,10 +16,10 @@ See ``docs/brokerlite.md`` for the options and the APIs served.
 The package is laid out by capability (``docs/design.md``): the core
 (:mod:`.broker`, :mod:`.intake`, :mod:`.session`, :mod:`.purgatory`,
 :mod:`.outcomes`) and its trio driver (:mod:`.server`); one handler per API key
-(:mod:`.handlers`); the wings the handlers reach, :mod:`.storage`,
-:mod:`.groups`, :mod:`.shares`, :mod:`.transactions`, :mod:`.cluster` and
-:mod:`.security`; and the development launchers (:mod:`.dev`), which the
-broker never imports.
+(:mod:`.handlers`, each declaring the ports, the broker's parts, it uses); the
+wings the handlers reach, :mod:`.storage`, :mod:`.groups`, :mod:`.shares`,
+:mod:`.transactions`, :mod:`.cluster` and :mod:`.security`; and the
+development launchers (:mod:`.dev`), which the broker never imports.
 """
 
 from __future__ import annotations

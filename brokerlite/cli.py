@@ -216,7 +216,8 @@ def _configure_logging(verbose: bool, *quiet: str) -> None:
     "--console-listen",
     metavar="HOST:PORT",
     help="Serve the web console for this broker's cluster here, e.g. 127.0.0.1:8080 "
-    "(needs trafka[console]; it has no login, keep it on loopback).",
+    "(needs trafka[console]; a password comes from TRAFKA_CONSOLE_PASSWORD, and without "
+    "one a console on a non-loopback address is read-only).",
 )
 @click.option(
     "--announce/--no-announce",

@@ -35,6 +35,10 @@ metric                                                             from
                                                                    percentiles (0.50 ... 0.999),
                                                                    estimated from the histogram
 ``kafka_log_log_logstartoffset{topic,partition}`` / ``logendoffset``  each log's bounds here
+``kafka_network_requestchannel_requestqueuesize``                  requests received whole, not yet
+                                                                   handed to the core
+``kafka_network_requestchannel_responsequeuesize``                 replies handed to connections'
+                                                                   writers, not yet fully written
 ``kafka_network_socketserver_networkprocessoravgidlepercent``,      the loop's share of time waiting
 ``..._requesthandleravgidlepercent``                               for I/O (trafka.common.idle)
 ``kafka_server_replicafetchermanager_maxlag{clientid}``,            how far followed partitions are
@@ -69,7 +73,9 @@ kafka_exporter asks one client connection for the whole cluster; a cluster of
 brokerlite nodes answers from each broker, so that nothing is counted twice
 when the brokers' scrapes are added up: a cluster-wide series comes from the
 controller alone, a partition's from its leader, a group's from its
-coordinator.
+coordinator. ``/metrics/cluster`` gives the whole cluster's groups and
+offline partitions from any one broker (:mod:`.server.cluster_metrics`
+gathers them; the families are built here, by :func:`consumer_group_families`).
 
 Rules: the counters are plain integers the broker core bumps on its own thread
 (no locks on the request path); everything else is read from the core when
@@ -83,7 +89,7 @@ mix.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from trafka.codec.errors import ErrorCode
@@ -103,7 +109,16 @@ if TYPE_CHECKING:
     from .storage.log_manager import LogManager
     from .storage.partition import PartitionLog
 
-__all__ = ["BrokerMetrics", "MetricsSource", "endpoint", "ready"]
+__all__ = [
+    "BrokerMetrics",
+    "MetricsSource",
+    "committed",
+    "consumer_group_families",
+    "endpoint",
+    "live_members",
+    "offline_partitions",
+    "ready",
+]
 
 
 class MetricsSource(Protocol):
@@ -166,6 +181,9 @@ class BrokerMetrics:
         self._registry: CollectorRegistry | None = None
         #: The broker loop's I/O waits (its driver feeds them; see trafka.common.idle).
         self.loop_idle = IdleRatio(time.monotonic())
+        #: (requests, replies) waiting in the driver's connections, read at a scrape;
+        #: set by the driver that owns them (None: a core served without one).
+        self.network_queues: Callable[[], tuple[int, int]] | None = None
 
     def attach(self, broker: MetricsSource) -> None:
         """The broker whose state the gauges read at a scrape."""
@@ -215,6 +233,7 @@ class BrokerMetrics:
     def collect(self) -> Iterator[Any]:
         yield from self._topic_counters()
         yield from self._requests()
+        yield from self._queues()
         broker = self._broker
         if broker is not None:
             yield from _partition_gauges(broker)
@@ -223,7 +242,26 @@ class BrokerMetrics:
             yield from _controller_gauges(broker)
             yield from _log_offsets(broker)
             yield from _exporter_partitions(broker)
-            yield from _exporter_groups(broker)
+            yield from consumer_group_families(broker, list(committed(broker)))
+
+    def _queues(self) -> Iterator[Any]:
+        """Kafka's RequestChannel queue sizes, from the driver's real queues (see
+        :meth:`~trafka.brokerlite.server.connections.Server.queue_sizes`)."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        if self.network_queues is None:
+            return
+        requests, replies = self.network_queues()
+        yield GaugeMetricFamily(
+            "kafka_network_requestchannel_requestqueuesize",
+            "Requests received whole and not yet handed to the broker core.",
+            value=requests,
+        )
+        yield GaugeMetricFamily(
+            "kafka_network_requestchannel_responsequeuesize",
+            "Replies handed to connections' writers and not yet fully written.",
+            value=replies,
+        )
 
     def _idle(self) -> Iterator[Any]:
         """Kafka's idle ratios: one trio loop is the broker's network thread and
@@ -371,7 +409,6 @@ def _partition_gauges(broker: MetricsSource) -> Iterator[Any]:
     yield from _fetcher_lag(broker)
     yield from _replication_rates(broker)
     yield sizes
-    yield _group_lag(broker)
 
 
 def _fetcher_lag(broker: MetricsSource) -> Iterator[Any]:
@@ -414,22 +451,6 @@ def _replication_rates(broker: MetricsSource) -> Iterator[Any]:
         )
 
 
-def _group_lag(broker: MetricsSource) -> Any:
-    """Each group's lag per partition, for the groups this broker coordinates: the
-    partition's log end (its high watermark in a cluster) minus the committed offset."""
-    from prometheus_client.core import GaugeMetricFamily
-
-    lag = GaugeMetricFamily(
-        "kafka_consumergroup_lag",
-        "Log end minus the group's committed offset.",
-        labels=["consumergroup", "topic", "partition"],
-    )
-    for group, topic, partition, _offset, behind in _committed(broker):
-        if behind is not None:  # None: the topic is gone, or its log is elsewhere
-            lag.add_metric([group, topic, str(partition)], behind)
-    return lag
-
-
 def _end(broker: MetricsSource, plog: PartitionLog) -> int:
     """What consumers can read to: the high watermark in a cluster, the log end on
     a single node (where every append is committed at once)."""
@@ -445,22 +466,17 @@ def _controller_gauges(broker: MetricsSource) -> Iterator[Any]:
 
     cluster = broker.cluster
     per_topic: dict[str, int] = {}
+    offline = offline_partitions(broker)
     if cluster is None:
         active, brokers = True, 1
-        offline = 0
         for info in broker.logs.topics():
-            logs = broker.logs.partitions(info.name)
-            per_topic[info.name] = len(logs)
-            offline += sum(1 for plog in logs if plog.offline is not None)
+            per_topic[info.name] = len(broker.logs.partitions(info.name))
     else:
         image = cluster.image
         active = image.controller_id == broker.node_id
         brokers = len(image.brokers)
-        offline = 0
         for name, assignment in image.topics.items():
             per_topic[name] = len(assignment.replicas)
-        for state in image.states.values():
-            offline += state.leader < 0
     if not active:
         brokers = offline = 0
         per_topic = {}
@@ -542,11 +558,23 @@ def _exporter_partitions(broker: MetricsSource) -> Iterator[Any]:
     yield from families.values()
 
 
-def _exporter_groups(broker: MetricsSource) -> Iterator[Any]:
-    """kafka_exporter's group series for the groups coordinated here: the
-    committed offsets, their lag summed per topic, and live members."""
+def consumer_group_families(
+    broker: MetricsSource,
+    rows: list[tuple[str, str, int, int, int | None]],
+    members: dict[str, int] | None = None,
+) -> list[Any]:
+    """kafka_exporter's group series from ``rows`` of (group, topic, partition,
+    committed offset, lag or None: unknown): the lag per partition where known,
+    the committed offsets, the lag summed per topic (only where every partition's
+    lag is known: a partial sum would understate it), and the members per group
+    (``members``; None: the live groups coordinated here)."""
     from prometheus_client.core import GaugeMetricFamily
 
+    lag = GaugeMetricFamily(
+        "kafka_consumergroup_lag",
+        "Log end minus the group's committed offset.",
+        labels=["consumergroup", "topic", "partition"],
+    )
     current = GaugeMetricFamily(
         "kafka_consumergroup_current_offset",
         "The group's committed offset.",
@@ -557,43 +585,63 @@ def _exporter_groups(broker: MetricsSource) -> Iterator[Any]:
         "Log end minus the committed offset, summed over the topic's partitions.",
         labels=["consumergroup", "topic"],
     )
-    members = GaugeMetricFamily(
+    family = GaugeMetricFamily(
         "kafka_consumergroup_members", "Members of a live group.", labels=["consumergroup"]
     )
-    sums: dict[tuple[str, str], int] = {}
-    for group, topic, partition, committed, lag in _committed(broker):
-        current.add_metric([group, topic, str(partition)], committed)
-        if lag is not None:
-            sums[group, topic] = sums.get((group, topic), 0) + lag
+    sums: dict[tuple[str, str], int | None] = {}
+    for group, topic, partition, offset, behind in rows:
+        current.add_metric([group, topic, str(partition)], offset)
+        if behind is not None:
+            lag.add_metric([group, topic, str(partition)], behind)
+        known = sums.get((group, topic), 0)
+        sums[group, topic] = None if known is None or behind is None else known + behind
     for (group, topic), total in sorted(sums.items()):
-        lag_sum.add_metric([group, topic], total)
+        if total is not None:
+            lag_sum.add_metric([group, topic], total)
+    for group_id, count in sorted((live_members(broker) if members is None else members).items()):
+        family.add_metric([group_id], count)
+    return [lag, current, lag_sum, family]
+
+
+def live_members(broker: MetricsSource) -> dict[str, int]:
+    """Members of each live group coordinated here (classic and KIP-848 groups)."""
     coordinator = broker.groups
     counts = {
         g: len(live.members) for g in coordinator.group_ids() if (live := coordinator.group(g))
     }
     for group_id, consumer_group in coordinator.consumer.groups.items():
         counts[group_id] = len(consumer_group.members)
-    for group_id, count in sorted(counts.items()):
-        members.add_metric([group_id], count)
-    yield current
-    yield lag_sum
-    yield members
+    return counts
 
 
-def _committed(broker: MetricsSource) -> Iterator[tuple[str, str, int, int, int | None]]:
+def committed(broker: MetricsSource) -> Iterator[tuple[str, str, int, int, int | None]]:
     """(group, topic, partition, committed offset, lag) of the groups coordinated
     here; the lag is None when the partition's log is not here (a topic gone, or a
     partition this broker does not replicate)."""
     store = broker.groups.store
     for group in sorted(store.offset_groups()):
-        for (topic, partition), committed in sorted(store.group_offsets(group).items()):
+        for (topic, partition), offset in sorted(store.group_offsets(group).items()):
             try:
                 plog = broker.logs.partition(topic, partition)
             except BrokerError:
-                yield group, topic, partition, committed.offset, None
+                yield group, topic, partition, offset.offset, None
                 continue
-            lag = max(_end(broker, plog) - committed.offset, 0)
-            yield group, topic, partition, committed.offset, lag
+            lag = max(_end(broker, plog) - offset.offset, 0)
+            yield group, topic, partition, offset.offset, lag
+
+
+def offline_partitions(broker: MetricsSource) -> int:
+    """Partitions without a leader in the whole cluster, as this broker's cluster
+    image has them (a single node: its logs taken offline by a failed write)."""
+    cluster = broker.cluster
+    if cluster is None:
+        return sum(
+            1
+            for info in broker.logs.topics()
+            for plog in broker.logs.partitions(info.name)
+            if plog.offline is not None
+        )
+    return sum(1 for state in cluster.image.states.values() if state.leader < 0)
 
 
 def ready(broker: MetricsSource) -> bool:
@@ -606,7 +654,10 @@ def ready(broker: MetricsSource) -> bool:
     return broker.node_id in image.brokers and image.controller_id >= 0
 
 
-def endpoint(broker: MetricsSource) -> Endpoint:
+def endpoint(
+    broker: MetricsSource, pages: Mapping[str, Callable[[], Awaitable[bytes]]] | None = None
+) -> Endpoint:
     """What the broker's metrics listener answers with (``/metrics`` is built on
-    the trio thread that owns the broker core)."""
-    return Endpoint(broker.metrics.exposition, lambda: ready(broker))
+    the trio thread that owns the broker core), and the driver's ``pages``
+    (``/metrics/cluster``)."""
+    return Endpoint(broker.metrics.exposition, lambda: ready(broker), pages)

@@ -59,6 +59,29 @@ class FrameReader:
         """The announced size of the frame being collected, once its prefix is in."""
         return None if self._need < 0 else self._need
 
+    def whole_frames(self) -> int:
+        """How many whole frames are buffered and not yet returned.
+
+        A walk over the buffered size prefixes, for a metrics scrape rather than
+        the receive path; it stops at a size :meth:`next_frame` would refuse.
+        """
+        if self._broken is not None:
+            return 0
+        buf = self._buf
+        pos, end, count = self._pos, len(self._buf), 0
+        if self._need >= 0:
+            if end - pos < self._need:
+                return 0
+            pos += self._need
+            count = 1
+        while end - pos >= 4:
+            size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+            if size < 0 or size > self.max_frame_size or end - pos - 4 < size:
+                break
+            pos += 4 + size
+            count += 1
+        return count
+
     def peek(self, n: int) -> bytes | None:
         """The first ``n`` bytes of the frame being collected (its request header's
         API key, say), once its size prefix and those bytes are in; else None."""

@@ -12,7 +12,9 @@ Rules:
   path 404, a malformed or oversized head 400.
 * ``/metrics`` is the server's Prometheus text exposition, ``/healthz`` 200
   while it serves, ``/readyz`` 200 when the server says it is ready, else 503
-  (:class:`Endpoint`: what a server answers with).
+  (:class:`Endpoint`: what a server answers with). A server may add pages of
+  its own that take I/O to build (brokerlite's ``/metrics/cluster``), answered
+  by :func:`serve_metrics` only; one that fails is a 500.
 * :func:`http_answer` is the whole answer to a head, without I/O;
   :func:`serve_metrics` is the trio driver of brokerlite and the proxy (the SDK
   drives the same answer through anyio on its client's own task group).
@@ -21,7 +23,7 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import trio
 
@@ -46,11 +48,18 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class Endpoint:
-    """What the listener serves: the exposition and the readiness of a server."""
+    """What the listener serves: the exposition and the readiness of a server, and
+    ``pages``: more expositions by path, built with I/O (awaited)."""
 
-    def __init__(self, exposition: Callable[[], bytes], ready: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        exposition: Callable[[], bytes],
+        ready: Callable[[], bool],
+        pages: Mapping[str, Callable[[], Awaitable[bytes]]] | None = None,
+    ) -> None:
         self.exposition = exposition
         self.ready = ready
+        self.pages: Mapping[str, Callable[[], Awaitable[bytes]]] = pages or {}
 
 
 def http_answer(exposition: Callable[[], bytes], ready: Callable[[], bool], head: bytes) -> bytes:
@@ -81,9 +90,13 @@ def http_response(
 ) -> bytes:
     """An HTTP/1.1 answer that closes the connection (``length``: the body's
     length when ``body`` is left out, as for HEAD)."""
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}.get(
-        status, "Service Unavailable"
-    )
+    reason = {
+        200: "OK",
+        400: "Bad Request",
+        404: "Not Found",
+        405: "Method Not Allowed",
+        500: "Internal Server Error",
+    }.get(status, "Service Unavailable")
     head = (
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: {kind}\r\n"
         f"Content-Length: {len(body) if length is None else length}\r\nConnection: close\r\n\r\n"
@@ -102,7 +115,22 @@ async def _exchange(endpoint: Endpoint, stream: trio.SocketStream) -> None:
     if b"\r\n\r\n" not in head:
         await stream.send_all(http_response(400, b"bad request\n"))
         return
-    await stream.send_all(http_answer(endpoint.exposition, endpoint.ready, bytes(head)))
+    line = bytes(head).split(b"\r\n", 1)[0].split()
+    page = None
+    if len(line) == 3 and line[0] in (b"GET", b"HEAD") and line[2].startswith(b"HTTP/"):
+        page = endpoint.pages.get(line[1].split(b"?", 1)[0].decode("latin-1"))
+    if page is None:
+        await stream.send_all(http_answer(endpoint.exposition, endpoint.ready, bytes(head)))
+        return
+    try:
+        body = await page()
+    except Exception:
+        log.exception("internal error building %s", line[1].decode("latin-1"))
+        await stream.send_all(http_response(500, b"internal error\n"))
+        return
+    await stream.send_all(
+        http_response(200, b"" if line[0] == b"HEAD" else body, CONTENT_TYPE, len(body))
+    )
 
 
 async def serve_metrics(

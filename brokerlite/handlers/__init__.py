@@ -2,8 +2,9 @@
 
 Each module (``k03_metadata`` for Metadata, key 3) states in its docstring
 which versions it serves and how, and exports ``SPEC``, a
-:class:`~._base.HandlerSpec` with its key, versions, ``handle`` and
-``error_response``. :data:`HANDLERS` is the registry the broker dispatches on
+:class:`~._base.HandlerSpec` with its key, versions, ``handle``,
+``error_response`` and ``uses``, the ports (:class:`~._base.Port`) ``handle``
+reaches. :data:`HANDLERS` is the registry the broker dispatches on
 and advertises in ApiVersions: an API is advertised exactly when it is here.
 
 The version ranges are Kafka 4.0's (what kafka-python infers the broker

@@ -1,4 +1,4 @@
-"""What request handlers share: the request context and the handler spec.
+"""What request handlers share: the request context, the ports and the handler spec.
 
 Rules and invariants:
 
@@ -14,9 +14,26 @@ Rules and invariants:
   and never touches a socket.
   Parked requests go through ``ctx.park`` and ``ctx.purgatory``, transaction
   markers through ``ctx.markers``.
-* ``ctx.broker`` is left for the few operations of the broker as a whole, those
-  that span several of its parts: a topic's deletion or resize, reopening an
-  offline partition, OffsetFetch's pending offsets, the advertised versions.
+* **Each handler declares the ports it uses.** A port (:class:`Port`) is one of
+  the broker's parts as the context offers it, named as the attribute
+  (``Port.SHARE_GROUPS`` is ``ctx.share_groups``); the handler's
+  :attr:`HandlerSpec.uses` names exactly those its ``handle`` reaches
+  (``uses="groups authorizer"``): directly, through the context's helpers
+  (``ctx.allowed`` uses the authorizer, ``ctx.park`` the purgatory,
+  ``ctx.mutation_quota`` the quotas...) or through the helpers it hands ``ctx`` to. ``tests/brokerlite/test_handler_ports.py``
+  follows ``ctx`` through each handler's code and fails on a port used but not
+  declared, one declared but not used, and a ``ctx`` it cannot follow (stored
+  somewhere it does not see, or given to a function outside the handlers). The
+  request itself (``ctx.version``, ``ctx.now_ms``, ``ctx.session``,
+  ``ctx.principal``, ``ctx.reply``...) and the broker's identity
+  (:data:`IDENTITY`: ``ctx.node_id``, ``ctx.cluster_id``, ``ctx.advertised``,
+  constants) are not ports.
+* ``ctx.broker`` (``Port.BROKER``) is left for the few operations of the broker as
+  a whole, those that span several of its parts: a topic's deletion or resize,
+  reopening an offline partition, the min-ISR check of an ``acks=all`` write,
+  OffsetFetch's pending offsets, the advertised versions. Only
+  :class:`BrokerPort`'s methods are reached through it, never its parts (the
+  test refuses ``ctx.broker.logs``: that is ``ctx.logs``, declared as such).
 * A handler never lets a storage or coordinator error escape for one
   topic/partition: it reports it as that entry's error code. An exception that
   does escape is a bug; the broker logs it and answers with
@@ -26,6 +43,9 @@ Rules and invariants:
 from __future__ import annotations
 
 import dataclasses
+import enum
+import functools
+import operator
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -60,11 +80,52 @@ if TYPE_CHECKING:
     from trafka.codec.messages.headers import RequestHeader
 
 __all__ = [
+    "IDENTITY",
     "BrokerPort",
     "HandlerSpec",
     "Partitions",
+    "Port",
     "RequestContext",
 ]
+
+
+class Port(enum.Flag):
+    """A part of the broker that a handler reaches through its :class:`RequestContext`.
+
+    Each member is the context attribute of the same name in lower case
+    (``Port.SHARE_GROUPS`` is ``ctx.share_groups``), and a handler declares
+    those it uses by these names: ``HandlerSpec(..., uses="logs cluster")``.
+    """
+
+    NONE = 0
+    CONFIG = enum.auto()
+    LOGS = enum.auto()
+    PRODUCERS = enum.auto()
+    CLUSTER = enum.auto()
+    GROUPS = enum.auto()
+    SHARE_GROUPS = enum.auto()
+    SHARES = enum.auto()
+    TXN = enum.auto()
+    CLUSTER_TXN = enum.auto()
+    FETCH_SESSIONS = enum.auto()
+    AUTHORIZER = enum.auto()
+    QUOTAS = enum.auto()
+    FEATURES = enum.auto()
+    SCRAM = enum.auto()
+    TOKENS = enum.auto()
+    TELEMETRY = enum.auto()
+    METRICS = enum.auto()
+    VERIFY_TRANSACTIONAL = enum.auto()
+    TXN_VERIFICATION = enum.auto()
+    MARKERS = enum.auto()
+    PURGATORY = enum.auto()
+    # The broker as a whole, for BrokerPort's operations that span its parts.
+    BROKER = enum.auto()
+
+
+# The context attributes that say which broker this is: constants every handler
+# may read, so not ports.
+IDENTITY = frozenset({"node_id", "cluster_id", "advertised"})
 
 
 class Partitions(Protocol):
@@ -113,8 +174,6 @@ class BrokerPort(Protocol):
     txn_verification: TxnVerification | None
     markers: TransactionMarkers
     purgatory: Purgatory
-
-    def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
 
     def api_versions(self) -> list[tuple[int, int, int]]: ...
 
@@ -268,7 +327,8 @@ class RequestContext:
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         """The name of the topic with id ``topic_id``, or None."""
-        return self.broker.topic_name(topic_id)
+        info = self.logs.topic_by_id(topic_id)
+        return None if info is None else info.name
 
     # -- the request ----------------------------------------------------------------------
 
@@ -382,6 +442,11 @@ class HandlerSpec:
             API belongs to: while it is not finalized (level 0) every request is
             answered ``error_response(..., UNSUPPORTED_VERSION)``, as Kafka does.
             The API stays in ApiVersions, as in Kafka.
+        uses: the ports ``handle`` reaches through its context, all of them
+            and no others, named as the context's attributes and separated by
+            spaces (``"groups authorizer"``); the module docstring says how
+            this is checked.
+        ports: ``uses`` as :class:`Port` flags.
     """
 
     api_key: int
@@ -392,8 +457,22 @@ class HandlerSpec:
     advertised_min: int | None = None
     feature: str | None = None
     old_min: int | None = None
+    uses: str = ""
+    ports: Port = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        names = self.uses.split()
+        unknown = [n for n in names if n.upper() not in Port.__members__ or n != n.lower()]
+        if unknown or len(set(names)) != len(names) or "none" in names:
+            raise ValueError(
+                f"API {self.api_key}: uses={self.uses!r} must name ports (Port's members "
+                "in lower case), each once"
+            )
+        object.__setattr__(
+            self,
+            "ports",
+            functools.reduce(operator.or_, (Port[n.upper()] for n in names), Port.NONE),
+        )
         if self.feature is not None and self.error_response is None:
             raise ValueError(f"API {self.api_key}: a feature-gated API needs an error_response")
         info = api(self.api_key)

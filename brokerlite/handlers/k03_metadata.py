@@ -287,4 +287,6 @@ def error_response(
     return m.MetadataResponse(topics=topics)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="config logs cluster authorizer"
+)

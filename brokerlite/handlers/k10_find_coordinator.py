@@ -169,4 +169,11 @@ def error_response(
     return m.FindCoordinatorResponse(error_code=code, error_message=None, node_id=-1, port=-1)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses="config cluster authorizer purgatory",
+)

@@ -37,4 +37,6 @@ def error_response(
     return m.LeaveGroupResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="groups authorizer purgatory"
+)

@@ -41,4 +41,6 @@ def error_response(
     return m.ListGroupsResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="groups authorizer"
+)

@@ -199,5 +199,11 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    old_min=OLD_MIN_VERSION,
+    uses="logs cluster authorizer quotas purgatory broker",
 )

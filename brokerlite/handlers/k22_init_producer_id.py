@@ -55,4 +55,6 @@ def error_response(
     return m.InitProducerIdResponse(error_code=code, producer_id=-1, producer_epoch=-1)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="txn authorizer markers"
+)

@@ -117,4 +117,6 @@ def error_response(
     return Response(results_by_topic_v3_and_below=_topic_errors(topics, code))
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="logs txn authorizer"
+)

@@ -48,4 +48,6 @@ def error_response(
     return m.EndTxnResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="txn authorizer markers"
+)

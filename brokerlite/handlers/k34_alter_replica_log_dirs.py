@@ -120,5 +120,11 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, old_min=OLD_MIN_VERSION
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    old_min=OLD_MIN_VERSION,
+    uses="logs authorizer broker",
 )

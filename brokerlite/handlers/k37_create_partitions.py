@@ -50,7 +50,6 @@ Result = m.CreatePartitionsResponse.CreatePartitionsTopicResult
 def handle(
     ctx: RequestContext, request: m.CreatePartitionsRequest
 ) -> m.CreatePartitionsResponse | Parked:
-    broker = ctx.broker
     counts = Counter(t.name for t in request.topics)
     unalterable = denied(ctx, AclOperation.ALTER, AclResourceType.TOPIC, counts)
     quota = ctx.mutation_quota(STRICT_QUOTA_FROM)
@@ -112,7 +111,7 @@ def handle(
                 else:
                     if not request.validate_only:
                         log.info("topic %r now has %d partitions", topic.name, topic.count)
-                        broker.notify_topic_changed(topic.name, deleted=False)
+                        ctx.broker.notify_topic_changed(topic.name, deleted=False)
         results.append(Result(name=topic.name, error_code=code, error_message=message))
     if tasks:
         by_name = {t.args["name"]: t for t in tasks}
@@ -141,4 +140,11 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses="logs cluster authorizer quotas purgatory broker",
+)

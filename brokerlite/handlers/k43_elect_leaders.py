@@ -166,4 +166,11 @@ def error_response(
     return _refused(request, version, code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses="logs cluster authorizer purgatory",
+)

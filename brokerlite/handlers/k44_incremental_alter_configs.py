@@ -252,4 +252,11 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses="logs cluster share_groups authorizer telemetry purgatory",
+)

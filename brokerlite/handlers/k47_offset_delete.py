@@ -62,4 +62,6 @@ def error_response(
     return m.OffsetDeleteResponse(error_code=code, topics=[])
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="groups authorizer"
+)

@@ -67,4 +67,6 @@ def error_response(
     return _failed(code, code.message)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="authorizer quotas"
+)

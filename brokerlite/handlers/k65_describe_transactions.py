@@ -87,4 +87,6 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="txn cluster_txn authorizer"
+)

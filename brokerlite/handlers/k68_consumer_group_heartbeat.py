@@ -54,4 +54,12 @@ def error_response(
     return m.ConsumerGroupHeartbeatResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=GROUP_VERSION)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    feature=GROUP_VERSION,
+    uses="groups authorizer",
+)

@@ -66,4 +66,12 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=GROUP_VERSION)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    feature=GROUP_VERSION,
+    uses="logs groups authorizer",
+)

@@ -44,4 +44,6 @@ def error_response(
     return m.ListClientMetricsResourcesResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="authorizer telemetry"
+)

@@ -173,4 +173,6 @@ def error_response(
     return m.DescribeTopicPartitionsResponse(topics=topics, next_cursor=None)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="logs authorizer"
+)

@@ -52,4 +52,12 @@ def error_response(
     return m.ShareGroupHeartbeatResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    feature=SHARE_VERSION,
+    uses="share_groups authorizer",
+)

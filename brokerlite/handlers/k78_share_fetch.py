@@ -128,4 +128,12 @@ def error_response(
     return m.ShareFetchResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    feature=SHARE_VERSION,
+    uses="logs shares authorizer purgatory",
+)

@@ -72,4 +72,12 @@ def error_response(
     return m.ShareAcknowledgeResponse(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    feature=SHARE_VERSION,
+    uses="logs shares authorizer",
+)

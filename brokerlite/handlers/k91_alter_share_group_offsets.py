@@ -121,4 +121,12 @@ def error_response(
     return R(error_code=code)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, feature=SHARE_VERSION)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    feature=SHARE_VERSION,
+    uses="logs share_groups shares authorizer",
+)

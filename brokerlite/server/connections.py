@@ -125,6 +125,21 @@ class Server:
         self.quiet = RateLimitedLog(log, clock=trio.current_time)
         self._idle_s = _seconds(config.connections_max_idle_ms)
         self._receive_s = _seconds(config.request_receive_timeout_ms)
+        # The metrics' request and response queues, read at a scrape: each
+        # connection being read (its frames received whole and not yet handed to
+        # the core), and each one with a writer (its replies not yet written).
+        self._reading: dict[int, FrameReader] = {}
+        self._writing: dict[int, _Conn] = {}
+        broker.metrics.network_queues = self.queue_sizes
+
+    def queue_sizes(self) -> tuple[int, int]:
+        """(requests, replies) waiting: the requests received whole and not yet
+        handed to the core, over all connections (read ahead of a parked request,
+        a reply waiting for room, a quota's mute, or the reader's turn to yield),
+        and the replies handed to connections' writers and not yet fully written
+        (the one being written included)."""
+        requests = sum(frames_in.whole_frames() for frames_in in self._reading.values())
+        return requests, sum(conn.queued for conn in self._writing.values())
 
     # -- the ticker --------------------------------------------------------------
 
@@ -341,19 +356,23 @@ class Server:
     ) -> None:
         peer = conn.peer
         send = conn.send
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._writer, conn, recv, nursery.cancel_scope)
-            async with send:
-                try:
-                    await self._reader(stream, conn, conn_id)
-                except trio.BrokenResourceError:
-                    # The writer lost the peer and closed its end of the channel
-                    # before its cancellation reached this task: nothing to report.
-                    pass
-                except _PeerLost as exc:
-                    log.debug("connection to %s lost while sending: %s", peer, exc)
-                except Exception:
-                    log.exception("internal error serving %s; closing the connection", peer)
+        self._writing[conn_id] = conn  # until its writer has drained its replies
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer, conn, recv, nursery.cancel_scope)
+                async with send:
+                    try:
+                        await self._reader(stream, conn, conn_id)
+                    except trio.BrokenResourceError:
+                        # The writer lost the peer and closed its end of the channel
+                        # before its cancellation reached this task: nothing to report.
+                        pass
+                    except _PeerLost as exc:
+                        log.debug("connection to %s lost while sending: %s", peer, exc)
+                    except Exception:
+                        log.exception("internal error serving %s; closing the connection", peer)
+        finally:
+            del self._writing[conn_id]
 
     async def _reader(self, stream: trio.abc.ReceiveStream, conn: _Conn, conn_id: int) -> None:
         broker = self.broker
@@ -363,6 +382,7 @@ class Server:
         emit = self._emit if conn.tls is None else self._queue
         peer = conn.peer
         inbound = _Inbound()
+        self._reading[conn_id] = frames_in
         try:
             while True:
                 data = await self._receive(
@@ -376,6 +396,12 @@ class Server:
                 frames_in.feed(data)
                 handled = 0
                 while True:
+                    if handled == _FRAMES_PER_YIELD:
+                        # Many pipelined requests in one chunk: let other connections
+                        # in (before taking the next frame, so that it is still
+                        # counted as waiting in the request queue meanwhile).
+                        await trio.lowlevel.checkpoint()
+                        handled = 0
                     try:
                         frame = frames_in.next_frame()
                     except DecodeError as exc:
@@ -391,10 +417,6 @@ class Server:
                     if frame is None:
                         break
                     inbound.frame_deadline = None  # the next frame's clock starts afresh
-                    if handled == _FRAMES_PER_YIELD:
-                        # Many pipelined requests in one chunk: let other connections in.
-                        await trio.lowlevel.checkpoint()
-                        handled = 0
                     handled += 1
                     started = time.perf_counter()
                     outcome = broker.handle_frame(conn_id, frame, now_ms())
@@ -430,6 +452,7 @@ class Server:
                         frames_in.max_frame_size = broker.max_frame_size(conn_id)
                     self._after_request()
         finally:
+            del self._reading[conn_id]
             if inbound.reserved:
                 self._release(inbound.reserved)
 

@@ -108,8 +108,10 @@ async def serve_broker(
                 from trafka.common.metrics_http import serve_metrics
 
                 from ..metrics import endpoint
+                from .cluster_metrics import ClusterMetrics
 
-                await nursery.start(serve_metrics, endpoint(broker), metrics_listeners)
+                pages = {"/metrics/cluster": ClusterMetrics(broker).exposition}
+                await nursery.start(serve_metrics, endpoint(broker, pages), metrics_listeners)
             jwks_url = cfg.sasl_oauthbearer_jwks_endpoint_url
             if broker.sasl_users is not None and jwks_url is not None:
                 ok = await server.refresh_token_keys(jwks_url, first=True)

@@ -36,8 +36,8 @@ def samples(text: str) -> Samples:
     }
 
 
-def scrape(address: tuple[str, int]) -> str:
-    with urllib.request.urlopen(f"http://{address[0]}:{address[1]}/metrics", timeout=10) as r:
+def scrape(address: tuple[str, int], path: str = "/metrics") -> str:
+    with urllib.request.urlopen(f"http://{address[0]}:{address[1]}{path}", timeout=10) as r:
         return r.read().decode()
 
 
@@ -49,9 +49,10 @@ def tp_labels(topic: str, partition: int) -> tuple[tuple[str, str], ...]:
     return (("partition", str(partition)), ("topic", topic))
 
 
-async def exercised_broker(tmp_path: Path, check: Any) -> None:
+async def exercised_broker(tmp_path: Path, check: Any, path: str = "/metrics") -> None:
     """A broker with a metrics listener, two topics written, a group that read
-    part of one and committed; ``check(scraped_text, admin)`` runs then."""
+    part of one and committed; ``check(scraped_text, admin)`` runs then, on the
+    text of ``path``."""
     with trio.fail_after(60):
         async with serve_broker(data_dir=tmp_path, port=0, metrics_listen="127.0.0.1:0") as running:
             assert running.metrics_address is not None
@@ -73,7 +74,7 @@ async def exercised_broker(tmp_path: Path, check: Any) -> None:
                     await consumer.commit(
                         {TopicPartition("orders", 0): 6, TopicPartition("orders", 1): 10}
                     )
-                text = await trio.to_thread.run_sync(scrape, running.metrics_address)
+                text = await trio.to_thread.run_sync(scrape, running.metrics_address, path)
                 await check(text, admin)
 
 
@@ -146,6 +147,35 @@ def test_exporter_series_say_where_the_data_is(tmp_path: Path) -> None:
     trio.run(exercised_broker, tmp_path, check)
 
 
+def test_a_single_nodes_cluster_page_is_its_own_groups(tmp_path: Path) -> None:
+    # /metrics/cluster of a single node: its groups (it coordinates them all)
+    # and its offline partitions, read locally, and nothing else of /metrics.
+    async def check(text: str, admin: Any) -> None:
+        found = samples(text)
+        committed = await admin.list_consumer_group_offsets("billing")
+        latest = await admin.list_offsets({TopicPartition("orders", p): "latest" for p in range(3)})
+        assert series(found, "kafka_consumergroup_current_offset") == {
+            (("consumergroup", "billing"), *tp_labels(tp.topic, tp.partition)): m
+            for tp, m in committed.items()
+        }
+        assert series(found, "kafka_consumergroup_lag") == {
+            (("consumergroup", "billing"), *tp_labels(tp.topic, tp.partition)): latest[tp][0] - m
+            for tp, m in committed.items()
+        }
+        assert found[("kafka_controller_kafkacontroller_offlinepartitionscount", ())] == 0
+        assert {name for name, _ in found} == {
+            "kafka_consumergroup_lag",
+            "kafka_consumergroup_current_offset",
+            "kafka_consumergroup_lag_sum",
+            "kafka_consumergroup_members",
+            "kafka_controller_kafkacontroller_offlinepartitionscount",
+        }
+        # The group's consumer has left: no members.
+        assert series(found, "kafka_consumergroup_members") == {(("consumergroup", "billing"),): 0}
+
+    trio.run(exercised_broker, tmp_path, check, "/metrics/cluster")
+
+
 def test_members_of_a_live_group_are_counted(tmp_path: Path) -> None:
     async def main() -> None:
         with trio.fail_after(60):
@@ -164,9 +194,11 @@ def test_members_of_a_live_group_are_counted(tmp_path: Path) -> None:
                     while len(one.assignment()) + len(two.assignment()) < 2:
                         await one.getmany(timeout_ms=50)
                         await two.getmany(timeout_ms=50)
-                    text = await trio.to_thread.run_sync(scrape, running.metrics_address)
-                    found = samples(text)
-                    assert found[("kafka_consumergroup_members", (("consumergroup", "pool"),))] == 2
+                    for path in ("/metrics", "/metrics/cluster"):
+                        text = await trio.to_thread.run_sync(scrape, running.metrics_address, path)
+                        found = samples(text)
+                        members = ("kafka_consumergroup_members", (("consumergroup", "pool"),))
+                        assert found[members] == 2
                     async with open_admin(bootstrap_servers=bs) as admin:
                         described = await admin.describe_groups(["pool"])
                     assert len(described["pool"].members) == 2

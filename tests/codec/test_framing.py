@@ -243,3 +243,37 @@ def test_take_returns_a_lone_whole_frame_without_buffering_it() -> None:
         reader.take(framed(b"x" * 11))
     with pytest.raises(FrameTooLargeError):
         reader.take(framed(b"ok"))  # broken for good
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cuts=st.lists(st.integers(0, len(STREAM)), max_size=8),
+    takes=st.lists(st.integers(0, 2), min_size=9, max_size=9),
+)
+def test_whole_frames_counts_what_next_frame_would_return(
+    cuts: list[int], takes: list[int]
+) -> None:
+    # brokerlite's request-queue gauge reads this: whole frames received and not
+    # yet returned, whatever the split and however many were taken meanwhile.
+    ends = list(itertools.accumulate(4 + len(p) for p in PAYLOADS))
+    points = sorted({c for c in cuts} | {0, len(STREAM)})
+    reader = FrameReader()
+    returned = 0
+    for (start, end), take in zip(itertools.pairwise(points), takes, strict=False):
+        reader.feed(STREAM[start:end])
+        for _ in range(take):
+            if reader.next_frame() is None:
+                break
+            returned += 1
+        whole = sum(1 for e in ends if e <= end)
+        assert reader.whole_frames() == whole - returned
+    assert reader.whole_frames() == len(list(reader))
+
+
+def test_whole_frames_stops_at_a_size_it_would_refuse() -> None:
+    reader = FrameReader(max_frame_size=8)
+    reader.feed(framed(b"ok") + struct.pack(">i", 9) + b"x" * 9)
+    assert reader.whole_frames() == 1
+    reader = FrameReader()
+    reader.feed(framed(b"ok") + struct.pack(">i", -1))
+    assert reader.whole_frames() == 1
