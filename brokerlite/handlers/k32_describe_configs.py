@@ -273,5 +273,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses="config logs share_groups authorizer telemetry",
+    uses="config logs cluster share_groups authorizer telemetry",
 )
