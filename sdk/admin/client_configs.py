@@ -106,11 +106,27 @@ class ConfigCalls(AdminCore):
         overrides_only: bool,
         timeout_ms: int | None,
     ) -> dict[str, dict[str, str | None]]:
+        # As Java's admin client routes them: a broker's own configs are asked
+        # of that broker (a ZooKeeper-mode broker describes only itself and
+        # refuses another's id with INVALID_REQUEST); the rest of one broker.
+        by_target: dict[int | None, list[tuple[int, str]]] = {}
+        for resource in resources:
+            kind, name = resource
+            target = int(name) if kind == BROKER_RESOURCE and name else None
+            by_target.setdefault(target, []).append(resource)
+
         async def attempt(deadline: float) -> dict[str, dict[str, str | None]]:
-            conn = await self._controller()
-            body = describe_configs_request(conn.version_for(32), resources)
-            resp = await conn.request(32, body)
-            return read_describe_configs(resp, overrides_only=overrides_only)
+            out: dict[str, dict[str, str | None]] = {}
+            for target, asked in by_target.items():
+                if target is None:
+                    conn = await self._controller()
+                else:
+                    await self._cluster.refresh_metadata()
+                    conn = await self._cluster.connection(target)
+                body = describe_configs_request(conn.version_for(32), asked)
+                resp = await conn.request(32, body)
+                out.update(read_describe_configs(resp, overrides_only=overrides_only))
+            return out
 
         return await self._calls.run(what, timeout_ms, attempt)
 

@@ -360,3 +360,24 @@ def _raw_alter(raw_client: Any, cluster: LocalCluster, node: int, broker: str, r
     body = broker_config_request(broker, FOLLOWER_RATE, 0, rate)
     [result] = raw_client(cluster.node(node).address).request(44, 1, body).responses
     return result
+
+
+def test_each_brokers_configs_are_asked_of_that_broker(zk: str) -> None:
+    """trafka's admin asks DescribeConfigs of a BROKER resource of that broker, as
+    Java's KafkaAdminClient routes it: a ZooKeeper-mode broker describes only
+    itself and answers another broker's id with INVALID_REQUEST ("Unexpected
+    broker id"). Broker 2's own rate is seen on broker 2 only, whichever broker
+    the admin would otherwise have asked."""
+
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+            bs = cluster.bootstrap_servers
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.alter_broker_configs({2: {FOLLOWER_RATE: "12345"}})
+                got = await admin.describe_configs(brokers=cluster.node_ids)
+        assert sorted(got) == ["1", "2", "3"], got
+        assert got["2"][FOLLOWER_RATE] == "12345"
+        for other in ("1", "3"):
+            assert got[other].get(FOLLOWER_RATE) in (None, ""), got[other]
+
+    run(test)
