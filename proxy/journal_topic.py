@@ -1,0 +1,421 @@
+"""The placement journal kept in the upstream cluster: exactly once across
+the loss of a proxy, and any proxy instance taking over a client's retries.
+
+Opt-in (``ProxyConfig(journal_topic=True)``, ``trafka proxy --journal topic``).
+The same records as the directory journal (:mod:`.journal`), in a compacted
+topic of the cluster the proxy serves (:data:`TOPIC`, created by the first
+proxy that needs it: replication factor min(3, brokers), ``min.insync.replicas``
+2 when it is 3), so that they outlive the proxy's machine.
+
+Rules:
+
+* All of a producer id's records are in one partition of the topic (the id
+  modulo the partition count): that partition orders them.
+* Two kinds of record, keyed so that compaction keeps the live state and
+  nothing else:
+
+  - ``p:<producer id>:<topic>:<partition>``: the placements of the client's
+    last :data:`~.sequences.CLIENT_BATCHES_KEPT` batches of that partition
+    (a *window*, written whole each time it changes): a client retries only
+    the batches it has in flight, and a new record replaces the old one.
+  - ``c:<producer id>``: the producer's *claim*: the proxy instance that owns
+    its sequences from that offset on.
+
+* **Who owns a producer's sequences.** The instance whose claim is the last
+  one in the producer's partition. A proxy claims a producer before it
+  routes the producer's first request (a new producer, a client that failed
+  over, a restart): it writes its claim with acks=all and reads the partition
+  up to it, which gives it every placement of the previous owner that counts.
+  A window written by an instance that is not the owner at its offset is
+  void (a fenced proxy's late write changes nothing).
+* **Fencing.** Before writing a producer's upstream batches, the proxy writes
+  their placements with acks=all (:meth:`TopicJournal.record`) and reads its
+  partition up to them. If a later claim of another instance is there, the
+  proxy is fenced: it writes nothing (:class:`~.journal.JournalFenced`), and
+  forgets the producer (should the client come back, it claims again).
+  So a proxy writes a producer's batches only while it owns the producer, up
+  to the moment of its own placement record.
+* **Taking over a live producer.** The previous owner may have written
+  placements just before the claim, and be writing their batches still. The
+  new owner waits ``takeover_grace`` seconds after its claim (holding the
+  client's request while its deadline allows, else answering it with a
+  retriable error) before it asks the leaders for the producer's sequences
+  (DescribeProducers). An old owner's write that took longer than that to
+  reach its broker can clash with the new numbers (the client hears a
+  retriable error and retries; nothing is written twice unless such a write
+  was paused past the grace, see docs/proxy.md).
+* When the cluster cannot take the journal's writes (no leader, too few
+  in-sync replicas, unreachable), :meth:`TopicJournal.record` fails with
+  :class:`~.journal.JournalError`: the routed batches are not written and the
+  client hears a retriable error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from trafka.codec.errors import ErrorCode, KafkaError, TrafkaError
+from trafka.sdk import (
+    Consumer,
+    NewTopic,
+    Producer,
+    TopicPartition,
+    open_admin,
+    open_consumer,
+    open_producer,
+)
+
+from .journal import JournalError, JournalFenced
+from .sequences import CLIENT_BATCHES_KEPT, Placement, PlacementKey
+
+__all__ = ["TOPIC", "TopicJournal"]
+
+log = logging.getLogger("trafka.proxy")
+
+TOPIC = "__trafka_proxy_placements"
+DEFAULT_PARTITIONS = 12
+_RETRY_S = 1.0
+
+# (producer id, topic, partition) of a client partition's window.
+_WindowKey = tuple[int, str, int]
+# (epoch, base sequence, placement), oldest first.
+_Window = list[tuple[int, int, Placement]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    instance: str
+    epoch: int
+    offset: int
+
+
+def window_key(key: _WindowKey) -> bytes:
+    pid, topic, partition = key
+    return f"p:{pid}:{topic}:{partition}".encode()
+
+
+def claim_key(pid: int) -> bytes:
+    return f"c:{pid}".encode()
+
+
+def encode_window(instance: str, window: _Window) -> bytes:
+    rows = [[e, b, p.count, [list(t) for t in p.targets]] for e, b, p in window]
+    return json.dumps({"o": instance, "w": rows}, separators=(",", ":")).encode()
+
+
+def decode_record(key: bytes, value: bytes | None) -> tuple[str, Any] | None:
+    """``("p", (window key, instance, window))``, ``("c", (pid, instance,
+    epoch))``, or None for a record this journal does not know (skipped)."""
+    try:
+        kind, _, rest = key.decode().partition(":")
+        if kind == "c":
+            if value is None:
+                return None
+            claim = json.loads(value)
+            return "c", (int(rest), str(claim["o"]), int(claim["e"]))
+        if kind == "p":
+            pid, _, tail = rest.partition(":")
+            topic, _, partition = tail.rpartition(":")
+            wkey = (int(pid), topic, int(partition))
+            if value is None:
+                return "p", (wkey, "", [])
+            row = json.loads(value)
+            window = [
+                (int(e), int(b), Placement(int(n), tuple((int(x), int(s)) for x, s in targets)))
+                for e, b, n, targets in row["w"]
+            ]
+            return "p", (wkey, str(row["o"]), window)
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
+        log.warning("a journal record (key %r) does not parse (%s): skipped", key[:80], exc)
+    return None
+
+
+class TopicJournal:
+    """Placements and claims in a compacted topic of the upstream cluster.
+
+    :meth:`run` (a task of the proxy's nursery) opens the clients, creates
+    the topic if missing and follows it; :meth:`record` and :meth:`claim`
+    wait until it has read the topic to its end once.
+
+    Args:
+        servers: the cluster's bootstrap servers.
+        client_settings: more settings of the journal's own clients (TLS).
+        topic: the journal's topic.
+        partitions: its partition count, when the proxy creates it.
+        takeover_grace: seconds a new owner waits after claiming a producer
+            another instance owned (see the module's rules).
+        timeout: seconds a journal write may take before it fails.
+        instance: this proxy's name in claims (default: a fresh random one,
+            so a restarted proxy takes over from its former self).
+        clock: monotonic seconds (trio's clock).
+    """
+
+    shared = True
+
+    def __init__(
+        self,
+        servers: Iterable[str],
+        *,
+        client_settings: Mapping[str, Any] | None = None,
+        topic: str = TOPIC,
+        partitions: int = DEFAULT_PARTITIONS,
+        takeover_grace: float = 5.0,
+        timeout: float = 10.0,
+        instance: str | None = None,
+    ) -> None:
+        self.servers = tuple(servers)
+        self.settings = dict(client_settings or {})
+        self.topic = topic
+        self.partitions = partitions
+        self.takeover_grace = takeover_grace
+        self.timeout = timeout
+        self.instance = instance or uuid.uuid4().hex[:16]
+        self._windows: dict[_WindowKey, _Window] = {}
+        self._claims: dict[int, _Claim] = {}
+        self._position: dict[int, int] = {}
+        self._waiters: list[tuple[int, int, trio.Event]] = []
+        self._ready = trio.Event()
+        self._producer: Producer | None = None
+        self._count = 0  # partitions of the topic, once known
+        self.writes = 0
+        self.claims_made = 0
+        self.fenced = 0
+
+    # -- the follower task ----------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Open the journal and follow its topic until cancelled (retrying
+        while the cluster cannot be reached)."""
+        while True:
+            try:
+                await self._run_once()
+            except (TrafkaError, OSError) as exc:
+                log.error("the placement journal %s: %s (retrying)", self.topic, exc)
+                self._producer = None
+                await trio.sleep(_RETRY_S)
+
+    async def _run_once(self) -> None:
+        common = {"bootstrap_servers": ",".join(self.servers), **self.settings}
+        async with open_admin(**common) as admin:
+            await self._create_topic(admin)
+            described = await admin.describe_topics([self.topic])
+            count = len(next(iter(described.values())).partitions)
+            tps = [TopicPartition(self.topic, p) for p in range(count)]
+            ends = await admin.list_offsets(dict.fromkeys(tps, "latest"))
+        async with (
+            open_producer(
+                acks="all",
+                enable_idempotence=True,
+                linger_ms=0,
+                client_id="trafka-proxy-journal",
+                **common,
+            ) as producer,
+            open_consumer(
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                client_id="trafka-proxy-journal",
+                fetch_max_wait_ms=100,
+                **common,
+            ) as consumer,
+        ):
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+            for tp in tps:
+                self._position.setdefault(tp.partition, 0)
+            self._count = count
+            started = trio.current_time()
+            loading = {tp.partition: end[0] for tp, end in ends.items() if end and end[0] > 0}
+            while loading:
+                await self._apply(consumer)
+                loading = {p: e for p, e in loading.items() if self._position[p] < e}
+            log.info(
+                "placement journal %s: %d windows, %d claims read in %.1f s (instance %s)",
+                self.topic,
+                len(self._windows),
+                len(self._claims),
+                trio.current_time() - started,
+                self.instance,
+            )
+            self._producer = producer
+            self._ready.set()
+            while True:
+                await self._apply(consumer)
+
+    async def _create_topic(self, admin: Any) -> None:
+        brokers = len((await admin.describe_cluster()).brokers)
+        rf = min(3, max(1, brokers))
+        configs = {"cleanup.policy": "compact", "min.insync.replicas": "2" if rf == 3 else "1"}
+        try:
+            await admin.create_topics([NewTopic(self.topic, self.partitions, rf, configs)])
+            log.info("created the placement journal %s (replication %d)", self.topic, rf)
+        except KafkaError as exc:
+            if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+
+    async def _apply(self, consumer: Consumer[Any, Any]) -> None:
+        got = await consumer.getmany(timeout_ms=500)
+        for tp, records in got.items():
+            for r in records:
+                self._apply_one(r.key or b"", r.value, r.offset)
+                self._position[tp.partition] = r.offset + 1
+        if got and self._waiters:
+            still = []
+            for partition, offset, event in self._waiters:
+                if self._position.get(partition, 0) > offset:
+                    event.set()
+                else:
+                    still.append((partition, offset, event))
+            self._waiters = still
+
+    def _apply_one(self, key: bytes, value: bytes | None, offset: int) -> None:
+        decoded = decode_record(key, value)
+        if decoded is None:
+            return
+        kind, data = decoded
+        if kind == "c":
+            pid, instance, epoch = data
+            self._claims[pid] = _Claim(instance, epoch, offset)
+            return
+        wkey, instance, window = data
+        owner = self._claims.get(wkey[0])
+        if owner is not None and owner.instance != instance and window:
+            return  # written by a proxy fenced by then: void
+        if window:
+            self._windows[wkey] = window
+        else:
+            self._windows.pop(wkey, None)
+
+    async def _read_past(self, partition: int, offset: int) -> None:
+        if self._position.get(partition, 0) > offset:
+            return
+        event = trio.Event()
+        self._waiters.append((partition, offset, event))
+        await event.wait()
+
+    # -- what the proxy asks -------------------------------------------------------------
+
+    def lookup(self, key: PlacementKey) -> Placement | None:
+        pid, epoch, topic, partition, base = key
+        for e, b, placement in self._windows.get((pid, topic, partition), ()):
+            if (e, b) == (epoch, base):
+                return placement
+        return None
+
+    def __len__(self) -> int:
+        return sum(len(w) for w in self._windows.values())
+
+    def owner(self, pid: int) -> str | None:
+        claim = self._claims.get(pid)
+        return None if claim is None else claim.instance
+
+    async def _open(self, deadline: float) -> Producer | None:
+        """The producer, once the topic was read to its end (None: closed).
+
+        Raises:
+            JournalError: not open by ``deadline``.
+        """
+        with trio.move_on_at(deadline):
+            await self._ready.wait()
+            return self._producer
+        raise JournalError(
+            f"the placement journal {self.topic} is not open yet (is the cluster up?)"
+        )
+
+    async def _send(self, pid: int, records: list[tuple[bytes, bytes]], deadline: float) -> int:
+        """Write ``records`` to the producer's partition (acks=all) and read the
+        partition past them; the last one's offset."""
+        with trio.move_on_at(deadline) as scope:
+            producer = await self._open(deadline)
+            if producer is None:
+                raise JournalError(f"the placement journal {self.topic} is not open")
+            partition = pid % self._count
+            try:
+                futures = [
+                    await producer.send(self.topic, value, key, partition=partition)
+                    for key, value in records
+                ]
+                last = -1
+                for future in futures:
+                    last = max(last, (await future).offset)
+            except (TrafkaError, OSError) as exc:
+                raise JournalError(
+                    f"cannot write the placement journal {self.topic}: {exc}"
+                ) from None
+            self.writes += 1
+            await self._read_past(partition, last)
+            return last
+        assert scope.cancelled_caught
+        raise JournalError(
+            f"the placement journal {self.topic} took no write in time (is the cluster up?)"
+        )
+
+    async def claim(self, pid: int, epoch: int, deadline: float) -> float:
+        """Make this instance the owner of producer ``pid``'s sequences.
+
+        Returns:
+            How long (seconds from now) to wait before the producer's
+            sequences are asked of the leaders: ``takeover_grace`` when another
+            instance owned the producer at this epoch, else 0.
+
+        Raises:
+            JournalError: the claim could not be written in time.
+        """
+        await self._open(deadline)
+        before = self._claims.get(pid)
+        claim = json.dumps({"o": self.instance, "e": epoch}).encode()
+        await self._send(pid, [(claim_key(pid), claim)], deadline)
+        self.claims_made += 1
+        if before is not None and before.instance != self.instance and before.epoch == epoch:
+            log.info(
+                "producer %d taken over from proxy instance %s (waiting %.1f s)",
+                pid,
+                before.instance,
+                self.takeover_grace,
+            )
+            return self.takeover_grace
+        return 0.0
+
+    async def record(
+        self,
+        entries: Iterable[tuple[PlacementKey, Placement]],
+        *,
+        deadline: float | None = None,
+    ) -> None:
+        """Write ``entries`` (one producer's) with acks=all, read them back, and
+        check this instance still owns the producer.
+
+        Raises:
+            JournalFenced: another instance claimed the producer meanwhile.
+            JournalError: the cluster did not take the write in time.
+        """
+        touched: dict[_WindowKey, _Window] = {}
+        pid = -1
+        for (pid, epoch, topic, partition, base), placement in entries:
+            wkey = (pid, topic, partition)
+            window = touched.get(wkey)
+            if window is None:
+                window = touched[wkey] = list(self._windows.get(wkey, ()))
+            window[:] = [w for w in window if (w[0], w[1]) != (epoch, base) and w[0] >= epoch]
+            window.append((epoch, base, placement))
+            del window[:-CLIENT_BATCHES_KEPT]
+        if not touched:
+            return
+        records = [(window_key(k), encode_window(self.instance, w)) for k, w in touched.items()]
+        when = trio.current_time() + self.timeout if deadline is None else deadline
+        await self._send(pid, records, min(when, trio.current_time() + self.timeout))
+        if self.owner(pid) != self.instance:
+            self.fenced += 1
+            raise JournalFenced(
+                f"producer {pid} is owned by proxy instance {self.owner(pid)} now: "
+                "its batches are not written here"
+            )
+
+    def close(self) -> None:
+        self._producer = None

@@ -1,0 +1,151 @@
+"""The placement journal kept in the upstream cluster (proxy/journal_topic.py):
+its records without sockets, then two journals (two proxy instances) on one
+brokerlite: the topic created compacted, placements written by one read by
+the other, a claim fencing the former owner, and a journal that cannot write
+failing in time instead of hanging."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from proxy_helpers import confluent_produce, create, fresh, placement
+
+from trafka.brokerlite.server import serve_broker
+from trafka.proxy import proxy_in_thread
+from trafka.proxy.journal import JournalError, JournalFenced
+from trafka.proxy.journal_topic import (
+    TopicJournal,
+    claim_key,
+    decode_record,
+    encode_window,
+    window_key,
+)
+from trafka.proxy.sequences import Placement
+from trafka.sdk import open_admin
+from trafka.sdk.partitioners import murmur2_partition
+
+PID, EPOCH = 77, 2
+A_PLACEMENT = Placement(10, ((0, 4), (3, 9)))
+
+
+def test_a_window_record_decodes_to_what_was_encoded() -> None:
+    window = [(EPOCH, 0, A_PLACEMENT), (EPOCH, 10, Placement(5, ((1, 14),)))]
+    kind, (wkey, instance, got) = decode_record(
+        window_key((PID, "or:ders", 4)), encode_window("me", window)
+    )  # type: ignore[misc]
+    assert (kind, wkey, instance, got) == ("p", (PID, "or:ders", 4), "me", window)
+    # A tombstone empties the window; a claim names its instance and epoch.
+    assert decode_record(window_key((PID, "t", 0)), None) == ("p", ((PID, "t", 0), "", []))
+    assert decode_record(claim_key(PID), b'{"o":"b","e":2}') == ("c", (PID, "b", 2))
+
+
+def test_a_record_that_does_not_parse_is_skipped() -> None:
+    assert decode_record(b"p:x:t:0", b"{}") is None
+    assert decode_record(window_key((PID, "t", 0)), b"not json") is None
+    assert decode_record(b"z:1", b"{}") is None
+
+
+def test_a_window_written_by_a_fenced_instance_is_void() -> None:
+    journal = TopicJournal(["127.0.0.1:1"], instance="b")
+    key = (PID, EPOCH, "t", 0, 0)
+    journal._apply_one(window_key((PID, "t", 0)), encode_window("a", [(EPOCH, 0, A_PLACEMENT)]), 0)
+    assert journal.lookup(key) == A_PLACEMENT
+    journal._apply_one(claim_key(PID), b'{"o":"b","e":2}', 1)
+    # a's write landing after b's claim changes nothing; b's own does.
+    late = Placement(3, ((5, 2),))
+    journal._apply_one(window_key((PID, "t", 0)), encode_window("a", [(EPOCH, 0, late)]), 2)
+    assert journal.lookup(key) == A_PLACEMENT
+    journal._apply_one(window_key((PID, "t", 0)), encode_window("b", [(EPOCH, 0, late)]), 3)
+    assert journal.lookup(key) == late
+    assert journal.owner(PID) == "b"
+
+
+def test_two_instances_share_placements_and_a_claim_fences_the_former_owner(
+    tmp_path: Path,
+) -> None:
+    trio.run(_two_instances, tmp_path)
+
+
+async def _two_instances(tmp_path: Path) -> None:
+    with trio.fail_after(60):
+        async with (
+            serve_broker(port=0, host="127.0.0.1", data_dir=str(tmp_path)) as broker,
+            trio.open_nursery() as nursery,
+        ):
+            servers = [broker.bootstrap_servers]
+            a = TopicJournal(servers, instance="a", partitions=3, takeover_grace=2.5)
+            nursery.start_soon(a.run)
+            # The first claim of a producer: nobody owned it, no grace.
+            deadline = trio.current_time() + 30
+            assert await a.claim(PID, EPOCH, deadline) == 0.0
+            await a.record([((PID, EPOCH, "t", 1, 0), A_PLACEMENT)])
+            # The topic: compacted, one replica on one broker.
+            async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+                configs = await admin.describe_configs(topics=["__trafka_proxy_placements"])
+            (topic_configs,) = configs.values()
+            assert topic_configs["cleanup.policy"] == "compact"
+
+            # Another proxy starts: it reads what a wrote.
+            b = TopicJournal(servers, instance="b", takeover_grace=2.5)
+            nursery.start_soon(b.run)
+            assert await b.claim(PID, EPOCH, deadline) == 2.5  # a owned it at this epoch
+            assert b.lookup((PID, EPOCH, "t", 1, 0)) == A_PLACEMENT
+            assert b.lookup((PID, EPOCH, "t", 1, 99)) is None
+            # a is fenced at its next write; b writes on, keeping a's window.
+            with pytest.raises(JournalFenced):
+                await a.record([((PID, EPOCH, "t", 1, 10), Placement(1, ((2, 5),)))])
+            await b.record([((PID, EPOCH, "t", 1, 20), Placement(2, ((2, 7),)))])
+            await trio.sleep(0)
+            assert b.lookup((PID, EPOCH, "t", 1, 10)) is None  # a's fenced write is void
+            assert b.lookup((PID, EPOCH, "t", 1, 0)) == A_PLACEMENT
+            # a sees b's write (once read), and its claim back makes b the fenced one.
+            assert await a.claim(PID, EPOCH, deadline) == 2.5
+            assert a.lookup((PID, EPOCH, "t", 1, 20)) == Placement(2, ((2, 7),))
+            with pytest.raises(JournalFenced):
+                await b.record([((PID, EPOCH, "t", 1, 30), Placement(1, ((0, 1),)))])
+            nursery.cancel_scope.cancel()
+
+
+def test_a_journal_whose_cluster_is_down_fails_its_write_in_time() -> None:
+    trio.run(_cluster_down)
+
+
+async def _cluster_down() -> None:
+    # Nothing listens on the port: the write fails at its deadline instead of
+    # hanging (the caller writes no batch and answers a retriable error).
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            journal = TopicJournal([f"127.0.0.1:{port}"], timeout=1.0)
+            nursery.start_soon(journal.run)
+            with pytest.raises(JournalError, match="in time"):
+                await journal.record([((PID, EPOCH, "t", 0, 0), A_PLACEMENT)])
+            with pytest.raises(JournalError):
+                await journal.claim(PID, EPOCH, trio.current_time() + 1)
+            nursery.cancel_scope.cancel()
+
+
+def test_a_proxy_with_the_topic_journal_routes_an_idempotent_producer(broker: Any) -> None:
+    """librdkafka's idempotent producer through a proxy journaling in the
+    cluster: every record once on its murmur2 partition, and the journal topic
+    holds the producer's claim and placement windows."""
+    topic = fresh("jt")
+    create(broker.bootstrap_servers, topic, 6)
+    journal_topic = fresh("journal")
+    with proxy_in_thread(
+        upstream=(broker.bootstrap_servers,), port=0, journal_topic=journal_topic
+    ) as px:
+        confluent_produce(px.bootstrap_servers, topic, 500, **{"enable.idempotence": True})
+        assert px.statistics.routing.records_moved > 0
+    records = placement(broker.bootstrap_servers, topic, 6)
+    assert sorted(r.value for r in records) == sorted(b"v%d" % i for i in range(500))
+    assert all(r.partition == murmur2_partition(r.key, 6) for r in records)
+    kinds = {r.key[:2] for r in placement(broker.bootstrap_servers, journal_topic, 12)}
+    assert kinds == {b"c:", b"p:"}
