@@ -230,6 +230,8 @@ class ExactlyOnce:
         epoch: int,
         hash_name: str,
         deadline: float,
+        *,
+        again: bool = False,
     ) -> Any:
         if self.journal is not None and self.journal.shared:
             try:
@@ -276,6 +278,17 @@ class ExactlyOnce:
         )
         if prepared is None:
             return None
+        if (
+            self.journal is not None
+            and self.journal.shared
+            and ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER in prepared.refused.values()
+            and not again
+        ):
+            # A batch out of order here may be in order for the producer: it
+            # went through another proxy since. Claimed back, the producer's
+            # sequences are learnt afresh if so (else the refusal stands).
+            self._claims.pop(pid, None)
+            return await self._plan_locked(ctx, body, pid, epoch, hash_name, deadline, again=True)
         if prepared.stale:
             self.refresh(prepared.stale)
         try:

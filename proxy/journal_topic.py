@@ -179,7 +179,12 @@ class TopicJournal:
         self.instance = instance or uuid.uuid4().hex[:16]
         self._windows: dict[_WindowKey, _Window] = {}
         self._claims: dict[int, _Claim] = {}
+        # Per producer, the claim before its last one.
+        self._before: dict[int, _Claim | None] = {}
         self._position: dict[int, int] = {}
+        # Per partition, offsets of this instance's own records not yet read
+        # back (its windows are kept as written, not as read).
+        self._own: dict[int, set[int]] = {}
         self._waiters: list[tuple[int, int, trio.Event]] = []
         self._ready = trio.Event()
         self._producer: Producer | None = None
@@ -262,8 +267,10 @@ class TopicJournal:
     async def _apply(self, consumer: Consumer[Any, Any]) -> None:
         got = await consumer.getmany(timeout_ms=500)
         for tp, records in got.items():
+            own = self._own.get(tp.partition, set())
             for r in records:
-                self._apply_one(r.key or b"", r.value, r.offset)
+                self._apply_one(r.key or b"", r.value, r.offset, own=r.offset in own)
+                own.discard(r.offset)
                 self._position[tp.partition] = r.offset + 1
         if got and self._waiters:
             still = []
@@ -274,13 +281,16 @@ class TopicJournal:
                     still.append((partition, offset, event))
             self._waiters = still
 
-    def _apply_one(self, key: bytes, value: bytes | None, offset: int) -> None:
+    def _apply_one(
+        self, key: bytes, value: bytes | None, offset: int, *, own: bool = False
+    ) -> None:
         decoded = decode_record(key, value)
-        if decoded is None:
-            return
+        if decoded is None or (own and decoded[0] == "p"):
+            return  # this instance's own windows are kept as written
         kind, data = decoded
         if kind == "c":
             pid, instance, epoch = data
+            self._before[pid] = self._claims.get(pid)
             self._claims[pid] = _Claim(instance, epoch, offset)
             return
         wkey, instance, window = data
@@ -292,8 +302,16 @@ class TopicJournal:
         else:
             self._windows.pop(wkey, None)
 
-    async def _read_past(self, partition: int, offset: int) -> None:
-        if self._position.get(partition, 0) > offset:
+    async def _read_past(self, partition: int, offset: int, *, foreign: bool = True) -> None:
+        """Wait until the partition is read past ``offset``; with ``foreign``
+        False, only past what other instances wrote before it: records of
+        this instance's own between (their offsets known from its writes)
+        change nothing it must learn."""
+        position = self._position.get(partition, 0)
+        if position > offset:
+            return
+        own = self._own.setdefault(partition, set())
+        if not foreign and all(o in own for o in range(position, offset + 1)):
             return
         event = trio.Event()
         self._waiters.append((partition, offset, event))
@@ -328,9 +346,12 @@ class TopicJournal:
             f"the placement journal {self.topic} is not open yet (is the cluster up?)"
         )
 
-    async def _send(self, pid: int, records: list[tuple[bytes, bytes]], deadline: float) -> int:
+    async def _send(
+        self, pid: int, records: list[tuple[bytes, bytes]], deadline: float, *, foreign: bool = True
+    ) -> int:
         """Write ``records`` to the producer's partition (acks=all) and read the
-        partition past them; the last one's offset."""
+        partition past them (with ``foreign`` False: past what other instances
+        wrote before them); the last one's offset."""
         with trio.move_on_at(deadline) as scope:
             producer = await self._open(deadline)
             if producer is None:
@@ -341,15 +362,17 @@ class TopicJournal:
                     await producer.send(self.topic, value, key, partition=partition)
                     for key, value in records
                 ]
-                last = -1
-                for future in futures:
-                    last = max(last, (await future).offset)
+                offsets = [(await future).offset for future in futures]
             except (TrafkaError, OSError) as exc:
                 raise JournalError(
                     f"cannot write the placement journal {self.topic}: {exc}"
                 ) from None
             self.writes += 1
-            await self._read_past(partition, last)
+            self._own.setdefault(partition, set()).update(
+                o for o in offsets if o >= self._position.get(partition, 0)
+            )
+            last = max(offsets)
+            await self._read_past(partition, last, foreign=foreign)
             return last
         assert scope.cancelled_caught
         raise JournalError(
@@ -367,11 +390,12 @@ class TopicJournal:
         Raises:
             JournalError: the claim could not be written in time.
         """
-        await self._open(deadline)
-        before = self._claims.get(pid)
         claim = json.dumps({"o": self.instance, "e": epoch}).encode()
         await self._send(pid, [(claim_key(pid), claim)], deadline)
         self.claims_made += 1
+        # The claim ours follows (ours is the last one read, unless another
+        # instance's came right after: then this proxy is fenced at its write).
+        before = self._before.get(pid)
         if before is not None and before.instance != self.instance and before.epoch == epoch:
             log.info(
                 "producer %d taken over from proxy instance %s (waiting %.1f s)",
@@ -409,13 +433,14 @@ class TopicJournal:
             return
         records = [(window_key(k), encode_window(self.instance, w)) for k, w in touched.items()]
         when = trio.current_time() + self.timeout if deadline is None else deadline
-        await self._send(pid, records, min(when, trio.current_time() + self.timeout))
+        await self._send(pid, records, min(when, trio.current_time() + self.timeout), foreign=False)
         if self.owner(pid) != self.instance:
             self.fenced += 1
             raise JournalFenced(
                 f"producer {pid} is owned by proxy instance {self.owner(pid)} now: "
                 "its batches are not written here"
             )
+        self._windows.update(touched)  # this instance's own, kept as written
 
     def close(self) -> None:
         self._producer = None

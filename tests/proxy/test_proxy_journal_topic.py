@@ -12,9 +12,16 @@ from typing import Any
 import pytest
 import trio
 from proxy_helpers import confluent_produce, create, fresh, placement
+from test_proxy_cut_moments import KEYS, PARTITIONS, produce_request
 
 from trafka.brokerlite.server import serve_broker
+from trafka.codec import protocol
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k22_init_producer_id as ip
+from trafka.codec.records import encode_batch
 from trafka.proxy import proxy_in_thread
+from trafka.proxy.exactly_once import ExactlyOnce
+from trafka.proxy.filters import FilterContext
 from trafka.proxy.journal import JournalError, JournalFenced
 from trafka.proxy.journal_topic import (
     TopicJournal,
@@ -23,6 +30,8 @@ from trafka.proxy.journal_topic import (
     encode_window,
     window_key,
 )
+from trafka.proxy.pool import UpstreamPool
+from trafka.proxy.routing import RouteStats, Topics
 from trafka.proxy.sequences import Placement
 from trafka.sdk import open_admin
 from trafka.sdk.partitioners import murmur2_partition
@@ -149,3 +158,94 @@ def test_a_proxy_with_the_topic_journal_routes_an_idempotent_producer(broker: An
     assert all(r.partition == murmur2_partition(r.key, 6) for r in records)
     kinds = {r.key[:2] for r in placement(broker.bootstrap_servers, journal_topic, 12)}
     assert kinds == {b"c:", b"p:"}
+
+
+def test_two_live_proxies_for_one_producer_write_one_at_a_time(broker: Any) -> None:
+    """The ownership rule between two live proxies (a client that fails over
+    while the first proxy still runs, then comes back): the proxy that did not
+    claim last writes nothing (its request is answered REQUEST_TIMED_OUT, which
+    the client retries) and claims again on the retry; a batch out of order
+    for a proxy's stale view makes it claim back instead of refusing it. Every
+    record ends in the topic once, on its murmur2 partition."""
+    topic = fresh("owners")
+    create(broker.bootstrap_servers, topic, PARTITIONS)
+    host, port = broker.address
+    node = broker.config.node_id
+    journal_topic = fresh("journal")
+    n = 20
+
+    async def connect(node_id: int) -> trio.abc.Stream:
+        return await trio.open_tcp_stream(host, port)
+
+    async def main() -> list[list[int]]:
+        outcomes = []
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                proxies = []
+                for name in ("a", "b"):
+                    journal = TopicJournal(
+                        [broker.bootstrap_servers], topic=journal_topic, instance=name,
+                        takeover_grace=0.05,
+                    )  # fmt: skip
+                    nursery.start_soon(journal.run)
+                    pool = UpstreamPool(nursery, connect, 1 << 24)
+                    topics = Topics(
+                        {topic: PARTITIONS}, {(topic, p): node for p in range(PARTITIONS)}
+                    )
+                    eos = ExactlyOnce(
+                        pool, topics, RouteStats(), lambda _: None, lambda: [node], 1 << 24, journal
+                    )
+                    proxies.append((eos, pool, journal))
+                a, b = proxies
+                init = ip.InitProducerIdRequest(
+                    transactional_id=None, transaction_timeout_ms=60_000,
+                    producer_id=-1, producer_epoch=-1,
+                )  # fmt: skip
+                waiter = await a[1].send(node, "owners", 22, 4, init)
+                answer = protocol.decode_response(
+                    await a[1].wait(waiter, trio.current_time() + 10), 22, 4
+                )[1]
+                a[0].init_answered(answer)
+                producer = (answer.producer_id, answer.producer_epoch)
+                ctx = FilterContext(0, 9, 1, "owners", None, node)
+
+                async def send(proxy: Any, first: int) -> list[int]:
+                    eos = proxy[0]
+                    records = [
+                        (1_000 + i, KEYS[i % len(KEYS)], b"v-%d" % i, [])
+                        for i in range(first, first + n)
+                    ]
+                    batch = encode_batch(
+                        records, producer_id=producer[0], producer_epoch=producer[1],
+                        base_sequence=first,
+                    )  # fmt: skip
+                    body = produce_request(topic, {0: batch})
+                    deadline = trio.current_time() + 20
+                    result = await eos.plan(ctx, body, producer, "murmur2", deadline)
+                    if isinstance(result, tuple):
+                        result = await eos.settle(ctx, body, *result, deadline)
+                    return [p.error_code for t in result.responses for p in t.partition_responses]
+
+                outcomes.append(await send(a, 0))  # a owns the producer
+                # The client fails over with a retry of that batch (its answer
+                # lost): b claims the producer and knows the batch from the journal.
+                outcomes.append(await send(b, 0))
+                # Back to a, in order for a's view: fenced at the write, nothing
+                # written; the client's retry claims the producer back.
+                outcomes.append(await send(a, n))
+                outcomes.append(await send(a, n))
+                # To b again: out of order for b's view, so b claims it back
+                # (rather than refusing a batch that is in order for the producer).
+                outcomes.append(await send(b, 2 * n))
+                assert (a[2].fenced, b[2].fenced) == (1, 0)
+                assert (a[2].claims_made, b[2].claims_made) == (2, 2)
+                nursery.cancel_scope.cancel()
+        return outcomes
+
+    outcomes = trio.run(main)
+    timed_out = ErrorCode.REQUEST_TIMED_OUT
+    assert outcomes == [[0], [0], [timed_out], [0], [0]]
+    records = placement(broker.bootstrap_servers, topic, PARTITIONS)
+    values = sorted(int(r.value.split(b"-")[1]) for r in records)
+    assert values == list(range(3 * n))
+    assert all(r.partition == murmur2_partition(r.key, PARTITIONS) for r in records)
