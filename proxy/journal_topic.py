@@ -82,6 +82,7 @@ log = logging.getLogger("trafka.proxy")
 TOPIC = "__trafka_proxy_placements"
 DEFAULT_PARTITIONS = 12
 _RETRY_S = 1.0
+_SWEEP_S = 60.0
 
 # (producer id, topic, partition) of a client partition's window.
 _WindowKey = tuple[int, str, int]
@@ -152,6 +153,8 @@ class TopicJournal:
         takeover_grace: seconds a new owner waits after claiming a producer
             another instance owned (see the module's rules).
         timeout: seconds a journal write may take before it fails.
+        idle_s: a producer nothing was written for this long has its records
+            deleted (tombstones; as the proxy forgets an idle producer).
         instance: this proxy's name in claims (default: a fresh random one,
             so a restarted proxy takes over from its former self).
         clock: monotonic seconds (trio's clock).
@@ -168,6 +171,7 @@ class TopicJournal:
         partitions: int = DEFAULT_PARTITIONS,
         takeover_grace: float = 5.0,
         timeout: float = 10.0,
+        idle_s: float = 3600.0,
         instance: str | None = None,
     ) -> None:
         self.servers = tuple(servers)
@@ -176,12 +180,17 @@ class TopicJournal:
         self.partitions = partitions
         self.takeover_grace = takeover_grace
         self.timeout = timeout
+        self.idle_s = idle_s
         self.instance = instance or uuid.uuid4().hex[:16]
         self._windows: dict[_WindowKey, _Window] = {}
         self._claims: dict[int, _Claim] = {}
         # Per producer, the claim before its last one.
         self._before: dict[int, _Claim | None] = {}
         self._position: dict[int, int] = {}
+        # Per producer: when a record of it was last written or read (trio's
+        # clock), and those with a write under way.
+        self._seen: dict[int, float] = {}
+        self._busy: set[int] = set()
         # Per partition, offsets of this instance's own records not yet read
         # back (its windows are kept as written, not as read).
         self._own: dict[int, set[int]] = {}
@@ -250,8 +259,57 @@ class TopicJournal:
             )
             self._producer = producer
             self._ready.set()
+            swept = trio.current_time()
             while True:
                 await self._apply(consumer)
+                if trio.current_time() - swept >= _SWEEP_S:
+                    swept = trio.current_time()
+                    await self._forget_idle(producer, swept)
+
+    def idle(self, now: float) -> dict[int, list[bytes]]:
+        """The keys to delete (tombstones) of producers nothing was written
+        for since ``idle_s`` before ``now``: their windows and claim. A client
+        retries a batch for minutes at most; compaction then drops them."""
+        gone = {
+            pid
+            for pid, seen in self._seen.items()
+            if now - seen >= self.idle_s and pid not in self._busy
+        }
+        out: dict[int, list[bytes]] = {pid: [] for pid in gone}
+        for wkey in self._windows:
+            if wkey[0] in gone:
+                out[wkey[0]].append(window_key(wkey))
+        for pid in gone:
+            if pid in self._claims:
+                out[pid].append(claim_key(pid))
+        return out
+
+    async def _forget_idle(self, producer: Producer, now: float) -> None:
+        """Delete the idle producers' records (any instance may: a tombstone
+        of a record already deleted changes nothing)."""
+        idle = self.idle(now)
+        for pid in idle:
+            # Dropped before the tombstones are sent: a write for the producer
+            # meanwhile starts a new window, written after them.
+            self._seen.pop(pid, None)
+            self._claims.pop(pid, None)
+            self._before.pop(pid, None)
+            for wkey in [w for w in self._windows if w[0] == pid]:
+                del self._windows[wkey]
+        try:
+            with trio.fail_after(self.timeout):
+                futures = [
+                    await producer.send(self.topic, None, key, partition=pid % self._count)
+                    for pid, keys in idle.items()
+                    for key in keys
+                ]
+                for future in futures:
+                    await future
+        except (TrafkaError, OSError, trio.TooSlowError) as exc:
+            log.warning("the placement journal %s: idle producers not deleted: %s", self.topic, exc)
+        else:
+            if futures:
+                log.info("placement journal %s: %d idle producers deleted", self.topic, len(idle))
 
     async def _create_topic(self, admin: Any) -> None:
         brokers = len((await admin.describe_cluster()).brokers)
@@ -266,10 +324,11 @@ class TopicJournal:
 
     async def _apply(self, consumer: Consumer[Any, Any]) -> None:
         got = await consumer.getmany(timeout_ms=500)
+        now = trio.current_time()
         for tp, records in got.items():
             own = self._own.get(tp.partition, set())
             for r in records:
-                self._apply_one(r.key or b"", r.value, r.offset, own=r.offset in own)
+                self._apply_one(r.key or b"", r.value, r.offset, own=r.offset in own, now=now)
                 own.discard(r.offset)
                 self._position[tp.partition] = r.offset + 1
         if got and self._waiters:
@@ -282,12 +341,15 @@ class TopicJournal:
             self._waiters = still
 
     def _apply_one(
-        self, key: bytes, value: bytes | None, offset: int, *, own: bool = False
+        self, key: bytes, value: bytes | None, offset: int, *, own: bool = False, now: float = 0.0
     ) -> None:
+        """Apply one record read at ``offset`` (``own``: this instance wrote
+        it; ``now``: trio's clock, for :meth:`idle`)."""
         decoded = decode_record(key, value)
         if decoded is None or (own and decoded[0] == "p"):
             return  # this instance's own windows are kept as written
         kind, data = decoded
+        self._seen[data[0] if kind == "c" else data[0][0]] = now
         if kind == "c":
             pid, instance, epoch = data
             self._before[pid] = self._claims.get(pid)
@@ -352,6 +414,16 @@ class TopicJournal:
         """Write ``records`` to the producer's partition (acks=all) and read the
         partition past them (with ``foreign`` False: past what other instances
         wrote before them); the last one's offset."""
+        self._busy.add(pid)
+        try:
+            return await self._send_busy(pid, records, deadline, foreign)
+        finally:
+            self._busy.discard(pid)
+            self._seen[pid] = trio.current_time()
+
+    async def _send_busy(
+        self, pid: int, records: list[tuple[bytes, bytes]], deadline: float, foreign: bool
+    ) -> int:
         with trio.move_on_at(deadline) as scope:
             producer = await self._open(deadline)
             if producer is None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from proxy_helpers import confluent_produce, create, fresh, placement
 from test_proxy_cut_moments import KEYS, PARTITIONS, produce_request
 
@@ -249,3 +250,27 @@ def test_two_live_proxies_for_one_producer_write_one_at_a_time(broker: Any) -> N
     values = sorted(int(r.value.split(b"-")[1]) for r in records)
     assert values == list(range(3 * n))
     assert all(r.partition == murmur2_partition(r.key, PARTITIONS) for r in records)
+
+
+def test_a_producer_idle_past_idle_s_has_its_records_deleted() -> None:
+    """Compaction keeps the live state only: a producer nothing was written for
+    in ``idle_s`` gets tombstones for its windows and its claim (the clock is
+    trio's, driven here by a MockClock)."""
+
+    async def main() -> dict[int, list[bytes]]:
+        journal = TopicJournal(["127.0.0.1:1"], instance="a", idle_s=100)
+        now = trio.current_time()
+        journal._apply_one(claim_key(PID), b'{"o":"b","e":2}', 0, now=now)
+        window = encode_window("b", [(EPOCH, 0, A_PLACEMENT)])
+        journal._apply_one(window_key((PID, "t", 0)), window, 1, now=now)
+        await trio.sleep(60)
+        journal._apply_one(claim_key(PID + 1), b'{"o":"b","e":0}', 2, now=trio.current_time())
+        assert journal.idle(trio.current_time()) == {}
+        await trio.sleep(50)
+        gone = journal.idle(trio.current_time())
+        journal._busy.add(PID)  # a write under way: not now
+        assert journal.idle(trio.current_time()) == {}
+        return gone
+
+    gone = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert gone == {PID: [window_key((PID, "t", 0)), claim_key(PID)]}
