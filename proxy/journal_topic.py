@@ -434,7 +434,7 @@ class TopicJournal:
                     await producer.send(self.topic, value, key, partition=partition)
                     for key, value in records
                 ]
-                offsets = [(await future).offset for future in futures]
+                offsets: list[int] = [(await future).offset for future in futures]
             except (TrafkaError, OSError) as exc:
                 raise JournalError(
                     f"cannot write the placement journal {self.topic}: {exc}"
