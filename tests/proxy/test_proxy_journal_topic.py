@@ -274,3 +274,35 @@ def test_a_producer_idle_past_idle_s_has_its_records_deleted() -> None:
 
     gone = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert gone == {PID: [window_key((PID, "t", 0)), claim_key(PID)]}
+
+
+@pytest.mark.parametrize(
+    ("value", "directory", "topic"),
+    [
+        ("topic", None, "__trafka_proxy_placements"),
+        ("topic:ours", None, "ours"),
+        ("/var/lib/proxy", "/var/lib/proxy", None),
+    ],
+)
+def test_the_cli_journal_is_a_directory_or_a_topic(
+    monkeypatch: pytest.MonkeyPatch, value: str, directory: str | None, topic: str | None
+) -> None:
+    from click.testing import CliRunner
+
+    from trafka.proxy import cli
+
+    configs: list[Any] = []
+    monkeypatch.setattr(cli, "run_proxy", configs.append)
+    arguments = ["--upstream", "b:9092", "--journal", value, "--journal-takeover-grace-ms", "250"]
+    result = CliRunner().invoke(cli.command, arguments)
+    assert result.exit_code == 0, result.output
+    (config,) = configs
+    assert (config.journal_dir, config.journal_topic) == (directory, topic)
+    assert config.journal_takeover_grace_ms == 250
+
+
+def test_one_journal_at_a_time() -> None:
+    from trafka.proxy import ProxyConfig
+
+    with pytest.raises(ValueError, match="choose one journal"):
+        ProxyConfig(upstream=("b:9092",), journal_dir="/tmp/j", journal_topic="t")
