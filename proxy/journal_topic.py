@@ -14,10 +14,12 @@ Rules:
 * Two kinds of record, keyed so that compaction keeps the live state and
   nothing else:
 
-  - ``p:<producer id>:<topic>:<partition>``: the placements of the client's
-    last :data:`~.sequences.CLIENT_BATCHES_KEPT` batches of that partition
-    (a *window*, written whole each time it changes): a client retries only
-    the batches it has in flight, and a new record replaces the old one.
+  - ``p:<producer id>:<topic>:<partition>:<instance>``: the placements of
+    the client's last :data:`~.sequences.CLIENT_BATCHES_KEPT` batches of
+    that partition (a *window*, written whole each time it changes, with the
+    offset of its writer's claim): a client retries only the batches it has
+    in flight, and a new record replaces the old one. One key per instance,
+    so that a fenced instance's late write never compacts away the owner's.
   - ``c:<producer id>``: the producer's *claim*: the proxy instance that owns
     its sequences from that offset on.
 
@@ -27,7 +29,9 @@ Rules:
   over, a restart): it writes its claim with acks=all and reads the partition
   up to it, which gives it every placement of the previous owner that counts.
   A window written by an instance that is not the owner at its offset is
-  void (a fenced proxy's late write changes nothing).
+  void (a fenced proxy's late write changes nothing); of two windows of a
+  client partition, the one whose writer claimed last counts (its claim
+  record may have been compacted away, its offset is in the window).
 * **Fencing.** Before writing a producer's upstream batches, the proxy writes
   their placements with acks=all (:meth:`TopicJournal.record`) and reads its
   partition up to them. If a later claim of another instance is there, the
@@ -97,23 +101,25 @@ class _Claim:
     offset: int
 
 
-def window_key(key: _WindowKey) -> bytes:
+def window_key(key: _WindowKey, instance: str) -> bytes:
     pid, topic, partition = key
-    return f"p:{pid}:{topic}:{partition}".encode()
+    return f"p:{pid}:{topic}:{partition}:{instance}".encode()
 
 
 def claim_key(pid: int) -> bytes:
     return f"c:{pid}".encode()
 
 
-def encode_window(instance: str, window: _Window) -> bytes:
+def encode_window(claimed: int, window: _Window) -> bytes:
+    """A window's value; ``claimed``: the offset of its writer's claim."""
     rows = [[e, b, p.count, [list(t) for t in p.targets]] for e, b, p in window]
-    return json.dumps({"o": instance, "w": rows}, separators=(",", ":")).encode()
+    return json.dumps({"c": claimed, "w": rows}, separators=(",", ":")).encode()
 
 
 def decode_record(key: bytes, value: bytes | None) -> tuple[str, Any] | None:
-    """``("p", (window key, instance, window))``, ``("c", (pid, instance,
-    epoch))``, or None for a record this journal does not know (skipped)."""
+    """``("p", (window key, instance, its claim's offset, window))``, ``("c",
+    (pid, instance, epoch))``, or None for a record this journal does not know
+    (skipped). A window's tombstone has an empty window."""
     try:
         kind, _, rest = key.decode().partition(":")
         if kind == "c":
@@ -122,17 +128,17 @@ def decode_record(key: bytes, value: bytes | None) -> tuple[str, Any] | None:
             claim = json.loads(value)
             return "c", (int(rest), str(claim["o"]), int(claim["e"]))
         if kind == "p":
-            pid, _, tail = rest.partition(":")
-            topic, _, partition = tail.rpartition(":")
+            # Topic names hold no ":" (Kafka allows letters, digits, ".", "_", "-").
+            pid, topic, partition, instance = rest.split(":")
             wkey = (int(pid), topic, int(partition))
             if value is None:
-                return "p", (wkey, "", [])
+                return "p", (wkey, instance, -1, [])
             row = json.loads(value)
             window = [
                 (int(e), int(b), Placement(int(n), tuple((int(x), int(s)) for x, s in targets)))
                 for e, b, n, targets in row["w"]
             ]
-            return "p", (wkey, str(row["o"]), window)
+            return "p", (wkey, instance, int(row["c"]), window)
     except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
         log.warning("a journal record (key %r) does not parse (%s): skipped", key[:80], exc)
     return None
@@ -182,7 +188,12 @@ class TopicJournal:
         self.timeout = timeout
         self.idle_s = idle_s
         self.instance = instance or uuid.uuid4().hex[:16]
-        self._windows: dict[_WindowKey, _Window] = {}
+        # Per client partition, the window that counts, and its writer's claim offset.
+        self._windows: dict[_WindowKey, tuple[int, _Window]] = {}
+        # (producer id, client partition, instance) of every window in the topic.
+        self._written: set[tuple[int, _WindowKey, str]] = set()
+        # The offset of this instance's claim of each producer it claimed.
+        self._claimed: dict[int, int] = {}
         self._claims: dict[int, _Claim] = {}
         # Per producer, the claim before its last one.
         self._before: dict[int, _Claim | None] = {}
@@ -216,6 +227,11 @@ class TopicJournal:
                 await trio.sleep(_RETRY_S)
 
     async def _run_once(self) -> None:
+        # Read afresh from the start (after a failure, what was read is
+        # replayed in order: a window is judged by the claims before it).
+        for state in (self._windows, self._written, self._claims, self._before, self._own):
+            state.clear()
+        self._position.clear()
         common = {"bootstrap_servers": ",".join(self.servers), **self.settings}
         async with open_admin(**common) as admin:
             await self._create_topic(admin)
@@ -276,9 +292,9 @@ class TopicJournal:
             if now - seen >= self.idle_s and pid not in self._busy
         }
         out: dict[int, list[bytes]] = {pid: [] for pid in gone}
-        for wkey in self._windows:
-            if wkey[0] in gone:
-                out[wkey[0]].append(window_key(wkey))
+        for pid, wkey, instance in sorted(self._written):
+            if pid in gone:
+                out[pid].append(window_key(wkey, instance))
         for pid in gone:
             if pid in self._claims:
                 out[pid].append(claim_key(pid))
@@ -293,9 +309,11 @@ class TopicJournal:
             # meanwhile starts a new window, written after them.
             self._seen.pop(pid, None)
             self._claims.pop(pid, None)
+            self._claimed.pop(pid, None)
             self._before.pop(pid, None)
             for wkey in [w for w in self._windows if w[0] == pid]:
                 del self._windows[wkey]
+            self._written = {w for w in self._written if w[0] != pid}
         try:
             with trio.fail_after(self.timeout):
                 futures = [
@@ -355,14 +373,17 @@ class TopicJournal:
             self._before[pid] = self._claims.get(pid)
             self._claims[pid] = _Claim(instance, epoch, offset)
             return
-        wkey, instance, window = data
+        wkey, instance, claimed, window = data
+        self._written.add((wkey[0], wkey, instance))
+        if not window:
+            return  # a tombstone: the window it deletes is not the owner's, or idle
         owner = self._claims.get(wkey[0])
-        if owner is not None and owner.instance != instance and window:
+        if owner is not None and owner.instance != instance and owner.offset > claimed:
             return  # written by a proxy fenced by then: void
-        if window:
-            self._windows[wkey] = window
-        else:
-            self._windows.pop(wkey, None)
+        current = self._windows.get(wkey)
+        if current is not None and current[0] > claimed:
+            return  # a later owner's window is known (its claim compacted away)
+        self._windows[wkey] = (claimed, window)
 
     async def _read_past(self, partition: int, offset: int, *, foreign: bool = True) -> None:
         """Wait until the partition is read past ``offset``; with ``foreign``
@@ -383,13 +404,14 @@ class TopicJournal:
 
     def lookup(self, key: PlacementKey) -> Placement | None:
         pid, epoch, topic, partition, base = key
-        for e, b, placement in self._windows.get((pid, topic, partition), ()):
+        _, window = self._windows.get((pid, topic, partition), (-1, []))
+        for e, b, placement in window:
             if (e, b) == (epoch, base):
                 return placement
         return None
 
     def __len__(self) -> int:
-        return sum(len(w) for w in self._windows.values())
+        return sum(len(w) for _, w in self._windows.values())
 
     def owner(self, pid: int) -> str | None:
         claim = self._claims.get(pid)
@@ -463,7 +485,7 @@ class TopicJournal:
             JournalError: the claim could not be written in time.
         """
         claim = json.dumps({"o": self.instance, "e": epoch}).encode()
-        await self._send(pid, [(claim_key(pid), claim)], deadline)
+        self._claimed[pid] = await self._send(pid, [(claim_key(pid), claim)], deadline)
         self.claims_made += 1
         # The claim ours follows (ours is the last one read, unless another
         # instance's came right after: then this proxy is fenced at its write).
@@ -497,13 +519,16 @@ class TopicJournal:
             wkey = (pid, topic, partition)
             window = touched.get(wkey)
             if window is None:
-                window = touched[wkey] = list(self._windows.get(wkey, ()))
+                window = touched[wkey] = list(self._windows.get(wkey, (-1, []))[1])
             window[:] = [w for w in window if (w[0], w[1]) != (epoch, base) and w[0] >= epoch]
             window.append((epoch, base, placement))
             del window[:-CLIENT_BATCHES_KEPT]
         if not touched:
             return
-        records = [(window_key(k), encode_window(self.instance, w)) for k, w in touched.items()]
+        claimed = self._claimed.get(pid, -1)
+        records = [
+            (window_key(k, self.instance), encode_window(claimed, w)) for k, w in touched.items()
+        ]
         when = trio.current_time() + self.timeout if deadline is None else deadline
         await self._send(pid, records, min(when, trio.current_time() + self.timeout), foreign=False)
         if self.owner(pid) != self.instance:
@@ -512,7 +537,9 @@ class TopicJournal:
                 f"producer {pid} is owned by proxy instance {self.owner(pid)} now: "
                 "its batches are not written here"
             )
-        self._windows.update(touched)  # this instance's own, kept as written
+        for k, w in touched.items():  # this instance's own, kept as written
+            self._windows[k] = (claimed, w)
+            self._written.add((pid, k, self.instance))
 
     def close(self) -> None:
         self._producer = None

@@ -43,34 +43,51 @@ A_PLACEMENT = Placement(10, ((0, 4), (3, 9)))
 
 def test_a_window_record_decodes_to_what_was_encoded() -> None:
     window = [(EPOCH, 0, A_PLACEMENT), (EPOCH, 10, Placement(5, ((1, 14),)))]
-    kind, (wkey, instance, got) = decode_record(
-        window_key((PID, "or:ders", 4)), encode_window("me", window)
+    kind, (wkey, instance, claimed, got) = decode_record(
+        window_key((PID, "or.ders", 4), "me"), encode_window(12, window)
     )  # type: ignore[misc]
-    assert (kind, wkey, instance, got) == ("p", (PID, "or:ders", 4), "me", window)
-    # A tombstone empties the window; a claim names its instance and epoch.
-    assert decode_record(window_key((PID, "t", 0)), None) == ("p", ((PID, "t", 0), "", []))
+    assert (kind, wkey, instance, claimed, got) == ("p", (PID, "or.ders", 4), "me", 12, window)
+    # A tombstone is an empty window; a claim names its instance and epoch.
+    assert decode_record(window_key((PID, "t", 0), "a"), None) == (
+        "p",
+        ((PID, "t", 0), "a", -1, []),
+    )
     assert decode_record(claim_key(PID), b'{"o":"b","e":2}') == ("c", (PID, "b", 2))
 
 
 def test_a_record_that_does_not_parse_is_skipped() -> None:
-    assert decode_record(b"p:x:t:0", b"{}") is None
-    assert decode_record(window_key((PID, "t", 0)), b"not json") is None
+    assert decode_record(b"p:x:t:0:a", b'{"c":1,"w":[]}') is None
+    assert decode_record(window_key((PID, "t", 0), "a"), b"not json") is None
     assert decode_record(b"z:1", b"{}") is None
 
 
 def test_a_window_written_by_a_fenced_instance_is_void() -> None:
-    journal = TopicJournal(["127.0.0.1:1"], instance="b")
-    key = (PID, EPOCH, "t", 0, 0)
-    journal._apply_one(window_key((PID, "t", 0)), encode_window("a", [(EPOCH, 0, A_PLACEMENT)]), 0)
+    journal = TopicJournal(["127.0.0.1:1"], instance="c")
+    key, wkey = (PID, EPOCH, "t", 0, 0), (PID, "t", 0)
+    journal._apply_one(claim_key(PID), b'{"o":"a","e":2}', 0)
+    journal._apply_one(window_key(wkey, "a"), encode_window(0, [(EPOCH, 0, A_PLACEMENT)]), 1)
     assert journal.lookup(key) == A_PLACEMENT
-    journal._apply_one(claim_key(PID), b'{"o":"b","e":2}', 1)
+    journal._apply_one(claim_key(PID), b'{"o":"b","e":2}', 2)
     # a's write landing after b's claim changes nothing; b's own does.
     late = Placement(3, ((5, 2),))
-    journal._apply_one(window_key((PID, "t", 0)), encode_window("a", [(EPOCH, 0, late)]), 2)
+    journal._apply_one(window_key(wkey, "a"), encode_window(0, [(EPOCH, 0, late)]), 3)
     assert journal.lookup(key) == A_PLACEMENT
-    journal._apply_one(window_key((PID, "t", 0)), encode_window("b", [(EPOCH, 0, late)]), 3)
-    assert journal.lookup(key) == late
+    bs = Placement(4, ((1, 2),))
+    journal._apply_one(window_key(wkey, "b"), encode_window(2, [(EPOCH, 0, bs)]), 4)
+    assert journal.lookup(key) == bs
     assert journal.owner(PID) == "b"
+
+
+def test_after_compaction_the_last_claimers_window_counts() -> None:
+    """The claims compacted to the last one (a's again, at 9): b's window (b
+    claimed at 3) still beats a's late one written under a's claim at 0."""
+    journal = TopicJournal(["127.0.0.1:1"], instance="c")
+    key, wkey = (PID, EPOCH, "t", 0, 0), (PID, "t", 0)
+    late, bs = Placement(3, ((5, 2),)), Placement(4, ((1, 2),))
+    journal._apply_one(window_key(wkey, "b"), encode_window(3, [(EPOCH, 0, bs)]), 6)
+    journal._apply_one(window_key(wkey, "a"), encode_window(0, [(EPOCH, 0, late)]), 7)
+    journal._apply_one(claim_key(PID), b'{"o":"a","e":2}', 9)
+    assert journal.lookup(key) == bs
 
 
 def test_two_instances_share_placements_and_a_claim_fences_the_former_owner(
@@ -261,8 +278,8 @@ def test_a_producer_idle_past_idle_s_has_its_records_deleted() -> None:
         journal = TopicJournal(["127.0.0.1:1"], instance="a", idle_s=100)
         now = trio.current_time()
         journal._apply_one(claim_key(PID), b'{"o":"b","e":2}', 0, now=now)
-        window = encode_window("b", [(EPOCH, 0, A_PLACEMENT)])
-        journal._apply_one(window_key((PID, "t", 0)), window, 1, now=now)
+        window = encode_window(0, [(EPOCH, 0, A_PLACEMENT)])
+        journal._apply_one(window_key((PID, "t", 0), "b"), window, 1, now=now)
         await trio.sleep(60)
         journal._apply_one(claim_key(PID + 1), b'{"o":"b","e":0}', 2, now=trio.current_time())
         assert journal.idle(trio.current_time()) == {}
@@ -273,7 +290,7 @@ def test_a_producer_idle_past_idle_s_has_its_records_deleted() -> None:
         return gone
 
     gone = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
-    assert gone == {PID: [window_key((PID, "t", 0)), claim_key(PID)]}
+    assert gone == {PID: [window_key((PID, "t", 0), "b"), claim_key(PID)]}
 
 
 @pytest.mark.parametrize(
