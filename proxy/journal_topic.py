@@ -244,6 +244,10 @@ class TopicJournal:
                 acks="all",
                 enable_idempotence=True,
                 linger_ms=0,
+                # A write not taken in time is failed (the proxy answered a
+                # retriable error already): no backlog of them builds up.
+                request_timeout_ms=int(self.timeout * 1000),
+                delivery_timeout_ms=int(self.timeout * 1000),
                 client_id="trafka-proxy-journal",
                 **common,
             ) as producer,

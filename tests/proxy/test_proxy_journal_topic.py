@@ -323,3 +323,47 @@ def test_one_journal_at_a_time() -> None:
 
     with pytest.raises(ValueError, match="choose one journal"):
         ProxyConfig(upstream=("b:9092",), journal_dir="/tmp/j", journal_topic="t")
+
+
+def test_when_the_cluster_refuses_the_journal_nothing_is_written(
+    broker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The journal's topic cannot take an acks=all write (min.insync.replicas 2
+    on one broker: NOT_ENOUGH_REPLICAS): the routed batches are never written
+    unjournaled; the producer hears retriable errors until its own timeout."""
+    import anyio
+    import confluent_kafka
+
+    from trafka.sdk import NewTopic
+
+    topic, journal_topic = fresh("refused"), fresh("journal")
+    create(broker.bootstrap_servers, topic, 6)
+
+    async def create_journal() -> None:
+        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+            configs = {"cleanup.policy": "compact", "min.insync.replicas": "2"}
+            await admin.create_topics([NewTopic(journal_topic, 12, 1, configs)])
+
+    anyio.run(create_journal, backend="trio")
+    errors: list[Any] = []
+    with proxy_in_thread(
+        upstream=(broker.bootstrap_servers,), port=0, journal_topic=journal_topic,
+        connect_timeout=1.0,
+    ) as px:  # fmt: skip
+        producer = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": px.bootstrap_servers,
+                "enable.idempotence": True,
+                "message.timeout.ms": 5000,
+                "linger.ms": 5,
+            }
+        )
+        for i in range(20):
+            producer.produce(
+                topic, value=b"v%d" % i, key=b"k%d" % i, on_delivery=lambda e, _m: errors.append(e)
+            )
+        assert producer.flush(60) == 0
+    assert len(errors) == 20 and all(e is not None for e in errors)
+    assert placement(broker.bootstrap_servers, topic, 6) == []
+    # Refused for the journal's sake (its claim could not be written), nothing else.
+    assert "NOT_ENOUGH_REPLICAS" in caplog.text
