@@ -306,7 +306,7 @@ class ExactlyOnce:
             plan = commit_idempotent(body, prepared, session)
             written: list[tuple[list[Upstream], Waiter | UpstreamError]] = []
             # With a journal, nothing is written before its placement is on disk.
-            if await self._journal(session, prepared.retried, deadline):
+            if await self._journal(session, prepared.retried, bool(plan.rounds), deadline):
                 with trio.move_on_at(deadline):
                     for batches in plan.rounds:
                         for leader, group in _by_leader(batches, self.topics).items():
@@ -406,7 +406,9 @@ class ExactlyOnce:
             if trio.current_time() < ready_at:
                 raise Preparation(f"producer {pid} was taken over from another proxy just now")
 
-    async def _journal(self, session: Session, retried: list[ClientBatch], deadline: float) -> bool:
+    async def _journal(
+        self, session: Session, retried: list[ClientBatch], writes: bool, deadline: float
+    ) -> bool:
         """Record the session's new placements before they are written; False
         when the journal failed (nothing may be written: the client retries).
 
@@ -418,7 +420,7 @@ class ExactlyOnce:
         batches = session.take_journal()
         if not batches and self.journal.shared:
             batches = [b for b in retried if any(u.state is not State.ACKED for u in b.upstream)]
-        if not batches:
+        if not batches and not (writes and self.journal.shared):
             return True
         pid, epoch = session.producer_id, session.epoch
         try:
@@ -428,6 +430,7 @@ class ExactlyOnce:
                     for b in batches
                 ),
                 deadline=deadline,
+                producer=pid,
             )
         except JournalFenced as exc:
             log.warning("producer %d: %s", pid, exc)

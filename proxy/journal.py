@@ -101,8 +101,11 @@ class PlacementJournal(Protocol):
         entries: Iterable[tuple[PlacementKey, Placement]],
         *,
         deadline: float | None = None,
+        producer: int | None = None,
     ) -> None:
         """Record one producer's ``entries`` durably; returns once they are.
+        A shared journal checks the proxy still owns ``producer`` even when
+        there are no entries (batches written again).
 
         Raises:
             JournalFenced: another instance owns the producer (write nothing).
@@ -218,9 +221,11 @@ class DirectoryJournal:
         entries: Iterable[tuple[PlacementKey, Placement]],
         *,
         deadline: float | None = None,
+        producer: int | None = None,
     ) -> None:
         """Put ``entries`` on disk; returns once they are synced (``deadline``
-        is not used: a local sync has none).
+        and ``producer`` are not used: a local sync has no deadline, and no
+        other instance owns producers).
 
         Raises:
             JournalError: writing or syncing failed.

@@ -22,6 +22,8 @@ Rules:
     so that a fenced instance's late write never compacts away the owner's.
   - ``c:<producer id>``: the producer's *claim*: the proxy instance that owns
     its sequences from that offset on.
+  - ``b:<producer id>``: a *beat*, empty, written for the fencing check
+    before batches are written again whose placements did not change.
 
 * **Who owns a producer's sequences.** The instance whose claim is the last
   one in the producer's partition. A proxy claims a producer before it
@@ -110,6 +112,10 @@ def claim_key(pid: int) -> bytes:
     return f"c:{pid}".encode()
 
 
+def beat_key(pid: int) -> bytes:
+    return f"b:{pid}".encode()
+
+
 def encode_window(claimed: int, window: _Window) -> bytes:
     """A window's value; ``claimed``: the offset of its writer's claim."""
     rows = [[e, b, p.count, [list(t) for t in p.targets]] for e, b, p in window]
@@ -118,10 +124,12 @@ def encode_window(claimed: int, window: _Window) -> bytes:
 
 def decode_record(key: bytes, value: bytes | None) -> tuple[str, Any] | None:
     """``("p", (window key, instance, its claim's offset, window))``, ``("c",
-    (pid, instance, epoch))``, or None for a record this journal does not know
-    (skipped). A window's tombstone has an empty window."""
+    (pid, instance, epoch))``, ``("b", pid)``, or None for a record this
+    journal does not know (skipped). A window's tombstone has an empty window."""
     try:
         kind, _, rest = key.decode().partition(":")
+        if kind == "b":
+            return "b", int(rest)
         if kind == "c":
             if value is None:
                 return None
@@ -194,6 +202,8 @@ class TopicJournal:
         self._written: set[tuple[int, _WindowKey, str]] = set()
         # The offset of this instance's claim of each producer it claimed.
         self._claimed: dict[int, int] = {}
+        # Producers with a beat record in the topic.
+        self._beats: set[int] = set()
         self._claims: dict[int, _Claim] = {}
         # Per producer, the claim before its last one.
         self._before: dict[int, _Claim | None] = {}
@@ -229,7 +239,14 @@ class TopicJournal:
     async def _run_once(self) -> None:
         # Read afresh from the start (after a failure, what was read is
         # replayed in order: a window is judged by the claims before it).
-        for state in (self._windows, self._written, self._claims, self._before, self._own):
+        for state in (
+            self._windows,
+            self._written,
+            self._claims,
+            self._before,
+            self._own,
+            self._beats,
+        ):
             state.clear()
         self._position.clear()
         common = {"bootstrap_servers": ",".join(self.servers), **self.settings}
@@ -300,6 +317,8 @@ class TopicJournal:
             if pid in gone:
                 out[pid].append(window_key(wkey, instance))
         for pid in gone:
+            if pid in self._beats:
+                out[pid].append(beat_key(pid))
             if pid in self._claims:
                 out[pid].append(claim_key(pid))
         return out
@@ -314,6 +333,7 @@ class TopicJournal:
             self._seen.pop(pid, None)
             self._claims.pop(pid, None)
             self._claimed.pop(pid, None)
+            self._beats.discard(pid)
             self._before.pop(pid, None)
             for wkey in [w for w in self._windows if w[0] == pid]:
                 del self._windows[wkey]
@@ -371,6 +391,10 @@ class TopicJournal:
         if decoded is None or (own and decoded[0] == "p"):
             return  # this instance's own windows are kept as written
         kind, data = decoded
+        if kind == "b":
+            self._beats.add(data)
+            self._seen[data] = now
+            return
         self._seen[data[0] if kind == "c" else data[0][0]] = now
         if kind == "c":
             pid, instance, epoch = data
@@ -509,9 +533,13 @@ class TopicJournal:
         entries: Iterable[tuple[PlacementKey, Placement]],
         *,
         deadline: float | None = None,
+        producer: int | None = None,
     ) -> None:
         """Write ``entries`` (one producer's) with acks=all, read them back, and
-        check this instance still owns the producer.
+        check this instance still owns the producer. Without entries (the
+        batches written again keep their placements), a *beat* record of
+        ``producer`` (``b:<producer id>``, one per producer) is written for
+        the check.
 
         Raises:
             JournalFenced: another instance claimed the producer meanwhile.
@@ -527,12 +555,16 @@ class TopicJournal:
             window[:] = [w for w in window if (w[0], w[1]) != (epoch, base) and w[0] >= epoch]
             window.append((epoch, base, placement))
             del window[:-CLIENT_BATCHES_KEPT]
-        if not touched:
-            return
         claimed = self._claimed.get(pid, -1)
         records = [
             (window_key(k, self.instance), encode_window(claimed, w)) for k, w in touched.items()
         ]
+        if not records:
+            if producer is None:
+                return
+            pid = producer
+            records = [(beat_key(pid), b"")]
+            self._beats.add(pid)
         when = trio.current_time() + self.timeout if deadline is None else deadline
         await self._send(pid, records, min(when, trio.current_time() + self.timeout), foreign=False)
         if self.owner(pid) != self.instance:

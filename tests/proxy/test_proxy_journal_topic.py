@@ -26,6 +26,7 @@ from trafka.proxy.filters import FilterContext
 from trafka.proxy.journal import JournalError, JournalFenced
 from trafka.proxy.journal_topic import (
     TopicJournal,
+    beat_key,
     claim_key,
     decode_record,
     encode_window,
@@ -53,6 +54,7 @@ def test_a_window_record_decodes_to_what_was_encoded() -> None:
         ((PID, "t", 0), "a", -1, []),
     )
     assert decode_record(claim_key(PID), b'{"o":"b","e":2}') == ("c", (PID, "b", 2))
+    assert decode_record(beat_key(PID), b"") == ("b", PID)
 
 
 def test_a_record_that_does_not_parse_is_skipped() -> None:
@@ -133,6 +135,12 @@ async def _two_instances(tmp_path: Path) -> None:
             assert a.lookup((PID, EPOCH, "t", 1, 20)) == Placement(2, ((2, 7),))
             with pytest.raises(JournalFenced):
                 await b.record([((PID, EPOCH, "t", 1, 30), Placement(1, ((0, 1),)))])
+            # Batches written again, their placements unchanged: a beat is
+            # written for the check, which fences b all the same (and not a).
+            with pytest.raises(JournalFenced):
+                await b.record([], producer=PID)
+            await a.record([], producer=PID)
+            assert a.fenced == 1
             nursery.cancel_scope.cancel()
 
 
