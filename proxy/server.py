@@ -89,6 +89,7 @@ from .filters import (
     run_response,
     wanted,
 )
+from .journal_topic import TopicJournal
 from .key_routing import KeyRouting
 from .metrics import ProxyMetrics
 from .pool import UpstreamError, UpstreamPool
@@ -186,6 +187,7 @@ class _Proxy:
                 connect_timeout=config.connect_timeout,
                 stats=self.stats.routing,
                 journal_dir=config.journal_dir,
+                journal=self._topic_journal(),
                 origin_headers=config.origin_headers,
             )
             self.filters += (routing,)
@@ -200,6 +202,21 @@ class _Proxy:
         )
         for f in self.filters:
             f.attach(services)
+
+    def _topic_journal(self) -> TopicJournal | None:
+        config = self.config
+        if config.journal_topic is None:
+            return None
+        settings: dict[str, Any] = {}
+        if self.upstream_tls is not None:
+            settings.update(security_protocol="ssl", ssl_context=self.upstream_tls)
+        return TopicJournal(
+            config.upstream,
+            client_settings=settings,
+            topic=config.journal_topic,
+            takeover_grace=config.journal_takeover_grace_ms / 1000,
+            timeout=config.connect_timeout,
+        )
 
     def _from_upstream(self, api_key: int, api_version: int, body: Any) -> Any:
         if api_key == METADATA:
