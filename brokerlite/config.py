@@ -48,10 +48,13 @@ from .config_keys import (
     UNIT_VARIANTS,
     UNSUPPORTED_KAFKA_KEYS,
     ConfigError,
+    JaasLogin,
     check_user,
     first_listener,
+    jaas_key,
     kafka_name,
     listener_name_of,
+    parse_jaas,
     parse_names,
     parse_properties,
     parse_protocol_map,
@@ -290,6 +293,26 @@ class BrokerConfig:
             leadership over (it deregisters and waits for the controller's
             elections), so that clients are moved, not cut off.
         controlled_shutdown_timeout_ms: how long it waits for that at most.
+        security_inter_broker_protocol: Kafka's ``security.inter.broker.protocol``.
+            brokerlite has one listener and brokers reach each other on it, so
+            this may only repeat its protocol (a contradiction is an error).
+        inter_broker_listener_name: Kafka's ``inter.broker.listener.name``: the
+            same, by listener name; only one of the two may be set (Kafka's rule).
+        sasl_mechanism_inter_broker_protocol: the mechanism a broker logs in to
+            the others with on a SASL listener: PLAIN, SCRAM-SHA-256 or
+            SCRAM-SHA-512, one of ``sasl_enabled_mechanisms``. Unset: the first
+            of those (Kafka's default, GSSAPI, is not served by brokerlite).
+        inter_broker_sasl_username, inter_broker_sasl_password: the broker's own
+            login for that mechanism; required in cluster mode on a SASL
+            listener. Kafka's ``listener.name.<listener>.<mechanism>.sasl.jaas.config``
+            (``...ScramLoginModule required username="broker" password="...";``)
+            sets them too; a PLAIN module's ``user_<name>="<password>"`` options
+            add PLAIN users, as on Kafka. A SCRAM login's credentials live in
+            ZooKeeper (``/config/users/<name>``), as Kafka keeps them.
+        sasl_jaas_logins: the parsed JAAS lines (set through their Kafka keys).
+        ssl_endpoint_identification_algorithm: ``https`` (the default, Kafka's):
+            a broker connecting to another over TLS checks that the certificate
+            names the host it registered; empty: it checks the chain only.
     """
 
     host: str = "127.0.0.1"
@@ -404,6 +427,13 @@ class BrokerConfig:
     leader_imbalance_check_interval_seconds: int = 300
     controlled_shutdown_enable: bool = True
     controlled_shutdown_timeout_ms: int = 10_000
+    security_inter_broker_protocol: str | None = None
+    inter_broker_listener_name: str | None = None
+    sasl_mechanism_inter_broker_protocol: str | None = None
+    inter_broker_sasl_username: str | None = None
+    inter_broker_sasl_password: str | None = dataclasses.field(default=None, repr=False)
+    sasl_jaas_logins: tuple[JaasLogin, ...] = dataclasses.field(default=(), repr=False)
+    ssl_endpoint_identification_algorithm: str = "https"
 
     @property
     def cluster_mode(self) -> bool:
@@ -488,8 +518,12 @@ class BrokerConfig:
         scaled: list[tuple[int, str, int, Any, str]] = []
         listener: tuple[str, str] | None = None  # (listener name, the key that named it)
         protocol_map = parse_protocol_map(overrides.get(PROTOCOL_MAP_KEY))
+        logins: list[JaasLogin] = []
         for key, value in overrides.items():
             if key == PROTOCOL_MAP_KEY:
+                continue
+            if isinstance(key, str) and jaas_key(key) is not None:
+                logins.append(parse_jaas(key, value))
                 continue
             for rank, (name, field, factor) in enumerate(UNIT_VARIANTS):
                 if key == name:
@@ -545,6 +579,7 @@ class BrokerConfig:
                     f"({listener_name}: {protocol})"
                 )
             changes["security_protocol"] = protocol
+        _listener_names(self, changes, None if listener is None else listener[0], logins)
         try:
             return dataclasses.replace(self, **changes)
         except (TypeError, ValueError) as exc:
@@ -633,6 +668,7 @@ def _check_basics(cfg: BrokerConfig) -> None:
     if cfg.node_id < 0:
         raise ConfigError(f"node_id: must be >= 0, got {cfg.node_id}")
     _check_cluster(cfg)
+    _check_inter_broker(cfg)
     if not (0 < cfg.group_consumer_heartbeat_interval_ms < cfg.group_consumer_session_timeout_ms):
         raise ConfigError(
             "group.consumer.heartbeat.interval.ms must be positive and below "
@@ -720,6 +756,103 @@ def _check_limits(cfg: BrokerConfig) -> None:
             raise ConfigError(f"{name}: must be >= 0")
     if cfg.log_cleaner_max_compaction_lag_ms < 1:
         raise ConfigError("log_cleaner_max_compaction_lag_ms: must be > 0")
+
+
+def _listener_names(
+    cfg: BrokerConfig, changes: dict[str, Any], listener: str | None, logins: list[JaasLogin]
+) -> None:
+    """Check the settings that name the listener (``inter.broker.listener.name``, the
+    JAAS keys) against it, and add the JAAS lines to ``changes``. Without
+    ``listeners`` among the same settings, the listener's name is its protocol's."""
+    name = listener or str(changes.get("security_protocol", cfg.security_protocol)).strip().upper()
+    given = changes.get("inter_broker_listener_name")
+    if given is not None and str(given).strip().upper() != name:
+        raise ConfigError(
+            f"inter.broker.listener.name: {given!r} is not brokerlite's listener ({name}); "
+            "brokers reach each other on the one listener"
+        )
+    if not logins:
+        return
+    users = list(parse_users(changes.get("sasl_users", cfg.sasl_users), "sasl_users"))
+    for login in logins:
+        if login.listener != name:
+            raise ConfigError(
+                f"listener.name.{login.listener.lower()}...sasl.jaas.config names another "
+                f"listener than brokerlite's ({name})"
+            )
+        users += login.users
+    changes["sasl_users"] = tuple(users)
+    changes["sasl_jaas_logins"] = (*cfg.sasl_jaas_logins, *logins)
+
+
+def _check_inter_broker(cfg: BrokerConfig) -> None:
+    """How this broker reaches the others: on its one listener, logged in with its
+    own credentials when the listener takes SASL (fail closed: a cluster member of a
+    SASL listener without them is an error, never an anonymous replica)."""
+    protocol = cfg.security_protocol
+    inter = cfg.security_inter_broker_protocol
+    if inter is not None:
+        inter = str(inter).strip().upper()
+        if cfg.inter_broker_listener_name is not None:
+            raise ConfigError(
+                "only one of inter.broker.listener.name and security.inter.broker.protocol "
+                "may be set"
+            )
+        if inter != protocol:
+            raise ConfigError(
+                f"security.inter.broker.protocol {inter} is not the listener's protocol "
+                f"({protocol}): brokerlite has one listener, which brokers use to reach "
+                "each other too"
+            )
+        object.__setattr__(cfg, "security_inter_broker_protocol", inter)
+    algorithm = str(cfg.ssl_endpoint_identification_algorithm).strip().lower()
+    if algorithm not in ("https", ""):
+        raise ConfigError(
+            f"ssl_endpoint_identification_algorithm: {algorithm!r} is not 'https' or empty"
+        )
+    object.__setattr__(cfg, "ssl_endpoint_identification_algorithm", algorithm)
+    own = ("sasl_mechanism_inter_broker_protocol", "inter_broker_sasl_username")
+    if not cfg.sasl_enabled:
+        given = [n for n in own if getattr(cfg, n) is not None]
+        if cfg.inter_broker_sasl_password is not None:
+            given.append("inter_broker_sasl_password")
+        if given or cfg.sasl_jaas_logins:
+            raise ConfigError(
+                f"{', '.join(given) or 'a sasl.jaas.config'} set but security_protocol is "
+                f"{protocol}, which does not authenticate: use SASL_PLAINTEXT or SASL_SSL"
+            )
+        return
+    mechanism = cfg.sasl_mechanism_inter_broker_protocol
+    if mechanism is None:
+        mechanism = next((m for m in cfg.sasl_enabled_mechanisms if m in _SASL_MECHANISMS), None)
+    else:
+        mechanism = str(mechanism).strip().upper()
+        if mechanism not in cfg.sasl_enabled_mechanisms:
+            raise ConfigError(
+                f"sasl.mechanism.inter.broker.protocol {mechanism} must be one of "
+                f"sasl_enabled_mechanisms ({', '.join(cfg.sasl_enabled_mechanisms)})"
+            )
+    object.__setattr__(cfg, "sasl_mechanism_inter_broker_protocol", mechanism)
+    if not cfg.cluster_mode:
+        return
+    if mechanism not in _SASL_MECHANISMS:
+        raise ConfigError(
+            "sasl.mechanism.inter.broker.protocol: brokers log in to each other with "
+            f"{', '.join(_SASL_MECHANISMS)}; enable one of them"
+        )
+    user, password = cfg.inter_broker_sasl_username, cfg.inter_broker_sasl_password
+    for login in cfg.sasl_jaas_logins:
+        if login.mechanism == mechanism and login.username is not None:
+            user = login.username if user is None else user
+            password = login.password if password is None else password
+    if user is None or password is None:
+        raise ConfigError(
+            f"a cluster member on a {protocol} listener logs in to the other brokers with "
+            f"{mechanism}: set inter_broker_sasl_username and inter_broker_sasl_password, or "
+            f"listener.name.{protocol.lower()}.{mechanism.lower()}.sasl.jaas.config"
+        )
+    object.__setattr__(cfg, "inter_broker_sasl_username", user)
+    object.__setattr__(cfg, "inter_broker_sasl_password", password)
 
 
 def _check_cluster(cfg: BrokerConfig) -> None:

@@ -1,7 +1,8 @@
 """One broker's connection to another, for inter-broker requests: a driver (trio).
 
-The replica fetchers (:mod:`.replica_fetcher`) and the transaction markers'
-sender (:mod:`trafka.brokerlite.transactions.marker_sender`) talk to other
+The replica fetchers (:mod:`.replica_fetcher`), the transaction markers'
+sender (:mod:`trafka.brokerlite.transactions.marker_sender`), KIP-890's
+verification (:mod:`.driver.txn_verify`) and ``/metrics/cluster`` talk to other
 cluster members through it.
 
 Rules:
@@ -11,42 +12,101 @@ Rules:
   connections.
 * A member is reached at the address it registered in ZooKeeper, within the
   ZooKeeper session timeout: a broker silent that long is gone anyway.
+* The connection speaks the listener's protocol (brokerlite has one listener,
+  which is Kafka's ``security.inter.broker.protocol``): TLS for SSL and
+  SASL_SSL, with the peer's certificate verified against ``ssl_cafile`` (the
+  system's authorities without it) and, unless
+  ``ssl_endpoint_identification_algorithm`` is empty, its name checked against
+  the host the peer registered; the broker presents its own certificate, for a
+  listener that asks for one. On SASL_PLAINTEXT and SASL_SSL it logs in with
+  ``sasl_mechanism_inter_broker_protocol`` and the broker's own credentials
+  before any other request (SaslHandshake v1, then SaslAuthenticate), as a
+  Kafka broker does. There is no fallback: a login that fails is an
+  :class:`InterBrokerAuthError`, never an anonymous connection.
+* A session with a lifetime (KIP-368, ``connections.max.reauth.ms`` on the
+  peer) is renewed on the same connection before it ends, between two
+  requests.
 * A closed connection raises :class:`ConnectionError`; the callers reopen.
+  :class:`InterBrokerAuthError` is one too, so every caller backs off and
+  retries; the replica fetcher also logs why.
 """
 
 from __future__ import annotations
 
 import itertools
+import ssl
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from trafka.codec.errors import ErrorCode
 from trafka.codec.framing import FrameReader
+from trafka.codec.messages import k17_sasl_handshake as handshake_msg
+from trafka.codec.messages import k36_sasl_authenticate as authenticate_msg
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import decode_response_frame, encode_request
+from trafka.codec.sasl import SaslAuthenticationError, ScramClient, plain_message
 
 if TYPE_CHECKING:
     from ..broker import Broker
+    from ..config import BrokerConfig
 
-__all__ = ["InterBrokerConnection"]
+__all__ = ["InterBrokerAuthError", "InterBrokerConnection", "inter_broker_ssl_context"]
+
+_SASL_HANDSHAKE = 17
+_SASL_AUTHENTICATE = 36
+_AUTHENTICATE_VERSION = 2
+# Renew a session when this share of its lifetime has passed (the client side of KIP-368
+# leaves a margin; the peer closes a connection whose session has ended).
+_REAUTH_SHARE = 0.85
+
+
+class InterBrokerAuthError(ConnectionError):
+    """Another broker refused this broker's TLS handshake or SASL login (or would
+    not take SASL): a misconfigured cluster, never retried as anyone else."""
+
+
+def inter_broker_ssl_context(config: BrokerConfig) -> ssl.SSLContext:
+    """The client-side TLS context a broker reaches the others with.
+
+    Raises:
+        InterBrokerAuthError: the CA, certificate or key file cannot be used.
+    """
+    try:
+        context = ssl.create_default_context(
+            cafile=None if config.ssl_cafile is None else str(config.ssl_cafile)
+        )
+        context.check_hostname = config.ssl_endpoint_identification_algorithm == "https"
+        if config.ssl_certfile is not None:
+            context.load_cert_chain(
+                config.ssl_certfile, config.ssl_keyfile, password=config.ssl_key_password
+            )
+    except (OSError, ssl.SSLError) as exc:
+        raise InterBrokerAuthError(f"the broker's own TLS files cannot be used: {exc}") from None
+    return context
 
 
 class InterBrokerConnection:
     """A minimal request/answer connection to another broker (inter-broker traffic)."""
 
-    def __init__(self, stream: trio.SocketStream, client_id: str, max_frame: int) -> None:
+    def __init__(self, stream: trio.abc.Stream, client_id: str, max_frame: int) -> None:
         self._stream = stream
         self._client_id = client_id
         self._reader = FrameReader(max_frame)
         self._corr = itertools.count(1)
+        self._login: tuple[str, str, str] | None = None  # mechanism, user, password
+        self._where = ""
+        self._reauth_at: float | None = None
 
     @classmethod
     async def to_node(cls, broker: Broker, node: int, purpose: str) -> InterBrokerConnection:
         """Connect to cluster member ``node`` at its registered address, within the
-        ZooKeeper session timeout (a broker silent that long is gone anyway).
+        ZooKeeper session timeout (a broker silent that long is gone anyway), and
+        secure the connection as the listener requires (see the module rules).
 
         Raises:
             ConnectionError: ``node`` is not registered.
+            InterBrokerAuthError: ``node`` refused the TLS handshake or the login.
             OSError, trio.TooSlowError: the connection failed or took too long.
         """
         assert broker.cluster is not None
@@ -54,11 +114,54 @@ class InterBrokerConnection:
         if target is None:
             raise ConnectionError(f"broker {node} is not registered")
         config = broker.config
+        where = f"broker {node} ({target.host}:{target.port})"
         with trio.fail_after(config.zookeeper_session_timeout_ms / 1000):
-            stream = await trio.open_tcp_stream(target.host, target.port)
-        return cls(stream, f"broker-{broker.node_id}-{purpose}", config.socket_request_max_bytes)
+            tcp = await trio.open_tcp_stream(target.host, target.port)
+            stream: trio.abc.Stream = tcp
+            if config.tls_enabled:
+                try:
+                    context = inter_broker_ssl_context(config)
+                except InterBrokerAuthError:
+                    await tcp.aclose()
+                    raise
+                tls = trio.SSLStream(tcp, context, server_hostname=target.host)
+                try:
+                    await tls.do_handshake()
+                except trio.BrokenResourceError as exc:
+                    await tcp.aclose()
+                    cause = exc.__cause__ if exc.__cause__ is not None else exc
+                    if isinstance(cause, ssl.SSLError):
+                        raise InterBrokerAuthError(
+                            f"TLS handshake with {where} failed: {cause}"
+                        ) from None
+                    raise ConnectionError(f"{where} closed the TLS handshake") from None
+                stream = tls
+            conn = cls(
+                stream, f"broker-{broker.node_id}-{purpose}", config.socket_request_max_bytes
+            )
+            conn._where = where
+            if config.sasl_enabled:
+                mechanism = config.sasl_mechanism_inter_broker_protocol
+                user, password = (
+                    config.inter_broker_sasl_username,
+                    config.inter_broker_sasl_password,
+                )
+                assert mechanism is not None and user is not None and password is not None
+                conn._login = (mechanism, user, password)
+                try:
+                    await conn._authenticate()
+                except BaseException:
+                    with trio.CancelScope(shield=True):
+                        await conn.aclose()
+                    raise
+        return conn
 
     async def request(self, key: int, version: int, body: Any) -> Any:
+        if self._reauth_at is not None and trio.current_time() >= self._reauth_at:
+            await self._authenticate()
+        return await self._exchange(key, version, body)
+
+    async def _exchange(self, key: int, version: int, body: Any) -> Any:
         corr = next(self._corr)
         header = RequestHeader(
             request_api_key=key,
@@ -77,5 +180,60 @@ class InterBrokerConnection:
             self._reader.feed(data)
         return decode_response_frame(frame, key, version)
 
+    async def _authenticate(self) -> None:
+        """Log in (or renew the session) with the broker's own credentials.
+
+        Raises:
+            InterBrokerAuthError: the peer refused the mechanism or the credentials.
+        """
+        assert self._login is not None
+        mechanism, user, password = self._login
+        answer = await self._exchange(
+            _SASL_HANDSHAKE, 1, handshake_msg.SaslHandshakeRequest(mechanism=mechanism)
+        )
+        if answer.error_code:
+            offered = ", ".join(answer.mechanisms) or "none"
+            raise InterBrokerAuthError(
+                f"{self._where} refused SASL mechanism {mechanism} "
+                f"({_name(answer.error_code)}; it enables: {offered})"
+            )
+        lifetime_ms = 0
+
+        async def exchange(token: bytes) -> bytes:
+            nonlocal lifetime_ms
+            body = authenticate_msg.SaslAuthenticateRequest(auth_bytes=token)
+            reply = await self._exchange(_SASL_AUTHENTICATE, _AUTHENTICATE_VERSION, body)
+            if reply.error_code:
+                raise InterBrokerAuthError(
+                    f"{self._where} refused the {mechanism} login of {user!r}: "
+                    f"{reply.error_message or _name(reply.error_code)}"
+                )
+            lifetime_ms = int(reply.session_lifetime_ms or 0)
+            return bytes(reply.auth_bytes)
+
+        try:
+            if mechanism == "PLAIN":
+                await exchange(plain_message(user, password))
+            else:
+                scram = ScramClient(mechanism, user, password)
+                server_final = await exchange(
+                    scram.final_message(await exchange(scram.first_message()))
+                )
+                scram.verify(server_final)
+        except SaslAuthenticationError as exc:
+            raise InterBrokerAuthError(
+                f"{mechanism} login of {user!r} to {self._where} failed: {exc}"
+            ) from None
+        self._reauth_at = (
+            trio.current_time() + lifetime_ms / 1000 * _REAUTH_SHARE if lifetime_ms > 0 else None
+        )
+
     async def aclose(self) -> None:
         await self._stream.aclose()
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
