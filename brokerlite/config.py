@@ -1027,13 +1027,15 @@ def known_keys() -> list[str]:
     names = set(_field_types()) | {"listen"} | set(KAFKA_NAMES)
     names |= {name for name, _, _ in UNIT_VARIANTS}
     names |= {f.replace("_", ".") for f in _field_types()}
-    return sorted(names)
+    return sorted(names - set(UNSUPPORTED_KAFKA_KEYS))
 
 
 def _resolve_key(key: str) -> str | None:
     """The field a key sets, None for an ignored Kafka key; raises for unknown keys."""
     if not isinstance(key, str):
         raise ConfigError(f"config keys are strings, got {key!r}")
+    if key in UNSUPPORTED_KAFKA_KEYS:
+        raise ConfigError(f"{key} is not supported: {UNSUPPORTED_KAFKA_KEYS[key]}")
     if key in _field_types() or key == "listen":
         return key
     if key in KAFKA_NAMES:
@@ -1043,8 +1045,6 @@ def _resolve_key(key: str) -> str | None:
         return mechanical
     if key in IGNORED_KAFKA_KEYS:
         return None
-    if key in UNSUPPORTED_KAFKA_KEYS:
-        raise ConfigError(f"{key} is not supported: {UNSUPPORTED_KAFKA_KEYS[key]}")
     close = difflib.get_close_matches(key, known_keys(), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ConfigError(f"unknown broker setting {key!r}{hint}")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trafka.codec.errors import TrafkaError
+from trafka.common.jaas import jaas_options, jaas_rest
 
 __all__ = [
     "IGNORED_KAFKA_KEYS",
@@ -90,7 +91,13 @@ UNSUPPORTED_KAFKA_KEYS: dict[str, str] = {
     "ssl.truststore.location": "brokerlite reads PEM files: use ssl_cafile",
     "ssl.truststore.password": "brokerlite reads PEM files: use ssl_cafile",
     "ssl.truststore.type": "brokerlite reads PEM files: use ssl_cafile",
-    "sasl.jaas.config": "brokerlite takes its users from sasl_users or sasl_users_file",
+    "sasl.jaas.config": (
+        "brokerlite takes its users from sasl_users or sasl_users_file, and a cluster "
+        "member's own login from listener.name.<listener>.<mechanism>.sasl.jaas.config "
+        "or inter_broker_sasl_username and inter_broker_sasl_password"
+    ),
+    "sasl.jaas.logins": "set through listener.name.<listener>.<mechanism>.sasl.jaas.config",
+    "sasl_jaas_logins": "set through listener.name.<listener>.<mechanism>.sasl.jaas.config",
 }
 
 # Stock server.properties keys that mean nothing for one node without replication.
@@ -371,8 +378,6 @@ def parse_properties(text: str, source: str) -> Iterable[tuple[str, str]]:
 
 # Kafka's per-listener JAAS key: listener.name.<listener>.<mechanism>.sasl.jaas.config.
 _JAAS_KEY = re.compile(r"listener\.name\.([^.]+)\.([^.]+)\.sasl\.jaas\.config")
-# One JAAS option: key="value" (a value may hold any character but an unescaped quote).
-_JAAS_OPTION = re.compile(r'\s*([A-Za-z0-9_.-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
@@ -426,18 +431,12 @@ def parse_jaas(key: str, value: Any) -> JaasLogin:
     flag, _, options_text = rest.strip().partition(" ")
     if flag != "required":
         raise ConfigError(f"{key}: the login module must be 'required'")
-    options_text = options_text.strip()
-    if not options_text.endswith(";"):
+    leftover = jaas_rest(options_text).strip()
+    if not leftover.endswith(";"):
         raise ConfigError(f"{key}: a JAAS configuration ends with ';'")
-    options_text = options_text[:-1]
-    options: dict[str, str] = {}
-    pos = 0
-    while options_text[pos:].strip():
-        match = _JAAS_OPTION.match(options_text, pos)
-        if match is None:
-            raise ConfigError(f"{key}: expected name=\"value\" options after 'required'")
-        options[match.group(1)] = re.sub(r"\\(.)", r"\1", match.group(2))
-        pos = match.end()
+    if leftover[:-1].strip():
+        raise ConfigError(f"{key}: expected name=\"value\" options after 'required'")
+    options = jaas_options(options_text)
     users = tuple(
         (name[5:], password)
         for name, password in options.items()

@@ -26,7 +26,8 @@ Rules:
 * A session with a lifetime (KIP-368, ``connections.max.reauth.ms`` on the
   peer) is renewed on the same connection before it ends, between two
   requests.
-* A closed connection raises :class:`ConnectionError`; the callers reopen.
+* A closed or broken connection (TCP or TLS) raises :class:`ConnectionError`;
+  the callers reopen.
   :class:`InterBrokerAuthError` is one too, so every caller backs off and
   retries; the replica fetcher also logs why.
 """
@@ -169,15 +170,19 @@ class InterBrokerConnection:
             correlation_id=corr,
             client_id=self._client_id,
         )
-        await self._stream.send_all(encode_request(header, body))
-        while True:
-            frame = self._reader.next_frame()
-            if frame is not None:
-                break
-            data = await self._stream.receive_some(1 << 20)
-            if not data:
-                raise ConnectionError("the broker closed the connection")
-            self._reader.feed(data)
+        try:
+            await self._stream.send_all(encode_request(header, body))
+            while True:
+                frame = self._reader.next_frame()
+                if frame is not None:
+                    break
+                data = await self._stream.receive_some(1 << 20)
+                if not data:
+                    raise ConnectionError("the broker closed the connection")
+                self._reader.feed(data)
+        except trio.BrokenResourceError as exc:
+            # A broken TCP or TLS stream is a closed connection to every caller.
+            raise ConnectionError(f"the connection to {self._where or 'the broker'} broke") from exc
         return decode_response_frame(frame, key, version)
 
     async def _authenticate(self) -> None:
