@@ -24,8 +24,11 @@ Rules:
   Kafka broker does. There is no fallback: a login that fails is an
   :class:`InterBrokerAuthError`, never an anonymous connection.
 * A session with a lifetime (KIP-368, ``connections.max.reauth.ms`` on the
-  peer) is renewed on the same connection before it ends, between two
-  requests.
+  peer) is renewed on the same connection between two requests, early enough
+  that a request sent just before the renewal is due (a follower's fetch may
+  wait ``replica_fetch_wait_max_ms`` at the peer) is answered before the
+  session ends: the peer closes a connection whose next request comes after
+  its session ended.
 * A closed or broken connection (TCP or TLS) raises :class:`ConnectionError`;
   the callers reopen.
   :class:`InterBrokerAuthError` is one too, so every caller backs off and
@@ -60,6 +63,8 @@ _AUTHENTICATE_VERSION = 2
 # Renew a session when this share of its lifetime has passed (the client side of KIP-368
 # leaves a margin; the peer closes a connection whose session has ended).
 _REAUTH_SHARE = 0.85
+# ... less the longest a request waits at the peer, but never before half of it.
+_REAUTH_FLOOR = 0.5
 
 
 class InterBrokerAuthError(ConnectionError):
@@ -98,6 +103,7 @@ class InterBrokerConnection:
         self._login: tuple[str, str, str] | None = None  # mechanism, user, password
         self._where = ""
         self._reauth_at: float | None = None
+        self._longest_wait_s = 0.0  # the longest a request may wait at the peer
 
     @classmethod
     async def to_node(cls, broker: Broker, node: int, purpose: str) -> InterBrokerConnection:
@@ -141,6 +147,7 @@ class InterBrokerConnection:
                 stream, f"broker-{broker.node_id}-{purpose}", config.socket_request_max_bytes
             )
             conn._where = where
+            conn._longest_wait_s = config.replica_fetch_wait_max_ms / 1000
             if config.sasl_enabled:
                 mechanism = config.sasl_mechanism_inter_broker_protocol
                 user, password = (
@@ -193,6 +200,7 @@ class InterBrokerConnection:
         """
         assert self._login is not None
         mechanism, user, password = self._login
+        started = trio.current_time()  # the peer's session starts after this
         answer = await self._exchange(
             _SASL_HANDSHAKE, 1, handshake_msg.SaslHandshakeRequest(mechanism=mechanism)
         )
@@ -229,8 +237,12 @@ class InterBrokerConnection:
             raise InterBrokerAuthError(
                 f"{mechanism} login of {user!r} to {self._where} failed: {exc}"
             ) from None
-        self._reauth_at = (
-            trio.current_time() + lifetime_ms / 1000 * _REAUTH_SHARE if lifetime_ms > 0 else None
+        if lifetime_ms <= 0:
+            self._reauth_at = None
+            return
+        lifetime = lifetime_ms / 1000
+        self._reauth_at = started + max(
+            lifetime * _REAUTH_SHARE - self._longest_wait_s, lifetime * _REAUTH_FLOOR
         )
 
     async def aclose(self) -> None:

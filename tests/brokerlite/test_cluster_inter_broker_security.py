@@ -383,6 +383,33 @@ def test_a_broker_with_a_wrong_inter_broker_password_stays_out_of_the_isr_and_sa
     run(test, deadline=170)
 
 
+def test_inter_broker_sessions_are_renewed_before_they_end(zk: str) -> None:
+    """With ``connections.max.reauth.ms`` the brokers' SASL sessions have a lifetime
+    (KIP-368): a broker renews its session on the same connection before it ends, so
+    the peer never closes a fetcher's connection for an expired session."""
+
+    async def test() -> None:
+        await trio.to_thread.run_sync(store_broker_user, zk)
+        settings = {**SETTINGS, "connections.max.reauth.ms": 3000, "default.replication.factor": 2}
+        async with serve_cluster(2, zookeeper_connect=zk, **settings) as cluster:
+            await trio.to_thread.run_sync(
+                lambda: create_topic(cluster, num_partitions=2, replication_factor=2)
+            )
+            brokers = [cluster.node(n).broker for n in (1, 2)]
+            # Each leader's follower renews its session on its connection, again and again.
+            await until(
+                lambda: all(b.sasl_reauthentications >= 2 for b in brokers),
+                "the followers renew their sessions",
+                timeout=60,
+            )
+            assert [b.sasl_sessions_expired for b in brokers] == [0, 0]
+            failed = await trio.to_thread.run_sync(produce_all, cluster, 50)
+            assert failed == []
+            assert all(sorted(s.isr) == [1, 2] for s in states(cluster).values())
+
+    run(test, deadline=120)
+
+
 def test_a_tls_cluster_verifies_its_peers(
     zk: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
