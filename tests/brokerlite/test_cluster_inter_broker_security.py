@@ -19,8 +19,9 @@ Here three brokers on SASL_PLAINTEXT-only listeners with the ACL authorizer on a
 ``allow.everyone.if.no.acl.found=false`` replicate an ``acks=all`` confluent-kafka
 producer's records (SCRAM-SHA-256); a raw follower fetch by a principal without
 ClusterAction is refused; a broker given a wrong inter-broker password stays out of
-the ISR, logs why and keeps retrying with a growing backoff; a TLS cluster verifies
-its peers' certificates.
+the ISR, logs why and keeps retrying with a growing backoff; sessions with a lifetime
+(KIP-368) are renewed in place; a TLS cluster verifies its peers' certificates, and a
+SASL_SSL one replicates.
 """
 
 from __future__ import annotations
@@ -410,7 +411,7 @@ def test_inter_broker_sessions_are_renewed_before_they_end(zk: str) -> None:
     run(test, deadline=120)
 
 
-def test_a_tls_cluster_verifies_its_peers(
+def test_a_tls_cluster_verifies_its_peers_and_sasl_ssl_replicates(
     zk: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     trustme = pytest.importorskip("trustme")
@@ -444,7 +445,8 @@ def test_a_tls_cluster_verifies_its_peers(
             **tls,
         ) as cluster:
             topic = {"num_partitions": 1, "replica_assignment": [[1, 2]]}
-            await trio.to_thread.run_sync(lambda: create_ssl_topic(cluster, files["ca"], topic))
+            client = ssl_client(cluster, files["ca"])
+            await trio.to_thread.run_sync(lambda: create_ssl_topic(client, topic))
             await until(
                 lambda: any(
                     "TLS handshake with broker 1" in r.getMessage() for r in caplog.records
@@ -460,15 +462,26 @@ def test_a_tls_cluster_verifies_its_peers(
         assert message.startswith("broker 2 cannot replicate from leader 1")
         assert "CERTIFICATE_VERIFY_FAILED" in message
 
-        # The same cluster with one authority replicates.
+        # With one authority, and SASL_SSL, the cluster replicates: TLS verified, then
+        # the SCRAM login (the broker user in this cluster's ZooKeeper chroot).
         caplog.clear()
-        with zk_client(zk) as client:
-            client.create("/again")
-        async with serve_cluster(2, zookeeper_connect=f"{zk}/again", **tls) as cluster:
+        await trio.to_thread.run_sync(new_chroot, zk, "/again")
+        await trio.to_thread.run_sync(store_broker_user, f"{zk}/again")
+        sasl_ssl = {
+            **tls,
+            "listeners": "SASL_SSL://127.0.0.1:0",
+            "security.inter.broker.protocol": "SASL_SSL",
+            "sasl_users": USERS,
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": jaas(BROKER_PASSWORD),
+        }
+        async with serve_cluster(2, zookeeper_connect=f"{zk}/again", **sasl_ssl) as cluster:
             topic = {"num_partitions": 1, "replica_assignment": [[1, 2]]}
-            await trio.to_thread.run_sync(lambda: create_ssl_topic(cluster, files["ca"], topic))
+            client = {**ssl_client(cluster, files["ca"]), **scram_client(cluster)}
+            client["security.protocol"] = "SASL_SSL"
+            await trio.to_thread.run_sync(lambda: create_ssl_topic(client, topic))
             await until(lambda: sorted(states(cluster)[0].isr) == [1, 2], "2 in-sync replicas")
-            await trio.to_thread.run_sync(lambda: produce_ssl(cluster, files["ca"], 20))
+            await trio.to_thread.run_sync(lambda: produce_ssl(client, 20))
             await until(lambda: log_end(cluster, 2, 0) == 20, "broker 2 holds the records")
         assert not [r for r in caplog.records if "cannot replicate" in r.getMessage()]
 
@@ -483,18 +496,23 @@ def ssl_client(cluster: LocalCluster, ca: Path) -> dict[str, Any]:
     }
 
 
-def create_ssl_topic(cluster: LocalCluster, ca: Path, spec: dict[str, Any]) -> None:
+def new_chroot(zk: str, path: str) -> None:
+    with zk_client(zk) as client:
+        client.create(path)
+
+
+def create_ssl_topic(client: dict[str, Any], spec: dict[str, Any]) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient(ssl_client(cluster, ca))
+    admin = AdminClient(client)
     for future in admin.create_topics([NewTopic(TOPIC, **spec)]).values():
         future.result(timeout=30)
 
 
-def produce_ssl(cluster: LocalCluster, ca: Path, count: int) -> None:
+def produce_ssl(client: dict[str, Any], count: int) -> None:
     from confluent_kafka import Producer
 
-    producer = Producer({**ssl_client(cluster, ca), "acks": "all"})
+    producer = Producer({**client, "acks": "all"})
     for i in range(count):
         producer.produce(TOPIC, value=b"v%d" % i, partition=0)
     assert producer.flush(60) == 0
