@@ -61,11 +61,12 @@ Rules (Kafka's, for a consumer fetching from the leader):
 * Authorization: a follower's fetch (cluster mode, ``replica_id`` >= 0) needs
   CLUSTER_ACTION on the cluster and then no topic ACL; without it every
   partition is TOPIC_AUTHORIZATION_FAILED, as Kafka answers a follower (not
-  CLUSTER_AUTHORIZATION_FAILED). A consumer's fetch: each topic needs READ, else its partitions get
-  TOPIC_AUTHORIZATION_FAILED, checked before existence so that a refused name
-  says nothing about whether the topic exists. A topic id this broker does not
-  know is UNKNOWN_TOPIC_ID whoever asks (an id is not a secret; a known id
-  without READ is TOPIC_AUTHORIZATION_FAILED), as Kafka answers.
+  CLUSTER_AUTHORIZATION_FAILED). A consumer's fetch: each topic needs READ,
+  else its partitions get TOPIC_AUTHORIZATION_FAILED, checked before existence
+  so that a refused name says nothing about whether the topic exists. A topic
+  id this broker does not know is UNKNOWN_TOPIC_ID whoever asks (an id is not a
+  secret; a known id without READ is TOPIC_AUTHORIZATION_FAILED), as Kafka
+  answers.
 * Quotas: an answer replaced by an empty throttled one (``FetchPlan.throttled``)
   tells the session nothing: a session it would have created is closed, and
   the news it carried stay news for the next fetch.
