@@ -95,15 +95,27 @@ def inter_broker_ssl_context(config: BrokerConfig) -> ssl.SSLContext:
 class InterBrokerConnection:
     """A minimal request/answer connection to another broker (inter-broker traffic)."""
 
-    def __init__(self, stream: trio.abc.Stream, client_id: str, max_frame: int) -> None:
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        client_id: str,
+        max_frame: int,
+        *,
+        where: str = "the broker",
+        login: tuple[str, str, str] | None = None,
+        longest_wait_s: float = 0.0,
+    ) -> None:
+        """``login`` is ``(mechanism, user, password)`` for a SASL listener (then call
+        :meth:`log_in` before anything else); ``longest_wait_s`` the longest one of
+        the caller's requests may wait at the peer (a follower's long poll)."""
         self._stream = stream
         self._client_id = client_id
         self._reader = FrameReader(max_frame)
         self._corr = itertools.count(1)
-        self._login: tuple[str, str, str] | None = None  # mechanism, user, password
-        self._where = ""
+        self._login = login
+        self._where = where
         self._reauth_at: float | None = None
-        self._longest_wait_s = 0.0  # the longest a request may wait at the peer
+        self._longest_wait_s = longest_wait_s
 
     @classmethod
     async def to_node(cls, broker: Broker, node: int, purpose: str) -> InterBrokerConnection:
@@ -143,21 +155,24 @@ class InterBrokerConnection:
                         ) from None
                     raise ConnectionError(f"{where} closed the TLS handshake") from None
                 stream = tls
-            conn = cls(
-                stream, f"broker-{broker.node_id}-{purpose}", config.socket_request_max_bytes
-            )
-            conn._where = where
-            conn._longest_wait_s = config.replica_fetch_wait_max_ms / 1000
+            login = None
             if config.sasl_enabled:
                 mechanism = config.sasl_mechanism_inter_broker_protocol
-                user, password = (
-                    config.inter_broker_sasl_username,
-                    config.inter_broker_sasl_password,
-                )
+                user = config.inter_broker_sasl_username
+                password = config.inter_broker_sasl_password
                 assert mechanism is not None and user is not None and password is not None
-                conn._login = (mechanism, user, password)
+                login = (mechanism, user, password)
+            conn = cls(
+                stream,
+                f"broker-{broker.node_id}-{purpose}",
+                config.socket_request_max_bytes,
+                where=where,
+                login=login,
+                longest_wait_s=config.replica_fetch_wait_max_ms / 1000,
+            )
+            if login is not None:
                 try:
-                    await conn._authenticate()
+                    await conn.log_in()
                 except BaseException:
                     with trio.CancelScope(shield=True):
                         await conn.aclose()
@@ -166,7 +181,7 @@ class InterBrokerConnection:
 
     async def request(self, key: int, version: int, body: Any) -> Any:
         if self._reauth_at is not None and trio.current_time() >= self._reauth_at:
-            await self._authenticate()
+            await self.log_in()
         return await self._exchange(key, version, body)
 
     async def _exchange(self, key: int, version: int, body: Any) -> Any:
@@ -189,10 +204,10 @@ class InterBrokerConnection:
                 self._reader.feed(data)
         except trio.BrokenResourceError as exc:
             # A broken TCP or TLS stream is a closed connection to every caller.
-            raise ConnectionError(f"the connection to {self._where or 'the broker'} broke") from exc
+            raise ConnectionError(f"the connection to {self._where} broke") from exc
         return decode_response_frame(frame, key, version)
 
-    async def _authenticate(self) -> None:
+    async def log_in(self) -> None:
         """Log in (or renew the session) with the broker's own credentials.
 
         Raises:
