@@ -51,7 +51,7 @@ from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import decode_response_frame, encode_request
 from trafka.codec.sasl import ScramCredential, plain_message
 
-pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
+pytestmark = pytest.mark.timeout(180)
 
 USERS = {"admin": "admin-pw", "alice": "alice-pw"}
 BROKER_PASSWORD = "broker-scram-pw"
