@@ -85,6 +85,7 @@ from ..zk_layout import (
     partition_state_path,
 )
 from .controller_duties import ControllerDuties
+from .share_state import ShareStateSender
 from .topic_tasks import TopicTasks
 from .txn_verify import VerificationSender
 
@@ -294,6 +295,7 @@ class ClusterDriver(ControllerDuties, TopicTasks):
                 nursery.start_soon(self._acl_follower)
             nursery.start_soon(MarkerSender(self.broker, self._kick).run)
             nursery.start_soon(VerificationSender(self.broker, self._kick).run)
+            nursery.start_soon(ShareStateSender(self.broker, self._kick).run)
             self._changed.set()
 
     async def controlled_shutdown(self) -> None:

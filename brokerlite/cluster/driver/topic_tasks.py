@@ -33,7 +33,7 @@ from ..controller import (
     check_assignment,
     plan_moves,
 )
-from ..view import INTERNAL_TOPICS, TRANSACTION_STATE_TOPIC, ZkTask
+from ..view import INTERNAL_TOPICS, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, ZkTask
 from ..zk_layout import (
     ADMIN_DELETE_TOPICS,
     BROKER_TOPICS,
@@ -253,6 +253,10 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync):
             factor = self.config.default_replication_factor
             if args["name"] == TRANSACTION_STATE_TOPIC:
                 factor = min(self.config.transaction_state_log_replication_factor, len(live))
+            elif args["name"] == SHARE_STATE_TOPIC:
+                factor = min(
+                    self.config.share_coordinator_state_topic_replication_factor, len(live)
+                )
             elif args["name"] in INTERNAL_TOPICS:
                 factor = min(self.config.offsets_topic_replication_factor, len(live))
         try:
