@@ -78,11 +78,12 @@ from ..fetch_sessions import FetchManager, FetchSessionCache
 from ..groups.consumer_groups import TopicMeta
 from ..groups.coordinator import GroupCoordinator
 from ..groups.offsets import GroupStore, OffsetStore
-from ..groups.replicated_offsets import ReplicatedOffsetStore
+from ..groups.replicated_offsets import ReplicatedOffsetStore, ReplicatedShareGroups
 from ..groups.share_groups import (
     SHARE_GROUPS_JOURNAL,
     ShareGroups,
     ShareGroupSettings,
+    ShareGroupsPort,
     ShareGroupStore,
 )
 from ..intake import (
@@ -257,7 +258,12 @@ class Broker(Polling):
             if config.cluster_mode
             else None
         )
-        share_store = ShareGroupStore(self.data_dir / SHARE_GROUPS_JOURNAL)
+        share_store: ShareGroupsPort
+        if isinstance(store, ReplicatedOffsetStore):
+            # Share groups live in __consumer_offsets too, their configs in ZooKeeper.
+            share_store = ReplicatedShareGroups(store)
+        else:
+            share_store = ShareGroupStore(self.data_dir / SHARE_GROUPS_JOURNAL)
         opened.callback(share_store.close)
         self.share_groups = ShareGroups(
             self._consumer_topics,

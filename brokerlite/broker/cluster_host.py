@@ -145,10 +145,13 @@ class ClusterHost(BrokerParts):
                 log.exception("cannot load the groups of %s-%d", topic, partition)
                 return
             self.groups.load_groups(loaded, now_ms)
+            self.share_groups.load_groups(store.share_group_snapshots(loaded), now_ms)
             if loaded:
                 log.info("coordinating %d group(s) of %s-%d", len(loaded), topic, partition)
         else:
-            self.groups.unload_groups(store.unload_partition(partition))
+            gone = store.unload_partition(partition)
+            self.groups.unload_groups(gone)
+            self.share_groups.unload_groups(gone)
 
     def _share_coordinator_moved(self, partition: int, leads: bool) -> None:
         """As the share coordinator of a ``__share_group_state`` partition, load

@@ -220,6 +220,36 @@ def topic_config_task(
     return ZkTask("set_topic_config", {"name": name, "configs": dict(info.configs)})
 
 
+def group_config_task(
+    ctx: RequestContext,
+    group: str,
+    changes: Mapping[str, str | None],
+    *,
+    incremental: bool,
+    validate_only: bool,
+) -> ZkTask | None:
+    """A share group's config change: applied here on one node (None); in a
+    cluster, checked here, and the task that writes the group's new overrides to
+    ZooKeeper (``/config/groups/<group>``), whence every broker applies them
+    (None for ``validate_only``).
+
+    Raises:
+        InvalidGroupResourceError, InvalidGroupConfigError, ShareGroupStoreError:
+            as ``ShareGroups.alter_configs``.
+    """
+    from trafka.brokerlite.cluster.view import ZkTask
+
+    if ctx.cluster is None:
+        ctx.share_groups.alter_configs(
+            group, changes, incremental=incremental, validate_only=validate_only
+        )
+        return None
+    configs = ctx.share_groups.configs.proposed(group, changes, incremental=incremental)
+    if validate_only:
+        return None
+    return ZkTask("group_configs", {"group": group, "configs": configs})
+
+
 def park_results_on_tasks(
     ctx: RequestContext,
     tasks: dict[int, ZkTask],

@@ -40,6 +40,7 @@ from ._configs import ResourceType
 from ._util import (
     code_of,
     config_authorization_error,
+    group_config_task,
     message_of,
     park_results_on_tasks,
     topic_config_task,
@@ -93,12 +94,15 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
                         resource.resource_name, changes, validate_only=request.validate_only
                     )
                 elif resource.resource_type == ResourceType.GROUP:
-                    ctx.share_groups.alter_configs(
+                    task = group_config_task(
+                        ctx,
                         resource.resource_name,
                         changes,
                         incremental=False,
                         validate_only=request.validate_only,
                     )
+                    if task is not None:
+                        tasks[len(results)] = task
                 elif ctx.cluster is not None:
                     task = topic_config_task(
                         ctx,

@@ -47,6 +47,7 @@ from ._configs import ResourceType, client_metrics_changes
 from ._util import (
     code_of,
     config_authorization_error,
+    group_config_task,
     message_of,
     park_results_on_tasks,
     topic_config_task,
@@ -190,12 +191,15 @@ def handle(
                 )
             changes = _changes(ctx, resource)
             if resource.resource_type == ResourceType.GROUP:
-                ctx.share_groups.alter_configs(
+                task = group_config_task(
+                    ctx,
                     resource.resource_name,
                     changes,
                     incremental=True,
                     validate_only=request.validate_only,
                 )
+                if task is not None:
+                    tasks[len(results)] = task
             elif ctx.cluster is not None:
                 task = topic_config_task(
                     ctx,

@@ -266,10 +266,12 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         self._notify()
 
     async def _load_configs(self) -> None:
-        """Apply the users', clients' and ips' configs ZooKeeper holds: SCRAM
-        credentials (scram_sync.py) and client quotas (quota_sync.py)."""
+        """Apply the users', clients', ips' and groups' configs ZooKeeper holds: SCRAM
+        credentials (scram_sync.py), client quotas (quota_sync.py) and share
+        groups' configs (group_config_sync.py)."""
         await self._load_scram()
         await self._load_quotas()
+        await self._load_group_configs()
         await self._purge_notifications(CONFIG_CHANGES)
 
     def _want_producer_ids(self) -> None:

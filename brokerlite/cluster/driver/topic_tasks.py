@@ -51,6 +51,7 @@ from ..zk_layout import (
     topic_path,
 )
 from .acl_sync import AclSync
+from .group_config_sync import GroupConfigSync
 from .quota_sync import QuotaSync
 from .scram_sync import ScramSync
 from .token_sync import TokenSync
@@ -63,7 +64,7 @@ log = logging.getLogger("trafka.brokerlite.cluster")
 _PRODUCER_ID_BLOCK_SIZE = 1000
 
 
-class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync):
+class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, GroupConfigSync):
     """Topic changes asked by requests (a mixin of :class:`ClusterDriver`)."""
 
     async def _task_runner(self) -> None:
@@ -127,6 +128,11 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync):
             elif task.kind == "quotas":
                 await trio.to_thread.run_sync(self._write_quotas, task.args["changes"])
                 await self._load_quotas()
+            elif task.kind == "group_configs":
+                await trio.to_thread.run_sync(
+                    self._write_group_configs, task.args["group"], task.args["configs"]
+                )
+                await self._load_group_configs()
             elif task.kind == "tokens":
                 await self._write_then_load_tokens(task.args["writes"])
             elif task.kind == "producer_ids":
