@@ -131,7 +131,7 @@ class ClusterHost(BrokerParts):
             self._share_coordinator_moved(partition, leads)
             return
         # A share-partition leader is its data partition's leader.
-        self.shares.leadership_changed(topic, partition)
+        self.shares.leadership_changed(topic, partition, leads)
         if topic == TRANSACTION_STATE_TOPIC and self.cluster_txn is not None:
             self.cluster_txn.leadership_changed(partition, leads)
             return

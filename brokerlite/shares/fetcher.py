@@ -66,8 +66,9 @@ Rules and invariants:
   above and written. Writes go to the coordinators, and the handlers answer a
   request only once its writes are on the coordinators' in-sync replicas
   (:meth:`ShareFetcher.writes_mark`, :meth:`ShareFetcher.writes_outcome`).
-  A share-partition whose leadership moved (either way) is forgotten here; a
-  write refused as fenced forgets it too. The group coordinator is another
+  A share-partition whose leadership was lost is forgotten here (a new
+  leader epoch of a leadership that went on keeps it); a write refused as
+  fenced forgets it too. The group coordinator is another
   broker's: assignments initialise nothing here.
 * Offsets admin (DescribeShareGroupOffsets, AlterShareGroupOffsets,
   DeleteShareGroupOffsets) works on the same share-partitions, with rules of
@@ -302,10 +303,12 @@ class ShareFetcher(ShareOffsetsAdmin):
 
     # -- cluster mode -------------------------------------------------------------------------
 
-    def leadership_changed(self, topic: str, partition: int) -> None:
-        """This broker started or stopped leading a data partition: forget its
-        share-partitions (a new leadership reads them from the coordinators)."""
-        if self._remote is None:
+    def leadership_changed(self, topic: str, partition: int, leads: bool) -> None:
+        """This broker stopped leading a data partition, or leads it at a new
+        leader epoch. A lost leadership forgets its share-partitions (a later one
+        reads them from the coordinators again); a new epoch of a leadership that
+        went on (the controller bumps it when it shrinks the ISR) keeps them."""
+        if self._remote is None or leads:
             return
         for key in [k for k in self._partitions if k[1:] == (topic, partition)]:
             del self._partitions[key]
