@@ -30,7 +30,7 @@ from trafka.codec.errors import ErrorCode
 from ._authz import CLUSTER_NAME, AclOperation, AclResourceType
 from ._base import RequestContext
 
-__all__ = ["STATE_REPLICATION_TIMEOUT_MS", "Row", "serve"]
+__all__ = ["STATE_REPLICATION_TIMEOUT_MS", "Row", "codes_only", "refusal_of", "serve"]
 
 #: How long an answer waits for its state records to replicate (Kafka's
 #: share coordinator waits for its writes like the group coordinator's).
@@ -133,3 +133,30 @@ class _StateReplicated:
                 row.code = codes[row.state_partition]
                 row.payload = None
         return self._build(self._rows)
+
+
+def codes_only(response: Any, result: Any) -> Callable[[list[Row]], Any]:
+    """The ``build`` of an API whose answer is one error code per partition
+    (``response`` the response class, ``result`` its per-topic class)."""
+
+    def build(rows: list[Row]) -> Any:
+        by_topic: dict[uuid.UUID, list[Any]] = {}
+        for row in rows:
+            by_topic.setdefault(row.topic_id, []).append(
+                response.PartitionResult(partition=row.partition, error_code=row.code)
+            )
+        return response(results=[result(topic_id=t, partitions=ps) for t, ps in by_topic.items()])
+
+    return build
+
+
+def refusal_of(build: Callable[[list[Row]], Any]) -> Callable[[Any, int, ErrorCode], Any]:
+    """A handler's ``error_response``: ``code`` for every partition of the request."""
+
+    def error_response(request: Any, version: int, code: ErrorCode) -> Any:
+        topics = request.topics if request is not None else []
+        return build(
+            [Row(t.topic_id, p.partition, code, None) for t in topics for p in t.partitions]
+        )
+
+    return error_response

@@ -18,7 +18,7 @@ from trafka.codec.messages import k83_initialize_share_group_state as m
 
 from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
-from ._share_state import Row, serve
+from ._share_state import codes_only, refusal_of, serve
 
 API_KEY = 83
 MIN_VERSION = 0
@@ -44,24 +44,8 @@ def handle(ctx: RequestContext, request: m.InitializeShareGroupStateRequest) -> 
     return result
 
 
-def _build(rows: list[Row]) -> Response:
-    by_topic: dict[Any, list[Response.PartitionResult]] = {}
-    for row in rows:
-        by_topic.setdefault(row.topic_id, []).append(
-            Response.PartitionResult(partition=row.partition, error_code=row.code)
-        )
-    return Response(
-        results=[
-            Response.InitializeStateResult(topic_id=t, partitions=ps) for t, ps in by_topic.items()
-        ]
-    )
-
-
-def error_response(
-    request: m.InitializeShareGroupStateRequest | None, version: int, code: ErrorCode
-) -> Response:
-    topics = request.topics if request is not None else []
-    return _build([Row(t.topic_id, p.partition, code, None) for t in topics for p in t.partitions])
+_build = codes_only(Response, Response.InitializeStateResult)
+error_response = refusal_of(_build)
 
 
 SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

@@ -19,7 +19,7 @@ from trafka.codec.messages import k84_read_share_group_state as m
 
 from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
-from ._share_state import Row, serve
+from ._share_state import Row, refusal_of, serve
 
 API_KEY = 84
 MIN_VERSION = 0
@@ -64,11 +64,7 @@ def _build(rows: list[Row]) -> Response:
     )
 
 
-def error_response(
-    request: m.ReadShareGroupStateRequest | None, version: int, code: ErrorCode
-) -> Response:
-    topics = request.topics if request is not None else []
-    return _build([Row(t.topic_id, p.partition, code, None) for t in topics for p in t.partitions])
+error_response = refusal_of(_build)
 
 
 SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)

@@ -216,11 +216,9 @@ class ShareCoordinator:
     ) -> ErrorCode:
         """WriteShareGroupState for one share-partition (its whole state)."""
         sk = (group, topic_id, partition)
-        refused = self._not_here(sk)
+        refused = self._refused(sk, start)
         if refused is not None:
             return refused
-        if start < 0:
-            return ErrorCode.INVALID_REQUEST
         current = self._states.get(sk)
         if current is not None:
             if leader_epoch < current.leader_epoch:
@@ -234,11 +232,9 @@ class ShareCoordinator:
     ) -> ErrorCode:
         """InitializeShareGroupState: a fresh state at ``start`` (nothing in flight)."""
         sk = (group, topic_id, partition)
-        refused = self._not_here(sk)
+        refused = self._refused(sk, start)
         if refused is not None:
             return refused
-        if start < 0:
-            return ErrorCode.INVALID_REQUEST
         current = self._states.get(sk)
         if current is not None and state_epoch < current.state_epoch:
             return ErrorCode.FENCED_STATE_EPOCH
@@ -265,6 +261,13 @@ class ShareCoordinator:
         if index is None or index not in self.topic.loaded_partitions():
             return ErrorCode.NOT_COORDINATOR
         return None
+
+    def _refused(self, sk: SK, start: int) -> ErrorCode | None:
+        """A write's or initialisation's refusal before its epochs are looked at."""
+        refused = self._not_here(sk)
+        if refused is None and start < 0:
+            return ErrorCode.INVALID_REQUEST
+        return refused
 
     def _store(self, sk: SK, state: ShareStateRecord) -> ErrorCode:
         code = self._append(sk, state)
