@@ -236,10 +236,20 @@ def test_the_share_coordinator_answers_only_for_the_keys_it_leads() -> None:
         async with serve_cluster(3, **SETTINGS) as cluster:
             async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
                 await admin.create_topics([NewTopic(SHARE_STATE_TOPIC, 3, 3)])
-            await until(lambda: leader(cluster, SHARE_STATE_TOPIC, 2) > 0, "the state topic")
             tid = uuid.UUID(int=42)
             key_partition = coordinator_partition(state_key("g", str(tid), 0), 3)
-            owner = leader(cluster, SHARE_STATE_TOPIC, key_partition)
+
+            def settled() -> int | None:
+                # Every broker sees the key's partition led by the same broker,
+                # which has loaded it as its share coordinator.
+                views = [cluster.node(n).broker.cluster for n in cluster.node_ids]
+                leaders = {v.leader(SHARE_STATE_TOPIC, key_partition) for v in views if v}
+                if len(leaders) != 1 or (owner := leaders.pop()) <= 0:
+                    return None
+                share = cluster.node(owner).broker.share_coordinator
+                return owner if share and key_partition in share.loaded_partitions() else None
+
+            owner = await until(settled, "the key's share coordinator")
             req = write_m.WriteShareGroupStateRequest
 
             def write(start: int) -> Any:
