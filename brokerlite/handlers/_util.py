@@ -220,6 +220,34 @@ def topic_config_task(
     return ZkTask("set_topic_config", {"name": name, "configs": dict(info.configs)})
 
 
+def config_task(
+    ctx: RequestContext,
+    resource_type: int,
+    name: str,
+    changes: Mapping[str, str | None],
+    *,
+    incremental: bool,
+    validate_only: bool,
+) -> ZkTask | None:
+    """A topic's or group's config change (AlterConfigs, IncrementalAlterConfigs):
+    made here on one node (None), or checked here and the ZooKeeper task that
+    writes it in a cluster (:func:`group_config_task`, :func:`topic_config_task`).
+
+    Raises:
+        BrokerError: the change is refused (nothing changed).
+    """
+    if resource_type == ResourceType.GROUP:
+        return group_config_task(
+            ctx, name, changes, incremental=incremental, validate_only=validate_only
+        )
+    if ctx.cluster is not None:
+        return topic_config_task(
+            ctx, name, changes, incremental=incremental, validate_only=validate_only
+        )
+    ctx.logs.alter_configs(name, changes, incremental=incremental, validate_only=validate_only)
+    return None
+
+
 def group_config_task(
     ctx: RequestContext,
     group: str,

@@ -41,10 +41,9 @@ from ._configs import ResourceType
 from ._util import (
     code_of,
     config_authorization_error,
-    group_config_task,
+    config_task,
     message_of,
     park_results_on_tasks,
-    topic_config_task,
 )
 
 API_KEY = 33
@@ -94,33 +93,17 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
                     ctx.telemetry.replace(
                         resource.resource_name, changes, validate_only=request.validate_only
                     )
-                elif resource.resource_type == ResourceType.GROUP:
-                    task = group_config_task(
-                        ctx,
-                        resource.resource_name,
-                        changes,
-                        incremental=False,
-                        validate_only=request.validate_only,
-                    )
-                    if task is not None:
-                        tasks[len(results)] = task
-                elif ctx.cluster is not None:
-                    task = topic_config_task(
-                        ctx,
-                        resource.resource_name,
-                        changes,
-                        incremental=False,
-                        validate_only=request.validate_only,
-                    )
-                    if task is not None:
-                        tasks[len(results)] = task
                 else:
-                    ctx.logs.alter_configs(
+                    task = config_task(
+                        ctx,
+                        resource.resource_type,
                         resource.resource_name,
                         changes,
                         incremental=False,
                         validate_only=request.validate_only,
                     )
+                    if task is not None:
+                        tasks[len(results)] = task
             except BrokerError as exc:
                 code, message = code_of(exc), message_of(exc)
             else:

@@ -48,10 +48,9 @@ from ._configs import ResourceType, client_metrics_changes
 from ._util import (
     code_of,
     config_authorization_error,
-    group_config_task,
+    config_task,
     message_of,
     park_results_on_tasks,
-    topic_config_task,
 )
 
 API_KEY = 44
@@ -191,33 +190,16 @@ def handle(
                     "(brokerlite's broker configs are static)",
                 )
             changes = _changes(ctx, resource)
-            if resource.resource_type == ResourceType.GROUP:
-                task = group_config_task(
-                    ctx,
-                    resource.resource_name,
-                    changes,
-                    incremental=True,
-                    validate_only=request.validate_only,
-                )
-                if task is not None:
-                    tasks[len(results)] = task
-            elif ctx.cluster is not None:
-                task = topic_config_task(
-                    ctx,
-                    resource.resource_name,
-                    changes,
-                    incremental=True,
-                    validate_only=request.validate_only,
-                )
-                if task is not None:
-                    tasks[len(results)] = task
-            else:
-                ctx.logs.alter_configs(
-                    resource.resource_name,
-                    changes,
-                    incremental=True,
-                    validate_only=request.validate_only,
-                )
+            task = config_task(
+                ctx,
+                resource.resource_type,
+                resource.resource_name,
+                changes,
+                incremental=True,
+                validate_only=request.validate_only,
+            )
+            if task is not None:
+                tasks[len(results)] = task
             if not request.validate_only and resource.resource_type == ResourceType.TOPIC:
                 log.info("topic %r configs changed: %s", resource.resource_name, changes)
         except _Refused as exc:
