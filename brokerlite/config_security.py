@@ -16,7 +16,7 @@ Rules (those of ``config.py`` about security):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .config_keys import (
     SECURITY_PROTOCOLS,
@@ -26,17 +26,82 @@ from .config_keys import (
     parse_users,
 )
 
-if TYPE_CHECKING:
-    from .config import BrokerConfig
-
 __all__ = [
     "OPT_IN_MECHANISMS",
     "SASL_MECHANISMS",
     "SSL_CLIENT_AUTH",
+    "SecuritySettings",
     "check_inter_broker",
     "check_security",
     "listener_names",
 ]
+
+
+class SecuritySettings(Protocol):
+    """What these checks read of a broker's configuration (a
+    :class:`~trafka.brokerlite.config.BrokerConfig` is one). They normalise it in
+    place, as the configuration's own checks do, before it is first used."""
+
+    @property
+    def security_protocol(self) -> str: ...
+
+    @property
+    def sasl_enabled_mechanisms(self) -> tuple[str, ...]: ...
+
+    @property
+    def sasl_users(self) -> tuple[tuple[str, str], ...]: ...
+
+    @property
+    def sasl_users_file(self) -> Path | None: ...
+
+    @property
+    def sasl_jaas_logins(self) -> tuple[JaasLogin, ...]: ...
+
+    @property
+    def sasl_oauthbearer_jwks_endpoint_url(self) -> str | None: ...
+
+    @property
+    def sasl_oauthbearer_jwks_endpoint_refresh_ms(self) -> int: ...
+
+    @property
+    def sasl_oauthbearer_clock_skew_seconds(self) -> int: ...
+
+    @property
+    def ssl_certfile(self) -> Path | None: ...
+
+    @property
+    def ssl_cafile(self) -> Path | None: ...
+
+    @property
+    def ssl_client_auth(self) -> str: ...
+
+    @property
+    def ssl_endpoint_identification_algorithm(self) -> str: ...
+
+    @property
+    def security_inter_broker_protocol(self) -> str | None: ...
+
+    @property
+    def inter_broker_listener_name(self) -> str | None: ...
+
+    @property
+    def sasl_mechanism_inter_broker_protocol(self) -> str | None: ...
+
+    @property
+    def inter_broker_sasl_username(self) -> str | None: ...
+
+    @property
+    def inter_broker_sasl_password(self) -> str | None: ...
+
+    @property
+    def sasl_enabled(self) -> bool: ...
+
+    @property
+    def tls_enabled(self) -> bool: ...
+
+    @property
+    def cluster_mode(self) -> bool: ...
+
 
 SSL_CLIENT_AUTH = ("none", "requested", "required")
 # The SASL mechanisms brokerlite serves (trafka.codec.sasl implements them).
@@ -45,7 +110,7 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 OPT_IN_MECHANISMS = ("OAUTHBEARER",)
 
 
-def check_security(cfg: BrokerConfig) -> None:
+def check_security(cfg: SecuritySettings) -> None:
     """Normalise the security settings given in other shapes, then validate them."""
     protocol = str(cfg.security_protocol).strip().upper()
     if protocol not in SECURITY_PROTOCOLS:
@@ -143,7 +208,7 @@ def check_security(cfg: BrokerConfig) -> None:
 
 
 def listener_names(
-    cfg: BrokerConfig, changes: dict[str, Any], listener: str | None, logins: list[JaasLogin]
+    cfg: SecuritySettings, changes: dict[str, Any], listener: str | None, logins: list[JaasLogin]
 ) -> None:
     """Check the settings that name the listener (``inter.broker.listener.name``, the
     JAAS keys) against it, and add the JAAS lines to ``changes``. Without
@@ -169,7 +234,7 @@ def listener_names(
     changes["sasl_jaas_logins"] = (*cfg.sasl_jaas_logins, *logins)
 
 
-def check_inter_broker(cfg: BrokerConfig) -> None:
+def check_inter_broker(cfg: SecuritySettings) -> None:
     """How this broker reaches the others: on its one listener, logged in with its
     own credentials when the listener takes SASL (fail closed: a cluster member of a
     SASL listener without them is an error, never an anonymous replica)."""

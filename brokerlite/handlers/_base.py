@@ -106,6 +106,7 @@ class Port(enum.Flag):
     GROUPS = enum.auto()
     SHARE_GROUPS = enum.auto()
     SHARES = enum.auto()
+    SHARE_COORDINATOR = enum.auto()
     TXN = enum.auto()
     CLUSTER_TXN = enum.auto()
     FETCH_SESSIONS = enum.auto()

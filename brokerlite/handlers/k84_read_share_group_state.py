@@ -67,4 +67,11 @@ def _build(rows: list[Row]) -> Response:
 error_response = refusal_of(_build)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses="logs cluster share_coordinator authorizer purgatory",
+)

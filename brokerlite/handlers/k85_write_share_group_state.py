@@ -56,4 +56,11 @@ _build = codes_only(Response, Response.WriteStateResult)
 error_response = refusal_of(_build)
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response)
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses="logs cluster share_coordinator authorizer purgatory",
+)
