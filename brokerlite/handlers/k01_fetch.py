@@ -668,6 +668,7 @@ def handle(ctx: RequestContext, request: m.FetchRequest) -> FetchPlan | Parked:
             forgotten,
             ctx.topic_name,
             ctx.now_ms,
+            privileged=ctx.cluster is not None and replica_id_of(version, request) >= 0,
         )
         if isinstance(context, SessionErrorContext):
             return FetchPlan(context.error, INVALID_SESSION_ID, [])
