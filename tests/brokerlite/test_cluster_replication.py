@@ -135,3 +135,62 @@ def test_followers_fetch_in_incremental_sessions(zk: str, monkeypatch: pytest.Mo
             assert high == 30
 
     run(test)
+
+
+def test_a_parked_follower_fetch_is_answered_by_new_records_only(
+    zk: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's delayed fetch for a follower (``replica.fetch.min.bytes``, 1 by
+    default): a follower's fetch parked at its leader is answered when records
+    are appended past its fetch offset (or the leader stops leading, or
+    ``replica.fetch.wait.max.ms`` passes), not when the high watermark moves; the
+    follower learns the high watermark from its next answer. With three replicas
+    the high watermark moves when the slower follower fetches, while the other's
+    fetch is parked: that must not answer it. The wait is made longer than the
+    test so that no answer comes from it."""
+    wire = FetchLog(monkeypatch)
+
+    async def test() -> None:
+        async with serve_cluster(
+            3, zookeeper_connect=zk, replica_fetch_wait_max_ms=300_000
+        ) as cluster:
+            bs = cluster.bootstrap_servers
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics([NewTopic(TOPIC, 1, 3)])
+
+            def state() -> Any:
+                return cluster.node(1).broker.cluster.image.states.get((TOPIC, 0))
+
+            await until(lambda: (s := state()) is not None and len(s.isr) == 3, "a full ISR")
+            leader = state().leader
+            followers = [n for n in (1, 2, 3) if n != leader]
+            await until(
+                lambda: all(wire.sent(f) for f in followers) or None, "both followers fetched"
+            )
+            seen = {f: len(wire.sent(f)) for f in followers}
+            async with open_producer(bootstrap_servers=bs, acks="all") as producer:
+                for i in range(10):
+                    meta = await producer.send_and_wait(TOPIC, b"v%d" % i)
+                    assert meta.offset == i
+            leader_log = cluster.node(leader).broker.logs.partition(TOPIC, 0)
+            assert leader_log.high_watermark == 10
+            await until(
+                lambda: all(
+                    cluster.node(f).broker.logs.partition(TOPIC, 0).log_end_offset == 10
+                    for f in followers
+                ),
+                "both followers have every record",
+            )
+            answered = 0
+            for f in followers:
+                # From the fetch parked when the first record came.
+                answers = [a for _, a in wire.sent(f)[seen[f] - 1 :] if a is not None]
+                for answer in answers:
+                    for t in answer.responses:
+                        for p in t.partitions:
+                            answered += 1
+                            assert p.error_code == 0
+                            assert p.records, f"follower {f} got an answer without records: {p!r}"
+            assert answered >= len(followers)
+
+    run(test)
