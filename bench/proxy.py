@@ -89,7 +89,9 @@ PATHS = {
     "direct": None,
     "route none": "none",
     "murmur2": "murmur2",
-    "murmur2 journal": "murmur2+journal",  # --journal: exactly once across proxy restarts
+    "murmur2 journal": "murmur2+journal",  # --journal DIR: exactly once across proxy restarts
+    # --journal topic: the placements in the cluster, shared by every proxy instance
+    "murmur2 topic": "murmur2+topic",
 }
 PRODUCERS = ("plain", "idempotent")
 
@@ -201,7 +203,13 @@ def proxy(upstream: str, route: str, log: Path, profile: Path | None = None) -> 
     """A ``trafka proxy`` process; with ``profile``, py-spy samples it all along
     (collapsed stacks per thread in that file, for ``--py-spy``)."""
     route, _, journal = route.partition("+")
-    extra = ["--journal", str(log.with_suffix(".journal"))] if journal else []
+    extra = (
+        ["--journal", "topic"]
+        if journal == "topic"
+        else ["--journal", str(log.with_suffix(".journal"))]
+        if journal
+        else []
+    )
     with service(
         [
             "proxy",
@@ -654,6 +662,23 @@ def print_runs(runs: list[Run]) -> None:
             f"{r.setup:<10}{r.path:<16}{r.producer:<12}{r.records / r.produce_s:>11,.0f}"
             f"{p_ratio:>7}{r.records / r.consume_s:>11,.0f}{c_ratio:>7}   {cpu:<44}{r.check}"
         )
+
+    # What the journals cost the idempotent producer (issue #46: the shared one
+    # at most 10% more than routing without one), from the same run.
+    rate = {(r.setup, r.path, r.producer): r.records / r.produce_s for r in runs}
+    lines = []
+    for (setup, path, producer), topic in rate.items():
+        if path != "murmur2 topic" or producer != "idempotent":
+            continue  # a plain producer's batches are not journaled: noise only
+        versus = [
+            f"{topic / rate[(setup, other, producer)]:.2f}x {label}"
+            for other, label in (("murmur2", "no journal"), ("murmur2 journal", "directory"))
+            if (setup, other, producer) in rate
+        ]
+        lines.append(f"  {setup:<9} {producer:<11} topic journal: " + ", ".join(versus))
+    if lines:
+        print("\njournal in the cluster, produce rate vs (same run):")
+        print("\n".join(lines))
 
 
 def print_latency(results: list[Latency]) -> None:

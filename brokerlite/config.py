@@ -268,6 +268,11 @@ class BrokerConfig:
         replica_lag_time_max_ms: a follower not caught up for this long leaves the ISR.
         replica_fetch_wait_max_ms: a follower's fetch long-polls its leader this long.
         replica_fetch_max_bytes: the most bytes a follower fetches per partition at once.
+        replication_quota_window_num: how many samples the replication throttles'
+            rates are kept in (Kafka's ``replication.quota.window.num``;
+            :mod:`trafka.brokerlite.cluster.replication_quotas`).
+        replication_quota_window_size_seconds: the length of one sample (Kafka's
+            ``replication.quota.window.size.seconds``).
         unclean_leader_election_enable: the default of the topic config of that
             name: may a replica outside the ISR lead when no ISR member is live.
         offsets_topic_num_partitions: partitions of ``__consumer_offsets``, which
@@ -388,6 +393,8 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_max_bytes: int = 1_048_576
+    replication_quota_window_num: int = 11
+    replication_quota_window_size_seconds: int = 1
     unclean_leader_election_enable: bool = False
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
@@ -652,6 +659,8 @@ def _check_limits(cfg: BrokerConfig) -> None:
         "sasl_server_max_receive_size",
         "quota_window_num",
         "quota_window_size_seconds",
+        "replication_quota_window_num",
+        "replication_quota_window_size_seconds",
         "delegation_token_max_lifetime_ms",
         "delegation_token_expiry_time_ms",
         "delegation_token_expiry_check_interval_ms",

@@ -43,6 +43,8 @@ metric                                                             from
 ``..._requesthandleravgidlepercent``                               for I/O (trafka.common.idle)
 ``kafka_server_replicafetchermanager_maxlag{clientid}``,            how far followed partitions are
 ``kafka_server_fetcherlagmetrics_consumerlag{clientid,topic,...}``  behind their leaders
+``kafka_server_leaderreplication_byte_rate`` /                     replication throttles' measured
+``kafka_server_followerreplication_byte_rate``                     rates, bytes/s (KIP-73)
 ``kafka_controller_kafkacontroller_offlinepartitionscount``        partitions without a leader (on
                                                                    the controller; 0 elsewhere)
 ``kafka_controller_kafkacontroller_globalpartitioncount`` /        partitions and topics of the
@@ -405,6 +407,7 @@ def _partition_gauges(broker: MetricsSource) -> Iterator[Any]:
         value=controller,
     )
     yield from _fetcher_lag(broker)
+    yield from _replication_rates(broker)
     yield sizes
 
 
@@ -430,6 +433,22 @@ def _fetcher_lag(broker: MetricsSource) -> Iterator[Any]:
     for (topic, partition), lag in sorted(lags.items()):
         per.add_metric(["Replica", topic, str(partition)], lag)
     yield per
+
+
+def _replication_rates(broker: MetricsSource) -> Iterator[Any]:
+    """The replication throttles' measured rates (Kafka's LeaderReplication and
+    FollowerReplication ``byte-rate``, KIP-73): bytes per second of throttled
+    partitions sent to followers and fetched as a follower (0 on a single node)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    quotas = broker.cluster.replication_quotas if broker.cluster is not None else None
+    for side, what in (("leader", "sent to followers"), ("follower", "fetched from leaders")):
+        quota = getattr(quotas, side) if quotas is not None else None
+        yield GaugeMetricFamily(
+            f"kafka_server_{side}replication_byte_rate",
+            f"Bytes per second of throttled partitions {what} (replication throttles).",
+            value=quota.rate() if quota is not None else 0.0,
+        )
 
 
 def _end(broker: MetricsSource, plog: PartitionLog) -> int:

@@ -279,13 +279,17 @@ class Rate:
     Args:
         samples: how many windows (``quota.window.num``).
         window_ms: one window's length (``quota.window.size.seconds`` in ms).
+        simple: Kafka's ``SimpleRate`` (the replication quotas' rate, KIP-73):
+            measured over at least one window rather than ``samples - 1``, so a
+            new rate gets no burst.
     """
 
-    __slots__ = ("_current", "_last", "_samples", "_starts", "_values", "_window_ms")
+    __slots__ = ("_current", "_last", "_samples", "_simple", "_starts", "_values", "_window_ms")
 
-    def __init__(self, samples: int, window_ms: int) -> None:
+    def __init__(self, samples: int, window_ms: int, *, simple: bool = False) -> None:
         self._samples = samples
         self._window_ms = window_ms
+        self._simple = simple
         self._starts: list[int] = []  # each sample's start
         self._last: list[int] = []  # each sample's latest value's time
         self._values: list[float] = []
@@ -321,6 +325,8 @@ class Rate:
                 starts[i] = last[i] = now_ms
                 self._values[i] = 0.0
         elapsed = now_ms - min(starts, default=now_ms)
+        if self._simple:
+            return max(elapsed, self._window_ms)
         full = elapsed // self._window_ms
         if full < self._samples - 1:
             elapsed += (self._samples - 1 - full) * self._window_ms

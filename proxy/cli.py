@@ -7,6 +7,7 @@ import logging
 import click
 
 from .filters import load_filter
+from .journal_topic import TOPIC
 from .routing import HASHES
 from .server import ProxyConfig, run_proxy
 
@@ -70,10 +71,21 @@ from .server import ProxyConfig, run_proxy
 )
 @click.option(
     "--journal",
-    "journal_dir",
-    metavar="DIR",
+    "journal",
+    metavar="DIR|topic[:NAME]",
     help="Record where idempotent producers' records went before writing them, so "
-    "that a restarted proxy writes none twice (exactly once across restarts).",
+    "that a restarted proxy writes none twice (exactly once across restarts): in a "
+    "directory, or in a compacted topic of the upstream cluster (topic: "
+    f"{TOPIC}) that every proxy in front of it shares, so that any of them takes "
+    "over a client's retries when another is lost.",
+)
+@click.option(
+    "--journal-takeover-grace-ms",
+    type=int,
+    default=5000,
+    show_default=True,
+    help="With --journal topic: how long a proxy taking over a producer from another "
+    "waits before asking the leaders for its sequences.",
 )
 @click.option(
     "--origin-headers",
@@ -126,7 +138,8 @@ def command(
     announce: bool,
     metrics_listen: str | None,
     max_decompressed_bytes: int,
-    journal_dir: str | None,
+    journal: str | None,
+    journal_takeover_grace_ms: int,
     origin_headers: bool,
     queued_max_request_bytes: int,
     connections_max_idle_ms: int,
@@ -139,6 +152,11 @@ def command(
     host, sep, port = listen.rpartition(":")
     if not sep or not port.isdigit():
         raise click.BadParameter(f"{listen!r} is not host:port", param_hint="--listen")
+    journal_dir = journal_topic = None
+    if journal is not None and (journal == "topic" or journal.startswith("topic:")):
+        journal_topic = journal.partition(":")[2] or TOPIC
+    else:
+        journal_dir = journal
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s")
     try:
         config = ProxyConfig(
@@ -157,6 +175,8 @@ def command(
             metrics_listen=metrics_listen,
             max_decompressed_bytes=max_decompressed_bytes,
             journal_dir=journal_dir,
+            journal_topic=journal_topic,
+            journal_takeover_grace_ms=journal_takeover_grace_ms,
             origin_headers=origin_headers,
             queued_max_request_bytes=queued_max_request_bytes,
             connections_max_idle_ms=connections_max_idle_ms,

@@ -48,6 +48,15 @@ class ProxyConfig:
             them, where an idempotent producer's records went, so that a
             restarted proxy writes none of them twice (see :mod:`.journal`);
             None: in memory only (a restart can write in-flight batches twice).
+        journal_topic: the name of a compacted topic of the upstream cluster
+            where key routing records placements instead (created if missing;
+            see :mod:`.journal_topic`): every proxy instance in front of the
+            cluster reads it, so any of them takes over a client's retries
+            when another is lost. Not with ``journal_dir``.
+        journal_takeover_grace_ms: how long a proxy that takes over a
+            producer another instance owned waits before it asks the leaders
+            for the producer's sequences (the old owner's last writes land
+            meanwhile).
         origin_headers: key routing gives each record of a batch it splits
             (some of its records move) a ``trafka-origin`` header saying where
             the client put it (see :func:`~.routing.origin_header`): the
@@ -100,6 +109,8 @@ class ProxyConfig:
     announce: bool = False
     max_decompressed_bytes: int = 16 * 1024 * 1024
     journal_dir: str | None = None
+    journal_topic: str | None = None
+    journal_takeover_grace_ms: int = 5000
     origin_headers: bool = False
     queued_max_request_bytes: int = 104_857_600
     connections_max_idle_ms: int = 600_000
@@ -127,6 +138,10 @@ class ProxyConfig:
             raise ValueError(f"port {self.port} is out of range")
         if self.max_frame_size <= 0:
             raise ValueError("max_frame_size must be positive")
+        if self.journal_dir is not None and self.journal_topic is not None:
+            raise ValueError("journal_dir and journal_topic: choose one journal")
+        if self.journal_takeover_grace_ms < 0:
+            raise ValueError("journal_takeover_grace_ms must be >= 0")
         if self.max_decompressed_bytes <= 0:
             raise ValueError("max_decompressed_bytes must be positive")
         for name in (

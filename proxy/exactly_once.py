@@ -56,14 +56,14 @@ from .idempotent_plan import (
     prepare_idempotent,
     upstream_body,
 )
-from .journal import Journal, JournalError
+from .journal import JournalError, JournalFenced, PlacementJournal
 from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
 from .routing import (
     RouteStats,
     Topics,
     cheap_to_plan,
 )
-from .sequences import Placement, Sequences, Session, State, Upstream
+from .sequences import ClientBatch, Placement, Sequences, Session, State, Upstream
 
 __all__ = ["ExactlyOnce", "Preparation", "place"]
 
@@ -118,7 +118,8 @@ class ExactlyOnce:
         nodes: the node ids the proxy knows (to find a coordinator through).
         max_size: the most a batch may inflate to (see :func:`.idempotent_plan.prepare_idempotent`).
         journal: where placements are recorded before they are written, and
-            read back after a restart (see :mod:`.journal`); None: nowhere.
+            read back after a restart or by another instance (see
+            :mod:`.journal`); None: nowhere.
         origin_headers: see :func:`.routing.plan_produce`.
     """
 
@@ -130,7 +131,7 @@ class ExactlyOnce:
         refresh: Callable[[set[str]], None],
         nodes: Callable[[], list[int]],
         max_size: int,
-        journal: Journal | None = None,
+        journal: PlacementJournal | None = None,
         *,
         origin_headers: bool = False,
     ) -> None:
@@ -148,6 +149,9 @@ class ExactlyOnce:
         # answers at once for partitions it already holds).
         self.transactions: OrderedDict[str, _Txn] = OrderedDict()
         self._locks: dict[int, trio.Lock] = {}
+        # With a shared journal: per producer id claimed, its epoch and the
+        # moment (trio's clock) its sequences may be asked of the leaders.
+        self._claims: dict[int, tuple[int, float]] = {}
 
     # -- what the client's other requests teach ------------------------------------------------
 
@@ -226,7 +230,14 @@ class ExactlyOnce:
         epoch: int,
         hash_name: str,
         deadline: float,
+        *,
+        again: bool = False,
     ) -> Any:
+        if self.journal is not None and self.journal.shared:
+            try:
+                await self._claim(self.journal, pid, epoch, deadline)
+            except Preparation as exc:
+                return _all_failed(body, exc.code, str(exc))
         session = self.sequences.session(pid, epoch, int(trio.current_time() * 1000))
         if session is None:
             return _all_failed(body, ErrorCode.INVALID_PRODUCER_EPOCH)
@@ -267,6 +278,17 @@ class ExactlyOnce:
         )
         if prepared is None:
             return None
+        if (
+            self.journal is not None
+            and self.journal.shared
+            and ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER in prepared.refused.values()
+            and not again
+        ):
+            # A batch out of order here may be in order for the producer: it
+            # went through another proxy since. Claimed back, the producer's
+            # sequences are learnt afresh if so (else the refusal stands).
+            self._claims.pop(pid, None)
+            return await self._plan_locked(ctx, body, pid, epoch, hash_name, deadline, again=True)
         if prepared.stale:
             self.refresh(prepared.stale)
         try:
@@ -284,7 +306,7 @@ class ExactlyOnce:
             plan = commit_idempotent(body, prepared, session)
             written: list[tuple[list[Upstream], Waiter | UpstreamError]] = []
             # With a journal, nothing is written before its placement is on disk.
-            if await self._journal(session):
+            if await self._journal(session, prepared.retried, bool(plan.rounds), deadline):
                 with trio.move_on_at(deadline):
                     for batches in plan.rounds:
                         for leader, group in _by_leader(batches, self.topics).items():
@@ -358,24 +380,67 @@ class ExactlyOnce:
                     session.sent(u)
                 written.append((todo, why))
 
-    async def _journal(self, session: Session) -> bool:
+    async def _claim(
+        self, journal: PlacementJournal, pid: int, epoch: int, deadline: float
+    ) -> None:
+        """Own the producer's sequences before routing it (a shared journal's
+        rule, see :mod:`.journal_topic`): claimed once per producer and epoch;
+        after taking it over from another instance, its sequences are asked of
+        the leaders only once the grace has passed.
+
+        Raises:
+            Preparation: the claim failed, or the grace outlasts the request.
+        """
+        claimed = self._claims.get(pid)
+        if claimed is None or claimed[0] != epoch:
+            try:
+                grace = await journal.claim(pid, epoch, deadline)
+            except JournalError as exc:
+                raise Preparation(str(exc)) from None
+            claimed = self._claims[pid] = (epoch, trio.current_time() + grace)
+            if grace:
+                self.sequences.forget(pid)  # learnt afresh after the grace
+        ready_at = claimed[1]
+        if trio.current_time() < ready_at:
+            await trio.sleep_until(min(ready_at, deadline))
+            if trio.current_time() < ready_at:
+                raise Preparation(f"producer {pid} was taken over from another proxy just now")
+
+    async def _journal(
+        self, session: Session, retried: list[ClientBatch], writes: bool, deadline: float
+    ) -> bool:
         """Record the session's new placements before they are written; False
-        when the journal failed (nothing may be written: the client retries)."""
+        when the journal failed (nothing may be written: the client retries).
+
+        A shared journal is written before every write, retries included:
+        reading the write back is what tells the proxy it still owns the
+        producer (:mod:`.journal_topic`)."""
         if self.journal is None:
             return True
         batches = session.take_journal()
-        if not batches:
+        if not batches and self.journal.shared:
+            batches = [b for b in retried if any(u.state is not State.ACKED for u in b.upstream)]
+        if not batches and not (writes and self.journal.shared):
             return True
         pid, epoch = session.producer_id, session.epoch
         try:
             await self.journal.record(
-                ((pid, epoch, b.topic, b.partition, b.base_sequence), b.placement())
-                for b in batches
+                (
+                    ((pid, epoch, b.topic, b.partition, b.base_sequence), b.placement())
+                    for b in batches
+                ),
+                deadline=deadline,
+                producer=pid,
             )
+        except JournalFenced as exc:
+            log.warning("producer %d: %s", pid, exc)
+            self.sequences.forget(pid)
+            self._claims.pop(pid, None)
+            return False
         except JournalError as exc:
             log.error("producer %d's batches are not written: %s", pid, exc)
-            assert session.journal is not None
-            session.journal[:0] = batches  # journaled before the next write
+            if session.journal is not None:
+                session.journal[:0] = batches  # journaled before the next write
             return False
         return True
 
@@ -560,7 +625,9 @@ def _failed_part(body: Any, group: list[Upstream], code: ErrorCode, message: str
     return failed_answer(upstream_body(body, group), code, message)
 
 
-def _journaled_targets(journal: Journal, session: Session, body: Any) -> set[tuple[str, int]]:
+def _journaled_targets(
+    journal: PlacementJournal, session: Session, body: Any
+) -> set[tuple[str, int]]:
     """The targets of the request's batches the session does not know but the
     journal does."""
     out: set[tuple[str, int]] = set()

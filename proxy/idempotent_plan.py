@@ -266,8 +266,8 @@ def _already_written(
             stats.records_not_rewritten += n
     # Only batches in flight at a restart come here: a line each.
     log.info(
-        "%r-%d: a batch (sequence %d) placed before a restart: %d of its records had "
-        "been written, the rest (%d) are written now",
+        "%r-%d: a batch (sequence %d) placed before a restart (or by another proxy): %d of "
+        "its records had been written, the rest (%d) are written now",
         split.topic,
         split.partition,
         split.header.base_sequence,

@@ -1,8 +1,16 @@
 """The proxy's placement journal: exactly once across a restart of the proxy.
 
-Opt-in (``ProxyConfig.journal_dir``, ``trafka proxy --journal DIR``). Without
-it, a routed idempotent producer's batches that were in flight when the proxy
-died can be written twice (see docs/proxy.md); with it, they are not.
+Opt-in. Without it, a routed idempotent producer's batches that were in
+flight when the proxy died can be written twice (see docs/proxy.md); with it,
+they are not. Two kinds keep the same records behind one interface
+(:class:`PlacementJournal`): a directory on the proxy's machine
+(:class:`DirectoryJournal`, this module: ``ProxyConfig.journal_dir``,
+``trafka proxy --journal DIR``), and a compacted topic of the upstream
+cluster that outlives the machine and that every proxy instance shares
+(:class:`~.journal_topic.TopicJournal`: ``ProxyConfig.journal_topic``,
+``trafka proxy --journal topic``).
+
+The directory journal's rules:
 
 Rules:
 
@@ -40,12 +48,23 @@ import os
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 import trio
 
 from .sequences import Placement, PlacementKey
 
-__all__ = ["Journal", "JournalError", "Placement", "PlacementKey", "decode", "encode"]
+__all__ = [
+    "DirectoryJournal",
+    "Journal",
+    "JournalError",
+    "JournalFenced",
+    "Placement",
+    "PlacementJournal",
+    "PlacementKey",
+    "decode",
+    "encode",
+]
 
 log = logging.getLogger("trafka.proxy")
 
@@ -55,6 +74,53 @@ _MIN_REWRITE_BYTES = 16 * 1024 * 1024
 
 class JournalError(OSError):
     """The journal could not be written."""
+
+
+class JournalFenced(JournalError):
+    """Another proxy instance owns the producer now (a shared journal only)."""
+
+
+class PlacementJournal(Protocol):
+    """Where key routing records placements before writing their batches.
+
+    Attributes:
+        shared: whether other proxy instances read it too (then a producer is
+            claimed before it is routed, and placements fence, see
+            :mod:`.journal_topic`).
+    """
+
+    shared: bool
+
+    def lookup(self, key: PlacementKey) -> Placement | None:
+        """A client batch's placement, as recorded (by any instance)."""
+
+    def __len__(self) -> int: ...
+
+    async def record(
+        self,
+        entries: Iterable[tuple[PlacementKey, Placement]],
+        *,
+        deadline: float | None = None,
+        producer: int | None = None,
+    ) -> None:
+        """Record one producer's ``entries`` durably; returns once they are.
+        A shared journal checks the proxy still owns ``producer`` even when
+        there are no entries (batches written again).
+
+        Raises:
+            JournalFenced: another instance owns the producer (write nothing).
+            JournalError: the journal could not take them (write nothing).
+        """
+
+    async def claim(self, pid: int, epoch: int, deadline: float) -> float:
+        """Own producer ``pid``'s sequences; the seconds to wait before asking
+        the leaders for them (a takeover's grace).
+
+        Raises:
+            JournalError: the claim could not be recorded.
+        """
+
+    def close(self) -> None: ...
 
 
 def encode(key: PlacementKey, placement: Placement) -> bytes:
@@ -87,13 +153,15 @@ def decode(data: bytes) -> Iterator[tuple[PlacementKey, Placement]]:
         yield key, placement
 
 
-class Journal:
+class DirectoryJournal:
     """Placements on disk, and the newest ones in memory.
 
     Args:
         directory: where the journal file lives (created if missing).
         max_entries: the placements kept.
     """
+
+    shared = False
 
     def __init__(self, directory: str | os.PathLike[str], *, max_entries: int = 1_000_000) -> None:
         self.path = Path(directory) / FILE_NAME
@@ -144,8 +212,20 @@ class Journal:
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def record(self, entries: Iterable[tuple[PlacementKey, Placement]]) -> None:
-        """Put ``entries`` on disk; returns once they are synced.
+    async def claim(self, pid: int, epoch: int, deadline: float) -> float:
+        """No other instance reads this journal: nothing to claim."""
+        return 0.0
+
+    async def record(
+        self,
+        entries: Iterable[tuple[PlacementKey, Placement]],
+        *,
+        deadline: float | None = None,
+        producer: int | None = None,
+    ) -> None:
+        """Put ``entries`` on disk; returns once they are synced (``deadline``
+        and ``producer`` are not used: a local sync has no deadline, and no
+        other instance owns producers).
 
         Raises:
             JournalError: writing or syncing failed.
@@ -225,3 +305,7 @@ class Journal:
             os.close(self._fd)
         self._fd = fd
         self._file_bytes = len(data)
+
+
+# The name it had when it was the only kind.
+Journal = DirectoryJournal

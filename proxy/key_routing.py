@@ -53,7 +53,8 @@ from .filters import CloseConnection, Filter, FilterContext, ProxyServices, Resp
 from .idempotent_plan import (
     idempotent_producer,
 )
-from .journal import Journal
+from .journal import DirectoryJournal, PlacementJournal
+from .journal_topic import TopicJournal
 from .pool import UpstreamError, Waiter, produce_answer
 from .routing import (
     HASHES,
@@ -87,6 +88,9 @@ class KeyRouting(Filter):
             if not given).
         journal_dir: where idempotent producers' placements are journaled
             (see :mod:`.journal`); None: not at all.
+        journal: a journal to use instead (a
+            :class:`~.journal_topic.TopicJournal`, shared by every proxy
+            instance: attaching starts it in the proxy's nursery).
         origin_headers: give each record of a batch the proxy splits a
             ``trafka-origin`` header saying where the client put it
             (:func:`~.routing.origin_header`).
@@ -102,6 +106,7 @@ class KeyRouting(Filter):
         connect_timeout: float = 10.0,
         stats: RouteStats | None = None,
         journal_dir: str | None = None,
+        journal: PlacementJournal | None = None,
         origin_headers: bool = False,
     ) -> None:
         if hash_name not in HASHES:
@@ -112,17 +117,20 @@ class KeyRouting(Filter):
         self.stats = stats if stats is not None else RouteStats()
         self.journal_dir = journal_dir
         self.origin_headers = origin_headers
-        self._journal: Journal | None = None
+        self._journal: PlacementJournal | None = journal
         self._services: ProxyServices | None = None
         self._eos: ExactlyOnce | None = None
 
     def attach(self, services: ProxyServices) -> None:
         """Raises: JournalError: the journal cannot be read or opened."""
         self._services = services
-        if self.journal_dir is not None:
-            self._journal = Journal(self.journal_dir)
-            read = self._journal.open()
-            log.info("journal %s: %d placements read", self._journal.path, read)
+        if isinstance(self._journal, TopicJournal):
+            services.nursery.start_soon(self._journal.run)
+        elif self._journal is None and self.journal_dir is not None:
+            directory = DirectoryJournal(self.journal_dir)
+            read = directory.open()
+            log.info("journal %s: %d placements read", directory.path, read)
+            self._journal = directory
         self._eos = ExactlyOnce(
             services.pool,
             services.topics,

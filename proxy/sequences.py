@@ -442,6 +442,10 @@ class Sequences:
     def get(self, producer_id: int) -> Session | None:
         return self._sessions.get(producer_id)
 
+    def forget(self, producer_id: int) -> None:
+        """Drop the producer's session (another proxy owns its sequences now)."""
+        self._sessions.pop(producer_id, None)
+
     def _expire(self, now_ms: int) -> None:
         while self._sessions:
             pid, oldest = next(iter(self._sessions.items()))

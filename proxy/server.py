@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import logging
 import math
+import signal
 import socket
 import struct
 import threading
@@ -88,6 +89,7 @@ from .filters import (
     run_response,
     wanted,
 )
+from .journal_topic import TopicJournal
 from .key_routing import KeyRouting
 from .metrics import ProxyMetrics
 from .pool import UpstreamError, UpstreamPool
@@ -185,6 +187,7 @@ class _Proxy:
                 connect_timeout=config.connect_timeout,
                 stats=self.stats.routing,
                 journal_dir=config.journal_dir,
+                journal=self._topic_journal(),
                 origin_headers=config.origin_headers,
             )
             self.filters += (routing,)
@@ -199,6 +202,21 @@ class _Proxy:
         )
         for f in self.filters:
             f.attach(services)
+
+    def _topic_journal(self) -> TopicJournal | None:
+        config = self.config
+        if config.journal_topic is None:
+            return None
+        settings: dict[str, Any] = {}
+        if self.upstream_tls is not None:
+            settings.update(security_protocol="ssl", ssl_context=self.upstream_tls)
+        return TopicJournal(
+            config.upstream,
+            client_settings=settings,
+            topic=config.journal_topic,
+            takeover_grace=config.journal_takeover_grace_ms / 1000,
+            timeout=config.connect_timeout,
+        )
 
     def _from_upstream(self, api_key: int, api_version: int, body: Any) -> Any:
         if api_key == METADATA:
@@ -886,11 +904,22 @@ async def _discover_upstream(config: ProxyConfig) -> ProxyConfig:
 
 
 def run_proxy(config: ProxyConfig) -> None:
-    """Serve until interrupted (the ``trafka proxy`` command)."""
+    """Serve until SIGINT or SIGTERM (the ``trafka proxy`` command; blocking,
+    from the main thread).
+
+    Either signal stops the proxy as leaving :func:`serve_proxy` does: the
+    listeners close, then the connections, then the journal. SIGTERM is how
+    service managers (systemd, Kubernetes) stop a process, so it gets the same
+    clean stop as Ctrl-C rather than the default of dying where it stands.
+    """
 
     async def main() -> None:
-        async with serve_proxy(config):
-            await trio.sleep_forever()
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with serve_proxy(config):
+                async for signum in signals:
+                    log.info("received %s, shutting down", signal.Signals(signum).name)
+                    break
+        log.info("proxy stopped")
 
     trio.run(main)
 

@@ -7,6 +7,17 @@ they work against any Kafka cluster, not only brokerlite's):
   brokers in three steps (``kafka-reassign-partitions.sh``, with its JSON
   files; the AlterPartitionReassignments and ListPartitionReassignments APIs).
 
+reassign's throttle (KIP-73), as Kafka's tool sets it: ``execute --throttle B``
+(bytes/s) sets, before the moves start, ``leader.replication.throttled.rate``
+and ``follower.replication.throttled.rate`` on every broker a partition moves
+from or to, and on each topic ``leader.replication.throttled.replicas`` (the
+``partition:broker`` pairs it moves from) and
+``follower.replication.throttled.replicas`` (the pairs it moves to, not
+already among them); a move under way counts from where it started.
+``verify``, once every move is complete, deletes all four, on every broker of
+the cluster and of the plan and on each topic of the plan, unless
+``--preserve-throttles``.
+
 elect-leaders:
 
 ``--all-topic-partitions`` or ``--topic T [--partition P]`` chooses the
@@ -28,7 +39,12 @@ from trafka.codec import ErrorCode, KafkaError
 
 from .clikit import admin_options, format_table, run_client, with_admin
 
-__all__ = ["elect_leaders_command", "reassign_command"]
+__all__ = ["elect_leaders_command", "reassign_command", "throttle_configs"]
+
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 
 
 @click.command("elect-leaders")
@@ -142,6 +158,53 @@ async def _current(admin: Any, topics: list[str]) -> dict[tuple[str, int], list[
     }
 
 
+def throttle_configs(
+    plan: dict[tuple[str, int], list[int]],
+    current: dict[tuple[str, int], list[int]],
+    ongoing: dict[tuple[str, int], tuple[list[int], list[int]]],
+) -> tuple[dict[str, dict[str, str | None]], list[int]]:
+    """The topic configs and the brokers of a throttled reassignment, as Kafka's
+    tool computes them (``calculateProposedMoveMap``, ``calculateLeaderThrottles``,
+    ``calculateFollowerThrottles``, ``calculateReassigningBrokers``).
+
+    Args:
+        plan: the moves asked for: partition -> target replicas.
+        current: the partitions' replicas now.
+        ongoing: the moves under way: partition -> (replicas, adding replicas);
+            they are throttled too, from where they started.
+
+    Returns:
+        Per topic, its two throttled-replicas lists; and the brokers to give the
+        rates to, sorted.
+    """
+    moves: dict[tuple[str, int], tuple[set[int], set[int]]] = {}
+    for key, (replicas, adding) in ongoing.items():
+        moves[key] = (set(replicas) - set(adding), set(adding))
+    for key, target in plan.items():
+        if key in moves:
+            sources = moves[key][0]
+        elif key in current:
+            sources = set(current[key])
+        else:
+            raise click.ClickException(f"{key[0]}-{key[1]}: no such partition")
+        moves[key] = (sources, set(target) - sources)
+    leaders: dict[str, set[str]] = {}
+    followers: dict[str, set[str]] = {}
+    for (topic, partition), (sources, destinations) in moves.items():
+        leaders.setdefault(topic, set()).update(f"{partition}:{b}" for b in sources)
+        followers.setdefault(topic, set()).update(f"{partition}:{b}" for b in destinations)
+    # Sorted as strings, as the tool's TreeSet of "partition:broker" sorts them.
+    configs: dict[str, dict[str, str | None]] = {
+        topic: {
+            LEADER_REPLICAS: ",".join(sorted(leaders[topic])),
+            FOLLOWER_REPLICAS: ",".join(sorted(followers[topic])),
+        }
+        for topic in sorted(leaders)
+    }
+    brokers = sorted({b for sources, dests in moves.values() for b in sources | dests})
+    return configs, brokers
+
+
 @click.group("reassign")
 def reassign_command() -> None:
     """Move partitions between brokers: generate a plan, execute it, verify it."""
@@ -192,13 +255,35 @@ def reassign_generate(cfg: dict[str, Any], topics_file: str, broker_list: str) -
 
 @reassign_command.command("execute")
 @click.option("--reassignment-json-file", "plan_file", required=True, help="The plan to carry out.")
+@click.option(
+    "--throttle",
+    type=click.IntRange(min=-1),
+    default=-1,
+    show_default=True,
+    metavar="BYTES/S",
+    help="Throttle the moves' replication to this rate on each broker (-1: none); "
+    "run verify until it completes to remove the throttle.",
+)
 @admin_options
-def reassign_execute(cfg: dict[str, Any], plan_file: str) -> None:
+def reassign_execute(cfg: dict[str, Any], plan_file: str, throttle: int) -> None:
     """Start the moves of a reassignment file; print the current assignment for rollback."""
     plan = _plan_file(_read_json(plan_file, "reassignment"), plan_file)
 
     async def run(admin: Any) -> tuple[dict[tuple[str, int], list[int]], dict[Any, Any]]:
         current = await _current(admin, sorted({t for t, _ in plan}))
+        if throttle >= 0:
+            moving = await admin.list_partition_reassignments()
+            ongoing = {
+                (tp.topic, tp.partition): (list(r.replicas), list(r.adding_replicas))
+                for tp, r in moving.items()
+            }
+            topic_configs, brokers = throttle_configs(plan, current, ongoing)
+            await admin.alter_topic_configs(topic_configs)
+            rates: dict[str, str | None] = {
+                LEADER_RATE: str(throttle),
+                FOLLOWER_RATE: str(throttle),
+            }
+            await admin.alter_broker_configs({b: rates for b in brokers})
         outcome = await admin.alter_partition_reassignments(plan)
         return current, outcome
 
@@ -208,6 +293,12 @@ def reassign_execute(cfg: dict[str, Any], plan_file: str) -> None:
     click.echo(_assignment_json({k: v for k, v in current.items() if k in plan}))
     click.echo("")
     click.echo("Save this to use as the --reassignment-json-file option during rollback")
+    if throttle >= 0:
+        click.echo(
+            "Warning: You must run --verify periodically, until the reassignment completes, "
+            "to ensure the throttle is removed."
+        )
+        click.echo(f"The inter-broker throttle limit was set to {throttle} B/s")
     failed = {tp: e for tp, e in outcome.items() if e is not None}
     started = sorted(f"{tp.topic}-{tp.partition}" for tp, e in outcome.items() if e is None)
     if started:
@@ -220,10 +311,16 @@ def reassign_execute(cfg: dict[str, Any], plan_file: str) -> None:
 
 @reassign_command.command("verify")
 @click.option("--reassignment-json-file", "plan_file", required=True, help="The plan executed.")
+@click.option(
+    "--preserve-throttles",
+    is_flag=True,
+    help="Leave the replication throttles in place when every move is complete.",
+)
 @admin_options
-def reassign_verify(cfg: dict[str, Any], plan_file: str) -> None:
+def reassign_verify(cfg: dict[str, Any], plan_file: str, preserve_throttles: bool) -> None:
     """Say, per partition of a reassignment file, whether its move is complete; exit 1
-    while any is still in progress or ended elsewhere than planned."""
+    while any is still in progress or ended elsewhere than planned. Once every move
+    is complete, remove the replication throttles (see ``execute --throttle``)."""
     plan = _plan_file(_read_json(plan_file, "reassignment"), plan_file)
 
     async def run(admin: Any) -> tuple[dict[Any, Any], dict[tuple[str, int], list[int]]]:
@@ -233,6 +330,8 @@ def reassign_verify(cfg: dict[str, Any], plan_file: str) -> None:
 
     ongoing, current = run_client(with_admin, cfg, run)
     moving = {(tp.topic, tp.partition) for tp in ongoing}
+    if not moving and not preserve_throttles:
+        _clear_throttles(cfg, plan)
     click.echo("Status of partition reassignment:")
     unfinished = False
     for (topic, partition), target in sorted(plan.items()):
@@ -247,3 +346,29 @@ def reassign_verify(cfg: dict[str, Any], plan_file: str) -> None:
         click.echo(f"Reassignment of partition {topic}-{partition} {state}")
     if unfinished:
         raise SystemExit(1)
+
+
+def _clear_throttles(cfg: dict[str, Any], plan: dict[tuple[str, int], list[int]]) -> None:
+    """Delete the four throttle configs, as Kafka's tool does once the moves are
+    complete: on every broker of the cluster and of the plan (which brokers an
+    earlier execute throttled is not known), and on each topic of the plan."""
+    topics = sorted({t for t, _ in plan})
+
+    async def run(admin: Any) -> list[int]:
+        brokers = {n.node_id for n in (await admin.describe_cluster()).brokers}
+        brokers.update(b for replicas in plan.values() for b in replicas)
+        rates: dict[str, str | None] = {LEADER_RATE: None, FOLLOWER_RATE: None}
+        await admin.alter_broker_configs({b: rates for b in sorted(brokers)})
+        lists: dict[str, str | None] = {LEADER_REPLICAS: None, FOLLOWER_REPLICAS: None}
+        await admin.alter_topic_configs({t: lists for t in topics})
+        return sorted(brokers)
+
+    brokers = run_client(with_admin, cfg, run)
+    click.echo(
+        f"Clearing broker-level throttles on broker{'s' if len(brokers) != 1 else ''} "
+        f"{','.join(map(str, brokers))}"
+    )
+    click.echo(
+        f"Clearing topic-level throttles on topic{'s' if len(topics) != 1 else ''} "
+        f"{','.join(topics)}"
+    )

@@ -417,6 +417,8 @@ class Broker(Polling):
             replicas,
             wake=self.wake,
             on_topic_deleted=lambda topic: self.notify_topic_changed(topic, deleted=True),
+            replication_window_num=config.replication_quota_window_num,
+            replication_window_size_ms=config.replication_quota_window_size_seconds * 1000,
         )
         assert self.cluster_txn is not None
         self.txn_verification = TxnVerification(

@@ -12,7 +12,10 @@ Rules and invariants:
   or, when the leader answers an older epoch, the end of that epoch here).
   Only then does it fetch.
 * Fetches (Fetch v12 with ``replica_id``) ask for every reconciled partition
-  at its log end offset, long-polling ``replica_fetch_wait_max_ms``. What comes
+  at its log end offset, long-polling ``replica_fetch_wait_max_ms``, except the
+  partitions the follower's replication throttle holds back
+  (:mod:`.replication_quotas`, KIP-73); the bytes fetched for throttled
+  partitions count against it. What comes
   back is appended exactly as the leader stored it (through the producer
   states, so a follower that leads next deduplicates as its leader did), then
   the leader's high watermark is taken, bounded by the local log end.
@@ -74,6 +77,7 @@ class ReplicaFetcher:
         assert broker.cluster is not None
         self.leader = leader
         self.broker = broker
+        self.view = broker.cluster
         self.replicas = broker.cluster.replicas
         self.node_id = broker.node_id
         self.config = broker.config
@@ -126,7 +130,17 @@ class ReplicaFetcher:
         if truncating:
             await self._reconcile(conn, truncating)
             mine = self._mine()
-        wanted = [f for f in mine if not f.needs_truncation]
+        # The follower's replication throttle (KIP-73) leaves out the partitions
+        # it holds back: throttled, out of sync, the quota exceeded.
+        quota = self.view.replication_quotas.follower
+        wanted = [
+            f
+            for f in mine
+            if not f.needs_truncation
+            and not quota.holds_back(
+                f.topic, f.partition, in_sync=self.replicas.follower_in_sync(f.topic, f.partition)
+            )
+        ]
         if not wanted:
             return False
         return await self._fetch(conn, wanted)
@@ -241,6 +255,7 @@ class ReplicaFetcher:
             # A session error is mended by the full fetch that follows at once.
             return response.error_code in SESSION_ERRORS
         progressed = True
+        quota = self.view.replication_quotas.follower
         now = now_ms()
         for topic in response.responses:
             for part in topic.partitions:
@@ -275,6 +290,8 @@ class ReplicaFetcher:
                         )
                         progressed = False
                         continue
+                    if quota.is_throttled(f.topic, f.partition):
+                        quota.record(len(records))
                 self.replicas.follower_high_watermark(f.topic, f.partition, part.high_watermark)
                 self._follow_log_start(f.topic, f.partition, plog, part.log_start_offset)
         return progressed

@@ -318,6 +318,8 @@ class ReplicaManager:
         now_ms: int,
     ) -> None:
         before = self._replicas.get(key)
+        # A new leadership's lag is unknown until its leader answers.
+        self._fetcher_lag.pop(key, None)
         plog = self._logs.partition(*key)
         if not plog.tracks_high_watermark:
             plog.set_high_watermark(plog.high_watermark)
@@ -485,6 +487,12 @@ class ReplicaManager:
         self._maybe_advance_hw(replica, plog)
         return plog
 
+    def in_isr(self, topic: str, partition: int, replica_id: int) -> bool:
+        """Whether ``replica_id`` is in the ISR of a partition led here (the leader's
+        test of "in sync" for the replication throttle, KIP-73)."""
+        replica = self._replicas.get((topic, partition))
+        return replica is not None and replica_id in replica.isr
+
     def _maybe_advance_hw(self, replica: Replica, plog: PartitionLog) -> None:
         hw = plog.log_end_offset
         counted = set(replica.isr) | set(replica.pending_isr)
@@ -596,6 +604,12 @@ class ReplicaManager:
             plog.truncate_to(offset)
             self._on_truncate(topic, partition)
         replica.needs_truncation = False
+
+    def follower_in_sync(self, topic: str, partition: int) -> bool:
+        """Whether a followed partition had caught up with its leader's high
+        watermark at the leader's last answer (Kafka's fetcher ``isReplicaInSync``:
+        a lag of 0; none known yet is not in sync)."""
+        return self._fetcher_lag.get((topic, partition)) == 0
 
     def follower_high_watermark(self, topic: str, partition: int, leader_hw: int) -> None:
         """The leader told its high watermark: a follower's is the smaller of it and

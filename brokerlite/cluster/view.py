@@ -39,6 +39,7 @@ from ..errors import BrokerError
 from ..storage.log_manager import LogManager
 from .controller import coordinator_partition
 from .replica_manager import ReplicaManager
+from .replication_quotas import WINDOW_NUM, WINDOW_SIZE_MS, ReplicationQuotas
 from .zk_layout import NO_LEADER, BrokerRegistration, PartitionState, TopicAssignment
 
 __all__ = ["OFFSETS_TOPIC", "TRANSACTION_STATE_TOPIC", "ClusterImage", "ClusterView", "ZkTask"]
@@ -111,6 +112,8 @@ class ClusterView:
         logs: its log manager.
         replicas: its replica manager.
         wake: called with a parked request's ticket when its :class:`ZkTask` is done.
+        replication_window_num, replication_window_size_ms: the replication
+            throttles' samples (:mod:`.replication_quotas`).
     """
 
     def __init__(
@@ -121,6 +124,8 @@ class ClusterView:
         *,
         wake: Callable[[int], None],
         on_topic_deleted: Callable[[str], None],
+        replication_window_num: int = WINDOW_NUM,
+        replication_window_size_ms: int = WINDOW_SIZE_MS,
     ) -> None:
         self.node_id = node_id
         self.image = EMPTY_IMAGE
@@ -133,6 +138,11 @@ class ClusterView:
         self.on_task: Callable[[], None] = lambda: None
         #: Set by the driver while the ZooKeeper session is up.
         self.zookeeper_connected = False
+        #: The replication throttles (KIP-73): the topics' throttled-replicas lists
+        #: come with each image, the broker rates from the driver.
+        self.replication_quotas = ReplicationQuotas(
+            node_id, window_num=replication_window_num, window_size_ms=replication_window_size_ms
+        )
 
     # -- images ----------------------------------------------------------------------------
 
@@ -179,6 +189,7 @@ class ClusterView:
                 log.info("topic %r is gone from the cluster: deleting its logs here", info.name)
                 logs.delete_topic(info.name)
                 self._on_topic_deleted(info.name)
+        self.replication_quotas.use_topic_configs(image.configs)
         changed = self.replicas.apply(image.topics, image.states, now_ms)
         for name, hosted in dropping.items():
             for index in logs.host(name, hosted, now_ms):

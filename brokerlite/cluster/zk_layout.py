@@ -12,6 +12,9 @@ read them keep working:
 ``/brokers/topics/T``                       the replica assignment and topic id (version 3)
 ``/brokers/topics/T/partitions/P/state``    leader, leader epoch, ISR, controller epoch
 ``/config/topics/T``                        the topic's config overrides
+``/config/brokers/N``, ``.../<default>``       a broker's (every broker's) dynamic configs
+``/config/changes/config_change_N``         an entity's config changed: ``{"version":2,
+                                            "entity_path":"brokers/1"}`` (``topics/T``...)
 ``/admin/delete_topics/T``                  a topic deletion asked for, not done yet
 ``/admin/preferred_replica_election``       partitions whose leaders to elect again
 ``/latest_producer_id_block``               the last block of producer ids handed out
@@ -41,7 +44,11 @@ __all__ = [
     "BROKER_IDS",
     "BROKER_TOPICS",
     "CLUSTER_ID",
+    "CONFIG_BROKERS",
+    "CONFIG_CHANGES",
+    "CONFIG_CHANGE_PREFIX",
     "CONFIG_TOPICS",
+    "DEFAULT_BROKER",
     "CONTROLLER",
     "CONTROLLER_EPOCH",
     "PREFERRED_REPLICA_ELECTION",
@@ -50,7 +57,9 @@ __all__ = [
     "PartitionState",
     "TopicAssignment",
     "ZkDataError",
+    "broker_config_path",
     "broker_path",
+    "config_change_notification",
     "decode_broker",
     "decode_cluster_id",
     "decode_controller",
@@ -80,6 +89,11 @@ CONTROLLER_EPOCH = "/controller_epoch"
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_BROKERS = "/config/brokers"
+#: The entity name of the cluster-wide default broker (Kafka's ``<default>``).
+DEFAULT_BROKER = "<default>"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
@@ -105,6 +119,19 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+def broker_config_path(entity: str) -> str:
+    """A broker's dynamic configs: ``entity`` is its id, or :data:`DEFAULT_BROKER`."""
+    return f"{CONFIG_BROKERS}/{entity}"
+
+
+def config_change_notification(entity_path: str) -> tuple[str, bytes]:
+    """The sequential znode announcing that an entity's config changed
+    (``entity_path`` as ``topics/T``, ``brokers/1``, ``users/alice``): its path
+    prefix (ZooKeeper appends the sequence number) and content."""
+    doc = {"version": 2, "entity_path": entity_path}
+    return f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}", json.dumps(doc).encode()
 
 
 def _dumps(doc: Mapping[str, Any]) -> bytes:

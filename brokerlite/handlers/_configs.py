@@ -6,7 +6,9 @@ registry; group configs (``share.*``) with the share-group coordinator
 (:mod:`trafka.brokerlite.groups.share_groups`); client-metrics resources (KIP-714
 subscriptions) with :mod:`trafka.brokerlite.telemetry`; the broker's settings
 are static (they come from :class:`~trafka.brokerlite.config.BrokerConfig`) and
-reported read-only.
+reported read-only, except, in cluster mode, the replication throttles' rates
+(:mod:`trafka.brokerlite.cluster.replication_quotas`), dynamic configs kept in
+ZooKeeper.
 """
 
 from __future__ import annotations
@@ -16,12 +18,21 @@ import enum
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.storage.topic_configs import ConfigEntry, ConfigSource, ConfigType
 from trafka.brokerlite.telemetry import CONFIG_DEFAULTS, CONFIG_TYPES, INTERVAL_MS, split_list
+from trafka.codec.errors import ErrorCode
 
 if TYPE_CHECKING:
     from trafka.brokerlite.config import BrokerConfig
     from trafka.brokerlite.telemetry import ClientTelemetry
+
+
+class BrokerConfigRefused(BrokerError):
+    """A broker config change brokerlite refuses as Kafka's ZooKeeper-mode brokers
+    do (INVALID_REQUEST): another broker's, or of a config that is not dynamic."""
+
+    code = ErrorCode.INVALID_REQUEST
 
 
 class ResourceType(enum.IntEnum):
@@ -103,24 +114,57 @@ _BROKER_TYPES = {
 }
 
 
+def _broker_entry(
+    name: str, value: str | None, source: ConfigSource, config_type: ConfigType
+) -> ConfigEntry:
+    """A broker setting: static ones read-only, dynamic ones writable."""
+    return ConfigEntry(
+        name=name,
+        value=value,
+        is_default=source == ConfigSource.DEFAULT_CONFIG,
+        read_only=source in (ConfigSource.DEFAULT_CONFIG, ConfigSource.STATIC_BROKER_CONFIG),
+        sensitive=False,
+        source=source,
+        config_type=config_type,
+    )
+
+
 def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
     """The broker's settings as read-only config entries, sorted by name."""
-    out = []
-    for name, value, is_default in config.kafka_entries():
-        out.append(
-            ConfigEntry(
-                name=name,
-                value=value,
-                is_default=is_default,
-                read_only=True,
-                sensitive=False,
-                source=ConfigSource.DEFAULT_CONFIG
-                if is_default
-                else ConfigSource.STATIC_BROKER_CONFIG,
-                config_type=_BROKER_TYPES.get(name, ConfigType.STRING),
-            )
+    out = [
+        _broker_entry(
+            name,
+            value,
+            ConfigSource.DEFAULT_CONFIG if is_default else ConfigSource.STATIC_BROKER_CONFIG,
+            _BROKER_TYPES.get(name, ConfigType.STRING),
         )
+        for name, value, is_default in config.kafka_entries()
+    ]
     return sorted(out, key=lambda e: e.name)
+
+
+def dynamic_broker_entries(
+    own: Mapping[str, str], default: Mapping[str, str], *, default_only: bool
+) -> list[ConfigEntry]:
+    """The dynamic broker configs (the replication throttles' rates) a broker has:
+    its own value, else the ``<default>`` broker's; only the default's for the
+    default resource (``""``). Unset ones are not listed."""
+    out = []
+    for name in sorted(set(default) | (set() if default_only else set(own))):
+        if not default_only and name in own:
+            out.append(
+                _broker_entry(name, own[name], ConfigSource.DYNAMIC_BROKER_CONFIG, ConfigType.LONG)
+            )
+        else:
+            out.append(
+                _broker_entry(
+                    name,
+                    default[name],
+                    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                    ConfigType.LONG,
+                )
+            )
+    return out
 
 
 def is_broker_name(node_id: int, name: str) -> bool:

@@ -8,12 +8,14 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from trafka.brokerlite.cluster.replica_manager import check_epoch
+from trafka.brokerlite.cluster.replication_quotas import DYNAMIC_BROKER_CONFIGS, check_broker_config
+from trafka.brokerlite.cluster.zk_layout import DEFAULT_BROKER
 from trafka.brokerlite.errors import BrokerError, UnknownTopicOrPartitionError
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME, RESOURCE_OPERATIONS
 from trafka.codec.acl import AclResourceType
 from trafka.codec.errors import ErrorCode
 
-from ._configs import ResourceType
+from ._configs import BrokerConfigRefused, ResourceType, is_broker_name
 
 if TYPE_CHECKING:
     from trafka.brokerlite.cluster.view import ZkTask
@@ -218,6 +220,93 @@ def topic_config_task(
     if validate_only:
         return None
     return ZkTask("set_topic_config", {"name": name, "configs": dict(info.configs)})
+
+
+def broker_config_task(
+    ctx: RequestContext,
+    name: str,
+    changes: Mapping[str, str | None],
+    *,
+    replace: bool,
+    validate_only: bool,
+) -> ZkTask | None:
+    """Cluster mode: check a change of broker ``name``'s dynamic configs (``""``:
+    the cluster's default broker) and return the task that writes it to
+    ZooKeeper (``/config/brokers/<id>`` or ``<default>``); None for
+    ``validate_only``. ``replace``: the configs given become the entity's whole
+    set (AlterConfigs); otherwise each is set, or deleted where None.
+
+    Raises:
+        BrokerConfigRefused: not in cluster mode (where only deleting the
+            dynamic configs is taken, as a no-op), another broker's id (Kafka's
+            ZooKeeper-mode brokers change only their own), or a config that is
+            not dynamic here.
+        InvalidConfigError: a value that is not a rate.
+    """
+    from trafka.brokerlite.cluster.view import ZkTask
+
+    if ctx.cluster is None:
+        if (
+            is_broker_name(ctx.node_id, name)
+            and changes
+            and all(k in DYNAMIC_BROKER_CONFIGS and v is None for k, v in changes.items())
+        ):
+            # Deleting what cannot be set is done (as deleting an unset config is
+            # in Kafka): kafka-reassign-partitions --verify clears the throttles
+            # of every broker it knows, set or not.
+            return None
+        raise BrokerConfigRefused(
+            "only topic, group and client-metrics configs can be altered (brokerlite's broker "
+            "configs are static; its dynamic ones, the replication throttles, need cluster mode)"
+        )
+    if name and name != str(ctx.node_id):
+        raise BrokerConfigRefused(
+            f"Unexpected broker id, expected {ctx.node_id}, but received {name}"
+        )
+    static = sorted(k for k in changes if k not in DYNAMIC_BROKER_CONFIGS)
+    if static:
+        raise BrokerConfigRefused(
+            f"Cannot update these configs dynamically: {', '.join(static)} (brokerlite's "
+            f"dynamic broker configs are {', '.join(DYNAMIC_BROKER_CONFIGS)})"
+        )
+    checked = {k: None if v is None else check_broker_config(k, v) for k, v in changes.items()}
+    if validate_only:
+        return None
+    entity = name or DEFAULT_BROKER
+    return ZkTask("broker_config", {"entity": entity, "changes": checked, "replace": replace})
+
+
+def alter_resource_configs(
+    ctx: RequestContext,
+    resource_type: int,
+    name: str,
+    changes: Mapping[str, str | None],
+    *,
+    incremental: bool,
+    validate_only: bool,
+) -> ZkTask | None:
+    """Change a topic's, a group's or a broker's configs (AlterConfigs when not
+    ``incremental``: ``changes`` become the whole set): at once, or, for what
+    cluster mode keeps in ZooKeeper, the task that writes it (None otherwise).
+
+    Raises:
+        BrokerError: the change is refused (nothing changed).
+    """
+    if resource_type == ResourceType.BROKER:
+        return broker_config_task(
+            ctx, name, changes, replace=not incremental, validate_only=validate_only
+        )
+    if resource_type == ResourceType.GROUP:
+        ctx.share_groups.alter_configs(
+            name, changes, incremental=incremental, validate_only=validate_only
+        )
+        return None
+    if ctx.cluster is not None:
+        return topic_config_task(
+            ctx, name, changes, incremental=incremental, validate_only=validate_only
+        )
+    ctx.logs.alter_configs(name, changes, incremental=incremental, validate_only=validate_only)
+    return None
 
 
 def park_results_on_tasks(

@@ -47,7 +47,11 @@ Rules (Kafka's, for a consumer fetching from the leader):
   moves, not when the leader appends. A follower's long poll is the other way
   round (Kafka's delayed fetch, ``replica.fetch.min.bytes``): it wakes when
   records are appended, or the partition's leadership or log changes, not when
-  the high watermark moves.
+  the high watermark moves. The leader's replication throttle
+  (KIP-73, :mod:`..cluster.replication_quotas`) counts what a follower's answer
+  carries of throttled partitions, and gives an out-of-sync follower no
+  records of them while the quota is exceeded (their new bytes do not end its
+  long poll either).
 * Long poll: when no partition has an error and fewer than ``min_bytes`` are
   available, the request is parked until enough bytes have been appended to
   its partitions (all of its session's, for an incremental fetch), a
@@ -460,7 +464,9 @@ def read_partitions(
             # leader whose high watermark has not caught up yet) is an empty answer.
             if not start <= want.fetch_offset <= log.log_end_offset:
                 result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-            elif want.fetch_offset < end:
+            elif want.fetch_offset < end and not (
+                replica_id >= 0 and _held_back(where, name, want.partition, replica_id)
+            ):
                 limit = min(want.max_bytes, max(budget, 0))
                 if limit > 0 or first:
                     read = log.read(
@@ -479,6 +485,16 @@ def read_partitions(
                 result.current_leader = _leader_of(where, name, want.partition)
         results.append(result)
     return results
+
+
+def _held_back(where: Partitions, topic: str, partition: int, replica_id: int) -> bool:
+    """Whether a follower's fetch of a partition gets no records: the leader's
+    replication throttle holds it back (:mod:`..cluster.replication_quotas`)."""
+    cluster = where.cluster
+    assert cluster is not None
+    return cluster.replication_quotas.leader.holds_back(
+        topic, partition, in_sync=cluster.replicas.in_isr(topic, partition, replica_id)
+    )
 
 
 def _leader_of(
@@ -572,6 +588,8 @@ class _Fetch:
     def answer(self, results: list[PartitionResult], now_ms: int) -> FetchPlan:
         """The answer from ``results``, as the context decides (see the module rules)."""
         context = self.context
+        if self.replica_id >= 0:
+            self._count_replication(results)
         pairs = zip(self.wants, results, strict=True)
         if isinstance(context, SessionlessContext):
             return FetchPlan(ErrorCode.NONE, INVALID_SESSION_ID, _topics(self.version, pairs))
@@ -627,6 +645,20 @@ class _Fetch:
             ErrorCode.NONE, session.id, _topics(self.version, kept), on_throttle=untell
         )
 
+    def _count_replication(self, results: list[PartitionResult]) -> None:
+        """A follower's answer: what it carries of throttled partitions counts
+        against the leader's replication quota, in sync or not (KIP-73)."""
+        cluster = self.where.cluster
+        assert cluster is not None
+        quota = cluster.replication_quotas.leader
+        quota.record(
+            sum(
+                r.size
+                for want, r in zip(self.wants, results, strict=True)
+                if want.topic is not None and quota.is_throttled(want.topic, want.partition)
+            )
+        )
+
 
 class _FetchWaiter:
     """A parked Fetch: waits for ``needed`` more bytes on its partitions."""
@@ -651,9 +683,17 @@ class _FetchWaiter:
             # A consumer of a replicated partition sees records once the high
             # watermark passes them, not when the leader appends them.
             return False
-        if self._records_only and nbytes == HIGH_WATERMARK_WAKES:
-            # A follower waits for records (see HIGH_WATERMARK_WAKES).
-            return False
+        if self._records_only:
+            if nbytes == HIGH_WATERMARK_WAKES:
+                # A follower waits for records (see HIGH_WATERMARK_WAKES).
+                return False
+            fetch = self._fetch
+            if nbytes != PARTITION_CHANGED_WAKES and _held_back(
+                fetch.where, topic, partition, fetch.replica_id
+            ):
+                # Bytes the throttle would not send do not complete a follower's
+                # fetch (Kafka's DelayedFetch skips them too).
+                return False
         self._needed -= nbytes
         return self._needed <= 0
 

@@ -5,7 +5,10 @@
   Synonyms (when asked for) list the topic override, then the broker setting
   that supplies the default. Types are reported from v3; documentation is null.
 * The broker (resource name ``""`` or the node id): its settings under their
-  Kafka names, read-only (brokerlite has no dynamic broker configs).
+  Kafka names, read-only; in cluster mode also the dynamic ones that are set,
+  the replication throttles' rates (KIP-73), writable, with source
+  DYNAMIC_BROKER_CONFIG (this broker's) or DYNAMIC_DEFAULT_BROKER_CONFIG
+  (``<default>``'s; the only ones listed for ``""``).
 * Groups (resource type 32, any group name, whether the group exists or not):
   the ``share.*`` group configs, each the group's override (source
   GROUP_CONFIG, 8) or the broker's ``group.share.*`` default; synonyms list the
@@ -43,6 +46,7 @@ from ._configs import (
     ResourceType,
     broker_entries,
     client_metrics_entries,
+    dynamic_broker_entries,
     is_broker_name,
 )
 from ._util import code_of, config_authorization_error, message_of
@@ -194,6 +198,15 @@ def _described(
             entries = ctx.logs.describe_configs(name)
         elif kind == ResourceType.BROKER and is_broker_name(ctx.node_id, name):
             entries = list(broker_values.values())
+            if ctx.cluster is not None:
+                quotas = ctx.cluster.replication_quotas
+                entries = sorted(
+                    entries
+                    + dynamic_broker_entries(
+                        quotas.own_configs, quotas.default_configs, default_only=not name
+                    ),
+                    key=lambda e: e.name,
+                )
         else:
             return failed(
                 ErrorCode.INVALID_REQUEST,
@@ -260,5 +273,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses="config logs share_groups authorizer telemetry",
+    uses="config logs cluster share_groups authorizer telemetry",
 )

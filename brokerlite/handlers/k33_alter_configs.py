@@ -12,6 +12,10 @@ Kafka's controller takes them here: the configs given become the resource's
 whole set (none deletes it), validated as IncrementalAlterConfigs validates
 them.
 
+Brokers (cluster mode): the replication throttles' rates, as in
+IncrementalAlterConfigs; the configs given become the broker's (or
+``<default>``'s) whole set of dynamic configs.
+
 Authorization (after the duplicate check): ALTER_CONFIGS on the topic for a
 topic, on the group for a group, on the cluster for the broker; otherwise that
 resource gets TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED and is unchanged.
@@ -38,11 +42,11 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._configs import ResourceType
 from ._util import (
+    alter_resource_configs,
     code_of,
     config_authorization_error,
     message_of,
     park_results_on_tasks,
-    topic_config_task,
 )
 
 API_KEY = 33
@@ -75,12 +79,10 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
             ResourceType.TOPIC,
             ResourceType.GROUP,
             ResourceType.CLIENT_METRICS,
+            ResourceType.BROKER,
         ):
             code = ErrorCode.INVALID_REQUEST
-            message = (
-                "only topic, group and client-metrics configs can be altered "
-                "(brokerlite's broker configs are static)"
-            )
+            message = "only topic, group, broker and client-metrics configs can be altered"
         elif any(k > 1 for k in names.values()):
             code, message = ErrorCode.INVALID_REQUEST, "a config is named twice"
         elif any(c.value is None for c in resource.configs):
@@ -92,16 +94,10 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
                     ctx.telemetry.replace(
                         resource.resource_name, changes, validate_only=request.validate_only
                     )
-                elif resource.resource_type == ResourceType.GROUP:
-                    ctx.share_groups.alter_configs(
-                        resource.resource_name,
-                        changes,
-                        incremental=False,
-                        validate_only=request.validate_only,
-                    )
-                elif ctx.cluster is not None:
-                    task = topic_config_task(
+                else:
+                    task = alter_resource_configs(
                         ctx,
+                        resource.resource_type,
                         resource.resource_name,
                         changes,
                         incremental=False,
@@ -109,13 +105,6 @@ def handle(ctx: RequestContext, request: m.AlterConfigsRequest) -> m.AlterConfig
                     )
                     if task is not None:
                         tasks[len(results)] = task
-                else:
-                    ctx.logs.alter_configs(
-                        resource.resource_name,
-                        changes,
-                        incremental=False,
-                        validate_only=request.validate_only,
-                    )
             except BrokerError as exc:
                 code, message = code_of(exc), message_of(exc)
             else:

@@ -7,8 +7,16 @@ anything changes; ``validate_only`` changes nothing. A resource named twice,
 or a config named twice in one resource, is INVALID_REQUEST. Groups (resource
 type 32) take the ``share.*`` group configs (none is a list), validated as
 Kafka validates them: INVALID_CONFIG for an unknown name, a bad value or one
-outside the broker's ``group.share.min.*``/``max.*`` bounds. Broker configs
-are static in brokerlite: altering them is INVALID_REQUEST.
+outside the broker's ``group.share.min.*``/``max.*`` bounds.
+
+Brokers (resource type 4; cluster mode only: a single node takes only DELETE
+of them, which changes nothing, and refuses the rest with INVALID_REQUEST): the
+replication throttles' rates, ``leader.replication.throttled.rate`` and
+``follower.replication.throttled.rate`` (KIP-73), SET or DELETE, for this
+broker (its id) or every broker (``""``, Kafka's ``<default>``), as a
+ZooKeeper-mode Kafka takes them: another broker's id, or any other broker
+config (brokerlite's others are static), is INVALID_REQUEST; a value that is
+not a whole number from 0 to 2^63-1, or APPEND/SUBTRACT, INVALID_CONFIG.
 
 Client metrics (resource type 16, KIP-714 subscriptions): ``metrics``,
 ``interval.ms`` and ``match``, authorized on the cluster. The set a change
@@ -26,7 +34,9 @@ CLUSTER_AUTHORIZATION_FAILED and is unchanged.
 
 Cluster mode: a topic's change is checked here and written to ZooKeeper
 (``/config/topics/T``), whence every broker applies it; the answer comes once
-this broker's reading of ZooKeeper shows it.
+this broker's reading of ZooKeeper shows it. A broker's change is written to
+``/config/brokers/<id>`` (``<default>``) with a ``/config/changes``
+notification, and answered once this broker has applied it.
 """
 
 from __future__ import annotations
@@ -45,11 +55,11 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._configs import ResourceType, client_metrics_changes
 from ._util import (
+    alter_resource_configs,
     code_of,
     config_authorization_error,
     message_of,
     park_results_on_tasks,
-    topic_config_task,
 )
 
 API_KEY = 44
@@ -76,8 +86,8 @@ def _changes(
     repeated = [n for n, k in names.items() if k > 1]
     if repeated:
         raise _Refused(ErrorCode.INVALID_REQUEST, f"configs named twice: {', '.join(repeated)}")
-    if resource.resource_type == ResourceType.GROUP:
-        return _group_changes(resource)
+    if resource.resource_type in (ResourceType.GROUP, ResourceType.BROKER):
+        return _plain_changes(resource)
     current = {e.name: e for e in ctx.logs.describe_configs(resource.resource_name)}
     changes: dict[str, str | None] = {}
     for c in resource.configs:
@@ -107,9 +117,10 @@ def _changes(
     return changes
 
 
-def _group_changes(
+def _plain_changes(
     resource: m.IncrementalAlterConfigsRequest.AlterConfigsResource,
 ) -> dict[str, str | None]:
+    """The changes of a resource whose configs are not lists (a group's, a broker's)."""
     changes: dict[str, str | None] = {}
     for c in resource.configs:
         op = c.config_operation
@@ -182,37 +193,26 @@ def handle(
                     )
                 )
                 continue
-            if resource.resource_type not in (ResourceType.TOPIC, ResourceType.GROUP):
+            if resource.resource_type not in (
+                ResourceType.TOPIC,
+                ResourceType.GROUP,
+                ResourceType.BROKER,
+            ):
                 raise _Refused(
                     ErrorCode.INVALID_REQUEST,
-                    "only topic, group and client-metrics configs can be altered "
-                    "(brokerlite's broker configs are static)",
+                    "only topic, group, broker and client-metrics configs can be altered",
                 )
             changes = _changes(ctx, resource)
-            if resource.resource_type == ResourceType.GROUP:
-                ctx.share_groups.alter_configs(
-                    resource.resource_name,
-                    changes,
-                    incremental=True,
-                    validate_only=request.validate_only,
-                )
-            elif ctx.cluster is not None:
-                task = topic_config_task(
-                    ctx,
-                    resource.resource_name,
-                    changes,
-                    incremental=True,
-                    validate_only=request.validate_only,
-                )
-                if task is not None:
-                    tasks[len(results)] = task
-            else:
-                ctx.logs.alter_configs(
-                    resource.resource_name,
-                    changes,
-                    incremental=True,
-                    validate_only=request.validate_only,
-                )
+            task = alter_resource_configs(
+                ctx,
+                resource.resource_type,
+                resource.resource_name,
+                changes,
+                incremental=True,
+                validate_only=request.validate_only,
+            )
+            if task is not None:
+                tasks[len(results)] = task
             if not request.validate_only and resource.resource_type == ResourceType.TOPIC:
                 log.info("topic %r configs changed: %s", resource.resource_name, changes)
         except _Refused as exc:

@@ -36,14 +36,13 @@ Rules:
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 
-from trafka.brokerlite.cluster.zk_layout import ZkDataError
+from trafka.brokerlite.cluster.zk_layout import ZkDataError, config_change_notification
 
 from ..quotas import CLIENT_ID, CLIENT_KEYS, IP, IP_KEYS, USER, Entity
-from .zk_scram import CONFIG_CHANGE_PREFIX, CONFIG_CHANGES, desanitize, sanitize
+from .zk_scram import desanitize, sanitize
 
 __all__ = [
     "CONFIG_CLIENTS",
@@ -91,8 +90,7 @@ def entity_znode(entity: Entity) -> str:
 def quota_change_notification(entity: Entity) -> tuple[str, bytes]:
     """The sequential znode announcing a change of ``entity``'s quotas: its path
     prefix (ZooKeeper appends the sequence number) and content."""
-    doc = {"version": 2, "entity_path": entity_path(entity)}
-    return f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}", json.dumps(doc).encode()
+    return config_change_notification(entity_path(entity))
 
 
 def _keys(entity: Entity) -> dict[str, bool]:

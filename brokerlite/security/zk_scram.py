@@ -33,7 +33,13 @@ import json
 from collections.abc import Mapping
 from urllib.parse import quote, unquote
 
-from trafka.brokerlite.cluster.zk_layout import ZkDataError
+from trafka.brokerlite.cluster.zk_layout import (
+    CONFIG_CHANGES,
+    ZkDataError,
+)
+from trafka.brokerlite.cluster.zk_layout import (
+    config_change_notification as _entity_change,
+)
 from trafka.codec.sasl import SCRAM_MECHANISM_TYPES, ScramCredential
 
 __all__ = [
@@ -50,8 +56,6 @@ __all__ = [
 ]
 
 CONFIG_USERS = "/config/users"
-CONFIG_CHANGES = "/config/changes"
-CONFIG_CHANGE_PREFIX = "config_change_"
 
 
 def sanitize(name: str) -> str:
@@ -71,8 +75,7 @@ def user_config_path(user: str) -> str:
 def config_change_notification(user: str) -> tuple[str, bytes]:
     """The sequential znode announcing a change of ``user``'s config: its path
     prefix (ZooKeeper appends the sequence number) and content."""
-    doc = {"version": 2, "entity_path": f"users/{sanitize(user)}"}
-    return f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}", json.dumps(doc).encode()
+    return _entity_change(f"users/{sanitize(user)}")
 
 
 def decode_user_config(path: str, data: bytes) -> dict[str, str]:

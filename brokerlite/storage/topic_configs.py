@@ -32,6 +32,10 @@ from .segment import (
 )
 
 __all__ = [
+    "ALL_REPLICAS",
+    "FOLLOWER_THROTTLED_REPLICAS",
+    "LEADER_THROTTLED_REPLICAS",
+    "THROTTLED_REPLICAS_CONFIGS",
     "TOPIC_CONFIGS",
     "ConfigDef",
     "ConfigEntry",
@@ -41,6 +45,7 @@ __all__ = [
     "effective_config",
     "field_text",
     "normalise_configs",
+    "throttled_replicas",
 ]
 
 _LONG_MAX = 2**63 - 1
@@ -182,6 +187,14 @@ class ConfigDef:
 _I = ConfigType.INT
 _L = ConfigType.LONG
 
+#: The replicas whose replication traffic is throttled (KIP-73), on the leader's
+#: side and on the follower's: ``partition:broker`` pairs, or ``*`` for all.
+LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
+THROTTLED_REPLICAS_CONFIGS = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
+#: What :func:`throttled_replicas` returns for ``*``: every replica of the topic.
+ALL_REPLICAS = "*"
+
 # Topic configs brokerlite implements (with a LogConfig field) and the other Kafka
 # topic configs, which it accepts and reports but which change nothing on a single
 # node without replication or tiered storage. Rejecting those would break tools
@@ -209,8 +222,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "compression.zstd.level": ConfigDef(_I, default="3", low=-131072, high=22),
     "delete.retention.ms": ConfigDef(_L, "delete_retention_ms", low=0),
     "file.delete.delay.ms": ConfigDef(_L, default="60000", low=0),
-    "follower.replication.throttled.replicas": ConfigDef(ConfigType.LIST, default=""),
-    "leader.replication.throttled.replicas": ConfigDef(ConfigType.LIST, default=""),
+    FOLLOWER_THROTTLED_REPLICAS: ConfigDef(ConfigType.LIST, default=""),
+    LEADER_THROTTLED_REPLICAS: ConfigDef(ConfigType.LIST, default=""),
     "local.retention.bytes": ConfigDef(_L, default="-2", low=-2),
     "local.retention.ms": ConfigDef(_L, default="-2", low=-2),
     "max.compaction.lag.ms": ConfigDef(_L, "max_compaction_lag_ms", low=1),
@@ -275,6 +288,11 @@ def _parse_config(name: str, value: str) -> str:
         if text.lower() not in ("true", "false"):
             raise InvalidConfigError(f"{name}: {value!r} is not true or false")
         return text.lower()
+    elif name in THROTTLED_REPLICAS_CONFIGS:
+        replicas = throttled_replicas(name, text)
+        if replicas == ALL_REPLICAS:
+            return ALL_REPLICAS
+        return ",".join(item.strip() for item in text.split(",") if item.strip())
     elif kind == ConfigType.LIST:
         items = [item.strip() for item in text.split(",") if item.strip()]
         if spec.choices:
@@ -294,6 +312,40 @@ def _parse_config(name: str, value: str) -> str:
     if spec.high is not None and number > spec.high:
         raise InvalidConfigError(f"{name}: {value!r} is above the maximum {spec.high:g}")
     return text
+
+
+def throttled_replicas(name: str, value: str) -> frozenset[tuple[int, int]] | str:
+    """The replicas a ``*.replication.throttled.replicas`` value lists, as
+    (partition, broker) pairs, or :data:`ALL_REPLICAS` for ``*``.
+
+    Kafka's rule (``ThrottledReplicaListValidator``): the comma-separated items,
+    each trimmed, are all ``partition:broker`` (digits; an empty item is allowed),
+    or together they are the literal ``*``.
+
+    Raises:
+        InvalidConfigError: any other value, or a number that is not an int32.
+    """
+    items = [item.strip() for item in value.split(",")]
+    if "".join(items) == ALL_REPLICAS:
+        return ALL_REPLICAS
+    pairs: set[tuple[int, int]] = set()
+    for item in items:
+        if not item:
+            continue
+        partition, sep, broker = item.partition(":")
+        if not (sep and _decimal(partition) and _decimal(broker)):
+            raise InvalidConfigError(
+                f"{name}: {value!r} must be the literal '*' or a list of replicas in the "
+                "form [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+            )
+        if int(partition) > INT32_MAX or int(broker) > INT32_MAX:
+            raise InvalidConfigError(f"{name}: {item!r} names a partition or broker out of range")
+        pairs.add((int(partition), int(broker)))
+    return frozenset(pairs)
+
+
+def _decimal(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 def normalise_configs(configs: Mapping[str, str | None]) -> dict[str, str | None]:

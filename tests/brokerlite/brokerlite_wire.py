@@ -8,6 +8,7 @@ from typing import Any
 from trafka.codec.messages import k00_produce as produce
 from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k19_create_topics as create_topics
+from trafka.codec.messages import k44_incremental_alter_configs as incremental
 from trafka.codec.records import decode_batch, encode_batch, iter_batches
 
 
@@ -27,6 +28,21 @@ def create(core: Any, name: str, partitions: int = 1, **configs: str) -> None:
     )
     result = core.call(19, 7, body).topics[0]
     assert result.error_code == 0, result
+
+
+def broker_config_request(broker: str, name: str, op: int, value: str | None) -> Any:
+    """IncrementalAlterConfigs of one config (``op`` 0 SET, 1 DELETE) of broker
+    resource ``broker`` (its id, or ``""`` for the cluster-wide default)."""
+    req = incremental.IncrementalAlterConfigsRequest
+    return req(
+        resources=[
+            req.AlterConfigsResource(
+                resource_type=4,
+                resource_name=broker,
+                configs=[req.AlterableConfig(name=name, config_operation=op, value=value)],
+            )
+        ]
+    )
 
 
 def batch(

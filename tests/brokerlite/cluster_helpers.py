@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import json
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
@@ -80,6 +81,14 @@ def wait_for(what: str, probe: Callable[[], _T | None], timeout: float) -> _T:
 
 
 # -- records ------------------------------------------------------------------------------------
+
+
+def change_notifications(client: Any) -> list[Any]:
+    """The documents of ``/config/changes``, in order, through a started kazoo client."""
+    return [
+        json.loads(client.get(f"/config/changes/{c}")[0])
+        for c in sorted(client.get_children("/config/changes"))
+    ]
 
 
 def records(start: int, count: int) -> list[tuple[bytes, bytes]]:

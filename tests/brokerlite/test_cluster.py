@@ -697,6 +697,11 @@ def test_a_broker_keeps_logs_only_for_the_partitions_it_replicates(zk: str) -> N
     run(test)
 
 
+def current_of(assignment: dict[str, Any]) -> dict[int, list[int]]:
+    """partition -> replicas, of a reassignment JSON document."""
+    return {p["partition"]: p["replicas"] for p in assignment["partitions"]}
+
+
 def test_cli_reassign_generate_execute_verify_and_elect_leaders(zk: str, tmp_path: Path) -> None:
     from click.testing import CliRunner
 
@@ -744,12 +749,34 @@ def test_cli_reassign_generate_execute_verify_and_elect_leaders(zk: str, tmp_pat
             plan_file = tmp_path / "plan.json"
             plan_file.write_text(json.dumps(plan))
             executed = await trio.to_thread.run_sync(
-                trafka, "reassign", "execute", "-b", bs, "--reassignment-json-file", str(plan_file)
+                trafka,
+                "reassign",
+                "execute",
+                "-b",
+                bs,
+                "--reassignment-json-file",
+                str(plan_file),
+                "--throttle",
+                "50000000",
             )
             assert executed.exit_code == 0, executed.output
             assert "Successfully started partition reassignments for cli-moves-0,cli-moves-1" in (
                 executed.output
             )
+            # --throttle set the topic's lists (from the one replica each partition
+            # had, to the two it gains) and the rates of the brokers of the moves.
+            assert "The inter-broker throttle limit was set to 50000000 B/s" in executed.output
+            configs = cluster.node(1).broker.cluster.image.configs["cli-moves"]
+            owners = {p: r[0] for p, r in current_of(current).items()}
+            assert configs["leader.replication.throttled.replicas"] == ",".join(
+                f"{p}:{owners[p]}" for p in (0, 1)
+            )
+            assert configs["follower.replication.throttled.replicas"] == ",".join(
+                sorted(f"{p}:{b}" for p in (0, 1) for b in (1, 2, 3) if b != owners[p])
+            )
+            for n in cluster.node_ids:
+                quotas = cluster.node(n).broker.cluster.replication_quotas
+                assert quotas.leader.bound == quotas.follower.bound == 50_000_000
             await until(lambda: all_in_sync(cluster, "cli-moves", 3), "the new replicas join")
 
             async def verified() -> bool:
@@ -762,11 +789,25 @@ def test_cli_reassign_generate_execute_verify_and_elect_leaders(zk: str, tmp_pat
                     "--reassignment-json-file",
                     str(plan_file),
                 )
-                return bool(out.exit_code == 0) and "cli-moves-1 is completed." in out.output
+                done = bool(out.exit_code == 0) and "cli-moves-1 is completed." in out.output
+                if done:
+                    assert "Clearing broker-level throttles on brokers 1,2,3" in out.output
+                    assert "Clearing topic-level throttles on topic cli-moves" in out.output
+                return done
 
             with trio.fail_after(30):
                 while not await verified():
                     await trio.sleep(0.2)
+            # --verify lifted the throttle everywhere.
+            await until(
+                lambda: all(
+                    cluster.node(n).broker.cluster.replication_quotas.leader.bound is None
+                    and "leader.replication.throttled.replicas"
+                    not in cluster.node(n).broker.cluster.image.configs["cli-moves"]
+                    for n in cluster.node_ids
+                ),
+                "the throttle lifted on every broker",
+            )
             elected = await trio.to_thread.run_sync(
                 trafka, "elect-leaders", "-b", bs, "--all-topic-partitions"
             )

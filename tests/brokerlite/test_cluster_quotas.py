@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import trio
 from brokerlite_wire import produce_request
-from cluster_helpers import run, until
+from cluster_helpers import change_notifications, run, until
 from kafka import KafkaAdminClient
 from kafka.admin import ScramMechanism, UserScramCredentialUpsertion
 from kazoo.client import KazooClient
@@ -117,11 +117,7 @@ def read_znodes(zk: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 if kind == "users" and client.exists(f"{path}/clients"):
                     for c in client.get_children(f"{path}/clients"):
                         docs[f"{path}/clients/{c}"] = document(client, f"{path}/clients/{c}")
-        notes = [
-            json.loads(client.get(f"/config/changes/{c}")[0])
-            for c in sorted(client.get_children("/config/changes"))
-        ]
-        return docs, notes
+        return docs, change_notifications(client)
     finally:
         client.stop()
         client.close()

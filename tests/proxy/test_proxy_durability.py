@@ -56,8 +56,11 @@ class PacedProducer:
     """librdkafka's idempotent producer writing RECORDS keyed records (CRC32
     partitioner: most of them move) at a steady pace, on a thread of its own."""
 
-    def __init__(self, servers: str, pause: float, limit: int | None = None) -> None:
+    def __init__(
+        self, servers: str, pause: float, limit: int | None = None, topic: str = TOPIC
+    ) -> None:
         self.servers = servers
+        self.topic = topic
         self.pause = pause
         self.sent = 0
         self.failures: list[Any] = []
@@ -87,7 +90,7 @@ class PacedProducer:
                     producer.poll(0.05)
                 self.held = False
                 producer.produce(
-                    TOPIC,
+                    self.topic,
                     value=b"r-%d" % i,
                     key=b"key-%d" % (i % KEYS),
                     on_delivery=self._delivered,
@@ -162,10 +165,13 @@ def _kill_holding_batches(
             broker.send_signal(signal.SIGCONT)
 
 
-def check_exactly_once(servers: str, reports: list[Report]) -> Counter[bytes]:
+def check_exactly_once(
+    servers: str, reports: list[Report], topic: str = TOPIC, **settings: Any
+) -> Counter[bytes]:
     """Every record in the topic, on its murmur2 partition; no delivery report
-    naming a place where its record is not (issue #51); the count of each."""
-    records = placement(servers, TOPIC, PARTITIONS)
+    naming a place where its record is not (issue #51); the count of each
+    (read with the consumer ``settings``)."""
+    records = placement(servers, topic, PARTITIONS, **settings)
     assert len(reports) == RECORDS
     problem = misreported(records, reports)
     assert problem is None, problem

@@ -964,6 +964,23 @@ def _group_and_cluster_cases() -> st.SearchStrategy[Case]:
             ),
         ),
         st.builds(
+            _case("changes", "alter_broker_configs", BAD),
+            st.one_of(
+                st.integers(),
+                st.text(max_size=3),
+                st.builds(
+                    lambda b: {b: {}},
+                    st.one_of(
+                        st.text(max_size=3),
+                        st.booleans(),
+                        st.floats(allow_nan=False),
+                        st.integers(max_value=-1),
+                    ),
+                ),
+                st.builds(lambda v: {1: {"k": v}}, NOT_STR),
+            ),
+        ),
+        st.builds(
             _case("names", "describe_client_metrics_configs", BAD),
             st.one_of(
                 st.text(min_size=1, max_size=3), st.integers(), st.builds(lambda b: [b], NOT_STR)

@@ -44,9 +44,10 @@ replica fetchers) and stops; its duties are mixins over the parts declared in
 ``base.py``, because they share one ZooKeeper session and one view:
 ``reading.py`` (one reading of the cluster), ``controller_duties.py`` (the
 controller's writes), ``topic_tasks.py`` (the topic changes requests ask
-for), ``acl_sync.py``, ``scram_sync.py``, ``quota_sync.py`` and ``token_sync.py``
-(the ACLs, SCRAM credentials, client quotas and delegation tokens, kept in
-ZooKeeper and followed by every broker; their change notifications purged after
+for), ``acl_sync.py``, ``scram_sync.py``, ``quota_sync.py``, ``token_sync.py``
+and ``broker_config_sync.py`` (the ACLs, SCRAM credentials, client quotas,
+delegation tokens and dynamic broker configs, kept in ZooKeeper and followed
+by every broker; their change notifications purged after
 15 minutes, as Kafka's). kazoo is reached from this package alone.
 """
 
@@ -265,10 +266,12 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         self._notify()
 
     async def _load_configs(self) -> None:
-        """Apply the users', clients' and ips' configs ZooKeeper holds: SCRAM
-        credentials (scram_sync.py) and client quotas (quota_sync.py)."""
+        """Apply the users', clients', ips' and brokers' configs ZooKeeper holds:
+        SCRAM credentials (scram_sync.py), client quotas (quota_sync.py) and the
+        replication throttles' rates (broker_config_sync.py)."""
         await self._load_scram()
         await self._load_quotas()
+        await self._load_broker_configs()
         await self._purge_notifications(CONFIG_CHANGES)
 
     def _want_producer_ids(self) -> None:

@@ -41,6 +41,7 @@ from ..zk_layout import (
     PREFERRED_REPLICA_ELECTION,
     PRODUCER_ID_BLOCK,
     TopicAssignment,
+    config_change_notification,
     decode_producer_id_block,
     decode_topic,
     encode_election,
@@ -51,6 +52,7 @@ from ..zk_layout import (
     topic_path,
 )
 from .acl_sync import AclSync
+from .broker_config_sync import BrokerConfigSync
 from .quota_sync import QuotaSync
 from .scram_sync import ScramSync
 from .token_sync import TokenSync
@@ -63,7 +65,7 @@ log = logging.getLogger("trafka.brokerlite.cluster")
 _PRODUCER_ID_BLOCK_SIZE = 1000
 
 
-class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync):
+class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync):
     """Topic changes asked by requests (a mixin of :class:`ClusterDriver`)."""
 
     async def _task_runner(self) -> None:
@@ -127,6 +129,14 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync):
             elif task.kind == "quotas":
                 await trio.to_thread.run_sync(self._write_quotas, task.args["changes"])
                 await self._load_quotas()
+            elif task.kind == "broker_config":
+                await trio.to_thread.run_sync(
+                    self._write_broker_config,
+                    task.args["entity"],
+                    task.args["changes"],
+                    task.args["replace"],
+                )
+                await self._load_broker_configs()
             elif task.kind == "tokens":
                 await self._write_then_load_tokens(task.args["writes"])
             elif task.kind == "producer_ids":
@@ -309,6 +319,10 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync):
             self.zk.set(topic_config_path(name), data)
         except NoNodeError:
             self.zk.create(topic_config_path(name), data, makepath=True)
+        # As Kafka's AdminZkClient: brokers here follow the znode itself, but
+        # Kafka's tooling and brokers look for the notification.
+        prefix, content = config_change_notification(f"topics/{name}")
+        self.zk.create(prefix, content, sequence=True, makepath=True)
         log.info("topic %r configs now %s", name, configs)
 
     def _mark_deleted(self, name: str) -> None:
