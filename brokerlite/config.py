@@ -18,10 +18,12 @@ Rules:
   scheme of ``listeners`` (``SASL_SSL://host:port``; a listener name is looked
   up in ``listener.security.protocol.map`` given alongside). Given both ways,
   they must agree.
-* Security settings fail closed: a SASL protocol without users, an SSL protocol
-  without a certificate, or TLS or SASL material on a listener that would not use
-  it is an error, never a silently open listener.
-* Secrets (``sasl_users``, ``ssl_key_password``, ``delegation_token_secret_key``) never appear in ``repr`` or in
+* Security settings fail closed (:mod:`.config_security` checks them): a SASL
+  protocol without users, an SSL protocol without a certificate, TLS or SASL
+  material on a listener that would not use it, or a cluster member of a SASL
+  listener without its own login is an error, never a silently open listener.
+* Secrets (``sasl_users``, ``ssl_key_password``, ``delegation_token_secret_key``,
+  ``inter_broker_sasl_password``) never appear in ``repr`` or in
   :meth:`BrokerConfig.kafka_entries`.
 """
 
@@ -48,16 +50,24 @@ from .config_keys import (
     UNIT_VARIANTS,
     UNSUPPORTED_KAFKA_KEYS,
     ConfigError,
+    JaasLogin,
     check_user,
     first_listener,
+    jaas_key,
     kafka_name,
     listener_name_of,
-    parse_names,
+    parse_jaas,
     parse_properties,
     parse_protocol_map,
-    parse_users,
     read_users_file,
     split_host_port,
+)
+from .config_security import (
+    SASL_MECHANISMS,
+    SSL_CLIENT_AUTH,
+    check_inter_broker,
+    check_security,
+    listener_names,
 )
 
 __all__ = [
@@ -77,12 +87,6 @@ log = logging.getLogger("trafka.brokerlite.config")
 
 #: The releases whose request version ranges brokerlite can serve (``protocol_version``).
 PROTOCOL_VERSIONS = ("3.9", "4.0")
-
-SSL_CLIENT_AUTH = ("none", "requested", "required")
-# The SASL mechanisms brokerlite serves (trafka.codec.sasl implements them).
-_SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-# Served on request only: unsecured tokens authenticate whoever makes one.
-_OPT_IN_MECHANISMS = ("OAUTHBEARER",)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -290,6 +294,26 @@ class BrokerConfig:
             leadership over (it deregisters and waits for the controller's
             elections), so that clients are moved, not cut off.
         controlled_shutdown_timeout_ms: how long it waits for that at most.
+        security_inter_broker_protocol: Kafka's ``security.inter.broker.protocol``.
+            brokerlite has one listener and brokers reach each other on it, so
+            this may only repeat its protocol (a contradiction is an error).
+        inter_broker_listener_name: Kafka's ``inter.broker.listener.name``: the
+            same, by listener name; only one of the two may be set (Kafka's rule).
+        sasl_mechanism_inter_broker_protocol: the mechanism a broker logs in to
+            the others with on a SASL listener: PLAIN, SCRAM-SHA-256 or
+            SCRAM-SHA-512, one of ``sasl_enabled_mechanisms``. Unset: the first
+            of those (Kafka's default, GSSAPI, is not served by brokerlite).
+        inter_broker_sasl_username, inter_broker_sasl_password: the broker's own
+            login for that mechanism; required in cluster mode on a SASL
+            listener. Kafka's ``listener.name.<listener>.<mechanism>.sasl.jaas.config``
+            (``...ScramLoginModule required username="broker" password="...";``)
+            sets them too; a PLAIN module's ``user_<name>="<password>"`` options
+            add PLAIN users, as on Kafka. A SCRAM login's credentials live in
+            ZooKeeper (``/config/users/<name>``), as Kafka keeps them.
+        sasl_jaas_logins: the parsed JAAS lines (set through their Kafka keys).
+        ssl_endpoint_identification_algorithm: ``https`` (the default, Kafka's):
+            a broker connecting to another over TLS checks that the certificate
+            names the host it registered; empty: it checks the chain only.
     """
 
     host: str = "127.0.0.1"
@@ -350,7 +374,7 @@ class BrokerConfig:
     producer_id_expiration_check_interval_ms: int = 600_000
     max_incremental_fetch_session_cache_slots: int = 1000
     security_protocol: str = "PLAINTEXT"
-    sasl_enabled_mechanisms: tuple[str, ...] = _SASL_MECHANISMS
+    sasl_enabled_mechanisms: tuple[str, ...] = SASL_MECHANISMS
     sasl_users: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False)
     sasl_users_file: Path | None = None
     sasl_server_max_receive_size: int = 524_288
@@ -404,6 +428,13 @@ class BrokerConfig:
     leader_imbalance_check_interval_seconds: int = 300
     controlled_shutdown_enable: bool = True
     controlled_shutdown_timeout_ms: int = 10_000
+    security_inter_broker_protocol: str | None = None
+    inter_broker_listener_name: str | None = None
+    sasl_mechanism_inter_broker_protocol: str | None = None
+    inter_broker_sasl_username: str | None = None
+    inter_broker_sasl_password: str | None = dataclasses.field(default=None, repr=False)
+    sasl_jaas_logins: tuple[JaasLogin, ...] = dataclasses.field(default=(), repr=False)
+    ssl_endpoint_identification_algorithm: str = "https"
 
     @property
     def cluster_mode(self) -> bool:
@@ -488,8 +519,12 @@ class BrokerConfig:
         scaled: list[tuple[int, str, int, Any, str]] = []
         listener: tuple[str, str] | None = None  # (listener name, the key that named it)
         protocol_map = parse_protocol_map(overrides.get(PROTOCOL_MAP_KEY))
+        logins: list[JaasLogin] = []
         for key, value in overrides.items():
             if key == PROTOCOL_MAP_KEY:
+                continue
+            if isinstance(key, str) and jaas_key(key) is not None:
+                logins.append(parse_jaas(key, value))
                 continue
             for rank, (name, field, factor) in enumerate(UNIT_VARIANTS):
                 if key == name:
@@ -545,6 +580,7 @@ class BrokerConfig:
                     f"({listener_name}: {protocol})"
                 )
             changes["security_protocol"] = protocol
+        listener_names(self, changes, None if listener is None else listener[0], logins)
         try:
             return dataclasses.replace(self, **changes)
         except (TypeError, ValueError) as exc:
@@ -611,7 +647,7 @@ def _check_basics(cfg: BrokerConfig) -> None:
     """The paths, security, listeners, counts and group settings."""
     if not isinstance(cfg.data_dir, Path):
         object.__setattr__(cfg, "data_dir", Path(cfg.data_dir))
-    _check_security(cfg)
+    check_security(cfg)
     if not 0 <= cfg.port <= 65535:
         raise ConfigError(f"port: {cfg.port} is not a TCP port")
     if cfg.advertised_listener is not None:
@@ -633,6 +669,7 @@ def _check_basics(cfg: BrokerConfig) -> None:
     if cfg.node_id < 0:
         raise ConfigError(f"node_id: must be >= 0, got {cfg.node_id}")
     _check_cluster(cfg)
+    check_inter_broker(cfg)
     if not (0 < cfg.group_consumer_heartbeat_interval_ms < cfg.group_consumer_session_timeout_ms):
         raise ConfigError(
             "group.consumer.heartbeat.interval.ms must be positive and below "
@@ -781,103 +818,6 @@ def _check_share_groups(cfg: BrokerConfig) -> None:
         )
 
 
-def _check_security(cfg: BrokerConfig) -> None:
-    """Normalise the security settings given in other shapes, then validate them."""
-    protocol = str(cfg.security_protocol).strip().upper()
-    if protocol not in SECURITY_PROTOCOLS:
-        raise ConfigError(
-            f"security_protocol: {cfg.security_protocol!r} is not one of "
-            f"{', '.join(SECURITY_PROTOCOLS)}"
-        )
-    object.__setattr__(cfg, "security_protocol", protocol)
-    mechanisms = parse_names(cfg.sasl_enabled_mechanisms, "sasl_enabled_mechanisms")
-    object.__setattr__(cfg, "sasl_enabled_mechanisms", mechanisms)
-    for name in ("sasl_oauthbearer_expected_audience", "sasl_oauthbearer_required_scopes"):
-        object.__setattr__(cfg, name, parse_names(getattr(cfg, name), name))
-    if cfg.sasl_oauthbearer_clock_skew_seconds < 0:
-        raise ConfigError("sasl_oauthbearer_clock_skew_seconds: must be >= 0")
-    if cfg.sasl_oauthbearer_jwks_endpoint_refresh_ms <= 0:
-        raise ConfigError("sasl_oauthbearer_jwks_endpoint_refresh_ms: must be > 0")
-    if cfg.sasl_oauthbearer_jwks_endpoint_url is not None:
-        from .security.jwks import check_jwks_url
-
-        try:
-            check_jwks_url(cfg.sasl_oauthbearer_jwks_endpoint_url)
-        except ValueError as exc:
-            raise ConfigError(f"sasl_oauthbearer_jwks_endpoint_url: {exc}") from None
-        try:
-            import cryptography  # noqa: F401 (signatures are checked with it)
-        except ImportError:
-            raise ConfigError(
-                "sasl_oauthbearer_jwks_endpoint_url needs the cryptography package: "
-                "pip install 'trafka[oauth]'"
-            ) from None
-    for name in ("sasl_oauthbearer_sub_claim_name", "sasl_oauthbearer_scope_claim_name"):
-        if not str(getattr(cfg, name)).strip():
-            raise ConfigError(f"{name}: must not be empty")
-    object.__setattr__(cfg, "sasl_users", parse_users(cfg.sasl_users, "sasl_users"))
-    for name in (
-        "sasl_users_file",
-        "ssl_certfile",
-        "ssl_keyfile",
-        "ssl_cafile",
-        "client_telemetry_file",
-    ):
-        value = getattr(cfg, name)
-        if value is not None and not isinstance(value, Path):
-            object.__setattr__(cfg, name, Path(value))
-    client_auth = str(cfg.ssl_client_auth).strip().lower()
-    if client_auth not in SSL_CLIENT_AUTH:
-        raise ConfigError(
-            f"ssl_client_auth: {cfg.ssl_client_auth!r} is not one of {', '.join(SSL_CLIENT_AUTH)}"
-        )
-    object.__setattr__(cfg, "ssl_client_auth", client_auth)
-    if cfg.sasl_enabled:
-        if not mechanisms:
-            raise ConfigError("sasl_enabled_mechanisms: a SASL listener needs a mechanism")
-        served = (*_SASL_MECHANISMS, *_OPT_IN_MECHANISMS)
-        unknown = [m for m in mechanisms if m not in served]
-        if unknown:
-            raise ConfigError(
-                f"sasl_enabled_mechanisms: {', '.join(unknown)} not supported; "
-                f"brokerlite serves {', '.join(served)}"
-            )
-        needs_users = any(m in _SASL_MECHANISMS for m in mechanisms)
-        if needs_users and not cfg.sasl_users and cfg.sasl_users_file is None:
-            raise ConfigError(
-                f"security_protocol {protocol} needs users: set sasl_users or sasl_users_file"
-            )
-    elif cfg.sasl_users or cfg.sasl_users_file is not None:
-        raise ConfigError(
-            f"sasl_users/sasl_users_file are set but security_protocol is {protocol}, "
-            "which does not authenticate: use SASL_PLAINTEXT or SASL_SSL"
-        )
-    if cfg.tls_enabled:
-        if cfg.ssl_certfile is None:
-            raise ConfigError(
-                f"security_protocol {protocol} needs the broker's certificate and key: "
-                "set ssl_certfile and ssl_keyfile (PEM)"
-            )
-        if client_auth != "none" and cfg.ssl_cafile is None:
-            raise ConfigError(
-                f"ssl_client_auth={client_auth} needs ssl_cafile, the authorities "
-                "whose client certificates are accepted"
-            )
-    else:
-        given = [
-            name
-            for name in ("ssl_certfile", "ssl_keyfile", "ssl_cafile", "ssl_key_password")
-            if getattr(cfg, name) is not None
-        ]
-        if client_auth != "none":
-            given.append("ssl_client_auth")
-        if given:
-            raise ConfigError(
-                f"{', '.join(given)} set but security_protocol is {protocol}, which does "
-                "not use TLS: use SSL or SASL_SSL"
-            )
-
-
 _FIELDS: dict[str, Any] = {}
 
 
@@ -894,13 +834,15 @@ def known_keys() -> list[str]:
     names = set(_field_types()) | {"listen"} | set(KAFKA_NAMES)
     names |= {name for name, _, _ in UNIT_VARIANTS}
     names |= {f.replace("_", ".") for f in _field_types()}
-    return sorted(names)
+    return sorted(names - set(UNSUPPORTED_KAFKA_KEYS))
 
 
 def _resolve_key(key: str) -> str | None:
     """The field a key sets, None for an ignored Kafka key; raises for unknown keys."""
     if not isinstance(key, str):
         raise ConfigError(f"config keys are strings, got {key!r}")
+    if key in UNSUPPORTED_KAFKA_KEYS:
+        raise ConfigError(f"{key} is not supported: {UNSUPPORTED_KAFKA_KEYS[key]}")
     if key in _field_types() or key == "listen":
         return key
     if key in KAFKA_NAMES:
@@ -910,8 +852,6 @@ def _resolve_key(key: str) -> str | None:
         return mechanical
     if key in IGNORED_KAFKA_KEYS:
         return None
-    if key in UNSUPPORTED_KAFKA_KEYS:
-        raise ConfigError(f"{key} is not supported: {UNSUPPORTED_KAFKA_KEYS[key]}")
     close = difflib.get_close_matches(key, known_keys(), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ConfigError(f"unknown broker setting {key!r}{hint}")

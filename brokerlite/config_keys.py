@@ -12,11 +12,14 @@ message.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from trafka.codec.errors import TrafkaError
+from trafka.common.jaas import jaas_options, jaas_rest
 
 __all__ = [
     "IGNORED_KAFKA_KEYS",
@@ -28,6 +31,9 @@ __all__ = [
     "UNIT_VARIANTS",
     "UNSUPPORTED_KAFKA_KEYS",
     "ConfigError",
+    "JaasLogin",
+    "jaas_key",
+    "parse_jaas",
     "check_user",
     "first_listener",
     "kafka_name",
@@ -85,20 +91,23 @@ UNSUPPORTED_KAFKA_KEYS: dict[str, str] = {
     "ssl.truststore.location": "brokerlite reads PEM files: use ssl_cafile",
     "ssl.truststore.password": "brokerlite reads PEM files: use ssl_cafile",
     "ssl.truststore.type": "brokerlite reads PEM files: use ssl_cafile",
-    "sasl.jaas.config": "brokerlite takes its users from sasl_users or sasl_users_file",
+    "sasl.jaas.config": (
+        "brokerlite takes its users from sasl_users or sasl_users_file, and a cluster "
+        "member's own login from listener.name.<listener>.<mechanism>.sasl.jaas.config "
+        "or inter_broker_sasl_username and inter_broker_sasl_password"
+    ),
+    "sasl.jaas.logins": "set through listener.name.<listener>.<mechanism>.sasl.jaas.config",
+    "sasl_jaas_logins": "set through listener.name.<listener>.<mechanism>.sasl.jaas.config",
 }
 
 # Stock server.properties keys that mean nothing for one node without replication.
 IGNORED_KAFKA_KEYS = frozenset(
     {
-        "security.inter.broker.protocol",
-        "sasl.mechanism.inter.broker.protocol",
         "sasl.mechanism.controller.protocol",
         "process.roles",
         "controller.quorum.voters",
         "controller.quorum.bootstrap.servers",
         "controller.listener.names",
-        "inter.broker.listener.name",
         "listener.security.protocol.map",
         "num.network.threads",
         "num.io.threads",
@@ -365,3 +374,74 @@ def parse_properties(text: str, source: str) -> Iterable[tuple[str, str]]:
         yield key, value
     if pending:
         raise ConfigError(f"{source}: file ends inside a continued line")
+
+
+# Kafka's per-listener JAAS key: listener.name.<listener>.<mechanism>.sasl.jaas.config.
+_JAAS_KEY = re.compile(r"listener\.name\.([^.]+)\.([^.]+)\.sasl\.jaas\.config")
+_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JaasLogin:
+    """What one ``listener.name.<l>.<mechanism>.sasl.jaas.config`` says: the broker's
+    own login (``username``/``password``) and, for PLAIN, the users it accepts
+    (``user_<name>="<password>"``)."""
+
+    listener: str
+    mechanism: str
+    username: str | None
+    password: str | None = dataclasses.field(repr=False)
+    users: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False)
+
+
+def jaas_key(key: str) -> tuple[str, str] | None:
+    """``(LISTENER, MECHANISM)`` of Kafka's per-listener JAAS key, else None."""
+    match = _JAAS_KEY.fullmatch(key)
+    if match is None:
+        return None
+    return match.group(1).upper(), match.group(2).upper()
+
+
+def parse_jaas(key: str, value: Any) -> JaasLogin:
+    """Kafka's JAAS line, ``<LoginModule> required username="u" password="p";``.
+
+    Only the login modules of the mechanisms brokerlite speaks are accepted, with
+    the module that mechanism needs. Never puts a password in an error message.
+
+    Raises:
+        ConfigError: not a JAAS line, another login module, or an option not quoted.
+    """
+    named = jaas_key(key)
+    assert named is not None
+    listener, mechanism = named
+    text = str(value).strip()
+    module, _, rest = text.partition(" ")
+    expected = _LOGIN_MODULES.get(mechanism)
+    if expected is None:
+        raise ConfigError(
+            f"{key}: brokerlite logs in to other brokers with "
+            f"{', '.join(_LOGIN_MODULES)} only, not {mechanism}"
+        )
+    if module != expected:
+        raise ConfigError(f"{key}: {mechanism} needs the login module {expected}")
+    flag, _, options_text = rest.strip().partition(" ")
+    if flag != "required":
+        raise ConfigError(f"{key}: the login module must be 'required'")
+    leftover = jaas_rest(options_text).strip()
+    if not leftover.endswith(";"):
+        raise ConfigError(f"{key}: a JAAS configuration ends with ';'")
+    if leftover[:-1].strip():
+        raise ConfigError(f"{key}: expected name=\"value\" options after 'required'")
+    options = jaas_options(options_text)
+    users = tuple(
+        (name[5:], password)
+        for name, password in options.items()
+        if name.startswith("user_") and len(name) > 5
+    )
+    if users and mechanism != "PLAIN":
+        raise ConfigError(f"{key}: user_<name> options are PLAIN's; SCRAM users live in ZooKeeper")
+    return JaasLogin(listener, mechanism, options.get("username"), options.get("password"), users)

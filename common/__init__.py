@@ -9,4 +9,5 @@ part of its own, and nothing here imports a part (the layers are checked by
 * :mod:`.metrics_http`: ``/metrics``, ``/healthz`` and ``/readyz`` over HTTP.
 * :mod:`.histograms`: request-time histograms for a Prometheus scrape.
 * :mod:`.lazy`: names a module exports but loads on first use (PEP 562).
+* :mod:`.jaas`: the options of Java's JAAS login lines (``sasl.jaas.config``).
 """

@@ -19,6 +19,7 @@ and changes decoded requests and answers through :class:`Filter`
 from .config import ProxyConfig
 from .filters import (
     CloseConnection,
+    EncodedBody,
     Filter,
     FilterContext,
     ProxyServices,
@@ -33,6 +34,7 @@ __all__ = [
     "HASHES",
     "ORIGIN_HEADER",
     "CloseConnection",
+    "EncodedBody",
     "Filter",
     "FilterContext",
     "KeyRouting",

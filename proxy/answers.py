@@ -4,27 +4,43 @@ teach the proxy about leaders.
 
 Rules (key routing as a whole is in :mod:`.routing`'s doc):
 
-* :func:`merge_produce` names exactly the partitions the client sent, in its
-  order; a partition gets a broker's base offset only when it is true for
-  every one of its records (otherwise :func:`~.routing.unknown_base_offset`).
+* The parts' answers are read on bytes (:mod:`trafka.codec.produce_response`,
+  through :func:`.pool.produce_answer`), and the client's answer is written
+  on bytes (:func:`merge_answers`): a partition a broker answered alone is
+  copied from that broker's answer, the others are written from a few
+  numbers. :func:`merge_produce` is the same merge on decoded messages: the
+  reference (property tests check both give the same bytes), and the merge of
+  an answer that passes through the filters decoded (:meth:`.key_routing.KeyRouting.on_response`).
+* The answer names exactly the partitions the client sent, in its order; a
+  partition gets a broker's base offset only when it is true for every one of
+  its records (otherwise :func:`~.routing.unknown_base_offset`).
 * A part without an answer (a lost connection, a passed deadline) is answered
-  by :func:`failed_answer`: one retriable error for each of its partitions.
+  by :func:`failed_answer` (:func:`failed_part` read as a part's answer): one
+  retriable error for each of its partitions.
 * :func:`unwritten`, :func:`sub_request` and :func:`patch_answer` send again
   only the partitions a leader change left unwritten, and fold the answers in.
 * :func:`learn_leaders` takes KIP-951 leader hints at once and names the
   topics whose leaders must be asked again (:func:`metadata_request`).
+* The client's answer keeps the first part's tagged fields, the longest
+  throttle time of all, and every part's KIP-951 node endpoints (one per
+  node, the last part's), their addresses the proxy's (``endpoints``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.messages import k03_metadata as metadata_msgs
+from trafka.codec.produce_response import (
+    ProduceAnswer,
+    ProduceResponseWriter,
+    produce_answer_of,
+)
 
 from .routing import (
     _STALE,
@@ -34,8 +50,12 @@ from .routing import (
 )
 
 __all__ = [
+    "Endpoints",
     "failed_answer",
+    "failed_part",
+    "finish_answer",
     "learn_leaders",
+    "merge_answers",
     "merge_produce",
     "metadata_request",
     "patch_answer",
@@ -122,6 +142,89 @@ def _said(code: int) -> int:
     return ErrorCode.REQUEST_TIMED_OUT if code == ErrorCode.NETWORK_EXCEPTION else code
 
 
+# The client's node endpoints (KIP-951) from the brokers': their addresses the proxy's.
+Endpoints = Callable[[list[Any]], list[Any]]
+
+
+def merge_answers(
+    route: ProduceRoute,
+    answers: Sequence[ProduceAnswer],
+    version: int,
+    client_software: str | None = None,
+    endpoints: Endpoints | None = None,
+) -> bytes:
+    """:func:`merge_produce` on bytes: the client's ProduceResponse body at
+    ``version`` (that of ``answers``), from the answers to every part of its
+    request, in the plan's order.
+
+    Raises:
+        DecodeError: an answer lacks a partition its part sent.
+    """
+    got = [a.partitions for a in answers]
+    # Every partition read is there and none failed (the usual case): the
+    # partitions not told their batch's answer need no look at their sources.
+    clean = (
+        len(route.needs) == len(got)
+        and all(needs <= found.keys() for needs, found in zip(route.needs, got, strict=True))
+        and not any(a.errors for a in answers)
+    )
+    w = ProduceResponseWriter(version, len(route.origin))
+    for name, parts in route.origin:
+        w.topic(name, len(parts))
+        for index, sources, kept, count in parts:
+            if clean:
+                if kept is not None and len(sources) == 1:
+                    w.copy(got[kept[0]][(name, kept[1])], index, 0, count)
+                else:
+                    w.add(index, 0, unknown_base_offset(count, client_software))
+                continue
+            try:
+                found = [got[i][(name, x)] for i, x in sources]
+            except KeyError:
+                raise DecodeError(
+                    f"the broker did not answer for every part of {name}-{index}",
+                    message_name="ProduceResponse",
+                ) from None
+            if kept is not None and len(sources) == 1:
+                own = found[0]  # a kept batch is one of the partition's sources
+                w.copy(own, index, _said(own.error_code), count)
+                continue
+            failed = next((p for p in found if p.error_code), None)
+            if failed is None:
+                w.add(index, 0, unknown_base_offset(count, client_software))
+            else:
+                w.add(index, _said(failed.error_code), -1, error_message=failed.error_message)
+    nodes = {e.node_id: e for a in answers for e in a.node_endpoints}
+    return finish_answer(w, answers, list(nodes.values()), endpoints)
+
+
+def finish_answer(
+    w: ProduceResponseWriter,
+    answers: Sequence[ProduceAnswer],
+    nodes: list[Any],
+    endpoints: Endpoints | None,
+) -> bytes:
+    """The body ``w`` holds, with the throttle time and tagged fields of the
+    parts' ``answers`` (see the module's rules; none: no throttle, no tags) and
+    the node endpoints ``nodes``, rewritten by ``endpoints`` (None: as sent)."""
+    if not answers:
+        return w.finish(0)
+    if nodes and endpoints is not None:
+        nodes = endpoints(nodes)
+    return w.finish(
+        max(a.throttle_time_ms for a in answers),
+        nodes,
+        answers[0].unknown_tagged_fields,
+    )
+
+
+def failed_part(
+    part: Any, version: int, error: ErrorCode, message: str | None = None
+) -> ProduceAnswer:
+    """:func:`failed_answer`, as a part's answer read at ``version``."""
+    return produce_answer_of(failed_answer(part, error, message), version)
+
+
 def failed_answer(part: Any, error: ErrorCode, message: str | None = None) -> Any:
     """A stand-in answer for a part that got none: each of its partitions failed
     with ``error``."""
@@ -146,15 +249,10 @@ def failed_answer(part: Any, error: ErrorCode, message: str | None = None) -> An
 _UNWRITTEN = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE})
 
 
-def unwritten(answer: Any) -> set[tuple[str, int]]:
+def unwritten(answer: ProduceAnswer) -> set[tuple[str, int]]:
     """The partitions of a part's answer refused with an error that says
     nothing was written and the partition's leader is elsewhere (or soon will be)."""
-    return {
-        (t.name, p.index)
-        for t in answer.responses
-        for p in t.partition_responses
-        if p.error_code in _UNWRITTEN
-    }
+    return {k for k, p in answer.partitions.items() if p.error_code in _UNWRITTEN}
 
 
 def sub_request(part: Any, wanted: set[tuple[str, int]]) -> Any:
@@ -167,22 +265,15 @@ def sub_request(part: Any, wanted: set[tuple[str, int]]) -> Any:
     return dataclasses.replace(part, topic_data=topics)
 
 
-def patch_answer(answer: Any, newer: Any) -> Any:
+def patch_answer(answer: ProduceAnswer, newer: ProduceAnswer) -> ProduceAnswer:
     """``answer`` with the partition answers ``newer`` has put in their place."""
-    got = {(t.name, p.index): p for t in newer.responses for p in t.partition_responses}
+    got = newer.partitions
     return dataclasses.replace(
-        answer,
-        responses=[
-            dataclasses.replace(
-                t,
-                partition_responses=[got.get((t.name, p.index), p) for p in t.partition_responses],
-            )
-            for t in answer.responses
-        ],
+        answer, partitions={k: got.get(k, p) for k, p in answer.partitions.items()}
     )
 
 
-def learn_leaders(topics: Topics, answer: Any) -> set[str]:
+def learn_leaders(topics: Topics, answer: ProduceAnswer) -> set[str]:
     """Take the leader hints of a part's answer.
 
     Returns:
@@ -190,14 +281,13 @@ def learn_leaders(topics: Topics, answer: Any) -> set[str]:
         view is stale and the answer gave no hint).
     """
     stale: set[str] = set()
-    for t in answer.responses:
-        for p in t.partition_responses:
-            if p.error_code not in _STALE:
-                continue
-            if p.current_leader.leader_id >= 0:
-                topics.leaders[(t.name, p.index)] = p.current_leader.leader_id
-            else:
-                stale.add(t.name)
+    for (topic, index), p in answer.partitions.items():
+        if p.error_code not in _STALE:
+            continue
+        if p.leader_id >= 0:
+            topics.leaders[(topic, index)] = p.leader_id
+        else:
+            stale.add(topic)
     return stale
 
 

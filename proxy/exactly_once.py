@@ -38,21 +38,23 @@ import trio
 
 from trafka.codec import protocol
 from trafka.codec.errors import DecodeError, ErrorCode, TrafkaError
-from trafka.codec.messages import k00_produce as pm
 from trafka.codec.messages import k10_find_coordinator as fc
 from trafka.codec.messages import k24_add_partitions_to_txn as apt
 from trafka.codec.messages import k61_describe_producers as dp
+from trafka.codec.produce_response import PartitionAnswer, ProduceAnswer
 from trafka.codec.records import iter_batches
 
 from .answers import (
+    Endpoints,
     failed_answer,
+    failed_part,
     learn_leaders,
 )
 from .filters import FilterContext
 from .idempotent_plan import (
     IdempotentPlan,
     commit_idempotent,
-    idempotent_answer,
+    idempotent_answer_bytes,
     prepare_idempotent,
     upstream_body,
 )
@@ -451,21 +453,24 @@ class ExactlyOnce:
         plan: IdempotentPlan,
         written: list[tuple[list[Upstream], Waiter | UpstreamError]],
         deadline: float,
-    ) -> Any:
-        """Await the parts' answers, settle their batches, and build the client's answer."""
+        endpoints: Endpoints | None = None,
+    ) -> bytes:
+        """Await the parts' answers, settle their batches, and write the client's
+        answer (a ProduceResponse body at the request's version; ``endpoints``:
+        see :func:`.idempotent_plan.idempotent_answer_bytes`)."""
         session = self.sequences.get(plan.producer_id)
         version = ctx.api_version
         stale: set[str] = set()
         template = None
         for group, waiter in written:
             answer, error = await produce_answer(
-                self.pool, waiter, deadline, version, partial(_failed_part, body, group)
+                self.pool, waiter, deadline, version, partial(_failed_part, body, group, version)
             )
             if error is not None:
                 self.stats.parts_failed += 1
             template = template or answer
             stale |= learn_leaders(self.topics, answer)
-            got = {(t.name, p.index): p for t in answer.responses for p in t.partition_responses}
+            got = answer.partitions
             for u in group:
                 await self._settle_one(ctx, session, u, got.get((u.topic, u.partition)), deadline)
         if stale:
@@ -474,10 +479,15 @@ class ExactlyOnce:
             if u.slot is not None:
                 with trio.move_on_at(deadline):
                     await u.slot.wait()
-        return idempotent_answer(plan, template or pm.ProduceResponse(), ctx.client_software)
+        return idempotent_answer_bytes(plan, template, version, ctx.client_software, endpoints)
 
     async def _settle_one(
-        self, ctx: FilterContext, session: Session | None, u: Upstream, p: Any, deadline: float
+        self,
+        ctx: FilterContext,
+        session: Session | None,
+        u: Upstream,
+        p: PartitionAnswer | None,
+        deadline: float,
     ) -> None:
         try:
             if session is None or u.state is not State.SENT:
@@ -621,8 +631,10 @@ class ExactlyOnce:
         raise Preparation(f"no coordinator found for transactional id {tid!r}")
 
 
-def _failed_part(body: Any, group: list[Upstream], code: ErrorCode, message: str) -> Any:
-    return failed_answer(upstream_body(body, group), code, message)
+def _failed_part(
+    body: Any, group: list[Upstream], version: int, code: ErrorCode, message: str
+) -> ProduceAnswer:
+    return failed_part(upstream_body(body, group), version, code, message)
 
 
 def _journaled_targets(

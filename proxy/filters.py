@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CloseConnection",
+    "EncodedBody",
     "Filter",
     "FilterContext",
     "FilterError",
@@ -109,9 +110,19 @@ class Respond:
 
 
 @dataclass(frozen=True, slots=True)
+class EncodedBody:
+    """A response body already encoded at the request's API version (what
+    follows the response header), for :class:`Respond` and
+    :class:`RespondLater` to give instead of the response dataclass: key
+    routing writes its merged answers on bytes."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class RespondLater:
     """Answer the request with what ``answer()`` returns (the API's response
-    dataclass), awaited in the proxy's nursery: it is always awaited once
+    dataclass, or :class:`EncodedBody`), awaited in the proxy's nursery: it is always awaited once
     ``on_request`` has returned this, and completes even if the client's
     connection closes meanwhile, so bound it with a deadline. The
     client's later requests are served meanwhile; its answers keep their order.

@@ -14,8 +14,10 @@ Rules (key routing as a whole is in :mod:`.routing`'s doc):
   sequences (:mod:`.sequences`) under the producer's lock, in rounds of at
   most one batch per partition; batches the journal says were written before
   a restart are not written again.
-* :func:`idempotent_answer` answers the client's partitions in its order from
-  their upstream batches.
+* :func:`idempotent_answer_bytes` answers the client's partitions in its order
+  from their upstream batches, written on bytes, with the first part's answer's
+  throttle time, tagged fields and node endpoints; :func:`idempotent_answer`
+  is the same on decoded messages (the reference).
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ from typing import Any
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
+from trafka.codec.produce_response import ProduceAnswer, ProduceResponseWriter
 from trafka.codec.records import (
     RecordBatchHeader,
     iter_batches,
 )
 
+from .answers import Endpoints, finish_answer
 from .routing import (
     _CONTROL,
     HASHES,
@@ -55,6 +59,7 @@ __all__ = [
     "Prepared",
     "commit_idempotent",
     "idempotent_answer",
+    "idempotent_answer_bytes",
     "idempotent_producer",
     "prepare_idempotent",
     "upstream_body",
@@ -352,29 +357,14 @@ def idempotent_answer(
     plan: IdempotentPlan, template: Any, client_software: str | None = None
 ) -> Any:
     """The client's answer once every batch it depends on is settled
-    (``client_software``: see :func:`unknown_base_offset`)."""
+    (``client_software``: see :func:`unknown_base_offset`), as a decoded
+    message: the reference of :func:`idempotent_answer_bytes`."""
     resp = produce_msgs.ProduceResponse
     responses = []
     for name, entries in plan.answers:
         merged = []
         for index, entry in entries:
-            if isinstance(entry, ErrorCode):
-                merged.append(
-                    resp.PartitionProduceResponse(
-                        index=index, error_code=entry, base_offset=-1, error_message=entry.message
-                    )
-                )
-                continue
-            outcome = entry.outcome()
-            error, message, base, append_time, start = outcome or (
-                ErrorCode.REQUEST_TIMED_OUT,
-                "no answer in time",
-                -1,
-                -1,
-                -1,
-            )
-            if error == ErrorCode.NONE and base < 0:
-                base = unknown_base_offset(entry.count, client_software)
+            error, message, base, append_time, start = _outcome(entry, client_software)
             merged.append(
                 resp.PartitionProduceResponse(
                     index=index,
@@ -387,3 +377,44 @@ def idempotent_answer(
             )
         responses.append(resp.TopicProduceResponse(name=name, partition_responses=merged))
     return dataclasses.replace(template, responses=responses)
+
+
+def idempotent_answer_bytes(
+    plan: IdempotentPlan,
+    template: ProduceAnswer | None,
+    version: int,
+    client_software: str | None = None,
+    endpoints: Endpoints | None = None,
+) -> bytes:
+    """The client's answer once every batch it depends on is settled: its
+    ProduceResponse body at ``version``, its top-level fields those of
+    ``template`` (a part's answer; None: none), its node endpoints rewritten by
+    ``endpoints``."""
+    w = ProduceResponseWriter(version, len(plan.answers))
+    for name, entries in plan.answers:
+        w.topic(name, len(entries))
+        for index, entry in entries:
+            error, message, base, append_time, start = _outcome(entry, client_software)
+            w.add(index, error, base, append_time, start, message)
+    if template is None:
+        return w.finish(0)
+    return finish_answer(w, [template], template.node_endpoints, endpoints)
+
+
+def _outcome(
+    entry: ClientBatch | ErrorCode, client_software: str | None
+) -> tuple[int, str | None, int, int, int]:
+    """What the client hears for a partition: (error, message, base offset,
+    log append time, log start offset)."""
+    if isinstance(entry, ErrorCode):
+        return entry, entry.message, -1, -1, -1
+    error, message, base, append_time, start = entry.outcome() or (
+        ErrorCode.REQUEST_TIMED_OUT,
+        "no answer in time",
+        -1,
+        -1,
+        -1,
+    )
+    if error == ErrorCode.NONE and base < 0:
+        base = unknown_base_offset(entry.count, client_software)
+    return error, message, base, append_time, start

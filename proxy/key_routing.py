@@ -39,17 +39,30 @@ import trio
 
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from trafka.codec.errors import DecodeError, DecompressionLimitError, ErrorCode
+from trafka.codec.messages import k00_produce as produce_msgs
+from trafka.codec.produce_response import ProduceAnswer
 
 from .answers import (
+    Endpoints,
     failed_answer,
+    failed_part,
     learn_leaders,
+    merge_answers,
     merge_produce,
     patch_answer,
     sub_request,
     unwritten,
 )
 from .exactly_once import ExactlyOnce, place
-from .filters import CloseConnection, Filter, FilterContext, ProxyServices, Respond, RespondLater
+from .filters import (
+    CloseConnection,
+    EncodedBody,
+    Filter,
+    FilterContext,
+    ProxyServices,
+    Respond,
+    RespondLater,
+)
 from .idempotent_plan import (
     idempotent_producer,
 )
@@ -245,14 +258,14 @@ class KeyRouting(Filter):
         plan: ProducePlan,
         sent: list[tuple[Any, Waiter | UpstreamError]],
         deadline: float,
-    ) -> Any:
+    ) -> EncodedBody:
         services = self._proxy[0]
         client_id, version = ctx.client_id, ctx.api_version
         answers = []
         stale: set[str] = set()
         for part, waiter in sent:
             answer, error = await produce_answer(
-                services.pool, waiter, deadline, version, partial(failed_answer, part)
+                services.pool, waiter, deadline, version, partial(failed_part, part, version)
             )
             if error is not None:
                 services.quiet.warning("part", "a part of a Produce failed: %s", error)
@@ -262,13 +275,16 @@ class KeyRouting(Filter):
         if stale:
             services.refresh(stale)
         await self._follow_leaders(plan, answers, client_id, version, deadline)
-        merged = merge_produce(plan.route, answers, ctx.client_software)
-        return services.from_upstream(PRODUCE, version, merged)
+        return EncodedBody(
+            merge_answers(
+                plan.route, answers, version, ctx.client_software, _endpoints(services, version)
+            )
+        )
 
     async def _follow_leaders(
         self,
         plan: ProducePlan,
-        answers: list[Any],
+        answers: list[ProduceAnswer],
         client_id: str | None,
         version: int,
         deadline: float,
@@ -309,13 +325,10 @@ class KeyRouting(Filter):
                     sent.append((i, body, waiter))
             for i, body, waiter in sent:
                 answer, _ = await produce_answer(
-                    services.pool, waiter, deadline, version, partial(failed_answer, body)
+                    services.pool, waiter, deadline, version, partial(failed_part, body, version)
                 )
                 learn_leaders(topics, answer)
-                self.stats.partitions_rerouted += len(
-                    {(t.name, p.index) for t in answer.responses for p in t.partition_responses}
-                    - unwritten(answer)
-                )
+                self.stats.partitions_rerouted += len(set(answer.partitions) - unwritten(answer))
                 answers[i] = patch_answer(answers[i], answer)
 
     def _answer_exactly_once(
@@ -325,10 +338,10 @@ class KeyRouting(Filter):
         if not isinstance(result, tuple):  # the proxy answers at once
             return Respond(services.from_upstream(PRODUCE, ctx.api_version, result))
         plan, written = result
+        endpoints = _endpoints(services, ctx.api_version)
 
-        async def settle() -> Any:
-            answer = await eos.settle(ctx, body, plan, written, deadline)
-            return services.from_upstream(PRODUCE, ctx.api_version, answer)
+        async def settle() -> EncodedBody:
+            return EncodedBody(await eos.settle(ctx, body, plan, written, deadline, endpoints))
 
         return RespondLater(settle)
 
@@ -342,3 +355,14 @@ class KeyRouting(Filter):
             if route is not None:
                 return merge_produce(route, [body], ctx.client_software)
         return body
+
+
+def _endpoints(services: ProxyServices, version: int) -> Endpoints:
+    """KIP-951 node endpoints as the proxy tells them to clients: its own
+    listeners' addresses (the rewriting of every answer from a broker)."""
+
+    def rewrite(nodes: list[Any]) -> list[Any]:
+        body = produce_msgs.ProduceResponse(node_endpoints=nodes)
+        return list(services.from_upstream(PRODUCE, version, body).node_endpoints)
+
+    return rewrite

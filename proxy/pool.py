@@ -26,7 +26,6 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import trio
 
@@ -34,6 +33,7 @@ from trafka.codec import protocol
 from trafka.codec.errors import DecodeError, ErrorCode, TrafkaError
 from trafka.codec.framing import FrameReader
 from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.produce_response import ProduceAnswer, read_produce_response
 
 __all__ = ["UpstreamError", "UpstreamPool", "Waiter", "produce_answer"]
 
@@ -237,16 +237,17 @@ async def produce_answer(
     waiter: Waiter | UpstreamError,
     deadline: float,
     version: int,
-    stand_in: Callable[[ErrorCode, str], Any],
-) -> tuple[Any, Exception | None]:
-    """The decoded answer to a Produce the pool sent, or, when it got none or
-    one that does not decode, ``stand_in(error, message)`` (an answer failing
-    each of its partitions), and why."""
+    stand_in: Callable[[ErrorCode, str], ProduceAnswer],
+) -> tuple[ProduceAnswer, Exception | None]:
+    """The answer to a Produce the pool sent, read on bytes
+    (:mod:`trafka.codec.produce_response`), or, when it got none or one that
+    does not decode, ``stand_in(error, message)`` (an answer failing each of
+    its partitions), and why."""
     try:
         if isinstance(waiter, UpstreamError):
             raise waiter
         frame = await pool.wait(waiter, deadline)
-        return protocol.decode_response(frame, 0, version)[1], None
+        return read_produce_response(frame, version), None
     except UpstreamError as exc:
         return stand_in(exc.code, str(exc)), exc
     except (DecodeError, TrafkaError) as exc:

@@ -13,7 +13,9 @@ Rules:
   DescribeCluster, and Produce's ``node_endpoints``) are decoded, their
   addresses replaced by the proxy's listener for that node
   (:class:`Addresses`), and encoded again at the same version. Every other
-  answer passes byte for byte.
+  answer passes byte for byte, and so does a Produce answer without node
+  endpoints that its scan on bytes finds exactly as the codec would write it
+  (:func:`~trafka.codec.produce_response.as_encoded`).
 * Fetch answers from version 16 on, and ShareFetch and ShareAcknowledge
   answers, carry leader hints with addresses (``node_endpoints``, KIP-951) too.
   ApiVersions answers cap Fetch at version 15, so that consumers do not make
@@ -40,6 +42,7 @@ from typing import Any
 
 from trafka.codec import protocol
 from trafka.codec.errors import DecodeError
+from trafka.codec.produce_response import as_encoded
 
 from .routing import Topics
 
@@ -150,6 +153,10 @@ def rewrite_response(
     key, version = pending.api_key, pending.api_version
     if key == API_VERSIONS:
         return _cap_versions(frame, version)
+    if key == PRODUCE:
+        frame = bytes(frame)
+        if as_encoded(frame, version):  # no addresses in it: as it came (read on bytes)
+            return len(frame).to_bytes(4, "big") + frame
     header, body = protocol.decode_response(frame, key, version)
     if key == METADATA:
         topics.learn(body, version)

@@ -219,9 +219,11 @@ class ProduceRoute:
     """How a routed Produce maps back: for each partition the client sent (in
     its order), the batches its records went to, the one whose answer is the
     partition's when they all lead it (else None), and how many records the
-    client sent there (magic 2 ones only when the answer is the batch's)."""
+    client sent there (magic 2 ones only when the answer is the batch's);
+    and per part, the (topic, partition) pairs whose answers the merge reads."""
 
     origin: tuple[tuple[str, tuple[tuple[int, tuple[_Source, ...], _Source | None, int], ...]], ...]
+    needs: tuple[frozenset[tuple[str, int]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -670,11 +672,14 @@ def _route(
     for s in splits:
         of.setdefault((s.topic, s.partition), []).append(s)
     origin = []
+    needs: dict[int, set[tuple[str, int]]] = {}
     for t in body.topic_data:
         entries = []
         for p in t.partition_data:
             key = (t.name, p.index)
             found = tuple(dict.fromkeys(sources.get(key, [])))
+            for part, target in found:
+                needs.setdefault(part, set()).add((t.name, target))
             lead = kept.get(key)
             told = lead is not None and len(found) == 1  # the batch's own answer
             # Legacy messages are counted (decoded) only when answered without an
@@ -682,7 +687,8 @@ def _route(
             count = sum(s.count() for s in of.get(key, ()) if not told or s.header.magic == 2)
             entries.append((p.index, found, lead, count))
         origin.append((t.name, tuple(entries)))
-    return ProduceRoute(tuple(origin))
+    parts = max(needs, default=-1) + 1
+    return ProduceRoute(tuple(origin), tuple(frozenset(needs.get(i, ())) for i in range(parts)))
 
 
 def _part_body(body: Any, topics: dict[str, dict[int, bytes]]) -> Any:

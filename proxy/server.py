@@ -79,6 +79,7 @@ from .answers import (
 from .config import ProxyConfig, split_server
 from .filters import (
     CloseConnection,
+    EncodedBody,
     Filter,
     FilterContext,
     FilterError,
@@ -580,9 +581,12 @@ class _Proxy:
 
     @staticmethod
     def _answered(slot: _Answer, ctx: FilterContext, body: Any) -> None:
-        slot.frame = protocol.encode_response(
-            slot.correlation_id, ctx.api_key, ctx.api_version, body
-        )
+        if isinstance(body, EncodedBody):
+            slot.frame = _framed(slot.correlation_id, ctx.api_key, ctx.api_version, body.data)
+        else:
+            slot.frame = protocol.encode_response(
+                slot.correlation_id, ctx.api_key, ctx.api_version, body
+            )
         assert slot.done is not None
         slot.done.set()
 
@@ -753,6 +757,16 @@ async def _settling(
     async for slot in answers:
         yield slot
         conn.owed -= 1
+
+
+def _framed(correlation_id: int, key: int, version: int, body: bytes) -> bytes:
+    """A response frame (size prefix included) around an encoded body."""
+    flexible = protocol.api(key).response_header_version(version) >= 1
+    head = _SIZE_CORR.pack(len(body) + (5 if flexible else 4), correlation_id)
+    return b"".join((head, b"\0", body)) if flexible else head + body
+
+
+_SIZE_CORR = struct.Struct(">ii")
 
 
 def _seconds(ms: int) -> float:

@@ -25,6 +25,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from trafka.common.jaas import jaas_options
+
 from ._validate import INT16_MAX, INT32_MAX, INT64_MAX
 from .errors import ConfigError
 
@@ -374,8 +376,7 @@ def _ssl_context(name: str, value: Any) -> Any:
 
 def _parse_jaas(text: str) -> dict[str, str]:
     """The ``key="value"`` options of a JAAS login module line (Java's sasl.jaas.config)."""
-    options = dict(re.findall(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"', text))
-    return {k: re.sub(r"\\(.)", r"\1", v) for k, v in options.items()}
+    return jaas_options(text)
 
 
 def _callable_or_name(*names: str) -> Callable[[str, Any], Any]:

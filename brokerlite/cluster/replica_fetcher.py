@@ -54,7 +54,7 @@ from trafka.sdk.fetch_sessions import SESSION_ERRORS, FetchSession, SessionParti
 
 from ..clock import now_ms
 from ..errors import BrokerError
-from .inter_broker import InterBrokerConnection
+from .inter_broker import InterBrokerAuthError, InterBrokerConnection
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -64,6 +64,8 @@ __all__ = ["ReplicaFetcher"]
 log = logging.getLogger("trafka.brokerlite.cluster")
 
 _FETCH_BACKOFF_S = 0.2
+# A refused login is a misconfiguration: retried, but ever more slowly, up to this.
+_AUTH_BACKOFF_MAX_S = 5.0
 _FETCH_VERSION = 12
 _EPOCH_VERSION = 4
 _LIST_OFFSETS_VERSION = 7
@@ -83,12 +85,14 @@ class ReplicaFetcher:
         self.config = broker.config
         #: The incremental fetch session with the leader (see the module rules).
         self.session = FetchSession(leader)
+        self._refusal_told = False  # the leader's refusal is logged once, until it lifts
 
     def _mine(self) -> list[Any]:
         return [f for f in self.replicas.follower_fetches() if f.leader == self.leader]
 
     async def run(self) -> None:
         conn: InterBrokerConnection | None = None
+        auth_backoff = 0.0
         try:
             while self._mine():
                 if conn is None:
@@ -96,6 +100,22 @@ class ReplicaFetcher:
                         conn = await InterBrokerConnection.to_node(
                             self.broker, self.leader, "fetcher"
                         )
+                        auth_backoff = 0.0
+                    except InterBrokerAuthError as exc:
+                        # Logged every time: the operator must see why this broker
+                        # stays out of the ISR. Never retried as anyone else.
+                        auth_backoff = min(
+                            max(auth_backoff * 2, _FETCH_BACKOFF_S), _AUTH_BACKOFF_MAX_S
+                        )
+                        log.error(
+                            "broker %d cannot replicate from leader %d: %s (retrying in %.1f s)",
+                            self.node_id,
+                            self.leader,
+                            exc,
+                            auth_backoff,
+                        )
+                        await trio.sleep(auth_backoff)
+                        continue
                     except (OSError, trio.TooSlowError) as exc:
                         log.debug("fetcher for leader %d: cannot connect: %s", self.leader, exc)
                         await trio.sleep(_FETCH_BACKOFF_S)
@@ -274,10 +294,25 @@ class ReplicaFetcher:
                 if code == ErrorCode.OFFSET_OUT_OF_RANGE:
                     await self._out_of_range(conn, f, offset)
                     continue
+                if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                    # Kafka's answer to a follower without ClusterAction on the cluster.
+                    if not self._refusal_told:
+                        log.error(
+                            "broker %d cannot replicate %s-%d: leader %d refuses its fetch "
+                            "(TOPIC_AUTHORIZATION_FAILED): the inter-broker principal needs "
+                            "ClusterAction on the cluster, or to be one of super.users",
+                            self.node_id,
+                            *key,
+                            self.leader,
+                        )
+                        self._refusal_told = True
+                    progressed = False
+                    continue
                 if code != ErrorCode.NONE:
                     log.debug("%s-%d: fetch from %d: %s", *key, self.leader, ErrorCode(code).name)
                     progressed = False
                     continue
+                self._refusal_told = False
                 records = part.records
                 if records:
                     try:

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -160,6 +160,7 @@ async def serve_cluster(
     data_dir: Path | str | None = None,
     zookeeper_connect: str | None = None,
     host: str = "127.0.0.1",
+    node_overrides: Mapping[int, Mapping[str, Any]] | None = None,
     **overrides: Any,
 ) -> AsyncIterator[LocalCluster]:
     """Serve a cluster of ``nodes`` brokers (ids 1..N) for an ``async with`` block.
@@ -169,6 +170,8 @@ async def serve_cluster(
         data_dir: where everything lives (a temporary directory, removed after, if None).
         zookeeper_connect: use this ZooKeeper instead of starting a private one.
         host: the brokers' listening address.
+        node_overrides: node id -> settings for that node only, on top of ``overrides``
+            (a node misconfigured on purpose, for instance).
         **overrides: broker settings for every node, by Python or Kafka name.
 
     Yields:
@@ -195,7 +198,7 @@ async def serve_cluster(
                     node_id=node_id,
                     data_dir=root / f"node-{node_id}",
                     zookeeper_connect=zookeeper_connect,
-                ).with_overrides(settings)
+                ).with_overrides({**settings, **(node_overrides or {}).get(node_id, {})})
                 members[node_id] = _Node(node_id, config)
             try:
                 async with trio.open_nursery() as nursery:

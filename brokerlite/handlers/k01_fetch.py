@@ -61,11 +61,15 @@ Rules (Kafka's, for a consumer fetching from the leader):
   then). A read_committed fetch woken by records that are still inside a
   transaction may therefore return early with nothing; clients treat that as
   any empty answer.
-* Authorization: each topic needs READ, else its partitions get
-  TOPIC_AUTHORIZATION_FAILED, checked before existence so that a refused name
-  says nothing about whether the topic exists. A topic id this broker does not
-  know is UNKNOWN_TOPIC_ID whoever asks (an id is not a secret; a known id
-  without READ is TOPIC_AUTHORIZATION_FAILED), as Kafka answers.
+* Authorization: a follower's fetch (cluster mode, ``replica_id`` >= 0) needs
+  CLUSTER_ACTION on the cluster and then no topic ACL; without it every
+  partition is TOPIC_AUTHORIZATION_FAILED, as Kafka answers a follower (not
+  CLUSTER_AUTHORIZATION_FAILED). A consumer's fetch: each topic needs READ,
+  else its partitions get TOPIC_AUTHORIZATION_FAILED, checked before existence
+  so that a refused name says nothing about whether the topic exists. A topic
+  id this broker does not know is UNKNOWN_TOPIC_ID whoever asks (an id is not a
+  secret; a known id without READ is TOPIC_AUTHORIZATION_FAILED), as Kafka
+  answers.
 * Quotas: an answer replaced by an empty throttled one (``FetchPlan.throttled``)
   tells the session nothing: a session it would have created is closed, and
   the news it carried stay news for the next fetch.
@@ -94,6 +98,7 @@ from trafka.brokerlite.fetch_sessions import (
     SessionErrorContext,
     SessionlessContext,
 )
+from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.brokerlite.storage.message_format import down_convert, fetch_magic
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
@@ -731,14 +736,13 @@ def handle(ctx: RequestContext, request: m.FetchRequest) -> FetchPlan | Parked:
     # Authorized once, when the request arrives (as Kafka does), not again on
     # waking; an incremental fetch authorizes every partition of its session.
     fetch = _Fetch(ctx, version, request, context, frozenset())
-    fetch.unreadable = frozenset(
-        denied(
-            ctx,
-            AclOperation.READ,
-            AclResourceType.TOPIC,
-            (w.topic for w in fetch.wants if w.topic is not None),
-        )
-    )
+    names = (w.topic for w in fetch.wants if w.topic is not None)
+    if fetch.replica_id < 0:
+        fetch.unreadable = frozenset(denied(ctx, AclOperation.READ, AclResourceType.TOPIC, names))
+    elif not ctx.allowed(AclOperation.CLUSTER_ACTION, AclResourceType.CLUSTER, CLUSTER_NAME):
+        # A follower's fetch needs ClusterAction on the cluster, else every partition
+        # is TOPIC_AUTHORIZATION_FAILED (Kafka's KafkaApis.handleFetchRequest).
+        fetch.unreadable = frozenset(names)
     results = fetch.read(ctx.now_ms)
     available = sum(r.size for r in results)
     if request.max_wait_ms <= 0 or available >= request.min_bytes or not fetch.wants:

@@ -50,12 +50,15 @@ from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
 
 pytestmark = pytest.mark.timeout(180)
 
-USERS = {"admin": "admin-pw", "alice": "alice-pw"}
+USERS = {"admin": "admin-pw", "alice": "alice-pw", "broker": "broker-pw"}
 TOPIC = "orders"
 SETTINGS: dict[str, Any] = {
     "security_protocol": "SASL_PLAINTEXT",
     "sasl_users": USERS,
-    "super_users": ("User:admin",),
+    # The brokers log in to each other as "broker" (a cluster member of a SASL listener must).
+    "inter_broker_sasl_username": "broker",
+    "inter_broker_sasl_password": USERS["broker"],
+    "super_users": ("User:admin", "User:broker"),
     "authorizer_class_name": "kafka.security.authorizer.AclAuthorizer",
     "group_initial_rebalance_delay_ms": 0,
 }

@@ -40,11 +40,14 @@ from trafka.sdk.errors import AuthenticationError
 
 pytestmark = pytest.mark.timeout(180)
 
-USERS = {"alice": "alice-pw", "bob": "bob-pw"}
+USERS = {"alice": "alice-pw", "bob": "bob-pw", "broker": "broker-pw"}
 SECRET = "cluster-token-secret"
 SETTINGS: dict[str, Any] = {
     "security_protocol": "SASL_PLAINTEXT",
     "sasl_users": USERS,
+    # The brokers log in to each other as "broker" (a cluster member of a SASL listener must).
+    "inter_broker_sasl_username": "broker",
+    "inter_broker_sasl_password": USERS["broker"],
     "sasl_enabled_mechanisms": ("PLAIN", "SCRAM-SHA-256"),
     "delegation_token_secret_key": SECRET,
 }

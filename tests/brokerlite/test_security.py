@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -544,3 +545,116 @@ def test_cli_security_options(tmp_path: Path) -> None:
     assert build_config(None, {"security_protocol": "ssl", "ssl_certfile": cert}).tls_enabled
     with pytest.raises(ConfigError, match="needs users"):
         build_config(None, {"security_protocol": "SASL_PLAINTEXT"})
+
+
+def test_inter_broker_settings_take_kafkas_names_and_fail_closed() -> None:
+    """A cluster member on a SASL listener logs in to the others with its own
+    credentials: Kafka's ``sasl.mechanism.inter.broker.protocol`` and the listener's
+    JAAS line (``listener.name.<l>.<mechanism>.sasl.jaas.config``), or brokerlite's
+    ``inter_broker_sasl_username``/``_password``; without them it does not start."""
+    cluster = {"zookeeper_connect": "127.0.0.1:2181", "sasl_users": "alice:pw"}
+    with pytest.raises(ConfigError, match="set inter_broker_sasl_username and") as missing:
+        BrokerConfig.from_mapping({**cluster, "security_protocol": "SASL_PLAINTEXT"})
+    assert "listener.name.sasl_plaintext.plain.sasl.jaas.config" in str(missing.value)
+    # A single node needs none: it has nobody to log in to.
+    BrokerConfig.from_mapping({"security_protocol": "SASL_PLAINTEXT", "sasl_users": "alice:pw"})
+
+    scram = BrokerConfig.from_mapping(
+        {
+            **cluster,
+            "listeners": "INTERNAL://127.0.0.1:9093",
+            "listener.security.protocol.map": "INTERNAL:SASL_SSL",
+            "ssl_certfile": "/etc/broker.pem",
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+            "listener.name.internal.scram-sha-512.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                'username="broker" password="br\\"oker-pw";'
+            ),
+        }
+    )
+    assert scram.sasl_mechanism_inter_broker_protocol == "SCRAM-SHA-512"
+    assert (scram.inter_broker_sasl_username, scram.inter_broker_sasl_password) == (
+        "broker",
+        'br"oker-pw',
+    )
+    assert "oker-pw" not in repr(scram) + repr(scram.kafka_entries())
+
+    # PLAIN's JAAS line also lists the users it accepts (user_<name>), as on Kafka.
+    plain = BrokerConfig.from_mapping(
+        {
+            "zookeeper_connect": "127.0.0.1:2181",
+            "security_protocol": "SASL_PLAINTEXT",
+            "security.inter.broker.protocol": "SASL_PLAINTEXT",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                'username="broker" password="b-pw" user_broker="b-pw" user_alice="a-pw";'
+            ),
+        }
+    )
+    assert plain.sasl_mechanism_inter_broker_protocol == "PLAIN"
+    assert plain.sasl_users == (("broker", "b-pw"), ("alice", "a-pw"))
+    assert plain.inter_broker_sasl_username == "broker"
+
+    login = {"inter_broker_sasl_username": "b", "inter_broker_sasl_password": "p"}
+    member = {**cluster, "security_protocol": "SASL_PLAINTEXT", **login}
+    for given_settings, error in [
+        # brokerlite's one listener is the inter-broker listener too.
+        ({**member, "security.inter.broker.protocol": "PLAINTEXT"}, "not the listener's protocol"),
+        ({**member, "inter.broker.listener.name": "OTHER"}, "is not brokerlite's listener"),
+        (
+            {
+                **member,
+                "inter.broker.listener.name": "SASL_PLAINTEXT",
+                "security.inter.broker.protocol": "SASL_PLAINTEXT",
+            },
+            "only one of inter.broker.listener.name and security.inter.broker.protocol",
+        ),
+        # Kafka's rule: the mechanism must be enabled.
+        (
+            {
+                **member,
+                "sasl.enabled.mechanisms": "PLAIN",
+                "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+            },
+            "must be one of sasl_enabled_mechanisms",
+        ),
+        (
+            {**member, "sasl.enabled.mechanisms": "OAUTHBEARER"},
+            "brokers log in to each other with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
+        ),
+        # Credentials on a listener that would not use them.
+        ({**cluster, "sasl_users": None, **login}, "which does not authenticate"),
+        (
+            {
+                **member,
+                "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                    'username="b" password="p";'
+                ),
+            },
+            "SCRAM-SHA-256 needs the login module",
+        ),
+        (
+            {
+                **member,
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                    'org.apache.kafka.common.security.plain.PlainLoginModule required username="b"'
+                ),
+            },
+            "ends with ';'",
+        ),
+        (
+            {
+                **member,
+                "listener.name.external.plain.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                    'username="b" password="p";'
+                ),
+            },
+            "names another listener",
+        ),
+        ({**member, "ssl_endpoint_identification_algorithm": "ldap"}, "is not 'https' or empty"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(error)):
+            BrokerConfig.from_mapping(given_settings)

@@ -10,7 +10,9 @@ from typing import Any
 import anyio
 import confluent_kafka
 
+from trafka.codec import protocol
 from trafka.codec.messages import k00_produce as pm
+from trafka.codec.produce_response import ProduceAnswer, read_produce_response
 from trafka.codec.records import decode_batch, iter_batches
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer
 
@@ -145,3 +147,8 @@ def answer(body: Any, errors: dict[int, int] | None = None) -> Any:
             for t in body.topic_data
         ]
     )
+
+
+def read_answer(body: Any, version: int = 11) -> ProduceAnswer:
+    """A broker's answer (a ProduceResponse) as the proxy reads it: on its bytes."""
+    return read_produce_response(protocol.encode_response(1, 0, version, body)[4:], version)

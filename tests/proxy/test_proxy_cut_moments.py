@@ -152,7 +152,8 @@ def test_a_batch_lost_on_a_cut_connection_is_never_taken_as_written(
 
                 async def settle(body: Any, planned: Any) -> list[int]:
                     answer = await eos.settle(ctx, body, *planned, deadline)
-                    return [p.error_code for t in answer.responses for p in t.partition_responses]
+                    read = protocol.decode_response_body(0, ctx.api_version, answer)
+                    return [p.error_code for t in read.responses for p in t.partition_responses]
 
                 armed[0] = True
                 # Every request planned (and its batches written) before any is settled.

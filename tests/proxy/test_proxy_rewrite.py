@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from proxy_helpers import answer, keyed, records_of, request
+from proxy_helpers import answer, keyed, read_answer, records_of, request
 
 from trafka.codec import protocol
 from trafka.codec.compression import Compression
@@ -378,9 +378,8 @@ def test_the_partitions_a_former_leader_refused_go_alone_and_their_answers_repla
     body = request(
         {0: [encode_batch(keyed(5))], 1: [encode_batch(keyed(5))], 2: [encode_batch(keyed(5))]}
     )
-    refused = answer(
-        body, {0: 6, 1: 5, 2: 19}
-    )  # NOT_LEADER, LEADER_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS
+    # NOT_LEADER, LEADER_NOT_AVAILABLE, NOT_ENOUGH_REPLICAS
+    refused = read_answer(answer(body, {0: 6, 1: 5, 2: 19}))
     # Not enough replicas: the leader stays; the client retries it.
     assert unwritten(refused) == {("orders", 0), ("orders", 1)}
     alone = sub_request(body, unwritten(refused))
@@ -389,8 +388,8 @@ def test_the_partitions_a_former_leader_refused_go_alone_and_their_answers_repla
         alone.topic_data[0].partition_data[0].records
         == body.topic_data[0].partition_data[0].records
     )
-    newer = answer(alone)
+    newer = read_answer(answer(alone))
     patched = patch_answer(refused, newer)
-    codes = {p.index: p.error_code for t in patched.responses for p in t.partition_responses}
+    codes = {index: p.error_code for (_, index), p in patched.partitions.items()}
     assert codes == {0: 0, 1: 0, 2: 19}
     assert unwritten(patched) == set()

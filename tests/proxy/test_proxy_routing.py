@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from proxy_helpers import answer, keyed, records_of, request
+from proxy_helpers import answer, keyed, read_answer, records_of, request
 
 from trafka.codec import protocol
 from trafka.codec.errors import ErrorCode
@@ -189,7 +189,7 @@ def test_not_leader_takes_the_hint_or_asks_again() -> None:
             r.TopicProduceResponse(name="payments", partition_responses=[bare]),
         ]
     )
-    assert learn_leaders(topics, body) == {"payments"}
+    assert learn_leaders(topics, read_answer(body)) == {"payments"}
     assert topics.leader("orders", 1) == 3
     request_body = metadata_request({"payments", "orders"})
     assert [t.name for t in request_body.topics] == ["orders", "payments"]
