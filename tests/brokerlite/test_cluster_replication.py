@@ -41,14 +41,6 @@ class FetchLog:
         """The requests ``follower`` sent, with their answers (None: not yet)."""
         return [(b, a) for c, b, a in self.fetches if c == f"broker-{follower}-fetcher"]
 
-    def of(self, follower: int) -> list[tuple[Any, Any]]:
-        """The requests ``follower`` sent that were answered, with their answers."""
-        return [
-            (b, a)
-            for c, b, a in self.fetches
-            if c == f"broker-{follower}-fetcher" and a is not None
-        ]
-
 
 def named(request: Any) -> set[tuple[str, int]]:
     return {(t.topic, p.partition) for t in request.topics for p in t.partitions}
@@ -90,18 +82,32 @@ def test_followers_fetch_in_incremental_sessions(zk: str, monkeypatch: pytest.Mo
             )
             assert len(led_by_1) == 2  # two each, as the controller spreads them
             busy, idle = led_by_1
-            # (The ISR is full from the topic's creation, before anyone fetched.)
-            follower_fetches = await until(lambda: wire.of(2), "follower 2 fetched from leader 1")
+            leader_cache = cluster.node(1).broker.fetch_sessions.cache
+
+            def settled() -> bool:
+                # Follower 2 fetches both partitions in its session (it may have
+                # added them one at a time, as each was reconciled).
+                sent = wire.sent(2)
+                held = sent and leader_cache.get(sent[-1][0].session_id)
+                return bool(held) and {(k[0], k[1]) for k in held.partitions} == {
+                    (TOPIC, busy),
+                    (TOPIC, idle),
+                }
+
+            await until(settled, "follower 2's session at leader 1 holds both partitions")
+
+            def answered_since(count: int) -> list[tuple[Any, Any]]:
+                return [(b, a) for b, a in wire.sent(2)[count:] if a is not None]
 
             async def produce(count: int) -> None:
                 async with open_producer(bootstrap_servers=bs, acks="all") as producer:
                     for i in range(count):
                         await producer.send_and_wait(TOPIC, b"v%d" % i, partition=busy)
 
-            seen = len(follower_fetches)
+            seen = len(wire.sent(2))
             await produce(20)
             await until(lambda: agree(cluster, busy), "the replicas of the busy partition agree")
-            later = wire.of(2)[seen:]
+            later = answered_since(seen)
             assert later
             for request, answer in later:
                 assert request.session_id != INVALID_SESSION_ID and request.session_epoch >= 1
@@ -114,17 +120,16 @@ def test_followers_fetch_in_incremental_sessions(zk: str, monkeypatch: pytest.Mo
             epochs = [r.session_epoch for r, _ in later]
             assert epochs == list(range(epochs[0], epochs[0] + len(epochs)))
             assert any(named(r) for r, _ in later), "the busy partition was named"
-            leader_cache = cluster.node(1).broker.fetch_sessions.cache
             session = leader_cache.get(later[-1][0].session_id)
             assert session is not None and session.privileged
             assert {(k[0], k[1]) for k in session.partitions} == {(TOPIC, busy), (TOPIC, idle)}
 
             # The leader forgets the session: the follower starts a new one.
             leader_cache.remove(session.id)
-            seen = len(wire.of(2))
+            seen = len(wire.sent(2))
             await produce(10)
             await until(lambda: agree(cluster, busy), "the replicas agree again")
-            after = wire.of(2)[seen:]
+            after = answered_since(seen)
             refused = [i for i, (_, a) in enumerate(after) if a.error_code != 0]
             assert refused, "the lost session was refused"
             retry, answer = after[refused[0] + 1]
