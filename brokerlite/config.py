@@ -287,6 +287,11 @@ class BrokerConfig:
             which places each transactional id's coordinator (cluster mode).
         transaction_state_log_replication_factor: its replication factor (at most
             the brokers live when it is created).
+        share_coordinator_state_topic_num_partitions: partitions of
+            ``__share_group_state``, which places each share-partition's share
+            coordinator (cluster mode, KIP-932).
+        share_coordinator_state_topic_replication_factor: its replication factor
+            (at most the brokers live when it is created).
         auto_leader_rebalance_enable: the controller moves leadership back to
             preferred replicas every ``leader_imbalance_check_interval_seconds``.
         leader_imbalance_check_interval_seconds: how often it checks.
@@ -424,6 +429,8 @@ class BrokerConfig:
     offsets_topic_replication_factor: int = 3
     transaction_state_log_num_partitions: int = 50
     transaction_state_log_replication_factor: int = 3
+    share_coordinator_state_topic_num_partitions: int = 50
+    share_coordinator_state_topic_replication_factor: int = 3
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     controlled_shutdown_enable: bool = True
@@ -768,6 +775,8 @@ def _check_cluster(cfg: BrokerConfig) -> None:
         "offsets_topic_replication_factor",
         "transaction_state_log_num_partitions",
         "transaction_state_log_replication_factor",
+        "share_coordinator_state_topic_num_partitions",
+        "share_coordinator_state_topic_replication_factor",
         "zookeeper_session_timeout_ms",
         "replica_lag_time_max_ms",
         "replica_fetch_max_bytes",

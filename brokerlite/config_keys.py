@@ -122,7 +122,6 @@ IGNORED_KAFKA_KEYS = frozenset(
         "log.cleaner.io.max.bytes.per.second",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
-        "share.coordinator.state.topic.replication.factor",
         "share.coordinator.state.topic.min.isr",
     }
 )

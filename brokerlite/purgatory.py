@@ -155,7 +155,9 @@ class Purgatory:
         deadlines = self._deadlines
         while deadlines and deadlines[0][0] <= now_ms:
             _, ticket = heapq.heappop(deadlines)
-            if ticket in self._entries:
+            entry = self._entries.get(ticket)
+            # (a request parked again has its first waiter's deadline in the heap too)
+            if entry is not None and entry.waiter.deadline_ms <= now_ms:
                 self.wake(ticket)
         done: list[Completion] = []
         ready, self._ready = self._ready, []

@@ -70,7 +70,7 @@ import uuid
 from pathlib import Path
 
 from ..cluster.replica_manager import ReplicaManager
-from ..cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
+from ..cluster.view import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
 from ..config import BrokerConfig
 from ..errors import UnknownTopicOrPartitionError
 from ..features import FEATURES_JOURNAL, FeatureStore
@@ -78,11 +78,12 @@ from ..fetch_sessions import FetchManager, FetchSessionCache
 from ..groups.consumer_groups import TopicMeta
 from ..groups.coordinator import GroupCoordinator
 from ..groups.offsets import GroupStore, OffsetStore
-from ..groups.replicated_offsets import ReplicatedOffsetStore
+from ..groups.replicated_offsets import ReplicatedOffsetStore, ReplicatedShareGroups
 from ..groups.share_groups import (
     SHARE_GROUPS_JOURNAL,
     ShareGroups,
     ShareGroupSettings,
+    ShareGroupsPort,
     ShareGroupStore,
 )
 from ..intake import (
@@ -108,7 +109,9 @@ from ..security.delegation_tokens import TOKENS_JOURNAL, DelegationTokens
 from ..security.sasl import UserStore
 from ..security.scram import SCRAM_JOURNAL, ScramCredentials
 from ..session import SaslPolicy
+from ..shares.coordinator import ShareCoordinator
 from ..shares.fetcher import ShareFetcher, ShareStateStore
+from ..shares.persister import RemotePersister
 from ..storage.log_manager import LogManager
 from ..storage.node_meta import (
     ClusterProducerIds,
@@ -244,7 +247,23 @@ class Broker(Polling):
         else:
             store = OffsetStore(self.data_dir / GROUPS_JOURNAL)
         opened.callback(store.close)
-        share_store = ShareGroupStore(self.data_dir / SHARE_GROUPS_JOURNAL)
+        #: The share coordinator of ``__share_group_state`` (cluster mode), else None.
+        self.share_coordinator = (
+            ShareCoordinator(
+                partition_for=self._share_state_partition,
+                append=functools.partial(self._append_internal, SHARE_STATE_TOPIC),
+                read=functools.partial(self._read_partition, SHARE_STATE_TOPIC),
+                now_ms=lambda: self._now_ms,
+            )
+            if config.cluster_mode
+            else None
+        )
+        share_store: ShareGroupsPort
+        if isinstance(store, ReplicatedOffsetStore):
+            # Share groups live in __consumer_offsets too, their configs in ZooKeeper.
+            share_store = ReplicatedShareGroups(store)
+        else:
+            share_store = ShareGroupStore(self.data_dir / SHARE_GROUPS_JOURNAL)
         opened.callback(share_store.close)
         self.share_groups = ShareGroups(
             self._consumer_topics,
@@ -310,12 +329,18 @@ class Broker(Polling):
         self.producers = ProducerStates(
             self.logs, producer_id_expiration_ms=config.producer_id_expiration_ms
         )
+        #: Cluster mode: where share-partitions' state goes (the share coordinators).
+        self.share_persister: RemotePersister | None = None
+        if config.cluster_mode:
+            self.share_persister = RemotePersister(self._led_epoch)
+            self.share_persister.on_settled = self._share_writes_settled
         self.shares = ShareFetcher(
             self.logs,
             self.producers,
-            ShareStateStore(self.data_dir / SHARE_STATE_JOURNAL),
+            self.share_persister or ShareStateStore(self.data_dir / SHARE_STATE_JOURNAL),
             config_for=self.share_groups.config,
             notify=self._notify_available,
+            leads=self._leads_here if config.cluster_mode else None,
         )
         opened.callback(self.shares.close)
         self.share_groups.listeners.append(self.shares)

@@ -27,7 +27,9 @@ from ..security.delegation_tokens import DelegationTokens
 from ..security.sasl import UserStore
 from ..security.scram import ScramCredentials
 from ..session import ConnectionSession, SaslPolicy
+from ..shares.coordinator import ShareCoordinator
 from ..shares.fetcher import ShareFetcher
+from ..shares.persister import RemotePersister
 from ..storage.log_manager import LogManager
 from ..storage.node_meta import ClusterProducerIds, ProducerIdAllocator
 from ..telemetry import ClientTelemetry
@@ -63,6 +65,8 @@ class BrokerParts:
     txn: TransactionCoordinator
     producers: ProducerStates
     shares: ShareFetcher
+    share_coordinator: ShareCoordinator | None
+    share_persister: RemotePersister | None
     authorizer: Authorizer | None
     quotas: Quotas
     tokens: DelegationTokens

@@ -18,10 +18,12 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.records import blob_next_offset
 
 from ..cluster.controller import coordinator_partition
-from ..cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from ..cluster.view import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from ..errors import OffsetStoreError
 from ..groups.replicated_offsets import ReplicatedOffsetStore
 from ..handlers.k01_fetch import HIGH_WATERMARK_WAKES, PARTITION_CHANGED_WAKES
+from ..shares.coordinator import ShareCoordinatorError
+from ..shares.persister import SETTLED_WATCH
 from ..storage.node_meta import (
     ClusterProducerIds,
     write_meta,
@@ -64,6 +66,28 @@ class ClusterHost(BrokerParts):
             return None
         return coordinator_partition(group, assignment.num_partitions)
 
+    def _share_state_partition(self, key: str) -> int | None:
+        """The ``__share_group_state`` partition of a share coordinator key."""
+        cluster = self.cluster
+        assignment = None if cluster is None else cluster.image.topics.get(SHARE_STATE_TOPIC)
+        if assignment is None:
+            return None
+        return coordinator_partition(key, assignment.num_partitions)
+
+    def _led_epoch(self, topic: str, partition: int) -> int | None:
+        """The leader epoch of a partition this broker leads, else None."""
+        replica = None if self.cluster is None else self.cluster.replicas.replica(topic, partition)
+        if replica is None or replica.leader != self.node_id:
+            return None
+        return replica.leader_epoch
+
+    def _leads_here(self, topic: str, partition: int) -> bool:
+        return self._led_epoch(topic, partition) is not None
+
+    def _share_writes_settled(self) -> None:
+        """Share-state writes reached their coordinators: wake the requests waiting."""
+        self.purgatory.notify_append(*SETTLED_WATCH, 0)
+
     def _append_internal(self, topic: str, partition: int, batch: bytes) -> None:
         """Append a coordinator's state batch to an internal topic's partition here
         (its leader): ``__consumer_offsets`` or ``__transaction_state``."""
@@ -103,6 +127,11 @@ class ClusterHost(BrokerParts):
         drop them."""
         if not leads:
             self._wake_parked(topic, partition)
+        if topic == SHARE_STATE_TOPIC and self.share_coordinator is not None:
+            self._share_coordinator_moved(partition, leads)
+            return
+        # A share-partition leader is its data partition's leader.
+        self.shares.leadership_changed(topic, partition, leads)
         if topic == TRANSACTION_STATE_TOPIC and self.cluster_txn is not None:
             self.cluster_txn.leadership_changed(partition, leads)
             return
@@ -116,10 +145,31 @@ class ClusterHost(BrokerParts):
                 log.exception("cannot load the groups of %s-%d", topic, partition)
                 return
             self.groups.load_groups(loaded, now_ms)
+            self.share_groups.load_groups(store.share_group_snapshots(loaded), now_ms)
             if loaded:
                 log.info("coordinating %d group(s) of %s-%d", len(loaded), topic, partition)
         else:
-            self.groups.unload_groups(store.unload_partition(partition))
+            gone = store.unload_partition(partition)
+            self.groups.unload_groups(gone)
+            self.share_groups.unload_groups(gone)
+
+    def _share_coordinator_moved(self, partition: int, leads: bool) -> None:
+        """As the share coordinator of a ``__share_group_state`` partition, load
+        or drop the share-partition states it holds."""
+        coordinator = self.share_coordinator
+        assert coordinator is not None
+        if not leads:
+            coordinator.unload_partition(partition)
+            return
+        try:
+            count = coordinator.load_partition(partition)
+        except ShareCoordinatorError:
+            log.exception("cannot load the share states of %s-%d", SHARE_STATE_TOPIC, partition)
+            return
+        if count:
+            log.info(
+                "coordinating %d share-partition(s) of %s-%d", count, SHARE_STATE_TOPIC, partition
+            )
 
     def _replica_removed(self, topic: str, partition: int) -> None:
         """A reassignment moved this partition away: forget its producers here (the

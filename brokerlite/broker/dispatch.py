@@ -23,7 +23,6 @@ from trafka.codec.protocol import api
 
 from ..cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..errors import UnknownTopicOrPartitionError
-from ..features import SHARE_VERSION
 from ..handlers import HANDLERS
 from ..handlers._base import BrokerPort, HandlerSpec, RequestContext
 from ..handlers.k01_fetch import FetchPlan
@@ -58,9 +57,16 @@ _OFFSET_COMMIT = 8
 _REPLICATION_WAIT_MS = 5000
 # Group APIs (by a single group_id) that only the group's coordinator answers in
 # cluster mode: OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, LeaveGroup,
-# SyncGroup, TxnOffsetCommit, OffsetDelete, ConsumerGroupHeartbeat.
-_GROUP_KEYED = frozenset({8, 9, 11, 12, 13, 14, 28, 47, 68})
+# SyncGroup, TxnOffsetCommit, OffsetDelete, ConsumerGroupHeartbeat,
+# ShareGroupHeartbeat.
+_GROUP_KEYED = frozenset({8, 9, 11, 12, 13, 14, 28, 47, 68, 76})
+# DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets:
+# single-node only for now (the share-partitions they change live on their leaders).
+_SHARE_OFFSETS_ADMIN = frozenset({90, 91, 92})
 _TXN_OFFSET_COMMIT = 28
+# Answered once what they wrote to __consumer_offsets is replicated (cluster mode):
+# OffsetCommit, TxnOffsetCommit, ShareGroupHeartbeat.
+_OFFSETS_WRITES = frozenset({_OFFSET_COMMIT, _TXN_OFFSET_COMMIT, 76})
 # Transaction APIs that only the transactional id's coordinator answers in cluster
 # mode, once what they wrote is replicated: InitProducerId (with an id),
 # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn.
@@ -108,9 +114,8 @@ class Dispatch(Connections, ClusterHost):
         spec = HANDLERS[header.request_api_key]
         if spec.feature is not None and (
             self.features.level(spec.feature) < 1
-            # Share groups are not cluster-aware yet: in cluster mode they are
-            # answered as by a Kafka whose share.version is not finalized.
-            or (self.cluster is not None and spec.feature == SHARE_VERSION)
+            # (cluster mode: the share-group offsets admin is not served yet)
+            or (self.cluster is not None and spec.api_key in _SHARE_OFFSETS_ADMIN)
         ):
             # Kafka answers an API whose feature is not finalized (level 0) with
             # UNSUPPORTED_VERSION before anything else, authorization included.
@@ -181,7 +186,7 @@ class Dispatch(Connections, ClusterHost):
                 ],
             )
         waiter: _Replicated | None = None
-        if self.cluster is not None and spec.api_key in (_OFFSET_COMMIT, _TXN_OFFSET_COMMIT):
+        if self.cluster is not None and spec.api_key in _OFFSETS_WRITES:
             # Kafka's offsets.commit.required.acks=-1.
             partition = self._offsets_partition(getattr(body, "group_id", ""))
             waiter = self._replicated(

@@ -42,13 +42,22 @@ from .replica_manager import ReplicaManager
 from .replication_quotas import WINDOW_NUM, WINDOW_SIZE_MS, ReplicationQuotas
 from .zk_layout import NO_LEADER, BrokerRegistration, PartitionState, TopicAssignment
 
-__all__ = ["OFFSETS_TOPIC", "TRANSACTION_STATE_TOPIC", "ClusterImage", "ClusterView", "ZkTask"]
+__all__ = [
+    "OFFSETS_TOPIC",
+    "SHARE_STATE_TOPIC",
+    "TRANSACTION_STATE_TOPIC",
+    "ClusterImage",
+    "ClusterView",
+    "ZkTask",
+]
 
 log = logging.getLogger("trafka.brokerlite.cluster")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+#: The share coordinator's topic (KIP-932): share-partitions' durable state.
+SHARE_STATE_TOPIC = "__share_group_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -226,11 +235,16 @@ class ClusterView:
             return ()
         return assignment.replicas.get(partition, ())
 
-    def coordinator(self, key: str, *, transactional: bool = False) -> int:
+    def coordinator(
+        self, key: str, *, transactional: bool = False, topic: str | None = None
+    ) -> int:
         """The broker that coordinates a group (or transactional id): the leader of
         its ``__consumer_offsets`` (``__transaction_state``) partition; -1 while
-        that partition has no leader or the topic is not created yet."""
-        topic = TRANSACTION_STATE_TOPIC if transactional else OFFSETS_TOPIC
+        that partition has no leader or the topic is not created yet. ``topic``
+        names another internal topic (``__share_group_state``, whose keys are
+        ``group:topic-id:partition``)."""
+        if topic is None:
+            topic = TRANSACTION_STATE_TOPIC if transactional else OFFSETS_TOPIC
         assignment = self.image.topics.get(topic)
         if assignment is None:
             return NO_LEADER

@@ -23,6 +23,8 @@ Rules and invariants:
   ``["o", group, topic, partition]``          ``[offset, leader_epoch, metadata, timestamp]``
   ``["g", group]``                            the classic group's metadata
   ``["c", group]``                            a consumer group's (KIP-848) snapshot
+  ``["s", group]``                            a share group's (KIP-932) snapshot: its
+                                              epochs, members and target assignment
   ``["p", group, producer, topic, partition]``  ``[offset, leader_epoch, metadata, timestamp,
                                               producer_epoch]``: a TxnOffsetCommit's offset,
                                               pending until its transaction's marker
@@ -54,6 +56,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from trafka.codec.errors import ErrorCode
@@ -62,8 +65,9 @@ from ..cluster.view import OFFSETS_TOPIC
 from ..errors import OffsetStoreError
 from ..storage.internal_topic import InternalTopic, TopicPort
 from .offsets import CommittedOffset, GroupStore, OffsetState, offset_rows
+from .share_groups import ShareGroupStoreError
 
-__all__ = ["OffsetTopic", "PendingOffsets", "ReplicatedOffsetStore"]
+__all__ = ["OffsetTopic", "PendingOffsets", "ReplicatedOffsetStore", "ReplicatedShareGroups"]
 
 log = logging.getLogger("trafka.brokerlite.groups")
 
@@ -129,6 +133,8 @@ class OffsetTopic(TopicPort):
         super().__init__(topic)
         self._state = state
         self._pending = pending
+        #: Share groups' snapshots (their coordinator's, :mod:`.share_groups`).
+        self.share_groups: dict[str, dict[str, Any]] = {}
 
     # -- partitions ----------------------------------------------------------------------------------
 
@@ -161,12 +167,19 @@ class OffsetTopic(TopicPort):
         state, pending = self._state, self._pending
         gone = {
             g
-            for g in (*state.offsets, *state.groups, *state.consumer_groups, *pending.held)
+            for g in (
+                *state.offsets,
+                *state.groups,
+                *state.consumer_groups,
+                *pending.held,
+                *self.share_groups,
+            )
             if self.topic.partition_for(g) == partition
         }
         for group in gone:
             state.forget(group)
             pending.held.pop(group, None)
+            self.share_groups.pop(group, None)
         return gone
 
     def _replay(self, key: bytes | None, value: bytes | None) -> str:
@@ -204,6 +217,8 @@ class OffsetTopic(TopicPort):
             return None if doc is None else {"kind": "group", "group": group, "metadata": doc}
         if kind == "c":
             return {"kind": "consumer_group", "group": group, "snapshot": doc}
+        if kind == "s":
+            return {"kind": "share_group", "group": group, "snapshot": doc}
         if kind == "p":
             producer, topic, partition = parts[2], parts[3], parts[4]
             if doc is None:
@@ -239,7 +254,12 @@ class OffsetTopic(TopicPort):
 
     def _apply(self, entry: dict[str, Any]) -> None:
         kind = entry["kind"]
-        if kind == "txn_stage":
+        if kind == "share_group":
+            if entry["snapshot"] is None:
+                self.share_groups.pop(entry["group"], None)
+            else:
+                self.share_groups[entry["group"]] = dict(entry["snapshot"])
+        elif kind == "txn_stage":
             self._pending.stage(entry)
         elif kind == "txn_unstage":
             self._pending.unstage(entry["group"], entry["producer"], entry["settled"])
@@ -262,8 +282,8 @@ class OffsetTopic(TopicPort):
             ]
         if kind == "group":
             return [(_key("g", group), _value(entry["metadata"]))]
-        if kind == "consumer_group":
-            return [(_key("c", group), _value(entry["snapshot"]))]
+        if kind in ("consumer_group", "share_group"):
+            return [(_key(kind[0], group), _value(entry["snapshot"]))]
         if kind == "delete_offsets":
             return [(_key("o", group, t, p), None) for t, p in entry["partitions"]]
         if kind == "txn_stage":
@@ -450,3 +470,66 @@ class ReplicatedOffsetStore(GroupStore):
             if kept:
                 committed[group] = kept
         return committed
+
+    # -- share groups -------------------------------------------------------------------------
+
+    def share_group_snapshots(self, group_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The stored snapshots of those of ``group_ids`` that are share groups."""
+        stored = self._topic.share_groups
+        return {g: dict(stored[g]) for g in group_ids if g in stored}
+
+    def store_share_group(self, group_id: str, snapshot: Mapping[str, Any] | None) -> None:
+        """Write a share group's snapshot (None: a tombstone) to its partition.
+
+        Raises:
+            OffsetStoreError: the partition is not led here, or the append failed.
+        """
+        if snapshot is None and group_id not in self._topic.share_groups:
+            return
+        self._port.write(
+            {
+                "kind": "share_group",
+                "group": group_id,
+                "snapshot": None if snapshot is None else dict(snapshot),
+            }
+        )
+
+
+class ReplicatedShareGroups:
+    """The share groups' port in a cluster (a
+    :class:`~.share_groups.ShareGroupsPort`): their snapshots are records of
+    ``__consumer_offsets`` (``["s", group]``, see the module rules), loaded when
+    their partition comes to be led here; their configs are ZooKeeper's
+    (:mod:`trafka.brokerlite.cluster.driver.group_config_sync`), not this port's.
+
+    Args:
+        offsets: the group coordinator's store.
+    """
+
+    def __init__(self, offsets: ReplicatedOffsetStore) -> None:
+        self._offsets = offsets
+
+    @property
+    def path(self) -> Path:
+        return Path(OFFSETS_TOPIC)
+
+    def share_groups(self) -> dict[str, dict[str, Any]]:
+        """Nothing at start: a group is loaded with its partition."""
+        return {}
+
+    def group_configs(self) -> dict[str, dict[str, str]]:
+        """Nothing at start: ZooKeeper's configs come with the cluster driver."""
+        return {}
+
+    def store_group(self, group_id: str, snapshot: Mapping[str, Any] | None) -> None:
+        try:
+            self._offsets.store_share_group(group_id, snapshot)
+        except OffsetStoreError as exc:
+            raise ShareGroupStoreError(str(exc)) from exc
+
+    def store_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        """Never called in a cluster: a config change is a ZooKeeper write there."""
+        raise ShareGroupStoreError(f"group {group_id!r}: configs are ZooKeeper's in a cluster")
+
+    def close(self) -> None:
+        """The offsets store closes itself."""

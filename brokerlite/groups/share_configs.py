@@ -286,6 +286,31 @@ class GroupConfigs:
         self._overrides = {g: dict(c) for g, c in overrides.items()}
         self._store = store
 
+    def proposed(
+        self, group_id: str, changes: Mapping[str, str | None], *, incremental: bool
+    ) -> dict[str, str]:
+        """``group_id``'s whole set of overrides after ``changes`` (see :meth:`alter`),
+        validated; nothing changes.
+
+        Raises:
+            InvalidGroupResourceError, InvalidGroupConfigError: as :meth:`alter`.
+        """
+        if not group_id:
+            raise InvalidGroupResourceError("a GROUP config resource needs a group name")
+        new = dict(self._overrides.get(group_id, {})) if incremental else {}
+        for name, value in changes.items():
+            if value is None:
+                new.pop(name, None)
+            else:
+                new[name] = value
+        self._validate(new)
+        return new
+
+    def use_cluster(self, overrides: Mapping[str, Mapping[str, str]]) -> None:
+        """Cluster mode: every group's overrides are the cluster's (ZooKeeper's),
+        replacing what this broker held."""
+        self._overrides = {g: dict(c) for g, c in overrides.items() if c}
+
     def effective(self, group_id: str) -> ShareGroupConfig:
         """``group_id``'s effective settings: its overrides over the broker defaults,
         clamped into the broker's current bounds."""
@@ -357,15 +382,7 @@ class GroupConfigs:
                 heartbeat interval.
             The store's error: the change cannot be written (nothing changed).
         """
-        if not group_id:
-            raise InvalidGroupResourceError("a GROUP config resource needs a group name")
-        new = dict(self._overrides.get(group_id, {})) if incremental else {}
-        for name, value in changes.items():
-            if value is None:
-                new.pop(name, None)
-            else:
-                new[name] = value
-        self._validate(new)
+        new = self.proposed(group_id, changes, incremental=incremental)
         if validate_only or new == self._overrides.get(group_id, {}):
             return
         if self._store is not None:

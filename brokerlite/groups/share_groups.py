@@ -368,6 +368,25 @@ def _from_snapshot(group_id: str, data: Mapping[str, Any]) -> ShareGroup:
 # -- the journal -----------------------------------------------------------------------------
 
 
+class ShareGroupsPort(Protocol):
+    """Where share groups and their configs are kept: the journal
+    (:class:`ShareGroupStore`), or in a cluster ``__consumer_offsets`` (groups)
+    and ZooKeeper (configs), :class:`~.replicated_offsets.ReplicatedShareGroups`."""
+
+    @property
+    def path(self) -> Path: ...
+
+    def share_groups(self) -> dict[str, dict[str, Any]]: ...
+
+    def group_configs(self) -> dict[str, dict[str, str]]: ...
+
+    def store_group(self, group_id: str, snapshot: Mapping[str, Any] | None) -> None: ...
+
+    def store_configs(self, group_id: str, configs: Mapping[str, str]) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class ShareGroupStore(JournalStore):
     """Share groups and group configs, kept in a CRC-checked journal (:mod:`..storage.journal`).
 
@@ -485,7 +504,7 @@ class ShareGroups:
         topics: Callable[[], Mapping[str, TopicMeta]],
         *,
         settings: ShareGroupSettings | None = None,
-        store: ShareGroupStore | None = None,
+        store: ShareGroupsPort | None = None,
         now_ms: int = 0,
     ) -> None:
         self._topics = topics
@@ -504,19 +523,38 @@ class ShareGroups:
         # Loaded groups whose target assignment the listeners have not heard of yet.
         self._unannounced: set[str] = set()
         if store is not None:
-            for group_id, data in store.share_groups().items():
-                try:
-                    group = _from_snapshot(group_id, data)
-                except (KeyError, TypeError, ValueError) as exc:
-                    raise ShareGroupStoreError(
-                        f"{store.path}: share group {group_id!r}: bad snapshot: {exc!r}"
-                    ) from exc
-                timeout = self._session_timeout_ms(group_id)
-                for member in group.members.values():
-                    member.session_deadline_ms = now_ms + timeout
-                self.groups[group_id] = group
-                self._saved[group_id] = _snapshot(group)
-                self._unannounced.add(group_id)
+            self.load_groups(store.share_groups(), now_ms)
+
+    def load_groups(self, snapshots: Mapping[str, Mapping[str, Any]], now_ms: int) -> None:
+        """Bring stored groups into memory (at start; in a cluster, when their
+        ``__consumer_offsets`` partition comes to be led here), replacing any in
+        memory; their members' session timers start at ``now_ms``.
+
+        Raises:
+            ShareGroupStoreError: a snapshot is malformed (the groups before it are loaded).
+        """
+        where = "share groups" if self.store is None else self.store.path
+        for group_id, data in snapshots.items():
+            try:
+                group = _from_snapshot(group_id, data)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ShareGroupStoreError(
+                    f"{where}: share group {group_id!r}: bad snapshot: {exc!r}"
+                ) from exc
+            timeout = self._session_timeout_ms(group_id)
+            for member in group.members.values():
+                member.session_deadline_ms = now_ms + timeout
+            self.groups[group_id] = group
+            self._saved[group_id] = _snapshot(group)
+            self._unannounced.add(group_id)
+
+    def unload_groups(self, group_ids: Iterable[str]) -> None:
+        """Forget groups (cluster mode: their ``__consumer_offsets`` partition is no
+        longer led here; their members find the new coordinator)."""
+        for group_id in group_ids:
+            self.groups.pop(group_id, None)
+            self._saved.pop(group_id, None)
+            self._unannounced.discard(group_id)
 
     # -- the interface the share partitions use -------------------------------------------------
 

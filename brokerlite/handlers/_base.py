@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from trafka.brokerlite.security.delegation_tokens import DelegationTokens
     from trafka.brokerlite.security.scram import ScramCredentials
     from trafka.brokerlite.session import ConnectionSession
+    from trafka.brokerlite.shares.coordinator import ShareCoordinator
     from trafka.brokerlite.shares.fetcher import ShareFetcher
     from trafka.brokerlite.storage.log_manager import LogManager
     from trafka.brokerlite.telemetry import ClientTelemetry
@@ -160,6 +161,7 @@ class BrokerPort(Protocol):
     groups: GroupCoordinator
     share_groups: ShareGroups
     shares: ShareFetcher
+    share_coordinator: ShareCoordinator | None
     txn: TransactionCoordinator
     cluster_txn: ClusterTransactions | None
     fetch_sessions: FetchManager
@@ -257,6 +259,11 @@ class RequestContext:
     def shares(self) -> ShareFetcher:
         """Share sessions and share-partitions (ShareFetch, ShareAcknowledge)."""
         return self.broker.shares
+
+    @property
+    def share_coordinator(self) -> ShareCoordinator | None:
+        """The share coordinator of ``__share_group_state`` (cluster mode), else None."""
+        return self.broker.share_coordinator
 
     @property
     def txn(self) -> TransactionCoordinator:

@@ -286,8 +286,10 @@ def alter_resource_configs(
     validate_only: bool,
 ) -> ZkTask | None:
     """Change a topic's, a group's or a broker's configs (AlterConfigs when not
-    ``incremental``: ``changes`` become the whole set): at once, or, for what
-    cluster mode keeps in ZooKeeper, the task that writes it (None otherwise).
+    ``incremental``: ``changes`` become the whole set): at once on one node, or,
+    for what cluster mode keeps in ZooKeeper, checked here and the task that
+    writes it (:func:`broker_config_task`, :func:`group_config_task`,
+    :func:`topic_config_task`; None otherwise).
 
     Raises:
         BrokerError: the change is refused (nothing changed).
@@ -297,16 +299,45 @@ def alter_resource_configs(
             ctx, name, changes, replace=not incremental, validate_only=validate_only
         )
     if resource_type == ResourceType.GROUP:
-        ctx.share_groups.alter_configs(
-            name, changes, incremental=incremental, validate_only=validate_only
+        return group_config_task(
+            ctx, name, changes, incremental=incremental, validate_only=validate_only
         )
-        return None
     if ctx.cluster is not None:
         return topic_config_task(
             ctx, name, changes, incremental=incremental, validate_only=validate_only
         )
     ctx.logs.alter_configs(name, changes, incremental=incremental, validate_only=validate_only)
     return None
+
+
+def group_config_task(
+    ctx: RequestContext,
+    group: str,
+    changes: Mapping[str, str | None],
+    *,
+    incremental: bool,
+    validate_only: bool,
+) -> ZkTask | None:
+    """A share group's config change: applied here on one node (None); in a
+    cluster, checked here, and the task that writes the group's new overrides to
+    ZooKeeper (``/config/groups/<group>``), whence every broker applies them
+    (None for ``validate_only``).
+
+    Raises:
+        InvalidGroupResourceError, InvalidGroupConfigError, ShareGroupStoreError:
+            as ``ShareGroups.alter_configs``.
+    """
+    from trafka.brokerlite.cluster.view import ZkTask
+
+    if ctx.cluster is None:
+        ctx.share_groups.alter_configs(
+            group, changes, incremental=incremental, validate_only=validate_only
+        )
+        return None
+    configs = ctx.share_groups.configs.proposed(group, changes, incremental=incremental)
+    if validate_only:
+        return None
+    return ZkTask("group_configs", {"group": group, "configs": configs})
 
 
 def park_results_on_tasks(

@@ -24,7 +24,8 @@ in this legacy API.
 
 Cluster mode: a topic's change is checked here and written to ZooKeeper
 (``/config/topics/T``), whence every broker applies it; the answer comes once
-this broker's reading of ZooKeeper shows it.
+this broker's reading of ZooKeeper shows it. A group's change likewise goes to
+``/config/groups/<group>`` (:mod:`trafka.brokerlite.cluster.driver.group_config_sync`).
 """
 
 from __future__ import annotations

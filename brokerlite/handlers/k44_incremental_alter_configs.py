@@ -36,7 +36,9 @@ Cluster mode: a topic's change is checked here and written to ZooKeeper
 (``/config/topics/T``), whence every broker applies it; the answer comes once
 this broker's reading of ZooKeeper shows it. A broker's change is written to
 ``/config/brokers/<id>`` (``<default>``) with a ``/config/changes``
-notification, and answered once this broker has applied it.
+notification, and answered once this broker has applied it. A group's change
+likewise goes to ``/config/groups/<group>``
+(:mod:`trafka.brokerlite.cluster.driver.group_config_sync`).
 """
 
 from __future__ import annotations

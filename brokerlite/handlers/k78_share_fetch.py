@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from trafka.brokerlite.features import SHARE_VERSION
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k78_share_fetch as m
 
-from ..outcomes import Parked
+from ..outcomes import ParkAgain, Parked
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
+from ._share_durable import when_durable
 
 if TYPE_CHECKING:
     from trafka.brokerlite.shares.fetcher import PendingFetch, ShareFetcher
@@ -42,17 +44,31 @@ MAX_VERSION = 1
 class _ShareFetchWaiter:
     """A parked ShareFetch: any change to a watched partition may let it acquire."""
 
-    def __init__(self, shares: ShareFetcher, pending: PendingFetch) -> None:
+    def __init__(
+        self,
+        ctx: RequestContext,
+        shares: ShareFetcher,
+        pending: PendingFetch,
+        mark: int,
+        refusal: Callable[[ErrorCode], m.ShareFetchResponse],
+    ) -> None:
+        self._ctx = ctx
         self._shares = shares
         self._pending = pending
+        self._mark = mark
+        self._refusal = refusal
         self.deadline_ms = pending.deadline_ms
         self.watches = pending.watches
 
     def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
         return True
 
-    def complete(self, now_ms: int) -> m.ShareFetchResponse:
-        return self._shares.complete(self._pending, now_ms)
+    def complete(self, now_ms: int) -> m.ShareFetchResponse | ParkAgain:
+        answer = self._shares.complete(self._pending, now_ms)
+        outcome = when_durable(self._ctx, answer, self._mark, self._refusal)
+        if isinstance(outcome, m.ShareFetchResponse):
+            return outcome
+        return ParkAgain(outcome)
 
 
 # Partitions refused for want of READ on their topic: topic id -> (partition, had acks).
@@ -61,6 +77,11 @@ _Refused = dict[uuid.UUID, list[tuple[int, bool]]]
 
 def handle(ctx: RequestContext, request: m.ShareFetchRequest) -> m.ShareFetchResponse | Parked:
     shares = ctx.shares
+    mark = shares.writes_mark()
+
+    def refusal(code: ErrorCode) -> m.ShareFetchResponse:
+        return error_response(request, ctx.version, code)
+
     refused: _Refused = {}
     if enabled(ctx):
         if not group_allowed(ctx, AclOperation.READ, request.group_id or ""):
@@ -70,10 +91,13 @@ def handle(ctx: RequestContext, request: m.ShareFetchRequest) -> m.ShareFetchRes
     if refused:
         if not isinstance(outcome, m.ShareFetchResponse):
             outcome = shares.complete(outcome, ctx.now_ms)  # an error is answered at once
-        return _with_refused(outcome, refused)
+        outcome = _with_refused(outcome, refused)
     if isinstance(outcome, m.ShareFetchResponse):
-        return outcome
-    return ctx.park(_ShareFetchWaiter(shares, outcome))
+        durable = when_durable(ctx, outcome, mark, refusal)
+        if isinstance(durable, m.ShareFetchResponse):
+            return durable
+        return ctx.park(durable)
+    return ctx.park(_ShareFetchWaiter(ctx, shares, outcome, mark, refusal))
 
 
 def _readable_only(

@@ -20,15 +20,32 @@ from trafka.brokerlite.features import SHARE_VERSION
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k79_share_acknowledge as m
 
+from ..outcomes import Parked
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
+from ._share_durable import when_durable
 
 API_KEY = 79
 MIN_VERSION = 1
 MAX_VERSION = 1
 
 
-def handle(ctx: RequestContext, request: m.ShareAcknowledgeRequest) -> m.ShareAcknowledgeResponse:
+def handle(
+    ctx: RequestContext, request: m.ShareAcknowledgeRequest
+) -> m.ShareAcknowledgeResponse | Parked:
+    mark = ctx.shares.writes_mark()
+    answer = _handle(ctx, request)
+
+    def refusal(code: ErrorCode) -> m.ShareAcknowledgeResponse:
+        return error_response(request, ctx.version, code)
+
+    outcome = when_durable(ctx, answer, mark, refusal)
+    if isinstance(outcome, m.ShareAcknowledgeResponse):
+        return outcome
+    return ctx.park(outcome)
+
+
+def _handle(ctx: RequestContext, request: m.ShareAcknowledgeRequest) -> m.ShareAcknowledgeResponse:
     acknowledge = ctx.shares.acknowledge
     if not enabled(ctx):
         return acknowledge(request, ctx.now_ms)

@@ -58,6 +58,18 @@ Rules and invariants:
   fsynced write before the answer goes out, so an acknowledged record is never
   delivered again after a restart. Acquisitions alone are not written: after a
   restart, records acquired and never acknowledged are available again.
+* Cluster mode (the store is a :class:`~.persister.RemotePersister`): this
+  broker serves only the partitions it leads (NOT_LEADER_OR_FOLLOWER for the
+  others, acknowledgements included). A share-partition not in memory is read
+  from its share coordinator first and acquires nothing until the answer
+  arrives (its fetches are woken then); one never written is initialised as
+  above and written. Writes go to the coordinators, and the handlers answer a
+  request only once its writes are on the coordinators' in-sync replicas
+  (:meth:`ShareFetcher.writes_mark`, :meth:`ShareFetcher.writes_outcome`).
+  A share-partition whose leadership was lost is forgotten here (a new
+  leader epoch of a leadership that went on keeps it); a write refused as
+  fenced forgets it too. The group coordinator is another
+  broker's: assignments initialise nothing here.
 * Offsets admin (DescribeShareGroupOffsets, AlterShareGroupOffsets,
   DeleteShareGroupOffsets) works on the same share-partitions, with rules of
   its own (:mod:`.offsets_admin`); the journal is :mod:`.state_store`'s.
@@ -81,6 +93,7 @@ from trafka.codec.records import RecordBatchHeader, iter_batches
 
 from .offsets_admin import ShareOffsetInfo, ShareOffsetsAdmin
 from .partition import AcquiredRange, BatchSpan, SharePartition
+from .persister import RemotePersister
 from .share_config import DefaultShareConfig, ShareConfig
 from .state_store import SP, ShareStateError, ShareStateStore
 
@@ -146,6 +159,12 @@ class PendingFetch:
     lock_ms: int
 
 
+class ShareStateLoading(BrokerError):
+    """A share-partition's state is being read from its share coordinator."""
+
+    code = ErrorCode.NONE
+
+
 def _next_epoch(epoch: int) -> int:
     return 1 if epoch >= _MAX_EPOCH else epoch + 1
 
@@ -183,24 +202,32 @@ class ShareFetcher(ShareOffsetsAdmin):
     Args:
         logs: the partition logs.
         producers: producer state, for read_committed.
-        store: the share-state journal (owned: closed by :meth:`close`).
+        store: the share-state journal, or (cluster mode) the persister to the
+            share coordinators (owned: closed by :meth:`close`).
         config_for: a group's share configuration.
         notify: called with ``(topic, partition)`` when records there become
             available again (to wake waiting fetches).
+        leads: cluster mode: whether this broker leads a data partition.
     """
 
     def __init__(
         self,
         logs: LogManager,
         producers: ProducerStates,
-        store: ShareStateStore,
+        store: ShareStateStore | RemotePersister,
         *,
         config_for: Callable[[str], ShareConfig] | None = None,
         notify: Callable[[str, int], None] | None = None,
+        leads: Callable[[str, int], bool] | None = None,
     ) -> None:
         self._logs = logs
         self._producers = producers
         self._store = store
+        self._remote = store if isinstance(store, RemotePersister) else None
+        self._leads = leads
+        if self._remote is not None:
+            self._remote.on_loaded = self._state_arrived
+            self._remote.on_lost = self._state_lost
         self._config_for = config_for or (lambda _group: DefaultShareConfig())
         self._notify = notify or (lambda _t, _p: None)
         self._partitions: dict[SP, SharePartition] = {}
@@ -227,6 +254,8 @@ class ShareFetcher(ShareOffsetsAdmin):
         self, group_id: str, partitions: set[tuple[str, int]], now_ms: int
     ) -> None:
         """Initialise the share-partitions a group's assignment now covers."""
+        if self._remote is not None:
+            return  # (their leaders are elsewhere: each initialises its own)
         for topic, partition in sorted(partitions):
             try:
                 self._share_partition(group_id, topic, partition, now_ms)
@@ -271,6 +300,42 @@ class ShareFetcher(ShareOffsetsAdmin):
                 del self._sessions[key]
                 self._release_member(*key)
         self._persist()
+
+    # -- cluster mode -------------------------------------------------------------------------
+
+    def leadership_changed(self, topic: str, partition: int, leads: bool) -> None:
+        """This broker stopped leading a data partition, or leads it at a new
+        leader epoch. A lost leadership forgets its share-partitions (a later one
+        reads them from the coordinators again); a new epoch of a leadership that
+        went on (the controller bumps it when it shrinks the ISR) keeps them."""
+        if self._remote is None or leads:
+            return
+        for key in [k for k in self._partitions if k[1:] == (topic, partition)]:
+            del self._partitions[key]
+            self._topic_ids.pop(key, None)
+        self._remote.forget(topic, partition)
+        self._deadline_stale = True
+        self._notify(topic, partition)
+
+    def writes_mark(self) -> int:
+        """Cluster mode: the last write handed to the persister so far (0 on one node)."""
+        return 0 if self._remote is None else self._remote.mark()
+
+    def writes_outcome(self, after: int) -> ErrorCode | None:
+        """Cluster mode: whether the writes since ``after`` (a :meth:`writes_mark`)
+        are durable: NONE, None while one is on its way, else the error."""
+        if self._remote is None:
+            return ErrorCode.NONE
+        return self._remote.outcome(after, self._remote.mark())
+
+    def _state_arrived(self, key: SP) -> None:
+        self._notify(key[1], key[2])
+
+    def _state_lost(self, key: SP) -> None:
+        self._partitions.pop(key, None)
+        self._topic_ids.pop(key, None)
+        self._deadline_stale = True
+        self._notify(key[1], key[2])
 
     # -- reading (tests, describe) ------------------------------------------------------------
 
@@ -337,7 +402,7 @@ class ShareFetcher(ShareOffsetsAdmin):
             del self._sessions[key]
             self._release_member(group_id, member_id)
             self._persist()
-            return self._fetch_response(answers, config.record_lock_duration_ms)
+            return _fetch_response(answers, config.record_lock_duration_ms)
         session.epoch = _next_epoch(epoch)
         max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
         pending = PendingFetch(
@@ -354,7 +419,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         errors = any(a.error != ErrorCode.NONE for a in answers.values())
         # (an unknown topic or partition is answered at once, with its error)
         if acquired or errors or request.max_wait_ms <= 0 or not session.partitions:
-            return self._fetch_response(answers, pending.lock_ms)
+            return _fetch_response(answers, pending.lock_ms)
         return pending
 
     def complete(self, pending: PendingFetch, now_ms: int) -> _sf.ShareFetchResponse:
@@ -365,7 +430,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         ):
             self._acquire(pending, now_ms)
             self._persist()
-        return self._fetch_response(pending.answers, pending.lock_ms)
+        return _fetch_response(pending.answers, pending.lock_ms)
 
     def acknowledge(
         self, request: _sa.ShareAcknowledgeRequest, now_ms: int
@@ -465,6 +530,8 @@ class ShareFetcher(ShareOffsetsAdmin):
             return ErrorCode.UNKNOWN_TOPIC_ID
         if not 0 <= tp[1] < info.num_partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if self._leads is not None and not self._leads(info.name, tp[1]):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return info.name, tp[1]
 
     def _acknowledge(
@@ -505,6 +572,23 @@ class ShareFetcher(ShareOffsetsAdmin):
         if sp is not None and self._topic_ids.get(key) in ("", topic_id):
             return sp
         config = self._config_for(group_id)
+        if self._remote is not None:
+            loaded = self._remote.want(key, topic_id)
+            if loaded is None:
+                raise ShareStateLoading(f"share-partition {key}: reading its state")
+            if loaded.snapshot is not None:
+                try:
+                    sp = SharePartition.from_snapshot(
+                        loaded.snapshot,
+                        delivery_count_limit=config.delivery_count_limit,
+                        max_record_locks=config.partition_max_record_locks,
+                    )
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise ShareStateError(f"share-partition {key}: {exc}") from exc
+                self._partitions[key] = sp
+                self._topic_ids[key] = topic_id
+                self._deadline_stale = True
+                return sp
         sp = SharePartition(
             self._initial_offset(config.auto_offset_reset, plog, now_ms),
             delivery_count_limit=config.delivery_count_limit,
@@ -554,6 +638,8 @@ class ShareFetcher(ShareOffsetsAdmin):
                 got, data = self._acquire_partition(
                     session, where, config, records_left, bytes_left, total == 0, now_ms
                 )
+            except ShareStateLoading:
+                continue  # (woken when its state arrives)
             except BrokerError as exc:
                 answer.error = exc.code
                 continue
@@ -698,39 +784,40 @@ class ShareFetcher(ShareOffsetsAdmin):
                 sp.dirty = False
         self._store.write(entries)
 
-    def _fetch_response(
-        self, answers: Mapping[tuple[uuid.UUID, int], _PartitionAnswer], lock_ms: int
-    ) -> _sf.ShareFetchResponse:
-        by_topic: dict[uuid.UUID, list[_sf.ShareFetchResponse.PartitionData]] = {}
-        for (topic_id, partition), a in answers.items():
-            if a.error == ErrorCode.NONE and a.ack_error is None and not a.acquired:
-                continue
-            by_topic.setdefault(topic_id, []).append(
-                _sf.ShareFetchResponse.PartitionData(
-                    partition_index=partition,
-                    error_code=a.error,
-                    acknowledge_error_code=a.ack_error or ErrorCode.NONE,
-                    current_leader=_sf.ShareFetchResponse.LeaderIdAndEpoch(
-                        leader_id=-1, leader_epoch=-1
-                    ),
-                    records=a.records if a.acquired else b"",
-                    acquired_records=[
-                        _sf.ShareFetchResponse.AcquiredRecords(
-                            first_offset=r.first,
-                            last_offset=r.last,
-                            delivery_count=r.delivery_count,
-                        )
-                        for r in a.acquired
-                    ],
-                )
+
+def _fetch_response(
+    answers: Mapping[tuple[uuid.UUID, int], _PartitionAnswer], lock_ms: int
+) -> _sf.ShareFetchResponse:
+    by_topic: dict[uuid.UUID, list[_sf.ShareFetchResponse.PartitionData]] = {}
+    for (topic_id, partition), a in answers.items():
+        if a.error == ErrorCode.NONE and a.ack_error is None and not a.acquired:
+            continue
+        by_topic.setdefault(topic_id, []).append(
+            _sf.ShareFetchResponse.PartitionData(
+                partition_index=partition,
+                error_code=a.error,
+                acknowledge_error_code=a.ack_error or ErrorCode.NONE,
+                current_leader=_sf.ShareFetchResponse.LeaderIdAndEpoch(
+                    leader_id=-1, leader_epoch=-1
+                ),
+                records=a.records if a.acquired else b"",
+                acquired_records=[
+                    _sf.ShareFetchResponse.AcquiredRecords(
+                        first_offset=r.first,
+                        last_offset=r.last,
+                        delivery_count=r.delivery_count,
+                    )
+                    for r in a.acquired
+                ],
             )
-        return _sf.ShareFetchResponse(
-            acquisition_lock_timeout_ms=lock_ms,
-            responses=[
-                _sf.ShareFetchResponse.ShareFetchableTopicResponse(topic_id=tid, partitions=parts)
-                for tid, parts in by_topic.items()
-            ],
         )
+    return _sf.ShareFetchResponse(
+        acquisition_lock_timeout_ms=lock_ms,
+        responses=[
+            _sf.ShareFetchResponse.ShareFetchableTopicResponse(topic_id=tid, partitions=parts)
+            for tid, parts in by_topic.items()
+        ],
+    )
 
 
 def _base_of(header: Any) -> int:

@@ -37,6 +37,7 @@ from trafka.brokerlite.errors import BrokerError
 from trafka.codec.errors import ErrorCode
 
 from .partition import SharePartition
+from .persister import RemotePersister
 from .share_config import ShareConfig
 from .state_store import SP, ShareStateError, ShareStateStore
 
@@ -72,7 +73,7 @@ class ShareOffsetsAdmin:
     module rules). The fetcher sets the attributes below."""
 
     _logs: LogManager
-    _store: ShareStateStore
+    _store: ShareStateStore | RemotePersister
     _partitions: dict[SP, SharePartition]
     _topic_ids: dict[SP, str]
     _config_for: Callable[[str], ShareConfig]

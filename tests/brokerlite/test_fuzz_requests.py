@@ -133,6 +133,10 @@ def _is_default(field: dataclasses.Field[Any], value: Any) -> bool:
     return False
 
 
+# int16 fields whose names INTS matches with int32 choices (the share state's).
+_INT16 = frozenset({"delivery_count"})
+
+
 def plausible(message: Any, rnd: random.Random) -> None:
     """Replace some of ``message``'s values, in place, with ones the broker knows."""
     if not dataclasses.is_dataclass(message):
@@ -162,6 +166,8 @@ def plausible(message: Any, rnd: random.Random) -> None:
         elif isinstance(value, int) and not isinstance(value, bool):
             for part, choices in INTS.items():
                 if part in name:
+                    if name in _INT16:
+                        choices = [c for c in choices if -(2**15) <= c < 2**15]
                     new = rnd.choice(choices)
                     break
         if new is not value:

@@ -99,6 +99,9 @@ def topic_id(core: Any, name: str) -> uuid.UUID:
 SHARE_GROUP_KEYS = {76, 77, 78, 79}
 # Kafka 4.1's share-group offsets admin (90 gained its v1, the lag, in 4.2).
 SHARE_OFFSETS_KEYS = {90: (0, 1), 91: (0, 0), 92: (0, 0)}
+# The share coordinator's inter-broker APIs (Initialize/Read/Write/DeleteShareGroupState),
+# v0 as Kafka 4.1 serves them; Kafka 4.0 had them only with share groups enabled.
+SHARE_STATE_KEYS = {83: (0, 0), 84: (0, 0), 85: (0, 0), 86: (0, 0)}
 # KIP-714's push: Kafka advertises it only with a telemetry receiver plugin
 # (kafka-python's recorded 4.0 broker had none); brokerlite's receiver is built in.
 TELEMETRY_KEYS = {71: (0, 0), 72: (0, 0)}
@@ -125,6 +128,9 @@ def test_advertised_versions_are_the_handlers_and_read_as_kafka_4_0(open_core: A
             continue
         if key in SHARE_OFFSETS_KEYS:
             assert (low, high) == SHARE_OFFSETS_KEYS[key], key
+            continue
+        if key in SHARE_STATE_KEYS:
+            assert (low, high) == SHARE_STATE_KEYS[key], key
             continue
         if key in TELEMETRY_KEYS:
             assert (low, high) == TELEMETRY_KEYS[key], key

@@ -86,6 +86,7 @@ from ..zk_layout import (
     partition_state_path,
 )
 from .controller_duties import ControllerDuties
+from .share_state import ShareStateSender
 from .topic_tasks import TopicTasks
 from .txn_verify import VerificationSender
 
@@ -266,12 +267,14 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         self._notify()
 
     async def _load_configs(self) -> None:
-        """Apply the users', clients', ips' and brokers' configs ZooKeeper holds:
-        SCRAM credentials (scram_sync.py), client quotas (quota_sync.py) and the
-        replication throttles' rates (broker_config_sync.py)."""
+        """Apply the users', clients', ips', brokers' and groups' configs ZooKeeper
+        holds: SCRAM credentials (scram_sync.py), client quotas (quota_sync.py),
+        the replication throttles' rates (broker_config_sync.py) and share
+        groups' configs (group_config_sync.py)."""
         await self._load_scram()
         await self._load_quotas()
         await self._load_broker_configs()
+        await self._load_group_configs()
         await self._purge_notifications(CONFIG_CHANGES)
 
     def _want_producer_ids(self) -> None:
@@ -297,6 +300,7 @@ class ClusterDriver(ControllerDuties, TopicTasks):
                 nursery.start_soon(self._acl_follower)
             nursery.start_soon(MarkerSender(self.broker, self._kick).run)
             nursery.start_soon(VerificationSender(self.broker, self._kick).run)
+            nursery.start_soon(ShareStateSender(self.broker, self._kick).run)
             self._changed.set()
 
     async def controlled_shutdown(self) -> None:

@@ -33,7 +33,7 @@ from ..controller import (
     check_assignment,
     plan_moves,
 )
-from ..view import INTERNAL_TOPICS, TRANSACTION_STATE_TOPIC, ZkTask
+from ..view import INTERNAL_TOPICS, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, ZkTask
 from ..zk_layout import (
     ADMIN_DELETE_TOPICS,
     BROKER_TOPICS,
@@ -53,6 +53,7 @@ from ..zk_layout import (
 )
 from .acl_sync import AclSync
 from .broker_config_sync import BrokerConfigSync
+from .group_config_sync import GroupConfigSync
 from .quota_sync import QuotaSync
 from .scram_sync import ScramSync
 from .token_sync import TokenSync
@@ -65,7 +66,7 @@ log = logging.getLogger("trafka.brokerlite.cluster")
 _PRODUCER_ID_BLOCK_SIZE = 1000
 
 
-class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync):
+class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, GroupConfigSync):
     """Topic changes asked by requests (a mixin of :class:`ClusterDriver`)."""
 
     async def _task_runner(self) -> None:
@@ -137,6 +138,11 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync):
                     task.args["replace"],
                 )
                 await self._load_broker_configs()
+            elif task.kind == "group_configs":
+                await trio.to_thread.run_sync(
+                    self._write_group_configs, task.args["group"], task.args["configs"]
+                )
+                await self._load_group_configs()
             elif task.kind == "tokens":
                 await self._write_then_load_tokens(task.args["writes"])
             elif task.kind == "producer_ids":
@@ -263,6 +269,10 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync):
             factor = self.config.default_replication_factor
             if args["name"] == TRANSACTION_STATE_TOPIC:
                 factor = min(self.config.transaction_state_log_replication_factor, len(live))
+            elif args["name"] == SHARE_STATE_TOPIC:
+                factor = min(
+                    self.config.share_coordinator_state_topic_replication_factor, len(live)
+                )
             elif args["name"] in INTERNAL_TOPICS:
                 factor = min(self.config.offsets_topic_replication_factor, len(live))
         try:

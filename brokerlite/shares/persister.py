@@ -1,0 +1,364 @@
+"""The share-partition leader's persister in cluster mode (KIP-932): share-partition
+state read from and written to the share coordinators. Sans-IO.
+
+On a single node the share fetcher keeps its share-partitions' state in a journal
+(:mod:`.state_store`). In a cluster it must outlive the broker that leads the data
+partition, so, as Kafka's share-partition leader does through its persister, the
+state goes to the share coordinator of each share-partition's key
+(:mod:`.coordinator`), in ``__share_group_state``. :class:`RemotePersister` is
+the port the share fetcher writes to (the same ``write`` as the journal's); the
+driver (:mod:`trafka.brokerlite.cluster.driver.share_state`) sends its requests
+(ReadShareGroupState, WriteShareGroupState) and reports the answers.
+
+Rules and invariants:
+
+* Loading. A share-partition the fetcher does not hold in memory is read from
+  its coordinator first (:meth:`RemotePersister.want` queues the read and says
+  "not yet"; the fetch acquires nothing there meanwhile and is woken when the
+  answer arrives). Start offset -1 means not initialized: the fetcher then
+  initialises it from ``share.auto.offset.reset`` and writes it.
+* Writing. Every write is a whole snapshot of one share-partition, numbered by
+  a *ticket* (increasing). A snapshot queued while an older one of the same
+  share-partition has not left replaces it and takes over its tickets, so the
+  coordinator sees each share-partition's snapshots in order and a waiter
+  counts the write that carries its state. One request at a time goes to a
+  coordinator (the driver's rule), so snapshots of one share-partition never
+  overtake each other.
+* Every read and write carries the data partition's leader epoch *as of the
+  snapshot* (the coordinator fences a deposed leader's writes with
+  FENCED_LEADER_EPOCH), and the state epoch the read returned.
+* A request answered with a retriable error (NOT_COORDINATOR,
+  COORDINATOR_NOT_AVAILABLE, REQUEST_TIMED_OUT, a lost connection) is queued
+  again, behind any newer snapshot of the share-partition, and retried after
+  :data:`RETRY_BACKOFF_MS`. A fenced one (FENCED_LEADER_EPOCH,
+  FENCED_STATE_EPOCH) or any other error fails its tickets, and the fetcher
+  forgets the share-partition (it reads it again if it still leads it).
+* :meth:`RemotePersister.outcome` answers for a request's tickets: None while
+  one is queued or in flight, NONE once all are on the coordinator's in-sync
+  replicas, else the error: a ShareFetch or ShareAcknowledge is answered only
+  then (an acknowledgement is never answered before it is durable).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k84_read_share_group_state as _read
+from trafka.codec.messages import k85_write_share_group_state as _write
+
+from .coordinator import SHARE_STATE_TOPIC, state_key
+from .state_store import SP
+
+__all__ = [
+    "READ_KEY",
+    "RETRY_BACKOFF_MS",
+    "SETTLED_WATCH",
+    "WRITE_KEY",
+    "Loaded",
+    "RemotePersister",
+    "StateRequest",
+]
+
+READ_KEY = 84
+WRITE_KEY = 85
+#: How long a share-state request that failed waits before it is sent again.
+RETRY_BACKOFF_MS = 100
+#: What requests waiting for their writes watch: woken when writes settle.
+SETTLED_WATCH = (f"{SHARE_STATE_TOPIC}.writes", -1)
+
+_RETRIABLE = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.UNKNOWN_SERVER_ERROR,
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Loaded:
+    """A share-partition's state as its coordinator returned it: ``snapshot`` is
+    the share fetcher's form (``{"start", "runs"}``), None when not initialized."""
+
+    snapshot: dict[str, Any] | None
+
+
+@dataclasses.dataclass(slots=True)
+class _Write:
+    key: SP
+    topic_id: str
+    leader_epoch: int
+    snapshot: dict[str, Any]
+    tickets: list[int]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StateRequest:
+    """One request for the driver to send: to the coordinator of ``coordinator_key``
+    (``group:topic-id:partition``), API ``api_key`` (84 or 85) with ``body``."""
+
+    api_key: int
+    coordinator_key: str
+    body: Any
+    key: SP
+    write: _Write | None = None
+
+
+class RemotePersister:
+    """The share fetcher's state port in cluster mode (see the module rules).
+
+    Args:
+        leader_epoch: the leader epoch of a data partition this broker leads,
+            None when it does not lead it.
+    """
+
+    def __init__(self, leader_epoch: Callable[[str, int], int | None]) -> None:
+        self._leader_epoch = leader_epoch
+        self._reads: dict[SP, str] = {}  # queued reads: key -> topic id
+        self._reading: set[SP] = set()  # reads in flight
+        self._loaded: dict[SP, Loaded] = {}  # answers not yet taken by the fetcher
+        self._state_epochs: dict[SP, int] = {}
+        self._writes: dict[SP, _Write] = {}  # queued, not in flight
+        self._writing: set[SP] = set()  # keys with a write in flight
+        self._outstanding: set[int] = set()
+        self._failed: dict[int, ErrorCode] = {}
+        self._ticket = 0
+        self._not_before: dict[SP, int] = {}  # a failed request's key: when to send again
+        #: Called when there is something to send (the driver's wake-up).
+        self.on_ready: Callable[[], None] = lambda: None
+        #: Called with a key whose answer arrived (its fetches may acquire now).
+        self.on_loaded: Callable[[SP], None] = lambda _key: None
+        #: Called with a key whose state could not be kept (the fetcher forgets it).
+        self.on_lost: Callable[[SP], None] = lambda _key: None
+        #: Called when writes settled (waiters may answer now).
+        self.on_settled: Callable[[], None] = lambda: None
+
+    # -- the share fetcher's side --------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return Path(SHARE_STATE_TOPIC)
+
+    def partitions(self) -> dict[SP, dict[str, Any]]:
+        """Nothing is known before it is read (the journal's start-up load)."""
+        return {}
+
+    def close(self) -> None:
+        """Forget everything queued (the broker is stopping)."""
+        self._reads.clear()
+        self._writes.clear()
+        self._not_before.clear()
+
+    def want(self, key: SP, topic_id: str) -> Loaded | None:
+        """The state of a share-partition read from its coordinator, once; None
+        while it is being read (the read is queued on the first call)."""
+        loaded = self._loaded.pop(key, None)
+        if loaded is not None:
+            return loaded
+        if key not in self._reading and key not in self._reads:
+            self._reads[key] = topic_id
+            self.on_ready()
+        return None
+
+    def forget(self, topic: str, partition: int) -> None:
+        """This broker stopped (or started) leading a data partition: drop its
+        reads and unread answers (queued writes go on: the coordinator fences
+        them if a newer leader wrote)."""
+        for store in (self._reads, self._loaded):
+            for key in [k for k in store if k[1:] == (topic, partition)]:
+                del store[key]
+
+    def write(self, entries: Iterable[dict[str, Any]]) -> None:
+        """Queue the fetcher's changes (snapshots; a share-partition the broker
+        does not lead any more is not written)."""
+        for entry in entries:
+            if entry.get("kind") != "partition":
+                continue  # (dropping a group's state is not the leader's in a cluster)
+            key: SP = (entry["group"], entry["topic"], int(entry["partition"]))
+            epoch = self._leader_epoch(key[1], key[2])
+            if epoch is None or not entry.get("topic_id"):
+                continue
+            self._ticket += 1
+            snapshot = {"start": entry["start"], "runs": entry["runs"]}
+            queued = self._writes.get(key)
+            tickets = [*(queued.tickets if queued is not None else []), self._ticket]
+            self._writes[key] = _Write(key, entry["topic_id"], epoch, snapshot, tickets)
+            self._outstanding.add(self._ticket)
+        if self._writes:
+            self.on_ready()
+
+    def mark(self) -> int:
+        """The last ticket handed out: a request's writes are the tickets after the
+        mark taken before it."""
+        return self._ticket
+
+    def outcome(self, after: int, through: int) -> ErrorCode | None:
+        """The outcome of tickets ``after+1..through`` (see the module rules)."""
+        if any(after < t <= through for t in self._outstanding):
+            return None
+        for ticket, code in self._failed.items():
+            if after < ticket <= through:
+                return code
+        return ErrorCode.NONE
+
+    # -- the driver's side ---------------------------------------------------------------------
+
+    def take(self, now_ms: int) -> list[StateRequest]:
+        """The requests to send now (one per share-partition)."""
+        out: list[StateRequest] = []
+        for key, topic_id in list(self._reads.items()):
+            if self._not_before.get(key, 0) > now_ms:
+                continue
+            epoch = self._leader_epoch(key[1], key[2])
+            del self._reads[key]
+            if epoch is None:
+                continue
+            self._reading.add(key)
+            read = _read_body(key, topic_id, epoch)
+            out.append(StateRequest(READ_KEY, state_key(key[0], topic_id, key[2]), read, key))
+        for key, write in list(self._writes.items()):
+            if key in self._writing or self._not_before.get(key, 0) > now_ms:
+                continue  # one at a time per share-partition: the next after its answer
+            del self._writes[key]
+            self._writing.add(key)
+            body = _write_body(write, self._state_epochs.get(key, 0))
+            coordinator_key = state_key(key[0], write.topic_id, key[2])
+            out.append(StateRequest(WRITE_KEY, coordinator_key, body, key, write))
+        return out
+
+    def next_retry(self) -> int | None:
+        """When a failed request is due again (None: none waits)."""
+        waiting = [
+            when
+            for key, when in self._not_before.items()
+            if key in self._reads or key in self._writes
+        ]
+        return min(waiting, default=None)
+
+    def answered(self, request: StateRequest, code: ErrorCode, payload: Any, now_ms: int) -> None:
+        """The coordinator's answer for ``request`` (``payload``: a read's
+        partition result), or a failure of its own (a lost connection:
+        COORDINATOR_NOT_AVAILABLE)."""
+        key = request.key
+        self._not_before.pop(key, None)
+        if request.write is None:
+            self._reading.discard(key)
+            if code == ErrorCode.NONE:
+                self._state_epochs[key] = int(payload.state_epoch)
+                self._loaded[key] = Loaded(_snapshot_of(payload))
+                self.on_loaded(key)
+            elif code in _RETRIABLE or code == ErrorCode.FENCED_LEADER_EPOCH:
+                # (a fenced read: this broker's view of the epoch is behind; it
+                # catches up, or stops leading and the read is dropped)
+                self._reads.setdefault(key, str(request.body.topics[0].topic_id))
+                self._not_before[key] = now_ms + RETRY_BACKOFF_MS
+                self.on_ready()  # (the driver sets its timer to the retry)
+            else:
+                self.on_lost(key)
+            return
+        write = request.write
+        self._writing.discard(key)
+        if code == ErrorCode.NONE:
+            self._outstanding.difference_update(write.tickets)
+            self.on_settled()
+        elif code in _RETRIABLE:
+            self._requeue(write)
+            self._not_before[key] = now_ms + RETRY_BACKOFF_MS
+        else:
+            self._fail(write, code)
+            self.on_lost(key)
+        if key in self._writes:
+            self.on_ready()  # (its next snapshot, or this one's retry: the driver's timer)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _requeue(self, write: _Write) -> None:
+        """Queue a failed write again, unless a newer snapshot of its
+        share-partition is queued: that one then carries its tickets too."""
+        newer = self._writes.get(write.key)
+        if newer is not None:
+            newer.tickets[:0] = write.tickets
+        elif self._leader_epoch(write.key[1], write.key[2]) is None:
+            self._fail(write, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        else:
+            self._writes[write.key] = write
+
+    def _fail(self, write: _Write, code: ErrorCode) -> None:
+        self._outstanding.difference_update(write.tickets)
+        for ticket in write.tickets:
+            self._failed[ticket] = _client_code(code)
+        # Only recent failures can still be asked about.
+        if len(self._failed) > 10_000:
+            for ticket in sorted(self._failed)[:5_000]:
+                del self._failed[ticket]
+        self.on_settled()
+
+
+def _client_code(code: ErrorCode) -> ErrorCode:
+    """What a client is told when its share-partition's state could not be written:
+    a deposed leader's NOT_LEADER_OR_FOLLOWER (the client finds the new one)."""
+    if code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return code
+
+
+def _read_body(key: SP, topic_id: str, epoch: int) -> _read.ReadShareGroupStateRequest:
+    req = _read.ReadShareGroupStateRequest
+    return req(
+        group_id=key[0],
+        topics=[
+            req.ReadStateData(
+                topic_id=uuid.UUID(topic_id),
+                partitions=[req.PartitionData(partition=key[2], leader_epoch=epoch)],
+            )
+        ],
+    )
+
+
+def _write_body(write: _Write, state_epoch: int) -> _write.WriteShareGroupStateRequest:
+    req = _write.WriteShareGroupStateRequest
+    return req(
+        group_id=write.key[0],
+        topics=[
+            req.WriteStateData(
+                topic_id=uuid.UUID(write.topic_id),
+                partitions=[
+                    req.PartitionData(
+                        partition=write.key[2],
+                        state_epoch=state_epoch,
+                        leader_epoch=write.leader_epoch,
+                        start_offset=write.snapshot["start"],
+                        state_batches=[
+                            req.StateBatch(
+                                first_offset=a,
+                                last_offset=b,
+                                delivery_state=c,
+                                delivery_count=d,
+                            )
+                            for a, b, c, d in write.snapshot["runs"]
+                        ],
+                    )
+                ],
+            )
+        ],
+    )
+
+
+def _snapshot_of(result: Any) -> dict[str, Any] | None:
+    """The fetcher's snapshot form of a ReadShareGroupState partition result."""
+    if result.start_offset < 0:
+        return None
+    return {
+        "start": int(result.start_offset),
+        "runs": [
+            [b.first_offset, b.last_offset, b.delivery_state, b.delivery_count]
+            for b in result.state_batches
+        ],
+    }

@@ -1,0 +1,279 @@
+"""The share coordinator and the share-partition leader's persister, without sockets
+(KIP-932: share-partition state kept by the share coordinator in
+``__share_group_state``, read and written by the share-partition leader with
+ReadShareGroupState / WriteShareGroupState)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+from trafka.brokerlite.cluster.controller import coordinator_partition
+from trafka.brokerlite.shares.coordinator import (
+    ShareCoordinator,
+    ShareCoordinatorError,
+    ShareStateRecord,
+    state_key,
+)
+from trafka.brokerlite.shares.persister import READ_KEY, WRITE_KEY, RemotePersister
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k84_read_share_group_state as read_m
+from trafka.codec.records import decode_records
+
+PARTITIONS = 3
+TID = str(uuid.UUID(int=7))
+
+
+class Logs:
+    """``__share_group_state``'s partitions as lists of batches."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+
+    def append(self, partition: int, batch: bytes) -> None:
+        self.batches[partition].append(batch)
+
+    def read(self, partition: int) -> Iterable[bytes]:
+        return list(self.batches[partition])
+
+    def records(self) -> list[tuple[Any, Any]]:
+        return [
+            (json.loads(r.key), None if r.value is None else json.loads(r.value))
+            for p in sorted(self.batches)
+            for b in self.batches[p]
+            for r in decode_records(b)
+        ]
+
+
+def coordinator(logs: Logs, *, loaded: bool = True) -> ShareCoordinator:
+    sc = ShareCoordinator(
+        partition_for=lambda key: coordinator_partition(key, PARTITIONS),
+        append=logs.append,
+        read=logs.read,
+        now_ms=lambda: 1_000,
+    )
+    if loaded:
+        for p in range(PARTITIONS):
+            sc.load_partition(p)
+    return sc
+
+
+def test_a_share_partition_never_written_reads_as_not_initialized() -> None:
+    sc = coordinator(Logs())
+    assert sc.read("g", TID, 0, leader_epoch=0) == (ErrorCode.NONE, None)
+
+
+def test_a_write_is_one_keyed_record_of_the_keys_partition_and_survives_a_new_coordinator() -> None:
+    logs = Logs()
+    sc = coordinator(logs)
+    runs = [(5, 9, 2, 1), (10, 12, 0, 3)]
+    code = sc.write("g", TID, 1, state_epoch=0, leader_epoch=4, start=5, runs=runs)
+    assert code == ErrorCode.NONE
+    where = coordinator_partition(state_key("g", TID, 1), PARTITIONS)
+    assert len(logs.batches[where]) == 1
+    assert logs.records() == [
+        (
+            ["share", "g", TID, 1],
+            {"state_epoch": 0, "leader_epoch": 4, "start": 5, "runs": [list(r) for r in runs]},
+        )
+    ]
+    # The partition's next leader replays the log.
+    again = coordinator(logs)
+    assert again.read("g", TID, 1, leader_epoch=4) == (
+        ErrorCode.NONE,
+        ShareStateRecord(0, 4, 5, tuple(runs)),
+    )
+
+
+def test_a_deposed_leader_is_fenced_once_its_successor_has_read() -> None:
+    logs = Logs()
+    sc = coordinator(logs)
+    assert sc.write("g", TID, 0, state_epoch=0, leader_epoch=1, start=0, runs=[]) == ErrorCode.NONE
+    code, state = sc.read("g", TID, 0, leader_epoch=2)  # the new leader
+    assert code == ErrorCode.NONE and state is not None and state.leader_epoch == 2
+    # Recorded: even a coordinator that replays the log fences the old leader.
+    for c in (sc, coordinator(logs)):
+        assert (
+            c.write("g", TID, 0, state_epoch=0, leader_epoch=1, start=3, runs=[])
+            == ErrorCode.FENCED_LEADER_EPOCH
+        )
+        assert c.read("g", TID, 0, leader_epoch=1) == (ErrorCode.FENCED_LEADER_EPOCH, None)
+    assert sc.state("g", TID, 0) == ShareStateRecord(0, 2, 0)
+
+
+def test_state_epochs_fence_writes_and_initialize_starts_afresh() -> None:
+    sc = coordinator(Logs())
+    assert (
+        sc.write("g", TID, 0, state_epoch=0, leader_epoch=0, start=4, runs=[(4, 6, 0, 1)])
+        == ErrorCode.NONE
+    )
+    assert sc.initialize("g", TID, 0, state_epoch=1, start=10) == ErrorCode.NONE
+    assert sc.state("g", TID, 0) == ShareStateRecord(1, 0, 10)
+    assert (
+        sc.write("g", TID, 0, state_epoch=0, leader_epoch=0, start=4, runs=[])
+        == ErrorCode.FENCED_STATE_EPOCH
+    )
+    assert sc.initialize("g", TID, 0, state_epoch=0, start=1) == ErrorCode.FENCED_STATE_EPOCH
+    assert (
+        sc.write("g", TID, 0, state_epoch=1, leader_epoch=0, start=-1, runs=[])
+        == ErrorCode.INVALID_REQUEST
+    )
+
+
+def test_delete_writes_a_tombstone() -> None:
+    logs = Logs()
+    sc = coordinator(logs)
+    sc.write("g", TID, 2, state_epoch=0, leader_epoch=0, start=1, runs=[])
+    assert sc.delete("g", TID, 2) == ErrorCode.NONE
+    assert logs.records()[-1] == (["share", "g", TID, 2], None)
+    assert coordinator(logs).read("g", TID, 2, leader_epoch=0) == (ErrorCode.NONE, None)
+
+
+def test_keys_of_a_partition_not_led_here_are_not_coordinated() -> None:
+    logs = Logs()
+    sc = coordinator(logs, loaded=False)
+    assert sc.read("g", TID, 0, leader_epoch=0) == (ErrorCode.NOT_COORDINATOR, None)
+    where = sc.partition_of("g", TID, 0)
+    assert where is not None
+    sc.load_partition(where)
+    assert sc.read("g", TID, 0, leader_epoch=0) == (ErrorCode.NONE, None)
+    sc.write("g", TID, 0, state_epoch=0, leader_epoch=0, start=2, runs=[])
+    sc.unload_partition(where)
+    assert sc.state("g", TID, 0) is None
+    assert (
+        sc.write("g", TID, 0, state_epoch=0, leader_epoch=0, start=2, runs=[])
+        == ErrorCode.NOT_COORDINATOR
+    )
+    assert logs.records() and len(logs.records()) == 1  # the refused write appended nothing
+
+
+def test_an_unreadable_record_leaves_the_partition_unloaded() -> None:
+    logs = Logs()
+    sc = coordinator(logs)
+    sc.write("g", TID, 0, state_epoch=0, leader_epoch=0, start=2, runs=[])
+    where = sc.partition_of("g", TID, 0)
+    assert where is not None
+    from trafka.codec.records import encode_batch
+
+    logs.append(where, encode_batch([(0, b'["share","g"]', b"{}", ())]))
+    fresh = coordinator(logs, loaded=False)
+    with pytest.raises(ShareCoordinatorError):
+        fresh.load_partition(where)
+    assert where not in fresh.loaded_partitions()
+    assert fresh.read("g", TID, 0, leader_epoch=0)[0] == ErrorCode.NOT_COORDINATOR
+
+
+# -- the persister ---------------------------------------------------------------------------
+
+KEY = ("g", "t", 0)
+
+
+def result(start: int, runs: list[tuple[int, int, int, int]]) -> Any:
+    R = read_m.ReadShareGroupStateResponse
+    return R.PartitionResult(
+        partition=0,
+        state_epoch=3,
+        start_offset=start,
+        state_batches=[
+            R.StateBatch(first_offset=a, last_offset=b, delivery_state=c, delivery_count=d)
+            for a, b, c, d in runs
+        ],
+    )
+
+
+def entry(start: int) -> dict[str, Any]:
+    return {
+        "kind": "partition",
+        "group": "g",
+        "topic": "t",
+        "topic_id": TID,
+        "partition": 0,
+        "start": start,
+        "runs": [],
+    }
+
+
+def test_the_persister_reads_once_then_hands_the_state_over() -> None:
+    epochs = {("t", 0): 5}
+    p = RemotePersister(lambda t, i: epochs.get((t, i)))
+    loaded: list[Any] = []
+    p.on_loaded = loaded.append
+    assert p.want(KEY, TID) is None
+    assert p.want(KEY, TID) is None  # (one read queued)
+    (req,) = p.take(0)
+    assert req.api_key == READ_KEY and req.coordinator_key == state_key("g", TID, 0)
+    assert req.body.topics[0].partitions[0].leader_epoch == 5
+    assert p.take(0) == []
+    p.answered(req, ErrorCode.NONE, result(4, [(4, 4, 0, 2)]), 0)
+    assert loaded == [KEY]
+    got = p.want(KEY, TID)
+    assert got is not None and got.snapshot == {"start": 4, "runs": [[4, 4, 0, 2]]}
+    # Writes carry the state epoch read and the leader epoch of the snapshot's time.
+    p.write([entry(5)])
+    (w,) = p.take(0)
+    data = w.body.topics[0].partitions[0]
+    assert (w.api_key, data.state_epoch, data.leader_epoch, data.start_offset) == (
+        WRITE_KEY,
+        3,
+        5,
+        5,
+    )
+
+
+def test_not_initialized_reads_as_none_and_retriable_errors_retry_after_the_backoff() -> None:
+    p = RemotePersister(lambda t, i: 0)
+    p.want(KEY, TID)
+    (req,) = p.take(0)
+    p.answered(req, ErrorCode.NOT_COORDINATOR, None, 1_000)
+    assert p.take(1_000) == [] and p.next_retry() == 1_100
+    (again,) = p.take(1_100)
+    p.answered(again, ErrorCode.NONE, result(-1, []), 1_100)
+    got = p.want(KEY, TID)
+    assert got is not None and got.snapshot is None
+
+
+def test_an_answer_waits_for_its_writes_and_a_newer_snapshot_carries_older_tickets() -> None:
+    p = RemotePersister(lambda t, i: 0)
+    settled: list[int] = []
+    p.on_settled = lambda: settled.append(1)
+    mark = p.mark()
+    p.write([entry(1)])
+    assert p.outcome(mark, p.mark()) is None
+    (first,) = p.take(0)
+    mark2 = p.mark()
+    p.write([entry(2)])  # queued behind the one in flight
+    assert p.take(0) == []  # one write of a share-partition at a time
+    p.answered(first, ErrorCode.NOT_COORDINATOR, None, 0)  # retried: behind the newer one
+    (second,) = p.take(200)
+    assert second.body.topics[0].partitions[0].start_offset == 2
+    assert sorted(second.write.tickets) == [1, 2]  # type: ignore[union-attr]
+    assert p.outcome(mark, p.mark()) is None and p.outcome(mark2, p.mark()) is None
+    p.answered(second, ErrorCode.NONE, None, 200)
+    assert p.outcome(mark, p.mark()) == ErrorCode.NONE and settled
+
+
+def test_a_fenced_write_fails_its_waiters_and_forgets_the_share_partition() -> None:
+    p = RemotePersister(lambda t, i: 0)
+    lost: list[Any] = []
+    p.on_lost = lost.append
+    mark = p.mark()
+    p.write([entry(1)])
+    (w,) = p.take(0)
+    p.answered(w, ErrorCode.FENCED_LEADER_EPOCH, None, 0)
+    assert p.outcome(mark, p.mark()) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert lost == [KEY]
+
+
+def test_a_partition_no_longer_led_here_is_neither_read_nor_written() -> None:
+    leading = {("t", 0): 1}
+    p = RemotePersister(lambda t, i: leading.get((t, i)))
+    p.want(KEY, TID)
+    del leading[("t", 0)]
+    assert p.take(0) == []
+    mark = p.mark()
+    p.write([entry(3)])
+    assert p.take(0) == [] and p.outcome(mark, p.mark()) == ErrorCode.NONE
