@@ -47,7 +47,8 @@ and the fetch contexts of ``FetchContext.java``):
   not been used for ``eviction_ms`` (Kafka's fixed 120 s); else the smallest
   session (fewest partitions) among those created more than ``eviction_ms``
   ago, and only if the new one has more partitions (or is privileged: a
-  follower's, which never happens here). Otherwise no session is created.
+  follower broker's, in cluster mode, and the victim is not). Otherwise no
+  session is created.
 
 * Sessions belong to no connection: a client may reconnect and go on. They
   are not dropped when a topic is deleted (Kafka's cache does not watch
@@ -465,6 +466,7 @@ class FetchManager:
         forgotten: Callable[[bool], list[PartitionKey]],
         resolve_name: Callable[[uuid.UUID], str | None],
         now_ms: int,
+        privileged: bool = False,
     ) -> FetchContext:
         """The context of one request.
 
@@ -476,6 +478,7 @@ class FetchManager:
                 session uses topic ids.
             resolve_name: a topic id's name, None when unknown.
             now_ms: the current time.
+            privileged: a follower's fetch (its session may evict a consumer's).
         """
         uses_topic_ids = version >= 13
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
@@ -485,7 +488,7 @@ class FetchManager:
             if epoch == FINAL_EPOCH:
                 return SessionlessContext(fetch_data)
             partitions = {p.key(uses_topic_ids): p for p in fetch_data}
-            return FullContext(self.cache, partitions, uses_topic_ids)
+            return FullContext(self.cache, partitions, uses_topic_ids, privileged)
         session = self.cache.get(session_id)
         if session is None:
             self.session_errors += 1

@@ -60,6 +60,7 @@ __all__ = [
     "FINAL_EPOCH",
     "INITIAL_EPOCH",
     "INVALID_SESSION_ID",
+    "SESSION_ERRORS",
     "FetchPlan",
     "FetchSession",
     "SessionPartition",

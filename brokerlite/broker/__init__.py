@@ -431,7 +431,7 @@ class Broker(Polling):
             self.logs,
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             min_insync_replicas=self._min_insync_replicas,
-            on_high_watermark=self._wake_parked,
+            on_high_watermark=self._high_watermark_moved,
             on_truncate=self.producers.forget,
             on_removed=self._replica_removed,
             on_role=self._leadership_changed,

@@ -21,7 +21,7 @@ from ..cluster.controller import coordinator_partition
 from ..cluster.view import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from ..errors import OffsetStoreError
 from ..groups.replicated_offsets import ReplicatedOffsetStore
-from ..handlers.k01_fetch import HIGH_WATERMARK_WAKES
+from ..handlers.k01_fetch import HIGH_WATERMARK_WAKES, PARTITION_CHANGED_WAKES
 from ..shares.coordinator import ShareCoordinatorError
 from ..shares.persister import SETTLED_WATCH
 from ..storage.node_meta import (
@@ -178,10 +178,18 @@ class ClusterHost(BrokerParts):
         log.info("%s-%d: replica moved away", topic, partition)
 
     def _wake_parked(self, topic: str, partition: int) -> None:
-        """Wake every request parked on a partition (its high watermark moved, or its
-        leadership was lost): consumers' long polls and acks=all produces read afresh;
-        decided transactions whose decision it replicated send their markers."""
-        self.notify_append(topic, partition, HIGH_WATERMARK_WAKES)
+        """Wake every request parked on a partition (its leadership was lost, its log
+        is back online): fetches, followers' too, and acks=all produces read afresh."""
+        self._wake_watchers(topic, partition, PARTITION_CHANGED_WAKES)
+
+    def _high_watermark_moved(self, topic: str, partition: int) -> None:
+        """A partition's high watermark moved: consumers' long polls and acks=all
+        produces read afresh (followers' fetches wait for records)."""
+        self._wake_watchers(topic, partition, HIGH_WATERMARK_WAKES)
+
+    def _wake_watchers(self, topic: str, partition: int, wakes: int) -> None:
+        self.notify_append(topic, partition, wakes)
+        # Decided transactions whose decision this replicated send their markers.
         if topic == TRANSACTION_STATE_TOPIC and self.cluster_txn is not None:
             self.cluster_txn.on_ready()
 

@@ -19,6 +19,16 @@ Rules and invariants:
   back is appended exactly as the leader stored it (through the producer
   states, so a follower that leads next deduplicates as its leader did), then
   the leader's high watermark is taken, bounded by the local log end.
+* The fetches run in an incremental fetch session with the leader (KIP-227, as
+  Kafka's replica fetchers do; the client's bookkeeping,
+  :class:`trafka.sdk.fetch_sessions.FetchSession`): after the first full fetch,
+  a request names only the partitions whose fetch position changed (those that
+  got records) and forgets those no longer fetched here; the answer names only
+  the partitions with news (records, a new high watermark or log start, an
+  error). A partition an answer leaves out has nothing new. A session error
+  (the leader restarted, evicted it) is followed at once by a full fetch that
+  asks for a new session; a lost connection closes the session at the next
+  request.
 * An answer is only applied if the partition still follows the same leader at
   the same epoch, and its log end has not moved meanwhile.
 * OFFSET_OUT_OF_RANGE: below the leader's log start, the log restarts there
@@ -30,6 +40,7 @@ Rules and invariants:
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -38,6 +49,8 @@ from trafka.codec.errors import CodecError, ErrorCode
 from trafka.codec.messages import k01_fetch as fetch_msg
 from trafka.codec.messages import k02_list_offsets as list_offsets_msg
 from trafka.codec.messages import k23_offset_for_leader_epoch as epoch_msg
+from trafka.sdk.consumer_types import TopicPartition
+from trafka.sdk.fetch_sessions import SESSION_ERRORS, FetchSession, SessionPartition
 
 from ..clock import now_ms
 from ..errors import BrokerError
@@ -56,6 +69,7 @@ _AUTH_BACKOFF_MAX_S = 5.0
 _FETCH_VERSION = 12
 _EPOCH_VERSION = 4
 _LIST_OFFSETS_VERSION = 7
+_NO_TOPIC_ID = uuid.UUID(int=0)  # Fetch v12 names topics
 
 
 class ReplicaFetcher:
@@ -69,6 +83,8 @@ class ReplicaFetcher:
         self.replicas = broker.cluster.replicas
         self.node_id = broker.node_id
         self.config = broker.config
+        #: The incremental fetch session with the leader (see the module rules).
+        self.session = FetchSession(leader)
         self._refusal_told = False  # the leader's refusal is logged once, until it lifts
 
     def _mine(self) -> list[Any]:
@@ -115,6 +131,7 @@ class ReplicaFetcher:
                     trio.BrokenResourceError,
                 ) as exc:
                     log.info("fetcher for leader %d: connection lost: %s", self.leader, exc)
+                    self.session.handle_error()
                     await conn.aclose()
                     conn = None
                     await trio.sleep(_FETCH_BACKOFF_S)
@@ -201,38 +218,62 @@ class ReplicaFetcher:
     async def _fetch(self, conn: InterBrokerConnection, wanted: list[Any]) -> bool:
         logs = self.broker.logs
         cfg = self.config
-        topics: dict[str, list[Any]] = {}
+        asked: dict[TopicPartition, SessionPartition] = {}
         sent: dict[tuple[str, int], tuple[Any, int]] = {}
+        epochs: dict[TopicPartition, int] = {}
         for f in wanted:
             plog = logs.partition(f.topic, f.partition)
             offset = plog.log_end_offset
-            sent[(f.topic, f.partition)] = (f, offset)
-            topics.setdefault(f.topic, []).append(
+            tp = TopicPartition(f.topic, f.partition)
+            sent[tp] = (f, offset)
+            epochs[tp] = plog.latest_epoch
+            asked[tp] = SessionPartition(
+                _NO_TOPIC_ID,
+                offset,
+                plog.log_start_offset,
+                cfg.replica_fetch_max_bytes,
+                f.leader_epoch,
+            )
+        plan = self.session.build(asked)
+        topics: dict[str, list[Any]] = {}
+        for tp, want in plan.to_send.items():
+            topics.setdefault(tp.topic, []).append(
                 fetch_msg.FetchRequest.FetchPartition(
-                    partition=f.partition,
-                    current_leader_epoch=f.leader_epoch,
-                    fetch_offset=offset,
-                    last_fetched_epoch=plog.latest_epoch,
-                    log_start_offset=plog.log_start_offset,
-                    partition_max_bytes=cfg.replica_fetch_max_bytes,
+                    partition=tp.partition,
+                    current_leader_epoch=want.leader_epoch,
+                    fetch_offset=want.fetch_offset,
+                    last_fetched_epoch=epochs[tp],
+                    log_start_offset=want.log_start_offset,
+                    partition_max_bytes=want.max_bytes,
                 )
             )
+        forgotten: dict[str, list[int]] = {}
+        for tp, _ in plan.to_forget:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
         request = fetch_msg.FetchRequest(
             replica_id=self.node_id,
             max_wait_ms=cfg.replica_fetch_wait_max_ms,
             min_bytes=1,
             max_bytes=10 * cfg.replica_fetch_max_bytes,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
+            session_id=plan.session_id,
+            session_epoch=plan.epoch,
             topics=[
                 fetch_msg.FetchRequest.FetchTopic(topic=t, partitions=ps)
                 for t, ps in topics.items()
             ],
+            forgotten_topics_data=[
+                fetch_msg.FetchRequest.ForgottenTopic(topic=t, partitions=ps)
+                for t, ps in forgotten.items()
+            ],
         )
         response = await conn.request(1, _FETCH_VERSION, request)
-        if response.error_code != ErrorCode.NONE:
-            return False
+        usable, problem = self.session.handle_response(response, _FETCH_VERSION)
+        if not usable:
+            if problem is not None:
+                log.info("fetcher for leader %d: %s", self.leader, problem)
+            # A session error is mended by the full fetch that follows at once.
+            return response.error_code in SESSION_ERRORS
         progressed = True
         quota = self.view.replication_quotas.follower
         now = now_ms()

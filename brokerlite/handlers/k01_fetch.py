@@ -44,7 +44,10 @@ Rules (Kafka's, for a consumer fetching from the leader):
   to the log end offset and tells the leader how far the follower has come
   (:mod:`..cluster.replica_manager`: ISR and high watermark); a consumer reads below
   the high watermark only, and its long poll wakes when the high watermark
-  moves, not when the leader appends. The leader's replication throttle
+  moves, not when the leader appends. A follower's long poll is the other way
+  round (Kafka's delayed fetch, ``replica.fetch.min.bytes``): it wakes when
+  records are appended, or the partition's leadership or log changes, not when
+  the high watermark moves. The leader's replication throttle
   (KIP-73, :mod:`..cluster.replication_quotas`) counts what a follower's answer
   carries of throttled partitions, and gives an out-of-sync follower no
   records of them while the quota is exceeded (their new bytes do not end its
@@ -117,7 +120,13 @@ OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 READ_COMMITTED = 1
 # What a high watermark's move counts as for parked consumer fetches: enough to
 # wake every one of them (they read afresh, whatever bytes they still wait for).
+# A follower's parked fetch ignores it: it waits for records past its fetch
+# offset, as Kafka's delayed fetch does (it learns the high watermark from its
+# next answer).
 HIGH_WATERMARK_WAKES = 1 << 61
+# What a partition's change of state counts as (its leadership lost, its log back
+# online): every parked fetch on it, a follower's too, is answered afresh.
+PARTITION_CHANGED_WAKES = 3 << 61
 
 Aborted = m.FetchResponse.AbortedTransaction
 
@@ -670,18 +679,26 @@ class _FetchWaiter:
         self._needed = needed
         self.deadline_ms = deadline_ms
         self.watches = watches
-        self._high_watermark_only = fetch.where.cluster is not None and fetch.replica_id < 0
+        replicated = fetch.where.cluster is not None
+        self._high_watermark_only = replicated and fetch.replica_id < 0
+        self._records_only = replicated and fetch.replica_id >= 0
 
     def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
         if self._high_watermark_only and nbytes < HIGH_WATERMARK_WAKES:
             # A consumer of a replicated partition sees records once the high
             # watermark passes them, not when the leader appends them.
             return False
-        fetch = self._fetch
-        if fetch.replica_id >= 0 and _held_back(fetch.where, topic, partition, fetch.replica_id):
-            # Bytes the throttle would not send do not complete a follower's fetch
-            # (Kafka's DelayedFetch skips them too).
-            return False
+        if self._records_only:
+            if nbytes == HIGH_WATERMARK_WAKES:
+                # A follower waits for records (see HIGH_WATERMARK_WAKES).
+                return False
+            fetch = self._fetch
+            if nbytes != PARTITION_CHANGED_WAKES and _held_back(
+                fetch.where, topic, partition, fetch.replica_id
+            ):
+                # Bytes the throttle would not send do not complete a follower's
+                # fetch (Kafka's DelayedFetch skips them too).
+                return False
         self._needed -= nbytes
         return self._needed <= 0
 
@@ -710,6 +727,7 @@ def handle(ctx: RequestContext, request: m.FetchRequest) -> FetchPlan | Parked:
             forgotten,
             ctx.topic_name,
             ctx.now_ms,
+            privileged=ctx.cluster is not None and replica_id_of(version, request) >= 0,
         )
         if isinstance(context, SessionErrorContext):
             return FetchPlan(context.error, INVALID_SESSION_ID, [])
