@@ -216,57 +216,7 @@ class ReplicaFetcher:
                 self.replicas.truncated(f.topic, f.partition, max(target, 0))
 
     async def _fetch(self, conn: InterBrokerConnection, wanted: list[Any]) -> bool:
-        logs = self.broker.logs
-        cfg = self.config
-        asked: dict[TopicPartition, SessionPartition] = {}
-        sent: dict[tuple[str, int], tuple[Any, int]] = {}
-        epochs: dict[TopicPartition, int] = {}
-        for f in wanted:
-            plog = logs.partition(f.topic, f.partition)
-            offset = plog.log_end_offset
-            tp = TopicPartition(f.topic, f.partition)
-            sent[tp] = (f, offset)
-            epochs[tp] = plog.latest_epoch
-            asked[tp] = SessionPartition(
-                _NO_TOPIC_ID,
-                offset,
-                plog.log_start_offset,
-                cfg.replica_fetch_max_bytes,
-                f.leader_epoch,
-            )
-        plan = self.session.build(asked)
-        topics: dict[str, list[Any]] = {}
-        for tp, want in plan.to_send.items():
-            topics.setdefault(tp.topic, []).append(
-                fetch_msg.FetchRequest.FetchPartition(
-                    partition=tp.partition,
-                    current_leader_epoch=want.leader_epoch,
-                    fetch_offset=want.fetch_offset,
-                    last_fetched_epoch=epochs[tp],
-                    log_start_offset=want.log_start_offset,
-                    partition_max_bytes=want.max_bytes,
-                )
-            )
-        forgotten: dict[str, list[int]] = {}
-        for tp, _ in plan.to_forget:
-            forgotten.setdefault(tp.topic, []).append(tp.partition)
-        request = fetch_msg.FetchRequest(
-            replica_id=self.node_id,
-            max_wait_ms=cfg.replica_fetch_wait_max_ms,
-            min_bytes=1,
-            max_bytes=10 * cfg.replica_fetch_max_bytes,
-            isolation_level=0,
-            session_id=plan.session_id,
-            session_epoch=plan.epoch,
-            topics=[
-                fetch_msg.FetchRequest.FetchTopic(topic=t, partitions=ps)
-                for t, ps in topics.items()
-            ],
-            forgotten_topics_data=[
-                fetch_msg.FetchRequest.ForgottenTopic(topic=t, partitions=ps)
-                for t, ps in forgotten.items()
-            ],
-        )
+        request, sent = self._fetch_request(wanted)
         response = await conn.request(1, _FETCH_VERSION, request)
         usable, problem = self.session.handle_response(response, _FETCH_VERSION)
         if not usable:
@@ -274,6 +224,7 @@ class ReplicaFetcher:
                 log.info("fetcher for leader %d: %s", self.leader, problem)
             # A session error is mended by the full fetch that follows at once.
             return response.error_code in SESSION_ERRORS
+        logs = self.broker.logs
         progressed = True
         quota = self.view.replication_quotas.follower
         now = now_ms()
@@ -330,6 +281,65 @@ class ReplicaFetcher:
                 self.replicas.follower_high_watermark(f.topic, f.partition, part.high_watermark)
                 self._follow_log_start(f.topic, f.partition, plog, part.log_start_offset)
         return progressed
+
+    def _fetch_request(
+        self, wanted: list[Any]
+    ) -> tuple[Any, dict[tuple[str, int], tuple[Any, int]]]:
+        """The Fetch of ``wanted`` (in this fetcher's session: only what changed
+        since its last request, KIP-227), and what was asked of each partition:
+        its fetch, and the log end it was asked from."""
+        logs = self.broker.logs
+        cfg = self.config
+        asked: dict[TopicPartition, SessionPartition] = {}
+        sent: dict[tuple[str, int], tuple[Any, int]] = {}
+        epochs: dict[TopicPartition, int] = {}
+        for f in wanted:
+            plog = logs.partition(f.topic, f.partition)
+            offset = plog.log_end_offset
+            tp = TopicPartition(f.topic, f.partition)
+            sent[tp] = (f, offset)
+            epochs[tp] = plog.latest_epoch
+            asked[tp] = SessionPartition(
+                _NO_TOPIC_ID,
+                offset,
+                plog.log_start_offset,
+                cfg.replica_fetch_max_bytes,
+                f.leader_epoch,
+            )
+        plan = self.session.build(asked)
+        topics: dict[str, list[Any]] = {}
+        for tp, want in plan.to_send.items():
+            topics.setdefault(tp.topic, []).append(
+                fetch_msg.FetchRequest.FetchPartition(
+                    partition=tp.partition,
+                    current_leader_epoch=want.leader_epoch,
+                    fetch_offset=want.fetch_offset,
+                    last_fetched_epoch=epochs[tp],
+                    log_start_offset=want.log_start_offset,
+                    partition_max_bytes=want.max_bytes,
+                )
+            )
+        forgotten: dict[str, list[int]] = {}
+        for tp, _ in plan.to_forget:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
+        request = fetch_msg.FetchRequest(
+            replica_id=self.node_id,
+            max_wait_ms=cfg.replica_fetch_wait_max_ms,
+            min_bytes=1,
+            max_bytes=10 * cfg.replica_fetch_max_bytes,
+            isolation_level=0,
+            session_id=plan.session_id,
+            session_epoch=plan.epoch,
+            topics=[
+                fetch_msg.FetchRequest.FetchTopic(topic=t, partitions=ps)
+                for t, ps in topics.items()
+            ],
+            forgotten_topics_data=[
+                fetch_msg.FetchRequest.ForgottenTopic(topic=t, partitions=ps)
+                for t, ps in forgotten.items()
+            ],
+        )
+        return request, sent
 
     def _follow_log_start(self, topic: str, partition: int, plog: Any, leader_start: int) -> None:
         """A follower's log starts where its leader's does (DeleteRecords and retention
