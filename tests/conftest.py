@@ -79,6 +79,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     cache = config.stash.get(_PYCACHE, None)
     if cache is not None:
+        # Off first: a module imported while the process ends would make the directory again.
+        sys.pycache_prefix = None
+        sys.dont_write_bytecode = True
         shutil.rmtree(cache, ignore_errors=True)
 
 
