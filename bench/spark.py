@@ -326,6 +326,10 @@ def stream_latency(spark: Any, servers: str, seconds: float) -> list[float]:
     )
     try:
         while query.lastProgress is None:  # its first (empty) micro-batch has run
+            # A stream that died before it waits forever here otherwise (seen once, at
+            # a load average of 20: the smoke run slept for an hour).
+            if not query.isActive:
+                raise RuntimeError(f"the latency stream stopped: {query.exception()}")
             time.sleep(0.1)
 
         async def produce() -> int:

@@ -24,7 +24,10 @@ groups, which the cluster mode does not serve); a fresh standalone broker for
 share-consume's (b). Every client command of ``tools/cli.py`` must have a
 line in :data:`COMMANDS` (a new one fails
 :func:`test_every_client_command_is_in_the_matrix` until it is given one) and
-runs against (a); (c) and (d) run the commands that touch a topic's partitions;
+runs against (a): one command of each family as a process, the others in this
+process through click's test runner (the same code from the command line to
+the connect, without some 50 process start-ups); (c) and (d) run the commands
+that touch a topic's partitions;
 (e) runs the long-running commands at work, and one command of each family
 (:data:`INTERRUPTED`) while it waits for a broker: the others of a family take
 the same path from the command line to the connect. Processes of (a) and (e)
@@ -47,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -56,6 +60,7 @@ from typing import IO, Any
 import click
 import pytest
 import trio
+from click.testing import CliRunner
 
 from trafka.brokerlite import RunningBroker, broker_in_thread
 from trafka.brokerlite.cluster.controller import coordinator_partition
@@ -726,6 +731,13 @@ COMMANDS: dict[str, tuple[list[str], bytes]] = {
 }
 
 
+#: One command of each family (each module of tools/, which share one path from
+#: the command to the SDK's connect): run as a process in (a); in (e), SIGINT is
+#: handled above them, in the command group, or by the long-running commands
+#: themselves (all three among these).
+INTERRUPTED = sorted({name.split()[0]: name for name in sorted(COMMANDS, reverse=True)}.values())
+
+
 def client_commands() -> list[str]:
     """Every leaf command of ``trafka`` that talks to a cluster."""
     ctx = click.Context(main)
@@ -769,9 +781,28 @@ def run_many(jobs: dict[str, Callable[[], Done]], width: int = 3) -> dict[str, D
 # -- (a) no broker at the address ------------------------------------------------------------
 
 
+def run_in_process(args: list[str], bootstrap: str, stdin: bytes = b"") -> Done:
+    """Run a command in this process, through click's test runner: the same code
+    from the command line to the connect and the error as :func:`run`, without a
+    process's start-up (about a second of CPU each). What the runner caught is
+    written out as a process would have (a traceback on stderr)."""
+    result = CliRunner().invoke(
+        main, [*args, "-b", bootstrap], input=stdin, env={"TRAFKA_BOOTSTRAP_SERVERS": None}
+    )
+    err = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        err += "Traceback (caught in process):\n" + "".join(
+            traceback.format_exception(result.exception)
+        )
+    return Done(result.exit_code, result.stdout, err)
+
+
 @pytest.fixture(scope="module")
 def down_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Done]:
-    """Every command, run once against a port nothing listens on."""
+    """Every command, run once against a port nothing listens on: one command of
+    each family (:data:`INTERRUPTED`) as a process of its own (its exit status
+    and stderr as a shell sees them), the others in this process (the same path
+    from the command line to the connect as their family's)."""
     files = tmp_path_factory.mktemp("cli-faults-files")
     nowhere = f"127.0.0.1:{free_port('127.0.0.1')}"
 
@@ -779,7 +810,11 @@ def down_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Done]:
         args, stdin = command_args(name, files)
         return lambda: run(args, nowhere, stdin)
 
-    return run_many({name: job(name) for name in COMMANDS})
+    results = run_many({name: job(name) for name in INTERRUPTED})
+    for name in sorted(set(COMMANDS) - set(INTERRUPTED)):
+        args, stdin = command_args(name, files)
+        results[name] = run_in_process(args, nowhere, stdin)
+    return results
 
 
 @pytest.mark.slow
@@ -1344,12 +1379,6 @@ def test_e_share_consume_stops_on_sigint(single: RunningBroker) -> None:
     assert done.rc == 130, done
     assert done.said(r"^SIGINT: committing") and "2 records consumed" in done.err
     no_traceback(done)
-
-
-#: One command of each family (each module of tools/, which share one path from
-#: the command to the SDK's connect): SIGINT is handled above them, in the
-#: command group, or by the long-running commands themselves (all three here).
-INTERRUPTED = sorted({name.split()[0]: name for name in sorted(COMMANDS, reverse=True)}.values())
 
 
 @pytest.fixture(scope="module")
