@@ -14,7 +14,9 @@ GATE is one of:
 At the gate the process that reached it writes ``NOTES/gate.json`` (its pid,
 its parent's, the transactional id of the task) and waits for the file
 ``NOTES/open``. Usage: ``python eos_cluster_driver.py MASTER SERVERS SOURCE
-SINK CHECKPOINT NOTES GATE``; exits 0 once the stream read everything.
+SINK CHECKPOINT NOTES GATE``; exits 0 once the stream read everything. The
+tests that need no driver of their own start the same stream in their Spark
+(:func:`start_stream`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,21 +52,12 @@ def wait_at_gate(notes: str, **what: Any) -> None:
         time.sleep(0.05)
 
 
-def main() -> None:
-    started = time.monotonic()
-    master, servers, source_topic, sink, checkpoint, notes, gate = sys.argv[1:8]
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    # PySpark's worker daemon of an executor that dies sends SIGHUP to its
-    # whole process group, which in local-cluster mode is this driver's (and
-    # the JVMs'): ignored here, and so in every JVM started from here. Python
-    # workers restore SIGHUP's default for themselves.
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+def gated_source(gate: str, notes: str) -> Any:
+    """The sink's data source with ``gate`` (see the module's docstring), under
+    a short name of its own (its ``short_name``)."""
     from pyspark import TaskContext
-    from pyspark.sql import SparkSession
-    from spark_helpers import TEST_JVM_OPTIONS
 
-    from trafka.spark import register, source
+    from trafka.spark import source
     from trafka.spark.source import KafkaDataSource
 
     def stage() -> tuple[str | None, int, int]:
@@ -89,13 +83,55 @@ def main() -> None:
             super().commit(messages, batchId)
 
     class GatedKafka(KafkaDataSource):
-        short_name = "trafka_gated"
+        short_name = f"trafka_gated_{uuid.uuid4().hex[:8]}"
 
         def streamWriter(self, schema: Any, overwrite: bool) -> Any:
             made = super().streamWriter(schema, overwrite)
             gated = Gated.__new__(Gated)
             gated.__dict__.update(made.__dict__)
             return gated
+
+    return GatedKafka
+
+
+def start_stream(
+    spark: Any, servers: str, source_topic: str, sink: str, checkpoint: str, notes: str, gate: str
+) -> Any:
+    """The stream (started) from ``source_topic`` into ``sink``, with ``gate``."""
+    gated = gated_source(gate, notes)
+    spark.dataSource.register(gated)
+    return (
+        spark.readStream.format("trafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", source_topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "60")
+        .load()
+        .selectExpr("key", "value")
+        .writeStream.format(gated.short_name)
+        .option("kafka.bootstrap.servers", servers)
+        .option("topic", sink)
+        .option("deliveryGuarantee", "exactly-once")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
+def main() -> None:
+    started = time.monotonic()
+    master, servers, source_topic, sink, checkpoint, notes, gate = sys.argv[1:8]
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    # PySpark's worker daemon of an executor that dies sends SIGHUP to its
+    # whole process group, which in local-cluster mode is this driver's (and
+    # the JVMs'): ignored here, and so in every JVM started from here. Python
+    # workers restore SIGHUP's default for themselves.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    from pyspark.sql import SparkSession
+    from spark_helpers import TEST_JVM_OPTIONS
+
+    from trafka.spark import register
 
     spark = (
         SparkSession.builder.master(master)
@@ -110,23 +146,7 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     print(f"Spark started in {time.monotonic() - started:.1f} s", flush=True)
     register(spark)
-    spark.dataSource.register(GatedKafka)
-    query = (
-        spark.readStream.format("trafka")
-        .option("kafka.bootstrap.servers", servers)
-        .option("subscribe", source_topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "60")
-        .load()
-        .selectExpr("key", "value")
-        .writeStream.format("trafka_gated")
-        .option("kafka.bootstrap.servers", servers)
-        .option("topic", sink)
-        .option("deliveryGuarantee", "exactly-once")
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = start_stream(spark, servers, source_topic, sink, checkpoint, notes, gate)
     query.awaitTermination()
     # For whoever reads the test's log: where each micro-batch's time went.
     for progress in query.recentProgress:
