@@ -98,23 +98,12 @@ def start_stream(
     spark: Any, servers: str, source_topic: str, sink: str, checkpoint: str, notes: str, gate: str
 ) -> Any:
     """The stream (started) from ``source_topic`` into ``sink``, with ``gate``."""
+    from spark_helpers import exactly_once_stream
+
     gated = gated_source(gate, notes)
     spark.dataSource.register(gated)
-    return (
-        spark.readStream.format("trafka")
-        .option("kafka.bootstrap.servers", servers)
-        .option("subscribe", source_topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "60")
-        .load()
-        .selectExpr("key", "value")
-        .writeStream.format(gated.short_name)
-        .option("kafka.bootstrap.servers", servers)
-        .option("topic", sink)
-        .option("deliveryGuarantee", "exactly-once")
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
+    return exactly_once_stream(
+        spark, gated.short_name, servers, source_topic, sink, checkpoint, "key", "value"
     )
 
 

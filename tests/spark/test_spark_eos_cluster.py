@@ -21,7 +21,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,6 @@ from pyspark import cloudpickle
 from spark_helpers import consume_all, create, fresh, produce, run
 
 from trafka.brokerlite.dev.local_cluster import ClusterProcesses
-from trafka.brokerlite.dev.zookeeper_server import ZooKeeperServer
 from trafka.sdk import ProducerFencedError, open_admin
 from trafka.sdk.txn_handoff import PreparedTransaction, end_transaction
 from trafka.spark import _eos
@@ -62,37 +60,16 @@ SETTINGS = {
 
 
 @pytest.fixture(scope="module")
-def cluster(
-    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ClusterProcesses]:
+def cluster(module_zk: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
     """Three broker processes, in a chroot of the shared ZooKeeper of their own."""
-    from kazoo.client import KazooClient
-
-    chroot = f"/t-{uuid.uuid4().hex}"
-    zk = KazooClient(hosts=zookeeper.connect_string, timeout=5.0)
-    zk.start(timeout=10.0)
-    try:
-        zk.create(chroot)
-    finally:
-        zk.stop()
-        zk.close()
     running = ClusterProcesses(
-        tmp_path_factory.mktemp("eos-cluster"),
-        3,
-        zookeeper_connect=zookeeper.connect_string + chroot,
-        settings=SETTINGS,
+        tmp_path_factory.mktemp("eos-cluster"), 3, zookeeper_connect=module_zk, settings=SETTINGS
     )
     try:
         running.start()
         yield running
     finally:
         running.stop()
-        zk = KazooClient(hosts=zookeeper.connect_string, timeout=5.0)
-        with contextlib.suppress(Exception):  # best effort: the server is the session's
-            zk.start(timeout=10.0)
-            zk.delete(chroot, recursive=True)
-        zk.stop()
-        zk.close()
 
 
 @pytest.fixture
