@@ -351,6 +351,9 @@ def test_a_broker_killed_mid_batch_loses_and_doubles_nothing(
         if query.isActive:
             query.stop()
 
+    # The other brokers served on (a verification to the dead coordinator in
+    # flight once took a partition leader down with it).
+    assert [n for n, p in cluster.procs.items() if p.poll() is not None] == [victim]
     assert committed(servers, stream.sink) == stream.values
     assert open_transactions(servers, stream.prefix) == []
     after = leaders(servers, stream.sink)
