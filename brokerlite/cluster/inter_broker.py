@@ -11,9 +11,7 @@ Rules:
   connections.
 * A member is reached at the address it registered in ZooKeeper, within the
   ZooKeeper session timeout: a broker silent that long is gone anyway.
-* A closed or broken connection raises :class:`ConnectionError`; the callers
-  reopen. trio's own stream errors (a reset: the peer was killed) are
-  translated here, so that no caller lets one escape and end its broker.
+* A closed connection raises :class:`ConnectionError`; the callers reopen.
 """
 
 from __future__ import annotations
@@ -61,18 +59,6 @@ class InterBrokerConnection:
         return cls(stream, f"broker-{broker.node_id}-{purpose}", config.socket_request_max_bytes)
 
     async def request(self, key: int, version: int, body: Any) -> Any:
-        """Send one request and wait for its answer.
-
-        Raises:
-            ConnectionError: the connection was closed, reset or broken.
-            CodecError: the answer cannot be decoded.
-        """
-        try:
-            return await self._request(key, version, body)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            raise ConnectionError(f"connection to the broker lost: {exc}") from exc
-
-    async def _request(self, key: int, version: int, body: Any) -> Any:
         corr = next(self._corr)
         header = RequestHeader(
             request_api_key=key,
