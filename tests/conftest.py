@@ -37,6 +37,7 @@ start; the source tree gets no ``__pycache__``), removed at the end of the run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -128,10 +129,9 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
         server.stop()
 
 
-@pytest.fixture
-def zk_chroot(zookeeper: ZooKeeperServer) -> Iterator[ZkChroot]:
-    """A unique chroot on the shared server (``/t-<uuid>``), created empty and
-    deleted after the test, with its connect string ``host:port/t-<uuid>``."""
+@contextlib.contextmanager
+def _chroot(zookeeper: ZooKeeperServer) -> Iterator[ZkChroot]:
+    """A new empty chroot on the shared server, deleted afterwards (best effort)."""
     from kazoo.client import KazooClient
 
     if not zookeeper.running:
@@ -156,6 +156,22 @@ def zk_chroot(zookeeper: ZooKeeperServer) -> Iterator[ZkChroot]:
         finally:
             admin.stop()
             admin.close()
+
+
+@pytest.fixture
+def zk_chroot(zookeeper: ZooKeeperServer) -> Iterator[ZkChroot]:
+    """A unique chroot on the shared server (``/t-<uuid>``), created empty and
+    deleted after the test, with its connect string ``host:port/t-<uuid>``."""
+    with _chroot(zookeeper) as chroot:
+        yield chroot
+
+
+@pytest.fixture(scope="module")
+def module_zk(zookeeper: ZooKeeperServer) -> Iterator[str]:
+    """The connect string of a chroot of the shared server for a whole test
+    module (a cluster its tests share), deleted after the module."""
+    with _chroot(zookeeper) as chroot:
+        yield chroot.connect_string
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ def main() -> None:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark import TaskContext
     from pyspark.sql import SparkSession
-    from spark_helpers import TEST_JVM_OPTIONS
+    from spark_helpers import TEST_JVM_OPTIONS, exactly_once_stream
 
     from trafka.spark import register, source
     from trafka.spark.source import KafkaDataSource
@@ -64,21 +64,8 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     spark.dataSource.register(Flaky)
-    query = (
-        spark.readStream.format("trafka")
-        .option("kafka.bootstrap.servers", servers)
-        .option("subscribe", source_topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "60")
-        .load()
-        .selectExpr("value")
-        .writeStream.format("trafka_flaky")
-        .option("kafka.bootstrap.servers", servers)
-        .option("topic", sink)
-        .option("deliveryGuarantee", "exactly-once")
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
+    query = exactly_once_stream(
+        spark, "trafka_flaky", servers, source_topic, sink, checkpoint, "value"
     )
     query.awaitTermination()
     spark.stop()

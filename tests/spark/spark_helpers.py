@@ -91,3 +91,27 @@ def stream_of(spark: Any, broker: RunningBroker, **options: str) -> Any:
     for k, v in options.items():
         r = r.option(k, v)
     return r.load()
+
+
+def exactly_once_stream(
+    spark: Any, fmt: str, servers: str, source: str, sink: str, checkpoint: str, *columns: str
+) -> Any:
+    """A query (started) from topic ``source`` into ``sink`` through the sink
+    ``fmt`` exactly once: ``columns`` of the source, micro-batches of 60
+    records, ``Trigger.AvailableNow`` (the drivers of the exactly-once tests)."""
+    return (
+        spark.readStream.format("trafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "60")
+        .load()
+        .selectExpr(*columns)
+        .writeStream.format(fmt)
+        .option("kafka.bootstrap.servers", servers)
+        .option("topic", sink)
+        .option("deliveryGuarantee", "exactly-once")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )

@@ -65,7 +65,7 @@ from click.testing import CliRunner
 from trafka.brokerlite import RunningBroker, broker_in_thread
 from trafka.brokerlite.cluster.controller import coordinator_partition
 from trafka.brokerlite.dev.local_cluster import ClusterProcesses, LocalCluster, serve_cluster
-from trafka.brokerlite.dev.zookeeper_server import ZooKeeperServer, free_port
+from trafka.brokerlite.dev.zookeeper_server import free_port
 from trafka.codec.messages import k19_create_topics as ct
 from trafka.sdk import (
     BrokerUnreachableError,
@@ -568,20 +568,8 @@ class Offline:
 
 
 @pytest.fixture(scope="module")
-def cluster(
-    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[TwoNodes]:
-    from kazoo.client import KazooClient
-
-    chroot = f"/cli-faults-{os.getpid()}-{time.monotonic_ns()}"
-    admin = KazooClient(hosts=zookeeper.connect_string, timeout=5.0)
-    admin.start(timeout=10.0)
-    try:
-        admin.create(chroot)
-    finally:
-        admin.stop()
-        admin.close()
-    nodes = TwoNodes(zookeeper.connect_string + chroot, tmp_path_factory.mktemp("cli-faults"))
+def cluster(module_zk: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
+    nodes = TwoNodes(module_zk, tmp_path_factory.mktemp("cli-faults"))
     nodes.start()
     try:
         yield nodes
