@@ -994,6 +994,9 @@ def test_trafka_cluster_command_serves_and_stops_on_ctrl_c(tmp_path: Path) -> No
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        # SIGINT as a terminal's foreground process has it (a background job's
+        # is ignored, and `trafka cluster` keeps an ignored SIGINT ignored).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 60

@@ -96,6 +96,10 @@ class Supervisor:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            # SIGINT as a terminal's foreground process has it, whatever this
+            # run inherited: a background job starts with it ignored, and the
+            # supervisor keeps an ignored SIGINT ignored, on purpose.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         self.out: list[str] = []
         self.err: list[str] = []
