@@ -333,10 +333,19 @@ def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
     type=click.IntRange(min=1000),
     help="The brokers' ZooKeeper session timeout: how soon a killed node is noticed [6000].",
 )
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Kafka server.properties settings for every node (security, for instance: "
+    "listeners=SASL_PLAINTEXT://:0 names the listener; each node gets its own address). "
+    "The options given here win.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="The brokers log at DEBUG (in node-<id>.log).")
 @click.pass_context
 def cluster_command(
     ctx: click.Context,
+    config_file: Path | None,
     nodes: int,
     data_dir: Path,
     zookeeper: str | None,
@@ -368,13 +377,27 @@ def cluster_command(
 
     factor = default_replication_factor or min(3, nodes)
     min_isr = min_insync_replicas or min(2, nodes)
-    settings = {
+    given = _cluster_file_settings(config_file)
+    settings: dict[str, Any] = {
         "num.partitions": num_partitions,
         "default.replication.factor": factor,
         "min.insync.replicas": min_isr,
         "offsets.topic.replication.factor": factor,
         "zookeeper.session.timeout.ms": session_timeout_ms or DEFAULT_SESSION_TIMEOUT_MS,
     }
+    # The file wins over the options' defaults; an option given wins over the file.
+    defaulted = {
+        "num.partitions": "num_partitions",
+        "default.replication.factor": "default_replication_factor",
+        "min.insync.replicas": "min_insync_replicas",
+        "offsets.topic.replication.factor": "default_replication_factor",
+        "zookeeper.session.timeout.ms": "session_timeout_ms",
+    }
+    for key, value in given.items():
+        option = defaulted.get(key)
+        source = None if option is None else ctx.get_parameter_source(option)
+        if source is None or source is click.core.ParameterSource.DEFAULT:
+            settings[key] = value
     processes = ClusterProcesses(
         data_dir.absolute(),
         nodes,
@@ -386,6 +409,8 @@ def cluster_command(
     supervisor = ClusterSupervisor(processes, lambda line: click.echo(line, err=True))
     try:
         supervisor.start()
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
     except (ZooKeeperError, ControlError, RuntimeError, OSError) as exc:
         raise click.ClickException(f"cannot run the cluster: {exc}") from None
 
@@ -399,6 +424,8 @@ def cluster_command(
         for node in supervisor.nodes():
             click.echo(f"node {node['id']}: {node['address']} pid {node['pid']}")
         click.echo(f"bootstrap servers: {processes.bootstrap_servers}", color=False)
+        if processes.listener != "PLAINTEXT":
+            click.echo(f"listener: {processes.listener} (clients need its security settings)")
         click.echo(f"control: trafka cluster node list|stop|start|kill --data-dir {data_dir}")
 
     try:
@@ -408,6 +435,38 @@ def cluster_command(
         processes.stop()
         raise
     ctx.exit(status)
+
+
+# Set by `trafka cluster` for each node: a --config file may not give them.
+_PER_NODE_KEYS = (
+    "node.id",
+    "broker.id",
+    "log.dirs",
+    "log.dir",
+    "data_dir",
+    "zookeeper.connect",
+    "advertised.listeners",
+    "advertised.listener",
+)
+
+
+def _cluster_file_settings(path: Path | None) -> dict[str, str]:
+    """The settings of ``trafka cluster --config`` (checked when each node's file is read)."""
+    if path is None:
+        return {}
+    from .config_keys import parse_properties
+
+    try:
+        settings = dict(parse_properties(path.read_text(encoding="utf-8"), str(path)))
+    except (ConfigError, OSError, UnicodeDecodeError) as exc:
+        raise click.UsageError(f"--config: {exc}") from None
+    refused = [key for key in _PER_NODE_KEYS if key in settings]
+    if refused:
+        raise click.UsageError(
+            f"--config: {', '.join(refused)} differ per node; trafka cluster sets them "
+            "(use --data-dir and --zookeeper)"
+        )
+    return settings
 
 
 _DATA_DIR_OPTION = click.option(

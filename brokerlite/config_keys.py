@@ -381,20 +381,31 @@ _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
 }
+# Kafka's unsecured OAUTHBEARER login (OAuthBearerUnsecuredLoginCallbackHandler's options).
+_UNSECURED = "unsecuredLogin"
+_UNSECURED_CLAIMS = ("StringClaim_", "NumberClaim_", "ListClaim_")
+_RESERVED_CLAIMS = ("iat", "exp")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class JaasLogin:
     """What one ``listener.name.<l>.<mechanism>.sasl.jaas.config`` says: the broker's
     own login (``username``/``password``) and, for PLAIN, the users it accepts
-    (``user_<name>="<password>"``)."""
+    (``user_<name>="<password>"``). For OAUTHBEARER, Kafka's unsecured login module
+    options: ``username`` is the principal (``unsecuredLoginStringClaim_<principal
+    claim>``), ``claims`` the token's claims besides ``iat`` and ``exp``,
+    ``principal_claim`` their principal's name and ``lifetime_ms`` the token's."""
 
     listener: str
     mechanism: str
     username: str | None
     password: str | None = dataclasses.field(repr=False)
     users: tuple[tuple[str, str], ...] = dataclasses.field(default=(), repr=False)
+    claims: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), repr=False)
+    principal_claim: str = "sub"
+    lifetime_ms: int = 3_600_000
 
 
 def jaas_key(key: str) -> tuple[str, str] | None:
@@ -443,4 +454,62 @@ def parse_jaas(key: str, value: Any) -> JaasLogin:
     )
     if users and mechanism != "PLAIN":
         raise ConfigError(f"{key}: user_<name> options are PLAIN's; SCRAM users live in ZooKeeper")
+    if mechanism == "OAUTHBEARER":
+        return _unsecured_login(key, listener, options)
     return JaasLogin(listener, mechanism, options.get("username"), options.get("password"), users)
+
+
+def _unsecured_login(key: str, listener: str, options: dict[str, str]) -> JaasLogin:
+    """Kafka's unsecured OAUTHBEARER login options: the token a broker makes for itself
+    (``unsecuredLoginStringClaim_sub="broker"``; a list claim's first character is its
+    separator, as in Kafka: ``unsecuredLoginListClaim_scope=",a,b"``)."""
+    claims: dict[str, Any] = {}
+    principal_claim, lifetime_s = "sub", "3600"
+    for name, value in options.items():
+        if not name.startswith(_UNSECURED):
+            raise ConfigError(
+                f"{key}: brokerlite's OAUTHBEARER login is Kafka's unsecured one "
+                f"(unsecuredLogin... options), not {name!r}"
+            )
+        option = name[len(_UNSECURED) :]
+        kind = next((k for k in _UNSECURED_CLAIMS if option.startswith(k)), None)
+        if option == "PrincipalClaimName":
+            principal_claim = value.strip()
+        elif option == "LifetimeSeconds":
+            lifetime_s = value
+        elif kind is None or not option[len(kind) :]:
+            raise ConfigError(f"{key}: {name} is not one of Kafka's unsecured login options")
+        elif option[len(kind) :] in _RESERVED_CLAIMS:
+            raise ConfigError(f"{key}: {name}: iat and exp are set from the token's lifetime")
+        elif kind == "StringClaim_":
+            claims[option[len(kind) :]] = value
+        elif kind == "ListClaim_":
+            claims[option[len(kind) :]] = (
+                [v for v in value[1:].split(value[:1]) if v] if value else []
+            )
+        else:
+            try:
+                claims[option[len(kind) :]] = float(value) if "." in value else int(value)
+            except ValueError:
+                raise ConfigError(f"{key}: {name} is not a number") from None
+    try:
+        lifetime_ms = round(float(lifetime_s) * 1000)
+    except ValueError:
+        raise ConfigError(f"{key}: unsecuredLoginLifetimeSeconds is not a number") from None
+    if lifetime_ms <= 0:
+        raise ConfigError(f"{key}: unsecuredLoginLifetimeSeconds must be positive")
+    principal = claims.get(principal_claim)
+    if not isinstance(principal, str) or not principal.strip():
+        raise ConfigError(
+            f"{key}: the token's principal is unsecuredLoginStringClaim_{principal_claim}, "
+            "which must be set"
+        )
+    return JaasLogin(
+        listener,
+        "OAUTHBEARER",
+        principal,
+        None,
+        claims=tuple(claims.items()),
+        principal_claim=principal_claim,
+        lifetime_ms=lifetime_ms,
+    )

@@ -273,7 +273,8 @@ def check_inter_broker(cfg: SecuritySettings) -> None:
         return
     mechanism = cfg.sasl_mechanism_inter_broker_protocol
     if mechanism is None:
-        mechanism = next((m for m in cfg.sasl_enabled_mechanisms if m in SASL_MECHANISMS), None)
+        served = [m for m in cfg.sasl_enabled_mechanisms if m in SASL_MECHANISMS]
+        mechanism = next(iter(served or cfg.sasl_enabled_mechanisms), None)
     else:
         mechanism = str(mechanism).strip().upper()
         if mechanism not in cfg.sasl_enabled_mechanisms:
@@ -284,10 +285,13 @@ def check_inter_broker(cfg: SecuritySettings) -> None:
     object.__setattr__(cfg, "sasl_mechanism_inter_broker_protocol", mechanism)
     if not cfg.cluster_mode:
         return
+    if mechanism == "OAUTHBEARER":
+        _check_oauthbearer_login(cfg, protocol)
+        return
     if mechanism not in SASL_MECHANISMS:
         raise ConfigError(
             "sasl.mechanism.inter.broker.protocol: brokers log in to each other with "
-            f"{', '.join(SASL_MECHANISMS)}; enable one of them"
+            f"{', '.join((*SASL_MECHANISMS, *OPT_IN_MECHANISMS))}; enable one of them"
         )
     user, password = cfg.inter_broker_sasl_username, cfg.inter_broker_sasl_password
     for login in cfg.sasl_jaas_logins:
@@ -302,3 +306,35 @@ def check_inter_broker(cfg: SecuritySettings) -> None:
         )
     object.__setattr__(cfg, "inter_broker_sasl_username", user)
     object.__setattr__(cfg, "inter_broker_sasl_password", password)
+
+
+def _check_oauthbearer_login(cfg: SecuritySettings, protocol: str) -> None:
+    """Brokers log in to each other with OAUTHBEARER: with the token Kafka's unsecured
+    login module makes from the listener's JAAS line, which the other brokers accept
+    only when they validate unsecured tokens (no JWKS endpoint): fail closed."""
+    key = f"listener.name.{protocol.lower()}.oauthbearer.sasl.jaas.config"
+    if cfg.inter_broker_sasl_password is not None:
+        raise ConfigError(
+            "inter_broker_sasl_password: an OAUTHBEARER broker logs in with a token; "
+            f"set {key} (unsecuredLoginStringClaim_sub=...)"
+        )
+    login = next((j for j in cfg.sasl_jaas_logins if j.mechanism == "OAUTHBEARER"), None)
+    if login is None:
+        raise ConfigError(
+            f"a cluster member on a {protocol} listener logs in to the other brokers with "
+            f"OAUTHBEARER: set {key} (Kafka's OAuthBearerLoginModule with "
+            'unsecuredLoginStringClaim_sub="<the broker\'s principal>")'
+        )
+    if cfg.sasl_oauthbearer_jwks_endpoint_url is not None:
+        raise ConfigError(
+            "sasl.mechanism.inter.broker.protocol OAUTHBEARER: brokerlite's brokers log in "
+            "with unsecured tokens, which a broker validating signed tokens "
+            "(sasl_oauthbearer_jwks_endpoint_url) refuses; use SCRAM or PLAIN between brokers"
+        )
+    given = cfg.inter_broker_sasl_username
+    if given is not None and given != login.username:
+        raise ConfigError(
+            f"inter_broker_sasl_username {given!r} is not the principal of {key} "
+            f"({login.username!r})"
+        )
+    object.__setattr__(cfg, "inter_broker_sasl_username", login.username)

@@ -37,8 +37,10 @@ Rules:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import ssl
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -48,14 +50,23 @@ from trafka.codec.framing import FrameReader
 from trafka.codec.messages import k17_sasl_handshake as handshake_msg
 from trafka.codec.messages import k36_sasl_authenticate as authenticate_msg
 from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.oauthbearer import OAUTHBEARER, client_message, unsecured_token
 from trafka.codec.protocol import decode_response_frame, encode_request
 from trafka.codec.sasl import SaslAuthenticationError, ScramClient, plain_message
+
+from .. import clock
 
 if TYPE_CHECKING:
     from ..broker import Broker
     from ..config import BrokerConfig
 
-__all__ = ["InterBrokerAuthError", "InterBrokerConnection", "inter_broker_ssl_context"]
+__all__ = [
+    "InterBrokerAuthError",
+    "InterBrokerConnection",
+    "InterBrokerLogin",
+    "inter_broker_login",
+    "inter_broker_ssl_context",
+]
 
 _SASL_HANDSHAKE = 17
 _SASL_AUTHENTICATE = 36
@@ -70,6 +81,53 @@ _REAUTH_FLOOR = 0.5
 class InterBrokerAuthError(ConnectionError):
     """Another broker refused this broker's TLS handshake or SASL login (or would
     not take SASL): a misconfigured cluster, never retried as anyone else."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InterBrokerLogin:
+    """How a broker logs in to the others: ``mechanism`` as ``user`` with ``password``
+    (PLAIN, SCRAM), or for OAUTHBEARER with an unsecured token it makes at each login
+    from ``claims`` (Kafka's unsecured login module: ``iat`` now, ``exp`` after
+    ``lifetime_ms``)."""
+
+    mechanism: str
+    user: str
+    password: str = dataclasses.field(default="", repr=False)
+    claims: tuple[tuple[str, Any], ...] = dataclasses.field(default=(), repr=False)
+    principal_claim: str = "sub"
+    lifetime_ms: int = 3_600_000
+
+    def token(self, now_ms: int) -> str:
+        """A fresh unsecured token (OAUTHBEARER), issued at ``now_ms``."""
+        return unsecured_token(
+            self.user,
+            now_ms=now_ms,
+            lifetime_ms=self.lifetime_ms,
+            principal_claim=self.principal_claim,
+            claims=dict(self.claims),
+        )
+
+
+def inter_broker_login(config: BrokerConfig) -> InterBrokerLogin | None:
+    """The login a broker configured by ``config`` uses on its listener (None when the
+    listener takes no SASL). The configuration's checks made sure it has one."""
+    if not config.sasl_enabled:
+        return None
+    mechanism = config.sasl_mechanism_inter_broker_protocol
+    user = config.inter_broker_sasl_username
+    assert mechanism is not None and user is not None
+    if mechanism == OAUTHBEARER:
+        jaas = next(j for j in config.sasl_jaas_logins if j.mechanism == OAUTHBEARER)
+        return InterBrokerLogin(
+            mechanism,
+            user,
+            claims=jaas.claims,
+            principal_claim=jaas.principal_claim,
+            lifetime_ms=jaas.lifetime_ms,
+        )
+    password = config.inter_broker_sasl_password
+    assert password is not None
+    return InterBrokerLogin(mechanism, user, password)
 
 
 def inter_broker_ssl_context(config: BrokerConfig) -> ssl.SSLContext:
@@ -102,12 +160,15 @@ class InterBrokerConnection:
         max_frame: int,
         *,
         where: str = "the broker",
-        login: tuple[str, str, str] | None = None,
+        login: InterBrokerLogin | None = None,
         longest_wait_s: float = 0.0,
+        now_ms: Callable[[], int] = clock.now_ms,
     ) -> None:
-        """``login`` is ``(mechanism, user, password)`` for a SASL listener (then call
+        """``login`` is the broker's own login on a SASL listener (then call
         :meth:`log_in` before anything else); ``longest_wait_s`` the longest one of
-        the caller's requests may wait at the peer (a follower's long poll)."""
+        the caller's requests may wait at the peer (a follower's long poll);
+        ``now_ms`` the wall clock an OAUTHBEARER token is issued by."""
+        self._now_ms = now_ms
         self._stream = stream
         self._client_id = client_id
         self._reader = FrameReader(max_frame)
@@ -132,10 +193,33 @@ class InterBrokerConnection:
         target = broker.cluster.broker(node)
         if target is None:
             raise ConnectionError(f"broker {node} is not registered")
-        config = broker.config
         where = f"broker {node} ({target.host}:{target.port})"
+        return await cls.open(
+            broker.config, target.host, target.port, f"broker-{broker.node_id}-{purpose}", where
+        )
+
+    @classmethod
+    async def open(
+        cls,
+        config: BrokerConfig,
+        host: str,
+        port: int,
+        client_id: str,
+        where: str,
+        *,
+        now_ms: Callable[[], int] = clock.now_ms,
+    ) -> InterBrokerConnection:
+        """Connect to the broker at ``host:port`` as a broker configured by ``config``
+        would (TLS and SASL as its listener requires), within the ZooKeeper session
+        timeout. ``trafka cluster`` checks its nodes' readiness this way too, so that
+        it works on every listener kind.
+
+        Raises:
+            InterBrokerAuthError: the peer refused the TLS handshake or the login.
+            OSError, trio.TooSlowError: the connection failed or took too long.
+        """
         with trio.fail_after(config.zookeeper_session_timeout_ms / 1000):
-            tcp = await trio.open_tcp_stream(target.host, target.port)
+            tcp = await trio.open_tcp_stream(host, port)
             stream: trio.abc.Stream = tcp
             if config.tls_enabled:
                 try:
@@ -143,7 +227,7 @@ class InterBrokerConnection:
                 except InterBrokerAuthError:
                     await tcp.aclose()
                     raise
-                tls = trio.SSLStream(tcp, context, server_hostname=target.host)
+                tls = trio.SSLStream(tcp, context, server_hostname=host)
                 try:
                     await tls.do_handshake()
                 except trio.BrokenResourceError as exc:
@@ -155,20 +239,15 @@ class InterBrokerConnection:
                         ) from None
                     raise ConnectionError(f"{where} closed the TLS handshake") from None
                 stream = tls
-            login = None
-            if config.sasl_enabled:
-                mechanism = config.sasl_mechanism_inter_broker_protocol
-                user = config.inter_broker_sasl_username
-                password = config.inter_broker_sasl_password
-                assert mechanism is not None and user is not None and password is not None
-                login = (mechanism, user, password)
+            login = inter_broker_login(config)
             conn = cls(
                 stream,
-                f"broker-{broker.node_id}-{purpose}",
+                client_id,
                 config.socket_request_max_bytes,
                 where=where,
                 login=login,
                 longest_wait_s=config.replica_fetch_wait_max_ms / 1000,
+                now_ms=now_ms,
             )
             if login is not None:
                 try:
@@ -214,7 +293,8 @@ class InterBrokerConnection:
             InterBrokerAuthError: the peer refused the mechanism or the credentials.
         """
         assert self._login is not None
-        mechanism, user, password = self._login
+        login = self._login
+        mechanism, user = login.mechanism, login.user
         started = trio.current_time()  # the peer's session starts after this
         answer = await self._exchange(
             _SASL_HANDSHAKE, 1, handshake_msg.SaslHandshakeRequest(mechanism=mechanism)
@@ -241,9 +321,19 @@ class InterBrokerConnection:
 
         try:
             if mechanism == "PLAIN":
-                await exchange(plain_message(user, password))
+                await exchange(plain_message(user, login.password))
+            elif mechanism == OAUTHBEARER:
+                challenge = await exchange(client_message(login.token(self._now_ms())))
+                if challenge:
+                    # RFC 7628: the peer refused the token with an error challenge; the
+                    # client acknowledges it with one 0x01 and the peer then fails the login.
+                    await exchange(b"\x01")
+                    raise InterBrokerAuthError(
+                        f"{self._where} refused the OAUTHBEARER token of {user!r}: "
+                        f"{challenge.decode('ascii', 'replace')}"
+                    )
             else:
-                scram = ScramClient(mechanism, user, password)
+                scram = ScramClient(mechanism, user, login.password)
                 server_final = await exchange(
                     scram.final_message(await exchange(scram.first_message()))
                 )

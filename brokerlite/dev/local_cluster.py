@@ -220,16 +220,27 @@ async def serve_cluster(
                 await trio.to_thread.run_sync(zookeeper.stop)
 
 
-def cluster_metadata(host: str, port: int, timeout: float = 2.0) -> tuple[set[int], int]:
+def cluster_metadata(
+    host: str, port: int, timeout: float = 2.0, config: BrokerConfig | None = None
+) -> tuple[set[int], int]:
     """The broker ids and the controller id a broker's Metadata (v1) names.
 
+    With ``config`` (a node's own configuration) on a listener that takes TLS or
+    SASL, the request goes over a connection secured as another broker would secure
+    it (TLS verified, then a login with the node's inter-broker credentials): the
+    readiness check works on every listener kind.
+
     Raises:
-        OSError: the broker cannot be reached.
+        OSError: the broker cannot be reached (or refused the connection's security).
         ValueError: its answer cannot be read.
     """
     from trafka.codec.errors import CodecError
-    from trafka.codec.framing import FrameReader
     from trafka.codec.messages import k03_metadata as metadata
+
+    if config is not None and (config.sasl_enabled or config.tls_enabled):
+        answer = trio.run(_secured_metadata, config, host, port, timeout)
+        return {b.node_id for b in answer.brokers}, answer.controller_id
+    from trafka.codec.framing import FrameReader
     from trafka.codec.messages.headers import RequestHeader
     from trafka.codec.protocol import decode_response_frame, encode_request
 
@@ -249,6 +260,41 @@ def cluster_metadata(host: str, port: int, timeout: float = 2.0) -> tuple[set[in
     except CodecError as exc:
         raise ValueError(str(exc)) from None
     return {b.node_id for b in answer.brokers}, answer.controller_id
+
+
+async def _secured_metadata(config: BrokerConfig, host: str, port: int, timeout: float) -> Any:
+    from trafka.codec.errors import CodecError
+    from trafka.codec.messages import k03_metadata as metadata
+
+    from ..cluster.inter_broker import InterBrokerConnection
+
+    try:
+        with trio.fail_after(timeout):
+            conn = await InterBrokerConnection.open(
+                config, host, port, "cluster-check", f"broker at {host}:{port}"
+            )
+            try:
+                return await conn.request(3, 1, metadata.MetadataRequest(topics=[]))
+            finally:
+                with trio.CancelScope(shield=True):
+                    await conn.aclose()
+    except trio.TooSlowError:
+        raise OSError(f"the broker at {host}:{port} did not answer in {timeout} s") from None
+    except CodecError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _listener_name(settings: dict[str, Any]) -> str:
+    """The listener's name in every node's ``listeners`` line: that of a ``listeners``
+    setting (its address is each node's own), else the security protocol's."""
+    from ..config_keys import listener_name_of
+
+    listeners = settings.pop("listeners", None)
+    named = None if listeners is None else listener_name_of(listeners)
+    if named is not None:
+        return named
+    protocol = settings.get("security.protocol", settings.get("security_protocol"))
+    return "PLAINTEXT" if protocol is None else str(protocol).strip().upper()
 
 
 class ClusterProcesses:
@@ -290,6 +336,9 @@ class ClusterProcesses:
         self._connect = zookeeper_connect
         self.ports = {n: free_port(host) for n in range(1, nodes + 1)}
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.listener = _listener_name(self.settings)
+        # node id -> its configuration as its process reads it (the readiness check's)
+        self._configs: dict[int, BrokerConfig] = {}
 
     @property
     def zookeeper_connect(self) -> str:
@@ -330,12 +379,13 @@ class ClusterProcesses:
         path = self.root / f"node-{node_id}.properties"
         lines = [
             f"node.id={node_id}",
-            f"listeners=PLAINTEXT://{self.host}:{self.ports[node_id]}",
+            f"listeners={self.listener}://{self.host}:{self.ports[node_id]}",
             f"log.dirs={self.root / f'node-{node_id}'}",
             f"zookeeper.connect={self.zookeeper_connect}",
         ]
         lines += [f"{k}={v}" for k, v in self.settings.items()]
         path.write_text("\n".join(lines) + "\n")
+        self._configs[node_id] = BrokerConfig.from_properties(path)
         return path
 
     def start_node(self, node_id: int, *, wait: bool = True, timeout: float = 60.0) -> None:
@@ -376,6 +426,7 @@ class ClusterProcesses:
         """
         deadline = time.monotonic() + timeout
         proc = self.procs[node_id]
+        why = ""
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 raise RuntimeError(
@@ -383,15 +434,18 @@ class ClusterProcesses:
                 )
             up = {n for n, p in self.procs.items() if p.poll() is None}
             try:
-                brokers, controller = cluster_metadata(self.host, self.ports[node_id])
-            except (OSError, ValueError):
+                brokers, controller = cluster_metadata(
+                    self.host, self.ports[node_id], config=self._configs[node_id]
+                )
+            except (OSError, ValueError) as exc:
+                why = f" (last check: {exc})"
                 time.sleep(0.05)
                 continue
             if up <= brokers and controller in brokers:
                 return
             time.sleep(0.05)
         raise RuntimeError(
-            f"broker {node_id} did not join in {timeout} s:\n{self.log_tail(node_id)}"
+            f"broker {node_id} did not join in {timeout} s{why}:\n{self.log_tail(node_id)}"
         )
 
     def log_tail(self, node_id: int, lines: int = 30) -> str:

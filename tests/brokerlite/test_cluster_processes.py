@@ -75,7 +75,7 @@ def alive(pid: int) -> bool:
 class Supervisor:
     """``trafka cluster`` in a child process, its stdout and stderr collected."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, *args: str) -> None:
         self.data_dir = data_dir
         self.proc = subprocess.Popen(
             [
@@ -91,6 +91,7 @@ class Supervisor:
                 "3000",
                 "--num-partitions",
                 str(PARTITIONS),
+                *args,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -218,11 +219,14 @@ class Writer:
         assert self._producer.flush(120) == 0, "records still unacknowledged"
 
 
-def read_all(bootstrap: str, expected: set[bytes]) -> set[bytes]:
+def read_all(
+    bootstrap: str, expected: set[bytes], security: dict[str, str] | None = None
+) -> set[bytes]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer(
         {
+            **(security or {}),
             "bootstrap.servers": bootstrap,
             "group.id": "audit",
             "enable.auto.commit": False,
@@ -413,3 +417,110 @@ def test_a_second_supervisor_on_the_same_directory_is_refused(tmp_path: Path) ->
         with pytest.raises(ControlError, match="a cluster already runs with data directory"):
             second.start()
     assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_FILE]
+
+
+# Every node's listener takes SASL only; the brokers log in to each other with SCRAM, as
+# Kafka's server.properties says it (docs: "Authentication using SASL", Kafka 3.9).
+SASL_PROPERTIES = """\
+listeners=SASL_PLAINTEXT://:0
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256
+sasl.users=broker:broker-pw,alice:alice-pw
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=\\
+  org.apache.kafka.common.security.scram.ScramLoginModule required \\
+  username="broker" password="broker-pw";
+"""
+ALICE = {
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.username": "alice",
+    "sasl.password": "alice-pw",
+}
+
+
+def sdk_read(bootstrap: str, expected: set[bytes]) -> set[bytes]:
+    """What trafka's blocking consumer (SCRAM as alice) reads of ``orders``."""
+    from trafka.sdk import TopicPartition
+    from trafka.sdk.blocking import Consumer
+
+    seen: set[bytes] = set()
+    with Consumer(
+        bootstrap_servers=bootstrap,
+        auto_offset_reset="earliest",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_username="alice",
+        sasl_password="alice-pw",
+    ) as consumer:
+        consumer.assign([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + WAIT_S
+        while not expected <= seen and time.monotonic() < deadline:
+            for records in consumer.getmany(timeout_ms=500).values():
+                seen.update(r.value for r in records)
+    return seen
+
+
+@needs_zookeeper
+@pytest.mark.slow
+def test_a_cluster_of_sasl_only_listeners_comes_up_and_serves_sasl_clients(
+    tmp_path: Path,
+) -> None:
+    """``trafka cluster --config`` with SASL_PLAINTEXT listeners only: the supervisor's
+    readiness check logs in as the brokers do (a plain Metadata request is refused
+    there), and SASL clients, confluent-kafka and trafka's SDK, write and read
+    records led by every node."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from trafka.brokerlite.dev.local_cluster import cluster_metadata
+    from trafka.sdk.blocking import Producer as SdkProducer
+
+    properties = tmp_path / "sasl.properties"
+    properties.write_text(SASL_PROPERTIES)
+    running = Supervisor(tmp_path / "cluster", "--config", str(properties))
+    try:
+        started = running.started()
+        assert "listener: SASL_PLAINTEXT" in running.stdout()
+        bootstrap = started["bootstrap"]
+        host, port = started["nodes"][1][0].rsplit(":", 1)
+        with pytest.raises((OSError, ValueError)):
+            cluster_metadata(host, int(port))  # no login: the listener takes SASL only
+        scram = {"bootstrap.servers": bootstrap, "sasl.mechanism": "SCRAM-SHA-256", **ALICE}
+        admin = AdminClient(scram)
+        for future in admin.create_topics(
+            [NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=3)]
+        ).values():
+            future.result(timeout=WAIT_S)
+        leaders = wait_for(
+            "every partition's leader",
+            lambda: (
+                None
+                if None in (states := [partition_state(admin, p) for p in range(PARTITIONS)])
+                else {state[0] for state in states if state is not None}
+            ),
+        )
+        assert len(leaders) > 1, leaders  # records cross nodes
+
+        producer = Producer({**scram, "acks": "all", "enable.idempotence": True})
+        first = {b"librdkafka-%d" % i for i in range(30)}
+        for value in first:
+            producer.produce(TOPIC, value, key=value)
+        assert producer.flush(WAIT_S) == 0
+        assert sdk_read(bootstrap, first) >= first
+
+        second = {b"trafka-%d" % i for i in range(30)}
+        with SdkProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN",
+            sasl_username="alice",
+            sasl_password="alice-pw",
+        ) as sdk_producer:
+            for value in second:
+                sdk_producer.send(TOPIC, value, key=value)
+            sdk_producer.flush()
+        read = read_all(bootstrap, first | second, {"sasl.mechanism": "PLAIN", **ALICE})
+        assert read >= first | second
+    finally:
+        running.stop()
+    assert running.proc.returncode == 128 + signal.SIGINT, running.stderr()

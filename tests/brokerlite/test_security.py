@@ -621,7 +621,7 @@ def test_inter_broker_settings_take_kafkas_names_and_fail_closed() -> None:
         ),
         (
             {**member, "sasl.enabled.mechanisms": "OAUTHBEARER"},
-            "brokers log in to each other with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
+            "an OAUTHBEARER broker logs in with a token",
         ),
         # Credentials on a listener that would not use them.
         ({**cluster, "sasl_users": None, **login}, "which does not authenticate"),
@@ -658,3 +658,81 @@ def test_inter_broker_settings_take_kafkas_names_and_fail_closed() -> None:
     ]:
         with pytest.raises(ConfigError, match=re.escape(error)):
             BrokerConfig.from_mapping(given_settings)
+
+
+OAUTH_JAAS = "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"
+
+
+def oauth_login(*options: str) -> str:
+    return (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        + " ".join(options)
+        + ";"
+    )
+
+
+def test_inter_broker_oauthbearer_takes_kafkas_unsecured_login_options() -> None:
+    """Kafka's unsecured OAUTHBEARER login module (``OAuthBearerUnsecuredLoginCallback
+    Handler``'s options, Kafka 3.9): ``unsecuredLoginStringClaim_<claim>``,
+    ``...ListClaim_<claim>`` (the value's first character separates the items),
+    ``...NumberClaim_<claim>``, ``unsecuredLoginPrincipalClaimName`` (``sub``) and
+    ``unsecuredLoginLifetimeSeconds`` (3600); ``iat`` and ``exp`` are its own."""
+    from trafka.brokerlite.cluster.inter_broker import inter_broker_login
+    from trafka.codec.oauthbearer import TokenValidator
+
+    member = {
+        "zookeeper_connect": "127.0.0.1:2181",
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+    }
+    config = BrokerConfig.from_mapping(
+        {
+            **member,
+            OAUTH_JAAS: oauth_login(
+                'unsecuredLoginStringClaim_who="broker"',
+                'unsecuredLoginPrincipalClaimName="who"',
+                'unsecuredLoginListClaim_scope="|replicate|admin"',
+                'unsecuredLoginNumberClaim_rank="3"',
+                'unsecuredLoginLifetimeSeconds="60"',
+            ),
+        }
+    )
+    # The only mechanism enabled is the brokers' too (Kafka's default is GSSAPI).
+    assert config.sasl_mechanism_inter_broker_protocol == "OAUTHBEARER"
+    assert config.inter_broker_sasl_username == "broker"
+    login = inter_broker_login(config)
+    assert login is not None
+    token = login.token(now_ms=1_000_000)
+    validator = TokenValidator(principal_claim="who", required_scopes=("replicate",))
+    valid = validator.validate(token, now_ms=1_000_000)
+    assert (valid.principal, valid.expires_ms) == ("broker", 1_060_000)
+    assert valid.claims["rank"] == 3 and valid.claims["iat"] == 1000
+    with pytest.raises(Exception, match="expired"):
+        validator.validate(token, now_ms=1_060_000 + 31_000)
+
+    for options, error in [
+        (('username="broker"',), "not 'username'"),
+        (('unsecuredLoginStringClaim_scope="x"',), "unsecuredLoginStringClaim_sub, which must"),
+        (
+            ('unsecuredLoginStringClaim_sub="b"', 'unsecuredLoginNumberClaim_exp="1"'),
+            "iat and exp are set from the token's lifetime",
+        ),
+        (
+            ('unsecuredLoginStringClaim_sub="b"', 'unsecuredLoginLifetimeSeconds="0"'),
+            "must be positive",
+        ),
+        (('unsecuredLoginStringClaim_sub="b"', 'unsecuredLoginFoo="1"'), "is not one of Kafka"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(error)):
+            BrokerConfig.from_mapping({**member, OAUTH_JAAS: oauth_login(*options)})
+    # Fail closed: no login, or peers that would refuse an unsecured token.
+    with pytest.raises(ConfigError, match=re.escape(f"OAUTHBEARER: set {OAUTH_JAAS}")):
+        BrokerConfig.from_mapping(member)
+    with pytest.raises(ConfigError, match="refuses; use SCRAM or PLAIN between brokers"):
+        BrokerConfig.from_mapping(
+            {
+                **member,
+                OAUTH_JAAS: oauth_login('unsecuredLoginStringClaim_sub="b"'),
+                "sasl_oauthbearer_jwks_endpoint_url": "https://idp.example/jwks",
+            }
+        )
