@@ -39,7 +39,7 @@ import trio
 from cluster_helpers import run, until
 from kazoo.client import KazooClient
 
-from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
+from trafka.brokerlite.dev.local_cluster import LocalCluster, cluster_metadata, serve_cluster
 from trafka.brokerlite.security.zk_scram import encode_user_config, updated_user_config
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
@@ -483,6 +483,15 @@ def test_a_tls_cluster_verifies_its_peers_and_sasl_ssl_replicates(
             await until(lambda: sorted(states(cluster)[0].isr) == [1, 2], "2 in-sync replicas")
             await trio.to_thread.run_sync(lambda: produce_ssl(client, 20))
             await until(lambda: log_end(cluster, 2, 0) == 20, "broker 2 holds the records")
+            # trafka cluster's readiness check asks as a broker: TLS verified, SCRAM login.
+            config = cluster.node(2).broker.config
+            host, port = cluster.node(1).address
+            brokers, controller = await trio.to_thread.run_sync(
+                lambda: cluster_metadata(host, port, config=config)
+            )
+            assert brokers == {1, 2} and controller in brokers
+            with pytest.raises((OSError, ValueError)):  # a plain request: not TLS
+                await trio.to_thread.run_sync(lambda: cluster_metadata(host, port))
         assert not [r for r in caplog.records if "cannot replicate" in r.getMessage()]
 
     run(test, deadline=170)
