@@ -419,9 +419,10 @@ def test_a_second_supervisor_on_the_same_directory_is_refused(tmp_path: Path) ->
     assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_FILE]
 
 
-# Every node's listener takes SASL only; the brokers log in to each other with SCRAM, as
-# Kafka's server.properties says it (docs: "Authentication using SASL", Kafka 3.9).
-SASL_PROPERTIES = """\
+# Every node's listener takes SASL only; the brokers log in to each other with SCRAM, or
+# over TLS with OAUTHBEARER tokens of Kafka's unsecured login module, as Kafka's
+# server.properties says it (docs: "Authentication using SASL", Kafka 3.9).
+SCRAM_PROPERTIES = """\
 listeners=SASL_PLAINTEXT://:0
 sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256
 sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256
@@ -430,14 +431,22 @@ listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=\\
   org.apache.kafka.common.security.scram.ScramLoginModule required \\
   username="broker" password="broker-pw";
 """
-ALICE = {
-    "security.protocol": "SASL_PLAINTEXT",
-    "sasl.username": "alice",
-    "sasl.password": "alice-pw",
-}
+OAUTH_TLS_PROPERTIES = """\
+listeners=SASL_SSL://:0
+ssl.certfile={cert}
+ssl.keyfile={key}
+ssl.cafile={ca}
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,OAUTHBEARER
+sasl.mechanism.inter.broker.protocol=OAUTHBEARER
+sasl.users=alice:alice-pw
+listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=\\
+  org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \\
+  unsecuredLoginStringClaim_sub="broker";
+"""
+ALICE = {"sasl.username": "alice", "sasl.password": "alice-pw"}
 
 
-def sdk_read(bootstrap: str, expected: set[bytes]) -> set[bytes]:
+def sdk_read(bootstrap: str, expected: set[bytes], security: dict[str, str]) -> set[bytes]:
     """What trafka's blocking consumer (SCRAM as alice) reads of ``orders``."""
     from trafka.sdk import TopicPartition
     from trafka.sdk.blocking import Consumer
@@ -446,10 +455,7 @@ def sdk_read(bootstrap: str, expected: set[bytes]) -> set[bytes]:
     with Consumer(
         bootstrap_servers=bootstrap,
         auto_offset_reset="earliest",
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism="SCRAM-SHA-256",
-        sasl_username="alice",
-        sasl_password="alice-pw",
+        **{**security, "sasl.mechanism": "SCRAM-SHA-256"},
     ) as consumer:
         consumer.assign([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
         deadline = time.monotonic() + WAIT_S
@@ -459,32 +465,49 @@ def sdk_read(bootstrap: str, expected: set[bytes]) -> set[bytes]:
     return seen
 
 
+def listener_settings(tmp_path: Path, listener: str) -> tuple[str, dict[str, str]]:
+    """The cluster's properties and what a client of its listener sets."""
+    if listener == "SASL_PLAINTEXT":
+        return SCRAM_PROPERTIES, {"security.protocol": "SASL_PLAINTEXT", **ALICE}
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1")
+    files = {name: tmp_path / f"{name}.pem" for name in ("ca", "cert", "key")}
+    ca.cert_pem.write_to_path(str(files["ca"]))
+    for i, pem in enumerate(leaf.cert_chain_pems):
+        pem.write_to_path(str(files["cert"]), append=i > 0)
+    leaf.private_key_pem.write_to_path(str(files["key"]))
+    client = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(files["ca"]), **ALICE}
+    return OAUTH_TLS_PROPERTIES.format(**files), client
+
+
 @needs_zookeeper
 @pytest.mark.slow
+@pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
 def test_a_cluster_of_sasl_only_listeners_comes_up_and_serves_sasl_clients(
-    tmp_path: Path,
+    tmp_path: Path, listener: str
 ) -> None:
-    """``trafka cluster --config`` with SASL_PLAINTEXT listeners only: the supervisor's
-    readiness check logs in as the brokers do (a plain Metadata request is refused
-    there), and SASL clients, confluent-kafka and trafka's SDK, write and read
-    records led by every node."""
+    """``trafka cluster --config`` with SASL listeners only (SCRAM between brokers, or
+    TLS and OAUTHBEARER): the supervisor's readiness check logs in as the brokers do
+    (a plain Metadata request is refused there), and SASL clients, confluent-kafka
+    and trafka's SDK, write and read records led by every node."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from trafka.brokerlite.dev.local_cluster import cluster_metadata
     from trafka.sdk.blocking import Producer as SdkProducer
 
-    properties = tmp_path / "sasl.properties"
-    properties.write_text(SASL_PROPERTIES)
-    running = Supervisor(tmp_path / "cluster", "--config", str(properties))
+    properties, security = listener_settings(tmp_path, listener)
+    (tmp_path / "secured.properties").write_text(properties)
+    running = Supervisor(tmp_path / "cluster", "--config", str(tmp_path / "secured.properties"))
     try:
         started = running.started()
-        assert "listener: SASL_PLAINTEXT" in running.stdout()
+        assert f"listener: {listener}" in running.stdout()
         bootstrap = started["bootstrap"]
         host, port = started["nodes"][1][0].rsplit(":", 1)
         with pytest.raises((OSError, ValueError)):
             cluster_metadata(host, int(port))  # no login: the listener takes SASL only
-        scram = {"bootstrap.servers": bootstrap, "sasl.mechanism": "SCRAM-SHA-256", **ALICE}
+        scram = {"bootstrap.servers": bootstrap, "sasl.mechanism": "SCRAM-SHA-256", **security}
         admin = AdminClient(scram)
         for future in admin.create_topics(
             [NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=3)]
@@ -505,22 +528,26 @@ def test_a_cluster_of_sasl_only_listeners_comes_up_and_serves_sasl_clients(
         for value in first:
             producer.produce(TOPIC, value, key=value)
         assert producer.flush(WAIT_S) == 0
-        assert sdk_read(bootstrap, first) >= first
+        assert sdk_read(bootstrap, first, security) >= first
 
         second = {b"trafka-%d" % i for i in range(30)}
         with SdkProducer(
-            bootstrap_servers=bootstrap,
-            acks="all",
-            security_protocol="SASL_PLAINTEXT",
-            sasl_mechanism="PLAIN",
-            sasl_username="alice",
-            sasl_password="alice-pw",
+            bootstrap_servers=bootstrap, acks="all", **{**security, "sasl.mechanism": "PLAIN"}
         ) as sdk_producer:
             for value in second:
                 sdk_producer.send(TOPIC, value, key=value)
             sdk_producer.flush()
-        read = read_all(bootstrap, first | second, {"sasl.mechanism": "PLAIN", **ALICE})
+        read = read_all(bootstrap, first | second, {**security, "sasl.mechanism": "PLAIN"})
         assert read >= first | second
+        # A restarted node is checked the same way (from the supervisor's event loop).
+        control(running.data_dir, "stop", 2)
+        assert node_list(running.data_dir)[2]["state"] == "stopped"
+        control(running.data_dir, "start", 2)
+        assert node_list(running.data_dir)[2]["state"] == "running"
+        wait_for(
+            "the supervisor's report",
+            lambda: "node 2 rejoined the cluster" in running.stderr() or None,
+        )
     finally:
         running.stop()
     assert running.proc.returncode == 128 + signal.SIGINT, running.stderr()
