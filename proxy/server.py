@@ -61,6 +61,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import trio
@@ -94,6 +95,7 @@ from .journal_topic import TopicJournal
 from .key_routing import KeyRouting
 from .metrics import ProxyMetrics
 from .pool import UpstreamError, UpstreamPool
+from .principals import PrincipalPools, SaslClient, SaslRouting, Watch, load_credentials
 from .rewrite import (
     METADATA,
     PRODUCE,
@@ -133,6 +135,9 @@ class ProxyStatistics:
     refused_frames: int = 0
     timeouts: int = 0
     routing: RouteStats = field(default_factory=RouteStats)
+    # SASL clients that authenticated, by outcome (routed, unrouted, refused), and
+    # ``logins``: the per-principal pools' connections that logged in.
+    sasl: dict[str, int] = field(default_factory=dict)
     nodes: dict[int, tuple[str, int]] = field(default_factory=dict)
 
 
@@ -171,6 +176,16 @@ class _Proxy:
         self.pool = UpstreamPool(
             nursery, self._connect_node, config.max_frame_size, self.metrics.upstream
         )
+        pool = partial(UpstreamPool, nursery, max_frame_size=config.max_frame_size)
+        pools = PrincipalPools(
+            load_credentials(config.principal_credentials),
+            self._connect_node,
+            partial(pool, observe=self.metrics.upstream),
+            config.connect_timeout,
+            self.stats.sasl,
+        )
+        refuse = config.sasl_without_credentials == "refuse"
+        self.sasl = SaslRouting(pools, refuse, self.stats.sasl, self.quiet)
         self.upstream_reachable = False
         self.idle_s = _seconds(config.connections_max_idle_ms)
         self.receive_s = _seconds(config.request_receive_timeout_ms)
@@ -487,10 +502,11 @@ class _Proxy:
         header, _ = protocol.decode_request_header(frame)
         key, version = header.request_api_key, header.request_api_version
         self.metrics.request(key, len(frame) + 4)
+        conn.filtered = conn.watch = None
         if key in _SASL_APIS:
-            # The pool's connections are not the client's: its Produce stays on its own.
-            conn.sasl = True
-        conn.filtered = None
+            # The shared pool is not the client: its Produce goes over its principal's pool.
+            conn.sasl = conn.sasl or SaslClient()
+            conn.watch = self.sasl.request(conn.sasl, key, frame)
         known = _known(key, version)
         if key == _API_VERSIONS and version >= 3 and known:
             conn.software = _software(frame)
@@ -505,8 +521,10 @@ class _Proxy:
                 conn.peer,
                 self._node_of(conn.address),
                 conn.state,
-                authenticated=conn.sasl,
+                authenticated=conn.sasl is not None,
                 client_software=conn.software,
+                principal=None if conn.sasl is None else conn.sasl.principal,
+                pool=None if conn.sasl is None else conn.sasl.pool,
             )
             # Trailing bytes are ignored, as brokers do (librdkafka sends some).
             _, original = protocol.decode_request(frame, allow_trailing=True)
@@ -594,7 +612,9 @@ class _Proxy:
         self, conn: _Client, frame: bytes, correlation_id: int, pending: Pending | None
     ) -> None:
         key = int.from_bytes(frame[:2], "big", signed=True)
-        slot = _Answer(correlation_id, pending, api_key=key, filtered=conn.filtered)
+        slot = _Answer(
+            correlation_id, pending, api_key=key, filtered=conn.filtered, watch=conn.watch
+        )
         await conn.owe(slot)
         await conn.upstream.send_all(_SIZE.pack(len(frame)) + frame)
 
@@ -610,12 +630,13 @@ class _Proxy:
             while self.stale and self.topics.metadata_version >= 0:
                 names, self.stale = self.stale, set()
                 version = self.topics.metadata_version
-                for node_id in list(self.nodes):
+                # A SASL cluster answers the principals' pools, not the shared one.
+                for pool, node_id in self.sasl.pools.routes(self.pool, list(self.nodes)):
                     try:
-                        waiter = await self.pool.send(
+                        waiter = await pool.send(
                             node_id, "trafka-proxy", METADATA, version, metadata_request(names)
                         )
-                        frame = await self.pool.wait(
+                        frame = await pool.wait(
                             waiter, trio.current_time() + self.config.connect_timeout
                         )
                         # Read as a client's answer would be: leaders and brokers learned.
@@ -689,6 +710,9 @@ class _Proxy:
                 if protocol.peek_correlation_id(frame) != slot.correlation_id:
                     held = frame  # that request was not answered; this is a later one's
                     continue
+                if slot.watch is not None and (refusal := slot.watch(frame)) is not None:
+                    await conn.client.send_all(refusal)
+                    break
                 pending = slot.pending
                 if pending is None:
                     out = _SIZE.pack(len(frame)) + frame
@@ -724,6 +748,7 @@ class _Answer:
     filtered: tuple[FilterContext, tuple[Filter, ...]] | None = None
     error: TrafkaError | FilterError | None = None
     closed: bool = False  # the upstream connection ended: nothing more is owed
+    watch: Watch | None = None  # sees the answer first (SaslAuthenticate's; .principals)
 
 
 @dataclass(slots=True)
@@ -735,11 +760,12 @@ class _Client:
     address: tuple[str, int]
     to_writer: trio.MemorySendChannel[_Answer]
     pumps: trio.Nursery
-    sasl: bool = False
+    sasl: SaslClient | None = None  # once the client spoke SASL
     peer: tuple[str, int] | None = None
     software: str | None = None  # the client's software name (ApiVersions v3+, KIP-511)
     state: dict[str, Any] = field(default_factory=dict)  # the filters'
     filtered: tuple[FilterContext, tuple[Filter, ...]] | None = None  # the current request's
+    watch: Watch | None = None  # the current request's answer's (SASL)
     owed: int = 0  # answers queued for the client and not yet written
     reserved: int = 0  # the current request's bytes of the proxy's request budget
 
