@@ -138,6 +138,13 @@ from .server import ProxyConfig, run_proxy
     help="A SASL client whose principal has no login held: forward its records unrouted, "
     "or refuse its authentication.",
 )
+@click.option(
+    "--sasl-oauthbearer-sub-claim-name",
+    default="sub",
+    show_default=True,
+    help="The OAuth token claim the brokers take a client's principal from (their "
+    "sasl.oauthbearer.sub.claim.name).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log each broker listener and connection.")
 def command(
     upstream: str,
@@ -162,6 +169,7 @@ def command(
     filter_specs: tuple[str, ...],
     principal_credentials: str | None,
     sasl_without_credentials: str,
+    sasl_oauthbearer_sub_claim_name: str,
     verbose: bool,
 ) -> None:
     """Proxy Kafka clients to a cluster, rewriting broker addresses and routing
@@ -201,6 +209,7 @@ def command(
             filters=tuple(load_filter(spec) for spec in filter_specs),
             principal_credentials=principal_credentials,
             sasl_without_credentials=sasl_without_credentials,
+            sasl_oauthbearer_sub_claim_name=sasl_oauthbearer_sub_claim_name,
         )
         config.client_ssl_context()
         config.upstream_ssl_context()

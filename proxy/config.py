@@ -92,6 +92,9 @@ class ProxyConfig:
             (its records go unrouted, logged and counted) or ``refuse`` (its
             authentication is answered SASL_AUTHENTICATION_FAILED and its
             connection closed).
+        sasl_oauthbearer_sub_claim_name: the claim of an OAUTHBEARER client's
+            token the brokers take its principal from (set as their
+            ``sasl.oauthbearer.sub.claim.name``).
         metrics_listen: ``host:port`` of an HTTP listener serving Prometheus
             metrics (``/metrics``, see :mod:`.metrics`), ``/healthz`` and
             ``/readyz`` (200 once an upstream bootstrap server answered a
@@ -129,6 +132,7 @@ class ProxyConfig:
     filters: tuple[Filter, ...] = ()
     principal_credentials: str | None = None
     sasl_without_credentials: str = "forward"
+    sasl_oauthbearer_sub_claim_name: str = "sub"
 
     def __post_init__(self) -> None:
         if isinstance(self.upstream, str):

@@ -58,6 +58,7 @@ from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.sasl import SaslError, ScramClient, plain_message
 from trafka.common.lograte import RateLimitedLog
 
+from .config import ProxyConfig
 from .pool import UpstreamPool
 
 __all__ = [
@@ -94,9 +95,10 @@ class SaslWatch:
     succeeded for a name the proxy could read.
     """
 
-    __slots__ = ("_claim", "_done_at", "_mechanism", "_steps", "principal")
+    __slots__ = ("_claim", "_done_at", "_mechanism", "_steps", "_sub_claim", "principal")
 
-    def __init__(self) -> None:
+    def __init__(self, sub_claim: str = "sub") -> None:
+        self._sub_claim = sub_claim  # the OAUTHBEARER token claim naming the principal
         self.principal: str | None = None
         self._mechanism: str | None = None
         self._claim: str | None = None
@@ -113,7 +115,7 @@ class SaslWatch:
     def request(self, auth_bytes: bytes) -> None:
         """The client's next SaslAuthenticate message."""
         if self._steps == 0:
-            self._claim = _claimed(self._mechanism, auth_bytes)
+            self._claim = _claimed(self._mechanism, auth_bytes, self._sub_claim)
 
     def answered(self, error_code: int, auth_bytes: bytes) -> str | None:
         """The broker's answer to the latest message; returns the principal when
@@ -136,7 +138,7 @@ class SaslWatch:
         return self.principal
 
 
-def _claimed(mechanism: str | None, message: bytes) -> str | None:
+def _claimed(mechanism: str | None, message: bytes, sub_claim: str) -> str | None:
     """The principal the first message of an exchange claims (``User:<name>``),
     or None when it cannot be read or names no user (a delegation token)."""
     try:
@@ -149,7 +151,7 @@ def _claimed(mechanism: str | None, message: bytes) -> str | None:
     if mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
         return _scram_user(text)
     if mechanism == "OAUTHBEARER":
-        return _bearer_subject(text)
+        return _bearer_subject(text, sub_claim)
     return None
 
 
@@ -169,8 +171,8 @@ def _scram_user(text: str) -> str | None:
     return f"User:{unescaped}"
 
 
-def _bearer_subject(text: str) -> str | None:
-    # "n,,\x01auth=Bearer <jwt>\x01...\x01\x01": the principal is the JWT's sub.
+def _bearer_subject(text: str, sub_claim: str) -> str | None:
+    # "n,,\x01auth=Bearer <jwt>\x01...\x01\x01": the principal is a claim of the JWT.
     for pair in text.split("\x01"):
         key, _, value = pair.partition("=")
         if key != "auth":
@@ -184,7 +186,7 @@ def _bearer_subject(text: str) -> str | None:
             claims = json.loads(base64.urlsafe_b64decode(padded))
         except (ValueError, binascii.Error, UnicodeDecodeError):
             return None
-        sub = claims.get("sub") if isinstance(claims, dict) else None
+        sub = claims.get(sub_claim) if isinstance(claims, dict) else None
         return f"User:{sub}" if isinstance(sub, str) and sub else None
     return None
 
@@ -425,15 +427,46 @@ class SaslRouting:
             is forwarded unrouted).
         counts: outcome (``routed``, ``unrouted``, ``refused``) -> clients, bumped here.
         quiet: the proxy's rate-limited log.
+        sub_claim: the OAUTHBEARER token claim the brokers take the principal
+            from (their ``sasl.oauthbearer.sub.claim.name``).
     """
 
     def __init__(
-        self, pools: PrincipalPools, refuse: bool, counts: dict[str, int], quiet: RateLimitedLog
+        self,
+        pools: PrincipalPools,
+        refuse: bool,
+        counts: dict[str, int],
+        quiet: RateLimitedLog,
+        sub_claim: str = "sub",
     ) -> None:
+        self._sub_claim = sub_claim
         self.pools = pools
         self._refuse = refuse
         self._counts = counts
         self._quiet = quiet
+
+    @classmethod
+    def configured(
+        cls,
+        config: ProxyConfig,
+        open_node: Callable[[int], Awaitable[trio.abc.Stream]],
+        make_pool: Callable[[Callable[[int], Awaitable[trio.abc.Stream]]], UpstreamPool],
+        counts: dict[str, int],
+        quiet: RateLimitedLog,
+    ) -> SaslRouting:
+        """The proxy's, as ``config`` says (its credentials file read here).
+
+        Raises:
+            ValueError: the credentials file cannot be read or is malformed.
+        """
+        logins = load_credentials(config.principal_credentials)
+        pools = PrincipalPools(logins, open_node, make_pool, config.connect_timeout, counts)
+        refuse = config.sasl_without_credentials == "refuse"
+        return cls(pools, refuse, counts, quiet, config.sasl_oauthbearer_sub_claim_name)
+
+    def client(self) -> SaslClient:
+        """The state of a client connection that speaks SASL."""
+        return SaslClient(SaslWatch(self._sub_claim))
 
     def request(self, client: SaslClient, key: int, frame: bytes) -> Watch | None:
         """Watch a SaslHandshake or SaslAuthenticate request; for the latter,

@@ -95,7 +95,7 @@ from .journal_topic import TopicJournal
 from .key_routing import KeyRouting
 from .metrics import ProxyMetrics
 from .pool import UpstreamError, UpstreamPool
-from .principals import PrincipalPools, SaslClient, SaslRouting, Watch, load_credentials
+from .principals import SaslClient, SaslRouting, Watch
 from .rewrite import (
     METADATA,
     PRODUCE,
@@ -173,19 +173,17 @@ class _Proxy:
         limit = config.queued_max_request_bytes
         self.budget = RequestBudget(None if limit < 0 else limit)
         self.metrics = ProxyMetrics(self.stats, self.budget)
-        self.pool = UpstreamPool(
-            nursery, self._connect_node, config.max_frame_size, self.metrics.upstream
+        pool = partial(
+            UpstreamPool,
+            nursery,
+            max_frame_size=config.max_frame_size,
+            observe=self.metrics.upstream,
         )
-        pool = partial(UpstreamPool, nursery, max_frame_size=config.max_frame_size)
-        pools = PrincipalPools(
-            load_credentials(config.principal_credentials),
-            self._connect_node,
-            partial(pool, observe=self.metrics.upstream),
-            config.connect_timeout,
-            self.stats.sasl,
+        self.pool = pool(self._connect_node)
+        # SASL clients' own pools (one per principal the proxy holds a login for).
+        self.sasl = SaslRouting.configured(
+            config, self._connect_node, pool, self.stats.sasl, self.quiet
         )
-        refuse = config.sasl_without_credentials == "refuse"
-        self.sasl = SaslRouting(pools, refuse, self.stats.sasl, self.quiet)
         self.upstream_reachable = False
         self.idle_s = _seconds(config.connections_max_idle_ms)
         self.receive_s = _seconds(config.request_receive_timeout_ms)
@@ -505,7 +503,7 @@ class _Proxy:
         conn.filtered = conn.watch = None
         if key in _SASL_APIS:
             # The shared pool is not the client: its Produce goes over its principal's pool.
-            conn.sasl = conn.sasl or SaslClient()
+            conn.sasl = conn.sasl or self.sasl.client()
             conn.watch = self.sasl.request(conn.sasl, key, frame)
         known = _known(key, version)
         if key == _API_VERSIONS and version >= 3 and known:

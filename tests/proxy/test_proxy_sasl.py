@@ -154,6 +154,13 @@ def test_oauthbearer_principal_is_the_sub_claim() -> None:
     watch.handshake("OAUTHBEARER")
     watch.request(client_message(token))
     assert watch.answered(0, b"") == "User:dave"
+    # Brokers may take the principal from another claim (sasl.oauthbearer.sub.claim.name).
+    other = unsecured_token("dave", now_ms=0, principal_claim="uid", claims={"sub": "alice"})
+    for claim, expected in (("uid", "User:dave"), ("sub", "User:alice")):
+        watch = SaslWatch(claim)
+        watch.handshake("OAUTHBEARER")
+        watch.request(client_message(other))
+        assert watch.answered(0, b"") == expected
 
 
 def test_reauthentication_as_someone_else_drops_the_principal() -> None:
