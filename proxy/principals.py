@@ -129,6 +129,8 @@ class SaslWatch:
             return None
         if self._steps != self._done_at or self._claim is None:
             return None
+        if self._done_at == 2 and not auth_bytes.startswith(b"v="):
+            return None  # a SCRAM server-final that is not a verifier (RFC 5802 "e=")
         if self.principal is not None and self.principal != self._claim:
             # Kafka refuses a re-authentication as another principal; should a
             # broker not, the proxy does not guess which one holds.

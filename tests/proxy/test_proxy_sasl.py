@@ -12,6 +12,8 @@ the ``tokenauth`` extension of KIP-48; PLAIN is RFC 4616; OAUTHBEARER is RFC
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -358,7 +360,7 @@ async def _settled(cluster: LocalCluster, topic: str) -> None:
 
 
 def test_wrong_password_opens_nothing_and_unknown_principals_follow_the_setting(
-    tmp_path: Path, credentials: str
+    tmp_path: Path, credentials: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A wrong password is refused by the broker and opens no upstream login; a
     principal the proxy holds no login for is forwarded unrouted (counted), or,
@@ -367,10 +369,13 @@ def test_wrong_password_opens_nothing_and_unknown_principals_follow_the_setting(
         topic = fresh("sasl-one")
 
         async def setup() -> None:
-            async with open_admin(bootstrap_servers=b.bootstrap_servers, **as_user("admin")) as a:
-                await a.create_topics([NewTopic(topic, PARTITIONS, 1)])
-            for user in ("alice", "carol"):
-                await _grant(b.bootstrap_servers, topic, user, AclOperation.WRITE)
+            with anyio.fail_after(60):
+                async with open_admin(
+                    bootstrap_servers=b.bootstrap_servers, **as_user("admin")
+                ) as admin:
+                    await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+                for user in ("alice", "carol"):
+                    await _grant(b.bootstrap_servers, topic, user, AclOperation.WRITE)
 
         async def send(servers: str, user: str, password: str | None = None) -> int:
             with anyio.fail_after(60):
@@ -403,3 +408,64 @@ def test_wrong_password_opens_nothing_and_unknown_principals_follow_the_setting(
                 anyio.run(send, px.bootstrap_servers, "carol", backend="trio")
             assert px.statistics.sasl["refused"] >= 1
             assert anyio.run(send, px.bootstrap_servers, "alice", backend="trio") == expected
+        assert "routes no records for User:carol" in caplog.text  # the operator hears why
+        for secret in (USERS["alice"], USERS["bob"], "not-alice-pw"):
+            assert secret not in caplog.text
+
+
+def test_a_login_the_brokers_refuse_fails_the_parts_and_shows_no_secret(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The proxy's held login for alice is wrong: her client authenticates (to the
+    broker, with her own password), and her routed records fail retriably
+    (the error the proxy stands in for a part it could not write) with a
+    reason, told to her and logged, that names no password."""
+    path = tmp_path / "principals.json"
+    held = "stale-held-password"
+    path.write_text(
+        json.dumps(
+            {"User:alice": {"mechanism": "SCRAM-SHA-256", "username": "alice", "password": held}}
+        )
+    )
+    with broker_in_thread(port=0, host="127.0.0.1", data_dir=tmp_path / "b", **BROKER_SASL) as b:
+        topic = fresh("sasl-stale")
+
+        async def go() -> None:
+            with anyio.fail_after(60):
+                async with open_admin(
+                    bootstrap_servers=b.bootstrap_servers, **as_user("admin")
+                ) as admin:
+                    await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+                await _grant(b.bootstrap_servers, topic, "alice", AclOperation.WRITE)
+                async with open_producer(
+                    bootstrap_servers=px.bootstrap_servers, enable_idempotence=False, retries=0,
+                    **as_user("alice", "SCRAM-SHA-256"),
+                ) as producer:  # fmt: skip
+                    with pytest.raises(Exception) as failed:
+                        await producer.send_and_wait(topic, b"v", key=b"k")
+                retriable = (ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT)
+            assert getattr(failed.value, "code", None) in retriable
+            assert "refused the proxy's SCRAM-SHA-256 login" in str(failed.value)
+
+        upstream = (b.bootstrap_servers,)
+        with proxy_in_thread(upstream=upstream, port=0, principal_credentials=str(path)) as px:
+            anyio.run(go, backend="trio")
+            sasl = px.statistics.sasl
+            assert sasl["routed"] >= 1 and "logins" not in sasl  # no login succeeded
+    assert "refused the proxy's SCRAM-SHA-256 login for 'alice'" in caplog.text
+    assert held not in caplog.text and USERS["alice"] not in caplog.text
+
+
+def test_command_line_reports_a_bad_credentials_file(tmp_path: Path) -> None:
+    bad = tmp_path / "principals.json"
+    bad.write_text(json.dumps({"User:x": {"mechanism": "PLAIN", "username": "x"}}))
+    for path, says in ((bad, "needs a password"), (tmp_path / "missing.json", "cannot read")):
+        run = subprocess.run(
+            [
+                sys.executable, "-m", "trafka.tools.cli", "proxy", "--upstream", "127.0.0.1:1",
+                "--listen", "127.0.0.1:0", "--principal-credentials", str(path),
+            ],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert run.returncode == 1 and "cannot start the proxy" in run.stderr
+        assert says in run.stderr and "Traceback" not in run.stderr
