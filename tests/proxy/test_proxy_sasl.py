@@ -507,3 +507,58 @@ def test_command_line_reports_a_bad_credentials_file(tmp_path: Path) -> None:
         )  # fmt: skip
         assert run.returncode == 1 and "cannot start the proxy" in run.stderr
         assert says in run.stderr and "Traceback" not in run.stderr
+
+
+def test_oauthbearer_clients_are_routed_as_their_token_subject(tmp_path: Path) -> None:
+    """librdkafka with an unsecured JWT (KIP-255's ``sub`` claim as principal)
+    through the proxy: its plain producer's requests go over the pool that logs
+    in as ``User:dave`` (the proxy holds a PLAIN login for dave), and its keyed
+    records land on their murmur2 partitions."""
+    path = tmp_path / "principals.json"
+    path.write_text(
+        json.dumps({"User:dave": {"mechanism": "PLAIN", "username": "dave", "password": "dave-pw"}})
+    )
+    with broker_in_thread(
+        port=0,
+        host="127.0.0.1",
+        data_dir=tmp_path / "b",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_enabled_mechanisms="OAUTHBEARER,PLAIN",
+        sasl_users="dave:dave-pw",
+    ) as b:
+        topic = fresh("sasl-oauth")
+
+        async def setup() -> None:
+            with anyio.fail_after(60):
+                async with open_admin(bootstrap_servers=b.bootstrap_servers, **dave) as admin:
+                    await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+
+        dave = {**as_user("bob"), "sasl_username": "dave", "sasl_password": "dave-pw"}
+        anyio.run(setup, backend="trio")
+        upstream = (b.bootstrap_servers,)
+        with proxy_in_thread(upstream=upstream, port=0, principal_credentials=str(path)) as px:
+            producer = confluent_kafka.Producer(
+                {
+                    "bootstrap.servers": px.bootstrap_servers,
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanisms": "OAUTHBEARER",
+                    "enable.sasl.oauthbearer.unsecure.jwt": True,
+                    "sasl.oauthbearer.config": "principal=dave",
+                    "enable.idempotence": False,
+                    "partitioner": "consistent_random",
+                    "linger.ms": 20,
+                }
+            )
+            failures: list[Any] = []
+            for i in range(200):
+                producer.produce(
+                    topic,
+                    value=b"o-%d" % i,
+                    key=b"key-%d" % (i % KEYS),
+                    on_delivery=lambda err, _msg: failures.append(err) if err else None,
+                )
+            assert producer.flush(60) == 0 and failures == []
+            sasl, routing = px.statistics.sasl, px.statistics.routing
+            assert sasl["routed"] >= 1 and sasl["logins"] >= 1 and "unrouted" not in sasl
+            assert routing.requests_pooled > 0
+        _check(placement(b.bootstrap_servers, topic, PARTITIONS, **dave), 200, b"o")
