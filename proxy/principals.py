@@ -365,9 +365,6 @@ class PrincipalPools:
         self._timeout = timeout
         self._pools: dict[str, UpstreamPool] = {}
 
-    def holds(self, principal: str) -> bool:
-        return principal in self._logins
-
     def pool(self, principal: str) -> UpstreamPool | None:
         """The principal's pool, or None when the proxy holds no login for it."""
         pool = self._pools.get(principal)
