@@ -227,6 +227,11 @@ def test_credentials_file_keeps_its_secrets(
 # -- against brokers ---------------------------------------------------------------------------
 
 
+async def _create(servers: str, topic: str, login: dict[str, Any]) -> None:
+    async with open_admin(bootstrap_servers=servers, **login) as admin:
+        await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+
+
 async def _grant(
     servers: str,
     topic: str,
@@ -313,8 +318,7 @@ def test_sasl_clients_are_routed_as_themselves_across_brokers(zk: str, credentia
         servers = proxy.bootstrap_servers
         # The administrator goes to the cluster itself: every client of the proxy is routed.
         direct = cluster.bootstrap_servers
-        async with open_admin(bootstrap_servers=direct, **as_user("admin")) as admin:
-            await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+        await _create(direct, topic, as_user("admin"))
         await _grant(direct, topic, "alice", AclOperation.WRITE, AclOperation.READ)
         await _grant(direct, topic, "bob", AclOperation.DESCRIBE)
         await _grant(
@@ -408,10 +412,7 @@ def test_wrong_password_opens_nothing_and_unknown_principals_follow_the_setting(
 
         async def setup() -> None:
             with anyio.fail_after(60):
-                async with open_admin(
-                    bootstrap_servers=b.bootstrap_servers, **as_user("admin")
-                ) as admin:
-                    await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+                await _create(b.bootstrap_servers, topic, as_user("admin"))
                 for user in ("alice", "carol"):
                     await _grant(b.bootstrap_servers, topic, user, AclOperation.WRITE)
 
@@ -470,10 +471,7 @@ def test_a_login_the_brokers_refuse_fails_the_parts_and_shows_no_secret(
 
         async def go() -> None:
             with anyio.fail_after(60):
-                async with open_admin(
-                    bootstrap_servers=b.bootstrap_servers, **as_user("admin")
-                ) as admin:
-                    await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+                await _create(b.bootstrap_servers, topic, as_user("admin"))
                 await _grant(b.bootstrap_servers, topic, "alice", AclOperation.WRITE)
                 async with open_producer(
                     bootstrap_servers=px.bootstrap_servers, enable_idempotence=False, retries=0,
@@ -530,8 +528,7 @@ def test_oauthbearer_clients_are_routed_as_their_token_subject(tmp_path: Path) -
 
         async def setup() -> None:
             with anyio.fail_after(60):
-                async with open_admin(bootstrap_servers=b.bootstrap_servers, **dave) as admin:
-                    await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+                await _create(b.bootstrap_servers, topic, dave)
 
         dave = {**as_user("bob"), "sasl_username": "dave", "sasl_password": "dave-pw"}
         anyio.run(setup, backend="trio")
