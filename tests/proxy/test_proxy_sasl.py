@@ -422,7 +422,7 @@ def test_wrong_password_opens_nothing_and_unknown_principals_follow_the_setting(
                     bootstrap_servers=servers, enable_idempotence=False,
                     **as_user(user, "SCRAM-SHA-256", password),
                 ) as producer:  # fmt: skip
-                    return (await producer.send_and_wait(topic, b"v", key=b"key-3")).partition
+                    return int((await producer.send_and_wait(topic, b"v", key=b"key-3")).partition)
 
         anyio.run(setup, backend="trio")
         expected = murmur2_partition(b"key-3", PARTITIONS)
