@@ -123,6 +123,28 @@ from .server import ProxyConfig, run_proxy
     metavar="MODULE:ATTR",
     help="A trafka.proxy.Filter (class, factory or instance) to run, in the order given.",
 )
+@click.option(
+    "--principal-credentials",
+    type=click.Path(dir_okay=False),
+    help="A JSON file of the upstream logins the proxy holds per SASL principal "
+    "(secrets in the file or named environment variables): those clients' records are "
+    "routed over connections that log in as them.",
+)
+@click.option(
+    "--sasl-without-credentials",
+    type=click.Choice(["forward", "refuse"]),
+    default="forward",
+    show_default=True,
+    help="A SASL client whose principal has no login held: forward its records unrouted, "
+    "or refuse its authentication.",
+)
+@click.option(
+    "--sasl-oauthbearer-sub-claim-name",
+    default="sub",
+    show_default=True,
+    help="The OAuth token claim the brokers take a client's principal from (their "
+    "sasl.oauthbearer.sub.claim.name).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log each broker listener and connection.")
 def command(
     upstream: str,
@@ -145,6 +167,9 @@ def command(
     connections_max_idle_ms: int,
     request_receive_timeout_ms: int,
     filter_specs: tuple[str, ...],
+    principal_credentials: str | None,
+    sasl_without_credentials: str,
+    sasl_oauthbearer_sub_claim_name: str,
     verbose: bool,
 ) -> None:
     """Proxy Kafka clients to a cluster, rewriting broker addresses and routing
@@ -182,6 +207,9 @@ def command(
             connections_max_idle_ms=connections_max_idle_ms,
             request_receive_timeout_ms=request_receive_timeout_ms,
             filters=tuple(load_filter(spec) for spec in filter_specs),
+            principal_credentials=principal_credentials,
+            sasl_without_credentials=sasl_without_credentials,
+            sasl_oauthbearer_sub_claim_name=sasl_oauthbearer_sub_claim_name,
         )
         config.client_ssl_context()
         config.upstream_ssl_context()

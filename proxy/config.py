@@ -82,6 +82,19 @@ class ProxyConfig:
             routing (:class:`~.key_routing.KeyRouting`, per ``route_keys``)
             follows them, unless the chain already holds a ``KeyRouting``,
             placed where the user wants it.
+        principal_credentials: a JSON file of the upstream logins the proxy
+            holds per principal (see :mod:`.principals`): a SASL client that
+            authenticated (through to the brokers) as one of them has its
+            records routed over connections that log in as that principal.
+            None: SASL clients' records are forwarded unrouted.
+        sasl_without_credentials: what becomes of a SASL client whose
+            principal has no login in ``principal_credentials``: ``forward``
+            (its records go unrouted, logged and counted) or ``refuse`` (its
+            authentication is answered SASL_AUTHENTICATION_FAILED and its
+            connection closed).
+        sasl_oauthbearer_sub_claim_name: the claim of an OAUTHBEARER client's
+            token the brokers take its principal from (set as their
+            ``sasl.oauthbearer.sub.claim.name``).
         metrics_listen: ``host:port`` of an HTTP listener serving Prometheus
             metrics (``/metrics``, see :mod:`.metrics`), ``/healthz`` and
             ``/readyz`` (200 once an upstream bootstrap server answered a
@@ -117,6 +130,9 @@ class ProxyConfig:
     request_receive_timeout_ms: int = 30_000
     metrics_listen: str | None = None
     filters: tuple[Filter, ...] = ()
+    principal_credentials: str | None = None
+    sasl_without_credentials: str = "forward"
+    sasl_oauthbearer_sub_claim_name: str = "sub"
 
     def __post_init__(self) -> None:
         if isinstance(self.upstream, str):
@@ -157,6 +173,11 @@ class ProxyConfig:
                 raise ValueError(f"metrics_listen {self.metrics_listen!r} is not host:port")
         if (self.ssl_keyfile or self.ssl_key_password) and not self.ssl_certfile:
             raise ValueError("ssl_keyfile needs ssl_certfile")
+        if self.sasl_without_credentials not in ("forward", "refuse"):
+            raise ValueError(
+                "sasl_without_credentials must be forward or refuse, "
+                f"not {self.sasl_without_credentials!r}"
+            )
         if self.upstream_ssl_cafile and not self.upstream_ssl:
             raise ValueError("upstream_ssl_cafile needs upstream_ssl")
 

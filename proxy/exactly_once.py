@@ -155,6 +155,11 @@ class ExactlyOnce:
         # moment (trio's clock) its sequences may be asked of the leaders.
         self._claims: dict[int, tuple[int, float]] = {}
 
+    def _pool(self, ctx: FilterContext) -> UpstreamPool:
+        """The connections to write the client's requests on: those that log in
+        as its principal (a SASL client's, see :mod:`.principals`), else the shared ones."""
+        return ctx.pool or self.pool
+
     # -- what the client's other requests teach ------------------------------------------------
 
     def init_answered(self, body: Any) -> None:
@@ -341,7 +346,7 @@ class ExactlyOnce:
             u.slot = trio.Event()
         todo, why = group, UpstreamError("not written in time", ErrorCode.REQUEST_TIMED_OUT)
         try:
-            link = await self.pool.link(leader)
+            link = await self._pool(ctx).link(leader)
             # A batch to write again may have been acknowledged since it was
             # planned (a later one of its partition was): nothing is left of it
             # to write (its bytes are gone).
@@ -368,7 +373,7 @@ class ExactlyOnce:
                 for u in todo:
                     session.sent(u, link)
                 part = upstream_body(body, todo)
-                waiter = await self.pool.send(
+                waiter = await self._pool(ctx).send(
                     leader, ctx.client_id, PRODUCE, ctx.api_version, part, link=link
                 )
                 written.append((todo, waiter))
@@ -464,7 +469,11 @@ class ExactlyOnce:
         template = None
         for group, waiter in written:
             answer, error = await produce_answer(
-                self.pool, waiter, deadline, version, partial(_failed_part, body, group, version)
+                self._pool(ctx),
+                waiter,
+                deadline,
+                version,
+                partial(_failed_part, body, group, version),
             )
             if error is not None:
                 self.stats.parts_failed += 1
@@ -519,8 +528,8 @@ class ExactlyOnce:
         self, node: int, ctx: FilterContext, key: int, version: int, body: Any, deadline: float
     ) -> Any:
         try:
-            waiter = await self.pool.send(node, ctx.client_id, key, version, body)
-            frame = await self.pool.wait(waiter, deadline)
+            waiter = await self._pool(ctx).send(node, ctx.client_id, key, version, body)
+            frame = await self._pool(ctx).wait(waiter, deadline)
             return protocol.decode_response(frame, key, version)[1]
         except (UpstreamError, DecodeError, TrafkaError) as exc:
             raise Preparation(f"broker {node}: {exc}") from None

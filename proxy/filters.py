@@ -81,7 +81,13 @@ class FilterContext:
             bootstrap listener).
         state: private to the client's connection, shared by its requests.
         authenticated: the client authenticated (SASL) on its connection: its
-            requests cannot go over the proxy's own connections.
+            requests cannot go over the proxy's shared connections.
+        principal: who the client authenticated as (``User:<name>``), once its
+            SASL exchange succeeded and the proxy could read the name (see
+            :mod:`.principals`); None otherwise.
+        pool: pooled connections that log in as the client's principal (the
+            proxy holds a login for it), for what a filter sends on the
+            client's behalf instead of the shared pool; None when there are none.
         notes: private to this request and its answer.
         client_software: the client software name the connection's ApiVersions
             request gave (v3+, KIP-511: ``librdkafka``, ``apache-kafka-java``...),
@@ -98,6 +104,8 @@ class FilterContext:
     authenticated: bool = False
     notes: dict[str, Any] = field(default_factory=dict)
     client_software: str | None = None
+    principal: str | None = None
+    pool: UpstreamPool | None = None
 
 
 @dataclass(frozen=True, slots=True)

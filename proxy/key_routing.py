@@ -10,8 +10,12 @@ The protocol logic is :mod:`.routing` (placing records, merging answers) and
 * A plain producer's request: split by the leader of each record's target
   partition, its parts written over the pooled connections, their answers
   merged into one (:func:`~.routing.plan_produce`, :func:`~.answers.merge_produce`).
-* A client that authenticated on its own connection (SASL): the pool's
-  connections are not the client's, so its Produce stays on its connection,
+* A client that authenticated on its own connection (SASL) as a principal the
+  proxy holds a login for (:mod:`.principals`): routed as any other, over
+  pooled connections that log in as that principal (``ctx.pool``), so the
+  brokers authorize its records as the client.
+* A client that authenticated otherwise: the shared pool's connections are
+  not the client's, so its Produce stays on its connection,
   with only the records whose target the same broker leads moved
   (:func:`~.routing.route_produce`); the answer is merged back in
   :meth:`KeyRouting.on_response`.
@@ -68,7 +72,7 @@ from .idempotent_plan import (
 )
 from .journal import DirectoryJournal, PlacementJournal
 from .journal_topic import TopicJournal
-from .pool import UpstreamError, Waiter, produce_answer
+from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
 from .routing import (
     HASHES,
     ProducePlan,
@@ -174,12 +178,14 @@ class KeyRouting(Filter):
             return body
         deadline = trio.current_time() + body.timeout_ms / 1000 + self.connect_timeout
         try:
-            producer = None if ctx.authenticated or body.acks == 0 else idempotent_producer(body)
+            # A SASL client is routed only over connections that log in as it.
+            unpooled = ctx.authenticated and ctx.pool is None
+            producer = None if unpooled or body.acks == 0 else idempotent_producer(body)
             if producer is not None:
                 result = await eos.plan(ctx, body, producer, self.hash_name, deadline)
                 if result is not None:
                     return self._answer_exactly_once(ctx, body, result, deadline)
-            elif not ctx.authenticated:
+            elif not unpooled:
                 plan = await place(
                     body,
                     self.hash_name,
@@ -238,11 +244,12 @@ class KeyRouting(Filter):
         # Every part is written before the client's next request is read: the
         # order of one client's requests to one broker is kept (see .pool).
         services = self._proxy[0]
+        pool = ctx.pool or services.pool
         answered = body.acks != 0
         sent: list[tuple[Any, Waiter | UpstreamError]] = []
         for node_id, part in plan.parts:
             try:
-                waiter: Waiter | UpstreamError = await services.pool.send(
+                waiter: Waiter | UpstreamError = await pool.send(
                     node_id, ctx.client_id, PRODUCE, ctx.api_version, part, answered=answered
                 )
             except UpstreamError as exc:
@@ -263,9 +270,10 @@ class KeyRouting(Filter):
         client_id, version = ctx.client_id, ctx.api_version
         answers = []
         stale: set[str] = set()
+        pool = ctx.pool or services.pool
         for part, waiter in sent:
             answer, error = await produce_answer(
-                services.pool, waiter, deadline, version, partial(failed_part, part, version)
+                pool, waiter, deadline, version, partial(failed_part, part, version)
             )
             if error is not None:
                 services.quiet.warning("part", "a part of a Produce failed: %s", error)
@@ -274,7 +282,7 @@ class KeyRouting(Filter):
             answers.append(answer)
         if stale:
             services.refresh(stale)
-        await self._follow_leaders(plan, answers, client_id, version, deadline)
+        await self._follow_leaders(plan, answers, pool, client_id, version, deadline)
         return EncodedBody(
             merge_answers(
                 plan.route, answers, version, ctx.client_software, _endpoints(services, version)
@@ -285,6 +293,7 @@ class KeyRouting(Filter):
         self,
         plan: ProducePlan,
         answers: list[ProduceAnswer],
+        pool: UpstreamPool,
         client_id: str | None,
         version: int,
         deadline: float,
@@ -317,7 +326,7 @@ class KeyRouting(Filter):
                         continue  # no new leader yet: the next attempt, or the client
                     body = sub_request(plan.parts[i][1], group)
                     try:
-                        waiter: Waiter | UpstreamError = await services.pool.send(
+                        waiter: Waiter | UpstreamError = await pool.send(
                             leader, client_id, PRODUCE, version, body
                         )
                     except UpstreamError as exc:
@@ -325,7 +334,7 @@ class KeyRouting(Filter):
                     sent.append((i, body, waiter))
             for i, body, waiter in sent:
                 answer, _ = await produce_answer(
-                    services.pool, waiter, deadline, version, partial(failed_part, body, version)
+                    pool, waiter, deadline, version, partial(failed_part, body, version)
                 )
                 learn_leaders(topics, answer)
                 self.stats.partitions_rerouted += len(set(answer.partitions) - unwritten(answer))

@@ -18,6 +18,14 @@ metric                                                             what
                                                                    past max_decompressed_bytes),
                                                                    ``timeout`` (an idle or half-sent
                                                                    connection closed)
+``trafka_proxy_sasl_clients_total{outcome}``                      SASL client connections that
+                                                                   authenticated: ``routed`` (the
+                                                                   proxy holds a login for their
+                                                                   principal), ``unrouted``
+                                                                   (forwarded unrouted) or
+                                                                   ``refused``
+``trafka_proxy_sasl_upstream_logins_total``                        upstream connections logged in
+                                                                   as a client's principal
 ``trafka_proxy_connections_open`` / ``connections_total``          client connections
 ``trafka_proxy_upstream_connections_open``                         client connections' own upstream
                                                                    connections (opened at a
@@ -126,6 +134,19 @@ class ProxyMetrics:
         ):
             errors.add_metric([kind], value)
         yield errors
+        sasl = CounterMetricFamily(
+            "trafka_proxy_sasl_clients",
+            "SASL client connections that authenticated, by what became of their records.",
+            labels=["outcome"],
+        )
+        for outcome in ("routed", "unrouted", "refused"):
+            sasl.add_metric([outcome], stats.sasl.get(outcome, 0))
+        yield sasl
+        yield CounterMetricFamily(
+            "trafka_proxy_sasl_upstream_logins",
+            "Upstream connections the proxy opened and logged in as a client's principal.",
+            stats.sasl.get("logins", 0),
+        )
         yield GaugeMetricFamily(
             "trafka_proxy_connections_open", "Client connections open.", stats.open_connections
         )

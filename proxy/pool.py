@@ -15,7 +15,8 @@ Rules:
   opened, breaks before the answer, or the answer does not come by the
   caller's deadline; the error names the Kafka error code the caller can
   stand in (NETWORK_EXCEPTION or REQUEST_TIMED_OUT, both retriable).
-* Each connection has a serial number, never reused (:meth:`UpstreamPool.link`).
+* Each connection has a serial number, never reused, by any pool of the process
+  (:meth:`UpstreamPool.link`).
   A request bound to one (``send(..., link=serial)``) is written on that
   connection or not at all: the caller knows that what it wrote there before
   reaches the broker first, or with it is lost.
@@ -38,6 +39,11 @@ from trafka.codec.produce_response import ProduceAnswer, read_produce_response
 __all__ = ["UpstreamError", "UpstreamPool", "Waiter", "produce_answer"]
 
 log = logging.getLogger("trafka.proxy")
+
+# Connection serial numbers, unique across every pool of the process (the
+# per-principal pools of :mod:`.principals` among them), so that a serial
+# names one connection whichever pool a caller got it from.
+_SERIALS = itertools.count(1)
 
 
 class UpstreamError(Exception):
@@ -109,7 +115,6 @@ class UpstreamPool:
         self._max_frame_size = max_frame_size
         self._links: dict[int, _Link] = {}
         self._opening: dict[int, trio.Lock] = {}
-        self._serials = itertools.count(1)
 
     async def link(self, node_id: int) -> int:
         """The serial number of the connection to ``node_id`` (opened if need be).
@@ -192,7 +197,7 @@ class UpstreamPool:
                 stream = await self._connect(node_id)
             except OSError as exc:
                 raise UpstreamError(f"broker {node_id}: {exc}") from None
-            link = _Link(node_id, stream, next(self._serials))
+            link = _Link(node_id, stream, next(_SERIALS))
             self._links[node_id] = link
             self._nursery.start_soon(self._read, link)
             return link

@@ -61,6 +61,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import trio
@@ -94,6 +95,7 @@ from .journal_topic import TopicJournal
 from .key_routing import KeyRouting
 from .metrics import ProxyMetrics
 from .pool import UpstreamError, UpstreamPool
+from .principals import SaslClient, SaslRouting, Watch
 from .rewrite import (
     METADATA,
     PRODUCE,
@@ -133,6 +135,9 @@ class ProxyStatistics:
     refused_frames: int = 0
     timeouts: int = 0
     routing: RouteStats = field(default_factory=RouteStats)
+    # SASL clients that authenticated, by outcome (routed, unrouted, refused), and
+    # ``logins``: the per-principal pools' connections that logged in.
+    sasl: dict[str, int] = field(default_factory=dict)
     nodes: dict[int, tuple[str, int]] = field(default_factory=dict)
 
 
@@ -168,8 +173,16 @@ class _Proxy:
         limit = config.queued_max_request_bytes
         self.budget = RequestBudget(None if limit < 0 else limit)
         self.metrics = ProxyMetrics(self.stats, self.budget)
-        self.pool = UpstreamPool(
-            nursery, self._connect_node, config.max_frame_size, self.metrics.upstream
+        pool = partial(
+            UpstreamPool,
+            nursery,
+            max_frame_size=config.max_frame_size,
+            observe=self.metrics.upstream,
+        )
+        self.pool = pool(self._connect_node)
+        # SASL clients' own pools (one per principal the proxy holds a login for).
+        self.sasl = SaslRouting.configured(
+            config, self._connect_node, pool, self.stats.sasl, self.quiet
         )
         self.upstream_reachable = False
         self.idle_s = _seconds(config.connections_max_idle_ms)
@@ -487,10 +500,11 @@ class _Proxy:
         header, _ = protocol.decode_request_header(frame)
         key, version = header.request_api_key, header.request_api_version
         self.metrics.request(key, len(frame) + 4)
+        conn.filtered = conn.watch = None
         if key in _SASL_APIS:
-            # The pool's connections are not the client's: its Produce stays on its own.
-            conn.sasl = True
-        conn.filtered = None
+            # The shared pool is not the client: its Produce goes over its principal's pool.
+            conn.sasl = conn.sasl or self.sasl.client()
+            conn.watch = self.sasl.request(conn.sasl, key, frame)
         known = _known(key, version)
         if key == _API_VERSIONS and version >= 3 and known:
             conn.software = _software(frame)
@@ -505,8 +519,10 @@ class _Proxy:
                 conn.peer,
                 self._node_of(conn.address),
                 conn.state,
-                authenticated=conn.sasl,
+                authenticated=conn.sasl is not None,
                 client_software=conn.software,
+                principal=None if conn.sasl is None else conn.sasl.principal,
+                pool=None if conn.sasl is None else conn.sasl.pool,
             )
             # Trailing bytes are ignored, as brokers do (librdkafka sends some).
             _, original = protocol.decode_request(frame, allow_trailing=True)
@@ -594,7 +610,9 @@ class _Proxy:
         self, conn: _Client, frame: bytes, correlation_id: int, pending: Pending | None
     ) -> None:
         key = int.from_bytes(frame[:2], "big", signed=True)
-        slot = _Answer(correlation_id, pending, api_key=key, filtered=conn.filtered)
+        slot = _Answer(
+            correlation_id, pending, api_key=key, filtered=conn.filtered, watch=conn.watch
+        )
         await conn.owe(slot)
         await conn.upstream.send_all(_SIZE.pack(len(frame)) + frame)
 
@@ -610,12 +628,13 @@ class _Proxy:
             while self.stale and self.topics.metadata_version >= 0:
                 names, self.stale = self.stale, set()
                 version = self.topics.metadata_version
-                for node_id in list(self.nodes):
+                # A SASL cluster answers the principals' pools, not the shared one.
+                for pool, node_id in self.sasl.pools.routes(self.pool, list(self.nodes)):
                     try:
-                        waiter = await self.pool.send(
+                        waiter = await pool.send(
                             node_id, "trafka-proxy", METADATA, version, metadata_request(names)
                         )
-                        frame = await self.pool.wait(
+                        frame = await pool.wait(
                             waiter, trio.current_time() + self.config.connect_timeout
                         )
                         # Read as a client's answer would be: leaders and brokers learned.
@@ -689,6 +708,9 @@ class _Proxy:
                 if protocol.peek_correlation_id(frame) != slot.correlation_id:
                     held = frame  # that request was not answered; this is a later one's
                     continue
+                if slot.watch is not None and (refusal := slot.watch(frame)) is not None:
+                    await conn.client.send_all(refusal)
+                    break
                 pending = slot.pending
                 if pending is None:
                     out = _SIZE.pack(len(frame)) + frame
@@ -724,6 +746,7 @@ class _Answer:
     filtered: tuple[FilterContext, tuple[Filter, ...]] | None = None
     error: TrafkaError | FilterError | None = None
     closed: bool = False  # the upstream connection ended: nothing more is owed
+    watch: Watch | None = None  # sees the answer first (SaslAuthenticate's; .principals)
 
 
 @dataclass(slots=True)
@@ -735,11 +758,12 @@ class _Client:
     address: tuple[str, int]
     to_writer: trio.MemorySendChannel[_Answer]
     pumps: trio.Nursery
-    sasl: bool = False
+    sasl: SaslClient | None = None  # once the client spoke SASL
     peer: tuple[str, int] | None = None
     software: str | None = None  # the client's software name (ApiVersions v3+, KIP-511)
     state: dict[str, Any] = field(default_factory=dict)  # the filters'
     filtered: tuple[FilterContext, tuple[Filter, ...]] | None = None  # the current request's
+    watch: Watch | None = None  # the current request's answer's (SASL)
     owed: int = 0  # answers queued for the client and not yet written
     reserved: int = 0  # the current request's bytes of the proxy's request budget
 
