@@ -364,7 +364,8 @@ class ExactlyOnce:
                         held,
                         UpstreamError(
                             f"broker {leader}: not written while an earlier batch of its "
-                            "partition is unanswered on a lost connection"
+                            "partition is unanswered on a lost connection, or before the "
+                            "broker has acknowledged one of the producer's batches there"
                         ),
                     )
                 )
@@ -488,6 +489,20 @@ class ExactlyOnce:
             if u.slot is not None:
                 with trio.move_on_at(deadline):
                     await u.slot.wait()
+        # A client batch's outcome also waits for the client's earlier batch of
+        # its partition (:meth:`.ClientBatch.outcome`), written by an earlier
+        # request whose answers come in their own time.
+        with trio.move_on_at(deadline):
+            for _, entries in plan.answers:
+                for _, entry in entries:
+                    while not isinstance(entry, ErrorCode) and (
+                        waiting := [
+                            u.slot
+                            for u in entry.unanswered()
+                            if isinstance(u.slot, trio.Event) and not u.slot.is_set()
+                        ]
+                    ):
+                        await waiting[0].wait()
         return idempotent_answer_bytes(plan, template, version, ctx.client_software, endpoints)
 
     async def _settle_one(

@@ -308,6 +308,7 @@ def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> Idempo
             count,
             tuple(prepared.written.get(id(split), []) + upstream_of.get(id(split), [])),
             leading.get(id(split)),
+            session.latest(split.topic, split.partition),
         )
         session.remember(batch)
         placed[(split.topic, split.partition)] = batch

@@ -35,7 +35,16 @@ Rules:
   sequence does not follow the last it wrote (KIP-98), but takes any from a
   producer it has no state for (KIP-360): a batch written on a new connection
   while an earlier one was lost with a cut one would be written over the gap,
-  and the answers below would take the lost one as written.
+  and the answers below would take the lost one as written. For the same
+  reason, while the partition's leader may hold no state for the producer (no
+  batch of this epoch acknowledged there yet, nor a sequence learnt from it; or
+  it answered UNKNOWN_PRODUCER_ID), a batch is written only when no earlier one
+  of its partition is unanswered, even on the same connection: the broker
+  could refuse the earlier one and take the later one, which leaves a gap the
+  proxy would fill with a duplicate (:attr:`_Target.confirmed`): the later one
+  is not written and fails, to be written again (the client retries it) once
+  the earlier is answered. Once the leader has state, it refuses whatever does
+  not follow its last sequence itself.
 * Upstream answers (:meth:`Sequences.settle`): no error, or
   DUPLICATE_SEQUENCE_NUMBER: acknowledged, its bytes dropped.
   OUT_OF_ORDER_SEQUENCE_NUMBER: the driver first asks the leader for the
@@ -187,15 +196,56 @@ class ClientBatch:
     count: int
     upstream: tuple[Upstream, ...]
     offset_of: Upstream | None = None
+    # The client's batch of the partition placed before this one, until it is
+    # known written (see :meth:`outcome`).
+    after: ClientBatch | None = None
 
     def placement(self) -> Placement:
         return Placement(
             self.count, tuple(sorted((u.partition, u.last_sequence) for u in self.upstream))
         )
 
+    def unanswered(self) -> list[Upstream]:
+        """The upstream batches, its own and its unsettled predecessors', whose
+        answers its outcome waits for."""
+        out = [u for u in self.upstream if u.state in (State.PLANNED, State.SENT)]
+        if self.after is not None:
+            out += self.after.unanswered()
+        return out
+
     def outcome(self) -> tuple[ErrorCode, str | None, int, int, int] | None:
         """(error, message, base offset, log append time, log start offset), or
-        None while an upstream batch is unanswered."""
+        None while an upstream batch it waits for is unanswered.
+
+        A broker acknowledges a producer's batch only when the batch before it
+        (of the same partition) is written, and idempotent clients rely on it:
+        librdkafka takes a later batch's success for the earlier ones' (its
+        implicit acknowledgement). The proxy writes a client batch's records to
+        other partitions than the earlier batch's, so it keeps that rule
+        itself: while the earlier batch failed with an error the client retries,
+        this one is said not written either (the client sends it again, and its
+        records, written already, are not written twice)."""
+        own = self._own_outcome()
+        if own is None or self.after is None:
+            return own
+        before = self.after.outcome()
+        if before is None:
+            return None
+        error = before[0]
+        if error is ErrorCode.NONE or not (error.retriable or error in _PROXY_STATE_ERRORS):
+            self.after = None  # written, or refused for good: no longer waited for
+            return own
+        if own[0] is not ErrorCode.NONE:
+            return own
+        return (
+            ErrorCode.REQUEST_TIMED_OUT,
+            f"an earlier batch of {self.topic}-{self.partition} is to be sent again first",
+            -1,
+            -1,
+            -1,
+        )
+
+    def _own_outcome(self) -> tuple[ErrorCode, str | None, int, int, int] | None:
         for u in self.upstream:
             if u.state in (State.PLANNED, State.SENT):
                 return None
@@ -223,6 +273,10 @@ class _Target:
     leader_last: int | None = None  # the leader's last sequence when learned (-1: none)
     pending: list[Upstream] = field(default_factory=list)  # not acknowledged, in order
     gap: int | None = None  # a dead batch's base sequence: renumber from here
+    # The leader is known to hold the producer's state at this epoch (it
+    # acknowledged a batch, or told its last sequence): only then may batches
+    # of the partition be in flight together (see the rules).
+    confirmed: bool = False
 
 
 @dataclass(slots=True)
@@ -252,6 +306,11 @@ class Session:
         if expected is None or expected == base_sequence:
             return ErrorCode.NONE
         return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+    def latest(self, topic: str, partition: int) -> ClientBatch | None:
+        """The client's last batch of the partition placed here, if kept."""
+        kept = self.batches.get((topic, partition))
+        return next(reversed(kept.values())) if kept else None
 
     def remember(self, batch: ClientBatch) -> None:
         key = (batch.topic, batch.partition)
@@ -347,6 +406,7 @@ class Session:
         answer, see the rules)."""
         t = self.target(u.topic, u.partition)
         if error in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+            t.confirmed = True
             u.state, u.error, u.error_message = State.ACKED, ErrorCode.NONE, None
             u.base_offset = base_offset
             u.log_append_time_ms = log_append_time_ms
@@ -361,6 +421,8 @@ class Session:
                 t.pending = [p for p in t.pending if p.state is not State.ACKED]
             return
         u.error, u.error_message = error, message
+        if error is ErrorCode.UNKNOWN_PRODUCER_ID:
+            t.confirmed = False  # the leader lost the producer's state (KIP-360)
         if retriable:
             u.state = State.FAILED
             return
@@ -379,12 +441,13 @@ class Session:
 
     def in_order(self, u: Upstream, link: int) -> bool:
         """Whether ``u`` may be written on connection ``link`` now: every earlier
-        unacknowledged batch of its partition is in flight on that connection."""
+        unacknowledged batch of its partition is in flight on that connection,
+        and there is none while the leader may hold no state for the producer."""
         t = self.targets.get((u.topic, u.partition))
         for p in t.pending if t is not None else ():
             if p is u:
                 break
-            if p.state is not State.SENT or p.link != link:
+            if p.state is not State.SENT or p.link != link or not t.confirmed:
                 return False
         return True
 
@@ -475,6 +538,7 @@ class Sequences:
         if last_epoch == session.epoch and last_sequence >= 0:
             t.next_sequence = next_sequence(last_sequence, 1)
             t.leader_last = last_sequence
+            t.confirmed = True
         else:
             t.next_sequence = 0
             t.leader_last = -1

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import anyio
 import pytest
 import trio
 import trio.testing
@@ -34,6 +35,7 @@ from trafka.proxy.exactly_once import ExactlyOnce
 from trafka.proxy.filters import FilterContext
 from trafka.proxy.pool import UpstreamPool
 from trafka.proxy.routing import RouteStats, Topics
+from trafka.sdk import NewTopic, open_admin
 from trafka.sdk.partitioners import murmur2_partition
 
 PARTITIONS = 3
@@ -93,6 +95,25 @@ def produce_request(topic: str, batches: dict[int, bytes]) -> Any:
     )
 
 
+async def _driver(
+    nursery: trio.Nursery, connect: Any, topic: str, node: int
+) -> tuple[ExactlyOnce, RouteStats, tuple[int, int]]:
+    """The exactly-once driver on a pool of ``connect``'s connections to one
+    broker, and a new idempotent producer it saw born."""
+    pool = UpstreamPool(nursery, connect, 1 << 24)
+    topics = Topics({topic: PARTITIONS}, {(topic, p): node for p in range(PARTITIONS)})
+    stats = RouteStats()
+    eos = ExactlyOnce(pool, topics, stats, lambda _: None, lambda: [node], 1 << 24)
+    init = ip.InitProducerIdRequest(
+        transactional_id=None, transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1
+    )
+    waiter = await pool.send(node, "cut", 22, 4, init)
+    answer = protocol.decode_response(await pool.wait(waiter, trio.current_time() + 10), 22, 4)[1]
+    assert answer.error_code == 0
+    eos.init_answered(answer)
+    return eos, stats, (answer.producer_id, answer.producer_epoch)
+
+
 @pytest.mark.parametrize("requests", ["one request, two rounds", "two requests"])
 def test_a_batch_lost_on_a_cut_connection_is_never_taken_as_written(
     broker: RunningBroker, requests: str
@@ -117,23 +138,7 @@ def test_a_batch_lost_on_a_cut_connection_is_never_taken_as_written(
     async def main() -> None:
         with trio.fail_after(30):
             async with trio.open_nursery() as nursery:
-                pool = UpstreamPool(nursery, connect, 1 << 24)
-                topics = Topics({topic: PARTITIONS}, {(topic, p): node for p in range(PARTITIONS)})
-                stats = RouteStats()
-                eos = ExactlyOnce(pool, topics, stats, lambda _: None, lambda: [node], 1 << 24)
-                init = ip.InitProducerIdRequest(
-                    transactional_id=None,
-                    transaction_timeout_ms=60_000,
-                    producer_id=-1,
-                    producer_epoch=-1,
-                )
-                waiter = await pool.send(node, "cut", 22, 4, init)
-                answer = protocol.decode_response(
-                    await pool.wait(waiter, trio.current_time() + 10), 22, 4
-                )[1]
-                assert answer.error_code == 0
-                eos.init_answered(answer)
-                producer = (answer.producer_id, answer.producer_epoch)
+                eos, stats, producer = await _driver(nursery, connect, topic, node)
                 batches = {
                     0: client_batch(*producer, 0, n),
                     1: client_batch(*producer, n, n),
@@ -183,3 +188,76 @@ def test_a_batch_lost_on_a_cut_connection_is_never_taken_as_written(
     for first in (0, n):
         mine = [int(v) for v in values if first <= int(v) < first + n]
         assert mine == sorted(mine)
+
+
+def test_a_new_producers_first_batch_refused_for_good_leaves_no_false_report(
+    broker: RunningBroker,
+) -> None:
+    """KIP-360: a broker with no state for a producer takes its first batch at
+    any sequence. A new producer's first batch for a partition is refused for
+    good (MESSAGE_TOO_LARGE, under the topic's ``max.message.bytes``) while its
+    second was already planned: the second must not reach the broker before
+    the first's answer (the broker would take it over the gap, the proxy
+    would give the dead batch's numbers to the third, and the broker's
+    out-of-order answer to the third, checked against its last sequence,
+    would say the third was written when it was not). Every record the client
+    is told is written is in the partition, once; the refused ones are not."""
+    topic = fresh("dead-first")
+
+    async def setup() -> None:
+        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+            await admin.create_topics(
+                [NewTopic(topic, PARTITIONS, configs={"max.message.bytes": "6000"})]
+            )
+
+    anyio.run(setup, backend="trio")
+    host, port = broker.address
+    node = broker.config.node_id
+
+    async def connect(node_id: int) -> trio.abc.Stream:
+        return await trio.open_tcp_stream(host, port)
+
+    told_written: list[int] = []
+
+    async def main() -> None:
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                eos, _, producer = await _driver(nursery, connect, topic, node)
+                ctx = FilterContext(0, 9, 1, "dead", None, node)
+                deadline = trio.current_time() + 20
+                # ~12 KiB (too large), then two of ~1.2 KiB, from client
+                # partitions 0, 1 and 2 (each at sequence 0); every key hashes to TARGET.
+                counts = {0: 100, 100: 10, 110: 10}
+                bodies = {
+                    first: produce_request(topic, {p: client_batch(*producer, first, n)})
+                    for p, (first, n) in enumerate(counts.items())
+                }
+                planned = {}
+                for first in (0, 100):  # the second planned before the first is answered
+                    result = await eos.plan(ctx, bodies[first], producer, "murmur2", deadline)
+                    assert isinstance(result, tuple)
+                    planned[first] = result
+                for first in (0, 100, 110):
+                    for _ in range(5):  # the client retries what it is told to retry
+                        result = planned.pop(first, None) or await eos.plan(
+                            ctx, bodies[first], producer, "murmur2", deadline
+                        )
+                        assert isinstance(result, tuple)
+                        answer = await eos.settle(ctx, bodies[first], *result, deadline)
+                        read = protocol.decode_response_body(0, ctx.api_version, answer)
+                        (code,) = [
+                            p.error_code for t in read.responses for p in t.partition_responses
+                        ]
+                        if code != ErrorCode.REQUEST_TIMED_OUT:
+                            break
+                    if code == 0:
+                        told_written.extend(range(first, first + counts[first]))
+                    else:
+                        assert first == 0 and code == ErrorCode.MESSAGE_TOO_LARGE, code
+                nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert told_written == list(range(100, 120))
+    records = placement(broker.bootstrap_servers, topic, PARTITIONS)
+    values = sorted(int(r.value.split(b"-")[1]) for r in records)
+    assert values == told_written

@@ -23,6 +23,7 @@ from typing import Any
 import trio
 
 from trafka.codec import protocol
+from trafka.codec.errors import ErrorCode
 from trafka.codec.framing import FrameReader
 from trafka.codec.messages import k00_produce as pm
 from trafka.codec.messages import k03_metadata as md
@@ -62,6 +63,9 @@ class FakeCluster:
     def __init__(self, nodes: list[FakeBroker]) -> None:
         self.nodes = {n.node_id: n for n in nodes}
         self.release: dict[int, trio.Event] = {n.node_id: trio.Event() for n in nodes}
+        self.proxy: Any = None  # the RunningProxy in front of it
+        # ("in" | "out", node, first base sequence) of each Produce received / answered
+        self.log: list[tuple[str, int, int]] = []
 
     def received(self) -> int:
         return sum(n.received for n in self.nodes.values())
@@ -80,6 +84,7 @@ class FakeCluster:
                     corr = header.correlation_id
                     if key == 0:
                         node.received += 1
+                        self.log.append(("in", node.node_id, _first_sequence(body)))
                         node.held.append((stream, corr, version, body))
                         if len(node.held) == 1:
                             nursery.start_soon(self._answer_when_released, node)
@@ -97,7 +102,13 @@ class FakeCluster:
             stream, corr, version, body = node.held[0]
             answer = self._produce(node, body)
             await stream.send_all(protocol.encode_response(corr, 0, version, answer))
+            self.log.append(("out", node.node_id, _first_sequence(body)))
             node.held.pop(0)
+
+    def rearm(self) -> None:
+        """Hold the next answers again (after the earlier ones were all sent)."""
+        assert not any(n.held for n in self.nodes.values())
+        self.release = {n: trio.Event() for n in self.nodes}
 
     def _produce(self, node: FakeBroker, body: Any) -> Any:
         r = pm.ProduceResponse
@@ -138,6 +149,14 @@ class FakeCluster:
                 )
             ],
         )
+
+
+def _first_sequence(body: Any) -> int:
+    for t in body.topic_data:
+        for p in t.partition_data:
+            for header, _ in iter_batches(p.records):
+                return int(header.base_sequence)
+    return -1
 
 
 class Client:
@@ -206,6 +225,7 @@ async def with_proxy(test: Any) -> None:
             async with serve_proxy(
                 upstream=[upstream], host="127.0.0.1", port=0, announce=False
             ) as px:
+                cluster.proxy = px
                 stream = await trio.open_tcp_stream(*px.address)
                 client = Client(stream)
                 await client.send(
@@ -275,13 +295,26 @@ def test_an_idempotent_producer_s_requests_are_pipelined_in_sequence_order() -> 
         await client.send(22, 4, init)
         _, born = await client.answer()
         assert born.producer_id == PRODUCER
-        shapes = [(0, 1), (1, 0), (0, 1), (1, 0), (0, 1)]
+        # One acknowledged batch on each target first: until then a leader may
+        # hold no state for the producer and gets one batch at a time (see the
+        # next test).
         seq = {0: 0, 1: 0}
+        for p, to in ((0, 1), (1, 0)):
+            await client.send(0, 9, produce(p, to, seq[p], 2, producer=True))
+            seq[p] += 2
+        for node in cluster.release.values():
+            node.set()
+        for _ in range(2):
+            _, warm = await client.answer()
+            assert warm.responses[0].partition_responses[0].error_code == 0
+        cluster.rearm()
+        sent_before = cluster.received()
+        shapes = [(0, 1), (1, 0), (0, 1), (1, 0), (0, 1)]
         sent = []
         for p, to in shapes:
             sent.append(await client.send(0, 9, produce(p, to, seq[p], 2, producer=True)))
             seq[p] += 2
-        await all_upstream(cluster, len(sent))
+        await all_upstream(cluster, sent_before + len(sent))
         await release_first(cluster, 1)
         cluster.release[2].set()
         got = [await client.answer() for _ in sent]
@@ -294,5 +327,38 @@ def test_an_idempotent_producer_s_requests_are_pipelined_in_sequence_order() -> 
             assert [(pid, base, n) for _, pid, base, n in batches] == [
                 (PRODUCER, 2 * i, 2) for i in range(len(batches))
             ]
+
+    trio.run(with_proxy, test)
+
+
+def test_a_new_producer_s_second_batch_of_a_partition_waits_for_the_first_s_answer() -> None:
+    """KIP-360: a leader with no state for a producer takes a batch at any
+    sequence, so a second batch in flight behind the first could be written
+    over a gap the first leaves when it is refused. Until the leader has
+    acknowledged one, the proxy does not write a partition's next batch while
+    the earlier is unanswered: it answers it REQUEST_TIMED_OUT, which the
+    client retries with the same sequences; the retries are then pipelined and
+    written with the proxy's consecutive sequences."""
+
+    async def test(cluster: FakeCluster, client: Client) -> None:
+        init = ip.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000)
+        await client.send(22, 4, init)
+        await client.answer()
+        bodies = [produce(0, 1, 2 * i, 2, producer=True) for i in range(3)]
+        sent = [await client.send(0, 9, body) for body in bodies]
+        await all_upstream(cluster, 1)
+        while cluster.proxy.statistics.routing.batches_held < 2:  # the two behind it
+            await trio.sleep(0.01)
+        assert cluster.received() == 1
+        cluster.release[2].set()
+        got = [await client.answer() for _ in sent]
+        assert [corr for corr, _ in got] == sent
+        codes = [a.responses[0].partition_responses[0].error_code for _, a in got]
+        assert codes == [0, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.REQUEST_TIMED_OUT]
+        assert cluster.log == [("in", 2, 0), ("out", 2, 0)]
+        again = [await client.send(0, 9, body) for body in bodies[1:]]
+        got = [await client.answer() for _ in again]
+        assert [a.responses[0].partition_responses[0].error_code for _, a in got] == [0, 0]
+        assert sorted(cluster.log[2:]) == [("in", 2, 2), ("in", 2, 4), ("out", 2, 2), ("out", 2, 4)]
 
     trio.run(with_proxy, test)

@@ -137,8 +137,10 @@ def test_a_batch_is_written_only_behind_the_earlier_ones_on_their_connection() -
     partition (lost with a cut connection) could be written over the gap."""
     seqs = Sequences()
     seqs.born(PID, EPOCH)
-    session, first = plan(seqs, request({0: [batch(60, 0)]}))
-    _, second = plan(seqs, request({0: [batch(60, 60, start=60)]}))
+    session, warm = plan(seqs, request({0: [batch(60, 0)]}))
+    ack_all(session, warm.rounds[0])  # the leaders hold the producer's state now
+    _, first = plan(seqs, request({0: [batch(60, 60, start=60)]}))
+    _, second = plan(seqs, request({0: [batch(60, 120, start=120)]}))
     later = second.rounds[0][0]
     earlier = next(u for u in first.rounds[0] if u.partition == later.partition)
     assert session.in_order(earlier, 1) and session.in_order(earlier, 2)
@@ -151,6 +153,54 @@ def test_a_batch_is_written_only_behind_the_earlier_ones_on_their_connection() -
     assert session.in_order(later, 2)
     session.settle(earlier, ErrorCode.NONE, base_offset=0)
     assert session.in_order(later, 3)  # nothing unanswered before it
+
+
+def test_before_the_leader_holds_the_producers_state_a_partition_has_one_batch_in_flight() -> None:
+    """KIP-360: a broker with no state for a producer takes its first batch at
+    any sequence (Kafka's ProducerStateManager since 2.5; brokerlite's
+    producer_state does the same). Two batches of a partition in flight there
+    on one connection: the broker may refuse the first (say MESSAGE_TOO_LARGE)
+    and take the second over the gap, and the proxy would then give the first's
+    numbers to the next batch, which the broker takes for a retry of nothing it
+    has. So the second is not written until the first is answered; once the leader has
+    acknowledged a batch (or told its last sequence) it refuses any gap itself,
+    and batches are pipelined again."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [batch(60, 0)]}))
+    _, second = plan(seqs, request({0: [batch(60, 60, start=60)]}))
+    later = second.rounds[0][0]
+    earlier = next(u for u in first.rounds[0] if u.partition == later.partition)
+    session.sent(earlier, 1)
+    assert not session.in_order(later, 1)  # even on the same connection
+    session.settle(earlier, ErrorCode.NONE, base_offset=0)
+    assert session.in_order(later, 1)
+    session.sent(later, 1)
+    _, third = plan(seqs, request({0: [batch(60, 120, start=120)]}))
+    after = next(u for u in third.rounds[0] if u.partition == later.partition)
+    assert session.in_order(after, 1)
+    # The leader lost the producer's state: one batch at a time again.
+    session.settle(later, ErrorCode.UNKNOWN_PRODUCER_ID, retriable=False)
+    _, fourth = plan(seqs, request({0: [batch(60, 180, start=180)]}))
+    last = next(u for u in fourth.rounds[0] if u.partition == later.partition)
+    session.sent(after, 1)
+    assert not session.in_order(last, 1)
+
+
+def test_a_leader_that_told_the_producers_last_sequence_holds_its_state() -> None:
+    """A producer not born here: the leader's DescribeProducers answer with a
+    last sequence at the producer's epoch means the leader has its state
+    (batches may be pipelined); no sequence there means it may not."""
+    seqs = Sequences()
+    session = seqs.session(PID, EPOCH, 0)
+    assert session is not None
+    Sequences.synced(session, "orders", 0, 41, EPOCH)
+    Sequences.synced(session, "orders", 1, -1, -1)
+    for partition, confirmed in ((0, True), (1, False)):
+        one = session.number("orders", partition, 5, batch(5, 0))
+        two = session.number("orders", partition, 5, batch(5, 5, start=5))
+        session.sent(one, 7)
+        assert session.in_order(two, 7) is confirmed
 
 
 def test_a_dead_batch_gives_its_numbers_to_the_next() -> None:
@@ -261,3 +311,64 @@ def test_the_transactions_the_proxy_tracks_are_bounded(monkeypatch: Any) -> None
     eos._txn("tx-5", 5, 0)
     assert list(eos.transactions) == ["tx-4", "tx-2", "tx-5"]
     assert eos.transactions["tx-2"].partitions == {("orders", 2)}
+
+
+def _to(target: int, n: int, seq: int) -> bytes:
+    """A client batch of ``n`` records whose keys all hash to ``target`` (of 6)."""
+    keys = [k for k in (b"key-%d" % i for i in range(400)) if murmur2_partition(k, 6) == target]
+    records = [(1_000 + i, keys[i % len(keys)], b"v%d" % i, []) for i in range(n)]
+    return encode_batch(records, producer_id=PID, producer_epoch=EPOCH, base_sequence=seq)
+
+
+def test_a_later_batch_is_not_said_written_while_an_earlier_one_of_its_partition_is_retried() -> (
+    None
+):
+    """A broker acknowledges a producer's batch only when the one before it (same
+    partition) is written (KIP-98's sequence check), and librdkafka relies on it:
+    a later batch's success acknowledges the earlier ones it still holds for a
+    retry (its implicit acknowledgement). The proxy sends the two batches'
+    records to different partitions: while the earlier failed with an error the
+    client retries, the later one is answered REQUEST_TIMED_OUT (its records,
+    written, are not written again when the client retries it); once the earlier
+    is written, the retry is answered written."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    _, second = plan(seqs, request({0: [_to(2, 5, 5)]}))
+    (early,) = first.rounds[0]
+    (late,) = second.rounds[0]
+    assert (early.partition, late.partition) == (1, 2)
+    session.sent(early)
+    session.settle(early, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    ack_all(session, [late])
+    assert answer_codes(first) == [ErrorCode.NOT_LEADER_OR_FOLLOWER]
+    assert answer_codes(second) == [ErrorCode.REQUEST_TIMED_OUT]
+    # The client sends both again, in order: the earlier is written now; the
+    # later's records are not written again.
+    _, retry_first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    assert retry_first.rounds == [[early]]
+    ack_all(session, [early])
+    _, retry_second = plan(seqs, request({0: [_to(2, 5, 5)]}))
+    assert retry_second.rounds == []
+    assert answer_codes(retry_first) == answer_codes(retry_second) == [ErrorCode.NONE]
+
+
+def test_an_earlier_batch_refused_for_good_does_not_hold_back_the_later() -> None:
+    """An error the client does not retry (MESSAGE_TOO_LARGE): the earlier batch
+    is given up, and the later one, written, is answered written."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    _, second = plan(seqs, request({0: [_to(2, 5, 5)]}))
+    session.sent(first.rounds[0][0])
+    session.settle(first.rounds[0][0], ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
+    ack_all(session, second.rounds[0])
+    assert answer_codes(second) == [ErrorCode.NONE]
+
+
+def answer_codes(planned: Any) -> list[int]:
+    return [
+        p.error_code
+        for t in idempotent_answer(planned, _template(), "trafka").responses
+        for p in t.partition_responses
+    ]
