@@ -243,7 +243,7 @@ def test_acks_all_is_answered_by_the_fetch_that_proves_replication(
                     # The fetch parked at 0, answered with the record; then the
                     # fetch at 1 that released the produce, still unanswered.
                     assert len(since) == 2, since
-                    (first, answer), (second, pending) = since
+                    (_, answer), (second, pending) = since
                     assert answer is not None and answer.responses[0].partitions[0].records
                     assert pending is None
                     offsets = [p.fetch_offset for t in second.topics for p in t.partitions]
