@@ -19,7 +19,12 @@ spread over a topic of 6 partitions. The clock starts after a warm-up of
   so this can beat the single node: the cluster has three event loops.
 
 Each workload runs ``--runs`` times (default 3), each with a fresh producer;
-the median counts. Throughput is of record values (records x size).
+the median counts. Throughput is of record values (records x size). Beside
+each rate come the medians of what a run cost, steadier than the rate on a
+shared machine: the CPU time per record of the broker processes (together;
+Linux only) and of this process (the producer), and librdkafka's Produce round
+trip (its statistics, each broker's average per second, the median over the
+run).
 
 Failover (``--sections failover``): on the 3-node cluster, an idempotent
 acks=all producer sends one record every ``--interval-ms`` (default 1 ms) to a
@@ -46,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import re
 import shlex
@@ -58,7 +64,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,11 +83,22 @@ TARGET_RATIO = 0.5
 
 
 @dataclass
+class RunFigures:
+    """What one run cost besides its time (None: not measurable here)."""
+
+    seconds: float
+    producer_cpu_s: float  # this process's CPU time (the producer and librdkafka)
+    broker_cpu_s: float | None  # the broker processes' CPU time, summed (Linux /proc)
+    round_trip_ms: float | None  # librdkafka's Produce round trip (median of its averages)
+
+
+@dataclass
 class Throughput:
     name: str
     records: int
     nbytes: int  # values only (records x size)
     runs: list[float]  # seconds, one per run
+    figures: list[RunFigures] = field(default_factory=list)
 
     @property
     def seconds(self) -> float:
@@ -303,6 +320,32 @@ def send(producer: Producer, topic: str, count: int, size: int, name: str) -> No
         raise RuntimeError(f"{name}: {remaining} records not delivered within 300 s")
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """A process's CPU time (user + system) so far, from Linux's /proc; None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def brokers_cpu_s(pids: Sequence[int]) -> float | None:
+    times = [process_cpu_s(pid) for pid in pids]
+    return None if not times or None in times else sum(t for t in times if t is not None)
+
+
+def round_trips_ms(stats: list[str]) -> list[float]:
+    """The Produce round trips (ms) of librdkafka's statistics: each broker's average
+    per statistics window, for the brokers that had requests in it."""
+    out = []
+    for text in stats:
+        for broker in json.loads(text).get("brokers", {}).values():
+            rtt = broker.get("rtt", {})
+            if broker.get("nodeid", -1) >= 0 and rtt.get("cnt"):
+                out.append(rtt["avg"] / 1000)
+    return out
+
+
 def produce_seconds(
     name: str,
     servers: str,
@@ -313,9 +356,11 @@ def produce_seconds(
     warmup: int,
     acks: str,
     idempotent: bool,
-) -> float:
+    broker_pids: Sequence[int] = (),
+) -> RunFigures:
     delivered = [0]
     errors: list[KafkaError] = []
+    stats: list[str] = []
 
     def on_delivery(err: KafkaError | None, _msg: Any) -> None:
         if err is None:
@@ -323,13 +368,25 @@ def produce_seconds(
         else:
             errors.append(err)
 
-    producer = Producer({**producer_config(servers, acks, idempotent), "on_delivery": on_delivery})
+    producer = Producer(
+        {
+            **producer_config(servers, acks, idempotent),
+            "on_delivery": on_delivery,
+            "statistics.interval.ms": 1000,
+            "stats_cb": stats.append,
+        }
+    )
     try:
         send(producer, topic, warmup, size, name)
         delivered[0] = 0
+        stats.clear()
+        brokers_before = brokers_cpu_s(broker_pids)
+        own_before = time.process_time()
         start = time.perf_counter()
         send(producer, topic, records, size, name)
         elapsed = time.perf_counter() - start
+        own = time.process_time() - own_before
+        brokers_after = brokers_cpu_s(broker_pids)
     finally:
         del producer  # disconnect now, not when the brokers are gone
     if errors or delivered[0] != records:
@@ -337,7 +394,13 @@ def produce_seconds(
             f"{name}: {delivered[0]} of {records} delivered, {len(errors)} errors "
             f"(first: {errors[0] if errors else None})"
         )
-    return elapsed
+    rtts = round_trips_ms(stats)
+    return RunFigures(
+        elapsed,
+        own,
+        None if brokers_before is None or brokers_after is None else brokers_after - brokers_before,
+        statistics.median(rtts) if rtts else None,
+    )
 
 
 # (topic, acks, idempotent, name, replication)
@@ -356,9 +419,13 @@ REPLICATED = CLUSTER_RUNS[0][3]  # the one with a target
 
 
 def measure(
-    servers: str, runs: tuple[tuple[str, str, bool, str, int], ...], args: argparse.Namespace
+    servers: str,
+    runs: tuple[tuple[str, str, bool, str, int], ...],
+    args: argparse.Namespace,
+    broker_pids: list[int],
 ) -> list[Throughput]:
-    """Each workload ``args.runs`` times, one producer (warmed up) per run."""
+    """Each workload ``args.runs`` times, one producer (warmed up) per run; the CPU
+    time of ``broker_pids`` counts for each run."""
     admin = admin_client(servers)
     try:
         for topic, _, _, _, replication in runs:
@@ -369,7 +436,7 @@ def measure(
         gc.collect()  # its connections go now, not when the brokers are gone
     results = []
     for topic, acks, idempotent, name, _ in runs:
-        seconds = [
+        figures = [
             produce_seconds(
                 name,
                 servers,
@@ -379,10 +446,12 @@ def measure(
                 warmup=args.warmup,
                 acks=acks,
                 idempotent=idempotent,
+                broker_pids=broker_pids,
             )
             for _ in range(args.runs)
         ]
-        result = Throughput(name, args.records, args.records * args.size, seconds)
+        seconds = [f.seconds for f in figures]
+        result = Throughput(name, args.records, args.records * args.size, seconds, figures)
         print(f"  {name:<54} {', '.join(f'{t:.2f}' for t in seconds)} s", flush=True)
         results.append(result)
     return results
@@ -391,7 +460,7 @@ def measure(
 def throughput_single(root: Path, args: argparse.Namespace) -> list[Throughput]:
     proc, servers = start_single(root)
     try:
-        return measure(servers, SINGLE_RUNS, args)
+        return measure(servers, SINGLE_RUNS, args, [proc.pid])
     finally:
         stop_process(proc)
 
@@ -586,6 +655,7 @@ def print_throughput(results: list[Throughput]) -> None:
             f"  {r.name:<54} {r.records_per_s:9,.0f} records/s {r.mb_per_s:6.2f} MB/s "
             f"(runs {min(rates):,.0f}..{max(rates):,.0f})"
         )
+        print(f"  {'':<54} {costs(r)}")
     by_name = {r.name: r for r in results}
     base = by_name.get(BASELINE)
     if base is None:
@@ -600,6 +670,23 @@ def print_throughput(results: list[Throughput]) -> None:
             verdict = "met" if ratio >= TARGET_RATIO else "missed"
             target = f" (target >= {TARGET_RATIO:.0%}: {verdict})"
         print(f"  {r.name:<54} {ratio:6.1%} of {BASELINE}{target}")
+
+
+def costs(r: Throughput) -> str:
+    """The medians of what its runs cost: CPU per record (the brokers together, the
+    producer's process) and librdkafka's Produce round trip."""
+    total = r.records
+    parts = []
+    brokers = [f.broker_cpu_s for f in r.figures if f.broker_cpu_s is not None]
+    if brokers:
+        parts.append(f"brokers {statistics.median(brokers) / total * 1e6:.1f} us CPU/record")
+    own = [f.producer_cpu_s for f in r.figures]
+    if own:
+        parts.append(f"producer {statistics.median(own) / total * 1e6:.1f} us CPU/record")
+    rtts = [f.round_trip_ms for f in r.figures if f.round_trip_ms is not None]
+    if rtts:
+        parts.append(f"Produce round trip {statistics.median(rtts):.1f} ms")
+    return ", ".join(parts)
 
 
 def print_failovers(results: list[Failover], session_ms: int) -> None:
@@ -707,7 +794,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster.start(timeout=120)
             wait_formed(cluster)
             if "throughput" in sections:
-                throughput += measure(cluster.bootstrap_servers, CLUSTER_RUNS, args)
+                pids = [proc.pid for proc in cluster.procs.values()]
+                throughput += measure(cluster.bootstrap_servers, CLUSTER_RUNS, args, pids)
             if "failover" in sections:
                 failover = failovers(cluster, args)
         finally:

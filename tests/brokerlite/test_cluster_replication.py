@@ -199,3 +199,59 @@ def test_a_parked_follower_fetch_is_answered_by_new_records_only(
             assert answered >= len(followers)
 
     run(test)
+
+
+def test_acks_all_is_answered_by_the_fetch_that_proves_replication(
+    zk: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's DelayedProduce: a follower's fetch at offset N tells the leader that
+    it holds every record below N; the leader moves the high watermark as that
+    fetch arrives and completes the acks=all produces it satisfies then, while
+    the fetch itself parks (nothing new to send). No later fetch is needed. The
+    followers' long polls are made longer than the test, so the produce can only
+    be answered by the arrival of the fetches at offset 1, both of which are still
+    parked when the producer has its acknowledgement."""
+    wire = FetchLog(monkeypatch)
+
+    async def test() -> None:
+        async with serve_cluster(
+            3, zookeeper_connect=zk, replica_fetch_wait_max_ms=300_000
+        ) as cluster:
+            bs = cluster.bootstrap_servers
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics([NewTopic(TOPIC, 1, 3)])
+
+            def state() -> Any:
+                return cluster.node(1).broker.cluster.image.states.get((TOPIC, 0))
+
+            await until(lambda: (s := state()) is not None and len(s.isr) == 3, "a full ISR")
+            leader = state().leader
+            followers = [n for n in (1, 2, 3) if n != leader]
+
+            def parked(f: int) -> bool:
+                sent = wire.sent(f)
+                return bool(sent) and sent[-1][1] is None
+
+            # Each follower's fetch at 0 is parked.
+            await until(lambda: all(parked(f) for f in followers) or None, "parked fetches")
+            seen = {f: len(wire.sent(f)) for f in followers}
+            async with open_producer(bootstrap_servers=bs, acks="all") as producer:
+                meta = await producer.send_and_wait(TOPIC, b"v0")
+                assert meta.offset == 0
+                for f in followers:
+                    since = wire.sent(f)[seen[f] - 1 :]
+                    # The fetch parked at 0, answered with the record; then the
+                    # fetch at 1 that released the produce, still unanswered.
+                    assert len(since) == 2, since
+                    (_, answer), (second, pending) = since
+                    assert answer is not None and answer.responses[0].partitions[0].records
+                    assert pending is None
+                    offsets = [p.fetch_offset for t in second.topics for p in t.partitions]
+                    assert offsets == [1]
+                leader_log = cluster.node(leader).broker.logs.partition(TOPIC, 0)
+                assert leader_log.high_watermark == 1
+                # The followers learn the high watermark from their next answer.
+                for f in followers:
+                    assert cluster.node(f).broker.logs.partition(TOPIC, 0).high_watermark == 0
+
+    run(test)
