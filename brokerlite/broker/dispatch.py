@@ -58,11 +58,12 @@ _REPLICATION_WAIT_MS = 5000
 # Group APIs (by a single group_id) that only the group's coordinator answers in
 # cluster mode: OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, LeaveGroup,
 # SyncGroup, TxnOffsetCommit, OffsetDelete, ConsumerGroupHeartbeat,
-# ShareGroupHeartbeat.
-_GROUP_KEYED = frozenset({8, 9, 11, 12, 13, 14, 28, 47, 68, 76})
-# DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets:
-# single-node only for now (the share-partitions they change live on their leaders).
-_SHARE_OFFSETS_ADMIN = frozenset({90, 91, 92})
+# ShareGroupHeartbeat, DescribeShareGroupOffsets, AlterShareGroupOffsets,
+# DeleteShareGroupOffsets.
+_GROUP_KEYED = frozenset({8, 9, 11, 12, 13, 14, 28, 47, 68, 76, 90, 91, 92})
+# The batched ones (OffsetFetch v8+, DescribeShareGroupOffsets): the class of a
+# group's answer, for the groups coordinated elsewhere.
+_GROUP_ANSWER = {9: "OffsetFetchResponseGroup", 90: "DescribeShareGroupOffsetsResponseGroup"}
 _TXN_OFFSET_COMMIT = 28
 # Answered once what they wrote to __consumer_offsets is replicated (cluster mode):
 # OffsetCommit, TxnOffsetCommit, ShareGroupHeartbeat.
@@ -112,11 +113,7 @@ class Dispatch(Connections, ClusterHost):
     ) -> Outcome:
         self._now_ms = now_ms
         spec = HANDLERS[header.request_api_key]
-        if spec.feature is not None and (
-            self.features.level(spec.feature) < 1
-            # (cluster mode: the share-group offsets admin is not served yet)
-            or (self.cluster is not None and spec.api_key in _SHARE_OFFSETS_ADMIN)
-        ):
+        if spec.feature is not None and self.features.level(spec.feature) < 1:
             # Kafka answers an API whose feature is not finalized (level 0) with
             # UNSUPPORTED_VERSION before anything else, authorization included.
             return Reply(
@@ -143,8 +140,8 @@ class Dispatch(Connections, ClusterHost):
                     spec.refusal(body, header.request_api_version, ErrorCode.NOT_COORDINATOR),
                 )
             if elsewhere:
-                # OffsetFetch v8+: the groups coordinated here are answered, each of
-                # the others gets NOT_COORDINATOR of its own.
+                # OffsetFetch v8+, DescribeShareGroupOffsets: the groups coordinated
+                # here are answered, each of the others gets NOT_COORDINATOR of its own.
                 body = dataclasses.replace(
                     body, groups=[g for g in batched if g.group_id not in elsewhere]
                 )
@@ -174,7 +171,7 @@ class Dispatch(Connections, ClusterHost):
         if isinstance(result, Reply | NoResponse | Parked | Close):
             return result
         if elsewhere and hasattr(result, "groups"):
-            group_type = type(result).OffsetFetchResponseGroup
+            group_type = getattr(type(result), _GROUP_ANSWER[spec.api_key])
             result = dataclasses.replace(
                 result,
                 groups=[

@@ -783,6 +783,20 @@ class ShareFetcher(ShareOffsetsAdmin):
                 )
                 sp.dirty = False
         self._store.write(entries)
+        if self._remote is not None:
+            self._forget_idle()
+
+    def _forget_idle(self) -> None:
+        """Cluster mode: forget the share-partitions of groups without a share
+        session here (their state is written; a later fetch reads it again), so
+        that what the group coordinator changed meanwhile (AlterShareGroupOffsets,
+        DeleteShareGroupOffsets, DeleteGroups, allowed only while the group is
+        empty) is what the next member gets."""
+        active = {group for group, _member in self._sessions}
+        idle = [k for k in self._partitions if k[0] not in active]
+        for key in idle:
+            del self._partitions[key]
+            self._topic_ids.pop(key, None)
 
 
 def _fetch_response(
