@@ -50,7 +50,9 @@ def handle(ctx: RequestContext, request: m.DeleteGroupsRequest) -> m.DeleteGroup
         }
         deleted = iter(
             ctx.groups.delete_groups(
-                dataclasses.replace(request, groups_names=[g for g in permitted if g not in failed]),
+                dataclasses.replace(
+                    request, groups_names=[g for g in permitted if g not in failed]
+                ),
                 ctx.version,
             ).results
         )

@@ -63,9 +63,7 @@ def _authorized(ctx: RequestContext, request: m.AlterShareGroupOffsetsRequest) -
     if not enabled(ctx):
         return _alter(ctx, request)
     if not group_allowed(ctx, AclOperation.READ, request.group_id):
-        return Later.now(
-            error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-        )
+        return Later.now(error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED))
     kept, denied = split_topics(ctx, AclOperation.READ, request.topics, lambda t: t.topic_name)
     if not denied:
         return _alter(ctx, request)

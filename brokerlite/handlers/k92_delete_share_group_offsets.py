@@ -59,9 +59,7 @@ def _authorized(ctx: RequestContext, request: m.DeleteShareGroupOffsetsRequest) 
     if not enabled(ctx):
         return _delete(ctx, request)
     if not group_allowed(ctx, AclOperation.DELETE, request.group_id):
-        return Later.now(
-            error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-        )
+        return Later.now(error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED))
     kept, denied = split_topics(ctx, AclOperation.READ, request.topics, lambda t: t.topic_name)
     if not denied:
         return _delete(ctx, request)

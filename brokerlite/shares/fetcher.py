@@ -68,7 +68,9 @@ Rules and invariants:
   (:meth:`ShareFetcher.writes_mark`, :meth:`ShareFetcher.writes_outcome`).
   A share-partition whose leadership was lost is forgotten here (a new
   leader epoch of a leadership that went on keeps it); a write refused as
-  fenced forgets it too. The group coordinator is another
+  fenced forgets it too, and so does a group with no share session left
+  here (so that a change of the offsets admin, made while the group is
+  empty, is read by the next member). The group coordinator is another
   broker's: assignments initialise nothing here.
 * Offsets admin (DescribeShareGroupOffsets, AlterShareGroupOffsets,
   DeleteShareGroupOffsets) works on the same share-partitions, with rules of
@@ -788,13 +790,10 @@ class ShareFetcher(ShareOffsetsAdmin):
 
     def _forget_idle(self) -> None:
         """Cluster mode: forget the share-partitions of groups without a share
-        session here (their state is written; a later fetch reads it again), so
-        that what the group coordinator changed meanwhile (AlterShareGroupOffsets,
-        DeleteShareGroupOffsets, DeleteGroups, allowed only while the group is
-        empty) is what the next member gets."""
+        session here (written already; read again when needed), so the next
+        member sees what the offsets admin changed while the group was empty."""
         active = {group for group, _member in self._sessions}
-        idle = [k for k in self._partitions if k[0] not in active]
-        for key in idle:
+        for key in [k for k in self._partitions if k[0] not in active]:
             del self._partitions[key]
             self._topic_ids.pop(key, None)
 

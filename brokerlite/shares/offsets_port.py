@@ -52,7 +52,7 @@ from trafka.codec.messages import k86_delete_share_group_state as _delete
 from .coordinator import ADMIN_READ_EPOCH, SHARE_STATE_TOPIC, state_key
 from .offsets_admin import EntryResult, ShareOffsetInfo
 from .partition import SharePartition
-from .persister import _RETRIABLE, RETRY_BACKOFF_MS, StateRequest
+from .persister import RETRIABLE, RETRY_BACKOFF_MS, StateRequest
 
 if TYPE_CHECKING:
     from trafka.brokerlite.storage.log_manager import LogManager
@@ -248,7 +248,7 @@ class ClusterShareOffsets:
 
     def delete_topics(self, group_id: str, topics: list[str]) -> Job:
         results: DeleteTopics = {}
-        work = []
+        work: list[tuple[TP, str, int]] = []
         for topic in dict.fromkeys(topics):
             info = self._topic_info(topic)
             if info is None:
@@ -315,7 +315,7 @@ class ClusterShareOffsets:
         op: _Op = request.tag
         if op.job.abandoned:
             return
-        if code in _RETRIABLE:
+        if code in RETRIABLE:
             op.not_before = now_ms + RETRY_BACKOFF_MS
             self._queued.append(op)
             self.on_ready()

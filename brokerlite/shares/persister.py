@@ -59,6 +59,7 @@ from .state_store import SP
 
 __all__ = [
     "READ_KEY",
+    "RETRIABLE",
     "RETRY_BACKOFF_MS",
     "SETTLED_WATCH",
     "WRITE_KEY",
@@ -75,7 +76,8 @@ RETRY_BACKOFF_MS = 100
 #: What requests waiting for their writes watch: woken when writes settle.
 SETTLED_WATCH = (f"{SHARE_STATE_TOPIC}.writes", -1)
 
-_RETRIABLE = frozenset(
+#: Share-state answers that are asked again (after :data:`RETRY_BACKOFF_MS`).
+RETRIABLE = frozenset(
     {
         ErrorCode.NOT_COORDINATOR,
         ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -282,7 +284,7 @@ class RemotePersister:
                 self._state_epochs[key] = int(payload.state_epoch)
                 self._loaded[key] = Loaded(_snapshot_of(payload))
                 self.on_loaded(key)
-            elif code in _RETRIABLE or code == ErrorCode.FENCED_LEADER_EPOCH:
+            elif code in RETRIABLE or code == ErrorCode.FENCED_LEADER_EPOCH:
                 # (a fenced read: this broker's view of the epoch is behind; it
                 # catches up, or stops leading and the read is dropped)
                 self._reads.setdefault(key, str(request.body.topics[0].topic_id))
@@ -296,7 +298,7 @@ class RemotePersister:
         if code == ErrorCode.NONE:
             self._outstanding.difference_update(write.tickets)
             self.on_settled()
-        elif code in _RETRIABLE:
+        elif code in RETRIABLE:
             self._requeue(write)
             self._not_before[key] = now_ms + RETRY_BACKOFF_MS
         else:
