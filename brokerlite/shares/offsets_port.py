@@ -379,50 +379,28 @@ class ClusterShareOffsets:
     def _request(self, op: _Op) -> StateRequest:
         key = (op.group, op.tp[0], op.tp[1])
         coordinator_key = state_key(op.group, op.topic_id, op.tp[1])
-        topic_id = uuid.UUID(op.topic_id)
-        body: Any
+        index = op.tp[1]
         if op.phase == "read":
             rq = _read.ReadShareGroupStateRequest
-            body = rq(
-                group_id=op.group,
-                topics=[
-                    rq.ReadStateData(
-                        topic_id=topic_id,
-                        partitions=[
-                            rq.PartitionData(partition=op.tp[1], leader_epoch=ADMIN_READ_EPOCH)
-                        ],
-                    )
-                ],
-            )
+            part: Any = rq.PartitionData(partition=index, leader_epoch=ADMIN_READ_EPOCH)
+            body = _body(rq, rq.ReadStateData, op, part)
             return StateRequest(84, coordinator_key, body, key, owner=self, tag=op)
         if op.phase == "init":
             iq = _init.InitializeShareGroupStateRequest
-            body = iq(
-                group_id=op.group,
-                topics=[
-                    iq.InitializeStateData(
-                        topic_id=topic_id,
-                        partitions=[
-                            iq.PartitionData(
-                                partition=op.tp[1],
-                                state_epoch=int(op.read.state_epoch) + 1,
-                                start_offset=op.start,
-                            )
-                        ],
-                    )
-                ],
-            )
+            epoch = int(op.read.state_epoch) + 1
+            part = iq.PartitionData(partition=index, state_epoch=epoch, start_offset=op.start)
+            body = _body(iq, iq.InitializeStateData, op, part)
             return StateRequest(83, coordinator_key, body, key, owner=self, tag=op)
         dq = _delete.DeleteShareGroupStateRequest
-        body = dq(
-            group_id=op.group,
-            topics=[
-                dq.DeleteStateData(
-                    topic_id=topic_id, partitions=[dq.PartitionData(partition=op.tp[1])]
-                )
-            ],
-        )
+        body = _body(dq, dq.DeleteStateData, op, dq.PartitionData(partition=index))
         return StateRequest(86, coordinator_key, body, key, owner=self, tag=op)
+
+
+def _body(request: Any, topic: Any, op: _Op, partition: Any) -> Any:
+    """A share-state request of one share-partition."""
+    return request(
+        group_id=op.group, topics=[topic(topic_id=uuid.UUID(op.topic_id), partitions=[partition])]
+    )
 
 
 def _entry(code: ErrorCode | None) -> EntryResult:
