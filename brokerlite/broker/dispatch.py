@@ -30,7 +30,7 @@ from ..intake import (
     Admitted,
     admit,
 )
-from ..outcomes import Close, NoResponse, Outcome, Parked, Reply
+from ..outcomes import Close, NoResponse, Outcome, Parked, Reply, Waiter
 from ..quotas import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
@@ -168,20 +168,15 @@ class Dispatch(Connections, ClusterHost):
                 header.client_id,
             )
             return self._internal_error(spec, header, body)
+        if isinstance(result, Parked) and elsewhere:
+            # (a DescribeShareGroupOffsets waiting for its share coordinators)
+            entry = self.purgatory.get(result.ticket)
+            if entry is not None:
+                entry.waiter = _ElsewhereToo(entry.waiter, spec.api_key, elsewhere)
         if isinstance(result, Reply | NoResponse | Parked | Close):
             return result
-        if elsewhere and hasattr(result, "groups"):
-            group_type = getattr(type(result), _GROUP_ANSWER[spec.api_key])
-            result = dataclasses.replace(
-                result,
-                groups=[
-                    *result.groups,
-                    *(
-                        group_type(group_id=g, error_code=ErrorCode.NOT_COORDINATOR)
-                        for g in elsewhere
-                    ),
-                ],
-            )
+        if elsewhere:
+            result = _with_elsewhere(result, spec.api_key, elsewhere)
         waiter: _Replicated | None = None
         if self.cluster is not None and spec.api_key in _OFFSETS_WRITES:
             # Kafka's offsets.commit.required.acks=-1.
@@ -375,3 +370,30 @@ def _transactional_ids(api_key: int, version: int, body: Any) -> list[str]:
         return [body.v3_and_below_transactional_id]
     tid = body.transactional_id
     return [] if tid is None else [tid]
+
+
+def _with_elsewhere(result: Any, api_key: int, elsewhere: list[str]) -> Any:
+    """A batched group answer with NOT_COORDINATOR for the groups coordinated elsewhere."""
+    if not hasattr(result, "groups"):
+        return result
+    group_type = getattr(type(result), _GROUP_ANSWER[api_key])
+    extra = [group_type(group_id=g, error_code=ErrorCode.NOT_COORDINATOR) for g in elsewhere]
+    return dataclasses.replace(result, groups=[*result.groups, *extra])
+
+
+class _ElsewhereToo:
+    """A parked batched group request's waiter, whose answer gets the groups
+    coordinated elsewhere too."""
+
+    def __init__(self, waiter: Waiter, api_key: int, elsewhere: list[str]) -> None:
+        self._waiter = waiter
+        self._api_key = api_key
+        self._elsewhere = elsewhere
+        self.deadline_ms = waiter.deadline_ms
+        self.watches = waiter.watches
+
+    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+        return self._waiter.on_append(topic, partition, nbytes)
+
+    def complete(self, now_ms: int) -> Any:
+        return _with_elsewhere(self._waiter.complete(now_ms), self._api_key, self._elsewhere)

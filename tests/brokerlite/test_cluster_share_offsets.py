@@ -21,12 +21,14 @@ from typing import Any
 
 import trio
 from cluster_helpers import until
+from test_cluster_share_groups import coordinator_of, raw
 
 from trafka.brokerlite.cluster.controller import coordinator_partition
 from trafka.brokerlite.cluster.view import SHARE_STATE_TOPIC
 from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
 from trafka.brokerlite.shares.coordinator import state_key
 from trafka.codec import ErrorCode, KafkaError
+from trafka.codec.messages import k90_describe_share_group_offsets as describe_m
 from trafka.sdk import (
     NewTopic,
     SharePartitionOffsetInfo,
@@ -180,6 +182,32 @@ def test_a_deleted_share_group_leaves_no_share_state() -> None:
             bs = await prepare(cluster, GROUP)
             got = await take(bs, GROUP, 10)
             assert [r.offset for r in got] == list(range(10))
+            # Several groups in one request (as OffsetFetch v8): those coordinated
+            # elsewhere are NOT_COORDINATOR, the others answered once their share
+            # coordinators have.
+            here = coordinator_of(cluster, GROUP)
+            other = next(
+                g for g in (f"g{i}" for i in range(100)) if coordinator_of(cluster, g) != here
+            )
+            req = describe_m.DescribeShareGroupOffsetsRequest
+            answer = await raw(
+                cluster,
+                here,
+                90,
+                1,
+                req(
+                    groups=[
+                        req.DescribeShareGroupOffsetsRequestGroup(group_id=GROUP, topics=None),
+                        req.DescribeShareGroupOffsetsRequestGroup(group_id=other, topics=None),
+                    ]
+                ),
+            )
+            assert [(g.group_id, g.error_code) for g in answer.groups] == [
+                (GROUP, ErrorCode.NONE),
+                (other, ErrorCode.NOT_COORDINATOR),
+            ]
+            (topic,) = answer.groups[0].topics
+            assert [(p.start_offset, p.lag) for p in topic.partitions] == [(10, 0)]
             async with open_admin(bootstrap_servers=bs) as admin:
                 assert await admin.list_share_group_offsets(GROUP, [tp]) == {
                     tp: SharePartitionOffsetInfo(10, 0, 0)
