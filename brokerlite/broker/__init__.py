@@ -111,6 +111,7 @@ from ..security.scram import SCRAM_JOURNAL, ScramCredentials
 from ..session import SaslPolicy
 from ..shares.coordinator import ShareCoordinator
 from ..shares.fetcher import ShareFetcher, ShareStateStore
+from ..shares.offsets_port import ClusterShareOffsets, LocalShareOffsets, ShareOffsetsPort
 from ..shares.persister import RemotePersister
 from ..storage.log_manager import LogManager
 from ..storage.node_meta import (
@@ -344,6 +345,14 @@ class Broker(Polling):
         )
         opened.callback(self.shares.close)
         self.share_groups.listeners.append(self.shares)
+        #: Where the share-group offsets admin reads and changes share state.
+        self.share_offsets: ShareOffsetsPort = LocalShareOffsets(self.shares, self.logs)
+        if config.cluster_mode:
+            cluster_offsets = ClusterShareOffsets(
+                self._topic_info, self._partition_bounds, self.share_groups.initialized
+            )
+            cluster_offsets.on_done = self._share_admin_done
+            self.share_offsets = cluster_offsets
         self.authorizer = None
         if authorizer_enabled(config.authorizer_class_name):
             # Cluster mode: ZooKeeper holds the ACLs (the driver loads and follows them).

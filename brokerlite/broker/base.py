@@ -29,6 +29,7 @@ from ..security.scram import ScramCredentials
 from ..session import ConnectionSession, SaslPolicy
 from ..shares.coordinator import ShareCoordinator
 from ..shares.fetcher import ShareFetcher
+from ..shares.offsets_port import ShareOffsetsPort
 from ..shares.persister import RemotePersister
 from ..storage.log_manager import LogManager
 from ..storage.node_meta import ClusterProducerIds, ProducerIdAllocator
@@ -67,6 +68,7 @@ class BrokerParts:
     shares: ShareFetcher
     share_coordinator: ShareCoordinator | None
     share_persister: RemotePersister | None
+    share_offsets: ShareOffsetsPort
     authorizer: Authorizer | None
     quotas: Quotas
     tokens: DelegationTokens

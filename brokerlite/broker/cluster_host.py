@@ -19,10 +19,11 @@ from trafka.codec.records import blob_next_offset
 
 from ..cluster.controller import coordinator_partition
 from ..cluster.view import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC
-from ..errors import OffsetStoreError
+from ..errors import BrokerError, OffsetStoreError
 from ..groups.replicated_offsets import ReplicatedOffsetStore
 from ..handlers.k01_fetch import HIGH_WATERMARK_WAKES, PARTITION_CHANGED_WAKES
 from ..shares.coordinator import ShareCoordinatorError
+from ..shares.offsets_port import ADMIN_WATCH
 from ..shares.persister import SETTLED_WATCH
 from ..storage.node_meta import (
     ClusterProducerIds,
@@ -83,6 +84,26 @@ class ClusterHost(BrokerParts):
 
     def _leads_here(self, topic: str, partition: int) -> bool:
         return self._led_epoch(topic, partition) is not None
+
+    def _topic_info(self, topic: str) -> tuple[str, int] | None:
+        """A topic's id (text) and partition count in the cluster, None if unknown."""
+        assignment = None if self.cluster is None else self.cluster.image.topics.get(topic)
+        if assignment is None:
+            return None
+        return str(assignment.topic_id), assignment.num_partitions
+
+    def _partition_bounds(self, topic: str, partition: int) -> tuple[int, int, int] | None:
+        """A partition's log start, log end and high watermark where it has a
+        replica here, else None."""
+        try:
+            plog = self.logs.partition(topic, partition)
+        except BrokerError:
+            return None
+        return int(plog.log_start_offset), int(plog.log_end_offset), int(plog.high_watermark)
+
+    def _share_admin_done(self) -> None:
+        """A share-group offsets admin job is done: wake the requests waiting."""
+        self.purgatory.notify_append(*ADMIN_WATCH, 0)
 
     def _share_writes_settled(self) -> None:
         """Share-state writes reached their coordinators: wake the requests waiting."""

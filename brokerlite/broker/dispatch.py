@@ -30,7 +30,7 @@ from ..intake import (
     Admitted,
     admit,
 )
-from ..outcomes import Close, NoResponse, Outcome, Parked, Reply
+from ..outcomes import Close, NoResponse, Outcome, Parked, Reply, Waiter
 from ..quotas import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
@@ -58,11 +58,12 @@ _REPLICATION_WAIT_MS = 5000
 # Group APIs (by a single group_id) that only the group's coordinator answers in
 # cluster mode: OffsetCommit, OffsetFetch, JoinGroup, Heartbeat, LeaveGroup,
 # SyncGroup, TxnOffsetCommit, OffsetDelete, ConsumerGroupHeartbeat,
-# ShareGroupHeartbeat.
-_GROUP_KEYED = frozenset({8, 9, 11, 12, 13, 14, 28, 47, 68, 76})
-# DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets:
-# single-node only for now (the share-partitions they change live on their leaders).
-_SHARE_OFFSETS_ADMIN = frozenset({90, 91, 92})
+# ShareGroupHeartbeat, DescribeShareGroupOffsets, AlterShareGroupOffsets,
+# DeleteShareGroupOffsets.
+_GROUP_KEYED = frozenset({8, 9, 11, 12, 13, 14, 28, 47, 68, 76, 90, 91, 92})
+# The batched ones (OffsetFetch v8+, DescribeShareGroupOffsets): the class of a
+# group's answer, for the groups coordinated elsewhere.
+_GROUP_ANSWER = {9: "OffsetFetchResponseGroup", 90: "DescribeShareGroupOffsetsResponseGroup"}
 _TXN_OFFSET_COMMIT = 28
 # Answered once what they wrote to __consumer_offsets is replicated (cluster mode):
 # OffsetCommit, TxnOffsetCommit, ShareGroupHeartbeat.
@@ -112,11 +113,7 @@ class Dispatch(Connections, ClusterHost):
     ) -> Outcome:
         self._now_ms = now_ms
         spec = HANDLERS[header.request_api_key]
-        if spec.feature is not None and (
-            self.features.level(spec.feature) < 1
-            # (cluster mode: the share-group offsets admin is not served yet)
-            or (self.cluster is not None and spec.api_key in _SHARE_OFFSETS_ADMIN)
-        ):
+        if spec.feature is not None and self.features.level(spec.feature) < 1:
             # Kafka answers an API whose feature is not finalized (level 0) with
             # UNSUPPORTED_VERSION before anything else, authorization included.
             return Reply(
@@ -143,8 +140,8 @@ class Dispatch(Connections, ClusterHost):
                     spec.refusal(body, header.request_api_version, ErrorCode.NOT_COORDINATOR),
                 )
             if elsewhere:
-                # OffsetFetch v8+: the groups coordinated here are answered, each of
-                # the others gets NOT_COORDINATOR of its own.
+                # OffsetFetch v8+, DescribeShareGroupOffsets: the groups coordinated
+                # here are answered, each of the others gets NOT_COORDINATOR of its own.
                 body = dataclasses.replace(
                     body, groups=[g for g in batched if g.group_id not in elsewhere]
                 )
@@ -171,20 +168,15 @@ class Dispatch(Connections, ClusterHost):
                 header.client_id,
             )
             return self._internal_error(spec, header, body)
+        if isinstance(result, Parked) and elsewhere:
+            # (a DescribeShareGroupOffsets waiting for its share coordinators)
+            entry = self.purgatory.get(result.ticket)
+            if entry is not None:
+                entry.waiter = _ElsewhereToo(entry.waiter, spec.api_key, elsewhere)
         if isinstance(result, Reply | NoResponse | Parked | Close):
             return result
-        if elsewhere and hasattr(result, "groups"):
-            group_type = type(result).OffsetFetchResponseGroup
-            result = dataclasses.replace(
-                result,
-                groups=[
-                    *result.groups,
-                    *(
-                        group_type(group_id=g, error_code=ErrorCode.NOT_COORDINATOR)
-                        for g in elsewhere
-                    ),
-                ],
-            )
+        if elsewhere:
+            result = _with_elsewhere(result, spec.api_key, elsewhere)
         waiter: _Replicated | None = None
         if self.cluster is not None and spec.api_key in _OFFSETS_WRITES:
             # Kafka's offsets.commit.required.acks=-1.
@@ -378,3 +370,30 @@ def _transactional_ids(api_key: int, version: int, body: Any) -> list[str]:
         return [body.v3_and_below_transactional_id]
     tid = body.transactional_id
     return [] if tid is None else [tid]
+
+
+def _with_elsewhere(result: Any, api_key: int, elsewhere: list[str]) -> Any:
+    """A batched group answer with NOT_COORDINATOR for the groups coordinated elsewhere."""
+    if not hasattr(result, "groups"):
+        return result
+    group_type = getattr(type(result), _GROUP_ANSWER[api_key])
+    extra = [group_type(group_id=g, error_code=ErrorCode.NOT_COORDINATOR) for g in elsewhere]
+    return dataclasses.replace(result, groups=[*result.groups, *extra])
+
+
+class _ElsewhereToo:
+    """A parked batched group request's waiter, whose answer gets the groups
+    coordinated elsewhere too."""
+
+    def __init__(self, waiter: Waiter, api_key: int, elsewhere: list[str]) -> None:
+        self._waiter = waiter
+        self._api_key = api_key
+        self._elsewhere = elsewhere
+        self.deadline_ms = waiter.deadline_ms
+        self.watches = waiter.watches
+
+    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+        return self._waiter.on_append(topic, partition, nbytes)
+
+    def complete(self, now_ms: int) -> Any:
+        return _with_elsewhere(self._waiter.complete(now_ms), self._api_key, self._elsewhere)

@@ -199,6 +199,9 @@ class ShareGroup:
     target: dict[str, frozenset[TP]] = dataclasses.field(default_factory=dict)
     #: The subscribed topics that exist, as of the last metadata refresh.
     subscribed: dict[str, TopicMeta] = dataclasses.field(default_factory=dict)
+    #: Every (topic, partition) that may have share state: ever assigned or
+    #: altered, not deleted since (Kafka's share-group state partition metadata).
+    initialized: set[tuple[str, int]] = dataclasses.field(default_factory=set)
 
     @property
     def state(self) -> str:
@@ -339,6 +342,7 @@ def _snapshot(group: ShareGroup) -> dict[str, Any]:
             }
             for m in sorted(group.members.values(), key=lambda m: m.member_id)
         ],
+        "initialized": [[t, p] for t, p in sorted(group.initialized)],
     }
 
 
@@ -348,6 +352,7 @@ def _from_snapshot(group_id: str, data: Mapping[str, Any]) -> ShareGroup:
     )
     load_group_core(group, data)
     group.target = {mid: frozenset(tps) for mid, tps in group.target.items()}
+    group.initialized = {(str(t), int(p)) for t, p in data.get("initialized", ())}
     for m in data["members"]:
         assigned = frozenset(tps_from_json(m["assigned"]))
         member = ShareMember(
@@ -573,6 +578,23 @@ class ShareGroups:
         group = self.groups.get(group_id)
         return set() if group is None else group.target_partitions()
 
+    def initialized(self, group_id: str) -> set[tuple[str, int]]:
+        """Every ``(topic, partition)`` of which ``group_id`` may have share state."""
+        group = self.groups.get(group_id)
+        return set() if group is None else set(group.initialized)
+
+    def note_initialized(
+        self, group_id: str, added: Iterable[tuple[str, int]], removed_topics: Iterable[str] = ()
+    ) -> None:
+        """Record share state created (AlterShareGroupOffsets) or deleted
+        (DeleteShareGroupOffsets) by the offsets admin."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return
+        gone = set(removed_topics)
+        group.initialized = {tp for tp in group.initialized if tp[0] not in gone} | set(added)
+        self._save(group)
+
     def is_share_group(self, group_id: str) -> bool:
         """Whether ``group_id`` names a share group."""
         return group_id in self.groups
@@ -726,6 +748,7 @@ class ShareGroups:
 
     def _announce(self, group: ShareGroup, now_ms: int) -> None:
         partitions = group.target_partitions()
+        group.initialized |= partitions
         for listener in list(self.listeners):
             try:
                 listener.partitions_assigned(group.group_id, set(partitions), now_ms)

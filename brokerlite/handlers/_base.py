@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from trafka.brokerlite.session import ConnectionSession
     from trafka.brokerlite.shares.coordinator import ShareCoordinator
     from trafka.brokerlite.shares.fetcher import ShareFetcher
+    from trafka.brokerlite.shares.offsets_port import ShareOffsetsPort
     from trafka.brokerlite.storage.log_manager import LogManager
     from trafka.brokerlite.telemetry import ClientTelemetry
     from trafka.brokerlite.transactions.cluster_mode import ClusterTransactions
@@ -107,6 +108,7 @@ class Port(enum.Flag):
     SHARE_GROUPS = enum.auto()
     SHARES = enum.auto()
     SHARE_COORDINATOR = enum.auto()
+    SHARE_OFFSETS = enum.auto()
     TXN = enum.auto()
     CLUSTER_TXN = enum.auto()
     FETCH_SESSIONS = enum.auto()
@@ -163,6 +165,7 @@ class BrokerPort(Protocol):
     share_groups: ShareGroups
     shares: ShareFetcher
     share_coordinator: ShareCoordinator | None
+    share_offsets: ShareOffsetsPort
     txn: TransactionCoordinator
     cluster_txn: ClusterTransactions | None
     fetch_sessions: FetchManager
@@ -265,6 +268,11 @@ class RequestContext:
     def share_coordinator(self) -> ShareCoordinator | None:
         """The share coordinator of ``__share_group_state`` (cluster mode), else None."""
         return self.broker.share_coordinator
+
+    @property
+    def share_offsets(self) -> ShareOffsetsPort:
+        """Share state as the share-group offsets admin reads and changes it."""
+        return self.broker.share_offsets
 
     @property
     def txn(self) -> TransactionCoordinator:

@@ -3,6 +3,13 @@
 Handed to the group coordinator: NON_EMPTY_GROUP while a group has members,
 GROUP_ID_NOT_FOUND for unknown groups.
 
+An empty share group's share-partitions' state is deleted first, through the
+share-offsets port (:mod:`trafka.brokerlite.shares.offsets_port`; in a cluster,
+DeleteShareGroupState to the share coordinators, and the answer waits for
+them), so that a new group of the same name starts by
+``share.auto.offset.reset``; a group whose state could not be deleted keeps
+its membership and is answered the share coordinator's error.
+
 Authorization: DELETE per group; a group the principal may not delete gets
 GROUP_AUTHORIZATION_FAILED and is left alone.
 """
@@ -14,35 +21,57 @@ import dataclasses
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k42_delete_groups as m
 
+from ..outcomes import Parked
 from ._authz import AclOperation, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
+from ._share_admin import Later, answer
 
 API_KEY = 42
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-def handle(ctx: RequestContext, request: m.DeleteGroupsRequest) -> m.DeleteGroupsResponse:
-    if not enabled(ctx):
-        return ctx.groups.delete_groups(request, ctx.version)
+def handle(ctx: RequestContext, request: m.DeleteGroupsRequest) -> m.DeleteGroupsResponse | Parked:
     names = request.groups_names
-    allowed = [group_allowed(ctx, AclOperation.DELETE, g) for g in names]
+    if enabled(ctx):
+        allowed = [group_allowed(ctx, AclOperation.DELETE, g) for g in names]
+    else:
+        allowed = [True] * len(names)
     permitted = [g for g, ok in zip(names, allowed, strict=True) if ok]
-    deleted = iter(
-        ctx.groups.delete_groups(
-            dataclasses.replace(request, groups_names=permitted), ctx.version
-        ).results
+    share_groups = ctx.share_groups
+    # An empty share group's share-partitions' state goes first (Kafka's group
+    # coordinator deletes it through its persister before the group).
+    emptied = [g for g in permitted if share_groups.offsets_change_refusal(g, create=False) is None]
+    job = ctx.share_offsets.delete_groups({g: share_groups.initialized(g) for g in emptied})
+
+    def build() -> m.DeleteGroupsResponse:
+        failed: dict[str, ErrorCode] = {
+            g: code for g, code in job.value.items() if code != ErrorCode.NONE
+        }
+        deleted = iter(
+            ctx.groups.delete_groups(
+                dataclasses.replace(
+                    request, groups_names=[g for g in permitted if g not in failed]
+                ),
+                ctx.version,
+            ).results
+        )
+        results = []
+        for g, ok in zip(names, allowed, strict=True):
+            if not ok:
+                code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            elif g in failed:
+                code = failed[g]
+            else:
+                results.append(next(deleted))
+                continue
+            results.append(m.DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=code))
+        return m.DeleteGroupsResponse(results=results)
+
+    result: m.DeleteGroupsResponse | Parked = answer(
+        ctx, Later([job], build), lambda code: error_response(request, ctx.version, code)
     )
-    return m.DeleteGroupsResponse(
-        results=[
-            next(deleted)
-            if ok
-            else m.DeleteGroupsResponse.DeletableGroupResult(
-                group_id=g, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
-            )
-            for g, ok in zip(names, allowed, strict=True)
-        ]
-    )
+    return result
 
 
 def error_response(
@@ -57,5 +86,10 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="groups authorizer"
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses="groups share_groups share_offsets authorizer purgatory",
 )

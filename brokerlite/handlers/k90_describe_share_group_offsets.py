@@ -37,12 +37,15 @@ from trafka.brokerlite.features import SHARE_VERSION
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k90_describe_share_group_offsets as m
 
+from ..outcomes import Parked
+from ..shares.offsets_port import Job
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
+from ._share_admin import Later, answer
 from ._util import LEADER_EPOCH, NULL_UUID
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.shares.fetcher import ShareOffsetInfo
+    from trafka.brokerlite.shares.offsets_admin import ShareOffsetInfo
 
 API_KEY = 90
 MIN_VERSION = 0
@@ -69,10 +72,10 @@ def _partition(
 def _topic(
     ctx: RequestContext, name: str, found: list[tuple[int, ShareOffsetInfo | None]]
 ) -> R.DescribeShareGroupOffsetsResponseTopic:
-    known = ctx.logs.topic(name)
+    known = ctx.share_offsets.topic_id(name)
     return R.DescribeShareGroupOffsetsResponseTopic(
         topic_name=name,
-        topic_id=known.topic_id if known is not None else NULL_UUID,
+        topic_id=known if known is not None else NULL_UUID,
         partitions=[_partition(p, info, ctx.version) for p, info in found],
     )
 
@@ -80,70 +83,84 @@ def _topic(
 def _group(
     ctx: RequestContext,
     request: m.DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup,
-) -> R.DescribeShareGroupOffsetsResponseGroup:
+) -> Later:
     group_id = request.group_id
     if not group_id:
-        return R.DescribeShareGroupOffsetsResponseGroup(
-            group_id=group_id,
-            error_code=ErrorCode.INVALID_GROUP_ID,
-            error_message="the group id is empty",
+        return Later.now(
+            R.DescribeShareGroupOffsetsResponseGroup(
+                group_id=group_id,
+                error_code=ErrorCode.INVALID_GROUP_ID,
+                error_message="the group id is empty",
+            )
         )
-    shares = ctx.shares
     # (Share state belongs to share groups only; other ids have none.)
     is_share = ctx.share_groups.is_share_group(group_id)
-    by_topic: dict[str, list[tuple[int, ShareOffsetInfo | None]]] = {}
+    port = ctx.share_offsets
     if request.topics is None:
-        if is_share:
-            for (topic, partition), info in shares.start_offsets(group_id).items():
+        job = port.describe(group_id, None) if is_share else Job({})
+
+        def every() -> R.DescribeShareGroupOffsetsResponseGroup:
+            by_topic: dict[str, list[tuple[int, ShareOffsetInfo | None]]] = {}
+            for (topic, partition), info in job.value.items():
                 by_topic.setdefault(topic, []).append((partition, info))
-        topics = [_topic(ctx, name, found) for name, found in by_topic.items()]
-    else:
+            topics = [_topic(ctx, name, found) for name, found in by_topic.items()]
+            return R.DescribeShareGroupOffsetsResponseGroup(group_id=group_id, topics=topics)
+
+        return Later([job], every)
+    wanted = [(t.topic_name, p) for t in request.topics for p in t.partitions]
+    job = port.describe(group_id, wanted) if is_share else Job(dict.fromkeys(wanted))
+
+    def named() -> R.DescribeShareGroupOffsetsResponseGroup:
+        assert request.topics is not None
         topics = [
-            _topic(
-                ctx,
-                t.topic_name,
-                [
-                    (p, shares.start_offset(group_id, t.topic_name, p) if is_share else None)
-                    for p in t.partitions
-                ],
-            )
+            _topic(ctx, t.topic_name, [(p, job.value[(t.topic_name, p)]) for p in t.partitions])
             for t in request.topics
         ]
-    return R.DescribeShareGroupOffsetsResponseGroup(group_id=group_id, topics=topics)
+        return R.DescribeShareGroupOffsetsResponseGroup(group_id=group_id, topics=topics)
+
+    return Later([job], named)
 
 
 def handle(
     ctx: RequestContext, request: m.DescribeShareGroupOffsetsRequest
-) -> m.DescribeShareGroupOffsetsResponse:
-    if not enabled(ctx):
-        return R(groups=[_group(ctx, g) for g in request.groups])
-    return R(groups=[_authorized_group(ctx, g) for g in request.groups])
+) -> m.DescribeShareGroupOffsetsResponse | Parked:
+    if enabled(ctx):
+        groups = [_authorized_group(ctx, g) for g in request.groups]
+    else:
+        groups = [_group(ctx, g) for g in request.groups]
+    later = Later.all(groups, lambda answers: R(groups=answers))
+    result: m.DescribeShareGroupOffsetsResponse | Parked = answer(
+        ctx, later, lambda code: error_response(request, ctx.version, code)
+    )
+    return result
 
 
 def _authorized_group(
     ctx: RequestContext,
     request: m.DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup,
-) -> R.DescribeShareGroupOffsetsResponseGroup:
+) -> Later:
     if not group_allowed(ctx, AclOperation.DESCRIBE, request.group_id):
-        return R.DescribeShareGroupOffsetsResponseGroup(
-            group_id=request.group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return Later.now(
+            R.DescribeShareGroupOffsetsResponseGroup(
+                group_id=request.group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
+            )
         )
     if request.topics is None:
-        answer = _group(ctx, request)
-        seen = allowed_topics(ctx, AclOperation.DESCRIBE, (t.topic_name for t in answer.topics))
-        return dataclasses.replace(
-            answer, topics=[t for t in answer.topics if t.topic_name in seen]
-        )
+
+        def visible(
+            answer: R.DescribeShareGroupOffsetsResponseGroup,
+        ) -> R.DescribeShareGroupOffsetsResponseGroup:
+            names = (t.topic_name for t in answer.topics)
+            seen = allowed_topics(ctx, AclOperation.DESCRIBE, names)
+            return dataclasses.replace(
+                answer, topics=[t for t in answer.topics if t.topic_name in seen]
+            )
+
+        return _group(ctx, request).then(visible)
     seen = allowed_topics(ctx, AclOperation.DESCRIBE, (t.topic_name for t in request.topics))
     denied = [t for t in request.topics if t.topic_name not in seen]
     if not denied:
         return _group(ctx, request)
-    answer = _group(
-        ctx,
-        dataclasses.replace(request, topics=[t for t in request.topics if t.topic_name in seen]),
-    )
-    if answer.error_code != ErrorCode.NONE:
-        return answer
     extra = [
         R.DescribeShareGroupOffsetsResponseTopic(
             topic_name=t.topic_name,
@@ -160,7 +177,16 @@ def _authorized_group(
         )
         for t in denied
     ]
-    return dataclasses.replace(answer, topics=[*answer.topics, *extra])
+
+    def with_denied(
+        answer: R.DescribeShareGroupOffsetsResponseGroup,
+    ) -> R.DescribeShareGroupOffsetsResponseGroup:
+        if answer.error_code != ErrorCode.NONE:
+            return answer
+        return dataclasses.replace(answer, topics=[*answer.topics, *extra])
+
+    kept = dataclasses.replace(request, topics=[t for t in request.topics if t.topic_name in seen])
+    return _group(ctx, kept).then(with_denied)
 
 
 def error_response(
@@ -182,5 +208,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     feature=SHARE_VERSION,
-    uses="logs share_groups shares authorizer",
+    uses="share_groups share_offsets authorizer purgatory",
 )

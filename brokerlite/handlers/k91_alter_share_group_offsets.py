@@ -36,8 +36,10 @@ from trafka.brokerlite.features import SHARE_VERSION
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k91_alter_share_group_offsets as m
 
+from ..outcomes import Parked
 from ._authz import AclOperation, enabled, group_allowed, split_topics
 from ._base import HandlerSpec, RequestContext
+from ._share_admin import Later, answer
 from ._util import NULL_UUID
 
 API_KEY = 91
@@ -50,24 +52,28 @@ DENIED = "Topic authorization failed."
 
 def handle(
     ctx: RequestContext, request: m.AlterShareGroupOffsetsRequest
-) -> m.AlterShareGroupOffsetsResponse:
+) -> m.AlterShareGroupOffsetsResponse | Parked:
+    result: m.AlterShareGroupOffsetsResponse | Parked = answer(
+        ctx, _authorized(ctx, request), lambda code: error_response(request, ctx.version, code)
+    )
+    return result
+
+
+def _authorized(ctx: RequestContext, request: m.AlterShareGroupOffsetsRequest) -> Later:
     if not enabled(ctx):
         return _alter(ctx, request)
     if not group_allowed(ctx, AclOperation.READ, request.group_id):
-        return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        return Later.now(error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED))
     kept, denied = split_topics(ctx, AclOperation.READ, request.topics, lambda t: t.topic_name)
     if not denied:
         return _alter(ctx, request)
-    answer = _alter(ctx, dataclasses.replace(request, topics=kept))
-    if answer.error_code != ErrorCode.NONE:
-        return answer
     extra = []
     for t in denied:
-        known = ctx.logs.topic(t.topic_name)
+        known = ctx.share_offsets.topic_id(t.topic_name)
         extra.append(
             R.AlterShareGroupOffsetsResponseTopic(
                 topic_name=t.topic_name,
-                topic_id=known.topic_id if known is not None else NULL_UUID,
+                topic_id=known if known is not None else NULL_UUID,
                 partitions=[
                     R.AlterShareGroupOffsetsResponsePartition(
                         partition_index=p.partition_index,
@@ -78,41 +84,54 @@ def handle(
                 ],
             )
         )
-    return dataclasses.replace(answer, responses=[*answer.responses, *extra])
+
+    def with_denied(answer: m.AlterShareGroupOffsetsResponse) -> m.AlterShareGroupOffsetsResponse:
+        if answer.error_code != ErrorCode.NONE:
+            return answer
+        return dataclasses.replace(answer, responses=[*answer.responses, *extra])
+
+    return _alter(ctx, dataclasses.replace(request, topics=kept)).then(with_denied)
 
 
-def _alter(
-    ctx: RequestContext, request: m.AlterShareGroupOffsetsRequest
-) -> m.AlterShareGroupOffsetsResponse:
+def _alter(ctx: RequestContext, request: m.AlterShareGroupOffsetsRequest) -> Later:
     refusal = ctx.share_groups.offsets_change_refusal(request.group_id, create=True)
     if refusal is not None:
         code, message = refusal
-        return R(error_code=code, error_message=message)
+        return Later.now(R(error_code=code, error_message=message))
     offsets = {
         (t.topic_name, p.partition_index): p.start_offset
         for t in request.topics
         for p in t.partitions
     }
-    results = ctx.shares.alter_start_offsets(request.group_id, offsets)
-    responses = []
-    for t in request.topics:
-        known = ctx.logs.topic(t.topic_name)
-        parts = []
-        for p in t.partitions:
-            error, why = results[(t.topic_name, p.partition_index)]
-            parts.append(
-                R.AlterShareGroupOffsetsResponsePartition(
-                    partition_index=p.partition_index, error_code=error, error_message=why
+    port = ctx.share_offsets
+    job = port.alter(request.group_id, offsets)
+
+    def build() -> m.AlterShareGroupOffsetsResponse:
+        results = job.value
+        ctx.share_groups.note_initialized(
+            request.group_id, (tp for tp, (code, _) in results.items() if code == ErrorCode.NONE)
+        )
+        responses = []
+        for t in request.topics:
+            known = port.topic_id(t.topic_name)
+            parts = []
+            for p in t.partitions:
+                error, why = results[(t.topic_name, p.partition_index)]
+                parts.append(
+                    R.AlterShareGroupOffsetsResponsePartition(
+                        partition_index=p.partition_index, error_code=error, error_message=why
+                    )
+                )
+            responses.append(
+                R.AlterShareGroupOffsetsResponseTopic(
+                    topic_name=t.topic_name,
+                    topic_id=known if known is not None else NULL_UUID,
+                    partitions=parts,
                 )
             )
-        responses.append(
-            R.AlterShareGroupOffsetsResponseTopic(
-                topic_name=t.topic_name,
-                topic_id=known.topic_id if known is not None else NULL_UUID,
-                partitions=parts,
-            )
-        )
-    return R(responses=responses)
+        return R(responses=responses)
+
+    return Later([job], build)
 
 
 def error_response(
@@ -128,5 +147,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     feature=SHARE_VERSION,
-    uses="logs share_groups shares authorizer",
+    uses="share_groups share_offsets authorizer purgatory",
 )

@@ -32,8 +32,10 @@ from trafka.brokerlite.features import SHARE_VERSION
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k92_delete_share_group_offsets as m
 
+from ..outcomes import Parked
 from ._authz import AclOperation, enabled, group_allowed, split_topics
 from ._base import HandlerSpec, RequestContext
+from ._share_admin import Later, answer
 from ._util import NULL_UUID
 
 API_KEY = 92
@@ -46,17 +48,21 @@ DENIED = "Topic authorization failed."
 
 def handle(
     ctx: RequestContext, request: m.DeleteShareGroupOffsetsRequest
-) -> m.DeleteShareGroupOffsetsResponse:
+) -> m.DeleteShareGroupOffsetsResponse | Parked:
+    result: m.DeleteShareGroupOffsetsResponse | Parked = answer(
+        ctx, _authorized(ctx, request), lambda code: error_response(request, ctx.version, code)
+    )
+    return result
+
+
+def _authorized(ctx: RequestContext, request: m.DeleteShareGroupOffsetsRequest) -> Later:
     if not enabled(ctx):
         return _delete(ctx, request)
     if not group_allowed(ctx, AclOperation.DELETE, request.group_id):
-        return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        return Later.now(error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED))
     kept, denied = split_topics(ctx, AclOperation.READ, request.topics, lambda t: t.topic_name)
     if not denied:
         return _delete(ctx, request)
-    answer = _delete(ctx, dataclasses.replace(request, topics=kept))
-    if answer.error_code != ErrorCode.NONE:
-        return answer
     refused = [
         R.DeleteShareGroupOffsetsResponseTopic(
             topic_name=t.topic_name,
@@ -66,29 +72,43 @@ def handle(
         )
         for t in denied
     ]
-    return dataclasses.replace(answer, responses=[*refused, *answer.responses])
+
+    def with_refused(
+        answer: m.DeleteShareGroupOffsetsResponse,
+    ) -> m.DeleteShareGroupOffsetsResponse:
+        if answer.error_code != ErrorCode.NONE:
+            return answer
+        return dataclasses.replace(answer, responses=[*refused, *answer.responses])
+
+    return _delete(ctx, dataclasses.replace(request, topics=kept)).then(with_refused)
 
 
-def _delete(
-    ctx: RequestContext, request: m.DeleteShareGroupOffsetsRequest
-) -> m.DeleteShareGroupOffsetsResponse:
+def _delete(ctx: RequestContext, request: m.DeleteShareGroupOffsetsRequest) -> Later:
     refusal = ctx.share_groups.offsets_change_refusal(request.group_id, create=False)
     if refusal is not None:
         code, message = refusal
-        return R(error_code=code, error_message=message)
-    results = ctx.shares.delete_topics(request.group_id, [t.topic_name for t in request.topics])
-    responses = []
-    for name, (error, why) in results.items():
-        known = ctx.logs.topic(name) if error == ErrorCode.NONE else None
-        responses.append(
-            R.DeleteShareGroupOffsetsResponseTopic(
-                topic_name=name,
-                topic_id=known.topic_id if known is not None else NULL_UUID,
-                error_code=error,
-                error_message=why,
+        return Later.now(R(error_code=code, error_message=message))
+    port = ctx.share_offsets
+    job = port.delete_topics(request.group_id, [t.topic_name for t in request.topics])
+
+    def build() -> m.DeleteShareGroupOffsetsResponse:
+        results = job.value
+        done = [name for name, (error, _) in results.items() if error == ErrorCode.NONE]
+        ctx.share_groups.note_initialized(request.group_id, (), done)
+        responses = []
+        for name, (error, why) in results.items():
+            known = port.topic_id(name) if error == ErrorCode.NONE else None
+            responses.append(
+                R.DeleteShareGroupOffsetsResponseTopic(
+                    topic_name=name,
+                    topic_id=known if known is not None else NULL_UUID,
+                    error_code=error,
+                    error_message=why,
+                )
             )
-        )
-    return R(responses=responses)
+        return R(responses=responses)
+
+    return Later([job], build)
 
 
 def error_response(
@@ -104,5 +124,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     feature=SHARE_VERSION,
-    uses="logs share_groups shares authorizer",
+    uses="share_groups share_offsets authorizer purgatory",
 )

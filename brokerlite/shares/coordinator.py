@@ -47,6 +47,14 @@ Rules and invariants:
 * A read of a key never written answers start offset -1 (not initialized): the
   share-partition leader then initialises it from the group's
   ``share.auto.offset.reset`` and writes it.
+* A read with leader epoch -1 is the group coordinator's (the share-group
+  offsets admin, where Kafka sends ReadShareGroupStateSummary): it is neither
+  fenced nor recorded.
+* DeleteShareGroupState leaves a *deletion marker*: start offset -1 at the next
+  state epoch, not a tombstone. A share-partition leader still holding the old
+  state then has its next write refused (FENCED_STATE_EPOCH: it forgets it and
+  reads the marker, which says "not initialized"), instead of writing the old
+  state back over the deletion.
 """
 
 from __future__ import annotations
@@ -63,6 +71,8 @@ from ..errors import BrokerError
 from ..storage.internal_topic import InternalTopic
 
 __all__ = [
+    "ADMIN_READ_EPOCH",
+    "NOT_INITIALIZED",
     "SHARE_STATE_TOPIC",
     "ShareCoordinator",
     "ShareCoordinatorError",
@@ -71,6 +81,11 @@ __all__ = [
 ]
 
 SK = tuple[str, str, int]  # (group, topic id as text, partition)
+
+#: The leader epoch of the group coordinator's reads (never fenced nor recorded).
+ADMIN_READ_EPOCH = -1
+#: The start offset of a share-partition not initialized (or deleted).
+NOT_INITIALIZED = -1
 
 
 class ShareCoordinatorError(BrokerError):
@@ -194,6 +209,8 @@ class ShareCoordinator:
         current = self._states.get(sk)
         if current is None:
             return ErrorCode.NONE, None
+        if leader_epoch == ADMIN_READ_EPOCH:
+            return ErrorCode.NONE, current
         if leader_epoch < current.leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH, None
         if leader_epoch > current.leader_epoch:
@@ -242,17 +259,17 @@ class ShareCoordinator:
         return self._store(sk, ShareStateRecord(state_epoch, leader_epoch, start))
 
     def delete(self, group: str, topic_id: str, partition: int) -> ErrorCode:
-        """DeleteShareGroupState: forget a share-partition (a tombstone)."""
+        """DeleteShareGroupState: forget a share-partition (a deletion marker, see
+        the module rules)."""
         sk = (group, topic_id, partition)
         refused = self._not_here(sk)
         if refused is not None:
             return refused
-        if sk in self._states:
-            code = self._append(sk, None)
-            if code != ErrorCode.NONE:
-                return code
-            del self._states[sk]
-        return ErrorCode.NONE
+        current = self._states.get(sk)
+        if current is None or current.start < 0:
+            return ErrorCode.NONE
+        marker = ShareStateRecord(current.state_epoch + 1, current.leader_epoch, NOT_INITIALIZED)
+        return self._store(sk, marker)
 
     # -- internals --------------------------------------------------------------------------
 

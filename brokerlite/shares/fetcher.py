@@ -68,7 +68,9 @@ Rules and invariants:
   (:meth:`ShareFetcher.writes_mark`, :meth:`ShareFetcher.writes_outcome`).
   A share-partition whose leadership was lost is forgotten here (a new
   leader epoch of a leadership that went on keeps it); a write refused as
-  fenced forgets it too. The group coordinator is another
+  fenced forgets it too, and so does a group with no share session left
+  here (so that a change of the offsets admin, made while the group is
+  empty, is read by the next member). The group coordinator is another
   broker's: assignments initialise nothing here.
 * Offsets admin (DescribeShareGroupOffsets, AlterShareGroupOffsets,
   DeleteShareGroupOffsets) works on the same share-partitions, with rules of
@@ -783,6 +785,17 @@ class ShareFetcher(ShareOffsetsAdmin):
                 )
                 sp.dirty = False
         self._store.write(entries)
+        if self._remote is not None:
+            self._forget_idle()
+
+    def _forget_idle(self) -> None:
+        """Cluster mode: forget the share-partitions of groups without a share
+        session here (written already; read again when needed), so the next
+        member sees what the offsets admin changed while the group was empty."""
+        active = {group for group, _member in self._sessions}
+        for key in [k for k in self._partitions if k[0] not in active]:
+            del self._partitions[key]
+            self._topic_ids.pop(key, None)
 
 
 def _fetch_response(

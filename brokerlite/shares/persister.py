@@ -24,6 +24,9 @@ Rules and invariants:
   counts the write that carries its state. One request at a time goes to a
   coordinator (the driver's rule), so snapshots of one share-partition never
   overtake each other.
+* A read of a share-partition is sent only once no write of it is queued or
+  in flight (the fetcher forgets idle share-partitions and reads them again:
+  the read must see their last write).
 * Every read and write carries the data partition's leader epoch *as of the
   snapshot* (the coordinator fences a deposed leader's writes with
   FENCED_LEADER_EPOCH), and the state epoch the read returned.
@@ -45,7 +48,7 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k84_read_share_group_state as _read
@@ -56,12 +59,14 @@ from .state_store import SP
 
 __all__ = [
     "READ_KEY",
+    "RETRIABLE",
     "RETRY_BACKOFF_MS",
     "SETTLED_WATCH",
     "WRITE_KEY",
     "Loaded",
     "RemotePersister",
     "StateRequest",
+    "StateRequestOwner",
 ]
 
 READ_KEY = 84
@@ -71,7 +76,8 @@ RETRY_BACKOFF_MS = 100
 #: What requests waiting for their writes watch: woken when writes settle.
 SETTLED_WATCH = (f"{SHARE_STATE_TOPIC}.writes", -1)
 
-_RETRIABLE = frozenset(
+#: Share-state answers that are asked again (after :data:`RETRY_BACKOFF_MS`).
+RETRIABLE = frozenset(
     {
         ErrorCode.NOT_COORDINATOR,
         ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -109,6 +115,30 @@ class StateRequest:
     body: Any
     key: SP
     write: _Write | None = None
+    #: Who is told the answer (None: the persister that made the request).
+    owner: StateRequestOwner | None = None
+    #: The owner's own note of what the request is for.
+    tag: Any = None
+
+
+class StateRequestOwner(Protocol):
+    """What the driver reports a share-state request's answer to."""
+
+    #: Set by the driver: called when there is something to send.
+    on_ready: Callable[[], None]
+
+    def answered(self, request: StateRequest, code: ErrorCode, payload: Any, now_ms: int) -> None:
+        """The coordinator's answer (``payload``: the partition's result), or a
+        failure of the driver's own (COORDINATOR_NOT_AVAILABLE)."""
+        ...
+
+    def take(self, now_ms: int) -> list[StateRequest]:
+        """The requests to send now."""
+        ...
+
+    def next_retry(self) -> int | None:
+        """When a failed request is due again (None: none waits)."""
+        ...
 
 
 class RemotePersister:
@@ -214,8 +244,8 @@ class RemotePersister:
         """The requests to send now (one per share-partition)."""
         out: list[StateRequest] = []
         for key, topic_id in list(self._reads.items()):
-            if self._not_before.get(key, 0) > now_ms:
-                continue
+            if self._not_before.get(key, 0) > now_ms or key in self._writes or key in self._writing:
+                continue  # (a read waits for the key's writes: it must see them)
             epoch = self._leader_epoch(key[1], key[2])
             del self._reads[key]
             if epoch is None:
@@ -254,7 +284,7 @@ class RemotePersister:
                 self._state_epochs[key] = int(payload.state_epoch)
                 self._loaded[key] = Loaded(_snapshot_of(payload))
                 self.on_loaded(key)
-            elif code in _RETRIABLE or code == ErrorCode.FENCED_LEADER_EPOCH:
+            elif code in RETRIABLE or code == ErrorCode.FENCED_LEADER_EPOCH:
                 # (a fenced read: this broker's view of the epoch is behind; it
                 # catches up, or stops leading and the read is dropped)
                 self._reads.setdefault(key, str(request.body.topics[0].topic_id))
@@ -268,14 +298,14 @@ class RemotePersister:
         if code == ErrorCode.NONE:
             self._outstanding.difference_update(write.tickets)
             self.on_settled()
-        elif code in _RETRIABLE:
+        elif code in RETRIABLE:
             self._requeue(write)
             self._not_before[key] = now_ms + RETRY_BACKOFF_MS
         else:
             self._fail(write, code)
             self.on_lost(key)
-        if key in self._writes:
-            self.on_ready()  # (its next snapshot, or this one's retry: the driver's timer)
+        if key in self._writes or key in self._reads:
+            self.on_ready()  # (its next snapshot, a read behind it, or a retry: the driver's timer)
 
     # -- internals -----------------------------------------------------------------------------
 

@@ -1047,10 +1047,10 @@ def test_delete_records_is_answered_once_every_replicas_log_start_moved(zk: str)
     run(test)
 
 
-def test_share_groups_are_served_in_cluster_mode_but_not_their_offsets_admin(zk: str) -> None:
+def test_share_groups_and_their_offsets_admin_are_group_coordinator_requests(zk: str) -> None:
     """Share groups are cluster-aware (docs/cluster.md, "Share groups survive their
-    brokers"); the share-group offsets admin is not yet, and is answered as by a
-    Kafka whose share.version is not finalized."""
+    brokers"), their offsets admin too: both are answered by the group's
+    coordinator only (tests/brokerlite/test_cluster_share_offsets.py serves them)."""
     from trafka.codec.messages import k76_share_group_heartbeat as heartbeat
     from trafka.codec.messages import k90_describe_share_group_offsets as describe
 
@@ -1078,7 +1078,7 @@ def test_share_groups_are_served_in_cluster_mode_but_not_their_offsets_admin(zk:
             answer = ask(
                 90, 0, req(groups=[req.DescribeShareGroupOffsetsRequestGroup(group_id="g")])
             )
-            assert [g.error_code for g in answer.groups] == [ErrorCode.UNSUPPORTED_VERSION]
+            assert [g.error_code for g in answer.groups] == [ErrorCode.NOT_COORDINATOR]
 
     run(test)
 

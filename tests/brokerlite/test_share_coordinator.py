@@ -124,13 +124,43 @@ def test_state_epochs_fence_writes_and_initialize_starts_afresh() -> None:
     )
 
 
-def test_delete_writes_a_tombstone() -> None:
+def test_delete_leaves_a_marker_that_fences_the_old_state() -> None:
+    """DeleteShareGroupState (KIP-932): the share-partition reads as not
+    initialized afterwards, and a leader still holding the old state (its state
+    epoch) cannot write it back: FENCED_STATE_EPOCH, so it reads the state again."""
     logs = Logs()
     sc = coordinator(logs)
-    sc.write("g", TID, 2, state_epoch=0, leader_epoch=0, start=1, runs=[])
+    sc.write("g", TID, 2, state_epoch=0, leader_epoch=3, start=1, runs=[])
     assert sc.delete("g", TID, 2) == ErrorCode.NONE
-    assert logs.records()[-1] == (["share", "g", TID, 2], None)
-    assert coordinator(logs).read("g", TID, 2, leader_epoch=0) == (ErrorCode.NONE, None)
+    key, value = logs.records()[-1]
+    assert key == ["share", "g", TID, 2]
+    assert value == {"state_epoch": 1, "leader_epoch": 3, "start": -1, "runs": []}
+    code, marker = coordinator(logs).read("g", TID, 2, leader_epoch=3)
+    assert code == ErrorCode.NONE and marker is not None
+    assert (marker.start, marker.state_epoch) == (-1, 1)
+    stale = sc.write("g", TID, 2, state_epoch=0, leader_epoch=3, start=1, runs=[])
+    assert stale == ErrorCode.FENCED_STATE_EPOCH
+    fresh = sc.write("g", TID, 2, state_epoch=1, leader_epoch=3, start=0, runs=[])
+    assert fresh == ErrorCode.NONE
+    # Deleting what is not there (never written, or already deleted) writes nothing.
+    sc.delete("g", TID, 1)
+    before = len(logs.records())
+    assert sc.delete("g", TID, 1) == ErrorCode.NONE
+    assert len(logs.records()) == before
+
+
+def test_the_group_coordinators_read_is_neither_fenced_nor_recorded() -> None:
+    """Leader epoch -1: the offsets admin's read (Kafka's ReadShareGroupStateSummary
+    is not fenced either); the stored leader epoch stays."""
+    logs = Logs()
+    sc = coordinator(logs)
+    sc.write("g", TID, 0, state_epoch=2, leader_epoch=5, start=4, runs=[(4, 6, 2, 1)])
+    count = len(logs.records())
+    code, state = sc.read("g", TID, 0, leader_epoch=-1)
+    assert code == ErrorCode.NONE and state is not None
+    assert (state.start, state.state_epoch, state.leader_epoch) == (4, 2, 5)
+    assert len(logs.records()) == count
+    assert sc.read("g", TID, 0, leader_epoch=4)[0] == ErrorCode.FENCED_LEADER_EPOCH
 
 
 def test_keys_of_a_partition_not_led_here_are_not_coordinated() -> None:

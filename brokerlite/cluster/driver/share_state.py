@@ -1,7 +1,8 @@
 """The driver of the share-partition leader's persister (KIP-932, cluster mode):
 sends the ReadShareGroupState and WriteShareGroupState requests of
-:mod:`trafka.brokerlite.shares.persister` to the share coordinators and reports
-their answers.
+:mod:`trafka.brokerlite.shares.persister`, and the group coordinator's requests
+of the share-group offsets admin (:mod:`trafka.brokerlite.shares.offsets_port`),
+to the share coordinators and reports their answers to whoever made them.
 
 Rules:
 
@@ -32,7 +33,8 @@ import trio
 from trafka.codec.errors import CodecError, ErrorCode
 
 from ...clock import now_ms
-from ...shares.persister import RemotePersister, StateRequest
+from ...shares.offsets_port import ClusterShareOffsets
+from ...shares.persister import RemotePersister, StateRequest, StateRequestOwner
 from ..inter_broker import InterBrokerConnection
 from ..view import SHARE_STATE_TOPIC, ZkTask
 
@@ -54,6 +56,10 @@ class ShareStateSender:
         assert broker.share_persister is not None and broker.cluster is not None
         self._broker = broker
         self._persister: RemotePersister = broker.share_persister
+        admin = broker.share_offsets
+        self._sources: list[StateRequestOwner] = [self._persister]
+        if isinstance(admin, ClusterShareOffsets):
+            self._sources.append(admin)
         self._kick = kick
         self._event = trio.Event()
         self._queues: dict[int, trio.MemorySendChannel[StateRequest]] = {}
@@ -63,15 +69,16 @@ class ShareStateSender:
         self._event.set()
 
     async def run(self) -> None:
-        self._persister.on_ready = self._wake
+        for source in self._sources:
+            source.on_ready = self._wake
         try:
             async with trio.open_nursery() as nursery:
                 while True:
                     now = now_ms()
-                    for request in self._persister.take(now):
+                    for request in [r for source in self._sources for r in source.take(now)]:
                         node = self._coordinator(request)
                         if node is None:
-                            self._persister.answered(
+                            _owner(request, self._persister).answered(
                                 request, ErrorCode.COORDINATOR_NOT_AVAILABLE, None, now
                             )
                             continue
@@ -82,13 +89,15 @@ class ShareStateSender:
                             nursery.start_soon(self._serve, node, receive)
                         queue.send_nowait(request)
                     self._kick()
-                    retry = self._persister.next_retry()
+                    retries = [source.next_retry() for source in self._sources]
+                    retry = min((r for r in retries if r is not None), default=None)
                     timeout = math.inf if retry is None else max(retry - now_ms(), 0) / 1000
                     with trio.move_on_after(timeout):
                         await self._event.wait()
                     self._event = trio.Event()
         finally:
-            self._persister.on_ready = lambda: None
+            for source in self._sources:
+                source.on_ready = lambda: None
 
     def _coordinator(self, request: StateRequest) -> int | None:
         cluster = self._broker.cluster
@@ -125,12 +134,12 @@ class ShareStateSender:
                     if conn is not None:
                         await conn.aclose()
                         conn = None
-                    self._persister.answered(
+                    _owner(request, self._persister).answered(
                         request, ErrorCode.COORDINATOR_NOT_AVAILABLE, None, now_ms()
                     )
                 else:
                     code, payload = _result(answer)
-                    self._persister.answered(request, code, payload, now_ms())
+                    _owner(request, self._persister).answered(request, code, payload, now_ms())
                 self._kick()
         finally:
             if conn is not None:
@@ -138,8 +147,12 @@ class ShareStateSender:
                     await conn.aclose()
 
 
+def _owner(request: StateRequest, persister: RemotePersister) -> StateRequestOwner:
+    return request.owner if request.owner is not None else persister
+
+
 def _result(answer: Any) -> tuple[ErrorCode, Any]:
-    """The one partition's code and result of a Read/WriteShareGroupState answer."""
+    """The one partition's code and result of a share-state answer (keys 83-86)."""
     for topic in answer.results:
         for partition in topic.partitions:
             return ErrorCode.of(partition.error_code), partition
