@@ -19,6 +19,11 @@ its start-up is not timed.
   Kafka's 7-column schema. An untimed round of each comes first (the JVM
   warms up over the first reads); each rate is the best of its rounds; the
   ratios are of rates measured in the same run.
+* **Arrow without Spark**: the executor's work on records already fetched, in
+  this process: decoding 250,000 records of ``--size`` bytes (runs of 500-record
+  batches, in chunks of 5,000 as a task reads them) into column buffers, and
+  wrapping those as the Arrow batches Spark is handed (``_batch``); CPU
+  seconds per 250,000, best of 7.
 * **write**: a DataFrame of the same number of rows (``key``, ``value``) saved
   with ``write.format("trafka")``, against a trafka producer sending the same
   records and flushing; and, in ``--rounds`` alternating rounds after an untimed
@@ -31,7 +36,7 @@ its start-up is not timed.
   per micro-batch is a test: tests/spark/test_spark_connections.py.)
 
 Figures are records per second and Spark's ratio to the single process. Run:
-``python bench/spark.py``.
+``python bench/spark.py`` (``--reads-only`` skips the writes and the stream).
 """
 
 from __future__ import annotations
@@ -110,6 +115,43 @@ def ceiling_source() -> type:
     return CeilingSource
 
 
+def arrow_build(records: int, size: int, repeat: int = 7) -> tuple[float, float]:
+    """CPU seconds to decode ``records`` records into column buffers, and to
+    wrap them as Arrow batches (see the module doc), each the best of
+    ``repeat``: the thread's CPU time, which other work on a shared machine
+    disturbs less than the wall clock."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from trafka.codec.columns import decode_batch_run_columns
+    from trafka.codec.records import encode_batch
+    from trafka.spark import SCHEMA
+    from trafka.spark.source import _batch, _Repeated
+
+    arrow = to_arrow_schema(SCHEMA, timezone="UTC")
+    value = b"x" * size
+    blob = b"".join(
+        encode_batch(
+            [(1_700_000_000_000 + i, b"k%d" % (i % 1000), value, ()) for i in range(at, at + 500)],
+            base_offset=at,
+        )
+        for at in range(0, records, 500)
+    )
+    decode, build = [], []
+    for _ in range(repeat):
+        began = time.thread_time()
+        chunks, pos = [], 0
+        while pos < len(blob):
+            run, pos, _ = decode_batch_run_columns(blob, pos, max_records=_CEILING_CHUNK)
+            chunks.append(run)
+        decoded = time.thread_time()
+        repeated = _Repeated("bench", 0)
+        batches = [_batch(chunk, "bench", 0, arrow, repeated) for chunk in chunks]
+        decode.append(decoded - began)
+        build.append(time.thread_time() - decoded)
+        assert sum(b.num_rows for b in batches) == records
+    return min(decode), min(build)
+
+
 def planned_rows(spark: Any, options: dict[str, str]) -> list[int]:
     """The rows of each task of trafka's plan for a read with ``options``, as
     the registered source plans it (the session's default parallelism)."""
@@ -166,6 +208,9 @@ def main() -> None:
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=2, help="alternating read rounds")
     parser.add_argument(
+        "--reads-only", action="store_true", help="skip the writes and the stream latency"
+    )
+    parser.add_argument(
         "--smoke",
         action="store_true",
         help="a check that the benchmark runs, not a measurement: 2,000 records, one round, "
@@ -175,6 +220,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.records, args.latency_seconds, args.rounds = 2_000, 1.0, 1
+    per = 2_000 if args.smoke else 250_000
+    decode_s, arrow_s = arrow_build(per, args.size)
+    print(
+        f"Arrow without Spark, {per:,} records of {args.size} B: decode {decode_s:.4f} s, "
+        f"build Arrow {arrow_s:.4f} s (CPU, best of 7)"
+    )
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -240,6 +291,10 @@ def main() -> None:
                 for name, frame in reads.items():
                     rates[name] = max(rates[name], timed_read(frame(), args.records))
             spark_r = rates["merged"]
+            if args.reads_only:
+                spark.stop()
+                print_reads(args, sdk_r, spark_r, rates, rows_per_task)
+                return
 
             rows = spark.range(args.records).selectExpr(
                 "cast(id % 1000 as string) as key", f"repeat('x', {args.size}) as value"
@@ -269,25 +324,13 @@ def main() -> None:
             broker.terminate()
             broker.wait(10)
 
-    print(
-        f"spark: {args.records:,} records of {args.size} B, {args.partitions} partitions, local[2]"
-    )
-    print(f"{'':<8}{'trafka alone':>16}{'Spark':>12}{'ratio':>8}")
-    print(f"{'read':<8}{sdk_r:>16,.0f}{spark_r:>12,.0f}{spark_r / sdk_r:>8.2f}")
+    print_reads(args, sdk_r, spark_r, rates, rows_per_task)
     print(f"{'write':<8}{sdk_w:>16,.0f}{spark_w:>12,.0f}{spark_w / sdk_w:>8.2f}")
     print(
         f"write through Spark, best of {args.rounds} alternating rounds, records/s: "
         f"exactly-once {eos_w:,.0f}, at-least-once {spark_w:,.0f}"
     )
     print(f"  exactly-once / at-least-once write {eos_w / spark_w:.2f}")
-    print(
-        f"read, best of {args.rounds} alternating rounds, records/s: trafka {rates['merged']:,.0f} "
-        f"in {len(rows_per_task)} tasks (ranges merged), {rates['per range']:,.0f} in "
-        f"{args.partitions} (one per partition, mergeOffsetRanges=false); ceiling "
-        f"(trivial Python source, same tasks) {rates['ceiling']:,.0f}"
-    )
-    print(f"  trafka / ceiling {rates['merged'] / rates['ceiling']:.2f}")
-    print(f"  merged / one task per partition {rates['merged'] / rates['per range']:.2f}")
     ordered = sorted(latencies)
     if ordered:
         p50 = ordered[len(ordered) // 2] * 1000
@@ -296,6 +339,25 @@ def main() -> None:
             f"stream latency (trigger 0, produced -> row in a foreachBatch sink): "
             f"p50 {p50:.0f} ms, p99 {p99:.0f} ms over {len(ordered)} records"
         )
+
+
+def print_reads(
+    args: Any, sdk_r: float, spark_r: float, rates: dict[str, float], rows_per_task: list[int]
+) -> None:
+    """The read figures: Spark against trafka alone, and against the ceiling."""
+    print(
+        f"spark: {args.records:,} records of {args.size} B, {args.partitions} partitions, local[2]"
+    )
+    print(f"{'':<8}{'trafka alone':>16}{'Spark':>12}{'ratio':>8}")
+    print(f"{'read':<8}{sdk_r:>16,.0f}{spark_r:>12,.0f}{spark_r / sdk_r:>8.2f}")
+    print(
+        f"read, best of {args.rounds} alternating rounds, records/s: trafka {rates['merged']:,.0f} "
+        f"in {len(rows_per_task)} tasks (ranges merged), {rates['per range']:,.0f} in "
+        f"{args.partitions} (one per partition, mergeOffsetRanges=false); ceiling "
+        f"(trivial Python source, same tasks) {rates['ceiling']:,.0f}"
+    )
+    print(f"  trafka / ceiling {rates['merged'] / rates['ceiling']:.2f}")
+    print(f"  merged / one task per partition {rates['merged'] / rates['per range']:.2f}")
 
 
 def stream_latency(spark: Any, servers: str, seconds: float) -> list[float]:

@@ -431,13 +431,53 @@ put(growbuf *b, const void *src, Py_ssize_t n)
 }
 
 /*
- * A nullable binary (or string) column in Arrow's layout: int32 offsets (one
- * more than the items, starting at 0), the items' bytes end to end, and a
- * validity bitmap (bit i set: item i is not null).
+ * An Arrow validity bitmap: bit i set, item i is not null. Bits past the last
+ * item are kept clear, so equal columns have equal bytes.
  */
 typedef struct {
-    growbuf offsets, data, validity;
+    growbuf bits;
     Py_ssize_t n, nulls;
+} bitmap;
+
+static inline int
+bitmap_append(bitmap *m, int valid)
+{
+    Py_ssize_t byte = m->n >> 3;
+    if (byte >= m->bits.len) {
+        unsigned char zero = 0;
+        if (put(&m->bits, &zero, 1)) {
+            return FAILED;
+        }
+    }
+    if (valid) {
+        m->bits.data[byte] |= (unsigned char)(1u << (m->n & 7));
+    } else {
+        m->nulls++;
+    }
+    m->n++;
+    return 0;
+}
+
+/* Back to the first n items (nulls among them). */
+static void
+bitmap_truncate(bitmap *m, Py_ssize_t n, Py_ssize_t nulls)
+{
+    m->n = n;
+    m->nulls = nulls;
+    m->bits.len = (n + 7) >> 3;
+    if (n & 7) {
+        m->bits.data[n >> 3] &= (unsigned char)((1u << (n & 7)) - 1);
+    }
+}
+
+/*
+ * A nullable binary (or string) column in Arrow's layout: int32 offsets (one
+ * more than the items, starting at 0), the items' bytes end to end, and a
+ * validity bitmap.
+ */
+typedef struct {
+    growbuf offsets, data;
+    bitmap valid;
 } binary_col;
 
 static int
@@ -462,38 +502,18 @@ binary_append(binary_col *c, const unsigned char *src, int32_t n)
     if (put(&c->offsets, &at, 4)) {
         return FAILED;
     }
-    Py_ssize_t byte = c->n >> 3;
-    if (byte >= c->validity.len) {
-        unsigned char zero = 0;
-        if (put(&c->validity, &zero, 1)) {
-            return FAILED;
-        }
-    }
-    unsigned char bit = (unsigned char)(1u << (c->n & 7));
-    if (src != NULL) {
-        c->validity.data[byte] |= bit;
-    } else {
-        c->validity.data[byte] &= (unsigned char)~bit;
-        c->nulls++;
-    }
-    c->n++;
-    return 0;
+    return bitmap_append(&c->valid, src != NULL);
 }
 
 /* Back to the first n items (nulls among them). */
 static void
 binary_truncate(binary_col *c, Py_ssize_t n, Py_ssize_t nulls)
 {
-    c->n = n;
-    c->nulls = nulls;
     c->offsets.len = (n + 1) * 4;
     int32_t at;
     memcpy(&at, c->offsets.data + n * 4, 4);
     c->data.len = at;
-    c->validity.len = (n + 7) >> 3;
-    if (n & 7) { /* the dropped items' bits: cleared, so equal columns have equal bytes */
-        c->validity.data[n >> 3] &= (unsigned char)((1u << (n & 7)) - 1);
-    }
+    bitmap_truncate(&c->valid, n, nulls);
 }
 
 static void
@@ -501,7 +521,7 @@ binary_free(binary_col *c)
 {
     PyMem_Free(c->offsets.data);
     PyMem_Free(c->data.data);
-    PyMem_Free(c->validity.data);
+    PyMem_Free(c->valid.bits.data);
 }
 
 /* A buffer's bytes (b"" when it is empty, never allocated). */
@@ -511,11 +531,18 @@ buffer_bytes(const growbuf *b)
     return PyBytes_FromStringAndSize(b->len ? (const char *)b->data : "", b->len);
 }
 
+/* A bitmap's bytes, or None when no item is null (Arrow's "all valid"). */
+static PyObject *
+bitmap_bytes(const bitmap *m)
+{
+    return m->nulls ? buffer_bytes(&m->bits) : Py_NewRef(Py_None);
+}
+
 /* (validity bytes or None when no item is null, offsets bytes, data bytes, null count) */
 static PyObject *
 binary_result(const binary_col *c)
 {
-    PyObject *validity = c->nulls ? buffer_bytes(&c->validity) : Py_NewRef(Py_None);
+    PyObject *validity = bitmap_bytes(&c->valid);
     PyObject *offsets = buffer_bytes(&c->offsets);
     PyObject *data = buffer_bytes(&c->data);
     if (validity == NULL || offsets == NULL || data == NULL) {
@@ -524,17 +551,21 @@ binary_result(const binary_col *c)
         Py_XDECREF(data);
         return NULL;
     }
-    return Py_BuildValue("(NNNn)", validity, offsets, data, c->nulls);
+    return Py_BuildValue("(NNNn)", validity, offsets, data, c->valid.nulls);
 }
 
 /*
- * The records decoded so far as columns: int64 offsets, int64 timestamps,
- * int32 timestamp types, keys and values; with headers, an int32 offset per
- * record (one more, from 0) into the header names and values, one entry per header.
+ * The records decoded so far as columns: int64 offsets; timestamps as Arrow's
+ * timestamp("us") (int64 microseconds, what Spark's TimestampType holds, with
+ * a validity bitmap: Kafka's "no timestamp", any negative one, is null and
+ * stored as 0); int32 timestamp types; keys and values; with headers, an
+ * int32 offset per record (one more, from 0) into the header names and
+ * values, one entry per header.
  */
 typedef struct {
     Py_ssize_t n;
     growbuf offset, timestamp, timestamp_type;
+    bitmap timestamp_valid;
     binary_col key, value;
     int with_headers;
     growbuf header_start;
@@ -543,7 +574,7 @@ typedef struct {
 
 /* Where a batch started, to go back to when it turns out malformed. */
 typedef struct {
-    Py_ssize_t n, key_nulls, value_nulls, headers, header_value_nulls;
+    Py_ssize_t n, timestamp_nulls, key_nulls, value_nulls, headers, header_value_nulls;
 } columns_mark;
 
 static int
@@ -568,6 +599,7 @@ columns_free(columns *c)
     PyMem_Free(c->offset.data);
     PyMem_Free(c->timestamp.data);
     PyMem_Free(c->timestamp_type.data);
+    PyMem_Free(c->timestamp_valid.bits.data);
     binary_free(&c->key);
     binary_free(&c->value);
     PyMem_Free(c->header_start.data);
@@ -578,7 +610,8 @@ columns_free(columns *c)
 static columns_mark
 columns_mark_of(const columns *c)
 {
-    columns_mark m = {c->n, c->key.nulls, c->value.nulls, c->header_name.n, c->header_value.nulls};
+    columns_mark m = {c->n, c->timestamp_valid.nulls, c->key.valid.nulls, c->value.valid.nulls,
+                      c->header_name.valid.n, c->header_value.valid.nulls};
     return m;
 }
 
@@ -589,6 +622,7 @@ columns_reset(columns *c, const columns_mark *m)
     c->offset.len = m->n * 8;
     c->timestamp.len = m->n * 8;
     c->timestamp_type.len = m->n * 4;
+    bitmap_truncate(&c->timestamp_valid, m->n, m->timestamp_nulls);
     binary_truncate(&c->key, m->n, m->key_nulls);
     binary_truncate(&c->value, m->n, m->value_nulls);
     if (c->with_headers) {
@@ -598,11 +632,20 @@ columns_reset(columns *c, const columns_mark *m)
     }
 }
 
+/* The largest timestamp (ms) whose microseconds fit in int64. */
+#define MAX_MICROS_MS (INT64_MAX / 1000)
+
 static int
 emit_columns(const record_fields *r, const decode_args *a, columns *c)
 {
     int rc;
-    if ((rc = put(&c->offset, &r->offset, 8)) || (rc = put(&c->timestamp, &r->timestamp, 8)) ||
+    int valid = r->timestamp >= 0;
+    if (r->timestamp > MAX_MICROS_MS) {
+        return REFUSE; /* no microseconds for it: the Python path explains */
+    }
+    int64_t micros = valid ? r->timestamp * 1000 : 0;
+    if ((rc = put(&c->offset, &r->offset, 8)) || (rc = put(&c->timestamp, &micros, 8)) ||
+        (rc = bitmap_append(&c->timestamp_valid, valid)) ||
         (rc = put(&c->timestamp_type, &a->timestamp_type, 4)) ||
         (rc = binary_append(&c->key, r->key, r->key_len)) ||
         (rc = binary_append(&c->value, r->value, r->value_len))) {
@@ -619,10 +662,10 @@ emit_columns(const record_fields *r, const decode_args *a, columns *c)
                 return rc;
             }
         }
-        if (c->header_name.n > INT32_MAX) {
+        if (c->header_name.valid.n > INT32_MAX) {
             return REFUSE;
         }
-        int32_t at = (int32_t)c->header_name.n;
+        int32_t at = (int32_t)c->header_name.valid.n;
         if ((rc = put(&c->header_start, &at, 4))) {
             return rc;
         }
@@ -632,9 +675,9 @@ emit_columns(const record_fields *r, const decode_args *a, columns *c)
 }
 
 /*
- * (count, offsets, timestamps, timestamp_types, key, value, headers): the
- * int columns as bytes (native byte order), key and value as binary_result()
- * tuples, headers None or (record starts, names, values).
+ * (count, offsets, (timestamps, validity or None, null count), timestamp_types,
+ * key, value, headers): the int columns as bytes (native byte order), key and
+ * value as binary_result() tuples, headers None or (record starts, names, values).
  */
 static PyObject *
 columns_result(const columns *c)
@@ -648,7 +691,14 @@ columns_result(const columns *c)
             return NULL;
         }
     }
-    return Py_BuildValue("(nNNNNNN)", c->n, buffer_bytes(&c->offset), buffer_bytes(&c->timestamp),
+    PyObject *timestamps =
+        Py_BuildValue("(NNn)", buffer_bytes(&c->timestamp), bitmap_bytes(&c->timestamp_valid),
+                      c->timestamp_valid.nulls);
+    if (timestamps == NULL) {
+        Py_DECREF(headers);
+        return NULL;
+    }
+    return Py_BuildValue("(nNNNNNN)", c->n, buffer_bytes(&c->offset), timestamps,
                          buffer_bytes(&c->timestamp_type), binary_result(&c->key),
                          binary_result(&c->value), headers);
 }
@@ -931,8 +981,10 @@ PyDoc_STRVAR(decode_records_columns_doc,
 "Decode the (decompressed) records section of a magic 2 batch into columns.\n\n"
 "As decode_records, but the records (those at or above ``min_offset``) become\n"
 "column buffers in Arrow's layout: ``(count, offsets, timestamps,\n"
-"timestamp_types, key, value, headers)``, int64/int64/int32 bytes in native\n"
-"byte order (every record's timestamp type is ``timestamp_type``), key and\n"
+"timestamp_types, key, value, headers)``, int64/int32 bytes in native byte\n"
+"order (every record's timestamp type is ``timestamp_type``), timestamps\n"
+"``(int64 microseconds, validity or None, null count)`` (a negative\n"
+"timestamp is null), key and\n"
 "value each ``(validity or None, int32 offsets, data, null count)``, headers\n"
 "None unless ``headers`` is true, else ``(int32 record starts, names,\n"
 "values)`` with names and values laid out as key and value.\n\n"

@@ -9,9 +9,14 @@ and ``Array.from_buffers``); this module does not import pyarrow.
 Rules and invariants:
 
 * One set of buffers (:class:`ColumnBuffers`) is what one decoding call made:
-  ``offsets`` and ``timestamps`` int64, ``timestamp_types`` int32 (0 create
-  time, 1 log-append time, -1 legacy magic 0), native byte order, one entry per
-  record; ``key`` and ``value`` binary columns (:class:`BinaryColumn`: int32
+  ``offsets`` int64, ``timestamp_types`` int32 (0 create time, 1 log-append
+  time, -1 legacy magic 0), native byte order, one entry per record;
+  ``timestamps`` as Arrow's ``timestamp("us")`` (:class:`TimestampColumn`:
+  int64 microseconds, Spark's ``TimestampType``, so a reader hands them on
+  without a cast or a multiplication; Kafka's "no timestamp", any negative
+  one, is null, its slot 0; a timestamp whose microseconds do not fit in
+  int64 is a :class:`~trafka.codec.records.DecodeError`, as Spark's own
+  conversion fails on it); ``key`` and ``value`` binary columns (:class:`BinaryColumn`: int32
   offsets from 0, one more than the items, the bytes end to end, a validity
   bitmap or None when nothing is null); ``headers`` None unless asked for,
   else an int32 start per record (one more, from 0) into the header names
@@ -40,16 +45,65 @@ from . import _accel
 from ._batch_decode import _checked_payload, _decode_records_v2, _records_section
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from .crc import crc32c_function
-from .records import BytesLike, RecordBatchHeader
+from .records import BytesLike, DecodeError, RecordBatchHeader
 
 __all__ = [
     "BinaryColumn",
     "ColumnBuffers",
     "HeaderColumns",
     "RecordColumns",
+    "TimestampColumn",
     "decode_batch_columns",
     "decode_batch_run_columns",
 ]
+
+
+def _validity(valid: Sequence[bool]) -> tuple[bytes | None, int]:
+    """An Arrow validity bitmap of ``valid`` (None when every item is valid) and the null count."""
+    bits = bytearray((len(valid) + 7) >> 3)
+    for i, ok in enumerate(valid):
+        if ok:
+            bits[i >> 3] |= 1 << (i & 7)
+    nulls = len(valid) - sum(valid)
+    return (bytes(bits) if nulls else None), nulls
+
+
+def _is_valid(validity: bytes | None, i: int) -> bool:
+    return validity is None or bool(validity[i >> 3] & (1 << (i & 7)))
+
+
+# The largest timestamp (ms) whose microseconds fit in int64.
+_MAX_MICROS_MS = (2**63 - 1) // 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampColumn:
+    """Timestamps in Arrow's ``timestamp("us")`` layout (see the module doc)."""
+
+    micros: bytes  # int64
+    validity: bytes | None  # bit i set: timestamp i is not null; None: none is null
+    nulls: int
+
+    @classmethod
+    def pack(cls, millis: Sequence[int]) -> TimestampColumn:
+        """From Kafka's timestamps (ms, negative: none)."""
+        for ms in millis:
+            if ms > _MAX_MICROS_MS:
+                raise DecodeError(
+                    f"timestamp {ms} ms is beyond what int64 microseconds (Spark's "
+                    "TimestampType) hold"
+                )
+        validity, nulls = _validity([ms >= 0 for ms in millis])
+        return cls(
+            array("q", [ms * 1000 if ms >= 0 else 0 for ms in millis]).tobytes(), validity, nulls
+        )
+
+    def millis(self, i: int) -> int:
+        """Timestamp ``i`` in Kafka's terms (ms, -1 when null)."""
+        if not _is_valid(self.validity, i):
+            return -1
+        value: int = memoryview(self.micros).cast("q")[i]
+        return value // 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,19 +119,15 @@ class BinaryColumn:
     def pack(cls, items: Sequence[bytes | None]) -> BinaryColumn:
         offsets = array("i", [0])
         data = bytearray()
-        validity = bytearray((len(items) + 7) >> 3)
-        nulls = 0
-        for i, item in enumerate(items):
-            if item is None:
-                nulls += 1
-            else:
+        for item in items:
+            if item is not None:
                 data += item
-                validity[i >> 3] |= 1 << (i & 7)
             offsets.append(len(data))
-        return cls(bytes(validity) if nulls else None, offsets.tobytes(), bytes(data), nulls)
+        validity, nulls = _validity([item is not None for item in items])
+        return cls(validity, offsets.tobytes(), bytes(data), nulls)
 
     def item(self, i: int) -> bytes | None:
-        if self.validity is not None and not self.validity[i >> 3] & (1 << (i & 7)):
+        if not _is_valid(self.validity, i):
             return None
         at = memoryview(self.offsets).cast("i")
         return self.data[at[i] : at[i + 1]]
@@ -98,7 +148,7 @@ class ColumnBuffers:
 
     count: int
     offsets: bytes  # int64
-    timestamps: bytes  # int64, ms (-1: none)
+    timestamps: TimestampColumn
     timestamp_types: bytes  # int32
     key: BinaryColumn
     value: BinaryColumn
@@ -111,7 +161,7 @@ class ColumnBuffers:
         return cls(
             count,
             offsets,
-            timestamps,
+            TimestampColumn(*timestamps),
             types,
             BinaryColumn(*key),
             BinaryColumn(*value),
@@ -148,7 +198,7 @@ class ColumnBuffers:
         return cls(
             n,
             array("q", [r[0] for r in records]).tobytes(),
-            array("q", [r[1] for r in records]).tobytes(),
+            TimestampColumn.pack([r[1] for r in records]),
             array("i", types).tobytes(),
             BinaryColumn.pack([r[2] for r in records]),
             BinaryColumn.pack([r[3] for r in records]),
@@ -240,12 +290,12 @@ class RecordColumns:
 
     def rows(self) -> list[tuple[int, int, bytes | None, bytes | None, tuple[Any, ...], int]]:
         """Every record as ``(offset, timestamp, key, value, headers, timestamp_type)``
-        (slow: for tests and checks; headers empty when not decoded)."""
+        (slow: for tests and checks; timestamps in ms, -1 for none; headers
+        empty when not decoded)."""
         out = []
         for p in self._pieces:
             b = p.buffers
             offsets = memoryview(b.offsets).cast("q")
-            stamps = memoryview(b.timestamps).cast("q")
             types = memoryview(b.timestamp_types).cast("i")
             starts = memoryview(b.headers.starts).cast("i") if b.headers else None
             for i in range(p.start, p.stop):
@@ -257,7 +307,14 @@ class RecordColumns:
                         for j in range(starts[i], starts[i + 1])
                     )
                 out.append(
-                    (offsets[i], stamps[i], b.key.item(i), b.value.item(i), headers, types[i])
+                    (
+                        offsets[i],
+                        b.timestamps.millis(i),
+                        b.key.item(i),
+                        b.value.item(i),
+                        headers,
+                        types[i],
+                    )
                 )
         return out
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -56,7 +55,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ..codec.columns import BinaryColumn, ColumnBuffers, RecordColumns
+from ..codec.columns import BinaryColumn, ColumnBuffers, RecordColumns, TimestampColumn
 from ..sdk.errors import ConfigError
 from ..sdk.txn_handoff import PreparedTransaction
 from . import _eos, _kafka
@@ -309,16 +308,32 @@ def _batch(
     return pa.RecordBatch.from_arrays(columns, schema=arrow)
 
 
-def _binary(column: BinaryColumn, kind: pa.DataType, start: int, stop: int) -> pa.Array:
-    validity = None if column.validity is None else pa.py_buffer(column.validity)
-    # The null count of a slice is left for Arrow to count (-1), from the bitmap.
-    whole = start == 0 and (len(column.offsets) >> 2) - 1 == stop
+def _nullable(
+    kind: pa.DataType,
+    start: int,
+    stop: int,
+    size: int,
+    validity: bytes | None,
+    nulls: int,
+    *buffers: bytes,
+) -> pa.Array:
+    """Items ``start`` to ``stop`` of a nullable column of ``size`` items,
+    its buffers wrapped as ``kind``. The null count of a slice is left for
+    Arrow to count (-1), from the bitmap."""
+    whole = start == 0 and stop == size
     return pa.Array.from_buffers(
         kind,
         stop - start,
-        [validity, pa.py_buffer(column.offsets), pa.py_buffer(column.data)],
-        null_count=column.nulls if whole or column.validity is None else -1,
+        [None if validity is None else pa.py_buffer(validity), *map(pa.py_buffer, buffers)],
+        null_count=nulls if whole or validity is None else -1,
         offset=start,
+    )
+
+
+def _binary(column: BinaryColumn, kind: pa.DataType, start: int, stop: int) -> pa.Array:
+    size = (len(column.offsets) >> 2) - 1
+    return _nullable(
+        kind, start, stop, size, column.validity, column.nulls, column.offsets, column.data
     )
 
 
@@ -326,24 +341,11 @@ def _ints(data: bytes, start: int, stop: int, kind: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(kind, stop - start, [None, pa.py_buffer(data)], 0, start)
 
 
-# Called as functions: pyarrow.compute's wrappers cost more than the work on a chunk.
-_MULTIPLY = pc.get_function("multiply")  # unchecked: Kafka's milliseconds fit with room
-_MIN = pc.get_function("min")
-_MICROS_PER_MS = pa.scalar(1000, pa.int64())
-
-
-def _timestamps(data: bytes, start: int, stop: int, kind: pa.DataType) -> pa.Array:
-    """Kafka's timestamps (int64 milliseconds, -1 for none) as ``kind``, Spark's
-    (microseconds): one multiplication into a new int64 buffer, typed as
-    ``kind`` as it is wrapped, so no cast runs; a record without one is null."""
-    n = stop - start
-    millis = _ints(data, start, stop, pa.int64())
-    micros = _MULTIPLY.call([millis, _MICROS_PER_MS]).buffers()[1]  # a new array: offset 0
-    if n and _MIN.call([millis]).as_py() < 0:
-        # A comparison's values, a bitmap from offset 0, are the validity bitmap.
-        valid = pc.greater_equal(millis, 0).buffers()[1]
-        return pa.Array.from_buffers(kind, n, [valid, micros], null_count=-1)
-    return pa.Array.from_buffers(kind, n, [None, micros], null_count=0)
+def _timestamps(column: TimestampColumn, start: int, stop: int, kind: pa.DataType) -> pa.Array:
+    """The codec's timestamp column (int64 microseconds with nulls, Spark's
+    layout) typed as ``kind`` as it is wrapped: no cast, no pass over it."""
+    size = len(column.micros) >> 3
+    return _nullable(kind, start, stop, size, column.validity, column.nulls, column.micros)
 
 
 def _piece(

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import datetime
 
+import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -17,8 +20,18 @@ from trafka.codec.columns import (
     decode_batch_columns,
     decode_batch_run_columns,
 )
-from trafka.codec.records import encode_batch
-from trafka.sdk.fetcher import ConsumerRecord
+from trafka.codec.compression import Compression
+from trafka.codec.legacy import encode_message_set
+from trafka.codec.messages import k01_fetch as fetch
+from trafka.codec.messages import k03_metadata as md
+from trafka.codec.records import (
+    DecodeError,
+    encode_batch,
+    encode_control_batch,
+    set_base_offset,
+)
+from trafka.sdk.fetcher import ConsumerRecord, Fetcher, TopicPartition
+from trafka.sdk.metadata import MetadataCache
 from trafka.spark._kafka import _packed
 from trafka.spark.source import _HEADERS, SCHEMA, _batch
 
@@ -133,3 +146,219 @@ def test_packed_and_decoded_columns_are_equal() -> None:
     ((fast, _, _),) = list(run.pieces())
     packed = ColumnBuffers.pack([r[:5] for r in expected], [r[5] for r in expected], True)
     assert fast == packed
+
+
+# -- the C columns against the pure-Python reference, through the fetcher ---------------------
+
+_Row = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
+
+_bytes_or_null = st.none() | st.just(b"") | st.binary(min_size=1, max_size=12)
+# Kafka's "no timestamp" (-1), other negatives (null too), and real ones.
+_stamps = st.sampled_from([-1, -7, 0]) | st.integers(0, 2**44)
+_row_lists = st.lists(
+    st.tuples(
+        _stamps,
+        _bytes_or_null,
+        _bytes_or_null,
+        st.lists(st.tuples(st.text(max_size=3), _bytes_or_null), max_size=2).map(tuple),
+    ),
+    min_size=1,
+    max_size=6,
+)
+# (kind, records, compression or fate): a committed or aborted transaction's
+# batch is followed by its marker, an aborted one is listed as the broker lists it.
+_ENTRY_KINDS = ["plain", "log-append", "compressed", "txn", "legacy0", "legacy1"]
+
+
+def _fetch_blob(
+    entries: list[tuple[str, list[_Row], int]],
+) -> tuple[bytes, list[fetch.FetchResponse.AbortedTransaction]]:
+    parts, aborted = [], []
+    offset = 0
+    for i, (kind, rows, pick) in enumerate(entries):
+        compression = [Compression.NONE, Compression.GZIP, Compression.LZ4][pick % 3]
+        if kind.startswith("legacy"):
+            # Legacy messages carry no headers (and magic 0 no timestamp).
+            legacy = [(ts, k, v, ()) for ts, k, v, _ in rows]
+            magic = int(kind[-1])
+            parts.append(
+                encode_message_set(legacy, magic=magic, compression=compression, base_offset=offset)
+            )
+            offset += len(rows)
+            continue
+        pid = 100 + i
+        raw = encode_batch(
+            rows,  # type: ignore[arg-type]
+            compression=compression if kind != "plain" else Compression.NONE,
+            timestamp_type=int(kind == "log-append"),
+            producer_id=pid if kind == "txn" else -1,
+            producer_epoch=0 if kind == "txn" else -1,
+            base_sequence=0 if kind == "txn" else -1,
+            is_transactional=kind == "txn",
+        )
+        parts.append(bytes(set_base_offset(raw, offset)))
+        if kind == "txn":
+            commit = pick % 2 == 0
+            if not commit:
+                aborted.append(
+                    fetch.FetchResponse.AbortedTransaction(first_offset=offset, producer_id=pid)
+                )
+            offset += len(rows)
+            marker = encode_control_batch(
+                int(commit), producer_id=pid, producer_epoch=0, coordinator_epoch=0, timestamp=1
+            )
+            parts.append(bytes(set_base_offset(marker, offset)))
+            offset += 1
+        else:
+            offset += len(rows)
+    return b"".join(parts), aborted
+
+
+def _fetched(
+    blob: bytes,
+    aborted: list[fetch.FetchResponse.AbortedTransaction],
+    read_committed: bool,
+    position: int,
+    columns: bool | None = None,
+) -> Fetcher:
+    M = md.MetadataResponse
+    cache = MetadataCache()
+    cache.update(
+        M(
+            brokers=[M.MetadataResponseBroker(node_id=1, host="h", port=1)],
+            topics=[
+                M.MetadataResponseTopic(
+                    name="t",
+                    partitions=[M.MetadataResponsePartition(partition_index=0, leader_id=1)],
+                )
+            ],
+        ),
+        now=0.0,
+    )
+    f = Fetcher(cache, read_committed=read_committed)
+    f.columns = columns
+    tp = TopicPartition("t", 0)
+    f.assign([tp])
+    f.seek(tp, position)
+    _, positions = f.build_fetch([tp], 12)
+    R = fetch.FetchResponse
+    answer = R(
+        responses=[
+            R.FetchableTopicResponse(
+                topic="t",
+                partitions=[
+                    R.PartitionData(
+                        partition_index=0,
+                        high_watermark=10_000,
+                        last_stable_offset=10_000,
+                        records=blob,
+                        aborted_transactions=aborted,
+                    )
+                ],
+            )
+        ]
+    )
+    assert f.handle_fetch_response(positions, answer)
+    return f
+
+
+def _arrow_of_records(records: list[ConsumerRecord], schema: pa.Schema) -> pa.RecordBatch:
+    """The records the tuple path decoded, as Spark's row values, converted by
+    pyarrow from Python lists: a reference independent of the column buffers."""
+    columns = {
+        "key": [r.key for r in records],
+        "value": [r.value for r in records],
+        "topic": [r.topic for r in records],
+        "partition": [r.partition for r in records],
+        "offset": [r.offset for r in records],
+        "timestamp": [
+            EPOCH + datetime.timedelta(milliseconds=r.timestamp) if r.timestamp >= 0 else None
+            for r in records
+        ],
+        "timestampType": [r.timestamp_type for r in records],
+        "headers": [[{"key": k, "value": v} for k, v in r.headers] for r in records],
+    }
+    return pa.RecordBatch.from_pydict({f.name: columns[f.name] for f in schema}, schema=schema)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    entries=st.lists(
+        st.tuples(st.sampled_from(_ENTRY_KINDS), _row_lists, st.integers(0, 5)),
+        min_size=1,
+        max_size=6,
+    ),
+    read_committed=st.booleans(),
+    headers=st.booleans(),
+    position=st.integers(0, 4),
+    chunk=st.integers(1, 9),
+)
+def test_c_and_python_columns_make_equal_record_batches(
+    entries: list[tuple[str, list[_Row], int]],
+    read_committed: bool,
+    headers: bool,
+    position: int,
+    chunk: int,
+) -> None:
+    """What Spark is handed is the same whether the C accelerator decoded the
+    fetch into column buffers or the pure-Python path packed them, chunk for
+    chunk, and equals the records of the tuple path converted by pyarrow:
+    nulls, empty values, negative timestamps (null), compressed batches,
+    legacy message sets, and under ``read_committed`` the control records and
+    aborted transactions left out (KIP-98)."""
+    if _accel.speedups is None:
+        pytest.skip("the C accelerator is not built")
+    blob, aborted = _fetch_blob(entries)
+    schema = WITH_HEADERS if headers else PLAIN
+    tp = TopicPartition("t", 0)
+
+    def batches(fast: bool) -> list[pa.RecordBatch]:
+        saved = _accel.speedups
+        _accel.speedups = saved if fast else None
+        try:
+            f = _fetched(blob, aborted, read_committed, position, columns=headers)
+            out = []
+            while f.has_data():
+                records = f.take_columns(chunk).get(tp)
+                if records:
+                    out.append(_batch(records, "t", 0, schema))
+            return out
+        finally:
+            _accel.speedups = saved
+
+    fast, slow = batches(True), batches(False)
+    assert [b.num_rows for b in fast] == [b.num_rows for b in slow]
+    for got, want in zip(fast, slow, strict=True):
+        got.validate(full=True)
+        assert got.schema == schema
+        assert got.equals(want)
+    f = _fetched(blob, aborted, read_committed, position)
+    records = []
+    while f.has_data():
+        records.extend(f.take(chunk).get(tp, ()))
+    reference = _arrow_of_records(records, schema)
+    assert (
+        pa.Table.from_batches(fast, schema)
+        .combine_chunks()
+        .equals(pa.Table.from_batches([reference], schema).combine_chunks())
+    )
+
+
+def test_a_timestamp_beyond_microseconds_is_a_clear_error() -> None:
+    """Spark's TimestampType holds int64 microseconds; a Kafka timestamp past
+    that (ms above 2**63 // 1000) has no value there, so both paths refuse the
+    batch, naming the timestamp, rather than wrap it around (Spark's own
+    connector fails on it too)."""
+    too_big = (2**63 - 1) // 1000 + 1
+    batch = encode_batch([(5, None, b"a", ()), (too_big, None, b"b", ())])
+    for speedups in (_accel.speedups, None):
+        saved = _accel.speedups
+        _accel.speedups = speedups
+        try:
+            with pytest.raises(DecodeError, match=f"timestamp {too_big} ms"):
+                decode_batch_columns(batch)
+        finally:
+            _accel.speedups = saved
+    ok = encode_batch([(too_big - 1, None, b"a", ())])
+    ((buffers, _, _),) = decode_batch_columns(ok)[1].pieces()
+    assert buffers.timestamps.millis(0) == too_big - 1
