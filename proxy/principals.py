@@ -201,10 +201,10 @@ def _scram_user(text: str) -> str | None:
 
 def _bearer_subject(text: str, sub_claim: str) -> str | None:
     # "n,,\x01auth=Bearer <jwt>\x01...\x01\x01": the principal is a claim of the JWT.
-    for pair in text.split("\x01"):
-        key, _, value = pair.partition("=")
-        if key != "auth":
-            continue
+    auths = [pair[5:] for pair in text.split("\x01") if pair.startswith("auth=")]
+    # More than one auth pair: brokers differ on which token they check (Kafka's
+    # parser keeps the last, brokerlite refuses the message), so none is read.
+    for value in auths if len(auths) == 1 else ():
         scheme, _, token = value.partition(" ")
         pieces = token.split(".")
         if scheme.lower() != "bearer" or len(pieces) != 3:

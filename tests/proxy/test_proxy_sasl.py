@@ -173,6 +173,21 @@ def test_oauthbearer_principal_is_the_sub_claim() -> None:
         assert watch.answered(0, b"") == expected
 
 
+def test_an_oauthbearer_message_with_two_tokens_names_no_principal() -> None:
+    """RFC 7628 gives ``auth`` once; a message with two has no principal the proxy
+    can be sure of: Kafka's OAuthBearerClientInitialResponse reads the pairs into
+    a map (the last ``auth`` is the token it validates), so reading the first
+    would route a client holding a valid token for mallory as the alice its
+    first, unchecked token names."""
+    alice, mallory = unsecured_token("alice", now_ms=0), unsecured_token("mallory", now_ms=0)
+    message = f"n,,\x01auth=Bearer {alice}\x01auth=Bearer {mallory}\x01\x01".encode()
+    watch = SaslWatch()
+    watch.handshake("OAUTHBEARER")
+    watch.request(message)
+    assert watch.answered(0, b"") is None
+    assert watch.principal is None
+
+
 def test_reauthentication_as_someone_else_drops_the_principal() -> None:
     watch = SaslWatch()
     for user, expected in (("alice", "User:alice"), ("alice", "User:alice"), ("bob", None)):
