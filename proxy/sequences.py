@@ -463,7 +463,9 @@ class Session:
         unacknowledged batch of its partition is in flight on that connection,
         and there is none while the leader may hold no state for the producer."""
         t = self.targets.get((u.topic, u.partition))
-        for p in t.pending if t is not None else ():
+        if t is None:
+            return True
+        for p in t.pending:
             if p is u:
                 break
             if p.state is not State.SENT or p.link != link or not t.confirmed:
