@@ -551,7 +551,9 @@ async def _pipelined_login_then_produce(servers: str, topic: str) -> int:
                 topic_data=[
                     pm.ProduceRequest.TopicProduceData(
                         name=topic,
-                        partition_data=[pm.ProduceRequest.PartitionProduceData(index=0, records=batch)],
+                        partition_data=[
+                            pm.ProduceRequest.PartitionProduceData(index=0, records=batch)
+                        ],
                     )
                 ],
             )
@@ -561,7 +563,10 @@ async def _pipelined_login_then_produce(servers: str, topic: str) -> int:
 
 
 async def _held_relay(
-    broker: str, listening: trio.MemorySendChannel[int], *, task_status: Any = trio.TASK_STATUS_IGNORED
+    broker: str,
+    listening: trio.MemorySendChannel[int],
+    *,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """A TCP relay to ``broker`` that holds the broker's answers on a connection
     whose first request is a SaslHandshake until four requests went through:
@@ -581,7 +586,7 @@ async def _held_relay(
                 reader.feed(data)
                 while (got := reader.next_frame()) is not None:
                     count += 1
-                    if count == 1 and int.from_bytes(got[:2], "big") != 17 or count == 4:
+                    if (count == 1 and int.from_bytes(got[:2], "big") != 17) or count == 4:
                         released.set()
 
         async def back() -> None:
