@@ -237,10 +237,10 @@ class ClientBatch:
         records, written already, are not written twice)."""
         before: tuple[ErrorCode, str | None, int, int, int] | None = None
         for batch in reversed(self._chain()):  # the oldest first
-            before = batch._after_outcome(before)
+            before = batch.outcome_after(before)
         return before
 
-    def _after_outcome(
+    def outcome_after(
         self, before: tuple[ErrorCode, str | None, int, int, int] | None
     ) -> tuple[ErrorCode, str | None, int, int, int] | None:
         """This batch's outcome, given the earlier batch's (``before``; not read
