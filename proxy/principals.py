@@ -41,6 +41,7 @@ import binascii
 import json
 import logging
 import os
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -86,6 +87,19 @@ _LOGIN_FRAME = 1 << 20
 # -- watching a client's exchange ----------------------------------------------------------
 
 
+class _Exchange:
+    """One SASL exchange (from its handshake): what its first message claims."""
+
+    __slots__ = ("claim", "done_at", "mechanism", "sent")
+
+    def __init__(self, mechanism: str | None) -> None:
+        self.mechanism = mechanism
+        # The answer (1-based) that ends a successful exchange: SCRAM's server-final.
+        self.done_at = {"PLAIN": 1, "OAUTHBEARER": 1}.get(mechanism or "", 2)
+        self.claim: str | None = None
+        self.sent = 0  # its SaslAuthenticate requests so far
+
+
 class SaslWatch:
     """One client connection's SASL exchange as the proxy sees it pass.
 
@@ -93,50 +107,62 @@ class SaslWatch:
     (:meth:`handshake`, :meth:`request`) and the broker's SaslAuthenticate
     answers (:meth:`answered`); :attr:`principal` is set once an exchange
     succeeded for a name the proxy could read.
+
+    A client may write its next requests before the broker answered the
+    previous ones (a second handshake and another name among them), so each
+    answer is judged against the request it answers, never against the latest
+    one: the requests wait in order for their answers (a broker answers a
+    connection's requests in order).
     """
 
-    __slots__ = ("_claim", "_done_at", "_mechanism", "_steps", "_sub_claim", "principal")
+    __slots__ = ("_exchange", "_sub_claim", "_waiting", "principal")
 
     def __init__(self, sub_claim: str = "sub") -> None:
         self._sub_claim = sub_claim  # the OAUTHBEARER token claim naming the principal
         self.principal: str | None = None
-        self._mechanism: str | None = None
-        self._claim: str | None = None
-        self._steps = 0
-        self._done_at = 0
+        self._exchange: _Exchange | None = None
+        # (exchange, its message's 1-based step) per request not yet answered.
+        self._waiting: deque[tuple[_Exchange | None, int]] = deque()
 
     def handshake(self, mechanism: str | None) -> None:
         """A (re-)authentication starts with ``mechanism``."""
-        self._mechanism = (mechanism or "").upper() or None
-        self._claim = None
-        self._steps = 0
-        self._done_at = {"PLAIN": 1, "OAUTHBEARER": 1}.get(self._mechanism or "", 2)
+        self._exchange = _Exchange((mechanism or "").upper() or None)
 
     def request(self, auth_bytes: bytes) -> None:
         """The client's next SaslAuthenticate message."""
-        if self._steps == 0:
-            self._claim = _claimed(self._mechanism, auth_bytes, self._sub_claim)
+        exchange = self._exchange
+        if exchange is None:  # no handshake: the broker refuses it
+            self._waiting.append((None, 0))
+            return
+        exchange.sent += 1
+        if exchange.sent == 1:
+            exchange.claim = _claimed(exchange.mechanism, auth_bytes, self._sub_claim)
+        self._waiting.append((exchange, exchange.sent))
 
     def answered(self, error_code: int, auth_bytes: bytes) -> str | None:
-        """The broker's answer to the latest message; returns the principal when
-        this answer completes a successful exchange."""
-        self._steps += 1
+        """The broker's answer to the oldest message not yet answered; returns
+        the principal when this answer completes a successful exchange."""
+        if not self._waiting:
+            return None  # an answer to no request the proxy saw
+        exchange, step = self._waiting.popleft()
+        if exchange is None:
+            return None
         if error_code != 0:
-            self._claim = None
+            exchange.claim = None
             return None
-        if self._mechanism == "OAUTHBEARER" and auth_bytes:
-            self._claim = None  # an error challenge (RFC 7628): a refusal follows
+        if exchange.mechanism == "OAUTHBEARER" and auth_bytes:
+            exchange.claim = None  # an error challenge (RFC 7628): a refusal follows
             return None
-        if self._steps != self._done_at or self._claim is None:
+        if step != exchange.done_at or exchange.claim is None:
             return None
-        if self._done_at == 2 and not auth_bytes.startswith(b"v="):
+        if exchange.done_at == 2 and not auth_bytes.startswith(b"v="):
             return None  # a SCRAM server-final that is not a verifier (RFC 5802 "e=")
-        if self.principal is not None and self.principal != self._claim:
+        if self.principal is not None and self.principal != exchange.claim:
             # Kafka refuses a re-authentication as another principal; should a
             # broker not, the proxy does not guess which one holds.
             self.principal = None
             return None
-        self.principal = self._claim
+        self.principal = exchange.claim
         return self.principal
 
 
@@ -175,10 +201,10 @@ def _scram_user(text: str) -> str | None:
 
 def _bearer_subject(text: str, sub_claim: str) -> str | None:
     # "n,,\x01auth=Bearer <jwt>\x01...\x01\x01": the principal is a claim of the JWT.
-    for pair in text.split("\x01"):
-        key, _, value = pair.partition("=")
-        if key != "auth":
-            continue
+    auths = [pair[5:] for pair in text.split("\x01") if pair.startswith("auth=")]
+    # More than one auth pair: brokers differ on which token they check (Kafka's
+    # parser keeps the last, brokerlite refuses the message), so none is read.
+    for value in auths if len(auths) == 1 else ():
         scheme, _, token = value.partition(" ")
         pieces = token.split(".")
         if scheme.lower() != "bearer" or len(pieces) != 3:
@@ -486,7 +512,8 @@ class SaslRouting:
         try:
             code, auth_bytes = read_authenticate_answer(frame, version)
         except (DecodeError, TrafkaError):
-            return None
+            # Judged a failure, so the next answer is still matched to its own request.
+            code, auth_bytes = ErrorCode.ILLEGAL_SASL_STATE, b""
         principal = client.watch.answered(code, auth_bytes)
         client.pool = None if client.principal is None else client.pool
         if principal is None or client.pool is not None:

@@ -208,9 +208,19 @@ class ClientBatch:
     def unanswered(self) -> list[Upstream]:
         """The upstream batches, its own and its unsettled predecessors', whose
         answers its outcome waits for."""
-        out = [u for u in self.upstream if u.state in (State.PLANNED, State.SENT)]
-        if self.after is not None:
-            out += self.after.unanswered()
+        return [
+            u
+            for batch in self._chain()
+            for u in batch.upstream
+            if u.state in (State.PLANNED, State.SENT)
+        ]
+
+    def _chain(self) -> list[ClientBatch]:
+        """This batch and the earlier ones it waits for, newest first (walked in
+        a loop: a client may place any number behind one it never retries)."""
+        out: list[ClientBatch] = [self]
+        while (earlier := out[-1].after) is not None:
+            out.append(earlier)
         return out
 
     def outcome(self) -> tuple[ErrorCode, str | None, int, int, int] | None:
@@ -225,10 +235,19 @@ class ClientBatch:
         itself: while the earlier batch failed with an error the client retries,
         this one is said not written either (the client sends it again, and its
         records, written already, are not written twice)."""
+        before: tuple[ErrorCode, str | None, int, int, int] | None = None
+        for batch in reversed(self._chain()):  # the oldest first
+            before = batch.outcome_after(before)
+        return before
+
+    def outcome_after(
+        self, before: tuple[ErrorCode, str | None, int, int, int] | None
+    ) -> tuple[ErrorCode, str | None, int, int, int] | None:
+        """This batch's outcome, given the earlier batch's (``before``; not read
+        when it waits for none)."""
         own = self._own_outcome()
         if own is None or self.after is None:
             return own
-        before = self.after.outcome()
         if before is None:
             return None
         error = before[0]

@@ -384,7 +384,12 @@ class ClusterProcesses:
             f"zookeeper.connect={self.zookeeper_connect}",
         ]
         lines += [f"{k}={v}" for k, v in self.settings.items()]
-        path.write_text("\n".join(lines) + "\n")
+        # The settings may hold secrets (JAAS passwords, sasl.users, key
+        # passwords): the file is its owner's only, as the supervisor's state is.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            os.fchmod(out.fileno(), 0o600)  # one left by an earlier run keeps its mode
+            out.write("\n".join(lines) + "\n")
         self._configs[node_id] = BrokerConfig.from_properties(path)
         return path
 

@@ -551,3 +551,27 @@ def test_a_cluster_of_sasl_only_listeners_comes_up_and_serves_sasl_clients(
     finally:
         running.stop()
     assert running.proc.returncode == 128 + signal.SIGINT, running.stderr()
+
+
+def test_a_nodes_properties_file_with_the_configs_secrets_is_its_owners_only(
+    tmp_path: Path,
+) -> None:
+    """``trafka cluster --config`` copies the file's settings (JAAS passwords,
+    ``sasl.users``, TLS key passwords) into each node's properties file: that
+    copy is readable by its owner only, whatever the umask, as an operator keeps
+    Kafka's server.properties."""
+    from trafka.brokerlite.config_keys import parse_properties
+    from trafka.brokerlite.dev.local_cluster import ClusterProcesses
+
+    settings = dict(parse_properties(SCRAM_PROPERTIES, "secured.properties"))
+    old = os.umask(0o022)
+    try:
+        cluster = ClusterProcesses(
+            tmp_path / "cluster", 1, settings=settings, zookeeper_connect="127.0.0.1:1"
+        )
+        (tmp_path / "cluster").mkdir()
+        path = cluster._properties(1)
+    finally:
+        os.umask(old)
+    assert "broker-pw" in path.read_text()
+    assert path.stat().st_mode & 0o077 == 0

@@ -26,8 +26,16 @@ from proxy_helpers import fresh, placement
 
 from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
 from trafka.brokerlite.server import broker_in_thread
+from trafka.codec import protocol
 from trafka.codec.errors import ErrorCode
+from trafka.codec.framing import FrameReader
+from trafka.codec.messages import k00_produce as pm
+from trafka.codec.messages import k03_metadata as md
+from trafka.codec.messages import k17_sasl_handshake as hs
+from trafka.codec.messages import k36_sasl_authenticate as sa
+from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.oauthbearer import client_message, unsecured_token
+from trafka.codec.records import encode_batch
 from trafka.codec.sasl import ScramClient, plain_message
 from trafka.proxy import RunningProxy, proxy_in_thread, serve_proxy
 from trafka.proxy.principals import SaslWatch, load_credentials
@@ -165,6 +173,21 @@ def test_oauthbearer_principal_is_the_sub_claim() -> None:
         assert watch.answered(0, b"") == expected
 
 
+def test_an_oauthbearer_message_with_two_tokens_names_no_principal() -> None:
+    """RFC 7628 gives ``auth`` once; a message with two has no principal the proxy
+    can be sure of: Kafka's OAuthBearerClientInitialResponse reads the pairs into
+    a map (the last ``auth`` is the token it validates), so reading the first
+    would route a client holding a valid token for mallory as the alice its
+    first, unchecked token names."""
+    alice, mallory = unsecured_token("alice", now_ms=0), unsecured_token("mallory", now_ms=0)
+    message = f"n,,\x01auth=Bearer {alice}\x01auth=Bearer {mallory}\x01\x01".encode()
+    watch = SaslWatch()
+    watch.handshake("OAUTHBEARER")
+    watch.request(message)
+    assert watch.answered(0, b"") is None
+    assert watch.principal is None
+
+
 def test_reauthentication_as_someone_else_drops_the_principal() -> None:
     watch = SaslWatch()
     for user, expected in (("alice", "User:alice"), ("alice", "User:alice"), ("bob", None)):
@@ -172,6 +195,32 @@ def test_reauthentication_as_someone_else_drops_the_principal() -> None:
         watch.request(plain_message(user, "pw"))
         assert watch.answered(0, b"") == expected
     assert watch.principal is None
+
+
+def test_each_answer_is_judged_against_its_own_request() -> None:
+    """A client may write a second handshake and another name before the broker
+    answered its first login: the broker's success answers the first (Kafka
+    answers a connection's requests in order), so the principal is the first
+    login's, never the name written last."""
+    watch = SaslWatch()
+    watch.handshake("PLAIN")
+    watch.request(plain_message("bob", "bob-pw"))
+    watch.handshake("PLAIN")
+    watch.request(plain_message("alice", "wrong"))
+    assert watch.answered(0, b"") == "User:bob"
+    assert watch.answered(ErrorCode.ILLEGAL_SASL_STATE, b"") is None
+    assert watch.principal == "User:bob"
+    # SCRAM: a later exchange's first message does not rename the earlier one.
+    watch = SaslWatch()
+    watch.handshake("SCRAM-SHA-256")
+    watch.request(ScramClient("SCRAM-SHA-256", "bob", "pw").first_message())
+    watch.request(b"c=biws,r=x,p=proof")
+    watch.handshake("SCRAM-SHA-256")
+    watch.request(ScramClient("SCRAM-SHA-256", "alice", "pw").first_message())
+    assert watch.answered(0, b"r=x,s=c2FsdA==,i=4096") is None
+    assert watch.answered(0, b"v=signature") == "User:bob"
+    assert watch.answered(ErrorCode.ILLEGAL_SASL_STATE, b"") is None
+    assert watch.principal == "User:bob"
 
 
 def test_credentials_file_keeps_its_secrets(
@@ -450,6 +499,147 @@ def test_wrong_password_opens_nothing_and_unknown_principals_follow_the_setting(
         assert "routes no records for User:carol" in caplog.text  # the operator hears why
         for secret in (USERS["alice"], USERS["bob"], "not-alice-pw"):
             assert secret not in caplog.text
+
+
+async def _pipelined_login_then_produce(servers: str, topic: str) -> int:
+    """Over a raw connection to ``servers``: bob's PLAIN login and, written
+    before its answer, a second handshake and a login as alice with a wrong
+    password; then a keyed Produce (acks=1). Returns the Produce's error code."""
+    host, port = servers.rsplit(":", 1)
+    reader = FrameReader()
+    frames, correlation = b"", 0
+
+    def frame(key: int, version: int, body: Any) -> bytes:
+        nonlocal correlation
+        correlation += 1
+        header = RequestHeader(
+            request_api_key=key,
+            request_api_version=version,
+            correlation_id=correlation,
+            client_id="pipelined",
+        )
+        return protocol.encode_request(header, body)
+
+    async def answer(stream: trio.SocketStream) -> bytes:
+        while (got := reader.next_frame()) is None:
+            data = await stream.receive_some(65536)
+            assert data, "the proxy closed the connection"
+            reader.feed(data)
+        return got
+
+    for user, password in (("bob", USERS["bob"]), ("alice", "not-alice-pw")):
+        frames += frame(17, 1, hs.SaslHandshakeRequest(mechanism="PLAIN"))
+        auth = sa.SaslAuthenticateRequest(auth_bytes=plain_message(user, password))
+        frames += frame(36, 2, auth)
+    with trio.fail_after(60):
+        stream = await trio.open_tcp_stream(host, int(port))
+        async with stream:
+            await stream.send_all(frames)  # all four before any answer
+            codes = []
+            for key, version in ((17, 1), (36, 2), (17, 1), (36, 2)):
+                codes.append(protocol.decode_response(await answer(stream), key, version)[1])
+            assert codes[1].error_code == 0  # bob's login, the broker's only success
+            assert codes[3].error_code != 0
+            # The topic's leaders, as a client asks before it writes.
+            topics = [md.MetadataRequest.MetadataRequestTopic(name=topic)]
+            await stream.send_all(frame(3, 9, md.MetadataRequest(topics=topics)))
+            await answer(stream)
+            batch = encode_batch([(1_000, b"key-3", b"v", [])])
+            produce = pm.ProduceRequest(
+                acks=1,
+                timeout_ms=10_000,
+                topic_data=[
+                    pm.ProduceRequest.TopicProduceData(
+                        name=topic,
+                        partition_data=[
+                            pm.ProduceRequest.PartitionProduceData(index=0, records=batch)
+                        ],
+                    )
+                ],
+            )
+            await stream.send_all(frame(0, 9, produce))
+            body = protocol.decode_response(await answer(stream), 0, 9)[1]
+            return int(body.responses[0].partition_responses[0].error_code)
+
+
+async def _held_relay(
+    broker: str,
+    listening: trio.MemorySendChannel[int],
+    *,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """A TCP relay to ``broker`` that holds the broker's answers on a connection
+    whose first request is a SaslHandshake until four requests went through:
+    the proxy has then seen (and watched) both logins before the first answer."""
+    host, port = broker.rsplit(":", 1)
+
+    async def relay(client: trio.SocketStream) -> None:
+        upstream = await trio.open_tcp_stream(host, int(port))
+        released = trio.Event()
+        reader = FrameReader()
+        count = 0
+
+        async def forward() -> None:
+            nonlocal count
+            while data := await client.receive_some(65536):
+                await upstream.send_all(data)
+                reader.feed(data)
+                while (got := reader.next_frame()) is not None:
+                    count += 1
+                    if (count == 1 and int.from_bytes(got[:2], "big") != 17) or count == 4:
+                        released.set()
+
+        async def back() -> None:
+            first = await upstream.receive_some(65536)
+            await released.wait()
+            await client.send_all(first)
+            while data := await upstream.receive_some(65536):
+                await client.send_all(data)
+
+        async with upstream, client, trio.open_nursery() as pipes:
+            pipes.start_soon(forward)
+            pipes.start_soon(back)
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    await listening.send(listeners[0].socket.getsockname()[1])
+    await trio.serve_listeners(relay, listeners)
+
+
+def test_a_login_written_before_the_last_ones_answer_does_not_rename_the_client(
+    tmp_path: Path, credentials: str
+) -> None:
+    """A client that writes a second handshake and a login as another user before
+    the broker answered its own login is routed as the user the broker accepted:
+    Kafka answers a connection's requests in order, so the success answers the
+    first login (bob, who may see the topic but not write), not alice's that the broker refused."""
+    with broker_in_thread(port=0, host="127.0.0.1", data_dir=tmp_path / "b", **BROKER_SASL) as b:
+        topic = fresh("sasl-pipelined")
+
+        async def setup() -> None:
+            with anyio.fail_after(60):
+                await _create(b.bootstrap_servers, topic, as_user("admin"))
+                await _grant(b.bootstrap_servers, topic, "alice", AclOperation.WRITE)
+                await _grant(b.bootstrap_servers, topic, "bob", AclOperation.DESCRIBE)
+
+        anyio.run(setup, backend="trio")
+
+        async def attack() -> tuple[int, dict[str, int]]:
+            with trio.fail_after(120):
+                send, receive = trio.open_memory_channel[int](1)
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_held_relay, b.bootstrap_servers, send)
+                    relay = f"127.0.0.1:{await receive.receive()}"
+                    async with serve_proxy(
+                        upstream=(relay,), port=0, principal_credentials=credentials
+                    ) as proxy:
+                        code = await _pipelined_login_then_produce(proxy.bootstrap_servers, topic)
+                        sasl = dict(proxy.statistics.sasl)
+                    nursery.cancel_scope.cancel()
+            return code, sasl
+
+        code, sasl = trio.run(attack)
+        assert code == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # bob's, not alice's, write
+        assert sasl["routed"] == 1
 
 
 def test_a_login_the_brokers_refuse_fails_the_parts_and_shows_no_secret(

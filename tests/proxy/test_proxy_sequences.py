@@ -5,6 +5,7 @@ sequence checks."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from proxy_helpers import keyed, request
@@ -372,3 +373,21 @@ def answer_codes(planned: Any) -> list[int]:
         for t in idempotent_answer(planned, _template(), "trafka").responses
         for p in t.partition_responses
     ]
+
+
+def test_many_batches_behind_one_never_retried_are_answered_without_deep_recursion() -> None:
+    """A client may go on sending a partition's next batches (consecutive
+    sequences) without retrying an earlier one that failed with a retriable
+    error: each later batch waits for all the earlier ones. However many there
+    are, each is answered (REQUEST_TIMED_OUT, the earlier one not written),
+    and the proxy's request handling does not exhaust Python's stack."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [_to(1, 1, 0)]}))
+    session.sent(first.rounds[0][0])
+    session.settle(first.rounds[0][0], ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    later = None
+    for seq in range(1, 2 * sys.getrecursionlimit()):
+        _, later = plan(seqs, request({0: [_to(2, 1, seq)]}))
+        ack_all(session, later.rounds[0])
+    assert answer_codes(later) == [ErrorCode.REQUEST_TIMED_OUT]
