@@ -126,6 +126,8 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         )
         self._token: trio.lowlevel.TrioToken | None = None
         self._changed = trio.Event()
+        self._full_due = True
+        self._dirty_states: set[str] = set()
         self._image_event = trio.Event()
         self._tasks_event = trio.Event()
         self._acls_changed = trio.Event()
@@ -301,7 +303,7 @@ class ClusterDriver(ControllerDuties, TopicTasks):
             nursery.start_soon(MarkerSender(self.broker, self._kick).run)
             nursery.start_soon(VerificationSender(self.broker, self._kick).run)
             nursery.start_soon(ShareStateSender(self.broker, self._kick).run)
-            self._changed.set()
+            self._want_reading()
 
     async def controlled_shutdown(self) -> None:
         """Move this broker's leadership away before it stops (Kafka's controlled
@@ -323,7 +325,7 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         except Exception as exc:
             log.warning("controlled shutdown: cannot deregister: %s", exc)
             return
-        self._changed.set()
+        self._want_reading()
         with trio.move_on_after(self.config.controlled_shutdown_timeout_ms / 1000):
             while self._still_leading():
                 event = self._image_event
@@ -363,20 +365,42 @@ class ClusterDriver(ControllerDuties, TopicTasks):
 
     async def _reader(self) -> None:
         while True:
-            with trio.move_on_after(_REFRESH_EVERY_S):
+            with trio.move_on_after(_REFRESH_EVERY_S) as timer:
                 await self._changed.wait()
             self._changed = trio.Event()
             if not self.zk.connected:
                 self.view.zookeeper_connected = False
+                self._full_due = True
                 continue
+            # A targeted reading when only partition states changed (reading.py).
+            paths, self._dirty_states = self._dirty_states, set()
+            full = self._full_due or timer.cancelled_caught or not paths or self._session_lost
+            self._full_due = False
+            started = time.monotonic()
             try:
-                image = await trio.to_thread.run_sync(self._read_and_act)
+                if full:
+                    image = await trio.to_thread.run_sync(self._read_and_act)
+                else:
+                    image = await trio.to_thread.run_sync(
+                        self._read_states_and_act, self.view.image, paths
+                    )
             except Exception as exc:
                 log.warning("reading the cluster from ZooKeeper failed: %s", exc)
                 await trio.sleep(0.2)
-                self._changed.set()
+                self._want_reading()
                 continue
+            log.debug(
+                "%s reading took %.3f s (done at monotonic %.3f)",
+                "a complete" if full else f"a targeted ({len(paths)} znode(s))",
+                time.monotonic() - started,
+                time.monotonic(),
+            )
             self.view.zookeeper_connected = True
+            if image is self.view.image:
+                # A targeted reading that brought nothing newer.
+                event, self._image_event = self._image_event, trio.Event()
+                event.set()
+                continue
             try:
                 self.view.apply(image, now_ms())
             except Exception:
@@ -408,6 +432,18 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         acting = image.controller_id == self.node_id and self._controller_epoch >= 0
         if acting and self._control(image):
             image = self._read()
+        return image
+
+    def _read_states_and_act(self, base: ClusterImage, paths: set[str]) -> ClusterImage:
+        """A targeted reading (reading.py) patched into ``base``; as controller, act on
+        it. Falls back to a complete reading when a znode is gone."""
+        states = self._read_states(paths)
+        if states is None:
+            return self._read_and_act()
+        image, taken = base.with_states(states)
+        acting = image.controller_id == self.node_id and self._controller_epoch >= 0
+        if taken and acting and self._control(image):
+            return self._read()
         return image
 
     # -- periodic work ---------------------------------------------------------------------------

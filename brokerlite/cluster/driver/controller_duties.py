@@ -10,6 +10,7 @@ controller that lost its office cannot write, and resigns when it sees that.
 from __future__ import annotations
 
 import logging
+import time
 
 from ...clock import now_ms
 from ..controller import (
@@ -93,13 +94,14 @@ class ControllerDuties(Reading):
             if self._write_state(write.topic, write.partition, write.state, write.expected_version):
                 wrote = True
                 log.info(
-                    "controller: %s-%d leader %d epoch %d ISR %s (%s)",
+                    "controller: %s-%d leader %d epoch %d ISR %s (%s; monotonic %.3f)",
                     write.topic,
                     write.partition,
                     write.state.leader,
                     write.state.leader_epoch,
                     list(write.state.isr),
                     write.reason,
+                    time.monotonic(),
                 )
             if self._controller_epoch < 0:
                 break
