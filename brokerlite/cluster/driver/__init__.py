@@ -15,7 +15,11 @@ Rules and invariants:
   complete reading of the cluster's znodes (brokers, controller, topics,
   partition states, topic configs, pending deletions), with the watches set
   again, handed to the core as one :class:`~.view.ClusterImage`. Watch
-  events that arrive during a reading cause one more reading after it.
+  events that arrive during a reading cause one more reading after it. When
+  only partition state znodes changed (an election, an ISR change), that
+  reading is a targeted one: just those znodes, patched into the last image
+  where newer (``reading.py``), so that a new leader learns its role from one
+  znode read, not from a complete reading.
 * Controller: every broker tries to create the ephemeral ``/controller``; the
   one that does bumps ``/controller_epoch`` (a conditional write: of two
   brokers that think they won, one fails) and acts as controller until its
