@@ -655,8 +655,11 @@ def failovers(cluster: ClusterProcesses, args: argparse.Namespace) -> list[Failo
             errors_before = sum(1 for _, _, err in producer.reports if err is not None)
             killed_at, killed_wall = time.monotonic(), time.time()
             cluster.kill(leader)
+            # Only a record sent once the process is gone counts: on a loaded machine
+            # the leader can still acknowledge records in the moment the signal takes.
+            dead_at = time.monotonic()
             probe = ElectionProbe(admin, leader)
-            acked_at = producer.first_ack_after(killed_at, wait_s, probe)
+            acked_at = producer.first_ack_after(dead_at, wait_s, probe)
             seconds = acked_at - killed_at
             until("a new leader in the metadata", wait_s, leader_moved, admin, leader)
             if probe.seen_at is None:
