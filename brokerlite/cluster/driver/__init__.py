@@ -57,6 +57,7 @@ by every broker; their change notifications purged after
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -428,8 +429,15 @@ class ClusterDriver(ControllerDuties, TopicTasks):
                 pass
         image = self._read()
         if image.controller_id < 0:
-            self._elect()
-            image = self._read()
+            if self._elect():
+                # Won: the reading just made is the cluster this controller starts
+                # from (its writes are fenced by the epoch and the states' versions),
+                # so it acts at once instead of reading everything again.
+                image = dataclasses.replace(
+                    image, controller_id=self.node_id, controller_epoch=self._controller_epoch
+                )
+            else:
+                image = self._read()
         elif image.controller_id != self.node_id and self._controller_epoch >= 0:
             log.info("broker %d is no longer the controller", self.node_id)
             self._controller_epoch = -1

@@ -49,13 +49,14 @@ log = logging.getLogger("trafka.brokerlite.cluster")
 class ControllerDuties(Reading):
     """The controller's writes (a mixin of :class:`ClusterDriver`)."""
 
-    def _elect(self) -> None:
+    def _elect(self) -> bool:
+        """Try to take the controller's office; True when this broker took it."""
         from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
         try:
             self.zk.create(CONTROLLER, encode_controller(self.node_id, now_ms()), ephemeral=True)
         except NodeExistsError:
-            return
+            return False
         while True:
             try:
                 data, stat = self.zk.get(CONTROLLER_EPOCH)
@@ -74,6 +75,7 @@ class ControllerDuties(Reading):
         self._controller_epoch = epoch
         self._controller_epoch_version = stat.version
         log.info("broker %d is the controller (epoch %d)", self.node_id, epoch)
+        return True
 
     def _control(self, image: ClusterImage) -> bool:
         """Plan and write what the cluster needs; True when something was written."""
