@@ -121,6 +121,9 @@ class Failover:
     elected_s: float  # until the metadata named the new leader (polled every 50 ms)
     seconds: float  # until a record sent after the kill was acknowledged
     delivery_errors: int
+    # From the logs (wall clock, ms), seconds after the kill: ZooKeeper expired the
+    # session, the controller wrote the new leader, the new leader took its role.
+    phases: tuple[float | None, float | None, float | None] = (None, None, None)
 
 
 # -- processes -------------------------------------------------------------------------
@@ -593,6 +596,46 @@ def isr_whole(admin: AdminClient) -> bool:
     return len(isr) == 3
 
 
+_LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[,.](\d{3}) ")
+
+
+def first_logged(path: Path, since: float, needle: str) -> float | None:
+    """The wall-clock time of the first line of the log at ``path`` logged at or
+    after ``since`` (seconds since the epoch) that contains ``needle``."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        match = _LOG_TIME.match(line)
+        if match is None or needle not in line:
+            continue
+        at = time.mktime(time.strptime(match[1], "%Y-%m-%d %H:%M:%S")) + int(match[2]) / 1000
+        if at >= since - 0.0005:
+            return at
+    return None
+
+
+def failover_phases(
+    cluster: ClusterProcesses, killed_wall: float, new_leader: int
+) -> tuple[float | None, float | None, float | None]:
+    """When, after the kill, ZooKeeper expired the session, the controller wrote
+    the new leader and the new leader took its role (from the logs)."""
+    root = cluster.root
+    expired = first_logged(root / "zookeeper" / "zookeeper.log", killed_wall, "Expiring session")
+    elected = f"controller: {FAILOVER_TOPIC}-0 leader {new_leader} "
+    written = [first_logged(root / f"node-{n}.log", killed_wall, elected) for n in cluster.ports]
+    written_at = min((w for w in written if w is not None), default=None)
+    knows = first_logged(
+        root / f"node-{new_leader}.log", killed_wall, f"{FAILOVER_TOPIC}-0: leader at epoch"
+    )
+
+    def since(at: float | None) -> float | None:
+        return None if at is None else at - killed_wall
+
+    return since(expired), since(written_at), since(knows)
+
+
 def failovers(cluster: ClusterProcesses, args: argparse.Namespace) -> list[Failover]:
     admin = admin_client(cluster.bootstrap_servers)
     create_topic(admin, FAILOVER_TOPIC, 1, 3, {"min.insync.replicas": "2"})
@@ -610,10 +653,13 @@ def failovers(cluster: ClusterProcesses, args: argparse.Namespace) -> list[Failo
             producer.first_ack_after(time.monotonic(), wait_s)
             leader, controller, _ = leader_and_controller(admin, FAILOVER_TOPIC)
             errors_before = sum(1 for _, _, err in producer.reports if err is not None)
-            killed_at = time.monotonic()
+            killed_at, killed_wall = time.monotonic(), time.time()
             cluster.kill(leader)
+            # Only a record sent once the process is gone counts: on a loaded machine
+            # the leader can still acknowledge records in the moment the signal takes.
+            dead_at = time.monotonic()
             probe = ElectionProbe(admin, leader)
-            acked_at = producer.first_ack_after(killed_at, wait_s, probe)
+            acked_at = producer.first_ack_after(dead_at, wait_s, probe)
             seconds = acked_at - killed_at
             until("a new leader in the metadata", wait_s, leader_moved, admin, leader)
             if probe.seen_at is None:
@@ -621,13 +667,15 @@ def failovers(cluster: ClusterProcesses, args: argparse.Namespace) -> list[Failo
             new_leader, _, _ = leader_and_controller(admin, FAILOVER_TOPIC)
             errors = sum(1 for _, _, err in producer.reports if err is not None) - errors_before
             elected = probe.seen_at - killed_at
+            phases = failover_phases(cluster, killed_wall, new_leader)
             results.append(
-                Failover(leader, leader == controller, new_leader, elected, seconds, errors)
+                Failover(leader, leader == controller, new_leader, elected, seconds, errors, phases)
             )
             print(
                 f"  round {round_no}: killed node {leader}"
                 f"{' (the controller)' if leader == controller else ''}; new leader {new_leader} "
-                f"in the metadata after {elected:.2f} s, acknowledged again after {seconds:.2f} s",
+                f"in the metadata after {elected:.2f} s, acknowledged again after {seconds:.2f} s"
+                f"\n    {timeline(phases, elected, seconds)}",
                 flush=True,
             )
             cluster.start_node(leader, timeout=60)
@@ -689,6 +737,30 @@ def costs(r: Throughput) -> str:
     return ", ".join(parts)
 
 
+def timeline(
+    phases: tuple[float | None, float | None, float | None], elected: float, acked: float
+) -> str:
+    """One round's phases, each as seconds after the kill and after the previous one."""
+    names = (
+        "session expired",
+        "leader written",
+        "leader knows",
+        "in the metadata",
+        "acknowledged",
+    )
+    parts = []
+    previous: float | None = 0.0
+    for name, at in zip(names, (*phases, elected, acked), strict=True):
+        if at is None:
+            parts.append(f"{name} ?")
+            previous = None
+            continue
+        step = "" if previous is None else f" (+{at - previous:.2f})"
+        parts.append(f"{name} {at:.2f}{step}")
+        previous = at
+    return "; ".join(parts)
+
+
 def print_failovers(results: list[Failover], session_ms: int) -> None:
     if not results:
         return
@@ -701,6 +773,13 @@ def print_failovers(results: list[Failover], session_ms: int) -> None:
             f"-> leader {r.new_leader}: acknowledged after {r.seconds:5.2f} s "
             f"(leader in the metadata after {r.elected_s:5.2f} s)"
             + (f" ({r.delivery_errors} failed deliveries)" if r.delivery_errors else "")
+        )
+    after_expiry = [r.seconds - r.phases[0] for r in results if r.phases[0] is not None]
+    if after_expiry:
+        print(
+            "  after ZooKeeper expired the session: "
+            + ", ".join(f"{s:.2f} s" for s in after_expiry)
+            + f"; median {statistics.median(after_expiry):.2f} s"
         )
     print(
         "  failover times: "

@@ -10,7 +10,12 @@ ListOffsets, OffsetForLeaderEpoch).
 Rules:
 
 * An image is a consistent reading of ZooKeeper made after the last change
-  the driver was told of; images only replace each other whole.
+  the driver was told of; images only replace each other whole. One exception
+  makes failover faster: when the only change the driver was told of is to
+  partition state znodes (an election, an ISR change), it reads just those and
+  patches the last image (:meth:`ClusterImage.with_states`), which takes a
+  state only when it is newer than the held one. Every other change (brokers,
+  controller, topics, configs) and the periodic refresh bring a complete reading.
 * Applying an image first makes the local logs match the cluster's topics:
   a topic new to this broker is created with the cluster's topic id, one that
   grew gets its new partitions, one gone from ZooKeeper is deleted here too.
@@ -84,6 +89,38 @@ class ClusterImage:
     deleting: frozenset[str] = frozenset()
     #: An election asked for and not yet done: (partitions, unclean).
     election: tuple[tuple[tuple[str, int], ...], bool] | None = None
+
+    def with_states(
+        self, updates: Mapping[tuple[str, int], PartitionState]
+    ) -> tuple[ClusterImage, list[tuple[str, int]]]:
+        """This image with the partition states of a targeted reading (see the
+        module rules), and the partitions whose state it took.
+
+        A state replaces the held one only when it is newer: a higher znode
+        version, and neither an older controller epoch nor an older leader epoch
+        (Kafka's rule for a LeaderAndIsr request: a stale controller's or a stale
+        leader epoch's state is refused). A state of a partition this image does
+        not know (a topic or partition created since) is left for the next
+        complete reading.
+        """
+        states = dict(self.states)
+        taken: list[tuple[str, int]] = []
+        for key, state in updates.items():
+            topic = self.topics.get(key[0])
+            if topic is None or key[1] not in topic.replicas:
+                continue
+            held = states.get(key)
+            if held is not None and (
+                state.zk_version <= held.zk_version
+                or state.controller_epoch < held.controller_epoch
+                or state.leader_epoch < held.leader_epoch
+            ):
+                continue
+            states[key] = state
+            taken.append(key)
+        if not taken:
+            return self, []
+        return dataclasses.replace(self, states=states), taken
 
 
 EMPTY_IMAGE = ClusterImage({}, -1, 0, {}, {}, {})

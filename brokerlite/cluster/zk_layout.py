@@ -77,6 +77,7 @@ __all__ = [
     "encode_producer_id_block",
     "encode_topic",
     "encode_topic_config",
+    "parse_partition_state_path",
     "partition_state_path",
     "topic_config_path",
     "topic_id_text",
@@ -115,6 +116,19 @@ def topic_path(topic: str) -> str:
 
 def partition_state_path(topic: str, partition: int) -> str:
     return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def parse_partition_state_path(path: str) -> tuple[str, int] | None:
+    """The (topic, partition) of a partition state znode's path; None for another path."""
+    prefix, _, rest = path.partition(BROKER_TOPICS + "/")
+    if prefix or not rest:
+        return None
+    parts = rest.split("/")
+    if len(parts) != 4 or parts[1] != "partitions" or parts[3] != "state":
+        return None
+    if not (parts[2].isascii() and parts[2].isdigit()):
+        return None
+    return parts[0], int(parts[2])
 
 
 def topic_config_path(topic: str) -> str:

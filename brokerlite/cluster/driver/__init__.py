@@ -15,7 +15,11 @@ Rules and invariants:
   complete reading of the cluster's znodes (brokers, controller, topics,
   partition states, topic configs, pending deletions), with the watches set
   again, handed to the core as one :class:`~.view.ClusterImage`. Watch
-  events that arrive during a reading cause one more reading after it.
+  events that arrive during a reading cause one more reading after it. When
+  only partition state znodes changed (an election, an ISR change), that
+  reading is a targeted one: just those znodes, patched into the last image
+  where newer (``reading.py``), so that a new leader learns its role from one
+  znode read, not from a complete reading.
 * Controller: every broker tries to create the ephemeral ``/controller``; the
   one that does bumps ``/controller_epoch`` (a conditional write: of two
   brokers that think they won, one fails) and acts as controller until its
@@ -53,6 +57,7 @@ by every broker; their change notifications purged after
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -126,6 +131,8 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         )
         self._token: trio.lowlevel.TrioToken | None = None
         self._changed = trio.Event()
+        self._full_due = True
+        self._dirty_states: set[str] = set()
         self._image_event = trio.Event()
         self._tasks_event = trio.Event()
         self._acls_changed = trio.Event()
@@ -301,7 +308,7 @@ class ClusterDriver(ControllerDuties, TopicTasks):
             nursery.start_soon(MarkerSender(self.broker, self._kick).run)
             nursery.start_soon(VerificationSender(self.broker, self._kick).run)
             nursery.start_soon(ShareStateSender(self.broker, self._kick).run)
-            self._changed.set()
+            self._want_reading()
 
     async def controlled_shutdown(self) -> None:
         """Move this broker's leadership away before it stops (Kafka's controlled
@@ -323,7 +330,7 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         except Exception as exc:
             log.warning("controlled shutdown: cannot deregister: %s", exc)
             return
-        self._changed.set()
+        self._want_reading()
         with trio.move_on_after(self.config.controlled_shutdown_timeout_ms / 1000):
             while self._still_leading():
                 event = self._image_event
@@ -363,20 +370,42 @@ class ClusterDriver(ControllerDuties, TopicTasks):
 
     async def _reader(self) -> None:
         while True:
-            with trio.move_on_after(_REFRESH_EVERY_S):
+            with trio.move_on_after(_REFRESH_EVERY_S) as timer:
                 await self._changed.wait()
             self._changed = trio.Event()
             if not self.zk.connected:
                 self.view.zookeeper_connected = False
+                self._full_due = True
                 continue
+            # A targeted reading when only partition states changed (reading.py).
+            paths, self._dirty_states = self._dirty_states, set()
+            full = self._full_due or timer.cancelled_caught or not paths or self._session_lost
+            self._full_due = False
+            started = time.monotonic()
             try:
-                image = await trio.to_thread.run_sync(self._read_and_act)
+                if full:
+                    image = await trio.to_thread.run_sync(self._read_and_act)
+                else:
+                    image = await trio.to_thread.run_sync(
+                        self._read_states_and_act, self.view.image, paths
+                    )
             except Exception as exc:
                 log.warning("reading the cluster from ZooKeeper failed: %s", exc)
                 await trio.sleep(0.2)
-                self._changed.set()
+                self._want_reading()
                 continue
+            log.debug(
+                "%s reading took %.3f s (done at monotonic %.3f)",
+                "a complete" if full else f"a targeted ({len(paths)} znode(s))",
+                time.monotonic() - started,
+                time.monotonic(),
+            )
             self.view.zookeeper_connected = True
+            if image is self.view.image:
+                # A targeted reading that brought nothing newer.
+                event, self._image_event = self._image_event, trio.Event()
+                event.set()
+                continue
             try:
                 self.view.apply(image, now_ms())
             except Exception:
@@ -400,14 +429,33 @@ class ClusterDriver(ControllerDuties, TopicTasks):
                 pass
         image = self._read()
         if image.controller_id < 0:
-            self._elect()
-            image = self._read()
+            if self._elect():
+                # Won: the reading just made is the cluster this controller starts
+                # from (its writes are fenced by the epoch and the states' versions),
+                # so it acts at once instead of reading everything again.
+                image = dataclasses.replace(
+                    image, controller_id=self.node_id, controller_epoch=self._controller_epoch
+                )
+            else:
+                image = self._read()
         elif image.controller_id != self.node_id and self._controller_epoch >= 0:
             log.info("broker %d is no longer the controller", self.node_id)
             self._controller_epoch = -1
         acting = image.controller_id == self.node_id and self._controller_epoch >= 0
         if acting and self._control(image):
             image = self._read()
+        return image
+
+    def _read_states_and_act(self, base: ClusterImage, paths: set[str]) -> ClusterImage:
+        """A targeted reading (reading.py) patched into ``base``; as controller, act on
+        it. Falls back to a complete reading when a znode is gone."""
+        states = self._read_states(paths)
+        if states is None:
+            return self._read_and_act()
+        image, taken = base.with_states(states)
+        acting = image.controller_id == self.node_id and self._controller_epoch >= 0
+        if taken and acting and self._control(image):
+            return self._read()
         return image
 
     # -- periodic work ---------------------------------------------------------------------------

@@ -46,6 +46,11 @@ class DriverParts:
     _controller_epoch_version: int
     #: Set when a reading is due (a watch fired, a task arrived).
     _changed: trio.Event
+    #: Whether the reading due must be complete (see ``reading.py``): False when
+    #: only partition state znodes changed since the last one.
+    _full_due: bool
+    #: The partition state znodes that changed since the last reading.
+    _dirty_states: set[str]
     #: Set after every reading handed to the core.
     _image_event: trio.Event
     _tasks_event: trio.Event
@@ -61,13 +66,22 @@ class DriverParts:
     def _wake_soon(self, event: str) -> None:
         """Set the trio event named ``event`` from any thread (kazoo's watches fire
         in kazoo's thread, which must not touch trio's state)."""
+        self._run_soon(lambda: getattr(self, event).set())
+
+    def _run_soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` in the trio thread, from any thread."""
         token = self._token
         if token is None or self._closed:
             return
         try:
-            token.run_sync_soon(lambda: getattr(self, event).set())
+            token.run_sync_soon(fn)
         except trio.RunFinishedError:
             pass
+
+    def _want_reading(self) -> None:
+        """A complete reading is due (trio thread)."""
+        self._full_due = True
+        self._changed.set()
 
     def _rewrite_entity_config(
         self,

@@ -10,6 +10,7 @@ controller that lost its office cannot write, and resigns when it sees that.
 from __future__ import annotations
 
 import logging
+import time
 
 from ...clock import now_ms
 from ..controller import (
@@ -48,13 +49,14 @@ log = logging.getLogger("trafka.brokerlite.cluster")
 class ControllerDuties(Reading):
     """The controller's writes (a mixin of :class:`ClusterDriver`)."""
 
-    def _elect(self) -> None:
+    def _elect(self) -> bool:
+        """Try to take the controller's office; True when this broker took it."""
         from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
         try:
             self.zk.create(CONTROLLER, encode_controller(self.node_id, now_ms()), ephemeral=True)
         except NodeExistsError:
-            return
+            return False
         while True:
             try:
                 data, stat = self.zk.get(CONTROLLER_EPOCH)
@@ -73,6 +75,7 @@ class ControllerDuties(Reading):
         self._controller_epoch = epoch
         self._controller_epoch_version = stat.version
         log.info("broker %d is the controller (epoch %d)", self.node_id, epoch)
+        return True
 
     def _control(self, image: ClusterImage) -> bool:
         """Plan and write what the cluster needs; True when something was written."""
@@ -93,13 +96,14 @@ class ControllerDuties(Reading):
             if self._write_state(write.topic, write.partition, write.state, write.expected_version):
                 wrote = True
                 log.info(
-                    "controller: %s-%d leader %d epoch %d ISR %s (%s)",
+                    "controller: %s-%d leader %d epoch %d ISR %s (%s; monotonic %.3f)",
                     write.topic,
                     write.partition,
                     write.state.leader,
                     write.state.leader_epoch,
                     list(write.state.isr),
                     write.reason,
+                    time.monotonic(),
                 )
             if self._controller_epoch < 0:
                 break

@@ -6,11 +6,22 @@ preferred-replica election asked for, all at once, into one
 :class:`~trafka.brokerlite.cluster.view.ClusterImage`; a znode that vanishes
 between a listing and its read is simply left out (the next reading sees the
 change); every read sets its watch again.
+
+Targeted readings: a partition state znode's watch (:meth:`Reading._on_state_watch`)
+only notes the znode, so that when nothing else changed the driver reads just
+the noted znodes (:meth:`Reading._read_states`) and patches its last image
+(``ClusterImage.with_states``): after an election the new leader and its
+followers learn their roles from one read of one znode instead of a complete
+reading. Every other watch (:meth:`Reading._notify`) asks for a complete
+reading, which also covers the noted znodes. The znodes a reading asks for
+independently go out together (kazoo's asynchronous calls), so that a reading
+costs a few ZooKeeper round trips, not one per znode.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from typing import Any
 
 from ..view import ClusterImage
@@ -33,6 +44,7 @@ from ..zk_layout import (
     decode_partition_state,
     decode_topic,
     decode_topic_config,
+    parse_partition_state_path,
     partition_state_path,
     topic_config_path,
     topic_path,
@@ -52,30 +64,38 @@ class Reading(DriverParts):
 
         zk = self.zk
         watch = self._notify
+        ids_read = zk.get_children_async(BROKER_IDS, watch=watch)
+        controller_read = zk.exists_async(CONTROLLER, watch=watch)
+        epoch_read = zk.get_async(CONTROLLER_EPOCH)
+        names_read = zk.get_children_async(BROKER_TOPICS, watch=watch)
+        deleting_read = zk.get_children_async(ADMIN_DELETE_TOPICS, watch=watch)
+        election_read = zk.exists_async(PREFERRED_REPLICA_ELECTION, watch=watch)
+        broker_reads = {
+            int(child): zk.get_async(broker_path(int(child)))
+            for child in ids_read.get()
+            if child.isascii() and child.isdigit()
+        }
         brokers: dict[int, BrokerRegistration] = {}
-        for child in zk.get_children(BROKER_IDS, watch=watch):
-            if not (child.isascii() and child.isdigit()):
-                continue
+        for node, result in broker_reads.items():
             try:
-                data, _ = zk.get(broker_path(int(child)))
-                brokers[int(child)] = decode_broker(int(child), data)
+                brokers[node] = decode_broker(node, result.get()[0])
             except NoNodeError:
                 continue
             except ZkDataError as exc:
                 log.warning("ignoring a broker registration: %s", exc)
         controller = -1
-        if zk.exists(CONTROLLER, watch=watch) is not None:
+        if controller_read.get() is not None:
             try:
                 controller = decode_controller(zk.get(CONTROLLER)[0])
             except (NoNodeError, ZkDataError):
                 controller = -1
         try:
-            controller_epoch = decode_controller_epoch(zk.get(CONTROLLER_EPOCH)[0])
+            controller_epoch = decode_controller_epoch(epoch_read.get()[0])
         except (NoNodeError, ZkDataError):
             controller_epoch = 0
         topics: dict[str, TopicAssignment] = {}
         configs: dict[str, dict[str, str]] = {}
-        names = zk.get_children(BROKER_TOPICS, watch=watch)
+        names = names_read.get()
         pending = {name: zk.get_async(topic_path(name), watch=watch) for name in names}
         config_reads = {name: zk.get_async(topic_config_path(name), watch=watch) for name in names}
         for name, result in pending.items():
@@ -91,7 +111,7 @@ class Reading(DriverParts):
             except (NoNodeError, ZkDataError):
                 configs[name] = {}
         state_reads = {
-            (name, p): zk.exists_async(partition_state_path(name, p), watch=watch)
+            (name, p): zk.exists_async(partition_state_path(name, p), watch=self._on_state_watch)
             for name, assignment in topics.items()
             for p in assignment.replicas
         }
@@ -99,7 +119,7 @@ class Reading(DriverParts):
         gets = {}
         for key, result in state_reads.items():
             if result.get() is not None:
-                gets[key] = zk.get_async(partition_state_path(*key), watch=watch)
+                gets[key] = zk.get_async(partition_state_path(*key), watch=self._on_state_watch)
         for key, result in gets.items():
             try:
                 data, stat = result.get()
@@ -108,9 +128,9 @@ class Reading(DriverParts):
                 continue
             except ZkDataError as exc:
                 log.warning("ignoring a partition state: %s", exc)
-        deleting = frozenset(zk.get_children(ADMIN_DELETE_TOPICS, watch=watch))
+        deleting = frozenset(deleting_read.get())
         election = None
-        if zk.exists(PREFERRED_REPLICA_ELECTION, watch=watch) is not None:
+        if election_read.get() is not None:
             try:
                 wanted, unclean = decode_election(zk.get(PREFERRED_REPLICA_ELECTION)[0])
                 election = (tuple(wanted), unclean)
@@ -122,6 +142,43 @@ class Reading(DriverParts):
             brokers, controller, controller_epoch, topics, states, configs, deleting, election
         )
 
+    def _read_states(self, paths: Collection[str]) -> dict[tuple[str, int], PartitionState] | None:
+        """A targeted reading: the partition state znodes at ``paths``, watches set
+        again; None when one of them is gone (a deletion: a complete reading must
+        follow)."""
+        from kazoo.exceptions import NoNodeError
+
+        zk = self.zk
+        reads = {}
+        for path in paths:
+            key = parse_partition_state_path(path)
+            if key is None:
+                return None
+            reads[key] = zk.get_async(path, watch=self._on_state_watch)
+        states: dict[tuple[str, int], PartitionState] = {}
+        for key, result in reads.items():
+            try:
+                data, stat = result.get()
+                states[key] = decode_partition_state(key[0], key[1], data, stat.version)
+            except NoNodeError:
+                return None
+            except ZkDataError as exc:
+                log.warning("ignoring a partition state: %s", exc)
+        return states
+
     def _notify(self, *_: Any) -> None:
         """Something changed in ZooKeeper (any thread): read the cluster again."""
-        self._wake_soon("_changed")
+        self._run_soon(self._want_reading)
+
+    def _on_state_watch(self, event: Any) -> None:
+        """A partition state znode changed (kazoo's thread): note it for a targeted
+        reading (see the module rules)."""
+        path = getattr(event, "path", None)
+        if not isinstance(path, str):
+            self._notify()
+            return
+        self._run_soon(lambda: self._state_changed(path))
+
+    def _state_changed(self, path: str) -> None:
+        self._dirty_states.add(path)
+        self._changed.set()

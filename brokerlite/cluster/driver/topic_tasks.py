@@ -178,7 +178,7 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
                     raise BrokerError("another leader election is still under way") from None
                 await trio.sleep(0.05)
         await trio.sleep(0)  # the watch's reading comes next; wait until it shows it done
-        self._changed.set()
+        self._want_reading()
         await self._wait_image(
             deadline,
             lambda: (
@@ -205,7 +205,7 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
         return False
 
     async def _wait_image(self, deadline: float, done: Callable[[], bool]) -> None:
-        self._changed.set()
+        self._want_reading()
         while not done():
             event = self._image_event
             with trio.move_on_at(deadline):
