@@ -183,6 +183,9 @@ class ExactlyOnce:
             txn = self._txn(body.transactional_id, body.producer_id, body.producer_epoch)
             txn.coordinator = node_id if node_id >= 0 else txn.coordinator
             txn.partitions.clear()
+            session = self.sequences.get(body.producer_id)
+            if session is not None and session.epoch == body.producer_epoch:
+                session.end_transaction()
         elif key in (22, 25) and getattr(body, "transactional_id", None):
             self._txn(
                 body.transactional_id,

@@ -311,6 +311,9 @@ class Session:
     next_client: dict[tuple[str, int], int] = field(default_factory=dict)
     # Client batches to journal (None: no journal).
     journal: list[ClientBatch] | None = None
+    # Partitions whose last kept batch belongs to a transaction the client
+    # ended (EndTxn): the next batch there waits for none before it.
+    ended: set[tuple[str, int]] = field(default_factory=set)
 
     # -- the client's side ------------------------------------------------------------------
 
@@ -327,12 +330,22 @@ class Session:
         return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
     def latest(self, topic: str, partition: int) -> ClientBatch | None:
-        """The client's last batch of the partition placed here, if kept."""
+        """The client's last batch of the partition placed here, if kept and
+        not of a transaction the client has ended since."""
+        if (topic, partition) in self.ended:
+            return None
         kept = self.batches.get((topic, partition))
         return next(reversed(kept.values())) if kept else None
 
+    def end_transaction(self) -> None:
+        """The client ended its transaction (EndTxn): it sends none of that
+        transaction's batches again, so the next ones wait for none of them
+        (:meth:`ClientBatch.outcome`)."""
+        self.ended = set(self.batches)
+
     def remember(self, batch: ClientBatch) -> None:
         key = (batch.topic, batch.partition)
+        self.ended.discard(key)
         kept = self.batches.setdefault(key, OrderedDict())
         kept[batch.base_sequence] = batch
         while len(kept) > CLIENT_BATCHES_KEPT:

@@ -11,7 +11,9 @@ from typing import Any
 from proxy_helpers import keyed, request
 
 from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k26_end_txn as et
 from trafka.codec.records import decode_batch, encode_batch, read_batch_header
+from trafka.proxy.exactly_once import ExactlyOnce
 from trafka.proxy.idempotent_plan import (
     commit_idempotent,
     idempotent_answer,
@@ -391,3 +393,25 @@ def test_many_batches_behind_one_never_retried_are_answered_without_deep_recursi
         _, later = plan(seqs, request({0: [_to(2, 1, seq)]}))
         ack_all(session, later.rounds[0])
     assert answer_codes(later) == [ErrorCode.REQUEST_TIMED_OUT]
+
+
+def test_a_batch_after_its_producer_ended_the_transaction_waits_for_none_of_it() -> None:
+    """A transactional producer that aborts (EndTxn) a transaction whose batch
+    failed with a retriable error never sends that batch again (KIP-98: the
+    aborted transaction's records are dropped). The next transaction's batch of
+    the same partition, at the same epoch, is answered by its own outcome, not
+    held back behind the abandoned one for ever."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    session.sent(first.rounds[0][0])
+    session.settle(first.rounds[0][0], ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    eos = ExactlyOnce(None, cluster(), RouteStats(), lambda _: None, lambda: [1], 1 << 20)  # type: ignore[arg-type]
+    eos.sequences = seqs
+    end = et.EndTxnRequest(
+        transactional_id="t", producer_id=PID, producer_epoch=EPOCH, committed=False
+    )
+    eos.client_request(26, 3, end, 1)
+    _, second = plan(seqs, request({0: [_to(2, 5, 5)]}))
+    ack_all(session, second.rounds[0])
+    assert answer_codes(second) == [ErrorCode.NONE]
