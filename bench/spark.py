@@ -27,8 +27,13 @@ its start-up is not timed.
 * **stream latency**: a stream (``trigger(processingTime="0 seconds")``) into a
   ``foreachBatch`` sink on the driver while a producer sends a record every
   50 ms for ``--latency-seconds`` (default 10) carrying its send time: p50 and
-  p99 of produced -> row in the sink. (That an idle stream opens no connection
-  per micro-batch is a test: tests/spark/test_spark_connections.py.)
+  p99 of produced -> row in the sink, and where a micro-batch with rows spends
+  its time (the medians of Spark's progress ``durationMs``: ``latestOffset`` is
+  the driver's offset lookup, ``queryPlanning`` and ``getBatch`` the planning,
+  ``addBatch`` the tasks' launch, their reads and the sink, ``walCommit`` and
+  ``commitOffsets`` the checkpoint). ``--latency-only`` runs this part alone.
+  (That an idle stream opens no connection per micro-batch is a test:
+  tests/spark/test_spark_connections.py.)
 
 Figures are records per second and Spark's ratio to the single process. Run:
 ``python bench/spark.py``.
@@ -172,6 +177,7 @@ def main() -> None:
         "a 1 s stream and a JVM that starts sooner (C1 only, serial GC), whatever the other "
         "options say (tests/bench/test_bench_smoke.py)",
     )
+    parser.add_argument("--latency-only", action="store_true", help="only the stream latency part")
     args = parser.parse_args()
     if args.smoke:
         args.records, args.latency_seconds, args.rounds = 2_000, 1.0, 1
@@ -189,6 +195,8 @@ def main() -> None:
                 .config("spark.ui.enabled", "false")
                 .config("spark.ui.showConsoleProgress", "false")
                 .config("spark.sql.shuffle.partitions", "2")
+                # Every micro-batch's progress, for the latency's breakdown.
+                .config("spark.sql.streaming.numRecentProgressUpdates", "10000")
             )
             if args.smoke:
                 # Not a measurement: a JVM that starts sooner (C1 only, the serial GC).
@@ -198,6 +206,11 @@ def main() -> None:
             spark: Any = builder.getOrCreate()
             spark.sparkContext.setLogLevel("ERROR")
             register(spark)
+            if args.latency_only:
+                latencies, phases = stream_latency(spark, servers, args.latency_seconds)
+                spark.stop()
+                print_latency(latencies, phases)
+                return
             spark.dataSource.register(ceiling_source())
             # Warm up Spark's Python workers on a small topic.
             anyio.run(sdk_write, servers, "warm", 1000, args.size, backend="trio")
@@ -263,7 +276,7 @@ def main() -> None:
                     topic = f"bench-{guarantee}"
                     writes[guarantee] = max(writes[guarantee], timed_write(rows, guarantee, topic))
             spark_w, eos_w = writes["at-least-once"], writes["exactly-once"]
-            latencies = stream_latency(spark, servers, args.latency_seconds)
+            latencies, phases = stream_latency(spark, servers, args.latency_seconds)
             spark.stop()
         finally:
             broker.terminate()
@@ -288,6 +301,10 @@ def main() -> None:
     )
     print(f"  trafka / ceiling {rates['merged'] / rates['ceiling']:.2f}")
     print(f"  merged / one task per partition {rates['merged'] / rates['per range']:.2f}")
+    print_latency(latencies, phases)
+
+
+def print_latency(latencies: list[float], phases: dict[str, list[int]]) -> None:
     ordered = sorted(latencies)
     if ordered:
         p50 = ordered[len(ordered) // 2] * 1000
@@ -296,10 +313,31 @@ def main() -> None:
             f"stream latency (trigger 0, produced -> row in a foreachBatch sink): "
             f"p50 {p50:.0f} ms, p99 {p99:.0f} ms over {len(ordered)} records"
         )
+    if phases.get("triggerExecution"):
+        batches = len(phases["triggerExecution"])
+        medians = ", ".join(
+            f"{name} {sorted(ms)[len(ms) // 2]}" for name, ms in phases.items() if ms
+        )
+        print(f"  a micro-batch with rows, median ms over {batches}: {medians}")
 
 
-def stream_latency(spark: Any, servers: str, seconds: float) -> list[float]:
-    """Seconds from each record's send to its row reaching the sink."""
+_PHASES = (
+    "triggerExecution",
+    "latestOffset",
+    "queryPlanning",
+    "getBatch",
+    "addBatch",
+    "walCommit",
+    "commitOffsets",
+)
+
+
+def stream_latency(
+    spark: Any, servers: str, seconds: float
+) -> tuple[list[float], dict[str, list[int]]]:
+    """Seconds from each record's send to its row reaching the sink, and the
+    milliseconds of each phase (Spark's ``durationMs``) of the micro-batches
+    that had rows."""
     topic = "latency"
 
     async def create() -> None:
@@ -349,9 +387,14 @@ def stream_latency(spark: Any, servers: str, seconds: float) -> list[float]:
         deadline = time.monotonic() + 30
         while len(latencies) < sent and time.monotonic() < deadline:
             time.sleep(0.1)
+        phases: dict[str, list[int]] = {name: [] for name in _PHASES}
+        for progress in query.recentProgress:
+            if progress.numInputRows:
+                for name in _PHASES:
+                    phases[name].append(progress.durationMs.get(name, 0))
     finally:
         query.stop()
-    return latencies
+    return latencies, phases
 
 
 if __name__ == "__main__":

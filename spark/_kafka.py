@@ -28,7 +28,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from functools import partial
@@ -190,14 +190,53 @@ class Planner:
     the first call on the process's shared loop and keeps them, with their
     connections, until :meth:`close`; an idle stream then asks its brokers over
     the same connections at every trigger instead of opening new ones.
+
+    A kept planner also keeps the read's partitions (:meth:`partitions`): a
+    trigger then costs one ListOffsets per leader and no Metadata request. They
+    are asked again once ``metadata.max.age.ms`` has passed (so new partitions,
+    and new topics of a pattern, are found within it, as Kafka's consumer finds
+    them) and after any failed lookup (:meth:`forget_partitions`: a deleted
+    topic, a partition gone).
+
+    Args:
+        clock: monotonic seconds, of any origin (for the partitions' age).
     """
 
-    def __init__(self, opts: ReadOptions, *, keep: bool = False) -> None:
+    def __init__(
+        self,
+        opts: ReadOptions,
+        *,
+        keep: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.opts = opts
         self.keep = keep
+        self.clock = clock
         self._clients: tuple[Admin, Consumer] | None = None
         self._exits: list[Any] = []
         self._loop: Loop | None = None
+        # The read's partitions and when they were asked for (kept planners only).
+        self._known: tuple[float, list[TopicPartition]] | None = None
+        self.metadata_requests = 0  # partition lists asked for (for tests)
+
+    async def partitions(self, admin: Admin) -> list[TopicPartition]:
+        """The read's partitions: asked for now, or, by a kept planner, those
+        asked for less than ``metadata.max.age.ms`` ago (see the class doc)."""
+        max_age = self.opts.consumer_config().metadata_max_age_ms / 1000
+        now = self.clock()
+        if self._known is not None and now - self._known[0] < max_age:
+            return list(self._known[1])
+        self.metadata_requests += 1
+        tps = await _partitions(self.opts, admin)
+        if self.keep:
+            self._known = (now, tps)
+        return list(tps)
+
+    def forget_partitions(self) -> bool:
+        """Drop the kept partitions (the next :meth:`partitions` asks):
+        whether there were any."""
+        known, self._known = self._known, None
+        return known is not None
 
     def call(self, fn: Any) -> Any:
         """``await fn(admin, consumer)``, tried again as ``fetchOffset.numRetries`` says."""
@@ -210,6 +249,7 @@ class Planner:
             return self._kept(fn)
         except TrafkaError:
             self.close()  # a client in an unknown state is not kept
+            self.forget_partitions()
             raise
 
     async def _open(self, stack: AsyncExitStack) -> tuple[Admin, Consumer]:
@@ -273,11 +313,13 @@ def _planned(opts: ReadOptions, fn: Any) -> Any:
 def starting_offsets(opts: ReadOptions, planner: Planner | None = None) -> Offsets:
     """The offsets a read starts at (batch, or a new stream)."""
 
+    planner = planner or Planner(opts)
+
     async def go(admin: Admin, consumer: Consumer) -> Offsets:
-        tps = await _partitions(opts, admin)
+        tps = await planner.partitions(admin)
         return _to_offsets(await _resolve(consumer, opts.starting, tps))
 
-    result: Offsets = (planner or Planner(opts)).call(go)
+    result: Offsets = planner.call(go)
     return result
 
 
@@ -302,14 +344,24 @@ def latest_offsets(
     start at their earliest offset, so nothing written to them is skipped.
     """
 
+    planner = planner or Planner(opts)
+
     async def go(admin: Admin, consumer: Consumer) -> Offsets:
-        tps = await _partitions(opts, admin)
+        tps = await planner.partitions(admin)
         if since is None:
             return _to_offsets(await _resolve(consumer, opts.ending, tps))
-        ends = await consumer.end_offsets(tps) if tps else {}
+        try:
+            ends = await consumer.end_offsets(tps) if tps else {}
+        except TrafkaError:
+            if not planner.forget_partitions():
+                raise
+            # The kept partitions may be stale (a topic deleted, or recreated
+            # with fewer partitions): asked again, once, before failing.
+            tps = await planner.partitions(admin)
+            ends = await consumer.end_offsets(tps) if tps else {}
         return _to_offsets(ends)
 
-    result: Offsets = (planner or Planner(opts)).call(go)
+    result: Offsets = planner.call(go)
     return result
 
 

@@ -1,0 +1,164 @@
+"""The stream's planner between triggers, against a real brokerlite (no Spark).
+
+A stream's planner keeps the read's partitions between triggers and asks for
+them again once ``metadata.max.age.ms`` has passed, as Kafka's consumer
+refreshes its metadata (the consumer configuration's ``metadata.max.age.ms``:
+https://kafka.apache.org/documentation/#consumerconfigs_metadata.max.age.ms),
+or at once after a lookup fails. The clock is injected: no test waits for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from spark_helpers import create, fresh, produce, run
+
+from trafka.brokerlite import RunningBroker
+from trafka.sdk import open_admin
+from trafka.spark import _kafka
+from trafka.spark.options import parse_read_options
+
+MAX_AGE_MS = 60_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 5.0  # a machine booted seconds ago: small values are fine
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _options(broker: RunningBroker, **options: str) -> Any:
+    return parse_read_options(
+        {
+            "kafka.bootstrap.servers": broker.bootstrap_servers,
+            "kafka.metadata.max.age.ms": str(MAX_AGE_MS),
+            # Bounds every lookup of these tests (no test waits longer for a broker).
+            "kafka.default.api.timeout.ms": "10000",
+            "kafka.request.timeout.ms": "10000",
+            "fetchOffset.numRetries": "0",
+            **options,
+        },
+        streaming=True,
+    )
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def planner_for(clock: Clock) -> Iterator[Any]:
+    made: list[_kafka.Planner] = []
+
+    def make(opts: Any) -> _kafka.Planner:
+        planner = _kafka.Planner(opts, keep=True, clock=clock)
+        made.append(planner)
+        return planner
+
+    yield make
+    for planner in made:
+        planner.close()
+
+
+def _grow(broker: RunningBroker, topic: str, partitions: int) -> None:
+    async def go() -> None:
+        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+            await admin.create_partitions({topic: partitions})
+
+    run(go)
+
+
+def _delete(broker: RunningBroker, topic: str) -> None:
+    async def go() -> None:
+        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+            await admin.delete_topics([topic])
+
+    run(go)
+
+
+def test_triggers_within_the_max_age_reuse_the_partitions_and_see_new_records(
+    broker: RunningBroker, planner_for: Any, clock: Clock
+) -> None:
+    topic = fresh("plan-cache")
+    create(broker, topic, 2)
+    opts = _options(broker, subscribe=topic)
+    planner = planner_for(opts)
+    start = _kafka.starting_offsets(opts, planner)
+    assert start == {topic: {"0": 0, "1": 0}}
+    produce(broker, topic, [(None, b"a", None)] * 3)
+    for step in range(3):
+        clock.now += MAX_AGE_MS / 1000 / 4
+        latest = _kafka.latest_offsets(opts, since=start, planner=planner)
+        assert sum(latest[topic].values()) == 3 + step
+        produce(broker, topic, [(None, b"b", None)])
+    # One partition list for the start and the three triggers: no Metadata per trigger.
+    assert planner.metadata_requests == 1
+
+
+def test_new_partitions_are_found_once_the_max_age_has_passed(
+    broker: RunningBroker, planner_for: Any, clock: Clock
+) -> None:
+    topic = fresh("plan-grow")
+    create(broker, topic, 2)
+    opts = _options(broker, subscribe=topic)
+    planner = planner_for(opts)
+    start = _kafka.starting_offsets(opts, planner)
+    _grow(broker, topic, 3)
+    clock.now += MAX_AGE_MS / 1000 - 1
+    assert _kafka.latest_offsets(opts, since=start, planner=planner) == {topic: {"0": 0, "1": 0}}
+    clock.now += 1
+    latest = _kafka.latest_offsets(opts, since=start, planner=planner)
+    assert latest == {topic: {"0": 0, "1": 0, "2": 0}}
+    # The new partition is read from its start (the stream's rule for new partitions).
+    assert _kafka.new_partitions(opts, start, latest, planner) == latest
+
+
+def test_a_pattern_finds_a_new_topic_once_the_max_age_has_passed(
+    broker: RunningBroker, planner_for: Any, clock: Clock
+) -> None:
+    prefix = fresh("plan-pattern")
+    create(broker, f"{prefix}-a", 1)
+    opts = _options(broker, subscribePattern=f"{prefix}-.*")
+    planner = planner_for(opts)
+    start = _kafka.starting_offsets(opts, planner)
+    create(broker, f"{prefix}-b", 1)
+    assert _kafka.latest_offsets(opts, since=start, planner=planner) == start
+    clock.now += MAX_AGE_MS / 1000
+    latest = _kafka.latest_offsets(opts, since=start, planner=planner)
+    assert set(latest) == {f"{prefix}-a", f"{prefix}-b"}
+
+
+def test_a_deleted_topic_is_found_at_the_next_trigger_within_the_max_age(
+    broker: RunningBroker, planner_for: Any, clock: Clock
+) -> None:
+    topic = fresh("plan-deleted")
+    create(broker, topic, 2)
+    opts = _options(broker, subscribe=topic)
+    planner = planner_for(opts)
+    start = _kafka.starting_offsets(opts, planner)
+    _delete(broker, topic)
+    # The kept partitions fail their lookup; they are asked for again at once.
+    with pytest.raises(_kafka.PlanningError, match=f"topics do not exist: {topic}"):
+        _kafka.latest_offsets(opts, since=start, planner=planner)
+    assert planner.metadata_requests == 2
+
+
+def test_a_topic_recreated_with_fewer_partitions_drops_the_missing_ones(
+    broker: RunningBroker, planner_for: Any, clock: Clock
+) -> None:
+    prefix = fresh("plan-recreated")
+    topic = f"{prefix}-x"
+    create(broker, topic, 3)
+    opts = _options(broker, subscribePattern=f"{prefix}-.*")
+    planner = planner_for(opts)
+    start = _kafka.starting_offsets(opts, planner)
+    assert set(start[topic]) == {"0", "1", "2"}
+    _delete(broker, topic)
+    create(broker, topic, 1)
+    latest = _kafka.latest_offsets(opts, since=start, planner=planner)
+    assert latest == {topic: {"0": 0}}
