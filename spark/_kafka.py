@@ -44,6 +44,7 @@ from ..sdk.errors import AuthenticationError, ConfigError, KafkaConnectionError,
 from ..sdk.fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
 from ..sdk.producer import Producer, RecordFuture
 from ._pools import POOL, PRODUCERS, READERS, Loop, shared_loop
+from ._watch import wait_for_records
 from ._wire import reader_settings
 from ._wire import supported as _wire_supported
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, WriteOptions
@@ -59,6 +60,7 @@ __all__ = [
     "OffsetRange",
     "Offsets",
     "latest_offsets",
+    "nothing_new",
     "backlog",
     "batch_offsets",
     "limit_offsets",
@@ -215,6 +217,8 @@ class Planner:
         self._clients: tuple[Admin, Consumer] | None = None
         self._exits: list[Any] = []
         self._loop: Loop | None = None
+        # The client whose connections only carry the waits (see :mod:`._watch`).
+        self._watcher: tuple[Consumer, Any] | None = None
         # The read's partitions and when they were asked for (kept planners only).
         self._known: tuple[float, list[TopicPartition]] | None = None
         self.metadata_requests = 0  # partition lists asked for (for tests)
@@ -281,8 +285,36 @@ class Planner:
             self._loop = loop
         return loop.call(fn, *self._clients)
 
+    def wait(self, at: Offsets) -> None:
+        """Wait up to ``latestOffsetWaitMs`` for a record past ``at`` (a kept
+        planner only; see :mod:`._watch`). A failure ends the wait: the lookup
+        that follows meets it."""
+        wait_ms = self.opts.latest_offset_wait_ms
+        if not self.keep or wait_ms <= 0 or not at:
+            return
+        loop = shared_loop()
+        try:
+            if self._watcher is None or self._loop is not loop:
+                self._close_watcher()
+                config = self.opts.consumer_config()
+                self._watcher = loop.enter(open_consumer(config=config))
+            watcher = self._watcher[0]
+            loop.call(
+                wait_for_records, watcher, _from_offsets(at), wait_ms, watcher.config.read_committed
+            )
+        except TrafkaError as exc:
+            _log.debug("waiting for records failed: %s", exc)
+            self._close_watcher()
+
+    def _close_watcher(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            with contextlib.suppress(Exception):
+                watcher[1](None, None, None)
+
     def close(self) -> None:
         """Close the kept clients (their connections)."""
+        self._close_watcher()
         exits, self._exits, self._clients = self._exits, [], None
         for exit_ in exits:
             with contextlib.suppress(Exception):
@@ -380,6 +412,13 @@ def new_partitions(
     merged = dict(known)
     merged.update((planner or Planner(opts)).call(go))
     return _to_offsets(merged)
+
+
+def nothing_new(start: Offsets, latest: Offsets) -> bool:
+    """Whether ``latest`` has no partition past its offset in ``start``, and
+    none that ``start`` does not know."""
+    begin = _from_offsets(start)
+    return all(tp in begin and o <= begin[tp] for tp, o in _from_offsets(latest).items())
 
 
 def backlog(start: Offsets, latest: Offsets) -> int:

@@ -9,10 +9,12 @@ or at once after a lookup fails. The clock is injected: no test waits for it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 from spark_helpers import create, fresh, produce, run
 
 from trafka.brokerlite import RunningBroker
@@ -162,3 +164,61 @@ def test_a_topic_recreated_with_fewer_partitions_drops_the_missing_ones(
     create(broker, topic, 1)
     latest = _kafka.latest_offsets(opts, since=start, planner=planner)
     assert latest == {topic: {"0": 0}}
+
+
+def _stream_reader(opts: Any) -> Any:
+    from trafka.spark.source import SCHEMA, _StreamReader
+
+    return _StreamReader(opts, SCHEMA)
+
+
+def test_an_idle_trigger_waits_at_the_broker_and_returns_with_the_record_that_came(
+    broker: RunningBroker,
+) -> None:
+    topic = fresh("plan-wait")
+    create(broker, topic, 2)
+    # A wait far longer than the test: the record's arrival must end it.
+    opts = _options(broker, subscribe=topic, latestOffsetWaitMs="60000")
+    reader = _stream_reader(opts)
+    try:
+        start = reader.initialOffset()
+        assert start == {topic: {"0": 0, "1": 0}}
+        # Sent while the trigger waits (or, on a slow machine, before it asks:
+        # then the trigger finds it at once).
+        later = threading.Timer(0.5, produce, (broker, topic, [(None, b"late", None)]))
+        later.start()
+        try:
+            latest = reader.latestOffset(start, ReadAllAvailable())
+        finally:
+            later.join(30)
+        assert sorted(latest[topic].values()) == [0, 1]
+    finally:
+        reader.stop()
+
+
+def test_a_trigger_with_new_records_does_not_wait(broker: RunningBroker) -> None:
+    topic = fresh("plan-nowait")
+    create(broker, topic, 1)
+    opts = _options(broker, subscribe=topic, latestOffsetWaitMs="60000")
+    reader = _stream_reader(opts)
+    try:
+        start = reader.initialOffset()
+        produce(broker, topic, [(None, b"a", None)] * 2)
+        # With the records already there, nothing waits (the test's own deadline,
+        # pytest's, is far below the 60 s wait).
+        assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 2}}
+        assert reader.planner._watcher is None  # no wait was started
+    finally:
+        reader.stop()
+
+
+def test_the_wait_can_be_turned_off(broker: RunningBroker) -> None:
+    topic = fresh("plan-nowatch")
+    create(broker, topic, 1)
+    reader = _stream_reader(_options(broker, subscribe=topic, latestOffsetWaitMs="0"))
+    try:
+        start = reader.initialOffset()
+        assert reader.latestOffset(start, ReadAllAvailable()) == start
+        assert reader.planner._watcher is None
+    finally:
+        reader.stop()
