@@ -206,17 +206,17 @@ def main() -> None:
             spark: Any = builder.getOrCreate()
             spark.sparkContext.setLogLevel("ERROR")
             register(spark)
-            if args.latency_only:
-                latencies, phases = stream_latency(spark, servers, args.latency_seconds)
-                spark.stop()
-                print_latency(latencies, phases)
-                return
             spark.dataSource.register(ceiling_source())
             # Warm up Spark's Python workers on a small topic.
             anyio.run(sdk_write, servers, "warm", 1000, args.size, backend="trio")
             spark.read.format("trafka").option("kafka.bootstrap.servers", servers).option(
                 "subscribe", "warm"
             ).load().count()
+            if args.latency_only:
+                latencies, phases = stream_latency(spark, servers, args.latency_seconds)
+                spark.stop()
+                print_latency(latencies, phases)
+                return
 
             sdk_w = anyio.run(
                 sdk_write,

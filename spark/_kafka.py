@@ -217,8 +217,9 @@ class Planner:
         self._clients: tuple[Admin, Consumer] | None = None
         self._exits: list[Any] = []
         self._loop: Loop | None = None
-        # The client whose connections only carry the waits (see :mod:`._watch`).
-        self._watcher: tuple[Consumer, Any] | None = None
+        # The client whose connections only carry the waits (see :mod:`._watch`):
+        # (the client, its exit, its loop).
+        self._watcher: tuple[Consumer, Any, Loop] | None = None
         # The read's partitions and when they were asked for (kept planners only).
         self._known: tuple[float, list[TopicPartition]] | None = None
         self.metadata_requests = 0  # partition lists asked for (for tests)
@@ -294,10 +295,10 @@ class Planner:
             return
         loop = shared_loop()
         try:
-            if self._watcher is None or self._loop is not loop:
+            if self._watcher is None or self._watcher[2] is not loop:
                 self._close_watcher()
                 config = self.opts.consumer_config()
-                self._watcher = loop.enter(open_consumer(config=config))
+                self._watcher = (*loop.enter(open_consumer(config=config)), loop)
             watcher = self._watcher[0]
             loop.call(
                 wait_for_records, watcher, _from_offsets(at), wait_ms, watcher.config.read_committed
