@@ -286,13 +286,14 @@ class Planner:
             self._loop = loop
         return loop.call(fn, *self._clients)
 
-    def wait(self, at: Offsets) -> None:
+    def wait(self, at: Offsets) -> bool:
         """Wait up to ``latestOffsetWaitMs`` for a record past ``at`` (a kept
-        planner only; see :mod:`._watch`). A failure ends the wait: the lookup
-        that follows meets it."""
+        planner only; see :mod:`._watch`): whether to ask for the latest
+        offsets again (False: every leader said nothing came). A failure ends
+        the wait: the lookup that follows meets it."""
         wait_ms = self.opts.latest_offset_wait_ms
         if not self.keep or wait_ms <= 0 or not at:
-            return
+            return False
         loop = shared_loop()
         try:
             if self._watcher is None or self._watcher[2] is not loop:
@@ -300,12 +301,14 @@ class Planner:
                 config = self.opts.consumer_config()
                 self._watcher = (*loop.enter(open_consumer(config=config)), loop)
             watcher = self._watcher[0]
-            loop.call(
+            news: bool = loop.call(
                 wait_for_records, watcher, _from_offsets(at), wait_ms, watcher.config.read_committed
             )
+            return news
         except TrafkaError as exc:
             _log.debug("waiting for records failed: %s", exc)
             self._close_watcher()
+            return True
 
     def _close_watcher(self) -> None:
         watcher, self._watcher = self._watcher, None

@@ -21,8 +21,13 @@ Rules:
   the lookup that follows meets the error and refreshes), or after the wait;
   a partition whose leader is unknown after one metadata refresh ends it at
   once. Nothing is waited for that the planner would not ask about next.
-* The offsets that count are still the ListOffsets answers that follow: the
-  wait decides only when to ask.
+* The offsets that count are still the ListOffsets answers: the wait decides
+  only when to ask. When every leader waited its time out and answered that
+  its partitions end where the stream is, the trigger returns without asking
+  again (Spark asks at its next trigger); any other end of the wait asks.
+* Under ``read_committed`` a partition's high watermark may pass the stream's
+  offsets before its last stable offset does: that ends the wait early, and
+  the ListOffsets that follows decides.
 
 No pyspark here.
 """
@@ -48,11 +53,13 @@ _BY_NAME = 12
 
 async def wait_for_records(
     watcher: Consumer, at: dict[TopicPartition, int], wait_ms: int, read_committed: bool
-) -> None:
+) -> bool:
     """Wait up to ``wait_ms`` for a record at or after ``at`` in any of its
-    partitions (see the module doc)."""
+    partitions (see the module doc). Whether the offsets are worth asking for
+    now: False only when every leader answered, within the wait, that its
+    partitions end where ``at`` says."""
     if not at or wait_ms <= 0:
-        return
+        return True
     cluster = watcher.cluster
     leaders = _leaders(watcher, at)
     if leaders is None:
@@ -60,7 +67,8 @@ async def wait_for_records(
             await cluster.refresh_metadata({tp.topic for tp in at})
         leaders = _leaders(watcher, at)
         if leaders is None:
-            return  # a partition without a known leader: the lookup says why
+            return True  # a partition without a known leader: the lookup says why
+    quiet: set[int] = set()
 
     async def hold(node: int, offsets: dict[TopicPartition, int], scope: Any) -> None:
         try:
@@ -76,19 +84,24 @@ async def wait_for_records(
             body = build_full_fetch(offsets, version, cluster.metadata, 1, fields, {})
             timeout = watcher.config.request_timeout_ms / 1000 + wait_ms / 1000
             answer = await conn.request(_FETCH, body, version=version, timeout=timeout)
-            if _failed(answer):
-                cluster.metadata.request_update()  # a leader moved, a topic went...
-                cluster.nudge()
         except TrafkaError:
-            cluster.metadata.request_update()
+            answer = None
+        if answer is not None and not _news(answer, offsets):
+            quiet.add(node)  # the broker waited it out: nothing came
+            return
+        if answer is None or _failed(answer):
+            cluster.metadata.request_update()  # a leader moved, a topic went...
             cluster.nudge()
         scope.cancel()
 
-    # A little longer than the brokers' wait: their empty answers end it.
-    with anyio.move_on_after(wait_ms / 1000 + 0.05):
+    # The brokers' empty answers end it at the wait; the margin covers a
+    # connection to open (the first wait) and a slow answer, and bounds a
+    # broker that keeps none of its promises.
+    with anyio.move_on_after(wait_ms / 1000 + 1.0):
         async with anyio.create_task_group() as tg:
             for node, offsets in leaders.items():
                 tg.start_soon(hold, node, offsets, tg.cancel_scope)
+    return quiet != set(leaders)
 
 
 def _failed(answer: Any) -> bool:
@@ -96,6 +109,19 @@ def _failed(answer: Any) -> bool:
     if getattr(answer, "error_code", 0):
         return True
     return any(p.error_code for t in answer.responses for p in t.partitions)
+
+
+def _news(answer: Any, offsets: dict[TopicPartition, int]) -> bool:
+    """Whether a Fetch answer says more than that nothing came: an error, or a
+    partition whose end (its high watermark) is past the offset asked for."""
+    if _failed(answer):
+        return True
+    asked = {(tp.topic, tp.partition): o for tp, o in offsets.items()}
+    return any(
+        p.high_watermark > asked.get((t.topic, p.partition_index), p.high_watermark)
+        for t in answer.responses
+        for p in t.partitions
+    )
 
 
 def _leaders(

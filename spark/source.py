@@ -492,10 +492,9 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         latest = self.target or _kafka.latest_offsets(self.opts, since=start, planner=self.planner)
-        if self.target is None and _kafka.nothing_new(start, latest):
-            # Spark asks again at once (trigger 0) or at the next trigger: the
-            # brokers are asked to answer when a record comes instead.
-            self.planner.wait(latest)
+        # With nothing new, Spark would ask again at once (trigger 0) or at the
+        # next trigger: the brokers are asked to answer when a record comes instead.
+        if self.target is None and _kafka.nothing_new(start, latest) and self.planner.wait(latest):
             latest = _kafka.latest_offsets(self.opts, since=start, planner=self.planner)
         self.latest = latest
         begin = _kafka.new_partitions(self.opts, start, latest, self.planner)

@@ -222,3 +222,19 @@ def test_the_wait_can_be_turned_off(broker: RunningBroker) -> None:
         assert reader.planner._watcher is None
     finally:
         reader.stop()
+
+
+def test_a_wait_says_whether_the_offsets_are_worth_asking_for_again(
+    broker: RunningBroker, planner_for: Any
+) -> None:
+    topic = fresh("plan-news")
+    create(broker, topic, 2)
+    produce(broker, topic, [(None, b"a", None)] * 4)
+    opts = _options(broker, subscribe=topic, latestOffsetWaitMs="200")
+    planner = planner_for(opts)
+    latest = _kafka.latest_offsets(opts, since={}, planner=planner)
+    # At the end of every partition, nothing comes: the brokers wait the time out.
+    assert planner.wait(latest) is False
+    # Behind the end of one partition: its leader answers at once that there is more.
+    behind = {topic: {p: max(0, o - 1) for p, o in latest[topic].items()}}
+    assert planner.wait(behind) is True
