@@ -32,6 +32,10 @@ its start-up is not timed.
   the driver's offset lookup, ``queryPlanning`` and ``getBatch`` the planning,
   ``addBatch`` the tasks' launch, their reads and the sink, ``walCommit`` and
   ``commitOffsets`` the checkpoint). ``--latency-only`` runs this part alone.
+* **idle triggers** (``--idle-only``, no Spark): an idle stream's driver loop
+  as Spark's ``trigger(processingTime="0 seconds")`` runs it (the source's
+  ``latestOffset``, then 10 ms, again) for ``--latency-seconds``: the calls
+  made, and the CPU seconds of the driver's process and of the broker.
   (That an idle stream opens no connection per micro-batch is a test:
   tests/spark/test_spark_connections.py.)
 
@@ -178,7 +182,13 @@ def main() -> None:
         "options say (tests/bench/test_bench_smoke.py)",
     )
     parser.add_argument("--latency-only", action="store_true", help="only the stream latency part")
+    parser.add_argument(
+        "--idle-only", action="store_true", help="only an idle stream's triggers, without Spark"
+    )
     args = parser.parse_args()
+    if args.idle_only:
+        idle_triggers(args.latency_seconds)
+        return
     if args.smoke:
         args.records, args.latency_seconds, args.rounds = 2_000, 1.0, 1
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -302,6 +312,50 @@ def main() -> None:
     print(f"  trafka / ceiling {rates['merged'] / rates['ceiling']:.2f}")
     print(f"  merged / one task per partition {rates['merged'] / rates['per range']:.2f}")
     print_latency(latencies, phases)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of a process (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_triggers(seconds: float) -> None:
+    """An idle stream's driver loop (see the module doc), on an idle topic of 4 partitions."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from trafka.spark import SCHEMA
+    from trafka.spark.options import parse_read_options
+    from trafka.spark.source import _StreamReader
+
+    with tempfile.TemporaryDirectory() as data:
+        broker, servers = start_broker(Path(data))
+        try:
+
+            async def create() -> None:
+                async with open_admin(bootstrap_servers=servers) as admin:
+                    await admin.create_topics([NewTopic("idle", 4, 1)])
+
+            anyio.run(create, backend="trio")
+            options = {"kafka.bootstrap.servers": servers, "subscribe": "idle"}
+            reader = _StreamReader(parse_read_options(options, streaming=True), SCHEMA)
+            start = reader.initialOffset()
+            reader.latestOffset(start, ReadAllAvailable())  # connected, warm
+            cpu, broker_cpu = time.process_time(), _cpu_seconds(broker.pid)
+            began, calls = time.monotonic(), 0
+            while time.monotonic() - began < seconds:
+                reader.latestOffset(start, ReadAllAvailable())
+                calls += 1
+                time.sleep(0.01)  # spark.sql.streaming.pollingDelay
+            cpu, broker_cpu = time.process_time() - cpu, _cpu_seconds(broker.pid) - broker_cpu
+            reader.stop()
+        finally:
+            broker.terminate()
+            broker.wait(10)
+    print(
+        f"idle stream, trigger 0, {seconds:.0f} s: {calls} latestOffset calls, "
+        f"driver CPU {cpu:.2f} s, broker CPU {broker_cpu:.2f} s"
+    )
 
 
 def print_latency(latencies: list[float], phases: dict[str, list[int]]) -> None:
