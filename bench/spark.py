@@ -32,8 +32,17 @@ its start-up is not timed.
 * **stream latency**: a stream (``trigger(processingTime="0 seconds")``) into a
   ``foreachBatch`` sink on the driver while a producer sends a record every
   50 ms for ``--latency-seconds`` (default 10) carrying its send time: p50 and
-  p99 of produced -> row in the sink. (That an idle stream opens no connection
-  per micro-batch is a test: tests/spark/test_spark_connections.py.)
+  p99 of produced -> row in the sink, and where a micro-batch with rows spends
+  its time (the medians of Spark's progress ``durationMs``: ``latestOffset`` is
+  the driver's offset lookup, ``queryPlanning`` and ``getBatch`` the planning,
+  ``addBatch`` the tasks' launch, their reads and the sink, ``walCommit`` and
+  ``commitOffsets`` the checkpoint). ``--latency-only`` runs this part alone.
+* **idle triggers** (``--idle-only``, no Spark): an idle stream's driver loop
+  as Spark's ``trigger(processingTime="0 seconds")`` runs it (the source's
+  ``latestOffset``, then 10 ms, again) for ``--latency-seconds``: the calls
+  made, and the CPU seconds of the driver's process and of the broker.
+  (That an idle stream opens no connection per micro-batch is a test:
+  tests/spark/test_spark_connections.py.)
 
 Figures are records per second and Spark's ratio to the single process. Run:
 ``python bench/spark.py`` (``--reads-only`` skips the writes and the stream).
@@ -217,7 +226,14 @@ def main() -> None:
         "a 1 s stream and a JVM that starts sooner (C1 only, serial GC), whatever the other "
         "options say (tests/bench/test_bench_smoke.py)",
     )
+    parser.add_argument("--latency-only", action="store_true", help="only the stream latency part")
+    parser.add_argument(
+        "--idle-only", action="store_true", help="only an idle stream's triggers, without Spark"
+    )
     args = parser.parse_args()
+    if args.idle_only:
+        idle_triggers(args.latency_seconds)
+        return
     if args.smoke:
         args.records, args.latency_seconds, args.rounds = 2_000, 1.0, 1
     per = 2_000 if args.smoke else 250_000
@@ -240,6 +256,8 @@ def main() -> None:
                 .config("spark.ui.enabled", "false")
                 .config("spark.ui.showConsoleProgress", "false")
                 .config("spark.sql.shuffle.partitions", "2")
+                # Every micro-batch's progress, for the latency's breakdown.
+                .config("spark.sql.streaming.numRecentProgressUpdates", "10000")
             )
             if args.smoke:
                 # Not a measurement: a JVM that starts sooner (C1 only, the serial GC).
@@ -255,6 +273,11 @@ def main() -> None:
             spark.read.format("trafka").option("kafka.bootstrap.servers", servers).option(
                 "subscribe", "warm"
             ).load().count()
+            if args.latency_only:
+                latencies, phases = stream_latency(spark, servers, args.latency_seconds)
+                spark.stop()
+                print_latency(latencies, phases)
+                return
 
             sdk_w = anyio.run(
                 sdk_write,
@@ -318,7 +341,7 @@ def main() -> None:
                     topic = f"bench-{guarantee}"
                     writes[guarantee] = max(writes[guarantee], timed_write(rows, guarantee, topic))
             spark_w, eos_w = writes["at-least-once"], writes["exactly-once"]
-            latencies = stream_latency(spark, servers, args.latency_seconds)
+            latencies, phases = stream_latency(spark, servers, args.latency_seconds)
             spark.stop()
         finally:
             broker.terminate()
@@ -331,6 +354,54 @@ def main() -> None:
         f"exactly-once {eos_w:,.0f}, at-least-once {spark_w:,.0f}"
     )
     print(f"  exactly-once / at-least-once write {eos_w / spark_w:.2f}")
+    print_latency(latencies, phases)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of a process (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_triggers(seconds: float) -> None:
+    """An idle stream's driver loop (see the module doc), on an idle topic of 4 partitions."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from trafka.spark import SCHEMA
+    from trafka.spark.options import parse_read_options
+    from trafka.spark.source import _StreamReader
+
+    with tempfile.TemporaryDirectory() as data:
+        broker, servers = start_broker(Path(data))
+        try:
+
+            async def create() -> None:
+                async with open_admin(bootstrap_servers=servers) as admin:
+                    await admin.create_topics([NewTopic("idle", 4, 1)])
+
+            anyio.run(create, backend="trio")
+            options = {"kafka.bootstrap.servers": servers, "subscribe": "idle"}
+            reader = _StreamReader(parse_read_options(options, streaming=True), SCHEMA)
+            start = reader.initialOffset()
+            reader.latestOffset(start, ReadAllAvailable())  # connected, warm
+            cpu, broker_cpu = time.process_time(), _cpu_seconds(broker.pid)
+            began, calls = time.monotonic(), 0
+            while time.monotonic() - began < seconds:
+                reader.latestOffset(start, ReadAllAvailable())
+                calls += 1
+                time.sleep(0.01)  # spark.sql.streaming.pollingDelay
+            cpu, broker_cpu = time.process_time() - cpu, _cpu_seconds(broker.pid) - broker_cpu
+            reader.stop()
+        finally:
+            broker.terminate()
+            broker.wait(10)
+    print(
+        f"idle stream, trigger 0, {seconds:.0f} s: {calls} latestOffset calls, "
+        f"driver CPU {cpu:.2f} s, broker CPU {broker_cpu:.2f} s"
+    )
+
+
+def print_latency(latencies: list[float], phases: dict[str, list[int]]) -> None:
     ordered = sorted(latencies)
     if ordered:
         p50 = ordered[len(ordered) // 2] * 1000
@@ -339,6 +410,12 @@ def main() -> None:
             f"stream latency (trigger 0, produced -> row in a foreachBatch sink): "
             f"p50 {p50:.0f} ms, p99 {p99:.0f} ms over {len(ordered)} records"
         )
+    if phases.get("triggerExecution"):
+        batches = len(phases["triggerExecution"])
+        medians = ", ".join(
+            f"{name} {sorted(ms)[len(ms) // 2]}" for name, ms in phases.items() if ms
+        )
+        print(f"  a micro-batch with rows, median ms over {batches}: {medians}")
 
 
 def print_reads(
@@ -360,8 +437,23 @@ def print_reads(
     print(f"  merged / one task per partition {rates['merged'] / rates['per range']:.2f}")
 
 
-def stream_latency(spark: Any, servers: str, seconds: float) -> list[float]:
-    """Seconds from each record's send to its row reaching the sink."""
+_PHASES = (
+    "triggerExecution",
+    "latestOffset",
+    "queryPlanning",
+    "getBatch",
+    "addBatch",
+    "walCommit",
+    "commitOffsets",
+)
+
+
+def stream_latency(
+    spark: Any, servers: str, seconds: float
+) -> tuple[list[float], dict[str, list[int]]]:
+    """Seconds from each record's send to its row reaching the sink, and the
+    milliseconds of each phase (Spark's ``durationMs``) of the micro-batches
+    that had rows."""
     topic = "latency"
 
     async def create() -> None:
@@ -411,9 +503,14 @@ def stream_latency(spark: Any, servers: str, seconds: float) -> list[float]:
         deadline = time.monotonic() + 30
         while len(latencies) < sent and time.monotonic() < deadline:
             time.sleep(0.1)
+        phases: dict[str, list[int]] = {name: [] for name in _PHASES}
+        for progress in query.recentProgress:
+            if progress.numInputRows:
+                for name in _PHASES:
+                    phases[name].append(progress.durationMs.get(name, 0))
     finally:
         query.stop()
-    return latencies
+    return latencies, phases
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from functools import partial
@@ -44,6 +44,7 @@ from ..sdk.errors import AuthenticationError, ConfigError, KafkaConnectionError,
 from ..sdk.fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
 from ..sdk.producer import Producer, RecordFuture
 from ._pools import POOL, PRODUCERS, READERS, Loop, shared_loop
+from ._watch import wait_for_records
 from ._wire import reader_settings
 from ._wire import supported as _wire_supported
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, WriteOptions
@@ -59,6 +60,7 @@ __all__ = [
     "OffsetRange",
     "Offsets",
     "latest_offsets",
+    "nothing_new",
     "backlog",
     "batch_offsets",
     "limit_offsets",
@@ -190,14 +192,56 @@ class Planner:
     the first call on the process's shared loop and keeps them, with their
     connections, until :meth:`close`; an idle stream then asks its brokers over
     the same connections at every trigger instead of opening new ones.
+
+    A kept planner also keeps the read's partitions (:meth:`partitions`): a
+    trigger then costs one ListOffsets per leader and no Metadata request. They
+    are asked again once ``metadata.max.age.ms`` has passed (so new partitions,
+    and new topics of a pattern, are found within it, as Kafka's consumer finds
+    them) and after any failed lookup (:meth:`forget_partitions`: a deleted
+    topic, a partition gone).
+
+    Args:
+        clock: monotonic seconds, of any origin (for the partitions' age).
     """
 
-    def __init__(self, opts: ReadOptions, *, keep: bool = False) -> None:
+    def __init__(
+        self,
+        opts: ReadOptions,
+        *,
+        keep: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.opts = opts
         self.keep = keep
+        self.clock = clock
         self._clients: tuple[Admin, Consumer] | None = None
         self._exits: list[Any] = []
         self._loop: Loop | None = None
+        # The client whose connections only carry the waits (see :mod:`._watch`):
+        # (the client, its exit, its loop).
+        self._watcher: tuple[Consumer, Any, Loop] | None = None
+        # The read's partitions and when they were asked for (kept planners only).
+        self._known: tuple[float, list[TopicPartition]] | None = None
+        self.metadata_requests = 0  # partition lists asked for (for tests)
+
+    async def partitions(self, admin: Admin) -> list[TopicPartition]:
+        """The read's partitions: asked for now, or, by a kept planner, those
+        asked for less than ``metadata.max.age.ms`` ago (see the class doc)."""
+        max_age = self.opts.consumer_config().metadata_max_age_ms / 1000
+        now = self.clock()
+        if self._known is not None and now - self._known[0] < max_age:
+            return list(self._known[1])
+        self.metadata_requests += 1
+        tps = await _partitions(self.opts, admin)
+        if self.keep:
+            self._known = (now, tps)
+        return list(tps)
+
+    def forget_partitions(self) -> bool:
+        """Drop the kept partitions (the next :meth:`partitions` asks):
+        whether there were any."""
+        known, self._known = self._known, None
+        return known is not None
 
     def call(self, fn: Any) -> Any:
         """``await fn(admin, consumer)``, tried again as ``fetchOffset.numRetries`` says."""
@@ -210,6 +254,7 @@ class Planner:
             return self._kept(fn)
         except TrafkaError:
             self.close()  # a client in an unknown state is not kept
+            self.forget_partitions()
             raise
 
     async def _open(self, stack: AsyncExitStack) -> tuple[Admin, Consumer]:
@@ -241,8 +286,39 @@ class Planner:
             self._loop = loop
         return loop.call(fn, *self._clients)
 
+    def wait(self, at: Offsets) -> bool:
+        """Wait up to ``latestOffsetWaitMs`` for a record past ``at`` (a kept
+        planner only; see :mod:`._watch`): whether to ask for the latest
+        offsets again (False: every leader said nothing came). A failure ends
+        the wait: the lookup that follows meets it."""
+        wait_ms = self.opts.latest_offset_wait_ms
+        if not self.keep or wait_ms <= 0 or not at:
+            return False
+        loop = shared_loop()
+        try:
+            if self._watcher is None or self._watcher[2] is not loop:
+                self._close_watcher()
+                config = self.opts.consumer_config()
+                self._watcher = (*loop.enter(open_consumer(config=config)), loop)
+            watcher = self._watcher[0]
+            news: bool = loop.call(
+                wait_for_records, watcher, _from_offsets(at), wait_ms, watcher.config.read_committed
+            )
+            return news
+        except TrafkaError as exc:
+            _log.debug("waiting for records failed: %s", exc)
+            self._close_watcher()
+            return True
+
+    def _close_watcher(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            with contextlib.suppress(Exception):
+                watcher[1](None, None, None)
+
     def close(self) -> None:
         """Close the kept clients (their connections)."""
+        self._close_watcher()
         exits, self._exits, self._clients = self._exits, [], None
         for exit_ in exits:
             with contextlib.suppress(Exception):
@@ -273,11 +349,13 @@ def _planned(opts: ReadOptions, fn: Any) -> Any:
 def starting_offsets(opts: ReadOptions, planner: Planner | None = None) -> Offsets:
     """The offsets a read starts at (batch, or a new stream)."""
 
+    planner = planner or Planner(opts)
+
     async def go(admin: Admin, consumer: Consumer) -> Offsets:
-        tps = await _partitions(opts, admin)
+        tps = await planner.partitions(admin)
         return _to_offsets(await _resolve(consumer, opts.starting, tps))
 
-    result: Offsets = (planner or Planner(opts)).call(go)
+    result: Offsets = planner.call(go)
     return result
 
 
@@ -302,14 +380,24 @@ def latest_offsets(
     start at their earliest offset, so nothing written to them is skipped.
     """
 
+    planner = planner or Planner(opts)
+
     async def go(admin: Admin, consumer: Consumer) -> Offsets:
-        tps = await _partitions(opts, admin)
+        tps = await planner.partitions(admin)
         if since is None:
             return _to_offsets(await _resolve(consumer, opts.ending, tps))
-        ends = await consumer.end_offsets(tps) if tps else {}
+        try:
+            ends = await consumer.end_offsets(tps) if tps else {}
+        except TrafkaError:
+            if not planner.forget_partitions():
+                raise
+            # The kept partitions may be stale (a topic deleted, or recreated
+            # with fewer partitions): asked again, once, before failing.
+            tps = await planner.partitions(admin)
+            ends = await consumer.end_offsets(tps) if tps else {}
         return _to_offsets(ends)
 
-    result: Offsets = (planner or Planner(opts)).call(go)
+    result: Offsets = planner.call(go)
     return result
 
 
@@ -328,6 +416,13 @@ def new_partitions(
     merged = dict(known)
     merged.update((planner or Planner(opts)).call(go))
     return _to_offsets(merged)
+
+
+def nothing_new(start: Offsets, latest: Offsets) -> bool:
+    """Whether ``latest`` has no partition past its offset in ``start``, and
+    none that ``start`` does not know."""
+    begin = _from_offsets(start)
+    return all(tp in begin and o <= begin[tp] for tp, o in _from_offsets(latest).items())
 
 
 def backlog(start: Offsets, latest: Offsets) -> int:

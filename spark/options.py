@@ -162,6 +162,7 @@ _READ_KEYS = {
     "maxoffsetspertrigger",
     "minoffsetspertrigger",
     "maxtriggerdelay",
+    "latestoffsetwaitms",
     "minpartitions",
     "maxrecordsperpartition",
     "mergeoffsetranges",
@@ -240,6 +241,7 @@ class ReadOptions:
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60_000
+    latest_offset_wait_ms: int = 100
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     merge_ranges: bool = True
@@ -603,6 +605,9 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         max_trigger_delay_ms=_duration_ms(
             "maxTriggerDelay", own.get("maxtriggerdelay"), 15 * 60_000
         ),
+        latest_offset_wait_ms=_or(
+            _integer("latestOffsetWaitMs", own.get("latestoffsetwaitms"), 0), 100
+        ),
         min_partitions=_positive("minPartitions", own.get("minpartitions")),
         max_records_per_partition=_positive(
             "maxRecordsPerPartition", own.get("maxrecordsperpartition")
@@ -766,6 +771,15 @@ PARITY: tuple[Parity, ...] = (
         "read",
         "15m, with minOffsetsPerTrigger",
         example="30s",
+        streaming_only=True,
+    ),
+    Parity(
+        "latestOffsetWaitMs",
+        "read",
+        "not in Spark: a trigger asks once",
+        "trafka's own, default 100 ms: a stream's trigger that finds nothing new waits that "
+        "long at the brokers for a record (0: not at all)",
+        example="250",
         streaming_only=True,
     ),
     Parity("minPartitions", "read", "none: one task per partition", example="8"),

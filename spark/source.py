@@ -376,9 +376,25 @@ def _piece(
     return pa.RecordBatch.from_arrays([columns[f.name] for f in arrow], schema=arrow)
 
 
+# Offsets a micro-batch's task gets at the least when its ranges are merged
+# (with the tasks left to aim at the cores): fewer than Spark's fixed cost of a
+# Python task (about 60 ms of a core) would read. A stream's small micro-batch
+# is then one task, not one per core.
+SMALL_TASK_OFFSETS = 10_000
+
+
 def _plan(
-    opts: ReadOptions, tasks: int | None, start: _kafka.Offsets, end: _kafka.Offsets
+    opts: ReadOptions,
+    tasks: int | None,
+    start: _kafka.Offsets,
+    end: _kafka.Offsets,
+    *,
+    small_task: int | None = None,
 ) -> list[InputPartition]:
+    """The tasks of ``[start, end)``: ranges merged into ``tasks`` (None: one
+    task per range); with ``small_task``, fewer tasks when there are fewer
+    offsets than ``small_task`` per task, unless ``minPartitions`` or
+    ``mergedPartitions`` set the tasks."""
     ranges = _kafka.plan_ranges(
         start,
         end,
@@ -386,6 +402,10 @@ def _plan(
         fail_on_data_loss=opts.fail_on_data_loss,
         max_records_per_partition=opts.max_records_per_partition,
     )
+    chosen = opts.min_partitions is not None or opts.merged_partitions is not None
+    if tasks is not None and small_task and not chosen:
+        offsets = sum(r.end - r.start for r in ranges)
+        tasks = min(tasks, max(1, -(-offsets // small_task)))
     merged = _kafka.merge_ranges(
         ranges, tasks, max_records_per_partition=opts.max_records_per_partition
     )
@@ -474,6 +494,10 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         latest = self.target or _kafka.latest_offsets(self.opts, since=start, planner=self.planner)
+        # With nothing new, Spark would ask again at once (trigger 0) or at the
+        # next trigger: the brokers are asked to answer when a record comes instead.
+        if self.target is None and _kafka.nothing_new(start, latest) and self.planner.wait(latest):
+            latest = _kafka.latest_offsets(self.opts, since=start, planner=self.planner)
         self.latest = latest
         begin = _kafka.new_partitions(self.opts, start, latest, self.planner)
         if isinstance(limit, ReadAllAvailable):
@@ -498,7 +522,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin = _kafka.new_partitions(self.opts, start, end, self.planner)
-        return _plan(self.opts, self.tasks, begin, end)
+        return _plan(self.opts, self.tasks, begin, end, small_task=SMALL_TASK_OFFSETS)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.opts, self.schema, partition)

@@ -539,3 +539,29 @@ def test_offsets_are_asked_for_again_as_fetch_offset_options_say(
     with pytest.raises(_kafka.PlanningError):
         _kafka._planned(opts, missing)
     assert calls == 1
+
+
+def test_a_small_micro_batch_is_one_task_unless_the_tasks_were_chosen() -> None:
+    from trafka.spark.source import SMALL_TASK_OFFSETS, KafkaDataSource, _plan
+
+    start = {"t": {str(p): 100 for p in range(4)}}
+
+    def plan(per_partition: int, **options: str) -> list[list[tuple[int, int, int]]]:
+        source = KafkaDataSource({**BASE, "subscribe": "t", **options})
+        source.parallelism = 2  # the session's cores
+        opts = parse_read_options(source.options, streaming=True)
+        end = {"t": {str(p): 100 + per_partition for p in range(4)}}
+        partitions = _plan(opts, source._tasks(opts), start, end, small_task=SMALL_TASK_OFFSETS)
+        return [[(r.partition, r.start, r.end) for r in p.ranges] for p in partitions]  # type: ignore[attr-defined]
+
+    every = [(p, 100, 103) for p in range(4)]
+    # 12 offsets in 4 partitions: one task reads each range, exactly.
+    assert plan(3) == [every]
+    # Enough offsets for two tasks of the small size: the cores' two.
+    big = SMALL_TASK_OFFSETS // 2 + 1
+    assert len(plan(big)) == 2
+    assert sorted(r for task in plan(big) for r in task) == [(p, 100, 100 + big) for p in range(4)]
+    # The tasks someone chose are kept.
+    assert len(plan(3, mergeOffsetRanges="false")) == 4
+    assert len(plan(3, mergedPartitions="3")) == 3
+    assert len(plan(3, minPartitions="4")) == 4
