@@ -50,6 +50,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,12 +142,34 @@ else:
             path = nodeid.split("::", 1)[0]
             return nodeid if path in SPREAD_FILES else path
 
-    @pytest.hookimpl(tryfirst=True)
+    @pytest.hookimpl(tryfirst=True, optionalhook=True)
     def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         """The scheduler of ``--dist loadfile`` (the Makefile's); xdist's own for the rest."""
         if config.getvalue("dist") != "loadfile":
             return None
         return _SpreadFileScheduling(config, log)
+
+    # When each worker ran out of work, said at the end of the run: a worker that
+    # finished long before the other shows the files badly shared out.
+    _session_start: list[float] = []
+    _worker_done: dict[str, float] = {}
+
+    def pytest_sessionstart(session: pytest.Session) -> None:
+        _session_start.append(time.monotonic())
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(node: Any, error: object | None) -> None:
+        if _session_start:
+            _worker_done[node.gateway.id] = time.monotonic() - _session_start[0]
+
+    def pytest_terminal_summary(terminalreporter: Any) -> None:
+        if len(_worker_done) < 2:
+            return
+        done = sorted(_worker_done.items(), key=lambda item: item[1])
+        said = ", ".join(f"{name} after {at:.0f} s" for name, at in done)
+        terminalreporter.write_line(
+            f"xdist workers done: {said} (the first idle {done[-1][1] - done[0][1]:.0f} s)"
+        )
 
 
 class ZkChroot(NamedTuple):
