@@ -26,6 +26,14 @@ xdist's own order (most tests first) left the one-test files of a minute or more
 (Spark's exactly-once run, the cluster durability tests) to the end, where one
 worker ran them while the other had nothing left.
 
+A file is one unit of work, except those of :data:`SPREAD_FILES` (several tests
+of tens of seconds each, which share nothing costly): their tests are handed out
+one by one (``pytest_xdist_make_scheduler`` below), so that both workers take
+some of them instead of one running two or three minutes of them alone while the
+other's queue runs dry. Their module-scoped fixtures are then made once per
+worker (the file's tests stay next to each other in the queue); a file whose
+tests share a costly module fixture stays whole.
+
 Bytecode: when Python writes none (``PYTHONDONTWRITEBYTECODE``, as in the
 machines the suite runs on), every process the tests start (the CLI's, the
 brokers and proxies of the cluster tests, the bench scripts, Spark's Python
@@ -42,6 +50,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,6 +100,76 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     file's tests keep their order and stay together."""
     slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
     items.sort(key=lambda item: item.path not in slow)
+
+
+#: The files whose tests ``make pytest`` hands to its workers one by one rather
+#: than as a whole (see the module's docstring), as paths from the repository's
+#: root (pytest's node ids start with them).
+SPREAD_FILES = frozenset(
+    {
+        "tests/bench/test_bench_smoke.py",  # ten bench scripts, 15 to 45 s each
+        "tests/brokerlite/test_cluster_durability.py",  # a cluster of processes per test
+        "tests/brokerlite/test_cluster_processes.py",
+        "tests/spark/test_spark_cluster.py",
+        "tests/spark/test_spark_connections.py",
+        "tests/spark/test_spark_eos_cluster.py",  # its cluster once per worker (some 5 s)
+        "tests/spark/test_spark_eos_sink.py",  # the module's broker runs in a thread
+        "tests/spark/test_spark_source.py",
+    }
+)
+
+
+def _check_spread_files() -> None:
+    """A file renamed or removed must leave :data:`SPREAD_FILES` too."""
+    root = Path(_HERE).parent
+    gone = sorted(name for name in SPREAD_FILES if not (root / name).is_file())
+    if gone:
+        raise pytest.UsageError(f"tests/conftest.py: SPREAD_FILES names no file: {gone}")
+
+
+_check_spread_files()
+
+try:
+    from xdist.scheduler import LoadFileScheduling
+except ImportError:  # pytest-xdist is a dev dependency; without it the suite runs in one process
+    pass
+else:
+
+    class _SpreadFileScheduling(LoadFileScheduling):
+        """``--dist loadfile``, but each test of :data:`SPREAD_FILES` a unit of its own."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return nodeid if path in SPREAD_FILES else path
+
+    @pytest.hookimpl(tryfirst=True, optionalhook=True)
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        """The scheduler of ``--dist loadfile`` (the Makefile's); xdist's own for the rest."""
+        if config.getvalue("dist") != "loadfile":
+            return None
+        return _SpreadFileScheduling(config, log)
+
+    # When each worker ran out of work, said at the end of the run: a worker that
+    # finished long before the other shows the files badly shared out.
+    _session_start: list[float] = []
+    _worker_done: dict[str, float] = {}
+
+    def pytest_sessionstart(session: pytest.Session) -> None:
+        _session_start.append(time.monotonic())
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(node: Any, error: object | None) -> None:
+        if _session_start:
+            _worker_done[node.gateway.id] = time.monotonic() - _session_start[0]
+
+    def pytest_terminal_summary(terminalreporter: Any) -> None:
+        if len(_worker_done) < 2:
+            return
+        done = sorted(_worker_done.items(), key=lambda item: item[1])
+        said = ", ".join(f"{name} after {at:.0f} s" for name, at in done)
+        terminalreporter.write_line(
+            f"xdist workers done: {said} (the first idle {done[-1][1] - done[0][1]:.0f} s)"
+        )
 
 
 class ZkChroot(NamedTuple):

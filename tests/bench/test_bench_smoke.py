@@ -21,8 +21,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -112,11 +110,12 @@ def expected_lines(command: list[str]) -> list[tuple[str, int]]:
 
 
 COMMANDS = bench_lines()
-# Smoke runs at a time. Each is a chain of process and JVM start-ups (brokers,
-# ZooKeeper, Spark, one worker per client); in `make test` the suite's other
-# worker runs beside this module, and the interop tests there keep tight
-# timings, so one at a time: about 40 s more than two side by side.
-PARALLEL_RUNS = 1
+# Each smoke run is a chain of process and JVM start-ups (brokers, ZooKeeper,
+# Spark, one worker per client), so each test runs its own line, one at a time
+# in a worker: the interop tests beside it keep tight timings. make pytest hands
+# this module's tests to its workers one by one (tests/conftest.py's
+# SPREAD_FILES): some 3 minutes of runs in all, which one worker ran alone at
+# the start of the suite while the other had the rest.
 
 
 def _skip_reason(command: list[str]) -> str | None:
@@ -141,40 +140,6 @@ def _run(command: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def smoke_runs(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[dict[str, Future[subprocess.CompletedProcess[str]]]]:
-    """The smoke runs of the lines selected in this session, by test id, started
-    at once, :data:`PARALLEL_RUNS` at a time, in the tests' order (the
-    Makefile's); with more than one at a time, those that start JVMs (the
-    longest) first. One at a time in the tests' order, each test waits for its
-    own run only, so ``--durations`` gives each line its own time: with the JVM
-    runs first, the codec's test (the first) waited for them all and was
-    reported as the suite's slowest (82 s) though it runs in about 2 s."""
-    selected = [
-        item.callspec.params["command"]
-        for item in request.session.items
-        if item.module is request.module
-        and hasattr(item, "callspec")
-        and "command" in item.callspec.params
-    ]
-    if PARALLEL_RUNS > 1:
-        jvm = NEEDS_ZOOKEEPER | NEEDS_JAVA
-        selected.sort(key=lambda command: Path(command[0]).name not in jvm)
-    with ThreadPoolExecutor(PARALLEL_RUNS) as pool:
-        runs = {
-            shlex.join(command): pool.submit(_run, command, tmp_path_factory.mktemp("bench"))
-            for command in selected
-            if _skip_reason(command) is None
-        }
-        try:
-            yield runs
-        finally:
-            for run in runs.values():
-                run.cancel()  # those not started (a test stopped early); the rest end by timeout
-
-
 def test_the_bench_target_is_read() -> None:
     scripts = {Path(c[0]).name for c in COMMANDS}
     assert {"codec.py", "broker.py", "clients.py", "spark.py"} <= scripts
@@ -184,14 +149,12 @@ def test_the_bench_target_is_read() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("command", COMMANDS, ids=[shlex.join(c) for c in COMMANDS])
-def test_bench_line_runs_at_a_tiny_size(
-    command: list[str], smoke_runs: dict[str, Future[subprocess.CompletedProcess[str]]]
-) -> None:
+def test_bench_line_runs_at_a_tiny_size(command: list[str], tmp_path: Path) -> None:
     reason = _skip_reason(command)
     if reason is not None:
         pytest.skip(reason)
     expected = expected_lines(command)
-    done = smoke_runs[shlex.join(command)].result()
+    done = _run(command, tmp_path)
     report = f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
     assert done.returncode == 0, report
     out = done.stdout.splitlines()
