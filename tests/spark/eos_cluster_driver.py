@@ -80,7 +80,7 @@ def stop_after_first_end(notes: str, tids: list[str]) -> Any:
         # Blocks this process's loop: no other EndTxn goes out from here on.
         wait_at_gate(notes, transactional_ids=tids, committed=txn.transactional_id)
 
-    _eos.end_transaction = end_transaction  # type: ignore[assignment]
+    _eos.end_transaction = end_transaction
 
     def undo() -> None:
         _eos.end_transaction = real
