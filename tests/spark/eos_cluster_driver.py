@@ -9,10 +9,13 @@ GATE is one of:
 * ``task``: the first attempt of micro-batch 1's task of partition 0 stops once
   it has sent its rows in its transaction (open), before it flushes;
 * ``commit``: the driver's commit of micro-batch 1 stops before it starts
-  (every task of the batch has written and reported).
+  (every task of the batch has written and reported);
+* ``midcommit``: the driver's commit of micro-batch 1 stops after its first
+  EndTxn(commit) has been answered, before any other goes out (the decision
+  is recorded ``committing`` in the sink's commit log).
 
 At the gate the process that reached it writes ``NOTES/gate.json`` (its pid,
-its parent's, the transactional id of the task) and waits for the file
+its parent's, the transactional ids it is about) and waits for the file
 ``NOTES/open``. Usage: ``python eos_cluster_driver.py MASTER SERVERS SOURCE
 SINK CHECKPOINT NOTES GATE``; exits 0 once the stream read everything. The
 tests that need no driver of their own start the same stream in their Spark
@@ -30,6 +33,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 # How long a gate waits for the test before it fails the task or the commit.
 GATE_S = 180
@@ -50,6 +55,37 @@ def wait_at_gate(notes: str, **what: Any) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError("the test never opened the gate")
         time.sleep(0.05)
+
+
+def stop_after_first_end(notes: str, tids: list[str]) -> Any:
+    """Make the sink's EndTxn(commit)s (run concurrently) stop at the gate once
+    the first is answered, the others held back until then; returns what undoes it."""
+    from trafka.spark import _eos
+
+    real = _eos.end_transaction
+    first: list[str] = []
+
+    async def end_transaction(admin: Any, txn: Any, *, commit: bool) -> None:
+        if not commit:
+            await real(admin, txn, commit=commit)
+            return
+        if first:
+            # Held until the gate opens (which a test that kills this process never does).
+            while not Path(notes, "open").exists():
+                await anyio.sleep(0.05)
+            await real(admin, txn, commit=commit)
+            return
+        first.append(txn.transactional_id)
+        await real(admin, txn, commit=commit)
+        # Blocks this process's loop: no other EndTxn goes out from here on.
+        wait_at_gate(notes, transactional_ids=tids, committed=txn.transactional_id)
+
+    _eos.end_transaction = end_transaction
+
+    def undo() -> None:
+        _eos.end_transaction = real
+
+    return undo
 
 
 def gated_source(gate: str, notes: str) -> Any:
@@ -77,9 +113,16 @@ def gated_source(gate: str, notes: str) -> Any:
             wait_at_gate(notes, transactional_id=f"{self.prefix}-0")
 
         def commit(self, messages: list[Any], batchId: int) -> None:
+            tids = sorted(t.transactional_id for t in source._transactions(messages))
             if gate == "commit" and batchId == 1:
-                tids = sorted(t.transactional_id for t in source._transactions(messages))
                 wait_at_gate(notes, transactional_ids=tids)
+            if gate == "midcommit" and batchId == 1:
+                undo = stop_after_first_end(notes, tids)
+                try:
+                    super().commit(messages, batchId)
+                finally:
+                    undo()
+                return
             super().commit(messages, batchId)
 
     class GatedKafka(KafkaDataSource):

@@ -1,15 +1,18 @@
 """The exactly-once sink (``deliveryGuarantee=exactly-once``) on a three-node
 brokerlite cluster (ZooKeeper mode, broker processes, topics of replication
 factor 3 with ``min.insync.replicas`` 2), across processes killed with SIGKILL
-in the middle of a micro-batch: a Spark executor, the Spark driver, a broker
-that coordinates the transaction and leads a partition it writes to. Every row
-must reach ``read_committed`` readers (KIP-98) exactly once.
+in the middle of a micro-batch: a Spark executor, the Spark driver (before its
+commit, and in the middle of it), a broker that coordinates the transaction
+and leads a partition it writes to. Every row must reach ``read_committed``
+readers (KIP-98) exactly once.
 
 Each test runs a stream (tests/spark/eos_cluster_driver.py) which stops
-micro-batch 1 at a gate (a task with its transaction open, or the driver's
-commit) until the test has killed what it kills; in a Spark driver process of
-its own where the test kills the driver or an executor, else in the tests' Spark. The tests share one cluster: a test that kills a broker
-starts it again, and each test first makes sure every broker serves.
+micro-batch 1 at a gate (a task with its transaction open, the driver's commit,
+or the driver's commit after its first EndTxn) until the test has killed what
+it kills; in a Spark driver process of its own where the test kills the driver
+or an executor, else in the tests' Spark. The tests share one cluster: a test
+that kills a broker starts it again, and each test first makes sure every
+broker serves.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from spark_helpers import consume_all, create, fresh, produce, run
 
 from trafka.brokerlite.dev.local_cluster import ClusterProcesses
 from trafka.sdk import ProducerFencedError, open_admin
+from trafka.sdk.group_protocol import find_coordinator_request, read_find_coordinator
 from trafka.sdk.txn_handoff import PreparedTransaction, end_transaction
 from trafka.spark import _eos
 
@@ -88,19 +92,19 @@ class Brokers:
         self.bootstrap_servers = bootstrap_servers
 
 
-def _values(servers: str, topic: str, isolation_level: str) -> list[bytes]:
-    records = consume_all(Brokers(servers), topic, 3, isolation_level=isolation_level)
+def _values(servers: str, topic: str, partitions: int, isolation_level: str) -> list[bytes]:
+    records = consume_all(Brokers(servers), topic, partitions, isolation_level=isolation_level)
     return sorted(r.value for r in records)
 
 
-def committed(servers: str, topic: str) -> list[bytes]:
+def committed(servers: str, topic: str, partitions: int = 3) -> list[bytes]:
     """The sink's values as a read_committed consumer sees them, sorted."""
-    return _values(servers, topic, "read_committed")
+    return _values(servers, topic, partitions, "read_committed")
 
 
-def everything(servers: str, topic: str) -> list[bytes]:
+def everything(servers: str, topic: str, partitions: int = 3) -> list[bytes]:
     """Every value written to the sink, aborted ones included, sorted."""
-    return _values(servers, topic, "read_uncommitted")
+    return _values(servers, topic, partitions, "read_uncommitted")
 
 
 def _admin(servers: str, fn: Any) -> Any:
@@ -151,24 +155,31 @@ def until(what: str, probe: Any, timeout: float = 90) -> Any:
 
 class Stream:
     """A source topic of RECORDS keyed records over 2 partitions, an empty sink
-    topic of 3, a checkpoint, and the drivers that stream one into the other."""
+    topic (of 3 partitions unless told), a checkpoint, and the drivers that
+    stream one into the other (in 2 write tasks, one per source partition)."""
 
-    def __init__(self, servers: str, tmp_path: Path) -> None:
+    def __init__(self, servers: str, tmp_path: Path, sink_partitions: int = 3) -> None:
         self.servers = servers
         self.source = fresh("eos-cluster-src")
         self.sink = fresh("eos-cluster-sink")
         create(Brokers(servers), self.source, 2)
-        create(Brokers(servers), self.sink, 3)
+        create(Brokers(servers), self.sink, sink_partitions)
+        self.sink_partitions = sink_partitions
         values = [b"v%d" % i for i in range(RECORDS)]
         produce(
             Brokers(servers), self.source, [(b"k%d" % i, v, None) for i, v in enumerate(values)]
         )
         self.values = sorted(values)
-        self.checkpoint = tmp_path / "checkpoint"
-        self.prefix = _eos.default_prefix(str(self.checkpoint))
+        self.use_checkpoint(tmp_path / "checkpoint")
         self.notes = tmp_path / "notes"
         self.notes.mkdir()
         self.logs = tmp_path
+
+    def use_checkpoint(self, checkpoint: Path) -> None:
+        """Stream with ``checkpoint`` (which names the tasks' transactional ids)."""
+        self.checkpoint = checkpoint
+        self.prefix = _eos.default_prefix(str(checkpoint))
+        self.tids = [_eos.transactional_id(self.prefix, p) for p in range(2)]
 
     def start(self, master: str, gate: str) -> subprocess.Popen[bytes]:
         """A driver, in a process group of its own (which a kill -9 of the
@@ -321,6 +332,96 @@ def test_a_driver_killed_before_its_commit_writes_every_row_once(
     )  # batch 1 twice, once aborted
     assert open_transactions(servers, stream.prefix) == []
     assert stream.decision(1).run != stream.decision(0).run
+
+
+def coordinators(servers: str, tids: list[str]) -> dict[str, int]:
+    """The broker that coordinates each transactional id (FindCoordinator)."""
+
+    async def found(admin: Any) -> dict[str, int]:
+        conn = await admin._cluster.any_connection()
+        version = conn.version_for(10)
+        nodes = {}
+        for tid in tids:
+            answer = await conn.request(10, find_coordinator_request(version, tid, 1))
+            code, nodes[tid], _, _ = read_find_coordinator(version, answer)
+            assert code == 0, (tid, code)
+        return nodes
+
+    result: dict[str, int] = _admin(servers, found)
+    return result
+
+
+def _coordinated_apart(stream: Stream, tmp_path: Path) -> dict[str, int]:
+    """Point ``stream`` at a checkpoint whose write tasks' transactional ids are
+    coordinated by brokers that lead no partition of its sink (the ids hash to
+    a partition of __transaction_state: a few names are tried); their coordinators."""
+    led = {leader for leader, _ in leaders(stream.servers, stream.sink).values()}
+    for attempt in range(64):
+        stream.use_checkpoint(tmp_path / f"checkpoint-{attempt}")
+        found = coordinators(stream.servers, stream.tids)
+        if not led & set(found.values()):
+            return found
+    raise AssertionError(f"no checkpoint name put the coordinators apart from leaders {led}")
+
+
+@pytest.mark.parametrize("layout", ["coordinator leads", "coordinator apart"])
+def test_a_driver_killed_mid_commit_is_finished_on_restart(
+    spark: Any, servers: str, tmp_path: Path, layout: str
+) -> None:
+    """Micro-batch 1's tasks have written; the driver recorded its decision
+    (``committing``) and one task's transaction is committed (its EndTxn
+    answered), the other's not yet, when the driver's process group is killed
+    -9, before Spark's checkpoint records the batch. The restarted query first
+    commits the rest of the decision, then runs batch 1 again (Spark's
+    checkpoint says it did not finish) and aborts what that writes: every row
+    once. With a sink of 3 partitions over 3 brokers, each transaction's
+    coordinator also leads a partition it wrote; with a sink of 1 partition,
+    the checkpoint is named so that neither coordinator leads it (the commit
+    markers go to another broker)."""
+    stream = Stream(servers, tmp_path, 3 if layout == "coordinator leads" else 1)
+    if layout == "coordinator apart":
+        _coordinated_apart(stream, tmp_path)
+    else:
+        led = {leader for leader, _ in leaders(servers, stream.sink).values()}
+        assert set(coordinators(servers, stream.tids).values()) <= led, led
+    driver = stream.start("local[2]", "midcommit")
+    with killed_at_the_end(driver):
+        noted = stream.gate(driver, "midcommit")
+        assert noted["transactional_ids"] == stream.tids
+        done = noted["committed"]
+        (left,) = [t for t in stream.tids if t != done]
+        assert open_transactions(servers, stream.prefix) == [left]
+        # EndTxn is answered once the decision is logged; its markers may still be going out.
+        until(
+            "the first commit's markers", lambda: describe(servers, done).state == "CompleteCommit"
+        )
+        os.killpg(driver.pid, signal.SIGKILL)
+        assert driver.wait(60) == -signal.SIGKILL
+    # The commit's Python runner (at the gate) died with its group.
+    until("the commit's runner to die", lambda: not Path(f"/proc/{noted['pid']}").exists(), 30)
+    decided = _eos.CommitLog(str(stream.checkpoint)).read(1)
+    assert decided is not None and not decided.committed
+    assert sorted(t.transactional_id for t in decided.transactions) == stream.tids
+    # Batch 0 and one task's share of batch 1 are committed, the other's is open:
+    # read_committed readers of a partition stop at its first record (the last
+    # stable offset), so they see batch 0 and, of batch 1, what the committed
+    # transaction wrote before it.
+    in_kafka = committed(servers, stream.sink, stream.sink_partitions)
+    assert 60 <= len(in_kafka) < RECORDS
+    assert len(set(in_kafka)) == len(in_kafka) and set(in_kafka) <= set(stream.values)
+    assert everything(servers, stream.sink, stream.sink_partitions) == stream.values
+
+    again = stream.start_here(spark, "none")
+    again.awaitTermination(SPARK_S)
+    assert again.exception() is None
+    assert committed(servers, stream.sink, stream.sink_partitions) == stream.values
+    assert (
+        len(everything(servers, stream.sink, stream.sink_partitions)) == RECORDS + 60
+    )  # batch 1 again, aborted
+    assert open_transactions(servers, stream.prefix) == []
+    finished = stream.decision(1)
+    assert finished.transactions == decided.transactions
+    assert finished.run == decided.run
 
 
 def test_a_broker_killed_mid_batch_loses_and_doubles_nothing(
