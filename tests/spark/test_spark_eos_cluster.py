@@ -364,9 +364,8 @@ def _coordinated_apart(stream: Stream, tmp_path: Path) -> dict[str, int]:
     raise AssertionError(f"no checkpoint name put the coordinators apart from leaders {led}")
 
 
-@pytest.mark.parametrize("layout", ["coordinator leads", "coordinator apart"])
 def test_a_driver_killed_mid_commit_is_finished_on_restart(
-    spark: Any, servers: str, tmp_path: Path, layout: str
+    spark: Any, servers: str, tmp_path: Path
 ) -> None:
     """Micro-batch 1's tasks have written; the driver recorded its decision
     (``committing``) and one task's transaction is committed (its EndTxn
@@ -374,16 +373,13 @@ def test_a_driver_killed_mid_commit_is_finished_on_restart(
     -9, before Spark's checkpoint records the batch. The restarted query first
     commits the rest of the decision, then runs batch 1 again (Spark's
     checkpoint says it did not finish) and aborts what that writes: every row
-    once. With a sink of 3 partitions over 3 brokers, each transaction's
-    coordinator also leads a partition it wrote; with a sink of 1 partition,
-    the checkpoint is named so that neither coordinator leads it (the commit
-    markers go to another broker)."""
-    stream = Stream(servers, tmp_path, 3 if layout == "coordinator leads" else 1)
-    if layout == "coordinator apart":
-        _coordinated_apart(stream, tmp_path)
-    else:
-        led = {leader for leader, _ in leaders(servers, stream.sink).values()}
-        assert set(coordinators(servers, stream.tids).values()) <= led, led
+    once. The sink has 1 partition and the checkpoint is named so that
+    neither transaction's coordinator leads it: the commit markers go to
+    another broker, the harder case (the case of a coordinator leading the
+    partition it wrote ran too when this test was written; it is left out to
+    keep the suite's time)."""
+    stream = Stream(servers, tmp_path, 1)
+    _coordinated_apart(stream, tmp_path)
     driver = stream.start("local[2]", "midcommit")
     with killed_at_the_end(driver):
         noted = stream.gate(driver, "midcommit")
