@@ -47,7 +47,10 @@ if CHROMIUM is None or CHROMEDRIVER is None:
     )
 
 from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
@@ -110,12 +113,34 @@ def column(driver: Any, table_id: str, index: int) -> list[str]:
     )
 
 
+def replaced(old: Any) -> Any:
+    """A wait condition: the page ``old`` (its ``html`` element) is gone.
+
+    Selenium's own condition asks the element and takes only
+    StaleElementReferenceException for "gone"; while the next page replaces
+    it, Chromium's driver may answer "Node with given id does not belong to
+    the document" instead (a WebDriverException), which says the same."""
+
+    def gone(_driver: Any) -> bool:
+        try:
+            old.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as exc:
+            if "does not belong to the document" in str(exc):
+                return True
+            raise
+        return False
+
+    return gone
+
+
 def click(driver: Any, element: Any) -> None:
     """Click a link or a submit button and wait for the next page to replace
     this one (an element of the next page may be on this one too)."""
     old = driver.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(driver, 20).until(ec.staleness_of(old))
+    WebDriverWait(driver, 20).until(replaced(old))
 
 
 def submit_confirmed(driver: Any, form: Any) -> str:
@@ -126,7 +151,7 @@ def submit_confirmed(driver: Any, form: Any) -> str:
     alert = WebDriverWait(driver, 10).until(ec.alert_is_present())
     asked: str = alert.text
     alert.accept()
-    WebDriverWait(driver, 20).until(ec.staleness_of(page))
+    WebDriverWait(driver, 20).until(replaced(page))
     return asked
 
 
@@ -270,7 +295,7 @@ def test_delete_asks_before_it_deletes(site: Site, browser: Any) -> None:
     page = browser.find_element(By.TAG_NAME, "html")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     WebDriverWait(browser, 10).until(ec.alert_is_present()).accept()
-    WebDriverWait(browser, 20).until(ec.staleness_of(page))
+    WebDriverWait(browser, 20).until(replaced(page))
     wait_for(browser, "#topics")
     assert "doomed" not in column(browser, "topics", 0)
     shot(browser, "12-after-delete")

@@ -98,13 +98,15 @@ def exactly_once_stream(
 ) -> Any:
     """A query (started) from topic ``source`` into ``sink`` through the sink
     ``fmt`` exactly once: ``columns`` of the source, micro-batches of 60
-    records, ``Trigger.AvailableNow`` (the drivers of the exactly-once tests)."""
+    records, ``Trigger.AvailableNow`` (the drivers of the exactly-once tests),
+    one task (and so one transaction) per source partition."""
     return (
         spark.readStream.format("trafka")
         .option("kafka.bootstrap.servers", servers)
         .option("subscribe", source)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", "60")
+        .option("mergeOffsetRanges", "false")
         .load()
         .selectExpr(*columns)
         .writeStream.format(fmt)

@@ -249,9 +249,15 @@ def _sink_query(
     partitions: int | None = None,
 ) -> Any:
     """A stream from ``source_topic`` into ``sink`` through ``fmt`` (in micro-batches
-    of 60 records, ``Trigger.AvailableNow``), run to its end or its failure."""
+    of 60 records, ``Trigger.AvailableNow``, one task and so one transaction per
+    source partition), run to its end or its failure."""
     stream = stream_of(
-        spark, broker, subscribe=source_topic, startingOffsets="earliest", maxOffsetsPerTrigger="60"
+        spark,
+        broker,
+        subscribe=source_topic,
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger="60",
+        mergeOffsetRanges="false",
     ).selectExpr("value")
     if partitions is not None:
         stream = stream.repartition(partitions)
