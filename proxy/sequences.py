@@ -109,6 +109,10 @@ _PROXY_STATE_ERRORS = frozenset(
 )
 
 
+# What the client hears for a partition: (error, message, base offset, log
+# append time, log start offset).
+Outcome = tuple[ErrorCode, str | None, int, int, int]
+
 # (producer id, epoch, topic, partition, base sequence) of a client batch.
 PlacementKey = tuple[int, int, str, int, int]
 
@@ -223,7 +227,7 @@ class ClientBatch:
             out.append(earlier)
         return out
 
-    def outcome(self) -> tuple[ErrorCode, str | None, int, int, int] | None:
+    def outcome(self) -> Outcome | None:
         """(error, message, base offset, log append time, log start offset), or
         None while an upstream batch it waits for is unanswered.
 
@@ -235,14 +239,12 @@ class ClientBatch:
         itself: while the earlier batch failed with an error the client retries,
         this one is said not written either (the client sends it again, and its
         records, written already, are not written twice)."""
-        before: tuple[ErrorCode, str | None, int, int, int] | None = None
+        before: Outcome | None = None
         for batch in reversed(self._chain()):  # the oldest first
             before = batch.outcome_after(before)
         return before
 
-    def outcome_after(
-        self, before: tuple[ErrorCode, str | None, int, int, int] | None
-    ) -> tuple[ErrorCode, str | None, int, int, int] | None:
+    def outcome_after(self, before: Outcome | None) -> Outcome | None:
         """This batch's outcome, given the earlier batch's (``before``; not read
         when it waits for none)."""
         own = self._own_outcome()
@@ -264,7 +266,7 @@ class ClientBatch:
             -1,
         )
 
-    def _own_outcome(self) -> tuple[ErrorCode, str | None, int, int, int] | None:
+    def _own_outcome(self) -> Outcome | None:
         for u in self.upstream:
             if u.state in (State.PLANNED, State.SENT):
                 return None
