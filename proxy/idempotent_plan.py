@@ -265,6 +265,7 @@ def _already_written(
     out = []
     for target, last in targets.items():
         if session.written_upstream(split.topic, target, last):
+            split.partial = True
             n = len(split.pieces.pop(target).decoded())
             first = (last - (n - 1)) % 0x80000000  # wrapping as sequences do
             out.append(Upstream(split.topic, target, first, n, None, State.ACKED))

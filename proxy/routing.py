@@ -271,10 +271,15 @@ class _Split:
     partition: int
     header: Any
     pieces: dict[int, _Piece]  # target -> records (the client's order)
+    # Some of its pieces were taken out, written before (a journaled placement,
+    # see .idempotent_plan): those left do not hold all its records.
+    partial: bool = False
 
     @property
     def moved(self) -> bool:
-        return list(self.pieces) != [self.partition]
+        """Whether any of its records is not at its place in the client's
+        partition (so no offset of an upstream batch is the client batch's)."""
+        return self.partial or list(self.pieces) != [self.partition]
 
     def count(self) -> int:
         """How many records the client's batch (or legacy message) holds."""
