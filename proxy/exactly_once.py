@@ -58,19 +58,22 @@ from .idempotent_plan import (
     prepare_idempotent,
     upstream_body,
 )
-from .journal import JournalError, JournalFenced, PlacementJournal
+from .journal import JournalError, PlacementJournal
+from .journal_pipeline import JournalTicket, Outcome, Turn, WriteTurns, submit
 from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
 from .routing import (
     RouteStats,
     Topics,
     cheap_to_plan,
 )
-from .sequences import ClientBatch, Placement, Sequences, Session, State, Upstream
+from .sequences import Placement, Sequences, Session, State, Upstream
 
-__all__ = ["ExactlyOnce", "Preparation", "place"]
+__all__ = ["ExactlyOnce", "Numbered", "Preparation", "Written", "place"]
 
 log = logging.getLogger("trafka.proxy")
 T = TypeVar("T")
+# Each written part's batches and waiter, or why they were not written.
+Written = list[tuple[list[Upstream], Waiter | UpstreamError]]
 
 PRODUCE, FIND_COORDINATOR, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 0, 10, 24, 61
 MAX_TRANSACTIONAL_IDS = 100_000
@@ -90,6 +93,16 @@ class Preparation(Exception):
     def __init__(self, message: str, code: ErrorCode = ErrorCode.REQUEST_TIMED_OUT) -> None:
         super().__init__(message)
         self.code = code
+
+
+@dataclass(slots=True)
+class Numbered:
+    """A request numbered and handed to the journal, to be written."""
+
+    plan: IdempotentPlan
+    session: Session
+    ticket: JournalTicket
+    turn: Turn
 
 
 @dataclass(slots=True)
@@ -151,6 +164,7 @@ class ExactlyOnce:
         # answers at once for partitions it already holds).
         self.transactions: OrderedDict[str, _Txn] = OrderedDict()
         self._locks: dict[int, trio.Lock] = {}
+        self._turns = WriteTurns()
         # With a shared journal: per producer id claimed, its epoch and the
         # moment (trio's clock) its sequences may be asked of the leaders.
         self._claims: dict[int, tuple[int, float]] = {}
@@ -206,12 +220,14 @@ class ExactlyOnce:
         producer: tuple[int, int],
         hash_name: str,
         deadline: float,
-    ) -> tuple[IdempotentPlan, list[tuple[list[Upstream], Waiter | UpstreamError]]] | Any | None:
+    ) -> tuple[IdempotentPlan, Written | Numbered] | Any | None:
         """Plan and write a request (``ctx``: the request's
         :class:`~.filters.FilterContext`: its client id and API version).
 
         Returns:
-            (the plan, each written part's batches and waiter); or a ready
+            (the plan, each written part's batches and waiter); with a
+            journal, (the plan, the request :class:`Numbered`: written by
+            :meth:`settle` once its journal write is durable); or a ready
             answer (a ProduceResponse) when the proxy answers itself; or None
             when the request is not for this path.
         """
@@ -219,10 +235,21 @@ class ExactlyOnce:
         lock = self._locks.setdefault(pid, trio.Lock())
         try:
             async with lock:
-                return await self._plan_locked(ctx, body, pid, epoch, hash_name, deadline)
+                planned = await self._plan_locked(ctx, body, pid, epoch, hash_name, deadline)
         finally:
             if not lock.locked() and not lock.statistics().tasks_waiting:
                 self._locks.pop(pid, None)
+        if not isinstance(planned, Numbered):
+            return planned
+        if self.journal is not None:
+            # Written by settle(), which the proxy always runs (see
+            # RespondLater): the client's next request is read, numbered and
+            # handed to the journal meanwhile (see :mod:`.journal_pipeline`).
+            return planned.plan, planned
+        # Nothing may cut this short (see _plan_locked).
+        with trio.CancelScope(shield=True):
+            written = await self._write_numbered(ctx, body, planned, deadline)
+        return planned.plan, written
 
     async def _plan_locked(
         self,
@@ -306,10 +333,29 @@ class ExactlyOnce:
         # written nor failed would hold its partition's sequence forever.
         with trio.CancelScope(shield=True):
             plan = commit_idempotent(body, prepared, session)
-            written: list[tuple[list[Upstream], Waiter | UpstreamError]] = []
-            # With a journal, nothing is written before its placement is on disk.
-            if await self._journal(session, prepared.retried, bool(plan.rounds), deadline):
-                with trio.move_on_at(deadline):
+            # With a journal, nothing is written before its placement is
+            # durable: handed to the journal now, awaited once the lock is free.
+            ticket = await submit(
+                self.journal, session, prepared.retried, bool(plan.rounds), deadline
+            )
+            return Numbered(plan, session, ticket, self._turns.take(pid))
+
+    async def _write_numbered(
+        self, ctx: FilterContext, body: Any, numbered: Numbered, deadline: float
+    ) -> Written:
+        """Write a numbered request's batches once its journal write is durable
+        and the producer's previous request wrote its own; what was written,
+        with its waiter, and what was not, with why (settled as failed)."""
+        plan, session, turn = numbered.plan, numbered.session, numbered.turn
+        written: Written = []
+        try:
+            outcome = await numbered.ticket.wait(deadline)
+            if outcome is Outcome.FENCED:
+                self.sequences.forget(session.producer_id)
+                self._claims.pop(session.producer_id, None)
+            with trio.move_on_at(deadline):
+                await turn.wait()
+                if outcome is Outcome.WRITTEN:
                     for batches in plan.rounds:
                         for leader, group in _by_leader(batches, self.topics).items():
                             await self._write(ctx, body, session, leader, group, written)
@@ -321,7 +367,9 @@ class ExactlyOnce:
                 for u in unsent:
                     session.sent(u)
                     u.slot = trio.Event()
-        return plan, written
+        finally:
+            turn.finish()
+        return written
 
     async def _write(
         self,
@@ -408,56 +456,26 @@ class ExactlyOnce:
             if trio.current_time() < ready_at:
                 raise Preparation(f"producer {pid} was taken over from another proxy just now")
 
-    async def _journal(
-        self, session: Session, retried: list[ClientBatch], writes: bool, deadline: float
-    ) -> bool:
-        """Record the session's new placements before they are written; False
-        when the journal failed (nothing may be written: the client retries).
-
-        A shared journal is written before every write, retries included:
-        reading the write back is what tells the proxy it still owns the
-        producer (:mod:`.journal_topic`)."""
-        if self.journal is None:
-            return True
-        batches = session.take_journal()
-        if not batches and self.journal.shared:
-            batches = [b for b in retried if any(u.state is not State.ACKED for u in b.upstream)]
-        if not batches and not (writes and self.journal.shared):
-            return True
-        pid, epoch = session.producer_id, session.epoch
-        try:
-            await self.journal.record(
-                (
-                    ((pid, epoch, b.topic, b.partition, b.base_sequence), b.placement())
-                    for b in batches
-                ),
-                deadline=deadline,
-                producer=pid,
-            )
-        except JournalFenced as exc:
-            log.warning("producer %d: %s", pid, exc)
-            self.sequences.forget(pid)
-            self._claims.pop(pid, None)
-            return False
-        except JournalError as exc:
-            log.error("producer %d's batches are not written: %s", pid, exc)
-            if session.journal is not None:
-                session.journal[:0] = batches  # journaled before the next write
-            return False
-        return True
-
     async def settle(
         self,
         ctx: FilterContext,
         body: Any,
         plan: IdempotentPlan,
-        written: list[tuple[list[Upstream], Waiter | UpstreamError]],
+        written: Written | Numbered,
         deadline: float,
         endpoints: Endpoints | None = None,
     ) -> bytes:
-        """Await the parts' answers, settle their batches, and write the client's
+        """Write a :class:`Numbered` request's batches first (see :meth:`plan`),
+        await the parts' answers, settle their batches, and write the client's
         answer (a ProduceResponse body at the request's version; ``endpoints``:
         see :func:`.idempotent_plan.idempotent_answer_bytes`)."""
+        if isinstance(written, Numbered):
+            numbered = written
+            # From numbering to the last write nothing may be cut short (see
+            # _plan_locked).
+            with trio.CancelScope(shield=True):
+                written = await self._write_numbered(ctx, body, numbered, deadline)
+        assert not isinstance(written, Numbered)
         session = self.sequences.get(plan.producer_id)
         version = ctx.api_version
         stale: set[str] = set()
