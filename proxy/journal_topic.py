@@ -217,6 +217,7 @@ class TopicJournal:
         self._own: dict[int, set[int]] = {}
         self._waiters: list[tuple[int, int, trio.Event]] = []
         self._ready = trio.Event()
+        self._loading = False  # reading the topic to its end (own windows count then)
         self._producer: Producer | None = None
         self._count = 0  # partitions of the topic, once known
         self.writes = 0
@@ -285,9 +286,11 @@ class TopicJournal:
             self._count = count
             started = trio.current_time()
             loading = {tp.partition: end[0] for tp, end in ends.items() if end and end[0] > 0}
+            self._loading = True
             while loading:
                 await self._apply(consumer)
                 loading = {p: e for p, e in loading.items() if self._position[p] < e}
+            self._loading = False
             log.info(
                 "placement journal %s: %d windows, %d claims read in %.1f s (instance %s)",
                 self.topic,
@@ -390,8 +393,13 @@ class TopicJournal:
         """Apply one record read at ``offset`` (``own``: this instance wrote
         it; ``now``: trio's clock, for :meth:`idle`)."""
         decoded = decode_record(key, value)
-        if decoded is None or (own and decoded[0] == "p"):
-            return  # this instance's own windows are kept as written
+        if decoded is None:
+            return
+        if decoded[0] == "p" and (own or (not self._loading and decoded[1][1] == self.instance)):
+            # This instance's own windows are kept as written: one read back
+            # before its write was acknowledged (its offset not known as its
+            # own yet) may be older than one handed since.
+            return
         kind, data = decoded
         if kind == "b":
             self._beats.add(data)
