@@ -46,7 +46,7 @@ import json
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -277,10 +277,10 @@ class DirectoryJournal:
             self._remember(key, placement)
             lines.append(encode(key, placement))
         if not lines:
-            return _Synced(self, 0)
+            return _Synced(self._sync, 0)
         self._queue.append(b"".join(lines))
         self._queued += 1
-        return _Synced(self, self._queued)
+        return _Synced(self._sync, self._queued)
 
     async def _sync(self, mine: int) -> None:
         """Sync the queue up to caller number ``mine`` (at least).
@@ -360,15 +360,15 @@ class _Synced:
     """A directory journal's write: synced by whichever caller gets the lock
     first (``mine``: its number among the queued, 0: nothing to write)."""
 
-    __slots__ = ("journal", "mine")
+    __slots__ = ("mine", "sync")
 
-    def __init__(self, journal: DirectoryJournal, mine: int) -> None:
-        self.journal = journal
+    def __init__(self, sync: Callable[[int], Awaitable[None]], mine: int) -> None:
+        self.sync = sync
         self.mine = mine
 
     async def wait(self) -> None:
         if self.mine:
-            await self.journal._sync(self.mine)
+            await self.sync(self.mine)
 
 
 # The name it had when it was the only kind.

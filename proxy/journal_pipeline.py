@@ -140,6 +140,12 @@ class WriteTurns:
         self._last[pid] = done
         return turn
 
+    def finished(self, turn: Turn) -> None:
+        """``turn``'s request wrote its batches (or will not): the next may write."""
+        turn.done.set()
+        if self._last.get(turn.pid) is turn.done:
+            del self._last[turn.pid]
+
     def __len__(self) -> int:
         return len(self._last)
 
@@ -158,6 +164,4 @@ class Turn:
 
     def finish(self) -> None:
         """This request's batches are written (or will not be): the next may write."""
-        self.done.set()
-        if self.turns._last.get(self.pid) is self.done:
-            del self.turns._last[self.pid]
+        self.turns.finished(self)

@@ -532,6 +532,35 @@ class TopicJournal:
             self._busy.pop(pid, None)
         self._seen[pid] = trio.current_time()
 
+    async def written(self, write: _TopicWrite) -> int:
+        """Wait until ``write``'s records are written (acks=all) and the
+        partition is read past them (with ``write.foreign`` False: past what
+        other instances wrote before them); the last one's offset.
+
+        Raises:
+            JournalError: not written by the deadline, or failed.
+        """
+        try:
+            with trio.move_on_at(write.deadline):
+                try:
+                    offsets: list[int] = [(await future).offset for future in write.futures]
+                except (TrafkaError, OSError) as exc:
+                    raise JournalError(
+                        f"cannot write the placement journal {self.topic}: {exc}"
+                    ) from None
+                self.writes += 1
+                own = self._own.setdefault(write.partition, set())
+                own.update(o for o in offsets if o >= self._position.get(write.partition, 0))
+                last = max(offsets)
+                await self._read_past(write.partition, last, foreign=write.foreign)
+                self.write_seconds += trio.current_time() - write.handed
+                return last
+        finally:
+            self._done(write.pid)
+        raise JournalError(
+            f"the placement journal {self.topic} took no write in time (is the cluster up?)"
+        )
+
     async def claim(self, pid: int, epoch: int, deadline: float) -> float:
         """Make this instance the owner of producer ``pid``'s sequences.
 
@@ -668,33 +697,12 @@ class _TopicWrite:
 
     async def offset(self) -> int:
         """Wait until the records are written (acks=all) and the partition is
-        read past them (with ``foreign`` False: past what other instances
-        wrote before them); the last one's offset.
+        read past them (see :meth:`TopicJournal.written`); the last one's offset.
 
         Raises:
             JournalError: not written by the deadline, or failed.
         """
-        journal = self.journal
-        try:
-            with trio.move_on_at(self.deadline):
-                try:
-                    offsets: list[int] = [(await future).offset for future in self.futures]
-                except (TrafkaError, OSError) as exc:
-                    raise JournalError(
-                        f"cannot write the placement journal {journal.topic}: {exc}"
-                    ) from None
-                journal.writes += 1
-                own = journal._own.setdefault(self.partition, set())
-                own.update(o for o in offsets if o >= journal._position.get(self.partition, 0))
-                last = max(offsets)
-                await journal._read_past(self.partition, last, foreign=self.foreign)
-                journal.write_seconds += trio.current_time() - self.handed
-                return last
-        finally:
-            journal._done(self.pid)
-        raise JournalError(
-            f"the placement journal {journal.topic} took no write in time (is the cluster up?)"
-        )
+        return await self.journal.written(self)
 
     async def wait(self) -> None:
         """:meth:`offset`, then check this instance still owns the producer.
