@@ -16,7 +16,7 @@ order).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ import pytest
 import trio
 import trio.testing
 from proxy_helpers import create, fresh, placement
-from test_proxy_cut_moments import PARTITIONS, TARGET, client_batch, produce_request
+from test_proxy_cut_moments import PARTITIONS, TARGET, CutOnce, client_batch, produce_request
 
 from trafka.brokerlite import RunningBroker
 from trafka.codec import protocol
@@ -40,26 +40,18 @@ from trafka.proxy.sequences import Placement, PlacementKey
 N = 50  # records a client batch
 
 
-class Counted(trio.abc.Stream):
-    """A pooled connection that counts the Produce requests written to it."""
+class Counted(CutOnce):
+    """A pooled connection that counts the Produce requests written to it
+    (and cuts none)."""
 
     def __init__(self, inner: trio.abc.Stream, produces: list[int]) -> None:
-        self.inner = inner
+        super().__init__(inner, [False])
         self.produces = produces
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         if bytes(data[4:6]) == b"\x00\x00":  # a Produce's api key
             self.produces[0] += 1
-        await self.inner.send_all(data)
-
-    async def wait_send_all_might_not_block(self) -> None:
-        await self.inner.wait_send_all_might_not_block()
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
-        return await self.inner.receive_some(max_bytes)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+        await super().send_all(data)
 
 
 class _Group:
@@ -196,6 +188,19 @@ class Rig:
                 nursery.start_soon(settle, i)
         return errors
 
+    def run(self, steps: Callable[[trio.Nursery], Awaitable[None]]) -> None:
+        """Start, run ``steps``, then check every record landed once."""
+
+        async def main() -> None:
+            with trio.fail_after(30):
+                async with trio.open_nursery() as nursery:
+                    await self.start(nursery)
+                    await steps(nursery)
+                    nursery.cancel_scope.cancel()
+
+        trio.run(main)
+        self.check_written_once()
+
     def check_written_once(self) -> None:
         """Every record of both requests in the target partition once, each
         client batch's records in its order."""
@@ -214,34 +219,29 @@ def test_a_group_commit_covering_two_requests_releases_both_only_after_its_ack(
     journal = GatedJournal()
     rig = Rig(broker, journal)
 
-    async def main() -> None:
-        with trio.fail_after(30):
-            async with trio.open_nursery() as nursery:
-                await rig.start(nursery)
-                # B is numbered and handed to the journal while A's journal
-                # write is under way: one write covers both.
-                planned = [await rig.plan(body) for body in rig.bodies]
-                assert all(isinstance(w, Numbered) for _, w in planned)
-                assert len(journal.groups) == 1
-                group = journal.seal()
-                assert {key[3] for key, _ in group.entries} == {0, 1}
-                errors: list[list[int]] = []
+    async def steps(nursery: trio.Nursery) -> None:
+        # B is numbered and handed to the journal while A's journal
+        # write is under way: one write covers both.
+        planned = [await rig.plan(body) for body in rig.bodies]
+        assert all(isinstance(w, Numbered) for _, w in planned)
+        assert len(journal.groups) == 1
+        group = journal.seal()
+        assert {key[3] for key, _ in group.entries} == {0, 1}
+        errors: list[list[int]] = []
 
-                async def settle() -> None:
-                    errors.extend(await rig.settle_all(planned))
+        async def settle() -> None:
+            errors.extend(await rig.settle_all(planned))
 
-                nursery.start_soon(settle)
-                await trio.testing.wait_all_tasks_blocked()
-                assert rig.produces[0] == 0  # nothing upstream before the ack
-                group.ack()
-                while not errors:
-                    await trio.sleep(0.01)
-                assert errors == [[0], [0]]
-                assert rig.produces[0] >= 1
-                nursery.cancel_scope.cancel()
+        nursery.start_soon(settle)
+        await trio.testing.wait_all_tasks_blocked()
+        assert rig.produces[0] == 0  # nothing upstream before the ack
+        group.ack()
+        while not errors:
+            await trio.sleep(0.01)
+        assert errors == [[0], [0]]
+        assert rig.produces[0] >= 1
 
-    trio.run(main)
-    rig.check_written_once()
+    rig.run(steps)
 
 
 @pytest.mark.parametrize("why", ["failed", "cut", "fenced"])
@@ -260,26 +260,21 @@ def test_a_journal_write_that_fails_leaves_no_routed_batch_written(
         "fenced": JournalFenced("owned by another instance"),
     }[why]
 
-    async def main() -> None:
-        with trio.fail_after(30):
-            async with trio.open_nursery() as nursery:
-                await rig.start(nursery)
-                planned = [await rig.plan(body) for body in rig.bodies]
-                journal.seal().fail(error)
-                errors = await rig.settle_all(planned)
-                assert errors == [[ErrorCode.REQUEST_TIMED_OUT]] * 2
-                assert rig.produces[0] == 0
-                # The client's retries: journaled again, then written.
-                planned = [await rig.plan(body) for body in rig.bodies]
-                assert len(journal.groups) == 2
-                again = journal.seal()
-                assert {key[3] for key, _ in again.entries} == {0, 1}
-                again.ack()
-                assert await rig.settle_all(planned) == [[0], [0]]
-                nursery.cancel_scope.cancel()
+    async def steps(nursery: trio.Nursery) -> None:
+        planned = [await rig.plan(body) for body in rig.bodies]
+        journal.seal().fail(error)
+        errors = await rig.settle_all(planned)
+        assert errors == [[ErrorCode.REQUEST_TIMED_OUT]] * 2
+        assert rig.produces[0] == 0
+        # The client's retries: journaled again, then written.
+        planned = [await rig.plan(body) for body in rig.bodies]
+        assert len(journal.groups) == 2
+        again = journal.seal()
+        assert {key[3] for key, _ in again.entries} == {0, 1}
+        again.ack()
+        assert await rig.settle_all(planned) == [[0], [0]]
 
-    trio.run(main)
-    rig.check_written_once()
+    rig.run(steps)
 
 
 def test_a_later_write_acknowledged_does_not_overtake_an_earlier_that_failed(
@@ -292,37 +287,32 @@ def test_a_later_write_acknowledged_does_not_overtake_an_earlier_that_failed(
     journal = GatedJournal()
     rig = Rig(broker, journal)
 
-    async def main() -> None:
-        with trio.fail_after(30):
-            async with trio.open_nursery() as nursery:
-                await rig.start(nursery)
-                a = await rig.plan(rig.bodies[0])
-                first = journal.seal()
-                b = await rig.plan(rig.bodies[1])
-                second = journal.seal()
-                assert len(journal.groups) == 2
-                second.ack()
-                errors: list[list[int]] = []
+    async def steps(nursery: trio.Nursery) -> None:
+        a = await rig.plan(rig.bodies[0])
+        first = journal.seal()
+        b = await rig.plan(rig.bodies[1])
+        second = journal.seal()
+        assert len(journal.groups) == 2
+        second.ack()
+        errors: list[list[int]] = []
 
-                async def settle() -> None:
-                    errors.extend(await rig.settle_all([a, b]))
+        async def settle() -> None:
+            errors.extend(await rig.settle_all([a, b]))
 
-                nursery.start_soon(settle)
-                await trio.testing.wait_all_tasks_blocked()
-                assert rig.produces[0] == 0  # B waits for A's turn
-                first.fail(JournalError("NOT_ENOUGH_REPLICAS"))
-                while not errors:
-                    await trio.sleep(0.01)
-                assert errors == [[ErrorCode.REQUEST_TIMED_OUT]] * 2
-                assert rig.produces[0] == 0
-                assert rig.stats.batches_held == 1
-                planned = [await rig.plan(body) for body in rig.bodies]
-                journal.seal().ack()
-                assert await rig.settle_all(planned) == [[0], [0]]
-                nursery.cancel_scope.cancel()
+        nursery.start_soon(settle)
+        await trio.testing.wait_all_tasks_blocked()
+        assert rig.produces[0] == 0  # B waits for A's turn
+        first.fail(JournalError("NOT_ENOUGH_REPLICAS"))
+        while not errors:
+            await trio.sleep(0.01)
+        assert errors == [[ErrorCode.REQUEST_TIMED_OUT]] * 2
+        assert rig.produces[0] == 0
+        assert rig.stats.batches_held == 1
+        planned = [await rig.plan(body) for body in rig.bodies]
+        journal.seal().ack()
+        assert await rig.settle_all(planned) == [[0], [0]]
 
-    trio.run(main)
-    rig.check_written_once()
+    rig.run(steps)
 
 
 def test_the_directory_journal_syncs_pipelined_requests_once(
@@ -334,16 +324,11 @@ def test_the_directory_journal_syncs_pipelined_requests_once(
     journal.open()
     rig = Rig(broker, journal)
 
-    async def main() -> None:
-        with trio.fail_after(30):
-            async with trio.open_nursery() as nursery:
-                await rig.start(nursery)
-                planned = [await rig.plan(body) for body in rig.bodies]
-                assert journal.syncs == 0
-                assert await rig.settle_all(planned) == [[0], [0]]
-                assert journal.syncs == 1
-                nursery.cancel_scope.cancel()
+    async def steps(nursery: trio.Nursery) -> None:
+        planned = [await rig.plan(body) for body in rig.bodies]
+        assert journal.syncs == 0
+        assert await rig.settle_all(planned) == [[0], [0]]
+        assert journal.syncs == 1
 
-    trio.run(main)
+    rig.run(steps)
     journal.close()
-    rig.check_written_once()
