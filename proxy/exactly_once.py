@@ -4,11 +4,13 @@ The protocol logic is :mod:`.sequences` (sequence numbers, retries) and
 :mod:`.routing` (placing records); this module does their I/O over the
 proxy's pooled upstream connections:
 
-* One producer's requests are planned and written one at a time (a lock per
-  producer id, held from planning until every part is written, not while
-  answers are awaited): the sequence numbers of a target partition are
-  written in the order they were given, whichever client connection of the
-  producer the requests came on.
+* One producer's requests are planned one at a time (a lock per producer
+  id), and written in the order they were planned: without a journal before
+  the lock is let go; with one, once the journal write holding their
+  placements is acknowledged and the producer's previous request wrote its
+  batches (:mod:`.journal_pipeline`). The sequence numbers of a target
+  partition are written in the order they were given, whichever client
+  connection of the producer the requests came on.
 * Before the first write to a partition for a producer the proxy did not see
   born, the leader is asked the producer's last sequence there
   (DescribeProducers). An OUT_OF_ORDER_SEQUENCE_NUMBER answer is checked the
