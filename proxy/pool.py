@@ -20,6 +20,14 @@ Rules:
   A request bound to one (``send(..., link=serial)``) is written on that
   connection or not at all: the caller knows that what it wrote there before
   reaches the broker first, or with it is lost.
+* A connection whose login has a lifetime (KIP-368: the broker's
+  ``connections.max.reauth.ms``, told in the SaslAuthenticate answer; see
+  :class:`Opened`) takes no new request once :data:`RENEW_SHARE` of it has
+  passed: a fresh connection (logged in afresh) takes them, and the old one is
+  closed once its answers are in. A broker closes a connection whose session
+  expired at its next request, so the proxy never sends one there. (Renewing
+  the login in place, as a client does, would hold every request behind the
+  exchange; a second connection holds none.)
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import trio
 
@@ -36,7 +45,7 @@ from trafka.codec.framing import FrameReader
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.produce_response import ProduceAnswer, read_produce_response
 
-__all__ = ["UpstreamError", "UpstreamPool", "Waiter", "produce_answer"]
+__all__ = ["RENEW_SHARE", "Opened", "UpstreamError", "UpstreamPool", "Waiter", "produce_answer"]
 
 log = logging.getLogger("trafka.proxy")
 
@@ -44,6 +53,20 @@ log = logging.getLogger("trafka.proxy")
 # per-principal pools of :mod:`.principals` among them), so that a serial
 # names one connection whichever pool a caller got it from.
 _SERIALS = itertools.count(1)
+
+
+#: The share of a login's lifetime after which its connection takes no new
+#: request (Kafka's clients re-authenticate between 85% and 95% of it).
+RENEW_SHARE = 0.85
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A connection a pool's ``connect`` opened whose login lasts ``lifetime``
+    seconds (a plain stream: no lifetime)."""
+
+    stream: trio.abc.Stream
+    lifetime: float
 
 
 class UpstreamError(Exception):
@@ -84,6 +107,8 @@ class _Link:
         self.next_id = 0
         self.waiting: dict[int, Waiter] = {}
         self.broken: UpstreamError | None = None
+        self.renew_at: float | None = None  # trio's clock: takes no new request from then
+        self.retired = False
 
     def fail(self, error: UpstreamError) -> None:
         self.broken = self.broken or error
@@ -105,7 +130,7 @@ class UpstreamPool:
     def __init__(
         self,
         nursery: trio.Nursery,
-        connect: Callable[[int], Awaitable[trio.abc.Stream]],
+        connect: Callable[[int], Awaitable[trio.abc.Stream | Opened]],
         max_frame_size: int,
         observe: Callable[[int, float], None] | None = None,
     ) -> None:
@@ -187,20 +212,38 @@ class UpstreamPool:
 
     async def _link(self, node_id: int) -> _Link:
         link = self._links.get(node_id)
-        if link is not None and link.broken is None:
+        if link is not None and self._usable(link):
             return link
         async with self._opening.setdefault(node_id, trio.Lock()):
             link = self._links.get(node_id)
-            if link is not None and link.broken is None:
+            if link is not None and self._usable(link):
                 return link
+            opened_at = trio.current_time()
             try:
-                stream = await self._connect(node_id)
+                got = await self._connect(node_id)
             except OSError as exc:
                 raise UpstreamError(f"broker {node_id}: {exc}") from None
+            stream = got.stream if isinstance(got, Opened) else got
             link = _Link(node_id, stream, next(_SERIALS))
+            if isinstance(got, Opened):
+                link.renew_at = opened_at + got.lifetime * RENEW_SHARE
             self._links[node_id] = link
             self._nursery.start_soon(self._read, link)
             return link
+
+    def _usable(self, link: _Link) -> bool:
+        """Whether ``link`` may take a new request (else a broken one is
+        forgotten, an ageing one retired: see the module's rules)."""
+        if link.broken is not None:
+            return False
+        if link.renew_at is None or trio.current_time() < link.renew_at:
+            return True
+        link.retired = True
+        if self._links.get(link.node_id) is link:
+            del self._links[link.node_id]
+        if not link.waiting:
+            self._nursery.start_soon(link.stream.aclose)
+        return False
 
     def _drop(self, link: _Link, error: UpstreamError) -> None:
         link.fail(error)
@@ -224,6 +267,8 @@ class UpstreamPool:
                         waiter.done.set()
                         if self._observe is not None:
                             self._observe(link.node_id, trio.current_time() - waiter.sent_at)
+                if link.retired and not link.waiting:
+                    break  # its last answer is in (closed below)
         except (DecodeError, TrafkaError) as exc:
             log.warning("closing the pooled connection to broker %d: %s", link.node_id, exc)
             error = UpstreamError(f"broker {link.node_id}: {exc}")

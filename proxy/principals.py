@@ -60,7 +60,7 @@ from trafka.codec.sasl import SaslError, ScramClient, plain_message
 from trafka.common.lograte import RateLimitedLog
 
 from .config import ProxyConfig
-from .pool import UpstreamPool
+from .pool import Opened, UpstreamPool
 
 __all__ = [
     "SASL_HANDSHAKE",
@@ -295,15 +295,17 @@ class LoginError(OSError):
     """A pooled connection could not log in (an OSError: the pool's failure to connect)."""
 
 
-async def login(stream: trio.abc.Stream, held: UpstreamLogin, where: str) -> None:
+async def login(stream: trio.abc.Stream, held: UpstreamLogin, where: str) -> float:
     """Authenticate a fresh upstream connection with ``held`` (SaslHandshake v1,
-    then SaslAuthenticate v1 messages).
+    then SaslAuthenticate v1 messages); returns the session's lifetime in
+    seconds as the broker told it (KIP-368; 0: none).
 
     Raises:
         LoginError: the broker refused, or the connection broke meanwhile.
     """
     reader = FrameReader(_LOGIN_FRAME)
     correlation = 0
+    lifetime_ms = 0
 
     async def call(key: int, version: int, body: Any) -> Any:
         nonlocal correlation
@@ -323,6 +325,7 @@ async def login(stream: trio.abc.Stream, held: UpstreamLogin, where: str) -> Non
         return protocol.decode_response(frame, key, version)[1]
 
     async def exchange(token: bytes) -> bytes:
+        nonlocal lifetime_ms
         answer = await call(
             SASL_AUTHENTICATE, 1, authenticate_msg.SaslAuthenticateRequest(auth_bytes=token)
         )
@@ -331,6 +334,7 @@ async def login(stream: trio.abc.Stream, held: UpstreamLogin, where: str) -> Non
                 f"{where} refused the proxy's {held.mechanism} login for {held.username!r}: "
                 f"{_error_name(answer.error_code)}"
             )
+        lifetime_ms = max(0, int(answer.session_lifetime_ms))
         return bytes(answer.auth_bytes or b"")
 
     try:
@@ -343,15 +347,16 @@ async def login(stream: trio.abc.Stream, held: UpstreamLogin, where: str) -> Non
             )
         if held.mechanism == "PLAIN":
             await exchange(plain_message(held.username, held.password))
-            return
-        extensions = {"tokenauth": "true"} if held.tokenauth else None
-        scram = ScramClient(held.mechanism, held.username, held.password, extensions=extensions)
-        server_first = await exchange(scram.first_message())
-        scram.verify(await exchange(scram.final_message(server_first)))
+        else:
+            extensions = {"tokenauth": "true"} if held.tokenauth else None
+            scram = ScramClient(held.mechanism, held.username, held.password, extensions=extensions)
+            server_first = await exchange(scram.first_message())
+            scram.verify(await exchange(scram.final_message(server_first)))
     except (SaslError, DecodeError, TrafkaError, ValueError) as exc:
         raise LoginError(f"{where}: the proxy's SASL login failed: {exc}") from None
     except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
         raise LoginError(f"{where}: {exc}") from None
+    return lifetime_ms / 1000
 
 
 def _error_name(code: int) -> str:
@@ -380,7 +385,7 @@ class PrincipalPools:
         self,
         logins: dict[str, UpstreamLogin],
         open_node: Callable[[int], Awaitable[trio.abc.Stream]],
-        make_pool: Callable[[Callable[[int], Awaitable[trio.abc.Stream]]], UpstreamPool],
+        make_pool: Callable[[Callable[[int], Awaitable[trio.abc.Stream | Opened]]], UpstreamPool],
         timeout: float,
         counts: dict[str, int] | None = None,
     ) -> None:
@@ -397,18 +402,18 @@ class PrincipalPools:
         if pool is None and principal in self._logins:
             held = self._logins[principal]
 
-            async def connect(node_id: int) -> trio.abc.Stream:
+            async def connect(node_id: int) -> trio.abc.Stream | Opened:
                 stream = await self._open_node(node_id)
                 try:
                     with trio.fail_after(self._timeout):
-                        await login(stream, held, f"broker {node_id}")
+                        lifetime = await login(stream, held, f"broker {node_id}")
                 except BaseException as exc:
                     await trio.aclose_forcefully(stream)
                     if isinstance(exc, trio.TooSlowError):
                         raise LoginError(f"broker {node_id}: the SASL login timed out") from None
                     raise
                 self._counts["logins"] = self._counts.get("logins", 0) + 1
-                return stream
+                return Opened(stream, lifetime) if lifetime else stream
 
             pool = self._pools[principal] = self._make_pool(connect)
         return pool
@@ -475,7 +480,7 @@ class SaslRouting:
         cls,
         config: ProxyConfig,
         open_node: Callable[[int], Awaitable[trio.abc.Stream]],
-        make_pool: Callable[[Callable[[int], Awaitable[trio.abc.Stream]]], UpstreamPool],
+        make_pool: Callable[[Callable[[int], Awaitable[trio.abc.Stream | Opened]]], UpstreamPool],
         counts: dict[str, int],
         quiet: RateLimitedLog,
     ) -> SaslRouting:

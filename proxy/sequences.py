@@ -62,6 +62,11 @@ Rules:
   OUT_OF_ORDER_SEQUENCE_NUMBER (a state between the proxy and the broker) and
   a lost upstream connection said as REQUEST_TIMED_OUT, which every client
   retries with the same sequence numbers.
+* A transactional producer's EndTxn ends its batches: those that failed
+  upstream are never written again (in the next transaction, an aborted one's
+  records would be committed), and their partitions' next sequences are asked
+  of the leaders again, since a failed write may have reached the broker
+  (:meth:`Session.end_transaction`).
 * With a journal (:mod:`.journal`), every client batch placed, and every one
   whose upstream batches were renumbered, waits in
   :meth:`Session.take_journal` until the driver records it; an upstream batch
@@ -351,6 +356,20 @@ class Session:
         transaction's batches again, so the next ones wait for none of them
         (:meth:`ClientBatch.outcome`)."""
         self.ended = set(self.batches)
+        # Its upstream batches that failed are never written again: written in
+        # the next transaction, an aborted one's records would be committed
+        # with it. Whether a failed write reached the broker is unknown, so the
+        # partition's next sequence is asked of the leader again.
+        for t in self.targets.values():
+            if not any(p.state is State.FAILED for p in t.pending):
+                continue
+            for p in t.pending:
+                if p.state is State.FAILED:
+                    p.state, p.data = State.DEAD, None
+            t.pending = [p for p in t.pending if p.state is not State.DEAD]
+            t.gap = None
+            t.next_sequence = t.leader_last = None
+            t.confirmed = False
 
     def remember(self, batch: ClientBatch) -> None:
         key = (batch.topic, batch.partition)

@@ -415,3 +415,42 @@ def test_a_batch_after_its_producer_ended_the_transaction_waits_for_none_of_it()
     _, second = plan(seqs, request({0: [_to(2, 5, 5)]}))
     ack_all(session, second.rounds[0])
     assert answer_codes(second) == [ErrorCode.NONE]
+
+
+def test_an_aborted_transactions_failed_batch_is_not_written_in_the_next() -> None:
+    """KIP-98: an aborted transaction's records are never read by a
+    read_committed consumer. A batch of the aborted transaction that failed
+    upstream with a retriable error must therefore not be written again ahead
+    of the next transaction's batch of the same partition (it would be part of
+    that transaction, and committed with it). The partition's next sequence is
+    not known either (the failed write may or may not have reached the
+    broker): it is asked of the leader again before the next write."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    ack_all(session, first.rounds[0])
+    _, failed = plan(seqs, request({0: [_to(1, 5, 5)]}))
+    (lost,) = failed.rounds[0]
+    session.sent(lost)
+    session.settle(lost, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    eos = ExactlyOnce(None, cluster(), RouteStats(), lambda _: None, lambda: [1], 1 << 20)  # type: ignore[arg-type]
+    eos.sequences = seqs
+    end = et.EndTxnRequest(
+        transactional_id="t", producer_id=PID, producer_epoch=EPOCH, committed=False
+    )
+    eos.client_request(26, 3, end, 1)
+    body = request({0: [_to(1, 5, 10)]})
+    prepared = prepare_idempotent(
+        body, session=session, topics=cluster(), hash_name="murmur2", stats=RouteStats()
+    )
+    assert prepared is not None
+    # The leader is asked first; say the lost write had not reached it.
+    assert Sequences.unsynced(session, prepared.targets) == [("orders", 1)]
+    Sequences.synced(session, "orders", 1, first.rounds[0][0].last_sequence, EPOCH)
+    after = commit_idempotent(body, prepared, session)
+    (written,) = after.rounds[0]
+    assert written is not lost and lost.state is State.DEAD
+    assert written.data is not None and len(decode_batch(written.data).records) == 5
+    assert written.base_sequence == first.rounds[0][0].last_sequence + 1
+    ack_all(session, after.rounds[0])
+    assert answer_codes(after) == [ErrorCode.NONE]
