@@ -69,6 +69,7 @@ import trio
 from trafka.codec import protocol
 from trafka.codec.errors import DecodeError, TrafkaError
 from trafka.codec.framing import FrameReader
+from trafka.codec.messages.headers import RequestHeader
 from trafka.common.accept import accept_forever
 from trafka.common.lograte import RateLimitedLog
 from trafka.common.request_budget import RequestBudget, release, reserve
@@ -118,6 +119,8 @@ log = logging.getLogger("trafka.proxy")
 _SIZE = struct.Struct(">i")
 _SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
 _API_VERSIONS = 18
+# Metadata 9: the first flexible version, served from Kafka 2.4 to 4.
+_KNOWN_METADATA_VERSION = 9
 # Answers a client connection may be owed at once; its requests wait beyond that.
 _MAX_WAITING_ANSWERS = 1024
 # The most read from a client at once (memory follows the bytes that arrive).
@@ -326,6 +329,32 @@ class _Proxy:
         while True:
             self.upstream_reachable = await upstream_reachable(self.config)
             await trio.sleep(5)
+
+    async def open_known_listeners(self) -> None:
+        """Open the listeners of ``config.node_ports`` now, not at the first
+        Metadata a client sends: a restarted worker's clients come back to
+        those ports first. One Metadata request (no topics) to an upstream
+        bootstrap server names the brokers."""
+        header = RequestHeader(
+            request_api_key=METADATA,
+            request_api_version=_KNOWN_METADATA_VERSION,
+            correlation_id=1,
+            client_id="trafka-proxy",
+        )
+        reader = FrameReader(self.config.max_frame_size)
+        try:
+            stream, _ = await self._open_upstream(None)
+            async with stream:
+                with trio.fail_after(self.config.connect_timeout):
+                    await stream.send_all(protocol.encode_request(header, metadata_request(())))
+                    while (frame := reader.next_frame()) is None:
+                        if not (data := await stream.receive_some(_RECV_SIZE)):
+                            raise OSError("the broker closed the connection")
+                        reader.feed(data)
+            pending = Pending(METADATA, _KNOWN_METADATA_VERSION)
+            rewrite_response(pending, frame, self.addresses, self.topics)
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError, DecodeError) as exc:
+            self.quiet.warning("known", "the brokers' listeners open at first Metadata: %s", exc)
 
     async def _connect_node(self, node_id: int) -> trio.abc.Stream:
         if node_id not in self.nodes:
@@ -891,6 +920,8 @@ async def _start_serving(
     port = listeners[0].socket.getsockname()[1]
     for listener in listeners:
         nursery.start_soon(proxy.serve, listener, None)
+    if config.node_ports:
+        nursery.start_soon(proxy.open_known_listeners)
     advertised = proxy.advertised
     log.info("proxy on %s:%d for %s", advertised, port, ",".join(config.upstream))
     metrics_address = None
