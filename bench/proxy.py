@@ -836,6 +836,7 @@ def main() -> int:
             ]
             + [f"--idle={args.idle}", f"--samples={args.samples}"]
             + [f"--clients={args.clients}", f"--workers={args.workers}"]
+            + [f"--paths={args.paths}", f"--producers={args.producers}"]
         ),
         flush=True,
     )
