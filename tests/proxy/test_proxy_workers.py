@@ -342,3 +342,60 @@ def test_two_workers_route_every_record_once_and_survive_a_kill(tmp_path: Path) 
             if proxy.proc.poll() is None:
                 proxy.proc.kill()
                 proxy.proc.wait()
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "trafka.tools.cli", "proxy", "--no-announce", *args]
+
+
+def test_a_worker_that_cannot_start_stops_the_proxy_with_its_error(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    done = subprocess.run(
+        _cli(
+            "--upstream",
+            "127.0.0.1:1",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "2",
+            "--journal",
+            str(not_a_dir),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert re.search(
+        r"Error: cannot start the proxy: worker \d: cannot open the journal", done.stderr
+    )
+    for pid in re.findall(r"worker \d started \(pid (\d+)\)", done.stderr):
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid), 0)
+
+
+def test_the_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> None:
+    log = tmp_path / "proxy.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            _cli("--upstream", "127.0.0.1:1", "--listen", "127.0.0.1:0", "--workers", "2"),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while "(2 workers)" not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        proc.kill()
+        proc.wait()
+        while log.read_text().count("worker stopped") < 2:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert log.read_text().count("the supervisor is gone: stopping") == 2
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
