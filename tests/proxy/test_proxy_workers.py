@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -21,8 +22,14 @@ import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
+from proxy_helpers import keyed, placement, request
 
 from trafka.brokerlite.server import broker_in_thread
+from trafka.codec import protocol
+from trafka.codec.messages import k03_metadata as mm
+from trafka.codec.messages import k22_init_producer_id as ip
+from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.records import encode_batch
 from trafka.proxy import ProxyConfig
 from trafka.proxy.metrics import merged_exposition
 from trafka.proxy.startup import shared_sockets
@@ -399,3 +406,91 @@ def test_the_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> Non
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "the proxy closed the connection"
+        data += chunk
+    return data
+
+
+def _call(sock: socket.socket, key: int, version: int, body: Any) -> Any:
+    """One request and its answer, on a blocking socket (its timeout the deadline)."""
+    header = RequestHeader(
+        request_api_key=key, request_api_version=version, correlation_id=7, client_id="rule"
+    )
+    sock.sendall(protocol.encode_request(header, body))
+    (size,) = struct.unpack(">i", _exactly(sock, 4))
+    return protocol.decode_response(_exactly(sock, size), key, version)[1]
+
+
+def _node_port(sock: socket.socket) -> int:
+    """The broker port the worker holding ``sock`` names (each worker names its own)."""
+    md = mm.MetadataRequest
+    answer = _call(sock, 3, 9, md(topics=[md.MetadataRequestTopic(name=TOPIC)]))
+    port: int = answer.brokers[0].port
+    return port
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_an_init_producer_id_answered_by_another_worker_costs_nothing_but_a_round_trip(
+    tmp_path: Path,
+) -> None:
+    """The module's ownership rule: an idempotent producer whose InitProducerId
+    went through one worker (on a bootstrap connection) and whose Produce
+    requests reach another is served by the second from sequence 0, which asks
+    the leader (DescribeProducers) first: every record once, on its murmur2
+    partition."""
+    with broker_in_thread(port=0, host="127.0.0.1", data_dir=tmp_path / "broker") as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+        proxy = Supervisor(tmp_path, broker.bootstrap_servers)
+        by_port: dict[int, socket.socket] = {}
+        try:
+            # The kernel places bootstrap connections: open them until two workers answer.
+            for _ in range(40):
+                sock = socket.create_connection(("127.0.0.1", proxy.port), timeout=30)
+                port = _node_port(sock)
+                if port in by_port:
+                    sock.close()
+                    continue
+                by_port[port] = sock
+                if len(by_port) == 2:
+                    break
+            assert len(by_port) == 2, "40 bootstrap connections all reached one worker"
+            (first_port, _), (_, second) = by_port.items()
+            init = ip.InitProducerIdRequest(
+                transactional_id=None,
+                transaction_timeout_ms=60_000,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+            born = _call(second, 22, 4, init)
+            assert born.error_code == 0
+            with socket.create_connection(("127.0.0.1", first_port), timeout=30) as leader:
+                sent = keyed(60, keys=29)
+                for seq in (0, 30):
+                    batch = encode_batch(
+                        sent[seq : seq + 30],
+                        producer_id=born.producer_id,
+                        producer_epoch=born.producer_epoch,
+                        base_sequence=seq,
+                    )
+                    answer = _call(leader, 0, 9, request({0: [batch]}, topic=TOPIC))
+                    errors = [p.error_code for t in answer.responses for p in t.partition_responses]
+                    assert errors == [0]
+            records = placement(broker.bootstrap_servers, TOPIC, PARTITIONS)
+            assert sorted(r.value for r in records) == sorted(v for _, _, v, _ in sent)
+            assert all(r.partition == murmur2_partition(r.key, PARTITIONS) for r in records)
+            # The worker that answered the InitProducerId wrote none of them.
+            served = proxy.produce_requests()
+            assert list(served.values()) == [2], served
+        finally:
+            for sock in by_port.values():
+                sock.close()
+            proxy.proc.send_signal(signal.SIGTERM)
+            proxy.proc.wait(60)
