@@ -180,6 +180,9 @@ class _Slot:
 
 
 class _Supervisor:
+    """The workers' slots, started, watched and stopped from the supervisor's
+    trio loop."""
+
     def __init__(
         self,
         config: ProxyConfig,
@@ -195,6 +198,8 @@ class _Supervisor:
         self.slots = [_Slot(k) for k in range(workers)]
         self.stopping = False
         self.upstream_reachable = False
+        # Spawned, not forked: the supervisor runs a trio loop (and the
+        # interpreter's threads), whose state a fork would copy half-way.
         self.context = multiprocessing.get_context("spawn")
 
     def _start(self, slot: _Slot) -> Connection:
