@@ -90,7 +90,7 @@ KILLS = 2
 
 class Delivery(NamedTuple):
     """librdkafka's delivery report of record ``i`` of a transaction: its error name
-    ("" when delivered), partition and offset."""
+    ("" when delivered), partition and offset (-1 when none)."""
 
     i: int
     error: str
@@ -147,7 +147,9 @@ class Transactions:
 
         def delivered(err: KafkaError | None, msg: Message) -> None:
             name = "" if err is None else err.name()
-            self.deliveries[n].append(Delivery(i, name, msg.partition(), msg.offset()))
+            offset = msg.offset()  # None for a message that was never written (purged)
+            where = (msg.partition(), -1 if offset is None else offset)
+            self.deliveries[n].append(Delivery(i, name, *where))
 
         return delivered
 
