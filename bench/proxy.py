@@ -20,6 +20,12 @@ Paths, each measured in the same run against the same brokers:
 * **murmur2**: through ``trafka proxy`` (every batch decoded; those with
   records for other partitions rebuilt and sent to their partitions' leaders
   over the proxy's pooled upstream connections).
+* **murmur2 workers**: the same through ``trafka proxy --workers`` (``--workers``,
+  default 2: processes sharing the bootstrap port, see docs/proxy.md). One
+  client reaches one worker, so give it ``--clients`` 2 or more (producers
+  running at once, the records split between them; the kernel places each
+  client, so two can reach the same worker). Its ratio to ``murmur2`` of the
+  same run is printed; its proxy CPU counts the supervisor and every worker.
 
 Setups (``--cluster``, default ``1,3``): ``1`` is one single-node brokerlite
 process (no ZooKeeper); ``N`` > 1 is N broker processes with a private
@@ -71,6 +77,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -89,6 +96,7 @@ PATHS = {
     "direct": None,
     "route none": "none",
     "murmur2": "murmur2",
+    "murmur2 workers": "murmur2+workers",  # trafka proxy --workers (--workers N)
     "murmur2 journal": "murmur2+journal",  # --journal DIR: exactly once across proxy restarts
     # --journal topic: the placements in the cluster, shared by every proxy instance
     "murmur2 topic": "murmur2+topic",
@@ -97,6 +105,14 @@ PRODUCERS = ("plain", "idempotent")
 
 
 # -- processes -------------------------------------------------------------------------
+
+
+def with_children(pid: int) -> list[int]:
+    """``pid`` and its child processes now (a proxy's workers)."""
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        children += [int(c) for c in task.read_text().split()]
+    return [pid, *children]
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -199,13 +215,18 @@ def brokers(nodes: int, root: Path, replication: int = 1) -> Iterator[Brokers]:
 
 
 @contextmanager
-def proxy(upstream: str, route: str, log: Path, profile: Path | None = None) -> Iterator[Service]:
-    """A ``trafka proxy`` process; with ``profile``, py-spy samples it all along
-    (collapsed stacks per thread in that file, for ``--py-spy``)."""
+def proxy(
+    upstream: str, route: str, log: Path, profile: Path | None = None, workers: int = 2
+) -> Iterator[Service]:
+    """A ``trafka proxy`` process (``route`` ``murmur2+workers``: with
+    ``--workers``); with ``profile``, py-spy samples it all along (collapsed
+    stacks per thread in that file, for ``--py-spy``)."""
     route, _, journal = route.partition("+")
     extra = (
         ["--journal", "topic"]
         if journal == "topic"
+        else ["--workers", str(workers)]
+        if journal == "workers"
         else ["--journal", str(log.with_suffix(".journal"))]
         if journal
         else []
@@ -222,7 +243,8 @@ def proxy(upstream: str, route: str, log: Path, profile: Path | None = None) -> 
             route,
             *extra,
         ],
-        r"proxy on (127\.0\.0\.1:\d+)",
+        # The supervisor's line, once every worker serves (theirs say "[worker k]").
+        r"(?m)^proxy on (127\.0\.0\.1:\d+)",
         log,
     ) as running:
         if profile is None:
@@ -316,6 +338,45 @@ def producer_config(servers: str, kind: str, args: argparse.Namespace) -> dict[s
 
 
 def produce(
+    config: dict[str, Any],
+    topic: str,
+    records: int,
+    values: list[bytes],
+    keys: list[bytes],
+    stats_ms: int = 1000,
+    clients: int = 1,
+) -> tuple[float, int]:
+    """:func:`produce_one` by ``clients`` producers at once, each on a thread of
+    its own with its share of the records: seconds from the start until the last
+    is acknowledged, and the requests retried (-1: unknown)."""
+    if clients == 1:
+        return produce_one(config, topic, records, values, keys, stats_ms)
+    shares = [records // clients + (i < records % clients) for i in range(clients)]
+    results: list[tuple[float, int] | BaseException] = [(0.0, 0)] * clients
+
+    def run(i: int) -> None:
+        try:
+            results[i] = produce_one(
+                {**config, "client.id": f"bench-{i}"}, topic, shares[i], values, keys, stats_ms
+            )
+        except BaseException as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - start
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    retried = [r[1] for r in results if not isinstance(r, BaseException)]
+    return elapsed, -1 if -1 in retried else sum(retried)
+
+
+def produce_one(
     config: dict[str, Any],
     topic: str,
     records: int,
@@ -435,7 +496,7 @@ def measure(
     servers = setup.servers if proxy_svc is None else proxy_svc.address
     topic = f"bench-{path.replace(' ', '-')}-{kind}"
     create_topic(setup.servers, topic, args.partitions, setup.replication)
-    proxy_pids = [] if proxy_svc is None else [proxy_svc.proc.pid]
+    proxy_pids = [] if proxy_svc is None else with_children(proxy_svc.proc.pid)
 
     def sample() -> tuple[float, float, float]:
         return (
@@ -450,7 +511,8 @@ def measure(
     before = sample()
     config = producer_config(servers, kind, args)
     stats_ms = 100 if args.smoke else 1000
-    produce_s, retries = produce(config, topic, args.records, values, keys, stats_ms)
+    clients = args.clients
+    produce_s, retries = produce(config, topic, args.records, values, keys, stats_ms, clients)
     produced = sample()
     consume_s, seen, stored = consume(servers, topic, args.partitions, args.records)
     consumed = sample()
@@ -679,6 +741,15 @@ def print_runs(runs: list[Run]) -> None:
     if lines:
         print("\njournal in the cluster, produce rate vs (same run):")
         print("\n".join(lines))
+    # What --workers gives over one proxy process (issue #46), from the same run.
+    lines = [
+        f"  {setup:<9} {producer:<11} workers: produce {workers / rate[(setup, 'murmur2', producer)]:.2f}x"
+        for (setup, path, producer), workers in rate.items()
+        if path == "murmur2 workers" and (setup, "murmur2", producer) in rate
+    ]
+    if lines:
+        print("\nproxy workers vs one proxy process, produce rate (same run, same clients):")
+        print("\n".join(lines))
 
 
 def print_latency(results: list[Latency]) -> None:
@@ -712,9 +783,17 @@ def main() -> int:
         "murmur2_random puts keyed records where the proxy's murmur2 does)",
     )
     parser.add_argument(
-        "--paths", default=",".join(PATHS), help="comma-separated, of: " + ", ".join(PATHS)
+        "--paths",
+        default=",".join(p for p in PATHS if p != "murmur2 workers"),
+        help="comma-separated, of: " + ", ".join(PATHS) + " (all but murmur2 workers by default)",
     )
     parser.add_argument("--producers", default=",".join(PRODUCERS))
+    parser.add_argument(
+        "--workers", type=int, default=2, help="the proxy processes of the murmur2 workers path"
+    )
+    parser.add_argument(
+        "--clients", type=int, default=1, help="producers at once, the records split between them"
+    )
     parser.add_argument("--idle", type=int, default=2_000, help="idle connections (0: skip)")
     parser.add_argument("--samples", type=int, default=2_000, help="round trips per latency figure")
     parser.add_argument(
@@ -756,6 +835,8 @@ def main() -> int:
                 for k in ("cluster", "replication", "compression", "partitioner")
             ]
             + [f"--idle={args.idle}", f"--samples={args.samples}"]
+            + [f"--clients={args.clients}", f"--workers={args.workers}"]
+            + [f"--paths={args.paths}", f"--producers={args.producers}"]
         ),
         flush=True,
     )
@@ -811,7 +892,9 @@ def measure_setup(
                     profile = None
                     if args.py_spy:
                         profile = args.py_spy / f"proxy-{nodes}-{route}.txt"
-                    running = stack.enter_context(proxy(setup.servers, route, log, profile))
+                    running = stack.enter_context(
+                        proxy(setup.servers, route, log, profile, args.workers)
+                    )
                 for kind in kinds:
                     runs.append(measure(setup, path, running, kind, args, values, keys))
         if args.idle:

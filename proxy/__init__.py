@@ -11,7 +11,9 @@ whichever client produced it and whatever partitioner that client uses::
 
 or ``trafka proxy --upstream kafka:9092 --listen 0.0.0.0:19092 --advertised-host proxy``.
 The protocol logic is :mod:`.rewrite`, :mod:`.routing` and :mod:`.sequences`
-(I/O-free); :mod:`.server` and :mod:`.exactly_once` drive it. User code sees
+(I/O-free); :mod:`.server` and :mod:`.exactly_once` drive it;
+:func:`run_workers` (:mod:`.workers`) runs several proxy processes behind one
+bootstrap port (``trafka proxy --workers N``). User code sees
 and changes decoded requests and answers through :class:`Filter`
 (:mod:`.filters`); key routing is itself a filter, :class:`KeyRouting`.
 """
@@ -29,6 +31,7 @@ from .filters import (
 from .key_routing import KeyRouting
 from .routing import HASHES, ORIGIN_HEADER, RouteStats, parse_origin_header
 from .server import ProxyStatistics, RunningProxy, proxy_in_thread, serve_proxy
+from .workers import run_workers
 
 __all__ = [
     "HASHES",
@@ -47,5 +50,6 @@ __all__ = [
     "RunningProxy",
     "proxy_in_thread",
     "parse_origin_header",
+    "run_workers",
     "serve_proxy",
 ]

@@ -10,6 +10,7 @@ from .filters import load_filter
 from .journal_topic import TOPIC
 from .routing import HASHES
 from .server import ProxyConfig, run_proxy
+from .workers import DEFAULT_STRIDE, check_workers, run_workers
 
 
 @click.command("proxy")
@@ -30,6 +31,22 @@ from .server import ProxyConfig, run_proxy
     "--node-port-base",
     type=int,
     help="Serve broker N on this port + N (default: a free port per broker).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Proxy processes sharing the bootstrap port (SO_REUSEPORT, Linux), each "
+    "serving the brokers on ports of its own; a supervisor restarts one that dies.",
+)
+@click.option(
+    "--node-port-stride",
+    type=click.IntRange(min=1),
+    default=DEFAULT_STRIDE,
+    show_default=True,
+    help="With --workers and --node-port-base: worker K serves broker N on "
+    "--node-port-base + K * this + N.",
 )
 @click.option(
     "--route-keys",
@@ -151,6 +168,8 @@ def command(
     listen: str,
     advertised_host: str | None,
     node_port_base: int | None,
+    workers: int,
+    node_port_stride: int,
     route_keys: str,
     max_frame_size: int,
     ssl_certfile: str | None,
@@ -213,10 +232,21 @@ def command(
         )
         config.client_ssl_context()
         config.upstream_ssl_context()
+        if workers > 1:
+            check_workers(config, workers, node_port_stride)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     try:
-        run_proxy(config)
+        if workers > 1:
+            run_workers(
+                config,
+                workers,
+                stride=node_port_stride,
+                filter_specs=filter_specs,
+                verbose=verbose,
+            )
+        else:
+            run_proxy(config)
     except KeyboardInterrupt:
         pass
     except (ValueError, OSError) as exc:  # DiscoveryError is an OSError

@@ -25,6 +25,18 @@ class ProxyConfig:
             (default ``host``; required when ``host`` is a wildcard).
         node_port_base: broker ``n`` is served on ``node_port_base + n``
             (default: any free port per broker).
+        node_port_span: with ``node_port_base``, how many ports from it are
+            this proxy's: a broker whose id is not below it is served on a
+            free port (logged). None: no bound. ``trafka proxy --workers``
+            gives each worker its own span (see :mod:`.workers`).
+        node_ports: ``(node id, port)`` pairs: brokers served on these ports
+            before ``node_port_base`` is asked (a restarted worker keeps the
+            ports its clients know); a port that cannot be bound falls back
+            as ``node_port_base`` does.
+        reuse_port: bind the bootstrap listener with ``SO_REUSEPORT``, so that
+            other processes of the same user serve the same port and the
+            kernel spreads new connections over them (the workers of
+            ``trafka proxy --workers``; Linux).
         route_keys: the key hash that places keyed records (``murmur2``, as
             Java's producer; ``crc32``, as librdkafka's ``consistent``;
             ``fnv1a``, as sarama), or ``none`` to forward records where the
@@ -110,6 +122,9 @@ class ProxyConfig:
     port: int = 9092
     advertised_host: str | None = None
     node_port_base: int | None = None
+    node_port_span: int | None = None
+    node_ports: tuple[tuple[int, int], ...] = ()
+    reuse_port: bool = False
     route_keys: str = "murmur2"
     max_frame_size: int = 100 * 1024 * 1024
     connect_timeout: float = 10.0
@@ -152,6 +167,11 @@ class ProxyConfig:
             raise ValueError("listening on a wildcard address needs advertised_host")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port {self.port} is out of range")
+        for node_id, node_port in self.node_ports:
+            if not 0 < node_port <= 65535:
+                raise ValueError(f"node_ports: broker {node_id}'s port {node_port} is out of range")
+        if self.node_port_span is not None and self.node_port_span <= 0:
+            raise ValueError("node_port_span must be positive")
         if self.max_frame_size <= 0:
             raise ValueError("max_frame_size must be positive")
         if self.journal_dir is not None and self.journal_topic is not None:
@@ -180,6 +200,22 @@ class ProxyConfig:
             )
         if self.upstream_ssl_cafile and not self.upstream_ssl:
             raise ValueError("upstream_ssl_cafile needs upstream_ssl")
+
+    def node_port(self, node_id: int) -> int:
+        """The port to serve broker ``node_id`` on (0: any free port).
+
+        Raises:
+            ValueError: ``node_port_base`` would place it outside ``node_port_span``.
+        """
+        for known, port in self.node_ports:
+            if known == node_id:
+                return port
+        base, span = self.node_port_base, self.node_port_span
+        if base is None:
+            return 0
+        if span is not None and not 0 <= node_id < span:
+            raise ValueError(f"its id is outside the {span} ports from {base} (--node-port-stride)")
+        return base + node_id
 
     def client_ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context towards clients (None: plaintext).

@@ -38,7 +38,15 @@ metric                                                             what
                                                                    no bound)
 ``trafka_proxy_memory_pool_waiting``                               client connections whose
                                                                    reading waits for room in it
+``trafka_proxy_worker_up{worker}`` / ``worker_restarts_total``     with ``--workers``: whether each
+                                                                   worker serves, and how often the
+                                                                   supervisor started it again
 =================================================================  ==============================
+
+With ``trafka proxy --workers N`` the supervisor's listener serves every
+worker's metrics in one exposition (:func:`merged_exposition`): the samples
+above, each with a ``worker`` label (``sum without (worker) (...)`` gives the
+proxy's totals), and the two ``worker`` families.
 
 Rules: counters are plain integers bumped on the proxy's trio thread (the
 record counts also by the routing worker threads, whose ``+=`` on an int the
@@ -48,7 +56,7 @@ brokerlite's (:mod:`trafka.brokerlite.metrics`); each proxy has its own registry
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from trafka.codec.protocol import api
@@ -61,7 +69,7 @@ if TYPE_CHECKING:
 
     from .server import ProxyStatistics
 
-__all__ = ["ProxyMetrics"]
+__all__ = ["ProxyMetrics", "merged_exposition"]
 
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
 
@@ -180,6 +188,55 @@ class ProxyMetrics:
             "Round trips on the proxy's own upstream connections.",
             "broker",
         )
+
+
+def merged_exposition(
+    pages: Mapping[int, bytes | None], up: Mapping[int, bool], restarts: Mapping[int, int]
+) -> bytes:
+    """The workers' expositions (``pages``, by worker; None: it did not answer)
+    as one, each sample labelled with its ``worker``, then whether each is up
+    and how often it was restarted.
+
+    Raises:
+        ValueError: a page that is not Prometheus text.
+    """
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families: dict[str, Metric] = {}
+    for worker, page in sorted(pages.items()):
+        if page is None:
+            continue
+        for family in text_string_to_metric_families(page.decode()):
+            merged = families.get(family.name)
+            if merged is None:
+                merged = Metric(family.name, family.documentation, family.type, family.unit)
+                families[family.name] = merged
+            for sample in family.samples:
+                labels = {**sample.labels, "worker": str(worker)}
+                merged.samples.append(sample._replace(labels=labels))
+    alive = GaugeMetricFamily(
+        "trafka_proxy_worker_up", "Whether the worker serves (1) or not.", labels=["worker"]
+    )
+    started = CounterMetricFamily(
+        "trafka_proxy_worker_restarts",
+        "Times the supervisor started the worker again.",
+        labels=["worker"],
+    )
+    for worker in sorted(up):
+        alive.add_metric([str(worker)], 1 if up[worker] else 0)
+        started.add_metric([str(worker)], restarts.get(worker, 0))
+
+    class _Collected:
+        def collect(self) -> Iterator[Metric]:
+            yield from families.values()
+            yield alive
+            yield started
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collected())
+    return generate_latest(registry)
 
 
 def _api_name(key: int) -> str:

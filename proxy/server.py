@@ -69,10 +69,11 @@ import trio
 from trafka.codec import protocol
 from trafka.codec.errors import DecodeError, TrafkaError
 from trafka.codec.framing import FrameReader
+from trafka.codec.messages.headers import RequestHeader
 from trafka.common.accept import accept_forever
 from trafka.common.lograte import RateLimitedLog
 from trafka.common.request_budget import RequestBudget, release, reserve
-from trafka.discovery import announcing_listener, discover, is_spec, parse_spec
+from trafka.discovery import announcing_listener
 
 from .answers import (
     metadata_request,
@@ -109,6 +110,7 @@ from .routing import (
     RouteStats,
     Topics,
 )
+from .startup import discover_upstream, shared_listeners, upstream_reachable
 
 __all__ = ["ProxyConfig", "RunningProxy", "proxy_in_thread", "serve_proxy"]
 
@@ -117,6 +119,8 @@ log = logging.getLogger("trafka.proxy")
 _SIZE = struct.Struct(">i")
 _SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
 _API_VERSIONS = 18
+# Metadata 9: the first flexible version, served from Kafka 2.4 to 4.
+_KNOWN_METADATA_VERSION = 9
 # Answers a client connection may be owed at once; its requests wait beyond that.
 _MAX_WAITING_ANSWERS = 1024
 # The most read from a client at once (memory follows the bytes that arrive).
@@ -246,19 +250,20 @@ class _Proxy:
             # The broker moved: the listener stays, its connections go to the new address.
             self.nodes[node_id] = ((host, port), known[1])
             return self.advertised, known[1]
-        base = self.config.node_port_base
+        wanted = 0
         try:
-            sock = self._bind(0 if base is None else base + node_id)
-        except (OSError, OverflowError) as exc:
-            if base is None:
+            wanted = self.config.node_port(node_id)
+            sock = self._bind(wanted)
+        except (OSError, OverflowError, ValueError) as exc:
+            if not wanted and not isinstance(exc, ValueError):
                 raise
-            # Taken, or past 65535: the broker is still served, on a port of the
-            # system's choosing, and the operator hears why.
+            # Taken, past 65535 or outside the span: the broker is still served,
+            # on a port of the system's choosing, and the operator hears why.
             self.quiet.error(
                 f"bind-{node_id}",
-                "broker %d cannot be served on port %d (%s): serving it on a free port",
+                "broker %d cannot be served on port %s (%s): serving it on a free port",
                 node_id,
-                base + node_id,
+                wanted or "--node-port-base + id",
                 exc,
             )
             sock = self._bind(0)
@@ -322,19 +327,34 @@ class _Proxy:
     async def probe_upstream(self) -> None:
         """Whether an upstream bootstrap server takes connections (for /readyz)."""
         while True:
-            reachable = False
-            for server in self.config.upstream:
-                host, port = split_server(server)
-                try:
-                    with trio.fail_after(self.config.connect_timeout):
-                        stream = await trio.open_tcp_stream(host, port)
-                    await stream.aclose()
-                    reachable = True
-                    break
-                except (OSError, trio.TooSlowError):
-                    continue
-            self.upstream_reachable = reachable
+            self.upstream_reachable = await upstream_reachable(self.config)
             await trio.sleep(5)
+
+    async def open_known_listeners(self) -> None:
+        """Open the listeners of ``config.node_ports`` now, not at the first
+        Metadata a client sends: a restarted worker's clients come back to
+        those ports first. One Metadata request (no topics) to an upstream
+        bootstrap server names the brokers."""
+        header = RequestHeader(
+            request_api_key=METADATA,
+            request_api_version=_KNOWN_METADATA_VERSION,
+            correlation_id=1,
+            client_id="trafka-proxy",
+        )
+        reader = FrameReader(self.config.max_frame_size)
+        try:
+            stream, _ = await self._open_upstream(None)
+            async with stream:
+                with trio.fail_after(self.config.connect_timeout):
+                    await stream.send_all(protocol.encode_request(header, metadata_request(())))
+                    while (frame := reader.next_frame()) is None:
+                        if not (data := await stream.receive_some(_RECV_SIZE)):
+                            raise OSError("the broker closed the connection")
+                        reader.feed(data)
+            pending = Pending(METADATA, _KNOWN_METADATA_VERSION)
+            rewrite_response(pending, frame, self.addresses, self.topics)
+        except (OSError, trio.TooSlowError, trio.BrokenResourceError, DecodeError) as exc:
+            self.quiet.warning("known", "the brokers' listeners open at first Metadata: %s", exc)
 
     async def _connect_node(self, node_id: int) -> trio.abc.Stream:
         if node_id not in self.nodes:
@@ -842,7 +862,7 @@ async def serve_proxy(
         config = ProxyConfig(**overrides)
     elif overrides:
         config = replace(config, **overrides)
-    config = await _discover_upstream(config)
+    config = await discover_upstream(config)
     attached: tuple[Filter, ...] = ()
     # What fails while starting (a port taken, a journal that cannot be opened)
     # is raised as itself, not inside the nursery's exception group.
@@ -852,7 +872,11 @@ async def serve_proxy(
             try:
                 proxy = _Proxy(config, nursery)
                 attached = proxy.filters
-                listeners = await trio.open_tcp_listeners(config.port, host=config.host)
+                listeners = (
+                    shared_listeners(config.host, config.port)
+                    if config.reuse_port
+                    else await trio.open_tcp_listeners(config.port, host=config.host)
+                )
                 served = None
                 if config.metrics_listen is not None:
                     metrics_host, _, metrics_port = config.metrics_listen.rpartition(":")
@@ -896,6 +920,8 @@ async def _start_serving(
     port = listeners[0].socket.getsockname()[1]
     for listener in listeners:
         nursery.start_soon(proxy.serve, listener, None)
+    if config.node_ports:
+        nursery.start_soon(proxy.open_known_listeners)
     advertised = proxy.advertised
     log.info("proxy on %s:%d for %s", advertised, port, ",".join(config.upstream))
     metrics_address = None
@@ -909,36 +935,6 @@ async def _start_serving(
     return RunningProxy(
         (advertised, port), f"{advertised}:{port}", proxy.stats, metrics_address, proxy.budget
     )
-
-
-async def _discover_upstream(config: ProxyConfig) -> ProxyConfig:
-    """``config`` with its zeroconf upstream specs replaced by what they find.
-
-    Raises:
-        ValueError: a spec found nothing.
-        DiscoveryError: multicast DNS is unavailable.
-    """
-    if not any(is_spec(s) for s in config.upstream):
-        return config
-    upstream: list[str] = []
-    for server in config.upstream:
-        if not is_spec(server):
-            upstream.append(server)
-            continue
-        spec = parse_spec(server)
-        if spec.role is None:
-            spec = replace(spec, role="broker")
-        # The proxy passes SASL through, so only TLS must match.
-        protocols = ("SSL", "SASL_SSL") if config.upstream_ssl else ("PLAINTEXT", "SASL_PLAINTEXT")
-        found = await discover(spec, first=True, security_protocols=protocols)
-        if not found:
-            raise ValueError(
-                f"upstream {server!r}: zeroconf found no broker ({spec.describe()}) "
-                f"within {spec.timeout_ms} ms"
-            )
-        upstream.extend(f"{h}:{p}" if ":" not in h else f"[{h}]:{p}" for h, p in found[0].endpoints)
-    log.info("upstream from zeroconf: %s", ",".join(upstream))
-    return replace(config, upstream=tuple(upstream))
 
 
 def run_proxy(config: ProxyConfig) -> None:

@@ -5,7 +5,12 @@ Rules:
 
 * Lag history is kept per group in memory, at most ``LagHistory.keep``
   samples each: the console is a window on the cluster, not a time-series
-  database. Samples closer than ``min_gap`` replace each other.
+  database. A sample taken less than ``min_gap`` after the newest sample's
+  window opened (when that sample's predecessor in the window was appended)
+  replaces the newest. The gap is measured from the window's opening, not
+  from the sample replaced: a chain of replacements (the sampler's round
+  between two visits 0.6 s apart) must not merge samples ``min_gap`` apart
+  into one.
 * The chart is inline SVG whose geometry is computed here (and tested); a
   template only lays it out.
 """
@@ -36,8 +41,10 @@ class LagHistory:
     """Lag samples per group, the newest :attr:`keep` of each, oldest first.
 
     Samples come from the console's periodic sampler and from every group page
-    shown; two samples closer than ``min_gap`` seconds replace each other (a
-    page reloaded ten times a second must not push the history out).
+    shown; a sample less than ``min_gap`` seconds after the newest one's
+    window opened replaces it (a page reloaded ten times a second must not
+    push the history out), so two samples ``min_gap`` apart are both kept
+    whatever came between them.
     """
 
     def __init__(self, keep: int = 360, min_gap: float = 0.5) -> None:
@@ -46,16 +53,19 @@ class LagHistory:
         self.keep = keep
         self.min_gap = min_gap
         self._groups: dict[str, deque[LagSample]] = {}
+        # Per group, when the window of its newest sample opened.
+        self._opened: dict[str, float] = {}
 
     def record(self, group_id: str, now: float, lags: Mapping[TopicPartition, int]) -> None:
         samples = self._groups.get(group_id)
         if samples is None:
             samples = self._groups[group_id] = deque(maxlen=self.keep)
         sample = LagSample(now, dict(lags))
-        if samples and now - samples[-1].at < self.min_gap:
+        if samples and now - self._opened[group_id] < self.min_gap:
             samples[-1] = sample
         else:
             samples.append(sample)
+            self._opened[group_id] = now
 
     def samples(self, group_id: str) -> list[LagSample]:
         return list(self._groups.get(group_id, ()))
@@ -69,6 +79,7 @@ class LagHistory:
         keep = set(keep_groups)
         for gid in [g for g in self._groups if g not in keep]:
             del self._groups[gid]
+            del self._opened[gid]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

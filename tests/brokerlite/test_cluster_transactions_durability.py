@@ -23,6 +23,24 @@ indefinitely, past the call's timeout (confluentinc/librdkafka#5511 and
 #5456). A new group is looked up afresh. It also makes the check sharper:
 each transaction's offset is visible exactly when its records are.
 
+After an abort in which librdkafka purged messages, the producer is replaced
+(``init_transactions`` bumps its epoch). librdkafka's abort purges the queued
+messages, retries included, and moves the partition's base message id past them
+so that their sequence numbers go to the next transaction's first messages
+(``rd_kafka_toppar_purge_queues``, ``RD_KAFKA_PURGE_F_ABORT_TXN``). A retry
+queued because the leader died mid-request may have been written by the old
+leader and replicated to the new one: the next transaction's batch then arrives
+with the same epoch and sequence range as a batch in the log, which a broker
+acknowledges as a duplicate without writing it (Kafka's ``ProducerStateEntry``
+dedup: same epoch, first and last sequence). That transaction commits without
+the record while librdkafka reports it delivered, with any Kafka-compatible
+broker. A new epoch makes every earlier batch a non-duplicate.
+
+The reader reads every partition up to its end once no transaction is open
+(the read_committed end offset equals the high watermark), so a partition whose
+leader moved cannot be taken for a partly visible transaction; a failure names
+each missing record's delivery report and what the log holds at its offset.
+
 Every wait has a deadline; nothing asserts how fast anything happened.
 """
 
@@ -31,13 +49,20 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from cluster_helpers import wait_for
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from trafka.brokerlite.cluster.controller import coordinator_partition
@@ -63,16 +88,30 @@ STATE_PARTITIONS = 3
 KILLS = 2
 
 
+class Delivery(NamedTuple):
+    """librdkafka's delivery report of record ``i`` of a transaction: its error name
+    ("" when delivered), partition and offset (-1 when none)."""
+
+    i: int
+    error: str
+    partition: int
+    offset: int
+
+
 class Transactions:
     """The producer thread: transaction ``n`` writes values ``t<n>-<i>`` and the
     input offset ``n + 1``; every third is aborted. Outcomes are noted per ``n``:
     "commit" (commit returned), "abort" (abort returned) or "unknown" (the
     transaction failed midway and was aborted or fenced: either outcome may have
-    been decided)."""
+    been decided). Delivery reports are kept per ``n``; ``renewed`` lists the
+    aborted transactions after which the producer was replaced because
+    librdkafka purged some of their messages (see the module's docstring)."""
 
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
         self.outcomes: dict[int, str] = {}
+        self.deliveries: dict[int, list[Delivery]] = collections.defaultdict(list)
+        self.renewed: list[int] = []
         self.errors: list[str] = []
         self.stop = threading.Event()
         self.dead = False
@@ -103,6 +142,27 @@ class Transactions:
             self.dead = True
             raise
 
+    def _report(self, n: int, i: int) -> Any:
+        """The delivery callback of record ``i`` of transaction ``n``."""
+
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            name = "" if err is None else err.name()
+            offset = msg.offset()  # None for a message that was never written (purged)
+            where = (msg.partition(), -1 if offset is None else offset)
+            self.deliveries[n].append(Delivery(i, name, *where))
+
+        return delivered
+
+    def _renewed_if_purged(self, producer: Producer, n: int) -> Producer:
+        """After aborting ``n``: a new producer, hence a new epoch, when librdkafka
+        purged any of its messages, so that no sequence number of a purged retry,
+        which the old leader may have written, is used again."""
+        producer.poll(0)  # the purged messages' reports, should any be left
+        if any(d.error == "_PURGE_QUEUE" for d in self.deliveries[n]):
+            self.renewed.append(n)
+            return self._producer()
+        return producer
+
     def _transactions(self) -> None:
         producer = self._producer()
         n = 0
@@ -110,13 +170,19 @@ class Transactions:
             try:
                 producer.begin_transaction()
                 for i in range(RECORDS):
-                    producer.produce(TOPIC, key=b"k%d" % i, value=b"t%d-%d" % (n, i))
+                    producer.produce(
+                        TOPIC,
+                        key=b"k%d" % i,
+                        value=b"t%d-%d" % (n, i),
+                        on_delivery=self._report(n, i),
+                    )
                 producer.send_offsets_to_transaction(
                     [TopicPartition(INPUT, 0, n + 1)], group_metadata(group_of(n)), 60
                 )
                 if n % 3 == 2:
                     producer.abort_transaction(60)
                     self.outcomes[n] = "abort"
+                    producer = self._renewed_if_purged(producer, n)
                 else:
                     producer.commit_transaction(60)
                     self.outcomes[n] = "commit"
@@ -130,6 +196,8 @@ class Transactions:
                     except KafkaException as again:
                         self.errors.append(f"abort: {again.args[0]}")
                         producer = self._producer()
+                    else:
+                        producer = self._renewed_if_purged(producer, n)
                 else:
                     # Fatal or retriable-at-the-top: start over; init fences the old epoch.
                     producer = self._producer()
@@ -144,11 +212,6 @@ def by_transaction(values: list[bytes]) -> dict[int, collections.Counter[int]]:
         n, i = (int(x) for x in value.decode()[1:].split("-"))
         found[n][i] += 1
     return found
-
-
-def whole(found: dict[int, collections.Counter[int]]) -> set[int]:
-    """The transactions all of whose records were read."""
-    return {n for n, counts in found.items() if len(counts) == RECORDS}
 
 
 def group_of(n: int) -> str:
@@ -188,32 +251,133 @@ def coordinator_of(admin: AdminClient) -> int | None:
     return leader if leader >= 0 else None
 
 
-def read_committed(bootstrap: str, until: Callable[[list[bytes]], bool]) -> list[bytes]:
-    consumer = Consumer(
+class Read(NamedTuple):
+    """A record the reader read: where, and its value."""
+
+    partition: int
+    offset: int
+    value: bytes
+
+
+def _consumer(bootstrap: str, isolation: str) -> Consumer:
+    return Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "txn-reader",
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
             "enable.auto.commit": False,
         }
     )
-    consumer.subscribe([TOPIC])
-    seen: list[bytes] = []
-    quiet_since = time.monotonic()
+
+
+def settled_ends(bootstrap: str) -> dict[int, int]:
+    """Every partition's end offset once no transaction is open on any: its
+    read_committed end (the last stable offset) equals its high watermark. The
+    producer has stopped, so only markers still on their way can hold one back."""
+    committed, uncommitted = (
+        _consumer(bootstrap, "read_committed"),
+        _consumer(bootstrap, "read_uncommitted"),
+    )
+
+    def probe() -> dict[int, int] | None:
+        ends: dict[int, int] = {}
+        try:
+            for p in range(PARTITIONS):
+                tp = TopicPartition(TOPIC, p)
+                stable = committed.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+                high = uncommitted.get_watermark_offsets(tp, timeout=10, cached=False)[1]
+                if stable != high:
+                    return None
+                ends[p] = high
+        except KafkaException:
+            return None
+        return ends
+
+    try:
+        return wait_for("no open transaction on any partition", probe, 90)
+    finally:
+        committed.close()
+        uncommitted.close()
+
+
+def read_committed(bootstrap: str, ends: dict[int, int]) -> tuple[list[Read], dict[int, int]]:
+    """What a read_committed consumer reads of every partition up to ``ends``, and
+    where it stopped (its position on each partition; it moves past markers)."""
+    consumer = _consumer(bootstrap, "read_committed")
+    consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in ends])
+    seen: list[Read] = []
+    positions = dict.fromkeys(ends, -1)
     deadline = time.monotonic() + 90
     try:
         while time.monotonic() < deadline:
             message = consumer.poll(0.5)
-            if message is None or message.error():
-                if until(seen) and time.monotonic() - quiet_since > 3:
-                    break
+            if message is not None and not message.error():
+                seen.append(Read(message.partition(), message.offset(), message.value()))
                 continue
-            seen.append(message.value())
-            quiet_since = time.monotonic()
+            at = consumer.position([TopicPartition(TOPIC, p) for p in ends])
+            positions = {tp.partition: tp.offset for tp in at}
+            if all(positions[p] >= end for p, end in ends.items()):
+                break
     finally:
         consumer.close()
-    return seen
+    return seen, positions
+
+
+def value_at(bootstrap: str, partition: int, offset: int) -> str:
+    """What a read_uncommitted consumer finds at ``offset`` (for a failure's message)."""
+    consumer = _consumer(bootstrap, "read_uncommitted")
+    consumer.assign([TopicPartition(TOPIC, partition, offset)])
+    try:
+        for _ in range(20):
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            if message.offset() == offset:
+                return repr(message.value())
+            return f"no data record (the next, at {message.offset()}: {message.value()!r})"
+        return "nothing read"
+    finally:
+        consumer.close()
+
+
+def partly_visible(n: int, seen: list[Read], txns: Transactions, bootstrap: str) -> str:
+    """Why transaction ``n`` is partly visible, as far as the client can tell: its
+    outcome, where its records were read, and each missing record's delivery
+    report and what its offset holds."""
+    prefix = b"t%d-" % n
+    read = {
+        int(r.value[len(prefix) :]): (r.partition, r.offset)
+        for r in seen
+        if r.value.startswith(prefix)
+    }
+    lines = [
+        f"transaction {n} ({txns.outcomes.get(n)}) partly visible: read (partition, offset) {read}"
+    ]
+    reports = {d.i: d for d in txns.deliveries.get(n, [])}
+    for i in sorted(set(range(RECORDS)) - set(read)):
+        d = reports.get(i)
+        if d is None:
+            lines.append(f"  record {i}: no delivery report")
+            continue
+        held = value_at(bootstrap, d.partition, d.offset) if d.offset >= 0 else "-"
+        lines.append(
+            f"  record {i}: reported {d.error or 'delivered'} at partition {d.partition}"
+            f" offset {d.offset}; read_uncommitted finds there {held}"
+        )
+    return "\n".join(lines)
+
+
+def check_all_or_nothing(
+    seen: list[Read], positions: dict[int, int], ends: dict[int, int], txns: Transactions, bs: str
+) -> dict[int, collections.Counter[int]]:
+    """Every transaction read is whole and read once; returns them by transaction."""
+    where = f"positions {positions}, ends {ends}, producer replaced after {txns.renewed}"
+    assert all(positions[p] >= end for p, end in ends.items()), f"the reader stopped short: {where}"
+    by_txn = by_transaction([r.value for r in seen])
+    for n, counts in sorted(by_txn.items()):
+        assert set(counts) == set(range(RECORDS)), f"{partly_visible(n, seen, txns, bs)}\n{where}"
+        assert all(c == 1 for c in counts.values()), f"transaction {n} duplicated: {counts}"
+    return by_txn
 
 
 def test_transactions_are_all_or_nothing_across_kill_9_of_their_coordinator(
@@ -279,16 +443,13 @@ def test_transactions_are_all_or_nothing_across_kill_9_of_their_coordinator(
         aborted = {n for n, o in outcomes.items() if o == "abort"}
         assert len(committed) >= 3 * (KILLS + 1), outcomes
 
-        # Read until every committed transaction is whole (then 3 s more for
-        # what should not be there). A count of records is no such sign: a
+        # Read every partition to its end once no transaction is open: a
         # transaction of unknown outcome may have committed too, and a partition
         # whose leader moved can lag the others by seconds.
-        seen = read_committed(bs, lambda got: committed <= whole(by_transaction(got)))
-        by_txn = by_transaction(seen)
+        ends = settled_ends(bs)
+        seen, positions = read_committed(bs, ends)
+        by_txn = check_all_or_nothing(seen, positions, ends, txns, bs)
         logs = broker_logs(cluster)
-        for n, counts in by_txn.items():
-            assert set(counts) == set(range(RECORDS)), f"transaction {n} partly visible: {counts}"
-            assert all(c == 1 for c in counts.values()), f"transaction {n} duplicated: {counts}"
         missing = committed - set(by_txn)
         assert not missing, f"committed transactions not visible: {sorted(missing)}\n{logs}"
         visible_aborted = aborted & set(by_txn)

@@ -151,6 +151,27 @@ def test_duplicates_of_the_last_five_batches_get_their_original_offsets() -> Non
     assert err(p.produce(batch(1, 0, 10, count=1))) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
+def test_a_batch_reusing_an_aborted_batchs_sequences_is_its_duplicate() -> None:
+    """Kafka's ProducerStateEntry.findDuplicateBatch compares only the producer epoch
+    and the first and last sequence, and a marker keeps the remembered batches. So a
+    client that reuses the sequence of a batch it purged on abort (librdkafka hands a
+    purged retry's sequence to the next transaction) gets that batch's offsets back
+    and nothing written; a new epoch, from sequence 0, is written. A new leader's
+    state, rebuilt from the log it replicated, answers the same."""
+    p = Partition()
+    ok(p.produce(batch(1, 0, 4, txn=True)))
+    p.marker(1, 0, commit=True)
+    aborted = ok(p.produce(batch(1, 0, 5, txn=True)))
+    p.marker(1, 0, commit=False)
+    written = p.next_offset
+    for leader in (p, Partition(p.restarted())):
+        check, _ = leader.produce(batch(1, 0, 5, txn=True))
+        assert check.duplicate is not None
+        assert check.duplicate.first_offset == aborted
+    assert p.next_offset == written
+    assert ok(p.produce(batch(1, 1, 0, txn=True))) == written
+
+
 def test_older_epoch_is_fenced_and_new_epoch_must_start_at_zero() -> None:
     p = Partition()
     ok(p.produce(batch(4, 0, 0)))

@@ -157,7 +157,7 @@ def test_group_page_shows_lag_per_partition_and_a_chart(site: Site) -> None:
         ["lagged", "1", "7", "7", "0"],
     ]
     assert re.search(r'<b id="total-lag">6</b>', first.text)
-    time.sleep(0.6)  # samples closer than LagHistory.min_gap replace each other
+    time.sleep(0.6)  # past LagHistory.min_gap: the next visit is a second sample
     second = get(site, "/groups/lag-group")
     assert '<svg id="lag-chart"' in second.text and "<polyline" in second.text
     groups = {r[0]: r for r in cells(get(site, "/groups").text, "groups")}

@@ -286,6 +286,23 @@ def test_lag_history_keeps_the_newest_and_merges_close_samples() -> None:
     assert h.samples("g") == []
 
 
+def test_lag_history_keeps_samples_min_gap_apart_whatever_came_between() -> None:
+    """A visit, the periodic sampler's round 0.3 s later, the next visit 0.65 s
+    after the first: the round replaces the first visit's sample, and the next
+    visit is a second sample (two points, a chart), not a third replacement."""
+    h = LagHistory(min_gap=0.5)
+    h.record("g", 10.0, {TP("t", 0): 4})
+    h.record("g", 10.3, {TP("t", 0): 4})
+    h.record("g", 10.65, {TP("t", 0): 7})
+    assert [(s.at, s.total) for s in h.samples("g")] == [(10.3, 4), (10.65, 7)]
+    # A page reloaded every second with min_gap 5: one sample kept per 5 s
+    # window (its last), and the newest.
+    h = LagHistory(min_gap=5)
+    for second in range(12):
+        h.record("g", float(second), {TP("t", 0): second})
+    assert [s.at for s in h.samples("g")] == [4.0, 9.0, 11.0]
+
+
 def test_lag_chart_geometry() -> None:
     h = LagHistory(min_gap=0)
     assert model.lag_chart(h.samples("g")) is None

@@ -403,6 +403,10 @@ def confluent_transactions(servers: str, topic: str, prefix: bytes) -> None:
         for key, value in records:
             producer.produce(topic, value=value, key=key)
         if abort:
+            # Delivered first, so that its partitions are in the transaction
+            # when the abort comes (librdkafka's issue #4849, see
+            # test_proxy_sasl._confluent_transactions).
+            assert producer.flush(30) == 0
             producer.abort_transaction(30)
         else:
             producer.commit_transaction(30)

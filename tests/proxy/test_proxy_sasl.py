@@ -327,7 +327,19 @@ def _confluent_send(servers: str, topic: str, n: int, prefix: bytes, idempotent:
 
 
 def _confluent_transactions(servers: str, topic: str) -> None:
-    """alice's transactions: one committed ("t-0".."t-299"), one aborted ("a-...")."""
+    """alice's transactions: one committed ("t-0".."t-299"), one aborted ("a-...").
+
+    The aborted one's records are delivered before the abort (``flush``), so
+    they are written through the proxy and the abort markers must hide them.
+    It also keeps the abort clear of librdkafka's issue #4849: its
+    AddPartitionsToTxn for the new transaction may come while the coordinator
+    still writes the committed one's markers (PrepareCommit: the answer is
+    CONCURRENT_TRANSACTIONS, and librdkafka retries it). Aborted at that
+    moment, librdkafka sends EndTxn(abort) anyway, which Kafka's coordinator
+    refuses in PrepareCommit or CompleteCommit with INVALID_TXN_STATE, a fatal
+    error; on a loaded machine the markers take long enough for that to
+    happen. Once the records are delivered their partitions are in the
+    transaction (Ongoing), where an abort is always taken."""
     producer = confluent_kafka.Producer(
         {
             "bootstrap.servers": servers,
@@ -345,6 +357,7 @@ def _confluent_transactions(servers: str, topic: str) -> None:
         if commit:
             producer.commit_transaction(30)
         else:
+            assert producer.flush(30) == 0
             producer.abort_transaction(30)
 
 

@@ -1,0 +1,510 @@
+"""``trafka proxy --workers N``: N proxy processes behind one bootstrap port,
+and the supervisor that keeps them running.
+
+One proxy is one trio loop, so one core of Python. Workers are whole proxies
+(:func:`~.server.serve_proxy`), each in a process of its own; the parent
+process (the supervisor, :func:`run_workers`) serves no client.
+
+Rules:
+
+* **The bootstrap port is shared.** Every worker binds it with
+  ``SO_REUSEPORT`` (:mod:`.startup`) and the kernel hands each new connection
+  to one of them. The supervisor holds the port (bound, not listening) for as
+  long as it runs, so a restarted worker always gets it back.
+* **The broker ports are not.** Worker ``k`` serves broker ``n`` on
+  ``node_port_base + k * stride + n`` (``stride``: ``--node-port-stride``,
+  default :data:`DEFAULT_STRIDE`; a broker whose id is ``stride`` or more is
+  served on a free port, logged), or on free ports without
+  ``node_port_base``. Its Metadata, FindCoordinator and DescribeCluster
+  answers name its own ports only.
+* **Who owns a producer's sequences: the worker whose Metadata answer the
+  client read.** Every connection a client opens from that answer (Produce,
+  the coordinators, Fetch) reaches that worker, so one worker numbers a
+  routed idempotent producer's batches, as one proxy does. Only a client's
+  bootstrap connection may reach another worker; what it sends there
+  (Metadata, ApiVersions, an InitProducerId) is served by the worker holding
+  it, and an InitProducerId answered there only makes that worker expect the
+  producer: the worker its Produce reaches, which did not pass the answer,
+  asks the leaders for the producer's sequences before its first write, as
+  for a producer that came through another proxy (:mod:`.sequences`).
+  Clients send Metadata to the brokers they learned (Java, librdkafka 2.10
+  and later) and so stay with their worker; a client moves to another worker
+  only when it bootstraps again, which is a failover between two proxies:
+  without a journal, batches in flight at that moment can be written twice;
+  ``--journal topic``'s claims order it (:mod:`.journal_topic`).
+* **Journals.** ``--journal DIR``: worker ``k`` keeps ``DIR/worker-k``, read by
+  its restarts. ``--journal topic``: shared, each worker one instance.
+* **Supervision.** A worker that ends while the proxy serves is started
+  again with the ports it served (``ProxyConfig.node_ports``), so its
+  clients find it where they left it: at once after a run of
+  :data:`STABLE_S` or more, else after a delay doubling from
+  :data:`FIRST_DELAY_S` to :data:`MAX_DELAY_S` (:class:`Backoff`). A worker
+  that fails before its first start fails the whole proxy. SIGTERM or SIGINT
+  to the supervisor: SIGTERM to every worker (a clean stop each), SIGKILL to
+  those still there after :data:`STOP_TIMEOUT_S`. A worker stops by itself
+  when its pipe to the supervisor ends (the supervisor was killed).
+* **Metrics.** With ``--metrics-listen``, each worker serves its own metrics
+  on a free loopback port, and the supervisor's listener serves them all in
+  one exposition, each sample labelled ``worker``
+  (:func:`~.metrics.merged_exposition`), with ``trafka_proxy_worker_up`` and
+  ``trafka_proxy_worker_restarts_total``; ``/readyz`` is 200 while a worker
+  is up and an upstream bootstrap server takes connections.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from trafka.common.metrics_http import Endpoint, serve_metrics
+from trafka.discovery import announcing_listener
+
+from .config import ProxyConfig
+from .filters import load_filter
+from .metrics import merged_exposition
+from .server import ProxyStatistics, serve_proxy
+from .startup import discover_upstream, shared_sockets, upstream_reachable
+
+__all__ = [
+    "DEFAULT_STRIDE",
+    "Backoff",
+    "WorkersFailed",
+    "check_workers",
+    "run_workers",
+    "worker_config",
+]
+
+log = logging.getLogger("trafka.proxy")
+
+DEFAULT_STRIDE = 100
+STABLE_S = 30.0
+FIRST_DELAY_S = 0.5
+MAX_DELAY_S = 30.0
+STOP_TIMEOUT_S = 30.0
+_SCRAPE_TIMEOUT_S = 5.0
+_SCRAPE_MAX_BYTES = 16 * 1024 * 1024
+_NODES_EVERY_S = 0.2
+
+
+class WorkersFailed(OSError):
+    """A worker could not start (its own error says why)."""
+
+
+def check_workers(config: ProxyConfig, workers: int, stride: int) -> None:
+    """Refuse a worker count or stride that cannot be served.
+
+    Raises:
+        ValueError: fewer than one worker, a stride below one, or the last
+            worker's ports past 65535.
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be 1 or more, not {workers}")
+    if stride < 1:
+        raise ValueError(f"the node port stride must be 1 or more, not {stride}")
+    base = config.node_port_base
+    if base is not None and base + workers * stride - 1 > 65535:
+        raise ValueError(
+            f"{workers} workers of {stride} node ports from {base} need ports up to "
+            f"{base + workers * stride - 1}, past 65535"
+        )
+
+
+def worker_config(
+    config: ProxyConfig, index: int, stride: int, node_ports: dict[int, int] | None = None
+) -> ProxyConfig:
+    """The settings of worker ``index`` (see the module's rules): the shared
+    bootstrap port, its own node ports (``node_ports``: those it served before a
+    restart), its own journal directory, its metrics on a loopback port."""
+    base = config.node_port_base
+    journal = config.journal_dir
+    return replace(
+        config,
+        reuse_port=True,
+        node_port_base=None if base is None else base + index * stride,
+        node_port_span=None if base is None else stride,
+        node_ports=tuple(sorted((node_ports or {}).items())),
+        journal_dir=None if journal is None else str(Path(journal) / f"worker-{index}"),
+        metrics_listen=None if config.metrics_listen is None else "127.0.0.1:0",
+        announce=False,  # the supervisor announces the shared port
+        filters=(),  # loaded again in the worker, from their specs
+    )
+
+
+class Backoff:
+    """How long to wait before starting a worker again (see the module's rules)."""
+
+    def __init__(self) -> None:
+        self.quick_ends = 0
+
+    def delay(self, ran_s: float) -> float:
+        """The delay after a run that lasted ``ran_s`` seconds."""
+        if ran_s >= STABLE_S:
+            self.quick_ends = 0
+        delay = 0.0 if not self.quick_ends else FIRST_DELAY_S * 2 ** (self.quick_ends - 1)
+        self.quick_ends += 1
+        return min(delay, MAX_DELAY_S)
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """What a worker process is given (pickled)."""
+
+    config: ProxyConfig
+    index: int
+    filter_specs: tuple[str, ...]
+    verbose: bool
+
+
+@dataclass(slots=True)
+class _Slot:
+    """One worker's place: its process now, what it told the supervisor."""
+
+    index: int
+    process: Any = None  # multiprocessing's spawned Process
+    up: bool = False
+    metrics_address: tuple[str, int] | None = None
+    node_ports: dict[int, int] = field(default_factory=dict)
+    restarts: int = 0
+    ended: trio.Event = field(default_factory=trio.Event)
+
+
+class _Supervisor:
+    """The workers' slots, started, watched and stopped from the supervisor's
+    trio loop."""
+
+    def __init__(
+        self,
+        config: ProxyConfig,
+        workers: int,
+        stride: int,
+        filter_specs: tuple[str, ...],
+        verbose: bool,
+    ) -> None:
+        self.config = config
+        self.stride = stride
+        self.filter_specs = filter_specs
+        self.verbose = verbose
+        self.slots = [_Slot(k) for k in range(workers)]
+        self.stopping = False
+        self.upstream_reachable = False
+        # Spawned, not forked: the supervisor runs a trio loop (and the
+        # interpreter's threads), whose state a fork would copy half-way.
+        self.context = multiprocessing.get_context("spawn")
+
+    def _start(self, slot: _Slot) -> Connection:
+        # Duplex (a socket pair): each end sees the other close.
+        ours, theirs = self.context.Pipe()
+        spec = _Spec(
+            worker_config(self.config, slot.index, self.stride, slot.node_ports),
+            slot.index,
+            self.filter_specs,
+            self.verbose,
+        )
+        process = self.context.Process(
+            target=_worker_main,
+            args=(spec, theirs),
+            name=f"trafka-proxy-worker-{slot.index}",
+            daemon=True,
+        )
+        process.start()
+        theirs.close()  # so that ours ends when the worker does
+        slot.process, slot.ended = process, trio.Event()
+        log.info("worker %d started (pid %d)", slot.index, process.pid)
+        return ours
+
+    async def keep(self, slot: _Slot, task_status: trio.TaskStatus[str | None]) -> None:
+        """Run worker ``slot`` and start it again whenever it ends, until the
+        proxy stops. Started (None) once the worker serves; started with the
+        reason when it ends before it ever served."""
+        backoff = Backoff()
+        starting: trio.TaskStatus[str | None] | None = task_status
+        while not self.stopping:
+            began = trio.current_time()
+            served, error = await self._run(slot, starting)
+            code = slot.process.exitcode
+            if self.stopping:
+                return
+            if starting is not None and not served:
+                starting.started(f"worker {slot.index}: {error or _exit(code)}")
+                return
+            starting = None
+            delay = backoff.delay(trio.current_time() - began)
+            slot.restarts += 1
+            log.warning(
+                "worker %d (pid %d) ended (%s); starting it again%s",
+                slot.index,
+                slot.process.pid,
+                _exit(code),
+                f" in {delay:.1f} s" if delay else "",
+            )
+            await trio.sleep(delay)
+
+    async def _run(
+        self, slot: _Slot, task_status: trio.TaskStatus[str | None] | None
+    ) -> tuple[bool, str | None]:
+        """One run of a worker, to its end: whether it served, and what it said
+        failed (None: nothing)."""
+        conn = self._start(slot)
+        served = False
+        error: str | None = None
+        try:
+            while True:
+                await trio.lowlevel.wait_readable(conn.fileno())
+                try:
+                    kind, value = conn.recv()
+                except (EOFError, OSError):
+                    break
+                if kind == "ready":
+                    served = slot.up = True
+                    slot.metrics_address = value
+                    if task_status is not None:
+                        task_status.started(None)
+                        task_status = None
+                elif kind == "nodes":
+                    slot.node_ports.update(value)
+                elif kind == "failed":
+                    error = value
+            await trio.lowlevel.wait_readable(slot.process.sentinel)
+            slot.process.join()
+        finally:
+            slot.up, slot.metrics_address = False, None
+            conn.close()
+            slot.ended.set()
+        return served, error
+
+    async def stop(self) -> None:
+        """SIGTERM to every worker, SIGKILL to those still there after the timeout."""
+        self.stopping = True
+        running = [s for s in self.slots if s.process is not None and not s.ended.is_set()]
+        for slot in running:
+            _signal(slot.process.pid, signal.SIGTERM)
+        with trio.move_on_after(STOP_TIMEOUT_S):
+            for slot in running:
+                await slot.ended.wait()
+        for slot in running:
+            if not slot.ended.is_set():
+                log.warning("worker %d did not stop in time: killing it", slot.index)
+                _signal(slot.process.pid, signal.SIGKILL)
+                await slot.ended.wait()
+
+    def ready(self) -> bool:
+        return self.upstream_reachable and any(s.up for s in self.slots)
+
+    async def probe_upstream(self) -> None:
+        while True:
+            self.upstream_reachable = await upstream_reachable(self.config)
+            await trio.sleep(5)
+
+    async def metrics(self) -> bytes:
+        """Every worker's metrics in one exposition (the supervisor's ``/metrics``)."""
+        pages: dict[int, bytes | None] = {}
+
+        async def scrape(slot: _Slot) -> None:
+            pages[slot.index] = (
+                None if slot.metrics_address is None else await _scrape(slot.metrics_address)
+            )
+
+        async with trio.open_nursery() as nursery:
+            for slot in self.slots:
+                nursery.start_soon(scrape, slot)
+        return merged_exposition(
+            pages,
+            {s.index: s.up for s in self.slots},
+            {s.index: s.restarts for s in self.slots},
+        )
+
+
+def _exit(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"signal {signal.Signals(-code).name}"
+    return f"exit code {code}"
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+async def _scrape(address: tuple[str, int]) -> bytes | None:
+    """A worker's ``/metrics`` page (None: it did not answer in time)."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        with trio.fail_after(_SCRAPE_TIMEOUT_S):
+            stream = await trio.open_tcp_stream(*address)
+            async with stream:
+                await stream.send_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+                while data := await stream.receive_some(65536):
+                    chunks.append(data)
+                    size += len(data)
+                    if size > _SCRAPE_MAX_BYTES:
+                        return None
+    except (OSError, trio.TooSlowError, trio.BrokenResourceError):
+        return None
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    return body if head.split(b" ", 2)[1:2] == [b"200"] else None
+
+
+def run_workers(
+    config: ProxyConfig,
+    workers: int,
+    *,
+    stride: int = DEFAULT_STRIDE,
+    filter_specs: tuple[str, ...] = (),
+    verbose: bool = False,
+) -> None:
+    """Serve with ``workers`` proxy processes until SIGINT or SIGTERM (the
+    ``trafka proxy --workers`` command; blocking, from the main thread).
+
+    Args:
+        config: the proxy's settings (its ``filters`` are not passed on: the
+            workers load ``filter_specs`` themselves).
+        workers: how many worker processes.
+        stride: node ports per worker (see the module's rules).
+        filter_specs: ``module:attribute`` of the filters each worker runs.
+        verbose: the workers log at DEBUG.
+
+    Raises:
+        ValueError: settings that cannot be served.
+        OSError: the bootstrap port cannot be bound, or a worker failed to
+            start (:class:`WorkersFailed`).
+    """
+    check_workers(config, workers, stride)
+    trio.run(_supervise, config, workers, stride, filter_specs, verbose)
+
+
+async def _supervise(
+    config: ProxyConfig, workers: int, stride: int, filter_specs: tuple[str, ...], verbose: bool
+) -> None:
+    config = await discover_upstream(config)
+    held = shared_sockets(config.host, config.port, listen=False)
+    failed: str | None = None
+    try:
+        port = held[0].getsockname()[1]
+        config = replace(config, port=port)
+        supervisor = _Supervisor(config, workers, stride, filter_specs, verbose)
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as nursery:
+                failed = await _start_all(supervisor, nursery)
+                if failed is None:
+                    async with _serving(config, supervisor, nursery, port):
+                        async for signum in signals:
+                            log.info("received %s, shutting down", signal.Signals(signum).name)
+                            break
+                await supervisor.stop()
+                nursery.cancel_scope.cancel()
+    finally:
+        for sock in held:
+            sock.close()
+    if failed is not None:
+        raise WorkersFailed(failed)
+    log.info("proxy stopped")
+
+
+async def _start_all(supervisor: _Supervisor, nursery: trio.Nursery) -> str | None:
+    """Start every worker at once; what one that failed said (None: all serve)."""
+    failures: list[str] = []
+
+    async def start(slot: _Slot) -> None:
+        failed = await nursery.start(supervisor.keep, slot)
+        if failed is not None:
+            failures.append(failed)
+
+    async with trio.open_nursery() as starting:
+        for slot in supervisor.slots:
+            starting.start_soon(start, slot)
+    return failures[0] if failures else None
+
+
+@asynccontextmanager
+async def _serving(
+    config: ProxyConfig, supervisor: _Supervisor, nursery: trio.Nursery, port: int
+) -> AsyncIterator[None]:
+    """What the supervisor serves once every worker does: the metrics
+    listener and the announcement."""
+    advertised = config.advertised_host or config.host
+    async with AsyncExitStack() as stack:
+        if config.metrics_listen is not None:
+            host, _, metrics_port = config.metrics_listen.rpartition(":")
+            served = await trio.open_tcp_listeners(int(metrics_port), host=host.strip("[]") or None)
+            endpoint = Endpoint(lambda: b"", supervisor.ready, {"/metrics": supervisor.metrics})
+            await nursery.start(serve_metrics, endpoint, served)
+            nursery.start_soon(supervisor.probe_upstream)
+        if config.announce:
+            protocol = "SSL" if config.ssl_certfile else None
+            await stack.enter_async_context(
+                announcing_listener("proxy", advertised, port, security_protocol=protocol)
+            )
+        log.info(
+            "proxy on %s:%d for %s (%d workers)",
+            advertised,
+            port,
+            ",".join(config.upstream),
+            len(supervisor.slots),
+        )
+        yield
+
+
+# -- the worker process ----------------------------------------------------------------
+
+
+def _worker_main(spec: _Spec, conn: Connection) -> None:
+    """A worker process: one proxy, its news sent to the supervisor over ``conn``."""
+    logging.basicConfig(
+        level=logging.DEBUG if spec.verbose else logging.INFO,
+        format=f"[worker {spec.index}] %(message)s",
+    )
+    try:
+        config = replace(spec.config, filters=tuple(load_filter(s) for s in spec.filter_specs))
+        trio.run(_serve_worker, config, conn)
+    except (ValueError, OSError) as exc:
+        log.error("cannot start: %s", exc)
+        conn.send(("failed", str(exc)))
+        sys.exit(1)
+    except KeyboardInterrupt:
+        pass
+
+
+async def _serve_worker(config: ProxyConfig, conn: Connection) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with serve_proxy(config) as running:
+            conn.send(("ready", running.metrics_address))
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_report_nodes, running.statistics, conn)
+                nursery.start_soon(_watch_supervisor, conn, nursery.cancel_scope)
+                async for signum in signals:
+                    log.info("received %s, shutting down", signal.Signals(signum).name)
+                    break
+                nursery.cancel_scope.cancel()
+    log.info("worker stopped")
+
+
+async def _report_nodes(stats: ProxyStatistics, conn: Connection) -> None:
+    """Tell the supervisor the ports this worker serves brokers on, as they open."""
+    told: dict[int, int] = {}
+    while True:
+        ports = {node_id: port for node_id, (_, port) in stats.nodes.items()}
+        if ports != told:
+            conn.send(("nodes", ports))
+            told = ports
+        await trio.sleep(_NODES_EVERY_S)
+
+
+async def _watch_supervisor(conn: Connection, scope: trio.CancelScope) -> None:
+    """Stop when the supervisor is gone (its end of the pipe closed)."""
+    await trio.lowlevel.wait_readable(conn.fileno())
+    log.warning("the supervisor is gone: stopping")
+    scope.cancel()

@@ -1,0 +1,496 @@
+"""``trafka proxy --workers N`` (issue #46): the rules of :mod:`trafka.proxy.workers`
+without sockets, then the command itself in front of an in-process brokerlite,
+with librdkafka producers (idempotent and plain) and a consumer through it, a
+worker killed -9 and started again, and a clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
+from proxy_helpers import keyed, placement, request
+
+from trafka.brokerlite.server import broker_in_thread
+from trafka.codec import protocol
+from trafka.codec.messages import k03_metadata as mm
+from trafka.codec.messages import k22_init_producer_id as ip
+from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.records import encode_batch
+from trafka.proxy import ProxyConfig
+from trafka.proxy.metrics import merged_exposition
+from trafka.proxy.startup import shared_sockets
+from trafka.proxy.workers import (
+    FIRST_DELAY_S,
+    MAX_DELAY_S,
+    STABLE_S,
+    Backoff,
+    check_workers,
+    worker_config,
+)
+from trafka.sdk.partitioners import murmur2_partition
+
+# -- the rules, without sockets ---------------------------------------------------------
+
+
+def test_each_worker_has_its_own_node_ports_journal_and_metrics() -> None:
+    config = ProxyConfig(
+        upstream=("kafka:9092",),
+        port=19092,
+        node_port_base=20000,
+        journal_dir="/var/lib/proxy",
+        metrics_listen="0.0.0.0:9100",
+        announce=True,
+    )
+    second = worker_config(config, 1, 100, {3: 20103, 7: 31000})
+    assert second.reuse_port and second.port == 19092
+    assert (second.node_port_base, second.node_port_span) == (20100, 100)
+    assert second.journal_dir == "/var/lib/proxy/worker-1"
+    assert second.metrics_listen == "127.0.0.1:0"  # the supervisor serves 9100
+    assert not second.announce
+    # The ports it served before a restart come first; the others from its base.
+    assert second.node_port(7) == 31000
+    assert second.node_port(2) == 20102
+    with pytest.raises(ValueError, match="outside the 100 ports from 20100"):
+        second.node_port(100)  # would be worker 2's broker 0: a free port instead
+    # Without a base: free ports (0), and no journal or metrics when not asked.
+    plain = worker_config(ProxyConfig(upstream=("kafka:9092",)), 0, 100)
+    assert plain.node_port(5) == 0 and plain.node_port_span is None
+    assert plain.journal_dir is None and plain.metrics_listen is None
+
+
+def test_worker_counts_and_strides_that_cannot_be_served_are_refused() -> None:
+    config = ProxyConfig(upstream=("kafka:9092",), node_port_base=65000)
+    check_workers(config, 5, 100)  # 65000..65499
+    with pytest.raises(ValueError, match="past 65535"):
+        check_workers(config, 6, 100)
+    with pytest.raises(ValueError, match="workers must be 1 or more"):
+        check_workers(config, 0, 100)
+    with pytest.raises(ValueError, match="stride"):
+        check_workers(config, 2, 0)
+    with pytest.raises(ValueError, match="out of range"):
+        ProxyConfig(upstream=("kafka:9092",), node_ports=((1, 70000),))
+
+
+def test_a_worker_that_keeps_dying_is_started_again_ever_more_slowly() -> None:
+    backoff = Backoff()
+    quick = [backoff.delay(1.0) for _ in range(9)]
+    assert quick[:4] == [0.0, FIRST_DELAY_S, 2 * FIRST_DELAY_S, 4 * FIRST_DELAY_S]
+    assert quick[-1] == MAX_DELAY_S
+    # A run that lasted is not a crash loop: at once again.
+    assert backoff.delay(STABLE_S) == 0.0
+    assert backoff.delay(1.0) == FIRST_DELAY_S
+
+
+def _samples(page: bytes) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(page.decode())
+        for s in family.samples
+    }
+
+
+def test_the_workers_metrics_are_one_exposition_labelled_by_worker() -> None:
+    def page(produce: int) -> bytes:
+        return (
+            "# HELP trafka_proxy_requests Client requests, per API.\n"
+            "# TYPE trafka_proxy_requests counter\n"
+            f'trafka_proxy_requests_total{{request="Produce"}} {produce}\n'
+            "# HELP trafka_proxy_connections_open Client connections open.\n"
+            "# TYPE trafka_proxy_connections_open gauge\n"
+            "trafka_proxy_connections_open 2\n"
+        ).encode()
+
+    merged = merged_exposition(
+        {0: page(5), 1: page(7), 2: None}, {0: True, 1: True, 2: False}, {2: 3}
+    )
+    samples = _samples(merged)
+
+    def at(name: str, **labels: str) -> float:
+        return samples[(name, frozenset(labels.items()))]
+
+    assert at("trafka_proxy_requests_total", request="Produce", worker="0") == 5
+    assert at("trafka_proxy_requests_total", request="Produce", worker="1") == 7
+    assert at("trafka_proxy_connections_open", worker="1") == 2
+    assert not any(("worker", "2") in labels for (name, labels) in samples if "requests" in name)
+    assert [at("trafka_proxy_worker_up", worker=w) for w in "012"] == [1, 1, 0]
+    assert at("trafka_proxy_worker_restarts_total", worker="2") == 3
+    # One HELP and TYPE per family (Prometheus refuses a second).
+    assert merged.count(b"# TYPE trafka_proxy_requests_total counter") == 1
+
+
+def test_a_shared_port_is_held_by_the_supervisor_and_served_by_every_worker() -> None:
+    held = shared_sockets("127.0.0.1", 0, listen=False)
+    port = held[0].getsockname()[1]
+    workers = [shared_sockets("127.0.0.1", port)[0] for _ in range(2)]
+    try:
+        # A program that does not share it cannot take it.
+        with socket.socket() as other, pytest.raises(OSError):
+            other.bind(("127.0.0.1", port))
+        # The held socket is not listening: every connection reaches a worker.
+        clients = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(8)]
+        accepted = 0
+        for listener in workers:
+            listener.setblocking(False)
+            while True:
+                try:
+                    listener.accept()[0].close()
+                except BlockingIOError:
+                    break
+                accepted += 1
+        assert accepted == 8
+        for client in clients:
+            client.close()
+    finally:
+        for sock in [*held, *workers]:
+            sock.close()
+
+
+# -- the command ------------------------------------------------------------------------
+
+TOPIC = "workers"
+PARTITIONS = 6
+PER_CLIENT = 300
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Supervisor:
+    """``trafka proxy --workers 2`` in a process of its own, its log in a file."""
+
+    def __init__(self, tmp_path: Path, upstream: str) -> None:
+        self.port, self.metrics_port = _free_port(), _free_port()
+        self.log = tmp_path / "proxy.log"
+        command = [
+            sys.executable, "-m", "trafka.tools.cli", "proxy", "--upstream", upstream,
+            "--listen", f"127.0.0.1:{self.port}", "--no-announce", "--workers", "2",
+            "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
+            "--journal", str(tmp_path / "journal"),
+        ]  # fmt: skip
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        self.wait_for(r"proxy on 127\.0\.0\.1:\d+ for .* \(2 workers\)")
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, pattern: str, timeout: float = 120) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while (found := re.search(pattern, self.text())) is None:
+            assert self.proc.poll() is None, self.text()
+            assert time.monotonic() < deadline, f"no {pattern!r} in:\n{self.text()}"
+            time.sleep(0.1)
+        return found
+
+    def pids(self) -> dict[int, int]:
+        """Each worker's process now (the last one started)."""
+        return {
+            int(k): int(p) for k, p in re.findall(r"worker (\d) started \(pid (\d+)\)", self.text())
+        }
+
+    def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            return _samples(answer.read())
+
+    def produce_requests(self) -> dict[str, float]:
+        return {
+            dict(labels)["worker"]: value
+            for (name, labels), value in self.metrics().items()
+            if name == "trafka_proxy_requests_total" and ("request", "Produce") in labels
+        }
+
+
+class Client:
+    """A librdkafka producer through the proxy, with its delivery reports."""
+
+    def __init__(self, servers: str, n: int) -> None:
+        self.n = n
+        self.idempotent = n % 2 == 0
+        self.failures: list[Any] = []
+        self.delivered = 0
+        self.producer = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": servers,
+                "client.id": f"workers-{n}",
+                "enable.idempotence": self.idempotent,
+                "acks": "all" if self.idempotent else 1,
+                "linger.ms": 5,
+                "reconnect.backoff.max.ms": 500,
+                "message.timeout.ms": 120_000,
+            }
+        )
+
+    def produce(self, phase: int) -> None:
+        for i in range(PER_CLIENT):
+            self.producer.produce(
+                TOPIC,
+                value=b"%d-%d-%d" % (phase, self.n, i),
+                key=b"key-%d" % (i % 29),
+                on_delivery=self._report,
+            )
+        assert self.producer.flush(150) == 0
+        assert self.failures == []
+
+    def _report(self, err: Any, _msg: Any) -> None:
+        if err:
+            self.failures.append(err)
+        else:
+            self.delivered += 1
+
+
+def _read_all(servers: str, expected: int) -> list[Any]:
+    """Every record of the topic, read through ``servers`` by a librdkafka consumer."""
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": servers, "group.id": "workers-check", "enable.auto.commit": False}
+    )
+    out: list[Any] = []
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + 120
+        while len(out) < expected and time.monotonic() < deadline:
+            for message in consumer.consume(500, 1.0):
+                assert message.error() is None, message.error()
+                out.append(message)
+    finally:
+        consumer.close()
+    return out
+
+
+def _check_placed(records: list[Any], expected: set[bytes]) -> None:
+    """Every record once, on the murmur2 partition of its key."""
+    values = Counter(m.value() for m in records)
+    assert set(values) == expected, (len(values), len(expected))
+    assert [v for v, n in values.items() if n > 1] == []
+    wrong = [m for m in records if m.partition() != murmur2_partition(m.key(), PARTITIONS)]
+    assert wrong == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_two_workers_route_every_record_once_and_survive_a_kill(tmp_path: Path) -> None:
+    with broker_in_thread(port=0, host="127.0.0.1", data_dir=tmp_path / "broker") as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+        proxy = Supervisor(tmp_path, broker.bootstrap_servers)
+        servers = f"127.0.0.1:{proxy.port}"
+        clients: list[Client] = []
+        try:
+            # The kernel places each client's bootstrap connection: clients come
+            # until both workers have served Produce requests (at least two of
+            # each kind; the chance that 40 all reach one worker is 2**-39).
+            while len(clients) < 4 or len(proxy.produce_requests()) < 2:
+                assert len(clients) < 40, proxy.produce_requests()
+                client = Client(servers, len(clients))
+                clients.append(client)
+                client.produce(1)
+            expected = {b"1-%d-%d" % (c.n, i) for c in clients for i in range(PER_CLIENT)}
+            _check_placed(_read_all(servers, len(expected)), expected)
+
+            # A worker that served clients is killed -9; the supervisor starts it
+            # again on the ports its clients know, and they carry on.
+            served = proxy.produce_requests()
+            victim = max(served, key=lambda w: served[w])
+            pid = proxy.pids()[int(victim)]
+            port = proxy.wait_for(rf"\[worker {victim}\] broker \d+ .* served on port (\d+)")[1]
+            os.kill(pid, signal.SIGKILL)
+            ended = rf"worker {victim} \(pid {pid}\) ended \(signal SIGKILL\)"
+            # Started again, it serves the broker on its old port at once.
+            proxy.wait_for(ended + rf"[\s\S]*\[worker {victim}\] proxy on")
+            proxy.wait_for(ended + rf"[\s\S]*\[worker {victim}\] broker \d+ .* port {port}\b")
+            assert proxy.pids()[int(victim)] != pid
+            for client in clients:
+                client.produce(2)
+            samples = proxy.metrics()
+            assert (
+                samples[("trafka_proxy_worker_restarts_total", frozenset({("worker", victim)}))]
+                == 1
+            )
+            assert samples[("trafka_proxy_worker_up", frozenset({("worker", victim)}))] == 1
+
+            expected |= {b"2-%d-%d" % (c.n, i) for c in clients for i in range(PER_CLIENT)}
+            _check_placed(_read_all(servers, len(expected)), expected)
+            assert all(c.delivered == 2 * PER_CLIENT for c in clients)
+            del clients[:]  # their connections close before the proxy stops
+
+            # SIGTERM to the supervisor: every worker stops cleanly, the port is free.
+            workers = proxy.pids()
+            proxy.proc.send_signal(signal.SIGTERM)
+            assert proxy.proc.wait(60) == 0, proxy.text()
+            text = proxy.text()
+            assert "proxy stopped" in text
+            for k in workers:
+                assert f"[worker {k}] received SIGTERM, shutting down" in text
+                assert f"[worker {k}] worker stopped" in text
+            for pid in workers.values():
+                with pytest.raises(ProcessLookupError):
+                    os.kill(pid, 0)
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", proxy.port))
+        finally:
+            if proxy.proc.poll() is None:
+                proxy.proc.kill()
+                proxy.proc.wait()
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "trafka.tools.cli", "proxy", "--no-announce", *args]
+
+
+def test_a_worker_that_cannot_start_stops_the_proxy_with_its_error(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    done = subprocess.run(
+        _cli(
+            "--upstream",
+            "127.0.0.1:1",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "2",
+            "--journal",
+            str(not_a_dir),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert re.search(
+        r"Error: cannot start the proxy: worker \d: cannot open the journal", done.stderr
+    )
+    for pid in re.findall(r"worker \d started \(pid (\d+)\)", done.stderr):
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid), 0)
+
+
+def test_the_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> None:
+    log = tmp_path / "proxy.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            _cli("--upstream", "127.0.0.1:1", "--listen", "127.0.0.1:0", "--workers", "2"),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while "(2 workers)" not in log.read_text():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        proc.kill()
+        proc.wait()
+        while log.read_text().count("worker stopped") < 2:
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert log.read_text().count("the supervisor is gone: stopping") == 2
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "the proxy closed the connection"
+        data += chunk
+    return data
+
+
+def _call(sock: socket.socket, key: int, version: int, body: Any) -> Any:
+    """One request and its answer, on a blocking socket (its timeout the deadline)."""
+    header = RequestHeader(
+        request_api_key=key, request_api_version=version, correlation_id=7, client_id="rule"
+    )
+    sock.sendall(protocol.encode_request(header, body))
+    (size,) = struct.unpack(">i", _exactly(sock, 4))
+    return protocol.decode_response(_exactly(sock, size), key, version)[1]
+
+
+def _node_port(sock: socket.socket) -> int:
+    """The broker port the worker holding ``sock`` names (each worker names its own)."""
+    md = mm.MetadataRequest
+    answer = _call(sock, 3, 9, md(topics=[md.MetadataRequestTopic(name=TOPIC)]))
+    port: int = answer.brokers[0].port
+    return port
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_an_init_producer_id_answered_by_another_worker_costs_nothing_but_a_round_trip(
+    tmp_path: Path,
+) -> None:
+    """The module's ownership rule: an idempotent producer whose InitProducerId
+    went through one worker (on a bootstrap connection) and whose Produce
+    requests reach another is served by the second from sequence 0, which asks
+    the leader (DescribeProducers) first: every record once, on its murmur2
+    partition."""
+    with broker_in_thread(port=0, host="127.0.0.1", data_dir=tmp_path / "broker") as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+        proxy = Supervisor(tmp_path, broker.bootstrap_servers)
+        by_port: dict[int, socket.socket] = {}
+        try:
+            # The kernel places bootstrap connections: open them until two workers answer.
+            for _ in range(40):
+                sock = socket.create_connection(("127.0.0.1", proxy.port), timeout=30)
+                port = _node_port(sock)
+                if port in by_port:
+                    sock.close()
+                    continue
+                by_port[port] = sock
+                if len(by_port) == 2:
+                    break
+            assert len(by_port) == 2, "40 bootstrap connections all reached one worker"
+            (first_port, _), (_, second) = by_port.items()
+            init = ip.InitProducerIdRequest(
+                transactional_id=None,
+                transaction_timeout_ms=60_000,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+            born = _call(second, 22, 4, init)
+            assert born.error_code == 0
+            with socket.create_connection(("127.0.0.1", first_port), timeout=30) as leader:
+                sent = keyed(60, keys=29)
+                for seq in (0, 30):
+                    batch = encode_batch(
+                        sent[seq : seq + 30],
+                        producer_id=born.producer_id,
+                        producer_epoch=born.producer_epoch,
+                        base_sequence=seq,
+                    )
+                    answer = _call(leader, 0, 9, request({0: [batch]}, topic=TOPIC))
+                    errors = [p.error_code for t in answer.responses for p in t.partition_responses]
+                    assert errors == [0]
+            records = placement(broker.bootstrap_servers, TOPIC, PARTITIONS)
+            assert sorted(r.value for r in records) == sorted(v for _, _, v, _ in sent)
+            assert all(r.partition == murmur2_partition(r.key, PARTITIONS) for r in records)
+            # The worker that answered the InitProducerId wrote none of them.
+            served = proxy.produce_requests()
+            assert list(served.values()) == [2], served
+        finally:
+            for sock in by_port.values():
+                sock.close()
+            proxy.proc.send_signal(signal.SIGTERM)
+            proxy.proc.wait(60)
