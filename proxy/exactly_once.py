@@ -4,11 +4,13 @@ The protocol logic is :mod:`.sequences` (sequence numbers, retries) and
 :mod:`.routing` (placing records); this module does their I/O over the
 proxy's pooled upstream connections:
 
-* One producer's requests are planned and written one at a time (a lock per
-  producer id, held from planning until every part is written, not while
-  answers are awaited): the sequence numbers of a target partition are
-  written in the order they were given, whichever client connection of the
-  producer the requests came on.
+* One producer's requests are planned one at a time (a lock per producer
+  id), and written in the order they were planned: without a journal before
+  the lock is let go; with one, once the journal write holding their
+  placements is acknowledged and the producer's previous request wrote its
+  batches (:mod:`.journal_pipeline`). The sequence numbers of a target
+  partition are written in the order they were given, whichever client
+  connection of the producer the requests came on.
 * Before the first write to a partition for a producer the proxy did not see
   born, the leader is asked the producer's last sequence there
   (DescribeProducers). An OUT_OF_ORDER_SEQUENCE_NUMBER answer is checked the
@@ -58,19 +60,22 @@ from .idempotent_plan import (
     prepare_idempotent,
     upstream_body,
 )
-from .journal import JournalError, JournalFenced, PlacementJournal
+from .journal import JournalError, PlacementJournal
+from .journal_pipeline import JournalTicket, Outcome, Turn, WriteTurns, submit
 from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
 from .routing import (
     RouteStats,
     Topics,
     cheap_to_plan,
 )
-from .sequences import ClientBatch, Placement, Sequences, Session, State, Upstream
+from .sequences import Placement, Sequences, Session, State, Upstream
 
-__all__ = ["ExactlyOnce", "Preparation", "place"]
+__all__ = ["ExactlyOnce", "Numbered", "Preparation", "Written", "place"]
 
 log = logging.getLogger("trafka.proxy")
 T = TypeVar("T")
+# Each written part's batches and waiter, or why they were not written.
+Written = list[tuple[list[Upstream], Waiter | UpstreamError]]
 
 PRODUCE, FIND_COORDINATOR, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 0, 10, 24, 61
 MAX_TRANSACTIONAL_IDS = 100_000
@@ -90,6 +95,16 @@ class Preparation(Exception):
     def __init__(self, message: str, code: ErrorCode = ErrorCode.REQUEST_TIMED_OUT) -> None:
         super().__init__(message)
         self.code = code
+
+
+@dataclass(slots=True)
+class Numbered:
+    """A request numbered and handed to the journal, to be written."""
+
+    plan: IdempotentPlan
+    session: Session
+    ticket: JournalTicket
+    turn: Turn
 
 
 @dataclass(slots=True)
@@ -151,6 +166,7 @@ class ExactlyOnce:
         # answers at once for partitions it already holds).
         self.transactions: OrderedDict[str, _Txn] = OrderedDict()
         self._locks: dict[int, trio.Lock] = {}
+        self._turns = WriteTurns()
         # With a shared journal: per producer id claimed, its epoch and the
         # moment (trio's clock) its sequences may be asked of the leaders.
         self._claims: dict[int, tuple[int, float]] = {}
@@ -214,12 +230,14 @@ class ExactlyOnce:
         producer: tuple[int, int],
         hash_name: str,
         deadline: float,
-    ) -> tuple[IdempotentPlan, list[tuple[list[Upstream], Waiter | UpstreamError]]] | Any | None:
+    ) -> tuple[IdempotentPlan, Written | Numbered] | Any | None:
         """Plan and write a request (``ctx``: the request's
         :class:`~.filters.FilterContext`: its client id and API version).
 
         Returns:
-            (the plan, each written part's batches and waiter); or a ready
+            (the plan, each written part's batches and waiter); with a
+            journal, (the plan, the request :class:`Numbered`: written by
+            :meth:`settle` once its journal write is durable); or a ready
             answer (a ProduceResponse) when the proxy answers itself; or None
             when the request is not for this path.
         """
@@ -227,10 +245,23 @@ class ExactlyOnce:
         lock = self._locks.setdefault(pid, trio.Lock())
         try:
             async with lock:
-                return await self._plan_locked(ctx, body, pid, epoch, hash_name, deadline)
+                planned = await self._plan_locked(ctx, body, pid, epoch, hash_name, deadline)
+                if not isinstance(planned, Numbered):
+                    return planned
+                if self.journal is None:
+                    # Written before the lock is let go: the next request of
+                    # the producer is numbered behind this one's writes.
+                    # Nothing may cut this short (see _plan_locked).
+                    with trio.CancelScope(shield=True):
+                        written = await self._write_numbered(ctx, body, planned, deadline)
+                    return planned.plan, written
         finally:
             if not lock.locked() and not lock.statistics().tasks_waiting:
                 self._locks.pop(pid, None)
+        # Written by settle(), which the proxy always runs (see RespondLater):
+        # the client's next request is read, numbered and handed to the
+        # journal meanwhile (see :mod:`.journal_pipeline`).
+        return planned.plan, planned
 
     async def _plan_locked(
         self,
@@ -314,13 +345,41 @@ class ExactlyOnce:
         # written nor failed would hold its partition's sequence forever.
         with trio.CancelScope(shield=True):
             plan = commit_idempotent(body, prepared, session)
-            written: list[tuple[list[Upstream], Waiter | UpstreamError]] = []
-            # With a journal, nothing is written before its placement is on disk.
-            if await self._journal(session, prepared.retried, bool(plan.rounds), deadline):
-                with trio.move_on_at(deadline):
+            # With a journal, nothing is written before its placement is
+            # durable: handed to the journal now, awaited once the lock is free.
+            ticket = await submit(
+                self.journal, session, prepared.retried, bool(plan.rounds), deadline
+            )
+            for batches in plan.rounds:
+                for u in batches:
+                    # What a retry of its client batch waits for, from now on
+                    # (this request may write it after the retry is planned).
+                    _fresh_slot(u)
+            return Numbered(plan, session, ticket, self._turns.take(pid))
+
+    async def _write_numbered(
+        self, ctx: FilterContext, body: Any, numbered: Numbered, deadline: float
+    ) -> Written:
+        """Write a numbered request's batches once its journal write is durable
+        and the producer's previous request wrote its own; what was written,
+        with its waiter, and what was not, with why (settled as failed)."""
+        plan, session, turn = numbered.plan, numbered.session, numbered.turn
+        written: Written = []
+        try:
+            outcome = await numbered.ticket.wait(deadline)
+            with trio.move_on_at(deadline):
+                await turn.wait()
+                if outcome is Outcome.WRITTEN:
+                    # Renumbered while it waited (an earlier batch of a
+                    # partition refused for good): journaled again first.
+                    outcome = await numbered.ticket.catch_up(plan.rounds, deadline)
+                if outcome is Outcome.WRITTEN:
                     for batches in plan.rounds:
                         for leader, group in _by_leader(batches, self.topics).items():
                             await self._write(ctx, body, session, leader, group, written)
+            if outcome is Outcome.FENCED:
+                self.sequences.forget(session.producer_id)
+                self._claims.pop(session.producer_id, None)
             unsent = [u for batches in plan.rounds for u in batches if u.state is State.PLANNED]
             if unsent:
                 written.append(
@@ -328,8 +387,10 @@ class ExactlyOnce:
                 )
                 for u in unsent:
                     session.sent(u)
-                    u.slot = trio.Event()
-        return plan, written
+                    _fresh_slot(u)
+        finally:
+            turn.finish()
+        return written
 
     async def _write(
         self,
@@ -343,21 +404,33 @@ class ExactlyOnce:
         """Write ``group`` (one batch a partition, all led by ``leader``) and add
         to ``written`` what was written, with its waiter, and what was not, with
         why (each is settled as failed): a batch an earlier one of its partition
-        is unanswered for on another connection (:meth:`.Session.in_order`), or
-        all when the connection fails or the deadline passes."""
+        is unanswered for on another connection (:meth:`.Session.in_order`), a
+        batch whose placement at its numbers is not journaled (renumbered since,
+        see :mod:`.journal_pipeline`), or all when the connection fails or the
+        deadline passes."""
         for u in group:
-            u.slot = trio.Event()
+            _fresh_slot(u)
         todo, why = group, UpstreamError("not written in time", ErrorCode.REQUEST_TIMED_OUT)
         try:
             link = await self._pool(ctx).link(leader)
             # A batch to write again may have been acknowledged since it was
             # planned (a later one of its partition was): nothing is left of it
-            # to write (its bytes are gone).
+            # to write (its bytes are gone). Or, pipelined behind a journal
+            # write, an earlier request of the producer may have written it
+            # since (its answer is awaited through its slot), or it was refused
+            # for good.
             for u in group:
                 if u.state is State.ACKED:
                     u.slot.set()
-            todo = group = [u for u in group if u.state is not State.ACKED]
-            held = [u for u in group if not session.in_order(u, link)]
+            todo = group = [u for u in group if u.state in (State.PLANNED, State.FAILED)]
+            # Checked with nothing awaited before the batches are marked sent:
+            # an answer settled meanwhile may hold them back or renumber them.
+            held = [
+                u
+                for u in group
+                if not session.in_order(u, link)
+                or (self.journal is not None and u.journaled != u.base_sequence)
+            ]
             if held:
                 self.stats.batches_held += len(held)
                 for u in held:
@@ -368,7 +441,8 @@ class ExactlyOnce:
                         UpstreamError(
                             f"broker {leader}: not written while an earlier batch of its "
                             "partition is unanswered on a lost connection, or before the "
-                            "broker has acknowledged one of the producer's batches there"
+                            "broker has acknowledged one of the producer's batches there, "
+                            "or renumbered since its placement was journaled"
                         ),
                     )
                 )
@@ -417,56 +491,26 @@ class ExactlyOnce:
             if trio.current_time() < ready_at:
                 raise Preparation(f"producer {pid} was taken over from another proxy just now")
 
-    async def _journal(
-        self, session: Session, retried: list[ClientBatch], writes: bool, deadline: float
-    ) -> bool:
-        """Record the session's new placements before they are written; False
-        when the journal failed (nothing may be written: the client retries).
-
-        A shared journal is written before every write, retries included:
-        reading the write back is what tells the proxy it still owns the
-        producer (:mod:`.journal_topic`)."""
-        if self.journal is None:
-            return True
-        batches = session.take_journal()
-        if not batches and self.journal.shared:
-            batches = [b for b in retried if any(u.state is not State.ACKED for u in b.upstream)]
-        if not batches and not (writes and self.journal.shared):
-            return True
-        pid, epoch = session.producer_id, session.epoch
-        try:
-            await self.journal.record(
-                (
-                    ((pid, epoch, b.topic, b.partition, b.base_sequence), b.placement())
-                    for b in batches
-                ),
-                deadline=deadline,
-                producer=pid,
-            )
-        except JournalFenced as exc:
-            log.warning("producer %d: %s", pid, exc)
-            self.sequences.forget(pid)
-            self._claims.pop(pid, None)
-            return False
-        except JournalError as exc:
-            log.error("producer %d's batches are not written: %s", pid, exc)
-            if session.journal is not None:
-                session.journal[:0] = batches  # journaled before the next write
-            return False
-        return True
-
     async def settle(
         self,
         ctx: FilterContext,
         body: Any,
         plan: IdempotentPlan,
-        written: list[tuple[list[Upstream], Waiter | UpstreamError]],
+        written: Written | Numbered,
         deadline: float,
         endpoints: Endpoints | None = None,
     ) -> bytes:
-        """Await the parts' answers, settle their batches, and write the client's
+        """Write a :class:`Numbered` request's batches first (see :meth:`plan`),
+        await the parts' answers, settle their batches, and write the client's
         answer (a ProduceResponse body at the request's version; ``endpoints``:
         see :func:`.idempotent_plan.idempotent_answer_bytes`)."""
+        if isinstance(written, Numbered):
+            numbered = written
+            # From numbering to the last write nothing may be cut short (see
+            # _plan_locked).
+            with trio.CancelScope(shield=True):
+                written = await self._write_numbered(ctx, body, numbered, deadline)
+        assert not isinstance(written, Numbered)
         session = self.sequences.get(plan.producer_id)
         version = ctx.api_version
         stale: set[str] = set()
@@ -681,6 +725,13 @@ def _journaled_targets(
                         out.update((t.name, x) for x, _ in placement.targets)
                 break
     return out
+
+
+def _fresh_slot(u: Upstream) -> None:
+    """Give ``u`` an unset event for its next answer, keeping one not yet set
+    (a retry of its client batch may wait for it already)."""
+    if not isinstance(u.slot, trio.Event) or u.slot.is_set():
+        u.slot = trio.Event()
 
 
 def _by_leader(batches: list[Upstream], topics: Topics) -> dict[int, list[Upstream]]:

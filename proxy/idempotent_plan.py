@@ -318,7 +318,9 @@ def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> Idempo
     waits: list[Upstream] = []
     for batch in prepared.retried:
         for u in batch.upstream:
-            if u.state is State.SENT:
+            if u.state in (State.SENT, State.PLANNED):
+                # (PLANNED: an earlier request's, waiting for its journal
+                # write; written before this one, see :mod:`.journal_pipeline`.)
                 waits.append(u)
             elif u.state is State.FAILED:
                 writes.extend(session.resend_before(u))

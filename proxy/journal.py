@@ -46,7 +46,7 @@ import json
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -59,6 +59,7 @@ __all__ = [
     "Journal",
     "JournalError",
     "JournalFenced",
+    "JournalWrite",
     "Placement",
     "PlacementJournal",
     "PlacementKey",
@@ -78,6 +79,19 @@ class JournalError(OSError):
 
 class JournalFenced(JournalError):
     """Another proxy instance owns the producer now (a shared journal only)."""
+
+
+class JournalWrite(Protocol):
+    """A journal write under way (see :meth:`PlacementJournal.submit`)."""
+
+    async def wait(self) -> None:
+        """Return once the write is durable (and, for a shared journal, the
+        proxy still owns the producer).
+
+        Raises:
+            JournalFenced: another instance owns the producer (write nothing).
+            JournalError: the write failed (write nothing).
+        """
 
 
 class PlacementJournal(Protocol):
@@ -103,12 +117,29 @@ class PlacementJournal(Protocol):
         deadline: float | None = None,
         producer: int | None = None,
     ) -> None:
-        """Record one producer's ``entries`` durably; returns once they are.
-        A shared journal checks the proxy still owns ``producer`` even when
-        there are no entries (batches written again).
+        """Record one producer's ``entries`` durably; returns once they are
+        (:meth:`submit`, then its write's :meth:`JournalWrite.wait`).
 
         Raises:
             JournalFenced: another instance owns the producer (write nothing).
+            JournalError: the journal could not take them (write nothing).
+        """
+
+    async def submit(
+        self,
+        entries: Iterable[tuple[PlacementKey, Placement]],
+        *,
+        deadline: float | None = None,
+        producer: int | None = None,
+    ) -> JournalWrite:
+        """Hand one producer's ``entries`` to the journal and return at once:
+        the write is under way (joined with the others handed meanwhile: a
+        group commit); its :meth:`JournalWrite.wait` returns once they are
+        durable. Entries handed later are written after them. A shared
+        journal checks the proxy still owns ``producer`` even when there are
+        no entries (batches written again).
+
+        Raises:
             JournalError: the journal could not take them (write nothing).
         """
 
@@ -223,22 +254,40 @@ class DirectoryJournal:
         deadline: float | None = None,
         producer: int | None = None,
     ) -> None:
-        """Put ``entries`` on disk; returns once they are synced (``deadline``
-        and ``producer`` are not used: a local sync has no deadline, and no
-        other instance owns producers).
+        """Put ``entries`` on disk; returns once they are synced.
 
         Raises:
             JournalError: writing or syncing failed.
         """
+        await (await self.submit(entries, deadline=deadline, producer=producer)).wait()
+
+    async def submit(
+        self,
+        entries: Iterable[tuple[PlacementKey, Placement]],
+        *,
+        deadline: float | None = None,
+        producer: int | None = None,
+    ) -> JournalWrite:
+        """Queue ``entries`` for the next sync; the write's ``wait()`` syncs
+        them, with every other caller's queued meanwhile (``deadline`` and
+        ``producer`` are not used: a local sync has no deadline, and no other
+        instance owns producers)."""
         lines = []
         for key, placement in entries:
             self._remember(key, placement)
             lines.append(encode(key, placement))
         if not lines:
-            return
+            return _Synced(self._sync, 0)
         self._queue.append(b"".join(lines))
         self._queued += 1
-        mine = self._queued
+        return _Synced(self._sync, self._queued)
+
+    async def _sync(self, mine: int) -> None:
+        """Sync the queue up to caller number ``mine`` (at least).
+
+        Raises:
+            JournalError: writing or syncing failed.
+        """
         async with self._lock:
             if self._synced >= mine:
                 return  # synced with an earlier caller's
@@ -305,6 +354,21 @@ class DirectoryJournal:
             os.close(self._fd)
         self._fd = fd
         self._file_bytes = len(data)
+
+
+class _Synced:
+    """A directory journal's write: synced by whichever caller gets the lock
+    first (``mine``: its number among the queued, 0: nothing to write)."""
+
+    __slots__ = ("mine", "sync")
+
+    def __init__(self, sync: Callable[[int], Awaitable[None]], mine: int) -> None:
+        self.sync = sync
+        self.mine = mine
+
+    async def wait(self) -> None:
+        if self.mine:
+            await self.sync(self.mine)
 
 
 # The name it had when it was the only kind.

@@ -78,7 +78,7 @@ from trafka.sdk import (
     open_producer,
 )
 
-from .journal import JournalError, JournalFenced
+from .journal import JournalError, JournalFenced, JournalWrite
 from .sequences import CLIENT_BATCHES_KEPT, Placement, PlacementKey
 
 __all__ = ["TOPIC", "TopicJournal"]
@@ -211,15 +211,18 @@ class TopicJournal:
         # Per producer: when a record of it was last written or read (trio's
         # clock), and those with a write under way.
         self._seen: dict[int, float] = {}
-        self._busy: set[int] = set()
+        self._busy: dict[int, int] = {}  # writes under way
         # Per partition, offsets of this instance's own records not yet read
         # back (its windows are kept as written, not as read).
         self._own: dict[int, set[int]] = {}
         self._waiters: list[tuple[int, int, trio.Event]] = []
         self._ready = trio.Event()
+        self._loading = False  # reading the topic to its end (own windows count then)
         self._producer: Producer | None = None
         self._count = 0  # partitions of the topic, once known
         self.writes = 0
+        self.records = 0  # records handed to the producer, in all
+        self.write_seconds = 0.0  # from handing to read back, summed over writes
         self.claims_made = 0
         self.fenced = 0
 
@@ -283,9 +286,11 @@ class TopicJournal:
             self._count = count
             started = trio.current_time()
             loading = {tp.partition: end[0] for tp, end in ends.items() if end and end[0] > 0}
+            self._loading = True
             while loading:
                 await self._apply(consumer)
                 loading = {p: e for p, e in loading.items() if self._position[p] < e}
+            self._loading = False
             log.info(
                 "placement journal %s: %d windows, %d claims read in %.1f s (instance %s)",
                 self.topic,
@@ -388,8 +393,13 @@ class TopicJournal:
         """Apply one record read at ``offset`` (``own``: this instance wrote
         it; ``now``: trio's clock, for :meth:`idle`)."""
         decoded = decode_record(key, value)
-        if decoded is None or (own and decoded[0] == "p"):
-            return  # this instance's own windows are kept as written
+        if decoded is None:
+            return
+        if decoded[0] == "p" and (own or (not self._loading and decoded[1][1] == self.instance)):
+            # This instance's own windows are kept as written: one read back
+            # before its write was acknowledged (its offset not known as its
+            # own yet) may be older than one handed since.
+            return
         kind, data = decoded
         if kind == "b":
             self._beats.add(data)
@@ -464,39 +474,89 @@ class TopicJournal:
         """Write ``records`` to the producer's partition (acks=all) and read the
         partition past them (with ``foreign`` False: past what other instances
         wrote before them); the last one's offset."""
-        self._busy.add(pid)
-        try:
-            return await self._send_busy(pid, records, deadline, foreign)
-        finally:
-            self._busy.discard(pid)
-            self._seen[pid] = trio.current_time()
+        return await (await self._submit(pid, records, deadline, foreign=foreign)).offset()
 
-    async def _send_busy(
-        self, pid: int, records: list[tuple[bytes, bytes]], deadline: float, foreign: bool
-    ) -> int:
-        with trio.move_on_at(deadline) as scope:
+    async def _submit(
+        self, pid: int, records: list[tuple[bytes, bytes]], deadline: float, *, foreign: bool
+    ) -> _TopicWrite:
+        """Hand ``records`` to the journal's producer (the producer's
+        partition); the write, under way. The producer sends what is handed
+        while its earlier requests are in flight together (a group commit),
+        and keeps a partition's records in the order handed.
+
+        Raises:
+            JournalError: not open by ``deadline``.
+        """
+        with trio.move_on_at(deadline):
             producer = await self._open(deadline)
             if producer is None:
                 raise JournalError(f"the placement journal {self.topic} is not open")
             partition = pid % self._count
+            own = self._own.setdefault(partition, set())
+
+            def mine(handle: Any) -> None:
+                # Known as this instance's own as soon as it is written, so
+                # that a later write's read-back need not wait for the
+                # follower to read it.
+                if handle.exception() is None:
+                    offset = handle.result().offset
+                    if offset >= self._position.get(partition, 0):
+                        own.add(offset)
+
+            self._busy[pid] = self._busy.get(pid, 0) + 1
+            futures = []
             try:
-                futures = [
-                    await producer.send(self.topic, value, key, partition=partition)
-                    for key, value in records
-                ]
-                offsets: list[int] = [(await future).offset for future in futures]
+                for key, value in records:
+                    future = await producer.send(self.topic, value, key, partition=partition)
+                    future.add_done_callback(mine)
+                    futures.append(future)
             except (TrafkaError, OSError) as exc:
+                self._done(pid)
                 raise JournalError(
                     f"cannot write the placement journal {self.topic}: {exc}"
                 ) from None
-            self.writes += 1
-            self._own.setdefault(partition, set()).update(
-                o for o in offsets if o >= self._position.get(partition, 0)
-            )
-            last = max(offsets)
-            await self._read_past(partition, last, foreign=foreign)
-            return last
-        assert scope.cancelled_caught
+            except BaseException:
+                self._done(pid)
+                raise
+            self.records += len(futures)
+            return _TopicWrite(self, pid, partition, futures, deadline, foreign)
+        raise JournalError(
+            f"the placement journal {self.topic} took no write in time (is the cluster up?)"
+        )
+
+    def _done(self, pid: int) -> None:
+        left = self._busy.get(pid, 1) - 1
+        if left:
+            self._busy[pid] = left
+        else:
+            self._busy.pop(pid, None)
+        self._seen[pid] = trio.current_time()
+
+    async def written(self, write: _TopicWrite) -> int:
+        """Wait until ``write``'s records are written (acks=all) and the
+        partition is read past them (with ``write.foreign`` False: past what
+        other instances wrote before them); the last one's offset.
+
+        Raises:
+            JournalError: not written by the deadline, or failed.
+        """
+        try:
+            with trio.move_on_at(write.deadline):
+                try:
+                    offsets: list[int] = [(await future).offset for future in write.futures]
+                except (TrafkaError, OSError) as exc:
+                    raise JournalError(
+                        f"cannot write the placement journal {self.topic}: {exc}"
+                    ) from None
+                self.writes += 1
+                own = self._own.setdefault(write.partition, set())
+                own.update(o for o in offsets if o >= self._position.get(write.partition, 0))
+                last = max(offsets)
+                await self._read_past(write.partition, last, foreign=write.foreign)
+                self.write_seconds += trio.current_time() - write.handed
+                return last
+        finally:
+            self._done(write.pid)
         raise JournalError(
             f"the placement journal {self.topic} took no write in time (is the cluster up?)"
         )
@@ -535,15 +595,34 @@ class TopicJournal:
         deadline: float | None = None,
         producer: int | None = None,
     ) -> None:
-        """Write ``entries`` (one producer's) with acks=all, read them back, and
-        check this instance still owns the producer. Without entries (the
-        batches written again keep their placements), a *beat* record of
-        ``producer`` (``b:<producer id>``, one per producer) is written for
-        the check.
+        """:meth:`submit`, and wait for the write.
 
         Raises:
             JournalFenced: another instance claimed the producer meanwhile.
             JournalError: the cluster did not take the write in time.
+        """
+        await (await self.submit(entries, deadline=deadline, producer=producer)).wait()
+
+    async def submit(
+        self,
+        entries: Iterable[tuple[PlacementKey, Placement]],
+        *,
+        deadline: float | None = None,
+        producer: int | None = None,
+    ) -> JournalWrite:
+        """Hand ``entries`` (one producer's) to the journal's producer
+        (acks=all); the write's ``wait()`` returns once they are written and
+        read back, and checks this instance still owns the producer. Without
+        entries (the batches written again keep their placements), a *beat*
+        record of ``producer`` (``b:<producer id>``, one per producer) is
+        written for the check.
+
+        The windows written are kept at once (a write handed next builds on
+        them, though this one is not acknowledged yet: a window holds the
+        placements of the writes before it).
+
+        Raises:
+            JournalError: the journal is not open in time.
         """
         touched: dict[_WindowKey, _Window] = {}
         pid = -1
@@ -561,21 +640,84 @@ class TopicJournal:
         ]
         if not records:
             if producer is None:
-                return
+                return _TopicWrite(self, -1, -1, [], 0.0, False)
             pid = producer
             records = [(beat_key(pid), b"")]
             self._beats.add(pid)
         when = trio.current_time() + self.timeout if deadline is None else deadline
-        await self._send(pid, records, min(when, trio.current_time() + self.timeout), foreign=False)
-        if self.owner(pid) != self.instance:
-            self.fenced += 1
-            raise JournalFenced(
-                f"producer {pid} is owned by proxy instance {self.owner(pid)} now: "
-                "its batches are not written here"
-            )
+        write = await self._submit(
+            pid, records, min(when, trio.current_time() + self.timeout), foreign=False
+        )
         for k, w in touched.items():  # this instance's own, kept as written
-            self._windows[k] = (claimed, w)
+            current = self._windows.get(k)
+            if current is None or current[0] <= claimed:  # not a later owner's
+                self._windows[k] = (claimed, w)
             self._written.add((pid, k, self.instance))
+        return write
 
     def close(self) -> None:
+        if self._producer is not None and self.writes:
+            # What the journal cost, for the benchmark (bench/proxy.py --keep).
+            try:
+                batches = self._producer.statistics().batches_sent
+            except Exception:  # a closed producer's, while stopping: a log line only
+                batches = -1
+            log.info(
+                "placement journal %s: %d writes of %d records in %d batches, %.2f ms a write",
+                self.topic,
+                self.writes,
+                self.records,
+                batches,
+                self.write_seconds / self.writes * 1000,
+            )
         self._producer = None
+
+
+class _TopicWrite:
+    """A topic journal's write under way: its records handed to the producer."""
+
+    __slots__ = ("deadline", "foreign", "futures", "handed", "journal", "partition", "pid")
+
+    def __init__(
+        self,
+        journal: TopicJournal,
+        pid: int,
+        partition: int,
+        futures: list[Any],
+        deadline: float,
+        foreign: bool,
+    ) -> None:
+        self.journal = journal
+        self.pid = pid
+        self.partition = partition
+        self.futures = futures
+        self.deadline = deadline
+        self.foreign = foreign
+        self.handed = trio.current_time()
+
+    async def offset(self) -> int:
+        """Wait until the records are written (acks=all) and the partition is
+        read past them (see :meth:`TopicJournal.written`); the last one's offset.
+
+        Raises:
+            JournalError: not written by the deadline, or failed.
+        """
+        return await self.journal.written(self)
+
+    async def wait(self) -> None:
+        """:meth:`offset`, then check this instance still owns the producer.
+
+        Raises:
+            JournalFenced: another instance claimed the producer meanwhile.
+            JournalError: not written by the deadline, or failed.
+        """
+        if not self.futures:
+            return
+        await self.offset()
+        journal = self.journal
+        if journal.owner(self.pid) != journal.instance:
+            journal.fenced += 1
+            raise JournalFenced(
+                f"producer {self.pid} is owned by proxy instance {journal.owner(self.pid)} now: "
+                "its batches are not written here"
+            )

@@ -69,7 +69,10 @@ Rules:
   (:meth:`Session.end_transaction`).
 * With a journal (:mod:`.journal`), every client batch placed, and every one
   whose upstream batches were renumbered, waits in
-  :meth:`Session.take_journal` until the driver records it; after a restart a
+  :meth:`Session.take_journal` until the driver records it; an upstream batch
+  is written only at the numbers its placement was journaled with
+  (:attr:`Upstream.journaled`; a renumbered one is journaled again first,
+  :meth:`Session.journaled_again`); after a restart a
   target's leader's last sequence, learnt when synced, tells which of a
   journaled batch's upstream batches were written
   (:meth:`Session.written_upstream`).
@@ -165,6 +168,9 @@ class Upstream:
         slot: the driver's (what waits for the answer); not read here.
         link: the driver's name of the connection it was last written on
             (-1: none), see :meth:`Session.in_order`.
+        journaled: with a journal, the base sequence it had when a journal
+            write holding its placement was acknowledged (None: none yet);
+            set by the driver. It is written only at that base sequence.
     """
 
     topic: str
@@ -180,6 +186,7 @@ class Upstream:
     log_start_offset: int = -1
     slot: Any = None
     link: int = -1
+    journaled: int | None = None
 
     @property
     def last_sequence(self) -> int:
@@ -381,6 +388,23 @@ class Session:
         if self.journal is not None:
             self.journal = []
         return list(dict.fromkeys(out))
+
+    def journaled_again(self, batches: Iterable[Upstream]) -> list[ClientBatch]:
+        """The kept client batches holding any of ``batches`` whose placement
+        was not journaled at its numbers (renumbered since), to journal before
+        they are written; taken out of :meth:`take_journal`'s."""
+        stale = {u for u in batches if u.journaled != u.base_sequence and u.data is not None}
+        if not stale:
+            return []
+        out = [
+            b
+            for kept in self.batches.values()
+            for b in kept.values()
+            if any(u in stale for u in b.upstream)
+        ]
+        if self.journal is not None:
+            self.journal[:] = [b for b in self.journal if b not in out]
+        return out
 
     def written_upstream(self, topic: str, partition: int, last_sequence: int) -> bool:
         """Whether an upstream batch ending at ``last_sequence`` had been written

@@ -223,6 +223,35 @@ def test_a_dead_batch_gives_its_numbers_to_the_next() -> None:
     assert read_batch_header(target.data).base_sequence == dead.base_sequence
 
 
+def test_a_batch_renumbered_after_its_placement_was_journaled_is_journaled_again() -> None:
+    """With a journal, a batch is written only at the numbers its journaled
+    placement names: a dead batch's successor, renumbered, is named by
+    journaled_again (its client batch, once, taken out of the batches
+    waiting for the next journal write) until its new numbers are journaled."""
+    seqs = Sequences(journaled=True)
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [batch(60, 0)]}))
+    _, second = plan(seqs, request({0: [batch(60, 60, start=60)]}))
+    placed = session.take_journal()
+    assert len(placed) == 2
+    for b in placed:  # the journal write holding both acknowledged
+        for u in b.upstream:
+            u.journaled = u.base_sequence
+    later = [u for batches in second.rounds for u in batches]
+    assert session.journaled_again(later) == []
+    target = later[0]
+    dead = next(u for u in first.rounds[0] if u.partition == target.partition)
+    session.sent(dead)
+    session.settle(dead, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
+    assert target.base_sequence == dead.base_sequence != target.journaled
+    again = session.journaled_again(later)
+    assert again == [placed[1]]
+    assert placed[1] not in session.take_journal()  # journaled with the request's write
+    for u in placed[1].upstream:
+        u.journaled = u.base_sequence
+    assert session.journaled_again(later) == []
+
+
 def test_the_client_hears_out_of_order_and_old_epochs_as_a_broker_would_say() -> None:
     seqs = Sequences()
     seqs.born(PID, EPOCH)
