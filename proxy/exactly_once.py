@@ -183,6 +183,20 @@ class ExactlyOnce:
         if not body.error_code and body.producer_id >= 0:
             self.sequences.born(body.producer_id, body.producer_epoch)
 
+    async def before_end(self, body: Any, deadline: float) -> None:
+        """Hold a client's EndTxn until the producer's routed writes are answered
+        (or ``deadline``, trio's clock): the proxy may have answered a Produce at
+        its deadline with some of its writes still unanswered, and EndTxn must
+        not overtake them. A write landing after the transaction's markers would
+        belong to no transaction, or to the producer's next one."""
+        session = self.sequences.get(body.producer_id)
+        if session is None or session.epoch != body.producer_epoch:
+            return
+        with trio.move_on_at(deadline):
+            for u in session.unanswered():
+                if isinstance(u.slot, trio.Event):
+                    await u.slot.wait()
+
     def client_request(self, key: int, version: int, body: Any, node_id: int) -> None:
         """A transaction request the client sent to broker ``node_id``."""
         if key == ADD_PARTITIONS_TO_TXN and version <= 3:

@@ -85,7 +85,12 @@ __all__ = ["KeyRouting"]
 
 log = logging.getLogger("trafka.proxy")
 
-PRODUCE, INIT_PRODUCER_ID = 0, 22
+PRODUCE, INIT_PRODUCER_ID, END_TXN = 0, 22, 26
+#: The longest an EndTxn waits for the producer's routed writes: past any
+#: Produce's own deadline (its timeout, at most Kafka's default
+#: ``request.timeout.ms`` for the clients that set it, plus the connect
+#: timeout), after which every write is answered or failed.
+END_TXN_WAIT_S = 30.0
 # Transaction requests whose bodies teach the routing of transactional producers.
 _TXN_APIS = frozenset({INIT_PRODUCER_ID, 24, 25, 26})
 _ROUTE = "trafka.key_routing.route"
@@ -174,6 +179,10 @@ class KeyRouting(Filter):
     async def on_request(self, ctx: FilterContext, body: Any) -> Any:
         services, eos = self._proxy
         if ctx.api_key != PRODUCE:
+            if ctx.api_key == END_TXN:
+                # As long as a routed Produce may still be written (its own deadline).
+                wait = self.connect_timeout + END_TXN_WAIT_S
+                await eos.before_end(body, trio.current_time() + wait)
             eos.client_request(ctx.api_key, ctx.api_version, body, ctx.node_id)
             return body
         deadline = trio.current_time() + body.timeout_ms / 1000 + self.connect_timeout

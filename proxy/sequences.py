@@ -351,6 +351,15 @@ class Session:
         kept = self.batches.get((topic, partition))
         return next(reversed(kept.values())) if kept else None
 
+    def unanswered(self) -> list[Upstream]:
+        """Its upstream batches numbered and not yet answered (planned or sent)."""
+        return [
+            p
+            for t in self.targets.values()
+            for p in t.pending
+            if p.state in (State.PLANNED, State.SENT)
+        ]
+
     def end_transaction(self) -> None:
         """The client ended its transaction (EndTxn): it sends none of that
         transaction's batches again, so the next ones wait for none of them

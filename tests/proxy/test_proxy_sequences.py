@@ -483,3 +483,48 @@ def test_an_aborted_transactions_failed_batch_is_not_written_in_the_next() -> No
     assert written.base_sequence == first.rounds[0][0].last_sequence + 1
     ack_all(session, after.rounds[0])
     assert answer_codes(after) == [ErrorCode.NONE]
+
+
+def test_end_txn_waits_for_the_producers_unanswered_writes() -> None:
+    """The proxy may answer a Produce at its deadline while one of its routed
+    writes is still unanswered. The client's EndTxn must not overtake that
+    write (KIP-98: a transaction's markers follow its records): it is held
+    until the write is answered, and only then ends the session's batches."""
+    import trio
+    import trio.testing
+
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    (u,) = first.rounds[0]
+    session.sent(u)
+    u.slot = trio.Event()
+    eos = ExactlyOnce(None, cluster(), RouteStats(), lambda _: None, lambda: [1], 1 << 20)  # type: ignore[arg-type]
+    eos.sequences = seqs
+    end = et.EndTxnRequest(
+        transactional_id="t", producer_id=PID, producer_epoch=EPOCH, committed=False
+    )
+    events: list[str] = []
+
+    async def main() -> None:
+        async def ender() -> None:
+            await eos.before_end(end, trio.current_time() + 60)
+            events.append("end")
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ender)
+                await trio.testing.wait_all_tasks_blocked()
+                assert events == []  # held while the write is unanswered
+                session.settle(u, ErrorCode.NONE, base_offset=7)
+                events.append("answered")
+                u.slot.set()
+
+    trio.run(main)
+    assert events == ["answered", "end"]
+
+    async def again() -> None:  # nothing unanswered now: not held
+        with trio.fail_after(10):
+            await eos.before_end(end, trio.current_time() + 60)
+
+    trio.run(again)
