@@ -808,8 +808,8 @@ def main() -> int:
         "--smoke",
         action="store_true",
         help="a check that the benchmark runs, not a measurement: 2,000 records, 3 "
-        "partitions, 20 idle connections, 20 round trips, short waits, whatever the other "
-        "options say (tests/bench/test_bench_smoke.py)",
+        "partitions, 20 idle connections, 20 round trips, short waits, each path once "
+        "(smoke_plan), whatever the other options say (tests/bench/test_bench_smoke.py)",
     )
     args = parser.parse_args()
     if args.smoke:
@@ -850,9 +850,12 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="trafka-bench-proxy-"))
     runs: list[Run] = []
     latency: list[Latency] = []
+    plan = smoke_plan(setups, paths, kinds) if args.smoke else full_plan(setups, paths, kinds)
     try:
-        for nodes in setups:
-            measure_setup(nodes, root, paths, kinds, args, values, keys, runs, latency)
+        for i, nodes in enumerate(setups):
+            # A smoke run's idle connections once, on the last (largest) setup.
+            idle = bool(args.idle) and (not args.smoke or i == len(setups) - 1)
+            measure_setup(nodes, root, plan[nodes], idle, args, values, keys, runs, latency)
     except BaseException:
         print(f"\n(logs in {root})")
         raise
@@ -869,21 +872,46 @@ def main() -> int:
     return 1 if wrong else 0
 
 
+#: What one setup runs: (path, producer) pairs, grouped by path in order.
+Plan = list[tuple[str, str]]
+
+
+def full_plan(setups: list[int], paths: list[str], kinds: list[str]) -> dict[int, Plan]:
+    """Every path with every producer, on every setup."""
+    return {nodes: [(path, kind) for path in paths for kind in kinds] for nodes in setups}
+
+
+def smoke_plan(setups: list[int], paths: list[str], kinds: list[str]) -> dict[int, Plan]:
+    """A smoke run's pairs: each path other than direct once, the setups and the
+    producers taken in turn (so each runs at least once when there are paths
+    enough), plus the direct path of each setup and producer used there (the
+    ratios' base). The smoke run proves that each path runs to the end, not
+    every combination (tests/bench/test_bench_smoke.py)."""
+    plan: dict[int, Plan] = {nodes: [] for nodes in setups}
+    others = [path for path in paths if path != "direct"] or ["direct"]
+    for i, path in enumerate(others):
+        plan[setups[i % len(setups)]].append((path, kinds[i % len(kinds)]))
+    for pairs in plan.values():
+        bases = [("direct", kind) for kind in dict.fromkeys(kind for _, kind in pairs)]
+        pairs[:0] = [base for base in bases if base not in pairs]
+    return plan
+
+
 def measure_setup(
     nodes: int,
     root: Path,
-    paths: list[str],
-    kinds: list[str],
+    plan: Plan,
+    idle: bool,
     args: argparse.Namespace,
     values: list[bytes],
     keys: list[bytes],
     runs: list[Run],
     latency: list[Latency],
 ) -> None:
-    """Every path and producer against one setup (``nodes`` brokers), then the
-    idle-connection figures."""
+    """The plan's paths and producers against one setup (``nodes`` brokers), then
+    (``idle``) the idle-connection figures."""
     with brokers(nodes, root, args.replication) as setup:
-        for path in paths:
+        for path in dict.fromkeys(path for path, _ in plan):
             with ExitStack() as stack:
                 route = PATHS[path]
                 running = None
@@ -895,9 +923,9 @@ def measure_setup(
                     running = stack.enter_context(
                         proxy(setup.servers, route, log, profile, args.workers)
                     )
-                for kind in kinds:
+                for kind in (kind for p, kind in plan if p == path):
                     runs.append(measure(setup, path, running, kind, args, values, keys))
-        if args.idle:
+        if idle:
             latency += idle_latency(setup, root, args, keys)
 
 
