@@ -231,32 +231,27 @@ class ClientBatch:
         """(error, message, base offset, log append time, log start offset), or
         None while an upstream batch it waits for is unanswered.
 
-        A broker acknowledges a producer's batch only when the batch before it
-        (of the same partition) is written, and idempotent clients rely on it:
+        A broker acknowledges a producer's batch only when the batches before it
+        (of the same partition) are written, and idempotent clients rely on it:
         librdkafka takes a later batch's success for the earlier ones' (its
         implicit acknowledgement). The proxy writes a client batch's records to
-        other partitions than the earlier batch's, so it keeps that rule
-        itself: while the earlier batch failed with an error the client retries,
-        this one is said not written either (the client sends it again, and its
-        records, written already, are not written twice)."""
-        before: Outcome | None = None
-        for batch in reversed(self._chain()):  # the oldest first
-            before = batch.outcome_after(before)
-        return before
-
-    def outcome_after(self, before: Outcome | None) -> Outcome | None:
-        """This batch's outcome, given the earlier batch's (``before``; not read
-        when it waits for none)."""
-        own = self._own_outcome()
-        if own is None or self.after is None:
-            return own
-        if before is None:
-            return None
-        error = before[0]
-        if error is ErrorCode.NONE or not (error.retriable or error in _PROXY_STATE_ERRORS):
-            self.after = None  # written, or refused for good: no longer waited for
-            return own
-        if own[0] is not ErrorCode.NONE:
+        other partitions than the earlier batches', so it keeps that rule
+        itself: while any earlier batch failed with an error the client retries
+        (even behind one refused for good), this one is said not written either
+        (the client sends it again, and its records, written already, are not
+        written twice)."""
+        chain = self._chain()
+        retried = False  # an earlier batch is to be sent again by the client
+        for batch in reversed(chain):  # the oldest first
+            own = batch._own_outcome()
+            if own is None:
+                return None
+            if not retried:
+                batch.after = None  # every earlier one settled for good: not waited for
+            if batch is self:
+                break
+            retried = retried or _retried(own[0])
+        if not retried or own[0] is not ErrorCode.NONE:
             return own
         return (
             ErrorCode.REQUEST_TIMED_OUT,
@@ -286,6 +281,11 @@ class ClientBatch:
         if o is None:
             return ErrorCode.NONE, None, -1, -1, -1
         return ErrorCode.NONE, None, o.base_offset, o.log_append_time_ms, o.log_start_offset
+
+
+def _retried(error: ErrorCode) -> bool:
+    """Whether a client sends again a batch answered with ``error``."""
+    return error.retriable or error in _PROXY_STATE_ERRORS
 
 
 @dataclass(slots=True)

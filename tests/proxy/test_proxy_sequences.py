@@ -415,3 +415,32 @@ def test_a_batch_after_its_producer_ended_the_transaction_waits_for_none_of_it()
     _, second = plan(seqs, request({0: [_to(2, 5, 5)]}))
     ack_all(session, second.rounds[0])
     assert answer_codes(second) == [ErrorCode.NONE]
+
+
+def test_a_batch_refused_for_good_between_does_not_hide_an_earlier_one_to_retry() -> None:
+    """Three batches of a partition, their records moved to three partitions: the
+    first fails with an error the client retries, the second is refused for good
+    (MESSAGE_TOO_LARGE), the third is written. A broker would never have written
+    the third before the first; librdkafka takes the third's success for the
+    first's (implicit acknowledgement), so the third is not said written while the
+    first is to be sent again (found by test_proxy_model: the first's records
+    were taken as written and were never)."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    _, second = plan(seqs, request({0: [_to(2, 5, 5)]}))
+    _, third = plan(seqs, request({0: [_to(3, 5, 10)]}))
+    session.sent(first.rounds[0][0])
+    session.settle(first.rounds[0][0], ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    session.sent(second.rounds[0][0])
+    session.settle(second.rounds[0][0], ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
+    ack_all(session, third.rounds[0])
+    assert answer_codes(first) == [ErrorCode.NOT_LEADER_OR_FOLLOWER]
+    assert answer_codes(second) == [ErrorCode.MESSAGE_TOO_LARGE]
+    assert answer_codes(third) == [ErrorCode.REQUEST_TIMED_OUT]
+    # The client sends the first again (written now), then the third: written.
+    _, retry_first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    ack_all(session, retry_first.rounds[0])
+    _, retry_third = plan(seqs, request({0: [_to(3, 5, 10)]}))
+    assert retry_third.rounds == []
+    assert answer_codes(retry_first) == answer_codes(retry_third) == [ErrorCode.NONE]
