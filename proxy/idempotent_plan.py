@@ -317,6 +317,7 @@ def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> Idempo
     writes: list[Upstream] = []
     waits: list[Upstream] = []
     for batch in prepared.retried:
+        batch.told = None  # the client's retry: answered afresh
         for u in batch.upstream:
             if u.state is State.SENT:
                 waits.append(u)
@@ -417,6 +418,7 @@ def _outcome(
         -1,
         -1,
     )
+    entry.told = error
     if error == ErrorCode.NONE and base < 0:
         base = unknown_base_offset(entry.count, client_software)
     return error, message, base, append_time, start

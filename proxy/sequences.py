@@ -203,6 +203,9 @@ class ClientBatch:
     # The client's batch of the partition placed before this one, until it is
     # known written (see :meth:`outcome`).
     after: ClientBatch | None = None
+    # The error the client was last answered with for it (None: no answer
+    # since it last came): one it retries means it holds the batch for a retry.
+    told: ErrorCode | None = None
 
     def placement(self) -> Placement:
         return Placement(
@@ -237,9 +240,11 @@ class ClientBatch:
         implicit acknowledgement). The proxy writes a client batch's records to
         other partitions than the earlier batches', so it keeps that rule
         itself: while any earlier batch failed with an error the client retries
-        (even behind one refused for good), this one is said not written either
-        (the client sends it again, and its records, written already, are not
-        written twice)."""
+        (even behind one refused for good), or was refused for good after the
+        client was last told to retry it (it holds that batch for a retry until
+        it hears the refusal), this one is said not written either (the client
+        sends it again, and its records, written already, are not written
+        twice)."""
         chain = self._chain()
         retried = False  # an earlier batch is to be sent again by the client
         for batch in reversed(chain):  # the oldest first
@@ -250,7 +255,11 @@ class ClientBatch:
                 batch.after = None  # every earlier one settled for good: not waited for
             if batch is self:
                 break
-            retried = retried or _retried(own[0])
+            retried = (
+                retried
+                or _retried(own[0])
+                or (own[0] is not ErrorCode.NONE and batch.told is not None and _retried(batch.told))
+            )
         if not retried or own[0] is not ErrorCode.NONE:
             return own
         return (

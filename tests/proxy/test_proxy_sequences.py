@@ -444,3 +444,33 @@ def test_a_batch_refused_for_good_between_does_not_hide_an_earlier_one_to_retry(
     _, retry_third = plan(seqs, request({0: [_to(3, 5, 10)]}))
     assert retry_third.rounds == []
     assert answer_codes(retry_first) == answer_codes(retry_third) == [ErrorCode.NONE]
+
+
+def test_a_batch_told_to_retry_then_refused_for_good_holds_back_the_later() -> None:
+    """The client hears its first batch failed with an error it retries; before
+    it sends it again, the proxy writes the batch's upstream batch again (ahead
+    of another client partition's records bound to the same partition) and it
+    is refused for good. The client still holds the first batch for a retry: the
+    second, written meanwhile, is not said written before the client has heard
+    the first's refusal (librdkafka would take the second's success for the
+    first's, whose records are in no log; found by test_proxy_model)."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    _, second = plan(seqs, request({0: [_to(2, 5, 5)]}))
+    (early,) = first.rounds[0]
+    session.sent(early)
+    session.settle(early, ErrorCode.NOT_ENOUGH_REPLICAS)
+    assert answer_codes(first) == [ErrorCode.NOT_ENOUGH_REPLICAS]  # the client will retry it
+    _, other = plan(seqs, request({3: [_to(1, 5, 0)]}))
+    assert other.rounds[0] == [early]  # written again first
+    session.sent(early)
+    session.settle(early, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
+    ack_all(session, second.rounds[0])
+    assert answer_codes(second) == [ErrorCode.REQUEST_TIMED_OUT]
+    # The client sends the first again and hears it refused; then the second:
+    # written (its records are not written again).
+    _, retry_first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    assert retry_first.rounds == [] and answer_codes(retry_first) == [ErrorCode.MESSAGE_TOO_LARGE]
+    _, retry_second = plan(seqs, request({0: [_to(2, 5, 5)]}))
+    assert retry_second.rounds == [] and answer_codes(retry_second) == [ErrorCode.NONE]
