@@ -292,6 +292,11 @@ class ClientBatch:
         return ErrorCode.NONE, None, o.base_offset, o.log_append_time_ms, o.log_start_offset
 
 
+def _precedes(sequence: int, other: int) -> bool:
+    """Whether ``sequence`` comes before ``other`` (sequences wrap past int32's maximum)."""
+    return sequence != other and (other - sequence) % (_INT32_MAX + 1) < (_INT32_MAX + 1) // 2
+
+
 def _retried(error: ErrorCode) -> bool:
     """Whether a client sends again a batch answered with ``error``."""
     return error.retriable or error in _PROXY_STATE_ERRORS
@@ -421,14 +426,17 @@ class Session:
         if t.gap is None or any(p.state is State.SENT for p in t.pending):
             return
         sequence = t.gap
-        for p in t.pending:
+        # Those numbered before the dead batch keep their numbers: the broker
+        # expects them before it.
+        later = [p for p in t.pending if not _precedes(p.base_sequence, t.gap)]
+        for p in later:
             p.renumber(sequence)
             sequence = next_sequence(sequence, p.count)
         t.next_sequence = sequence
         t.gap = None
-        if self.journal is not None and t.pending:
+        if self.journal is not None and later:
             # Their placements changed: journaled again before they are written.
-            renumbered = set(t.pending)
+            renumbered = set(later)
             for kept in self.batches.values():
                 self.journal.extend(
                     b for b in kept.values() if any(u in renumbered for u in b.upstream)

@@ -223,6 +223,31 @@ def test_a_dead_batch_gives_its_numbers_to_the_next() -> None:
     assert read_batch_header(target.data).base_sequence == dead.base_sequence
 
 
+def test_dead_batches_renumber_only_the_batches_after_them() -> None:
+    """A partition's first batch fails with an error retried, the next two are
+    refused for good. The first keeps its numbers (the broker expects them next),
+    the two dead batches' numbers go to the next new batch; renumbering the first
+    after them left a gap the broker refused for ever (found by test_proxy_model:
+    the client's retries never ended)."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    _, second = plan(seqs, request({0: [_to(1, 5, 5)]}))
+    _, third = plan(seqs, request({0: [_to(1, 5, 10)]}))
+    (a,), (b,), (c,) = first.rounds[0], second.rounds[0], third.rounds[0]
+    for u in (a, b, c):
+        session.sent(u, 1)
+    session.settle(a, ErrorCode.NOT_ENOUGH_REPLICAS)
+    session.settle(b, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
+    session.settle(c, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
+    assert (a.state, a.base_sequence, read_batch_header(a.data).base_sequence) == (
+        State.FAILED, 0, 0
+    )
+    _, fourth = plan(seqs, request({0: [_to(1, 5, 15)]}))
+    # The first written again, then the new batch at the dead ones' numbers.
+    assert [[(u.base_sequence, u.count) for u in r] for r in fourth.rounds] == [[(0, 5)], [(5, 5)]]
+
+
 def test_the_client_hears_out_of_order_and_old_epochs_as_a_broker_would_say() -> None:
     seqs = Sequences()
     seqs.born(PID, EPOCH)
