@@ -53,7 +53,8 @@ Rules:
   failed and is sent again later. Any other retriable error: failed. An error
   retrying cannot mend: the batch is *dead*, and since no broker can have
   written anything after it, the partition's later unacknowledged batches take
-  its sequence numbers, renumbered before they are next sent.
+  its sequence numbers, renumbered before they are next sent (none is written
+  before: a leader without state would take it over the gap).
 * What the client hears for a partition: success when every upstream batch of
   its batch is acknowledged, with the broker's base offset when the client's
   records were the first of a single upstream batch of the same partition and
@@ -493,10 +494,16 @@ class Session:
     def in_order(self, u: Upstream, link: int) -> bool:
         """Whether ``u`` may be written on connection ``link`` now: every earlier
         unacknowledged batch of its partition is in flight on that connection,
-        and there is none while the leader may hold no state for the producer."""
+        and there is none while the leader may hold no state for the producer;
+        and it is not numbered past a dead batch whose numbers are still to be
+        given to the next ones."""
         t = self.targets.get((u.topic, u.partition))
         if t is None:
             return True
+        if t.gap is not None and not _precedes(u.base_sequence, t.gap):
+            # Numbered past a dead batch, to be renumbered: a leader without
+            # state would take it over the gap.
+            return False
         for p in t.pending:
             if p is u:
                 break

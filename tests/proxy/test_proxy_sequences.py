@@ -248,6 +248,30 @@ def test_dead_batches_renumber_only_the_batches_after_them() -> None:
     assert [[(u.base_sequence, u.count) for u in r] for r in fourth.rounds] == [[(0, 5)], [(5, 5)]]
 
 
+def test_no_batch_numbered_after_a_dead_one_is_written_before_the_gap_closes() -> None:
+    """A batch refused for good leaves a gap; the batches after it are renumbered
+    once none is in flight. One written before with its old numbers would be
+    taken by a leader holding no state for the producer (KIP-360: any sequence),
+    and the batches renumbered into the gap afterwards would be answered out of
+    order with a last sequence past them: taken as written, never written (found
+    by test_proxy_model). So it is held until the gap closes."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    _, second = plan(seqs, request({0: [_to(1, 5, 5)]}))
+    _, third = plan(seqs, request({0: [_to(1, 5, 10)]}))
+    (a,), (b,), (c,) = first.rounds[0], second.rounds[0], third.rounds[0]
+    for u in (a, b, c):
+        session.sent(u, 1)
+    session.settle(b, ErrorCode.NETWORK_EXCEPTION)
+    session.settle(a, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
+    assert session.resend_before(b) == [b] and b.base_sequence == 5  # c is in flight
+    assert not session.in_order(b, 1)
+    session.settle(c, ErrorCode.NETWORK_EXCEPTION)
+    assert session.resend_before(b) == [b] and b.base_sequence == 0  # the gap closed
+    assert session.in_order(b, 1)
+
+
 def test_the_client_hears_out_of_order_and_old_epochs_as_a_broker_would_say() -> None:
     seqs = Sequences()
     seqs.born(PID, EPOCH)
