@@ -205,7 +205,7 @@ class ClientBatch:
     # known written (see :meth:`outcome`).
     after: ClientBatch | None = None
     # The error the client was last answered with for it (None: no answer
-    # since it last came): one it retries means it holds the batch for a retry.
+    # since it last came): unless final, the client may send it again.
     told: ErrorCode | None = None
 
     def placement(self) -> Placement:
@@ -240,12 +240,11 @@ class ClientBatch:
         librdkafka takes a later batch's success for the earlier ones' (its
         implicit acknowledgement). The proxy writes a client batch's records to
         other partitions than the earlier batches', so it keeps that rule
-        itself: while any earlier batch failed with an error the client retries
-        (even behind one refused for good), or was refused for good after the
-        client was last told to retry it (it holds that batch for a retry until
-        it hears the refusal), this one is said not written either (the client
-        sends it again, and its records, written already, are not written
-        twice)."""
+        itself: while any earlier batch failed and the client has not heard a
+        final error for it (an error it retries, or none yet: its answer may
+        still come as one, at its deadline), this one is said not written
+        either (the client sends it again, and its records, written already,
+        are not written twice)."""
         chain = self._chain()
         retried = False  # an earlier batch is to be sent again by the client
         for batch in reversed(chain):  # the oldest first
@@ -256,10 +255,9 @@ class ClientBatch:
                 batch.after = None  # every earlier one settled for good: not waited for
             if batch is self:
                 break
-            retried = (
-                retried
-                or _retried(own[0])
-                or (own[0] is not ErrorCode.NONE and batch.told is not None and _retried(batch.told))
+            # Failed: the client may send it again until it has heard a final error.
+            retried = retried or (
+                own[0] is not ErrorCode.NONE and (batch.told is None or _retried(batch.told))
             )
         if not retried or own[0] is not ErrorCode.NONE:
             return own

@@ -415,6 +415,7 @@ def test_an_earlier_batch_refused_for_good_does_not_hold_back_the_later() -> Non
     session.sent(first.rounds[0][0])
     session.settle(first.rounds[0][0], ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
     ack_all(session, second.rounds[0])
+    assert answer_codes(first) == [ErrorCode.MESSAGE_TOO_LARGE]  # the client hears it first
     assert answer_codes(second) == [ErrorCode.NONE]
 
 
@@ -522,4 +523,44 @@ def test_a_batch_told_to_retry_then_refused_for_good_holds_back_the_later() -> N
     _, retry_first = plan(seqs, request({0: [_to(1, 5, 0)]}))
     assert retry_first.rounds == [] and answer_codes(retry_first) == [ErrorCode.MESSAGE_TOO_LARGE]
     _, retry_second = plan(seqs, request({0: [_to(2, 5, 5)]}))
+    assert retry_second.rounds == [] and answer_codes(retry_second) == [ErrorCode.NONE]
+
+
+def _split_to(targets: tuple[int, ...], n: int, seq: int) -> bytes:
+    """A client batch of ``n`` records a target, its keys hashing to ``targets`` (of 6)."""
+    records = []
+    for target in targets:
+        keys = [k for k in (b"key-%d" % i for i in range(400)) if murmur2_partition(k, 6) == target]
+        records += [(1_000 + i, keys[i], b"v%d-%d" % (target, i), []) for i in range(n)]
+    return encode_batch(records, producer_id=PID, producer_epoch=EPOCH, base_sequence=seq)
+
+
+def test_a_later_batch_waits_until_the_client_has_heard_an_earlier_ones_refusal() -> None:
+    """The first batch's records go to partitions 1 and 2: the part for 1 is
+    refused for good, the part for 2 fails and is written again ahead of
+    another client batch (in flight when the first is answered, at its
+    deadline: REQUEST_TIMED_OUT, which the client retries). The second batch,
+    written, answered before it, must not be said written: librdkafka, which
+    hears the first's retriable error first, would take the second's success
+    for the first's, whose part for 1 is in no log (found by test_proxy_model).
+    It is said written once the client has heard the first refused."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [_split_to((1, 2), 3, 0)]}))
+    _, second = plan(seqs, request({0: [_to(3, 5, 6)]}))
+    a1, a2 = sorted(first.rounds[0], key=lambda u: u.partition)
+    for u in (a1, a2):
+        session.sent(u)
+    session.settle(a1, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
+    session.settle(a2, ErrorCode.NETWORK_EXCEPTION)
+    ack_all(session, second.rounds[0])
+    assert answer_codes(second) == [ErrorCode.REQUEST_TIMED_OUT]
+    _, other = plan(seqs, request({4: [_to(2, 5, 0)]}))
+    assert other.rounds[0] == [a2]
+    session.sent(a2)
+    assert answer_codes(first) == [ErrorCode.REQUEST_TIMED_OUT]  # its deadline: a2 unanswered
+    ack_all(session, [a2])
+    _, retry_first = plan(seqs, request({0: [_split_to((1, 2), 3, 0)]}))
+    assert answer_codes(retry_first) == [ErrorCode.MESSAGE_TOO_LARGE]
+    _, retry_second = plan(seqs, request({0: [_to(3, 5, 6)]}))
     assert retry_second.rounds == [] and answer_codes(retry_second) == [ErrorCode.NONE]
