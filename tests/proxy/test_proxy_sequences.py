@@ -241,7 +241,9 @@ def test_dead_batches_renumber_only_the_batches_after_them() -> None:
     session.settle(b, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
     session.settle(c, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
     assert (a.state, a.base_sequence, read_batch_header(a.data).base_sequence) == (
-        State.FAILED, 0, 0
+        State.FAILED,
+        0,
+        0,
     )
     _, fourth = plan(seqs, request({0: [_to(1, 5, 15)]}))
     # The first written again, then the new batch at the dead ones' numbers.
