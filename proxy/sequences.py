@@ -247,18 +247,21 @@ class ClientBatch:
         are not written twice)."""
         chain = self._chain()
         retried = False  # an earlier batch is to be sent again by the client
-        for batch in reversed(chain):  # the oldest first
-            own = batch._own_outcome()
-            if own is None:
+        for batch in reversed(chain[1:]):  # the earlier ones, the oldest first
+            theirs = batch.own_outcome()
+            if theirs is None:
                 return None
             if not retried:
                 batch.after = None  # every earlier one settled for good: not waited for
-            if batch is self:
-                break
             # Failed: the client may send it again until it has heard a final error.
             retried = retried or (
-                own[0] is not ErrorCode.NONE and (batch.told is None or _retried(batch.told))
+                theirs[0] is not ErrorCode.NONE and (batch.told is None or _retried(batch.told))
             )
+        own = self.own_outcome()
+        if own is None:
+            return None
+        if not retried:
+            self.after = None
         if not retried or own[0] is not ErrorCode.NONE:
             return own
         return (
@@ -269,7 +272,9 @@ class ClientBatch:
             -1,
         )
 
-    def _own_outcome(self) -> Outcome | None:
+    def own_outcome(self) -> Outcome | None:
+        """What its own upstream batches came to, whatever the earlier batches'
+        (None while one is unanswered)."""
         for u in self.upstream:
             if u.state in (State.PLANNED, State.SENT):
                 return None
