@@ -223,20 +223,26 @@ def test_a_dead_batch_gives_its_numbers_to_the_next() -> None:
     assert read_batch_header(target.data).base_sequence == dead.base_sequence
 
 
+def _three_in_flight() -> tuple[Sequences, Any, tuple[Upstream, ...]]:
+    """Three client batches of partition 0, all records moved to 1: their
+    upstream batches (sequences 0, 5, 10) written on connection 1."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    plans = [plan(seqs, request({0: [_to(1, 5, seq)]})) for seq in (0, 5, 10)]
+    session = plans[0][0]
+    ups = tuple(u for _, p in plans for u in p.rounds[0])
+    for u in ups:
+        session.sent(u, 1)
+    return seqs, session, ups
+
+
 def test_dead_batches_renumber_only_the_batches_after_them() -> None:
     """A partition's first batch fails with an error retried, the next two are
     refused for good. The first keeps its numbers (the broker expects them next),
     the two dead batches' numbers go to the next new batch; renumbering the first
     after them left a gap the broker refused for ever (found by test_proxy_model:
     the client's retries never ended)."""
-    seqs = Sequences()
-    seqs.born(PID, EPOCH)
-    session, first = plan(seqs, request({0: [_to(1, 5, 0)]}))
-    _, second = plan(seqs, request({0: [_to(1, 5, 5)]}))
-    _, third = plan(seqs, request({0: [_to(1, 5, 10)]}))
-    (a,), (b,), (c,) = first.rounds[0], second.rounds[0], third.rounds[0]
-    for u in (a, b, c):
-        session.sent(u, 1)
+    seqs, session, (a, b, c) = _three_in_flight()
     session.settle(a, ErrorCode.NOT_ENOUGH_REPLICAS)
     session.settle(b, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
     session.settle(c, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
@@ -257,14 +263,7 @@ def test_no_batch_numbered_after_a_dead_one_is_written_before_the_gap_closes() -
     and the batches renumbered into the gap afterwards would be answered out of
     order with a last sequence past them: taken as written, never written (found
     by test_proxy_model). So it is held until the gap closes."""
-    seqs = Sequences()
-    seqs.born(PID, EPOCH)
-    session, first = plan(seqs, request({0: [_to(1, 5, 0)]}))
-    _, second = plan(seqs, request({0: [_to(1, 5, 5)]}))
-    _, third = plan(seqs, request({0: [_to(1, 5, 10)]}))
-    (a,), (b,), (c,) = first.rounds[0], second.rounds[0], third.rounds[0]
-    for u in (a, b, c):
-        session.sent(u, 1)
+    _, session, (a, b, c) = _three_in_flight()
     session.settle(b, ErrorCode.NETWORK_EXCEPTION)
     session.settle(a, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
     assert session.resend_before(b) == [b] and b.base_sequence == 5  # c is in flight
