@@ -16,12 +16,13 @@ against the brokers' logs:
 Hypothesis draws the steps (a tape of integers, see :func:`proxy_model.run`)
 and shrinks a failure to a short sequence of events, which the failure prints.
 
-Left out of the default cases, known to fail (see the report of the branch
-that added this test): with the journal, more than one restart, or a restart
-with batches refused for good (a journaled placement whose sequence numbers
-were given to other records since is taken as written); and a leader
-forgetting an idle producer (Kafka's KIP-360 hazard: it then takes a later
-batch over a refused earlier one, for a client as for the proxy).
+Left out, known to fail: with the journal, a second restart (a journaled
+placement whose sequence numbers the proxy gave to other records after the
+first is taken as written: the strict xfail in test_proxy_journal.py); and a
+leader forgetting an idle producer (``state_loss``: Kafka's KIP-360 hazard, it
+then takes a later batch over an earlier one it refused with a retriable
+error, and the earlier is taken as written, by a plain client as by the
+proxy).
 """
 
 from __future__ import annotations
@@ -36,9 +37,8 @@ from proxy_model import run
 TAPES = st.lists(st.integers(0, 0xFFFF), min_size=200, max_size=800)
 
 CASES = {
-    "no journal, restarts, records too large": {"journal": False, "too_large": True},
-    "journal, one restart": {"journal": True, "restarts": 1, "too_large": False},
-    "journal, records too large": {"journal": True, "restarts": 0, "too_large": True},
+    "no journal, restarts": {"journal": False},
+    "journal, one restart": {"journal": True, "restarts": 1},
 }
 
 
@@ -53,7 +53,7 @@ def _settings(examples: int) -> settings:
 
 
 @pytest.mark.parametrize("case", CASES)
-@_settings(30)
+@_settings(40)
 @given(tape=TAPES)
 def test_answers_stay_true_through_faults(case: str, tape: list[int]) -> None:
     options: dict[str, Any] = CASES[case]
