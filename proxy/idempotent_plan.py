@@ -317,6 +317,7 @@ def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> Idempo
     writes: list[Upstream] = []
     waits: list[Upstream] = []
     for batch in prepared.retried:
+        batch.told = None  # the client's retry: answered afresh
         for u in batch.upstream:
             if u.state in (State.SENT, State.PLANNED):
                 # (PLANNED: an earlier request's, waiting for its journal
@@ -419,6 +420,7 @@ def _outcome(
         -1,
         -1,
     )
+    entry.told = error
     if error == ErrorCode.NONE and base < 0:
         base = unknown_base_offset(entry.count, client_software)
     return error, message, base, append_time, start

@@ -53,7 +53,8 @@ Rules:
   failed and is sent again later. Any other retriable error: failed. An error
   retrying cannot mend: the batch is *dead*, and since no broker can have
   written anything after it, the partition's later unacknowledged batches take
-  its sequence numbers, renumbered before they are next sent.
+  its sequence numbers, renumbered before they are next sent (none is written
+  before: a leader without state would take it over the gap).
 * What the client hears for a partition: success when every upstream batch of
   its batch is acknowledged, with the broker's base offset when the client's
   records were the first of a single upstream batch of the same partition and
@@ -215,10 +216,21 @@ class ClientBatch:
     # The client's batch of the partition placed before this one, until it is
     # known written (see :meth:`outcome`).
     after: ClientBatch | None = None
+    # The error the client was last answered with for it (None: no answer
+    # since it last came): unless final, the client may send it again.
+    told: ErrorCode | None = None
 
     def placement(self) -> Placement:
+        # A dead upstream batch's numbers go to other records: its target is
+        # journaled as not written (-1), never as the sequence it once had.
         return Placement(
-            self.count, tuple(sorted((u.partition, u.last_sequence) for u in self.upstream))
+            self.count,
+            tuple(
+                sorted(
+                    (u.partition, -1 if u.state is State.DEAD else u.last_sequence)
+                    for u in self.upstream
+                )
+            ),
         )
 
     def unanswered(self) -> list[Upstream]:
@@ -243,32 +255,34 @@ class ClientBatch:
         """(error, message, base offset, log append time, log start offset), or
         None while an upstream batch it waits for is unanswered.
 
-        A broker acknowledges a producer's batch only when the batch before it
-        (of the same partition) is written, and idempotent clients rely on it:
+        A broker acknowledges a producer's batch only when the batches before it
+        (of the same partition) are written, and idempotent clients rely on it:
         librdkafka takes a later batch's success for the earlier ones' (its
         implicit acknowledgement). The proxy writes a client batch's records to
-        other partitions than the earlier batch's, so it keeps that rule
-        itself: while the earlier batch failed with an error the client retries,
-        this one is said not written either (the client sends it again, and its
-        records, written already, are not written twice)."""
-        before: Outcome | None = None
-        for batch in reversed(self._chain()):  # the oldest first
-            before = batch.outcome_after(before)
-        return before
-
-    def outcome_after(self, before: Outcome | None) -> Outcome | None:
-        """This batch's outcome, given the earlier batch's (``before``; not read
-        when it waits for none)."""
-        own = self._own_outcome()
-        if own is None or self.after is None:
-            return own
-        if before is None:
+        other partitions than the earlier batches', so it keeps that rule
+        itself: while any earlier batch failed and the client has not heard a
+        final error for it (an error it retries, or none yet: its answer may
+        still come as one, at its deadline), this one is said not written
+        either (the client sends it again, and its records, written already,
+        are not written twice)."""
+        chain = self._chain()
+        retried = False  # an earlier batch is to be sent again by the client
+        for batch in reversed(chain[1:]):  # the earlier ones, the oldest first
+            theirs = batch.own_outcome()
+            if theirs is None:
+                return None
+            if not retried:
+                batch.after = None  # every earlier one settled for good: not waited for
+            # Failed: the client may send it again until it has heard a final error.
+            retried = retried or (
+                theirs[0] is not ErrorCode.NONE and (batch.told is None or _retried(batch.told))
+            )
+        own = self.own_outcome()
+        if own is None:
             return None
-        error = before[0]
-        if error is ErrorCode.NONE or not (error.retriable or error in _PROXY_STATE_ERRORS):
-            self.after = None  # written, or refused for good: no longer waited for
-            return own
-        if own[0] is not ErrorCode.NONE:
+        if not retried:
+            self.after = None
+        if not retried or own[0] is not ErrorCode.NONE:
             return own
         return (
             ErrorCode.REQUEST_TIMED_OUT,
@@ -278,7 +292,9 @@ class ClientBatch:
             -1,
         )
 
-    def _own_outcome(self) -> Outcome | None:
+    def own_outcome(self) -> Outcome | None:
+        """What its own upstream batches came to, whatever the earlier batches'
+        (None while one is unanswered)."""
         for u in self.upstream:
             if u.state in (State.PLANNED, State.SENT):
                 return None
@@ -298,6 +314,16 @@ class ClientBatch:
         if o is None:
             return ErrorCode.NONE, None, -1, -1, -1
         return ErrorCode.NONE, None, o.base_offset, o.log_append_time_ms, o.log_start_offset
+
+
+def _precedes(sequence: int, other: int) -> bool:
+    """Whether ``sequence`` comes before ``other`` (sequences wrap past int32's maximum)."""
+    return sequence != other and (other - sequence) % (_INT32_MAX + 1) < (_INT32_MAX + 1) // 2
+
+
+def _retried(error: ErrorCode) -> bool:
+    """Whether a client sends again a batch answered with ``error``."""
+    return error.retriable or error in _PROXY_STATE_ERRORS
 
 
 @dataclass(slots=True)
@@ -372,9 +398,10 @@ class Session:
         for t in self.targets.values():
             if not any(p.state is State.FAILED for p in t.pending):
                 continue
-            for p in t.pending:
-                if p.state is State.FAILED:
-                    p.state, p.data = State.DEAD, None
+            dropped = {p for p in t.pending if p.state is State.FAILED}
+            for p in dropped:
+                p.state, p.data = State.DEAD, None
+            self._journal_again(dropped)
             t.pending = [p for p in t.pending if p.state is not State.DEAD]
             t.gap = None
             t.next_sequence = t.leader_last = None
@@ -419,7 +446,7 @@ class Session:
         """Whether an upstream batch ending at ``last_sequence`` had been written
         at the partition when its leader was asked (False when not asked)."""
         t = self.targets.get((topic, partition))
-        if t is None or t.leader_last is None or t.leader_last < 0:
+        if last_sequence < 0 or t is None or t.leader_last is None or t.leader_last < 0:
             return False
         return (t.leader_last - last_sequence) % (_INT32_MAX + 1) < (_INT32_MAX + 1) // 2
 
@@ -464,18 +491,24 @@ class Session:
         if t.gap is None or any(p.state is State.SENT for p in t.pending):
             return
         sequence = t.gap
-        for p in t.pending:
+        # Those numbered before the dead batch keep their numbers: the broker
+        # expects them before it.
+        later = [p for p in t.pending if not _precedes(p.base_sequence, t.gap)]
+        for p in later:
             p.renumber(sequence)
             sequence = next_sequence(sequence, p.count)
         t.next_sequence = sequence
         t.gap = None
-        if self.journal is not None and t.pending:
-            # Their placements changed: journaled again before they are written.
-            renumbered = set(t.pending)
-            for kept in self.batches.values():
-                self.journal.extend(
-                    b for b in kept.values() if any(u in renumbered for u in b.upstream)
-                )
+        # Their placements changed: journaled again before they are written.
+        self._journal_again(set(later))
+
+    def _journal_again(self, changed: set[Upstream]) -> None:
+        """Journal again, before the next write, the client batches holding a
+        batch of ``changed`` (renumbered, or dead: its numbers go to others)."""
+        if self.journal is None or not changed:
+            return
+        for kept in self.batches.values():
+            self.journal.extend(b for b in kept.values() if any(u in changed for u in b.upstream))
 
     def settle(
         self,
@@ -514,6 +547,7 @@ class Session:
             return
         u.state = State.DEAD
         u.data = None
+        self._journal_again({u})
         if u in t.pending:
             at = t.pending.index(u)
             t.pending.remove(u)
@@ -528,10 +562,16 @@ class Session:
     def in_order(self, u: Upstream, link: int) -> bool:
         """Whether ``u`` may be written on connection ``link`` now: every earlier
         unacknowledged batch of its partition is in flight on that connection,
-        and there is none while the leader may hold no state for the producer."""
+        and there is none while the leader may hold no state for the producer;
+        and it is not numbered past a dead batch whose numbers are still to be
+        given to the next ones."""
         t = self.targets.get((u.topic, u.partition))
         if t is None:
             return True
+        if t.gap is not None and not _precedes(u.base_sequence, t.gap):
+            # Numbered past a dead batch, to be renumbered: a leader without
+            # state would take it over the gap.
+            return False
         for p in t.pending:
             if p is u:
                 break

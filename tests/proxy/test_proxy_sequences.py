@@ -252,6 +252,56 @@ def test_a_batch_renumbered_after_its_placement_was_journaled_is_journaled_again
     assert session.journaled_again(later) == []
 
 
+def _three_in_flight() -> tuple[Sequences, Any, tuple[Upstream, ...]]:
+    """Three client batches of partition 0, all records moved to 1: their
+    upstream batches (sequences 0, 5, 10) written on connection 1."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    plans = [plan(seqs, request({0: [_to(1, 5, seq)]})) for seq in (0, 5, 10)]
+    session = plans[0][0]
+    ups = tuple(u for _, p in plans for u in p.rounds[0])
+    for u in ups:
+        session.sent(u, 1)
+    return seqs, session, ups
+
+
+def test_dead_batches_renumber_only_the_batches_after_them() -> None:
+    """A partition's first batch fails with an error retried, the next two are
+    refused for good. The first keeps its numbers (the broker expects them next),
+    the two dead batches' numbers go to the next new batch; renumbering the first
+    after them left a gap the broker refused for ever (found by test_proxy_model:
+    the client's retries never ended)."""
+    seqs, session, (a, b, c) = _three_in_flight()
+    session.settle(a, ErrorCode.NOT_ENOUGH_REPLICAS)
+    session.settle(b, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
+    session.settle(c, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
+    assert (a.state, a.base_sequence, read_batch_header(a.data).base_sequence) == (
+        State.FAILED,
+        0,
+        0,
+    )
+    _, fourth = plan(seqs, request({0: [_to(1, 5, 15)]}))
+    # The first written again, then the new batch at the dead ones' numbers.
+    assert [[(u.base_sequence, u.count) for u in r] for r in fourth.rounds] == [[(0, 5)], [(5, 5)]]
+
+
+def test_no_batch_numbered_after_a_dead_one_is_written_before_the_gap_closes() -> None:
+    """A batch refused for good leaves a gap; the batches after it are renumbered
+    once none is in flight. One written before with its old numbers would be
+    taken by a leader holding no state for the producer (KIP-360: any sequence),
+    and the batches renumbered into the gap afterwards would be answered out of
+    order with a last sequence past them: taken as written, never written (found
+    by test_proxy_model). So it is held until the gap closes."""
+    _, session, (a, b, c) = _three_in_flight()
+    session.settle(b, ErrorCode.NETWORK_EXCEPTION)
+    session.settle(a, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
+    assert session.resend_before(b) == [b] and b.base_sequence == 5  # c is in flight
+    assert not session.in_order(b, 1)
+    session.settle(c, ErrorCode.NETWORK_EXCEPTION)
+    assert session.resend_before(b) == [b] and b.base_sequence == 0  # the gap closed
+    assert session.in_order(b, 1)
+
+
 def test_the_client_hears_out_of_order_and_old_epochs_as_a_broker_would_say() -> None:
     seqs = Sequences()
     seqs.born(PID, EPOCH)
@@ -395,6 +445,7 @@ def test_an_earlier_batch_refused_for_good_does_not_hold_back_the_later() -> Non
     session.sent(first.rounds[0][0])
     session.settle(first.rounds[0][0], ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
     ack_all(session, second.rounds[0])
+    assert answer_codes(first) == [ErrorCode.MESSAGE_TOO_LARGE]  # the client hears it first
     assert answer_codes(second) == [ErrorCode.NONE]
 
 
@@ -528,3 +579,102 @@ def test_end_txn_waits_for_the_producers_unanswered_writes() -> None:
             await eos.before_end(end, trio.current_time() + 60)
 
     trio.run(again)
+
+
+def test_a_batch_refused_for_good_between_does_not_hide_an_earlier_one_to_retry() -> None:
+    """Three batches of a partition, their records moved to three partitions: the
+    first fails with an error the client retries, the second is refused for good
+    (MESSAGE_TOO_LARGE), the third is written. A broker would never have written
+    the third before the first; librdkafka takes the third's success for the
+    first's (implicit acknowledgement), so the third is not said written while the
+    first is to be sent again (found by test_proxy_model: the first's records
+    were taken as written and were never)."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    _, second = plan(seqs, request({0: [_to(2, 5, 5)]}))
+    _, third = plan(seqs, request({0: [_to(3, 5, 10)]}))
+    session.sent(first.rounds[0][0])
+    session.settle(first.rounds[0][0], ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    session.sent(second.rounds[0][0])
+    session.settle(second.rounds[0][0], ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
+    ack_all(session, third.rounds[0])
+    assert answer_codes(first) == [ErrorCode.NOT_LEADER_OR_FOLLOWER]
+    assert answer_codes(second) == [ErrorCode.MESSAGE_TOO_LARGE]
+    assert answer_codes(third) == [ErrorCode.REQUEST_TIMED_OUT]
+    # The client sends the first again (written now), then the third: written.
+    _, retry_first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    ack_all(session, retry_first.rounds[0])
+    _, retry_third = plan(seqs, request({0: [_to(3, 5, 10)]}))
+    assert retry_third.rounds == []
+    assert answer_codes(retry_first) == answer_codes(retry_third) == [ErrorCode.NONE]
+
+
+def test_a_batch_told_to_retry_then_refused_for_good_holds_back_the_later() -> None:
+    """The client hears its first batch failed with an error it retries; before
+    it sends it again, the proxy writes the batch's upstream batch again (ahead
+    of another client partition's records bound to the same partition) and it
+    is refused for good. The client still holds the first batch for a retry: the
+    second, written meanwhile, is not said written before the client has heard
+    the first's refusal (librdkafka would take the second's success for the
+    first's, whose records are in no log; found by test_proxy_model)."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    _, second = plan(seqs, request({0: [_to(2, 5, 5)]}))
+    (early,) = first.rounds[0]
+    session.sent(early)
+    session.settle(early, ErrorCode.NOT_ENOUGH_REPLICAS)
+    assert answer_codes(first) == [ErrorCode.NOT_ENOUGH_REPLICAS]  # the client will retry it
+    _, other = plan(seqs, request({3: [_to(1, 5, 0)]}))
+    assert other.rounds[0] == [early]  # written again first
+    session.sent(early)
+    session.settle(early, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
+    ack_all(session, second.rounds[0])
+    assert answer_codes(second) == [ErrorCode.REQUEST_TIMED_OUT]
+    # The client sends the first again and hears it refused; then the second:
+    # written (its records are not written again).
+    _, retry_first = plan(seqs, request({0: [_to(1, 5, 0)]}))
+    assert retry_first.rounds == [] and answer_codes(retry_first) == [ErrorCode.MESSAGE_TOO_LARGE]
+    _, retry_second = plan(seqs, request({0: [_to(2, 5, 5)]}))
+    assert retry_second.rounds == [] and answer_codes(retry_second) == [ErrorCode.NONE]
+
+
+def _split_to(targets: tuple[int, ...], n: int, seq: int) -> bytes:
+    """A client batch of ``n`` records a target, its keys hashing to ``targets`` (of 6)."""
+    records = []
+    for target in targets:
+        keys = [k for k in (b"key-%d" % i for i in range(400)) if murmur2_partition(k, 6) == target]
+        records += [(1_000 + i, keys[i], b"v%d-%d" % (target, i), []) for i in range(n)]
+    return encode_batch(records, producer_id=PID, producer_epoch=EPOCH, base_sequence=seq)
+
+
+def test_a_later_batch_waits_until_the_client_has_heard_an_earlier_ones_refusal() -> None:
+    """The first batch's records go to partitions 1 and 2: the part for 1 is
+    refused for good, the part for 2 fails and is written again ahead of
+    another client batch (in flight when the first is answered, at its
+    deadline: REQUEST_TIMED_OUT, which the client retries). The second batch,
+    written, answered before it, must not be said written: librdkafka, which
+    hears the first's retriable error first, would take the second's success
+    for the first's, whose part for 1 is in no log (found by test_proxy_model).
+    It is said written once the client has heard the first refused."""
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session, first = plan(seqs, request({0: [_split_to((1, 2), 3, 0)]}))
+    _, second = plan(seqs, request({0: [_to(3, 5, 6)]}))
+    a1, a2 = sorted(first.rounds[0], key=lambda u: u.partition)
+    for u in (a1, a2):
+        session.sent(u)
+    session.settle(a1, ErrorCode.MESSAGE_TOO_LARGE, retriable=False)
+    session.settle(a2, ErrorCode.NETWORK_EXCEPTION)
+    ack_all(session, second.rounds[0])
+    assert answer_codes(second) == [ErrorCode.REQUEST_TIMED_OUT]
+    _, other = plan(seqs, request({4: [_to(2, 5, 0)]}))
+    assert other.rounds[0] == [a2]
+    session.sent(a2)
+    assert answer_codes(first) == [ErrorCode.REQUEST_TIMED_OUT]  # its deadline: a2 unanswered
+    ack_all(session, [a2])
+    _, retry_first = plan(seqs, request({0: [_split_to((1, 2), 3, 0)]}))
+    assert answer_codes(retry_first) == [ErrorCode.MESSAGE_TOO_LARGE]
+    _, retry_second = plan(seqs, request({0: [_to(3, 5, 6)]}))
+    assert retry_second.rounds == [] and answer_codes(retry_second) == [ErrorCode.NONE]
