@@ -417,6 +417,27 @@ grow(growbuf *b, Py_ssize_t more)
     return 0;
 }
 
+/* Room for exactly `more` bytes past what is held (no doubling: a known size). */
+static int
+reserve(growbuf *b, Py_ssize_t more)
+{
+    if (more <= b->cap - b->len) {
+        return 0;
+    }
+    if (more > PY_SSIZE_T_MAX - b->len) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    unsigned char *data = PyMem_Realloc(b->data, (size_t)(b->len + more));
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    b->data = data;
+    b->cap = b->len + more;
+    return 0;
+}
+
 static inline int
 put(growbuf *b, const void *src, Py_ssize_t n)
 {
@@ -1387,6 +1408,43 @@ decode_batch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return run_result(records, pos, has_next, run_next);
 }
 
+/*
+ * Room for the run from `pos` (as records_bound() sees it, over the bytes of
+ * its batches), made at once: the columns of a large run then grow by no
+ * doubling and copying (250,000 records of 100 bytes, in runs of 50,000:
+ * 26 ms against 30). The value bytes get the run's bytes, the most they can
+ * be; keys, usually short, grow as they come. The bound comes from bytes received, never from a
+ * count alone: a record takes at least 7 of them, and its key and value are
+ * within its batch's bytes.
+ */
+static int
+columns_reserve(columns *c, const unsigned char *data, Py_ssize_t len, Py_ssize_t pos,
+                Py_ssize_t max_records)
+{
+    Py_ssize_t records = 0, bytes = 0;
+    while (len - pos >= LOG_OVERHEAD && records < max_records) {
+        const unsigned char *b = data + pos;
+        int32_t length = be32(b + 8);
+        if (length < MIN_BATCH_LENGTH || length > len - pos - LOG_OVERHEAD || b[16] != 2) {
+            break;
+        }
+        int32_t count = be32(b + 57);
+        Py_ssize_t room = (LOG_OVERHEAD + (Py_ssize_t)length - BATCH_HEADER) / 7;
+        records += count < 0 ? 0 : (count < room ? count : room);
+        bytes += (Py_ssize_t)length;
+        pos += LOG_OVERHEAD + (Py_ssize_t)length;
+    }
+    if (records == 0) {
+        return 0;
+    }
+    if (reserve(&c->offset, records * 8) || reserve(&c->timestamp, records * 8) ||
+        reserve(&c->timestamp_type, records * 4) || reserve(&c->key.offsets, records * 4) ||
+        reserve(&c->value.offsets, records * 4) || reserve(&c->value.data, bytes)) {
+        return FAILED;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(decode_batch_run_columns_doc,
 "decode_batch_run_columns(blob, pos, min_offset, crc, stop_transactional, max_records,\n"
 "                         headers, /)\n"
@@ -1426,6 +1484,9 @@ decode_batch_run_columns(PyObject *module, PyObject *const *args, Py_ssize_t nar
     int64_t run_next = 0;
     int has_next = 0;
     rc = columns_init(&cols, with_headers);
+    if (!rc && usable) {
+        rc = columns_reserve(&cols, data, len, pos, max_records);
+    }
     if (!rc && usable) {
         rc = walk_run(data, len, &pos, &a, &st, &capacity, args[3], stop_transactional, max_records,
                       &run_next, &has_next);
