@@ -1101,12 +1101,13 @@ be32(const unsigned char *p)
  * The records of a run from `pos`, as far as can be told cheaply (each
  * batch's count, capped by what its bytes can hold, over the magic 2 entries
  * up to the one that reaches max_records), so that the slots for the run are
- * usually allocated once.
+ * usually allocated once; with `bytes`, the batches' bytes there too.
  */
 static Py_ssize_t
-records_bound(const unsigned char *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t max_records)
+records_bound(const unsigned char *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t max_records,
+              Py_ssize_t *bytes)
 {
-    Py_ssize_t total = 0;
+    Py_ssize_t total = 0, size = 0;
     while (len - pos >= LOG_OVERHEAD && total < max_records) {
         const unsigned char *b = data + pos;
         int32_t length = be32(b + 8);
@@ -1116,7 +1117,11 @@ records_bound(const unsigned char *data, Py_ssize_t len, Py_ssize_t pos, Py_ssiz
         int32_t count = be32(b + 57);
         Py_ssize_t room = (LOG_OVERHEAD + (Py_ssize_t)length - BATCH_HEADER) / 7;
         total += count < 0 ? 0 : (count < room ? count : room);
+        size += (Py_ssize_t)length;
         pos += LOG_OVERHEAD + (Py_ssize_t)length;
+    }
+    if (bytes != NULL) {
+        *bytes = size;
     }
     return total;
 }
@@ -1373,7 +1378,7 @@ decode_batch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     /* The suffix (two ints) is atomic: only the prefix decides. */
     a.untrack = all_atomic(a.prefix);
 
-    Py_ssize_t capacity = usable ? records_bound(data, len, pos, max_records) : 0;
+    Py_ssize_t capacity = usable ? records_bound(data, len, pos, max_records, NULL) : 0;
     decode_state st = {.items = PyMem_Malloc(sizeof(PyObject *) * (size_t)(capacity ? capacity : 1)),
                        .n = 0,
                        .ts_value = 0,
@@ -1421,19 +1426,8 @@ static int
 columns_reserve(columns *c, const unsigned char *data, Py_ssize_t len, Py_ssize_t pos,
                 Py_ssize_t max_records)
 {
-    Py_ssize_t records = 0, bytes = 0;
-    while (len - pos >= LOG_OVERHEAD && records < max_records) {
-        const unsigned char *b = data + pos;
-        int32_t length = be32(b + 8);
-        if (length < MIN_BATCH_LENGTH || length > len - pos - LOG_OVERHEAD || b[16] != 2) {
-            break;
-        }
-        int32_t count = be32(b + 57);
-        Py_ssize_t room = (LOG_OVERHEAD + (Py_ssize_t)length - BATCH_HEADER) / 7;
-        records += count < 0 ? 0 : (count < room ? count : room);
-        bytes += (Py_ssize_t)length;
-        pos += LOG_OVERHEAD + (Py_ssize_t)length;
-    }
+    Py_ssize_t bytes;
+    Py_ssize_t records = records_bound(data, len, pos, max_records, &bytes);
     if (records == 0) {
         return 0;
     }
