@@ -142,6 +142,8 @@ class BlockingConnection:
         # Received bytes land here, one buffer per connection used again for
         # every read (the framing copies what it keeps): a fresh 1 MiB bytes
         # object per read cost an allocation and its pages' first touch each time.
+        # 1 MiB held per open connection (a worker keeps at most 32 idle); reads
+        # of 256 KiB cost as much as fresh bytes did.
         self._inbox = bytearray(_RECEIVE_BYTES)
         try:
             now = time.monotonic()
