@@ -644,7 +644,9 @@ class ExactlyOnce:
                 f"the leader of {topic}-{partition} did not tell the producer's state"
             )
         journaled = (
-            () if self.journal is None else self.journal.placements(session.producer_id, session.epoch)
+            ()
+            if self.journal is None
+            else self.journal.placements(session.producer_id, session.epoch)
         )
         # Placements journaled by an earlier proxy whose numbers here the
         # leader lacks are journaled again (that target not written) in the

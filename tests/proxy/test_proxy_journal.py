@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from proxy_helpers import keyed, request
 
@@ -280,7 +279,10 @@ def test_a_producers_placements_are_listed_for_a_sync_after_reopening_and_evicti
 ) -> None:
     old = ((PID, EPOCH, "orders", 0, 0), Placement(2, ((0, 1),)))
     kept = [((PID, EPOCH, "orders", p, 0), Placement(1, ((p, 0),))) for p in (1, 2)]
-    others = [((PID, EPOCH + 1, "orders", 0, 0), old[1]), ((PID + 1, EPOCH, "orders", 0, 0), old[1])]
+    others = [
+        ((PID, EPOCH + 1, "orders", 0, 0), old[1]),
+        ((PID + 1, EPOCH, "orders", 0, 0), old[1]),
+    ]
     j = Journal(tmp_path, max_entries=4)
     j.open()
     trio.run(j.record, [old, *kept, *others])  # five: the oldest is evicted
