@@ -685,7 +685,10 @@ class Sequences:
         other records, and a proxy restarted later would find them written
         and take the journaled batch for written. They are journaled again
         with the partition not written (-1) before anything is written
-        (:meth:`Session.take_stale`).
+        (:meth:`Session.take_stale`). A write of the earlier proxy still on its
+        way, landing after the leader was asked, is not seen: the batch's
+        retry is then written again (its records twice), never taken as
+        written while in no log.
         """
         t = session.target(topic, partition)
         if t.next_sequence is not None:
