@@ -643,7 +643,17 @@ class ExactlyOnce:
             raise Preparation(
                 f"the leader of {topic}-{partition} did not tell the producer's state"
             )
-        Sequences.synced(session, topic, partition, last, session.epoch if last >= 0 else -1)
+        journaled = (
+            ()
+            if self.journal is None
+            else self.journal.placements(session.producer_id, session.epoch)
+        )
+        # Placements journaled by an earlier proxy whose numbers here the
+        # leader lacks are journaled again (that target not written) in the
+        # journal write before this target's next write (see Sequences.synced).
+        Sequences.synced(
+            session, topic, partition, last, session.epoch if last >= 0 else -1, journaled
+        )
 
     async def _add_to_txn(
         self,

@@ -108,6 +108,9 @@ class PlacementJournal(Protocol):
     def lookup(self, key: PlacementKey) -> Placement | None:
         """A client batch's placement, as recorded (by any instance)."""
 
+    def placements(self, pid: int, epoch: int) -> list[tuple[PlacementKey, Placement]]:
+        """The producer's placements at ``epoch``, as recorded (by any instance)."""
+
     def __len__(self) -> int: ...
 
     async def record(
@@ -198,6 +201,8 @@ class DirectoryJournal:
         self.path = Path(directory) / FILE_NAME
         self.max_entries = max_entries
         self._entries: OrderedDict[PlacementKey, Placement] = OrderedDict()
+        # The keys of ``_entries`` per producer id and epoch (for placements()).
+        self._by_producer: dict[tuple[int, int], dict[PlacementKey, None]] = {}
         self._file_bytes = 0
         self._fd: int | None = None
         self._queue: list[bytes] = []
@@ -237,6 +242,9 @@ class DirectoryJournal:
 
     def lookup(self, key: PlacementKey) -> Placement | None:
         return self._entries.get(key)
+
+    def placements(self, pid: int, epoch: int) -> list[tuple[PlacementKey, Placement]]:
+        return [(k, self._entries[k]) for k in self._by_producer.get((pid, epoch), ())]
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -308,8 +316,13 @@ class DirectoryJournal:
     def _remember(self, key: PlacementKey, placement: Placement) -> None:
         self._entries[key] = placement
         self._entries.move_to_end(key)
+        self._by_producer.setdefault(key[:2], {})[key] = None
         while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+            old, _ = self._entries.popitem(last=False)
+            keys = self._by_producer[old[:2]]
+            del keys[old]
+            if not keys:
+                del self._by_producer[old[:2]]
 
     def _live_bytes(self) -> int:
         return len(self._entries) * 64  # about a line's size

@@ -32,6 +32,11 @@ for the driver):
   request is not held up by it (it is held in turn if it follows it in a
   partition). Its placement stays journaled at its numbers, with which it is
   written again.
+* A placement an earlier proxy journaled, naming a target whose leader had
+  not written its numbers there when this proxy learnt its last sequence, is
+  journaled again with that target not written (-1) in the first journal
+  write after, before any batch numbered from there is written
+  (:meth:`.sequences.Sequences.synced`).
 * A write that fails leaves its batches unwritten: they fail retriably and
   the client retries them; their placements are journaled again first.
 """
@@ -74,6 +79,9 @@ class JournalTicket:
     # The upstream batches the write holds, with the base sequence each had
     # when handed (what the journal says once the write is acknowledged).
     bases: list[tuple[Upstream, int]] = field(default_factory=list)
+    # Placements of an earlier proxy journaled again with a target not
+    # written (see :meth:`.sequences.Sequences.synced`).
+    stale: list[tuple[PlacementKey, Placement]] = field(default_factory=list)
 
     async def wait(self, deadline: float) -> Outcome:
         """Wait for the write (``deadline``: a topic journal's write has its own)."""
@@ -124,6 +132,8 @@ class JournalTicket:
     def put_back(self) -> None:
         if self.session.journal is not None:
             self.session.journal[:0] = self.batches  # journaled before the next write
+        for key, placement in self.stale:
+            self.session.stale.setdefault(key, placement)
 
 
 def _bases(batches: Iterable[ClientBatch]) -> list[tuple[Upstream, int]]:
@@ -152,14 +162,15 @@ async def submit(
     if journal is None:
         return ticket
     batches = session.take_journal()
+    stale = session.take_stale()
     if not batches and journal.shared:
         batches = [b for b in retried if any(u.state is not State.ACKED for u in b.upstream)]
-    if not batches and not (writes and journal.shared):
+    if not batches and not stale and not (writes and journal.shared):
         return ticket
-    ticket.batches, ticket.bases = batches, _bases(batches)
+    ticket.batches, ticket.bases, ticket.stale = batches, _bases(batches), stale
     try:
         ticket.write = await journal.submit(
-            _entries(session, batches), deadline=deadline, producer=session.producer_id
+            [*stale, *_entries(session, batches)], deadline=deadline, producer=session.producer_id
         )
     except JournalError as exc:
         log.error("producer %d's batches are not written: %s", session.producer_id, exc)

@@ -448,6 +448,17 @@ class TopicJournal:
                 return placement
         return None
 
+    def placements(self, pid: int, epoch: int) -> list[tuple[PlacementKey, Placement]]:
+        # Asked once per target partition a proxy learns a producer's
+        # sequence at: a walk over the windows known.
+        return [
+            ((pid, epoch, topic, partition, b), placement)
+            for (p, topic, partition), (_, window) in self._windows.items()
+            if p == pid
+            for e, b, placement in window
+            if e == epoch
+        ]
+
     def __len__(self) -> int:
         return sum(len(w) for _, w in self._windows.values())
 

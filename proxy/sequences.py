@@ -354,6 +354,10 @@ class Session:
     # Partitions whose last kept batch belongs to a transaction the client
     # ended (EndTxn): the next batch there waits for none before it.
     ended: set[tuple[str, int]] = field(default_factory=set)
+    # Placements journaled before a sync whose numbers at a synced target the
+    # leader had not written: journaled again, that target not written (-1),
+    # before the next write (see :meth:`Sequences.synced`).
+    stale: dict[PlacementKey, Placement] = field(default_factory=dict)
 
     # -- the client's side ------------------------------------------------------------------
 
@@ -424,6 +428,14 @@ class Session:
         if self.journal is not None:
             self.journal = []
         return list(dict.fromkeys(out))
+
+    def take_stale(self) -> list[tuple[PlacementKey, Placement]]:
+        """The stale placements to journal again before the next write (and
+        forgets them); not those of client batches placed here since, which
+        are journaled from their own upstream batches."""
+        out = [(k, p) for k, p in self.stale.items() if self.known(*k[2:]) is None]
+        self.stale.clear()
+        return out
 
     def journaled_again(self, batches: Iterable[Upstream]) -> list[ClientBatch]:
         """The kept client batches holding any of ``batches`` whose placement
@@ -657,9 +669,27 @@ class Sequences:
 
     @staticmethod
     def synced(
-        session: Session, topic: str, partition: int, last_sequence: int, last_epoch: int
+        session: Session,
+        topic: str,
+        partition: int,
+        last_sequence: int,
+        last_epoch: int,
+        journaled: Iterable[tuple[PlacementKey, Placement]] = (),
     ) -> None:
-        """The leader's answer: the producer's last sequence (-1: none) and epoch there."""
+        """The leader's answer: the producer's last sequence (-1: none) and epoch there.
+
+        ``journaled``: the producer's placements at its epoch as journaled
+        (by an earlier proxy). Those naming the partition at a sequence the
+        leader had not written are stale: this proxy numbers the partition's
+        next batches from the leader's last sequence, so those numbers go to
+        other records, and a proxy restarted later would find them written
+        and take the journaled batch for written. They are journaled again
+        with the partition not written (-1) before anything is written
+        (:meth:`Session.take_stale`). A write of the earlier proxy still on its
+        way, landing after the leader was asked, is not seen: the batch's
+        retry is then written again (its records twice), never taken as
+        written while in no log.
+        """
         t = session.target(topic, partition)
         if t.next_sequence is not None:
             return
@@ -670,3 +700,22 @@ class Sequences:
         else:
             t.next_sequence = 0
             t.leader_last = -1
+        for key, placement in journaled:
+            pid, epoch, key_topic, client_partition, base = key
+            if (pid, epoch, key_topic) != (session.producer_id, session.epoch, topic):
+                continue
+            if session.known(key_topic, client_partition, base) is not None:
+                continue  # placed here: journaled from its own upstream batches
+            placement = session.stale.get(key, placement)
+            if not any(
+                x == partition and s >= 0 and not session.written_upstream(topic, x, s)
+                for x, s in placement.targets
+            ):
+                continue
+            session.stale[key] = Placement(
+                placement.count,
+                tuple(
+                    (x, -1 if x == partition and not session.written_upstream(topic, x, s) else s)
+                    for x, s in placement.targets
+                ),
+            )

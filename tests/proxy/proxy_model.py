@@ -301,7 +301,8 @@ class World:
 
     def sync(self, session: Any, partition: int) -> None:
         last = self.last_sequence(partition)
-        Sequences.synced(session, TOPIC, partition, last, EPOCH if last >= 0 else -1)
+        journaled = list(self.journal.items()) if self.journaled else []
+        Sequences.synced(session, TOPIC, partition, last, EPOCH if last >= 0 else -1, journaled)
 
     def last_sequence(self, partition: int) -> int:
         """DescribeProducers, on the leader's connection: behind what is queued there."""
@@ -332,7 +333,8 @@ class World:
         for _, x in Sequences.unsynced(session, prepared.targets):
             self.sync(session, x)
         plan = req.plan = commit_idempotent(req.body, prepared, session)
-        if self.journaled:
+        if self.journaled:  # one journal write, before anything is written
+            self.journal.update(session.take_stale())
             for b in session.take_journal():
                 self.journal[(PID, EPOCH, b.topic, b.partition, b.base_sequence)] = b.placement()
         for batches in plan.rounds:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from proxy_helpers import keyed, request
 
@@ -51,18 +50,27 @@ def place(
         def recovered(topic: str, partition: int, base: int) -> Placement | None:
             return journal.get((PID, EPOCH, topic, partition, base))
 
-        for placement in journal.values():
+        for placement in list(journal.values()):
             for x, _ in placement.targets:
                 if ("orders", x) in Sequences.unsynced(session, [("orders", x)]):
-                    Sequences.synced(session, "orders", x, (leaders or {}).get(x, -1), EPOCH)
+                    Sequences.synced(
+                        session, "orders", x, (leaders or {}).get(x, -1), EPOCH,
+                        list(journal.items()),
+                    )  # fmt: skip
     prepared = prepare_idempotent(
         body, session=session, topics=topics or cluster(), hash_name="murmur2",
         stats=stats or RouteStats(), recovered=recovered,
     )  # fmt: skip
     assert prepared is not None
     for topic, partition in Sequences.unsynced(session, prepared.targets):
-        Sequences.synced(session, topic, partition, (leaders or {}).get(partition, -1), EPOCH)
-    return commit_idempotent(body, prepared, session)
+        Sequences.synced(
+            session, topic, partition, (leaders or {}).get(partition, -1), EPOCH,
+            list((journal or {}).items()),
+        )  # fmt: skip
+    plan = commit_idempotent(body, prepared, session)
+    if journal is not None:  # journaled again before anything is written
+        journal.update(session.take_stale())
+    return plan
 
 
 def _template() -> Any:
@@ -209,17 +217,13 @@ def _to_zero(n: int, seq: int, first: int) -> bytes:
     return encode_batch(records, producer_id=PID, producer_epoch=EPOCH, base_sequence=seq)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: a journaled placement whose sequence numbers a later proxy gave "
-    "to other records is taken as written (found by test_proxy_model)",
-)
 def test_a_placement_whose_numbers_were_given_to_others_since_is_not_taken_as_written() -> None:
     """Partition 0's batch is placed and journaled, and lost with the proxy. The
     restarted proxy learns partition 0's last sequence (none) and gives its
     numbers to another client partition's records, which are written. After a
     second restart the first batch's retry finds its journaled placement, and
-    the leader's last sequence covers it: taken as written, it never was."""
+    the leader's last sequence covers it: it must not be taken as written (the
+    first restart journaled it again with partition 0 not written)."""
     before = Sequences(journaled=True)
     before.born(PID, EPOCH)
     first = before.session(PID, EPOCH, 0)
@@ -237,6 +241,8 @@ def test_a_placement_whose_numbers_were_given_to_others_since_is_not_taken_as_wr
     assert [(u.partition, u.base_sequence, u.count) for u in other.rounds[0]] == [(0, 0, 2)]
     for b in second.take_journal():
         journal[(PID, EPOCH, b.topic, b.partition, b.base_sequence)] = b.placement()
+    # The sync of partition 0 found the lost batch's numbers there unwritten.
+    assert journal[(PID, EPOCH, "orders", 0, 0)] == Placement(2, ((0, -1),))
     # Restart again; the leader of 0 wrote sequences 0-1 (the other records).
     retry = place(fresh_session(), lost, journal=journal, leaders={0: 1})
     assert sum(u.count for batches in retry.rounds for u in batches) == 2
@@ -266,6 +272,52 @@ def test_the_file_keeps_the_newest_record_and_survives_a_torn_line(tmp_path: Pat
     assert again.lookup((PID, EPOCH, "t", 19, 0)) == Placement(1, ((0, 19),))
     again.close()
     assert dict(decode(encode(*a))) == {a[0]: a[1]}
+
+
+def test_a_producers_placements_are_listed_for_a_sync_after_reopening_and_eviction(
+    tmp_path: Path,
+) -> None:
+    old = ((PID, EPOCH, "orders", 0, 0), Placement(2, ((0, 1),)))
+    kept = [((PID, EPOCH, "orders", p, 0), Placement(1, ((p, 0),))) for p in (1, 2)]
+    others = [
+        ((PID, EPOCH + 1, "orders", 0, 0), old[1]),
+        ((PID + 1, EPOCH, "orders", 0, 0), old[1]),
+    ]
+    j = Journal(tmp_path, max_entries=4)
+    j.open()
+    trio.run(j.record, [old, *kept, *others])  # five: the oldest is evicted
+    assert j.placements(PID, EPOCH) == kept
+    j.close()
+    again = Journal(tmp_path, max_entries=10)
+    assert again.open() == 5
+    assert again.placements(PID, EPOCH) == [old, *kept]
+    assert again.placements(PID + 1, EPOCH) == others[1:]
+    again.close()
+
+
+def test_a_stale_placement_is_journaled_again_in_the_next_write_and_survives_its_failure() -> None:
+    """The sync marks the lost batch's partition not written; the journal
+    write that fails puts it back, for the next write, before any batch
+    numbered from the leader's last sequence is written."""
+    from trafka.proxy.journal_pipeline import submit
+
+    journal = {(PID, EPOCH, "orders", 0, 0): Placement(2, ((0, 1), (3, 4)))}
+    session = fresh_session()
+    Sequences.synced(session, "orders", 0, -1, -1, list(journal.items()))
+    Sequences.synced(session, "orders", 3, 4, EPOCH, list(journal.items()))  # 3 was written
+    stale = ((PID, EPOCH, "orders", 0, 0), Placement(2, ((0, -1), (3, 4))))
+
+    class Failing:
+        shared = False
+
+        async def submit(self, entries: Any, **_: Any) -> Any:
+            self.entries = list(entries)
+            raise journal_module.JournalError("disk full")
+
+    failing = Failing()
+    ticket = trio.run(submit, failing, session, [], True, 10.0)
+    assert ticket.failed and failing.entries == [stale]
+    assert session.take_stale() == [stale]  # put back for the next write
 
 
 def test_the_file_is_rewritten_with_the_newest_records_when_it_grows(

@@ -128,6 +128,9 @@ class GatedJournal:
     def lookup(self, key: PlacementKey) -> Placement | None:
         return self.entries.get(key)
 
+    def placements(self, pid: int, epoch: int) -> list[tuple[PlacementKey, Placement]]:
+        return [(k, p) for k, p in self.entries.items() if k[:2] == (pid, epoch)]
+
     def __len__(self) -> int:
         return len(self.entries)
 

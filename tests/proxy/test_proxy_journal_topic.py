@@ -80,6 +80,27 @@ def test_a_window_written_by_a_fenced_instance_is_void() -> None:
     assert journal.owner(PID) == "b"
 
 
+def test_a_producers_placements_are_listed_for_a_sync_at_its_epoch() -> None:
+    """What a proxy learning a partition's last sequence checks for stale
+    placements (see Sequences.synced): the producer's, at its epoch, from
+    every window of its client partitions."""
+    journal = TopicJournal(["127.0.0.1:1"], instance="c")
+    journal._apply_one(claim_key(PID), b'{"o":"a","e":2}', 0)
+    other = Placement(3, ((5, 2),))
+    journal._apply_one(
+        window_key((PID, "t", 0), "a"),
+        encode_window(0, [(EPOCH, 0, A_PLACEMENT), (EPOCH - 1, 4, other)]),
+        1,
+    )
+    journal._apply_one(window_key((PID, "t", 2), "a"), encode_window(0, [(EPOCH, 7, other)]), 2)
+    journal._apply_one(window_key((PID + 1, "t", 0), "a"), encode_window(0, [(EPOCH, 0, other)]), 3)
+    assert sorted(journal.placements(PID, EPOCH)) == [
+        ((PID, EPOCH, "t", 0, 0), A_PLACEMENT),
+        ((PID, EPOCH, "t", 2, 7), other),
+    ]
+    assert journal.placements(PID, EPOCH + 1) == []
+
+
 def test_after_compaction_the_last_claimers_window_counts() -> None:
     """The claims compacted to the last one (a's again, at 9): b's window (b
     claimed at 3) still beats a's late one written under a's claim at 0."""

@@ -22,10 +22,12 @@ a dead upstream batch's placement stayed journaled at the numbers its
 successors took (a restarted proxy took it as written), now journaled as not
 written.
 
-Left out, known to fail: with the journal, a second restart (a journaled
-placement whose sequence numbers the proxy gave to other records after the
-first is taken as written: the strict xfail in test_proxy_journal.py); and a
-leader forgetting an idle producer (``state_loss``: Kafka's KIP-360 hazard, it
+With the journal and two restarts it found a journaled placement whose
+sequence numbers the proxy gave to other records after the first restart
+taken as written after the second; a sync now journals such a placement again
+with that target not written.
+
+Left out, known to fail: a leader forgetting an idle producer (``state_loss``: Kafka's KIP-360 hazard, it
 then takes a later batch over an earlier one it refused with a retriable
 error, and the earlier is taken as written, by a plain client as by the
 proxy).
@@ -46,6 +48,7 @@ TAPES = st.lists(st.integers(0, 0xFFFF), min_size=200, max_size=800)
 CASES = {
     "no journal, restarts": {"journal": False},
     "journal, one restart": {"journal": True, "restarts": 1},
+    "journal, two restarts": {"journal": True, "restarts": 2},
 }
 
 
