@@ -127,6 +127,7 @@ class PlacementJournal(Protocol):
             JournalFenced: another instance owns the producer (write nothing).
             JournalError: the journal could not take them (write nothing).
         """
+        await (await self.submit(entries, deadline=deadline, producer=producer)).wait()
 
     async def submit(
         self,
@@ -187,7 +188,7 @@ def decode(data: bytes) -> Iterator[tuple[PlacementKey, Placement]]:
         yield key, placement
 
 
-class DirectoryJournal:
+class DirectoryJournal(PlacementJournal):
     """Placements on disk, and the newest ones in memory.
 
     Args:
@@ -254,20 +255,6 @@ class DirectoryJournal:
     async def claim(self, pid: int, epoch: int, deadline: float) -> float:
         """No other instance reads this journal: nothing to claim."""
         return 0.0
-
-    async def record(
-        self,
-        entries: Iterable[tuple[PlacementKey, Placement]],
-        *,
-        deadline: float | None = None,
-        producer: int | None = None,
-    ) -> None:
-        """Put ``entries`` on disk; returns once they are synced.
-
-        Raises:
-            JournalError: writing or syncing failed.
-        """
-        await (await self.submit(entries, deadline=deadline, producer=producer)).wait()
 
     async def submit(
         self,

@@ -78,7 +78,7 @@ from trafka.sdk import (
     open_producer,
 )
 
-from .journal import JournalError, JournalFenced, JournalWrite
+from .journal import JournalError, JournalFenced, JournalWrite, PlacementJournal
 from .sequences import CLIENT_BATCHES_KEPT, Placement, PlacementKey
 
 __all__ = ["TOPIC", "TopicJournal"]
@@ -152,7 +152,7 @@ def decode_record(key: bytes, value: bytes | None) -> tuple[str, Any] | None:
     return None
 
 
-class TopicJournal:
+class TopicJournal(PlacementJournal):
     """Placements and claims in a compacted topic of the upstream cluster.
 
     :meth:`run` (a task of the proxy's nursery) opens the clients, creates
@@ -598,21 +598,6 @@ class TopicJournal:
             )
             return self.takeover_grace
         return 0.0
-
-    async def record(
-        self,
-        entries: Iterable[tuple[PlacementKey, Placement]],
-        *,
-        deadline: float | None = None,
-        producer: int | None = None,
-    ) -> None:
-        """:meth:`submit`, and wait for the write.
-
-        Raises:
-            JournalFenced: another instance claimed the producer meanwhile.
-            JournalError: the cluster did not take the write in time.
-        """
-        await (await self.submit(entries, deadline=deadline, producer=producer)).wait()
 
     async def submit(
         self,
