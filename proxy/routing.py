@@ -668,6 +668,9 @@ def _plan_spans(
     sizes = []
     for t in body.topic_data:
         topic, partitions = t.name, topics.partitions[t.name]
+        # Per target partition, looked up once a request rather than once a piece.
+        known = [topics.leaders.get((topic, x), -1) >= 0 for x in range(partitions)]
+        slots: list[tuple[list[_Span], list[_Span]] | None] = [None] * partitions
         for p in t.partition_data:
             owner = (topic, p.index)
             for header, raw in iter_batches(p.records or b""):
@@ -682,19 +685,23 @@ def _plan_spans(
                 counts[owner] = counts.get(owner, 0) + total
                 sizes.append(len(data))
                 if len(found) == 1 and found[0][0] == p.index:
-                    targets.setdefault(owner, ([], []))[0].append(
-                        (owner, len(data), data, found[0][1], header)
-                    )
+                    slot = slots[p.index]
+                    if slot is None:
+                        slot = slots[p.index] = targets.setdefault(owner, ([], []))
+                    slot[0].append((owner, len(data), data, found[0][1], header))
                     placed.append((topic, 0, total))
                     continue
                 moved_out.add(owner)
                 kept = 0
                 for target, spans in found:
-                    if topics.leaders.get((topic, target), -1) < 0:
+                    if not known[target]:
                         return None
                     n = len(spans[1]) // batch_split.SPAN_SIZE
                     piece = (owner, len(data) * n // max(1, total) + 64, None, spans, header)
-                    own, moved = targets.setdefault((topic, target), ([], []))
+                    slot = slots[target]
+                    if slot is None:
+                        slot = slots[target] = targets.setdefault((topic, target), ([], []))
+                    own, moved = slot
                     if target == p.index:
                         kept = n
                         own.append(piece)
