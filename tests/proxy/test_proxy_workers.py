@@ -176,15 +176,18 @@ def _free_port() -> int:
 class Supervisor:
     """``trafka proxy --workers 2`` in a process of its own, its log in a file."""
 
-    def __init__(self, tmp_path: Path, upstream: str) -> None:
+    def __init__(
+        self, tmp_path: Path, upstream: str, journal: tuple[str, ...] | None = None
+    ) -> None:
+        """``journal``: the proxy's journal options (default: ``--journal DIR``)."""
         self.port, self.metrics_port = _free_port(), _free_port()
         self.log = tmp_path / "proxy.log"
         command = [
             sys.executable, "-m", "trafka.tools.cli", "proxy", "--upstream", upstream,
             "--listen", f"127.0.0.1:{self.port}", "--no-announce", "--workers", "2",
             "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
-            "--journal", str(tmp_path / "journal"),
         ]  # fmt: skip
+        command += ("--journal", str(tmp_path / "journal")) if journal is None else journal
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         self.wait_for(r"proxy on 127\.0\.0\.1:\d+ for .* \(2 workers\)")
