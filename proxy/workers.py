@@ -39,7 +39,11 @@ Rules:
   clients find it where they left it: at once after a run of
   :data:`STABLE_S` or more, else after a delay doubling from
   :data:`FIRST_DELAY_S` to :data:`MAX_DELAY_S` (:class:`Backoff`). A worker
-  that fails before its first start fails the whole proxy. SIGTERM or SIGINT
+  that fails before its first start fails the whole proxy, and so does one
+  that, started again, fails to start :data:`MAX_START_FAILURES` times in a
+  row (its journal cannot be opened, say): restarting it would not mend it,
+  and a proxy that serves with a worker missing for good says nothing
+  (:class:`WorkerGaveUp`; ``trafka proxy`` exits 1 with its error). SIGTERM or SIGINT
   to the supervisor: SIGTERM to every worker (a clean stop each), SIGKILL to
   those still there after :data:`STOP_TIMEOUT_S`. A worker stops by itself
   when its pipe to the supervisor ends (the supervisor was killed).
@@ -79,6 +83,7 @@ from .startup import discover_upstream, shared_sockets, upstream_reachable
 __all__ = [
     "DEFAULT_STRIDE",
     "Backoff",
+    "WorkerGaveUp",
     "WorkersFailed",
     "check_workers",
     "run_workers",
@@ -91,6 +96,7 @@ DEFAULT_STRIDE = 100
 STABLE_S = 30.0
 FIRST_DELAY_S = 0.5
 MAX_DELAY_S = 30.0
+MAX_START_FAILURES = 10
 STOP_TIMEOUT_S = 30.0
 _SCRAPE_TIMEOUT_S = 5.0
 _SCRAPE_MAX_BYTES = 16 * 1024 * 1024
@@ -99,6 +105,10 @@ _NODES_EVERY_S = 0.2
 
 class WorkersFailed(OSError):
     """A worker could not start (its own error says why)."""
+
+
+class WorkerGaveUp(WorkersFailed):
+    """A worker started again failed to start :data:`MAX_START_FAILURES` times in a row."""
 
 
 def check_workers(config: ProxyConfig, workers: int, stride: int) -> None:
@@ -198,6 +208,9 @@ class _Supervisor:
         self.slots = [_Slot(k) for k in range(workers)]
         self.stopping = False
         self.upstream_reachable = False
+        # Set with why once a worker is given up (the proxy then stops).
+        self.gave_up = trio.Event()
+        self.failure: str | None = None
         # Spawned, not forked: the supervisor runs a trio loop (and the
         # interpreter's threads), whose state a fork would copy half-way.
         self.context = multiprocessing.get_context("spawn")
@@ -229,16 +242,24 @@ class _Supervisor:
         reason when it ends before it ever served."""
         backoff = Backoff()
         starting: trio.TaskStatus[str | None] | None = task_status
+        failed_starts = 0
         while not self.stopping:
             began = trio.current_time()
             served, error = await self._run(slot, starting)
             code = slot.process.exitcode
             if self.stopping:
                 return
+            why = f"worker {slot.index}: {error or _exit(code)}"
             if starting is not None and not served:
-                starting.started(f"worker {slot.index}: {error or _exit(code)}")
+                starting.started(why)
                 return
             starting = None
+            failed_starts = 0 if served else failed_starts + 1
+            if failed_starts >= MAX_START_FAILURES:
+                log.error("worker %d failed to start %d times in a row", slot.index, failed_starts)
+                self.failure = f"{why} (started again, it failed {failed_starts} times in a row)"
+                self.gave_up.set()
+                return
             delay = backoff.delay(trio.current_time() - began)
             slot.restarts += 1
             log.warning(
@@ -246,7 +267,7 @@ class _Supervisor:
                 slot.index,
                 slot.process.pid,
                 _exit(code),
-                f" in {delay:.1f} s" if delay else "",
+                f" in {delay:g} s" if delay else "",
             )
             await trio.sleep(delay)
 
@@ -401,9 +422,7 @@ async def _supervise(
                 failed = await _start_all(supervisor, nursery)
                 if failed is None:
                     async with _serving(config, supervisor, nursery, port):
-                        async for signum in signals:
-                            log.info("received %s, shutting down", signal.Signals(signum).name)
-                            break
+                        await _until_stopped(signals, supervisor)
                 await supervisor.stop()
                 nursery.cancel_scope.cancel()
     finally:
@@ -411,7 +430,27 @@ async def _supervise(
             sock.close()
     if failed is not None:
         raise WorkersFailed(failed)
+    if supervisor.failure is not None:
+        raise WorkerGaveUp(supervisor.failure)
     log.info("proxy stopped")
+
+
+async def _until_stopped(signals: AsyncIterator[int], supervisor: _Supervisor) -> None:
+    """Return at SIGINT or SIGTERM, or once a worker is given up."""
+    async with trio.open_nursery() as nursery:
+
+        async def on_signal() -> None:
+            async for signum in signals:
+                log.info("received %s, shutting down", signal.Signals(signum).name)
+                break
+            nursery.cancel_scope.cancel()
+
+        async def on_give_up() -> None:
+            await supervisor.gave_up.wait()
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(on_signal)
+        nursery.start_soon(on_give_up)
 
 
 async def _start_all(supervisor: _Supervisor, nursery: trio.Nursery) -> str | None:

@@ -497,3 +497,123 @@ def test_an_init_producer_id_answered_by_another_worker_costs_nothing_but_a_roun
                 sock.close()
             proxy.proc.send_signal(signal.SIGTERM)
             proxy.proc.wait(60)
+
+
+# -- supervision under misuse: real processes, the supervisor's timings injected --------
+
+# ``trafka proxy`` with the supervisor's back-off and give-up settings replaced
+# (argv: first delay, longest delay, start failures in a row, then the command's).
+_INJECTED = """
+import sys
+from trafka.proxy import cli, workers
+first, longest, failures, *args = sys.argv[1:]
+workers.FIRST_DELAY_S, workers.MAX_DELAY_S = float(first), float(longest)
+workers.MAX_START_FAILURES = int(failures)
+cli.command.main(args, prog_name="trafka proxy")
+"""
+
+
+class Injected:
+    """``trafka proxy --workers 2 --journal DIR`` (upstream nowhere: workers
+    start without it) with injected timings, its log in a file."""
+
+    def __init__(self, tmp_path: Path, first: float, longest: float, failures: int) -> None:
+        self.journal = tmp_path / "journal"
+        self.log = tmp_path / "proxy.log"
+        args = [str(first), str(longest), str(failures), "--no-announce", "--upstream",
+                "127.0.0.1:1", "--listen", "127.0.0.1:0", "--workers", "2",
+                "--journal", str(self.journal)]  # fmt: skip
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _INJECTED, *args], stdout=out, stderr=subprocess.STDOUT
+            )
+        self.wait_for(r"\(2 workers\)")
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for(self, pattern: str, timeout: float = 120) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while (found := re.search(pattern, self.text())) is None:
+            assert self.proc.poll() is None or timeout == 0, self.text()
+            assert time.monotonic() < deadline, f"no {pattern!r} in:\n{self.text()}"
+            time.sleep(0.05)
+        return found
+
+    def break_worker(self, k: int) -> int:
+        """Make worker ``k`` unable to start again (its journal directory becomes
+        a file), then kill it -9; its pid."""
+        pid = int(re.findall(rf"worker {k} started \(pid (\d+)\)", self.text())[-1])
+        directory = self.journal / f"worker-{k}"
+        for f in directory.iterdir():
+            f.unlink()
+        directory.rmdir()
+        directory.write_text("")
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def pids(self) -> list[int]:
+        return [int(p) for p in re.findall(r"worker \d started \(pid (\d+)\)", self.text())]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _gone(pids: list[int]) -> bool:
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        return False
+    return True
+
+
+def test_a_worker_that_keeps_failing_to_start_again_stops_the_proxy(tmp_path: Path) -> None:
+    """Not restarted for ever: after a doubling back-off, the given number of
+    failed starts in a row stop the proxy with the worker's error, exit code 1;
+    the other worker stops cleanly."""
+    proxy = Injected(tmp_path, first=0.01, longest=0.04, failures=4)
+    try:
+        pid = proxy.break_worker(1)
+        assert proxy.proc.wait(120) == 1, proxy.text()
+        text = proxy.text()
+        assert f"worker 1 (pid {pid}) ended (signal SIGKILL); starting it again\n" in text
+        # Three failed starts started again, ever later (capped), the fourth not.
+        delays = re.findall(
+            r"worker 1 \(pid \d+\) ended \(exit code 1\); starting it again in (\S+) s", text
+        )
+        assert delays == ["0.01", "0.02", "0.04"]
+        assert text.count("[worker 1] cannot start: cannot open the journal") == 4
+        assert "worker 1 failed to start 4 times in a row" in text
+        assert re.search(
+            r"Error: the proxy stopped: worker 1: cannot open the journal .* "
+            r"\(started again, it failed 4 times in a row\)",
+            text,
+        )
+        assert "[worker 0] received SIGTERM, shutting down" in text
+        assert "[worker 0] worker stopped" in text
+        assert _gone(proxy.pids())
+    finally:
+        proxy.close()
+
+
+def test_sigterm_while_a_worker_waits_to_be_started_again(tmp_path: Path) -> None:
+    """SIGTERM during a restart's back-off (an hour, injected): the proxy stops
+    at once, cleanly, the waiting worker not started again."""
+    proxy = Injected(tmp_path, first=3600, longest=3600, failures=100)
+    try:
+        proxy.break_worker(1)
+        proxy.wait_for(r"worker 1 \(pid \d+\) ended \(exit code 1\); starting it again in 3600 s")
+        started = len(proxy.pids())
+        proxy.proc.send_signal(signal.SIGTERM)
+        assert proxy.proc.wait(60) == 0, proxy.text()
+        text = proxy.text()
+        assert "received SIGTERM, shutting down" in text and "proxy stopped" in text
+        assert "[worker 0] worker stopped" in text
+        assert len(proxy.pids()) == started
+        assert _gone(proxy.pids())
+    finally:
+        proxy.close()
