@@ -32,8 +32,12 @@ Rules:
   only when it bootstraps again, which is a failover between two proxies:
   without a journal, batches in flight at that moment can be written twice;
   ``--journal topic``'s claims order it (:mod:`.journal_topic`).
-* **Journals.** ``--journal DIR``: worker ``k`` keeps ``DIR/worker-k``, read by
-  its restarts. ``--journal topic``: shared, each worker one instance.
+* **Journals.** ``--journal DIR``: worker ``k`` writes ``DIR/worker-k``, read
+  by its restarts, and reads the other workers' for the producers that come
+  to it from them (:mod:`.journal_peers`): a worker killed -9, its clients
+  bootstrap again and reach another worker, which finds the placements of
+  their batches in flight. ``--journal topic``: shared, each worker one
+  instance.
 * **Supervision.** A worker that ends while the proxy serves is started
   again with the ports it served (``ProxyConfig.node_ports``), so its
   clients find it where they left it: at once after a run of
@@ -131,13 +135,24 @@ def check_workers(config: ProxyConfig, workers: int, stride: int) -> None:
 
 
 def worker_config(
-    config: ProxyConfig, index: int, stride: int, node_ports: dict[int, int] | None = None
+    config: ProxyConfig,
+    index: int,
+    stride: int,
+    node_ports: dict[int, int] | None = None,
+    *,
+    workers: int = 1,
 ) -> ProxyConfig:
-    """The settings of worker ``index`` (see the module's rules): the shared
-    bootstrap port, its own node ports (``node_ports``: those it served before a
-    restart), its own journal directory, its metrics on a loopback port."""
+    """The settings of worker ``index`` of ``workers`` (see the module's rules):
+    the shared bootstrap port, its own node ports (``node_ports``: those it
+    served before a restart), its own journal directory (the others' read),
+    its metrics on a loopback port."""
     base = config.node_port_base
     journal = config.journal_dir
+    peers = (
+        ()
+        if journal is None
+        else tuple(str(Path(journal) / f"worker-{k}") for k in range(workers) if k != index)
+    )
     return replace(
         config,
         reuse_port=True,
@@ -145,6 +160,7 @@ def worker_config(
         node_port_span=None if base is None else stride,
         node_ports=tuple(sorted((node_ports or {}).items())),
         journal_dir=None if journal is None else str(Path(journal) / f"worker-{index}"),
+        journal_peer_dirs=peers,
         metrics_listen=None if config.metrics_listen is None else "127.0.0.1:0",
         announce=False,  # the supervisor announces the shared port
         filters=(),  # loaded again in the worker, from their specs
@@ -219,7 +235,9 @@ class _Supervisor:
         # Duplex (a socket pair): each end sees the other close.
         ours, theirs = self.context.Pipe()
         spec = _Spec(
-            worker_config(self.config, slot.index, self.stride, slot.node_ports),
+            worker_config(
+                self.config, slot.index, self.stride, slot.node_ports, workers=len(self.slots)
+            ),
             slot.index,
             self.filter_specs,
             self.verbose,

@@ -55,10 +55,12 @@ def test_each_worker_has_its_own_node_ports_journal_and_metrics() -> None:
         metrics_listen="0.0.0.0:9100",
         announce=True,
     )
-    second = worker_config(config, 1, 100, {3: 20103, 7: 31000})
+    second = worker_config(config, 1, 100, {3: 20103, 7: 31000}, workers=3)
     assert second.reuse_port and second.port == 19092
     assert (second.node_port_base, second.node_port_span) == (20100, 100)
     assert second.journal_dir == "/var/lib/proxy/worker-1"
+    # The other workers' journals are read (see test_proxy_journal_peers.py).
+    assert second.journal_peer_dirs == ("/var/lib/proxy/worker-0", "/var/lib/proxy/worker-2")
     assert second.metrics_listen == "127.0.0.1:0"  # the supervisor serves 9100
     assert not second.announce
     # The ports it served before a restart come first; the others from its base.
@@ -70,6 +72,7 @@ def test_each_worker_has_its_own_node_ports_journal_and_metrics() -> None:
     plain = worker_config(ProxyConfig(upstream=("kafka:9092",)), 0, 100)
     assert plain.node_port(5) == 0 and plain.node_port_span is None
     assert plain.journal_dir is None and plain.metrics_listen is None
+    assert plain.journal_peer_dirs == ()
 
 
 def test_worker_counts_and_strides_that_cannot_be_served_are_refused() -> None:
