@@ -19,7 +19,10 @@ Rules:
   worker, or a new one) reads on the peers' files from where it last stopped
   (a file that shrank or was replaced, a peer's rewrite, is read again from
   its start) before looking there: a stat per peer for a producer's first
-  batches, nothing once the producer has placements here.
+  batches, nothing once the producer has placements here. The peers' files
+  are read whole when the journal opens, then only what they gained since
+  (on the worker's loop, as its own journal is read at its start): each
+  worker decodes every other worker's placements once.
 * A torn last line of a peer's file (its worker died writing it, or is
   writing it now) is kept back until its newline arrives.
 * The peers' placements are bounded as the journal's own (``max_entries``,
@@ -34,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -100,41 +102,35 @@ class PeersJournal(DirectoryJournal):
     ) -> None:
         super().__init__(directory, max_entries=max_entries)
         self._peers = [_PeerFile(Path(p) / FILE_NAME) for p in peers]
-        self._peer_entries: OrderedDict[PlacementKey, Placement] = OrderedDict()
-        self._peer_keys: dict[tuple[int, int], dict[PlacementKey, None]] = {}
+        # The peers' placements: the in-memory half of a directory journal,
+        # never opened (so never written).
+        self._theirs = DirectoryJournal(os.devnull, max_entries=max_entries)
+
+    def open(self) -> int:
+        """Read its own journal and open it (:meth:`DirectoryJournal.open`), and
+        read the peers' as they are now; its own placements read."""
+        read = super().open()
+        self._read_all_peers()
+        return read
 
     def lookup(self, key: PlacementKey) -> Placement | None:
         own = super().lookup(key)
         if own is not None:
             return own
         self._read_peers(key[0], key[1])
-        return self._peer_entries.get(key)
+        return self._theirs.lookup(key)
 
     def placements(self, pid: int, epoch: int) -> list[tuple[PlacementKey, Placement]]:
         self._read_peers(pid, epoch)
         own = super().placements(pid, epoch)
         mine = {k for k, _ in own}
-        theirs = [
-            (k, self._peer_entries[k])
-            for k in self._peer_keys.get((pid, epoch), ())
-            if k not in mine
-        ]
-        return theirs + own
+        return [(k, p) for k, p in self._theirs.placements(pid, epoch) if k not in mine] + own
 
     def _read_peers(self, pid: int, epoch: int) -> None:
-        if super().placements(pid, epoch):
-            return  # journaled here: its placements are this worker's own
+        if not super().placements(pid, epoch):
+            self._read_all_peers()  # else journaled here: the placements are its own
+
+    def _read_all_peers(self) -> None:
         for peer in self._peers:
             for key, placement in decode(peer.read_on()):
-                self._remember_peer(key, placement)
-
-    def _remember_peer(self, key: PlacementKey, placement: Placement) -> None:
-        self._peer_entries[key] = placement
-        self._peer_entries.move_to_end(key)
-        self._peer_keys.setdefault(key[:2], {})[key] = None
-        while len(self._peer_entries) > self.max_entries:
-            old, _ = self._peer_entries.popitem(last=False)
-            keys = self._peer_keys[old[:2]]
-            del keys[old]
-            if not keys:
-                del self._peer_keys[old[:2]]
+                self._theirs._remember(key, placement)

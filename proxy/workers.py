@@ -29,9 +29,12 @@ Rules:
   for a producer that came through another proxy (:mod:`.sequences`).
   Clients send Metadata to the brokers they learned (Java, librdkafka 2.10
   and later) and so stay with their worker; a client moves to another worker
-  only when it bootstraps again, which is a failover between two proxies:
+  only when it bootstraps again, which is a failover between two proxies
+  (librdkafka's clients of a worker killed -9 all do, while it is down):
   without a journal, batches in flight at that moment can be written twice;
-  ``--journal topic``'s claims order it (:mod:`.journal_topic`).
+  ``--journal DIR`` lets the new worker find their placements in the lost
+  one's journal (:mod:`.journal_peers`), ``--journal topic``'s claims order
+  it (:mod:`.journal_topic`).
 * **Journals.** ``--journal DIR``: worker ``k`` writes ``DIR/worker-k``, read
   by its restarts, and reads the other workers' for the producers that come
   to it from them (:mod:`.journal_peers`): a worker killed -9, its clients
