@@ -298,11 +298,6 @@ def test_a_worker_killed_holding_unanswered_batches(tmp_path: Path, journal: str
                 ended + rf"[\s\S]*\[worker {worker}\] .*placed before a restart", proxy.text()
             ), (worker, survivor)
     finally:
-        if proxy is not None and proxy.proc.poll() is None:
-            proxy.proc.send_signal(signal.SIGTERM)
-            try:
-                proxy.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proxy.proc.kill()
-                proxy.proc.wait()
+        if proxy is not None:
+            proxy.close()
         broker.stop()

@@ -176,21 +176,12 @@ def _free_port() -> int:
         return port
 
 
-class Supervisor:
-    """``trafka proxy --workers 2`` in a process of its own, its log in a file."""
+class ProxyProcess:
+    """``trafka proxy --workers 2`` (``command``) in a process of its own, its
+    log in ``log``; returns once every worker serves."""
 
-    def __init__(
-        self, tmp_path: Path, upstream: str, journal: tuple[str, ...] | None = None
-    ) -> None:
-        """``journal``: the proxy's journal options (default: ``--journal DIR``)."""
-        self.port, self.metrics_port = _free_port(), _free_port()
-        self.log = tmp_path / "proxy.log"
-        command = [
-            sys.executable, "-m", "trafka.tools.cli", "proxy", "--upstream", upstream,
-            "--listen", f"127.0.0.1:{self.port}", "--no-announce", "--workers", "2",
-            "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
-        ]  # fmt: skip
-        command += ("--journal", str(tmp_path / "journal")) if journal is None else journal
+    def __init__(self, command: list[str], log: Path) -> None:
+        self.log = log
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         self.wait_for(r"proxy on 127\.0\.0\.1:\d+ for .* \(2 workers\)")
@@ -211,6 +202,37 @@ class Supervisor:
         return {
             int(k): int(p) for k, p in re.findall(r"worker (\d) started \(pid (\d+)\)", self.text())
         }
+
+    def every_pid(self) -> list[int]:
+        """Every worker process started."""
+        return [int(p) for p in re.findall(r"worker \d started \(pid (\d+)\)", self.text())]
+
+    def close(self) -> None:
+        """SIGTERM if it still runs, SIGKILL if that does not stop it."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Supervisor(ProxyProcess):
+    """``trafka proxy --workers 2`` in front of ``upstream``, with metrics."""
+
+    def __init__(
+        self, tmp_path: Path, upstream: str, journal: tuple[str, ...] | None = None
+    ) -> None:
+        """``journal``: the proxy's journal options (default: ``--journal DIR``)."""
+        self.port, self.metrics_port = _free_port(), _free_port()
+        command = [
+            sys.executable, "-m", "trafka.tools.cli", "proxy", "--upstream", upstream,
+            "--listen", f"127.0.0.1:{self.port}", "--no-announce", "--workers", "2",
+            "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
+        ]  # fmt: skip
+        command += ("--journal", str(tmp_path / "journal")) if journal is None else journal
+        super().__init__(command, tmp_path / "proxy.log")
 
     def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
@@ -504,49 +526,34 @@ def test_an_init_producer_id_answered_by_another_worker_costs_nothing_but_a_roun
 
 # -- supervision under misuse: real processes, the supervisor's timings injected --------
 
-# ``trafka proxy`` with the supervisor's back-off and give-up settings replaced
-# (argv: first delay, longest delay, start failures in a row, then the command's).
+# ``trafka proxy`` with settings of the supervisor replaced (argv: NAME=VALUE
+# pairs for trafka.proxy.workers, "--", then the command's arguments).
 _INJECTED = """
 import sys
 from trafka.proxy import cli, workers
-first, longest, failures, *args = sys.argv[1:]
-workers.FIRST_DELAY_S, workers.MAX_DELAY_S = float(first), float(longest)
-workers.MAX_START_FAILURES = int(failures)
-cli.command.main(args, prog_name="trafka proxy")
+cut = sys.argv.index("--")
+for pair in sys.argv[1:cut]:
+    name, value = pair.split("=")
+    setattr(workers, name, type(getattr(workers, name))(value))
+cli.command.main(sys.argv[cut + 1:], prog_name="trafka proxy")
 """
 
 
-class Injected:
+class Injected(ProxyProcess):
     """``trafka proxy --workers 2 --journal DIR`` (upstream nowhere: workers
-    start without it) with injected timings, its log in a file."""
+    start without it) with the supervisor's ``settings`` injected."""
 
-    def __init__(self, tmp_path: Path, first: float, longest: float, failures: int) -> None:
+    def __init__(self, tmp_path: Path, **settings: float) -> None:
         self.journal = tmp_path / "journal"
-        self.log = tmp_path / "proxy.log"
-        args = [str(first), str(longest), str(failures), "--no-announce", "--upstream",
-                "127.0.0.1:1", "--listen", "127.0.0.1:0", "--workers", "2",
+        args = [*(f"{k}={v}" for k, v in settings.items()), "--", "--no-announce",
+                "--upstream", "127.0.0.1:1", "--listen", "127.0.0.1:0", "--workers", "2",
                 "--journal", str(self.journal)]  # fmt: skip
-        with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", _INJECTED, *args], stdout=out, stderr=subprocess.STDOUT
-            )
-        self.wait_for(r"\(2 workers\)")
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def wait_for(self, pattern: str, timeout: float = 120) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while (found := re.search(pattern, self.text())) is None:
-            assert self.proc.poll() is None or timeout == 0, self.text()
-            assert time.monotonic() < deadline, f"no {pattern!r} in:\n{self.text()}"
-            time.sleep(0.05)
-        return found
+        super().__init__([sys.executable, "-c", _INJECTED, *args], tmp_path / "proxy.log")
 
     def break_worker(self, k: int) -> int:
         """Make worker ``k`` unable to start again (its journal directory becomes
         a file), then kill it -9; its pid."""
-        pid = int(re.findall(rf"worker {k} started \(pid (\d+)\)", self.text())[-1])
+        pid = self.pids()[k]
         directory = self.journal / f"worker-{k}"
         for f in directory.iterdir():
             f.unlink()
@@ -554,14 +561,6 @@ class Injected:
         directory.write_text("")
         os.kill(pid, signal.SIGKILL)
         return pid
-
-    def pids(self) -> list[int]:
-        return [int(p) for p in re.findall(r"worker \d started \(pid (\d+)\)", self.text())]
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def _gone(pids: list[int]) -> bool:
@@ -578,7 +577,7 @@ def test_a_worker_that_keeps_failing_to_start_again_stops_the_proxy(tmp_path: Pa
     """Not restarted for ever: after a doubling back-off, the given number of
     failed starts in a row stop the proxy with the worker's error, exit code 1;
     the other worker stops cleanly."""
-    proxy = Injected(tmp_path, first=0.01, longest=0.04, failures=4)
+    proxy = Injected(tmp_path, FIRST_DELAY_S=0.01, MAX_DELAY_S=0.04, MAX_START_FAILURES=4)
     try:
         pid = proxy.break_worker(1)
         assert proxy.proc.wait(120) == 1, proxy.text()
@@ -598,25 +597,47 @@ def test_a_worker_that_keeps_failing_to_start_again_stops_the_proxy(tmp_path: Pa
         )
         assert "[worker 0] received SIGTERM, shutting down" in text
         assert "[worker 0] worker stopped" in text
-        assert _gone(proxy.pids())
+        assert _gone(proxy.every_pid())
     finally:
-        proxy.close()
+        proxy.proc.kill()
+        proxy.proc.wait()
 
 
 def test_sigterm_while_a_worker_waits_to_be_started_again(tmp_path: Path) -> None:
     """SIGTERM during a restart's back-off (an hour, injected): the proxy stops
     at once, cleanly, the waiting worker not started again."""
-    proxy = Injected(tmp_path, first=3600, longest=3600, failures=100)
+    proxy = Injected(tmp_path, FIRST_DELAY_S=3600, MAX_DELAY_S=3600)
     try:
         proxy.break_worker(1)
         proxy.wait_for(r"worker 1 \(pid \d+\) ended \(exit code 1\); starting it again in 3600 s")
-        started = len(proxy.pids())
+        started = len(proxy.every_pid())
         proxy.proc.send_signal(signal.SIGTERM)
         assert proxy.proc.wait(60) == 0, proxy.text()
         text = proxy.text()
         assert "received SIGTERM, shutting down" in text and "proxy stopped" in text
         assert "[worker 0] worker stopped" in text
-        assert len(proxy.pids()) == started
-        assert _gone(proxy.pids())
+        assert len(proxy.every_pid()) == started
+        assert _gone(proxy.every_pid())
     finally:
-        proxy.close()
+        proxy.proc.kill()
+        proxy.proc.wait()
+
+
+def test_a_worker_that_does_not_stop_in_time_is_killed(tmp_path: Path) -> None:
+    """SIGTERM to the supervisor with a worker that cannot act on it (stopped:
+    SIGSTOP): after the stop timeout (injected short) it is killed, and the
+    proxy stops, exit 0."""
+    proxy = Injected(tmp_path, STOP_TIMEOUT_S=0.5)
+    try:
+        stuck = proxy.pids()[1]
+        os.kill(stuck, signal.SIGSTOP)
+        proxy.proc.send_signal(signal.SIGTERM)
+        assert proxy.proc.wait(60) == 0, proxy.text()
+        text = proxy.text()
+        assert "worker 1 did not stop in time: killing it" in text
+        assert "[worker 0] worker stopped" in text and "[worker 1] worker stopped" not in text
+        assert "proxy stopped" in text
+        assert _gone(proxy.every_pid())
+    finally:
+        proxy.proc.kill()
+        proxy.proc.wait()
