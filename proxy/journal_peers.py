@@ -89,6 +89,14 @@ class _PeerFile:
         return data[:end]
 
 
+class _Theirs(DirectoryJournal):
+    """The peers' placements: the in-memory half of a directory journal (the
+    newest ``max_entries``, by producer), never opened, so never written."""
+
+    def add(self, key: PlacementKey, placement: Placement) -> None:
+        self._remember(key, placement)
+
+
 class PeersJournal(DirectoryJournal):
     """A :class:`~.journal.DirectoryJournal` in ``directory`` that also reads
     the journals in ``peers`` (directories; see the module's rules)."""
@@ -102,9 +110,7 @@ class PeersJournal(DirectoryJournal):
     ) -> None:
         super().__init__(directory, max_entries=max_entries)
         self._peers = [_PeerFile(Path(p) / FILE_NAME) for p in peers]
-        # The peers' placements: the in-memory half of a directory journal,
-        # never opened (so never written).
-        self._theirs = DirectoryJournal(os.devnull, max_entries=max_entries)
+        self._theirs = _Theirs(os.devnull, max_entries=max_entries)
 
     def open(self) -> int:
         """Read its own journal and open it (:meth:`DirectoryJournal.open`), and
@@ -133,4 +139,4 @@ class PeersJournal(DirectoryJournal):
     def _read_all_peers(self) -> None:
         for peer in self._peers:
             for key, placement in decode(peer.read_on()):
-                self._theirs._remember(key, placement)
+                self._theirs.add(key, placement)
