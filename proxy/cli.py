@@ -10,7 +10,7 @@ from .filters import load_filter
 from .journal_topic import TOPIC
 from .routing import HASHES
 from .server import ProxyConfig, run_proxy
-from .workers import DEFAULT_STRIDE, check_workers, run_workers
+from .workers import DEFAULT_STRIDE, WorkerGaveUp, check_workers, run_workers
 
 
 @click.command("proxy")
@@ -249,5 +249,7 @@ def command(
             run_proxy(config)
     except KeyboardInterrupt:
         pass
+    except WorkerGaveUp as exc:
+        raise click.ClickException(f"the proxy stopped: {exc}") from None
     except (ValueError, OSError) as exc:  # DiscoveryError is an OSError
         raise click.ClickException(f"cannot start the proxy: {exc}") from None

@@ -60,6 +60,10 @@ class ProxyConfig:
             them, where an idempotent producer's records went, so that a
             restarted proxy writes none of them twice (see :mod:`.journal`);
             None: in memory only (a restart can write in-flight batches twice).
+        journal_peer_dirs: with ``journal_dir``, other journal directories
+            read (never written) for the placements of producers that come
+            from them: the other workers' of ``trafka proxy --workers`` (see
+            :mod:`.journal_peers`).
         journal_topic: the name of a compacted topic of the upstream cluster
             where key routing records placements instead (created if missing;
             see :mod:`.journal_topic`): every proxy instance in front of the
@@ -137,6 +141,7 @@ class ProxyConfig:
     announce: bool = False
     max_decompressed_bytes: int = 16 * 1024 * 1024
     journal_dir: str | None = None
+    journal_peer_dirs: tuple[str, ...] = ()
     journal_topic: str | None = None
     journal_takeover_grace_ms: int = 5000
     origin_headers: bool = False

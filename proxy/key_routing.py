@@ -71,6 +71,7 @@ from .idempotent_plan import (
     idempotent_producer,
 )
 from .journal import DirectoryJournal, PlacementJournal
+from .journal_peers import PeersJournal
 from .journal_topic import TopicJournal
 from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
 from .routing import (
@@ -110,6 +111,9 @@ class KeyRouting(Filter):
             if not given).
         journal_dir: where idempotent producers' placements are journaled
             (see :mod:`.journal`); None: not at all.
+        journal_peers: with ``journal_dir``, other workers' journal
+            directories, read for the placements of producers that come from
+            them (:mod:`.journal_peers`).
         journal: a journal to use instead (a
             :class:`~.journal_topic.TopicJournal`, shared by every proxy
             instance: attaching starts it in the proxy's nursery).
@@ -128,6 +132,7 @@ class KeyRouting(Filter):
         connect_timeout: float = 10.0,
         stats: RouteStats | None = None,
         journal_dir: str | None = None,
+        journal_peers: tuple[str, ...] = (),
         journal: PlacementJournal | None = None,
         origin_headers: bool = False,
     ) -> None:
@@ -138,6 +143,7 @@ class KeyRouting(Filter):
         self.connect_timeout = connect_timeout
         self.stats = stats if stats is not None else RouteStats()
         self.journal_dir = journal_dir
+        self.journal_peers = journal_peers
         self.origin_headers = origin_headers
         self._journal: PlacementJournal | None = journal
         self._services: ProxyServices | None = None
@@ -149,7 +155,11 @@ class KeyRouting(Filter):
         if isinstance(self._journal, TopicJournal):
             services.nursery.start_soon(self._journal.run)
         elif self._journal is None and self.journal_dir is not None:
-            directory = DirectoryJournal(self.journal_dir)
+            directory = (
+                PeersJournal(self.journal_dir, self.journal_peers)
+                if self.journal_peers
+                else DirectoryJournal(self.journal_dir)
+            )
             read = directory.open()
             log.info("journal %s: %d placements read", directory.path, read)
             self._journal = directory

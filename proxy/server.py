@@ -205,6 +205,7 @@ class _Proxy:
                 connect_timeout=config.connect_timeout,
                 stats=self.stats.routing,
                 journal_dir=config.journal_dir,
+                journal_peers=config.journal_peer_dirs,
                 journal=self._topic_journal(),
                 origin_headers=config.origin_headers,
             )

@@ -29,17 +29,28 @@ Rules:
   for a producer that came through another proxy (:mod:`.sequences`).
   Clients send Metadata to the brokers they learned (Java, librdkafka 2.10
   and later) and so stay with their worker; a client moves to another worker
-  only when it bootstraps again, which is a failover between two proxies:
+  only when it bootstraps again, which is a failover between two proxies
+  (librdkafka's clients of a worker killed -9 all do, while it is down):
   without a journal, batches in flight at that moment can be written twice;
-  ``--journal topic``'s claims order it (:mod:`.journal_topic`).
-* **Journals.** ``--journal DIR``: worker ``k`` keeps ``DIR/worker-k``, read by
-  its restarts. ``--journal topic``: shared, each worker one instance.
+  ``--journal DIR`` lets the new worker find their placements in the lost
+  one's journal (:mod:`.journal_peers`), ``--journal topic``'s claims order
+  it (:mod:`.journal_topic`).
+* **Journals.** ``--journal DIR``: worker ``k`` writes ``DIR/worker-k``, read
+  by its restarts, and reads the other workers' for the producers that come
+  to it from them (:mod:`.journal_peers`): a worker killed -9, its clients
+  bootstrap again and reach another worker, which finds the placements of
+  their batches in flight. ``--journal topic``: shared, each worker one
+  instance.
 * **Supervision.** A worker that ends while the proxy serves is started
   again with the ports it served (``ProxyConfig.node_ports``), so its
   clients find it where they left it: at once after a run of
   :data:`STABLE_S` or more, else after a delay doubling from
   :data:`FIRST_DELAY_S` to :data:`MAX_DELAY_S` (:class:`Backoff`). A worker
-  that fails before its first start fails the whole proxy. SIGTERM or SIGINT
+  that fails before its first start fails the whole proxy, and so does one
+  that, started again, fails to start :data:`MAX_START_FAILURES` times in a
+  row (its journal cannot be opened, say): restarting it would not mend it,
+  and a proxy that serves with a worker missing for good says nothing
+  (:class:`WorkerGaveUp`; ``trafka proxy`` exits 1 with its error). SIGTERM or SIGINT
   to the supervisor: SIGTERM to every worker (a clean stop each), SIGKILL to
   those still there after :data:`STOP_TIMEOUT_S`. A worker stops by itself
   when its pipe to the supervisor ends (the supervisor was killed).
@@ -79,6 +90,7 @@ from .startup import discover_upstream, shared_sockets, upstream_reachable
 __all__ = [
     "DEFAULT_STRIDE",
     "Backoff",
+    "WorkerGaveUp",
     "WorkersFailed",
     "check_workers",
     "run_workers",
@@ -91,6 +103,7 @@ DEFAULT_STRIDE = 100
 STABLE_S = 30.0
 FIRST_DELAY_S = 0.5
 MAX_DELAY_S = 30.0
+MAX_START_FAILURES = 10
 STOP_TIMEOUT_S = 30.0
 _SCRAPE_TIMEOUT_S = 5.0
 _SCRAPE_MAX_BYTES = 16 * 1024 * 1024
@@ -99,6 +112,10 @@ _NODES_EVERY_S = 0.2
 
 class WorkersFailed(OSError):
     """A worker could not start (its own error says why)."""
+
+
+class WorkerGaveUp(WorkersFailed):
+    """A worker started again failed to start :data:`MAX_START_FAILURES` times in a row."""
 
 
 def check_workers(config: ProxyConfig, workers: int, stride: int) -> None:
@@ -121,13 +138,24 @@ def check_workers(config: ProxyConfig, workers: int, stride: int) -> None:
 
 
 def worker_config(
-    config: ProxyConfig, index: int, stride: int, node_ports: dict[int, int] | None = None
+    config: ProxyConfig,
+    index: int,
+    stride: int,
+    node_ports: dict[int, int] | None = None,
+    *,
+    workers: int = 1,
 ) -> ProxyConfig:
-    """The settings of worker ``index`` (see the module's rules): the shared
-    bootstrap port, its own node ports (``node_ports``: those it served before a
-    restart), its own journal directory, its metrics on a loopback port."""
+    """The settings of worker ``index`` of ``workers`` (see the module's rules):
+    the shared bootstrap port, its own node ports (``node_ports``: those it
+    served before a restart), its own journal directory (the others' read),
+    its metrics on a loopback port."""
     base = config.node_port_base
     journal = config.journal_dir
+    peers = (
+        ()
+        if journal is None
+        else tuple(str(Path(journal) / f"worker-{k}") for k in range(workers) if k != index)
+    )
     return replace(
         config,
         reuse_port=True,
@@ -135,6 +163,7 @@ def worker_config(
         node_port_span=None if base is None else stride,
         node_ports=tuple(sorted((node_ports or {}).items())),
         journal_dir=None if journal is None else str(Path(journal) / f"worker-{index}"),
+        journal_peer_dirs=peers,
         metrics_listen=None if config.metrics_listen is None else "127.0.0.1:0",
         announce=False,  # the supervisor announces the shared port
         filters=(),  # loaded again in the worker, from their specs
@@ -198,6 +227,9 @@ class _Supervisor:
         self.slots = [_Slot(k) for k in range(workers)]
         self.stopping = False
         self.upstream_reachable = False
+        # Set with why once a worker is given up (the proxy then stops).
+        self.gave_up = trio.Event()
+        self.failure: str | None = None
         # Spawned, not forked: the supervisor runs a trio loop (and the
         # interpreter's threads), whose state a fork would copy half-way.
         self.context = multiprocessing.get_context("spawn")
@@ -206,7 +238,9 @@ class _Supervisor:
         # Duplex (a socket pair): each end sees the other close.
         ours, theirs = self.context.Pipe()
         spec = _Spec(
-            worker_config(self.config, slot.index, self.stride, slot.node_ports),
+            worker_config(
+                self.config, slot.index, self.stride, slot.node_ports, workers=len(self.slots)
+            ),
             slot.index,
             self.filter_specs,
             self.verbose,
@@ -229,16 +263,24 @@ class _Supervisor:
         reason when it ends before it ever served."""
         backoff = Backoff()
         starting: trio.TaskStatus[str | None] | None = task_status
+        failed_starts = 0
         while not self.stopping:
             began = trio.current_time()
             served, error = await self._run(slot, starting)
             code = slot.process.exitcode
             if self.stopping:
                 return
+            why = f"worker {slot.index}: {error or _exit(code)}"
             if starting is not None and not served:
-                starting.started(f"worker {slot.index}: {error or _exit(code)}")
+                starting.started(why)
                 return
             starting = None
+            failed_starts = 0 if served else failed_starts + 1
+            if failed_starts >= MAX_START_FAILURES:
+                log.error("worker %d failed to start %d times in a row", slot.index, failed_starts)
+                self.failure = f"{why} (started again, it failed {failed_starts} times in a row)"
+                self.gave_up.set()
+                return
             delay = backoff.delay(trio.current_time() - began)
             slot.restarts += 1
             log.warning(
@@ -246,7 +288,7 @@ class _Supervisor:
                 slot.index,
                 slot.process.pid,
                 _exit(code),
-                f" in {delay:.1f} s" if delay else "",
+                f" in {delay:g} s" if delay else "",
             )
             await trio.sleep(delay)
 
@@ -401,9 +443,7 @@ async def _supervise(
                 failed = await _start_all(supervisor, nursery)
                 if failed is None:
                     async with _serving(config, supervisor, nursery, port):
-                        async for signum in signals:
-                            log.info("received %s, shutting down", signal.Signals(signum).name)
-                            break
+                        await _until_stopped(signals, supervisor)
                 await supervisor.stop()
                 nursery.cancel_scope.cancel()
     finally:
@@ -411,7 +451,27 @@ async def _supervise(
             sock.close()
     if failed is not None:
         raise WorkersFailed(failed)
+    if supervisor.failure is not None:
+        raise WorkerGaveUp(supervisor.failure)
     log.info("proxy stopped")
+
+
+async def _until_stopped(signals: AsyncIterator[int], supervisor: _Supervisor) -> None:
+    """Return at SIGINT or SIGTERM, or once a worker is given up."""
+    async with trio.open_nursery() as nursery:
+
+        async def on_signal() -> None:
+            async for signum in signals:
+                log.info("received %s, shutting down", signal.Signals(signum).name)
+                break
+            nursery.cancel_scope.cancel()
+
+        async def on_give_up() -> None:
+            await supervisor.gave_up.wait()
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(on_signal)
+        nursery.start_soon(on_give_up)
 
 
 async def _start_all(supervisor: _Supervisor, nursery: trio.Nursery) -> str | None:

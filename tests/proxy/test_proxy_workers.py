@@ -55,10 +55,12 @@ def test_each_worker_has_its_own_node_ports_journal_and_metrics() -> None:
         metrics_listen="0.0.0.0:9100",
         announce=True,
     )
-    second = worker_config(config, 1, 100, {3: 20103, 7: 31000})
+    second = worker_config(config, 1, 100, {3: 20103, 7: 31000}, workers=3)
     assert second.reuse_port and second.port == 19092
     assert (second.node_port_base, second.node_port_span) == (20100, 100)
     assert second.journal_dir == "/var/lib/proxy/worker-1"
+    # The other workers' journals are read (see test_proxy_journal_peers.py).
+    assert second.journal_peer_dirs == ("/var/lib/proxy/worker-0", "/var/lib/proxy/worker-2")
     assert second.metrics_listen == "127.0.0.1:0"  # the supervisor serves 9100
     assert not second.announce
     # The ports it served before a restart come first; the others from its base.
@@ -70,6 +72,7 @@ def test_each_worker_has_its_own_node_ports_journal_and_metrics() -> None:
     plain = worker_config(ProxyConfig(upstream=("kafka:9092",)), 0, 100)
     assert plain.node_port(5) == 0 and plain.node_port_span is None
     assert plain.journal_dir is None and plain.metrics_listen is None
+    assert plain.journal_peer_dirs == ()
 
 
 def test_worker_counts_and_strides_that_cannot_be_served_are_refused() -> None:
@@ -173,18 +176,12 @@ def _free_port() -> int:
         return port
 
 
-class Supervisor:
-    """``trafka proxy --workers 2`` in a process of its own, its log in a file."""
+class ProxyProcess:
+    """``trafka proxy --workers 2`` (``command``) in a process of its own, its
+    log in ``log``; returns once every worker serves."""
 
-    def __init__(self, tmp_path: Path, upstream: str) -> None:
-        self.port, self.metrics_port = _free_port(), _free_port()
-        self.log = tmp_path / "proxy.log"
-        command = [
-            sys.executable, "-m", "trafka.tools.cli", "proxy", "--upstream", upstream,
-            "--listen", f"127.0.0.1:{self.port}", "--no-announce", "--workers", "2",
-            "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
-            "--journal", str(tmp_path / "journal"),
-        ]  # fmt: skip
+    def __init__(self, command: list[str], log: Path) -> None:
+        self.log = log
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         self.wait_for(r"proxy on 127\.0\.0\.1:\d+ for .* \(2 workers\)")
@@ -205,6 +202,37 @@ class Supervisor:
         return {
             int(k): int(p) for k, p in re.findall(r"worker (\d) started \(pid (\d+)\)", self.text())
         }
+
+    def every_pid(self) -> list[int]:
+        """Every worker process started."""
+        return [int(p) for p in re.findall(r"worker \d started \(pid (\d+)\)", self.text())]
+
+    def close(self) -> None:
+        """SIGTERM if it still runs, SIGKILL if that does not stop it."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Supervisor(ProxyProcess):
+    """``trafka proxy --workers 2`` in front of ``upstream``, with metrics."""
+
+    def __init__(
+        self, tmp_path: Path, upstream: str, journal: tuple[str, ...] | None = None
+    ) -> None:
+        """``journal``: the proxy's journal options (default: ``--journal DIR``)."""
+        self.port, self.metrics_port = _free_port(), _free_port()
+        command = [
+            sys.executable, "-m", "trafka.tools.cli", "proxy", "--upstream", upstream,
+            "--listen", f"127.0.0.1:{self.port}", "--no-announce", "--workers", "2",
+            "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
+        ]  # fmt: skip
+        command += ("--journal", str(tmp_path / "journal")) if journal is None else journal
+        super().__init__(command, tmp_path / "proxy.log")
 
     def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
@@ -494,3 +522,122 @@ def test_an_init_producer_id_answered_by_another_worker_costs_nothing_but_a_roun
                 sock.close()
             proxy.proc.send_signal(signal.SIGTERM)
             proxy.proc.wait(60)
+
+
+# -- supervision under misuse: real processes, the supervisor's timings injected --------
+
+# ``trafka proxy`` with settings of the supervisor replaced (argv: NAME=VALUE
+# pairs for trafka.proxy.workers, "--", then the command's arguments).
+_INJECTED = """
+import sys
+from trafka.proxy import cli, workers
+cut = sys.argv.index("--")
+for pair in sys.argv[1:cut]:
+    name, value = pair.split("=")
+    setattr(workers, name, type(getattr(workers, name))(value))
+cli.command.main(sys.argv[cut + 1:], prog_name="trafka proxy")
+"""
+
+
+class Injected(ProxyProcess):
+    """``trafka proxy --workers 2 --journal DIR`` (upstream nowhere: workers
+    start without it) with the supervisor's ``settings`` injected."""
+
+    def __init__(self, tmp_path: Path, **settings: float) -> None:
+        self.journal = tmp_path / "journal"
+        args = [*(f"{k}={v}" for k, v in settings.items()), "--", "--no-announce",
+                "--upstream", "127.0.0.1:1", "--listen", "127.0.0.1:0", "--workers", "2",
+                "--journal", str(self.journal)]  # fmt: skip
+        super().__init__([sys.executable, "-c", _INJECTED, *args], tmp_path / "proxy.log")
+
+    def break_worker(self, k: int) -> int:
+        """Make worker ``k`` unable to start again (its journal directory becomes
+        a file), then kill it -9; its pid."""
+        pid = self.pids()[k]
+        directory = self.journal / f"worker-{k}"
+        for f in directory.iterdir():
+            f.unlink()
+        directory.rmdir()
+        directory.write_text("")
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+
+def _gone(pids: list[int]) -> bool:
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        return False
+    return True
+
+
+def test_a_worker_that_keeps_failing_to_start_again_stops_the_proxy(tmp_path: Path) -> None:
+    """Not restarted for ever: after a doubling back-off, the given number of
+    failed starts in a row stop the proxy with the worker's error, exit code 1;
+    the other worker stops cleanly."""
+    proxy = Injected(tmp_path, FIRST_DELAY_S=0.01, MAX_DELAY_S=0.04, MAX_START_FAILURES=4)
+    try:
+        pid = proxy.break_worker(1)
+        assert proxy.proc.wait(120) == 1, proxy.text()
+        text = proxy.text()
+        assert f"worker 1 (pid {pid}) ended (signal SIGKILL); starting it again\n" in text
+        # Three failed starts started again, ever later (capped), the fourth not.
+        delays = re.findall(
+            r"worker 1 \(pid \d+\) ended \(exit code 1\); starting it again in (\S+) s", text
+        )
+        assert delays == ["0.01", "0.02", "0.04"]
+        assert text.count("[worker 1] cannot start: cannot open the journal") == 4
+        assert "worker 1 failed to start 4 times in a row" in text
+        assert re.search(
+            r"Error: the proxy stopped: worker 1: cannot open the journal .* "
+            r"\(started again, it failed 4 times in a row\)",
+            text,
+        )
+        assert "[worker 0] received SIGTERM, shutting down" in text
+        assert "[worker 0] worker stopped" in text
+        assert _gone(proxy.every_pid())
+    finally:
+        proxy.proc.kill()
+        proxy.proc.wait()
+
+
+def test_sigterm_while_a_worker_waits_to_be_started_again(tmp_path: Path) -> None:
+    """SIGTERM during a restart's back-off (an hour, injected): the proxy stops
+    at once, cleanly, the waiting worker not started again."""
+    proxy = Injected(tmp_path, FIRST_DELAY_S=3600, MAX_DELAY_S=3600)
+    try:
+        proxy.break_worker(1)
+        proxy.wait_for(r"worker 1 \(pid \d+\) ended \(exit code 1\); starting it again in 3600 s")
+        started = len(proxy.every_pid())
+        proxy.proc.send_signal(signal.SIGTERM)
+        assert proxy.proc.wait(60) == 0, proxy.text()
+        text = proxy.text()
+        assert "received SIGTERM, shutting down" in text and "proxy stopped" in text
+        assert "[worker 0] worker stopped" in text
+        assert len(proxy.every_pid()) == started
+        assert _gone(proxy.every_pid())
+    finally:
+        proxy.proc.kill()
+        proxy.proc.wait()
+
+
+def test_a_worker_that_does_not_stop_in_time_is_killed(tmp_path: Path) -> None:
+    """SIGTERM to the supervisor with a worker that cannot act on it (stopped:
+    SIGSTOP): after the stop timeout (injected short) it is killed, and the
+    proxy stops, exit 0."""
+    proxy = Injected(tmp_path, STOP_TIMEOUT_S=0.5)
+    try:
+        stuck = proxy.pids()[1]
+        os.kill(stuck, signal.SIGSTOP)
+        proxy.proc.send_signal(signal.SIGTERM)
+        assert proxy.proc.wait(60) == 0, proxy.text()
+        text = proxy.text()
+        assert "worker 1 did not stop in time: killing it" in text
+        assert "[worker 0] worker stopped" in text and "[worker 1] worker stopped" not in text
+        assert "proxy stopped" in text
+        assert _gone(proxy.every_pid())
+    finally:
+        proxy.proc.kill()
+        proxy.proc.wait()

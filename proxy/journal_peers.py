@@ -1,0 +1,142 @@
+"""A worker's directory journal that also reads its sibling workers' journals
+(``trafka proxy --workers N --journal DIR``, issue #46).
+
+A worker killed -9 leaves its clients' batches unanswered. librdkafka's
+clients bootstrap again while it is down, and the kernel hands their new
+connection to a worker still listening on the shared port: their retries
+reach another worker, which did not place those batches. Each worker writes
+its own directory, ``DIR/worker-k`` (one writer per file, as
+:class:`~.journal.DirectoryJournal` needs); this journal also reads the
+others', so that the worker a client moved to finds the placements the lost
+one journaled, and writes none of the retried records twice (the same path as
+a restarted proxy: :mod:`.journal`).
+
+Rules:
+
+* It writes its own directory only; the peers' files are read, never written.
+* A placement is looked up in its own journal first. A miss for a producer id
+  and epoch it has journaled nothing for (a producer that came from another
+  worker, or a new one) reads on the peers' files from where it last stopped
+  (a file that shrank or was replaced, a peer's rewrite, is read again from
+  its start) before looking there: a stat per peer for a producer's first
+  batches, nothing once the producer has placements here. The peers' files
+  are read whole when the journal opens, then only what they gained since
+  (on the worker's loop, as its own journal is read at its start): each
+  worker decodes every other worker's placements once.
+* A torn last line of a peer's file (its worker died writing it, or is
+  writing it now) is kept back until its newline arrives.
+* The peers' placements are bounded as the journal's own (``max_entries``,
+  the newest kept).
+* It covers a client that left a worker that is gone (killed, or stopped):
+  that worker writes nothing more. A client that left a worker still
+  writing for it is not ordered against it (``--journal topic``'s claims
+  do that, :mod:`.journal_topic`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from .journal import FILE_NAME, DirectoryJournal, decode
+from .sequences import Placement, PlacementKey
+
+__all__ = ["PeersJournal"]
+
+log = logging.getLogger("trafka.proxy")
+
+_READ_CHUNK = 16 * 1024 * 1024
+
+
+class _PeerFile:
+    """How far a peer's journal file has been read."""
+
+    __slots__ = ("inode", "offset", "path", "tail")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.inode = -1
+        self.offset = 0
+        self.tail = b""  # a line not yet ended
+
+    def read_on(self) -> bytes:
+        """The whole lines appended since the last read (all of them when the
+        file was replaced or shrank); b"" when it cannot be read."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return b""
+        try:
+            stat = os.fstat(fd)
+            if stat.st_ino != self.inode or stat.st_size < self.offset:
+                self.inode, self.offset, self.tail = stat.st_ino, 0, b""
+            if stat.st_size == self.offset:
+                return b""
+            chunks = [self.tail]
+            while chunk := os.pread(fd, _READ_CHUNK, self.offset):
+                chunks.append(chunk)
+                self.offset += len(chunk)
+        except OSError as exc:
+            log.warning("cannot read the peer journal %s: %s", self.path, exc)
+            return b""
+        finally:
+            os.close(fd)
+        data = b"".join(chunks)
+        end = data.rfind(b"\n") + 1
+        self.tail = data[end:]
+        return data[:end]
+
+
+class _Theirs(DirectoryJournal):
+    """The peers' placements: the in-memory half of a directory journal (the
+    newest ``max_entries``, by producer), never opened, so never written."""
+
+    def add(self, key: PlacementKey, placement: Placement) -> None:
+        self._remember(key, placement)
+
+
+class PeersJournal(DirectoryJournal):
+    """A :class:`~.journal.DirectoryJournal` in ``directory`` that also reads
+    the journals in ``peers`` (directories; see the module's rules)."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        peers: Iterable[str | os.PathLike[str]],
+        *,
+        max_entries: int = 1_000_000,
+    ) -> None:
+        super().__init__(directory, max_entries=max_entries)
+        self._peers = [_PeerFile(Path(p) / FILE_NAME) for p in peers]
+        self._theirs = _Theirs(os.devnull, max_entries=max_entries)
+
+    def open(self) -> int:
+        """Read its own journal and open it (:meth:`DirectoryJournal.open`), and
+        read the peers' as they are now; its own placements read."""
+        read = super().open()
+        self._read_all_peers()
+        return read
+
+    def lookup(self, key: PlacementKey) -> Placement | None:
+        own = super().lookup(key)
+        if own is not None:
+            return own
+        self._read_peers(key[0], key[1])
+        return self._theirs.lookup(key)
+
+    def placements(self, pid: int, epoch: int) -> list[tuple[PlacementKey, Placement]]:
+        self._read_peers(pid, epoch)
+        own = super().placements(pid, epoch)
+        mine = {k for k, _ in own}
+        return [(k, p) for k, p in self._theirs.placements(pid, epoch) if k not in mine] + own
+
+    def _read_peers(self, pid: int, epoch: int) -> None:
+        if not super().placements(pid, epoch):
+            self._read_all_peers()  # else journaled here: the placements are its own
+
+    def _read_all_peers(self) -> None:
+        for peer in self._peers:
+            for key, placement in decode(peer.read_on()):
+                self._theirs.add(key, placement)
