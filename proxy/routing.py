@@ -628,13 +628,24 @@ def plan_produce(
         parts.setdefault((0, topics.leader(topic, index)), {}).setdefault(topic, {})[index] = b""
         sources[(topic, index)] = [(part, index)]
         kept[(topic, index)] = (part, index)
+    return _pooled(body, parts, order, stats, _route(body, sources, kept, splits))
+
+
+def _pooled(
+    body: Any,
+    parts: _Parts,
+    order: Callable[[int, int], int],
+    stats: RouteStats,
+    route: ProduceRoute,
+) -> ProducePlan:
+    """The plan of ``parts`` (counted), in the order ``order`` numbered them."""
     stats.requests_pooled += 1
     if len({leader for _, leader in parts}) > 1:
         stats.requests_split += 1
     ordered = sorted(parts, key=lambda k: order(*k))
     return ProducePlan(
         tuple((leader, _part_body(body, parts[(rnd, leader)])) for rnd, leader in ordered),
-        _route(body, sources, kept, splits),
+        route,
     )
 
 
@@ -674,6 +685,8 @@ def _plan_spans(
         for p in t.partition_data:
             owner = (topic, p.index)
             for header, raw in iter_batches(p.records or b""):
+                if not isinstance(header, RecordBatchHeader):
+                    return None  # legacy messages: the general plan
                 data = bytes(raw)
                 found = batch_split.split_batch(
                     data, header, partitions=partitions, hash_name=hash_name, own=p.index,
@@ -774,14 +787,8 @@ def _assemble_spans(
         if moved_n:
             stats.batches_rebuilt += 1
         stats.count(topic, moved_n, kept_n)
-    stats.requests_pooled += 1
-    if len({leader for _, leader in parts}) > 1:
-        stats.requests_split += 1
-    ordered = sorted(parts, key=lambda k: order(*k))
-    return ProducePlan(
-        tuple((leader, _part_body(body, parts[(rnd, leader)])) for rnd, leader in ordered),
-        _route_counted(body, sources, kept, lambda key, told: counts.get(key, 0)),
-    )
+    route = _route_counted(body, sources, kept, lambda key, told: counts.get(key, 0))
+    return _pooled(body, parts, order, stats, route)
 
 
 def _by_target(
