@@ -365,8 +365,8 @@ def main() -> None:
                     writes[guarantee] = max(writes[guarantee], timed_write(rows, guarantee, topic))
             spark_w, eos_w = writes["at-least-once"], writes["exactly-once"]
             latencies, phases = stream_latency(
-                    spark, servers, args.latency_seconds, args.stream_option, args.sink_option
-                )
+                spark, servers, args.latency_seconds, args.stream_option, args.sink_option
+            )
             spark.stop()
         finally:
             broker.terminate()

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
+from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -36,7 +37,6 @@ from pyspark.sql.datasource import (
     SimpleDataSourceStreamReader,
     WriterCommitMessage,
 )
-from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -205,7 +205,9 @@ class KafkaDataSource(DataSource):
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
         # Asked only after streamReader() declined (streamReader=simple), whose
         # options parsed then: these parse the same.
-        return _SimpleStreamReader(_pinned(parse_read_options(self.options, streaming=True)), schema)
+        return _SimpleStreamReader(
+            _pinned(parse_read_options(self.options, streaming=True)), schema
+        )
 
     def _tasks(self, opts: ReadOptions) -> int | None:
         """How many tasks merged ranges aim at: ``mergedPartitions``, else the
