@@ -134,6 +134,46 @@ def test_a_new_partition_is_read_from_its_start(broker: RunningBroker) -> None:
     assert values(reader.readBetweenOffsets(end, after)) == [(1, i, f"b{i}") for i in range(3)]
 
 
+def test_admission_holds_back_and_available_now_stops_at_its_start(broker: RunningBroker) -> None:
+    """The partitioned reader's admission, on the driver's reads: a trigger below
+    ``minOffsetsPerTrigger`` within ``maxTriggerDelay`` returns its start (no
+    micro-batch), and ``Trigger.AvailableNow`` reads no record that came after it began."""
+    topic = fresh("simplemin")
+    create(broker, topic, 1)
+    produce(broker, topic, [(None, f"a{i}".encode(), None) for i in range(30)])
+    clock = [42.0]
+    options = {
+        "kafka.bootstrap.servers": broker.bootstrap_servers,
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+        "minOffsetsPerTrigger": "50",
+        "maxTriggerDelay": "1h",
+        "latestOffsetWaitMs": "0",
+    }
+    reader = _SimpleStreamReader(
+        parse_read_options(options, streaming=True), SCHEMA, clock=lambda: clock[0]
+    )
+    start = reader.initialOffset()
+    rows, end = reader.read(start)  # the first trigger is never held back
+    assert len(values(rows)) == 30 and end == {topic: {"0": 30}}
+    produce(broker, topic, [(None, f"b{i}".encode(), None) for i in range(20)])
+    clock[0] += 60
+    rows, same = reader.read(end)
+    assert same == end and list(rows) == []  # 20 < 50, within the delay
+    clock[0] += 3600
+    rows, after = reader.read(end)
+    assert [v for *_, v in values(rows)] == [f"b{i}" for i in range(20)]
+    assert after == {topic: {"0": 50}}  # the delay is over
+
+    now = simple_reader(broker, subscribe=topic, startingOffsets="earliest", latestOffsetWaitMs="0")
+    now.prepareForTriggerAvailableNow()
+    produce(broker, topic, [(None, b"late", None)])
+    rows, first = now.read(now.initialOffset())
+    assert len(values(rows)) == 50 and first == {topic: {"0": 50}}
+    rows, last = now.read(first)
+    assert last == first and list(rows) == []
+
+
 def _drop_last_commit(checkpoint: Path) -> int:
     """Forget that the last micro-batch finished (as a driver that died between
     its sink and its commit would): the restarted query runs it again."""
