@@ -60,7 +60,7 @@ import random
 import socket
 import ssl
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -511,6 +511,26 @@ class BrokerConnection:
         if waiter.error is not None:
             raise waiter.error
         return waiter.result
+
+    async def request_all(
+        self, requests: Sequence[tuple[int, Any]], *, timeout: float | None = None
+    ) -> list[Any]:
+        """Send ``(api_key, body)`` requests back to back, in order, then wait
+        for every answer (the broker answers them in the order sent): one
+        round trip for them all. Raises as :meth:`request` (the first failure
+        among the answers, in order)."""
+        waiters = []
+        for api_key, body in requests:
+            waiter = _Waiter()
+            self.send(api_key, body, waiter, timeout=timeout)
+            waiters.append(waiter)
+        out = []
+        for waiter in waiters:
+            await waiter.event.wait()
+            if waiter.error is not None:
+                raise waiter.error
+            out.append(waiter.result)
+        return out
 
     # -- the socket ---------------------------------------------------------------------
 

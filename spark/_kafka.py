@@ -158,10 +158,10 @@ async def _partitions(opts: ReadOptions, admin: Admin) -> list[TopicPartition]:
     return [TopicPartition(t, p) for t in topics for p in range(counts[t])]
 
 
-async def _resolve(
-    consumer: Consumer, spec: OffsetSpec, tps: Sequence[TopicPartition]
-) -> dict[TopicPartition, int]:
-    """Turn a spec into offsets (see :class:`OffsetSpec` for the precedence)."""
+def _split(
+    spec: OffsetSpec, tps: Sequence[TopicPartition]
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """A spec's partitions: ``(by timestamp, by offset or EARLIEST/LATEST)``."""
     by_time: dict[TopicPartition, int] = {}
     wanted: dict[TopicPartition, int] = {}
     for tp in tps:
@@ -171,6 +171,14 @@ async def _resolve(
             by_time[tp] = ts
         else:
             wanted[tp] = spec.per_partition.get(key, spec.default)
+    return by_time, wanted
+
+
+async def _resolve(
+    consumer: Consumer, spec: OffsetSpec, tps: Sequence[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """Turn a spec into offsets (see :class:`OffsetSpec` for the precedence)."""
+    by_time, wanted = _split(spec, tps)
     out = {tp: o for tp, o in wanted.items() if o >= 0}
     # The partitions that end where their log ends: asked for in one request, and
     # only when there are any (a batch read's start from earliest needs none).
@@ -398,8 +406,25 @@ def batch_offsets(opts: ReadOptions) -> tuple[Offsets, Offsets]:
 
     async def go(admin: Admin, consumer: Consumer) -> tuple[Offsets, Offsets]:
         tps = await _partitions(opts, admin)
-        start = _to_offsets(await _resolve(consumer, opts.starting, tps))
-        return start, _to_offsets(await _resolve(consumer, opts.ending, tps))
+        by_start_time, start = _split(opts.starting, tps)
+        by_end_time, end = _split(opts.ending, tps)
+        if by_start_time or by_end_time:
+            first = _to_offsets(await _resolve(consumer, opts.starting, tps))
+            return first, _to_offsets(await _resolve(consumer, opts.ending, tps))
+        # The starts' and the ends' lookups in one round trip per leader, the
+        # starts' answered first (as they would be one after the other).
+        lookups = (start, end)
+        earliest = [tp for offsets in lookups for tp, o in offsets.items() if o == EARLIEST]
+        latest = [tp for offsets in lookups for tp, o in offsets.items() if o == LATEST]
+        firsts, ends = (
+            await consumer.offset_bounds(earliest, latest) if earliest or latest else ({}, {})
+        )
+        found = {EARLIEST: firsts, LATEST: ends}
+        start, end = (
+            {tp: found[o][tp] if o in found else o for tp, o in offsets.items()}
+            for offsets in lookups
+        )
+        return _to_offsets(start), _to_offsets(end)
 
     result: tuple[Offsets, Offsets] = Planner(opts).call(go)
     return result
