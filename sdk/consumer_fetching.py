@@ -36,6 +36,7 @@ import anyio.abc
 from trafka.codec import KafkaError, TrafkaError
 
 from .calls import Calls
+from .connection import request_all
 from .consumer_core import ConsumerCore
 from .fetcher import TopicPartition, build_list_offsets, parse_list_offsets
 from .transport import BrokerConnection, CallbackCompletion, Cluster
@@ -270,11 +271,12 @@ class FetchDriver:
             parts = [{tp: o for tp, o in targets.items() if tp in mine} for targets in target_sets]
             asked = [part for part in parts if part]
             version = conn.version_for(2)
-            answers = await conn.request_all(
+            answers = await request_all(
+                conn,
                 [
                     (2, build_list_offsets(part, version, read_committed=read_committed))
                     for part in asked
-                ]
+                ],
             )
             found: dict[TopicPartition, list[Any]] = {tp: [] for tp in tps}
             for part, answer in zip(asked, answers, strict=True):

@@ -18,8 +18,9 @@ from sdk_brokers import fresh, module_broker
 
 from trafka.brokerlite import RunningBroker
 from trafka.codec import ErrorCode, KafkaError
+from trafka.sdk import consumer_fetching
 from trafka.sdk.admin import NewTopic, open_admin
-from trafka.sdk.connection import BrokerConnection
+from trafka.sdk.connection import BrokerConnection, request_all
 from trafka.sdk.consumer import TopicPartition, open_consumer
 from trafka.sdk.errors import DeliveryTimeoutError, UsageError
 from trafka.sdk.partitioners import murmur2_partition
@@ -171,13 +172,12 @@ async def test_offset_bounds_are_the_first_and_end_offsets_in_one_round_trip(
             assert ends == {tps[1]: 3, tps[2]: 3}
             # One leader: both requests written back to back, in one call.
             sent: list[list[int]] = []
-            original = BrokerConnection.request_all
 
             async def spy(conn: BrokerConnection, requests: Any, **kw: Any) -> Any:
                 sent.append([api_key for api_key, _ in requests])
-                return await original(conn, requests, **kw)
+                return await request_all(conn, requests, **kw)
 
-            monkeypatch.setattr(BrokerConnection, "request_all", spy)
+            monkeypatch.setattr(consumer_fetching, "request_all", spy)
             assert await c.offset_bounds(tps, tps) == (firsts, dict.fromkeys(tps, 3))
             assert sent == [[2, 2]]
             with pytest.raises(KafkaError):
