@@ -8,16 +8,15 @@ share a client.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import create, fresh, produce, run
+from spark_helpers import create, delete, fresh, grow, produce
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
-from trafka.sdk import open_admin
 from trafka.spark import _kafka
 from trafka.spark.options import parse_read_options
 
@@ -36,41 +35,6 @@ def _options(broker: RunningBroker, **options: str) -> Any:
         },
         streaming=False,
     )
-
-
-@pytest.fixture
-def accepted(broker: RunningBroker) -> Iterator[Callable[[], int]]:
-    """How many connections the broker has accepted so far."""
-    core = broker.broker
-    count = 0
-    original = core.connection_opened
-
-    def counting(*args: Any, **kwargs: Any) -> None:
-        nonlocal count
-        count += 1
-        original(*args, **kwargs)
-
-    core.connection_opened = counting  # type: ignore[method-assign]
-    try:
-        yield lambda: count
-    finally:
-        core.connection_opened = original  # type: ignore[method-assign]
-
-
-def _grow(broker: RunningBroker, topic: str, partitions: int) -> None:
-    async def go() -> None:
-        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
-            await admin.create_partitions({topic: partitions})
-
-    run(go)
-
-
-def _delete(broker: RunningBroker, topic: str) -> None:
-    async def go() -> None:
-        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
-            await admin.delete_topics([topic])
-
-    run(go)
 
 
 def test_queries_reuse_their_connections_and_see_every_change_of_the_topics(
@@ -99,13 +63,13 @@ def test_queries_reuse_their_connections_and_see_every_change_of_the_topics(
     assert sum(plan()[1][topic].values()) == 6
 
     # A partition added between two queries is planned by the second, from its start.
-    _grow(broker, topic, 3)
+    grow(broker, topic, 3)
     start, end = plan()
     assert start == {topic: {"0": 0, "1": 0, "2": 0}}
     assert end[topic]["2"] == 0 and sum(end[topic].values()) == 6
 
     # A topic deleted between two queries fails the second, as a missing topic does.
-    _delete(broker, topic)
+    delete(broker, topic)
     with pytest.raises(_kafka.PlanningError, match=f"topics do not exist: {topic}"):
         plan()
 
@@ -182,10 +146,10 @@ def test_one_sessions_queries_see_the_topic_change_between_them(
         return int(df.count())
 
     assert count() == 2
-    _grow(broker, topic, 2)
+    grow(broker, topic, 2)
     produce(broker, topic, [(b"k", b"b", None)] * 3)
     assert count() == 5
-    _delete(broker, topic)
+    delete(broker, topic)
     with pytest.raises(Exception, match=f"topics do not exist: {topic}"):
         count()
     create(broker, topic, 1)
