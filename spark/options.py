@@ -919,7 +919,8 @@ PARITY: tuple[Parity, ...] = (
         "readers and producers (and their connections) kept per Python worker, keyed by "
         "the client settings without the group id (so queries share them), at most 8 idle "
         "readers and 32 idle sockets per worker, the least recently used closed first, and "
-        "closed after 5 idle minutes; a stream's planning clients kept between triggers; "
+        "closed after 5 idle minutes; a stream's planning clients kept between triggers, "
+        "a batch read's between queries (at most 4 idle); "
         "the spark.kafka.* cache settings do not apply",
     ),
     Parity(
