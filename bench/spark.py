@@ -37,6 +37,10 @@ its start-up is not timed.
   the driver's offset lookup, ``queryPlanning`` and ``getBatch`` the planning,
   ``addBatch`` the tasks' launch, their reads and the sink, ``walCommit`` and
   ``commitOffsets`` the checkpoint). ``--latency-only`` runs this part alone.
+  ``--stream-option KEY=VALUE`` gives the stream's source an option
+  (``streamReader=simple``), ``--sink-option KEY=VALUE`` its sink
+  (``asyncProgressTrackingEnabled=true``), ``--spark-conf KEY=VALUE`` the session
+  a setting; each may be given again.
 * **idle triggers** (``--idle-only``, no Spark): an idle stream's driver loop
   as Spark's ``trigger(processingTime="0 seconds")`` runs it (the source's
   ``latestOffset``, then 10 ms, again) for ``--latency-seconds``: the calls
@@ -56,7 +60,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +232,14 @@ def main() -> None:
         "whatever the other options say (tests/bench/test_bench_smoke.py)",
     )
     parser.add_argument("--latency-only", action="store_true", help="only the stream latency part")
+    for flag, what in (
+        ("--stream-option", "an option of the latency stream's source"),
+        ("--sink-option", "an option of the latency stream's foreachBatch sink"),
+        ("--spark-conf", "a setting of the Spark session"),
+    ):
+        parser.add_argument(
+            flag, action="append", default=[], metavar="KEY=VALUE", type=_pair, help=what
+        )
     parser.add_argument(
         "--idle-only", action="store_true", help="only an idle stream's triggers, without Spark"
     )
@@ -263,6 +275,8 @@ def main() -> None:
                 # Every micro-batch's progress, for the latency's breakdown.
                 .config("spark.sql.streaming.numRecentProgressUpdates", "10000")
             )
+            for key, value in args.spark_conf:
+                builder = builder.config(key, value)
             if args.smoke:
                 # Not a measurement: a JVM that starts sooner (C1 only, the serial GC).
                 builder = builder.config(
@@ -279,7 +293,9 @@ def main() -> None:
                     "subscribe", "warm"
                 ).load().count()
             if args.latency_only:
-                latencies, phases = stream_latency(spark, servers, args.latency_seconds)
+                latencies, phases = stream_latency(
+                    spark, servers, args.latency_seconds, args.stream_option, args.sink_option
+                )
                 spark.stop()
                 print_latency(latencies, phases)
                 return
@@ -348,7 +364,9 @@ def main() -> None:
                     topic = f"bench-{guarantee}"
                     writes[guarantee] = max(writes[guarantee], timed_write(rows, guarantee, topic))
             spark_w, eos_w = writes["at-least-once"], writes["exactly-once"]
-            latencies, phases = stream_latency(spark, servers, args.latency_seconds)
+            latencies, phases = stream_latency(
+                spark, servers, args.latency_seconds, args.stream_option, args.sink_option
+            )
             spark.stop()
         finally:
             broker.terminate()
@@ -455,8 +473,19 @@ _PHASES = (
 )
 
 
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
 def stream_latency(
-    spark: Any, servers: str, seconds: float
+    spark: Any,
+    servers: str,
+    seconds: float,
+    source_options: Sequence[tuple[str, str]] = (),
+    sink_options: Sequence[tuple[str, str]] = (),
 ) -> tuple[list[float], dict[str, list[int]]]:
     """Seconds from each record's send to its row reaching the sink, and the
     milliseconds of each phase (Spark's ``durationMs``) of the micro-batches
@@ -474,17 +503,23 @@ def stream_latency(
         now = time.time()
         latencies.extend(now - float(row.v) for row in batch.collect())
 
-    query = (
+    reader = (
         spark.readStream.format("trafka")
         .option("kafka.bootstrap.servers", servers)
         .option("subscribe", topic)
         .option("startingOffsets", "latest")
-        .load()
+    )
+    for key, value in source_options:
+        reader = reader.option(key, value)
+    writer = (
+        reader.load()
         .selectExpr("cast(value as string) as v")
         .writeStream.trigger(processingTime="0 seconds")
         .foreachBatch(sink)
-        .start()
     )
+    for key, value in sink_options:
+        writer = writer.option(key, value)
+    query = writer.start()
     try:
         while query.lastProgress is None:  # its first (empty) micro-batch has run
             # A stream that died before it waits forever here otherwise (seen once, at

@@ -8,6 +8,12 @@ Rules and invariants:
   are in, before any of the frame is buffered.
 * Memory follows what was received, never what a size field claims: the buffer
   holds exactly the fed bytes not yet returned.
+* A large frame (``join_from`` bytes or more, when asked for) is kept, once its
+  size prefix is in, as the pieces it arrives in, joined into one ``bytes``
+  when the last arrives: a piece fed as ``bytes`` that lies within the frame is
+  kept as it is, not copied, so a socket that receives each piece as a new
+  ``bytes`` of at most :attr:`FrameReader.wanted` bytes gets the frame with one
+  copy (the join) rather than two (into the buffer, then out of it).
 * After an error the reader is broken: the stream has lost its framing and the
   only safe thing is to close the connection (``feed`` raises again).
 * ``feed`` may be called with any split of the stream, down to one byte at a time.
@@ -38,21 +44,45 @@ class FrameReader:
             handle(frame)
     """
 
-    __slots__ = ("_broken", "_buf", "_need", "_pos", "max_frame_size")
+    __slots__ = (
+        "_broken",
+        "_buf",
+        "_have",
+        "_need",
+        "_pieces",
+        "_pos",
+        "join_from",
+        "max_frame_size",
+    )
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    def __init__(
+        self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, *, join_from: int | None = None
+    ) -> None:
         if max_frame_size < 0:
             raise ValueError("max_frame_size must be >= 0")
+        if join_from is not None and join_from < 1:
+            raise ValueError("join_from must be >= 1")
         self.max_frame_size = max_frame_size
+        self.join_from = join_from
         self._buf = bytearray()
         self._pos = 0
         self._need = -1  # size of the frame being collected, -1 until its prefix is in
+        # The pieces of a large frame being collected (see the module doc) and
+        # their length in all; its bytes are not in _buf. None: no such frame.
+        self._pieces: list[bytes] | None = None
+        self._have = 0
         self._broken: DecodeError | None = None
 
     @property
     def buffered(self) -> int:
         """Bytes received and not yet returned as frames (a size prefix already read included)."""
-        return len(self._buf) - self._pos + (4 if self._need >= 0 else 0)
+        return len(self._buf) - self._pos + (4 if self._need >= 0 else 0) + self._have
+
+    @property
+    def wanted(self) -> int:
+        """The bytes the large frame being collected still lacks (0 when none
+        is): what a socket may receive as one piece (see the module doc)."""
+        return self._need - self._have if self._pieces is not None else 0
 
     @property
     def pending_frame_size(self) -> int | None:
@@ -69,7 +99,11 @@ class FrameReader:
             return 0
         buf = self._buf
         pos, end, count = self._pos, len(self._buf), 0
-        if self._need >= 0:
+        if self._pieces is not None:
+            if self._have < self._need:
+                return 0
+            count = 1
+        elif self._need >= 0:
             if end - pos < self._need:
                 return 0
             pos += self._need
@@ -85,7 +119,12 @@ class FrameReader:
     def peek(self, n: int) -> bytes | None:
         """The first ``n`` bytes of the frame being collected (its request header's
         API key, say), once its size prefix and those bytes are in; else None."""
-        if self._need < 0 or n > self._need or len(self._buf) - self._pos < n:
+        if self._need < 0 or n > self._need:
+            return None
+        if self._pieces is not None:
+            head = b"".join(self._pieces[:n])[:n]  # a piece holds one byte at least
+            return head if len(head) == n else None
+        if len(self._buf) - self._pos < n:
             return None
         return bytes(self._buf[self._pos : self._pos + n])
 
@@ -93,6 +132,15 @@ class FrameReader:
         """Append received bytes. Raises the reader's error if it is broken."""
         if self._broken is not None:
             raise self._broken
+        pieces = self._pieces
+        if pieces is not None and self._have < self._need and data:
+            n = min(len(data), self._need - self._have)
+            # Bytes that lie within the frame are kept as they are (see the module doc).
+            pieces.append(data if n == len(data) and type(data) is bytes else bytes(data[:n]))
+            self._have += n
+            if n == len(data):
+                return
+            data = data[n:]
         self._buf += data
 
     def take(self, data: bytes | bytearray | memoryview) -> list[bytes]:
@@ -121,6 +169,13 @@ class FrameReader:
         """
         if self._broken is not None:
             raise self._broken
+        if self._pieces is not None:
+            if self._have < self._need:
+                return None
+            pieces, self._pieces = self._pieces, None
+            self._have = 0
+            self._need = -1
+            return pieces[0] if len(pieces) == 1 else b"".join(pieces)
         buf = self._buf
         avail = len(buf) - self._pos
         if self._need < 0:
@@ -140,6 +195,12 @@ class FrameReader:
             avail -= 4
             self._need = size
         if avail < self._need:
+            if self.join_from is not None and self._need >= self.join_from:
+                # A large frame: collected as its pieces from here on.
+                with memoryview(buf) as view:
+                    self._pieces = [view[self._pos :].tobytes()] if avail else []
+                self._have = avail
+                self._pos += avail
             self._compact()
             return None
         start = self._pos

@@ -60,7 +60,7 @@ import random
 import socket
 import ssl
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -76,7 +76,7 @@ from .errors import KafkaConnectionError, RequestTimeoutError, UsageError
 from .sockets import close_socket, open_socket, socket_error
 from .statistics.counters import NodeCounters
 
-__all__ = ["BrokerConnection", "CallbackCompletion", "Completion"]
+__all__ = ["BrokerConnection", "CallbackCompletion", "Completion", "request_all"]
 
 log = logging.getLogger("trafka.sdk")
 
@@ -743,3 +743,25 @@ class BrokerConnection:
         self._closing = True
         self._fail(KafkaConnectionError(f"connection to node {self.node_id} closed"))
         await anyio.lowlevel.checkpoint()
+
+
+async def request_all(
+    conn: BrokerConnection, requests: Sequence[tuple[int, Any]], *, timeout: float | None = None
+) -> list[Any]:
+    """Send ``(api_key, body)`` requests on ``conn`` back to back, in order,
+    then wait for every answer (a broker answers a connection's requests in
+    the order sent): one round trip for them all. Raises as
+    :meth:`BrokerConnection.request` (the first failure among the answers, in
+    order)."""
+    waiters = []
+    for api_key, body in requests:
+        waiter = _Waiter()
+        conn.send(api_key, body, waiter, timeout=timeout)
+        waiters.append(waiter)
+    out = []
+    for waiter in waiters:
+        await waiter.event.wait()
+        if waiter.error is not None:
+            raise waiter.error
+        out.append(waiter.result)
+    return out

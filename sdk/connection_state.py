@@ -285,6 +285,9 @@ class ConnectionState:
         software_name, software_version: sent in ApiVersions v3+.
         stats: where requests, responses, bytes and latencies are counted (kept
             by the driver across reconnects); default a fresh one.
+        join_from: responses of at least this many bytes are kept as the pieces
+            they arrive in and joined once (see :mod:`trafka.codec.framing`
+            and :attr:`wanted`); None: every response goes through the buffer.
     """
 
     def __init__(
@@ -295,10 +298,11 @@ class ConnectionState:
         software_name: str = SOFTWARE_NAME,
         software_version: str = SOFTWARE_VERSION,
         stats: NodeCounters | None = None,
+        join_from: int | None = None,
     ) -> None:
         self._framer = RequestFramer(client_id)
         self.stats = stats if stats is not None else NodeCounters()
-        self._reader = FrameReader(max_frame_size)
+        self._reader = FrameReader(max_frame_size, join_from=join_from)
         self._next_id = 0
         self._in_flight: deque[InFlight] = deque()
         self._outbox: list[bytes] = []
@@ -339,6 +343,13 @@ class ConnectionState:
     def mid_response(self) -> bool:
         """Whether part of a response has been received (the rest is on its way)."""
         return self._reader.buffered > 0
+
+    @property
+    def wanted(self) -> int:
+        """The bytes a large response being received still lacks (0: none is,
+        see ``join_from``): received as a ``bytes`` of at most this many and
+        passed to :meth:`receive_data`, they are kept without a copy."""
+        return self._reader.wanted
 
     def version_for(self, api_key: int) -> int:
         """The negotiated version of ``api_key``.

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ import anyio.abc
 from trafka.codec import KafkaError, TrafkaError
 
 from .calls import Calls
+from .connection import request_all
 from .consumer_core import ConsumerCore
 from .fetcher import TopicPartition, build_list_offsets, parse_list_offsets
 from .transport import BrokerConnection, CallbackCompletion, Cluster
@@ -251,6 +252,58 @@ class FetchDriver:
             }
 
         return await self._calls.per_leader(what, targets, ask, None, partial=partial)
+
+    async def list_offsets_together(
+        self, what: str, target_sets: Sequence[dict[TopicPartition, int]]
+    ) -> list[dict[TopicPartition, Any]]:
+        """:meth:`list_offsets` of several target sets at once: each leader gets
+        one ListOffsets per set (a request names a partition once), written
+        back to back in the sets' order and answered in that order, so the
+        sets cost one round trip per leader, not one each, and each set is
+        answered after the one before it (a log's start then its end, say)."""
+        read_committed = self.config.read_committed
+        everything = [tp for targets in target_sets for tp in targets]
+
+        async def ask(
+            conn: BrokerConnection, tps: list[TopicPartition]
+        ) -> dict[TopicPartition, Any]:
+            mine = set(tps)
+            parts = [{tp: o for tp, o in targets.items() if tp in mine} for targets in target_sets]
+            asked = [part for part in parts if part]
+            version = conn.version_for(2)
+            answers = await request_all(
+                conn,
+                [
+                    (2, build_list_offsets(part, version, read_committed=read_committed))
+                    for part in asked
+                ],
+            )
+            found: dict[TopicPartition, list[Any]] = {tp: [] for tp in tps}
+            for part, answer in zip(asked, answers, strict=True):
+                for tp, res in parse_list_offsets(answer).items():
+                    if tp in part and tp in found:
+                        found[tp].append(
+                            res if isinstance(res, KafkaError) or res[0] >= 0 else None
+                        )
+            out: dict[TopicPartition, Any] = {}
+            for tp, results in found.items():
+                error = next((r for r in results if isinstance(r, KafkaError)), None)
+                if error is not None:
+                    out[tp] = error
+                elif len(results) == sum(tp in part for part in asked):
+                    out[tp] = results  # (a partition an answer left out stays open)
+            return out
+
+        # Per partition, its results in the order of the sets that name it.
+        results = await self._calls.per_leader(what, everything, ask, None)
+        out: list[dict[TopicPartition, Any]] = [{} for _ in target_sets]
+        seen: dict[TopicPartition, int] = {}
+        for i, targets in enumerate(target_sets):
+            for tp in targets:
+                n = seen.get(tp, 0)
+                out[i][tp] = results[tp][n]
+                seen[tp] = n + 1
+        return out
 
     async def close_sessions(self, timeout: float) -> None:
         """As Java's consumer on close: tell each broker holding a fetch session

@@ -96,6 +96,25 @@ class OffsetLookups:
         res = await self._lookup_fetches.list_offsets("end_offsets", dict.fromkeys(tps, LATEST))
         return {tp: (r[0] if r else 0) for tp, r in res.items()}
 
+    async def offset_bounds(
+        self, earliest: Iterable[TopicPartition], latest: Iterable[TopicPartition]
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """:meth:`beginning_offsets` of ``earliest`` and :meth:`end_offsets` of
+        ``latest``, asked of each leader in one round trip: two ListOffsets
+        (a request names a partition once) written back to back, the first
+        offsets' first. A leader answers a connection's requests in order, so
+        a partition in both never has its first offset looked up after its end.
+        """
+        first = check_topic_partitions("earliest", earliest)
+        last = check_topic_partitions("latest", latest)
+        starts, ends = await self._lookup_fetches.list_offsets_together(
+            "offset_bounds", [dict.fromkeys(first, EARLIEST), dict.fromkeys(last, LATEST)]
+        )
+        return (
+            {tp: (r[0] if r else 0) for tp, r in starts.items()},
+            {tp: (r[0] if r else 0) for tp, r in ends.items()},
+        )
+
     async def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, tuple[int, int] | None]:

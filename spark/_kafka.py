@@ -8,9 +8,9 @@ planning, the executors' Python workers). How each part runs:
   OAUTHBEARER). Records go to Spark chunk by chunk, as they arrive, each a
   :class:`~trafka.codec.columns.RecordColumns` (Arrow's layout, decoded in C
   without a Python object per record).
-* Planning (driver): trafka's admin client and consumer, on a private loop per
-  call (``anyio.run``) for a batch read, or kept open on a shared daemon loop
-  thread between a stream's triggers (:class:`Planner`).
+* Planning (driver): trafka's admin client and consumer on the process's
+  shared daemon loop thread, kept open between a stream's triggers, and
+  between batch reads in the pool :data:`PLANNERS` (:class:`Planner`).
 * Writing a task's rows: the async producer on a private loop (``anyio.run``).
 
 Offsets cross between driver and executors as plain dictionaries
@@ -28,8 +28,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -43,7 +42,7 @@ from ..sdk.consumer import Consumer, open_consumer
 from ..sdk.errors import AuthenticationError, ConfigError, KafkaConnectionError, TrafkaError
 from ..sdk.fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
 from ..sdk.producer import Producer, RecordFuture
-from ._pools import POOL, PRODUCERS, READERS, Loop, shared_loop
+from ._pools import POOL, PRODUCERS, READERS, ClientPool, Loop, shared_loop
 from ._watch import wait_for_records
 from ._wire import reader_settings
 from ._wire import supported as _wire_supported
@@ -55,6 +54,7 @@ __all__ = [
     "POOL",
     "READERS",
     "PRODUCERS",
+    "PLANNERS",
     "Planner",
     "DataLossError",
     "OffsetRange",
@@ -116,8 +116,11 @@ class OffsetRange:
 
 
 def _admin_config(consumer: ConsumerConfig) -> AdminConfig:
+    """The read's settings for its admin client: the shared ones, and
+    ``default.api.timeout.ms`` (Spark hands its admin client every ``kafka.*``
+    setting: a broker that is down fails a query's lookups within it)."""
     shared = {f.name: getattr(consumer, f.name) for f in dataclasses.fields(ClientConfig)}
-    return AdminConfig(**shared)
+    return AdminConfig(**shared, default_api_timeout_ms=consumer.default_api_timeout_ms)
 
 
 def _to_offsets(values: Mapping[TopicPartition, int]) -> Offsets:
@@ -155,10 +158,10 @@ async def _partitions(opts: ReadOptions, admin: Admin) -> list[TopicPartition]:
     return [TopicPartition(t, p) for t in topics for p in range(counts[t])]
 
 
-async def _resolve(
-    consumer: Consumer, spec: OffsetSpec, tps: Sequence[TopicPartition]
-) -> dict[TopicPartition, int]:
-    """Turn a spec into offsets (see :class:`OffsetSpec` for the precedence)."""
+def _split(
+    spec: OffsetSpec, tps: Sequence[TopicPartition]
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """A spec's partitions: ``(by timestamp, by offset or EARLIEST/LATEST)``."""
     by_time: dict[TopicPartition, int] = {}
     wanted: dict[TopicPartition, int] = {}
     for tp in tps:
@@ -168,6 +171,14 @@ async def _resolve(
             by_time[tp] = ts
         else:
             wanted[tp] = spec.per_partition.get(key, spec.default)
+    return by_time, wanted
+
+
+async def _resolve(
+    consumer: Consumer, spec: OffsetSpec, tps: Sequence[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """Turn a spec into offsets (see :class:`OffsetSpec` for the precedence)."""
+    by_time, wanted = _split(spec, tps)
     out = {tp: o for tp, o in wanted.items() if o >= 0}
     # The partitions that end where their log ends: asked for in one request, and
     # only when there are any (a batch read's start from earliest needs none).
@@ -199,14 +210,37 @@ def _run(fn: Any, *args: Any) -> Any:
     return anyio.run(partial(fn, *args), backend="trio")
 
 
+@contextlib.asynccontextmanager
+async def _planning_clients(config: ConsumerConfig) -> AsyncIterator[tuple[Admin, Consumer]]:
+    async with (
+        open_admin(_admin_config(config)) as admin,
+        open_consumer(config=config) as consumer,
+    ):
+        yield admin, consumer
+
+
+PLANNERS = ClientPool(_planning_clients, capacity=4, close_at_exit=True)
+"""The driver's planning clients (an admin client and a consumer) kept between
+batch reads in one process, keyed by :func:`~._wire.reader_settings` (the
+cluster, security and client settings, not the query's group id), as Spark's
+connector keeps its admin client: a query then asks its questions over open
+connections. They hold no answer between queries: each query asks for its
+partitions and offsets again (see :class:`Planner`)."""
+
+
 class Planner:
     """The driver's admin client and consumer for planning offsets.
 
-    ``keep=False`` (a batch read: planned once) opens them for each call on a
-    private loop. ``keep=True`` (a stream: asked at every trigger) opens them at
-    the first call on the process's shared loop and keeps them, with their
-    connections, until :meth:`close`; an idle stream then asks its brokers over
-    the same connections at every trigger instead of opening new ones.
+    ``keep=False`` (a batch read: planned once) leases them from
+    :data:`PLANNERS` for each call and gives them back (closed instead after a
+    failure other than a :class:`PlanningError`: their state is unknown), so
+    the queries of a session reuse their connections; every call asks the
+    brokers for the read's partitions (Metadata) and offsets again, so a topic
+    created, grown or deleted before a query is seen by it. ``keep=True`` (a
+    stream: asked at every trigger) opens them at the first call on the
+    process's shared loop and keeps them, with their connections, until
+    :meth:`close`; an idle stream then asks its brokers over the same
+    connections at every trigger instead of opening new ones.
 
     A kept planner also keeps the read's partitions (:meth:`partitions`): a
     trigger then costs one ListOffsets per leader and no Metadata request. They
@@ -261,8 +295,16 @@ class Planner:
     def call(self, fn: Any) -> Any:
         """``await fn(admin, consumer)``, tried again as ``fetchOffset.numRetries`` says."""
         if not self.keep:
-            return _retried(self.opts, partial(_run, self._once, fn))
+            return _retried(self.opts, partial(self._call_pooled, fn))
         return _retried(self.opts, partial(self._call_kept, fn))
+
+    def _call_pooled(self, fn: Any) -> Any:
+        with PLANNERS.lease(reader_settings(self.opts.consumer_config())) as entry:
+            try:
+                return entry.loop.call(fn, *entry.client)
+            except PlanningError as exc:
+                refused = exc  # the options' fault, not the clients': they go back
+        raise refused
 
     def _call_kept(self, fn: Any) -> Any:
         try:
@@ -271,16 +313,6 @@ class Planner:
             self.close()  # a client in an unknown state is not kept
             self.forget_partitions()
             raise
-
-    async def _open(self, stack: AsyncExitStack) -> tuple[Admin, Consumer]:
-        config = self.opts.consumer_config()
-        admin = await stack.enter_async_context(open_admin(_admin_config(config)))
-        consumer = await stack.enter_async_context(open_consumer(config=config))
-        return admin, consumer
-
-    async def _once(self, fn: Any) -> Any:
-        async with AsyncExitStack() as stack:
-            return await fn(*await self._open(stack))
 
     def _kept(self, fn: Any) -> Any:
         loop = shared_loop()
@@ -356,11 +388,6 @@ def _retried(opts: ReadOptions, attempt: Any) -> Any:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _planned(opts: ReadOptions, fn: Any) -> Any:
-    """``fn()`` on a private loop, retried (:func:`_retried`)."""
-    return _retried(opts, partial(_run, fn))
-
-
 def starting_offsets(opts: ReadOptions, planner: Planner | None = None) -> Offsets:
     """The offsets a read starts at (batch, or a new stream)."""
 
@@ -379,8 +406,25 @@ def batch_offsets(opts: ReadOptions) -> tuple[Offsets, Offsets]:
 
     async def go(admin: Admin, consumer: Consumer) -> tuple[Offsets, Offsets]:
         tps = await _partitions(opts, admin)
-        start = _to_offsets(await _resolve(consumer, opts.starting, tps))
-        return start, _to_offsets(await _resolve(consumer, opts.ending, tps))
+        by_start_time, start = _split(opts.starting, tps)
+        by_end_time, end = _split(opts.ending, tps)
+        if by_start_time or by_end_time:
+            first = _to_offsets(await _resolve(consumer, opts.starting, tps))
+            return first, _to_offsets(await _resolve(consumer, opts.ending, tps))
+        # The starts' and the ends' lookups in one round trip per leader, the
+        # starts' answered first (as they would be one after the other).
+        lookups = (start, end)
+        earliest = [tp for offsets in lookups for tp, o in offsets.items() if o == EARLIEST]
+        latest = [tp for offsets in lookups for tp, o in offsets.items() if o == LATEST]
+        firsts, ends = (
+            await consumer.offset_bounds(earliest, latest) if earliest or latest else ({}, {})
+        )
+        found = {EARLIEST: firsts, LATEST: ends}
+        start, end = (
+            {tp: found[o][tp] if o in found else o for tp, o in offsets.items()}
+            for offsets in lookups
+        )
+        return _to_offsets(start), _to_offsets(end)
 
     result: tuple[Offsets, Offsets] = Planner(opts).call(go)
     return result

@@ -1,14 +1,16 @@
 """The clients a Spark Python worker keeps between Spark's calls: a trio loop in
 a daemon thread (:func:`shared_loop`) for the async clients, the pools of async
-consumers and producers on it (:class:`ClientPool`), and the pool of blocking
-range readers (:class:`ReaderPool`), with the bookkeeping of their idle
-entries (:class:`Idle`).
+consumers, producers and the driver's planning clients on it
+(:class:`ClientPool`), and the pool of blocking range readers
+(:class:`ReaderPool`), with the bookkeeping of their idle entries
+(:class:`Idle`).
 
 No pyspark here; :mod:`._kafka` uses them to plan, read and write.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import os
@@ -202,7 +204,9 @@ class ClientPool:
     client goes back (a consumer drops its assignment); at most ``capacity``
     idle clients are kept per process, the least recently used closed to make
     room, and one idle for ``idle_timeout_s`` is closed when the pool is next
-    used (Spark's caches evict after 5 minutes too). See :class:`Idle`.
+    used (Spark's caches evict after 5 minutes too). See :class:`Idle`. With
+    ``close_at_exit``, the idle clients are closed when the interpreter exits
+    (those of this process's loop: a forked child's copies are left alone).
     """
 
     def __init__(
@@ -212,11 +216,18 @@ class ClientPool:
         *,
         capacity: int = 16,
         idle_timeout_s: float = 300.0,
+        close_at_exit: bool = False,
     ) -> None:
         self.opener = opener
         self.tidy = tidy
         self._idle: Idle[_Pooled] = Idle(capacity, idle_timeout_s)
         self.opened = 0  # clients opened (for tests and statistics)
+        if close_at_exit:
+            atexit.register(self.close)
+
+    def __len__(self) -> int:
+        """How many idle clients it keeps."""
+        return len(self._idle)
 
     @contextlib.contextmanager
     def lease(self, config: Any) -> Iterator[_Pooled]:
@@ -264,8 +275,13 @@ class ClientPool:
                 old.close(None, None, None)
 
     def close(self) -> None:
-        """Close every idle client."""
+        """Close every idle client. Those of another process's loop (a forked
+        child's copies, whose loop thread did not survive the fork) or of a
+        loop that ended are forgotten: their loop cannot run their closing."""
         for entry in self._idle.drain():
+            loop = entry.loop
+            if loop.pid != os.getpid() or not loop.thread.is_alive():
+                continue
             with contextlib.suppress(Exception):
                 entry.close(None, None, None)
 

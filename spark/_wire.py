@@ -71,6 +71,9 @@ __all__ = ["BlockingConnection", "RangeReader", "reader_settings", "supported"]
 
 _FETCH, _LIST_OFFSETS, _METADATA = 1, 2, 3
 _RECEIVE_BYTES = 1 << 20  # the most one socket read takes
+# Answers of at least this many bytes (a fetch's) are received as the pieces
+# the socket hands over, joined once at the end (see _answer).
+_JOIN_FROM = 1 << 18
 
 
 def supported(config: ConsumerConfig) -> bool:
@@ -127,7 +130,9 @@ class BlockingConnection:
         self.host, self.port = host, port
         self._config = config
         self._state = ConnectionState(
-            config.client_id, max_frame_size=config.receive_message_max_bytes
+            config.client_id,
+            max_frame_size=config.receive_message_max_bytes,
+            join_from=_JOIN_FROM,
         )
         timeout = config.socket_connection_setup_timeout_ms / 1000
         try:
@@ -207,13 +212,20 @@ class BlockingConnection:
             if left <= 0:
                 self.close()
                 raise KafkaConnectionError(f"{self.host}:{self.port} did not answer in time")
+            # The rest of a large answer arrives as new bytes objects, which the
+            # framing keeps as they are and joins once (one copy, not two: see
+            # trafka.codec.framing); anything else lands in the inbox.
+            wanted = self._state.wanted
+            data: bytes | memoryview
             try:
                 sock.settimeout(left)
-                received = sock.recv_into(self._inbox)
+                if wanted:
+                    data = sock.recv(min(wanted, _RECEIVE_BYTES))
+                else:
+                    data = memoryview(self._inbox)[: sock.recv_into(self._inbox)]
             except (OSError, ssl.SSLError) as exc:
                 self.close()
                 raise KafkaConnectionError(f"{self.host}:{self.port}: {exc}") from None
-            data = memoryview(self._inbox)[:received]
             if not data:
                 self.close()
                 raise KafkaConnectionError(f"{self.host}:{self.port} closed the connection")

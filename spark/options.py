@@ -167,6 +167,7 @@ _READ_KEYS = {
     "maxrecordsperpartition",
     "mergeoffsetranges",
     "mergedpartitions",
+    "streamreader",
     "kafkaconsumer.polltimeoutms",
     "polltimeoutms",  # trafka's name before kafkaConsumer.pollTimeoutMs
     "fetchoffset.numretries",
@@ -246,6 +247,7 @@ class ReadOptions:
     max_records_per_partition: int | None = None
     merge_ranges: bool = True
     merged_partitions: int | None = None
+    simple_stream_reader: bool = False
     poll_timeout_ms: int = 120_000
     fetch_offset_retries: int = 3
     fetch_offset_retry_interval_ms: int = 10
@@ -614,6 +616,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         ),
         merge_ranges=_bool("mergeOffsetRanges", own.get("mergeoffsetranges"), True),
         merged_partitions=_positive("mergedPartitions", own.get("mergedpartitions")),
+        simple_stream_reader=_stream_reader(own.get("streamreader")),
         poll_timeout_ms=_positive("kafkaConsumer.pollTimeoutMs", poll) or 120_000,
         fetch_offset_retries=_or(
             _integer("fetchOffset.numRetries", own.get("fetchoffset.numretries"), 0), 3
@@ -625,6 +628,15 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     )
     result.consumer_config()  # an unknown or invalid kafka.* setting fails here
     return result
+
+
+def _stream_reader(value: str | None) -> bool:
+    """``streamReader``: whether a stream reads on the driver (``simple``) or in
+    tasks (``partitioned``, the default)."""
+    kind = (value or "partitioned").strip().lower()
+    if kind not in ("partitioned", "simple"):
+        raise ConfigError(f"option 'streamReader' must be 'partitioned' or 'simple', not {value!r}")
+    return kind == "simple"
 
 
 def check_read_options(options: Mapping[str, str]) -> None:
@@ -800,6 +812,16 @@ PARITY: tuple[Parity, ...] = (
         example="4",
     ),
     Parity(
+        "streamReader",
+        "read",
+        "not in Spark: executor tasks read each micro-batch",
+        "trafka's own, default partitioned (tasks read); simple: the driver reads a "
+        "micro-batch as it finds it (PySpark's simple stream reader), no read task, for "
+        "small rates where latency matters (see Latency)",
+        example="simple",
+        streaming_only=True,
+    ),
+    Parity(
         "groupIdPrefix",
         "read",
         "spark-kafka-source",
@@ -897,7 +919,8 @@ PARITY: tuple[Parity, ...] = (
         "readers and producers (and their connections) kept per Python worker, keyed by "
         "the client settings without the group id (so queries share them), at most 8 idle "
         "readers and 32 idle sockets per worker, the least recently used closed first, and "
-        "closed after 5 idle minutes; a stream's planning clients kept between triggers; "
+        "closed after 5 idle minutes; a stream's planning clients kept between triggers, "
+        "a batch read's between queries (at most 4 idle); "
         "the spark.kafka.* cache settings do not apply",
     ),
     Parity(

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
+from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -33,6 +34,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
+    SimpleDataSourceStreamReader,
     WriterCommitMessage,
 )
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -192,7 +194,20 @@ class KafkaDataSource(DataSource):
             # PySpark's stream runner loses an exception raised here (it fails with
             # an UnboundLocalError of its own): the reader raises it at its first call.
             return _FailedStreamReader(exc)
+        if opts.simple_stream_reader:
+            # PySpark takes simpleStreamReader() only when this one is not
+            # implemented: its one way to choose between the two.
+            raise PySparkNotImplementedError(
+                errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"}
+            )
         return _StreamReader(opts, schema, tasks=self._tasks(opts))
+
+    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+        # Asked only after streamReader() declined (streamReader=simple), whose
+        # options parsed then: these parse the same.
+        return _SimpleStreamReader(
+            _pinned(parse_read_options(self.options, streaming=True)), schema
+        )
 
     def _tasks(self, opts: ReadOptions) -> int | None:
         """How many tasks merged ranges aim at: ``mergedPartitions``, else the
@@ -534,6 +549,65 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def stop(self) -> None:
         if self._planner is not None:
             self._planner.close()
+
+
+class _SimpleStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``streamReader=simple``: the driver reads each micro-batch as it finds its
+    end, and Spark hands the rows to the micro-batch, which runs no read task
+    (PySpark's simple stream reader: for small rates, where a task's fixed cost
+    is most of a micro-batch's).
+
+    The end is found as :class:`_StreamReader` finds it (the same admission:
+    ``maxOffsetsPerTrigger``, ``minOffsetsPerTrigger``, ``Trigger.AvailableNow``;
+    the same wait when nothing is new). A micro-batch that a restarted query
+    runs again from its checkpoint (planned, not finished) is not in the
+    driver's memory: Spark then runs a task that reads its offsets again
+    (:meth:`readBetweenOffsets`), the same records, since Kafka's offsets name
+    them.
+
+    The micro-batch's records are held in the driver's memory (Arrow) until
+    Spark takes them, so a stream that may find a large backlog (a start at the
+    earliest offsets, a query restarted after a pause) wants
+    ``maxOffsetsPerTrigger``.
+    """
+
+    def __init__(
+        self, opts: ReadOptions, schema: StructType, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        # Its planning is the partitioned reader's; only the reading moves.
+        self.stream = _StreamReader(opts, schema, clock=clock)
+
+    def initialOffset(self) -> dict[str, Any]:
+        return self.stream.initialOffset()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.stream.prepareForTriggerAvailableNow()
+
+    def read(self, start: dict[str, Any]) -> tuple[Iterator[Any], dict[str, Any]]:
+        stream = self.stream
+        end = stream.latestOffset(start, stream.getDefaultReadLimit())
+        if _kafka.nothing_new(start, end):
+            # The start itself: PySpark compares the two as JSON text, and runs
+            # no micro-batch only when they are equal.
+            return iter(()), start
+        batches = [
+            batch
+            for partition in stream.partitions(start, end)
+            for batch in _read(stream.opts, stream.schema, partition)
+        ]
+        # A list's iterator: PySpark copies the iterator it keeps (a generator
+        # cannot be copied).
+        return iter(batches), end
+
+    def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[Any]:
+        # In a task of a micro-batch that is run again: a planner of its own,
+        # closed when the call returns (none is kept in an executor).
+        opts = self.stream.opts
+        for partition in _plan(opts, None, _kafka.new_partitions(opts, start, end), end):
+            yield from _read(opts, self.stream.schema, partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        pass  # Spark's checkpoint holds the offsets
 
 
 class _FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

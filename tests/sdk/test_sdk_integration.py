@@ -18,7 +18,9 @@ from sdk_brokers import fresh, module_broker
 
 from trafka.brokerlite import RunningBroker
 from trafka.codec import ErrorCode, KafkaError
+from trafka.sdk import consumer_fetching
 from trafka.sdk.admin import NewTopic, open_admin
+from trafka.sdk.connection import BrokerConnection, request_all
 from trafka.sdk.consumer import TopicPartition, open_consumer
 from trafka.sdk.errors import DeliveryTimeoutError, UsageError
 from trafka.sdk.partitioners import murmur2_partition
@@ -149,6 +151,37 @@ async def test_a_position_before_deleted_records_resets_at_once(broker: RunningB
             c.seek(tp, 2)
             got = await c.getmany(timeout_ms=3_000)
             assert [r.value for r in got[tp]] == [b"6", b"7", b"8", b"9"]
+
+
+async def test_offset_bounds_are_the_first_and_end_offsets_in_one_round_trip(
+    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bs = broker.bootstrap_servers
+    topic = fresh("bounds")
+    tps = [TopicPartition(topic, p) for p in range(3)]
+    with anyio.fail_after(30):
+        await _create(bs, topic, 3)
+        async with open_producer(bootstrap_servers=bs) as p:
+            for i in range(9):
+                await p.send(topic, b"%d" % i, partition=i % 3)
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.delete_records({tps[0]: 2})
+        async with open_consumer(bootstrap_servers=bs) as c:
+            firsts, ends = await c.offset_bounds(tps, tps[1:])
+            assert firsts == await c.beginning_offsets(tps) == {tps[0]: 2, tps[1]: 0, tps[2]: 0}
+            assert ends == {tps[1]: 3, tps[2]: 3}
+            # One leader: both requests written back to back, in one call.
+            sent: list[list[int]] = []
+
+            async def spy(conn: BrokerConnection, requests: Any, **kw: Any) -> Any:
+                sent.append([api_key for api_key, _ in requests])
+                return await request_all(conn, requests, **kw)
+
+            monkeypatch.setattr(consumer_fetching, "request_all", spy)
+            assert await c.offset_bounds(tps, tps) == (firsts, dict.fromkeys(tps, 3))
+            assert sent == [[2, 2]]
+            with pytest.raises(KafkaError):
+                await c.offset_bounds([TopicPartition(topic, 7)], [])
 
 
 async def test_admin_operations(broker: RunningBroker) -> None:

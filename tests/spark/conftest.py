@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -71,3 +71,22 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
         port=0, host="127.0.0.1", data_dir=data, group_initial_rebalance_delay_ms=0
     ) as running:
         yield running
+
+
+@pytest.fixture
+def accepted(broker: RunningBroker) -> Iterator[Callable[[], int]]:
+    """How many connections the broker has accepted so far."""
+    core = broker.broker
+    count = 0
+    original = core.connection_opened
+
+    def counting(*args: Any, **kwargs: Any) -> None:
+        nonlocal count
+        count += 1
+        original(*args, **kwargs)
+
+    core.connection_opened = counting  # type: ignore[method-assign]
+    try:
+        yield lambda: count
+    finally:
+        core.connection_opened = original  # type: ignore[method-assign]

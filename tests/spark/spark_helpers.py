@@ -37,6 +37,24 @@ def create(broker: RunningBroker, topic: str, partitions: int, **settings: Any) 
     run(go)
 
 
+def grow(broker: RunningBroker, topic: str, partitions: int) -> None:
+    """Give ``topic`` ``partitions`` partitions in all."""
+
+    async def go() -> None:
+        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+            await admin.create_partitions({topic: partitions})
+
+    run(go)
+
+
+def delete(broker: RunningBroker, topic: str) -> None:
+    async def go() -> None:
+        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+            await admin.delete_topics([topic])
+
+    run(go)
+
+
 def produce(
     broker: RunningBroker,
     topic: str,

@@ -2,12 +2,37 @@
 stream into a parquet file sink, run until it is killed.
 
 Usage: ``python stream_driver.py SERVERS TOPIC OUT CHECKPOINT``.
+
+The test starts the same stream (:func:`start_stream`) in its own Spark too, to
+finish the work after the killed drivers.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any
+
+
+def start_stream(spark: Any, servers: str, topic: str, out: str, checkpoint: str) -> Any:
+    """The stream (started): ``topic`` from its earliest offsets, micro-batches
+    of 40 records, into parquet files in ``out``."""
+    stream = (
+        spark.readStream.format("trafka")
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "40")
+        .load()
+    )
+    return (
+        stream.selectExpr("partition", "offset", "cast(value as string) as value")
+        .writeStream.format("parquet")
+        .option("path", out)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
 
 
 def main() -> None:
@@ -30,22 +55,7 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
-    stream = (
-        spark.readStream.format("trafka")
-        .option("kafka.bootstrap.servers", servers)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "40")
-        .load()
-    )
-    query = (
-        stream.selectExpr("partition", "offset", "cast(value as string) as value")
-        .writeStream.format("parquet")
-        .option("path", out)
-        .option("checkpointLocation", checkpoint)
-        .trigger(processingTime="100 milliseconds")
-        .start()
-    )
+    query = start_stream(spark, servers, topic, out, checkpoint)
     print("started", flush=True)
     query.awaitTermination()
 

@@ -5,7 +5,7 @@ time (counted where they arrive: the broker's accepted connections)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,25 +16,6 @@ from trafka.brokerlite import RunningBroker
 from trafka.sdk.blocking import Producer
 
 pytestmark = pytest.mark.timeout(240)
-
-
-@pytest.fixture
-def accepted(broker: RunningBroker) -> Iterator[Callable[[], int]]:
-    """How many connections the broker has accepted so far."""
-    core = broker.broker
-    count = 0
-    original = core.connection_opened
-
-    def counting(*args: Any, **kwargs: Any) -> None:
-        nonlocal count
-        count += 1
-        original(*args, **kwargs)
-
-    core.connection_opened = counting  # type: ignore[method-assign]
-    try:
-        yield lambda: count
-    finally:
-        core.connection_opened = original  # type: ignore[method-assign]
 
 
 def _wait(condition: Callable[[], bool], what: str, query: Any) -> None:

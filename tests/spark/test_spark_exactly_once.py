@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import stream_driver
 from spark_helpers import create, fresh, produce
 
 from trafka.brokerlite import RunningBroker
@@ -112,12 +113,29 @@ class SinkLog:
         return sum(self._rows.values())
 
 
-def _until(what: str, check: Callable[[], bool], driver: Driver, log: Path) -> None:
+def _until(what: str, check: Callable[[], bool], died: Callable[[], str | None]) -> None:
+    """Wait for ``check``; ``died`` says why the stream ended, if it did."""
     deadline = time.monotonic() + 150
     while not check():
-        assert driver.proc.poll() is None, f"the driver died: {log.read_text()[-3000:]}"
+        assert (why := died()) is None, why
         assert time.monotonic() < deadline, f"not within 150 s: {what}"
         time.sleep(0.5)
+
+
+def _driver_died(driver: Driver, log: Path) -> Callable[[], str | None]:
+    def died() -> str | None:
+        if driver.proc.poll() is None:
+            return None
+        return f"the driver died: {log.read_text()[-3000:]}"
+
+    return died
+
+
+def _query_ended(query: Any) -> Callable[[], str | None]:
+    def ended() -> str | None:
+        return None if query.isActive else f"the query ended: {query.exception()}"
+
+    return ended
 
 
 @pytest.mark.slow
@@ -138,7 +156,7 @@ def test_file_sink_output_is_exactly_once_across_driver_kills_and_broker_restart
     # 1: killed with SIGKILL mid-stream (batches of 40 records: most still to come).
     driver = Driver(args, log)
     try:
-        _until("a first batch is committed", lambda: committed() >= 40, driver, log)
+        _until("a first batch is committed", lambda: committed() >= 40, _driver_died(driver, log))
     finally:
         driver.kill()
     first = committed()
@@ -153,22 +171,26 @@ def test_file_sink_output_is_exactly_once_across_driver_kills_and_broker_restart
     # then the driver is killed again.
     driver = Driver(args, log)
     try:
-        _until("the stream goes on", lambda: committed() >= first + 80, driver, log)
+        _until("the stream goes on", lambda: committed() >= first + 80, _driver_died(driver, log))
         restartable.stop()
         time.sleep(1)
         restartable.start()
         _until(
-            "the stream goes on after the restart", lambda: committed() >= first + 160, driver, log
+            "the stream goes on after the restart",
+            lambda: committed() >= first + 160,
+            _driver_died(driver, log),
         )
     finally:
         driver.kill()
 
-    # 4: a last driver finishes the work.
-    driver = Driver(args, log)
+    # 4: a last driver finishes the work: the tests' own Spark (a JVM that saw
+    # none of the kills, with only the checkpoint and the output to go on), which
+    # spares the suite a third driver process's start.
+    query = stream_driver.start_stream(spark, servers, topic, str(out), str(checkpoint))
     try:
-        _until("every record is in the output", lambda: committed() >= 600, driver, log)
+        _until("every record is in the output", lambda: committed() >= 600, _query_ended(query))
     finally:
-        driver.kill()
+        query.stop()
 
     rows = spark.read.schema(SCHEMA).parquet(str(out)).collect()
     assert len({(r.partition, r.offset) for r in rows}) == len(rows) == 600

@@ -523,9 +523,9 @@ def test_offsets_are_asked_for_again_as_fetch_offset_options_say(
 
     if fails > retries:
         with pytest.raises(KafkaConnectionError):
-            _kafka._planned(opts, flaky)
+            _kafka._retried(opts, lambda: _kafka._run(flaky))
     else:
-        assert _kafka._planned(opts, flaky) == "offsets"
+        assert _kafka._retried(opts, lambda: _kafka._run(flaky)) == "offsets"
     assert calls == attempts
 
     # What cannot pass is not asked again.
@@ -537,7 +537,7 @@ def test_offsets_are_asked_for_again_as_fetch_offset_options_say(
         raise _kafka.PlanningError("topics do not exist: t")
 
     with pytest.raises(_kafka.PlanningError):
-        _kafka._planned(opts, missing)
+        _kafka._retried(opts, lambda: _kafka._run(missing))
     assert calls == 1
 
 

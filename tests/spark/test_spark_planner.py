@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
-from spark_helpers import create, fresh, produce, run
+from spark_helpers import create, delete, fresh, grow, produce
 
 from trafka.brokerlite import RunningBroker
-from trafka.sdk import open_admin
 from trafka.spark import _kafka
 from trafka.spark.options import parse_read_options
 
@@ -67,22 +66,6 @@ def planner_for(clock: Clock) -> Iterator[Any]:
         planner.close()
 
 
-def _grow(broker: RunningBroker, topic: str, partitions: int) -> None:
-    async def go() -> None:
-        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
-            await admin.create_partitions({topic: partitions})
-
-    run(go)
-
-
-def _delete(broker: RunningBroker, topic: str) -> None:
-    async def go() -> None:
-        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
-            await admin.delete_topics([topic])
-
-    run(go)
-
-
 def test_triggers_within_the_max_age_reuse_the_partitions_and_see_new_records(
     broker: RunningBroker, planner_for: Any, clock: Clock
 ) -> None:
@@ -110,7 +93,7 @@ def test_new_partitions_are_found_once_the_max_age_has_passed(
     opts = _options(broker, subscribe=topic)
     planner = planner_for(opts)
     start = _kafka.starting_offsets(opts, planner)
-    _grow(broker, topic, 3)
+    grow(broker, topic, 3)
     clock.now += MAX_AGE_MS / 1000 - 1
     assert _kafka.latest_offsets(opts, since=start, planner=planner) == {topic: {"0": 0, "1": 0}}
     clock.now += 1
@@ -143,7 +126,7 @@ def test_a_deleted_topic_is_found_at_the_next_trigger_within_the_max_age(
     opts = _options(broker, subscribe=topic)
     planner = planner_for(opts)
     start = _kafka.starting_offsets(opts, planner)
-    _delete(broker, topic)
+    delete(broker, topic)
     # The kept partitions fail their lookup; they are asked for again at once.
     with pytest.raises(_kafka.PlanningError, match=f"topics do not exist: {topic}"):
         _kafka.latest_offsets(opts, since=start, planner=planner)
@@ -160,7 +143,7 @@ def test_a_topic_recreated_with_fewer_partitions_drops_the_missing_ones(
     planner = planner_for(opts)
     start = _kafka.starting_offsets(opts, planner)
     assert set(start[topic]) == {"0", "1", "2"}
-    _delete(broker, topic)
+    delete(broker, topic)
     create(broker, topic, 1)
     latest = _kafka.latest_offsets(opts, since=start, planner=planner)
     assert latest == {topic: {"0": 0}}

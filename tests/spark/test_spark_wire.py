@@ -179,3 +179,33 @@ def test_a_task_fetches_more_of_its_partition_unless_the_read_sets_it() -> None:
     assert fetch_bytes(**{"kafka.max.partition.fetch.bytes": "65536"}) == 65536
     assert fetch_bytes(**{"kafka.max_partition_fetch_bytes": "2097152"}) == 2097152
     assert fetch_bytes(**{"kafka.fetch.max.bytes": "3000000"}) == 3000000
+
+
+def test_large_answers_are_received_in_pieces_and_read_exactly(
+    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fetch answer of ``_JOIN_FROM`` bytes or more is received as the pieces
+    the socket hands over (each of at most what the answer still lacks) and
+    joined once; the records come back whole and in order."""
+    from trafka.spark import _wire
+
+    topic = fresh("wire-large")
+    create(broker, topic, 1)
+    values = [bytes([i % 251]) * 20_000 for i in range(120)]  # about 2.4 MB
+    produce(broker, topic, [(None, v, None) for v in values], batch_size=100_000)
+    wanted: list[int] = []
+    original = _wire.ConnectionState.wanted
+
+    def spy(self: object) -> int:
+        n: int = original.fget(self)  # type: ignore[attr-defined]
+        wanted.append(n)
+        return n
+
+    monkeypatch.setattr(_wire.ConnectionState, "wanted", property(spy))
+    opts = _opts(broker, topic)
+    task = _kafka.OffsetRange(topic, 0, 0, len(values))
+    chunks = list(_kafka.read_range(opts, task))
+    got = [row[3] for chunk in chunks for row in chunk.rows()]
+    assert got == values
+    # Some reads took the rest of a large answer as pieces.
+    assert any(n > 0 for n in wanted)
