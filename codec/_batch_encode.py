@@ -159,6 +159,16 @@ def _check_header_fields(
     producer_epoch: int,
     base_sequence: int,
 ) -> None:
+    if (
+        type(base_offset) is type(partition_leader_epoch) is type(base_sequence) is int
+        and type(producer_id) is type(producer_epoch) is int
+        and -(2**31) <= partition_leader_epoch < 2**31
+        and -(2**31) <= base_sequence < 2**31
+        and -(2**15) <= producer_epoch < 2**15
+        and -(2**63) <= base_offset < 2**63
+        and -(2**63) <= producer_id < 2**63
+    ):
+        return  # the usual case, decided without the loop below (every batch built pays it)
     for name, value, bits in (
         ("base_offset", base_offset, 64),
         ("partition_leader_epoch", partition_leader_epoch, 32),

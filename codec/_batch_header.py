@@ -181,8 +181,6 @@ def iter_batches(
         DecodeError: a length below the minimum for the entry's magic, an
             unknown magic, or a malformed batch header.
     """
-    from .legacy import read_message_header
-
     view = memoryview(buf)
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
@@ -206,6 +204,10 @@ def iter_batches(
         if magic == 2:
             header = read_batch_header(view, pos)
         elif magic < 2:
+            # Imported here (legacy imports this module), and only for legacy
+            # entries: a function-level import costs every call microseconds.
+            from .legacy import read_message_header
+
             header = read_message_header(view, pos)
         else:
             raise DecodeError(

@@ -52,6 +52,7 @@ __all__ = [
     "encode_request_body",
     "encode_response",
     "encode_response_body",
+    "peek_produce_acks",
 ]
 
 API_VERSIONS_KEY = 18
@@ -553,6 +554,36 @@ def peek_correlation_id(frame: bytes | memoryview) -> int:
     """The correlation id of a response frame, read before knowing its API."""
     _check_correlation_id(frame)
     return int.from_bytes(frame[:4], "big", signed=True)
+
+
+def peek_produce_acks(frame: bytes | memoryview, start: int, version: int) -> int | None:
+    """The ``acks`` of a Produce request whose body starts at ``start`` of
+    ``frame`` (as :func:`decode_request_header` tells), read without decoding
+    the rest (the records can be megabytes; a proxy forwarding them needs only
+    this); None when it cannot be read (an unknown version, a truncated body).
+    """
+    produce = api(0)
+    if not produce.supports(version):
+        return None
+    pos = start
+    try:
+        if version >= 3:  # transactional_id first: a nullable string
+            if produce.is_flexible(version):
+                n, pos = _wire.b_uvarint(bytes(frame[pos : pos + 5]), 0)
+                pos += start
+                length = n - 1
+            else:
+                (length,) = _I16.unpack_from(frame, pos)
+                pos += 2
+            if length < -1:
+                return None
+            pos += max(length, 0)
+        if pos + 2 > len(frame):
+            return None
+        (acks,) = _I16.unpack_from(frame, pos)
+    except (CodecError, struct.error, ValueError):
+        return None
+    return int(acks)
 
 
 def _check_correlation_id(frame: bytes | memoryview) -> None:

@@ -582,6 +582,10 @@ def plan_produce(
     """
     if not _plain_request(body, topics):
         return None
+    if not origin_headers:  # (without the accelerator, declined at the first batch)
+        fast = _plan_spans(body, topics, hash_name, stats, max_size)
+        if fast is not None:
+            return fast
     hash_of = HASHES[hash_name]
     splits: list[_Split] = []
     empty: list[tuple[str, int]] = []
@@ -624,13 +628,24 @@ def plan_produce(
         parts.setdefault((0, topics.leader(topic, index)), {}).setdefault(topic, {})[index] = b""
         sources[(topic, index)] = [(part, index)]
         kept[(topic, index)] = (part, index)
+    return _pooled(body, parts, order, stats, _route(body, sources, kept, splits))
+
+
+def _pooled(
+    body: Any,
+    parts: _Parts,
+    order: Callable[[int, int], int],
+    stats: RouteStats,
+    route: ProduceRoute,
+) -> ProducePlan:
+    """The plan of ``parts`` (counted), in the order ``order`` numbered them."""
     stats.requests_pooled += 1
     if len({leader for _, leader in parts}) > 1:
         stats.requests_split += 1
     ordered = sorted(parts, key=lambda k: order(*k))
     return ProducePlan(
         tuple((leader, _part_body(body, parts[(rnd, leader)])) for rnd, leader in ordered),
-        _route(body, sources, kept, splits),
+        route,
     )
 
 
@@ -642,6 +657,138 @@ def _part_order() -> Callable[[int, int], int]:
         return seen.setdefault((rnd, leader), len(seen))
 
     return index
+
+
+# A piece of the fast plain plan: (its client partition, estimated bytes, the
+# client's whole batch when it stays whole else None, its spans, the batch's header).
+_Span = tuple[tuple[str, int], int, bytes | None, batch_split.Spans, Any]
+
+
+def _plan_spans(
+    body: Any, topics: Topics, hash_name: str, stats: RouteStats, max_size: int
+) -> ProducePlan | None:
+    """:func:`plan_produce` of a plain request every batch of which the codec's C
+    pass splits (the usual case), without its per-piece objects: the same plan,
+    byte for byte, and the same counts (tests/proxy/test_proxy_fast_split.py).
+    None: the general path decides (a batch the C pass declines, a target
+    without a known leader); nothing is counted then."""
+    targets: dict[tuple[str, int], tuple[list[_Span], list[_Span]]] = {}
+    moved_out: set[tuple[str, int]] = set()
+    counts: dict[tuple[str, int], int] = {}
+    placed: list[tuple[str, int, int]] = []  # per batch: topic, records moved, kept
+    sizes = []
+    for t in body.topic_data:
+        topic, partitions = t.name, topics.partitions[t.name]
+        # Per target partition, looked up once a request rather than once a piece.
+        known = [topics.leaders.get((topic, x), -1) >= 0 for x in range(partitions)]
+        slots: list[tuple[list[_Span], list[_Span]] | None] = [None] * partitions
+        for p in t.partition_data:
+            owner = (topic, p.index)
+            for header, raw in iter_batches(p.records or b""):
+                if not isinstance(header, RecordBatchHeader):
+                    return None  # legacy messages: the general plan
+                data = bytes(raw)
+                found = batch_split.split_batch(
+                    data, header, partitions=partitions, hash_name=hash_name, own=p.index,
+                    max_size=max_size,
+                )  # fmt: skip
+                if found is None:
+                    return None
+                total = header.records_count
+                counts[owner] = counts.get(owner, 0) + total
+                sizes.append(len(data))
+                if len(found) == 1 and found[0][0] == p.index:
+                    slot = slots[p.index]
+                    if slot is None:
+                        slot = slots[p.index] = targets.setdefault(owner, ([], []))
+                    slot[0].append((owner, len(data), data, found[0][1], header))
+                    placed.append((topic, 0, total))
+                    continue
+                moved_out.add(owner)
+                kept = 0
+                for target, spans in found:
+                    if not known[target]:
+                        return None
+                    n = len(spans[1]) // batch_split.SPAN_SIZE
+                    piece = (owner, len(data) * n // max(1, total) + 64, None, spans, header)
+                    slot = slots[target]
+                    if slot is None:
+                        slot = slots[target] = targets.setdefault((topic, target), ([], []))
+                    own, moved = slot
+                    if target == p.index:
+                        kept = n
+                        own.append(piece)
+                    else:
+                        moved.append(piece)
+                placed.append((topic, total - kept, kept))
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug(
+                        "%r-%d: %d records placed as %s",
+                        topic,
+                        p.index,
+                        total,
+                        ", ".join(f"{len(s[1]) // batch_split.SPAN_SIZE} -> {t}" for t, s in found),
+                    )
+    return _assemble_spans(body, topics, stats, targets, moved_out, counts, placed, _cap(sizes))
+
+
+def _assemble_spans(
+    body: Any,
+    topics: Topics,
+    stats: RouteStats,
+    targets: dict[tuple[str, int], tuple[list[_Span], list[_Span]]],
+    moved_out: set[tuple[str, int]],
+    counts: dict[tuple[str, int], int],
+    placed: list[tuple[str, int, int]],
+    cap: int,
+) -> ProducePlan | None:
+    """The parts and route of :func:`_plan_spans`'s placed pieces (as
+    :func:`plan_produce` chunks and encodes them)."""
+    parts: _Parts = {}
+    sources: dict[tuple[str, int], list[_Source]] = {}
+    kept: dict[tuple[str, int], _Source] = {}
+    order = _part_order()
+    for (topic, target), (own, moved) in targets.items():
+        leader = topics.leader(topic, target)
+        chunks: list[list[_Span]] = []
+        size = 0
+        for piece in own + moved:
+            if not chunks or size + piece[1] > cap:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(piece)
+            size += piece[1]
+        for rnd, chunk in enumerate(chunks):
+            first = chunk[0]
+            if len(chunk) == 1 and first[2] is not None:
+                data = first[2]
+            else:
+                built = batch_split.build_batch(
+                    [piece[3] for piece in chunk], attributes=first[4].attributes
+                )
+                if built is None:
+                    return None
+                data = built[0]
+            part = order(rnd, leader)
+            parts.setdefault((rnd, leader), {}).setdefault(topic, {})[target] = data
+            for piece in chunk:
+                sources.setdefault(piece[0], []).append((part, target))
+        if own and (topic, target) not in moved_out:
+            kept[(topic, target)] = (order(0, leader), target)
+    for t in body.topic_data:
+        for p in t.partition_data:
+            if not p.records:
+                leader = topics.leader(t.name, p.index)
+                part = order(0, leader)
+                parts.setdefault((0, leader), {}).setdefault(t.name, {})[p.index] = b""
+                sources[(t.name, p.index)] = [(part, p.index)]
+                kept[(t.name, p.index)] = (part, p.index)
+    for topic, moved_n, kept_n in placed:
+        if moved_n:
+            stats.batches_rebuilt += 1
+        stats.count(topic, moved_n, kept_n)
+    route = _route_counted(body, sources, kept, lambda key, told: counts.get(key, 0))
+    return _pooled(body, parts, order, stats, route)
 
 
 def _by_target(
@@ -676,6 +823,23 @@ def _route(
     of: dict[tuple[str, int], list[_Split]] = {}
     for s in splits:
         of.setdefault((s.topic, s.partition), []).append(s)
+
+    def count(key: tuple[str, int], told: bool) -> int:
+        # Legacy messages are counted (decoded) only when answered without an
+        # offset; they have no record errors for the count to bound.
+        return sum(s.count() for s in of.get(key, ()) if not told or s.header.magic == 2)
+
+    return _route_counted(body, sources, kept, count)
+
+
+def _route_counted(
+    body: Any,
+    sources: dict[tuple[str, int], list[_Source]],
+    kept: dict[tuple[str, int], _Source],
+    count: Callable[[tuple[str, int], bool], int],
+) -> ProduceRoute:
+    """:func:`_route`, with ``count(partition, told)`` the records the client
+    sent to a partition (``told``: answered with its batch's own answer)."""
     origin = []
     needs: dict[int, set[tuple[str, int]]] = {}
     for t in body.topic_data:
@@ -687,10 +851,7 @@ def _route(
                 needs.setdefault(part, set()).add((t.name, target))
             lead = kept.get(key)
             told = lead is not None and len(found) == 1  # the batch's own answer
-            # Legacy messages are counted (decoded) only when answered without an
-            # offset; they have no record errors for the count to bound.
-            count = sum(s.count() for s in of.get(key, ()) if not told or s.header.magic == 2)
-            entries.append((p.index, found, lead, count))
+            entries.append((p.index, found, lead, count(key, told)))
         origin.append((t.name, tuple(entries)))
     parts = max(needs, default=-1) + 1
     return ProduceRoute(tuple(origin), tuple(frozenset(needs.get(i, ())) for i in range(parts)))

@@ -518,7 +518,7 @@ class _Proxy:
             )
 
     async def _request(self, frame: bytes, conn: _Client) -> None:
-        header, _ = protocol.decode_request_header(frame)
+        header, start = protocol.decode_request_header(frame)
         key, version = header.request_api_key, header.request_api_version
         self.metrics.request(key, len(frame) + 4)
         conn.filtered = conn.watch = None
@@ -563,9 +563,15 @@ class _Proxy:
             if changed is not original:
                 frame = protocol.encode_request(header, changed)[4:]
         if key == PRODUCE and known:
-            if body is None:
+            # Forwarded unfiltered, only its acks matter: read without decoding
+            # the request (whose records the broker judges).
+            acks = (
+                body.acks if body is not None else protocol.peek_produce_acks(frame, start, version)
+            )
+            if acks is None:
                 _, body = protocol.decode_request(frame, allow_trailing=True)
-            if body.acks == 0:
+                acks = body.acks
+            if acks == 0:
                 # Never answered: nothing for the answer pump to wait for.
                 await conn.upstream.send_all(_SIZE.pack(len(frame)) + frame)
                 return

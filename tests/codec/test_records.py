@@ -955,3 +955,25 @@ def test_random_blobs_raise_only_decode_error(blob: bytes) -> None:
         list(decode_records(blob))
     except DecodeError:
         pass
+
+
+@pytest.mark.parametrize(
+    ("field", "bits"),
+    [
+        ("base_offset", 64),
+        ("partition_leader_epoch", 32),
+        ("producer_id", 64),
+        ("producer_epoch", 16),
+        ("base_sequence", 32),
+    ],
+)
+def test_a_header_field_out_of_its_range_is_refused_by_name(field: str, bits: int) -> None:
+    """encode_batch's header fields: the bounds of their signed widths are written,
+    one past either is an EncodeError naming the field; a bool is not an int."""
+    row = [(TS, b"k", b"v", ())]
+    for ok in (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1):
+        assert getattr(read_batch_header(encode_batch(row, **{field: ok})), field) == ok
+    for bad in (-(2 ** (bits - 1)) - 1, 2 ** (bits - 1), True):
+        with pytest.raises(EncodeError) as caught:
+            encode_batch(row, **{field: bad})
+        assert caught.value.field == field

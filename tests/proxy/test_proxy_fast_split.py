@@ -21,6 +21,7 @@ from proxy_helpers import request
 from trafka.codec import _accel
 from trafka.codec.compression import Compression
 from trafka.codec.records import encode_batch
+from trafka.proxy import routing
 from trafka.proxy.idempotent_plan import (
     prepare_idempotent,
 )
@@ -121,6 +122,55 @@ def test_the_plain_plan_is_the_same_on_both_paths(body: Any, hash_name: str) -> 
 
     fast, slow = both(go)
     assert fast == slow
+    assert fast[0] is not None
+
+
+@st.composite
+def busy_requests(draw: Any) -> Any:
+    """Several batches to a partition, empty partitions, as librdkafka sends."""
+    chosen = draw(st.lists(st.integers(0, PARTITIONS - 2), min_size=1, max_size=5, unique=True))
+    parts = {p: [draw(batches(False)) for _ in range(draw(st.integers(0, 3)))] for p in chosen}
+    return request(parts, acks=1)
+
+
+@contextmanager
+def patched(module: Any, name: str, value: Any) -> Iterator[None]:
+    saved = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, saved)
+
+
+@SETTINGS
+@given(busy_requests(), st.booleans(), st.booleans())
+def test_the_plain_plan_without_piece_objects_is_the_general_one(
+    body: Any, small_cap: bool, unknown_leader: bool
+) -> None:
+    """routing._plan_spans (the C pass, pieces as tuples) against the general plan
+    with the C pass and against the reference without it: the same parts byte
+    for byte (rounds too, with merged batches capped at the largest batch), the
+    same route and counts; a target without a known leader goes to the general plan."""
+
+    def go(spans: bool) -> Any:
+        topics = cluster()
+        if unknown_leader:
+            del topics.leaders[("orders", PARTITIONS - 1)]
+        stats = RouteStats()
+        with patched(routing, "_MIN_MERGE_BYTES", 0 if small_cap else routing._MIN_MERGE_BYTES):
+            if spans:
+                plan = plan_produce(body, topics=topics, hash_name="murmur2", stats=stats)
+            else:
+                with patched(routing, "_plan_spans", lambda *args: None):
+                    plan = plan_produce(body, topics=topics, hash_name="murmur2", stats=stats)
+        return plan, stats
+
+    with accelerated(True):
+        fast, general = go(True), go(False)
+    with accelerated(False):
+        reference = go(False)
+    assert fast == general == reference
     assert fast[0] is not None
 
 
