@@ -15,6 +15,14 @@ proxy's pooled upstream connections:
   born, the leader is asked the producer's last sequence there
   (DescribeProducers). An OUT_OF_ORDER_SEQUENCE_NUMBER answer is checked the
   same way (see :mod:`.sequences`).
+* A proxy that has just started asks no leader about a producer it did not
+  see born until ``restart_grace`` from its start has passed: a former
+  instance (killed, restarted) may have left writes of that producer in the
+  network, and one processed after the leader was asked would take the
+  sequence numbers this proxy gives to other records (the broker answers those
+  as its duplicates: said written, in no log). The client's request is held
+  for the grace while its own timeout allows, else answered
+  REQUEST_TIMED_OUT, with nothing numbered.
 * A transactional producer's records moved to a partition its transaction does
   not hold yet are preceded by the proxy's own AddPartitionsToTxn (version 3,
   as the client would send it, with the client's transactional id, producer
@@ -138,6 +146,9 @@ class ExactlyOnce:
             read back after a restart or by another instance (see
             :mod:`.journal`); None: nowhere.
         origin_headers: see :func:`.routing.plan_produce`.
+        restart_grace: seconds from now (trio's clock: constructed in a trio
+            run when not 0) before which no leader is asked about a producer
+            this proxy did not see born (see the module's rules).
     """
 
     def __init__(
@@ -151,8 +162,11 @@ class ExactlyOnce:
         journal: PlacementJournal | None = None,
         *,
         origin_headers: bool = False,
+        restart_grace: float = 0.0,
     ) -> None:
         self.max_size = max_size
+        # Before this moment (trio's clock) a former instance's writes may still land.
+        self._sync_from = trio.current_time() + restart_grace if restart_grace > 0 else 0.0
         self.origin_headers = origin_headers
         self.pool = pool
         self.topics = topics
@@ -638,6 +652,8 @@ class ExactlyOnce:
     async def _sync(
         self, ctx: FilterContext, session: Session, topic: str, partition: int, deadline: float
     ) -> None:
+        if not session.born:
+            await self._restart_grace(session.producer_id, deadline)
         last = await self._last_sequence(ctx, session, topic, partition, deadline)
         if last is None:
             raise Preparation(
@@ -654,6 +670,22 @@ class ExactlyOnce:
         Sequences.synced(
             session, topic, partition, last, session.epoch if last >= 0 else -1, journaled
         )
+
+    async def _restart_grace(self, pid: int, deadline: float) -> None:
+        """Wait, at most until ``deadline``, for the grace from the proxy's start
+        to pass (see the module's rules).
+
+        Raises:
+            Preparation: the grace outlasts the request.
+        """
+        if trio.current_time() >= self._sync_from:
+            return
+        await trio.sleep_until(min(self._sync_from, deadline))
+        if trio.current_time() < self._sync_from:
+            raise Preparation(
+                f"producer {pid}: the proxy started just now, and a former instance's "
+                "writes may still be on their way"
+            )
 
     async def _add_to_txn(
         self,
