@@ -15,13 +15,11 @@ proxy's pooled upstream connections:
   born, the leader is asked the producer's last sequence there
   (DescribeProducers). An OUT_OF_ORDER_SEQUENCE_NUMBER answer is checked the
   same way (see :mod:`.sequences`).
-* A proxy that has just started asks no leader about a producer it did not
-  see born until ``restart_grace`` from its start has passed: a former
-  instance (killed, restarted) may have left writes of that producer in the
-  network, and one processed after the leader was asked would take the
-  sequence numbers this proxy gives to other records (the broker answers those
-  as its duplicates: said written, in no log). The client's request is held
-  for the grace while its own timeout allows, else answered
+* No leader is asked before the producer's grace has passed
+  (:mod:`.sync_grace`): for a producer not seen born, ``restart_grace`` from
+  the proxy's start (a former instance's writes still in the network land
+  meanwhile); with a shared journal, a takeover's grace from the claim. The
+  client's request is held for it while its own timeout allows, else answered
   REQUEST_TIMED_OUT, with nothing numbered.
 * A transactional producer's records moved to a partition its transaction does
   not hold yet are preceded by the proxy's own AddPartitionsToTxn (version 3,
@@ -68,7 +66,7 @@ from .idempotent_plan import (
     prepare_idempotent,
     upstream_body,
 )
-from .journal import JournalError, PlacementJournal
+from .journal import PlacementJournal
 from .journal_pipeline import JournalTicket, Outcome, Turn, WriteTurns, submit
 from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
 from .routing import (
@@ -77,6 +75,7 @@ from .routing import (
     cheap_to_plan,
 )
 from .sequences import Placement, Sequences, Session, State, Upstream
+from .sync_grace import GraceOutlasts, SyncGrace
 
 __all__ = ["ExactlyOnce", "Numbered", "Preparation", "Written", "place"]
 
@@ -146,9 +145,7 @@ class ExactlyOnce:
             read back after a restart or by another instance (see
             :mod:`.journal`); None: nowhere.
         origin_headers: see :func:`.routing.plan_produce`.
-        restart_grace: seconds from now (trio's clock: constructed in a trio
-            run when not 0) before which no leader is asked about a producer
-            this proxy did not see born (see the module's rules).
+        restart_grace: see :class:`.sync_grace.SyncGrace`.
     """
 
     def __init__(
@@ -165,8 +162,8 @@ class ExactlyOnce:
         restart_grace: float = 0.0,
     ) -> None:
         self.max_size = max_size
-        # Before this moment (trio's clock) a former instance's writes may still land.
-        self._sync_from = trio.current_time() + restart_grace if restart_grace > 0 else 0.0
+        # When producers' sequences may be asked of the leaders.
+        self._grace = SyncGrace(restart_grace)
         self.origin_headers = origin_headers
         self.pool = pool
         self.topics = topics
@@ -181,9 +178,6 @@ class ExactlyOnce:
         self.transactions: OrderedDict[str, _Txn] = OrderedDict()
         self._locks: dict[int, trio.Lock] = {}
         self._turns = WriteTurns()
-        # With a shared journal: per producer id claimed, its epoch and the
-        # moment (trio's clock) its sequences may be asked of the leaders.
-        self._claims: dict[int, tuple[int, float]] = {}
 
     def _pool(self, ctx: FilterContext) -> UpstreamPool:
         """The connections to write the client's requests on: those that log in
@@ -304,9 +298,9 @@ class ExactlyOnce:
     ) -> Any:
         if self.journal is not None and self.journal.shared:
             try:
-                await self._claim(self.journal, pid, epoch, deadline)
-            except Preparation as exc:
-                return _all_failed(body, exc.code, str(exc))
+                await self._grace.claim(self.journal, pid, epoch, deadline, self.sequences.forget)
+            except GraceOutlasts as exc:
+                return _all_failed(body, ErrorCode.REQUEST_TIMED_OUT, str(exc))
         session = self.sequences.session(pid, epoch, int(trio.current_time() * 1000))
         if session is None:
             return _all_failed(body, ErrorCode.INVALID_PRODUCER_EPOCH)
@@ -356,7 +350,7 @@ class ExactlyOnce:
             # A batch out of order here may be in order for the producer: it
             # went through another proxy since. Claimed back, the producer's
             # sequences are learnt afresh if so (else the refusal stands).
-            self._claims.pop(pid, None)
+            self._grace.unclaim(pid)
             return await self._plan_locked(ctx, body, pid, epoch, hash_name, deadline, again=True)
         if prepared.stale:
             self.refresh(prepared.stale)
@@ -407,7 +401,7 @@ class ExactlyOnce:
                             await self._write(ctx, body, session, leader, group, written)
             if outcome is Outcome.FENCED:
                 self.sequences.forget(session.producer_id)
-                self._claims.pop(session.producer_id, None)
+                self._grace.unclaim(session.producer_id)
             unsent = [u for batches in plan.rounds for u in batches if u.state is State.PLANNED]
             if unsent:
                 written.append(
@@ -492,32 +486,6 @@ class ExactlyOnce:
                 for u in todo:
                     session.sent(u)
                 written.append((todo, why))
-
-    async def _claim(
-        self, journal: PlacementJournal, pid: int, epoch: int, deadline: float
-    ) -> None:
-        """Own the producer's sequences before routing it (a shared journal's
-        rule, see :mod:`.journal_topic`): claimed once per producer and epoch;
-        after taking it over from another instance, its sequences are asked of
-        the leaders only once the grace has passed.
-
-        Raises:
-            Preparation: the claim failed, or the grace outlasts the request.
-        """
-        claimed = self._claims.get(pid)
-        if claimed is None or claimed[0] != epoch:
-            try:
-                grace = await journal.claim(pid, epoch, deadline)
-            except JournalError as exc:
-                raise Preparation(str(exc)) from None
-            claimed = self._claims[pid] = (epoch, trio.current_time() + grace)
-            if grace:
-                self.sequences.forget(pid)  # learnt afresh after the grace
-        ready_at = claimed[1]
-        if trio.current_time() < ready_at:
-            await trio.sleep_until(min(ready_at, deadline))
-            if trio.current_time() < ready_at:
-                raise Preparation(f"producer {pid} was taken over from another proxy just now")
 
     async def settle(
         self,
@@ -653,7 +621,10 @@ class ExactlyOnce:
         self, ctx: FilterContext, session: Session, topic: str, partition: int, deadline: float
     ) -> None:
         if not session.born:
-            await self._restart_grace(session.producer_id, deadline)
+            try:
+                await self._grace.after_restart(session.producer_id, deadline)
+            except GraceOutlasts as exc:
+                raise Preparation(str(exc)) from None
         last = await self._last_sequence(ctx, session, topic, partition, deadline)
         if last is None:
             raise Preparation(
@@ -670,22 +641,6 @@ class ExactlyOnce:
         Sequences.synced(
             session, topic, partition, last, session.epoch if last >= 0 else -1, journaled
         )
-
-    async def _restart_grace(self, pid: int, deadline: float) -> None:
-        """Wait, at most until ``deadline``, for the grace from the proxy's start
-        to pass (see the module's rules).
-
-        Raises:
-            Preparation: the grace outlasts the request.
-        """
-        if trio.current_time() >= self._sync_from:
-            return
-        await trio.sleep_until(min(self._sync_from, deadline))
-        if trio.current_time() < self._sync_from:
-            raise Preparation(
-                f"producer {pid}: the proxy started just now, and a former instance's "
-                "writes may still be on their way"
-            )
 
     async def _add_to_txn(
         self,
