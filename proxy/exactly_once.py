@@ -17,8 +17,10 @@ proxy's pooled upstream connections:
   same way (see :mod:`.sequences`).
 * No leader is asked before the producer's grace has passed
   (:mod:`.sync_grace`): for a producer not seen born, ``restart_grace`` from
-  the proxy's start (a former instance's writes still in the network land
-  meanwhile); with a shared journal, a takeover's grace from the claim. The
+  the proxy's start, and from its first sync when the journal holds
+  placements of it (a former instance's or another worker's writes still in
+  the network land meanwhile); with a shared journal, a takeover's grace
+  from the claim. The
   client's request is held for it while its own timeout allows, else answered
   REQUEST_TIMED_OUT, with nothing numbered.
 * A transactional producer's records moved to a partition its transaction does
@@ -620,9 +622,19 @@ class ExactlyOnce:
     async def _sync(
         self, ctx: FilterContext, session: Session, topic: str, partition: int, deadline: float
     ) -> None:
+        journaled = (
+            ()
+            if self.journal is None
+            else self.journal.placements(session.producer_id, session.epoch)
+        )
         if not session.born:
             try:
-                await self._grace.after_restart(session.producer_id, deadline)
+                # A shared journal's claims order the instances instead.
+                shared = self.journal is not None and self.journal.shared
+                routed_elsewhere = bool(journaled) and not shared
+                await self._grace.before_sync(
+                    session.producer_id, session.epoch, routed_elsewhere, deadline
+                )
             except GraceOutlasts as exc:
                 raise Preparation(str(exc)) from None
         last = await self._last_sequence(ctx, session, topic, partition, deadline)
@@ -630,11 +642,6 @@ class ExactlyOnce:
             raise Preparation(
                 f"the leader of {topic}-{partition} did not tell the producer's state"
             )
-        journaled = (
-            ()
-            if self.journal is None
-            else self.journal.placements(session.producer_id, session.epoch)
-        )
         # Placements journaled by an earlier proxy whose numbers here the
         # leader lacks are journaled again (that target not written) in the
         # journal write before this target's next write (see Sequences.synced).

@@ -17,6 +17,15 @@ Rules (trio's clock throughout, so tests drive it with a ``MockClock``):
   instance of the proxy (killed, restarted) may have left writes in the
   network, and they land meanwhile. A producer born here since the start has
   no such writes at its epoch.
+* **A failover's grace** (with a directory journal; a shared journal's claims
+  do this, below). A producer this proxy did not see
+  born whose placements at its epoch the journal holds (journaled by a
+  former instance, or by another worker, :mod:`.journal_peers`, whose clients
+  moved here) was routed by another proxy, whose writes may still be in the
+  network: it is synced only ``restart_grace`` after this proxy first synced
+  it. Decided once per producer id and epoch (the newest
+  :data:`MAX_PRODUCERS` kept), at its first sync: a producer without
+  placements then is never held later, when it has some.
 * **A takeover's grace** (a shared journal, :mod:`.journal_topic`). Before
   routing a producer the proxy claims it, once per producer and epoch; the
   journal says how long to wait from the claim (the former owner's last
@@ -29,13 +38,16 @@ Rules (trio's clock throughout, so tests drive it with a ``MockClock``):
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 
 import trio
 
 from .journal import JournalError, PlacementJournal
 
-__all__ = ["GraceOutlasts", "SyncGrace"]
+__all__ = ["MAX_PRODUCERS", "GraceOutlasts", "SyncGrace"]
+
+MAX_PRODUCERS = 100_000
 
 
 class GraceOutlasts(Exception):
@@ -52,21 +64,33 @@ class SyncGrace:
     """
 
     def __init__(self, restart_grace: float = 0.0) -> None:
+        self.grace = restart_grace
         self.sync_from = trio.current_time() + restart_grace if restart_grace > 0 else 0.0
+        # Per producer id and epoch synced: when it may be (a failover's grace).
+        self._first_sync: OrderedDict[tuple[int, int], float] = OrderedDict()
         # Per producer id claimed: its epoch and the moment it may be synced.
         self._claims: dict[int, tuple[int, float]] = {}
 
-    async def after_restart(self, pid: int, deadline: float) -> None:
-        """Return once the restart grace has passed (at once when it has).
+    async def before_sync(self, pid: int, epoch: int, journaled: bool, deadline: float) -> None:
+        """Return once a producer not seen born may be synced: the restart
+        grace has passed and, when its first sync found placements of it in
+        the journal (``journaled``), the failover's grace from then.
 
         Raises:
             GraceOutlasts: ``deadline`` comes first.
         """
+        key = (pid, epoch)
+        ready = self._first_sync.get(key)
+        if ready is None:
+            ready = trio.current_time() + self.grace if journaled else 0.0
+            self._first_sync[key] = ready
+            while len(self._first_sync) > MAX_PRODUCERS:
+                self._first_sync.popitem(last=False)
         await _wait_until(
-            self.sync_from,
+            max(self.sync_from, ready),
             deadline,
-            f"producer {pid}: the proxy started just now, and a former instance's "
-            "writes may still be on their way",
+            f"producer {pid}: the proxy started just now, or another proxy routed it "
+            "before, and that proxy's writes may still be on their way",
         )
 
     async def claim(

@@ -44,6 +44,7 @@ from trafka.proxy.exactly_once import ExactlyOnce
 from trafka.proxy.filters import FilterContext
 from trafka.proxy.pool import UpstreamPool
 from trafka.proxy.routing import RouteStats, Topics
+from trafka.proxy.sync_grace import GraceOutlasts, SyncGrace
 from trafka.sdk.partitioners import murmur2_partition
 
 PARTITIONS = 3
@@ -256,3 +257,31 @@ def test_a_dead_proxys_late_write_never_makes_a_new_batch_said_written(
 
 async def _append(out: list[Any], answer: Any) -> None:
     out.append(await answer)
+
+
+def test_a_producer_another_proxy_routed_waits_the_grace_from_its_first_sync_only() -> None:
+    """With a directory journal, a producer this proxy did not see born whose
+    placements the journal holds (a former instance's, or a killed worker's
+    read from its directory) waits the grace from its first sync, even long
+    after the proxy's start: the proxy that routed it may have left writes in
+    the network. One without placements then is not held, then or later."""
+
+    async def main() -> None:
+        grace = SyncGrace(10.0)
+        assert trio.current_time() == 0
+        with pytest.raises(GraceOutlasts):  # the restart grace outlasts the request
+            await grace.before_sync(1, 0, False, 4.0)
+        assert trio.current_time() == 4.0
+        await trio.sleep(100)  # long after the start
+        await grace.before_sync(1, 0, False, 200.0)  # no placements: at once
+        assert trio.current_time() == 104.0
+        with pytest.raises(GraceOutlasts):
+            await grace.before_sync(2, 0, True, 105.0)
+        await grace.before_sync(2, 0, True, 200.0)  # from its first sync, at 104
+        assert trio.current_time() == 114.0
+        await grace.before_sync(2, 0, True, 200.0)  # once waited, not again
+        await grace.before_sync(1, 0, True, 200.0)  # decided at its first sync
+        await grace.before_sync(2, 1, True, 200.0)  # a new epoch: its own first sync
+        assert trio.current_time() == 124.0
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
