@@ -101,8 +101,10 @@ from .workers import DEFAULT_STRIDE, WorkerGaveUp, check_workers, run_workers
     type=int,
     default=5000,
     show_default=True,
-    help="With --journal topic: how long a proxy taking over a producer from another "
-    "waits before asking the leaders for its sequences.",
+    help="How long a proxy taking over a producer from another (--journal topic), or "
+    "just started (any journal or none), waits before asking the leaders for the "
+    "sequences of a producer it did not see born, so that the former instance's last "
+    "writes land first.",
 )
 @click.option(
     "--origin-headers",

@@ -72,7 +72,10 @@ class ProxyConfig:
         journal_takeover_grace_ms: how long a proxy that takes over a
             producer another instance owned waits before it asks the leaders
             for the producer's sequences (the old owner's last writes land
-            meanwhile).
+            meanwhile); also, with any journal or none, how long from its
+            start a proxy asks no leader about a producer it did not see
+            born (a former instance's last writes land meanwhile, see
+            :mod:`.exactly_once`). 0: no wait.
         origin_headers: key routing gives each record of a batch it splits
             (some of its records move) a ``trafka-origin`` header saying where
             the client put it (see :func:`~.routing.origin_header`): the

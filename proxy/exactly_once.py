@@ -15,6 +15,14 @@ proxy's pooled upstream connections:
   born, the leader is asked the producer's last sequence there
   (DescribeProducers). An OUT_OF_ORDER_SEQUENCE_NUMBER answer is checked the
   same way (see :mod:`.sequences`).
+* No leader is asked before the producer's grace has passed
+  (:mod:`.sync_grace`): for a producer not seen born, ``restart_grace`` from
+  the proxy's start, and from its first sync when the journal holds
+  placements of it (a former instance's or another worker's writes still in
+  the network land meanwhile); with a shared journal, a takeover's grace
+  from the claim. The
+  client's request is held for it while its own timeout allows, else answered
+  REQUEST_TIMED_OUT, with nothing numbered.
 * A transactional producer's records moved to a partition its transaction does
   not hold yet are preceded by the proxy's own AddPartitionsToTxn (version 3,
   as the client would send it, with the client's transactional id, producer
@@ -60,7 +68,7 @@ from .idempotent_plan import (
     prepare_idempotent,
     upstream_body,
 )
-from .journal import JournalError, PlacementJournal
+from .journal import PlacementJournal
 from .journal_pipeline import JournalTicket, Outcome, Turn, WriteTurns, submit
 from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
 from .routing import (
@@ -69,6 +77,7 @@ from .routing import (
     cheap_to_plan,
 )
 from .sequences import Placement, Sequences, Session, State, Upstream
+from .sync_grace import GraceOutlasts, SyncGrace
 
 __all__ = ["ExactlyOnce", "Numbered", "Preparation", "Written", "place"]
 
@@ -138,6 +147,7 @@ class ExactlyOnce:
             read back after a restart or by another instance (see
             :mod:`.journal`); None: nowhere.
         origin_headers: see :func:`.routing.plan_produce`.
+        restart_grace: see :class:`.sync_grace.SyncGrace`.
     """
 
     def __init__(
@@ -151,8 +161,11 @@ class ExactlyOnce:
         journal: PlacementJournal | None = None,
         *,
         origin_headers: bool = False,
+        restart_grace: float = 0.0,
     ) -> None:
         self.max_size = max_size
+        # When producers' sequences may be asked of the leaders.
+        self._grace = SyncGrace(restart_grace)
         self.origin_headers = origin_headers
         self.pool = pool
         self.topics = topics
@@ -167,9 +180,6 @@ class ExactlyOnce:
         self.transactions: OrderedDict[str, _Txn] = OrderedDict()
         self._locks: dict[int, trio.Lock] = {}
         self._turns = WriteTurns()
-        # With a shared journal: per producer id claimed, its epoch and the
-        # moment (trio's clock) its sequences may be asked of the leaders.
-        self._claims: dict[int, tuple[int, float]] = {}
 
     def _pool(self, ctx: FilterContext) -> UpstreamPool:
         """The connections to write the client's requests on: those that log in
@@ -290,9 +300,9 @@ class ExactlyOnce:
     ) -> Any:
         if self.journal is not None and self.journal.shared:
             try:
-                await self._claim(self.journal, pid, epoch, deadline)
-            except Preparation as exc:
-                return _all_failed(body, exc.code, str(exc))
+                await self._grace.claim(self.journal, pid, epoch, deadline, self.sequences.forget)
+            except GraceOutlasts as exc:
+                return _all_failed(body, ErrorCode.REQUEST_TIMED_OUT, str(exc))
         session = self.sequences.session(pid, epoch, int(trio.current_time() * 1000))
         if session is None:
             return _all_failed(body, ErrorCode.INVALID_PRODUCER_EPOCH)
@@ -342,7 +352,7 @@ class ExactlyOnce:
             # A batch out of order here may be in order for the producer: it
             # went through another proxy since. Claimed back, the producer's
             # sequences are learnt afresh if so (else the refusal stands).
-            self._claims.pop(pid, None)
+            self._grace.unclaim(pid)
             return await self._plan_locked(ctx, body, pid, epoch, hash_name, deadline, again=True)
         if prepared.stale:
             self.refresh(prepared.stale)
@@ -393,7 +403,7 @@ class ExactlyOnce:
                             await self._write(ctx, body, session, leader, group, written)
             if outcome is Outcome.FENCED:
                 self.sequences.forget(session.producer_id)
-                self._claims.pop(session.producer_id, None)
+                self._grace.unclaim(session.producer_id)
             unsent = [u for batches in plan.rounds for u in batches if u.state is State.PLANNED]
             if unsent:
                 written.append(
@@ -478,32 +488,6 @@ class ExactlyOnce:
                 for u in todo:
                     session.sent(u)
                 written.append((todo, why))
-
-    async def _claim(
-        self, journal: PlacementJournal, pid: int, epoch: int, deadline: float
-    ) -> None:
-        """Own the producer's sequences before routing it (a shared journal's
-        rule, see :mod:`.journal_topic`): claimed once per producer and epoch;
-        after taking it over from another instance, its sequences are asked of
-        the leaders only once the grace has passed.
-
-        Raises:
-            Preparation: the claim failed, or the grace outlasts the request.
-        """
-        claimed = self._claims.get(pid)
-        if claimed is None or claimed[0] != epoch:
-            try:
-                grace = await journal.claim(pid, epoch, deadline)
-            except JournalError as exc:
-                raise Preparation(str(exc)) from None
-            claimed = self._claims[pid] = (epoch, trio.current_time() + grace)
-            if grace:
-                self.sequences.forget(pid)  # learnt afresh after the grace
-        ready_at = claimed[1]
-        if trio.current_time() < ready_at:
-            await trio.sleep_until(min(ready_at, deadline))
-            if trio.current_time() < ready_at:
-                raise Preparation(f"producer {pid} was taken over from another proxy just now")
 
     async def settle(
         self,
@@ -638,16 +622,26 @@ class ExactlyOnce:
     async def _sync(
         self, ctx: FilterContext, session: Session, topic: str, partition: int, deadline: float
     ) -> None:
-        last = await self._last_sequence(ctx, session, topic, partition, deadline)
-        if last is None:
-            raise Preparation(
-                f"the leader of {topic}-{partition} did not tell the producer's state"
-            )
         journaled = (
             ()
             if self.journal is None
             else self.journal.placements(session.producer_id, session.epoch)
         )
+        if not session.born:
+            try:
+                # A shared journal's claims order the instances instead.
+                shared = self.journal is not None and self.journal.shared
+                routed_elsewhere = bool(journaled) and not shared
+                await self._grace.before_sync(
+                    session.producer_id, session.epoch, routed_elsewhere, deadline
+                )
+            except GraceOutlasts as exc:
+                raise Preparation(str(exc)) from None
+        last = await self._last_sequence(ctx, session, topic, partition, deadline)
+        if last is None:
+            raise Preparation(
+                f"the leader of {topic}-{partition} did not tell the producer's state"
+            )
         # Placements journaled by an earlier proxy whose numbers here the
         # leader lacks are journaled again (that target not written) in the
         # journal write before this target's next write (see Sequences.synced).

@@ -120,6 +120,8 @@ class KeyRouting(Filter):
         origin_headers: give each record of a batch the proxy splits a
             ``trafka-origin`` header saying where the client put it
             (:func:`~.routing.origin_header`).
+        restart_grace: seconds from attaching before the proxy asks a leader
+            about a producer it did not see born (see :mod:`.exactly_once`).
     """
 
     api_keys = frozenset({PRODUCE}) | _TXN_APIS
@@ -135,6 +137,7 @@ class KeyRouting(Filter):
         journal_peers: tuple[str, ...] = (),
         journal: PlacementJournal | None = None,
         origin_headers: bool = False,
+        restart_grace: float = 0.0,
     ) -> None:
         if hash_name not in HASHES:
             raise ValueError(f"hash_name must be one of {', '.join(HASHES)}; not {hash_name!r}")
@@ -145,6 +148,7 @@ class KeyRouting(Filter):
         self.journal_dir = journal_dir
         self.journal_peers = journal_peers
         self.origin_headers = origin_headers
+        self.restart_grace = restart_grace
         self._journal: PlacementJournal | None = journal
         self._services: ProxyServices | None = None
         self._eos: ExactlyOnce | None = None
@@ -172,6 +176,7 @@ class KeyRouting(Filter):
             self.max_size,
             self._journal,
             origin_headers=self.origin_headers,
+            restart_grace=self.restart_grace,
         )
 
     def detach(self) -> None:

@@ -686,9 +686,10 @@ class Sequences:
         and take the journaled batch for written. They are journaled again
         with the partition not written (-1) before anything is written
         (:meth:`Session.take_stale`). A write of the earlier proxy still on its
-        way, landing after the leader was asked, is not seen: the batch's
-        retry is then written again (its records twice), never taken as
-        written while in no log.
+        way must land before the leader is asked (the driver's restart grace,
+        see :mod:`.exactly_once`): landing after, it takes the numbers given
+        here to other records, whose batch the broker then answers as its
+        duplicate.
         """
         t = session.target(topic, partition)
         if t.next_sequence is not None:

@@ -208,6 +208,7 @@ class _Proxy:
                 journal_peers=config.journal_peer_dirs,
                 journal=self._topic_journal(),
                 origin_headers=config.origin_headers,
+                restart_grace=config.journal_takeover_grace_ms / 1000,
             )
             self.filters += (routing,)
         services = ProxyServices(

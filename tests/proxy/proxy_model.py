@@ -163,7 +163,12 @@ class World:
     Options: ``journal`` (the proxy's placement journal), ``restarts`` (how many
     proxy restarts at most), ``state_loss`` (a leader forgets the producer while
     it is idle: Kafka's own hazard, see the test), ``too_large`` (some records
-    too large: their upstream batches are refused for good).
+    too large: their upstream batches are refused for good), ``ghosts`` (a
+    restart leaves some of the dead proxy's writes in the network, *ghosts*,
+    which a broker applies at a later step), ``grace`` (the restarted proxy
+    waits its restart grace before it first asks a leader: every ghost lands
+    before that, which is what the grace is for; without it a ghost may land
+    after the proxy asked).
     """
 
     def __init__(
@@ -174,8 +179,16 @@ class World:
         restarts: int = 1_000,
         state_loss: bool = False,
         too_large: bool = True,
+        ghosts: bool = False,
+        grace: bool = True,
     ) -> None:
         self.choose = choose
+        self.with_ghosts = ghosts
+        self.grace = grace
+        # The dead proxies' writes still in the network, oldest first: (leader, write).
+        self.ghosts: list[tuple[int, Sent]] = []
+        # Whether the proxy has asked a leader since its last restart (its grace over).
+        self.asked = False
         self.journaled = journal
         self.restarts = restarts
         self.state_loss = state_loss
@@ -305,7 +318,13 @@ class World:
         Sequences.synced(session, TOPIC, partition, last, EPOCH if last >= 0 else -1, journaled)
 
     def last_sequence(self, partition: int) -> int:
-        """DescribeProducers, on the leader's connection: behind what is queued there."""
+        """DescribeProducers, on the leader's connection: behind what is queued
+        there (and, with the grace, behind every ghost: it waited for them)."""
+        if self.grace and self.ghosts and not self.asked:
+            self.trace.append("proxy: waits its restart grace")
+            while self.ghosts:
+                self.land_ghost()
+        self.asked = True
         self.flush(LEADERS[partition])
         return self.brokers.last_sequence(partition)
 
@@ -468,8 +487,21 @@ class World:
         self.links.pop(leader, None)
 
     def restart(self) -> None:
-        """The proxy restarts: its sessions, connections and client requests gone."""
+        """The proxy restarts: its sessions, connections and client requests gone
+        (with ``ghosts``, the last of a connection's queued writes may stay in
+        the network, applied by the broker later: :meth:`land_ghost`)."""
         for leader in list(self.queues):
+            queue = self.queues[leader]
+            if self.with_ghosts and queue:
+                # The connection's last writes are still on their way.
+                k = self.choose(len(queue) + 1)
+                kept = queue[len(queue) - k :]
+                for sent in kept:
+                    sent.lost = True
+                    self.ghosts.append((leader, sent))
+                self.queues[leader] = queue[: len(queue) - k]
+                if k:
+                    self.trace.append(f"broker {leader}: {k} writes of the dead proxy on their way")
             if self.queues[leader]:
                 self.cut(leader)
         self.links.clear()
@@ -484,8 +516,23 @@ class World:
                     if b.state not in ("done", "failed"):
                         self.may_repeat.update(b.values)
         self.sequences = Sequences(journaled=self.journaled)
+        self.asked = False
         self.restarted += 1
         self.trace.append(f"proxy restarts ({'with' if self.journaled else 'without'} its journal)")
+
+    def land_ghost(self) -> None:
+        """A broker applies the oldest write of a dead proxy (its answer goes nowhere)."""
+        if not self.ghosts:
+            return
+        leader, sent = self.ghosts.pop(0)
+        got = {p: self.brokers.append(p, data, p in sent.refuse) for p, data in sent.datas}
+        self.trace.append(
+            f"broker {leader}: a dead proxy's write lands: "
+            + ", ".join(
+                f"p{p}[{read_batch_header(data).base_sequence}..] {got[p][0].name} {got[p][1]}"
+                for p, data in sent.datas
+            )
+        )
 
     def lose_state(self) -> None:
         """A leader forgets the producer (its state expired while it was idle)."""
@@ -518,6 +565,8 @@ class World:
                 kinds.append(self.restart)
             if self.state_loss:
                 kinds.append(self.lose_state)
+            if self.ghosts:
+                kinds.append(self.land_ghost)
         kinds[self.choose(len(kinds))]()
         self.finish()
         self.check()
@@ -550,6 +599,8 @@ class World:
     def drain(self, steps: int = 3_000) -> None:
         """No more faults nor batches: everything in flight ends."""
         self.faults = False
+        while self.ghosts:
+            self.land_ghost()
         for _ in range(steps):
             if self.quiet():
                 return
