@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -109,6 +110,22 @@ def stream_of(spark: Any, broker: RunningBroker, **options: str) -> Any:
     for k, v in options.items():
         r = r.option(k, v)
     return r.load()
+
+
+def run_available_now(df: Any, out: Path, checkpoint: Path) -> Any:
+    """Write ``df``'s partition, offset and value (as a string) to parquet files
+    in ``out`` with ``Trigger.AvailableNow``; the query, once it ended cleanly."""
+    query = (
+        df.selectExpr("partition", "offset", "cast(value as string) as value")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    return query
 
 
 def exactly_once_stream(

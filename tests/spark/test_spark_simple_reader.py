@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from spark_helpers import create, fresh, produce, run, stream_of
+from spark_helpers import create, fresh, produce, run, run_available_now, stream_of
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import open_admin, open_producer
@@ -200,18 +200,7 @@ def test_a_restarted_query_loses_and_doubles_nothing_in_a_file_sink(
     }
 
     def run_once() -> Any:
-        query = (
-            stream_of(spark, broker, **options)
-            .selectExpr("partition", "offset", "cast(value as string) as value")
-            .writeStream.format("parquet")
-            .option("path", str(out))
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination(120)
-        assert query.exception() is None
-        return query
+        return run_available_now(stream_of(spark, broker, **options), out, checkpoint)
 
     query = run_once()
     assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [20, 20, 10]

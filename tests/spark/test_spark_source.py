@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_helpers import consume_all, create, fresh, produce, run, stream_of
+from spark_helpers import consume_all, create, fresh, produce, run, run_available_now, stream_of
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import TopicPartition, open_admin, open_producer
@@ -491,20 +491,6 @@ def test_deleted_records_fail_the_read_unless_allowed(spark: Any, broker: Runnin
     assert sorted(int(r.value) for r in rows) == list(range(12, 30))
 
 
-def _run_available_now(df: Any, out: Path, checkpoint: Path) -> Any:
-    query = (
-        df.selectExpr("partition", "offset", "cast(value as string) as value")
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
-    assert query.exception() is None
-    return query
-
-
 @pytest.mark.slow
 def test_stream_resumes_from_its_checkpoint_and_respects_the_rate_limit(
     spark: Any, broker: RunningBroker, tmp_path: Path
@@ -515,7 +501,7 @@ def test_stream_resumes_from_its_checkpoint_and_respects_the_rate_limit(
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     options = {"subscribe": topic, "startingOffsets": "earliest", "maxOffsetsPerTrigger": "100"}
 
-    query = _run_available_now(stream_of(spark, broker, **options), out, checkpoint)
+    query = run_available_now(stream_of(spark, broker, **options), out, checkpoint)
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     assert [p["numInputRows"] for p in progress] == [100, 100, 50]
     # Spark's offsets-behind-latest metrics, from the latest offsets the source reports.
@@ -545,7 +531,7 @@ def test_stream_resumes_from_its_checkpoint_and_respects_the_rate_limit(
         topic,
         [(f"k{i}".encode(), f"c{i}".encode(), None) for i in range(40)],
     )
-    _run_available_now(stream_of(spark, broker, **options), out, checkpoint)
+    run_available_now(stream_of(spark, broker, **options), out, checkpoint)
     rows = spark.read.parquet(str(out)).collect()
     values = sorted(r.value for r in rows)
     assert values == sorted(
