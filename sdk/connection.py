@@ -100,6 +100,13 @@ class _Waiter:
         self.error = error
         self.event.set()
 
+    async def outcome(self) -> Any:
+        """The answer once it came; raises the request's failure."""
+        await self.event.wait()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
 
 class Completion(Protocol):
     """What :meth:`BrokerConnection.send` calls back with the outcome of a request.
@@ -507,10 +514,7 @@ class BrokerConnection:
         self.send(api_key, body, waiter, timeout=timeout, version=version)
         if waiter is None:
             return None
-        await waiter.event.wait()
-        if waiter.error is not None:
-            raise waiter.error
-        return waiter.result
+        return await waiter.outcome()
 
     # -- the socket ---------------------------------------------------------------------
 
@@ -758,10 +762,4 @@ async def request_all(
         waiter = _Waiter()
         conn.send(api_key, body, waiter, timeout=timeout)
         waiters.append(waiter)
-    out = []
-    for waiter in waiters:
-        await waiter.event.wait()
-        if waiter.error is not None:
-            raise waiter.error
-        out.append(waiter.result)
-    return out
+    return [await waiter.outcome() for waiter in waiters]
