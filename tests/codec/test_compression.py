@@ -7,6 +7,7 @@ client does), and the lz4, python-snappy and zstandard packages where installed.
 
 from __future__ import annotations
 
+import concurrent.futures
 import gzip
 import os
 import struct
@@ -260,6 +261,48 @@ def test_lz4_reads_any_standard_frame(options: dict[str, object]) -> None:
     if "block_size" in options:
         options = {"block_size": lz4_frame.BLOCKSIZE_MAX4MB}
     assert decompress(Compression.LZ4, lz4_frame.compress(PAYLOAD, **options)) == PAYLOAD
+
+
+def test_lz4_frames_of_kafka_batches_decode_block_by_block() -> None:
+    """What Java and librdkafka write (independent 64 KiB blocks, no checksums) is
+    decoded a block at a time; linked, checksummed or larger-block frames go to
+    the frame decoder. Both must give the same bytes (LZ4 frame format spec,
+    https://github.com/lz4/lz4/blob/dev/doc/lz4_Frame_format.md)."""
+    lz4_frame = pytest.importorskip("lz4.frame")
+    for payload in (b"", b"x", PAYLOAD[:1000], PAYLOAD, BIG_RANDOM):
+        for linked in (False, True):
+            frame = lz4_frame.compress(payload, block_linked=linked)
+            assert decompress(Compression.LZ4, frame) == payload
+        assert decompress(Compression.LZ4, compress(Compression.LZ4, payload)) == payload
+
+
+def test_lz4_block_inflating_past_the_frame_block_size_is_refused() -> None:
+    # A 64 KiB-block frame whose one block decodes to 70,000 bytes: the block
+    # maximum binds the decoder, whichever path reads it.
+    packed = bytes(cramjam_lz4().compress_block(bytes(70_000), store_size=False))
+    frame = LZ4_MAGIC + b"\x60\x40\x82" + struct.pack("<I", len(packed)) + packed + bytes(4)
+    with pytest.raises(DecodeError, match="lz4"):
+        decompress(Compression.LZ4, frame)
+    fine = bytes(cramjam_lz4().compress_block(bytes(60_000), store_size=False))
+    frame = LZ4_MAGIC + b"\x60\x40\x82" + struct.pack("<I", len(fine)) + fine + bytes(4)
+    assert decompress(Compression.LZ4, frame) == bytes(60_000)
+
+
+def test_lz4_decoding_in_threads_keeps_each_threads_output() -> None:
+    frames = [compress(Compression.LZ4, bytes([i]) * (1000 + i * 700)) for i in range(16)]
+
+    def check(i: int) -> bool:
+        return all(
+            decompress(Compression.LZ4, frames[i]) == bytes([i]) * (1000 + i * 700)
+            for _ in range(200)
+        )
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(check, range(16)))
+
+
+def cramjam_lz4() -> Any:
+    return pytest.importorskip("cramjam").lz4
 
 
 def test_lz4_legacy_header_checksum() -> None:
