@@ -13,13 +13,17 @@ tests; the conformance test does not use them (it reads the JSON specs itself).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import tracemalloc
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import strategies as st
 
 from trafka.codec import primitives as p
+from trafka.codec.errors import CodecError
 from trafka.codec.protocol import all_apis
 
 NULL_UUID = uuid.UUID(int=0)
@@ -242,3 +246,21 @@ def all_cases() -> list[Case]:
         for v in range(info.min_version, info.max_version + 1)
         for response in (False, True)
     ]
+
+
+def peak_allocation(fn: Callable[[], object]) -> int:
+    """The most memory ``fn`` held at once (tracemalloc), whether it raised a codec error or not.
+
+    What "refused cheaply" means in these tests: a bound on what a hostile
+    input makes us allocate, which the machine's load cannot change (a wall
+    clock bound would).
+    """
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        with contextlib.suppress(CodecError):
+            fn()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak

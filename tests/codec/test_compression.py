@@ -11,13 +11,13 @@ import concurrent.futures
 import gzip
 import os
 import struct
-import time
 import zlib
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import peak_allocation
 
 from trafka.codec.compression import (
     DEFAULT_MAX_DECOMPRESSED_SIZE,
@@ -399,14 +399,19 @@ def test_default_limit() -> None:
     assert DEFAULT_MAX_DECOMPRESSED_SIZE == 128 * 1024 * 1024
 
 
-def test_zstd_bomb_is_refused_before_inflating() -> None:
+def test_zstd_bomb_is_refused_before_inflating(monkeypatch: pytest.MonkeyPatch) -> None:
     small = zstd_rle_bomb(3)
     assert decompress(Compression.ZSTD, small) == b"A" * (3 * 128 * 1024)
     bomb = zstd_rle_bomb(2000)  # 8 KB claiming 250 MiB
-    started = time.perf_counter()
+    cramjam = pytest.importorskip("cramjam")
+
+    def never(*args: object, **kwargs: object) -> bytes:
+        raise AssertionError("the bomb reached the decoder")
+
+    # Refused from the frame's block headers alone: the decoder is never run.
+    monkeypatch.setattr(cramjam.zstd, "decompress", never)
     with pytest.raises(DecodeError, match="zstd payload may inflate"):
         decompress(Compression.ZSTD, bomb)
-    assert time.perf_counter() - started < 0.5
 
 
 @pytest.mark.parametrize("codec", COMPRESSED, ids=lambda c: c.name)
@@ -423,10 +428,11 @@ def test_gzip_bomb_with_lying_trailer() -> None:
     chunk = bytes(1 << 20)
     packed = bytearray(b"".join(deflate.compress(chunk) for _ in range(64)) + deflate.flush())
     packed[-4:] = struct.pack("<I", 100)  # claims 100 bytes; holds 64 MiB
-    started = time.perf_counter()
     with pytest.raises(DecodeError, match="gzip"):
         decompress(Compression.GZIP, bytes(packed), max_size=4 << 20)
-    assert time.perf_counter() - started < 1.0
+    # The stream is cut at the limit: nothing near the 64 MiB it holds is made.
+    peak = peak_allocation(lambda: decompress(Compression.GZIP, bytes(packed), max_size=4 << 20))
+    assert peak < 3 * (4 << 20) + 2 * len(packed), peak
 
 
 def test_snappy_bomb_claims_are_checked_first() -> None:
@@ -445,7 +451,6 @@ SAMPLE = PAYLOAD[:3000] + bytes(2000)
 @pytest.mark.parametrize("magic", [0, 2])
 def test_every_truncation_raises_decode_error_or_decodes(codec: Compression, magic: int) -> None:
     packed = compress(codec, SAMPLE, magic=magic)
-    started = time.perf_counter()
     for cut in range(len(packed)):
         try:
             out = decompress(codec, packed[:cut], magic=magic)
@@ -454,7 +459,6 @@ def test_every_truncation_raises_decode_error_or_decodes(codec: Compression, mag
         else:
             # Only framings without an end marker can stop early (xerial chunks).
             assert codec == Compression.SNAPPY and SAMPLE.startswith(out)
-    assert time.perf_counter() - started < 10
 
 
 @pytest.mark.parametrize("codec", COMPRESSED, ids=lambda c: c.name)

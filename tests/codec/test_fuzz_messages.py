@@ -12,7 +12,6 @@ reader let a foreign exception through.
 from __future__ import annotations
 
 import struct
-import tracemalloc
 from collections.abc import Callable
 from io import BytesIO
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import Case, sample_message
+from strategies import Case, peak_allocation, sample_message
 
 from trafka.codec import (
     CodecError,
@@ -365,19 +364,6 @@ LIES = [
 ]
 
 
-def _peak_of(fn: Callable[[], Any]) -> int:
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        fn()
-    except CodecError:
-        pass
-    finally:
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    return peak
-
-
 @pytest.mark.parametrize(("frame", "message", "field"), LIES)
 def test_lying_lengths_are_refused_cheaply(frame: bytes, message: str, field: str) -> None:
     # The first decode also compiles the schema (which allocates); the
@@ -389,7 +375,7 @@ def test_lying_lengths_are_refused_cheaply(frame: bytes, message: str, field: st
     assert exc.message_name == message
     assert exc.field == field
     assert message in str(exc) and field in str(exc)
-    peak = _peak_of(lambda: protocol.decode_request(frame))
+    peak = peak_allocation(lambda: protocol.decode_request(frame))
     assert peak < 10 * len(frame) + 64 * 1024, peak
 
 
@@ -402,7 +388,9 @@ def test_lying_response_lengths_are_refused_cheaply() -> None:
     assert_clean(info.value)
     assert info.value.message_name == "FetchResponse v4"
     assert info.value.field == "responses[0].partitions"
-    assert _peak_of(lambda: protocol.decode_response(frame, 1, 4)) < 10 * len(frame) + 64 * 1024
+    assert (
+        peak_allocation(lambda: protocol.decode_response(frame, 1, 4)) < 10 * len(frame) + 64 * 1024
+    )
 
 
 def test_frame_reader_refuses_a_lying_size_cheaply() -> None:
@@ -413,4 +401,4 @@ def test_frame_reader_refuses_a_lying_size_cheaply() -> None:
 
     with pytest.raises(DecodeError):
         feed()
-    assert _peak_of(feed) < 64 * 1024
+    assert peak_allocation(feed) < 64 * 1024

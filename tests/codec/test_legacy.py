@@ -8,7 +8,6 @@ Checked against the construct definitions (``MessageSetEntry``, ``MessageV0``,
 from __future__ import annotations
 
 import struct
-import time
 import zlib
 from io import BytesIO
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import peak_allocation
 
 from trafka.codec.compression import Compression, compress, decompress
 from trafka.codec.errors import DecodeError, EncodeError
@@ -357,10 +357,10 @@ BAD = [
 
 @pytest.mark.parametrize(("data", "match", "field"), BAD)
 def test_malformed_messages_are_located(data: bytes, match: str, field: str | None) -> None:
-    started = time.perf_counter()
     with pytest.raises(DecodeError, match=match) as info:
         decode_legacy_entry(data)
-    assert time.perf_counter() - started < 0.1
+    peak = peak_allocation(lambda: decode_legacy_entry(data))
+    assert peak < 16 * len(data) + 64 * 1024, peak
     assert info.value.message_name == "Message"
     if field is not None:
         assert (info.value.field or "").startswith(field)
@@ -407,12 +407,10 @@ def test_every_truncation_raises_decode_error(magic: int, codec: Compression) ->
     data = encode_message_set(MESSAGES[:5], magic=magic, compression=codec)
     last = [v for _, v in iter_batches(data)][-1]
     start = len(data) - len(last)
-    started = time.perf_counter()
     for cut in range(start, len(data)):
         with pytest.raises(DecodeError):
             decode_legacy_entry(data[start:cut])
         assert len(list(decode_records(data[:cut]))) == (0 if codec else 4)
-    assert time.perf_counter() - started < 5
 
 
 @pytest.mark.parametrize("magic", [0, 1])
