@@ -78,6 +78,7 @@ from .routing import (
 )
 from .sequences import Placement, Sequences, Session, State, Upstream
 from .sync_grace import GraceOutlasts, SyncGrace
+from .worker_lives import Siblings
 
 __all__ = ["ExactlyOnce", "Numbered", "Preparation", "Written", "place"]
 
@@ -148,6 +149,10 @@ class ExactlyOnce:
             :mod:`.journal`); None: nowhere.
         origin_headers: see :func:`.routing.plan_produce`.
         restart_grace: see :class:`.sync_grace.SyncGrace`.
+        siblings: with ``trafka proxy --workers``, what the worker's
+            supervisor knows of its siblings (:mod:`.worker_lives`): told of
+            every InitProducerId answer passed, asked within the restart's
+            grace (see :class:`.sync_grace.SyncGrace`).
     """
 
     def __init__(
@@ -162,10 +167,12 @@ class ExactlyOnce:
         *,
         origin_headers: bool = False,
         restart_grace: float = 0.0,
+        siblings: Siblings | None = None,
     ) -> None:
         self.max_size = max_size
         # When producers' sequences may be asked of the leaders.
-        self._grace = SyncGrace(restart_grace)
+        self._grace = SyncGrace(restart_grace, siblings)
+        self.siblings = siblings
         self.origin_headers = origin_headers
         self.pool = pool
         self.topics = topics
@@ -192,6 +199,8 @@ class ExactlyOnce:
         """An InitProducerId answer passed to a client."""
         if not body.error_code and body.producer_id >= 0:
             self.sequences.born(body.producer_id, body.producer_epoch)
+            if self.siblings is not None:
+                self.siblings.born(body.producer_id, body.producer_epoch)
 
     async def before_end(self, body: Any, deadline: float) -> None:
         """Hold a client's EndTxn until the producer's routed writes are answered
