@@ -69,6 +69,7 @@ from .idempotent_plan import (
     upstream_body,
 )
 from .journal import PlacementJournal
+from .journal_peers import PeersJournal
 from .journal_pipeline import JournalTicket, Outcome, Turn, WriteTurns, submit
 from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
 from .routing import (
@@ -89,6 +90,9 @@ Written = list[tuple[list[Upstream], Waiter | UpstreamError]]
 
 PRODUCE, FIND_COORDINATOR, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 0, 10, 24, 61
 MAX_TRANSACTIONAL_IDS = 100_000
+# Producers whose first request is remembered per client connection (a
+# connection normally carries one; past this many, checked again).
+_PRODUCERS_PER_CONNECTION = 64
 _COORDINATOR_RETRY = frozenset(
     {
         ErrorCode.NOT_COORDINATOR,
@@ -312,9 +316,14 @@ class ExactlyOnce:
                 await self._grace.claim(self.journal, pid, epoch, deadline, self.sequences.forget)
             except GraceOutlasts as exc:
                 return _all_failed(body, ErrorCode.REQUEST_TIMED_OUT, str(exc))
+        peers = self.journal if isinstance(self.journal, PeersJournal) else None
+        if peers is not None:
+            self._came_back(ctx, peers, pid, epoch)
         session = self.sequences.session(pid, epoch, int(trio.current_time() * 1000))
         if session is None:
             return _all_failed(body, ErrorCode.INVALID_PRODUCER_EPOCH)
+        if peers is not None and session.peer_writes < 0:
+            session.peer_writes = peers.peer_writes(pid, epoch, read=False)
         recovered = None
         if self.journal is not None:
             # Batches placed before a restart: their targets' leaders say first
@@ -389,6 +398,28 @@ class ExactlyOnce:
                     # (this request may write it after the retry is planned).
                     _fresh_slot(u)
             return Numbered(plan, session, ticket, self._turns.take(pid))
+
+    def _came_back(self, ctx: FilterContext, peers: PeersJournal, pid: int, epoch: int) -> None:
+        """At the producer's first request on a client connection, drop its
+        state here if a sibling worker journaled placements of it since that
+        state was made: the client moved there and back (see :mod:`.journal_peers`)."""
+        seen = ctx.state.setdefault("trafka.peers_read", set())
+        if (pid, epoch) in seen:
+            return
+        if len(seen) >= _PRODUCERS_PER_CONNECTION:
+            seen.clear()
+        seen.add((pid, epoch))
+        writes = peers.peer_writes(pid, epoch)
+        session = self.sequences.get(pid)
+        if session is None or session.epoch != epoch or session.peer_writes in (-1, writes):
+            return
+        log.info(
+            "producer %d was routed by another worker since it was here: "
+            "its sequences are asked of the leaders again",
+            pid,
+        )
+        self.sequences.forget(pid)
+        self._grace.moved(pid, epoch)
 
     async def _write_numbered(
         self, ctx: FilterContext, body: Any, numbered: Numbered, deadline: float

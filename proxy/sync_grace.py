@@ -30,7 +30,9 @@ Rules (trio's clock throughout, so tests drive it with a ``MockClock``):
   network: it is synced only ``restart_grace`` after this proxy first synced
   it. Decided once per producer id and epoch (the newest
   :data:`MAX_PRODUCERS` kept), at its first sync: a producer without
-  placements then is never held later, when it has some.
+  placements then is never held later, when it has some; decided again when
+  it comes back from a sibling worker that wrote for it (:meth:`SyncGrace.moved`,
+  :mod:`.journal_peers`).
 * **A takeover's grace** (a shared journal, :mod:`.journal_topic`). Before
   routing a producer the proxy claims it, once per producer and epoch; the
   journal says how long to wait from the claim (the former owner's last
@@ -108,6 +110,11 @@ class SyncGrace:
             f"producer {pid}: the proxy started just now, or another proxy routed it "
             "before, and that proxy's writes may still be on their way",
         )
+
+    def moved(self, pid: int, epoch: int) -> None:
+        """The producer was routed by a sibling worker since this proxy last
+        synced it: its failover's grace is decided again at its next sync."""
+        self._first_sync.pop((pid, epoch), None)
 
     async def claim(
         self,

@@ -9,7 +9,6 @@ import os
 import re
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -24,15 +23,11 @@ import trio
 import trio.testing
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
-from proxy_helpers import keyed, placement, request
+from proxy_helpers import INIT_PRODUCER_ID, call, keyed, placement, produce_batch
 
 from trafka.brokerlite.server import broker_in_thread
-from trafka.codec import protocol
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as mm
-from trafka.codec.messages import k22_init_producer_id as ip
-from trafka.codec.messages.headers import RequestHeader
-from trafka.codec.records import encode_batch
 from trafka.proxy import ProxyConfig
 from trafka.proxy.metrics import merged_exposition
 from trafka.proxy.startup import shared_sockets
@@ -513,29 +508,10 @@ def test_the_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> Non
             proc.wait()
 
 
-def _exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "the proxy closed the connection"
-        data += chunk
-    return data
-
-
-def _call(sock: socket.socket, key: int, version: int, body: Any) -> Any:
-    """One request and its answer, on a blocking socket (its timeout the deadline)."""
-    header = RequestHeader(
-        request_api_key=key, request_api_version=version, correlation_id=7, client_id="rule"
-    )
-    sock.sendall(protocol.encode_request(header, body))
-    (size,) = struct.unpack(">i", _exactly(sock, 4))
-    return protocol.decode_response(_exactly(sock, size), key, version)[1]
-
-
 def _node_port(sock: socket.socket) -> int:
     """The broker port the worker holding ``sock`` names (each worker names its own)."""
     md = mm.MetadataRequest
-    answer = _call(sock, 3, 9, md(topics=[md.MetadataRequestTopic(name=TOPIC)]))
+    answer = call(sock, 3, 9, md(topics=[md.MetadataRequestTopic(name=TOPIC)]))
     port: int = answer.brokers[0].port
     return port
 
@@ -575,13 +551,13 @@ def test_an_init_producer_id_answered_by_another_worker_costs_nothing_but_a_roun
                     break
             assert len(by_port) == 2, "40 bootstrap connections all reached one worker"
             (first_port, _), (_, second) = by_port.items()
-            born, other = (_call(second, 22, 4, _INIT) for _ in range(2))
+            born, other = (call(second, 22, 4, INIT_PRODUCER_ID) for _ in range(2))
             assert born.error_code == other.error_code == 0
             sent = keyed(90, keys=29)
             with socket.create_connection(("127.0.0.1", first_port), timeout=30) as leader:
                 for seq in (0, 30):
-                    assert _produce(leader, born, sent[seq : seq + 30], seq) == [0]
-                assert _produce(leader, other, sent[60:90], 0) == [0]
+                    assert produce_batch(leader, TOPIC, born, sent[seq : seq + 30], seq) == [0]
+                assert produce_batch(leader, TOPIC, other, sent[60:90], 0) == [0]
             records = placement(broker.bootstrap_servers, TOPIC, PARTITIONS)
             assert sorted(r.value for r in records) == sorted(v for _, _, v, _ in sent)
             assert all(r.partition == murmur2_partition(r.key, PARTITIONS) for r in records)
@@ -597,30 +573,15 @@ def test_an_init_producer_id_answered_by_another_worker_costs_nothing_but_a_roun
             with socket.create_connection(("127.0.0.1", first_port), timeout=30) as leader:
                 more = [(t, key, b"more-" + v, h) for t, key, v, h in keyed(10, keys=29)]
                 assert _node_port(leader) == first_port  # it learns the topic
-                assert _produce(leader, other, more, 30) == [ErrorCode.REQUEST_TIMED_OUT]
+                assert produce_batch(leader, TOPIC, other, more, 30) == [
+                    ErrorCode.REQUEST_TIMED_OUT
+                ]
             records = placement(broker.bootstrap_servers, TOPIC, PARTITIONS)
             assert sorted(r.value for r in records) == sorted(v for _, _, v, _ in sent)
         finally:
             for sock in by_port.values():
                 sock.close()
             proxy.close()
-
-
-_INIT = ip.InitProducerIdRequest(
-    transactional_id=None, transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1
-)
-
-
-def _produce(sock: socket.socket, producer: Any, records: list[Any], base: int) -> list[int]:
-    """Produce ``records`` as one batch of ``producer`` at ``base``; the partitions' errors."""
-    batch = encode_batch(
-        records,
-        producer_id=producer.producer_id,
-        producer_epoch=producer.producer_epoch,
-        base_sequence=base,
-    )
-    answer = _call(sock, 0, 9, request({0: [batch]}, topic=TOPIC))
-    return [p.error_code for t in answer.responses for p in t.partition_responses]
 
 
 # -- supervision under misuse: real processes, the supervisor's timings injected --------
