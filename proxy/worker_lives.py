@@ -41,8 +41,9 @@ Rules:
   (:meth:`SupervisorLink.born_alive`); the question is bounded by the grace's
   end (or the request's deadline) and no answer by then is a no: the worker
   waits as long as it did before, never longer.
-* Whatever the supervisor does not know (a birth not yet read, one forgotten
-  beyond :data:`MAX_BIRTHS`, one older than the last end) is a no.
+* Whatever the supervisor does not know (a birth not yet read, or not sent
+  because its pipe was full, one forgotten beyond :data:`MAX_BIRTHS`, one
+  older than the last end) is a no. A worker never waits to tell it.
 * A worker process seen ended forgets every birth recorded so far: none of
   them can be answered yes again.
 """
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import select
 import time
 from collections import OrderedDict
 from multiprocessing.connection import Connection
@@ -134,7 +136,11 @@ class SupervisorLink:
             del self._waiting[qid]
 
     def _send(self, message: tuple[str, object]) -> bool:
+        """Send unless the pipe is full (a supervisor that does not read is
+        not waited for: what it is not told it answers no)."""
         try:
+            if not select.select([], [self.conn.fileno()], [], 0)[1]:
+                return False
             self.conn.send(message)
         except OSError as exc:  # the supervisor is gone: read() stops the worker
             log.debug("cannot tell the supervisor: %s", exc)

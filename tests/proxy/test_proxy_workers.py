@@ -5,6 +5,7 @@ worker killed -9 and started again, and a clean stop on SIGTERM."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import signal
@@ -32,7 +33,7 @@ from trafka.proxy import ProxyConfig
 from trafka.proxy.metrics import merged_exposition
 from trafka.proxy.startup import shared_sockets
 from trafka.proxy.sync_grace import SyncGrace
-from trafka.proxy.worker_lives import MAX_BIRTHS, Births
+from trafka.proxy.worker_lives import MAX_BIRTHS, Births, SupervisorLink
 from trafka.proxy.workers import (
     FIRST_DELAY_S,
     MAX_DELAY_S,
@@ -124,6 +125,39 @@ def test_the_supervisor_answers_yes_only_for_a_birth_after_every_end_seen() -> N
         births.born(n, 9, 200.0 + n)
     assert not births.answer(0, 9, True, 1e9)
     assert births.answer(MAX_BIRTHS, 9, True, 1e9)
+
+
+def test_a_worker_asks_its_supervisor_over_its_pipe_and_never_waits_past_its_bound() -> None:
+    """:class:`~trafka.proxy.worker_lives.SupervisorLink` on a real pipe: a
+    birth told, a question answered, one unanswered by its bound is a no,
+    and the pipe's end stops the worker."""
+
+    async def main() -> None:
+        ours, theirs = multiprocessing.Pipe()
+        link = SupervisorLink(theirs)
+        link.born(7, 1)
+        kind, (pid, epoch, at) = ours.recv()
+        assert (kind, pid, epoch) == ("born", 7, 1) and at > 0
+        gone = trio.CancelScope()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(link.read, gone)
+
+            async def supervisor() -> None:
+                await trio.lowlevel.wait_readable(ours.fileno())
+                kind, (qid, pid, epoch) = ours.recv()
+                assert (kind, pid, epoch) == ("born_alive", 7, 1)
+                ours.send(("born_alive", (qid, True)))
+
+            nursery.start_soon(supervisor)
+            assert await link.born_alive(7, 1, trio.current_time() + 60)
+            start = trio.current_time()
+            assert not await link.born_alive(8, 0, start + 5)  # not answered
+            assert trio.current_time() == start + 5
+            ours.recv()  # the unanswered question
+            ours.close()
+        assert gone.cancel_called
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 class _Siblings:
