@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from trafka.discovery import is_spec, parse_spec
 
 from .filters import Filter
 from .routing import HASHES
-from .worker_lives import Siblings
 
 __all__ = ["ProxyConfig", "split_server"]
 
@@ -119,10 +118,6 @@ class ProxyConfig:
             metrics (``/metrics``, see :mod:`.metrics`), ``/healthz`` and
             ``/readyz`` (200 once an upstream bootstrap server answered a
             connection; checked every 5 s).
-        siblings: set by ``trafka proxy --workers`` in each worker (not an
-            option): its link to the supervisor, which tells which producers
-            born through another worker it may sync within its restart's
-            grace (see :mod:`.worker_lives`).
 
     An ``upstream`` entry may be a zeroconf discovery spec (``zeroconf`` or
     ``zeroconf:cluster=abc``): the proxy looks for the cluster's brokers when it
@@ -161,7 +156,6 @@ class ProxyConfig:
     principal_credentials: str | None = None
     sasl_without_credentials: str = "forward"
     sasl_oauthbearer_sub_claim_name: str = "sub"
-    siblings: Siblings | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.upstream, str):

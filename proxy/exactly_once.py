@@ -153,10 +153,8 @@ class ExactlyOnce:
             :mod:`.journal`); None: nowhere.
         origin_headers: see :func:`.routing.plan_produce`.
         restart_grace: see :class:`.sync_grace.SyncGrace`.
-        siblings: with ``trafka proxy --workers``, what the worker's
-            supervisor knows of its siblings (:mod:`.worker_lives`): told of
-            every InitProducerId answer passed, asked within the restart's
-            grace (see :class:`.sync_grace.SyncGrace`).
+        siblings: with ``trafka proxy --workers``, the worker's supervisor
+            (:mod:`.worker_lives`): told of every InitProducerId answer passed.
     """
 
     def __init__(
@@ -317,8 +315,8 @@ class ExactlyOnce:
             except GraceOutlasts as exc:
                 return _all_failed(body, ErrorCode.REQUEST_TIMED_OUT, str(exc))
         peers = self.journal if isinstance(self.journal, PeersJournal) else None
-        if peers is not None:
-            self._came_back(ctx, peers, pid, epoch)
+        if peers is not None and _came_back(ctx, peers, self.sequences, pid, epoch):
+            self._grace.moved(pid, epoch)
         session = self.sequences.session(pid, epoch, int(trio.current_time() * 1000))
         if session is None:
             return _all_failed(body, ErrorCode.INVALID_PRODUCER_EPOCH)
@@ -398,28 +396,6 @@ class ExactlyOnce:
                     # (this request may write it after the retry is planned).
                     _fresh_slot(u)
             return Numbered(plan, session, ticket, self._turns.take(pid))
-
-    def _came_back(self, ctx: FilterContext, peers: PeersJournal, pid: int, epoch: int) -> None:
-        """At the producer's first request on a client connection, drop its
-        state here if a sibling worker journaled placements of it since that
-        state was made: the client moved there and back (see :mod:`.journal_peers`)."""
-        seen = ctx.state.setdefault("trafka.peers_read", set())
-        if (pid, epoch) in seen:
-            return
-        if len(seen) >= _PRODUCERS_PER_CONNECTION:
-            seen.clear()
-        seen.add((pid, epoch))
-        writes = peers.peer_writes(pid, epoch)
-        session = self.sequences.get(pid)
-        if session is None or session.epoch != epoch or session.peer_writes in (-1, writes):
-            return
-        log.info(
-            "producer %d was routed by another worker since it was here: "
-            "its sequences are asked of the leaders again",
-            pid,
-        )
-        self.sequences.forget(pid)
-        self._grace.moved(pid, epoch)
 
     async def _write_numbered(
         self, ctx: FilterContext, body: Any, numbered: Numbered, deadline: float
@@ -783,6 +759,31 @@ def _journaled_targets(
                         out.update((t.name, x) for x, _ in placement.targets)
                 break
     return out
+
+
+def _came_back(
+    ctx: FilterContext, peers: PeersJournal, sequences: Sequences, pid: int, epoch: int
+) -> bool:
+    """At the producer's first request on a client connection, drop its
+    state here (True) if a sibling worker journaled placements of it since
+    that state was made: the client moved there and back (see :mod:`.journal_peers`)."""
+    seen = ctx.state.setdefault("trafka.peers_read", set())
+    if (pid, epoch) in seen:
+        return False
+    if len(seen) >= _PRODUCERS_PER_CONNECTION:
+        seen.clear()
+    seen.add((pid, epoch))
+    writes = peers.peer_writes(pid, epoch)
+    session = sequences.get(pid)
+    if session is None or session.epoch != epoch or session.peer_writes in (-1, writes):
+        return False
+    log.info(
+        "producer %d was routed by another worker since it was here: "
+        "its sequences are asked of the leaders again",
+        pid,
+    )
+    sequences.forget(pid)
+    return True
 
 
 def _fresh_slot(u: Upstream) -> None:

@@ -81,7 +81,7 @@ from .routing import (
     plan_produce,
     route_produce,
 )
-from .worker_lives import Siblings
+from .worker_lives import Siblings, this_worker
 
 __all__ = ["KeyRouting"]
 
@@ -124,7 +124,8 @@ class KeyRouting(Filter):
         restart_grace: seconds from attaching before the proxy asks a leader
             about a producer it did not see born (see :mod:`.exactly_once`).
         siblings: with ``trafka proxy --workers``, the worker's link to its
-            supervisor (see :mod:`.worker_lives`).
+            supervisor (see :mod:`.worker_lives`); None: this process's, if
+            it is a worker's.
     """
 
     api_keys = frozenset({PRODUCE}) | _TXN_APIS
@@ -182,7 +183,7 @@ class KeyRouting(Filter):
             self._journal,
             origin_headers=self.origin_headers,
             restart_grace=self.restart_grace,
-            siblings=self.siblings,
+            siblings=self.siblings or this_worker(),
         )
 
     def detach(self) -> None:

@@ -209,7 +209,6 @@ class _Proxy:
                 journal=self._topic_journal(),
                 origin_headers=config.origin_headers,
                 restart_grace=config.journal_takeover_grace_ms / 1000,
-                siblings=config.siblings,
             )
             self.filters += (routing,)
         services = ProxyServices(

@@ -35,6 +35,8 @@ its former instance.
 
 Rules:
 
+* A worker process installs its link (:func:`this_worker`), which its key
+  routing takes when given none.
 * A worker tells the supervisor every InitProducerId answer it passes
   (:meth:`SupervisorLink.born`, stamped before the client can read it), and
   asks only while its grace runs, for a producer it did not see born
@@ -60,7 +62,7 @@ from typing import Protocol
 
 import trio
 
-__all__ = ["MAX_BIRTHS", "Births", "Siblings", "SupervisorLink"]
+__all__ = ["MAX_BIRTHS", "Births", "Siblings", "SupervisorLink", "this_worker"]
 
 log = logging.getLogger("trafka.proxy")
 
@@ -76,6 +78,16 @@ class Siblings(Protocol):
     async def born_alive(self, producer_id: int, epoch: int, until: float) -> bool:
         """Whether a sibling saw the producer born with no worker process
         ended since (False when not known by ``until``, trio's clock)."""
+
+
+def this_worker() -> Siblings | None:
+    """The link to the supervisor of the worker this process is
+    (:meth:`SupervisorLink.install`); None in any other process. A worker is
+    a process of its own, so its link is the process's."""
+    return _installed[0] if _installed else None
+
+
+_installed: list[Siblings] = []
 
 
 class Births:
@@ -119,6 +131,10 @@ class SupervisorLink:
         self.conn = conn
         self._ids = itertools.count()
         self._waiting: dict[int, tuple[trio.Event, list[bool]]] = {}
+
+    def install(self) -> None:
+        """Make it this process's link (:func:`this_worker`)."""
+        _installed[:] = [self]
 
     def born(self, producer_id: int, epoch: int) -> None:
         self._send(("born", (producer_id, epoch, time.monotonic())))

@@ -563,8 +563,9 @@ def _worker_main(spec: _Spec, conn: Connection) -> None:
 
 async def _serve_worker(config: ProxyConfig, conn: Connection) -> None:
     link = SupervisorLink(conn)
+    link.install()  # this process's key routing asks it (see worker_lives)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with serve_proxy(replace(config, siblings=link)) as running:
+        async with serve_proxy(config) as running:
             conn.send(("ready", running.metrics_address))
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_report_nodes, running.statistics, conn)
