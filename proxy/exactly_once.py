@@ -314,14 +314,9 @@ class ExactlyOnce:
                 await self._grace.claim(self.journal, pid, epoch, deadline, self.sequences.forget)
             except GraceOutlasts as exc:
                 return _all_failed(body, ErrorCode.REQUEST_TIMED_OUT, str(exc))
-        peers = self.journal if isinstance(self.journal, PeersJournal) else None
-        if peers is not None and _came_back(ctx, peers, self.sequences, pid, epoch):
-            self._grace.moved(pid, epoch)
-        session = self.sequences.session(pid, epoch, int(trio.current_time() * 1000))
+        session = _session(ctx, self.sequences, self._grace, self.journal, pid, epoch)
         if session is None:
             return _all_failed(body, ErrorCode.INVALID_PRODUCER_EPOCH)
-        if peers is not None and session.peer_writes < 0:
-            session.peer_writes = peers.peer_writes(pid, epoch, read=False)
         recovered = None
         if self.journal is not None:
             # Batches placed before a restart: their targets' leaders say first
@@ -759,6 +754,28 @@ def _journaled_targets(
                         out.update((t.name, x) for x, _ in placement.targets)
                 break
     return out
+
+
+def _session(
+    ctx: FilterContext,
+    sequences: Sequences,
+    grace: SyncGrace,
+    journal: PlacementJournal | None,
+    pid: int,
+    epoch: int,
+) -> Session | None:
+    """The producer's session (None: ``epoch`` is older than its newest); with
+    the sibling workers' journals, not one they have written past."""
+    peers = journal if isinstance(journal, PeersJournal) else None
+    if peers is not None and _came_back(ctx, peers, sequences, pid, epoch):
+        grace.moved(pid, epoch)
+    session = sequences.session(pid, epoch, int(trio.current_time() * 1000))
+    if session is not None and peers is not None and session.peer_writes < 0:
+        session.peer_writes = peers.peer_writes(pid, epoch, read=False)
+        # Born here, written by a sibling (the client's Metadata came from
+        # there): its sequences are the leaders' to tell, not 0.
+        session.born = session.born and not peers.peers_placed(pid, epoch)
+    return session
 
 
 def _came_back(

@@ -37,7 +37,10 @@ Rules:
   connection, and when the peers journaled placements of it since its state
   here was made, drops that state: its sequences are asked of the leaders
   again, after a failover's grace (:mod:`.sync_grace`), the sibling's
-  placements looked up. Within a worker, a placement read from a peer after
+  placements looked up. So is the state of a producer born here (its
+  InitProducerId answer passed here) that a peer journaled placements of when
+  it first comes: its client's Metadata came from the peer, which wrote for
+  it; its sequences are the leaders' to tell, not 0. Within a worker, a placement read from a peer after
   this worker's own of the same client batch replaces it (the later wins; at
   the journal's opening, when there is no telling which came later, its own).
 * The peers' placements are bounded as the journal's own (``max_entries``,
@@ -153,6 +156,10 @@ class PeersJournal(DirectoryJournal):
         if read:
             self._read_all_peers()
         return self._last.get((pid, epoch), self._forgotten)
+
+    def peers_placed(self, pid: int, epoch: int) -> bool:
+        """Whether a peer journaled placements of the producer (as read so far)."""
+        return bool(self._theirs.placements(pid, epoch))
 
     def lookup(self, key: PlacementKey) -> Placement | None:
         own = super().lookup(key)

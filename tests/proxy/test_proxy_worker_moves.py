@@ -114,3 +114,26 @@ def test_a_retry_of_a_batch_a_sibling_wrote_is_not_written_again_after_a_restart
                 assert produce_batch(sock, topic, producer, second, 30) == [0]
     written = Counter(r.value for r in placement(broker.bootstrap_servers, topic, PARTITIONS))
     assert written == values([first, second])
+
+
+def test_a_producer_born_here_and_written_by_a_sibling_is_numbered_from_the_leaders(
+    broker: RunningBroker, tmp_path: Path
+) -> None:
+    """The producer's InitProducerId went through worker 0, its first batch
+    through worker 1 (the client's Metadata came from there); then it comes to
+    worker 0 with a batch of another partition, placed on the same targets:
+    worker 0 passed its birth, but worker 1 wrote for it, so its targets'
+    sequences are asked of the leaders, not started at 0 (the broker would
+    answer the batch as a duplicate of worker 1's)."""
+    topic = fresh("moves")
+    create(broker.bootstrap_servers, topic, PARTITIONS)
+    first, second = records(b"first"), records(b"second")
+    with worker(broker, tmp_path, 0) as w0, worker(broker, tmp_path, 1) as w1:
+        with connect(w0, topic) as sock:
+            producer = call(sock, 22, 4, INIT_PRODUCER_ID)
+        with connect(w1, topic) as sock:
+            assert produce_batch(sock, topic, producer, first, 0) == [0]
+        with connect(w0, topic) as sock:
+            assert produce_batch(sock, topic, producer, second, 0, partition=1) == [0]
+    written = Counter(r.value for r in placement(broker.bootstrap_servers, topic, PARTITIONS))
+    assert written == values([first, second])
