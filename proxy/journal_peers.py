@@ -40,9 +40,10 @@ Rules:
   placements looked up. So is the state of a producer born here (its
   InitProducerId answer passed here) that a peer journaled placements of when
   it first comes: its client's Metadata came from the peer, which wrote for
-  it; its sequences are the leaders' to tell, not 0. Within a worker, a placement read from a peer after
-  this worker's own of the same client batch replaces it (the later wins; at
-  the journal's opening, when there is no telling which came later, its own).
+  it; its sequences are the leaders' to tell, not 0 (:meth:`PeersJournal.peers_placed`).
+  Within a worker, a placement read from a peer after this worker's own of
+  the same client batch replaces it (the later wins; at the journal's
+  opening, when there is no telling which came later, its own).
 * The peers' placements are bounded as the journal's own (``max_entries``,
   the newest kept).
 * It covers a client that left a worker that is gone (killed, or stopped):

@@ -21,7 +21,8 @@ answers.
 Why it is safe: a write for the producer's id and epoch is made only for a
 client's Produce, sent once the client read the InitProducerId answer, so
 after ``t`` (an epoch is handed out once: a new producer id, or an epoch
-bumped by its coordinator). An instance that wrote for it was alive after
+bumped by its coordinator; should the same be passed again, to a retried
+InitProducerId, the earliest birth counts). An instance that wrote for it was alive after
 ``t``. If it is dead when the worker asks, the supervisor saw it end after
 ``t`` (it is seen ended no sooner than it died), or finds it dead now (every
 worker's process is checked at the answer, so one that died unseen counts
@@ -29,9 +30,9 @@ too): either way the answer is no, and the worker waits out its grace as
 before. So a yes means no dead instance wrote for the producer: no write of
 one can be in the network. Living workers are not the grace's concern (a
 client that left a living worker is not ordered against it, see
-:mod:`.journal_peers`). The instances of a former supervisor died before this
-one started (they held the node ports it binds), as a single proxy assumes of
-its former instance.
+:mod:`.journal_peers`). The instances of a former supervisor are taken to
+have died before this one started, as a single proxy takes its former
+instance to have died before its start.
 
 Rules:
 
@@ -46,8 +47,9 @@ Rules:
 * Whatever the supervisor does not know (a birth not yet read, or not sent
   because its pipe was full, one forgotten beyond :data:`MAX_BIRTHS`, one
   older than the last end) is a no. A worker never waits to tell it.
-* A worker process seen ended forgets every birth recorded so far: none of
-  them can be answered yes again.
+* The births recorded before the last end are kept (the newest
+  :data:`MAX_BIRTHS`), though none is answered yes again: the same producer
+  id and epoch passed anew (a retried InitProducerId) keeps its first birth.
 """
 
 from __future__ import annotations
@@ -100,10 +102,10 @@ class Births:
         self._born: OrderedDict[tuple[int, int], float] = OrderedDict()
 
     def born(self, producer_id: int, epoch: int, at: float) -> None:
-        if at <= self.last_end:
-            return
+        # The earliest birth counts: a client that read the answer may write
+        # from then on (a coordinator answers a retried InitProducerId again).
         key = (producer_id, epoch)
-        self._born[key] = at
+        self._born[key] = min(at, self._born.get(key, at))
         self._born.move_to_end(key)
         while len(self._born) > MAX_BIRTHS:
             self._born.popitem(last=False)
@@ -111,7 +113,6 @@ class Births:
     def ended(self, at: float) -> None:
         """A worker process was seen ended at ``at``."""
         self.last_end = max(self.last_end, at)
-        self._born.clear()
 
     def answer(self, producer_id: int, epoch: int, all_alive: bool, now: float) -> bool:
         """Whether the producer may be synced at once (see the module's rule);

@@ -105,7 +105,7 @@ def test_the_supervisor_answers_yes_only_for_a_birth_after_every_end_seen() -> N
     worker process that ended was seen ended before the birth, and all are
     alive at the answer; whatever is not known is a no."""
     births = Births(started=100.0)
-    births.born(1, 0, 99.0)  # before the supervisor started: not recorded
+    births.born(1, 0, 99.0)  # before the supervisor started: never a yes
     births.born(2, 0, 101.0)
     births.born(3, 5, 102.0)
     assert not births.answer(1, 0, True, 103.0)
@@ -114,6 +114,11 @@ def test_the_supervisor_answers_yes_only_for_a_birth_after_every_end_seen() -> N
     assert births.answer(3, 5, True, 103.0)
     births.ended(104.0)  # a worker process seen ended after those births
     assert not births.answer(2, 0, True, 105.0)
+    assert not births.answer(3, 5, True, 105.0)
+    births.born(3, 5, 104.5)  # passed again (a retried InitProducerId): the first counts
+    assert not births.answer(3, 5, True, 105.0)
+    births.born(1, 0, 104.5)
+    assert not births.answer(1, 0, True, 105.0)
     births.born(4, 0, 103.5)  # a birth told late, older than the end: a no
     births.born(5, 0, 106.0)
     assert not births.answer(4, 0, True, 107.0)
