@@ -247,6 +247,20 @@ def _kill_holding_batches(
     return pid, in_flight
 
 
+def _read_back(broker: BrokerProcess, clients: list[Client]) -> Counter[bytes]:
+    """Every record read back (read_committed), checked: every client's
+    reports all in, each naming its record's offset, nothing lost, every
+    record on its murmur2 partition; how many times each value is written."""
+    records = placement(broker.servers, TOPIC, PARTITIONS, isolation_level="read_committed")
+    reports = [r for c in clients for r in c.reports]
+    assert all(len(c.reports) == len(c.sent) for c in clients)
+    assert misreported(records, reports) is None, misreported(records, reports)
+    counts = Counter(r.value for r in records)
+    assert set(counts) == {v for c in clients for v in c.sent}  # nothing lost
+    assert [r for r in records if r.partition != murmur2_partition(r.key, PARTITIONS)] == []
+    return counts
+
+
 JOURNALS = {
     "none": lambda _: (),
     "dir": lambda tmp: ("--journal", str(tmp / "journal")),
@@ -273,13 +287,7 @@ def test_a_worker_killed_holding_unanswered_batches(tmp_path: Path, journal: str
         # Which worker serves each client now.
         after = {c.n: _produce_alone(proxy, c, 3, AFTER) for c in clients}
 
-        records = placement(broker.servers, TOPIC, PARTITIONS, isolation_level="read_committed")
-        reports = [r for c in clients for r in c.reports]
-        assert all(len(c.reports) == len(c.sent) for c in clients)
-        assert misreported(records, reports) is None, misreported(records, reports)
-        counts = Counter(r.value for r in records)
-        assert set(counts) == {v for c in clients for v in c.sent}  # nothing lost
-        assert [r for r in records if r.partition != murmur2_partition(r.key, PARTITIONS)] == []
+        counts = _read_back(broker, clients)
         twice = {v: n for v, n in counts.items() if n > 1}
         mine = [c for c in clients if c.worker == victim]
         stayed = {v for c in mine if after[c.n] == victim for v in c.sent}
@@ -348,12 +356,7 @@ def test_clients_that_move_to_a_sibling_and_back_write_every_record_once(tmp_pat
         back = [n for n, w in where.items() if w == [first, second, first]]
         print(f"clients moved there and back: {len(back)} of {len(clients)} ({where})")
         assert back, where  # else this proves nothing
-        records = placement(broker.servers, TOPIC, PARTITIONS, isolation_level="read_committed")
-        reports = [r for c in clients for r in c.reports]
-        assert all(len(c.reports) == len(c.sent) for c in clients)
-        assert misreported(records, reports) is None, misreported(records, reports)
-        counts = Counter(r.value for r in records)
-        assert set(counts) == {v for c in clients for v in c.sent}  # nothing lost
+        counts = _read_back(broker, clients)
         assert {v: n for v, n in counts.items() if n > 1} == {}
     finally:
         if proxy is not None:
