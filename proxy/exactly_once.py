@@ -69,6 +69,7 @@ from .idempotent_plan import (
     upstream_body,
 )
 from .journal import PlacementJournal
+from .journal_peers import PeersJournal
 from .journal_pipeline import JournalTicket, Outcome, Turn, WriteTurns, submit
 from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
 from .routing import (
@@ -78,6 +79,7 @@ from .routing import (
 )
 from .sequences import Placement, Sequences, Session, State, Upstream
 from .sync_grace import GraceOutlasts, SyncGrace
+from .worker_lives import Siblings
 
 __all__ = ["ExactlyOnce", "Numbered", "Preparation", "Written", "place"]
 
@@ -88,6 +90,9 @@ Written = list[tuple[list[Upstream], Waiter | UpstreamError]]
 
 PRODUCE, FIND_COORDINATOR, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 0, 10, 24, 61
 MAX_TRANSACTIONAL_IDS = 100_000
+# Producers whose first request is remembered per client connection (a
+# connection normally carries one; past this many, checked again).
+_PRODUCERS_PER_CONNECTION = 64
 _COORDINATOR_RETRY = frozenset(
     {
         ErrorCode.NOT_COORDINATOR,
@@ -148,6 +153,8 @@ class ExactlyOnce:
             :mod:`.journal`); None: nowhere.
         origin_headers: see :func:`.routing.plan_produce`.
         restart_grace: see :class:`.sync_grace.SyncGrace`.
+        siblings: with ``trafka proxy --workers``, the worker's supervisor
+            (:mod:`.worker_lives`): told of every InitProducerId answer passed.
     """
 
     def __init__(
@@ -162,10 +169,12 @@ class ExactlyOnce:
         *,
         origin_headers: bool = False,
         restart_grace: float = 0.0,
+        siblings: Siblings | None = None,
     ) -> None:
         self.max_size = max_size
         # When producers' sequences may be asked of the leaders.
-        self._grace = SyncGrace(restart_grace)
+        self._grace = SyncGrace(restart_grace, siblings)
+        self.siblings = siblings
         self.origin_headers = origin_headers
         self.pool = pool
         self.topics = topics
@@ -192,6 +201,8 @@ class ExactlyOnce:
         """An InitProducerId answer passed to a client."""
         if not body.error_code and body.producer_id >= 0:
             self.sequences.born(body.producer_id, body.producer_epoch)
+            if self.siblings is not None:
+                self.siblings.born(body.producer_id, body.producer_epoch)
 
     async def before_end(self, body: Any, deadline: float) -> None:
         """Hold a client's EndTxn until the producer's routed writes are answered
@@ -303,7 +314,7 @@ class ExactlyOnce:
                 await self._grace.claim(self.journal, pid, epoch, deadline, self.sequences.forget)
             except GraceOutlasts as exc:
                 return _all_failed(body, ErrorCode.REQUEST_TIMED_OUT, str(exc))
-        session = self.sequences.session(pid, epoch, int(trio.current_time() * 1000))
+        session = _session(ctx, self.sequences, self._grace, self.journal, pid, epoch)
         if session is None:
             return _all_failed(body, ErrorCode.INVALID_PRODUCER_EPOCH)
         recovered = None
@@ -743,6 +754,53 @@ def _journaled_targets(
                         out.update((t.name, x) for x, _ in placement.targets)
                 break
     return out
+
+
+def _session(
+    ctx: FilterContext,
+    sequences: Sequences,
+    grace: SyncGrace,
+    journal: PlacementJournal | None,
+    pid: int,
+    epoch: int,
+) -> Session | None:
+    """The producer's session (None: ``epoch`` is older than its newest); with
+    the sibling workers' journals, not one they have written past."""
+    peers = journal if isinstance(journal, PeersJournal) else None
+    if peers is not None and _came_back(ctx, peers, sequences, pid, epoch):
+        grace.moved(pid, epoch)
+    session = sequences.session(pid, epoch, int(trio.current_time() * 1000))
+    if session is not None and peers is not None and session.peer_writes < 0:
+        session.peer_writes = peers.peer_writes(pid, epoch, read=False)
+        # Born here, written by a sibling (the client's Metadata came from
+        # there): its sequences are the leaders' to tell, not 0.
+        session.born = session.born and not peers.peers_placed(pid, epoch)
+    return session
+
+
+def _came_back(
+    ctx: FilterContext, peers: PeersJournal, sequences: Sequences, pid: int, epoch: int
+) -> bool:
+    """At the producer's first request on a client connection, drop its
+    state here (True) if a sibling worker journaled placements of it since
+    that state was made: the client moved there and back (see :mod:`.journal_peers`)."""
+    seen = ctx.state.setdefault("trafka.peers_read", set())
+    if (pid, epoch) in seen:
+        return False
+    if len(seen) >= _PRODUCERS_PER_CONNECTION:
+        seen.clear()
+    seen.add((pid, epoch))
+    writes = peers.peer_writes(pid, epoch)
+    session = sequences.get(pid)
+    if session is None or session.epoch != epoch or session.peer_writes in (-1, writes):
+        return False
+    log.info(
+        "producer %d was routed by another worker since it was here: "
+        "its sequences are asked of the leaders again",
+        pid,
+    )
+    sequences.forget(pid)
+    return True
 
 
 def _fresh_slot(u: Upstream) -> None:

@@ -311,6 +311,15 @@ class DirectoryJournal(PlacementJournal):
             if not keys:
                 del self._by_producer[old[:2]]
 
+    def _forget(self, key: PlacementKey) -> None:
+        """Drop a placement from memory (the file keeps it until a rewrite)."""
+        if self._entries.pop(key, None) is None:
+            return
+        keys = self._by_producer[key[:2]]
+        del keys[key]
+        if not keys:
+            del self._by_producer[key[:2]]
+
     def _live_bytes(self) -> int:
         return len(self._entries) * 64  # about a line's size
 

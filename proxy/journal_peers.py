@@ -25,6 +25,25 @@ Rules:
   worker decodes every other worker's placements once.
 * A torn last line of a peer's file (its worker died writing it, or is
   writing it now) is kept back until its newline arrives.
+* A producer can come back to a worker that holds placements of it: its
+  client moved to a sibling, which wrote for it, and back (each move a new
+  connection, as a client bootstraps again). The worker's own placements and
+  its state of the producer's sequences are then stale: numbered from them,
+  its batches take numbers the sibling gave to other records, and the broker
+  answers them as those records' duplicates (written records that are in no
+  log); a retry of a batch the sibling placed, looked up here only, is placed
+  afresh and written twice. So the driver asks :meth:`PeersJournal.peer_writes`
+  (the peers' files read on) at a producer's first request on each client
+  connection, and when the peers journaled placements of it since its state
+  here was made, drops that state: its sequences are asked of the leaders
+  again, after a failover's grace (:mod:`.sync_grace`), the sibling's
+  placements looked up. So is the state of a producer born here (its
+  InitProducerId answer passed here) that a peer journaled placements of when
+  it first comes: its client's Metadata came from the peer, which wrote for
+  it; its sequences are the leaders' to tell, not 0 (:meth:`PeersJournal.peers_placed`).
+  Within a worker, a placement read from a peer after this worker's own of
+  the same client batch replaces it (the later wins; at the journal's
+  opening, when there is no telling which came later, its own).
 * The peers' placements are bounded as the journal's own (``max_entries``,
   the newest kept).
 * It covers a client that left a worker that is gone (killed, or stopped):
@@ -37,6 +56,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -48,6 +68,9 @@ __all__ = ["PeersJournal"]
 log = logging.getLogger("trafka.proxy")
 
 _READ_CHUNK = 16 * 1024 * 1024
+# Producers whose last peer placement's number is kept (the oldest forgotten:
+# past them, any producer's state may be asked of the leaders again once).
+MAX_COUNTED = 100_000
 
 
 class _PeerFile:
@@ -111,13 +134,33 @@ class PeersJournal(DirectoryJournal):
         super().__init__(directory, max_entries=max_entries)
         self._peers = [_PeerFile(Path(p) / FILE_NAME) for p in peers]
         self._theirs = _Theirs(os.devnull, max_entries=max_entries)
+        # Per producer id and epoch: the number of the last peer placement
+        # read since the opening (numbered 1, 2...), and the highest forgotten.
+        self._last: OrderedDict[tuple[int, int], int] = OrderedDict()
+        self._read = 0
+        self._forgotten = 0
+        self._opened = False
 
     def open(self) -> int:
         """Read its own journal and open it (:meth:`DirectoryJournal.open`), and
         read the peers' as they are now; its own placements read."""
         read = super().open()
         self._read_all_peers()
+        self._opened = True
         return read
+
+    def peer_writes(self, pid: int, epoch: int, *, read: bool = True) -> int:
+        """A mark of the producer's placements the peers journaled since this
+        journal opened (their files read on first unless ``read`` is False):
+        a change says the producer was served by a sibling meanwhile (or,
+        past :data:`MAX_COUNTED` producers, may have been)."""
+        if read:
+            self._read_all_peers()
+        return self._last.get((pid, epoch), self._forgotten)
+
+    def peers_placed(self, pid: int, epoch: int) -> bool:
+        """Whether a peer journaled placements of the producer (as read so far)."""
+        return bool(self._theirs.placements(pid, epoch))
 
     def lookup(self, key: PlacementKey) -> Placement | None:
         own = super().lookup(key)
@@ -140,3 +183,11 @@ class PeersJournal(DirectoryJournal):
         for peer in self._peers:
             for key, placement in decode(peer.read_on()):
                 self._theirs.add(key, placement)
+                if not self._opened:
+                    continue
+                self._forget(key)  # read after its own: the later wins
+                self._read += 1
+                self._last[key[:2]] = self._read
+                self._last.move_to_end(key[:2])
+                if len(self._last) > MAX_COUNTED:
+                    self._forgotten = self._last.popitem(last=False)[1]

@@ -81,6 +81,7 @@ from .routing import (
     plan_produce,
     route_produce,
 )
+from .worker_lives import Siblings, this_worker
 
 __all__ = ["KeyRouting"]
 
@@ -122,6 +123,9 @@ class KeyRouting(Filter):
             (:func:`~.routing.origin_header`).
         restart_grace: seconds from attaching before the proxy asks a leader
             about a producer it did not see born (see :mod:`.exactly_once`).
+        siblings: with ``trafka proxy --workers``, the worker's link to its
+            supervisor (see :mod:`.worker_lives`); None: this process's, if
+            it is a worker's.
     """
 
     api_keys = frozenset({PRODUCE}) | _TXN_APIS
@@ -138,6 +142,7 @@ class KeyRouting(Filter):
         journal: PlacementJournal | None = None,
         origin_headers: bool = False,
         restart_grace: float = 0.0,
+        siblings: Siblings | None = None,
     ) -> None:
         if hash_name not in HASHES:
             raise ValueError(f"hash_name must be one of {', '.join(HASHES)}; not {hash_name!r}")
@@ -149,6 +154,7 @@ class KeyRouting(Filter):
         self.journal_peers = journal_peers
         self.origin_headers = origin_headers
         self.restart_grace = restart_grace
+        self.siblings = siblings
         self._journal: PlacementJournal | None = journal
         self._services: ProxyServices | None = None
         self._eos: ExactlyOnce | None = None
@@ -177,6 +183,7 @@ class KeyRouting(Filter):
             self._journal,
             origin_headers=self.origin_headers,
             restart_grace=self.restart_grace,
+            siblings=self.siblings or this_worker(),
         )
 
     def detach(self) -> None:

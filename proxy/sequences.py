@@ -358,6 +358,9 @@ class Session:
     # leader had not written: journaled again, that target not written (-1),
     # before the next write (see :meth:`Sequences.synced`).
     stale: dict[PlacementKey, Placement] = field(default_factory=dict)
+    # With ``--workers --journal DIR``: the sibling workers' placements of
+    # the producer when this state was made (see journal_peers; -1: none taken).
+    peer_writes: int = -1
 
     # -- the client's side ------------------------------------------------------------------
 

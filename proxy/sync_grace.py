@@ -16,7 +16,12 @@ Rules (trio's clock throughout, so tests drive it with a ``MockClock``):
   no leader is asked about a producer this proxy did not see born: a former
   instance of the proxy (killed, restarted) may have left writes in the
   network, and they land meanwhile. A producer born here since the start has
-  no such writes at its epoch.
+  no such writes at its epoch. With ``--workers``, neither has one born
+  through a sibling worker since every worker process that ended was seen
+  ended, all of them alive at the question: the supervisor answers that
+  (:mod:`.worker_lives`, where the argument is), and a yes syncs it at once
+  (a no, or no answer before the grace's end or the request's deadline,
+  waits as before). The failover's grace below still applies.
 * **A failover's grace** (with a directory journal; a shared journal's claims
   do this, below). A producer this proxy did not see
   born whose placements at its epoch the journal holds (journaled by a
@@ -25,7 +30,9 @@ Rules (trio's clock throughout, so tests drive it with a ``MockClock``):
   network: it is synced only ``restart_grace`` after this proxy first synced
   it. Decided once per producer id and epoch (the newest
   :data:`MAX_PRODUCERS` kept), at its first sync: a producer without
-  placements then is never held later, when it has some.
+  placements then is never held later, when it has some; decided again when
+  it comes back from a sibling worker that wrote for it (:meth:`SyncGrace.moved`,
+  :mod:`.journal_peers`).
 * **A takeover's grace** (a shared journal, :mod:`.journal_topic`). Before
   routing a producer the proxy claims it, once per producer and epoch; the
   journal says how long to wait from the claim (the former owner's last
@@ -44,6 +51,7 @@ from collections.abc import Callable
 import trio
 
 from .journal import JournalError, PlacementJournal
+from .worker_lives import Siblings
 
 __all__ = ["MAX_PRODUCERS", "GraceOutlasts", "SyncGrace"]
 
@@ -61,10 +69,13 @@ class SyncGrace:
     Args:
         restart_grace: seconds from now (trio's clock: constructed in a trio
             run when not 0) before which no producer not seen born is synced.
+        siblings: a worker's sibling workers, asked within that time whether
+            the producer was born through one of them (see the module's rules).
     """
 
-    def __init__(self, restart_grace: float = 0.0) -> None:
+    def __init__(self, restart_grace: float = 0.0, siblings: Siblings | None = None) -> None:
         self.grace = restart_grace
+        self.siblings = siblings
         self.sync_from = trio.current_time() + restart_grace if restart_grace > 0 else 0.0
         # Per producer id and epoch synced: when it may be (a failover's grace).
         self._first_sync: OrderedDict[tuple[int, int], float] = OrderedDict()
@@ -86,12 +97,24 @@ class SyncGrace:
             self._first_sync[key] = ready
             while len(self._first_sync) > MAX_PRODUCERS:
                 self._first_sync.popitem(last=False)
+        restart = self.sync_from
+        if (
+            self.siblings is not None
+            and trio.current_time() < restart
+            and await self.siblings.born_alive(pid, epoch, min(restart, deadline))
+        ):
+            restart = 0.0  # no dead instance wrote for it (see worker_lives)
         await _wait_until(
-            max(self.sync_from, ready),
+            max(restart, ready),
             deadline,
             f"producer {pid}: the proxy started just now, or another proxy routed it "
             "before, and that proxy's writes may still be on their way",
         )
+
+    def moved(self, pid: int, epoch: int) -> None:
+        """The producer was routed by a sibling worker since this proxy last
+        synced it: its failover's grace is decided again at its next sync."""
+        self._first_sync.pop((pid, epoch), None)
 
     async def claim(
         self,

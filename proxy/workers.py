@@ -69,6 +69,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -86,6 +87,7 @@ from .filters import load_filter
 from .metrics import merged_exposition
 from .server import ProxyStatistics, serve_proxy
 from .startup import discover_upstream, shared_sockets, upstream_reachable
+from .worker_lives import Births, SupervisorLink
 
 __all__ = [
     "DEFAULT_STRIDE",
@@ -233,6 +235,9 @@ class _Supervisor:
         # Spawned, not forked: the supervisor runs a trio loop (and the
         # interpreter's threads), whose state a fork would copy half-way.
         self.context = multiprocessing.get_context("spawn")
+        # The producers born through each worker, and the workers' ends
+        # (:mod:`.worker_lives`): which a restarted worker may sync at once.
+        self.births = Births(time.monotonic())
 
     def _start(self, slot: _Slot) -> Connection:
         # Duplex (a socket pair): each end sees the other close.
@@ -317,13 +322,31 @@ class _Supervisor:
                     slot.node_ports.update(value)
                 elif kind == "failed":
                     error = value
+                elif kind == "born":
+                    self.births.born(*value)
+                elif kind == "born_alive":
+                    self._answer(conn, *value)
             await trio.lowlevel.wait_readable(slot.process.sentinel)
             slot.process.join()
         finally:
+            # Seen ended no sooner than it ended (see worker_lives).
+            self.births.ended(time.monotonic())
             slot.up, slot.metrics_address = False, None
             conn.close()
             slot.ended.set()
         return served, error
+
+    def _answer(self, conn: Connection, qid: int, producer_id: int, epoch: int) -> None:
+        """Answer a worker's question (:meth:`.worker_lives.SupervisorLink.born_alive`),
+        every worker process checked alive now (one that died unseen counts)."""
+        alive = all(
+            s.process is None or s.ended.is_set() or s.process.is_alive() for s in self.slots
+        )
+        yes = self.births.answer(producer_id, epoch, alive, time.monotonic())
+        try:
+            conn.send(("born_alive", (qid, yes)))
+        except OSError:
+            pass  # the worker is gone: its end is read next
 
     async def stop(self) -> None:
         """SIGTERM to every worker, SIGKILL to those still there after the timeout."""
@@ -539,12 +562,16 @@ def _worker_main(spec: _Spec, conn: Connection) -> None:
 
 
 async def _serve_worker(config: ProxyConfig, conn: Connection) -> None:
+    link = SupervisorLink(conn)
+    link.install()  # this process's key routing asks it (see worker_lives)
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with serve_proxy(config) as running:
             conn.send(("ready", running.metrics_address))
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_report_nodes, running.statistics, conn)
-                nursery.start_soon(_watch_supervisor, conn, nursery.cancel_scope)
+                # Answers the worker's questions; stops it when the
+                # supervisor is gone (its end of the pipe closed).
+                nursery.start_soon(link.read, nursery.cancel_scope)
                 async for signum in signals:
                     log.info("received %s, shutting down", signal.Signals(signum).name)
                     break
@@ -561,10 +588,3 @@ async def _report_nodes(stats: ProxyStatistics, conn: Connection) -> None:
             conn.send(("nodes", ports))
             told = ports
         await trio.sleep(_NODES_EVERY_S)
-
-
-async def _watch_supervisor(conn: Connection, scope: trio.CancelScope) -> None:
-    """Stop when the supervisor is gone (its end of the pipe closed)."""
-    await trio.lowlevel.wait_readable(conn.fileno())
-    log.warning("the supervisor is gone: stopping")
-    scope.cancel()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import socket
+import struct
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -12,8 +14,10 @@ import confluent_kafka
 
 from trafka.codec import protocol
 from trafka.codec.messages import k00_produce as pm
+from trafka.codec.messages import k22_init_producer_id as ip
+from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.produce_response import ProduceAnswer, read_produce_response
-from trafka.codec.records import decode_batch, iter_batches
+from trafka.codec.records import decode_batch, encode_batch, iter_batches
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer
 
 _names = itertools.count()
@@ -152,3 +156,47 @@ def answer(body: Any, errors: dict[int, int] | None = None) -> Any:
 def read_answer(body: Any, version: int = 11) -> ProduceAnswer:
     """A broker's answer (a ProduceResponse) as the proxy reads it: on its bytes."""
     return read_produce_response(protocol.encode_response(1, 0, version, body)[4:], version)
+
+
+def call(sock: socket.socket, key: int, version: int, body: Any) -> Any:
+    """One request and its answer, on a blocking socket (its timeout the deadline)."""
+    header = RequestHeader(
+        request_api_key=key, request_api_version=version, correlation_id=7, client_id="rule"
+    )
+    sock.sendall(protocol.encode_request(header, body))
+    (size,) = struct.unpack(">i", _exactly(sock, 4))
+    return protocol.decode_response(_exactly(sock, size), key, version)[1]
+
+
+def _exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "the proxy closed the connection"
+        data += chunk
+    return data
+
+
+INIT_PRODUCER_ID = ip.InitProducerIdRequest(
+    transactional_id=None, transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1
+)
+
+
+def produce_batch(
+    sock: socket.socket,
+    topic: str,
+    producer: Any,
+    records: list[Any],
+    base: int,
+    partition: int = 0,
+) -> list[int]:
+    """Produce ``records`` to ``partition`` as one batch of ``producer`` (an
+    InitProducerId answer) at ``base``; the partitions' errors."""
+    batch = encode_batch(
+        records,
+        producer_id=producer.producer_id,
+        producer_epoch=producer.producer_epoch,
+        base_sequence=base,
+    )
+    answer = call(sock, 0, 9, request({partition: [batch]}, topic=topic))
+    return [p.error_code for t in answer.responses for p in t.partition_responses]

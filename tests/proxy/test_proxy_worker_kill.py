@@ -19,7 +19,10 @@ written twice, at most twice (docs/proxy.md, "What this does not cover");
 with ``--journal DIR`` once each (the worker they reach reads the killed
 one's ``DIR/worker-k``, :mod:`trafka.proxy.journal_peers`; the restarted
 worker reads its own); with ``--journal topic`` once each (the shared
-journal's takeover)."""
+journal's takeover). Then, with ``--journal DIR``, the clients move there
+and back: the other worker is killed the same way, and they come back to
+the first, which reads the other's journal again (before it did, a retry of
+a batch the other placed was written twice: in one of two runs)."""
 
 from __future__ import annotations
 
@@ -205,12 +208,19 @@ def _clients_on_both_workers(proxy: Supervisor) -> list[Client]:
 
 
 def _kill_holding_batches(
-    proxy: Supervisor, broker: BrokerProcess, clients: list[Client], victim: str
+    proxy: Supervisor,
+    broker: BrokerProcess,
+    clients: list[Client],
+    victim: str,
+    phase: int = 2,
+    *,
+    both: bool = True,
 ) -> tuple[int, set[bytes]]:
-    """Pause the broker, have every client produce IN_FLIGHT records, kill -9
-    ``victim`` once it holds Produce requests whose bytes sit unread in the
-    broker's receive queues (and the other worker has taken Produce requests
-    too), then resume the broker. The killed pid, and the values in flight."""
+    """Pause the broker, have every client produce IN_FLIGHT records (of
+    ``phase``), kill -9 ``victim`` once it holds Produce requests whose bytes
+    sit unread in the broker's receive queues (and, if ``both``, the other
+    worker has taken Produce requests too), then resume the broker. The
+    killed pid, and the values in flight."""
     pid = proxy.pids()[int(victim)]
     broker.proc.send_signal(signal.SIGSTOP)
     try:
@@ -218,11 +228,12 @@ def _kill_holding_batches(
         acknowledged = sum(len(c.reports) for c in clients)
         in_flight: set[bytes] = set()
         for client in clients:
-            in_flight.update(client.produce(2, IN_FLIGHT))
+            in_flight.update(client.produce(phase, IN_FLIGHT))
 
         def holding() -> bool:
             now = proxy.produce_requests()
-            return all(now[w] > before[w] for w in before) and (
+            grew = [w for w in before if now[w] > before[w]]
+            return (len(grew) == len(before) if both else victim in grew) and (
                 unread_upstream_bytes(pid, broker.port) > HELD_BYTES
             )
 
@@ -234,6 +245,20 @@ def _kill_holding_batches(
     finally:
         broker.proc.send_signal(signal.SIGCONT)
     return pid, in_flight
+
+
+def _read_back(broker: BrokerProcess, clients: list[Client]) -> Counter[bytes]:
+    """Every record read back (read_committed), checked: every client's
+    reports all in, each naming its record's offset, nothing lost, every
+    record on its murmur2 partition; how many times each value is written."""
+    records = placement(broker.servers, TOPIC, PARTITIONS, isolation_level="read_committed")
+    reports = [r for c in clients for r in c.reports]
+    assert all(len(c.reports) == len(c.sent) for c in clients)
+    assert misreported(records, reports) is None, misreported(records, reports)
+    counts = Counter(r.value for r in records)
+    assert set(counts) == {v for c in clients for v in c.sent}  # nothing lost
+    assert [r for r in records if r.partition != murmur2_partition(r.key, PARTITIONS)] == []
+    return counts
 
 
 JOURNALS = {
@@ -262,13 +287,7 @@ def test_a_worker_killed_holding_unanswered_batches(tmp_path: Path, journal: str
         # Which worker serves each client now.
         after = {c.n: _produce_alone(proxy, c, 3, AFTER) for c in clients}
 
-        records = placement(broker.servers, TOPIC, PARTITIONS, isolation_level="read_committed")
-        reports = [r for c in clients for r in c.reports]
-        assert all(len(c.reports) == len(c.sent) for c in clients)
-        assert misreported(records, reports) is None, misreported(records, reports)
-        counts = Counter(r.value for r in records)
-        assert set(counts) == {v for c in clients for v in c.sent}  # nothing lost
-        assert [r for r in records if r.partition != murmur2_partition(r.key, PARTITIONS)] == []
+        counts = _read_back(broker, clients)
         twice = {v: n for v, n in counts.items() if n > 1}
         mine = [c for c in clients if c.worker == victim]
         stayed = {v for c in mine if after[c.n] == victim for v in c.sent}
@@ -301,6 +320,44 @@ def test_a_worker_killed_holding_unanswered_batches(tmp_path: Path, journal: str
             re.search(ended + rf"[\s\S]*\[worker {w}\] .*placed before a restart", proxy.text())
             for w in takers
         ), takers
+    finally:
+        if proxy is not None:
+            proxy.close()
+        broker.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_clients_that_move_to_a_sibling_and_back_write_every_record_once(tmp_path: Path) -> None:
+    """``--journal DIR``: one worker is killed -9 holding unanswered batches,
+    its clients move to the other; then that one is killed the same way, and
+    they move back to the first, started again, which holds placements of
+    them (its own journal, read at its start) older than the second's. Their
+    retries of the batches the second worker placed are taken over from its
+    journal, read again when they come back (:mod:`trafka.proxy.journal_peers`):
+    every record once, every report naming its record's offset."""
+    broker = BrokerProcess(tmp_path)
+    proxy: Supervisor | None = None
+    journal = ("--journal", str(tmp_path / "journal"), "--journal-takeover-grace-ms", "1000")
+    try:
+        proxy = Supervisor(tmp_path, broker.servers, journal)
+        clients = _clients_on_both_workers(proxy)
+        first = clients[0].worker
+        second = next(c.worker for c in clients if c.worker != first)
+        where: dict[int, list[str]] = {c.n: [c.worker] for c in clients}
+        for k, (victim, phase) in enumerate(((first, 2), (second, 4))):
+            pid, _ = _kill_holding_batches(proxy, broker, clients, victim, phase, both=k == 0)
+            ended = rf"worker {victim} \(pid {pid}\) ended \(signal SIGKILL\)"
+            proxy.wait_for(ended + rf"[\s\S]*\[worker {victim}\] proxy on")
+            for client in clients:
+                client.flush()
+            for client in clients:
+                where[client.n].append(_produce_alone(proxy, client, phase + 1, AFTER))
+        back = [n for n, w in where.items() if w == [first, second, first]]
+        print(f"clients moved there and back: {len(back)} of {len(clients)} ({where})")
+        assert back, where  # else this proves nothing
+        counts = _read_back(broker, clients)
+        assert {v: n for v, n in counts.items() if n > 1} == {}
     finally:
         if proxy is not None:
             proxy.close()

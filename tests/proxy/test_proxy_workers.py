@@ -5,11 +5,11 @@ worker killed -9 and started again, and a clean stop on SIGTERM."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -20,19 +20,20 @@ from typing import Any
 
 import confluent_kafka
 import pytest
+import trio
+import trio.testing
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
-from proxy_helpers import keyed, placement, request
+from proxy_helpers import INIT_PRODUCER_ID, call, keyed, placement, produce_batch
 
 from trafka.brokerlite.server import broker_in_thread
-from trafka.codec import protocol
+from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as mm
-from trafka.codec.messages import k22_init_producer_id as ip
-from trafka.codec.messages.headers import RequestHeader
-from trafka.codec.records import encode_batch
 from trafka.proxy import ProxyConfig
 from trafka.proxy.metrics import merged_exposition
 from trafka.proxy.startup import shared_sockets
+from trafka.proxy.sync_grace import SyncGrace
+from trafka.proxy.worker_lives import MAX_BIRTHS, Births, SupervisorLink
 from trafka.proxy.workers import (
     FIRST_DELAY_S,
     MAX_DELAY_S,
@@ -96,6 +97,116 @@ def test_a_worker_that_keeps_dying_is_started_again_ever_more_slowly() -> None:
     # A run that lasted is not a crash loop: at once again.
     assert backoff.delay(STABLE_S) == 0.0
     assert backoff.delay(1.0) == FIRST_DELAY_S
+
+
+def test_the_supervisor_answers_yes_only_for_a_birth_after_every_end_seen() -> None:
+    """:mod:`trafka.proxy.worker_lives`'s rule, its times injected: a producer
+    born through a worker may be synced at once by another only when every
+    worker process that ended was seen ended before the birth, and all are
+    alive at the answer; whatever is not known is a no."""
+    births = Births(started=100.0)
+    births.born(1, 0, 99.0)  # before the supervisor started: never a yes
+    births.born(2, 0, 101.0)
+    births.born(3, 5, 102.0)
+    assert not births.answer(1, 0, True, 103.0)
+    assert births.answer(2, 0, True, 103.0)
+    assert not births.answer(2, 1, True, 103.0)  # another epoch was never born
+    assert births.answer(3, 5, True, 103.0)
+    births.ended(104.0)  # a worker process seen ended after those births
+    assert not births.answer(2, 0, True, 105.0)
+    assert not births.answer(3, 5, True, 105.0)
+    births.born(3, 5, 104.5)  # passed again (a retried InitProducerId): the first counts
+    assert not births.answer(3, 5, True, 105.0)
+    births.born(1, 0, 104.5)
+    assert not births.answer(1, 0, True, 105.0)
+    births.born(4, 0, 103.5)  # a birth told late, older than the end: a no
+    births.born(5, 0, 106.0)
+    assert not births.answer(4, 0, True, 107.0)
+    assert births.answer(5, 0, True, 107.0)
+    # A worker found dead at the answer counts as ended then.
+    assert not births.answer(5, 0, False, 108.0)
+    assert not births.answer(5, 0, True, 109.0)
+    for n in range(MAX_BIRTHS + 1):  # the oldest forgotten beyond the cap
+        births.born(n, 9, 200.0 + n)
+    assert not births.answer(0, 9, True, 1e9)
+    assert births.answer(MAX_BIRTHS, 9, True, 1e9)
+
+
+def test_a_worker_asks_its_supervisor_over_its_pipe_and_never_waits_past_its_bound() -> None:
+    """:class:`~trafka.proxy.worker_lives.SupervisorLink` on a real pipe: a
+    birth told, a question answered, one unanswered by its bound is a no,
+    and the pipe's end stops the worker."""
+
+    async def main() -> None:
+        ours, theirs = multiprocessing.Pipe()
+        link = SupervisorLink(theirs)
+        link.born(7, 1)
+        kind, (pid, epoch, at) = ours.recv()
+        assert (kind, pid, epoch) == ("born", 7, 1) and at > 0
+        gone = trio.CancelScope()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(link.read, gone)
+
+            async def supervisor() -> None:
+                await trio.lowlevel.wait_readable(ours.fileno())
+                kind, (qid, pid, epoch) = ours.recv()
+                assert (kind, pid, epoch) == ("born_alive", 7, 1)
+                ours.send(("born_alive", (qid, True)))
+
+            nursery.start_soon(supervisor)
+            assert await link.born_alive(7, 1, trio.current_time() + 60)
+            start = trio.current_time()
+            assert not await link.born_alive(8, 0, start + 5)  # not answered
+            assert trio.current_time() == start + 5
+            ours.recv()  # the unanswered question
+            ours.close()
+        assert gone.cancel_called
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+class _Siblings:
+    """A supervisor that answers ``yes`` after ``delay`` seconds (trio's clock)."""
+
+    def __init__(self, yes: bool, delay: float = 0.0) -> None:
+        self.yes, self.delay, self.asked, self.told = yes, delay, 0, 0
+
+    def born(self, producer_id: int, epoch: int) -> None:
+        self.told += 1
+
+    async def born_alive(self, producer_id: int, epoch: int, until: float) -> bool:
+        self.asked += 1
+        with trio.move_on_at(until):
+            await trio.sleep(self.delay)
+            return self.yes
+        return False
+
+
+def test_a_worker_in_its_grace_syncs_a_sibling_born_producer_at_once() -> None:
+    """Within its restart's grace a worker asks the supervisor about a producer
+    it did not see born: a yes syncs it at once; a no, or an answer that does
+    not come before the grace's end, waits the grace as before, never longer;
+    after the grace nothing is asked."""
+
+    async def main() -> None:
+        yes = _Siblings(True, delay=0.5)
+        await SyncGrace(10.0, yes).before_sync(1, 0, False, 100.0)
+        assert trio.current_time() == 0.5  # one round trip to the supervisor
+        no = _Siblings(False)
+        await SyncGrace(10.0, no).before_sync(1, 0, False, 100.0)
+        assert trio.current_time() == 10.5
+        silent = _Siblings(True, delay=1000.0)
+        await SyncGrace(10.0, silent).before_sync(1, 0, False, 100.0)
+        assert trio.current_time() == 20.5
+        grace = SyncGrace(10.0, yes)
+        # Yes lifts the restart's grace only: a producer another proxy routed
+        # (its placements journaled) still waits a failover's grace.
+        await grace.before_sync(2, 0, True, 100.0)
+        assert trio.current_time() == 30.5  # from its first sync, at 20.5
+        await grace.before_sync(3, 0, False, 100.0)  # after the grace: not asked
+        assert yes.asked == 2
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 def _samples(page: bytes) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -436,29 +547,10 @@ def test_the_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> Non
             proc.wait()
 
 
-def _exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "the proxy closed the connection"
-        data += chunk
-    return data
-
-
-def _call(sock: socket.socket, key: int, version: int, body: Any) -> Any:
-    """One request and its answer, on a blocking socket (its timeout the deadline)."""
-    header = RequestHeader(
-        request_api_key=key, request_api_version=version, correlation_id=7, client_id="rule"
-    )
-    sock.sendall(protocol.encode_request(header, body))
-    (size,) = struct.unpack(">i", _exactly(sock, 4))
-    return protocol.decode_response(_exactly(sock, size), key, version)[1]
-
-
 def _node_port(sock: socket.socket) -> int:
     """The broker port the worker holding ``sock`` names (each worker names its own)."""
     md = mm.MetadataRequest
-    answer = _call(sock, 3, 9, md(topics=[md.MetadataRequestTopic(name=TOPIC)]))
+    answer = call(sock, 3, 9, md(topics=[md.MetadataRequestTopic(name=TOPIC)]))
     port: int = answer.brokers[0].port
     return port
 
@@ -472,11 +564,18 @@ def test_an_init_producer_id_answered_by_another_worker_costs_nothing_but_a_roun
     went through one worker (on a bootstrap connection) and whose Produce
     requests reach another is served by the second from sequence 0, which asks
     the leader (DescribeProducers) first: every record once, on its murmur2
-    partition."""
+    partition. Its worker is in its restart's grace (an hour here): the
+    supervisor saw no worker end since the producer's birth, so it is not held
+    (:mod:`trafka.proxy.worker_lives`), and its Produce requests (1 s timeout)
+    are written. Then that worker is killed -9, having written for a second
+    producer born on the other worker: started again, it holds that
+    producer's next batch (the killed instance may have left writes in the
+    network), answered REQUEST_TIMED_OUT with nothing written."""
+    grace = ("--journal", str(tmp_path / "journal"), "--journal-takeover-grace-ms", "3600000")
     with broker_in_thread(port=0, host="127.0.0.1", data_dir=tmp_path / "broker") as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
-        proxy = Supervisor(tmp_path, broker.bootstrap_servers)
+        proxy = Supervisor(tmp_path, broker.bootstrap_servers, grace)
         by_port: dict[int, socket.socket] = {}
         try:
             # The kernel places bootstrap connections: open them until two workers answer.
@@ -491,37 +590,37 @@ def test_an_init_producer_id_answered_by_another_worker_costs_nothing_but_a_roun
                     break
             assert len(by_port) == 2, "40 bootstrap connections all reached one worker"
             (first_port, _), (_, second) = by_port.items()
-            init = ip.InitProducerIdRequest(
-                transactional_id=None,
-                transaction_timeout_ms=60_000,
-                producer_id=-1,
-                producer_epoch=-1,
-            )
-            born = _call(second, 22, 4, init)
-            assert born.error_code == 0
+            born, other = (call(second, 22, 4, INIT_PRODUCER_ID) for _ in range(2))
+            assert born.error_code == other.error_code == 0
+            sent = keyed(90, keys=29)
             with socket.create_connection(("127.0.0.1", first_port), timeout=30) as leader:
-                sent = keyed(60, keys=29)
                 for seq in (0, 30):
-                    batch = encode_batch(
-                        sent[seq : seq + 30],
-                        producer_id=born.producer_id,
-                        producer_epoch=born.producer_epoch,
-                        base_sequence=seq,
-                    )
-                    answer = _call(leader, 0, 9, request({0: [batch]}, topic=TOPIC))
-                    errors = [p.error_code for t in answer.responses for p in t.partition_responses]
-                    assert errors == [0]
+                    assert produce_batch(leader, TOPIC, born, sent[seq : seq + 30], seq) == [0]
+                assert produce_batch(leader, TOPIC, other, sent[60:90], 0) == [0]
             records = placement(broker.bootstrap_servers, TOPIC, PARTITIONS)
             assert sorted(r.value for r in records) == sorted(v for _, _, v, _ in sent)
             assert all(r.partition == murmur2_partition(r.key, PARTITIONS) for r in records)
             # The worker that answered the InitProducerId wrote none of them.
             served = proxy.produce_requests()
-            assert list(served.values()) == [2], served
+            assert list(served.values()) == [3], served
+            # The producers' worker is killed -9 and started again on its port.
+            k = int(
+                proxy.wait_for(rf"\[worker (\d)\] broker \d+ .* served on port {first_port}")[1]
+            )
+            os.kill(proxy.pids()[k], signal.SIGKILL)
+            proxy.wait_for(rf"(?s)served on port {first_port}\n.*served on port {first_port}\n")
+            with socket.create_connection(("127.0.0.1", first_port), timeout=30) as leader:
+                more = [(t, key, b"more-" + v, h) for t, key, v, h in keyed(10, keys=29)]
+                assert _node_port(leader) == first_port  # it learns the topic
+                assert produce_batch(leader, TOPIC, other, more, 30) == [
+                    ErrorCode.REQUEST_TIMED_OUT
+                ]
+            records = placement(broker.bootstrap_servers, TOPIC, PARTITIONS)
+            assert sorted(r.value for r in records) == sorted(v for _, _, v, _ in sent)
         finally:
             for sock in by_port.values():
                 sock.close()
-            proxy.proc.send_signal(signal.SIGTERM)
-            proxy.proc.wait(60)
+            proxy.close()
 
 
 # -- supervision under misuse: real processes, the supervisor's timings injected --------
