@@ -259,6 +259,7 @@ class GroupDriver:
 
         machine = self.machine
         latency = machine.rebalance_latency
+        problem = machine.lookup.problem if machine.coordinator is None else None
         return GroupStatistics(
             group_id=self.config.group_id or "",
             member_id=machine.member_id,
@@ -278,6 +279,7 @@ class GroupDriver:
                 len(machine.owned),
                 self._clock(),
             ),
+            coordinator_problem=str(problem) if problem is not None else "",
         )
 
     # -- inputs from the consumer -----------------------------------------------------------

@@ -45,7 +45,14 @@ import anyio
 import anyio.to_thread
 import click
 
-from .cli_faults import BrokerNotices, Interrupts, PartitionWatch, beside, signals_watched
+from .cli_faults import (
+    BrokerNotices,
+    GroupWatch,
+    Interrupts,
+    PartitionWatch,
+    beside,
+    signals_watched,
+)
 from .clikit import (
     check_reachable,
     check_topics_exist,
@@ -576,6 +583,8 @@ class _ConsumeOutcome:
     printed: int = 0
     #: The partitions -e gave up on, with why.
     unreached: dict[Any, str] = dataclasses.field(default_factory=dict)
+    #: Why -e gave the group up (it found no coordinator), or "".
+    no_coordinator: str = ""
     interrupts: Interrupts = dataclasses.field(default_factory=Interrupts)
 
 
@@ -618,6 +627,7 @@ async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcom
     outcome = _ConsumeOutcome()
     then = f"giving it up after {opts.grace:g} s (-m)" if opts.exit_at_end else "waiting for it"
     watch = PartitionWatch(opts.grace, echo_err, then)
+    group = None if opts.group is None else GroupWatch(opts.group, opts.grace, echo_err, then)
     stop = anyio.CancelScope()
 
     def interrupted(count: int, signum: Any) -> None:
@@ -666,6 +676,13 @@ async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcom
                 unreachable = cluster.unreachable_brokers
                 notices.check(unreachable)
                 watch.update(consumer.assignment(), cluster.metadata, unreachable, now)
+                if group is not None:
+                    stats = consumer.statistics().group
+                    group.update(stats.coordinator_problem if stats is not None else "", now)
+                    if opts.exit_at_end and not consumer.assignment():
+                        outcome.no_coordinator = group.given_up(now)
+                        if outcome.no_coordinator:
+                            break
                 if opts.exit_at_end:
                     given_up = watch.given_up(now)
                     if _at_end(consumer, given_up):
@@ -779,8 +796,14 @@ def consume_command(
     for tp, why in outcome.unreached.items():
         name = f"{tp.topic}-{tp.partition}"
         click.echo(f"Error: partition {name} was not read to its end: {why}", err=True)
+    if outcome.no_coordinator:
+        click.echo(
+            f"Error: group {group} was given up after {timeout:g} s (-m) without a "
+            f"coordinator: {outcome.no_coordinator}",
+            err=True,
+        )
     status = outcome.interrupts.exit_status
     if status is not None:
         raise click.exceptions.Exit(status)
-    if outcome.unreached:
+    if outcome.unreached or outcome.no_coordinator:
         raise click.exceptions.Exit(1)
