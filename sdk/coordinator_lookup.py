@@ -39,7 +39,7 @@ from trafka.codec import KafkaError
 from ._backoff import backoff_delay
 from .group_protocol import Action, classify, find_coordinator_request, read_find_coordinator
 
-__all__ = ["CoordinatorLookup"]
+__all__ = ["CoordinatorLookup", "coordinator_problem"]
 
 Coordinator = tuple[int, str, int]
 
@@ -139,3 +139,11 @@ class CoordinatorLookup:
 def _find_body(version: int, *, group_id: str) -> Any:
     # A module function: requests stay cheap to build and compare.
     return find_coordinator_request(version, group_id)
+
+
+def coordinator_problem(lookup: CoordinatorLookup, coordinator: Coordinator | None) -> str:
+    """Why a member has no coordinator now (its statistics' ``coordinator_problem``):
+    "" while it has one, or before its first lookup ended."""
+    if coordinator is not None or lookup.problem is None:
+        return ""
+    return str(lookup.problem)

@@ -37,6 +37,7 @@ from trafka.codec import KafkaError, TrafkaError
 from ._util import loop_clock, sleep_until
 from .calls import Calls, again_if_transient
 from .consumer_membership import ConsumerMembership
+from .coordinator_lookup import coordinator_problem
 from .fetcher import TopicPartition
 from .group_protocol import (
     Action,
@@ -259,7 +260,6 @@ class GroupDriver:
 
         machine = self.machine
         latency = machine.rebalance_latency
-        problem = machine.lookup.problem if machine.coordinator is None else None
         return GroupStatistics(
             group_id=self.config.group_id or "",
             member_id=machine.member_id,
@@ -279,7 +279,7 @@ class GroupDriver:
                 len(machine.owned),
                 self._clock(),
             ),
-            coordinator_problem=str(problem) if problem is not None else "",
+            coordinator_problem=coordinator_problem(machine.lookup, machine.coordinator),
         )
 
     # -- inputs from the consumer -----------------------------------------------------------

@@ -51,6 +51,7 @@ from .cli_faults import (
     Interrupts,
     PartitionWatch,
     beside,
+    no_coordinator_error,
     signals_watched,
 )
 from .clikit import (
@@ -797,11 +798,7 @@ def consume_command(
         name = f"{tp.topic}-{tp.partition}"
         click.echo(f"Error: partition {name} was not read to its end: {why}", err=True)
     if outcome.no_coordinator:
-        click.echo(
-            f"Error: group {group} was given up after {timeout:g} s (-m) without a "
-            f"coordinator: {outcome.no_coordinator}",
-            err=True,
-        )
+        click.echo(no_coordinator_error(str(group), timeout, outcome.no_coordinator), err=True)
     status = outcome.interrupts.exit_status
     if status is not None:
         raise click.exceptions.Exit(status)

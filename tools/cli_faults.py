@@ -73,6 +73,7 @@ __all__ = [
     "Interrupts",
     "PartitionWatch",
     "beside",
+    "no_coordinator_error",
     "run_interruptible",
     "signals_watched",
     "watch_signals",
@@ -245,6 +246,11 @@ class GroupWatch:
         if out is None or not out.said or now - out.since < self.grace:
             return ""
         return out.reason
+
+
+def no_coordinator_error(group: str, grace: float, why: str) -> str:
+    """The last line of a command that gave its group up (:meth:`GroupWatch.given_up`)."""
+    return f"Error: group {group} was given up after {grace:g} s (-m) without a coordinator: {why}"
 
 
 @dataclasses.dataclass(slots=True)

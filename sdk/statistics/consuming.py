@@ -257,6 +257,7 @@ class ShareConsumerStatistics:
         telemetry: the metrics push (None with ``enable.metrics.push`` off).
         bytes_fetched: record bytes of the ShareFetch answers received (the
             records released unseen included).
+        coordinator_problem: as :attr:`GroupStatistics.coordinator_problem`.
     """
 
     group_id: str
@@ -272,3 +273,4 @@ class ShareConsumerStatistics:
     brokers: Mapping[int, BrokerStatistics]
     telemetry: TelemetryStatistics | None = None
     bytes_fetched: int = 0
+    coordinator_problem: str = ""

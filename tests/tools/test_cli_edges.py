@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -114,6 +116,47 @@ def test_consume_group_e_gives_the_group_up_when_it_has_no_coordinator(
     why = "[COORDINATOR_NOT_AVAILABLE (15)] FindCoordinator for group 'g'"
     assert f"warning: group g has no coordinator: {why}; giving it up after 2 s (-m)" in lines
     assert f"Error: group g was given up after 2 s (-m) without a coordinator: {why}" in lines
+
+
+def test_share_consume_idle_timeout_gives_the_group_up_when_it_has_no_coordinator(
+    coordinator_less: str,
+) -> None:
+    """``--idle-timeout`` counts from joining: without a coordinator the member
+    never joins, so the command gives the group up after ``-m`` seconds."""
+    done = run("share-consume", "t", "-G", "sg", "-i", "1", "-m", "2", "-b", coordinator_less)
+    assert done.returncode == 1, done
+    why = "[COORDINATOR_NOT_AVAILABLE (15)] FindCoordinator for group 'sg'"
+    assert f"Error: group sg was given up after 2 s (-m) without a coordinator: {why}" in (
+        done.stderr.splitlines()
+    )
+
+
+@pytest.mark.parametrize("command", ["consume", "share-consume"])
+def test_a_group_command_that_waits_says_why_and_stops_on_sigint(
+    coordinator_less: str, command: str
+) -> None:
+    """Without -e (-i), the command waits for the coordinator as long as it runs
+    (as Java's consumer), saying so once; Ctrl-C still ends it (130)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRAFKA_BOOTSTRAP_SERVERS"}
+    args = [*CLI, command, "t", "-G", "g", "-m", "2", "-b", coordinator_less]
+    with subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    ) as proc:
+        assert proc.stderr is not None
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(0)  # still running
+        guard = threading.Timer(HANG_S, proc.kill)  # the hang guard of readline
+        guard.start()
+        try:
+            line = proc.stderr.readline()
+        finally:
+            guard.cancel()
+        assert line.startswith("warning: group g has no coordinator: [COORDINATOR_NOT_AVAILABLE")
+        assert line.rstrip().endswith("; waiting for it")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=HANG_S)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "warning: group g" not in err  # said once
 
 
 def test_groups_describe_without_a_coordinator_ends_on_its_timeout(coordinator_less: str) -> None:
