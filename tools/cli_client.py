@@ -547,6 +547,13 @@ def produce_command(
             "linger.ms": 5,
         },
     )
+    if any(k.replace("_", ".") == "transactional.id" for k in cfg):
+        # The SDK would refuse the first send ("call init_transactions() first"):
+        # the command runs no transactions, so the setting is a usage error.
+        raise click.UsageError(
+            "-X transactional.id is not for this command: it sends without transactions "
+            "(each message is acknowledged on its own)"
+        )
     with _sdk_warnings_on_stderr("trafka.sdk.producer"):
         outcome = run_client(_produce, opts, cfg)
     if not quiet:

@@ -200,6 +200,7 @@ def test_a_broker_that_never_answers_ends_the_command_on_the_setup_timeout(
         (["consume", "t", "-X", "no.such.key=1"], "unknown configuration key 'no.such.key'"),
         (["produce", "t", "-X", "acks=banana"], "acks must be one of"),
         (["topics", "list", "-X", "nope"], "'nope' is not key=value"),
+        (["produce", "t", "-X", "transactional.id=tx"], "-X transactional.id is not for"),
     ],
 )
 def test_a_bad_setting_is_a_usage_error_before_any_connect(args: list[str], said: str) -> None:
