@@ -9,6 +9,7 @@ clear message on stderr, the documented exit status and no traceback.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -189,6 +190,50 @@ def test_a_broker_that_never_answers_ends_the_command_on_the_setup_timeout(
     assert done.returncode == 1, done
     assert done.stderr.startswith(f"Error: no broker available (bootstrap {silent})"), done
     assert "no answer to ApiVersions within socket.connection.setup.timeout.ms" in done.stderr
+
+
+@contextlib.contextmanager
+def answering(answer: bytes) -> Iterator[str]:
+    """A listener that answers every connection's first bytes with ``answer``
+    and closes it; its address."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(0.2)
+        done = threading.Event()
+
+        def serve() -> None:
+            while not done.is_set():
+                try:
+                    conn, _ = server.accept()
+                except TimeoutError:
+                    continue
+                with conn:
+                    conn.settimeout(HANG_S)
+                    conn.recv(4096)
+                    conn.sendall(answer)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        try:
+            yield f"127.0.0.1:{server.getsockname()[1]}"
+        finally:
+            done.set()
+            thread.join(HANG_S)
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        # An HTTP server's port.
+        (b"HTTP/1.1 400 Bad Request\r\n\r\n", "(the peer answered text, 'HTTP'...: not a Kafka"),
+        # A TLS listener: its alert record (a plaintext ApiVersions is no handshake).
+        (b"\x15\x03\x03\x00\x02\x02\x46", "(the peer answered in TLS: set security.protocol"),
+    ],
+)
+def test_a_peer_that_is_no_kafka_broker_is_named(answer: bytes, said: str) -> None:
+    with answering(answer) as address:
+        done = run("topics", "list", "-b", address)
+    assert done.returncode == 1, done
+    assert "bad response framing" in done.stderr and said in done.stderr, done.stderr
 
 
 # -- misuse ----------------------------------------------------------------------------------
