@@ -207,8 +207,8 @@ def test_consume_says_partition_ends_on_stderr_when_asked(broker: RunningBroker)
     assert run(broker, "consume", topic, "-e", "-q").stderr == ""  # off by default
 
 
-def test_consume_from_timestamp(broker: RunningBroker) -> None:
-    topic = fresh("ts")
+def produce_timestamped(broker: RunningBroker, topic: str) -> None:
+    """m0..m5 to partition 0 of ``topic``, timestamped 1700000000000 + i ms."""
 
     async def produce() -> None:
         async with open_producer(bootstrap_servers=broker.bootstrap_servers) as p:
@@ -216,6 +216,11 @@ def test_consume_from_timestamp(broker: RunningBroker) -> None:
                 await p.send(topic, b"m%d" % i, partition=0, timestamp_ms=1_700_000_000_000 + i)
 
     anyio.run(produce)
+
+
+def test_consume_from_timestamp(broker: RunningBroker) -> None:
+    topic = fresh("ts")
+    produce_timestamped(broker, topic)
     res = run(broker, "consume", topic, "-o", "s@1700000000003", "-e", "-J", "-q")
     assert [r["value"] for r in json_lines(res.stdout)] == ["m3", "m4", "m5"]
     iso = "s@2023-11-14T22:13:20.004+00:00"
@@ -255,13 +260,7 @@ def test_consume_from_a_late_timestamp_ends_when_the_first_fetch_answers_last(
     still count, or the incremental session's later answers, which leave the
     partition out (KIP-227: nothing new), never tell it again (the CI hang)."""
     topic = fresh("ts-late")
-
-    async def produce() -> None:
-        async with open_producer(bootstrap_servers=broker.bootstrap_servers) as p:
-            for i in range(6):
-                await p.send(topic, b"m%d" % i, partition=0, timestamp_ms=1_700_000_000_000 + i)
-
-    anyio.run(produce)
+    produce_timestamped(broker, topic)
     args = ["consume", topic, "-b", broker.bootstrap_servers, "-o", "s@1800000000000", "-e"]
     # The broker holds the first fetch (it asks for more bytes than there are).
     args += ["-X", "fetch.min.bytes=1048576", "-X", "fetch.wait.max.ms=500"]
