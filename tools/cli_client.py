@@ -656,8 +656,12 @@ async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcom
             else:
                 tps = []
                 for topic in opts.topics:
-                    parts = opts.partitions or tuple(await consumer.partitions_for(topic))
-                    tps += [TopicPartition(topic, p) for p in parts]
+                    present = await consumer.partitions_for(topic)
+                    for p in opts.partitions or present:
+                        if p not in present:
+                            # It would never be read: -e would wait for its end for ever.
+                            raise click.ClickException(f"{topic} has no partition {p}")
+                        tps.append(TopicPartition(topic, p))
                 consumer.assign(tps)
                 await _position(consumer, tps, opts.offset or OffsetSpec("beginning"))
             while True:

@@ -261,3 +261,14 @@ def test_consume_e_on_an_empty_topic_exits_at_once(broker: RunningBroker) -> Non
     assert run("topics", "create", topic, "-p", "2", "-b", bootstrap).returncode == 0
     done = run("consume", topic, "-e", "-b", bootstrap)
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "0 records consumed\n")
+
+
+def test_consume_a_partition_the_topic_does_not_have_is_an_error(broker: RunningBroker) -> None:
+    """As ``produce -p`` and ``groups reset-offsets``: it would never be read
+    (``-e`` waited for its end for ever)."""
+    topic = fresh("two")
+    bootstrap = broker.bootstrap_servers
+    assert run("topics", "create", topic, "-p", "2", "-b", bootstrap).returncode == 0
+    done = run("consume", topic, "-p", "1", "-p", "5", "-e", "-b", bootstrap)
+    assert (done.returncode, done.stdout) == (1, ""), done
+    assert done.stderr == f"Error: {topic} has no partition 5\n"
