@@ -689,9 +689,11 @@ async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcom
                 notices.check(unreachable)
                 watch.update(consumer.assignment(), cluster.metadata, unreachable, now)
                 if group is not None:
-                    stats = consumer.statistics().group
+                    # Only a member holding nothing waits on its coordinator (a
+                    # statistics snapshot per batch would cost a busy consume).
+                    stats = None if consumer.assignment() else consumer.statistics().group
                     group.update(stats.coordinator_problem if stats is not None else "", now)
-                    if opts.exit_at_end and not consumer.assignment():
+                    if opts.exit_at_end and stats is not None:
                         outcome.no_coordinator = group.given_up(now)
                         if outcome.no_coordinator:
                             break
