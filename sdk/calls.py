@@ -130,9 +130,10 @@ class Calls:
         deadline = anyio.current_time() + ms / 1000
         attempts = 0
         last: BaseException | None = None
+        cut = False  # the deadline cut the last attempt short (it was waiting)
         while attempts == 0 or anyio.current_time() < deadline:
             attempts += 1
-            with anyio.move_on_after(deadline - anyio.current_time()):
+            with anyio.move_on_after(deadline - anyio.current_time()) as scope:
                 try:
                     return await attempt(deadline)
                 except ApiTimeoutError:
@@ -147,7 +148,14 @@ class Calls:
                 await anyio.sleep(
                     backoff_delay(self._backoff, self._backoff_max, attempts, self._rng)
                 )
-        detail = f"; last error: {last}" if last is not None else ""
+            cut = scope.cancelled_caught
+        if last is not None:
+            detail = f"; last error: {last}"
+        elif cut:
+            # A broker that accepts and never answers, say: nothing failed, nothing came.
+            detail = "; the last attempt was still waiting for an answer (or a connection)"
+        else:
+            detail = ""
         raise ApiTimeoutError(
             f"{what}: no result within {ms} ms ({attempts} attempt(s)){detail}"
         ) from last

@@ -500,7 +500,7 @@ class ConnectionState:
         try:
             frames = self._reader.take(data)
         except DecodeError as exc:
-            raise self._break(f"bad response framing: {exc}") from None
+            raise self._break(f"bad response framing: {exc}{_peer_hint(data)}") from None
         out: list[Response] = []
         answered: list[InFlight] = []
         for frame in frames:
@@ -612,3 +612,17 @@ class ConnectionState:
         self._in_flight.clear()
         self.stats.requests_failed += len(pending)
         return pending
+
+
+def _peer_hint(data: bytes | bytearray | memoryview) -> str:
+    """What answered, when the bytes that broke the framing say it: a TLS record
+    (a TLS listener reached in plaintext may answer the ApiVersions bytes with an
+    alert, as Java's does; OpenSSL's mostly just close) or text (a web server's
+    port), read as a frame size."""
+    head = bytes(data[:4])
+    if head[:2] in (b"\x15\x03", b"\x16\x03"):
+        return " (the peer answered in TLS: set security.protocol to SSL or SASL_SSL)"
+    if len(head) == 4 and all(0x20 <= b < 0x7F for b in head):
+        # A size that large is text; an HTTP server's answer, most often.
+        return f" (the peer answered text, {head.decode()!r}...: not a Kafka broker)"
+    return ""

@@ -79,6 +79,7 @@ from .transport import Cluster
 
 if TYPE_CHECKING:
     from .config_consumer import ConsumerConfig
+    from .metadata import MetadataCache
     from .statistics import ConsumerStatistics
 
 __all__ = [
@@ -316,7 +317,7 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
                 await self._wait_data(math.inf)
         raise ApiTimeoutError(
             f"the position of {tp.topic}-{tp.partition} was not known within "
-            f"default.api.timeout.ms ({timeout_ms} ms)"
+            f"default.api.timeout.ms ({timeout_ms} ms){_why_no_position(self._cluster.metadata, tp)}"
         )
 
     def pause(self, *partitions: TopicPartition) -> None:
@@ -797,3 +798,13 @@ async def open_consumer(
         if topics:
             consumer.subscribe(topics)
         yield consumer
+
+
+def _why_no_position(md: MetadataCache, tp: TopicPartition) -> str:
+    """What metadata says of a partition whose position could not be looked up."""
+    code = md.topic_errors.get(tp.topic)
+    if code is not None:
+        return f": {code.name} for topic {tp.topic!r} in the last metadata"
+    if md.leader_for(tp.topic, tp.partition) is None:
+        return ": no leader of it is known"
+    return ""

@@ -22,6 +22,9 @@ Rules and invariants:
   coordinator, forgets it (:meth:`~CoordinatorLookup.lost`) only when it is
   still the one known: an old request's failure never forgets a newer one.
   The next lookup may start at once, or when a backoff already running ends.
+* While no coordinator is known, :attr:`~CoordinatorLookup.problem` says why
+  (the last lookup's retriable error, or its failure), for the member's user:
+  the member itself only retries.
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Protocol
 
+from trafka.codec import KafkaError
+
 from ._backoff import backoff_delay
 from .group_protocol import Action, classify, find_coordinator_request, read_find_coordinator
 
-__all__ = ["CoordinatorLookup"]
+__all__ = ["CoordinatorLookup", "coordinator_problem"]
 
 Coordinator = tuple[int, str, int]
 
@@ -64,12 +69,16 @@ class CoordinatorLookup:
     Attributes:
         coordinator: ``(node_id, host, port)``, or None while none is known.
         finding: a FindCoordinator is out (neither answered nor failed yet).
+        problem: why the last lookup found no coordinator (a retriable error's
+            :class:`~trafka.codec.KafkaError`, or the request's failure); None
+            once one is found, and before the first lookup ends.
     """
 
     def __init__(self, settings: LookupSettings, now: float, rng: random.Random) -> None:
         self.group_id = settings.group_id
         self.coordinator: Coordinator | None = None
         self.finding = False
+        self.problem: BaseException | None = None
         self._retry_backoff = settings.retry_backoff
         self._retry_backoff_max = settings.retry_backoff_max
         self._rng = rng
@@ -102,15 +111,18 @@ class CoordinatorLookup:
         if code:
             if classify(code) is Action.FATAL:
                 return code
-            self.on_failure(now)
+            self.on_failure(now, KafkaError(code, f"FindCoordinator for group {self.group_id!r}"))
             return 0
         self._failures = 0
+        self.problem = None
         self.coordinator = (node, host, port)
         return 0
 
-    def on_failure(self, now: float) -> None:
-        """The lookup got no answer (or a retriable error): look again after a backoff."""
+    def on_failure(self, now: float, error: BaseException) -> None:
+        """The lookup got no answer, or a retriable error (``error`` either way):
+        look again after a backoff."""
         self.finding = False
+        self.problem = error
         self._failures += 1
         self._find_at = now + backoff_delay(
             self._retry_backoff, self._retry_backoff_max, self._failures, self._rng
@@ -127,3 +139,11 @@ class CoordinatorLookup:
 def _find_body(version: int, *, group_id: str) -> Any:
     # A module function: requests stay cheap to build and compare.
     return find_coordinator_request(version, group_id)
+
+
+def coordinator_problem(lookup: CoordinatorLookup, coordinator: Coordinator | None) -> str:
+    """Why a member has no coordinator now (its statistics' ``coordinator_problem``):
+    "" while it has one, or before its first lookup ended."""
+    if coordinator is not None or lookup.problem is None:
+        return ""
+    return str(lookup.problem)

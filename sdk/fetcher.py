@@ -158,6 +158,14 @@ class PartitionState:
         self.eof_offset = None
         self.drop_buffered()
 
+    def learn_ends(self, answer: Any) -> None:
+        """The log's ends as a fetch answer without error gives them."""
+        self.high_watermark = answer.high_watermark
+        if answer.last_stable_offset >= 0:
+            self.last_stable_offset = answer.last_stable_offset
+        if answer.log_start_offset >= 0:
+            self.log_start_offset = answer.log_start_offset
+
     def at_end(self, read_committed: bool) -> bool:
         """Whether an end-of-partition event is due: nothing buffered, and the
         position at the end of the last answer, not yet reported."""
@@ -685,9 +693,17 @@ class Fetcher:
                 tp = TopicPartition(topic, p.partition_index)
                 s = self.partitions.get(tp)
                 asked = positions.get(tp)
-                if s is None or asked is None or s.next_fetch_offset() != asked:
-                    continue  # revoked or sought while the fetch was in flight
+                if s is None or asked is None:
+                    continue  # revoked while the fetch was in flight
                 code = p.error_code
+                if s.next_fetch_offset() != asked:
+                    # Sought meanwhile: the records are not wanted, but the log's
+                    # ends are still news. An incremental session names the
+                    # partition again only once they change (KIP-227), so ends
+                    # dropped here would stay unknown (lag None, no end reached).
+                    if code == ErrorCode.NONE:
+                        s.learn_ends(p)
+                    continue
                 if code == ErrorCode.NONE:
                     got = self._buffer_answer(s, asked, p) or got
                 else:
@@ -697,11 +713,7 @@ class Fetcher:
     def _buffer_answer(self, s: PartitionState, asked: int, p: Any) -> bool:
         """Apply a partition's answer without error; True if it buffered
         records (or made an end-of-partition event due)."""
-        s.high_watermark = p.high_watermark
-        if p.last_stable_offset >= 0:
-            s.last_stable_offset = p.last_stable_offset
-        if p.log_start_offset >= 0:
-            s.log_start_offset = p.log_start_offset
+        s.learn_ends(p)
         if not p.records:
             return self.partition_eof and s.at_end(self.read_committed)
         size = len(p.records)

@@ -37,6 +37,7 @@ from trafka.codec import KafkaError, TrafkaError
 from ._util import loop_clock, sleep_until
 from .calls import Calls, again_if_transient
 from .consumer_membership import ConsumerMembership
+from .coordinator_lookup import coordinator_problem
 from .fetcher import TopicPartition
 from .group_protocol import (
     Action,
@@ -278,6 +279,7 @@ class GroupDriver:
                 len(machine.owned),
                 self._clock(),
             ),
+            coordinator_problem=coordinator_problem(machine.lookup, machine.coordinator),
         )
 
     # -- inputs from the consumer -----------------------------------------------------------

@@ -364,7 +364,7 @@ class Membership:
         kind = request.kind
         self._measure(request, None, now)
         if kind is Kind.FIND_COORDINATOR:
-            self.lookup.on_failure(now)
+            self.lookup.on_failure(now, error)
             return
         self._lost_coordinator(request.coordinator, now)
         if kind is Kind.OFFSET_COMMIT:

@@ -71,6 +71,7 @@ from ._validate import (
     describe,
 )
 from .config import ShareConsumerConfig, make_config
+from .coordinator_lookup import coordinator_problem
 from .errors import (
     ArgumentTypeError,
     ArgumentValueError,
@@ -388,6 +389,7 @@ class ShareConsumer(Hostable):
             brokers=self.cluster.broker_statistics(),
             telemetry=None if self._telemetry is None else self._telemetry.telemetry.statistics(),
             bytes_fetched=int(fetcher.fetch_bytes.total),
+            coordinator_problem=coordinator_problem(membership.lookup, membership.coordinator),
         )
 
     async def client_instance_id(self, timeout_ms: float = 0) -> uuid.UUID | None:

@@ -274,7 +274,7 @@ class ShareMembership:
     def on_failure(self, request: ShareGroupRequest, error: BaseException, now: float) -> None:
         """``request`` got no answer (connection lost, timeout, no common version)."""
         if request.api_key == FIND_COORDINATOR:
-            self.lookup.on_failure(now)
+            self.lookup.on_failure(now, error)
             return
         if request.epoch == LEAVE_EPOCH or request.seq != self._in_flight:
             return

@@ -45,7 +45,15 @@ import anyio
 import anyio.to_thread
 import click
 
-from .cli_faults import BrokerNotices, Interrupts, PartitionWatch, beside, signals_watched
+from .cli_faults import (
+    BrokerNotices,
+    GroupWatch,
+    Interrupts,
+    PartitionWatch,
+    beside,
+    no_coordinator_error,
+    signals_watched,
+)
 from .clikit import (
     check_reachable,
     check_topics_exist,
@@ -539,6 +547,13 @@ def produce_command(
             "linger.ms": 5,
         },
     )
+    if any(k.replace("_", ".") == "transactional.id" for k in cfg):
+        # The SDK would refuse the first send ("call init_transactions() first"):
+        # the command runs no transactions, so the setting is a usage error.
+        raise click.UsageError(
+            "-X transactional.id is not for this command: it sends without transactions "
+            "(each message is acknowledged on its own)"
+        )
     with _sdk_warnings_on_stderr("trafka.sdk.producer"):
         outcome = run_client(_produce, opts, cfg)
     if not quiet:
@@ -576,6 +591,8 @@ class _ConsumeOutcome:
     printed: int = 0
     #: The partitions -e gave up on, with why.
     unreached: dict[Any, str] = dataclasses.field(default_factory=dict)
+    #: Why -e gave the group up (it found no coordinator), or "".
+    no_coordinator: str = ""
     interrupts: Interrupts = dataclasses.field(default_factory=Interrupts)
 
 
@@ -618,6 +635,7 @@ async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcom
     outcome = _ConsumeOutcome()
     then = f"giving it up after {opts.grace:g} s (-m)" if opts.exit_at_end else "waiting for it"
     watch = PartitionWatch(opts.grace, echo_err, then)
+    group = None if opts.group is None else GroupWatch(opts.group, opts.grace, echo_err, then)
     stop = anyio.CancelScope()
 
     def interrupted(count: int, signum: Any) -> None:
@@ -638,8 +656,12 @@ async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcom
             else:
                 tps = []
                 for topic in opts.topics:
-                    parts = opts.partitions or tuple(await consumer.partitions_for(topic))
-                    tps += [TopicPartition(topic, p) for p in parts]
+                    present = await consumer.partitions_for(topic)
+                    for p in opts.partitions or present:
+                        if p not in present:
+                            # It would never be read: -e would wait for its end for ever.
+                            raise click.ClickException(f"{topic} has no partition {p}")
+                        tps.append(TopicPartition(topic, p))
                 consumer.assign(tps)
                 await _position(consumer, tps, opts.offset or OffsetSpec("beginning"))
             while True:
@@ -666,6 +688,15 @@ async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcom
                 unreachable = cluster.unreachable_brokers
                 notices.check(unreachable)
                 watch.update(consumer.assignment(), cluster.metadata, unreachable, now)
+                if group is not None:
+                    # Only a member holding nothing waits on its coordinator (a
+                    # statistics snapshot per batch would cost a busy consume).
+                    stats = None if consumer.assignment() else consumer.statistics().group
+                    group.update(stats.coordinator_problem if stats is not None else "", now)
+                    if opts.exit_at_end and stats is not None:
+                        outcome.no_coordinator = group.given_up(now)
+                        if outcome.no_coordinator:
+                            break
                 if opts.exit_at_end:
                     given_up = watch.given_up(now)
                     if _at_end(consumer, given_up):
@@ -779,8 +810,10 @@ def consume_command(
     for tp, why in outcome.unreached.items():
         name = f"{tp.topic}-{tp.partition}"
         click.echo(f"Error: partition {name} was not read to its end: {why}", err=True)
+    if outcome.no_coordinator:
+        click.echo(no_coordinator_error(str(group), timeout, outcome.no_coordinator), err=True)
     status = outcome.interrupts.exit_status
     if status is not None:
         raise click.exceptions.Exit(status)
-    if outcome.unreached:
+    if outcome.unreached or outcome.no_coordinator:
         raise click.exceptions.Exit(1)

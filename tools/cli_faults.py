@@ -13,6 +13,11 @@ Rules:
   reach. One that stays so for the command's ``-m`` seconds is given up by a
   command that must reach every partition's end (``consume -e``), which then
   exits 1 naming it, after printing everything else.
+* A group whose coordinator the member cannot find (FindCoordinator keeps
+  failing; the SDK retries) is said the same way (:class:`GroupWatch`), once it
+  has lasted a second, and once found again. A command that must reach an end
+  (``consume -G -e``) and holds no partition gives the group up once it has
+  been so for ``-m`` seconds, and exits 1 saying why.
 * Long-running commands stop cleanly on SIGINT or SIGTERM (:func:`watch_signals`):
   the first signal ends their main loop and they finish as they would at the
   end (deliver what was read, commit what was printed), a further one cuts the
@@ -64,9 +69,11 @@ from trafka.sdk import BrokerUnreachableError, TopicPartition
 
 __all__ = [
     "BrokerNotices",
+    "GroupWatch",
     "Interrupts",
     "PartitionWatch",
     "beside",
+    "no_coordinator_error",
     "run_interruptible",
     "signals_watched",
     "watch_signals",
@@ -192,6 +199,58 @@ class PartitionWatch:
             for tp, out in sorted(self._out.items())
             if out.said and now - out.since >= self.grace
         }
+
+
+class GroupWatch:
+    """Whether a command's group has a coordinator (see the module's rules).
+
+    Args:
+        group: the group's id.
+        grace: seconds without a coordinator before :meth:`given_up` says why.
+        say: writes one line to stderr.
+        waiting: what the first line adds (what the command does meanwhile).
+        notice: seconds without a coordinator before it is said.
+    """
+
+    def __init__(
+        self, group: str, grace: float, say: Say, waiting: str = "", notice: float = 1.0
+    ) -> None:
+        self.group = group
+        self.grace = grace
+        self.notice = notice
+        self._say = say
+        self._waiting = waiting
+        self._out: _Out | None = None
+
+    def update(self, problem: str, now: float) -> None:
+        """Look again: ``problem`` is why the group has no coordinator now ("" when
+        it has one: :attr:`~trafka.sdk.GroupStatistics.coordinator_problem`)."""
+        out = self._out
+        if not problem:
+            if out is not None:
+                self._out = None
+                if out.said:
+                    self._say(f"group {self.group} has a coordinator again")
+            return
+        if out is None:
+            out = self._out = _Out(now, problem)
+        out.reason = problem
+        if not out.said and now - out.since >= self.notice:
+            out.said = True
+            more = f"; {self._waiting}" if self._waiting else ""
+            self._say(f"warning: group {self.group} has no coordinator: {problem}{more}")
+
+    def given_up(self, now: float) -> str:
+        """Why the group has had no coordinator for ``grace`` seconds or more, or ""."""
+        out = self._out
+        if out is None or not out.said or now - out.since < self.grace:
+            return ""
+        return out.reason
+
+
+def no_coordinator_error(group: str, grace: float, why: str) -> str:
+    """The last line of a command that gave its group up (:meth:`GroupWatch.given_up`)."""
+    return f"Error: group {group} was given up after {grace:g} s (-m) without a coordinator: {why}"
 
 
 @dataclasses.dataclass(slots=True)

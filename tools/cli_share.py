@@ -32,7 +32,9 @@ Rules:
   or its leader out of reach) are said on stderr when they happen (see
   :mod:`trafka.tools.cli_faults`); it goes on with the others. Idle at
   ``--idle-timeout`` while a partition is unreachable, it exits 1 naming it:
-  records may wait there.
+  records may wait there. A group whose coordinator cannot be found is said
+  too; with ``--idle-timeout``, which counts from joining, the command gives
+  the group up once it has been so for ``-m`` seconds and exits 1.
 * An acknowledgement the broker refused or never answered (an expired lock,
   a timeout...) is reported on stderr, and the exit status is 1: those
   records will be delivered again.
@@ -51,7 +53,14 @@ import anyio
 import anyio.abc
 import click
 
-from .cli_faults import BrokerNotices, Interrupts, PartitionWatch, signals_watched
+from .cli_faults import (
+    BrokerNotices,
+    GroupWatch,
+    Interrupts,
+    PartitionWatch,
+    no_coordinator_error,
+    signals_watched,
+)
 from .clikit import (
     check_reachable,
     check_topics_exist,
@@ -93,6 +102,9 @@ class _ShareOptions:
     count: int | None
     idle_timeout: float | None
     quiet: bool
+    group: str = ""
+    #: Seconds --idle-timeout waits for a group without a coordinator (-m).
+    grace: float = 10.0
 
 
 @dataclasses.dataclass(slots=True)
@@ -108,6 +120,8 @@ class _Outcome:
     idle_out: bool = False
     #: The assigned partitions it could not reach when it last looked, with why.
     unreachable: dict[Any, str] = dataclasses.field(default_factory=dict)
+    #: Why --idle-timeout gave the group up (it found no coordinator), or "".
+    no_coordinator: str = ""
 
 
 async def _poll_loop(
@@ -122,16 +136,27 @@ async def _poll_loop(
     idle_since: float | None = None
     cluster = consumer.cluster
     watch = PartitionWatch(0.0, echo_err, "its records wait")
+    then = "giving it up after {:g} s (-m)" if opts.idle_timeout is not None else "waiting for it"
+    group = GroupWatch(opts.group, opts.grace, echo_err, then.format(opts.grace))
 
     def look() -> None:
         # The consumer retries by itself; what it cannot reach is said meanwhile.
         unreachable = cluster.unreachable_brokers
+        now = anyio.current_time()
         notices.check(unreachable)
-        watch.update(consumer.assignment(), cluster.metadata, unreachable, anyio.current_time())
+        watch.update(consumer.assignment(), cluster.metadata, unreachable, now)
         outcome.unreachable = watch.unreachable
+        if not consumer.assignment():
+            group.update(consumer.statistics().coordinator_problem, now)
+        else:
+            group.update("", now)
 
     while True:
         look()
+        if opts.idle_timeout is not None and idle_since is None:
+            outcome.no_coordinator = group.given_up(anyio.current_time())
+            if outcome.no_coordinator:
+                return
         left = None if opts.count is None else opts.count - outcome.printed
         if left == 0:
             return
@@ -291,6 +316,8 @@ def share_consume_command(
         count=count,
         idle_timeout=idle_timeout,
         quiet=quiet,
+        group=group,
+        grace=timeout,
     )
     defaults: dict[str, Any] = {
         "group.id": group,
@@ -324,6 +351,9 @@ def share_consume_command(
     status = outcome.interrupts.exit_status
     if status is not None:
         raise click.exceptions.Exit(status)
+    if outcome.no_coordinator:
+        click.echo(no_coordinator_error(group, timeout, outcome.no_coordinator), err=True)
+        raise click.exceptions.Exit(1)
     if outcome.idle_out and outcome.unreachable:
         # Idle, but not because nothing was left: records may wait where it could not look.
         for tp, why in outcome.unreachable.items():

@@ -173,6 +173,10 @@ class GroupStatistics:
             0.0 before the first.
         coordinator: Java's ``consumer-coordinator-metrics`` (None when the
             snapshot was built without a clock).
+        coordinator_problem: why the group has no coordinator now (the last
+            FindCoordinator's retriable error, or its failure: the member
+            retries by itself); empty while one is known or before the first
+            lookup ends.
     """
 
     group_id: str
@@ -186,6 +190,7 @@ class GroupStatistics:
     rebalance_latency_max_ms: float = 0.0
     rebalance_latency_total_ms: float = 0.0
     coordinator: CoordinatorStatistics | None = None
+    coordinator_problem: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -252,6 +257,7 @@ class ShareConsumerStatistics:
         telemetry: the metrics push (None with ``enable.metrics.push`` off).
         bytes_fetched: record bytes of the ShareFetch answers received (the
             records released unseen included).
+        coordinator_problem: as :attr:`GroupStatistics.coordinator_problem`.
     """
 
     group_id: str
@@ -267,3 +273,4 @@ class ShareConsumerStatistics:
     brokers: Mapping[int, BrokerStatistics]
     telemetry: TelemetryStatistics | None = None
     bytes_fetched: int = 0
+    coordinator_problem: str = ""

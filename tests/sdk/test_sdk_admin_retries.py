@@ -498,15 +498,29 @@ async def test_a_broker_that_never_answers_ends_the_call_at_its_deadline() -> No
         tg.cancel_scope.cancel()
 
 
-async def test_no_broker_at_all_is_a_timeout_caused_by_the_connect_failures() -> None:
-    async with await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0) as listener:
-        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+async def list_groups_timeout(port: int) -> ApiTimeoutError:
+    """What ``list_groups`` with a 200 ms bound raises, bootstrapped at ``port``."""
     with anyio.fail_after(10):
         async with open_admin(bootstrap_servers=f"127.0.0.1:{port}", **QUICK) as admin:
             with pytest.raises(ApiTimeoutError) as caught:
                 await admin.list_groups(timeout_ms=200)
-    assert isinstance(caught.value.__cause__, NoBrokersAvailableError)
-    assert "attempt(s)" in str(caught.value)
+    return caught.value
+
+
+async def test_no_broker_at_all_is_a_timeout_caused_by_the_connect_failures() -> None:
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0) as listener:
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    error = await list_groups_timeout(port)
+    assert isinstance(error.__cause__, NoBrokersAvailableError)
+    assert "attempt(s)" in str(error)
+
+
+async def test_a_broker_that_never_answers_is_a_timeout_saying_the_attempt_waited() -> None:
+    """Nothing failed (the connection is accepted, the ApiVersions never answered):
+    the timeout says the last attempt was still waiting, not just that time ran out."""
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0) as listener:
+        error = await list_groups_timeout(listener.extra(anyio.abc.SocketAttribute.local_port))
+    assert "the last attempt was still waiting for an answer" in str(error)
 
 
 # -- brokerlite behind the fault proxy --------------------------------------------------------

@@ -640,3 +640,38 @@ async def test_many_partitions_few_producers_against_brokerlite(lite: RunningBro
         for p in range(n_parts):
             assert consumer.lag((topic, p)) == 0
             assert await consumer.position((topic, p)) == len(written.get(p, []))
+
+
+@pytest.mark.anyio
+async def test_a_seek_to_the_end_during_a_fetch_still_learns_the_end(lite: RunningBroker) -> None:
+    """The answer to a fetch sent before a seek is dropped, but its high watermark
+    is the partition's all the same: an incremental session's later answers leave
+    the partition out while the watermark stays the same (KIP-227: a partition is
+    in an incremental answer only with news), so a dropped watermark was never
+    learnt again and ``lag`` stayed unknown (``trafka consume -o s@LATE -e`` hung)."""
+    topic = fresh("seek-in-flight")
+    async with open_admin(bootstrap_servers=lite.bootstrap_servers) as admin:
+        await admin.create_topics([NewTopic(topic, 1)])
+    async with open_producer(bootstrap_servers=lite.bootstrap_servers) as producer:
+        for i in range(6):
+            await producer.send(topic, b"m%d" % i, partition=0)
+    tp = TopicPartition(topic, 0)
+    async with open_consumer(
+        bootstrap_servers=lite.bootstrap_servers,
+        # The broker holds the first fetch (it wants more bytes than there are)
+        # for fetch.max.wait.ms: the seek surely comes while it is in flight.
+        fetch_min_bytes=1 << 20,
+        fetch_max_wait_ms=500,
+    ) as consumer:
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        with anyio.fail_after(10):
+            while not consumer.core.fetcher.partitions[tp].in_flight:
+                await anyio.sleep(0.01)
+        consumer.seek_to_end(tp)
+        with anyio.fail_after(10):
+            while consumer.lag(tp) is None:
+                await consumer.getmany(timeout_ms=100)
+        assert consumer.lag(tp) == 0
+        assert await consumer.position(tp) == 6
+        assert consumer.statistics().fetch_sessions  # the fetches went through a session

@@ -88,6 +88,22 @@ def test_a_retriable_error_backs_off_and_a_fatal_one_is_given_back() -> None:
     assert look.on_answer(newest(FIND), find_answer(code), retry_at) == code
 
 
+def test_the_lookup_says_why_no_coordinator_is_known_until_one_is() -> None:
+    look = lookup()
+    assert look.problem is None
+    assert look.start(0.0) is not None
+    look.on_answer(newest(FIND), find_answer(ErrorCode.COORDINATOR_NOT_AVAILABLE), 0.0)
+    assert str(look.problem) == "[COORDINATOR_NOT_AVAILABLE (15)] FindCoordinator for group 'g'"
+    retry_at = look.deadline()
+    assert retry_at is not None and look.start(retry_at) is not None
+    look.on_failure(retry_at, TimeoutError("no answer"))
+    assert str(look.problem) == "no answer"
+    retry_at = look.deadline()
+    assert retry_at is not None and look.start(retry_at) is not None
+    look.on_answer(newest(FIND), find_answer(), retry_at)
+    assert look.coordinator == COORD and look.problem is None
+
+
 def test_only_the_coordinator_known_now_is_forgotten() -> None:
     look = lookup()
     look.start(0.0)

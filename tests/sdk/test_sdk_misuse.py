@@ -45,6 +45,7 @@ from trafka.sdk import (
     AclPermissionType,
     AclResourceType,
     AdminConfig,
+    ApiTimeoutError,
     ArgumentTypeError,
     ClientQuotaAlteration,
     ClientQuotaEntity,
@@ -1445,3 +1446,20 @@ def test_a_done_callback_that_raises_stops_nothing(broker: RunningBroker) -> Non
 
     offset = anyio.run(main, backend="trio")
     assert read_back(bs, topic) == {(0, 0): b"p0", (1, 0): b"p1", (0, offset): b"later"}
+
+
+def test_a_position_that_cannot_be_looked_up_says_why(broker: RunningBroker) -> None:
+    """A partition of a topic that does not exist has no position to look up:
+    ``position`` ends at ``default.api.timeout.ms`` (as Java's) naming what the
+    metadata said, not only that the time ran out."""
+    topic = fresh("never-made")
+    tp = TopicPartition(topic, 0)
+    with Consumer(
+        bootstrap_servers=broker.bootstrap_servers,
+        default_api_timeout_ms=3000,
+        allow_auto_create_topics=False,
+    ) as consumer:
+        consumer.assign([tp])
+        with pytest.raises(ApiTimeoutError) as caught:
+            consumer.position(tp)
+    assert f"UNKNOWN_TOPIC_OR_PARTITION for topic {topic!r}" in str(caught.value)
