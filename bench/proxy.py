@@ -41,6 +41,9 @@ process, the broker process(es) and this process (the client, librdkafka's
 threads included), from ``/proc/<pid>/stat``. After each run the records read
 back are counted against the records sent and the topic's high watermarks (no
 record lost or written twice; where murmur2 put them is the tests' business).
+Through a proxy (not ``--workers``), its metrics (``--metrics-listen``) give the
+Produce requests it got from the client and its round trips upstream while
+producing ("Produce requests N in, M out").
 
 Idle connections (``--idle``, default 2,000; 0 skips it): single small produce
 round trips (one 100-byte record, acks=1, linger.ms=0, waiting for its
