@@ -161,23 +161,33 @@ class Share:
         self.counts = counts
         self.moved_out = moved_out
         self.pieces: list[_Piece] = []
-        self.answers: list[ProduceAnswer] = []
+        self.answers: dict[int, ProduceAnswer] = {}  # by id: the shared answers it had
         self.done = trio.Event()
         self.flushed = trio.Event()
         self.waiting = 0
         self.unsent = 0
 
-    def sent_one(self) -> None:
-        self.unsent -= 1
+    def sent(self, n: int) -> None:
+        """``n`` of its pieces were written upstream (or dropped)."""
+        self.unsent -= n
         if self.unsent <= 0:
             self.flushed.set()
 
-    def answered_one(self, answer: ProduceAnswer | None) -> None:
-        if answer is not None and not any(a is answer for a in self.answers):
-            self.answers.append(answer)
-        self.waiting -= 1
+    def answered(self, n: int, answer: ProduceAnswer | None) -> None:
+        """``n`` of its pieces were answered by ``answer`` (None: failed)."""
+        if answer is not None:
+            self.answers[id(answer)] = answer
+        self.waiting -= n
         if self.waiting <= 0:
             self.done.set()
+
+
+def _by_share(pieces: list[_Piece]) -> dict[Share, int]:
+    """How many of ``pieces`` each share has."""
+    out: dict[Share, int] = {}
+    for piece in pieces:
+        out[piece.share] = out.get(piece.share, 0) + 1
+    return out
 
 
 class _Leader:
@@ -193,7 +203,8 @@ class _Leader:
         self.acks = acks
         self.client_id = client_id
         self.version = version
-        self.pending: deque[_Piece] = deque()
+        # Per target partition, its pieces in the order they came.
+        self.pending: dict[tuple[str, int], deque[_Piece]] = {}
         self.slots = trio.Semaphore(MAX_IN_FLIGHT)
         self.draining = False
 
@@ -238,10 +249,13 @@ class Coalescer:
             acc = self._leaders.get(key)
             if acc is None:
                 acc = self._leaders[key] = _Leader(pool, leader, acks, client_id, version)
+            queue = acc.pending.get((topic, target))
+            if queue is None:
+                queue = acc.pending[(topic, target)] = deque()
             for span in own + moved:
                 piece = _Piece(share, span[0], topic, target, span, cap)
                 share.pieces.append(piece)
-                acc.pending.append(piece)
+                queue.append(piece)
             if not acc.draining:
                 acc.draining = True
                 started.append(acc)
@@ -271,8 +285,8 @@ class Coalescer:
                 except UpstreamError as exc:
                     waiter = exc
                 self._stats.upstream_coalesced += 1
-                for piece in pieces:
-                    piece.share.sent_one()
+                for share, n in _by_share(pieces).items():
+                    share.sent(n)
                 self._nursery.start_soon(self._answer, acc, body, pieces, waiter, deadline)
         finally:
             acc.draining = False
@@ -284,42 +298,33 @@ class Coalescer:
         left had expired."""
         now = trio.current_time()
         batches: dict[tuple[str, int], list[_Piece]] = {}
-        sizes: dict[tuple[str, int], int] = {}
-        caps: dict[tuple[str, int], int] = {}
-        closed: set[tuple[str, int]] = set()
-        left: list[_Piece] = []
+        expired: list[_Piece] = []
         total = 0
-        pending = acc.pending
-        while pending:
-            piece = pending.popleft()
-            if piece.share.deadline <= now:
-                piece.error = ErrorCode.REQUEST_TIMED_OUT
-                piece.share.sent_one()
-                piece.share.answered_one(None)
-                continue
-            key = (piece.topic, piece.target)
-            if key in closed:
-                left.append(piece)
-                continue
-            if total and total + piece.size > MAX_REQUEST_BYTES:
-                pending.appendleft(piece)
+        for key, queue in list(acc.pending.items()):
+            if total >= MAX_REQUEST_BYTES:
                 break
-            got = batches.get(key)
-            if got is not None:
-                cap = max(caps[key], piece.cap)
-                if sizes[key] + piece.size > cap:
-                    closed.add(key)
-                    left.append(piece)
+            chunk: list[_Piece] = []
+            size = cap = 0
+            while queue:
+                piece = queue[0]
+                if piece.share.deadline <= now:
+                    expired.append(queue.popleft())
                     continue
-                caps[key] = cap
-                sizes[key] += piece.size
-                got.append(piece)
-            else:
-                batches[key] = [piece]
-                sizes[key] = piece.size
-                caps[key] = piece.cap
-            total += piece.size
-        pending.extendleft(reversed(left))
+                cap = max(cap, piece.cap)
+                if chunk and (size + piece.size > cap or total + piece.size > MAX_REQUEST_BYTES):
+                    break
+                chunk.append(queue.popleft())
+                size += piece.size
+                total += piece.size
+            if chunk:
+                batches[key] = chunk
+            if not queue:
+                del acc.pending[key]
+        for piece in expired:
+            piece.error = ErrorCode.REQUEST_TIMED_OUT
+        for share, n in _by_share(expired).items():
+            share.sent(n)
+            share.answered(n, None)
         if not batches:
             return None
         data: dict[str, dict[int, bytes]] = {}
@@ -333,8 +338,9 @@ class Coalescer:
             if built is None:
                 for piece in chunk:
                     piece.error = ErrorCode.CORRUPT_MESSAGE
-                    piece.share.sent_one()
-                    piece.share.answered_one(None)
+                for share, n in _by_share(chunk).items():
+                    share.sent(n)
+                    share.answered(n, None)
                 continue
             data.setdefault(topic, {})[target] = built
             pieces.extend(chunk)
@@ -377,12 +383,13 @@ class Coalescer:
             )
         finally:
             acc.slots.release()
+            found = {} if got is None else got.partitions
             for piece in pieces:
-                found = None if got is None else got.partitions.get((piece.topic, piece.target))
-                if found is None:
+                piece.answer = found.get((piece.topic, piece.target))
+                if piece.answer is None:
                     piece.error = ErrorCode.NETWORK_EXCEPTION
-                piece.answer = found
-                piece.share.answered_one(got)
+            for share, n in _by_share(pieces).items():
+                share.answered(n, got)
             self._forget(acc)
 
     def _forget(self, acc: _Leader) -> None:
@@ -415,8 +422,9 @@ async def answer(
             key = (t.name, p.index)
             count = share.counts.get(key, 0)
             _partition(w, p.index, of.get(key, []), key in share.moved_out, count, client_software)
-    nodes = {e.node_id: e for a in share.answers for e in a.node_endpoints}
-    return finish_answer(w, share.answers, list(nodes.values()), endpoints)
+    answers = list(share.answers.values())
+    nodes = {e.node_id: e for a in answers for e in a.node_endpoints}
+    return finish_answer(w, answers, list(nodes.values()), endpoints)
 
 
 def _partition(
