@@ -25,7 +25,7 @@ Rules:
   precede those of that connection's later requests (the connection's next
   request is read only once this one's pieces have joined). A request of the
   same connection that does not coalesce waits until the pieces before it are
-  written (:meth:`Share.flushed`), so it cannot overtake them.
+  written (the event ``Share.flushed``), so it cannot overtake them.
 * Size: a built batch holds at most about as many bytes as the largest client
   batch of the requests its pieces came from (:func:`.routing._cap`), a
   request at most :data:`MAX_REQUEST_BYTES`; what does not fit waits for the
@@ -43,6 +43,11 @@ Rules:
   answered by its own deadline (REQUEST_TIMED_OUT for what is not answered by
   then). A piece whose client's deadline passed before it was sent is dropped
   (its client has been told REQUEST_TIMED_OUT).
+* Leaders: the answer to a shared request is read by the caller's ``settle``
+  (:data:`Settle`), which takes its leader hints and follows the partitions a
+  former leader refused to the new one, as for any plain request's part; the
+  pieces of a partition still waiting for its former leader go there, are
+  refused and are followed the same way.
 * Memory: the pieces wait as part of their client requests, whose bytes stay
   reserved in the proxy's request budget (``queued_max_request_bytes``) until
   their answers are made, so the accumulators hold no more than that budget

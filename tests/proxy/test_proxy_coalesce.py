@@ -25,22 +25,28 @@ are in test_coalesced_reports below.
 from __future__ import annotations
 
 import dataclasses
+import random
 from functools import partial
 from typing import Any
 
 import confluent_kafka
 import pytest
 import trio
-from proxy_helpers import create, fresh, misreported, placement, records_of
+from proxy_helpers import answer, create, fresh, misreported, placement, read_answer, records_of
 from test_proxy_pipelining import Client, FakeCluster, all_upstream, produce, with_proxy
 
 from trafka.brokerlite import RunningBroker
 from trafka.codec import protocol
+from trafka.codec.compression import Compression
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as pm
 from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.produce_response import ProduceAnswer
+from trafka.codec.records import encode_batch
 from trafka.proxy import proxy_in_thread
-from trafka.sdk.partitioners import murmur2_partition
+from trafka.proxy.coalesce import Coalescer
+from trafka.proxy.routing import RouteStats, Topics, place_spans
+from trafka.sdk.partitioners import crc32_partition, murmur2_partition
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -281,3 +287,96 @@ def test_coalesced_reports(broker: RunningBroker, compression: str, partitioner:
     assert problem is None, problem
     if partitioner == "murmur2_random":
         assert all(o is not None and o >= 0 for _, _, o in reports)
+
+
+# -- the accumulators alone ------------------------------------------------------------
+
+
+def test_queued_requests_go_in_order_within_the_size_rule_and_leave_no_accumulator() -> None:
+    """Forty requests of 12 lz4 batches (librdkafka's CRC32 placement, so their
+    records scatter over 12 partitions) join one leader's accumulators at once,
+    under 7 client ids: every record goes upstream exactly once, a client's
+    records in each partition in the order of its requests; no built batch holds more
+    than the cap (the largest client batch) plus one piece's estimate; and
+    once all are answered no accumulator is left (client ids are the
+    clients' to choose: they must not pile up)."""
+    partitions = 12
+    topics = Topics(partitions={"t": partitions}, leaders={("t", p): 1 for p in range(partitions)})
+    rng = random.Random(7)
+
+    def request(i: int) -> Any:
+        parts: dict[int, list[Any]] = {p: [] for p in range(partitions)}
+        for j in range(60 * partitions):
+            key = b"key-%d" % rng.randrange(1000)
+            value = b"r%d-%d" % (i, j)
+            parts[crc32_partition(key, partitions)].append((1000, key, value, []))
+        return pm.ProduceRequest(
+            acks=1,
+            timeout_ms=30_000,
+            topic_data=[
+                pm.ProduceRequest.TopicProduceData(
+                    name="t",
+                    partition_data=[
+                        pm.ProduceRequest.PartitionProduceData(
+                            index=p, records=encode_batch(r, compression=Compression.LZ4)
+                        )
+                        for p, r in parts.items()
+                        if r
+                    ],
+                )
+            ],
+        )
+
+    bodies = [request(i) for i in range(40)]
+    sent: list[Any] = []
+
+    class Pool:
+        async def send(self, *args: Any, **kwargs: Any) -> None:
+            sent.append(args[4])
+
+    async def settle(*args: Any) -> ProduceAnswer:
+        return read_answer(answer(args[4]), 9)
+
+    async def main() -> None:
+        stats = RouteStats()
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                coalescer = Coalescer(nursery, settle, stats)
+                pool: Any = Pool()
+                shares = []
+                for i, body in enumerate(bodies):
+                    placed = place_spans(body, topics, "murmur2", 1 << 24)
+                    assert placed is not None
+                    deadline = trio.current_time() + 30
+                    client_id = f"c{i % 7}"
+                    shares.append(
+                        coalescer.add(
+                            pool, topics.leader, client_id, 9, 1, 30_000, deadline, placed
+                        )
+                    )
+                for share in shares:
+                    await share.done.wait()
+                assert coalescer._leaders == {}
+        assert stats.upstream_coalesced == len(sent) < len(bodies)
+
+    trio.run(main)
+    largest = max(len(p.records) for b in bodies for t in b.topic_data for p in t.partition_data)
+    cap = max(largest, 16 * 1024)  # routing's _cap
+    written: dict[int, list[bytes]] = {}
+    for body in sent:
+        for p, records in records_of(body).items():
+            written.setdefault(p, []).extend(r.value for r in records)
+        for t in body.topic_data:
+            for p in t.partition_data:
+                assert len(p.records) <= 2 * cap  # about the cap: sizes are estimates
+    expected: dict[int, list[bytes]] = {}
+    for body in bodies:
+        for records in records_of(body).values():
+            for r in records:
+                expected.setdefault(murmur2_partition(r.key, partitions), []).append(r.value)
+    assert {p: sorted(v) for p, v in written.items()} == {p: sorted(v) for p, v in expected.items()}
+    for values in written.values():  # a partition's records of one client in its requests' order
+        order = [int(v.split(b"-")[0][1:]) for v in values]
+        for client in range(7):
+            mine = [i for i in order if i % 7 == client]
+            assert mine == sorted(mine)
