@@ -29,10 +29,18 @@ import random
 from functools import partial
 from typing import Any
 
-import confluent_kafka
 import pytest
 import trio
-from proxy_helpers import answer, create, fresh, misreported, placement, read_answer, records_of
+from proxy_helpers import (
+    answer,
+    confluent_reports,
+    create,
+    fresh,
+    misreported,
+    placement,
+    read_answer,
+    records_of,
+)
 from test_proxy_pipelining import Client, FakeCluster, all_upstream, produce, with_proxy
 
 from trafka.brokerlite import RunningBroker
@@ -251,33 +259,15 @@ def test_coalesced_reports(broker: RunningBroker, compression: str, partitioner:
     topic, partitions, n = fresh("coalesce"), 6, 3000
     create(broker.bootstrap_servers, topic, partitions)
     with proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0) as proxy:
-        producer = confluent_kafka.Producer(
-            {
-                "bootstrap.servers": proxy.bootstrap_servers,
-                "linger.ms": 1,
-                "batch.num.messages": 50,
-                "compression.type": compression,
-                "partitioner": partitioner,
-            }
-        )
-        reports: list[tuple[bytes, int, int | None]] = []
-        errors: list[Any] = []
-
-        def on_delivery(err: Any, msg: Any) -> None:
-            if err:
-                errors.append(err)
-            else:
-                reports.append((msg.value(), msg.partition(), msg.offset()))
-
-        for i in range(n):
-            producer.produce(
-                topic, value=b"c-%d" % i, key=b"k-%d" % (i % 41), on_delivery=on_delivery
-            )
-            if i % 100 == 0:
-                producer.poll(0)
-        assert producer.flush(30) == 0
+        settings = {
+            "linger.ms": 1,
+            "batch.num.messages": 50,
+            "partitioner": partitioner,
+            "compression.type": compression,
+        }
+        sends = [(b"c-%d" % i, b"k-%d" % (i % 41)) for i in range(n)]
+        reports = confluent_reports(proxy, topic, sends, **settings)
         routing = proxy.statistics.routing
-        assert errors == [] and len(reports) == n
         assert routing.requests_coalesced > 0
         assert routing.upstream_coalesced <= routing.requests_coalesced
     records = placement(broker.bootstrap_servers, topic, partitions)
