@@ -40,6 +40,7 @@ from proxy_helpers import (
     placement,
     read_answer,
     records_of,
+    request,
 )
 from test_proxy_pipelining import Client, FakeCluster, all_upstream, produce, with_proxy
 
@@ -294,30 +295,16 @@ def test_queued_requests_go_in_order_within_the_size_rule_and_leave_no_accumulat
     topics = Topics(partitions={"t": partitions}, leaders={("t", p): 1 for p in range(partitions)})
     rng = random.Random(7)
 
-    def request(i: int) -> Any:
+    def placed_by_librdkafka(i: int) -> Any:
         parts: dict[int, list[Any]] = {p: [] for p in range(partitions)}
         for j in range(60 * partitions):
             key = b"key-%d" % rng.randrange(1000)
             value = b"r%d-%d" % (i, j)
             parts[crc32_partition(key, partitions)].append((1000, key, value, []))
-        return pm.ProduceRequest(
-            acks=1,
-            timeout_ms=30_000,
-            topic_data=[
-                pm.ProduceRequest.TopicProduceData(
-                    name="t",
-                    partition_data=[
-                        pm.ProduceRequest.PartitionProduceData(
-                            index=p, records=encode_batch(r, compression=Compression.LZ4)
-                        )
-                        for p, r in parts.items()
-                        if r
-                    ],
-                )
-            ],
-        )
+        batches = {p: [encode_batch(r, compression=Compression.LZ4)] for p, r in parts.items() if r}
+        return request(batches, acks=1, topic="t")
 
-    bodies = [request(i) for i in range(40)]
+    bodies = [placed_by_librdkafka(i) for i in range(40)]
     sent: list[Any] = []
 
     class Pool:
