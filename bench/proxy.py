@@ -41,6 +41,9 @@ process, the broker process(es) and this process (the client, librdkafka's
 threads included), from ``/proc/<pid>/stat``. After each run the records read
 back are counted against the records sent and the topic's high watermarks (no
 record lost or written twice; where murmur2 put them is the tests' business).
+Through a proxy (not ``--workers``), its metrics (``--metrics-listen``) give the
+Produce requests it got from the client and its round trips upstream while
+producing ("Produce requests N in, M out").
 
 Idle connections (``--idle``, default 2,000; 0 skips it): single small produce
 round trips (one 100-byte record, acks=1, linger.ms=0, waiting for its
@@ -79,6 +82,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -140,6 +144,7 @@ class Service:
 
     address: str
     proc: subprocess.Popen[bytes]
+    metrics: str | None = None  # the proxy's --metrics-listen address
 
 
 @contextmanager
@@ -222,7 +227,9 @@ def proxy(
     ``--workers``); with ``profile``, py-spy samples it all along (collapsed
     stacks per thread in that file, for ``--py-spy``)."""
     route, _, journal = route.partition("+")
-    extra = (
+    # Its metrics, for the requests it got and sent (not with --workers: one port).
+    metrics = None if journal == "workers" else f"127.0.0.1:{free_port()}"
+    extra = (["--metrics-listen", metrics] if metrics else []) + (
         ["--journal", "topic"]
         if journal == "topic"
         else ["--workers", str(workers)]
@@ -247,6 +254,7 @@ def proxy(
         r"(?m)^proxy on (127\.0\.0\.1:\d+)",
         log,
     ) as running:
+        running.metrics = metrics
         if profile is None:
             yield running
             return
@@ -508,18 +516,23 @@ def measure(
     def diff(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, float, float]:
         return (b[0] - a[0], b[1] - a[1], b[2] - a[2])
 
+    metrics = None if proxy_svc is None else proxy_svc.metrics
+    counted = requests_counted(metrics)
     before = sample()
     config = producer_config(servers, kind, args)
     stats_ms = 100 if args.smoke else 1000
     clients = args.clients
     produce_s, retries = produce(config, topic, args.records, values, keys, stats_ms, clients)
     produced = sample()
+    counted = tuple(b - a for a, b in zip(counted, requests_counted(metrics), strict=True))
     consume_s, seen, stored = consume(servers, topic, args.partitions, args.records)
     consumed = sample()
     delete_topic(setup.servers, topic)
     check = "ok" if seen == stored == args.records else f"read {seen}, stored {stored}"
     if retries:
         check += f", {retries} retried" if retries > 0 else ", retries ?"
+    if metrics is not None:
+        check += f"; Produce requests {counted[0]:,} in, {counted[1]:,} out"
     run = Run(
         setup.name,
         path,
@@ -539,6 +552,20 @@ def measure(
         flush=True,
     )
     return run
+
+
+def requests_counted(metrics: str | None) -> tuple[int, int]:
+    """The proxy's Produce requests from clients and its round trips on its own
+    upstream connections so far, from its metrics (0, 0 without them)."""
+    if metrics is None:
+        return 0, 0
+    with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as page:
+        text = page.read().decode()
+    got = re.search(r'^trafka_proxy_requests_total\{request="Produce"\} (\S+)', text, re.M)
+    upstream = re.findall(
+        r"^trafka_proxy_upstream_request_seconds_count\{[^}]*\} (\S+)", text, re.M
+    )
+    return int(float(got.group(1))) if got else 0, sum(int(float(n)) for n in upstream)
 
 
 # -- idle connections ------------------------------------------------------------------

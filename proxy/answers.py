@@ -59,6 +59,7 @@ __all__ = [
     "merge_produce",
     "metadata_request",
     "patch_answer",
+    "said",
     "sub_request",
     "unwritten",
 ]
@@ -108,7 +109,7 @@ def merge_produce(
                     errors = [e for e in errors if e.batch_index < count]
                 merged.append(
                     dataclasses.replace(
-                        own, index=index, error_code=_said(own.error_code), record_errors=errors
+                        own, index=index, error_code=said(own.error_code), record_errors=errors
                     )
                 )
                 continue
@@ -118,7 +119,7 @@ def merge_produce(
             merged.append(
                 resp.PartitionProduceResponse(
                     index=index,
-                    error_code=_said(failed.error_code) if failed else 0,
+                    error_code=said(failed.error_code) if failed else 0,
                     error_message=failed.error_message if failed else None,
                     base_offset=-1 if failed else unknown_base_offset(count, client_software),
                     log_append_time_ms=-1,
@@ -135,7 +136,7 @@ def merge_produce(
     )
 
 
-def _said(code: int) -> int:
+def said(code: int) -> int:
     """The error the client hears: a part's lost connection (NETWORK_EXCEPTION, which
     no broker puts in a Produce answer and librdkafka would not retry) is said as
     REQUEST_TIMED_OUT, which every client retries."""
@@ -187,13 +188,13 @@ def merge_answers(
                 ) from None
             if kept is not None and len(sources) == 1:
                 own = found[0]  # a kept batch is one of the partition's sources
-                w.copy(own, index, _said(own.error_code), count)
+                w.copy(own, index, said(own.error_code), count)
                 continue
             failed = next((p for p in found if p.error_code), None)
             if failed is None:
                 w.add(index, 0, unknown_base_offset(count, client_software))
             else:
-                w.add(index, _said(failed.error_code), -1, error_message=failed.error_message)
+                w.add(index, said(failed.error_code), -1, error_message=failed.error_message)
     nodes = {e.node_id: e for a in answers for e in a.node_endpoints}
     return finish_answer(w, answers, list(nodes.values()), endpoints)
 

@@ -113,6 +113,13 @@ from .workers import DEFAULT_STRIDE, WorkerGaveUp, check_workers, run_workers
     "where the client put it (its partition, place in the batch, producer and sequence).",
 )
 @click.option(
+    "--coalesce/--no-coalesce",
+    default=True,
+    show_default=True,
+    help="Plain producers' routed requests to one broker share upstream requests: "
+    "while one is in flight, the next gathers the records of every request after it.",
+)
+@click.option(
     "--queued-max-request-bytes",
     type=int,
     default=104_857_600,
@@ -184,6 +191,7 @@ def command(
     journal: str | None,
     journal_takeover_grace_ms: int,
     origin_headers: bool,
+    coalesce: bool,
     queued_max_request_bytes: int,
     connections_max_idle_ms: int,
     request_receive_timeout_ms: int,
@@ -224,6 +232,7 @@ def command(
             journal_topic=journal_topic,
             journal_takeover_grace_ms=journal_takeover_grace_ms,
             origin_headers=origin_headers,
+            coalesce=coalesce,
             queued_max_request_bytes=queued_max_request_bytes,
             connections_max_idle_ms=connections_max_idle_ms,
             request_receive_timeout_ms=request_receive_timeout_ms,

@@ -80,6 +80,11 @@ class ProxyConfig:
             (some of its records move) a ``trafka-origin`` header saying where
             the client put it (see :func:`~.routing.origin_header`): the
             client's delivery report names no offset for it.
+        coalesce: key routing lets a plain producer's requests to one broker
+            share upstream requests: while one is in flight, the records of
+            the requests after it (from every client connection with the same
+            client id) gather, and go together in the next (see
+            :mod:`~.coalesce`). Default on.
         queued_max_request_bytes: the most bytes of requests the proxy holds
             across all its client connections (Kafka's
             ``queued.max.request.bytes``): from its size prefix until it is
@@ -148,6 +153,7 @@ class ProxyConfig:
     journal_topic: str | None = None
     journal_takeover_grace_ms: int = 5000
     origin_headers: bool = False
+    coalesce: bool = True
     queued_max_request_bytes: int = 104_857_600
     connections_max_idle_ms: int = 600_000
     request_receive_timeout_ms: int = 30_000

@@ -10,6 +10,9 @@ The protocol logic is :mod:`.routing` (placing records, merging answers) and
 * A plain producer's request: split by the leader of each record's target
   partition, its parts written over the pooled connections, their answers
   merged into one (:func:`~.routing.plan_produce`, :func:`~.answers.merge_produce`).
+  With ``coalesce`` (the default), a request whose records the codec's C pass
+  places (acks 1 or -1) joins its leaders' accumulators instead, and shares
+  upstream requests with other requests to the same leaders (:mod:`.coalesce`).
 * A client that authenticated on its own connection (SASL) as a principal the
   proxy holds a login for (:mod:`.principals`): routed as any other, over
   pooled connections that log in as that principal (``ctx.pool``), so the
@@ -57,6 +60,8 @@ from .answers import (
     sub_request,
     unwritten,
 )
+from .coalesce import Coalescer, Share
+from .coalesce import answer as coalesced_answer
 from .exactly_once import ExactlyOnce, place
 from .filters import (
     CloseConnection,
@@ -77,7 +82,12 @@ from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
 from .routing import (
     HASHES,
     ProducePlan,
+    ProduceRoute,
     RouteStats,
+    SpansPlaced,
+    count_placed,
+    place_spans,
+    plain_request,
     plan_produce,
     route_produce,
 )
@@ -96,6 +106,8 @@ END_TXN_WAIT_S = 30.0
 # Transaction requests whose bodies teach the routing of transactional producers.
 _TXN_APIS = frozenset({INIT_PRODUCER_ID, 24, 25, 26})
 _ROUTE = "trafka.key_routing.route"
+# The connection's last coalesced request (ctx.state): what a later one must not overtake.
+_LAST_SHARE = "trafka.key_routing.share"
 # How many times a partition a former leader refused follows its new leader.
 _FOLLOW_ATTEMPTS = 3
 
@@ -126,6 +138,8 @@ class KeyRouting(Filter):
         siblings: with ``trafka proxy --workers``, the worker's link to its
             supervisor (see :mod:`.worker_lives`); None: this process's, if
             it is a worker's.
+        coalesce: plain producers' requests to one leader share upstream
+            requests (:mod:`.coalesce`).
     """
 
     api_keys = frozenset({PRODUCE}) | _TXN_APIS
@@ -143,6 +157,7 @@ class KeyRouting(Filter):
         origin_headers: bool = False,
         restart_grace: float = 0.0,
         siblings: Siblings | None = None,
+        coalesce: bool = True,
     ) -> None:
         if hash_name not in HASHES:
             raise ValueError(f"hash_name must be one of {', '.join(HASHES)}; not {hash_name!r}")
@@ -155,6 +170,8 @@ class KeyRouting(Filter):
         self.origin_headers = origin_headers
         self.restart_grace = restart_grace
         self.siblings = siblings
+        self.coalesce = coalesce
+        self.coalescer: Coalescer | None = None
         self._journal: PlacementJournal | None = journal
         self._services: ProxyServices | None = None
         self._eos: ExactlyOnce | None = None
@@ -185,6 +202,9 @@ class KeyRouting(Filter):
             restart_grace=self.restart_grace,
             siblings=self.siblings or this_worker(),
         )
+
+        if self.coalesce:
+            self.coalescer = Coalescer(services.nursery, self._settle, self.stats)
 
     def detach(self) -> None:
         if self._journal is not None:
@@ -217,6 +237,13 @@ class KeyRouting(Filter):
                 if result is not None:
                     return self._answer_exactly_once(ctx, body, result, deadline)
             elif not unpooled:
+                if self.coalescer is not None and body.acks != 0:
+                    placed = await place(
+                        body, self.hash_name, self.origin_headers, partial(self._place, body)
+                    )
+                    if placed is not None:
+                        return self._coalesced(ctx, body, placed, deadline)
+                await _flushed(ctx)
                 plan = await place(
                     body,
                     self.hash_name,
@@ -260,6 +287,84 @@ class KeyRouting(Filter):
             ctx.notes[_ROUTE] = route
         return routed_body
 
+    def _place(self, body: Any) -> SpansPlaced | None:
+        """The pieces of a request that coalesces (see :mod:`.coalesce`), counted;
+        None: it takes the plain plan."""
+        topics = self._proxy[0].topics
+        if self.origin_headers or not plain_request(body, topics):
+            return None
+        if any(not p.records for t in body.topic_data for p in t.partition_data):
+            return None
+        placed = place_spans(body, topics, self.hash_name, self.max_size)
+        if placed is not None:
+            count_placed(self.stats, placed[3])
+            self.stats.requests_pooled += 1
+            if len({topics.leader(t, x) for t, x in placed[0]}) > 1:
+                self.stats.requests_split += 1
+        return placed
+
+    def _coalesced(
+        self, ctx: FilterContext, body: Any, placed: SpansPlaced, deadline: float
+    ) -> RespondLater:
+        services = self._proxy[0]
+        assert self.coalescer is not None
+        share = self.coalescer.add(
+            ctx.pool or services.pool,
+            services.topics.leader,
+            ctx.client_id,
+            ctx.api_version,
+            body.acks,
+            body.timeout_ms,
+            deadline,
+            placed,
+        )
+        ctx.state[_LAST_SHARE] = share
+        endpoints = _endpoints(services, ctx.api_version)
+        version, software = ctx.api_version, ctx.client_software
+
+        async def respond() -> EncodedBody:
+            return EncodedBody(await coalesced_answer(share, body, version, software, endpoints))
+
+        return RespondLater(respond)
+
+    async def _settle(
+        self,
+        pool: UpstreamPool,
+        client_id: str | None,
+        version: int,
+        leader: int,
+        part: Any,
+        waiter: Waiter | UpstreamError,
+        deadline: float,
+    ) -> ProduceAnswer:
+        """The answer to a coalesced request (:data:`.coalesce.Settle`)."""
+        answers = [await self._read_part(pool, part, waiter, deadline, version)]
+        plan = ProducePlan(((leader, part),), ProduceRoute(()))
+        await self._follow_leaders(plan, answers, pool, client_id, version, deadline)
+        return answers[0]
+
+    async def _read_part(
+        self,
+        pool: UpstreamPool,
+        part: Any,
+        waiter: Waiter | UpstreamError,
+        deadline: float,
+        version: int,
+    ) -> ProduceAnswer:
+        """A part's answer (a stand-in failing its partitions if none came),
+        its leader hints taken and stale topics asked again."""
+        services = self._proxy[0]
+        answer, error = await produce_answer(
+            pool, waiter, deadline, version, partial(failed_part, part, version)
+        )
+        if error is not None:
+            services.quiet.warning("part", "a part of a Produce failed: %s", error)
+            self.stats.parts_failed += 1
+        stale = learn_leaders(services.topics, answer)
+        if stale:
+            services.refresh(stale)
+        return answer
+
     def _refuse(self, body: Any, exc: DecodeError) -> Respond:
         """MESSAGE_TOO_LARGE for the request's partitions; nothing forwarded."""
         self.stats.requests_too_large += 1
@@ -299,20 +404,8 @@ class KeyRouting(Filter):
     ) -> EncodedBody:
         services = self._proxy[0]
         client_id, version = ctx.client_id, ctx.api_version
-        answers = []
-        stale: set[str] = set()
         pool = ctx.pool or services.pool
-        for part, waiter in sent:
-            answer, error = await produce_answer(
-                pool, waiter, deadline, version, partial(failed_part, part, version)
-            )
-            if error is not None:
-                services.quiet.warning("part", "a part of a Produce failed: %s", error)
-                self.stats.parts_failed += 1
-            stale |= learn_leaders(services.topics, answer)
-            answers.append(answer)
-        if stale:
-            services.refresh(stale)
+        answers = [await self._read_part(pool, part, w, deadline, version) for part, w in sent]
         await self._follow_leaders(plan, answers, pool, client_id, version, deadline)
         return EncodedBody(
             merge_answers(
@@ -395,6 +488,15 @@ class KeyRouting(Filter):
             if route is not None:
                 return merge_produce(route, [body], ctx.client_software)
         return body
+
+
+async def _flushed(ctx: FilterContext) -> None:
+    """Wait until the connection's coalesced pieces are written upstream (or
+    dropped): a request sent otherwise must not overtake them."""
+    share: Share | None = ctx.state.get(_LAST_SHARE)
+    if share is not None and not share.flushed.is_set():
+        with trio.move_on_at(share.deadline):
+            await share.flushed.wait()
 
 
 def _endpoints(services: ProxyServices, version: int) -> Endpoints:

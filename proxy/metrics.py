@@ -11,6 +11,11 @@ metric                                                             what
                                                                    partition) or ``kept``
 ``trafka_proxy_upstream_request_seconds{broker}``                  round trips on the proxy's own
                                                                    upstream connections (histogram)
+``trafka_proxy_produce_coalesced_total{side}``                    plain producers' requests that
+                                                                   joined a leader's accumulator
+                                                                   (``client``), and the requests
+                                                                   the accumulators sent
+                                                                   (``upstream``)
 ``trafka_proxy_errors_total{kind}``                                ``bad_request`` (a connection
                                                                    closed), ``part_failed`` (a part
                                                                    of a routed Produce got no
@@ -142,6 +147,15 @@ class ProxyMetrics:
         ):
             errors.add_metric([kind], value)
         yield errors
+        coalesced = CounterMetricFamily(
+            "trafka_proxy_produce_coalesced",
+            "Plain producers' routed requests that joined a leader's accumulator (client), "
+            "and the requests the accumulators sent (upstream).",
+            labels=["side"],
+        )
+        coalesced.add_metric(["client"], stats.routing.requests_coalesced)
+        coalesced.add_metric(["upstream"], stats.routing.upstream_coalesced)
+        yield coalesced
         sasl = CounterMetricFamily(
             "trafka_proxy_sasl_clients",
             "SASL client connections that authenticated, by what became of their records.",

@@ -174,6 +174,10 @@ class RouteStats:
     batches_held: int = 0
     partitions_rerouted: int = 0  # refused by a former leader, written by the new one
     requests_too_large: int = 0
+    # Coalescing (.coalesce): client requests whose pieces joined an accumulator,
+    # and the upstream requests the accumulators sent.
+    requests_coalesced: int = 0
+    upstream_coalesced: int = 0
     metadata_refreshes: int = 0
     sequence_lookups: int = 0
     moved_by_topic: dict[str, int] = field(default_factory=dict)
@@ -534,7 +538,7 @@ def cheap_to_plan(body: Any, *, hash_name: str, origin_headers: bool) -> bool:
     return True
 
 
-def _plain_request(body: Any, topics: Topics) -> bool:
+def plain_request(body: Any, topics: Topics) -> bool:
     if body.transactional_id is not None:
         return False
     for t in body.topic_data:
@@ -580,7 +584,7 @@ def plan_produce(
     Raises:
         DecodeError: a batch is malformed.
     """
-    if not _plain_request(body, topics):
+    if not plain_request(body, topics):
         return None
     if not origin_headers:  # (without the accelerator, declined at the first batch)
         fast = _plan_spans(body, topics, hash_name, stats, max_size)
@@ -672,6 +676,29 @@ def _plan_spans(
     byte for byte, and the same counts (tests/proxy/test_proxy_fast_split.py).
     None: the general path decides (a batch the C pass declines, a target
     without a known leader); nothing is counted then."""
+    placed = place_spans(body, topics, hash_name, max_size)
+    if placed is None:
+        return None
+    return _assemble_spans(body, topics, stats, *placed)
+
+
+# What :func:`place_spans` found: per target partition its own and moved-in
+# pieces, the client partitions some of whose records moved, the records sent
+# to each client partition, per batch (topic, records moved, kept), and the cap
+# of a merged batch's bytes.
+SpansPlaced = tuple[
+    dict[tuple[str, int], tuple[list[_Span], list[_Span]]],
+    set[tuple[str, int]],
+    dict[tuple[str, int], int],
+    list[tuple[str, int, int]],
+    int,
+]
+
+
+def place_spans(body: Any, topics: Topics, hash_name: str, max_size: int) -> SpansPlaced | None:
+    """The pieces of a plain request every batch of which the codec's C pass
+    splits, by target partition (own pieces first), counted nowhere; None when
+    the C pass declines a batch or a target's leader is unknown."""
     targets: dict[tuple[str, int], tuple[list[_Span], list[_Span]]] = {}
     moved_out: set[tuple[str, int]] = set()
     counts: dict[tuple[str, int], int] = {}
@@ -729,7 +756,7 @@ def _plan_spans(
                         total,
                         ", ".join(f"{len(s[1]) // batch_split.SPAN_SIZE} -> {t}" for t, s in found),
                     )
-    return _assemble_spans(body, topics, stats, targets, moved_out, counts, placed, _cap(sizes))
+    return targets, moved_out, counts, placed, _cap(sizes)
 
 
 def _assemble_spans(
@@ -783,12 +810,17 @@ def _assemble_spans(
                 parts.setdefault((0, leader), {}).setdefault(t.name, {})[p.index] = b""
                 sources[(t.name, p.index)] = [(part, p.index)]
                 kept[(t.name, p.index)] = (part, p.index)
+    count_placed(stats, placed)
+    route = _route_counted(body, sources, kept, lambda key, told: counts.get(key, 0))
+    return _pooled(body, parts, order, stats, route)
+
+
+def count_placed(stats: RouteStats, placed: list[tuple[str, int, int]]) -> None:
+    """Count :func:`place_spans`'s batches (topic, records moved, kept)."""
     for topic, moved_n, kept_n in placed:
         if moved_n:
             stats.batches_rebuilt += 1
         stats.count(topic, moved_n, kept_n)
-    route = _route_counted(body, sources, kept, lambda key, told: counts.get(key, 0))
-    return _pooled(body, parts, order, stats, route)
 
 
 def _by_target(

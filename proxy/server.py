@@ -45,9 +45,8 @@ upstream connections for what filters send.
   counted), so a client that stops, or trickles, mid-request is closed.
 * What clients can repeat at will (bad requests, failed TLS handshakes, an
   unreachable upstream, unroutable batches) and failing accepts are logged
-  through :class:`~trafka.common.lograte.RateLimitedLog`: a line
-  a minute each, with a count of the rest. Host names from upstream answers are
-  logged escaped (``%r``).
+  through :class:`~trafka.common.lograte.RateLimitedLog`: a line a minute each,
+  with a count of the rest. Host names from upstream answers are logged escaped.
 """
 
 from __future__ import annotations
@@ -208,6 +207,7 @@ class _Proxy:
                 journal_peers=config.journal_peer_dirs,
                 journal=self._topic_journal(),
                 origin_headers=config.origin_headers,
+                coalesce=config.coalesce,
                 restart_grace=config.journal_takeover_grace_ms / 1000,
             )
             self.filters += (routing,)

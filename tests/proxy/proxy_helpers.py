@@ -83,6 +83,37 @@ def misreported(records: Sequence[Any], reports: Sequence[Report]) -> str | None
     )
 
 
+def confluent_reports(
+    proxy: Any, topic: str, sends: Sequence[tuple[bytes, bytes]], **settings: Any
+) -> list[Report]:
+    """The delivery reports of confluent-kafka sending ``sends`` (value, key), in
+    one transaction when ``settings`` name a ``transactional.id``."""
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": proxy.bootstrap_servers, "linger.ms": 5, **settings}
+    )
+    reports: list[Report] = []
+    errors: list[Any] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err:
+            errors.append(err)
+        else:
+            reports.append((msg.value(), msg.partition(), msg.offset()))
+
+    transactional = "transactional.id" in settings
+    if transactional:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+    for value, key in sends:
+        producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+    if transactional:
+        producer.commit_transaction(30)
+    assert producer.flush(30) == 0
+    assert errors == []
+    assert len(reports) == len(sends)
+    return reports
+
+
 def confluent_produce(servers: str, topic: str, n: int, **settings: Any) -> None:
     producer = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": 5, **settings})
     failures: list[Any] = []

@@ -18,6 +18,7 @@ the later ones first.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import trio
@@ -53,6 +54,7 @@ class FakeBroker:
     offsets: dict[int, int] = field(default_factory=dict)
     # (partition, producer id, base sequence, records) of each batch written, in order
     written: list[tuple[int, int, int, int]] = field(default_factory=list)
+    bodies: list[Any] = field(default_factory=list)  # each Produce request, as received
 
     @property
     def port(self) -> int:
@@ -66,6 +68,7 @@ class FakeCluster:
         self.proxy: Any = None  # the RunningProxy in front of it
         # ("in" | "out", node, first base sequence) of each Produce received / answered
         self.log: list[tuple[str, int, int]] = []
+        self.errors: dict[int, int] = {}  # partition -> the error its answers give
 
     def received(self) -> int:
         return sum(n.received for n in self.nodes.values())
@@ -84,6 +87,7 @@ class FakeCluster:
                     corr = header.correlation_id
                     if key == 0:
                         node.received += 1
+                        node.bodies.append(body)
                         self.log.append(("in", node.node_id, _first_sequence(body)))
                         node.held.append((stream, corr, version, body))
                         if len(node.held) == 1:
@@ -116,6 +120,10 @@ class FakeCluster:
         for t in body.topic_data:
             parts = []
             for p in t.partition_data:
+                if p.index in self.errors:
+                    error = self.errors[p.index]
+                    parts.append(r.PartitionProduceResponse(index=p.index, error_code=error))
+                    continue
                 base = node.offsets.get(p.index, 0)
                 for header, _ in iter_batches(p.records):
                     node.written.append(
@@ -214,7 +222,7 @@ def produce(partition: int, keys_to: int, first: int, n: int, *, producer: bool 
     )
 
 
-async def with_proxy(test: Any) -> None:
+async def with_proxy(test: Any, **settings: Any) -> None:
     with trio.fail_after(30):
         async with trio.open_nursery() as nursery:
             listeners = [(await trio.open_tcp_listeners(0, host="127.0.0.1"))[0] for _ in LEADERS]
@@ -223,7 +231,7 @@ async def with_proxy(test: Any) -> None:
                 nursery.start_soon(cluster.serve, node)
             upstream = f"127.0.0.1:{cluster.nodes[1].port}"
             async with serve_proxy(
-                upstream=[upstream], host="127.0.0.1", port=0, announce=False
+                upstream=[upstream], host="127.0.0.1", port=0, announce=False, **settings
             ) as px:
                 cluster.proxy = px
                 stream = await trio.open_tcp_stream(*px.address)
@@ -262,7 +270,8 @@ def test_a_connection_s_requests_go_upstream_together_and_are_answered_in_order(
     """Five Produce requests of one connection (librdkafka's in-flight default):
     the two brokers hold all five before answering any; broker 2 answers first,
     for requests 2 and 4; the client gets 1 to 5 in order, each naming its own
-    partition and records."""
+    partition and records. (Without coalescing: with it, the requests after the
+    first to a leader wait for it, see test_proxy_coalesce.py.)"""
 
     async def test(cluster: FakeCluster, client: Client) -> None:
         # Requests alternate between the partitions of the two leaders; the
@@ -281,7 +290,7 @@ def test_a_connection_s_requests_go_upstream_together_and_are_answered_in_order(
             assert part.index == p and part.error_code == 0
             assert part.base_offset >= 0 if p == to else part.base_offset == -3
 
-    trio.run(with_proxy, test)
+    trio.run(partial(with_proxy, test, coalesce=False))
 
 
 def test_an_idempotent_producer_s_requests_are_pipelined_in_sequence_order() -> None:

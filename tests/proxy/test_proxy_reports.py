@@ -28,10 +28,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import anyio
-import confluent_kafka
 import kafka
 import pytest
-from proxy_helpers import Report, create, fresh, misreported, placement
+from proxy_helpers import Report, confluent_reports, create, fresh, misreported, placement
 
 from trafka.brokerlite import RunningBroker
 from trafka.proxy import ORIGIN_HEADER, RunningProxy, parse_origin_header, proxy_in_thread
@@ -88,37 +87,6 @@ def topic_for(proxy: RunningProxy) -> str:
 def crc32_like(key: bytes, all_partitions: list[int], available: list[int]) -> int:
     """aiokafka's partitioner signature, placing keys as librdkafka does."""
     return all_partitions[crc32_partition(key, len(all_partitions))]
-
-
-def confluent_reports(
-    proxy: RunningProxy, topic: str, sends: Sequence[tuple[bytes, bytes]], **settings: Any
-) -> list[Report]:
-    """The delivery reports of confluent-kafka sending ``sends`` (value, key), in
-    one transaction when ``settings`` name a ``transactional.id``."""
-    producer = confluent_kafka.Producer(
-        {"bootstrap.servers": proxy.bootstrap_servers, "linger.ms": 5, **settings}
-    )
-    reports: list[Report] = []
-    errors: list[Any] = []
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err:
-            errors.append(err)
-        else:
-            reports.append((msg.value(), msg.partition(), msg.offset()))
-
-    transactional = "transactional.id" in settings
-    if transactional:
-        producer.init_transactions(30)
-        producer.begin_transaction()
-    for value, key in sends:
-        producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
-    if transactional:
-        producer.commit_transaction(30)
-    assert producer.flush(30) == 0
-    assert errors == []
-    assert len(reports) == len(sends)
-    return reports
 
 
 # -- librdkafka -----------------------------------------------------------------------------

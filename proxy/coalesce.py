@@ -1,0 +1,463 @@
+"""Coalescing plain producers' routed Produce requests, per leader.
+
+A plain producer's request, its records placed by the codec's C pass
+(:func:`.routing.place_spans`), is not built into batches at once: its pieces
+(spans into the client's decompressed batches, bound for one target partition
+each) join the accumulator of their target's leader. An accumulator sends one
+upstream Produce at a time (:data:`MAX_IN_FLIGHT`); while it is in flight, the
+pieces of later requests gather, and when it is answered the next request is
+built from all of them: one batch per target partition (Kafka takes one per
+partition in a request) made of the pieces of several client requests, so the
+brokers get fewer, larger requests than one per client request and leader.
+
+Rules:
+
+* Only plain producers (no producer id, no transactional id), magic 2 batches
+  the C pass splits, acks 1 or -1: idempotent and transactional producers keep
+  their path (their sequences are per producer), as do acks=0 requests (never
+  answered: they go alone), legacy message sets and requests the C pass
+  declines. An accumulator is per pool (principal), leader, acks, client id
+  and Produce version: requests of different acks never share a request, the
+  brokers' quotas see each client id's own requests, and every client's answer
+  is read at its own version.
+* Order: a target partition's pieces are taken in the order they joined, so
+  the records one client request sends to a partition keep their order and
+  precede those of that connection's later requests (the connection's next
+  request is read only once this one's pieces have joined). A request of the
+  same connection that does not coalesce waits until the pieces before it are
+  written (the event ``Share.flushed``), so it cannot overtake them.
+* Size: a built batch holds at most about as many bytes as the largest client
+  batch of the requests its pieces came from (:func:`.routing._cap`), a
+  request at most :data:`MAX_REQUEST_BYTES`; what does not fit waits for the
+  next request, in order.
+* The answer (:func:`answer`): a client partition none of whose records moved,
+  whose pieces are one contiguous run of one built batch that was answered
+  without error, gets the batch's base offset plus the run's position in it
+  (true for each record: the broker assigns a batch's offsets in order), and
+  the batch's log append time and log start offset. Any other gets the rules
+  of a split batch (:mod:`.answers`): the first error of its pieces' batches,
+  else no offset (:func:`.routing.unknown_base_offset`). An error in a shared
+  answer goes to every client that had records in that partition.
+* Time: a shared request's timeout is the smallest of its requests'; its
+  answer is awaited until the latest of their deadlines, and each client is
+  answered by its own deadline (REQUEST_TIMED_OUT for what is not answered by
+  then). A piece whose client's deadline passed before it was sent is dropped
+  (its client has been told REQUEST_TIMED_OUT).
+* Leaders: the answer to a shared request is read by the caller's ``settle``
+  (:data:`Settle`), which takes its leader hints and follows the partitions a
+  former leader refused to the new one, as for any plain request's part; the
+  pieces of a partition still waiting for its former leader go there, are
+  refused and are followed the same way.
+* Memory: the pieces wait as part of their client requests, whose bytes stay
+  reserved in the proxy's request budget (``queued_max_request_bytes``) until
+  their answers are made, so the accumulators hold no more than that budget
+  allows (plus their decompressed size, bounded per batch).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from trafka.codec import batch_split
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k00_produce as produce_msgs
+from trafka.codec.produce_response import PartitionAnswer, ProduceAnswer, ProduceResponseWriter
+
+from .answers import Endpoints, finish_answer, said
+from .pool import UpstreamError, UpstreamPool, Waiter
+from .routing import RouteStats, SpansPlaced, _topic_data, unknown_base_offset
+
+__all__ = ["MAX_IN_FLIGHT", "MAX_REQUEST_BYTES", "Coalescer", "Settle", "Share", "answer"]
+
+log = logging.getLogger("trafka.proxy")
+
+PRODUCE = 0
+#: Upstream Produce requests one accumulator keeps in flight.
+MAX_IN_FLIGHT = 1
+#: The most (estimated) bytes of records one coalesced request holds.
+MAX_REQUEST_BYTES = 8 * 1024 * 1024
+
+#: Sends nothing, answers a shared request: (pool, client id, version, leader,
+#: the request, its waiter or why it was not written, deadline) -> its answer
+#: (leaders learnt and followed; a stand-in failing every partition if none came).
+Settle = Callable[
+    [UpstreamPool, str | None, int, int, Any, Waiter | UpstreamError, float],
+    Awaitable[ProduceAnswer],
+]
+
+
+class _Piece:
+    """Records of one client batch bound for one target partition."""
+
+    __slots__ = (
+        "answer",
+        "attributes",
+        "cap",
+        "count",
+        "error",
+        "owner",
+        "position",
+        "share",
+        "size",
+        "spans",
+        "target",
+        "topic",
+        "whole",
+    )
+
+    def __init__(
+        self,
+        share: Share,
+        owner: tuple[str, int],
+        topic: str,
+        target: int,
+        span: Any,
+        cap: int,
+    ) -> None:
+        self.share = share
+        self.owner = owner
+        self.topic = topic
+        self.target = target
+        _, self.size, whole, self.spans, header = span
+        self.whole: bytes | None = whole
+        self.attributes = int(header.attributes)
+        self.count = len(self.spans[1]) // batch_split.SPAN_SIZE
+        self.cap = cap
+        self.answer: PartitionAnswer | None = None
+        self.error = 0  # why it has no answer (0: not yet answered)
+        self.position = 0  # records before it in its built batch
+
+
+class Share:
+    """One client request's pieces, over every leader.
+
+    Attributes:
+        done: set once every piece is answered (or failed).
+        flushed: set once every piece is written upstream (or dropped).
+    """
+
+    __slots__ = (
+        "answers",
+        "counts",
+        "deadline",
+        "done",
+        "flushed",
+        "moved_out",
+        "pieces",
+        "timeout_ms",
+        "unsent",
+        "waiting",
+    )
+
+    def __init__(
+        self,
+        deadline: float,
+        timeout_ms: int,
+        counts: dict[tuple[str, int], int],
+        moved_out: set[tuple[str, int]],
+    ) -> None:
+        self.deadline = deadline
+        self.timeout_ms = timeout_ms
+        self.counts = counts
+        self.moved_out = moved_out
+        self.pieces: list[_Piece] = []
+        self.answers: dict[int, ProduceAnswer] = {}  # by id: the shared answers it had
+        self.done = trio.Event()
+        self.flushed = trio.Event()
+        self.waiting = 0
+        self.unsent = 0
+
+    def sent(self, n: int) -> None:
+        """``n`` of its pieces were written upstream (or dropped)."""
+        self.unsent -= n
+        if self.unsent <= 0:
+            self.flushed.set()
+
+    def answered(self, n: int, answer: ProduceAnswer | None) -> None:
+        """``n`` of its pieces were answered by ``answer`` (None: failed)."""
+        if answer is not None:
+            self.answers[id(answer)] = answer
+        self.waiting -= n
+        if self.waiting <= 0:
+            self.done.set()
+
+
+def _by_share(pieces: list[_Piece]) -> dict[Share, int]:
+    """How many of ``pieces`` each share has."""
+    out: dict[Share, int] = {}
+    for piece in pieces:
+        out[piece.share] = out.get(piece.share, 0) + 1
+    return out
+
+
+class _Leader:
+    """The accumulator of one pool, leader, acks, client id and version."""
+
+    __slots__ = ("acks", "client_id", "draining", "leader", "pending", "pool", "slots", "version")
+
+    def __init__(
+        self, pool: UpstreamPool, leader: int, acks: int, client_id: str | None, version: int
+    ) -> None:
+        self.pool = pool
+        self.leader = leader
+        self.acks = acks
+        self.client_id = client_id
+        self.version = version
+        # Per target partition, its pieces in the order they came.
+        self.pending: dict[tuple[str, int], deque[_Piece]] = {}
+        self.slots = trio.Semaphore(MAX_IN_FLIGHT)
+        self.draining = False
+
+
+_Key = tuple[int, int, int, str | None, int]
+
+
+class Coalescer:
+    """The accumulators of one proxy (see the module's rules).
+
+    Args:
+        nursery: runs the accumulators' senders and their answers' readers.
+        settle: answers a shared request (:data:`Settle`).
+        stats: counts the client requests that join and the upstream requests sent.
+    """
+
+    def __init__(self, nursery: trio.Nursery, settle: Settle, stats: RouteStats) -> None:
+        self._nursery = nursery
+        self._settle = settle
+        self._stats = stats
+        self._leaders: dict[_Key, _Leader] = {}
+
+    def add(
+        self,
+        pool: UpstreamPool,
+        leader_of: Callable[[str, int], int],
+        client_id: str | None,
+        version: int,
+        acks: int,
+        timeout_ms: int,
+        deadline: float,
+        placed: SpansPlaced,
+    ) -> Share:
+        """The pieces of one client request, placed, join their leaders'
+        accumulators (at once: nothing here waits)."""
+        targets, moved_out, counts, _, cap = placed
+        share = Share(deadline, timeout_ms, counts, moved_out)
+        started: list[_Leader] = []
+        for (topic, target), (own, moved) in targets.items():
+            leader = leader_of(topic, target)
+            key = (id(pool), leader, acks, client_id, version)
+            acc = self._leaders.get(key)
+            if acc is None:
+                acc = self._leaders[key] = _Leader(pool, leader, acks, client_id, version)
+            queue = acc.pending.get((topic, target))
+            if queue is None:
+                queue = acc.pending[(topic, target)] = deque()
+            for span in own + moved:
+                piece = _Piece(share, span[0], topic, target, span, cap)
+                share.pieces.append(piece)
+                queue.append(piece)
+            if not acc.draining:
+                acc.draining = True
+                started.append(acc)
+        share.waiting = share.unsent = len(share.pieces)
+        self._stats.requests_coalesced += 1
+        if not share.pieces:
+            share.done.set()
+            share.flushed.set()
+        for acc in started:
+            self._nursery.start_soon(self._drain, acc)
+        return share
+
+    async def _drain(self, acc: _Leader) -> None:
+        """Send the accumulator's pieces, one request per free slot."""
+        try:
+            while acc.pending:
+                await acc.slots.acquire()
+                taken = self._take(acc)
+                if taken is None:
+                    acc.slots.release()
+                    continue
+                body, pieces, deadline = taken
+                try:
+                    waiter: Waiter | UpstreamError = await acc.pool.send(
+                        acc.leader, acc.client_id, PRODUCE, acc.version, body
+                    )
+                except UpstreamError as exc:
+                    waiter = exc
+                self._stats.upstream_coalesced += 1
+                for share, n in _by_share(pieces).items():
+                    share.sent(n)
+                self._nursery.start_soon(self._answer, acc, body, pieces, waiter, deadline)
+        finally:
+            acc.draining = False
+            self._forget(acc)
+
+    def _take(self, acc: _Leader) -> tuple[Any, list[_Piece], float] | None:
+        """The next request of ``acc``'s pending pieces (those of each target
+        partition in order, within the size rules), or None when every piece
+        left had expired."""
+        now = trio.current_time()
+        batches: dict[tuple[str, int], list[_Piece]] = {}
+        expired: list[_Piece] = []
+        total = 0
+        for key, queue in list(acc.pending.items()):
+            if total >= MAX_REQUEST_BYTES:
+                break
+            chunk: list[_Piece] = []
+            size = cap = 0
+            while queue:
+                piece = queue[0]
+                if piece.share.deadline <= now:
+                    expired.append(queue.popleft())
+                    continue
+                cap = max(cap, piece.cap)
+                if chunk and (size + piece.size > cap or total + piece.size > MAX_REQUEST_BYTES):
+                    break
+                chunk.append(queue.popleft())
+                size += piece.size
+                total += piece.size
+            if chunk:
+                batches[key] = chunk
+            if not queue:
+                del acc.pending[key]
+        for piece in expired:
+            piece.error = ErrorCode.REQUEST_TIMED_OUT
+        for share, n in _by_share(expired).items():
+            share.sent(n)
+            share.answered(n, None)
+        if not batches:
+            return None
+        data: dict[str, dict[int, bytes]] = {}
+        pieces: list[_Piece] = []
+        for (topic, target), chunk in batches.items():
+            built = self._build(chunk)
+            position = 0
+            for piece in chunk:
+                piece.position = position
+                position += piece.count
+            if built is None:
+                for piece in chunk:
+                    piece.error = ErrorCode.CORRUPT_MESSAGE
+                for share, n in _by_share(chunk).items():
+                    share.sent(n)
+                    share.answered(n, None)
+                continue
+            data.setdefault(topic, {})[target] = built
+            pieces.extend(chunk)
+        if not pieces:
+            return None
+        shares = {id(p.share): p.share for p in pieces}.values()
+        body = produce_msgs.ProduceRequest(
+            transactional_id=None,
+            acks=acc.acks,
+            timeout_ms=min(s.timeout_ms for s in shares),
+            topic_data=_topic_data(data),
+        )
+        return body, pieces, max(s.deadline for s in shares)
+
+    @staticmethod
+    def _build(chunk: list[_Piece]) -> bytes | None:
+        """One batch of ``chunk``'s records (a whole client batch byte for byte)."""
+        first = chunk[0]
+        if len(chunk) == 1 and first.whole is not None:
+            return first.whole
+        built = batch_split.build_batch([p.spans for p in chunk], attributes=first.attributes)
+        if built is None:
+            log.warning("coalescing: the codec declined to build a batch of %d pieces", len(chunk))
+            return None
+        return built[0]
+
+    async def _answer(
+        self,
+        acc: _Leader,
+        body: Any,
+        pieces: list[_Piece],
+        waiter: Waiter | UpstreamError,
+        deadline: float,
+    ) -> None:
+        """Read a shared request's answer and give each piece its partition's."""
+        got: ProduceAnswer | None = None
+        try:
+            got = await self._settle(
+                acc.pool, acc.client_id, acc.version, acc.leader, body, waiter, deadline
+            )
+        finally:
+            acc.slots.release()
+            found = {} if got is None else got.partitions
+            for piece in pieces:
+                piece.answer = found.get((piece.topic, piece.target))
+                if piece.answer is None:
+                    piece.error = ErrorCode.NETWORK_EXCEPTION
+            for share, n in _by_share(pieces).items():
+                share.answered(n, got)
+            self._forget(acc)
+
+    def _forget(self, acc: _Leader) -> None:
+        """Drop an accumulator with nothing pending, sending or in flight."""
+        if acc.pending or acc.draining or acc.slots.value < MAX_IN_FLIGHT:
+            return
+        key = (id(acc.pool), acc.leader, acc.acks, acc.client_id, acc.version)
+        if self._leaders.get(key) is acc:
+            del self._leaders[key]
+
+
+async def answer(
+    share: Share,
+    body: Any,
+    version: int,
+    client_software: str | None,
+    endpoints: Endpoints | None,
+) -> bytes:
+    """The client's ProduceResponse body at ``version`` for its request ``body``,
+    once its pieces are answered or its deadline passed (see the module's rules)."""
+    with trio.move_on_at(share.deadline):
+        await share.done.wait()
+    of: dict[tuple[str, int], list[_Piece]] = {}
+    for piece in share.pieces:
+        of.setdefault(piece.owner, []).append(piece)
+    w = ProduceResponseWriter(version, len(body.topic_data))
+    for t in body.topic_data:
+        w.topic(t.name, len(t.partition_data))
+        for p in t.partition_data:
+            key = (t.name, p.index)
+            count = share.counts.get(key, 0)
+            _partition(w, p.index, of.get(key, []), key in share.moved_out, count, client_software)
+    answers = list(share.answers.values())
+    nodes = {e.node_id: e for a in answers for e in a.node_endpoints}
+    return finish_answer(w, answers, list(nodes.values()), endpoints)
+
+
+def _partition(
+    w: ProduceResponseWriter,
+    index: int,
+    pieces: list[_Piece],
+    moved: bool,
+    count: int,
+    client_software: str | None,
+) -> None:
+    """One client partition's answer from its pieces' (see the module's rules)."""
+    for piece in pieces:
+        found = piece.answer
+        if found is None:
+            w.add(index, said(piece.error or ErrorCode.REQUEST_TIMED_OUT), -1)
+            return
+        if found.error_code:
+            w.add(index, said(found.error_code), -1, error_message=found.error_message)
+            return
+    a = pieces[0].answer if pieces else None
+    if a is not None and not moved and a.base_offset >= 0:
+        # One contiguous run of one answered batch: its records' offsets follow its base.
+        run = start = pieces[0].position
+        for piece in pieces:
+            if piece.answer is not a or piece.position != run:
+                break
+            run += piece.count
+        else:
+            w.add(index, 0, a.base_offset + start, a.log_append_time_ms, a.log_start_offset)
+            return
+    w.add(index, 0, unknown_base_offset(count, client_software))
