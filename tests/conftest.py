@@ -336,22 +336,44 @@ KAFKAJS = "kafkajs@2.2.4"
 def kafkajs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """``[node, client.js]``: tests/interop/kafkajs/client.js with npm's kafkajs
     installed beside a copy of it; skips when node or npm is missing or the
-    install fails (no registry)."""
+    install fails (no registry).
+
+    Installed once per run: under pytest-xdist, in the directory all workers'
+    temporary directories share, the first worker that needs it installing
+    while the others wait on a lock (``npm install`` took 3.5-12.6 s, mostly
+    the registry's answers, in each worker that ran a kafkajs test)."""
+    import fcntl
     import shutil
     import subprocess
 
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.skip("node and npm are needed for kafkajs (apt-get install nodejs npm)")
-    home = tmp_path_factory.mktemp("kafkajs")
-    shutil.copy(REPO / "tests" / "interop" / "kafkajs" / "client.js", home / "client.js")
-    done = subprocess.run(
-        [npm, "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(home), KAFKAJS],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"npm install {KAFKAJS} failed: {done.stderr[-500:]}")
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    home = shared / "kafkajs"
+    with open(shared / "kafkajs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (home / "installed").is_file():
+            home.mkdir(exist_ok=True)
+            shutil.copy(REPO / "tests" / "interop" / "kafkajs" / "client.js", home / "client.js")
+            done = subprocess.run(
+                [
+                    npm,
+                    "install",
+                    "--no-audit",
+                    "--no-fund",
+                    "--silent",
+                    "--prefix",
+                    str(home),
+                    KAFKAJS,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=240,
+                check=False,
+            )
+            if done.returncode != 0:
+                pytest.skip(f"npm install {KAFKAJS} failed: {done.stderr[-500:]}")
+            (home / "installed").touch()
     return [node, str(home / "client.js")]

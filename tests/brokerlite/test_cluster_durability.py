@@ -266,8 +266,15 @@ def choose_victim(rng: random.Random, admin: AdminClient, zk: KazooClient, cycle
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
-    processes = ClusterProcesses(tmp_path / "cluster", nodes=len(NODES), settings=SESSION_SETTINGS)
+def cluster(tmp_path: Path, zk_chroot: Any) -> Iterator[ClusterProcesses]:
+    # ZooKeeper is the worker's shared server (a chroot of its own): the brokers'
+    # sessions are what the kills are about, not ZooKeeper's process.
+    processes = ClusterProcesses(
+        tmp_path / "cluster",
+        nodes=len(NODES),
+        settings=SESSION_SETTINGS,
+        zookeeper_connect=zk_chroot.connect_string,
+    )
     try:
         processes.start()
         yield processes
@@ -493,7 +500,9 @@ def test_no_acknowledged_record_lost_across_kill_9_cycles(
             )
 
 
-def test_committed_offsets_survive_kill_9_of_the_coordinator(tmp_path: Path) -> None:
+def test_committed_offsets_survive_kill_9_of_the_coordinator(
+    tmp_path: Path, zk_chroot: Any
+) -> None:
     """A group's commits are on every in-sync replica of its ``__consumer_offsets``
     partition before they are acknowledged, so a ``kill -9`` of the coordinator
     loses none: the partition's new leader coordinates the group from them."""
@@ -507,6 +516,7 @@ def test_committed_offsets_survive_kill_9_of_the_coordinator(tmp_path: Path) -> 
             "group.initial.rebalance.delay.ms": 0,
             **SESSION_SETTINGS,
         },
+        zookeeper_connect=zk_chroot.connect_string,
     )
     cluster.start()
     try:

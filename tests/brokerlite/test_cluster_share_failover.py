@@ -204,8 +204,9 @@ def accept_until(consumer: Ours | Theirs, done: Callable[[Taken], bool]) -> Take
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[ClusterProcesses]:
-    cluster = ClusterProcesses(tmp_path, 3, settings=SETTINGS)
+def cluster(tmp_path: Path, zk: str) -> Iterator[ClusterProcesses]:
+    # The worker's shared ZooKeeper (a chroot of its own): the brokers are killed, not it.
+    cluster = ClusterProcesses(tmp_path, 3, settings=SETTINGS, zookeeper_connect=zk)
     cluster.start()
     try:
         yield cluster

@@ -381,7 +381,7 @@ def check_all_or_nothing(
 
 
 def test_transactions_are_all_or_nothing_across_kill_9_of_their_coordinator(
-    tmp_path: Path,
+    tmp_path: Path, zk: str
 ) -> None:
     cluster = ClusterProcesses(
         tmp_path,
@@ -395,6 +395,8 @@ def test_transactions_are_all_or_nothing_across_kill_9_of_their_coordinator(
             "group.initial.rebalance.delay.ms": 0,
             "zookeeper.session.timeout.ms": 4000,
         },
+        # The worker's shared ZooKeeper (a chroot of its own): the brokers are killed, not it.
+        zookeeper_connect=zk,
     )
     cluster.start()
     txns: Transactions | None = None

@@ -1,14 +1,18 @@
 """The routing proxy in front of three broker processes while one is killed -9
 and started again: librdkafka's idempotent producer (acks=all) writes keyed
 records through the proxy the whole time, and every record is in the cluster
-exactly once, on its murmur2 partition, in its key's order."""
+exactly once, on its murmur2 partition, in its key's order.
+
+The module's tests share one cluster (:func:`cluster`): each writes a topic of its
+own, and each leaves every broker running (one that a test killed is started
+again before the next test begins)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -188,33 +192,57 @@ def check_exactly_once(
     return counts
 
 
-def test_idempotent_routing_is_exactly_once_across_kill_9_of_a_broker(tmp_path: Path) -> None:
-    # The killed broker's partitions wait for its ZooKeeper session to expire:
-    # 4 s rather than ClusterProcesses' 6 s (its length is not what is tested).
-    cluster = ClusterProcesses(tmp_path, 3, settings={"zookeeper.session.timeout.ms": 4000})
-    cluster.start()
-    try:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        created = admin.create_topics(
-            [NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})]
-        )
-        for future in created.values():
-            future.result(30)
-        with proxy_in_thread(upstream=tuple(cluster.bootstrap_servers.split(",")), port=0) as px:
-            producer = PacedProducer(px.bootstrap_servers, 0.03)
-            wait_for("a third sent", lambda: producer.sent > RECORDS // 3 or None, 60)
-            victim = 2
-            cluster.kill(victim)
-            wait_for("two thirds sent", lambda: producer.sent > 2 * RECORDS // 3 or None, 90)
-            cluster.start_node(victim)
-            producer.finish()
-            assert px.statistics.routing.records_moved > 0
+@pytest.fixture(scope="module")
+def shared_cluster(
+    tmp_path_factory: pytest.TempPathFactory, module_zk: str
+) -> Iterator[ClusterProcesses]:
+    """Three broker processes, once for the module's tests, on a chroot of the
+    worker's shared ZooKeeper.
 
-        counts = check_exactly_once(cluster.bootstrap_servers, producer.reports)
-        doubled = [v for v, c in counts.items() if c > 1]
-        assert doubled == [], f"{len(doubled)} records written twice"
+    ZooKeeper's session timeout stays ClusterProcesses' 6 s: the proxy-kill tests
+    pause every broker (SIGSTOP) for a moment, which must not cost them their
+    sessions on a loaded machine."""
+    cluster = ClusterProcesses(tmp_path_factory.mktemp("cluster"), 3, zookeeper_connect=module_zk)
+    try:
+        cluster.start()
+        yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def cluster(shared_cluster: ClusterProcesses) -> ClusterProcesses:
+    """The module's cluster with every broker running (one an earlier test killed,
+    and did not get to start again, is started here)."""
+    for node in shared_cluster.ports:
+        shared_cluster.start_node(node)
+    return shared_cluster
+
+
+def test_idempotent_routing_is_exactly_once_across_kill_9_of_a_broker(
+    cluster: ClusterProcesses,
+) -> None:
+    topic = f"{TOPIC}-broker-killed"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    created = admin.create_topics(
+        [NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})]
+    )
+    for future in created.values():
+        future.result(30)
+    with proxy_in_thread(upstream=tuple(cluster.bootstrap_servers.split(",")), port=0) as px:
+        producer = PacedProducer(px.bootstrap_servers, 0.03, topic=topic)
+        wait_for("a third sent", lambda: producer.sent > RECORDS // 3 or None, 60)
+        victim = 2
+        cluster.kill(victim)
+        wait_for("two thirds sent", lambda: producer.sent > 2 * RECORDS // 3 or None, 90)
+        # It registers again once its old ZooKeeper session has expired.
+        cluster.start_node(victim)
+        producer.finish()
+        assert px.statistics.routing.records_moved > 0
+
+    counts = check_exactly_once(cluster.bootstrap_servers, producer.reports, topic)
+    doubled = [v for v, c in counts.items() if c > 1]
+    assert doubled == [], f"{len(doubled)} records written twice"
 
 
 def _free_ports(n: int) -> list[int]:
@@ -230,7 +258,9 @@ def _free_ports(n: int) -> list[int]:
 
 
 @pytest.mark.parametrize("journal", [False, True], ids=["in-memory", "journal"])
-def test_a_proxy_killed_and_restarted_loses_nothing(tmp_path: Path, journal: bool) -> None:
+def test_a_proxy_killed_and_restarted_loses_nothing(
+    cluster: ClusterProcesses, tmp_path: Path, journal: bool
+) -> None:
     """kill -9 of the proxy process mid-stream (three times), started again on the same ports:
     the idempotent producer goes on without an error and nothing is lost (the
     proxy learns the sequences again from the leaders). With ``--journal`` the
@@ -241,12 +271,11 @@ def test_a_proxy_killed_and_restarted_loses_nothing(tmp_path: Path, journal: boo
     import subprocess
     import sys
 
-    cluster = ClusterProcesses(tmp_path, 3)
-    cluster.start()
+    topic = f"{TOPIC}-proxy-killed-{'journal' if journal else 'in-memory'}"
     proxy: subprocess.Popen[bytes] | None = None
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        for future in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)]).values():
+        for future in admin.create_topics([NewTopic(topic, PARTITIONS, 3)]).values():
             future.result(30)
         port, base, metrics_port = _free_ports(3)
         metrics = f"127.0.0.1:{metrics_port}"
@@ -284,7 +313,7 @@ def test_a_proxy_killed_and_restarted_loses_nothing(tmp_path: Path, journal: boo
         # restarted proxy carries records before it is killed. The first kill
         # surely finds a batch in flight.
         shares, ahead = (3, 2, 1.3), 1000
-        producer = PacedProducer(f"127.0.0.1:{port}", 0.02, int(RECORDS / shares[0]) + ahead)
+        producer = PacedProducer(f"127.0.0.1:{port}", 0.02, int(RECORDS / shares[0]) + ahead, topic)
         for kill, share in enumerate(shares):
             wanted = RECORDS / share
             wait_for(
@@ -301,7 +330,7 @@ def test_a_proxy_killed_and_restarted_loses_nothing(tmp_path: Path, journal: boo
             later = shares[kill + 1 :]
             producer.limit = int(RECORDS / later[0]) + ahead if later else None
         producer.finish()
-        counts = check_exactly_once(cluster.bootstrap_servers, producer.reports)
+        counts = check_exactly_once(cluster.bootstrap_servers, producer.reports, topic)
         twice = sum(c - 1 for c in counts.values())
         print(
             f"proxy restart ({'journal' if journal else 'in memory'}): {twice} of {RECORDS} written twice"
@@ -314,4 +343,3 @@ def test_a_proxy_killed_and_restarted_loses_nothing(tmp_path: Path, journal: boo
         if proxy is not None:
             proxy.kill()
             proxy.wait(10)
-        cluster.stop()

@@ -40,8 +40,9 @@ pytestmark = [
 ]
 
 
-def test_two_proxies_one_killed_the_other_takes_over_exactly_once(tmp_path: Path) -> None:
-    cluster = ClusterProcesses(tmp_path, 3)
+def test_two_proxies_one_killed_the_other_takes_over_exactly_once(tmp_path: Path, zk: str) -> None:
+    # The worker's shared ZooKeeper (a chroot of its own): a proxy is killed, not it.
+    cluster = ClusterProcesses(tmp_path, 3, zookeeper_connect=zk)
     cluster.start()
     proxies: list[subprocess.Popen[bytes]] = []
     try:

@@ -58,14 +58,33 @@ def _topic(bs: str, partitions: int = 1, prefix: str = "blk") -> str:
 
 
 def _read_all(bs: str, topic: str, **settings: object) -> list[tuple[int, int, bytes]]:
-    """(partition, offset, value) of every record, read by a blocking consumer without a group."""
+    """(partition, offset, value) of every record, read by a blocking consumer without a group.
+
+    The tests call it once their writers are done: it reads until it has the
+    record before each partition's end, as a seek to the end finds it at the start
+    (the last stable offset with ``read_committed``), or, where no record sits
+    there (a transaction's marker) or the topic is empty, until 1.5 s pass
+    without a record.
+    """
     with Admin(bootstrap_servers=bs) as admin:
         partitions = admin.list_topics()[topic]
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
     with Consumer(
         bootstrap_servers=bs, auto_offset_reset="earliest", consumer_timeout_ms=1500, **settings
     ) as consumer:
-        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
-        return [(r.partition, r.offset, r.value) for r in consumer]
+        consumer.assign(tps)
+        consumer.seek_to_end(*tps)
+        ends = {tp.partition: consumer.position(tp) for tp in tps}
+        consumer.seek_to_beginning(*tps)
+        short = {p for p, end in ends.items() if end > 0}
+        read = []
+        for record in consumer:
+            read.append((record.partition, record.offset, record.value))
+            if record.offset + 1 >= ends[record.partition]:
+                short.discard(record.partition)
+                if not short:
+                    break
+        return read
 
 
 def _portal_threads() -> int:
