@@ -9,16 +9,18 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from spark_helpers import TEST_JVM_OPTIONS
+from spark_helpers import TEST_JVM_OPTIONS, bytecode_spark_home
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     # Spark's Python workers must run this interpreter (and see trafka).
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    if "SPARK_HOME" not in os.environ:  # a Spark of the machine's own is left as it is
+        os.environ["SPARK_HOME"] = bytecode_spark_home(tmp_path_factory.mktemp("spark-home"))
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
