@@ -15,12 +15,20 @@ from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _spark_home(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every Spark the tests start (the session's, and the drivers, masters and
+    workers started as processes, which inherit the environment) runs its
+    Python workers on pyspark's bytecode (see :func:`bytecode_spark_home`).
+    A Spark of the machine's own (``SPARK_HOME`` set) is left as it is."""
+    if "SPARK_HOME" not in os.environ:
+        os.environ["SPARK_HOME"] = bytecode_spark_home(tmp_path_factory.mktemp("spark-home"))
+
+
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def spark() -> Iterator[Any]:
     # Spark's Python workers must run this interpreter (and see trafka).
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    if "SPARK_HOME" not in os.environ:  # a Spark of the machine's own is left as it is
-        os.environ["SPARK_HOME"] = bytecode_spark_home(tmp_path_factory.mktemp("spark-home"))
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
