@@ -6,6 +6,13 @@ Issue #48's goals, each measured here in the same run as its peers:
 * ``import trafka.sdk.blocking`` at most 2.5x ``import aiokafka``;
 * ``trafka --help`` (the whole command, interpreter start-up included) under 150 ms.
 
+With pyspark installed, one more figure, without a goal: what the data source
+costs each Python worker Spark starts for a task. The worker unpickles the
+task's reader or writer, which imports ``trafka.spark.source`` (and the package
+before it); the case times that import in an interpreter that has already
+loaded what the worker itself has (PySpark's worker module, pyarrow, PySpark's
+data source API), so only trafka's part is counted.
+
 Each import runs in a fresh interpreter, which times the ``import`` statement
 alone (``time.perf_counter`` around it), so the interpreter's own start-up,
 the same for every library, is not counted. The command line is timed as a
@@ -50,11 +57,15 @@ TRAFKA = ("trafka.sdk", "trafka.sdk.blocking")
 RATIO_GOALS = (("trafka.sdk", "aiokafka", 2.0), ("trafka.sdk.blocking", "aiokafka", 2.5))
 CLI_CASE = "trafka --help"
 CLI_GOAL_MS = 150.0
+# The data source's executor-side entry point, and what a Spark Python worker has
+# imported before it (not timed).
+SPARK_WORKER = "trafka.spark.source"
+PRELUDES = {SPARK_WORKER: "import pyspark.worker, pyarrow, pyspark.sql.datasource"}
 
 # The child: the import's own wall and CPU time, in seconds, on stdout.
 TIMED_IMPORT = (
-    "import time; w, c = time.perf_counter(), time.process_time(); import {module}; "
-    "print(time.perf_counter() - w, time.process_time() - c)"
+    "{prelude}; import time; w, c = time.perf_counter(), time.process_time(); "
+    "import {module}; print(time.perf_counter() - w, time.process_time() - c)"
 )
 
 
@@ -88,7 +99,11 @@ def cli_command() -> list[str]:
 
 def run_import(module: str, env: dict[str, str]) -> tuple[float, float]:
     done = subprocess.run(
-        [sys.executable, "-c", TIMED_IMPORT.format(module=module)],
+        [
+            sys.executable,
+            "-c",
+            TIMED_IMPORT.format(module=module, prelude=PRELUDES.get(module, "pass")),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -182,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     env = child_env()
     peers = [p for p in PEERS if find_spec(p) is not None]
     missing = [p for p in PEERS if p not in peers]
-    cases = [*peers, *TRAFKA, CLI_CASE]
+    spark = find_spec("pyspark") is not None
+    cases = [*peers, *TRAFKA, CLI_CASE, *([SPARK_WORKER] if spark else [])]
     results = measure(cases, rounds, env)
 
     print(
@@ -192,11 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"not installed, not measured: {', '.join(missing)}")
     print()
-    print(f"{'':<34} {'wall':>10} {'(median)':>10} {'cpu':>10} {'(median)':>10}")
+    print(f"{'':<36} {'wall':>10} {'(median)':>10} {'cpu':>10} {'(median)':>10}")
     for case in cases:
         r = results[case]
         label = f"{case} (whole command)" if case == CLI_CASE else f"import {case}"
-        print(f"{label:<34} {_ms(r.wall)} {_ms(r.wall_median)} {_ms(r.cpu)} {_ms(r.cpu_median)}")
+        if case in PRELUDES:
+            label += " (worker)"
+        print(f"{label:<36} {_ms(r.wall)} {_ms(r.wall_median)} {_ms(r.cpu)} {_ms(r.cpu_median)}")
     print()
     print("ratios (best / best), measured in this run:")
     for case, reference, goal in RATIO_GOALS:
@@ -210,6 +228,14 @@ def main(argv: list[str] | None = None) -> int:
         f"  {CLI_CASE}: wall {cli.wall * 1000:.0f} ms   cpu {cli.cpu * 1000:.0f} ms"
         f"   goal < {CLI_GOAL_MS:.0f} ms"
     )
+    if spark:
+        worker = results[SPARK_WORKER]
+        print(
+            f"  a Spark task's Python worker, for {SPARK_WORKER}: wall {worker.wall * 1000:.0f} ms"
+            f"   cpu {worker.cpu * 1000:.0f} ms   (after pyspark's own imports)"
+        )
+    else:
+        print(f"  pyspark not installed: {SPARK_WORKER} in a Spark worker not measured")
 
     if args.top > 0:
         for module in TRAFKA:

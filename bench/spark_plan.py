@@ -10,7 +10,8 @@ and CPU milliseconds of the first query and the median of the others (the
 process's CPU: the broker's thread included), the connections the broker
 accepted, and the requests it handled per query, by API.
 
-Run: ``python bench/spark_plan.py``.
+Run: ``python bench/spark_plan.py``; ``--smoke`` plans 3 queries of one topic
+of 2 partitions, whatever the other options say (tests/bench/test_bench_smoke.py).
 """
 
 from __future__ import annotations
@@ -50,7 +51,14 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--topics", type=int, default=1)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a check that the benchmark runs, not a measurement: 3 queries, 1 topic, 2 partitions",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.queries, args.topics, args.partitions = 3, 1, 2
     with (
         tempfile.TemporaryDirectory() as data,
         broker_in_thread(port=0, host="127.0.0.1", data_dir=Path(data)) as broker,

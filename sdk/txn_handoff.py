@@ -40,12 +40,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .admin import Admin
 from .errors import ClientClosedError, InvalidTxnStateError
 from .producer import Producer
 from .transactions import TxnState
+
+if TYPE_CHECKING:  # a type only: a task that prepares needs no admin client
+    from .admin import Admin
 
 __all__ = ["PreparedTransaction", "end_transaction", "prepare_transaction"]
 

@@ -60,12 +60,11 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 import anyio
 
-from ..sdk.admin import Admin, open_admin
 from ..sdk.config import AdminConfig, ClientConfig
 from ..sdk.errors import ConfigError, InvalidTxnStateError, ProducerFencedError, TrafkaError
 from ..sdk.producer import Producer, RecordFuture, open_producer
@@ -73,6 +72,9 @@ from ..sdk.txn_handoff import PreparedTransaction, end_transaction, prepare_tran
 from ._kafka import _run, _send_chunk, _settle
 from ._pools import shared_loop
 from .options import WriteOptions
+
+if TYPE_CHECKING:
+    from ..sdk.admin import Admin
 
 __all__ = [
     "KEEP",
@@ -187,10 +189,15 @@ async def _abort_quietly(producer: Producer) -> None:
 # -- the driver --------------------------------------------------------------------------
 
 
-def _admin_config(opts: WriteOptions) -> AdminConfig:
+def _open_admin(opts: WriteOptions) -> contextlib.AbstractAsyncContextManager[Admin]:
+    """The driver's admin client, with the write's client settings. Imported
+    on first use: a task's worker, which imports this module to write, never
+    needs the admin client."""
+    from ..sdk.admin import open_admin
+
     producer = opts.producer_config()
-    return AdminConfig(
-        **{f.name: getattr(producer, f.name) for f in dataclasses.fields(ClientConfig)}
+    return open_admin(
+        AdminConfig(**{f.name: getattr(producer, f.name) for f in dataclasses.fields(ClientConfig)})
     )
 
 
@@ -204,7 +211,7 @@ def _for_each(
 
     async def go() -> None:
         limit = anyio.CapacityLimiter(_CONCURRENT_ENDS)
-        async with open_admin(_admin_config(opts)) as admin:
+        async with _open_admin(opts) as admin:
 
             async def one(txn: PreparedTransaction) -> None:
                 async with limit:
@@ -472,7 +479,7 @@ def _abort_strays(opts: WriteOptions, prefix: str, keep: set[str]) -> None:
     pattern = re.compile(re.escape(prefix) + r"-\d+")
 
     async def go() -> list[str]:
-        async with open_admin(_admin_config(opts)) as admin:
+        async with _open_admin(opts) as admin:
             listed = await admin.list_transactions(states=["Ongoing"])
             strays = sorted(
                 t.transactional_id

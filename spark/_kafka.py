@@ -31,12 +31,11 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ..codec.columns import ColumnBuffers, RecordColumns
-from ..sdk.admin import Admin, open_admin
 from ..sdk.config import AdminConfig, ClientConfig, ConsumerConfig
 from ..sdk.consumer import Consumer, open_consumer
 from ..sdk.errors import AuthenticationError, ConfigError, KafkaConnectionError, TrafkaError
@@ -47,6 +46,9 @@ from ._watch import wait_for_records
 from ._wire import reader_settings
 from ._wire import supported as _wire_supported
 from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, WriteOptions
+
+if TYPE_CHECKING:
+    from ..sdk.admin import Admin
 
 __all__ = [
     "pin_bootstrap",
@@ -121,6 +123,15 @@ def _admin_config(consumer: ConsumerConfig) -> AdminConfig:
     setting: a broker that is down fails a query's lookups within it)."""
     shared = {f.name: getattr(consumer, f.name) for f in dataclasses.fields(ClientConfig)}
     return AdminConfig(**shared, default_api_timeout_ms=consumer.default_api_timeout_ms)
+
+
+def _open_admin(consumer: ConsumerConfig) -> contextlib.AbstractAsyncContextManager[Admin]:
+    """The planning's admin client. Imported here, on first use: only the
+    driver plans, and the executors' workers that read and write (which import
+    this module too) would otherwise each load the whole admin client."""
+    from ..sdk.admin import open_admin
+
+    return open_admin(_admin_config(consumer))
 
 
 def _to_offsets(values: Mapping[TopicPartition, int]) -> Offsets:
@@ -213,7 +224,7 @@ def _run(fn: Any, *args: Any) -> Any:
 @contextlib.asynccontextmanager
 async def _planning_clients(config: ConsumerConfig) -> AsyncIterator[tuple[Admin, Consumer]]:
     async with (
-        open_admin(_admin_config(config)) as admin,
+        _open_admin(config) as admin,
         open_consumer(config=config) as consumer,
     ):
         yield admin, consumer
@@ -322,7 +333,7 @@ class Planner:
             # Each client's block runs in a task of its own on the loop (trio's
             # task groups must be left by the task that entered them).
             try:
-                admin, exit_admin = loop.enter(open_admin(_admin_config(config)))
+                admin, exit_admin = loop.enter(_open_admin(config))
                 self._exits = [exit_admin]
                 consumer, exit_consumer = loop.enter(open_consumer(config=config))
                 self._exits.insert(0, exit_consumer)

@@ -43,6 +43,11 @@ RATIO_LINES: dict[str, list[tuple[str, int]]] = {
             2,
         ),
         (r"^  trafka --help: wall \d+ ms\s+cpu \d+ ms", 1),
+        # What the Spark data source costs each of Spark's Python workers.
+        (
+            r"^  a Spark task's Python worker, for trafka\.spark\.source: wall \d+ ms\s+cpu \d+ ms",
+            1,
+        ),
     ],
     "broker.py": [
         (r"\d+\.\d% of the append baseline \(target", 2),
@@ -74,6 +79,11 @@ RATIO_LINES: dict[str, list[tuple[str, int]]] = {
         (r"^  merged / one task per partition \d+\.\d\d$", 1),
         (r"^  exactly-once / at-least-once write \d+\.\d\d$", 1),
         (r"^stream latency .*: p50 \d+ ms, p99 \d+ ms over [1-9]", 1),
+    ],
+    # A batch read's planning: its time after the first query, and its requests.
+    "spark_plan.py": [
+        (r"^\d+ queries, .*, then median \d+\.\d ms wall / \d+\.\d ms CPU; \d+\.\d conn", 1),
+        (r"^requests per query: \d+\.\d \(", 1),
     ],
 }
 NEEDS_ZOOKEEPER = {"cluster.py", "proxy.py"}  # 3-node clusters (proxy.py: --cluster 1,3)

@@ -9,10 +9,20 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from spark_helpers import TEST_JVM_OPTIONS
+from spark_helpers import TEST_JVM_OPTIONS, bytecode_spark_home
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _spark_home(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every Spark the tests start (the session's, and the drivers, masters and
+    workers started as processes, which inherit the environment) runs its
+    Python workers on pyspark's bytecode (see :func:`bytecode_spark_home`).
+    A Spark of the machine's own (``SPARK_HOME`` set) is left as it is."""
+    if "SPARK_HOME" not in os.environ:
+        os.environ["SPARK_HOME"] = bytecode_spark_home(tmp_path_factory.mktemp("spark-home"))
 
 
 @pytest.fixture(scope="session")
