@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest docs bench codegen system-deps clean src-tree
+.PHONY: demo test lint typecheck pytest docs bench codegen system-deps peers clean src-tree
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml codec/_speedups.c | $(PY)
 # zookeeper (a private server per test worker for brokerlite's cluster mode), Go
 # with the sources of sarama 1.22 and kafka-go 0.2.1 (old-protocol clients of
 # issue #37, built by their tests in GOPATH mode) and chromium with
-# chromium-driver (the console's tests in a real browser).
+# chromium-driver (the console's tests in a real browser), and a JDK with Maven
+# (Apache Kafka's jars, fetched by `make peers`; javac for the Java harnesses).
 system-deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -46,6 +47,18 @@ system-deps:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
 	      || echo "warning: could not install chromium; the console's browser tests will be skipped"; \
 	  else echo "warning: chromium or chromedriver missing and not root; the console's browser tests will be skipped"; fi; }
+
+	@{ command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1; } || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jdk-headless maven >/dev/null) \
+	      || echo "warning: could not install a JDK and Maven; the tests against Apache Kafka will fail"; \
+	  else echo "warning: javac or mvn missing and not root; the tests against Apache Kafka will fail (TRAFKA_SKIP_KAFKA=1 skips them)"; fi; }
+
+# Apache Kafka (3.9 and 4.x) and Spark's Kafka connector from Maven Central, into
+# .cache/peers/ (ignored), once: the peers of the tests and benchmarks that run
+# against the real broker (tests/kafka_peers.py). TRAFKA_SKIP_KAFKA=1 skips them.
+peers: $(STAMP) system-deps
+	$(PY) tests/kafka_peers.py fetch
 
 demo: $(STAMP)
 	$(PY) -m trafka.tools.demo
@@ -82,7 +95,7 @@ typecheck: src-tree
 # in this process alone. Files go to the workers in the order tests/conftest.py
 # sets (those with a test marked slow first), not xdist's (most tests first).
 PYTEST_WORKERS ?= 2
-pytest: $(STAMP) system-deps
+pytest: $(STAMP) system-deps peers
 	$(PY) -m pytest -q --durations=25 $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 # --strict fails on a warning, griffe's about a docstring it cannot read
@@ -100,7 +113,7 @@ test: lint typecheck docs pytest
 # here takes --smoke (tiny sizes, whatever its other options say), and
 # tests/bench/test_bench_smoke.py runs each line of this target with it, so a
 # benchmark that breaks fails the suite instead of waiting for the next run.
-bench: $(STAMP)
+bench: $(STAMP) peers
 	$(PY) bench/codec.py
 	$(PY) bench/imports.py
 	$(PY) bench/broker.py

@@ -68,8 +68,9 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-# A trio run a timed-out test abandoned is ended before the next test (see the module).
-pytest_plugins = ["abandoned_runs"]
+# A trio run a timed-out test abandoned is ended before the next test (see the module);
+# Apache Kafka's brokers as fixtures (see kafka_fixtures).
+pytest_plugins = ["abandoned_runs", "kafka_fixtures"]
 
 
 _PYCACHE = pytest.StashKey[str]()

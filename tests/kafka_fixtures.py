@@ -1,0 +1,137 @@
+"""Fixtures that give tests Apache Kafka itself (a plugin loaded by tests/conftest.py).
+
+* ``kafka3``: one Kafka 3.9 broker on the worker's shared ZooKeeper (a chroot of
+  its own); ``kafka4``: one Kafka 4.x node in KRaft mode; ``kafka4_cluster``:
+  three 4.x nodes (combined broker and controller, RF 3 for the internal topics).
+  Each is started the first time a test of the pytest process (xdist worker)
+  asks for it and shared by the rest of that process's tests: a test makes
+  topics, groups and transactional ids of its own (``tests/sdk/sdk_brokers.fresh``),
+  never stops the shared brokers, and uses ``make_kafka`` for faults.
+* ``kafka``: parametrized over both (``3.9`` and ``4``), for what must hold on each.
+* ``make_kafka(version, nodes=1, **options)``: a private cluster for the test,
+  killed after it (a test that kills a leader or restarts a node).
+
+Every test using one of them carries the ``kafka`` marker. When a peer is
+missing (no Java, the jars not fetched) those tests fail saying how to get it;
+``TRAFKA_SKIP_KAFKA=1`` skips them instead, and the run's summary says how many.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka_peers import KAFKA_3, KAFKA_4, SKIP_ENV, KafkaCluster, missing
+
+from trafka.brokerlite.dev.zookeeper_server import ZooKeeperServer
+
+#: The fixtures that start Apache Kafka; a test using any of them is marked ``kafka``.
+KAFKA_FIXTURES = frozenset({"kafka", "kafka3", "kafka4", "kafka4_cluster", "make_kafka"})
+
+_skipped: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "kafka: runs against Apache Kafka's own brokers")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if KAFKA_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.kafka)
+
+
+def _require(version: str) -> None:
+    """Skip (with the opt-out set) or fail (without it) when Kafka cannot run here."""
+    if os.environ.get(SKIP_ENV) == "1":
+        pytest.skip(f"{SKIP_ENV}=1: Apache Kafka tests skipped")
+    why = missing("kafka", version)
+    if why is not None:
+        pytest.fail(why, pytrace=False)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and report.when == "setup" and SKIP_ENV in str(report.longrepr):
+        _skipped.append(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if os.environ.get(SKIP_ENV) == "1":
+        terminalreporter.write_line(
+            f"{SKIP_ENV}=1: the tests against Apache Kafka were skipped "
+            f"({len(_skipped) or 'all'} in this process's report)"
+        )
+
+
+def _cluster(
+    root: Path, zookeeper: ZooKeeperServer | None, version: str, nodes: int, **options: Any
+) -> KafkaCluster:
+    _require(version)
+    if not version.startswith("3."):
+        return KafkaCluster(version, root, nodes=nodes, **options)
+    assert zookeeper is not None
+    chroot = f"/kafka-{uuid.uuid4().hex[:12]}"
+    return KafkaCluster(
+        version, root, nodes=nodes, zookeeper=zookeeper.connect_string + chroot, **options
+    )
+
+
+@pytest.fixture(scope="session")
+def kafka3(
+    tmp_path_factory: pytest.TempPathFactory, zookeeper: ZooKeeperServer
+) -> Iterator[KafkaCluster]:
+    """One Kafka 3.9 broker (ZooKeeper mode), shared by this process's tests."""
+    cluster = _cluster(tmp_path_factory.mktemp("kafka3"), zookeeper, KAFKA_3, 1)
+    with cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """One Kafka 4.x node (KRaft, combined mode), shared by this process's tests."""
+    cluster = _cluster(tmp_path_factory.mktemp("kafka4"), None, KAFKA_4, 1)
+    with cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kafka4_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Three Kafka 4.x nodes (KRaft, combined mode), shared by this process's tests."""
+    cluster = _cluster(tmp_path_factory.mktemp("kafka4x3"), None, KAFKA_4, 3)
+    with cluster:
+        yield cluster
+
+
+@pytest.fixture(params=["3.9", "4"])
+def kafka(request: pytest.FixtureRequest) -> KafkaCluster:
+    """Kafka 3.9 (ZooKeeper) and Kafka 4.x (KRaft), one node each, in turn."""
+    name = "kafka3" if request.param == "3.9" else "kafka4"
+    cluster: KafkaCluster = request.getfixturevalue(name)
+    return cluster
+
+
+@pytest.fixture
+def make_kafka(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., KafkaCluster]]:
+    """``make_kafka(version=KAFKA_4, nodes=1, start=True, **options)``: a private
+    cluster (see :class:`kafka_peers.KafkaCluster`), killed after the test."""
+    made: list[KafkaCluster] = []
+
+    def make(
+        version: str = KAFKA_4, nodes: int = 1, start: bool = True, **options: Any
+    ) -> KafkaCluster:
+        zookeeper = request.getfixturevalue("zookeeper") if version.startswith("3.") else None
+        cluster = _cluster(tmp_path / f"kafka-{len(made)}", zookeeper, version, nodes, **options)
+        made.append(cluster)
+        if start:
+            cluster.start()
+        return cluster
+
+    yield make
+    for cluster in made:
+        cluster.stop()

@@ -1,0 +1,501 @@
+"""Apache Kafka itself as a test and benchmark peer: its jars from Maven Central,
+and its brokers as processes, the way production runs them.
+
+Rules:
+
+* The jars come from the poms in ``tests/peers/`` (Kafka's broker and the
+  classes behind its scripts; Spark's own Kafka connector), copied by
+  ``mvn dependency:copy-dependencies`` into ``.cache/peers/<name>-<version>/``
+  (ignored by git) once; a ``.complete`` file there says the copy finished, so an
+  interrupted copy is made again. ``python tests/kafka_peers.py fetch`` (run by
+  ``make pytest`` and ``make bench``) fetches every peer; :func:`classpath`
+  never downloads: it names what is missing and how to get it.
+* :class:`KafkaCluster` runs ``nodes`` broker processes of one version:
+  ZooKeeper mode for 3.x (given a ZooKeeper connect string with a chroot of its
+  own), KRaft for 4.x (combined broker and controller on every node, the quorum
+  formatted by Kafka's own ``StorageTool``). Everything a cluster writes lives
+  under its ``data_dir``: ``node-N/server.properties``, ``node-N/kafka.log`` (the
+  JVM's output, Kafka's log at WARN and its start-up lines) and the logs.
+* Ports are picked once (free at the first start) and kept across restarts of
+  a node, so a killed node comes back at the same address.
+* :meth:`KafkaCluster.start` returns once every node answers a Metadata
+  request naming all the cluster's brokers (a 3.x broker registered in
+  ZooKeeper, a 4.x broker unfenced by the quorum), not once a port is open.
+  On failure it raises :class:`KafkaPeerError` with the tail of the node's log.
+* No orphan JVM: each runs in its own session and gets SIGKILL when the thread
+  that forked it ends (fork from the main thread, as pytest's fixtures do).
+* Small heaps, the serial collector and (unless ``jit=True``, for benchmarks)
+  the C1 compiler only: a suite on two cores starts several of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from trafka.brokerlite.dev.zookeeper_server import free_port, parent_death_signal
+from trafka.codec.framing import FrameReader
+from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.messages.k03_metadata import MetadataRequest
+from trafka.codec.protocol import decode_response, encode_request
+
+#: The last ZooKeeper-era release line, and the current 4.x (KRaft only).
+KAFKA_3 = "3.9.2"
+KAFKA_4 = "4.4.0"
+#: Spark's Kafka connector. Maven Central serves none for PySpark 4.3 here, so
+#: the newest served (4.2) runs in PySpark 4.3's JVM (Scala 2.13 both).
+SPARK_KAFKA = "4.2.0"
+
+ROOT = Path(__file__).resolve().parent.parent
+POMS = ROOT / "tests" / "peers"
+CACHE = ROOT / ".cache" / "peers"
+#: Set to 1 to skip the tests that need Apache Kafka (no Java or Maven here);
+#: the run's summary then says so. Without it a missing peer fails those tests.
+SKIP_ENV = "TRAFKA_SKIP_KAFKA"
+
+_HEAP = ("-Xms64m", "-Xmx512m")
+_JVM_FLAGS = (
+    "-XX:+UseSerialGC",
+    "-XX:-UsePerfData",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+)
+_C1_ONLY = "-XX:TieredStopAtLevel=1"
+_LOG_TAIL_LINES = 40
+
+
+class KafkaPeerError(Exception):
+    """Apache Kafka could not be fetched, started or stopped."""
+
+
+# --- the jars ----------------------------------------------------------------------------------
+
+
+def _peer(name: str, version: str) -> tuple[Path, Path]:
+    return POMS / name / "pom.xml", CACHE / f"{name}-{version}"
+
+
+def _install_hint() -> str:
+    return (
+        "needs Java and Maven (as root: apt-get install default-jdk-headless maven), "
+        f"then `python tests/kafka_peers.py fetch`; or set {SKIP_ENV}=1 to skip those tests"
+    )
+
+
+def missing(name: str = "kafka", version: str = KAFKA_4) -> str | None:
+    """Why the peer ``name`` at ``version`` cannot run here, or None."""
+    if shutil.which("java") is None:
+        return f"no java on PATH: Apache Kafka {_install_hint()}"
+    if not (_peer(name, version)[1] / ".complete").is_file():
+        return f"{name} {version} is not in {CACHE}: Apache Kafka {_install_hint()}"
+    return None
+
+
+def fetch(name: str, version: str) -> Path:
+    """The folder of ``name``'s jars at ``version``, copied by Maven when missing."""
+    pom, folder = _peer(name, version)
+    if (folder / ".complete").is_file():
+        return folder
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise KafkaPeerError(f"mvn not found: fetching {name} {version} {_install_hint()}")
+    shutil.rmtree(folder, ignore_errors=True)
+    prop = "spark.version" if name == "spark-kafka" else "kafka.version"
+    argv = [mvn, "-q", "-B", "-f", str(pom), f"-D{prop}={version}"]
+    if name == "kafka" and not version.startswith("3."):
+        argv.append("-Plog4j2")
+    argv += ["dependency:copy-dependencies", f"-DoutputDirectory={folder}"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+        raise KafkaPeerError(f"mvn could not fetch {name} {version}:\n{tail}")
+    jars = sorted(p.name for p in folder.glob("*.jar"))
+    (folder / ".complete").write_text("\n".join(jars) + "\n")
+    return folder
+
+
+def classpath(name: str = "kafka", version: str = KAFKA_4) -> str:
+    """The Java classpath of a fetched peer (never downloads)."""
+    why = missing(name, version)
+    if why is not None:
+        raise KafkaPeerError(why)
+    return str(_peer(name, version)[1] / "*")
+
+
+def jars(name: str, version: str) -> list[Path]:
+    """The jar files of a fetched peer."""
+    classpath(name, version)
+    return sorted(_peer(name, version)[1].glob("*.jar"))
+
+
+def fetch_all() -> None:
+    for name, version in (("kafka", KAFKA_3), ("kafka", KAFKA_4), ("spark-kafka", SPARK_KAFKA)):
+        fetch(name, version)
+
+
+def java_command(
+    main: str, *args: str, version: str = KAFKA_4, heap: str = "-Xmx256m"
+) -> list[str]:
+    """The command line running ``main`` (a class of Kafka's jars at ``version``,
+    e.g. a script's class) with a small heap, the way Kafka's scripts start it."""
+    java = shutil.which("java") or "java"
+    return [java, heap, *_JVM_FLAGS, _C1_ONLY, "-cp", classpath("kafka", version), main, *args]
+
+
+# --- the brokers -------------------------------------------------------------------------------
+
+
+def _log_config(folder: Path, version: str) -> list[str]:
+    """Kafka's logging at WARN to the JVM's output (the node's log file), with the
+    lines that say a broker started, for a human reading a failed run."""
+    if version.startswith("3."):
+        path = folder / "log4j.properties"
+        path.write_text(
+            "log4j.rootLogger=WARN, out\n"
+            "log4j.appender.out=org.apache.log4j.ConsoleAppender\n"
+            "log4j.appender.out.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+            "log4j.logger.kafka.server.KafkaServer=INFO\n"
+        )
+        return [f"-Dlog4j.configuration=file:{path}"]
+    path = folder / "log4j2.properties"
+    path.write_text(
+        "status = warn\n"
+        "appender.out.type = Console\n"
+        "appender.out.name = out\n"
+        "appender.out.layout.type = PatternLayout\n"
+        "appender.out.layout.pattern = [%d] %p %m (%c)%n\n"
+        "rootLogger.level = WARN\n"
+        "rootLogger.appenderRef.out.ref = out\n"
+        "logger.broker.name = kafka.server.BrokerServer\n"
+        "logger.broker.level = INFO\n"
+    )
+    return [f"-Dlog4j2.configurationFile={path}"]
+
+
+def _metadata_brokers(host: str, port: int, timeout: float) -> set[int] | None:
+    """The node ids a broker's Metadata answer names, or None when it does not answer."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            header = RequestHeader(request_api_key=3, request_api_version=9, correlation_id=1)
+            sock.sendall(encode_request(header, MetadataRequest(topics=[])))
+            frames = FrameReader()
+            while (frame := frames.next_frame()) is None:
+                data = sock.recv(65536)
+                if not data:
+                    return None
+                frames.feed(data)
+    except OSError:
+        return None
+    _, response = decode_response(frame, 3, 9)
+    return {broker.node_id for broker in response.brokers}
+
+
+class KafkaNode:
+    """One broker process of a :class:`KafkaCluster` (see the module's rules)."""
+
+    def __init__(self, cluster: KafkaCluster, node_id: int) -> None:
+        self.cluster = cluster
+        self.node_id = node_id
+        self.folder = cluster.data_dir / f"node-{node_id}"
+        self.ports: dict[str, int] = {}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def port(self) -> int:
+        """The port of the first (client) listener."""
+        return self.ports[next(iter(self.cluster.listeners))]
+
+    @property
+    def address(self) -> str:
+        return f"{self.cluster.host}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.folder / "kafka.log"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def launch(self) -> None:
+        if self.running:
+            raise KafkaPeerError(f"node {self.node_id} is already running")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        c = self.cluster
+        argv = [
+            shutil.which("java") or "java",
+            *_HEAP,
+            *_JVM_FLAGS,
+            *(() if c.jit else (_C1_ONLY,)),
+            *_log_config(self.folder, c.version),
+            *c.jvm_options,
+            "-cp",
+            classpath("kafka", c.version),
+            "kafka.Kafka",
+            str(self.folder / "server.properties"),
+        ]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.folder,
+                start_new_session=True,
+                preexec_fn=parent_death_signal(signal.SIGKILL),
+            )
+
+    def signal(self, signum: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def kill(self) -> None:
+        """kill -9, and wait for the process to be gone."""
+        self.signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """A controlled shutdown (SIGTERM), then SIGKILL past ``timeout``."""
+        if self.proc is None:
+            return
+        self.signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+class KafkaCluster:
+    """``nodes`` Apache Kafka brokers of ``version`` on ``host`` (see the module's rules).
+
+    Args:
+        version: a fetched Kafka version; 3.x runs on ZooKeeper, 4.x on KRaft.
+        data_dir: where the cluster's files go (made when missing).
+        nodes: how many brokers (each also a controller under KRaft).
+        zookeeper: ``host:port/chroot`` for 3.x (required there).
+        listeners: the client listeners, name to security protocol, in order
+            (the first is :attr:`bootstrap_servers`'s); brokers talk to each
+            other on the first.
+        config: settings for every node's ``server.properties`` over the
+            defaults here (small, test-sized; replication factors follow ``nodes``).
+        jvm_options: more JVM arguments (e.g. a JAAS file for SASL).
+        jit: the full JIT compiler, for benchmarks (tests start faster without).
+    """
+
+    def __init__(
+        self,
+        version: str,
+        data_dir: Path,
+        *,
+        nodes: int = 1,
+        zookeeper: str | None = None,
+        listeners: Mapping[str, str] | None = None,
+        config: Mapping[str, Any] | None = None,
+        jvm_options: Iterable[str] = (),
+        jit: bool = False,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.version = version
+        self.kraft = not version.startswith("3.")
+        if not self.kraft and zookeeper is None:
+            raise KafkaPeerError(f"Kafka {version} runs on ZooKeeper: pass zookeeper=")
+        self.data_dir = Path(data_dir)
+        self.zookeeper = zookeeper
+        self.listeners = dict(listeners or {"PLAINTEXT": "PLAINTEXT"})
+        self.config = dict(config or {})
+        self.jvm_options = tuple(jvm_options)
+        self.jit = jit
+        self.host = host
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.nodes = [KafkaNode(self, i + 1) for i in range(nodes)]
+        self._formatted = False
+
+    def __repr__(self) -> str:
+        return f"KafkaCluster({self.version}, {len(self.nodes)} nodes, {self.bootstrap_servers})"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(node.address for node in self.nodes)
+
+    def node(self, node_id: int) -> KafkaNode:
+        return self.nodes[node_id - 1]
+
+    def _defaults(self) -> dict[str, Any]:
+        replicas = min(3, len(self.nodes))
+        return {
+            "num.partitions": 1,
+            "default.replication.factor": 1,
+            "offsets.topic.replication.factor": replicas,
+            "offsets.topic.num.partitions": 5,
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": max(1, replicas - 1),
+            "transaction.state.log.num.partitions": 5,
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": max(1, replicas - 1),
+            "share.coordinator.state.topic.num.partitions": 3,
+            "group.initial.rebalance.delay.ms": 0,
+            "log.segment.bytes": 16 << 20,
+            "num.network.threads": 2,
+            "num.io.threads": 2,
+            "num.recovery.threads.per.data.dir": 1,
+            "background.threads": 2,
+            "log.cleaner.threads": 1,
+            "log.cleaner.dedupe.buffer.size": 2 << 20,
+        }
+
+    def _pick_ports(self) -> None:
+        for node in self.nodes:
+            if not node.ports:
+                for name in self.listeners:
+                    node.ports[name] = free_port(self.host)
+                if self.kraft:
+                    node.ports["CONTROLLER"] = free_port(self.host)
+
+    def _write_properties(self, node: KafkaNode) -> None:
+        listeners = {name: node.ports[name] for name in self.listeners}
+        protocols = dict(self.listeners)
+        settings: dict[str, Any] = self._defaults()
+        first = next(iter(self.listeners))
+        if self.kraft:
+            listeners["CONTROLLER"] = node.ports["CONTROLLER"]
+            protocols["CONTROLLER"] = "PLAINTEXT"
+            settings |= {
+                "process.roles": "broker,controller",
+                "node.id": node.node_id,
+                "controller.listener.names": "CONTROLLER",
+                "controller.quorum.voters": ",".join(
+                    f"{n.node_id}@{self.host}:{n.ports['CONTROLLER']}" for n in self.nodes
+                ),
+            }
+        else:
+            settings |= {"broker.id": node.node_id, "zookeeper.connect": self.zookeeper}
+        settings |= {
+            "listeners": ",".join(f"{n}://{self.host}:{p}" for n, p in listeners.items()),
+            "advertised.listeners": ",".join(
+                f"{n}://{self.host}:{node.ports[n]}" for n in self.listeners
+            ),
+            "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p in protocols.items()),
+            "inter.broker.listener.name": first,
+            "log.dirs": str(node.folder / "logs"),
+        }
+        settings |= self.config
+        node.folder.mkdir(parents=True, exist_ok=True)
+        lines = [f"{key}={value}" for key, value in settings.items()]
+        (node.folder / "server.properties").write_text("\n".join(lines) + "\n")
+
+    def _format(self) -> None:
+        """KRaft: every node's log dir formatted with the cluster's id, once."""
+        for node in self.nodes:
+            argv = java_command(
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                self.cluster_id,
+                "-c",
+                str(node.folder / "server.properties"),
+                "--ignore-formatted",
+                version=self.version,
+            )
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise KafkaPeerError(
+                    f"formatting node {node.node_id}'s storage failed:\n{done.stdout}{done.stderr}"
+                )
+        self._formatted = True
+
+    def start(self, timeout: float = 120.0) -> None:
+        """Every node (not running) started, and served (see the module's rules)."""
+        self._pick_ports()
+        for node in self.nodes:
+            self._write_properties(node)
+        if self.kraft and not self._formatted:
+            self._format()
+        stopped = [node for node in self.nodes if not node.running]
+        for node in stopped:
+            node.launch()
+        self.wait_serving(stopped, timeout)
+
+    def start_node(self, node_id: int, timeout: float = 120.0) -> None:
+        """One node started again (after :meth:`KafkaNode.kill` or ``stop``)."""
+        node = self.node(node_id)
+        node.launch()
+        self.wait_serving([node], timeout)
+
+    def wait_serving(self, nodes: Iterable[KafkaNode], timeout: float = 120.0) -> None:
+        """Wait until each of ``nodes`` names every running broker in its Metadata."""
+        deadline = time.monotonic() + timeout
+        for node in nodes:
+            while True:
+                expected = {n.node_id for n in self.nodes if n.running}
+                seen = _metadata_brokers(self.host, node.port, 2.0)
+                if seen is not None and expected <= seen:
+                    break
+                if node.proc is not None and node.proc.poll() is not None:
+                    raise KafkaPeerError(
+                        f"Kafka {self.version} node {node.node_id} exited with "
+                        f"{node.proc.returncode}; its log ends:\n{node.log_tail()}"
+                    )
+                if time.monotonic() > deadline:
+                    node.kill()
+                    raise KafkaPeerError(
+                        f"Kafka {self.version} node {node.node_id} did not serve within "
+                        f"{timeout:.0f} s (saw brokers {seen}); its log ends:\n{node.log_tail()}"
+                    )
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        """Every node killed (tests need no clean shutdown; the data dir is thrown away)."""
+        for node in self.nodes:
+            node.signal(signal.SIGKILL)
+        for node in self.nodes:
+            if node.proc is not None:
+                node.proc.wait(10)
+
+    def __enter__(self) -> KafkaCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("command", choices=["fetch"])
+    parser.parse_args(argv)
+    if os.environ.get(SKIP_ENV) == "1":
+        print(f"{SKIP_ENV}=1: not fetching Apache Kafka; the tests that need it will be skipped")
+        return 0
+    try:
+        fetch_all()
+    except KafkaPeerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
