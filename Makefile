@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest docs bench codegen system-deps peers clean src-tree
+.PHONY: demo test lint typecheck pytest docs bench codegen compat system-deps peers clean src-tree
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -132,6 +132,11 @@ bench: $(STAMP) peers
 codegen: $(STAMP)
 	$(PY) -m trafka.tools.codegen
 	$(PY) -m trafka.tools.config_reference
+
+# docs/compatibility.md's feature table, written from the outcomes of the tests
+# marked compat (tests/compat_page.py); a test run fails when the page is stale.
+compat: $(STAMP) system-deps peers
+	TRAFKA_WRITE_COMPAT=1 $(PY) -m pytest -q -m compat -n $(PYTEST_WORKERS) --dist loadfile
 
 clean:
 	rm -rf $(VENV) site build *.egg-info

@@ -69,8 +69,9 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 # A trio run a timed-out test abandoned is ended before the next test (see the module);
-# Apache Kafka's brokers as fixtures (see kafka_fixtures).
-pytest_plugins = ["abandoned_runs", "kafka_fixtures"]
+# Apache Kafka's brokers as fixtures (see kafka_fixtures); docs/compatibility.md's
+# table checked against the outcomes of the tests marked compat (see compat_page).
+pytest_plugins = ["abandoned_runs", "kafka_fixtures", "compat_page"]
 
 
 _PYCACHE = pytest.StashKey[str]()

@@ -8,6 +8,9 @@
   topics, groups and transactional ids of its own (``tests/sdk/sdk_brokers.fresh``),
   never stops the shared brokers, and uses ``make_kafka`` for faults.
 * ``kafka``: parametrized over both (``3.9`` and ``4``), for what must hold on each.
+* ``peer``: parametrized over brokerlite (one in-process broker per pytest
+  process, in a thread), Kafka 3.9 and Kafka 4.x: a :class:`Peer`, for the
+  differential tests (the same test, the same answers, on each).
 * ``make_kafka(version, nodes=1, **options)``: a private cluster for the test,
   killed after it (a test that kills a leader or restarts a node).
 
@@ -22,7 +25,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from kafka_peers import KAFKA_3, KAFKA_4, SKIP_ENV, KafkaCluster, missing
@@ -31,6 +34,17 @@ from trafka.brokerlite.dev.zookeeper_server import ZooKeeperServer
 
 #: The fixtures that start Apache Kafka; a test using any of them is marked ``kafka``.
 KAFKA_FIXTURES = frozenset({"kafka", "kafka3", "kafka4", "kafka4_cluster", "make_kafka"})
+
+
+class Peer(NamedTuple):
+    """A broker a differential test runs against."""
+
+    #: ``brokerlite``, ``3.9`` or ``4`` (the ``peer`` fixture's parameter)
+    name: str
+    bootstrap_servers: str
+    #: the Apache Kafka cluster (None for brokerlite)
+    kafka: KafkaCluster | None
+
 
 _skipped: list[str] = []
 
@@ -41,7 +55,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if KAFKA_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if (
+            KAFKA_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+            or params.get("peer", "brokerlite") != "brokerlite"
+        ):
             item.add_marker(pytest.mark.kafka)
 
 
@@ -112,6 +130,29 @@ def kafka(request: pytest.FixtureRequest) -> KafkaCluster:
     name = "kafka3" if request.param == "3.9" else "kafka4"
     cluster: KafkaCluster = request.getfixturevalue(name)
     return cluster
+
+
+@pytest.fixture(scope="session")
+def brokerlite_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One brokerlite per pytest process, in a thread: its bootstrap servers."""
+    from trafka.brokerlite.server import broker_in_thread
+
+    data = tmp_path_factory.mktemp("brokerlite-peer")
+    with broker_in_thread(
+        port=0, host="127.0.0.1", data_dir=data, group_initial_rebalance_delay_ms=0
+    ) as running:
+        yield running.bootstrap_servers
+
+
+@pytest.fixture(params=["brokerlite", "3.9", "4"])
+def peer(request: pytest.FixtureRequest) -> Peer:
+    """brokerlite, Kafka 3.9 and Kafka 4.x (one node each), in turn."""
+    if request.param == "brokerlite":
+        return Peer("brokerlite", request.getfixturevalue("brokerlite_peer"), None)
+    cluster: KafkaCluster = request.getfixturevalue(
+        "kafka3" if request.param == "3.9" else "kafka4"
+    )
+    return Peer(request.param, cluster.bootstrap_servers, cluster)
 
 
 @pytest.fixture

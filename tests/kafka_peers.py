@@ -332,6 +332,7 @@ class KafkaCluster:
         self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         self.nodes = [KafkaNode(self, i + 1) for i in range(nodes)]
         self._formatted = False
+        self._served = False
 
     def __repr__(self) -> str:
         return f"KafkaCluster({self.version}, {len(self.nodes)} nodes, {self.bootstrap_servers})"
@@ -436,7 +437,23 @@ class KafkaCluster:
         stopped = [node for node in self.nodes if not node.running]
         for node in stopped:
             node.launch()
-        self.wait_serving(stopped, timeout)
+        try:
+            self.wait_serving(stopped, timeout)
+        except KafkaPeerError as exc:
+            # A port picked free was taken (by another worker's JVM) before ours
+            # bound it: pick again, once, while the cluster has never served.
+            if self._served or (
+                "BindException" not in str(exc) and "Address already" not in str(exc)
+            ):
+                raise
+            self.stop()
+            for node in self.nodes:
+                node.ports.clear()
+                shutil.rmtree(node.folder, ignore_errors=True)
+            self._formatted = False
+            self._served = True  # no third try
+            self.start(timeout)
+        self._served = True
 
     def start_node(self, node_id: int, timeout: float = 120.0) -> None:
         """One node started again (after :meth:`KafkaNode.kill` or ``stop``)."""
