@@ -122,6 +122,7 @@ bench: $(STAMP) peers
 	$(PY) bench/clients.py --records 300000 --partitions 12 --keys 1000 --clients trafka,confluent-kafka
 	$(PY) bench/clients.py --suite eos --records 300000
 	$(PY) bench/clients.py --suite share --records 300000 --clients trafka,confluent-kafka
+	$(PY) bench/clients.py --broker kafka --clients trafka,trafka-blocking,confluent-kafka,java
 	$(PY) bench/proxy.py --records 3000000 --cluster 1,3
 	$(PY) bench/spark.py
 	$(PY) bench/spark_plan.py

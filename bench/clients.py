@@ -51,6 +51,15 @@ shared and written in Python, so it may be the limit for the fast clients;
 the raw broker numbers are in ``bench/broker.py``. This is a measurement, not
 a test: nothing fails on a slow result.
 
+``--broker kafka`` runs the same against Apache Kafka 4.x itself (one KRaft
+node started from the jars ``make peers`` fetched, full JIT; tests/kafka_peers.py)
+instead of brokerlite, and adds Kafka's own Java client as a peer (``java``: the
+classes behind ``kafka-producer-perf-test`` and ``kafka-consumer-perf-test``,
+``ProducerPerformance`` with acks=1 and ``ConsumerPerformance``, whose rate is
+read from their own report: the producer's from its first send to its last
+acknowledgement, the consumer's over its fetch time, after its group join). The
+Java client sends no keys there, so ``--keys`` leaves it out.
+
 ``--suite eos`` (or ``all``) measures what delivery guarantees cost, for trafka
 (async and blocking, the latter with ``with producer.transaction():`` blocks)
 and confluent-kafka in the same run: the produce workload with acks=all in
@@ -129,6 +138,7 @@ CLIENTS = (
     "aiokafka",
     "kafka-python",
     "confluent-kafka",
+    "java",
 )
 # The blocking clients, compared with trafka.sdk.blocking in their own lines.
 SYNC_PEERS = ("kafka-python", "confluent-kafka")
@@ -595,6 +605,55 @@ EOS_WORKERS: dict[str, Callable[..., dict[str, Any]]] = {
     "confluent-kafka": produce_confluent_eos,
 }
 
+
+def _kafka_peers() -> Any:
+    """tests/kafka_peers.py: Apache Kafka's jars and brokers (one copy, the tests')."""
+    tests = str(Path(__file__).resolve().parent.parent / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import kafka_peers
+
+    return kafka_peers
+
+
+def _java_perf(main: str, *args: str) -> str:
+    peers = _kafka_peers()
+    command = peers.java_command(main, *args, heap="-Xmx1g", jit=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{main} exited {done.returncode}: {done.stderr.strip()[-300:]}")
+    return done.stdout
+
+
+def produce_java(bs: str, topic: str, n: int, size: int, keys: int) -> dict[str, Any]:
+    """Kafka's ProducerPerformance (kafka-producer-perf-test): its own rate."""
+    if keys:
+        raise RuntimeError("ProducerPerformance sends no keys")
+    out = _java_perf(
+        "org.apache.kafka.tools.ProducerPerformance",
+        *("--topic", topic, "--num-records", str(n), "--record-size", str(size)),
+        *("--throughput", "-1", "--command-property", f"bootstrap.servers={bs}", "acks=1"),
+    )
+    match = re.search(rf"^{n} records sent, ([\d.]+) records/sec", out, re.M)
+    if match is None:
+        raise RuntimeError(f"no rate in ProducerPerformance's report: {out[-300:]!r}")
+    return {"seconds": n / float(match.group(1))}
+
+
+def consume_java(bs: str, topic: str, n: int, partitions: int) -> dict[str, Any]:
+    """Kafka's ConsumerPerformance (kafka-consumer-perf-test): records over its fetch time."""
+    out = _java_perf(
+        "org.apache.kafka.tools.ConsumerPerformance",
+        *("--bootstrap-server", bs, "--topic", topic, "--num-records", str(n)),
+    )
+    rows = [line.split(", ") for line in out.splitlines() if line.count(", ") >= 9]
+    names, values = rows[0], rows[-1]
+    got = dict(zip([name.strip() for name in names], values, strict=False))
+    if int(got["data.consumed.in.nMsg"]) < n:
+        raise RuntimeError(f"ConsumerPerformance read {got['data.consumed.in.nMsg']} of {n}")
+    return {"seconds": int(got["fetch.time.ms"]) / 1000}
+
+
 PRODUCERS: dict[str, Callable[..., dict[str, Any]]] = {
     "trafka": produce_trafka,
     "trafka-try-send": produce_trafka_try_send,
@@ -602,6 +661,7 @@ PRODUCERS: dict[str, Callable[..., dict[str, Any]]] = {
     "aiokafka": produce_aiokafka,
     "kafka-python": produce_kafka_python,
     "confluent-kafka": produce_confluent,
+    "java": produce_java,
 }
 CONSUMERS: dict[str, Callable[..., dict[str, Any]]] = {
     "trafka": consume_trafka,
@@ -610,6 +670,7 @@ CONSUMERS: dict[str, Callable[..., dict[str, Any]]] = {
     "aiokafka": consume_aiokafka,
     "kafka-python": consume_kafka_python,
     "confluent-kafka": consume_confluent,
+    "java": consume_java,
 }
 
 
@@ -953,6 +1014,8 @@ def print_pipeline_chain(args: argparse.Namespace, bootstrap: str, run_id: str) 
 class Broker:
     """brokerlite in a child process, with its data in a temporary directory."""
 
+    name = "brokerlite"
+
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="trafka-bench-clients-"))
         self.log_path = self.dir / "broker.log"
@@ -1004,15 +1067,40 @@ class Broker:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class KafkaBroker:
+    """Apache Kafka 4.x, one KRaft node with the full JIT, its data in a temporary directory."""
+
+    name = "Apache Kafka"
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="trafka-bench-kafka-"))
+        self.cluster = _kafka_peers().KafkaCluster(
+            _kafka_peers().KAFKA_4, self.dir, jit=True, config={"num.partitions": 1}
+        )
+        self.bootstrap = ""
+
+    def start(self) -> None:
+        self.cluster.start()
+        self.bootstrap = self.cluster.bootstrap_servers
+        self.name = f"Apache Kafka {self.cluster.version}"
+
+    def stop(self) -> None:
+        self.cluster.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     import trio
 
-    from trafka.sdk import NewTopic, open_admin
+    from trafka.sdk import NewTopic, TopicPartition, open_admin
 
     async def main() -> None:
         with trio.fail_after(30):
             async with open_admin(bootstrap_servers=bootstrap) as admin:
                 await admin.create_topics([NewTopic(topic, partitions)])
+                # Kafka answers CreateTopics before its partitions are served.
+                tps = [TopicPartition(topic, p) for p in range(partitions)]
+                await admin.list_offsets({tp: "latest" for tp in tps})
 
     trio.run(main)
 
@@ -1208,10 +1296,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--clients",
-        default=",".join(CLIENTS),
+        default=",".join(c for c in CLIENTS if c != "java"),
         help=f"comma-separated, from {', '.join(CLIENTS)}",
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per measurement")
+    parser.add_argument(
+        "--broker",
+        choices=["brokerlite", "kafka"],
+        default="brokerlite",
+        help="the broker every client talks to: brokerlite, or Apache Kafka 4.x itself "
+        "(from make peers' jars); the java client needs kafka",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     parser.add_argument(
         "--suite",
@@ -1258,7 +1353,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown client(s): {', '.join(sorted(unknown))}")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    broker = Broker()
+    if "java" in clients and args.broker != "kafka":
+        parser.error("the java client runs against --broker kafka only")
+    if "java" in clients and args.keys:
+        parser.error("the java client (ProducerPerformance) sends no keys: drop --keys")
+    broker: Broker | KafkaBroker = KafkaBroker() if args.broker == "kafka" else Broker()
     # SIGTERM (e.g. from make or CI) must still stop the broker and remove its files.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     results: dict[str, dict[str, dict[str, Any]]] = {}
@@ -1269,7 +1368,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         broker.start()
         print(
-            f"brokerlite at {broker.bootstrap}; {args.records:,} records of {args.size} bytes, "
+            f"{broker.name} at {broker.bootstrap}; {args.records:,} records of {args.size} bytes, "
             f"{args.partitions} partition(s), "
             f"{f'{args.keys:,} keys' if args.keys > 0 else 'no keys'}, "
             f"Python {sys.version.split()[0]}",

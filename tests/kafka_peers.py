@@ -145,12 +145,14 @@ def fetch_all() -> None:
 
 
 def java_command(
-    main: str, *args: str, version: str = KAFKA_4, heap: str = "-Xmx256m"
+    main: str, *args: str, version: str = KAFKA_4, heap: str = "-Xmx256m", jit: bool = False
 ) -> list[str]:
     """The command line running ``main`` (a class of Kafka's jars at ``version``,
-    e.g. a script's class) with a small heap, the way Kafka's scripts start it."""
+    e.g. a script's class) with a small heap, the way Kafka's scripts start it;
+    ``jit`` for the full JIT compiler (benchmarks), else C1 only (starts faster)."""
     java = shutil.which("java") or "java"
-    return [java, heap, *_JVM_FLAGS, _C1_ONLY, "-cp", classpath("kafka", version), main, *args]
+    flags = [*_JVM_FLAGS] if jit else [*_JVM_FLAGS, _C1_ONLY]
+    return [java, heap, *flags, "-cp", classpath("kafka", version), main, *args]
 
 
 # --- the brokers -------------------------------------------------------------------------------

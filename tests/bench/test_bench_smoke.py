@@ -93,7 +93,7 @@ NEEDS_JAVA = {"spark.py"}
 def bench_lines(makefile: Path = MAKEFILE) -> list[list[str]]:
     """The ``bench`` target's recipe lines, as argument lists after ``$(PY)``."""
     lines = makefile.read_text().splitlines()
-    start = lines.index("bench: $(STAMP)") + 1
+    start = next(i for i, line in enumerate(lines) if line.startswith("bench:")) + 1
     commands = []
     for line in lines[start:]:
         if not line.startswith("\t"):
