@@ -60,6 +60,19 @@ which separates checking from moving. ``--py-spy DIR`` samples each proxy with
 py-spy (``pip install py-spy`` into this Python's environment; ``--gil``, so
 the stacks are those of the thread holding the GIL) into collapsed-stack files.
 
+``--upstream kafka`` puts Apache Kafka 4.x itself behind the proxy instead of
+brokerlite (KRaft nodes started from the jars ``make peers`` fetched, full JIT;
+tests/kafka_peers.py): ``1`` is one node, ``N`` is N nodes (combined broker and
+controller); the topics' ``--replication`` as above.
+
+Open-loop latency (``--rate``, records per second; 0 skips it): for each path
+of the plan, a plain producer (acks=1, linger.ms=0, no compression) is given
+one keyed record every 1/rate seconds for ``--rate-seconds``, on schedule
+whatever the answers do (a closed loop would wait and hide queueing), and each
+record's latency is from its scheduled time to its delivery report. p50/p99 per
+path, and what each adds over direct: how operators size a proxy below
+saturation.
+
 The machine's other load moves every figure; run it on a quiet machine for
 absolute numbers. Run: ``python bench/proxy.py`` (``--cluster 1 --records
 300000`` for the old single-broker run).
@@ -189,8 +202,41 @@ class Brokers:
     replication: int = 1  # of the topics it is given
 
 
+def _kafka_peers() -> Any:
+    """tests/kafka_peers.py: Apache Kafka's jars and brokers (one copy, the tests')."""
+    tests = str(Path(__file__).resolve().parent.parent / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import kafka_peers
+
+    return kafka_peers
+
+
 @contextmanager
-def brokers(nodes: int, root: Path, replication: int = 1) -> Iterator[Brokers]:
+def kafka_brokers(nodes: int, root: Path, replication: int = 1) -> Iterator[Brokers]:
+    """Apache Kafka 4.x: ``nodes`` KRaft nodes (combined mode), full JIT."""
+    peers = _kafka_peers()
+    cluster = peers.KafkaCluster(peers.KAFKA_4, root / f"kafka-{nodes}", nodes=nodes, jit=True)
+    try:
+        cluster.start()
+        yield Brokers(
+            f"Kafka {nodes}",
+            cluster.bootstrap_servers,
+            [node.proc.pid for node in cluster.nodes],
+            min(replication, nodes),
+        )
+    finally:
+        cluster.stop()
+
+
+@contextmanager
+def brokers(
+    nodes: int, root: Path, replication: int = 1, upstream: str = "brokerlite"
+) -> Iterator[Brokers]:
+    if upstream == "kafka":
+        with kafka_brokers(nodes, root, replication) as setup:
+            yield setup
+        return
     if nodes == 1:
         with service(
             [
@@ -728,6 +774,79 @@ def idle_latency(
     return results
 
 
+def open_loop(setup: Brokers, path: str, servers: str, args: argparse.Namespace) -> Latency:
+    """One record every 1/rate s on schedule; each one's latency from its
+    scheduled time to its delivery report (see the module's docstring)."""
+    topic = f"bench-open-{path.replace(' ', '-')}"
+    create_topic(setup.servers, topic, args.partitions, setup.replication)
+    times: list[float] = []
+    failed: list[Any] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": servers,
+            "acks": 1,
+            "enable.idempotence": False,
+            "linger.ms": 0,
+            "log_level": 3,
+        }
+    )
+    # Connected and with metadata before the clock starts.
+    producer.produce(topic, b"warm-up", b"key-0")
+    producer.flush(30)
+    count = max(1, int(args.rate * args.rate_seconds))
+    interval = 1.0 / args.rate
+    start = time.perf_counter() + 0.1
+    for i in range(count):
+        due = start + i * interval
+        while (now := time.perf_counter()) < due:
+            producer.poll(min(due - now, 0.001))
+
+        def done(error: Any, _message: Any, due: float = due) -> None:
+            if error is not None:
+                failed.append(error)
+            else:
+                times.append(time.perf_counter() - due)
+
+        producer.produce(topic, b"x" * args.size, b"key-%d" % (i % args.keys), on_delivery=done)
+        producer.poll(0)
+    producer.flush(60)
+    del producer
+    gc.collect()
+    delete_topic(setup.servers, topic)
+    note = f"{args.rate:,.0f} records/s for {args.rate_seconds:g} s"
+    if failed or len(times) != count:
+        note += f"; {len(failed)} failed, {count - len(times) - len(failed)} unanswered"
+    result = Latency(setup.name, f"{path} (open loop)", times or [float("nan")], note)
+    print(
+        f"  {setup.name:<9} {path:<11} open loop p50 {result.quantile(0.5) * 1e3:6.2f} ms"
+        f"  p99 {result.quantile(0.99) * 1e3:6.2f} ms  {note}",
+        flush=True,
+    )
+    return result
+
+
+def print_open_loop(results: list[Latency]) -> None:
+    if not results:
+        return
+    direct = {r.setup: r for r in results if r.what.startswith("direct ")}
+    print(
+        f"\n{'setup':<10}{'open-loop produce latency':<34}{'p50 ms':>8}{'p99 ms':>8}"
+        f"{'added p50':>11}{'added p99':>11}"
+    )
+    for r in results:
+        base = direct.get(r.setup)
+        added = (
+            f"{(r.quantile(0.5) - base.quantile(0.5)) * 1e3:>+11.2f}"
+            f"{(r.quantile(0.99) - base.quantile(0.99)) * 1e3:>+11.2f}"
+            if base is not None and base is not r
+            else f"{'-':>11}{'-':>11}"
+        )
+        print(
+            f"{r.setup:<10}{r.what:<34}{r.quantile(0.5) * 1e3:>8.2f}"
+            f"{r.quantile(0.99) * 1e3:>8.2f}{added}  {r.note}"
+        )
+
+
 # -- report ----------------------------------------------------------------------------
 
 
@@ -821,6 +940,16 @@ def main() -> int:
     parser.add_argument(
         "--clients", type=int, default=1, help="producers at once, the records split between them"
     )
+    parser.add_argument(
+        "--upstream",
+        choices=["brokerlite", "kafka"],
+        default="brokerlite",
+        help="the brokers behind the proxy: brokerlite, or Apache Kafka 4.x itself",
+    )
+    parser.add_argument(
+        "--rate", type=float, default=0, help="open-loop latency: records/s per path (0: skip)"
+    )
+    parser.add_argument("--rate-seconds", type=float, default=10.0, help="open-loop duration")
     parser.add_argument("--idle", type=int, default=2_000, help="idle connections (0: skip)")
     parser.add_argument("--samples", type=int, default=2_000, help="round trips per latency figure")
     parser.add_argument(
@@ -841,6 +970,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.smoke:
         args.records, args.partitions, args.idle, args.samples = 2_000, 3, 20, 20
+        args.rate_seconds = min(args.rate_seconds, 1.0)
     setups = [int(n) for n in args.cluster.split(",")]
     paths = [p.strip() for p in args.paths.split(",")]
     kinds = [k.strip() for k in args.producers.split(",")]
@@ -863,6 +993,8 @@ def main() -> int:
             ]
             + [f"--idle={args.idle}", f"--samples={args.samples}"]
             + [f"--clients={args.clients}", f"--workers={args.workers}"]
+            + [f"--upstream={args.upstream}", f"--rate={args.rate:g}"]
+            + [f"--rate-seconds={args.rate_seconds:g}"]
             + [f"--paths={args.paths}", f"--producers={args.producers}"]
         ),
         flush=True,
@@ -877,17 +1009,21 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="trafka-bench-proxy-"))
     runs: list[Run] = []
     latency: list[Latency] = []
+    open_loops: list[Latency] = []
     plan = smoke_plan(setups, paths, kinds) if args.smoke else full_plan(setups, paths, kinds)
     try:
         for i, nodes in enumerate(setups):
             # A smoke run's idle connections once, on the last (largest) setup.
             idle = bool(args.idle) and (not args.smoke or i == len(setups) - 1)
-            measure_setup(nodes, root, plan[nodes], idle, args, values, keys, runs, latency)
+            measure_setup(
+                nodes, root, plan[nodes], idle, args, values, keys, runs, latency, open_loops
+            )
     except BaseException:
         print(f"\n(logs in {root})")
         raise
     print_runs(runs)
     print_latency(latency)
+    print_open_loop(open_loops)
     if args.keep:
         print(f"\n(logs and data in {root})")
     else:
@@ -934,10 +1070,11 @@ def measure_setup(
     keys: list[bytes],
     runs: list[Run],
     latency: list[Latency],
+    open_loops: list[Latency],
 ) -> None:
-    """The plan's paths and producers against one setup (``nodes`` brokers), then
-    (``idle``) the idle-connection figures."""
-    with brokers(nodes, root, args.replication) as setup:
+    """The plan's paths and producers against one setup (``nodes`` brokers), each
+    path's open-loop latency (``--rate``), then (``idle``) the idle-connection figures."""
+    with brokers(nodes, root, args.replication, args.upstream) as setup:
         for path in dict.fromkeys(path for path, _ in plan):
             with ExitStack() as stack:
                 route = PATHS[path]
@@ -952,6 +1089,9 @@ def measure_setup(
                     )
                 for kind in (kind for p, kind in plan if p == path):
                     runs.append(measure(setup, path, running, kind, args, values, keys))
+                if args.rate > 0:
+                    servers = setup.servers if running is None else running.address
+                    open_loops.append(open_loop(setup, path, servers, args))
         if idle:
             latency += idle_latency(setup, root, args, keys)
 

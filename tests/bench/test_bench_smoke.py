@@ -70,7 +70,9 @@ RATIO_LINES: dict[str, list[tuple[str, int]]] = {
     # 4 paths and 2 bases on 2 setups (bench/proxy.py's smoke_plan).
     "proxy.py": [
         (r"\s(plain|idempotent)\s+[\d,]+\s+\d+\.\d\d\s+[\d,]+\s+\d+\.\d\d\s", 6),
-        (r"^  3 nodes\s+idempotent\s+topic journal: \d+\.\d\dx no journal", 1),
+        (r"^  (3 nodes|Kafka 3)\s+idempotent\s+topic journal: \d+\.\d\dx no journal", 1),
+        # Open-loop latency (--rate): each proxied path against direct, p50 and p99.
+        (r"\(open loop\)\s+\d+\.\d\d\s+\d+\.\d\d\s+[+-]\d+\.\d\d\s+[+-]\d+\.\d\d\s", 2),
     ],
     "spark.py": [
         (r"^(read|write)\s+[\d,]+\s+[\d,]+\s+\d+\.\d\d$", 2),
