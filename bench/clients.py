@@ -53,12 +53,15 @@ a test: nothing fails on a slow result.
 
 ``--broker kafka`` runs the same against Apache Kafka 4.x itself (one KRaft
 node started from the jars ``make peers`` fetched, full JIT; tests/kafka_peers.py)
-instead of brokerlite, and adds Kafka's own Java client as a peer (``java``: the
-classes behind ``kafka-producer-perf-test`` and ``kafka-consumer-perf-test``,
+instead of brokerlite; ``--broker brokerlite,kafka`` runs it against both in
+turn and prints brokerlite / Kafka per client (issue 61: the same clients, the
+two brokers), with each broker's CPU seconds per 100k records (from /proc, the
+broker's processes only). The ``java`` client is Kafka's own (the classes behind
+``kafka-producer-perf-test`` and ``kafka-consumer-perf-test``:
 ``ProducerPerformance`` with acks=1 and ``ConsumerPerformance``, whose rate is
 read from their own report: the producer's from its first send to its last
-acknowledgement, the consumer's over its fetch time, after its group join). The
-Java client sends no keys there, so ``--keys`` leaves it out.
+acknowledgement, the consumer's over its fetch time, after its group join); it
+sends no keys, so it does not take ``--keys``.
 
 ``--suite eos`` (or ``all``) measures what delivery guarantees cost, for trafka
 (async and blocking, the latter with ``with producer.transaction():`` blocks)
@@ -1016,6 +1019,9 @@ class Broker:
 
     name = "brokerlite"
 
+    def pids(self) -> list[int]:
+        return [] if self.proc is None else [self.proc.pid]
+
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="trafka-bench-clients-"))
         self.log_path = self.dir / "broker.log"
@@ -1078,6 +1084,9 @@ class KafkaBroker:
             _kafka_peers().KAFKA_4, self.dir, jit=True, config={"num.partitions": 1}
         )
         self.bootstrap = ""
+
+    def pids(self) -> list[int]:
+        return [node.proc.pid for node in self.cluster.nodes if node.proc is not None]
 
     def start(self) -> None:
         self.cluster.start()
@@ -1282,6 +1291,147 @@ def _exit_status() -> int:
     return 1
 
 
+def _cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds (user + system) the processes used so far, from /proc."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def run_throughput(
+    args: argparse.Namespace, clients: list[str], broker: Broker | KafkaBroker, run_id: str
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every client's produce and consume on its own topic, then every consumer on
+    a common topic; each result with the broker's CPU seconds while it ran."""
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+
+    def timed(client: str, phase: str, topic: str) -> dict[str, Any]:
+        before = _cpu_seconds(broker.pids())
+        result = measure(args, client, phase, broker.bootstrap, topic)
+        result["broker_cpu"] = _cpu_seconds(broker.pids()) - before
+        return result
+
+    for client in clients:
+        topic = f"bench-{client}-{run_id}"
+        create_topic(broker.bootstrap, topic, args.partitions)
+        produced = timed(client, "produce", topic)
+        results[client] = {"produce": produced}
+        print(f"  {client:<16} produce {_fmt_rate(produced):>12} records/s", flush=True)
+        if "error" in produced:
+            _failed(f"{client} produce", produced["error"])
+            continue
+        consumed = timed(client, "consume", topic)
+        results[client]["consume"] = consumed
+        print(f"  {client:<16} consume {_fmt_rate(consumed):>12} records/s", flush=True)
+        if "error" in consumed:
+            _failed(f"{client} consume", consumed["error"])
+    # Each client's defaults shape its own topic (batch.size: trafka 256 KiB,
+    # Java-like clients 16 KiB, librdkafka 1 MB), and bigger batches are cheaper
+    # to read. So every consumer also reads one common topic, written with
+    # small batches, to compare the consumers alone.
+    common = next(
+        (
+            c
+            for c in ("aiokafka", "kafka-python", "java", *clients)
+            if "error" not in results.get(c, {}).get("produce", {"error": ""})
+        ),
+        None,
+    )
+    # A smoke run reads the common topic with one client: the others would run
+    # the consume code they ran on their own topics again.
+    readers = clients[:1] if args.smoke else clients
+    for client in readers if common else ():
+        if "error" in results[client]["produce"]:
+            continue
+        same = timed(client, "consume", f"bench-{common}-{run_id}")
+        results[client]["consume_common"] = same
+        print(
+            f"  {client:<16} consume {_fmt_rate(same):>12} records/s ({common}'s topic)",
+            flush=True,
+        )
+        if "error" in same:
+            _failed(f"{client} consume ({common}'s topic)", same["error"])
+    return results
+
+
+def _ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
+    ok = a and b and "error" not in a and "error" not in b
+    return f"{a['rate'] / b['rate']:.2f}" if ok else "-"  # type: ignore[index]
+
+
+def print_throughput(name: str, results: dict[str, dict[str, dict[str, Any]]]) -> None:
+    print()
+    print(f"throughput against {name}: acks=1")
+    header = f"{'client':<16} {'produce rec/s':>14} {'consume rec/s':>14} {'common topic':>14}"
+    print(header)
+    print("-" * len(header))
+    for client, r in results.items():
+        print(
+            f"{client:<16} {_fmt_rate(r.get('produce')):>14} {_fmt_rate(r.get('consume')):>14}"
+            f" {_fmt_rate(r.get('consume_common')):>14}"
+        )
+    ours = results.get("trafka", {})
+    if not ours:
+        return
+    print()
+    print("trafka / other (above 1: trafka is faster)")
+    for client, r in results.items():
+        if client == "trafka":
+            continue
+        cells = [_ratio(ours.get(p), r.get(p)) for p in ("produce", "consume", "consume_common")]
+        print(
+            f"  vs {client:<16} produce {cells[0]:>6}   consume {cells[1]:>6}"
+            f"   consume (common topic) {cells[2]:>6}"
+        )
+    blocking = results.get("trafka-blocking", {})
+    peers = [c for c in SYNC_PEERS if c in results]
+    if blocking and peers:
+        print()
+        print("trafka-blocking / other (above 1: trafka.sdk.blocking is faster)")
+        for client in peers:
+            r = results[client]
+            cells = [_ratio(blocking.get(p), r.get(p)) for p in ("produce", "consume")]
+            print(f"  vs {client:<16} produce {cells[0]:>6}   consume {cells[1]:>6}")
+    p = ours.get("produce", {})
+    if "peak_rss_growth" in p:
+        mib = 1024 * 1024
+        print()
+        print(
+            f"trafka producer memory: peak RSS grew {p['peak_rss_growth'] / mib:.1f} MiB; "
+            f"peak accounted {p['peak_accounted'] / mib:.1f} MiB "
+            f"of buffer.memory {p['buffer_memory'] / mib:.0f} MiB"
+        )
+
+
+def print_brokers(
+    args: argparse.Namespace, names: list[str], by_broker: list[dict[str, dict[str, Any]]]
+) -> None:
+    """brokerlite against Apache Kafka with the same clients (issue 61): each
+    client's rates on both, and each broker process's CPU per 100k records."""
+    (a_name, b_name), (a, b) = names, by_broker
+    print()
+    print(f"{a_name} / {b_name}, same clients (rates: above 1, {a_name} is faster)")
+    print(f"{'':<20}{'produce':>9}{'consume':>9}   broker CPU s per 100k: produce, consume")
+    for client in a:
+        if client not in b:
+            continue
+        cells = [_ratio(a[client].get(p), b[client].get(p)) for p in ("produce", "consume")]
+        cpu = []
+        for phase in ("produce", "consume"):
+            for r in (a[client].get(phase), b[client].get(phase)):
+                ok = r and "broker_cpu" in r
+                cpu.append(f"{r['broker_cpu'] / args.records * 1e5:.2f}" if ok else "-")  # type: ignore[index]
+        print(
+            f"  {client:<18}{cells[0]:>9}{cells[1]:>9}   {cpu[0]} vs {cpu[1]}, {cpu[2]} vs {cpu[3]}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000, help="records per client")
@@ -1302,10 +1452,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per measurement")
     parser.add_argument(
         "--broker",
-        choices=["brokerlite", "kafka"],
         default="brokerlite",
-        help="the broker every client talks to: brokerlite, or Apache Kafka 4.x itself "
-        "(from make peers' jars); the java client needs kafka",
+        help="the broker(s) every client talks to: brokerlite, kafka (Apache Kafka 4.x "
+        "itself, from make peers' jars) or brokerlite,kafka (both in turn, compared)",
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     parser.add_argument(
@@ -1353,136 +1502,60 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown client(s): {', '.join(sorted(unknown))}")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    if "java" in clients and args.broker != "kafka":
-        parser.error("the java client runs against --broker kafka only")
     if "java" in clients and args.keys:
         parser.error("the java client (ProducerPerformance) sends no keys: drop --keys")
-    broker: Broker | KafkaBroker = KafkaBroker() if args.broker == "kafka" else Broker()
+    kinds = [b.strip() for b in args.broker.split(",") if b.strip()]
+    if not kinds or set(kinds) - {"brokerlite", "kafka"} or len(kinds) > 2:
+        parser.error("--broker takes brokerlite, kafka or brokerlite,kafka")
+    if args.suite != "throughput" and kinds != ["brokerlite"]:
+        parser.error("the eos and share suites run against brokerlite only")
     # SIGTERM (e.g. from make or CI) must still stop the broker and remove its files.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    results: dict[str, dict[str, dict[str, Any]]] = {}
     eos: dict[str, dict[str, dict[str, Any]]] = {}
     share: dict[str, dict[str, Any]] = {}
     run_id = uuid.uuid4().hex[:8]
     throughput = args.suite in ("throughput", "all")
-    try:
-        broker.start()
-        print(
-            f"{broker.name} at {broker.bootstrap}; {args.records:,} records of {args.size} bytes, "
-            f"{args.partitions} partition(s), "
-            f"{f'{args.keys:,} keys' if args.keys > 0 else 'no keys'}, "
-            f"Python {sys.version.split()[0]}",
-            flush=True,
-        )
-        if args.suite in ("eos", "all"):
-            eos = run_eos(
-                args,
-                [c for c in clients if c in EOS_CLIENTS],
-                broker.bootstrap,
-                run_id,
-                broker.dir,
-            )
-        if args.suite in ("share", "all"):
-            share = run_share(
-                args, [c for c in clients if c in SHARE_CONSUMERS], broker.bootstrap, run_id
-            )
-        for client in clients if throughput else ():
-            topic = f"bench-{client}-{run_id}"
-            create_topic(broker.bootstrap, topic, args.partitions)
-            produced = measure(args, client, "produce", broker.bootstrap, topic)
-            results[client] = {"produce": produced}
-            print(f"  {client:<16} produce {_fmt_rate(produced):>12} records/s", flush=True)
-            if "error" in produced:
-                _failed(f"{client} produce", produced["error"])
-                continue
-            consumed = measure(args, client, "consume", broker.bootstrap, topic)
-            results[client]["consume"] = consumed
-            print(f"  {client:<16} consume {_fmt_rate(consumed):>12} records/s", flush=True)
-            if "error" in consumed:
-                _failed(f"{client} consume", consumed["error"])
-        # Each client's defaults shape its own topic (batch.size: trafka 256 KiB,
-        # Java-like clients 16 KiB, librdkafka 1 MB), and bigger batches are cheaper
-        # to read. So every consumer also reads one common topic, written with
-        # small batches, to compare the consumers alone.
-        common = next(
-            (
-                c
-                for c in ("aiokafka", "kafka-python", *clients)
-                if "error" not in results.get(c, {}).get("produce", {"error": ""})
-            ),
-            None,
-        )
-        # A smoke run reads the common topic with one client: the others would run
-        # the consume code they ran on their own topics again.
-        readers = clients[:1] if args.smoke else clients
-        for client in readers if throughput and common else ():
-            if "error" in results[client]["produce"]:
-                continue
-            same = measure(args, client, "consume", broker.bootstrap, f"bench-{common}-{run_id}")
-            results[client]["consume_common"] = same
+    names: list[str] = []
+    by_broker: list[dict[str, dict[str, dict[str, Any]]]] = []
+    for kind in kinds:
+        broker: Broker | KafkaBroker = KafkaBroker() if kind == "kafka" else Broker()
+        try:
+            broker.start()
             print(
-                f"  {client:<16} consume {_fmt_rate(same):>12} records/s ({common}'s topic)",
+                f"{broker.name} at {broker.bootstrap}; {args.records:,} records of {args.size} "
+                f"bytes, {args.partitions} partition(s), "
+                f"{f'{args.keys:,} keys' if args.keys > 0 else 'no keys'}, "
+                f"Python {sys.version.split()[0]}",
                 flush=True,
             )
-            if "error" in same:
-                _failed(f"{client} consume ({common}'s topic)", same["error"])
-    finally:
-        broker.stop()
+            if args.suite in ("eos", "all"):
+                eos = run_eos(
+                    args,
+                    [c for c in clients if c in EOS_CLIENTS],
+                    broker.bootstrap,
+                    run_id,
+                    broker.dir,
+                )
+            if args.suite in ("share", "all"):
+                share = run_share(
+                    args, [c for c in clients if c in SHARE_CONSUMERS], broker.bootstrap, run_id
+                )
+            if throughput:
+                names.append(broker.name)
+                by_broker.append(run_throughput(args, clients, broker, run_id))
+        finally:
+            broker.stop()
 
     if not throughput:
         if args.json:
             print(json.dumps({"eos": eos, "share": share}))
         return _exit_status()
-    print()
-    print("throughput: acks=1")
-    header = f"{'client':<16} {'produce rec/s':>14} {'consume rec/s':>14} {'common topic':>14}"
-    print(header)
-    print("-" * len(header))
-    for client, r in results.items():
-        print(
-            f"{client:<16} {_fmt_rate(r.get('produce')):>14} {_fmt_rate(r.get('consume')):>14}"
-            f" {_fmt_rate(r.get('consume_common')):>14}"
-        )
-    ours = results.get("trafka", {})
-    if ours:
-        print()
-        print("trafka / other (above 1: trafka is faster)")
-        for client, r in results.items():
-            if client == "trafka":
-                continue
-            cells = []
-            for phase in ("produce", "consume", "consume_common"):
-                a, b = ours.get(phase), r.get(phase)
-                ok = a and b and "error" not in a and "error" not in b
-                cells.append(f"{a['rate'] / b['rate']:.2f}" if ok else "-")  # type: ignore[index]
-            print(
-                f"  vs {client:<16} produce {cells[0]:>6}   consume {cells[1]:>6}"
-                f"   consume (common topic) {cells[2]:>6}"
-            )
-        blocking = results.get("trafka-blocking", {})
-        peers = [c for c in SYNC_PEERS if c in results]
-        if blocking and peers:
-            print()
-            print("trafka-blocking / other (above 1: trafka.sdk.blocking is faster)")
-            for client in peers:
-                r = results[client]
-                cells = []
-                for phase in ("produce", "consume"):
-                    a, b = blocking.get(phase), r.get(phase)
-                    ok = a and b and "error" not in a and "error" not in b
-                    cells.append(f"{a['rate'] / b['rate']:.2f}" if ok else "-")  # type: ignore[index]
-                print(f"  vs {client:<16} produce {cells[0]:>6}   consume {cells[1]:>6}")
-        p = ours.get("produce", {})
-        if "peak_rss_growth" in p:
-            mib = 1024 * 1024
-            print()
-            print(
-                f"trafka producer memory: peak RSS grew {p['peak_rss_growth'] / mib:.1f} MiB; "
-                f"peak accounted {p['peak_accounted'] / mib:.1f} MiB "
-                f"of buffer.memory {p['buffer_memory'] / mib:.0f} MiB"
-            )
+    for name, results in zip(names, by_broker, strict=True):
+        print_throughput(name, results)
+    if len(by_broker) == 2:
+        print_brokers(args, names, by_broker)
     if args.json:
-        print(json.dumps({**results, "eos": eos, "share": share}))
+        print(json.dumps({**dict(zip(names, by_broker, strict=True)), "eos": eos, "share": share}))
     return _exit_status()
 
 
