@@ -17,6 +17,9 @@ The codes are Kafka's own answers, as its protocol guide's error table
   (10), the record failing alone once the producer has split the batch down to
   it.
 * IncrementalAlterConfigs: an invalid value is INVALID_CONFIG (40).
+* DeleteRecords on a topic whose ``cleanup.policy`` lacks ``delete`` is
+  POLICY_VIOLATION (44): a compacted topic's records go only by compaction
+  (Kafka's ``Partition.deleteRecordsOnLeader``; brokerlite deleted them).
 * A transactional producer fenced by a newer one with the same
   ``transactional.id`` (KIP-98; PRODUCER_FENCED, 90, since KIP-588) raises
   ``ProducerFencedError``.
@@ -85,6 +88,13 @@ async def _record_too_large(bs: str, admin: Admin, topic: str) -> None:
         await producer.send_and_wait(topic, b"x" * 4000, partition=0)
 
 
+async def _delete_compacted(bs: str, admin: Admin, topic: str) -> None:
+    compacted = fresh("compacted")
+    await admin.create_topics([NewTopic(compacted, 1, configs={"cleanup.policy": "compact"})])
+    await admin.list_offsets({TopicPartition(compacted, 0): "latest"})
+    await admin.delete_records({TopicPartition(compacted, 0): 0})
+
+
 async def _fenced(bs: str, admin: Admin, topic: str) -> None:
     tid = fresh("tid")
     async with open_producer(bootstrap_servers=bs, transactional_id=tid) as old:
@@ -110,6 +120,7 @@ CASES: dict[str, tuple[Case, type[Exception], str]] = {
         "UNKNOWN_TOPIC_OR_PARTITION",
     ),
     "record too large": (_record_too_large, KafkaError, "MESSAGE_TOO_LARGE"),
+    "delete records, compacted topic": (_delete_compacted, KafkaError, "POLICY_VIOLATION"),
     "fenced producer": (_fenced, ProducerFencedError, "PRODUCER_FENCED"),
 }
 
