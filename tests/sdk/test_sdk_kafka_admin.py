@@ -205,13 +205,14 @@ AUTHORIZERS = {
 
 @pytest.mark.slow
 @pytest.mark.compat("SDK", "admin: ACLs with Kafka's authorizer")
-@pytest.mark.parametrize("version", ["3.9", "4"])
-async def test_acls_round_trip(make_kafka: Any, version: str) -> None:
+# Named "peer" so that docs/compatibility.md credits the right Kafka.
+@pytest.mark.parametrize("peer", ["3.9", "4"])
+async def test_acls_round_trip(make_kafka: Any, peer: str) -> None:
     from kafka_peers import KAFKA_3, KAFKA_4
 
     cluster: KafkaCluster = make_kafka(
-        KAFKA_3 if version == "3.9" else KAFKA_4,
-        config={"authorizer.class.name": AUTHORIZERS[version], "super.users": "User:ANONYMOUS"},
+        KAFKA_3 if peer == "3.9" else KAFKA_4,
+        config={"authorizer.class.name": AUTHORIZERS[peer], "super.users": "User:ANONYMOUS"},
     )
     read = AclBinding(
         AclResourceType.TOPIC, "orders", PatternType.LITERAL, "User:alice", "*",

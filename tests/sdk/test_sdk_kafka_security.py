@@ -57,7 +57,7 @@ async def _round_trip(bs: str, topic: str, value: bytes, **security: Any) -> lis
 
 
 @pytest.mark.slow
-@pytest.mark.compat("SDK", "security: SASL PLAIN, SCRAM-SHA-256 and TLS on Kafka")
+@pytest.mark.compat("SDK", "security: SASL PLAIN, SCRAM-SHA-256 and TLS on Kafka", peer="Kafka 4.x")
 async def test_plain_scram_and_tls_listeners(make_kafka: Any, tmp_path: Path) -> None:
     ca = trustme.CA()
     cert = ca.issue_cert("127.0.0.1", "localhost")
