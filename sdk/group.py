@@ -123,8 +123,12 @@ async def fetch_committed(
     """The group's committed offsets (partitions without one are left out).
 
     A coordinator that moved or is loading, and an offset a transaction still
-    holds (UNSTABLE_OFFSET_COMMIT, read_committed), are waited out, within
-    ``calls``' default bound (``default.api.timeout.ms``).
+    holds (UNSTABLE_OFFSET_COMMIT), are waited out, within ``calls``' default
+    bound (``default.api.timeout.ms``). The fetch always asks for stable offsets
+    (``require_stable``), whatever the isolation level, as Java's consumer does
+    (KIP-447): Kafka answers EndTxn before the commit markers reach the offsets
+    partition, so without it a committed() just after commit_transaction() could
+    read the offset the transaction replaced.
 
     Raises:
         KafkaError: a final error (e.g. GROUP_AUTHORIZATION_FAILED).
@@ -142,7 +146,7 @@ async def fetch_committed(
                 version,
                 group_id,
                 tps,
-                require_stable=config.isolation_level == "read_committed",
+                require_stable=True,
             )
             resp = await conn.request(9, body)
             code, got = read_offset_fetch(version, resp)

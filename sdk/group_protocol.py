@@ -163,8 +163,8 @@ def read_offset_commit(response: Any) -> dict[TopicPartition, int]:
 def offset_fetch_request(
     version: int, group_id: str, tps: Iterable[TopicPartition], *, require_stable: bool = False
 ) -> Any:
-    """OffsetFetch for one group. ``require_stable`` (v7+, what a read_committed
-    consumer sends, as Java's does) makes the coordinator answer
+    """OffsetFetch for one group. ``require_stable`` (v7+, what a consumer sends,
+    as Java's does; the admin does not) makes the coordinator answer
     UNSTABLE_OFFSET_COMMIT (retriable) while a transaction holds an offset, rather
     than the last stable one."""
     by_topic: dict[str, list[int]] = {}

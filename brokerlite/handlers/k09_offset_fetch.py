@@ -3,7 +3,7 @@
 Handed to the group coordinator. v8+ asks for several groups at once;
 partitions without a commit report offset -1.
 
-``require_stable`` (v7+, sent by read_committed consumers): a partition whose
+``require_stable`` (v7+, sent by consumers, not by admin clients): a partition whose
 offset is held by an unfinished transaction (TxnOffsetCommit not yet committed
 or aborted) answers UNSTABLE_OFFSET_COMMIT with offset -1 instead of the
 committed offset, as Kafka does; the client retries until the transaction

@@ -1,6 +1,7 @@
 """DeleteRecords (key 21), versions 0-2: move a partition's log start offset forward.
 
-``offset`` -1 means the high watermark. An offset beyond the high watermark is
+A topic whose ``cleanup.policy`` lacks ``delete`` (compacted only) answers
+POLICY_VIOLATION, as Kafka's leader does. ``offset`` -1 means the high watermark. An offset beyond the high watermark is
 OFFSET_OUT_OF_RANGE (low watermark -1); otherwise the partition's log start
 offset becomes ``offset`` (if larger) and is returned as ``low_watermark``.
 Whole segments below it are deleted by the log; records below it are no
@@ -36,7 +37,6 @@ API_KEY = 21
 MIN_VERSION = 0
 MAX_VERSION = 2
 
-HIGH_WATERMARK = -1
 
 Topic = m.DeleteRecordsResponse.DeleteRecordsTopicResult
 Partition = m.DeleteRecordsResponse.DeleteRecordsPartitionResult
@@ -136,17 +136,9 @@ def _delete(
                 continue
             try:
                 log = leader_log(ctx, topic.name, want.partition_index)
-                offset = log.high_watermark if want.offset == HIGH_WATERMARK else want.offset
-                if not 0 <= offset <= log.high_watermark:
-                    partitions.append(
-                        Partition(
-                            partition_index=want.partition_index,
-                            low_watermark=-1,
-                            error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
-                        )
-                    )
-                    continue
-                low = log.delete_records(offset)
+                # The log checks the topic's policy, then the offset (as Kafka's
+                # leader: POLICY_VIOLATION first, then OFFSET_OUT_OF_RANGE).
+                low = log.delete_records(want.offset)  # -1: the high watermark
                 ctx.producers.truncate_head(topic.name, want.partition_index)
             except BrokerError as exc:
                 partitions.append(

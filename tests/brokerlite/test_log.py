@@ -19,6 +19,7 @@ from trafka.brokerlite.errors import (
     LogError,
     LogStorageError,
     OffsetOutOfRangeError,
+    PolicyViolationError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
@@ -547,6 +548,19 @@ def test_delete_records(tmp_path: Path) -> None:
 
 
 # -- files and failures -------------------------------------------------------------------------
+
+
+def test_delete_records_needs_the_delete_policy(tmp_path: Path) -> None:
+    """Kafka's leader refuses DeleteRecords with POLICY_VIOLATION on a topic whose
+    cleanup.policy lacks ``delete`` (``Partition.deleteRecordsOnLeader``): a
+    compacted topic's records go only by compaction. Checked before the offset."""
+    log, _ = _segmented_log(tmp_path / "c-0", retention_ms=-1, cleanup_policy="compact")
+    with pytest.raises(PolicyViolationError):
+        log.delete_records(3)
+    with pytest.raises(PolicyViolationError):
+        log.delete_records(11)
+    assert log.log_start_offset == 0
+    log.close()
 
 
 def test_chunks_outlive_deleted_segments(tmp_path: Path) -> None:

@@ -25,8 +25,11 @@ from trafka.sdk.admin import NewTopic, open_admin
 from trafka.sdk.config import ProducerConfig
 from trafka.sdk.consumer import TopicPartition, open_consumer
 from trafka.sdk.errors import (
+    ApiTimeoutError,
     ConfigError,
+    ErrorCode,
     InvalidTxnStateError,
+    KafkaError,
     ProducerFencedError,
     TransactionAbortableError,
     TransactionAbortedError,
@@ -205,7 +208,18 @@ async def test_offsets_commit_with_the_transaction(broker: RunningBroker) -> Non
         ):
             async with p.transaction():
                 await p.send_offsets_to_transaction({tp: 5}, c.group_metadata())
-                assert await c.committed(tp) is None  # held by the transaction
+                # Held by the transaction: the admin reads the last stable offset
+                # (none); a consumer asks for stable offsets (KIP-447, as Java's),
+                # and waits until the transaction ends, here past its deadline.
+                async with open_admin(bootstrap_servers=bs) as admin:
+                    assert await admin.list_consumer_group_offsets(group, [tp]) == {}
+                async with open_consumer(
+                    bootstrap_servers=bs, group_id=group, default_api_timeout_ms=300
+                ) as waiting:
+                    with pytest.raises(ApiTimeoutError) as info:
+                        await waiting.committed(tp)
+                    assert isinstance(info.value.__cause__, KafkaError)
+                    assert info.value.__cause__.code == ErrorCode.UNSTABLE_OFFSET_COMMIT
             assert await c.committed(tp) == 5
             p.begin_transaction()
             await p.send_offsets_to_transaction({tp: 9}, group)  # a bare group id works too

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from ...errors import LogStorageError, OffsetOutOfRangeError
+from ...errors import LogStorageError, OffsetOutOfRangeError, PolicyViolationError
 from .state import PartitionState
 
 __all__ = ["Retention"]
@@ -30,9 +30,16 @@ class Retention(PartitionState):
 
         Raises:
             OffsetOutOfRangeError: ``before_offset`` is above the high watermark.
+            PolicyViolationError: the topic's ``cleanup.policy`` lacks ``delete``
+                (a compacted topic's records go only by compaction, as in Kafka).
             LogStorageError: the checkpoint cannot be written or the log is offline.
         """
         self._check_usable()
+        if "delete" not in self._config.cleanup_policy.split(","):
+            raise PolicyViolationError(
+                f"records of {self._dir.name} cannot be deleted: its cleanup.policy is "
+                f"{self._config.cleanup_policy}"
+            )
         limit = self.high_watermark
         if before_offset == -1:
             before_offset = limit
