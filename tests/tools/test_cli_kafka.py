@@ -1,0 +1,444 @@
+"""The ``trafka`` command line against Apache Kafka itself, differentially: one
+table of command lines per scenario, each line run against brokerlite and
+against Kafka (3.9 on ZooKeeper and 4.x on KRaft, where the broker has the
+feature), and the transcripts (exit status, stdout, stderr) compared.
+
+Kafka is the reference: where the two answer differently, the CLI (or the SDK
+or brokerlite behind it) was fixed, or the difference is deliberate and written
+down in docs/cli.md ("The CLI against Apache Kafka"). The outputs are
+normalised only for what must differ between two clusters: their addresses,
+cluster ids, the time (dates, epochs in ms), generated ids (producer ids,
+member ids), and the wording of a broker's own error message after Kafka's
+error code (the code itself is compared).
+
+Commands run in-process (click's CliRunner, each its own ``trio.run``); the
+brokers are the session's (a name of this run's own for every topic, group and
+transactional id), except the ACL and token scenarios, which need a broker
+configured for them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import shlex
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from click.testing import CliRunner
+from kafka_peers import KafkaCluster
+
+from trafka.sdk import ProducerFencedError, open_admin, open_producer
+from trafka.tools.cli import main
+from trafka.tools.clikit import format_table
+
+pytestmark = pytest.mark.timeout(300)
+
+BOTH = frozenset({"3.9", "4"})
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command line of a scenario.
+
+    ``line`` is formatted with the run's names (``{t}`` its topic...), then split
+    as a shell would; ``-b`` and the run's connection options are added.
+    ``stdin`` is its input. ``on`` are the Kafka versions that have the feature
+    (brokerlite runs every step the Kafka run runs).
+    """
+
+    line: str
+    stdin: str | None = None
+    on: frozenset[str] = BOTH
+    #: Of a listing, only the lines (or JSON entries) naming this run's
+    #: resources: the brokers are shared with other tests.
+    ours: bool = False
+    #: Columns of a table (or JSON keys) whose values are the cluster's own:
+    #: generated ids, durations, sizes of a disk.
+    mask: tuple[str, ...] = ()
+    #: The lines of stdout in order: records of several partitions come in the
+    #: order the fetches return them.
+    sort: bool = False
+
+
+@dataclass(frozen=True)
+class Do:
+    """What a scenario does between its command lines, with the SDK: ``fn(run)``
+    may add names to ``run.names`` (a peer's own: its log directory...) and
+    return a line for the transcript."""
+
+    fn: Callable[[Run], str | None]
+    on: frozenset[str] = BOTH
+
+
+@dataclass
+class Run:
+    """One peer's run of a scenario."""
+
+    bootstrap: str
+    names: dict[str, str]
+    #: Connection options after ``-b`` (SASL settings...).
+    extra: Sequence[str] = ()
+    lines: list[str] = field(default_factory=list)
+    #: What the scenario's actions left running (closed by them).
+    held: dict[str, Any] = field(default_factory=dict)
+    #: Values of this peer replaced in every output (its paths...): text -> placeholder.
+    own: dict[str, str] = field(default_factory=dict)
+
+
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?")
+_EPOCH_MS = re.compile(r"(?<!\d)1[6-9]\d{11}(?!\d)")
+_ADDRESS = re.compile(r"127\.0\.0\.1:\d+")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# A broker's refusal: Kafka's code and trafka's context are compared, the
+# broker's own wording after them is not (brokerlite words its messages itself).
+_REFUSAL = re.compile(r"(\[[A-Z_]+ \(-?\d+\)\] [^:\n]*)(: [^\n]*)?")
+# The same, as a command explains it: "the broker refused to ... (CODE): context: reason".
+_EXPLAINED = re.compile(r"(refused to [^(\n]*\([A-Z_]+\): [^:\n]*): [^\n]*")
+
+
+def normalise(text: str, run: Run) -> str:
+    for value, placeholder in run.own.items():
+        text = text.replace(value, placeholder)
+    for address in run.bootstrap.split(","):
+        text = text.replace(address, "HOST:PORT")
+    text = _ADDRESS.sub("HOST:PORT", text)
+    text = _TIME.sub("TIME", text)
+    text = _UUID.sub("UUID", text)
+    text = _REFUSAL.sub(r"\1", text)
+    text = _EXPLAINED.sub(r"\1", text)
+    return _EPOCH_MS.sub("EPOCH_MS", text)
+
+
+def _json_or_none(text: str) -> Any:
+    stripped = text.strip()
+    if not stripped.startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError:
+        return None
+
+
+def keep_ours(text: str, token: str) -> str:
+    """A listing cut to the lines naming ``token``, a JSON listing to its entries."""
+    data = _json_or_none(text)
+    if data is not None:
+        if isinstance(data, dict):
+            data = {k: v for k, v in data.items() if token in k}
+        else:
+            data = [entry for entry in data if token in json.dumps(entry)]
+        return json.dumps(data) + "\n"
+    lines = text.splitlines()
+    return "\n".join(lines[:1] + [line for line in lines[1:] if token in line]) + "\n"
+
+
+def _mask_json(data: Any, keys: set[str]) -> Any:
+    if isinstance(data, dict):
+        return {k: "MASKED" if k in keys else _mask_json(v, keys) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_mask_json(v, keys) for v in data]
+    return data
+
+
+def mask_columns(text: str, columns: Sequence[str]) -> str:
+    """``columns`` of every table in ``text`` (format_table's: a header line,
+    cells two spaces or more apart) as ``MASKED``, the table aligned again; in
+    JSON, the keys of those names (lower case, ``_`` for ``-``)."""
+    data = _json_or_none(text)
+    if data is not None:
+        keys = {c.lower().replace("-", "_") for c in columns}
+        return json.dumps(_mask_json(data, keys)) + "\n"
+    out: list[str] = []
+    header: list[str] | None = None
+    rows: list[list[str]] = []
+
+    def flush() -> None:
+        nonlocal header
+        if header is not None:
+            hidden = {i for i, name in enumerate(header) if name in columns}
+            masked = [
+                [("MASKED" if i in hidden and cell != "-" else cell) for i, cell in enumerate(row)]
+                for row in rows
+            ]
+            out.extend(format_table(header, masked).splitlines())
+        header = None
+        rows.clear()
+
+    for line in text.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if header is not None and len(cells) == len(header):
+            rows.append(cells)
+            continue
+        flush()
+        if any(c in cells for c in columns) and all(c.isupper() or "-" in c for c in cells):
+            header = cells
+        else:
+            out.append(line)
+    flush()
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
+def run_steps(steps: Sequence[Step | Do], run: Run, version: str) -> list[str]:
+    token = run.names["token"]
+    for step in steps:
+        if version not in step.on:
+            continue
+        if isinstance(step, Do):
+            said = step.fn(run)
+            if said is not None:
+                run.lines.append(f"# {normalise(said, run)}")
+            continue
+        argv = shlex.split(step.line.format(**run.names))
+        result = CliRunner().invoke(
+            main, [*argv, "-b", run.bootstrap, *run.extra], input=step.stdin
+        )
+        out, err = result.stdout, result.stderr
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            err += f"\n[exception] {result.exception!r}"
+        if step.ours:
+            out = keep_ours(out, token)
+        if step.mask:
+            out = mask_columns(out, step.mask)
+        if step.sort:
+            out = "".join(sorted(out.splitlines(keepends=True)))
+        run.lines.append(
+            f"$ {step.line}\n[exit {result.exit_code}]\n{normalise(out, run)}"
+            f"--- stderr\n{normalise(err, run)}"
+        )
+    return run.lines
+
+
+def names(**more: str) -> dict[str, str]:
+    """A scenario's names, the same on both peers (tables align alike), new per test."""
+    token = uuid.uuid4().hex[:8]
+    base = {"token": token, "t": f"cli-t-{token}", "g": f"cli-g-{token}"}
+    return base | {key: value.format(token=token) for key, value in more.items()}
+
+
+def differential(
+    steps: Sequence[Step | Do],
+    brokerlite: str,
+    kafka: KafkaCluster,
+    scenario_names: dict[str, str],
+    extra: Sequence[str] = (),
+    kafka_extra: Sequence[str] | None = None,
+) -> None:
+    """The steps run against brokerlite, then against ``kafka``: the same transcript."""
+    version = "3.9" if kafka.version.startswith("3.") else "4"
+    ours = run_steps(steps, Run(brokerlite, dict(scenario_names), extra), version)
+    theirs_extra = extra if kafka_extra is None else kafka_extra
+    theirs = run_steps(
+        steps, Run(kafka.bootstrap_servers, dict(scenario_names), theirs_extra), version
+    )
+    if ours != theirs:
+        diff = difflib.unified_diff(
+            "\n".join(ours).splitlines(),
+            "\n".join(theirs).splitlines(),
+            "brokerlite",
+            f"Kafka {kafka.version}",
+            lineterm="",
+        )
+        pytest.fail("the transcripts differ:\n" + "\n".join(diff), pytrace=False)
+
+
+# -- topics, produce, consume, groups -------------------------------------------------------------
+
+LINES = "".join(f"key-{i % 4}:v{i}\n" for i in range(12))
+
+BASICS = [
+    Step("topics create {t} -p 2"),
+    Step("topics create {t} -p 2"),
+    Step("topics create {t} --if-not-exists"),
+    Step("topics list", ours=True),
+    Step("topics list --json", ours=True),
+    Step("topics describe {t}"),
+    Step("produce {t} -K :", stdin=LINES),
+    Step("consume {t} -e -f '%p %o %k=%s\\n'", sort=True),
+    Step("consume {t} -e -J -p 1 -o -2"),
+    Step("consume {t} -e -G {g} -f '%p %o %k=%s\\n'", sort=True),
+    Step(
+        "consume {t} -e -G {g2} -X group.protocol=consumer -q -f '%p:%o\\n'",
+        sort=True,
+        on=frozenset({"4"}),
+    ),
+    Step("groups list", ours=True),
+    Step("groups describe {g2}", on=frozenset({"4"})),
+    Step("groups describe {g}"),
+    Step("groups describe {g} --json"),
+    Step("groups reset-offsets {g} -t {t} --to-earliest"),
+    Step("groups reset-offsets {g} -t {t}:0 --to-offset 2 --execute"),
+    Step("groups describe {g}"),
+    Step("groups delete-offsets {g} -t {t}"),
+    # Read from the start again: the offsets are gone. (On Kafka 3.9 the group
+    # went with its last offsets too, as an empty group without offsets does there.)
+    Step("consume {t} -e -G {g} -q -f '%p:%o\\n'", sort=True),
+    Step("groups delete {g}"),
+    Step("groups delete {g}"),
+    Step("topics alter {t} -c retention.ms=3600000 -c cleanup.policy=compact"),
+    Step("topics alter {t} -c retention.ms=banana"),
+    Step("topics describe {t} --topics-with-overrides"),
+    Step("topics add-partitions {t} -p 3"),
+    Step("topics add-partitions {t} -p 2"),
+    Step("topics delete {t}"),
+    Step("topics delete {t}"),
+    Step("topics delete {t} --if-exists"),
+    Step("consume {t} -e"),
+]
+
+
+def test_topics_produce_consume_groups(brokerlite_peer: str, kafka: KafkaCluster) -> None:
+    differential(BASICS, brokerlite_peer, kafka, names(g2="cli-g2-{token}"))
+
+
+# -- configs, transactions, log dirs, users, quotas, features ----------------------------------
+
+
+class OpenTransaction:
+    """A transactional producer with a transaction open on partition 0 of
+    ``topic``, on a thread of its own, until :meth:`finish` commits it."""
+
+    def __init__(self, bootstrap: str, topic: str, tid: str) -> None:
+        self.ready = threading.Event()
+        self.go = threading.Event()
+        self.outcome = "not finished"
+        self._thread = threading.Thread(target=anyio.run, args=(self._run, bootstrap, topic, tid))
+        self._thread.start()
+        assert self.ready.wait(60), "the transaction did not start within 60 s"
+
+    async def _run(self, bootstrap: str, topic: str, tid: str) -> None:
+        try:
+            async with open_producer(bootstrap_servers=bootstrap, transactional_id=tid) as p:
+                await p.init_transactions()
+                p.begin_transaction()
+                await p.send(topic, b"open", partition=0)
+                await p.flush()
+                self.ready.set()
+                await anyio.to_thread.run_sync(self.go.wait)
+                try:
+                    await p.commit_transaction()
+                    self.outcome = "committed"
+                except ProducerFencedError:
+                    self.outcome = "fenced"
+        except BaseException as exc:
+            self.outcome = f"failed: {exc!r}"
+            raise
+        finally:
+            self.ready.set()
+
+    def finish(self) -> str:
+        self.go.set()
+        self._thread.join(60)
+        return f"the producer's commit: {self.outcome}"
+
+
+def begin(run: Run) -> None:
+    run.held["txn"] = OpenTransaction(run.bootstrap, run.names["t"], run.names["x"])
+
+
+def finish(run: Run) -> str:
+    txn: OpenTransaction = run.held.pop("txn")
+    return txn.finish()
+
+
+def settled(run: Run) -> str:
+    """Waits until the coordinator has ended ``{x}``'s transaction: Kafka writes
+    the markers of an abort (PrepareAbort) before it is complete (CompleteAbort),
+    and says PrepareAbort meanwhile, for a second or more on a busy machine."""
+
+    async def wait() -> str:
+        with anyio.fail_after(60):
+            async with open_admin(bootstrap_servers=run.bootstrap) as admin:
+                while True:
+                    tid = run.names["x"]
+                    state = (await admin.describe_transactions([tid]))[tid].state
+                    if not state.startswith("Prepare"):
+                        return f"the transaction is {state}"
+                    await anyio.sleep(0.2)
+
+    return anyio.run(wait)
+
+
+def log_dir(run: Run) -> None:
+    """The peer's log directory, as ``{dir}``."""
+    done = CliRunner().invoke(
+        main, ["log-dirs", "describe", "--json", "--topic", run.names["t"], "-b", run.bootstrap]
+    )
+    (broker,) = json.loads(done.stdout)["brokers"]
+    (entry,) = broker["logDirs"]
+    run.names["dir"] = entry["logDir"]
+    run.own[entry["logDir"]] = "LOG-DIR"
+
+
+ADMIN = [
+    Step("topics create {t} -p 2 -c retention.ms=86400000"),
+    Step("topics describe {t} --topics-with-overrides"),
+    Step("topics alter {t} --delete-config retention.ms -c max.message.bytes=2048"),
+    Step("topics alter {t} -c no.such.config=1"),
+    Step("topics alter {t}x -c retention.ms=1"),
+    Step("topics describe {t}x"),
+    # Transactions: one open on partition 0 until the end.
+    Do(begin),
+    Step("transactions list", ours=True, mask=("PRODUCER-ID",)),
+    Step("transactions list --state Ongoing --json", ours=True, mask=("PRODUCER-ID",)),
+    Step("transactions describe {x}", mask=("PRODUCER-ID", "START-TIME-MS", "DURATION-MS")),
+    Step("transactions describe-producers {t}", mask=("PRODUCER-ID", "LAST-TIMESTAMP")),
+    Step("transactions find-hanging -t {t} --max-transaction-timeout 0"),
+    Step("transactions abort -t {t} -p 1 --start-offset 0"),
+    Step("transactions fence {x}"),
+    # The coordinator ends the transaction with its markers (PrepareAbort, then
+    # CompleteAbort): described once the producer was told it is fenced.
+    Do(finish),
+    Do(settled),
+    Step("transactions describe {x} --json", mask=("PRODUCER-ID", "TRANSACTION-START-TIME-MS")),
+    Step("transactions describe-producers {t}", mask=("PRODUCER-ID", "LAST-TIMESTAMP")),
+    Step("transactions abort -t {t} -p 1 --producer-id 999999 --producer-epoch 0"),
+    Step("transactions describe {x}y"),
+    Step("transactions describe-producers {t}y"),
+    # Log directories: the peer's own one is {dir}.
+    Do(log_dir),
+    Step("log-dirs describe --topic {t}", mask=("LOG-DIR", "SIZE")),
+    Step("log-dirs replica {t} 0 1", mask=("SIZE",)),
+    Step("log-dirs move {t} 0 1 {dir}"),
+    Step("log-dirs move {t} 0 1 /nowhere/{token}"),
+    Step("log-dirs move {t} 7 1 {dir}"),
+    # SCRAM users.
+    Step("users set-password {u} --password-stdin --iterations 8192", stdin="secret\n"),
+    Step("users set-password {u} -M SCRAM-SHA-256 --password-stdin --iterations 100", stdin="x\n"),
+    Step("users describe {u}"),
+    Step("users list --json", ours=True),
+    Step("users delete {u} -M SCRAM-SHA-512"),
+    Step("users describe {u} --json"),
+    Step("users delete {u}"),
+    Step("users describe {u}"),
+    # Client quotas.
+    Step("quotas alter --user {u} --add-config producer_byte_rate=1048576,consumer_byte_rate=2048"),
+    Step("quotas alter --user {u} --client-id {c} --add-config request_percentage=25"),
+    Step("quotas alter --user {u} --add-config connection_creation_rate=5"),
+    Step("quotas alter --client-id {c} --add-config producer_byte_rate=1.5 --dry-run"),
+    Step("quotas describe --user {u}"),
+    Step("quotas describe --user {u} --strict --json"),
+    Step("quotas alter --user {u} --delete-config consumer_byte_rate"),
+    Step("quotas alter --user {u} --delete-config producer_byte_rate"),
+    Step("quotas alter --user {u} --client-id {c} --delete-config request_percentage"),
+    Step("quotas describe --user {u}"),
+    Step("topics delete {t}"),
+]
+
+
+def test_configs_transactions_log_dirs_users_quotas(
+    brokerlite_peer: str, kafka: KafkaCluster
+) -> None:
+    differential(
+        ADMIN,
+        brokerlite_peer,
+        kafka,
+        names(x="cli-x-{token}", u="cli-u-{token}", c="cli-c-{token}"),
+    )
