@@ -27,6 +27,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -267,6 +268,8 @@ BASICS = [
     Step("topics create {t} -p 2"),
     Step("topics create {t} -p 2"),
     Step("topics create {t} --if-not-exists"),
+    Step("acls list"),
+    Step("tokens describe"),
     Step("topics list", ours=True),
     Step("topics list --json", ours=True),
     Step("topics describe {t}"),
@@ -529,3 +532,55 @@ def test_features(brokerlite_peer: str, kafka4: KafkaCluster) -> None:
 )
 def test_consumer_group_configs(brokerlite_peer: str, kafka4: KafkaCluster) -> None:
     differential(CONSUMER_GROUP_CONFIGS, brokerlite_peer, kafka4, names())
+
+
+# -- ACLs (an authorizer: a broker of the test's own) -------------------------------------------
+
+ACLS = [
+    Step("acls list"),
+    Step(
+        "acls add --allow --principal User:alice --operation read --operation Describe --topic {t}"
+    ),
+    Step("acls add --allow --principal User:alice --operation read --group {g}"),
+    Step(
+        "acls add --deny --principal User:* --operation write --topic secret- --prefixed"
+        " --host 10.0.0.1"
+    ),
+    Step("acls add --allow --principal User:bob --operation idempotent-write --cluster"),
+    Step(
+        "acls add --allow --principal User:bob --operation write --transactional-id tx- --prefixed"
+    ),
+    Step("acls add --allow --principal User:bob --operation all --topic *"),
+    Step("acls list"),
+    Step("acls list --json"),
+    Step("acls list --topic secret-plans --pattern-type match"),
+    Step("acls list --topic {t} --pattern-type match"),
+    Step("acls list --principal User:alice"),
+    Step("acls list --pattern-type prefixed --deny"),
+    Step("acls remove --principal User:alice --topic {t} --dry-run"),
+    Step("acls remove --principal User:alice --topic {t}"),
+    Step("acls remove --operation all --topic *"),
+    Step("acls remove"),
+    Step("acls remove --all --json"),
+    Step("acls list"),
+    Step("acls add --allow --principal alice --operation read --topic {t}"),
+    Step("acls add --allow --principal User:alice --operation fly --topic {t}"),
+]
+
+
+def test_acls(tmp_path: Path, make_kafka: Callable[..., KafkaCluster]) -> None:
+    """With Kafka's StandardAuthorizer on both (anonymous clients super users)."""
+    from trafka.brokerlite import broker_in_thread
+    from trafka.brokerlite.cli import STANDARD_AUTHORIZER
+
+    kafka = make_kafka(
+        config={"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:ANONYMOUS"}
+    )
+    with broker_in_thread(
+        port=0,
+        host="127.0.0.1",
+        data_dir=tmp_path / "brokerlite",
+        authorizer_class_name=STANDARD_AUTHORIZER,
+        super_users=("User:ANONYMOUS",),
+    ) as brokerlite:
+        differential(ACLS, brokerlite.bootstrap_servers, kafka, names())
