@@ -25,7 +25,8 @@ import re
 import shlex
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ import pytest
 from click.testing import CliRunner
 from kafka_peers import KafkaCluster
 
-from trafka.sdk import ProducerFencedError, open_admin, open_producer
+from trafka.sdk import ProducerFencedError, TopicPartition, open_admin, open_producer
 from trafka.tools.cli import main
 from trafka.tools.clikit import format_table
 
@@ -70,6 +71,8 @@ class Step:
     #: Patterns of this step's stdout whose match is the coordinator's own
     #: bookkeeping (written down in docs/cli.md where it differs).
     hide: tuple[str, ...] = ()
+    #: Columns of a table that are sets (``1,3,2``): compared sorted.
+    sets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -157,10 +160,11 @@ def _mask_json(data: Any, keys: set[str]) -> Any:
     return data
 
 
-def mask_columns(text: str, columns: Sequence[str]) -> str:
+def mask_columns(text: str, columns: Sequence[str], sets: Sequence[str] = ()) -> str:
     """``columns`` of every table in ``text`` (format_table's: a header line,
     cells two spaces or more apart) as ``MASKED``, the table aligned again; in
-    JSON, the keys of those names (lower case, ``_`` for ``-``)."""
+    JSON, the keys of those names (lower case, ``_`` for ``-``). The cells of
+    ``sets``, comma-separated ids, sorted."""
     data = _json_or_none(text)
     if data is not None:
         keys = {c.lower().replace("-", "_") for c in columns}
@@ -173,10 +177,16 @@ def mask_columns(text: str, columns: Sequence[str]) -> str:
         nonlocal header
         if header is not None:
             hidden = {i for i, name in enumerate(header) if name in columns}
-            masked = [
-                [("MASKED" if i in hidden and cell != "-" else cell) for i, cell in enumerate(row)]
-                for row in rows
-            ]
+            ordered = {i for i, name in enumerate(header) if name in sets}
+
+            def cell_of(i: int, cell: str) -> str:
+                if i in hidden and cell != "-":
+                    return "MASKED"
+                if i in ordered:
+                    return ",".join(sorted(cell.split(","), key=lambda c: (len(c), c)))
+                return cell
+
+            masked = [[cell_of(i, cell) for i, cell in enumerate(row)] for row in rows]
             out.extend(format_table(header, masked).splitlines())
         header = None
         rows.clear()
@@ -187,7 +197,9 @@ def mask_columns(text: str, columns: Sequence[str]) -> str:
             rows.append(cells)
             continue
         flush()
-        if any(c in cells for c in columns) and all(c.isupper() or "-" in c for c in cells):
+        if any(c in cells for c in (*columns, *sets)) and all(
+            c.isupper() or "-" in c for c in cells
+        ):
             header = cells
         else:
             out.append(line)
@@ -214,8 +226,8 @@ def run_steps(steps: Sequence[Step | Do], run: Run, version: str) -> list[str]:
             err += f"\n[exception] {result.exception!r}"
         if step.ours:
             out = keep_ours(out, token if step.ours is True else str(step.ours))
-        if step.mask:
-            out = mask_columns(out, step.mask)
+        if step.mask or step.sets:
+            out = mask_columns(out, step.mask, step.sets)
         for pattern in step.hide:
             out = re.sub(pattern, "HIDDEN", out)
         if step.sort:
@@ -225,6 +237,37 @@ def run_steps(steps: Sequence[Step | Do], run: Run, version: str) -> list[str]:
             f"--- stderr\n{normalise(err, run)}"
         )
     return run.lines
+
+
+@contextmanager
+def in_thread(server: AbstractAsyncContextManager[Any]) -> Iterator[Any]:
+    """``async with server`` on a trio loop of its own thread, for the block."""
+    import trio
+
+    ready: list[Any] = []
+    started, stop = threading.Event(), threading.Event()
+    failed: list[BaseException] = []
+
+    async def serve() -> None:
+        try:
+            async with server as value:
+                ready.append(value)
+                started.set()
+                await trio.to_thread.run_sync(stop.wait)
+        except BaseException as exc:
+            failed.append(exc)
+            raise
+        finally:
+            started.set()
+
+    thread = threading.Thread(target=trio.run, args=(serve,))
+    thread.start()
+    try:
+        assert started.wait(120) and ready, f"the server did not start: {failed}"
+        yield ready[0]
+    finally:
+        stop.set()
+        thread.join(60)
 
 
 def names(**more: str) -> dict[str, str]:
@@ -584,3 +627,101 @@ def test_acls(tmp_path: Path, make_kafka: Callable[..., KafkaCluster]) -> None:
         super_users=("User:ANONYMOUS",),
     ) as brokerlite:
         differential(ACLS, brokerlite.bootstrap_servers, kafka, names())
+
+
+# -- reassign, elect-leaders (three brokers) -----------------------------------------------------
+
+
+def plan_files(run: Run) -> None:
+    """The scenario's JSON files, in a folder of the run's own: ``{topics}``,
+    ``{plan}`` (partition 0 onto every broker, partition 1 too, 3 preferred)."""
+    folder = Path(run.names["tmp"]) / run.bootstrap.replace(":", "-").replace(",", "_")
+    folder.mkdir(parents=True)
+    topic = run.names["t"]
+    (folder / "topics.json").write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
+    replicas = {0: [1, 2, 3], 1: [3, 1, 2]}
+    plan = [{"topic": topic, "partition": p, "replicas": r} for p, r in replicas.items()]
+    (folder / "plan.json").write_text(json.dumps({"version": 1, "partitions": plan}))
+    run.names |= {"topics": str(folder / "topics.json"), "plan": str(folder / "plan.json")}
+    run.own[str(folder)] = "FOLDER"
+
+
+async def settle(admin: Any, topic: str, replicas: list[list[int]], leaders: list[int]) -> str:
+    """Waits until ``topic``'s partitions have ``replicas``, all in sync, led by
+    ``leaders``, and no reassignment is under way, as two answers in a row say
+    (a broker's metadata may lag the controller's)."""
+    seen = 0
+    while seen < 2:
+        described = (await admin.describe_topics([topic]))[topic]
+        now = [(list(p.replicas), sorted(p.isr), p.leader) for p in described.partitions]
+        done = now == [(r, sorted(r), lead) for r, lead in zip(replicas, leaders, strict=True)]
+        if done and not await admin.list_partition_reassignments():
+            seen += 1
+        else:
+            seen = 0
+            await anyio.sleep(0.2)
+    return f"replicas {replicas}, in sync, leaders {leaders}"
+
+
+def place(run: Run) -> str:
+    """Partition 0 on broker 1, partition 1 on broker 2 (Kafka places new topics
+    from a random broker), once the new partitions are served everywhere."""
+    topic = run.names["t"]
+
+    async def move() -> str:
+        with anyio.fail_after(60):
+            async with open_admin(bootstrap_servers=run.bootstrap) as admin:
+                await admin.list_offsets({TopicPartition(topic, p): "latest" for p in (0, 1)})
+                await admin.alter_partition_reassignments({(topic, 0): [1], (topic, 1): [2]})
+                return await settle(admin, topic, [[1], [2]], [1, 2])
+
+    return anyio.run(move)
+
+
+def in_sync(run: Run) -> str:
+    """Waits until both partitions have every broker in their ISR."""
+    topic = run.names["t"]
+
+    async def wait() -> str:
+        with anyio.fail_after(60):
+            async with open_admin(bootstrap_servers=run.bootstrap) as admin:
+                # The leaders stay: each is among its partition's new replicas.
+                return await settle(admin, topic, [[1, 2, 3], [3, 1, 2]], [1, 2])
+
+    return anyio.run(wait)
+
+
+REASSIGN = [
+    Step("topics create {t} -p 2 -r 1"),
+    Do(plan_files),
+    Do(place),
+    Step("topics describe {t}", mask=("SIZE",), sets=("ISR",)),
+    Step(
+        "reassign generate --topics-to-move-json-file {topics} --broker-list 1,2,3",
+        # trafka's proposal starts from a random broker, as Kafka's tool does.
+        hide=(r"(?s)(?<=Proposed partition reassignment configuration\n).*",),
+    ),
+    Step("reassign execute --reassignment-json-file {plan}"),
+    Do(in_sync),
+    Step("reassign verify --reassignment-json-file {plan}"),
+    Step("topics describe {t}", mask=("SIZE",), sets=("ISR",)),
+    Step("topics describe {t} --under-replicated-partitions"),
+    Step("elect-leaders --topic {t} --partition 0"),
+    Step("elect-leaders --topic {t}"),
+    Step("topics describe {t}", mask=("SIZE",), sets=("ISR",)),
+    Step("elect-leaders --topic {t} --json"),
+    Step("elect-leaders --topic {t} --partition 7"),
+    Step("elect-leaders --topic {t} --election-type unclean"),
+    Step("log-dirs describe --topic {t} --broker 3", mask=("LOG-DIR", "SIZE")),
+    Step("topics delete {t}"),
+]
+
+
+@pytest.mark.slow
+def test_reassign_and_elect_leaders(tmp_path: Path, zk: str, kafka4_cluster: KafkaCluster) -> None:
+    """On three brokers: brokerlite's (in-process, on ZooKeeper) and Kafka 4.x's."""
+    from trafka.brokerlite.dev.local_cluster import serve_cluster
+
+    with in_thread(serve_cluster(3, zookeeper_connect=zk)) as cluster:
+        scenario = names(tmp=str(tmp_path))
+        differential(REASSIGN, cluster.bootstrap_servers, kafka4_cluster, scenario)
