@@ -24,6 +24,7 @@ import json
 import re
 import shlex
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
@@ -218,9 +219,8 @@ def run_steps(steps: Sequence[Step | Do], run: Run, version: str) -> list[str]:
                 run.lines.append(f"# {normalise(said, run)}")
             continue
         argv = shlex.split(step.line.format(**run.names))
-        result = CliRunner().invoke(
-            main, [*argv, "-b", run.bootstrap, *run.extra], input=step.stdin
-        )
+        stdin = None if step.stdin is None else step.stdin.format(**run.names)
+        result = CliRunner().invoke(main, [*argv, "-b", run.bootstrap, *run.extra], input=stdin)
         out, err = result.stdout, result.stderr
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             err += f"\n[exception] {result.exception!r}"
@@ -284,13 +284,15 @@ def differential(
     scenario_names: dict[str, str],
     extra: Sequence[str] = (),
     kafka_extra: Sequence[str] | None = None,
+    kafka_at: str | None = None,
 ) -> None:
-    """The steps run against brokerlite, then against ``kafka``: the same transcript."""
+    """The steps run against brokerlite, then against ``kafka`` (at ``kafka_at``,
+    another of its listeners, when given): the same transcript."""
     version = "3.9" if kafka.version.startswith("3.") else "4"
     ours = run_steps(steps, Run(brokerlite, dict(scenario_names), extra), version)
     theirs_extra = extra if kafka_extra is None else kafka_extra
     theirs = run_steps(
-        steps, Run(kafka.bootstrap_servers, dict(scenario_names), theirs_extra), version
+        steps, Run(kafka_at or kafka.bootstrap_servers, dict(scenario_names), theirs_extra), version
     )
     if ours != theirs:
         diff = difflib.unified_diff(
@@ -725,3 +727,111 @@ def test_reassign_and_elect_leaders(tmp_path: Path, zk: str, kafka4_cluster: Kaf
     with in_thread(serve_cluster(3, zookeeper_connect=zk)) as cluster:
         scenario = names(tmp=str(tmp_path))
         differential(REASSIGN, cluster.bootstrap_servers, kafka4_cluster, scenario)
+
+
+# -- delegation tokens (a SASL listener and a token secret: brokers of the test's own) ----------
+
+USERS = {"admin": "admin-pw", "bob": "bob-pw"}
+
+
+def as_user(user: str) -> tuple[str, ...]:
+    sasl = ("security.protocol=SASL_PLAINTEXT", "sasl.mechanism=PLAIN")
+    login = (f"sasl.username={user}", f"sasl.password={USERS[user]}")
+    return tuple(arg for setting in (*sasl, *login) for arg in ("-X", setting))
+
+
+def new_token(run: Run) -> str:
+    """A token of admin's with bob its renewer: ``{hmac}``, and its id and HMAC
+    as placeholders in the outputs."""
+    done = CliRunner().invoke(
+        main,
+        ["tokens", "create", "--renewer", "User:bob", "--json", "-b", run.bootstrap, *run.extra],
+    )
+    assert done.exit_code == 0, done.output
+    token = json.loads(done.stdout)
+    run.names["hmac"] = token["hmac"]
+    run.own |= {token["token_id"]: "TOKEN-ID", token["hmac"]: "HMAC"}
+    run.names["token_id"] = token["token_id"]
+    wait_listed(run, True)
+    return f"created a token for {token['owner']}, renewers {token['renewers']}"
+
+
+def wait_listed(run: Run, present: bool) -> None:
+    """Waits until ``tokens describe`` lists ``{token_id}`` (or no longer does).
+    Kafka 4.x answers a token's creation and expiry once its controller has
+    them; its broker describes (and renews) the token when the metadata reaches it."""
+    for _ in range(150):
+        listed = CliRunner().invoke(
+            main, ["tokens", "describe", "--json", "-b", run.bootstrap, *run.extra]
+        )
+        if (run.names["token_id"] in listed.stdout) == present:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the broker's tokens did not change within 30 s: {listed.output}")
+
+
+def gone(run: Run) -> None:
+    wait_listed(run, False)
+
+
+TOKENS = [
+    Step("tokens describe"),
+    Do(new_token),
+    Step("tokens describe", mask=("TOKEN-ID",)),
+    Step("tokens describe --show-hmac --json", mask=("TOKEN-ID", "HMAC")),
+    Step("tokens describe --owner-principal User:bob"),
+    Step("tokens renew --hmac-stdin --renew-time-period 600000", stdin="{hmac}\n"),
+    Step("tokens renew --hmac-stdin --json", stdin="{hmac}\n"),
+    Step("tokens expire --hmac-stdin --expiry-time-period 600000", stdin="{hmac}\n"),
+    Step("tokens expire --hmac-stdin", stdin="{hmac}\n"),
+    Do(gone),
+    Step("tokens describe"),
+    Step("tokens renew --hmac-stdin", stdin="{hmac}\n"),
+    Step("tokens expire --hmac-stdin", stdin="bm90IGEgdG9rZW4=\n"),
+    Step("tokens renew --hmac not-base64!"),
+    Step(
+        "tokens create --max-life-time-period 3600000 --renewer bob --json",
+        mask=("TOKEN-ID", "HMAC"),
+    ),
+]
+
+
+def test_delegation_tokens(tmp_path: Path, make_kafka: Callable[..., KafkaCluster]) -> None:
+    """On a SASL PLAIN listener, with delegation.token.secret.key set."""
+    from trafka.brokerlite import broker_in_thread
+
+    secret = "token-secret-" + uuid.uuid4().hex
+    users = " ".join(f'user_{name}="{password}"' for name, password in USERS.items())
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="admin" password="{USERS["admin"]}" {users};'
+    )
+    kafka = make_kafka(
+        # The first listener is the one the fixture checks readiness on, in plain text.
+        listeners={"PLAINTEXT": "PLAINTEXT", "SASL_PLAINTEXT": "SASL_PLAINTEXT"},
+        config={
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+            "delegation.token.secret.key": secret,
+        },
+    )
+    with broker_in_thread(
+        port=0,
+        host="127.0.0.1",
+        data_dir=tmp_path / "brokerlite",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_users=USERS,
+        delegation_token_secret_key=secret,
+    ) as brokerlite:
+        sasl = f"{kafka.host}:{kafka.node(1).ports['SASL_PLAINTEXT']}"
+        differential(
+            TOKENS,
+            brokerlite.bootstrap_servers,
+            kafka,
+            names(),
+            extra=as_user("admin"),
+            kafka_at=sasl,
+        )
