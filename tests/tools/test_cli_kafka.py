@@ -663,6 +663,7 @@ ACLS = [
 
 
 @pytest.mark.compat("CLI", "acls (StandardAuthorizer): as on brokerlite", peer="Kafka 4.x")
+@pytest.mark.slow
 def test_acls(tmp_path: Path, make_kafka: Callable[..., KafkaCluster]) -> None:
     """With Kafka's StandardAuthorizer on both (anonymous clients super users)."""
     from trafka.brokerlite import broker_in_thread
@@ -867,6 +868,7 @@ TOKENS = [
 
 
 @pytest.mark.compat("CLI", "delegation tokens (SASL): as on brokerlite", peer="Kafka 4.x")
+@pytest.mark.slow
 def test_delegation_tokens(tmp_path: Path, make_kafka: Callable[..., KafkaCluster]) -> None:
     """On a SASL PLAIN listener, with delegation.token.secret.key set."""
     from trafka.brokerlite import broker_in_thread
