@@ -183,8 +183,22 @@ def acl_row(b: Any) -> dict[str, Any]:
 
 
 def _show(bindings: Iterable[Any], as_json: bool) -> None:
-    rows = [acl_row(b) for b in bindings]
-    rows.sort(key=lambda r: (r["resource_type"], r["name"], r["pattern_type"], r["principal"]))
+    # Every field in the key: Kafka lists ACLs in no set order (two of one
+    # principal on one topic came either way round from 4.x's StandardAuthorizer).
+    # Operations and permissions in Kafka's order of their codes (READ before DESCRIBE).
+    ordered = sorted(
+        bindings,
+        key=lambda b: (
+            b.resource_type.name,
+            b.name,
+            b.pattern_type.name,
+            b.principal,
+            b.host,
+            int(b.operation),
+            int(b.permission),
+        ),
+    )
+    rows = [acl_row(b) for b in ordered]
     if as_json:
         click.echo(json.dumps(rows))
     elif rows:

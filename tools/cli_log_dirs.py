@@ -123,7 +123,7 @@ def log_dirs_move(
 
     error = run_client(with_admin, cfg, run).get(replica)
     if error is not None:
-        raise click.ClickException(f"{_name(error)}: {error}")
+        raise click.ClickException(str(error))  # it names the code
     click.echo(f"moving {topic}-{partition} on broker {broker} to {log_dir}", err=True)
 
 
@@ -150,7 +150,7 @@ def log_dirs_reopen(cfg: dict[str, Any], topic: str, partition: int, broker: int
     if where is None:
         raise click.ClickException(f"broker {broker} holds no replica of {topic}-{partition}")
     if error is not None:
-        raise click.ClickException(f"{_name(error)}: {error}")
+        raise click.ClickException(str(error))  # it names the code
     click.echo(f"{topic}-{partition} on broker {broker} is online in {where}", err=True)
 
 

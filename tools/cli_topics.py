@@ -513,7 +513,10 @@ def _describe_features(cfg: dict[str, Any], as_json: bool) -> None:
         )
         return
     if not names:
-        click.echo("the broker reports no features (it predates KIP-584)", err=True)
+        # Kafka 3.9 on ZooKeeper reports none either, though it has KIP-584.
+        click.echo(
+            "the broker reports no features (Kafka before 2.7, or 3.x on ZooKeeper)", err=True
+        )
         return
     rows = [
         (

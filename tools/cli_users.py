@@ -46,11 +46,14 @@ def users_command() -> None:
 
 
 def _rows(found: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
+    # By user and mechanism: Kafka answers in no particular order (4.x's KRaft
+    # brokers list a user's mechanisms as their cache's map holds them).
+    rows = [
         {"user": d.user, "mechanism": c.mechanism, "iterations": c.iterations}
         for d in found.values()
         for c in d.credential_infos
     ]
+    return sorted(rows, key=lambda r: (r["user"], r["mechanism"]))
 
 
 def _show(found: dict[str, Any], as_json: bool) -> None:

@@ -353,3 +353,40 @@ def test_a_broker_started_with_the_options_enforces_them(tmp_path: Path) -> None
 
         assert anyio.run(may_describe, "admin")
         assert not anyio.run(may_describe, "alice")
+
+
+def test_listing_order_is_the_bindings_not_the_brokers(capsys: pytest.CaptureFixture[str]) -> None:
+    """Kafka answers DescribeAcls in no set order (4.x's StandardAuthorizer gave
+    one principal's READ and DESCRIBE on a topic either way round,
+    tests/tools/test_cli_kafka.py): the listing is ordered by every field, the
+    operations and permissions by their codes (READ before DESCRIBE)."""
+    from trafka.sdk import AclBinding, AclPermissionType, AclResourceType, PatternType
+    from trafka.tools.cli_acls import _show
+
+    def binding(op: AclOperation, perm: AclPermissionType, host: str = "*") -> AclBinding:
+        return AclBinding(
+            AclResourceType.TOPIC, "orders", PatternType.LITERAL, "User:alice", host, op, perm
+        )
+
+    allow, deny = AclPermissionType.ALLOW, AclPermissionType.DENY
+    answers = [
+        binding(AclOperation.DESCRIBE, allow, "10.0.0.1"),
+        binding(AclOperation.DESCRIBE, deny),
+        binding(AclOperation.DESCRIBE, allow),
+        binding(AclOperation.READ, allow),
+    ]
+    printed = []
+    for order in (answers, answers[::-1]):
+        _show(order, as_json=True)
+        rows = json.loads(capsys.readouterr().out)
+        printed.append([(r["host"], r["operation"], r["permission"]) for r in rows])
+    assert (
+        printed[0]
+        == printed[1]
+        == [
+            ("*", "READ", "ALLOW"),
+            ("*", "DESCRIBE", "DENY"),  # DENY is 2, ALLOW 3
+            ("*", "DESCRIBE", "ALLOW"),
+            ("10.0.0.1", "DESCRIBE", "ALLOW"),
+        ]
+    )

@@ -96,6 +96,8 @@ def test_refusals_name_kafkas_error(broker: RunningBroker) -> None:
     topic = topic_with_records(broker, 1, 1)
     elsewhere = log_dirs(broker, "move", topic, "0", "1", "/no/such/dir")
     assert elsewhere.exit_code == 1 and "LOG_DIR_NOT_FOUND" in elsewhere.output
+    # The code once (the error's text names it), as against Kafka (test_cli_kafka.py).
+    assert elsewhere.stderr.startswith("Error: [LOG_DIR_NOT_FOUND (57)] moving ")
     unknown = log_dirs(broker, "move", fresh("nope"), "0", "1", data_dir(broker))
     assert unknown.exit_code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in unknown.output
     nowhere = log_dirs(broker, "replica", topic, "3", "1")

@@ -140,3 +140,25 @@ def test_refusals_and_usage_errors(broker: RunningBroker) -> None:
     listed = json.loads(users(broker, "list", "--json").stdout)
     assert "gina" not in {r["user"] for r in listed}
     assert "users" in CliRunner().invoke(main, ["--help"]).output
+
+
+def test_rows_are_in_user_and_mechanism_order() -> None:
+    """Kafka answers DescribeUserScramCredentials in no set order (4.x's KRaft
+    brokers gave SCRAM-SHA-512 before SCRAM-SHA-256, tests/tools/test_cli_kafka.py):
+    the command prints by user, then mechanism, whatever the broker's order."""
+    from trafka.sdk.admin.scram import ScramCredentialInfo, UserScramCredentialsDescription
+    from trafka.tools.cli_users import _rows
+
+    def user(name: str, *mechanisms: str) -> UserScramCredentialsDescription:
+        infos = tuple(ScramCredentialInfo(m, 4096) for m in mechanisms)
+        return UserScramCredentialsDescription(name, infos)
+
+    found = {
+        "bob": user("bob", "SCRAM-SHA-512", "SCRAM-SHA-256"),
+        "al": user("al", "SCRAM-SHA-512"),
+    }
+    assert [(r["user"], r["mechanism"]) for r in _rows(found)] == [
+        ("al", "SCRAM-SHA-512"),
+        ("bob", "SCRAM-SHA-256"),
+        ("bob", "SCRAM-SHA-512"),
+    ]
