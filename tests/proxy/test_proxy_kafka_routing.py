@@ -17,14 +17,16 @@ partitions the client never added to them.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from kafka_peers import KafkaCluster
+from kafka_peers import KAFKA_4, KafkaCluster, classpath
 from proxy_helpers import (
     Report,
     aiokafka_reports,
@@ -242,3 +244,62 @@ def test_plain_routing_on_kafka_3_9(kafka3: KafkaCluster) -> None:
             sent += [v for v, _ in sends]
         check(kafka3, topic, reports, sent)
         assert px.statistics.routing.records_moved > 0
+
+
+@pytest.fixture(scope="module")
+def java_producer(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The command running tests/interop/java/ReportingProducer (Kafka's own
+    producer, kafka-clients 4.x), compiled with javac once per module."""
+    javac, java = shutil.which("javac"), shutil.which("java")
+    if javac is None or java is None:
+        pytest.fail("javac and java are needed (apt-get install default-jdk-headless)")
+    out = tmp_path_factory.mktemp("java-producer")
+    source = Path(__file__).parents[1] / "interop" / "java" / "ReportingProducer.java"
+    jars = classpath("kafka", KAFKA_4)
+    subprocess.run([javac, "-d", str(out), "-cp", jars, str(source)], check=True, timeout=120)
+    return [
+        java,
+        "-Xmx128m",
+        "-XX:TieredStopAtLevel=1",
+        "-cp",
+        f"{out}:{jars}",
+        "ReportingProducer",
+    ]
+
+
+def test_kafkas_java_producer_is_routed_on_kafka(
+    kafka4_cluster: KafkaCluster, proxy: RunningProxy, java_producer: list[str]
+) -> None:
+    """Kafka's Java producer (4.x), each record sent to its CRC32 partition,
+    plain, idempotent and in a transaction (Kafka 4's transaction protocol 2,
+    KIP-890, where the broker adds a partition to the transaction at its first
+    write): routed as the others, every report read back."""
+    topic = fresh("kr-java")
+    create(kafka4_cluster.bootstrap_servers, topic, PARTITIONS, 3)
+    reports: list[Report] = []
+    sent: list[bytes] = []
+    for mode in ("plain", "idempotent", "transactional"):
+        prefix = f"j{mode[:1]}"
+        done = subprocess.run(
+            [
+                *java_producer,
+                proxy.bootstrap_servers,
+                topic,
+                str(N),
+                prefix,
+                mode,
+                fresh("tx-java"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        lines = done.stdout.split("\n")
+        assert lines[-2:] == [f"ok {N}", ""]
+        for line in lines[:-2]:
+            value, partition, offset = line.split()
+            reports.append((value.encode(), int(partition), int(offset)))
+        sent += [b"%s-%d" % (prefix.encode(), i) for i in range(N)]
+    check(kafka4_cluster, topic, reports, sent)
