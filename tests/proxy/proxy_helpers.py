@@ -28,7 +28,13 @@ def fresh(prefix: str = "px") -> str:
     return f"{prefix}-{next(_names)}"
 
 
-def create(servers: str, topic: str, partitions: int, replicas: int = -1) -> None:
+def create(
+    servers: str,
+    topic: str,
+    partitions: int,
+    replicas: int = -1,
+    configs: dict[str, str] | None = None,
+) -> None:
     """The topic created, and served: Apache Kafka answers CreateTopics before
     every leader serves its partitions, so this returns once each answers a
     ListOffsets (acks=0 records sent earlier would be lost, and plain
@@ -37,7 +43,7 @@ def create(servers: str, topic: str, partitions: int, replicas: int = -1) -> Non
     async def go() -> None:
         with anyio.fail_after(60):
             async with open_admin(bootstrap_servers=servers) as admin:
-                await admin.create_topics([NewTopic(topic, partitions, replicas)])
+                await admin.create_topics([NewTopic(topic, partitions, replicas, configs or {})])
                 tps = [TopicPartition(topic, p) for p in range(partitions)]
                 # The broker asked may not know the topic yet either (the SDK
                 # takes that answer as final; Java's admin retries it).
