@@ -29,7 +29,12 @@ from trafka.codec.messages import k60_describe_cluster as dm
 from trafka.proxy import RunningProxy, proxy_in_thread
 from trafka.sdk import open_consumer
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.compat(
+        "proxy", "group consumers (classic, KIP-848) and broker addresses rewritten"
+    ),
+]
 
 PARTITIONS = 6
 N = 300

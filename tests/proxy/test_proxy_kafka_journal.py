@@ -37,7 +37,10 @@ from trafka.proxy import proxy_in_thread
 from trafka.sdk import open_admin
 from trafka.sdk.partitioners import murmur2_partition
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.compat("proxy", "`--journal topic`; two proxies, one killed -9: exactly once"),
+]
 
 
 def test_the_topic_journal_on_kafka(kafka4_cluster: KafkaCluster) -> None:

@@ -48,7 +48,12 @@ from test_proxy_cluster import (
 from trafka.proxy import RunningProxy, proxy_in_thread
 from trafka.sdk.partitioners import murmur2_partition
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.compat(
+        "proxy", "key routing of every client tested, reports read back from the broker"
+    ),
+]
 
 PARTITIONS = 6  # test_proxy_cluster's transactions place their keys over 6
 N = 200
@@ -271,9 +276,8 @@ def test_kafkas_java_producer_is_routed_on_kafka(
     kafka4_cluster: KafkaCluster, proxy: RunningProxy, java_producer: list[str]
 ) -> None:
     """Kafka's Java producer (4.x), each record sent to its CRC32 partition,
-    plain, idempotent and in a transaction (Kafka 4's transaction protocol 2,
-    KIP-890, where the broker adds a partition to the transaction at its first
-    write): routed as the others, every report read back."""
+    plain, idempotent and in transactions (committed, aborted, committed):
+    routed as the others, every report read back, nothing aborted visible."""
     topic = fresh("kr-java")
     create(kafka4_cluster.bootstrap_servers, topic, PARTITIONS, 3)
     reports: list[Report] = []
@@ -301,5 +305,7 @@ def test_kafkas_java_producer_is_routed_on_kafka(
         for line in lines[:-2]:
             value, partition, offset = line.split()
             reports.append((value.encode(), int(partition), int(offset)))
-        sent += [b"%s-%d" % (prefix.encode(), i) for i in range(N)]
-    check(kafka4_cluster, topic, reports, sent)
+        rounds = (prefix, f"{prefix}-again") if mode == "transactional" else (prefix,)
+        sent += [b"%s-%d" % (r.encode(), i) for r in rounds for i in range(N)]
+    records = check(kafka4_cluster, topic, reports, sent)
+    assert len(records) == len(sent)  # nothing aborted is visible

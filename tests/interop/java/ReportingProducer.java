@@ -5,9 +5,11 @@
 //   java ReportingProducer BROKERS TOPIC N PREFIX plain|idempotent|transactional [TXN_ID]
 //
 // Sends N records (key "key-<i % 29>", value "PREFIX-<i>"), every one to the
-// partition librdkafka's CRC32 would choose (not Java's murmur2), in one
-// transaction when asked; prints "VALUE PARTITION OFFSET" per delivery report,
-// then "ok N". Exits 1 on any error.
+// partition librdkafka's CRC32 would choose (not Java's murmur2); prints
+// "VALUE PARTITION OFFSET" per delivery report, then "ok N". Transactional:
+// three transactions of N records each, the second aborted (values
+// "PREFIX-aborted-<i>", delivered before the abort, not printed), the third's
+// values "PREFIX-again-<i>". Exits 1 on any error.
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
@@ -40,27 +42,39 @@ public class ReportingProducer {
             int partitions = producer.partitionsFor(topic).size();
             if (transactional) {
                 producer.initTransactions();
-                producer.beginTransaction();
             }
-            List<String> values = new ArrayList<>();
-            List<Future<RecordMetadata>> sent = new ArrayList<>();
-            for (int i = 0; i < n; i++) {
-                byte[] key = ("key-" + (i % 29)).getBytes("UTF-8");
-                String value = prefix + "-" + i;
-                CRC32 crc = new CRC32();
-                crc.update(key);
-                int partition = (int) (crc.getValue() % partitions);
-                values.add(value);
-                sent.add(producer.send(new ProducerRecord<>(topic, partition, key, value.getBytes("UTF-8"))));
-            }
-            producer.flush();
-            if (transactional) {
-                producer.commitTransaction();
-            }
-            for (int i = 0; i < n; i++) {
-                RecordMetadata m = sent.get(i).get();
-                long offset = m.hasOffset() ? m.offset() : -1;
-                System.out.println(values.get(i) + " " + m.partition() + " " + offset);
+            String[] rounds = transactional
+                ? new String[] {prefix, prefix + "-aborted", prefix + "-again"}
+                : new String[] {prefix};
+            for (String round : rounds) {
+                if (transactional) {
+                    producer.beginTransaction();
+                }
+                List<String> values = new ArrayList<>();
+                List<Future<RecordMetadata>> sent = new ArrayList<>();
+                for (int i = 0; i < n; i++) {
+                    byte[] key = ("key-" + (i % 29)).getBytes("UTF-8");
+                    String value = round + "-" + i;
+                    CRC32 crc = new CRC32();
+                    crc.update(key);
+                    int partition = (int) (crc.getValue() % partitions);
+                    values.add(value);
+                    sent.add(producer.send(new ProducerRecord<>(topic, partition, key, value.getBytes("UTF-8"))));
+                }
+                producer.flush();
+                boolean abort = round.endsWith("-aborted");
+                for (int i = 0; i < n; i++) {
+                    RecordMetadata m = sent.get(i).get();
+                    long offset = m.hasOffset() ? m.offset() : -1;
+                    if (!abort) {
+                        System.out.println(values.get(i) + " " + m.partition() + " " + offset);
+                    }
+                }
+                if (abort) {
+                    producer.abortTransaction();
+                } else if (transactional) {
+                    producer.commitTransaction();
+                }
             }
         }
         System.out.println("ok " + n);
