@@ -34,16 +34,20 @@ def create(
     partitions: int,
     replicas: int = -1,
     configs: dict[str, str] | None = None,
+    *,
+    served: bool = False,
 ) -> None:
-    """The topic created, and served: Apache Kafka answers CreateTopics before
-    every leader serves its partitions, so this returns once each answers a
-    ListOffsets (acks=0 records sent earlier would be lost, and plain
-    producers' retries would write records twice)."""
+    """The topic created; with ``served``, and served: Apache Kafka answers
+    CreateTopics before every leader serves its partitions, so this then
+    returns once each answers a ListOffsets (acks=0 records sent earlier would
+    be lost, and plain producers' retries would write records twice)."""
 
     async def go() -> None:
         with anyio.fail_after(60):
             async with open_admin(bootstrap_servers=servers) as admin:
                 await admin.create_topics([NewTopic(topic, partitions, replicas, configs or {})])
+                if not served:
+                    return
                 tps = [TopicPartition(topic, p) for p in range(partitions)]
                 # The broker asked may not know the topic yet either (the SDK
                 # takes that answer as final; Java's admin retries it).

@@ -59,7 +59,7 @@ def test_group_consumers_read_everything_through_the_proxy(
     kafka4_cluster: KafkaCluster, proxy: RunningProxy
 ) -> None:
     topic = fresh("kc")
-    create(kafka4_cluster.bootstrap_servers, topic, PARTITIONS, 3)
+    create(kafka4_cluster.bootstrap_servers, topic, PARTITIONS, 3, served=True)
     confluent_produce(proxy.bootstrap_servers, topic, N)
     wanted = sorted(r.value for r in placement(kafka4_cluster.bootstrap_servers, topic, PARTITIONS))
     assert len(wanted) == N
@@ -141,7 +141,7 @@ def test_kafkas_answers_name_only_the_proxy(
     ApiVersions answer allows: every broker address in them is one of the
     proxy's listeners, one per Kafka node, none of Kafka's own ports."""
     topic = fresh("kc-addr")
-    create(kafka4_cluster.bootstrap_servers, topic, PARTITIONS, 3)
+    create(kafka4_cluster.bootstrap_servers, topic, PARTITIONS, 3, served=True)
     with socket.create_connection(proxy.address, timeout=30) as sock:
         sock.settimeout(30)
         offered = call(

@@ -47,7 +47,7 @@ def test_idempotent_routing_is_exactly_once_across_kill_9_of_a_kafka_leader(
     servers = kafka4_cluster.bootstrap_servers
     topic = fresh("leader-killed")
 
-    create(servers, topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    create(servers, topic, PARTITIONS, 3, {"min.insync.replicas": "2"}, served=True)
     victim = _leaders(servers, topic)[0]
     try:
         with proxy_in_thread(upstream=tuple(servers.split(",")), port=0) as px:

@@ -50,7 +50,7 @@ def test_the_topic_journal_on_kafka(kafka4_cluster: KafkaCluster) -> None:
     holding the producer's claim and placement windows."""
     servers = kafka4_cluster.bootstrap_servers
     topic, journal = fresh("kj"), fresh("journal")
-    create(servers, topic, PARTITIONS, 3)
+    create(servers, topic, PARTITIONS, 3, served=True)
     with proxy_in_thread(upstream=tuple(servers.split(",")), port=0, journal_topic=journal) as px:
         sends = [(b"j-%d" % i, b"key-%d" % (i % 31)) for i in range(600)]
         reports = confluent_reports(px, topic, sends, **{"enable.idempotence": True})
@@ -96,7 +96,7 @@ def test_two_proxies_on_kafka_one_killed_the_other_takes_over_exactly_once(
     topics = (fresh("ha"), fresh("ha"))
     journal = fresh("journal")
     for topic in topics:
-        create(servers, topic, PARTITIONS, 3)
+        create(servers, topic, PARTITIONS, 3, served=True)
     proxies: list[subprocess.Popen[bytes]] = []
     try:
         ports = _free_ports(4)

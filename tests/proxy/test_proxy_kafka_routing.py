@@ -155,7 +155,7 @@ def test_every_client_is_routed_on_kafka_plain_idempotent_and_transactional(
 ) -> None:
     reporter, modes, transactions = CLIENTS[client]
     topic = fresh("kr")
-    create(kafka4_cluster.bootstrap_servers, topic, PARTITIONS, 3)
+    create(kafka4_cluster.bootstrap_servers, topic, PARTITIONS, 3, served=True)
     routing = proxy.statistics.routing
     moved, idempotent = routing.records_moved, routing.requests_idempotent
     reports: list[Report] = []
@@ -180,7 +180,7 @@ def test_kafkajs_plain_and_idempotent_are_routed_on_kafka(
     """kafkajs sends every message to partition 0, 100 a send, and is told each
     send's base offset (its n-th message at base + n when the base is known)."""
     topic = fresh("kr-js")
-    create(kafka4_cluster.bootstrap_servers, topic, PARTITIONS, 3)
+    create(kafka4_cluster.bootstrap_servers, topic, PARTITIONS, 3, served=True)
     reports: list[Report] = []
     sent: list[bytes] = []
     for mode in ("plain", "idempotent"):
@@ -212,7 +212,7 @@ def test_sarama_idempotent_is_routed_on_kafka(
         "sarama_old", "github.com/Shopify/sarama", "golang-github-shopify-sarama-dev"
     )
     topic = fresh("kr-sarama")
-    create(kafka4_cluster.bootstrap_servers, topic, PARTITIONS, 3)
+    create(kafka4_cluster.bootstrap_servers, topic, PARTITIONS, 3, served=True)
     flags = {
         "-mode": "produce",
         "-brokers": proxy.bootstrap_servers,
@@ -240,7 +240,7 @@ def test_plain_routing_on_kafka_3_9(kafka3: KafkaCluster) -> None:
     producers, each key on its murmur2 partition, every report read back."""
     with proxy_in_thread(upstream=(kafka3.bootstrap_servers,), port=0) as px:
         topic = fresh("kr-39")
-        create(kafka3.bootstrap_servers, topic, PARTITIONS, 1)
+        create(kafka3.bootstrap_servers, topic, PARTITIONS, 1, served=True)
         reports: list[Report] = []
         sent: list[bytes] = []
         for prefix, idempotent in ((b"p", False), (b"i", True)):
@@ -279,7 +279,7 @@ def test_kafkas_java_producer_is_routed_on_kafka(
     plain, idempotent and in transactions (committed, aborted, committed):
     routed as the others, every report read back, nothing aborted visible."""
     topic = fresh("kr-java")
-    create(kafka4_cluster.bootstrap_servers, topic, PARTITIONS, 3)
+    create(kafka4_cluster.bootstrap_servers, topic, PARTITIONS, 3, served=True)
     reports: list[Report] = []
     sent: list[bytes] = []
     for mode in ("plain", "idempotent", "transactional"):
