@@ -28,8 +28,10 @@ proxy's pooled upstream connections:
   as the client would send it, with the client's transactional id, producer
   id and epoch) to the transaction's coordinator, retried on the retriable
   coordinator errors until the request's deadline. The partitions a
-  transaction holds are learnt from the client's own AddPartitionsToTxn
-  requests and the proxy's; its EndTxn empties them.
+  transaction holds are learnt from the answers to the client's own
+  AddPartitionsToTxn requests (a partition answered without error; not one
+  only asked for, which Kafka's leaders would refuse a write to until added)
+  and the proxy's; its EndTxn empties them.
 * When that preparation fails (no leader to ask, no coordinator), the client's
   partitions are answered with a retriable error and nothing is written or
   numbered, so its retry starts afresh.
@@ -227,9 +229,6 @@ class ExactlyOnce:
                 body.v3_and_below_producer_epoch,
             )
             txn.coordinator = node_id if node_id >= 0 else txn.coordinator
-            txn.partitions.update(
-                (t.name, p) for t in body.v3_and_below_topics for p in t.partitions
-            )
         elif key == 26:  # EndTxn: the next transaction starts empty
             txn = self._txn(body.transactional_id, body.producer_id, body.producer_epoch)
             txn.coordinator = node_id if node_id >= 0 else txn.coordinator
@@ -243,6 +242,28 @@ class ExactlyOnce:
                 getattr(body, "producer_id", -1),
                 getattr(body, "producer_epoch", -1),
             ).coordinator = node_id
+
+    def client_added(self, request: Any, answer: Any) -> None:
+        """The coordinator's answer to a client's AddPartitionsToTxn (v3 and
+        below): the partitions it added without error are the transaction's.
+        Not those the request named: until the answer, or with an error such as
+        CONCURRENT_TRANSACTIONS (which the client retries), a partition is not
+        in the transaction, and Kafka's leaders refuse a transactional write to
+        it (KIP-890's verification), so records the proxy moves there wait for
+        its own AddPartitionsToTxn."""
+        if answer.error_code:
+            return
+        txn = self._txn(
+            request.v3_and_below_transactional_id,
+            request.v3_and_below_producer_id,
+            request.v3_and_below_producer_epoch,
+        )
+        txn.partitions.update(
+            (t.name, r.partition_index)
+            for t in answer.results_by_topic_v3_and_below
+            for r in t.results_by_partition
+            if not r.partition_error_code
+        )
 
     def _txn(self, tid: str, pid: int, epoch: int) -> _Txn:
         txn = self.transactions.get(tid)

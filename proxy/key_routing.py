@@ -97,14 +97,16 @@ __all__ = ["KeyRouting"]
 
 log = logging.getLogger("trafka.proxy")
 
-PRODUCE, INIT_PRODUCER_ID, END_TXN = 0, 22, 26
+PRODUCE, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 0, 22, 24, 26
 #: The longest an EndTxn waits for the producer's routed writes: past any
 #: Produce's own deadline (its timeout, at most Kafka's default
 #: ``request.timeout.ms`` for the clients that set it, plus the connect
 #: timeout), after which every write is answered or failed.
 END_TXN_WAIT_S = 30.0
 # Transaction requests whose bodies teach the routing of transactional producers.
-_TXN_APIS = frozenset({INIT_PRODUCER_ID, 24, 25, 26})
+_TXN_APIS = frozenset({INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, 25, 26})
+# A client's AddPartitionsToTxn request (ctx.notes), read with its answer.
+_ADDED = "trafka.key_routing.added"
 _ROUTE = "trafka.key_routing.route"
 # The connection's last coalesced request (ctx.state): what a later one must not overtake.
 _LAST_SHARE = "trafka.key_routing.share"
@@ -226,6 +228,8 @@ class KeyRouting(Filter):
                 wait = self.connect_timeout + END_TXN_WAIT_S
                 await eos.before_end(body, trio.current_time() + wait)
             eos.client_request(ctx.api_key, ctx.api_version, body, ctx.node_id)
+            if ctx.api_key == ADD_PARTITIONS_TO_TXN:
+                ctx.notes[_ADDED] = body  # its answer says what was added
             return body
         deadline = trio.current_time() + body.timeout_ms / 1000 + self.connect_timeout
         try:
@@ -483,6 +487,10 @@ class KeyRouting(Filter):
     def on_response(self, ctx: FilterContext, body: Any) -> Any:
         if ctx.api_key == INIT_PRODUCER_ID:
             self._proxy[1].init_answered(body)
+        elif ctx.api_key == ADD_PARTITIONS_TO_TXN and ctx.api_version <= 3:
+            request = ctx.notes.get(_ADDED)
+            if request is not None:
+                self._proxy[1].client_added(request, body)
         elif ctx.api_key == PRODUCE:
             route = ctx.notes.get(_ROUTE)
             if route is not None:

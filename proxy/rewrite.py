@@ -26,6 +26,12 @@ Rules:
   proxy's codec knows, so that no client uses a version whose addresses the
   proxy could not read. An ApiVersions answer the proxy cannot decode (the
   broker's v0 refusal of a version it does not know) passes unchanged.
+* An ApiVersions request of a version newer than the codec's (Kafka 4.x's
+  clients send v5, KIP-1242) is not forwarded, since its answer could not be
+  capped: the proxy refuses it as a broker that does not know the version
+  does (KIP-511), with a v0 answer, UNSUPPORTED_VERSION and the ApiVersions
+  versions it reads (:func:`unsupported_api_versions`); the client asks again
+  with one of those.
 * Metadata answers also teach the proxy each topic's partition count and
   leaders (:class:`~.routing.Topics`), which key routing needs.
 * Key routing itself is :mod:`.routing`, applied by the filter
@@ -41,7 +47,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trafka.codec import protocol
-from trafka.codec.errors import DecodeError
+from trafka.codec.errors import DecodeError, ErrorCode
+from trafka.codec.messages import k18_api_versions as av
 from trafka.codec.produce_response import as_encoded
 
 from .routing import Topics
@@ -53,6 +60,7 @@ __all__ = [
     "reads_answer",
     "rewrite_response",
     "rewrite_addresses",
+    "unsupported_api_versions",
 ]
 
 log = logging.getLogger("trafka.proxy")
@@ -179,3 +187,19 @@ def _cap_versions(frame: bytes | memoryview, version: int) -> bytes:
         capped.append(entry)
     body = dataclasses.replace(body, api_keys=capped)
     return protocol.encode_response(header.correlation_id, API_VERSIONS, version, body)
+
+
+def unsupported_api_versions(correlation_id: int) -> bytes:
+    """The answer (size prefix included) to an ApiVersions request of a version
+    the proxy's codec does not know: v0, UNSUPPORTED_VERSION, and the
+    ApiVersions versions the proxy reads (KIP-511, as a broker answers)."""
+    info = protocol.api(API_VERSIONS)
+    body = av.ApiVersionsResponse(
+        error_code=ErrorCode.UNSUPPORTED_VERSION,
+        api_keys=[
+            av.ApiVersionsResponse.ApiVersion(
+                api_key=API_VERSIONS, min_version=info.min_version, max_version=info.max_version
+            )
+        ],
+    )
+    return protocol.encode_response(correlation_id, API_VERSIONS, 0, body)

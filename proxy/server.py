@@ -57,7 +57,7 @@ import signal
 import socket
 import struct
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -104,6 +104,7 @@ from .rewrite import (
     reads_answer,
     rewrite_addresses,
     rewrite_response,
+    unsupported_api_versions,
 )
 from .routing import (
     RouteStats,
@@ -528,6 +529,11 @@ class _Proxy:
             conn.sasl = conn.sasl or self.sasl.client()
             conn.watch = self.sasl.request(conn.sasl, key, frame)
         known = _known(key, version)
+        if key == _API_VERSIONS and not known:
+            # Its answer could not be capped (see .rewrite): refused here, as a
+            # broker refuses a version it does not know, and asked again.
+            await conn.owe(_answered_here(key, header.correlation_id, unsupported_api_versions))
+            return
         if key == _API_VERSIONS and version >= 3 and known:
             conn.software = _software(frame)
         chain = wanted(self.filters, key) if self.filters and known else ()
@@ -841,6 +847,14 @@ def _software(frame: bytes) -> str | None:
     except DecodeError:
         return None  # the broker judges the request
     return body.client_software_name or None
+
+
+def _answered_here(key: int, correlation_id: int, answer: Callable[[int], bytes]) -> _Answer:
+    """An answer to API ``key`` the proxy makes itself (``answer(correlation_id)``: the frame)."""
+    slot = _Answer(correlation_id, None, trio.Event(), answer(correlation_id), api_key=key)
+    assert slot.done is not None
+    slot.done.set()
+    return slot
 
 
 def _known(key: int, version: int) -> bool:

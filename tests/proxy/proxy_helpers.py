@@ -12,13 +12,14 @@ from typing import Any
 import anyio
 import confluent_kafka
 
-from trafka.codec import protocol
+from trafka.codec import ErrorCode, KafkaError, protocol
 from trafka.codec.messages import k00_produce as pm
 from trafka.codec.messages import k22_init_producer_id as ip
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.produce_response import ProduceAnswer, read_produce_response
 from trafka.codec.records import decode_batch, encode_batch, iter_batches
-from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer
+from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
+from trafka.sdk.partitioners import crc32_partition
 
 _names = itertools.count()
 
@@ -27,10 +28,37 @@ def fresh(prefix: str = "px") -> str:
     return f"{prefix}-{next(_names)}"
 
 
-def create(servers: str, topic: str, partitions: int) -> None:
+def create(
+    servers: str,
+    topic: str,
+    partitions: int,
+    replicas: int = -1,
+    configs: dict[str, str] | None = None,
+    *,
+    served: bool = False,
+) -> None:
+    """The topic created; with ``served``, and served: Apache Kafka answers
+    CreateTopics before every leader serves its partitions, so this then
+    returns once each answers a ListOffsets (acks=0 records sent earlier would
+    be lost, and plain producers' retries would write records twice)."""
+
     async def go() -> None:
-        async with open_admin(bootstrap_servers=servers) as admin:
-            await admin.create_topics([NewTopic(topic, partitions)])
+        with anyio.fail_after(60):
+            async with open_admin(bootstrap_servers=servers) as admin:
+                await admin.create_topics([NewTopic(topic, partitions, replicas, configs or {})])
+                if not served:
+                    return
+                tps = [TopicPartition(topic, p) for p in range(partitions)]
+                # The broker asked may not know the topic yet either (the SDK
+                # takes that answer as final; Java's admin retries it).
+                while True:
+                    try:
+                        await admin.list_offsets(dict.fromkeys(tps, "latest"))
+                        return
+                    except KafkaError as exc:
+                        if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                            raise
+                    await anyio.sleep(0.1)
 
     anyio.run(go, backend="trio")
 
@@ -112,6 +140,111 @@ def confluent_reports(
     assert errors == []
     assert len(reports) == len(sends)
     return reports
+
+
+def kafka_python_reports(
+    servers: str, topic: str, sends: Sequence[tuple[bytes, bytes]], **settings: Any
+) -> list[Report]:
+    """The delivery reports of kafka-python sending ``sends`` (value, key), each
+    to the partition librdkafka's CRC32 would choose (not murmur2's), in one
+    transaction when ``settings`` name a ``transactional_id``."""
+    import kafka
+
+    producer = kafka.KafkaProducer(bootstrap_servers=servers, linger_ms=5, **settings)
+    try:
+        count = len(producer.partitions_for(topic))  # waits for the topic's metadata
+        transactional = "transactional_id" in settings
+        if transactional:
+            producer.init_transactions()
+            producer.begin_transaction()
+        futures = [
+            (
+                value,
+                producer.send(topic, value=value, key=key, partition=crc32_partition(key, count)),
+            )
+            for value, key in sends
+        ]
+        producer.flush(30)
+        if transactional:
+            producer.commit_transaction()
+        got = [(value, future.get(timeout=30)) for value, future in futures]
+    finally:
+        producer.close(timeout=30)
+    return [(value, m.partition, m.offset) for value, m in got]
+
+
+def crc32_like(key: bytes, all_partitions: list[int], available: list[int]) -> int:
+    """aiokafka's partitioner signature, placing keys as librdkafka does."""
+    return sorted(all_partitions)[crc32_partition(key, len(all_partitions))]
+
+
+def aiokafka_reports(
+    servers: str, topic: str, sends: Sequence[tuple[bytes, bytes]], **settings: Any
+) -> list[Report]:
+    """The delivery reports of aiokafka sending ``sends`` (value, key) with
+    librdkafka's CRC32 partitioner, in one transaction when ``settings`` name a
+    ``transactional_id``."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    async def go() -> list[Report]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=servers, partitioner=crc32_like, linger_ms=5, **settings
+        )
+        await producer.start()
+        try:
+            async with asyncio.timeout(60):
+                transactional = "transactional_id" in settings
+                if transactional:
+                    await producer.begin_transaction()
+                futures = [
+                    (value, await producer.send(topic, value, key=key)) for value, key in sends
+                ]
+                await producer.flush()
+                if transactional:
+                    await producer.commit_transaction()
+                out: list[Report] = []
+                for value, future in futures:
+                    m = await future
+                    out.append((value, m.partition, m.offset))
+                return out
+        finally:
+            await producer.stop()
+
+    return asyncio.run(go())
+
+
+def sdk_reports(
+    servers: str, topic: str, sends: Sequence[tuple[bytes, bytes]], **settings: Any
+) -> list[Report]:
+    """The delivery reports of trafka's SDK sending ``sends`` (value, key) with
+    librdkafka's CRC32 partitioner, in one transaction when ``settings`` name a
+    ``transactional_id``."""
+
+    async def go() -> list[Report]:
+        with anyio.fail_after(60):
+            async with open_producer(
+                bootstrap_servers=servers, partitioner="consistent_random", linger_ms=5, **settings
+            ) as producer:
+                transactional = "transactional_id" in settings
+                if transactional:
+                    await producer.init_transactions()
+                    producer.begin_transaction()
+                futures = [
+                    (value, await producer.send(topic, value, key=key)) for value, key in sends
+                ]
+                await producer.flush()
+                if transactional:
+                    await producer.commit_transaction()
+                out: list[Report] = []
+                for value, future in futures:
+                    m = await future
+                    out.append((value, m.partition, m.offset))
+                return out
+
+    result: list[Report] = anyio.run(go, backend="trio")
+    return result
 
 
 def confluent_produce(servers: str, topic: str, n: int, **settings: Any) -> None:

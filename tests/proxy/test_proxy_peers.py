@@ -637,3 +637,42 @@ def test_two_thousand_idle_connections_neither_stop_others_nor_outlive_their_tim
             time.sleep(0.05)
         assert px.statistics.open_connections == 0
         assert px.statistics.timeouts >= 2000
+
+
+def test_an_api_versions_request_newer_than_the_proxy_reads_is_refused_as_a_broker_would(
+    proxy: RunningProxy,
+) -> None:
+    """Kafka 4.x's clients open with ApiVersions v5 (KIP-1242), newer than the
+    proxy's codec: an answer of that version could not be capped, so the proxy
+    answers it itself as a broker that does not know the version (KIP-511: v0,
+    UNSUPPORTED_VERSION, the ApiVersions versions it serves), keeps the
+    connection, and the client's retry at the version named is answered."""
+    from trafka.codec.messages import k18_api_versions as av
+
+    newest = protocol.api(18).max_version
+    request = av.ApiVersionsRequest(client_software_name="t", client_software_version="1")
+    with socket.create_connection(proxy.address, timeout=20) as sock:
+        for correlation_id, version in ((1, newest + 1), (2, newest)):
+            header = protocol.RequestHeader(
+                request_api_key=18, request_api_version=newest, correlation_id=correlation_id,
+                client_id="future",
+            )  # fmt: skip
+            frame = protocol.encode_request(header, request)
+            # The codec cannot write the newer version: its number on the newest's body.
+            frame = frame[:6] + version.to_bytes(2, "big") + frame[8:]
+            sock.sendall(frame)
+            reader = FrameReader()
+            while (answer := reader.next_frame()) is None:
+                chunk = sock.recv(65536)
+                assert chunk, "the proxy closed the connection"
+                reader.feed(chunk)
+            head, body = protocol.decode_response(answer, 18, 0 if version > newest else version)
+            assert head.correlation_id == correlation_id
+            if version > newest:
+                assert body.error_code == ErrorCode.UNSUPPORTED_VERSION
+                assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [
+                    (18, 0, newest)
+                ]
+            else:
+                assert body.error_code == 0
+                assert {k.api_key for k in body.api_keys} >= {0, 3, 18}

@@ -19,7 +19,6 @@ against where its record really is:
 
 from __future__ import annotations
 
-import asyncio
 import re
 import shutil
 import subprocess
@@ -27,14 +26,21 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import anyio
-import kafka
 import pytest
-from proxy_helpers import Report, confluent_reports, create, fresh, misreported, placement
+from proxy_helpers import (
+    Report,
+    aiokafka_reports,
+    confluent_reports,
+    create,
+    fresh,
+    kafka_python_reports,
+    misreported,
+    placement,
+    sdk_reports,
+)
 
 from trafka.brokerlite import RunningBroker
 from trafka.proxy import ORIGIN_HEADER, RunningProxy, parse_origin_header, proxy_in_thread
-from trafka.sdk import open_producer
 from trafka.sdk.partitioners import crc32_partition, murmur2_partition
 
 pytestmark = pytest.mark.timeout(120)
@@ -82,11 +88,6 @@ def topic_for(proxy: RunningProxy) -> str:
     topic = fresh("reports")
     create(proxy.bootstrap_servers, topic, PARTITIONS)
     return topic
-
-
-def crc32_like(key: bytes, all_partitions: list[int], available: list[int]) -> int:
-    """aiokafka's partitioner signature, placing keys as librdkafka does."""
-    return all_partitions[crc32_partition(key, len(all_partitions))]
 
 
 # -- librdkafka -----------------------------------------------------------------------------
@@ -200,27 +201,8 @@ def test_kafka_python_reports(
     broker: RunningBroker, proxy: RunningProxy, settings: dict[str, Any]
 ) -> None:
     topic = topic_for(proxy)
-    producer = kafka.KafkaProducer(
-        bootstrap_servers=proxy.bootstrap_servers, linger_ms=5, **settings
-    )
-    try:
-        futures = [
-            (
-                b"kp-%d" % i,
-                producer.send(
-                    topic,
-                    value=b"kp-%d" % i,
-                    key=key_of(i),
-                    partition=crc32_partition(key_of(i), PARTITIONS),
-                ),
-            )
-            for i in range(N)
-        ]
-        producer.flush(30)
-        got = [(v, f.get(timeout=30)) for v, f in futures]
-    finally:
-        producer.close()
-    reports = [(v, m.partition, m.offset) for v, m in got]
+    sends = [(b"kp-%d" % i, key_of(i)) for i in range(N)]
+    reports = kafka_python_reports(proxy.bootstrap_servers, topic, sends, **settings)
     check(broker, proxy, topic, reports)
     # kafka-python says "no offset" for a whole batch answered -1: it is told so.
     assert {o for _, _, o in reports if o < 0} == {-1}
@@ -228,34 +210,10 @@ def test_kafka_python_reports(
 
 @pytest.mark.parametrize("codec", [None, "snappy", "zstd"])
 def test_aiokafka_reports(broker: RunningBroker, proxy: RunningProxy, codec: str | None) -> None:
-    from aiokafka import AIOKafkaProducer
-
     topic = topic_for(proxy)
-
-    async def go() -> list[Report]:
-        producer = AIOKafkaProducer(
-            bootstrap_servers=proxy.bootstrap_servers,
-            partitioner=crc32_like,
-            linger_ms=5,
-            compression_type=codec,
-        )
-        await producer.start()
-        try:
-            futures = [
-                (b"ai-%d" % i, await producer.send(topic, b"ai-%d" % i, key=key_of(i)))
-                for i in range(N)
-            ]
-            await producer.flush()
-            out = []
-            async with asyncio.timeout(30):
-                for v, f in futures:
-                    m = await f
-                    out.append((v, m.partition, m.offset))
-            return out
-        finally:
-            await producer.stop()
-
-    check(broker, proxy, topic, asyncio.run(go()))
+    sends = [(b"ai-%d" % i, key_of(i)) for i in range(N)]
+    reports = aiokafka_reports(proxy.bootstrap_servers, topic, sends, compression_type=codec)
+    check(broker, proxy, topic, reports)
 
 
 @pytest.mark.parametrize(
@@ -273,33 +231,8 @@ def test_trafka_sdk_reports(
     topic = topic_for(proxy)
     if "transactional_id" in settings:
         settings = {**settings, "transactional_id": fresh("reports-sdk")}
-
-    async def go() -> list[Report]:
-        async with open_producer(
-            bootstrap_servers=proxy.bootstrap_servers,
-            partitioner="consistent_random",
-            linger_ms=5,
-            **settings,
-        ) as producer:
-            transactional = "transactional_id" in settings
-            if transactional:
-                await producer.init_transactions()
-                producer.begin_transaction()
-            futures = [
-                (b"sd-%d" % i, await producer.send(topic, b"sd-%d" % i, key=key_of(i)))
-                for i in range(N)
-            ]
-            await producer.flush()
-            if transactional:
-                await producer.commit_transaction()
-            out = []
-            with anyio.fail_after(30):
-                for v, f in futures:
-                    m = await f
-                    out.append((v, m.partition, m.offset))
-            return out
-
-    reports: list[Report] = anyio.run(go, backend="trio")
+    sends = [(b"sd-%d" % i, key_of(i)) for i in range(N)]
+    reports = sdk_reports(proxy.bootstrap_servers, topic, sends, **settings)
     check(broker, proxy, topic, reports)
     # trafka's SDK says "no offset" for a whole batch answered -1: it is told so.
     assert {o for _, _, o in reports if unknown(o)} == {-1}

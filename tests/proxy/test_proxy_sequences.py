@@ -395,6 +395,53 @@ def test_the_transactions_the_proxy_tracks_are_bounded(monkeypatch: Any) -> None
     assert eos.transactions["tx-2"].partitions == {("orders", 2)}
 
 
+def test_a_partition_is_in_the_transaction_once_its_add_is_answered_without_error() -> None:
+    """Kafka's leaders refuse a transactional write to a partition the
+    coordinator has not added (KIP-890's verification, on since Kafka 3.6), and
+    its coordinator answers an AddPartitionsToTxn with CONCURRENT_TRANSACTIONS
+    while the previous transaction completes: a partition the client only asked
+    for is not taken as added (the proxy adds it itself before moving records
+    there); one answered without error is."""
+    from trafka.codec.messages import k24_add_partitions_to_txn as apt
+    from trafka.proxy.exactly_once import ExactlyOnce
+
+    eos = ExactlyOnce(None, cluster(), RouteStats(), lambda _: None, list, 1 << 20)  # type: ignore[arg-type]
+    q, a = apt.AddPartitionsToTxnRequest, apt.AddPartitionsToTxnResponse
+    asked = q(
+        v3_and_below_transactional_id="tx",
+        v3_and_below_producer_id=PID,
+        v3_and_below_producer_epoch=EPOCH,
+        v3_and_below_topics=[q.AddPartitionsToTxnTopic(name="orders", partitions=[1, 2])],
+    )
+    eos.client_request(24, 3, asked, 2)
+    txn = eos.transactions["tx"]
+    assert (txn.coordinator, txn.partitions) == (2, set())
+
+    def answer(*errors: int) -> Any:
+        return a(
+            results_by_topic_v3_and_below=[
+                a.AddPartitionsToTxnTopicResult(
+                    name="orders",
+                    results_by_partition=[
+                        a.AddPartitionsToTxnPartitionResult(
+                            partition_index=p, partition_error_code=e
+                        )
+                        for p, e in zip((1, 2), errors, strict=True)
+                    ],
+                )
+            ]
+        )
+
+    eos.client_added(
+        asked, answer(ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.CONCURRENT_TRANSACTIONS)
+    )
+    assert txn.partitions == set()
+    eos.client_added(asked, answer(0, ErrorCode.OPERATION_NOT_ATTEMPTED))
+    assert txn.partitions == {("orders", 1)}
+    eos.client_added(asked, answer(0, 0))
+    assert txn.partitions == {("orders", 1), ("orders", 2)}
+
+
 def _to(target: int, n: int, seq: int) -> bytes:
     """A client batch of ``n`` records whose keys all hash to ``target`` (of 6)."""
     keys = [k for k in (b"key-%d" % i for i in range(400)) if murmur2_partition(k, 6) == target]
