@@ -93,6 +93,11 @@ func franzRoundTrip(ctx context.Context, o *Options) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("round %d: %w", i, err)
 		}
+		if round.Acks == "0" {
+			for j := range recs {
+				recs[j].Offset = -1 // no answer: franz-go numbers a batch's records from 0
+			}
+		}
 		res.Produced = append(res.Produced, recs...)
 	}
 	if !o.Consume {

@@ -78,7 +78,8 @@ func kafkaGoProduce(ctx context.Context, o *Options, round Round, recs []Record)
 		recs[i].Partition = int32(m.Partition)
 		recs[i].Offset = m.Offset
 		if round.Acks == "0" {
-			recs[i].Offset = -1 // no answer: kafka-go's offset there is no report
+			// No answer: kafka-go fills in neither partition nor offset then.
+			recs[i].Partition, recs[i].Offset = -1, -1
 		}
 	}
 	return nil
