@@ -10,6 +10,7 @@ reads them read_committed and read_uncommitted. One Go process per test.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import anyio
@@ -106,6 +107,6 @@ def test_franz_go_transactions_read_committed(go_peers: Path, peer: Peer) -> Non
             [r["offset"] for r in produced if r["partition"] == p and r["round"] == i]
             for i in range(3)
         ]
-        for earlier, later in zip(by_round, by_round[1:], strict=False):
+        for earlier, later in itertools.pairwise(by_round):
             if earlier and later:
                 assert min(later) >= max(earlier) + 2  # at least one marker between
