@@ -66,9 +66,10 @@ from typing import Any
 import trio
 
 from trafka.codec import protocol
-from trafka.codec.errors import DecodeError, TrafkaError
+from trafka.codec.errors import DecodeError, ErrorCode, TrafkaError
 from trafka.codec.framing import FrameReader
 from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.messages.k18_api_versions import ApiVersionsResponse
 from trafka.common.accept import accept_forever
 from trafka.common.lograte import RateLimitedLog
 from trafka.common.request_budget import RequestBudget, release, reserve
@@ -528,6 +529,9 @@ class _Proxy:
             conn.sasl = conn.sasl or self.sasl.client()
             conn.watch = self.sasl.request(conn.sasl, key, frame)
         known = _known(key, version)
+        if key == _API_VERSIONS and not known:
+            await self._refuse_api_versions(conn, header.correlation_id)
+            return
         if key == _API_VERSIONS and version >= 3 and known:
             conn.software = _software(frame)
         chain = wanted(self.filters, key) if self.filters and known else ()
@@ -602,6 +606,29 @@ class _Proxy:
             return  # acks=0 is never answered
         if isinstance(respond, Respond):
             self._answered(slot, ctx, respond.body)
+        await conn.owe(slot)
+
+    async def _refuse_api_versions(self, conn: _Client, correlation_id: int) -> None:
+        """An ApiVersions version the proxy's codec does not know is answered here,
+        as Kafka's broker answers one it does not know (KIP-511): a v0 answer with
+        UNSUPPORTED_VERSION and the ApiVersions versions known, at one of which the
+        client asks again. Forwarded, a broker that knows the version would answer
+        in a shape the proxy cannot read, so could not cap (franz-go 1.22 asks v5)."""
+        info = protocol.api(_API_VERSIONS)
+        body = ApiVersionsResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION,
+            api_keys=[
+                ApiVersionsResponse.ApiVersion(
+                    api_key=_API_VERSIONS,
+                    min_version=info.min_version,
+                    max_version=info.max_version,
+                )
+            ],
+        )
+        slot = _Answer(correlation_id, None, trio.Event(), api_key=_API_VERSIONS)
+        slot.frame = protocol.encode_response(correlation_id, _API_VERSIONS, 0, body)
+        assert slot.done is not None
+        slot.done.set()
         await conn.owe(slot)
 
     async def _respond_later(
