@@ -57,8 +57,12 @@ system-deps:
 # Apache Kafka (3.9 and 4.x) and Spark's Kafka connector from Maven Central, into
 # .cache/peers/ (ignored), once: the peers of the tests and benchmarks that run
 # against the real broker (tests/kafka_peers.py). TRAFKA_SKIP_KAFKA=1 skips them.
+# And the Go clients of tests/interop/gopeers (franz-go, IBM/sarama, kafka-go)
+# from the Go module proxy into Go's module cache, as go.sum pins them.
 peers: $(STAMP) system-deps
 	$(PY) tests/kafka_peers.py fetch
+	@if command -v go >/dev/null 2>&1; then cd tests/interop/gopeers && go mod download; \
+	  else echo "warning: Go missing; the tests of franz-go, sarama and kafka-go will be skipped"; fi
 
 demo: $(STAMP)
 	$(PY) -m trafka.tools.demo

@@ -66,12 +66,18 @@ func saramaProduce(o *Options, round Round, recs []Record) error {
 		msgs[i] = &sarama.ProducerMessage{
 			Topic: o.Topic, Key: sarama.StringEncoder(r.Key), Value: sarama.StringEncoder(r.Value),
 		}
-		for _, h := range r.Headers {
+		if !config.Version.IsAtLeast(sarama.V0_11_0_0) {
+			recs[i].Headers = [][2]string{} // message sets before 0.11 have none
+		}
+		for _, h := range recs[i].Headers {
 			msgs[i].Headers = append(msgs[i].Headers, sarama.RecordHeader{Key: []byte(h[0]), Value: []byte(h[1])})
 		}
 	}
 	if err := producer.SendMessages(msgs); err != nil {
 		producer.Close()
+		if errs, ok := err.(sarama.ProducerErrors); ok && len(errs) > 0 {
+			return fmt.Errorf("%w (the first: %v)", err, errs[0].Err)
+		}
 		return err
 	}
 	for i, m := range msgs {
