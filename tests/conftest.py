@@ -342,7 +342,8 @@ def go_peers(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The ``gopeers`` binary (``tests/interop/gopeers``), built in module mode
     from the committed go.mod and go.sum (``-mod=readonly``: a build never edits
     them) with the user's module and build caches; ``make peers`` downloads the
-    modules (``go mod download``). Built once per run: under pytest-xdist the
+    modules and builds once, filling Go's build cache (a cold build is minutes
+    of CPU; warm, some 5 s). Built once per run: under pytest-xdist the
     first worker builds into the directory all workers' temporary directories
     share while the others wait on a lock. Skips only when Go is missing; a
     failed build (no module proxy, a module missing) fails the test with Go's
