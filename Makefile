@@ -57,8 +57,15 @@ system-deps:
 # Apache Kafka (3.9 and 4.x) and Spark's Kafka connector from Maven Central, into
 # .cache/peers/ (ignored), once: the peers of the tests and benchmarks that run
 # against the real broker (tests/kafka_peers.py). TRAFKA_SKIP_KAFKA=1 skips them.
+# And the Go clients of tests/interop/gopeers (franz-go, IBM/sarama, kafka-go)
+# from the Go module proxy into Go's module cache, as go.sum pins them, and
+# built once to fill Go's build cache: a first build took 2 min of CPU (6.5 min
+# on a busy 2-core machine), more than a test's deadline; the go_peers fixture
+# then links in seconds.
 peers: $(STAMP) system-deps
 	$(PY) tests/kafka_peers.py fetch
+	@if command -v go >/dev/null 2>&1; then cd tests/interop/gopeers && go mod download && go build -o /dev/null .; \
+	  else echo "warning: Go missing; the tests of franz-go, sarama and kafka-go will be skipped"; fi
 
 demo: $(STAMP)
 	$(PY) -m trafka.tools.demo

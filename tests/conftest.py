@@ -11,7 +11,10 @@ fixtures of the cluster tests (brokerlite's and the proxy's):
   npm's kafkajs installed into a temporary directory (skips without node/npm).
 * ``build_go_client``: builds one of the Go clients of ``tests/interop/`` in
   GOPATH mode against Debian's Go packages (``/usr/share/gocode``), or skips
-  the test saying what is missing (brokerlite's and the proxy's interop tests).
+  the test saying what is missing (the old-protocol interop tests).
+* ``go_peers``: the binary of ``tests/interop/gopeers`` (franz-go, IBM/sarama and
+  kafka-go from the Go module proxy; see ``tests/go_peers.py``), built once per
+  run in module mode; skips only when Go is not installed.
 
 Hypothesis runs without its per-example deadline or its too-slow health check
 (the ``trafka`` profile, loaded here): both are timing thresholds, which a
@@ -329,6 +332,50 @@ def build_go_client(tmp_path_factory: pytest.TempPathFactory) -> Any:
         return out
 
     return build
+
+
+GO_PEERS = REPO / "tests" / "interop" / "gopeers"
+
+
+@pytest.fixture(scope="session")
+def go_peers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``gopeers`` binary (``tests/interop/gopeers``), built in module mode
+    from the committed go.mod and go.sum (``-mod=readonly``: a build never edits
+    them) with the user's module and build caches; ``make peers`` downloads the
+    modules and builds once, filling Go's build cache (a cold build is minutes
+    of CPU; warm, some 5 s). Built once per run: under pytest-xdist the
+    first worker builds into the directory all workers' temporary directories
+    share while the others wait on a lock. Skips only when Go is missing; a
+    failed build (no module proxy, a module missing) fails the test with Go's
+    message."""
+    import fcntl
+    import shutil
+    import subprocess
+
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("Go is not installed (make system-deps installs Debian's golang-go)")
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    binary = shared / "gopeers" / "gopeers"
+    with open(shared / "gopeers.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not binary.is_file():
+            env = {**os.environ, "GO111MODULE": "on", "GOFLAGS": "-mod=readonly -buildvcs=false"}
+            if "HOME" not in env:
+                env["GOCACHE"] = str(shared / "gopeers-cache")
+                env["GOMODCACHE"] = str(shared / "gopeers-mod")
+            done = subprocess.run(
+                [go, "build", "-o", str(binary), "."],
+                cwd=GO_PEERS,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=500,
+                check=False,
+            )
+            assert done.returncode == 0, f"go build of {GO_PEERS} failed:\n{done.stderr}"
+    return binary
 
 
 KAFKAJS = "kafkajs@2.2.4"

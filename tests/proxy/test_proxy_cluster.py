@@ -16,6 +16,7 @@ from typing import Any
 import confluent_kafka
 import pytest
 import trio
+from go_peers import run_go_peer
 from proxy_helpers import Report, create, fresh, misreported, placement
 
 from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
@@ -641,45 +642,23 @@ def test_idempotent_producers_stay_exactly_once_while_connections_are_cut(zk: st
     run(test, zk)
 
 
-def test_sarama_idempotent_producer_is_routed(zk: str, build_go_client: Any) -> None:
-    """sarama (Debian's 1.22) with idempotence on, every record sent to partition 0:
-    behind the proxy each lands on its key's murmur2 partition, once."""
-    import subprocess
-
-    sarama = build_go_client(
-        "sarama_old", "github.com/Shopify/sarama", "golang-github-shopify-sarama-dev"
-    )
+def test_sarama_idempotent_producer_is_routed(zk: str, go_peers: Any) -> None:
+    """sarama (IBM's, from the Go module proxy) at 1.0.0 with idempotence on, keys
+    hashed with FNV-1a: behind the proxy each lands on its key's murmur2
+    partition, once."""
+    args = ["-client", "sarama", "-mode", "produce", "-n", "300", "-prefix", "g"]
+    args += ["-version", "1.0.0", "-idempotent", "-rounds", "none:all"]
 
     async def test(cluster: LocalCluster, proxy: RunningProxy) -> None:
         topic = fresh("cluster-sarama")
         await trio.to_thread.run_sync(create, proxy.bootstrap_servers, topic, PARTITIONS)
-        done = await trio.to_thread.run_sync(
-            lambda: subprocess.run(
-                [
-                    str(sarama),
-                    "-mode",
-                    "produce",
-                    "-brokers",
-                    proxy.bootstrap_servers,
-                    "-topic",
-                    topic,
-                    "-n",
-                    "300",
-                    "-prefix",
-                    "g",
-                    "-version",
-                    "1.0.0",
-                    "-idempotent",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=90,
-                check=False,
+        await trio.to_thread.run_sync(
+            lambda: run_go_peer(
+                go_peers, *args, "-brokers", proxy.bootstrap_servers, "-topic", topic
             )
         )
-        assert done.returncode == 0, done.stderr
         records = await read_all(cluster, topic)
-        assert sorted(r.value for r in records) == sorted(b"g-%d" % i for i in range(300))
+        assert sorted(r.value for r in records) == sorted(b"g-0-%d" % i for i in range(300))
         assert all(r.partition == murmur2_partition(r.key, PARTITIONS) for r in records)
         assert proxy.statistics.routing.requests_idempotent > 0
         assert proxy.statistics.routing.records_moved > 0

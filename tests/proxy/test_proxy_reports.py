@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from go_peers import run_go_peer
 from proxy_helpers import (
     Report,
     aiokafka_reports,
@@ -243,37 +244,21 @@ def test_trafka_sdk_reports(
 
 @pytest.mark.parametrize(
     ("version", "codec"),
-    [("1.0.0", "none"), ("1.0.0", "snappy"), ("1.0.0", "gzip"), ("0.10.2.0", "lz4")],
+    [("1.0.0", "none"), ("1.0.0", "snappy"), ("1.0.0", "gzip"), ("0.10.2.0", "lz4"), ("", "zstd")],
 )
 def test_sarama_reports(
-    broker: RunningBroker, proxy: RunningProxy, build_go_client: Any, version: str, codec: str
+    broker: RunningBroker, proxy: RunningProxy, go_peers: Any, version: str, codec: str
 ) -> None:
-    """sarama (Debian's 1.22) puts every message on partition 0 and prints each
-    one's offset in order; at 0.10.2 it writes legacy message sets (magic 1)."""
-    sarama = build_go_client(
-        "sarama_old", "github.com/Shopify/sarama", "golang-github-shopify-sarama-dev"
-    )
+    """sarama (IBM's, from the Go module proxy) hashes keys with FNV-1a and
+    reports each message's offset; at 0.10.2 it writes legacy message sets
+    (magic 1), at 1.0.0 Produce v3 batches, by default (2.8) Produce v7."""
     topic = topic_for(proxy)
-    flags = {
-        "-mode": "produce",
-        "-brokers": proxy.bootstrap_servers,
-        "-topic": topic,
-        "-n": str(N),
-        "-prefix": "sa",
-        "-version": version,
-        "-compression": codec,
-    }
-    done = subprocess.run(
-        [str(sarama), *(word for pair in flags.items() for word in pair)],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    offsets = [int(line) for line in done.stdout.split()]
-    assert len(offsets) == N
-    check(broker, proxy, topic, [(b"sa-%d" % i, 0, o) for i, o in enumerate(offsets)])
+    args = ["-client", "sarama", "-mode", "produce", "-brokers", proxy.bootstrap_servers]
+    args += ["-topic", topic, "-n", str(N), "-prefix", "sa", "-rounds", f"{codec}:all"]
+    result = run_go_peer(go_peers, *args, *(["-version", version] if version else []))
+    reports = [(r["value"].encode(), r["partition"], r["offset"]) for r in result["produced"]]
+    assert len(reports) == N
+    check(broker, proxy, topic, reports)
 
 
 @pytest.mark.parametrize("mode", ["plain", "idempotent"])

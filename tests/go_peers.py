@@ -1,0 +1,87 @@
+"""Running ``tests/interop/gopeers`` (franz-go, IBM/sarama and segmentio/kafka-go
+from the Go module proxy; the ``go_peers`` fixture builds it) and checking what it
+prints against what it wrote.
+
+Its records come as dicts: ``round``, ``key``, ``value``, ``headers`` (pairs),
+``partition``, ``offset`` (a delivery report's; -1 when the client was told none,
+as with acks=0) and, in the transactional mode, ``txn`` (``commit``/``abort``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+#: Every codec, each acks setting: one producer per round.
+ROUNDS = "none:all,gzip:1,snappy:0,lz4:all,zstd:all"
+#: The clients' own names (-client), and which of them have idempotent producers.
+CLIENTS = ("franz-go", "sarama", "kafka-go")
+IDEMPOTENT = frozenset({"franz-go", "sarama"})
+
+
+def fresh(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def run_go_peer(binary: Path, *args: str, timeout: float = 90) -> dict[str, Any]:
+    """Run ``gopeers`` with ``args`` (its deadline a little under ``timeout``);
+    its JSON result."""
+    done = subprocess.run(
+        [str(binary), "-timeout", f"{int(timeout) - 10}s", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def round_trip_args(client: str, servers: str, topic: str, group: str, n: int) -> list[str]:
+    args = ["-client", client, "-brokers", servers, "-topic", topic, "-group", group]
+    args += ["-n", str(n), "-rounds", ROUNDS, "-prefix", client]
+    return [*args, "-idempotent"] if client in IDEMPOTENT else args
+
+
+def acked(rounds: str, record: dict[str, Any]) -> bool:
+    """Whether ``record``'s round asked for an answer (acks other than 0)."""
+    return not rounds.split(",")[record["round"]].endswith(":0")
+
+
+def check_read_back(result: dict[str, Any], rounds: str = ROUNDS) -> None:
+    """What the client read is what it wrote: every value once, with its key and
+    headers, on the partition its report named and (acks 1 or all) at the offset
+    it named; each partition read in order from 0 without a gap (nothing else
+    writes the topic); the group's committed offsets are the partitions' ends."""
+    produced, consumed = result["produced"], result["consumed"]
+    written = {r["value"]: r for r in produced}
+    assert len(written) == len(produced)
+    read = Counter(r["value"] for r in consumed)
+    missing, twice = set(written) - set(read), {v for v, n in read.items() if n > 1}
+    assert not missing and not twice and set(read) == set(written), (
+        f"read {len(consumed)} of {len(produced)}: {len(missing)} missing {sorted(missing)[:5]}, "
+        f"{len(twice)} twice {sorted(twice)[:5]}, {len(set(read) - set(written))} never written"
+    )
+    for r in consumed:
+        w = written[r["value"]]
+        assert (r["key"], r["headers"]) == (w["key"], w["headers"])
+        # kafka-go's report of an acks=0 record names no partition (-1).
+        assert r["partition"] == w["partition"] or w["partition"] == -1, (r, w)
+        if acked(rounds, w):
+            assert r["offset"] == w["offset"], (r, w)
+        else:
+            assert w["offset"] == -1
+    ends: dict[int, int] = {}
+    for p in {r["partition"] for r in consumed}:
+        offsets = [r["offset"] for r in consumed if r["partition"] == p]
+        assert offsets == list(range(len(offsets))), (p, offsets)
+        ends[p] = len(offsets)
+    assert {int(p): o for p, o in result["committed"].items()} == ends
+    # One partitioner: a key always goes to the same partition.
+    placed = {(r["key"], r["partition"]) for r in consumed}
+    assert len(placed) == len({k for k, _ in placed})
