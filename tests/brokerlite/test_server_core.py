@@ -906,7 +906,8 @@ def test_describe_and_alter_topic_configs(core: Any) -> None:
     entries = {c.name: c for c in _describe(core, 2, "t").configs}
     assert entries["retention.ms"].value == "604800000"
     assert entries["segment.bytes"].value == "100000"
-    assert entries["cleanup.policy"].value == "compact,delete"
+    # APPEND adds at the end, as Kafka's ConfigAdminManager does (the default was "delete")
+    assert entries["cleanup.policy"].value == "delete,compact"
     assert core.broker.logs.partition("t", 0).config.segment_bytes == 100000
 
     bad = inc(

@@ -127,7 +127,7 @@ def test_everything_survives_a_restart(tmp_path: Path) -> None:
         assert mgr.topic("a") == a
         assert mgr.topic("a").configs == {  # type: ignore[union-attr]
             "segment.bytes": "300",
-            "cleanup.policy": "compact,delete",
+            "cleanup.policy": "delete,compact",  # as given, as Kafka keeps it
         }
         info_b = mgr.topic("b")
         assert info_b is not None and info_b.topic_id == b.topic_id
