@@ -76,17 +76,26 @@ def compiled(version: str = KAFKA_4) -> Path:
 
 
 def run(
-    bootstrap: str, scenarios: list[str], *, timeout: float, version: str = KAFKA_4
+    bootstrap: str,
+    scenarios: list[str],
+    *,
+    timeout: float,
+    replication: int = 1,
+    version: str = KAFKA_4,
 ) -> tuple[dict[str, dict[str, Any]], str]:
     """Every scenario's outcome by name, and the JVM's standard error.
 
+    ``replication`` is the replication factor of the topics the scenarios make.
     A scenario missing from the output (the JVM died or ran out of ``timeout``)
     is reported as failed, with the reason."""
     home = compiled(version)
     argv = java_command(MAIN, bootstrap, f"jh{uuid.uuid4().hex[:8]}", *scenarios, version=version)
     cp = argv.index("-cp") + 1
     argv[cp] = f"{home}{os.pathsep}{argv[cp]}"
-    argv.insert(cp - 1, f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}")
+    argv[cp - 1 : cp - 1] = [
+        f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}",
+        f"-Dharness.replication={replication}",
+    ]
     outcomes: dict[str, dict[str, Any]] = {}
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)

@@ -114,6 +114,8 @@ public final class KafkaHarness {
     static final long SCENARIO_DEADLINE_S = 90;
     static final Duration WAIT = Duration.ofSeconds(40);
     static final long T0 = 1_700_000_000_000L;
+    /** The replication factor of the topics scenarios make (-Dharness.replication). */
+    static final short RF = Short.parseShort(System.getProperty("harness.replication", "1"));
 
     interface Scenario {
         void run(Ctx ctx) throws Exception;
@@ -235,7 +237,7 @@ public final class KafkaHarness {
 
     static void createTopic(Admin admin, String topic, int partitions, Map<String, String> configs)
             throws Exception {
-        NewTopic t = new NewTopic(topic, partitions, (short) 1);
+        NewTopic t = new NewTopic(topic, partitions, RF);
         if (configs != null) {
             t.configs(configs);
         }
@@ -1045,14 +1047,14 @@ public final class KafkaHarness {
         Admin admin = ctx.admin();
         String topic = ctx.name("t");
         // validateOnly creates nothing
-        get(admin.createTopics(List.of(new NewTopic(topic, 3, (short) 1)),
+        get(admin.createTopics(List.of(new NewTopic(topic, 3, RF)),
                 new CreateTopicsOptions().validateOnly(true)).all());
         check(!get(admin.listTopics().names()).contains(topic), "validateOnly created the topic");
-        var created = admin.createTopics(List.of(new NewTopic(topic, 3, (short) 1)
+        var created = admin.createTopics(List.of(new NewTopic(topic, 3, RF)
                 .configs(Map.of("retention.ms", "3600000", "cleanup.policy", "delete"))));
         get(created.all());
         eq(3, get(created.numPartitions(topic)), "partitions CreateTopics answered");
-        eq(1, get(created.replicationFactor(topic)), "replication factor CreateTopics answered");
+        eq((int) RF, get(created.replicationFactor(topic)), "replication factor CreateTopics answered");
         Uuid id = get(created.topicId(topic));
         check(!Uuid.ZERO_UUID.equals(id), "CreateTopics answered a topic id");
         Config answered = get(created.config(topic));
@@ -1068,11 +1070,12 @@ public final class KafkaHarness {
         TopicDescription d = get(admin.describeTopics(List.of(topic)).allTopicNames()).get(topic);
         eq(id, d.topicId(), "described topic id");
         eq(3, d.partitions().size(), "described partitions");
-        Node node = get(admin.describeCluster().nodes()).iterator().next();
+        Collection<Node> nodes = get(admin.describeCluster().nodes());
         for (TopicPartitionInfo info : d.partitions()) {
-            eq(node, info.leader(), "leader of partition " + info.partition());
-            eq(List.of(node), info.replicas(), "replicas of partition " + info.partition());
-            eq(List.of(node), info.isr(), "isr of partition " + info.partition());
+            eq(RF, (short) info.replicas().size(), "replicas of partition " + info.partition());
+            check(nodes.containsAll(info.replicas()), "replicas are nodes: " + info.replicas());
+            eq(info.replicas().get(0), info.leader(), "the preferred replica leads " + info.partition());
+            eq(new HashSet<>(info.replicas()), new HashSet<>(info.isr()), "isr of " + info.partition());
         }
         TopicDescription byId = get(admin.describeTopics(
                 org.apache.kafka.common.TopicCollection.ofTopicIds(List.of(id))).allTopicIds()).get(id);
@@ -1272,16 +1275,23 @@ public final class KafkaHarness {
         check(tooHigh instanceof org.apache.kafka.common.errors.InvalidUpdateVersionException,
                 "a level past the supported: " + tooHigh);
         // log dirs: the partition, with its size on disk
+        List<Integer> ids = nodes.stream().map(Node::id).collect(Collectors.toList());
         Map<Integer, Map<String, LogDirDescription>> dirs =
-                get(admin.describeLogDirs(List.of(controller.id())).allDescriptions());
-        Map<String, LogDirDescription> ours = dirs.get(controller.id());
-        eq(1, ours.size(), "log dirs of the node");
-        LogDirDescription dir = ours.values().iterator().next();
-        eq(null, dir.error(), "the log dir's error");
-        ReplicaInfo info = dir.replicaInfos().get(tp);
-        check(info != null, "the partition is in the log dir");
-        check(info.size() > 0, "its size: " + info.size());
-        check(!info.isFuture(), "not a future replica");
+                get(admin.describeLogDirs(ids).allDescriptions());
+        int holders = 0;
+        for (int id : ids) {
+            Map<String, LogDirDescription> ours = dirs.get(id);
+            eq(1, ours.size(), "log dirs of node " + id);
+            LogDirDescription dir = ours.values().iterator().next();
+            eq(null, dir.error(), "the log dir's error");
+            ReplicaInfo info = dir.replicaInfos().get(tp);
+            if (info != null) {
+                holders++;
+                check(info.size() > 0, "its size: " + info.size());
+                check(!info.isFuture(), "not a future replica");
+            }
+        }
+        eq((int) RF, holders, "log dirs holding the partition");
         // ACLs: without an authorizer, Kafka answers SECURITY_DISABLED
         Throwable acls = failure(admin.describeAcls(AclBindingFilter.ANY).values());
         check(acls instanceof SecurityDisabledException, "describeAcls without an authorizer: " + acls);
