@@ -1,11 +1,12 @@
-"""Kafka's own Java client as a test peer: ``tests/interop/java/KafkaHarness.java``
-compiled once and run with a list of scenarios in one JVM.
+"""Kafka's own Java client and scripts as test peers: ``tests/interop/java/``'s
+``KafkaHarness.java`` (client scenarios) and ``ScriptRunner.java`` (the scripts'
+main classes, one after the other), each run with a list of work in one JVM.
 
 Rules:
 
-* The harness is compiled with ``javac`` against the kafka-clients jars of
+* The sources are compiled with ``javac`` against the jars of
   :data:`kafka_peers.KAFKA_4` (no build tool), into a directory of the system's
-  temporary folder named by the hash of the source and the Kafka version: a
+  temporary folder named by the hash of the sources and the Kafka version: a
   second test session, or a second xdist worker, finds it compiled (a lock
   file makes the others wait while one compiles; the classes are renamed into
   place whole).
@@ -19,6 +20,7 @@ Rules:
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import hashlib
 import json
@@ -32,8 +34,9 @@ from typing import Any
 
 from kafka_peers import KAFKA_4, classpath, java_command
 
-SOURCE = Path(__file__).resolve().parent / "interop" / "java" / "KafkaHarness.java"
+SOURCES = Path(__file__).resolve().parent / "interop" / "java"
 MAIN = "KafkaHarness"
+SCRIPT_RUNNER = "ScriptRunner"
 
 _LOG4J2 = """\
 status = warn
@@ -49,7 +52,10 @@ rootLogger.appenderRef.err.ref = err
 
 def compiled(version: str = KAFKA_4) -> Path:
     """The directory of the compiled harness (compiled now if no one has yet)."""
-    digest = hashlib.sha256(SOURCE.read_bytes() + version.encode()).hexdigest()[:16]
+    sources = sorted(SOURCES.glob("*.java"))
+    digest = hashlib.sha256(
+        b"".join(p.name.encode() + p.read_bytes() for p in sources) + version.encode()
+    ).hexdigest()[:16]
     home = Path(tempfile.gettempdir()) / f"trafka-java-harness-{digest}"
     if (home / f"{MAIN}.class").is_file():
         return home
@@ -61,7 +67,7 @@ def compiled(version: str = KAFKA_4) -> Path:
         work = Path(tempfile.mkdtemp(prefix=f"{home.name}-", dir=home.parent))
         javac = shutil.which("javac") or "javac"
         done = subprocess.run(
-            [javac, "-d", str(work), "-cp", classpath("kafka", version), str(SOURCE)],
+            [javac, "-d", str(work), "-cp", classpath("kafka", version), *map(str, sources)],
             capture_output=True,
             text=True,
             timeout=240,
@@ -69,7 +75,7 @@ def compiled(version: str = KAFKA_4) -> Path:
         )
         if done.returncode != 0:
             shutil.rmtree(work, ignore_errors=True)
-            raise RuntimeError(f"javac {SOURCE.name} failed:\n{done.stdout}{done.stderr}")
+            raise RuntimeError(f"javac {SOURCES} failed:\n{done.stdout}{done.stderr}")
         (work / "log4j2.properties").write_text(_LOG4J2)
         os.rename(work, home)
     return home
@@ -111,6 +117,47 @@ def run(
     for name in scenarios:
         outcomes.setdefault(name, {"scenario": name, "ok": False, "error": f"no outcome: {why}"})
     return outcomes, stderr
+
+
+def run_scripts(
+    commands: list[tuple[str, list[str], str | None]], *, timeout: float, version: str = KAFKA_4
+) -> list[dict[str, Any]]:
+    """Each command's outcome (``exit``, ``out``, ``err``), in order: a command is
+    a script's main class, its arguments and its standard input (or None), all
+    run one after the other in one JVM by ``ScriptRunner``. A command without an
+    outcome (the JVM died or ran out of ``timeout``) has exit ``"lost"``."""
+    home = compiled(version)
+    lines = []
+    for main, args, stdin in commands:
+        assert all("\t" not in a and "\n" not in a for a in args), args
+        extra = (
+            [] if stdin is None else ["--stdin-base64=" + base64.b64encode(stdin.encode()).decode()]
+        )
+        lines.append("\t".join([main, *args, *extra]))
+    with tempfile.NamedTemporaryFile("w", suffix=".commands", delete=False) as f:
+        f.write("\n".join(lines) + "\n")
+    try:
+        argv = java_command(SCRIPT_RUNNER, f.name, version=version)
+        cp = argv.index("-cp") + 1
+        argv[cp] = f"{home}{os.pathsep}{argv[cp]}"
+        argv.insert(cp - 1, f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}")
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, text=True, timeout=timeout, check=False
+            )
+            stdout = done.stdout
+        except subprocess.TimeoutExpired as exc:
+            stdout = _text(exc.stdout)
+    finally:
+        os.unlink(f.name)
+    found = {}
+    for line in stdout.splitlines():
+        if line.startswith('{"index"'):
+            outcome = json.loads(line)
+            found[outcome["index"]] = outcome
+    return [
+        found.get(i, {"index": i, "exit": "lost", "out": "", "err": ""}) for i in range(len(lines))
+    ]
 
 
 def _text(data: bytes | str | None) -> str:
