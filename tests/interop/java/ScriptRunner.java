@@ -38,6 +38,27 @@ import org.apache.kafka.common.utils.internals.Exit;
 public final class ScriptRunner {
     static final long DEADLINE_S = 90;
 
+    /** The first exit status the running command asked for (null: none yet), and
+     * how much it had written by then: what the process would have printed. */
+    static volatile Integer firstExit;
+    static volatile int outMark;
+    static volatile int errMark;
+    static volatile ByteArrayOutputStream currentOut;
+    static volatile ByteArrayOutputStream currentErr;
+    /** The shutdown hooks the command registered (through Kafka's Exit), run when it ends. */
+    static final List<Runnable> hooks = new ArrayList<>();
+
+    static synchronized void exitCalled(int status) {
+        if (firstExit == null) {
+            System.out.flush();
+            System.err.flush();
+            firstExit = status;
+            outMark = currentOut.size();
+            errMark = currentErr.size();
+        }
+        throw new ExitCalled(status);
+    }
+
     /** What Kafka's Exit.exit throws here instead of ending the JVM. */
     static final class ExitCalled extends RuntimeException {
         final int status;
@@ -76,11 +97,12 @@ public final class ScriptRunner {
         PrintStream realOut = System.out;
         PrintStream realErr = System.err;
         InputStream realIn = System.in;
-        Exit.setExitProcedure((status, message) -> {
-            throw new ExitCalled(status);
-        });
-        Exit.setHaltProcedure((status, message) -> {
-            throw new ExitCalled(status);
+        Exit.setExitProcedure((status, message) -> exitCalled(status));
+        Exit.setHaltProcedure((status, message) -> exitCalled(status));
+        Exit.setShutdownHookAdder((name, hook) -> {
+            synchronized (hooks) {
+                hooks.add(hook);
+            }
         });
         List<String> lines = Files.readAllLines(Paths.get(args[0]), StandardCharsets.UTF_8);
         int index = 0;
@@ -101,6 +123,9 @@ public final class ScriptRunner {
             }
             ByteArrayOutputStream out = new ByteArrayOutputStream();
             ByteArrayOutputStream err = new ByteArrayOutputStream();
+            currentOut = out;
+            currentErr = err;
+            firstExit = null;
             System.setIn(new ByteArrayInputStream(stdin));
             System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
             System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
@@ -131,6 +156,19 @@ public final class ScriptRunner {
             } catch (TimeoutException e) {
                 exit = "\"timeout\"";
             } finally {
+                // as the JVM would when the script ends: its shutdown hooks
+                List<Runnable> registered;
+                synchronized (hooks) {
+                    registered = new ArrayList<>(hooks);
+                    hooks.clear();
+                }
+                for (Runnable hook : registered) {
+                    try {
+                        hook.run();
+                    } catch (RuntimeException e) {
+                        e.printStackTrace(System.err);
+                    }
+                }
                 one.shutdownNow();
                 System.out.flush();
                 System.err.flush();
@@ -138,9 +176,17 @@ public final class ScriptRunner {
                 System.setOut(realOut);
                 System.setErr(realErr);
             }
+            byte[] outBytes = out.toByteArray();
+            byte[] errBytes = err.toByteArray();
+            if (firstExit != null) {
+                // what was printed up to the exit (then the hooks' output, as the JVM
+                // runs them after), not what the tool did after the exit threw
+                exit = Integer.toString(firstExit);
+                errBytes = java.util.Arrays.copyOf(errBytes, errMark);
+            }
             realOut.println("{\"index\":" + index + ",\"exit\":" + exit
-                    + ",\"out\":" + json(out.toString(StandardCharsets.UTF_8))
-                    + ",\"err\":" + json(err.toString(StandardCharsets.UTF_8)) + "}");
+                    + ",\"out\":" + json(new String(outBytes, StandardCharsets.UTF_8))
+                    + ",\"err\":" + json(new String(errBytes, StandardCharsets.UTF_8)) + "}");
             realOut.flush();
             index++;
         }
