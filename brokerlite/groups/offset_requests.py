@@ -227,14 +227,12 @@ class OffsetRequests(ClassicRebalance):
         return response(error_code=ErrorCode.NONE, topics=topics_out)
 
     def _drop_if_dead(self, group_id: str) -> None:
-        """A group left empty and without offsets is gone at once, as Kafka 3.9's
-        coordinator (``cleanupGroupMetadata`` after an OffsetDelete) makes it Dead:
-        DescribeGroups then says Dead and DeleteGroups GROUP_ID_NOT_FOUND."""
-        if self._store.has_offsets(group_id):
-            return
-        if group_id in self.consumer.groups:
-            if self.consumer.is_empty(group_id):
-                self.consumer.delete(group_id)
+        """A classic group left empty and without offsets is gone at once, as Kafka
+        3.9's coordinator (``cleanupGroupMetadata`` after an OffsetDelete) makes it
+        Dead: DescribeGroups then says Dead and DeleteGroups GROUP_ID_NOT_FOUND.
+        (KIP-848 groups, which Kafka's new coordinator holds, go with the periodic
+        cleanup, as there.)"""
+        if self._store.has_offsets(group_id) or group_id in self.consumer.groups:
             return
         group = self._groups.get(group_id)
         if (
