@@ -1307,3 +1307,22 @@ def test_describe_topic_partitions_describes_the_cluster_as_metadata_does(zk: st
                 assert (p.eligible_leader_replicas, p.last_known_elr) == ([], [])
 
     run(test)
+
+
+def test_create_topics_validate_only_answers_without_waiting_for_leaders(zk: str) -> None:
+    """A validate_only CreateTopics writes nothing, so no leader will be elected:
+    the answer comes once validated, not at the request's timeout (Kafka's
+    admin client gives up at its own 30 s default first, as kafka-topics did)."""
+
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+            async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+                # a request timeout past the test's deadline: waiting for it fails the test
+                await admin.create_topics(
+                    [NewTopic("checked", 3, 3)], validate_only=True, timeout_ms=600_000
+                )
+                assert "checked" not in await admin.list_topics()
+                await admin.create_topics([NewTopic("made", 3, 3)], timeout_ms=600_000)
+                assert "made" in await admin.list_topics()
+
+    run(test, deadline=60)

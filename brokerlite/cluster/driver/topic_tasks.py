@@ -97,7 +97,9 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
                     if not task.args.get("if_missing"):
                         raise
                     # (An internal topic another request is creating: wait for it too.)
-                await self._wait_image(deadline, lambda: self._has_leaders(task.args["name"]))
+                if not task.args.get("validate_only"):
+                    # validate_only wrote nothing: no leaders will come to wait for
+                    await self._wait_image(deadline, lambda: self._has_leaders(task.args["name"]))
             elif task.kind == "delete_topic":
                 await trio.to_thread.run_sync(self._mark_deleted, task.args["name"])
                 await self._wait_image(

@@ -1046,6 +1046,7 @@ public final class KafkaHarness {
     static void adminTopics(Ctx ctx) throws Exception {
         Admin admin = ctx.admin();
         String topic = ctx.name("t");
+        long t0 = System.nanoTime();
         // validateOnly creates nothing
         get(admin.createTopics(List.of(new NewTopic(topic, 3, RF)),
                 new CreateTopicsOptions().validateOnly(true)).all());
@@ -1082,22 +1083,26 @@ public final class KafkaHarness {
         eq(topic, byId.name(), "a topic described by id");
         Throwable unknown = failure(admin.describeTopics(List.of(ctx.name("missing"))).allTopicNames());
         check(unknown instanceof UnknownTopicOrPartitionException, "describing a missing topic: " + unknown);
+        ctx.details.put("described_ms", (System.nanoTime() - t0) / 1_000_000);
         // createPartitions: up, never down
         get(admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(5))).all());
         eq(5, get(admin.describeTopics(List.of(topic)).allTopicNames()).get(topic).partitions().size(),
                 "partitions after createPartitions");
         Throwable down = failure(admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(2))).all());
         check(down instanceof InvalidPartitionsException, "shrinking partitions: " + down);
+        ctx.details.put("partitions_ms", (System.nanoTime() - t0) / 1_000_000);
         // deleteTopics by name and by id
         String other = ctx.name("other");
         createTopic(admin, other, 1, null);
         get(admin.deleteTopics(List.of(topic)).all());
         Uuid otherId = get(admin.describeTopics(List.of(other)).allTopicNames()).get(other).topicId();
         get(admin.deleteTopics(org.apache.kafka.common.TopicCollection.ofTopicIds(List.of(otherId))).all());
+        ctx.details.put("deleted_ms", (System.nanoTime() - t0) / 1_000_000);
         long deadline = System.nanoTime() + WAIT.toNanos();
         while (true) {
             Set<String> names = get(admin.listTopics().names());
             if (!names.contains(topic) && !names.contains(other)) {
+                ctx.details.put("unlisted_ms", (System.nanoTime() - t0) / 1_000_000);
                 break;
             }
             check(System.nanoTime() < deadline, "deleted topics still listed: " + names);
