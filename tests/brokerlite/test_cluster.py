@@ -1315,14 +1315,16 @@ def test_create_topics_validate_only_answers_without_waiting_for_leaders(zk: str
     admin client gives up at its own 30 s default first, as kafka-topics did)."""
 
     async def test() -> None:
-        async with serve_cluster(3, zookeeper_connect=zk) as cluster:
-            async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
-                # a request timeout past the test's deadline: waiting for it fails the test
-                await admin.create_topics(
-                    [NewTopic("checked", 3, 3)], validate_only=True, timeout_ms=600_000
-                )
-                assert "checked" not in await admin.list_topics()
-                await admin.create_topics([NewTopic("made", 3, 3)], timeout_ms=600_000)
-                assert "made" in await admin.list_topics()
+        async with (
+            serve_cluster(3, zookeeper_connect=zk) as cluster,
+            open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin,
+        ):
+            # a request timeout past the test's deadline: waiting for it fails the test
+            await admin.create_topics(
+                [NewTopic("checked", 3, 3)], validate_only=True, timeout_ms=600_000
+            )
+            assert "checked" not in await admin.list_topics()
+            await admin.create_topics([NewTopic("made", 3, 3)], timeout_ms=600_000)
+            assert "made" in await admin.list_topics()
 
     run(test, deadline=60)
