@@ -223,7 +223,25 @@ class OffsetRequests(ClassicRebalance):
             except OffsetStoreError as exc:
                 log.error("group %r: offset deletion not stored: %s", group_id, exc)
                 return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            self._drop_if_dead(group_id)
         return response(error_code=ErrorCode.NONE, topics=topics_out)
+
+    def _drop_if_dead(self, group_id: str) -> None:
+        """A classic group left empty and without offsets is gone at once, as Kafka
+        3.9's coordinator (``cleanupGroupMetadata`` after an OffsetDelete) makes it
+        Dead: DescribeGroups then says Dead and DeleteGroups GROUP_ID_NOT_FOUND.
+        (KIP-848 groups, which Kafka's new coordinator holds, go with the periodic
+        cleanup, as there.)"""
+        if self._store.has_offsets(group_id) or group_id in self.consumer.groups:
+            return
+        group = self._groups.get(group_id)
+        if (
+            group is not None
+            and group.state is GroupState.EMPTY
+            and not group.members
+            and not group.pending_members
+        ):
+            self._delete_group(group_id)
 
     def delete_topic_offsets(self, topic: str) -> int:
         """Remove every group's offsets for ``topic`` (call when the topic is deleted).

@@ -62,6 +62,13 @@ BROKER_SYNONYMS = {
     "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
 
+#: Broker settings whose Kafka default is null, the default being another
+#: setting's in a coarser unit (``log.retention.hours``, ``log.roll.hours``) or
+#: "never" (``log.flush.interval.ms``). Kafka's DescribeConfigs (ConfigHelper's
+#: synonyms, which start at the first synonym that has a value) then lists no
+#: broker synonym for the topic config they back, unless the broker sets them.
+KAFKA_NULL_DEFAULTS = frozenset({"log.retention.ms", "log.roll.ms", "log.flush.interval.ms"})
+
 _BROKER_TYPES = {
     "listeners": ConfigType.LIST,
     "advertised.listeners": ConfigType.LIST,

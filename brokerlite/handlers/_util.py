@@ -18,7 +18,7 @@ from trafka.codec.errors import ErrorCode
 from ._configs import BrokerConfigRefused, ResourceType, is_broker_name
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.cluster.view import ZkTask
+    from trafka.brokerlite.cluster.view import ClusterView, ZkTask
     from trafka.brokerlite.storage.partition import PartitionLog
 
     from ..outcomes import Parked
@@ -36,6 +36,39 @@ GROUP_AUTHORIZED_OPERATIONS = sum(1 << op for op in RESOURCE_OPERATIONS[AclResou
 
 # The only leader epoch there is: one node, no elections.
 LEADER_EPOCH = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterPartition:
+    """One partition as the cluster's metadata has it, for the answers that
+    describe partitions (Metadata, DescribeTopicPartitions)."""
+
+    #: NONE, or LEADER_NOT_AVAILABLE for a partition without a leader
+    error_code: ErrorCode
+    leader_id: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    #: replicas on brokers that are not registered (not alive)
+    offline_replicas: list[int]
+
+
+def cluster_partition(cluster: ClusterView, topic: str, partition: int) -> ClusterPartition:
+    """``topic``/``partition`` as ZooKeeper last had it: its leader (-1 for none),
+    leader epoch (-1 before its state is known), replicas, ISR and offline replicas."""
+    image = cluster.image
+    assignment = image.topics.get(topic)
+    replicas = list(assignment.replicas.get(partition, ())) if assignment is not None else []
+    state = image.states.get((topic, partition))
+    leader = cluster.leader(topic, partition)
+    return ClusterPartition(
+        error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+        leader_id=leader,
+        leader_epoch=state.leader_epoch if state is not None else -1,
+        replicas=replicas,
+        isr=list(state.isr) if state is not None else [],
+        offline_replicas=[r for r in replicas if r not in image.brokers],
+    )
 
 
 def partition_log(where: Partitions, topic: str, partition: int) -> PartitionLog:

@@ -45,6 +45,7 @@ from ._util import (
     NO_AUTHORIZED_OPERATIONS,
     NULL_UUID,
     TOPIC_AUTHORIZED_OPERATIONS,
+    cluster_partition,
     code_of,
     denied,
 )
@@ -247,22 +248,18 @@ def _brokers(
 def _cluster_topic(cluster: ClusterView, info: TopicInfo, ops: int) -> Topic:
     """A topic as the cluster has it: each partition's leader, epoch, replicas, ISR
     and offline replicas; LEADER_NOT_AVAILABLE for a partition without a leader."""
-    image = cluster.image
-    assignment = image.topics.get(info.name)
     partitions = []
     for i in range(info.num_partitions):
-        replicas = list(assignment.replicas.get(i, ())) if assignment is not None else []
-        state = image.states.get((info.name, i))
-        leader = cluster.leader(info.name, i)
+        p = cluster_partition(cluster, info.name, i)
         partitions.append(
             Partition(
-                error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                error_code=p.error_code,
                 partition_index=i,
-                leader_id=leader,
-                leader_epoch=state.leader_epoch if state is not None else -1,
-                replica_nodes=replicas,
-                isr_nodes=list(state.isr) if state is not None else [],
-                offline_replicas=[r for r in replicas if r not in image.brokers],
+                leader_id=p.leader_id,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=p.replicas,
+                isr_nodes=p.isr,
+                offline_replicas=p.offline_replicas,
             )
         )
     return Topic(

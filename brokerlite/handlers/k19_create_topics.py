@@ -36,6 +36,7 @@ from trafka.brokerlite.cluster.view import ZkTask
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.quotas import MUTATION_THROTTLED
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
+from trafka.brokerlite.storage.topics import topic_exists
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k19_create_topics as m
@@ -124,9 +125,7 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
             if topic.name in uncreatable:
                 raise _Refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             if ctx.logs.topic(topic.name) is not None:
-                raise _Refused(
-                    ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists"
-                )
+                raise _Refused(ErrorCode.TOPIC_ALREADY_EXISTS, topic_exists(topic.name))
             partitions = _partition_count(ctx, topic)
             configs: dict[str, str | None] = {}
             for c in topic.configs:

@@ -43,6 +43,7 @@ from trafka.codec.messages import k32_describe_configs as m
 from ._base import HandlerSpec, RequestContext
 from ._configs import (
     BROKER_SYNONYMS,
+    KAFKA_NULL_DEFAULTS,
     ResourceType,
     broker_entries,
     client_metrics_entries,
@@ -71,6 +72,14 @@ def _synonyms(entry: ConfigEntry, broker_values: dict[str, ConfigEntry]) -> list
     broker_name = BROKER_SYNONYMS.get(entry.name)
     broker_entry = broker_values.get(broker_name) if broker_name else None
     if broker_entry is not None:
+        if (
+            broker_entry.source == ConfigSource.DEFAULT_CONFIG
+            and broker_name in KAFKA_NULL_DEFAULTS
+        ):
+            # Kafka lists a topic config's broker synonyms from the first one that
+            # has a value; these have none by default (the default is another
+            # unit's: log.retention.hours), so Kafka lists no broker synonym at all.
+            return out
         out.append(
             Synonym(
                 name=broker_entry.name, value=broker_entry.value, source=int(broker_entry.source)

@@ -1,4 +1,4 @@
-"""DescribeTopicPartitions (key 75), version 0 (KIP-966), as a Kafka 4.0 broker answers on one node.
+"""DescribeTopicPartitions (key 75), version 0 (KIP-966), as a Kafka 4.0 broker answers.
 
 * Which topics: an empty list means every topic, otherwise the named ones
   (each once). Either way only names at or after the cursor's topic, compared
@@ -20,9 +20,12 @@
 * A named topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION, or
   INVALID_TOPIC_EXCEPTION for a name breaking Kafka's rules; zero topic id.
   With an empty list, only existing topics appear.
-* Each partition says what Metadata says: this node leads it at leader epoch 0,
-  replicas and ISR are ``[node_id]``, offline replicas none, and the eligible
-  (ELR) and last known ELR lists empty (there is no other replica). Topic ids
+* Each partition says what Metadata says: on one node, this node leads it at
+  leader epoch 0, replicas and ISR are ``[node_id]`` and offline replicas none;
+  in cluster mode, its leader (LEADER_NOT_AVAILABLE without one), leader epoch,
+  replicas, ISR and offline replicas as ZooKeeper last had them. The eligible
+  (ELR) and last known ELR lists are empty (KIP-966's ELR is KRaft's; a
+  ZooKeeper-era cluster has none). Internal topics say so. Topic ids
   are the registry's; authorized operations are what the principal may do on
   each topic described (everything, without an authorizer).
 * Authorization: a topic needs DESCRIBE. Without it a topic is skipped as if
@@ -33,6 +36,7 @@
 
 from __future__ import annotations
 
+from trafka.brokerlite.cluster.view import INTERNAL_TOPICS
 from trafka.brokerlite.errors import InvalidTopicError
 from trafka.brokerlite.storage.topics import validate_topic_name
 from trafka.codec.acl import AclOperation, AclResourceType
@@ -40,7 +44,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k75_describe_topic_partitions as m
 
 from ._base import HandlerSpec, RequestContext
-from ._util import LEADER_EPOCH, NO_AUTHORIZED_OPERATIONS, NULL_UUID
+from ._util import LEADER_EPOCH, NO_AUTHORIZED_OPERATIONS, NULL_UUID, cluster_partition
 
 API_KEY = 75
 MIN_VERSION = 0
@@ -74,7 +78,6 @@ def handle(
     ctx: RequestContext, request: m.DescribeTopicPartitionsRequest
 ) -> m.DescribeTopicPartitionsResponse:
     logs = ctx.logs
-    node = ctx.node_id
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     floor = _java_order(cursor_topic)
@@ -127,26 +130,13 @@ def handle(
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         count = info.num_partitions
         upper = min(count, start + remaining)
-        partitions = [
-            Partition(
-                error_code=ErrorCode.NONE,
-                partition_index=index,
-                leader_id=node,
-                leader_epoch=LEADER_EPOCH,
-                replica_nodes=[node],
-                isr_nodes=[node],
-                eligible_leader_replicas=[],
-                last_known_elr=[],
-                offline_replicas=[],
-            )
-            for index in range(max(start, 0), upper)
-        ]
+        partitions = [_partition(ctx, name, index) for index in range(max(start, 0), upper)]
         topics.append(
             Topic(
                 error_code=ErrorCode.NONE,
                 name=name,
                 topic_id=info.topic_id,
-                is_internal=False,
+                is_internal=ctx.cluster is not None and name in INTERNAL_TOPICS,
                 partitions=partitions,
                 topic_authorized_operations=ctx.authorized_operations(AclResourceType.TOPIC, name),
             )
@@ -159,6 +149,34 @@ def handle(
             break
         remaining -= len(partitions)
     return m.DescribeTopicPartitionsResponse(topics=topics + refused, next_cursor=next_cursor)
+
+
+def _partition(ctx: RequestContext, topic: str, index: int) -> Partition:
+    if ctx.cluster is None:
+        node = ctx.node_id
+        return Partition(
+            error_code=ErrorCode.NONE,
+            partition_index=index,
+            leader_id=node,
+            leader_epoch=LEADER_EPOCH,
+            replica_nodes=[node],
+            isr_nodes=[node],
+            eligible_leader_replicas=[],
+            last_known_elr=[],
+            offline_replicas=[],
+        )
+    p = cluster_partition(ctx.cluster, topic, index)
+    return Partition(
+        error_code=p.error_code,
+        partition_index=index,
+        leader_id=p.leader_id,
+        leader_epoch=p.leader_epoch,
+        replica_nodes=p.replicas,
+        isr_nodes=p.isr,
+        eligible_leader_replicas=[],
+        last_known_elr=[],
+        offline_replicas=p.offline_replicas,
+    )
 
 
 def error_response(
@@ -174,5 +192,5 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="logs authorizer"
+    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="logs cluster authorizer"
 )

@@ -58,7 +58,14 @@ from .topic_configs import (
     field_text,
     normalise_configs,
 )
-from .topics import TopicInfo, check_topic_collision, new_topic_id, validate_topic_name
+from .topics import (
+    TopicInfo,
+    check_topic_collision,
+    new_topic_id,
+    partitions_not_grown,
+    topic_exists,
+    validate_topic_name,
+)
 
 __all__ = ["LOCK_FILE", "REGISTRY_FILE", "LogManager"]
 
@@ -296,7 +303,7 @@ class LogManager:
         self._check_open()
         validate_topic_name(name)
         if name in self._topics:
-            raise TopicExistsError(f"topic {name!r} already exists")
+            raise TopicExistsError(topic_exists(name))
         if topic_id is not None:
             if not isinstance(topic_id, uuid.UUID) or topic_id.int == 0:
                 raise ValueError(f"a topic id must be a non-zero UUID, got {topic_id!r}")
@@ -379,9 +386,7 @@ class LogManager:
         self._check_open()
         info = self._require(name)
         if not isinstance(total, int) or total <= info.num_partitions:
-            raise InvalidPartitionsError(
-                f"topic {name!r} has {info.num_partitions} partitions; cannot change it to {total}"
-            )
+            raise InvalidPartitionsError(partitions_not_grown(info.num_partitions, total))
         self._check_room(total - info.num_partitions)
         new = dataclasses.replace(info, num_partitions=total)
         if validate_only:

@@ -301,7 +301,8 @@ def _parse_config(name: str, value: str) -> str:
                 raise InvalidConfigError(
                     f"{name}: {value!r} is not a list of {', '.join(spec.choices)}"
                 )
-            items = sorted(set(items))
+        # In the order given, as Kafka stores and describes a list config: an
+        # APPEND of ``compact`` to ``delete`` reads back ``delete,compact``.
         return ",".join(items)
     else:
         if spec.choices and text not in spec.choices:

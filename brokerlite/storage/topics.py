@@ -90,3 +90,18 @@ def new_topic_id() -> uuid.UUID:
         topic_id = uuid.uuid4()
         if not base64.urlsafe_b64encode(topic_id.bytes).startswith(b"-"):
             return topic_id
+
+
+def topic_exists(name: str) -> str:
+    """The message of TOPIC_ALREADY_EXISTS, in Kafka's words (kafka-topics prints it)."""
+    return f"Topic '{name}' already exists."
+
+
+def partitions_not_grown(current: int, requested: object) -> str:
+    """The message of INVALID_PARTITIONS for a count that is not larger, in Kafka's
+    words (ZooKeeper-mode Kafka's ``ZkAdminManager.createPartitions``)."""
+    if requested == current:
+        return f"Topic already has {current} partitions."
+    return (
+        f"Topic currently has {current} partitions, which is higher than the requested {requested}."
+    )

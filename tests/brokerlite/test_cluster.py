@@ -1215,3 +1215,116 @@ def test_metrics_describe_leaders_the_controller_and_under_replication(zk: str) 
             assert sum(gauges(cluster, n)[shrinks] for n in live) == kept
 
     run(test)
+
+
+def _ask(address: tuple[str, int], api_key: int, version: int, body: Any) -> Any:
+    """One request on a connection of its own, and its decoded answer (blocking)."""
+    import socket
+
+    from trafka.codec.framing import FrameReader
+    from trafka.codec.protocol import decode_response, encode_request
+
+    header = RequestHeader(request_api_key=api_key, request_api_version=version, correlation_id=7)
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(encode_request(header, body))
+        frames = FrameReader()
+        while (frame := frames.next_frame()) is None:
+            data = sock.recv(65536)
+            assert data, "the broker closed the connection"
+            frames.feed(data)
+    return decode_response(frame, api_key, version)[1]
+
+
+def test_describe_topic_partitions_describes_the_cluster_as_metadata_does(zk: str) -> None:
+    """Kafka 4's admin client describes topics with DescribeTopicPartitions (KIP-966):
+    in a cluster each partition's leader, epoch, replicas, ISR and offline replicas
+    are the cluster's, as Metadata gives them, not the answering node alone."""
+    from trafka.codec.messages import k03_metadata as metadata
+    from trafka.codec.messages import k75_describe_topic_partitions as dtp
+
+    async def test() -> None:
+        async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+            async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+                await admin.create_topics([NewTopic("described", 3, 3)])
+            await until(lambda: all_in_sync(cluster, "described", 3), "every ISR is full")
+            victim = states(cluster, "described")[0].leader
+            await cluster.stop_node(victim)
+            await until(
+                lambda: all(
+                    s.leader not in (victim, -1) and victim not in s.isr
+                    for s in states(cluster, "described").values()
+                ),
+                "leaders and ISRs without the stopped broker",
+            )
+            survivor = next(n for n in cluster.node_ids if cluster.running(n))
+            address = cluster.node(survivor).address
+            request = dtp.DescribeTopicPartitionsRequest(
+                topics=[dtp.DescribeTopicPartitionsRequest.TopicRequest(name="described")],
+                response_partition_limit=100,
+            )
+            described = await trio.to_thread.run_sync(_ask, address, 75, 0, request)
+            meta = await trio.to_thread.run_sync(
+                _ask,
+                address,
+                3,
+                12,
+                metadata.MetadataRequest(
+                    topics=[metadata.MetadataRequest.MetadataRequestTopic(name="described")]
+                ),
+            )
+            (topic,) = described.topics
+            (expected,) = meta.topics
+            assert topic.error_code == 0 and topic.topic_id == expected.topic_id
+            got = [
+                (
+                    p.partition_index,
+                    p.error_code,
+                    p.leader_id,
+                    p.leader_epoch,
+                    p.replica_nodes,
+                    p.isr_nodes,
+                    p.offline_replicas,
+                )
+                for p in topic.partitions
+            ]
+            want = [
+                (
+                    p.partition_index,
+                    p.error_code,
+                    p.leader_id,
+                    p.leader_epoch,
+                    p.replica_nodes,
+                    p.isr_nodes,
+                    p.offline_replicas,
+                )
+                for p in expected.partitions
+            ]
+            assert got == want
+            for p in topic.partitions:
+                assert sorted(p.replica_nodes) == [1, 2, 3]
+                assert p.offline_replicas == [victim]
+                assert p.leader_id != victim and p.leader_epoch > 0
+                assert (p.eligible_leader_replicas, p.last_known_elr) == ([], [])
+
+    run(test)
+
+
+def test_create_topics_validate_only_answers_without_waiting_for_leaders(zk: str) -> None:
+    """A validate_only CreateTopics writes nothing, so no leader will be elected:
+    the answer comes once validated, not at the request's timeout (Kafka's
+    admin client gives up at its own 30 s default first, as kafka-topics did)."""
+
+    async def test() -> None:
+        async with (
+            serve_cluster(3, zookeeper_connect=zk) as cluster,
+            open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin,
+        ):
+            # a request timeout past the test's deadline: waiting for it fails the test
+            await admin.create_topics(
+                [NewTopic("checked", 3, 3)], validate_only=True, timeout_ms=600_000
+            )
+            assert "checked" not in await admin.list_topics()
+            await admin.create_topics([NewTopic("made", 3, 3)], timeout_ms=600_000)
+            assert "made" in await admin.list_topics()
+
+    run(test, deadline=60)

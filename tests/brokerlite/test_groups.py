@@ -1123,6 +1123,15 @@ def test_offset_delete_spares_the_topics_a_consumer_group_subscribes_to(tmp_path
     code, parts = _delete(h, GROUP, ("orders", 0), ("orders", 1))
     assert code == ErrorCode.NONE and set(parts.values()) == {ErrorCode.NONE}
     assert h.store.group_offsets(GROUP) == {}
+    # Empty and without offsets, the group is gone at once, as Kafka 3.9's coordinator
+    # makes it Dead (cleanupGroupMetadata): kafka-consumer-groups --delete then says
+    # GROUP_ID_NOT_FOUND on both (tests/brokerlite/test_kafka_scripts.py).
+    (described,) = h.describe(GROUP)
+    assert (described.error_code, described.group_state) == (ErrorCode.NONE, "Dead")
+    from trafka.codec.messages import k42_delete_groups as dlg
+
+    gone = wire(42, 2, h.co.delete_groups(dlg.DeleteGroupsRequest(groups_names=[GROUP]), 2))
+    assert gone.results[0].error_code == ErrorCode.GROUP_ID_NOT_FOUND
     # The deletion is durable: a new store replays it.
     assert OffsetStore(h.path, fsync=False).group_offsets(GROUP) == {}
 

@@ -55,6 +55,8 @@ def test_create_and_look_up(tmp_path: Path) -> None:
         with pytest.raises(TopicExistsError) as exists:
             mgr.create_topic("orders", 1)
         assert exists.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
+        # Kafka's words, which kafka-topics prints (tests/brokerlite/test_kafka_scripts.py)
+        assert str(exists.value) == "Topic 'orders' already exists."
 
 
 @pytest.mark.parametrize(
@@ -127,7 +129,7 @@ def test_everything_survives_a_restart(tmp_path: Path) -> None:
         assert mgr.topic("a") == a
         assert mgr.topic("a").configs == {  # type: ignore[union-attr]
             "segment.bytes": "300",
-            "cleanup.policy": "compact,delete",
+            "cleanup.policy": "delete,compact",  # as given, as Kafka keeps it
         }
         info_b = mgr.topic("b")
         assert info_b is not None and info_b.topic_id == b.topic_id
@@ -184,8 +186,12 @@ def test_interrupted_deletes_are_finished_at_start(tmp_path: Path) -> None:
 def test_create_partitions(tmp_path: Path) -> None:
     with LogManager(tmp_path) as mgr:
         mgr.create_topic("t", 2)
-        for total in (2, 1):
-            with pytest.raises(InvalidPartitionsError):
+        # Kafka's words (ZooKeeper-mode ZkAdminManager), which kafka-topics --alter prints
+        for total, message in (
+            (2, "Topic already has 2 partitions."),
+            (1, "Topic currently has 2 partitions, which is higher than the requested 1."),
+        ):
+            with pytest.raises(InvalidPartitionsError, match=f"^{message}$"):
                 mgr.create_partitions("t", total)
         with pytest.raises(UnknownTopicOrPartitionError):
             mgr.create_partitions("nope", 5)

@@ -26,7 +26,12 @@ from ...errors import (
     UnknownTopicOrPartitionError,
     ZooKeeperUnavailableError,
 )
-from ...storage.topics import check_topic_collision, new_topic_id, validate_topic_name
+from ...storage.topics import (
+    check_topic_collision,
+    new_topic_id,
+    topic_exists,
+    validate_topic_name,
+)
 from ..controller import (
     AssignmentError,
     assign_replicas,
@@ -92,7 +97,9 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
                     if not task.args.get("if_missing"):
                         raise
                     # (An internal topic another request is creating: wait for it too.)
-                await self._wait_image(deadline, lambda: self._has_leaders(task.args["name"]))
+                if not task.args.get("validate_only"):
+                    # validate_only wrote nothing: no leaders will come to wait for
+                    await self._wait_image(deadline, lambda: self._has_leaders(task.args["name"]))
             elif task.kind == "delete_topic":
                 await trio.to_thread.run_sync(self._mark_deleted, task.args["name"])
                 await self._wait_image(
@@ -230,7 +237,7 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
         live = sorted(self.view.image.brokers) or [self.node_id]
         assignment = self._assignment(args, live)
         if self.zk.exists(topic_path(name)) is not None:
-            raise TopicExistsError(f"topic {name!r} already exists")
+            raise TopicExistsError(topic_exists(name))
         check_topic_collision(name, self.zk.get_children(BROKER_TOPICS))
         if args.get("validate_only"):
             return
@@ -243,7 +250,7 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
         )
         results = txn.commit()
         if any(isinstance(r, NodeExistsError) for r in results):
-            raise TopicExistsError(f"topic {name!r} already exists")
+            raise TopicExistsError(topic_exists(name))
         for r in results:
             if isinstance(r, Exception):
                 raise BrokerError(f"cannot write topic {name!r} to ZooKeeper: {r}")

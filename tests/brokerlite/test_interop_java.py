@@ -1,0 +1,140 @@
+"""Apache Kafka's own Java client (kafka-clients 4.x) against brokerlite: the
+scenarios of ``tests/interop/java/KafkaHarness.java`` (producer, consumer, the
+KIP-848 consumer protocol, the KIP-932 share consumer, Admin), all run in one
+JVM against one broker, and some again against a three-node cluster on
+ZooKeeper; each scenario checks what it read against what it
+wrote and is one test here, so that a failure names its scenario and says what
+differed.
+
+The harness's expectations are Kafka's: the same scenarios pass against Apache
+Kafka 4.4 (run them with ``java_harness.run(kafka4.bootstrap_servers, ...)``);
+where Kafka versions answer differently (the fencing error under transaction
+version 2, a deleted group described by DescribeGroups v6), the harness accepts
+each release's answer and says which it saw.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import java_harness
+import pytest
+from kafka_peers import KAFKA_4, SKIP_ENV, missing
+
+from trafka.brokerlite import broker_in_thread
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
+
+SCENARIOS = [
+    "producer_sync",
+    "producer_async_interceptor",
+    "partitioners",
+    "compression",
+    "log_append_time",
+    "idempotence",
+    "transactions",
+    "group_range",
+    "group_roundrobin",
+    "group_sticky",
+    "group_cooperative_sticky",
+    "group_pattern",
+    "group_protocol_consumer",
+    "group_protocol_consumer_pattern",
+    "manual_commits",
+    "seek_and_times",
+    "share_consumer",
+    "admin_topics",
+    "admin_configs",
+    "admin_groups",
+    "admin_offsets_cluster",
+    "admin_transactions",
+]
+
+
+def _require_kafka() -> None:
+    """Skip (with the opt-out set) or fail (without it) when Kafka's jars are missing."""
+    if os.environ.get(SKIP_ENV) == "1":
+        pytest.skip(f"{SKIP_ENV}=1: Apache Kafka tests skipped")
+    why = missing("kafka", KAFKA_4)
+    if why is not None:
+        pytest.fail(why, pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
+    """Every scenario's outcome, from one JVM run against one brokerlite."""
+    _require_kafka()
+    data = tmp_path_factory.mktemp("java-client")
+    with broker_in_thread(
+        port=0, host="127.0.0.1", data_dir=data, group_initial_rebalance_delay_ms=0
+    ) as running:
+        found, stderr = java_harness.run(running.bootstrap_servers, SCENARIOS, timeout=480)
+        if not all(outcome["ok"] for outcome in found.values()):
+            print(stderr[-20_000:])  # the client's WARN lines, shown with a failure
+        yield found
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_java_client_scenario(outcomes: dict[str, dict[str, Any]], scenario: str) -> None:
+    outcome = outcomes[scenario]
+    assert outcome["ok"], f"{scenario}: {outcome.get('error')}"
+
+
+#: What the cluster run repeats: replication (RF 3), the coordinators placed on
+#: the leaders of their internal partitions, and the admin calls that describe
+#: a cluster (the rest is the single node's, above).
+CLUSTER_SCENARIOS = [
+    "idempotence",
+    "transactions",
+    "group_cooperative_sticky",
+    "group_protocol_consumer",
+    "share_consumer",
+    "admin_topics",
+    "admin_offsets_cluster",
+]
+
+
+@pytest.fixture(scope="module")
+def cluster_outcomes(
+    tmp_path_factory: pytest.TempPathFactory, module_zk: str
+) -> dict[str, dict[str, Any]]:
+    """The cluster scenarios' outcomes, from one JVM run against three brokerlite
+    nodes on ZooKeeper, with topics of replication factor 3."""
+    import trio
+
+    from trafka.brokerlite.dev.local_cluster import serve_cluster
+
+    _require_kafka()
+    found: dict[str, dict[str, Any]] = {}
+
+    async def main() -> None:
+        with trio.fail_after(600):
+            async with serve_cluster(
+                3,
+                zookeeper_connect=module_zk,
+                data_dir=tmp_path_factory.mktemp("java-cluster"),
+                group_initial_rebalance_delay_ms=0,
+                offsets_topic_num_partitions=3,
+            ) as cluster:
+                await cluster.wait_formed()
+                outcome, stderr = await trio.to_thread.run_sync(
+                    lambda: java_harness.run(
+                        cluster.bootstrap_servers, CLUSTER_SCENARIOS, timeout=480, replication=3
+                    )
+                )
+                found.update(outcome)
+                if not all(o["ok"] for o in outcome.values()):
+                    print(stderr[-20_000:])
+
+    trio.run(main)
+    return found
+
+
+@pytest.mark.parametrize("scenario", CLUSTER_SCENARIOS)
+def test_java_client_scenario_on_a_cluster(
+    cluster_outcomes: dict[str, dict[str, Any]], scenario: str
+) -> None:
+    outcome = cluster_outcomes[scenario]
+    assert outcome["ok"], f"{scenario} (3 nodes): {outcome.get('error')}"
