@@ -124,6 +124,7 @@ bench: $(STAMP) peers
 	$(PY) bench/clients.py --suite share --records 300000 --clients trafka,confluent-kafka
 	$(PY) bench/proxy.py --records 3000000 --cluster 1,3
 	$(PY) bench/spark.py
+	$(PY) bench/spark_kafka.py
 	$(PY) bench/spark_plan.py
 
 # The generated files: the codec's messages from Kafka's specs, and the SDK's
