@@ -133,6 +133,7 @@ bench: $(STAMP) peers
 	$(PY) bench/proxy.py --records 3000000 --cluster 1,3 --rate 2000
 	$(PY) bench/proxy.py --upstream kafka --records 1000000 --cluster 3 --replication 3 --rate 2000 --idle 0
 	$(PY) bench/spark.py
+	$(PY) bench/spark_kafka.py
 	$(PY) bench/spark_plan.py
 
 # The generated files: the codec's messages from Kafka's specs, and the SDK's

@@ -767,7 +767,12 @@ PARITY: tuple[Parity, ...] = (
     Parity(
         "maxOffsetsPerTrigger",
         "read",
-        "none; ignored by batch reads",
+        "none; ignored by batch reads; each partition gets the floor of its share of the "
+        "limit in proportion to its backlog (a share under 1 rounds up to 1)",
+        "the same records over the stream, micro-batches cut differently: trafka's take "
+        "exactly the limit (each partition with a backlog gets one offset, the rest in "
+        "proportion, remainders to the largest fractions), where the connector's floors run "
+        "short of it by up to one offset per partition",
         example="1000",
         streaming_only=True,
     ),
@@ -898,8 +903,27 @@ PARITY: tuple[Parity, ...] = (
     Parity(
         "missing topics",
         "read",
-        "a subscribed topic that does not exist reads as empty",
-        "the planning fails naming the topic (the data source never creates topics)",
+        "a topic that does not exist fails the planning (UnknownTopicOrPartitionException "
+        "from its admin client); an assigned partition that does not exist, of a topic that "
+        "does, is left out: it reads as empty",
+        "the same for topics (the error names them; the data source never creates topics); "
+        "an assigned partition that does not exist fails the planning too, naming it, so a "
+        "mistyped assign is not read as empty",
+    ),
+    Parity(
+        "JSON naming some partitions",
+        "read",
+        "startingOffsets, endingOffsets and starting/endingOffsetsByTimestamp in JSON must "
+        "name every partition the read assigns, or the planning fails",
+        "partitions the JSON leaves out take the option's default (earliest, latest), so "
+        "one JSON keeps working for a topic that grew; what the connector takes, trafka "
+        "reads the same way",
+    ),
+    Parity(
+        "headers of a record without any",
+        "read",
+        "null (includeHeaders=true)",
+        "same",
     ),
     Parity(
         "source metrics",

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.datasource import (
     DataSource,
@@ -57,7 +58,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ..codec.columns import BinaryColumn, ColumnBuffers, RecordColumns, TimestampColumn
+from ..codec.columns import (
+    BinaryColumn,
+    ColumnBuffers,
+    HeaderColumns,
+    RecordColumns,
+    TimestampColumn,
+)
 from ..sdk.errors import ConfigError
 from ..sdk.txn_handoff import PreparedTransaction
 from . import _eos, _kafka
@@ -379,17 +386,29 @@ def _piece(
         "timestampType": _ints(b.timestamp_types, start, stop, pa.int32()),
     }
     if "headers" in arrow.names:
-        h = b.headers
-        assert h is not None, "the reader was not asked for the headers"
-        kind = arrow.field("headers").type
-        entries = (len(h.names.offsets) >> 2) - 1
-        names = _binary(h.names, pa.string(), 0, entries)
-        values = _binary(h.values, pa.binary(), 0, entries)
-        pairs = pa.StructArray.from_arrays([names, values], fields=list(kind.value_type))
-        columns["headers"] = pa.Array.from_buffers(
-            kind, n, [None, pa.py_buffer(h.starts)], 0, start, children=[pairs]
-        )
+        assert b.headers is not None, "the reader was not asked for the headers"
+        columns["headers"] = _headers(b.headers, arrow.field("headers").type, start, stop)
     return pa.RecordBatch.from_arrays([columns[f.name] for f in arrow], schema=arrow)
+
+
+def _headers(h: HeaderColumns, kind: pa.DataType, start: int, stop: int) -> pa.Array:
+    """Records ``start`` to ``stop``'s headers: a list of (key, value) for each,
+    null for a record that has none, as Spark's connector gives them (its
+    KafkaRecordToRowConverter makes no empty array)."""
+    n = stop - start
+    entries = (len(h.names.offsets) >> 2) - 1
+    names = _binary(h.names, pa.string(), 0, entries)
+    values = _binary(h.values, pa.binary(), 0, entries)
+    pairs = pa.StructArray.from_arrays([names, values], fields=list(kind.value_type))
+    # These records' starts only (indexes into every record's entries), so the
+    # validity bitmap made from their lengths lines up with them from bit 0.
+    starts = pa.py_buffer(h.starts).slice(start * 4, (n + 1) * 4)
+    lists = pa.Array.from_buffers(kind, n, [None, starts], 0, 0, children=[pairs])
+    present = pc.not_equal(pc.list_value_length(lists), 0)
+    if n == 0 or pc.all(present).as_py():
+        return lists
+    validity = present.buffers()[1]
+    return pa.Array.from_buffers(kind, n, [validity, starts], -1, 0, children=[pairs])
 
 
 # Offsets a micro-batch's task gets at the least when its ranges are merged

@@ -204,6 +204,15 @@ def _metadata_brokers(host: str, port: int, timeout: float) -> set[int] | None:
     return {broker.node_id for broker in response.brokers}
 
 
+def _cluster_id() -> str:
+    """A random KRaft cluster id, never starting with "-": StorageTool's
+    argument parser takes ``-t -abc...`` for an option and fails (Kafka's own
+    ``Uuid.randomUuid`` draws again for the same reason)."""
+    while (found := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))[0] == "-":
+        pass
+    return found
+
+
 class KafkaNode:
     """One broker process of a :class:`KafkaCluster` (see the module's rules)."""
 
@@ -331,7 +340,7 @@ class KafkaCluster:
         self.jvm_options = tuple(jvm_options)
         self.jit = jit
         self.host = host
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = _cluster_id()
         self.nodes = [KafkaNode(self, i + 1) for i in range(nodes)]
         self._formatted = False
         self._served = False

@@ -82,6 +82,8 @@ RATIO_LINES: dict[str, list[tuple[str, int]]] = {
         (r"^  exactly-once / at-least-once write \d+\.\d\d$", 1),
         (r"^stream latency .*: p50 \d+ ms, p99 \d+ ms over [1-9]", 1),
     ],
+    # trafka's source / Spark's connector on Apache Kafka: count and agg per partition count.
+    "spark_kafka.py": [(r"^(count|agg)\s+\d+\s+[\d,]+\s+[\d,]+\s+\d+\.\d\d$", 2)],
     # A batch read's planning: its time after the first query, and its requests.
     "spark_plan.py": [
         (r"^\d+ queries, .*, then median \d+\.\d ms wall / \d+\.\d ms CPU; \d+\.\d conn", 1),
@@ -89,12 +91,13 @@ RATIO_LINES: dict[str, list[tuple[str, int]]] = {
     ],
 }
 NEEDS_ZOOKEEPER = {"cluster.py", "proxy.py"}  # 3-node clusters (proxy.py: --cluster 1,3)
-NEEDS_JAVA = {"spark.py"}
+NEEDS_JAVA = {"spark.py", "spark_kafka.py"}
 
 
 def bench_lines(makefile: Path = MAKEFILE) -> list[list[str]]:
     """The ``bench`` target's recipe lines, as argument lists after ``$(PY)``."""
     lines = makefile.read_text().splitlines()
+    # The target line names its prerequisites ($(STAMP), peers...): found by its name.
     start = next(i for i, line in enumerate(lines) if line.startswith("bench:")) + 1
     commands = []
     for line in lines[start:]:

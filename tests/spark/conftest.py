@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from kafka_peers import SKIP_ENV, SPARK_KAFKA, jars, missing
 from spark_helpers import TEST_JVM_OPTIONS, bytecode_spark_home
 
 from trafka.brokerlite import RunningBroker
@@ -23,6 +24,26 @@ def _spark_home(tmp_path_factory: pytest.TempPathFactory) -> None:
     A Spark of the machine's own (``SPARK_HOME`` set) is left as it is."""
     if "SPARK_HOME" not in os.environ:
         os.environ["SPARK_HOME"] = bytecode_spark_home(tmp_path_factory.mktemp("spark-home"))
+
+
+#: The jars of Spark's own Kafka connector that its ``format("kafka")`` needs;
+#: the connector's other dependencies (Hadoop's client, Scala, snappy, lz4...)
+#: are pyspark's own, in other versions.
+CONNECTOR_JARS = (
+    "spark-sql-kafka-0-10_",
+    "spark-token-provider-kafka-0-10_",
+    "kafka-clients-",
+    "commons-pool2-",
+)
+
+
+def connector_jars() -> list[str]:
+    """Spark's own Kafka connector (``format("kafka")``, for the parity tests of
+    test_spark_kafka_parity.py), when it was fetched (tests/kafka_peers.py);
+    none with the Kafka tests skipped."""
+    if os.environ.get(SKIP_ENV) == "1" or missing("spark-kafka", SPARK_KAFKA) is not None:
+        return []
+    return [str(j) for j in jars("spark-kafka", SPARK_KAFKA) if j.name.startswith(CONNECTOR_JARS)]
 
 
 @pytest.fixture(scope="session")
@@ -51,6 +72,8 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.extraJavaOptions", TEST_JVM_OPTIONS)
+        # Spark's own connector beside trafka's, in the same session (the parity tests).
+        .config("spark.jars", ",".join(connector_jars()))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
