@@ -253,10 +253,14 @@ class Planner:
     :meth:`close`; an idle stream then asks its brokers over the same
     connections at every trigger instead of opening new ones.
 
-    A kept planner also keeps the read's partitions (:meth:`partitions`): a
-    trigger then costs one ListOffsets per leader and no Metadata request. They
-    are asked again once ``metadata.max.age.ms`` has passed (so new partitions,
-    and new topics of a pattern, are found within it, as Kafka's consumer finds
+    Every call asks for the read's partitions (:meth:`partitions`, one
+    Metadata request on the kept connection), as Spark's connector lists them
+    at every latest-offsets call: a partition added to a subscribed topic, or a
+    topic that starts matching a pattern, is in the next trigger's offsets.
+    With ``partitionDiscovery=metadataMaxAge`` a kept planner keeps them
+    instead: a trigger then costs one ListOffsets per leader and no Metadata
+    request, and they are asked again once ``metadata.max.age.ms`` has passed
+    (new partitions and topics are found within it, as Kafka's consumer finds
     them) and after any failed lookup (:meth:`forget_partitions`: a deleted
     topic, a partition gone).
 
@@ -280,20 +284,23 @@ class Planner:
         # The client whose connections only carry the waits (see :mod:`._watch`):
         # (the client, its exit, its loop).
         self._watcher: tuple[Consumer, Any, Loop] | None = None
-        # The read's partitions and when they were asked for (kept planners only).
+        # The read's partitions and when they were asked for (kept planners
+        # under partitionDiscovery=metadataMaxAge only).
         self._known: tuple[float, list[TopicPartition]] | None = None
         self.metadata_requests = 0  # partition lists asked for (for tests)
 
     async def partitions(self, admin: Admin) -> list[TopicPartition]:
-        """The read's partitions: asked for now, or, by a kept planner, those
-        asked for less than ``metadata.max.age.ms`` ago (see the class doc)."""
-        max_age = self.opts.consumer_config().metadata_max_age_ms / 1000
+        """The read's partitions: asked for now, or, by a kept planner under
+        ``partitionDiscovery=metadataMaxAge``, those asked for less than
+        ``metadata.max.age.ms`` ago (see the class doc)."""
         now = self.clock()
-        if self._known is not None and now - self._known[0] < max_age:
-            return list(self._known[1])
+        if self._known is not None:
+            max_age = self.opts.consumer_config().metadata_max_age_ms / 1000
+            if now - self._known[0] < max_age:
+                return list(self._known[1])
         self.metadata_requests += 1
         tps = await _partitions(self.opts, admin)
-        if self.keep:
+        if self.keep and not self.opts.partitions_every_trigger:
             self._known = (now, tps)
         return list(tps)
 
