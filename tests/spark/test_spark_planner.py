@@ -13,6 +13,7 @@ or at once after a lookup fails. The clock is injected: no test waits for it.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from spark_helpers import create, delete, fresh, grow, produce
 
 from trafka.brokerlite import RunningBroker
+from trafka.brokerlite.handlers import HANDLERS
 from trafka.spark import _kafka
 from trafka.spark.options import parse_read_options
 
@@ -102,6 +104,38 @@ def test_by_default_a_pattern_finds_a_new_topic_at_the_next_trigger(
     create(broker, f"other-{prefix}", 1)  # matches no whole name
     latest = _kafka.latest_offsets(opts, since=start, planner=planner)
     assert latest == {f"{prefix}-a": {"0": 0}, f"{prefix}-b": {"0": 0, "1": 0}}
+
+
+def test_a_subscription_asks_for_its_own_topics_and_names_every_missing_one(
+    broker: RunningBroker, planner_for: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trigger's Metadata request names the subscribed topics, so that its
+    answer does not grow with the cluster's other topics; the topics it lacks
+    are all named when the read fails."""
+    topic = fresh("plan-named")
+    create(broker, topic, 2)
+    create(broker, fresh("plan-other"), 3)
+    asked: list[list[str] | None] = []
+    spec = HANDLERS[3]
+
+    def metadata(ctx: Any, request: Any) -> Any:
+        asked.append(None if request.topics is None else sorted(t.name for t in request.topics))
+        return spec.handle(ctx, request)
+
+    monkeypatch.setitem(HANDLERS, 3, dataclasses.replace(spec, handle=metadata))
+    opts = _options(broker, subscribe=topic)
+    planner = planner_for(opts)
+    start = _kafka.starting_offsets(opts, planner)  # the clients connect
+    asked.clear()
+    for _ in range(3):
+        assert _kafka.latest_offsets(opts, since=start, planner=planner) == start
+    assert planner.metadata_requests == 4
+    assert asked and all(names == [topic] for names in asked), asked
+    missing = _options(broker, subscribe=f"{topic},plan-missing-b,plan-missing-a")
+    with pytest.raises(
+        _kafka.PlanningError, match=r"topics do not exist: plan-missing-b, plan-missing-a$"
+    ):
+        _kafka.latest_offsets(missing, since=start, planner=planner_for(missing))
 
 
 def test_triggers_within_the_max_age_reuse_the_partitions_and_see_new_records(
