@@ -168,6 +168,7 @@ _READ_KEYS = {
     "mergeoffsetranges",
     "mergedpartitions",
     "streamreader",
+    "partitiondiscovery",
     "kafkaconsumer.polltimeoutms",
     "polltimeoutms",  # trafka's name before kafkaConsumer.pollTimeoutMs
     "fetchoffset.numretries",
@@ -248,6 +249,7 @@ class ReadOptions:
     merge_ranges: bool = True
     merged_partitions: int | None = None
     simple_stream_reader: bool = False
+    partitions_every_trigger: bool = True
     poll_timeout_ms: int = 120_000
     fetch_offset_retries: int = 3
     fetch_offset_retry_interval_ms: int = 10
@@ -617,6 +619,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         merge_ranges=_bool("mergeOffsetRanges", own.get("mergeoffsetranges"), True),
         merged_partitions=_positive("mergedPartitions", own.get("mergedpartitions")),
         simple_stream_reader=_stream_reader(own.get("streamreader")),
+        partitions_every_trigger=_partition_discovery(own.get("partitiondiscovery")),
         poll_timeout_ms=_positive("kafkaConsumer.pollTimeoutMs", poll) or 120_000,
         fetch_offset_retries=_or(
             _integer("fetchOffset.numRetries", own.get("fetchoffset.numretries"), 0), 3
@@ -637,6 +640,18 @@ def _stream_reader(value: str | None) -> bool:
     if kind not in ("partitioned", "simple"):
         raise ConfigError(f"option 'streamReader' must be 'partitioned' or 'simple', not {value!r}")
     return kind == "simple"
+
+
+def _partition_discovery(value: str | None) -> bool:
+    """``partitionDiscovery``: whether a stream lists its partitions at every
+    trigger (``trigger``, the default, as Spark's connector does) or keeps the
+    list for ``kafka.metadata.max.age.ms`` (``metadataMaxAge``)."""
+    kind = (value or "trigger").strip().lower()
+    if kind not in ("trigger", "metadatamaxage"):
+        raise ConfigError(
+            f"option 'partitionDiscovery' must be 'trigger' or 'metadataMaxAge', not {value!r}"
+        )
+    return kind == "trigger"
 
 
 def check_read_options(options: Mapping[str, str]) -> None:
@@ -824,6 +839,27 @@ PARITY: tuple[Parity, ...] = (
         "micro-batch as it finds it (PySpark's simple stream reader), no read task, for "
         "small rates where latency matters (see Latency)",
         example="simple",
+        streaming_only=True,
+    ),
+    Parity(
+        "new partitions and topics",
+        "read",
+        "a stream lists the subscribed topics' partitions (and the topics a pattern matches) "
+        "at every trigger: new ones are read from their earliest offset in the next "
+        "micro-batch",
+        "same (one Metadata request per trigger on the planner's kept connection); "
+        "partitionDiscovery=metadataMaxAge keeps the list between triggers",
+    ),
+    Parity(
+        "partitionDiscovery",
+        "read",
+        "not in Spark: every trigger lists the partitions",
+        "trafka's own, default trigger (as Spark); metadataMaxAge: a stream keeps its "
+        "partition list between triggers and lists them again after kafka.metadata.max.age.ms "
+        "(5 minutes) or a failed lookup, saving a Metadata request per trigger (a fraction of "
+        "a millisecond) at the cost of reading partitions and topics added meanwhile up to "
+        "that late",
+        example="metadataMaxAge",
         streaming_only=True,
     ),
     Parity(

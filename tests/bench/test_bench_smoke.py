@@ -84,10 +84,13 @@ RATIO_LINES: dict[str, list[tuple[str, int]]] = {
     ],
     # trafka's source / Spark's connector on Apache Kafka: count and agg per partition count.
     "spark_kafka.py": [(r"^(count|agg)\s+\d+\s+[\d,]+\s+[\d,]+\s+\d+\.\d\d$", 2)],
-    # A batch read's planning: its time after the first query, and its requests.
+    # A batch read's planning: its time after the first query, and its requests;
+    # then a stream's triggers in each partitionDiscovery mode, and the listing alone.
     "spark_plan.py": [
         (r"^\d+ queries, .*, then median \d+\.\d ms wall / \d+\.\d ms CPU; \d+\.\d conn", 1),
         (r"^requests per query: \d+\.\d \(", 1),
+        (r"^  partitionDiscovery=\w+: \d+\.\d\d / \d+\.\d\d; requests per trigger: ", 2),
+        (r"^  the partition listing alone .*: \d+\.\d{3} ms wall", 1),
     ],
 }
 NEEDS_ZOOKEEPER = {"cluster.py", "proxy.py"}  # 3-node clusters (proxy.py: --cluster 1,3)

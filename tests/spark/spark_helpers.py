@@ -84,16 +84,20 @@ def produce(
     records: list[tuple[bytes | None, bytes, int | None]],
     *,
     headers: list[tuple[str, bytes]] | None = None,
+    partition: int | None = None,
     **settings: Any,
 ) -> list[Any]:
-    """Send (key, value, timestamp_ms) records; return their RecordMetadata."""
+    """Send (key, value, timestamp_ms) records (all to ``partition`` when
+    given, else where the partitioner puts them); return their RecordMetadata."""
 
     async def go() -> list[Any]:
         async with open_producer(
             bootstrap_servers=broker.bootstrap_servers, **settings
         ) as producer:
             futures = [
-                await producer.send(topic, v, key=k, timestamp_ms=ts, headers=headers)
+                await producer.send(
+                    topic, v, key=k, timestamp_ms=ts, headers=headers, partition=partition
+                )
                 for k, v, ts in records
             ]
             await producer.flush()

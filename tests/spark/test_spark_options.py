@@ -52,6 +52,10 @@ def test_defaults_differ_between_batch_and_stream() -> None:
     stream = parse_read_options({**BASE, "subscribe": "t"}, streaming=True)
     assert (batch.starting.default, batch.ending.default) == (EARLIEST, LATEST)
     assert stream.starting.default == LATEST
+    # A stream lists its partitions at every trigger unless told to keep them.
+    assert stream.partitions_every_trigger
+    kept = {**BASE, "subscribe": "t", "partitionDiscovery": "MetadataMaxAge"}
+    assert not parse_read_options(kept, streaming=True).partitions_every_trigger
 
 
 @pytest.mark.parametrize(
@@ -74,6 +78,7 @@ def test_defaults_differ_between_batch_and_stream() -> None:
             "not both",
         ),
         ({"subscribe": "t", "startingOffsetsByTimestampStrategy": "x"}, False, "Strategy"),
+        ({"subscribe": "t", "partitionDiscovery": "never"}, True, "'partitionDiscovery'"),
         ({"subscribe": "t", "kafka.auto.offset.reset": "earliest"}, False, "startingOffsets"),
         ({"subscribe": "t", "kafka.value.deserializer": "x"}, False, "binary"),
         ({}, False, "exactly one of"),

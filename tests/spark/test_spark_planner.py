@@ -1,14 +1,19 @@
 """The stream's planner between triggers, against a real brokerlite (no Spark).
 
-A stream's planner keeps the read's partitions between triggers and asks for
-them again once ``metadata.max.age.ms`` has passed, as Kafka's consumer
-refreshes its metadata (the consumer configuration's ``metadata.max.age.ms``:
+By default a stream's planner asks for the read's partitions at every trigger,
+as Spark's connector lists them at every latest-offsets call: a partition added
+to a subscribed topic, or a topic that starts matching a pattern, is in the next
+trigger's offsets. With ``partitionDiscovery=metadataMaxAge`` it keeps them
+between triggers and asks again once ``metadata.max.age.ms`` has passed, as
+Kafka's consumer refreshes its metadata (the consumer configuration's
+``metadata.max.age.ms``:
 https://kafka.apache.org/documentation/#consumerconfigs_metadata.max.age.ms),
 or at once after a lookup fails. The clock is injected: no test waits for it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +23,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from spark_helpers import create, delete, fresh, grow, produce
 
 from trafka.brokerlite import RunningBroker
+from trafka.brokerlite.handlers import HANDLERS
 from trafka.spark import _kafka
 from trafka.spark.options import parse_read_options
 
@@ -66,12 +72,78 @@ def planner_for(clock: Clock) -> Iterator[Any]:
         planner.close()
 
 
+def test_by_default_every_trigger_lists_the_partitions_and_finds_new_ones_at_once(
+    broker: RunningBroker, planner_for: Any, clock: Clock
+) -> None:
+    topic = fresh("plan-every")
+    create(broker, topic, 2)
+    opts = _options(broker, subscribe=topic)
+    planner = planner_for(opts)
+    start = _kafka.starting_offsets(opts, planner)
+    assert start == {topic: {"0": 0, "1": 0}}
+    assert _kafka.latest_offsets(opts, since=start, planner=planner) == start
+    grow(broker, topic, 3)
+    # The clock has not moved: the next trigger lists the partitions anyway.
+    latest = _kafka.latest_offsets(opts, since=start, planner=planner)
+    assert set(latest[topic]) == {"0", "1", "2"}
+    begin = _kafka.new_partitions(opts, start, latest, planner)
+    assert begin == {topic: {"0": 0, "1": 0, "2": 0}}
+    # One partition list per call: the start and the two triggers.
+    assert planner.metadata_requests == 3
+
+
+def test_by_default_a_pattern_finds_a_new_topic_at_the_next_trigger(
+    broker: RunningBroker, planner_for: Any, clock: Clock
+) -> None:
+    prefix = fresh("plan-every-pattern")
+    create(broker, f"{prefix}-a", 1)
+    opts = _options(broker, subscribePattern=f"{prefix}-.*")
+    planner = planner_for(opts)
+    start = _kafka.starting_offsets(opts, planner)
+    create(broker, f"{prefix}-b", 2)
+    create(broker, f"other-{prefix}", 1)  # matches no whole name
+    latest = _kafka.latest_offsets(opts, since=start, planner=planner)
+    assert latest == {f"{prefix}-a": {"0": 0}, f"{prefix}-b": {"0": 0, "1": 0}}
+
+
+def test_a_subscription_asks_for_its_own_topics_and_names_every_missing_one(
+    broker: RunningBroker, planner_for: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trigger's Metadata request names the subscribed topics, so that its
+    answer does not grow with the cluster's other topics; the topics it lacks
+    are all named when the read fails."""
+    topic = fresh("plan-named")
+    create(broker, topic, 2)
+    create(broker, fresh("plan-other"), 3)
+    asked: list[list[str] | None] = []
+    spec = HANDLERS[3]
+
+    def metadata(ctx: Any, request: Any) -> Any:
+        asked.append(None if request.topics is None else sorted(t.name for t in request.topics))
+        return spec.handle(ctx, request)
+
+    monkeypatch.setitem(HANDLERS, 3, dataclasses.replace(spec, handle=metadata))
+    opts = _options(broker, subscribe=topic)
+    planner = planner_for(opts)
+    start = _kafka.starting_offsets(opts, planner)  # the clients connect
+    asked.clear()
+    for _ in range(3):
+        assert _kafka.latest_offsets(opts, since=start, planner=planner) == start
+    assert planner.metadata_requests == 4
+    assert asked and all(names == [topic] for names in asked), asked
+    missing = _options(broker, subscribe=f"{topic},plan-missing-b,plan-missing-a")
+    with pytest.raises(
+        _kafka.PlanningError, match=r"topics do not exist: plan-missing-b, plan-missing-a$"
+    ):
+        _kafka.latest_offsets(missing, since=start, planner=planner_for(missing))
+
+
 def test_triggers_within_the_max_age_reuse_the_partitions_and_see_new_records(
     broker: RunningBroker, planner_for: Any, clock: Clock
 ) -> None:
     topic = fresh("plan-cache")
     create(broker, topic, 2)
-    opts = _options(broker, subscribe=topic)
+    opts = _options(broker, subscribe=topic, partitionDiscovery="metadataMaxAge")
     planner = planner_for(opts)
     start = _kafka.starting_offsets(opts, planner)
     assert start == {topic: {"0": 0, "1": 0}}
@@ -90,7 +162,7 @@ def test_new_partitions_are_found_once_the_max_age_has_passed(
 ) -> None:
     topic = fresh("plan-grow")
     create(broker, topic, 2)
-    opts = _options(broker, subscribe=topic)
+    opts = _options(broker, subscribe=topic, partitionDiscovery="metadataMaxAge")
     planner = planner_for(opts)
     start = _kafka.starting_offsets(opts, planner)
     grow(broker, topic, 3)
@@ -108,7 +180,7 @@ def test_a_pattern_finds_a_new_topic_once_the_max_age_has_passed(
 ) -> None:
     prefix = fresh("plan-pattern")
     create(broker, f"{prefix}-a", 1)
-    opts = _options(broker, subscribePattern=f"{prefix}-.*")
+    opts = _options(broker, subscribePattern=f"{prefix}-.*", partitionDiscovery="metadataMaxAge")
     planner = planner_for(opts)
     start = _kafka.starting_offsets(opts, planner)
     create(broker, f"{prefix}-b", 1)
@@ -123,7 +195,7 @@ def test_a_deleted_topic_is_found_at_the_next_trigger_within_the_max_age(
 ) -> None:
     topic = fresh("plan-deleted")
     create(broker, topic, 2)
-    opts = _options(broker, subscribe=topic)
+    opts = _options(broker, subscribe=topic, partitionDiscovery="metadataMaxAge")
     planner = planner_for(opts)
     start = _kafka.starting_offsets(opts, planner)
     delete(broker, topic)
@@ -139,7 +211,7 @@ def test_a_topic_recreated_with_fewer_partitions_drops_the_missing_ones(
     prefix = fresh("plan-recreated")
     topic = f"{prefix}-x"
     create(broker, topic, 3)
-    opts = _options(broker, subscribePattern=f"{prefix}-.*")
+    opts = _options(broker, subscribePattern=f"{prefix}-.*", partitionDiscovery="metadataMaxAge")
     planner = planner_for(opts)
     start = _kafka.starting_offsets(opts, planner)
     assert set(start[topic]) == {"0", "1", "2"}

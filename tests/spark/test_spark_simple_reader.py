@@ -111,7 +111,6 @@ def test_a_new_partition_is_read_from_its_start(broker: RunningBroker) -> None:
         subscribe=topic,
         startingOffsets="earliest",
         latestOffsetWaitMs="0",
-        **{"kafka.metadata.max.age.ms": "0"},
     )
     start = reader.initialOffset()
     rows, end = reader.read(start)
