@@ -370,6 +370,10 @@ class KafkaCluster:
             "share.coordinator.state.topic.num.partitions": 3,
             "group.initial.rebalance.delay.ms": 0,
             "log.segment.bytes": 16 << 20,
+            # Tests write records with fixed old timestamps, which the 7-day
+            # retention would delete at its next check (every 5 minutes) under a
+            # long run's shared brokers: no check within a test run.
+            "log.retention.check.interval.ms": 24 * 3600 * 1000,
             "num.network.threads": 2,
             "num.io.threads": 2,
             "num.recovery.threads.per.data.dir": 1,
