@@ -244,26 +244,14 @@ class ExactlyOnce:
             ).coordinator = node_id
 
     def client_added(self, request: Any, answer: Any) -> None:
-        """The coordinator's answer to a client's AddPartitionsToTxn (v3 and
-        below): the partitions it added without error are the transaction's.
-        Not those the request named: until the answer, or with an error such as
-        CONCURRENT_TRANSACTIONS (which the client retries), a partition is not
-        in the transaction, and Kafka's leaders refuse a transactional write to
-        it (KIP-890's verification), so records the proxy moves there wait for
-        its own AddPartitionsToTxn."""
-        if answer.error_code:
-            return
-        txn = self._txn(
-            request.v3_and_below_transactional_id,
-            request.v3_and_below_producer_id,
-            request.v3_and_below_producer_epoch,
-        )
-        txn.partitions.update(
-            (t.name, r.partition_index)
-            for t in answer.results_by_topic_v3_and_below
-            for r in t.results_by_partition
-            if not r.partition_error_code
-        )
+        """A client's AddPartitionsToTxn (v3 and below) answered: what it added
+        without error is the transaction's (see the module's rules)."""
+        if not answer.error_code:
+            tid = request.v3_and_below_transactional_id
+            txn = self._txn(
+                tid, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch
+            )
+            txn.partitions.update(_added(answer))
 
     def _txn(self, tid: str, pid: int, epoch: int) -> _Txn:
         txn = self.transactions.get(tid)
@@ -840,3 +828,16 @@ def _by_leader(batches: list[Upstream], topics: Topics) -> dict[int, list[Upstre
 
 def _all_failed(body: Any, code: ErrorCode, message: str | None = None) -> Any:
     return failed_answer(body, code, message or code.message)
+
+
+def _added(answer: Any) -> set[tuple[str, int]]:
+    """The partitions an AddPartitionsToTxn answer (v3 and below) added without
+    error. Not those the request named: until then, or with an error such as
+    CONCURRENT_TRANSACTIONS, Kafka's leaders refuse a transactional write there
+    (KIP-890's verification)."""
+    return {
+        (t.name, r.partition_index)
+        for t in answer.results_by_topic_v3_and_below
+        for r in t.results_by_partition
+        if not r.partition_error_code
+    }

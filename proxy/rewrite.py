@@ -60,6 +60,8 @@ __all__ = [
     "reads_answer",
     "rewrite_response",
     "rewrite_addresses",
+    "client_software",
+    "known_version",
     "unsupported_api_versions",
 ]
 
@@ -203,3 +205,20 @@ def unsupported_api_versions(correlation_id: int) -> bytes:
         ],
     )
     return protocol.encode_response(correlation_id, API_VERSIONS, 0, body)
+
+
+def client_software(frame: bytes) -> str | None:
+    """The client software name an ApiVersions request (v3+) gives, if it can be read."""
+    try:
+        _, body = protocol.decode_request(frame, allow_trailing=True)
+    except DecodeError:
+        return None  # the broker judges the request
+    return body.client_software_name or None
+
+
+def known_version(key: int, version: int) -> bool:
+    """Whether the codec reads API ``key`` at ``version``."""
+    try:
+        return protocol.api(key).supports(version)
+    except Exception:
+        return False

@@ -101,6 +101,8 @@ from .rewrite import (
     PRODUCE,
     Addresses,
     Pending,
+    client_software,
+    known_version,
     reads_answer,
     rewrite_addresses,
     rewrite_response,
@@ -528,14 +530,13 @@ class _Proxy:
             # The shared pool is not the client: its Produce goes over its principal's pool.
             conn.sasl = conn.sasl or self.sasl.client()
             conn.watch = self.sasl.request(conn.sasl, key, frame)
-        known = _known(key, version)
+        known = known_version(key, version)
         if key == _API_VERSIONS and not known:
-            # Its answer could not be capped (see .rewrite): refused here, as a
-            # broker refuses a version it does not know, and asked again.
+            # Its answer could not be capped: refused here, as .rewrite says.
             await conn.owe(_answered_here(key, header.correlation_id, unsupported_api_versions))
             return
         if key == _API_VERSIONS and version >= 3 and known:
-            conn.software = _software(frame)
+            conn.software = client_software(frame)
         chain = wanted(self.filters, key) if self.filters and known else ()
         body = None
         if chain:
@@ -607,7 +608,7 @@ class _Proxy:
         if header.request_api_key == PRODUCE and request.acks == 0:
             return  # acks=0 is never answered
         if isinstance(respond, Respond):
-            self._answered(slot, ctx, respond.body)
+            _answered(slot, ctx, respond.body)
         await conn.owe(slot)
 
     async def _respond_later(
@@ -622,23 +623,12 @@ class _Proxy:
             error.__cause__ = exc
             slot.error = error
         else:
-            self._answered(slot, ctx, body)
+            _answered(slot, ctx, body)
         finally:
             if held:
                 release(self.budget, held)
             assert slot.done is not None
             slot.done.set()
-
-    @staticmethod
-    def _answered(slot: _Answer, ctx: FilterContext, body: Any) -> None:
-        if isinstance(body, EncodedBody):
-            slot.frame = _framed(slot.correlation_id, ctx.api_key, ctx.api_version, body.data)
-        else:
-            slot.frame = protocol.encode_response(
-                slot.correlation_id, ctx.api_key, ctx.api_version, body
-            )
-        assert slot.done is not None
-        slot.done.set()
 
     async def _forward(
         self, conn: _Client, frame: bytes, correlation_id: int, pending: Pending | None
@@ -840,13 +830,15 @@ def _peer(stream: trio.SocketStream) -> tuple[str, int] | None:
     return str(host), int(port)
 
 
-def _software(frame: bytes) -> str | None:
-    """The client software name an ApiVersions request (v3+) gives, if it can be read."""
-    try:
-        _, body = protocol.decode_request(frame, allow_trailing=True)
-    except DecodeError:
-        return None  # the broker judges the request
-    return body.client_software_name or None
+def _answered(slot: _Answer, ctx: FilterContext, body: Any) -> None:
+    if isinstance(body, EncodedBody):
+        slot.frame = _framed(slot.correlation_id, ctx.api_key, ctx.api_version, body.data)
+    else:
+        slot.frame = protocol.encode_response(
+            slot.correlation_id, ctx.api_key, ctx.api_version, body
+        )
+    assert slot.done is not None
+    slot.done.set()
 
 
 def _answered_here(key: int, correlation_id: int, answer: Callable[[int], bytes]) -> _Answer:
@@ -855,13 +847,6 @@ def _answered_here(key: int, correlation_id: int, answer: Callable[[int], bytes]
     assert slot.done is not None
     slot.done.set()
     return slot
-
-
-def _known(key: int, version: int) -> bool:
-    try:
-        return protocol.api(key).supports(version)
-    except Exception:
-        return False
 
 
 @asynccontextmanager

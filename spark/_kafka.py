@@ -1,7 +1,6 @@
 """The Kafka side of the data source: planning offsets, reading ranges, writing rows.
 
-No pyspark here. Spark calls a data source from synchronous code (the driver's
-planning, the executors' Python workers). How each part runs:
+No pyspark here; Spark calls it from synchronous code. How each part runs:
 
 * Reading a range (executors): :mod:`._wire`'s blocking reader, kept between
   tasks in :data:`READERS` (the pooled async consumer, :data:`POOL`, for
@@ -13,9 +12,8 @@ planning, the executors' Python workers). How each part runs:
   between batch reads in the pool :data:`PLANNERS` (:class:`Planner`).
 * Writing a task's rows: the async producer on a private loop (``anyio.run``).
 
-Offsets cross between driver and executors as plain dictionaries
-``{topic: {partition: offset}}`` (partition as a string key in JSON, as in
-Spark's Kafka connector), so that Spark can checkpoint them.
+Offsets cross as ``{topic: {partition: offset}}`` (partition a string key in JSON,
+as Spark's connector), so that Spark can checkpoint them.
 """
 
 from __future__ import annotations
@@ -157,13 +155,8 @@ def _from_offsets(offsets: Mapping[str, Mapping[str, int]]) -> dict[TopicPartiti
 
 
 async def _partition_counts(opts: ReadOptions, admin: Admin) -> dict[str, int]:
-    """The partition count of each topic the read may read, in one Metadata
-    request: of the named topics only for ``subscribe`` and ``assign`` (as
-    Spark's connector describes them), so that its cost does not grow with
-    the cluster's other topics (a stream asks at every trigger: 0.6 ms on a
-    warm connection for one topic, 40 ms for a listing of 500 topics of 4
-    partitions, bench/spark_plan.py); of every topic for a pattern. A named
-    topic the cluster lacks is left out (the caller says which)."""
+    """Each readable topic's partition count, one Metadata request: of the named
+    topics only (the cost does not grow with the cluster), every topic for a pattern."""
     if opts.pattern is not None:
         return await admin.list_topics()
     names = sorted({t for t, _ in opts.assigned} if opts.assigned else set(opts.topics))
@@ -172,7 +165,6 @@ async def _partition_counts(opts: ReadOptions, admin: Admin) -> dict[str, int]:
     except KafkaError as exc:
         if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             raise
-        # Which of them are missing: a failed read's cost only.
         return await admin.list_topics(include_internal=True)
     return {name: len(info.partitions) for name, info in described.items()}
 
@@ -281,16 +273,11 @@ class Planner:
     :meth:`close`; an idle stream then asks its brokers over the same
     connections at every trigger instead of opening new ones.
 
-    Every call asks for the read's partitions (:meth:`partitions`, one
-    Metadata request on the kept connection), as Spark's connector lists them
-    at every latest-offsets call: a partition added to a subscribed topic, or a
-    topic that starts matching a pattern, is in the next trigger's offsets.
-    With ``partitionDiscovery=metadataMaxAge`` a kept planner keeps them
-    instead: a trigger then costs one ListOffsets per leader and no Metadata
-    request, and they are asked again once ``metadata.max.age.ms`` has passed
-    (new partitions and topics are found within it, as Kafka's consumer finds
-    them) and after any failed lookup (:meth:`forget_partitions`: a deleted
-    topic, a partition gone).
+    Every call lists the read's partitions (one Metadata request), as Spark's
+    connector does per trigger: new partitions and matching topics are in the
+    next trigger. Under ``partitionDiscovery=metadataMaxAge`` a kept planner
+    keeps them for ``metadata.max.age.ms`` and until a failed lookup
+    (:meth:`forget_partitions`), saving that request (docs/spark.md).
 
     Args:
         clock: monotonic seconds, of any origin (for the partitions' age).
@@ -312,15 +299,12 @@ class Planner:
         # The client whose connections only carry the waits (see :mod:`._watch`):
         # (the client, its exit, its loop).
         self._watcher: tuple[Consumer, Any, Loop] | None = None
-        # The read's partitions and when they were asked for (kept planners
-        # under partitionDiscovery=metadataMaxAge only).
+        # The read's partitions and when asked (partitionDiscovery=metadataMaxAge).
         self._known: tuple[float, list[TopicPartition]] | None = None
         self.metadata_requests = 0  # partition lists asked for (for tests)
 
     async def partitions(self, admin: Admin) -> list[TopicPartition]:
-        """The read's partitions: asked for now, or, by a kept planner under
-        ``partitionDiscovery=metadataMaxAge``, those asked for less than
-        ``metadata.max.age.ms`` ago (see the class doc)."""
+        """The read's partitions: asked now, or kept (see the class doc)."""
         now = self.clock()
         if self._known is not None:
             max_age = self.opts.consumer_config().metadata_max_age_ms / 1000
@@ -333,8 +317,7 @@ class Planner:
         return list(tps)
 
     def forget_partitions(self) -> bool:
-        """Drop the kept partitions (the next :meth:`partitions` asks):
-        whether there were any."""
+        """Drop the kept partitions (the next :meth:`partitions` asks); were there any?"""
         known, self._known = self._known, None
         return known is not None
 

@@ -643,9 +643,7 @@ def _stream_reader(value: str | None) -> bool:
 
 
 def _partition_discovery(value: str | None) -> bool:
-    """``partitionDiscovery``: whether a stream lists its partitions at every
-    trigger (``trigger``, the default, as Spark's connector does) or keeps the
-    list for ``kafka.metadata.max.age.ms`` (``metadataMaxAge``)."""
+    """``partitionDiscovery``: ``trigger`` (default) lists per trigger; ``metadataMaxAge`` keeps."""
     kind = (value or "trigger").strip().lower()
     if kind not in ("trigger", "metadatamaxage"):
         raise ConfigError(
