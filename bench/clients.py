@@ -134,6 +134,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _kafka import kafka_peers  # bench/ is the script's directory
+
 CLIENTS = (
     "trafka",
     "trafka-try-send",
@@ -609,18 +611,8 @@ EOS_WORKERS: dict[str, Callable[..., dict[str, Any]]] = {
 }
 
 
-def _kafka_peers() -> Any:
-    """tests/kafka_peers.py: Apache Kafka's jars and brokers (one copy, the tests')."""
-    tests = str(Path(__file__).resolve().parent.parent / "tests")
-    if tests not in sys.path:
-        sys.path.insert(0, tests)
-    import kafka_peers
-
-    return kafka_peers
-
-
 def _java_perf(main: str, *args: str) -> str:
-    peers = _kafka_peers()
+    peers = kafka_peers()
     command = peers.java_command(main, *args, heap="-Xmx1g", jit=True)
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -1080,8 +1072,8 @@ class KafkaBroker:
 
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="trafka-bench-kafka-"))
-        self.cluster = _kafka_peers().KafkaCluster(
-            _kafka_peers().KAFKA_4, self.dir, jit=True, config={"num.partitions": 1}
+        self.cluster = kafka_peers().KafkaCluster(
+            kafka_peers().KAFKA_4, self.dir, jit=True, config={"num.partitions": 1}
         )
         self.bootstrap = ""
 

@@ -102,6 +102,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _kafka import kafka_peers  # bench/ is the script's directory
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -202,20 +203,10 @@ class Brokers:
     replication: int = 1  # of the topics it is given
 
 
-def _kafka_peers() -> Any:
-    """tests/kafka_peers.py: Apache Kafka's jars and brokers (one copy, the tests')."""
-    tests = str(Path(__file__).resolve().parent.parent / "tests")
-    if tests not in sys.path:
-        sys.path.insert(0, tests)
-    import kafka_peers
-
-    return kafka_peers
-
-
 @contextmanager
 def kafka_brokers(nodes: int, root: Path, replication: int = 1) -> Iterator[Brokers]:
     """Apache Kafka 4.x: ``nodes`` KRaft nodes (combined mode), full JIT."""
-    peers = _kafka_peers()
+    peers = kafka_peers()
     cluster = peers.KafkaCluster(peers.KAFKA_4, root / f"kafka-{nodes}", nodes=nodes, jit=True)
     try:
         cluster.start()
