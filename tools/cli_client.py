@@ -222,6 +222,13 @@ class _Progress:
 
 async def _read_chunks(stream: IO[bytes]) -> AsyncIterator[bytes]:
     read = getattr(stream, "read1", stream.read)
+    if stream is sys.stdin.buffer:
+        # The descriptor itself, not the buffered reader: a read abandoned on
+        # Ctrl-C keeps waiting in its thread, and one holding the reader's lock
+        # aborts the interpreter at exit ("could not acquire lock for <stdin>").
+        # Nothing has read through the buffer before, so it holds no data.
+        with contextlib.suppress(OSError, ValueError):  # no descriptor (a test's stdin)
+            read = functools.partial(os.read, stream.fileno())
     while True:
         # A thread, so that waiting on a slow pipe does not stall the sender task.
         chunk = await anyio.to_thread.run_sync(read, _CHUNK, abandon_on_cancel=True)

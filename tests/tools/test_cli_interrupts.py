@@ -21,6 +21,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ import pytest
 import trio
 
 from trafka.brokerlite import RunningBroker
-from trafka.sdk import NewTopic, open_admin
+from trafka.sdk import NewTopic, TopicPartition, open_admin
+from trafka.sdk.blocking import Admin
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -171,3 +173,59 @@ print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=HANG_S, check=False
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, "result\ninterrupted\nTrue\n", "")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_ctrl_c_on_produce_with_its_input_still_open(bootstrap: str) -> None:
+    """``trafka produce`` reading a pipe that stays open (a terminal, or a
+    program upstream) is interrupted once lines were read and delivered,
+    while it waits for more.
+    Each run ends as interrupted, exit 130, and never as the interpreter's
+    abort at exit (134, "could not acquire lock for <stdin>"): the input's
+    reader is a thread blocked on the pipe when the signal comes, and it must
+    not hold a lock that the interpreter's exit needs."""
+    failed = []
+    tp = TopicPartition(TOPIC, 0)
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        for k, lines in enumerate([1, 50, 2]):
+            failed += _interrupted_produce(admin, bootstrap, tp, lines, k)
+    assert not failed, "\n".join(failed)
+
+
+def _end(admin: Admin, tp: TopicPartition) -> int:
+    found = admin.list_offsets({tp: "latest"})[tp]
+    assert found is not None
+    return int(found[0])
+
+
+def _interrupted_produce(
+    admin: Admin, bootstrap: str, tp: TopicPartition, lines: int, k: int
+) -> list[str]:
+    """One run of ``trafka produce`` given ``lines`` lines and then SIGINT."""
+    before = _end(admin, tp)
+    with subprocess.Popen(
+        [sys.executable, "-m", "trafka.tools.cli", "produce", TOPIC, "-b", bootstrap],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
+        assert proc.stdin is not None and proc.stderr is not None
+        try:
+            proc.stdin.write(b"".join(b"line %d\n" % i for i in range(lines)))
+            proc.stdin.flush()
+            # Once they are in the topic (read and delivered), the command
+            # is past its start and waits for more input.
+            for _ in range(int(HANG_S * 10)):
+                if _end(admin, tp) >= before + lines:
+                    break
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGINT)
+            rc = proc.wait(timeout=HANG_S)
+        finally:
+            proc.kill()
+            proc.stdin.close()
+        err = proc.stderr.read().decode(errors="replace")
+    said = re.search(r"(?m)^(interrupted \(SIGINT\)|SIGINT: delivering what was read)", err)
+    if rc != 130 or not said or re.search(r"Fatal Python error|Traceback|Exception ignored", err):
+        return [f"run {k} ({lines} lines): exit {rc}\n{err}"]
+    return []
