@@ -477,8 +477,11 @@ def _decoy_credential(mechanism: str, username: str) -> ScramCredential:
 
 
 def _bad_credentials(mechanism: str) -> SaslAuthenticationError:
+    # Kafka's words (its broker's answer to any failed SCRAM exchange), which its
+    # clients and scripts print as they are
     return SaslAuthenticationError(
-        f"authentication failed: invalid credentials with SASL mechanism {mechanism}"
+        "Authentication failed during authentication due to invalid credentials with "
+        f"SASL mechanism {mechanism}"
     )
 
 

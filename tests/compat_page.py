@@ -5,10 +5,12 @@ A test that proves a feature on a peer says so with a marker::
 
     @pytest.mark.compat("SDK", "transactions, read_committed")
 
-Its peer is read from the fixtures it uses: ``kafka`` (by its parameter),
+Its peer is ``peer=`` on the marker when given (a name, or a tuple of names: a
+differential test that passes proves the feature on each peer it compared);
+otherwise it is read from the fixtures it uses: ``kafka`` (by its parameter),
 ``kafka3`` -> Kafka 3.9, ``kafka4`` / ``kafka4_cluster`` -> Kafka 4.x; a
 parameter named ``peer`` (``brokerlite``, ``3.9``, ``4``) in a differential
-test; otherwise ``peer=`` on the marker; otherwise brokerlite.
+test; otherwise brokerlite.
 
 Rules:
 
@@ -24,6 +26,12 @@ Rules:
   (keeping the others) instead of failing; ``make compat`` runs the marked tests
   that way. A row no test names any more is dropped only by a run that ran
   every marked test (``make compat``).
+* docs/brokerlite.md (the ``brokerlite.md`` beside the page) has a block of its
+  own (between ``<!-- compat:brokerlite:begin -->`` and ``<!-- compat:brokerlite:end -->``):
+  the page's rows of the areas in ``BROKERLITE_AREAS``, re-rendered. It is
+  derived from the page, never from a run, so the two cannot disagree: a run
+  that writes the page writes it, a run that checks the page checks it too
+  (and tests/test_compat_page.py checks it without any run).
 """
 
 from __future__ import annotations
@@ -44,6 +52,10 @@ WRITE_ENV = "TRAFKA_WRITE_COMPAT"
 _PEER_BY_PARAM = {"brokerlite": "brokerlite", "3.9": "Kafka 3.9", "4": "Kafka 4.x"}
 _PEER_BY_FIXTURE = {"kafka3": "Kafka 3.9", "kafka4": "Kafka 4.x", "kafka4_cluster": "Kafka 4.x"}
 _RANK = {"yes": 0, "no": 1, "fails": 2}
+DERIVED = "brokerlite.md"
+DERIVED_BEGIN, DERIVED_END = "<!-- compat:brokerlite:begin -->", "<!-- compat:brokerlite:end -->"
+#: The areas of the page whose rows docs/brokerlite.md shows, in this order.
+BROKERLITE_AREAS = ("Kafka scripts", "Kafka's Java client", "Protocol")
 
 # (area, feature) -> peer -> cell, from the reports this process saw.
 _cells: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
@@ -55,7 +67,14 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-def _peer(item: pytest.Item, mark: pytest.Mark) -> str:
+def _peers(item: pytest.Item, mark: pytest.Mark) -> tuple[str, ...]:
+    named = mark.kwargs.get("peer")
+    if named:
+        return (named,) if isinstance(named, str) else tuple(named)
+    return (_peer(item),)
+
+
+def _peer(item: pytest.Item) -> str:
     params = getattr(getattr(item, "callspec", None), "params", {})
     names = set(getattr(item, "fixturenames", ()))
     if "kafka" in names and "kafka" in params:
@@ -65,7 +84,7 @@ def _peer(item: pytest.Item, mark: pytest.Mark) -> str:
     for fixture, peer in _PEER_BY_FIXTURE.items():
         if fixture in names:
             return peer
-    return str(mark.kwargs.get("peer") or "brokerlite")
+    return "brokerlite"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -74,14 +93,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if mark is None:
             continue
         area, feature = mark.args
-        item.user_properties.append(("compat", (area, feature, _peer(item, mark))))
+        for peer in _peers(item, mark):
+            item.user_properties.append(("compat", (area, feature, peer)))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     found = [value for name, value in report.user_properties if name == "compat"]
     if not found:
         return
-    area, feature, peer = found[0]
     if report.when == "call" or report.failed or report.skipped:
         if report.skipped and not hasattr(report, "wasxfail"):
             return  # skipped (a missing peer, an opt-out): says nothing of the feature
@@ -89,9 +108,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             cell = "no" if report.skipped else "yes"
         else:
             cell = "yes" if report.passed else "fails"
-        row = _cells[(area, feature)]
-        if _RANK[cell] >= _RANK.get(row.get(peer, "yes"), 0):
-            row[peer] = cell
+        for area, feature, peer in found:
+            row = _cells[(area, feature)]
+            if _RANK[cell] >= _RANK.get(row.get(peer, "yes"), 0):
+                row[peer] = cell
 
 
 def _read_rows(text: str) -> dict[tuple[str, str], dict[str, str]]:
@@ -121,6 +141,49 @@ def _render(rows: dict[tuple[str, str], dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
+def render_brokerlite(page: str) -> str:
+    """docs/brokerlite.md's block, from the compatibility page's text: a table per
+    area of ``BROKERLITE_AREAS`` (a script's action, a Java client's scenario, an
+    API), with the page's cells."""
+    rows = _read_rows(page)
+    parts = []
+    for area in BROKERLITE_AREAS:
+        mine = sorted((feature, cells) for (a, feature), cells in rows.items() if a == area)
+        if not mine:
+            continue
+        parts += [
+            f"**{area}**",
+            "",
+            "| | " + " | ".join(PEERS) + " |",
+            "|---|" + "---|" * len(PEERS),
+        ]
+        parts += [f"| {f} | " + " | ".join(c.get(p, "") for p in PEERS) + " |" for f, c in mine]
+        parts.append("")
+    return "\n".join([DERIVED_BEGIN, *parts, DERIVED_END])
+
+
+def derived_block(text: str) -> str | None:
+    """The generated block of a page like docs/brokerlite.md (None: it has none)."""
+    found = re.search(re.escape(DERIVED_BEGIN) + ".*?" + re.escape(DERIVED_END), text, re.S)
+    return None if found is None else found[0]
+
+
+def _derived(page: Path, text: str, write: bool) -> str | None:
+    """Bring the brokerlite page's block in line with the compatibility page's text
+    (``write``), or say how it is stale (None: it is not)."""
+    path = page.parent / DERIVED
+    if not path.exists():
+        return None
+    derived = path.read_text()
+    block = derived_block(derived)
+    if block is None or block == render_brokerlite(text):
+        return None if block is not None else f"{path.name} has no {DERIVED_BEGIN} block"
+    if write:
+        path.write_text(derived.replace(block, render_brokerlite(text)))
+        return None
+    return f"{path.name}'s generated block differs from {page.name}'s rows"
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(session.config, "workerinput") or not _cells:
         return  # a worker: the controller gathers every worker's reports
@@ -135,13 +198,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         block = f"{BEGIN}\n{_render(rows)}\n{END}"
         new = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
         path.write_text(new)
+        _derived(path, new, write=True)
         return
+    messages = []
     if stale:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         said = "; ".join(stale[:10]) + (f"; and {len(stale) - 10} more" if len(stale) > 10 else "")
-        message = (
-            f"docs/compatibility.md is stale for {len(stale)} row(s) this run tested: {said}. "
-            f"Run `make compat` (or this run again with {WRITE_ENV}=1) and commit the page."
+        messages.append(
+            f"docs/compatibility.md is stale for {len(stale)} row(s) this run tested: {said}."
+        )
+    derived = _derived(path, text, write=False)
+    if derived is not None:
+        messages.append(derived + ".")
+    if messages:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = " ".join(messages) + (
+            f" Run `make compat` (or this run again with {WRITE_ENV}=1) and commit the pages."
         )
         if reporter is not None:
             reporter.write("\n")

@@ -26,6 +26,10 @@ def test_differs():
 @pytest.mark.compat("CLI", "breaks", peer="Kafka 3.9")
 def test_breaks():
     assert False
+
+@pytest.mark.compat("Kafka scripts", "kafka-topics --list", peer=("brokerlite", "Kafka 3.9"))
+def test_compared():
+    pass
 """
 
 PAGE = """# page
@@ -34,6 +38,12 @@ PAGE = """# page
 |---|---|---|---|---|
 | Proxy | kept, no test ran | yes |  |  |
 <!-- compat:end -->
+after
+"""
+
+BROKERLITE = """# brokerlite
+<!-- compat:brokerlite:begin -->
+<!-- compat:brokerlite:end -->
 after
 """
 
@@ -51,20 +61,58 @@ def _run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
 def test_a_stale_page_fails_the_run_and_a_written_one_passes(tmp_path: Path) -> None:
     page = tmp_path / "p.md"
     page.write_text(PAGE)
+    derived = tmp_path / "brokerlite.md"
+    derived.write_text(BROKERLITE)
     stale = _run(tmp_path)
     assert stale.returncode == 1
-    assert "stale for 3 row(s)" in stale.stdout
-    assert "CLI: breaks; SDK: differs; SDK: works" in stale.stdout
+    assert "stale for 4 row(s)" in stale.stdout
+    assert "CLI: breaks; Kafka scripts: kafka-topics --list; SDK: differs; SDK: works" in (
+        stale.stdout
+    )
+    assert derived.read_text() == BROKERLITE
 
     written = _run(tmp_path, TRAFKA_WRITE_COMPAT="1")
     assert written.returncode == 1  # test_breaks still fails
     rows = page.read_text().split("<!-- compat:begin -->")[1].split("<!-- compat:end -->")[0]
     assert rows.strip().splitlines()[2:] == [
         "| CLI | breaks |  | fails |  |",
+        "| Kafka scripts | kafka-topics --list | yes | yes |  |",
         "| Proxy | kept, no test ran | yes |  |  |",
         "| SDK | differs | no |  |  |",
         "| SDK | works | yes |  | yes |",
     ]
     assert page.read_text().endswith("after\n")
+    # docs/brokerlite.md's block: the rows of its areas only, from the page
+    assert derived.read_text().splitlines() == [
+        "# brokerlite",
+        "<!-- compat:brokerlite:begin -->",
+        "**Kafka scripts**",
+        "",
+        "| | brokerlite | Kafka 3.9 | Kafka 4.x |",
+        "|---|---|---|---|",
+        "| kafka-topics --list | yes | yes |  |",
+        "",
+        "<!-- compat:brokerlite:end -->",
+        "after",
+    ]
     again = _run(tmp_path)
-    assert "compatibility.md is stale" not in again.stdout
+    assert "is stale" not in again.stdout and "differs" not in again.stdout
+
+    # the derived block edited by hand: the run says it is stale
+    derived.write_text(derived.read_text().replace("| kafka-topics --list | yes | yes |", "| a |"))
+    edited = _run(tmp_path)
+    assert "brokerlite.md's generated block differs from p.md's rows" in edited.stdout
+
+
+def test_brokerlite_pages_block_is_the_compatibility_pages_rows() -> None:
+    """docs/brokerlite.md's generated block is what docs/compatibility.md's rows
+    make of it (the plugin writes both; an edit of one alone is caught here)."""
+    import compat_page
+
+    docs = HERE.parent / "docs"
+    block = compat_page.derived_block((docs / "brokerlite.md").read_text())
+    assert block is not None, "docs/brokerlite.md has lost its generated block"
+    assert block == compat_page.render_brokerlite((docs / "compatibility.md").read_text()), (
+        "docs/brokerlite.md is stale: run `make compat` (or the marked tests with "
+        "TRAFKA_WRITE_COMPAT=1)"
+    )

@@ -255,6 +255,9 @@ def topic_config_task(
     return ZkTask("set_topic_config", {"name": name, "configs": dict(info.configs)})
 
 
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+
+
 def broker_config_task(
     ctx: RequestContext,
     name: str,
@@ -278,6 +281,15 @@ def broker_config_task(
     """
     from trafka.brokerlite.cluster.view import ZkTask
 
+    # Kafka's tools delete the log-dir move throttle with the replication ones
+    # (kafka-reassign-partitions --verify); brokerlite cannot set it (moves
+    # between log dirs are not throttled), so it is never set, and deleting it
+    # is done, as deleting an unset config is in Kafka.
+    unset = [k for k, v in changes.items() if k == ALTER_LOG_DIRS_RATE and v is None]
+    if unset and not replace:
+        changes = {k: v for k, v in changes.items() if k not in unset}
+        if not changes:
+            return None
     if ctx.cluster is None:
         if (
             is_broker_name(ctx.node_id, name)

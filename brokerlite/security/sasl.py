@@ -338,8 +338,8 @@ class SaslSession:
                 if login is None:  # removed or expired between the two messages
                     self.state = SaslState.FAILED
                     raise SaslAuthenticationError(
-                        f"authentication failed: invalid credentials with SASL mechanism "
-                        f"{self.mechanism}"
+                        "Authentication failed during authentication due to invalid "
+                        f"credentials with SASL mechanism {self.mechanism}"
                     )
                 self.token_id = login.token_id
                 self._token_expires_ms = login.expiry_ms

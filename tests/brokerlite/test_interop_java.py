@@ -76,7 +76,16 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dic
         yield found
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
+def _rows(scenarios: list[str], suffix: str = "") -> list[Any]:
+    """The scenarios as parameters, each marked with its row of the compatibility
+    page (area "Kafka's Java client", shown in docs/brokerlite.md too)."""
+    return [
+        pytest.param(s, marks=pytest.mark.compat("Kafka's Java client", s + suffix))
+        for s in scenarios
+    ]
+
+
+@pytest.mark.parametrize("scenario", _rows(SCENARIOS))
 def test_java_client_scenario(outcomes: dict[str, dict[str, Any]], scenario: str) -> None:
     outcome = outcomes[scenario]
     assert outcome["ok"], f"{scenario}: {outcome.get('error')}"
@@ -132,7 +141,7 @@ def cluster_outcomes(
     return found
 
 
-@pytest.mark.parametrize("scenario", CLUSTER_SCENARIOS)
+@pytest.mark.parametrize("scenario", _rows(CLUSTER_SCENARIOS, " (3 nodes, ZooKeeper)"))
 def test_java_client_scenario_on_a_cluster(
     cluster_outcomes: dict[str, dict[str, Any]], scenario: str
 ) -> None:

@@ -253,6 +253,21 @@ def test_a_single_node_has_no_throttles_but_deleting_them_succeeds(core: Any) ->
         assert _alter_broker(core, name, 1, None).error_code == ErrorCode.NONE
 
 
+def test_deleting_the_log_dir_move_throttle_is_done_setting_it_refused(core: Any) -> None:
+    """Kafka 4's kafka-reassign-partitions --verify deletes
+    replica.alter.log.dirs.io.max.bytes.per.second with the replication rates
+    (its clearBrokerLevelThrottles); brokerlite cannot set it, so deleting it is
+    done, as deleting an unset config is in Kafka, and setting it is refused
+    (tests/brokerlite/test_kafka_scripts_cluster.py runs the tool on three nodes)."""
+    name = "replica.alter.log.dirs.io.max.bytes.per.second"
+    node = str(core.broker.node_id)
+    for broker in (node, ""):
+        [deleted] = core.call(44, 1, broker_config_request(broker, name, 1, None)).responses
+        assert deleted.error_code == ErrorCode.NONE, deleted
+    [refused] = core.call(44, 1, broker_config_request(node, name, 0, "1000")).responses
+    assert refused.error_code == ErrorCode.INVALID_REQUEST
+
+
 def test_the_windows_are_broker_settings_under_kafkas_names(tmp_path: Path) -> None:
     config = BrokerConfig(data_dir=tmp_path).with_overrides(
         {"replication.quota.window.num": "3", "replication.quota.window.size.seconds": "2"}
