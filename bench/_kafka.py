@@ -1,12 +1,28 @@
 """tests/kafka_peers.py for the benchmarks: Apache Kafka's jars and brokers, one
 copy (the tests'), loaded on first use so that a run against brokerlite never
-imports it."""
+imports it.
+
+:func:`kafka_cluster` gives a benchmark its Kafka 4.x brokers: its own, or, when
+:data:`RUNNING` names a running cluster of as many nodes, that one (the smoke
+test, tests/bench/test_bench_smoke.py, passes its test session's shared
+cluster, so a smoke line does not start a cluster of its own: tens of seconds
+of CPU). A measurement on brokers that other tests share measures nothing
+reliable: only the smoke runs, whose figures are not judged, set it.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+#: ``host:port,...`` of a running Kafka 4.x cluster, one address per node.
+RUNNING = "TRAFKA_BENCH_KAFKA"
+#: The process ids of that cluster's brokers (comma-separated), for their CPU time.
+RUNNING_PIDS = "TRAFKA_BENCH_KAFKA_PIDS"
 
 
 def kafka_peers() -> Any:
@@ -17,3 +33,33 @@ def kafka_peers() -> Any:
     import kafka_peers as module
 
     return module
+
+
+class Running(NamedTuple):
+    bootstrap_servers: str
+    pids: list[int]
+    version: str
+
+
+@contextmanager
+def kafka_cluster(
+    root: Path, nodes: int = 1, jit: bool = True, **options: Any
+) -> Iterator[Running]:
+    """Kafka 4.x on ``nodes`` nodes (KRaft, combined mode): the running cluster
+    :data:`RUNNING` names when it has that many nodes, else a new one in
+    ``root`` (``jit`` and ``options`` as :class:`kafka_peers.KafkaCluster`'s),
+    killed afterwards."""
+    peers = kafka_peers()
+    running = os.environ.get(RUNNING, "")
+    if running and len(running.split(",")) == nodes:
+        pids = [int(p) for p in os.environ.get(RUNNING_PIDS, "").split(",") if p]
+        print(f"Apache Kafka: the running cluster at {running} ({RUNNING})", file=sys.stderr)
+        yield Running(running, pids, peers.KAFKA_4)
+        return
+    cluster = peers.KafkaCluster(peers.KAFKA_4, root, nodes=nodes, jit=jit, **options)
+    try:
+        cluster.start()
+        pids = [node.proc.pid for node in cluster.nodes if node.proc is not None]
+        yield Running(cluster.bootstrap_servers, pids, cluster.version)
+    finally:
+        cluster.stop()

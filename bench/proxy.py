@@ -102,7 +102,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _kafka import kafka_peers  # bench/ is the script's directory
+from _kafka import kafka_cluster  # bench/ is the script's directory
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -205,19 +205,12 @@ class Brokers:
 
 @contextmanager
 def kafka_brokers(nodes: int, root: Path, replication: int = 1) -> Iterator[Brokers]:
-    """Apache Kafka 4.x: ``nodes`` KRaft nodes (combined mode), full JIT."""
-    peers = kafka_peers()
-    cluster = peers.KafkaCluster(peers.KAFKA_4, root / f"kafka-{nodes}", nodes=nodes, jit=True)
-    try:
-        cluster.start()
+    """Apache Kafka 4.x: ``nodes`` KRaft nodes (combined mode), full JIT (or the
+    running cluster bench/_kafka.py's RUNNING names)."""
+    with kafka_cluster(root / f"kafka-{nodes}", nodes) as cluster:
         yield Brokers(
-            f"Kafka {nodes}",
-            cluster.bootstrap_servers,
-            [node.proc.pid for node in cluster.nodes],
-            min(replication, nodes),
+            f"Kafka {nodes}", cluster.bootstrap_servers, cluster.pids, min(replication, nodes)
         )
-    finally:
-        cluster.stop()
 
 
 @contextmanager

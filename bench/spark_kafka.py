@@ -34,9 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from kafka_peers import KAFKA_4, SPARK_KAFKA, KafkaCluster, jars
+from _kafka import kafka_cluster, kafka_peers  # bench/ is the script's directory
 
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_producer
 
@@ -100,10 +98,12 @@ def main() -> None:
 
     from trafka.spark import register
 
-    connector = [str(j) for j in jars("spark-kafka", SPARK_KAFKA) if j.name.startswith(CONNECTOR)]
+    peers = kafka_peers()
+    jars = peers.jars("spark-kafka", peers.SPARK_KAFKA)
+    connector = [str(j) for j in jars if j.name.startswith(CONNECTOR)]
     with (
         tempfile.TemporaryDirectory() as data,
-        KafkaCluster(KAFKA_4, Path(data) / "kafka", jit=not args.smoke) as kafka,
+        kafka_cluster(Path(data) / "kafka", jit=not args.smoke) as kafka,
     ):
         servers = kafka.bootstrap_servers
         for p in counts:
@@ -135,7 +135,7 @@ def main() -> None:
         finally:
             spark.stop()
     print(
-        f"Spark local[2], {args.records:,} records of {args.size} B on Apache Kafka {KAFKA_4}; "
+        f"Spark local[2], {args.records:,} records of {args.size} B on Apache Kafka {kafka_peers().KAFKA_4}; "
         f"records/s, best of {args.rounds}"
     )
     print(f"{'query':<6} {'partitions':>10} {'kafka':>12} {'trafka':>12}  trafka / kafka")

@@ -97,7 +97,7 @@ def run(
     home = compiled(version)
     argv = java_command(MAIN, bootstrap, f"jh{uuid.uuid4().hex[:8]}", *scenarios, version=version)
     cp = argv.index("-cp") + 1
-    argv[cp] = f"{home}{os.pathsep}{argv[cp]}"
+    argv[cp] = f"{argv[cp]}{os.pathsep}{home}"  # Kafka's jars first: their CDS archive applies
     argv[cp - 1 : cp - 1] = [
         f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}",
         f"-Dharness.replication={replication}",
@@ -139,7 +139,7 @@ def run_scripts(
     try:
         argv = java_command(SCRIPT_RUNNER, f.name, version=version)
         cp = argv.index("-cp") + 1
-        argv[cp] = f"{home}{os.pathsep}{argv[cp]}"
+        argv[cp] = f"{argv[cp]}{os.pathsep}{home}"  # Kafka's jars first: their CDS archive applies
         argv.insert(cp - 1, f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}")
         try:
             done = subprocess.run(

@@ -150,12 +150,40 @@ def _skip_reason(command: list[str]) -> str | None:
     return None
 
 
-def _run(command: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
+def _option(command: list[str], name: str) -> str | None:
+    """The value of ``--name VALUE`` or ``--name=VALUE`` in a command line."""
+    for i, word in enumerate(command):
+        if word == name and i + 1 < len(command):
+            return command[i + 1]
+        if word.startswith(f"{name}="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def _kafka_fixture(command: list[str]) -> str | None:
+    """The session's Kafka 4.x the line runs on, if it runs on Kafka: the line
+    takes the running cluster (bench/_kafka.py's TRAFKA_BENCH_KAFKA) instead of
+    starting one of its own, so a worker starts a cluster once for these lines
+    and the tests that share it. One node for Spark, the three nodes for the
+    proxy's ``--cluster 3``. (bench/clients.py --broker kafka keeps a node of
+    its own: Kafka's ConsumerPerformance read nothing within its 10 s on the
+    shared node of a loaded machine, untried further.)"""
+    script = Path(command[0]).name
+    if script == "spark_kafka.py":
+        return "kafka4"
+    if script == "proxy.py" and _option(command, "--upstream") == "kafka":
+        return "kafka4_cluster"
+    return None
+
+
+def _run(
+    command: list[str], tmp: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, *command, SMOKE_FLAG],
         cwd=REPO,
         # Their temporary directories in pytest's, so a killed run leaves none behind.
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp), **(env or {})},
         capture_output=True,
         text=True,
         timeout=540,
@@ -167,20 +195,35 @@ def test_the_bench_target_is_read() -> None:
     scripts = {Path(c[0]).name for c in COMMANDS}
     assert {"codec.py", "broker.py", "clients.py", "spark.py"} <= scripts
     assert ["bench/clients.py", "--suite", "eos", "--records", "300000"] in COMMANDS
+    # Each of the Kafka lines runs on a session's cluster (see _kafka_fixture).
+    kafka = [_kafka_fixture(c) for c in COMMANDS if _kafka_fixture(c) is not None]
+    assert sorted(kafka) == ["kafka4", "kafka4_cluster"], COMMANDS
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("command", COMMANDS, ids=[shlex.join(c) for c in COMMANDS])
-def test_bench_line_runs_at_a_tiny_size(command: list[str], tmp_path: Path) -> None:
+def test_bench_line_runs_at_a_tiny_size(
+    command: list[str], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     reason = _skip_reason(command)
     if reason is not None:
         pytest.skip(reason)
     expected = expected_lines(command)
-    done = _run(command, tmp_path)
+    env = {}
+    fixture = _kafka_fixture(command)
+    if fixture is not None:
+        kafka = request.getfixturevalue(fixture)
+        env["TRAFKA_BENCH_KAFKA"] = kafka.bootstrap_servers
+        env["TRAFKA_BENCH_KAFKA_PIDS"] = ",".join(
+            str(node.proc.pid) for node in kafka.nodes if node.proc is not None
+        )
+    done = _run(command, tmp_path, env)
     report = f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
     assert done.returncode == 0, report
     out = done.stdout.splitlines()
     for pattern, least in expected:
         found = [line for line in out if re.search(pattern, line)]
         assert len(found) >= least, f"{least}+ lines like {pattern!r} expected\n{report}"
+    if fixture is not None:  # the line ran on the session's cluster, as asked
+        assert f"the running cluster at {env['TRAFKA_BENCH_KAFKA']} " in done.stderr, report

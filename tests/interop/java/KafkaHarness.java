@@ -659,28 +659,36 @@ public final class KafkaHarness {
         KafkaProducer<byte[], byte[]> newer = ctx.producer(
                 ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
         newer.initTransactions();
-        Throwable fenced = null;
-        try {
-            tp.beginTransaction();
-            tp.send(numbered(out, 0, 200)).get(30, TimeUnit.SECONDS);
-            tp.commitTransaction();
-        } catch (ProducerFencedException e) {
-            fenced = e;
-        } catch (ExecutionException e) {
-            fenced = e.getCause();
-        } catch (org.apache.kafka.common.KafkaException e) {
-            fenced = e.getCause() != null ? e.getCause() : e;
-        }
-        // PRODUCER_FENCED under transaction version 1 (Kafka 3.x, brokerlite); Kafka 4's
-        // transaction version 2 bumps the epoch with every transaction and answers
-        // INVALID_PRODUCER_EPOCH (KIP-890)
-        check(fenced instanceof ProducerFencedException
-                || fenced instanceof org.apache.kafka.common.errors.InvalidProducerEpochException,
-                "the older producer is fenced: got " + fenced);
+        Throwable fenced = fencedTransaction(tp, numbered(out, 0, 200), "the older producer");
         newer.beginTransaction();
         newer.send(numbered(out, 0, 300)).get(30, TimeUnit.SECONDS);
         newer.commitTransaction();
         ctx.details.put("fenced", fenced.getClass().getSimpleName());
+    }
+
+    /**
+     * One transaction of {@code record} by a producer that should be fenced: what it failed
+     * with (the cause of a failed send, else the exception of a refused begin or commit),
+     * checked to be a fencing: PRODUCER_FENCED under transaction version 1 (Kafka 3.x,
+     * brokerlite); Kafka 4's transaction version 2 bumps the epoch with every transaction and
+     * answers INVALID_PRODUCER_EPOCH (KIP-890).
+     */
+    static Throwable fencedTransaction(KafkaProducer<byte[], byte[]> producer,
+            ProducerRecord<byte[], byte[]> record, String who) throws Exception {
+        Throwable fenced = null;
+        try {
+            producer.beginTransaction();
+            producer.send(record).get(30, TimeUnit.SECONDS);
+            producer.commitTransaction();
+        } catch (ExecutionException e) {
+            fenced = e.getCause();
+        } catch (org.apache.kafka.common.KafkaException e) {
+            fenced = e instanceof ProducerFencedException || e.getCause() == null ? e : e.getCause();
+        }
+        check(fenced instanceof ProducerFencedException
+                || fenced instanceof org.apache.kafka.common.errors.InvalidProducerEpochException,
+                who + " is fenced: got " + fenced);
+        return fenced;
     }
 
     // --- consumer -------------------------------------------------------------------------------
@@ -1352,19 +1360,7 @@ public final class KafkaHarness {
                 "a committed transaction is not listed as ongoing");
         // fenceProducers (KIP-618's admin call): the producer is fenced
         get(admin.fenceProducers(List.of(txnId)).all());
-        Throwable fenced = null;
-        try {
-            tp1.beginTransaction();
-            tp1.send(numbered(topic, 0, 1)).get(30, TimeUnit.SECONDS);
-            tp1.commitTransaction();
-        } catch (ExecutionException e) {
-            fenced = e.getCause();
-        } catch (org.apache.kafka.common.KafkaException e) {
-            fenced = e instanceof ProducerFencedException || e.getCause() == null ? e : e.getCause();
-        }
-        check(fenced instanceof ProducerFencedException
-                || fenced instanceof org.apache.kafka.common.errors.InvalidProducerEpochException,
-                "the fenced producer: " + fenced);
+        Throwable fenced = fencedTransaction(tp1, numbered(topic, 0, 1), "the fenced producer");
         ctx.details.put("fenced", String.valueOf(fenced));
     }
 
