@@ -4,14 +4,16 @@ module proxy: ``tests/interop/gopeers``) against brokerlite, Kafka 3.9 and Kafka
 
 Each client writes a round per codec and acks setting (idempotent where it can
 be: franz-go and sarama), reads everything back as a group's only member, and
-commits; franz-go also runs committed, aborted and committed transactions and
-reads them read_committed and read_uncommitted. One Go process per test.
+commits; franz-go and sarama also run committed, aborted and committed
+transactions (sarama's committing group offsets in them) and read them
+read_committed and read_uncommitted. One Go process per test.
 """
 
 from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -78,16 +80,47 @@ def test_go_client_writes_and_reads_back(go_peers: Path, peer: Peer, client: str
         )
 
 
-@pytest.mark.compat("Clients", "franz-go: transactions, read_committed")
-def test_franz_go_transactions_read_committed(go_peers: Path, peer: Peer) -> None:
+@pytest.mark.parametrize(
+    "client",
+    [
+        pytest.param(
+            "franz-go",
+            marks=pytest.mark.compat("Clients", "franz-go: transactions, read_committed"),
+        ),
+        pytest.param(
+            "sarama",
+            marks=pytest.mark.compat(
+                "Clients", "IBM/sarama: transactions with group offsets, read_committed"
+            ),
+        ),
+    ],
+)
+def test_go_client_transactions_read_committed(go_peers: Path, peer: Peer, client: str) -> None:
+    """Committed, aborted and committed transactions of 20 records (KIP-98):
+    read_committed returns the committed records only, read_uncommitted all
+    of them, each where its delivery report said. sarama's transactions also
+    commit group offsets (AddOffsetsToTxn, TxnOffsetCommit): the group's
+    offsets read stable (KIP-447's require_stable) are the committed
+    transactions', never the aborted one's."""
     topic = fresh("go-txn")
     make_topic(peer.bootstrap_servers, topic, 2)
-    result = run_go_peer(
-        go_peers,
-        *("-client", "franz-go", "-mode", "txn", "-brokers", peer.bootstrap_servers),
-        *("-topic", topic, "-partitions", "2", "-n", "20", "-txid", fresh("go-tx")),
-        *("-rounds", "lz4:all"),
-    )
+    result = run_go_peer(go_peers, *txn_args(client, peer.bootstrap_servers, topic))
+    check_transactions(result)
+    if client == "sarama":  # {0: 10} committed, {0: 20, 1: 20} aborted, {1: 30} committed
+        assert result["committed"] == {"0": 10, "1": 30}
+
+
+def txn_args(client: str, servers: str, topic: str) -> list[str]:
+    """gopeers' arguments for three transactions of 20 records on ``topic`` (2 partitions)."""
+    args = ["-client", client, "-mode", "txn", "-brokers", servers, "-topic", topic]
+    args += ["-partitions", "2", "-n", "20", "-txid", fresh("go-tx"), "-group", fresh("go-txg")]
+    return [*args, "-rounds", "lz4:all"]
+
+
+def check_transactions(result: dict[str, Any]) -> None:
+    """gopeers' committed, aborted and committed transactions of 20 records,
+    as read: read_committed the committed ones, read_uncommitted all, each at
+    its report's place, a control record between two transactions' records."""
     produced = result["produced"]
     assert [r["txn"] for r in produced] == ["commit"] * 20 + ["abort"] * 20 + ["commit"] * 20
     at = {(r["partition"], r["offset"]): r for r in produced}
