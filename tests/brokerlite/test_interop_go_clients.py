@@ -11,13 +11,18 @@ read_committed and read_uncommitted. One Go process per test.
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
-from go_peers import check_read_back, fresh, round_trip_args, run_go_peer
+from go_peers import (
+    check_read_back,
+    check_transactions,
+    fresh,
+    round_trip_args,
+    run_go_peer,
+    txn_args,
+)
 from kafka_fixtures import Peer
 
 from trafka.sdk import NewTopic, TopicPartition, open_admin
@@ -108,38 +113,3 @@ def test_go_client_transactions_read_committed(go_peers: Path, peer: Peer, clien
     check_transactions(result)
     if client == "sarama":  # {0: 10} committed, {0: 20, 1: 20} aborted, {1: 30} committed
         assert result["committed"] == {"0": 10, "1": 30}
-
-
-def txn_args(client: str, servers: str, topic: str) -> list[str]:
-    """gopeers' arguments for three transactions of 20 records on ``topic`` (2 partitions)."""
-    args = ["-client", client, "-mode", "txn", "-brokers", servers, "-topic", topic]
-    args += ["-partitions", "2", "-n", "20", "-txid", fresh("go-tx"), "-group", fresh("go-txg")]
-    return [*args, "-rounds", "lz4:all"]
-
-
-def check_transactions(result: dict[str, Any]) -> None:
-    """gopeers' committed, aborted and committed transactions of 20 records,
-    as read: read_committed the committed ones, read_uncommitted all, each at
-    its report's place, a control record between two transactions' records."""
-    produced = result["produced"]
-    assert [r["txn"] for r in produced] == ["commit"] * 20 + ["abort"] * 20 + ["commit"] * 20
-    at = {(r["partition"], r["offset"]): r for r in produced}
-    assert len(at) == 60 and all(o >= 0 for _, o in at)
-    # read_committed: the committed records only, each where its report said.
-    committed = {r["value"] for r in produced if r["txn"] == "commit"}
-    assert sorted(r["value"] for r in result["consumed"]) == sorted(committed)
-    # read_uncommitted: the aborted ones too; the control records take offsets
-    # of their own, so no two transactions' records are adjacent across a marker.
-    assert len(result["uncommitted"]) == 60
-    for read in (result["consumed"], result["uncommitted"]):
-        for r in read:
-            w = at[(r["partition"], r["offset"])]
-            assert (r["value"], r["key"], r["headers"]) == (w["value"], w["key"], w["headers"])
-    for p in (0, 1):
-        by_round = [
-            [r["offset"] for r in produced if r["partition"] == p and r["round"] == i]
-            for i in range(3)
-        ]
-        for earlier, later in itertools.pairwise(by_round):
-            if earlier and later:
-                assert min(later) >= max(earlier) + 2  # at least one marker between
