@@ -110,7 +110,7 @@ from typing import Any
 
 from _kafka import kafka_peers  # bench/ is the script's directory
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from trafka.brokerlite.dev.local_cluster import ClusterProcesses, free_port
 
@@ -331,11 +331,15 @@ def admin_client(servers: str) -> AdminClient:
 
 
 def create_topic(servers: str, topic: str, partitions: int, replication: int) -> None:
-    """Create the topic and wait until every partition has a leader."""
+    """Create the topic and wait until every partition has a leader that serves
+    it: Apache Kafka names a leader in Metadata before that leader serves the
+    partition, and a plain producer's records sent meanwhile can be lost (a
+    smoke run against Kafka lost a partition's records so under load)."""
     admin = admin_client(servers)
     try:
         admin.create_topics([NewTopic(topic, partitions, replication)])[topic].result(60)
         deadline = time.monotonic() + 60
+        ends = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
         while True:
             try:
                 info = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
@@ -345,6 +349,8 @@ def create_topic(servers: str, topic: str, partitions: int, replication: int) ->
                     and len(info.partitions) == partitions
                     and all(p.leader >= 0 for p in info.partitions.values())
                 ):
+                    for future in admin.list_offsets(ends, request_timeout=5).values():
+                        future.result(10)
                     return
             except KafkaException:
                 pass

@@ -104,40 +104,38 @@ def _cluster(
     )
 
 
+def _shared(request: pytest.FixtureRequest, version: str, nodes: int) -> Iterator[KafkaCluster]:
+    """A session fixture's cluster: started, yielded, stopped (3.x on the
+    worker's shared ZooKeeper, a chroot of its own)."""
+    zookeeper = request.getfixturevalue("zookeeper") if version.startswith("3.") else None
+    factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
+    root = factory.mktemp(f"kafka{version[0]}x{nodes}")
+    with _cluster(root, zookeeper, version, nodes) as cluster:
+        yield cluster
+
+
 @pytest.fixture(scope="session")
-def kafka3(
-    tmp_path_factory: pytest.TempPathFactory, zookeeper: ZooKeeperServer
-) -> Iterator[KafkaCluster]:
+def kafka3(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     """One Kafka 3.9 broker (ZooKeeper mode), shared by this process's tests."""
-    cluster = _cluster(tmp_path_factory.mktemp("kafka3"), zookeeper, KAFKA_3, 1)
-    with cluster:
-        yield cluster
+    yield from _shared(request, KAFKA_3, 1)
 
 
 @pytest.fixture(scope="session")
-def kafka3_cluster(
-    tmp_path_factory: pytest.TempPathFactory, zookeeper: ZooKeeperServer
-) -> Iterator[KafkaCluster]:
+def kafka3_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     """Three Kafka 3.9 brokers (ZooKeeper mode), shared by this process's tests."""
-    cluster = _cluster(tmp_path_factory.mktemp("kafka3x3"), zookeeper, KAFKA_3, 3)
-    with cluster:
-        yield cluster
+    yield from _shared(request, KAFKA_3, 3)
 
 
 @pytest.fixture(scope="session")
-def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+def kafka4(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     """One Kafka 4.x node (KRaft, combined mode), shared by this process's tests."""
-    cluster = _cluster(tmp_path_factory.mktemp("kafka4"), None, KAFKA_4, 1)
-    with cluster:
-        yield cluster
+    yield from _shared(request, KAFKA_4, 1)
 
 
 @pytest.fixture(scope="session")
-def kafka4_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+def kafka4_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     """Three Kafka 4.x nodes (KRaft, combined mode), shared by this process's tests."""
-    cluster = _cluster(tmp_path_factory.mktemp("kafka4x3"), None, KAFKA_4, 3)
-    with cluster:
-        yield cluster
+    yield from _shared(request, KAFKA_4, 3)
 
 
 @pytest.fixture(params=["3.9", "4"])
