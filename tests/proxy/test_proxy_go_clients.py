@@ -82,6 +82,7 @@ def test_go_client_keys_are_routed_and_read_back(
 
 
 @pytest.mark.compat("proxy", "IBM/sarama's transactions routed, read_committed")
+@pytest.mark.timeout(600)  # the first test of a process starts the Kafka cluster
 @pytest.mark.parametrize("peer", ["brokerlite", "3.9", "4"])
 def test_sarama_transactions_are_routed(
     go_peers: Path, request: pytest.FixtureRequest, peer: str
@@ -108,7 +109,8 @@ def test_sarama_transactions_are_routed(
         topic = fresh("px-go-txn")
         create(servers, topic, 2, replicas, served=True)
         moved = px.statistics.routing.records_moved
-        result = run_go_peer(go_peers, *txn_args("sarama", px.bootstrap_servers, topic))
+        args = txn_args("sarama", px.bootstrap_servers, topic)
+        result = run_go_peer(go_peers, *args, timeout=240)
         assert px.statistics.routing.records_moved > moved
     check_transactions(result, routed=True)
     assert result["committed"] == {"0": 10, "1": 30}

@@ -52,8 +52,8 @@ def three_brokers(peer: str, request: pytest.FixtureRequest, tmp_path: Path) -> 
         cluster = ClusterProcesses(
             tmp_path / "cluster", 3, zookeeper_connect=request.getfixturevalue("zk")
         )
-        cluster.start()
         try:
+            cluster.start(timeout=180)  # a loaded machine starts processes slowly
             yield cluster.bootstrap_servers, list(cluster.procs.values()), "topic"
         finally:
             cluster.stop()

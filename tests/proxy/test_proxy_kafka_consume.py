@@ -73,14 +73,15 @@ def test_group_consumers_read_everything_through_the_proxy(
         bootstrap_servers=proxy.bootstrap_servers,
         group_id=fresh("classic"),
         auto_offset_reset="earliest",
-        consumer_timeout_ms=20_000,
     )
     try:
-        got = []
-        for message in consumer:
-            got.append(message.value)
-            if len(got) == N:
-                break
+        # A generous deadline: the first group of a fresh cluster waits for
+        # Kafka to make __consumer_offsets (50 partitions, RF 3).
+        got: list[bytes] = []
+        deadline = time.monotonic() + 180
+        while len(got) < N and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got.extend(r.value for r in records)
         ports = {b.port for b in consumer._client.cluster.brokers()}
         coordinator = int(str(consumer._coordinator.coordinator_id).rsplit("-", 1)[-1])
     finally:

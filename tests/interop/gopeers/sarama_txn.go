@@ -27,6 +27,12 @@ func saramaTxn(ctx context.Context, o *Options) (*Result, error) {
 	config.Producer.Transaction.ID = o.TxID
 	config.Net.MaxOpenRequests = 1
 	config.Producer.Compression = saramaCodec(o.Rounds[0].Codec)
+	// Java's producer's request timeout and more retries than sarama's 10 s and
+	// 3: on a loaded machine a fresh RF 3 topic's acks=all Produce can take
+	// longer (REQUEST_TIMED_OUT), which a retry within the transaction survives.
+	config.Producer.Timeout = 30 * time.Second
+	config.Producer.Retry.Max = 10
+	config.Producer.Retry.Backoff = 250 * time.Millisecond
 	producer, err := sarama.NewSyncProducer(o.Brokers, config)
 	if err != nil {
 		return nil, err
@@ -47,6 +53,9 @@ func saramaTxn(ctx context.Context, o *Options) (*Result, error) {
 			}
 		}
 		if err := producer.SendMessages(msgs); err != nil {
+			if errs, ok := err.(sarama.ProducerErrors); ok && len(errs) > 0 {
+				return nil, fmt.Errorf("transaction %d: %w (the first: %v)", i, err, errs[0].Err)
+			}
 			return nil, fmt.Errorf("transaction %d: %w", i, err)
 		}
 		offsets := []*sarama.PartitionOffsetMetadata{}
