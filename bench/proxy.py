@@ -536,6 +536,8 @@ class Run:
     produce_cpu: tuple[float, float, float]
     consume_cpu: tuple[float, float, float]
     check: str
+    # The machine's load average (1 minute) when the read ended: everyone's, not ours
+    load: float = 0.0
 
     def per_100k(self, seconds: float) -> float:
         return seconds / self.records * 100_000
@@ -592,6 +594,7 @@ def measure(
         diff(before, produced),
         diff(produced, consumed),
         check,
+        os.getloadavg()[0],
     )
     print(
         f"  {setup.name:<9} {path:<11} {kind:<11} produce {args.records / produce_s:>9,.0f}/s"
@@ -909,8 +912,10 @@ def print_consume(runs: list[Run], workers: int) -> None:
     one core (it serves its connections on one thread; ``--workers`` one each),
     the client one core (its Python loop; librdkafka's threads count too, so it
     can pass 100%), brokerlite one core per broker process, Kafka's JVMs and
-    everything together the machine's cores. The first side at 90% or more of
-    that is named as the limit; none: the round trips (waiting, not working)."""
+    everything together the machine's cores, or the machine's load average when
+    the read ended (every process's, others' jobs too) over its cores. The first
+    side at 90% or more of that is named as the limit; none: the round trips
+    (waiting, not working)."""
     base = {(r.setup, r.producer): r for r in runs if r.path == "direct"}
     cores = os.cpu_count() or 1
     lines = []
@@ -921,7 +926,10 @@ def print_consume(runs: list[Run], workers: int) -> None:
         proxy_cpu, broker_cpu, client_cpu = (c / r.consume_s for c in r.consume_cpu)
         brokers = cores if r.setup.startswith("Kafka") else int(r.setup.split()[0])
         busy = {
-            "the machine's cores": (proxy_cpu + broker_cpu + client_cpu) / cores,
+            f"the machine's cores (load average {r.load:.1f})": max(
+                proxy_cpu + broker_cpu + client_cpu, r.load
+            )
+            / cores,
             "the proxy's CPU": proxy_cpu / (workers if "workers" in r.path else 1),
             "the client's CPU": client_cpu,
             "the brokers' CPU": broker_cpu / min(brokers, cores),
@@ -935,8 +943,7 @@ def print_consume(runs: list[Run], workers: int) -> None:
             f" limited by {limit}"
         )
     if lines:
-        load = os.getloadavg()[0]
-        print(f"\nconsume path through the proxy ({cores} cores, load average {load:.1f} now):")
+        print(f"\nconsume path through the proxy ({cores} cores):")
         print("\n".join(lines))
 
 
