@@ -88,7 +88,7 @@ def start_proxies(
             with logs[i].open("wb") as out:
                 proxies.append(subprocess.Popen(command, stderr=out))
         for log in logs:
-            wait_for("the proxy to listen", lambda: b"proxy on" in log.read_bytes() or None, 30)  # noqa: B023
+            wait_for("the proxy to listen", lambda: b"proxy on" in log.read_bytes() or None, 120)  # noqa: B023
             # The journal topic exists and the proxy has read it.
             wait_for(
                 "the proxy's journal open",
