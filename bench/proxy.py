@@ -45,6 +45,12 @@ Through a proxy (not ``--workers``), its metrics (``--metrics-listen``) give the
 Produce requests it got from the client and its round trips upstream while
 producing ("Produce requests N in, M out").
 
+The consume path on its own (issue #60): each proxied path's consume rate
+against direct's, the proxy's CPU per 100,000 records read, and what was busy
+while the consumer read (the proxy, the brokers, the client, the machine, as
+shares of the cores each can use), naming the first side near its ceiling as
+what limits the path, or the round trips when none is.
+
 Idle connections (``--idle``, default 2,000; 0 skips it): single small produce
 round trips (one 100-byte record, acks=1, linger.ms=0, waiting for its
 delivery report before the next) directly, through the routing proxy, and
@@ -104,7 +110,7 @@ from typing import Any
 
 from _kafka import kafka_cluster  # bench/ is the script's directory
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from trafka.brokerlite.dev.local_cluster import ClusterProcesses, free_port
 
@@ -318,11 +324,15 @@ def admin_client(servers: str) -> AdminClient:
 
 
 def create_topic(servers: str, topic: str, partitions: int, replication: int) -> None:
-    """Create the topic and wait until every partition has a leader."""
+    """Create the topic and wait until every partition has a leader that serves
+    it: Apache Kafka names a leader in Metadata before that leader serves the
+    partition, and a plain producer's records sent meanwhile can be lost (a
+    smoke run against Kafka lost a partition's records so under load)."""
     admin = admin_client(servers)
     try:
         admin.create_topics([NewTopic(topic, partitions, replication)])[topic].result(60)
         deadline = time.monotonic() + 60
+        ends = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
         while True:
             try:
                 info = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
@@ -332,6 +342,8 @@ def create_topic(servers: str, topic: str, partitions: int, replication: int) ->
                     and len(info.partitions) == partitions
                     and all(p.leader >= 0 for p in info.partitions.values())
                 ):
+                    for future in admin.list_offsets(ends, request_timeout=5).values():
+                        future.result(10)
                     return
             except KafkaException:
                 pass
@@ -517,6 +529,8 @@ class Run:
     produce_cpu: tuple[float, float, float]
     consume_cpu: tuple[float, float, float]
     check: str
+    # The machine's load average (1 minute) when the read ended: everyone's, not ours
+    load: float = 0.0
 
     def per_100k(self, seconds: float) -> float:
         return seconds / self.records * 100_000
@@ -573,6 +587,7 @@ def measure(
         diff(before, produced),
         diff(produced, consumed),
         check,
+        os.getloadavg()[0],
     )
     print(
         f"  {setup.name:<9} {path:<11} {kind:<11} produce {args.records / produce_s:>9,.0f}/s"
@@ -882,6 +897,49 @@ def print_runs(runs: list[Run]) -> None:
         print("\n".join(lines))
 
 
+def print_consume(runs: list[Run], workers: int) -> None:
+    """The consume path (issue #60: Kroxylicious's own figures show consumers
+    losing half their throughput behind a proxy): each proxied run's consume
+    rate against direct's of the same setup and producer, and what was busy
+    while the consumer read, as a share of what each side can use: the proxy
+    one core (it serves its connections on one thread; ``--workers`` one each),
+    the client one core (its Python loop; librdkafka's threads count too, so it
+    can pass 100%), brokerlite one core per broker process, Kafka's JVMs and
+    everything together the machine's cores, or the machine's load average when
+    the read ended (every process's, others' jobs too) over its cores. The first
+    side at 90% or more of that is named as the limit; none: the round trips
+    (waiting, not working)."""
+    base = {(r.setup, r.producer): r for r in runs if r.path == "direct"}
+    cores = os.cpu_count() or 1
+    lines = []
+    for r in runs:
+        b = base.get((r.setup, r.producer))
+        if b is None or r.path == "direct":
+            continue
+        proxy_cpu, broker_cpu, client_cpu = (c / r.consume_s for c in r.consume_cpu)
+        brokers = cores if r.setup.startswith("Kafka") else int(r.setup.split()[0])
+        busy = {
+            f"the machine's cores (load average {r.load:.1f})": max(
+                proxy_cpu + broker_cpu + client_cpu, r.load
+            )
+            / cores,
+            "the proxy's CPU": proxy_cpu / (workers if "workers" in r.path else 1),
+            "the client's CPU": client_cpu,
+            "the brokers' CPU": broker_cpu / min(brokers, cores),
+        }
+        limit = next((side for side, share in busy.items() if share >= 0.9), "round trips")
+        lines.append(
+            f"  {r.setup:<9} {r.path:<16} {r.producer:<11} consume {b.consume_s / r.consume_s:.2f}x"
+            f" direct ({r.records / r.consume_s:,.0f}/s vs {r.records / b.consume_s:,.0f}/s);"
+            f" proxy CPU {r.per_100k(r.consume_cpu[0]):.2f} s per 100k; busy: proxy"
+            f" {proxy_cpu:.0%}, brokers {broker_cpu:.0%}, client {client_cpu:.0%} of a core;"
+            f" limited by {limit}"
+        )
+    if lines:
+        print(f"\nconsume path through the proxy ({cores} cores):")
+        print("\n".join(lines))
+
+
 def print_latency(results: list[Latency]) -> None:
     if not results:
         return
@@ -1006,6 +1064,7 @@ def main() -> int:
         print(f"\n(logs in {root})")
         raise
     print_runs(runs)
+    print_consume(runs, args.workers)
     print_latency(latency)
     print_open_loop(open_loops)
     if args.keep:

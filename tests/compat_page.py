@@ -7,8 +7,9 @@ A test that proves a feature on a peer says so with a marker::
 
 Its peer is ``peer=`` on the marker when given (a name, or a tuple of names: a
 differential test that passes proves the feature on each peer it compared);
-otherwise it is read from the fixtures it uses: ``kafka`` (by its parameter),
-``kafka3`` -> Kafka 3.9, ``kafka4`` / ``kafka4_cluster`` -> Kafka 4.x; a
+otherwise it is read from the fixtures it uses: ``kafka`` and ``kafka_cluster``
+(by their parameter), ``kafka3`` / ``kafka3_cluster`` -> Kafka 3.9,
+``kafka4`` / ``kafka4_cluster`` -> Kafka 4.x; a
 parameter named ``peer`` (``brokerlite``, ``3.9``, ``4``) in a differential
 test; otherwise brokerlite.
 
@@ -50,7 +51,12 @@ BEGIN, END = "<!-- compat:begin -->", "<!-- compat:end -->"
 PEERS = ("brokerlite", "Kafka 3.9", "Kafka 4.x")
 WRITE_ENV = "TRAFKA_WRITE_COMPAT"
 _PEER_BY_PARAM = {"brokerlite": "brokerlite", "3.9": "Kafka 3.9", "4": "Kafka 4.x"}
-_PEER_BY_FIXTURE = {"kafka3": "Kafka 3.9", "kafka4": "Kafka 4.x", "kafka4_cluster": "Kafka 4.x"}
+_PEER_BY_FIXTURE = {
+    "kafka3": "Kafka 3.9",
+    "kafka3_cluster": "Kafka 3.9",
+    "kafka4": "Kafka 4.x",
+    "kafka4_cluster": "Kafka 4.x",
+}
 _RANK = {"yes": 0, "no": 1, "fails": 2}
 DERIVED = "brokerlite.md"
 DERIVED_BEGIN, DERIVED_END = "<!-- compat:brokerlite:begin -->", "<!-- compat:brokerlite:end -->"
@@ -77,8 +83,9 @@ def _peers(item: pytest.Item, mark: pytest.Mark) -> tuple[str, ...]:
 def _peer(item: pytest.Item) -> str:
     params = getattr(getattr(item, "callspec", None), "params", {})
     names = set(getattr(item, "fixturenames", ()))
-    if "kafka" in names and "kafka" in params:
-        return _PEER_BY_PARAM[str(params["kafka"])]
+    for fixture in ("kafka", "kafka_cluster"):
+        if fixture in names and fixture in params:
+            return _PEER_BY_PARAM[str(params[fixture])]
     if "peer" in params:
         return _PEER_BY_PARAM[str(params["peer"])]
     for fixture, peer in _PEER_BY_FIXTURE.items():

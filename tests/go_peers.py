@@ -9,6 +9,7 @@ as with acks=0) and, in the transactional mode, ``txn`` (``commit``/``abort``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import uuid
@@ -85,3 +86,49 @@ def check_read_back(result: dict[str, Any], rounds: str = ROUNDS) -> None:
     # One partitioner: a key always goes to the same partition.
     placed = {(r["key"], r["partition"]) for r in consumed}
     assert len(placed) == len({k for k, _ in placed})
+
+
+def txn_args(client: str, servers: str, topic: str) -> list[str]:
+    """gopeers' arguments for three transactions of 20 records on ``topic`` (2 partitions)."""
+    args = ["-client", client, "-mode", "txn", "-brokers", servers, "-topic", topic]
+    args += ["-partitions", "2", "-n", "20", "-txid", fresh("go-tx"), "-group", fresh("go-txg")]
+    return [*args, "-rounds", "lz4:all"]
+
+
+def check_transactions(result: dict[str, Any], *, routed: bool = False) -> None:
+    """gopeers' committed, aborted and committed transactions of 20 records,
+    as read: read_committed the committed ones, read_uncommitted all, with
+    their keys and headers, each at its report's place, a control record
+    between two transactions' records. ``routed`` (through the proxy, which
+    moved records): a report may name no offset (a negative one,
+    docs/proxy.md), and the places are checked where one is named."""
+    produced = result["produced"]
+    assert [r["txn"] for r in produced] == ["commit"] * 20 + ["abort"] * 20 + ["commit"] * 20
+    written = {r["value"]: r for r in produced}
+    named = [(r["partition"], r["offset"]) for r in produced if r["offset"] >= 0]
+    assert len(written) == 60 and len(set(named)) == len(named)
+    assert routed or len(named) == 60
+    # read_committed: the committed records only; read_uncommitted: all.
+    committed = {r["value"] for r in produced if r["txn"] == "commit"}
+    assert sorted(r["value"] for r in result["consumed"]) == sorted(committed)
+    assert sorted(r["value"] for r in result["uncommitted"]) == sorted(written)
+    for read in (result["consumed"], result["uncommitted"]):
+        for r in read:
+            w = written[r["value"]]
+            assert (r["key"], r["headers"]) == (w["key"], w["headers"])
+            if w["offset"] >= 0:
+                assert (r["partition"], r["offset"]) == (w["partition"], w["offset"])
+    # The control records take offsets of their own, so no two transactions'
+    # records are adjacent across a marker.
+    for p in {r["partition"] for r in result["uncommitted"]}:
+        by_round = [
+            [
+                r["offset"]
+                for r in result["uncommitted"]
+                if r["partition"] == p and written[r["value"]]["round"] == i
+            ]
+            for i in range(3)
+        ]
+        for earlier, later in itertools.pairwise(by_round):
+            if earlier and later:
+                assert min(later) >= max(earlier) + 2  # at least one marker between

@@ -1,13 +1,17 @@
 """Fixtures that give tests Apache Kafka itself (a plugin loaded by tests/conftest.py).
 
 * ``kafka3``: one Kafka 3.9 broker on the worker's shared ZooKeeper (a chroot of
-  its own); ``kafka4``: one Kafka 4.x node in KRaft mode; ``kafka4_cluster``:
-  three 4.x nodes (combined broker and controller, RF 3 for the internal topics).
+  its own); ``kafka3_cluster``: three 3.9 brokers on it (a chroot of their own,
+  RF 3 for the internal topics); ``kafka4``: one Kafka 4.x node in KRaft mode;
+  ``kafka4_cluster``: three 4.x nodes (combined broker and controller, RF 3 for
+  the internal topics).
   Each is started the first time a test of the pytest process (xdist worker)
   asks for it and shared by the rest of that process's tests: a test makes
   topics, groups and transactional ids of its own (``tests/sdk/sdk_brokers.fresh``),
   never stops the shared brokers, and uses ``make_kafka`` for faults.
-* ``kafka``: parametrized over both (``3.9`` and ``4``), for what must hold on each.
+* ``kafka``: parametrized over both (``3.9`` and ``4``), for what must hold on each;
+  ``kafka_cluster`` likewise over the three-node clusters (module-scoped, so a
+  module's tests run on one version, then on the other).
 * ``peer``: parametrized over brokerlite (one in-process broker per pytest
   process, in a thread), Kafka 3.9 and Kafka 4.x: a :class:`Peer`, for the
   differential tests (the same test, the same answers, on each).
@@ -33,7 +37,9 @@ from kafka_peers import KAFKA_3, KAFKA_4, SKIP_ENV, KafkaCluster, missing
 from trafka.brokerlite.dev.zookeeper_server import ZooKeeperServer
 
 #: The fixtures that start Apache Kafka; a test using any of them is marked ``kafka``.
-KAFKA_FIXTURES = frozenset({"kafka", "kafka3", "kafka4", "kafka4_cluster", "make_kafka"})
+KAFKA_FIXTURES = frozenset(
+    {"kafka", "kafka3", "kafka3_cluster", "kafka4", "kafka4_cluster", "kafka_cluster", "make_kafka"}
+)
 
 
 class Peer(NamedTuple):
@@ -98,36 +104,52 @@ def _cluster(
     )
 
 
+def _shared(request: pytest.FixtureRequest, version: str, nodes: int) -> Iterator[KafkaCluster]:
+    """A session fixture's cluster: started, yielded, stopped (3.x on the
+    worker's shared ZooKeeper, a chroot of its own)."""
+    zookeeper = request.getfixturevalue("zookeeper") if version.startswith("3.") else None
+    factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
+    root = factory.mktemp(f"kafka{version[0]}x{nodes}")
+    with _cluster(root, zookeeper, version, nodes) as cluster:
+        yield cluster
+
+
 @pytest.fixture(scope="session")
-def kafka3(
-    tmp_path_factory: pytest.TempPathFactory, zookeeper: ZooKeeperServer
-) -> Iterator[KafkaCluster]:
+def kafka3(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     """One Kafka 3.9 broker (ZooKeeper mode), shared by this process's tests."""
-    cluster = _cluster(tmp_path_factory.mktemp("kafka3"), zookeeper, KAFKA_3, 1)
-    with cluster:
-        yield cluster
+    yield from _shared(request, KAFKA_3, 1)
 
 
 @pytest.fixture(scope="session")
-def kafka4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+def kafka3_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
+    """Three Kafka 3.9 brokers (ZooKeeper mode), shared by this process's tests."""
+    yield from _shared(request, KAFKA_3, 3)
+
+
+@pytest.fixture(scope="session")
+def kafka4(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     """One Kafka 4.x node (KRaft, combined mode), shared by this process's tests."""
-    cluster = _cluster(tmp_path_factory.mktemp("kafka4"), None, KAFKA_4, 1)
-    with cluster:
-        yield cluster
+    yield from _shared(request, KAFKA_4, 1)
 
 
 @pytest.fixture(scope="session")
-def kafka4_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+def kafka4_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     """Three Kafka 4.x nodes (KRaft, combined mode), shared by this process's tests."""
-    cluster = _cluster(tmp_path_factory.mktemp("kafka4x3"), None, KAFKA_4, 3)
-    with cluster:
-        yield cluster
+    yield from _shared(request, KAFKA_4, 3)
 
 
 @pytest.fixture(params=["3.9", "4"])
 def kafka(request: pytest.FixtureRequest) -> KafkaCluster:
     """Kafka 3.9 (ZooKeeper) and Kafka 4.x (KRaft), one node each, in turn."""
     name = "kafka3" if request.param == "3.9" else "kafka4"
+    cluster: KafkaCluster = request.getfixturevalue(name)
+    return cluster
+
+
+@pytest.fixture(scope="module", params=["3.9", "4"])
+def kafka_cluster(request: pytest.FixtureRequest) -> KafkaCluster:
+    """Three Kafka 3.9 brokers (ZooKeeper) and three Kafka 4.x nodes (KRaft), in turn."""
+    name = "kafka3_cluster" if request.param == "3.9" else "kafka4_cluster"
     cluster: KafkaCluster = request.getfixturevalue(name)
     return cluster
 

@@ -71,6 +71,8 @@ RATIO_LINES: dict[str, list[tuple[str, int]]] = {
     "proxy.py": [
         (r"\s(plain|idempotent)\s+[\d,]+\s+\d+\.\d\d\s+[\d,]+\s+\d+\.\d\d\s", 6),
         (r"^  (3 nodes|Kafka 3)\s+idempotent\s+topic journal: \d+\.\d\dx no journal", 1),
+        # The consume path: each proxied run against direct, and what limited it.
+        (r"^  .* consume \d+\.\d\dx direct \(.*; limited by \w", 4),
         # Open-loop latency (--rate): each proxied path against direct, p50 and p99.
         (r"\(open loop\)\s+\d+\.\d\d\s+\d+\.\d\d\s+[+-]\d+\.\d\d\s+[+-]\d+\.\d\d\s", 2),
     ],

@@ -4,18 +4,25 @@ module proxy: ``tests/interop/gopeers``) against brokerlite, Kafka 3.9 and Kafka
 
 Each client writes a round per codec and acks setting (idempotent where it can
 be: franz-go and sarama), reads everything back as a group's only member, and
-commits; franz-go also runs committed, aborted and committed transactions and
-reads them read_committed and read_uncommitted. One Go process per test.
+commits; franz-go and sarama also run committed, aborted and committed
+transactions (sarama's committing group offsets in them) and read them
+read_committed and read_uncommitted. One Go process per test.
 """
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import anyio
 import pytest
-from go_peers import check_read_back, fresh, round_trip_args, run_go_peer
+from go_peers import (
+    check_read_back,
+    check_transactions,
+    fresh,
+    round_trip_args,
+    run_go_peer,
+    txn_args,
+)
 from kafka_fixtures import Peer
 
 from trafka.sdk import NewTopic, TopicPartition, open_admin
@@ -78,35 +85,31 @@ def test_go_client_writes_and_reads_back(go_peers: Path, peer: Peer, client: str
         )
 
 
-@pytest.mark.compat("Clients", "franz-go: transactions, read_committed")
-def test_franz_go_transactions_read_committed(go_peers: Path, peer: Peer) -> None:
+@pytest.mark.parametrize(
+    "client",
+    [
+        pytest.param(
+            "franz-go",
+            marks=pytest.mark.compat("Clients", "franz-go: transactions, read_committed"),
+        ),
+        pytest.param(
+            "sarama",
+            marks=pytest.mark.compat(
+                "Clients", "IBM/sarama: transactions with group offsets, read_committed"
+            ),
+        ),
+    ],
+)
+def test_go_client_transactions_read_committed(go_peers: Path, peer: Peer, client: str) -> None:
+    """Committed, aborted and committed transactions of 20 records (KIP-98):
+    read_committed returns the committed records only, read_uncommitted all
+    of them, each where its delivery report said. sarama's transactions also
+    commit group offsets (AddOffsetsToTxn, TxnOffsetCommit): the group's
+    offsets read stable (KIP-447's require_stable) are the committed
+    transactions', never the aborted one's."""
     topic = fresh("go-txn")
     make_topic(peer.bootstrap_servers, topic, 2)
-    result = run_go_peer(
-        go_peers,
-        *("-client", "franz-go", "-mode", "txn", "-brokers", peer.bootstrap_servers),
-        *("-topic", topic, "-partitions", "2", "-n", "20", "-txid", fresh("go-tx")),
-        *("-rounds", "lz4:all"),
-    )
-    produced = result["produced"]
-    assert [r["txn"] for r in produced] == ["commit"] * 20 + ["abort"] * 20 + ["commit"] * 20
-    at = {(r["partition"], r["offset"]): r for r in produced}
-    assert len(at) == 60 and all(o >= 0 for _, o in at)
-    # read_committed: the committed records only, each where its report said.
-    committed = {r["value"] for r in produced if r["txn"] == "commit"}
-    assert sorted(r["value"] for r in result["consumed"]) == sorted(committed)
-    # read_uncommitted: the aborted ones too; the control records take offsets
-    # of their own, so no two transactions' records are adjacent across a marker.
-    assert len(result["uncommitted"]) == 60
-    for read in (result["consumed"], result["uncommitted"]):
-        for r in read:
-            w = at[(r["partition"], r["offset"])]
-            assert (r["value"], r["key"], r["headers"]) == (w["value"], w["key"], w["headers"])
-    for p in (0, 1):
-        by_round = [
-            [r["offset"] for r in produced if r["partition"] == p and r["round"] == i]
-            for i in range(3)
-        ]
-        for earlier, later in itertools.pairwise(by_round):
-            if earlier and later:
-                assert min(later) >= max(earlier) + 2  # at least one marker between
+    result = run_go_peer(go_peers, *txn_args(client, peer.bootstrap_servers, topic))
+    check_transactions(result)
+    if client == "sarama":  # {0: 10} committed, {0: 20, 1: 20} aborted, {1: 30} committed
+        assert result["committed"] == {"0": 10, "1": 30}

@@ -131,41 +131,44 @@ def _produce_requests(metrics: str) -> int:
 
 
 def _kill_holding_batches(
-    proxy: Any, cluster: ClusterProcesses, producer: PacedProducer, taken: Callable[[], int]
+    proxy: Any, brokers: list[Any], producers: list[PacedProducer], taken: Callable[[], int]
 ) -> None:
     """kill -9 ``proxy`` while it holds a batch the brokers have not answered.
 
-    The producer is held until every record it produced is acknowledged (so it
-    has its producer id and nothing is in flight), the brokers are paused
-    (SIGSTOP), then it produces a few more records: once ``taken`` (what the
-    proxy has taken of them: its journal's bytes, or its Produce requests)
-    grows, the proxy holds a batch of them, which the paused brokers cannot
-    have answered. The proxy is killed then, and the brokers resumed.
+    Each producer is held until every record it produced is acknowledged (so it
+    has its producer id and nothing is in flight), the ``brokers`` (processes)
+    are paused (SIGSTOP), then each produces a few more records: once ``taken``
+    (what the proxy has taken of them: its journal's bytes, or its Produce
+    requests) grows, the proxy holds a batch of them, which the paused brokers
+    cannot have answered. The proxy is killed then, and the brokers resumed;
+    the producers are left held at their new limits.
     """
     import signal
 
-    producer.limit = producer.sent
-    wait_for(
-        "every record produced so far acknowledged",
-        lambda: (producer.held and len(producer.reports) == producer.sent) or None,
-        120,
-    )
-    brokers = [p for p in cluster.procs.values() if p.poll() is None]
-    for broker in brokers:
+    for producer in producers:
+        producer.limit = producer.sent
+        wait_for(
+            "every record produced so far acknowledged",
+            lambda: (producer.held and len(producer.reports) == producer.sent) or None,  # noqa: B023
+            120,
+        )
+    paused = [p for p in brokers if p.poll() is None]
+    for broker in paused:
         broker.send_signal(signal.SIGSTOP)
     try:
-        before, acknowledged = taken(), len(producer.reports)
-        producer.limit = producer.sent + 100
+        before, acknowledged = taken(), [len(p.reports) for p in producers]
+        for producer in producers:
+            producer.limit = producer.sent + 100
         wait_for(
             "the proxy to take a batch of the records produced since",
             lambda: taken() > before or None,
             60,
         )
-        assert len(producer.reports) == acknowledged  # nothing answered since
+        assert [len(p.reports) for p in producers] == acknowledged  # nothing answered since
         proxy.send_signal(signal.SIGKILL)
         proxy.wait(10)
     finally:
-        for broker in brokers:
+        for broker in paused:
             broker.send_signal(signal.SIGCONT)
 
 
@@ -322,7 +325,7 @@ def test_a_proxy_killed_and_restarted_loses_nothing(
                 120,
             )
             if kill == 0:
-                _kill_holding_batches(proxy, cluster, producer, taken)
+                _kill_holding_batches(proxy, list(cluster.procs.values()), [producer], taken)
             else:
                 proxy.send_signal(signal.SIGKILL)
                 proxy.wait(10)

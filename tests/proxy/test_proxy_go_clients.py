@@ -6,6 +6,8 @@ sarama and kafka-go hash keys with FNV-1a, franz-go with murmur2 as Java does:
 behind the proxy every key is on its murmur2 partition whichever the client
 chose, each record once, no delivery report names a place where its record is
 not, and what the group read through the proxy is what the broker holds.
+sarama's transactions go through it too, also in front of three-node Kafka 3.9
+and 4.x clusters.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import socket
 import struct
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
-from go_peers import IDEMPOTENT, fresh, run_go_peer
+from go_peers import IDEMPOTENT, check_transactions, fresh, run_go_peer, txn_args
 from proxy_helpers import create, misreported, placement
 
 from trafka.brokerlite import RunningBroker
@@ -76,6 +79,49 @@ def test_go_client_keys_are_routed_and_read_back(
     assert all(at[(r["partition"], r["offset"])] == r["value"] for r in consumed)
     ends = Counter(r.partition for r in records)
     assert {int(p): o for p, o in result["committed"].items()} == ends
+
+
+@pytest.mark.compat("proxy", "IBM/sarama's transactions routed, read_committed")
+@pytest.mark.timeout(600)  # the first test of a process starts the Kafka cluster
+@pytest.mark.parametrize("peer", ["brokerlite", "3.9", "4"])
+def test_sarama_transactions_are_routed(
+    go_peers: Path, request: pytest.FixtureRequest, peer: str
+) -> None:
+    """sarama's transactional producer (committed, aborted and committed
+    transactions, each committing group offsets with AddOffsetsToTxn) through
+    the proxy, in front of brokerlite and of three Kafka 3.9 brokers (whose
+    coordinator predates KIP-890's part 2: the proxy adds the partitions it
+    moves records to with AddPartitionsToTxn of its own) and three Kafka 4.x
+    nodes, RF 3. Read through the proxy and from the brokers directly:
+    read_committed the committed records once each, none of the aborted,
+    every key on its murmur2 partition (sarama hashes with FNV-1a), every
+    delivery report naming its record's place; the group's offsets the
+    committed transactions'."""
+    if peer == "brokerlite":
+        servers, replicas = request.getfixturevalue("broker").bootstrap_servers, 1
+        proxy: RunningProxy = request.getfixturevalue("proxy")
+        running = nullcontext(proxy)
+    else:
+        servers = request.getfixturevalue(f"kafka{peer[0]}_cluster").bootstrap_servers
+        replicas = 3
+        running = proxy_in_thread(upstream=tuple(servers.split(",")), port=0)
+    with running as px:
+        topic = fresh("px-go-txn")
+        create(servers, topic, 2, replicas, served=True)
+        moved = px.statistics.routing.records_moved
+        args = txn_args("sarama", px.bootstrap_servers, topic)
+        result = run_go_peer(go_peers, *args, timeout=240)
+        assert px.statistics.routing.records_moved > moved
+    check_transactions(result, routed=True)
+    assert result["committed"] == {"0": 10, "1": 30}
+    everything = placement(servers, topic, 2)
+    assert all(r.partition == murmur2_partition(r.key, 2) for r in everything)
+    reports = [(r["value"].encode(), r["partition"], r["offset"]) for r in result["produced"]]
+    problem = misreported(everything, reports)
+    assert problem is None, problem
+    committed = placement(servers, topic, 2, isolation_level="read_committed")
+    wanted = [r["value"] for r in result["produced"] if r["txn"] == "commit"]
+    assert sorted(r.value.decode() for r in committed) == sorted(wanted)
 
 
 def _answer(sock: socket.socket, reader: FrameReader) -> bytes:

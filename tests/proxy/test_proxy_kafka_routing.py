@@ -1,6 +1,6 @@
 """Key routing through the proxy in front of Apache Kafka itself (issue #60):
-three Kafka 4.x nodes (KRaft), topics of replication factor 3, and once a
-Kafka 3.9 broker (ZooKeeper).
+three Kafka 4.x nodes (KRaft), topics of replication factor 3, and once three
+Kafka 3.9 brokers (ZooKeeper).
 
 Every client the proxy's tests drive produces keyed records through the proxy
 with a partitioner that is not Java's (librdkafka's CRC32, sarama and kafkajs
@@ -235,19 +235,26 @@ def test_sarama_idempotent_is_routed_on_kafka(
     check(kafka4_cluster, topic, [(v, 0, o) for v, o in zip(sent, offsets, strict=True)], sent)
 
 
-def test_plain_routing_on_kafka_3_9(kafka3: KafkaCluster) -> None:
-    """Kafka 3.9 (ZooKeeper) behind the proxy: librdkafka's plain and idempotent
-    producers, each key on its murmur2 partition, every report read back."""
-    with proxy_in_thread(upstream=(kafka3.bootstrap_servers,), port=0) as px:
+def test_routing_on_kafka_3_9(kafka3_cluster: KafkaCluster) -> None:
+    """Three Kafka 3.9 brokers (ZooKeeper) behind the proxy, RF 3: librdkafka's
+    plain and idempotent producers and its transactions (six, two aborted),
+    whose coordinator predates KIP-890's part 2 (a partition the proxy moves
+    records to is added by the proxy's own AddPartitionsToTxn): each key on its
+    murmur2 partition, every report read back, nothing aborted visible."""
+    servers = kafka3_cluster.bootstrap_servers
+    with proxy_in_thread(upstream=tuple(servers.split(",")), port=0) as px:
         topic = fresh("kr-39")
-        create(kafka3.bootstrap_servers, topic, PARTITIONS, 1, served=True)
+        create(servers, topic, PARTITIONS, 3, served=True)
         reports: list[Report] = []
         sent: list[bytes] = []
         for prefix, idempotent in ((b"p", False), (b"i", True)):
             sends = [(b"%s-%d" % (prefix, i), key_of(i)) for i in range(N)]
             reports += confluent_reports(px, topic, sends, **{"enable.idempotence": idempotent})
             sent += [v for v, _ in sends]
-        check(kafka3, topic, reports, sent)
+        confluent_transactions(px.bootstrap_servers, topic, b"x")
+        sent += [b"x-%d" % (t * 100 + i) for t in range(6) if t % 3 != 1 for i in range(100)]
+        records = check(kafka3_cluster, topic, reports, sent)
+        assert len(records) == len(sent)  # nothing aborted is visible
         assert px.statistics.routing.records_moved > 0
 
 

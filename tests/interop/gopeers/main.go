@@ -8,9 +8,13 @@
 //	    with its own producer (compression codec, acks all|1|0), then reads every
 //	    one back as the only member of group G, commits, and reads the group's
 //	    committed offsets.
-//	gopeers -client franz-go -mode txn -brokers H:P -topic T -partitions P -n N -txid ID
+//	gopeers -client franz-go|sarama -mode txn -brokers H:P -topic T -partitions P -n N -txid ID
+//	        [-group G]
 //	    Three transactions of N records: committed, aborted, committed; then reads
 //	    the partitions read_committed (expects 2N) and read_uncommitted (3N).
+//	    sarama's also commit offsets of group G in each (AddOffsetsToTxn:
+//	    {0: 10}, {0: 20, 1: 20} aborted, {1: 30}), "committed" then being the
+//	    group's offsets read with RequireStable.
 //	gopeers -client C -mode produce ...  (roundtrip without the reading)
 //
 // One JSON object on stdout: {"produced": [...], "consumed": [...], "committed":
@@ -120,7 +124,7 @@ func main() {
 	rounds := flag.String("rounds", "none:all", "codec:acks per producer, comma-separated")
 	idempotent := flag.Bool("idempotent", false, "idempotent producers (acks=all rounds)")
 	version := flag.String("version", "", "sarama: the Kafka version it speaks (default its own)")
-	txid := flag.String("txid", "", "franz-go txn: the transactional id")
+	txid := flag.String("txid", "", "txn: the transactional id")
 	timeout := flag.Duration("timeout", 60*time.Second, "give up after this long")
 	flag.Parse()
 
@@ -148,8 +152,13 @@ func main() {
 	switch {
 	case *mode == "txn" && *client == "franz-go":
 		res, err = franzTxn(ctx, o)
+	case *mode == "txn" && *client == "sarama":
+		if o.Group == "" {
+			fail("-group is needed for sarama's transactions")
+		}
+		res, err = saramaTxn(ctx, o)
 	case *mode == "txn":
-		fail("-mode txn is franz-go's")
+		fail("-mode txn is franz-go's and sarama's")
 	case *mode != "roundtrip" && *mode != "produce":
 		fail("bad -mode %q", *mode)
 	case *client == "franz-go":
