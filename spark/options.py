@@ -760,12 +760,7 @@ PARITY: tuple[Parity, ...] = (
         example="earliest",
     ),
     Parity("endingTimestamp", "read", "batch only; ms", example="1700000000000"),
-    Parity(
-        "endingOffsetsByTimestamp",
-        "read",
-        "batch only; JSON",
-        example='{"t": {"0": 1700000000000}}',
-    ),
+    Parity("endingOffsetsByTimestamp", "read", "batch only; JSON", example='{"t": {"0": 1}}'),
     Parity("endingOffsets", "read", "batch only; latest or JSON with -1", example="latest"),
     Parity("failOnDataLoss", "read", "true", example="false"),
     Parity(
@@ -847,6 +842,15 @@ PARITY: tuple[Parity, ...] = (
         "micro-batch",
         "same (one Metadata request per trigger on the planner's kept connection); "
         "partitionDiscovery=metadataMaxAge keeps the list between triggers",
+    ),
+    Parity(
+        "records gone (failOnDataLoss)",
+        "read",
+        "true fails a stream's micro-batch as it is planned when a partition new to it starts "
+        "past offset 0, a partition is gone (its topic deleted, or no longer matching) or its "
+        "end went back before the stream's position (the topic created again); a task whose "
+        "planned records were deleted fails; false logs it and goes on from the log's start",
+        "same, at the same moments (planning, task); the error says which offsets are gone",
     ),
     Parity(
         "partitionDiscovery",
@@ -953,12 +957,7 @@ PARITY: tuple[Parity, ...] = (
         "one JSON keeps working for a topic that grew; what the connector takes, trafka "
         "reads the same way",
     ),
-    Parity(
-        "headers of a record without any",
-        "read",
-        "null (includeHeaders=true)",
-        "same",
-    ),
+    Parity("headers of a record without any", "read", "null (includeHeaders=true)"),
     Parity(
         "source metrics",
         "read",

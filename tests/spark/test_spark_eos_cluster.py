@@ -32,10 +32,10 @@ import anyio
 import eos_cluster_driver
 import pytest
 from pyspark import cloudpickle
-from spark_helpers import consume_all, create, fresh, produce, run
+from spark_helpers import KafkaNodes, consume_all, fresh, produce, run
 
 from trafka.brokerlite.dev.local_cluster import ClusterProcesses
-from trafka.sdk import ProducerFencedError, open_admin
+from trafka.sdk import NewTopic, ProducerFencedError, open_admin
 from trafka.sdk.group_protocol import find_coordinator_request, read_find_coordinator
 from trafka.sdk.txn_handoff import PreparedTransaction, end_transaction
 from trafka.spark import _eos
@@ -63,11 +63,26 @@ SETTINGS = {
 }
 
 
-@pytest.fixture(scope="module")
-def cluster(module_zk: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    """Three broker processes, in a chroot of the shared ZooKeeper of their own."""
+@pytest.fixture(scope="module", params=["brokerlite", "4"])
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ClusterProcesses | KafkaNodes]:
+    """Three broker processes: brokerlite's, in a chroot of the shared ZooKeeper
+    of their own, or Kafka 4's shared three nodes (KRaft; a node a test killed
+    is started again after it, so the cluster is whole for the tests after)."""
+    if request.param != "brokerlite":
+        nodes = KafkaNodes(request.getfixturevalue("kafka4_cluster"))
+        try:
+            yield nodes
+        finally:
+            for node in nodes.ports:
+                nodes.start_node(node)
+        return
     running = ClusterProcesses(
-        tmp_path_factory.mktemp("eos-cluster"), 3, zookeeper_connect=module_zk, settings=SETTINGS
+        tmp_path_factory.mktemp("eos-cluster"),
+        3,
+        zookeeper_connect=request.getfixturevalue("module_zk"),
+        settings=SETTINGS,
     )
     try:
         running.start()
@@ -77,12 +92,19 @@ def cluster(module_zk: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 @pytest.fixture
-def servers(cluster: ClusterProcesses) -> str:
+def servers(cluster: ClusterProcesses | KafkaNodes) -> str:
     """The cluster's bootstrap servers, every broker serving (a test before may
     have killed one)."""
     for node in cluster.ports:
         cluster.start_node(node)
     return cluster.bootstrap_servers
+
+
+def create(servers: str, topic: str, partitions: int) -> None:
+    """A topic replicated on the three nodes, two of them in sync for a write
+    (SETTINGS's defaults, which Kafka's shared cluster does not have)."""
+    settings = {"min.insync.replicas": "2"}
+    _admin(servers, lambda admin: admin.create_topics([NewTopic(topic, partitions, 3, settings)]))
 
 
 class Brokers:
@@ -162,8 +184,8 @@ class Stream:
         self.servers = servers
         self.source = fresh("eos-cluster-src")
         self.sink = fresh("eos-cluster-sink")
-        create(Brokers(servers), self.source, 2)
-        create(Brokers(servers), self.sink, sink_partitions)
+        create(servers, self.source, 2)
+        create(servers, self.sink, sink_partitions)
         self.sink_partitions = sink_partitions
         values = [b"v%d" % i for i in range(RECORDS)]
         produce(
@@ -421,7 +443,7 @@ def test_a_driver_killed_mid_commit_is_finished_on_restart(
 
 
 def test_a_broker_killed_mid_batch_loses_and_doubles_nothing(
-    spark: Any, cluster: ClusterProcesses, servers: str, tmp_path: Path
+    spark: Any, cluster: ClusterProcesses | KafkaNodes, servers: str, tmp_path: Path
 ) -> None:
     """Micro-batch 1's task of partition 0 has sent its rows (not flushed) in a
     transaction; the broker that coordinates the transaction, which also leads
