@@ -847,10 +847,11 @@ PARITY: tuple[Parity, ...] = (
         "records gone (failOnDataLoss)",
         "read",
         "true fails a stream's micro-batch as it is planned when a partition new to it starts "
-        "past offset 0, a partition is gone (its topic deleted, or no longer matching) or its "
-        "end went back before the stream's position (the topic created again); a task whose "
-        "planned records were deleted fails; false logs it and goes on from the log's start",
-        "same, at the same moments (planning, task); the error says which offsets are gone",
+        "past offset 0, one it read is gone, or one's end went back before its position (the "
+        "topic created again), and a task whose records were deleted; false logs and goes on",
+        "same, at the same moments, naming the offsets gone; but a batch read starting past a "
+        "partition's end fails its task in the connector whatever failOnDataLoss says: trafka's "
+        "fails as it is planned (true) or reads nothing of the partition (false)",
     ),
     Parity(
         "partitionDiscovery",
