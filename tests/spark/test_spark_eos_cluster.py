@@ -364,8 +364,14 @@ def coordinators(servers: str, tids: list[str]) -> dict[str, int]:
         version = conn.version_for(10)
         nodes = {}
         for tid in tids:
-            answer = await conn.request(10, find_coordinator_request(version, tid, 1))
-            code, nodes[tid], _, _ = read_find_coordinator(version, answer)
+            # Kafka makes __transaction_state on the first lookup, and answers
+            # COORDINATOR_NOT_AVAILABLE (15) until it is served.
+            while True:
+                answer = await conn.request(10, find_coordinator_request(version, tid, 1))
+                code, nodes[tid], _, _ = read_find_coordinator(version, answer)
+                if code != 15:
+                    break
+                await anyio.sleep(0.5)
             assert code == 0, (tid, code)
         return nodes
 
