@@ -1,8 +1,7 @@
 """Exactly-once output of a stream into Spark's file sink across a driver
 killed with SIGKILL (Spark's JVM and Python workers with it) and broker
-restarts (a brokerlite stopped and started; Apache Kafka 4's node killed -9
-and started): the source replays each micro-batch's checkpointed offsets
-exactly, so the sink's output holds every record once."""
+restarts: the source replays each micro-batch's checkpointed offsets exactly,
+so the sink's output holds every record once."""
 
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ from typing import Any
 
 import pytest
 import stream_driver
-from kafka_peers import KafkaCluster
 from spark_helpers import create, fresh, produce
 
 from trafka.brokerlite import RunningBroker
@@ -60,45 +58,14 @@ class RestartableBroker:
             self._stack = None
 
 
-class RestartableKafka:
-    """The shared Kafka 4 node (tests/kafka_peers.py), killed -9 and started
-    again on the same port and data (:class:`RestartableBroker`'s face)."""
-
-    def __init__(self, kafka: KafkaCluster) -> None:
-        self.kafka = kafka
-        self.running = kafka
-
-    def start(self) -> KafkaCluster:
-        (node,) = self.kafka.nodes
-        if not node.running:
-            self.kafka.start_node(node.node_id)
-        return self.kafka
-
-    def stop(self) -> None:
-        (node,) = self.kafka.nodes
-        node.kill()
-
-
-@pytest.fixture(params=["brokerlite", "4"])
-def restartable(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[RestartableBroker | RestartableKafka]:
-    """The broker, restarted by the test: a brokerlite of its own (stopped and
-    started in this process), or Kafka 4's shared node (killed -9; whole again
-    after the test, for the tests after)."""
-    if request.param == "brokerlite":
-        broker = RestartableBroker(tmp_path / "broker")
-        broker.start()
-        try:
-            yield broker
-        finally:
-            broker.stop()
-        return
-    kafka = RestartableKafka(request.getfixturevalue("kafka4"))
+@pytest.fixture
+def restartable(tmp_path: Path) -> Iterator[RestartableBroker]:
+    broker = RestartableBroker(tmp_path / "broker")
+    broker.start()
     try:
-        yield kafka
+        yield broker
     finally:
-        kafka.start()
+        broker.stop()
 
 
 class Driver:
@@ -173,7 +140,7 @@ def _query_ended(query: Any) -> Callable[[], str | None]:
 
 @pytest.mark.slow
 def test_file_sink_output_is_exactly_once_across_driver_kills_and_broker_restarts(
-    spark: Any, restartable: RestartableBroker | RestartableKafka, tmp_path: Path
+    spark: Any, restartable: RestartableBroker, tmp_path: Path
 ) -> None:
     assert restartable.running is not None
     servers = restartable.running.bootstrap_servers
