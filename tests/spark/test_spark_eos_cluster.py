@@ -1,6 +1,7 @@
 """The exactly-once sink (``deliveryGuarantee=exactly-once``) on a three-node
-brokerlite cluster (ZooKeeper mode, broker processes, topics of replication
-factor 3 with ``min.insync.replicas`` 2), across processes killed with SIGKILL
+brokerlite cluster (ZooKeeper mode, broker processes) and on Apache Kafka 4's
+(KRaft, the shared ``kafka4_cluster``), topics of replication factor 3 with
+``min.insync.replicas`` 2, across processes killed with SIGKILL
 in the middle of a micro-batch: a Spark executor, the Spark driver (before its
 commit, and in the middle of it), a broker that coordinates the transaction
 and leads a partition it writes to. Every row must reach ``read_committed``
@@ -12,7 +13,7 @@ or the driver's commit after its first EndTxn) until the test has killed what
 it kills; in a Spark driver process of its own where the test kills the driver
 or an executor, else in the tests' Spark. The tests share one cluster: a test
 that kills a broker starts it again, and each test first makes sure every
-broker serves.
+broker serves (Kafka's killed node is started again after the module, too).
 """
 
 from __future__ import annotations
