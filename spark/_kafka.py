@@ -583,7 +583,7 @@ def limit_offsets(start: Offsets, latest: Offsets, limit: int) -> Offsets:
             if share[tp] < lag[tp]:
                 share[tp] += 1
                 left -= 1
-    return _to_offsets({tp: begin.get(tp, end[tp]) + share[tp] for tp in end})
+    return _to_offsets({tp: begin[tp] + share[tp] if lag[tp] else end[tp] for tp in end})
 
 
 def plan_ranges(

@@ -760,12 +760,7 @@ PARITY: tuple[Parity, ...] = (
         example="earliest",
     ),
     Parity("endingTimestamp", "read", "batch only; ms", example="1700000000000"),
-    Parity(
-        "endingOffsetsByTimestamp",
-        "read",
-        "batch only; JSON",
-        example='{"t": {"0": 1700000000000}}',
-    ),
+    Parity("endingOffsetsByTimestamp", "read", "batch only; JSON", example='{"t": {"0": 1}}'),
     Parity("endingOffsets", "read", "batch only; latest or JSON with -1", example="latest"),
     Parity("failOnDataLoss", "read", "true", example="false"),
     Parity(
@@ -847,6 +842,16 @@ PARITY: tuple[Parity, ...] = (
         "micro-batch",
         "same (one Metadata request per trigger on the planner's kept connection); "
         "partitionDiscovery=metadataMaxAge keeps the list between triggers",
+    ),
+    Parity(
+        "records gone (failOnDataLoss)",
+        "read",
+        "true fails a stream's micro-batch as it is planned when a partition new to it starts "
+        "past offset 0, one it read is gone, or one's end went back before its position (the "
+        "topic created again), and a task whose records were deleted; false logs and goes on",
+        "same, at the same moments, naming the offsets gone; but a batch read starting past a "
+        "partition's end fails its task in the connector whatever failOnDataLoss says: trafka's "
+        "fails as it is planned (true) or reads nothing of the partition (false)",
     ),
     Parity(
         "partitionDiscovery",
@@ -953,12 +958,7 @@ PARITY: tuple[Parity, ...] = (
         "one JSON keeps working for a topic that grew; what the connector takes, trafka "
         "reads the same way",
     ),
-    Parity(
-        "headers of a record without any",
-        "read",
-        "null (includeHeaders=true)",
-        "same",
-    ),
+    Parity("headers of a record without any", "read", "null (includeHeaders=true)"),
     Parity(
         "source metrics",
         "read",

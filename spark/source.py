@@ -67,7 +67,7 @@ from ..codec.columns import (
 )
 from ..sdk.errors import ConfigError
 from ..sdk.txn_handoff import PreparedTransaction
-from . import _eos, _kafka
+from . import _eos, _kafka, _loss
 from .options import (
     ReadOptions,
     WriteOptions,
@@ -556,7 +556,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.latest
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        begin = _kafka.new_partitions(self.opts, start, end, self.planner)
+        begin = _loss.stream_start(self.opts, start, end, self.planner)
         return _plan(self.opts, self.tasks, begin, end, small_task=SMALL_TASK_OFFSETS)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -622,7 +622,7 @@ class _SimpleStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailable
         # In a task of a micro-batch that is run again: a planner of its own,
         # closed when the call returns (none is kept in an executor).
         opts = self.stream.opts
-        for partition in _plan(opts, None, _kafka.new_partitions(opts, start, end), end):
+        for partition in _plan(opts, None, _loss.stream_start(opts, start, end), end):
             yield from _read(opts, self.stream.schema, partition)
 
     def commit(self, end: dict[str, Any]) -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import itertools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
+
+if TYPE_CHECKING:  # tests/ is not on the path of the drivers that import this
+    from kafka_peers import KafkaCluster
 
 _names = itertools.count()
 
@@ -178,3 +181,24 @@ def exactly_once_stream(
         .trigger(availableNow=True)
         .start()
     )
+
+
+class KafkaNodes:
+    """What these tests use of :class:`ClusterProcesses`, on Apache Kafka's
+    three nodes (tests/kafka_peers.py): a node killed -9, started again."""
+
+    def __init__(self, kafka: KafkaCluster) -> None:
+        self.kafka = kafka
+        self.bootstrap_servers = kafka.bootstrap_servers
+        self.ports = {node.node_id: node.port for node in kafka.nodes}
+
+    @property
+    def procs(self) -> dict[int, Any]:
+        return {node.node_id: node.proc for node in self.kafka.nodes}
+
+    def kill(self, node_id: int) -> None:
+        self.kafka.node(node_id).kill()
+
+    def start_node(self, node_id: int) -> None:
+        if not self.kafka.node(node_id).running:
+            self.kafka.start_node(node_id)

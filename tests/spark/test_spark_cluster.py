@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import trio
+from spark_helpers import KafkaNodes, fresh
 
 from trafka.brokerlite.dev.local_cluster import ClusterProcesses, LocalCluster, serve_cluster
 from trafka.sdk import NewTopic, open_admin, open_producer
@@ -191,16 +192,30 @@ async def _leader_of(control: ClusterControl, partition: int) -> int:
 # -- a leader killed with SIGKILL: broker processes -------------------------------------------
 
 
-@pytest.fixture
-def processes(zk: str, tmp_path: Path) -> Iterator[ClusterProcesses]:
-    """Three brokers, each a process of its own (so that one can be killed -9).
+@pytest.fixture(params=["brokerlite", "4"])
+def processes(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[ClusterProcesses | KafkaNodes]:
+    """Three brokers, each a process of its own (so that one can be killed -9):
+    brokerlite's, or Kafka 4's shared three nodes (KRaft), the killed one
+    started again after the test, for the tests after.
 
-    The read waits for the killed leader's ZooKeeper session to expire: 4 s
-    rather than ClusterProcesses' 6 s (its length is not what is tested)."""
+    brokerlite's read waits for the killed leader's ZooKeeper session to
+    expire: 4 s rather than ClusterProcesses' 6 s (its length is not what is
+    tested); Kafka's, for its controller to fence the broker whose heartbeats
+    stopped (broker.session.timeout.ms, 9 s)."""
+    if request.param != "brokerlite":
+        nodes = KafkaNodes(request.getfixturevalue("kafka4_cluster"))
+        try:
+            yield nodes
+        finally:
+            for node in nodes.ports:
+                nodes.start_node(node)
+        return
     running = ClusterProcesses(
         tmp_path / "cluster",
         nodes=3,
-        zookeeper_connect=zk,
+        zookeeper_connect=request.getfixturevalue("zk"),
         settings={"zookeeper.session.timeout.ms": 4000},
     )
     try:
@@ -237,10 +252,10 @@ def _until(what: str, probe: Any, timeout: float = 60) -> Any:
 
 @pytest.mark.slow
 def test_a_leader_killed_mid_read_loses_and_doubles_nothing(
-    spark: Any, processes: ClusterProcesses
+    spark: Any, processes: ClusterProcesses | KafkaNodes
 ) -> None:
     servers = processes.bootstrap_servers
-    topic = "spark-kill"
+    topic = fresh("spark-kill")
     nodes = set(processes.ports)
 
     _create(servers, topic)

@@ -1,6 +1,7 @@
 """The exactly-once sink (``deliveryGuarantee=exactly-once``) on a three-node
-brokerlite cluster (ZooKeeper mode, broker processes, topics of replication
-factor 3 with ``min.insync.replicas`` 2), across processes killed with SIGKILL
+brokerlite cluster (ZooKeeper mode, broker processes) and on Apache Kafka 4's
+(KRaft, the shared ``kafka4_cluster``), topics of replication factor 3 with
+``min.insync.replicas`` 2, across processes killed with SIGKILL
 in the middle of a micro-batch: a Spark executor, the Spark driver (before its
 commit, and in the middle of it), a broker that coordinates the transaction
 and leads a partition it writes to. Every row must reach ``read_committed``
@@ -12,7 +13,7 @@ or the driver's commit after its first EndTxn) until the test has killed what
 it kills; in a Spark driver process of its own where the test kills the driver
 or an executor, else in the tests' Spark. The tests share one cluster: a test
 that kills a broker starts it again, and each test first makes sure every
-broker serves.
+broker serves (Kafka's killed node is started again after the module, too).
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ import anyio
 import eos_cluster_driver
 import pytest
 from pyspark import cloudpickle
-from spark_helpers import consume_all, create, fresh, produce, run
+from spark_helpers import KafkaNodes, consume_all, fresh, produce, run
 
 from trafka.brokerlite.dev.local_cluster import ClusterProcesses
-from trafka.sdk import ProducerFencedError, open_admin
+from trafka.sdk import NewTopic, ProducerFencedError, open_admin
 from trafka.sdk.group_protocol import find_coordinator_request, read_find_coordinator
 from trafka.sdk.txn_handoff import PreparedTransaction, end_transaction
 from trafka.spark import _eos
@@ -63,11 +64,26 @@ SETTINGS = {
 }
 
 
-@pytest.fixture(scope="module")
-def cluster(module_zk: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    """Three broker processes, in a chroot of the shared ZooKeeper of their own."""
+@pytest.fixture(scope="module", params=["brokerlite", "4"])
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ClusterProcesses | KafkaNodes]:
+    """Three broker processes: brokerlite's, in a chroot of the shared ZooKeeper
+    of their own, or Kafka 4's shared three nodes (KRaft; a node a test killed
+    is started again after it, so the cluster is whole for the tests after)."""
+    if request.param != "brokerlite":
+        nodes = KafkaNodes(request.getfixturevalue("kafka4_cluster"))
+        try:
+            yield nodes
+        finally:
+            for node in nodes.ports:
+                nodes.start_node(node)
+        return
     running = ClusterProcesses(
-        tmp_path_factory.mktemp("eos-cluster"), 3, zookeeper_connect=module_zk, settings=SETTINGS
+        tmp_path_factory.mktemp("eos-cluster"),
+        3,
+        zookeeper_connect=request.getfixturevalue("module_zk"),
+        settings=SETTINGS,
     )
     try:
         running.start()
@@ -77,12 +93,19 @@ def cluster(module_zk: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 @pytest.fixture
-def servers(cluster: ClusterProcesses) -> str:
+def servers(cluster: ClusterProcesses | KafkaNodes) -> str:
     """The cluster's bootstrap servers, every broker serving (a test before may
     have killed one)."""
     for node in cluster.ports:
         cluster.start_node(node)
     return cluster.bootstrap_servers
+
+
+def create(servers: str, topic: str, partitions: int) -> None:
+    """A topic replicated on the three nodes, two of them in sync for a write
+    (SETTINGS's defaults, which Kafka's shared cluster does not have)."""
+    settings = {"min.insync.replicas": "2"}
+    _admin(servers, lambda admin: admin.create_topics([NewTopic(topic, partitions, 3, settings)]))
 
 
 class Brokers:
@@ -162,8 +185,8 @@ class Stream:
         self.servers = servers
         self.source = fresh("eos-cluster-src")
         self.sink = fresh("eos-cluster-sink")
-        create(Brokers(servers), self.source, 2)
-        create(Brokers(servers), self.sink, sink_partitions)
+        create(servers, self.source, 2)
+        create(servers, self.sink, sink_partitions)
         self.sink_partitions = sink_partitions
         values = [b"v%d" % i for i in range(RECORDS)]
         produce(
@@ -342,8 +365,14 @@ def coordinators(servers: str, tids: list[str]) -> dict[str, int]:
         version = conn.version_for(10)
         nodes = {}
         for tid in tids:
-            answer = await conn.request(10, find_coordinator_request(version, tid, 1))
-            code, nodes[tid], _, _ = read_find_coordinator(version, answer)
+            # Kafka makes __transaction_state on the first lookup, and answers
+            # COORDINATOR_NOT_AVAILABLE (15) until it is served.
+            while True:
+                answer = await conn.request(10, find_coordinator_request(version, tid, 1))
+                code, nodes[tid], _, _ = read_find_coordinator(version, answer)
+                if code != 15:
+                    break
+                await anyio.sleep(0.5)
             assert code == 0, (tid, code)
         return nodes
 
@@ -421,7 +450,7 @@ def test_a_driver_killed_mid_commit_is_finished_on_restart(
 
 
 def test_a_broker_killed_mid_batch_loses_and_doubles_nothing(
-    spark: Any, cluster: ClusterProcesses, servers: str, tmp_path: Path
+    spark: Any, cluster: ClusterProcesses | KafkaNodes, servers: str, tmp_path: Path
 ) -> None:
     """Micro-batch 1's task of partition 0 has sent its rows (not flushed) in a
     transaction; the broker that coordinates the transaction, which also leads

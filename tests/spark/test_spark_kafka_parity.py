@@ -283,24 +283,29 @@ class Failed(str):
 def fails_at(spark: Any, fmt: str, servers: str, options: dict[str, str]) -> Failed:
     """Where a read with ``options`` fails: ``load``, ``plan`` (its first action,
     before any task) or ``task``; ``no error`` when it does not."""
-    moment, text = "no error", ""
+    moment_, text = "no error", ""
     try:
         df = reader(spark, fmt, servers, options).load()
     except Exception as exc:
-        moment, text = "load", str(exc)
+        moment_, text = "load", str(exc)
     else:
         try:
             df.collect()
         except Exception as exc:
             text = str(exc)
-            # Spark's error of a failed task, the executor's stack, or the Python
-            # worker's traceback (a task's; planning errors say PYTHON_DATA_SOURCE_ERROR).
-            marks = ("stage failure", "Executor$TaskRunner", "thrown from the Python worker")
-            in_task = any(mark in text for mark in marks)
-            moment = "task" if in_task else "plan"
-    failed = Failed(moment)
+            moment_ = moment(text)
+    failed = Failed(moment_)
     failed.text = text[:2000]
     return failed
+
+
+def moment(error: str) -> str:
+    """Where an action failed, from its error's text: ``task`` or ``plan``.
+
+    Spark's error of a failed task, the executor's stack, or the Python
+    worker's traceback say a task (planning errors say PYTHON_DATA_SOURCE_ERROR)."""
+    marks = ("stage failure", "Executor$TaskRunner", "thrown from the Python worker")
+    return "task" if any(mark in error for mark in marks) else "plan"
 
 
 @pytest.mark.slow

@@ -293,3 +293,48 @@ def test_a_wait_says_whether_the_offsets_are_worth_asking_for_again(
     # Behind the end of one partition: its leader answers at once that there is more.
     behind = {topic: {p: max(0, o - 1) for p, o in latest[topic].items()}}
     assert planner.wait(behind) is True
+
+
+def test_a_micro_batch_plan_reports_records_gone_as_spark_does(
+    broker: RunningBroker, planner_for: Any
+) -> None:
+    """As Spark's connector plans a micro-batch (its getOffsetRangesFromResolvedOffsets,
+    docs/spark.md "When records are gone"): a new partition that does not start
+    at offset 0, and a partition that is gone, fail it with failOnDataLoss=true;
+    with false the plan goes on from the new partition's earliest offset."""
+    import anyio
+
+    from trafka.sdk import TopicPartition, open_admin
+    from trafka.spark import _loss
+
+    prefix = fresh("plan-lost")
+    grown, gone = f"{prefix}-a", f"{prefix}-b"
+    create(broker, grown, 1)
+    create(broker, gone, 1)
+    strict = _options(broker, subscribePattern=f"{prefix}-.*")
+    lenient = dataclasses.replace(strict, fail_on_data_loss=False)
+    planner = planner_for(strict)
+    start = _kafka.starting_offsets(strict, planner)
+    grow(broker, grown, 2)
+    produce(broker, grown, [(None, b"v%d" % i, None) for i in range(3)], partition=1)
+
+    async def lose() -> None:
+        with anyio.fail_after(30):
+            async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+                await admin.delete_records({TopicPartition(grown, 1): 2})
+
+    anyio.run(lose, backend="trio")
+    end = _kafka.latest_offsets(strict, since=start, planner=planner)
+    with pytest.raises(_kafka.DataLossError, match=rf"{grown}-1, new .* starts at offset 2"):
+        _loss.stream_start(strict, start, end, planner)
+    assert _loss.stream_start(lenient, start, end, planner) == {
+        grown: {"0": 0, "1": 2},
+        gone: {"0": 0},
+    }
+    delete(broker, gone)
+    end = _kafka.latest_offsets(strict, since=start, planner=planner)
+    assert gone not in end
+    moved = {**start, grown: {"0": 0, "1": 2}}
+    with pytest.raises(_kafka.DataLossError, match=rf"{gone}-0 no longer exist"):
+        _loss.stream_start(strict, moved, end, planner)
+    assert _loss.stream_start(lenient, moved, end, planner) == moved
