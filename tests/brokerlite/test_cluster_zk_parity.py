@@ -50,7 +50,7 @@ from trafka.codec.framing import FrameReader
 from trafka.codec.messages import k19_create_topics as ct
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import decode_response_frame, encode_request
-from trafka.sdk.admin import NewTopic
+from trafka.sdk.admin import NewTopic, UserScramCredentialUpsertion
 from trafka.sdk.blocking import Admin, Producer
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
@@ -670,29 +670,50 @@ def _kafka_tool(main: str, *args: str) -> str:
 
 def test_kafkas_own_tools_read_and_change_brokerlites_state(sides: tuple[Side, Side]) -> None:
     """Kafka 3.9's tools that still work on ZooKeeper and on a broker's files, pointed
-    at brokerlite's: ``kafka-configs --zookeeper`` (ConfigCommand) describes a
-    topic's overrides from ``/config/topics/T`` and changes them the way Kafka's
-    brokers pick up (the znode and a ``/config/changes`` notification), and
-    brokerlite's brokers apply the change; ``kafka-dump-log`` (DumpLogSegments)
-    reads a brokerlite replica's segment as Kafka's log format."""
+    at brokerlite's. ``kafka-configs --zookeeper`` (ConfigCommand; in 3.9 for users
+    and brokers only, KIP-554) writes a user's SCRAM credential as Kafka's brokers
+    read it (``/config/users/<user>`` and a ``/config/changes`` notification):
+    brokerlite's brokers take it up; and it describes a credential brokerlite
+    wrote. ``kafka-dump-log`` (DumpLogSegments) reads a brokerlite replica's
+    segment as Kafka's log format, every batch valid."""
     brokerlite = sides[1]
+    zk = ["--zookeeper", brokerlite.connect, "--entity-type", "users"]
+    _kafka_tool(
+        "kafka.admin.ConfigCommand",
+        *zk,
+        *("--entity-name", "zkp-alice", "--alter"),
+        *("--add-config", "SCRAM-SHA-256=[iterations=8192,password=alice-secret]"),
+    )
+    with brokerlite.admin() as admin:
+        seen = _until(
+            "brokerlite takes up the credential kafka-configs wrote",
+            lambda: admin.describe_user_scram_credentials().get("zkp-alice"),
+        )
+        assert [(c.mechanism, c.iterations) for c in seen.credential_infos] == [
+            ("SCRAM-SHA-256", 8192)
+        ]
+        admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion("zkp-bob", "bob-secret", "SCRAM-SHA-512", 4096)]
+        )
+    described = _kafka_tool(
+        "kafka.admin.ConfigCommand", *zk, "--entity-name", "zkp-bob", "--describe"
+    )
+    assert re.search(
+        r"SCRAM-SHA-512=salt=\S+,stored_key=\S+,server_key=\S+,iterations=4096", described
+    ), described
+
     topic = "zkp-tools"
-    _create(brokerlite, topic, {0: ["A", "B", "C"]}, **{"retention.ms": "86400000"})
+    _create(brokerlite, topic, {0: ["A", "B", "C"]})
     with Producer(bootstrap_servers=brokerlite.bootstrap, acks="all") as producer:
         for i in range(5):
             producer.send_and_wait(topic, b"value-%d" % i, key=b"key-%d" % i, partition=0)
-    zk = ["--zookeeper", brokerlite.connect, "--entity-type", "topics", "--entity-name", topic]
-    described = _kafka_tool("kafka.admin.ConfigCommand", *zk, "--describe")
-    assert "retention.ms=86400000" in described, described
-    _kafka_tool("kafka.admin.ConfigCommand", *zk, "--alter", "--add-config", "retention.ms=3600000")
-    with brokerlite.admin() as admin:
-        _until(
-            "brokerlite applies kafka-configs' change",
-            lambda: admin.describe_configs([topic])[topic]["retention.ms"] == "3600000",
-        )
     leader = brokerlite.ids()["A"]
     segment = brokerlite.log_dirs[leader] / f"{topic}-0" / "00000000000000000000.log"
     dumped = _kafka_tool("kafka.tools.DumpLogSegments", "--files", str(segment), "--print-data-log")
-    assert re.search(r"baseOffset: 0 lastOffset: 0 count: 1 .*isvalid: true", dumped), dumped
+    batches = re.findall(r"^baseOffset: (\d+) lastOffset: (\d+) .* isvalid: (\w+)", dumped, re.M)
+    assert batches and all(valid == "true" for *_, valid in batches), dumped
+    assert [int(b[0]) for b in batches] == sorted({int(b[0]) for b in batches}), dumped
     for i in range(5):
-        assert re.search(rf"\| offset: {i} .* key: key-{i} payload: value-{i}\b", dumped), dumped
+        assert re.search(rf"\| offset: {i} .* key: key-{i} payload: value-{i}$", dumped, re.M), (
+            dumped
+        )
