@@ -63,6 +63,18 @@ read from their own report: the producer's from its first send to its last
 acknowledgement, the consumer's over its fetch time, after its group join); it
 sends no keys, so it does not take ``--keys``.
 
+``--cluster N`` (throughput suite) runs each broker as a cluster of N nodes
+instead: brokerlite's nodes as processes on a private ZooKeeper, and Apache Kafka
+3.9 on ZooKeeper (N brokers, full JIT), rather than 4.x on KRaft, so that both
+clusters are coordinated the same way and the brokers' CPU is their data path and
+replication, without a KRaft quorum working in the same processes. Every topic
+gets replication factor N and every producer acks=all (ProducerPerformance too);
+the broker CPU per 100k records is that of the N broker processes summed
+(ZooKeeper's is left out of both). ``--rate R`` adds, per broker, the open-loop
+produce latency of ``bench/_open_loop.py`` (confluent-kafka, linger.ms 0, one
+record every 1/R s for ``--rate-seconds``, acks as above): p50 and p99 at a rate
+below saturation, where a closed loop would hide the queueing.
+
 ``--suite eos`` (or ``all``) measures what delivery guarantees cost, for trafka
 (async and blocking, the latter with ``with producer.transaction():`` blocks)
 and confluent-kafka in the same run: the produce workload with acks=all in
@@ -135,6 +147,7 @@ from pathlib import Path
 from typing import Any
 
 from _kafka import kafka_peers  # bench/ is the script's directory
+from _open_loop import OpenLoop, open_loop
 
 CLIENTS = (
     "trafka",
@@ -161,6 +174,8 @@ BUFFER_MEMORY = 32 * 1024 * 1024  # every client's default (librdkafka's is 1 Gi
 # What failed in this run ("what: why"). The tables still print whatever did run,
 # but the exit status is 1, so that a broken measurement cannot pass for a slow one.
 FAILURES: list[str] = []
+# The producers' acks: 1, or -1 (all) with --cluster (set in the worker from --acks).
+ACKS = 1
 
 
 def _failed(what: str, error: str, shown: str | None = None) -> None:
@@ -203,7 +218,7 @@ def produce_trafka(bs: str, topic: str, n: int, size: int, keys: int) -> dict[st
     out: dict[str, Any] = {}
 
     async def main() -> None:
-        async with open_producer(bootstrap_servers=bs, acks=1) as producer:
+        async with open_producer(bootstrap_servers=bs, acks=ACKS) as producer:
             await producer.partitions_for(topic)
             acc = producer._acc
             base_rss = _current_rss()
@@ -238,7 +253,7 @@ def produce_trafka_try_send(bs: str, topic: str, n: int, size: int, keys: int) -
     out: dict[str, Any] = {}
 
     async def main() -> None:
-        async with open_producer(bootstrap_servers=bs, acks=1) as producer:
+        async with open_producer(bootstrap_servers=bs, acks=ACKS) as producer:
             await producer.partitions_for(topic)
             sequence = _key_sequence(n, keys)
             start = time.perf_counter()
@@ -280,7 +295,7 @@ def produce_trafka_blocking(bs: str, topic: str, n: int, size: int, keys: int) -
     from trafka.sdk.blocking import Producer
 
     value = b"x" * size
-    with Producer(bootstrap_servers=bs, acks=1) as producer:
+    with Producer(bootstrap_servers=bs, acks=ACKS) as producer:
         producer.partitions_for(topic)
         sequence = _key_sequence(n, keys)
         start = time.perf_counter()
@@ -315,7 +330,7 @@ def produce_aiokafka(bs: str, topic: str, n: int, size: int, keys: int) -> dict[
     out: dict[str, Any] = {}
 
     async def main() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=bs, acks=1)
+        producer = AIOKafkaProducer(bootstrap_servers=bs, acks=ACKS)
         await producer.start()
         try:
             await producer.partitions_for(topic)
@@ -365,7 +380,7 @@ def produce_kafka_python(bs: str, topic: str, n: int, size: int, keys: int) -> d
     from kafka import KafkaProducer
 
     value = b"x" * size
-    producer = KafkaProducer(bootstrap_servers=bs, acks=1)
+    producer = KafkaProducer(bootstrap_servers=bs, acks=ACKS)
     try:
         producer.partitions_for(topic)
         sequence = _key_sequence(n, keys)
@@ -401,7 +416,7 @@ def produce_confluent(bs: str, topic: str, n: int, size: int, keys: int) -> dict
     from confluent_kafka import Producer
 
     value = b"x" * size
-    producer = Producer({"bootstrap.servers": bs, "acks": 1})
+    producer = Producer({"bootstrap.servers": bs, "acks": ACKS})
     producer.list_topics(topic, timeout=10)
     sequence = _key_sequence(n, keys)
     start = time.perf_counter()
@@ -627,7 +642,7 @@ def produce_java(bs: str, topic: str, n: int, size: int, keys: int) -> dict[str,
     out = _java_perf(
         "org.apache.kafka.tools.ProducerPerformance",
         *("--topic", topic, "--num-records", str(n), "--record-size", str(size)),
-        *("--throughput", "-1", "--command-property", f"bootstrap.servers={bs}", "acks=1"),
+        *("--throughput", "-1", "--command-property", f"bootstrap.servers={bs}", f"acks={ACKS}"),
     )
     match = re.search(rf"^{n} records sent, ([\d.]+) records/sec", out, re.M)
     if match is None:
@@ -640,6 +655,9 @@ def consume_java(bs: str, topic: str, n: int, partitions: int) -> dict[str, Any]
     out = _java_perf(
         "org.apache.kafka.tools.ConsumerPerformance",
         *("--bootstrap-server", bs, "--topic", topic, "--num-records", str(n)),
+        # Its default gives up after 10 s without a record, which a group's first
+        # join on a cluster (the offsets topic made RF 3) can take on a busy machine.
+        *("--timeout", "60000"),
     )
     rows = [line.split(", ") for line in out.splitlines() if line.count(", ") >= 9]
     names, values = rows[0], rows[-1]
@@ -764,6 +782,8 @@ def run_share(
 
 
 def run_worker(args: argparse.Namespace) -> int:
+    global ACKS
+    ACKS = args.acks
     if args.worker in EOS_MODES:
         result = EOS_WORKERS[args.client](
             args.bootstrap, args.topic, args.records, args.size, args.worker, args.txn_records
@@ -1090,18 +1110,133 @@ class KafkaBroker:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+class BrokerliteCluster:
+    """``--cluster N``: N brokerlite processes on a private ZooKeeper (its CPU not counted)."""
+
+    name = "brokerlite cluster"
+
+    def __init__(self, nodes: int) -> None:
+        from trafka.brokerlite.dev.local_cluster import ClusterProcesses
+
+        self.dir = Path(tempfile.mkdtemp(prefix="trafka-bench-clients-cluster-"))
+        self.cluster = ClusterProcesses(
+            self.dir,
+            nodes,
+            # As tests/kafka_peers.py sets up Kafka: a small offsets topic.
+            settings={"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 5},
+        )
+        self.bootstrap = ""
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.cluster.procs.values() if p.poll() is None]
+
+    def start(self) -> None:
+        self.cluster.start(timeout=120)
+        self.bootstrap = self.cluster.bootstrap_servers
+        self.name = f"brokerlite, {len(self.cluster.ports)} nodes"
+
+    def stop(self) -> None:
+        self.cluster.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class KafkaZkCluster:
+    """``--cluster N``: N Apache Kafka 3.9 brokers on a private ZooKeeper (its CPU not
+    counted), full JIT. 3.9 on ZooKeeper rather than 4.x on KRaft: the same
+    coordination as brokerlite's cluster, so the brokers' CPU is their data path and
+    replication, without a KRaft quorum's work in the same processes."""
+
+    name = "Apache Kafka"
+
+    def __init__(self, nodes: int) -> None:
+        from trafka.brokerlite.dev.zookeeper_server import ZooKeeperServer
+
+        self.dir = Path(tempfile.mkdtemp(prefix="trafka-bench-kafka-zk-"))
+        self.zookeeper = ZooKeeperServer(self.dir / "zookeeper")
+        self.nodes = nodes
+        self.cluster: Any = None
+        self.bootstrap = ""
+
+    def pids(self) -> list[int]:
+        nodes = [] if self.cluster is None else self.cluster.nodes
+        return [node.proc.pid for node in nodes if node.proc is not None]
+
+    def start(self) -> None:
+        self.zookeeper.start(timeout=60)
+        peers = kafka_peers()
+        self.cluster = peers.KafkaCluster(
+            peers.KAFKA_3,
+            self.dir / "kafka",
+            nodes=self.nodes,
+            zookeeper=self.zookeeper.connect_string + "/kafka",
+            jit=True,
+            config={"num.partitions": 1},
+        )
+        self.cluster.start()
+        self.bootstrap = self.cluster.bootstrap_servers
+        self.name = f"Apache Kafka {self.cluster.version}, {self.nodes} nodes"
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+        self.zookeeper.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+AnyBroker = Broker | KafkaBroker | BrokerliteCluster | KafkaZkCluster
+
+
+def make_broker(kind: str, nodes: int) -> AnyBroker:
+    if nodes > 1:
+        return KafkaZkCluster(nodes) if kind == "kafka" else BrokerliteCluster(nodes)
+    return KafkaBroker() if kind == "kafka" else Broker()
+
+
+def run_open_loop(args: argparse.Namespace, broker: AnyBroker, run_id: str) -> OpenLoop:
+    """Produce latency at a fixed rate below saturation (bench/_open_loop.py), acks as
+    the throughput runs (all with --cluster), into a topic of its own."""
+    topic = f"bench-open-loop-{run_id}"
+    create_topic(broker.bootstrap, topic, args.partitions, args.cluster)
+    result = open_loop(
+        broker.bootstrap,
+        topic,
+        rate=args.rate,
+        seconds=args.rate_seconds,
+        size=args.size,
+        keys=max(1, args.keys),
+        acks=-1 if args.cluster > 1 else 1,
+    )
+    print(
+        f"  open loop: p50 {result.quantile(0.5) * 1e3:.2f} ms, p99 "
+        f"{result.quantile(0.99) * 1e3:.2f} ms ({result.note(args.rate, args.rate_seconds)})",
+        flush=True,
+    )
+    if result.failed or len(result.times) != result.sent:
+        _failed("open-loop produce", result.note(args.rate, args.rate_seconds))
+    return result
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, replication: int = 1) -> None:
     import trio
 
+    from trafka.codec.errors import ErrorCode, KafkaError
     from trafka.sdk import NewTopic, TopicPartition, open_admin
 
     async def main() -> None:
-        with trio.fail_after(30):
+        with trio.fail_after(60):
             async with open_admin(bootstrap_servers=bootstrap) as admin:
-                await admin.create_topics([NewTopic(topic, partitions)])
-                # Kafka answers CreateTopics before its partitions are served.
+                await admin.create_topics([NewTopic(topic, partitions, replication)])
+                # Kafka answers CreateTopics before its partitions are served (on
+                # ZooKeeper, before the brokers even know the topic).
                 tps = [TopicPartition(topic, p) for p in range(partitions)]
-                await admin.list_offsets({tp: "latest" for tp in tps})
+                while True:
+                    try:
+                        await admin.list_offsets({tp: "latest" for tp in tps})
+                        return
+                    except KafkaError as exc:
+                        if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                            raise
+                    await trio.sleep(0.1)
 
     trio.run(main)
 
@@ -1130,6 +1265,8 @@ def measure(
         str(args.txn_records),
         "--keys",
         str(args.keys),
+        "--acks",
+        str(-1 if args.cluster > 1 else 1),
     ]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
@@ -1297,7 +1434,7 @@ def _cpu_seconds(pids: list[int]) -> float:
 
 
 def run_throughput(
-    args: argparse.Namespace, clients: list[str], broker: Broker | KafkaBroker, run_id: str
+    args: argparse.Namespace, clients: list[str], broker: AnyBroker, run_id: str
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Every client's produce and consume on its own topic, then every consumer on
     a common topic; each result with the broker's CPU seconds while it ran."""
@@ -1311,7 +1448,7 @@ def run_throughput(
 
     for client in clients:
         topic = f"bench-{client}-{run_id}"
-        create_topic(broker.bootstrap, topic, args.partitions)
+        create_topic(broker.bootstrap, topic, args.partitions, args.cluster)
         produced = timed(client, "produce", topic)
         results[client] = {"produce": produced}
         print(f"  {client:<16} produce {_fmt_rate(produced):>12} records/s", flush=True)
@@ -1357,9 +1494,11 @@ def _ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
     return f"{a['rate'] / b['rate']:.2f}" if ok else "-"  # type: ignore[index]
 
 
-def print_throughput(name: str, results: dict[str, dict[str, dict[str, Any]]]) -> None:
+def print_throughput(
+    name: str, results: dict[str, dict[str, dict[str, Any]]], acks: str = "1"
+) -> None:
     print()
-    print(f"throughput against {name}: acks=1")
+    print(f"throughput against {name}: acks={acks}")
     header = f"{'client':<16} {'produce rec/s':>14} {'consume rec/s':>14} {'common topic':>14}"
     print(header)
     print("-" * len(header))
@@ -1448,6 +1587,22 @@ def main(argv: list[str] | None = None) -> int:
         help="the broker(s) every client talks to: brokerlite, kafka (Apache Kafka 4.x "
         "itself, from make peers' jars) or brokerlite,kafka (both in turn, compared)",
     )
+    parser.add_argument(
+        "--cluster",
+        type=int,
+        default=1,
+        help="brokers per cluster: above 1, each broker runs as a cluster of that many "
+        "nodes (brokerlite and Kafka 3.9, both on ZooKeeper), topics get that replication "
+        "factor and the producers acks=all",
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0,
+        help="open-loop produce latency (p50, p99) at this many records/s per broker, "
+        "below saturation (0: skip)",
+    )
+    parser.add_argument("--rate-seconds", type=float, default=10.0, help="open-loop duration")
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     parser.add_argument(
         "--suite",
@@ -1473,6 +1628,7 @@ def main(argv: list[str] | None = None) -> int:
         help=argparse.SUPPRESS,
     )
     parser.add_argument("--client", choices=CLIENTS, help=argparse.SUPPRESS)
+    parser.add_argument("--acks", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
     parser.add_argument("--topic", help=argparse.SUPPRESS)
     parser.add_argument(
@@ -1487,6 +1643,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_worker(args)
     if args.smoke:
         args.records, args.rounds, args.txn_records, args.timeout = 2_000, 1, 100, 120.0
+        args.rate_seconds = min(args.rate_seconds, 1.0)
 
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     unknown = set(clients) - set(CLIENTS)
@@ -1501,6 +1658,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--broker takes brokerlite, kafka or brokerlite,kafka")
     if args.suite != "throughput" and kinds != ["brokerlite"]:
         parser.error("the eos and share suites run against brokerlite only")
+    if args.cluster < 1 or (args.cluster > 1 and args.suite != "throughput"):
+        parser.error("--cluster takes a node count, for the throughput suite")
     # SIGTERM (e.g. from make or CI) must still stop the broker and remove its files.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     eos: dict[str, dict[str, dict[str, Any]]] = {}
@@ -1509,8 +1668,9 @@ def main(argv: list[str] | None = None) -> int:
     throughput = args.suite in ("throughput", "all")
     names: list[str] = []
     by_broker: list[dict[str, dict[str, dict[str, Any]]]] = []
+    latencies: list[OpenLoop] = []
     for kind in kinds:
-        broker: Broker | KafkaBroker = KafkaBroker() if kind == "kafka" else Broker()
+        broker = make_broker(kind, args.cluster)
         try:
             broker.start()
             print(
@@ -1535,6 +1695,8 @@ def main(argv: list[str] | None = None) -> int:
             if throughput:
                 names.append(broker.name)
                 by_broker.append(run_throughput(args, clients, broker, run_id))
+            if args.rate > 0:
+                latencies.append(run_open_loop(args, broker, run_id))
         finally:
             broker.stop()
 
@@ -1543,9 +1705,14 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"eos": eos, "share": share}))
         return _exit_status()
     for name, results in zip(names, by_broker, strict=True):
-        print_throughput(name, results)
+        print_throughput(name, results, "all" if args.cluster > 1 else "1")
     if len(by_broker) == 2:
         print_brokers(args, names, by_broker)
+    for name, latency in zip(names, latencies, strict=False):
+        print(
+            f"open-loop produce latency against {name}, {args.rate:,.0f} records/s: "
+            f"p50 {latency.quantile(0.5) * 1e3:.2f} ms, p99 {latency.quantile(0.99) * 1e3:.2f} ms"
+        )
     if args.json:
         print(json.dumps({**dict(zip(names, by_broker, strict=True)), "eos": eos, "share": share}))
     return _exit_status()

@@ -109,6 +109,7 @@ from pathlib import Path
 from typing import Any
 
 from _kafka import kafka_cluster  # bench/ is the script's directory
+from _open_loop import open_loop as measure_open_loop
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
@@ -778,44 +779,12 @@ def open_loop(setup: Brokers, path: str, servers: str, args: argparse.Namespace)
     scheduled time to its delivery report (see the module's docstring)."""
     topic = f"bench-open-{path.replace(' ', '-')}"
     create_topic(setup.servers, topic, args.partitions, setup.replication)
-    times: list[float] = []
-    failed: list[Any] = []
-    producer = Producer(
-        {
-            "bootstrap.servers": servers,
-            "acks": 1,
-            "enable.idempotence": False,
-            "linger.ms": 0,
-            "log_level": 3,
-        }
+    run = measure_open_loop(
+        servers, topic, rate=args.rate, seconds=args.rate_seconds, size=args.size, keys=args.keys
     )
-    # Connected and with metadata before the clock starts.
-    producer.produce(topic, b"warm-up", b"key-0")
-    producer.flush(30)
-    count = max(1, int(args.rate * args.rate_seconds))
-    interval = 1.0 / args.rate
-    start = time.perf_counter() + 0.1
-    for i in range(count):
-        due = start + i * interval
-        while (now := time.perf_counter()) < due:
-            producer.poll(min(due - now, 0.001))
-
-        def done(error: Any, _message: Any, due: float = due) -> None:
-            if error is not None:
-                failed.append(error)
-            else:
-                times.append(time.perf_counter() - due)
-
-        producer.produce(topic, b"x" * args.size, b"key-%d" % (i % args.keys), on_delivery=done)
-        producer.poll(0)
-    producer.flush(60)
-    del producer
-    gc.collect()
     delete_topic(setup.servers, topic)
-    note = f"{args.rate:,.0f} records/s for {args.rate_seconds:g} s"
-    if failed or len(times) != count:
-        note += f"; {len(failed)} failed, {count - len(times) - len(failed)} unanswered"
-    result = Latency(setup.name, f"{path} (open loop)", times or [float("nan")], note)
+    note = run.note(args.rate, args.rate_seconds)
+    result = Latency(setup.name, f"{path} (open loop)", run.times or [float("nan")], note)
     print(
         f"  {setup.name:<9} {path:<11} open loop p50 {result.quantile(0.5) * 1e3:6.2f} ms"
         f"  p99 {result.quantile(0.99) * 1e3:6.2f} ms  {note}",

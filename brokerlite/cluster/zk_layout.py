@@ -51,6 +51,7 @@ __all__ = [
     "DEFAULT_BROKER",
     "CONTROLLER",
     "CONTROLLER_EPOCH",
+    "PERSISTENT_PATHS",
     "PREFERRED_REPLICA_ELECTION",
     "PRODUCER_ID_BLOCK",
     "BrokerRegistration",
@@ -98,6 +99,25 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+#: The persistent znodes a Kafka 3.9 broker makes when it joins (``ZkData``'s
+#: ``PersistentZkPaths``), made by every broker likewise, so that Kafka's tools
+#: and a Kafka broker find the tree they expect.
+PERSISTENT_PATHS = (
+    "/consumers",
+    BROKER_IDS,
+    BROKER_TOPICS,
+    CONFIG_CHANGES,
+    ADMIN_DELETE_TOPICS,
+    "/brokers/seqid",
+    "/isr_change_notification",
+    PRODUCER_ID_BLOCK,
+    "/log_dir_event_notification",
+    CONFIG_TOPICS,
+    "/config/clients",
+    "/config/users",
+    CONFIG_BROKERS,
+    "/config/ips",
+)
 
 NO_LEADER = -1
 
@@ -145,7 +165,10 @@ def config_change_notification(entity_path: str) -> tuple[str, bytes]:
     (``entity_path`` as ``topics/T``, ``brokers/1``, ``users/alice``): its path
     prefix (ZooKeeper appends the sequence number) and content."""
     doc = {"version": 2, "entity_path": entity_path}
-    return f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}", json.dumps(doc).encode()
+    # Kafka's field order and compact form (not sorted: "version" comes first).
+    return f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}", json.dumps(
+        doc, separators=(",", ":")
+    ).encode()
 
 
 def _dumps(doc: Mapping[str, Any]) -> bytes:
@@ -200,7 +223,9 @@ def decode_cluster_id(data: bytes) -> str:
 
 
 def encode_controller(node_id: int, timestamp_ms: int) -> bytes:
-    return _dumps({"version": 1, "brokerid": node_id, "timestamp": str(timestamp_ms)})
+    """Kafka 3.9's version 2 (a ZooKeeper controller writes ``kraftControllerEpoch`` -1)."""
+    doc = {"version": 2, "brokerid": node_id, "timestamp": str(timestamp_ms)}
+    return _dumps(doc | {"kraftControllerEpoch": -1})
 
 
 def decode_controller(data: bytes) -> int:
@@ -337,16 +362,18 @@ def _partition_map(path: str, value: Any, what: str) -> dict[int, tuple[int, ...
 
 
 def encode_topic(topic: TopicAssignment) -> bytes:
-    def text_keys(m: Mapping[int, tuple[int, ...]]) -> dict[str, list[int]]:
-        return {str(p): list(r) for p, r in sorted(m.items())}
+    def text_keys(m: Mapping[int, tuple[int, ...]], *, empty: bool) -> dict[str, list[int]]:
+        return {str(p): list(r) for p, r in sorted(m.items()) if r or empty}
 
+    # As Kafka's TopicZNode: a partition with no replica being added (removed)
+    # is left out of adding_replicas (removing_replicas).
     return _dumps(
         {
             "version": 3,
             "topic_id": topic_id_text(topic.topic_id),
-            "partitions": text_keys(topic.replicas),
-            "adding_replicas": text_keys(topic.adding),
-            "removing_replicas": text_keys(topic.removing),
+            "partitions": text_keys(topic.replicas, empty=True),
+            "adding_replicas": text_keys(topic.adding, empty=False),
+            "removing_replicas": text_keys(topic.removing, empty=False),
         }
     )
 

@@ -11,7 +11,9 @@
   brokers, none twice, one factor: else INVALID_REPLICA_ASSIGNMENT). The answer
   comes once every partition has a leader, or at ``timeout_ms``.
 * Configs are topic configs by Kafka name; a null value is INVALID_CONFIG.
-* ``validate_only`` runs every check and changes nothing.
+* ``validate_only`` runs every check and changes nothing; the answer (v5+) is
+  the topic that would have been made: its partition count, replication factor
+  (placed as it would have been) and effective configs, as Kafka answers (KIP-525).
 * A topic named twice in one request gets INVALID_REQUEST for every copy.
 * From v5 the result carries the partition count, replication factor and the
   topic's effective configs; from v7 the topic id.
@@ -118,6 +120,7 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
     results: list[Result] = []
     cluster = ctx.cluster
     tasks: list[ZkTask] = []
+    validated: dict[str, TopicInfo] = {}
     for topic in request.topics:
         try:
             if counts[topic.name] > 1:
@@ -136,7 +139,7 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
                 raise _Refused(ErrorCode.THROTTLING_QUOTA_EXCEEDED, MUTATION_THROTTLED)
             if cluster is not None:
                 # Names, partitions and configs are checked here, the rest by the driver.
-                ctx.logs.create_topic(
+                validated[topic.name] = ctx.logs.create_topic(
                     topic.name, partitions, configs, validate_only=True, now_ms=ctx.now_ms
                 )
                 tasks.append(
@@ -180,7 +183,7 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
             request.timeout_ms,
             lambda: m.CreateTopicsResponse(
                 throttle_time_ms=throttle_ms,
-                topics=_cluster_results(ctx, request, results, tasks, indescribable),
+                topics=_cluster_results(ctx, request, results, tasks, validated, indescribable),
             ),
         )
     return m.CreateTopicsResponse(throttle_time_ms=quota.throttle_ms(), topics=results)
@@ -202,6 +205,7 @@ def _cluster_results(
     request: m.CreateTopicsRequest,
     results: list[Result],
     tasks: list[ZkTask],
+    validated: dict[str, TopicInfo],
     indescribable: set[str],
 ) -> list[Result]:
     """The results once the driver carried the topics' ZooKeeper writes out."""
@@ -217,9 +221,17 @@ def _cluster_results(
         if code:
             out.append(_refused(result.name, ctx.version, code, message))
             continue
+        if request.validate_only:
+            # Answered as Kafka answers (KIP-525): the topic that would have been
+            # made, placed as the driver would have placed it.
+            planned = task.args["planned"]
+            out.append(
+                _created(ctx, request, validated[result.name], indescribable, len(planned[0]))
+            )
+            continue
         info = ctx.logs.topic(result.name)
         assignment = ctx.cluster.image.topics.get(result.name)
-        if info is None or request.validate_only:
+        if info is None:
             out.append(Result(name=result.name, num_partitions=-1, replication_factor=-1))
             continue
         factor = len(assignment.replicas[0]) if assignment is not None else -1
@@ -250,8 +262,12 @@ def _created(
         )
     described: list[ResultConfig] = []
     if version >= 5:
-        # A validated-only topic does not exist, so it has no configs to describe.
-        entries = [] if request.validate_only else ctx.logs.describe_configs(info.name)
+        # A validated-only topic is described as it would have been created (Kafka's answer).
+        entries = (
+            ctx.logs.describe_new_configs(info.configs)
+            if request.validate_only
+            else ctx.logs.describe_configs(info.name)
+        )
         described = [
             ResultConfig(
                 name=e.name,

@@ -97,7 +97,7 @@ def decode_user_config(path: str, data: bytes) -> dict[str, str]:
 
 
 def encode_user_config(config: Mapping[str, str]) -> bytes:
-    return json.dumps({"version": 1, "config": dict(config)}).encode()
+    return json.dumps({"version": 1, "config": dict(config)}, separators=(",", ":")).encode()
 
 
 def _credential_text(credential: ScramCredential) -> str:

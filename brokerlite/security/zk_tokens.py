@@ -80,7 +80,7 @@ def encode_token(token: TokenInfo) -> bytes:
         "expiryTimestamp": token.expiry_ms,
         "tokenId": token.token_id,
     }
-    return json.dumps(doc).encode()
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def _int(doc: dict[str, object], key: str, path: str) -> int:

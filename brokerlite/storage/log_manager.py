@@ -465,6 +465,13 @@ class LogManager:
             info.configs, self._configs[name], self._default, self._broker_defaults
         )
 
+    def describe_new_configs(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+        """What :meth:`describe_configs` would say of a topic created with
+        ``overrides`` (a validate-only CreateTopics describes the topic it checked)."""
+        parsed = {k: v for k, v in normalise_configs(overrides).items() if v is not None}
+        config = effective_config(self._default, parsed)
+        return topic_config_entries(parsed, config, self._default, self._broker_defaults)
+
     def alter_configs(
         self,
         name: str,

@@ -95,6 +95,7 @@ RATIO_LINES: dict[str, list[tuple[str, int]]] = {
         (r"^  the partition listing alone .*: \d+\.\d{3} ms wall", 1),
     ],
 }
+CLIENTS_OPEN_LOOP = r"^open-loop produce latency against .*: p50 \d+\.\d\d ms, p99 \d+\.\d\d ms$"
 NEEDS_ZOOKEEPER = {"cluster.py", "proxy.py"}  # 3-node clusters (proxy.py: --cluster 1,3)
 NEEDS_JAVA = {"spark.py", "spark_kafka.py"}
 
@@ -128,7 +129,12 @@ def expected_lines(command: list[str]) -> list[tuple[str, int]]:
             elif word.startswith("--suite="):
                 suite = word.split("=", 1)[1]
         suites = ["throughput", "eos", "share"] if suite == "all" else [suite]
-        return [line for s in suites for line in RATIO_LINES[f"clients.py:{s}"]]
+        expected = [line for s in suites for line in RATIO_LINES[f"clients.py:{s}"]]
+        if any(word == "--rate" or word.startswith("--rate=") for word in command):
+            # Open-loop latency (--rate), p50 and p99 against each broker.
+            brokers = 2 if "brokerlite,kafka" in command else 1
+            expected.append((CLIENTS_OPEN_LOOP, brokers))
+        return expected
     if script not in RATIO_LINES:
         pytest.fail(f"bench/{script} is new: add what its ratio lines look like to RATIO_LINES")
     return RATIO_LINES[script]
@@ -145,7 +151,8 @@ COMMANDS = bench_lines()
 
 def _skip_reason(command: list[str]) -> str | None:
     script = Path(command[0]).name
-    if script in NEEDS_ZOOKEEPER and not zookeeper_available():
+    clustered = script in NEEDS_ZOOKEEPER or "--cluster" in command  # clients.py --cluster 3
+    if clustered and not zookeeper_available():
         return "ZooKeeper not found (make system-deps installs it)"
     if script in NEEDS_JAVA and shutil.which("java") is None:
         return "Java not found (make system-deps installs it)"

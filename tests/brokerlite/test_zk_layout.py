@@ -136,10 +136,13 @@ def test_bad_cluster_id(data: bytes) -> None:
 
 
 def test_controller_document() -> None:
+    """Kafka 3.9's ``ControllerZNode.encode``: version 2, and a ZooKeeper
+    controller's ``kraftControllerEpoch`` is -1."""
     assert doc(encode_controller(2, NOW)) == {
-        "version": 1,
+        "version": 2,
         "brokerid": 2,
         "timestamp": str(NOW),
+        "kraftControllerEpoch": -1,
     }
 
 
@@ -354,6 +357,15 @@ def test_topic_document_with_a_reassignment() -> None:
     assert decode_topic("orders", encode_topic(topic)) == topic
 
 
+def test_a_partition_with_nothing_removed_is_left_out_of_removing_replicas() -> None:
+    """Kafka's TopicZNode lists in ``adding_replicas`` (``removing_replicas``)
+    only the partitions with replicas being added (removed): a move that only adds
+    one writes ``"removing_replicas":{}``."""
+    topic = TopicAssignment("orders", TOPIC_ID, {0: (1, 2)}, adding={0: (2,)}, removing={0: ()})
+    assert doc(encode_topic(topic))["removing_replicas"] == {}
+    assert doc(encode_topic(topic))["adding_replicas"] == {"0": [2]}
+
+
 def _partition_maps(n: int) -> st.SearchStrategy[dict[int, tuple[int, ...]]]:
     replicas = st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=5).map(tuple)
     return st.fixed_dictionaries({p: replicas for p in range(n)})
@@ -363,8 +375,10 @@ def _partition_maps(n: int) -> st.SearchStrategy[dict[int, tuple[int, ...]]]:
     name=st.from_regex(r"[a-zA-Z0-9._-]{1,40}", fullmatch=True),
     topic_id=st.uuids(),
     replicas=st.integers(1, 20).flatmap(_partition_maps),
-    adding=st.dictionaries(st.integers(0, 19), st.lists(st.integers(0, 99)).map(tuple)),
-    removing=st.dictionaries(st.integers(0, 19), st.lists(st.integers(0, 99)).map(tuple)),
+    adding=st.dictionaries(st.integers(0, 19), st.lists(st.integers(0, 99), min_size=1).map(tuple)),
+    removing=st.dictionaries(
+        st.integers(0, 19), st.lists(st.integers(0, 99), min_size=1).map(tuple)
+    ),
 )
 def test_topic_round_trip(
     name: str,

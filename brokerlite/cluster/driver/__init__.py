@@ -77,11 +77,8 @@ from ...transactions.marker_sender import MarkerSender
 from ..replica_fetcher import ReplicaFetcher
 from ..view import ClusterImage
 from ..zk_layout import (
-    ADMIN_DELETE_TOPICS,
-    BROKER_IDS,
-    BROKER_TOPICS,
     CLUSTER_ID,
-    CONFIG_TOPICS,
+    PERSISTENT_PATHS,
     BrokerRegistration,
     broker_path,
     decode_cluster_id,
@@ -187,7 +184,7 @@ class ClusterDriver(ControllerDuties, TopicTasks):
                 f"cannot reach ZooKeeper at {self.config.zookeeper_connect} "
                 f"within {timeout:g} s: {exc}"
             ) from None
-        for path in (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, ADMIN_DELETE_TOPICS):
+        for path in PERSISTENT_PATHS:
             self.zk.ensure_path(path)
         self._check_cluster_id()
         # A broker restarted within its session timeout finds its previous session's

@@ -122,6 +122,9 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
                 )
             elif task.kind == "reassign":
                 await trio.to_thread.run_sync(self._reassign, task.args)
+                # As Kafka's controller answers once its context has the moves, so
+                # that a ListPartitionReassignments right after lists them.
+                await self._wait_image(deadline, lambda: self._moves_seen(task.args))
             elif task.kind == "elect_leaders":
                 await self._ask_election(task, deadline)
             elif task.kind == "acls":
@@ -211,6 +214,20 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
                 return True
         return False
 
+    def _moves_seen(self, args: dict[str, Any]) -> bool:
+        """Whether the image has each partition as ``_reassign`` wrote it (or moved on
+        from there: the move completed meanwhile)."""
+        topics = self.view.image.topics
+        for (topic, partition), replicas in args.get("written", {}).items():
+            assignment = topics.get(topic)
+            if assignment is None:
+                return False
+            now = assignment.replicas.get(partition)
+            target = args["moves"][(topic, partition)]
+            if now != replicas and (target is None or now != tuple(target)):
+                return False
+        return True
+
     async def _wait_image(self, deadline: float, done: Callable[[], bool]) -> None:
         self._want_reading()
         while not done():
@@ -240,6 +257,7 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
             raise TopicExistsError(topic_exists(name))
         check_topic_collision(name, self.zk.get_children(BROKER_TOPICS))
         if args.get("validate_only"):
+            args["planned"] = assignment  # what the answer tells (KIP-525)
             return
         configs = {k: v for k, v in (args.get("configs") or {}).items() if v is not None}
         self.zk.ensure_path(CONFIG_TOPICS)
@@ -314,6 +332,10 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
                 outcomes.update({(topic, p): r for p, r in results.items()})
                 try:
                     self.zk.set(topic_path(topic), encode_topic(changed), version=stat.version)
+                    written = args.setdefault("written", {})
+                    for p, (code, _) in results.items():
+                        if code == ErrorCode.NONE:
+                            written[(topic, p)] = changed.replicas[p]
                     break
                 except BadVersionError:
                     continue  # the controller changed it meanwhile: plan again
@@ -398,8 +420,8 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
         while True:
             try:
                 data, stat = self.zk.get(PRODUCER_ID_BLOCK)
-                _, end = decode_producer_id_block(data)
-                start = end + 1
+                # Empty as a Kafka broker makes it (a persistent path): no block yet.
+                start = decode_producer_id_block(data)[1] + 1 if data else 0
                 self.zk.set(
                     PRODUCER_ID_BLOCK,
                     encode_producer_id_block(

@@ -1,0 +1,719 @@
+"""A three-node brokerlite cluster and a three-node Kafka 3.9 cluster, both on
+ZooKeeper, driven the same way: the znodes each writes, and what clients see, compared.
+
+Kafka's side is the reference. Its ZooKeeper layout is ``kafka.zk.ZkData``'s
+(Kafka 3.9's operations docs, "ZooKeeper"); the scenarios follow its documented
+rules: replica placement and creation (``kafka-topics``), reassignment through
+AlterPartitionReassignments (KIP-455: the target replicas first, then those
+leaving, ``adding_replicas``/``removing_replicas`` in ``/brokers/topics/T``),
+preferred leader election (KIP-460), the controller taking a stopped broker out
+of every ISR and the leader adding it back (KIP-497: AlterPartition, so no
+``/isr_change_notification`` is written), and unclean leader election with the
+topic's ``unclean.leader.election.enable`` (KIP-704 marks such a leader
+RECOVERING). A validate-only CreateTopics is answered with the topic it would
+have made (KIP-525).
+
+Broker ids differ between the clusters (placement starts at a random broker,
+either may be the controller), so each cluster's brokers get roles: ``C`` its
+controller, ``A`` and ``B`` the others in id order; topics are created with
+the same assignment in roles, and every document is compared with broker ids
+replaced by roles. What else must differ is normalised, and only that: hosts,
+ports, timestamps, topic ids, cluster ids, and the version (write count) of
+``/controller_epoch`` and of a partition state when the two controllers
+legitimately write it a different number of times. The differences
+docs/cluster.md lists as deliberate ("Kafka 3.9 compared") are named where they
+are allowed for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka_fixtures import _cluster
+from kafka_peers import KAFKA_3, KafkaCluster, java_command
+from kazoo.client import KazooClient
+
+from trafka.brokerlite.dev.local_cluster import ClusterProcesses
+from trafka.codec.framing import FrameReader
+from trafka.codec.messages import k19_create_topics as ct
+from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.protocol import decode_response_frame, encode_request
+from trafka.sdk.admin import NewTopic, UserScramCredentialUpsertion
+from trafka.sdk.blocking import Admin, Producer
+
+pytestmark = [pytest.mark.slow, pytest.mark.kafka]
+
+WAIT_S = 120.0
+# The same broker settings on both sides (over each one's test defaults):
+# elections only when a scenario asks, a session that outlives a short pause.
+SETTINGS = {
+    "auto.leader.rebalance.enable": "false",
+    "zookeeper.session.timeout.ms": "30000",
+    "default.replication.factor": "1",
+    "num.partitions": "1",
+    "offsets.topic.replication.factor": "3",
+}
+# The persistent znodes a Kafka 3.9 broker makes (ZkData.PersistentZkPaths, and
+# the entity types of /config), which tools expect to find.
+PERSISTENT = [
+    "/consumers",
+    "/brokers/ids",
+    "/brokers/topics",
+    "/brokers/seqid",
+    "/config/changes",
+    "/config/topics",
+    "/config/clients",
+    "/config/users",
+    "/config/brokers",
+    "/config/ips",
+    "/admin/delete_topics",
+    "/isr_change_notification",
+    "/latest_producer_id_block",
+    "/log_dir_event_notification",
+]
+
+
+@dataclasses.dataclass
+class Side:
+    """One cluster: its ZooKeeper chroot, its brokers' addresses, and how to stop
+    (controlled shutdown), start, pause and resume a broker."""
+
+    name: str
+    zk: KazooClient
+    addresses: dict[int, str]
+    stop: Callable[[int], None]
+    start: Callable[[int], None]
+    pause: Callable[[int, bool], None]
+    #: the ZooKeeper connect string, chroot included
+    connect: str = ""
+    #: each broker's log directory (brokerlite's)
+    log_dirs: dict[int, Path] = dataclasses.field(default_factory=dict)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self.addresses.values())
+
+    def get(self, path: str) -> tuple[Any, int] | None:
+        """A znode's document (JSON parsed, else text) and version; None when absent."""
+        got = self.zk.exists(path)
+        if got is None:
+            return None
+        data, stat = self.zk.get(path)
+        text = data.decode() if data else None
+        doc = json.loads(text) if text and text[0] in "{[" else text
+        return doc, stat.version
+
+    def children(self, path: str) -> list[str]:
+        return sorted(self.zk.get_children(path)) if self.zk.exists(path) else []
+
+    def controller(self) -> int:
+        """The controller's id (waiting for one: an election may be under way)."""
+        got = _until(
+            f"{self.name}: a controller (znodes {self.children('/')})",
+            lambda: self.get("/controller"),
+        )
+        return int(got[0]["brokerid"])
+
+    def roles(self) -> dict[int, str]:
+        """Broker id to role: ``C`` the controller, ``A``/``B`` the others."""
+        c = self.controller()
+        a, b = sorted(set(self.addresses) - {c})
+        return {a: "A", b: "B", c: "C"}
+
+    def ids(self) -> dict[str, int]:
+        return {role: node for node, role in self.roles().items()}
+
+    def state(self, topic: str, partition: int) -> tuple[dict[str, Any], int]:
+        got = self.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        assert got is not None, (self.name, topic, partition)
+        return got
+
+    def admin(self) -> Admin:
+        """An admin client bootstrapped from the controller only (a paused broker
+        in the bootstrap list would hold the client up)."""
+        return Admin(bootstrap_servers=self.addresses[self.controller()])
+
+
+def _request(address: str, key: int, version: int, body: Any) -> Any:
+    """One request on a connection of its own (a blocking exchange, for the raw
+    answers the SDK does not show)."""
+    host, port = address.rsplit(":", 1)
+    header = RequestHeader(
+        request_api_key=key, request_api_version=version, correlation_id=1, client_id="zkparity"
+    )
+    with socket.create_connection((host, int(port)), timeout=WAIT_S) as sock:
+        sock.sendall(encode_request(header, body))
+        reader = FrameReader()
+        while (frame := reader.next_frame()) is None:
+            data = sock.recv(65536)
+            if not data:
+                raise OSError(f"{address} closed the connection")
+            reader.feed(data)
+    return decode_response_frame(frame, key, version)
+
+
+def _create(side: Side, topic: str, replicas: dict[int, list[str]], **configs: str) -> None:
+    """CreateTopics with an explicit assignment, in roles, through the controller."""
+    ids = side.ids()
+    C = ct.CreateTopicsRequest
+    body = C(
+        topics=[
+            C.CreatableTopic(
+                name=topic,
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=[
+                    C.CreatableReplicaAssignment(partition_index=p, broker_ids=[ids[r] for r in rs])
+                    for p, rs in replicas.items()
+                ],
+                configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
+            )
+        ],
+        timeout_ms=int(WAIT_S * 1000),
+    )
+    answer = _request(side.addresses[side.controller()], 19, 7, body)
+    assert answer.topics[0].error_code == 0, (side.name, answer)
+
+
+def _until(what: str, check: Callable[[], Any]) -> Any:
+    deadline = time.monotonic() + WAIT_S
+    while not (result := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {WAIT_S:g} s: {what}")
+        time.sleep(0.2)
+    return result
+
+
+def _both(action: Callable[[Side], Any], sides: tuple[Side, Side]) -> tuple[Any, Any]:
+    """``action`` on both clusters at once (stops and starts take seconds each):
+    Kafka's in this thread (a Kafka broker dies with the thread that started it),
+    brokerlite's in another."""
+    kafka, brokerlite = sides
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            results.append(action(brokerlite))
+        except BaseException as exc:  # re-raised below, in the test's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        first = action(kafka)
+    finally:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return first, results[0]
+
+
+# -- normalising --------------------------------------------------------------------------------
+
+
+def shape(doc: Any) -> Any:
+    """A document's field names and value types, values left out."""
+    if isinstance(doc, dict):
+        return {k: shape(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [shape(v) for v in doc[:1]]
+    return type(doc).__name__
+
+
+def in_roles(side: Side, doc: Any) -> Any:
+    """A partition state or topic document with broker ids as roles."""
+    roles = side.roles()
+    out = dict(doc)
+    for key in ("isr",):
+        if key in out:
+            out[key] = [roles[b] for b in out[key]]
+    if "leader" in out:
+        out["leader"] = roles.get(out["leader"], out["leader"])
+    for key in ("partitions", "adding_replicas", "removing_replicas"):
+        if key in out:
+            out[key] = {p: [roles[b] for b in rs] for p, rs in out[key].items()}
+    out.pop("topic_id", None)
+    return out
+
+
+def partition_view(side: Side, topic: str, partitions: int) -> dict[int, Any]:
+    """Each partition's state in roles (znode version kept) and what a client's
+    Metadata says of it, in roles."""
+    roles = side.roles()
+    with side.admin() as admin:
+        info = admin.describe_topics([topic])[topic]
+    out: dict[int, Any] = {}
+    for p in range(partitions):
+        doc, version = side.state(topic, p)
+        meta = info.partitions[p]
+        out[p] = {
+            "zk": in_roles(side, doc),
+            "zk_version": version,
+            "metadata": {
+                "leader": roles.get(meta.leader, meta.leader),
+                "leader_epoch": meta.leader_epoch,
+                "replicas": [roles[b] for b in meta.replicas],
+                "isr": [roles[b] for b in meta.isr],
+                "offline": sorted(roles[b] for b in meta.offline_replicas),
+                "error": meta.error.name,
+            },
+        }
+    return out
+
+
+def without_epoch(epochs: list[int], view: dict[int, Any]) -> dict[int, Any]:
+    """A one-partition view without its leader epoch (appended to ``epochs``) and
+    without the state znode's version (the number of writes follows the epochs)."""
+    epochs.append(view[0]["zk"].pop("leader_epoch"))
+    assert view[0]["metadata"].pop("leader_epoch") == epochs[-1], view
+    view[0].pop("zk_version")
+    return view
+
+
+def controller_epoch_matches(side: Side, doc: dict[str, Any]) -> None:
+    got = side.get("/controller_epoch")
+    assert got is not None and doc["controller_epoch"] == int(got[0]), (side.name, doc, got)
+
+
+# -- the clusters -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sides(
+    tmp_path_factory: pytest.TempPathFactory, zookeeper: Any, module_zk: str
+) -> Iterator[tuple[Side, Side]]:
+    """Kafka 3.9 (three brokers, a chroot of the suite's ZooKeeper) and brokerlite
+    (three broker processes, another chroot), started together."""
+    root = tmp_path_factory.mktemp("zkparity")
+    kafka = _cluster(root / "kafka", zookeeper, KAFKA_3, 3, config=SETTINGS)
+    brokerlite = ClusterProcesses(
+        root / "brokerlite", 3, zookeeper_connect=module_zk, settings=dict(SETTINGS)
+    )
+    with contextlib.ExitStack() as stack:
+        stack.callback(kafka.stop)
+        stack.callback(brokerlite.stop)
+        # Kafka's brokers die with the thread that started them (their parent-death
+        # signal): Kafka in this thread, brokerlite in another.
+        failed: list[BaseException] = []
+
+        def start_brokerlite() -> None:
+            try:
+                brokerlite.start(timeout=WAIT_S)
+            except BaseException as exc:  # raised below, in the fixture's thread
+                failed.append(exc)
+
+        starting = threading.Thread(target=start_brokerlite)
+        starting.start()
+        try:
+            kafka.start()
+        finally:
+            starting.join()
+        if failed:
+            raise failed[0]
+        yield _kafka_side(kafka, stack), _brokerlite_side(brokerlite, stack)
+
+
+def _zk(connect: str, stack: contextlib.ExitStack) -> KazooClient:
+    client = KazooClient(hosts=connect, timeout=10.0)
+    client.start(timeout=30.0)
+    stack.callback(client.close)
+    stack.callback(client.stop)
+    return client
+
+
+def _kafka_side(kafka: KafkaCluster, stack: contextlib.ExitStack) -> Side:
+    def pause(node: int, paused: bool) -> None:
+        kafka.node(node).signal(signal.SIGSTOP if paused else signal.SIGCONT)
+
+    assert kafka.zookeeper is not None
+    return Side(
+        "kafka",
+        _zk(kafka.zookeeper, stack),
+        {n.node_id: n.address for n in kafka.nodes},
+        lambda node: kafka.node(node).stop(),
+        lambda node: kafka.start_node(node),
+        pause,
+    )
+
+
+def _brokerlite_side(cluster: ClusterProcesses, stack: contextlib.ExitStack) -> Side:
+    def pause(node: int, paused: bool) -> None:
+        cluster.procs[node].send_signal(signal.SIGSTOP if paused else signal.SIGCONT)
+
+    return Side(
+        "brokerlite",
+        _zk(cluster.zookeeper_connect, stack),
+        {n: f"{cluster.host}:{p}" for n, p in sorted(cluster.ports.items())},
+        cluster.stop_node,
+        lambda node: cluster.start_node(node, timeout=WAIT_S),
+        pause,
+        cluster.zookeeper_connect,
+        {n: cluster.root / f"node-{n}" for n in cluster.ports},
+    )
+
+
+# -- the scenarios ------------------------------------------------------------------------------
+
+
+def test_the_tree_a_new_topic_and_a_config_change(sides: tuple[Side, Side]) -> None:
+    """The persistent znodes, the broker, controller and cluster documents, a topic
+    created with RF 3 and 3 partitions (placed by each cluster), and a topic config
+    change (``/config/topics/T`` and its ``/config/changes`` notification)."""
+
+    topic = "zkp-created"
+    for side in sides:
+        with side.admin() as admin:
+            admin.create_topics([NewTopic(topic, 3, 3)])
+            admin.alter_topic_configs({topic: {"retention.ms": "86400000"}})
+    got: dict[str, dict[str, Any]] = {}
+    for side in sides:
+        missing = [p for p in PERSISTENT if side.zk.exists(p) is None]
+        assert not missing, (side.name, missing)
+        view: dict[str, Any] = {"root": set(side.children("/")) - {"zookeeper"}}
+        for node, address in side.addresses.items():
+            doc, _ = side.get(f"/brokers/ids/{node}") or (None, 0)
+            assert doc["endpoints"] == [f"PLAINTEXT://{address}"], (side.name, doc)
+            assert f"{doc['host']}:{doc['port']}" == address, (side.name, doc)
+            view[f"broker {side.roles()[node]}"] = (shape(doc), doc["version"], doc["jmx_port"])
+        controller, _ = side.get("/controller") or (None, 0)
+        view["controller"] = (shape(controller), controller["version"])
+        view["controller doc"] = {k: v for k, v in controller.items() if k != "timestamp"}
+        view["controller doc"]["brokerid"] = side.roles()[controller["brokerid"]]
+        view["controller_epoch"] = (side.get("/controller_epoch") or (None, 0))[0]
+        view["cluster id"] = shape((side.get("/cluster/id") or (None, 0))[0])
+        assignment, version = side.get(f"/brokers/topics/{topic}") or (None, 0)
+        view["topic"] = (shape(assignment), version)
+        placed = in_roles(side, assignment)["partitions"]
+        view["placement"] = (
+            sorted(rs[0] for rs in placed.values()),
+            all(sorted(rs) == ["A", "B", "C"] for rs in placed.values()),
+        )
+        states = {}
+        for p in range(3):
+            doc, version = side.state(topic, p)
+            controller_epoch_matches(side, doc)
+            roles = in_roles(side, doc)
+            states[p] = (
+                sorted(doc),
+                roles["leader"] == placed[str(p)][0],
+                roles["isr"] == placed[str(p)],
+                doc["leader_epoch"],
+                doc["version"],
+                version,
+            )
+        view["states"] = states
+        view["config"] = side.get(f"/config/topics/{topic}")
+        view["notifications"] = [
+            side.zk.get(f"/config/changes/{c}")[0]
+            for c in side.children("/config/changes")
+            if json.loads(side.zk.get(f"/config/changes/{c}")[0])["entity_path"]
+            == f"topics/{topic}"
+        ]
+        view["metadata"] = partition_view(side, topic, 3)
+        got[side.name] = view
+    k, b = got["kafka"], got["brokerlite"]
+    # docs/cluster.md "Kafka 3.9 compared": Kafka's controller makes /feature,
+    # brokerlite has no finalized features in ZooKeeper; brokerlite makes the
+    # delegation token paths whether or not tokens are on.
+    assert k.pop("root") - {"feature"} == b.pop("root") - {"delegation_token"}
+    for p in range(3):
+        for view in (k, b):
+            meta = view["metadata"][p]
+            assert meta["metadata"]["leader"] == meta["zk"]["leader"]
+            assert meta["metadata"]["isr"] == meta["zk"]["isr"]
+            assert meta["metadata"]["replicas"] == meta["zk"]["isr"]
+            view["metadata"][p] = (meta["metadata"]["error"], meta["metadata"]["offline"])
+    assert k == b
+    assert k["notifications"] == [b'{"version":2,"entity_path":"topics/%s"}' % topic.encode()]
+    assert k["config"] == ({"version": 1, "config": {"retention.ms": "86400000"}}, 1)
+
+
+def test_validate_only_create_topics_answers_the_topic_it_would_make(
+    sides: tuple[Side, Side],
+) -> None:
+    """CreateTopics v7 with ``validate_only`` (KIP-525: from v5 the result carries
+    the partition count, replication factor and configs): the topic that would
+    have been made, with -1s resolved to the brokers' defaults, and nothing made."""
+    answers: dict[str, Any] = {}
+    C = ct.CreateTopicsRequest
+    for side in sides:
+        body = C(
+            topics=[
+                C.CreatableTopic(
+                    name="zkp-checked",
+                    num_partitions=3,
+                    replication_factor=3,
+                    configs=[C.CreatableTopicConfig(name="retention.ms", value="5000")],
+                ),
+                C.CreatableTopic(name="zkp-defaults", num_partitions=-1, replication_factor=-1),
+            ],
+            timeout_ms=30_000,
+            validate_only=True,
+        )
+        answer = _request(side.addresses[side.controller()], 19, 7, body)
+        answers[side.name] = [
+            (
+                t.name,
+                t.error_code,
+                t.error_message,
+                t.num_partitions,
+                t.replication_factor,
+                t.topic_id.int,
+                {c.name: (c.value, c.config_source) for c in t.configs if c.config_source == 1},
+                {"retention.ms", "cleanup.policy", "min.insync.replicas"}
+                <= {c.name for c in t.configs},
+            )
+            for t in answer.topics
+        ]
+        assert side.zk.exists("/brokers/topics/zkp-checked") is None
+    assert answers["brokerlite"] == answers["kafka"]
+    assert answers["kafka"][0][3:5] == (3, 3) and answers["kafka"][1][3:5] == (1, 1)
+
+
+def test_a_reassignment_during_and_after(sides: tuple[Side, Side]) -> None:
+    """AlterPartitionReassignments (KIP-455): a replica added while it cannot
+    catch up (its broker paused) shows in ``adding_replicas`` and in
+    ListPartitionReassignments, never in ``/admin/reassign_partitions``; once it
+    is in sync the move completes. Then the leader is moved away."""
+    topic = "zkp-moves"
+    _both(lambda side: _create(side, topic, {0: ["A"]}), sides)
+    during: dict[str, Any] = {}
+    # Leader epochs, as the move goes: compared apart (see below).
+    epochs: dict[str, list[int]] = {
+        side.name: [side.state(topic, 0)[0]["leader_epoch"]] for side in sides
+    }
+    for side in sides:
+        ids = side.ids()
+        side.pause(ids["B"], True)
+        try:
+            with side.admin() as admin:
+                result = admin.alter_partition_reassignments({(topic, 0): [ids["A"], ids["B"]]})
+                assert list(result.values()) == [None], (side.name, result)
+                doc, _ = _until(
+                    "the move written",
+                    lambda side=side: (
+                        (got := side.get(f"/brokers/topics/{topic}"))
+                        and got[0]["adding_replicas"]
+                        and got
+                    ),
+                )
+                listed = admin.list_partition_reassignments()
+                state = in_roles(side, side.state(topic, 0)[0])
+                epochs[side.name].append(state.pop("leader_epoch"))
+                during[side.name] = (
+                    in_roles(side, doc),
+                    side.get("/admin/reassign_partitions"),
+                    state,
+                    {
+                        (tp.topic, tp.partition): tuple(
+                            [side.roles()[b] for b in getattr(r, key)]
+                            for key in ("replicas", "adding_replicas", "removing_replicas")
+                        )
+                        for tp, r in listed.items()
+                        if tp.topic == topic
+                    },
+                )
+        finally:
+            side.pause(ids["B"], False)
+    assert during["brokerlite"] == during["kafka"]
+    assert during["kafka"][0]["adding_replicas"] == {"0": ["B"]}
+
+    def done(side: Side, replicas: list[str]) -> Any:
+        def check() -> Any:
+            got = side.get(f"/brokers/topics/{topic}")
+            state = side.state(topic, 0)[0]
+            roles = side.roles()
+            return (
+                got
+                and not got[0]["adding_replicas"]
+                and not got[0]["removing_replicas"]
+                and [roles[b] for b in got[0]["partitions"]["0"]] == replicas
+                and sorted(roles[b] for b in state["isr"]) == sorted(replicas)
+                and got
+            )
+
+        return _until(f"{side.name}: moved to {replicas}", check)
+
+    after = _both(lambda side: in_roles(side, done(side, ["A", "B"])[0]), sides)
+    assert after[0] == after[1]
+    added = _both(
+        lambda side: without_epoch(epochs[side.name], partition_view(side, topic, 1)), sides
+    )
+    assert added[0] == added[1]
+
+    def move_leader(side: Side) -> Any:
+        ids = side.ids()
+        with side.admin() as admin:
+            assert list(admin.alter_partition_reassignments({(topic, 0): [ids["B"]]}).values()) == [
+                None
+            ]
+        done(side, ["B"])
+        return without_epoch(epochs[side.name], partition_view(side, topic, 1))
+
+    k, b = _both(move_leader, sides)
+    assert k == b
+    assert k[0]["zk"]["leader"] == "B" and k[0]["zk"]["isr"] == ["B"]
+    # docs/cluster.md "Kafka 3.9 compared": Kafka's controller bumps the leader
+    # epoch when a move starts (its LeaderAndIsr tells the replicas the new set)
+    # and again when it ends; brokerlite's brokers read the set from the topic
+    # znode, and its controller bumps the epoch once, when the move ends.
+    created, started, added_epoch, moved = epochs["kafka"]
+    assert created < started < added_epoch < moved, epochs
+    created, started, added_epoch, moved = epochs["brokerlite"]
+    assert created == started < added_epoch < moved, epochs
+
+
+def test_isr_shrink_and_expand_then_preferred_election(sides: tuple[Side, Side]) -> None:
+    """A follower stopped (controlled shutdown) leaves every ISR at once and leaders
+    it held move (the controller bumps the epoch); back, it rejoins the ISR (the
+    leader's change: same epoch); ElectLeaders (KIP-460) hands leadership back to
+    the preferred replica, and answers ELECTION_NOT_NEEDED where it already leads."""
+    topic = "zkp-isr"
+    _both(lambda side: _create(side, topic, {0: ["A", "B", "C"], 1: ["B", "C", "A"]}), sides)
+    steps: dict[str, list[Any]] = {}
+
+    def scenario(side: Side) -> list[Any]:
+        ids = side.ids()
+        seen = [partition_view(side, topic, 2)]
+        side.stop(ids["A"])
+        _until(
+            "A out of every ISR",
+            lambda: all(ids["A"] not in side.state(topic, p)[0]["isr"] for p in range(2)),
+        )
+        seen.append(partition_view(side, topic, 2))
+        side.start(ids["A"])
+        _until(
+            "A back in every ISR",
+            lambda: all(len(side.state(topic, p)[0]["isr"]) == 3 for p in range(2)),
+        )
+        seen.append(partition_view(side, topic, 2))
+        with side.admin() as admin:
+            elected = admin.elect_leaders([(topic, 0), (topic, 1)])
+        seen.append({tp.partition: e.code.name if e else None for tp, e in elected.items()})
+        _until("A leads again", lambda: side.state(topic, 0)[0]["leader"] == ids["A"])
+        seen.append(partition_view(side, topic, 2))
+        seen.append(side.children("/isr_change_notification"))
+        return seen
+
+    steps["kafka"], steps["brokerlite"] = _both(scenario, sides)
+    assert steps["brokerlite"] == steps["kafka"]
+    stopped = steps["kafka"][1]
+    assert stopped[0]["zk"]["leader"] == "B" and stopped[0]["metadata"]["offline"] == ["A"]
+    assert steps["kafka"][3] == {0: None, 1: "ELECTION_NOT_NEEDED"}
+
+
+def test_unclean_election_when_every_isr_member_is_down(sides: tuple[Side, Side]) -> None:
+    """With ``unclean.leader.election.enable`` on the topic, a partition whose ISR
+    members are all down stays offline (leader -1, the last ISR member kept) until
+    a replica comes back; that one then leads though it was out of sync, and the
+    old leader rejoins as a follower."""
+    topic = "zkp-unclean"
+    _both(
+        lambda side: _create(
+            side, topic, {0: ["A", "B"]}, **{"unclean.leader.election.enable": "true"}
+        ),
+        sides,
+    )
+
+    def scenario(side: Side) -> list[Any]:
+        ids = side.ids()
+        side.stop(ids["B"])
+        _until("B out of the ISR", lambda: side.state(topic, 0)[0]["isr"] == [ids["A"]])
+        side.stop(ids["A"])
+        _until("offline", lambda: side.state(topic, 0)[0]["leader"] == -1)
+        seen = [partition_view(side, topic, 1)]
+        side.start(ids["B"])
+        _until("B leads", lambda: side.state(topic, 0)[0]["leader"] == ids["B"])
+        seen.append(partition_view(side, topic, 1))
+        side.start(ids["A"])
+        _until("A follows", lambda: len(side.state(topic, 0)[0]["isr"]) == 2)
+        seen.append(partition_view(side, topic, 1))
+        return seen
+
+    k, b = _both(scenario, sides)
+    # docs/cluster.md "Kafka 3.9 compared": Kafka marks the unclean leader
+    # RECOVERING (KIP-704) until its next ISR change; brokerlite writes no mark.
+    assert k[1][0]["zk"].pop("leader_recovery_state") == 1
+    assert "leader_recovery_state" not in k[2][0]["zk"]
+    assert b == k
+    offline = k[0][0]
+    assert offline["zk"]["leader"] == -1 and offline["zk"]["isr"] == ["A"]
+    assert offline["metadata"]["error"] == "LEADER_NOT_AVAILABLE"
+    assert k[2][0]["zk"]["isr"] == ["B", "A"]
+
+
+def _kafka_tool(main: str, *args: str) -> str:
+    """A Kafka 3.9 tool's output (it must succeed)."""
+    done = subprocess.run(
+        java_command(main, *args, version=KAFKA_3),
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        check=False,
+    )
+    assert done.returncode == 0, f"{main} {args}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_kafkas_own_tools_read_and_change_brokerlites_state(sides: tuple[Side, Side]) -> None:
+    """Kafka 3.9's tools that still work on ZooKeeper and on a broker's files, pointed
+    at brokerlite's. ``kafka-configs --zookeeper`` (ConfigCommand; in 3.9 for users
+    and brokers only, KIP-554) writes a user's SCRAM credential as Kafka's brokers
+    read it (``/config/users/<user>`` and a ``/config/changes`` notification):
+    brokerlite's brokers take it up; and it describes a credential brokerlite
+    wrote. ``kafka-dump-log`` (DumpLogSegments) reads a brokerlite replica's
+    segment as Kafka's log format, every batch valid."""
+    brokerlite = sides[1]
+    zk = ["--zookeeper", brokerlite.connect, "--entity-type", "users"]
+    _kafka_tool(
+        "kafka.admin.ConfigCommand",
+        *zk,
+        *("--entity-name", "zkp-alice", "--alter"),
+        *("--add-config", "SCRAM-SHA-256=[iterations=8192,password=alice-secret]"),
+    )
+    with brokerlite.admin() as admin:
+        seen = _until(
+            "brokerlite takes up the credential kafka-configs wrote",
+            lambda: admin.describe_user_scram_credentials().get("zkp-alice"),
+        )
+        assert [(c.mechanism, c.iterations) for c in seen.credential_infos] == [
+            ("SCRAM-SHA-256", 8192)
+        ]
+        admin.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion("zkp-bob", "bob-secret", "SCRAM-SHA-512", 4096)]
+        )
+    described = _kafka_tool(
+        "kafka.admin.ConfigCommand", *zk, "--entity-name", "zkp-bob", "--describe"
+    )
+    assert re.search(
+        r"SCRAM-SHA-512=salt=\S+,stored_key=\S+,server_key=\S+,iterations=4096", described
+    ), described
+
+    topic = "zkp-tools"
+    _create(brokerlite, topic, {0: ["A", "B", "C"]})
+    with Producer(bootstrap_servers=brokerlite.bootstrap, acks="all") as producer:
+        for i in range(5):
+            producer.send_and_wait(topic, b"value-%d" % i, key=b"key-%d" % i, partition=0)
+    leader = brokerlite.ids()["A"]
+    segment = brokerlite.log_dirs[leader] / f"{topic}-0" / "00000000000000000000.log"
+    dumped = _kafka_tool("kafka.tools.DumpLogSegments", "--files", str(segment), "--print-data-log")
+    batches = re.findall(r"^baseOffset: (\d+) lastOffset: (\d+) .* isvalid: (\w+)", dumped, re.M)
+    assert batches and all(valid == "true" for *_, valid in batches), dumped
+    assert [int(b[0]) for b in batches] == sorted({int(b[0]) for b in batches}), dumped
+    for i in range(5):
+        assert re.search(rf"\| offset: {i} .* key: key-{i} payload: value-{i}$", dumped, re.M), (
+            dumped
+        )
