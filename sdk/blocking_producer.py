@@ -66,6 +66,7 @@ from .interceptors import ProducerInterceptors, ProducerRecord
 from .producer import PendingCommit as AsyncPendingCommit
 from .producer import Producer as AsyncProducer
 from .producer import RecordFuture, open_producer, transaction_offsets
+from .producer_batches import delivery_reporter
 from .producer_core import PreparedRecord
 from .transactions import ConsumerGroupMetadata
 
@@ -328,6 +329,11 @@ class Producer(Forwarding):
         self._clock = self._loop.clock  # read by sending threads for the batches they open
         self._initialized = False  # init_transactions() done (later calls change nothing)
         self._drain_lock: anyio.Lock = self._loop.portal.call(_new_lock)
+        cfg = self._producer.config
+        # The configuration's delivery callback (on_delivery), for every record;
+        # delivery.report.only.error applies to the callbacks given to send too.
+        self._report = delivery_reporter(cfg.on_delivery, cfg.delivery_report_only_error)
+        self._only_errors = cfg.delivery_report_only_error
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -364,13 +370,28 @@ class Producer(Forwarding):
                 serializers run in the calling thread).
             ClientClosedError: the producer is closed.
         """
+        if on_delivery is None:
+            on_delivery = self._report
+        elif self._only_errors:
+            check_callable("on_delivery", on_delivery)
+            on_delivery = delivery_reporter(on_delivery, True)
         if on_delivery is not None:
             check_callable("on_delivery", on_delivery)
-            future = self.send(
-                topic, value, key, partition=partition, headers=headers, timestamp_ms=timestamp_ms
-            )
+            future = self._send(topic, value, key, partition, headers, timestamp_ms)
             future.add_done_callback(partial(_report_delivery, on_delivery))
             return future
+        return self._send(topic, value, key, partition, headers, timestamp_ms)
+
+    def _send(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        headers: Sequence[tuple[str, Any]] | Mapping[str, Any] | None,
+        timestamp_ms: int | None,
+    ) -> SendFuture:
+        """:meth:`send` of a record without a delivery callback."""
         if self._interceptors is not None:
             return self._send_intercepted(
                 ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
