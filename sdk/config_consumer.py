@@ -97,6 +97,9 @@ class ConsumerConfig(ClientConfig):
         queued_max_messages_kbytes: librdkafka's bound of the data fetched
             ahead, in KiB: ``fetch.max.bytes`` is at most 1024 times it (a
             fetch answer is what trafka holds ahead).
+        fetch_queue_backoff_ms: librdkafka's wait before fetching again once
+            its local queue is over ``queued.min.messages``; trafka holds no
+            such queue, so there is never anything to wait for: taken as it is.
         queued_min_messages: librdkafka's threshold for fetching ahead; trafka
             fetches as it hands out records (one fetch ahead), so it is taken
             with a :class:`~trafka.sdk.errors.ConfigWarning`.
@@ -136,6 +139,7 @@ class ConsumerConfig(ClientConfig):
     interceptor_classes: tuple[Any, ...] = _field((), consumer_interceptor_classes)
     queued_max_messages_kbytes: int | None = _field(None, _opt_int(1, 2_097_151))
     queued_min_messages: int | None = _field(None, _opt_int(1, 10_000_000))
+    fetch_queue_backoff_ms: int | None = _field(None, _opt_int(0, 300_000))
 
     def _check(self) -> None:
         super(ConsumerConfig, self)._check()

@@ -144,6 +144,16 @@ class Producer:
     def __len__(self) -> int:
         return self._unserved
 
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """The partitions of ``topic`` (waiting for its metadata), as
+        confluent-kafka's ``ClusterMetadata``; only with a topic here."""
+        from .admin import ClusterMetadata, TopicMetadata
+
+        if topic is None:
+            raise KafkaException(KafkaError(internal("_NOT_IMPLEMENTED"), "name a topic"))
+        partitions = self._call(self._producer.partitions_for, topic)
+        return ClusterMetadata({topic: TopicMetadata(topic, dict.fromkeys(partitions))})
+
     def init_transactions(self, timeout: float | None = None) -> None:
         self._call(self._producer.init_transactions)
 
