@@ -114,17 +114,19 @@ class _FutureSide:
     """What a :class:`SendFuture` needs of its producer: the lock of its queue,
     a wait on the loop for it to be done, and a call on the loop."""
 
-    __slots__ = ("call", "lock", "wait")
+    __slots__ = ("call", "lock", "register", "wait")
 
     def __init__(
         self,
         lock: threading.Lock,
         wait: Callable[[SendFuture, float | None], None],
         call: Callable[..., Any],
+        register: Callable[[RecordHandle, Callable[..., Any]], None],
     ) -> None:
         self.lock = lock
         self.wait = wait
         self.call = call
+        self.register = register
 
 
 class SendFuture:
@@ -231,7 +233,7 @@ class SendFuture:
                 self._callbacks.append(fn)
                 return
         if handle is not None and not handle.done():
-            self._side.call(handle.add_done_callback, partial(_run_callback, fn, self))
+            self._side.register(handle, partial(_run_callback, fn, self))
         else:
             fn(self)
 
@@ -322,7 +324,7 @@ class Producer(Forwarding):
         )
         self._producer: AsyncProducer = self._loop.client
         self._core = self._producer.core  # its hot path, from the sending threads
-        self._side = _FutureSide(self._lock, self._wait_for, self._loop.call)
+        self._side = _FutureSide(self._lock, self._wait_for, self._loop.call, self._register)
         self._token: trio.lowlevel.TrioToken = self._loop.token
         self._hot = self._core.hot_path
         self._interceptors = self._producer.interceptors  # on_send runs in send()'s thread
@@ -523,6 +525,23 @@ class Producer(Forwarding):
         if turn is not None:
             self._wait_turn(turn)
         return future
+
+    def _register(self, handle: RecordHandle, callback: Callable[..., Any]) -> None:
+        """A callback on a record's handle, from any thread: under the loop's
+        lock (the loop idle, its batches ours to touch) rather than a crossing
+        to the loop per record (which made a delivery callback per record cost
+        a round trip)."""
+        loop_lock = self._loop_lock
+        if threading.get_ident() == loop_lock.thread:
+            handle.add_done_callback(callback)
+            return
+        locked(loop_lock, "add_done_callback()")
+        try:
+            handle.add_done_callback(callback)
+        finally:
+            turn = unlocked(loop_lock)
+        if turn is not None:
+            self._wait_turn(turn)
 
     def _wait_turn(self, turn: threading.Event) -> None:
         wait_turn(self._loop, turn)
