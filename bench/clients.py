@@ -1384,6 +1384,14 @@ def print_throughput(name: str, results: dict[str, dict[str, dict[str, Any]]]) -
             f"{client:<16} {_fmt_rate(r.get('produce')):>14} {_fmt_rate(r.get('consume')):>14}"
             f" {_fmt_rate(r.get('consume_common')):>14}"
         )
+    blocking = results.get("trafka-blocking", {})
+    compat = results.get("trafka-compat", {})
+    if compat and blocking:
+        # confluent-kafka's code on trafka (trafka.compat.confluent) against
+        # trafka's own blocking clients: what the compatibility layer costs.
+        cells = [_ratio(compat.get(p), blocking.get(p)) for p in ("produce", "consume")]
+        print()
+        print(f"trafka-compat / trafka-blocking produce {cells[0]:>6}   consume {cells[1]:>6}")
     ours = results.get("trafka", {})
     if not ours:
         return
@@ -1406,13 +1414,6 @@ def print_throughput(name: str, results: dict[str, dict[str, dict[str, Any]]]) -
             r = results[client]
             cells = [_ratio(blocking.get(p), r.get(p)) for p in ("produce", "consume")]
             print(f"  vs {client:<16} produce {cells[0]:>6}   consume {cells[1]:>6}")
-    compat = results.get("trafka-compat", {})
-    if compat and blocking:
-        # confluent-kafka's code on trafka (trafka.compat.confluent) against
-        # trafka's own blocking clients: what the compatibility layer costs.
-        cells = [_ratio(compat.get(p), blocking.get(p)) for p in ("produce", "consume")]
-        print()
-        print(f"trafka-compat / trafka-blocking produce {cells[0]:>6}   consume {cells[1]:>6}")
     p = ours.get("produce", {})
     if "peak_rss_growth" in p:
         mib = 1024 * 1024
