@@ -90,10 +90,10 @@ lint: src-tree
 MYPY_SRC := $(VENV)/mypy-src
 src-tree: $(STAMP)
 	@mkdir -p $(MYPY_SRC)/trafka
-	@for d in codec common sdk brokerlite proxy discovery spark tools console; do ln -sfn ../../../$$d $(MYPY_SRC)/trafka/$$d; done
+	@for d in codec common sdk brokerlite proxy discovery spark tools console compat; do ln -sfn ../../../$$d $(MYPY_SRC)/trafka/$$d; done
 
 typecheck: src-tree
-	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.common -p trafka.sdk -p trafka.brokerlite -p trafka.proxy -p trafka.discovery -p trafka.spark -p trafka.tools -p trafka.console
+	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.common -p trafka.sdk -p trafka.brokerlite -p trafka.proxy -p trafka.discovery -p trafka.spark -p trafka.tools -p trafka.console -p trafka.compat
 
 # The suite runs in pytest-xdist workers, a file's tests together in one. Two
 # (one per core of CI's machine) rather than more: the interop tests with real

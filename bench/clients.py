@@ -129,6 +129,8 @@ share-partition bookkeeping and its fsynced acknowledgements are part of it.
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib
 import json
 import os
 import re
@@ -156,6 +158,7 @@ CLIENTS = (
     "aiokafka",
     "kafka-python",
     "confluent-kafka",
+    "trafka-compat",
     "java",
 )
 # The blocking clients, compared with trafka.sdk.blocking in their own lines.
@@ -412,8 +415,12 @@ def consume_kafka_python(bs: str, topic: str, n: int, partitions: int) -> dict[s
         consumer.close()
 
 
-def produce_confluent(bs: str, topic: str, n: int, size: int, keys: int) -> dict[str, Any]:
-    from confluent_kafka import Producer
+def produce_confluent(
+    bs: str, topic: str, n: int, size: int, keys: int, api: str = "confluent_kafka"
+) -> dict[str, Any]:
+    """confluent-kafka's producer loop; with ``api="trafka.compat.confluent"``
+    the same code on trafka (its one changed import)."""
+    Producer = importlib.import_module(api).Producer
 
     value = b"x" * size
     producer = Producer({"bootstrap.servers": bs, "acks": ACKS})
@@ -434,8 +441,15 @@ def produce_confluent(bs: str, topic: str, n: int, size: int, keys: int) -> dict
     return {"seconds": time.perf_counter() - start, "undelivered": left}
 
 
-def consume_confluent(bs: str, topic: str, n: int, partitions: int) -> dict[str, Any]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+def consume_confluent(
+    bs: str, topic: str, n: int, partitions: int, api: str = "confluent_kafka"
+) -> dict[str, Any]:
+    module = importlib.import_module(api)
+    OFFSET_BEGINNING, Consumer, TopicPartition = (
+        module.OFFSET_BEGINNING,
+        module.Consumer,
+        module.TopicPartition,
+    )
 
     consumer = Consumer(
         {
@@ -674,6 +688,7 @@ PRODUCERS: dict[str, Callable[..., dict[str, Any]]] = {
     "aiokafka": produce_aiokafka,
     "kafka-python": produce_kafka_python,
     "confluent-kafka": produce_confluent,
+    "trafka-compat": functools.partial(produce_confluent, api="trafka.compat.confluent"),
     "java": produce_java,
 }
 CONSUMERS: dict[str, Callable[..., dict[str, Any]]] = {
@@ -683,6 +698,7 @@ CONSUMERS: dict[str, Callable[..., dict[str, Any]]] = {
     "aiokafka": consume_aiokafka,
     "kafka-python": consume_kafka_python,
     "confluent-kafka": consume_confluent,
+    "trafka-compat": functools.partial(consume_confluent, api="trafka.compat.confluent"),
     "java": consume_java,
 }
 
@@ -1507,6 +1523,14 @@ def print_throughput(
             f"{client:<16} {_fmt_rate(r.get('produce')):>14} {_fmt_rate(r.get('consume')):>14}"
             f" {_fmt_rate(r.get('consume_common')):>14}"
         )
+    blocking = results.get("trafka-blocking", {})
+    compat = results.get("trafka-compat", {})
+    if compat and blocking:
+        # confluent-kafka's code on trafka (trafka.compat.confluent) against
+        # trafka's own blocking clients: what the compatibility layer costs.
+        cells = [_ratio(compat.get(p), blocking.get(p)) for p in ("produce", "consume")]
+        print()
+        print(f"trafka-compat / trafka-blocking produce {cells[0]:>6}   consume {cells[1]:>6}")
     ours = results.get("trafka", {})
     if not ours:
         return

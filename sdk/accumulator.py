@@ -203,6 +203,12 @@ class Accumulator(BatchQueues):
         self.txn_open = 0
         self.partition_in_flight = max_in_flight
         self.handle_class = handle_class
+        #: librdkafka's bounds in records (0: none): of one batch
+        #: (``batch.num.messages``) and of the buffer
+        #: (``queue.buffering.max.messages``; a record beyond it waits for
+        #: room as one beyond ``buffer.memory`` does).
+        self.batch_records = 0
+        self.max_records = 0
         self.memory_waiters = 0
         self.flushing = 0
         self.closing = False
@@ -267,12 +273,17 @@ class Accumulator(BatchQueues):
             if abort_on_new_batch and batch is not None:
                 return None
             batch = None
-        elif batch.records and batch.size + size > self.batch_size:
+        elif batch.records and (
+            batch.size + size > self.batch_size
+            or (self.batch_records and len(batch.records) >= self.batch_records)
+        ):
             batch.full = True
             if abort_on_new_batch:
                 return None
             batch = None
-        if charge > self.buffer_memory - self.used_memory:
+        if charge > self.buffer_memory - self.used_memory or (
+            self.max_records and self.records_full()
+        ):
             raise BufferFullError(charge)
         if batch is None:
             self._seq += 1
@@ -295,7 +306,16 @@ class Accumulator(BatchQueues):
             not self.closing
             and size <= self.max_request_size - BATCH_OVERHEAD
             and size + RECORD_MEMORY_OVERHEAD <= self.buffer_memory - self.used_memory
+            and not (self.max_records and self.records_full())
         )
+
+    def records_full(self) -> bool:
+        """Whether the buffer holds ``max_records`` records (waiting to be sent
+        or for their acknowledgement), when that bound is set."""
+        held = 0
+        for batch in self._incomplete:
+            held += len(batch.records)
+        return held >= self.max_records
 
     def append_to(
         self,
@@ -324,12 +344,21 @@ class Accumulator(BatchQueues):
         charge = size + RECORD_MEMORY_OVERHEAD
         if charge > self.buffer_memory - self.used_memory or self.closing:
             return None
+        if self.batch_records or self.max_records:
+            if self.batch_records and len(batch.records) >= self.batch_records:
+                batch.full = True
+                return False
+            if self.max_records and self.records_full():
+                return None
         self.used_memory += charge
         batch.memory += charge
         batch.size = batch_bytes
         batch.records.append((timestamp, key, value, headers))
         if batch_bytes >= self.batch_size:
             batch.full = True
+        elif self.batch_records and len(batch.records) >= self.batch_records:
+            batch.full = True
+            batch.limit = 0  # the hot paths look at a batch reaching its limit
         return True
 
     # -- deciding what to send ------------------------------------------------------------

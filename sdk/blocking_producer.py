@@ -66,6 +66,7 @@ from .interceptors import ProducerInterceptors, ProducerRecord
 from .producer import PendingCommit as AsyncPendingCommit
 from .producer import Producer as AsyncProducer
 from .producer import RecordFuture, open_producer, transaction_offsets
+from .producer_batches import delivery_reporter
 from .producer_core import PreparedRecord
 from .transactions import ConsumerGroupMetadata
 
@@ -113,17 +114,19 @@ class _FutureSide:
     """What a :class:`SendFuture` needs of its producer: the lock of its queue,
     a wait on the loop for it to be done, and a call on the loop."""
 
-    __slots__ = ("call", "lock", "wait")
+    __slots__ = ("call", "lock", "register", "wait")
 
     def __init__(
         self,
         lock: threading.Lock,
         wait: Callable[[SendFuture, float | None], None],
         call: Callable[..., Any],
+        register: Callable[[RecordHandle, Callable[..., Any]], None],
     ) -> None:
         self.lock = lock
         self.wait = wait
         self.call = call
+        self.register = register
 
 
 class SendFuture:
@@ -230,7 +233,7 @@ class SendFuture:
                 self._callbacks.append(fn)
                 return
         if handle is not None and not handle.done():
-            self._side.call(handle.add_done_callback, partial(_run_callback, fn, self))
+            self._side.register(handle, partial(_run_callback, fn, self))
         else:
             fn(self)
 
@@ -321,13 +324,18 @@ class Producer(Forwarding):
         )
         self._producer: AsyncProducer = self._loop.client
         self._core = self._producer.core  # its hot path, from the sending threads
-        self._side = _FutureSide(self._lock, self._wait_for, self._loop.call)
+        self._side = _FutureSide(self._lock, self._wait_for, self._loop.call, self._register)
         self._token: trio.lowlevel.TrioToken = self._loop.token
         self._hot = self._core.hot_path
         self._interceptors = self._producer.interceptors  # on_send runs in send()'s thread
         self._clock = self._loop.clock  # read by sending threads for the batches they open
         self._initialized = False  # init_transactions() done (later calls change nothing)
         self._drain_lock: anyio.Lock = self._loop.portal.call(_new_lock)
+        cfg = self._producer.config
+        # The configuration's delivery callback (on_delivery), for every record;
+        # delivery.report.only.error applies to the callbacks given to send too.
+        self._report = delivery_reporter(cfg.on_delivery, cfg.delivery_report_only_error)
+        self._only_errors = cfg.delivery_report_only_error
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -364,13 +372,28 @@ class Producer(Forwarding):
                 serializers run in the calling thread).
             ClientClosedError: the producer is closed.
         """
+        if on_delivery is None:
+            on_delivery = self._report
+        elif self._only_errors:
+            check_callable("on_delivery", on_delivery)
+            on_delivery = delivery_reporter(on_delivery, True)
         if on_delivery is not None:
             check_callable("on_delivery", on_delivery)
-            future = self.send(
-                topic, value, key, partition=partition, headers=headers, timestamp_ms=timestamp_ms
-            )
+            future = self._send(topic, value, key, partition, headers, timestamp_ms)
             future.add_done_callback(partial(_report_delivery, on_delivery))
             return future
+        return self._send(topic, value, key, partition, headers, timestamp_ms)
+
+    def _send(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        headers: Sequence[tuple[str, Any]] | Mapping[str, Any] | None,
+        timestamp_ms: int | None,
+    ) -> SendFuture:
+        """:meth:`send` of a record without a delivery callback."""
         if self._interceptors is not None:
             return self._send_intercepted(
                 ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
@@ -502,6 +525,23 @@ class Producer(Forwarding):
         if turn is not None:
             self._wait_turn(turn)
         return future
+
+    def _register(self, handle: RecordHandle, callback: Callable[..., Any]) -> None:
+        """A callback on a record's handle, from any thread: under the loop's
+        lock (the loop idle, its batches ours to touch) rather than a crossing
+        to the loop per record (which made a delivery callback per record cost
+        a round trip)."""
+        loop_lock = self._loop_lock
+        if threading.get_ident() == loop_lock.thread:
+            handle.add_done_callback(callback)
+            return
+        locked(loop_lock, "add_done_callback()")
+        try:
+            handle.add_done_callback(callback)
+        finally:
+            turn = unlocked(loop_lock)
+        if turn is not None:
+            self._wait_turn(turn)
 
     def _wait_turn(self, turn: threading.Event) -> None:
         wait_turn(self._loop, turn)

@@ -36,6 +36,7 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -55,11 +56,12 @@ from .config_values import (
     _callable_or_name,
     _check_hostname,
     _choice,
-    _delivery_timeout,
+    _debug,
     _dotted,
     _field,
     _int,
     _listen,
+    _logger,
     _made_from,
     _opt_bool,
     _opt_callable,
@@ -73,7 +75,7 @@ from .config_values import (
     _str,
     _token_provider,
 )
-from .errors import ConfigError
+from .errors import ConfigError, ConfigWarning
 from .interceptors import producer_interceptor_classes
 from .partitioners import PARTITIONERS
 
@@ -177,6 +179,52 @@ class ClientConfig:
             broker goes out of reach. It runs in the client's event loop and
             must not block; what it raises is logged. Without it, those errors
             are logged at WARNING (logger ``trafka.sdk``).
+        throttle_cb: called with a :class:`~trafka.sdk.statistics.brokers.ThrottleEvent`
+            each time a broker's response says it throttles this client for a
+            quota (librdkafka's ``throttle_cb``); in the client's event loop,
+            as ``error_cb``.
+        stats_cb / statistics_interval_ms: every ``statistics_interval_ms``
+            (0, the default: never), ``stats_cb`` is called with the client's
+            statistics as a JSON string in librdkafka's layout (its
+            STATISTICS.md; :mod:`trafka.sdk.statistics.librdkafka` says which
+            fields trafka fills), so dashboards fed from it keep working.
+        logger: a :class:`logging.Logger` that receives the log lines of
+            trafka's loggers while the client is open (confluent-kafka's
+            ``logger``), from ``log_level`` (syslog's 0-7, librdkafka's
+            default 6: INFO) up.
+        log_level: the least severe syslog level passed to ``logger``
+            (7 DEBUG, 6 and 5 INFO, 4 WARNING, 3 ERROR, 2-0 CRITICAL).
+        debug: librdkafka's debug contexts (``broker,cgrp``, ``all``): the
+            trafka loggers of those contexts log at DEBUG while the client is
+            open (to ``logger`` if given, else to logging's handlers).
+        socket_keepalive_enable: set ``SO_KEEPALIVE`` on broker connections
+            (librdkafka's; off by default, as there).
+        socket_send_buffer_bytes / socket_receive_buffer_bytes: the
+            ``SO_SNDBUF`` / ``SO_RCVBUF`` of broker connections; 0 (or Java's
+            -1, under its names ``send.buffer.bytes`` / ``receive.buffer.bytes``)
+            leaves the operating system's size.
+        socket_timeout_ms: librdkafka's timeout of network requests; when set,
+            ``request.timeout.ms`` is the larger of the two.
+        topic_metadata_refresh_interval_ms: librdkafka's metadata refresh
+            interval: sets ``metadata.max.age.ms`` (-1, no periodic refresh,
+            sets it to 2147483647 ms).
+        message_max_bytes: librdkafka's largest request: the producer's
+            ``max.request.size`` (other clients' requests are far smaller).
+        api_version_request / broker_version_fallback / api_version_fallback_ms:
+            librdkafka's; trafka always asks brokers for their API versions,
+            which is what ``api.version.request=true`` means (``false`` is
+            refused), and the fallbacks only apply when it does not.
+        metrics_num_samples / metrics_sample_window_ms: Java's; trafka's
+            windowed metrics always use 2 samples of 30 s, so another window
+            is taken with a :class:`~trafka.sdk.errors.ConfigWarning` saying so.
+        metrics_recording_level: Java's; trafka keeps every metric, whatever it says.
+        metric_reporters: Java's reporter classes; they are not loaded (a
+            :class:`~trafka.sdk.errors.ConfigWarning` says so): serve the
+            metrics with ``metrics_listen`` or read ``statistics()``.
+        oauth_cb: confluent-kafka's OAUTHBEARER token callback:
+            ``oauth_cb(sasl_oauthbearer_config)`` returns ``(token,
+            expiry_seconds_since_epoch)`` (or with a principal and extensions
+            after them); see :class:`~trafka.sdk.oauth.OAuthCallbackProvider`.
     """
 
     bootstrap_servers: tuple[str, ...] = _field(
@@ -221,6 +269,30 @@ class ClientConfig:
     enable_metrics_push: bool = _field(True, _bool)
     metrics_listen: str | None = _field(None, _listen)
     error_cb: Any = _field(None, _opt_callable, dotted="error_cb")  # noqa: RUF009
+    throttle_cb: Any = _field(None, _opt_callable, dotted="throttle_cb")  # noqa: RUF009
+    stats_cb: Any = _field(None, _opt_callable, dotted="stats_cb")  # noqa: RUF009
+    statistics_interval_ms: int = _field(0, _int(0, 86_400_000))
+    logger: Any = _field(None, _logger, dotted="logger")  # noqa: RUF009
+    log_level: int = _field(6, _int(0, 7), dotted="log_level")
+    debug: tuple[str, ...] = _field((), _debug)
+    socket_keepalive_enable: bool = _field(False, _bool)
+    socket_send_buffer_bytes: int = _field(
+        0, _int(-1, 100_000_000, unit="bytes"), aliases=("send.buffer.bytes",)
+    )
+    socket_receive_buffer_bytes: int = _field(
+        0, _int(-1, 100_000_000, unit="bytes"), aliases=("receive.buffer.bytes",)
+    )
+    socket_timeout_ms: int | None = _field(None, _opt_int(10, 300_000))
+    topic_metadata_refresh_interval_ms: int | None = _field(None, _opt_int(-1, 3_600_000))
+    message_max_bytes: int | None = _field(None, _opt_int(1000, 1_000_000_000))
+    api_version_request: bool = _field(True, _bool)
+    broker_version_fallback: str | None = _field(None, _opt_str)
+    api_version_fallback_ms: int = _field(0, _int(0, 604_800_000))
+    metrics_num_samples: int = _field(2, _int(1, INT32_MAX))
+    metrics_sample_window_ms: int = _field(30_000, _int(1))
+    metrics_recording_level: str = _field("info", _choice("info", "debug", "trace"))
+    metric_reporters: str | None = _field(None, _opt_str)
+    oauth_cb: Any = _field(None, _opt_callable, dotted="oauth_cb")  # noqa: RUF009
 
     #: Whether the client's metadata requests may create topics when it has no
     #: ``allow.auto.create.topics`` setting: a producer's may (as Java's), an
@@ -228,13 +300,54 @@ class ClientConfig:
     auto_create_topics_default: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
+        problems = []
         for f in dataclasses.fields(self):
             coerce = f.metadata.get("coerce")
             if coerce is not None:
-                object.__setattr__(self, f.name, coerce(_dotted(f), getattr(self, f.name)))
+                try:
+                    object.__setattr__(self, f.name, coerce(_dotted(f), getattr(self, f.name)))
+                except ConfigError as exc:
+                    problems += exc.problems
+        if problems:
+            raise ConfigError.of(problems)
         self._check()
 
+    def _derive(self, attr: str, value: Any, given: str) -> None:
+        """Set ``attr`` from another client's setting (``given``) that decides
+        it; both set, to different values, is one option given twice."""
+        f = next(f for f in dataclasses.fields(self) if f.name == attr)
+        if getattr(self, attr) not in (f.default, value):
+            raise ConfigError(f"{given!r} and {_dotted(f)!r} set the same option")
+        object.__setattr__(self, attr, value)
+
     def _check(self) -> None:
+        if self.socket_timeout_ms is not None and self.socket_timeout_ms > self.request_timeout_ms:
+            object.__setattr__(self, "request_timeout_ms", self.socket_timeout_ms)
+        refresh = self.topic_metadata_refresh_interval_ms
+        if refresh is not None:
+            self._derive(
+                "metadata_max_age_ms",
+                INT32_MAX if refresh == -1 else refresh,
+                "topic.metadata.refresh.interval.ms",
+            )
+        if not self.api_version_request:
+            raise ConfigError(
+                "api.version.request=false is not supported: trafka always asks each broker "
+                "for its API versions (every broker since Kafka 0.10 answers)"
+            )
+        differs = []
+        if (self.metrics_num_samples, self.metrics_sample_window_ms) != (2, 30_000):
+            differs.append(
+                "metrics.num.samples / metrics.sample.window.ms: trafka's windowed metrics "
+                "always use 2 samples of 30 s"
+            )
+        if self.metric_reporters:
+            differs.append(
+                "metric.reporters: Java classes are not loaded; serve the metrics with "
+                "metrics.listen (Prometheus) or read statistics()"
+            )
+        for text in differs:
+            warnings.warn(text, ConfigWarning, stacklevel=4)
         self._check_security()
         if self.reconnect_backoff_max_ms < self.reconnect_backoff_ms:
             object.__setattr__(self, "reconnect_backoff_max_ms", self.reconnect_backoff_ms)
@@ -264,7 +377,12 @@ class ClientConfig:
 
     def _check_oauth(self, jaas: Mapping[str, str]) -> None:
         """Make the token provider the OAUTHBEARER settings describe (unless given)."""
-        from .oauth import OidcTokenProvider, UnsecuredTokenProvider, parse_extensions
+        from .oauth import (
+            OAuthCallbackProvider,
+            OidcTokenProvider,
+            UnsecuredTokenProvider,
+            parse_extensions,
+        )
 
         extensions = parse_extensions(self.sasl_oauthbearer_extensions)
         client_id = self.sasl_oauthbearer_client_id or jaas.get("clientId")
@@ -280,12 +398,15 @@ class ClientConfig:
             scope,
             self.sasl_oauthbearer_extensions,
             jaas.get("unsecuredLoginStringClaim_sub"),
+            self.oauth_cb,
         )
         current = self.sasl_oauth_token_provider
         if current is not None and _made_from(current) in (_NOT_MADE_HERE, settings):
             return  # the caller's own provider, or the one these settings made
         provider: Any
-        if self.sasl_oauthbearer_method == "oidc":
+        if self.oauth_cb is not None:
+            provider = OAuthCallbackProvider(self.oauth_cb, self.sasl_oauthbearer_config)
+        elif self.sasl_oauthbearer_method == "oidc":
             if not (self.sasl_oauthbearer_token_endpoint_url and client_id and client_secret):
                 raise ConfigError(
                     "sasl.oauthbearer.method=oidc needs sasl.oauthbearer.token.endpoint.url, "
@@ -307,7 +428,7 @@ class ClientConfig:
             )
         else:
             raise ConfigError(
-                "sasl.mechanism OAUTHBEARER needs a token source: sasl_oauth_token_provider, "
+                "sasl.mechanism OAUTHBEARER needs a token source: sasl_oauth_token_provider, oauth_cb, "
                 "sasl.oauthbearer.method=oidc with a token endpoint and client credentials, "
                 "or enable.sasl.oauthbearer.unsecure.jwt with sasl.oauthbearer.config"
             )
@@ -356,21 +477,28 @@ class ClientConfig:
         """
         names = _names(cls)
         values: dict[str, Any] = {}
-        origin: dict[str, str] = {}
+        problems: list[str] = []  # all of them, in one error
         for source in (mapping or {}, kwargs):
             seen_here: dict[str, str] = {}
             for key, value in source.items():
                 if not isinstance(key, str):
-                    raise ConfigError(f"configuration keys must be strings, got {key!r}")
+                    problems.append(f"configuration keys must be strings, got {key!r}")
+                    continue
                 attr = names.get(_norm(key))
                 if attr is None:
-                    raise _unknown(cls, key)
-                if attr in seen_here:
-                    raise ConfigError(f"{key!r} and {seen_here[attr]!r} set the same option")
-                seen_here[attr] = key
-                values[attr] = value
-                origin[attr] = key
-        return cls(**values)
+                    problems += _unknown(cls, key).problems
+                elif attr in seen_here:
+                    problems.append(f"{key!r} and {seen_here[attr]!r} set the same option")
+                else:
+                    seen_here[attr] = key
+                    values[attr] = value
+        try:
+            config = cls(**values)
+        except ConfigError as exc:
+            raise ConfigError.of(problems + exc.problems) from None
+        if problems:
+            raise ConfigError.of(problems)
+        return config
 
     def replace(self: _C, **changes: Any) -> _C:
         """A copy with some settings changed (dotted names allowed as ``**{"linger.ms": 5}``)."""
@@ -457,6 +585,22 @@ class ProducerConfig(ClientConfig):
         interceptor_classes: producer interceptors (``on_send``,
             ``on_acknowledgement``, ``close``; :mod:`trafka.sdk.interceptors`):
             import paths (``"pkg.module:Class"``), classes or objects, in order.
+        on_delivery: confluent-kafka's delivery callback for every record sent
+            without one of its own (``dr_cb``, ``dr_msg_cb`` too):
+            ``on_delivery(error, metadata)``, as ``send(..., on_delivery=)``.
+        delivery_report_only_error: librdkafka's: ``on_delivery`` hears only
+            of the records that failed.
+        message_timeout_ms: librdkafka's name of ``delivery.timeout.ms``, with
+            librdkafka's rules (CONFIGURATION.md): 0 is no limit (2147483647 ms
+            here), and it must be greater than ``linger.ms``; Java's rule
+            (``>= linger.ms + request.timeout.ms``) does not apply to it.
+        queue_buffering_max_messages: librdkafka's bound of the records
+            buffered (0: none, the default here): a record beyond it waits for
+            room as one beyond ``buffer.memory`` does (up to ``max.block.ms``).
+        queue_buffering_max_kbytes: librdkafka's bound of the buffer in
+            KiB: ``buffer.memory`` is 1024 times it.
+        batch_num_messages: librdkafka's bound of the records in one batch
+            (none by default here: ``batch.size`` bounds batches in bytes).
     """
 
     acks: int = _field(-1, _acks, aliases=("request.required.acks",))
@@ -476,7 +620,7 @@ class ProducerConfig(ClientConfig):
     )
     partitioner: Any = _field("murmur2", _callable_or_name(*PARTITIONERS))  # noqa: RUF009
     retries: int = _field(INT32_MAX, _int(0, INT32_MAX), aliases=("message.send.max.retries",))
-    delivery_timeout_ms: int = _field(120_000, _delivery_timeout, aliases=("message.timeout.ms",))
+    delivery_timeout_ms: int = _field(120_000, _int(1, INT32_MAX))
     max_in_flight_requests_per_connection: int = _field(
         5, _int(1, INT32_MAX), aliases=("max.in.flight",)
     )
@@ -489,9 +633,18 @@ class ProducerConfig(ClientConfig):
     key_serializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
     value_serializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
     interceptor_classes: tuple[Any, ...] = _field((), producer_interceptor_classes)
+    on_delivery: Any = _field(  # noqa: RUF009
+        None, _opt_callable, dotted="on_delivery", aliases=("dr_cb", "dr_msg_cb")
+    )
+    delivery_report_only_error: bool = _field(False, _bool)
+    message_timeout_ms: int | None = _field(None, _opt_int(0, INT32_MAX))
+    queue_buffering_max_messages: int = _field(0, _int(0, INT32_MAX))
+    queue_buffering_max_kbytes: int | None = _field(None, _opt_int(1, INT32_MAX))
+    batch_num_messages: int | None = _field(None, _opt_int(1, 1_000_000))
 
     def _check(self) -> None:
         super(ProducerConfig, self)._check()
+        self._check_librdkafka()
         level = self.compression_level
         bounds = _COMPRESSION_LEVELS.get(self.compression_type)
         if level is not None and bounds is not None and level != -1:
@@ -516,13 +669,33 @@ class ProducerConfig(ClientConfig):
                 raise ConfigError("transactional.id requires enable.idempotence (not false)")
             if conflicts:
                 raise ConfigError("transactional.id requires idempotence: " + "; ".join(conflicts))
-        if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
+        if self.message_timeout_ms is not None:
+            pass  # librdkafka's rule, checked in _check_librdkafka
+        elif self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
             raise ConfigError(
                 f"delivery.timeout.ms ({self.delivery_timeout_ms}) must be >= linger.ms + "
                 f"request.timeout.ms ({self.linger_ms + self.request_timeout_ms}), as in "
-                "Java's client; librdkafka's message.timeout.ms is delivery.timeout.ms: "
-                "raise it or lower request.timeout.ms"
+                "Java's client (librdkafka's message.timeout.ms has librdkafka's rule instead)"
             )
+
+    def _check_librdkafka(self) -> None:
+        """librdkafka's settings, by librdkafka's rules (its CONFIGURATION.md)."""
+        timeout = self.message_timeout_ms
+        if timeout is not None:
+            if timeout != 0 and timeout <= self.linger_ms:
+                raise ConfigError(
+                    f"message.timeout.ms ({timeout}) must be greater than linger.ms "
+                    f"({self.linger_ms}), as in librdkafka (or 0: no limit)"
+                )
+            self._derive("delivery_timeout_ms", timeout or INT32_MAX, "message.timeout.ms")
+        if self.queue_buffering_max_kbytes is not None:
+            self._derive(
+                "buffer_memory",
+                self.queue_buffering_max_kbytes * 1024,
+                "queue.buffering.max.kbytes",
+            )
+        if self.message_max_bytes is not None:
+            self._derive("max_request_size", self.message_max_bytes, "message.max.bytes")
 
     @property
     def idempotent(self) -> bool:

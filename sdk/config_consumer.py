@@ -8,6 +8,7 @@ program that only produces does not make this dataclass (issue #48).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any
 
 from ._validate import INT32_MAX
@@ -22,9 +23,10 @@ from .config_values import (
     _int,
     _offset_reset,
     _opt_callable,
+    _opt_int,
     _opt_str,
 )
-from .errors import ConfigError
+from .errors import ConfigError, ConfigWarning
 from .interceptors import consumer_interceptor_classes
 
 __all__ = ["ConsumerConfig"]
@@ -92,6 +94,15 @@ class ConsumerConfig(ClientConfig):
         interceptor_classes: consumer interceptors (``on_consume``,
             ``on_commit``, ``close``; :mod:`trafka.sdk.interceptors`): import
             paths (``"pkg.module:Class"``), classes or objects, in order.
+        queued_max_messages_kbytes: librdkafka's bound of the data fetched
+            ahead, in KiB: ``fetch.max.bytes`` is at most 1024 times it (a
+            fetch answer is what trafka holds ahead).
+        fetch_queue_backoff_ms: librdkafka's wait before fetching again once
+            its local queue is over ``queued.min.messages``; trafka holds no
+            such queue, so there is never anything to wait for: taken as it is.
+        queued_min_messages: librdkafka's threshold for fetching ahead; trafka
+            fetches as it hands out records (one fetch ahead), so it is taken
+            with a :class:`~trafka.sdk.errors.ConfigWarning`.
     """
 
     group_id: str | None = _field(None, _opt_str)
@@ -126,9 +137,22 @@ class ConsumerConfig(ClientConfig):
     value_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
     on_commit: Any = _field(None, _opt_callable, dotted="on_commit")  # noqa: RUF009
     interceptor_classes: tuple[Any, ...] = _field((), consumer_interceptor_classes)
+    queued_max_messages_kbytes: int | None = _field(None, _opt_int(1, 2_097_151))
+    queued_min_messages: int | None = _field(None, _opt_int(1, 10_000_000))
+    fetch_queue_backoff_ms: int | None = _field(None, _opt_int(0, 300_000))
 
     def _check(self) -> None:
         super(ConsumerConfig, self)._check()
+        kbytes = self.queued_max_messages_kbytes
+        if kbytes is not None and kbytes * 1024 < self.fetch_max_bytes:
+            object.__setattr__(self, "fetch_max_bytes", kbytes * 1024)
+        if self.queued_min_messages is not None:
+            warnings.warn(
+                "queued.min.messages: trafka has no prefetch threshold in records; it "
+                "fetches one answer ahead, bounded by fetch.max.bytes",
+                ConfigWarning,
+                stacklevel=4,
+            )
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ConfigError(
                 f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "

@@ -66,67 +66,12 @@ _NOT_FOR_SHARE_GROUPS = {
 }
 
 
-_QUEUE_BYTES = (
-    "trafka bounds the producer's buffer in bytes with buffer.memory, and a full "
-    "buffer makes send() wait up to max.block.ms instead of failing at once"
-)
-_LOGGING = (
-    "trafka logs through Python's logging (logger 'trafka.sdk'): set levels and handlers there"
-)
-_METRIC_WINDOW = (
-    "trafka's windowed metrics (rates, -avg, -max) use Java's defaults: 2 samples of 30 s"
-)
-_NO_VERSION_GUESS = (
-    "trafka always asks each broker for its API versions (ApiVersions) and never "
-    "guesses them: remove it"
-)
-
 #: Other clients' settings (librdkafka's, confluent-kafka's callbacks, Java's)
 #: that trafka does not take, because it cannot honour them as they are
 #: defined, with what to use instead. Checked before any "did you mean": a
-#: near name is the wrong advice for these (enable.auto.offset.store is not
-#: auto.offset.reset).
-_NOT_TAKEN = {
-    "on_delivery": "pass on_delivery=cb to each send(): cb(error, metadata) per record",
-    "dr_cb": "pass on_delivery=cb to each send(): cb(error, metadata) per record",
-    "dr_msg_cb": "pass on_delivery=cb to each send(): cb(error, metadata) per record",
-    "delivery.report.only.error": "trafka reports every record to on_delivery; skip the "
-    "successes (error None) in the callback",
-    "stats_cb": "call statistics() on the client, or serve metrics with metrics.listen",
-    "statistics.interval.ms": "call statistics() on the client, or serve metrics with "
-    "metrics.listen",
-    "throttle_cb": "broker throttling is counted in statistics()",
-    "metrics.num.samples": _METRIC_WINDOW,
-    "metrics.sample.window.ms": _METRIC_WINDOW,
-    "metrics.recording.level": "trafka keeps all of its metrics, none per record: remove it",
-    "metric.reporters": "serve the client's metrics with metrics.listen (Prometheus), "
-    "or read statistics()",
-    "oauth_cb": "give sasl_oauth_token_provider (see trafka.sdk.oauth for what it returns)",
-    "logger": _LOGGING,
-    "log_level": _LOGGING,
-    "debug": _LOGGING,
-    "queue.buffering.max.messages": f"{_QUEUE_BYTES}; there is no bound in records",
-    "queue.buffering.max.kbytes": f"{_QUEUE_BYTES}; use buffer.memory (in bytes)",
-    "batch.num.messages": "trafka's batches are bounded in bytes only: use batch.size",
-    "message.max.bytes": "the producer's largest request is max.request.size; the "
-    "consumer's largest response is receive.message.max.bytes",
-    "socket.timeout.ms": "use request.timeout.ms: how long trafka waits for any response",
-    "socket.keepalive.enable": "trafka does not set SO_KEEPALIVE; idle connections are "
-    "closed after connections.max.idle.ms",
-    "socket.send.buffer.bytes": "trafka leaves socket buffer sizes to the operating system",
-    "socket.receive.buffer.bytes": "trafka leaves socket buffer sizes to the operating system",
-    "send.buffer.bytes": "trafka leaves socket buffer sizes to the operating system",
-    "receive.buffer.bytes": "trafka leaves socket buffer sizes to the operating system",
-    "topic.metadata.refresh.interval.ms": "use metadata.max.age.ms: metadata older than "
-    "it is refreshed (librdkafka's -1, never, is not available)",
-    "queued.min.messages": "trafka has no local consumer queue thresholds: "
-    "fetch.max.bytes and max.partition.fetch.bytes size its fetches",
-    "queued.max.messages.kbytes": "trafka has no local consumer queue thresholds: "
-    "fetch.max.bytes and max.partition.fetch.bytes size its fetches",
-    "api.version.request": _NO_VERSION_GUESS,
-    "broker.version.fallback": _NO_VERSION_GUESS,
-    "api.version.fallback.ms": _NO_VERSION_GUESS,
-}
+#: near name is the wrong advice for these. Empty since issue #62: every
+#: setting a service sets in practice is taken (:mod:`.config` says how).
+_NOT_TAKEN: dict[str, str] = {}
 _NOT_TAKEN_NORM = {_norm(k): v for k, v in _NOT_TAKEN.items()}
 
 

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from trafka.common.jaas import jaas_options
 
-from ._validate import INT16_MAX, INT32_MAX, INT64_MAX
+from ._validate import INT16_MAX, INT64_MAX
 from .errors import ConfigError
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -250,18 +250,6 @@ def _split_host_port(name: str, server: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-@_described(ValueSpec("integer", 1, INT32_MAX, note="librdkafka's 0 (no limit) is refused"))
-def _delivery_timeout(name: str, value: Any) -> int:
-    # librdkafka's message.timeout.ms takes 0 for "no limit"; Java's
-    # delivery.timeout.ms has none, and neither have we.
-    if value == 0 or (isinstance(value, str) and value.strip() == "0"):
-        raise ConfigError(
-            f"{name} must be >= 1: librdkafka's 0 (no limit) is not supported, "
-            "give the longest wait in ms (up to 2147483647)"
-        )
-    return _int(1, INT32_MAX)(name, value)
-
-
 #: librdkafka's names for the auto.offset.reset policies (its ``error`` raises
 #: when there is no valid offset, as Java's ``none`` does).
 _OFFSET_RESET = {
@@ -332,6 +320,61 @@ def _token_provider(name: str, value: Any) -> Any:
     raise ConfigError(
         f"{name} must be a callable or an object with a token() method, got {value!r}"
     )
+
+
+#: librdkafka's ``debug`` contexts (CONFIGURATION.md), each with the trafka
+#: loggers whose lines it turns on (the connection's, the metadata's and the
+#: protocol's lines are all logger ``trafka.sdk``'s).
+DEBUG_CONTEXTS = {
+    "all": ("trafka",),
+    "generic": ("trafka.sdk",),
+    "broker": ("trafka.sdk",),
+    "topic": ("trafka.sdk",),
+    "metadata": ("trafka.sdk",),
+    "feature": ("trafka.sdk",),
+    "protocol": ("trafka.sdk",),
+    "security": ("trafka.sdk",),
+    "conf": ("trafka.sdk",),
+    "mock": ("trafka.sdk",),
+    "admin": ("trafka.sdk",),
+    "queue": ("trafka.sdk.producer", "trafka.sdk.blocking"),
+    "msg": ("trafka.sdk.producer", "trafka.sdk.blocking"),
+    "producer": ("trafka.sdk.producer", "trafka.sdk.blocking"),
+    "eos": ("trafka.sdk.producer",),
+    "cgrp": ("trafka.sdk.group", "trafka.sdk.consumer"),
+    "consumer": ("trafka.sdk.consumer", "trafka.sdk.group", "trafka.sdk.blocking"),
+    "fetch": ("trafka.sdk.consumer", "trafka.sdk.fetch_sessions"),
+    "assignor": ("trafka.sdk.group",),
+    "interceptor": ("trafka.sdk.interceptors",),
+    "plugin": ("trafka.sdk.interceptors",),
+    "telemetry": ("trafka.sdk.telemetry",),
+}
+
+
+@_described(
+    ValueSpec(
+        "list of strings",
+        choices=tuple(DEBUG_CONTEXTS),
+        note="librdkafka's debug contexts, comma-separated (empty: none)",
+    )
+)
+def _debug(name: str, value: Any) -> tuple[str, ...]:
+    if value == () or (isinstance(value, str) and not value.strip()):
+        return ()
+    contexts = tuple(c.strip().lower() for c in _str_list(name, value))
+    wrong = [c for c in contexts if c not in DEBUG_CONTEXTS]
+    if wrong:
+        raise ConfigError(
+            f"{name}: unknown debug context(s) {', '.join(wrong)}; known: {', '.join(DEBUG_CONTEXTS)}"
+        )
+    return contexts
+
+
+@_described(ValueSpec("logging.Logger", optional=True, note="or any object with log(level, msg)"))
+def _logger(name: str, value: Any) -> Any:
+    if value is None or callable(getattr(value, "log", None)):
+        return value
+    raise ConfigError(f"{name} must be a logging.Logger (an object with log()), got {value!r}")
 
 
 @_described(ValueSpec("callable", optional=True))

@@ -73,7 +73,7 @@ from ._util import loop_clock
 from .config import ClientConfig
 from .connection_state import ConnectionState
 from .errors import KafkaConnectionError, RequestTimeoutError, UsageError
-from .sockets import close_socket, open_socket, socket_error
+from .sockets import close_socket, open_socket, options_of, socket_error
 from .statistics.counters import NodeCounters
 
 __all__ = ["BrokerConnection", "CallbackCompletion", "Completion", "request_all"]
@@ -153,6 +153,16 @@ async def _authenticate(conn: BrokerConnection, config: ClientConfig) -> int:
     from .security import authenticate
 
     return await authenticate(conn, config)
+
+
+def _report_throttle(report: Callable[[Any], Any], node_id: int, throttle_ms: int) -> None:
+    """``throttle_cb``, told of a throttled response (librdkafka's ThrottleEvent)."""
+    from .statistics.brokers import ThrottleEvent
+
+    try:
+        report(ThrottleEvent(f"node-{node_id}", node_id, throttle_ms / 1000))
+    except Exception:
+        log.exception("throttle_cb raised")
 
 
 class BrokerConnection:
@@ -246,7 +256,8 @@ class BrokerConnection:
         # rule): a broker whose kernel accepts connections but that answers
         # nothing (hung, frozen) is out of reach after it, not after request.timeout.ms.
         setup_deadline = anyio.current_time() + timeout
-        sock = await open_socket(self.host, self.port, self._tls, timeout)
+        sock = await open_socket(self.host, self.port, self._tls, timeout, options_of(self._config))
+        log.debug("node %s: connected to %s:%s", self.node_id, self.host, self.port)
         self._sock = sock
         if self._tls is None:
             self.fileno = sock.fileno()
@@ -393,6 +404,8 @@ class BrokerConnection:
         if state.throttled_until > self.throttled_until:
             self.throttled_until = state.throttled_until
             self._update_hold()
+        if self._config.throttle_cb is not None:
+            _report_throttle(self._config.throttle_cb, self.node_id, state.last_throttle[2])
         now = self._now()
         if now - self._throttle_logged_at < _THROTTLE_LOG_INTERVAL:
             return

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, overload
 import anyio
 import anyio.abc
 
-from ._util import owned_task_group, serve_metrics_if_asked
+from ._util import owned_task_group
 from ._validate import (
     check_callable,
     check_committed_offset,
@@ -45,6 +45,7 @@ from ._validate import (
     describe,
 )
 from .calls import Calls
+from .client_hooks import start_client_hooks
 from .config import make_config
 from .consumer_core import ConsumerCore
 from .consumer_fetching import FetchDriver
@@ -794,7 +795,7 @@ async def open_consumer(
 
     cfg = make_config(ConsumerConfig, config, kwargs)
     async with owned_task_group() as tg, Consumer[Any, Any](cfg, tg) as consumer:
-        await serve_metrics_if_asked(tg, consumer, "consumer", cfg.metrics_listen)
+        await start_client_hooks(tg, consumer, "consumer", cfg)
         if topics:
             consumer.subscribe(topics)
         yield consumer

@@ -48,6 +48,7 @@ __all__ = [
     "BrokerUnreachableError",
     "ClientClosedError",
     "ConfigError",
+    "ConfigWarning",
     "DeliveryTimeoutError",
     "ErrorCode",
     "InvalidTxnStateError",
@@ -69,7 +70,29 @@ __all__ = [
 
 
 class ConfigError(TrafkaError, ValueError):
-    """A configuration key is unknown or a value is invalid."""
+    """A configuration key is unknown or a value is invalid.
+
+    Attributes:
+        problems: every problem found, one line each (a configuration with
+            several is refused once, naming them all).
+    """
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems if problems is not None else [message]
+
+    @classmethod
+    def of(cls, problems: list[str]) -> ConfigError:
+        """One error naming every problem of ``problems`` (at least one)."""
+        if len(problems) == 1:
+            return cls(problems[0], problems)
+        lines = "\n".join(f"  - {p}" for p in problems)
+        return cls(f"{len(problems)} problems in the configuration:\n{lines}", problems)
+
+
+class ConfigWarning(UserWarning):
+    """A setting is taken, but it does not mean in trafka exactly what it means
+    in the client that named it (the warning says how it differs)."""
 
 
 class UsageError(TrafkaError, RuntimeError):

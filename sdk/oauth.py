@@ -143,6 +143,30 @@ class UnsecuredTokenProvider:
         return f"UnsecuredTokenProvider(principal={self._principal!r})"
 
 
+class OAuthCallbackProvider:
+    """confluent-kafka's ``oauth_cb`` as a token source: ``oauth_cb(config)``,
+    ``config`` being ``sasl.oauthbearer.config``, returns ``(token,
+    expiry)``, or ``(token, expiry, principal, extensions)``; the token is
+    kept until its ``expiry`` (seconds since the epoch) is 80% gone."""
+
+    def __init__(self, callback: Any, config: str | None) -> None:
+        self._callback = callback
+        self._config = config or ""
+        self._cached: tuple[str, dict[str, str], float] | None = None
+
+    def token(self) -> tuple[str, dict[str, str]]:
+        now = time.time()
+        if self._cached is None or now >= self._cached[2]:
+            answer = self._callback(self._config)
+            token, expiry = answer[0], float(answer[1])
+            extensions = dict(answer[3]) if len(answer) > 3 and answer[3] else {}
+            self._cached = (token, extensions, now + max(expiry - now, 0.0) * _REFRESH_AT)
+        return self._cached[0], self._cached[1]
+
+    def __repr__(self) -> str:
+        return f"OAuthCallbackProvider({self._callback!r})"
+
+
 class OidcTokenProvider:
     """OAuth 2 client credentials against a token endpoint (KIP-768's login handler).
 

@@ -68,8 +68,9 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -78,7 +79,7 @@ import anyio.lowlevel
 
 from trafka.codec import ErrorCode, KafkaError
 
-from ._util import loop_clock, owned_task_group, serve_metrics_if_asked
+from ._util import loop_clock, owned_task_group
 from ._validate import (
     check_bool,
     check_topic,
@@ -90,6 +91,7 @@ from .accumulator import (
     RecordHandle,
     RecordMetadata,
 )
+from .client_hooks import start_client_hooks
 from .config import ProducerConfig, make_config
 from .errors import (
     ClientClosedError,
@@ -99,6 +101,7 @@ from .errors import (
 from .fetcher import TopicPartition
 from .hosting import Hostable
 from .interceptors import ProducerInterceptors, ProducerRecord
+from .producer_batches import delivery_reporter
 from .producer_core import PreparedRecord, ProducerCore, error_kind
 from .producer_sender import Sender
 from .producer_transactions import PendingCommit, TransactionCalls, transaction_offsets
@@ -157,6 +160,15 @@ class RecordFuture(RecordHandle):
         return self.result()
 
 
+def _report_to(report: Callable[[BaseException | None, Any], Any], future: RecordHandle) -> None:
+    """The configured delivery callback, for one record's outcome."""
+    error = future.exception()
+    try:
+        report(error, None if error is not None else future.result())
+    except Exception:
+        log.exception("on_delivery raised")
+
+
 async def _wait_batch(batch: ProducerBatch) -> None:
     if not batch.done:
         if batch.waker is None:
@@ -195,7 +207,8 @@ class Producer(Hostable):
         self._acc = core.acc
         self._txn = core.txn
         self._append_hot = core.append_hot
-        self._hot_path = core.hot_path
+        self._report = delivery_reporter(config.on_delivery, config.delivery_report_only_error)
+        self._hot_path = core.hot_path and self._report is None
         self._transactional = core.transactional
         # A transaction is (or was, until the next check) begun ahead of a commit.
         self._window = False
@@ -239,9 +252,8 @@ class Producer(Hostable):
 
         Raises:
             TypeError, ValueError: an argument of the wrong type or out of
-                range (a topic name Kafka cannot have, a negative partition or
-                timestamp, headers that are not pairs...); the message names
-                it. Nothing was buffered.
+                range (a bad topic name, partition, timestamp, headers...),
+                named in the message. Nothing was buffered.
             ClientClosedError: the producer is closed.
             SerializationError: the key or value could not be serialized (the
                 message starts with ``key:`` or ``value:``).
@@ -257,9 +269,8 @@ class Producer(Hostable):
             and timestamp_ms is None
             and self._hot_path
         ):
-            # The common case in a tight loop; anything unusual (or a closed or
-            # failed producer) takes the general path below. A topic with a
-            # batch here passed the checks below when that batch was opened.
+            # The common case in a tight loop (a topic with a batch here passed
+            # the checks below when that batch was opened).
             batch = self._append_hot(topic, value, key)
             if batch is not True and batch is not False:
                 size = batch.size
@@ -269,10 +280,13 @@ class Producer(Hostable):
         if self.interceptors is not None:
             given = ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
             future: RecordFuture = await self.interceptors.send(self, given)
-            return future
-        record = self.core.prepare(topic, value, key, partition, headers, timestamp_ms)
-        self.core.check_open()
-        return await self.send_prepared(record)
+        else:  # (the configured on_delivery below: no hot path with it)
+            record = self.core.prepare(topic, value, key, partition, headers, timestamp_ms)
+            self.core.check_open()
+            future = await self.send_prepared(record)
+        if self._report is not None:
+            future.add_done_callback(partial(_report_to, self._report))
+        return future
 
     async def send_prepared(self, record: PreparedRecord, *, hot: bool = False) -> RecordFuture:
         """:meth:`send` of a record :meth:`ProducerCore.prepare
@@ -340,10 +354,9 @@ class Producer(Hostable):
                 self._arm_window(handle.batch)
                 if self._txn.pipelined and self._now() < self._yield_by:
                     # Except in a transaction begun ahead of a commit: its batch
-                    # cannot leave before the commit ends, which the window's polls
-                    # carry on, so the yield would only run a sender with nothing to
-                    # send (a scheduler round per transaction). At most 10 ms go by
-                    # without one.
+                    # cannot leave before the commit ends (the window's polls carry
+                    # it on), so the yield would run a sender with nothing to send.
+                    # At most 10 ms go by without one.
                     self._window_poll()
                     return handle
             self._after_new_batch()
@@ -375,7 +388,7 @@ class Producer(Hostable):
         """The hot path of :meth:`send` filled ``batch`` up to its ``limit``: the
         batch is full, or a poll of the window (:meth:`_arm_window`) is due."""
         batch_size = self._acc.batch_size
-        if batch_bytes >= batch_size:
+        if batch_bytes >= batch_size or batch.full:  # (full in records: batch.num.messages)
             batch.full = True
             self._sender.wake()
             return
@@ -784,5 +797,5 @@ async def open_producer(
     """
     cfg = make_config(ProducerConfig, config, kwargs)
     async with owned_task_group() as tg, Producer(cfg, tg) as producer:
-        await serve_metrics_if_asked(tg, producer, "producer", cfg.metrics_listen)
+        await start_client_hooks(tg, producer, "producer", cfg)
         yield producer

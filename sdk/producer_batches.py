@@ -349,3 +349,20 @@ def produce_results(
         for p in t.partition_responses:
             found[(t.name, p.index)] = p
     return [(b, found.get((b.topic, b.partition))) for b in batches]
+
+
+def delivery_reporter(
+    on_delivery: Callable[[BaseException | None, Any], Any] | None, only_error: bool
+) -> Callable[[BaseException | None, Any], Any] | None:
+    """The delivery callback a producer calls for its records: the given one,
+    or, with librdkafka's ``delivery.report.only.error``, one that passes on
+    the failures only."""
+    if on_delivery is None or not only_error:
+        return on_delivery
+    report = on_delivery
+
+    def failures_only(error: BaseException | None, metadata: Any) -> None:
+        if error is not None:
+            report(error, metadata)
+
+    return failures_only

@@ -166,6 +166,8 @@ class ProducerCore:
             handle_class=handle_class,
             clock=clock,
         )
+        self.acc.batch_records = config.batch_num_messages or 0
+        self.acc.max_records = config.queue_buffering_max_messages
         self._partitioner = Partitioner(config.partitioner)
         self._sticky = self._partitioner.sticky
         # Some partitioners never look at availability; skip computing it.

@@ -60,7 +60,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from ._util import owned_task_group, serve_metrics_if_asked
+from ._util import owned_task_group
 from ._validate import (
     check_callable,
     check_offset,
@@ -70,6 +70,7 @@ from ._validate import (
     check_topics,
     describe,
 )
+from .client_hooks import start_client_hooks
 from .config import ShareConsumerConfig, make_config
 from .coordinator_lookup import coordinator_problem
 from .errors import (
@@ -214,7 +215,7 @@ class ShareConsumer(Hostable):
         cfg = self.config
         async with owned_task_group() as tg:
             self._start(tg)
-            await serve_metrics_if_asked(tg, self, "share_consumer", cfg.metrics_listen)
+            await start_client_hooks(tg, self, "share_consumer", cfg)
             try:
                 yield
             except BaseException:

@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 import ssl
+from typing import Any
 
 import anyio
 
@@ -29,8 +30,38 @@ from .errors import AuthenticationError, KafkaConnectionError, ProtocolError, Re
 log = logging.getLogger("trafka.sdk")
 
 
-async def connect_socket(host: str, port: int) -> socket.socket:
-    """A connected non-blocking TCP socket to the first address of ``host`` that accepts."""
+#: Socket options of broker connections: ``(SO_KEEPALIVE, SO_SNDBUF, SO_RCVBUF)``,
+#: a buffer size <= 0 leaving the operating system's.
+SocketOptions = tuple[bool, int, int]
+DEFAULT_OPTIONS: SocketOptions = (False, 0, 0)
+
+
+def options_of(config: Any) -> SocketOptions:
+    """The socket options a client's configuration asks for."""
+    return (
+        config.socket_keepalive_enable,
+        config.socket_send_buffer_bytes,
+        config.socket_receive_buffer_bytes,
+    )
+
+
+def _set_options(sock: socket.socket, options: SocketOptions) -> None:
+    keepalive, send_buffer, receive_buffer = options
+    if keepalive:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    # Before connect: a receive buffer set later does not change the TCP
+    # window scale agreed in the handshake.
+    if send_buffer > 0:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+    if receive_buffer > 0:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+
+
+async def connect_socket(
+    host: str, port: int, options: SocketOptions = DEFAULT_OPTIONS
+) -> socket.socket:
+    """A connected non-blocking TCP socket to the first address of ``host`` that
+    accepts, with ``options`` set."""
     infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     last: OSError | None = None
     for family, kind, proto, _, address in infos:
@@ -38,6 +69,8 @@ async def connect_socket(host: str, port: int) -> socket.socket:
         try:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if options != DEFAULT_OPTIONS:
+                _set_options(sock, options)
             code = sock.connect_ex(address)
             if code in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
                 await anyio.wait_writable(sock)
@@ -100,7 +133,11 @@ def close_socket(sock: socket.socket) -> None:
 
 
 async def open_socket(
-    host: str, port: int, tls: ssl.SSLContext | None, timeout: float
+    host: str,
+    port: int,
+    tls: ssl.SSLContext | None,
+    timeout: float,
+    options: SocketOptions = DEFAULT_OPTIONS,
 ) -> socket.socket:
     """A connected non-blocking socket to ``host:port``, in TLS when ``tls`` is
     given, within ``timeout`` seconds.
@@ -111,7 +148,7 @@ async def open_socket(
     """
     try:
         with anyio.fail_after(timeout):
-            sock = await connect_socket(host, port)
+            sock = await connect_socket(host, port, options)
             if tls is not None:
                 sock = await tls_handshake(sock, tls, host, port)
             return sock

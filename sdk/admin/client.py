@@ -45,7 +45,8 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from .._util import owned_task_group, serve_metrics_if_asked
+from .._util import owned_task_group
+from ..client_hooks import start_client_hooks
 from ..config import AdminConfig, make_config
 from ..hosting import Hostable
 from .client_cluster import ClusterCalls
@@ -98,5 +99,5 @@ async def open_admin(
     """
     cfg = make_config(AdminConfig, config, kwargs)
     async with owned_task_group() as tg, Admin(cfg, tg) as admin:
-        await serve_metrics_if_asked(tg, admin, "admin", cfg.metrics_listen)
+        await start_client_hooks(tg, admin, "admin", cfg)
         yield admin

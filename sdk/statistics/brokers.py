@@ -22,6 +22,7 @@ __all__ = [
     "BrokerStatistics",
     "NodeWindowStatistics",
     "TelemetryStatistics",
+    "ThrottleEvent",
     "ThrottleStatistics",
     "broker_statistics",
     "node_window_statistics",
@@ -137,6 +138,22 @@ class BrokerStatistics:
         """Java's name for the node in its metrics' ``node-id`` tag: ``node-1``,
         and ``node--1`` for the first bootstrap address."""
         return f"node-{self.node_id}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ThrottleEvent:
+    """A broker's response said it throttles this client for a quota: what
+    ``throttle_cb`` is given (confluent-kafka's ThrottleEvent's fields).
+
+    Attributes:
+        broker_name: the node's name (``node-1``).
+        broker_id: its node id.
+        throttle_time: how long the broker throttles, in seconds.
+    """
+
+    broker_name: str
+    broker_id: int
+    throttle_time: float
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

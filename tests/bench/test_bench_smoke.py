@@ -118,6 +118,9 @@ def bench_lines(makefile: Path = MAKEFILE) -> list[list[str]]:
     return commands
 
 
+COMPAT_LINE = r"^trafka-compat / trafka-blocking produce\s+\d+\.\d\d\s+consume\s+\d+\.\d\d$"
+
+
 def expected_lines(command: list[str]) -> list[tuple[str, int]]:
     """What the ratio lines of this command look like (:data:`RATIO_LINES`)."""
     script = Path(command[0]).name
@@ -134,6 +137,10 @@ def expected_lines(command: list[str]) -> list[tuple[str, int]]:
             # Open-loop latency (--rate), p50 and p99 against each broker.
             brokers = 2 if "brokerlite,kafka" in command else 1
             expected.append((CLIENTS_OPEN_LOOP, brokers))
+        clients = next((command[i + 1] for i, w in enumerate(command) if w == "--clients"), None)
+        if "throughput" in suites and (clients is None or "trafka-compat" in clients):
+            # confluent-kafka's code on trafka.compat.confluent, against trafka.sdk.blocking.
+            expected.append((COMPAT_LINE, 1))
         return expected
     if script not in RATIO_LINES:
         pytest.fail(f"bench/{script} is new: add what its ratio lines look like to RATIO_LINES")

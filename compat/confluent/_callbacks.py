@@ -1,0 +1,97 @@
+"""What confluent-kafka's clients serve from ``poll()``: the callbacks of the
+configuration (``error_cb``, ``stats_cb``, ``throttle_cb``, ``on_commit``,
+delivery reports), queued on the client's thread and called in the
+application's, as librdkafka does.
+
+Rules:
+
+* A trafka client calls these on its own thread; here they are queued, and
+  ``poll()`` (``flush()``, ``consume()``) calls them in the caller's thread.
+* A queue of pending calls is a deque plus a condition that wakes a ``poll``
+  waiting for one.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ._errors import KafkaError, error_of
+
+__all__ = ["Served", "translate_config"]
+
+_CALLBACKS = ("error_cb", "stats_cb", "throttle_cb")
+
+
+class Served:
+    """Calls queued by the client's thread, made by :meth:`serve` in the
+    application's."""
+
+    def __init__(self) -> None:
+        self._calls: collections.deque[tuple[Callable[..., Any], tuple[Any, ...]]] = (
+            collections.deque()
+        )
+        self._ready = threading.Condition()
+
+    def put(self, fn: Callable[..., Any], *args: Any) -> None:
+        with self._ready:
+            self._calls.append((fn, args))
+            self._ready.notify_all()
+
+    def wrap(self, fn: Callable[..., Any], convert: Callable[..., tuple[Any, ...]]) -> Any:
+        """A callback for trafka's client that queues ``fn(*convert(args))``."""
+        return lambda *args: self.put(fn, *convert(*args))
+
+    def serve(self, timeout: float | None) -> int:
+        """Make the queued calls, waiting up to ``timeout`` s (None: forever)
+        for a first one; the number made."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._ready:
+            while not self._calls:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return 0
+                self._ready.wait(left)
+        served = 0
+        while True:
+            try:
+                fn, args = self._calls.popleft()
+            except IndexError:
+                return served
+            fn(*args)
+            served += 1
+
+    def pending(self) -> int:
+        return len(self._calls)
+
+
+def _error_args(exc: BaseException) -> tuple[Any, ...]:
+    return (error_of(exc),)
+
+
+def translate_config(conf: dict[str, Any], served: Served) -> dict[str, Any]:
+    """confluent-kafka's configuration as trafka's: its callbacks queued for
+    ``poll()``; what trafka takes as it is stays."""
+    out = dict(conf)
+    for name in _CALLBACKS:
+        fn = out.pop(name, None)
+        if fn is None:
+            continue
+        convert: Callable[..., tuple[Any, ...]] = (
+            _error_args if name == "error_cb" else (lambda *args: args)
+        )
+        out[name] = served.wrap(fn, convert)
+    return out
+
+
+def seconds_to_ms(timeout: float | None) -> float | None:
+    """confluent-kafka's timeout (seconds; None or negative: forever) in ms."""
+    if timeout is None or timeout < 0:
+        return None
+    return timeout * 1000
+
+
+__all__ += ["KafkaError", "seconds_to_ms"]

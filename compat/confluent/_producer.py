@@ -1,0 +1,202 @@
+"""confluent-kafka's ``Producer`` over trafka's blocking producer.
+
+Rules:
+
+* ``produce()`` hands the record to :class:`trafka.sdk.blocking.Producer`
+  and returns; its delivery report (``on_delivery(err, msg)``, from the call
+  or the configuration's ``on_delivery`` / ``dr_cb`` / ``dr_msg_cb``) is
+  called by ``poll()`` or ``flush()`` in the caller's thread, as librdkafka's.
+* ``len(producer)`` counts the records produced whose report has not been
+  served yet; past ``queue.buffering.max.messages`` (librdkafka's default
+  100000) ``produce()`` raises ``BufferError`` at once, as librdkafka's.
+* Keys hash as librdkafka's (``partitioner`` ``consistent_random``) unless
+  the configuration says otherwise, so records land where confluent-kafka put
+  them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from trafka.sdk.blocking import Producer as _Producer
+
+from ._callbacks import Served, translate_config
+from ._errors import KafkaError, KafkaException, error_of, internal
+from ._types import TIMESTAMP_CREATE_TIME, Message, TopicPartition
+
+__all__ = ["Producer"]
+
+_REPORTS = ("on_delivery", "dr_cb", "dr_msg_cb")
+
+
+def _bytes(name: str, value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise TypeError(f"{name} must be bytes or str, not {type(value).__name__}")
+
+
+class Producer:
+    """confluent-kafka's ``Producer(config)``: ``produce``, ``poll``,
+    ``flush``, ``len()`` and the transactions' calls."""
+
+    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        conf = {**(config or {}), **kwargs}
+        self._served = Served()
+        self._report = None
+        for name in _REPORTS:
+            self._report = conf.pop(name, None) or self._report
+        self._only_errors = str(conf.pop("delivery.report.only.error", False)).lower() == "true"
+        self._max = int(conf.pop("queue.buffering.max.messages", 100_000))
+        conf.setdefault("partitioner", "consistent_random")
+        self._unserved = 0  # produced, report not served yet
+        self._lock = threading.Lock()
+        try:
+            self._producer = _Producer(translate_config(conf, self._served))
+        except Exception as exc:
+            raise KafkaException(error_of(exc)) from None
+
+    def produce(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+        callback: Any = None,
+    ) -> None:
+        """Queue a record; its report comes through ``poll()``/``flush()``.
+
+        Raises:
+            BufferError: ``queue.buffering.max.messages`` records await their report.
+            TypeError: a key or value that is not bytes or str.
+            KafkaException: the record was refused (``_INVALID_ARG``...).
+        """
+        report = on_delivery or callback or self._report
+        value_bytes = _bytes("value", value)
+        key_bytes = _bytes("key", key)
+        with self._lock:
+            if self._max and self._unserved >= self._max:
+                raise BufferError(KafkaError(internal("_QUEUE_FULL"), "Local: Queue full"))
+            self._unserved += 1
+        try:
+            future = self._producer.send(
+                topic,
+                value_bytes,
+                key_bytes,
+                partition=None if partition < 0 else partition,
+                headers=headers,
+                timestamp_ms=timestamp or None,
+            )
+        except Exception as exc:
+            with self._lock:
+                self._unserved -= 1
+            raise KafkaException(error_of(exc)) from None
+        record = (topic, partition, key_bytes, value_bytes, headers)
+        future.add_done_callback(lambda f: self._served.put(self._deliver, f, report, record))
+
+    def _deliver(self, future: Any, report: Any, record: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._unserved -= 1
+        topic, partition, key, value, headers = record
+        error = future.exception()
+        if error is not None:
+            msg = Message(topic, partition, -1001, key, value, _headers(headers), error_of(error))
+            if report is not None:
+                report(msg.error(), msg)
+            return
+        if report is None or self._only_errors:
+            return
+        md = future.result()
+        stamp = (TIMESTAMP_CREATE_TIME, md.timestamp)
+        report(
+            None,
+            Message(md.topic, md.partition, md.offset, key, value, _headers(headers), None, stamp),
+        )
+
+    def poll(self, timeout: float | None = None) -> int:
+        """Serve the reports and callbacks due, waiting up to ``timeout`` s
+        (None or negative: until one) for a first; how many were served."""
+        return self._served.serve(None if timeout is None or timeout < 0 else timeout)
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Wait for every record's outcome (up to ``timeout`` s) and serve
+        the reports; the number of records still awaiting theirs."""
+        if timeout is None or timeout < 0:
+            self._producer.flush()
+        else:
+            deadline = time.monotonic() + timeout
+            while self._unserved:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._served.serve(min(left, 0.1))
+        self._served.serve(0)
+        return len(self)
+
+    def __len__(self) -> int:
+        return self._unserved
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """The partitions of ``topic`` (waiting for its metadata), as
+        confluent-kafka's ``ClusterMetadata``; only with a topic here."""
+        from .admin import ClusterMetadata, TopicMetadata
+
+        if topic is None:
+            raise KafkaException(KafkaError(internal("_NOT_IMPLEMENTED"), "name a topic"))
+        partitions = self._call(self._producer.partitions_for, topic)
+        return ClusterMetadata({topic: TopicMetadata(topic, dict.fromkeys(partitions))})
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._call(self._producer.init_transactions)
+
+    def begin_transaction(self) -> None:
+        self._call(self._producer.begin_transaction)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self.flush()
+        self._call(self._producer.commit_transaction)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._call(self._producer.abort_transaction)
+
+    def send_offsets_to_transaction(
+        self, positions: list[TopicPartition], group_metadata: Any, timeout: float | None = None
+    ) -> None:
+        from trafka.sdk import TopicPartition as _TP
+
+        offsets = {_TP(tp.topic, tp.partition): tp.offset for tp in positions}
+        self._call(self._producer.send_offsets_to_transaction, offsets, group_metadata)
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:
+            raise KafkaException(error_of(exc)) from None
+
+    def close(self) -> None:
+        """Not in confluent-kafka (its producer goes with its last reference):
+        flush and close trafka's producer."""
+        self._producer.close()
+
+    def __del__(self) -> None:
+        producer = getattr(self, "_producer", None)
+        if producer is not None:
+            try:
+                producer.close()
+            except Exception:
+                pass
+
+
+def _headers(headers: Any) -> list[tuple[str, bytes | None]] | None:
+    if not headers:
+        return None
+    items = headers.items() if isinstance(headers, dict) else headers
+    return [(k, v.encode() if isinstance(v, str) else v) for k, v in items]
