@@ -38,6 +38,7 @@ from ._wire import uvarint_bytes
 from .messages import k00_produce as pm
 
 __all__ = [
+    "MAX_SCANNED_VERSION",
     "PartitionAnswer",
     "ProduceAnswer",
     "as_encoded",
@@ -49,6 +50,9 @@ __all__ = [
 
 _PRODUCE = 0
 _FLEXIBLE = 9  # first flexible version: compact arrays and strings, tagged fields
+# The scan reads topics by name: v13 names them by id (KIP-516), which the proxy,
+# its only user, does not let clients use (proxy/rewrite.py caps Produce at v11).
+MAX_SCANNED_VERSION = 12
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PART_HEAD = struct.Struct(">ih")  # index, error code
@@ -157,13 +161,15 @@ class _Refused(Exception):
 
 
 def scan_produce_response(data: bytes, version: int, start: int = 0) -> ProduceAnswer | None:
-    """Read a ProduceResponse body at ``version`` (0 to 11): ``data`` from
-    ``start`` on (after the response header).
+    """Read a ProduceResponse body at ``version`` (0 to :data:`MAX_SCANNED_VERSION`):
+    ``data`` from ``start`` on (after the response header).
 
     Returns:
         The scan, or None when the body is not in a shape the scan reads
         (the codec then decodes it, see :func:`read_produce_response`).
     """
+    if version > MAX_SCANNED_VERSION:
+        return None
     try:
         return _scan(data, version, start)
     except (_Refused, IndexError, struct.error, UnicodeDecodeError):

@@ -24,11 +24,13 @@ Rules:
   and rewritten like the others, so no broker address reaches it.
 * ApiVersions answers are capped, for the APIs above, at the versions the
   proxy's codec knows, so that no client uses a version whose addresses the
-  proxy could not read. An ApiVersions answer the proxy cannot decode (the
-  broker's v0 refusal of a version it does not know) passes unchanged.
-* An ApiVersions request of a version newer than the codec's (Kafka 4.x's
-  clients send v5, KIP-1242) is not forwarded, since its answer could not be
-  capped: the proxy refuses it as a broker that does not know the version
+  proxy could not read; Produce at v11, the last one naming topics by name
+  without transaction version 2's implicit partitions (see
+  :data:`PRODUCE_MAX_ROUTED`). An ApiVersions answer the proxy cannot decode
+  (the broker's v0 refusal of a version it does not know) passes unchanged.
+* An ApiVersions request newer than v4 (Kafka 4.x's clients send v5, KIP-1242,
+  whose node-id check would compare the proxy's node with the broker's) is not
+  forwarded: the proxy refuses it as a broker that does not know the version
   does (KIP-511), with a v0 answer, UNSUPPORTED_VERSION and the ApiVersions
   versions it reads (:func:`unsupported_api_versions`); the client asks again
   with one of those.
@@ -78,7 +80,15 @@ READ_APIS = frozenset(
 REWRITTEN_APIS = READ_APIS | {API_VERSIONS}
 # Fetch answers name brokers from this version on (see the rules).
 FETCH_ENDPOINTS_VERSION = 16
-_VERSION_CAPS = {FETCH: FETCH_ENDPOINTS_VERSION - 1}
+# Produce stays at v11: v12 adds a transaction's partitions implicitly (KIP-890,
+# transaction version 2) and v13 names topics by id (KIP-516), neither of which
+# key routing (which moves records between partitions, by topic name) follows.
+PRODUCE_MAX_ROUTED = 11
+_VERSION_CAPS = {FETCH: FETCH_ENDPOINTS_VERSION - 1, PRODUCE: PRODUCE_MAX_ROUTED}
+# ApiVersions v5 (KIP-1242) asks the broker to check the cluster and node ids the
+# client believes it reached; through the proxy the client's idea of the node is
+# the proxy's, so v5 is refused like any version the proxy does not read.
+API_VERSIONS_MAX = 4
 _HINTING_APIS = frozenset({PRODUCE, FETCH, SHARE_FETCH, SHARE_ACKNOWLEDGE})
 
 
@@ -200,7 +210,7 @@ def unsupported_api_versions(correlation_id: int) -> bytes:
         error_code=ErrorCode.UNSUPPORTED_VERSION,
         api_keys=[
             av.ApiVersionsResponse.ApiVersion(
-                api_key=API_VERSIONS, min_version=info.min_version, max_version=info.max_version
+                api_key=API_VERSIONS, min_version=info.min_version, max_version=API_VERSIONS_MAX
             )
         ],
     )
@@ -217,7 +227,10 @@ def client_software(frame: bytes) -> str | None:
 
 
 def known_version(key: int, version: int) -> bool:
-    """Whether the codec reads API ``key`` at ``version``."""
+    """Whether the codec reads API ``key`` at ``version`` (ApiVersions only up to
+    :data:`API_VERSIONS_MAX`)."""
+    if key == API_VERSIONS and version > API_VERSIONS_MAX:
+        return False
     try:
         return protocol.api(key).supports(version)
     except Exception:

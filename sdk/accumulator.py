@@ -98,6 +98,7 @@ from .producer_batches import (
     child_batch,
     estimate_size,
     produce_results,
+    produce_version,
     unencodable,
 )
 
@@ -114,6 +115,7 @@ __all__ = [
     "build_produce_request",
     "estimate_size",
     "produce_results",
+    "produce_version",
 ]
 
 log = logging.getLogger("trafka.sdk.producer")

@@ -77,25 +77,31 @@ SOFTWARE_VERSION = "0.1.0"
 # "only place": Fetch v13+ names topics by id, so the fetcher steps down to v12
 # for topics whose metadata carries no id, see Fetcher.fetch_version.)
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
-    0: (3, 11),  # Produce: v3 is the first with record batches (magic 2)
-    1: (4, 17),  # Fetch: v4 is the first with record batches and isolation level
-    2: (1, 10),  # ListOffsets
-    3: (1, 12),  # Metadata
-    8: (2, 9),  # OffsetCommit
-    9: (1, 9),  # OffsetFetch (v8+: several groups per request; we send one)
+    # Produce: v3 is the first with record batches (magic 2); v13 names topics by id
+    # (KIP-516): the producer steps down for topics without one, and a transaction
+    # stays at v11 (v12+ adds partitions implicitly, transaction version 2), see
+    # producer_batches.produce_version.
+    0: (3, 13),
+    # Fetch: v4 is the first with record batches and isolation level; v18 (KIP-1166)
+    # only adds a follower's high watermark, which consumers leave out.
+    1: (4, 18),
+    2: (1, 11),  # ListOffsets (v11: EARLIEST_PENDING_UPLOAD, -6, KIP-1023; nothing else)
+    3: (1, 12),  # Metadata (v13: REBOOTSTRAP_REQUIRED, KIP-1102; the client does not rebootstrap)
+    8: (2, 9),  # OffsetCommit (v10: topics by id only, KIP-848; commits name topics)
+    9: (1, 9),  # OffsetFetch (v8+: several groups per request; we send one. v10: by id only)
     10: (1, 6),  # FindCoordinator (v4+: batched keys)
     11: (0, 9),  # JoinGroup
     12: (0, 4),  # Heartbeat
     13: (0, 5),  # LeaveGroup
     14: (0, 5),  # SyncGroup
-    15: (0, 5),  # DescribeGroups
+    15: (0, 5),  # DescribeGroups (v6: GROUP_ID_NOT_FOUND for unknown groups, KIP-1043; not mapped)
     16: (0, 5),  # ListGroups
     17: (1, 1),  # SaslHandshake: v0 (raw tokens after it) is not used
-    18: (0, 4),  # ApiVersions
+    18: (0, 4),  # ApiVersions (v5: cluster/node id checks, KIP-1242; not sent)
     19: (0, 7),  # CreateTopics
     20: (0, 6),  # DeleteTopics
     21: (0, 2),  # DeleteRecords
-    22: (0, 5),  # InitProducerId
+    22: (0, 5),  # InitProducerId (v6: two-phase commit, KIP-939, unstable in 4.4)
     23: (0, 4),  # OffsetForLeaderEpoch
     # Transactions (transaction version 1): AddPartitionsToTxn v4+ is the brokers'
     # batched form; EndTxn v5 means an epoch bump per transaction (KIP-890 part 2),
@@ -103,36 +109,49 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     24: (0, 3),  # AddPartitionsToTxn
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 4),  # EndTxn
-    28: (0, 4),  # TxnOffsetCommit
+    27: (0, 1),  # WriteTxnMarkers (v2: the marker's transaction version, KIP-1228)
+    28: (0, 4),  # TxnOffsetCommit (v5+: transaction version 2, as EndTxn v5)
     29: (1, 3),  # DescribeAcls
     30: (1, 3),  # CreateAcls
     31: (1, 3),  # DeleteAcls
     32: (0, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
+    34: (0, 2),  # AlterReplicaLogDirs
+    35: (0, 4),  # DescribeLogDirs (v5: response fields the admin does not read yet)
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     38: (0, 3),  # CreateDelegationToken (v3: a token for another owner)
     39: (0, 2),  # RenewDelegationToken
     40: (0, 2),  # ExpireDelegationToken
     41: (0, 3),  # DescribeDelegationToken
-    42: (0, 2),  # DeleteGroups
+    42: (0, 2),  # DeleteGroups (v3: per-group error message; GROUP_DELETION_FAILED not mapped)
     43: (0, 2),  # ElectLeaders
     44: (0, 1),  # IncrementalAlterConfigs
-    45: (0, 0),  # AlterPartitionReassignments
+    45: (0, 0),  # AlterPartitionReassignments (v1: allow_replication_factor_change, not offered)
     46: (0, 0),  # ListPartitionReassignments
+    47: (0, 0),  # OffsetDelete
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
     57: (0, 2),  # UpdateFeatures (v1: upgrade types, validate_only; v2: one error)
-    60: (0, 1),  # DescribeCluster
+    60: (0, 1),  # DescribeCluster (v2: include_fenced_brokers, KIP-1073, not offered)
+    61: (0, 0),  # DescribeProducers
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 1),  # ListTransactions (v2: transactional-id pattern, KIP-1152, not offered)
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; from v1 the member names itself, KIP-1082)
+    69: (0, 0),  # ConsumerGroupDescribe (v1: member type, KIP-1099, not read)
     71: (0, 0),  # GetTelemetrySubscriptions (KIP-714)
     72: (0, 0),  # PushTelemetry
+    74: (0, 0),  # ListConfigResources (v1, KIP-1142: other types; client metrics need v0)
     # Share groups (KIP-932): v1 is Kafka 4.1's first stable version (v0 was early
-    # access, with other semantics); v2 (KIP-1206/1222, acquire modes, RENEW) is not spoken.
-    76: (1, 1),  # ShareGroupHeartbeat
-    77: (1, 1),  # ShareGroupDescribe
-    78: (1, 1),  # ShareFetch
-    79: (1, 1),  # ShareAcknowledge
+    # access, with other semantics). ShareFetch/ShareAcknowledge v2 (KIP-1206/1222)
+    # are spoken in their default mode: batch-optimised acquisition (as v1), no
+    # RENEW acknowledgements; a v2 ShareAcknowledge answer carries the lock timeout.
+    76: (1, 1),  # ShareGroupHeartbeat (Kafka 4.4's only version)
+    77: (1, 1),  # ShareGroupDescribe (Kafka 4.4's only version)
+    78: (1, 2),  # ShareFetch
+    79: (1, 2),  # ShareAcknowledge
     # Share-group offsets admin (Kafka 4.1; DescribeShareGroupOffsets v1 adds the lag, 4.2).
     90: (0, 1),  # DescribeShareGroupOffsets
     91: (0, 0),  # AlterShareGroupOffsets

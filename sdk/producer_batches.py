@@ -18,6 +18,11 @@ Rules:
   (:func:`child_batch`): they keep the parent's place in the partition's order
   (:attr:`ProducerBatch.order`) and its transaction, and a record's handle
   reports the child that carried it (:meth:`ProducerBatch.locate`).
+* Produce v13+ names topics by id (KIP-516): a request is sent at v13 only when
+  every topic in it has an id in the metadata, else at v12
+  (:func:`produce_version`); the answer is matched back by the ids sent. A
+  transactional producer stays at v11: v12+ would add partitions to the
+  transaction implicitly (transaction version 2), which it does not follow.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from trafka.codec.messages import k00_produce as produce
@@ -45,6 +51,7 @@ __all__ = [
     "child_batch",
     "estimate_size",
     "produce_results",
+    "produce_version",
     "unencodable",
 ]
 
@@ -316,38 +323,71 @@ def unencodable(batch: ProducerBatch, error: Exception) -> SerializationError:
     return failure
 
 
+# The first Produce version naming topics by id (KIP-516), and the last one a
+# transaction of transaction version 1 may use (v12+ adds partitions implicitly).
+PRODUCE_TOPIC_ID_VERSION = 13
+PRODUCE_TXN_V1_MAX = 11
+
+
+def produce_version(
+    negotiated: int,
+    topics: Iterable[str],
+    topic_id: Callable[[str], uuid.UUID | None],
+    *,
+    transactional: bool,
+) -> int:
+    """The Produce version for a request to ``topics``: ``negotiated``, at most
+    v11 in a transaction, and v12 instead of v13+ when a topic's id is unknown
+    (metadata older than v10, or a broker that has none)."""
+    if transactional:
+        return min(negotiated, PRODUCE_TXN_V1_MAX)
+    if negotiated >= PRODUCE_TOPIC_ID_VERSION and any(topic_id(t) is None for t in topics):
+        return PRODUCE_TOPIC_ID_VERSION - 1
+    return negotiated
+
+
 def build_produce_request(
     batches: Sequence[ProducerBatch],
     *,
     acks: int,
     timeout_ms: int,
     transactional_id: str | None = None,
+    topic_ids: dict[str, uuid.UUID] | None = None,
 ) -> Any:
-    """A ProduceRequest carrying ``batches`` (already encoded by :meth:`Accumulator.drain`)."""
+    """A ProduceRequest carrying ``batches`` (already encoded by :meth:`Accumulator.drain`);
+    with ``topic_ids`` (v13+) the topics are named by id, not by name."""
     by_topic: dict[str, list[Any]] = {}
     for b in batches:
         by_topic.setdefault(b.topic, []).append(
             produce.ProduceRequest.PartitionProduceData(index=b.partition, records=b.encoded)
         )
+    topic_data = produce.ProduceRequest.TopicProduceData
     return produce.ProduceRequest(
         transactional_id=transactional_id,
         acks=acks,
         timeout_ms=timeout_ms,
         topic_data=[
-            produce.ProduceRequest.TopicProduceData(name=t, partition_data=p)
+            topic_data(name=t, partition_data=p)
+            if topic_ids is None
+            else topic_data(topic_id=topic_ids[t], partition_data=p)
             for t, p in by_topic.items()
         ],
     )
 
 
 def produce_results(
-    batches: Sequence[ProducerBatch], response: Any
+    batches: Sequence[ProducerBatch], response: Any, topic_ids: dict[str, uuid.UUID] | None = None
 ) -> list[tuple[ProducerBatch, Any]]:
-    """Pair each batch with its PartitionProduceResponse (``None`` if the broker left it out)."""
+    """Pair each batch with its PartitionProduceResponse (``None`` if the broker
+    left it out); ``topic_ids``: the ids the request named its topics by (v13+)."""
+    names = {i: t for t, i in topic_ids.items()} if topic_ids is not None else None
     found: dict[tuple[str, int], Any] = {}
     for t in response.responses:
+        name = t.name if names is None else names.get(t.topic_id)
+        if name is None:
+            continue
         for p in t.partition_responses:
-            found[(t.name, p.index)] = p
+            found[(name, p.index)] = p
     return [(b, found.get((b.topic, b.partition))) for b in batches]
 
 

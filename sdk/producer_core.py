@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -445,10 +446,17 @@ class ProducerCore:
 
     # -- answers ---------------------------------------------------------------------------
 
-    def on_produce_response(self, batches: list[ProducerBatch], response: Any, now: float) -> bool:
+    def on_produce_response(
+        self,
+        batches: list[ProducerBatch],
+        response: Any,
+        now: float,
+        topic_ids: dict[str, uuid.UUID] | None = None,
+    ) -> bool:
         """A Produce answer (None for ``acks=0``): each batch completes, is
-        retried or fails. Returns whether the metadata must be refreshed (the
-        driver then nudges its refresher)."""
+        retried or fails. ``topic_ids``: the ids the request named its topics by
+        (v13+). Returns whether the metadata must be refreshed (the driver then
+        nudges its refresher)."""
         acc = self.acc
         if response is None:
             for b in batches:
@@ -456,7 +464,7 @@ class ProducerCore:
             return False
         md = self.metadata
         refresh = False
-        for b, p in produce_results(batches, response):
+        for b, p in produce_results(batches, response, topic_ids):
             if p is None:
                 acc.retry_or_fail(
                     b,

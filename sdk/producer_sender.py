@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import math
 import select
+import uuid
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
@@ -37,9 +38,10 @@ import anyio.lowlevel
 
 from trafka.codec import TrafkaError, UnsupportedVersionError
 
-from .accumulator import ProducerBatch, build_produce_request
+from .accumulator import ProducerBatch, build_produce_request, produce_version
 from .config import ProducerConfig
 from .errors import ClientClosedError
+from .producer_batches import PRODUCE_TOPIC_ID_VERSION
 from .producer_core import ProducerCore
 from .statistics import Interval
 from .transactions import Kind, TxnRequest, TxnState
@@ -340,11 +342,24 @@ class Sender:
     def _produce(self, conn: BrokerConnection, batches: list[ProducerBatch]) -> None:
         """Write one Produce request; its outcome arrives through :class:`_ProduceCompletion`."""
         acks = self.config.acks
+        topic_id = self._cluster.metadata.topic_id
+        topics = {b.topic for b in batches}
+        try:
+            version = produce_version(
+                conn.version_for(0), topics, topic_id, transactional=self.core.transactional
+            )
+        except TrafkaError as exc:
+            self._produce_failed(conn.node_id, batches, exc)
+            return
+        ids = None
+        if version >= PRODUCE_TOPIC_ID_VERSION:  # every topic has an id (produce_version)
+            ids = {t: i for t in topics if (i := topic_id(t)) is not None}
         request = build_produce_request(
             batches,
             acks=acks,
             timeout_ms=self.config.request_timeout_ms,
             transactional_id=self.config.transactional_id,
+            topic_ids=ids,
         )
         queue_time = self.queue_time
         now = self._now()
@@ -352,11 +367,11 @@ class Sender:
             queue_time.add(now - batch.created)
         node = conn.node_id
         completion = CallbackCompletion(
-            partial(self._produce_answered, node, batches),
+            partial(self._produce_answered, node, batches, ids),
             partial(self._produce_failed, node, batches),
         )
         try:
-            conn.send(0, request, completion if acks != 0 else None)
+            conn.send(0, request, completion if acks != 0 else None, version=version)
         except TrafkaError as exc:
             completion.fail(exc)
         else:
@@ -364,10 +379,16 @@ class Sender:
             if acks == 0:
                 completion.resolve(None)
 
-    def _produce_answered(self, node: int, batches: list[ProducerBatch], response: Any) -> None:
+    def _produce_answered(
+        self,
+        node: int,
+        batches: list[ProducerBatch],
+        topic_ids: dict[str, uuid.UUID] | None,
+        response: Any,
+    ) -> None:
         """A Produce answer (None for ``acks=0``), in the connection's reader."""
         try:
-            if self.core.on_produce_response(batches, response, self._now()):
+            if self.core.on_produce_response(batches, response, self._now(), topic_ids):
                 self._cluster.nudge()
         finally:
             self._produce_done(node)

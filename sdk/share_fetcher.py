@@ -626,6 +626,8 @@ class ShareFetcher:
                 session.reset()
             else:
                 session.advance()
+        if not code and body.acquisition_lock_timeout_ms > 0:  # v2+ (KIP-1222)
+            self.acquisition_lock_timeout_ms = body.acquisition_lock_timeout_ms
         if code:
             error = _error(code, f"ShareAcknowledge to node {node}", body.error_message)
             again = (

@@ -319,10 +319,16 @@ def merge_old_versions(new: dict[str, Any], old: dict[str, Any]) -> dict[str, An
 
     Returns ``new`` itself when the old spec has no lower version. Tagged
     versions and flexibility are the new spec's: the versions Kafka 4.0 removed
-    are all below the first flexible one.
+    are all below the first flexible one. Old versions that were flexible
+    already were not removed by KIP-896 but retired for another reason (the
+    share-group APIs' early-access v0 of Kafka 4.0, gone in 4.1): ``new`` is
+    returned, without them.
     """
     nv, ov = Versions.parse(new["validVersions"]), Versions.parse(old["validVersions"])
     if ov.empty or ov.low >= nv.low:
+        return new
+    old_flexible = Versions.parse(old.get("flexibleVersions", "none"))
+    if not old_flexible.empty and old_flexible.low <= ov.low:
         return new
     name = new["name"]
     flexible = Versions.parse(new.get("flexibleVersions", "none"))

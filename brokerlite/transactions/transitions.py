@@ -523,7 +523,7 @@ class TxnTransitions(TxnDecisions):
         if version >= 3:
             return self._validate_group(
                 request.group_id,
-                request.generation_id,
+                request.generation_id_or_member_epoch,
                 request.member_id,
                 request.group_instance_id,
             )

@@ -12,7 +12,7 @@ from typing import Any
 from trafka.codec.messages import k32_describe_configs as dc
 from trafka.codec.messages import k33_alter_configs as ac
 from trafka.codec.messages import k44_incremental_alter_configs as iac
-from trafka.codec.messages import k74_list_client_metrics_resources as lcmr
+from trafka.codec.messages import k74_list_config_resources as lcmr
 
 from ..calls import TRANSIENT, check
 from ._common import fit
@@ -147,7 +147,7 @@ def read_alter_configs(resp: Any) -> None:
 
 def list_client_metrics_resources_request() -> Any:
     """ListClientMetricsResources."""
-    return lcmr.ListClientMetricsResourcesRequest()
+    return lcmr.ListConfigResourcesRequest()
 
 
 def read_list_client_metrics_resources(resp: Any) -> list[str]:
@@ -158,4 +158,4 @@ def read_list_client_metrics_resources(resp: Any) -> list[str]:
         KafkaError: any other error.
     """
     check(resp.error_code, "listing client-metrics resources", None, again=TRANSIENT)
-    return sorted(r.name for r in resp.client_metrics_resources)
+    return sorted(r.resource_name for r in resp.config_resources)

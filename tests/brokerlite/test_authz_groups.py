@@ -422,7 +422,7 @@ def test_add_offsets_end_txn_and_txn_offset_commit(core: Any) -> None:
         group_id="g",
         producer_id=pid,
         producer_epoch=epoch,
-        generation_id=-1,
+        generation_id_or_member_epoch=-1,
         member_id="",
         topics=[
             toc.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(

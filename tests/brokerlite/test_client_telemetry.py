@@ -25,7 +25,7 @@ from trafka.codec.messages import k33_alter_configs as ac
 from trafka.codec.messages import k44_incremental_alter_configs as iac
 from trafka.codec.messages import k71_get_telemetry_subscriptions as gts
 from trafka.codec.messages import k72_push_telemetry as pt
-from trafka.codec.messages import k74_list_client_metrics_resources as lcm
+from trafka.codec.messages import k74_list_config_resources as lcm
 from trafka.codec.otlp import DataPoint, Metric, encode_metrics
 
 pytestmark = pytest.mark.timeout(60)
@@ -68,9 +68,9 @@ def subscribe(core: Any, name: str, **settings: str) -> None:
 
 
 def listed(core: Any) -> list[str]:
-    answer = core.call(74, 0, lcm.ListClientMetricsResourcesRequest())
+    answer = core.call(74, 0, lcm.ListConfigResourcesRequest())
     assert answer.error_code == ErrorCode.NONE
-    return [r.name for r in answer.client_metrics_resources]
+    return [r.resource_name for r in answer.config_resources]
 
 
 def describe(core: Any, name: str, version: int = 4, synonyms: bool = True) -> Any:
@@ -241,7 +241,7 @@ def test_list_and_describe_need_describe_configs_on_the_cluster(open_core: Any) 
     core = open_core(
         authorizer_class_name="org.apache.kafka.metadata.authorizer.StandardAuthorizer"
     )
-    answer = core.call(74, 0, lcm.ListClientMetricsResourcesRequest())
+    answer = core.call(74, 0, lcm.ListConfigResourcesRequest())
     assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     assert describe(core, "s").error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     assert (

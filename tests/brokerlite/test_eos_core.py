@@ -382,7 +382,7 @@ def test_txn_offset_commit_checks_the_group_generation(core: Any) -> None:
             group_id="g",
             producer_id=pid,
             producer_epoch=epoch,
-            generation_id=generation,
+            generation_id_or_member_epoch=generation,
             member_id=member,
             topics=[
                 t.TxnOffsetCommitRequestTopic(
@@ -586,7 +586,7 @@ def test_txn_offset_commit_to_a_share_group_is_refused(core: Any) -> None:
         group_id="queue",
         producer_id=pid,
         producer_epoch=epoch,
-        generation_id=-1,
+        generation_id_or_member_epoch=-1,
         member_id="",
         topics=[
             t.TxnOffsetCommitRequestTopic(

@@ -180,7 +180,7 @@ def commit_offsets(
         group_id=group,
         producer_id=pid,
         producer_epoch=epoch,
-        generation_id=generation,
+        generation_id_or_member_epoch=generation,
         member_id=member,
         group_instance_id=instance,
         topics=[

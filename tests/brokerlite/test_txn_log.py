@@ -190,7 +190,7 @@ def test_txn_offset_commit_at_the_group_coordinator_only_checks_the_group() -> N
             group_id="g",
             producer_id=9,
             producer_epoch=epoch,
-            generation_id=3,
+            generation_id_or_member_epoch=3,
             member_id="m",
             topics=[
                 R.TxnOffsetCommitRequestTopic(

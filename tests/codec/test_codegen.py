@@ -92,7 +92,7 @@ def test_check_mode_catches_stale_modules(
 
     produce = scratch_repo / "codec" / "messages" / "k00_produce.py"
     pristine = produce.read_text()
-    produce.write_text(pristine.replace("MAX_VERSION = 11", "MAX_VERSION = 12"))
+    produce.write_text(pristine.replace("MAX_VERSION = 13", "MAX_VERSION = 14"))
     stray = scratch_repo / "codec" / "messages" / "k99_stray.py"
     stray.write_text("# not generated\n")
     (scratch_repo / "codec" / "_error_codes.py").unlink()
@@ -104,7 +104,7 @@ def test_check_mode_catches_stale_modules(
     assert "stale: codec/_error_codes.py" in err
     # Check mode writes nothing.
     assert stray.exists()
-    assert "MAX_VERSION = 12" in produce.read_text()
+    assert "MAX_VERSION = 14" in produce.read_text()
 
     # Regenerating repairs all three; then the check passes again.
     assert codegen.main(["--specs", str(SPECS)]) == 0
@@ -186,9 +186,12 @@ def test_old_versions_come_back_from_the_39_specs(name: str, low: int) -> None:
             codegen.Message.from_spec(trimmed[suffix]),
             codegen.Message.from_spec(old[suffix]),
         )
+    # Today's module: the spec (Kafka 4.4's, trimmed already) merged with 3.9's.
+    by_name = {f"{name}{suffix}": spec for suffix, spec in specs.items()}
+    old_by_name = {f"{name}{suffix}": spec for suffix, spec in old.items()}
     want = codegen.render_api(
-        codegen.Message.from_spec(specs["Request"]),
-        codegen.Message.from_spec(specs["Response"]),
+        codegen.message_of(f"{name}Request", by_name, old_by_name),
+        codegen.message_of(f"{name}Response", by_name, old_by_name),
         "x",
     )
     assert codegen.render_api(merged["Request"], merged["Response"], "x") == want
@@ -219,6 +222,12 @@ def test_every_39_version_is_generated() -> None:
             continue
         info = api_info(spec["apiKey"])
         v = codegen.Versions.parse(spec["validVersions"])
+        flexible = codegen.Versions.parse(spec.get("flexibleVersions", "none"))
+        if not flexible.empty and flexible.low <= v.low < info.min_version:
+            # Not a KIP-896 removal: the share-group APIs' early-access v0 (4.0),
+            # retired in 4.1 (see merge_old_versions).
+            assert info.name.startswith("Share"), info.name
+            continue
         assert info.min_version <= v.low, info.name
         assert v.high <= info.max_version, info.name
         checked += 1

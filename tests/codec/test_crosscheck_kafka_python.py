@@ -102,9 +102,13 @@ NOT_IN_KAFKA_PYTHON = {
     85: "WriteShareGroupState",
     86: "DeleteShareGroupState",
     87: "ReadShareGroupStateSummary",
+    88: "StreamsGroupHeartbeat",
+    89: "StreamsGroupDescribe",
     90: "DescribeShareGroupOffsets",
     91: "AlterShareGroupOffsets",
     92: "DeleteShareGroupOffsets",
+    93: "StreamsGroupTopologyDescriptionUpdate",
+    94: "UnregisterController",
 }
 
 # (api key, version, is response) pairs both implement but lay out differently

@@ -16,6 +16,7 @@ from trafka.codec import protocol
 from trafka.codec.errors import DecodeError
 from trafka.codec.messages import k00_produce as pm
 from trafka.codec.produce_response import (
+    MAX_SCANNED_VERSION,
     ProduceAnswer,
     ProduceResponseWriter,
     as_encoded,
@@ -23,7 +24,8 @@ from trafka.codec.produce_response import (
     scan_produce_response,
 )
 
-VERSIONS = list(range(pm.MIN_VERSION, pm.MAX_VERSION + 1))
+# The versions the scan reads (v13, topics by id, is decoded by the codec).
+VERSIONS = list(range(pm.MIN_VERSION, MAX_SCANNED_VERSION + 1))
 R = pm.ProduceResponse
 I32 = st.integers(-(2**31), 2**31 - 1)
 I64 = st.integers(-(2**63), 2**63 - 1)

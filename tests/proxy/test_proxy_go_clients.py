@@ -29,6 +29,7 @@ from trafka.codec.framing import FrameReader
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.messages.k18_api_versions import ApiVersionsRequest
 from trafka.proxy import RunningProxy, proxy_in_thread
+from trafka.proxy.rewrite import API_VERSIONS_MAX
 from trafka.sdk.partitioners import murmur2_partition
 
 pytestmark = pytest.mark.timeout(180)
@@ -135,13 +136,13 @@ def _answer(sock: socket.socket, reader: FrameReader) -> bytes:
 def test_an_api_versions_version_the_proxy_does_not_know_is_refused_as_kafka_does(
     proxy: RunningProxy,
 ) -> None:
-    """franz-go 1.22 first asks ApiVersions v5, which the proxy's codec does not
-    know: the proxy answers as Kafka's broker does (KIP-511), a v0 answer with
+    """franz-go 1.22 first asks ApiVersions v5 (KIP-1242), which the proxy does not
+    forward (its node-id check would be against the proxy's node): the proxy answers as Kafka's broker does (KIP-511), a v0 answer with
     UNSUPPORTED_VERSION naming the versions it knows, and keeps the connection
     (it used to close it, failing to read the broker's refusal, and franz-go
     retried for a minute); on it, the client asks again at the highest named."""
     host, port = proxy.bootstrap_servers.split(":")
-    known = protocol.api(18).max_version
+    known = API_VERSIONS_MAX
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.settimeout(10)
         reader = FrameReader()

@@ -643,13 +643,14 @@ def test_an_api_versions_request_newer_than_the_proxy_reads_is_refused_as_a_brok
     proxy: RunningProxy,
 ) -> None:
     """Kafka 4.x's clients open with ApiVersions v5 (KIP-1242), newer than the
-    proxy's codec: an answer of that version could not be capped, so the proxy
+    proxy forwards (its node-id check would be against the proxy's node), so the proxy
     answers it itself as a broker that does not know the version (KIP-511: v0,
     UNSUPPORTED_VERSION, the ApiVersions versions it serves), keeps the
     connection, and the client's retry at the version named is answered."""
     from trafka.codec.messages import k18_api_versions as av
+    from trafka.proxy.rewrite import API_VERSIONS_MAX
 
-    newest = protocol.api(18).max_version
+    newest = API_VERSIONS_MAX
     request = av.ApiVersionsRequest(client_software_name="t", client_software_version="1")
     with socket.create_connection(proxy.address, timeout=20) as sock:
         for correlation_id, version in ((1, newest + 1), (2, newest)):

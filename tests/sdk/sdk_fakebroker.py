@@ -142,9 +142,11 @@ class FakeBroker:
         topics = []
         for t in body.topic_data:
             parts = []
+            # By name, or by id from v13 (KIP-516).
+            name = t.name or next((n for n in self.topics if self.topic_id(n) == t.topic_id), "")
             for p in t.partition_data:
-                tp = (t.name, p.index)
-                if t.name not in self.topics or p.index >= self.topics[t.name]:
+                tp = (name, p.index)
+                if name not in self.topics or p.index >= self.topics[name]:
                     parts.append(P.PartitionProduceResponse(index=p.index, error_code=3))
                     continue
                 base = self.next_offset.get(tp, 0)
@@ -154,7 +156,9 @@ class FakeBroker:
                     base += hdr.last_offset_delta + 1
                 self.next_offset[tp] = base
                 parts.append(P.PartitionProduceResponse(index=p.index, base_offset=first))
-            topics.append(P.TopicProduceResponse(name=t.name, partition_responses=parts))
+            topics.append(
+                P.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=parts)
+            )
         if body.acks == 0:
             return None
         return P(responses=topics)

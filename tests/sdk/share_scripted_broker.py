@@ -238,7 +238,7 @@ class ShareScriptedBroker(FakeBroker):
                 R.PartitionData(
                     partition_index=index,
                     acknowledge_error_code=code or 0,
-                    records=b"".join(blobs) if blobs else None,
+                    records=b"".join(blobs),  # non-nullable from v1 (Kafka 4.4 spec)
                     acquired_records=[
                         R.AcquiredRecords(first_offset=f, last_offset=last, delivery_count=n)
                         for f, last, n in acquired

@@ -16,6 +16,7 @@ from trafka.sdk.accumulator import (
     BufferFullError,
     build_produce_request,
     produce_results,
+    produce_version,
 )
 from trafka.sdk.errors import DeliveryTimeoutError, UsageError
 
@@ -280,6 +281,55 @@ def test_produce_request_with_compression(codec: Compression) -> None:
     )
     pairs = produce_results(batches, resp)
     assert [(b.partition, p.base_offset if p else None) for b, p in pairs] == [(0, None), (1, 9)]
+
+
+def test_produce_v13_names_topics_by_id_and_reads_answers_by_id() -> None:
+    """Produce v13 replaces topic names with ids (KIP-516, Kafka 4.4's spec): the
+    request carries only ids, on the wire too, and the answer is matched back by them."""
+    import uuid
+
+    from trafka.codec import RequestHeader, encode_request
+    from trafka.codec.messages import k00_produce as produce
+
+    a = acc(linger=0.0)
+    a.append("t", 0, 1, None, b"v", (), now=0.0)
+    batches = a.drain(0.0, 1, leader)
+    tid = uuid.UUID(int=42)
+    req = build_produce_request(batches, acks=-1, timeout_ms=1000, topic_ids={"t": tid})
+    frame = encode_request(
+        RequestHeader(request_api_key=0, request_api_version=13, correlation_id=1), req
+    )
+    _, body = decode_request(frame[4:])
+    assert [(t.name, t.topic_id) for t in body.topic_data] == [("", tid)]
+    r = produce.ProduceResponse
+    answer = r(
+        responses=[
+            r.TopicProduceResponse(
+                topic_id=tid,
+                partition_responses=[r.PartitionProduceResponse(index=0, base_offset=5)],
+            ),
+            r.TopicProduceResponse(
+                topic_id=uuid.UUID(int=7),
+                partition_responses=[r.PartitionProduceResponse(index=0, base_offset=9)],
+            ),
+        ]
+    )
+    [(batch, part)] = produce_results(batches, answer, {"t": tid})
+    assert (batch.topic, part.base_offset) == ("t", 5)
+
+
+def test_produce_version_steps_down_without_ids_and_in_transactions() -> None:
+    """v13 needs every topic's id (KIP-516); a transaction of transaction version 1
+    stays at v11 ("the client can't use produce request version higher than 11
+    within a transaction" unless transaction version 2 is enabled, KIP-890)."""
+    import uuid
+
+    ids = {"a": uuid.UUID(int=1), "b": None}
+    assert produce_version(13, ["a"], ids.get, transactional=False) == 13
+    assert produce_version(13, ["a", "b"], ids.get, transactional=False) == 12
+    assert produce_version(11, ["b"], ids.get, transactional=False) == 11
+    assert produce_version(13, ["a"], ids.get, transactional=True) == 11
+    assert produce_version(9, ["a"], ids.get, transactional=True) == 9
 
 
 def test_split_after_message_too_large_keeps_order_and_sequences() -> None:

@@ -38,7 +38,8 @@ def test_choose_version_is_highest_common() -> None:
     assert choose_version(3, (0, 12)) == min(12, CLIENT_VERSIONS[3][1])
     assert choose_version(3, (0, 5)) == 5
     assert choose_version(1, (0, 17)) == 17  # topic-id fetches (v13+) included
-    assert choose_version(1, (0, 99)) == 17
+    assert choose_version(1, (0, 18)) == 18  # KIP-1166: a follower's field only
+    assert choose_version(1, (0, 99)) == CLIENT_VERSIONS[1][1]
     with pytest.raises(UnsupportedVersionError, match="does not support"):
         choose_version(3, None)
     with pytest.raises(UnsupportedVersionError, match="no common version"):

@@ -181,6 +181,7 @@ def _respond(body: Any, code: int) -> Any:
         responses=[
             P.TopicProduceResponse(
                 name=t.name,
+                topic_id=t.topic_id,  # v13: by id (KIP-516)
                 partition_responses=[
                     P.PartitionProduceResponse(index=x.index, error_code=code)
                     for x in t.partition_data

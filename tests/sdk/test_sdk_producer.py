@@ -101,6 +101,7 @@ async def test_retriable_error_retried(fake_broker: FakeBroker) -> None:
                 responses=[
                     P.TopicProduceResponse(
                         name=t.name,
+                        topic_id=t.topic_id,  # v13: by id (KIP-516)
                         partition_responses=[
                             P.PartitionProduceResponse(
                                 index=x.index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -133,7 +134,8 @@ async def test_non_retriable_error_surfaces(fake_broker: FakeBroker) -> None:
         return P(
             responses=[
                 P.TopicProduceResponse(
-                    name="one",
+                    name=body.topic_data[0].name,
+                    topic_id=body.topic_data[0].topic_id,  # v13: by id (KIP-516)
                     partition_responses=[
                         P.PartitionProduceResponse(index=0, error_code=ErrorCode.INVALID_RECORD)
                     ],

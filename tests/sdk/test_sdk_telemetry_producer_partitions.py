@@ -208,7 +208,9 @@ class FlakyBroker(TelemetryBroker):
                     self.refused_once = True
                     p = R.PartitionProduceResponse(index=0, error_code=ErrorCode.REQUEST_TIMED_OUT)
                 parts.append(p)
-            topics.append(R.TopicProduceResponse(name=t.name, partition_responses=parts))
+            topics.append(
+                R.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=parts)
+            )
         return R(responses=topics)
 
 

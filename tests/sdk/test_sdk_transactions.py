@@ -646,12 +646,16 @@ def test_send_offsets_flow_and_generation() -> None:
     req = step(m)
     assert req.kind is Kind.TXN_OFFSET_COMMIT and req.coordinator == GROUP_COORD
     body = body_of(req, 3)
-    assert (body.generation_id, body.member_id, body.group_instance_id) == (5, "m-1", "i")
+    assert (body.generation_id_or_member_epoch, body.member_id, body.group_instance_id) == (
+        5,
+        "m-1",
+        "i",
+    )
     assert [
         (t.name, [(p.partition_index, p.committed_offset) for p in t.partitions])
         for t in body.topics
     ] == [("in", [(0, 10), (1, 20)])]
-    assert body_of(req, 2).generation_id == -1  # KIP-447 fields only from v3
+    assert body_of(req, 2).generation_id_or_member_epoch == -1  # KIP-447 fields only from v3
     # One partition retried, alone.
     answer(
         m, req, txn_commit_resp({("in", 0): 0, ("in", 1): ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})

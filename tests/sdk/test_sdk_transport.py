@@ -38,7 +38,8 @@ async def connected(
 
 
 def _produce_request(topic: str, batches: list[bytes], timeout_ms: int = 1000) -> Any:
-    """A Produce request with one batch for each partition, from 0."""
+    """A Produce request with one batch for each partition, from 0, naming the topic
+    (sent at v12: v13 names topics by id)."""
     from trafka.codec.messages import k00_produce as produce
 
     P = produce.ProduceRequest
@@ -228,7 +229,7 @@ async def test_frames_larger_than_the_socket_buffer_go_out_whole_and_in_order(
         async def one(*records: bytes) -> None:
             # One batch per partition: each big one is a frame part of its own,
             # written by sendmsg without a copy; what the socket does not take is queued.
-            resp = await conn.request(0, _produce_request("t", list(records)))
+            resp = await conn.request(0, _produce_request("t", list(records)), version=12)
             results.append(resp.responses[0].partition_responses[0].base_offset)
 
         async with anyio.create_task_group() as inner:
@@ -252,7 +253,7 @@ async def test_a_frame_of_more_parts_than_one_sendmsg_takes(anyio_backend: str) 
     request = _produce_request("many", [encode_batch([(0, None, v, ())]) for v in values], 5000)
     async with serving(FakeBroker(topics={"many": 600})) as broker:
         async with connected(broker, timeout=30) as (_, conn):
-            resp = await conn.request(0, request)
+            resp = await conn.request(0, request, version=12)
             assert all(p.error_code == 0 for p in resp.responses[0].partition_responses)
             assert conn.alive
         for i, v in enumerate(values):
@@ -275,7 +276,7 @@ async def test_a_frames_parts_go_in_one_sendmsg_or_joined_without_it(
         sent: list[Any] = []
         real = conn._sock
         monkeypatch.setattr(conn, "_sock", _Recording(real, sent))
-        resp = await conn.request(0, request)
+        resp = await conn.request(0, request, version=12)
         assert all(p.error_code == 0 for p in resp.responses[0].partition_responses)
         assert sent == ["sendmsg" if has_sendmsg else "send"]
     assert [r.value for r in fake_broker.records("t", 0)] == [values[0]]
