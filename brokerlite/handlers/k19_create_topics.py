@@ -193,7 +193,7 @@ def _refused(name: str, version: int, code: int, message: str | None) -> Result:
         error_message=message,
         num_partitions=-1,
         replication_factor=-1,
-        configs=None if version >= 5 else [],
+        configs=[],
     )
 
 
@@ -250,8 +250,12 @@ def _created(
         )
     described: list[ResultConfig] = []
     if version >= 5:
-        # A validated-only topic does not exist, so it has no configs to describe.
-        entries = [] if request.validate_only else ctx.logs.describe_configs(info.name)
+        # A validated-only topic does not exist: Kafka lists the configs it would have.
+        entries = (
+            ctx.logs.describe_new_configs(info.configs)
+            if request.validate_only
+            else ctx.logs.describe_configs(info.name)
+        )
         described = [
             ResultConfig(
                 name=e.name,

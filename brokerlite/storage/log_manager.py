@@ -465,6 +465,16 @@ class LogManager:
             info.configs, self._configs[name], self._default, self._broker_defaults
         )
 
+    def describe_new_configs(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+        """What :meth:`describe_configs` would list for a topic created with
+        ``overrides`` (CreateTopics ``validate_only`` answers them)."""
+        return topic_config_entries(
+            overrides,
+            effective_config(self._default, overrides),
+            self._default,
+            self._broker_defaults,
+        )
+
     def alter_configs(
         self,
         name: str,
