@@ -89,7 +89,8 @@ class ProduceResult(NamedTuple):
         base_offset: the first record's offset (the original one for a retry).
         log_append_time_ms: the LogAppendTime stamped, else -1 (also for a retry).
         log_start_offset: the partition's log start offset (also with a producer
-            state or transaction error, as Kafka answers those).
+            state error, as Kafka answers those; -1 when the transaction check
+            refused the records before the log saw them).
         duplicate: the records repeat a batch already in the log (nothing written).
     """
 
@@ -241,7 +242,6 @@ class ProducerStates:
                     code,
                     f"producer {txn.producer_id} epoch {txn.producer_epoch} has no ongoing "
                     f"transaction with {topic}-{partition} ({code.name})",
-                    log_start_offset=log.log_start_offset,
                 )
         if check.error is not ErrorCode.NONE:
             return ProduceResult(check.error, check.message, log_start_offset=log.log_start_offset)

@@ -136,6 +136,9 @@ class Normaliser:
     def __call__(self, value: Any, field: str = "") -> Any:
         if isinstance(value, dict):
             return {k: self(v, k) for k, v in value.items() if k not in DROPPED}
+        if field == "members" and isinstance(value, list):
+            # a group's members come in no particular order
+            return sorted((self(v) for v in value), key=repr)
         if isinstance(value, list):
             if field == "configs":
                 value = [c for c in value if getattr(c, "get", dict().get)("name") not in ERA_CONFIGS]
@@ -192,10 +195,13 @@ class Talk:
         conn: str = "main",
         step: str = "",
         expect_answer: bool = True,
+        raw: bytes | None = None,
     ) -> None:
         """Send a request on ``conn`` without reading its answer (see :meth:`receive`);
         ``expect_answer=False`` for one the broker does not answer (acks=0): the
-        next answer on the connection must then be the next request's."""
+        next answer on the connection must then be the next request's. ``raw``:
+        hand-made bytes sent instead (a broken request), its answer decoded as
+        ``key`` at ``version``."""
         self._corr += 1
         header = RequestHeader(
             request_api_key=key,
@@ -203,15 +209,10 @@ class Talk:
             correlation_id=self._corr,
             client_id="differential",
         )
-        self._sock(conn).sendall(encode_request(header, body))
+        self._sock(conn).sendall(encode_request(header, body) if raw is None else raw)
         if expect_answer:
-            self._pending[conn] = (key, version, self._corr, step or f"{key}v{version}")
-
-    def send_raw(self, data: bytes, key: int, version: int, *, conn: str = "main") -> None:
-        """Send hand-made bytes as a request of ``key``/``version`` (a broken frame)."""
-        self._corr += 1
-        self._sock(conn).sendall(data)
-        self._pending[conn] = (key, version, -1, f"{key}v{version}-raw")
+            corr = self._corr if raw is None else -1
+            self._pending[conn] = (key, version, corr, step or f"{key}v{version}")
 
     def receive(self, *, conn: str = "main") -> Any:
         """Read the answer to the request pending on ``conn``; record it; return it raw."""
@@ -231,9 +232,18 @@ class Talk:
             self.transcript.append((step, self.normalise(plain(response))))
         return response
 
-    def ask(self, key: int, version: int, body: Any, *, conn: str = "main", step: str = "") -> Any:
+    def ask(
+        self,
+        key: int,
+        version: int,
+        body: Any,
+        *,
+        conn: str = "main",
+        step: str = "",
+        raw: bytes | None = None,
+    ) -> Any:
         """Send a request, record and return its answer (None when the broker closed)."""
-        self.send(key, version, body, conn=conn, step=step)
+        self.send(key, version, body, conn=conn, step=step, raw=raw)
         return self.receive(conn=conn)
 
     def note(self, step: str, value: Any) -> None:
