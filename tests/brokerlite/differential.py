@@ -141,7 +141,9 @@ class Normaliser:
             return sorted((self(v) for v in value), key=repr)
         if isinstance(value, list):
             if field == "configs":
-                value = [c for c in value if getattr(c, "get", dict().get)("name") not in ERA_CONFIGS]
+                value = [
+                    c for c in value if getattr(c, "get", dict().get)("name") not in ERA_CONFIGS
+                ]
             if field in NODE_LISTS:
                 return ["<node>" if n >= 0 else n for n in value]
             return [self(v, field) for v in value]

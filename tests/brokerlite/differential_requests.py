@@ -264,7 +264,9 @@ class Kafka:
 
     def leave(self, group: str, *members: str) -> Any:
         req = leave.LeaveGroupRequest
-        return self.ask(13, req(group_id=group, members=[req.MemberIdentity(member_id=m) for m in members]))
+        return self.ask(
+            13, req(group_id=group, members=[req.MemberIdentity(member_id=m) for m in members])
+        )
 
     def init_pid(self, tid: str | None, *, pid: int = -1, epoch: int = -1) -> Any:
         req = init_pid.InitProducerIdRequest
