@@ -33,13 +33,16 @@ from trafka.codec.messages import k26_end_txn as end_txn
 from trafka.codec.messages import k32_describe_configs as describe_configs
 from trafka.codec.messages import k33_alter_configs as alter_configs
 from trafka.codec.messages import k44_incremental_alter_configs as incremental
+from trafka.codec.messages import k76_share_group_heartbeat as share_heartbeat
+from trafka.codec.messages import k78_share_fetch as share_fetch
+from trafka.codec.messages import k79_share_acknowledge as share_ack
 from trafka.codec.records import encode_batch
 
 TS = 1_700_000_000_000
 #: the version of each API the conversations use
 V = {0: 9, 1: 12, 2: 8, 3: 12, 8: 8, 9: 7, 10: 3, 11: 7, 12: 4, 13: 4, 14: 5}
 V |= {19: 7, 21: 2, 22: 4, 24: 3, 26: 3, 32: 4, 33: 2, 44: 1}
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
 
 
 def records(
@@ -362,3 +365,84 @@ def check(reference: Any, peer: Any, script: Callable[[Talk], None]) -> None:
     warm(reference.bootstrap_servers)
     warm(peer.bootstrap_servers)
     assert_same(reference.bootstrap_servers, peer.bootstrap_servers, script)
+
+
+class ShareKafka(Kafka):
+    """Share-group requests (KIP-932), at the versions brokerlite and Kafka 4.x serve."""
+
+    def group_config(self, group: str, name: str, value: str) -> Any:
+        req = incremental.IncrementalAlterConfigsRequest
+        resource = req.AlterConfigsResource(
+            resource_type=GROUP,
+            resource_name=group,
+            configs=[req.AlterableConfig(name=name, config_operation=0, value=value)],
+        )
+        return self.ask(44, req(resources=[resource]))
+
+    def share_heartbeat(self, group: str, member: str, epoch: int, *topics: str) -> Any:
+        req = share_heartbeat.ShareGroupHeartbeatRequest
+        body = req(
+            group_id=group,
+            member_id=member,
+            member_epoch=epoch,
+            subscribed_topic_names=list(topics) if topics else None,
+        )
+        return self.ask(76, body, version=1)
+
+    def share_fetch(
+        self,
+        group: str,
+        member: str,
+        session_epoch: int,
+        topic_id: Any,
+        acks: list[tuple[int, int, int]] = (),  # type: ignore[assignment]
+    ) -> Any:
+        req = share_fetch.ShareFetchRequest
+        part = req.FetchPartition(
+            partition_index=0,
+            acknowledgement_batches=[
+                req.AcknowledgementBatch(first_offset=a, last_offset=b, acknowledge_types=[t])
+                for a, b, t in acks
+            ],
+        )
+        body = req(
+            group_id=group,
+            member_id=member,
+            share_session_epoch=session_epoch,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            max_records=100,
+            batch_size=100,
+            topics=[req.FetchTopic(topic_id=topic_id, partitions=[part])],
+        )
+        return self.ask(78, body, version=1)
+
+    def share_ack(
+        self,
+        group: str,
+        member: str,
+        session_epoch: int,
+        topic_id: Any,
+        first: int,
+        last: int,
+        kind: int,
+    ) -> Any:
+        req = share_ack.ShareAcknowledgeRequest
+        batch = req.AcknowledgementBatch(
+            first_offset=first, last_offset=last, acknowledge_types=[kind]
+        )
+        body = req(
+            group_id=group,
+            member_id=member,
+            share_session_epoch=session_epoch,
+            topics=[
+                req.AcknowledgeTopic(
+                    topic_id=topic_id,
+                    partitions=[
+                        req.AcknowledgePartition(partition_index=0, acknowledgement_batches=[batch])
+                    ],
+                )
+            ],
+        )
+        return self.ask(79, body, version=1)
