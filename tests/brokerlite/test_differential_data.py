@@ -163,7 +163,6 @@ def test_fetch_offsets_isolation_and_sizes(kafka3: Any, peer: Any) -> None:
         k.list_offsets(topic, -1, isolation=1)
         k.end_txn(tid, pid, epoch, commit=False)
         k.settle(topic)
-        k.fetch(topic, 9, isolation=0)
         k.list_offsets(topic, -1, isolation=1)
 
     check(kafka3, peer, script)
