@@ -160,8 +160,13 @@ def brokerlite_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from trafka.brokerlite.server import broker_in_thread
 
     data = tmp_path_factory.mktemp("brokerlite-peer")
+    # The Kafka peers' settings where they show in answers (KafkaCluster._defaults).
     with broker_in_thread(
-        port=0, host="127.0.0.1", data_dir=data, group_initial_rebalance_delay_ms=0
+        port=0,
+        host="127.0.0.1",
+        data_dir=data,
+        group_initial_rebalance_delay_ms=0,
+        log_segment_bytes=16 << 20,
     ) as running:
         yield running.bootstrap_servers
 

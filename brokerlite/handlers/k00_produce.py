@@ -265,6 +265,7 @@ class _ProduceRun:
         position: int,
     ) -> PartitionResponse:
         acks = self._request.acks
+        start = -1
         if unwritable:
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             message = f"not authorized to write to topic {topic!r}"
@@ -276,6 +277,7 @@ class _ProduceRun:
             except BrokerError as exc:
                 code, message = code_of(exc), message_of(exc)
             else:
+                start = result.log_start_offset if self._ctx.version >= 5 else -1
                 code, message = result.error, result.message or result.error.name
                 if code is ErrorCode.NONE:
                     self._appended(topic, data.index, result, size, plog, position)
@@ -284,7 +286,7 @@ class _ProduceRun:
                         error_code=ErrorCode.NONE,
                         base_offset=result.base_offset,
                         log_append_time_ms=result.log_append_time_ms,
-                        log_start_offset=result.log_start_offset if self._ctx.version >= 5 else -1,
+                        log_start_offset=start,
                         error_message=None,
                     )
         self._failures.append(f"{topic}-{data.index}: {code.name} ({message})")
@@ -294,7 +296,9 @@ class _ProduceRun:
             error_code=code,
             base_offset=-1,
             log_append_time_ms=-1,
-            log_start_offset=-1,
+            # Kafka: the log start offset for a refusal by the producer state or
+            # the transaction check, -1 for a partition or batch refused outright.
+            log_start_offset=start,
             error_message=message if self._ctx.version >= 8 else None,
             current_leader=_leader_hint(self._cluster, topic, data.index, code, self._hinted),
         )

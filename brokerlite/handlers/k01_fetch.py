@@ -468,7 +468,8 @@ def read_partitions(
             # offset between the high watermark and the log end offset (a new
             # leader whose high watermark has not caught up yet) is an empty answer.
             if not start <= want.fetch_offset <= log.log_end_offset:
-                result.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                # Kafka tells no offsets with this error (its watermarks are -1).
+                result = PartitionResult(want.partition, ErrorCode.OFFSET_OUT_OF_RANGE)
             elif want.fetch_offset < end and not (
                 replica_id >= 0 and _held_back(where, name, want.partition, replica_id)
             ):

@@ -131,8 +131,10 @@ def handle(ctx: RequestContext, request: m.ListOffsetsRequest) -> m.ListOffsetsR
                     error_code=code,
                     timestamp=timestamp,
                     offset=offset,
+                    # Kafka: no epoch for no offset (nothing at or after the
+                    # timestamp, an empty log's max timestamp).
                     leader_epoch=_epoch(ctx, topic.name, want.partition_index)
-                    if version >= 4 and not code
+                    if version >= 4 and not code and offset >= 0
                     else -1,
                 )
             )

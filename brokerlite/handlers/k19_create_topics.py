@@ -196,7 +196,7 @@ def _refused(name: str, version: int, code: int, message: str | None) -> Result:
         error_message=message,
         num_partitions=-1,
         replication_factor=-1,
-        configs=None if version >= 5 else [],
+        configs=[],
     )
 
 

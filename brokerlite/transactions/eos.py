@@ -88,7 +88,9 @@ class ProduceResult(NamedTuple):
         message: why not, for the response's ``error_message``.
         base_offset: the first record's offset (the original one for a retry).
         log_append_time_ms: the LogAppendTime stamped, else -1 (also for a retry).
-        log_start_offset: the partition's log start offset.
+        log_start_offset: the partition's log start offset (also with a producer
+            state error, as Kafka answers those; -1 when the transaction check
+            refused the records before the log saw them).
         duplicate: the records repeat a batch already in the log (nothing written).
     """
 
@@ -220,11 +222,13 @@ class ProducerStates:
         state = entry.state
         check = state.check_append(headers)
         if check.duplicate is not None:
+            # Kafka answers a retry with the batch's remembered timestamp as its
+            # log-append time, whatever the topic's timestamp type.
             return ProduceResult(
                 ErrorCode.NONE,
                 None,
                 check.duplicate.first_offset,
-                -1,
+                check.duplicate.timestamp,
                 log.log_start_offset,
                 duplicate=True,
             )
@@ -240,7 +244,7 @@ class ProducerStates:
                     f"transaction with {topic}-{partition} ({code.name})",
                 )
         if check.error is not ErrorCode.NONE:
-            return ProduceResult(check.error, check.message)
+            return ProduceResult(check.error, check.message, log_start_offset=log.log_start_offset)
         result = self._append(entry, records, now_ms=now_ms, from_client=True)
         state.on_append(headers, result.base_offset, append_time_ms=result.log_append_time_ms)
         return ProduceResult(
