@@ -125,7 +125,27 @@ class Kafka:
             replication_factor=rf,
             configs=[req.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
         )
-        return self.ask(19, req(topics=[topic], timeout_ms=30000, validate_only=validate_only))
+        answer = self.ask(19, req(topics=[topic], timeout_ms=30000, validate_only=validate_only))
+        if not validate_only and answer.topics and answer.topics[0].error_code == 0:
+            self.served(name, partitions)
+        return answer
+
+    def served(self, topic: str, partitions: int, *, timeout: float = 60.0) -> None:
+        """Wait (unrecorded) until every partition's leader serves ListOffsets:
+        Kafka answers CreateTopics before its leaders have taken the partitions,
+        and a request in between gets NOT_LEADER_OR_FOLLOWER from one run to
+        the next but not always."""
+        self.talk.recording = False
+        deadline = time.monotonic() + timeout
+        try:
+            for partition in range(partitions):
+                while time.monotonic() < deadline:
+                    answer = self.list_offsets(topic, -1, partition=partition)
+                    if answer.topics[0].partitions[0].error_code == 0:
+                        break
+                    time.sleep(0.05)
+        finally:
+            self.talk.recording = True
 
     def produce(
         self,

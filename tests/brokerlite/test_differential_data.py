@@ -168,37 +168,6 @@ def test_fetch_offsets_isolation_and_sizes(kafka3: Any, peer: Any) -> None:
     check(kafka3, peer, script)
 
 
-@pytest.mark.compat("Protocol", "Fetch")
-def test_fetch_read_committed_after_abort(kafka3: Any, peer: Any, request: Any) -> None:
-    """A read_committed Fetch from an aborted transaction's first offset once
-    its ABORT marker is written: the aborted records with the aborted list
-    naming them (KIP-98), the last stable offset at the high watermark."""
-    if peer.name == "brokerlite":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="Kafka leaves the ABORT marker out of this answer, brokerlite sends it "
-                "(docs/brokerlite.md, differences found by the differential test)",
-            )
-        )
-
-    def script(talk: Talk) -> None:
-        k = Kafka(talk)
-        topic = talk.name("topic")
-        k.create(topic, 1)
-        k.produce(topic, records([b"a"]))
-        tid = talk.name("txn")
-        init = k.init_pid(tid)
-        pid, epoch = init.producer_id, init.producer_epoch
-        k.add_partitions(tid, pid, epoch, topic)
-        k.produce(topic, records([b"t1", b"t2"], pid=pid, epoch=epoch, seq=0, txn=True), tid=tid)
-        k.end_txn(tid, pid, epoch, commit=False)
-        k.settle(topic)
-        k.fetch(topic, 1, isolation=1)
-
-    check(kafka3, peer, script)
-
-
 @pytest.mark.compat("Protocol", "Fetch sessions")
 def test_fetch_sessions(kafka3: Any, peer: Any) -> None:
     """Incremental fetch sessions (KIP-227): epoch 0 with session id 0 opens a
