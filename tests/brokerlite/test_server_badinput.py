@@ -16,7 +16,7 @@ import pytest
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.messages import k18_api_versions as api_versions
-from trafka.codec.messages import k76_share_group_heartbeat as share_group_heartbeat
+from trafka.codec.messages import k60_describe_cluster as describe_cluster
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -96,9 +96,9 @@ def test_unsupported_versions(pair: tuple[Any, Any]) -> None:
     client, good = pair
     # A version the codec knows but brokerlite does not serve: an error response,
     # and the connection stays usable.
-    # (ShareGroupHeartbeat v0, Kafka 4.0's early access: brokerlite serves v1.)
-    body = share_group_heartbeat.ShareGroupHeartbeatRequest(group_id="g", member_id="m")
-    response = client.request(76, 0, body)
+    # (DescribeCluster v2, in Kafka 4.4's specs: brokerlite serves v0-1.)
+    body = describe_cluster.DescribeClusterRequest()
+    response = client.request(60, 2, body)
     assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
     # ApiVersions from the future: a v0 answer naming the versions to use.
     corr = 99
@@ -131,7 +131,6 @@ def test_an_unencodable_response_costs_one_connection(
     import dataclasses
 
     from trafka.brokerlite.handlers import HANDLERS
-    from trafka.codec.messages import k60_describe_cluster as describe_cluster
 
     def broken(ctx: Any, request: Any) -> Any:
         not_a_string: Any = None  # cluster_id cannot be null: the encoder refuses it

@@ -3,7 +3,6 @@ share sessions, acquisition, acknowledgements, locks, waiting and restarts."""
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from typing import Any
 
@@ -281,10 +280,6 @@ def test_session_epochs(core: Any) -> None:
         core.call(78, 1, fetch_request("a", 0, [tp], group="")).error_code
         == ErrorCode.INVALID_REQUEST
     )
-    # Version 0 (4.0's early access) is not served.
-    v0 = dataclasses.replace(fetch_request("a", 0, [tp]), max_records=0, batch_size=0)
-    response = core.call(78, 0, v0)
-    assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
 
 
 def test_the_epoch_after_the_largest_is_one(core: Any) -> None:

@@ -18,6 +18,7 @@ from trafka.codec.messages import k08_offset_commit as oc
 from trafka.codec.messages import k11_join_group as jg
 from trafka.codec.messages import k15_describe_groups as dg
 from trafka.codec.messages import k16_list_groups as lg
+from trafka.codec.messages import k18_api_versions as api_versions
 from trafka.codec.messages import k19_create_topics as ct
 from trafka.codec.messages import k32_describe_configs as dc
 from trafka.codec.messages import k33_alter_configs as ac
@@ -26,6 +27,7 @@ from trafka.codec.messages import k44_incremental_alter_configs as iac
 from trafka.codec.messages import k68_consumer_group_heartbeat as cgh
 from trafka.codec.messages import k76_share_group_heartbeat as hb
 from trafka.codec.messages import k77_share_group_describe as sd
+from trafka.codec.protocol import api
 
 GROUP_RESOURCE = 32
 SET, DELETE, APPEND = 0, 1, 2
@@ -96,15 +98,20 @@ def alter(core: Any, group: str, *ops: tuple[str, int, str | None], validate: bo
     return core.call(44, 1, body).responses[0]
 
 
-def test_the_share_group_apis_are_served_at_version_1_only(core: Any) -> None:
+def test_the_share_group_apis_are_served_from_version_1(core: Any) -> None:
+    # Kafka 4.1 made KIP-932 stable at v1 and Kafka 4.4's specs dropped 4.0's
+    # early-access v0, so no client can send it: brokerlite advertises v1 up.
+    response = core.call(18, 3, api_versions.ApiVersionsRequest())
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    for key in (76, 77, 78, 79):
+        assert ranges[key][0] == 1, key
+        assert api(key).min_version == 1, key
     create(core, "t", 1)
-    v0 = hb.ShareGroupHeartbeatRequest(
+    v1 = hb.ShareGroupHeartbeatRequest(
         group_id="sg", member_id="m", member_epoch=0, subscribed_topic_names=["t"]
     )
-    assert core.call(76, 0, v0).error_code == ErrorCode.UNSUPPORTED_VERSION
-    describe_v0 = core.call(77, 0, sd.ShareGroupDescribeRequest(group_ids=["sg"]))
-    assert describe_v0.groups[0].error_code == ErrorCode.UNSUPPORTED_VERSION
-    assert not core.broker.share_groups.is_share_group("sg")
+    assert core.call(76, 1, v1).error_code == 0
+    assert core.broker.share_groups.is_share_group("sg")
 
 
 def test_members_join_share_partitions_and_are_described(core: Any) -> None:

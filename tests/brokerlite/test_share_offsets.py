@@ -190,8 +190,8 @@ def test_describe_reports_the_start_offset_and_the_lag(core: Any, make_batch: An
     # Accepting 6-7 leaves the start offset at 4 and takes them off the lag.
     assert session.ack({(tid, 0): [(6, 7, [ACCEPT])]}).error_code == 0
     assert offsets_of(describe(core)) == {("q", 0): (4, 4)}
-    # Version 0 has no lag (the field decodes to its default).
-    assert offsets_of(describe(core, version=0)) == {("q", 0): (4, 0)}
+    # Version 0 has no lag: the field decodes to its spec default, -1 ("unknown").
+    assert offsets_of(describe(core, version=0)) == {("q", 0): (4, -1)}
     # New records are lag as soon as they are in the log.
     produce_values(core, make_batch, "q", [b"10", b"11"])
     assert offsets_of(describe(core)) == {("q", 0): (4, 6)}

@@ -23,13 +23,13 @@ from trafka.codec.produce_response import read_produce_response
 from trafka.codec.records import encode_batch
 from trafka.proxy.answers import failed_answer, failed_part, merge_answers, merge_produce
 from trafka.proxy.idempotent_plan import IdempotentPlan, idempotent_answer, idempotent_answer_bytes
-from trafka.proxy.rewrite import Addresses, rewrite_addresses
+from trafka.proxy.rewrite import PRODUCE_MAX_ROUTED, Addresses, rewrite_addresses
 from trafka.proxy.routing import RouteStats, Topics, plan_produce
 from trafka.proxy.sequences import ClientBatch, State, Upstream
 from trafka.sdk.partitioners import murmur2_partition
 
 R = pm.ProduceResponse
-VERSIONS = list(range(pm.MIN_VERSION, pm.MAX_VERSION + 1))
+VERSIONS = list(range(pm.MIN_VERSION, PRODUCE_MAX_ROUTED + 1))  # what the proxy advertises
 SOFTWARE = st.sampled_from([None, "librdkafka", "apache-kafka-java"])
 LEADERS = {p: 1 + p % 3 for p in range(6)}
 ERRORS = st.sampled_from([0, 0, 0, 0, 6, 5, 7, 19, 13, 87])  # NOT_LEADER..., INVALID_RECORD
