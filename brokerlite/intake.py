@@ -88,9 +88,12 @@ def admit(
         if refused is not None:
             return refused
     spec = HANDLERS.get(key)
-    if key == API_VERSIONS_KEY and not info.supports(version):
-        # KIP-511: answer with v0 and the versions we do speak, so the
-        # client can retry with one of them.
+    if key == API_VERSIONS_KEY and (
+        not info.supports(version) or version > HANDLERS[key].served(config.protocol_version)[1]
+    ):
+        # KIP-511: a version above the broker's (one the codec knows or not) is
+        # answered with v0 and the versions we do speak, so the client can retry
+        # with one of them (franz-go sends Kafka 4.4's v5 first).
         return Reply(
             header.correlation_id,
             key,
@@ -100,8 +103,8 @@ def admit(
                 api_keys=[
                     api_versions_msg.ApiVersionsResponse.ApiVersion(
                         api_key=key,
-                        min_version=HANDLERS[key].min_version,
-                        max_version=HANDLERS[key].max_version,
+                        min_version=HANDLERS[key].advertised(config.protocol_version)[0],
+                        max_version=HANDLERS[key].advertised(config.protocol_version)[1],
                     )
                 ],
             ),
