@@ -280,8 +280,8 @@ class ProducerInterceptors(_Chain):
             part = record.partition if partition is None else partition
             metadata = RecordMetadata(record.topic, -1 if part is None else part, -1, -1)
             self.on_acknowledgement(metadata, error)
-        if span is not None:
-            ProducerTracing.end(span, metadata, error)
+        if span is not None and self.tracing is not None:
+            self.tracing.end(span, metadata, error)
 
     def on_send(self, record: ProducerRecord) -> ProducerRecord:
         for obj, fn in self._sends:

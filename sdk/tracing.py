@@ -37,6 +37,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .config_values import ValueSpec, _bool
@@ -183,9 +184,11 @@ def _record_context(record: Any) -> Any:
 class ProducerTracing:
     """A producer's spans: :meth:`start` in ``send()``, :meth:`end` at the outcome."""
 
-    __slots__ = ("_base", "_tracer")
+    __slots__ = ("_base", "_context_of", "_error", "_inject", "_kind", "_tracer")
 
     def __init__(self, tracer: Any, client_id: str) -> None:
+        from opentelemetry import propagate, trace
+
         self._tracer = tracer
         self._base = {
             "messaging.system": "kafka",
@@ -193,13 +196,15 @@ class ProducerTracing:
             "messaging.operation.type": "send",
             "messaging.client.id": client_id,
         }
+        # Looked up once: start() runs per record. propagate.inject reads the
+        # propagator configured at each call.
+        self._inject = propagate.inject
+        self._context_of = trace.set_span_in_context
+        self._kind = trace.SpanKind.PRODUCER
+        self._error = trace.StatusCode.ERROR
 
     def start(self, record: ProducerRecord) -> tuple[ProducerRecord, Any]:
         """The record's span, started, and the record with its context in its headers."""
-        import dataclasses
-
-        from opentelemetry import propagate, trace
-
         attributes: dict[str, Any] = {**self._base, "messaging.destination.name": record.topic}
         if record.partition is not None:
             attributes["messaging.destination.partition.id"] = str(record.partition)
@@ -209,27 +214,29 @@ class ProducerTracing:
         if record.value is None:
             attributes["messaging.kafka.message.tombstone"] = True
         span = self._tracer.start_span(
-            f"send {record.topic}", kind=trace.SpanKind.PRODUCER, attributes=attributes
+            f"send {record.topic}", kind=self._kind, attributes=attributes
         )
         carrier: dict[str, str] = {}
-        propagate.inject(carrier, context=trace.set_span_in_context(span))
+        self._inject(carrier, context=self._context_of(span))
         if carrier:
-            record = dataclasses.replace(record, headers=_with_headers(record.headers, carrier))
+            record = replace(record, headers=_with_headers(record.headers, carrier))
         return record, span
 
-    @staticmethod
-    def end(span: Any, metadata: RecordMetadata | None, error: BaseException | None) -> None:
+    def end(self, span: Any, metadata: RecordMetadata | None, error: BaseException | None) -> None:
         """End ``span``: acknowledged at ``metadata``, or failed with ``error``
         (``metadata`` then None, or with partition -1 when none was chosen)."""
-        from opentelemetry.trace import Status, StatusCode
-
-        if metadata is not None and metadata.partition >= 0:
-            span.set_attribute("messaging.destination.partition.id", str(metadata.partition))
         if error is None and metadata is not None:
-            span.set_attribute("messaging.kafka.offset", metadata.offset)
+            span.set_attributes(
+                {
+                    "messaging.destination.partition.id": str(metadata.partition),
+                    "messaging.kafka.offset": metadata.offset,
+                }
+            )
         elif error is not None:
+            if metadata is not None and metadata.partition >= 0:
+                span.set_attribute("messaging.destination.partition.id", str(metadata.partition))
             span.set_attribute("error.type", _error_type(error))
-            span.set_status(Status(StatusCode.ERROR, str(error)))
+            span.set_status(self._error, str(error))
         span.end()
 
 
