@@ -355,10 +355,7 @@ class ConsumerInterceptors(_Chain):
 
     def on_consume(self, records: dict[Any, list[Any]]) -> dict[Any, list[Any]]:
         if self._tracing is not None:
-            try:
-                self._tracing.polled(records)
-            except Exception:
-                log.warning("the poll's span could not be made", exc_info=True)
+            self._tracing.polled([r for recs in records.values() for r in recs])
         for obj, fn in self._consumes:
             try:
                 out = fn(records)

@@ -11,7 +11,7 @@ status Development; :data:`SEMCONV_URL`):
   class name; status ERROR). Its context is injected into the record's headers
   (``traceparent``, ``tracestate``, whatever OpenTelemetry's configured text
   map propagator writes), replacing headers of those names the record had.
-* The consumer: one ``poll <topic>`` span (kind CLIENT; ``poll`` alone when
+* The consumer (and the share consumer): one ``poll <topic>`` span (kind CLIENT; ``poll`` alone when
   the records are of several topics) each time a poll hands records out, with
   ``messaging.batch.message_count`` and one link per record whose headers carry
   a context (the link says the record's partition and offset). It marks the
@@ -35,6 +35,7 @@ with one of those settings starts, or :func:`process_span` is called.
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -56,6 +57,8 @@ __all__ = [
     "process_span",
     "producer_tracing",
 ]
+
+log = logging.getLogger("trafka.sdk.tracing")
 
 SEMCONV_URL = "https://opentelemetry.io/docs/specs/semconv/messaging/kafka/"
 _SCOPE = "trafka.sdk"
@@ -251,7 +254,8 @@ def producer_tracing(config: Any) -> ProducerTracing | None:
 
 
 class ConsumerTracing:
-    """A consumer's ``poll`` spans (:meth:`polled`, as an interceptor's ``on_consume``)."""
+    """A consumer's ``poll`` spans (:meth:`polled`: a consumer's before its
+    interceptors' ``on_consume``, a share consumer's as a poll returns)."""
 
     __slots__ = ("_base", "_tracer")
 
@@ -266,36 +270,40 @@ class ConsumerTracing:
         if group_id:
             self._base["messaging.consumer.group.name"] = group_id
 
-    def polled(self, records: Mapping[Any, Sequence[Any]]) -> None:
-        """The span of a poll that hands ``records`` out (TopicPartition to records)."""
+    def polled(self, records: Sequence[Any]) -> None:
+        """The span of a poll that hands ``records`` out (never raises: a
+        failure is logged and the records go out as they are)."""
+        try:
+            self._span(records)
+        except Exception:
+            log.warning("the poll's span could not be made", exc_info=True)
+
+    def _span(self, records: Sequence[Any]) -> None:
         from opentelemetry import trace
 
-        topics = {tp.topic for tp in records}
-        links = []
-        count = 0
-        for recs in records.values():
-            for record in recs:
-                count += 1
-                span_context = _record_context(record)
-                if span_context is not None:
-                    attributes: dict[str, Any] = {
-                        "messaging.destination.partition.id": str(record.partition),
-                        "messaging.kafka.offset": record.offset,
-                    }
-                    if len(topics) > 1:
-                        attributes["messaging.destination.name"] = record.topic
-                    links.append(trace.Link(span_context, attributes))
-        if not count:
+        if not records:
             return
-        attributes = {**self._base, "messaging.batch.message_count": count}
+        topics = {r.topic for r in records}
+        partitions = {(r.topic, r.partition) for r in records}
+        links = []
+        for record in records:
+            span_context = _record_context(record)
+            if span_context is not None:
+                attributes: dict[str, Any] = {
+                    "messaging.destination.partition.id": str(record.partition),
+                    "messaging.kafka.offset": record.offset,
+                }
+                if len(topics) > 1:
+                    attributes["messaging.destination.name"] = record.topic
+                links.append(trace.Link(span_context, attributes))
+        attributes = {**self._base, "messaging.batch.message_count": len(records)}
         name = "poll"
         if len(topics) == 1:
             (topic,) = topics
             name = f"poll {topic}"
             attributes["messaging.destination.name"] = topic
-            if len(records) == 1:
-                (tp,) = records
-                attributes["messaging.destination.partition.id"] = str(tp.partition)
+            if len(partitions) == 1:
+                attributes["messaging.destination.partition.id"] = str(records[0].partition)
         span = self._tracer.start_span(
             name, kind=trace.SpanKind.CLIENT, attributes=attributes, links=links
         )

@@ -18,7 +18,6 @@ as W3C Trace Context's ``traceparent``
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -33,11 +32,14 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from sdk_brokers import fresh
+from sdk_brokers import fresh, share_queue
 
 from trafka.codec import ErrorCode, KafkaError
 from trafka.compat import confluent
 from trafka.sdk import NewTopic, TopicPartition, blocking, open_admin, open_consumer, open_producer
+from trafka.sdk.config import ProducerConfig
+from trafka.sdk.errors import ConfigError
+from trafka.sdk.share_consumer import open_share_consumer
 from trafka.sdk.tracing import process_span
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
@@ -203,6 +205,32 @@ async def test_poll_span_links_every_record_and_process_span(
     assert [link.context.span_id for link in processed.links] == [send[0].context.span_id]
 
 
+async def test_share_consumer_poll_spans(
+    brokerlite_peer: str, spans: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    """A share consumer's polls (KIP-932) make the same ``poll`` spans, the
+    share group as ``messaging.consumer.group.name``, linked to the sends."""
+    provider, exporter = spans
+    bs = brokerlite_peer
+    topic, group = await share_queue(bs)
+    with anyio.fail_after(90):
+        async with open_producer(bootstrap_servers=bs, otel_tracer_provider=provider) as producer:
+            for i in range(3):
+                await producer.send(topic, b"s%d" % i)
+        got: list[Any] = []
+        async with open_share_consumer(
+            topic, bootstrap_servers=bs, group_id=group, otel_tracer_provider=provider
+        ) as consumer:
+            while len(got) < 3:
+                got += await consumer.poll(timeout_ms=500)
+    finished = exporter.get_finished_spans()
+    sends = {s.context.span_id for s in finished if s.name == f"send {topic}"}
+    polls = [s for s in finished if s.name == f"poll {topic}"]
+    assert sum(p.attributes["messaging.batch.message_count"] for p in polls) == 3
+    assert {link.context.span_id for p in polls for link in p.links} == sends
+    assert {p.attributes["messaging.consumer.group.name"] for p in polls} == {group}
+
+
 def test_blocking_clients_and_confluent_compat(
     brokerlite_peer: str, spans: tuple[TracerProvider, InMemorySpanExporter]
 ) -> None:
@@ -257,7 +285,9 @@ def test_blocking_clients_and_confluent_compat(
     )
 
 
-_QUIET = """
+# Produces and consumes without the setting, lists what of OpenTelemetry is
+# imported, then produces with otel.enabled and OpenTelemetry's global provider.
+_SCRIPT = """
 import sys, trio
 from trafka.sdk import blocking, open_consumer, TopicPartition
 with blocking.Producer(bootstrap_servers=BS) as producer:
@@ -270,9 +300,7 @@ async def read():
                 pass
 trio.run(read)
 print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
-"""
 
-_GLOBAL = """
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -281,50 +309,36 @@ exporter = InMemorySpanExporter()
 provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(exporter))
 trace.set_tracer_provider(provider)
-from trafka.sdk import blocking
 with blocking.Producer({"bootstrap.servers": BS, "otel.enabled": "true"}) as producer:
     producer.send(TOPIC, b"traced").result(timeout=30)
 print([s.name for s in exporter.get_finished_spans()])
 """
 
-_MISSING = """
-import sys
-sys.modules["opentelemetry"] = None  # as if the extra were not installed
-from trafka.sdk.config import ProducerConfig
-from trafka.sdk.errors import ConfigError
-try:
-    ProducerConfig(otel_enabled=True)
-except ConfigError as exc:
-    print("refused:", exc)
-"""
-
-
-def _run(script: str, bs: str, topic: str) -> str:
-    head = f"BS = {bs!r}\nTOPIC = {topic!r}\n"
-    out = subprocess.run(
-        [sys.executable, "-c", head + textwrap.dedent(script)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "OTEL_SDK_DISABLED": ""},
-        check=True,
-    )
-    return out.stdout.strip().splitlines()[-1]
-
 
 def test_no_opentelemetry_unless_asked_and_global_provider_when_enabled(
-    brokerlite_peer: str,
+    brokerlite_peer: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without the setting, producing and consuming import nothing of
-    OpenTelemetry; ``otel.enabled`` uses OpenTelemetry's global provider; and
-    without the extra installed, ``otel.enabled`` is a configuration error."""
+    OpenTelemetry (a fresh interpreter); ``otel.enabled`` uses OpenTelemetry's
+    global provider; and without the extra installed, ``otel.enabled`` is a
+    configuration error."""
     bs, topic = brokerlite_peer, fresh("otel-quiet")
     with blocking.Admin(bootstrap_servers=bs) as admin:
         admin.create_topics([NewTopic(topic, 1)])
-    assert _run(_QUIET, bs, topic) == "[]"
-    assert _run(_GLOBAL, bs, topic) == f"['send {topic}']"
-    refused = _run(_MISSING, bs, topic)
-    assert refused.startswith("refused: otel.enabled") and "trafka[otel]" in refused
+    head = f"BS = {bs!r}\nTOPIC = {topic!r}\n"
+    out = subprocess.run(
+        [sys.executable, "-c", head + textwrap.dedent(_SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.splitlines()
+    assert out[-2:] == ["[]", f"['send {topic}']"]
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # as if not installed
+    with pytest.raises(ConfigError, match=r"otel\.enabled.*trafka\[otel\]"):
+        ProducerConfig(otel_enabled=True)
+    with pytest.raises(confluent.KafkaException, match=r"otel\.enabled"):
+        confluent.Consumer({"bootstrap.servers": bs, "group.id": "g", "otel.enabled": True})
 
 
 async def test_metrics_through_a_meter_provider(brokerlite_peer: str) -> None:
