@@ -156,6 +156,7 @@ async def test_a_failed_send_ends_its_span_with_error_type(
     assert "messaging.kafka.offset" not in span.attributes
 
 
+@pytest.mark.compat("SDK", "OpenTelemetry: send spans, traceparent in headers, poll spans linked")
 async def test_poll_span_links_every_record_and_process_span(
     brokerlite_peer: str, spans: tuple[TracerProvider, InMemorySpanExporter]
 ) -> None:
@@ -403,6 +404,7 @@ async def test_metrics_through_a_meter_provider(brokerlite_peer: str) -> None:
 
 
 @pytest.mark.kafka
+@pytest.mark.compat("SDK", "OpenTelemetry: send spans, traceparent in headers, poll spans linked")
 async def test_end_to_end_trace_through_kafka_4(
     kafka4: Any, spans: tuple[TracerProvider, InMemorySpanExporter]
 ) -> None:
