@@ -26,7 +26,7 @@ from typing import Any
 
 import anyio
 import pytest
-from opentelemetry import trace
+from opentelemetry import context, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -134,6 +134,45 @@ async def test_send_spans_and_their_context_in_the_headers(
     assert sent[2].attributes["messaging.kafka.message.tombstone"] is True
     assert "messaging.kafka.message.tombstone" not in sent[0].attributes
     assert records[0].headers[0] == ("h", b"x")
+
+
+async def test_a_remote_parent_and_its_tracestate_cross_the_topic(
+    brokerlite_peer: str, spans: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    """Sent under a remote parent (as a service continuing a trace it was
+    called with): the send span continues its trace, ``tracestate`` goes into
+    the headers beside ``traceparent`` (W3C Trace Context), and the consumer's
+    link carries both back."""
+    provider, exporter = spans
+    bs, topic = brokerlite_peer, fresh("otel-state")
+    remote = trace.SpanContext(
+        trace_id=0x0AF7651916CD43DD8448EB211C80319C,
+        span_id=0xB7AD6B7169203331,
+        is_remote=True,
+        trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+        trace_state=trace.TraceState([("vendor", "opaque-1")]),
+    )
+    token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(remote)))
+    try:
+        with anyio.fail_after(60):
+            await make_topic(bs, topic)
+            async with open_producer(
+                bootstrap_servers=bs, otel_tracer_provider=provider
+            ) as producer:
+                await (await producer.send(topic, b"v"))
+    finally:
+        context.detach(token)
+    with anyio.fail_after(60):
+        (record,) = await read_all(bs, topic, 1, otel_tracer_provider=provider)
+    finished = exporter.get_finished_spans()
+    (send,) = [s for s in finished if s.name == f"send {topic}"]
+    assert send.context.trace_id == remote.trace_id and send.parent.span_id == remote.span_id
+    headers = dict(record.headers)
+    assert headers["traceparent"] == traceparent(send)
+    assert headers["tracestate"] == b"vendor=opaque-1"
+    ((link,),) = [s.links for s in finished if s.name == f"poll {topic}"]
+    assert link.context.span_id == send.context.span_id
+    assert link.context.trace_state == remote.trace_state
 
 
 async def test_a_failed_send_ends_its_span_with_error_type(
@@ -302,7 +341,7 @@ async def read():
 trio.run(read)
 print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
 
-from opentelemetry import trace
+from opentelemetry import context, trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
