@@ -11,8 +11,9 @@ status Development; :data:`SEMCONV_URL`):
   class name; status ERROR). Its context is injected into the record's headers
   (``traceparent``, ``tracestate``, whatever OpenTelemetry's configured text
   map propagator writes), replacing headers of those names the record had.
-* The consumer (and the share consumer): one ``poll <topic>`` span (kind CLIENT; ``poll`` alone when
-  the records are of several topics) each time a poll hands records out, with
+* The consumer (and the share consumer): one ``poll <topic>`` span (kind
+  CLIENT; ``poll`` alone when the records are of several topics) each time a
+  poll hands records out, with
   ``messaging.batch.message_count`` and one link per record whose headers carry
   a context (the link says the record's partition and offset). It marks the
   hand-out: a poll that waited for records does not stretch it, and a poll
