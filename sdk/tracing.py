@@ -339,8 +339,8 @@ def process_span(
 
     Args:
         record: the consumed record.
-        group_id / client_id: the consumer's (``messaging.consumer.group.name``
-            and ``messaging.client.id``), when known.
+        group_id: the consumer's group (``messaging.consumer.group.name``), when known.
+        client_id: the consumer's ``client.id`` (``messaging.client.id``), when known.
         tracer_provider: the provider (default: OpenTelemetry's global one).
         parent_from_record: make the record's context the span's parent (the
             conventions allow it) rather than the current span.
