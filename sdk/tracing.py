@@ -223,7 +223,11 @@ class ProducerTracing:
         carrier: dict[str, str] = {}
         self._inject(carrier, context=self._context_of(span))
         if carrier:
-            record = replace(record, headers=_with_headers(record.headers, carrier))
+            try:
+                headers = _with_headers(record.headers, carrier)
+            except (TypeError, ValueError):
+                return record, span  # not headers: send() refuses them, and ends the span
+            record = replace(record, headers=headers)
         return record, span
 
     def end(self, span: Any, metadata: RecordMetadata | None, error: BaseException | None) -> None:

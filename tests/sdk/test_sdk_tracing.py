@@ -179,7 +179,9 @@ async def test_a_failed_send_ends_its_span_with_error_type(
     brokerlite_peer: str, spans: tuple[TracerProvider, InMemorySpanExporter]
 ) -> None:
     """A record the broker refuses: the span's status is ERROR and ``error.type``
-    the Kafka error's name (the conventions' examples are Kafka error names)."""
+    the Kafka error's name (the conventions' examples are Kafka error names); a
+    record ``send()`` refuses (headers that are not pairs) ends its span too,
+    with the exception's class name."""
     provider, exporter = spans
     bs, topic = brokerlite_peer, fresh("otel-fail")
     with anyio.fail_after(60):
@@ -188,11 +190,15 @@ async def test_a_failed_send_ends_its_span_with_error_type(
             future = await producer.send(topic, b"x" * 1000)
             with pytest.raises(KafkaError) as raised:
                 await future
+            with pytest.raises(TypeError, match="headers"):  # refused by send() itself
+                await producer.send(topic, b"x", headers=[42])  # type: ignore[list-item]
     assert raised.value.code is ErrorCode.MESSAGE_TOO_LARGE
-    (span,) = [s for s in exporter.get_finished_spans() if s.name == f"send {topic}"]
+    span, refused = [s for s in exporter.get_finished_spans() if s.name == f"send {topic}"]
     assert span.status.status_code is trace.StatusCode.ERROR
     assert span.attributes["error.type"] == "MESSAGE_TOO_LARGE"
     assert "messaging.kafka.offset" not in span.attributes
+    assert refused.status.status_code is trace.StatusCode.ERROR
+    assert refused.attributes["error.type"] == "ArgumentTypeError"
 
 
 @pytest.mark.compat("SDK", "OpenTelemetry: send spans, traceparent in headers, poll spans linked")
