@@ -97,17 +97,17 @@ def _report_delivery(
 
 
 def _acknowledge(
-    interceptors: ProducerInterceptors, record: ProducerRecord, future: SendFuture
+    interceptors: ProducerInterceptors, record: ProducerRecord, span: Any, future: SendFuture
 ) -> None:
-    """``on_acknowledgement`` of a record sent with interceptors (its future's
-    first callback)."""
+    """``on_acknowledgement`` (and the span's end) of a record sent with
+    interceptors or tracing (its future's first callback)."""
     error = future.exception()
     if error is None:
-        interceptors.on_acknowledgement(future.result(), None)
+        interceptors.end(span, record, future.result(), None)
         return
     handle = future.record_handle()
     partition = record.partition if handle is None else handle.batch.partition
-    interceptors.failed(record.topic, partition, error)
+    interceptors.end(span, record, None, error, partition)
 
 
 class _FutureSide:
@@ -464,21 +464,21 @@ class Producer(Forwarding):
             pass
 
     def _send_intercepted(self, record: ProducerRecord) -> SendFuture:
-        """:meth:`send` with interceptors: ``on_send`` in this thread, then
+        """:meth:`send` with interceptors (or tracing): ``on_send`` in this thread, then
         ``on_acknowledgement`` for the record whatever becomes of it (its
         future's first callback, given before the record is queued, so that it
         costs no crossing to the loop)."""
         interceptors = self._interceptors
         assert interceptors is not None
         self._check_thread()
-        record = interceptors.on_send(record)
+        record, span = interceptors.begin(record)
         future = SendFuture(self._side)
-        future.add_done_callback(partial(_acknowledge, interceptors, record))
+        future.add_done_callback(partial(_acknowledge, interceptors, record, span))
         try:
             return self._queue_record(*record.send_args(), future, False)
         except BaseException as exc:
             if not future.done():
-                interceptors.failed(record.topic, record.partition, exc)
+                interceptors.end(span, record, None, exc)
             raise
 
     def _queue_record(

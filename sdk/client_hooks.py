@@ -1,5 +1,6 @@
 """What a client runs beside its work for the settings that ask for it: the
-Prometheus listener (``metrics.listen``), librdkafka's statistics callback
+Prometheus listener (``metrics.listen``), OpenTelemetry's instruments
+(``otel.enabled``, ``otel.meter.provider``: :mod:`.otel_metrics`), librdkafka's statistics callback
 (``stats_cb`` every ``statistics.interval.ms``) and librdkafka's logging
 settings (``logger``, ``log_level``, ``debug``).
 
@@ -51,6 +52,10 @@ _instances = itertools.count(1)
 async def start_client_hooks(tg: anyio.abc.TaskGroup, client: Any, kind: str, cfg: Any) -> None:
     """Start in ``tg`` what ``cfg`` (the client's configuration) asks for."""
     await serve_metrics_if_asked(tg, client, kind, cfg.metrics_listen)
+    if cfg.otel_enabled or cfg.otel_meter_provider is not None:
+        from .otel_metrics import serve_otel_metrics
+
+        await tg.start(serve_otel_metrics, client, kind, cfg.otel_meter_provider)
     if cfg.debug or cfg.logger is not None:
         await tg.start(_bridge_logs, cfg)
     if cfg.stats_cb is not None and cfg.statistics_interval_ms > 0:

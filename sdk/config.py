@@ -78,6 +78,8 @@ from .config_values import (
 from .errors import ConfigError, ConfigWarning
 from .interceptors import producer_interceptor_classes
 from .partitioners import PARTITIONERS
+from .tracing import otel_enabled as _otel_enabled
+from .tracing import otel_provider as _otel_provider
 
 if TYPE_CHECKING:
     from trafka.discovery import DiscoverySpec
@@ -225,6 +227,12 @@ class ClientConfig:
             ``oauth_cb(sasl_oauthbearer_config)`` returns ``(token,
             expiry_seconds_since_epoch)`` (or with a principal and extensions
             after them); see :class:`~trafka.sdk.oauth.OAuthCallbackProvider`.
+        otel_enabled: OpenTelemetry (the ``otel`` extra): the producer's and
+            the consumer's spans (:mod:`trafka.sdk.tracing`) and the client's
+            metrics as observable instruments (:mod:`trafka.sdk.otel_metrics`),
+            through OpenTelemetry's global providers.
+        otel_tracer_provider / otel_meter_provider: the providers to use
+            instead of the global ones; either one set turns its signal on.
     """
 
     bootstrap_servers: tuple[str, ...] = _field(
@@ -293,6 +301,9 @@ class ClientConfig:
     metrics_recording_level: str = _field("info", _choice("info", "debug", "trace"))
     metric_reporters: str | None = _field(None, _opt_str)
     oauth_cb: Any = _field(None, _opt_callable, dotted="oauth_cb")  # noqa: RUF009
+    otel_enabled: bool = _field(False, _otel_enabled)
+    otel_tracer_provider: Any = _field(None, _otel_provider("get_tracer"))  # noqa: RUF009
+    otel_meter_provider: Any = _field(None, _otel_provider("get_meter"))  # noqa: RUF009
 
     #: Whether the client's metadata requests may create topics when it has no
     #: ``allow.auto.create.topics`` setting: a producer's may (as Java's), an

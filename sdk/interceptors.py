@@ -44,6 +44,11 @@ Rules, as Java's clients define them:
 * With no interceptor, a client carries none of this: the producer's hot path
   (:meth:`~trafka.sdk.producer_core.ProducerCore.append_hot`) is only taken
   without interceptors.
+* OpenTelemetry's spans (:mod:`.tracing`, with ``otel.enabled``) ride on the
+  same hooks: the ``send`` span starts after the interceptors' ``on_send``
+  (the headers it adds are the last change to the record) and ends after
+  their ``on_acknowledgement``; the ``poll`` span is made before their
+  ``on_consume``, of the records as fetched.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ from typing import Any
 from .config_values import ValueSpec
 from .errors import ConfigError
 from .producer_batches import RecordMetadata
+from .tracing import ConsumerTracing, ProducerTracing, consumer_tracing, producer_tracing
 
 __all__ = [
     "ConsumerInterceptor",
@@ -229,20 +235,53 @@ class _Chain:
 
 
 class ProducerInterceptors(_Chain):
-    """A producer's interceptors (see the module doc)."""
+    """A producer's interceptors (see the module doc), and its spans."""
 
-    __slots__ = ("_acks", "_sends")
+    __slots__ = ("_acks", "_sends", "tracing")
 
-    def __init__(self, objs: list[Any]) -> None:
+    def __init__(self, objs: list[Any], tracing: ProducerTracing | None = None) -> None:
         super().__init__(objs)
         self._sends = _hooks(objs, "on_send")
         self._acks = _hooks(objs, "on_acknowledgement")
+        self.tracing = tracing
 
     @classmethod
     def of(cls, config: Any) -> ProducerInterceptors | None:
-        """The interceptors of a new producer with ``config``; None without any."""
+        """The interceptors of a new producer with ``config``; None without any
+        (and without tracing)."""
         entries = config.interceptor_classes
-        return cls(_instances(entries, config)) if entries else None
+        tracing = producer_tracing(config)
+        if not entries and tracing is None:
+            return None
+        return cls(_instances(entries, config), tracing)
+
+    def begin(self, record: ProducerRecord) -> tuple[ProducerRecord, Any]:
+        """``on_send``, then the record's span started: the record to send and
+        its span (None without tracing), for :meth:`end`."""
+        record = self.on_send(record)
+        if self.tracing is None:
+            return record, None
+        return self.tracing.start(record)
+
+    def end(
+        self,
+        span: Any,
+        record: ProducerRecord,
+        metadata: RecordMetadata | None,
+        error: BaseException | None,
+        partition: int | None = None,
+    ) -> None:
+        """The outcome of a record :meth:`begin` took: acknowledged at
+        ``metadata``, or failed with ``error`` (in ``partition`` when chosen)."""
+        if error is None:
+            assert metadata is not None
+            self.on_acknowledgement(metadata, None)
+        else:
+            part = record.partition if partition is None else partition
+            metadata = RecordMetadata(record.topic, -1 if part is None else part, -1, -1)
+            self.on_acknowledgement(metadata, error)
+        if span is not None and self.tracing is not None:
+            self.tracing.end(span, metadata, error)
 
     def on_send(self, record: ProducerRecord) -> ProducerRecord:
         for obj, fn in self._sends:
@@ -272,50 +311,51 @@ class ProducerInterceptors(_Chain):
         """The async producer's :meth:`~trafka.sdk.producer.Producer.send` with
         these interceptors: ``on_send`` first, then ``on_acknowledgement`` for the
         record whatever becomes of it (raised here, or answered later)."""
-        record = self.on_send(record)
+        record, span = self.begin(record)
         try:
             prepared = producer.core.prepare(*record.send_args())
             producer.core.check_open()
             future = await producer.send_prepared(prepared)
         except BaseException as exc:
-            self.failed(record.topic, record.partition, exc)
+            self.end(span, record, None, exc)
             raise
-        future.add_done_callback(self.acknowledge)
+        future.add_done_callback(lambda handle: self.acknowledge(span, record, handle))
         return future
 
-    def failed(self, topic: str, partition: int | None, error: BaseException) -> None:
-        """``on_acknowledgement`` of a record that failed before it had an offset."""
-        self.on_acknowledgement(
-            RecordMetadata(topic, -1 if partition is None else partition, -1, -1), error
-        )
-
-    def acknowledge(self, handle: Any) -> None:
+    def acknowledge(self, span: Any, record: ProducerRecord, handle: Any) -> None:
         """A done callback of a record's future (``exception()``, ``result()``
-        and ``batch``): its ``on_acknowledgement``."""
+        and ``batch``): its :meth:`end`."""
         error = handle.exception()
         if error is None:
-            self.on_acknowledgement(handle.result(), None)
+            self.end(span, record, handle.result(), None)
         else:
-            self.failed(handle.batch.topic, handle.batch.partition, error)
+            self.end(span, record, None, error, handle.batch.partition)
 
 
 class ConsumerInterceptors(_Chain):
-    """A consumer's interceptors (see the module doc)."""
+    """A consumer's interceptors (see the module doc), and its spans."""
 
-    __slots__ = ("_commits", "_consumes")
+    __slots__ = ("_commits", "_consumes", "_tracing")
 
-    def __init__(self, objs: list[Any]) -> None:
+    def __init__(self, objs: list[Any], tracing: ConsumerTracing | None = None) -> None:
         super().__init__(objs)
         self._consumes = _hooks(objs, "on_consume")
         self._commits = _hooks(objs, "on_commit")
+        self._tracing = tracing
 
     @classmethod
     def of(cls, config: Any) -> ConsumerInterceptors | None:
-        """The interceptors of a new consumer with ``config``; None without any."""
+        """The interceptors of a new consumer with ``config``; None without any
+        (and without tracing)."""
         entries = config.interceptor_classes
-        return cls(_instances(entries, config)) if entries else None
+        tracing = consumer_tracing(config)
+        if not entries and tracing is None:
+            return None
+        return cls(_instances(entries, config), tracing)
 
     def on_consume(self, records: dict[Any, list[Any]]) -> dict[Any, list[Any]]:
+        if self._tracing is not None:
+            self._tracing.polled([r for recs in records.values() for r in recs])
         for obj, fn in self._consumes:
             try:
                 out = fn(records)

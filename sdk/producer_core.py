@@ -66,6 +66,7 @@ from .errors import (
 from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS, MetadataCache
 from .partitioners import PARTITIONERS, Partitioner, murmur2_pick
+from .tracing import traced
 from .transactions import TransactionManager, TxnRequest, TxnResult, TxnState
 
 if TYPE_CHECKING:
@@ -202,9 +203,13 @@ class ProducerCore:
         fits = config.batch_size + RECORD_MEMORY_OVERHEAD <= min(
             config.max_request_size - BATCH_OVERHEAD, config.buffer_memory
         )
-        # Interceptors see every record in send(): none takes the hot path.
+        # Interceptors (and spans) see every record in send(): none takes the hot path.
         self.hot_path = (
-            self._sticky and self._raw_values and fits and not config.interceptor_classes
+            self._sticky
+            and self._raw_values
+            and fits
+            and not config.interceptor_classes
+            and not traced(config)
         )
         # Keyed bytes records too, when the partition is Java's murmur2 of the key:
         # per topic, the batch each partition is filling, indexed by partition (the

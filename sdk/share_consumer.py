@@ -96,6 +96,7 @@ from .telemetry import (
     disabled_error,
     share_consumer_samples,
 )
+from .tracing import consumer_tracing
 from .transport import Cluster
 
 __all__ = [
@@ -176,6 +177,7 @@ class ShareConsumer(Hostable):
     ) -> None:
         self.config = make_config(ShareConsumerConfig, config, kwargs)
         self._records = PollRecords(self.config)
+        self._tracing = consumer_tracing(self.config)
         self._callback: AcknowledgementCommitCallback | None = None
         self._subscription: tuple[str, ...] = ()
         self._fatal: BaseException | None = None
@@ -508,6 +510,8 @@ class ShareConsumer(Hostable):
                 self._wake_network()
                 records = self._records.hand_out(fetcher)
                 if records:
+                    if self._tracing is not None:
+                        self._tracing.polled(records)
                     return records
                 continue
             fetcher.want_records()

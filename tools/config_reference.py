@@ -265,6 +265,9 @@ _GUIDE = {
     "metrics_listen": "as-prometheus-metrics",
     "error_cb": "when-brokers-go-away",
     "enable_partition_eof": "the-end-of-a-partition",
+    "otel_enabled": "tracing-opentelemetry",
+    "otel_tracer_provider": "tracing-opentelemetry",
+    "otel_meter_provider": "tracing-opentelemetry",
 }
 
 _UNITS = {"_ms": "milliseconds", "_bytes": "bytes", "_records": "records"}

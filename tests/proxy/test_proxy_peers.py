@@ -73,6 +73,51 @@ def test_a_proxy_without_routing_leaves_records_where_the_client_put_them(
     assert all(r.partition == crc32_partition(r.key, 6) for r in records)
 
 
+def test_trace_headers_survive_key_routing_byte_for_byte(
+    broker: RunningBroker, proxy: RunningProxy
+) -> None:
+    """Records a traced trafka producer sent with librdkafka's partitioner
+    (CRC32): the proxy moves most to their murmur2 partition, splitting and
+    re-batching them, and every record keeps its headers byte for byte: the
+    ``traceparent`` its ``send`` span injected (W3C Trace Context) and the
+    application's own (repeated names, a null value, bytes that are not UTF-8)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    tracer = TracerProvider()
+    exporter = InMemorySpanExporter()
+    tracer.add_span_processor(SimpleSpanProcessor(exporter))
+    topic = fresh()
+    create(proxy.bootstrap_servers, topic, 6)
+    own = [("app", b"\x00\xff\x80"), ("dup", b"1"), ("dup", b"2"), ("nil", None)]
+
+    async def go() -> None:
+        async with open_producer(
+            bootstrap_servers=proxy.bootstrap_servers,
+            partitioner="consistent_random",
+            linger_ms=20,
+            otel_tracer_provider=tracer,
+        ) as producer:
+            futures = [
+                await producer.send(topic, b"v%d" % i, key=b"k%d" % i, headers=own)
+                for i in range(120)
+            ]
+            for future in futures:
+                await future
+
+    anyio.run(go, backend="trio")
+    spans = {s.attributes["messaging.kafka.message.key"]: s for s in exporter.get_finished_spans()}
+    records = placement(broker.bootstrap_servers, topic, 6)
+    assert len(records) == len(spans) == 120
+    assert all(r.partition == murmur2_partition(r.key, 6) for r in records)
+    assert sum(r.partition != crc32_partition(r.key, 6) for r in records) > 60  # routed
+    for r in records:
+        ctx = spans[r.key.decode()].context
+        parent = b"00-%032x-%016x-%02x" % (ctx.trace_id, ctx.span_id, ctx.trace_flags)
+        assert r.headers == (*own, ("traceparent", parent))
+
+
 @pytest.mark.skipif(KCAT is None, reason="kcat is not installed")
 def test_kcat_sees_the_proxy_and_its_keys_are_routed(
     broker: RunningBroker, proxy: RunningProxy

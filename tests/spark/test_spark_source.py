@@ -73,6 +73,32 @@ def test_batch_read_returns_every_record_as_the_broker_acknowledged_it(
     assert counts == {p: sum(1 for m in metas if m.partition == p) for p in range(3)}
 
 
+def test_the_headers_column_carries_the_trace_context(spark: Any, broker: RunningBroker) -> None:
+    """Records a traced producer sent (``otel.tracer.provider``): with
+    ``includeHeaders``, each row's ``headers`` has the ``traceparent`` (W3C
+    Trace Context) its ``send`` span injected, after the application's headers."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    tracer = TracerProvider()
+    exporter = InMemorySpanExporter()
+    tracer.add_span_processor(SimpleSpanProcessor(exporter))
+    topic = fresh()
+    create(broker, topic, 2)
+    sent = [(b"k%d" % i, b"v%d" % i, None) for i in range(20)]
+    metas = produce(broker, topic, sent, headers=[("h", b"1")], otel_tracer_provider=tracer)
+    expected = {}
+    for span in exporter.get_finished_spans():
+        ctx, attrs = span.context, span.attributes
+        where = (int(attrs["messaging.destination.partition.id"]), attrs["messaging.kafka.offset"])
+        expected[where] = b"00-%032x-%016x-%02x" % (ctx.trace_id, ctx.span_id, ctx.trace_flags)
+    assert sorted(expected) == sorted((m.partition, m.offset) for m in metas)
+    rows = reader(spark, broker, subscribe=topic, includeHeaders="true").load().collect()
+    got = {(r.partition, r.offset): [(h.key, h.value) for h in r.headers] for r in rows}
+    assert got == {where: [("h", b"1"), ("traceparent", tp)] for where, tp in expected.items()}
+
+
 def test_offset_ranges_min_partitions_assign_and_pattern(spark: Any, broker: RunningBroker) -> None:
     topic = fresh("ranges")
     create(broker, topic, 2)
