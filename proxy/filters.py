@@ -43,7 +43,7 @@ Rules:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -191,6 +191,18 @@ class Filter:
 
     def detach(self) -> None:
         """Called once when the proxy stops."""
+
+    def configure(self, settings: Mapping[str, Any]) -> None:
+        """Take the settings of the filter's entry in ``trafka proxy``'s file
+        (``[[filter]]``'s ``settings`` table): once before the proxy starts,
+        and again on SIGHUP when they changed (on the proxy's event loop).
+
+        Raises:
+            ValueError: the settings are refused (the proxy does not start, or
+                keeps the old ones). The default takes none.
+        """
+        if settings:
+            raise ValueError(f"{_name(self)} takes no settings")
 
     def on_request(self, ctx: FilterContext, body: Any) -> Any:
         """A request on its way to a broker (may be ``async def``).
