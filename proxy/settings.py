@@ -398,6 +398,7 @@ def reference_table() -> str:
     for s in SETTINGS:
         kind = f"one of {', '.join(s.choices)}" if s.kind == "choice" else _KIND_NAMES[s.kind]
         flag = f"`{s.short}`, `{s.flag}`" if s.short else f"`{s.flag}`"
+        flag += f", `--no-{s.flag[2:]}`" if s.kind == "bool" else ""
         default = "" if s.default in (None, ()) else f"`{_toml(s.default)}`"
         reload = "reloaded" if s.reload else "restart"
         rows.append(f"| `{s.name}` | {flag} | `{s.env}` | {kind} | {default} | {reload} |")
