@@ -147,24 +147,24 @@ class Reloader:
         except ConfigError as exc:
             for problem in exc.problems:
                 log.error("SIGHUP: configuration not reloaded: %s", problem)
-            return False
+            return _kept()
         changed = [name for name, value in fresh.items() if value != self.values[name]]
         refused = [name for name in changed if not self._can_change(name, fresh)]
         for name in refused:
             log.error(
                 "SIGHUP: configuration not reloaded: %s cannot change without a restart "
-                "(%r, was %r); the proxy goes on with its old settings",
+                "(%r, was %r)",
                 name,
                 fresh[name],
                 self.values[name],
             )
         if refused:
-            return False
+            return _kept()
         try:
             self._apply(fresh, changed)
         except (ValueError, OSError, ssl.SSLError) as exc:
             log.error("SIGHUP: configuration not reloaded: %s", exc)
-            return False
+            return _kept()
         self.values = fresh
         log.info("SIGHUP: configuration reloaded (%s)", ", ".join(changed) or "nothing changed")
         return True
@@ -189,6 +189,11 @@ class Reloader:
                 if old.settings != new.settings:
                     f.configure(new.settings)
         logging.getLogger().setLevel(log_level(fresh))
+
+
+def _kept() -> bool:
+    log.error("SIGHUP: the proxy goes on with its old settings")
+    return False
 
 
 def reloader(

@@ -181,8 +181,10 @@ def resolve(sources: Sources) -> tuple[dict[str, Any], dict[str, str]]:
     """
     problems: list[str] = []
     layers: list[tuple[dict[str, Any], str]] = []
+    read = len(problems)
     if sources.path is not None:
         layers.append((_from_file(sources.path, problems), f"{sources.path}: "))
+    unreadable = sources.path is not None and not layers[0][0] and len(problems) > read
     layers.append((_from_environ(sources.environ, problems), ""))
     given = {k: v for k, v in sources.flags.items() if v is not NOT_GIVEN and v != ()}
     layers.append(({k: (v, BY_NAME[k].flag) for k, v in given.items()}, ""))
@@ -194,7 +196,8 @@ def resolve(sources: Sources) -> tuple[dict[str, Any], dict[str, str]]:
     for s in SETTINGS:
         if values[s.name] is not None:
             _check_range(s, values[s.name], origin[s.name], problems)
-    problems += _conflicts(values, origin)
+    if not unreadable:  # else its settings' absence would be reported too
+        problems += _conflicts(values, origin)
     if problems:
         raise ConfigError.of(problems)
     return values, origin
