@@ -78,7 +78,9 @@ def test_the_kubernetes_probes_and_ports_are_the_proxys(
     # The Service exposes each of the container's ports, under the same number.
     service = {p["name"]: (p["port"], p["targetPort"]) for p in docs["Service"]["spec"]["ports"]}
     assert service == {name: (port, name) for name, port in ports.items()}
-    assert docs["Service"]["spec"]["selector"] == docs["Deployment"]["spec"]["selector"]["matchLabels"]
+    assert (
+        docs["Service"]["spec"]["selector"] == docs["Deployment"]["spec"]["selector"]["matchLabels"]
+    )
     # A real proxy with these settings (on loopback, before a real broker)
     # answers the probes' paths; a path it does not serve is a 404.
     local = loaded.config
@@ -111,7 +113,9 @@ def test_the_systemd_unit_verifies_and_reloads_with_sighup(tmp_path: Path) -> No
     assert args[:2] == ["proxy", "--config"]
     assert service["ExecStartPre"] == f"{service['ExecStart']} --check-config"
     # systemd's own check, with the trafka this test runs (the unit's path is an example).
-    installed = shutil.which("trafka") or str(Path(__file__).resolve().parents[2] / ".venv/bin/trafka")
+    installed = shutil.which("trafka") or str(
+        Path(__file__).resolve().parents[2] / ".venv/bin/trafka"
+    )
     local = tmp_path / UNIT.name
     local.write_text(UNIT.read_text().replace(trafka, installed))
     verified = subprocess.run(
