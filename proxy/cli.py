@@ -92,7 +92,9 @@ def command(config_path: str | None, check_config: bool, **flags: Any) -> None:
     try:
         loaded = check(sources)
     except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+        if check_config:  # exit 1: the answer to the question asked
+            raise click.ClickException(str(exc)) from None
+        raise click.UsageError(str(exc)) from None  # exit 2, as any bad option
     if check_config:
         click.echo(summary(loaded))
         return

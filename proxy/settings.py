@@ -317,7 +317,7 @@ def _check_range(s: Setting, value: Any, where: str, problems: list[str]) -> Non
     elif s.name in ("listen", "metrics_listen") and not _is_host_port(value):
         problems.append(f"{where}: {value!r} is not host:port")
     elif s.name in _POSITIVE_OR_NONE and value != -1 and value <= 0:
-        problems.append(f"{where}: {value} must be positive, or -1 for no limit")
+        problems.append(f"{where}: {s.name} must be positive, or -1 for no limit, not {value}")
 
 
 _POSITIVE_OR_NONE = (

@@ -2,10 +2,13 @@
 a journal written by the previous format (kept in tests/proxy/fixtures/journal-v1,
 made by the proxy before the format had a version) is read by this code and
 rewritten in the current format; a journal of a newer format is refused rather
-than misread; a new journal starts with its header."""
+than misread; a new journal starts with its header. The same for the records
+of the journal in the cluster (``--journal topic``), whose previous format is
+kept in tests/proxy/fixtures/journal-topic-v1.json."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -19,6 +22,14 @@ from trafka.proxy.journal import (
     DirectoryJournal,
     JournalError,
     format_of,
+)
+from trafka.proxy.journal_topic import FORMAT as TOPIC_FORMAT
+from trafka.proxy.journal_topic import (
+    claim_key,
+    decode_record,
+    encode_claim,
+    encode_window,
+    window_key,
 )
 from trafka.proxy.sequences import Placement
 
@@ -74,3 +85,39 @@ def test_a_new_journal_starts_with_its_header(tmp_path: Path) -> None:
     reopened = DirectoryJournal(tmp_path / "new")
     assert reopened.open() == 1
     reopened.close()
+
+
+def test_topic_journal_records_of_the_previous_format_are_read() -> None:
+    """Records of the journal topic as the proxy wrote them before their format
+    had a version (tests/proxy/fixtures/journal-topic-v1.json) decode as they did."""
+    records = json.loads((FIXTURE.parent / "journal-topic-v1.json").read_text())
+    decoded = [decode_record(r["key"].encode(), r["value"].encode()) for r in records]
+    assert decoded == [
+        (
+            "p",
+            (
+                (4001, "orders", 0),
+                "proxy-a",
+                17,
+                [
+                    (0, 0, WRITTEN[(4001, 0, "orders", 0, 0)]),
+                    (0, 3, WRITTEN[(4001, 0, "orders", 0, 3)]),
+                ],
+            ),
+        ),
+        ("c", (4001, "proxy-a", 0)),
+        ("b", 4001),
+    ]
+
+
+def test_topic_journal_records_carry_their_format_and_a_newer_one_is_skipped() -> None:
+    window = [(0, 0, Placement(1, ((0, 0),)))]
+    key = window_key((9, "t", 0), "me")
+    value = encode_window(5, window)
+    assert json.loads(value)["v"] == TOPIC_FORMAT
+    assert json.loads(encode_claim("me", 2))["v"] == TOPIC_FORMAT
+    assert decode_record(key, value) == ("p", ((9, "t", 0), "me", 5, window))
+    assert decode_record(claim_key(9), encode_claim("me", 2)) == ("c", (9, "me", 2))
+    newer = json.dumps({"v": TOPIC_FORMAT + 1, "c": 5, "w": []}).encode()
+    assert decode_record(key, newer) is None
+    assert decode_record(claim_key(9), json.dumps({"v": TOPIC_FORMAT + 1}).encode()) is None

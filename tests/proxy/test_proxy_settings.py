@@ -180,6 +180,11 @@ def test_check_config_reports_every_problem_at_once_and_binds_nothing(tmp_path: 
                 "upstream is required (--upstream, TRAFKA_PROXY_UPSTREAM or the file)",
             ]
         )
+        # A start with the same configuration refuses it the same way, as a
+        # usage error (exit 2), before anything is started.
+        started = run("--config", str(toml), env=env)
+        assert started.exit_code == 2, started.output
+        assert all(p in started.output for p in problems)
         # Once the settings are right, what only trying tells: the filter refuses
         # its settings, the certificate is not one.
         bad_cert = tmp_path / "cert.pem"
