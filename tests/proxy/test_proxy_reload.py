@@ -166,3 +166,58 @@ def _api_versions_request() -> bytes:
     body = (18).to_bytes(2, "big") + (0).to_bytes(2, "big") + (1).to_bytes(4, "big")
     body += (1).to_bytes(2, "big") + b"t"
     return len(body).to_bytes(4, "big") + body
+
+
+def test_with_workers_sighup_is_checked_by_the_supervisor_then_reloaded_by_each_worker(
+    broker: RunningBroker, tmp_path: Path
+) -> None:
+    """``--workers 2``: a reload that works reaches every worker (a client's
+    Metadata, whichever worker it reaches, names the new cluster id); one the
+    supervisor refuses reaches none, and the workers serve on."""
+    toml = tmp_path / "proxy.toml"
+    body = f'upstream = "{broker.bootstrap_servers}"\nworkers = 2\n'
+    filters = '[[filter]]\nuse = "{}"\nsettings = {{cluster_id = "{}"}}\n'
+    toml.write_text(body + filters.format(FILTER, "one"))
+    port = _free_port()
+    log = tmp_path / "proxy.log"
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    }
+    command = [
+        sys.executable, "-m", "trafka.tools.cli", "proxy", "--config", str(toml),
+        "--listen", f"127.0.0.1:{port}", "--node-port-base", "-1",
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        _until("start", lambda: b"(2 workers)" in log.read_bytes(), proc, log)
+
+        def cluster_ids() -> set[str]:
+            """What fresh clients are told (several: the kernel spreads them)."""
+            ids = set()
+            for _ in range(6):
+                admin = confluent_kafka.admin.AdminClient(
+                    {"bootstrap.servers": f"127.0.0.1:{port}"}
+                )
+                ids.add(admin.list_topics(timeout=30).cluster_id)
+            return ids
+
+        assert cluster_ids() == {"one"}
+        toml.write_text(body + filters.format(FILTER, "two"))
+        proc.send_signal(signal.SIGHUP)
+        done = [f"[worker {k}] SIGHUP: configuration reloaded (filter)".encode() for k in (0, 1)]
+        _until("the workers' reload", lambda: all(d in log.read_bytes() for d in done), proc, log)
+        assert cluster_ids() == {"two"}
+        # Refused by the supervisor: no worker hears of it.
+        toml.write_text(body.replace("workers = 2", "workers = 3") + filters.format(FILTER, "3"))
+        proc.send_signal(signal.SIGHUP)
+        _until("refusal", lambda: b"goes on with its old settings" in log.read_bytes(), proc, log)
+        assert "workers cannot change without a restart (3, was 2)" in log.read_text()
+        assert log.read_text().count("[worker 0] received SIGHUP") == 1
+        assert cluster_ids() == {"two"}
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
