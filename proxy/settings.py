@@ -180,39 +180,40 @@ def resolve(sources: Sources) -> tuple[dict[str, Any], dict[str, str]]:
         ConfigError: every problem found (see the module's rules).
     """
     problems: list[str] = []
-    layers: list[tuple[dict[str, Any], str]] = []
-    read = len(problems)
-    if sources.path is not None:
-        layers.append((_from_file(sources.path, problems), f"{sources.path}: "))
-    unreadable = sources.path is not None and not layers[0][0] and len(problems) > read
-    layers.append((_from_environ(sources.environ, problems), ""))
+    layers: list[dict[str, tuple[Any, str]]] = []  # lowest precedence first
+    from_file = {} if sources.path is None else _from_file(sources.path, problems)
+    # A file that cannot be read: its settings' absence is not reported as well.
+    unreadable = from_file is None
+    layers.append(from_file or {})
+    layers.append(_from_environ(sources.environ, problems))
     given = {k: v for k, v in sources.flags.items() if v is not NOT_GIVEN and v != ()}
-    layers.append(({k: (v, BY_NAME[k].flag) for k, v in given.items()}, ""))
+    layers.append({k: (v, BY_NAME[k].flag) for k, v in given.items()})
     values = {s.name: s.default for s in SETTINGS}
     origin = {s.name: s.name for s in SETTINGS}
-    for layer, _ in layers:
+    for layer in layers:
         for name, (value, where) in layer.items():
             values[name], origin[name] = value, where
     for s in SETTINGS:
         if values[s.name] is not None:
             _check_range(s, values[s.name], origin[s.name], problems)
-    if not unreadable:  # else its settings' absence would be reported too
+    if not unreadable:
         problems += _conflicts(values, origin)
     if problems:
         raise ConfigError.of(problems)
     return values, origin
 
 
-def _from_file(path: str, problems: list[str]) -> dict[str, tuple[Any, str]]:
+def _from_file(path: str, problems: list[str]) -> dict[str, tuple[Any, str]] | None:
+    """The file's settings (None: it cannot be read)."""
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except OSError as exc:
         problems.append(f"cannot read the configuration file {path}: {exc.strerror or exc}")
-        return {}
+        return None
     except tomllib.TOMLDecodeError as exc:
         problems.append(f"{path} is not TOML: {exc}")
-        return {}
+        return None
     out: dict[str, tuple[Any, str]] = {}
     for key, raw in data.items():
         where = f"{path}: {key}"

@@ -249,3 +249,19 @@ def test_broker_ports_follow_the_listen_port_by_default(broker: RunningBroker) -
         }
     opted_out = check(Sources(flags | {"node_port_base": -1})).config
     assert opted_out.node_port_base is None
+
+
+def test_a_file_that_cannot_be_read_is_the_problem_named(tmp_path: Path) -> None:
+    """Not also every setting it would have given (``upstream is required``)."""
+    missing = tmp_path / "missing.toml"
+    result = run("--config", str(missing), "--check-config")
+    assert result.exit_code == 1, result.output
+    assert result.output == (
+        f"Error: cannot read the configuration file {missing}: No such file or directory\n"
+    )
+    broken = tmp_path / "broken.toml"
+    broken.write_text("upstream = [\n")
+    result = run("--config", str(broken), "--check-config")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"Error: {broken} is not TOML: ")
+    assert "upstream is required" not in result.output
