@@ -6,7 +6,8 @@ Rules:
 * :func:`load` checks everything a start needs without binding a port: the
   settings (:mod:`.settings`), then what only trying tells: the
   :class:`~.config.ProxyConfig` they make, each filter imported and given its
-  settings, the TLS certificate and key loaded. Every problem is raised at
+  settings, the TLS certificate and key loaded, the principals' credentials
+  file read. Every problem is raised at
   once (:class:`~trafka.sdk.ConfigError`). ``trafka proxy --check-config``
   stops there.
 * On SIGHUP the file and the environment the process started with are read
@@ -35,6 +36,7 @@ from trafka.sdk import ConfigError
 
 from .config import ProxyConfig
 from .filters import Filter, load_filter
+from .principals import load_credentials
 from .settings import BY_NAME, FilterSpec, Sources, proxy_config, resolve
 
 __all__ = [
@@ -81,7 +83,8 @@ def load(
             filters.append(configured_filters((spec,))[0])
         except ValueError as exc:
             problems.append(f"{origin['filter']}: {exc}")
-    for make in (config.client_ssl_context, config.upstream_ssl_context):
+    checks = (config.client_ssl_context, config.upstream_ssl_context)
+    for make in (*checks, lambda: load_credentials(config.principal_credentials)):
         try:
             make()
         except ValueError as exc:
