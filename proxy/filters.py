@@ -36,6 +36,9 @@ Rules:
 * :meth:`Filter.attach` hands a filter the proxy's :class:`ProxyServices` when
   the proxy starts: its pooled upstream connections, what it knows of topics
   and leaders, its nursery. :meth:`Filter.detach` is called when it stops.
+  :meth:`Filter.configure` hands it the settings of its entry in ``trafka
+  proxy``'s file, before the proxy starts and again on SIGHUP (see
+  :mod:`.reload`).
 * An API the proxy's codec does not know, or a version it does not, passes
   unfiltered (it cannot be decoded).
 """
