@@ -36,6 +36,9 @@ Rules:
 * :meth:`Filter.attach` hands a filter the proxy's :class:`ProxyServices` when
   the proxy starts: its pooled upstream connections, what it knows of topics
   and leaders, its nursery. :meth:`Filter.detach` is called when it stops.
+  :meth:`Filter.configure` hands it the settings of its entry in ``trafka
+  proxy``'s file, before the proxy starts and again on SIGHUP (see
+  :mod:`.reload`).
 * An API the proxy's codec does not know, or a version it does not, passes
   unfiltered (it cannot be decoded).
 """
@@ -43,7 +46,7 @@ Rules:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -191,6 +194,18 @@ class Filter:
 
     def detach(self) -> None:
         """Called once when the proxy stops."""
+
+    def configure(self, settings: Mapping[str, Any]) -> None:
+        """Take the settings of the filter's entry in ``trafka proxy``'s file
+        (``[[filter]]``'s ``settings`` table): once before the proxy starts,
+        and again on SIGHUP when they changed (on the proxy's event loop).
+
+        Raises:
+            ValueError: the settings are refused (the proxy does not start, or
+                keeps the old ones). The default takes none.
+        """
+        if settings:
+            raise ValueError(f"{_name(self)} takes no settings")
 
     def on_request(self, ctx: FilterContext, body: Any) -> Any:
         """A request on its way to a broker (may be ``async def``).

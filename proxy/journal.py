@@ -34,10 +34,19 @@ Rules:
 * Only the newest ``max_entries`` placements are kept (a client retries only
   the batches it has in flight); the file is rewritten with them when it grows
   past twice their size.
-* The format is a line of JSON per placement:
+* The format is versioned (:data:`FORMAT`): a first line
+  ``{"trafka_proxy_journal": <version>}``, then a line of JSON per placement:
   ``[producer id, epoch, topic, partition, base sequence, count, [[target,
   last sequence], ...]]``. A torn last line (the proxy died writing it) is
   ignored, as is any line that does not parse (with a warning).
+* Versions: 1, the first, had no header line (its placement lines are as
+  2's); a file without a header is read as 1. A file of an older version is
+  read, then rewritten whole in the current one (new file, synced, renamed
+  over the old) before anything is appended; a file of a newer version is
+  refused (:class:`JournalError`): the proxy does not start rather than
+  misread placements. A new file starts with its header, written the same
+  way, so a header is never torn. (A trafka of version 1 reading a version 2
+  file skips the header as a line that does not parse, with a warning.)
 """
 
 from __future__ import annotations
@@ -70,6 +79,10 @@ __all__ = [
 log = logging.getLogger("trafka.proxy")
 
 FILE_NAME = "placements.jsonl"
+# The journal file's format version (see the module's rules).
+FORMAT = 2
+_HEADER_KEY = "trafka_proxy_journal"
+HEADER = json.dumps({_HEADER_KEY: FORMAT}, separators=(",", ":")).encode() + b"\n"
 _MIN_REWRITE_BYTES = 16 * 1024 * 1024
 
 
@@ -176,7 +189,7 @@ def decode(data: bytes) -> Iterator[tuple[PlacementKey, Placement]]:
     """The placements in ``data``, a journal's bytes; a torn last line is skipped."""
     lines = data.split(b"\n")
     for number, line in enumerate(lines[:-1], 1):  # the last piece lacks its newline
-        if not line:
+        if not line or line.startswith(b"{"):  # the header (see format_of)
             continue
         try:
             pid, epoch, topic, partition, base, count, targets = json.loads(line)
@@ -186,6 +199,24 @@ def decode(data: bytes) -> Iterator[tuple[PlacementKey, Placement]]:
             log.warning("journal line %d does not parse (%s): skipped", number, exc)
             continue
         yield key, placement
+
+
+def format_of(data: bytes) -> int:
+    """The format version of a journal file's bytes (1: no header; see the module's rules).
+
+    Raises:
+        JournalError: the first line is a header that does not parse.
+    """
+    first = data.split(b"\n", 1)[0]
+    if not first.startswith(b"{"):
+        return 1
+    try:
+        version = json.loads(first)[_HEADER_KEY]
+        if isinstance(version, int) and not isinstance(version, bool):
+            return version
+    except (ValueError, TypeError, KeyError):
+        pass
+    raise JournalError(f"the journal's header {first[:80]!r} does not parse")
 
 
 class DirectoryJournal(PlacementJournal):
@@ -224,12 +255,25 @@ class DirectoryJournal(PlacementJournal):
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             data = self.path.read_bytes() if self.path.exists() else b""
+            version = format_of(data) if data else 0
+            if version > FORMAT:
+                raise JournalError(
+                    f"the journal {self.path} is of format {version}, written by a newer "
+                    f"trafka (this one reads formats 1 to {FORMAT})"
+                )
             for key, placement in decode(data):
                 self._remember(key, placement)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            if data and not data.endswith(b"\n"):
+            if version < FORMAT:  # new, or older: rewritten whole (see the rules)
+                self._replace_file(list(self._entries.items()))
+                if version:
+                    log.info("journal %s: format %d rewritten as %d", self.path, version, FORMAT)
+                return len(self._entries)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            if not data.endswith(b"\n"):
                 os.write(self._fd, b"\n")  # the torn line stays apart from the next
         except OSError as exc:
+            if isinstance(exc, JournalError):
+                raise
             raise JournalError(f"cannot open the journal {self.path}: {exc}") from None
         self._file_bytes = len(data)
         return len(self._entries)
@@ -341,24 +385,31 @@ class DirectoryJournal(PlacementJournal):
         self.syncs += 1
 
     def _rewrite(self, kept: list[tuple[PlacementKey, Placement]]) -> None:
-        """The kept placements to a new file, synced, then put in the old one's place."""
-        fresh = self.path.with_suffix(".new")
-        data = b"".join(encode(k, p) for k, p in kept)
         try:
-            with open(fresh, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fdatasync(out.fileno())
-            os.replace(fresh, self.path)
-            directory = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            self._replace_file(kept)
         except OSError as exc:
             log.error("cannot rewrite the journal %s: %s (it keeps growing)", self.path, exc)
-            return
+
+    def _replace_file(self, kept: list[tuple[PlacementKey, Placement]]) -> None:
+        """The kept placements to a new file (header first), synced, then put in
+        the old one's place, and opened for appending.
+
+        Raises:
+            OSError: the new file could not be written or renamed.
+        """
+        fresh = self.path.with_suffix(".new")
+        data = HEADER + b"".join(encode(k, p) for k, p in kept)
+        with open(fresh, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fdatasync(out.fileno())
+        os.replace(fresh, self.path)
+        directory = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         if self._fd is not None:
             os.close(self._fd)
         self._fd = fd

@@ -54,6 +54,12 @@ Rules:
   in-sync replicas, unreachable), :meth:`TopicJournal.record` fails with
   :class:`~.journal.JournalError`: the routed batches are not written and the
   client hears a retriable error.
+* **Format versions.** A window's and a claim's value (JSON objects) carry
+  ``"v"``, their format (:data:`FORMAT`); one without it is of format 1,
+  written before the format had a version, and read as 2 (the fields are the
+  same). A record of a newer format than this proxy knows is skipped with an
+  error logged (a newer proxy shares the topic: upgrade this one). A format 1
+  proxy reads format 2 records, ignoring ``"v"``.
 """
 
 from __future__ import annotations
@@ -86,6 +92,8 @@ __all__ = ["TOPIC", "TopicJournal"]
 log = logging.getLogger("trafka.proxy")
 
 TOPIC = "__trafka_proxy_placements"
+# The records' format version (see the module's rules).
+FORMAT = 2
 DEFAULT_PARTITIONS = 12
 _RETRY_S = 1.0
 _SWEEP_S = 60.0
@@ -119,7 +127,27 @@ def beat_key(pid: int) -> bytes:
 def encode_window(claimed: int, window: _Window) -> bytes:
     """A window's value; ``claimed``: the offset of its writer's claim."""
     rows = [[e, b, p.count, [list(t) for t in p.targets]] for e, b, p in window]
-    return json.dumps({"c": claimed, "w": rows}, separators=(",", ":")).encode()
+    return json.dumps({"v": FORMAT, "c": claimed, "w": rows}, separators=(",", ":")).encode()
+
+
+def encode_claim(instance: str, epoch: int) -> bytes:
+    """A claim's value: the claiming instance, at the producer's ``epoch``."""
+    return json.dumps({"v": FORMAT, "o": instance, "e": epoch}, separators=(",", ":")).encode()
+
+
+def _versioned(value: bytes) -> Any:
+    """A record's JSON value, or None when its format is newer than this proxy's."""
+    data = json.loads(value)
+    version = data.get("v", 1)
+    if not isinstance(version, int) or version > FORMAT:
+        log.error(
+            "a journal record of format %r, newer than this proxy's %d, skipped: "
+            "a newer trafka shares the journal topic (upgrade this proxy)",
+            version,
+            FORMAT,
+        )
+        return None
+    return data
 
 
 def decode_record(key: bytes, value: bytes | None) -> tuple[str, Any] | None:
@@ -133,7 +161,9 @@ def decode_record(key: bytes, value: bytes | None) -> tuple[str, Any] | None:
         if kind == "c":
             if value is None:
                 return None
-            claim = json.loads(value)
+            claim = _versioned(value)
+            if claim is None:
+                return None
             return "c", (int(rest), str(claim["o"]), int(claim["e"]))
         if kind == "p":
             # Topic names hold no ":" (Kafka allows letters, digits, ".", "_", "-").
@@ -141,13 +171,15 @@ def decode_record(key: bytes, value: bytes | None) -> tuple[str, Any] | None:
             wkey = (int(pid), topic, int(partition))
             if value is None:
                 return "p", (wkey, instance, -1, [])
-            row = json.loads(value)
+            row = _versioned(value)
+            if row is None:
+                return None
             window = [
                 (int(e), int(b), Placement(int(n), tuple((int(x), int(s)) for x, s in targets)))
                 for e, b, n, targets in row["w"]
             ]
             return "p", (wkey, instance, int(row["c"]), window)
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as exc:
         log.warning("a journal record (key %r) does not parse (%s): skipped", key[:80], exc)
     return None
 
@@ -583,7 +615,7 @@ class TopicJournal(PlacementJournal):
         Raises:
             JournalError: the claim could not be written in time.
         """
-        claim = json.dumps({"o": self.instance, "e": epoch}).encode()
+        claim = encode_claim(self.instance, epoch)
         self._claimed[pid] = await self._send(pid, [(claim_key(pid), claim)], deadline)
         self.claims_made += 1
         # The claim ours follows (ours is the last one read, unless another

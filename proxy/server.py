@@ -53,8 +53,8 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
 import socket
+import ssl
 import struct
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -159,6 +159,9 @@ class RunningProxy:
     # The bytes of requests held (``queued_max_request_bytes``; for tests and
     # introspection).
     request_budget: RequestBudget = field(default_factory=lambda: RequestBudget(None))
+    # What SIGHUP changes (.reload): the TLS context new client connections get, the chain.
+    client_tls: ssl.SSLContext | None = None
+    filters: tuple[Filter, ...] = ()
 
 
 class _Proxy:
@@ -940,29 +943,14 @@ async def _start_serving(
         await nursery.start(serve_metrics, endpoint, served)
         nursery.start_soon(proxy.probe_upstream)
     return RunningProxy(
-        (advertised, port), f"{advertised}:{port}", proxy.stats, metrics_address, proxy.budget
+        (advertised, port),
+        f"{advertised}:{port}",
+        proxy.stats,
+        metrics_address,
+        proxy.budget,
+        proxy.client_tls,
+        proxy.filters,
     )
-
-
-def run_proxy(config: ProxyConfig) -> None:
-    """Serve until SIGINT or SIGTERM (the ``trafka proxy`` command; blocking,
-    from the main thread).
-
-    Either signal stops the proxy as leaving :func:`serve_proxy` does: the
-    listeners close, then the connections, then the journal. SIGTERM is how
-    service managers (systemd, Kubernetes) stop a process, so it gets the same
-    clean stop as Ctrl-C rather than the default of dying where it stands.
-    """
-
-    async def main() -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async with serve_proxy(config):
-                async for signum in signals:
-                    log.info("received %s, shutting down", signal.Signals(signum).name)
-                    break
-        log.info("proxy stopped")
-
-    trio.run(main)
 
 
 @contextmanager

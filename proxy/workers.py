@@ -70,7 +70,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
@@ -83,9 +83,10 @@ from trafka.common.metrics_http import Endpoint, serve_metrics
 from trafka.discovery import announcing_listener
 
 from .config import ProxyConfig
-from .filters import load_filter
 from .metrics import merged_exposition
+from .reload import Reloader, configured_filters, reloader, until_stopped
 from .server import ProxyStatistics, serve_proxy
+from .settings import DEFAULT_STRIDE, FilterSpec, Sources
 from .startup import discover_upstream, shared_sockets, upstream_reachable
 from .worker_lives import Births, SupervisorLink
 
@@ -101,7 +102,6 @@ __all__ = [
 
 log = logging.getLogger("trafka.proxy")
 
-DEFAULT_STRIDE = 100
 STABLE_S = 30.0
 FIRST_DELAY_S = 0.5
 MAX_DELAY_S = 30.0
@@ -193,8 +193,10 @@ class _Spec:
 
     config: ProxyConfig
     index: int
-    filter_specs: tuple[str, ...]
+    filter_specs: tuple[FilterSpec, ...]
     verbose: bool
+    # What SIGHUP reloads from: the sources and the values of the configuration.
+    reload: tuple[Sources, dict[str, Any]] | None = None
 
 
 @dataclass(slots=True)
@@ -219,13 +221,15 @@ class _Supervisor:
         config: ProxyConfig,
         workers: int,
         stride: int,
-        filter_specs: tuple[str, ...],
+        filter_specs: tuple[FilterSpec, ...],
         verbose: bool,
+        reload: tuple[Sources, dict[str, Any]] | None = None,
     ) -> None:
         self.config = config
         self.stride = stride
         self.filter_specs = filter_specs
         self.verbose = verbose
+        self.reload = reload
         self.slots = [_Slot(k) for k in range(workers)]
         self.stopping = False
         self.upstream_reachable = False
@@ -249,6 +253,7 @@ class _Supervisor:
             slot.index,
             self.filter_specs,
             self.verbose,
+            self.reload,
         )
         process = self.context.Process(
             target=_worker_main,
@@ -363,6 +368,27 @@ class _Supervisor:
                 _signal(slot.process.pid, signal.SIGKILL)
                 await slot.ended.wait()
 
+    def reloaded(self) -> None:
+        """SIGHUP: the configuration checked and taken here first (a worker
+        started later gets it), then handed to each worker, which reloads itself."""
+        if self.reload is None:
+            log.warning("received SIGHUP: no configuration to reload (started from code)")
+            return
+        log.info("received SIGHUP, reloading the configuration")
+        again = Reloader(*self.reload, (), None)
+        if not again.reload():
+            return
+        self.reload = (self.reload[0], again.values)
+        self.filter_specs = again.values["filter"]
+        self.config = replace(
+            self.config,
+            ssl_certfile=again.values["ssl_certfile"],
+            ssl_keyfile=again.values["ssl_keyfile"],
+        )
+        for slot in self.slots:
+            if slot.up:
+                _signal(slot.process.pid, signal.SIGHUP)
+
     def ready(self) -> bool:
         return self.upstream_reachable and any(s.up for s in self.slots)
 
@@ -428,8 +454,9 @@ def run_workers(
     workers: int,
     *,
     stride: int = DEFAULT_STRIDE,
-    filter_specs: tuple[str, ...] = (),
+    filter_specs: tuple[FilterSpec | str, ...] = (),
     verbose: bool = False,
+    reload: tuple[Sources, Mapping[str, Any]] | None = None,
 ) -> None:
     """Serve with ``workers`` proxy processes until SIGINT or SIGTERM (the
     ``trafka proxy --workers`` command; blocking, from the main thread).
@@ -439,8 +466,11 @@ def run_workers(
             workers load ``filter_specs`` themselves).
         workers: how many worker processes.
         stride: node ports per worker (see the module's rules).
-        filter_specs: ``module:attribute`` of the filters each worker runs.
+        filter_specs: the filters each worker runs (``module:attribute``, or
+            with their settings).
         verbose: the workers log at DEBUG.
+        reload: what SIGHUP reloads from (:mod:`.reload`; the supervisor hands
+            the signal to each worker). None: SIGHUP reloads nothing.
 
     Raises:
         ValueError: settings that cannot be served.
@@ -448,20 +478,22 @@ def run_workers(
             start (:class:`WorkersFailed`).
     """
     check_workers(config, workers, stride)
-    trio.run(_supervise, config, workers, stride, filter_specs, verbose)
+    specs = tuple(FilterSpec(s) if isinstance(s, str) else s for s in filter_specs)
+    again = None if reload is None else (reload[0], dict(reload[1]))
+    supervisor = _Supervisor(config, workers, stride, specs, verbose, again)
+    trio.run(_supervise, supervisor)
 
 
-async def _supervise(
-    config: ProxyConfig, workers: int, stride: int, filter_specs: tuple[str, ...], verbose: bool
-) -> None:
+async def _supervise(supervisor: _Supervisor) -> None:
+    config = supervisor.config
     config = await discover_upstream(config)
     held = shared_sockets(config.host, config.port, listen=False)
     failed: str | None = None
     try:
         port = held[0].getsockname()[1]
-        config = replace(config, port=port)
-        supervisor = _Supervisor(config, workers, stride, filter_specs, verbose)
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        config = supervisor.config = replace(config, port=port)
+        signums = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        with trio.open_signal_receiver(*signums) as signals:
             async with trio.open_nursery() as nursery:
                 failed = await _start_all(supervisor, nursery)
                 if failed is None:
@@ -485,6 +517,9 @@ async def _until_stopped(signals: AsyncIterator[int], supervisor: _Supervisor) -
 
         async def on_signal() -> None:
             async for signum in signals:
+                if signum == signal.SIGHUP:
+                    supervisor.reloaded()
+                    continue
                 log.info("received %s, shutting down", signal.Signals(signum).name)
                 break
             nursery.cancel_scope.cancel()
@@ -551,8 +586,8 @@ def _worker_main(spec: _Spec, conn: Connection) -> None:
         format=f"[worker {spec.index}] %(message)s",
     )
     try:
-        config = replace(spec.config, filters=tuple(load_filter(s) for s in spec.filter_specs))
-        trio.run(_serve_worker, config, conn)
+        config = replace(spec.config, filters=configured_filters(spec.filter_specs))
+        trio.run(_serve_worker, config, conn, spec.reload)
     except (ValueError, OSError) as exc:
         log.error("cannot start: %s", exc)
         conn.send(("failed", str(exc)))
@@ -561,10 +596,13 @@ def _worker_main(spec: _Spec, conn: Connection) -> None:
         pass
 
 
-async def _serve_worker(config: ProxyConfig, conn: Connection) -> None:
+async def _serve_worker(
+    config: ProxyConfig, conn: Connection, reload: tuple[Sources, dict[str, Any]] | None
+) -> None:
     link = SupervisorLink(conn)
     link.install()  # this process's key routing asks it (see worker_lives)
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    signums = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    with trio.open_signal_receiver(*signums) as signals:
         async with serve_proxy(config) as running:
             conn.send(("ready", running.metrics_address))
             async with trio.open_nursery() as nursery:
@@ -572,9 +610,8 @@ async def _serve_worker(config: ProxyConfig, conn: Connection) -> None:
                 # Answers the worker's questions; stops it when the
                 # supervisor is gone (its end of the pipe closed).
                 nursery.start_soon(link.read, nursery.cancel_scope)
-                async for signum in signals:
-                    log.info("received %s, shutting down", signal.Signals(signum).name)
-                    break
+                again = reloader(reload, running.filters, running.client_tls)
+                await until_stopped(signals, again)
                 nursery.cancel_scope.cancel()
     log.info("worker stopped")
 

@@ -346,18 +346,19 @@ def test_a_producer_idle_past_idle_s_has_its_records_deleted() -> None:
     ],
 )
 def test_the_cli_journal_is_a_directory_or_a_topic(
-    monkeypatch: pytest.MonkeyPatch, value: str, directory: str | None, topic: str | None
+    value: str, directory: str | None, topic: str | None
 ) -> None:
     from click.testing import CliRunner
 
     from trafka.proxy import cli
+    from trafka.proxy.service import check
+    from trafka.proxy.settings import Sources
 
-    configs: list[Any] = []
-    monkeypatch.setattr(cli, "run_proxy", configs.append)
     arguments = ["--upstream", "b:9092", "--journal", value, "--journal-takeover-grace-ms", "250"]
-    result = CliRunner().invoke(cli.command, arguments)
+    result = CliRunner().invoke(cli.command, [*arguments, "--check-config"])
     assert result.exit_code == 0, result.output
-    (config,) = configs
+    flags = {"upstream": ("b:9092",), "journal": value, "journal_takeover_grace_ms": 250}
+    config = check(Sources(flags)).config
     assert (config.journal_dir, config.journal_topic) == (directory, topic)
     assert config.journal_takeover_grace_ms == 250
 

@@ -696,18 +696,22 @@ def test_a_login_the_brokers_refuse_fails_the_parts_and_shows_no_secret(
 
 
 def test_command_line_reports_a_bad_credentials_file(tmp_path: Path) -> None:
+    """Found by the configuration's check, before anything starts: a start is
+    refused as a usage error (exit 2), ``--check-config`` answers 1."""
     bad = tmp_path / "principals.json"
     bad.write_text(json.dumps({"User:x": {"mechanism": "PLAIN", "username": "x"}}))
-    for path, says in ((bad, "needs a password"), (tmp_path / "missing.json", "cannot read")):
-        run = subprocess.run(
-            [
-                sys.executable, "-m", "trafka.tools.cli", "proxy", "--upstream", "127.0.0.1:1",
-                "--listen", "127.0.0.1:0", "--principal-credentials", str(path),
-            ],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert run.returncode == 1 and "cannot start the proxy" in run.stderr
-        assert says in run.stderr and "Traceback" not in run.stderr
+    missing = tmp_path / "missing.json"
+    for path, says in ((bad, "needs a password"), (missing, f"the file {missing} does not exist")):
+        for check, code in (((), 2), (("--check-config",), 1)):
+            run = subprocess.run(
+                [
+                    sys.executable, "-m", "trafka.tools.cli", "proxy", "--upstream", "127.0.0.1:1",
+                    "--listen", "127.0.0.1:0", "--principal-credentials", str(path), *check,
+                ],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert run.returncode == code, run.stderr
+            assert says in run.stderr and "Traceback" not in run.stderr
 
 
 def test_oauthbearer_clients_are_routed_as_their_token_subject(tmp_path: Path) -> None:

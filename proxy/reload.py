@@ -1,0 +1,219 @@
+"""Loading ``trafka proxy``'s whole configuration, and reloading on SIGHUP what
+can change while it serves.
+
+Rules:
+
+* :func:`load` checks everything a start needs without binding a port: the
+  settings (:mod:`.settings`), then what only trying tells: the
+  :class:`~.config.ProxyConfig` they make, each filter imported and given its
+  settings, the TLS certificate and key loaded, the principals' credentials
+  file read. Every problem is raised at
+  once (:class:`~trafka.sdk.ConfigError`). ``trafka proxy --check-config``
+  stops there.
+* On SIGHUP the file and the environment the process started with are read
+  again (the flags stay as given) and checked as a start would be. What may
+  change while serving (the settings marked ``reload``): the log level, the
+  filters' settings (each filter's :meth:`~.filters.Filter.configure` is
+  called again; the chain itself cannot change), the TLS certificate and key
+  (new connections are served the new ones; connections already open keep
+  theirs: the context's certificate is replaced, and OpenSSL copies it into
+  each connection as the connection starts).
+* A reload is all or nothing: a configuration with a problem, or one that
+  changes anything else, is refused whole, with a log line naming each
+  problem or setting, and the proxy goes on with its old settings.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import ssl
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from trafka.sdk import ConfigError
+
+from .config import ProxyConfig
+from .filters import Filter, load_filter
+from .principals import load_credentials
+from .settings import BY_NAME, FilterSpec, Sources, proxy_config, resolve
+
+__all__ = [
+    "Loaded",
+    "Reloader",
+    "configured_filters",
+    "load",
+    "log_level",
+    "reloader",
+    "until_stopped",
+]
+
+log = logging.getLogger("trafka.proxy")
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A checked configuration: the settings' values, where each came from, and
+    the :class:`ProxyConfig` they make (its filters loaded and configured)."""
+
+    values: dict[str, Any]
+    origin: dict[str, str]
+    config: ProxyConfig
+
+
+def load(
+    sources: Sources, more: Callable[[Mapping[str, Any], ProxyConfig], list[str]] | None = None
+) -> Loaded:
+    """The configuration of ``sources``, checked (see the module's rules);
+    ``more``: further checks (problems) of the values and config.
+
+    Raises:
+        ConfigError: every problem found.
+    """
+    values, origin = resolve(sources)
+    try:
+        config = proxy_config(values)
+    except ValueError as exc:
+        raise ConfigError.of([str(exc)]) from None
+    problems: list[str] = []
+    filters: list[Filter] = []
+    for spec in values["filter"]:
+        try:
+            filters.append(configured_filters((spec,))[0])
+        except ValueError as exc:
+            problems.append(f"{origin['filter']}: {exc}")
+    checks = (config.client_ssl_context, config.upstream_ssl_context)
+    for make in (*checks, lambda: load_credentials(config.principal_credentials)):
+        try:
+            make()
+        except ValueError as exc:
+            problems.append(str(exc))
+    if more is not None:
+        problems += more(values, config)
+    if problems:
+        raise ConfigError.of(problems)
+    return Loaded(values, origin, replace(config, filters=tuple(filters)))
+
+
+def configured_filters(specs: Sequence[FilterSpec]) -> tuple[Filter, ...]:
+    """The filters of ``specs``, made and given their settings.
+
+    Raises:
+        ValueError: one cannot be loaded, or refused its settings.
+    """
+    made = []
+    for spec in specs:
+        f = load_filter(spec.use)
+        try:
+            f.configure(spec.settings)
+        except ValueError as exc:
+            raise ValueError(f"filter {spec.use}: {exc}") from None
+        made.append(f)
+    return tuple(made)
+
+
+def log_level(values: Mapping[str, Any]) -> int:
+    """The level the proxy logs at (``verbose``: DEBUG whatever ``log_level`` says)."""
+    return (
+        logging.DEBUG if values["verbose"] else logging.getLevelNamesMapping()[values["log_level"]]
+    )
+
+
+class Reloader:
+    """A running proxy's settings, and what SIGHUP changes in them.
+
+    Args:
+        sources: where the settings came from (read again on each reload).
+        values: the settings it serves with.
+        filters: the running chain's filters (the user's first, in order).
+        client_tls: the running proxy's TLS context towards clients (None: plaintext).
+    """
+
+    def __init__(
+        self,
+        sources: Sources,
+        values: Mapping[str, Any],
+        filters: Sequence[Filter],
+        client_tls: ssl.SSLContext | None,
+    ) -> None:
+        self.sources = sources
+        self.values = dict(values)
+        self.filters = tuple(filters)
+        self.client_tls = client_tls
+
+    def reload(self) -> bool:
+        """Read the configuration again and apply it (see the module's rules);
+        whether it was applied."""
+        try:
+            fresh = load(self.sources).values
+        except ConfigError as exc:
+            for problem in exc.problems:
+                log.error("SIGHUP: configuration not reloaded: %s", problem)
+            return _kept()
+        changed = [name for name, value in fresh.items() if value != self.values[name]]
+        refused = [name for name in changed if not self._can_change(name, fresh)]
+        for name in refused:
+            log.error(
+                "SIGHUP: configuration not reloaded: %s cannot change without a restart "
+                "(%r, was %r)",
+                name,
+                fresh[name],
+                self.values[name],
+            )
+        if refused:
+            return _kept()
+        try:
+            self._apply(fresh, changed)
+        except (ValueError, OSError, ssl.SSLError) as exc:
+            log.error("SIGHUP: configuration not reloaded: %s", exc)
+            return _kept()
+        self.values = fresh
+        log.info("SIGHUP: configuration reloaded (%s)", ", ".join(changed) or "nothing changed")
+        return True
+
+    def _can_change(self, name: str, fresh: Mapping[str, Any]) -> bool:
+        if not BY_NAME[name].reload:
+            return False
+        if name == "filter":  # their settings, not the chain
+            return [s.use for s in fresh[name]] == [s.use for s in self.values[name]]
+        if name.startswith("ssl_"):  # another certificate, not TLS switched on or off
+            return bool(fresh["ssl_certfile"]) == bool(self.values["ssl_certfile"])
+        return True
+
+    def _apply(self, fresh: Mapping[str, Any], changed: list[str]) -> None:
+        if self.client_tls is not None:  # its files may have been replaced under the same names
+            self.client_tls.load_cert_chain(fresh["ssl_certfile"], fresh["ssl_keyfile"])
+            log.info("SIGHUP: TLS certificate loaded from %s", fresh["ssl_certfile"])
+        if "filter" in changed:
+            for f, old, new in zip(
+                self.filters, self.values["filter"], fresh["filter"], strict=False
+            ):
+                if old.settings != new.settings:
+                    f.configure(new.settings)
+        logging.getLogger().setLevel(log_level(fresh))
+
+
+def _kept() -> bool:
+    log.error("SIGHUP: the proxy goes on with its old settings")
+    return False
+
+
+def reloader(
+    reload: tuple[Sources, Mapping[str, Any]] | None, filters: Any, client_tls: Any
+) -> Reloader | None:
+    """The :class:`Reloader` of a running proxy (None: no sources to reload from)."""
+    return None if reload is None else Reloader(reload[0], reload[1], filters, client_tls)
+
+
+async def until_stopped(signals: Any, reloader: Reloader | None) -> None:
+    """Return at SIGINT or SIGTERM; reload at SIGHUP."""
+    async for signum in signals:
+        if signum != signal.SIGHUP:
+            log.info("received %s, shutting down", signal.Signals(signum).name)
+            return
+        if reloader is None:
+            log.warning("received SIGHUP: no configuration to reload (started from code)")
+            continue
+        log.info("received SIGHUP, reloading the configuration")
+        reloader.reload()

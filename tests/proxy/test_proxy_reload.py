@@ -1,0 +1,223 @@
+"""SIGHUP reloads what can change while ``trafka proxy`` serves, on a real
+process with a real signal (docs/proxy.md, "Reloading"): the TLS certificate
+(new connections are served the new one, a connection already open keeps
+working), a filter's settings, the log level; a change to anything else is
+refused whole with a line naming the setting, as is a configuration with a
+problem, and the proxy goes on serving with its old settings."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import confluent_kafka.admin
+import pytest
+import trustme
+
+from trafka.brokerlite import RunningBroker
+
+pytestmark = pytest.mark.timeout(180)
+
+HERE = Path(__file__).parent
+FILTER = "settings_filter:ClusterIdFilter"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _until(
+    what: str, condition: Callable[[], bool], proc: subprocess.Popen[bytes], log: Path
+) -> None:
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert proc.poll() is None, f"the proxy ended: {log.read_text()}"
+        assert time.monotonic() < deadline, f"no {what}: {log.read_text()}"
+        time.sleep(0.05)
+
+
+def _served_certificate(port: int, ca: str) -> bytes:
+    """The certificate a new TLS connection to the proxy is served (DER)."""
+    context = ssl.create_default_context(cafile=ca)
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
+
+
+def _cluster_id(port: int, ca: str) -> str:
+    admin = confluent_kafka.admin.AdminClient(
+        {
+            "bootstrap.servers": f"127.0.0.1:{port}",
+            "security.protocol": "SSL",
+            "ssl.ca.location": ca,
+        }
+    )
+    cluster_id: str = admin.list_topics(timeout=30).cluster_id
+    return cluster_id
+
+
+def _config(path: Path, upstream: str, cert: Path, cluster_id: str, **more: str) -> None:
+    lines = [
+        f'upstream = "{upstream}"',
+        f'ssl_certfile = "{cert}"',
+        *(f"{k} = {v}" for k, v in more.items()),
+        "[[filter]]",
+        f'use = "{FILTER}"',
+        f'settings = {{cluster_id = "{cluster_id}"}}',
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_sighup_reloads_the_certificate_filters_and_log_level_and_refuses_the_rest(
+    broker: RunningBroker, tmp_path: Path
+) -> None:
+    ca = trustme.CA()
+    ca_path = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_path))
+    first, second = (ca.issue_cert("127.0.0.1", "localhost") for _ in range(2))
+    cert = tmp_path / "proxy.pem"  # replaced in place, as certificate renewers do
+    first.private_key_and_cert_chain_pem.write_to_path(str(cert))
+    der = [ssl.PEM_cert_to_DER_cert(c.cert_chain_pems[0].bytes().decode()) for c in (first, second)]
+    toml = tmp_path / "proxy.toml"
+    upstream = broker.bootstrap_servers
+    _config(toml, upstream, cert, "one", log_level='"INFO"')
+    port = _free_port()
+    log = tmp_path / "proxy.log"
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    }
+    command = [
+        sys.executable, "-m", "trafka.tools.cli", "proxy", "--config", str(toml),
+        "--listen", f"127.0.0.1:{port}", "--node-port-base", "-1",
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        _until("start", lambda: b"proxy on" in log.read_bytes(), proc, log)
+        assert _served_certificate(port, str(ca_path)) == der[0]
+        assert _cluster_id(port, str(ca_path)) == "one"
+        assert b"settings_filter:" not in log.read_bytes()  # DEBUG is not logged at INFO
+        # A connection open across the reload.
+        context = ssl.create_default_context(cafile=str(ca_path))
+        kept = context.wrap_socket(
+            socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="127.0.0.1"
+        )
+
+        def reload(times: int) -> None:
+            proc.send_signal(signal.SIGHUP)
+            ends = (b"SIGHUP: configuration reloaded", b"goes on with its old settings")
+            _until(
+                "reload",
+                lambda: sum(log.read_bytes().count(end) for end in ends) == times,
+                proc,
+                log,
+            )
+
+        # 1. The certificate, the filter's settings and the log level change.
+        second.private_key_and_cert_chain_pem.write_to_path(str(cert))
+        _config(toml, upstream, cert, "two", log_level='"DEBUG"')
+        reload(1)
+        assert b"SIGHUP: configuration reloaded (filter, log_level)" in log.read_bytes()
+        assert _served_certificate(port, str(ca_path)) == der[1]
+        assert kept.getpeercert(binary_form=True) == der[0]
+        kept.sendall(_api_versions_request())
+        assert len(kept.recv(4)) == 4  # the connection kept serves on
+        assert _cluster_id(port, str(ca_path)) == "two"
+        assert b"settings_filter: a Metadata answer" in log.read_bytes()
+
+        # 2. A setting that needs a restart, beside a filter change: refused whole.
+        _config(toml, upstream, cert, "three", log_level='"DEBUG"', route_keys='"crc32"')
+        reload(2)
+        text = log.read_text()
+        assert "route_keys cannot change without a restart ('crc32', was 'murmur2')" in text
+        assert _cluster_id(port, str(ca_path)) == "two"
+
+        # 3. A configuration with a problem: refused, each problem named.
+        toml.write_text(toml.read_text().replace("route_keys", "rout_keys"))
+        reload(3)
+        assert f"{toml}: rout_keys: unknown setting (did you mean route_keys?)" in log.read_text()
+        assert _cluster_id(port, str(ca_path)) == "two"
+        assert _served_certificate(port, str(ca_path)) == der[1]
+        kept.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _api_versions_request() -> bytes:
+    """ApiVersions v0, correlation id 1, client id "t", framed."""
+    body = (18).to_bytes(2, "big") + (0).to_bytes(2, "big") + (1).to_bytes(4, "big")
+    body += (1).to_bytes(2, "big") + b"t"
+    return len(body).to_bytes(4, "big") + body
+
+
+def test_with_workers_sighup_is_checked_by_the_supervisor_then_reloaded_by_each_worker(
+    broker: RunningBroker, tmp_path: Path
+) -> None:
+    """``--workers 2``: a reload that works reaches every worker (a client's
+    Metadata, whichever worker it reaches, names the new cluster id); one the
+    supervisor refuses reaches none, and the workers serve on."""
+    toml = tmp_path / "proxy.toml"
+    body = f'upstream = "{broker.bootstrap_servers}"\nworkers = 2\n'
+    filters = '[[filter]]\nuse = "{}"\nsettings = {{cluster_id = "{}"}}\n'
+    toml.write_text(body + filters.format(FILTER, "one"))
+    port = _free_port()
+    log = tmp_path / "proxy.log"
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    }
+    command = [
+        sys.executable, "-m", "trafka.tools.cli", "proxy", "--config", str(toml),
+        "--listen", f"127.0.0.1:{port}", "--node-port-base", "-1",
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        _until("start", lambda: b"(2 workers)" in log.read_bytes(), proc, log)
+
+        def cluster_ids() -> set[str]:
+            """What fresh clients are told (several: the kernel spreads them)."""
+            ids = set()
+            for _ in range(6):
+                admin = confluent_kafka.admin.AdminClient(
+                    {"bootstrap.servers": f"127.0.0.1:{port}"}
+                )
+                ids.add(admin.list_topics(timeout=30).cluster_id)
+            return ids
+
+        assert cluster_ids() == {"one"}
+        toml.write_text(body + filters.format(FILTER, "two"))
+        proc.send_signal(signal.SIGHUP)
+        done = [f"[worker {k}] SIGHUP: configuration reloaded (filter)".encode() for k in (0, 1)]
+        _until("the workers' reload", lambda: all(d in log.read_bytes() for d in done), proc, log)
+        assert cluster_ids() == {"two"}
+        # Refused by the supervisor: no worker hears of it.
+        toml.write_text(body.replace("workers = 2", "workers = 3") + filters.format(FILTER, "3"))
+        proc.send_signal(signal.SIGHUP)
+        _until("refusal", lambda: b"goes on with its old settings" in log.read_bytes(), proc, log)
+        assert "workers cannot change without a restart (3, was 2)" in log.read_text()
+        assert log.read_text().count("[worker 0] received SIGHUP") == 1
+        assert cluster_ids() == {"two"}
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
