@@ -1119,6 +1119,26 @@ def test_a_handler_bug_becomes_unknown_server_error(
     assert core.call(60, 1, describe_cluster.DescribeClusterRequest()).error_code == 0
 
 
+def test_a_metadata_v13_refused_whole_carries_the_code_at_the_top_too(
+    core: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Metadata v13's top-level error code (KIP-1102) is 0 in an answer; an
+    error response (Kafka's ``MetadataRequest.getErrorResponse``) sets it as
+    well as each topic's."""
+    import dataclasses
+
+    ask = metadata.MetadataRequest(topics=[metadata.MetadataRequest.MetadataRequestTopic(name="t")])
+    assert core.call(3, 13, ask).error_code == ErrorCode.NONE
+
+    def broken(ctx: Any, request: Any) -> Any:
+        raise RuntimeError("bug")
+
+    monkeypatch.setitem(HANDLERS, 3, dataclasses.replace(HANDLERS[3], handle=broken))
+    response = core.call(3, 13, ask)
+    assert response.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert [t.error_code for t in response.topics] == [ErrorCode.UNKNOWN_SERVER_ERROR]
+
+
 def test_retention_runs_from_poll(data_dir: Path, make_batch: Any) -> None:
     config = BrokerConfig(
         port=0,
