@@ -79,6 +79,11 @@ log = logging.getLogger("trafka.brokerlite")
 # (topic id, partition)
 TP = tuple[uuid.UUID, int]
 
+# ConsumerGroupDescribe v1's MemberType (KIP-1099): every member here speaks the
+# consumer protocol; a classic member cannot join a consumer group (no online
+# migration), so 0 (classic) is never the answer.
+_CONSUMER_MEMBER = 1
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TopicMeta:
@@ -869,6 +874,7 @@ class ConsumerGroups:
                     subscribed_topic_regex=m.subscribed_regex,
                     assignment=assignment(m.assigned),
                     target_assignment=assignment(group.target.get(m.member_id, ())),
+                    member_type=_CONSUMER_MEMBER,
                 )
                 for m in sorted(group.members.values(), key=lambda m: m.member_id)
             ],

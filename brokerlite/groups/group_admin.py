@@ -3,8 +3,10 @@ DeleteGroups and ConsumerGroupDescribe, across the three group types (sans-IO).
 
 Rules (Kafka's):
 
-* DescribeGroups describes an unknown group as ``Dead`` with no error (up to
-  v5); members' metadata and assignments only for Stable groups.
+* DescribeGroups describes an unknown group as ``Dead`` with no error up to
+  v5, and so a consumer or share group, which it cannot describe; from v6
+  (KIP-1043) both are ``Dead`` with GROUP_ID_NOT_FOUND and a message saying
+  which. Members' metadata and assignments only for Stable groups.
 * ListGroups filters by state (v4+, case-insensitive) and type (v5+:
   ``classic``, ``consumer`` or ``share``) and lists every type.
 * DeleteGroups deletes only Empty groups, with their offsets (NON_EMPTY_GROUP
@@ -52,8 +54,9 @@ class GroupAdmin(ClassicRebalance):
     ) -> _dg.DescribeGroupsResponse:
         """Handle a DescribeGroups request.
 
-        Unknown groups are described as ``Dead`` with no error, as Kafka does up to
-        v5. Member metadata and assignments are included only for Stable groups.
+        Unknown groups (and groups of another type) are described as ``Dead``,
+        with no error up to v5 and GROUP_ID_NOT_FOUND from v6, as Kafka does.
+        Member metadata and assignments are included only for Stable groups.
         """
         ops = (
             _GROUP_OPERATIONS
@@ -63,6 +66,19 @@ class GroupAdmin(ClassicRebalance):
         described = []
         for group_id in request.groups:
             group = self._groups.get(group_id)
+            if group is None and version >= 6:
+                other_type = group_id in self.consumer.groups or self._is_share(group_id)
+                described.append(
+                    _dg.DescribeGroupsResponse.DescribedGroup(
+                        error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                        error_message=f"Group {group_id} is not a classic group."
+                        if other_type
+                        else f"Group {group_id} not found.",
+                        group_id=group_id,
+                        group_state=GroupState.DEAD.value,
+                    )
+                )
+                continue
             if group is None:
                 described.append(
                     _dg.DescribeGroupsResponse.DescribedGroup(

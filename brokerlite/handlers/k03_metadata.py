@@ -1,4 +1,4 @@
-"""Metadata (key 3), versions 0-12: this node, the topics and their partitions.
+"""Metadata (key 3), versions 0-13: this node, the topics and their partitions.
 
 * One broker (this node) leads every partition with leader epoch 0; replicas and
   ISR are ``[node_id]``; it is also the controller. In cluster mode the answer
@@ -24,6 +24,11 @@
   TOPIC_AUTHORIZATION_FAILED (its existence unexamined, no topic id), by id
   the same with the id and no name. Auto-creation also needs CREATE on the
   cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
+* The top-level error code (v13, KIP-1102) is 0 in every answer, as Kafka's broker
+  leaves it; only a request refused whole (an unsupported version, an internal
+  error) carries the code there, as on every topic asked for.
+  REBOOTSTRAP_REQUIRED, the code the KIP made it for, is never sent: brokerlite
+  knows of no other cluster its clients should find.
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ if TYPE_CHECKING:
 
 API_KEY = 3
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13
 
 log = logging.getLogger("trafka.brokerlite")
 
@@ -281,7 +286,7 @@ def error_response(
             Topic(error_code=code, name="" if t.name is None else t.name, topic_id=t.topic_id)
             for t in request.topics
         ]
-    return m.MetadataResponse(topics=topics)
+    return m.MetadataResponse(topics=topics, error_code=code)
 
 
 SPEC = HandlerSpec(

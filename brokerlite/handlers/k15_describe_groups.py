@@ -1,6 +1,8 @@
-"""DescribeGroups (key 15), versions 0-5: state, protocol and members of groups.
+"""DescribeGroups (key 15), versions 0-6: state, protocol and members of groups.
 
-Handed to the group coordinator; unknown groups are reported as ``Dead``.
+Handed to the group coordinator; unknown groups, and consumer or share groups,
+are reported as ``Dead``: with no error up to v5, with GROUP_ID_NOT_FOUND and a
+message from v6 (KIP-1043).
 
 Authorization: DESCRIBE per group; a group the principal may not describe gets
 GROUP_AUTHORIZATION_FAILED and nothing else. ``include_authorized_operations``
@@ -19,7 +21,7 @@ from ._base import HandlerSpec, RequestContext
 
 API_KEY = 15
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 6
 
 
 def handle(ctx: RequestContext, request: m.DescribeGroupsRequest) -> m.DescribeGroupsResponse:

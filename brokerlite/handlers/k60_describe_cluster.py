@@ -1,7 +1,11 @@
-"""DescribeCluster (key 60), versions 0-1: cluster id, controller and brokers.
+"""DescribeCluster (key 60), versions 0-2: cluster id, controller and brokers.
 
 This node is the only broker and the controller; in cluster mode, the live
-brokers and the controller as ZooKeeper last had them. Asking for controller
+brokers and the controller as ZooKeeper last had them. No broker is ever fenced
+(v2, KIP-1073): fencing is a KRaft controller's state for a registered broker
+that stopped heartbeating; here, as in Kafka's ZooKeeper mode, a broker that
+lost its session is gone from the list instead. So ``include_fenced_brokers``
+adds nobody and every broker listed is ``is_fenced`` false. Asking for controller
 endpoints (v1 ``endpoint_type`` 2) gets UNSUPPORTED_ENDPOINT_TYPE, as a Kafka
 broker answers. Authorization: none is needed; the cluster authorized
 operations, when asked for, are what the principal may do on the cluster, or 0
@@ -20,7 +24,7 @@ from ._util import NO_AUTHORIZED_OPERATIONS
 
 API_KEY = 60
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 BROKERS = 1
 

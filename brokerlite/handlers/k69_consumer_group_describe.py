@@ -1,6 +1,7 @@
-"""ConsumerGroupDescribe (key 69), version 0: members, epochs, current and target
+"""ConsumerGroupDescribe (key 69), versions 0-1: members, epochs, current and target
 assignments of consumer groups (KIP-848). A group id that is not a consumer group
-gets GROUP_ID_NOT_FOUND.
+gets GROUP_ID_NOT_FOUND. v1 (KIP-1099) tells each member's type: always 1, a
+consumer-protocol member, since a classic member cannot join a consumer group here.
 
 Authorization: DESCRIBE per group, else GROUP_AUTHORIZATION_FAILED. A described
 group whose members' assignments (current or target) hold a topic the principal
@@ -26,7 +27,7 @@ from ._base import HandlerSpec, RequestContext
 
 API_KEY = 69
 MIN_VERSION = 0
-MAX_VERSION = 0
+MAX_VERSION = 1
 
 
 def handle(

@@ -1238,8 +1238,12 @@ def _ask(address: tuple[str, int], api_key: int, version: int, body: Any) -> Any
 def test_describe_topic_partitions_describes_the_cluster_as_metadata_does(zk: str) -> None:
     """Kafka 4's admin client describes topics with DescribeTopicPartitions (KIP-966):
     in a cluster each partition's leader, epoch, replicas, ISR and offline replicas
-    are the cluster's, as Metadata gives them, not the answering node alone."""
+    are the cluster's, as Metadata gives them, not the answering node alone.
+    DescribeCluster v2 asked to include fenced brokers (KIP-1073) lists the
+    survivors, none fenced: on ZooKeeper a broker that lost its session is gone,
+    as Kafka 3.9 lists only the live brokers' registrations."""
     from trafka.codec.messages import k03_metadata as metadata
+    from trafka.codec.messages import k60_describe_cluster as dc
     from trafka.codec.messages import k75_describe_topic_partitions as dtp
 
     async def test() -> None:
@@ -1258,6 +1262,15 @@ def test_describe_topic_partitions_describes_the_cluster_as_metadata_does(zk: st
             )
             survivor = next(n for n in cluster.node_ids if cluster.running(n))
             address = cluster.node(survivor).address
+            with_fenced = dc.DescribeClusterRequest(include_fenced_brokers=True)
+            with trio.fail_after(120):
+                while True:
+                    answer = await trio.to_thread.run_sync(_ask, address, 60, 2, with_fenced)
+                    listed = {b.broker_id: b.is_fenced for b in answer.brokers}
+                    if victim not in listed:
+                        break
+                    await trio.sleep(0.1)
+            assert listed == {n: False for n in cluster.node_ids if n != victim}
             request = dtp.DescribeTopicPartitionsRequest(
                 topics=[dtp.DescribeTopicPartitionsRequest.TopicRequest(name="described")],
                 response_partition_limit=100,

@@ -16,6 +16,7 @@ import pytest
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.messages import k18_api_versions as api_versions
+from trafka.codec.messages import k22_init_producer_id as init_producer_id
 from trafka.codec.messages import k60_describe_cluster as describe_cluster
 
 pytestmark = pytest.mark.timeout(60)
@@ -96,9 +97,10 @@ def test_unsupported_versions(pair: tuple[Any, Any]) -> None:
     client, good = pair
     # A version the codec knows but brokerlite does not serve: an error response,
     # and the connection stays usable.
-    # (DescribeCluster v2, in Kafka 4.4's specs: brokerlite serves v0-1.)
-    body = describe_cluster.DescribeClusterRequest()
-    response = client.request(60, 2, body)
+    # (InitProducerId v6, KIP-939's two-phase commit in Kafka 4.4's specs, which
+    # Kafka 4.0 does not serve: brokerlite serves v0-5.)
+    body = init_producer_id.InitProducerIdRequest(transaction_timeout_ms=1000)
+    response = client.request(22, 6, body)
     assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
     # ApiVersions from the future: a v0 answer naming the versions to use.
     corr = 99

@@ -137,9 +137,14 @@ def test_advertised_versions_are_the_handlers_and_read_as_kafka_4_0(open_core: A
             continue
         assert low == kafka_4_0[key][0], key
         if key == 0:
-            # Produce v12 (KIP-890's transaction version 2: partitions join a
-            # transaction implicitly) is Kafka 4.0's; brokerlite stops at v11.
+            # Produce v12 adds the partitions of transactional data to the transaction
+            # (KIP-890 part 2, whatever transaction.version): brokerlite stops at v11.
             assert (kafka_4_0[key][1], high) == (12, 11)
+            continue
+        if key == 28:
+            # TxnOffsetCommit v5 adds the group to the transaction (KIP-890 part 2,
+            # whatever transaction.version): brokerlite stops at v4.
+            assert (kafka_4_0[key][1], high) == (5, 4)
             continue
         assert high == min(kafka_4_0[key][1], api(key).max_version), key
 
@@ -1112,6 +1117,26 @@ def test_a_handler_bug_becomes_unknown_server_error(
     assert response.responses[0].error_code == ErrorCode.UNKNOWN_SERVER_ERROR
     # and the broker carries on
     assert core.call(60, 1, describe_cluster.DescribeClusterRequest()).error_code == 0
+
+
+def test_a_metadata_v13_refused_whole_carries_the_code_at_the_top_too(
+    core: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Metadata v13's top-level error code (KIP-1102) is 0 in an answer; an
+    error response (Kafka's ``MetadataRequest.getErrorResponse``) sets it as
+    well as each topic's."""
+    import dataclasses
+
+    ask = metadata.MetadataRequest(topics=[metadata.MetadataRequest.MetadataRequestTopic(name="t")])
+    assert core.call(3, 13, ask).error_code == ErrorCode.NONE
+
+    def broken(ctx: Any, request: Any) -> Any:
+        raise RuntimeError("bug")
+
+    monkeypatch.setitem(HANDLERS, 3, dataclasses.replace(HANDLERS[3], handle=broken))
+    response = core.call(3, 13, ask)
+    assert response.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert [t.error_code for t in response.topics] == [ErrorCode.UNKNOWN_SERVER_ERROR]
 
 
 def test_retention_runs_from_poll(data_dir: Path, make_batch: Any) -> None:

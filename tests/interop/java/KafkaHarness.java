@@ -1228,8 +1228,8 @@ public final class KafkaHarness {
         offsets = get(admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata());
         eq(Set.of(p1), offsets.keySet(), "offsets left after deleting partition 0's");
         get(admin.deleteConsumerGroups(List.of(group)).all());
-        // a deleted group: GROUP_ID_NOT_FOUND from DescribeGroups v6 (KIP-1043, Kafka 4.1); a
-        // broker serving v5 at most (Kafka 3.9 and 4.0, brokerlite) describes it as Dead
+        // a deleted group: GROUP_ID_NOT_FOUND from DescribeGroups v6 (KIP-1043: Kafka 4.x,
+        // brokerlite); a broker serving v5 at most (Kafka 3.9) describes it as Dead
         try {
             d = get(admin.describeConsumerGroups(List.of(group)).all()).get(group);
             eq(GroupState.DEAD, d.groupState(), "a deleted group's state");

@@ -1,0 +1,141 @@
+"""Differential conversations on the request versions Kafka 4.0 added over 3.9
+(issue #61): Kafka 4.x is the reference (Kafka 3.9 does not serve them);
+brokerlite must answer the same (:mod:`differential`).
+
+* Metadata v13 (KIP-1102) adds a top-level error code, 0 in an answer.
+* DescribeCluster v2 (KIP-1073) asks whether to list fenced brokers and tells
+  of each broker whether it is fenced; a running single-node cluster has none.
+* DescribeGroups v6 (KIP-1043) answers a group that does not exist, or that is
+  not a classic group, GROUP_ID_NOT_FOUND where v5 described it ``Dead``.
+* ConsumerGroupDescribe v1 (KIP-1099) tells each member's type: 1 for a member
+  of the consumer protocol; v0 has no such field (read as -1, unknown).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+from differential import Talk
+from differential_requests import Kafka, check
+
+from trafka.codec.messages import k03_metadata as metadata
+from trafka.codec.messages import k15_describe_groups as describe_groups
+from trafka.codec.messages import k60_describe_cluster as describe_cluster
+from trafka.codec.messages import k68_consumer_group_heartbeat as heartbeat
+from trafka.codec.messages import k69_consumer_group_describe as group_describe
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "Metadata v13/DescribeCluster v2")
+def test_metadata_v13_and_describe_cluster_v2(kafka4: Any, peer: Any) -> None:
+    """Metadata v13 of a topic and of a missing one (no auto-creation): the
+    top-level error code is 0, the missing topic UNKNOWN_TOPIC_OR_PARTITION
+    (KIP-1102). DescribeCluster v2, without and with ``include_fenced_brokers``,
+    lists the one broker, not fenced (KIP-1073); v1 lists it too."""
+
+    def script(talk: Talk) -> None:
+        k = Kafka(talk)
+        topic, missing = talk.name("topic"), talk.name("missing")
+        k.create(topic, 1)
+        req = metadata.MetadataRequest
+        talk.ask(
+            3,
+            13,
+            req(
+                topics=[req.MetadataRequestTopic(name=t) for t in (topic, missing)],
+                allow_auto_topic_creation=False,
+            ),
+        )
+        talk.recording = False
+        for version, fenced in ((1, False), (2, False), (2, True)):
+            answer = talk.ask(
+                60, version, describe_cluster.DescribeClusterRequest(include_fenced_brokers=fenced)
+            )
+            talk.note(
+                f"DescribeCluster v{version} include_fenced_brokers={fenced}",
+                {
+                    "error_code": answer.error_code,
+                    "endpoint_type": answer.endpoint_type,
+                    "brokers": [b.is_fenced for b in answer.brokers],
+                },
+            )
+        talk.recording = True
+
+    check(kafka4, peer, script)
+
+
+def _heartbeat(k: Kafka, group: str, member: str, epoch: int, topic: str) -> Any:
+    body = heartbeat.ConsumerGroupHeartbeatRequest(
+        group_id=group,
+        member_id=member,
+        member_epoch=epoch,
+        rebalance_timeout_ms=30000,
+        subscribed_topic_names=[topic],
+        topic_partitions=[],
+    )
+    return k.ask(68, body, version=1)
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "DescribeGroups v6/ConsumerGroupDescribe v1")
+def test_describe_groups_v6_and_consumer_group_describe_v1(kafka4: Any, peer: Any) -> None:
+    """A consumer group (KIP-848: one member, client-made id, KIP-1082), a
+    classic group holding only offsets, and a group that never existed.
+    DescribeGroups v5 describes the consumer group and the missing one ``Dead``
+    without error; v6 answers both GROUP_ID_NOT_FOUND with a message and the
+    classic group as v5 does (KIP-1043). ConsumerGroupDescribe v1 gives the
+    member's type, 1 (consumer), where v0 leaves it unknown, -1 (KIP-1099);
+    the two others are GROUP_ID_NOT_FOUND in both versions."""
+
+    def script(talk: Talk) -> None:
+        k = Kafka(talk)
+        topic, group = talk.name("topic"), talk.name("group")
+        classic, missing = talk.name("classic"), talk.name("missing")
+        k.create(topic, 1)
+        k.commit(classic, topic, 5)
+        member = uuid.uuid4().hex
+        talk.recording = False
+        epoch, deadline = 0, time.monotonic() + 120
+        while True:
+            answer = _heartbeat(k, group, member, epoch, topic)
+            assert answer.error_code == 0, answer
+            epoch = answer.member_epoch
+            if answer.assignment is not None and answer.assignment.topic_partitions:
+                break
+            assert time.monotonic() < deadline, f"{talk.address}: no assignment"
+            time.sleep(0.1)
+        talk.recording = True
+        # One group a request: Kafka answers a request's groups in the order of
+        # their coordinators' partitions, which the run's names decide.
+        for name in (missing, classic, group):
+            for version in (5, 6):
+                answer = k.ask(
+                    15, describe_groups.DescribeGroupsRequest(groups=[name]), version=version
+                )
+                talk.note("with a message", answer.groups[0].error_message is not None)
+        talk.recording = False
+        for name in (missing, classic, group):
+            for version in (0, 1):
+                answer = k.ask(
+                    69,
+                    group_describe.ConsumerGroupDescribeRequest(group_ids=[name]),
+                    version=version,
+                )
+                talk.note(
+                    f"ConsumerGroupDescribe v{version}",
+                    [
+                        {
+                            "group_id": g.group_id,
+                            "error_code": g.error_code,
+                            "group_state": g.group_state,
+                            "member_types": [m.member_type for m in g.members],
+                        }
+                        for g in answer.groups
+                    ],
+                )
+        talk.recording = True
+
+    check(kafka4, peer, script)
