@@ -16,13 +16,25 @@ metric                                                             what
                                                                    (``client``), and the requests
                                                                    the accumulators sent
                                                                    (``upstream``)
-``trafka_proxy_errors_total{kind}``                                ``bad_request`` (a connection
+``trafka_proxy_errors_total{kind}``                                what a client sees fail:
+                                                                   ``bad_request`` (a request that
+                                                                   does not decode: its connection
                                                                    closed), ``part_failed`` (a part
                                                                    of a routed Produce got no
-                                                                   answer), ``too_large`` (a batch
-                                                                   past max_decompressed_bytes),
-                                                                   ``timeout`` (an idle or half-sent
-                                                                   connection closed)
+                                                                   answer from its broker),
+                                                                   ``too_large`` (a batch past
+                                                                   max_decompressed_bytes),
+                                                                   ``timeout`` (a request not
+                                                                   received whole in
+                                                                   request.receive.timeout.ms)
+``trafka_proxy_flow_control_total{kind}``                          what the proxy made a client
+                                                                   wait for, no error: ``held`` (an
+                                                                   idempotent producer's batch not
+                                                                   written until an earlier one of
+                                                                   its partition is answered; the
+                                                                   client sends it again)
+``trafka_proxy_idle_connections_closed_total``                     client connections closed after
+                                                                   connections.max.idle.ms silent
 ``trafka_proxy_sasl_clients_total{outcome}``                      SASL client connections that
                                                                    authenticated: ``routed`` (the
                                                                    proxy holds a login for their
@@ -137,7 +149,9 @@ class ProxyMetrics:
                 routed.add_metric([topic, outcome], count)
         yield routed
         errors = CounterMetricFamily(
-            "trafka_proxy_errors", "What the proxy refused or could not do.", labels=["kind"]
+            "trafka_proxy_errors",
+            "Requests and parts that failed for their client, by why.",
+            labels=["kind"],
         )
         for kind, value in (
             ("bad_request", stats.refused_frames),
@@ -147,6 +161,19 @@ class ProxyMetrics:
         ):
             errors.add_metric([kind], value)
         yield errors
+        flow = CounterMetricFamily(
+            "trafka_proxy_flow_control",
+            "What the proxy made clients wait for or send again, without an error: "
+            "held (an idempotent batch held back until an earlier one is answered).",
+            labels=["kind"],
+        )
+        flow.add_metric(["held"], stats.routing.batches_held)
+        yield flow
+        yield CounterMetricFamily(
+            "trafka_proxy_idle_connections_closed",
+            "Client connections closed after connections.max.idle.ms without a request.",
+            stats.idle_closed,
+        )
         coalesced = CounterMetricFamily(
             "trafka_proxy_produce_coalesced",
             "Plain producers' routed requests that joined a leader's accumulator (client), "

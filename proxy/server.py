@@ -139,7 +139,8 @@ class ProxyStatistics:
     # connection that has sent a request).
     upstream_connections: int = 0
     refused_frames: int = 0
-    timeouts: int = 0
+    timeouts: int = 0  # half-received requests; idle connections closed: idle_closed
+    idle_closed: int = 0
     routing: RouteStats = field(default_factory=RouteStats)
     # SASL clients that authenticated, by outcome (routed, unrouted, refused), and
     # ``logins``: the per-principal pools' connections that logged in.
@@ -502,9 +503,9 @@ class _Proxy:
         self, reader: FrameReader, pending: int | None, peer: tuple[str, int] | None
     ) -> None:
         """Count and log a connection closed by a timeout (a half-received request
-        is a warning, an idle connection only a debug line)."""
-        self.stats.timeouts += 1
+        is an error and a warning; an idle connection neither, a debug line)."""
         if reader.buffered:
+            self.stats.timeouts += 1
             self.quiet.warning(
                 ("slow", None if peer is None else peer[0]),
                 "closing the connection from %s: %d of %s bytes of a request arrived "
@@ -515,11 +516,8 @@ class _Proxy:
                 self.config.request_receive_timeout_ms,
             )
         else:
-            log.debug(
-                "closing the connection from %s: idle for %d ms (connections.max.idle.ms)",
-                peer,
-                self.config.connections_max_idle_ms,
-            )
+            self.stats.idle_closed += 1
+            log.debug("closing idle connection from %s (connections.max.idle.ms)", peer)
 
     async def _request(self, frame: bytes, conn: _Client) -> None:
         header, start = protocol.decode_request_header(frame)
