@@ -148,32 +148,7 @@ class ProxyMetrics:
             for topic, count in sorted(dict(counts).items()):
                 routed.add_metric([topic, outcome], count)
         yield routed
-        errors = CounterMetricFamily(
-            "trafka_proxy_errors",
-            "Requests and parts that failed for their client, by why.",
-            labels=["kind"],
-        )
-        for kind, value in (
-            ("bad_request", stats.refused_frames),
-            ("part_failed", stats.routing.parts_failed),
-            ("too_large", stats.routing.requests_too_large),
-            ("timeout", stats.timeouts),
-        ):
-            errors.add_metric([kind], value)
-        yield errors
-        flow = CounterMetricFamily(
-            "trafka_proxy_flow_control",
-            "What the proxy made clients wait for or send again, without an error: "
-            "held (an idempotent batch held back until an earlier one is answered).",
-            labels=["kind"],
-        )
-        flow.add_metric(["held"], stats.routing.batches_held)
-        yield flow
-        yield CounterMetricFamily(
-            "trafka_proxy_idle_connections_closed",
-            "Client connections closed after connections.max.idle.ms without a request.",
-            stats.idle_closed,
-        )
+        yield from _errors_and_flow(stats)
         coalesced = CounterMetricFamily(
             "trafka_proxy_produce_coalesced",
             "Plain producers' routed requests that joined a leader's accumulator (client), "
@@ -229,6 +204,39 @@ class ProxyMetrics:
             "Round trips on the proxy's own upstream connections.",
             "broker",
         )
+
+
+def _errors_and_flow(stats: ProxyStatistics) -> Iterator[Any]:
+    """What failed for clients, apart from what the proxy made them wait for
+    or do again without an error (flow control) and routine closes."""
+    from prometheus_client.core import CounterMetricFamily
+
+    errors = CounterMetricFamily(
+        "trafka_proxy_errors",
+        "Requests and parts that failed for their client, by why.",
+        labels=["kind"],
+    )
+    for kind, value in (
+        ("bad_request", stats.refused_frames),
+        ("part_failed", stats.routing.parts_failed),
+        ("too_large", stats.routing.requests_too_large),
+        ("timeout", stats.timeouts),
+    ):
+        errors.add_metric([kind], value)
+    yield errors
+    flow = CounterMetricFamily(
+        "trafka_proxy_flow_control",
+        "What the proxy made clients wait for or send again, without an error: "
+        "held (an idempotent batch held back until an earlier one is answered).",
+        labels=["kind"],
+    )
+    flow.add_metric(["held"], stats.routing.batches_held)
+    yield flow
+    yield CounterMetricFamily(
+        "trafka_proxy_idle_connections_closed",
+        "Client connections closed after connections.max.idle.ms without a request.",
+        stats.idle_closed,
+    )
 
 
 def merged_exposition(
