@@ -68,6 +68,7 @@ from .messages import (
     DECODE_MODES,
     MAX_BROWSE,
     SHOW_BYTES,
+    SORTS,
     BrowseQuery,
     DecodeMode,
     MessageRow,
@@ -78,6 +79,7 @@ from .messages import (
     parse_browse_query,
     plan_reads,
     render_bytes,
+    sort_rows,
 )
 from .topics import (
     BrokerRow,
@@ -104,6 +106,7 @@ __all__ = [
     "MAX_BROWSE",
     "RESET_TARGETS",
     "SHOW_BYTES",
+    "SORTS",
     "TOPIC_NAME",
     "BrokerRow",
     "BrowseQuery",
@@ -156,6 +159,7 @@ __all__ = [
     "refuse_unless_inactive",
     "render_bytes",
     "share_group_view",
+    "sort_rows",
     "topic_name",
     "topic_rows",
     "topic_view",

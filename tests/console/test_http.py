@@ -5,6 +5,7 @@ that say why, never a traceback."""
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import subprocess
@@ -20,6 +21,7 @@ from console_helpers import (
     get,
     post,
     produce,
+    record_parts,
     run,
     token_of,
 )
@@ -76,16 +78,18 @@ def test_message_browser_decodes_keys_values_and_headers(site: Site) -> None:
     assert "<title>Messages of browse · trafka console</title>" in page.text
     rows = cells(page.text, "messages")
     assert [r[1] for r in rows] == ["0", "1", "2"]
-    assert rows[0][3] == "textjson-key" and rows[0][4].startswith("json{")
-    assert '"ok": true' in rows[0][4]
-    assert rows[1][3] == "null" and rows[1][4] == "hex00 ff 62 69 6e 61 72 79"
-    assert rows[1][5] == "trace: textabc"
-    assert rows[2][4] == "textplain text é"
+    # One line each (the key, the value compact, a count of headers), which
+    # expands to the key, the value pretty-printed and the headers.
+    records = record_parts(page.text)
+    assert rows[0][3] == "json-key" and records[0][0] == '{"id": 1, "ok": true}'
+    assert 'Value json{\n  "id": 1,\n  "ok": true\n}' in records[0][1]
+    assert rows[1][3] == "null" and records[1][0] == "00 ff 62 69 6e 61 72 79"
+    assert rows[1][5] == "1" and records[1][1].endswith("trace: textabc")
+    assert records[2][0] == "plain text é" and rows[2][5] == "-"
 
-    hexed = cells(
-        get(site, "/topics/browse/messages?start=offset&offset=2&decode=hex").text, "messages"
-    )
-    assert [r[1] for r in hexed] == ["2"] and hexed[0][4].startswith("hex70 6c 61")
+    hexed = get(site, "/topics/browse/messages?start=offset&offset=2&decode=hex").text
+    assert [r[1] for r in cells(hexed, "messages")] == ["2"]
+    assert record_parts(hexed)[0][0].startswith("70 6c 61")
 
     newest = cells(get(site, "/topics/browse/messages?count=2").text, "messages")
     assert [r[1] for r in newest] == ["2", "1"]  # the newest first
@@ -106,19 +110,16 @@ def test_message_browser_reads_every_partition_by_time(site: Site) -> None:
     page = get(site, "/topics/spread/messages?start=beginning")
     rows = cells(page.text, "messages")
     # In the order they were written (by timestamp, then partition and offset).
-    assert sorted(r[4] for r in rows) == sorted(f"textm{i}" for i in range(9))
+    assert sorted(line for line, _ in record_parts(page.text)) == sorted(f"m{i}" for i in range(9))
     stamps = [r[2] for r in rows]
     assert stamps == sorted(stamps)
     assert "3 partitions; 9 messages shown." in " ".join(page.text.split())
     newest = cells(get(site, "/topics/spread/messages?count=4").text, "messages")
     assert len(newest) == 4 and all(r[2] >= stamps[4] for r in newest)
     assert [r[2] for r in newest] == sorted((r[2] for r in newest), reverse=True)
-    one = cells(get(site, "/topics/spread/messages?partition=1&start=beginning").text, "messages")
-    assert [(r[0], r[1], r[4]) for r in one] == [
-        ("1", "0", "textm1"),
-        ("1", "1", "textm4"),
-        ("1", "2", "textm7"),
-    ]
+    one = get(site, "/topics/spread/messages?partition=1&start=beginning").text
+    assert [(r[0], r[1]) for r in cells(one, "messages")] == [("1", "0"), ("1", "1"), ("1", "2")]
+    assert [line for line, _ in record_parts(one)] == ["m1", "m4", "m7"]
 
 
 @pytest.mark.parametrize(
@@ -203,8 +204,11 @@ def test_create_produce_and_delete_topic_through_the_forms(site: Site) -> None:
     )
     assert sent.status == 200
     assert re.search(r"Written to partition 2 at offset 0\.", sent.text)
-    rows = cells(get(site, "/topics/formed/messages?partition=2&start=beginning").text, "messages")
-    assert len(rows) == 1 and "console" in rows[0][4] and rows[0][5] == "source: textform"
+    shown = get(site, "/topics/formed/messages?partition=2&start=beginning").text
+    rows = cells(shown, "messages")
+    assert len(rows) == 1 and rows[0][5] == "1"
+    ((line, full),) = record_parts(shown)
+    assert "console" in line and full.endswith("source: textform")
 
     # A partition the topic lacks is the person's mistake; a topic that does not
     # exist is not created by producing to it (brokerlite creates on demand).
@@ -481,3 +485,32 @@ def test_a_live_member_and_its_assignment(site: Site, protocol: str) -> None:
         [topic, "0", f"reader-{protocol}"],
         [topic, "1", f"reader-{protocol}"],
     ]
+
+
+def test_messages_sort_by_partition_offset_or_timestamp(site: Site) -> None:
+    """The page's rows sort by a column, either way (ties by partition, then
+    offset); the column links carry the rest of the query; a sort the page
+    does not have is a 400 that names it."""
+    create_topics(site, NewTopic("sorted", 3))
+    produce(site, "sorted", [(None, b"s%d" % i, (2 * i) % 3) for i in range(9)])
+    base = "/topics/sorted/messages?start=beginning&count=9"
+
+    def rows(query: str) -> list[tuple[int, int, str]]:
+        return [
+            (int(r[0]), int(r[1]), r[2]) for r in cells(get(site, base + query).text, "messages")
+        ]
+
+    every = rows("")
+    assert len(every) == 9
+    assert rows("&sort=partition") == sorted(every)
+    assert rows("&sort=partition&order=desc") == sorted(every, reverse=True)
+    assert rows("&sort=offset") == sorted(every, key=lambda r: (r[1], r[0]))
+    assert rows("&sort=timestamp&order=desc") == sorted(
+        every, key=lambda r: (r[2], r[0], r[1]), reverse=True
+    )
+    page = get(site, base + "&sort=offset").text
+    link = re.search(r'<a href="([^"]+)" class="sort" id="sort-offset">', page)
+    assert link is not None
+    assert html.unescape(link.group(1)) == "?start=beginning&count=9&sort=offset&order=desc"
+    bad = get(site, base + "&sort=key")
+    assert bad.status == 400 and "sort must be one of partition, offset, timestamp" in bad.text
