@@ -152,16 +152,8 @@ def parse_browse_query(topic: str, form: Mapping[str, str]) -> BrowseQuery:
     order = form.get("order", "") or "asc"
     if order not in ("asc", "desc"):
         raise InputError(f"order must be asc or desc, got {order!r}")
-    return BrowseQuery(
-        topic,
-        partition,
-        start,
-        value,
-        count,
-        decode,
-        sort,
-        order == "desc",  # type: ignore[arg-type]
-    )
+    where = start  # checked above: one of the four
+    return BrowseQuery(topic, partition, where, value, count, decode, sort, order == "desc")  # type: ignore[arg-type]
 
 
 def sort_rows(rows: Iterable[MessageRow], sort: str, descending: bool) -> list[MessageRow]:

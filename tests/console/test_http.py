@@ -13,7 +13,9 @@ import sys
 import time
 
 import pytest
+import trio
 from console_helpers import (
+    Page,
     Site,
     cells,
     consume_and_commit,
@@ -162,7 +164,7 @@ def test_group_page_shows_lag_per_partition_and_a_chart(site: Site) -> None:
     second = get(site, "/groups/lag-group")
     assert '<svg id="lag-chart"' in second.text and "<polyline" in second.text
     groups = {r[0]: r for r in cells(get(site, "/groups").text, "groups")}
-    assert groups["lag-group"][4] == "6"  # the last sample's total lag
+    assert groups["lag-group"][4:] == ["0", "6"]  # no member now; the last sample's lag
     # A page that reloads itself, for watching lag move.
     watched = get(site, "/groups/lag-group?refresh=10")
     assert '<meta http-equiv="refresh" content="10">' in watched.text
@@ -370,7 +372,7 @@ def test_the_sampler_records_lag_without_visits(site: Site) -> None:
 
     groups, group = run(go)
     rows = {r[0]: r for r in cells(groups, "groups")}
-    assert rows["sampled-group"][4] == "3"
+    assert rows["sampled-group"][5] == "3"
     assert '<svg id="lag-chart"' in group
 
 
@@ -514,3 +516,40 @@ def test_messages_sort_by_partition_offset_or_timestamp(site: Site) -> None:
     assert html.unescape(link.group(1)) == "?start=beginning&count=9&sort=offset&order=desc"
     bad = get(site, base + "&sort=key")
     assert bad.status == 400 and "sort must be one of partition, offset, timestamp" in bad.text
+
+
+def test_partitions_without_a_commit_are_shown_and_the_total_says_so(site: Site) -> None:
+    """A live member assigned two partitions has committed one: the other's
+    committed offset and lag read "no commit" (kafka-consumer-groups shows
+    "-"; where the member starts depends on its auto.offset.reset), and the
+    total lag says it leaves that partition out, rather than dropping it
+    silently. The groups list shows the group's one member and the same."""
+    from trafka.sdk import TopicPartition, open_consumer
+
+    create_topics(site, NewTopic("half-committed", 2))
+    produce(site, "half-committed", [(None, b"h", i % 2) for i in range(10)])  # 5 each
+    pages: dict[str, Page] = {}
+
+    async def go() -> None:
+        async with open_consumer(
+            "half-committed",
+            bootstrap_servers=site.bootstrap,
+            group_id="half",
+            enable_auto_commit=False,
+        ) as consumer:
+            while len(consumer.assignment()) < 2:
+                await consumer.getmany(timeout_ms=200)
+            await consumer.commit({TopicPartition("half-committed", 0): 2})
+            for path in ("/groups/half", "/groups"):
+                pages[path] = await trio.to_thread.run_sync(get, site, path)
+
+    run(go)
+    group = pages["/groups/half"].text
+    assert [r[:5] for r in cells(group, "lag")] == [
+        ["half-committed", "0", "2", "5", "3"],
+        ["half-committed", "1", "no commit", "5", "no commit"],
+    ]
+    assert re.search(r'<b id="total-lag">3</b>', group)
+    assert 'id="lag-excludes">not counting 1 partition with no commit<' in group
+    listed = {r[0]: r for r in cells(pages["/groups"].text, "groups")}
+    assert listed["half"][4:] == ["1", "3 + 1 no commit"]
