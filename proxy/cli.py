@@ -6,6 +6,8 @@ import logging
 
 import click
 
+from trafka.common.logformat import LINE_FORMAT
+
 from .filters import load_filter
 from .journal_topic import TOPIC
 from .routing import HASHES
@@ -211,7 +213,7 @@ def command(
         journal_topic = journal.partition(":")[2] or TOPIC
     else:
         journal_dir = journal
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format=LINE_FORMAT)
     try:
         config = ProxyConfig(
             upstream=tuple(s.strip() for s in upstream.split(",") if s.strip()),

@@ -6,6 +6,7 @@ that say why, never a traceback."""
 from __future__ import annotations
 
 import html
+import logging
 import os
 import re
 import subprocess
@@ -18,6 +19,7 @@ from console_helpers import (
     Page,
     Site,
     cells,
+    console_in_thread,
     consume_and_commit,
     create_topics,
     get,
@@ -273,7 +275,9 @@ def test_acls_listed_created_and_deleted(site: Site) -> None:
 
 
 def test_cli_console_serves_a_cluster(site: Site, tmp_path: object) -> None:
-    """``trafka console`` in its own process, against the shared broker."""
+    """``trafka console`` in its own process, against the shared broker; with
+    ``--access-log`` each request is a line in the combined log format (Common
+    Log Format, then referrer and user agent), stamped as every line is."""
     import socket
 
     with socket.socket() as s:
@@ -289,6 +293,7 @@ def test_cli_console_serves_a_cluster(site: Site, tmp_path: object) -> None:
             site.bootstrap,
             "--listen",
             f"127.0.0.1:{port}",
+            "--access-log",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -311,6 +316,35 @@ def test_cli_console_serves_a_cluster(site: Site, tmp_path: object) -> None:
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err.decode()
     assert f"trafka console on http://127.0.0.1:{port}/" in err.decode()
+    when = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"
+    clf = r'127\.0\.0\.1 - - \[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\] "GET /topics HTTP/1\.1" 200 \d+ '
+    line = rf'^{when} INFO trafka\.console\.access: {clf}"-" "Python-urllib/[\d.]+"$'
+    found = re.findall(line, err.decode(), re.MULTILINE)
+    assert len(found) == 1, err.decode()  # the one page asked for, once
+
+
+def test_no_access_log_unless_asked(site: Site, caplog: pytest.LogCaptureFixture) -> None:
+    """The access log is off by default: pages served, no line. On, a field a
+    client sends cannot end its field or forge a line: quotes are escaped."""
+    import dataclasses
+
+    from trafka.console import ConsoleSettings
+
+    caplog.set_level(logging.DEBUG, logger="trafka.console")
+    settings = ConsoleSettings({"bootstrap.servers": site.bootstrap}, "127.0.0.1:0")
+    assert settings.access_log is False
+    with console_in_thread(settings) as there:
+        assert get(there, "/topics").status == 200
+    assert [r for r in caplog.records if r.name == "trafka.console.access"] == []
+    with console_in_thread(dataclasses.replace(settings, access_log=True)) as there:
+        agent = {"User-Agent": 'x" 200 1 "forged'}
+        assert get(there, "/topics?filter=a%22b", headers=agent).status == 200
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "trafka.console.access"]
+    assert re.fullmatch(
+        r'127\.0\.0\.1 - - \[[^]]+\] "GET /topics\?filter=a%22b HTTP/1\.1" 200 \d+ "-" '
+        r'"x\\" 200 1 \\"forged"',
+        line,
+    ), line
 
 
 def test_cli_console_refuses_a_bad_listen_address() -> None:
