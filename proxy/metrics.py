@@ -26,7 +26,12 @@ metric                                                             what
                                                                    max_decompressed_bytes),
                                                                    ``timeout`` (a request not
                                                                    received whole in
-                                                                   request.receive.timeout.ms)
+                                                                   request.receive.timeout.ms),
+                                                                   ``filter`` (a filter raised: its
+                                                                   connection closed),
+                                                                   ``upstream_unreachable`` (no
+                                                                   upstream broker for a client's
+                                                                   first request: closed)
 ``trafka_proxy_flow_control_total{kind}``                          what the proxy made a client
                                                                    wait for, no error: ``held`` (an
                                                                    idempotent producer's batch not
@@ -221,6 +226,8 @@ def _errors_and_flow(stats: ProxyStatistics) -> Iterator[Any]:
         ("part_failed", stats.routing.parts_failed),
         ("too_large", stats.routing.requests_too_large),
         ("timeout", stats.timeouts),
+        ("filter", stats.closed.get("filter", 0)),
+        ("upstream_unreachable", stats.closed.get("upstream_unreachable", 0)),
     ):
         errors.add_metric([kind], value)
     yield errors

@@ -27,7 +27,7 @@ import confluent_kafka
 import pytest
 import trio
 from proxy_helpers import call, create, fresh, request
-from test_proxy_limits import closed_by_proxy, served
+from test_proxy_limits import api_versions_frame, closed_by_proxy, served
 from test_proxy_metrics import samples
 
 from trafka.brokerlite import RunningBroker
@@ -36,7 +36,7 @@ from trafka.codec import ErrorCode
 from trafka.codec.messages import k03_metadata as md
 from trafka.codec.messages import k19_create_topics as ct
 from trafka.codec.records import encode_batch
-from trafka.proxy import RunningProxy, proxy_in_thread
+from trafka.proxy import Filter, FilterContext, RunningProxy, proxy_in_thread
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -54,10 +54,23 @@ BAD = series(ERRORS, kind="bad_request")
 TIMEOUT = series(ERRORS, kind="timeout")
 TOO_LARGE = series(ERRORS, kind="too_large")
 PART_FAILED = series(ERRORS, kind="part_failed")
+FILTER = series(ERRORS, kind="filter")
+UNREACHABLE = series(ERRORS, kind="upstream_unreachable")
 HELD = series("trafka_proxy_flow_control_total", kind="held")
 IDLE = series("trafka_proxy_idle_connections_closed_total")
 OPEN = series("trafka_proxy_connections_open")
 ACCEPTED = series("trafka_proxy_connections_total")
+
+
+class Explodes(Filter):
+    """A filter that fails on the ApiVersions of a client named ``explode``."""
+
+    api_keys = frozenset({18})
+
+    def on_request(self, ctx: FilterContext, body: Any) -> Any:
+        if body.client_software_name == "explode":
+            raise RuntimeError("a filter's own bug")
+        return body
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +82,7 @@ def proxy(broker: RunningBroker) -> Iterator[RunningProxy]:
         connections_max_idle_ms=1500,
         request_receive_timeout_ms=1500,
         max_decompressed_bytes=LIMIT,
+        filters=(Explodes(),),
     ) as px:
         yield px
 
@@ -108,6 +122,17 @@ def served_then_closed_by_client(px: RunningProxy) -> None:
         stream = await trio.open_tcp_stream(*px.address)
         await served(stream, 1)
         await stream.aclose()
+
+    run(main)
+
+
+def failing_filter(px: RunningProxy) -> None:
+    """A request a filter raises on: the proxy closes the connection."""
+
+    async def main() -> None:
+        stream = await trio.open_tcp_stream(*px.address)
+        await stream.send_all(api_versions_frame(1, software="explode"))
+        await closed_by_proxy(stream)
 
     run(main)
 
@@ -208,8 +233,11 @@ def three_connections(px: RunningProxy) -> None:
     """Three clients connected and served, then closed: accepted +3, open back."""
     socks = [socket.create_connection(px.address, timeout=DEADLINE) for _ in range(3)]
     try:
-        scraped = scrape(px)
-        assert scraped[OPEN] >= 3
+        for sock in socks:  # served: accepted by now
+            sock.sendall(api_versions_frame(1))
+            assert sock.recv(4)
+        # At least these (others may close meanwhile: idle, or done).
+        assert scrape(px)[OPEN] >= 3
     finally:
         for sock in socks:
             sock.close()
@@ -231,7 +259,8 @@ class Case:
 
 CASES = [
     Case("bad_request", undecodable_request, {BAD: 1}, (TIMEOUT,)),
-    Case("client_hangs_up", served_then_closed_by_client, {}, (BAD, TIMEOUT, IDLE)),
+    Case("client_hangs_up", served_then_closed_by_client, {}, (BAD, TIMEOUT, FILTER, UNREACHABLE)),
+    Case("filter_raises", failing_filter, {FILTER: 1}, (BAD, UNREACHABLE)),
     Case("half_sent_request", half_sent_request, {TIMEOUT: 1}, (BAD,)),
     Case("idle_connection", silent_connection, {IDLE: 0}, (TIMEOUT, BAD)),
     Case("too_large", inflating_batch, {TOO_LARGE: 1}, (PART_FAILED,)),
@@ -318,3 +347,28 @@ def _metadata(topic: str) -> Any:
         allow_auto_topic_creation=False,
         include_topic_authorized_operations=False,
     )
+
+
+def test_a_client_no_upstream_broker_can_serve_is_an_error() -> None:
+    """errors{upstream_unreachable}: the proxy's upstream is down, so a client's
+    first request finds no broker and its connection is closed. A client that
+    connects and sends nothing costs no upstream connection and is not one."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        dead = free.getsockname()[1]
+    with proxy_in_thread(
+        upstream=(f"127.0.0.1:{dead}",), port=0, metrics_listen="127.0.0.1:0"
+    ) as px:
+
+        async def quiet_then_asking() -> None:
+            quiet = await trio.open_tcp_stream(*px.address)
+            await quiet.aclose()
+            assert scrape(px)[UNREACHABLE] == 0
+            asking = await trio.open_tcp_stream(*px.address)
+            await asking.send_all(api_versions_frame(1))
+            await closed_by_proxy(asking)
+
+        run(quiet_then_asking)
+        after = scrape(px)
+        assert after[UNREACHABLE] == 1
+        assert after[BAD] == 0 and after[FILTER] == 0
