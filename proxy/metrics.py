@@ -37,7 +37,9 @@ metric                                                             what
                                                                    idempotent producer's batch not
                                                                    written until an earlier one of
                                                                    its partition is answered; the
-                                                                   client sends it again)
+                                                                   client sends it again),
+                                                                   ``budget_wait`` (a request read
+                                                                   once the request budget had room)
 ``trafka_proxy_idle_connections_closed_total``                     client connections closed after
                                                                    connections.max.idle.ms silent
 ``trafka_proxy_sasl_clients_total{outcome}``                      SASL client connections that
@@ -153,7 +155,7 @@ class ProxyMetrics:
             for topic, count in sorted(dict(counts).items()):
                 routed.add_metric([topic, outcome], count)
         yield routed
-        yield from _errors_and_flow(stats)
+        yield from _errors_and_flow(stats, self.budget)
         coalesced = CounterMetricFamily(
             "trafka_proxy_produce_coalesced",
             "Plain producers' routed requests that joined a leader's accumulator (client), "
@@ -211,7 +213,7 @@ class ProxyMetrics:
         )
 
 
-def _errors_and_flow(stats: ProxyStatistics) -> Iterator[Any]:
+def _errors_and_flow(stats: ProxyStatistics, budget: RequestBudget | None) -> Iterator[Any]:
     """What failed for clients, apart from what the proxy made them wait for
     or do again without an error (flow control) and routine closes."""
     from prometheus_client.core import CounterMetricFamily
@@ -234,10 +236,12 @@ def _errors_and_flow(stats: ProxyStatistics) -> Iterator[Any]:
     flow = CounterMetricFamily(
         "trafka_proxy_flow_control",
         "What the proxy made clients wait for or send again, without an error: "
-        "held (an idempotent batch held back until an earlier one is answered).",
+        "held (an idempotent batch held back until an earlier one is answered), "
+        "budget_wait (a request read only once queued_max_request_bytes had room).",
         labels=["kind"],
     )
     flow.add_metric(["held"], stats.routing.batches_held)
+    flow.add_metric(["budget_wait"], 0 if budget is None else budget.waited)
     yield flow
     yield CounterMetricFamily(
         "trafka_proxy_idle_connections_closed",
