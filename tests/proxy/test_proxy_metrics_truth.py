@@ -9,10 +9,14 @@ error) is flow control, ``trafka_proxy_flow_control_total{kind="held"}``; an
 idle connection closed after ``connections.max.idle.ms`` is routine (Kafka's
 SocketServer closes them too), ``trafka_proxy_idle_connections_closed_total``.
 
-One proxy (small limits) in front of the module's brokerlite serves every case
-but the failed part's, which needs a broker that advertises an address nothing
-listens on. Counters are compared before and after each case: what must count
-grows by exactly what was done where nothing else can add to it.
+One proxy (small limits, a filter that fails on a marked request) in front of
+the module's brokerlite serves every case but two: the failed part needs a
+broker that advertises an address nothing listens on, the unreachable upstream
+a proxy whose upstream is down. Counters are compared before and after each
+case: what must count grows by exactly what was done where nothing else can
+add to it (at least 1 where other clients' connections may add too).
+(``flow_control{kind="budget_wait"}`` is proven in test_proxy_limits.py's
+budget tests.)
 """
 
 from __future__ import annotations
