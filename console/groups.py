@@ -75,8 +75,10 @@ class Groups:
         return view
 
     async def member_counts(self, listings: list[GroupListing]) -> dict[str, int]:
-        """Members of each listed group now, asked in one DescribeGroups (and
-        one DescribeShareGroups); a group whose answer failed is left out."""
+        """Members of each listed group now (the admin's describe_groups, a
+        DescribeGroups to each group's coordinator, and describe_share_groups
+        for share groups); groups whose description failed are left out (the
+        list shows "-": unknown)."""
         counts: dict[str, int] = {}
         share = [g.group_id for g in listings if g.group_type == "share"]
         others = [g.group_id for g in listings if g.group_type != "share"]
