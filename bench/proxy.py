@@ -288,7 +288,7 @@ def proxy(
             *extra,
         ],
         # The supervisor's line, once every worker serves (theirs say "[worker k]").
-        r"(?m)^proxy on (127\.0\.0\.1:\d+)",
+        r"trafka\.proxy: proxy on (127\.0\.0\.1:\d+)",
         log,
     ) as running:
         running.metrics = metrics

@@ -16,6 +16,8 @@ from typing import Any
 
 import click
 
+from trafka.common.logformat import LINE_FORMAT
+
 from .config import PROTOCOL_VERSIONS, BrokerConfig, ConfigError
 from .errors import BrokerError
 
@@ -99,7 +101,7 @@ def _configure_logging(verbose: bool, *quiet: str) -> None:
     unless verbose (libraries such as trio and kazoo are chatty)."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format=LINE_FORMAT,
     )
     if not verbose:
         for name in quiet:

@@ -10,7 +10,10 @@ metric                                                             from
 ``kafka_server_brokertopicmetrics_messagesin_total{topic}``        records appended by Produce
 ``kafka_server_brokertopicmetrics_bytesin_total{topic}``           bytes appended by Produce
 ``kafka_server_brokertopicmetrics_bytesout_total{topic}``          record bytes sent in Fetch answers
-``kafka_server_brokertopicmetrics_failedproducerequests_total``    partitions a Produce failed on
+``kafka_server_brokertopicmetrics_failedproducerequests_total``    partitions a Produce failed on (not
+                                                                   for the errors Kafka expects: not
+                                                                   the leader, unknown, too large,
+                                                                   corrupt, not authorized)
 ``kafka_server_brokertopicmetrics_failedfetchrequests_total``      partitions a Fetch failed on (not for
                                                                    the errors Kafka expects: not the
                                                                    leader, out of range...)
@@ -162,6 +165,22 @@ _EXPECTED_FETCH_ERRORS = frozenset(
         ErrorCode.TOPIC_AUTHORIZATION_FAILED,
     }
 )
+# What Kafka answers a Produce without counting a failed produce: the errors its
+# ReplicaManager expects of an append (not the leader, too large, corrupt...), and
+# what KafkaApis refuses before any append (authorization, acks).
+_EXPECTED_PRODUCE_ERRORS = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        ErrorCode.INVALID_REQUIRED_ACKS,
+    }
+)
 #: The percentiles Kafka's request histograms report (50thPercentile...999thPercentile).
 _QUANTILES = ("0.50", "0.75", "0.95", "0.98", "0.99", "0.999")
 _BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -195,8 +214,11 @@ class BrokerMetrics:
         self.messages_in[topic] = self.messages_in.get(topic, 0) + records
         self.bytes_in[topic] = self.bytes_in.get(topic, 0) + nbytes
 
-    def produce_failed(self, topic: str) -> None:
-        self.failed_produce[topic] = self.failed_produce.get(topic, 0) + 1
+    def produce_failed(self, topic: str, code: ErrorCode) -> None:
+        """A partition of a Produce answered ``code``: a failed produce unless
+        Kafka expects that error (then the client's to handle, not the broker's)."""
+        if code not in _EXPECTED_PRODUCE_ERRORS:
+            self.failed_produce[topic] = self.failed_produce.get(topic, 0) + 1
 
     def fetch_answered(self, body: Any) -> None:
         """Count a Fetch answer's record bytes per topic (BytesOut) as it is sent

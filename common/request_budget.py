@@ -45,11 +45,12 @@ class RequestBudget:
             ``queued.max.request.bytes=-1``).
     """
 
-    __slots__ = ("_queue", "limit", "used")
+    __slots__ = ("_queue", "limit", "used", "waited")
 
     def __init__(self, limit: int | None) -> None:
         self.limit = limit
         self.used = 0
+        self.waited = 0  # reservations that had to wait for room, ever
         self._queue: collections.deque[tuple[Hashable, int]] = collections.deque()
 
     @property
@@ -64,6 +65,7 @@ class RequestBudget:
             self.used += size
             return True
         self._queue.append((ticket, size))
+        self.waited += 1
         return False
 
     def release(self, size: int) -> list[Hashable]:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from trafka.codec import ErrorCode, KafkaError
-from trafka.sdk.admin import Admin
+from trafka.sdk.admin import Admin, GroupListing
 from trafka.sdk.fetcher import TopicPartition
 
 from . import model
@@ -71,8 +71,31 @@ class Groups:
             tps = sorted(set(committed) | {tp for m in desc.members for tp in m.assignment})
             ends = await self.reads.ends(tps)
             view = model.group_view(desc, committed, ends)
-        self.history.record(group_id, self.clock(), view.lags())
+        self.history.record(group_id, self.clock(), view.lags(), view.no_commit, view.unknown_lag)
         return view
+
+    async def member_counts(self, listings: list[GroupListing]) -> dict[str, int]:
+        """Members of each listed group now (the admin's describe_groups, a
+        DescribeGroups to each group's coordinator, and describe_share_groups
+        for share groups); groups whose description failed are left out (the
+        list shows "-": unknown)."""
+        counts: dict[str, int] = {}
+        share = [g.group_id for g in listings if g.group_type == "share"]
+        others = [g.group_id for g in listings if g.group_type != "share"]
+        asks: list[tuple[list[str], Callable[[list[str]], Awaitable[Any]]]] = [
+            (others, self.admin.describe_groups),
+            (share, self.admin.describe_share_groups),
+        ]
+        for ids, describe in asks:
+            if not ids:
+                continue
+            try:
+                described = await describe(ids)
+            except KafkaError as exc:
+                log.info("members of %d groups unknown: %s", len(ids), exc)
+                continue
+            counts.update({gid: len(d.members) for gid, d in described.items()})
+        return counts
 
     async def _consumer_group(self, group_id: str) -> Any:
         """The group's description, for a change only a consumer group takes

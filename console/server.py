@@ -40,6 +40,7 @@ from trafka.sdk import AdminConfig, open_admin
 from .access import DEFAULT_TRUSTED_PROXIES, AccessPolicy, decide_access
 from .cluster import Console, client_settings
 from .health import CHECK_INTERVAL, CHECK_TIMEOUT, ClusterHealth
+from .http_log import AccessLog
 from .model import LagHistory
 
 __all__ = [
@@ -92,6 +93,8 @@ class ConsoleSettings:
         clusters: more clusters, each by its name with its own client
             settings, served under ``/clusters/NAME/``. The protection
             settings cover every cluster; each is checked on its own.
+        access_log: log every HTTP request and its answer, one INFO line each
+            on the ``trafka.console.access`` logger (see :mod:`.http_log`).
     """
 
     client_config: Mapping[str, Any]
@@ -106,6 +109,7 @@ class ConsoleSettings:
     check_timeout: float = CHECK_TIMEOUT
     cluster_name: str = "default"
     clusters: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    access_log: bool = False
 
     def all_clusters(self) -> dict[str, Mapping[str, Any]]:
         """Every cluster's client settings by its name, the default first.
@@ -298,7 +302,7 @@ async def serve_console(
     clusters = settings.all_clusters()
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
-    config.accesslog = None
+    config.accesslog = None  # the console's own (see .http_log)
     config.errorlog = logging.getLogger("trafka.console.http")
     config.graceful_timeout = 1.0
     async with AsyncExitStack() as stack:
@@ -328,7 +332,10 @@ async def serve_console(
             nursery.start_soon(console.watch_cluster)
             if not access.read_only:
                 await nursery.start(console.run_producer)
-        binds = await nursery.start(serve, make_app(consoles, access), config)
+        app: Any = make_app(consoles, access)
+        if settings.access_log:
+            app = AccessLog(app, logging.getLogger("trafka.console.access"))
+        binds = await nursery.start(serve, app, config)
         bound = _address(binds[0]) if binds else (host, port)
         for console in consoles.values():
             nursery.start_soon(_sample_forever, console, settings.sample_interval)

@@ -73,7 +73,7 @@ from .idempotent_plan import (
 from .journal import PlacementJournal
 from .journal_peers import PeersJournal
 from .journal_pipeline import JournalTicket, Outcome, Turn, WriteTurns, submit
-from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
+from .pool import HeldBack, UpstreamError, UpstreamPool, Waiter, produce_answer
 from .routing import (
     RouteStats,
     Topics,
@@ -482,7 +482,7 @@ class ExactlyOnce:
                 written.append(
                     (
                         held,
-                        UpstreamError(
+                        HeldBack(
                             f"broker {leader}: not written while an earlier batch of its "
                             "partition is unanswered on a lost connection, or before the "
                             "broker has acknowledged one of the producer's batches there, "
@@ -541,7 +541,8 @@ class ExactlyOnce:
                 version,
                 partial(_failed_part, body, group, version),
             )
-            if error is not None:
+            # A batch held back is flow control (counted as batches_held).
+            if error is not None and not isinstance(error, HeldBack):
                 self.stats.parts_failed += 1
             template = template or answer
             stale |= learn_leaders(self.topics, answer)

@@ -16,13 +16,32 @@ metric                                                             what
                                                                    (``client``), and the requests
                                                                    the accumulators sent
                                                                    (``upstream``)
-``trafka_proxy_errors_total{kind}``                                ``bad_request`` (a connection
+``trafka_proxy_errors_total{kind}``                                what a client sees fail:
+                                                                   ``bad_request`` (a request that
+                                                                   does not decode: its connection
                                                                    closed), ``part_failed`` (a part
                                                                    of a routed Produce got no
-                                                                   answer), ``too_large`` (a batch
-                                                                   past max_decompressed_bytes),
-                                                                   ``timeout`` (an idle or half-sent
-                                                                   connection closed)
+                                                                   answer from its broker),
+                                                                   ``too_large`` (a batch past
+                                                                   max_decompressed_bytes),
+                                                                   ``timeout`` (a request not
+                                                                   received whole in
+                                                                   request.receive.timeout.ms),
+                                                                   ``filter`` (a filter raised: its
+                                                                   connection closed),
+                                                                   ``upstream_unreachable`` (no
+                                                                   upstream broker for a client's
+                                                                   first request: closed)
+``trafka_proxy_flow_control_total{kind}``                          what the proxy made a client
+                                                                   wait for, no error: ``held`` (an
+                                                                   idempotent producer's batch not
+                                                                   written until an earlier one of
+                                                                   its partition is answered; the
+                                                                   client sends it again),
+                                                                   ``budget_wait`` (a request read
+                                                                   once the request budget had room)
+``trafka_proxy_idle_connections_closed_total``                     client connections closed after
+                                                                   connections.max.idle.ms silent
 ``trafka_proxy_sasl_clients_total{outcome}``                      SASL client connections that
                                                                    authenticated: ``routed`` (the
                                                                    proxy holds a login for their
@@ -136,17 +155,7 @@ class ProxyMetrics:
             for topic, count in sorted(dict(counts).items()):
                 routed.add_metric([topic, outcome], count)
         yield routed
-        errors = CounterMetricFamily(
-            "trafka_proxy_errors", "What the proxy refused or could not do.", labels=["kind"]
-        )
-        for kind, value in (
-            ("bad_request", stats.refused_frames),
-            ("part_failed", stats.routing.parts_failed),
-            ("too_large", stats.routing.requests_too_large),
-            ("timeout", stats.timeouts),
-        ):
-            errors.add_metric([kind], value)
-        yield errors
+        yield from _errors_and_flow(stats, self.budget)
         coalesced = CounterMetricFamily(
             "trafka_proxy_produce_coalesced",
             "Plain producers' routed requests that joined a leader's accumulator (client), "
@@ -202,6 +211,43 @@ class ProxyMetrics:
             "Round trips on the proxy's own upstream connections.",
             "broker",
         )
+
+
+def _errors_and_flow(stats: ProxyStatistics, budget: RequestBudget | None) -> Iterator[Any]:
+    """What failed for clients, apart from what the proxy made them wait for
+    or do again without an error (flow control) and routine closes."""
+    from prometheus_client.core import CounterMetricFamily
+
+    errors = CounterMetricFamily(
+        "trafka_proxy_errors",
+        "Requests and parts that failed for their client, by why.",
+        labels=["kind"],
+    )
+    for kind, value in (
+        ("bad_request", stats.refused_frames),
+        ("part_failed", stats.routing.parts_failed),
+        ("too_large", stats.routing.requests_too_large),
+        ("timeout", stats.timeouts),
+        ("filter", stats.closed.get("filter", 0)),
+        ("upstream_unreachable", stats.closed.get("upstream_unreachable", 0)),
+    ):
+        errors.add_metric([kind], value)
+    yield errors
+    flow = CounterMetricFamily(
+        "trafka_proxy_flow_control",
+        "What the proxy made clients wait for or send again, without an error: "
+        "held (an idempotent batch held back until an earlier one is answered), "
+        "budget_wait (a request read only once queued_max_request_bytes had room).",
+        labels=["kind"],
+    )
+    flow.add_metric(["held"], stats.routing.batches_held)
+    flow.add_metric(["budget_wait"], 0 if budget is None else budget.waited)
+    yield flow
+    yield CounterMetricFamily(
+        "trafka_proxy_idle_connections_closed",
+        "Client connections closed after connections.max.idle.ms without a request.",
+        stats.idle_closed,
+    )
 
 
 def merged_exposition(

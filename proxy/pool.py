@@ -45,7 +45,15 @@ from trafka.codec.framing import FrameReader
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.produce_response import ProduceAnswer, read_produce_response
 
-__all__ = ["RENEW_SHARE", "Opened", "UpstreamError", "UpstreamPool", "Waiter", "produce_answer"]
+__all__ = [
+    "RENEW_SHARE",
+    "HeldBack",
+    "Opened",
+    "UpstreamError",
+    "UpstreamPool",
+    "Waiter",
+    "produce_answer",
+]
 
 log = logging.getLogger("trafka.proxy")
 
@@ -79,6 +87,11 @@ class UpstreamError(Exception):
     def __init__(self, message: str, code: ErrorCode = ErrorCode.NETWORK_EXCEPTION) -> None:
         super().__init__(message)
         self.code = code
+
+
+class HeldBack(UpstreamError):
+    """A request part the proxy chose not to write yet (flow control, not a
+    failure): the client is answered a retriable error and sends it again."""
 
 
 class Waiter:

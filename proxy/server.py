@@ -139,7 +139,9 @@ class ProxyStatistics:
     # connection that has sent a request).
     upstream_connections: int = 0
     refused_frames: int = 0
-    timeouts: int = 0
+    timeouts: int = 0  # half-received requests; idle connections closed: idle_closed
+    idle_closed: int = 0
+    closed: dict[str, int] = field(default_factory=dict)  # by the proxy, by why (_closing)
     routing: RouteStats = field(default_factory=RouteStats)
     # SASL clients that authenticated, by outcome (routed, unrouted, refused), and
     # ``logins``: the per-principal pools' connections that logged in.
@@ -413,7 +415,7 @@ class _Proxy:
         try:
             upstream, address = await self._open_upstream(node_id)
         except OSError as exc:
-            self.quiet.warning("upstream", "closing a client connection: %s", exc)
+            self._closing("upstream_unreachable", "upstream", exc)
             return None
         self.stats.upstream_connections += 1
         to_writer, answers = trio.open_memory_channel[_Answer](_MAX_WAITING_ANSWERS)
@@ -491,9 +493,7 @@ class _Proxy:
                 "request", "closing a client connection after a bad request: %s", exc
             )
         except FilterError as exc:
-            self.quiet.error(
-                ("filter", str(exc).split(":", 1)[0]), "closing a client connection: %s", exc
-            )
+            self._closing("filter", ("filter", str(exc).split(":", 1)[0]), exc, logging.ERROR)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         finally:
@@ -505,9 +505,9 @@ class _Proxy:
         self, reader: FrameReader, pending: int | None, peer: tuple[str, int] | None
     ) -> None:
         """Count and log a connection closed by a timeout (a half-received request
-        is a warning, an idle connection only a debug line)."""
-        self.stats.timeouts += 1
+        is an error and a warning; an idle connection neither, a debug line)."""
         if reader.buffered:
+            self.stats.timeouts += 1
             self.quiet.warning(
                 ("slow", None if peer is None else peer[0]),
                 "closing the connection from %s: %d of %s bytes of a request arrived "
@@ -518,11 +518,13 @@ class _Proxy:
                 self.config.request_receive_timeout_ms,
             )
         else:
-            log.debug(
-                "closing the connection from %s: idle for %d ms (connections.max.idle.ms)",
-                peer,
-                self.config.connections_max_idle_ms,
-            )
+            self.stats.idle_closed += 1
+            log.debug("closing idle connection from %s (connections.max.idle.ms)", peer)
+
+    def _closing(self, kind: str, key: Any, exc: Exception, level: int = logging.WARNING) -> None:
+        """Count (``errors{kind}``) and log a client connection the proxy closes."""
+        self.stats.closed[kind] = self.stats.closed.get(kind, 0) + 1
+        self.quiet.log(level, key, "closing a client connection: %s", exc)
 
     async def _request(self, frame: bytes, conn: _Client) -> None:
         header, start = protocol.decode_request_header(frame)
@@ -751,9 +753,7 @@ class _Proxy:
                 "answer", "closing a connection after a bad answer from upstream: %s", exc
             )
         except FilterError as exc:
-            self.quiet.error(
-                ("filter", str(exc).split(":", 1)[0]), "closing a client connection: %s", exc
-            )
+            self._closing("filter", ("filter", str(exc).split(":", 1)[0]), exc, logging.ERROR)
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel):
             pass
         conn.pumps.cancel_scope.cancel()

@@ -24,6 +24,8 @@ from typing import Any
 
 import trio
 
+from trafka.common.logformat import LINE_FORMAT
+
 from .config import ProxyConfig
 from .reload import Loaded, load, log_level, reloader, until_stopped
 from .server import serve_proxy
@@ -74,7 +76,7 @@ def serve(loaded: Loaded, sources: Sources) -> None:
         :func:`run_proxy`.
     """
     values = loaded.values
-    logging.basicConfig(level=log_level(values), format="%(message)s")
+    logging.basicConfig(level=log_level(values), format=LINE_FORMAT)
     if values["workers"] > 1:
         run_workers(
             replace(loaded.config, filters=()),

@@ -79,6 +79,7 @@ from typing import Any
 
 import trio
 
+from trafka.common.logformat import line_format
 from trafka.common.metrics_http import Endpoint, serve_metrics
 from trafka.discovery import announcing_listener
 
@@ -583,7 +584,7 @@ def _worker_main(spec: _Spec, conn: Connection) -> None:
     """A worker process: one proxy, its news sent to the supervisor over ``conn``."""
     logging.basicConfig(
         level=logging.DEBUG if spec.verbose else logging.INFO,
-        format=f"[worker {spec.index}] %(message)s",
+        format=line_format(f"[worker {spec.index}] "),
     )
     try:
         config = replace(spec.config, filters=configured_filters(spec.filter_specs))

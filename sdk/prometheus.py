@@ -16,7 +16,7 @@ metric                                                          from
 ==============================================================  =====================================
 ``kafka_producer_producer_metrics_record_send_total``           records acknowledged
 ``kafka_producer_producer_metrics_record_error_total``          records failed
-``kafka_producer_producer_metrics_record_retry_total``          batches sent again
+``kafka_producer_producer_metrics_record_retry_total``          records of batches sent again
 ``kafka_producer_producer_metrics_batch_size_avg``              bytes per batch sent (average)
 ``kafka_producer_producer_metrics_buffer_available_bytes``      ``buffer.memory`` not in use
 ``kafka_producer_producer_metrics_buffer_total_bytes``          ``buffer.memory``
@@ -101,7 +101,9 @@ class ClientCollector:
             base = "kafka_producer_producer_metrics"
             yield counter(f"{base}_record_send", "Records acknowledged.", stats.records_sent)
             yield counter(f"{base}_record_error", "Records failed.", stats.records_failed)
-            yield counter(f"{base}_record_retry", "Batches sent again.", stats.batch_retries)
+            # Java counts the records of each batch sent again (Sender.reenqueueBatch).
+            retried = sum(p.records_retried for p in stats.partitions.values())
+            yield counter(f"{base}_record_retry", "Records of batches sent again.", retried)
             avg = stats.bytes_sent / stats.batches_sent if stats.batches_sent else 0.0
             yield gauge(f"{base}_batch_size_avg", "Bytes per batch sent.", avg)
             free = stats.buffer_memory - stats.buffer_memory_used
@@ -137,7 +139,9 @@ class ClientCollector:
                     lag.add_metric([cid, tp.topic, str(tp.partition)], p.lag)
                     lags.append(p.lag)
             yield lag
-            yield gauge(f"{base}_records_lag_max", "The largest lag now.", max(lags, default=0))
+            # No partition's lag known (none fetched yet): unknown, NaN as Java's Max.
+            most = max(lags, default=float("nan"))
+            yield gauge(f"{base}_records_lag_max", "The largest lag now (NaN: unknown).", most)
         yield from _node_families(kind, cid, stats.brokers)
         group = getattr(stats, "group", None)
         coordinator = getattr(group, "coordinator", None)

@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from trafka.common.logformat import LINE_FORMAT
 from trafka.console.server import (
     DEFAULT_LISTEN,
     ENV_AUTH_HEADER,
@@ -126,6 +127,11 @@ __all__ = ["command"]
     metavar="KEY=VALUE",
     help="A client setting by its Kafka name (repeatable), e.g. -X security.protocol=SSL.",
 )
+@click.option(
+    "--access-log",
+    is_flag=True,
+    help="Log every HTTP request (combined log format, logger trafka.console.access).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
 def command(
     bootstrap: str,
@@ -138,6 +144,7 @@ def command(
     trusted_proxies: tuple[str, ...],
     allowed_hosts: tuple[str, ...],
     properties: tuple[str, ...],
+    access_log: bool,
     verbose: bool,
     clusters: tuple[str, ...] = (),
     cluster_properties: tuple[str, ...] = (),
@@ -194,14 +201,16 @@ def command(
         bootstrap = ", ".join(f"{n}={c['bootstrap.servers']}" for n, c in named.items())
     else:
         client = {"bootstrap.servers": bootstrap, **common}
-    settings = ConsoleSettings(client, listen, sample_interval, allowed_hosts, **protection)
+    settings = ConsoleSettings(
+        client, listen, sample_interval, allowed_hosts, **protection, access_log=access_log
+    )
     try:
         access_of(settings)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format=LINE_FORMAT,
     )
     if not verbose:
         for name in ("trio", "hypercorn", "trafka.console.http"):

@@ -290,7 +290,7 @@ class _ProduceRun:
                         error_message=None,
                     )
         self._failures.append(f"{topic}-{data.index}: {code.name} ({message})")
-        self._ctx.metrics.produce_failed(topic)
+        self._ctx.metrics.produce_failed(topic, code)
         return PartitionResponse(
             index=data.index,
             error_code=code,

@@ -6,6 +6,10 @@ Rules:
 * A partition's lag is its log end minus the committed offset, never below 0,
   and None when either is unknown; a share group's is the broker's count of
   records not yet acknowledged (KIP-1226) when it gives one.
+* A group's total lag is the sum of the lags known, and says how many
+  partitions it leaves out: assigned ones with no committed offset ("no
+  commit": where the consumer starts depends on its auto.offset.reset, which
+  the cluster does not know) and ones whose log end is unknown.
 * Kafka resets offsets of, and deletes, only an inactive group
   (:data:`INACTIVE_STATES`, no member): :func:`refuse_unless_inactive` says
   so before the cluster is asked.
@@ -28,7 +32,7 @@ from trafka.sdk.admin import (
 from trafka.sdk.fetcher import TopicPartition
 
 from .forms import InputError, int_field, offset_or_time, topic_name
-from .lag import LagHistory
+from .lag import LagHistory, LagSample
 from .topics import offset_of
 
 # -- groups and their lag --------------------------------------------------------------------
@@ -57,7 +61,18 @@ class GroupView:
 
     @property
     def total_lag(self) -> int:
+        """The lags known, summed (see :attr:`no_commit` and :attr:`unknown_lag`)."""
         return sum(r.lag or 0 for r in self.partitions)
+
+    @property
+    def no_commit(self) -> int:
+        """Partitions left out of :attr:`total_lag`: no committed offset."""
+        return sum(1 for r in self.partitions if r.lag is None and r.committed is None)
+
+    @property
+    def unknown_lag(self) -> int:
+        """Partitions left out of :attr:`total_lag`: committed, log end unknown."""
+        return sum(1 for r in self.partitions if r.lag is None and r.committed is not None)
 
     def lags(self) -> dict[TopicPartition, int]:
         """Lag per partition, for :class:`LagHistory` (partitions with a known lag)."""
@@ -153,11 +168,24 @@ def share_group_view(
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupRow:
+    """A row of the groups table: the group, its members now (None: unknown)
+    and its last lag sample (None: none yet)."""
+
+    group: GroupListing
+    members: int | None
+    lag: LagSample | None
+
+
 def group_rows(
-    listings: Iterable[GroupListing], history: LagHistory
-) -> list[tuple[GroupListing, int | None]]:
-    """The groups table, sorted by id, each with its last sampled total lag."""
-    return [(g, history.last_total(g.group_id)) for g in sorted(listings, key=lambda g: g.group_id)]
+    listings: Iterable[GroupListing], history: LagHistory, members: Mapping[str, int]
+) -> list[GroupRow]:
+    """The groups table, sorted by id, each with its members and last lag sample."""
+    return [
+        GroupRow(g, members.get(g.group_id), history.last(g.group_id))
+        for g in sorted(listings, key=lambda g: g.group_id)
+    ]
 
 
 # -- resetting a group's offsets and deleting a group ---------------------------------------

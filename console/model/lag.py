@@ -31,6 +31,9 @@ from .axis import nice_ceiling
 class LagSample:
     at: float  # seconds since the epoch
     lags: Mapping[TopicPartition, int]
+    # Partitions of the group left out of ``lags``: no commit, log end unknown.
+    no_commit: int = 0
+    unknown: int = 0
 
     @property
     def total(self) -> int:
@@ -56,11 +59,18 @@ class LagHistory:
         # Per group, when the window of its newest sample opened.
         self._opened: dict[str, float] = {}
 
-    def record(self, group_id: str, now: float, lags: Mapping[TopicPartition, int]) -> None:
+    def record(
+        self,
+        group_id: str,
+        now: float,
+        lags: Mapping[TopicPartition, int],
+        no_commit: int = 0,
+        unknown: int = 0,
+    ) -> None:
         samples = self._groups.get(group_id)
         if samples is None:
             samples = self._groups[group_id] = deque(maxlen=self.keep)
-        sample = LagSample(now, dict(lags))
+        sample = LagSample(now, dict(lags), no_commit, unknown)
         if samples and now - self._opened[group_id] < self.min_gap:
             samples[-1] = sample
         else:
@@ -73,6 +83,10 @@ class LagHistory:
     def last_total(self, group_id: str) -> int | None:
         samples = self._groups.get(group_id)
         return samples[-1].total if samples else None
+
+    def last(self, group_id: str) -> LagSample | None:
+        samples = self._groups.get(group_id)
+        return samples[-1] if samples else None
 
     def forget(self, keep_groups: Iterable[str]) -> None:
         """Drop the history of groups no longer listed."""

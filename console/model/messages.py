@@ -11,6 +11,10 @@ Rules:
   :data:`SHOW_BYTES` of each are shown, and the view says when they were cut.
 * An offset asked for outside a partition's log is clamped to it, and the page
   says so; a page holds at most :data:`MAX_BROWSE` messages.
+* The browser shows a message on one line (:attr:`Rendered.line`: JSON
+  compact, whitespace runs as one space, at most :data:`LINE_CHARS`
+  characters) that expands to the whole of it; a page's rows may be sorted
+  by partition, offset or timestamp, either way (:func:`sort_rows`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ MAX_BROWSE = 500
 #: Bytes shown of one key, value or header before the rest is cut (the page
 #: says so); a 1 MiB value must not make a 1 MiB table cell.
 SHOW_BYTES = 4096
+#: Characters of a key or value on a message's one line.
+LINE_CHARS = 160
+SORTS = ("partition", "offset", "timestamp")
 
 
 # -- rendering bytes ---------------------------------------------------------------------
@@ -45,6 +52,16 @@ class Rendered:
     text: str
     size: int = 0
     cut: bool = False
+
+    @property
+    def line(self) -> str:
+        """The bytes on one line: JSON compact, whitespace runs as one space, at
+        most :data:`LINE_CHARS` characters (then an ellipsis)."""
+        text = self.text
+        if self.kind == "json":
+            text = json.dumps(json.loads(text), separators=(", ", ": "), ensure_ascii=False)
+        one = " ".join(text.split())
+        return one if len(one) <= LINE_CHARS else one[: LINE_CHARS - 1] + "…"
 
 
 _NULL = Rendered("null", "null")
@@ -101,6 +118,8 @@ class BrowseQuery:
     value: int
     count: int
     decode: DecodeMode
+    sort: str = ""  # "": as read (see merge_messages), else one of SORTS
+    descending: bool = False
 
 
 def parse_browse_query(topic: str, form: Mapping[str, str]) -> BrowseQuery:
@@ -108,7 +127,8 @@ def parse_browse_query(topic: str, form: Mapping[str, str]) -> BrowseQuery:
     the default: every partition), ``start``
     (``beginning``, ``end``, ``offset``, ``timestamp``; default ``end``),
     ``offset``, ``timestamp``, ``count`` (1 to :data:`MAX_BROWSE`, default 20)
-    and ``decode`` (:data:`DECODE_MODES`)."""
+    ``decode`` (:data:`DECODE_MODES`), ``sort`` (:data:`SORTS`; empty: as
+    read) and ``order`` (``asc``, the default, or ``desc``)."""
     partition = (
         None
         if form.get("partition", "").strip().lower() in ("", "all")
@@ -126,7 +146,27 @@ def parse_browse_query(topic: str, form: Mapping[str, str]) -> BrowseQuery:
         value = offset_or_time(form, start, "start at")
     elif start not in ("beginning", "end"):
         raise InputError(f"start must be beginning, end, offset or timestamp, got {start!r}")
-    return BrowseQuery(topic, partition, start, value, count, decode)  # type: ignore[arg-type]
+    sort = form.get("sort", "") or ""
+    if sort and sort not in SORTS:
+        raise InputError(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
+    order = form.get("order", "") or "asc"
+    if order not in ("asc", "desc"):
+        raise InputError(f"order must be asc or desc, got {order!r}")
+    where = start  # checked above: one of the four
+    return BrowseQuery(topic, partition, where, value, count, decode, sort, order == "desc")  # type: ignore[arg-type]
+
+
+def sort_rows(rows: Iterable[MessageRow], sort: str, descending: bool) -> list[MessageRow]:
+    """A page's rows by ``sort`` (:data:`SORTS`; ties by partition, then
+    offset), or as they are with no ``sort``."""
+    if not sort:
+        return list(rows)
+    keys = {
+        "partition": lambda r: (r.partition, r.offset),
+        "offset": lambda r: (r.offset, r.partition),
+        "timestamp": lambda r: (r.timestamp_ms, r.partition, r.offset),
+    }
+    return sorted(rows, key=keys[sort], reverse=descending)
 
 
 def plan_reads(

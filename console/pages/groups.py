@@ -36,7 +36,8 @@ class GroupPages(PageGroup):
     async def groups(self, request: Request) -> Response:
         console = self.site.console(request)
         listings = await console.admin.list_groups()
-        rows = model.group_rows(listings, console.history)
+        members = await console.groups.member_counts(listings)
+        rows = model.group_rows(listings, console.history, members)
         return self.site.page(request, "groups.html", rows=rows)
 
     async def group(self, request: Request) -> Response:

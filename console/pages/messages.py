@@ -44,8 +44,18 @@ class MessagePages(PageGroup):
         name = request.path_params["name"]
         q = model.parse_browse_query(name, dict(request.query_params))
         found = await self.site.console(request).browse(q)
+        found["rows"] = model.sort_rows(found["rows"], q.sort, q.descending)
+        # Each sortable column's link: by it, ascending, or the other way when
+        # the page is sorted by it ascending already.
+        asked = dict(request.query_params)
+        flip = "desc" if not q.descending else "asc"
+        sorts = {
+            s: "?"
+            + urllib.parse.urlencode({**asked, "sort": s, "order": flip if q.sort == s else "asc"})
+            for s in model.SORTS
+        }
         return self.site.page(
-            request, "messages.html", topic=name, modes=model.DECODE_MODES, **found
+            request, "messages.html", topic=name, modes=model.DECODE_MODES, sorts=sorts, **found
         )
 
     async def search(self, request: Request) -> Response:

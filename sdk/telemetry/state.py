@@ -370,7 +370,7 @@ class ClientTelemetry:
         else:
             self._interval = push_interval
         self._last_request = now
-        log.info("client telemetry registered with client instance id %s", instance)
+        log.debug("client telemetry registered with client instance id %s", instance)
 
     def handle_push(self, now: float, response: Any) -> None:
         """Take a PushTelemetry answer."""

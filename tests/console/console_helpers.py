@@ -156,7 +156,8 @@ def get(site: Site, path: str, headers: dict[str, str] | None = None) -> Page:
 
 def cells(page_text: str, table_id: str) -> list[list[str]]:
     """The text of each body row's cells of a table."""
-    table = page_text.split(f'<table id="{table_id}">', 1)[1].split("</table>", 1)[0]
+    table = re.split(f'<table id="{table_id}"[^>]*>', page_text, maxsplit=1)[1]
+    table = table.split("</table>", 1)[0]
     body = table.split("<tbody>", 1)[1]
     rows = []
     for row in re.findall(r"<tr>(.*?)</tr>", body, re.DOTALL):
@@ -306,3 +307,21 @@ def consoles_in_thread(
     with served_in_thread(start, first) as site:
         token = made.pop("@token")
         yield Consoles(site, made, token)
+
+
+def record_parts(page_text: str) -> list[tuple[str, str]]:
+    """The messages table's records: each row's one line (the value's
+    ``<summary>``) and what it expands to (key, value and headers), as text."""
+    table = page_text.split('<table id="messages"', 1)[1].split("</table>", 1)[0]
+
+    def text(fragment: str) -> str:
+        return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
+
+    return [
+        (text(line), text(full))
+        for line, full in re.findall(
+            r'<summary class="line">(.*?)</summary><div class="full">(.*?)</div></details>',
+            table,
+            re.DOTALL,
+        )
+    ]

@@ -5,6 +5,8 @@ that say why, never a traceback."""
 
 from __future__ import annotations
 
+import html
+import logging
 import os
 import re
 import subprocess
@@ -12,14 +14,18 @@ import sys
 import time
 
 import pytest
+import trio
 from console_helpers import (
+    Page,
     Site,
     cells,
+    console_in_thread,
     consume_and_commit,
     create_topics,
     get,
     post,
     produce,
+    record_parts,
     run,
     token_of,
 )
@@ -76,16 +82,18 @@ def test_message_browser_decodes_keys_values_and_headers(site: Site) -> None:
     assert "<title>Messages of browse · trafka console</title>" in page.text
     rows = cells(page.text, "messages")
     assert [r[1] for r in rows] == ["0", "1", "2"]
-    assert rows[0][3] == "textjson-key" and rows[0][4].startswith("json{")
-    assert '"ok": true' in rows[0][4]
-    assert rows[1][3] == "null" and rows[1][4] == "hex00 ff 62 69 6e 61 72 79"
-    assert rows[1][5] == "trace: textabc"
-    assert rows[2][4] == "textplain text é"
+    # One line each (the key, the value compact, a count of headers), which
+    # expands to the key, the value pretty-printed and the headers.
+    records = record_parts(page.text)
+    assert rows[0][3] == "json-key" and records[0][0] == '{"id": 1, "ok": true}'
+    assert 'Value json{\n  "id": 1,\n  "ok": true\n}' in records[0][1]
+    assert rows[1][3] == "null" and records[1][0] == "00 ff 62 69 6e 61 72 79"
+    assert rows[1][5] == "1" and records[1][1].endswith("trace: textabc")
+    assert records[2][0] == "plain text é" and rows[2][5] == "-"
 
-    hexed = cells(
-        get(site, "/topics/browse/messages?start=offset&offset=2&decode=hex").text, "messages"
-    )
-    assert [r[1] for r in hexed] == ["2"] and hexed[0][4].startswith("hex70 6c 61")
+    hexed = get(site, "/topics/browse/messages?start=offset&offset=2&decode=hex").text
+    assert [r[1] for r in cells(hexed, "messages")] == ["2"]
+    assert record_parts(hexed)[0][0].startswith("70 6c 61")
 
     newest = cells(get(site, "/topics/browse/messages?count=2").text, "messages")
     assert [r[1] for r in newest] == ["2", "1"]  # the newest first
@@ -106,19 +114,16 @@ def test_message_browser_reads_every_partition_by_time(site: Site) -> None:
     page = get(site, "/topics/spread/messages?start=beginning")
     rows = cells(page.text, "messages")
     # In the order they were written (by timestamp, then partition and offset).
-    assert sorted(r[4] for r in rows) == sorted(f"textm{i}" for i in range(9))
+    assert sorted(line for line, _ in record_parts(page.text)) == sorted(f"m{i}" for i in range(9))
     stamps = [r[2] for r in rows]
     assert stamps == sorted(stamps)
     assert "3 partitions; 9 messages shown." in " ".join(page.text.split())
     newest = cells(get(site, "/topics/spread/messages?count=4").text, "messages")
     assert len(newest) == 4 and all(r[2] >= stamps[4] for r in newest)
     assert [r[2] for r in newest] == sorted((r[2] for r in newest), reverse=True)
-    one = cells(get(site, "/topics/spread/messages?partition=1&start=beginning").text, "messages")
-    assert [(r[0], r[1], r[4]) for r in one] == [
-        ("1", "0", "textm1"),
-        ("1", "1", "textm4"),
-        ("1", "2", "textm7"),
-    ]
+    one = get(site, "/topics/spread/messages?partition=1&start=beginning").text
+    assert [(r[0], r[1]) for r in cells(one, "messages")] == [("1", "0"), ("1", "1"), ("1", "2")]
+    assert [line for line, _ in record_parts(one)] == ["m1", "m4", "m7"]
 
 
 @pytest.mark.parametrize(
@@ -161,7 +166,7 @@ def test_group_page_shows_lag_per_partition_and_a_chart(site: Site) -> None:
     second = get(site, "/groups/lag-group")
     assert '<svg id="lag-chart"' in second.text and "<polyline" in second.text
     groups = {r[0]: r for r in cells(get(site, "/groups").text, "groups")}
-    assert groups["lag-group"][4] == "6"  # the last sample's total lag
+    assert groups["lag-group"][4:] == ["0", "6"]  # no member now; the last sample's lag
     # A page that reloads itself, for watching lag move.
     watched = get(site, "/groups/lag-group?refresh=10")
     assert '<meta http-equiv="refresh" content="10">' in watched.text
@@ -203,8 +208,11 @@ def test_create_produce_and_delete_topic_through_the_forms(site: Site) -> None:
     )
     assert sent.status == 200
     assert re.search(r"Written to partition 2 at offset 0\.", sent.text)
-    rows = cells(get(site, "/topics/formed/messages?partition=2&start=beginning").text, "messages")
-    assert len(rows) == 1 and "console" in rows[0][4] and rows[0][5] == "source: textform"
+    shown = get(site, "/topics/formed/messages?partition=2&start=beginning").text
+    rows = cells(shown, "messages")
+    assert len(rows) == 1 and rows[0][5] == "1"
+    ((line, full),) = record_parts(shown)
+    assert "console" in line and full.endswith("source: textform")
 
     # A partition the topic lacks is the person's mistake; a topic that does not
     # exist is not created by producing to it (brokerlite creates on demand).
@@ -267,7 +275,9 @@ def test_acls_listed_created_and_deleted(site: Site) -> None:
 
 
 def test_cli_console_serves_a_cluster(site: Site, tmp_path: object) -> None:
-    """``trafka console`` in its own process, against the shared broker."""
+    """``trafka console`` in its own process, against the shared broker; with
+    ``--access-log`` each request is a line in the combined log format (Common
+    Log Format, then referrer and user agent), stamped as every line is."""
     import socket
 
     with socket.socket() as s:
@@ -283,6 +293,7 @@ def test_cli_console_serves_a_cluster(site: Site, tmp_path: object) -> None:
             site.bootstrap,
             "--listen",
             f"127.0.0.1:{port}",
+            "--access-log",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -305,6 +316,35 @@ def test_cli_console_serves_a_cluster(site: Site, tmp_path: object) -> None:
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err.decode()
     assert f"trafka console on http://127.0.0.1:{port}/" in err.decode()
+    when = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"
+    clf = r'127\.0\.0\.1 - - \[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\] "GET /topics HTTP/1\.1" 200 \d+ '
+    line = rf'^{when} INFO trafka\.console\.access: {clf}"-" "Python-urllib/[\d.]+"$'
+    found = re.findall(line, err.decode(), re.MULTILINE)
+    assert len(found) == 1, err.decode()  # the one page asked for, once
+
+
+def test_no_access_log_unless_asked(site: Site, caplog: pytest.LogCaptureFixture) -> None:
+    """The access log is off by default: pages served, no line. On, a field a
+    client sends cannot end its field or forge a line: quotes are escaped."""
+    import dataclasses
+
+    from trafka.console import ConsoleSettings
+
+    caplog.set_level(logging.DEBUG, logger="trafka.console")
+    settings = ConsoleSettings({"bootstrap.servers": site.bootstrap}, "127.0.0.1:0")
+    assert settings.access_log is False
+    with console_in_thread(settings) as there:
+        assert get(there, "/topics").status == 200
+    assert [r for r in caplog.records if r.name == "trafka.console.access"] == []
+    with console_in_thread(dataclasses.replace(settings, access_log=True)) as there:
+        agent = {"User-Agent": 'x" 200 1 "forged'}
+        assert get(there, "/topics?filter=a%22b", headers=agent).status == 200
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "trafka.console.access"]
+    assert re.fullmatch(
+        r'127\.0\.0\.1 - - \[[^]]+\] "GET /topics\?filter=a%22b HTTP/1\.1" 200 \d+ "-" '
+        r'"x\\" 200 1 \\"forged"',
+        line,
+    ), line
 
 
 def test_cli_console_refuses_a_bad_listen_address() -> None:
@@ -366,7 +406,7 @@ def test_the_sampler_records_lag_without_visits(site: Site) -> None:
 
     groups, group = run(go)
     rows = {r[0]: r for r in cells(groups, "groups")}
-    assert rows["sampled-group"][4] == "3"
+    assert rows["sampled-group"][5] == "3"
     assert '<svg id="lag-chart"' in group
 
 
@@ -481,3 +521,69 @@ def test_a_live_member_and_its_assignment(site: Site, protocol: str) -> None:
         [topic, "0", f"reader-{protocol}"],
         [topic, "1", f"reader-{protocol}"],
     ]
+
+
+def test_messages_sort_by_partition_offset_or_timestamp(site: Site) -> None:
+    """The page's rows sort by a column, either way (ties by partition, then
+    offset); the column links carry the rest of the query; a sort the page
+    does not have is a 400 that names it."""
+    create_topics(site, NewTopic("sorted", 3))
+    produce(site, "sorted", [(None, b"s%d" % i, (2 * i) % 3) for i in range(9)])
+    base = "/topics/sorted/messages?start=beginning&count=9"
+
+    def rows(query: str) -> list[tuple[int, int, str]]:
+        return [
+            (int(r[0]), int(r[1]), r[2]) for r in cells(get(site, base + query).text, "messages")
+        ]
+
+    every = rows("")
+    assert len(every) == 9
+    assert rows("&sort=partition") == sorted(every)
+    assert rows("&sort=partition&order=desc") == sorted(every, reverse=True)
+    assert rows("&sort=offset") == sorted(every, key=lambda r: (r[1], r[0]))
+    assert rows("&sort=timestamp&order=desc") == sorted(
+        every, key=lambda r: (r[2], r[0], r[1]), reverse=True
+    )
+    page = get(site, base + "&sort=offset").text
+    link = re.search(r'<a href="([^"]+)" class="sort" id="sort-offset">', page)
+    assert link is not None
+    assert html.unescape(link.group(1)) == "?start=beginning&count=9&sort=offset&order=desc"
+    bad = get(site, base + "&sort=key")
+    assert bad.status == 400 and "sort must be one of partition, offset, timestamp" in bad.text
+
+
+def test_partitions_without_a_commit_are_shown_and_the_total_says_so(site: Site) -> None:
+    """A live member assigned two partitions has committed one: the other's
+    committed offset and lag read "no commit" (kafka-consumer-groups shows
+    "-"; where the member starts depends on its auto.offset.reset), and the
+    total lag says it leaves that partition out, rather than dropping it
+    silently. The groups list shows the group's one member and the same."""
+    from trafka.sdk import TopicPartition, open_consumer
+
+    create_topics(site, NewTopic("half-committed", 2))
+    produce(site, "half-committed", [(None, b"h", i % 2) for i in range(10)])  # 5 each
+    pages: dict[str, Page] = {}
+
+    async def go() -> None:
+        async with open_consumer(
+            "half-committed",
+            bootstrap_servers=site.bootstrap,
+            group_id="half",
+            enable_auto_commit=False,
+        ) as consumer:
+            while len(consumer.assignment()) < 2:
+                await consumer.getmany(timeout_ms=200)
+            await consumer.commit({TopicPartition("half-committed", 0): 2})
+            for path in ("/groups/half", "/groups"):
+                pages[path] = await trio.to_thread.run_sync(get, site, path)
+
+    run(go)
+    group = pages["/groups/half"].text
+    assert [r[:5] for r in cells(group, "lag")] == [
+        ["half-committed", "0", "2", "5", "3"],
+        ["half-committed", "1", "no commit", "5", "no commit"],
+    ]
+    assert re.search(r'<b id="total-lag">3</b>', group)
+    assert 'id="lag-excludes">not counting 1 partition with no commit<' in group
+    listed = {r[0]: r for r in cells(pages["/groups"].text, "groups")}
+    assert listed["half"][4:] == ["1", "3 + 1 no commit"]

@@ -323,11 +323,13 @@ def test_lag_chart_geometry() -> None:
 
 def test_group_rows_carry_the_last_sampled_lag() -> None:
     h = LagHistory()
-    h.record("b", 1.0, {TP("t", 0): 4})
+    h.record("b", 1.0, {TP("t", 0): 4}, no_commit=2)
     rows = model.group_rows(
-        [GroupListing("b", "consumer", "Stable"), GroupListing("a", "", "Empty")], h
+        [GroupListing("b", "consumer", "Stable"), GroupListing("a", "", "Empty")], h, {"b": 3}
     )
-    assert [(g.group_id, lag) for g, lag in rows] == [("a", None), ("b", 4)]
+    assert [(r.group.group_id, r.members) for r in rows] == [("a", None), ("b", 3)]
+    assert rows[0].lag is None
+    assert rows[1].lag is not None and (rows[1].lag.total, rows[1].lag.no_commit) == (4, 2)
 
 
 def test_brokerlite_console_listen_setting() -> None:

@@ -26,6 +26,7 @@ import pytest
 import trio
 from click.testing import CliRunner
 from proxy_helpers import confluent_produce, create, fresh, placement
+from test_proxy_metrics import samples
 
 from trafka.brokerlite import RunningBroker
 from trafka.codec import protocol
@@ -168,7 +169,7 @@ def test_idle_connections_are_closed_and_others_go_on(
             with trio.fail_after(DEADLINE):
                 await closed_by_proxy(silent)
                 await closed_by_proxy(spoke)
-            assert px.statistics.timeouts >= 2
+            assert px.statistics.idle_closed >= 2 and px.statistics.timeouts == 0
             with trio.fail_after(DEADLINE):
                 await produce_beside(px, topic)
 
@@ -209,7 +210,7 @@ def test_a_connection_waiting_for_its_answer_is_not_idle(broker: RunningBroker) 
                 await until(lambda: px.request_budget.used == len(frame) - 4)
             # Several idle periods pass while the answer is owed.
             await trio.sleep(1.0)
-            assert px.statistics.timeouts == 0
+            assert px.statistics.idle_closed == 0
             assert px.request_budget.used == len(frame) - 4
             held.release.set()
             with trio.fail_after(DEADLINE):
@@ -217,7 +218,7 @@ def test_a_connection_waiting_for_its_answer_is_not_idle(broker: RunningBroker) 
                 assert (header.correlation_id, body.error_code) == (7, 0)
                 assert px.request_budget.used == 0
                 await closed_by_proxy(stream)  # then, silent, it is idle
-            assert px.statistics.timeouts == 1
+            assert px.statistics.idle_closed == 1
 
         run(main)
 
@@ -323,10 +324,12 @@ def test_a_lying_size_prefix_allocates_nothing_it_announces(broker: RunningBroke
 def test_a_full_request_budget_pauses_reading_and_fails_nothing(broker: RunningBroker) -> None:
     """queued.max.request.bytes: one connection's request still arriving holds
     nearly the whole budget; the next requests (a raw client's, confluent-kafka's)
-    wait unread (backpressure), then are all served, none refused, once it is in."""
+    wait unread (backpressure), then are all served, none refused, once it is in.
+    The waits are flow control, trafka_proxy_flow_control_total{kind="budget_wait"},
+    not errors."""
     big = api_versions_frame(1, software="a" * 4000)
     limit = len(big) - 4 + 10  # no room for another request beside it
-    with proxy(broker, queued_max_request_bytes=limit) as px:
+    with proxy(broker, queued_max_request_bytes=limit, metrics_listen="127.0.0.1:0") as px:
         budget = px.request_budget
         topic = two_partitions(broker)
 
@@ -354,13 +357,23 @@ def test_a_full_request_budget_pauses_reading_and_fails_nothing(broker: RunningB
 
         run(main)
         assert len(placement(broker.bootstrap_servers, topic, 2)) == 50
+        scraped = metric_samples(px)
+        assert scraped[("trafka_proxy_flow_control_total", (("kind", "budget_wait"),))] >= 2
+        assert {v for (name, _), v in scraped.items() if name == "trafka_proxy_errors_total"} == {0}
+
+
+def metric_samples(px: RunningProxy) -> dict[Any, float]:
+    assert px.metrics_address is not None
+    host, port = px.metrics_address
+    return samples(f"http://{host}:{port}/metrics")
 
 
 def test_a_request_larger_than_the_whole_budget_goes_alone(broker: RunningBroker) -> None:
     """As Kafka's memory pool and brokerlite: a request larger than
-    queued.max.request.bytes is not refused; it is read when nothing else is."""
+    queued.max.request.bytes is not refused; it is read when nothing else is
+    (nothing waited: no budget_wait)."""
     big = api_versions_frame(1, software="a" * 2000)
-    with proxy(broker, queued_max_request_bytes=100) as px:
+    with proxy(broker, queued_max_request_bytes=100, metrics_listen="127.0.0.1:0") as px:
 
         async def main() -> None:
             stream = await trio.open_tcp_stream(*px.address)
@@ -372,3 +385,5 @@ def test_a_request_larger_than_the_whole_budget_goes_alone(broker: RunningBroker
                 await until(lambda: px.request_budget.used == 0)
 
         run(main)
+        waits = ("trafka_proxy_flow_control_total", (("kind", "budget_wait"),))
+        assert metric_samples(px)[waits] == 0

@@ -6,6 +6,7 @@ through the proxy before it."""
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import subprocess
@@ -68,6 +69,11 @@ def test_the_proxy_stops_cleanly_on_a_signal(tmp_path: Path, signum: signal.Sign
         text = log.read_text()
         assert f"received {signum.name}, shutting down" in text, text
         assert "proxy stopped" in text, text
+        # Every line says when, as brokerlite's do (issue #62): time to the ms,
+        # level, logger.
+        stamped = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ trafka\.[\w.]+: ")
+        assert [line for line in text.splitlines() if not stamped.match(line)] == []
+        assert re.search(r"^\S+ \S+ INFO trafka\.proxy: proxy on ", text, re.MULTILINE), text
         # The listener is closed: its port can be bound again.
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))

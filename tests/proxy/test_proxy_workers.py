@@ -519,6 +519,10 @@ def test_a_worker_that_cannot_start_stops_the_proxy_with_its_error(tmp_path: Pat
     for pid in re.findall(r"worker \d started \(pid (\d+)\)", done.stderr):
         with pytest.raises(ProcessLookupError):
             os.kill(int(pid), 0)
+    # The supervisor's lines and each worker's say when, as brokerlite's do.
+    when = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"
+    assert re.search(rf"^{when} INFO trafka\.proxy: worker \d started", done.stderr, re.M)
+    assert re.search(rf"^{when} ERROR trafka\.proxy: \[worker \d\] cannot start", done.stderr, re.M)
 
 
 def test_the_workers_stop_when_their_supervisor_is_killed(tmp_path: Path) -> None:

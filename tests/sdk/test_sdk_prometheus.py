@@ -120,3 +120,119 @@ def test_the_admin_client_serves_its_metrics_too(broker: RunningBroker) -> None:
     status, text = anyio.run(main, backend="trio")
     assert status == 200
     assert any(labels == (("client_id", "a1"),) for _, labels in samples(text))
+
+
+def test_record_retry_counts_records_and_a_retry_is_no_error(broker: RunningBroker) -> None:
+    """Java's ``record-retry-total`` counts the records of each batch sent again
+    (Sender.reenqueueBatch), ``record-error-total`` the records that failed for
+    good. Five records in one batch meet NOT_ENOUGH_REPLICAS (retriable:
+    min.insync.replicas 2 on one broker, acks=all) until the topic allows 1:
+    the retries count five records each, and no record is an error. Then a
+    producer whose delivery timeout passes while it retries: its records are
+    errors."""
+    topic = fresh("retry")
+    servers = broker.bootstrap_servers
+
+    async def retried_then_written() -> dict[Any, float]:
+        async with open_admin(bootstrap_servers=servers) as admin:
+            await admin.create_topics([NewTopic(topic, 1, 1, {"min.insync.replicas": "2"})])
+            async with open_producer(
+                bootstrap_servers=servers,
+                client_id="retrying",
+                metrics_listen="127.0.0.1:0",
+                acks="all",
+                linger_ms=50,
+                retry_backoff_ms=20,
+            ) as producer:
+                futures = [await producer.send(topic, b"v%d" % i, partition=0) for i in range(5)]
+                while producer.statistics().batch_retries < 2:
+                    await anyio.sleep(0.02)
+                await admin.alter_topic_configs({topic: {"min.insync.replicas": "1"}})
+                for future in futures:
+                    await future
+                _, text = await anyio.to_thread.run_sync(scrape, producer.metrics_address)
+                retries = producer.statistics().batch_retries
+        got = samples(text)
+        got["batches retried"] = retries
+        return got
+
+    async def timed_out() -> dict[Any, float]:
+        async with open_producer(
+            bootstrap_servers=servers,
+            client_id="giving-up",
+            metrics_listen="127.0.0.1:0",
+            acks="all",
+            linger_ms=50,
+            retry_backoff_ms=20,
+            request_timeout_ms=500,
+            delivery_timeout_ms=1000,
+        ) as producer:
+            futures = [await producer.send(topic + "-strict", b"v", partition=0) for _ in range(3)]
+            for future in futures:
+                with pytest.raises(Exception):  # noqa: B017 (the kind is the client's)
+                    await future
+            _, text = await anyio.to_thread.run_sync(scrape, producer.metrics_address)
+        return samples(text)
+
+    async def main() -> tuple[dict[Any, float], dict[Any, float]]:
+        with anyio.fail_after(60):
+            first = await retried_then_written()
+            async with open_admin(bootstrap_servers=servers) as admin:
+                await admin.create_topics(
+                    [NewTopic(topic + "-strict", 1, 1, {"min.insync.replicas": "2"})]
+                )
+            return first, await timed_out()
+
+    first, second = anyio.run(main, backend="trio")
+    base = "kafka_producer_producer_metrics"
+    retrying = (("client_id", "retrying"),)
+    assert first["batches retried"] >= 2
+    assert first[(f"{base}_record_retry_total", retrying)] == 5 * first["batches retried"]
+    assert first[(f"{base}_record_error_total", retrying)] == 0
+    assert first[(f"{base}_record_send_total", retrying)] == 5
+    giving_up = (("client_id", "giving-up"),)
+    assert second[(f"{base}_record_error_total", giving_up)] == 3
+    assert second[(f"{base}_record_send_total", giving_up)] == 0
+
+
+def test_records_lag_max_is_unknown_until_a_lag_is_known(broker: RunningBroker) -> None:
+    """records-lag-max is a maximum: with no partition's lag known (assigned,
+    paused, nothing fetched) it is NaN, as Java's Max of no sample, not 0 (which
+    would say "caught up"); once the records are read it is the lag, 0."""
+    import math
+
+    topic = fresh("lagmax")
+    servers = broker.bootstrap_servers
+    name = "kafka_consumer_consumer_fetch_manager_metrics_records_lag_max"
+    key = (name, (("client_id", "lagging"),))
+
+    async def main() -> tuple[float, float]:
+        from trafka.sdk import TopicPartition
+
+        async with open_admin(bootstrap_servers=servers) as admin:
+            await admin.create_topics([NewTopic(topic, 1)])
+        async with open_producer(bootstrap_servers=servers) as producer:
+            for i in range(10):
+                await producer.send(topic, b"v%d" % i, partition=0)
+        tp = TopicPartition(topic, 0)
+        async with open_consumer(
+            bootstrap_servers=servers,
+            client_id="lagging",
+            auto_offset_reset="earliest",
+            metrics_listen="127.0.0.1:0",
+        ) as consumer:
+            consumer.assign([tp])
+            consumer.pause(tp)
+            _, text = await anyio.to_thread.run_sync(scrape, consumer.metrics_address)
+            unknown = samples(text)[key]
+            consumer.resume(tp)
+            got = 0
+            with anyio.fail_after(30):
+                while got < 10:
+                    got += sum(len(r) for r in (await consumer.getmany(timeout_ms=500)).values())
+            _, text = await anyio.to_thread.run_sync(scrape, consumer.metrics_address)
+            return unknown, samples(text)[key]
+
+    unknown, caught_up = anyio.run(main, backend="trio")
+    assert math.isnan(unknown)
+    assert caught_up == 0

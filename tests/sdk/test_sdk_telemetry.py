@@ -572,3 +572,36 @@ async def test_brokerlite_receives_the_producers_metrics(telemetry_broker: Any) 
         names = {m.name for m in pushed.metrics}
         assert "org.apache.kafka.producer.connection.creation.total" in names
         assert all(name.startswith("org.apache.kafka.producer.") for name in names)
+
+
+async def test_the_periodic_subscription_line_is_debug_not_info(
+    telemetry_broker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue #62: a subscription without metrics is asked again every interval
+    (KIP-714), and each answer logged a line at INFO: a service's log filled
+    with it. Each is a DEBUG line now; nothing of the push logs at INFO."""
+    import logging
+
+    from trafka.sdk import open_admin
+
+    caplog.set_level(logging.DEBUG, logger="trafka.sdk.telemetry")
+    bootstrap = telemetry_broker.bootstrap_servers
+    client_id = f"telemetry-log-{uuid.uuid4().hex[:8]}"
+    with anyio.fail_after(30):
+        async with open_admin(bootstrap_servers=bootstrap) as admin:
+            await admin.alter_client_metrics_configs(
+                client_id, {"interval.ms": "100", "match": f"client_id={client_id}"}
+            )
+        async with open_producer(bootstrap_servers=bootstrap, client_id=client_id) as producer:
+
+            def subscriptions() -> int:
+                telemetry = producer.statistics().telemetry
+                return 0 if telemetry is None else telemetry.subscriptions
+
+            while subscriptions() < 3:
+                await anyio.sleep(0.05)
+    lines = [r for r in caplog.records if r.name == "trafka.sdk.telemetry"]
+    registered = [r for r in lines if "registered with client instance id" in r.getMessage()]
+    assert len(registered) >= 3
+    assert {r.levelno for r in registered} == {logging.DEBUG}
+    assert [r.getMessage() for r in lines if r.levelno >= logging.INFO] == []
