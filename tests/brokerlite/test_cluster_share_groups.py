@@ -376,28 +376,46 @@ def test_share_requests_to_a_broker_not_leading_name_the_leader() -> None:
             meta = metadata_m.MetadataRequest(
                 topics=[metadata_m.MetadataRequest.MetadataRequestTopic(name="led")]
             )
-            known, fetched, acked = await raws(
-                cluster, other, (3, 12, meta), share_fetch(0), acknowledge
-            )
-            p = known.topics[0].partitions[0]
-            assert p.leader_id == lead
-            host, port = cluster.node(lead).address
-            for answer in (fetched, acked):
-                assert answer.error_code == ErrorCode.NONE
-                part = answer.responses[0].partitions[0]
-                assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+            async def check(lead: int, other: int) -> int:
+                """Ask ``other`` (and then ``lead``); the leader epoch named."""
+                known, fetched, acked = await raws(
+                    cluster, other, (3, 12, meta), share_fetch(0), acknowledge
+                )
+                p = known.topics[0].partitions[0]
+                assert p.leader_id == lead
+                host, port = cluster.node(lead).address
+                for answer in (fetched, acked):
+                    assert answer.error_code == ErrorCode.NONE
+                    part = answer.responses[0].partitions[0]
+                    assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    current = part.current_leader
+                    assert (current.leader_id, current.leader_epoch) == (lead, p.leader_epoch)
+                    assert [(e.node_id, e.host, e.port) for e in answer.node_endpoints] == [
+                        (lead, host, port)
+                    ]
+                # The leader's answer for a partition it cannot acknowledge (nothing
+                # handed out) names it too, with no endpoints.
+                _, acked = await raws(cluster, lead, share_fetch(0), acknowledge)
+                part = acked.responses[0].partitions[0]
+                assert part.error_code == ErrorCode.INVALID_RECORD_STATE
                 current = part.current_leader
                 assert (current.leader_id, current.leader_epoch) == (lead, p.leader_epoch)
-                assert [(e.node_id, e.host, e.port) for e in answer.node_endpoints] == [
-                    (lead, host, port)
-                ]
-            # The leader's answer for a partition it cannot acknowledge (nothing
-            # handed out) names it too, with no endpoints.
-            _, acked = await raws(cluster, lead, share_fetch(0), acknowledge)
-            part = acked.responses[0].partitions[0]
-            assert part.error_code == ErrorCode.INVALID_RECORD_STATE
-            current = part.current_leader
-            assert (current.leader_id, current.leader_epoch) == (lead, p.leader_epoch)
-            assert acked.node_endpoints == []
+                assert acked.node_endpoints == []
+                return int(p.leader_epoch)
+
+            first_epoch = await check(lead, other)
+            # The leader stops: another leads, at a newer epoch, and says so.
+            await cluster.stop_node(lead)
+            rest = [n for n in cluster.node_ids if n != lead]
+            new = await until(
+                lambda: (
+                    (n := leader(cluster, "led", 0)) in rest
+                    and all(cluster.node(r).broker.cluster.leader("led", 0) == n for r in rest)
+                    and n
+                ),
+                "a new leader for led-0",
+            )
+            assert await check(new, next(n for n in rest if n != new)) > first_epoch
 
     run(flow)
