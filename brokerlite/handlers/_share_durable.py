@@ -1,4 +1,5 @@
-"""ShareFetch and ShareAcknowledge answered only once durable (KIP-932, cluster mode).
+"""ShareFetch and ShareAcknowledge answered only once durable (KIP-932, cluster
+mode), each partition answer naming its leader.
 
 In a cluster the share fetcher's writes go to share coordinators on other
 brokers (:mod:`trafka.brokerlite.shares.persister`). An acknowledgement must not
@@ -16,10 +17,20 @@ Rules:
   (NOT_LEADER_OR_FOLLOWER: the client finds the partition's new leader, and its
   acknowledgements there are refused if the records were delivered again). A
   wait longer than :data:`DURABLE_WAIT_MS` is answered REQUEST_TIMED_OUT.
+* CurrentLeader (:func:`with_leaders`): every partition answer names the
+  partition's leader and leader epoch as this broker knows them (-1 and -1 when
+  it does not: an unknown topic or partition, a topic the principal may not
+  read, no leader). With NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH the
+  leader's endpoint is in NodeEndpoints too, as Kafka's KafkaApis answers them,
+  so the client goes there without asking for metadata (KIP-951's hint). Kafka
+  fills CurrentLeader only with those two errors and otherwise sends the
+  schema's default 0 and 0, which names no leader; brokerlite names the true
+  one (docs/brokerlite.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,11 +38,12 @@ from trafka.brokerlite.shares.persister import SETTLED_WATCH
 from trafka.codec.errors import ErrorCode
 
 from ._base import RequestContext
+from ._util import LEADER_EPOCH
 
 if TYPE_CHECKING:
     from trafka.brokerlite.shares.fetcher import ShareFetcher
 
-__all__ = ["DURABLE_WAIT_MS", "WritesSettled", "when_durable"]
+__all__ = ["DURABLE_WAIT_MS", "WritesSettled", "when_durable", "with_leaders"]
 
 #: The longest an answer waits for its writes (Kafka's request.timeout.ms).
 DURABLE_WAIT_MS = 30_000
@@ -76,3 +88,53 @@ def when_durable(
     if code is not None:
         return refusal(code)
     return WritesSettled(ctx.shares, answer, after, refusal, ctx.now_ms + DURABLE_WAIT_MS)
+
+
+_LEADERSHIP = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
+_UNNAMED = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+
+
+def with_leaders(ctx: RequestContext, answer: Any) -> Any:
+    """A ShareFetch or ShareAcknowledge ``answer`` with CurrentLeader set in each
+    partition answer, and NodeEndpoints (see the module rules)."""
+    if answer.error_code != ErrorCode.NONE:
+        return answer
+    kind = type(answer)
+    endpoints: dict[int, Any] = {}
+    topics = []
+    for topic in answer.responses:
+        name = ctx.topic_name(topic.topic_id)
+        parts = []
+        for p in topic.partitions:
+            leader, epoch = -1, -1
+            if name is not None and p.error_code not in _UNNAMED:
+                leader, epoch = _leader(ctx, name, p.partition_index)
+            if leader >= 0 and p.error_code in _LEADERSHIP and ctx.cluster is not None:
+                info = ctx.cluster.broker(leader)
+                if info is not None:
+                    endpoints[leader] = kind.NodeEndpoint(
+                        node_id=leader, host=info.host, port=info.port, rack=info.rack
+                    )
+            current = kind.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+            parts.append(dataclasses.replace(p, current_leader=current))
+        topics.append(dataclasses.replace(topic, partitions=parts))
+    return dataclasses.replace(
+        answer,
+        responses=topics,
+        node_endpoints=[*answer.node_endpoints, *(endpoints[n] for n in sorted(endpoints))],
+    )
+
+
+def _leader(ctx: RequestContext, topic: str, partition: int) -> tuple[int, int]:
+    """(leader id, leader epoch) of a partition, -1 for what is not known."""
+    cluster = ctx.cluster
+    if cluster is None:
+        info = ctx.logs.topic(topic)
+        if info is None or not 0 <= partition < info.num_partitions:
+            return -1, -1
+        return ctx.node_id, LEADER_EPOCH  # one node leads everything, never elected again
+    leader = cluster.leader(topic, partition)
+    state = cluster.state(topic, partition)
+    if leader < 0:
+        return -1, -1
+    return leader, state.leader_epoch if state is not None else -1

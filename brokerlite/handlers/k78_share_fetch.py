@@ -31,7 +31,7 @@ from trafka.codec.messages import k78_share_fetch as m
 from ..outcomes import ParkAgain, Parked
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
-from ._share_durable import when_durable
+from ._share_durable import when_durable, with_leaders
 
 if TYPE_CHECKING:
     from trafka.brokerlite.shares.fetcher import PendingFetch, ShareFetcher
@@ -64,7 +64,7 @@ class _ShareFetchWaiter:
         return True
 
     def complete(self, now_ms: int) -> m.ShareFetchResponse | ParkAgain:
-        answer = self._shares.complete(self._pending, now_ms)
+        answer = with_leaders(self._ctx, self._shares.complete(self._pending, now_ms))
         outcome = when_durable(self._ctx, answer, self._mark, self._refusal)
         if isinstance(outcome, m.ShareFetchResponse):
             return outcome
@@ -93,7 +93,7 @@ def handle(ctx: RequestContext, request: m.ShareFetchRequest) -> m.ShareFetchRes
             outcome = shares.complete(outcome, ctx.now_ms)  # an error is answered at once
         outcome = _with_refused(outcome, refused)
     if isinstance(outcome, m.ShareFetchResponse):
-        durable = when_durable(ctx, outcome, mark, refusal)
+        durable = when_durable(ctx, with_leaders(ctx, outcome), mark, refusal)
         if isinstance(durable, m.ShareFetchResponse):
             return durable
         return ctx.park(durable)

@@ -23,7 +23,7 @@ from trafka.codec.messages import k79_share_acknowledge as m
 from ..outcomes import Parked
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
-from ._share_durable import when_durable
+from ._share_durable import when_durable, with_leaders
 
 API_KEY = 79
 MIN_VERSION = 1
@@ -34,7 +34,7 @@ def handle(
     ctx: RequestContext, request: m.ShareAcknowledgeRequest
 ) -> m.ShareAcknowledgeResponse | Parked:
     mark = ctx.shares.writes_mark()
-    answer = _handle(ctx, request)
+    answer = with_leaders(ctx, _handle(ctx, request))
 
     def refusal(code: ErrorCode) -> m.ShareAcknowledgeResponse:
         return error_response(request, ctx.version, code)

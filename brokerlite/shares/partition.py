@@ -30,12 +30,16 @@ Rules and invariants:
   are reached and are never handed out.
 * An acknowledgement (:meth:`acknowledge`) names offset ranges with one type
   per range or one per offset: GAP (0) and REJECT (3) archive, ACCEPT (1)
-  acknowledges, RELEASE (2) makes available again. Every offset named must be
-  in flight, ACQUIRED, and held by the acknowledging member; otherwise nothing
-  at all is changed for the partition (INVALID_RECORD_STATE), as Kafka does.
-  Malformed batches (first after last, ranges out of order or overlapping, a
-  wrong number of types, an unknown type) change nothing either
-  (INVALID_REQUEST).
+  acknowledges, RELEASE (2) makes available again. Malformed batches (first
+  after last, ranges out of order or overlapping, a wrong number of types, an
+  unknown type) are refused first, for the whole request (INVALID_REQUEST).
+  Then each range in order, as Kafka's ``SharePartition.acknowledge`` does:
+  a range wholly below the start offset is done already and ignored; with
+  nothing in flight a range is INVALID_RECORD_STATE; a range reaching past the
+  last offset handed out (``end_offset - 1``) is INVALID_REQUEST; otherwise its
+  offsets from the start offset on must be ACQUIRED by the acknowledging member
+  (those below the start are skipped), else INVALID_RECORD_STATE. The first
+  error is the answer and nothing at all is changed for the partition.
 * A record that is released (by RELEASE, by its lock expiring, or by its
   holder leaving) becomes ARCHIVED instead of AVAILABLE once its delivery count
   has reached the delivery-count limit, so a poison record stops coming back.
@@ -301,7 +305,6 @@ class SharePartition:
         Returns NONE, or the error that left the partition unchanged.
         """
         previous_last = -1
-        plan: list[tuple[int, int, int]] = []
         for first, last, types in batches:
             if first > last or first <= previous_last or first < 0:
                 return ErrorCode.INVALID_REQUEST
@@ -310,13 +313,21 @@ class SharePartition:
             if any(t not in _ACK_TYPES for t in types):
                 return ErrorCode.INVALID_REQUEST
             previous_last = last
-            if len(types) == 1:
-                plan.append((first, last, types[0]))
-            else:
-                plan.extend(_ranges_of(first, types))
-        for first, last, _ in plan:
-            if not self._held_by(member_id, first, last):
+        plan: list[tuple[int, int, int]] = []
+        for first, last, types in batches:
+            if last < self._start:
+                continue  # done already: ignored
+            if self.end_offset == self._start:
+                return ErrorCode.INVALID_RECORD_STATE  # nothing in flight to find it in
+            if last >= self.end_offset:
+                return ErrorCode.INVALID_REQUEST  # past the last offset handed out
+            low = max(first, self._start)
+            if not self._held_by(member_id, low, last):
                 return ErrorCode.INVALID_RECORD_STATE
+            if len(types) == 1:
+                plan.append((low, last, types[0]))
+            else:
+                plan.extend(_ranges_of(low, types[low - first :]))
         for first, last, ack in plan:
             self._split(first)
             self._split(last + 1)

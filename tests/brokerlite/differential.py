@@ -41,6 +41,7 @@ DROPPED = frozenset(
         "cluster_id",
         "controller_id",
         "error_message",
+        "acknowledge_error_message",
         "host",
         "port",
         "rack",

@@ -13,7 +13,11 @@ Three in-process nodes and a real ZooKeeper:
   and epochs, and the consumer goes on; a heartbeat to another broker is
   answered NOT_COORDINATOR;
 * the share coordinator's requests are answered by the leader of the key's
-  ``__share_group_state`` partition only (NOT_COORDINATOR elsewhere).
+  ``__share_group_state`` partition only (NOT_COORDINATOR elsewhere);
+* ShareFetch and ShareAcknowledge sent to a broker that does not lead the
+  partition are answered NOT_LEADER_OR_FOLLOWER with the partition's leader
+  and leader epoch, and the leader's endpoint (KIP-932's CurrentLeader and
+  NodeEndpoints, as KIP-951 for Produce and Fetch).
 """
 
 from __future__ import annotations
@@ -35,7 +39,10 @@ from trafka.brokerlite.groups.replicated_offsets import ReplicatedOffsetStore
 from trafka.brokerlite.shares.coordinator import state_key
 from trafka.codec.errors import ErrorCode
 from trafka.codec.framing import FrameReader
+from trafka.codec.messages import k03_metadata as metadata_m
 from trafka.codec.messages import k76_share_group_heartbeat as heartbeat_m
+from trafka.codec.messages import k78_share_fetch as fetch_m
+from trafka.codec.messages import k79_share_acknowledge as ack_m
 from trafka.codec.messages import k85_write_share_group_state as write_m
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import decode_response_frame, encode_request
@@ -72,19 +79,29 @@ def zk_client(zk: str) -> Iterator[KazooClient]:
 
 async def raw(cluster: LocalCluster, node: int, key: int, version: int, body: Any) -> Any:
     """One request to ``node`` on a connection of its own; the decoded answer."""
+    (answer,) = await raws(cluster, node, (key, version, body))
+    return answer
+
+
+async def raws(cluster: LocalCluster, node: int, *requests: tuple[int, int, Any]) -> list[Any]:
+    """``(key, version, body)`` requests to ``node`` one after the other on one
+    connection (a share session lives as long as its connection); the answers."""
     host, port = cluster.node(node).address
-    header = RequestHeader(
-        request_api_key=key, request_api_version=version, correlation_id=1, client_id="test"
-    )
+    answers = []
     stream = await trio.open_tcp_stream(host, port)
     async with stream:
-        await stream.send_all(encode_request(header, body))
         reader = FrameReader()
-        while (frame := reader.next_frame()) is None:
-            data = await stream.receive_some(1 << 16)
-            assert data, f"node {node} closed the connection"
-            reader.feed(data)
-    return decode_response_frame(frame, key, version)
+        for key, version, body in requests:
+            header = RequestHeader(
+                request_api_key=key, request_api_version=version, correlation_id=1, client_id="t"
+            )
+            await stream.send_all(encode_request(header, body))
+            while (frame := reader.next_frame()) is None:
+                data = await stream.receive_some(1 << 16)
+                assert data, f"node {node} closed the connection"
+                reader.feed(data)
+            answers.append(decode_response_frame(frame, key, version))
+    return answers
 
 
 def leader(cluster: LocalCluster, topic: str, partition: int) -> int:
@@ -289,5 +306,116 @@ def test_the_share_coordinator_answers_only_for_the_keys_it_leads() -> None:
             assert coordinator is not None
             state = coordinator.state("g", str(tid), 0)
             assert state is not None and (state.start, state.runs) == (7, ((7, 11, 0, 1),))
+
+    run(flow)
+
+
+def test_share_requests_to_a_broker_not_leading_name_the_leader() -> None:
+    """KIP-932: a share-partition lives on its partition's leader. A ShareFetch
+    or ShareAcknowledge naming a partition the broker does not lead is answered
+    NOT_LEADER_OR_FOLLOWER for that partition, with CurrentLeader set to the
+    partition's leader and leader epoch and the leader's endpoint in
+    NodeEndpoints ("Endpoints for all current leaders enumerated in PartitionData
+    with error NOT_LEADER_OR_FOLLOWER", the ShareFetch/ShareAcknowledge response
+    schemas; Kafka's KafkaApis fills both for that error). The leader and epoch
+    are those the broker's Metadata answer gives; the leader's own answers name
+    it too (brokerlite's choice where Kafka sends the schema's default 0 and 0,
+    docs/brokerlite.md), without endpoints."""
+
+    async def flow() -> None:
+        async with serve_cluster(3, **SETTINGS) as cluster:
+            bs = cluster.bootstrap_servers
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics([NewTopic("led", 1, 3)])
+            await until(lambda: leader(cluster, "led", 0) > 0, "a leader for led-0")
+            lead = leader(cluster, "led", 0)
+            other = next(n for n in cluster.node_ids if n != lead)
+            topic_id = cluster.node(lead).broker.logs.topic("led").topic_id
+            member = "m-" + uuid.uuid4().hex
+            fetch = fetch_m.ShareFetchRequest
+            ack = ack_m.ShareAcknowledgeRequest
+            batch = [ack.AcknowledgementBatch(first_offset=0, last_offset=0, acknowledge_types=[1])]
+
+            def share_fetch(epoch: int) -> tuple[int, int, Any]:
+                part = fetch.FetchPartition(partition_index=0)
+                return (
+                    78,
+                    1,
+                    fetch(
+                        group_id="g",
+                        member_id=member,
+                        share_session_epoch=epoch,
+                        max_wait_ms=0,
+                        min_bytes=1,
+                        max_bytes=1 << 20,
+                        max_records=10,
+                        batch_size=10,
+                        topics=[fetch.FetchTopic(topic_id=topic_id, partitions=[part])],
+                    ),
+                )
+
+            acknowledge = (
+                79,
+                1,
+                ack(
+                    group_id="g",
+                    member_id=member,
+                    share_session_epoch=1,
+                    topics=[
+                        ack.AcknowledgeTopic(
+                            topic_id=topic_id,
+                            partitions=[
+                                ack.AcknowledgePartition(
+                                    partition_index=0, acknowledgement_batches=batch
+                                )
+                            ],
+                        )
+                    ],
+                ),
+            )
+            meta = metadata_m.MetadataRequest(
+                topics=[metadata_m.MetadataRequest.MetadataRequestTopic(name="led")]
+            )
+
+            async def check(lead: int, other: int) -> int:
+                """Ask ``other`` (and then ``lead``); the leader epoch named."""
+                known, fetched, acked = await raws(
+                    cluster, other, (3, 12, meta), share_fetch(0), acknowledge
+                )
+                p = known.topics[0].partitions[0]
+                assert p.leader_id == lead
+                host, port = cluster.node(lead).address
+                for answer in (fetched, acked):
+                    assert answer.error_code == ErrorCode.NONE
+                    part = answer.responses[0].partitions[0]
+                    assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    current = part.current_leader
+                    assert (current.leader_id, current.leader_epoch) == (lead, p.leader_epoch)
+                    assert [(e.node_id, e.host, e.port) for e in answer.node_endpoints] == [
+                        (lead, host, port)
+                    ]
+                # The leader's answer for a partition it cannot acknowledge (nothing
+                # handed out) names it too, with no endpoints.
+                _, acked = await raws(cluster, lead, share_fetch(0), acknowledge)
+                part = acked.responses[0].partitions[0]
+                assert part.error_code == ErrorCode.INVALID_RECORD_STATE
+                current = part.current_leader
+                assert (current.leader_id, current.leader_epoch) == (lead, p.leader_epoch)
+                assert acked.node_endpoints == []
+                return int(p.leader_epoch)
+
+            first_epoch = await check(lead, other)
+            # The leader stops: another leads, at a newer epoch, and says so.
+            await cluster.stop_node(lead)
+            rest = [n for n in cluster.node_ids if n != lead]
+            new = await until(
+                lambda: (
+                    (n := leader(cluster, "led", 0)) in rest
+                    and all(cluster.node(r).broker.cluster.leader("led", 0) == n for r in rest)
+                    and n
+                ),
+                "a new leader for led-0",
+            )
+            assert await check(new, next(n for n in rest if n != new)) > first_epoch
 
     run(flow)

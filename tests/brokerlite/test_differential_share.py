@@ -34,23 +34,17 @@ def _until(talk: Talk, ask: Any, done: Any, *, timeout: float = 120.0) -> Any:
 
 @pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
 @pytest.mark.compat("Protocol", "ShareFetch/ShareAcknowledge")
-def test_share_acknowledgements(kafka4: Any, peer: Any, request: Any) -> None:
+def test_share_acknowledgements(kafka4: Any, peer: Any) -> None:
     """A share group's member (its id made by the client, KIP-1082) is assigned
     the topic's partition; ShareFetch acquires the records (from the earliest,
     ``share.auto.offset.reset=earliest``); acknowledging offsets it does not hold
     (never handed out, past the in-flight window) is INVALID_REQUEST for that
     partition; accepting a held record succeeds, and accepting it again (now
     below the start offset) is ignored; a wrong share session epoch is
-    INVALID_SHARE_SESSION_EPOCH. Every partition answer names its leader."""
-    if peer.name == "brokerlite":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="brokerlite differs (docs/brokerlite.md, differences found by the "
-                "differential test): no current_leader in share answers; acknowledging "
-                "offsets past the in-flight window or below the start offset",
-            )
-        )
+    INVALID_SHARE_SESSION_EPOCH. The same rules hold for acknowledgements a
+    ShareFetch carries (AcknowledgeErrorCode), where a range from below the
+    start offset accepts its held offsets and skips the others. Every partition
+    answer names its leader (KIP-932; Kafka's SharePartition.acknowledge)."""
 
     def script(talk: Talk) -> None:
         k = ShareKafka(talk)
@@ -87,6 +81,9 @@ def test_share_acknowledgements(kafka4: Any, peer: Any, request: Any) -> None:
         k.share_ack(group, member, session[0], topic_id, 10, 12, ACCEPT)
         k.share_ack(group, member, session[0] + 1, topic_id, 0, 0, ACCEPT)
         k.share_ack(group, member, session[0] + 2, topic_id, 0, 0, ACCEPT)
-        k.share_ack(group, member, session[0] + 9, topic_id, 1, 1, RELEASE)
+        k.share_fetch(group, member, session[0] + 3, topic_id, [(10, 12, ACCEPT)])
+        k.share_fetch(group, member, session[0] + 4, topic_id, [(0, 0, ACCEPT)])
+        k.share_fetch(group, member, session[0] + 5, topic_id, [(0, 1, ACCEPT)])
+        k.share_ack(group, member, session[0] + 9, topic_id, 2, 2, RELEASE)
 
     check(kafka4, peer, script)

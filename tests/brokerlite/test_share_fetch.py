@@ -230,9 +230,15 @@ def test_acknowledging_what_one_does_not_hold_changes_nothing(core: Any, make_ba
     # b does not hold 0-1: INVALID_RECORD_STATE, and a still holds both.
     response = b.ack({tp: [(0, 1, [ACCEPT])]})
     assert response.responses[0].partitions[0].error_code == ErrorCode.INVALID_RECORD_STATE
-    # One bad range in a request leaves the good one unapplied too.
+    # Every partition answer names the leader: the one node, at epoch 0.
+    leader = response.responses[0].partitions[0].current_leader
+    assert (leader.leader_id, leader.leader_epoch) == (core.broker.node_id, 0)
+    # One bad range in a request leaves the good one unapplied too; a range past
+    # the last offset handed out is INVALID_REQUEST (Kafka's SharePartition).
     response = a.ack({tp: [(0, 0, [ACCEPT]), (5, 6, [ACCEPT])]})
-    assert response.responses[0].partitions[0].error_code == ErrorCode.INVALID_RECORD_STATE
+    assert response.responses[0].partitions[0].error_code == ErrorCode.INVALID_REQUEST
+    response = a.ack({tp: [(0, 0, [ACCEPT]), (1, 1, [RELEASE]), (2, 2, [ACCEPT])]})
+    assert response.responses[0].partitions[0].error_code == ErrorCode.INVALID_REQUEST
     sp = core.broker.shares.share_partition(GROUP, "q", 0)
     assert sp.start_offset == 0 and sp.acquired_count("a") == 2
     # Malformed: a wrong number of types, an unknown type, renew (v2 only).

@@ -414,13 +414,25 @@ INVALID_ACKS: list[tuple[str, list[tuple[int, int, list[int]]], ErrorCode]] = [
     ("already acknowledged", [VALID_PREFIX, (115, 115, [ACCEPT])], ErrorCode.INVALID_RECORD_STATE),
     ("already archived", [VALID_PREFIX, (116, 116, [REJECT])], ErrorCode.INVALID_RECORD_STATE),
     ("available", [VALID_PREFIX, (117, 117, [RELEASE])], ErrorCode.INVALID_RECORD_STATE),
-    ("past the end", [VALID_PREFIX, (120, 120, [ACCEPT])], ErrorCode.INVALID_RECORD_STATE),
-    ("runs past the end", [VALID_PREFIX, (118, 125, [ACCEPT])], ErrorCode.INVALID_RECORD_STATE),
-    ("below the start", [(98, 100, [ACCEPT])], ErrorCode.INVALID_RECORD_STATE),
+    # Kafka: a range reaching past the last offset handed out is INVALID_REQUEST
+    ("past the end", [VALID_PREFIX, (120, 120, [ACCEPT])], ErrorCode.INVALID_REQUEST),
+    ("runs past the end", [VALID_PREFIX, (118, 125, [ACCEPT])], ErrorCode.INVALID_REQUEST),
+    ("from below the start past the end", [(98, 120, [ACCEPT])], ErrorCode.INVALID_REQUEST),
     (
-        "invalid range first",
-        [(99, 99, [ACCEPT]), (102, 103, [ACCEPT])],
+        "below the start, then not held",
+        [(98, 99, [ACCEPT]), (110, 110, [ACCEPT])],
         ErrorCode.INVALID_RECORD_STATE,
+    ),
+    # the first range in error is the answer
+    (
+        "not held, then past the end",
+        [(110, 110, [ACCEPT]), (120, 120, [ACCEPT])],
+        ErrorCode.INVALID_RECORD_STATE,
+    ),
+    (
+        "past the end, then malformed",
+        [(120, 120, [ACCEPT]), (125, 124, [ACCEPT])],
+        ErrorCode.INVALID_REQUEST,
     ),
     (
         "per-offset types over an invalid offset",
@@ -470,8 +482,31 @@ def test_acknowledging_twice_is_refused() -> None:
     assert sp.state_of(4) == (ACKNOWLEDGED, 1, None)
     assert sp.acknowledge(M, [(0, 2, [ACCEPT])]) == ErrorCode.NONE
     assert (sp.start_offset, sp.runs()) == (5, [])
-    # below the start now: still refused
-    assert sp.acknowledge(M, [(0, 0, [ACCEPT])]) == ErrorCode.INVALID_RECORD_STATE
+    # below the start now: done already, so ignored (Kafka's SharePartition.acknowledge
+    # skips a range whose last offset is below the start offset)
+    sp.dirty = False
+    assert sp.acknowledge(M, [(0, 0, [ACCEPT])]) == ErrorCode.NONE
+    assert (sp.start_offset, sp.runs(), sp.dirty) == (5, [], False)
+    # but with nothing in flight, a range from the start on is not found
+    assert sp.acknowledge(M, [(4, 5, [ACCEPT])]) == ErrorCode.INVALID_RECORD_STATE
+    assert sp.acknowledge(M, [(5, 5, [ACCEPT])]) == ErrorCode.INVALID_RECORD_STATE
+
+
+def test_acknowledging_from_below_the_start_skips_the_done_offsets() -> None:
+    """Offsets below the start are skipped; the rest of the range is applied,
+    per-offset types staying with their offsets (Kafka: per-offset acknowledgement
+    skips offsets below the start offset)."""
+    sp = base_partition()
+    assert sp.acknowledge(M, [(97, 101, [REJECT, REJECT, REJECT, ACCEPT, REJECT])]) == (
+        ErrorCode.NONE
+    )
+    assert sp.start_offset == 102
+    assert sp.dirty
+    sp.dirty = False
+    assert sp.acknowledge(M, [(90, 101, [ACCEPT])]) == ErrorCode.NONE
+    assert not sp.dirty
+    assert sp.acknowledge(M, [(90, 103, [ACCEPT])]) == ErrorCode.NONE
+    assert sp.start_offset == 104
 
 
 # -- release, lock expiry, leaving members, delivery-count limit ----------------------
@@ -576,8 +611,9 @@ def test_move_start_forgets_offsets_below_the_log_start() -> None:
     assert runs_of(sp)[0] == (4, 9, ACQUIRED, 1, M, LOCK)
     assert sp.state_of(3) is None
     assert sp.acquired_count(M) == 6
-    assert sp.acknowledge(M, [(3, 4, [ACCEPT])]) == ErrorCode.INVALID_RECORD_STATE
-    assert sp.acknowledge(M, [(4, 4, [ACCEPT])]) == ErrorCode.NONE
+    assert sp.acknowledge(M, [(3, 4, [ACCEPT])]) == ErrorCode.NONE  # 3: forgotten, skipped
+    assert sp.start_offset == 5
+    assert sp.acknowledge(M, [(5, 5, [ACCEPT])]) == ErrorCode.NONE
     check_structure(sp)
 
 
@@ -791,6 +827,7 @@ class Model:
         self.limit = limit
         self.locks = locks
         self.archived_gap = self.archived_batch = False  # by the last acquire_new
+        self.changed = False  # by the last acknowledge
 
     def advance(self) -> None:
         while self.start < self.end and self.recs[self.start][0] in DONE:
@@ -865,7 +902,7 @@ class Model:
         return self.merged(got)
 
     def acknowledge(self, member: str, batches: list[tuple[int, int, list[int]]]) -> ErrorCode:
-        plan: list[tuple[int, int]] = []
+        self.changed = False
         previous = -1
         for first, last, types in batches:
             if first > last or first <= previous or first < 0:
@@ -875,12 +912,23 @@ class Model:
             if any(t not in (GAP, ACCEPT, RELEASE, REJECT) for t in types):
                 return ErrorCode.INVALID_REQUEST
             previous = last
-            for o in range(first, last + 1):
-                plan.append((o, types[0] if len(types) == 1 else types[o - first]))
-        for o, _ in plan:
-            rec = self.recs.get(o) if self.start <= o < self.end else None
-            if rec is None or rec[0] != ACQUIRED or rec[2] != member:
+        # Kafka's SharePartition.acknowledge, one range at a time: a range below
+        # the start is done already (ignored); one past the last offset handed out
+        # is INVALID_REQUEST; inside, every offset from the start on must be held.
+        plan = []
+        for first, last, types in batches:
+            if last < self.start:
+                continue
+            if self.start == self.end:
                 return ErrorCode.INVALID_RECORD_STATE
+            if last >= self.end:
+                return ErrorCode.INVALID_REQUEST
+            for o in range(max(first, self.start), last + 1):
+                rec = self.recs[o]
+                if rec[0] != ACQUIRED or rec[2] != member:
+                    return ErrorCode.INVALID_RECORD_STATE
+                plan.append((o, types[0] if len(types) == 1 else types[o - first]))
+        self.changed = bool(plan)
         for o, ack in plan:
             rec = self.recs[o]
             if ack == RELEASE:
@@ -1081,7 +1129,7 @@ def test_model(data: st.DataObject) -> None:
             assert err == model.acknowledge(member, batches_ack), batches_ack
             if op == "ack_valid":
                 assert err == ErrorCode.NONE
-            must_dirty = err == ErrorCode.NONE and bool(batches_ack)
+            must_dirty = err == ErrorCode.NONE and model.changed
         elif op == "expire":
             must_dirty = sp.expire_locks(now)
             assert must_dirty == model.expire(now)
