@@ -21,14 +21,13 @@ a value that is not bytes or str).
 from __future__ import annotations
 
 import importlib
-import itertools
 import types
 from typing import Any
 
 import pytest
+from unique_names import names as _names
 
 pytestmark = pytest.mark.timeout(240)
-_names = itertools.count()
 POLL_S = 1.0
 ROUNDS = 120  # polls of POLL_S before giving up: generous, for a busy machine
 

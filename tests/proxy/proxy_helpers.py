@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import socket
 import struct
 from collections import Counter
@@ -11,6 +10,7 @@ from typing import Any
 
 import anyio
 import confluent_kafka
+from unique_names import names as _names
 
 from trafka.codec import ErrorCode, KafkaError, protocol
 from trafka.codec.messages import k00_produce as pm
@@ -20,8 +20,6 @@ from trafka.codec.produce_response import ProduceAnswer, read_produce_response
 from trafka.codec.records import decode_batch, encode_batch, iter_batches
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
 from trafka.sdk.partitioners import crc32_partition
-
-_names = itertools.count()
 
 
 def fresh(prefix: str = "px") -> str:

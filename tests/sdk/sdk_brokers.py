@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import uuid
 from collections.abc import Iterator
@@ -10,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
 from trafka.sdk import NewTopic, open_admin, open_producer
-
-_names = itertools.count()
 
 
 def fresh(prefix: str = "t") -> str:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
@@ -15,7 +15,6 @@ from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open
 if TYPE_CHECKING:  # tests/ is not on the path of the drivers that import this
     from kafka_peers import KafkaCluster
 
-_names = itertools.count()
 
 #: The tests' JVMs (drivers, executors, standalone daemons) compile with C1 only
 #: and collect with the serial GC: they live seconds to minutes and run small

@@ -9,7 +9,6 @@ need Spark to retry a task, which ``local[2]`` never does)."""
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.datasource import DataSourceStreamWriter
 from spark_helpers import consume_all, create, fresh, produce, run, stream_of
+from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import ProducerFencedError, TopicPartition, open_admin
@@ -37,8 +37,6 @@ pytestmark = pytest.mark.timeout(300)
 # The faulty writers below run in Spark's Python workers, which cannot import
 # this module: pickle its classes and functions by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-_names = itertools.count()
 
 
 def committed(broker: RunningBroker, topic: str, partitions: int) -> list[bytes]:

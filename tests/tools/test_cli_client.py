@@ -7,7 +7,6 @@ subprocesses to cover pipes.
 
 from __future__ import annotations
 
-import itertools
 import json
 import queue
 import socket
@@ -24,6 +23,7 @@ import anyio.from_thread
 import click
 import pytest
 from click.testing import CliRunner, Result
+from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import open_consumer, open_producer
@@ -32,8 +32,6 @@ from trafka.tools.cli_client import MessageSplitter, OffsetSpec, parse_offset_sp
 from trafka.tools.clikit import compile_format, parse_delimiter, parse_timestamp, record_to_json
 
 pytestmark = pytest.mark.timeout(60)
-
-_names = itertools.count()
 
 
 def fresh(prefix: str) -> str:

@@ -4,19 +4,17 @@ errors caught before any request, and the broker's refusals explained."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
 from trafka.tools.cli import main
 
 pytestmark = pytest.mark.timeout(120)
-
-_names = itertools.count()
 
 
 def fresh(prefix: str) -> str:

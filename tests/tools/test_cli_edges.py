@@ -10,7 +10,6 @@ clear message on stderr, the documented exit status and no traceback.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import signal
 import socket
@@ -23,6 +22,7 @@ from typing import Any
 
 import anyio.from_thread
 import pytest
+from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
 from trafka.codec import ErrorCode
@@ -33,7 +33,6 @@ pytestmark = pytest.mark.timeout(120)
 
 CLI = [sys.executable, "-m", "trafka.tools.cli"]
 HANG_S = 60.0
-_names = itertools.count()
 
 
 def fresh(prefix: str) -> str:

@@ -39,7 +39,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
-import itertools
 import json
 import os
 import re
@@ -61,6 +60,7 @@ import click
 import pytest
 import trio
 from click.testing import CliRunner
+from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker, broker_in_thread
 from trafka.brokerlite.cluster.controller import coordinator_partition
@@ -89,7 +89,6 @@ HANG_S = 30.0
 #: Seconds the commands wait for blocking calls (-m): -e gives up on a partition
 #: it cannot reach after this long.
 M = "2"
-_names = itertools.count()
 
 
 def fresh(prefix: str) -> str:

@@ -5,21 +5,19 @@ failing the command for itself, ``--all``, an unknown group, and usage errors.""
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 from typing import Any
 
 import anyio
 import pytest
 from click.testing import CliRunner, Result
+from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import NewTopic, open_admin, open_consumer
 from trafka.tools.cli import main
 
 pytestmark = pytest.mark.timeout(60)
-
-_names = itertools.count()
 
 
 def fresh(prefix: str) -> str:

@@ -154,7 +154,23 @@ def keep_ours(text: str, token: str) -> str:
             data = [entry for entry in data if token in json.dumps(entry)]
         return json.dumps(data) + "\n"
     lines = text.splitlines()
-    return "\n".join(lines[:1] + [line for line in lines[1:] if token in line]) + "\n"
+    return realign(lines[:1] + [line for line in lines[1:] if token in line])
+
+
+def realign(lines: list[str]) -> str:
+    """A table's lines (cells two spaces or more apart) aligned on their own: the
+    columns' widths no longer depend on the lines cut away (other tests' topics
+    on the shared brokers)."""
+    rows = [re.split(r" {2,}", line.rstrip()) for line in lines]
+    widths: dict[int, int] = {}
+    for row in rows:
+        for i, cell in enumerate(row[:-1]):
+            widths[i] = max(widths.get(i, 0), len(cell))
+    out = [
+        "  ".join(c.ljust(widths[i]) if i < len(row) - 1 else c for i, c in enumerate(row))
+        for row in rows
+    ]
+    return "\n".join(out) + "\n"
 
 
 def _mask_json(data: Any, keys: set[str]) -> Any:

@@ -4,7 +4,6 @@ refusals naming Kafka's error, and where a replica is."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 from typing import Any
@@ -12,14 +11,13 @@ from typing import Any
 import anyio
 import pytest
 from click.testing import CliRunner, Result
+from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import NewTopic, open_admin, open_producer
 from trafka.tools.cli import main
 
 pytestmark = pytest.mark.timeout(120)
-
-_names = itertools.count()
 
 
 def fresh(prefix: str) -> str:

@@ -4,7 +4,6 @@ INVALID_REQUEST with its reason, and CLUSTER_AUTHORIZATION_FAILED explained."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -12,14 +11,13 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner, Result
+from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker, broker_in_thread
 from trafka.tools.cli import main
 from trafka.tools.cli_quotas import format_value
 
 pytestmark = pytest.mark.timeout(120)
-
-_names = itertools.count()
 
 
 def fresh(prefix: str) -> str:

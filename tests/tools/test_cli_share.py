@@ -8,7 +8,6 @@ subprocesses.
 
 from __future__ import annotations
 
-import itertools
 import json
 import signal
 import socket
@@ -18,6 +17,7 @@ from typing import IO, Any
 
 import pytest
 from click.testing import CliRunner, Result
+from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import ShareRecord
@@ -26,7 +26,6 @@ from trafka.tools.cli_share import share_record_to_json
 
 pytestmark = pytest.mark.timeout(60)
 
-_names = itertools.count()
 CLI = [sys.executable, "-m", "trafka.tools.cli"]
 
 

@@ -6,7 +6,6 @@ offsets (AlterShareGroupOffsets) only while the group is empty, and
 
 from __future__ import annotations
 
-import itertools
 import json
 import subprocess
 import sys
@@ -14,13 +13,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
 from trafka.tools.cli import main
 
 pytestmark = pytest.mark.timeout(90)
-
-_names = itertools.count()
 
 
 def fresh(prefix: str) -> str:

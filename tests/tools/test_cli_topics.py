@@ -9,20 +9,18 @@ KIP-455 (replicas being added by a reassignment)."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from typing import Any
 
 import pytest
 import trio
 from click.testing import CliRunner, Result
+from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import open_admin, open_producer
 from trafka.tools.cli import main
 from trafka.tools.topic_health import REPORTS, PartitionState, min_isr_of, reports_matching
-
-_names = itertools.count()
 
 
 def fresh(prefix: str) -> str:

@@ -5,7 +5,6 @@ calls it is built on."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import threading
 
@@ -13,14 +12,13 @@ import anyio
 import anyio.to_thread
 import pytest
 from click.testing import CliRunner, Result
+from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import NewTopic, ProducerFencedError, open_admin, open_producer
 from trafka.tools.cli import main
 
 pytestmark = pytest.mark.timeout(60)
-
-_names = itertools.count()
 
 
 def fresh(prefix: str) -> str:
