@@ -128,7 +128,8 @@ class Producer:
                 self._group = self._batch = None
             self._unserved -= len(group)
         for entry in group:
-            self._report_one(*entry)
+            if entry[1] is not None:  # a record without a report needs nothing more
+                self._report_one(*entry)
 
     def _report_one(
         self,
@@ -143,10 +144,9 @@ class Producer:
         error = future.exception()
         if error is not None:
             msg = Message(topic, partition, -1001, key, value, _headers(headers), error_of(error))
-            if report is not None:
-                report(msg.error(), msg)
+            report(msg.error(), msg)
             return
-        if report is None or self._only_errors:
+        if self._only_errors:
             return
         md = future.result()
         stamp = (TIMESTAMP_CREATE_TIME, md.timestamp)
