@@ -420,8 +420,8 @@ class Producer(Hostable):
 
             future = producer.try_send(topic, value) or await producer.send(topic, value)
 
-        Taken: a bytes value, with no key or a bytes key (when the partitioner
-        is the default ``murmur2``), under the default serializers, whose
+        Taken: a bytes value, with no key or a bytes key (under any named
+        partitioner but ``roundrobin``), under the default serializers, whose
         partition has an open batch with room for it, within ``buffer.memory``
         and, for a transactional producer, inside a transaction. None: anything
         else, such as a batch to open (:meth:`send` opens it and lets the sender

@@ -126,8 +126,8 @@ class ProducerCore:
         txn: the transaction manager (an idempotent producer's id too).
         metadata: the metadata cache.
         transactional: a ``transactional.id`` is set.
-        hot_path: :meth:`append_hot` can take records (bytes values under the
-            sticky partitioner, with batches that fit every limit, and no
+        hot_path: :meth:`append_hot` can take records (bytes values under a
+            named partitioner other than ``roundrobin``, with batches that fit every limit, and no
             interceptors).
         closed: closed; nothing is appended any more.
         fatal: the error every append fails with from now on, or None.
@@ -203,26 +203,23 @@ class ProducerCore:
         fits = config.batch_size + RECORD_MEMORY_OVERHEAD <= min(
             config.max_request_size - BATCH_OVERHEAD, config.buffer_memory
         )
+        # Records a named partitioner places without a counter (a key hash, a
+        # random choice) find their partition's open batch by its pick: per
+        # topic, the batches indexed by partition (dropped when the count changes).
+        self._keyed_batches: dict[str, list[ProducerBatch | None]] = {}
+        metadata.resize_listeners.append(self.forget_keyed_batches)
+        named = isinstance(config.partitioner, str) and info is not None  # not a callable
+        slots = named and self._raw_keys and info.null_keys != "roundrobin"  # type: ignore[union-attr]
         # Interceptors (and spans) see every record in send(): none takes the hot path.
-        self.hot_path = (
-            self._sticky
+        self.hot_path = bool(
+            (self._sticky or slots)
             and self._raw_values
             and fits
             and not config.interceptor_classes
             and not traced(config)
         )
-        # Keyed bytes records too, when the partition is Java's murmur2 of the key:
-        # per topic, the batch each partition is filling, indexed by partition (the
-        # list's length is the topic's partition count; the metadata drops the list
-        # when that count changes).
-        self._keyed_batches: dict[str, list[ProducerBatch | None]] = {}
-        metadata.resize_listeners.append(self.forget_keyed_batches)
-        self._hot_keyed = (
-            self.hot_path
-            and self._raw_keys
-            and isinstance(config.partitioner, str)  # not a callable named murmur2
-            and self._partitioner.name == "murmur2"
-        )
+        self._hot_slots = bool(slots and self.hot_path)
+        self._hot_keyed = self._hot_slots and self._partitioner.name == "murmur2"
 
     # -- records --------------------------------------------------------------------------
 
@@ -275,7 +272,8 @@ class ProducerCore:
     def append_hot(self, topic: str, value: bytes, key: bytes | None) -> ProducerBatch | bool:
         """A bytes record with no partition, headers or timestamp, appended
         straight to the batch its partition is filling (KIP-480's sticky batch
-        for key-less records, the murmur2 partition's for keyed bytes). Never
+        for key-less records under murmur2, else the batch of the partition the
+        partitioner picks). Never
         waits: a full batch is the caller's to announce (``batch.full``), and
         ``batch.size >= batch.limit`` tells it to look.
 
@@ -290,13 +288,21 @@ class ProducerCore:
         """
         if self.closed or self.fatal is not None:
             return False
-        if key is None:
+        if key is None and self._sticky:
             batch = self._sticky_batches.get(topic)
             size = RECORD_OVERHEAD + len(value)
-        elif type(key) is bytes and self._hot_keyed:
+        elif self._hot_slots and (key is None or type(key) is bytes):
             slots = self._keyed_batches.get(topic)
-            batch = murmur2_pick(slots, key) if slots else None
-            size = RECORD_OVERHEAD + len(key) + len(value)
+            if not slots:
+                return True
+            if key is not None and self._hot_keyed:
+                batch = murmur2_pick(slots, key)
+                size = RECORD_OVERHEAD + len(key) + len(value)
+            elif (info := self.metadata.topics.get(topic)) is None:
+                return True
+            else:  # (a random pick without an open batch is drawn again by open_batch)
+                batch = slots[self.pick(topic, key, len(slots), info)[0]]
+                size = RECORD_OVERHEAD + len(value) + (0 if key is None else len(key))
         else:
             return False
         # In a transaction, a batch kept here was opened in this one, so its
@@ -393,9 +399,9 @@ class ProducerCore:
     def _remember(
         self, topic: str, p: int, n: int, key: bytes | None, batch: ProducerBatch
     ) -> None:
-        if key is None:
+        if key is None and self._sticky:
             self._sticky_batches[topic] = batch
-        elif self._hot_keyed and type(key) is bytes:
+        elif self._hot_slots and (key is None or type(key) is bytes):
             slots = self._keyed_batches.get(topic)
             current = self.metadata.topics.get(topic)
             # Only for the count the metadata holds now: it may have changed

@@ -154,7 +154,14 @@ class Consumer:
             self._consumer.getmany, timeout_ms=seconds_to_ms(timeout), max_records=num_messages
         )
         self._served.serve(0)
-        return [self._handed(r) for records in got.values() for r in records]
+        messages: list[Message] = []
+        for records in got.values():
+            messages.extend(map(_message, records))
+            for record in reversed(records):  # the position: after the last record
+                if not isinstance(record, PartitionEOF):
+                    self._positions[(record.topic, record.partition)] = record.offset + 1
+                    break
+        return messages
 
     def _offsets(self, message: Any, offsets: Any) -> dict[_TP, int] | None:
         if message is not None:

@@ -9,6 +9,12 @@ Rules:
 * ``len(producer)`` counts the records produced whose report has not been
   served yet; past ``queue.buffering.max.messages`` (librdkafka's default
   100000) ``produce()`` raises ``BufferError`` at once, as librdkafka's.
+* A record's outcome is awaited per batch, not per record: the records that
+  went into one batch of trafka's producer form a group, and one callback on
+  its first record queues the whole group for ``poll()`` once the batch is
+  done (a record whose batch is not known when ``produce()`` returns is a
+  group of its own). Groups are served in the order their batches finish, so
+  a slow partition holds up no other's reports, as librdkafka's.
 * Keys hash as librdkafka's (``partitioner`` ``consistent_random``) unless
   the configuration says otherwise, so records land where confluent-kafka put
   them.
@@ -16,6 +22,7 @@ Rules:
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Any
@@ -56,6 +63,9 @@ class Producer:
         conf.setdefault("partitioner", "consistent_random")
         self._unserved = 0  # produced, report not served yet
         self._lock = threading.Lock()
+        # The group of records in the batch the last record went into.
+        self._group: list[tuple[Any, ...]] | None = None
+        self._batch: Any = None
         try:
             self._producer = _Producer(translate_config(conf, self._served))
         except Exception as exc:
@@ -99,20 +109,44 @@ class Producer:
             with self._lock:
                 self._unserved -= 1
             raise KafkaException(error_of(exc)) from None
-        record = (topic, partition, key_bytes, value_bytes, headers)
-        future.add_done_callback(lambda f: self._served.put(self._deliver, f, report, record))
-
-    def _deliver(self, future: Any, report: Any, record: tuple[Any, ...]) -> None:
+        entry = (future, report, topic, partition, key_bytes, value_bytes, headers)
+        handle = future.record_handle()
+        batch = None if handle is None else handle.batch
         with self._lock:
-            self._unserved -= 1
-        topic, partition, key, value, headers = record
+            group = self._group
+            if group is not None and batch is not None and batch is self._batch:
+                group.append(entry)  # served with its batch's group
+                return
+            group = self._group = [entry]
+            self._batch = batch
+        future.add_done_callback(lambda _: self._served.put(self._deliver, group))
+
+    def _deliver(self, group: list[tuple[Any, ...]]) -> None:
+        """Serve the reports of a group whose batch is done."""
+        with self._lock:
+            if group is self._group:  # no record joins it any more
+                self._group = self._batch = None
+            self._unserved -= len(group)
+        for entry in group:
+            if entry[1] is not None:  # a record without a report needs nothing more
+                self._report_one(*entry)
+
+    def _report_one(
+        self,
+        future: Any,
+        report: Any,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Any,
+    ) -> None:
         error = future.exception()
         if error is not None:
             msg = Message(topic, partition, -1001, key, value, _headers(headers), error_of(error))
-            if report is not None:
-                report(msg.error(), msg)
+            report(msg.error(), msg)
             return
-        if report is None or self._only_errors:
+        if self._only_errors:
             return
         md = future.result()
         stamp = (TIMESTAMP_CREATE_TIME, md.timestamp)
@@ -188,7 +222,10 @@ class Producer:
 
     def __del__(self) -> None:
         producer = getattr(self, "_producer", None)
-        if producer is not None:
+        # Not while the interpreter exits: its loop's thread is stopped by then,
+        # and closing would wait for it forever (a script that ends without
+        # close(), as confluent-kafka's do, would never exit).
+        if producer is not None and not sys.is_finalizing():
             try:
                 producer.close()
             except Exception:

@@ -18,7 +18,7 @@ from trafka.sdk.errors import (
     KafkaConnectionError,
     SerializationError,
 )
-from trafka.sdk.partitioners import murmur2_partition
+from trafka.sdk.partitioners import KEY_HASHES, murmur2_partition
 from trafka.sdk.producer import open_producer
 
 pytestmark = pytest.mark.anyio
@@ -393,16 +393,23 @@ async def test_keyed_hot_path_follows_a_partition_count_change(fake_broker: Fake
     assert [m.partition for m in second] == [murmur2_partition(k, 7) for k in keys]
 
 
+@pytest.mark.parametrize("partitioner", ["murmur2", "consistent_random"])
 async def test_try_send_takes_what_fits_an_open_batch_and_send_the_rest(
-    fake_broker: FakeBroker,
+    fake_broker: FakeBroker, partitioner: str
 ) -> None:
     """The documented loop: try_send, else send. Every record lands once, in
-    order per partition, and try_send takes nearly all of them."""
+    order per partition, where the partitioner puts it (librdkafka's
+    consistent_random: CRC-32 of the key, a random partition without one),
+    and try_send takes nearly all of them."""
     keys = [None if i % 3 else b"k%d" % (i % 5) for i in range(3000)]
+    key_hash = KEY_HASHES["crc32" if partitioner == "consistent_random" else partitioner]
     taken = 0
     with anyio.fail_after(20):
         async with open_producer(
-            bootstrap_servers=fake_broker.bootstrap, batch_size=4096, linger_ms=2
+            bootstrap_servers=fake_broker.bootstrap,
+            batch_size=4096,
+            linger_ms=2,
+            partitioner=partitioner,
         ) as p:
             futures = []
             for i, key in enumerate(keys):
@@ -418,7 +425,7 @@ async def test_try_send_takes_what_fits_an_open_batch_and_send_the_rest(
     sent: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
     for i, (key, md) in enumerate(zip(keys, results, strict=True)):
         if key is not None:
-            assert md.partition == murmur2_partition(key, 3)
+            assert md.partition == key_hash(key, 3)
         sent[md.partition].append(b"v%d" % i)
     for part, values in sent.items():
         assert [r.value for r in fake_broker.records("t", part)] == values
@@ -440,10 +447,10 @@ async def test_try_send_declines_what_needs_send(fake_broker: FakeBroker) -> Non
             assert (await first).offset == 0
         assert p.try_send("one", b"x") is None  # closed
     async with open_producer(
-        bootstrap_servers=fake_broker.bootstrap, partitioner="random", linger_ms=60_000
+        bootstrap_servers=fake_broker.bootstrap, partitioner="roundrobin", linger_ms=60_000
     ) as p:
         await p.send("t", b"v", key=b"k")
-        assert p.try_send("t", b"v", key=b"k") is None  # keys only for murmur2
+        assert p.try_send("t", b"v", key=b"k") is None  # a counter: one pick per record
 
 
 async def test_a_batch_try_send_fills_leaves_without_waiting_for_linger(
