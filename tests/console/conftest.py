@@ -29,6 +29,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         authorizer_class_name=STANDARD_AUTHORIZER,
         allow_everyone_if_no_acl_found=True,
         num_partitions=1,
+        # A generous start: CI's run once took over 30 s here, late in the suite.
+        startup_timeout=120,
     ) as running:
         assert running.console_address is not None
         host, port = running.console_address
