@@ -20,6 +20,7 @@ from __future__ import annotations
 import inspect
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
@@ -58,6 +59,13 @@ class Portal:
         except BaseException:
             self._stack.close()
             raise
+        # A client dropped without close() must not be closed by the garbage
+        # collector on whatever thread it runs in: collecting anyio's portal
+        # would join the loop's thread, which waits for the client's block to be
+        # left, forever (a console's start hung on a test's forgotten client).
+        # The finalizer holds the stack and leaves the block on a thread of its own.
+        self._finalizer = weakref.finalize(self, _close_aside, self._stack)
+        self._finalizer.atexit = False
         # Closing: the async client's block is being left (rebalance listeners may
         # still call in); closed: the loop has stopped.
         self.closing = False
@@ -111,6 +119,7 @@ class Portal:
             if self.closing:
                 return False
             self.closing = True
+        self._finalizer.detach()
         try:
             if exc is None:
                 self._stack.close()
@@ -119,6 +128,11 @@ class Portal:
         finally:
             self.closed = True
         return True
+
+
+def _close_aside(stack: ExitStack) -> None:
+    """Close a dropped client's stack on a daemon thread (see Portal.__init__)."""
+    threading.Thread(target=stack.close, name="trafka-dropped-client", daemon=True).start()
 
 
 def _loop_identity() -> tuple[trio.lowlevel.TrioToken, int, trio.abc.Clock]:
