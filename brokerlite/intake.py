@@ -91,6 +91,7 @@ def admit(
     if key == API_VERSIONS_KEY and (
         not info.supports(version) or version > HANDLERS[key].served(config.protocol_version)[1]
     ):
+        low, high = HANDLERS[key].advertised(config.protocol_version)
         # KIP-511: a version above the broker's (one the codec knows or not) is
         # answered with v0 and the versions we do speak, so the client can retry
         # with one of them (franz-go sends Kafka 4.4's v5 first).
@@ -103,8 +104,8 @@ def admit(
                 api_keys=[
                     api_versions_msg.ApiVersionsResponse.ApiVersion(
                         api_key=key,
-                        min_version=HANDLERS[key].advertised(config.protocol_version)[0],
-                        max_version=HANDLERS[key].advertised(config.protocol_version)[1],
+                        min_version=low,
+                        max_version=high,
                     )
                 ],
             ),
