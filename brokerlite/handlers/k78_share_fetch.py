@@ -159,5 +159,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     feature=SHARE_VERSION,
-    uses="logs shares authorizer purgatory",
+    uses="logs cluster shares authorizer purgatory",
 )

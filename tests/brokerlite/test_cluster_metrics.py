@@ -85,7 +85,7 @@ async def console_lag(cluster: LocalCluster, node: int, group: str) -> dict[tupl
             re.sub(r"<[^>]+>", "", c).strip()
             for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)
         ]
-        if cells[2] != "-":  # a partition assigned without a commit has no lag
+        if cells[2] != "no commit":  # a partition assigned without a commit has no lag
             lags[cells[0], int(cells[1])] = int(cells[4].replace(",", ""))
     return lags
 

@@ -105,8 +105,13 @@ async def test_admin_calls_read_back(kafka: KafkaCluster) -> None:
             assert (await admin.list_offsets({tps[0]: "earliest"}))[tps[0]] == (4, -1)
 
             # Groups: a member commits and leaves; the admin reads, alters, deletes.
+            # No auto commit: its timer would overwrite the commit read back below.
             async with open_consumer(
-                topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest"
+                topic,
+                bootstrap_servers=bs,
+                group_id=group,
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
             ) as consumer:
                 while not consumer.assignment():
                     await consumer.getmany(timeout_ms=100)

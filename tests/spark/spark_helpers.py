@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
@@ -47,7 +46,10 @@ def bytecode_spark_home(where: Path) -> str:
 
 def fresh(prefix: str = "t") -> str:
     """A topic name no other test of this run uses."""
-    return f"{prefix}-{next(_names)}"
+    # Imported here: the drivers that import this module run without tests/ on the path.
+    from unique_names import names
+
+    return f"{prefix}-{next(names)}"
 
 
 def run(fn: Callable[[], Awaitable[Any]]) -> Any:
