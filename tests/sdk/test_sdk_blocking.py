@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
+import trio
 from sdk_brokers import fresh, module_broker
 
 from trafka.brokerlite import RunningBroker
@@ -826,4 +827,37 @@ def test_a_wrong_setting_is_a_config_error_and_leaves_no_thread(broker: RunningB
         Producer(bootstrap_servers=broker.bootstrap_servers, lingr_ms=5)
     with pytest.raises(ConfigError):
         Admin(bootstrap_servers=broker.bootstrap_servers, **{"no.such.key": 1})
+    assert _portal_threads() == before
+
+
+def test_a_client_dropped_in_a_cycle_is_closed_without_holding_up_the_collector(
+    broker: RunningBroker,
+) -> None:
+    """A client dropped without close() inside a reference cycle is freed by the
+    cyclic garbage collector, on whatever thread happens to run it. That thread
+    must not wait for the client's loop (collecting the loop's portal joins its
+    thread, which waits for the client's block to be left): the client is closed
+    on a thread of its own, its loop thread ends, and the collector returns.
+    (The hang was seen with the collector inside another trio loop: a console's.)"""
+    import gc
+
+    before = _portal_threads()
+    admin = Admin(bootstrap_servers=broker.bootstrap_servers)
+    admin.list_topics()
+    loop_thread = admin._loop.thread
+    cycle: list[Any] = [admin]
+    cycle.append(cycle)
+    del admin, cycle
+
+    async def collect() -> None:  # as a broker's or a console's thread would
+        gc.collect()
+
+    collector = threading.Thread(target=trio.run, args=(collect,), name="collector", daemon=True)
+    collector.start()
+    collector.join(60)
+    assert not collector.is_alive(), "the garbage collector waited for the dropped client"
+    for thread in threading.enumerate():
+        if thread.ident == loop_thread:
+            thread.join(60)
+            assert not thread.is_alive(), "the dropped client's loop did not stop"
     assert _portal_threads() == before
