@@ -49,8 +49,13 @@ __all__ = [
 class Portal:
     """A trio loop in a thread, holding one open async client."""
 
-    def __init__(self, opener: Callable[[], AbstractAsyncContextManager[Any]]) -> None:
+    def __init__(
+        self, opener: Callable[[], AbstractAsyncContextManager[Any]], owner: Any = None
+    ) -> None:
+        """``owner``: the blocking client holding this portal, whose ``close()`` is
+        called if it is still open when the interpreter exits (see :func:`_close_at_exit`)."""
         self._stack = ExitStack()
+        self._owner_close = None if owner is None else weakref.WeakMethod(owner.close)
         try:
             self.portal: BlockingPortal = self._stack.enter_context(start_blocking_portal("trio"))
             self.client: Any = self._stack.enter_context(
@@ -66,6 +71,7 @@ class Portal:
         # The finalizer holds the stack and leaves the block on a thread of its own.
         self._finalizer = weakref.finalize(self, _close_aside, self._stack)
         self._finalizer.atexit = False
+        _close_at_exit(self)
         # Closing: the async client's block is being left (rebalance listeners may
         # still call in); closed: the loop has stopped.
         self.closing = False
@@ -120,6 +126,7 @@ class Portal:
                 return False
             self.closing = True
         self._finalizer.detach()
+        _OPEN.discard(self)
         try:
             if exc is None:
                 self._stack.close()
@@ -128,6 +135,41 @@ class Portal:
         finally:
             self.closed = True
         return True
+
+
+#: The portals not yet closed, for :func:`_close_open_portals`.
+_OPEN: weakref.WeakSet[Portal] = weakref.WeakSet()
+_exit_hook: list[bool] = []
+
+
+def _close_at_exit(portal: Portal) -> None:
+    """Have ``portal`` closed when the interpreter exits, if it is still open then.
+
+    A script that ends without close() must still end: the loop's thread is one
+    the interpreter joins at exit (anyio runs it in a ThreadPoolExecutor), and it
+    runs until the client is closed. The hook goes to threading's exit hooks,
+    which run before those threads are joined, in reverse order: registered after
+    concurrent.futures' own (imported by the time a portal exists), it runs first.
+    Closing is what leaving the client's block does: a producer delivers what is
+    queued (within its delivery timeout), a consumer commits as it would on close.
+    """
+    _OPEN.add(portal)
+    if not _exit_hook:
+        _exit_hook.append(True)
+        try:
+            threading._register_atexit(_close_open_portals)  # type: ignore[attr-defined]
+        except RuntimeError:  # the interpreter is already exiting
+            pass
+
+
+def _close_open_portals() -> None:
+    for portal in list(_OPEN):
+        close = None if portal._owner_close is None else portal._owner_close()
+        try:
+            # The client's own close (a producer hands its queue over first).
+            close() if close is not None else portal.close()
+        except Exception:  # exiting: one client's failure must not keep the rest open
+            continue
 
 
 def _close_aside(stack: ExitStack) -> None:

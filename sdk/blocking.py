@@ -190,7 +190,8 @@ class Consumer(Forwarding, Generic[K, V]):
         self._timeout_ms = consumer_timeout_ms
         self._loop_lock = LoopLock()
         self._loop = Portal(
-            lambda: with_loop_lock(open_consumer(config=config, **settings), self._loop_lock)
+            lambda: with_loop_lock(open_consumer(config=config, **settings), self._loop_lock),
+            self,
         )
         self._consumer: AsyncConsumer = self._loop.client
         self._token: trio.lowlevel.TrioToken = self._loop.token
@@ -452,7 +453,7 @@ class Admin(Forwarding):
         # The admin package loads with the first Admin: most scripts never make one (issue #48).
         from .admin import open_admin
 
-        self._loop = Portal(partial(open_admin, config, **settings))
+        self._loop = Portal(partial(open_admin, config, **settings), self)
         self._admin: AsyncAdmin = self._loop.client
 
     def statistics(self) -> AdminStatistics:

@@ -320,7 +320,8 @@ class Producer(Forwarding):
         self._loop = Portal(
             lambda: with_loop_lock(
                 open_producer(config, **settings), self._loop_lock, self._drainer
-            )
+            ),
+            self,
         )
         self._producer: AsyncProducer = self._loop.client
         self._core = self._producer.core  # its hot path, from the sending threads

@@ -60,7 +60,7 @@ class ShareConsumer(Forwarding):
             check_topics("topics", topics)
         self._buffer: collections.deque[ShareRecord] = collections.deque()
         self._timeout_ms = consumer_timeout_ms
-        self._loop = Portal(partial(open_share_consumer, config=config, **settings))
+        self._loop = Portal(partial(open_share_consumer, config=config, **settings), self)
         self._consumer: AsyncShareConsumer = self._loop.client
         if topics:
             try:

@@ -22,7 +22,6 @@ Rules:
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from typing import Any
@@ -219,17 +218,6 @@ class Producer:
         """Not in confluent-kafka (its producer goes with its last reference):
         flush and close trafka's producer."""
         self._producer.close()
-
-    def __del__(self) -> None:
-        producer = getattr(self, "_producer", None)
-        # Not while the interpreter exits: its loop's thread is stopped by then,
-        # and closing would wait for it forever (a script that ends without
-        # close(), as confluent-kafka's do, would never exit).
-        if producer is not None and not sys.is_finalizing():
-            try:
-                producer.close()
-            except Exception:
-                pass
 
 
 def _headers(headers: Any) -> list[tuple[str, bytes | None]] | None:

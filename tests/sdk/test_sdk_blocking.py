@@ -861,3 +861,53 @@ def test_a_client_dropped_in_a_cycle_is_closed_without_holding_up_the_collector(
             thread.join(60)
             assert not thread.is_alive(), "the dropped client's loop did not stop"
     assert _portal_threads() == before
+
+
+_FORGETFUL_SCRIPT = """
+import sys
+from trafka.sdk import TopicPartition
+from trafka.sdk.blocking import Admin, Consumer, Producer
+
+bs, topic, source, group = sys.argv[1:]
+admin = Admin(bootstrap_servers=bs)
+admin.list_topics()
+consumer = Consumer(source, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest")
+taken = 0
+while taken < 5:
+    taken += consumer.getone(timeout_ms=1000) is not None
+producer = Producer(bootstrap_servers=bs, linger_ms=50)
+for i in range(200):
+    producer.send(topic, b"forgotten-%d" % i)
+print("the script ends without close()", flush=True)
+"""
+
+
+def test_a_script_that_never_closes_its_clients_ends_and_loses_nothing(
+    broker: RunningBroker, tmp_path: Any
+) -> None:
+    """A script ends with a producer, a consumer and an admin still open: the
+    interpreter exits (their loops' threads do not hold it), and each is closed as
+    close() would: every record the producer held is in the log, and the consumer
+    commits what it handed out (the 5 records it polled: auto commit on close)."""
+    import subprocess
+    import sys
+
+    bs = broker.bootstrap_servers
+    topic, source, group = _topic(bs), _topic(bs), fresh("forgetful")
+    with Producer(bootstrap_servers=bs) as producer:
+        for i in range(10):
+            producer.send(source, b"%d" % i)
+    script = tmp_path / "forgetful.py"
+    script.write_text(_FORGETFUL_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script), bs, topic, source, group],
+        capture_output=True,
+        text=True,
+        timeout=120,  # a script held open by a client's thread fails here
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ends without close()" in done.stdout
+    values = sorted(v for _, _, v in _read_all(bs, topic))
+    assert values == sorted(b"forgotten-%d" % i for i in range(200))
+    with Admin(bootstrap_servers=bs) as admin:
+        assert admin.list_consumer_group_offsets(group) == {TopicPartition(source, 0): 5}
