@@ -17,6 +17,7 @@ Rules:
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import threading
 import time
@@ -118,6 +119,15 @@ class Portal:
                 return
         raise ClientClosedError(closed)
 
+    def close_as_owner(self) -> None:
+        """Close the client as its blocking owner's close() does (that close, if
+        the owner is still there; else this portal's)."""
+        close = None if self._owner_close is None else self._owner_close()
+        if close is not None:
+            close()
+        else:
+            self.close()
+
     def close(self, exc: BaseException | None = None) -> bool:
         """Leave the async client's block (flushing/committing as it does), then
         stop the thread. Returns False when already closed."""
@@ -145,29 +155,23 @@ _exit_hook: list[bool] = []
 def _close_at_exit(portal: Portal) -> None:
     """Have ``portal`` closed when the interpreter exits, if it is still open then.
 
-    A script that ends without close() must still end: the loop's thread is one
-    the interpreter joins at exit (anyio runs it in a ThreadPoolExecutor), and it
-    runs until the client is closed. The hook goes to threading's exit hooks,
-    which run before those threads are joined, in reverse order: registered after
-    concurrent.futures' own (imported by the time a portal exists), it runs first.
-    Closing is what leaving the client's block does: a producer delivers what is
-    queued (within its delivery timeout), a consumer commits as it would on close.
+    A script that ends without close() must still end: left open, the client's
+    objects are collected while the interpreter finalizes, and collecting the
+    portal waits for a loop thread that no longer runs. An exit hook (atexit's,
+    run while daemon threads still run) closes each open client first, with the
+    client's own close(): a producer delivers what it holds (within its delivery
+    timeout), a consumer commits what it handed out, as on close.
     """
     _OPEN.add(portal)
     if not _exit_hook:
         _exit_hook.append(True)
-        try:
-            threading._register_atexit(_close_open_portals)  # type: ignore[attr-defined]
-        except RuntimeError:  # the interpreter is already exiting
-            pass
+        atexit.register(_close_open_portals)
 
 
 def _close_open_portals() -> None:
     for portal in list(_OPEN):
-        close = None if portal._owner_close is None else portal._owner_close()
         try:
-            # The client's own close (a producer hands its queue over first).
-            close() if close is not None else portal.close()
+            portal.close_as_owner()
         except Exception:  # exiting: one client's failure must not keep the rest open
             continue
 
