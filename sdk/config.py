@@ -612,6 +612,11 @@ class ProducerConfig(ClientConfig):
             KiB: ``buffer.memory`` is 1024 times it.
         batch_num_messages: librdkafka's bound of the records in one batch
             (none by default here: ``batch.size`` bounds batches in bytes).
+        sticky_partitioning_linger_ms: librdkafka's: how long a key-less record's
+            partition is kept under librdkafka's partitioners
+            (``consistent_random``...; :mod:`trafka.sdk.partitioners`), 10 ms
+            by default as there; 0: a random partition per record. Java's
+            ``murmur2`` keeps its own (KIP-480, per batch) and ignores it.
     """
 
     acks: int = _field(-1, _acks, aliases=("request.required.acks",))
@@ -652,6 +657,7 @@ class ProducerConfig(ClientConfig):
     queue_buffering_max_messages: int = _field(0, _int(0, INT32_MAX))
     queue_buffering_max_kbytes: int | None = _field(None, _opt_int(1, INT32_MAX))
     batch_num_messages: int | None = _field(None, _opt_int(1, 1_000_000))
+    sticky_partitioning_linger_ms: int = _field(10, _int(0, 900_000))
 
     def _check(self) -> None:
         super(ProducerConfig, self)._check()

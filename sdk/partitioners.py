@@ -26,6 +26,15 @@ Rules (each partitioner is named after the client that made it the default):
   (all partitions while none is available); keys are ignored.
 * Any callable ``(key, num_partitions, available) -> int`` is accepted.
 
+librdkafka's sticky partitioning (``sticky.partitioning.linger.ms``, 10 ms by
+default there): under librdkafka's partitioners (those above that hash keys,
+but Java's ``murmur2``), a record with a NULL key, or an empty one under
+``consistent_random``/``crc32``, goes to the topic's sticky partition, drawn at
+random among the available ones and drawn again once the linger has passed
+since it was drawn (or at once when it is no longer available); 0 turns it off
+(such records then go where the list above says). ``random`` ignores it, as in
+librdkafka.
+
 "Available" means partitions with a known leader; when none are, every
 partition is a candidate.
 """
@@ -35,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import struct
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -53,6 +63,7 @@ __all__ = [
     "fnv1a_32",
     "fnv1a_partition",
     "get_partitioner",
+    "lingers",
     "murmur2",
     "murmur2_partition",
     "to_positive",
@@ -187,6 +198,14 @@ PARTITIONERS: dict[str, PartitionerInfo] = {
 }
 
 
+def lingers(name: str) -> bool:
+    """Whether librdkafka's ``sticky.partitioning.linger.ms`` applies to the
+    partitioner named ``name``: librdkafka's, which hash keys (not Java's
+    ``murmur2``, sticky per batch; not ``random`` or ``roundrobin``)."""
+    info = PARTITIONERS.get(name)
+    return info is not None and info.key_hash is not None and info.null_keys != "sticky"
+
+
 def _candidates(num_partitions: int, available: Sequence[int]) -> Sequence[int]:
     return available if available else range(num_partitions)
 
@@ -197,19 +216,41 @@ class Partitioner:
     Args:
         spec: a partitioner name (see the module docstring) or a callable
             ``(key, num_partitions, available) -> int``.
+        sticky_linger_ms: librdkafka's ``sticky.partitioning.linger.ms`` (see the
+            module docstring); for the partitioners it does not apply to, ignored.
         rng: the random source (tests pass a seeded one).
+        clock: seconds, monotonic, for that linger (tests pass their own).
 
     Raises:
         ConfigError: unknown partitioner name.
     """
 
-    __slots__ = ("_counters", "_fn", "_keyed", "_null", "_rng", "_sticky", "name")
+    __slots__ = (
+        "_clock",
+        "_counters",
+        "_fn",
+        "_keyed",
+        "_linger",
+        "_null",
+        "_rng",
+        "_sticky",
+        "_timed",
+        "name",
+    )
 
     def __init__(
-        self, spec: str | PartitionFunction = "murmur2", *, rng: random.Random | None = None
+        self,
+        spec: str | PartitionFunction = "murmur2",
+        sticky_linger_ms: int = 0,
+        *,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self._rng = rng or random.Random()
         self._sticky: dict[str, int] = {}
+        self._timed: dict[str, tuple[int, float]] = {}
+        self._clock = clock
+        self._linger = sticky_linger_ms / 1000
         self._counters: dict[str, int] = {}
         self._fn: PartitionFunction | None = None
         if callable(spec):
@@ -225,6 +266,8 @@ class Partitioner:
             raise ConfigError(f"unknown partitioner {spec!r}")
         self._keyed = info.key_hash
         self._null = info.null_keys
+        if not lingers(name):
+            self._linger = 0.0
 
     @property
     def sticky(self) -> bool:
@@ -257,6 +300,8 @@ class Partitioner:
             return p
         keyed = self._keyed
         null = self._null
+        if self._linger and (key is None or (not key and null == "random_if_empty")):
+            return self._timed_sticky(topic, num_partitions, available)
         if keyed is not None:
             if key is not None and (key or null != "random_if_empty"):
                 return keyed(key, num_partitions)
@@ -289,6 +334,20 @@ class Partitioner:
         if self._sticky.get(topic, prev_partition) != prev_partition:
             return
         self._choose_sticky(topic, num_partitions, available, prev_partition)
+
+    def _timed_sticky(self, topic: str, num_partitions: int, available: Sequence[int]) -> int:
+        """librdkafka's sticky partition of ``topic``: kept for the linger after it
+        was drawn, while it is available."""
+        now = self._clock()
+        current = self._timed.get(topic)
+        if current is not None:
+            p, until = current
+            if now < until and p < num_partitions and (not available or p in available):
+                return p
+        cands = _candidates(num_partitions, available)
+        p = cands[self._rng.randrange(len(cands))]
+        self._timed[topic] = (p, now + self._linger)
+        return p
 
     def _choose_sticky(
         self, topic: str, num_partitions: int, available: Sequence[int], avoid: int | None

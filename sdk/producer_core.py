@@ -170,7 +170,7 @@ class ProducerCore:
         )
         self.acc.batch_records = config.batch_num_messages or 0
         self.acc.max_records = config.queue_buffering_max_messages
-        self._partitioner = Partitioner(config.partitioner)
+        self._partitioner = Partitioner(config.partitioner, config.sticky_partitioning_linger_ms)
         self._sticky = self._partitioner.sticky
         # Some partitioners never look at availability; skip computing it.
         info = PARTITIONERS.get(self._partitioner.name)

@@ -179,6 +179,7 @@ _LIBRDKAFKA = frozenset(
     {
         "bootstrap.servers",
         "metadata.broker.list",
+        "sticky.partitioning.linger.ms",
         "client.id",
         "client.rack",
         "request.timeout.ms",

@@ -136,6 +136,54 @@ def test_null_key_rules() -> None:
     assert Partitioner("murmur2_random").partition("t", b"", 8, []) == murmur2_partition(b"", 8)
 
 
+def test_librdkafkas_sticky_partitioning_linger() -> None:
+    """librdkafka's CONFIGURATION.md, ``sticky.partitioning.linger.ms`` (default
+    10): the delay before a new sticky partition is assigned per topic; it affects
+    messages with a NULL key in all cases, and messages with a zero-length key
+    under ``consistent_random``; 0 disables it. Its rdkafka_msg.c: the sticky
+    partition is drawn at random and drawn again at once when it is no longer
+    available; the ``random`` partitioner does not use it."""
+    now = [100.0]
+    parts = range(50)
+
+    def sticky(name: str, seed: int = 3) -> Partitioner:
+        return Partitioner(name, rng=random.Random(seed), sticky_linger_ms=10, clock=lambda: now[0])
+
+    p = sticky("consistent_random")
+    first = p.partition("t", None, 50, parts)
+    assert {p.partition("t", None, 50, parts) for _ in range(20)} == {first}
+    assert p.partition("t", b"", 50, parts) == first  # an empty key, under consistent_random
+    assert p.partition("t", b"foobar", 50, parts) == zlib.crc32(b"foobar") % 50
+    assert p.partition("u", None, 50, parts) is not None  # per topic: t keeps its own
+    now[0] += 0.009
+    assert p.partition("t", None, 50, parts) == first  # within the linger
+    seen = set()
+    for _ in range(20):
+        now[0] += 0.010  # each linger passed: drawn again
+        seen.add(p.partition("t", None, 50, parts))
+    assert len(seen) > 1
+    current = p.partition("t", None, 50, parts)
+    others = [q for q in parts if q != current]
+    assert p.partition("t", None, 50, others) in others  # no longer available: moves now
+    # consistent (crc32): a NULL key is sticky too; an empty key still hashes.
+    c = sticky("consistent")
+    assert c.partition("t", b"", 50, parts) == zlib.crc32(b"") % 50
+    nulls = {c.partition("t", None, 50, parts) for _ in range(5)}
+    assert len(nulls) == 1
+    # murmur2_random: an empty key hashes (only consistent_random spreads empty keys).
+    assert sticky("murmur2_random").partition("t", b"", 8, []) == murmur2_partition(b"", 8)
+    # 0 turns it off: a random partition per record.
+    off = Partitioner("consistent_random", rng=random.Random(1), sticky_linger_ms=0)
+    assert len({off.partition("t", None, 50, parts) for _ in range(50)}) > 1
+    # random ignores it; Java's murmur2 keeps its sticky partition per batch (KIP-480).
+    rnd = sticky("random")
+    assert len({rnd.partition("t", None, 50, parts) for _ in range(50)}) > 1
+    java = sticky("murmur2")
+    first = java.partition("t", None, 50, parts)
+    now[0] += 60
+    assert java.partition("t", None, 50, parts) == first
+
+
 def test_sticky_until_new_batch() -> None:
     p = Partitioner("murmur2", rng=random.Random(7))
     first = p.partition("t", None, 6, range(6))
