@@ -13,6 +13,7 @@ installs them).
 
 from __future__ import annotations
 
+import re
 import resource
 import shutil
 import tempfile
@@ -632,6 +633,12 @@ def test_search_messages_and_go_on(site: Site, browser: Any) -> None:
     wait_for(browser, "#matches")
     ids = [int(v.split('"id": ')[1].split(",")[0]) for v in column(browser, "matches", 4)]
     assert sorted(ids) == [20, 25, 30, 35]  # the newest 20 records looked at
+    # One line a match, as on the messages page, until the row is opened.
+    assert all("\n" not in v for v in column(browser, "matches", 4))
+    browser.find_element(By.CSS_SELECTOR, "#matches summary").click()
+    opened = column(browser, "matches", 4)[0].splitlines()
+    assert opened[1] == "Key TEXT" and re.fullmatch(r"k\d+", opened[2])
+    assert "Value JSON" in opened and '  "needle": true' in opened
     assert browser.find_element(By.ID, "scanned").text == "20"
     assert browser.find_element(By.TAG_NAME, "progress").get_attribute("value") == "20"
     shot(browser, "27-search")
