@@ -57,8 +57,12 @@ Rules and invariants:
   (and is not inside a poll) while ``STABLE``, the member leaves the group
   (LeaveGroup unless static), its partitions are lost, and it rejoins at the
   next poll.
-* Metadata: a change of the subscribed topics, or of their partition counts,
-  since the last JoinGroup makes a ``STABLE`` member rejoin.
+* Metadata: a change of the subscribed topics since the last JoinGroup makes a
+  ``STABLE`` member rejoin; a change of their partition counts only the leader's,
+  from the counts it assigned with (as the Java client: only the leader watches
+  partition counts, and a member that joined before its metadata arrived must
+  not rebalance the group when it does). A static leader the coordinator lets
+  skip the assignment (KIP-345, JoinGroup v9+) still reads the counts first.
 * Commits are queued in call order and leave one at a time, each retried (at
   the head of the queue, so later commits wait) on retriable errors and lost
   connections until its deadline (``default.api.timeout.ms``). A commit that
@@ -166,7 +170,8 @@ class Membership:
         # subscription and metadata
         self._topics: tuple[str, ...] = ()
         self._counts: dict[str, int] = {}
-        self._joined: tuple[tuple[str, ...], dict[str, int]] | None = None
+        self._joined: tuple[str, ...] | None = None
+        self._assigned_with: dict[str, int] | None = None  # the leader's counts
         self._has_subscription = False
         # rebalancing
         self._join_failures = 0
@@ -236,8 +241,10 @@ class Membership:
         """Partition counts for :class:`NeedMetadata`'s topics (the leader's assignment)."""
         if self.phase is not Phase.ASSIGNING:
             return
-        assert self._leading is not None
-        self._send_sync(self._leading.assignments(self.protocol or "range", partition_counts))
+        self._assigned_with = {t: partition_counts.get(t, 0) for t in self._topics}
+        leading = self._leading
+        protocol = self.protocol or "range"
+        self._send_sync({} if leading is None else leading.assignments(protocol, partition_counts))
 
     @property
     def heartbeat_in_flight(self) -> bool:
@@ -449,7 +456,8 @@ class Membership:
             assigned=self._assigned,
             assigned_generation=self._assigned_generation,
         )
-        self._joined = (self._topics, dict(self._counts))
+        self._joined = self._topics
+        self._assigned_with = None
         self.phase = Phase.JOINING
         self.rebalance_latency.start(now)
         self._events.append(
@@ -510,10 +518,12 @@ class Membership:
         self.member_id = body.member_id
         self.generation = body.generation_id
         self.protocol = body.protocol_name
-        if body.leader == body.member_id and not getattr(body, "skip_assignment", False):
-            self._leading = LeaderAssignment.from_join(body.members)
+        if body.leader == body.member_id:
+            skip = getattr(body, "skip_assignment", False)
+            self._leading = None if skip else LeaderAssignment.from_join(body.members)
             self.phase = Phase.ASSIGNING
-            self._events.append(NeedMetadata(self._leading.topics))
+            topics = frozenset(self._topics) if self._leading is None else self._leading.topics
+            self._events.append(NeedMetadata(topics))
         else:
             self._send_sync({})
 
@@ -581,10 +591,10 @@ class Membership:
         self._events.append(Revoke(tps))
 
     def _metadata_changed(self) -> bool:
-        if self._joined is None:
-            return False
-        topics, counts = self._joined
-        return topics != self._topics or any(self._counts.get(t, 0) != n for t, n in counts.items())
+        if self._joined is not None and self._joined != self._topics:
+            return True
+        counts = self._assigned_with or {}
+        return any(self._counts.get(t, 0) != n for t, n in counts.items())
 
     def _on_group_error(self, code: int, what: str, request: GroupRequest, now: float) -> None:
         action = classify(code)

@@ -18,12 +18,21 @@ Rules:
 * Keys hash as librdkafka's (``partitioner`` ``consistent_random``) unless
   the configuration says otherwise, so records land where confluent-kafka put
   them.
+* A producer dropped without ``close()`` (confluent-kafka's goes with its last
+  reference) is flushed and closed by a finalizer on a daemon thread of its
+  own, never on the thread the garbage collector happens to run in: that can
+  be another client's loop thread, where closing cannot reach its own loop
+  (trio refuses a blocking call from a thread running trio, anyio's portal
+  swallows the refusal and waits for its loop's thread forever). Not while the
+  interpreter exits: then the SDK closes every client still open (a script
+  without ``close()`` exits, and its records are delivered).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 from typing import Any
 
 from trafka.sdk.blocking import Producer as _Producer
@@ -69,6 +78,8 @@ class Producer:
             self._producer = _Producer(translate_config(conf, self._served))
         except Exception as exc:
             raise KafkaException(error_of(exc)) from None
+        self._finalizer = weakref.finalize(self, _close_aside, self._producer)
+        self._finalizer.atexit = False
 
     def produce(
         self,
@@ -217,7 +228,20 @@ class Producer:
     def close(self) -> None:
         """Not in confluent-kafka (its producer goes with its last reference):
         flush and close trafka's producer."""
+        self._finalizer.detach()
         self._producer.close()
+
+
+def _close_aside(producer: _Producer) -> None:
+    """Close a dropped producer on a daemon thread (see the module's rules)."""
+
+    def close() -> None:
+        try:
+            producer.close()
+        except Exception:
+            pass  # nobody is left to tell
+
+    threading.Thread(target=close, name="trafka-dropped-producer", daemon=True).start()
 
 
 def _headers(headers: Any) -> list[tuple[str, bytes | None]] | None:

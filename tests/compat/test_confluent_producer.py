@@ -96,3 +96,39 @@ def test_a_producer_script_gets_every_report_and_exits(brokerlite_peer: str) -> 
         "total": n,
         "offsets_unique": True,
     }
+
+
+def test_a_dropped_producer_is_closed_off_the_collecting_thread(brokerlite_peer: str) -> None:
+    """A producer dropped without ``close()`` (confluent-kafka's goes with its last
+    reference) that the garbage collector finalizes on another client's loop
+    thread (one running trio: the collector runs wherever an allocation trips it)
+    is closed, and that thread goes on. Closing it there hung: trio refuses a
+    blocking call from a thread running trio, anyio's portal swallows the
+    refusal and waits for its loop's thread forever (CI: the next scenario's
+    compat AdminClient never started, and its create_topics future timed out)."""
+    import gc
+    import threading
+    import time
+
+    import trio
+
+    from trafka.compat.confluent import Producer
+
+    topic = f"compat-drop-{uuid.uuid4().hex[:10]}"
+    holder = [Producer({"bootstrap.servers": brokerlite_peer})]
+    holder[0].produce(topic, b"delivered", partition=0)
+    assert holder[0].flush(60) == 0
+    inner = holder[0]._producer  # trafka's blocking producer underneath, to watch it close
+
+    async def drop_on_a_trio_thread() -> None:
+        holder.clear()  # the last reference; the producer is in reference cycles,
+        gc.collect()  # so the collector finalizes it, here: in a task of this loop
+
+    thread = threading.Thread(target=trio.run, args=(drop_on_a_trio_thread,), daemon=True)
+    thread.start()
+    thread.join(120)
+    assert not thread.is_alive(), "dropping the producer blocked the thread that collected it"
+    deadline = time.monotonic() + 60
+    while not inner.closed and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert inner.closed

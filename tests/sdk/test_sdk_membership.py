@@ -220,8 +220,8 @@ def test_rebalance_latency_runs_from_the_first_join_to_the_assignment() -> None:
     latency = h.m.rebalance_latency
     assert (latency.count, latency.total, latency.max) == (1, 0.5, 0.5)
     assert latency.take_peak() == 0.5 and latency.take_peak() == 0.0
-    # A second rebalance (the partition count grew) that takes 0.25 s.
-    h.m.set_subscription(["t"], {"t": 6})
+    # A second rebalance (the subscription grew) that takes 0.25 s.
+    h.m.set_subscription(["t", "u"], {"t": 4, "u": 1})
     h.step()
     join = h.take(Kind.JOIN)
     h.now += 0.25
@@ -488,15 +488,70 @@ def test_stale_heartbeat_answer_is_ignored() -> None:
     assert h.m.phase is Phase.STABLE and h.m.owned == T4 and h.pop_events(Lose) == []
 
 
-def test_partition_count_change_triggers_rejoin() -> None:
-    h = Harness()
-    stable(h)
-    h.m.set_subscription(["t"], {"t": 4})
-    assert h.m.phase is Phase.STABLE
-    h.m.set_subscription(["t"], {"t": 6})
-    assert h.m.phase is Phase.PREPARING
+def _join_as_leader(h: Harness, counts: dict[str, int], *, skip: bool = False) -> Any:
+    """Join as the group's leader, answer its NeedMetadata with ``counts``: the SyncGroup."""
     h.step()
-    h.take(Kind.JOIN)
+    join = h.take(Kind.JOIN)
+    meta = h.body(join).protocols[0].metadata
+    member = jg.JoinGroupResponse.JoinGroupResponseMember(member_id="m1", metadata=meta)
+    h.answer(
+        join,
+        jg.JoinGroupResponse(
+            generation_id=1,
+            protocol_name="range",
+            leader="m1",
+            member_id="m1",
+            skip_assignment=skip,
+            members=[member],
+        ),
+    )
+    h.step()
+    assert h.pop_events(NeedMetadata) == [NeedMetadata(frozenset({"t"}))]
+    assert h.none_sent(Kind.SYNC)
+    h.m.assignment_metadata(counts, h.now)
+    h.step()
+    return h.take(Kind.SYNC)
+
+
+def test_only_the_leader_rejoins_when_partition_counts_change() -> None:
+    """As the Java consumer (ConsumerCoordinator: only the leader monitors metadata),
+    against the counts the leader assigned with, not those it knew when it joined:
+    a leader that joined before its metadata arrived (count 0) does not rebalance
+    the group when the metadata it assigned with arrives."""
+    follower = Harness()
+    stable(follower)
+    follower.m.set_subscription(["t"], {"t": 6})
+    assert follower.m.phase is Phase.STABLE
+    leader = Harness(assignors=("range",))
+    leader.m.set_subscription(["t"], {})  # no metadata for "t" yet
+    leader.find()
+    sync = _join_as_leader(leader, {"t": 4})
+    leader.m.set_subscription(["t"], {"t": 4})
+    leader.answer(sync, sg.SyncGroupResponse(assignment=encode_assignment(T4)))
+    leader.step()
+    assert leader.m.phase is Phase.STABLE and leader.none_sent(Kind.JOIN)
+    leader.m.set_subscription(["t"], {"t": 6})
+    assert leader.m.phase is Phase.PREPARING
+    leader.step()
+    assert leader.pop_events(Revoke) == [Revoke(T4)]  # eager (range): revoke, then join
+    leader.m.revoke_done(leader.now)
+    leader.step()
+    leader.take(Kind.JOIN)
+
+
+def test_a_static_leader_that_skips_the_assignment_reads_the_counts_first() -> None:
+    """KIP-345: a static leader rejoining a Stable group is told to skip the
+    assignment (JoinGroup v9+, skip_assignment) and syncs with none; it watches the
+    partition counts it read then, so metadata arriving later is no reason to rejoin."""
+    h = Harness(assignors=("range",), instance_id="i1")
+    h.m.set_subscription(["t"], {})
+    h.find()
+    sync = _join_as_leader(h, {"t": 4}, skip=True)
+    assert h.body(sync).assignments == []
+    h.m.set_subscription(["t"], {"t": 4})
+    h.answer(sync, sg.SyncGroupResponse(assignment=encode_assignment(T4)))
+    h.step()
+    assert h.m.phase is Phase.STABLE and h.m.owned == T4 and h.none_sent(Kind.JOIN)
 
 
 # -- liveness ----------------------------------------------------------------------------------
