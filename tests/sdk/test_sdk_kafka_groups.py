@@ -30,6 +30,7 @@ import pytest
 from kafka_peers import KafkaCluster
 from sdk_brokers import fresh
 
+from trafka.codec import ErrorCode, KafkaError
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
 from trafka.sdk.consumer import Consumer
 
@@ -44,11 +45,24 @@ def anyio_backend() -> str:
 
 
 async def _topics(bs: str, *topics: tuple[str, int]) -> None:
+    """Create the topics and wait until every partition has a leader that answers.
+
+    CreateTopics answers before every broker's metadata has the topic, and
+    ListOffsets fails on a topic the metadata does not have, as Java's admin
+    client does (ListOffsetsHandler does not tolerate unknown topics): so the
+    topics' offsets are asked for again while the brokers do not know them yet."""
     async with open_admin(bootstrap_servers=bs) as admin:
         await admin.create_topics([NewTopic(t, n) for t, n in topics])
-        await admin.list_offsets(
-            {TopicPartition(t, p): "latest" for t, n in topics for p in range(n)}
-        )
+        while True:
+            try:
+                await admin.list_offsets(
+                    {TopicPartition(t, p): "latest" for t, n in topics for p in range(n)}
+                )
+                return
+            except KafkaError as exc:
+                if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    raise
+            await anyio.sleep(0.05)
 
 
 class Revocations:
