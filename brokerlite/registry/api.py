@@ -349,7 +349,10 @@ class Registry:
 
         def decide() -> tuple[Records, Any]:
             self._check_writable(subject)
-            number = reads.version_number(self.state, subject, at, deleted=permanent)
+            latest = at in ("latest", "-1")
+            number = reads.version_number(
+                self.state, subject, at, deleted=permanent or not latest
+            )
             version = self.state.subjects[subject][number]
             if not permanent and version.deleted:
                 raise ApiError(
