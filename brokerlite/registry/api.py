@@ -350,9 +350,7 @@ class Registry:
         def decide() -> tuple[Records, Any]:
             self._check_writable(subject)
             latest = at in ("latest", "-1")
-            number = reads.version_number(
-                self.state, subject, at, deleted=permanent or not latest
-            )
+            number = reads.version_number(self.state, subject, at, deleted=permanent or not latest)
             version = self.state.subjects[subject][number]
             if not permanent and version.deleted:
                 raise ApiError(
