@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -41,6 +42,8 @@ LEVELS = (
 )
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 _WRITE_ATTEMPTS = 5
+
+log = logging.getLogger("trafka.brokerlite.registry")
 
 
 Records = list[tuple[bytes, bytes | None]]
@@ -149,6 +152,7 @@ class Registry:
             ]
             if not lost:
                 return answer
+            log.info("another node wrote %d of these versions first; deciding again", len(lost))
             await self.log.append([(key, None) for key in lost])
             await self.log.catch_up()
         raise ApiError(500, 50001, "Error while registering: other nodes kept writing first")

@@ -569,3 +569,54 @@ def test_avro_serializer_and_deserializer_through_brokerlite(
         finally:
             consumer.close()
     assert got == sent
+
+
+def _order_class() -> Any:
+    """A Protobuf message class built at run time (no generated code, no protoc)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    file = descriptor_pb2.FileDescriptorProto(
+        name=f"order_{next(_names)}.proto", package="shop", syntax="proto3"
+    )
+    message = file.message_type.add(name="Order")
+    message.field.add(name="id", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT64,
+                      label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)  # fmt: skip
+    message.field.add(name="item", number=2, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+                      label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)  # fmt: skip
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_and_json_serializers_round_trip_through_the_registry(url: str) -> None:
+    """confluent-kafka's ProtobufSerializer registers its schema (a serialized
+    descriptor) and its ProtobufDeserializer reads it back by id; the same for
+    JSONSerializer/JSONDeserializer. The framing carries our registry's id."""
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    order = _order_class()
+    topic = f"typed-{next(_names)}"
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    with SchemaRegistryClient({"url": url}) as sr:
+        serializer = ProtobufSerializer(order, sr, {"use.deprecated.format": False})
+        framed = serializer(order(id=7, item="pen"), ctx)
+        schema_id = sr.get_latest_version(f"{topic}-value").schema_id
+        assert framed[0] == 0 and int.from_bytes(framed[1:5], "big") == schema_id
+        assert ProtobufDeserializer(order, {"use.deprecated.format": False}, sr)(
+            framed, ctx
+        ) == order(id=7, item="pen")
+        assert sr.get_latest_version(f"{topic}-value").version == 1
+        json_topic = f"json-{topic}"
+        json_ctx = SerializationContext(json_topic, MessageField.VALUE)
+        schema = obj({"id": {"type": "integer"}, "item": {"type": "string"}}, required=["id"])
+        framed = JSONSerializer(schema, sr)({"id": 3, "item": "cup"}, json_ctx)
+        assert (
+            int.from_bytes(framed[1:5], "big")
+            == sr.get_latest_version(f"{json_topic}-value").schema_id
+        )
+        assert JSONDeserializer(None, schema_registry_client=sr)(framed, json_ctx) == {
+            "id": 3,
+            "item": "cup",
+        }
