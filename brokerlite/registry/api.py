@@ -326,6 +326,11 @@ class Registry:
             if permanent:
                 records: Records = [(IDS_KEY, dumps({"max_id": self.state.max_id}))]
                 records += [(v.key, None) for v in every.values()]
+                # The subject's own config and mode go with it.
+                if subject in self.state.configs:
+                    records.append((config_key(subject), None))
+                if subject in self.state.modes:
+                    records.append((mode_key(subject), None))
                 return records, sorted(every)
             return [self._soft(subject, n) for n in live], live
 

@@ -183,7 +183,9 @@ def test_soft_and_permanent_deletes(
     assert s not in fresh.get_subjects()
     assert s in raw(url, "GET", "/subjects?deleted=true")[1]
     assert error_of(lambda: fresh.delete_subject(s)) == (404, 40404)
+    fresh.set_compatibility(s, "FULL")
     assert fresh.delete_subject(s, permanent=True) == [2]
+    assert raw(url, "GET", f"/config/{s}")[1]["error_code"] == 40408
     assert error_of(lambda: fresh.get_versions(s)) == (404, 40401)
     assert error_of(lambda: fresh.get_schema(id2)) == (404, 40403)
     new = fresh.register_schema(
