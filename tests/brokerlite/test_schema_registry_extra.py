@@ -20,10 +20,12 @@ def test_missing_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.setitem(sys.modules, "fastavro", None)
     reason = missing()
     assert reason is not None and "fastavro" in reason and "trafka[schemas]" in reason
-    with pytest.raises(BrokerError, match=r"trafka\[schemas\]"):
-        with broker_in_thread(port=0, host="127.0.0.1", data_dir=tmp_path,
-                              schema_registry_listen="127.0.0.1:0"):  # fmt: skip
-            pass
+    settings = {"host": "127.0.0.1", "data_dir": tmp_path, "schema_registry_listen": "127.0.0.1:0"}
+    with (
+        pytest.raises(BrokerError, match=r"trafka\[schemas\]"),
+        broker_in_thread(port=0, **settings),
+    ):
+        pass
 
 
 def test_a_broker_without_the_registry_does_not_import_its_libraries(tmp_path: Path) -> None:
