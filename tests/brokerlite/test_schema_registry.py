@@ -111,6 +111,7 @@ A2 = record(
 )
 
 
+@pytest.mark.compat("Schema Registry", "REST API through confluent-kafka's SchemaRegistryClient")
 def test_register_read_back_and_lookup(
     client: SchemaRegistryClient, fresh: SchemaRegistryClient
 ) -> None:
@@ -144,6 +145,7 @@ def test_register_read_back_and_lookup(
     assert error_of(lambda: fresh.lookup_schema(subject("none"), not_there)) == (404, 40401)
 
 
+@pytest.mark.compat("Schema Registry", "REST API through confluent-kafka's SchemaRegistryClient")
 def test_raw_endpoints_and_content_types(client: SchemaRegistryClient, url: str) -> None:
     """The ``/schema`` sub-resources give the schema itself; plain JSON requests
     are accepted as the versioned content type is."""
@@ -157,6 +159,7 @@ def test_raw_endpoints_and_content_types(client: SchemaRegistryClient, url: str)
     assert raw(url, "GET", "/")[0] == 200
 
 
+@pytest.mark.compat("Schema Registry", "REST API through confluent-kafka's SchemaRegistryClient")
 def test_soft_and_permanent_deletes(
     client: SchemaRegistryClient, fresh: SchemaRegistryClient, url: str
 ) -> None:
@@ -194,6 +197,7 @@ def test_soft_and_permanent_deletes(
     assert new > id2
 
 
+@pytest.mark.compat("Schema Registry", "REST API through confluent-kafka's SchemaRegistryClient")
 def test_compatibility_config_and_mode(
     client: SchemaRegistryClient, fresh: SchemaRegistryClient, url: str
 ) -> None:
@@ -241,6 +245,7 @@ def test_compatibility_config_and_mode(
     assert (status, error["error_code"]) == (422, 42205)
 
 
+@pytest.mark.compat("Schema Registry", "REST API through confluent-kafka's SchemaRegistryClient")
 def test_references_and_referenced_by(
     client: SchemaRegistryClient, fresh: SchemaRegistryClient
 ) -> None:
@@ -275,6 +280,7 @@ def test_references_and_referenced_by(
     )
 
 
+@pytest.mark.compat("Schema Registry", "REST API through confluent-kafka's SchemaRegistryClient")
 def test_bad_input_gets_the_documented_errors_and_the_server_keeps_serving(url: str) -> None:
     """Malformed JSON (400), invalid schemas and unknown types (42201), invalid
     versions (42202), unknown subjects, versions and ids (40401, 40402, 40403), a
@@ -457,6 +463,7 @@ def _check_case(
 
 
 @pytest.mark.parametrize(("level", "earlier", "new", "ok"), AVRO_CASES)
+@pytest.mark.compat("Schema Registry", "compatibility levels: Avro, JSON Schema, Protobuf rules")
 def test_avro_compatibility(
     fresh: SchemaRegistryClient, level: str, earlier: list[str], new: str, ok: bool
 ) -> None:
@@ -466,6 +473,7 @@ def test_avro_compatibility(
 
 
 @pytest.mark.parametrize(("level", "earlier", "new", "ok"), JSON_CASES)
+@pytest.mark.compat("Schema Registry", "compatibility levels: Avro, JSON Schema, Protobuf rules")
 def test_json_schema_compatibility(
     fresh: SchemaRegistryClient, level: str, earlier: list[str], new: str, ok: bool
 ) -> None:
@@ -475,6 +483,7 @@ def test_json_schema_compatibility(
 
 
 @pytest.mark.parametrize(("level", "earlier", "new", "ok"), PROTOBUF_CASES)
+@pytest.mark.compat("Schema Registry", "compatibility levels: Avro, JSON Schema, Protobuf rules")
 def test_protobuf_compatibility(
     fresh: SchemaRegistryClient, level: str, earlier: list[str], new: str, ok: bool
 ) -> None:
@@ -483,6 +492,7 @@ def test_protobuf_compatibility(
     _check_case(fresh, "PROTOBUF", level, earlier, new, ok)
 
 
+@pytest.mark.compat("Schema Registry", "REST API through confluent-kafka's SchemaRegistryClient")
 def test_compatibility_against_a_version_and_verbose_messages(
     client: SchemaRegistryClient, url: str
 ) -> None:
@@ -511,6 +521,7 @@ def test_compatibility_against_a_version_and_verbose_messages(
     )
 
 
+@pytest.mark.compat("Schema Registry", "REST API through confluent-kafka's SchemaRegistryClient")
 def test_normalize_makes_key_order_irrelevant(client: SchemaRegistryClient) -> None:
     """``normalize=true``: schemas that differ only in the order of their keys are one."""
     s = subject("normalize")
@@ -521,6 +532,7 @@ def test_normalize_makes_key_order_irrelevant(client: SchemaRegistryClient) -> N
     assert client.register_schema(s, Schema(reordered, "AVRO"), normalize_schemas=True) == first
 
 
+@pytest.mark.compat("Schema Registry", "REST API through confluent-kafka's SchemaRegistryClient")
 def test_json_and_protobuf_schemas_register_and_read_back(fresh: SchemaRegistryClient) -> None:
     """schemaType JSON and PROTOBUF are kept and served with their type."""
     js, ps = subject("json"), subject("proto")
@@ -532,6 +544,9 @@ def test_json_and_protobuf_schemas_register_and_read_back(fresh: SchemaRegistryC
         assert got.schema_type == "PROTOBUF" and "message Order" in got.schema_str
 
 
+@pytest.mark.compat(
+    "Schema Registry", "confluent-kafka's Avro, Protobuf, JSON serializers and deserializers"
+)
 def test_avro_serializer_and_deserializer_through_brokerlite(
     registry_broker: RunningBroker, url: str, tmp_path: Path
 ) -> None:
@@ -590,6 +605,9 @@ def _order_class() -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
 
 
+@pytest.mark.compat(
+    "Schema Registry", "confluent-kafka's Avro, Protobuf, JSON serializers and deserializers"
+)
 def test_protobuf_and_json_serializers_round_trip_through_the_registry(url: str) -> None:
     """confluent-kafka's ProtobufSerializer registers its schema (a serialized
     descriptor) and its ProtobufDeserializer reads it back by id; the same for

@@ -71,6 +71,7 @@ def wait_for(what: str, probe: Callable[[], _T | None], timeout: float = WAIT_S)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+@pytest.mark.compat("Schema Registry", "kept in _schemas: restart, kill -9, a two-node cluster")
 def test_schemas_survive_a_restart(tmp_path: Path) -> None:
     """Registered, soft-deleted and configured state is read back from the topic
     by a restarted broker; the next id follows the highest ever given."""
@@ -116,6 +117,7 @@ def _start(data: Path, port: int, registry_port: int, log: Path) -> subprocess.P
     )  # fmt: skip
 
 
+@pytest.mark.compat("Schema Registry", "kept in _schemas: restart, kill -9, a two-node cluster")
 def test_schemas_survive_kill_9_of_the_broker(tmp_path: Path) -> None:
     """A broker process killed with SIGKILL after its registry answered keeps
     every schema it acknowledged; ids go on from the highest."""
@@ -143,6 +145,7 @@ def test_schemas_survive_kill_9_of_the_broker(tmp_path: Path) -> None:
         child.wait(60)
 
 
+@pytest.mark.compat("Schema Registry", "kept in _schemas: restart, kill -9, a two-node cluster")
 def test_every_node_of_a_cluster_serves_the_same_registry(zk: str) -> None:
     """Two ZooKeeper-coordinated nodes: a schema registered on node 1 is read on
     node 2 (which catches up to the topic's end before answering); both nodes
