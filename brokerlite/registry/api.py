@@ -277,7 +277,7 @@ class Registry:
             raise ApiError(404, 40401, f"Subject '{subject}' not found.")
         for number, version in sorted(every.items(), reverse=True):
             if _same(self.state, version.id, parsed, refs):
-                return reads.version_body(self.state, subject, number, version.id)
+                return reads.version_body(self.state, subject, number, version.id, query)
         raise ApiError(404, 40403, "Schema not found")
 
     async def _test(self, subject: str, at: str | None, query: Mapping[str, str], body: Any) -> Any:

@@ -28,14 +28,22 @@ import dataclasses
 import re
 from typing import Any
 
-__all__ = ["ProtoError", "ProtoFile", "parse_proto", "proto_incompatibilities", "proto_tokens"]
+__all__ = [
+    "SCALARS",
+    "ProtoError",
+    "ProtoFile",
+    "is_descriptor",
+    "parse_proto",
+    "proto_incompatibilities",
+    "proto_tokens",
+]
 
 _TOKEN = re.compile(
     r'\s+|//[^\n]*|/\*.*?\*/|("(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\')|([A-Za-z_.][\w.]*)|'
     r"([-+]?(?:0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?))|([{}\[\]()<>;=,:])",
     re.S,
 )
-_SCALARS = {
+SCALARS = {
     "double",
     "float",
     "int32",
@@ -246,6 +254,15 @@ def parse_proto(text: str) -> ProtoFile:
 _LABELS = {1: "optional", 2: "required", 3: "repeated"}
 
 
+def is_descriptor(text: str) -> bool:
+    """Whether ``text`` is a base64 ``FileDescriptorProto`` (not .proto source)."""
+    try:
+        _Parser(text).parse()
+    except (IndexError, ValueError):
+        return _from_descriptor(text) is not None
+    return False
+
+
 def _from_descriptor(text: str) -> ProtoFile | None:
     """A base64 ``FileDescriptorProto`` as a :class:`ProtoFile`; None if it is not one."""
     try:
@@ -296,7 +313,7 @@ def _from_descriptor(text: str) -> ProtoFile | None:
 def _resolve(proto: ProtoFile, scope: str, name: str) -> str:
     """A field's type as a kind: a scalar, ``enum``, ``map<..>`` or a message's
     name relative to the package."""
-    if name in _SCALARS or name.startswith("map<"):
+    if name in SCALARS or name.startswith("map<"):
         return name
     candidates = [name.lstrip(".")]
     if not name.startswith("."):

@@ -38,7 +38,23 @@ def effective_mode(state: RegistryState, subject: str | None) -> str:
     return state.modes.get(subject) or state.modes.get(None) or DEFAULT_MODE
 
 
-def _schema_fields(state: RegistryState, schema_id: int) -> dict[str, Any]:
+def _text(state: RegistryState, schema_id: int, query: Mapping[str, str]) -> str:
+    """The schema's text; ``format=serialized`` gives a Protobuf schema as a
+    base64 ``FileDescriptorProto`` (whatever form it was registered in)."""
+    schema = state.schemas[schema_id]
+    if schema.schema_type != "PROTOBUF" or query.get("format") != "serialized":
+        return schema.text
+    from .proto import is_descriptor, parse_proto
+    from .proto_descriptor import serialized
+
+    if is_descriptor(schema.text):
+        return schema.text
+    return serialized(parse_proto(schema.text), f"schema-{schema_id}.proto")
+
+
+def _schema_fields(
+    state: RegistryState, schema_id: int, query: Mapping[str, str]
+) -> dict[str, Any]:
     schema = state.schemas[schema_id]
     out: dict[str, Any] = {}
     if schema.schema_type != "AVRO":
@@ -47,7 +63,7 @@ def _schema_fields(state: RegistryState, schema_id: int) -> dict[str, Any]:
         out["references"] = [
             {"name": n, "subject": s, "version": v} for n, s, v in schema.references
         ]
-    out["schema"] = schema.text
+    out["schema"] = _text(state, schema_id, query)
     return out
 
 
@@ -75,7 +91,7 @@ def schema_by_id(state: RegistryState, text: str, what: str, query: Mapping[str,
         return sorted({s for s, _ in uses})
     if what == "versions":
         return [{"subject": s, "version": v} for s, v in uses]
-    return _schema_fields(state, schema_id)
+    return _schema_fields(state, schema_id, query)
 
 
 def subjects(state: RegistryState, query: Mapping[str, str]) -> list[str]:
@@ -122,9 +138,15 @@ def version_number(state: RegistryState, subject: str, text: str, *, deleted: bo
     return number
 
 
-def version_body(state: RegistryState, subject: str, number: int, schema_id: int) -> dict[str, Any]:
+def version_body(
+    state: RegistryState,
+    subject: str,
+    number: int,
+    schema_id: int,
+    query: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     return {"subject": subject, "version": number, "id": schema_id} | _schema_fields(
-        state, schema_id
+        state, schema_id, query or {}
     )
 
 
@@ -140,7 +162,7 @@ def version(
         return state.referenced_by(subject, number)
     if what:
         raise ApiError(404, 404, "HTTP 404 Not Found")
-    return version_body(state, subject, number, schema_id)
+    return version_body(state, subject, number, schema_id, query)
 
 
 def setting(

@@ -15,6 +15,7 @@ test uses subjects of its own.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import itertools
 import json
@@ -640,3 +641,63 @@ def test_protobuf_and_json_serializers_round_trip_through_the_registry(url: str)
             "id": 3,
             "item": "cup",
         }
+
+
+ORDER_PROTO = """
+syntax = "proto3";
+package shop;
+// A comment the parser reads past.
+message Order {
+  string id = 1;
+  Status status = 2;
+  map<string, int32> counts = 3;
+  oneof pay { string card = 4; int64 voucher = 5; }
+  Line line = 6;
+  message Line { string sku = 1; repeated int32 qty = 2; }
+  enum Status { NEW = 0; DONE = 1; }
+}
+"""
+
+
+@pytest.mark.compat(
+    "Schema Registry", "confluent-kafka's Avro, Protobuf, JSON serializers and deserializers"
+)
+def test_a_proto_text_schema_is_served_as_a_descriptor_for_the_protobuf_deserializer(
+    url: str,
+) -> None:
+    """A schema registered as .proto text is served with ``format=serialized`` as
+    the ``FileDescriptorProto`` protoc would build (nested types, an enum, a map,
+    a oneof), which confluent-kafka's ProtobufDeserializer reads the writer's
+    schema from; its serializer frames with our id (use.latest.version)."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    topic = f"proto-text-{next(_names)}"
+    with SchemaRegistryClient({"url": url}) as sr:
+        schema_id = sr.register_schema(f"{topic}-value", Schema(ORDER_PROTO, "PROTOBUF"))
+        assert sr.get_schema(schema_id).schema_str == ORDER_PROTO
+    with SchemaRegistryClient({"url": url}) as sr:
+        served = sr.get_schema(schema_id, fmt="serialized").schema_str
+        pool = descriptor_pool.DescriptorPool()
+        pool.Add(descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(served)))
+        desc = pool.FindMessageTypeByName("shop.Order")
+        assert desc.fields_by_name["status"].enum_type.full_name == "shop.Order.Status"
+        assert desc.fields_by_name["counts"].message_type.GetOptions().map_entry
+        assert [f.name for f in desc.oneofs_by_name["pay"].fields] == ["card", "voucher"]
+        assert desc.fields_by_name["line"].message_type.full_name == "shop.Order.Line"
+        order = message_factory.GetMessageClass(desc)
+        sent = order(id="o1", status=1, counts={"a": 2}, voucher=9)
+        sent.line.sku = "s"
+        sent.line.qty.extend([1, 2])
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        conf = {
+            "use.deprecated.format": False,
+            "auto.register.schemas": False,
+            "use.latest.version": True,
+        }
+        framed = ProtobufSerializer(order, sr, conf)(sent, ctx)
+        assert int.from_bytes(framed[1:5], "big") == schema_id
+        assert (
+            ProtobufDeserializer(order, {"use.deprecated.format": False}, sr)(framed, ctx) == sent
+        )
