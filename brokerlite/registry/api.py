@@ -282,13 +282,9 @@ class Registry:
 
     async def _test(self, subject: str, at: str | None, query: Mapping[str, str], body: Any) -> Any:
         parsed, _, _ = self._parse_request(body, flag(query, "normalize"))
-        live = self.state.versions(subject)
         against = None
         if at is not None:
-            number = reads.version_number(self.state, subject, at, deleted=False)
-            if not live and number != -1:
-                raise ApiError(404, 40401, f"Subject '{subject}' not found.")
-            against = [number]
+            against = [reads.version_number(self.state, subject, at, deleted=False)]
         problems = self._problems(subject, parsed, against)
         answer: dict[str, Any] = {"is_compatible": not problems}
         if flag(query, "verbose"):

@@ -125,13 +125,11 @@ def version_number(state: RegistryState, subject: str, text: str, *, deleted: bo
         raise bad_version(text) from None
     if number == 0 or number < -1 or number > 2**31 - 1:
         raise bad_version(text)
-    every = state.versions(subject, deleted=True)
-    if not every:
-        raise ApiError(404, 40401, f"Subject '{subject}' not found.")
     live = state.versions(subject, deleted=deleted)
+    if not live:
+        # No such subject, or (asked without ``deleted``) only soft-deleted versions.
+        raise ApiError(404, 40401, f"Subject '{subject}' not found.")
     if number == -1:
-        if not live:
-            raise ApiError(404, 40402, f"Version {text} not found.")
         return max(live)
     if number not in live:
         raise ApiError(404, 40402, f"Version {number} not found.")

@@ -26,7 +26,7 @@ import trio
 
 from trafka.codec import ErrorCode
 from trafka.common.metrics_http import Request, http_response, serve_http
-from trafka.sdk import KafkaError, TopicPartition
+from trafka.sdk import KafkaError, TopicPartition, TrafkaError
 from trafka.sdk.admin import NewTopic, open_admin
 from trafka.sdk.consumer import open_consumer
 from trafka.sdk.producer import open_producer
@@ -130,7 +130,7 @@ async def _keep_reading(topic_log: TopicLog) -> None:
     while True:
         try:
             await topic_log.run()
-        except (KafkaError, OSError) as exc:
+        except (TrafkaError, OSError) as exc:
             log.warning("the schema registry's topic is unreachable, retrying: %s", exc)
         await trio.sleep(1.0)
 
@@ -145,7 +145,7 @@ async def _answer(registry: Registry, log_: TopicLog, request: Request) -> bytes
             status, value = await registry.handle(request.method, segments, query, request.body)
     except trio.TooSlowError:
         status, value = 500, {"error_code": 50002, "message": "Operation timed out"}
-    except KafkaError as exc:
+    except TrafkaError as exc:
         log.warning("the registry could not reach its topic: %s", exc)
         status, value = (
             500,

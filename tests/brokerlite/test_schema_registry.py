@@ -185,6 +185,7 @@ def test_soft_and_permanent_deletes(
     assert error_of(lambda: fresh.delete_subject(s, permanent=True)) == (404, 40405)
     assert fresh.delete_subject(s) == [2]
     assert s not in fresh.get_subjects()
+    assert error_of(lambda: fresh.get_latest_version(s)) == (404, 40401)
     assert s in raw(url, "GET", "/subjects?deleted=true")[1]
     assert error_of(lambda: fresh.delete_subject(s)) == (404, 40404)
     fresh.set_compatibility(s, "FULL")
