@@ -2,15 +2,16 @@
 what ``format=serialized`` serves (base64), the form confluent-kafka's
 ProtobufDeserializer asks for to read the writer's schema.
 
-Names resolve as protoc resolves them: from the innermost scope outwards, then
-as written; a name found nowhere in the file (a type of an import) is taken as
-a message of that full name. ``map<K, V>`` fields become a repeated nested
+Names resolve as protoc resolves them: from the innermost scope outwards, in
+the file and then in the files it imports (the schema's references); a name
+found nowhere is taken as a message of that full name. ``map<K, V>`` fields become a repeated nested
 ``...Entry`` message marked ``map_entry``, as protoc writes them.
 """
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from typing import Any
 
 from .proto import SCALARS, ProtoFile
@@ -18,17 +19,19 @@ from .proto import SCALARS, ProtoFile
 __all__ = ["serialized"]
 
 
-def _full_type(proto: ProtoFile, scope: str, name: str) -> tuple[str, str]:
-    """("enum" | "message", the full name) of a named field type."""
+def _full_type(files: list[ProtoFile], scope: str, name: str) -> tuple[str, str]:
+    """("enum" | "message", the full name) of a named field type, looked up in
+    the file and then in the files it imports."""
     candidates = [name.lstrip(".")]
     if not name.startswith("."):
         parts = scope.split(".")
         candidates = [".".join([*parts[:i], name]) for i in range(len(parts), -1, -1)]
     for candidate in candidates:
-        if candidate in proto.enums:
-            return "enum", candidate
-        if candidate in proto.messages:
-            return "message", candidate
+        for proto in files:
+            if candidate in proto.enums:
+                return "enum", candidate
+            if candidate in proto.messages:
+                return "message", candidate
     return "message", name.lstrip(".")
 
 
@@ -36,8 +39,9 @@ def _entry_name(field: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in field.split("_")) + "Entry"
 
 
-def serialized(proto: ProtoFile, file_name: str) -> str:
-    """The file's ``FileDescriptorProto``, serialized, in base64."""
+def serialized(proto: ProtoFile, file_name: str, imported: Sequence[ProtoFile] = ()) -> str:
+    """The file's ``FileDescriptorProto``, serialized, in base64 (``imported``:
+    the files its references name, to resolve the types it uses from them)."""
     from google.protobuf import descriptor_pb2
 
     kinds = descriptor_pb2.FieldDescriptorProto
@@ -55,7 +59,7 @@ def serialized(proto: ProtoFile, file_name: str) -> str:
         if written in SCALARS:
             field.type = getattr(kinds, f"TYPE_{written.upper()}")
             return
-        kind, full = _full_type(proto, scope, written)
+        kind, full = _full_type([proto, *imported], scope, written)
         field.type = kinds.TYPE_ENUM if kind == "enum" else kinds.TYPE_MESSAGE
         field.type_name = "." + full
 

@@ -49,7 +49,12 @@ def _text(state: RegistryState, schema_id: int, query: Mapping[str, str]) -> str
 
     if is_descriptor(schema.text):
         return schema.text
-    return serialized(parse_proto(schema.text), f"schema-{schema_id}.proto")
+    imported = []
+    for _, subject, number in schema.references:
+        held = state.subjects.get(subject, {}).get(number)
+        if held is not None and state.schemas[held.id].schema_type == "PROTOBUF":
+            imported.append(parse_proto(state.schemas[held.id].text))
+    return serialized(parse_proto(schema.text), f"schema-{schema_id}.proto", imported)
 
 
 def _schema_fields(

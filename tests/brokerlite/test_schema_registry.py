@@ -702,3 +702,49 @@ def test_a_proto_text_schema_is_served_as_a_descriptor_for_the_protobuf_deserial
         assert (
             ProtobufDeserializer(order, {"use.deprecated.format": False}, sr)(framed, ctx) == sent
         )
+
+
+@pytest.mark.compat(
+    "Schema Registry", "confluent-kafka's Avro, Protobuf, JSON serializers and deserializers"
+)
+def test_protobuf_imports_are_references(url: str) -> None:
+    """A .proto importing another registered one names it in ``references``; the
+    served descriptor types its fields from the import (a message, an enum),
+    and confluent-kafka's ProtobufDeserializer resolves the reference to read
+    the record."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    n = next(_names)
+    common = f'syntax = "proto3";\npackage shop{n};\nmessage Money {{ int64 cents = 1; }}\nenum Currency {{ EUR = 0; USD = 1; }}\n'
+    order = (f'syntax = "proto3";\npackage shop{n};\nimport "common{n}.proto";\n'
+             "message Priced { Money price = 1; Currency currency = 2; }\n")  # fmt: skip
+    topic = f"priced-{n}"
+    with SchemaRegistryClient({"url": url}) as sr:
+        sr.register_schema(f"common{n}.proto", Schema(common, "PROTOBUF"))
+        refs = [SchemaReference(f"common{n}.proto", f"common{n}.proto", 1)]
+        schema_id = sr.register_schema(f"{topic}-value", Schema(order, "PROTOBUF", refs))
+        pool = descriptor_pool.DescriptorPool()
+        for name, text in ((f"common{n}.proto", sr.get_version(f"common{n}.proto", 1, fmt="serialized").schema.schema_str),
+                           ("order.proto", sr.get_schema(schema_id, fmt="serialized").schema_str)):  # fmt: skip
+            file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text))
+            file.name = name
+            pool.Add(file)
+        desc = pool.FindMessageTypeByName(f"shop{n}.Priced")
+        assert desc.fields_by_name["currency"].enum_type.full_name == f"shop{n}.Currency"
+        priced = message_factory.GetMessageClass(desc)
+        sent = priced(currency=1)
+        sent.price.cents = 250
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        conf = {
+            "use.deprecated.format": False,
+            "auto.register.schemas": False,
+            "use.latest.version": True,
+        }
+        framed = ProtobufSerializer(priced, sr, conf)(sent, ctx)
+        assert int.from_bytes(framed[1:5], "big") == schema_id
+    with SchemaRegistryClient({"url": url}) as sr:
+        assert (
+            ProtobufDeserializer(priced, {"use.deprecated.format": False}, sr)(framed, ctx) == sent
+        )
