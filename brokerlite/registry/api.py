@@ -24,6 +24,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+import trio
+
 from . import reads
 from .errors import ApiError, flag
 from .formats import SCHEMA_TYPES, InvalidSchema, Parsed, incompatibilities, parse
@@ -67,6 +69,7 @@ class Registry:
         self.state = state
         self.log = log
         self.writer = writer
+        self._writing = trio.Lock()
         self._parsed: dict[int, Parsed] = {}
 
     async def handle(
@@ -135,32 +138,35 @@ class Registry:
     # Writes.
 
     async def _write(self, decide: Callable[[], tuple[Records, Any]]) -> Any:
-        """Decide records from the caught-up state, append them, and check the
-        SCHEMA records among them were applied (else tombstone ours, decide again)."""
-        for _ in range(_WRITE_ATTEMPTS):
-            records, answer = decide()
-            if not records:
-                return answer
-            offsets = await self.log.append(records)
-            await self.log.catch_up()
-            lost = [
-                key
-                for (key, value), offset in zip(records, offsets, strict=True)
-                if value is not None
-                and key.startswith(b'{"keytype":"SCHEMA"')
-                and not self._holds(key)
-            ]
-            if not lost:
-                return answer
-            log.info("another node wrote %d of these versions first; deciding again", len(lost))
-            await self.log.append([(key, None) for key in lost])
-            await self.log.catch_up()
+        """Under this node's write lock: catch up, decide records from the state,
+        append them, and check the SCHEMA records among them were applied (else
+        tombstone ours and decide again)."""
+        async with self._writing:
+            for _ in range(_WRITE_ATTEMPTS):
+                await self.log.catch_up()
+                records, answer = decide()
+                if not records:
+                    return answer
+                await self.log.append(records)
+                await self.log.catch_up()
+                lost = [
+                    key
+                    for key, value in records
+                    if value is not None
+                    and key.startswith(b'{"keytype":"SCHEMA"')
+                    and not self._holds(key, value)
+                ]
+                if not lost:
+                    return answer
+                log.info("another node wrote %d of these versions first; deciding again", len(lost))
+                await self.log.append([(key, None) for key in lost])
         raise ApiError(500, 50001, "Error while registering: other nodes kept writing first")
 
-    def _holds(self, key: bytes) -> bool:
+    def _holds(self, key: bytes, value: bytes) -> bool:
+        """Whether the record ``key``/``value`` is what the state holds now."""
         parsed = json.loads(key)
         held = self.state.subjects.get(parsed["subject"], {}).get(parsed["version"])
-        return held is not None and held.key == key
+        return held is not None and held.key == key and held.id == json.loads(value)["id"]
 
     def _check_writable(self, subject: str | None, importing: bool = False) -> None:
         mode = reads.effective_mode(self.state, subject)

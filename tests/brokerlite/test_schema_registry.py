@@ -19,6 +19,7 @@ import base64
 import http.client
 import itertools
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -748,3 +749,33 @@ def test_protobuf_imports_are_references(url: str) -> None:
         assert (
             ProtobufDeserializer(priced, {"use.deprecated.format": False}, sr)(framed, ctx) == sent
         )
+
+
+@pytest.mark.compat("Schema Registry", "REST API through confluent-kafka's SchemaRegistryClient")
+def test_concurrent_registrations_on_one_node_keep_every_schema(url: str) -> None:
+    """Many clients registering different schemas under one subject at once: each
+    gets its own id and its own version, and every version reads back as the
+    schema registered (none overwritten)."""
+    s = subject("concurrent")
+    texts = [record(f"C{i}", {"name": "a", "type": "int"}) for i in range(12)]
+    with SchemaRegistryClient({"url": url}) as sr:
+        sr.set_compatibility(s, "NONE")
+    got: dict[int, int] = {}
+
+    def register(i: int) -> None:
+        with SchemaRegistryClient({"url": url}) as own:
+            got[i] = own.register_schema(s, Schema(texts[i], "AVRO"))
+
+    threads = [threading.Thread(target=register, args=(i,)) for i in range(len(texts))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert len(set(got.values())) == len(texts)
+    with SchemaRegistryClient({"url": url}) as sr:
+        assert sr.get_versions(s) == list(range(1, len(texts) + 1))
+        by_id = {
+            sr.get_version(s, v).schema_id: sr.get_version(s, v).schema.schema_str
+            for v in range(1, 13)
+        }
+    assert {i: json.loads(by_id[got[i]]) for i in got} == {i: json.loads(texts[i]) for i in got}
