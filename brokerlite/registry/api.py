@@ -92,6 +92,8 @@ class Registry:
         table: dict[tuple[str, ...], Callable[..., Any]] = {}
         if n == 0:
             table = {("GET",): _const({})}
+        elif seg == ["contexts"]:
+            table = {("GET",): _const(["."])}
         elif seg[0] == "schemas" and n == 2 and seg[1] == "types":
             table = {("GET",): _const(list(SCHEMA_TYPES))}
         elif seg[0] == "schemas" and n in (3, 4) and seg[1] == "ids":

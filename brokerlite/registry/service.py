@@ -58,6 +58,8 @@ class TopicLog:
         self._producer: Any = None
         self._consumer: Any = None
         self._assigned = False
+        self._asked = 0  # catch_up calls made
+        self._covered = 0  # calls made before the last finished read began
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Open the clients, read the topic (if there is one yet) to its end; then
@@ -104,15 +106,23 @@ class TopicLog:
         log.info("created the schema registry's topic %s", TOPIC)
 
     async def catch_up(self) -> None:
+        """Read to the end the topic had when this call was made. Calls waiting
+        while another reads are served by the next read together: one that
+        began after they were made covers them all."""
+        self._asked += 1
+        ticket = self._asked
         async with self._reading:
-            if not await self._exists():
+            if self._covered >= ticket:
                 return
-            found = await self._admin.list_offsets({self.partition: "latest"})
-            end = found[self.partition][0] if found.get(self.partition) else 0
-            while await self._consumer.position(self.partition) < end:
-                batches = await self._consumer.getmany(self.partition, timeout_ms=500)
-                for record in batches.get(self.partition, ()):
-                    self.state.apply(record.offset, record.key, record.value)
+            covering = self._asked
+            if await self._exists():
+                found = await self._admin.list_offsets({self.partition: "latest"})
+                end = found[self.partition][0] if found.get(self.partition) else 0
+                while await self._consumer.position(self.partition) < end:
+                    batches = await self._consumer.getmany(self.partition, timeout_ms=500)
+                    for record in batches.get(self.partition, ()):
+                        self.state.apply(record.offset, record.key, record.value)
+            self._covered = covering
 
     async def append(self, records: list[tuple[bytes, bytes | None]]) -> list[int]:
         async with self._reading:

@@ -142,6 +142,7 @@ def test_register_read_back_and_lookup(
     pairs = {(p.subject, p.version) for p in fresh.get_schema_versions(first)}
     assert pairs == {(s, 1), (other, 1)}
     assert sorted(fresh.get_schema_types()) == ["AVRO", "JSON", "PROTOBUF"]
+    assert fresh.get_contexts() == ["."]
     not_there = Schema(record("User", {"name": "x", "type": "int"}), "AVRO")
     assert error_of(lambda: fresh.lookup_schema(s, not_there)) == (404, 40403)
     assert error_of(lambda: fresh.lookup_schema(subject("none"), not_there)) == (404, 40401)
