@@ -122,7 +122,7 @@ class Registry:
                 table = {("POST",): lambda q, b: self._test(seg[2], at, q, b)}
         elif seg[0] in ("config", "mode") and n in (1, 2):
             table = self._settings_routes(seg[0], seg[1] if n == 2 else None)
-        route = table.get((method,))
+        route = table.get(("GET",) if method == "HEAD" else (method,))
         if route is None:
             if table:
                 raise ApiError(405, 405, f"HTTP {method} is not allowed here")

@@ -288,8 +288,9 @@ def test_references_and_referenced_by(
 def test_bad_input_gets_the_documented_errors_and_the_server_keeps_serving(url: str) -> None:
     """Malformed JSON (400), invalid schemas and unknown types (42201), invalid
     versions (42202), unknown subjects, versions and ids (40401, 40402, 40403), a
-    body over the cap (413, refused before it is read), unknown paths (404),
-    wrong methods (405); the registry answers normally afterwards."""
+    body over the cap (413, refused before it is read), a chunked body (411),
+    unknown paths (404), wrong methods (405); the registry answers normally
+    afterwards."""
     s = subject("bad")
     assert raw(url, "POST", f"/subjects/{s}/versions", b"{not json")[0] == 400
     cases = [
@@ -313,6 +314,9 @@ def test_bad_input_gets_the_documented_errors_and_the_server_keeps_serving(url: 
     assert raw(url, "GET", "/schemas/ids/987654")[1]["error_code"] == 40403
     status, _ = raw(url, "POST", f"/subjects/{s}/versions", None, {"Content-Length": str(1 << 30)})
     assert status == 413
+    chunked = {"Transfer-Encoding": "chunked"}
+    assert raw(url, "POST", f"/subjects/{s}/versions", b"0\r\n\r\n", chunked)[0] == 411
+    assert raw(url, "HEAD", f"/subjects/{s}/versions") == (200, b"")
     assert raw(url, "GET", "/no/such/path")[0] == 404
     assert raw(url, "PATCH", "/subjects")[0] == 405
     assert raw(url, "GET", f"/subjects/{s}/versions") == (200, [1])
