@@ -30,10 +30,12 @@ pytest.importorskip("fastavro")
 pytest.importorskip("jsonschema")
 
 from confluent_kafka.schema_registry import (
+    ConfigCompatibilityLevel,
     Schema,
     SchemaReference,
     SchemaRegistryClient,
     SchemaRegistryError,
+    ServerConfig,
 )
 
 from trafka.brokerlite.server import RunningBroker, broker_in_thread
@@ -226,6 +228,9 @@ def test_compatibility_config_and_mode(
     incompatible = record("User", {"name": "id", "type": "string"})
     client.register_schema(s, Schema(incompatible, "AVRO"))
     assert fresh.delete_config(s).compatibility_level == "NONE"
+    fresh.set_config(s, ServerConfig(compatibility=ConfigCompatibilityLevel.FULL_TRANSITIVE))
+    assert fresh.get_config(s).compatibility_level == ConfigCompatibilityLevel.FULL_TRANSITIVE
+    assert fresh.delete_config(s).compatibility_level == ConfigCompatibilityLevel.FULL_TRANSITIVE
     assert raw(url, "GET", f"/config/{s}")[1]["error_code"] == 40408
     body = json.dumps({"compatibility": "SIDEWAYS"}).encode()
     status, error = raw(url, "PUT", f"/config/{s}", body)
