@@ -126,6 +126,8 @@ def test_register_read_back_and_lookup(
     first = client.register_schema(s, Schema(A1, "AVRO"))
     spaced = json.dumps(json.loads(A1), indent=4)
     assert fresh.register_schema(s, Schema(spaced, "AVRO")) == first
+    wrapped = record("User", {"name": "id", "type": {"type": "long"}})
+    assert fresh.register_schema(s, Schema(wrapped, "AVRO")) == first
     assert fresh.get_versions(s) == [1]
     second = client.register_schema(s, Schema(A2, "AVRO"))
     assert second > first
