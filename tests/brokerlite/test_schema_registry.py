@@ -300,6 +300,10 @@ def test_bad_input_gets_the_documented_errors_and_the_server_keeps_serving(url: 
     afterwards."""
     s = subject("bad")
     assert raw(url, "POST", f"/subjects/{s}/versions", b"{not json")[0] == 400
+    # A schema given as an object, not a string: 400, as Confluent's server answers
+    # (https://github.com/confluentinc/schema-registry/issues/2729).
+    as_object = json.dumps({"schema": {"type": "string"}}).encode()
+    assert raw(url, "POST", f"/subjects/{s}/versions", as_object)[1]["error_code"] == 400
     cases = [
         ({"schema": '{"type": "recrod"}'}, 42201),
         ({"schema": "not json at all"}, 42201),
