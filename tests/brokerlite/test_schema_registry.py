@@ -455,6 +455,14 @@ PROTOBUF_CASES = [
     # A field's message type changed.
     ("BACKWARD", [proto("message A { int32 x = 1; } message B { int32 y = 1; } message Order { A part = 1; }")],
      proto("message A { int32 x = 1; } message B { int32 y = 1; } message Order { B part = 1; }"), False),
+    # An enum field's enum changed; an enum field from int32 (one wire-compatible group).
+    ("BACKWARD", [proto("enum A { A0 = 0; } enum B { B0 = 0; } message Order { A kind = 1; }")],
+     proto("enum A { A0 = 0; } enum B { B0 = 0; } message Order { B kind = 1; }"), False),
+    ("BACKWARD", [proto("message Order { int32 kind = 1; }")],
+     proto("enum A { A0 = 0; A1 = 1; } message Order { A kind = 1; }"), True),
+    # Enum values added and removed: compatible.
+    ("FULL", [proto("enum A { A0 = 0; A1 = 1; } message Order { A kind = 1; }")],
+     proto("enum A { A0 = 0; A2 = 2; } message Order { A kind = 1; }"), True),
     # Several fields moved into one oneof.
     ("BACKWARD", [P1], proto("message Order { oneof which { string id = 1; int32 qty = 2; } }"), False),
 ]  # fmt: skip
