@@ -253,6 +253,11 @@ def test_compatibility_config_and_mode(
     body = json.dumps({"schema": A1, "id": 100_000, "version": 3}).encode()
     assert raw(url, "POST", f"/subjects/{imported}/versions", body) == (200, {"id": 100_000})
     assert fresh.get_versions(imported) == [3]
+    # An imported id already given to another schema, a version already taken: 42205.
+    taken = json.dumps({"schema": A2, "id": 100_000}).encode()
+    assert raw(url, "POST", f"/subjects/{imported}/versions", taken)[1]["error_code"] == 42205
+    taken = json.dumps({"schema": A2, "id": 100_002, "version": 3}).encode()
+    assert raw(url, "POST", f"/subjects/{imported}/versions", taken)[1]["error_code"] == 42205
     assert fresh.get_schema(100_000).schema_str is not None
     body = json.dumps({"schema": A2, "id": 100_001}).encode()
     status, error = raw(url, "POST", f"/subjects/{s}/versions", body)
