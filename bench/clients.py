@@ -1102,7 +1102,8 @@ class Broker:
 
 
 class KafkaBroker:
-    """Apache Kafka 4.x, one KRaft node with the full JIT, its data in a temporary directory."""
+    """Apache Kafka 4.x, one KRaft node with the full JIT, its data in a temporary
+    directory; or the running node :data:`_kafka.RUNNING` names (the smoke test's)."""
 
     name = "Apache Kafka"
 
@@ -1112,17 +1113,25 @@ class KafkaBroker:
             kafka_peers().KAFKA_4, self.dir, jit=True, config={"num.partitions": 1}
         )
         self.bootstrap = ""
+        self.running: list[int] | None = None  # the pids of a running node
 
     def pids(self) -> list[int]:
+        if self.running is not None:
+            return self.running
         return [node.proc.pid for node in self.cluster.nodes if node.proc is not None]
 
     def start(self) -> None:
-        self.cluster.start()
-        self.bootstrap = self.cluster.bootstrap_servers
+        found = running_cluster(1)
+        if found is not None:
+            self.bootstrap, self.running = found
+        else:
+            self.cluster.start()
+            self.bootstrap = self.cluster.bootstrap_servers
         self.name = f"Apache Kafka {self.cluster.version}"
 
     def stop(self) -> None:
-        self.cluster.stop()
+        if self.running is None:
+            self.cluster.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
