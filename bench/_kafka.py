@@ -6,8 +6,10 @@ imports it.
 :data:`RUNNING` names a running cluster of as many nodes, that one (the smoke
 test, tests/bench/test_bench_smoke.py, passes its test session's shared
 cluster, so a smoke line does not start a cluster of its own: tens of seconds
-of CPU). A measurement on brokers that other tests share measures nothing
-reliable: only the smoke runs, whose figures are not judged, set it.
+of CPU). :data:`RUNNING_ZK` does the same for bench/clients.py's Kafka 3.x
+cluster on ZooKeeper (``--cluster``). A measurement on brokers that other tests
+share measures nothing reliable: only the smoke runs, whose figures are not
+judged, set them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from typing import Any, NamedTuple
 RUNNING = "TRAFKA_BENCH_KAFKA"
 #: The process ids of that cluster's brokers (comma-separated), for their CPU time.
 RUNNING_PIDS = "TRAFKA_BENCH_KAFKA_PIDS"
+#: The same two for a running Kafka 3.x cluster on ZooKeeper (bench/clients.py --cluster).
+RUNNING_ZK = "TRAFKA_BENCH_KAFKA3"
+RUNNING_ZK_PIDS = "TRAFKA_BENCH_KAFKA3_PIDS"
 
 
 def kafka_peers() -> Any:
@@ -41,6 +46,19 @@ class Running(NamedTuple):
     version: str
 
 
+def running_cluster(
+    nodes: int, env: str = RUNNING, pids_env: str = RUNNING_PIDS
+) -> tuple[str, list[int]] | None:
+    """The bootstrap servers and broker pids of the running cluster that ``env``
+    names, when it has ``nodes`` nodes (said on stderr); else None."""
+    running = os.environ.get(env, "")
+    if not running or len(running.split(",")) != nodes:
+        return None
+    pids = [int(p) for p in os.environ.get(pids_env, "").split(",") if p]
+    print(f"Apache Kafka: the running cluster at {running} ({env})", file=sys.stderr)
+    return running, pids
+
+
 @contextmanager
 def kafka_cluster(
     root: Path, nodes: int = 1, jit: bool = True, **options: Any
@@ -50,11 +68,9 @@ def kafka_cluster(
     ``root`` (``jit`` and ``options`` as :class:`kafka_peers.KafkaCluster`'s),
     killed afterwards."""
     peers = kafka_peers()
-    running = os.environ.get(RUNNING, "")
-    if running and len(running.split(",")) == nodes:
-        pids = [int(p) for p in os.environ.get(RUNNING_PIDS, "").split(",") if p]
-        print(f"Apache Kafka: the running cluster at {running} ({RUNNING})", file=sys.stderr)
-        yield Running(running, pids, peers.KAFKA_4)
+    found = running_cluster(nodes)
+    if found is not None:
+        yield Running(*found, peers.KAFKA_4)
         return
     cluster = peers.KafkaCluster(peers.KAFKA_4, root, nodes=nodes, jit=jit, **options)
     try:

@@ -148,7 +148,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _kafka import kafka_peers  # bench/ is the script's directory
+from _kafka import RUNNING_ZK, RUNNING_ZK_PIDS, kafka_peers, running_cluster  # bench/'s own
 from _open_loop import OpenLoop, open_loop
 
 CLIENTS = (
@@ -1102,7 +1102,8 @@ class Broker:
 
 
 class KafkaBroker:
-    """Apache Kafka 4.x, one KRaft node with the full JIT, its data in a temporary directory."""
+    """Apache Kafka 4.x, one KRaft node with the full JIT, its data in a temporary
+    directory; or the running node :data:`_kafka.RUNNING` names (the smoke test's)."""
 
     name = "Apache Kafka"
 
@@ -1112,17 +1113,25 @@ class KafkaBroker:
             kafka_peers().KAFKA_4, self.dir, jit=True, config={"num.partitions": 1}
         )
         self.bootstrap = ""
+        self.running: list[int] | None = None  # the pids of a running node
 
     def pids(self) -> list[int]:
+        if self.running is not None:
+            return self.running
         return [node.proc.pid for node in self.cluster.nodes if node.proc is not None]
 
     def start(self) -> None:
-        self.cluster.start()
-        self.bootstrap = self.cluster.bootstrap_servers
+        found = running_cluster(1)
+        if found is not None:
+            self.bootstrap, self.running = found
+        else:
+            self.cluster.start()
+            self.bootstrap = self.cluster.bootstrap_servers
         self.name = f"Apache Kafka {self.cluster.version}"
 
     def stop(self) -> None:
-        self.cluster.stop()
+        if self.running is None:
+            self.cluster.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -1160,7 +1169,9 @@ class KafkaZkCluster:
     """``--cluster N``: N Apache Kafka 3.9 brokers on a private ZooKeeper (its CPU not
     counted), full JIT. 3.9 on ZooKeeper rather than 4.x on KRaft: the same
     coordination as brokerlite's cluster, so the brokers' CPU is their data path and
-    replication, without a KRaft quorum's work in the same processes."""
+    replication, without a KRaft quorum's work in the same processes. Or the
+    running cluster :data:`_kafka.RUNNING_ZK` names, when it has as many nodes
+    (the smoke test's: its figures are not judged)."""
 
     name = "Apache Kafka"
 
@@ -1172,14 +1183,22 @@ class KafkaZkCluster:
         self.nodes = nodes
         self.cluster: Any = None
         self.bootstrap = ""
+        self.running: list[int] | None = None  # the pids of a running cluster's brokers
 
     def pids(self) -> list[int]:
+        if self.running is not None:
+            return self.running
         nodes = [] if self.cluster is None else self.cluster.nodes
         return [node.proc.pid for node in nodes if node.proc is not None]
 
     def start(self) -> None:
-        self.zookeeper.start(timeout=60)
         peers = kafka_peers()
+        found = running_cluster(self.nodes, RUNNING_ZK, RUNNING_ZK_PIDS)
+        if found is not None:
+            self.bootstrap, self.running = found
+            self.name = f"Apache Kafka {peers.KAFKA_3}, {self.nodes} nodes"
+            return
+        self.zookeeper.start(timeout=60)
         self.cluster = peers.KafkaCluster(
             peers.KAFKA_3,
             self.dir / "kafka",
@@ -1195,7 +1214,8 @@ class KafkaZkCluster:
     def stop(self) -> None:
         if self.cluster is not None:
             self.cluster.stop()
-        self.zookeeper.stop()
+        if self.running is None:
+            self.zookeeper.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

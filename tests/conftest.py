@@ -44,6 +44,12 @@ workers: hundreds) compiled trafka's modules from source again, some 0.3 to 0.6 
 of CPU each. The suite then writes bytecode to a temporary directory of its own
 (``PYTHONPYCACHEPREFIX``, inherited by the xdist workers and every process they
 start; the source tree gets no ``__pycache__``), removed at the end of the run.
+
+Spark's Python workers likewise: every Spark the run starts (tests/spark's
+sessions and drivers, the bench smoke's Spark lines, the demo's) gets a
+``SPARK_HOME`` of the run's own (:func:`bytecode_spark_home`), set once for the
+whole run as ``PYTHONPYCACHEPREFIX`` is, unless the machine has a Spark of its
+own (``SPARK_HOME`` already set).
 """
 
 from __future__ import annotations
@@ -73,18 +79,52 @@ if _HERE not in sys.path:
 
 # A trio run a timed-out test abandoned is ended before the next test (see the module);
 # Apache Kafka's brokers as fixtures (see kafka_fixtures); docs/compatibility.md's
-# table checked against the outcomes of the tests marked compat (see compat_page).
-pytest_plugins = ["abandoned_runs", "kafka_fixtures", "compat_page"]
+# table checked against the outcomes of the tests marked compat (see compat_page);
+# with TRAFKA_TIMING_OUT set, every test phase's seconds recorded (see suite_timing).
+pytest_plugins = ["abandoned_runs", "kafka_fixtures", "compat_page", "suite_timing"]
 
 
 _PYCACHE = pytest.StashKey[str]()
+_SPARK_HOME = pytest.StashKey[str]()
+
+
+def bytecode_spark_home(where: Path) -> str | None:
+    """A SPARK_HOME for pip's pyspark whose Python workers import pyspark with
+    its bytecode: ``where`` with links to everything of the installed pyspark
+    but its ``python`` folder (None without pyspark).
+
+    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on its Python
+    workers' path; pip's pyspark has that zip (sources only), so every worker
+    daemon and every forked worker compiled the pyspark modules it imported
+    from source: about 1.2 s of a core for each daemon (one per kind of
+    worker), more for each worker. Without the zip the workers import the same
+    pyspark, installed and compiled, from the interpreter's site-packages.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")  # found, not imported: no JVM, no py4j
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    installed = Path(next(iter(spec.submodule_search_locations))).resolve()
+    where.mkdir(parents=True, exist_ok=True)
+    for entry in installed.iterdir():
+        if entry.name != "python" and not (where / entry.name).exists():
+            (where / entry.name).symlink_to(entry)
+    return str(where)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Bytecode to a directory of the run's own (see the module's docstring). In
-    the process that starts the xdist workers (or runs alone): the workers and
-    what they start inherit it."""
-    if hasattr(config, "workerinput") or not sys.dont_write_bytecode or sys.pycache_prefix:
+    """Bytecode to a directory of the run's own, and a SPARK_HOME of its own
+    (see the module's docstring). In the process that starts the xdist workers
+    (or runs alone): the workers and what they start inherit them."""
+    if hasattr(config, "workerinput"):
+        return
+    if "SPARK_HOME" not in os.environ:
+        home = bytecode_spark_home(Path(tempfile.mkdtemp(prefix="trafka-tests-spark-home-")))
+        if home is not None:
+            config.stash[_SPARK_HOME] = home
+            os.environ["SPARK_HOME"] = home
+    if not sys.dont_write_bytecode or sys.pycache_prefix:
         return
     cache = tempfile.mkdtemp(prefix="trafka-tests-pycache-")
     config.stash[_PYCACHE] = cache
@@ -95,6 +135,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    home = config.stash.get(_SPARK_HOME, None)
+    if home is not None:  # links only: what they point to stays
+        os.environ.pop("SPARK_HOME", None)
+        shutil.rmtree(home, ignore_errors=True)
     cache = config.stash.get(_PYCACHE, None)
     if cache is not None:
         # Off first: a module imported while the process ends would make the directory again.

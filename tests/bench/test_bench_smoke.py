@@ -177,19 +177,31 @@ def _option(command: list[str], name: str) -> str | None:
 
 
 def _kafka_fixture(command: list[str]) -> str | None:
-    """The session's Kafka 4.x the line runs on, if it runs on Kafka: the line
-    takes the running cluster (bench/_kafka.py's TRAFKA_BENCH_KAFKA) instead of
-    starting one of its own, so a worker starts a cluster once for these lines
-    and the tests that share it. One node for Spark, the three nodes for the
-    proxy's ``--cluster 3``. (bench/clients.py --broker kafka keeps a node of
-    its own: Kafka's ConsumerPerformance read nothing within its 10 s on the
-    shared node of a loaded machine, untried further.)"""
+    """The session's Kafka the line runs on, if it runs on Kafka: the line
+    takes the running cluster (bench/_kafka.py's TRAFKA_BENCH_KAFKA, or
+    TRAFKA_BENCH_KAFKA3 for 3.x on ZooKeeper) instead of starting one of its
+    own, so a worker starts a cluster once for these lines and the tests that
+    share it. One node of 4.x for Spark and bench/clients.py's ``--broker
+    kafka``, its three nodes for the proxy's ``--cluster 3``, the three 3.9
+    nodes for bench/clients.py's ``--cluster 3``. (Kafka's ConsumerPerformance,
+    which the clients lines run, once read nothing within its 10 s on the
+    shared node of a loaded machine; it has 60 s since.)"""
     script = Path(command[0]).name
     if script == "spark_kafka.py":
         return "kafka4"
     if script == "proxy.py" and _option(command, "--upstream") == "kafka":
         return "kafka4_cluster"
+    if script == "clients.py" and "kafka" in (_option(command, "--broker") or "").split(","):
+        return "kafka3_cluster" if _option(command, "--cluster") == "3" else "kafka4"
     return None
+
+
+#: The environment variables that name a fixture's cluster to a line (bench/_kafka.py).
+_KAFKA_ENV = {
+    "kafka4": "TRAFKA_BENCH_KAFKA",
+    "kafka4_cluster": "TRAFKA_BENCH_KAFKA",
+    "kafka3_cluster": "TRAFKA_BENCH_KAFKA3",
+}
 
 
 def _run(
@@ -213,7 +225,7 @@ def test_the_bench_target_is_read() -> None:
     assert ["bench/clients.py", "--suite", "eos", "--records", "300000"] in COMMANDS
     # Each of the Kafka lines runs on a session's cluster (see _kafka_fixture).
     kafka = [_kafka_fixture(c) for c in COMMANDS if _kafka_fixture(c) is not None]
-    assert sorted(kafka) == ["kafka4", "kafka4_cluster"], COMMANDS
+    assert sorted(kafka) == ["kafka3_cluster", "kafka4", "kafka4", "kafka4_cluster"], COMMANDS
 
 
 @pytest.mark.slow
@@ -230,8 +242,9 @@ def test_bench_line_runs_at_a_tiny_size(
     fixture = _kafka_fixture(command)
     if fixture is not None:
         kafka = request.getfixturevalue(fixture)
-        env["TRAFKA_BENCH_KAFKA"] = kafka.bootstrap_servers
-        env["TRAFKA_BENCH_KAFKA_PIDS"] = ",".join(
+        name = _KAFKA_ENV[fixture]
+        env[name] = kafka.bootstrap_servers
+        env[f"{name}_PIDS"] = ",".join(
             str(node.proc.pid) for node in kafka.nodes if node.proc is not None
         )
     done = _run(command, tmp_path, env)
@@ -242,4 +255,4 @@ def test_bench_line_runs_at_a_tiny_size(
         found = [line for line in out if re.search(pattern, line)]
         assert len(found) >= least, f"{least}+ lines like {pattern!r} expected\n{report}"
     if fixture is not None:  # the line ran on the session's cluster, as asked
-        assert f"the running cluster at {env['TRAFKA_BENCH_KAFKA']} " in done.stderr, report
+        assert f"the running cluster at {kafka.bootstrap_servers} " in done.stderr, report

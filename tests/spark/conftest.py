@@ -10,21 +10,10 @@ from typing import Any
 
 import pytest
 from kafka_peers import SKIP_ENV, SPARK_KAFKA, jars, missing
-from spark_helpers import TEST_JVM_OPTIONS, bytecode_spark_home
+from spark_helpers import TEST_JVM_OPTIONS
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _spark_home(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Every Spark the tests start (the session's, and the drivers, masters and
-    workers started as processes, which inherit the environment) runs its
-    Python workers on pyspark's bytecode (see :func:`bytecode_spark_home`).
-    A Spark of the machine's own (``SPARK_HOME`` set) is left as it is."""
-    if "SPARK_HOME" not in os.environ:
-        os.environ["SPARK_HOME"] = bytecode_spark_home(tmp_path_factory.mktemp("spark-home"))
-
 
 #: The jars of Spark's own Kafka connector that its ``format("kafka")`` needs;
 #: the connector's other dependencies (Hadoop's client, Scala, snappy, lz4...)

@@ -22,28 +22,6 @@ if TYPE_CHECKING:  # tests/ is not on the path of the drivers that import this
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def bytecode_spark_home(where: Path) -> str:
-    """A SPARK_HOME for pip's pyspark whose Python workers import pyspark with
-    its bytecode: ``where`` with links to everything of the installed pyspark
-    but its ``python`` folder.
-
-    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on its Python
-    workers' path; pip's pyspark has that zip (sources only), so every worker
-    daemon and every forked worker compiled the pyspark modules it imported
-    from source: about 1.2 s of a core for each daemon (one per kind of
-    worker), more for each worker. Without the zip the workers import the same
-    pyspark, installed and compiled, from the interpreter's site-packages.
-    """
-    import pyspark
-
-    installed = Path(pyspark.__file__).resolve().parent
-    where.mkdir(parents=True, exist_ok=True)
-    for entry in installed.iterdir():
-        if entry.name != "python" and not (where / entry.name).exists():
-            (where / entry.name).symlink_to(entry)
-    return str(where)
-
-
 def fresh(prefix: str = "t") -> str:
     """A topic name no other test of this run uses."""
     # Imported here: the drivers that import this module run without tests/ on the path.
