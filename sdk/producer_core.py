@@ -179,6 +179,9 @@ class ProducerCore:
         self._value_ser = get_serializer(config.value_serializer)
         self._raw_keys = config.key_serializer == "bytes"
         self._raw_values = config.value_serializer == "bytes"
+        # Serializers that frame by topic and may add headers (trafka.sdk.schemas).
+        self._key_rec = getattr(config.key_serializer, "serialize_record", None)
+        self._value_rec = getattr(config.value_serializer, "serialize_record", None)
         self.closed = False
         self.fatal: BaseException | None = None
         self.transactional = config.transactional_id is not None
@@ -248,6 +251,8 @@ class ProducerCore:
             partition = check_partition("partition", partition)
         hdrs = check_headers("headers", headers) if headers is not None else ()
         timestamp_ms = check_timestamp_ms("timestamp_ms", timestamp_ms)
+        if self._key_rec is not None or self._value_rec is not None:
+            return self._prepare_framed(topic, value, key, partition, hdrs, timestamp_ms)
         # The default bytes serializer is the identity on bytes and None: skip the call.
         if self._raw_keys and (key is None or type(key) is bytes):
             key_bytes = key
@@ -258,6 +263,23 @@ class ProducerCore:
         else:
             value_bytes = _serialized("value", self._value_ser, value)
         return topic, value_bytes, key_bytes, partition, hdrs, timestamp_ms
+
+    def _prepare_framed(
+        self, topic: str, value: Any, key: Any, partition: Any, hdrs: Any, timestamp_ms: Any
+    ) -> PreparedRecord:
+        """:meth:`prepare` with a serializer told the topic and the headers (which
+        it may add to: a schema id header); its errors name the record already."""
+        headers = list(hdrs)
+        kr, vr = self._key_rec, self._value_rec
+        if kr is not None:
+            key_bytes = kr(key, topic, True, headers)
+        else:
+            key_bytes = _serialized("key", self._key_ser, key)
+        if vr is not None:
+            value_bytes = vr(value, topic, False, headers)
+        else:
+            value_bytes = _serialized("value", self._value_ser, value)
+        return topic, value_bytes, key_bytes, partition, tuple(headers), timestamp_ms
 
     def check_open(self) -> None:
         """Raise why nothing can be appended, if something stands in the way.
