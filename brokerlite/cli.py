@@ -50,6 +50,7 @@ _OPTION_FIELDS = {
     "announce": "announce",
     "metrics_listen": "metrics_listen",
     "console_listen": "console_listen",
+    "schema_registry_listen": "schema_registry_listen",
     "zookeeper": "zookeeper_connect",
     "default_replication_factor": "default_replication_factor",
     "min_insync_replicas": "min_insync_replicas",
@@ -222,6 +223,12 @@ def _configure_logging(verbose: bool, *quiet: str) -> None:
     "one a console on a non-loopback address is read-only).",
 )
 @click.option(
+    "--schema-registry-listen",
+    metavar="HOST:PORT",
+    help="Serve a Schema Registry (Confluent's REST API, schemas kept in the _schemas "
+    "topic) here (needs trafka[schemas]).",
+)
+@click.option(
     "--announce/--no-announce",
     default=None,
     help="Announce the listener on the local network (zeroconf, _kafka._tcp) [off].",
@@ -281,6 +288,12 @@ def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
             find("console")
         except BrokerError as exc:
             raise click.UsageError(f"--console-listen: {exc}") from None
+    if config.schema_registry_listen is not None:
+        from .registry import missing
+
+        reason = missing()
+        if reason is not None:
+            raise click.UsageError(f"--schema-registry-listen: {reason}")
     _configure_logging(verbose, "trio", "kazoo", "hypercorn", "trafka.console.http")
     from .server import run_broker
 

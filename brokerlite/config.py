@@ -259,6 +259,10 @@ class BrokerConfig:
             reaches as any client does, through the broker's own listener
             (so only a PLAINTEXT one); None (the default): none. Port 0 picks a
             free port.
+        schema_registry_listen: ``host:port`` of a Schema Registry speaking
+            Confluent's REST API (:mod:`.registry`, the ``schemas`` extra),
+            keeping its schemas in the ``_schemas`` topic, reached through the
+            broker's own (PLAINTEXT) listener; None (the default): none.
         zookeeper_connect: ``host:port[,host:port...][/chroot]`` of the ZooKeeper
             ensemble of a cluster (Kafka's ``zookeeper.connect``); None (the
             default) runs the single-node broker, without ZooKeeper.
@@ -414,6 +418,7 @@ class BrokerConfig:
     announce: bool = False
     metrics_listen: str | None = None
     console_listen: str | None = None
+    schema_registry_listen: str | None = None
     zookeeper_connect: str | None = None
     zookeeper_session_timeout_ms: int = 18_000
     zookeeper_connection_timeout_ms: int | None = None
@@ -661,6 +666,13 @@ def _check_basics(cfg: BrokerConfig) -> None:
         split_host_port(cfg.advertised_listener, "advertised_listener")
     if cfg.metrics_listen is not None:
         split_host_port(cfg.metrics_listen, "metrics_listen")
+    if cfg.schema_registry_listen is not None:
+        split_host_port(cfg.schema_registry_listen, "schema_registry_listen")
+        if cfg.security_protocol != "PLAINTEXT":
+            raise ConfigError(
+                "schema_registry_listen: the registry reaches the broker as a plain client, "
+                f"which a {cfg.security_protocol} listener refuses"
+            )
     if cfg.console_listen is not None:
         split_host_port(cfg.console_listen, "console_listen")
         if cfg.security_protocol != "PLAINTEXT":

@@ -18,12 +18,17 @@ Rules:
 * :func:`http_answer` is the whole answer to a head, without I/O;
   :func:`serve_metrics` is the trio driver of brokerlite and the proxy (the SDK
   drives the same answer through anyio on its client's own task group).
+* The same plumbing serves brokerlite's schema registry (:func:`serve_http`):
+  one request per connection as above, any method, and a body of at most
+  ``max_body`` bytes by its ``Content-Length`` (refused with 413 before it is
+  read; a chunked body is refused with 411).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from typing import NamedTuple
 
 import trio
 
@@ -35,8 +40,10 @@ __all__ = [
     "HEAD_TIMEOUT_S",
     "MAX_HEAD",
     "Endpoint",
+    "Request",
     "http_answer",
     "http_response",
+    "serve_http",
     "serve_metrics",
 ]
 
@@ -95,6 +102,10 @@ def http_response(
         400: "Bad Request",
         404: "Not Found",
         405: "Method Not Allowed",
+        409: "Conflict",
+        411: "Length Required",
+        413: "Content Too Large",
+        422: "Unprocessable Content",
         500: "Internal Server Error",
     }.get(status, "Service Unavailable")
     head = (
@@ -104,7 +115,9 @@ def http_response(
     return head.encode() + body
 
 
-async def _exchange(endpoint: Endpoint, stream: trio.SocketStream) -> None:
+async def _receive_head(stream: trio.SocketStream) -> bytes | None:
+    """The request head and what followed it in the same reads; None when no
+    whole head came (too long, too slow or closed)."""
     head = bytearray()
     with trio.move_on_after(HEAD_TIMEOUT_S):
         while b"\r\n\r\n" not in head and len(head) <= MAX_HEAD:
@@ -112,7 +125,12 @@ async def _exchange(endpoint: Endpoint, stream: trio.SocketStream) -> None:
             if not data:
                 break
             head += data
-    if b"\r\n\r\n" not in head:
+    return bytes(head) if b"\r\n\r\n" in head else None
+
+
+async def _exchange(endpoint: Endpoint, stream: trio.SocketStream) -> None:
+    head = await _receive_head(stream)
+    if head is None:
         await stream.send_all(http_response(400, b"bad request\n"))
         return
     line = bytes(head).split(b"\r\n", 1)[0].split()
@@ -143,6 +161,89 @@ async def serve_metrics(
     async def handle(stream: trio.SocketStream) -> None:
         try:
             await _exchange(endpoint, stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    quiet = RateLimitedLog(log, clock=trio.current_time)
+    async with trio.open_nursery() as nursery:
+        for listener in listeners:
+            nursery.start_soon(
+                accept_forever, listener, lambda s: nursery.start_soon(handle, s), quiet
+            )
+        task_status.started()
+
+
+class Request(NamedTuple):
+    """A request read by :func:`serve_http`: the method, the target (path and
+    query, undecoded), the headers (names in lower case) and the body."""
+
+    method: str
+    target: str
+    headers: dict[str, str]
+    body: bytes
+
+
+async def _receive_request(stream: trio.SocketStream, max_body: int) -> Request | bytes:
+    """The request, or the whole error answer to send instead."""
+    received = await _receive_head(stream)
+    if received is None:
+        return http_response(400, b"bad request\n")
+    head, _, rest = received.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    line = lines[0].split()
+    if len(line) != 3 or not line[2].startswith("HTTP/"):
+        return http_response(400, b"bad request\n")
+    headers = {}
+    for header in lines[1:]:
+        name, colon, value = header.partition(":")
+        if not colon:
+            return http_response(400, b"bad request\n")
+        headers[name.strip().lower()] = value.strip()
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        return http_response(411, b"a Content-Length is required\n")
+    try:
+        length = int(headers.get("content-length", "0"))
+    except ValueError:
+        return http_response(400, b"bad request\n")
+    if length < 0:
+        return http_response(400, b"bad request\n")
+    if length > max_body:
+        return http_response(413, b"request body too large\n")
+    body = bytearray(rest[:length])
+    with trio.move_on_after(HEAD_TIMEOUT_S):
+        while len(body) < length:
+            data = await stream.receive_some(length - len(body))
+            if not data:
+                break
+            body += data
+    if len(body) < length:
+        return http_response(400, b"incomplete body\n")
+    return Request(line[0], line[1], headers, bytes(body))
+
+
+async def serve_http(
+    handler: Callable[[Request], Awaitable[bytes]],
+    listeners: list[trio.SocketListener],
+    max_body: int,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Answer requests on ``listeners`` with ``handler`` (the whole answer's
+    bytes, :func:`http_response`) until cancelled; a handler that fails is a 500."""
+
+    async def handle(stream: trio.SocketStream) -> None:
+        try:
+            request = await _receive_request(stream, max_body)
+            if isinstance(request, Request):
+                try:
+                    answer = await handler(request)
+                except Exception:
+                    log.exception("internal error answering %s %s", request.method, request.target)
+                    answer = http_response(500, b"internal error\n")
+            else:
+                answer = request
+            await stream.send_all(answer)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         finally:

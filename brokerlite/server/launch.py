@@ -55,6 +55,7 @@ class RunningBroker:
             (``queued_max_request_bytes``; for tests and introspection, as ``broker``).
         metrics_address: the bound (host, port) of the metrics listener, if any.
         console_address: the bound (host, port) of the web console, if any.
+        schema_registry_address: the bound (host, port) of the schema registry, if any.
     """
 
     address: tuple[str, int]
@@ -64,6 +65,7 @@ class RunningBroker:
     request_budget: RequestBudget
     metrics_address: tuple[str, int] | None = None
     console_address: tuple[str, int] | None = None
+    schema_registry_address: tuple[str, int] | None = None
 
 
 @asynccontextmanager
@@ -123,6 +125,8 @@ async def serve_broker(
             nursery.start_soon(_serve_listeners, server, listeners)
             if cfg.console_listen is not None:
                 running = await _start_console(nursery, running, cfg.console_listen)
+            if cfg.schema_registry_listen is not None:
+                running = await _start_registry(nursery, running, cfg)
             try:
                 if cfg.announce:
                     async with _announced(cfg, broker):
@@ -205,6 +209,24 @@ async def _start_console(
         functools.partial(console.serve, running.bootstrap_servers, listen)
     )
     return dataclasses.replace(running, console_address=address)
+
+
+async def _start_registry(
+    nursery: trio.Nursery, running: RunningBroker, cfg: BrokerConfig
+) -> RunningBroker:
+    """Serve the schema registry (:mod:`..registry`) as a client of this broker."""
+    from ..errors import BrokerError
+    from ..registry import missing
+
+    reason = missing()
+    if reason is not None:
+        raise BrokerError(reason)
+    from ..registry.service import serve_registry
+
+    address = await nursery.start(
+        serve_registry, running.bootstrap_servers, cfg.schema_registry_listen, cfg.node_id
+    )
+    return dataclasses.replace(running, schema_registry_address=address)
 
 
 @asynccontextmanager
