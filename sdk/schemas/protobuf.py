@@ -65,6 +65,19 @@ def _known(name: str) -> bool:
     return name.startswith("google/protobuf/")
 
 
+def _known_file(name: str) -> Any:
+    """A well-known file from protobuf's own pool (its module imported first)."""
+    import importlib
+
+    _, descriptor_pool, _ = _protobuf()
+    module = name.removeprefix("google/protobuf/").removesuffix(".proto")
+    try:
+        importlib.import_module(f"google.protobuf.{module}_pb2")
+    except ImportError:
+        pass  # not one protobuf ships: the pool says so below
+    return _file_proto(descriptor_pool.Default().FindFileByName(name))
+
+
 class ProtobufSerializer(SchemaSerializer):
     """Serialize messages of one generated class.
 
@@ -155,7 +168,6 @@ class ProtobufDeserializer(SchemaDeserializer):
     def _reader(self, schema: Schema) -> Any:
         _, descriptor_pool, _ = _protobuf()
         pool = descriptor_pool.DescriptorPool()
-        default = descriptor_pool.Default()
         added: set[str] = set()
 
         def add(name: str, s: Schema | None) -> Any:
@@ -163,7 +175,7 @@ class ProtobufDeserializer(SchemaDeserializer):
                 return None
             added.add(name)
             if s is None:  # a well-known file: from protobuf's own pool
-                fdp = _file_proto(default.FindFileByName(name))
+                fdp = _known_file(name)
             else:
                 fdp = _to_file_proto(s.schema_str, name)
             for dep in fdp.dependency:
