@@ -232,15 +232,9 @@ class ConsumerCore(Generic[K, V]):
         for i, (t, p, o, ts, k, v, h, tt, e) in enumerate(recs):
             field = "key"
             try:
-                if kr is not None:
-                    key = kr(k, t, p, o, h, True)
-                else:
-                    key = k if kd is None else kd(k)
+                key = kr(k, t, p, o, h, True) if kr is not None else (k if kd is None else kd(k))
                 field = "value"
-                if vr is not None:
-                    value = vr(v, t, p, o, h, False)
-                else:
-                    value = v if vd is None else vd(v)
+                value = vr(v, t, p, o, h, False) if vr is not None else (v if vd is None else vd(v))
             except Exception as exc:
                 error = _located(exc, field, t, p, o)
                 handler = self._on_error

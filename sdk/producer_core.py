@@ -103,6 +103,31 @@ def _serialized(what: str, serializer: Serializer, value: Any) -> bytes | None:
         raise SerializationError(f"{what}: {exc}") from exc.__cause__
 
 
+def _framed_serializers(
+    config: ProducerConfig, key_ser: Serializer, value_ser: Serializer
+) -> Callable[..., PreparedRecord] | None:
+    """``prepare``'s serializing when a serializer is told the topic and the
+    headers, to which it may add (a schema id header: trafka.sdk.schemas);
+    None when neither is. Its errors name the record already."""
+    kr = getattr(config.key_serializer, "serialize_record", None)
+    vr = getattr(config.value_serializer, "serialize_record", None)
+    if kr is None and vr is None:
+        return None
+
+    def prepare(
+        topic: str, value: Any, key: Any, partition: Any, hdrs: Any, timestamp_ms: Any
+    ) -> PreparedRecord:
+        headers = list(hdrs)
+        key_bytes = kr(key, topic, True, headers) if kr else _serialized("key", key_ser, key)
+        if vr is not None:
+            value_bytes = vr(value, topic, False, headers)
+        else:
+            value_bytes = _serialized("value", value_ser, value)
+        return topic, value_bytes, key_bytes, partition, tuple(headers), timestamp_ms
+
+    return prepare
+
+
 def _nothing() -> None:
     pass
 
@@ -177,11 +202,9 @@ class ProducerCore:
         self._partitioner_needs_available = info is None or info.uses_availability
         self._key_ser = get_serializer(config.key_serializer)
         self._value_ser = get_serializer(config.value_serializer)
+        self._framed = _framed_serializers(config, self._key_ser, self._value_ser)
         self._raw_keys = config.key_serializer == "bytes"
         self._raw_values = config.value_serializer == "bytes"
-        # Serializers that frame by topic and may add headers (trafka.sdk.schemas).
-        self._key_rec = getattr(config.key_serializer, "serialize_record", None)
-        self._value_rec = getattr(config.value_serializer, "serialize_record", None)
         self.closed = False
         self.fatal: BaseException | None = None
         self.transactional = config.transactional_id is not None
@@ -227,13 +250,7 @@ class ProducerCore:
     # -- records --------------------------------------------------------------------------
 
     def prepare(
-        self,
-        topic: Any,
-        value: Any,
-        key: Any,
-        partition: Any,
-        headers: Any,
-        timestamp_ms: Any,
+        self, topic: Any, value: Any, key: Any, partition: Any, headers: Any, timestamp_ms: Any
     ) -> PreparedRecord:
         """``send``'s arguments checked and serialized: ``(topic, value bytes,
         key bytes, partition, headers, timestamp_ms)``. Pure: the blocking
@@ -251,8 +268,8 @@ class ProducerCore:
             partition = check_partition("partition", partition)
         hdrs = check_headers("headers", headers) if headers is not None else ()
         timestamp_ms = check_timestamp_ms("timestamp_ms", timestamp_ms)
-        if self._key_rec is not None or self._value_rec is not None:
-            return self._prepare_framed(topic, value, key, partition, hdrs, timestamp_ms)
+        if self._framed is not None:
+            return self._framed(topic, value, key, partition, hdrs, timestamp_ms)
         # The default bytes serializer is the identity on bytes and None: skip the call.
         if self._raw_keys and (key is None or type(key) is bytes):
             key_bytes = key
@@ -263,23 +280,6 @@ class ProducerCore:
         else:
             value_bytes = _serialized("value", self._value_ser, value)
         return topic, value_bytes, key_bytes, partition, hdrs, timestamp_ms
-
-    def _prepare_framed(
-        self, topic: str, value: Any, key: Any, partition: Any, hdrs: Any, timestamp_ms: Any
-    ) -> PreparedRecord:
-        """:meth:`prepare` with a serializer told the topic and the headers (which
-        it may add to: a schema id header); its errors name the record already."""
-        headers = list(hdrs)
-        kr, vr = self._key_rec, self._value_rec
-        if kr is not None:
-            key_bytes = kr(key, topic, True, headers)
-        else:
-            key_bytes = _serialized("key", self._key_ser, key)
-        if vr is not None:
-            value_bytes = vr(value, topic, False, headers)
-        else:
-            value_bytes = _serialized("value", self._value_ser, value)
-        return topic, value_bytes, key_bytes, partition, tuple(headers), timestamp_ms
 
     def check_open(self) -> None:
         """Raise why nothing can be appended, if something stands in the way.

@@ -29,7 +29,7 @@ def _parse(serde: Any, schema: Schema) -> Any:
     """``schema`` parsed by fastavro, with the named types of its references."""
     fastavro = _fastavro()
     named: dict[str, Any] = {}
-    for _, referenced in serde._referenced(schema):
+    for _, referenced in serde.referenced_schemas(schema):
         fastavro.parse_schema(json.loads(referenced.schema_str), named_schemas=named)
     return fastavro.parse_schema(json.loads(schema.schema_str), named_schemas=named)
 

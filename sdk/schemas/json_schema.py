@@ -32,8 +32,13 @@ def _validator(serde: Any, schema: Schema) -> Any:
     jsonschema, referencing = _jsonschema()
     doc = json.loads(schema.schema_str)
     resources = [
-        (name, referencing.Resource.from_contents(json.loads(s.schema_str), default_specification=referencing.jsonschema.DRAFT7))
-        for name, s in serde._referenced(schema)
+        (
+            name,
+            referencing.Resource.from_contents(
+                json.loads(s.schema_str), default_specification=referencing.jsonschema.DRAFT7
+            ),
+        )
+        for name, s in serde.referenced_schemas(schema)
     ]
     registry = referencing.Registry().with_resources(resources)
     cls = jsonschema.validators.validator_for(doc, default=jsonschema.Draft7Validator)

@@ -202,7 +202,9 @@ def _field(t: _Tokens, msg: Any, proto3: bool, oneof: int | None) -> Any:
         value_type = t.next()
         t.expect(">")
         fname = t.next()
-        entry = msg.nested_type.add(name="".join(p.capitalize() for p in fname.split("_")) + "Entry")
+        entry = msg.nested_type.add(
+            name="".join(p.capitalize() for p in fname.split("_")) + "Entry"
+        )
         entry.options.map_entry = True
         _typed(entry.field.add(name="key", number=1, label=1), key_type)
         _typed(entry.field.add(name="value", number=2, label=1), value_type)
@@ -316,7 +318,7 @@ def _type_of(field: Any) -> str:
         return _NAMES[field.type]
     if field.type == _TYPE_GROUP:
         raise ValueError(f"field {field.name}: groups cannot be rendered")
-    return field.type_name
+    return str(field.type_name)
 
 
 def _render_field(field: Any, entries: dict[str, Any], proto3: bool, in_oneof: bool) -> str:

@@ -98,7 +98,9 @@ class ProtobufSerializer(SchemaSerializer):
         extra = {"skip.known.types": True, "reference.subject.name.strategy": None}
         super().__init__(schema_registry_client, conf, extra)
         self.skip_known = self.conf.pop("skip.known.types")
-        self.ref_subject: Callable[[str], str] = self.conf.pop("reference.subject.name.strategy") or str
+        self.ref_subject: Callable[[str], str] = (
+            self.conf.pop("reference.subject.name.strategy") or str
+        )
         if not hasattr(msg_type, "DESCRIPTOR"):
             raise ConfigError("ProtobufSerializer needs a generated message class")
         self.msg_type = msg_type
@@ -174,16 +176,14 @@ class ProtobufDeserializer(SchemaDeserializer):
             if name in added:
                 return None
             added.add(name)
-            if s is None:  # a well-known file: from protobuf's own pool
-                fdp = _known_file(name)
-            else:
-                fdp = _to_file_proto(s.schema_str, name)
+            # (None: a well-known file, from protobuf's own pool)
+            fdp = _known_file(name) if s is None else _to_file_proto(s.schema_str, name)
             for dep in fdp.dependency:
                 if _known(dep):
                     add(dep, None)
             return pool.Add(fdp)
 
-        for ref_name, referenced in self._referenced(schema):
+        for ref_name, referenced in self.referenced_schemas(schema):
             add(ref_name, referenced)
         return add("registered.proto", schema)
 

@@ -126,7 +126,9 @@ class AsyncSchemaRegistryClient:
                     method, base + path, content=content, params=params, headers=headers
                 )
             except httpx.TimeoutException as exc:
-                error = SchemaRegistryError(None, -1, f"no answer from {base}: timeout ({exc})", what)
+                error = SchemaRegistryError(
+                    None, -1, f"no answer from {base}: timeout ({exc})", what
+                )
             except httpx.TransportError as exc:
                 error = SchemaRegistryError(None, -1, f"{base} unreachable: {exc!r}", what)
             else:
@@ -193,7 +195,9 @@ class AsyncSchemaRegistryClient:
         hit = self._looked_up.get(key)
         if hit is None:
             params = {"normalize": str(normalize).lower(), "deleted": str(deleted).lower()}
-            body = await self.request("POST", f"/subjects/{_seg(subject)}", schema.to_json(), params)
+            body = await self.request(
+                "POST", f"/subjects/{_seg(subject)}", schema.to_json(), params
+            )
             hit = self._looked_up[key] = RegisteredSchema.from_json(body)
         return hit
 
@@ -275,7 +279,9 @@ class AsyncSchemaRegistryClient:
         path = "/config" if subject is None else f"/config/{_seg(subject)}"
         return dict(await self.request("GET", path))
 
-    async def set_config(self, config: Mapping[str, Any], subject: str | None = None) -> dict[str, Any]:
+    async def set_config(
+        self, config: Mapping[str, Any], subject: str | None = None
+    ) -> dict[str, Any]:
         """Update the configuration of ``subject`` (None: the global one)."""
         path = "/config" if subject is None else f"/config/{_seg(subject)}"
         return dict(await self.request("PUT", path, dict(config)))

@@ -92,7 +92,9 @@ class _Serde:
 
     schema_type = "AVRO"
 
-    def __init__(self, registry: Any, conf: Mapping[str, Any] | None, known: dict[str, Any]) -> None:
+    def __init__(
+        self, registry: Any, conf: Mapping[str, Any] | None, known: dict[str, Any]
+    ) -> None:
         # None only for a deserializer that needs no schema (Protobuf's generated classes).
         self.registry: Any = None if registry is None else _registry(registry)
         given = {k.replace("_", "."): v for k, v in (conf or {}).items()}
@@ -102,7 +104,9 @@ class _Serde:
         self.conf = {**known, **given}
         self._lock = threading.Lock()
 
-    def _referenced(self, schema: Schema, seen: set[tuple[str, int]] | None = None) -> list[tuple[str, Schema]]:
+    def referenced_schemas(
+        self, schema: Schema, seen: set[tuple[str, int]] | None = None
+    ) -> list[tuple[str, Schema]]:
         """Every schema ``schema`` references, depth first (name, schema),
         each fetched once per serde."""
         out: list[tuple[str, Schema]] = []
@@ -112,7 +116,7 @@ class _Serde:
                 continue
             seen.add((ref.subject, ref.version))
             registered: RegisteredSchema = self.registry.get_version(ref.subject, ref.version)
-            out.extend(self._referenced(registered.schema, seen))
+            out.extend(self.referenced_schemas(registered.schema, seen))
             out.append((ref.name, registered.schema))
         return out
 
@@ -144,7 +148,9 @@ class SchemaSerializer(_Serde):
         self.strategy = _strategy(c.pop("subject.name.strategy"))
         self.framing = c.pop("schema.id.framing")
         if self.framing not in ("prefix", "header"):
-            raise ConfigError(f"schema.id.framing must be 'prefix' or 'header', got {self.framing!r}")
+            raise ConfigError(
+                f"schema.id.framing must be 'prefix' or 'header', got {self.framing!r}"
+            )
         # subject -> (the registered schema, the format's parsed writer).
         self._resolved: dict[str, tuple[RegisteredSchema, Any]] = {}
 
@@ -236,7 +242,9 @@ class SchemaSerializer(_Serde):
             )
         return payload
 
-    def _resolve(self, obj: Any, subject: str, topic: str, is_key: bool) -> tuple[RegisteredSchema, Any]:
+    def _resolve(
+        self, obj: Any, subject: str, topic: str, is_key: bool
+    ) -> tuple[RegisteredSchema, Any]:
         registry = self.registry
         with self._lock:
             hit = self._resolved.get(subject)
@@ -313,7 +321,12 @@ class SchemaDeserializer(_Serde):
         """
         if data is None:
             return None
-        where = {"topic": topic, "partition": partition, "offset": offset, "is_key": is_key}
+        where: dict[str, Any] = {
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+            "is_key": is_key,
+        }
         try:
             frame = _header(headers, header_name(is_key))
             if frame is not None:
@@ -376,4 +389,3 @@ def _header(headers: Any, name: str) -> bytes | None:
         if k == name and v is not None:
             found = bytes(v)  # the last one wins, as a header map would
     return found
-

@@ -54,7 +54,7 @@ def test_id_frames_are_confluents(schema_id: int, indexes: list[int] | None) -> 
     assert ours == theirs
     # and read back by each
     ref, pos = read_frame(ours + b"payload", indexes is not None)
-    assert (ref.schema_id, ours[pos:] + b"payload"[: 0]) == (schema_id, b"")
+    assert (ref.schema_id, ours[pos:] + b"payload"[:0]) == (schema_id, b"")
     back = SchemaId("PROTOBUF" if indexes else "AVRO")
     rest = back.from_bytes(io.BytesIO(ours + b"payload"))
     assert back.id == schema_id and rest.read() == b"payload"
