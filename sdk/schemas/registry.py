@@ -126,11 +126,10 @@ class AsyncSchemaRegistryClient:
                     method, base + path, content=content, params=params, headers=headers
                 )
             except httpx.TimeoutException as exc:
-                error = SchemaRegistryError(
-                    None, -1, f"no answer from {base}: timeout ({exc})", what
-                )
+                why = f"no answer from {base}: timeout ({_why(exc)})"
+                error = SchemaRegistryError(None, -1, why, what)
             except httpx.TransportError as exc:
-                error = SchemaRegistryError(None, -1, f"{base} unreachable: {exc!r}", what)
+                error = SchemaRegistryError(None, -1, f"{base} unreachable: {_why(exc)}", what)
             else:
                 if answer.status_code < 300:
                     return _json(answer, what)
@@ -285,6 +284,18 @@ class AsyncSchemaRegistryClient:
         """Update the configuration of ``subject`` (None: the global one)."""
         path = "/config" if subject is None else f"/config/{_seg(subject)}"
         return dict(await self.request("PUT", path, dict(config)))
+
+
+def _why(exc: BaseException) -> str:
+    """What went wrong, from the innermost error that says (httpx's own
+    message is empty under trio: the TLS or socket error is its cause)."""
+    reasons = []
+    seen: BaseException | None = exc
+    while seen is not None and len(reasons) < 5:
+        if str(seen):
+            reasons.append(f"{type(seen).__name__}: {seen}")
+        seen = seen.__cause__ or seen.__context__
+    return reasons[-1] if reasons else type(exc).__name__
 
 
 def _json(answer: Any, what: str) -> Any:
