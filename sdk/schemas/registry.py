@@ -289,7 +289,7 @@ class AsyncSchemaRegistryClient:
 def _why(exc: BaseException) -> str:
     """What went wrong, from the innermost error that says (httpx's own
     message is empty under trio: the TLS or socket error is its cause)."""
-    reasons = []
+    reasons: list[str] = []
     seen: BaseException | None = exc
     while seen is not None and len(reasons) < 5:
         if str(seen):

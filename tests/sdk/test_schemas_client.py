@@ -225,9 +225,11 @@ def test_tls_with_client_certificate_and_credentials_on_the_wire(
             assert isinstance(client.get_subjects(), list)
         assert f"Authorization: {header}\r\n".lower().encode() in bytes(relay.sent).lower()
         untrusted = {k: v for k, v in conf.items() if k != "ssl.ca.location"} | {"max.retries": 0}
-        with SchemaRegistryClient(untrusted) as client:
-            with pytest.raises(SchemaRegistryError, match="CERTIFICATE_VERIFY_FAILED"):
-                client.get_subjects()
+        with (
+            SchemaRegistryClient(untrusted) as client,
+            pytest.raises(SchemaRegistryError, match="CERTIFICATE_VERIFY_FAILED"),
+        ):
+            client.get_subjects()
     finally:
         relay.close()
 
