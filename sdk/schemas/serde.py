@@ -258,7 +258,10 @@ class SchemaSerializer(_Serde):
                     registered = registry.get_latest_version(subject)
                 elif self.auto_register:
                     schema = self._schema(obj)
-                    registered = registry.register_schema(subject, schema, self.normalize)
+                    # (confluent-kafka's client returns the id here, its full answer there)
+                    register = getattr(registry, "register_schema_full_response", None)
+                    register = register or registry.register_schema
+                    registered = register(subject, schema, self.normalize)
                 else:
                     registered = registry.lookup_schema(subject, self._schema(obj), self.normalize)
                 writer = self._writer(registered)

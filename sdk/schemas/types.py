@@ -101,6 +101,10 @@ class Schema:
     schema_type: str = "AVRO"
     references: tuple[SchemaReference, ...] = ()
 
+    def __post_init__(self) -> None:
+        # A list (as confluent-kafka's Schema takes them) would make it unhashable.
+        object.__setattr__(self, "references", tuple(self.references or ()))
+
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"schema": self.schema_str}
         # The registry's default type is AVRO; Confluent's clients leave it out.

@@ -440,3 +440,56 @@ def test_subject_strategies_references_and_latest(
     with pytest.raises(SchemaSerializationError, match=r"40401|40403") as caught:
         missing(USERS[0], ctx(fresh("none")))
     assert caught.value.subject is not None and caught.value.subject.endswith("-value")
+
+
+def test_confluent_kafka_code_moves_over_by_its_imports(broker: RunningBroker, url: str) -> None:
+    """A confluent-kafka service's schema code, its imports changed to
+    trafka.compat.confluent: SerializingProducer and DeserializingConsumer with
+    the registry client and Avro serdes by their confluent-kafka names."""
+    from trafka.compat.confluent import DeserializingConsumer, SerializingProducer
+    from trafka.compat.confluent.schema_registry import Schema as CSchema
+    from trafka.compat.confluent.schema_registry import SchemaRegistryClient as Client
+    from trafka.compat.confluent.schema_registry.avro import AvroDeserializer as De
+    from trafka.compat.confluent.schema_registry.avro import AvroSerializer as Ser
+    from trafka.compat.confluent.serialization import StringDeserializer, StringSerializer
+
+    topic = fresh("compat")
+    client = Client({"url": url})
+    try:
+        assert isinstance(
+            client.register_schema(fresh("compat-subject"), CSchema(json.dumps(USER), "AVRO", [])),
+            int,
+        )
+        producer = SerializingProducer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "key.serializer": StringSerializer("utf_8"),
+                "value.serializer": Ser(client, json.dumps(USER)),
+            }
+        )
+        for user in USERS:
+            producer.produce(topic, key=user["name"], value=user)
+        producer.flush(30)
+        consumer = DeserializingConsumer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "group.id": fresh("g"),
+                "auto.offset.reset": "earliest",
+                "key.deserializer": StringDeserializer("utf_8"),
+                "value.deserializer": De(client),
+            }
+        )
+        consumer.subscribe([topic])
+        got = []
+        try:
+            for _ in range(100):
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    got.append((msg.key(), msg.value()))
+                if len(got) == len(USERS):
+                    break
+        finally:
+            consumer.close()
+        assert got == [(u["name"], u) for u in USERS]
+    finally:
+        client.close()
