@@ -8,7 +8,7 @@ compacted ``_schemas`` topic (``trafka broker --schema-registry-listen``).
   :mod:`.json_compat`, :mod:`.proto`: compatibility rules;
 * :mod:`.service`: the driver (HTTP listener, the topic through the SDK).
 
-Parsing needs the ``schemas`` extra (fastavro, jsonschema): :func:`missing`
+Parsing needs the ``schemas`` extra (fastavro, jsonschema, protobuf): :func:`missing`
 says what is absent; nothing here is imported unless the registry is enabled.
 """
 

@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
+
+import trio
 
 from . import reads
 from .errors import ApiError, flag
@@ -41,6 +44,8 @@ LEVELS = (
 )
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 _WRITE_ATTEMPTS = 5
+
+log = logging.getLogger("trafka.brokerlite.registry")
 
 
 Records = list[tuple[bytes, bytes | None]]
@@ -64,6 +69,7 @@ class Registry:
         self.state = state
         self.log = log
         self.writer = writer
+        self._writing = trio.Lock()
         self._parsed: dict[int, Parsed] = {}
 
     async def handle(
@@ -86,6 +92,8 @@ class Registry:
         table: dict[tuple[str, ...], Callable[..., Any]] = {}
         if n == 0:
             table = {("GET",): _const({})}
+        elif seg == ["contexts"]:
+            table = {("GET",): _const(["."])}
         elif seg[0] == "schemas" and n == 2 and seg[1] == "types":
             table = {("GET",): _const(list(SCHEMA_TYPES))}
         elif seg[0] == "schemas" and n in (3, 4) and seg[1] == "ids":
@@ -114,7 +122,7 @@ class Registry:
                 table = {("POST",): lambda q, b: self._test(seg[2], at, q, b)}
         elif seg[0] in ("config", "mode") and n in (1, 2):
             table = self._settings_routes(seg[0], seg[1] if n == 2 else None)
-        route = table.get((method,))
+        route = table.get(("GET",) if method == "HEAD" else (method,))
         if route is None:
             if table:
                 raise ApiError(405, 405, f"HTTP {method} is not allowed here")
@@ -132,31 +140,35 @@ class Registry:
     # Writes.
 
     async def _write(self, decide: Callable[[], tuple[Records, Any]]) -> Any:
-        """Decide records from the caught-up state, append them, and check the
-        SCHEMA records among them were applied (else tombstone ours, decide again)."""
-        for _ in range(_WRITE_ATTEMPTS):
-            records, answer = decide()
-            if not records:
-                return answer
-            offsets = await self.log.append(records)
-            await self.log.catch_up()
-            lost = [
-                key
-                for (key, value), offset in zip(records, offsets, strict=True)
-                if value is not None
-                and key.startswith(b'{"keytype":"SCHEMA"')
-                and not self._holds(key)
-            ]
-            if not lost:
-                return answer
-            await self.log.append([(key, None) for key in lost])
-            await self.log.catch_up()
+        """Under this node's write lock: catch up, decide records from the state,
+        append them, and check the SCHEMA records among them were applied (else
+        tombstone ours and decide again)."""
+        async with self._writing:
+            for _ in range(_WRITE_ATTEMPTS):
+                await self.log.catch_up()
+                records, answer = decide()
+                if not records:
+                    return answer
+                await self.log.append(records)
+                await self.log.catch_up()
+                lost = [
+                    key
+                    for key, value in records
+                    if value is not None
+                    and key.startswith(b'{"keytype":"SCHEMA"')
+                    and not self._holds(key, value)
+                ]
+                if not lost:
+                    return answer
+                log.info("another node wrote %d of these versions first; deciding again", len(lost))
+                await self.log.append([(key, None) for key in lost])
         raise ApiError(500, 50001, "Error while registering: other nodes kept writing first")
 
-    def _holds(self, key: bytes) -> bool:
+    def _holds(self, key: bytes, value: bytes) -> bool:
+        """Whether the record ``key``/``value`` is what the state holds now."""
         parsed = json.loads(key)
         held = self.state.subjects.get(parsed["subject"], {}).get(parsed["version"])
-        return held is not None and held.key == key
+        return held is not None and held.key == key and held.id == json.loads(value)["id"]
 
     def _check_writable(self, subject: str | None, importing: bool = False) -> None:
         mode = reads.effective_mode(self.state, subject)
@@ -273,18 +285,14 @@ class Registry:
             raise ApiError(404, 40401, f"Subject '{subject}' not found.")
         for number, version in sorted(every.items(), reverse=True):
             if _same(self.state, version.id, parsed, refs):
-                return reads.version_body(self.state, subject, number, version.id)
+                return reads.version_body(self.state, subject, number, version.id, query)
         raise ApiError(404, 40403, "Schema not found")
 
     async def _test(self, subject: str, at: str | None, query: Mapping[str, str], body: Any) -> Any:
         parsed, _, _ = self._parse_request(body, flag(query, "normalize"))
-        live = self.state.versions(subject)
         against = None
         if at is not None:
-            number = reads.version_number(self.state, subject, at, deleted=False)
-            if not live and number != -1:
-                raise ApiError(404, 40401, f"Subject '{subject}' not found.")
-            against = [number]
+            against = [reads.version_number(self.state, subject, at, deleted=False)]
         problems = self._problems(subject, parsed, against)
         answer: dict[str, Any] = {"is_compatible": not problems}
         if flag(query, "verbose"):
@@ -322,6 +330,11 @@ class Registry:
             if permanent:
                 records: Records = [(IDS_KEY, dumps({"max_id": self.state.max_id}))]
                 records += [(v.key, None) for v in every.values()]
+                # The subject's own config and mode go with it.
+                if subject in self.state.configs:
+                    records.append((config_key(subject), None))
+                if subject in self.state.modes:
+                    records.append((mode_key(subject), None))
                 return records, sorted(every)
             return [self._soft(subject, n) for n in live], live
 
@@ -349,7 +362,8 @@ class Registry:
 
         def decide() -> tuple[Records, Any]:
             self._check_writable(subject)
-            number = reads.version_number(self.state, subject, at, deleted=permanent)
+            latest = at in ("latest", "-1")
+            number = reads.version_number(self.state, subject, at, deleted=permanent or not latest)
             version = self.state.subjects[subject][number]
             if not permanent and version.deleted:
                 raise ApiError(

@@ -12,7 +12,7 @@ count), the token sequence for PROTOBUF (whitespace and comments do not
 count). ``normalize`` also sorts JSON object keys (AVRO, JSON), so that schemas
 differing only in key order are the same.
 
-fastavro and jsonschema are the ``schemas`` extra: :func:`missing` says what is
+fastavro, jsonschema and protobuf are the ``schemas`` extra: :func:`missing` says what is
 absent, for a clear error before the registry starts.
 """
 
@@ -52,11 +52,12 @@ def missing() -> str | None:
     """Why the registry cannot run here (an extra not installed), or None."""
     try:
         import fastavro  # noqa: F401
+        import google.protobuf  # noqa: F401
         import jsonschema  # noqa: F401
     except ImportError as exc:
         return (
             f"the schema registry needs {exc.name}: pip install 'trafka[schemas]' "
-            "(fastavro, jsonschema)"
+            "(fastavro, jsonschema, protobuf)"
         )
     return None
 

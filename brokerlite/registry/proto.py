@@ -23,17 +23,27 @@ fixed32, sfixed32; fixed64, sfixed64.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import re
+from typing import Any
 
-__all__ = ["ProtoError", "ProtoFile", "parse_proto", "proto_incompatibilities", "proto_tokens"]
+__all__ = [
+    "SCALARS",
+    "ProtoError",
+    "ProtoFile",
+    "is_descriptor",
+    "parse_proto",
+    "proto_incompatibilities",
+    "proto_tokens",
+]
 
 _TOKEN = re.compile(
     r'\s+|//[^\n]*|/\*.*?\*/|("(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\')|([A-Za-z_.][\w.]*)|'
     r"([-+]?(?:0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?))|([{}\[\]()<>;=,:])",
     re.S,
 )
-_SCALARS = {
+SCALARS = {
     "double",
     "float",
     "int32",
@@ -220,26 +230,90 @@ class _Parser:
 
 
 def parse_proto(text: str) -> ProtoFile:
-    """The parts of a .proto file compatibility reads.
+    """The parts of a .proto file compatibility reads; the text may also be a
+    serialized ``FileDescriptorProto`` in base64 (what confluent-kafka's
+    ProtobufSerializer registers).
 
     Raises:
-        ProtoError: not a .proto file this parser reads.
+        ProtoError: neither a .proto file this parser reads nor a descriptor.
     """
     if not isinstance(text, str) or not text.strip():
         raise ProtoError("empty schema")
+    parsed: ProtoFile | None
     try:
         parsed = _Parser(text).parse()
     except (IndexError, ValueError) as exc:
-        raise ProtoError(str(exc)) from None
+        parsed = _from_descriptor(text)
+        if parsed is None:
+            raise ProtoError(str(exc)) from None
     if not parsed.messages and not parsed.enums:
         raise ProtoError("no message or enum")
     return parsed
 
 
+_LABELS = {1: "optional", 2: "required", 3: "repeated"}
+
+
+def is_descriptor(text: str) -> bool:
+    """Whether ``text`` is a base64 ``FileDescriptorProto`` (not .proto source)."""
+    try:
+        _Parser(text).parse()
+    except (IndexError, ValueError):
+        return _from_descriptor(text) is not None
+    return False
+
+
+def _from_descriptor(text: str) -> ProtoFile | None:
+    """A base64 ``FileDescriptorProto`` as a :class:`ProtoFile`; None if it is not one."""
+    try:
+        from google.protobuf import descriptor_pb2
+        from google.protobuf.message import DecodeError
+    except ImportError:
+        return None
+    try:
+        data = base64.b64decode(text.strip(), validate=True)
+        file = descriptor_pb2.FileDescriptorProto.FromString(data)
+    except (ValueError, DecodeError):
+        return None
+    if not file.message_type and not file.enum_type:
+        return None
+    out = ProtoFile(file.syntax or "proto2", file.package, list(file.dependency))
+    kinds = {number: name[5:].lower() for name, number in
+             descriptor_pb2.FieldDescriptorProto.Type.items()}  # fmt: skip
+    proto3 = out.syntax == "proto3"
+
+    def enums(found: Any, scope: str) -> None:
+        for enum in found:
+            out.enums[f"{scope}.{enum.name}" if scope else enum.name] = {
+                v.name: v.number for v in enum.value
+            }
+
+    def messages(found: Any, scope: str) -> None:
+        for message in found:
+            full = f"{scope}.{message.name}" if scope else message.name
+            fields = {}
+            for f in message.field:
+                label = _LABELS.get(f.label, "")
+                if proto3 and label == "optional":
+                    label = ""
+                kind = f.type_name if f.type_name else kinds.get(f.type, "bytes")
+                oneof = (
+                    message.oneof_decl[f.oneof_index].name if f.HasField("oneof_index") else None
+                )
+                fields[f.number] = Field(f.name, f.number, label, kind, oneof)
+            out.messages[full] = Message(full, fields)
+            messages(message.nested_type, full)
+            enums(message.enum_type, full)
+
+    messages(file.message_type, file.package)
+    enums(file.enum_type, file.package)
+    return out
+
+
 def _resolve(proto: ProtoFile, scope: str, name: str) -> str:
     """A field's type as a kind: a scalar, ``enum``, ``map<..>`` or a message's
     name relative to the package."""
-    if name in _SCALARS or name.startswith("map<"):
+    if name in SCALARS or name.startswith("map<"):
         return name
     candidates = [name.lstrip(".")]
     if not name.startswith("."):

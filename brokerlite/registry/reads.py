@@ -38,7 +38,28 @@ def effective_mode(state: RegistryState, subject: str | None) -> str:
     return state.modes.get(subject) or state.modes.get(None) or DEFAULT_MODE
 
 
-def _schema_fields(state: RegistryState, schema_id: int) -> dict[str, Any]:
+def _text(state: RegistryState, schema_id: int, query: Mapping[str, str]) -> str:
+    """The schema's text; ``format=serialized`` gives a Protobuf schema as a
+    base64 ``FileDescriptorProto`` (whatever form it was registered in)."""
+    schema = state.schemas[schema_id]
+    if schema.schema_type != "PROTOBUF" or query.get("format") != "serialized":
+        return schema.text
+    from .proto import is_descriptor, parse_proto
+    from .proto_descriptor import serialized
+
+    if is_descriptor(schema.text):
+        return schema.text
+    imported = []
+    for _, subject, number in schema.references:
+        held = state.subjects.get(subject, {}).get(number)
+        if held is not None and state.schemas[held.id].schema_type == "PROTOBUF":
+            imported.append(parse_proto(state.schemas[held.id].text))
+    return serialized(parse_proto(schema.text), f"schema-{schema_id}.proto", imported)
+
+
+def _schema_fields(
+    state: RegistryState, schema_id: int, query: Mapping[str, str]
+) -> dict[str, Any]:
     schema = state.schemas[schema_id]
     out: dict[str, Any] = {}
     if schema.schema_type != "AVRO":
@@ -47,7 +68,7 @@ def _schema_fields(state: RegistryState, schema_id: int) -> dict[str, Any]:
         out["references"] = [
             {"name": n, "subject": s, "version": v} for n, s, v in schema.references
         ]
-    out["schema"] = schema.text
+    out["schema"] = _text(state, schema_id, query)
     return out
 
 
@@ -75,7 +96,7 @@ def schema_by_id(state: RegistryState, text: str, what: str, query: Mapping[str,
         return sorted({s for s, _ in uses})
     if what == "versions":
         return [{"subject": s, "version": v} for s, v in uses]
-    return _schema_fields(state, schema_id)
+    return _schema_fields(state, schema_id, query)
 
 
 def subjects(state: RegistryState, query: Mapping[str, str]) -> list[str]:
@@ -109,22 +130,26 @@ def version_number(state: RegistryState, subject: str, text: str, *, deleted: bo
         raise bad_version(text) from None
     if number == 0 or number < -1 or number > 2**31 - 1:
         raise bad_version(text)
-    every = state.versions(subject, deleted=True)
-    if not every:
-        raise ApiError(404, 40401, f"Subject '{subject}' not found.")
     live = state.versions(subject, deleted=deleted)
+    if not live:
+        # No such subject, or (asked without ``deleted``) only soft-deleted versions.
+        raise ApiError(404, 40401, f"Subject '{subject}' not found.")
     if number == -1:
-        if not live:
-            raise ApiError(404, 40402, f"Version {text} not found.")
         return max(live)
     if number not in live:
         raise ApiError(404, 40402, f"Version {number} not found.")
     return number
 
 
-def version_body(state: RegistryState, subject: str, number: int, schema_id: int) -> dict[str, Any]:
+def version_body(
+    state: RegistryState,
+    subject: str,
+    number: int,
+    schema_id: int,
+    query: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     return {"subject": subject, "version": number, "id": schema_id} | _schema_fields(
-        state, schema_id
+        state, schema_id, query or {}
     )
 
 
@@ -140,7 +165,7 @@ def version(
         return state.referenced_by(subject, number)
     if what:
         raise ApiError(404, 404, "HTTP 404 Not Found")
-    return version_body(state, subject, number, schema_id)
+    return version_body(state, subject, number, schema_id, query)
 
 
 def setting(

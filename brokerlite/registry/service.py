@@ -3,9 +3,10 @@
 The registry is a client of its own broker's cluster (the SDK's admin,
 producer and consumer, as the console is), so in a cluster it writes to the
 ``_schemas`` partition's leader wherever that is and reads what every node
-wrote: the topic is the only shared state. The topic is created on first use,
-compacted, with one partition and a replication factor of the cluster's live
-brokers up to 3; records are written with ``acks=all``.
+wrote: the topic is the only shared state. The topic is created by the first
+write (by then a cluster has formed), compacted, with one partition and a
+replication factor of the cluster's live brokers up to 3; records are written
+with ``acks=all``. Until it exists the registry is empty.
 
 HTTP is :func:`trafka.common.metrics_http.serve_http` (one request per
 connection, bodies capped at :data:`MAX_BODY`). A request that comes before the
@@ -23,8 +24,9 @@ from typing import Any
 
 import trio
 
+from trafka.codec import ErrorCode
 from trafka.common.metrics_http import Request, http_response, serve_http
-from trafka.sdk import KafkaError, TopicPartition
+from trafka.sdk import KafkaError, TopicPartition, TrafkaError
 from trafka.sdk.admin import NewTopic, open_admin
 from trafka.sdk.consumer import open_consumer
 from trafka.sdk.producer import open_producer
@@ -55,52 +57,77 @@ class TopicLog:
         self._admin: Any = None
         self._producer: Any = None
         self._consumer: Any = None
+        self._assigned = False
+        self._asked = 0  # catch_up calls made
+        self._covered = 0  # calls made before the last finished read began
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Open the clients, make sure the topic exists, read it to its end; then
+        """Open the clients, read the topic (if there is one yet) to its end; then
         keep the clients open until cancelled."""
         common = {"bootstrap.servers": self.bootstrap_servers, "client.id": "trafka-registry"}
+        reader = {
+            **common,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "allow.auto.create.topics": False,
+            "fetch.max.wait.ms": 50,
+        }
         async with AsyncExitStack() as stack:
             self._admin = await stack.enter_async_context(open_admin(config=common))
-            await self._create_topic()
             self._producer = await stack.enter_async_context(
                 open_producer(config={**common, "acks": "all", "linger.ms": 0})
             )
-            self._consumer = await stack.enter_async_context(
-                open_consumer(
-                    config={
-                        **common,
-                        "enable.auto.commit": False,
-                        "auto.offset.reset": "earliest",
-                        "fetch.max.wait.ms": 50,
-                    }
-                )
-            )
-            self._consumer.assign([self.partition])
+            self._consumer = await stack.enter_async_context(open_consumer(config=reader))
+            self._assigned = False
             await self.catch_up()
             self.ready.set()
             task_status.started()
             await trio.sleep_forever()
 
+    async def _exists(self) -> bool:
+        """Whether the topic exists (then the consumer reads it)."""
+        if not self._assigned:
+            if TOPIC not in await self._admin.list_topics(include_internal=True):
+                return False
+            self._consumer.assign([self.partition])
+            self._assigned = True
+        return True
+
     async def _create_topic(self) -> None:
+        """Created at the first write, when the cluster has formed: one partition,
+        compacted, replicated on the live brokers up to 3."""
         brokers = len((await self._admin.describe_cluster()).brokers)
         topic = NewTopic(TOPIC, 1, min(3, max(1, brokers)), {"cleanup.policy": "compact"})
         try:
             await self._admin.create_topics([topic])
         except KafkaError as exc:
-            if "TOPIC_ALREADY_EXISTS" not in str(exc.code):
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
+        log.info("created the schema registry's topic %s", TOPIC)
 
     async def catch_up(self) -> None:
+        """Read to the end the topic had when this call was made. Calls waiting
+        while another reads are served by the next read together: one that
+        began after they were made covers them all."""
+        self._asked += 1
+        ticket = self._asked
         async with self._reading:
-            found = await self._admin.list_offsets({self.partition: "latest"})
-            end = found[self.partition][0] if found.get(self.partition) else 0
-            while await self._consumer.position(self.partition) < end:
-                batches = await self._consumer.getmany(self.partition, timeout_ms=500)
-                for record in batches.get(self.partition, ()):
-                    self.state.apply(record.offset, record.key, record.value)
+            if self._covered >= ticket:
+                return
+            covering = self._asked
+            if await self._exists():
+                found = await self._admin.list_offsets({self.partition: "latest"})
+                end = found[self.partition][0] if found.get(self.partition) else 0
+                while await self._consumer.position(self.partition) < end:
+                    batches = await self._consumer.getmany(self.partition, timeout_ms=500)
+                    for record in batches.get(self.partition, ()):
+                        self.state.apply(record.offset, record.key, record.value)
+            self._covered = covering
 
     async def append(self, records: list[tuple[bytes, bytes | None]]) -> list[int]:
+        async with self._reading:
+            if not await self._exists():
+                await self._create_topic()
         futures = [
             await self._producer.send(TOPIC, value, key, partition=0) for key, value in records
         ]
@@ -113,7 +140,7 @@ async def _keep_reading(topic_log: TopicLog) -> None:
     while True:
         try:
             await topic_log.run()
-        except (KafkaError, OSError) as exc:
+        except (TrafkaError, OSError) as exc:
             log.warning("the schema registry's topic is unreachable, retrying: %s", exc)
         await trio.sleep(1.0)
 
@@ -128,7 +155,7 @@ async def _answer(registry: Registry, log_: TopicLog, request: Request) -> bytes
             status, value = await registry.handle(request.method, segments, query, request.body)
     except trio.TooSlowError:
         status, value = 500, {"error_code": 50002, "message": "Operation timed out"}
-    except KafkaError as exc:
+    except TrafkaError as exc:
         log.warning("the registry could not reach its topic: %s", exc)
         status, value = (
             500,
