@@ -32,8 +32,9 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from sdk_brokers import fresh, module_broker
 
 from trafka.brokerlite import RunningBroker
-from trafka.sdk import blocking
+from trafka.sdk import SerializationError, blocking
 from trafka.sdk.consumer import TopicPartition, open_consumer
+from trafka.sdk.producer import open_producer
 from trafka.sdk.schemas import (
     AvroDeserializer,
     AvroSerializer,
@@ -491,3 +492,77 @@ def test_confluent_kafka_code_moves_over_by_its_imports(broker: RunningBroker, u
         assert got == [(u["name"], u) for u in USERS]
     finally:
         client.close()
+
+
+def test_async_producer_and_consumer_header_framing_dynamic_protobuf(
+    broker: RunningBroker, registry: SchemaRegistryClient
+) -> None:
+    """The async producer (asyncio) writes Protobuf with the schema in the
+    ``__value_schema_id`` header; the async consumer, without the generated
+    class, reads dynamic messages built from the registered schema."""
+    bs = broker.bootstrap_servers
+    topic = fresh("aproto")
+    orders = [Order(id=f"o-{i}", lines=[Line(sku="s", qty=i)]) for i in range(3)]
+
+    async def main() -> list[Any]:
+        out: list[Any] = []
+        ser = ProtobufSerializer(Order, registry, {"schema.id.framing": "header"})
+        with anyio.fail_after(60):
+            async with open_producer(bootstrap_servers=bs, value_serializer=ser) as producer:
+                for order in orders:
+                    await producer.send_and_wait(topic, order)
+            de = ProtobufDeserializer(schema_registry_client=registry)
+            async with open_consumer(
+                bootstrap_servers=bs, auto_offset_reset="earliest", value_deserializer=de
+            ) as consumer:
+                consumer.assign([TopicPartition(topic, 0)])
+                while len(out) < len(orders):
+                    for recs in (await consumer.getmany(timeout_ms=1000)).values():
+                        out.extend(recs)
+        return out
+
+    records = anyio.run(main, backend="asyncio")
+    assert [(r.value.id, r.value.lines[0].qty) for r in records] == [
+        ("o-0", 0),
+        ("o-1", 1),
+        ("o-2", 2),
+    ]
+    assert all(dict(r.headers)["__value_schema_id"][:1] in (b"\x00", b"\x01") for r in records)
+    # the payload is the bare message: no magic byte before it
+    assert records[0].value.DESCRIPTOR.full_name == "shop.Order"
+
+
+def test_any_deserializer_that_fails_stops_at_its_record(broker: RunningBroker) -> None:
+    """Not only schema serdes: a ``json`` value deserializer meeting bad JSON
+    stops at that offset (before, the records of the fetch it came in were
+    lost: the position had moved past them)."""
+    bs = broker.bootstrap_servers
+    topic = fresh("badjson")
+    _produce_raw(bs, topic, [b'{"a": 1}', b"{not json", b'{"a": 3}'])
+    tp = TopicPartition(topic, 0)
+    with blocking.Consumer(
+        bootstrap_servers=bs, auto_offset_reset="earliest", value_deserializer="json"
+    ) as consumer:
+        consumer.assign([tp])
+        assert [r.value for r in _poll_until(consumer, 1)] == [{"a": 1}]
+        with pytest.raises(SerializationError, match="partition 0, offset 1") as caught:
+            _poll_until(consumer, 1)
+        assert "cannot deserialize JSON" in str(caught.value)
+        assert consumer.position(tp) == 1
+        consumer.seek(tp, 2)
+        assert [r.value for r in _poll_until(consumer, 1)] == [{"a": 3}]
+    decided: list[int] = []
+
+    def handler(error: Any) -> str:
+        decided.append(1)
+        return "skip"
+
+    with blocking.Consumer(
+        bootstrap_servers=bs,
+        auto_offset_reset="earliest",
+        value_deserializer="json",
+        deserialization_error_handler=handler,
+    ) as skipping:
+        skipping.assign([tp])
+        assert [r.value for r in _poll_until(skipping, 2)] == [{"a": 1}, {"a": 3}]
+    assert decided == [1]
