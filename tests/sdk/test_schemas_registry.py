@@ -566,3 +566,55 @@ def test_any_deserializer_that_fails_stops_at_its_record(broker: RunningBroker) 
         skipping.assign([tp])
         assert [r.value for r in _poll_until(skipping, 2)] == [{"a": 1}, {"a": 3}]
     assert decided == [1]
+
+
+def _invoice_class() -> Any:
+    """invoice_test.proto importing money_test.proto (both the test's own)."""
+    pool = descriptor_pool.Default()
+    try:
+        return message_factory.GetMessageClass(pool.FindMessageTypeByName("billing.Invoice"))
+    except KeyError:
+        pass
+    money = descriptor_pb2.FileDescriptorProto(
+        name="money_test.proto", package="common", syntax="proto3"
+    )
+    m = money.message_type.add(name="Money")
+    m.field.add(name="cents", number=1, label=1, type=3, json_name="cents")
+    m.field.add(name="currency", number=2, label=1, type=9, json_name="currency")
+    invoice = descriptor_pb2.FileDescriptorProto(
+        name="invoice_test.proto",
+        package="billing",
+        syntax="proto3",
+        dependency=["money_test.proto"],
+    )
+    i = invoice.message_type.add(name="Invoice")
+    i.field.add(
+        name="total", number=1, label=1, type=11, type_name=".common.Money", json_name="total"
+    )
+    pool.Add(money)
+    pool.Add(invoice)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("billing.Invoice"))
+
+
+def test_protobuf_imports_are_registered_as_references(
+    registry: SchemaRegistryClient, ck_registry: CkRegistry
+) -> None:
+    """The imported file is registered under its own subject (its file name)
+    and referenced by version; readers with and without generated classes
+    resolve it, Confluent's too."""
+    Invoice = _invoice_class()
+    topic = fresh("invoice")
+    value = Invoice()
+    value.total.cents, value.total.currency = 1250, "EUR"
+    framed = ProtobufSerializer(Invoice, registry)(value, ctx(topic))
+    latest = registry.get_latest_version(f"{topic}-value")
+    assert [(r.name, r.subject) for r in latest.schema.references] == [
+        ("money_test.proto", "money_test.proto")
+    ]
+    assert 'import "money_test.proto";' in latest.schema.schema_str
+    assert (
+        CkProtobufDeserializer(Invoice, {"use.deprecated.format": False})(framed, ctx(topic))
+        == value
+    )
+    dynamic = ProtobufDeserializer(schema_registry_client=registry)(framed, ctx(topic))
+    assert (dynamic.total.cents, dynamic.total.currency) == (1250, "EUR")
