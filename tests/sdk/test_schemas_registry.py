@@ -618,3 +618,27 @@ def test_protobuf_imports_are_registered_as_references(
     )
     dynamic = ProtobufDeserializer(schema_registry_client=registry)(framed, ctx(topic))
     assert (dynamic.total.cents, dynamic.total.currency) == (1250, "EUR")
+
+
+def test_json_schema_references_resolve_on_both_sides(
+    registry: SchemaRegistryClient, ck_registry: CkRegistry
+) -> None:
+    """A ``$ref`` to another subject's schema, named by the reference: our
+    serializer validates through it (and refuses what it refuses); Confluent's
+    deserializer reads the record."""
+    address = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    addr_subject = fresh("address")
+    registry.register_schema(addr_subject, Schema(json.dumps(address), "JSON"))
+    person = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "home": {"$ref": "address.json"}},
+    }
+    schema = Schema(json.dumps(person), "JSON", (SchemaReference("address.json", addr_subject, 1),))
+    topic = fresh("jref")
+    ser = JSONSerializer(schema, registry)
+    value = {"name": "n", "home": {"city": "Oslo"}}
+    framed = ser(value, ctx(topic))
+    assert CkJSONDeserializer(None, schema_registry_client=ck_registry)(framed, ctx(topic)) == value
+    assert JSONDeserializer(None, schema_registry_client=registry)(framed, ctx(topic)) == value
+    with pytest.raises(SchemaSerializationError, match="'city' is a required property"):
+        ser({"name": "n", "home": {}}, ctx(topic))
