@@ -195,8 +195,11 @@ class Registry:
     def _parse_request(
         self, body: Any, normalize: bool
     ) -> tuple[Parsed, tuple[Any, ...], dict[str, Any]]:
-        if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
-            raise ApiError(422, 42201, "Invalid schema: the request has no schema string")
+        if not isinstance(body, dict) or not isinstance(body.get("schema", ""), str):
+            # As Confluent's server: a request body of the wrong shape is a 400.
+            raise ApiError(400, 400, "The request body is not an object with a schema string")
+        if not body.get("schema"):
+            raise ApiError(422, 42201, "Invalid schema: empty schema")
         schema_type = body.get("schemaType") or "AVRO"
         if schema_type not in SCHEMA_TYPES:
             raise ApiError(422, 42201, f"Invalid schema type {schema_type}")

@@ -8,8 +8,8 @@
 
 Two schemas are the same schema (the same id) when their type, references and
 *identity* agree: the compact JSON for AVRO and JSON (whitespace does not
-count), the token sequence for PROTOBUF (whitespace and comments do not
-count). ``normalize`` also sorts JSON object keys (AVRO, JSON), so that schemas
+count; for AVRO neither does ``{"type": "int"}`` against ``"int"``), the token
+sequence for PROTOBUF (whitespace and comments do not count). ``normalize`` also sorts JSON object keys (AVRO, JSON), so that schemas
 differing only in key order are the same.
 
 fastavro, jsonschema and protobuf are the ``schemas`` extra: :func:`missing` says what is
@@ -89,11 +89,24 @@ def parse(
         raise InvalidSchema(f"Invalid schema: not JSON: {exc}") from None
     if schema_type == "AVRO":
         names = _avro_names(tree, references)
+        identity = _compact(_avro_identity(tree), normalize)
     else:
         _check_json_schema(tree)
         names = {}
-    compact = _compact(tree, normalize)
-    return Parsed(schema_type, compact, compact, tree, names)
+        identity = _compact(tree, normalize)
+    return Parsed(schema_type, _compact(tree, normalize), identity, tree, names)
+
+
+def _avro_identity(tree: Any) -> Any:
+    """The schema with ``{"type": "int"}`` written ``"int"`` (as Avro's own
+    canonical form writes a primitive), so that the two spellings are one schema."""
+    if isinstance(tree, list):
+        return [_avro_identity(branch) for branch in tree]
+    if isinstance(tree, dict):
+        if set(tree) == {"type"} and isinstance(tree["type"], str):
+            return tree["type"]
+        return {key: _avro_identity(value) for key, value in tree.items()}
+    return tree
 
 
 def _avro_names(tree: Any, references: Sequence[str]) -> dict[str, Any]:

@@ -9,7 +9,8 @@ Compatibility, from the reader's side (for BACKWARD the new schema), as the
 registry's documentation for Protobuf lists the changes:
 
 * a changed package, a message the writer had and the reader lacks, a field
-  whose type changed outside a wire-compatible group, a named type changed, a
+  whose type changed outside a wire-compatible group, a named type (message or
+  enum) changed, a
   ``required`` field added or removed, a field moved out of its ``oneof`` or
   several fields moved into one, a field changing between singular and repeated
   (except string, bytes and messages): incompatible;
@@ -311,8 +312,8 @@ def _from_descriptor(text: str) -> ProtoFile | None:
 
 
 def _resolve(proto: ProtoFile, scope: str, name: str) -> str:
-    """A field's type as a kind: a scalar, ``enum``, ``map<..>`` or a message's
-    name relative to the package."""
+    """A field's type as a kind: a scalar, ``map<..>``, or ``enum:`` / ``message:``
+    and the type's name relative to the package."""
     if name in SCALARS or name.startswith("map<"):
         return name
     candidates = [name.lstrip(".")]
@@ -321,7 +322,7 @@ def _resolve(proto: ProtoFile, scope: str, name: str) -> str:
         candidates = [".".join([*parts[:i], name]) for i in range(len(parts), -1, -1)]
     for candidate in candidates:
         if candidate in proto.enums:
-            return "enum"
+            return "enum:" + _relative(proto, candidate)
         if candidate in proto.messages:
             return "message:" + _relative(proto, candidate)
     return "message:" + name.lstrip(".")
@@ -333,6 +334,7 @@ def _relative(proto: ProtoFile, full: str) -> str:
 
 
 def _group(kind: str) -> int | None:
+    kind = "enum" if kind.startswith("enum:") else kind
     return next((i for i, group in enumerate(_GROUPS) if kind in group), None)
 
 
@@ -383,8 +385,9 @@ def _field_changes(
     problems = []
     if new_kind != old_kind:
         groups = _group(new_kind), _group(old_kind)
-        if new_kind.startswith("message:") and old_kind.startswith("message:"):
-            problems.append(f"FIELD_NAMED_TYPE_CHANGED {where}: {old_kind[8:]} to {new_kind[8:]}")
+        named = ("message:", "enum:")
+        if new_kind.startswith(named) and old_kind.startswith(named):
+            problems.append(f"FIELD_NAMED_TYPE_CHANGED {where}: {old_kind} to {new_kind}")
         elif groups[0] is None or groups[0] != groups[1]:
             problems.append(f"FIELD_KIND_CHANGED {where}: {old_kind} to {new_kind}")
     if (new.label == "repeated") != (old.label == "repeated") and not (

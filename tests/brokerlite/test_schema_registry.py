@@ -126,6 +126,8 @@ def test_register_read_back_and_lookup(
     first = client.register_schema(s, Schema(A1, "AVRO"))
     spaced = json.dumps(json.loads(A1), indent=4)
     assert fresh.register_schema(s, Schema(spaced, "AVRO")) == first
+    wrapped = record("User", {"name": "id", "type": {"type": "long"}})
+    assert fresh.register_schema(s, Schema(wrapped, "AVRO")) == first
     assert fresh.get_versions(s) == [1]
     second = client.register_schema(s, Schema(A2, "AVRO"))
     assert second > first
@@ -298,6 +300,10 @@ def test_bad_input_gets_the_documented_errors_and_the_server_keeps_serving(url: 
     afterwards."""
     s = subject("bad")
     assert raw(url, "POST", f"/subjects/{s}/versions", b"{not json")[0] == 400
+    # A schema given as an object, not a string: 400, as Confluent's server answers
+    # (https://github.com/confluentinc/schema-registry/issues/2729).
+    as_object = json.dumps({"schema": {"type": "string"}}).encode()
+    assert raw(url, "POST", f"/subjects/{s}/versions", as_object)[1]["error_code"] == 400
     cases = [
         ({"schema": '{"type": "recrod"}'}, 42201),
         ({"schema": "not json at all"}, 42201),
@@ -449,6 +455,14 @@ PROTOBUF_CASES = [
     # A field's message type changed.
     ("BACKWARD", [proto("message A { int32 x = 1; } message B { int32 y = 1; } message Order { A part = 1; }")],
      proto("message A { int32 x = 1; } message B { int32 y = 1; } message Order { B part = 1; }"), False),
+    # An enum field's enum changed; an enum field from int32 (one wire-compatible group).
+    ("BACKWARD", [proto("enum A { A0 = 0; } enum B { B0 = 0; } message Order { A kind = 1; }")],
+     proto("enum A { A0 = 0; } enum B { B0 = 0; } message Order { B kind = 1; }"), False),
+    ("BACKWARD", [proto("message Order { int32 kind = 1; }")],
+     proto("enum A { A0 = 0; A1 = 1; } message Order { A kind = 1; }"), True),
+    # Enum values added and removed: compatible.
+    ("FULL", [proto("enum A { A0 = 0; A1 = 1; } message Order { A kind = 1; }")],
+     proto("enum A { A0 = 0; A2 = 2; } message Order { A kind = 1; }"), True),
     # Several fields moved into one oneof.
     ("BACKWARD", [P1], proto("message Order { oneof which { string id = 1; int32 qty = 2; } }"), False),
 ]  # fmt: skip

@@ -33,6 +33,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from trafka.brokerlite.dev.local_cluster import serve_cluster
 from trafka.brokerlite.server import broker_in_thread
+from trafka.sdk.admin import open_admin
 
 WAIT_S = 90.0
 _T = TypeVar("_T")
@@ -150,19 +151,26 @@ def test_every_node_of_a_cluster_serves_the_same_registry(zk: str) -> None:
     """Two ZooKeeper-coordinated nodes: a schema registered on node 1 is read on
     node 2 (which catches up to the topic's end before answering); both nodes
     registering at the same time give distinct ids and versions that both
-    nodes then report alike; with node 1 stopped, node 2 still serves them."""
+    nodes then report alike; with the node leading ``_schemas`` stopped, the
+    other still serves them (the topic was created with both as replicas)."""
 
     async def test() -> None:
-        async with serve_cluster(2, zookeeper_connect=zk, schema_registry_listen="127.0.0.1:0",
-                                 default_replication_factor=2) as cluster:  # fmt: skip
+        async with serve_cluster(
+            2, zookeeper_connect=zk, schema_registry_listen="127.0.0.1:0"
+        ) as cluster:
             await cluster.wait_formed()
             urls = {}
             for node in (1, 2):
                 host, port = cluster.node(node).schema_registry_address or ("", 0)
                 urls[node] = f"http://{host}:{port}"
             seen = await trio.to_thread.run_sync(_check_two_nodes, urls)
-            await cluster.stop_node(1)
-            assert await trio.to_thread.run_sync(_survivor_state, urls[2]) == seen
+            async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+                info = (await admin.describe_topics(["_schemas"]))["_schemas"]
+            assert len(info.partitions[0].replicas) == 2
+            leader = info.partitions[0].leader
+            await cluster.stop_node(leader)
+            survivor = 3 - leader
+            assert await trio.to_thread.run_sync(_survivor_state, urls[survivor]) == seen
 
     trio.run(test)
 
