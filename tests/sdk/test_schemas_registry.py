@@ -127,6 +127,9 @@ def ctx(topic: str, field: str = MessageField.VALUE, headers: Any = None) -> Ser
 # -- the formats, both ways, byte for byte ---------------------------------------------
 
 
+@pytest.mark.compat(
+    "SDK", "Schema Registry serdes (Avro, Protobuf, JSON Schema) with confluent-kafka's"
+)
 def test_avro_both_ways_byte_for_byte(
     registry: SchemaRegistryClient, ck_registry: CkRegistry
 ) -> None:
@@ -143,6 +146,9 @@ def test_avro_both_ways_byte_for_byte(
     assert registry.get_latest_version(f"{topic}-value").schema_id == int.from_bytes(mine[1:5])
 
 
+@pytest.mark.compat(
+    "SDK", "Schema Registry serdes (Avro, Protobuf, JSON Schema) with confluent-kafka's"
+)
 def test_json_schema_both_ways_byte_for_byte(
     registry: SchemaRegistryClient, ck_registry: CkRegistry
 ) -> None:
@@ -164,6 +170,9 @@ def test_json_schema_both_ways_byte_for_byte(
     assert caught.value.subject == f"{topic}-value" and caught.value.topic == topic
 
 
+@pytest.mark.compat(
+    "SDK", "Schema Registry serdes (Avro, Protobuf, JSON Schema) with confluent-kafka's"
+)
 def test_protobuf_both_ways_byte_for_byte(
     registry: SchemaRegistryClient, ck_registry: CkRegistry
 ) -> None:
@@ -193,6 +202,9 @@ def test_protobuf_both_ways_byte_for_byte(
     assert registry.get_latest_version("shop.Order").schema_id == int.from_bytes(framed[1:5])
 
 
+@pytest.mark.compat(
+    "SDK", "Schema Registry serdes (Avro, Protobuf, JSON Schema) with confluent-kafka's"
+)
 def test_protobuf_confluent_to_ours(
     registry: SchemaRegistryClient, ck_registry: CkRegistry
 ) -> None:
@@ -234,6 +246,9 @@ def _ck_consume(bs: str, topic: str, n: int) -> list[Any]:
     return out
 
 
+@pytest.mark.compat(
+    "SDK", "Schema Registry serdes (Avro, Protobuf, JSON Schema) with confluent-kafka's"
+)
 def test_blocking_producer_to_confluent_consumer_prefix_and_header(
     broker: RunningBroker, registry: SchemaRegistryClient, ck_registry: CkRegistry
 ) -> None:
@@ -282,6 +297,9 @@ def test_blocking_producer_to_confluent_consumer_prefix_and_header(
     assert all(m.value()[:1] != b"\x00" or m.headers() is None for m in msgs[2:])
 
 
+@pytest.mark.compat(
+    "SDK", "Schema Registry serdes (Avro, Protobuf, JSON Schema) with confluent-kafka's"
+)
 def test_confluent_producer_to_async_consumer(
     broker: RunningBroker, ck_registry: CkRegistry, url: str
 ) -> None:
