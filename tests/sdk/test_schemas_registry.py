@@ -29,6 +29,7 @@ from confluent_kafka.schema_registry.protobuf import (
 from confluent_kafka.schema_registry.protobuf import ProtobufSerializer as CkProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from schema_relay import Relay
 from sdk_brokers import fresh, module_broker
 
 from trafka.brokerlite import RunningBroker
@@ -397,11 +398,15 @@ def _poll_until(consumer: Any, n: int) -> list[Any]:
     raise AssertionError(f"only {len(out)} of {n} records")
 
 
-def test_one_registry_request_per_schema(broker: RunningBroker, url: str) -> None:
-    """Issue #63's measure: requests to the registry per N records = one per schema."""
+def test_one_registry_request_per_schema(broker: RunningBroker) -> None:
+    """Issue #63's measure: requests to the registry per N records = one per
+    schema, counted by the client and on the wire (a relay in front of the registry)."""
     bs = broker.bootstrap_servers
     topic = fresh("cache")
     n = 2000
+    assert broker.schema_registry_address is not None
+    relay = Relay(broker.schema_registry_address)
+    url = f"http://127.0.0.1:{relay.port}"
     with SchemaRegistryClient({"url": url}) as counted:
         value_ser = AvroSerializer(counted, json.dumps(USER))
         key_ser = JSONSerializer(json.dumps(THING), counted)
@@ -422,6 +427,8 @@ def test_one_registry_request_per_schema(broker: RunningBroker, url: str) -> Non
             got = _poll_until(consumer, n)
         assert got[-1].key == {"id": n - 1} and len(got) == n
         assert reading.requests == 2  # one fetch by id per schema
+    assert relay.request_count() == 4
+    relay.close()
 
 
 def test_subject_strategies_references_and_latest(
