@@ -265,8 +265,16 @@ class Registry:
                     )
             known = state.find_id(parsed.schema_type, parsed.identity, refs)
             schema_id = int(body["id"]) if importing and "id" in body else known or state.max_id + 1
+            if schema_id in state.schemas and not _same(state, schema_id, parsed, refs):
+                raise ApiError(
+                    422, 42205, f"Overwrite new schema with id {schema_id} is not permitted."
+                )
             number = int(body.get("version", 0)) if importing else 0
             number = number if number > 0 else max(every, default=0) + 1
+            if number in every:
+                raise ApiError(
+                    422, 42205, f"Overwrite of version {number} of {subject} is not permitted."
+                )
             value = {
                 "subject": subject,
                 "version": number,

@@ -19,6 +19,8 @@ import base64
 import http.client
 import itertools
 import json
+import shutil
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +40,7 @@ from confluent_kafka.schema_registry import (
     ServerConfig,
 )
 
+from trafka.brokerlite.registry.formats import incompatibilities, parse
 from trafka.brokerlite.server import RunningBroker, broker_in_thread
 
 _names = itertools.count()
@@ -250,6 +253,11 @@ def test_compatibility_config_and_mode(
     body = json.dumps({"schema": A1, "id": 100_000, "version": 3}).encode()
     assert raw(url, "POST", f"/subjects/{imported}/versions", body) == (200, {"id": 100_000})
     assert fresh.get_versions(imported) == [3]
+    # An imported id already given to another schema, a version already taken: 42205.
+    taken = json.dumps({"schema": A2, "id": 100_000}).encode()
+    assert raw(url, "POST", f"/subjects/{imported}/versions", taken)[1]["error_code"] == 42205
+    taken = json.dumps({"schema": A2, "id": 100_002, "version": 3}).encode()
+    assert raw(url, "POST", f"/subjects/{imported}/versions", taken)[1]["error_code"] == 42205
     assert fresh.get_schema(100_000).schema_str is not None
     body = json.dumps({"schema": A2, "id": 100_001}).encode()
     status, error = raw(url, "POST", f"/subjects/{s}/versions", body)
@@ -803,3 +811,64 @@ def test_concurrent_registrations_on_one_node_keep_every_schema(url: str) -> Non
             for v in range(1, 13)
         }
     assert {i: json.loads(by_id[got[i]]) for i in got} == {i: json.loads(texts[i]) for i in got}
+
+
+AVRO_PEER = Path(__file__).resolve().parent.parent / "interop" / "avro" / "AvroCompat.java"
+
+
+def _avro_peer_classpath() -> str | None:
+    """Apache Avro's Java library as PySpark ships it (avro, jackson, slf4j)."""
+    try:
+        import pyspark
+    except ImportError:
+        return None
+    jars = Path(pyspark.__file__).parent / "jars"
+    wanted = ("avro-1", "jackson-core-", "jackson-databind-", "jackson-annotations-", "slf4j-api-")
+    found = [p for p in sorted(jars.glob("*.jar")) if p.name.startswith(wanted)]
+    return ":".join(map(str, found)) if any(p.name.startswith("avro-1") for p in found) else None
+
+
+def _pairs(level: str, earlier: list[str], new: str) -> list[tuple[str, str]]:
+    """The (reader, writer) pairs a level checks (the registry's documentation:
+    BACKWARD the new schema reads the old, FORWARD the reverse, FULL both; the
+    transitive forms against every earlier version, the others the latest)."""
+    olds = earlier if level.endswith("TRANSITIVE") else earlier[-1:]
+    pairs = []
+    for old in olds:
+        if level.startswith(("BACKWARD", "FULL")):
+            pairs.append((new, old))
+        if level.startswith(("FORWARD", "FULL")):
+            pairs.append((old, new))
+    return pairs
+
+
+@pytest.mark.compat("Schema Registry", "compatibility levels: Avro, JSON Schema, Protobuf rules")
+def test_avro_cases_agree_with_apache_avros_own_check(tmp_path: Path) -> None:
+    """Apache Avro's Java ``SchemaCompatibility.checkReaderWriterCompatibility``
+    (the check Confluent's registry runs for Avro) gives, for every reader/writer
+    pair the cases' levels check, the verdict the cases expect and our checker
+    gives: the Avro table above is Avro's rules, not ours."""
+    classpath = _avro_peer_classpath()
+    if classpath is None or shutil.which("java") is None:
+        pytest.skip("Apache Avro's jar (PySpark's) or java is missing")
+    pairs = [(level, pair) for level, earlier, new, _ in AVRO_CASES if level != "NONE"
+             for pair in _pairs(level, earlier, new)]  # fmt: skip
+    lines = "".join(
+        f"{json.dumps(json.loads(r), separators=(',', ':'))}\t{json.dumps(json.loads(w), separators=(',', ':'))}\n"
+        for _, (r, w) in pairs
+    )
+    done = subprocess.run(["java", "-cp", classpath, str(AVRO_PEER)], input=lines,
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    verdicts = done.stdout.split()
+    assert len(verdicts) == len(pairs)
+    ours = ["COMPATIBLE" if not incompatibilities(parse("AVRO", r), parse("AVRO", w)) else "INCOMPATIBLE"
+            for _, (r, w) in pairs]  # fmt: skip
+    assert ours == verdicts
+    index = 0
+    for level, earlier, new, ok in AVRO_CASES:
+        if level == "NONE":
+            continue
+        count = len(_pairs(level, earlier, new))
+        assert all(v == "COMPATIBLE" for v in verdicts[index : index + count]) is ok, (level, new)
+        index += count
