@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import io
 import uuid
+from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.schema_registry import (
@@ -165,3 +167,103 @@ def test_proto3_optional_and_imports_parse() -> None:
     assert message_indexes(cls.Line.DESCRIPTOR) == (0, 1)
     with pytest.raises(ProtoSyntaxError, match="line 1"):
         parse_proto("message { }", "bad.proto")
+
+
+PROTO_TEXTS = {
+    "shop3.proto": """
+syntax = "proto3";
+package shop.v3;
+import "google/protobuf/timestamp.proto";
+option java_package = "com.example.shop";
+message Order {
+  reserved 9;
+  string id = 1;
+  optional string note = 2;
+  map<string, int64> counts = 3;
+  repeated Line lines = 4;
+  message Line { string sku = 1; int32 qty = 2 [deprecated = true]; }
+  oneof payment { string card = 5; Wallet wallet = 6; }
+  Status status = 7;
+  google.protobuf.Timestamp at = 8;
+  enum Status { NEW = 0; PAID = 1; }
+}
+message Wallet { bytes token = 1; sint64 balance = 2; fixed32 f = 3; sfixed64 g = 4; double d = 5; }
+enum Top { TOP_UNSPECIFIED = 0; TOP_ONE = 1; }
+""",
+    "legacy2.proto": """
+syntax = "proto2";
+package legacy;
+message Item {
+  required string name = 1;
+  optional int32 size = 2 [default = 7];
+  repeated uint64 ids = 3 [packed = true];
+  optional Kind kind = 4;
+  enum Kind { A = 1; B = 2; }
+  extensions 100 to 199;
+}
+""",
+}
+
+
+def _shape(pool: Any, fdp: descriptor_pb2.FileDescriptorProto) -> dict[str, Any]:
+    """What a file means for the wire: per message, each field's name, number,
+    type, cardinality and presence, the type it names and its oneof."""
+    fd = pool.Add(fdp)
+    out: dict[str, Any] = {}
+
+    def walk(message: Any) -> None:
+        out[message.full_name] = [
+            (
+                f.name,
+                f.number,
+                f.type,
+                f.is_repeated,
+                f.is_required,
+                f.has_presence,
+                (f.message_type or f.enum_type).full_name
+                if f.message_type or f.enum_type
+                else None,
+                f.containing_oneof.name if f.containing_oneof else None,
+            )
+            for f in message.fields
+        ]
+        for nested in message.nested_types:
+            walk(nested)
+
+    for message in fd.message_types_by_name.values():
+        walk(message)
+    for enum in fd.enum_types_by_name.values():
+        out[enum.full_name] = [(v.name, v.number) for v in enum.values]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(PROTO_TEXTS))
+def test_parsed_proto_means_what_protoc_says(tmp_path: Any, name: str) -> None:
+    """protoc (grpcio-tools) is the reference for what .proto text means: our
+    parser's descriptor builds the same messages, fields and enums, and so does
+    the text we render from protoc's descriptor."""
+    protoc = pytest.importorskip("grpc_tools.protoc")
+    import grpc_tools
+
+    (tmp_path / name).write_text(PROTO_TEXTS[name])
+    out = tmp_path / "set.pb"
+    include = str(Path(grpc_tools.__file__).parent / "_proto")
+    assert (
+        protoc.main(
+            ["protoc", f"-I{tmp_path}", f"-I{include}", f"--descriptor_set_out={out}", name]
+        )
+        == 0
+    )
+    reference = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file[0]
+
+    def pool() -> Any:
+        p = descriptor_pool.DescriptorPool()
+        for dep in reference.dependency:
+            src = descriptor_pb2.FileDescriptorProto()
+            descriptor_pool.Default().FindFileByName(dep).CopyToProto(src)
+            p.Add(src)
+        return p
+
+    expected = _shape(pool(), reference)
+    assert _shape(pool(), parse_proto(PROTO_TEXTS[name], name)) == expected
+    assert _shape(pool(), parse_proto(render_proto(reference), name)) == expected
