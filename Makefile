@@ -122,6 +122,7 @@ test: lint typecheck docs pytest
 # benchmark that breaks fails the suite instead of waiting for the next run.
 bench: $(STAMP) peers
 	$(PY) bench/codec.py
+	$(PY) bench/schemas.py
 	$(PY) bench/imports.py
 	$(PY) bench/broker.py
 	$(PY) bench/cluster.py

@@ -84,6 +84,13 @@ class ConsumerConfig(ClientConfig):
         exclude_internal_topics: pattern subscriptions skip ``__consumer_offsets`` etc.
         allow_auto_create_topics: metadata requests may create subscribed topics.
         key_deserializer / value_deserializer: ``bytes``, ``str``, ``json`` or a callable.
+        deserialization_error_handler: what a poll does with a record whose key
+            or value does not deserialize: ``stop`` (the default: the poll
+            hands out the partition's records before it, the next poll raises
+            the SerializationError naming its topic, partition and offset, and
+            the partition's position stays at it, so that nothing past it is
+            committed; seek past it to go on), ``skip`` (logged, then passed
+            over as consumed), or a callable ``handler(error) -> "stop" | "skip"``.
         on_commit: ``None``, or called as ``on_commit(error_or_None, offsets)`` after each
             commit of offsets, whoever started it (auto-commit, ``commit()``,
             ``commit_async()``, the commit before a revocation or at close), as
@@ -135,6 +142,7 @@ class ConsumerConfig(ClientConfig):
     allow_auto_create_topics: bool = _field(True, _bool)
     key_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
     value_deserializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
+    deserialization_error_handler: Any = _field("stop", _callable_or_name("stop", "skip"))  # noqa: RUF009
     on_commit: Any = _field(None, _opt_callable, dotted="on_commit")  # noqa: RUF009
     interceptor_classes: tuple[Any, ...] = _field((), consumer_interceptor_classes)
     queued_max_messages_kbytes: int | None = _field(None, _opt_int(1, 2_097_151))

@@ -40,12 +40,13 @@ Rules:
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 from ._util import get_deserializer
-from .errors import UsageError
+from .errors import SerializationError, UsageError
 from .fetcher import (
     ConsumedPositions,
     ConsumerRecord,
@@ -57,6 +58,8 @@ from .fetcher import (
 )
 from .interceptors import ConsumerInterceptors
 from .metadata import MetadataCache
+
+log = logging.getLogger("trafka.sdk.consumer")
 
 if TYPE_CHECKING:
     from .config_consumer import ConsumerConfig
@@ -89,6 +92,12 @@ class ConsumerCore(Generic[K, V]):
         self.fetcher = Fetcher.for_consumer(metadata, config)
         self._key_de = get_deserializer(config.key_deserializer)
         self._value_de = get_deserializer(config.value_deserializer)
+        # Deserializers told the record's topic, partition, offset and headers
+        # (trafka.sdk.schemas), and what to do when one fails.
+        self._key_rec = getattr(config.key_deserializer, "deserialize_record", None)
+        self._value_rec = getattr(config.value_deserializer, "deserialize_record", None)
+        self._on_error = config.deserialization_error_handler
+        self._failed: BaseException | None = None  # raised by the next take
         self._buffer: deque[ConsumerRecord[K, V]] = deque()
         self._last: ConsumerRecord[K, V] | None = None  # from next_record, processed next poll
         self.consumed = ConsumedPositions()
@@ -162,6 +171,9 @@ class ConsumerCore(Generic[K, V]):
         """Up to ``limit`` fetched records of the ``wanted`` partitions (None:
         all), deserialized; not counted as handed out (:meth:`poll` does that,
         :meth:`next_record` for what :meth:`hold` keeps)."""
+        if self._failed is not None:
+            error, self._failed = self._failed, None
+            raise error
         fetcher = self.fetcher
         paused: list[TopicPartition] = []
         if wanted is not None:
@@ -175,29 +187,67 @@ class ConsumerCore(Generic[K, V]):
             if paused:
                 fetcher.resume(paused)
         kd, vd = self._key_de, self._value_de
-        if kd is None and vd is None:
+        if kd is None and vd is None and self._key_rec is None and self._value_rec is None:
             return raw
         out: Records[K, V] = {}
         for tp, recs in raw.items():
-            # tuple.__new__ skips the NamedTuple constructor: this is the per-record hot path.
-            out[tp] = [
-                _new(
-                    ConsumerRecord,
-                    (
-                        t,
-                        p,
-                        o,
-                        ts,
-                        k if kd is None else kd(k),
-                        v if vd is None else vd(v),
-                        h,
-                        tt,
-                        e,
-                    ),
-                )
-                for t, p, o, ts, k, v, h, tt, e in recs
-            ]
+            if self._key_rec is not None or self._value_rec is not None:
+                good = self._deserialized(tp, recs)
+            else:
+                try:
+                    # tuple.__new__ skips the NamedTuple constructor: this is the per-record hot path.
+                    good = [
+                        _new(
+                            ConsumerRecord,
+                            (
+                                t,
+                                p,
+                                o,
+                                ts,
+                                k if kd is None else kd(k),
+                                v if vd is None else vd(v),
+                                h,
+                                tt,
+                                e,
+                            ),
+                        )
+                        for t, p, o, ts, k, v, h, tt, e in recs
+                    ]
+                except Exception:
+                    good = self._deserialized(tp, recs)
+            if good:
+                out[tp] = good
+        if not out and self._failed is not None:
+            error, self._failed = self._failed, None
+            raise error
         return out
+
+    def _deserialized(self, tp: TopicPartition, recs: list[Any]) -> list[Any]:
+        """``recs`` deserialized one at a time; a record that fails goes to
+        ``deserialization.error.handler`` (see the config): skipped, or the
+        partition stops there (its position back at the record, the error
+        raised by the next :meth:`take` or this one if it has nothing else)."""
+        kd, vd, kr, vr = self._key_de, self._value_de, self._key_rec, self._value_rec
+        good: list[Any] = []
+        for i, (t, p, o, ts, k, v, h, tt, e) in enumerate(recs):
+            field = "key"
+            try:
+                key = kr(k, t, p, o, h, True) if kr is not None else (k if kd is None else kd(k))
+                field = "value"
+                value = vr(v, t, p, o, h, False) if vr is not None else (v if vd is None else vd(v))
+            except Exception as exc:
+                error = _located(exc, field, t, p, o)
+                handler = self._on_error
+                decision = handler if isinstance(handler, str) else handler(error)
+                if decision == "skip":
+                    log.warning("skipped a record that does not deserialize: %s", error)
+                    continue
+                self.fetcher.seek(tp, o)
+                self.dropped += len(recs) - i
+                self._failed = error
+                break
+            good.append(_new(ConsumerRecord, (t, p, o, ts, key, value, h, tt, e)))
+        return good
 
     def fill(self, limit: int) -> bool:
         """Take up to ``limit`` fetched records and :meth:`hold` them, then the
@@ -398,3 +448,15 @@ def _last_record(records: list[ConsumerRecord[K, V]]) -> ConsumerRecord[K, V] | 
         if type(records[i]) is not PartitionEOF:
             return records[i]
     return None
+
+
+def _located(exc: Exception, field: str, topic: str, partition: int, offset: int) -> Exception:
+    """A deserializer's error, naming the record when it does not already."""
+    if getattr(exc, "offset", None) is not None:
+        return exc
+    error = SerializationError(
+        f"{field} of topic {topic!r}, partition {partition}, offset {offset} "
+        f"does not deserialize: {exc}"
+    )
+    error.__cause__ = exc
+    return error

@@ -103,6 +103,31 @@ def _serialized(what: str, serializer: Serializer, value: Any) -> bytes | None:
         raise SerializationError(f"{what}: {exc}") from exc.__cause__
 
 
+def _framed_serializers(
+    config: ProducerConfig, key_ser: Serializer, value_ser: Serializer
+) -> Callable[..., PreparedRecord] | None:
+    """``prepare``'s serializing when a serializer is told the topic and the
+    headers, to which it may add (a schema id header: trafka.sdk.schemas);
+    None when neither is. Its errors name the record already."""
+    kr = getattr(config.key_serializer, "serialize_record", None)
+    vr = getattr(config.value_serializer, "serialize_record", None)
+    if kr is None and vr is None:
+        return None
+
+    def prepare(
+        topic: str, value: Any, key: Any, partition: Any, hdrs: Any, timestamp_ms: Any
+    ) -> PreparedRecord:
+        headers = list(hdrs)
+        key_bytes = kr(key, topic, True, headers) if kr else _serialized("key", key_ser, key)
+        if vr is not None:
+            value_bytes = vr(value, topic, False, headers)
+        else:
+            value_bytes = _serialized("value", value_ser, value)
+        return topic, value_bytes, key_bytes, partition, tuple(headers), timestamp_ms
+
+    return prepare
+
+
 def _nothing() -> None:
     pass
 
@@ -177,6 +202,7 @@ class ProducerCore:
         self._partitioner_needs_available = info is None or info.uses_availability
         self._key_ser = get_serializer(config.key_serializer)
         self._value_ser = get_serializer(config.value_serializer)
+        self._framed = _framed_serializers(config, self._key_ser, self._value_ser)
         self._raw_keys = config.key_serializer == "bytes"
         self._raw_values = config.value_serializer == "bytes"
         self.closed = False
@@ -224,13 +250,7 @@ class ProducerCore:
     # -- records --------------------------------------------------------------------------
 
     def prepare(
-        self,
-        topic: Any,
-        value: Any,
-        key: Any,
-        partition: Any,
-        headers: Any,
-        timestamp_ms: Any,
+        self, topic: Any, value: Any, key: Any, partition: Any, headers: Any, timestamp_ms: Any
     ) -> PreparedRecord:
         """``send``'s arguments checked and serialized: ``(topic, value bytes,
         key bytes, partition, headers, timestamp_ms)``. Pure: the blocking
@@ -248,6 +268,8 @@ class ProducerCore:
             partition = check_partition("partition", partition)
         hdrs = check_headers("headers", headers) if headers is not None else ()
         timestamp_ms = check_timestamp_ms("timestamp_ms", timestamp_ms)
+        if self._framed is not None:
+            return self._framed(topic, value, key, partition, hdrs, timestamp_ms)
         # The default bytes serializer is the identity on bytes and None: skip the call.
         if self._raw_keys and (key is None or type(key) is bytes):
             key_bytes = key

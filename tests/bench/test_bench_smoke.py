@@ -36,6 +36,14 @@ SMOKE_FLAG = "--smoke"
 # least number of times it must appear.
 RATIO_LINES: dict[str, list[tuple[str, int]]] = {
     "codec.py": [(r"\s\d+\.\d\dx$", 10)],  # trafka / kafka-python per case and op
+    # trafka / confluent-kafka per format and op, and the registry requests made.
+    "schemas.py": [
+        (
+            r"^  \S+\s+(de)?serialize\s+trafka\s+[\d,]+/s\s+confluent-kafka\s+[\d,]+/s\s+\d+\.\d\dx$",
+            6,
+        ),
+        (r"^  registry requests by trafka .*: \d+ writing", 1),
+    ],
     # trafka's imports / aiokafka's (the goals of issue #48), and the CLI's time.
     "imports.py": [
         (
