@@ -7,8 +7,9 @@ Findings, each a count with a few examples:
   nowhere in the log;
 * ``wrong_offset``: a delivery report naming an offset that does not hold its record;
 * ``duplicates``: a record in the log more than once;
-* ``out_of_order``: a key's records in the log not in the order they were sent
-  (one key is one partition: the order within a key is the partition's);
+* ``out_of_order``: a key's records in the log not in the order one producer sent
+  them (one producer's key is one partition: the order within it is the
+  partition's);
 * ``consumed_gone``: a record the group consumer was given at an offset that does
   not hold it in the log (a consumer read something that was later lost);
 * ``commit_backwards``: a partition's committed offset, read back after successive
@@ -77,7 +78,9 @@ def check(
     schedule: str = "",
     seed: int = 0,
 ) -> Report:
-    report = Report(schedule, seed, told.sent, len(told.acked), len(told.failed))
+    report = Report(
+        schedule, seed, told.sent + told.sent_librdkafka, len(told.acked), len(told.failed)
+    )
     where: dict[bytes, list[tuple[int, int]]] = {}
     for partition, values in log.items():
         for offset, value in enumerate(values):

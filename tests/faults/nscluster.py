@@ -76,6 +76,12 @@ class NsCluster:
         return ",".join(f"{self.address[n]}:{PORT}" for n in self.nodes)
 
     def start(self) -> None:
+        self.start_zookeeper()
+        for n in self.nodes:
+            self.start_node(n, wait=False)
+        wait_for("every broker to register", lambda: self._formed(len(self.nodes)), 120)
+
+    def start_zookeeper(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         java, classpath = find_zookeeper()
         zk_dir = self.root / "zookeeper"
@@ -94,9 +100,6 @@ class NsCluster:
                 log,
             )  # fmt: skip
         wait_for("ZooKeeper to serve", lambda: _zk_serving(self.zk_address), 60)
-        for n in self.nodes:
-            self.start_node(n, wait=False)
-        wait_for("every broker to register", lambda: self._formed(len(self.nodes)), 120)
 
     def _properties(self, n: int) -> Path:
         path = self.root / f"node-{n}.properties"
@@ -198,14 +201,55 @@ class NsCluster:
         return "\n".join(text.splitlines()[-lines:])
 
     def stop(self) -> None:
+        """Everything killed (the data is thrown away: no clean shutdown needed)."""
         for proc in [*self.procs.values(), self.zookeeper]:
             if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.terminate()
-        for proc in [*self.procs.values(), self.zookeeper]:
-            if proc is not None:
-                try:
-                    proc.wait(20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                proc.kill()
+                proc.wait()
+
+
+class KafkaNsCluster(NsCluster):
+    """The same cluster of Apache Kafka 3.9 brokers (on the namespaces' ZooKeeper), the
+    control: :class:`kafka_peers.KafkaCluster` with each JVM under ``ip netns exec``."""
+
+    def __init__(self, lab: NetLab, root: Path, nodes: int = 3) -> None:
+        from kafka_peers import KAFKA_3, KafkaCluster
+
+        super().__init__(lab, root, nodes)
+        self.kafka = KafkaCluster(
+            KAFKA_3,
+            self.root / "kafka",
+            nodes=nodes,
+            zookeeper=f"{self.zk_address}:{ZK_PORT}",
+            config=self.settings,
+            node_hosts=self.address,
+            wrap=lambda n: ["ip", "netns", "exec", lab.namespace(f"b{n}")],
+        )
+
+    def start(self) -> None:
+        self.start_zookeeper()
+        self.kafka.start(timeout=300)
+
+    def start_node(self, n: int, wait: bool = True) -> None:
+        self.kafka.start_node(n, timeout=300)
+
+    def pause(self, n: int) -> None:
+        self.kafka.node(n).signal(signal.SIGSTOP)
+
+    def resume(self, n: int) -> None:
+        self.kafka.node(n).signal(signal.SIGCONT)
+
+    def kill(self, n: int) -> None:
+        self.resume(n)
+        self.kafka.node(n).kill()
+
+    def log_tail(self, n: int, lines: int = 40) -> str:
+        return self.kafka.node(n).log_tail(lines)
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            self.resume(n)
+        self.kafka.stop()
+        if self.zookeeper is not None and self.zookeeper.poll() is None:
+            self.zookeeper.kill()
+            self.zookeeper.wait()

@@ -2,7 +2,9 @@
 
 One trafka idempotent producer (``acks=all``) writes keyed, numbered records
 (value ``k<key>:<seq>``, the sequence counting up per run) at a steady pace and
-keeps every delivery report: the (partition, offset) it names, or the error. One
+keeps every delivery report: the (partition, offset) it names, or the error;
+confluent-kafka's (librdkafka's) idempotent producer does the same alongside
+(values ``ck<key>:<seq>``, the same keys). One
 consumer in a group reads all along and commits every second; after each
 commit that succeeded it reads the group's committed offsets back from the
 coordinator and keeps them. Every record the consumer returned is kept too.
@@ -33,6 +35,7 @@ class Told:
     """What the clients were told, as they were told it."""
 
     sent: int = 0
+    sent_librdkafka: int = 0
     acked: dict[bytes, tuple[int, int]] = dataclasses.field(default_factory=dict)
     # (time, partition) of each acknowledgement
     ack_times: list[tuple[float, int]] = dataclasses.field(default_factory=list)
@@ -52,7 +55,9 @@ class Workload:
         group: str,
         interval: float = 0.01,
         clock: Callable[[], float] = time.monotonic,
+        librdkafka: bool = True,
     ) -> None:
+        self.librdkafka = librdkafka
         self.bootstrap = bootstrap
         self.topic = topic
         self.partitions = partitions
@@ -85,6 +90,8 @@ class Workload:
     async def _run(self) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._produce)
+            if self.librdkafka:
+                nursery.start_soon(trio.to_thread.run_sync, self._produce_librdkafka)
             nursery.start_soon(self._consume)
 
     async def _stopped(self) -> bool:
@@ -114,6 +121,36 @@ class Workload:
                 await trio.sleep(self.interval)
             with trio.move_on_after(150):
                 await producer.flush()
+
+    def _produce_librdkafka(self) -> None:
+        """confluent-kafka's (librdkafka's) idempotent producer alongside, its values
+        ``c<key>:<seq>`` (a sequence of its own), in a thread of its own."""
+        from confluent_kafka import Producer
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                self.told.failed[msg.value()] = str(err)
+            else:
+                self.told.acked[msg.value()] = (msg.partition(), msg.offset())
+                self.told.ack_times.append((self.clock(), msg.partition()))
+
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 120_000,
+            }
+        )
+        seq = 0
+        while not self._stop.is_set():
+            key = b"k%d" % (seq % KEYS)
+            producer.produce(self.topic, b"c%s:%08d" % (key, seq), key=key, on_delivery=delivered)
+            self.told.sent_librdkafka += 1
+            seq += 1
+            producer.poll(self.interval)
+        producer.flush(150)
 
     async def _delivered(self, value: bytes, future: Any) -> None:
         try:
