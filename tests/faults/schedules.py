@@ -30,10 +30,10 @@ Fault = Callable[[NsCluster, str, random.Random], tuple[str, bool]]
 RECOVER_S = 180.0
 
 
-def _hold(cluster: NsCluster, topic: str, seconds: float, target: int) -> bool:
+def _hold(cluster: NsCluster, topic: str, seconds: float, before: dict[str, Any]) -> bool:
     """Keep a fault on for ``seconds``, watching the metadata; whether the cluster
-    reacted: an ISR shrank, a leader moved, or ``target`` lost the controller role."""
-    before = cluster.state(topic)
+    reacted, compared with ``before`` (its state when whole): an ISR shrank, a leader
+    or the controller moved."""
     deadline = time.monotonic() + seconds
     effect = False
     while time.monotonic() < deadline:
@@ -44,7 +44,7 @@ def _hold(cluster: NsCluster, topic: str, seconds: float, target: int) -> bool:
         if now is not None:
             for p, (leader, isr) in now["partitions"].items():
                 effect |= len(isr) < len(cluster.nodes) or before["partitions"][p][0] != leader
-            effect |= before["controller"] == target != now["controller"]
+            effect |= before["controller"] != now["controller"]
         time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
     return effect
 
@@ -53,52 +53,54 @@ def _session_s(cluster: NsCluster) -> float:
     return int(cluster.settings["zookeeper.session.timeout.ms"]) / 1000
 
 
-def _leader(cluster: NsCluster, topic: str, rng: random.Random) -> int:
-    partitions = cluster.wait_healthy(topic, RECOVER_S)["partitions"]
-    return int(partitions[rng.choice(sorted(partitions))][0])
+def _leader(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[int, dict[str, Any]]:
+    """A partition leader picked at random, and the cluster's state (whole)."""
+    state = cluster.wait_healthy(topic, RECOVER_S)
+    partitions = state["partitions"]
+    return int(partitions[rng.choice(sorted(partitions))][0]), state
 
 
 def leader_zk(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
-    leader = _leader(cluster, topic, rng)
+    leader, before = _leader(cluster, topic, rng)
     hold = _session_s(cluster) * 2 + rng.uniform(0, 3)
     cluster.lab.isolate([f"b{leader}"], ["zk"])
-    effect = _hold(cluster, topic, hold, leader)
+    effect = _hold(cluster, topic, hold, before)
     cluster.lab.heal()
     return f"leader b{leader} cut from zk {hold:.1f} s", effect
 
 
 def pause(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
-    leader = _leader(cluster, topic, rng)
+    leader, before = _leader(cluster, topic, rng)
     hold = _session_s(cluster) * 1.5 + rng.uniform(0, 3)
     cluster.pause(leader)
-    effect = _hold(cluster, topic, hold, leader)
+    effect = _hold(cluster, topic, hold, before)
     cluster.resume(leader)
     return f"leader b{leader} paused {hold:.1f} s", effect
 
 
 def leader_followers(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
-    leader = _leader(cluster, topic, rng)
+    leader, before = _leader(cluster, topic, rng)
     lag_s = int(cluster.settings["replica.lag.time.max.ms"]) / 1000
     hold = lag_s * 2 + rng.uniform(0, 3)
     cluster.lab.isolate([f"b{leader}"], [f"b{n}" for n in cluster.nodes if n != leader])
-    effect = _hold(cluster, topic, hold, leader)
+    effect = _hold(cluster, topic, hold, before)
     cluster.lab.heal()
     return f"leader b{leader} cut from followers {hold:.1f} s", effect
 
 
 def controller(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
-    cluster.wait_healthy(topic, RECOVER_S)
-    active = int(cluster.state()["controller"])
+    before = cluster.wait_healthy(topic, RECOVER_S)
+    active = int(before["controller"])
     hold = _session_s(cluster) * 2 + rng.uniform(0, 3)
     others = [f"b{n}" for n in cluster.nodes if n != active]
     cluster.lab.isolate([f"b{active}"], ["zk", *others])
-    effect = _hold(cluster, topic, hold, active)
+    effect = _hold(cluster, topic, hold, before)
     cluster.lab.heal()
     return f"controller b{active} cut from zk and brokers {hold:.1f} s", effect
 
 
 def kill9(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
-    leader = _leader(cluster, topic, rng)
+    leader, _ = _leader(cluster, topic, rng)
     cluster.kill(leader)
     # Kafka's rule too: the broker registers again once ZooKeeper dropped its session.
     time.sleep(_session_s(cluster) + rng.uniform(0, 2))
