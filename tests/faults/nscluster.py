@@ -130,9 +130,6 @@ class NsCluster:
             return None
         return True if len(state["brokers"]) >= count and state["controller"] >= 0 else None
 
-    def host_of(self, n: int) -> str:
-        return f"b{n}"
-
     def pause(self, n: int) -> None:
         self.procs[n].send_signal(signal.SIGSTOP)
 
