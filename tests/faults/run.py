@@ -1,7 +1,8 @@
 """The long fault run: ``make faults`` or ``python tests/faults/run.py [--schedules a,b]
-[--seed N] [--cycles N]``, as root (network namespaces). One brokerlite cluster
-(ZooKeeper and three brokers, each in a namespace of its own) runs every schedule
-named, one after the other; the checker's table is printed for each. Exits 1 when
+[--seed N] [--cycles N] [--broker brokerlite|kafka|both]``, as root (network
+namespaces). One cluster (ZooKeeper and three brokers, each in a namespace of its
+own: brokerlite, or Apache Kafka 3.9 as the control) runs every schedule named,
+one after the other; the checker's table is printed for each. Exits 1 when
 a promise was broken (see checker.PROMISES), 0 otherwise.
 """
 
