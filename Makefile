@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest docs bench codegen compat system-deps peers clean src-tree
+.PHONY: demo test lint typecheck pytest docs bench codegen compat faults system-deps peers clean src-tree
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -149,6 +149,12 @@ codegen: $(STAMP)
 # marked compat (tests/compat_page.py); a test run fails when the page is stale.
 compat: $(STAMP) system-deps peers
 	TRAFKA_WRITE_COMPAT=1 $(PY) -m pytest -q -m compat -n $(PYTEST_WORKERS) --dist loadfile
+
+# The long fault run (issue #64): every schedule of tests/faults/schedules.py on a
+# brokerlite cluster in network namespaces (root only), the checker's table per
+# schedule. FAULTS_ARGS passes options: --schedules a,b --seed N --cycles N.
+faults: $(STAMP) system-deps
+	$(PY) tests/faults/run.py $(FAULTS_ARGS)
 
 clean:
 	rm -rf $(VENV) site build *.egg-info

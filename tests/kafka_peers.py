@@ -48,7 +48,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -295,8 +295,13 @@ class KafkaNode:
         return self.ports[next(iter(self.cluster.listeners))]
 
     @property
+    def host(self) -> str:
+        """The address it listens on and advertises."""
+        return self.cluster.node_hosts.get(self.node_id, self.cluster.host)
+
+    @property
     def address(self) -> str:
-        return f"{self.cluster.host}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def log_path(self) -> Path:
@@ -319,6 +324,7 @@ class KafkaNode:
         self.folder.mkdir(parents=True, exist_ok=True)
         c = self.cluster
         argv = [
+            *(c.wrap(self.node_id) if c.wrap is not None else ()),
             shutil.which("java") or "java",
             *_HEAP,
             *_JVM_FLAGS,
@@ -381,6 +387,11 @@ class KafkaCluster:
             defaults here (small, test-sized; replication factors follow ``nodes``).
         jvm_options: more JVM arguments (e.g. a JAAS file for SASL).
         jit: the full JIT compiler, for benchmarks (tests start faster without).
+        node_hosts: node id to the address it listens on and advertises, for
+            nodes not on ``host`` (e.g. each in a network namespace of its own:
+            they then listen on fixed ports, 9092 and 9093 for KRaft's controller).
+        wrap: node id to a command prefix its JVM runs under (e.g.
+            ``ip netns exec NS``; the prefix must exec the JVM, keeping its pid).
     """
 
     def __init__(
@@ -395,8 +406,12 @@ class KafkaCluster:
         jvm_options: Iterable[str] = (),
         jit: bool = False,
         host: str = "127.0.0.1",
+        node_hosts: Mapping[int, str] | None = None,
+        wrap: Callable[[int], Sequence[str]] | None = None,
     ) -> None:
         self.version = version
+        self.node_hosts = dict(node_hosts or {})
+        self.wrap = wrap
         self.kraft = not version.startswith("3.")
         if not self.kraft and zookeeper is None:
             raise KafkaPeerError(f"Kafka {version} runs on ZooKeeper: pass zookeeper=")
@@ -453,11 +468,17 @@ class KafkaCluster:
 
     def _pick_ports(self) -> None:
         for node in self.nodes:
-            if not node.ports:
-                for name in self.listeners:
-                    node.ports[name] = free_port(self.host)
+            if node.ports:
+                continue
+            if node.host != self.host:  # an address of its own: the ports are its own too
+                node.ports = {name: 9092 + i for i, name in enumerate(self.listeners)}
                 if self.kraft:
-                    node.ports["CONTROLLER"] = free_port(self.host)
+                    node.ports["CONTROLLER"] = 9092 + len(self.listeners)
+                continue
+            for name in self.listeners:
+                node.ports[name] = free_port(self.host)
+            if self.kraft:
+                node.ports["CONTROLLER"] = free_port(self.host)
 
     def _write_properties(self, node: KafkaNode) -> None:
         listeners = {name: node.ports[name] for name in self.listeners}
@@ -472,15 +493,15 @@ class KafkaCluster:
                 "node.id": node.node_id,
                 "controller.listener.names": "CONTROLLER",
                 "controller.quorum.voters": ",".join(
-                    f"{n.node_id}@{self.host}:{n.ports['CONTROLLER']}" for n in self.nodes
+                    f"{n.node_id}@{n.host}:{n.ports['CONTROLLER']}" for n in self.nodes
                 ),
             }
         else:
             settings |= {"broker.id": node.node_id, "zookeeper.connect": self.zookeeper}
         settings |= {
-            "listeners": ",".join(f"{n}://{self.host}:{p}" for n, p in listeners.items()),
+            "listeners": ",".join(f"{n}://{node.host}:{p}" for n, p in listeners.items()),
             "advertised.listeners": ",".join(
-                f"{n}://{self.host}:{node.ports[n]}" for n in self.listeners
+                f"{n}://{node.host}:{node.ports[n]}" for n in self.listeners
             ),
             "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p in protocols.items()),
             "inter.broker.listener.name": first,
@@ -554,7 +575,7 @@ class KafkaCluster:
         for node in nodes:
             while True:
                 expected = {n.node_id for n in self.nodes if n.running}
-                seen = _metadata_brokers(self.host, node.port, 2.0)
+                seen = _metadata_brokers(node.host, node.port, 2.0)
                 if seen is not None and expected <= seen:
                     break
                 if node.proc is not None and node.proc.poll() is not None:

@@ -1,0 +1,129 @@
+"""The checker: what the clients were told (:class:`~workload.Told`) against the log read
+back at the end (every partition from offset 0 to its high watermark).
+
+Findings, each a count with a few examples:
+
+* ``lost``: a record acknowledged (a delivery report naming an offset) that is
+  nowhere in the log;
+* ``wrong_offset``: a delivery report naming an offset that does not hold its record;
+* ``duplicates``: a record in the log more than once;
+* ``out_of_order``: a key's records in the log not in the order one producer sent
+  them (one producer's key is one partition: the order within it is the
+  partition's);
+* ``consumed_gone``: a record the group consumer was given at an offset that does
+  not hold it in the log (a consumer read something that was later lost);
+* ``commit_backwards``: a partition's committed offset, read back after successive
+  commits, that went down; or one beyond the partition's end.
+
+And ``unavailable_s``: per fault, the longest stretch in which a partition had no acknowledgement, from
+the fault's start until the next fault's start (or the workload's end).
+The promises of ``acks=all`` with ``min.insync.replicas=2`` that the tests assert
+are the first six being zero.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+PROMISES = ("lost", "wrong_offset", "duplicates", "out_of_order", "consumed_gone",
+            "commit_backwards")  # fmt: skip
+
+
+@dataclasses.dataclass
+class Report:
+    schedule: str
+    seed: int
+    sent: int = 0
+    acked: int = 0
+    failed: int = 0
+    in_log: int = 0
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    examples: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    unavailable_s: list[tuple[str, float]] = dataclasses.field(default_factory=list)
+
+    def note(self, finding: str, example: str) -> None:
+        self.counts[finding] = self.counts.get(finding, 0) + 1
+        if len(self.examples.setdefault(finding, [])) < 5:
+            self.examples[finding].append(example)
+
+    @property
+    def broken(self) -> dict[str, int]:
+        return {k: v for k, v in self.counts.items() if k in PROMISES and v}
+
+    def table(self) -> str:
+        rows = [
+            f"schedule {self.schedule} seed {self.seed}: sent {self.sent}, acknowledged "
+            f"{self.acked}, failed {self.failed}, records in the log {self.in_log}",
+            f"  {'finding':<18} count  examples",
+        ]
+        for finding in PROMISES:
+            examples = "; ".join(self.examples.get(finding, []))
+            rows.append(f"  {finding:<18} {self.counts.get(finding, 0):>5}  {examples}")
+        for fault, seconds in self.unavailable_s:
+            rows.append(f"  longest write unavailability after {fault}: {seconds:.1f} s")
+        return "\n".join(rows)
+
+
+def seq_of(value: bytes) -> int:
+    return int(value.rsplit(b":", 1)[1])
+
+
+def check(
+    told: Any,
+    log: dict[int, list[bytes]],
+    faults: list[tuple[str, float]],
+    end: float,
+    schedule: str = "",
+    seed: int = 0,
+) -> Report:
+    report = Report(
+        schedule, seed, told.sent + told.sent_librdkafka, len(told.acked), len(told.failed)
+    )
+    where: dict[bytes, list[tuple[int, int]]] = {}
+    for partition, values in log.items():
+        for offset, value in enumerate(values):
+            if value:
+                where.setdefault(value, []).append((partition, offset))
+    report.in_log = sum(len(v) for v in where.values())
+    for value, spots in where.items():
+        if len(spots) > 1:
+            report.note("duplicates", f"{value.decode()} at {spots}")
+    for value, (partition, offset) in sorted(told.acked.items()):
+        if value not in where:
+            report.note("lost", f"{value.decode()} acked at {partition}/{offset}")
+        elif (partition, offset) not in where[value]:
+            report.note("wrong_offset", f"{value.decode()} acked at {partition}/{offset}, "
+                        f"in the log at {where[value]}")  # fmt: skip
+    for partition, values in log.items():
+        last: dict[bytes, int] = {}
+        for offset, value in enumerate(values):
+            if not value:
+                continue
+            key, seq = value.rsplit(b":", 1)[0], seq_of(value)
+            if seq < last.get(key, -1):
+                report.note("out_of_order", f"{value.decode()} at {partition}/{offset}")
+            last[key] = max(seq, last.get(key, -1))
+    for partition, offset, value in told.consumed:
+        values = log.get(partition, [])
+        if offset >= len(values) or values[offset] != value:
+            report.note("consumed_gone", f"{value.decode()} read at {partition}/{offset}")
+    highest: dict[int, int] = {}
+    for _, partition, offset in told.committed:
+        if offset < highest.get(partition, -1):
+            report.note("commit_backwards", f"{partition}: {highest[partition]} -> {offset}")
+        highest[partition] = max(offset, highest.get(partition, -1))
+    for partition, offset in highest.items():
+        if offset > len(log.get(partition, [])):
+            report.note("commit_backwards", f"{partition}: committed {offset} past the end "
+                        f"{len(log.get(partition, []))}")  # fmt: skip
+    starts = [t for _, t in faults] + [end]
+    acks = sorted(told.ack_times)
+    for (name, start), stop in zip(faults, starts[1:], strict=True):
+        gap = 0.0
+        for partition in log:
+            points = [start, *(t for t, p in acks if p == partition and start <= t <= stop), stop]
+            gap = max(gap, *(b - a for a, b in itertools.pairwise(points)))
+        report.unavailable_s.append((name, gap))
+    return report

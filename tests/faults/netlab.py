@@ -1,0 +1,205 @@
+"""Test hosts made of Linux network namespaces: each joined to one bridge by a veth pair.
+
+A :class:`NetLab` owns, for one run, a bridge ``fz<run>br`` in the root namespace
+(address ``10.201.N.1``: the *client host*, where the workload and the checker
+run) and one namespace per host (``fz<run>-<name>``, address ``10.201.N.<k>``),
+``N`` a subnet no other live run holds. Nothing leaves the machine.
+
+Faults between hosts:
+
+* :meth:`NetLab.isolate` / :meth:`NetLab.heal`: a symmetric cut between two
+  groups of hosts, made of ``blackhole`` routes (iproute2; no packet filter is
+  installed here) in both hosts' namespaces: neither side can send to the other,
+  established TCP connections stall as they do behind a partition, new ones fail.
+  The client host (the root namespace) is not cut by these (it is the machine's).
+* processes: :meth:`NetLab.spawn` runs a command in a host's namespace
+  (``ip netns exec`` execs it: the Popen's pid is the process itself, so
+  SIGSTOP/SIGCONT/SIGKILL reach it).
+
+Cleanup: :meth:`NetLab.close` kills what it spawned and removes the namespaces,
+the bridge and its claim on the subnet; it also runs from a finalizer at exit.
+A run killed before it could clean up leaves a state file naming its pid in
+``STATE_DIR``: :func:`remove_stale` (called by every new lab) removes the
+namespaces, bridge and processes of every run whose pid is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import weakref
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO
+
+STATE_DIR = Path("/tmp/trafka-faults")
+PREFIX = "fz"
+
+
+def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
+
+
+def available() -> str | None:
+    """Why namespaces cannot be used here (None when they can)."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    try:
+        ip("netns", "list")
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return f"ip netns does not work: {exc}"
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove(run: str, namespaces: Iterable[str]) -> None:
+    for ns in namespaces:
+        for pid in ip("netns", "pids", ns, check=False).stdout.split():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+        ip("netns", "del", ns, check=False)
+    ip("link", "del", f"{PREFIX}{run}br", check=False)
+    for path in STATE_DIR.glob(f"*{run}*"):
+        path.unlink(missing_ok=True)
+
+
+def remove_stale() -> list[str]:
+    """Remove what runs whose process is gone left behind; the runs removed."""
+    removed = []
+    for state in STATE_DIR.glob("run-*.json"):
+        try:
+            info = json.loads(state.read_text())
+        except (OSError, ValueError):
+            continue
+        if _alive(info["pid"]):
+            continue
+        run = info["run"]
+        listed = ip("netns", "list", check=False).stdout.split("\n")
+        _remove(run, [ln.split()[0] for ln in listed if ln.startswith(f"{PREFIX}{run}-")])
+        removed.append(run)
+    return removed
+
+
+def _claim_subnet(run: str) -> int:
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    used = ip("-o", "-4", "addr", check=False).stdout
+    for n in range(1, 250):
+        if f" 10.201.{n}." in used:
+            continue
+        try:
+            fd = os.open(STATE_DIR / f"subnet-{n}-{run}", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        if len(list(STATE_DIR.glob(f"subnet-{n}-*"))) == 1:
+            return n
+        (STATE_DIR / f"subnet-{n}-{run}").unlink()
+    raise RuntimeError("no free 10.201.N.0/24 subnet")
+
+
+class NetLab:
+    """One run's bridge and namespaces (see the module)."""
+
+    def __init__(self) -> None:
+        remove_stale()
+        self.run = secrets.token_hex(3)[:5]
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        (STATE_DIR / f"run-{self.run}.json").write_text(
+            json.dumps({"run": self.run, "pid": os.getpid()})
+        )
+        self.subnet = _claim_subnet(self.run)
+        self.hosts: dict[str, str] = {}  # host name -> address
+        self.cuts: set[tuple[str, str]] = set()
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.bridge = f"{PREFIX}{self.run}br"
+        self.client_address = f"10.201.{self.subnet}.1"
+        self._finalizer = weakref.finalize(self, _remove, self.run, [])
+        ip("link", "add", self.bridge, "type", "bridge")
+        ip("addr", "add", f"{self.client_address}/24", "dev", self.bridge)
+        ip("link", "set", self.bridge, "up")
+
+    def namespace(self, host: str) -> str:
+        return f"{PREFIX}{self.run}-{host}"
+
+    def add_host(self, host: str) -> str:
+        """Make a host (a namespace on the bridge); its address."""
+        index = len(self.hosts) + 2
+        address = f"10.201.{self.subnet}.{index}"
+        ns = self.namespace(host)
+        veth = f"{PREFIX}{self.run}v{index}"
+        ip("netns", "add", ns)
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(
+            self, _remove, self.run, [self.namespace(h) for h in [*self.hosts, host]]
+        )
+        ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        ip("link", "set", veth, "master", self.bridge, "up")
+        ip("-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
+        ip("-n", ns, "link", "set", "eth0", "up")
+        ip("-n", ns, "link", "set", "lo", "up")
+        self.hosts[host] = address
+        return address
+
+    def spawn(
+        self, host: str, argv: list[str], log: IO[bytes], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.namespace(host), *argv],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        self.procs.append(proc)
+        return proc
+
+    def _route(self, op: str, host: str, peer: str) -> None:
+        ip("-n", self.namespace(host), "route", op, "blackhole", f"{self.hosts[peer]}/32")
+
+    def isolate(self, a: Iterable[str], b: Iterable[str]) -> None:
+        """Cut every link between a host of ``a`` and one of ``b`` (both ways)."""
+        for x in a:
+            for y in b:
+                if x == y or (x, y) in self.cuts:
+                    continue
+                self._route("add", x, y)
+                self._route("add", y, x)
+                self.cuts |= {(x, y), (y, x)}
+
+    def heal(self, a: Iterable[str] | None = None, b: Iterable[str] | None = None) -> None:
+        """Restore the links cut between ``a`` and ``b`` (every cut when not given)."""
+        pairs = (
+            set(self.cuts) if a is None or b is None else {(x, y) for x in a for y in b if x != y}
+        )
+        for x, y in pairs & self.cuts:
+            self._route("del", x, y)
+            self.cuts.discard((x, y))
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGCONT)
+                    proc.kill()
+                proc.wait()
+        self._finalizer()
+
+    def __enter__(self) -> NetLab:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

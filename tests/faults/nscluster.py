@@ -1,0 +1,252 @@
+"""A brokerlite cluster whose ZooKeeper and brokers each run on a host of a :class:`NetLab`.
+
+Hosts ``zk`` (one ZooKeeper server, standalone) and ``b1`` .. ``bN`` (``trafka broker``
+processes in ZooKeeper mode, each listening on and advertising its namespace's
+address, port 9092). The client host reaches all of them over the bridge.
+
+Operations a schedule uses: :meth:`NsCluster.pause` / :meth:`NsCluster.resume`
+(SIGSTOP/SIGCONT), :meth:`NsCluster.kill` (SIGKILL) and :meth:`NsCluster.start_node`
+(restart on the same data), the lab's ``isolate``/``heal`` on host names, and
+:meth:`NsCluster.state` / :meth:`NsCluster.wait_healthy` (what the brokers' metadata
+say, through trafka's admin client from the client host).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+from netlab import NetLab
+
+from trafka.brokerlite.dev.zookeeper_server import find_zookeeper
+from trafka.sdk import NewTopic, open_admin
+
+PORT = 9092
+ZK_PORT = 2181
+
+
+def wait_for(what: str, probe: Any, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = probe()
+        if found is not None:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _zk_serving(address: str) -> bool | None:
+    try:
+        with socket.create_connection((address, ZK_PORT), timeout=1) as sock:
+            sock.sendall(b"srvr")
+            return True if b"Mode: " in sock.recv(4096) else None
+    except OSError:
+        return None
+
+
+class NsCluster:
+    def __init__(
+        self, lab: NetLab, root: Path, nodes: int = 3, settings: dict[str, Any] | None = None
+    ) -> None:
+        self.lab = lab
+        self.root = Path(root)
+        self.nodes = list(range(1, nodes + 1))
+        self.settings = {
+            "zookeeper.session.timeout.ms": 6000,
+            "replica.lag.time.max.ms": 6000,
+            "min.insync.replicas": 2,
+            "default.replication.factor": 3,
+            "unclean.leader.election.enable": "false",
+            **(settings or {}),
+        }
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.zk_address = lab.add_host("zk")
+        self.address = {n: lab.add_host(f"b{n}") for n in self.nodes}
+        self.zookeeper: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{self.address[n]}:{PORT}" for n in self.nodes)
+
+    def start(self) -> None:
+        self.start_zookeeper()
+        for n in self.nodes:
+            self.start_node(n, wait=False)
+        wait_for("every broker to register", lambda: self._formed(len(self.nodes)), 120)
+
+    def start_zookeeper(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        java, classpath = find_zookeeper()
+        zk_dir = self.root / "zookeeper"
+        (zk_dir / "data").mkdir(parents=True, exist_ok=True)
+        cfg = zk_dir / "zoo.cfg"
+        cfg.write_text(
+            f"tickTime=500\ndataDir={zk_dir / 'data'}\nclientPort={ZK_PORT}\n"
+            f"clientPortAddress={self.zk_address}\nmaxSessionTimeout=60000\n"
+            "maxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=srvr,stat\n"
+        )
+        with open(zk_dir / "zookeeper.log", "ab") as log:
+            self.zookeeper = self.lab.spawn(
+                "zk",
+                [java, "-Xmx128m", "-Dzookeeper.forceSync=no", "-cp", classpath,
+                 "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
+                log,
+            )  # fmt: skip
+        wait_for("ZooKeeper to serve", lambda: _zk_serving(self.zk_address), 60)
+
+    def _properties(self, n: int) -> Path:
+        path = self.root / f"node-{n}.properties"
+        lines = [
+            f"node.id={n}",
+            f"listeners=PLAINTEXT://{self.address[n]}:{PORT}",
+            f"log.dirs={self.root / f'node-{n}'}",
+            f"zookeeper.connect={self.zk_address}:{ZK_PORT}",
+            *(f"{k}={v}" for k, v in self.settings.items()),
+        ]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def start_node(self, n: int, wait: bool = True) -> None:
+        argv = [sys.executable, "-m", "trafka.tools.cli", "broker"]
+        argv += ["--config", str(self._properties(n)), "--no-announce"]
+        with open(self.root / f"node-{n}.log", "ab") as log:
+            self.procs[n] = self.lab.spawn(
+                f"b{n}", argv, log, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+            )
+        if wait:
+            wait_for(f"broker {n} to register", lambda: self._formed(len(self.nodes)), 120)
+
+    def _formed(self, count: int) -> bool | None:
+        try:
+            state = self.state()
+        except Exception:
+            return None
+        return True if len(state["brokers"]) >= count and state["controller"] >= 0 else None
+
+    def pause(self, n: int) -> None:
+        self.procs[n].send_signal(signal.SIGSTOP)
+
+    def resume(self, n: int) -> None:
+        self.procs[n].send_signal(signal.SIGCONT)
+
+    def kill(self, n: int) -> None:
+        proc = self.procs[n]
+        proc.send_signal(signal.SIGCONT)
+        proc.kill()
+        proc.wait()
+
+    def state(self, topic: str | None = None) -> dict[str, Any]:
+        """Brokers, controller and (with ``topic``) each partition's (leader, ISR), as
+        the cluster's metadata answer says."""
+
+        async def ask() -> dict[str, Any]:
+            async with open_admin(
+                bootstrap_servers=self.bootstrap_servers,
+                request_timeout_ms=4000,
+                default_api_timeout_ms=8000,
+            ) as admin:
+                cluster = await admin.describe_cluster(timeout_ms=8000)
+                out: dict[str, Any] = {
+                    "brokers": sorted(b.node_id for b in cluster.brokers),
+                    "controller": cluster.controller_id,
+                }
+                if topic is not None:
+                    desc = (await admin.describe_topics([topic], timeout_ms=8000))[topic]
+                    out["partitions"] = {
+                        p.partition: (p.leader, sorted(p.isr)) for p in desc.partitions
+                    }
+                return out
+
+        return trio.run(ask)
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        async def create() -> None:
+            async with open_admin(bootstrap_servers=self.bootstrap_servers) as admin:
+                await admin.create_topics(
+                    [NewTopic(topic, partitions, 3, configs={"min.insync.replicas": "2"})],
+                    timeout_ms=30000,
+                )
+
+        trio.run(create)
+        self.wait_healthy(topic, 120)
+
+    def healthy(self, topic: str) -> dict[str, Any] | None:
+        try:
+            state = self.state(topic)
+        except Exception:
+            return None
+        whole = all(
+            leader >= 0 and len(isr) == len(self.nodes)
+            for leader, isr in state["partitions"].values()
+        )
+        return state if whole and len(state["brokers"]) == len(self.nodes) else None
+
+    def wait_healthy(self, topic: str, timeout: float) -> dict[str, Any]:
+        """Wait until every broker is registered and every partition has a leader and a
+        whole ISR; the state then."""
+        return wait_for(f"{topic}: every ISR whole", lambda: self.healthy(topic), timeout)
+
+    def log_tail(self, n: int, lines: int = 40) -> str:
+        text = (self.root / f"node-{n}.log").read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """Everything killed (the data is thrown away: no clean shutdown needed)."""
+        for proc in [*self.procs.values(), self.zookeeper]:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+class KafkaNsCluster(NsCluster):
+    """The same cluster of Apache Kafka 3.9 brokers (on the namespaces' ZooKeeper), the
+    control: :class:`kafka_peers.KafkaCluster` with each JVM under ``ip netns exec``."""
+
+    def __init__(self, lab: NetLab, root: Path, nodes: int = 3) -> None:
+        from kafka_peers import KAFKA_3, KafkaCluster
+
+        super().__init__(lab, root, nodes)
+        self.kafka = KafkaCluster(
+            KAFKA_3,
+            self.root / "kafka",
+            nodes=nodes,
+            zookeeper=f"{self.zk_address}:{ZK_PORT}",
+            config=self.settings,
+            node_hosts=self.address,
+            wrap=lambda n: ["ip", "netns", "exec", lab.namespace(f"b{n}")],
+        )
+
+    def start(self) -> None:
+        self.start_zookeeper()
+        self.kafka.start(timeout=300)
+
+    def start_node(self, n: int, wait: bool = True) -> None:
+        self.kafka.start_node(n, timeout=300)
+
+    def pause(self, n: int) -> None:
+        self.kafka.node(n).signal(signal.SIGSTOP)
+
+    def resume(self, n: int) -> None:
+        self.kafka.node(n).signal(signal.SIGCONT)
+
+    def kill(self, n: int) -> None:
+        self.resume(n)
+        self.kafka.node(n).kill()
+
+    def log_tail(self, n: int, lines: int = 40) -> str:
+        return self.kafka.node(n).log_tail(lines)
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            self.resume(n)
+        self.kafka.stop()
+        if self.zookeeper is not None and self.zookeeper.poll() is None:
+            self.zookeeper.kill()
+            self.zookeeper.wait()

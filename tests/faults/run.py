@@ -1,0 +1,60 @@
+"""The long fault run: ``make faults`` or ``python tests/faults/run.py [--schedules a,b]
+[--seed N] [--cycles N] [--broker brokerlite|kafka|both]``, as root (network
+namespaces). One cluster (ZooKeeper and three brokers, each in a namespace of its
+own: brokerlite, or Apache Kafka 3.9 as the control) runs every schedule named,
+one after the other; the checker's table is printed for each. Exits 1 when
+a promise was broken (see checker.PROMISES), 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # kafka_peers, for --broker kafka
+
+import netlab
+from nscluster import KafkaNsCluster, NsCluster
+from schedules import SCHEDULES, run_schedule
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--schedules", default="leader-zk,pause,leader-followers,controller,mix")
+    parser.add_argument("--seed", type=int, default=None, help="default: a random one")
+    parser.add_argument("--cycles", type=int, default=3)
+    parser.add_argument(
+        "--broker", default="brokerlite", help="brokerlite, kafka (3.9, the control) or both"
+    )
+    args = parser.parse_args()
+    why = netlab.available()
+    if why is not None:
+        print(f"cannot run: {why}", file=sys.stderr)
+        return 2
+    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
+    names = args.schedules.split(",")
+    for name in names:
+        if name not in SCHEDULES:
+            parser.error(f"no schedule {name!r}: {', '.join(SCHEDULES)}")
+    brokers = ["brokerlite", "kafka"] if args.broker == "both" else [args.broker]
+    broken = False
+    for broker in brokers:
+        kind = KafkaNsCluster if broker == "kafka" else NsCluster
+        with netlab.NetLab() as lab, tempfile.TemporaryDirectory(prefix="trafka-faults-") as root:
+            cluster = kind(lab, Path(root))
+            try:
+                cluster.start()
+                for name in names:
+                    print(f"== {broker}")
+                    report, _ = run_schedule(cluster, name, seed, cycles=args.cycles)
+                    broken |= bool(report.broken)
+            finally:
+                cluster.stop()
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

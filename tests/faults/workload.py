@@ -1,0 +1,222 @@
+"""The workload a schedule runs its faults under, and everything its clients were told.
+
+One trafka idempotent producer (``acks=all``) writes keyed, numbered records
+(value ``k<key>:<seq>``, the sequence counting up per run) at a steady pace and
+keeps every delivery report: the (partition, offset) it names, or the error;
+confluent-kafka's (librdkafka's) idempotent producer does the same alongside
+(values ``ck<key>:<seq>``, the same keys). One
+consumer in a group reads all along and commits every second; after each
+commit that succeeded it reads the group's committed offsets back from the
+coordinator and keeps them. Every record the consumer returned is kept too.
+
+It runs in its own trio loop in a thread of its own (:meth:`Workload.start`,
+:meth:`Workload.stop`) while the schedule acts on the cluster from the caller's
+thread. Times are the injected clock's (``time.monotonic`` by default); they
+serve the unavailability figures only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from trafka.sdk import TopicPartition, open_consumer, open_producer
+
+KEYS = 8
+
+
+@dataclasses.dataclass
+class Told:
+    """What the clients were told, as they were told it."""
+
+    sent: int = 0
+    sent_librdkafka: int = 0
+    acked: dict[bytes, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    # (time, partition) of each acknowledgement
+    ack_times: list[tuple[float, int]] = dataclasses.field(default_factory=list)
+    failed: dict[bytes, str] = dataclasses.field(default_factory=dict)
+    consumed: list[tuple[int, int, bytes]] = dataclasses.field(default_factory=list)
+    # (time, partition, committed offset read back after a commit that succeeded)
+    committed: list[tuple[float, int, int]] = dataclasses.field(default_factory=list)
+    commit_errors: int = 0
+
+
+class Workload:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        group: str,
+        interval: float = 0.01,
+        clock: Callable[[], float] = time.monotonic,
+        librdkafka: bool = True,
+    ) -> None:
+        self.librdkafka = librdkafka
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.group = group
+        self.interval = interval
+        self.clock = clock
+        self.told = Told()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._main, daemon=True)
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 180.0) -> Told:
+        self._stop.set()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise AssertionError(f"the workload did not stop within {timeout} s")
+        if self.error is not None:
+            raise self.error
+        return self.told
+
+    def _main(self) -> None:
+        try:
+            trio.run(self._run)
+        except BaseException as exc:  # reported by stop()
+            self.error = exc
+
+    async def _run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._produce)
+            if self.librdkafka:
+                nursery.start_soon(trio.to_thread.run_sync, self._produce_librdkafka)
+            nursery.start_soon(self._consume)
+
+    async def _stopped(self) -> bool:
+        await trio.sleep(0)
+        return self._stop.is_set()
+
+    async def _produce(self) -> None:
+        async with (
+            open_producer(
+                bootstrap_servers=self.bootstrap,
+                acks="all",
+                enable_idempotence=True,
+                linger_ms=5,
+                request_timeout_ms=10_000,
+                delivery_timeout_ms=120_000,
+            ) as producer,
+            trio.open_nursery() as waiters,
+        ):
+            seq = 0
+            while not await self._stopped():
+                key = b"k%d" % (seq % KEYS)
+                value = b"%s:%08d" % (key, seq)
+                future = await producer.send(self.topic, value, key=key)
+                self.told.sent += 1
+                waiters.start_soon(self._delivered, value, future)
+                seq += 1
+                await trio.sleep(self.interval)
+            with trio.move_on_after(150):
+                await producer.flush()
+
+    def _produce_librdkafka(self) -> None:
+        """confluent-kafka's (librdkafka's) idempotent producer alongside, its values
+        ``c<key>:<seq>`` (a sequence of its own), in a thread of its own."""
+        from confluent_kafka import Producer
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                self.told.failed[msg.value()] = str(err)
+            else:
+                self.told.acked[msg.value()] = (msg.partition(), msg.offset())
+                self.told.ack_times.append((self.clock(), msg.partition()))
+
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "message.timeout.ms": 120_000,
+            }
+        )
+        seq = 0
+        while not self._stop.is_set():
+            key = b"k%d" % (seq % KEYS)
+            producer.produce(self.topic, b"c%s:%08d" % (key, seq), key=key, on_delivery=delivered)
+            self.told.sent_librdkafka += 1
+            seq += 1
+            producer.poll(self.interval)
+        producer.flush(150)
+
+    async def _delivered(self, value: bytes, future: Any) -> None:
+        try:
+            meta = await future
+        except Exception as exc:  # a delivery report naming an error
+            self.told.failed[value] = repr(exc)
+            return
+        self.told.acked[value] = (meta.partition, meta.offset)
+        self.told.ack_times.append((self.clock(), meta.partition))
+
+    async def _consume(self) -> None:
+        tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+        async with open_consumer(
+            self.topic,
+            bootstrap_servers=self.bootstrap,
+            group_id=self.group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            request_timeout_ms=10_000,
+            default_api_timeout_ms=10_000,
+        ) as consumer:
+            last_commit = self.clock()
+            while not await self._stopped():
+                for batch in (await consumer.getmany(timeout_ms=300)).values():
+                    self.told.consumed += [(r.partition, r.offset, r.value) for r in batch]
+                if self.clock() - last_commit < 1.0:
+                    continue
+                last_commit = self.clock()
+                try:
+                    await consumer.commit()
+                    for tp in tps:
+                        offset = await consumer.committed(tp)
+                        if offset is not None:
+                            self.told.committed.append((self.clock(), tp.partition, offset))
+                except Exception:  # a commit refused during a fault
+                    self.told.commit_errors += 1
+
+
+async def _read_log(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    async with open_consumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        request_timeout_ms=10_000,
+    ) as consumer:
+        ends = await consumer.end_offsets(tps)
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        log: dict[int, dict[int, bytes]] = {p: {} for p in range(partitions)}
+        while any(len(log[tp.partition]) < ends[tp] for tp in tps):
+            for tp, batch in (await consumer.getmany(timeout_ms=500)).items():
+                for r in batch:
+                    if r.offset < ends[tp]:
+                        log[tp.partition][r.offset] = r.value
+    # Offsets with no record (none here: no transactions, no compaction) would show
+    # as missing positions; the checker compares offsets, so keep them as holes.
+    return {p: [log[p].get(o, b"") for o in range(ends[TopicPartition(topic, p)])] for p in log}
+
+
+def read_log(bootstrap: str, topic: str, partitions: int, timeout: float = 120) -> Any:
+    """Every partition's records below its high watermark: ``{partition: [value, ...]}``
+    (index = offset)."""
+
+    async def main() -> Any:
+        with trio.fail_after(timeout):
+            return await _read_log(bootstrap, topic, partitions)
+
+    return trio.run(main)
