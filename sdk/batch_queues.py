@@ -47,6 +47,7 @@ class PartitionQueue:
     """One partition's queued batches, its in-flight count and sequence numbers."""
 
     __slots__ = (
+        "acked",
         "batches",
         "counters",
         "in_flight",
@@ -66,6 +67,9 @@ class PartitionQueue:
         self.producer_id = -1
         self.producer_epoch = -1
         self.reset = False
+        # The identity of the latest batch acknowledged with sequence numbers, and
+        # its place in the partition's order (ProducerBatch.order).
+        self.acked: tuple[int, int, tuple[int, ...]] = (-1, -1, ())
 
 
 class BatchQueues:
@@ -165,7 +169,12 @@ class BatchQueues:
         without either)."""
         if batch.done:
             return
-        counters = self._finish(batch).counters
+        q = self._finish(batch)
+        if batch.base_sequence >= 0:
+            pid, epoch, order = q.acked
+            if (pid, epoch) != (batch.producer_id, batch.producer_epoch) or batch.order > order:
+                q.acked = (batch.producer_id, batch.producer_epoch, batch.order)
+        counters = q.counters
         counters.records_sent += len(batch.records)
         counters.bytes_sent += len(batch.encoded) if batch.encoded is not None else 0
         counters.batches_sent += 1
@@ -277,6 +286,28 @@ class BatchQueues:
         self.used_memory -= batch.memory - sum(c.memory for _, c in batch.children)
         batch.memory = 0
         batch.encoded = None
+        return True
+
+    def fail_overtaken(self, batch: ProducerBatch, error: KafkaError) -> bool:
+        """Fail ``batch``, refused for a sequence gap, if records numbered after
+        it under the same identity are already acknowledged: a broker with no
+        state for the producer took them first (Kafka accepts any first
+        sequence then), and sending ``batch`` again, renumbered, would put its
+        records after them. Java's producer fails such a batch too (it never
+        becomes the next sequence). Returns whether it failed."""
+        q = self._queues.get((batch.topic, batch.partition))
+        if q is None or q.acked[:2] != (batch.producer_id, batch.producer_epoch):
+            return False
+        if q.acked[2] < batch.order:
+            return False
+        self.fail(
+            batch,
+            KafkaError(
+                error.code,
+                f"{batch.topic}-{batch.partition}: records sent after these are already "
+                "in the log; sent again they would follow them, out of order",
+            ),
+        )
         return True
 
     def has_earlier(self, batch: ProducerBatch) -> bool:

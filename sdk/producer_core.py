@@ -529,6 +529,8 @@ class ProducerCore:
                     # An older batch's retry: this one follows it.
                     acc.retry_or_fail(b, err, now, force=True)
                     continue
+                if acc.fail_overtaken(b, err):
+                    continue
                 if not self.transactional:
                     # KIP-360: renumber the partition under a new identity and resend.
                     if acc.retry_or_fail(b, err, now, force=True) and acc.request_sequence_reset(b):

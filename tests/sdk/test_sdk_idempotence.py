@@ -235,6 +235,58 @@ async def test_sequence_gap_gets_a_new_producer_id_and_resends(
     assert [(h.producer_id, h.base_sequence) for h in headers] == [(1001, 0), (1001, 1)]
 
 
+async def test_a_batch_overtaken_by_acknowledged_younger_ones_fails_rather_than_follow_them(
+    fake_broker: FakeBroker,
+) -> None:
+    """Kafka's idempotent producer writes a partition's records in the order they
+    were sent. A broker with no state for a producer id takes any first sequence
+    (Kafka's ProducerStateManager, KIP-360), so when a partition's first batch is
+    refused with a retriable error (UNKNOWN_TOPIC_OR_PARTITION: a topic the
+    broker has only just learned of) while a younger batch in flight behind it
+    is taken, the first one's retry is OUT_OF_ORDER_SEQUENCE_NUMBER. Renumbered
+    under a new epoch it would land after the younger records (seen on Kafka
+    3.9 by tests/faults); it fails instead, as Java's producer's batch does
+    (it can never be the next sequence)."""
+    ids = itertools.count(3000)
+    fake_broker.handlers[22] = lambda h, b: ipid.InitProducerIdResponse(
+        producer_id=next(ids), producer_epoch=0
+    )
+    real = fake_broker.produce
+    held: dict[str, Any] = {}
+    last = {"pid": -1, "seq": -1}
+
+    async def first_refused_late(header: Any, body: Any) -> Any:
+        batch = read_batch_header(body.topic_data[0].partition_data[0].records)
+        if not held.get("refused"):
+            held["refused"] = True
+            # Answer only once the younger batch is in flight behind this one.
+            while held["producer"].core.acc.in_flight_count() < 2:
+                await anyio.sleep(0.005)
+            return _respond(body, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if batch.producer_id == last["pid"] and batch.base_sequence <= last["seq"]:
+            return _respond(body, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+        last.update(pid=batch.producer_id, seq=batch.base_sequence + batch.records_count - 1)
+        return real(header, body)
+
+    fake_broker.handlers[0] = first_refused_late
+    with anyio.fail_after(20):
+        async with open_producer(
+            bootstrap_servers=fake_broker.bootstrap, linger_ms=0, retry_backoff_ms=1
+        ) as p:
+            held["producer"] = p
+            first = await p.send("one", b"first")
+            while p.core.acc.in_flight_count() < 1:
+                await anyio.sleep(0.005)
+            second = await p.send("one", b"second")
+            with pytest.raises(KafkaError) as refused:
+                await first
+            assert refused.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            assert (await second).offset == 0
+            later = await p.send_and_wait("one", b"third")
+    assert later.offset == 1
+    assert [r.value for r in fake_broker.records("one", 0)] == [b"second", b"third"]
+
+
 async def test_non_retriable_error_then_gap_recovers(fake_broker: FakeBroker) -> None:
     """A batch that failed after getting its sequence leaves a gap; the next one
     is refused until the partition moves to a new identity."""
