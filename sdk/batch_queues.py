@@ -293,8 +293,10 @@ class BatchQueues:
         it under the same identity are already acknowledged: a broker with no
         state for the producer took them first (Kafka accepts any first
         sequence then), and sending ``batch`` again, renumbered, would put its
-        records after them. Java's producer fails such a batch too (it never
-        becomes the next sequence). Returns whether it failed."""
+        records after them. Java's producer never writes it either: it is not
+        the next sequence, so it is retried until delivery.timeout.ms fails it
+        (TransactionManager.canRetry); this fails it at once. Returns whether it
+        failed."""
         q = self._queues.get((batch.topic, batch.partition))
         if q is None or q.acked[:2] != (batch.producer_id, batch.producer_epoch):
             return False
