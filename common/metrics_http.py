@@ -151,6 +151,22 @@ async def _exchange(endpoint: Endpoint, stream: trio.SocketStream) -> None:
     )
 
 
+async def _accept_all(
+    listeners: list[trio.SocketListener],
+    handle: Callable[[trio.SocketStream], Awaitable[None]],
+    task_status: trio.TaskStatus[None],
+) -> None:
+    """Serve every connection of ``listeners`` in a task of its own, with
+    ``handle``, until cancelled."""
+    quiet = RateLimitedLog(log, clock=trio.current_time)
+    async with trio.open_nursery() as nursery:
+        for listener in listeners:
+            nursery.start_soon(
+                accept_forever, listener, lambda s: nursery.start_soon(handle, s), quiet
+            )
+        task_status.started()
+
+
 async def serve_metrics(
     endpoint: Endpoint,
     listeners: list[trio.SocketListener],
@@ -166,13 +182,7 @@ async def serve_metrics(
         finally:
             await trio.aclose_forcefully(stream)
 
-    quiet = RateLimitedLog(log, clock=trio.current_time)
-    async with trio.open_nursery() as nursery:
-        for listener in listeners:
-            nursery.start_soon(
-                accept_forever, listener, lambda s: nursery.start_soon(handle, s), quiet
-            )
-        task_status.started()
+    await _accept_all(listeners, handle, task_status)
 
 
 class Request(NamedTuple):
@@ -249,10 +259,4 @@ async def serve_http(
         finally:
             await trio.aclose_forcefully(stream)
 
-    quiet = RateLimitedLog(log, clock=trio.current_time)
-    async with trio.open_nursery() as nursery:
-        for listener in listeners:
-            nursery.start_soon(
-                accept_forever, listener, lambda s: nursery.start_soon(handle, s), quiet
-            )
-        task_status.started()
+    await _accept_all(listeners, handle, task_status)
