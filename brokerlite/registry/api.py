@@ -332,12 +332,7 @@ class Registry:
                     f"Subject '{subject}' was not deleted first before being permanently deleted",
                 )
             for number in every:
-                if self.state.referenced_by(subject, number):
-                    raise ApiError(
-                        422,
-                        42206,
-                        f"One or more references exist to the schema {{subject={subject},version={number}}}.",
-                    )
+                self._refuse_referenced(subject, number)
             if permanent:
                 records: Records = [(IDS_KEY, dumps({"max_id": self.state.max_id}))]
                 records += [(v.key, None) for v in every.values()]
@@ -350,6 +345,15 @@ class Registry:
             return [self._soft(subject, n) for n in live], live
 
         return await self._write(decide)
+
+    def _refuse_referenced(self, subject: str, number: int) -> None:
+        """A version another schema references may not be deleted (42206)."""
+        if self.state.referenced_by(subject, number):
+            raise ApiError(
+                422,
+                42206,
+                f"One or more references exist to the schema {{subject={subject},version={number}}}.",
+            )
 
     def _soft(self, subject: str, number: int) -> tuple[bytes, bytes]:
         version = self.state.subjects[subject][number]
@@ -388,12 +392,7 @@ class Registry:
                     40407,
                     f"Subject '{subject}' Version {number} was not deleted first before being permanently deleted",
                 )
-            if self.state.referenced_by(subject, number):
-                raise ApiError(
-                    422,
-                    42206,
-                    f"One or more references exist to the schema {{subject={subject},version={number}}}.",
-                )
+            self._refuse_referenced(subject, number)
             if permanent:
                 return [
                     (IDS_KEY, dumps({"max_id": self.state.max_id})),
