@@ -54,7 +54,7 @@ class Portal:
         self, opener: Callable[[], AbstractAsyncContextManager[Any]], owner: Any = None
     ) -> None:
         """``owner``: the blocking client holding this portal, whose ``close()`` is
-        called if it is still open when the interpreter exits (see :func:`_close_at_exit`)."""
+        called if it is still open when the interpreter exits (see :func:`_close_open_portals`)."""
         self._stack = ExitStack()
         self._owner_close = None if owner is None else weakref.WeakMethod(owner.close)
         try:
@@ -72,7 +72,7 @@ class Portal:
         # The finalizer holds the stack and leaves the block on a thread of its own.
         self._finalizer = weakref.finalize(self, _close_aside, self._stack)
         self._finalizer.atexit = False
-        _close_at_exit(self)
+        _OPEN.add(self)
         # Closing: the async client's block is being left (rebalance listeners may
         # still call in); closed: the loop has stopped.
         self.closing = False
@@ -149,31 +149,24 @@ class Portal:
 
 #: The portals not yet closed, for :func:`_close_open_portals`.
 _OPEN: weakref.WeakSet[Portal] = weakref.WeakSet()
-_exit_hook: list[bool] = []
-
-
-def _close_at_exit(portal: Portal) -> None:
-    """Have ``portal`` closed when the interpreter exits, if it is still open then.
-
-    A script that ends without close() must still end: left open, the client's
-    objects are collected while the interpreter finalizes, and collecting the
-    portal waits for a loop thread that no longer runs. An exit hook (atexit's,
-    run while daemon threads still run) closes each open client first, with the
-    client's own close(): a producer delivers what it holds (within its delivery
-    timeout), a consumer commits what it handed out, as on close.
-    """
-    _OPEN.add(portal)
-    if not _exit_hook:
-        _exit_hook.append(True)
-        atexit.register(_close_open_portals)
 
 
 def _close_open_portals() -> None:
+    """Close every client still open when the interpreter exits (an atexit hook,
+    run while daemon threads still run), with the client's own close(): a
+    producer delivers what it holds (within its delivery timeout), a consumer
+    commits what it handed out. A script that ends without close() must still
+    end: left open, the client's objects are collected while the interpreter
+    finalizes, and collecting a portal waits for a loop thread that no longer
+    runs."""
     for portal in list(_OPEN):
         try:
             portal.close_as_owner()
         except Exception:  # exiting: one client's failure must not keep the rest open
             continue
+
+
+atexit.register(_close_open_portals)
 
 
 def _close_aside(stack: ExitStack) -> None:
