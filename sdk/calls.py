@@ -162,11 +162,18 @@ class Calls:
 
     async def by_leader(
         self, tps: Iterable[TopicPartition], deadline: float
-    ) -> tuple[dict[int, list[TopicPartition]], list[TopicPartition]]:
-        """``tps`` grouped by their leaders' node ids, and those without a known leader.
+    ) -> tuple[dict[int, list[TopicPartition]], list[TopicPartition], dict[TopicPartition, int]]:
+        """``tps`` grouped by their leaders' node ids, those without a known leader,
+        and those beyond their topic's partition count in the metadata (with it).
+
+        A partition the metadata does not have yet is not an error at once: a
+        broker may answer from metadata older than a CreatePartitions (or a
+        CreateTopics) another broker has taken. Kafka's admin client asks again
+        for such partitions until the call's deadline (its PartitionLeaderStrategy
+        leaves them unmapped), and so does :meth:`per_partition`.
 
         Raises:
-            KafkaError: a topic the brokers do not have, or a partition it does not have.
+            KafkaError: a topic the brokers do not have.
         """
         md = self.cluster.metadata
         tps = list(tps)
@@ -183,28 +190,24 @@ class Calls:
                     raise KafkaError(missing, f"topic {topic!r} does not exist")
         for topic in sorted(topics):
             await self.cluster.partitions_for(topic, max(0.0, deadline - anyio.current_time()) + 1)
-        grown = sorted(
-            {tp.topic for tp in tps if tp.partition >= (md.partition_count(tp.topic) or 0)}
-        )
-        if grown:
-            # Partitions may have been added since the metadata was read (by another
-            # client): ask once more before saying a partition does not exist.
-            await self.cluster.refresh_metadata(grown)
         out: dict[int, list[TopicPartition]] = {}
         leaderless: list[TopicPartition] = []
+        absent: dict[TopicPartition, int] = {}
         for tp in tps:
             count = md.partition_count(tp.topic)
-            if count is not None and not 0 <= tp.partition < count:
+            if tp.partition < 0:
                 raise KafkaError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"topic {tp.topic!r} has no partition {tp.partition} (it has {count})",
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {tp.partition}"
                 )
+            if count is not None and tp.partition >= count:
+                absent[tp] = count
+                continue
             leader = md.leader_for(tp.topic, tp.partition)
             if leader is None:
                 leaderless.append(tp)
             else:
                 out.setdefault(leader, []).append(tp)
-        return out, leaderless
+        return out, leaderless, absent
 
     def _offline(self, tp: TopicPartition) -> str:
         """The offline replicas of ``tp`` ("2,3") when metadata shows it offline
@@ -247,7 +250,12 @@ class Calls:
             nonlocal attempts
             attempts += 1
             retry: TrafkaError | None = None
-            groups, leaderless = await self.by_leader(pending, deadline)
+            groups, leaderless, absent = await self.by_leader(pending, deadline)
+            for tp, count in absent.items():
+                why[tp] = retry = KafkaError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"topic {tp.topic!r} has no partition {tp.partition} (it has {count})",
+                )
             for tp in leaderless:
                 offline = self._offline(tp)
                 error = KafkaError(

@@ -252,12 +252,15 @@ def _log_config(folder: Path, version: str) -> list[str]:
     return [f"-Dlog4j2.configurationFile={path}"]
 
 
-def _metadata_brokers(host: str, port: int, timeout: float) -> set[int] | None:
-    """The node ids a broker's Metadata answer names, or None when it does not answer."""
+def _metadata(host: str, port: int, timeout: float, topics: Sequence[str] = ()) -> Any:
+    """A broker's Metadata answer (v9) for ``topics`` (none: brokers only), or None
+    when it does not answer."""
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             header = RequestHeader(request_api_key=3, request_api_version=9, correlation_id=1)
-            sock.sendall(encode_request(header, MetadataRequest(topics=[])))
+            asked = [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+            request = MetadataRequest(topics=asked, allow_auto_topic_creation=False)
+            sock.sendall(encode_request(header, request))
             frames = FrameReader()
             while (frame := frames.next_frame()) is None:
                 data = sock.recv(65536)
@@ -266,8 +269,37 @@ def _metadata_brokers(host: str, port: int, timeout: float) -> set[int] | None:
                 frames.feed(data)
     except OSError:
         return None
-    _, response = decode_response(frame, 3, 9)
-    return {broker.node_id for broker in response.brokers}
+    return decode_response(frame, 3, 9)[1]
+
+
+def _metadata_brokers(host: str, port: int, timeout: float) -> set[int] | None:
+    """The node ids a broker's Metadata answer names, or None when it does not answer."""
+    response = _metadata(host, port, timeout)
+    return None if response is None else {broker.node_id for broker in response.brokers}
+
+
+def wait_topic_everywhere(
+    bootstrap_servers: str, topic: str, partitions: int, timeout: float = 60.0
+) -> None:
+    """Until every broker of ``bootstrap_servers`` answers Metadata with ``topic``
+    and its ``partitions`` partitions, each with a leader: a broker learns of a new
+    topic after the controller (by UpdateMetadata on ZooKeeper, by the metadata log
+    in KRaft), so a script run right after a create may meet one that has not yet.
+    """
+    deadline = time.monotonic() + timeout
+    for address in bootstrap_servers.split(","):
+        host, _, port = address.rpartition(":")
+        while True:
+            answer = _metadata(host, int(port), 2.0, [topic])
+            found = (
+                [t for t in answer.topics if t.name == topic and not t.error_code] if answer else []
+            )
+            leaders = [p.leader_id for p in found[0].partitions] if found else []
+            if len(leaders) == partitions and min(leaders) >= 0:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{address} has not {topic} with {partitions} partitions")
+            time.sleep(0.1)
 
 
 def _cluster_id() -> str:

@@ -12,8 +12,10 @@ kafka-topics ``--describe --under-replicated-partitions`` and an ``unclean``
 election where every partition still has a leader.
 
 The steps run in one ScriptRunner JVM per cluster and phase, the two clusters
-at once; between phases the test waits (through trafka's admin client) for
-the moves to finish, and for the stopped node to leave the ISRs.
+at once; between phases the test waits for every node to know the new topic
+(a script run at once may meet one that does not yet, on Kafka too), then
+(through trafka's admin client) for the moves to finish, and for the stopped
+node to leave the ISRs.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_peers import KAFKA_3, KafkaCluster
+from kafka_peers import KAFKA_3, KafkaCluster, wait_topic_everywhere
 from kafka_scripts import (
     CONFIGS,
     ELECT,
@@ -82,6 +84,8 @@ def _phases(bs: str, files: dict[str, str]) -> list[list[Step]]:
     return [
         [
             ("topics-create", TOPICS, [*b, "--create", "--topic", TOPIC, "--replica-assignment", "1,2,3"], None),
+        ],
+        [
             ("topics-describe", TOPICS, describe, None),
             ("reassign-generate", REASSIGN, [*b, "--topics-to-move-json-file", files["topics"], "--broker-list", "1,2,3", "--generate"], None),
             ("reassign-execute", REASSIGN, [*b, *plan, "--execute", "--throttle", "50000000"], None),
@@ -133,13 +137,15 @@ def _run(bs: str, live: str, folder: Path, stop: Callable[[int], None]) -> dict[
     import trio
 
     files = _files(folder)
-    first, second, _ = _phases(bs, files)
-    found = run_steps(first)
+    create, first, second, _ = _phases(bs, files)
+    found = run_steps(create)
+    wait_topic_everywhere(bs, TOPIC, len(PLAN))
+    found |= run_steps(first)
     trio.run(_wait, bs, _moved)
     found |= run_steps(second)
     stop(3)
     trio.run(_wait, live, _without_3)
-    return found | run_steps(_phases(live, files)[2])
+    return found | run_steps(_phases(live, files)[3])
 
 
 @pytest.fixture(scope="module")
