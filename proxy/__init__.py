@@ -15,7 +15,8 @@ The protocol logic is :mod:`.rewrite`, :mod:`.routing` and :mod:`.sequences`
 :func:`run_workers` (:mod:`.workers`) runs several proxy processes behind one
 bootstrap port (``trafka proxy --workers N``). User code sees
 and changes decoded requests and answers through :class:`Filter`
-(:mod:`.filters`); key routing is itself a filter, :class:`KeyRouting`.
+(:mod:`.filters`); key routing is itself a filter, :class:`KeyRouting`, and
+:class:`SchemaValidation` refuses records without their topic's schema.
 """
 
 from .config import ProxyConfig
@@ -30,6 +31,7 @@ from .filters import (
 )
 from .key_routing import KeyRouting
 from .routing import HASHES, ORIGIN_HEADER, RouteStats, parse_origin_header
+from .schema_validation import SchemaValidation
 from .server import ProxyStatistics, RunningProxy, proxy_in_thread, serve_proxy
 from .workers import run_workers
 
@@ -47,6 +49,7 @@ __all__ = [
     "ProxyConfig",
     "ProxyStatistics",
     "RouteStats",
+    "SchemaValidation",
     "RunningProxy",
     "proxy_in_thread",
     "parse_origin_header",

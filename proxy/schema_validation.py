@@ -1,0 +1,291 @@
+"""A filter refusing records that do not carry a schema of their topic's subject.
+
+``SchemaValidation`` checks each Produce request before it reaches a broker
+(and before key routing moves its records): every record value (and key, with
+``validate.keys``) of a topic it validates must be framed as Schema Registry
+serializers frame it (a magic byte and schema id before the payload, or the
+``__value_schema_id`` / ``__key_schema_id`` header), the schema must be
+registered under the topic's subject (``<topic>-value`` / ``<topic>-key``,
+the topic name strategy) and the payload must decode with it (Avro, Protobuf,
+JSON Schema, validated as :mod:`trafka.sdk.schemas`'s deserializers do).
+
+Rules:
+
+* A partition's batch with one record that fails is refused whole: the
+  partition's answer is ``INVALID_RECORD`` with the record's index in the
+  batch and the reason (``record_errors`` and ``error_message``, KIP-467, as
+  Kafka answers a batch its broker refused), and none of the batch is written.
+  The request's other partitions go to their brokers as usual; the client gets
+  one answer with all of them.
+* A null value or key (a tombstone) passes: it has no schema.
+* A request with ``acks=0`` gets no answer, so a refused partition closes the
+  client's connection, as Kafka's broker does on an error it cannot report;
+  the request's other partitions are not written either.
+* A batch the proxy cannot decode is passed on: the broker judges it (CORRUPT_MESSAGE).
+* The registry is asked once per schema id (and subject): the answers are kept
+  for the filter's life; a schema id found not (yet) in a subject is asked
+  again on the next request that carries it. An unreachable registry refuses
+  the batch (``INVALID_RECORD``, naming the registry's error): nothing is
+  written that was not checked.
+* The check runs on a worker thread, off the proxy's event loop.
+
+Settings (the ``[[filter]]`` entry's ``settings`` table, or the constructor's
+``settings``): ``schema.registry.url`` (required) and the registry client's
+other settings (``basic.auth.user.info``, ``schema.registry.ssl.ca.location``...,
+as :class:`~trafka.sdk.schemas.RegistryConfig` takes them), ``topics`` (a list
+of regular expressions matched against whole topic names; default every topic
+not starting with ``_``), ``validate.keys`` (default false) and
+``validate.values`` (default true).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import trio
+
+from trafka.codec import ErrorCode
+from trafka.codec import protocol as _protocol
+from trafka.codec.errors import DecodeError
+from trafka.codec.messages.k00_produce import ProduceResponse
+from trafka.codec.records import decode_records
+
+from .filters import CloseConnection, EncodedBody, Filter, FilterContext, Respond
+
+__all__ = ["SchemaValidation"]
+
+PRODUCE = 0
+_OWN = ("topics", "validate.keys", "validate.values")
+_Partition = ProduceResponse.PartitionProduceResponse
+
+
+class SchemaValidation(Filter):
+    """Refuse Produce batches whose records do not carry a schema of their topic's
+    subject (see the module doc).
+
+    Args:
+        settings: as the ``[[filter]]`` entry's settings table (see the module
+            doc); or give them through :meth:`configure`.
+    """
+
+    api_keys = frozenset({PRODUCE})
+
+    def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._registry: Any = None
+        self._registry_conf: dict[str, Any] = {}
+        self._topics: list[re.Pattern[str]] = []
+        self._keys, self._values = False, True
+        self._serdes: dict[str, Any] = {}
+        self._subjects: dict[Any, frozenset[str]] = {}
+        self.refused = 0  # batches refused since the start
+        if settings is not None:
+            self.configure(settings)
+
+    def configure(self, settings: Mapping[str, Any]) -> None:
+        """Take the settings (see the module doc).
+
+        Raises:
+            ValueError: ``schema.registry.url`` missing, a setting of the wrong
+                type, or a topic pattern that is not a regular expression.
+        """
+        conf = dict(settings)
+        if not conf.get("schema.registry.url"):
+            raise ValueError("SchemaValidation needs schema.registry.url")
+        patterns = conf.pop("topics", ["[^_].*"])
+        if isinstance(patterns, str) or not isinstance(patterns, list | tuple):
+            raise ValueError("SchemaValidation: topics is a list of regular expressions")
+        try:
+            topics = [re.compile(p) for p in patterns]
+        except re.error as exc:
+            raise ValueError(f"SchemaValidation: topics: {exc}") from None
+        keys, values = conf.pop("validate.keys", False), conf.pop("validate.values", True)
+        if not isinstance(keys, bool) or not isinstance(values, bool):
+            raise ValueError(
+                "SchemaValidation: validate.keys and validate.values are true or false"
+            )
+        from trafka.sdk.schemas import RegistryConfig
+
+        RegistryConfig.from_dict(conf)  # refused here, not at the first record
+        with self._lock:
+            if conf != self._registry_conf:
+                self._close_registry()
+                self._registry_conf = conf
+            self._topics, self._keys, self._values = topics, keys, values
+
+    def detach(self) -> None:
+        with self._lock:
+            self._close_registry()
+
+    def _close_registry(self) -> None:
+        if self._registry is not None:
+            self._registry.close()
+        self._registry, self._serdes, self._subjects = None, {}, {}
+
+    def validates(self, topic: str) -> bool:
+        """Whether records of ``topic`` are checked."""
+        return any(p.fullmatch(topic) for p in self._topics)
+
+    async def on_request(self, ctx: FilterContext, body: Any) -> Any:
+        if not any(self.validates(t.name) for t in body.topic_data if t.name):
+            return body
+        refused = await trio.to_thread.run_sync(self._check_request, body)
+        if not refused:
+            return body
+        self.refused += len(refused)
+        if body.acks == 0:
+            names = ", ".join(f"{t}-{p}" for t, p in refused)
+            raise CloseConnection(f"schema validation refused {names} of an acks=0 produce")
+        kept = []
+        for t in body.topic_data:
+            parts = [p for p in t.partition_data if (t.name, p.index) not in refused]
+            if parts:
+                kept.append(dataclasses.replace(t, partition_data=parts))
+        ctx.notes["schema_refused"] = refused
+        if not kept:
+            return Respond(_with_refused(ProduceResponse(responses=[]), refused))
+        return dataclasses.replace(body, topic_data=kept)
+
+    def on_response(self, ctx: FilterContext, body: Any) -> Any:
+        refused = ctx.notes.get("schema_refused")
+        if not refused:
+            return body
+        if isinstance(body, EncodedBody):
+            body = _protocol.decode_response_body(PRODUCE, ctx.api_version, body.data)
+        return _with_refused(body, refused)
+
+    # -- the check, on a worker thread ------------------------------------------------
+
+    def _check_request(self, body: Any) -> dict[tuple[str, int], tuple[int, str]]:
+        """The partitions refused: (topic, partition) -> (record index, reason)."""
+        refused = {}
+        for t in body.topic_data:
+            if not t.name or not self.validates(t.name):
+                continue
+            for p in t.partition_data:
+                why = self._check_batch(t.name, p.index, p.records)
+                if why is not None:
+                    refused[(t.name, p.index)] = why
+        return refused
+
+    def _check_batch(self, topic: str, partition: int, blob: Any) -> tuple[int, str] | None:
+        if not blob:
+            return None
+        try:
+            records = list(decode_records(blob))
+        except DecodeError:
+            return None  # the broker judges what cannot be read
+        for i, record in enumerate(records):
+            for is_key, data in ((True, record.key), (False, record.value)):
+                if data is None or not (self._keys if is_key else self._values):
+                    continue
+                why = self._check_one(topic, partition, data, record.headers, is_key)
+                if why is not None:
+                    return i, f"record {i} {'key' if is_key else 'value'}: {why}"
+        return None
+
+    def _check_one(
+        self, topic: str, partition: int, data: bytes, headers: Iterable[Any], is_key: bool
+    ) -> str | None:
+        from trafka.sdk.schemas import SchemaRegistryError, SchemaSerializationError
+        from trafka.sdk.schemas.framing import FramingError, header_name, read_frame
+
+        subject = f"{topic}-{'key' if is_key else 'value'}"
+        named = header_name(is_key)
+        frame = next((bytes(v) for k, v in reversed(list(headers)) if k == named and v), data)
+        try:
+            ref, _ = read_frame(frame, with_indexes=False)
+        except FramingError as exc:
+            return f"not a schema registry frame: {exc}"
+        registry = self._client()
+        what = f"schema id {ref.schema_id}" if ref.guid is None else f"schema {ref.guid}"
+        try:
+            if ref.guid is not None:
+                schema = registry.get_schema_by_guid(ref.guid)
+            else:
+                schema = registry.get_schema(ref.schema_id)
+            if subject not in self._subjects_of(registry, ref, schema, subject):
+                return f"{what} is not registered under subject {subject!r}"
+        except SchemaRegistryError as exc:
+            if exc.error_code in (40403, 40401):
+                return f"{what} is not registered under subject {subject!r}"
+            return f"the registry could not be asked about {what}: {exc.message}"
+        try:
+            self._serde(schema.schema_type).deserialize_record(
+                data, topic, partition, None, headers, is_key
+            )
+        except SchemaSerializationError as exc:
+            return exc.reason
+        return None
+
+    def _subjects_of(self, registry: Any, ref: Any, schema: Any, subject: str) -> frozenset[str]:
+        key = ref.guid if ref.guid is not None else ref.schema_id
+        known = self._subjects.get(key, frozenset())
+        if subject in known:
+            return known
+        if ref.guid is not None:
+            # A GUID names no id: ask the subject whether it holds the schema.
+            registry.lookup_schema(subject, schema)
+            found = known | {subject}
+        else:
+            uses = registry.request("GET", f"/schemas/ids/{ref.schema_id}/versions")
+            found = frozenset(str(u["subject"]) for u in uses)
+        self._subjects[key] = found
+        return found
+
+    def _client(self) -> Any:
+        with self._lock:
+            if self._registry is None:
+                from trafka.sdk.schemas import SchemaRegistryClient
+
+                self._registry = SchemaRegistryClient(self._registry_conf)
+            return self._registry
+
+    def _serde(self, schema_type: str) -> Any:
+        serde = self._serdes.get(schema_type)
+        if serde is None:
+            from trafka.sdk import schemas
+
+            registry = self._client()
+            if schema_type == "PROTOBUF":
+                serde = schemas.ProtobufDeserializer(None, schema_registry_client=registry)
+            elif schema_type == "JSON":
+                serde = schemas.JSONDeserializer(None, schema_registry_client=registry)
+            else:
+                serde = schemas.AvroDeserializer(registry)
+            self._serdes[schema_type] = serde
+        return serde
+
+
+def _with_refused(body: Any, refused: Mapping[tuple[str, int], tuple[int, str]]) -> Any:
+    """A Produce answer with the refused partitions' INVALID_RECORD answers added."""
+    topics = {t.name: list(t.partition_responses) for t in body.responses}
+    for (topic, partition), (index, why) in sorted(refused.items()):
+        topics.setdefault(topic, []).append(
+            _Partition(
+                index=partition,
+                error_code=ErrorCode.INVALID_RECORD,
+                base_offset=-1,
+                log_append_time_ms=-1,
+                log_start_offset=-1,
+                record_errors=[
+                    ProduceResponse.BatchIndexAndErrorMessage(
+                        batch_index=index, batch_index_error_message=why
+                    )
+                ],
+                error_message=f"schema validation refused the batch: {why}",
+            )
+        )
+    answer = ProduceResponse.TopicProduceResponse
+    by_name = {t.name: t for t in body.responses}
+    responses = [
+        dataclasses.replace(by_name[name], partition_responses=parts)
+        if name in by_name
+        else answer(name=name, partition_responses=parts)
+        for name, parts in topics.items()
+    ]
+    return dataclasses.replace(body, responses=responses)
