@@ -89,8 +89,12 @@ def _send(servers: str, records: list[tuple[str, int, Any]]) -> list[Any]:
 
 def _log(broker: RunningBroker, topic: str, partitions: int) -> dict[int, list[bytes | None]]:
     """Every value in each partition, read from the broker directly."""
+    return _log_of(broker.bootstrap_servers, topic, partitions)
+
+
+def _log_of(servers: str, topic: str, partitions: int) -> dict[int, list[bytes | None]]:
     out: dict[int, list[bytes | None]] = {p: [] for p in range(partitions)}
-    with Consumer(bootstrap_servers=broker.bootstrap_servers, enable_auto_commit=False) as consumer:
+    with Consumer(bootstrap_servers=servers, enable_auto_commit=False) as consumer:
         from trafka.sdk import TopicPartition
 
         tps = [TopicPartition(topic, p) for p in range(partitions)]
@@ -359,3 +363,41 @@ def test_acks_0_refused_closes_the_connection(
         sock.sendall(protocol.encode_request(header, body))
         assert sock.recv(100) == b""
     assert _log(broker, topic, 1) == {0: []}
+
+
+@pytest.mark.kafka
+def test_on_kafka_with_key_routing(url: str, kafka4: Any) -> None:
+    """Apache Kafka 4 behind the proxy, key routing on (after the filter): the
+    valid records reach Kafka on their keys' partitions, a refused batch is
+    nowhere, and confluent-kafka is told INVALID_RECORD."""
+    from trafka.proxy.filters import Filter
+    from trafka.proxy.key_routing import KeyRouting
+    from trafka.sdk.partitioners import murmur2_partition
+
+    servers = kafka4.bootstrap_servers
+    topic = fresh("orders")
+    create(servers, topic, 3, served=True)
+    registry = SchemaRegistryClient({"url": url})
+    order = AvroSerializer(registry, json.dumps(ORDER))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    values = [order({"id": i, "item": f"i{i}"}, ctx) for i in range(6)]
+    check = SchemaValidation({"schema.registry.url": url})
+    chain: tuple[Filter, ...] = (check, KeyRouting())
+    with proxy_in_thread(upstream=tuple(servers.split(",")), port=0, filters=chain) as px:
+        producer = confluent_kafka.Producer({"bootstrap.servers": px.bootstrap_servers})
+        errors: list[Any] = []
+        for i, value in enumerate(values):
+            producer.produce(topic, value=value, key=b"k%d" % i, partition=0)
+        producer.flush(30)
+        producer.produce(
+            topic, value=b"raw", key=b"k0", partition=1, on_delivery=lambda e, _m: errors.append(e)
+        )
+        assert producer.flush(30) == 0
+    assert [e.code() for e in errors] == [confluent_kafka.KafkaError.INVALID_RECORD]
+    placed: dict[int, list[bytes | None]] = {p: [] for p in range(3)}
+    for i, value in enumerate(values):
+        placed[murmur2_partition(b"k%d" % i, 3)].append(value)
+    log = _log_of(servers, topic, 3)
+    assert {p: sorted(v or b"" for v in vs) for p, vs in log.items()} == {
+        p: sorted(v or b"" for v in vs) for p, vs in placed.items()
+    }
