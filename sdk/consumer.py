@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Generic, overload
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from ._util import owned_task_group
 from ._validate import (
@@ -543,6 +544,8 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
                 out = self._poll_now(limit, wanted)
                 if out:
                     return out
+                if await self._load_schemas():
+                    continue
                 now = anyio.current_time()
                 if deadline is None:
                     deadline = now + timeout_ms / 1000
@@ -630,7 +633,18 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
                     self._fetches.send_fetches()
                 if got:
                     return
+                if await self._load_schemas():
+                    continue
             await self._wait_data(math.inf)
+
+    async def _load_schemas(self) -> bool:
+        """Load the schemas the records taken last need (the core put them back),
+        on worker threads: a registry request does not hold the loop (heartbeats,
+        fetches go on). Whether there were any."""
+        loads, self.core.schemas_wanted = self.core.schemas_wanted, []
+        for load in loads:
+            await anyio.to_thread.run_sync(load)
+        return bool(loads)
 
     def __aiter__(self) -> Consumer[K, V]:
         return self

@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic
 
 from ._util import get_deserializer
@@ -97,6 +98,14 @@ class ConsumerCore(Generic[K, V]):
         self._key_rec = getattr(config.key_deserializer, "deserialize_record", None)
         self._value_rec = getattr(config.value_deserializer, "deserialize_record", None)
         self._on_error = config.deserialization_error_handler
+        # Schema deserializers that would ask their registry: records needing that
+        # wait until the driver has run :attr:`schemas_wanted` off its loop.
+        self._needs = [
+            (d.needs_registry, d.preload, is_key)
+            for d, is_key in ((config.key_deserializer, True), (config.value_deserializer, False))
+            if hasattr(d, "needs_registry") and hasattr(d, "preload")
+        ]
+        self.schemas_wanted: list[Callable[[], None]] = []
         self._failed: BaseException | None = None  # raised by the next take
         self._buffer: deque[ConsumerRecord[K, V]] = deque()
         self._last: ConsumerRecord[K, V] | None = None  # from next_record, processed next poll
@@ -230,6 +239,11 @@ class ConsumerCore(Generic[K, V]):
         kd, vd, kr, vr = self._key_de, self._value_de, self._key_rec, self._value_rec
         good: list[Any] = []
         for i, (t, p, o, ts, k, v, h, tt, e) in enumerate(recs):
+            if self._needs and self._wants_schemas(t, p, o, k, v, h):
+                # Taken again once the driver has loaded the schemas off its loop.
+                self.fetcher.seek(tp, o)
+                self.dropped += len(recs) - i
+                break
             field = "key"
             try:
                 key = kr(k, t, p, o, h, True) if kr is not None else (k if kd is None else kd(k))
@@ -248,6 +262,17 @@ class ConsumerCore(Generic[K, V]):
                 break
             good.append(_new(ConsumerRecord, (t, p, o, ts, key, value, h, tt, e)))
         return good
+
+    def _wants_schemas(self, t: str, p: int, o: int, k: Any, v: Any, h: Any) -> bool:
+        """Whether the record's key or value needs a schema not loaded yet (the
+        loads then wait in :attr:`schemas_wanted`)."""
+        wanted = False
+        for needs, preload, is_key in self._needs:
+            data = k if is_key else v
+            if needs(data, h, is_key):
+                self.schemas_wanted.append(partial(preload, data, t, p, o, h, is_key))
+                wanted = True
+        return wanted
 
     def fill(self, limit: int) -> bool:
         """Take up to ``limit`` fetched records and :meth:`hold` them, then the

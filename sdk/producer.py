@@ -76,6 +76,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import anyio.to_thread
 
 from trafka.codec import ErrorCode, KafkaError
 
@@ -209,6 +210,13 @@ class Producer(Hostable):
         self._append_hot = core.append_hot
         self._report = delivery_reporter(config.on_delivery, config.delivery_report_only_error)
         self._hot_path = core.hot_path and self._report is None
+        # Schema serializers whose first record of a subject asks the registry:
+        # that record is serialized on a worker thread, off the loop.
+        self._needs_registry = [
+            (ser.needs_registry, is_key)
+            for ser, is_key in ((config.key_serializer, True), (config.value_serializer, False))
+            if hasattr(ser, "needs_registry")
+        ]
         self._transactional = core.transactional
         # A transaction is (or was, until the next check) begun ahead of a commit.
         self._window = False
@@ -281,7 +289,14 @@ class Producer(Hostable):
             given = ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
             future: RecordFuture = await self.interceptors.send(self, given)
         else:  # (the configured on_delivery below: no hot path with it)
-            record = self.core.prepare(topic, value, key, partition, headers, timestamp_ms)
+            args = (topic, value, key, partition, headers, timestamp_ms)
+            if self._needs_registry and any(
+                needs(key if is_key else value, topic, is_key)
+                for needs, is_key in self._needs_registry
+            ):
+                record = await anyio.to_thread.run_sync(self.core.prepare, *args)
+            else:
+                record = self.core.prepare(*args)
             self.core.check_open()
             future = await self.send_prepared(record)
         if self._report is not None:

@@ -196,17 +196,7 @@ class SchemaSerializer(_Serde):
         """
         if obj is None:
             return None
-        try:
-            strategy = self.strategy
-            record = None if strategy == "topic" else self._record_name(obj)
-            if callable(strategy):
-                subject = strategy(topic, is_key, record)
-            else:
-                subject = subject_name(strategy, topic, is_key, record)
-        except Exception as exc:
-            raise SchemaSerializationError(
-                f"no subject name: {exc}", topic=topic, is_key=is_key
-            ) from exc
+        subject = self._subject(obj, topic, is_key)
         resolved = self._resolved.get(subject)
         if resolved is None:
             resolved = self._resolve(obj, subject, topic, is_key)
@@ -241,6 +231,29 @@ class SchemaSerializer(_Serde):
                 subject=subject,
             )
         return payload
+
+    def needs_registry(self, obj: Any, topic: str, is_key: bool) -> bool:
+        """Whether serializing ``obj`` for ``topic`` would ask the registry (its
+        subject's schema not resolved yet): an async producer then serializes on
+        a worker thread, so that its event loop is not held for the request."""
+        if obj is None:
+            return False
+        try:
+            return self._subject(obj, topic, is_key) not in self._resolved
+        except SchemaSerializationError:
+            return False  # raised at once by serialize_record
+
+    def _subject(self, obj: Any, topic: str, is_key: bool) -> str:
+        try:
+            strategy = self.strategy
+            record = None if strategy == "topic" else self._record_name(obj)
+            if callable(strategy):
+                return str(strategy(topic, is_key, record))
+            return subject_name(strategy, topic, is_key, record)
+        except Exception as exc:
+            raise SchemaSerializationError(
+                f"no subject name: {exc}", topic=topic, is_key=is_key
+            ) from exc
 
     def _resolve(
         self, obj: Any, subject: str, topic: str, is_key: bool
@@ -290,6 +303,8 @@ class SchemaDeserializer(_Serde):
     ) -> None:
         super().__init__(registry, conf, dict(extra or {}))
         self._readers: dict[Any, Any] = {}
+        # What :meth:`preload` could not load, raised by the record's deserializing.
+        self._unloadable: dict[Any, SchemaSerializationError] = {}
 
     def _reader(self, schema: Schema) -> Any:
         """The format's parsed form of a writer schema."""
@@ -330,19 +345,13 @@ class SchemaDeserializer(_Serde):
             "offset": offset,
             "is_key": is_key,
         }
-        try:
-            frame = _header(headers, header_name(is_key))
-            if frame is not None:
-                ref, _ = read_frame(frame, self.with_indexes)
-                payload = memoryview(data)
-            else:
-                ref, start = read_frame(data, self.with_indexes)
-                payload = memoryview(data)[start:]
-        except FramingError as exc:
-            raise SchemaSerializationError(f"not a schema registry frame: {exc}", **where) from exc
+        ref, payload = self._framed(data, headers, is_key, where)
         key = ref.schema_id if ref.guid is None else ref.guid
         reader = self._readers.get(key)
         if reader is None and self.registry is not None:
+            failed = self._unloadable.pop(key, None)
+            if failed is not None:
+                raise failed
             reader = self._load(ref, key, where)
         try:
             return self._decode(payload, reader, ref, ctx)
@@ -352,6 +361,59 @@ class SchemaDeserializer(_Serde):
             raise SchemaSerializationError(
                 f"does not decode with schema {_named(ref)}: {exc!r}", **where
             ) from exc
+
+    def needs_registry(self, data: bytes | None, headers: Any = None, is_key: bool = False) -> bool:
+        """Whether deserializing ``data`` would ask the registry (its schema not
+        loaded yet): an async consumer then calls :meth:`preload` on a worker
+        thread first, so that its event loop is not held for the request."""
+        if data is None or self.registry is None:
+            return False
+        try:
+            ref, _ = self._framed(data, headers, is_key, {})
+        except SchemaSerializationError:
+            return False  # raised at once by deserialize_record
+        key = ref.schema_id if ref.guid is None else ref.guid
+        return key not in self._readers and key not in self._unloadable
+
+    def preload(
+        self,
+        data: bytes | None,
+        topic: str | None,
+        partition: int | None,
+        offset: int | None,
+        headers: Any = None,
+        is_key: bool = False,
+    ) -> None:
+        """Load the schema ``data`` names (as :meth:`deserialize_record` would,
+        without decoding); a failure is kept and raised by the deserializing of
+        that record (once: the next record with that schema asks again)."""
+        if data is None or self.registry is None:
+            return
+        where: dict[str, Any] = {
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+            "is_key": is_key,
+        }
+        ref, _ = self._framed(data, headers, is_key, where)
+        key = ref.schema_id if ref.guid is None else ref.guid
+        try:
+            self._load(ref, key, where)
+        except SchemaSerializationError as exc:
+            self._unloadable[key] = exc
+
+    def _framed(
+        self, data: bytes, headers: Any, is_key: bool, where: dict[str, Any]
+    ) -> tuple[SchemaRef, memoryview]:
+        try:
+            frame = _header(headers, header_name(is_key))
+            if frame is not None:
+                ref, _ = read_frame(frame, self.with_indexes)
+                return ref, memoryview(data)
+            ref, start = read_frame(data, self.with_indexes)
+            return ref, memoryview(data)[start:]
+        except FramingError as exc:
+            raise SchemaSerializationError(f"not a schema registry frame: {exc}", **where) from exc
 
     def _load(self, ref: SchemaRef, key: Any, where: dict[str, Any]) -> Any:
         with self._lock:

@@ -10,10 +10,18 @@ import threading
 class Relay:
     """A TCP relay in front of the registry: TLS on its side when given a
     context, the first ``drop`` connections closed at once, and the bytes
-    clients sent kept (to read what went on the wire)."""
+    clients sent kept (to read what went on the wire). With a ``gate``, what a
+    client sends waits until the gate is set (``arrived`` is set once something did)."""
 
-    def __init__(self, target: tuple[str, int], tls: ssl.SSLContext | None = None, drop: int = 0):
-        self.target, self.tls, self.drop = target, tls, drop
+    def __init__(
+        self,
+        target: tuple[str, int],
+        tls: ssl.SSLContext | None = None,
+        drop: int = 0,
+        gate: threading.Event | None = None,
+    ):
+        self.target, self.tls, self.drop, self.gate = target, tls, drop, gate
+        self.arrived = threading.Event()
         self.sent = bytearray()
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
@@ -46,6 +54,9 @@ class Relay:
         try:
             while data := src.recv(65536):
                 if record:
+                    self.arrived.set()
+                    if self.gate is not None:
+                        self.gate.wait()
                     self.sent.extend(data)
                 dst.sendall(data)
         except OSError:
