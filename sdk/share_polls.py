@@ -44,6 +44,10 @@ class PollRecords:
     def __init__(self, config: ShareConsumerConfig) -> None:
         self._key_de = get_deserializer(config.key_deserializer)
         self._value_de = get_deserializer(config.value_deserializer)
+        # Deserializers told the record's topic, partition, offset and headers
+        # (trafka.sdk.schemas: header framing needs them, and errors name them).
+        self._key_rec = getattr(config.key_deserializer, "deserialize_record", None)
+        self._value_rec = getattr(config.value_deserializer, "deserialize_record", None)
         self._max = config.max_poll_records
         self.not_iterated: deque[ShareRecord] = deque()
         self.error_next: BaseException | None = None
@@ -69,14 +73,20 @@ class PollRecords:
             SerializationError: the first record could not be deserialized (it was released).
         """
         raw = fetcher.take(self._max)
-        kd, vd = self._key_de, self._value_de
+        kd, vd, kr, vr = self._key_de, self._value_de, self._key_rec, self._value_rec
         if kd is None and vd is None:
             return raw
         out: list[ShareRecord] = []
         for i, r in enumerate(raw):
             try:
-                key = r.key if kd is None else kd(r.key)
-                value = r.value if vd is None else vd(r.value)
+                if kr is not None:
+                    key = kr(r.key, r.topic, r.partition, r.offset, r.headers, True)
+                else:
+                    key = r.key if kd is None else kd(r.key)
+                if vr is not None:
+                    value = vr(r.value, r.topic, r.partition, r.offset, r.headers, False)
+                else:
+                    value = r.value if vd is None else vd(r.value)
             except Exception as exc:
                 fetcher.give_back(raw[i + 1 :])
                 tp = TopicPartition(r.topic, r.partition)

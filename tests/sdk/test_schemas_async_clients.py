@@ -3,7 +3,8 @@ request: the first record of a subject is serialized, and a record whose
 schema is not loaded yet is deserialized, after the registry's answer was
 awaited on a worker thread. The registry here answers only once a task on the
 client's own loop lets it (a relay with a gate): were the loop held by the
-request, that task could not run and the request would time out."""
+request, that task could not run and the request would time out. And a share consumer hands its records to a schema
+deserializer with their topic, partition, offset and headers, as a consumer does."""
 
 from __future__ import annotations
 
@@ -147,3 +148,49 @@ async def _take(broker: RunningBroker, topic: str, de: Any, n: int) -> list[Any]
 
 def _read(broker: RunningBroker, topic: str, de: Any, n: int) -> list[Any]:
     return trio.run(_take, broker, topic, de, n)
+
+
+def test_a_share_consumer_reads_header_framed_records(broker: RunningBroker) -> None:
+    """A share group's records reach a schema deserializer with their topic,
+    partition, offset and headers, as a consumer group's do: the schema in the
+    ``__value_schema_id`` header is found, and an error names the record."""
+    from sdk_brokers import share_queue
+
+    from trafka.sdk import SerializationError
+    from trafka.sdk.share_consumer import open_share_consumer
+
+    assert broker.schema_registry_address is not None
+    url = "http://{}:{}".format(*broker.schema_registry_address)
+    registry = SchemaRegistryClient({"url": url})
+    ser = AvroSerializer(registry, json.dumps(USER), conf={"schema.id.framing": "header"})
+    bs = broker.bootstrap_servers
+
+    async def main() -> tuple[list[Any], str]:
+        topic, group = await share_queue(bs)
+        async with open_producer(bootstrap_servers=bs, value_serializer=ser) as p:
+            for user in USERS:
+                await (await p.send(topic, user))
+        async with open_producer(bootstrap_servers=bs) as raw:
+            await (await raw.send(topic, b"\x07not avro"))
+        got: list[Any] = []
+        error = ""
+        async with open_share_consumer(
+            topic,
+            bootstrap_servers=bs,
+            group_id=group,
+            value_deserializer=AvroDeserializer(registry),
+        ) as consumer:
+            with trio.fail_after(60):
+                while not error:
+                    try:
+                        got += [r.value for r in await consumer.poll(timeout_ms=200)]
+                    except SerializationError as exc:
+                        error = str(exc)
+        return got, error
+
+    try:
+        got, error = trio.run(main)
+    finally:
+        registry.close()
+    assert got == USERS
+    assert "offset 3" in error and "not a schema registry frame" in error
