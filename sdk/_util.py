@@ -9,16 +9,19 @@ import math
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 from anyio.abc import TaskGroup
 
 from .errors import SerializationError
 
 __all__ = [
     "collapse_group",
+    "SchemaLoads",
     "get_deserializer",
     "get_serializer",
     "loop_clock",
@@ -229,3 +232,44 @@ async def serve_metrics_if_asked(
     from .prometheus import serve_client_metrics
 
     await tg.start(serve_client_metrics, client, kind, listen)
+
+
+class SchemaLoads:
+    """The registry loads a consumer's schema deserializers (``needs_registry``
+    and ``preload``, :mod:`trafka.sdk.schemas`) would make for a record, kept
+    for the driver to run on a worker thread, off its event loop, before the
+    record is deserialized.
+
+    Attributes:
+        wanted: the loads waiting (each a call with no arguments).
+    """
+
+    def __init__(self, key_deserializer: Any, value_deserializer: Any) -> None:
+        self._needs = [
+            (d.needs_registry, d.preload, is_key)
+            for d, is_key in ((key_deserializer, True), (value_deserializer, False))
+            if hasattr(d, "needs_registry") and hasattr(d, "preload")
+        ]
+        self.wanted: list[Callable[[], None]] = []
+
+    def __bool__(self) -> bool:
+        """Whether any deserializer may need the registry."""
+        return bool(self._needs)
+
+    def need(self, t: str, p: int, o: int, k: Any, v: Any, h: Any) -> bool:
+        """Whether the record's key or value needs a schema not loaded yet (its
+        loads are then added to :attr:`wanted`)."""
+        found = False
+        for needs, preload, is_key in self._needs:
+            data = k if is_key else v
+            if needs(data, h, is_key):
+                self.wanted.append(partial(preload, data, t, p, o, h, is_key))
+                found = True
+        return found
+
+    async def run(self) -> bool:
+        """Run the loads waiting, each on a worker thread; whether there were any."""
+        loads, self.wanted = self.wanted, []
+        for load in loads:
+            await anyio.to_thread.run_sync(load)
+        return bool(loads)

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, Generic, overload
 
 import anyio
 import anyio.abc
-import anyio.to_thread
 
 from ._util import owned_task_group
 from ._validate import (
@@ -544,7 +543,7 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
                 out = self._poll_now(limit, wanted)
                 if out:
                     return out
-                if await self._load_schemas():
+                if await self.core.schema_loads.run():
                     continue
                 now = anyio.current_time()
                 if deadline is None:
@@ -633,18 +632,9 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
                     self._fetches.send_fetches()
                 if got:
                     return
-                if await self._load_schemas():
+                if await self.core.schema_loads.run():
                     continue
             await self._wait_data(math.inf)
-
-    async def _load_schemas(self) -> bool:
-        """Load the schemas the records taken last need (the core put them back),
-        on worker threads: a registry request does not hold the loop (heartbeats,
-        fetches go on). Whether there were any."""
-        loads, self.core.schemas_wanted = self.core.schemas_wanted, []
-        for load in loads:
-            await anyio.to_thread.run_sync(load)
-        return bool(loads)
 
     def __aiter__(self) -> Consumer[K, V]:
         return self

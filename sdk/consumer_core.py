@@ -42,11 +42,10 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from functools import partial
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
-from ._util import get_deserializer
+from ._util import SchemaLoads, get_deserializer
 from .errors import SerializationError, UsageError
 from .fetcher import (
     ConsumedPositions,
@@ -98,14 +97,9 @@ class ConsumerCore(Generic[K, V]):
         self._key_rec = getattr(config.key_deserializer, "deserialize_record", None)
         self._value_rec = getattr(config.value_deserializer, "deserialize_record", None)
         self._on_error = config.deserialization_error_handler
-        # Schema deserializers that would ask their registry: records needing that
-        # wait until the driver has run :attr:`schemas_wanted` off its loop.
-        self._needs = [
-            (d.needs_registry, d.preload, is_key)
-            for d, is_key in ((config.key_deserializer, True), (config.value_deserializer, False))
-            if hasattr(d, "needs_registry") and hasattr(d, "preload")
-        ]
-        self.schemas_wanted: list[Callable[[], None]] = []
+        # Records whose schema is not loaded wait until the driver has run the
+        # loads off its loop.
+        self.schema_loads = SchemaLoads(config.key_deserializer, config.value_deserializer)
         self._failed: BaseException | None = None  # raised by the next take
         self._buffer: deque[ConsumerRecord[K, V]] = deque()
         self._last: ConsumerRecord[K, V] | None = None  # from next_record, processed next poll
@@ -237,9 +231,10 @@ class ConsumerCore(Generic[K, V]):
         partition stops there (its position back at the record, the error
         raised by the next :meth:`take` or this one if it has nothing else)."""
         kd, vd, kr, vr = self._key_de, self._value_de, self._key_rec, self._value_rec
+        loads = self.schema_loads
         good: list[Any] = []
         for i, (t, p, o, ts, k, v, h, tt, e) in enumerate(recs):
-            if self._needs and self._wants_schemas(t, p, o, k, v, h):
+            if loads and loads.need(t, p, o, k, v, h):
                 # Taken again once the driver has loaded the schemas off its loop.
                 self.fetcher.seek(tp, o)
                 self.dropped += len(recs) - i
@@ -262,17 +257,6 @@ class ConsumerCore(Generic[K, V]):
                 break
             good.append(_new(ConsumerRecord, (t, p, o, ts, key, value, h, tt, e)))
         return good
-
-    def _wants_schemas(self, t: str, p: int, o: int, k: Any, v: Any, h: Any) -> bool:
-        """Whether the record's key or value needs a schema not loaded yet (the
-        loads then wait in :attr:`schemas_wanted`)."""
-        wanted = False
-        for needs, preload, is_key in self._needs:
-            data = k if is_key else v
-            if needs(data, h, is_key):
-                self.schemas_wanted.append(partial(preload, data, t, p, o, h, is_key))
-                wanted = True
-        return wanted
 
     def fill(self, limit: int) -> bool:
         """Take up to ``limit`` fetched records and :meth:`hold` them, then the

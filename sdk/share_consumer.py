@@ -513,6 +513,7 @@ class ShareConsumer(Hostable):
                     if self._tracing is not None:
                         self._tracing.polled(records)
                     return records
+                await self._records.schema_loads.run()
                 continue
             fetcher.want_records()
             self._net.send_requests()

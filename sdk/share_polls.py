@@ -13,6 +13,9 @@ Rules:
   delivered again) and the records after it are given back to the fetcher;
   the records before it are returned first, and its error is raised by the
   next poll (:attr:`PollRecords.error_next`), or at once when it came first.
+* A record whose schema (:mod:`trafka.sdk.schemas`) is not loaded yet goes back
+  to the fetcher with the records after it; the consumer runs
+  :attr:`PollRecords.schema_loads` off its loop and polls again.
 * Records not iterated yet count as not seen: implicit acknowledgement accepts
   only the others (:meth:`PollRecords.accept_seen`), and closing releases them.
 """
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from ._util import get_deserializer
+from ._util import SchemaLoads, get_deserializer
 from .config import ShareConsumerConfig
 from .errors import SerializationError
 from .fetcher import TopicPartition
@@ -48,6 +51,9 @@ class PollRecords:
         # (trafka.sdk.schemas: header framing needs them, and errors name them).
         self._key_rec = getattr(config.key_deserializer, "deserialize_record", None)
         self._value_rec = getattr(config.value_deserializer, "deserialize_record", None)
+        # Records whose schema is not loaded go back to the fetcher until the
+        # consumer has run the loads off its loop.
+        self.schema_loads = SchemaLoads(config.key_deserializer, config.value_deserializer)
         self._max = config.max_poll_records
         self.not_iterated: deque[ShareRecord] = deque()
         self.error_next: BaseException | None = None
@@ -77,7 +83,11 @@ class PollRecords:
         if kd is None and vd is None:
             return raw
         out: list[ShareRecord] = []
+        loads = self.schema_loads
         for i, r in enumerate(raw):
+            if loads and loads.need(r.topic, r.partition, r.offset, r.key, r.value, r.headers):
+                fetcher.give_back(raw[i:])
+                return out
             try:
                 if kr is not None:
                     key = kr(r.key, r.topic, r.partition, r.offset, r.headers, True)

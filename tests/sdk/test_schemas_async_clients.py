@@ -153,7 +153,8 @@ def _read(broker: RunningBroker, topic: str, de: Any, n: int) -> list[Any]:
 def test_a_share_consumer_reads_header_framed_records(broker: RunningBroker) -> None:
     """A share group's records reach a schema deserializer with their topic,
     partition, offset and headers, as a consumer group's do: the schema in the
-    ``__value_schema_id`` header is found, and an error names the record."""
+    ``__value_schema_id`` header is found, and an error names the record. The
+    schema is loaded off the share consumer's loop too (a gated registry)."""
     from sdk_brokers import share_queue
 
     from trafka.sdk import SerializationError
@@ -174,12 +175,16 @@ def test_a_share_consumer_reads_header_framed_records(broker: RunningBroker) -> 
             await (await raw.send(topic, b"\x07not avro"))
         got: list[Any] = []
         error = ""
-        async with open_share_consumer(
-            topic,
-            bootstrap_servers=bs,
-            group_id=group,
-            value_deserializer=AvroDeserializer(registry),
-        ) as consumer:
+        async with (
+            open_share_consumer(
+                topic,
+                bootstrap_servers=bs,
+                group_id=group,
+                value_deserializer=AvroDeserializer(gated),
+            ) as consumer,
+            trio.open_nursery() as tasks,
+        ):
+            tasks.start_soon(_release_when_asked, relay, gate, seen)
             with trio.fail_after(60):
                 while not error:
                     try:
@@ -188,9 +193,14 @@ def test_a_share_consumer_reads_header_framed_records(broker: RunningBroker) -> 
                         error = str(exc)
         return got, error
 
+    relay, gate, gated = _gated(broker)
+    seen: list[str] = []
     try:
         got, error = trio.run(main)
     finally:
         registry.close()
+        gated.close()
+        relay.close()
+    assert seen == ["the loop ran while the registry request waited"]
     assert got == USERS
     assert "offset 3" in error and "not a schema registry frame" in error
