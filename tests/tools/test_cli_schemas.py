@@ -1,0 +1,271 @@
+"""``trafka produce`` / ``consume`` with Schema Registry formats, and ``trafka
+schemas``, against brokerlite's registry, with confluent-kafka's serializers
+and deserializers as the peer.
+
+The framing is Confluent's "Wire format" (docs.confluent.io, Schema Registry,
+"Formats, Serializers, and Deserializers"): magic byte 0, the schema id as 4
+bytes big-endian, Protobuf's message indexes, then the payload. The REST calls
+and their error codes (40401 subject not found, 409 incompatible, the soft and
+hard delete rules) are those of Confluent's Schema Registry API reference.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from confluent_kafka import Consumer as CkConsumer
+from confluent_kafka import Producer as CkProducer
+from confluent_kafka.schema_registry import SchemaRegistryClient as CkRegistry
+from confluent_kafka.schema_registry.avro import AvroDeserializer as CkAvroDeserializer
+from confluent_kafka.schema_registry.avro import AvroSerializer as CkAvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer as CkJSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer as CkProtobufSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from unique_names import names as _names
+
+from trafka.brokerlite import RunningBroker, broker_in_thread
+from trafka.tools.cli import main
+
+pytestmark = pytest.mark.timeout(120)
+
+USER = {
+    "type": "record",
+    "name": "User",
+    "namespace": "cli.people",
+    "fields": [
+        {"name": "name", "type": "string"},
+        {"name": "age", "type": "int"},
+        {"name": "email", "type": ["null", "string"], "default": None},
+    ],
+}
+USERS = [{"name": f"u{i}", "age": 20 + i, "email": None if i % 2 else f"u{i}@x"} for i in range(3)]
+THING = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Thing",
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["id"],
+}
+THINGS = [{"id": 1, "tags": ["a"]}, {"id": 2, "tags": ["é", "b"]}]
+
+
+def _ticket_class() -> Any:
+    """A Protobuf message class as generated code would give it (cli_tickets.proto)."""
+    pool = descriptor_pool.Default()
+    try:
+        pool.FindFileByName("cli_tickets.proto")
+    except KeyError:
+        f = descriptor_pb2.FileDescriptorProto(
+            name="cli_tickets.proto", package="cli", syntax="proto3"
+        )
+        t = f.message_type.add(name="Ticket")
+        t.field.add(name="id", number=1, label=1, type=9, json_name="id")
+        t.field.add(name="seats", number=2, label=1, type=5, json_name="seats")
+        t.field.add(name="tags", number=3, label=3, type=9, json_name="tags")
+        pool.Add(f)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("cli.Ticket"))
+
+
+Ticket = _ticket_class()
+TICKETS = [{"id": "t1", "seats": 2, "tags": ["vip"]}, {"id": "t2", "seats": 5, "tags": []}]
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    data = tmp_path_factory.mktemp("cli-schemas")
+    with broker_in_thread(
+        port=0, host="127.0.0.1", data_dir=data, schema_registry_listen="127.0.0.1:0"
+    ) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def url(broker: RunningBroker) -> str:
+    assert broker.schema_registry_address is not None
+    host, port = broker.schema_registry_address
+    return f"http://{host}:{port}"
+
+
+@pytest.fixture(scope="module")
+def ck_registry(url: str) -> CkRegistry:
+    return CkRegistry({"url": url})
+
+
+def fresh(prefix: str) -> str:
+    return f"{prefix}-{next(_names)}"
+
+
+def cli(*args: str, input: bytes | None = None, code: int = 0) -> Result:
+    result = CliRunner().invoke(main, list(args), input=input)
+    assert result.exit_code == code, (result.output, result.exception)
+    return result
+
+
+def ctx(topic: str) -> SerializationContext:
+    return SerializationContext(topic, MessageField.VALUE)
+
+
+def ck_write(broker: RunningBroker, topic: str, framed: list[bytes]) -> None:
+    producer = CkProducer({"bootstrap.servers": broker.bootstrap_servers})
+    for value in framed:
+        producer.produce(topic, value=value)
+    assert producer.flush(30) == 0
+
+
+def ck_read(broker: RunningBroker, topic: str, count: int) -> list[bytes]:
+    consumer = CkConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": fresh("ck"),
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    out: list[bytes] = []
+    try:
+        for _ in range(600):
+            if len(out) >= count:
+                break
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                out.append(msg.value())
+    finally:
+        consumer.close()
+    assert len(out) == count
+    return out
+
+
+def consume_json(broker: RunningBroker, topic: str, *fmt: str) -> list[dict[str, Any]]:
+    result = cli("consume", topic, "-b", broker.bootstrap_servers, "-e", "-J", "-q", *fmt)
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+# -- confluent-kafka's serializers write, trafka consume reads ------------------------------
+
+
+@pytest.mark.compat("CLI", "consume and produce Avro, Protobuf, JSON Schema (Schema Registry)")
+@pytest.mark.parametrize("fmt", ["avro", "protobuf", "json-schema"])
+def test_consume_decodes_what_confluent_serializers_wrote(
+    broker: RunningBroker, url: str, ck_registry: CkRegistry, fmt: str
+) -> None:
+    """Each format's records, as confluent-kafka's serializer frames them, print
+    as their JSON values with the schema id the frame names and its subject;
+    kcat's spelling (``-s value=FMT -r URL``) does the same."""
+    topic = fresh(f"ck-{fmt}")
+    if fmt == "avro":
+        ser: Any = CkAvroSerializer(ck_registry, json.dumps(USER))
+        values: list[Any] = USERS
+        framed = [ser(v, ctx(topic)) for v in values]
+    elif fmt == "json-schema":
+        ser = CkJSONSerializer(json.dumps(THING), ck_registry)
+        values = THINGS
+        framed = [ser(v, ctx(topic)) for v in values]
+    else:
+        ser = CkProtobufSerializer(Ticket, ck_registry, {"use.deprecated.format": False})
+        values = TICKETS
+        framed = [ser(Ticket(**v), ctx(topic)) for v in values]
+    ck_write(broker, topic, framed)
+    schema_id = int.from_bytes(framed[0][1:5], "big")
+    for options in (
+        ("--value-format", fmt, "--schema-registry", url),
+        ("-s", f"value={fmt}", "-r", url),
+    ):
+        rows = consume_json(broker, topic, *options)
+        got = [r["value"] for r in rows]
+        if fmt == "protobuf":  # proto3's JSON leaves out an empty repeated field
+            got = [{"tags": [], **g} for g in got]
+        assert got == values
+        assert {(r["value_schema_id"], r["value_subject"]) for r in rows} == {
+            (schema_id, f"{topic}-value")
+        }
+
+
+# -- trafka produce writes, confluent-kafka reads, byte for byte ----------------------------
+
+
+@pytest.mark.compat("CLI", "consume and produce Avro, Protobuf, JSON Schema (Schema Registry)")
+@pytest.mark.parametrize("fmt", ["avro", "protobuf", "json-schema"])
+def test_produce_encodes_as_confluent_serializers_do(
+    broker: RunningBroker, url: str, ck_registry: CkRegistry, fmt: str
+) -> None:
+    """JSON lines encoded with the subject's latest schema (the one
+    confluent-kafka's serializer registered) are, byte for byte, the frames its
+    serializer writes for the same values."""
+    topic = fresh(f"tp-{fmt}")
+    if fmt == "avro":
+        ser: Any = CkAvroSerializer(ck_registry, json.dumps(USER))
+        values: list[Any] = USERS
+        expected = [ser(v, ctx(topic)) for v in values]
+    elif fmt == "json-schema":
+        ser = CkJSONSerializer(json.dumps(THING), ck_registry)
+        values = THINGS
+        expected = [ser(v, ctx(topic)) for v in values]
+    else:
+        ser = CkProtobufSerializer(Ticket, ck_registry, {"use.deprecated.format": False})
+        values = TICKETS
+        expected = [ser(Ticket(**v), ctx(topic)) for v in values]
+    ck_write(broker, topic, expected[:1])  # the topic, and the subject's schema
+    lines = "".join(json.dumps(v) + "\n" for v in values).encode()
+    cli(
+        "produce",
+        topic,
+        "-b",
+        broker.bootstrap_servers,
+        "--value-format",
+        fmt,
+        "-r",
+        url,
+        input=lines,
+    )
+    written = ck_read(broker, topic, 1 + len(values))[1:]
+    assert written == expected
+    if fmt == "avro":
+        de = CkAvroDeserializer(ck_registry)
+        assert [de(w, ctx(topic)) for w in written] == values
+
+
+def test_produce_registers_the_schema_file(
+    broker: RunningBroker, url: str, ck_registry: CkRegistry, tmp_path: Path
+) -> None:
+    """``--value-schema FILE`` registers the schema under ``<topic>-value`` (the
+    topic-name strategy) and encodes with it; confluent-kafka's deserializer reads
+    the records, and the key stays text (``--key-format string``, ``-K``)."""
+    topic = fresh("file")
+    cli("topics", "create", topic, "-b", broker.bootstrap_servers)
+    avsc = tmp_path / "user.avsc"
+    avsc.write_text(json.dumps(USER))
+    lines = "".join(f"{u['name']}\t{json.dumps(u)}\n" for u in USERS).encode()
+    cli(
+        "produce",
+        topic,
+        "-b",
+        broker.bootstrap_servers,
+        "-K",
+        "\\t",
+        "--key-format",
+        "string",
+        "--value-format",
+        "avro",
+        "--value-schema",
+        str(avsc),
+        "-r",
+        url,
+        input=lines,
+    )
+    latest = ck_registry.get_latest_version(f"{topic}-value")
+    assert json.loads(latest.schema.schema_str)["name"] == "User"
+    de = CkAvroDeserializer(ck_registry)
+    assert [de(w, ctx(topic)) for w in ck_read(broker, topic, len(USERS))] == USERS
+    rows = consume_json(broker, topic, "--key-format", "string", "-s", "value=avro", "-r", url)
+    assert [(r["key"], r["value"]) for r in rows] == [(u["name"], u) for u in USERS]
+    assert rows[0]["value_schema_id"] == latest.schema_id
