@@ -279,11 +279,11 @@ class _Encoder:
 
             self.serializer = JSONSerializer(schema, registry, conf=conf)
         else:
-            from trafka.sdk.schemas import ProtobufSerializer
-            from trafka.sdk.schemas.protobuf import message_class
+            from trafka.sdk.schemas import ProtobufDeserializer, ProtobufSerializer
 
             try:
-                self.message = message_class(schema, registry)
+                reader = ProtobufDeserializer(schema_registry_client=registry)
+                self.message = reader.message_class(schema)
             except Exception as exc:
                 raise click.ClickException(
                     f"subject {subject!r}: schema not usable: {exc}"

@@ -30,7 +30,7 @@ from .proto_text import parse_proto, render_proto
 from .serde import SchemaDeserializer, SchemaSerializer
 from .types import MissingExtraError, RegisteredSchema, Schema, SchemaReference
 
-__all__ = ["ProtobufDeserializer", "ProtobufSerializer", "message_class", "message_indexes"]
+__all__ = ["ProtobufDeserializer", "ProtobufSerializer", "message_indexes"]
 
 
 def _protobuf() -> Any:
@@ -187,6 +187,28 @@ class ProtobufDeserializer(SchemaDeserializer):
             add(ref_name, referenced)
         return add("registered.proto", schema)
 
+    def message_class(self, schema: Schema, name: str | None = None) -> Any:
+        """A dynamic message class of a registered schema, without generated code
+        (its references fetched from the registry).
+
+        Args:
+            schema: the schema (.proto text, or a base64 serialized descriptor).
+            name: the message's full name (``shop.Order.Line``); None: the
+                file's first message.
+
+        Raises:
+            ValueError: the schema has no such message (or none at all).
+        """
+        file_descriptor = self._reader(schema)
+        if name is None:
+            descriptor = _find(file_descriptor, (0,))
+        else:
+            try:
+                descriptor = file_descriptor.pool.FindMessageTypeByName(name)
+            except KeyError:
+                raise ValueError(f"the schema has no message {name!r}") from None
+        return _protobuf()[2].GetMessageClass(descriptor)
+
     def _decode(self, payload: memoryview, reader: Any, ref: SchemaRef, ctx: Any) -> Any:
         indexes = ref.indexes or (0,)
         if self.message_type is not None:
@@ -196,30 +218,6 @@ class ProtobufDeserializer(SchemaDeserializer):
             msg = message_factory.GetMessageClass(_find(reader, indexes))()
         msg.ParseFromString(bytes(payload))
         return msg
-
-
-def message_class(schema: Schema, registry: Any, name: str | None = None) -> Any:
-    """A dynamic message class of a registered Protobuf schema, without generated code.
-
-    Args:
-        schema: the schema (.proto text, or a base64 serialized descriptor).
-        registry: a blocking registry client (or its settings), which fetches
-            the schemas ``schema`` references.
-        name: the message's full name (``shop.Order.Line``); None: the file's
-            first message.
-
-    Raises:
-        ValueError: the schema has no such message (or none at all).
-    """
-    file_descriptor = ProtobufDeserializer(schema_registry_client=registry)._reader(schema)
-    if name is None:
-        descriptor = _find(file_descriptor, (0,))
-    else:
-        try:
-            descriptor = file_descriptor.pool.FindMessageTypeByName(name)
-        except KeyError:
-            raise ValueError(f"the schema has no message {name!r}") from None
-    return _protobuf()[2].GetMessageClass(descriptor)
 
 
 def _find(file_descriptor: Any, indexes: tuple[int, ...]) -> Any:
