@@ -30,11 +30,8 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-import decimal
 import functools
 import json
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -113,123 +110,41 @@ def registry_client(url: str, timeout: float) -> Any:
     )
 
 
-def jsonable(value: Any) -> Any:
-    """A decoded Avro value as JSON: bytes as Avro's JSON encoding writes them
-    (one code point per byte), dates and times ISO 8601, decimals and UUIDs as text."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if isinstance(value, bytes):
-        return value.decode("latin-1")
-    if isinstance(value, dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal | uuid.UUID):
-        return str(value)
-    return value
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Decoded:
-    """A decoded key or value: its JSON value, and the schema it was written with."""
-
-    value: Any
-    schema_id: int | None = None
-    subject: str | None = None
-
-
 class _Decoder:
-    """A consumer's deserializer for one field: the SDK's, told where the record is."""
+    """A consumer's deserializer for one field: text, JSON, or a registry format
+    (the SDK's, told where the record is, which checks the schema's type)."""
 
     def __init__(self, fmt: str, registry: Any) -> None:
+        from trafka.sdk.schemas.decoded import DecodingDeserializer
+
         self.fmt = fmt
-        self.registry = registry
-        self.inner: Any = None
-        self._subjects: dict[int, str | None] = {}
-        if fmt == "avro":
-            from trafka.sdk.schemas import AvroDeserializer
-
-            self.inner = AvroDeserializer(registry)
-        elif fmt == "protobuf":
-            from trafka.sdk.schemas import ProtobufDeserializer
-
-            self.inner = ProtobufDeserializer(schema_registry_client=registry)
-        elif fmt == "json-schema":
-            from trafka.sdk.schemas import JSONDeserializer
-
-            self.inner = JSONDeserializer(None, schema_registry_client=registry)
+        expect = REGISTRY_TYPES.get(fmt)
+        self.inner = None if expect is None else DecodingDeserializer(registry, expect)
 
     def __call__(self, data: bytes | None, ctx: Any = None) -> Any:
         topic = getattr(ctx, "topic", "")
         is_key = getattr(ctx, "field", "value") == "key"
-        return self.deserialize_record(data, topic, -1, -1, getattr(ctx, "headers", None), is_key)
+        return self.deserialize_record(
+            data, topic, None, None, getattr(ctx, "headers", None), is_key
+        )
 
     def deserialize_record(
         self,
         data: bytes | None,
         topic: str,
-        partition: int,
-        offset: int,
+        partition: int | None,
+        offset: int | None,
         headers: Any = None,
         is_key: bool = False,
         ctx: Any = None,
     ) -> Any:
+        from trafka.sdk.schemas.decoded import Decoded
+
         if data is None:
             return None
-        if self.fmt == "string":
-            return Decoded(data.decode("utf-8"))
-        if self.fmt == "json":
-            return Decoded(json.loads(data))
-        from trafka.sdk.schemas import SchemaSerializationError
-        from trafka.sdk.schemas.framing import FramingError, header_name, read_frame
-
-        frame = next((bytes(v) for k, v in headers or () if k == header_name(is_key) and v), None)
-        schema_id = None
-        try:
-            schema_id = read_frame(frame or data, self.fmt == "protobuf")[0].schema_id
-        except FramingError:
-            pass  # the SDK's deserializer says what is wrong, and where
-        expected = REGISTRY_TYPES[self.fmt]
-        if schema_id is not None:
-            found = self._schema_type(schema_id)
-            if found is not None and found != expected:
-                reason = f"schema id {schema_id} is a {found} schema, not {expected} ({self.fmt})"
-                raise SchemaSerializationError(
-                    reason, topic=topic, partition=partition, offset=offset, is_key=is_key
-                )
-        value = self.inner.deserialize_record(data, topic, partition, offset, headers, is_key)
-        if self.fmt == "protobuf":
-            from google.protobuf import json_format
-
-            value = json_format.MessageToDict(value, preserving_proto_field_name=True)
-        elif self.fmt == "avro":
-            value = jsonable(value)
-        subject = None if schema_id is None else self._subject(schema_id, topic, is_key)
-        return Decoded(value, schema_id, subject)
-
-    def _schema_type(self, schema_id: int) -> str | None:
-        from trafka.sdk.schemas import SchemaRegistryError
-
-        try:
-            return str(self.registry.get_schema(schema_id).schema_type)
-        except SchemaRegistryError:
-            return None  # the SDK's deserializer asks again, and says what failed
-
-    def _subject(self, schema_id: int, topic: str, is_key: bool) -> str | None:
-        """The subject holding the schema: the topic's own when it is one of them."""
-        if schema_id not in self._subjects:
-            from trafka.sdk.schemas import SchemaRegistryError
-
-            try:
-                found = [
-                    str(v["subject"])
-                    for v in self.registry.request("GET", f"/schemas/ids/{schema_id}/versions")
-                ]
-            except (SchemaRegistryError, KeyError, TypeError):
-                found = []
-            own = f"{topic}-{'key' if is_key else 'value'}"
-            self._subjects[schema_id] = own if own in found else (found[0] if found else None)
-        return self._subjects[schema_id]
+        if self.inner is not None:
+            return self.inner.deserialize_record(data, topic, partition, offset, headers, is_key)
+        return Decoded(data.decode("utf-8") if self.fmt == "string" else json.loads(data))
 
 
 class _Encoder:
@@ -392,6 +307,8 @@ class FieldFormats:
 
 
 def _as_text(field: Any) -> bytes | None:
+    from trafka.sdk.schemas.decoded import Decoded
+
     if not isinstance(field, Decoded):
         return field  # type: ignore[no-any-return]
     if isinstance(field.value, str):
@@ -400,6 +317,8 @@ def _as_text(field: Any) -> bytes | None:
 
 
 def _decoded_json(record: Any) -> dict[str, Any]:
+    from trafka.sdk.schemas.decoded import Decoded
+
     out = record_to_json(record._replace(key=None, value=None))
     for field in ("key", "value"):
         decoded = getattr(record, field)
