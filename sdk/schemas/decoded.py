@@ -114,7 +114,12 @@ class DecodingDeserializer:
             return None
         name = header_name(is_key)
         frame = next((bytes(v) for k, v in headers or () if k == name and v), None)
-        where = {"topic": topic, "partition": partition, "offset": offset, "is_key": is_key}
+        where: dict[str, Any] = {
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+            "is_key": is_key,
+        }
         try:
             ref, _ = read_frame(frame or data, False)
         except FramingError as exc:
