@@ -210,15 +210,8 @@ def command(
         bootstrap = ", ".join(f"{n}={c['bootstrap.servers']}" for n, c in named.items())
     else:
         client = {"bootstrap.servers": bootstrap, **common}
-    settings = ConsoleSettings(
-        client,
-        listen,
-        sample_interval,
-        allowed_hosts,
-        **protection,
-        access_log=access_log,
-        schema_registry=schema_registry,
-    )
+    protection.update(access_log=access_log, schema_registry=schema_registry)
+    settings = ConsoleSettings(client, listen, sample_interval, allowed_hosts, **protection)
     try:
         access_of(settings)
     except ValueError as exc:
