@@ -59,6 +59,9 @@ def ck_registry(served: tuple[Site, RunningBroker]) -> CkRegistry:
     return CkRegistry({"url": f"http://{address[0]}:{address[1]}"})
 
 
+@pytest.mark.compat(
+    "Schema Registry", "console: decoded messages, search over decoded fields, subjects pages"
+)
 def test_messages_decoded_searched_and_subjects(
     served: tuple[Site, RunningBroker], ck_registry: CkRegistry
 ) -> None:
