@@ -405,3 +405,33 @@ def test_schemas_commands(url: str, tmp_path: Path) -> None:
     down = cli("schemas", "list", "-r", "http://127.0.0.1:1", code=1)
     assert down.stderr.startswith("Error: schema registry: http://127.0.0.1:1 unreachable")
     assert len(down.stderr.strip().splitlines()) == 1
+
+
+def test_produce_registers_a_proto_file(
+    broker: RunningBroker, url: str, ck_registry: CkRegistry, tmp_path: Path
+) -> None:
+    """A ``.proto`` file registered as the subject's schema (its text), JSON
+    input in Protobuf's JSON mapping encoded without generated classes: the
+    frame names the first message (index byte 0) and confluent-kafka's
+    deserializer, with its generated class, reads the values."""
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+
+    topic = fresh("protofile")
+    cli("topics", "create", topic, "-b", broker.bootstrap_servers)
+    proto = tmp_path / "tickets.proto"
+    proto.write_text(
+        'syntax = "proto3";\npackage cli;\n'
+        "message Ticket {\n  string id = 1;\n  int32 seats = 2;\n  repeated string tags = 3;\n}\n"
+    )
+    lines = "".join(json.dumps(t) + "\n" for t in TICKETS).encode()
+    cli(
+        *("produce", topic, "-b", broker.bootstrap_servers, "--value-format", "protobuf"),
+        *("--value-schema", str(proto), "-r", url),
+        input=lines,
+    )
+    latest = ck_registry.get_latest_version(f"{topic}-value")
+    assert latest.schema.schema_type == "PROTOBUF" and "message Ticket" in latest.schema.schema_str
+    written = ck_read(broker, topic, len(TICKETS))
+    assert {w[5] for w in written} == {0}
+    de = ProtobufDeserializer(Ticket, {"use.deprecated.format": False})
+    assert [de(w, ctx(topic)) for w in written] == [Ticket(**t) for t in TICKETS]
