@@ -435,3 +435,41 @@ def test_produce_registers_a_proto_file(
     assert {w[5] for w in written} == {0}
     de = ProtobufDeserializer(Ticket, {"use.deprecated.format": False})
     assert [de(w, ctx(topic)) for w in written] == [Ticket(**t) for t in TICKETS]
+
+
+def test_schemas_register_with_a_reference(url: str, tmp_path: Path) -> None:
+    """An Avro schema naming a type of another subject registers with a schema
+    reference (name, subject, version), which ``show`` names; without the
+    reference the registry refuses it as invalid (42201)."""
+    address = tmp_path / "address.avsc"
+    address.write_text(
+        json.dumps(
+            {
+                "type": "record",
+                "name": "Address",
+                "namespace": "cli.refs",
+                "fields": [{"name": "city", "type": "string"}],
+            }
+        )
+    )
+    person = tmp_path / "person.avsc"
+    person.write_text(
+        json.dumps(
+            {
+                "type": "record",
+                "name": "Person",
+                "namespace": "cli.refs",
+                "fields": [{"name": "home", "type": "cli.refs.Address"}],
+            }
+        )
+    )
+    addr, who = fresh("addr"), fresh("person")
+    cli("schemas", "register", addr, str(address), "-r", url)
+    refused = cli("schemas", "register", who, str(person), "-r", url, code=1)
+    assert "error_code 42201" in refused.stderr
+    ref = f"cli.refs.Address={addr}:1"
+    cli("schemas", "register", who, str(person), "--reference", ref, "-r", url)
+    shown = cli("schemas", "show", who, "-r", url)
+    assert f"references cli.refs.Address = {addr} version 1" in shown.stderr
+    bad = cli("schemas", "register", who, str(person), "--reference", "nope", "-r", url, code=2)
+    assert "NAME=SUBJECT:VERSION" in bad.stderr
