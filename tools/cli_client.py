@@ -280,7 +280,7 @@ async def _messages(opts: _ProduceOptions, progress: _Progress) -> AsyncGenerato
                 stream.close()
 
 
-async def aenumerate(items: AsyncIterator[T], start: int = 0) -> AsyncIterator[tuple[int, T]]:
+async def _aenumerate(items: AsyncIterator[T], start: int = 0) -> AsyncIterator[tuple[int, T]]:
     """``enumerate`` of an async iterator."""
     n = start
     async for item in items:
@@ -417,7 +417,7 @@ async def _send_input(
 
     unit = "line" if opts.delimiter == b"\n" and (opts.lines or not opts.files) else "message"
     async with contextlib.aclosing(_messages(opts, progress)) as messages:
-        async for number, message in aenumerate(messages, 1):
+        async for number, message in _aenumerate(messages, 1):
             if opts.count is not None and outcome.sent >= opts.count:
                 break
             key, value = _key_and_value(opts, message)
