@@ -625,6 +625,8 @@ class _ConsumeOutcome:
     unreached: dict[Any, str] = dataclasses.field(default_factory=dict)
     #: Why -e gave the group up (it found no coordinator), or "".
     no_coordinator: str = ""
+    #: The record that stopped the command (it did not deserialize), or "".
+    undecodable: str = ""
     interrupts: Interrupts = dataclasses.field(default_factory=Interrupts)
 
 
@@ -658,7 +660,13 @@ def _at_end(consumer: Any, given_up: Mapping[Any, str]) -> bool:
 
 
 async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcome:
-    from trafka.sdk import ConsumerConfig, PartitionEOF, TopicPartition, open_consumer
+    from trafka.sdk import (
+        ConsumerConfig,
+        PartitionEOF,
+        SerializationError,
+        TopicPartition,
+        open_consumer,
+    )
 
     config = make_config(ConsumerConfig, cfg)
     notices: BrokerNotices = cfg["error_cb"]
@@ -700,7 +708,12 @@ async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcom
                 limit = None if opts.count is None else opts.count - outcome.printed
                 if limit == 0:
                     break
-                batch = await consumer.getmany(timeout_ms=200, max_records=limit)
+                try:
+                    batch = await consumer.getmany(timeout_ms=200, max_records=limit)
+                except SerializationError as exc:
+                    # Left as a stop, so that -G commits what was printed (not past it).
+                    outcome.undecodable = str(exc)
+                    break
                 for records in batch.values():
                     for record in records:
                         if isinstance(record, PartitionEOF):
@@ -856,8 +869,10 @@ def consume_command(
         click.echo(f"Error: partition {name} was not read to its end: {why}", err=True)
     if outcome.no_coordinator:
         click.echo(no_coordinator_error(str(group), timeout, outcome.no_coordinator), err=True)
+    if outcome.undecodable:
+        click.echo(f"Error: {outcome.undecodable}", err=True)
     status = outcome.interrupts.exit_status
     if status is not None:
         raise click.exceptions.Exit(status)
-    if outcome.unreached or outcome.no_coordinator:
+    if outcome.unreached or outcome.no_coordinator or outcome.undecodable:
         raise click.exceptions.Exit(1)

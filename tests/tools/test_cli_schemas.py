@@ -316,6 +316,11 @@ def test_consume_stops_at_a_record_that_does_not_decode(
     stopped = cli(*base, "-o", "2", "-s", "value=avro", "-r", url, code=1)
     error = stopped.stderr.strip()
     assert "partition 0, offset 2" in error and "987654" in error and "40403" in error, error
+    # in a group: what it commits on leaving stops before the bad record
+    group = fresh("g")
+    cli(*base, "-G", group, "-o", "beginning", "-s", "value=avro", "-r", url, code=1)
+    after = cli(*base, "-G", group, "-c", "1")
+    assert [json.loads(x)["offset"] for x in after.stdout.splitlines()] == [1]
     skipped = cli(*base, "-s", "value=avro", "-r", url, "-X", "deserialization.error.handler=skip")
     assert [json.loads(x)["value"] for x in skipped.stdout.splitlines()] == [USERS[0], USERS[0]]
     assert "offset 1" in skipped.stderr and "offset 2" in skipped.stderr
