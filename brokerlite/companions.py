@@ -10,9 +10,11 @@ A companion is an object with:
 
 * ``missing() -> str | None``: why it cannot run here (an extra that is not
   installed), said before the broker starts;
-* ``async serve(bootstrap_servers, listen, *, task_status)``: serve until
-  cancelled, as a client of the broker at ``bootstrap_servers``, on ``listen``
-  (``host:port``); ``task_status.started`` gets the bound ``(host, port)``.
+* ``async serve(bootstrap_servers, listen, *, task_status, **services)``: serve
+  until cancelled, as a client of the broker at ``bootstrap_servers``, on
+  ``listen`` (``host:port``); ``task_status.started`` gets the bound ``(host,
+  port)``. ``services`` name what else the broker serves, when it does:
+  ``schema_registry`` (the URL of its Schema Registry).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class Companion(Protocol):
     def missing(self) -> str | None: ...
 
     async def serve(
-        self, bootstrap_servers: str, listen: str, *, task_status: Any = ...
+        self, bootstrap_servers: str, listen: str, *, task_status: Any = ..., **services: Any
     ) -> None: ...
 
 

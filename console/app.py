@@ -37,6 +37,7 @@ from .cluster import Console
 from .pages.acls import AclPages
 from .pages.groups import GroupPages
 from .pages.messages import MessagePages
+from .pages.schemas import SchemaPages
 from .pages.session import SessionPages
 from .pages.topics import TopicPages
 
@@ -98,6 +99,7 @@ def make_app(
         *MessagePages(site).routes(),
         *GroupPages(site).routes(),
         *AclPages(site).routes(),
+        *SchemaPages(site).routes(),
     ]
     routes = [
         *SessionPages(site).routes(),

@@ -48,6 +48,7 @@ from .health import ClusterHealth
 from .messages import BROWSE_SECONDS, SEARCH_SECONDS, Messages
 from .model import LagHistory
 from .reads import ClusterReads, NotFound, client_settings, gather
+from .schemas import SchemaRegistryView
 from .watch import ClusterDown, ClusterWatch
 
 __all__ = [
@@ -80,6 +81,8 @@ class Console:
         rates: where throughput samples are kept.
         clock: seconds since the epoch, for the samples (tests give their own).
         sample_interval: seconds between two samples (what the pages say).
+        schema_registry: the URL of the cluster's Schema Registry (None: none):
+            framed records are shown decoded, and the subjects pages read it.
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class Console:
         rates: throughput.ThroughputHistory | None = None,
         clock: Callable[[], float] = time.time,
         sample_interval: float = 10.0,
+        schema_registry: str | None = None,
     ) -> None:
         self.admin = admin
         self.client_config = dict(client_config)
@@ -105,7 +109,8 @@ class Console:
         self.reads = ClusterReads(admin)
         self.watch = ClusterWatch(admin, self.health, self.bootstrap)
         self.groups = Groups(admin, self.reads, self.history, clock)
-        self.messages = Messages(self.reads, self.client_config)
+        self.schemas = None if schema_registry is None else SchemaRegistryView(schema_registry)
+        self.messages = Messages(self.reads, self.client_config, self.schemas)
 
     @property
     def bootstrap(self) -> str:

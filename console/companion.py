@@ -33,10 +33,14 @@ class _Console:
         bootstrap_servers: str,
         listen: str,
         *,
+        schema_registry: str | None = None,
         task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         settings = ConsoleSettings(
-            {"bootstrap.servers": bootstrap_servers}, listen, **settings_from_environment()
+            {"bootstrap.servers": bootstrap_servers},
+            listen,
+            **settings_from_environment(),
+            schema_registry=schema_registry,
         )
         await serve_console(settings, task_status=task_status)
 

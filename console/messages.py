@@ -27,6 +27,7 @@ from trafka.sdk.fetcher import TopicPartition
 
 from . import model, search
 from .reads import ClusterReads, client_settings, gather
+from .schemas import SchemaRegistryView
 
 __all__ = ["BROWSE_SECONDS", "SEARCH_SECONDS", "Messages"]
 
@@ -36,9 +37,13 @@ BROWSE_SECONDS = 5.0
 SEARCH_SECONDS = 10.0
 
 
-def _row(r: Any, mode: model.DecodeMode) -> model.MessageRow:
-    """A record a consumer read, as the pages show it."""
-    return model.message_row(r.partition, r.offset, r.timestamp, r.key, r.value, r.headers, mode)
+def _row(r: Any, mode: model.DecodeMode, schemas: SchemaRegistryView | None) -> model.MessageRow:
+    """A record a consumer read, as the pages show it (framed keys and values
+    decoded when the console knows a registry and the mode lets it)."""
+    row = model.message_row(r.partition, r.offset, r.timestamp, r.key, r.value, r.headers, mode)
+    if schemas is not None and mode in ("auto", "json"):
+        row = schemas.decoded_row(row, r)
+    return row
 
 
 class Messages:
@@ -48,11 +53,18 @@ class Messages:
         reads: the lookups of offsets and partitions.
         client_config: Kafka-style client settings for the consumers and the
             producer (the settings an admin client alone takes are left out).
+        schemas: the cluster's Schema Registry, which decodes framed records.
     """
 
-    def __init__(self, reads: ClusterReads, client_config: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        reads: ClusterReads,
+        client_config: Mapping[str, Any],
+        schemas: SchemaRegistryView | None = None,
+    ) -> None:
         self.reads = reads
         self.client_config = client_config
+        self.schemas = schemas
         self._producer: Any = None
 
     async def browse(self, q: model.BrowseQuery) -> dict[str, Any]:
@@ -147,17 +159,22 @@ class Messages:
     ) -> list[model.MessageRow]:
         """Up to ``q.count`` messages of each partition from its start, stopping
         at its high watermark as it was when the page was asked for."""
-        rows: list[model.MessageRow] = []
-
-        def take(r: Any) -> None:
-            rows.append(_row(r, q.decode))
-
+        records: list[Any] = []
         async with open_consumer(config=self._reader_settings()) as consumer:
             consumer.assign({TopicPartition(q.topic, p) for p in starts})
             ranges = {p: (start, highs[p]) for p, start in starts.items()}
             with anyio.move_on_after(BROWSE_SECONDS):
-                await self._read_ranges(consumer, q.topic, ranges, take, q.count)
-        return rows
+                await self._read_ranges(consumer, q.topic, ranges, records.append, q.count)
+        return await self._rows(records, q.decode)
+
+    async def _rows(self, records: list[Any], mode: model.DecodeMode) -> list[model.MessageRow]:
+        """Records as the pages show them. Decoding asks the registry (once per
+        schema) through the SDK's blocking client: on a thread, so that the
+        loop, which may serve that registry too (brokerlite), goes on."""
+        schemas = self.schemas
+        if schemas is None or mode not in ("auto", "json"):
+            return [_row(r, mode, None) for r in records]
+        return await anyio.to_thread.run_sync(lambda: [_row(r, mode, schemas) for r in records])
 
     async def search(self, q: search.SearchQuery) -> dict[str, Any]:
         """The matches of a search, newest first, and how far it got (see
@@ -189,17 +206,18 @@ class Messages:
                         # A turn counts whole (one cut short by the time limit
                         # is read again by the next page), or up to the matches
                         # wanted: the older ones are left for the next page.
-                        hits = [
-                            r
-                            for r in turn
-                            if search.record_matches(q, match, r.key, r.value, r.headers)
-                        ]
+                        if self.schemas is None:
+                            hits = [r for r in turn if self._matches(q, match, r)]
+                        else:  # decoding: on a thread, as _rows says
+                            hits = await anyio.to_thread.run_sync(
+                                lambda: [r for r in turn if self._matches(q, match, r)]  # noqa: B023
+                            )
                         news = {p: start for p, (start, _) in ranges.items()}
                         kept, dropped = search.keep_newest(hits, q.max_results - len(found))
                         for r in dropped:
                             news[r.partition] = max(news[r.partition], r.offset + 1)
                         scanned += sum(1 for r in turn if r.offset >= news[r.partition])
-                        found.extend(_row(r, "auto") for r in kept)
+                        found.extend(await self._rows(kept, "auto"))
                         uppers.update(news)
                 timed_out = budget.cancelled_caught
         return {
@@ -214,6 +232,14 @@ class Messages:
             "unreachable": sorted(tp.partition for tp in tps if tp.partition not in readable),
             "before": search.format_before(uppers),
         }
+
+    def _matches(self, q: Any, match: Callable[[bytes | None], bool], r: Any) -> bool:
+        """Whether a record matches (a framed key or value by its decoded JSON)."""
+        key, value, schemas = r.key, r.value, self.schemas
+        if schemas is not None and q.target != "header":
+            key = schemas.searchable(key, r, True) if q.target == "key" else key
+            value = schemas.searchable(value, r, False) if q.target == "value" else value
+        return search.record_matches(q, match, key, value, r.headers)
 
     async def produce(self, form: model.ProduceForm) -> Any:
         """Write the form's message. The topic must exist: a producer's metadata

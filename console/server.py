@@ -95,6 +95,8 @@ class ConsoleSettings:
             settings cover every cluster; each is checked on its own.
         access_log: log every HTTP request and its answer, one INFO line each
             on the ``trafka.console.access`` logger (see :mod:`.http_log`).
+        schema_registry: the URL of the default cluster's Schema Registry
+            (None: none), which decodes framed records (see :mod:`.schemas`).
     """
 
     client_config: Mapping[str, Any]
@@ -110,6 +112,7 @@ class ConsoleSettings:
     cluster_name: str = "default"
     clusters: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     access_log: bool = False
+    schema_registry: str | None = None
 
     def all_clusters(self) -> dict[str, Mapping[str, Any]]:
         """Every cluster's client settings by its name, the default first.
@@ -324,7 +327,10 @@ async def serve_console(
                 health=ClusterHealth(
                     interval=settings.check_interval, check_timeout=settings.check_timeout
                 ),
+                schema_registry=settings.schema_registry if name == settings.cluster_name else None,
             )
+            if consoles[name].schemas is not None:
+                stack.callback(consoles[name].schemas.close)  # type: ignore[union-attr]
         nursery = await stack.enter_async_context(trio.open_nursery())
         # Each cluster has its own checks, producer and sampler: a dead one
         # slows none of the others' pages.

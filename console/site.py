@@ -169,6 +169,7 @@ class Site:
             visit = request.state.visit = self.visitor(request)
         prefix = self.base(request)
         here = request.url.path
+        shown = getattr(request.state, "console", self.consoles.get(self.default))
         html = self.env.get_template(template).render(
             base=prefix,
             cluster=getattr(request.state, "cluster", self.default),
@@ -179,6 +180,7 @@ class Site:
             read_only=self.access.read_only,
             why_read_only=self.access.why_read_only,
             path=here[len(prefix) :] if prefix and here.startswith(prefix) else here,
+            has_schemas=getattr(shown, "schemas", None) is not None,
             **context,
         )
         return HTMLResponse(html, status_code=status_code)

@@ -79,6 +79,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "trafka.tools.cli_client:consume_command",
         "Print records of TOPICS to stdout.",
     ),
+    "schemas": (
+        "trafka.tools.cli_schemas:schemas_command",
+        "List, show, register, check and delete schemas in a Schema Registry; show and set compatibility.",
+    ),
     "share-consume": (
         "trafka.tools.cli_share:share_consume_command",
         "Print records of TOPICS as a member of the share group GROUP, acknowledging each one (--ack); the acknowledgements are committed before it exits.",

@@ -39,7 +39,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
-from typing import IO, Any, TextIO
+from typing import IO, Any, TextIO, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -54,6 +54,7 @@ from .cli_faults import (
     no_coordinator_error,
     signals_watched,
 )
+from .cli_serdes import FieldFormats, InputError, format_options
 from .clikit import (
     check_reachable,
     check_topics_exist,
@@ -64,7 +65,6 @@ from .clikit import (
     make_config,
     parse_delimiter,
     parse_timestamp,
-    record_writer,
     run_client,
 )
 
@@ -77,6 +77,7 @@ __all__ = [
 ]
 
 
+T = TypeVar("T")
 _CHUNK = 1 << 18
 _COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -251,6 +252,8 @@ class _ProduceOptions:
     count: int | None
     progress: bool | None
     quiet: bool
+    #: Encodes (key, value, where, headers) as --key-format/--value-format say; None: as read.
+    encode: Callable[..., tuple[bytes | None, bytes | None]] | None = None
 
 
 async def _messages(opts: _ProduceOptions, progress: _Progress) -> AsyncGenerator[bytes]:
@@ -275,6 +278,14 @@ async def _messages(opts: _ProduceOptions, progress: _Progress) -> AsyncGenerato
         finally:
             if stream is not stdin:
                 stream.close()
+
+
+async def _aenumerate(items: AsyncIterator[T], start: int = 0) -> AsyncIterator[tuple[int, T]]:
+    """``enumerate`` of an async iterator."""
+    n = start
+    async for item in items:
+        yield n, item
+        n += 1
 
 
 class _StderrWarnings(logging.Handler):
@@ -308,7 +319,8 @@ class _ProduceOutcome:
     delivered: int = 0
     failed: int = 0
     first_error: BaseException | None = None
-    #: The input was not sent to its end (send blocked for max.block.ms).
+    #: The input was not sent to its end (send blocked for max.block.ms, or a
+    #: message could not be encoded).
     blocked: bool = False
     interrupts: Interrupts = dataclasses.field(default_factory=Interrupts)
 
@@ -403,11 +415,19 @@ async def _send_input(
     their futures join ``pending`` and are counted in ``outcome`` as they settle."""
     from trafka.sdk import ProducerBlockedError
 
+    unit = "line" if opts.delimiter == b"\n" and (opts.lines or not opts.files) else "message"
     async with contextlib.aclosing(_messages(opts, progress)) as messages:
-        async for message in messages:
+        async for number, message in _aenumerate(messages, 1):
             if opts.count is not None and outcome.sent >= opts.count:
                 break
             key, value = _key_and_value(opts, message)
+            if opts.encode is not None:
+                try:
+                    key, value = opts.encode(key, value, f"input {unit} {number}", opts.headers)
+                except InputError as exc:
+                    echo_err(f"Error: {exc}; the rest of the input is not sent")
+                    outcome.blocked = True
+                    break
             # Cancelled only before the record is taken: once send
             # returns, the record is in a batch and counted.
             try:
@@ -497,6 +517,7 @@ async def _produce(opts: _ProduceOptions, cfg: dict[str, Any]) -> _ProduceOutcom
     help="Show progress on stderr [default: for large or piped input on a terminal].",
 )
 @click.option("-q", "--quiet", is_flag=True, help="No summary line.")
+@format_options(produce=True)
 def produce_command(
     topic: str,
     files: tuple[str, ...],
@@ -515,6 +536,7 @@ def produce_command(
     count: int | None,
     progress: bool | None,
     quiet: bool,
+    formats: FieldFormats,
 ) -> None:
     """Send messages to TOPIC: lines of stdin, or FILES (one message each; -l for lines).
 
@@ -523,6 +545,7 @@ def produce_command(
       seq 100 | trafka produce numbers
       printf 'user-1:clicked\\n' | trafka produce events -K: -H source=cli
       trafka produce blobs image.png -z zstd
+      echo '{"name": "ada"}' | trafka produce users --value-format avro -r http://localhost:8081
     """
     hdrs: list[tuple[str, bytes | None]] = []
     for h in headers:
@@ -543,6 +566,7 @@ def produce_command(
         count=count,
         progress=progress,
         quiet=quiet,
+        encode=None if formats.plain else formats.encoders(topic),
     )
     cfg = client_settings(
         bootstrap,
@@ -589,6 +613,7 @@ class _ConsumeOptions:
     exit_at_end: bool
     null_str: bytes
     template: str | None = None
+    formats: FieldFormats = dataclasses.field(default_factory=FieldFormats)
     #: Seconds -e waits for an unreachable partition before giving it up (-m).
     grace: float = 10.0
 
@@ -600,6 +625,8 @@ class _ConsumeOutcome:
     unreached: dict[Any, str] = dataclasses.field(default_factory=dict)
     #: Why -e gave the group up (it found no coordinator), or "".
     no_coordinator: str = ""
+    #: The record that stopped the command (it did not deserialize), or "".
+    undecodable: str = ""
     interrupts: Interrupts = dataclasses.field(default_factory=Interrupts)
 
 
@@ -633,12 +660,18 @@ def _at_end(consumer: Any, given_up: Mapping[Any, str]) -> bool:
 
 
 async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcome:
-    from trafka.sdk import ConsumerConfig, PartitionEOF, TopicPartition, open_consumer
+    from trafka.sdk import (
+        ConsumerConfig,
+        PartitionEOF,
+        SerializationError,
+        TopicPartition,
+        open_consumer,
+    )
 
     config = make_config(ConsumerConfig, cfg)
     notices: BrokerNotices = cfg["error_cb"]
     out = sys.stdout.buffer
-    write = record_writer(opts, out)
+    write = opts.formats.writer(opts, out)
     outcome = _ConsumeOutcome()
     then = f"giving it up after {opts.grace:g} s (-m)" if opts.exit_at_end else "waiting for it"
     watch = PartitionWatch(opts.grace, echo_err, then)
@@ -675,7 +708,12 @@ async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcom
                 limit = None if opts.count is None else opts.count - outcome.printed
                 if limit == 0:
                     break
-                batch = await consumer.getmany(timeout_ms=200, max_records=limit)
+                try:
+                    batch = await consumer.getmany(timeout_ms=200, max_records=limit)
+                except SerializationError as exc:
+                    # Left as a stop, so that -G commits what was printed (not past it).
+                    outcome.undecodable = str(exc)
+                    break
                 for records in batch.values():
                     for record in records:
                         if isinstance(record, PartitionEOF):
@@ -742,6 +780,7 @@ async def _consume(opts: _ConsumeOptions, cfg: dict[str, Any]) -> _ConsumeOutcom
 @click.option("-e", "--exit-at-end", is_flag=True, help="Exit once every partition is read.")
 @click.option("-Z", "--null-str", default="", help="Print null keys and values as this (raw).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary line.")
+@format_options(produce=False)
 def consume_command(
     topics: tuple[str, ...],
     bootstrap: str,
@@ -758,6 +797,7 @@ def consume_command(
     exit_at_end: bool,
     null_str: str,
     quiet: bool,
+    formats: FieldFormats,
 ) -> None:
     """Print records of TOPICS to stdout.
 
@@ -767,6 +807,7 @@ def consume_command(
       trafka consume events -o -10 -J             # the last 10 per partition, as JSON
       trafka consume events -G audit              # as group "audit", from its commits
       trafka consume events -p 0 -o s@2024-05-01T00:00:00 -c 5
+      trafka consume users -s value=avro -r http://localhost:8081 -J
     """
     spec = parse_offset_spec(offset) if offset is not None else None
     subscribing = group is not None and not partitions
@@ -793,6 +834,7 @@ def consume_command(
         exit_at_end=exit_at_end,
         null_str=null_str.encode(),
         template=template,
+        formats=formats,
         grace=timeout,
     )
     defaults: dict[str, Any] = {
@@ -803,9 +845,17 @@ def consume_command(
     }
     if group is not None:
         defaults["group.id"] = group
+    defaults.update(formats.deserializers())
     cfg = client_settings(bootstrap, properties, defaults)
     try:
-        outcome = run_client(_consume, opts, cfg)
+        # (-X deserialization.error.handler=skip says what it skips)
+        skips = (
+            contextlib.nullcontext()
+            if formats.plain
+            else _sdk_warnings_on_stderr("trafka.sdk.consumer")
+        )
+        with skips:
+            outcome = run_client(_consume, opts, cfg)
     except BrokenPipeError:
         # The reader went away (| head): not an error. Point stdout at /dev/null
         # so that the interpreter's final flush does not complain again.
@@ -819,8 +869,10 @@ def consume_command(
         click.echo(f"Error: partition {name} was not read to its end: {why}", err=True)
     if outcome.no_coordinator:
         click.echo(no_coordinator_error(str(group), timeout, outcome.no_coordinator), err=True)
+    if outcome.undecodable:
+        click.echo(f"Error: {outcome.undecodable}", err=True)
     status = outcome.interrupts.exit_status
     if status is not None:
         raise click.exceptions.Exit(status)
-    if outcome.unreached or outcome.no_coordinator:
+    if outcome.unreached or outcome.no_coordinator or outcome.undecodable:
         raise click.exceptions.Exit(1)

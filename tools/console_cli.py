@@ -132,6 +132,14 @@ __all__ = ["command"]
     is_flag=True,
     help="Log every HTTP request (combined log format, logger trafka.console.access).",
 )
+@click.option(
+    "-r",
+    "--schema-registry",
+    envvar="TRAFKA_SCHEMA_REGISTRY_URL",
+    metavar="URL",
+    help="The (first) cluster's Schema Registry: framed messages shown decoded, and its "
+    "subjects (also $TRAFKA_SCHEMA_REGISTRY_URL).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log at DEBUG.")
 def command(
     bootstrap: str,
@@ -145,6 +153,7 @@ def command(
     allowed_hosts: tuple[str, ...],
     properties: tuple[str, ...],
     access_log: bool,
+    schema_registry: str | None,
     verbose: bool,
     clusters: tuple[str, ...] = (),
     cluster_properties: tuple[str, ...] = (),
@@ -201,9 +210,8 @@ def command(
         bootstrap = ", ".join(f"{n}={c['bootstrap.servers']}" for n, c in named.items())
     else:
         client = {"bootstrap.servers": bootstrap, **common}
-    settings = ConsoleSettings(
-        client, listen, sample_interval, allowed_hosts, **protection, access_log=access_log
-    )
+    protection.update(access_log=access_log, schema_registry=schema_registry)
+    settings = ConsoleSettings(client, listen, sample_interval, allowed_hosts, **protection)
     try:
         access_of(settings)
     except ValueError as exc:

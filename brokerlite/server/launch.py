@@ -123,10 +123,11 @@ async def serve_broker(
             if driver is not None:
                 nursery.start_soon(driver.run)
             nursery.start_soon(_serve_listeners, server, listeners)
-            if cfg.console_listen is not None:
-                running = await _start_console(nursery, running, cfg.console_listen)
+            # The registry first: the console shows what it decodes with it.
             if cfg.schema_registry_listen is not None:
                 running = await _start_registry(nursery, running, cfg)
+            if cfg.console_listen is not None:
+                running = await _start_console(nursery, running, cfg.console_listen)
             try:
                 if cfg.announce:
                     async with _announced(cfg, broker):
@@ -205,8 +206,14 @@ async def _start_console(
     from ..companions import find
 
     console = find("console")
+    services = {}
+    if running.schema_registry_address is not None:
+        host, port = running.schema_registry_address
+        services["schema_registry"] = (
+            f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+        )
     address = await nursery.start(
-        functools.partial(console.serve, running.bootstrap_servers, listen)
+        functools.partial(console.serve, running.bootstrap_servers, listen, **services)
     )
     return dataclasses.replace(running, console_address=address)
 

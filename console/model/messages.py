@@ -52,6 +52,8 @@ class Rendered:
     text: str
     size: int = 0
     cut: bool = False
+    #: A decoded frame's schema (type, id, subject), or why a frame was not decoded.
+    schema: str = ""
 
     @property
     def line(self) -> str:

@@ -187,6 +187,28 @@ class ProtobufDeserializer(SchemaDeserializer):
             add(ref_name, referenced)
         return add("registered.proto", schema)
 
+    def message_class(self, schema: Schema, name: str | None = None) -> Any:
+        """A dynamic message class of a registered schema, without generated code
+        (its references fetched from the registry).
+
+        Args:
+            schema: the schema (.proto text, or a base64 serialized descriptor).
+            name: the message's full name (``shop.Order.Line``); None: the
+                file's first message.
+
+        Raises:
+            ValueError: the schema has no such message (or none at all).
+        """
+        file_descriptor = self._reader(schema)
+        if name is None:
+            descriptor = _find(file_descriptor, (0,))
+        else:
+            try:
+                descriptor = file_descriptor.pool.FindMessageTypeByName(name)
+            except KeyError:
+                raise ValueError(f"the schema has no message {name!r}") from None
+        return _protobuf()[2].GetMessageClass(descriptor)
+
     def _decode(self, payload: memoryview, reader: Any, ref: SchemaRef, ctx: Any) -> Any:
         indexes = ref.indexes or (0,)
         if self.message_type is not None:
