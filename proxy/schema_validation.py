@@ -80,7 +80,7 @@ class SchemaValidation(Filter):
         self._registry_conf: dict[str, Any] = {}
         self._topics: list[re.Pattern[str]] = []
         self._keys, self._values = False, True
-        self._serdes: dict[str, Any] = {}
+        self._decoder: Any = None  # the SDK's deserializers, one per registry type
         self._subjects: dict[Any, frozenset[str]] = {}
         self.refused = 0  # batches refused since the start
         if settings is not None:
@@ -124,7 +124,7 @@ class SchemaValidation(Filter):
     def _close_registry(self) -> None:
         if self._registry is not None:
             self._registry.close()
-        self._registry, self._serdes, self._subjects = None, {}, {}
+        self._registry, self._decoder, self._subjects = None, None, {}
 
     def validates(self, topic: str) -> bool:
         """Whether records of ``topic`` are checked."""
@@ -246,19 +246,13 @@ class SchemaValidation(Filter):
             return self._registry
 
     def _serde(self, schema_type: str) -> Any:
-        serde = self._serdes.get(schema_type)
-        if serde is None:
-            from trafka.sdk import schemas
+        registry = self._client()
+        with self._lock:
+            if self._decoder is None:
+                from trafka.sdk.schemas.decoded import DecodingDeserializer
 
-            registry = self._client()
-            if schema_type == "PROTOBUF":
-                serde = schemas.ProtobufDeserializer(None, schema_registry_client=registry)
-            elif schema_type == "JSON":
-                serde = schemas.JSONDeserializer(None, schema_registry_client=registry)
-            else:
-                serde = schemas.AvroDeserializer(registry)
-            self._serdes[schema_type] = serde
-        return serde
+                self._decoder = DecodingDeserializer(registry)
+            return self._decoder.deserializer_for(schema_type)
 
 
 def _with_refused(body: Any, refused: Mapping[tuple[str, int], tuple[int, str]]) -> Any:

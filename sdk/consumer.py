@@ -74,6 +74,7 @@ from .telemetry import (
     client_telemetry,
     consumer_samples,
     instance_id,
+    label_group_member,
 )
 from .transactions import ConsumerGroupMetadata
 from .transport import Cluster
@@ -380,12 +381,8 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
     def _telemetry_samples(self) -> list[MetricSample]:
         stats = self.statistics()
         assert self._telemetry is not None
-        resource = self._telemetry.telemetry.resource
         member = stats.group.member_id if stats.group is not None else ""
-        if member:
-            resource["group_member_id"] = member  # Java's updateMetricsLabels
-        else:
-            resource.pop("group_member_id", None)
+        label_group_member(self._telemetry.telemetry.resource, member)
         group = self._group
         return consumer_samples(
             self._telemetry_averages,

@@ -210,13 +210,6 @@ class Producer(Hostable):
         self._append_hot = core.append_hot
         self._report = delivery_reporter(config.on_delivery, config.delivery_report_only_error)
         self._hot_path = core.hot_path and self._report is None
-        # Schema serializers whose first record of a subject asks the registry:
-        # that record is serialized on a worker thread, off the loop.
-        self._needs_registry = [
-            (ser.needs_registry, is_key)
-            for ser, is_key in ((config.key_serializer, True), (config.value_serializer, False))
-            if hasattr(ser, "needs_registry")
-        ]
         self._transactional = core.transactional
         # A transaction is (or was, until the next check) begun ahead of a commit.
         self._window = False
@@ -289,15 +282,7 @@ class Producer(Hostable):
             given = ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
             future: RecordFuture = await self.interceptors.send(self, given)
         else:  # (the configured on_delivery below: no hot path with it)
-            args = (topic, value, key, partition, headers, timestamp_ms)
-            if self._needs_registry and any(
-                needs(key if is_key else value, topic, is_key)
-                for needs, is_key in self._needs_registry
-            ):
-                record = await anyio.to_thread.run_sync(self.core.prepare, *args)
-            else:
-                record = self.core.prepare(*args)
-            self.core.check_open()
+            record = await _prepare(self.core, topic, value, key, partition, headers, timestamp_ms)
             future = await self.send_prepared(record)
         if self._report is not None:
             future.add_done_callback(partial(_report_to, self._report))
@@ -814,3 +799,16 @@ async def open_producer(
     async with owned_task_group() as tg, Producer(cfg, tg) as producer:
         await start_client_hooks(tg, producer, "producer", cfg)
         yield producer
+
+
+async def _prepare(core: ProducerCore, *args: Any) -> PreparedRecord:
+    """``core.prepare(*args)`` (``send``'s arguments), on a worker thread when a
+    schema serializer would ask its registry (a subject's first record): the
+    loop is not held for the request. Then the producer must still be open."""
+    topic, value, key = args[:3]
+    if core.asks_registry is not None and core.asks_registry(topic, key, value):
+        record = await anyio.to_thread.run_sync(core.prepare, *args)
+    else:
+        record = core.prepare(*args)
+    core.check_open()
+    return record

@@ -128,6 +128,24 @@ def _framed_serializers(
     return prepare
 
 
+def _registry_asker(config: ProducerConfig) -> Callable[[str, Any, Any], bool] | None:
+    """``(topic, key, value)`` -> whether serializing them would ask a schema
+    registry (trafka.sdk.schemas: a subject's first record); None when no
+    serializer can."""
+    needs = [
+        (ser.needs_registry, is_key)
+        for ser, is_key in ((config.key_serializer, True), (config.value_serializer, False))
+        if hasattr(ser, "needs_registry")
+    ]
+    if not needs:
+        return None
+
+    def asks(topic: str, key: Any, value: Any) -> bool:
+        return any(need(key if is_key else value, topic, is_key) for need, is_key in needs)
+
+    return asks
+
+
 def _nothing() -> None:
     pass
 
@@ -203,6 +221,7 @@ class ProducerCore:
         self._key_ser = get_serializer(config.key_serializer)
         self._value_ser = get_serializer(config.value_serializer)
         self._framed = _framed_serializers(config, self._key_ser, self._value_ser)
+        self.asks_registry = _registry_asker(config)
         self._raw_keys = config.key_serializer == "bytes"
         self._raw_values = config.value_serializer == "bytes"
         self.closed = False

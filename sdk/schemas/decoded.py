@@ -75,7 +75,9 @@ class DecodingDeserializer:
         self._by_type: dict[str, Any] = {}
         self._subjects: dict[tuple[int, str], str | None] = {}
 
-    def _deserializer(self, schema_type: str) -> Any:
+    def deserializer_for(self, schema_type: str) -> Any:
+        """The SDK's deserializer for a registry type (``AVRO``, ``PROTOBUF``,
+        ``JSON``), one per type, on this decoder's registry client."""
         hit = self._by_type.get(schema_type)
         if hit is None:
             if schema_type == "PROTOBUF":
@@ -134,7 +136,7 @@ class DecodingDeserializer:
             if self.expect is not None and schema_type != self.expect:
                 reason = f"schema id {ref.schema_id} is a {schema_type} schema, not {self.expect}"
                 raise SchemaSerializationError(reason, **where)
-        deserializer = self._deserializer(schema_type)
+        deserializer = self.deserializer_for(schema_type)
         value = deserializer.deserialize_record(data, topic, partition, offset, headers, is_key)
         if schema_type == "PROTOBUF":
             from google.protobuf import json_format

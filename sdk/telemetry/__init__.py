@@ -21,6 +21,7 @@ from .metrics import (
     PollTimes,
     admin_samples,
     consumer_samples,
+    label_group_member,
     producer_samples,
     share_consumer_samples,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "admin_samples",
     "client_telemetry",
     "consumer_samples",
+    "label_group_member",
     "disabled_error",
     "instance_id",
     "producer_samples",

@@ -282,6 +282,15 @@ def producer_samples(
     return out
 
 
+def label_group_member(resource: dict[str, Any], member_id: str) -> None:
+    """A consumer's resource attributes with its group member id as it is now
+    (none while it has none), as Java's ``updateMetricsLabels`` keeps them."""
+    if member_id:
+        resource["group_member_id"] = member_id
+    else:
+        resource.pop("group_member_id", None)
+
+
 def consumer_samples(
     averages: IntervalAverages,
     stats: Any,
