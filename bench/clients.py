@@ -179,6 +179,11 @@ BUFFER_MEMORY = 32 * 1024 * 1024  # every client's default (librdkafka's is 1 Gi
 FAILURES: list[str] = []
 # The producers' acks: 1, or -1 (all) with --cluster (set in the worker from --acks).
 ACKS = 1
+# Kafka's perf JVMs with the full JIT compiler; a smoke run's (--smoke in the worker
+# too) with C1 only, which starts sooner on less CPU: its figures are not judged.
+JIT = True
+# A smoke run's open-loop window (and its warm-up): the line runs, nothing is measured.
+SMOKE_RATE_SECONDS = 0.25
 
 
 def _failed(what: str, error: str, shown: str | None = None) -> None:
@@ -642,7 +647,7 @@ EOS_WORKERS: dict[str, Callable[..., dict[str, Any]]] = {
 
 def _java_perf(main: str, *args: str) -> str:
     peers = kafka_peers()
-    command = peers.java_command(main, *args, heap="-Xmx1g", jit=True)
+    command = peers.java_command(main, *args, heap="-Xmx1g", jit=JIT)
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{main} exited {done.returncode}: {done.stderr.strip()[-300:]}")
@@ -798,8 +803,9 @@ def run_share(
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    global ACKS
+    global ACKS, JIT
     ACKS = args.acks
+    JIT = not args.smoke
     if args.worker in EOS_MODES:
         result = EOS_WORKERS[args.client](
             args.bootstrap, args.topic, args.records, args.size, args.worker, args.txn_records
@@ -1241,6 +1247,7 @@ def run_open_loop(args: argparse.Namespace, broker: AnyBroker, run_id: str) -> O
         size=args.size,
         keys=max(1, args.keys),
         acks=-1 if args.cluster > 1 else 1,
+        warmup=0.1 if args.smoke else 0.5,
     )
     print(
         f"  open loop: p50 {result.quantile(0.5) * 1e3:.2f} ms, p99 "
@@ -1303,6 +1310,7 @@ def measure(
         str(args.keys),
         "--acks",
         str(-1 if args.cluster > 1 else 1),
+        *(["--smoke"] if args.smoke else []),
     ]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
@@ -1687,7 +1695,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_worker(args)
     if args.smoke:
         args.records, args.rounds, args.txn_records, args.timeout = 2_000, 1, 100, 120.0
-        args.rate_seconds = min(args.rate_seconds, 1.0)
+        args.rate_seconds = min(args.rate_seconds, SMOKE_RATE_SECONDS)
 
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     unknown = set(clients) - set(CLIENTS)

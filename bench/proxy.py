@@ -825,7 +825,13 @@ def open_loop(setup: Brokers, path: str, servers: str, args: argparse.Namespace)
     topic = f"bench-open-{path.replace(' ', '-')}"
     create_topic(setup.servers, topic, args.partitions, setup.replication)
     run = measure_open_loop(
-        servers, topic, rate=args.rate, seconds=args.rate_seconds, size=args.size, keys=args.keys
+        servers,
+        topic,
+        rate=args.rate,
+        seconds=args.rate_seconds,
+        size=args.size,
+        keys=args.keys,
+        warmup=0.1 if args.smoke else 0.5,
     )
     delete_topic(setup.servers, topic)
     note = run.note(args.rate, args.rate_seconds)
@@ -1023,13 +1029,14 @@ def main() -> int:
         "--smoke",
         action="store_true",
         help="a check that the benchmark runs, not a measurement: 2,000 records, 3 "
-        "partitions, 20 idle connections, 20 round trips, short waits, each path once "
+        "partitions, 20 idle connections, 20 round trips, open loops of 0.25 s, short "
+        "waits, each path once "
         "(smoke_plan), whatever the other options say (tests/bench/test_bench_smoke.py)",
     )
     args = parser.parse_args()
     if args.smoke:
         args.records, args.partitions, args.idle, args.samples = 2_000, 3, 20, 20
-        args.rate_seconds = min(args.rate_seconds, 1.0)
+        args.rate_seconds = min(args.rate_seconds, 0.25)
     setups = [int(n) for n in args.cluster.split(",")]
     paths = [p.strip() for p in args.paths.split(",")]
     kinds = [k.strip() for k in args.producers.split(",")]

@@ -62,14 +62,21 @@ def _require_kafka() -> None:
         pytest.fail(why, pytrace=False)
 
 
+#: The groups' timings of both brokers (not what is tested): no initial
+#: rebalance delay, and KIP-848 members told to heartbeat every 500 ms rather
+#: than Kafka's default 5 s (group.consumer.heartbeat.interval.ms), so that a
+#: KIP-848 scenario learns its assignment, a revocation or a pattern's
+#: resolution in half a second, not five (group_protocol_consumer and its
+#: pattern case waited some 5 s each for a heartbeat, on both runs).
+QUICK_GROUPS = {"group_initial_rebalance_delay_ms": 0, "group_consumer_heartbeat_interval_ms": 500}
+
+
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
     """Every scenario's outcome, from one JVM run against one brokerlite."""
     _require_kafka()
     data = tmp_path_factory.mktemp("java-client")
-    with broker_in_thread(
-        port=0, host="127.0.0.1", data_dir=data, group_initial_rebalance_delay_ms=0
-    ) as running:
+    with broker_in_thread(port=0, host="127.0.0.1", data_dir=data, **QUICK_GROUPS) as running:
         found, stderr = java_harness.run(running.bootstrap_servers, SCENARIOS, timeout=480)
         if not all(outcome["ok"] for outcome in found.values()):
             print(stderr[-20_000:])  # the client's WARN lines, shown with a failure
@@ -128,8 +135,8 @@ def cluster_outcomes(
                 3,
                 zookeeper_connect=module_zk,
                 data_dir=tmp_path_factory.mktemp("java-cluster"),
-                group_initial_rebalance_delay_ms=0,
                 offsets_topic_num_partitions=3,
+                **QUICK_GROUPS,
             ) as cluster:
                 await cluster.wait_formed()
                 outcome, stderr = await trio.to_thread.run_sync(

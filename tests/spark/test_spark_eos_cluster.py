@@ -14,6 +14,21 @@ it kills; in a Spark driver process of its own where the test kills the driver
 or an executor, else in the tests' Spark. The tests share one cluster: a test
 that kills a broker starts it again, and each test first makes sure every
 broker serves (Kafka's killed node is started again after the module, too).
+
+The kills of Spark's own processes (an executor, the driver twice) run on
+Kafka only (:data:`ON_KAFKA`): what they prove is the sink's part (a retried
+task fencing its dead attempt with InitProducerId on the same transactional id;
+a restarted query finishing or redoing a batch from the sink's commit log), and
+the broker's part of it (fencing, EndTxn, markers sent by a coordinator that
+leads no partition written) is Kafka's protocol, which Kafka itself answers
+here. brokerlite's answers to the same steps are proven by
+tests/spark/test_spark_eos_sink.py (the same sink on one brokerlite: a failed
+task retried and its zombie fenced, a driver's death injected before its
+decision and mid-commit, then the restart) and
+tests/brokerlite/test_cluster_transactions.py (fencing and markers across a
+brokerlite cluster's coordinators). The kill of a broker, where brokerlite's own
+cluster (coordinator and leader failover) is what is under test, runs on both.
+Each of the three Spark kills took 45 to 67 s per peer in the suite.
 """
 
 from __future__ import annotations
@@ -90,6 +105,10 @@ def cluster(
         yield running
     finally:
         running.stop()
+
+
+#: The tests that run on Kafka 4's cluster only (see the module's docstring).
+ON_KAFKA = pytest.mark.parametrize("cluster", ["4"], indirect=True)
 
 
 @pytest.fixture
@@ -293,6 +312,7 @@ def _zombie_is_fenced(servers: str, zombie: PreparedTransaction) -> None:
         _admin(servers, commit)
 
 
+@ON_KAFKA
 def test_an_executor_killed_mid_batch_writes_every_row_once(servers: str, tmp_path: Path) -> None:
     """local-cluster mode: two executors, each a JVM of its own with its Python
     workers. The executor running micro-batch 1's task of partition 0 is killed
@@ -324,6 +344,7 @@ def test_an_executor_killed_mid_batch_writes_every_row_once(servers: str, tmp_pa
     assert committed(servers, stream.sink) == stream.values
 
 
+@ON_KAFKA
 def test_a_driver_killed_before_its_commit_writes_every_row_once(
     spark: Any, servers: str, tmp_path: Path
 ) -> None:
@@ -393,6 +414,7 @@ def _coordinated_apart(stream: Stream, tmp_path: Path) -> dict[str, int]:
     raise AssertionError(f"no checkpoint name put the coordinators apart from leaders {led}")
 
 
+@ON_KAFKA
 def test_a_driver_killed_mid_commit_is_finished_on_restart(
     spark: Any, servers: str, tmp_path: Path
 ) -> None:
