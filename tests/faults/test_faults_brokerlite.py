@@ -44,9 +44,9 @@ SEED = int(os.environ.get("TRAFKA_FAULTS_SEED", "64"))
     ("schedule", "workload"),
     [
         ("leader-zk", "txn"),
-        ("pause", "txn"),
+        ("pause", "acks"),
         ("leader-followers", "acks"),
-        ("controller", "txn"),
+        ("controller", "acks"),
         ("client-leader", "txn"),
         ("proxy-leader", "proxy-journal"),
     ],
