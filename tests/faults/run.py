@@ -24,7 +24,7 @@ from schedules import SCHEDULES, WORKLOADS, fits, run_schedule
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--schedules", default="leader-zk,pause,leader-followers,controller,mix")
+    parser.add_argument("--schedules", default=",".join(SCHEDULES))
     parser.add_argument("--workloads", default="acks", help=", ".join(WORKLOADS))
     parser.add_argument("--seed", type=int, default=None, help="default: a random one")
     parser.add_argument("--cycles", type=int, default=3)

@@ -8,7 +8,7 @@ on brokerlite is brokerlite's."""
 from __future__ import annotations
 
 import pytest
-from schedules import assert_kept, run_schedule
+from schedules import abandoned_commit_lands_late, assert_kept, run_schedule
 from test_faults_brokerlite import SEED
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.timeout(900)]
@@ -17,3 +17,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.timeout(900)]
 def test_kafka_keeps_promises_under_a_leader_cut_from_zookeeper(kafka_ns_cluster):
     report, seen = run_schedule(kafka_ns_cluster, "leader-zk", SEED, workload="txn")
     assert_kept(report, seen, SEED)
+
+
+def test_kafka_applies_an_abandoned_commit_after_a_later_one(kafka_ns_cluster):
+    """What test_faults_brokerlite.test_an_abandoned_commit_lands_after_a_later_one_as_on_kafka
+    holds brokerlite to: Kafka's own behaviour (its docstring says why)."""
+    seen = abandoned_commit_lands_late(kafka_ns_cluster)
+    assert seen[0] == 10 and seen[-1] == 5, seen
