@@ -152,7 +152,8 @@ compat: $(STAMP) system-deps peers
 
 # The long fault run (issue #64): every schedule of tests/faults/schedules.py on a
 # brokerlite cluster in network namespaces (root only), the checker's table per
-# schedule. FAULTS_ARGS passes options: --schedules a,b --seed N --cycles N.
+# schedule. FAULTS_ARGS passes options: --schedules a,b --workloads acks,txn,proxy,
+# proxy-journal --broker brokerlite|kafka|both --seed N --cycles N.
 faults: $(STAMP) system-deps
 	$(PY) tests/faults/run.py $(FAULTS_ARGS)
 

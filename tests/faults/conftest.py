@@ -1,6 +1,7 @@
-"""The fault tests' cluster: one brokerlite cluster in network namespaces per module
-(``ns_cluster``), removed at the end however the module ends (a finalizer; a run
-killed before it could clean up is cleaned up by the next one, see netlab)."""
+"""The fault tests' clusters: one brokerlite cluster in network namespaces per module
+(``ns_cluster``) and one of Apache Kafka 3.9 (``kafka_ns_cluster``, the control),
+removed at the end however the module ends (a finalizer; a run killed before it
+could clean up is cleaned up by the next one, see netlab)."""
 
 from __future__ import annotations
 
@@ -9,22 +10,34 @@ from pathlib import Path
 
 import netlab
 import pytest
-from nscluster import NsCluster
+from kafka_fixtures import _require
+from kafka_peers import KAFKA_3
+from nscluster import KafkaNsCluster, NsCluster
 
 from trafka.brokerlite.dev.zookeeper_server import zookeeper_available
 
 
-@pytest.fixture(scope="module")
-def ns_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NsCluster]:
+def _cluster(kind: type[NsCluster], root: Path) -> Iterator[NsCluster]:
     why = netlab.available()
     if why is not None:
         pytest.skip(why)
     if not zookeeper_available():
         pytest.skip("ZooKeeper not found (apt-get install zookeeper)")
     with netlab.NetLab() as lab:
-        cluster = NsCluster(lab, Path(tmp_path_factory.mktemp("faults")))
+        cluster = kind(lab, root)
         try:
             cluster.start()
             yield cluster
         finally:
             cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def ns_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NsCluster]:
+    yield from _cluster(NsCluster, Path(tmp_path_factory.mktemp("faults")))
+
+
+@pytest.fixture(scope="module")
+def kafka_ns_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NsCluster]:
+    _require(KAFKA_3)
+    yield from _cluster(KafkaNsCluster, Path(tmp_path_factory.mktemp("faults-kafka")))

@@ -11,7 +11,17 @@ Faults between hosts:
   groups of hosts, made of ``blackhole`` routes (iproute2; no packet filter is
   installed here) in both hosts' namespaces: neither side can send to the other,
   established TCP connections stall as they do behind a partition, new ones fail.
-  The client host (the root namespace) is not cut by these (it is the machine's).
+  The client host (the root namespace) is not cut by these (it is the machine's):
+  clients that a schedule cuts run in a host of their own (:func:`in_namespace`
+  puts the calling thread, and the threads it starts, in a host's namespace).
+* :meth:`NetLab.cut_one_way`: ``a`` can no longer send to ``b`` while ``b``
+  still sends to ``a``. No packet filter (nftables, iptables) nor tc's drop
+  action is in this kernel, so it is a tc queue on ``a``'s interface: an htb
+  root whose class for ``b``'s address (a u32 match) ends in a ``pfifo`` of
+  length 0, which drops every packet it is given, silently, as a lossy link does
+  (a blackhole route fails the sender's own call instead). TCP needs both ways,
+  so a connection across a one-way cut stalls like a symmetric one; what differs
+  is that ``b``'s packets (its SYNs, its data, its retransmissions) still arrive.
 * processes: :meth:`NetLab.spawn` runs a command in a host's namespace
   (``ip netns exec`` execs it: the Popen's pid is the process itself, so
   SIGSTOP/SIGCONT/SIGKILL reach it).
@@ -26,13 +36,14 @@ namespaces, bridge and processes of every run whose pid is gone.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import secrets
 import signal
 import subprocess
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -53,6 +64,33 @@ def available() -> str | None:
     except (OSError, subprocess.CalledProcessError) as exc:
         return f"ip netns does not work: {exc}"
     return None
+
+
+CLONE_NEWNET = 0x40000000
+
+
+@contextlib.contextmanager
+def in_namespace(namespace: str | None) -> Iterator[None]:
+    """Run the calling thread (and the threads it starts meanwhile) in ``namespace``
+    (a name of ``ip netns``; None: stay), back in its own afterwards. A network
+    namespace is a thread's own (setns(2)), so the rest of the process stays."""
+    if namespace is None:
+        yield
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(f"/run/netns/{namespace}", os.O_RDONLY)
+    try:
+        if libc.setns(target, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {namespace}")
+        try:
+            yield
+        finally:
+            if libc.setns(own, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back")
+    finally:
+        os.close(own)
+        os.close(target)
 
 
 def _alive(pid: int) -> bool:
@@ -123,6 +161,7 @@ class NetLab:
         self.subnet = _claim_subnet(self.run)
         self.hosts: dict[str, str] = {}  # host name -> address
         self.cuts: set[tuple[str, str]] = set()
+        self.one_way: set[tuple[str, str]] = set()  # (from, to) cut by tc
         self.procs: list[subprocess.Popen[bytes]] = []
         self.bridge = f"{PREFIX}{self.run}br"
         self.client_address = f"10.201.{self.subnet}.1"
@@ -180,14 +219,45 @@ class NetLab:
                 self._route("add", y, x)
                 self.cuts |= {(x, y), (y, x)}
 
+    def cut_one_way(self, a: Iterable[str], b: Iterable[str]) -> None:
+        """Drop every packet a host of ``a`` sends to one of ``b`` (not the reverse)."""
+        self.one_way |= {(x, y) for x in a for y in b if x != y}
+        self._queue({x for x, _ in self.one_way})
+
+    def _queue(self, hosts: Iterable[str]) -> None:
+        """Set each host's tc queue to drop what it sends to the hosts it is cut from."""
+        for host in hosts:
+            tc = ["ip", "netns", "exec", self.namespace(host), "tc"]
+            subprocess.run([*tc, "qdisc", "del", "dev", "eth0", "root"], capture_output=True)
+            peers = [y for x, y in sorted(self.one_way) if x == host]
+            if not peers:
+                continue
+            for step in (
+                "qdisc add dev eth0 root handle 1: htb default 1",
+                "class add dev eth0 parent 1: classid 1:1 htb rate 10gbit",
+                "class add dev eth0 parent 1: classid 1:2 htb rate 10gbit",
+                "qdisc add dev eth0 parent 1:2 handle 20: pfifo limit 0",
+                *(f"filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst "
+                  f"{self.hosts[y]}/32 flowid 1:2" for y in peers),
+            ):  # fmt: skip
+                subprocess.run([*tc, *step.split()], capture_output=True, check=True)
+
     def heal(self, a: Iterable[str] | None = None, b: Iterable[str] | None = None) -> None:
-        """Restore the links cut between ``a`` and ``b`` (every cut when not given)."""
+        """Restore the links cut between ``a`` and ``b`` (every cut, symmetric or one
+        way, when not given)."""
         pairs = (
             set(self.cuts) if a is None or b is None else {(x, y) for x in a for y in b if x != y}
         )
         for x, y in pairs & self.cuts:
             self._route("del", x, y)
             self.cuts.discard((x, y))
+        if a is None or b is None:
+            pairs |= self.one_way
+        else:
+            pairs |= {(y, x) for x, y in pairs}
+        healed = pairs & self.one_way
+        self.one_way -= healed
+        self._queue({x for x, _ in healed})
 
     def close(self) -> None:
         for proc in self.procs:

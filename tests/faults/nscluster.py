@@ -142,13 +142,13 @@ class NsCluster:
         proc.kill()
         proc.wait()
 
-    def state(self, topic: str | None = None) -> dict[str, Any]:
+    def state(self, topic: str | None = None, bootstrap: str | None = None) -> dict[str, Any]:
         """Brokers, controller and (with ``topic``) each partition's (leader, ISR), as
-        the cluster's metadata answer says."""
+        the cluster's metadata answer says (asked of ``bootstrap``: a proxy, say)."""
 
         async def ask() -> dict[str, Any]:
             async with open_admin(
-                bootstrap_servers=self.bootstrap_servers,
+                bootstrap_servers=bootstrap or self.bootstrap_servers,
                 request_timeout_ms=4000,
                 default_api_timeout_ms=8000,
             ) as admin:

@@ -1,6 +1,7 @@
 """The long fault run: ``make faults`` or ``python tests/faults/run.py [--schedules a,b]
-[--seed N] [--cycles N] [--broker brokerlite|kafka|both]``, as root (network
-namespaces). One cluster (ZooKeeper and three brokers, each in a namespace of its
+[--workloads acks,txn,proxy,proxy-journal] [--seed N] [--cycles N]
+[--broker brokerlite|kafka|both]``, as root (network namespaces). Each schedule
+runs under each workload named (``proxy-leader`` only under the proxy ones). One cluster (ZooKeeper and three brokers, each in a namespace of its
 own: brokerlite, or Apache Kafka 3.9 as the control) runs every schedule named,
 one after the other; the checker's table is printed for each. Exits 1 when
 a promise was broken (see checker.PROMISES), 0 otherwise.
@@ -18,12 +19,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # kafka_peers, 
 
 import netlab
 from nscluster import KafkaNsCluster, NsCluster
-from schedules import SCHEDULES, run_schedule
+from schedules import SCHEDULES, WORKLOADS, fits, run_schedule
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--schedules", default="leader-zk,pause,leader-followers,controller,mix")
+    parser.add_argument("--schedules", default=",".join(SCHEDULES))
+    parser.add_argument("--workloads", default="acks", help=", ".join(WORKLOADS))
     parser.add_argument("--seed", type=int, default=None, help="default: a random one")
     parser.add_argument("--cycles", type=int, default=3)
     parser.add_argument(
@@ -39,6 +41,10 @@ def main() -> int:
     for name in names:
         if name not in SCHEDULES:
             parser.error(f"no schedule {name!r}: {', '.join(SCHEDULES)}")
+    workloads = args.workloads.split(",")
+    for workload in workloads:
+        if workload not in WORKLOADS:
+            parser.error(f"no workload {workload!r}: {', '.join(WORKLOADS)}")
     brokers = ["brokerlite", "kafka"] if args.broker == "both" else [args.broker]
     broken = False
     for broker in brokers:
@@ -48,9 +54,14 @@ def main() -> int:
             try:
                 cluster.start()
                 for name in names:
-                    print(f"== {broker}")
-                    report, _ = run_schedule(cluster, name, seed, cycles=args.cycles)
-                    broken |= bool(report.broken)
+                    for workload in workloads:
+                        if not fits(name, workload):
+                            continue
+                        print(f"== {broker}")
+                        report, _ = run_schedule(
+                            cluster, name, seed, cycles=args.cycles, workload=workload
+                        )
+                        broken |= bool(report.broken)
             finally:
                 cluster.stop()
     return 1 if broken else 0

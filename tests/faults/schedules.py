@@ -10,24 +10,59 @@ again (so cycles, and schedules on one cluster, start from a clean state).
 * ``leader-followers``: a partition leader cut from the other brokers (not from
   ZooKeeper or clients) past ``replica.lag.time.max.ms``;
 * ``controller``: the controller cut from ZooKeeper and the other brokers;
-* ``mix``: each cycle one of the above or a ``kill -9`` of a leader and its restart.
+* ``mix``: each cycle one of the above or a ``kill -9`` of a leader and its restart;
+* ``leader-zk-oneway``: ZooKeeper cannot send to a partition leader, which still
+  sends to it (netlab's one-way cut), past the session timeout;
+* ``client-leader``: the workload's host (``c1``) cut from one partition leader
+  (not from the other brokers), past the clients' request timeout;
+* ``proxy-leader``: the proxy's host (``px``) cut from one partition leader (only
+  with a ``proxy`` workload).
 
-:func:`run_schedule` runs the workload throughout and returns the checker's report.
+The workloads (:func:`run_schedule`'s ``workload``), each on host ``c1``:
+``acks`` (workload.py), ``txn`` (txn_workload.py: transactional
+read-process-write), ``proxy`` and ``proxy-journal`` (workload.py's clients through
+``trafka proxy``, without and with ``--journal``, on host ``px``).
+:func:`run_schedule` runs one throughout and returns the checker's report.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import random
+import sys
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import trio
 from checker import Report, check
-from nscluster import NsCluster, wait_for
-from workload import Workload, read_log
+from netlab import in_namespace
+from nscluster import PORT, NsCluster, wait_for
+from txn_workload import TxnWorkload, check_transactions, committed_offsets
+from workload import Workload, read_log, read_log_and_ends
+
+from trafka.sdk import TopicPartition, open_consumer
+from trafka.sdk.errors import TrafkaError
 
 Fault = Callable[[NsCluster, str, random.Random], tuple[str, bool]]
 RECOVER_S = 180.0
+CLIENT = "c1"
+PROXY = "px"
+WORKLOADS = ("acks", "txn", "proxy", "proxy-journal")
+
+
+@dataclasses.dataclass
+class Clients:
+    """The running workload, for faults that act on the clients' side."""
+
+    workload: Workload
+    host: str = CLIENT
+
+
+RUNNING: list[Clients] = []  # the one running now (faults take no extra argument)
 
 
 def _hold(cluster: NsCluster, topic: str, seconds: float, before: dict[str, Any]) -> bool:
@@ -108,6 +143,44 @@ def kill9(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool
     return f"leader b{leader} killed -9, restarted", True
 
 
+def leader_zk_oneway(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
+    leader, before = _leader(cluster, topic, rng)
+    hold = _session_s(cluster) * 2 + rng.uniform(0, 3)
+    cluster.lab.cut_one_way(["zk"], [f"b{leader}"])
+    effect = _hold(cluster, topic, hold, before)
+    cluster.lab.heal()
+    return f"zk cannot send to leader b{leader} {hold:.1f} s", effect
+
+
+def _cut_host_from_leader(
+    cluster: NsCluster, topic: str, rng: random.Random, host: str
+) -> tuple[str, bool]:
+    """Cut ``host`` from one partition leader for 12-15 s (past the clients' 10 s
+    request timeout). The effect: no acknowledgement for that leader's partitions in
+    the hold's second half, while another partition's kept coming (one broker cut,
+    not all); the cluster itself is whole throughout."""
+    leader, before = _leader(cluster, topic, rng)
+    led = {p for p, (lead, _) in before["partitions"].items() if lead == leader}
+    hold = rng.uniform(12, 15)
+    told = RUNNING[-1].workload.told
+    cluster.lab.isolate([host], [f"b{leader}"])
+    started = time.monotonic()
+    _hold(cluster, topic, hold, before)
+    healed = time.monotonic()
+    cluster.lab.heal()
+    late = [p for t, p in list(told.ack_times) if started + hold / 2 <= t <= healed]
+    effect = not led & set(late) and bool(set(late) - led)
+    return f"{host} cut from leader b{leader} {hold:.1f} s", effect
+
+
+def client_leader(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
+    return _cut_host_from_leader(cluster, topic, rng, CLIENT)
+
+
+def proxy_leader(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
+    return _cut_host_from_leader(cluster, topic, rng, PROXY)
+
+
 def mix(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
     return rng.choice([leader_zk, pause, leader_followers, controller, kill9])(cluster, topic, rng)
 
@@ -118,7 +191,45 @@ SCHEDULES: dict[str, Fault] = {
     "leader-followers": leader_followers,
     "controller": controller,
     "mix": mix,
+    "leader-zk-oneway": leader_zk_oneway,
+    "client-leader": client_leader,
+    "proxy-leader": proxy_leader,
 }
+
+
+def fits(schedule: str, workload: str) -> bool:
+    """Whether ``schedule`` means something under ``workload``: the proxy cut needs a
+    proxy; a client cut from a leader needs clients that talk to leaders."""
+    through_proxy = workload.startswith("proxy")
+    return {"proxy-leader": through_proxy, "client-leader": not through_proxy}.get(schedule, True)
+
+
+def _host(cluster: NsCluster, host: str) -> str:
+    if host not in cluster.lab.hosts:
+        cluster.lab.add_host(host)
+    return cluster.lab.hosts[host]
+
+
+def start_proxy(cluster: NsCluster, journal: bool) -> tuple[str, Any]:
+    """``trafka proxy`` on host ``px`` (with a directory journal or none) in front of
+    the cluster; its bootstrap address, and the process."""
+    address = _host(cluster, PROXY)
+    argv = [sys.executable, "-m", "trafka.tools.cli", "proxy", "--upstream",
+            cluster.bootstrap_servers, "--listen", f"{address}:{PORT}"]  # fmt: skip
+    if journal:
+        argv += ["--journal", str(cluster.root / "proxy-journal")]
+    with open(Path(cluster.root) / "proxy.log", "ab") as log:
+        proc = cluster.lab.spawn(PROXY, argv, log)
+    bootstrap = f"{address}:{PORT}"
+    wait_for("the proxy to serve", lambda: _answers(cluster, bootstrap), 60)
+    return bootstrap, proc
+
+
+def _answers(cluster: NsCluster, bootstrap: str) -> dict[str, Any] | None:
+    try:
+        return cluster.state(bootstrap=bootstrap)
+    except Exception:  # not serving yet
+        return None
 
 
 def run_schedule(
@@ -128,16 +239,61 @@ def run_schedule(
     cycles: int = 1,
     partitions: int = 3,
     say: Callable[[str], None] = print,
+    workload: str = "acks",
 ) -> tuple[Report, dict[str, Any]]:
-    """Run schedule ``name`` for ``cycles`` faults under the workload; the checker's
+    """Run schedule ``name`` for ``cycles`` faults under ``workload``; the checker's
     report, and what the run saw (the log, what the clients were told)."""
-    say(f"schedule {name}: seed {seed} (replay: --schedules {name} --seed {seed})")
+    say(f"schedule {name} ({workload}): seed {seed} "
+        f"(replay: --schedules {name} --workloads {workload} --seed {seed})")  # fmt: skip
     rng = random.Random(seed)
-    topic = f"faults-{name}-{seed}"
+    topic = f"faults-{name}-{workload}-{seed}"
     cluster.create_topic(topic, partitions)
-    workload = Workload(cluster.bootstrap_servers, topic, partitions, group=f"g-{topic}")
-    workload.start()
-    wait_for("the first acknowledgements", lambda: len(workload.told.acked) > 50 or None, 120)
+    _host(cluster, CLIENT)
+    bootstrap, proxy = cluster.bootstrap_servers, None
+    if workload.startswith("proxy"):
+        bootstrap, proxy = start_proxy(cluster, journal=workload == "proxy-journal")
+    if workload == "txn":
+        cluster.create_topic(f"{topic}-out", partitions)
+        running: Workload = TxnWorkload(bootstrap, topic, f"{topic}-out", partitions,
+                                        f"g-{topic}", seed, cluster.lab.namespace(CLIENT))  # fmt: skip
+    else:
+        running = Workload(bootstrap, topic, partitions, group=f"g-{topic}",
+                           netns=cluster.lab.namespace(CLIENT))  # fmt: skip
+    RUNNING.append(Clients(running))
+    running.start()
+    try:
+        report, seen = _run_faults(cluster, name, seed, cycles, rng, topic, partitions, running,
+                                   say)  # fmt: skip
+    finally:
+        RUNNING.pop()
+        if proxy is not None:
+            proxy.kill()
+            proxy.wait()
+    if workload == "txn":
+        assert isinstance(running, TxnWorkload)
+        sink, ends = read_log_and_ends(cluster.bootstrap_servers, f"{topic}-out", partitions)
+        visible = read_log(cluster.bootstrap_servers, f"{topic}-out", partitions,
+                           isolation="read_committed")  # fmt: skip
+        offsets = committed_offsets(cluster.bootstrap_servers, topic, partitions,
+                                    running.txn_group)  # fmt: skip
+        seen |= {"sink": sink, "visible": visible, "offsets": offsets, "ends": ends}
+        check_transactions(report, running.told, seen["log"], sink, visible, offsets)
+    say(report.table())
+    return report, seen
+
+
+def _run_faults(
+    cluster: NsCluster,
+    name: str,
+    seed: int,
+    cycles: int,
+    rng: random.Random,
+    topic: str,
+    partitions: int,
+    workload: Workload,
+    say: Callable[[str], None],
+) -> tuple[Report, dict[str, Any]]:
+    wait_for("the first acknowledgements", lambda: workload.progress() > 50 or None, 120)
     faults: list[tuple[str, float]] = []
     effects: list[bool] = []
     for _ in range(cycles):
@@ -145,13 +301,102 @@ def run_schedule(
         label, effect = SCHEDULES[name](cluster, topic, rng)
         faults.append((label, started))
         effects.append(effect)
-        say(f"  {label}" + ("" if effect else " (no effect seen in the metadata)"))
+        say(f"  {label}" + ("" if effect else " (no effect seen)"))
         cluster.wait_healthy(topic, RECOVER_S)
-    before = len(workload.told.acked)
-    wait_for("writes after healing", lambda: len(workload.told.acked) > before + 50 or None, 120)
+    before = workload.progress()
+    wait_for("writes after healing", lambda: workload.progress() > before + 50 or None, 120)
     told = workload.stop()
     end = time.monotonic()
     log = read_log(cluster.bootstrap_servers, topic, partitions)
     report = check(told, log, faults, end, name, seed)
-    say(report.table())
-    return report, {"told": told, "log": log, "topic": topic, "effects": effects}
+    seen = {"told": told, "log": log, "topic": topic, "effects": effects,
+            "unavailable_s": report.unavailable_s}  # fmt: skip
+    return report, seen
+
+
+def assert_kept(
+    report: Report, seen: dict[str, Any], seed: int, unpromised: frozenset[str] = frozenset()
+) -> None:
+    """The tests' assertions on one run: the fault acted, no promise broke (but those
+    named ``unpromised``), and the checker is not blind (a record taken out of the log
+    read back is found lost; for a transactional run, one committed output hidden is
+    found as a partial or invisible transaction, one shown twice as an input processed
+    twice)."""
+    assert seen["effects"] == [True], f"the fault had no effect (seed {seed})"
+    assert report.acked > 0
+    broken = {k: v for k, v in report.broken.items() if k not in unpromised}
+    assert broken == {}, f"seed {seed}:\n{report.table()}"
+    partition, offset = next(iter(seen["told"].acked.values()))
+    tampered = {p: list(values) for p, values in seen["log"].items()}
+    tampered[partition][offset] = b""
+    assert check(seen["told"], tampered, [], 0.0).counts.get("lost") == 1
+    if "visible" not in seen:
+        return
+    told = seen["told"]
+    txn = next(t for t in told.txns if t.outcome == "committed")
+    for change, finding in (("hide", {"partial_txn", "committed_invisible"}),
+                            ("double", {"processed_twice"})):  # fmt: skip
+        visible = {p: list(values) for p, values in seen["visible"].items()}
+        where = next((p, o) for p, vs in visible.items() for o, v in enumerate(vs)
+                     if v == txn.outputs[0])  # fmt: skip
+        if change == "hide":
+            visible[where[0]][where[1]] = b""
+        else:
+            visible[where[0]].append(txn.outputs[0])
+        found = check_transactions(
+            Report("tampered", seed), told, seen["log"], seen["sink"], visible, seen["offsets"]
+        ).counts
+        assert finding & set(found), (change, found)
+
+
+def abandoned_commit_lands_late(cluster: NsCluster) -> list[int]:
+    """An OffsetCommit the client gives up on while cut from every broker (its request
+    times out and the client closes the connection), then a later commit once healed:
+    the group's committed offset read back until the first commit's offset shows, or
+    for 60 s. The first request stays in the closed socket's send queue, and the
+    kernel sends it again after the heal (an orphaned socket's retransmission).
+    Linux retransmits at 0.2, 0.6, 1.4, 3.0, 6.2 and 12.6 s (its minimum RTO,
+    doubling): the cut is held until about 6.7 s after the first send, so the
+    first retransmission after the heal leaves the later commit some 6 s to land
+    first."""
+    topic = f"late-commit-{time.monotonic_ns()}"
+    cluster.create_topic(topic, 1)
+    tp = TopicPartition(topic, 0)
+    brokers = [f"b{n}" for n in cluster.nodes]
+    _host(cluster, CLIENT)
+    seen: list[int] = []
+
+    async def main() -> None:
+        async with open_consumer(bootstrap_servers=cluster.bootstrap_servers,
+                                 group_id=f"g-{topic}", enable_auto_commit=False,
+                                 request_timeout_ms=3000, default_api_timeout_ms=3000,
+                                 ) as consumer:  # fmt: skip
+            consumer.assign([tp])
+            await consumer.commit({tp: 1})
+            cluster.lab.isolate([CLIENT], brokers)
+            sent = trio.current_time()
+            with contextlib.suppress(TrafkaError):  # what the test is about
+                await consumer.commit({tp: 5})
+                raise AssertionError("a commit through a cut succeeded")
+            await trio.sleep_until(sent + 6.7)
+            cluster.lab.heal()
+            with trio.fail_after(60):
+                while True:
+                    with contextlib.suppress(TrafkaError):  # the link is coming back
+                        await consumer.commit({tp: 10})
+                        break
+                    await trio.sleep(0.2)
+            with trio.move_on_after(60):
+                while 5 not in seen:
+                    with contextlib.suppress(TrafkaError):
+                        seen.append(await consumer.committed(tp))
+                    await trio.sleep(0.2)
+
+    def run() -> None:
+        with in_namespace(cluster.lab.namespace(CLIENT)):
+            trio.run(main)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return seen

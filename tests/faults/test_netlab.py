@@ -71,3 +71,48 @@ def test_a_killed_runs_leftovers_are_removed():
     netlab.remove_stale()
     assert ns not in netlab.ip("netns", "list").stdout
     assert f"{netlab.PREFIX}{run}br" not in netlab.ip("link").stdout
+
+
+RECEIVE = (
+    "import socket,sys; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+    "s.bind((sys.argv[1], 7001)); s.settimeout(5); print(s.recv(100).decode())"
+)
+
+
+def datagram_arrives(lab: netlab.NetLab, src: str, dst: str) -> bool:
+    """A UDP datagram sent (a few times, a lossless link loses none) from ``src`` to
+    ``dst`` reaches it: one direction of a link, without TCP's return path."""
+    address = lab.hosts[dst]
+    receiver = subprocess.Popen(
+        ["ip", "netns", "exec", lab.namespace(dst), sys.executable, "-c", RECEIVE, address],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    send = (
+        "import socket,sys,time\n"
+        "for _ in range(10):\n"
+        "    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'hi', (sys.argv[1], 7001))\n"
+        "    time.sleep(0.1)\n"
+    )
+    with netlab.in_namespace(lab.namespace(src)):
+        subprocess.run([sys.executable, "-c", send, address], check=True)
+    return receiver.communicate(timeout=30)[0].strip() == "hi"
+
+
+def test_one_way_cut_drops_one_direction_only_and_heals():
+    with netlab.NetLab() as lab:
+        addresses = {h: lab.add_host(h) for h in ("a", "b")}
+        lab.spawn("b", [sys.executable, "-c", SERVER.format(addresses["b"])], subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not connects(lab, "a", addresses["b"]):
+            assert time.monotonic() < deadline, "the server did not listen"
+            time.sleep(0.2)
+        lab.cut_one_way(["a"], ["b"])
+        assert not datagram_arrives(lab, "a", "b")
+        assert datagram_arrives(lab, "b", "a")
+        # TCP needs both directions: a connection from either side fails.
+        assert not connects(lab, "a", addresses["b"])
+        lab.heal()
+        assert datagram_arrives(lab, "a", "b")
+        assert connects(lab, "a", addresses["b"])

@@ -9,7 +9,12 @@ consumer in a group reads all along and commits every second; after each
 commit that succeeded it reads the group's committed offsets back from the
 coordinator and keeps them. Every record the consumer returned is kept too.
 
-It runs in its own trio loop in a thread of its own (:meth:`Workload.start`,
+Through a proxy, a delivery report may name no offset (the proxy moved the
+record to its key's partition: see docs/proxy.md, "No offset"); it is kept as
+offset -1.
+
+It runs in its own trio loop in a thread of its own, in the namespace of a
+host of its own when given one (``netns``: a schedule can then cut it off), (:meth:`Workload.start`,
 :meth:`Workload.stop`) while the schedule acts on the cluster from the caller's
 thread. Times are the injected clock's (``time.monotonic`` by default); they
 serve the unavailability figures only.
@@ -24,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 import trio
+from netlab import in_namespace
 
 from trafka.sdk import TopicPartition, open_consumer, open_producer
 
@@ -56,8 +62,10 @@ class Workload:
         interval: float = 0.01,
         clock: Callable[[], float] = time.monotonic,
         librdkafka: bool = True,
+        netns: str | None = None,
     ) -> None:
         self.librdkafka = librdkafka
+        self.netns = netns
         self.bootstrap = bootstrap
         self.topic = topic
         self.partitions = partitions
@@ -72,6 +80,10 @@ class Workload:
     def start(self) -> None:
         self._thread.start()
 
+    def progress(self) -> int:
+        """How far the workload got: records acknowledged."""
+        return len(self.told.acked)
+
     def stop(self, timeout: float = 180.0) -> Told:
         self._stop.set()
         self._thread.join(timeout)
@@ -83,7 +95,8 @@ class Workload:
 
     def _main(self) -> None:
         try:
-            trio.run(self._run)
+            with in_namespace(self.netns):
+                trio.run(self._run)
         except BaseException as exc:  # reported by stop()
             self.error = exc
 
@@ -125,13 +138,18 @@ class Workload:
     def _produce_librdkafka(self) -> None:
         """confluent-kafka's (librdkafka's) idempotent producer alongside, its values
         ``c<key>:<seq>`` (a sequence of its own), in a thread of its own."""
+        with in_namespace(self.netns):  # a worker thread of trio's, shared
+            self._librdkafka_loop()
+
+    def _librdkafka_loop(self) -> None:
         from confluent_kafka import Producer
 
         def delivered(err: Any, msg: Any) -> None:
             if err is not None:
                 self.told.failed[msg.value()] = str(err)
             else:
-                self.told.acked[msg.value()] = (msg.partition(), msg.offset())
+                offset = msg.offset()
+                self.told.acked[msg.value()] = (msg.partition(), -1 if offset is None else offset)
                 self.told.ack_times.append((self.clock(), msg.partition()))
 
         producer = Producer(
@@ -189,34 +207,57 @@ class Workload:
                     self.told.commit_errors += 1
 
 
-async def _read_log(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
+async def _read_log(
+    bootstrap: str, topic: str, partitions: int, isolation: str
+) -> tuple[dict[int, list[bytes]], dict[int, int]]:
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     async with open_consumer(
         bootstrap_servers=bootstrap,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
+        isolation_level=isolation,
         request_timeout_ms=10_000,
     ) as consumer:
-        ends = await consumer.end_offsets(tps)
+        ends = await consumer.end_offsets(tps)  # the LSO under read_committed
         consumer.assign(tps)
         consumer.seek_to_beginning()
         log: dict[int, dict[int, bytes]] = {p: {} for p in range(partitions)}
-        while any(len(log[tp.partition]) < ends[tp] for tp in tps):
+        while any([await consumer.position(tp) < ends[tp] for tp in tps]):
             for tp, batch in (await consumer.getmany(timeout_ms=500)).items():
                 for r in batch:
                     if r.offset < ends[tp]:
                         log[tp.partition][r.offset] = r.value
-    # Offsets with no record (none here: no transactions, no compaction) would show
-    # as missing positions; the checker compares offsets, so keep them as holes.
-    return {p: [log[p].get(o, b"") for o in range(ends[TopicPartition(topic, p)])] for p in log}
+    # Offsets with no record (transaction markers, aborted records under
+    # read_committed) are kept as empty values: the checker compares offsets.
+    return (
+        {p: [log[p].get(o, b"") for o in range(ends[TopicPartition(topic, p)])] for p in log},
+        {tp.partition: end for tp, end in ends.items()},
+    )
 
 
-def read_log(bootstrap: str, topic: str, partitions: int, timeout: float = 120) -> Any:
-    """Every partition's records below its high watermark: ``{partition: [value, ...]}``
-    (index = offset)."""
+def read_log(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    timeout: float = 120,
+    isolation: str = "read_uncommitted",
+) -> Any:
+    """Every partition's records below its high watermark (its last stable offset
+    under ``read_committed``): ``{partition: [value, ...]}`` (index = offset)."""
+    return read_log_and_ends(bootstrap, topic, partitions, timeout, isolation)[0]
+
+
+def read_log_and_ends(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    timeout: float = 120,
+    isolation: str = "read_uncommitted",
+) -> tuple[dict[int, list[bytes]], dict[int, int]]:
+    """:func:`read_log`, and the end offsets it read to."""
 
     async def main() -> Any:
         with trio.fail_after(timeout):
-            return await _read_log(bootstrap, topic, partitions)
+            return await _read_log(bootstrap, topic, partitions, isolation)
 
     return trio.run(main)
