@@ -29,6 +29,8 @@ Rules:
   partition and offset and the cause; ``skip`` leaves the row out, ``null``
   keeps it with a null column; both log, per range, how many records and the
   first one's offset and cause.
+* :func:`from_registry` and :func:`to_registry` do the same for any column,
+  as Spark's ``from_avro``/``to_avro`` (Python UDFs, a row at a time).
 * Writing registers nothing: each row is encoded with the subject's latest
   schema, by its id, as confluent's serializers do with
   ``use.latest.version`` and ``auto.register.schemas`` off; a row the schema
@@ -46,12 +48,20 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import BinaryType, DataType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from ..sdk.errors import ConfigError
 from . import _schema_types as types
 
-__all__ = ["FieldSchema", "SchemaOptions", "split_options"]
+__all__ = ["FieldSchema", "SchemaOptions", "from_registry", "split_options", "to_registry"]
 
 log = logging.getLogger(__name__)
 
@@ -439,3 +449,88 @@ def encode_chunks(
                 for v, t in zip(column, topics, strict=True)
             ]  # fmt: skip
         yield chunk
+
+
+def _column_options(
+    fmt: str, subject: str, url: str, options: Mapping[str, str] | None
+) -> tuple[SchemaOptions, FieldSchema]:
+    given = {"value.format": fmt, "value.subject": subject, "schema.registry.url": url}
+    formats, rest = split_options({**given, **(options or {})})
+    if rest or formats is None:
+        raise ConfigError(f"unknown option(s) {sorted(rest)}: give schema.registry.* settings")
+    (field,) = resolve(formats, [])
+    return formats, field
+
+
+def from_registry(
+    data: Any, subject: str, fmt: str, url: str, options: Mapping[str, str] | None = None
+) -> Any:
+    """A column of registry-framed bytes decoded, as Spark's ``from_avro``: a
+    struct (or the schema's type) of ``subject``'s latest schema (``fmt``:
+    ``avro``, ``protobuf``, ``json-schema``; ``options``: ``schema.registry.*``
+    settings, ``value.message``). A value that does not decode fails the task,
+    or with ``deserialization.error.handler`` ``null`` reads as null.
+
+    Raises:
+        ConfigError: an unknown option, a schema with no Spark type.
+    """
+    from pyspark.sql.functions import udf
+
+    formats, field = _column_options(fmt, subject, url, options)
+
+    def decode(raw: bytes | None) -> Any:
+        codec = _codec(formats, field)
+        try:
+            decoded = codec.deserializer.deserialize_record(raw, None, None, None)
+        except Exception:
+            if formats.on_error != "null":
+                raise
+            return None
+        return None if decoded is None else _pairs_as_dicts(kind, codec.row(decoded))
+
+    kind = field.spark_type()
+    return udf(decode, kind, useArrow=False)(data)
+
+
+def _pairs_as_dicts(kind: DataType, value: Any) -> Any:
+    """A row value as a row-at-a-time UDF returns it: maps as dicts (Arrow
+    takes them as key-value pairs)."""
+    if value is None:
+        return None
+    if isinstance(kind, MapType):
+        return {k: _pairs_as_dicts(kind.valueType, v) for k, v in value}
+    if isinstance(kind, ArrayType):
+        return [_pairs_as_dicts(kind.elementType, v) for v in value]
+    if isinstance(kind, StructType):
+        return {f.name: _pairs_as_dicts(f.dataType, value.get(f.name)) for f in kind.fields}
+    return value
+
+
+def to_registry(
+    data: Any, subject: str, fmt: str, url: str, options: Mapping[str, str] | None = None
+) -> Any:
+    """A struct column encoded with ``subject``'s latest schema and framed with
+    its id, as Spark's ``to_avro`` (registering nothing; see :func:`from_registry`).
+
+    Raises:
+        ConfigError: an unknown option, a schema with no Spark type.
+    """
+    from pyspark.sql.functions import udf
+
+    formats, field = _column_options(fmt, subject, url, options)
+
+    def encode(row: Any) -> bytes | None:
+        if row is None:
+            return None
+        codec = _codec(formats, field)
+        serializer = _serializer(formats, field)
+        value = row.asDict(True) if hasattr(row, "asDict") else row
+        framed: bytes | None = serializer.serialize_record(codec.value(value), subject, False)
+        return framed
+
+    return udf(encode, BinaryType(), useArrow=False)(data)
+
+
+@functools.lru_cache(maxsize=16)
+def _serializer(opts: SchemaOptions, field: FieldSchema) -> Any:
+    return _codec(opts, field).serializer(field.subject, field.schema_id)

@@ -18,10 +18,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kafka_peers import KafkaCluster
 from spark_helpers import consume_all, create, fresh, produce, stream_of
+from test_spark_kafka_parity import make_topics
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
+from trafka.sdk import NewTopic
 from trafka.sdk.schemas import (
     AvroDeserializer,
     AvroSerializer,
@@ -267,3 +270,67 @@ def test_a_record_that_does_not_decode(
         (1, None),
         (2, "alan"),
     ]
+
+
+@pytest.mark.kafka
+def test_keys_and_values_read_from_kafka_4(
+    spark: Any, kafka4: KafkaCluster, url: str, registry: SchemaRegistryClient
+) -> None:
+    """The same read against Apache Kafka 4 (the records there, the registry
+    brokerlite's): a key of the Avro primitive ``string`` is a string column
+    (Spark's ``from_avro`` maps a primitive schema to its own type), the value
+    a struct; each from its subject, ``<topic>-key`` and ``<topic>-value``."""
+    topic = fresh("k4")
+    make_topics(kafka4.bootstrap_servers, NewTopic(topic, 1))
+    produce(
+        kafka4,  # type: ignore[arg-type]  # (it needs only bootstrap_servers)
+        topic,
+        [(u["name"], u, None) for u in USERS],
+        key_serializer=AvroSerializer(registry, '"string"'),
+        value_serializer=AvroSerializer(registry, json.dumps(USER)),
+    )
+    df = (
+        spark.read.format("trafka")
+        .option("kafka.bootstrap.servers", kafka4.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("schema.registry.url", url)
+        .option("key.format", "avro")
+        .option("value.format", "avro")
+        .load()
+    )
+    assert df.schema["key"].dataType.simpleString() == "string"
+    rows = df.orderBy("offset").collect()
+    assert [(r.key, r.value.asDict()) for r in rows] == [(u["name"], u) for u in USERS]
+
+
+def test_from_registry_and_to_registry_on_any_column(
+    spark: Any, broker: RunningBroker, url: str, registry: SchemaRegistryClient
+) -> None:
+    """As Spark's ``from_avro``/``to_avro``: a binary column decoded into the
+    subject's struct, and that struct encoded back with the subject's latest
+    schema gives the very bytes the SDK's serializer wrote (the same schema id,
+    Avro's encoding being deterministic)."""
+    from pyspark.sql.functions import col
+
+    from trafka.spark import from_registry, to_registry
+
+    topic = fresh("udf")
+    create(broker, topic, 1)
+    serializer = AvroSerializer(registry, json.dumps(USER))
+    produce(broker, topic, [(None, u, None) for u in USERS], value_serializer=serializer)
+    raw = (
+        spark.read.format("trafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("subscribe", topic)
+        .load()
+    )
+    subject = f"{topic}-value"
+    decoded = raw.select(
+        "offset", "value", from_registry(col("value"), subject, "avro", url).alias("user")
+    )
+    again = decoded.select(
+        "value", "user", to_registry(col("user"), subject, "avro", url).alias("framed")
+    )
+    rows = again.orderBy("offset").collect()
+    assert [r.user.asDict() for r in rows] == USERS
+    assert [bytes(r.framed) for r in rows] == [bytes(r.value) for r in rows]
