@@ -249,7 +249,7 @@ class _Codec:
         else:
             self.document = json.loads(schema.schema_str)
             self.spark_type = types.json_type(self.document)
-        self.arrow = to_arrow_type(self.spark_type)
+        self.arrow = to_arrow_type(self.spark_type, timezone="UTC")
 
     @functools.cached_property
     def deserializer(self) -> Any:

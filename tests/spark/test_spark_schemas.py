@@ -334,3 +334,57 @@ def test_from_registry_and_to_registry_on_any_column(
     rows = again.orderBy("offset").collect()
     assert [r.user.asDict() for r in rows] == USERS
     assert [bytes(r.framed) for r in rows] == [bytes(r.value) for r in rows]
+
+
+RICH = {
+    "type": "record",
+    "name": "Rich",
+    "fields": [
+        {"name": "born", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "seen", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {
+            "name": "price",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+        },
+        {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "BLUE"]}},
+        {"name": "counts", "type": {"type": "map", "values": "long"}},
+        {"name": "either", "type": ["int", "string"]},
+        {"name": "wide", "type": ["int", "long"]},
+    ],
+}
+
+
+def test_avro_types_map_as_spark_from_avro_maps_them(
+    spark: Any, broker: RunningBroker, url: str, registry: SchemaRegistryClient
+) -> None:
+    """Spark's Avro guide ("Supported types for Avro -> Spark SQL conversion"):
+    date -> date, timestamp-millis -> timestamp, decimal -> decimal(p, s),
+    enum -> string, map -> map<string, _>, a union of int and string -> a struct
+    of member0 and member1, [int, long] -> long."""
+    import datetime
+    import decimal
+
+    topic = fresh("rich")
+    create(broker, topic, 1)
+    when = datetime.datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=datetime.UTC)
+    values = [
+        {"born": datetime.date(1990, 1, 2), "seen": when, "price": decimal.Decimal("12.34"),
+         "color": "BLUE", "counts": {"a": 1, "b": 2}, "either": 7, "wide": 5},
+        {"born": datetime.date(2000, 3, 4), "seen": when, "price": decimal.Decimal("0.01"),
+         "color": "RED", "counts": {}, "either": "seven", "wide": 2**40},
+    ]  # fmt: skip
+    produce(
+        broker, topic, [(None, v, None) for v in values],
+        value_serializer=AvroSerializer(registry, json.dumps(RICH)),
+    )  # fmt: skip
+    df = _read(spark, broker, url, topic, value_format="avro")
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<born:date,seen:timestamp,price:decimal(9,2),color:string,"
+        "counts:map<string,bigint>,either:struct<member0:int,member1:string>,wide:bigint>"
+    )
+    rows = [r.value.asDict(True) for r in df.orderBy("offset").collect()]
+    naive = when.replace(tzinfo=None)  # the session's time zone is UTC
+    assert rows == [
+        {**values[0], "seen": naive, "either": {"member0": 7, "member1": None}},
+        {**values[1], "seen": naive, "either": {"member0": None, "member1": "seven"}},
+    ]
