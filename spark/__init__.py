@@ -31,11 +31,14 @@ _LAZY = {
     "SCHEMA": ".source",
     "KafkaDataSource": ".source",
     "register": ".source",
+    "from_registry": ".schemas",
+    "to_registry": ".schemas",
 }
 
 if TYPE_CHECKING:
     from ._kafka import offsets_behind_latest
     from .options import ReadOptions, WriteOptions, parse_read_options, parse_write_options
+    from .schemas import from_registry, to_registry
     from .source import SCHEMA, KafkaDataSource, register
 
 _lazy_getattr, __dir__ = lazy_exports(__name__, _LAZY)
@@ -70,8 +73,10 @@ __all__ = [
     "KafkaDataSource",
     "ReadOptions",
     "WriteOptions",
+    "from_registry",
     "offsets_behind_latest",
     "parse_read_options",
     "parse_write_options",
     "register",
+    "to_registry",
 ]

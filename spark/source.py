@@ -17,6 +17,7 @@ range or writes its rows with trafka's own clients.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -67,7 +68,7 @@ from ..codec.columns import (
 )
 from ..sdk.errors import ConfigError
 from ..sdk.txn_handoff import PreparedTransaction
-from . import _eos, _kafka, _loss
+from . import _eos, _kafka, _loss, schemas
 from .options import (
     ReadOptions,
     WriteOptions,
@@ -182,21 +183,28 @@ class KafkaDataSource(DataSource):
         # Spark asks at load(), before it says whether the read is a batch or a
         # stream (and never for a write): what neither accepts fails here, the
         # rest in reader() and streamReader().
-        check_read_options(self.options)
-        value = next((v for k, v in self.options.items() if k.lower() == "includeheaders"), None)
-        if include_headers(value):
-            return StructType([*SCHEMA.fields, _HEADERS])
-        return SCHEMA
+        formats, options = schemas.split_options(self.options)
+        check_read_options(options)
+        value = next((v for k, v in options.items() if k.lower() == "includeheaders"), None)
+        base = StructType([*SCHEMA.fields, _HEADERS]) if include_headers(value) else SCHEMA
+        if formats is None:
+            return base
+        return schemas.read_schema(base, _decoding(formats, options, None)[1])
 
     # These run on the driver: zeroconf bootstrap specs are resolved here, once.
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        opts = _pinned(parse_read_options(self.options, streaming=False))
-        return _BatchReader(opts, schema, self._tasks(opts))
+        formats, options = schemas.split_options(self.options)
+        opts = _pinned(parse_read_options(options, streaming=False))
+        reader = _BatchReader(opts, schema, self._tasks(opts))
+        reader.decoding = formats and _decoding(formats, options, schema)
+        return reader
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         try:
-            opts = _pinned(parse_read_options(self.options, streaming=True))
+            formats, options = schemas.split_options(self.options)
+            opts = _pinned(parse_read_options(options, streaming=True))
+            decoding = formats and _decoding(formats, options, schema)
         except Exception as exc:
             # PySpark's stream runner loses an exception raised here (it fails with
             # an UnboundLocalError of its own): the reader raises it at its first call.
@@ -207,14 +215,17 @@ class KafkaDataSource(DataSource):
             raise PySparkNotImplementedError(
                 errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"}
             )
-        return _StreamReader(opts, schema, tasks=self._tasks(opts))
+        reader = _StreamReader(opts, schema, tasks=self._tasks(opts))
+        reader.decoding = decoding
+        return reader
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
         # Asked only after streamReader() declined (streamReader=simple), whose
         # options parsed then: these parse the same.
-        return _SimpleStreamReader(
-            _pinned(parse_read_options(self.options, streaming=True)), schema
-        )
+        formats, options = schemas.split_options(self.options)
+        reader = _SimpleStreamReader(_pinned(parse_read_options(options, streaming=True)), schema)
+        reader.stream.decoding = formats and _decoding(formats, options, schema)
+        return reader
 
     def _tasks(self, opts: ReadOptions) -> int | None:
         """How many tasks merged ranges aim at: ``mergedPartitions``, else the
@@ -227,11 +238,11 @@ class KafkaDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
             raise ConfigError("Kafka topics are append-only: use mode('append')")
-        opts = _pinned(parse_write_options(self.options))
+        opts, columns = self._write_options(schema)
         if opts.exactly_once:
             prefix = opts.transactional_id_prefix or _eos.random_prefix()
-            return _ExactlyOnceWriter(opts, _columns(schema), prefix)
-        return _Writer(opts, _columns(schema))
+            return _ExactlyOnceWriter(opts, columns, prefix)
+        return _Writer(opts, columns)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         # Spark calls this on the driver before each micro-batch's tasks (and in
@@ -239,14 +250,59 @@ class KafkaDataSource(DataSource):
         # dead driver left half done (see _eos).
         if overwrite:
             raise ConfigError("Kafka topics are append-only: use outputMode('append')")
-        opts = _pinned(parse_write_options(self.options))
+        opts, columns = self._write_options(schema)
         if not opts.exactly_once:
-            return _StreamWriter(opts, _columns(schema))
+            return _StreamWriter(opts, columns)
         if opts.checkpoint is None:
             raise ConfigError("deliveryGuarantee=exactly-once needs a checkpointLocation")
         _eos.settle(opts, _eos.CommitLog(opts.checkpoint))
         prefix = opts.transactional_id_prefix or _eos.default_prefix(opts.checkpoint)
-        return _ExactlyOnceStreamWriter(opts, _columns(schema), prefix)
+        return _ExactlyOnceStreamWriter(opts, columns, prefix)
+
+    def _write_options(self, schema: StructType) -> tuple[WriteOptions, _Columns]:
+        formats, options = schemas.split_options(self.options)
+        opts = _pinned(parse_write_options(options))
+        if formats is None:
+            return opts, _Columns(_columns(schema))
+        fields = schemas.write_fields(formats, opts.topic, schema)
+        typed = {f.field for f in fields}
+        return opts, _Columns(_columns(schema, typed), (formats, fields), opts.topic)
+
+
+def _decoding(
+    formats: schemas.SchemaOptions, options: dict[str, str], schema: StructType | None
+) -> tuple[schemas.SchemaOptions, tuple[schemas.FieldSchema, ...]]:
+    """A read's formatted columns, resolved on the driver; the columns Spark
+    planned with must still be the subject's latest (a new version registered
+    since load() changes them: load again)."""
+    own = {k.lower(): v for k, v in options.items()}
+    topics = [t.strip() for t in own.get("subscribe", "").split(",") if t.strip()]
+    if not topics and "assign" in own:
+        topics = sorted(json.loads(own["assign"]))
+    fields = schemas.resolve(formats, topics)
+    planned = {c.name: c.dataType.simpleString() for c in schema.fields} if schema else {}
+    for f in fields:
+        if f.field in planned and planned[f.field] != f.spark_type().simpleString():
+            raise ConfigError(
+                f"subject {f.subject} has a new version ({f.version}) since the query was "
+                "defined: load() it again to read with it"
+            )
+    return formats, fields
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """A write's columns and, with key.format/value.format, how to encode them."""
+
+    names: tuple[str, ...]
+    encoding: tuple[schemas.SchemaOptions, tuple[schemas.FieldSchema, ...]] | None = None
+    topic: str | None = None
+
+    def chunks(self, iterator: Iterator[Any]) -> Iterator[dict[str, list[Any]]]:
+        chunks = _chunks(iterator)
+        if self.encoding is None:
+            return chunks
+        return schemas.encode_chunks(*self.encoding, self.topic, chunks)
 
 
 _Opts = TypeVar("_Opts", ReadOptions, WriteOptions)
@@ -265,11 +321,14 @@ _WRITABLE: dict[str, tuple[str, ...]] = {
 }
 
 
-def _columns(schema: StructType) -> tuple[str, ...]:
-    """The columns a write uses; checks their types (extra columns are an error)."""
+def _columns(schema: StructType, typed: frozenset[str] | set[str] = frozenset()) -> tuple[str, ...]:
+    """The columns a write uses; checks their types (extra columns are an error;
+    ``typed``: columns a schema encodes, checked by :mod:`.schemas`)."""
     names = []
     for f in schema.fields:
-        allowed = _WRITABLE.get(f.name)
+        allowed = (
+            ("StructType", "StringType", "BinaryType") if f.name in typed else _WRITABLE.get(f.name)
+        )
         if allowed is None:
             raise ConfigError(
                 f"column {f.name!r} cannot be written to Kafka: use value, key, topic, "
@@ -285,18 +344,31 @@ def _columns(schema: StructType) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _read(opts: ReadOptions, schema: StructType, partition: InputPartition) -> Iterator[Any]:
-    """A range's records as Arrow batches: much cheaper for Spark than rows."""
+def _read(
+    opts: ReadOptions, schema: StructType, partition: InputPartition, decoding: Any = None
+) -> Iterator[Any]:
+    """A range's records as Arrow batches: much cheaper for Spark than rows
+    (``decoding``: the formatted columns, see :mod:`.schemas`)."""
     if not isinstance(partition, RangePartition):
         # Spark reads one partition of its own when planning found nothing to read.
         return
     # The schema Spark checks the batches against (timestamps in UTC microseconds).
     arrow = to_arrow_schema(schema, timezone="UTC")
+    decoder = None
+    if decoding:
+        formats, fields = decoding
+        decoder = schemas.Decoder(formats, fields, arrow)
+        arrow = to_arrow_schema(schemas.raw_schema(schema, fields), timezone="UTC")
     config = _kafka.reader_config(opts)
     for task in partition.ranges:
         repeated = _Repeated(task.topic, task.partition)
-        for records in _kafka.read_range(opts, task, config):
-            yield _batch(records, task.topic, task.partition, arrow, repeated)
+        batches: Iterator[Any] = (
+            _batch(records, task.topic, task.partition, arrow, repeated)
+            for records in _kafka.read_range(opts, task, config)
+        )
+        if decoder is not None:
+            batches = decoder.batches(batches, task.topic, task.partition)
+        yield from batches
 
 
 class _Repeated:
@@ -453,6 +525,8 @@ def _chunks(batches: Iterator[Any]) -> Iterator[dict[str, list[Any]]]:
 
 
 class _BatchReader(DataSourceReader):
+    decoding: Any = None  # the formatted columns (see _decoding)
+
     def __init__(self, opts: ReadOptions, schema: StructType, tasks: int | None) -> None:
         self.opts = opts
         self.schema = schema
@@ -462,7 +536,7 @@ class _BatchReader(DataSourceReader):
         return _plan(self.opts, self.tasks, *_kafka.batch_offsets(self.opts))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _read(self.opts, self.schema, partition)
+        return _read(self.opts, self.schema, partition, self.decoding)
 
 
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -500,6 +574,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # origin that "long ago" could be measured from.
         self.last_trigger: float | None = None
         self._planner: _kafka.Planner | None = None
+        self.decoding: Any = None  # the formatted columns (see _decoding)
 
     @property
     def planner(self) -> _kafka.Planner:
@@ -560,7 +635,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _plan(self.opts, self.tasks, begin, end, small_task=SMALL_TASK_OFFSETS)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _read(self.opts, self.schema, partition)
+        return _read(self.opts, self.schema, partition, self.decoding)
 
     def commit(self, end: dict[str, Any]) -> None:
         pass  # Spark's checkpoint holds the offsets
@@ -612,7 +687,7 @@ class _SimpleStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailable
         batches = [
             batch
             for partition in stream.partitions(start, end)
-            for batch in _read(stream.opts, stream.schema, partition)
+            for batch in _read(stream.opts, stream.schema, partition, stream.decoding)
         ]
         # A list's iterator: PySpark copies the iterator it keeps (a generator
         # cannot be copied).
@@ -623,7 +698,7 @@ class _SimpleStreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailable
         # closed when the call returns (none is kept in an executor).
         opts = self.stream.opts
         for partition in _plan(opts, None, _loss.stream_start(opts, start, end), end):
-            yield from _read(opts, self.stream.schema, partition)
+            yield from _read(opts, self.stream.schema, partition, self.stream.decoding)
 
     def commit(self, end: dict[str, Any]) -> None:
         pass  # Spark's checkpoint holds the offsets
@@ -655,23 +730,23 @@ class _FailedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 class _Writer(DataSourceArrowWriter):
-    def __init__(self, opts: WriteOptions, columns: tuple[str, ...]) -> None:
+    def __init__(self, opts: WriteOptions, columns: _Columns) -> None:
         self.opts = opts
         self.columns = columns
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return WriteCount(_kafka.write_columns(self.opts, _chunks(iterator)))
+        return WriteCount(_kafka.write_columns(self.opts, self.columns.chunks(iterator)))
 
 
 class _StreamWriter(DataSourceStreamArrowWriter):
     """At-least-once: a retried task or micro-batch writes its rows again."""
 
-    def __init__(self, opts: WriteOptions, columns: tuple[str, ...]) -> None:
+    def __init__(self, opts: WriteOptions, columns: _Columns) -> None:
         self.opts = opts
         self.columns = columns
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return WriteCount(_kafka.write_columns(self.opts, _chunks(iterator)))
+        return WriteCount(_kafka.write_columns(self.opts, self.columns.chunks(iterator)))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass  # each task's records are acknowledged before it reports
@@ -681,7 +756,7 @@ class _StreamWriter(DataSourceStreamArrowWriter):
 
 
 def _task_transaction(
-    opts: WriteOptions, prefix: str, iterator: Iterator[Any]
+    opts: WriteOptions, prefix: str, iterator: Iterator[dict[str, list[Any]]]
 ) -> TransactionMessage:
     """Write a task's rows in the transaction of its partition's id, left open."""
     from pyspark import TaskContext
@@ -691,7 +766,7 @@ def _task_transaction(
     # A stream's job group is its run id (Spark's StreamExecution sets it).
     run = context.getLocalProperty("spark.jobGroup.id") if context is not None else None
     tid = _eos.transactional_id(prefix, partition)
-    transaction, records = _eos.write_transaction(opts, tid, _chunks(iterator))
+    transaction, records = _eos.write_transaction(opts, tid, iterator)
     return TransactionMessage(records, transaction, run)
 
 
@@ -702,13 +777,13 @@ def _transactions(messages: Sequence[WriterCommitMessage | None]) -> list[Prepar
 class _ExactlyOnceWriter(DataSourceArrowWriter):
     """A batch write whose tasks' transactions the driver commits (see :mod:`._eos`)."""
 
-    def __init__(self, opts: WriteOptions, columns: tuple[str, ...], prefix: str) -> None:
+    def __init__(self, opts: WriteOptions, columns: _Columns, prefix: str) -> None:
         self.opts = opts
         self.columns = columns
         self.prefix = prefix
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return _task_transaction(self.opts, self.prefix, iterator)
+        return _task_transaction(self.opts, self.prefix, self.columns.chunks(iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         _eos.commit_batch(self.opts, _transactions(messages))
@@ -721,7 +796,7 @@ class _ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
     """Micro-batches whose tasks' transactions the driver commits, with a
     commit log in the checkpoint (see :mod:`._eos`)."""
 
-    def __init__(self, opts: WriteOptions, columns: tuple[str, ...], prefix: str) -> None:
+    def __init__(self, opts: WriteOptions, columns: _Columns, prefix: str) -> None:
         self.opts = opts
         self.columns = columns
         self.prefix = prefix
@@ -731,7 +806,7 @@ class _ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
         return _eos.CommitLog(self.opts.checkpoint)
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return _task_transaction(self.opts, self.prefix, iterator)
+        return _task_transaction(self.opts, self.prefix, self.columns.chunks(iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         run = next((m.run for m in messages if isinstance(m, TransactionMessage)), None)

@@ -5,7 +5,9 @@ orders through the proxy into brokerlite with two clients, a consumer group,
 the web console showing its lag, and PySpark reading the topic, each step
 checked. Then the SDK's order pipeline (:mod:`trafka.tools.pipeline`) on an
 embedded brokerlite with the trafka producer, a two-member consumer group and a
-kafka-python reader, each step checked. Then what a client and a broker say to
+kafka-python reader, each step checked. Then one schema-framed topic
+(:mod:`trafka.tools.schemas_demo`): Avro values written by the SDK's serializer
+through brokerlite's schema registry and decoded by a consumer. Then what a client and a broker say to
 each other, without a network (``--no-broker`` shows only this part):
 
 1. a producer's request stream: a Metadata request (v12) and a Produce request
@@ -40,6 +42,7 @@ from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.records import decode_records, encode_batch
 from trafka.tools.decode import decode_stream, format_json
 from trafka.tools.pipeline import main_job
+from trafka.tools.schemas_demo import schema_step
 
 __all__ = ["build_request_stream", "build_responses", "command", "main", "run"]
 
@@ -190,6 +193,9 @@ def run(
     if broker:
         echo("=== The SDK: an order pipeline on the embedded broker (brokerlite)")
         ok = trio.run(main_job, echo) and ok
+        echo("")
+        echo("=== Schemas: an Avro topic through brokerlite's schema registry")
+        ok = schema_step(echo) and ok
         echo("")
         echo("=== On the wire: what a client sends, decoded")
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from .avro_compat import avro_incompatibilities, named_types
 from .json_compat import json_incompatibilities
-from .proto import ProtoError, parse_proto, proto_incompatibilities, proto_tokens
+from .proto import ProtoError, parse_proto, proto_incompatibilities
 
 __all__ = ["SCHEMA_TYPES", "InvalidSchema", "Parsed", "incompatibilities", "missing", "parse"]
 
@@ -82,7 +82,13 @@ def parse(
             tree = parse_proto(text)
         except ProtoError as exc:
             raise InvalidSchema(f"Invalid schema: {exc}") from None
-        return Parsed(schema_type, text, " ".join(proto_tokens(text)), tree, {})
+        from ...sdk.schemas.proto_text import ProtoSyntaxError, proto_tokens
+
+        try:
+            identity = " ".join(proto_tokens(text))
+        except ProtoSyntaxError:  # a base64 descriptor is its own identity
+            identity = text.strip()
+        return Parsed(schema_type, text, identity, tree, {})
     try:
         tree = json.loads(text)
     except ValueError as exc:

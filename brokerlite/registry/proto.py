@@ -1,9 +1,12 @@
 """.proto text, as far as the registry needs it: parsing and compatibility.
 
-The parser reads ``syntax``, ``package``, ``import``, messages (nested messages
-and enums, fields with label, type and number, ``map<K, V>``, ``oneof``) and
-enums; options, ``reserved``, ``extensions``, ``extend`` and services are read
-past. Anything else is an invalid schema (:class:`ProtoError`).
+The text is read by the SDK's parser (:mod:`trafka.sdk.schemas.proto_text`,
+which says what it reads) into a ``FileDescriptorProto``, as is a base64
+serialized one, and from that into the few facts compatibility compares
+(:class:`ProtoFile`). Text that is neither is an invalid schema
+(:class:`ProtoError`). :func:`serialized` is what ``format=serialized`` serves:
+the descriptor with its types resolved as protoc resolves them (from the
+innermost scope outwards, in the file, then in the files its references name).
 
 Compatibility, from the reader's side (for BACKWARD the new schema), as the
 registry's documentation for Protobuf lists the changes:
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import re
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -36,14 +39,9 @@ __all__ = [
     "is_descriptor",
     "parse_proto",
     "proto_incompatibilities",
-    "proto_tokens",
+    "serialized",
 ]
 
-_TOKEN = re.compile(
-    r'\s+|//[^\n]*|/\*.*?\*/|("(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\')|([A-Za-z_.][\w.]*)|'
-    r"([-+]?(?:0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?))|([{}\[\]()<>;=,:])",
-    re.S,
-)
 SCALARS = {
     "double",
     "float",
@@ -98,136 +96,28 @@ class ProtoFile:
     enums: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
 
 
-def proto_tokens(text: str) -> list[str]:
-    out, at = [], 0
-    while at < len(text):
-        match = _TOKEN.match(text, at)
-        if match is None:
-            raise ProtoError(f"unexpected character {text[at]!r} at offset {at}")
-        at = match.end()
-        token = next((g for g in match.groups() if g is not None), None)
-        if token is not None:
-            out.append(token)
-    return out
+def _descriptor(text: str, name: str = "schema.proto") -> Any:
+    """The ``FileDescriptorProto`` of .proto text (the SDK's parser) or of a
+    base64 serialized one; None when the text is neither."""
+    from google.protobuf import descriptor_pb2
+    from google.protobuf.message import DecodeError
 
+    from ...sdk.schemas.proto_text import ProtoSyntaxError
+    from ...sdk.schemas.proto_text import parse_proto as parse_text
 
-class _Parser:
-    def __init__(self, text: str) -> None:
-        self.tokens = proto_tokens(text)
-        self.at = 0
-        self.file = ProtoFile()
-
-    def peek(self) -> str:
-        return self.tokens[self.at] if self.at < len(self.tokens) else ""
-
-    def take(self, expected: str | None = None) -> str:
-        token = self.peek()
-        if not token or (expected is not None and token != expected):
-            raise ProtoError(f"expected {expected or 'more'} at token {self.at}, found {token!r}")
-        self.at += 1
-        return token
-
-    def skip_statement(self) -> None:
-        """Past the next ``;`` or balanced ``{...}`` block."""
-        depth = 0
-        while True:
-            token = self.take()
-            if token == "{":
-                depth += 1
-            elif token == "}":
-                depth -= 1
-                if depth == 0:
-                    return
-            elif token == ";" and depth == 0:
-                return
-
-    def parse(self) -> ProtoFile:
-        while self.peek():
-            token = self.take()
-            if token == "syntax" or token == "edition":
-                self.take("=")
-                self.file.syntax = self.take().strip("\"'")
-                self.take(";")
-            elif token == "package":
-                self.file.package = self.take()
-                self.take(";")
-            elif token == "import":
-                name = self.take()
-                if name in ("public", "weak"):
-                    name = self.take()
-                self.file.imports.append(name.strip("\"'"))
-                self.take(";")
-            elif token == "message":
-                self.message(self.take(), self.file.package)
-            elif token == "enum":
-                self.enum(self.take(), self.file.package)
-            elif token in ("option", "service", "extend"):
-                self.skip_statement()
-            elif token != ";":
-                raise ProtoError(f"unexpected {token!r} at the top level")
-        return self.file
-
-    def message(self, name: str, scope: str) -> None:
-        full = f"{scope}.{name}" if scope else name
-        message = self.file.messages[full] = Message(full)
-        self.take("{")
-        oneof: str | None = None
-        while True:
-            token = self.take()
-            if token == "}":
-                if oneof is None:
-                    return
-                oneof = None
-            elif token == "message":
-                self.message(self.take(), full)
-            elif token == "enum":
-                self.enum(self.take(), full)
-            elif token == "oneof":
-                oneof = self.take()
-                self.take("{")
-            elif token in ("option", "reserved", "extensions", "extend"):
-                self.skip_statement()
-            elif token != ";":
-                self.field(message, token, oneof)
-
-    def field(self, message: Message, token: str, oneof: str | None) -> None:
-        label = ""
-        if token in ("optional", "required", "repeated"):
-            label, token = token, self.take()
-        if token == "map":
-            self.take("<")
-            key = self.take()
-            self.take(",")
-            value = self.take()
-            self.take(">")
-            token, label = f"map<{key},{value}>", "repeated"
-        name = self.take()
-        self.take("=")
-        number = self.take()
-        if not number.isdigit():
-            raise ProtoError(f"field {name!r} has no number")
-        if self.peek() == "[":
-            while self.take() != "]":
-                pass
-        self.take(";")
-        if int(number) in message.fields:
-            raise ProtoError(f"field number {number} used twice in {message.name}")
-        message.fields[int(number)] = Field(name, int(number), label, token, oneof)
-
-    def enum(self, name: str, scope: str) -> None:
-        full = f"{scope}.{name}" if scope else name
-        values = self.file.enums[full] = {}
-        self.take("{")
-        while (token := self.take()) != "}":
-            if token in ("option", "reserved"):
-                self.skip_statement()
-            elif token != ";":
-                self.take("=")
-                values[token] = int(self.take(), 0)
-                if self.peek() == "[":
-                    while self.take() != "]":
-                        pass
-                self.take(";")
+    try:
+        return parse_text(text, name)
+    except ProtoSyntaxError as exc:
+        error = str(exc)
+    try:
+        file = descriptor_pb2.FileDescriptorProto.FromString(
+            base64.b64decode(text.strip(), validate=True)
+        )
+    except (ValueError, DecodeError):
+        raise ProtoError(error) from None
+    if not file.message_type and not file.enum_type:
+        raise ProtoError(error)
+    return file
 
 
 def parse_proto(text: str) -> ProtoFile:
@@ -236,48 +126,46 @@ def parse_proto(text: str) -> ProtoFile:
     ProtobufSerializer registers).
 
     Raises:
-        ProtoError: neither a .proto file this parser reads nor a descriptor.
+        ProtoError: neither a .proto file the parser reads nor a descriptor.
     """
     if not isinstance(text, str) or not text.strip():
         raise ProtoError("empty schema")
-    parsed: ProtoFile | None
-    try:
-        parsed = _Parser(text).parse()
-    except (IndexError, ValueError) as exc:
-        parsed = _from_descriptor(text)
-        if parsed is None:
-            raise ProtoError(str(exc)) from None
+    parsed = _model(_descriptor(text))
     if not parsed.messages and not parsed.enums:
         raise ProtoError("no message or enum")
     return parsed
 
 
-_LABELS = {1: "optional", 2: "required", 3: "repeated"}
-
-
 def is_descriptor(text: str) -> bool:
     """Whether ``text`` is a base64 ``FileDescriptorProto`` (not .proto source)."""
+    from ...sdk.schemas.proto_text import ProtoSyntaxError
+    from ...sdk.schemas.proto_text import parse_proto as parse_text
+
     try:
-        _Parser(text).parse()
-    except (IndexError, ValueError):
-        return _from_descriptor(text) is not None
+        parse_text(text, "schema.proto")
+    except ProtoSyntaxError:
+        return True
     return False
 
 
-def _from_descriptor(text: str) -> ProtoFile | None:
-    """A base64 ``FileDescriptorProto`` as a :class:`ProtoFile`; None if it is not one."""
-    try:
-        from google.protobuf import descriptor_pb2
-        from google.protobuf.message import DecodeError
-    except ImportError:
-        return None
-    try:
-        data = base64.b64decode(text.strip(), validate=True)
-        file = descriptor_pb2.FileDescriptorProto.FromString(data)
-    except (ValueError, DecodeError):
-        return None
-    if not file.message_type and not file.enum_type:
-        return None
+def serialized(text: str, file_name: str, imported: Sequence[str] = ()) -> str:
+    """The file's ``FileDescriptorProto``, its field types resolved as protoc
+    resolves them, serialized in base64 (``imported``: the texts of the schemas
+    its references name)."""
+    from ...sdk.schemas.proto_text import resolve_types
+
+    file = resolve_types(_descriptor(text, file_name), [_descriptor(t) for t in imported])
+    file.name = file_name
+    return base64.standard_b64encode(file.SerializeToString()).decode("ascii")
+
+
+_LABELS = {1: "optional", 2: "required", 3: "repeated"}
+
+
+def _model(file: Any) -> ProtoFile:
+    """A ``FileDescriptorProto`` as the :class:`ProtoFile` compatibility reads."""
+    from google.protobuf import descriptor_pb2
+
     out = ProtoFile(file.syntax or "proto2", file.package, list(file.dependency))
     kinds = {number: name[5:].lower() for name, number in
              descriptor_pb2.FieldDescriptorProto.Type.items()}  # fmt: skip
@@ -299,7 +187,9 @@ def _from_descriptor(text: str) -> ProtoFile | None:
                     label = ""
                 kind = f.type_name if f.type_name else kinds.get(f.type, "bytes")
                 oneof = (
-                    message.oneof_decl[f.oneof_index].name if f.HasField("oneof_index") else None
+                    message.oneof_decl[f.oneof_index].name
+                    if f.HasField("oneof_index") and not f.proto3_optional
+                    else None
                 )
                 fields[f.number] = Field(f.name, f.number, label, kind, oneof)
             out.messages[full] = Message(full, fields)

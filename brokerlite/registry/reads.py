@@ -44,8 +44,7 @@ def _text(state: RegistryState, schema_id: int, query: Mapping[str, str]) -> str
     schema = state.schemas[schema_id]
     if schema.schema_type != "PROTOBUF" or query.get("format") != "serialized":
         return schema.text
-    from .proto import is_descriptor, parse_proto
-    from .proto_descriptor import serialized
+    from .proto import is_descriptor, serialized
 
     if is_descriptor(schema.text):
         return schema.text
@@ -53,8 +52,8 @@ def _text(state: RegistryState, schema_id: int, query: Mapping[str, str]) -> str
     for _, subject, number in schema.references:
         held = state.subjects.get(subject, {}).get(number)
         if held is not None and state.schemas[held.id].schema_type == "PROTOBUF":
-            imported.append(parse_proto(state.schemas[held.id].text))
-    return serialized(parse_proto(schema.text), f"schema-{schema_id}.proto", imported)
+            imported.append(state.schemas[held.id].text)
+    return serialized(schema.text, f"schema-{schema_id}.proto", imported)
 
 
 def _schema_fields(

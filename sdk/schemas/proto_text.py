@@ -13,8 +13,16 @@ Rules:
   are read past. Field types other than scalars are left for the descriptor
   pool to resolve (C++ scoping, message or enum), as ``descriptor.proto``
   allows. Anything else is a :class:`ProtoSyntaxError` naming the line.
+* :func:`resolve_types` names each field's type as protoc does (``TYPE_ENUM``
+  or ``TYPE_MESSAGE`` and the full name), looking a name up from the innermost
+  scope outwards, in the file and then in the files it imports; a name found
+  nowhere is taken as a message of that full name.
 * :func:`render_proto` writes what the parser reads back to the same
   messages: a descriptor's file, without its options.
+* :func:`proto_tokens` is the text without its comments and spacing (the
+  registry's identity of a .proto schema).
+
+brokerlite's registry and the SDK's serdes share this one parser.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["ProtoSyntaxError", "parse_proto", "render_proto"]
+__all__ = ["ProtoSyntaxError", "parse_proto", "proto_tokens", "render_proto", "resolve_types"]
 
 _TOKEN = re.compile(
     r"(?P<ws>\s+)|(?P<comment>//[^\n]*|/\*.*?\*/)|(?P<str>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')"
@@ -58,6 +66,9 @@ class _Tokens:
             line += m.group().count("\n")
             pos = m.end()
         self.i = 0
+
+    def words(self) -> list[str]:
+        return [word for word, _ in self.items]
 
     def peek(self) -> str:
         return self.items[self.i][0] if self.i < len(self.items) else ""
@@ -99,6 +110,15 @@ def _unquote(tok: str) -> str:
     if len(tok) < 2 or tok[0] not in "\"'":
         raise ProtoSyntaxError(f"expected a string, got {tok!r}")
     return bytes(tok[1:-1], "utf-8").decode("unicode_escape")
+
+
+def proto_tokens(text: str) -> list[str]:
+    """The tokens of .proto ``text`` (comments and spacing left out).
+
+    Raises:
+        ProtoSyntaxError: a character no token starts with.
+    """
+    return _Tokens(text).words()
 
 
 def parse_proto(text: str, name: str) -> Any:
@@ -223,6 +243,8 @@ def _field(t: _Tokens, msg: Any, proto3: bool, oneof: int | None) -> Any:
         while t.next() != "]":
             pass
     t.expect(";")
+    if any(f.number == field.number for f in msg.field[:-1]):
+        raise t.error(f"field number {field.number} used twice in {msg.name}", back=1)
     field.json_name = _json_name(field.name)
     if oneof is not None:
         field.oneof_index = oneof
@@ -266,6 +288,53 @@ def _enum(t: _Tokens, enum: Any) -> None:
                 pass
         t.expect(";")
         enum.value.add(name=tok, number=number)
+
+
+def _names(fdp: Any) -> dict[str, int]:
+    """Every message and enum a file defines: full name (no leading dot) -> type."""
+    out: dict[str, int] = {}
+
+    def walk(messages: Any, enums: Any, scope: str) -> None:
+        for enum in enums:
+            out[f"{scope}{enum.name}"] = _TYPE_ENUM
+        for msg in messages:
+            out[f"{scope}{msg.name}"] = _TYPE_MESSAGE
+            walk(msg.nested_type, msg.enum_type, f"{scope}{msg.name}.")
+
+    walk(fdp.message_type, fdp.enum_type, f"{fdp.package}." if fdp.package else "")
+    return out
+
+
+def resolve_types(fdp: Any, imported: Any = ()) -> Any:
+    """``fdp`` with each named field type resolved (see the module doc), in place;
+    ``imported``: the FileDescriptorProtos of the files it imports. Returns it."""
+    known = _names(fdp)
+    for other in imported:
+        known.update(_names(other))
+
+    def walk(messages: Any, scope: str) -> None:
+        for msg in messages:
+            inner = f"{scope}.{msg.name}" if scope else msg.name
+            for field in msg.field:
+                unresolved = not field.HasField("type") or not field.type_name.startswith(".")
+                if field.type_name and unresolved:
+                    field.type, field.type_name = _lookup(known, inner, field.type_name)
+            walk(msg.nested_type, inner)
+
+    walk(fdp.message_type, fdp.package)
+    return fdp
+
+
+def _lookup(known: dict[str, int], scope: str, name: str) -> tuple[int, str]:
+    if name.startswith("."):
+        candidates = [name[1:]]
+    else:
+        parts = scope.split(".")
+        candidates = [".".join([*parts[:i], name]) for i in range(len(parts), -1, -1)]
+    for candidate in candidates:
+        if candidate in known:
+            return known[candidate], "." + candidate
+    return _TYPE_MESSAGE, "." + name.lstrip(".")
 
 
 def render_proto(fdp: Any) -> str:

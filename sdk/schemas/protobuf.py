@@ -168,6 +168,11 @@ class ProtobufDeserializer(SchemaDeserializer):
         super().__init__(schema_registry_client, conf)
 
     def _reader(self, schema: Schema) -> Any:
+        return self.file_descriptor(schema)
+
+    def file_descriptor(self, schema: Schema) -> Any:
+        """The ``FileDescriptor`` of a registered schema, built with the files
+        its references name in a pool of its own."""
         _, descriptor_pool, _ = _protobuf()
         pool = descriptor_pool.DescriptorPool()
         added: set[str] = set()

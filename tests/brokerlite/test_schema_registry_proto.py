@@ -20,8 +20,7 @@ protoc = pytest.importorskip("grpc_tools.protoc")
 
 from google.protobuf import descriptor_pb2  # noqa: E402
 
-from trafka.brokerlite.registry.proto import parse_proto  # noqa: E402
-from trafka.brokerlite.registry.proto_descriptor import serialized  # noqa: E402
+from trafka.brokerlite.registry.proto import serialized  # noqa: E402
 
 COMMON = """
 syntax = "proto3";
@@ -108,9 +107,9 @@ def test_served_descriptor_matches_protoc(tmp_path: Path, name: str) -> None:
     out = tmp_path / "set.pb"
     assert protoc.main(["protoc", f"-I{tmp_path}", f"--descriptor_set_out={out}", name]) == 0
     expected = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file[0]
-    imported = [parse_proto(COMMON)] if "import" in FILES[name] else []
+    imported = [COMMON] if "import" in FILES[name] else []
     ours = descriptor_pb2.FileDescriptorProto.FromString(
-        base64.b64decode(serialized(parse_proto(FILES[name]), name, imported))
+        base64.b64decode(serialized(FILES[name], name, imported))
     )
     assert (ours.package, ours.syntax or "proto2", list(ours.dependency)) == (
         expected.package, expected.syntax or "proto2", list(expected.dependency)

@@ -27,7 +27,7 @@ from spark_helpers import consume_all, create, fresh, produce
 
 import trafka.spark
 from trafka.brokerlite import RunningBroker
-from trafka.spark import _kafka, options, source
+from trafka.spark import _kafka, options, schemas, source
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -178,6 +178,8 @@ def test_every_public_name_resolves_to_its_module() -> None:
         "parse_read_options": options,
         "parse_write_options": options,
         "offsets_behind_latest": _kafka,
+        "from_registry": schemas,
+        "to_registry": schemas,
     }
     assert set(homes) == set(trafka.spark.__all__)
     for name, home in homes.items():

@@ -112,6 +112,11 @@ def test_python_m_demo() -> None:
         "ok: kafka-python sees the same keys at the same partitions and offsets",
         "share group 'shipping' worked through 300 orders",
         "ok: every released order came back once, with delivery count 2",
+        # One schema-framed topic (schemas_demo.schema_step): Avro through the registry.
+        "=== Schemas",
+        '  decoded: {"id": "p-2", "amount_cents": 9900, "currency": "USD", "note": null}',
+        "ok: each value framed with magic byte 0 and id 1",
+        "ok: the consumer's AvroDeserializer gave back every payment",
     ):
         assert step in stdout, step
     assert "FAILED" not in stdout
@@ -142,6 +147,8 @@ NOT_IN_A_PLAIN_INSTALL = {
     "hypercorn",
     "starlette",
     "jinja2",
+    "fastavro",  # the schemas extra
+    "httpx",
 }
 
 
@@ -210,6 +217,7 @@ def test_demo_on_a_plain_install(tmp_path: Path) -> None:
         "the console": "the console needs hypercorn, starlette, jinja2: pip install 'trafka[console]'",
         "Spark": "pyspark is not installed: pip install 'trafka[spark]'",
         "the kafka-python read": "kafka-python is not installed: pip install kafka-python",
+        "the schema registry step": ("fastavro is not installed: pip install 'trafka[schemas]'"),
     }
     # What needs nothing else still ran, and was checked.
     for step in (
