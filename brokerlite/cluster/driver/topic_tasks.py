@@ -192,25 +192,28 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
         await self._wait_image(
             deadline,
             lambda: (
-                self.view.image.election is None and not self._still_asked(task.args["partitions"])
+                self.view.image.election is None
+                and not self._still_asked(task.args["partitions"], task.args["unclean"])
             ),
         )
 
-    def _still_asked(self, partitions: list[tuple[str, int]]) -> bool:
+    def _still_asked(self, partitions: list[tuple[str, int]], unclean: bool) -> bool:
         """Whether the latest image may predate the controller's election: a partition
-        named whose preferred replica is live and in the ISR but does not lead."""
+        named whose preferred replica is live and in the ISR but does not lead; for
+        an unclean one, a partition with no live leader but a live replica."""
         view = self.view
+        live = view.image.brokers
         for topic, partition in partitions:
             replicas = view.replicas_of(topic, partition)
             state = view.state(topic, partition)
             if not replicas or state is None:
                 continue
+            if unclean:
+                if state.leader not in live and any(r in live for r in replicas):
+                    return True
+                continue
             preferred = replicas[0]
-            if (
-                preferred in view.image.brokers
-                and preferred in state.isr
-                and state.leader != preferred
-            ):
+            if preferred in live and preferred in state.isr and state.leader != preferred:
                 return True
         return False
 
