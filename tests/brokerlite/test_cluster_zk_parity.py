@@ -591,6 +591,52 @@ def test_a_reassignment_during_and_after(sides: tuple[Side, Side]) -> None:
     assert created == started < added_epoch < moved, epochs
 
 
+def test_a_reassignment_written_to_zookeeper(sides: tuple[Side, Side]) -> None:
+    """Kafka 3.9's controller still acts on a plan written to
+    ``/admin/reassign_partitions`` (the way before KIP-455, which
+    ``kafka-reassign-partitions --zookeeper`` used until Kafka 3.0; Kafka 3.9's
+    KafkaController watches the znode's creation): each partition named moves
+    to its target replicas, leaves the znode once there, and the znode is
+    deleted when none is left; a partition of a topic that does not exist is
+    dropped from it at once. The znode is written as those tools wrote it:
+    ``{"version":1,"partitions":[{"topic","partition","replicas"}]}``."""
+    topic = "zkp-zkmoves"
+    _both(lambda side: _create(side, topic, {0: ["A"], 1: ["A"]}), sides)
+
+    def scenario(side: Side) -> Any:
+        ids = side.ids()
+        plan = [
+            (topic, 0, [ids["B"]]),
+            (topic, 1, [ids["A"], ids["C"]]),
+            ("zkp-nosuch", 0, [ids["A"]]),
+        ]
+        doc = {
+            "version": 1,
+            "partitions": [{"topic": t, "partition": p, "replicas": r} for t, p, r in plan],
+        }
+        side.zk.create("/admin/reassign_partitions", json.dumps(doc).encode())
+
+        def moved() -> bool:
+            got = side.get(f"/brokers/topics/{topic}")
+            assert got is not None
+            replicas = in_roles(side, got[0])["partitions"]
+            return (
+                replicas == {"0": ["B"], "1": ["A", "C"]}
+                and side.get("/admin/reassign_partitions") is None
+            )
+
+        _until(f"{side.name}: the plan carried out and the znode gone", moved)
+        _until("C in sync", lambda: len(side.state(topic, 1)[0]["isr"]) == 2)
+        view = partition_view(side, topic, 2)
+        for p in view.values():  # epochs: compared apart (test_a_reassignment_during_and_after)
+            del p["zk_version"], p["zk"]["leader_epoch"], p["metadata"]["leader_epoch"]
+        return in_roles(side, side.get(f"/brokers/topics/{topic}")[0]), view
+
+    k, b = _both(scenario, sides)
+    assert k == b
+    assert k[1][0]["zk"]["leader"] == "B" and k[1][1]["metadata"]["replicas"] == ["A", "C"]
+
+
 def test_isr_shrink_and_expand_then_preferred_election(sides: tuple[Side, Side]) -> None:
     """A follower stopped (controlled shutdown) leaves every ISR at once and leaders
     it held move (the controller bumps the epoch); back, it rejoins the ISR (the

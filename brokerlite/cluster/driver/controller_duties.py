@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 
 from ...clock import now_ms
 from ..controller import (
     StateWrite,
     plan_leadership,
+    plan_moves,
     plan_preferred,
     plan_reassignments,
     plan_unclean,
@@ -26,6 +28,7 @@ from ..zk_layout import (
     CONTROLLER,
     CONTROLLER_EPOCH,
     PREFERRED_REPLICA_ELECTION,
+    REASSIGN_PARTITIONS,
     PartitionState,
     TopicAssignment,
     ZkDataError,
@@ -34,6 +37,7 @@ from ..zk_layout import (
     decode_topic,
     encode_controller,
     encode_partition_state,
+    encode_reassignment,
     encode_topic,
     partition_state_path,
     topic_config_path,
@@ -107,8 +111,53 @@ class ControllerDuties(Reading):
                 )
             if self._controller_epoch < 0:
                 break
+        if self._controller_epoch >= 0 and image.zk_moves:
+            wrote = self._zk_reassignments(image) or wrote
         if self._controller_epoch >= 0:
             wrote = self._complete_reassignments(image, busy) or wrote
+        return wrote
+
+    def _zk_reassignments(self, image: ClusterImage) -> bool:
+        """Act on ``/admin/reassign_partitions`` as Kafka 3.9's controller does (the
+        way before KIP-455): a partition named starts moving as an
+        AlterPartitionReassignments would start it (its target replicas first in
+        the topic's assignment, with adding/removing replicas), and leaves the
+        znode once its replicas are the target, or at once when it cannot move
+        (an unknown topic or partition, no replicas); the znode is deleted when
+        none is left. True when something was written."""
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        left: dict[tuple[str, int], tuple[int, ...]] = {}
+        starts: dict[str, dict[int, Sequence[int] | None]] = {}
+        for (topic, partition), target in image.zk_moves.items():
+            assignment = image.topics.get(topic)
+            if assignment is None or partition not in assignment.replicas or not target:
+                continue
+            moving = partition in assignment.adding or partition in assignment.removing
+            if not moving and assignment.replicas[partition] == target:
+                continue  # done
+            left[(topic, partition)] = target
+            if not moving:
+                starts.setdefault(topic, {})[partition] = target
+        wrote = False
+        for topic, wanted in starts.items():
+            try:
+                data, stat = self.zk.get(topic_path(topic))
+                changed, _ = plan_moves(decode_topic(topic, data), wanted)
+                self.zk.set(topic_path(topic), encode_topic(changed), version=stat.version)
+                wrote = True
+                log.info("controller: reassignments from ZooKeeper started: %s", wanted)
+            except (BadVersionError, NoNodeError):
+                continue  # changed meanwhile: the next reading plans again
+        if left != dict(image.zk_moves):
+            try:
+                if left:
+                    self.zk.set(REASSIGN_PARTITIONS, encode_reassignment(left))
+                else:
+                    self.zk.delete(REASSIGN_PARTITIONS)
+                wrote = True
+            except NoNodeError:
+                pass
         return wrote
 
     def _complete_reassignments(self, image: ClusterImage, busy: set[tuple[str, int]]) -> bool:
