@@ -255,13 +255,27 @@ def in_roles(side: Side, doc: Any) -> Any:
 
 def partition_view(side: Side, topic: str, partitions: int) -> dict[int, Any]:
     """Each partition's state in roles (znode version kept) and what a client's
-    Metadata says of it, in roles."""
+    Metadata says of it, in roles, once the Metadata has caught up with the state
+    (its leader epoch; a broker learns a state a moment after it is written,
+    on either cluster)."""
     roles = side.roles()
-    with side.admin() as admin:
-        info = admin.describe_topics([topic])[topic]
+
+    def read() -> Any:
+        with side.admin() as admin:
+            info = admin.describe_topics([topic])[topic]
+        docs = [side.state(topic, p) for p in range(partitions)]
+        caught_up = all(
+            info.partitions[p].leader_epoch == docs[p][0]["leader_epoch"] for p in range(partitions)
+        )
+        return caught_up, info, docs
+
+    deadline = time.monotonic() + WAIT_S
+    while not (got := read())[0] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    _, info, docs = got
     out: dict[int, Any] = {}
     for p in range(partitions):
-        doc, version = side.state(topic, p)
+        doc, version = docs[p]
         meta = info.partitions[p]
         out[p] = {
             "zk": in_roles(side, doc),
