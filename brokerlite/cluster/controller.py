@@ -38,8 +38,10 @@ Rules (Kafka's ZooKeeper-era controller: ``PartitionStateMachine``,
   replica of the assignment when it is live and in the ISR.
 * Reassignments (KIP-455, as Kafka's ZooKeeper-era controller runs them): while
   a partition moves, its assignment holds the target replicas first, then the
-  ones leaving, with ``adding`` and ``removing`` naming the difference; the new
-  replicas fetch as followers and join the ISR when caught up. Once every
+  ones leaving, with ``adding`` and ``removing`` naming the difference; the
+  controller bumps the leader epoch once when it first sees the move (as Kafka's
+  does when a move starts); the new replicas fetch as followers and join the
+  ISR when caught up. Once every
   target replica is in the ISR (:func:`plan_reassignments`), the controller
   writes the partition's new state (ISR cut to the target, a leader from the
   target if the old one leaves, epoch bumped) and then the assignment without

@@ -9,6 +9,7 @@ controller that lost its office cannot write, and resigns when it sees that.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -78,6 +79,7 @@ class ControllerDuties(Reading):
             break
         self._controller_epoch = epoch
         self._controller_epoch_version = stat.version
+        self._moves_started.clear()  # a new term starts every move under way again (as Kafka)
         log.info("broker %d is the controller (epoch %d)", self.node_id, epoch)
         return True
 
@@ -111,10 +113,40 @@ class ControllerDuties(Reading):
                 )
             if self._controller_epoch < 0:
                 break
+        if self._controller_epoch >= 0:
+            wrote = self._start_moves(image, busy) or wrote
         if self._controller_epoch >= 0 and image.zk_moves:
             wrote = self._zk_reassignments(image) or wrote
         if self._controller_epoch >= 0:
             wrote = self._complete_reassignments(image, busy) or wrote
+        return wrote
+
+    def _start_moves(self, image: ClusterImage, busy: set[tuple[str, int]]) -> bool:
+        """A new leader epoch for each reassignment under way that this controller
+        has not started yet (same leader and ISR), as Kafka's controller bumps it
+        when a move starts (its LeaderAndIsr is how the replicas learn the new
+        set); the move's end bumps it again (:func:`plan_reassignments`)."""
+        moving = {
+            (name, p, assignment.replicas[p])
+            for name, assignment in image.topics.items()
+            for p in {*assignment.adding, *assignment.removing}
+            if p in assignment.replicas
+        }
+        self._moves_started &= moving
+        wrote = False
+        for key in sorted(moving - self._moves_started):
+            name, p, _ = key
+            state = image.states.get((name, p))
+            if state is None or (name, p) in busy:
+                continue
+            bumped = dataclasses.replace(
+                state, leader_epoch=state.leader_epoch + 1, controller_epoch=self._controller_epoch
+            )
+            if self._write_state(name, p, bumped, state.zk_version):
+                self._moves_started.add(key)
+                busy.add((name, p))
+                wrote = True
+                log.info("controller: %s-%d moving, leader epoch %d", name, p, bumped.leader_epoch)
         return wrote
 
     def _zk_reassignments(self, image: ClusterImage) -> bool:
