@@ -27,9 +27,9 @@ Rules (Kafka's ZooKeeper-era controller: ``PartitionStateMachine``,
   than waiting for the leader's ``replica.lag.time.max.ms``).
 * The ISR only holds replicas of the assignment: one a reassignment removed
   leaves it, as Kafka's controller forces the removed replicas out of the ISR
-  when a move completes. (The leader may have let a leaving replica rejoin the
-  ISR after the reassignment's leadership was written and before it read the
-  assignment without that replica; that replica fetches no more.) An elected
+  when a move completes. (A leader never lets a replica the move removes rejoin
+  the ISR, which it would otherwise do between the reassignment's leadership
+  and the assignment without that replica.) An elected
   leader's ISR has neither dead nor removed replicas.
 * Every change of leader or of the ISR made here bumps the leader epoch, as
   Kafka's controller does; ISR changes made by the leader itself (shrinking a
@@ -38,8 +38,10 @@ Rules (Kafka's ZooKeeper-era controller: ``PartitionStateMachine``,
   replica of the assignment when it is live and in the ISR.
 * Reassignments (KIP-455, as Kafka's ZooKeeper-era controller runs them): while
   a partition moves, its assignment holds the target replicas first, then the
-  ones leaving, with ``adding`` and ``removing`` naming the difference; the new
-  replicas fetch as followers and join the ISR when caught up. Once every
+  ones leaving, with ``adding`` and ``removing`` naming the difference; the
+  controller bumps the leader epoch once when it first sees the move (as Kafka's
+  does when a move starts); the new replicas fetch as followers and join the
+  ISR when caught up. Once every
   target replica is in the ISR (:func:`plan_reassignments`), the controller
   writes the partition's new state (ISR cut to the target, a leader from the
   target if the old one leaves, epoch bumped) and then the assignment without

@@ -119,6 +119,11 @@ class Replica:
     #: is never left below it.
     pending_isr: tuple[int, ...] = ()
     epoch_start_offset: int = 0
+    #: Replicas a reassignment under way removes: a leader never adds them back to
+    #: the ISR (in the moment between the controller's final state and the topic
+    #: without them, a new leader would; Kafka's leader learns the new replica set
+    #: with its leadership).
+    leaving: frozenset[int] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -244,6 +249,7 @@ class ReplicaManager:
                         fetchers_changed = fetchers_changed or current is not None
                     else:
                         self._update_isr(current, state, all_replicas)
+                    self._replicas[key].leaving = frozenset(assignment.removing.get(partition, ()))
                 elif (
                     current is None
                     or current.role is not Role.FOLLOWER
@@ -475,6 +481,7 @@ class ReplicaManager:
         follower.last_fetch_leader_leo = leo
         if (
             replica_id not in replica.isr
+            and replica_id not in replica.leaving
             and not replica.isr_write_pending
             and fetch_offset >= plog.high_watermark
             and fetch_offset >= replica.epoch_start_offset

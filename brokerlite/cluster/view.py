@@ -78,6 +78,8 @@ class ClusterImage:
         configs: each topic's config overrides.
         deleting: topics whose deletion is under way.
         election: the leader election asked for (ElectLeaders) and not yet carried out.
+        zk_moves: the reassignments asked for in ``/admin/reassign_partitions``
+            (target replicas by partition; empty when the znode is absent).
     """
 
     brokers: Mapping[int, BrokerRegistration]
@@ -89,6 +91,7 @@ class ClusterImage:
     deleting: frozenset[str] = frozenset()
     #: An election asked for and not yet done: (partitions, unclean).
     election: tuple[tuple[tuple[str, int], ...], bool] | None = None
+    zk_moves: Mapping[tuple[str, int], tuple[int, ...]] = dataclasses.field(default_factory=dict)
 
     def with_states(
         self, updates: Mapping[tuple[str, int], PartitionState]

@@ -36,7 +36,7 @@ import base64
 import dataclasses
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "CONTROLLER_EPOCH",
     "PERSISTENT_PATHS",
     "PREFERRED_REPLICA_ELECTION",
+    "REASSIGN_PARTITIONS",
     "PRODUCER_ID_BLOCK",
     "BrokerRegistration",
     "PartitionState",
@@ -99,6 +100,8 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+#: Reassignments asked for the way before KIP-455 (Kafka 3.9's controller still acts on them).
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 #: The persistent znodes a Kafka 3.9 broker makes when it joins (``ZkData``'s
 #: ``PersistentZkPaths``), made by every broker likewise, so that Kafka's tools
 #: and a Kafka broker find the tree they expect.
@@ -501,3 +504,30 @@ def decode_election(data: bytes) -> tuple[list[tuple[str, int]], bool]:
             raise ZkDataError(f"{path}: bad entry {entry!r}")
         out.append((entry["topic"], _int(path, entry, "partition")))
     return out, doc.get("election_type") == "unclean"
+
+
+# -- reassignments asked for in ZooKeeper (before KIP-455) ----------------------------------------
+
+
+def encode_reassignment(moves: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+    """``/admin/reassign_partitions`` as Kafka's ZooKeeper tools wrote it."""
+    entries = [{"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in moves.items()]
+    return _dumps({"version": 1, "partitions": entries})
+
+
+def decode_reassignment(data: bytes) -> dict[tuple[str, int], tuple[int, ...]]:
+    """The target replicas of each partition a ``/admin/reassign_partitions`` names."""
+    path = REASSIGN_PARTITIONS
+    doc = _loads(path, data)
+    entries = doc.get("partitions")
+    if not isinstance(entries, list):
+        raise ZkDataError(f"{path}: no partitions list in {doc!r}")
+    out: dict[tuple[str, int], tuple[int, ...]] = {}
+    for entry in entries:
+        replicas = entry.get("replicas") if isinstance(entry, dict) else None
+        if not isinstance(replicas, list) or not isinstance(entry.get("topic"), str):
+            raise ZkDataError(f"{path}: bad entry {entry!r}")
+        if not all(isinstance(r, int) for r in replicas):
+            raise ZkDataError(f"{path}: bad replicas in {entry!r}")
+        out[(entry["topic"], _int(path, entry, "partition"))] = tuple(replicas)
+    return out

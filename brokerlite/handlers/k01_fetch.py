@@ -415,11 +415,13 @@ def read_partitions(
     results: list[PartitionResult] = []
     for want in wants:
         name = want.topic
-        if name is None:
-            results.append(PartitionResult(want.partition, ErrorCode.UNKNOWN_TOPIC_ID))
-            continue
-        if name in unreadable:
-            results.append(PartitionResult(want.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+        if name is None or name in unreadable:
+            # Refused before any read: an empty aborted-transactions list, not null,
+            # as Kafka's FetchResponse.partitionResponse leaves it.
+            refused = (
+                ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            )
+            results.append(PartitionResult(want.partition, refused, aborted_transactions=[]))
             continue
         try:
             if replica_id >= 0 and where.cluster is not None:

@@ -25,7 +25,9 @@
   needs CREATE on itself (TOPIC_AUTHORIZATION_FAILED, before existence is
   looked at). A topic created without DESCRIBE_CONFIGS on it is answered
   without its partition count, replication factor and configs, and with
-  ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED (v5+).
+  ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED (v5+); so is a topic
+  refused before its creation was tried (not allowed, or named twice), as Kafka
+  answers it; other refusals have ``topic_config_error_code`` NONE.
 """
 
 from __future__ import annotations
@@ -170,7 +172,11 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
             )
         except (_Refused, BrokerError) as exc:
             code = exc.code if isinstance(exc, _Refused) else code_of(exc)
-            results.append(_refused(topic.name, version, code, str(exc) or None))
+            # Kafka keeps the DESCRIBE_CONFIGS verdict for a topic it refused before
+            # trying to create it (named twice, or not allowed), and clears it otherwise.
+            early = counts[topic.name] > 1 or topic.name in uncreatable
+            hidden = version >= 5 and early and topic.name in indescribable
+            results.append(_refused(topic.name, version, code, str(exc) or None, hidden))
             continue
         if not request.validate_only:
             log.info("created topic %r with %d partition(s)", info.name, info.num_partitions)
@@ -189,11 +195,15 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
     return m.CreateTopicsResponse(throttle_time_ms=quota.throttle_ms(), topics=results)
 
 
-def _refused(name: str, version: int, code: int, message: str | None) -> Result:
+def _refused(
+    name: str, version: int, code: int, message: str | None, hidden: bool = False
+) -> Result:
+    """A topic not created; ``hidden``: its configs' TOPIC_AUTHORIZATION_FAILED."""
     return Result(
         name=name,
         error_code=code,
         error_message=message,
+        topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED if hidden else 0,
         num_partitions=-1,
         replication_factor=-1,
         configs=[],

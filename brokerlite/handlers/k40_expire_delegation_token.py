@@ -4,9 +4,10 @@ or end it now (KIP-48).
 Version 0 is left out, as Kafka 4.0 removed it (KIP-896). Answered by
 :meth:`DelegationTokens.expire <trafka.brokerlite.security.delegation_tokens.DelegationTokens.expire>`
 with Kafka's rules (see :mod:`trafka.brokerlite.security.delegation_tokens`), with the
-errors of RenewDelegationToken. A negative period removes the token at once
-and is answered as the expiry timestamp (as Kafka answers it); otherwise the
-expiry becomes now plus the period, capped at the token's maximum timestamp.
+errors of RenewDelegationToken. A negative period removes the token at once,
+answered with that moment as the expiry timestamp (as Kafka 3.9 answers it);
+otherwise the expiry becomes now plus the period, capped at the token's maximum
+timestamp.
 """
 
 from __future__ import annotations

@@ -35,8 +35,9 @@ Rules and invariants:
   (DELEGATION_TOKEN_OWNER_MISMATCH). Renew sets the expiry to now plus
   ``delegation_token_expiry_time_ms``, or the request's period when positive
   and smaller, capped at the maximum timestamp. Expire with a negative period
-  removes the token at once and answers that period as the expiry timestamp
-  (as Kafka); otherwise it sets the expiry to now plus the period, capped.
+  removes the token at once and answers that moment as the expiry timestamp
+  (as Kafka 3.9; Kafka 4 answers the period); otherwise it sets the expiry to
+  now plus the period, capped.
 * Describe: a null owner list means every owner, an empty one no token. A
   token is listed when it matches an owner asked for (as its owner, requester
   or a renewer) and the requester is its owner, requester or a renewer, or the
@@ -366,14 +367,16 @@ class DelegationTokens:
         self, token_hmac: bytes, principal: str, period_ms: int, now_ms: int
     ) -> tuple[ErrorCode, int]:
         """Expire the token whose HMAC is ``token_hmac`` (a negative period: now,
-        removing it): (error, new expiry)."""
+        removing it): (error, new expiry; ``now_ms`` for a token removed)."""
         code, token = self._changeable(token_hmac, principal, now_ms)
         if token is None:
             return code, -1
         if period_ms < 0:
             if not self._remove([token.token_id]):
                 return ErrorCode.UNKNOWN_SERVER_ERROR, -1
-            return ErrorCode.NONE, period_ms
+            # Answered with the moment it ended, as Kafka 3.9 answers it (Kafka 4's
+            # KRaft controller answers the period itself: see docs/brokerlite.md).
+            return ErrorCode.NONE, now_ms
         expiry = min(token.max_ms, now_ms + period_ms)
         if not self._put(dataclasses.replace(token, expiry_ms=expiry)):
             return ErrorCode.UNKNOWN_SERVER_ERROR, -1

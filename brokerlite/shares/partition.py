@@ -31,14 +31,17 @@ Rules and invariants:
 * An acknowledgement (:meth:`acknowledge`) names offset ranges with one type
   per range or one per offset: GAP (0) and REJECT (3) archive, ACCEPT (1)
   acknowledges, RELEASE (2) makes available again. Malformed batches (first
-  after last, ranges out of order or overlapping, a wrong number of types, an
-  unknown type) are refused first, for the whole request (INVALID_REQUEST).
+  after last, ranges out of order or overlapping by more than one range's last
+  offset being the next one's first, a wrong number of types, an unknown type)
+  are refused first, for the whole request (INVALID_REQUEST).
   Then each range in order, as Kafka's ``SharePartition.acknowledge`` does:
   a range wholly below the start offset is done already and ignored; with
   nothing in flight a range is INVALID_RECORD_STATE; a range reaching past the
   last offset handed out (``end_offset - 1``) is INVALID_REQUEST; otherwise its
   offsets from the start offset on must be ACQUIRED by the acknowledging member
-  (those below the start are skipped), else INVALID_RECORD_STATE. The first
+  (those below the start are skipped), else INVALID_RECORD_STATE; an offset
+  the previous range acknowledged is no longer held (INVALID_RECORD_STATE for
+  a range starting where the previous one ended). The first
   error is the answer and nothing at all is changed for the partition.
 * A record that is released (by RELEASE, by its lock expiring, or by its
   holder leaving) becomes ARCHIVED instead of AVAILABLE once its delivery count
@@ -306,7 +309,9 @@ class SharePartition:
         """
         previous_last = -1
         for first, last, types in batches:
-            if first > last or first <= previous_last or first < 0:
+            # A range may start at the offset the previous one ended at (Kafka's
+            # KafkaApis.validateAcknowledgementBatches), not before it.
+            if first > last or first < previous_last or first < 0:
                 return ErrorCode.INVALID_REQUEST
             if len(types) != 1 and len(types) != last - first + 1:
                 return ErrorCode.INVALID_REQUEST
@@ -314,6 +319,7 @@ class SharePartition:
                 return ErrorCode.INVALID_REQUEST
             previous_last = last
         plan: list[tuple[int, int, int]] = []
+        planned_last = -1
         for first, last, types in batches:
             if last < self._start:
                 continue  # done already: ignored
@@ -322,8 +328,10 @@ class SharePartition:
             if last >= self.end_offset:
                 return ErrorCode.INVALID_REQUEST  # past the last offset handed out
             low = max(first, self._start)
-            if not self._held_by(member_id, low, last):
+            # An offset the previous range acknowledged is no longer held by then.
+            if low <= planned_last or not self._held_by(member_id, low, last):
                 return ErrorCode.INVALID_RECORD_STATE
+            planned_last = last
             if len(types) == 1:
                 plan.append((low, last, types[0]))
             else:

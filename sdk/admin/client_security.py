@@ -339,9 +339,10 @@ class SecurityCalls(AdminCore):
     ) -> int:
         """Expire the token whose HMAC is ``hmac`` (its owner or a renewer may):
         at once with a negative ``expiry_period_ms`` (the default; the broker
-        forgets the token, and answers the period itself as the timestamp, as
-        Kafka does), otherwise that long from now, never past its maximum
-        timestamp. Returns the expiry timestamp the broker answered.
+        forgets the token and answers the moment it did, as brokerlite and Kafka
+        3.9 do; Kafka 4 answers the negative period itself), otherwise that long
+        from now, never past its maximum timestamp. Returns the expiry timestamp
+        the broker answered.
 
         Raises:
             KafkaError: as :meth:`renew_delegation_token`.

@@ -18,6 +18,9 @@ Rules:
   order of first appearance, so their identity across answers is still compared.
 * A connection the broker closes is recorded as ``{"closed": True}``; the next
   request on it opens a new one.
+* With ``logins`` (a connection's name, or ``""`` for any other, to a user and
+  password), each connection first logs in with SASL/PLAIN (SaslHandshake v1,
+  SaslAuthenticate v2), unrecorded: the same principals talk to both brokers.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from trafka.codec.messages import k17_sasl_handshake as sasl_handshake
+from trafka.codec.messages import k36_sasl_authenticate as sasl_auth
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import decode_response, encode_request
 from trafka.codec.records import decode_batch, iter_batches
@@ -78,6 +83,8 @@ ERA_CONFIGS = frozenset(
     }
 )
 _counter = itertools.count(1)
+#: SASL/PLAIN logins by connection name (see the module's rules)
+Logins = dict[str, tuple[str, str]]
 #: a file to which a failing comparison appends both transcripts
 DUMP_ENV = "TRAFKA_DIFF_DUMP"
 
@@ -165,10 +172,13 @@ class Normaliser:
 class Talk:
     """One run of a script against one broker: its connections and transcript."""
 
-    def __init__(self, bootstrap: str, *, timeout: float = 60.0) -> None:
+    def __init__(
+        self, bootstrap: str, *, timeout: float = 60.0, logins: Logins | None = None
+    ) -> None:
         host, _, port = bootstrap.split(",")[0].rpartition(":")
         self.address = (host, int(port))
         self.timeout = timeout
+        self.logins = logins or {}
         self.names: dict[str, str] = {}
         self.normalise = Normaliser(self.names)
         self.transcript: list[tuple[str, Any]] = []
@@ -186,7 +196,11 @@ class Talk:
 
     def _sock(self, conn: str) -> socket.socket:
         if conn not in self._socks:
-            self._socks[conn] = socket.create_connection(self.address, timeout=self.timeout)
+            sock = socket.create_connection(self.address, timeout=self.timeout)
+            login = self.logins.get(conn, self.logins.get(""))
+            if login is not None:
+                _plain_login(sock, *login)
+            self._socks[conn] = sock
         return self._socks[conn]
 
     def send(
@@ -259,6 +273,21 @@ class Talk:
         self._socks.clear()
 
 
+def _plain_login(sock: socket.socket, user: str, password: str) -> None:
+    """SASL/PLAIN on a new connection (KIP-152's SaslHandshake then SaslAuthenticate)."""
+    for key, version, body in (
+        (17, 1, sasl_handshake.SaslHandshakeRequest(mechanism="PLAIN")),
+        (36, 2, sasl_auth.SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode())),
+    ):
+        header = RequestHeader(
+            request_api_key=key, request_api_version=version, correlation_id=0, client_id="login"
+        )
+        sock.sendall(encode_request(header, body))
+        frame = _read(sock, struct.unpack(">i", _read(sock, 4))[0])
+        answer = decode_response(frame, key, version)[1]
+        assert answer.error_code == 0, (user, answer)
+
+
 def _read(sock: socket.socket, n: int) -> bytes:
     out = bytearray()
     while len(out) < n:
@@ -313,9 +342,9 @@ def compare(reference: list[tuple[str, Any]], other: list[tuple[str, Any]]) -> l
 Script = Callable[[Talk], None]
 
 
-def run(bootstrap: str, script: Script) -> list[tuple[str, Any]]:
+def run(bootstrap: str, script: Script, logins: Logins | None = None) -> list[tuple[str, Any]]:
     """Run ``script`` against one broker; its normalised transcript."""
-    talk = Talk(bootstrap)
+    talk = Talk(bootstrap, logins=logins)
     try:
         script(talk)
     finally:
@@ -328,24 +357,26 @@ def run(bootstrap: str, script: Script) -> list[tuple[str, Any]]:
 _REFERENCE_RUNS: dict[tuple[str, Any], list[tuple[str, Any]]] = {}
 
 
-def reference_run(reference: str, script: Script) -> list[tuple[str, Any]]:
+def reference_run(
+    reference: str, script: Script, logins: Logins | None = None
+) -> list[tuple[str, Any]]:
     """:func:`run` on the reference, once per script for the process when the
     script's answers can depend only on its code (no closure: every name it
     creates is new to the broker, so a second run would add nothing)."""
-    if getattr(script, "__closure__", True) is not None:
-        return run(reference, script)
+    if getattr(script, "__closure__", True) is not None or logins:
+        return run(reference, script, logins)
     key = (reference, script.__code__)  # type: ignore[attr-defined]
     if key not in _REFERENCE_RUNS:
         _REFERENCE_RUNS[key] = run(reference, script)
     return _REFERENCE_RUNS[key]
 
 
-def assert_same(reference: str, peer: str, script: Script) -> None:
+def assert_same(reference: str, peer: str, script: Script, logins: Logins | None = None) -> None:
     """Run ``script`` on the reference broker (or take its earlier run, see
     :func:`reference_run`), then on ``peer``; fail listing every field that
     differs."""
-    expected = reference_run(reference, script)
-    got = run(peer, script)
+    expected = reference_run(reference, script, logins)
+    got = run(peer, script, logins)
     lines = compare(expected, got)
     dump = os.environ.get(DUMP_ENV)
     if lines and dump:

@@ -69,11 +69,16 @@ def records(
 class Kafka:
     """A script's view of one broker: ``k.produce(...)`` and so on."""
 
-    def __init__(self, talk: Talk) -> None:
+    def __init__(self, talk: Talk, conn: str = "main") -> None:
         self.talk = talk
+        #: the connection requests go on unless one is named
+        self.conn = conn
 
-    def ask(self, key: int, body: Any, *, conn: str = "main", version: int | None = None) -> Any:
-        return self.talk.ask(key, V[key] if version is None else version, body, conn=conn)
+    def ask(
+        self, key: int, body: Any, *, conn: str | None = None, version: int | None = None
+    ) -> Any:
+        version = V[key] if version is None else version
+        return self.talk.ask(key, version, body, conn=conn or self.conn)
 
     def settle(self, topic: str, partition: int = 0, *, timeout: float = 60.0) -> None:
         """Wait (unrecorded) until no transaction is open on the partition: its
@@ -172,7 +177,8 @@ class Kafka:
             ],
         )
         if acks == 0:
-            self.talk.send(0, V[0] if version is None else version, body, expect_answer=False)
+            v = V[0] if version is None else version
+            self.talk.send(0, v, body, conn=self.conn, expect_answer=False)
             return None
         return self.ask(0, body, version=version)
 
@@ -270,11 +276,17 @@ class Kafka:
             protocols=[req.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x01")],
         )
 
-    def join(self, group: str, member: str = "", *, conn: str = "main") -> Any:
+    def join(self, group: str, member: str = "", *, conn: str | None = None) -> Any:
         return self.ask(11, self.join_body(group, member), conn=conn)
 
     def sync(
-        self, group: str, generation: int, member: str, *, leader: bool = True, conn: str = "main"
+        self,
+        group: str,
+        generation: int,
+        member: str,
+        *,
+        leader: bool = True,
+        conn: str | None = None,
     ) -> Any:
         req = sync.SyncGroupRequest
         assignments = [req.SyncGroupRequestAssignment(member_id=member, assignment=b"a")]
@@ -329,10 +341,10 @@ class Kafka:
         body = req(topics=[req.DeleteRecordsTopic(name=topic, partitions=[part])], timeout_ms=30000)
         return self.ask(21, body)
 
-    def describe_configs(self, topic: str, *keys: str) -> Any:
+    def describe_configs(self, name: str, *keys: str, kind: int = TOPIC) -> Any:
         req = describe_configs.DescribeConfigsRequest
         resource = req.DescribeConfigsResource(
-            resource_type=TOPIC, resource_name=topic, configuration_keys=list(keys)
+            resource_type=kind, resource_name=name, configuration_keys=list(keys)
         )
         return self.ask(32, req(resources=[resource]))
 
@@ -454,11 +466,14 @@ class ShareKafka(Kafka):
         first: int,
         last: int,
         kind: int,
+        *more: tuple[int, int, int],
     ) -> Any:
+        """One range of one type (and ``more`` ranges after it)."""
         req = share_ack.ShareAcknowledgeRequest
-        batch = req.AcknowledgementBatch(
-            first_offset=first, last_offset=last, acknowledge_types=[kind]
-        )
+        batches = [
+            req.AcknowledgementBatch(first_offset=a, last_offset=b, acknowledge_types=[t])
+            for a, b, t in [(first, last, kind), *more]
+        ]
         body = req(
             group_id=group,
             member_id=member,
@@ -467,7 +482,7 @@ class ShareKafka(Kafka):
                 req.AcknowledgeTopic(
                     topic_id=topic_id,
                     partitions=[
-                        req.AcknowledgePartition(partition_index=0, acknowledgement_batches=[batch])
+                        req.AcknowledgePartition(partition_index=0, acknowledgement_batches=batches)
                     ],
                 )
             ],

@@ -43,13 +43,17 @@ from typing import Any
 import pytest
 from kafka_fixtures import _cluster
 from kafka_peers import KAFKA_3, KafkaCluster, java_command
+from kafka_scripts import CONFIGS, ELECT, assert_same, run_steps
 from kazoo.client import KazooClient
 
 from trafka.brokerlite.dev.local_cluster import ClusterProcesses
 from trafka.codec.framing import FrameReader
+from trafka.codec.messages import k01_fetch as fetch_api
 from trafka.codec.messages import k19_create_topics as ct
+from trafka.codec.messages import k23_offset_for_leader_epoch as ofle
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import decode_response_frame, encode_request
+from trafka.codec.records import decode_batch, iter_batches
 from trafka.sdk.admin import NewTopic, UserScramCredentialUpsertion
 from trafka.sdk.blocking import Admin, Producer
 
@@ -251,13 +255,27 @@ def in_roles(side: Side, doc: Any) -> Any:
 
 def partition_view(side: Side, topic: str, partitions: int) -> dict[int, Any]:
     """Each partition's state in roles (znode version kept) and what a client's
-    Metadata says of it, in roles."""
+    Metadata says of it, in roles, once the Metadata has caught up with the state
+    (its leader epoch; a broker learns a state a moment after it is written,
+    on either cluster)."""
     roles = side.roles()
-    with side.admin() as admin:
-        info = admin.describe_topics([topic])[topic]
+
+    def read() -> Any:
+        with side.admin() as admin:
+            info = admin.describe_topics([topic])[topic]
+        docs = [side.state(topic, p) for p in range(partitions)]
+        caught_up = all(
+            info.partitions[p].leader_epoch == docs[p][0]["leader_epoch"] for p in range(partitions)
+        )
+        return caught_up, info, docs
+
+    deadline = time.monotonic() + WAIT_S
+    while not (got := read())[0] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    _, info, docs = got
     out: dict[int, Any] = {}
     for p in range(partitions):
-        doc, version = side.state(topic, p)
+        doc, version = docs[p]
         meta = info.partitions[p]
         out[p] = {
             "zk": in_roles(side, doc),
@@ -490,6 +508,8 @@ def test_a_reassignment_during_and_after(sides: tuple[Side, Side]) -> None:
     is in sync the move completes. Then the leader is moved away."""
     topic = "zkp-moves"
     _both(lambda side: _create(side, topic, {0: ["A"]}), sides)
+    for side in sides:
+        _write(side, topic, [b"before-0", b"before-1"])
     during: dict[str, Any] = {}
     # Leader epochs, as the move goes: compared apart (see below).
     epochs: dict[str, list[int]] = {
@@ -511,6 +531,13 @@ def test_a_reassignment_during_and_after(sides: tuple[Side, Side]) -> None:
                     ),
                 )
                 listed = admin.list_partition_reassignments()
+                # the move's start bumps the leader epoch (below): once it shows
+                _until(
+                    f"{side.name}: the move started",
+                    lambda side=side: (
+                        side.state(topic, 0)[0]["leader_epoch"] > epochs[side.name][0]
+                    ),
+                )
                 state = in_roles(side, side.state(topic, 0)[0])
                 epochs[side.name].append(state.pop("leader_epoch"))
                 during[side.name] = (
@@ -566,14 +593,67 @@ def test_a_reassignment_during_and_after(sides: tuple[Side, Side]) -> None:
     k, b = _both(move_leader, sides)
     assert k == b
     assert k[0]["zk"]["leader"] == "B" and k[0]["zk"]["isr"] == ["B"]
-    # docs/cluster.md "Kafka 3.9 compared": Kafka's controller bumps the leader
-    # epoch when a move starts (its LeaderAndIsr tells the replicas the new set)
-    # and again when it ends; brokerlite's brokers read the set from the topic
-    # znode, and its controller bumps the epoch once, when the move ends.
+    # What a client reads from the new leader: the records written before the
+    # moves and one after; OffsetForLeaderEpoch for each epoch of the partition
+    # answers the creation epoch (ending where the new leader's began) or the
+    # current one (ending at the log end), whatever epochs lie between.
+    read = _both(
+        lambda side: (_write(side, topic, [b"after"]), _log_on_leader(side, topic, 0)), sides
+    )
+    assert read[0][1] == read[1][1]
+    assert read[0][1]["values"] == [b"before-0", b"before-1", b"after"]
+    # Kafka's controller bumps the leader epoch when a move starts (its
+    # LeaderAndIsr tells the replicas the new set) and again when it ends; so
+    # does brokerlite's.
+    assert epochs["brokerlite"] == epochs["kafka"]
     created, started, added_epoch, moved = epochs["kafka"]
     assert created < started < added_epoch < moved, epochs
-    created, started, added_epoch, moved = epochs["brokerlite"]
-    assert created == started < added_epoch < moved, epochs
+
+
+def test_a_reassignment_written_to_zookeeper(sides: tuple[Side, Side]) -> None:
+    """Kafka 3.9's controller still acts on a plan written to
+    ``/admin/reassign_partitions`` (the way before KIP-455, which
+    ``kafka-reassign-partitions --zookeeper`` used until Kafka 3.0; Kafka 3.9's
+    KafkaController watches the znode's creation): each partition named moves
+    to its target replicas, leaves the znode once there, and the znode is
+    deleted when none is left; a partition of a topic that does not exist is
+    dropped from it at once. The znode is written as those tools wrote it:
+    ``{"version":1,"partitions":[{"topic","partition","replicas"}]}``."""
+    topic = "zkp-zkmoves"
+    _both(lambda side: _create(side, topic, {0: ["A"], 1: ["A"]}), sides)
+
+    def scenario(side: Side) -> Any:
+        ids = side.ids()
+        plan = [
+            (topic, 0, [ids["B"]]),
+            (topic, 1, [ids["A"], ids["C"]]),
+            ("zkp-nosuch", 0, [ids["A"]]),
+        ]
+        doc = {
+            "version": 1,
+            "partitions": [{"topic": t, "partition": p, "replicas": r} for t, p, r in plan],
+        }
+        side.zk.create("/admin/reassign_partitions", json.dumps(doc).encode())
+
+        def moved() -> bool:
+            got = side.get(f"/brokers/topics/{topic}")
+            assert got is not None
+            replicas = in_roles(side, got[0])["partitions"]
+            return (
+                replicas == {"0": ["B"], "1": ["A", "C"]}
+                and side.get("/admin/reassign_partitions") is None
+            )
+
+        _until(f"{side.name}: the plan carried out and the znode gone", moved)
+        _until("C in sync", lambda: len(side.state(topic, 1)[0]["isr"]) == 2)
+        view = partition_view(side, topic, 2)
+        for p in view.values():  # epochs: compared apart (test_a_reassignment_during_and_after)
+            del p["zk_version"], p["zk"]["leader_epoch"], p["metadata"]["leader_epoch"]
+        return in_roles(side, side.get(f"/brokers/topics/{topic}")[0]), view
+
+    k, b = _both(scenario, sides)
+    assert k == b
+    assert k[1][0]["zk"]["leader"] == "B" and k[1][1]["metadata"]["replicas"] == ["A", "C"]
 
 
 def test_isr_shrink_and_expand_then_preferred_election(sides: tuple[Side, Side]) -> None:
@@ -653,6 +733,162 @@ def test_unclean_election_when_every_isr_member_is_down(sides: tuple[Side, Side]
     assert offline["zk"]["leader"] == -1 and offline["zk"]["isr"] == ["A"]
     assert offline["metadata"]["error"] == "LEADER_NOT_AVAILABLE"
     assert k[2][0]["zk"]["isr"] == ["B", "A"]
+
+
+def _write(side: Side, topic: str, values: list[bytes], partitions: tuple[int, ...] = (0,)) -> None:
+    """``values`` to each of ``partitions``, acks=all, one at a time."""
+    with Producer(bootstrap_servers=side.addresses[side.controller()], acks="all") as producer:
+        for p in partitions:
+            for value in values:
+                producer.send_and_wait(topic, value, partition=p)
+
+
+def _epoch_label(answered: int, current: int) -> str | int:
+    """An epoch OffsetForLeaderEpoch answered: the first, the current, or another
+    (relative to the current one)."""
+    return "first" if answered == 0 else "current" if answered == current else answered - current
+
+
+def _log_on_leader(side: Side, topic: str, partition: int) -> dict[str, Any]:
+    """What a client reads from the partition's leader: Fetch (from offset 0, at
+    the current leader epoch) and OffsetForLeaderEpoch for every epoch up to the
+    current one (KIP-101/KIP-279: for each, the latest epoch at or below it that
+    the leader's log knows, and where that epoch ends), as the distinct answers
+    in epoch order, each epoch named by :func:`_epoch_label` (how many epochs a
+    controller writes differs: see test_a_reassignment_during_and_after)."""
+    state = side.state(topic, partition)[0]
+    leader, epoch = side.addresses[state["leader"]], state["leader_epoch"]
+    F = fetch_api.FetchRequest
+    asked = F(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        topics=[
+            F.FetchTopic(
+                topic=topic,
+                partitions=[
+                    F.FetchPartition(
+                        partition=partition,
+                        current_leader_epoch=epoch,
+                        fetch_offset=0,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+    )
+    got = _request(leader, 1, 12, asked).responses[0].partitions[0]
+    E = ofle.OffsetForLeaderEpochRequest
+    ends = _request(
+        leader,
+        23,
+        4,
+        E(
+            replica_id=-1,
+            topics=[
+                E.OffsetForLeaderTopic(
+                    topic=topic,
+                    partitions=[
+                        E.OffsetForLeaderPartition(
+                            partition=partition, current_leader_epoch=epoch, leader_epoch=e
+                        )
+                        for e in range(epoch + 1)
+                    ],
+                )
+            ],
+        ),
+    ).topics[0]
+    return {
+        "error": got.error_code,
+        "high_watermark": got.high_watermark,
+        "values": [
+            r.value for _, view in iter_batches(got.records) for r in decode_batch(view).records
+        ],
+        "epoch_ends": list(
+            dict.fromkeys(
+                (p.error_code, _epoch_label(p.leader_epoch, epoch), p.end_offset)
+                for p in ends.partitions
+            )
+        ),
+    }
+
+
+@pytest.mark.compat(
+    "Kafka scripts",
+    "kafka-leader-election --election-type unclean (no live ISR member), 3 nodes",
+    peer=("brokerlite", "Kafka 3.9"),
+)
+def test_unclean_election_by_the_script_and_by_the_topic_config(sides: tuple[Side, Side]) -> None:
+    """A real unclean election. Both partitions of a topic (replicas A, B;
+    ``unclean.leader.election.enable`` off, its default) take records while both
+    replicas are in sync, then more once B has stopped and left the ISR; then A
+    stops: no leader, the ISR still A. B comes back and, the topic's setting
+    off, stays out: the partitions stay offline (Kafka's documentation,
+    "Unclean leader election": only ISR members are elected unless it is on).
+    Then ``kafka-leader-election --election-type unclean`` for partition 0
+    (KIP-460: an unclean election on request, whatever the topic's setting) and
+    ``kafka-configs --alter --add-config unclean.leader.election.enable=true``
+    for the topic (Kafka 3.9's controller elects on that change) make B the
+    leader of each: a new leader epoch, the ISR just B, and only the records B
+    had (those written while it was out are lost: what "unclean" means). A comes
+    back, truncates its log to B's (KIP-101: from OffsetForLeaderEpoch), and
+    rejoins the ISR; a preferred election hands A the leadership back, and A
+    serves the records B had, not its own lost ones."""
+    topic = "zkp-forced"
+    _both(lambda side: _create(side, topic, {0: ["A", "B"], 1: ["A", "B"]}), sides)
+    kept, lost = [b"kept-%d" % i for i in range(3)], [b"lost-%d" % i for i in range(2)]
+    parts = (0, 1)
+
+    def scenario(side: Side) -> dict[str, Any]:
+        ids = side.ids()
+        state = lambda p: side.state(topic, p)[0]  # noqa: E731
+        seen: dict[str, Any] = {}
+        _write(side, topic, kept, parts)
+        side.stop(ids["B"])
+        _until("B out of the ISRs", lambda: all(state(p)["isr"] == [ids["A"]] for p in parts))
+        _write(side, topic, lost, parts)
+        side.stop(ids["A"])
+        _until("offline", lambda: all(state(p)["leader"] == -1 for p in parts))
+        side.start(ids["B"])
+        seen["offline"] = partition_view(side, topic, 2)
+        b = ["--bootstrap-server", side.addresses[ids["C"]]]
+        elect = [*b, "--election-type", "unclean", "--topic", topic, "--partition", "0"]
+        seen["elect"] = run_steps([("elect", ELECT, elect, None)])["elect"]
+        seen["after elect"] = partition_view(side, topic, 2)
+        configs = [*b, "--entity-type", "topics", "--entity-name", topic, "--alter"]
+        setting = ["--add-config", "unclean.leader.election.enable=true"]
+        seen["configs"] = run_steps([("configs", CONFIGS, [*configs, *setting], None)])["configs"]
+        _until("B leads both", lambda: all(state(p)["leader"] == ids["B"] for p in parts))
+        seen["after config"] = partition_view(side, topic, 2)
+        seen["read from B"] = [_log_on_leader(side, topic, p) for p in parts]
+        side.start(ids["A"])
+        _until("A back in the ISRs", lambda: all(len(state(p)["isr"]) == 2 for p in parts))
+        with side.admin() as admin:
+            elected = admin.elect_leaders([(topic, p) for p in parts])
+        seen["preferred"] = {tp.partition: e.code.name if e else None for tp, e in elected.items()}
+        _until("A leads both", lambda: all(state(p)["leader"] == ids["A"] for p in parts))
+        seen["back"] = partition_view(side, topic, 2)
+        seen["read from A"] = [_log_on_leader(side, topic, p) for p in parts]
+        return seen
+
+    k, b = _both(scenario, sides)
+    for name in ("elect", "configs"):
+        assert_same(name, b.pop(name), k.pop(name))
+    # docs/cluster.md "Kafka 3.9 compared": Kafka marks an uncleanly elected
+    # leader RECOVERING (KIP-704) until its next ISR change; brokerlite does not.
+    for step in ("after elect", "after config"):
+        for p in parts:
+            if k[step][p]["zk"]["leader"] == "B":
+                assert k[step][p]["zk"].pop("leader_recovery_state") == 1, (step, p)
+    assert b == k
+    offline, elected, back = k["offline"][0], k["after config"], k["back"]
+    assert offline["zk"]["leader"] == -1 and offline["zk"]["isr"] == ["A"]
+    assert k["after elect"][1]["zk"]["leader"] == -1  # the script named partition 0 only
+    assert all(elected[p]["zk"]["isr"] == ["B"] for p in parts)
+    assert all(read["values"] == kept for read in k["read from B"] + k["read from A"])
+    assert k["preferred"] == {0: None, 1: None}
+    assert all(back[p]["zk"]["leader"] == "A" for p in parts)
 
 
 def _kafka_tool(main: str, *args: str) -> str:

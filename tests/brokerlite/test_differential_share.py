@@ -43,7 +43,12 @@ def test_share_acknowledgements(kafka4: Any, peer: Any) -> None:
     below the start offset) is ignored; a wrong share session epoch is
     INVALID_SHARE_SESSION_EPOCH. The same rules hold for acknowledgements a
     ShareFetch carries (AcknowledgeErrorCode), where a range from below the
-    start offset accepts its held offsets and skips the others. Every partition
+    start offset accepts its held offsets and skips the others. Two ranges that
+    touch (the second starting at the first's last offset) pass the request's
+    check (Kafka's KafkaApis.validateAcknowledgementBatches refuses only a range
+    starting before the previous one's last offset) and are then
+    INVALID_RECORD_STATE, nothing applied: the shared offset, acknowledged by the
+    first range, is no longer held when the second comes. Every partition
     answer names its leader (KIP-932; Kafka's SharePartition.acknowledge)."""
 
     def script(talk: Talk) -> None:
@@ -81,9 +86,11 @@ def test_share_acknowledgements(kafka4: Any, peer: Any) -> None:
         k.share_ack(group, member, session[0], topic_id, 10, 12, ACCEPT)
         k.share_ack(group, member, session[0] + 1, topic_id, 0, 0, ACCEPT)
         k.share_ack(group, member, session[0] + 2, topic_id, 0, 0, ACCEPT)
-        k.share_fetch(group, member, session[0] + 3, topic_id, [(10, 12, ACCEPT)])
-        k.share_fetch(group, member, session[0] + 4, topic_id, [(0, 0, ACCEPT)])
-        k.share_fetch(group, member, session[0] + 5, topic_id, [(0, 1, ACCEPT)])
-        k.share_ack(group, member, session[0] + 9, topic_id, 2, 2, RELEASE)
+        k.share_ack(group, member, session[0] + 3, topic_id, 1, 1, ACCEPT, (1, 2, ACCEPT))
+        k.share_fetch(group, member, session[0] + 4, topic_id, [(10, 12, ACCEPT)])
+        k.share_fetch(group, member, session[0] + 5, topic_id, [(0, 0, ACCEPT)])
+        k.share_fetch(group, member, session[0] + 6, topic_id, [(1, 1, ACCEPT), (1, 2, ACCEPT)])
+        k.share_fetch(group, member, session[0] + 7, topic_id, [(0, 1, ACCEPT)])
+        k.share_ack(group, member, session[0] + 10, topic_id, 2, 2, RELEASE)
 
     check(kafka4, peer, script)

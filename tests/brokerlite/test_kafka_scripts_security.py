@@ -14,6 +14,10 @@ super user) and delegation tokens on.
 * kafka-delegation-tokens (KIP-48): create, describe, a client logging in with
   the token (SCRAM with ``tokenauth=true``), renew, expire.
 
+The same two brokers then get one differential conversation
+(:mod:`differential`, logged in with SASL/PLAIN) from a principal the ACLs
+refuse, compared field by field (``test_refused_calls_answer_as_kafka``).
+
 The steps run in one ScriptRunner JVM per broker and phase (the token's HMAC,
 printed by the first phase, is an argument of the second), the two brokers at
 once. Normalised besides tests/brokerlite/kafka_scripts.py's: the token's id,
@@ -23,12 +27,16 @@ HMAC and dates, which are each broker's own.
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from differential import Talk
+from differential import assert_same as assert_same_answers
+from differential_requests import BROKER, Kafka, records
 from kafka_peers import KAFKA_3, KafkaCluster
 from kafka_scripts import (
     ACLS,
@@ -46,6 +54,9 @@ from kafka_scripts import (
 )
 
 from trafka.brokerlite import broker_in_thread
+from trafka.codec.acl import AclOperation, AclPermissionType, AclResourceType, PatternType
+from trafka.codec.messages import k03_metadata as metadata
+from trafka.codec.messages import k30_create_acls as create_acls
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -260,10 +271,9 @@ def _run(bs: str, folder: Path) -> dict[str, Outcome]:
 
 
 @pytest.fixture(scope="module")
-def outputs(
-    tmp_path_factory: pytest.TempPathFactory, zookeeper: Any
-) -> Iterator[dict[str, tuple[Outcome, Outcome]]]:
-    """Each step's outcome on brokerlite and on Kafka 3.9, run at the same time."""
+def brokers(tmp_path_factory: pytest.TempPathFactory, zookeeper: Any) -> Iterator[dict[str, str]]:
+    """brokerlite and Kafka 3.9 with the same SASL users, authorizer and token
+    secret: each one's SASL_PLAINTEXT address by name."""
     require_kafka()
     data = tmp_path_factory.mktemp("scripts-security")
     secret = "token-secret-" + uuid.uuid4().hex
@@ -298,13 +308,24 @@ def outputs(
             super_users=("User:admin",),
             delegation_token_secret_key=secret,
             group_initial_rebalance_delay_ms=0,
+            log_segment_bytes=16 << 20,  # as kafka_peers' brokers have it: topics list it
         ) as running,
     ):
-        sasl = f"{kafka.host}:{kafka.node(1).ports['SASL_PLAINTEXT']}"
-        yield on_both(
-            lambda: _run(running.bootstrap_servers, data / "on-brokerlite"),
-            lambda: _run(sasl, data / "on-kafka"),
-        )
+        yield {
+            "brokerlite": running.bootstrap_servers,
+            "kafka": f"{kafka.host}:{kafka.node(1).ports['SASL_PLAINTEXT']}",
+            "data": str(data),
+        }
+
+
+@pytest.fixture(scope="module")
+def outputs(brokers: dict[str, str]) -> dict[str, tuple[Outcome, Outcome]]:
+    """Each step's outcome on brokerlite and on Kafka 3.9, run at the same time."""
+    data = Path(brokers["data"])
+    return on_both(
+        lambda: _run(brokers["brokerlite"], data / "on-brokerlite"),
+        lambda: _run(brokers["kafka"], data / "on-kafka"),
+    )
 
 
 def _tokens_hidden(text: str, token: dict[str, str]) -> str:
@@ -401,27 +422,10 @@ FEATURES = {
 }  # fmt: skip
 
 
-#: Differences written down in docs/brokerlite.md, each an expected failure.
-DIFFERENT = {
-    "tokens-expire": (
-        "expired at once (a negative period), brokerlite answers the period as the new "
-        "expiry timestamp, as Kafka 4 does; Kafka 3.9 answers the moment"
-    ),
-}
-
-
 def _step(name: str) -> Any:
     feature = FEATURES[name]
     if feature is None:
         return name
-    if name in DIFFERENT:
-        return pytest.param(
-            name,
-            marks=[
-                pytest.mark.compat("Kafka scripts", feature, peer="brokerlite"),
-                pytest.mark.xfail(strict=True, reason=DIFFERENT[name]),
-            ],
-        )
     mark = pytest.mark.compat("Kafka scripts", feature, peer=("brokerlite", "Kafka 3.9"))
     return pytest.param(name, marks=mark)
 
@@ -466,3 +470,94 @@ def test_what_the_acls_grant_is_allowed_and_the_rest_refused(
     assert kafka["scram-login-refused"]["exit"] not in (0, "lost")
     assert kafka["tokens-login"]["exit"] == 0, kafka["tokens-login"]
     assert kafka["tokens-login-expired"]["exit"] not in (0, "lost")
+
+
+# -- the differential conversation with a principal the ACLs refuse -----------------------------
+
+
+def _grant(admin: Kafka, principal: str, kind: int, name: str, operation: int) -> Any:
+    req = create_acls.CreateAclsRequest
+    acl = req.AclCreation(
+        resource_type=kind,
+        resource_name=name,
+        resource_pattern_type=PatternType.LITERAL,
+        principal=principal,
+        host="*",
+        operation=operation,
+        permission_type=AclPermissionType.ALLOW,
+    )
+    return admin.ask(30, req(creations=[acl]), version=3)
+
+
+def _wait_coordinator(admin: Kafka, group: str) -> None:
+    """Until the group's coordinator serves (unrecorded: Kafka answers
+    COORDINATOR_NOT_AVAILABLE until it has made ``__consumer_offsets``)."""
+    admin.talk.recording = False
+    deadline = time.monotonic() + 120
+    try:
+        while admin.coordinator(group).error_code:
+            assert time.monotonic() < deadline, "no group coordinator"
+            time.sleep(0.2)
+    finally:
+        admin.talk.recording = True
+
+
+@pytest.mark.compat(
+    "Protocol",
+    "Authorization errors (ACLs refused, then granted)",
+    peer=("brokerlite", "Kafka 3.9"),
+)
+def test_refused_calls_answer_as_kafka(brokers: dict[str, str]) -> None:
+    """The same conversation with Kafka 3.9 (``AclAuthorizer``) and brokerlite (its
+    equivalent), compared field by field (:mod:`differential`): ``User:bob``,
+    without ACLs for any name the conversation uses, asks for a topic that
+    ``User:admin`` (a super user) made. Kafka's authorization docs and KIP-11:
+    without DESCRIBE a topic is TOPIC_AUTHORIZATION_FAILED in Metadata whether
+    or not it exists, and missing from an all-topics Metadata; Produce (WRITE),
+    Fetch and ListOffsets (READ), DeleteRecords (DELETE), DescribeConfigs
+    (DESCRIBE_CONFIGS), AlterConfigs (ALTER_CONFIGS) and CreateTopics (CREATE)
+    are TOPIC_AUTHORIZATION_FAILED per topic; a broker's configs
+    CLUSTER_AUTHORIZATION_FAILED; OffsetCommit, OffsetFetch, FindCoordinator and
+    JoinGroup without READ on the group GROUP_AUTHORIZATION_FAILED; a
+    transactional InitProducerId without WRITE on the transactional id
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED. Then admin grants bob READ on the
+    topic and on the group (CreateAcls): Metadata shows the topic (READ implies
+    DESCRIBE), Fetch and ListOffsets answer, Produce is still refused, and the
+    group's offsets can be committed and fetched."""
+
+    def script(talk: Talk) -> None:
+        admin, bob = Kafka(talk, conn="admin"), Kafka(talk)
+        topic, group, tid = talk.name("topic"), talk.name("group"), talk.name("txn")
+        missing = talk.name("missing")
+        admin.create(topic, 1)
+        admin.produce(topic, records([b"a", b"b"]))
+        bob.metadata(topic, missing)
+        bob.metadata(missing, auto=True)
+        req = metadata.MetadataRequest
+        listed = bob.ask(3, req(topics=None, allow_auto_topic_creation=False))
+        talk.note("listed", sorted(t.name for t in listed.topics if t.name in talk.names.values()))
+        bob.create(talk.name("bobs"), 1)
+        bob.produce(topic, records([b"x"]))
+        bob.fetch(topic)
+        bob.list_offsets(topic, -1)
+        bob.delete_records(topic, 1)
+        bob.describe_configs(topic, "retention.ms")
+        bob.describe_configs("", "log.retention.ms", kind=BROKER)
+        bob.alter_configs(topic, **{"retention.ms": "1000"})
+        bob.commit(group, topic, 1)
+        bob.offsets(group, topic)
+        bob.coordinator(group)
+        bob.join(group)
+        bob.init_pid(tid)
+        _grant(admin, "User:bob", AclResourceType.TOPIC, topic, AclOperation.READ)
+        _grant(admin, "User:bob", AclResourceType.GROUP, group, AclOperation.READ)
+        _wait_coordinator(admin, group)
+        bob.metadata(topic)
+        bob.fetch(topic)
+        bob.list_offsets(topic, -1)
+        bob.produce(topic, records([b"x"]))
+        bob.commit(group, topic, 1)
+        bob.offsets(group, topic)
+
+    logins = {"admin": ("admin", USERS["admin"]), "": ("bob", USERS["bob"])}
+    assert_same_answers(brokers["kafka"], brokers["brokerlite"], script, logins)

@@ -691,8 +691,10 @@ def test_isr_member_a_reassignment_removed_holds_nothing_back(make_node: MakeNod
     assignment without 2, and brokers may read the first write without the second.
     Kafka's new leader is told the target is the whole replica set with its
     leadership (the ZooKeeper-era controller's reassignment steps B2-B4); here the
-    leader reads it later. Meanwhile the leaving replica 2 still follows 4, its
-    fetch makes it rejoin the ISR, and then it stops fetching for good. That ISR
+    leader reads it later. Meanwhile the leaving replica 2 still follows 4, but
+    the leader knows it is leaving and does not add it back to the ISR (an ISR
+    change and a controller's epoch bump Kafka would not make; seen in
+    test_cluster_zk_parity.py). Should an ISR with 2 be written all the same, that
     member must not hold back the high watermark, the acks=all produces waiting
     on it (CI: the SDK producer's acks=all send waited until its request timed
     out, again and again), nor count for min.insync.replicas."""
@@ -705,10 +707,9 @@ def test_isr_member_a_reassignment_removed_holds_nothing_back(make_node: MakeNod
     node.apply(moving, {0: st(4, 1, (4, 1, 3), version=4)})
     node.fetch(1, end)
     node.fetch(3, end)
-    node.fetch(2, end)  # 2's last fetch: it is still a replica here
-    (write,) = node.rm.take_isr_writes()
-    assert write.state.isr == (4, 1, 3, 2) and write.expected_version == 4
-    # The assignment without 2 (2 stops fetching), then the ISR write lands.
+    node.fetch(2, end)  # 2's last fetch: a replica still, one the move removes
+    assert node.rm.take_isr_writes() == []
+    # The assignment without 2 (2 stops fetching), then an ISR with 2 all the same.
     done = assignment((4, 1, 3))
     node.apply(done, {0: st(4, 1, (4, 1, 3), version=4)})
     node.apply(done, {0: st(4, 1, (4, 1, 3, 2), version=5)})

@@ -138,6 +138,8 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         self._session_lost = False
         self._controller_epoch = -1  # ours while we are the controller
         self._controller_epoch_version = -1
+        #: moves this controller has given their start's leader epoch: (topic, partition, replicas)
+        self._moves_started: set[tuple[str, int, tuple[int, ...]]] = set()
         self._fetchers: dict[int, trio.CancelScope] = {}
         self._nursery: trio.Nursery | None = None
         self._closed = False

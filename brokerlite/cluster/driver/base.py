@@ -44,6 +44,7 @@ class DriverParts:
     #: Ours while we are the controller, else -1; and its znode's version.
     _controller_epoch: int
     _controller_epoch_version: int
+    _moves_started: set[tuple[str, int, tuple[int, ...]]]
     #: Set when a reading is due (a watch fired, a task arrived).
     _changed: trio.Event
     #: Whether the reading due must be complete (see ``reading.py``): False when

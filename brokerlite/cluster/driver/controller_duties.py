@@ -9,13 +9,16 @@ controller that lost its office cannot write, and resigns when it sees that.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
+from collections.abc import Sequence
 
 from ...clock import now_ms
 from ..controller import (
     StateWrite,
     plan_leadership,
+    plan_moves,
     plan_preferred,
     plan_reassignments,
     plan_unclean,
@@ -26,6 +29,7 @@ from ..zk_layout import (
     CONTROLLER,
     CONTROLLER_EPOCH,
     PREFERRED_REPLICA_ELECTION,
+    REASSIGN_PARTITIONS,
     PartitionState,
     TopicAssignment,
     ZkDataError,
@@ -34,6 +38,7 @@ from ..zk_layout import (
     decode_topic,
     encode_controller,
     encode_partition_state,
+    encode_reassignment,
     encode_topic,
     partition_state_path,
     topic_config_path,
@@ -74,6 +79,7 @@ class ControllerDuties(Reading):
             break
         self._controller_epoch = epoch
         self._controller_epoch_version = stat.version
+        self._moves_started.clear()  # a new term starts every move under way again (as Kafka)
         log.info("broker %d is the controller (epoch %d)", self.node_id, epoch)
         return True
 
@@ -108,7 +114,82 @@ class ControllerDuties(Reading):
             if self._controller_epoch < 0:
                 break
         if self._controller_epoch >= 0:
+            wrote = self._start_moves(image, busy) or wrote
+        if self._controller_epoch >= 0 and image.zk_moves:
+            wrote = self._zk_reassignments(image) or wrote
+        if self._controller_epoch >= 0:
             wrote = self._complete_reassignments(image, busy) or wrote
+        return wrote
+
+    def _start_moves(self, image: ClusterImage, busy: set[tuple[str, int]]) -> bool:
+        """A new leader epoch for each reassignment under way that this controller
+        has not started yet (same leader and ISR), as Kafka's controller bumps it
+        when a move starts (its LeaderAndIsr is how the replicas learn the new
+        set); the move's end bumps it again (:func:`plan_reassignments`)."""
+        moving = {
+            (name, p, assignment.replicas[p])
+            for name, assignment in image.topics.items()
+            for p in {*assignment.adding, *assignment.removing}
+            if p in assignment.replicas
+        }
+        self._moves_started &= moving
+        wrote = False
+        for key in sorted(moving - self._moves_started):
+            name, p, _ = key
+            state = image.states.get((name, p))
+            if state is None or (name, p) in busy:
+                continue
+            bumped = dataclasses.replace(
+                state, leader_epoch=state.leader_epoch + 1, controller_epoch=self._controller_epoch
+            )
+            if self._write_state(name, p, bumped, state.zk_version):
+                self._moves_started.add(key)
+                busy.add((name, p))
+                wrote = True
+                log.info("controller: %s-%d moving, leader epoch %d", name, p, bumped.leader_epoch)
+        return wrote
+
+    def _zk_reassignments(self, image: ClusterImage) -> bool:
+        """Act on ``/admin/reassign_partitions`` as Kafka 3.9's controller does (the
+        way before KIP-455): a partition named starts moving as an
+        AlterPartitionReassignments would start it (its target replicas first in
+        the topic's assignment, with adding/removing replicas), and leaves the
+        znode once its replicas are the target, or at once when it cannot move
+        (an unknown topic or partition, no replicas); the znode is deleted when
+        none is left. True when something was written."""
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        left: dict[tuple[str, int], tuple[int, ...]] = {}
+        starts: dict[str, dict[int, Sequence[int] | None]] = {}
+        for (topic, partition), target in image.zk_moves.items():
+            assignment = image.topics.get(topic)
+            if assignment is None or partition not in assignment.replicas or not target:
+                continue
+            moving = partition in assignment.adding or partition in assignment.removing
+            if not moving and assignment.replicas[partition] == target:
+                continue  # done
+            left[(topic, partition)] = target
+            if not moving:
+                starts.setdefault(topic, {})[partition] = target
+        wrote = False
+        for topic, wanted in starts.items():
+            try:
+                data, stat = self.zk.get(topic_path(topic))
+                changed, _ = plan_moves(decode_topic(topic, data), wanted)
+                self.zk.set(topic_path(topic), encode_topic(changed), version=stat.version)
+                wrote = True
+                log.info("controller: reassignments from ZooKeeper started: %s", wanted)
+            except (BadVersionError, NoNodeError):
+                continue  # changed meanwhile: the next reading plans again
+        if left != dict(image.zk_moves):
+            try:
+                if left:
+                    self.zk.set(REASSIGN_PARTITIONS, encode_reassignment(left))
+                else:
+                    self.zk.delete(REASSIGN_PARTITIONS)
+                wrote = True
+            except NoNodeError:
+                pass
         return wrote
 
     def _complete_reassignments(self, image: ClusterImage, busy: set[tuple[str, int]]) -> bool:

@@ -32,6 +32,7 @@ from ..zk_layout import (
     CONTROLLER,
     CONTROLLER_EPOCH,
     PREFERRED_REPLICA_ELECTION,
+    REASSIGN_PARTITIONS,
     BrokerRegistration,
     PartitionState,
     TopicAssignment,
@@ -42,6 +43,7 @@ from ..zk_layout import (
     decode_controller_epoch,
     decode_election,
     decode_partition_state,
+    decode_reassignment,
     decode_topic,
     decode_topic_config,
     parse_partition_state_path,
@@ -70,6 +72,7 @@ class Reading(DriverParts):
         names_read = zk.get_children_async(BROKER_TOPICS, watch=watch)
         deleting_read = zk.get_children_async(ADMIN_DELETE_TOPICS, watch=watch)
         election_read = zk.exists_async(PREFERRED_REPLICA_ELECTION, watch=watch)
+        moves_read = zk.exists_async(REASSIGN_PARTITIONS, watch=watch)
         broker_reads = {
             int(child): zk.get_async(broker_path(int(child)))
             for child in ids_read.get()
@@ -138,8 +141,24 @@ class Reading(DriverParts):
                 pass
             except ZkDataError as exc:
                 log.warning("ignoring an election asked for: %s", exc)
+        zk_moves: dict[tuple[str, int], tuple[int, ...]] = {}
+        if moves_read.get() is not None:
+            try:
+                zk_moves = decode_reassignment(zk.get(REASSIGN_PARTITIONS, watch=watch)[0])
+            except NoNodeError:
+                pass
+            except ZkDataError as exc:
+                log.warning("ignoring the reassignments in ZooKeeper: %s", exc)
         return ClusterImage(
-            brokers, controller, controller_epoch, topics, states, configs, deleting, election
+            brokers,
+            controller,
+            controller_epoch,
+            topics,
+            states,
+            configs,
+            deleting,
+            election,
+            zk_moves,
         )
 
     def _read_states(self, paths: Collection[str]) -> dict[tuple[str, int], PartitionState] | None:

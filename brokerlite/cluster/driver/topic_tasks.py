@@ -45,12 +45,16 @@ from ..zk_layout import (
     CONFIG_TOPICS,
     PREFERRED_REPLICA_ELECTION,
     PRODUCER_ID_BLOCK,
+    REASSIGN_PARTITIONS,
     TopicAssignment,
+    ZkDataError,
     config_change_notification,
     decode_producer_id_block,
+    decode_reassignment,
     decode_topic,
     encode_election,
     encode_producer_id_block,
+    encode_reassignment,
     encode_topic,
     encode_topic_config,
     topic_config_path,
@@ -192,25 +196,28 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
         await self._wait_image(
             deadline,
             lambda: (
-                self.view.image.election is None and not self._still_asked(task.args["partitions"])
+                self.view.image.election is None
+                and not self._still_asked(task.args["partitions"], task.args["unclean"])
             ),
         )
 
-    def _still_asked(self, partitions: list[tuple[str, int]]) -> bool:
+    def _still_asked(self, partitions: list[tuple[str, int]], unclean: bool) -> bool:
         """Whether the latest image may predate the controller's election: a partition
-        named whose preferred replica is live and in the ISR but does not lead."""
+        named whose preferred replica is live and in the ISR but does not lead; for
+        an unclean one, a partition with no live leader but a live replica."""
         view = self.view
+        live = view.image.brokers
         for topic, partition in partitions:
             replicas = view.replicas_of(topic, partition)
             state = view.state(topic, partition)
             if not replicas or state is None:
                 continue
+            if unclean:
+                if state.leader not in live and any(r in live for r in replicas):
+                    return True
+                continue
             preferred = replicas[0]
-            if (
-                preferred in view.image.brokers
-                and preferred in state.isr
-                and state.leader != preferred
-            ):
+            if preferred in live and preferred in state.isr and state.leader != preferred:
                 return True
         return False
 
@@ -346,6 +353,25 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
                         f"topic {topic!r} kept changing; try again",
                     )
         log.info("reassignments asked: %s", {f"{t}-{p}": r for (t, p), r in moves.items()})
+        self._drop_zk_moves(set(moves))
+
+    def _drop_zk_moves(self, partitions: set[tuple[str, int]]) -> None:
+        """The latest reassignment wins, as in Kafka 3.9's controller: partitions
+        moved through the API leave ``/admin/reassign_partitions`` (deleted when empty)."""
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        try:
+            data, stat = self.zk.get(REASSIGN_PARTITIONS)
+            asked = decode_reassignment(data)
+            left = {tp: r for tp, r in asked.items() if tp not in partitions}
+            if len(left) == len(asked):
+                return
+            if left:
+                self.zk.set(REASSIGN_PARTITIONS, encode_reassignment(left), version=stat.version)
+            else:
+                self.zk.delete(REASSIGN_PARTITIONS, version=stat.version)
+        except (NoNodeError, BadVersionError, ZkDataError):
+            pass  # none, or changed meanwhile (the controller's to settle)
 
     def _set_topic_config(self, name: str, configs: dict[str, str]) -> None:
         """Write a topic's config overrides (every broker applies them from there)."""
