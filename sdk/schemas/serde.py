@@ -339,12 +339,7 @@ class SchemaDeserializer(_Serde):
         """
         if data is None:
             return None
-        where: dict[str, Any] = {
-            "topic": topic,
-            "partition": partition,
-            "offset": offset,
-            "is_key": is_key,
-        }
+        where = _where(topic, partition, offset, is_key)
         ref, payload = self._framed(data, headers, is_key, where)
         key = ref.schema_id if ref.guid is None else ref.guid
         reader = self._readers.get(key)
@@ -389,12 +384,7 @@ class SchemaDeserializer(_Serde):
         that record (once: the next record with that schema asks again)."""
         if data is None or self.registry is None:
             return
-        where: dict[str, Any] = {
-            "topic": topic,
-            "partition": partition,
-            "offset": offset,
-            "is_key": is_key,
-        }
+        where = _where(topic, partition, offset, is_key)
         ref, _ = self._framed(data, headers, is_key, where)
         key = ref.schema_id if ref.guid is None else ref.guid
         try:
@@ -437,6 +427,13 @@ class SchemaDeserializer(_Serde):
                 ) from exc
             self._readers[key] = reader
             return reader
+
+
+def _where(
+    topic: str | None, partition: int | None, offset: int | None, is_key: bool
+) -> dict[str, Any]:
+    """Where a record is, as a deserializing error names it."""
+    return {"topic": topic, "partition": partition, "offset": offset, "is_key": is_key}
 
 
 def _named(ref: SchemaRef) -> str:
