@@ -57,6 +57,11 @@ RETRIABLE = frozenset(code for code in ErrorCode if code.retriable)
 TRANSIENT = RETRIABLE - {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID}
 
 
+#: How many times a topic or partition missing from the metadata is looked up
+#: again before it is said not to exist (see :meth:`Calls.by_leader`).
+_LOOKUPS = 4
+
+
 class Again(Exception):
     """Raised by an attempt: the call should be tried again (after a backoff,
     within its deadline), refreshing metadata first when ``refresh`` (for
@@ -162,52 +167,54 @@ class Calls:
 
     async def by_leader(
         self, tps: Iterable[TopicPartition], deadline: float
-    ) -> tuple[dict[int, list[TopicPartition]], list[TopicPartition], dict[TopicPartition, int]]:
-        """``tps`` grouped by their leaders' node ids, those without a known leader,
-        and those beyond their topic's partition count in the metadata (with it).
+    ) -> tuple[dict[int, list[TopicPartition]], list[TopicPartition]]:
+        """``tps`` grouped by their leaders' node ids, and those without a known leader.
 
-        A partition the metadata does not have yet is not an error at once: a
-        broker may answer from metadata older than a CreatePartitions (or a
-        CreateTopics) another broker has taken. Kafka's admin client asks again
-        for such partitions until the call's deadline (its PartitionLeaderStrategy
-        leaves them unmapped), and so does :meth:`per_partition`.
+        A topic or partition the metadata does not have is looked up again a few
+        times first (:data:`_LOOKUPS`, with the retry backoff, within the
+        deadline: about 1.5 s with the default backoff): a broker may answer
+        Metadata from a view older than a CreateTopics or CreatePartitions
+        another broker has taken. (Kafka's admin client asks again until the
+        call's deadline for a partition, its PartitionLeaderStrategy, and fails
+        a topic at once; here both fail within those lookups.)
 
         Raises:
-            KafkaError: a topic the brokers do not have.
+            KafkaError: a topic the brokers do not have, or a partition it does not have.
         """
         md = self.cluster.metadata
         tps = list(tps)
         topics = {tp.topic for tp in tps}
-        unknown = [topic for topic in topics if md.partition_count(topic) is None]
-        if unknown:
-            # A topic the brokers do not have fails now; other errors (a leader
-            # being elected) are waited out.
-            await self.cluster.refresh_metadata(unknown)
-            for topic in unknown:
-                missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                if md.partition_count(topic) is None and md.topic_errors.get(topic) == missing:
-                    md.forget_topic(topic)
-                    raise KafkaError(missing, f"topic {topic!r} does not exist")
+        for lookups in range(_LOOKUPS + 1):
+            # a topic no answer had yet, or one with fewer partitions than asked
+            missing = sorted(
+                {tp.topic for tp in tps if tp.partition >= (md.partition_count(tp.topic) or 0)}
+            )
+            if not missing or anyio.current_time() >= deadline:
+                break
+            if lookups:
+                await anyio.sleep(backoff_delay(self._backoff, self._backoff_max, lookups))
+            await self.cluster.refresh_metadata(missing)
+        unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        for topic in sorted(topics):
+            if md.partition_count(topic) is None and md.topic_errors.get(topic) == unknown:
+                md.forget_topic(topic)
+                raise KafkaError(unknown, f"topic {topic!r} does not exist")
         for topic in sorted(topics):
             await self.cluster.partitions_for(topic, max(0.0, deadline - anyio.current_time()) + 1)
         out: dict[int, list[TopicPartition]] = {}
         leaderless: list[TopicPartition] = []
-        absent: dict[TopicPartition, int] = {}
         for tp in tps:
             count = md.partition_count(tp.topic)
-            if tp.partition < 0:
+            if count is not None and not 0 <= tp.partition < count:
                 raise KafkaError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {tp.partition}"
+                    unknown, f"topic {tp.topic!r} has no partition {tp.partition} (it has {count})"
                 )
-            if count is not None and tp.partition >= count:
-                absent[tp] = count
-                continue
             leader = md.leader_for(tp.topic, tp.partition)
             if leader is None:
                 leaderless.append(tp)
             else:
                 out.setdefault(leader, []).append(tp)
-        return out, leaderless, absent
+        return out, leaderless
 
     def _offline(self, tp: TopicPartition) -> str:
         """The offline replicas of ``tp`` ("2,3") when metadata shows it offline
@@ -250,12 +257,7 @@ class Calls:
             nonlocal attempts
             attempts += 1
             retry: TrafkaError | None = None
-            groups, leaderless, absent = await self.by_leader(pending, deadline)
-            for tp, count in absent.items():
-                why[tp] = retry = KafkaError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"topic {tp.topic!r} has no partition {tp.partition} (it has {count})",
-                )
+            groups, leaderless = await self.by_leader(pending, deadline)
             for tp in leaderless:
                 offline = self._offline(tp)
                 error = KafkaError(

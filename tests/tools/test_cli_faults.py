@@ -644,7 +644,18 @@ def share_group(bootstrap: str) -> str:
 
 #: Commands that are not clients of a cluster (offline tools, servers, the demo,
 #: zeroconf discovery): outside the matrix.
-NOT_CLIENTS = {"decode", "demo", "broker", "cluster", "proxy", "console", "discover", "log"}
+# (schemas: a Schema Registry client, not a Kafka cluster's)
+NOT_CLIENTS = {
+    "decode",
+    "demo",
+    "broker",
+    "cluster",
+    "proxy",
+    "console",
+    "discover",
+    "log",
+    "schemas",
+}
 
 _PLAN = '{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1]}]}'
 _TOPICS = '{"version": 1, "topics": [{"topic": "t"}]}'
