@@ -314,6 +314,11 @@ class Cluster:
                 with anyio.CancelScope(shield=True):
                     await conn.aclose()
                 raise
+            if self._closed:
+                # Opened while the client closed: its close did not see it.
+                with anyio.CancelScope(shield=True):
+                    await conn.aclose()
+                raise KafkaConnectionError(f"node {node_id}: the client closed while connecting")
             self._failures.pop(node_id, None)
             self._retry_at.pop(node_id, None)
             self._last_error.pop(node_id, None)
@@ -587,6 +592,8 @@ class Cluster:
     async def aclose(self) -> None:
         """Close every connection."""
         self._closed = True
-        for conn in list(self._conns.values()):
-            await conn.aclose()
-        self._conns.clear()
+        while self._conns:  # (none is added once closed; see _connect)
+            conns = list(self._conns.values())
+            self._conns.clear()
+            for conn in conns:
+                await conn.aclose()
