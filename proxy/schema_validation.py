@@ -53,6 +53,8 @@ from trafka.codec import protocol as _protocol
 from trafka.codec.errors import DecodeError
 from trafka.codec.messages.k00_produce import ProduceResponse
 from trafka.codec.records import decode_records
+from trafka.sdk.schemas.framing import FramingError, header_name, read_frame
+from trafka.sdk.schemas.types import SchemaRegistryError, SchemaSerializationError
 
 from .filters import CloseConnection, EncodedBody, Filter, FilterContext, Respond
 
@@ -191,9 +193,6 @@ class SchemaValidation(Filter):
     def _check_one(
         self, topic: str, partition: int, data: bytes, headers: Iterable[Any], is_key: bool
     ) -> str | None:
-        from trafka.sdk.schemas import SchemaRegistryError, SchemaSerializationError
-        from trafka.sdk.schemas.framing import FramingError, header_name, read_frame
-
         subject = f"{topic}-{'key' if is_key else 'value'}"
         named = header_name(is_key)
         frame = next((bytes(v) for k, v in reversed(list(headers)) if k == named and v), data)
@@ -223,7 +222,7 @@ class SchemaValidation(Filter):
         return None
 
     def _subjects_of(self, registry: Any, ref: Any, schema: Any, subject: str) -> frozenset[str]:
-        key = ref.guid if ref.guid is not None else ref.schema_id
+        key = ref.schema_key
         known = self._subjects.get(key, frozenset())
         if subject in known:
             return known

@@ -65,6 +65,11 @@ class SchemaRef:
     guid: uuid.UUID | None = None
     indexes: tuple[int, ...] | None = None
 
+    @property
+    def schema_key(self) -> int | uuid.UUID | None:
+        """What names the schema: its GUID when the frame has one, else its id."""
+        return self.schema_id if self.guid is None else self.guid
+
 
 def header_name(is_key: bool) -> str:
     """The record header carrying a key's or a value's schema (header framing)."""

@@ -341,7 +341,7 @@ class SchemaDeserializer(_Serde):
             return None
         where = _where(topic, partition, offset, is_key)
         ref, payload = self._framed(data, headers, is_key, where)
-        key = ref.schema_id if ref.guid is None else ref.guid
+        key = ref.schema_key
         reader = self._readers.get(key)
         if reader is None and self.registry is not None:
             failed = self._unloadable.pop(key, None)
@@ -367,7 +367,7 @@ class SchemaDeserializer(_Serde):
             ref, _ = self._framed(data, headers, is_key, {})
         except SchemaSerializationError:
             return False  # raised at once by deserialize_record
-        key = ref.schema_id if ref.guid is None else ref.guid
+        key = ref.schema_key
         return key not in self._readers and key not in self._unloadable
 
     def preload(
@@ -386,7 +386,7 @@ class SchemaDeserializer(_Serde):
             return
         where = _where(topic, partition, offset, is_key)
         ref, _ = self._framed(data, headers, is_key, where)
-        key = ref.schema_id if ref.guid is None else ref.guid
+        key = ref.schema_key
         try:
             self._load(ref, key, where)
         except SchemaSerializationError as exc:
