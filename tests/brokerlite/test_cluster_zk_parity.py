@@ -755,7 +755,20 @@ def _log_on_leader(side: Side, topic: str, partition: int) -> dict[str, Any]:
     current one (KIP-101/KIP-279: for each, the latest epoch at or below it that
     the leader's log knows, and where that epoch ends), as the distinct answers
     in epoch order, each epoch named by :func:`_epoch_label` (how many epochs a
-    controller writes differs: see test_a_reassignment_during_and_after)."""
+    controller writes differs: see test_a_reassignment_during_and_after).
+
+    The controller writes a new leader to ZooKeeper before the broker has taken
+    the leadership from its LeaderAndIsr, on Kafka as on brokerlite; a client
+    told NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH in
+    that moment asks again, and so does this."""
+    return _until(
+        f"{topic}-{partition}'s leader serves it",
+        lambda: (read := _read_from_leader(side, topic, partition))["error"] not in (6, 74, 76)
+        and read,
+    )
+
+
+def _read_from_leader(side: Side, topic: str, partition: int) -> dict[str, Any]:
     state = side.state(topic, partition)[0]
     leader, epoch = side.addresses[state["leader"]], state["leader_epoch"]
     F = fetch_api.FetchRequest
