@@ -20,6 +20,7 @@ from .errors import (
     UnsupportedVersionError,
 )
 from .framing import DEFAULT_MAX_FRAME_SIZE, FrameReader
+from .messages import ApiKey
 from .protocol import (
     ApiInfo,
     RequestFramer,
@@ -45,6 +46,7 @@ from .protocol import (
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "ApiInfo",
+    "ApiKey",
     "CodecError",
     "DecodeError",
     "EncodeError",

@@ -815,6 +815,18 @@ def render_registry(apis: list[tuple[int, str, str]], spec_id: str) -> str:
         "",
         "from __future__ import annotations",
         "",
+        "import enum",
+        "",
+        "",
+        "class ApiKey(enum.IntEnum):",
+        '    """Every API the codec speaks, by its key: an int wherever a key is expected."""',
+        "",
+    ]
+    for key, _, name in sorted(apis):
+        lines.append(f"    {snake(name).upper()} = {key}")
+    lines += [
+        "",
+        "",
         "# api key -> (module name, API name)",
         "API_MODULES: dict[int, tuple[str, str]] = {",
     ]

@@ -763,8 +763,9 @@ def _log_on_leader(side: Side, topic: str, partition: int) -> dict[str, Any]:
     that moment asks again, and so does this."""
     return _until(
         f"{topic}-{partition}'s leader serves it",
-        lambda: (read := _read_from_leader(side, topic, partition))["error"] not in (6, 74, 76)
-        and read,
+        lambda: (
+            (read := _read_from_leader(side, topic, partition))["error"] not in (6, 74, 76) and read
+        ),
     )
 
 

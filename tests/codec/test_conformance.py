@@ -33,7 +33,7 @@ import pytest
 
 from trafka.codec import primitives as p
 from trafka.codec.errors import ErrorCode
-from trafka.codec.messages import API_MODULES, consumer_protocol, headers
+from trafka.codec.messages import API_MODULES, ApiKey, consumer_protocol, headers
 from trafka.codec.protocol import api
 
 REPO = Path(__file__).resolve().parents[2]
@@ -449,6 +449,17 @@ def test_registry_lists_exactly_the_broker_apis() -> None:
     }
     for key, name in BROKER_APIS:
         assert API_MODULES[key][0] == f"k{key:02d}_{snake_case(name)}"
+
+
+def test_api_key_enum_names_every_broker_api_as_kafka_does() -> None:
+    """``ApiKey`` has one member per API the specs give the broker listener,
+    named as Kafka's own ``org.apache.kafka.common.protocol.ApiKeys`` names it
+    (the spec's name in upper snake case: ``OFFSET_FOR_LEADER_EPOCH = 23``), and
+    each is the int the wire carries."""
+    assert {m.value: m.name for m in ApiKey} == {
+        key: snake_case(name).upper() for key, name in BROKER_APIS
+    }
+    assert ApiKey.PRODUCE == 0 and api(ApiKey.DESCRIBE_ACLS).name == "DescribeAcls"
 
 
 @pytest.mark.parametrize(("key", "name"), BROKER_APIS, ids=[n for _, n in BROKER_APIS])
