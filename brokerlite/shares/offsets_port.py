@@ -31,10 +31,14 @@ Rules of the cluster implementation:
   the job is abandoned (its request's deadline): a share coordinator's broker
   that dies is replaced by the new leader of its ``__share_group_state``
   partition. Another error is that share-partition's answer.
-* The start offset, log bounds and topic ids the handler needs come from the
-  broker's view (``topic_info``, ``bounds``); lag needs the partition's high
-  watermark, known where this broker has a replica of it (else -1, Kafka's
-  unknown lag).
+* The log bounds and topic ids the handler needs come from the broker's view
+  (``topic_info``, ``bounds``). A lag needs the partition's high watermark,
+  which only its leader knows for sure (a follower's lags behind, and a broker
+  without a replica has none): Describe asks the leader, ListOffsets for the
+  latest offset, read_uncommitted, as Kafka's group coordinator does (its
+  NetworkPartitionMetadataClient, KIP-1226). A leader that cannot be asked
+  (none, or an error that retrying does not cure) leaves the lag -1, Kafka's
+  unknown lag.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import ApiKey
+from trafka.codec.messages import k02_list_offsets as _list
 from trafka.codec.messages import k83_initialize_share_group_state as _init
 from trafka.codec.messages import k84_read_share_group_state as _read
 from trafka.codec.messages import k86_delete_share_group_state as _delete
@@ -76,6 +82,10 @@ Alter = dict[TP, EntryResult]
 DeleteTopics = dict[str, EntryResult]
 
 _OK: EntryResult = (ErrorCode.NONE, None)
+_LATEST = -1  # ListOffsets' timestamp for the latest offset (the high watermark)
+#: A leader that moved: asked again after a lookup. (LEADER_NOT_AVAILABLE, no
+#: leader at all, leaves the lag unknown, as on Kafka.)
+_LEADER_MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER})
 _UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
@@ -155,11 +165,12 @@ class _Op:
     group: str
     tp: TP
     topic_id: str
-    then: str  # after the read: "" (describe), "init" or "delete"
+    then: str  # after the read: "end" (describe), "init" or "delete"
     start: int = -1  # alter: the new start offset
     phase: str = "read"
     code: ErrorCode | None = None  # set when done
     read: Any = None  # the read's partition result
+    end: int = -1  # describe: the leader's high watermark, -1 unknown
     not_before: int = 0
 
 
@@ -177,7 +188,8 @@ class ClusterShareOffsets:
     Args:
         topic_info: a topic's id (text) and partition count, None if unknown.
         bounds: a partition's (log start, log end, high watermark) where this
-            broker has a replica of it, else None.
+            broker has a replica of it, else None (Alter's checks; a lag asks
+            the leader).
         initialized: the share-partitions a group may have state of.
     """
 
@@ -205,12 +217,12 @@ class ClusterShareOffsets:
             found: Describe = {tp: None for tp in tps}
             for op in job.ops:
                 if op.code == ErrorCode.NONE and op.read.start_offset >= 0:
-                    found[op.tp] = self._info(op.tp, op.read)
+                    found[op.tp] = _info(op.read, op.end)
             if wanted is None:
                 return {tp: info for tp, info in found.items() if info is not None}
             return found
 
-        return self._start(group_id, [(tp, "", -1) for tp in tps], finish)
+        return self._start(group_id, [(tp, "end", -1) for tp in tps], finish)
 
     def alter(self, group_id: str, offsets: Mapping[TP, int]) -> Job:
         results: Alter = {}
@@ -315,15 +327,19 @@ class ClusterShareOffsets:
         op: _Op = request.tag
         if op.job.abandoned:
             return
-        if code in RETRIABLE:
+        if op.phase == "end" and code not in RETRIABLE | _LEADER_MOVED:
+            # The lag is unknown (-1) unless the leader answered.
+            op.end = payload.offset if code == ErrorCode.NONE else -1
+            code = ErrorCode.NONE
+        elif code in RETRIABLE or (op.phase == "end" and code in _LEADER_MOVED):
             op.not_before = now_ms + RETRY_BACKOFF_MS
             self._queued.append(op)
             self.on_ready()
             return
         if code == ErrorCode.NONE and op.phase == "read":
             op.read = payload
-            if op.then == "init" or (op.then == "delete" and payload.start_offset >= 0):
-                op.phase = op.then
+            if payload.start_offset >= 0 or op.then == "init":
+                op.phase, op.not_before = op.then, now_ms
                 self._queued.append(op)
                 self.on_ready()
                 return
@@ -364,22 +380,19 @@ class ClusterShareOffsets:
         job.done = True
         self.on_done()
 
-    def _info(self, tp: TP, read: Any) -> ShareOffsetInfo:
-        start = int(read.start_offset)
-        bounds = self._bounds(*tp)
-        if bounds is None:
-            return ShareOffsetInfo(start, -1)
-        runs = [
-            [b.first_offset, b.last_offset, b.delivery_state, b.delivery_count]
-            for b in read.state_batches
-        ]
-        done = SharePartition.from_snapshot({"start": start, "runs": runs})
-        return ShareOffsetInfo(start, max(bounds[2] - start - done.delivery_complete_count(), 0))
-
     def _request(self, op: _Op) -> StateRequest:
         key = (op.group, op.tp[0], op.tp[1])
         coordinator_key = state_key(op.group, op.topic_id, op.tp[1])
         index = op.tp[1]
+        if op.phase == "end":
+            lq = _list.ListOffsetsRequest
+            latest = lq.ListOffsetsPartition(partition_index=index, timestamp=_LATEST)
+            body = lq(
+                replica_id=-1, topics=[lq.ListOffsetsTopic(name=op.tp[0], partitions=[latest])]
+            )
+            return StateRequest(
+                ApiKey.LIST_OFFSETS, "", body, key, owner=self, tag=op, leader_of=op.tp, version=2
+            )
         if op.phase == "read":
             rq = _read.ReadShareGroupStateRequest
             part: Any = rq.PartitionData(partition=index, leader_epoch=ADMIN_READ_EPOCH)
@@ -401,6 +414,21 @@ def _body(request: Any, topic: Any, op: _Op, partition: Any) -> Any:
     return request(
         group_id=op.group, topics=[topic(topic_id=uuid.UUID(op.topic_id), partitions=[partition])]
     )
+
+
+def _info(read: Any, end: int) -> ShareOffsetInfo:
+    """A share-partition's start offset and lag (KIP-1226): the records from the
+    start offset up to the leader's high watermark ``end`` that have not
+    completed delivery; -1 when ``end`` is unknown."""
+    start = int(read.start_offset)
+    if end < 0:
+        return ShareOffsetInfo(start, -1)
+    runs = [
+        [b.first_offset, b.last_offset, b.delivery_state, b.delivery_count]
+        for b in read.state_batches
+    ]
+    done = SharePartition.from_snapshot({"start": start, "runs": runs})
+    return ShareOffsetInfo(start, max(end - start - done.delivery_complete_count(), 0))
 
 
 def _entry(code: ErrorCode | None) -> EntryResult:

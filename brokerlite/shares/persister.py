@@ -108,7 +108,8 @@ class _Write:
 @dataclasses.dataclass(frozen=True, slots=True)
 class StateRequest:
     """One request for the driver to send: to the coordinator of ``coordinator_key``
-    (``group:topic-id:partition``), API ``api_key`` (84 or 85) with ``body``."""
+    (``group:topic-id:partition``), API ``api_key`` (83-86) with ``body``; or,
+    with ``leader_of``, to that partition's leader."""
 
     api_key: int
     coordinator_key: str
@@ -119,6 +120,10 @@ class StateRequest:
     owner: StateRequestOwner | None = None
     #: The owner's own note of what the request is for.
     tag: Any = None
+    #: Sent to this data partition's leader instead of a share coordinator
+    #: (the offsets admin's ListOffsets for a lag, KIP-1226).
+    leader_of: tuple[str, int] | None = None
+    version: int = 0
 
 
 class StateRequestOwner(Protocol):

@@ -21,7 +21,7 @@ from typing import Any
 
 import trio
 from cluster_helpers import until
-from test_cluster_share_groups import coordinator_of, raw
+from test_cluster_share_groups import coordinator_of, leader, raw
 
 from trafka.brokerlite.cluster.controller import coordinator_partition
 from trafka.brokerlite.cluster.view import SHARE_STATE_TOPIC
@@ -76,12 +76,14 @@ def state_leader(cluster: LocalCluster, group: str, partition: int) -> int | Non
     return owner if share is not None and where in share.loaded_partitions() else None
 
 
-async def take(bs: str, group: str, count: int, accept: int | None = None) -> list[Any]:
+async def take(
+    bs: str, group: str, count: int, accept: int | None = None, topic: str = TOPIC
+) -> list[Any]:
     """A share consumer's first ``count`` records (the first ``accept`` of them
     accepted and committed, the rest released by the close)."""
     got: list[Any] = []
     async with open_share_consumer(
-        TOPIC, bootstrap_servers=bs, group_id=group, share_acknowledgement_mode="explicit"
+        topic, bootstrap_servers=bs, group_id=group, share_acknowledgement_mode="explicit"
     ) as consumer:
         while len(got) < count:
             got += await consumer.poll(timeout_ms=200)
@@ -233,5 +235,50 @@ def test_a_deleted_share_group_leaves_no_share_state() -> None:
             )
             again = await take(bs, GROUP, 10)
             assert [(r.offset, r.delivery_count) for r in again] == [(i, 1) for i in range(10)]
+
+    run(flow)
+
+
+def test_the_lag_comes_from_the_partitions_leader() -> None:
+    """KIP-1226: a share-partition's lag counts the records from its start offset
+    up to the partition's high watermark that have not completed delivery. Only
+    the partition's leader knows that high watermark for sure, and Kafka's group
+    coordinator asks it (ListOffsets for the latest offset, read_uncommitted);
+    with no leader the lag is unknown (-1: the admin's None). Here the group's
+    coordinator holds no replica of the partition (one replica, on another
+    broker), so a lag from its own log could only be a guess."""
+
+    async def flow() -> None:
+        async with serve_cluster(3, **SETTINGS) as cluster:
+            bs, solo = cluster.bootstrap_servers, "solo"
+            here = coordinator_of(cluster, GROUP)
+            async with open_admin(bootstrap_servers=bs) as admin:
+                await admin.create_topics([NewTopic(solo, 3, 1)])
+                await admin.alter_group_configs({GROUP: {"share.auto.offset.reset": "earliest"}})
+                await until(lambda: all(leader(cluster, solo, p) > 0 for p in range(3)), "leaders")
+                elsewhere = next(p for p in range(3) if leader(cluster, solo, p) != here)
+                tp = TopicPartition(solo, elsewhere)
+                async with open_producer(bootstrap_servers=bs, acks="all") as producer:
+                    for i in range(5):
+                        await producer.send(solo, b"%d" % i, partition=elsewhere)
+                await until(
+                    lambda: all(
+                        cluster.node(n).broker.share_groups.config(GROUP).auto_offset_reset
+                        == "earliest"
+                        for n in cluster.node_ids
+                    ),
+                    "the group's configs everywhere",
+                )
+                got = await take(bs, GROUP, 5, accept=2, topic=solo)
+                assert [r.offset for r in got] == list(range(5))
+                assert await admin.list_share_group_offsets(GROUP, [tp]) == {
+                    tp: SharePartitionOffsetInfo(start_offset=2, leader_epoch=0, lag=3)
+                }
+                # Its only replica stops: no leader, the lag unknown.
+                await cluster.stop_node(leader(cluster, solo, elsewhere))
+                await until(lambda: leader(cluster, solo, elsewhere) < 0, "no leader")
+                assert await admin.list_share_group_offsets(GROUP, [tp]) == {
+                    tp: SharePartitionOffsetInfo(start_offset=2, leader_epoch=0, lag=None)
+                }
 
     run(flow)

@@ -12,17 +12,22 @@ from trafka.brokerlite.shares.offsets_admin import ShareOffsetInfo
 from trafka.brokerlite.shares.offsets_port import ClusterShareOffsets
 from trafka.brokerlite.shares.persister import RETRY_BACKOFF_MS, RemotePersister, StateRequest
 from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import ApiKey
+from trafka.codec.messages import k02_list_offsets as list_m
 from trafka.codec.messages import k84_read_share_group_state as read_m
 
 TID = str(uuid.UUID(int=9))
 R = read_m.ReadShareGroupStateResponse
+L = list_m.ListOffsetsResponse
 
 
-def port(initialized: set[tuple[str, int]] | None = None) -> tuple[ClusterShareOffsets, list[int]]:
+def port(
+    initialized: set[tuple[str, int]] | None = None, bounds: tuple[int, int, int] = (0, 10, 10)
+) -> tuple[ClusterShareOffsets, list[int]]:
     done: list[int] = []
     p = ClusterShareOffsets(
         topic_info=lambda t: (TID, 2) if t == "t" else None,
-        bounds=lambda t, i: (0, 10, 10),
+        bounds=lambda t, i: bounds,
         initialized=lambda g: set(initialized or ()),
     )
     p.on_done = lambda: done.append(1)
@@ -75,8 +80,31 @@ def test_a_coordinator_not_there_is_asked_again_after_the_backoff() -> None:
     assert p.next_retry() == 1000 + RETRY_BACKOFF_MS
     again = only(p.take(1000 + RETRY_BACKOFF_MS))
     p.answered(again, ErrorCode.NONE, read_answer(2, runs=[(2, 3, 0, 1), (4, 5, 2, 1)]), 0)
+    end = only(p.take(0))
+    assert (end.api_key, end.leader_of) == (ApiKey.LIST_OFFSETS, ("t", 0))
+    p.answered(end, ErrorCode.NONE, L.ListOffsetsPartitionResponse(offset=10), 0)
     # Lag (KIP-1226): high watermark 10 - start 2 - acknowledged 4-5.
     assert job.value == {("t", 0): ShareOffsetInfo(2, 6)}
+
+
+def test_the_lag_is_the_leaders_high_watermark_or_unknown() -> None:
+    """KIP-1226's lag counts up to the partition's high watermark, which Kafka's
+    group coordinator asks of the partition's leader (ListOffsets, latest,
+    read_uncommitted): not this broker's copy (here a follower's, stale at 3).
+    A leader that moved is asked again; no leader leaves the lag unknown (-1)."""
+    p, _ = port(bounds=(0, 10, 3))
+    job = p.describe("g", [("t", 0), ("t", 1)])
+    for read in p.take(0):
+        p.answered(read, ErrorCode.NONE, read_answer(2), 0)
+    first, second = p.take(0)
+    latest = first.body.topics[0].partitions[0]
+    assert (first.body.isolation_level, latest.timestamp) == (0, -1)
+    p.answered(first, ErrorCode.NOT_LEADER_OR_FOLLOWER, None, 0)
+    p.answered(second, ErrorCode.LEADER_NOT_AVAILABLE, None, 0)
+    assert not job.done
+    again = only(p.take(RETRY_BACKOFF_MS))
+    p.answered(again, ErrorCode.NONE, L.ListOffsetsPartitionResponse(offset=9), 0)
+    assert job.value == {("t", 0): ShareOffsetInfo(2, 7), ("t", 1): ShareOffsetInfo(2, -1)}
 
 
 def test_delete_touches_only_share_partitions_with_state() -> None:

@@ -7,7 +7,8 @@ to the share coordinators and reports their answers to whoever made them.
 Rules:
 
 * A request goes to the leader of its key's ``__share_group_state`` partition,
-  looked up when it is sent. While the topic does not exist, the first request
+  looked up when it is sent (the offsets admin's ListOffsets to the leader of
+  its data partition: LEADER_NOT_AVAILABLE when there is none). While the topic does not exist, the first request
   has it created (``share.coordinator.state.topic.num.partitions`` partitions,
   compacted, as Kafka creates it on first use); requests without a coordinator
   are answered COORDINATOR_NOT_AVAILABLE here, and the persister retries them.
@@ -76,11 +77,14 @@ class ShareStateSender:
                 while True:
                     now = now_ms()
                     for request in [r for source in self._sources for r in source.take(now)]:
-                        node = self._coordinator(request)
+                        node = self._destination(request)
                         if node is None:
-                            _owner(request, self._persister).answered(
-                                request, ErrorCode.COORDINATOR_NOT_AVAILABLE, None, now
+                            missing = (
+                                ErrorCode.COORDINATOR_NOT_AVAILABLE
+                                if request.leader_of is None
+                                else ErrorCode.LEADER_NOT_AVAILABLE
                             )
+                            _owner(request, self._persister).answered(request, missing, None, now)
                             continue
                         queue = self._queues.get(node)
                         if queue is None:
@@ -99,9 +103,12 @@ class ShareStateSender:
             for source in self._sources:
                 source.on_ready = lambda: None
 
-    def _coordinator(self, request: StateRequest) -> int | None:
+    def _destination(self, request: StateRequest) -> int | None:
         cluster = self._broker.cluster
         assert cluster is not None
+        if request.leader_of is not None:
+            leader = cluster.leader(*request.leader_of)
+            return leader if leader is not None and leader >= 0 else None
         if SHARE_STATE_TOPIC not in cluster.image.topics:
             if self._creating is None or self._creating.done:
                 config = self._broker.config
@@ -128,7 +135,7 @@ class ShareStateSender:
                     if conn is None:
                         conn = await InterBrokerConnection.to_node(self._broker, node, "share")
                     with trio.fail_after(_ANSWER_TIMEOUT_S):
-                        answer = await conn.request(request.api_key, 0, request.body)
+                        answer = await conn.request(request.api_key, request.version, request.body)
                 except (OSError, ConnectionError, CodecError, trio.TooSlowError) as exc:
                     log.debug("share state with broker %d: %s", node, exc)
                     if conn is not None:
@@ -152,8 +159,10 @@ def _owner(request: StateRequest, persister: RemotePersister) -> StateRequestOwn
 
 
 def _result(answer: Any) -> tuple[ErrorCode, Any]:
-    """The one partition's code and result of a share-state answer (keys 83-86)."""
-    for topic in answer.results:
+    """The one partition's code and result of a share-state answer (keys 83-86)
+    or of a ListOffsets."""
+    topics: Any = answer.topics if hasattr(answer, "topics") else answer.results
+    for topic in topics:
         for partition in topic.partitions:
             return ErrorCode.of(partition.error_code), partition
     return ErrorCode.UNKNOWN_SERVER_ERROR, None
