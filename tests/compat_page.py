@@ -76,7 +76,11 @@ def pytest_configure(config: pytest.Config) -> None:
 def _peers(item: pytest.Item, mark: pytest.Mark) -> tuple[str, ...]:
     named = mark.kwargs.get("peer")
     if named:
-        return (named,) if isinstance(named, str) else tuple(named)
+        peers = (named,) if isinstance(named, str) else tuple(named)
+        unknown = [p for p in peers if p not in PEERS]
+        if unknown:  # (it would fill no column, silently)
+            raise pytest.UsageError(f"{item.nodeid}: compat peer {unknown} is none of {PEERS}")
+        return peers
     return (_peer(item),)
 
 

@@ -80,6 +80,12 @@ def topics_list(cfg: dict[str, Any], internal: bool, as_json: bool) -> None:
 @click.option("-p", "--partitions", type=click.IntRange(min=1), help="Default: the broker's.")
 @click.option("-r", "--replication-factor", type=click.IntRange(min=1), help="Default: broker's.")
 @click.option("-c", "--config", "configs", multiple=True, metavar="KEY=VALUE", help="Repeatable.")
+@click.option(
+    "--replica-assignment",
+    metavar="B:B,B:B",
+    help="Place each partition (comma-separated, from 0) on these brokers (colon-separated, "
+    "the first its preferred leader), as kafka-topics; instead of -p/-r.",
+)
 @click.option("--if-not-exists", is_flag=True, help="An existing topic is not an error.")
 @admin_options
 def topics_create(
@@ -88,13 +94,20 @@ def topics_create(
     partitions: int | None,
     replication_factor: int | None,
     configs: tuple[str, ...],
+    replica_assignment: str | None,
     if_not_exists: bool,
 ) -> None:
     """Create topics."""
     from trafka.sdk import NewTopic
 
     settings = parse_pairs(configs, "-c")
-    new = [NewTopic(n, partitions or -1, replication_factor or -1, settings) for n in names]
+    if replica_assignment is None:
+        new = [NewTopic(n, partitions or -1, replication_factor or -1, settings) for n in names]
+    elif partitions or replication_factor:
+        raise click.UsageError("--replica-assignment says the partitions and replicas: no -p/-r")
+    else:
+        placed = _assignment(replica_assignment)
+        new = [NewTopic(n, configs=settings, replica_assignments=placed) for n in names]
 
     async def run(admin: Any) -> list[str]:
         created = []
@@ -447,24 +460,42 @@ def topics_alter(
     required=True,
     help="The new partition count (more than now).",
 )
+@click.option(
+    "--replica-assignment",
+    metavar="B:B,B:B",
+    help="Every partition's brokers, as kafka-topics --alter: those of the partitions "
+    "the topic has are skipped, the rest place the new ones.",
+)
 @click.option("--if-exists", is_flag=True, help="A missing topic is not an error.")
 @click.option("--dry-run", is_flag=True, help="Have the controller check it; change nothing.")
 @admin_options
 def topics_add_partitions(
-    cfg: dict[str, Any], names: tuple[str, ...], partitions: int, if_exists: bool, dry_run: bool
+    cfg: dict[str, Any],
+    names: tuple[str, ...],
+    partitions: int,
+    replica_assignment: str | None,
+    if_exists: bool,
+    dry_run: bool,
 ) -> None:
     """Grow topics to PARTITIONS partitions (kafka-topics --alter --partitions).
 
     Records with a key go to the partition their key hashes to among all
     partitions, so after this a key's new records may land on another partition
     than its old ones: ordering per key holds only from here on."""
+    from trafka.sdk import NewPartitions
+
+    placed = None if replica_assignment is None else _assignment(replica_assignment)
 
     async def run(admin: Any) -> list[tuple[str, int]]:
         grown = []
         for name in dict.fromkeys(names):
             try:
                 before = (await admin.describe_topics([name]))[name].partitions
-                await admin.create_partitions({name: partitions}, validate_only=dry_run)
+                added = (
+                    None if placed is None else [placed[p] for p in sorted(placed)][len(before) :]
+                )
+                new = NewPartitions(partitions, added)
+                await admin.create_partitions({name: new}, validate_only=dry_run)
             except KafkaError as exc:
                 if if_exists and exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     continue
@@ -481,6 +512,32 @@ def topics_add_partitions(
             click.echo(f"{name}: {before} -> {partitions} partitions", err=True)
             if before:
                 echo_err(f"note: keyed records of {name} may now hash to other partitions")
+
+
+def _assignment(text: str) -> dict[int, list[int]]:
+    """kafka-topics' ``--replica-assignment``: partitions by commas, from 0, each
+    its brokers by colons; no broker twice in a partition, as many in each."""
+    placed: dict[int, list[int]] = {}
+    for partition, brokers in enumerate(text.split(",")):
+        try:
+            ids = [int(b) for b in brokers.split(":")]
+        except ValueError:
+            raise click.BadParameter(
+                f"partition {partition}: {brokers!r} is not broker ids separated by ':'",
+                param_hint="--replica-assignment",
+            ) from None
+        if len(set(ids)) != len(ids):
+            raise click.BadParameter(
+                f"partition {partition} names a broker twice: {brokers}",
+                param_hint="--replica-assignment",
+            )
+        if placed and len(ids) != len(placed[0]):
+            raise click.BadParameter(
+                f"partition {partition} has {len(ids)} replicas, partition 0 {len(placed[0])}",
+                param_hint="--replica-assignment",
+            )
+        placed[partition] = ids
+    return placed
 
 
 def _level_range(levels: tuple[int, int] | None) -> str | None:

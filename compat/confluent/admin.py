@@ -15,6 +15,7 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from trafka.sdk import NewPartitions as _NewPartitions
 from trafka.sdk import NewTopic as _NewTopic
 from trafka.sdk.blocking import Admin as _Admin
 
@@ -74,8 +75,24 @@ class AdminClient:
             raise KafkaException(error_of(exc)) from None
 
     def create_topics(self, new_topics: list[NewTopic], **kwargs: Any) -> dict[str, Future[None]]:
+        for t in new_topics:  # librdkafka's rules for an assignment, raised here as there
+            if t.replica_assignment is not None and t.num_partitions == -1:
+                raise ValueError(
+                    "Specifying a default partition count and a replica assignment are "
+                    "mutually exclusive"
+                )
+            if t.replica_assignment is not None and t.replication_factor != -1:
+                raise ValueError(
+                    "Specifying a replication factor and a replica assignment are "
+                    "mutually exclusive"
+                )
+
         def create(t: NewTopic) -> None:
-            spec = _NewTopic(t.topic, t.num_partitions, t.replication_factor, t.config)
+            if t.replica_assignment is None:
+                spec = _NewTopic(t.topic, t.num_partitions, t.replication_factor, t.config)
+            else:  # (librdkafka sends no counts with an assignment)
+                placed = dict(enumerate(t.replica_assignment))
+                spec = _NewTopic(t.topic, configs=t.config, replica_assignments=placed)
             self._admin.create_topics([spec])
 
         return self._each({t.topic: t for t in new_topics}, create)
@@ -87,7 +104,9 @@ class AdminClient:
         self, new_partitions: list[NewPartitions], **kwargs: Any
     ) -> dict[str, Future[None]]:
         def add(p: NewPartitions) -> None:
-            self._admin.create_partitions({p.topic: p.new_total_count})
+            self._admin.create_partitions(
+                {p.topic: _NewPartitions(p.new_total_count, p.replica_assignment)}
+            )
 
         return self._each({p.topic: p for p in new_partitions}, add)
 

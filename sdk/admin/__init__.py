@@ -49,7 +49,7 @@ from .scram import (
     UserScramCredentialUpsertion,
 )
 from .share_groups import ShareGroupDescription, ShareMemberDescription, SharePartitionOffsetInfo
-from .topics import NewTopic
+from .topics import NewPartitions, NewTopic
 from .transactions import (
     LIVE_TRANSACTION_STATES,
     ProducerState,
@@ -67,6 +67,7 @@ __all__ = [
     "GroupListing",
     "LIVE_TRANSACTION_STATES",
     "MemberDescription",
+    "NewPartitions",
     "NewTopic",
     "PartitionReassignment",
     "ProducerState",

@@ -26,7 +26,6 @@ from .._validate import (
     check_names,
     check_offset,
     check_str,
-    check_topic,
     check_topic_partition,
     check_topic_partitions,
     describe,
@@ -45,7 +44,6 @@ __all__ = [
     "check_hmac",
     "check_log_dir_assignments",
     "check_new_topic_counts",
-    "check_new_totals",
     "check_offset_spec",
     "check_producer_id",
     "check_reassignments",
@@ -178,20 +176,6 @@ def check_config_changes(
             check_str(f"{where}[{key!r}]", value, empty=True, none=True)
         out[resource] = dict(settings)
     return out
-
-
-def check_new_totals(value: Any) -> dict[str, int]:
-    """``create_partitions``' ``{topic: new partition count}``."""
-    if not isinstance(value, Mapping):
-        raise ArgumentTypeError(
-            f"new_totals must be a mapping of topic to count, got {describe(value)}"
-        )
-    return {
-        check_topic(f"new_totals key {topic!r}", topic): check_int(
-            f"new_totals[{topic!r}]", count, minimum=1, maximum=INT32_MAX
-        )
-        for topic, count in value.items()
-    }
 
 
 def check_reassignments(value: Any) -> dict[TopicPartition, list[int] | None]:

@@ -25,7 +25,6 @@ from ..transport import BrokerConnection
 from ._common import (
     Result,
     by_topic,
-    check_new_totals,
     check_offset_spec,
     check_reassignments,
     first_failure,
@@ -51,8 +50,10 @@ from .records import (
     read_list_offsets,
 )
 from .topics import (
+    NewPartitions,
     NewTopic,
     check_new_topics,
+    check_new_totals,
     create_partitions_request,
     create_topics_request,
     delete_topics_request,
@@ -198,19 +199,20 @@ class TopicCalls(AdminCore):
 
     async def create_partitions(
         self,
-        new_totals: Mapping[str, int],
+        new_totals: Mapping[str, int | NewPartitions],
         *,
         timeout_ms: int | None = None,
         validate_only: bool = False,
     ) -> None:
-        """Grow topics to the given partition counts (retried as :meth:`create_topics`).
+        """Grow topics to the given partition counts (retried as :meth:`create_topics`);
+        a :class:`NewPartitions` also says where the new partitions go.
 
         Raises:
-            KafkaError: e.g. INVALID_PARTITIONS (not more than now).
+            KafkaError: e.g. INVALID_PARTITIONS (not more than now),
+                INVALID_REPLICA_ASSIGNMENT.
         """
-        new_totals = check_new_totals(new_totals)
+        totals = check_new_totals(new_totals)
         check_bool("validate_only", validate_only)
-        totals = dict(new_totals)
 
         async def send(conn: BrokerConnection, names: list[str], left: float) -> list[Result]:
             body = create_partitions_request(

@@ -7,7 +7,7 @@ per name (see :func:`~trafka.sdk.admin._common.settle`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from trafka.codec import ErrorCode, KafkaError
@@ -15,14 +15,17 @@ from trafka.codec.messages import k19_create_topics as ct
 from trafka.codec.messages import k20_delete_topics as dt
 from trafka.codec.messages import k37_create_partitions as cpart
 
-from .._validate import check_names, check_str, check_topic, describe
+from .._validate import INT32_MAX, check_int, check_names, check_str, check_topic, describe
 from ..calls import TRANSIENT, check
-from ..errors import ArgumentTypeError
+from ..errors import ArgumentTypeError, ArgumentValueError
 from ..metadata import PartitionInfo, TopicInfo
-from ._common import Result, check_new_topic_counts, fit
+from ._common import Result, check_broker_id, check_new_topic_counts, fit
 
 __all__ = [
+    "NewPartitions",
     "NewTopic",
+    "check_assignments",
+    "check_new_totals",
     "check_new_topics",
     "create_partitions_request",
     "create_topics_request",
@@ -40,19 +43,35 @@ __all__ = [
 class NewTopic:
     """A topic to create. ``-1`` partitions or replication factor: the broker's default.
 
+    ``replica_assignments`` places the partitions instead (as Kafka's
+    ``NewTopic(name, replicasAssignments)`` and ``kafka-topics
+    --replica-assignment``): ``{partition: [broker ids]}``, the first broker of
+    each the partition's preferred leader. The broker checks the placement
+    (partitions numbered from 0, as many replicas each, brokers that exist:
+    INVALID_REPLICA_ASSIGNMENT otherwise); the counts are then left at -1.
+
     Raises:
         TypeError, ValueError: a name Kafka cannot have, a count that is neither
-            -1 nor at least 1, or configs that are not a mapping of strings.
+            -1 nor at least 1, configs that are not a mapping of strings, or
+            replica assignments together with a count.
     """
 
     name: str
     num_partitions: int = -1
     replication_factor: int = -1
     configs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    replica_assignments: Mapping[int, Sequence[int]] | None = None
 
     def __post_init__(self) -> None:
         check_topic("name", self.name)
         check_new_topic_counts(self.num_partitions, self.replication_factor)
+        if self.replica_assignments is not None:
+            check_assignments("replica_assignments", self.replica_assignments)
+            if self.num_partitions != -1 or self.replication_factor != -1:
+                raise ArgumentValueError(
+                    "give num_partitions and replication_factor, or replica_assignments, "
+                    "not both (the assignments say how many of each)"
+                )
         if not isinstance(self.configs, Mapping):
             raise ArgumentTypeError(
                 f"configs must be a mapping of settings, got {describe(self.configs)}"
@@ -163,6 +182,10 @@ def create_topics_request(
                 name=t.name,
                 num_partitions=t.num_partitions,
                 replication_factor=t.replication_factor,
+                assignments=[
+                    C.CreatableReplicaAssignment(partition_index=p, broker_ids=list(ids))
+                    for p, ids in sorted((t.replica_assignments or {}).items())
+                ],
                 configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in t.configs.items()],
             )
             for t in topics
@@ -192,15 +215,70 @@ def read_delete_topics(resp: Any) -> list[Result]:
     return [(r.name, r.error_code, r.error_message) for r in resp.responses]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class NewPartitions:
+    """A topic's new partition count, and optionally where the partitions it
+    adds go (Kafka's ``NewPartitions.increaseTo(total, newAssignments)``): one
+    list of broker ids per new partition, in partition order, the first of each
+    its preferred leader. Without them the controller places them.
+
+    Raises:
+        TypeError, ValueError: a count below 1, or assignments that are not
+            lists of broker ids.
+    """
+
+    total_count: int
+    new_assignments: Sequence[Sequence[int]] | None = None
+
+    def __post_init__(self) -> None:
+        check_int("total_count", self.total_count, minimum=1, maximum=INT32_MAX)
+        if self.new_assignments is not None:
+            check_assignments("new_assignments", dict(enumerate(self.new_assignments)))
+
+
+def check_assignments(name: str, value: Any) -> None:
+    """Replica assignments: ``{partition: [broker ids]}``."""
+    if not isinstance(value, Mapping):
+        raise ArgumentTypeError(
+            f"{name} must be a mapping of partition to broker ids, got {describe(value)}"
+        )
+    for partition, brokers in value.items():
+        check_int(f"{name} key {partition!r}", partition, minimum=0, maximum=INT32_MAX)
+        check_names(f"{name}[{partition!r}]", brokers, check_broker_id, "broker ids")
+
+
+def check_new_totals(value: Any) -> dict[str, NewPartitions]:
+    """``create_partitions``' ``{topic: new partition count or NewPartitions}``."""
+    if not isinstance(value, Mapping):
+        raise ArgumentTypeError(
+            f"new_totals must be a mapping of topic to count, got {describe(value)}"
+        )
+    return {
+        check_topic(f"new_totals key {topic!r}", topic): count
+        if isinstance(count, NewPartitions)
+        else NewPartitions(check_int(f"new_totals[{topic!r}]", count, minimum=1))
+        for topic, count in value.items()
+    }
+
+
 def create_partitions_request(
-    totals: Mapping[str, int], *, timeout_ms: int, validate_only: bool
+    totals: Mapping[str, NewPartitions], *, timeout_ms: int, validate_only: bool
 ) -> Any:
     """CreatePartitions growing each topic to its total."""
     C = cpart.CreatePartitionsRequest
     return C(
         topics=[
-            C.CreatePartitionsTopic(name=n, count=count, assignments=None)
-            for n, count in totals.items()
+            C.CreatePartitionsTopic(
+                name=n,
+                count=new.total_count,
+                assignments=None
+                if new.new_assignments is None
+                else [
+                    C.CreatePartitionsAssignment(broker_ids=list(ids))
+                    for ids in new.new_assignments
+                ],
+            )
+            for n, new in totals.items()
         ],
         timeout_ms=timeout_ms,
         validate_only=validate_only,

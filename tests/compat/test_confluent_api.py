@@ -21,11 +21,14 @@ a value that is not bytes or str).
 from __future__ import annotations
 
 import importlib
+import time
 import types
 from typing import Any
 
 import pytest
 from unique_names import names as _names
+
+from trafka.sdk import blocking
 
 pytestmark = pytest.mark.timeout(240)
 POLL_S = 1.0
@@ -46,6 +49,7 @@ def client_api(name: str) -> types.SimpleNamespace:
         OFFSET_BEGINNING=root.OFFSET_BEGINNING,
         AdminClient=admin.AdminClient,
         NewTopic=admin.NewTopic,
+        NewPartitions=admin.NewPartitions,
     )
 
 
@@ -53,7 +57,7 @@ def _code(exc: BaseException) -> int:
     return int(exc.args[0].code())
 
 
-def scenario(ck: types.SimpleNamespace, bs: str, tag: str) -> dict[str, Any]:
+def scenario(ck: types.SimpleNamespace, bs: str, tag: str, node: int) -> dict[str, Any]:
     """confluent-kafka's documented calls; what they returned, for comparing."""
     out: dict[str, Any] = {}
     topic = f"compat-{tag}-{next(_names)}"
@@ -62,6 +66,27 @@ def scenario(ck: types.SimpleNamespace, bs: str, tag: str) -> dict[str, Any]:
         future.result(60)
     again = admin.create_topics([ck.NewTopic(topic, 3, 1)])[topic]
     out["create_again"] = _code(again.exception(60))
+    # Placed by hand (``replica_assignment``, a list per partition): on the one
+    # broker, and refused on a broker that does not exist.
+    placed = f"{topic}-placed"
+    by_hand = ck.NewTopic(placed, 2, replica_assignment=[[node], [node]])
+    admin.create_topics([by_hand])[placed].result(60)
+    for counts in ((-1, -1), (2, 1)):  # librdkafka's rules: a count, no factor
+        with pytest.raises(ValueError):
+            admin.create_topics([ck.NewTopic(placed, *counts, replica_assignment=[[node]] * 2)])
+    grow = ck.NewPartitions(placed, 3, replica_assignment=[[node]])
+    admin.create_partitions([grow])[placed].result(60)
+    for _ in range(ROUNDS):  # (the broker asked may learn of them a moment later)
+        known = admin.list_topics(placed).topics.get(placed)
+        partitions = {} if known is None else known.partitions
+        if len(partitions) == 3:
+            break
+        time.sleep(POLL_S / 10)
+    out["placed_partitions"] = sorted(partitions)
+    nowhere = ck.NewTopic(f"{placed}-nowhere", 1, replica_assignment=[[99]])
+    out["placed_nowhere"] = _code(admin.create_topics([nowhere])[nowhere.topic].exception(60))
+    more = ck.NewPartitions(placed, 4, replica_assignment=[[99]])
+    out["grown_nowhere"] = _code(admin.create_partitions([more])[placed].exception(60))
 
     reports: list[tuple[Any, ...]] = []
 
@@ -160,13 +185,17 @@ def test_confluent_kafkas_api_gives_the_same_answers_on_trafka(
         bs = request.getfixturevalue("brokerlite_peer")
     else:
         bs = request.getfixturevalue("kafka4").bootstrap_servers
-    theirs = scenario(client_api("confluent_kafka"), bs, "ck")
-    ours = scenario(client_api("trafka.compat.confluent"), bs, "trafka")
+    with blocking.Admin(bootstrap_servers=bs) as admin:
+        (node,) = [b.node_id for b in admin.describe_cluster().brokers]
+    theirs = scenario(client_api("confluent_kafka"), bs, "ck", node)
+    ours = scenario(client_api("trafka.compat.confluent"), bs, "trafka", node)
     for key in theirs:
         assert ours[key] == theirs[key], key
     # The answers say something: all the records, where confluent-kafka put them.
     assert len(theirs["reports"]) == 7 and len(theirs["consumed"]) == 7
     assert theirs["create_again"] == 36  # TOPIC_ALREADY_EXISTS
+    assert theirs["placed_partitions"] == [0, 1, 2]
+    assert theirs["placed_nowhere"] == theirs["grown_nowhere"] == 39  # INVALID_REPLICA_ASSIGNMENT
 
 
 def test_the_error_codes_are_librdkafkas() -> None:

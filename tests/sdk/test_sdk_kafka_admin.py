@@ -28,6 +28,8 @@ import pytest
 from kafka_peers import KafkaCluster
 from sdk_brokers import fresh
 
+from trafka.brokerlite.dev.local_cluster import serve_cluster
+from trafka.codec import KafkaError
 from trafka.sdk import (
     AclBinding,
     AclBindingFilter,
@@ -37,6 +39,7 @@ from trafka.sdk import (
     ClientQuotaAlteration,
     ClientQuotaEntity,
     ClientQuotaFilterComponent,
+    NewPartitions,
     NewTopic,
     PatternType,
     TopicPartition,
@@ -200,6 +203,71 @@ async def test_elections_and_reassignments(kafka4_cluster: KafkaCluster) -> None
                 assert outcome is None
             while (await admin.describe_topics([topic]))[topic].partitions[0].leader != target[0]:
                 await anyio.sleep(0.2)
+
+
+async def _placements(bs: str) -> dict[str, Any]:
+    """Topics and partitions placed by hand on brokers 1-3: what each partition's
+    replicas and leader became, and the codes of placements refused."""
+    topic = fresh("placed")
+    seen: dict[str, Any] = {}
+
+    async def layout(count: int) -> list[tuple[tuple[int, ...], int]]:
+        while True:  # (a broker learns of a new topic shortly after the controller)
+            try:
+                parts = (await admin.describe_topics([topic]))[topic].partitions
+            except KafkaError as exc:
+                assert exc.code.name == "UNKNOWN_TOPIC_OR_PARTITION", exc
+                parts = ()
+            if len(parts) == count and all(p.leader >= 0 for p in parts):
+                return [(p.replicas, p.leader) for p in parts]
+            await anyio.sleep(0.1)
+
+    async def refused(call: Callable[[], Awaitable[Any]]) -> str:
+        try:
+            await call()
+        except KafkaError as exc:
+            return exc.code.name
+        return "accepted"
+
+    async with open_admin(bootstrap_servers=bs) as admin:
+        await admin.create_topics([NewTopic(topic, replica_assignments={0: [2, 3], 1: [3, 1]})])
+        seen["created"] = await layout(2)
+        await admin.create_partitions({topic: NewPartitions(3, [[1, 2]])})
+        seen["grown"] = await layout(3)
+        bad = (({0: [1, 99]}), {0: [1], 2: [2]}, {0: [1, 2], 1: [3]}, {0: [1, 1]})
+        seen["refused"] = [
+            await refused(
+                partial(admin.create_topics, [NewTopic(fresh("bad"), replica_assignments=b)])
+            )
+            for b in bad
+        ]
+        seen["refused"].append(
+            await refused(partial(admin.create_partitions, {topic: NewPartitions(4, [[1, 99]])}))
+        )
+    return seen
+
+
+@pytest.mark.compat(
+    "SDK",
+    "admin: topics and new partitions placed by replica assignments",
+    peer=("brokerlite", "Kafka 4.x"),
+)
+async def test_replica_assignments(kafka4_cluster: KafkaCluster) -> None:
+    """Kafka's Admin ``NewTopic(name, replicasAssignments)`` and
+    ``NewPartitions.increaseTo(total, newAssignments)`` (KIP-195): each partition
+    on the brokers given, the first its leader; a placement naming a broker
+    that does not exist, partitions not numbered from 0, replica lists of
+    different lengths or a broker twice in one is refused with
+    INVALID_REPLICA_ASSIGNMENT (the protocol's CreateTopics/CreatePartitions
+    errors). The same on Kafka 4 (three nodes) and a brokerlite cluster."""
+    with anyio.fail_after(180):
+        kafka = await _placements(kafka4_cluster.bootstrap_servers)
+        async with serve_cluster(3) as cluster:
+            brokerlite = await _placements(cluster.bootstrap_servers)
+    assert brokerlite == kafka
+    assert kafka["created"] == [((2, 3), 2), ((3, 1), 3)]
+    assert kafka["grown"][2] == ((1, 2), 1)
+    assert kafka["refused"] == ["INVALID_REPLICA_ASSIGNMENT"] * 5
 
 
 AUTHORIZERS = {

@@ -26,6 +26,7 @@ import math
 import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -53,6 +54,7 @@ from trafka.sdk import (
     ConfigError,
     ConsumerConfig,
     KafkaError,
+    NewPartitions,
     NewTopic,
     PatternType,
     ProducerConfig,
@@ -701,6 +703,16 @@ def test_new_topic_refuses_misuse_when_made() -> None:
             st.tuples(
                 st.just("configs"), st.one_of(st.integers(), st.just({"k": 5}), st.just({3: "v"}))
             ),
+            st.tuples(
+                st.just("replica_assignments"),
+                st.one_of(
+                    st.just([[1, 2]]),
+                    st.just({-1: [1]}),
+                    st.just({0: "12"}),
+                    st.just({0: [1, -2]}),
+                    st.just({"0": [1]}),
+                ),
+            ),
         )
     )
     def check(case: tuple[str, Any]) -> None:
@@ -710,6 +722,16 @@ def test_new_topic_refuses_misuse_when_made() -> None:
         assert NewTopic("t", 3, 1, {"cleanup.policy": "compact"}).num_partitions == 3
 
     check()
+    # Counts and an assignment: one or the other (the assignment says both).
+    for counts in ((2, -1), (-1, 1)):
+        refused(
+            partial(NewTopic, "t", *counts, replica_assignments={0: [1]}), "replica_assignments"
+        )
+    placed = NewTopic("t", replica_assignments={0: [1, 2], 1: [2, 3]})
+    assert placed.replica_assignments == {0: [1, 2], 1: [2, 3]}
+    for bad_new in (0, [[1]], "2"):
+        refused(partial(NewPartitions, bad_new), "total_count")
+    refused(lambda: NewPartitions(3, [[1], "2"]), "new_assignments")
 
 
 def test_blocking_admin_refuses_misuse_in_the_callers_thread(broker: RunningBroker) -> None:

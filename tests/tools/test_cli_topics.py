@@ -245,3 +245,42 @@ def test_add_partitions_grows_the_topic_and_new_partitions_take_records(
     assert same.exit_code == 1 and "INVALID_PARTITIONS" in same.output
     assert len(described(broker, topic)[0]["partitions"]) == 5
     run(broker, "topics", "add-partitions", fresh("nope"), "-p", "3", "--if-exists")
+
+
+def test_replica_assignment_places_partitions_as_kafka_topics_does(broker: RunningBroker) -> None:
+    """kafka-topics' ``--replica-assignment``: partitions by commas from 0, each its
+    brokers by colons; on ``--alter --partitions`` every partition is listed and
+    those the topic has are skipped (Kafka's TopicCommand). A broker twice in a
+    partition or partitions of different sizes are refused before any request,
+    as kafka-topics refuses them; a broker that does not exist is the
+    controller's INVALID_REPLICA_ASSIGNMENT."""
+    probe = fresh("probe")
+    run(broker, "topics", "create", probe, "-p", "1")
+    node = described(broker, probe)[0]["partitions"][0]["leader"]
+    topic = fresh("placed")
+    run(broker, "topics", "create", topic, "--replica-assignment", f"{node},{node}")
+    parts = described(broker, topic)[0]["partitions"]
+    assert [(p["partition"], p["replicas"]) for p in parts] == [(0, [node]), (1, [node])]
+    grown = run(
+        broker,
+        "topics",
+        "add-partitions",
+        topic,
+        "-p",
+        "3",
+        "--replica-assignment",
+        f"7,7,{node}",
+    )
+    assert f"{topic}: 2 -> 3 partitions" in grown.output  # (7 was skipped: partitions 0, 1)
+    assert described(broker, topic)[0]["partitions"][2]["replicas"] == [node]
+    for bad in ("1:1", f"{node},{node}:2", "x", ""):
+        refused = run(
+            broker, "topics", "create", fresh("bad"), "--replica-assignment", bad, ok=False
+        )
+        assert refused.exit_code == 2 and "--replica-assignment" in refused.output, bad
+    both = run(
+        broker, "topics", "create", fresh("bad"), "-p", "2", "--replica-assignment", "1", ok=False
+    )
+    assert both.exit_code == 2
+    nowhere = run(broker, "topics", "create", fresh("bad"), "--replica-assignment", "99", ok=False)
+    assert nowhere.exit_code == 1 and "INVALID_REPLICA_ASSIGNMENT" in nowhere.output
