@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from trafka.codec import KafkaError, TrafkaError
+from trafka.codec import ApiKey, KafkaError, TrafkaError
 
 from ._util import loop_clock, sleep_until
 from .calls import Calls, again_if_transient
@@ -108,8 +108,10 @@ async def find_coordinator(cluster: Cluster, key: str, *, key_type: int = 0) -> 
         KafkaError: the coordinator could not be found (retriable codes included).
     """
     conn = await cluster.any_connection()
-    version = conn.version_for(10)
-    resp = await conn.request(10, find_coordinator_request(version, key, key_type))
+    version = conn.version_for(ApiKey.FIND_COORDINATOR)
+    resp = await conn.request(
+        ApiKey.FIND_COORDINATOR, find_coordinator_request(version, key, key_type)
+    )
     code, node, host, port = read_find_coordinator(version, resp)
     if code:
         what = "transactional id" if key_type else "group"
@@ -141,14 +143,14 @@ async def fetch_committed(
     async def attempt(deadline: float) -> dict[TopicPartition, int]:
         with again_if_transient():
             conn = await find_coordinator(calls.cluster, group_id)
-            version = conn.version_for(9)
+            version = conn.version_for(ApiKey.OFFSET_FETCH)
             body = offset_fetch_request(
                 version,
                 group_id,
                 tps,
                 require_stable=True,
             )
-            resp = await conn.request(9, body)
+            resp = await conn.request(ApiKey.OFFSET_FETCH, body)
             code, got = read_offset_fetch(version, resp)
             if code:
                 raise KafkaError(code, f"OffsetFetch for group {group_id!r}")
