@@ -39,6 +39,7 @@ from .calls import Calls
 from .connection import request_all
 from .consumer_core import ConsumerCore
 from .fetcher import TopicPartition, build_list_offsets, parse_list_offsets
+from .group import fetch_committed
 from .transport import BrokerConnection, CallbackCompletion, Cluster
 
 if TYPE_CHECKING:
@@ -332,8 +333,6 @@ class FetchDriver:
                         tg.start_soon(close_one, conn, request, version)
 
     async def _load_committed(self, tps: list[TopicPartition]) -> None:
-        from .group import fetch_committed
-
         try:
             got = await fetch_committed(self._calls, self.config, tps)
         except TrafkaError as exc:

@@ -25,7 +25,7 @@ from trafka.codec.messages import k12_heartbeat as hb
 from trafka.codec.messages import k13_leave_group as lg
 from trafka.codec.messages import k14_sync_group as sg
 
-from .fetcher import TopicPartition
+from .consumer_types import TopicPartition
 
 __all__ = [
     "Action",

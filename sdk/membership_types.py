@@ -25,7 +25,7 @@ from typing import Any
 
 from trafka.codec import ApiKey
 
-from .fetcher import TopicPartition
+from .consumer_types import TopicPartition
 from .statistics import Interval, Windowed
 
 __all__ = [

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from trafka.codec import ApiKey, ErrorCode, UnsupportedVersionError
 from trafka.codec.messages import k17_sasl_handshake as handshake_msg
@@ -34,10 +34,18 @@ from trafka.codec.sasl import SaslAuthenticationError, ScramClient, plain_messag
 from .config import ClientConfig
 from .errors import AuthenticationError, ConfigError
 
-if TYPE_CHECKING:
-    from .transport import BrokerConnection
+__all__ = ["SaslConnection", "authenticate", "client_ssl_context"]
 
-__all__ = ["authenticate", "client_ssl_context"]
+
+class SaslConnection(Protocol):
+    """What SASL needs of a connection (the SDK's
+    :class:`~trafka.sdk.connection.BrokerConnection`, or a test's)."""
+
+    host: str
+    port: int
+
+    def version_for(self, api_key: int) -> int: ...
+    async def request(self, api_key: int, body: Any, *, version: int | None = None) -> Any: ...
 
 
 def client_ssl_context(config: ClientConfig) -> ssl.SSLContext | None:
@@ -70,7 +78,7 @@ def client_ssl_context(config: ClientConfig) -> ssl.SSLContext | None:
     return context
 
 
-async def authenticate(conn: BrokerConnection, config: ClientConfig) -> int:
+async def authenticate(conn: SaslConnection, config: ClientConfig) -> int:
     """Authenticate ``conn`` with SASL (freshly opened, or re-authenticating).
 
     Returns:

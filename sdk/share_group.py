@@ -30,7 +30,7 @@ from trafka.codec import ApiKey, TrafkaError
 
 from ._util import sleep_until
 from .config import ShareConsumerConfig
-from .fetcher import TopicPartition
+from .consumer_types import TopicPartition
 from .share_membership import (
     AssignmentChanged,
     Fatal,

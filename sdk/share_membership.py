@@ -53,8 +53,8 @@ from trafka.codec import ApiKey, ErrorCode, KafkaError, UnsupportedVersionError
 from trafka.codec.messages import k76_share_group_heartbeat as sgh
 
 from ._backoff import backoff_delay
+from .consumer_types import TopicPartition
 from .coordinator_lookup import CoordinatorLookup
-from .fetcher import TopicPartition
 from .group_protocol import Action, classify
 from .poll_timer import PollTimer
 

@@ -29,7 +29,7 @@ from trafka.codec import ApiKey, ErrorCode
 from trafka.codec.messages import k78_share_fetch as sf
 from trafka.codec.messages import k79_share_acknowledge as sa
 
-from .fetcher import TopicPartition
+from .consumer_types import TopicPartition
 from .share_acks import AckUnit, acknowledgement_batches, merged_acks
 
 __all__ = [

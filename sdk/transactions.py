@@ -65,8 +65,8 @@ from trafka.codec.messages import k26_end_txn as et
 from trafka.codec.messages import k28_txn_offset_commit as toc
 
 from .connection_state import CLIENT_VERSIONS
+from .consumer_types import TopicPartition
 from .errors import AuthenticationError, TransactionFatalError
-from .fetcher import TopicPartition
 from .group_protocol import CommitFailedError, read_find_coordinator
 from .transaction_state import (
     NO_ID,

@@ -155,7 +155,7 @@ class BlockingConnection:
             self._write(self._state.handshake(now, config.request_timeout_ms / 1000))
             self._answer(None, now + config.request_timeout_ms / 1000)
             if config.uses_sasl:
-                _drive(authenticate(self, config))  # type: ignore[arg-type]
+                _drive(authenticate(self, config))
         except BaseException:
             self.close()
             raise

@@ -14,7 +14,7 @@ from typing import Any
 from trafka.codec import ApiKey, ErrorCode, KafkaError
 
 from .._validate import check_bool, check_names, check_topic_partitions
-from ..fetcher import TopicPartition
+from ..consumer_types import TopicPartition
 from ..transport import BrokerConnection
 from ._common import by_topic, check_log_dir_assignments, check_replica
 from .client_core import AdminCore

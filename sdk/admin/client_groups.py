@@ -26,7 +26,7 @@ from .._validate import (
     check_topic_partitions,
     check_topics,
 )
-from ..fetcher import TopicPartition
+from ..consumer_types import TopicPartition
 from ..group_protocol import offset_commit_request, offset_fetch_request
 from ..transport import BrokerConnection
 from ._common import answered, by_topic

@@ -19,7 +19,7 @@ import anyio.abc
 from trafka.codec import ApiKey, KafkaError, TrafkaError
 
 from .._validate import check_bool, check_offsets, check_topic_partitions, check_topics
-from ..fetcher import TopicPartition
+from ..consumer_types import TopicPartition
 from ..metadata import TopicInfo
 from ..transport import BrokerConnection
 from ._common import (

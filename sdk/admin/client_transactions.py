@@ -34,8 +34,8 @@ from .._validate import (
     check_topics,
 )
 from ..calls import TRANSIENT, check
+from ..consumer_types import TopicPartition
 from ..errors import InvalidTxnStateError, ProducerFencedError
-from ..fetcher import TopicPartition
 from ..transactions import TRANSACTION_KEY_TYPE
 from ..transport import COORDINATOR_BASE, BrokerConnection
 from ._common import answered, check_producer_id

@@ -20,8 +20,8 @@ from trafka.codec.messages import k69_consumer_group_describe as cgd
 
 from ..assignors import decode_assignment
 from ..calls import TRANSIENT, again_if_transient, check
+from ..consumer_types import TopicPartition
 from ..errors import ArgumentTypeError, ArgumentValueError
-from ..fetcher import TopicPartition
 from ..group_protocol import offset_fetch_request, read_offset_commit, read_offset_fetch
 from ._common import fit, partition_outcome
 

@@ -15,8 +15,8 @@ from trafka.codec.messages import k45_alter_partition_reassignments as apr
 from trafka.codec.messages import k46_list_partition_reassignments as lpr
 
 from ..calls import TRANSIENT, check
+from ..consumer_types import TopicPartition
 from ..errors import ArgumentValueError
-from ..fetcher import TopicPartition
 from ._common import answered, by_topic, fit, partition_outcome
 
 __all__ = [

@@ -20,8 +20,8 @@ from trafka.codec.messages import k65_describe_transactions as dtx
 from trafka.codec.messages import k66_list_transactions as ltx
 
 from ..calls import TRANSIENT, check
+from ..consumer_types import TopicPartition
 from ..errors import ArgumentValueError
-from ..fetcher import TopicPartition
 from ._common import by_topic, fit, partition_outcome
 
 __all__ = [
