@@ -76,12 +76,18 @@ def _is_key_param(arg: ast.arg) -> bool:
     return arg.arg == "key" and isinstance(arg.annotation, ast.Name) and arg.annotation.id == "int"
 
 
+@functools.cache
+def _nodes(tree: ast.Module) -> tuple[ast.AST, ...]:
+    """Every node of ``tree``, walked once however many checks read it."""
+    return tuple(ast.walk(tree))
+
+
 def key_positions(trees: Iterable[ast.Module]) -> dict[str, set[int]]:
     """Callable name -> the positional indexes where it takes an API key, from every
     function and dataclass-like class (annotated fields) in ``trees``."""
     found: dict[str, set[int]] = {}
     for tree in trees:
-        for node in ast.walk(tree):
+        for node in _nodes(tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 params = [*node.args.posonlyargs, *node.args.args]
                 if params and params[0].arg in ("self", "cls"):
@@ -105,7 +111,7 @@ def _assignments(tree: ast.Module) -> Iterator[tuple[ast.stmt, str, ast.AST]]:
     """Module-level and (non-enum) class-level ``NAME = value`` statements, a
     tuple's ``A, B = 1, 2`` pair by pair."""
     bodies: list[list[ast.stmt]] = [tree.body]
-    bodies += [n.body for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and not _is_enum(n)]
+    bodies += [n.body for n in _nodes(tree) if isinstance(n, ast.ClassDef) and not _is_enum(n)]
     for stmt in (stmt for body in bodies for stmt in body):
         if isinstance(stmt, ast.Assign):
             pairs = [(target, stmt.value) for target in stmt.targets]
@@ -149,7 +155,7 @@ def _mixed_collection(node: ast.AST) -> bool:
 def numbered_keys(tree: ast.Module, positions: dict[str, set[int]]) -> list[tuple[int, str]]:
     """Where ``tree`` names an API key by its number: (line, what)."""
     found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
+    for node in _nodes(tree):
         if isinstance(node, ast.Call):
             at = positions.get(_name(node.func), set())
             literal = [i for i in at if i < len(node.args) and _int(node.args[i])]
