@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import CodecError, ErrorCode, UnsupportedVersionError
 from trafka.codec.messages import API_MODULES
 from trafka.codec.messages import k18_api_versions as api_versions_msg
@@ -49,9 +50,9 @@ __all__ = [
     "served_api_keys",
 ]
 
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = ApiKey.API_VERSIONS
 # KIP-714's client APIs (GetTelemetrySubscriptions, PushTelemetry).
-TELEMETRY_KEYS = frozenset({71, 72})
+TELEMETRY_KEYS = frozenset({ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY})
 
 
 class Admitted(NamedTuple):

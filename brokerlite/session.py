@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 
+from trafka.codec import ApiKey
 from trafka.codec.messages import API_MODULES
 from trafka.codec.protocol import api
 from trafka.codec.sasl import SaslAuthenticationError
@@ -47,8 +48,9 @@ __all__ = ["ConnectionSession", "SaslPolicy", "unauthenticated_refusal"]
 log = logging.getLogger("trafka.brokerlite")
 
 # What a connection of a SASL listener may ask before it has authenticated.
-_BEFORE_AUTHENTICATION = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
-_SASL_AUTHENTICATE = 36  # the only request a re-authenticating connection may send
+_BEFORE_AUTHENTICATION = frozenset(
+    {ApiKey.SASL_HANDSHAKE, ApiKey.API_VERSIONS, ApiKey.SASL_AUTHENTICATE}
+)
 _MIN_REAUTH_INTERVAL_MS = 1000  # Kafka's floor between two re-authentications
 
 
@@ -249,7 +251,7 @@ class ConnectionSession:
 def unauthenticated_refusal(exchange: SaslSession, key: int, client_id: str | None) -> Close | None:
     """Why a request of ``key`` cannot come on a connection still (re-)authenticating."""
     name = api(key).name if key in API_MODULES else f"API key {key}"
-    if exchange.reauth_of is not None and key != _SASL_AUTHENTICATE:
+    if exchange.reauth_of is not None and key != ApiKey.SASL_AUTHENTICATE:
         return Close(
             f"{name} request during SASL re-authentication",
             client_id,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from . import _accel
 from ._batch_format import (
@@ -33,6 +33,7 @@ from ._batch_format import (
     BATCH_HEADER_SIZE,
     BytesLike,
     Header,
+    Record,
     _new,
     _VarintError,
     _zigzag_tail,
@@ -46,22 +47,9 @@ from ._batch_header import (
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
 from .crc import crc32c, crc32c_function
 from .errors import DecodeError
+from .legacy import decode_legacy_entry
 
 # -- records --------------------------------------------------------------------------------------
-
-
-class Record(NamedTuple):
-    """One record, with its absolute offset and timestamp.
-
-    ``headers`` is a tuple of ``(key, value)``; legacy messages have none, and
-    magic 0 messages have timestamp -1.
-    """
-
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[Header, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -485,8 +473,6 @@ def decode_records(
     Raises:
         DecodeError: anything malformed.
     """
-    from .legacy import decode_legacy_entry
-
     for header, view in iter_batches(buf):
         if header.magic == 2:
             if not include_control and header.attributes & _CONTROL_BIT:
@@ -494,3 +480,24 @@ def decode_records(
             yield from decode_batch(view, verify=verify, max_size=max_size).records
         else:
             yield from decode_legacy_entry(view, verify=verify, max_size=max_size)
+
+
+def decode_message_set(
+    buf: BytesLike,
+    *,
+    verify: bool = True,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> list[Record]:
+    """Every record of a legacy message set (a trailing partial entry is skipped).
+
+    Raises:
+        DecodeError: anything malformed, or a magic 2 batch in the set.
+    """
+    out: list[Record] = []
+    for header, view in iter_batches(buf):
+        if header.magic == 2:
+            raise DecodeError(
+                "magic 2 batch in a legacy message set", message_name="Message", field="magic"
+            )
+        out += decode_legacy_entry(view, verify=verify, max_size=max_size)
+    return out

@@ -17,9 +17,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import _accel
-from ._batch_decode import (
-    Record,
-)
 from ._batch_format import (
     _CODEC_MASK,
     _CONTROL_BIT,
@@ -34,6 +31,7 @@ from ._batch_format import (
     BATCH_HEADER_SIZE,
     MIN_BATCH_LENGTH,
     BytesLike,
+    Record,
     RecordInput,
     _uv_table,
     _uvarint,

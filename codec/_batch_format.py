@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .errors import EncodeError
 
@@ -151,3 +151,17 @@ def _zz2_table() -> list[int]:
     if not _ZZ2:
         _ZZ2[:] = [(n >> 1) ^ -(n & 1) for n in range(1 << 14)]
     return _ZZ2
+
+
+class Record(NamedTuple):
+    """One record, with its absolute offset and timestamp.
+
+    ``headers`` is a tuple of ``(key, value)``; legacy messages have none, and
+    magic 0 messages have timestamp -1.
+    """
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, NamedTuple, overload
+from typing import NamedTuple, overload
 
 from ._batch_format import (
     _ATTRIBUTES_AT,
@@ -44,10 +44,7 @@ from ._batch_format import (
 from .compression import Compression
 from .crc import crc32, crc32c
 from .errors import DecodeError, EncodeError
-
-if TYPE_CHECKING:
-    from .legacy import LegacyMessageHeader
-
+from .legacy import LegacyMessageHeader, assign_legacy_offsets, read_message_header
 
 # -- header --------------------------------------------------------------------------
 
@@ -204,10 +201,6 @@ def iter_batches(
         if magic == 2:
             header = read_batch_header(view, pos)
         elif magic < 2:
-            # Imported here (legacy imports this module), and only for legacy
-            # entries: a function-level import costs every call microseconds.
-            from .legacy import read_message_header
-
             header = read_message_header(view, pos)
         else:
             raise DecodeError(
@@ -234,8 +227,6 @@ def blob_next_offset(buf: BytesLike) -> int | None:
         no complete entry or its framing is malformed (:func:`iter_batches`
         raises the error when the blob is decoded).
     """
-    from .legacy import read_message_header
-
     view = memoryview(buf)
     if view.ndim != 1 or view.itemsize != 1:
         view = view.cast("B")
@@ -282,8 +273,6 @@ def assign_offsets(buf: BytesLike, base_offset: int) -> tuple[bytes, int]:
         DecodeError: malformed or incomplete blob.
         EncodeError: an offset out of the int64 range.
     """
-    from .legacy import LegacyMessageHeader, assign_legacy_offsets
-
     out = bytearray(buf)
     next_offset = base_offset
     consumed = 0

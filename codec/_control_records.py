@@ -13,9 +13,6 @@ import enum
 import struct
 from typing import NamedTuple
 
-from ._batch_decode import (
-    Record,
-)
 from ._batch_encode import (
     encode_batch,
 )
@@ -23,6 +20,7 @@ from ._batch_format import (
     _HH,
     _HI,
     _NAME,
+    Record,
 )
 from .errors import DecodeError, EncodeError
 

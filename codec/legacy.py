@@ -37,20 +37,12 @@ from typing import Any, NamedTuple
 
 from construct import If, Struct, this
 
+from ._batch_format import LOG_OVERHEAD, BytesLike, Record, RecordInput, TimestampType
+from ._batch_schema import LengthPrefixed, Magic, Ref
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
 from .crc import crc32
 from .errors import CodecError, DecodeError, EncodeError
 from .primitives import Int8, Int32, Int64, NullableBytes, UInt32
-from .records import (
-    LOG_OVERHEAD,
-    BytesLike,
-    LengthPrefixed,
-    Magic,
-    Record,
-    RecordInput,
-    Ref,
-    TimestampType,
-)
 
 __all__ = [
     "LegacyMessageHeader",
@@ -59,7 +51,6 @@ __all__ = [
     "MessageV1",
     "assign_legacy_offsets",
     "decode_legacy_entry",
-    "decode_message_set",
     "encode_message_set",
     "read_message_header",
 ]
@@ -274,29 +265,6 @@ def decode_legacy_entry(
         )
         for m, _, _ in inner
     ]
-
-
-def decode_message_set(
-    buf: BytesLike,
-    *,
-    verify: bool = True,
-    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
-) -> list[Record]:
-    """Every record of a legacy message set (a trailing partial entry is skipped).
-
-    Raises:
-        DecodeError: anything malformed, or a magic 2 batch in the set.
-    """
-    from .records import iter_batches
-
-    out: list[Record] = []
-    for header, view in iter_batches(buf):
-        if header.magic == 2:
-            raise DecodeError(
-                "magic 2 batch in a legacy message set", message_name=_NAME, field="magic"
-            )
-        out += decode_legacy_entry(view, verify=verify, max_size=max_size)
-    return out
 
 
 # -- encoding ---------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from typing import Any
 
 from . import protocol
 from ._wire import uvarint_bytes
+from .messages import ApiKey
 from .messages import k00_produce as pm
 
 __all__ = [
@@ -48,7 +49,7 @@ __all__ = [
     "scan_produce_response",
 ]
 
-_PRODUCE = 0
+_PRODUCE = ApiKey.PRODUCE
 _FLEXIBLE = 9  # first flexible version: compact arrays and strings, tagged fields
 # The scan reads topics by name: v13 names them by id (KIP-516), which the proxy,
 # its only user, does not let clients use (proxy/rewrite.py caps Produce at v11).

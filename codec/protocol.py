@@ -31,7 +31,7 @@ from typing import Any
 
 from . import _wire
 from .errors import CodecError, DecodeError, EncodeError, UnsupportedVersionError
-from .messages import API_MODULES
+from .messages import API_MODULES, ApiKey
 from .messages.headers import RequestHeader, ResponseHeader
 
 __all__ = [
@@ -55,7 +55,7 @@ __all__ = [
     "peek_produce_acks",
 ]
 
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = ApiKey.API_VERSIONS
 
 _HEAD = struct.Struct(">ihhi")  # size, api_key, api_version, correlation_id
 _KEYVER = struct.Struct(">hhi")
@@ -562,7 +562,7 @@ def peek_produce_acks(frame: bytes | memoryview, start: int, version: int) -> in
     the rest (the records can be megabytes; a proxy forwarding them needs only
     this); None when it cannot be read (an unknown version, a truncated body).
     """
-    produce = api(0)
+    produce = api(ApiKey.PRODUCE)
     if not produce.supports(version):
         return None
     pos = start

@@ -64,11 +64,11 @@ from __future__ import annotations
 
 from ._accel import accelerated as accelerated
 from ._batch_decode import (
-    Record,
     RecordBatch,
     decode_batch,
     decode_batch_as,
     decode_batch_run_as,
+    decode_message_set,
     decode_records,
 )
 from ._batch_encode import (
@@ -83,6 +83,7 @@ from ._batch_format import (
     BATCH_HEADER_SIZE,
     MIN_BATCH_LENGTH,
     Header,
+    Record,
     TimestampType,
 )
 from ._batch_format import (
@@ -212,6 +213,7 @@ __all__ = [
     "decode_batch",
     "decode_batch_as",
     "decode_batch_run_as",
+    "decode_message_set",
     "decode_control_record",
     "decode_records",
     "encode_batch",

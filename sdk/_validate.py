@@ -30,8 +30,8 @@ import reprlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .consumer_types import TopicPartition
 from .errors import ArgumentTypeError, ArgumentValueError
-from .fetcher import TopicPartition
 
 __all__ = [
     "INT16_MAX",

@@ -51,7 +51,7 @@ from trafka.codec.assignor_data import (
 )
 from trafka.codec.messages import consumer_protocol as cp
 
-from .fetcher import TopicPartition
+from .consumer_types import TopicPartition
 
 __all__ = [
     "ASSIGNORS",

@@ -75,7 +75,7 @@ from ._validate import (
 from .blocking_producer import PendingCommit, Producer, SendFuture
 from .consumer import Consumer as AsyncConsumer
 from .consumer import check_commit, check_poll, check_subscription, open_consumer
-from .fetcher import ConsumerRecord, K, TopicPartition, V
+from .consumer_types import ConsumerRecord, K, TopicPartition, V
 
 if TYPE_CHECKING:
     from .admin import Admin as AsyncAdmin

@@ -60,8 +60,8 @@ from ._loop_thread import (
 )
 from ._validate import check_bool, check_callable, check_int, check_timeout
 from .accumulator import ProducerBatch, RecordHandle, RecordMetadata
+from .consumer_types import TopicPartition
 from .errors import ClientClosedError, TransactionAbortableError
-from .fetcher import TopicPartition
 from .interceptors import ProducerInterceptors, ProducerRecord
 from .producer import PendingCommit as AsyncPendingCommit
 from .producer import Producer as AsyncProducer

@@ -18,7 +18,7 @@ from typing import Any
 
 from ._loop_thread import Forwarding, Portal
 from ._validate import check_timeout, check_topics
-from .fetcher import TopicPartition
+from .consumer_types import TopicPartition
 from .share_consumer import AcknowledgeType, ShareRecord, open_share_consumer
 from .share_consumer import ShareConsumer as AsyncShareConsumer
 

@@ -40,8 +40,8 @@ import anyio
 from trafka.codec import ErrorCode, KafkaError, TrafkaError
 
 from ._validate import check_timeout
+from .consumer_types import TopicPartition
 from .errors import ApiTimeoutError, KafkaConnectionError, RequestTimeoutError
-from .fetcher import TopicPartition
 from .transport import BrokerConnection, Cluster, backoff_delay
 
 __all__ = ["RETRIABLE", "TRANSIENT", "Again", "Calls", "again_if_transient", "check"]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from .config_values import _dotted
 
 if TYPE_CHECKING:
-    from .config import ClientConfig
+    from _typeshed import DataclassInstance
 
 
 def _norm(key: str) -> str:
@@ -30,7 +30,9 @@ def _norm(key: str) -> str:
 _NAMES_CACHE: dict[type, dict[str, str]] = {}
 
 
-def _names(cls: type[ClientConfig]) -> dict[str, str]:
+def _names(cls: type[DataclassInstance]) -> dict[str, str]:
+    """A settings dataclass's names (fields, dotted names, aliases), normalised,
+    to its field names."""
     names = _NAMES_CACHE.get(cls)
     if names is None:
         names = {}

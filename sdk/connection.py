@@ -67,7 +67,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from trafka.codec import TrafkaError
+from trafka.codec import ApiKey, TrafkaError
 
 from ._util import loop_clock
 from .config import ClientConfig
@@ -138,7 +138,7 @@ class CallbackCompletion:
 _WOULD_BLOCK = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 _MAX_IOV = 512  # buffers handed to one sendmsg (Linux's IOV_MAX is 1024)
 _HAS_SENDMSG = hasattr(socket.socket, "sendmsg")  # not on Windows
-_SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate: never held
+_SASL_APIS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})  # never held
 # Seconds between two log lines about a connection's quota throttling.
 _THROTTLE_LOG_INTERVAL = 30.0
 # api key, body, completion, version, and the deadline its timeout gives it (this

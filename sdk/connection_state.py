@@ -43,6 +43,7 @@ from collections import deque
 from typing import Any
 
 from trafka.codec import (
+    ApiKey,
     DecodeError,
     ErrorCode,
     FrameReader,
@@ -81,81 +82,84 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     # (KIP-516): the producer steps down for topics without one, and a transaction
     # stays at v11 (v12+ adds partitions implicitly, transaction version 2), see
     # producer_batches.produce_version.
-    0: (3, 13),
+    ApiKey.PRODUCE: (3, 13),
     # Fetch: v4 is the first with record batches and isolation level; v18 (KIP-1166)
     # only adds a follower's high watermark, which consumers leave out.
-    1: (4, 18),
-    2: (1, 11),  # ListOffsets (v11: EARLIEST_PENDING_UPLOAD, -6, KIP-1023; nothing else)
-    3: (1, 12),  # Metadata (v13: REBOOTSTRAP_REQUIRED, KIP-1102; the client does not rebootstrap)
-    8: (2, 9),  # OffsetCommit (v10: topics by id only, KIP-848; commits name topics)
-    9: (1, 9),  # OffsetFetch (v8+: several groups per request; we send one. v10: by id only)
-    10: (1, 6),  # FindCoordinator (v4+: batched keys)
-    11: (0, 9),  # JoinGroup
-    12: (0, 4),  # Heartbeat
-    13: (0, 5),  # LeaveGroup
-    14: (0, 5),  # SyncGroup
-    15: (0, 5),  # DescribeGroups (v6: GROUP_ID_NOT_FOUND for unknown groups, KIP-1043; not mapped)
-    16: (0, 5),  # ListGroups
-    17: (1, 1),  # SaslHandshake: v0 (raw tokens after it) is not used
-    18: (0, 4),  # ApiVersions (v5: cluster/node id checks, KIP-1242; not sent)
-    19: (0, 7),  # CreateTopics
-    20: (0, 6),  # DeleteTopics
-    21: (0, 2),  # DeleteRecords
-    22: (0, 5),  # InitProducerId (v6: two-phase commit, KIP-939, unstable in 4.4)
-    23: (0, 4),  # OffsetForLeaderEpoch
+    ApiKey.FETCH: (4, 18),
+    ApiKey.LIST_OFFSETS: (1, 11),  # v11: EARLIEST_PENDING_UPLOAD, -6, KIP-1023; nothing else
+    # v13: REBOOTSTRAP_REQUIRED, KIP-1102; the client does not rebootstrap
+    ApiKey.METADATA: (1, 12),
+    ApiKey.OFFSET_COMMIT: (2, 9),  # v10: topics by id only, KIP-848; commits name topics
+    ApiKey.OFFSET_FETCH: (1, 9),  # v8+: several groups per request; we send one. v10: by id only
+    ApiKey.FIND_COORDINATOR: (1, 6),  # v4+: batched keys
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.SYNC_GROUP: (0, 5),
+    # v6: GROUP_ID_NOT_FOUND for unknown groups, KIP-1043; not mapped
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 5),
+    ApiKey.SASL_HANDSHAKE: (1, 1),  # v0 (raw tokens after it) is not used
+    ApiKey.API_VERSIONS: (0, 4),  # v5: cluster/node id checks, KIP-1242; not sent
+    ApiKey.CREATE_TOPICS: (0, 7),
+    ApiKey.DELETE_TOPICS: (0, 6),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),  # v6: two-phase commit, KIP-939, unstable in 4.4
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     # Transactions (transaction version 1): AddPartitionsToTxn v4+ is the brokers'
     # batched form; EndTxn v5 means an epoch bump per transaction (KIP-890 part 2),
     # which this client does not follow.
-    24: (0, 3),  # AddPartitionsToTxn
-    25: (0, 4),  # AddOffsetsToTxn
-    26: (0, 4),  # EndTxn
-    27: (0, 1),  # WriteTxnMarkers (v2: the marker's transaction version, KIP-1228)
-    28: (0, 4),  # TxnOffsetCommit (v5+: transaction version 2, as EndTxn v5)
-    29: (1, 3),  # DescribeAcls
-    30: (1, 3),  # CreateAcls
-    31: (1, 3),  # DeleteAcls
-    32: (0, 4),  # DescribeConfigs
-    33: (0, 2),  # AlterConfigs
-    34: (0, 2),  # AlterReplicaLogDirs
-    35: (0, 4),  # DescribeLogDirs (v5: response fields the admin does not read yet)
-    36: (0, 2),  # SaslAuthenticate
-    37: (0, 3),  # CreatePartitions
-    38: (0, 3),  # CreateDelegationToken (v3: a token for another owner)
-    39: (0, 2),  # RenewDelegationToken
-    40: (0, 2),  # ExpireDelegationToken
-    41: (0, 3),  # DescribeDelegationToken
-    42: (0, 2),  # DeleteGroups (v3: per-group error message; GROUP_DELETION_FAILED not mapped)
-    43: (0, 2),  # ElectLeaders
-    44: (0, 1),  # IncrementalAlterConfigs
-    45: (0, 0),  # AlterPartitionReassignments (v1: allow_replication_factor_change, not offered)
-    46: (0, 0),  # ListPartitionReassignments
-    47: (0, 0),  # OffsetDelete
-    48: (0, 1),  # DescribeClientQuotas
-    49: (0, 1),  # AlterClientQuotas
-    50: (0, 0),  # DescribeUserScramCredentials
-    51: (0, 0),  # AlterUserScramCredentials
-    57: (0, 2),  # UpdateFeatures (v1: upgrade types, validate_only; v2: one error)
-    60: (0, 1),  # DescribeCluster (v2: include_fenced_brokers, KIP-1073, not offered)
-    61: (0, 0),  # DescribeProducers
-    65: (0, 0),  # DescribeTransactions
-    66: (0, 1),  # ListTransactions (v2: transactional-id pattern, KIP-1152, not offered)
-    68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; from v1 the member names itself, KIP-1082)
-    69: (0, 0),  # ConsumerGroupDescribe (v1: member type, KIP-1099, not read)
-    71: (0, 0),  # GetTelemetrySubscriptions (KIP-714)
-    72: (0, 0),  # PushTelemetry
-    74: (0, 0),  # ListConfigResources (v1, KIP-1142: other types; client metrics need v0)
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),  # v2: the marker's transaction version, KIP-1228
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),  # v5+: transaction version 2, as EndTxn v5
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),  # v5: response fields the admin does not read yet
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.CREATE_DELEGATION_TOKEN: (0, 3),  # v3: a token for another owner
+    ApiKey.RENEW_DELEGATION_TOKEN: (0, 2),
+    ApiKey.EXPIRE_DELEGATION_TOKEN: (0, 2),
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: (0, 3),
+    ApiKey.DELETE_GROUPS: (0, 2),  # v3: per-group error message; GROUP_DELETION_FAILED not mapped
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    # v1: allow_replication_factor_change, not offered
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.OFFSET_DELETE: (0, 0),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.UPDATE_FEATURES: (0, 2),  # v1: upgrade types, validate_only; v2: one error
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),  # v2: include_fenced_brokers, KIP-1073, not offered
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),  # v2: transactional-id pattern, KIP-1152, not offered
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),  # KIP-848; from v1 the member names itself, KIP-1082
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),  # v1: member type, KIP-1099, not read
+    ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),  # KIP-714
+    ApiKey.PUSH_TELEMETRY: (0, 0),
+    ApiKey.LIST_CONFIG_RESOURCES: (0, 0),  # v1, KIP-1142: other types; client metrics need v0
     # Share groups (KIP-932): v1 is Kafka 4.1's first stable version (v0 was early
     # access, with other semantics). ShareFetch/ShareAcknowledge v2 (KIP-1206/1222)
     # are spoken in their default mode: batch-optimised acquisition (as v1), no
     # RENEW acknowledgements; a v2 ShareAcknowledge answer carries the lock timeout.
-    76: (1, 1),  # ShareGroupHeartbeat (Kafka 4.4's only version)
-    77: (1, 1),  # ShareGroupDescribe (Kafka 4.4's only version)
-    78: (1, 2),  # ShareFetch
-    79: (1, 2),  # ShareAcknowledge
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),  # Kafka 4.4's only version
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),  # Kafka 4.4's only version
+    ApiKey.SHARE_FETCH: (1, 2),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
     # Share-group offsets admin (Kafka 4.1; DescribeShareGroupOffsets v1 adds the lag, 4.2).
-    90: (0, 1),  # DescribeShareGroupOffsets
-    91: (0, 0),  # AlterShareGroupOffsets
-    92: (0, 0),  # DeleteShareGroupOffsets
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 
 
@@ -170,41 +174,41 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
 # clients ignored the throttle of OffsetForLeaderEpoch, DescribeCluster, the
 # client-quota, SCRAM and group-heartbeat APIs, relying on the broker's mute).
 CLIENT_THROTTLE_VERSIONS: dict[int, int] = {
-    0: 6,  # Produce
-    1: 8,  # Fetch
-    2: 3,  # ListOffsets
-    3: 6,  # Metadata
-    8: 4,  # OffsetCommit
-    9: 4,  # OffsetFetch
-    10: 2,  # FindCoordinator
-    11: 3,  # JoinGroup
-    12: 2,  # Heartbeat
-    13: 2,  # LeaveGroup
-    14: 2,  # SyncGroup
-    15: 2,  # DescribeGroups
-    16: 2,  # ListGroups
-    18: 2,  # ApiVersions
-    19: 3,  # CreateTopics
-    20: 2,  # DeleteTopics
-    21: 1,  # DeleteRecords
-    22: 1,  # InitProducerId
-    24: 1,  # AddPartitionsToTxn
-    25: 1,  # AddOffsetsToTxn
-    26: 1,  # EndTxn
-    28: 1,  # TxnOffsetCommit
-    29: 1,  # DescribeAcls
-    30: 1,  # CreateAcls
-    31: 1,  # DeleteAcls
-    32: 2,  # DescribeConfigs
-    33: 1,  # AlterConfigs
-    34: 1,  # AlterReplicaLogDirs
-    35: 1,  # DescribeLogDirs
-    37: 1,  # CreatePartitions
-    38: 1,  # CreateDelegationToken
-    39: 1,  # RenewDelegationToken
-    40: 1,  # ExpireDelegationToken
-    41: 1,  # DescribeDelegationToken
-    42: 1,  # DeleteGroups
+    ApiKey.PRODUCE: 6,
+    ApiKey.FETCH: 8,
+    ApiKey.LIST_OFFSETS: 3,
+    ApiKey.METADATA: 6,
+    ApiKey.OFFSET_COMMIT: 4,
+    ApiKey.OFFSET_FETCH: 4,
+    ApiKey.FIND_COORDINATOR: 2,
+    ApiKey.JOIN_GROUP: 3,
+    ApiKey.HEARTBEAT: 2,
+    ApiKey.LEAVE_GROUP: 2,
+    ApiKey.SYNC_GROUP: 2,
+    ApiKey.DESCRIBE_GROUPS: 2,
+    ApiKey.LIST_GROUPS: 2,
+    ApiKey.API_VERSIONS: 2,
+    ApiKey.CREATE_TOPICS: 3,
+    ApiKey.DELETE_TOPICS: 2,
+    ApiKey.DELETE_RECORDS: 1,
+    ApiKey.INIT_PRODUCER_ID: 1,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 1,
+    ApiKey.ADD_OFFSETS_TO_TXN: 1,
+    ApiKey.END_TXN: 1,
+    ApiKey.TXN_OFFSET_COMMIT: 1,
+    ApiKey.DESCRIBE_ACLS: 1,
+    ApiKey.CREATE_ACLS: 1,
+    ApiKey.DELETE_ACLS: 1,
+    ApiKey.DESCRIBE_CONFIGS: 2,
+    ApiKey.ALTER_CONFIGS: 1,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: 1,
+    ApiKey.DESCRIBE_LOG_DIRS: 1,
+    ApiKey.CREATE_PARTITIONS: 1,
+    ApiKey.CREATE_DELEGATION_TOKEN: 1,
+    ApiKey.RENEW_DELEGATION_TOKEN: 1,
+    ApiKey.EXPIRE_DELEGATION_TOKEN: 1,
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: 1,
+    ApiKey.DELETE_GROUPS: 1,
 }
 
 _throttle_field: dict[tuple[int, int], bool] = {}
@@ -401,7 +405,12 @@ class ConnectionState:
             raise UsageError("handshake already started")
         self._handshake_sent = True
         return self._frame(
-            18, api(18).max_version, self._api_versions_request(), now, timeout, cookie
+            ApiKey.API_VERSIONS,
+            api(ApiKey.API_VERSIONS).max_version,
+            self._api_versions_request(),
+            now,
+            timeout,
+            cookie,
         )
 
     def _api_versions_request(self) -> Any:
@@ -550,10 +559,12 @@ class ConnectionState:
             raise self._break(f"{what} correlation id {corr} (expected {head.correlation_id})")
         # The request leaves the queue only once its response is handled: if
         # that fails, fail_all() still has it.
-        if head.api_key == 18 and self.api_versions is None:
+        if head.api_key == ApiKey.API_VERSIONS and self.api_versions is None:
             response = self._on_api_versions(frame, head, now)
             self._in_flight.popleft()
-            self.stats.answered(18, None if now is None else now - head.sent_at, now)
+            self.stats.answered(
+                ApiKey.API_VERSIONS, None if now is None else now - head.sent_at, now
+            )
             return response
         try:
             body = decode_response_frame(frame, head.api_key, head.api_version)
@@ -577,11 +588,11 @@ class ConnectionState:
 
     def _on_api_versions(self, frame: bytes, head: InFlight, now: float | None) -> Response | None:
         try:
-            _, body = decode_response(frame, 18, head.api_version)
+            _, body = decode_response(frame, ApiKey.API_VERSIONS, head.api_version)
         except DecodeError:
             # An old broker answers an unknown ApiVersions version in the v0 layout.
             try:
-                _, body = decode_response(frame, 18, 0)
+                _, body = decode_response(frame, ApiKey.API_VERSIONS, 0)
             except DecodeError as exc:
                 raise self._break(f"undecodable ApiVersions response: {exc}") from None
         table = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
@@ -592,22 +603,31 @@ class ConnectionState:
                     "the broker rejected ApiVersions without saying which versions it supports"
                 )
             self._handshake_retried = True
-            version = min(ours[1], api(18).max_version)
+            version = min(ours[1], api(ApiKey.API_VERSIONS).max_version)
             deadline = head.deadline
             when = now if now is not None else 0.0
             body_v = (
                 self._api_versions_request() if version >= 3 else api_versions.ApiVersionsRequest()
             )
             self._outbox.append(
-                self._frame(18, version, body_v, when, max(deadline - when, 0.0), head.cookie)
+                self._frame(
+                    ApiKey.API_VERSIONS,
+                    version,
+                    body_v,
+                    when,
+                    max(deadline - when, 0.0),
+                    head.cookie,
+                )
             )
             return None
         if body.error_code:
             raise self._break(f"ApiVersions failed with error code {body.error_code}")
         if getattr(body, "throttle_time_ms", 0) > 0:
-            self._throttled(18, head.api_version, body.throttle_time_ms, now)
+            self._throttled(ApiKey.API_VERSIONS, head.api_version, body.throttle_time_ms, now)
         self.api_versions = table
-        return Response(head.correlation_id, 18, head.api_version, body, head.cookie)
+        return Response(
+            head.correlation_id, ApiKey.API_VERSIONS, head.api_version, body, head.cookie
+        )
 
     def _break(self, why: str) -> ProtocolError:
         self._broken = ProtocolError(why)

@@ -66,7 +66,8 @@ from .fetcher import (
     TopicPartition,
     V,
 )
-from .hosting import Hostable
+from .group import GroupDriver
+from .lifecycle import Hostable
 from .subscription import Subscription, check_subscription
 from .telemetry import (
     IntervalAverages,
@@ -226,8 +227,6 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
         self._subscription.subscribe(topics, pattern, self.config.group_id, self._cluster.metadata)
         self._cluster.nudge()
         if self._group is None:
-            from .group import GroupDriver
-
             self._group = GroupDriver(self, listener)
             self._tg.start_soon(self._group.run, name="trafka consumer group")
         else:
@@ -497,8 +496,6 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
         if self.config.group_id is None:
             raise UsageError("commits need a group.id")
         if self._group is None:
-            from .group import GroupDriver
-
             self._group = GroupDriver(self, None, managed=False)
             self._tg.start_soon(self._group.run, name="trafka consumer commits")
         return self._group

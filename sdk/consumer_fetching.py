@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from trafka.codec import KafkaError, TrafkaError
+from trafka.codec import ApiKey, KafkaError, TrafkaError
 
 from .calls import Calls
 from .connection import request_all
 from .consumer_core import ConsumerCore
 from .fetcher import TopicPartition, build_list_offsets, parse_list_offsets
+from .group import fetch_committed
 from .transport import BrokerConnection, CallbackCompletion, Cluster
 
 if TYPE_CHECKING:
@@ -176,7 +177,7 @@ class FetchDriver:
         positions: dict[TopicPartition, int] = {}
         try:
             session = fetcher.session(node)
-            version = fetcher.fetch_version(conn.version_for(1), tps, session)
+            version = fetcher.fetch_version(conn.version_for(ApiKey.FETCH), tps, session)
             request, positions = fetcher.build_fetch(tps, version, session)
             timeout = (self.config.request_timeout_ms + self.config.fetch_max_wait_ms) / 1000
             self._fetching.add(node)
@@ -184,7 +185,7 @@ class FetchDriver:
                 partial(self._on_fetch_response, node, positions),
                 partial(self._on_fetch_failed, node, positions),
             )
-            conn.send(1, request, completion, timeout=timeout, version=version)
+            conn.send(ApiKey.FETCH, request, completion, timeout=timeout, version=version)
         except TrafkaError as exc:
             # The completion was not registered (a failed connection reports to it instead).
             self._on_fetch_failed(node, positions, exc)
@@ -243,9 +244,11 @@ class FetchDriver:
             conn: BrokerConnection, tps: list[TopicPartition]
         ) -> dict[TopicPartition, Any]:
             request = build_list_offsets(
-                {tp: targets[tp] for tp in tps}, conn.version_for(2), read_committed=read_committed
+                {tp: targets[tp] for tp in tps},
+                conn.version_for(ApiKey.LIST_OFFSETS),
+                read_committed=read_committed,
             )
-            answers = parse_list_offsets(await conn.request(2, request))
+            answers = parse_list_offsets(await conn.request(ApiKey.LIST_OFFSETS, request))
             return {
                 tp: res if isinstance(res, KafkaError) or res[0] >= 0 else None
                 for tp, res in answers.items()
@@ -270,7 +273,7 @@ class FetchDriver:
             mine = set(tps)
             parts = [{tp: o for tp, o in targets.items() if tp in mine} for targets in target_sets]
             asked = [part for part in parts if part]
-            version = conn.version_for(2)
+            version = conn.version_for(ApiKey.LIST_OFFSETS)
             answers = await request_all(
                 conn,
                 [
@@ -314,7 +317,7 @@ class FetchDriver:
 
         async def close_one(conn: BrokerConnection, request: Any, version: int) -> None:
             try:
-                await conn.request(1, request, version=version, timeout=timeout)
+                await conn.request(ApiKey.FETCH, request, version=version, timeout=timeout)
             except TrafkaError as exc:  # the broker drops it when it expires
                 log.debug("closing the fetch session with node %s failed: %s", conn.node_id, exc)
 
@@ -324,14 +327,12 @@ class FetchDriver:
                     conn = self._cluster.ready_connection(node)
                     if conn is None:
                         continue  # as Java: no close for a broker it cannot reach now
-                    version = conn.version_for(1)
+                    version = conn.version_for(ApiKey.FETCH)
                     request = fetcher.build_close_fetch(session, version)
                     if request is not None:
                         tg.start_soon(close_one, conn, request, version)
 
     async def _load_committed(self, tps: list[TopicPartition]) -> None:
-        from .group import fetch_committed
-
         try:
             got = await fetch_committed(self._calls, self.config, tps)
         except TrafkaError as exc:

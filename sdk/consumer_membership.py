@@ -55,7 +55,7 @@ from typing import Any
 from trafka.codec import ErrorCode, KafkaError, UnsupportedVersionError
 from trafka.codec.messages import k68_consumer_group_heartbeat as cgh
 
-from .fetcher import TopicPartition
+from .consumer_types import TopicPartition
 from .group_protocol import Action, CommitFailedError, classify
 from .membership import (
     Assign,

@@ -33,6 +33,7 @@ from .calls import Calls
 from .consumer_fetching import FetchDriver
 from .errors import UsageError
 from .fetcher import EARLIEST, LATEST, TopicPartition
+from .group import fetch_committed
 from .transport import Cluster
 
 if TYPE_CHECKING:
@@ -133,7 +134,5 @@ class OffsetLookups:
         tp = check_topic_partition("partition", partition)
         if self.config.group_id is None:
             raise UsageError("committed() needs a group.id")
-        from .group import fetch_committed
-
         got = await fetch_committed(self._lookup_calls, self.config, [tp])
         return got.get(tp)

@@ -67,7 +67,6 @@ Rules and invariants:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -87,7 +86,14 @@ from .consumer_types import (
     TopicPartition,
     V,
 )
-from .fetch_decode import NO_TIMESTAMP_TYPE, FetchedData, TakeTally, take_ends, take_records
+from .fetch_decode import (
+    NO_TIMESTAMP_TYPE,
+    FetchedData,
+    PartitionState,
+    TakeTally,
+    take_ends,
+    take_records,
+)
 from .fetch_requests import (
     FetchPositions,
     build_close_fetch,
@@ -126,77 +132,6 @@ EARLIEST = -2
 LATEST = -1
 #: Reset "strategy" of a partition whose committed offset the driver is looking up.
 COMMITTED = -100
-
-
-@dataclasses.dataclass(slots=True)
-class PartitionState:
-    position: int | None = None
-    reset: int | None = None  # EARLIEST / LATEST / a timestamp strategy waiting to run
-    paused: bool = False
-    in_flight: bool = False
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    leader_epoch: int = -1
-    completed: FetchedData | None = None  # being consumed
-    prefetched: FetchedData | None = None  # the data after it (only with completed)
-    fetch_end: int | None = None  # no fetch asks for this offset or later (seek's until)
-    records_taken: int = 0  # records handed out by take() (statistics)
-    bytes_fetched: int = 0  # record bytes of fetch answers (statistics)
-    eof_offset: int | None = None  # the end last handed out as a PartitionEOF
-
-    def drop_buffered(self) -> None:
-        self.completed = self.prefetched = None
-
-    def start_at(self, position: int | None) -> None:
-        """Start over at ``position`` (None: unknown until a lookup): what is
-        buffered is dropped, and the end is reported again (librdkafka starts
-        a partition's fetching over, its ``eof_offset`` too, on a seek, an
-        assignment or an offset reset)."""
-        self.position = position
-        self.reset = None
-        self.eof_offset = None
-        self.drop_buffered()
-
-    def learn_ends(self, answer: Any) -> None:
-        """The log's ends as a fetch answer without error gives them."""
-        self.high_watermark = answer.high_watermark
-        if answer.last_stable_offset >= 0:
-            self.last_stable_offset = answer.last_stable_offset
-        if answer.log_start_offset >= 0:
-            self.log_start_offset = answer.log_start_offset
-
-    def at_end(self, read_committed: bool) -> bool:
-        """Whether an end-of-partition event is due: nothing buffered, and the
-        position at the end of the last answer, not yet reported."""
-        if self.completed is not None or self.position is None:
-            return False
-        end = self.high_watermark
-        if read_committed and self.last_stable_offset >= 0:
-            end = self.last_stable_offset
-        return end >= 0 and self.position == end and self.eof_offset != end
-
-    def has_more(self, read_committed: bool) -> bool:
-        """Whether the log held more than what is buffered, as of the last answer."""
-        last = self.prefetched or self.completed
-        if last is None or last.end is None:
-            return True
-        end = self.last_stable_offset if read_committed else self.high_watermark
-        return end < 0 or last.end < end
-
-    def next_fetch_offset(self) -> int | None:
-        """The offset the next fetch asks for; None while no fetch is wanted
-        (or when it would be at or past :attr:`fetch_end`)."""
-        c = self.completed
-        if c is None:
-            offset = self.position
-        elif self.prefetched is not None or c.end is None or c.end <= c.position:
-            return None
-        else:
-            offset = c.end
-        if offset is not None and self.fetch_end is not None and offset >= self.fetch_end:
-            return None
-        return offset
 
 
 class Fetcher:

@@ -27,18 +27,18 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
 
-from trafka.codec import KafkaError, TrafkaError
+from trafka.codec import ApiKey, KafkaError, TrafkaError
 
 from ._util import loop_clock, sleep_until
 from .calls import Calls, again_if_transient
 from .consumer_membership import ConsumerMembership
+from .consumer_types import TopicPartition
 from .coordinator_lookup import coordinator_problem
-from .fetcher import TopicPartition
 from .group_protocol import (
     Action,
     CommitFailedError,
@@ -70,8 +70,10 @@ from .membership import (
 from .transport import BrokerConnection, Cluster
 
 if TYPE_CHECKING:
+    import re
+
     from .config_consumer import ConsumerConfig
-    from .consumer import Consumer
+    from .consumer_core import ConsumerCore
     from .statistics import GroupStatistics
 
 __all__ = [
@@ -79,6 +81,7 @@ __all__ = [
     "CommitFailedError",
     "CommitFuture",
     "GroupDriver",
+    "GroupOwner",
     "classify",
     "fetch_committed",
     "find_coordinator",
@@ -108,8 +111,10 @@ async def find_coordinator(cluster: Cluster, key: str, *, key_type: int = 0) -> 
         KafkaError: the coordinator could not be found (retriable codes included).
     """
     conn = await cluster.any_connection()
-    version = conn.version_for(10)
-    resp = await conn.request(10, find_coordinator_request(version, key, key_type))
+    version = conn.version_for(ApiKey.FIND_COORDINATOR)
+    resp = await conn.request(
+        ApiKey.FIND_COORDINATOR, find_coordinator_request(version, key, key_type)
+    )
     code, node, host, port = read_find_coordinator(version, resp)
     if code:
         what = "transactional id" if key_type else "group"
@@ -141,14 +146,14 @@ async def fetch_committed(
     async def attempt(deadline: float) -> dict[TopicPartition, int]:
         with again_if_transient():
             conn = await find_coordinator(calls.cluster, group_id)
-            version = conn.version_for(9)
+            version = conn.version_for(ApiKey.OFFSET_FETCH)
             body = offset_fetch_request(
                 version,
                 group_id,
                 tps,
                 require_stable=True,
             )
-            resp = await conn.request(9, body)
+            resp = await conn.request(ApiKey.OFFSET_FETCH, body)
             code, got = read_offset_fetch(version, resp)
             if code:
                 raise KafkaError(code, f"OffsetFetch for group {group_id!r}")
@@ -208,17 +213,37 @@ def membership_config(config: ConsumerConfig, *, managed: bool) -> MembershipCon
     )
 
 
+class GroupOwner(Protocol):
+    """What the group driver uses of the consumer that owns it
+    (:class:`~trafka.sdk.consumer.Consumer`)."""
+
+    @property
+    def config(self) -> ConsumerConfig: ...
+    @property
+    def core(self) -> ConsumerCore[Any, Any]: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def pattern(self) -> re.Pattern[str] | None: ...
+    def subscribed_topics(self) -> set[str]: ...
+    def consumed_offsets(self) -> dict[TopicPartition, int]: ...
+    def auto_commit_offsets(self) -> dict[TopicPartition, int]: ...
+    def data_arrived(self) -> None: ...
+    def on_partitions_added(self, tps: set[TopicPartition]) -> None: ...
+    def on_partitions_removed(self, tps: set[TopicPartition]) -> None: ...
+
+
 class GroupDriver:
     """Runs a consumer's group membership and commits (started by the consumer).
 
     Args:
-        consumer: the owning consumer.
+        consumer: the owning consumer (what it offers: :class:`GroupOwner`).
         listener: rebalance listener (async ``on_partitions_revoked``,
             ``on_partitions_assigned``, optional ``on_partitions_lost``), or None.
         managed: False for a consumer that only commits (assign() with a group.id).
     """
 
-    def __init__(self, consumer: Consumer, listener: Any, *, managed: bool = True) -> None:
+    def __init__(self, consumer: GroupOwner, listener: Any, *, managed: bool = True) -> None:
         self.consumer = consumer
         self.config = consumer.config
         self.cluster = consumer.cluster

@@ -41,7 +41,7 @@ from typing import Any
 from trafka.codec import ErrorCode, KafkaError
 
 from ._backoff import backoff_delay
-from .fetcher import TopicPartition
+from .consumer_types import TopicPartition
 from .group_protocol import (
     Action,
     CommitFailedError,

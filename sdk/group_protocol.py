@@ -16,7 +16,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trafka.codec import ErrorCode, KafkaError, api
+from trafka.codec import ApiKey, ErrorCode, KafkaError, api
 from trafka.codec.messages import k08_offset_commit as oc
 from trafka.codec.messages import k09_offset_fetch as of
 from trafka.codec.messages import k10_find_coordinator as fc
@@ -25,7 +25,7 @@ from trafka.codec.messages import k12_heartbeat as hb
 from trafka.codec.messages import k13_leave_group as lg
 from trafka.codec.messages import k14_sync_group as sg
 
-from .fetcher import TopicPartition
+from .consumer_types import TopicPartition
 
 __all__ = [
     "Action",
@@ -104,7 +104,9 @@ def find_coordinator_request(version: int, key: str, key_type: int = 0) -> Any:
     """FindCoordinator for a group (``key_type`` 0) or a transactional id (1)."""
     if version >= 4:
         return fc.FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
-    return _fit(10, version, fc.FindCoordinatorRequest, key=key, key_type=key_type)
+    return _fit(
+        ApiKey.FIND_COORDINATOR, version, fc.FindCoordinatorRequest, key=key, key_type=key_type
+    )
 
 
 def read_find_coordinator(version: int, response: Any) -> tuple[int, int, str, int]:
@@ -137,7 +139,7 @@ def offset_commit_request(
             )
         )
     return _fit(
-        8,
+        ApiKey.OFFSET_COMMIT,
         version,
         oc.OffsetCommitRequest,
         group_id=group_id,
@@ -184,7 +186,7 @@ def offset_fetch_request(
             require_stable=require_stable,
         )
     return _fit(
-        9,
+        ApiKey.OFFSET_FETCH,
         version,
         of.OffsetFetchRequest,
         require_stable=require_stable,  # dropped by _fit below v7
@@ -225,7 +227,7 @@ def join_group_request(
     protocols: list[tuple[str, bytes]],
 ) -> Any:
     return _fit(
-        11,
+        ApiKey.JOIN_GROUP,
         version,
         jg.JoinGroupRequest,
         group_id=group_id,
@@ -251,7 +253,7 @@ def sync_group_request(
     assignments: Mapping[str, bytes],
 ) -> Any:
     return _fit(
-        14,
+        ApiKey.SYNC_GROUP,
         version,
         sg.SyncGroupRequest,
         group_id=group_id,
@@ -271,7 +273,7 @@ def heartbeat_request(
     version: int, group_id: str, generation: int, member_id: str, instance_id: str | None
 ) -> Any:
     return _fit(
-        12,
+        ApiKey.HEARTBEAT,
         version,
         hb.HeartbeatRequest,
         group_id=group_id,

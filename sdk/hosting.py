@@ -35,11 +35,12 @@ import anyio
 import sniffio
 
 from .errors import UsageError
+from .lifecycle import Host, Hostable
 
 if TYPE_CHECKING:
     from .admin import Admin
     from .consumer import Consumer
-    from .fetcher import K, V
+    from .consumer_types import K, V
     from .producer import Producer
     from .share_consumer import ShareConsumer
 
@@ -49,52 +50,8 @@ _C = TypeVar("_C")
 _tasks: set[Any] = set()  # asyncio keeps only weak references to its tasks
 
 
-class _Host:
-    def __init__(self) -> None:
-        self.stop = anyio.Event()
-        self.done = anyio.Event()
-        self.error: BaseException | None = None
-
-
-class Hostable:
-    """``stop()`` and ``aclose()`` for a client started with a ``start_*`` function.
-
-    Attributes:
-        hosted_by: set by the ``start_*`` function that runs the client (None
-            for a client opened with ``async with``).
-        metrics_address: the ``(host, port)`` its Prometheus metrics are served
-            on (``metrics.listen``), once bound; None without.
-    """
-
-    hosted_by: _Host | None = None
-    metrics_address: tuple[str, int] | None = None
-
-    async def stop(self) -> None:
-        """Close a client opened by ``start_*`` (see :mod:`trafka.sdk.hosting`).
-
-        Raises:
-            UsageError: the client was opened with ``async with``.
-            Exception: what closing raised (a producer's failed flush...).
-        """
-        host = self.hosted_by
-        if host is None:
-            raise UsageError(
-                f"{type(self).__name__}.stop() is for clients opened by start_*; "
-                "this one closes when its async with block ends"
-            )
-        host.stop.set()
-        await host.done.wait()
-        error, host.error = host.error, None
-        if error is not None and not isinstance(error, anyio.get_cancelled_exc_class()):
-            raise error
-
-    async def aclose(self) -> None:
-        """The same as :meth:`stop`."""
-        await self.stop()
-
-
 async def _start(opening: Callable[[], AbstractAsyncContextManager[_C]]) -> _C:
-    host = _Host()
+    host = Host()
     ready = anyio.Event()
     box: dict[str, Any] = {}
 

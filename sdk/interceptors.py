@@ -53,15 +53,15 @@ Rules, as Java's clients define them:
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .config_values import ValueSpec
 from .errors import ConfigError
 from .producer_batches import RecordMetadata
+from .producer_types import ProducerRecord
 from .tracing import ConsumerTracing, ProducerTracing, consumer_tracing, producer_tracing
 
 __all__ = [
@@ -76,25 +76,6 @@ log = logging.getLogger("trafka.sdk.interceptors")
 
 _PRODUCER_HOOKS = ("on_send", "on_acknowledgement")
 _CONSUMER_HOOKS = ("on_consume", "on_commit")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ProducerRecord:
-    """A record as ``send()`` was given it, for ``on_send``: its arguments,
-    unchecked and not serialized yet (``partition`` and ``timestamp_ms``
-    None when left to the producer)."""
-
-    topic: str
-    value: Any = None
-    key: Any = None
-    partition: int | None = None
-    headers: Sequence[tuple[str, Any]] | Mapping[str, Any] | None = None
-    timestamp_ms: int | None = None
-
-    def send_args(self) -> tuple[str, Any, Any, int | None, Any, int | None]:
-        """``(topic, value, key, partition, headers, timestamp_ms)``, as
-        :meth:`~trafka.sdk.producer_core.ProducerCore.prepare` takes them."""
-        return self.topic, self.value, self.key, self.partition, self.headers, self.timestamp_ms
 
 
 class ProducerInterceptor:

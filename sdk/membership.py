@@ -92,8 +92,8 @@ from trafka.codec import DecodeError, ErrorCode, KafkaError
 
 from ._backoff import backoff_delay
 from .assignors import LeaderAssignment, decode_assignment, is_cooperative, join_protocols
+from .consumer_types import TopicPartition
 from .coordinator_lookup import CoordinatorLookup
-from .fetcher import TopicPartition
 from .group_commits import CommitQueue
 from .group_protocol import (
     Action,

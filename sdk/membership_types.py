@@ -23,7 +23,9 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .fetcher import TopicPartition
+from trafka.codec import ApiKey
+
+from .consumer_types import TopicPartition
 from .statistics import Interval, Windowed
 
 __all__ = [
@@ -54,13 +56,15 @@ class Phase(enum.Enum):
 
 
 class Kind(enum.Enum):
-    FIND_COORDINATOR = 10
-    OFFSET_COMMIT = 8
-    JOIN = 11
-    HEARTBEAT = 12
-    LEAVE = 13
-    SYNC = 14
-    CONSUMER_HEARTBEAT = 68  # the consumer group protocol (KIP-848): join, heartbeat, leave
+    FIND_COORDINATOR = ApiKey.FIND_COORDINATOR
+    OFFSET_COMMIT = ApiKey.OFFSET_COMMIT
+    JOIN = ApiKey.JOIN_GROUP
+    HEARTBEAT = ApiKey.HEARTBEAT
+    LEAVE = ApiKey.LEAVE_GROUP
+    SYNC = ApiKey.SYNC_GROUP
+    CONSUMER_HEARTBEAT = (
+        ApiKey.CONSUMER_GROUP_HEARTBEAT
+    )  # the consumer group protocol (KIP-848): join, heartbeat, leave
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -94,14 +94,14 @@ from .accumulator import (
 )
 from .client_hooks import start_client_hooks
 from .config import ProducerConfig, make_config
+from .consumer_types import TopicPartition
 from .errors import (
     ClientClosedError,
     ProducerBlockedError,
     TransactionAbortableError,
 )
-from .fetcher import TopicPartition
-from .hosting import Hostable
 from .interceptors import ProducerInterceptors, ProducerRecord
+from .lifecycle import Hostable
 from .producer_batches import delivery_reporter
 from .producer_core import PreparedRecord, ProducerCore, error_kind
 from .producer_sender import Sender

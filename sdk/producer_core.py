@@ -57,13 +57,13 @@ from .accumulator import (
     produce_results,
 )
 from .config import ProducerConfig
+from .consumer_types import TopicPartition
 from .errors import (
     ClientClosedError,
     OutcomeUnknownError,
     SerializationError,
     TransactionAbortedError,
 )
-from .fetcher import TopicPartition
 from .metadata import REFRESH_ERRORS, MetadataCache
 from .partitioners import PARTITIONERS, Partitioner, murmur2_pick
 from .tracing import traced

@@ -36,7 +36,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from trafka.codec import TrafkaError, UnsupportedVersionError
+from trafka.codec import ApiKey, TrafkaError, UnsupportedVersionError
 
 from .accumulator import ProducerBatch, build_produce_request, produce_version
 from .config import ProducerConfig
@@ -346,7 +346,10 @@ class Sender:
         topics = {b.topic for b in batches}
         try:
             version = produce_version(
-                conn.version_for(0), topics, topic_id, transactional=self.core.transactional
+                conn.version_for(ApiKey.PRODUCE),
+                topics,
+                topic_id,
+                transactional=self.core.transactional,
             )
         except TrafkaError as exc:
             self._produce_failed(conn.node_id, batches, exc)
@@ -371,7 +374,7 @@ class Sender:
             partial(self._produce_failed, node, batches),
         )
         try:
-            conn.send(0, request, completion if acks != 0 else None, version=version)
+            conn.send(ApiKey.PRODUCE, request, completion if acks != 0 else None, version=version)
         except TrafkaError as exc:
             completion.fail(exc)
         else:

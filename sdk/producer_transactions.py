@@ -34,6 +34,7 @@ from trafka.codec import TrafkaError
 
 from ._validate import check_committed_offset, check_offsets, check_str, describe
 from .config import ProducerConfig
+from .consumer_types import TopicPartition
 from .errors import (
     ArgumentTypeError,
     ClientClosedError,
@@ -41,7 +42,6 @@ from .errors import (
     ProducerBlockedError,
     TransactionAbortableError,
 )
-from .fetcher import TopicPartition
 from .producer_core import ProducerCore
 from .producer_sender import Sender
 from .transactions import ConsumerGroupMetadata, TxnResult, TxnState

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from trafka.codec import ErrorCode, UnsupportedVersionError
+from trafka.codec import ApiKey, ErrorCode, UnsupportedVersionError
 from trafka.codec.messages import k17_sasl_handshake as handshake_msg
 from trafka.codec.messages import k36_sasl_authenticate as authenticate_msg
 from trafka.codec.sasl import SaslAuthenticationError, ScramClient, plain_message
@@ -34,13 +34,18 @@ from trafka.codec.sasl import SaslAuthenticationError, ScramClient, plain_messag
 from .config import ClientConfig
 from .errors import AuthenticationError, ConfigError
 
-if TYPE_CHECKING:
-    from .transport import BrokerConnection
+__all__ = ["SaslConnection", "authenticate", "client_ssl_context"]
 
-__all__ = ["authenticate", "client_ssl_context"]
 
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
+class SaslConnection(Protocol):
+    """What SASL needs of a connection (the SDK's
+    :class:`~trafka.sdk.connection.BrokerConnection`, or a test's)."""
+
+    host: str
+    port: int
+
+    def version_for(self, api_key: int) -> int: ...
+    async def request(self, api_key: int, body: Any, *, version: int | None = None) -> Any: ...
 
 
 def client_ssl_context(config: ClientConfig) -> ssl.SSLContext | None:
@@ -73,7 +78,7 @@ def client_ssl_context(config: ClientConfig) -> ssl.SSLContext | None:
     return context
 
 
-async def authenticate(conn: BrokerConnection, config: ClientConfig) -> int:
+async def authenticate(conn: SaslConnection, config: ClientConfig) -> int:
     """Authenticate ``conn`` with SASL (freshly opened, or re-authenticating).
 
     Returns:
@@ -87,8 +92,8 @@ async def authenticate(conn: BrokerConnection, config: ClientConfig) -> int:
     mechanism = config.sasl_mechanism
     where = f"{conn.host}:{conn.port}"
     try:
-        conn.version_for(SASL_HANDSHAKE)
-        version = conn.version_for(SASL_AUTHENTICATE)
+        conn.version_for(ApiKey.SASL_HANDSHAKE)
+        version = conn.version_for(ApiKey.SASL_AUTHENTICATE)
     except UnsupportedVersionError:
         raise AuthenticationError(
             f"{where} offers no SASL authentication (SaslHandshake v1 and SaslAuthenticate): "
@@ -96,7 +101,7 @@ async def authenticate(conn: BrokerConnection, config: ClientConfig) -> int:
             ErrorCode.ILLEGAL_SASL_STATE,
         ) from None
     answer = await conn.request(
-        SASL_HANDSHAKE, handshake_msg.SaslHandshakeRequest(mechanism=mechanism), version=1
+        ApiKey.SASL_HANDSHAKE, handshake_msg.SaslHandshakeRequest(mechanism=mechanism), version=1
     )
     if answer.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM:
         offered = ", ".join(answer.mechanisms) or "none"
@@ -119,7 +124,7 @@ async def authenticate(conn: BrokerConnection, config: ClientConfig) -> int:
     async def exchange(token: bytes) -> bytes:
         nonlocal lifetime_ms
         body = authenticate_msg.SaslAuthenticateRequest(auth_bytes=token)
-        reply: Any = await conn.request(SASL_AUTHENTICATE, body, version=version)
+        reply: Any = await conn.request(ApiKey.SASL_AUTHENTICATE, body, version=version)
         if reply.error_code:
             raise _refused(where, reply.error_code, reply.error_message)
         lifetime_ms = int(getattr(reply, "session_lifetime_ms", 0) or 0)

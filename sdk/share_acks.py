@@ -28,8 +28,8 @@ import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+from .consumer_types import TopicPartition
 from .errors import UsageError
-from .fetcher import TopicPartition
 
 __all__ = [
     "GAP",

@@ -72,6 +72,7 @@ from ._validate import (
 )
 from .client_hooks import start_client_hooks
 from .config import ShareConsumerConfig, make_config
+from .consumer_types import TopicPartition
 from .coordinator_lookup import coordinator_problem
 from .errors import (
     ArgumentTypeError,
@@ -79,8 +80,7 @@ from .errors import (
     ClientClosedError,
     UsageError,
 )
-from .fetcher import TopicPartition
-from .hosting import Hostable
+from .lifecycle import Hostable
 from .share_fetcher import AcknowledgeType, ShareCommit, ShareFetcher, ShareRecord
 from .share_fetching import ShareFetchDriver
 from .share_group import ShareGroupDriver

@@ -89,7 +89,7 @@ from typing import Any
 from trafka.codec import ErrorCode, KafkaError
 
 from ._backoff import backoff_delay
-from .fetcher import TopicPartition
+from .consumer_types import TopicPartition
 from .metadata import REFRESH_ERRORS, MetadataCache
 from .share_acks import (
     GAP,

@@ -26,13 +26,12 @@ from collections.abc import Callable
 import anyio
 import anyio.abc
 
-from trafka.codec import TrafkaError
+from trafka.codec import ApiKey, TrafkaError
 
 from ._util import sleep_until
 from .config import ShareConsumerConfig
-from .fetcher import TopicPartition
+from .consumer_types import TopicPartition
 from .share_membership import (
-    SHARE_GROUP_HEARTBEAT,
     AssignmentChanged,
     Fatal,
     NeedMetadata,
@@ -124,7 +123,7 @@ class ShareGroupDriver:
     async def send(self, request: ShareGroupRequest) -> None:
         """Send ``request`` and feed its answer or failure to the state machine."""
         membership = self.membership
-        if request.api_key == SHARE_GROUP_HEARTBEAT:
+        if request.api_key == ApiKey.SHARE_GROUP_HEARTBEAT:
             self.last_heartbeat = anyio.current_time()
         try:
             conn = await self._cluster.coordinator_connection(request.coordinator)

@@ -49,12 +49,12 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
-from trafka.codec import ErrorCode, KafkaError, UnsupportedVersionError
+from trafka.codec import ApiKey, ErrorCode, KafkaError, UnsupportedVersionError
 from trafka.codec.messages import k76_share_group_heartbeat as sgh
 
 from ._backoff import backoff_delay
+from .consumer_types import TopicPartition
 from .coordinator_lookup import CoordinatorLookup
-from .fetcher import TopicPartition
 from .group_protocol import Action, classify
 from .poll_timer import PollTimer
 
@@ -72,9 +72,6 @@ __all__ = [
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
-
-FIND_COORDINATOR = 10
-SHARE_GROUP_HEARTBEAT = 76
 
 
 def kafka_uuid(value: uuid.UUID | None = None) -> str:
@@ -266,14 +263,14 @@ class ShareMembership:
 
     def on_response(self, request: ShareGroupRequest, version: int, body: Any, now: float) -> None:
         """The answer to ``request`` (decoded at ``version``)."""
-        if request.api_key == FIND_COORDINATOR:
+        if request.api_key == ApiKey.FIND_COORDINATOR:
             self._on_find(version, body, now)
         elif request.epoch != LEAVE_EPOCH:
             self._on_heartbeat(request, body, now)
 
     def on_failure(self, request: ShareGroupRequest, error: BaseException, now: float) -> None:
         """``request`` got no answer (connection lost, timeout, no common version)."""
-        if request.api_key == FIND_COORDINATOR:
+        if request.api_key == ApiKey.FIND_COORDINATOR:
             self.lookup.on_failure(now, error)
             return
         if request.epoch == LEAVE_EPOCH or request.seq != self._in_flight:
@@ -305,7 +302,9 @@ class ShareMembership:
     def _maybe_find_coordinator(self, now: float) -> None:
         build = self.lookup.start(now)
         if build is not None:
-            request = ShareGroupRequest(FIND_COORDINATOR, build, None, self.config.request_timeout)
+            request = ShareGroupRequest(
+                ApiKey.FIND_COORDINATOR, build, None, self.config.request_timeout
+            )
             self._events.append(request)
 
     def _on_find(self, version: int, body: Any, now: float) -> None:
@@ -343,7 +342,7 @@ class ShareMembership:
     def _request(self, epoch: int, **fields: Any) -> ShareGroupRequest:
         assert self.coordinator is not None
         return ShareGroupRequest(
-            SHARE_GROUP_HEARTBEAT,
+            ApiKey.SHARE_GROUP_HEARTBEAT,
             partial(
                 _heartbeat_body,
                 group_id=self.config.group_id,

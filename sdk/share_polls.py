@@ -26,8 +26,8 @@ from collections import deque
 
 from ._util import SchemaLoads, get_deserializer
 from .config import ShareConsumerConfig
+from .consumer_types import TopicPartition
 from .errors import SerializationError
-from .fetcher import TopicPartition
 from .share_fetcher import AcknowledgeType, ShareFetcher, ShareRecord
 
 __all__ = ["PollRecords"]

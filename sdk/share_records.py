@@ -29,7 +29,7 @@ from trafka.codec import DecodeError, ErrorCode, KafkaError
 from trafka.codec.legacy import decode_legacy_entry
 from trafka.codec.records import RecordBatchHeader, decode_batch_as, iter_batches
 
-from .fetcher import TopicPartition
+from .consumer_types import TopicPartition
 from .share_acks import GAP, AcknowledgeType
 
 __all__ = ["OFFSET", "ShareRecord", "decode_acquired"]

@@ -25,11 +25,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from trafka.codec import ErrorCode
+from trafka.codec import ApiKey, ErrorCode
 from trafka.codec.messages import k78_share_fetch as sf
 from trafka.codec.messages import k79_share_acknowledge as sa
 
-from .fetcher import TopicPartition
+from .consumer_types import TopicPartition
 from .share_acks import AckUnit, acknowledgement_batches, merged_acks
 
 __all__ = [
@@ -122,7 +122,7 @@ class ShareRequest:
 
     @property
     def is_fetch(self) -> bool:
-        return self.api_key == 78
+        return self.api_key == ApiKey.SHARE_FETCH
 
 
 def build_share_fetch(
@@ -173,7 +173,7 @@ def build_share_fetch(
             R.ForgottenTopic(topic_id=t, partitions=sorted(ps)) for t, ps in gone.items()
         ],
     )
-    return ShareRequest(node, 78, body, tuple(carried))
+    return ShareRequest(node, ApiKey.SHARE_FETCH, body, tuple(carried))
 
 
 def build_share_acknowledge(
@@ -211,4 +211,4 @@ def build_share_acknowledge(
         share_session_epoch=FINAL_EPOCH if closing else session.epoch,
         topics=[R.AcknowledgeTopic(topic_id=t, partitions=ps) for t, ps in topics.items()],
     )
-    return ShareRequest(node, 79, body, tuple(units), closing)
+    return ShareRequest(node, ApiKey.SHARE_ACKNOWLEDGE, body, tuple(units), closing)

@@ -47,8 +47,8 @@ from .errors import ConfigError
 
 if TYPE_CHECKING:
     from .consumer_types import ConsumerRecord
-    from .interceptors import ProducerRecord
     from .producer_batches import RecordMetadata
+    from .producer_types import ProducerRecord
 
 __all__ = [
     "SEMCONV_URL",

@@ -51,6 +51,7 @@ from typing import Any
 
 from trafka.codec import ErrorCode, KafkaError, UnsupportedVersionError
 
+from .consumer_types import OffsetAndMetadata, TopicPartition
 from .errors import (
     InvalidTxnStateError,
     ProducerFencedError,
@@ -58,7 +59,6 @@ from .errors import (
     TransactionAbortedError,
     TransactionFatalError,
 )
-from .fetcher import OffsetAndMetadata, TopicPartition
 
 __all__ = [
     "ConsumerGroupMetadata",

@@ -56,7 +56,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from trafka.codec import ErrorCode, KafkaError, UnsupportedVersionError, api
+from trafka.codec import ApiKey, ErrorCode, KafkaError, UnsupportedVersionError, api
 from trafka.codec.messages import k10_find_coordinator as fc
 from trafka.codec.messages import k22_init_producer_id as ipid
 from trafka.codec.messages import k24_add_partitions_to_txn as apt
@@ -65,8 +65,8 @@ from trafka.codec.messages import k26_end_txn as et
 from trafka.codec.messages import k28_txn_offset_commit as toc
 
 from .connection_state import CLIENT_VERSIONS
+from .consumer_types import TopicPartition
 from .errors import AuthenticationError, TransactionFatalError
-from .fetcher import TopicPartition
 from .group_protocol import CommitFailedError, read_find_coordinator
 from .transaction_state import (
     NO_ID,
@@ -91,12 +91,8 @@ __all__ = [
 
 S = TxnState
 
-#: The highest version of each API this module speaks, from the client's one
-#: version table (connection_state.CLIENT_VERSIONS).
-MAX_VERSIONS = {key: CLIENT_VERSIONS[key][1] for key in (10, 22, 24, 25, 26, 28)}
-
-GROUP_KEY = 0
-TRANSACTION_KEY = 1
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 # CONCURRENT_TRANSACTIONS right after EndTxn: the coordinator is writing markers.
 _CONCURRENT_BACKOFF = 0.005
 _CONCURRENT_BACKOFF_MAX = 0.02
@@ -107,12 +103,17 @@ class Kind(enum.Enum):
 
     __hash__ = object.__hash__  # as TxnState's
 
-    FIND_COORDINATOR = 10
-    INIT_PRODUCER_ID = 22
-    ADD_PARTITIONS = 24
-    ADD_OFFSETS = 25
-    END_TXN = 26
-    TXN_OFFSET_COMMIT = 28
+    FIND_COORDINATOR = ApiKey.FIND_COORDINATOR
+    INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
+    ADD_PARTITIONS = ApiKey.ADD_PARTITIONS_TO_TXN
+    ADD_OFFSETS = ApiKey.ADD_OFFSETS_TO_TXN
+    END_TXN = ApiKey.END_TXN
+    TXN_OFFSET_COMMIT = ApiKey.TXN_OFFSET_COMMIT
+
+
+#: The highest version of each API this module speaks, from the client's one
+#: version table (connection_state.CLIENT_VERSIONS).
+MAX_VERSIONS = {kind.value: CLIENT_VERSIONS[kind.value][1] for kind in Kind}
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
@@ -136,7 +137,7 @@ class TxnRequest:
     coordinator: tuple[int, str, int] | None
     max_version: int
     timeout: float
-    key_type: int = TRANSACTION_KEY
+    key_type: int = TRANSACTION_KEY_TYPE
     key: str = ""
 
 
@@ -274,7 +275,7 @@ class TransactionManager(TxnStateMachine):
         if self.transactional_id is None:
             return make(None)
         if self._coordinator is None:
-            return self._find_coordinator(TRANSACTION_KEY, self.transactional_id)
+            return self._find_coordinator(TRANSACTION_KEY_TYPE, self.transactional_id)
         return make(self._coordinator)
 
     def _request(
@@ -293,7 +294,13 @@ class TransactionManager(TxnStateMachine):
         def build(version: int) -> Any:
             if version >= 4:
                 return fc.FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
-            return _fit(10, version, fc.FindCoordinatorRequest, key=key, key_type=key_type)
+            return _fit(
+                ApiKey.FIND_COORDINATOR,
+                version,
+                fc.FindCoordinatorRequest,
+                key=key,
+                key_type=key_type,
+            )
 
         return self._request(Kind.FIND_COORDINATOR, build, None, key_type=key_type, key=key)
 
@@ -305,7 +312,7 @@ class TransactionManager(TxnStateMachine):
             # KIP-360: with the current id and epoch (v3+) the coordinator bumps the
             # epoch of this producer rather than treating it as a new instance.
             return _fit(
-                22,
+                ApiKey.INIT_PRODUCER_ID,
                 version,
                 ipid.InitProducerIdRequest,
                 transactional_id=tid,
@@ -354,7 +361,7 @@ class TransactionManager(TxnStateMachine):
         group = op.group
         coordinator = self._group_coordinators.get(group.group_id)
         if coordinator is None:
-            return self._find_coordinator(GROUP_KEY, group.group_id)
+            return self._find_coordinator(GROUP_KEY_TYPE, group.group_id)
         by_topic: dict[str, list[Any]] = {}
         R = toc.TxnOffsetCommitRequest
         for tp, offset in sorted(op.offsets.items()):
@@ -369,7 +376,7 @@ class TransactionManager(TxnStateMachine):
 
         def build(version: int) -> Any:
             return _fit(
-                28,
+                ApiKey.TXN_OFFSET_COMMIT,
                 version,
                 R,
                 transactional_id=tid,
@@ -486,7 +493,7 @@ class TransactionManager(TxnStateMachine):
         if action is TxnAction.OK and node >= 0:
             self._succeeded()
             where = (node, host, port)
-            if request.key_type == TRANSACTION_KEY:
+            if request.key_type == TRANSACTION_KEY_TYPE:
                 self._coordinator = where
             else:
                 self._group_coordinators[request.key] = where
@@ -495,7 +502,7 @@ class TransactionManager(TxnStateMachine):
             self._back_off(now)
             return
         what = f"FindCoordinator for {request.key!r}"
-        if action is TxnAction.ABORTABLE and request.key_type == GROUP_KEY:
+        if action is TxnAction.ABORTABLE and request.key_type == GROUP_KEY_TYPE:
             self._abortable(KafkaError(code, what))
         else:
             self._fatal(self._fatal_error(code, what))

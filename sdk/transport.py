@@ -41,7 +41,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from trafka.codec import ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
+from trafka.codec import ApiKey, ErrorCode, KafkaError, TrafkaError, UnsupportedVersionError
 
 from ._backoff import backoff_delay
 from ._util import loop_clock
@@ -522,8 +522,8 @@ class Cluster:
             md.attempt_started(now)
             try:
                 conn = await self.any_connection()
-                v = conn.version_for(3)
-                body = await conn.request(3, md.build_request(v))
+                v = conn.version_for(ApiKey.METADATA)
+                body = await conn.request(ApiKey.METADATA, md.build_request(v))
             except TrafkaError as exc:
                 md.failed(self._now())
                 if isinstance(exc, AuthenticationError):

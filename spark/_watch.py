@@ -39,6 +39,8 @@ from typing import Any
 
 import anyio
 
+from trafka.codec import ApiKey
+
 from ..sdk.consumer import Consumer
 from ..sdk.errors import TrafkaError
 from ..sdk.fetch_requests import build_full_fetch, request_fields
@@ -46,7 +48,7 @@ from ..sdk.fetcher import TopicPartition
 
 __all__ = ["wait_for_records"]
 
-_FETCH = 1
+_FETCH = ApiKey.FETCH
 # The newest Fetch that names topics (v13 and later name them by id).
 _BY_NAME = 12
 

@@ -33,7 +33,7 @@ from typing import Any
 import click
 import trio
 
-from trafka.codec import protocol
+from trafka.codec import ApiKey, protocol
 from trafka.codec.compression import Compression
 from trafka.codec.errors import ErrorCode
 from trafka.codec.framing import FrameReader
@@ -95,8 +95,8 @@ def build_request_stream() -> bytes:
         ],
     )
     frames: list[bytes] = [
-        protocol.encode_request(_header(3, METADATA_VERSION, 1), metadata_request),
-        protocol.encode_request(_header(0, PRODUCE_VERSION, 2), produce_request),
+        protocol.encode_request(_header(ApiKey.METADATA, METADATA_VERSION, 1), metadata_request),
+        protocol.encode_request(_header(ApiKey.PRODUCE, PRODUCE_VERSION, 2), produce_request),
     ]
     return b"".join(frames)
 

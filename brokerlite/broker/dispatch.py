@@ -17,6 +17,7 @@ import logging
 import time
 from typing import Any, cast
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import api
@@ -47,11 +48,10 @@ __all__ = ["FETCH_KEY", "Dispatch"]
 
 log = logging.getLogger("trafka.brokerlite")
 
-_PRODUCE = 0
-FETCH_KEY = 1
+_PRODUCE = ApiKey.PRODUCE
+FETCH_KEY = ApiKey.FETCH
 # Never throttled: the SASL exchange (Kafka does not throttle authentication).
-_QUOTA_EXEMPT = frozenset({17, 36})
-_OFFSET_COMMIT = 8
+_QUOTA_EXEMPT = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 # How long a coordinator's answer waits for its records to replicate (Kafka's
 # offsets.commit.timeout.ms; its transaction-state appends wait about as long).
 _REPLICATION_WAIT_MS = 5000
@@ -60,18 +60,42 @@ _REPLICATION_WAIT_MS = 5000
 # SyncGroup, TxnOffsetCommit, OffsetDelete, ConsumerGroupHeartbeat,
 # ShareGroupHeartbeat, DescribeShareGroupOffsets, AlterShareGroupOffsets,
 # DeleteShareGroupOffsets.
-_GROUP_KEYED = frozenset({8, 9, 11, 12, 13, 14, 28, 47, 68, 76, 90, 91, 92})
+_GROUP_KEYED = frozenset(
+    {
+        ApiKey.OFFSET_COMMIT,
+        ApiKey.OFFSET_FETCH,
+        ApiKey.JOIN_GROUP,
+        ApiKey.HEARTBEAT,
+        ApiKey.LEAVE_GROUP,
+        ApiKey.SYNC_GROUP,
+        ApiKey.TXN_OFFSET_COMMIT,
+        ApiKey.OFFSET_DELETE,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+    }
+)
 # The batched ones (OffsetFetch v8+, DescribeShareGroupOffsets): the class of a
 # group's answer, for the groups coordinated elsewhere.
 _GROUP_ANSWER = {9: "OffsetFetchResponseGroup", 90: "DescribeShareGroupOffsetsResponseGroup"}
-_TXN_OFFSET_COMMIT = 28
 # Answered once what they wrote to __consumer_offsets is replicated (cluster mode):
 # OffsetCommit, TxnOffsetCommit, ShareGroupHeartbeat.
-_OFFSETS_WRITES = frozenset({_OFFSET_COMMIT, _TXN_OFFSET_COMMIT, 76})
+_OFFSETS_WRITES = frozenset(
+    {ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT, ApiKey.SHARE_GROUP_HEARTBEAT}
+)
 # Transaction APIs that only the transactional id's coordinator answers in cluster
 # mode, once what they wrote is replicated: InitProducerId (with an id),
 # AddPartitionsToTxn, AddOffsetsToTxn, EndTxn.
-_TXN_KEYED = frozenset({22, 24, 25, 26})
+_TXN_KEYED = frozenset(
+    {
+        ApiKey.INIT_PRODUCER_ID,
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        ApiKey.END_TXN,
+    }
+)
 
 
 class Dispatch(Connections, ClusterHost):
@@ -364,7 +388,7 @@ class _Replicated:
 
 def _transactional_ids(api_key: int, version: int, body: Any) -> list[str]:
     """The transactional ids a transaction request (``_TXN_KEYED``) is about."""
-    if api_key == 24:
+    if api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
         if version >= 4:
             return [t.transactional_id for t in body.transactions]
         return [body.v3_and_below_transactional_id]

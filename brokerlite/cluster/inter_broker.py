@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.framing import FrameReader
 from trafka.codec.messages import k17_sasl_handshake as handshake_msg
@@ -68,8 +69,6 @@ __all__ = [
     "inter_broker_ssl_context",
 ]
 
-_SASL_HANDSHAKE = 17
-_SASL_AUTHENTICATE = 36
 _AUTHENTICATE_VERSION = 2
 # Renew a session when this share of its lifetime has passed (the client side of KIP-368
 # leaves a margin; the peer closes a connection whose session has ended).
@@ -297,7 +296,7 @@ class InterBrokerConnection:
         mechanism, user = login.mechanism, login.user
         started = trio.current_time()  # the peer's session starts after this
         answer = await self._exchange(
-            _SASL_HANDSHAKE, 1, handshake_msg.SaslHandshakeRequest(mechanism=mechanism)
+            ApiKey.SASL_HANDSHAKE, 1, handshake_msg.SaslHandshakeRequest(mechanism=mechanism)
         )
         if answer.error_code:
             offered = ", ".join(answer.mechanisms) or "none"
@@ -310,7 +309,7 @@ class InterBrokerConnection:
         async def exchange(token: bytes) -> bytes:
             nonlocal lifetime_ms
             body = authenticate_msg.SaslAuthenticateRequest(auth_bytes=token)
-            reply = await self._exchange(_SASL_AUTHENTICATE, _AUTHENTICATE_VERSION, body)
+            reply = await self._exchange(ApiKey.SASL_AUTHENTICATE, _AUTHENTICATE_VERSION, body)
             if reply.error_code:
                 raise InterBrokerAuthError(
                     f"{self._where} refused the {mechanism} login of {user!r}: "

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import CodecError, ErrorCode
 from trafka.codec.messages import k01_fetch as fetch_msg
 from trafka.codec.messages import k02_list_offsets as list_offsets_msg
@@ -187,7 +188,7 @@ class ReplicaFetcher:
                 for t, ps in topics.items()
             ],
         )
-        response = await conn.request(23, _EPOCH_VERSION, request)
+        response = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, _EPOCH_VERSION, request)
         for topic in response.topics:
             for part in topic.partitions:
                 key = (topic.topic, part.partition)
@@ -217,7 +218,7 @@ class ReplicaFetcher:
 
     async def _fetch(self, conn: InterBrokerConnection, wanted: list[Any]) -> bool:
         request, sent = self._fetch_request(wanted)
-        response = await conn.request(1, _FETCH_VERSION, request)
+        response = await conn.request(ApiKey.FETCH, _FETCH_VERSION, request)
         usable, problem = self.session.handle_response(response, _FETCH_VERSION)
         if not usable:
             if problem is not None:
@@ -374,7 +375,7 @@ class ReplicaFetcher:
                 )
             ],
         )
-        response = await conn.request(2, _LIST_OFFSETS_VERSION, request)
+        response = await conn.request(ApiKey.LIST_OFFSETS, _LIST_OFFSETS_VERSION, request)
         part = response.topics[0].partitions[0]
         if part.error_code != ErrorCode.NONE:
             return

@@ -32,6 +32,8 @@ from typing import Any
 
 import trio
 
+from trafka.codec import ApiKey
+
 from ..config import BrokerConfig
 from ..server.connections import collapse
 from ..server.launch import RunningBroker, serve_broker
@@ -245,7 +247,10 @@ def cluster_metadata(
     from trafka.codec.protocol import decode_response_frame, encode_request
 
     header = RequestHeader(
-        request_api_key=3, request_api_version=1, correlation_id=1, client_id="cluster-check"
+        request_api_key=ApiKey.METADATA,
+        request_api_version=1,
+        correlation_id=1,
+        client_id="cluster-check",
     )
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(encode_request(header, metadata.MetadataRequest(topics=[])))
@@ -256,7 +261,7 @@ def cluster_metadata(
                 raise OSError("the broker closed the connection")
             reader.feed(data)
     try:
-        answer = decode_response_frame(frame, 3, 1)
+        answer = decode_response_frame(frame, ApiKey.METADATA, 1)
     except CodecError as exc:
         raise ValueError(str(exc)) from None
     return {b.node_id for b in answer.brokers}, answer.controller_id
@@ -274,7 +279,7 @@ async def _secured_metadata(config: BrokerConfig, host: str, port: int, timeout:
                 config, host, port, "cluster-check", f"broker at {host}:{port}"
             )
             try:
-                return await conn.request(3, 1, metadata.MetadataRequest(topics=[]))
+                return await conn.request(ApiKey.METADATA, 1, metadata.MetadataRequest(topics=[]))
             finally:
                 with trio.CancelScope(shield=True):
                     await conn.aclose()

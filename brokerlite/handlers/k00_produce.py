@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING
 
 from trafka.brokerlite.errors import BrokerError, InvalidRecordError, NotEnoughReplicasError
 from trafka.brokerlite.storage.message_format import up_convert
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k00_produce as m
@@ -83,7 +84,7 @@ if TYPE_CHECKING:
     from trafka.brokerlite.transactions.eos import ProduceResult, TxnVerifier
     from trafka.brokerlite.transactions.verification import Question, TxnVerification
 
-API_KEY = 0
+API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 3
 MAX_VERSION = 11
 ADVERTISED_MIN_VERSION = 0

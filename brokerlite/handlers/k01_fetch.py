@@ -100,6 +100,7 @@ from trafka.brokerlite.fetch_sessions import (
 )
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.brokerlite.storage.message_format import down_convert, fetch_magic
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k01_fetch as m
@@ -112,7 +113,7 @@ from ._util import NULL_UUID, check_partition, code_of, denied, leader_log
 if TYPE_CHECKING:
     from trafka.brokerlite.storage.partition import ReadResult
 
-API_KEY = 1
+API_KEY = ApiKey.FETCH
 MIN_VERSION = 4
 MAX_VERSION = 17
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0

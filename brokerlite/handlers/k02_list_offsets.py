@@ -32,6 +32,7 @@ TOPIC_AUTHORIZATION_FAILED without the topic's existence being looked at.
 from __future__ import annotations
 
 from trafka.brokerlite.errors import BrokerError
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k02_list_offsets as m
@@ -39,7 +40,7 @@ from trafka.codec.messages import k02_list_offsets as m
 from ._base import HandlerSpec, RequestContext
 from ._util import LEADER_EPOCH, code_of, denied, leader_log
 
-API_KEY = 2
+API_KEY = ApiKey.LIST_OFFSETS
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 10

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from trafka.brokerlite.cluster.view import INTERNAL_TOPICS
 from trafka.brokerlite.errors import BrokerError, TopicExistsError
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as m
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from trafka.brokerlite.cluster.view import ClusterView
     from trafka.brokerlite.storage.topics import TopicInfo
 
-API_KEY = 3
+API_KEY = ApiKey.METADATA
 MIN_VERSION = 0
 MAX_VERSION = 13
 

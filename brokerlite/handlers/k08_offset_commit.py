@@ -11,13 +11,14 @@ TOPIC_AUTHORIZATION_FAILED and only the others are committed.
 
 from __future__ import annotations
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k08_offset_commit as m
 
 from ._authz import AclOperation, commit_readable_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 8
+API_KEY = ApiKey.OFFSET_COMMIT
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 2
 MAX_VERSION = 9

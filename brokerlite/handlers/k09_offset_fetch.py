@@ -20,13 +20,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k09_offset_fetch as m
 
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 9
+API_KEY = ApiKey.OFFSET_FETCH
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 9

@@ -20,6 +20,7 @@ or on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 from __future__ import annotations
 
 from trafka.brokerlite.cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ZkTask
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k10_find_coordinator as m
 
@@ -28,7 +29,7 @@ from ._authz import AclOperation, group_allowed, transactional_id_allowed
 from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks
 
-API_KEY = 10
+API_KEY = ApiKey.FIND_COORDINATOR
 MIN_VERSION = 0
 MAX_VERSION = 6
 

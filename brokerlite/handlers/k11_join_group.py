@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k11_join_group as m
 
 from ._authz import AclOperation, group_allowed
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 11
+API_KEY = ApiKey.JOIN_GROUP
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 2
 MAX_VERSION = 9

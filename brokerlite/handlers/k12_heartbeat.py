@@ -6,13 +6,14 @@ else GROUP_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k12_heartbeat as m
 
 from ._authz import AclOperation, group_allowed
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 12
+API_KEY = ApiKey.HEARTBEAT
 MIN_VERSION = 0
 MAX_VERSION = 4
 

@@ -12,13 +12,14 @@ leaves.
 
 from __future__ import annotations
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k13_leave_group as m
 
 from ._authz import AclOperation, group_allowed
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 13
+API_KEY = ApiKey.LEAVE_GROUP
 MIN_VERSION = 0
 MAX_VERSION = 5
 

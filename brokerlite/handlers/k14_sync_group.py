@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k14_sync_group as m
 
 from ._authz import AclOperation, group_allowed
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 14
+API_KEY = ApiKey.SYNC_GROUP
 MIN_VERSION = 0
 MAX_VERSION = 5
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k15_describe_groups as m
 
 from ._authz import AclOperation, AclResourceType, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 15
+API_KEY = ApiKey.DESCRIBE_GROUPS
 MIN_VERSION = 0
 MAX_VERSION = 6
 

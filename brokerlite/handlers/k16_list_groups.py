@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k16_list_groups as m
 
 from ._authz import CLUSTER_NAME, AclOperation, AclResourceType, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 16
+API_KEY = ApiKey.LIST_GROUPS
 MIN_VERSION = 0
 MAX_VERSION = 5
 

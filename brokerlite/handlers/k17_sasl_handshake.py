@@ -22,13 +22,14 @@ The state rules are :mod:`trafka.brokerlite.security.sasl`'s.
 
 from __future__ import annotations
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k17_sasl_handshake as m
 
 from ..outcomes import Close
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 17
+API_KEY = ApiKey.SASL_HANDSHAKE
 MIN_VERSION = 0
 MAX_VERSION = 1
 

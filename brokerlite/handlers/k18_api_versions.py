@@ -31,12 +31,13 @@ which brokerlite does not have.
 from __future__ import annotations
 
 from trafka.brokerlite.features import SUPPORTED
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k18_api_versions as m
 
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 18
+API_KEY = ApiKey.API_VERSIONS
 MIN_VERSION = 0
 MAX_VERSION = 4
 

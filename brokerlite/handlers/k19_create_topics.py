@@ -50,9 +50,11 @@ from ._base import HandlerSpec, RequestContext
 
 if TYPE_CHECKING:
     from trafka.brokerlite.storage.topics import TopicInfo
+from trafka.codec import ApiKey
+
 from ._util import NULL_UUID, code_of, denied, park_on_tasks, task_outcome
 
-API_KEY = 19
+API_KEY = ApiKey.CREATE_TOPICS
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 2
 MAX_VERSION = 7

@@ -34,6 +34,7 @@ from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.quotas import MUTATION_THROTTLED, MutationQuota
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.brokerlite.storage.topics import TopicInfo
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k20_delete_topics as m
@@ -42,7 +43,7 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._util import NULL_UUID, code_of, message_of, park_on_tasks, task_outcome
 
-API_KEY = 20
+API_KEY = ApiKey.DELETE_TOPICS
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 6

@@ -25,6 +25,7 @@ is deleted.
 from __future__ import annotations
 
 from trafka.brokerlite.errors import BrokerError
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k21_delete_records as m
@@ -33,7 +34,7 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._util import code_of, denied, leader_log
 
-API_KEY = 21
+API_KEY = ApiKey.DELETE_RECORDS
 MIN_VERSION = 0
 MAX_VERSION = 2
 

@@ -22,13 +22,14 @@ cluster or WRITE on some topic (else CLUSTER_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k22_init_producer_id as m
 
 from ._authz import CLUSTER_NAME, AclOperation, AclResourceType, transactional_id_allowed
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 22
+API_KEY = ApiKey.INIT_PRODUCER_ID
 MIN_VERSION = 0
 MAX_VERSION = 5
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k23_offset_for_leader_epoch as m
@@ -25,7 +26,7 @@ from trafka.codec.messages import k23_offset_for_leader_epoch as m
 from ._base import HandlerSpec, RequestContext
 from ._util import LEADER_EPOCH, code_of, denied, leader_log
 
-API_KEY = 23
+API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 2
 MAX_VERSION = 4

@@ -23,6 +23,7 @@ CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k24_add_partitions_to_txn as m
 
@@ -36,7 +37,7 @@ from ._authz import (
 )
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 24
+API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
 MIN_VERSION = 0
 MAX_VERSION = 5
 

@@ -13,13 +13,14 @@ GROUP_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k25_add_offsets_to_txn as m
 
 from ._authz import AclOperation, group_allowed, transactional_id_allowed
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 25
+API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
 MIN_VERSION = 0
 MAX_VERSION = 4
 

@@ -23,13 +23,14 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED and the transaction is left as it is.
 
 from __future__ import annotations
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k26_end_txn as m
 
 from ._authz import AclOperation, transactional_id_allowed
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 26
+API_KEY = ApiKey.END_TXN
 MIN_VERSION = 0
 MAX_VERSION = 5
 

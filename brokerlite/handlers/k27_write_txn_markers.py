@@ -34,6 +34,7 @@ from trafka.brokerlite.transactions.cluster_mode import (
     MARKER_REPLICATION_TIMEOUT_MS,
     MarkersReplicated,
 )
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k27_write_txn_markers as m
 
@@ -41,7 +42,7 @@ from ..outcomes import Parked
 from ._authz import CLUSTER_NAME, AclOperation, AclResourceType
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 27
+API_KEY = ApiKey.WRITE_TXN_MARKERS
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 1

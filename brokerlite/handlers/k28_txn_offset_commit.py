@@ -20,6 +20,7 @@ and only the others join the transaction.
 
 from __future__ import annotations
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k28_txn_offset_commit as m
 
@@ -32,7 +33,7 @@ from ._authz import (
 )
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 28
+API_KEY = ApiKey.TXN_OFFSET_COMMIT
 MIN_VERSION = 0
 MAX_VERSION = 4
 

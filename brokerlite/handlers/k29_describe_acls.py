@@ -12,13 +12,14 @@ enumeration value gets INVALID_REQUEST. Version 0 is not served, as from Kafka 4
 from __future__ import annotations
 
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME, AclFilter
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k29_describe_acls as m
 
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 29
+API_KEY = ApiKey.DESCRIBE_ACLS
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 3

@@ -17,6 +17,7 @@ from __future__ import annotations
 from trafka.brokerlite.cluster.view import ZkTask
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME, AclBinding, AclStoreError
 from trafka.brokerlite.security.zk_acls import name_problem
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k30_create_acls as m
@@ -26,7 +27,7 @@ from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks, task_outcome
 from .k29_describe_acls import NO_AUTHORIZER
 
-API_KEY = 30
+API_KEY = ApiKey.CREATE_ACLS
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 3

@@ -18,6 +18,7 @@ from trafka.brokerlite.security.authorizer import (
     AclFilter,
     AclStoreError,
 )
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k31_delete_acls as m
@@ -27,7 +28,7 @@ from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks, task_outcome
 from .k29_describe_acls import NO_AUTHORIZER
 
-API_KEY = 31
+API_KEY = ApiKey.DELETE_ACLS
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 3

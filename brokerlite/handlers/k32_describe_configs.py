@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.groups.share_groups import GroupConfigEntry
 from trafka.brokerlite.storage.topic_configs import ConfigEntry, ConfigSource
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k32_describe_configs as m
@@ -55,7 +56,7 @@ from ._util import code_of, config_authorization_error, message_of
 if TYPE_CHECKING:
     from trafka.brokerlite.telemetry import ClientTelemetry
 
-API_KEY = 32
+API_KEY = ApiKey.DESCRIBE_CONFIGS
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 4

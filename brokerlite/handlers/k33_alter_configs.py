@@ -35,6 +35,7 @@ from collections import Counter
 
 from trafka.brokerlite.cluster.view import ZkTask
 from trafka.brokerlite.errors import BrokerError
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k33_alter_configs as m
@@ -50,7 +51,7 @@ from ._util import (
     park_results_on_tasks,
 )
 
-API_KEY = 33
+API_KEY = ApiKey.ALTER_CONFIGS
 MIN_VERSION = 0
 MAX_VERSION = 2
 

@@ -34,6 +34,7 @@ import logging
 
 from trafka.brokerlite.errors import LogStorageError
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k34_alter_replica_log_dirs as m
@@ -43,7 +44,7 @@ from ._util import log_dir_path
 
 log = logging.getLogger("trafka.brokerlite")
 
-API_KEY = 34
+API_KEY = ApiKey.ALTER_REPLICA_LOG_DIRS
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 2

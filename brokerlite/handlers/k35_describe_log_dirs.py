@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k35_describe_log_dirs as m
@@ -25,7 +26,7 @@ from trafka.codec.messages import k35_describe_log_dirs as m
 from ._base import HandlerSpec, RequestContext
 from ._util import log_dir_path
 
-API_KEY = 35
+API_KEY = ApiKey.DESCRIBE_LOG_DIRS
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 4

@@ -19,6 +19,7 @@ handler (see ``Broker.handle_frame``). The state rules are
 
 from __future__ import annotations
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k36_sasl_authenticate as m
 from trafka.codec.sasl import SaslAuthenticationError
@@ -27,7 +28,7 @@ from ..outcomes import Close
 from ..security.sasl import SaslState, SaslStateError
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 36
+API_KEY = ApiKey.SASL_AUTHENTICATE
 MIN_VERSION = 0
 MAX_VERSION = 2
 

@@ -29,6 +29,7 @@ from collections import Counter
 from trafka.brokerlite.cluster.view import ZkTask
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.quotas import MUTATION_THROTTLED
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k37_create_partitions as m
@@ -37,7 +38,7 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._util import code_of, denied, message_of, park_on_tasks, task_outcome
 
-API_KEY = 37
+API_KEY = ApiKey.CREATE_PARTITIONS
 MIN_VERSION = 0
 MAX_VERSION = 3
 STRICT_QUOTA_FROM = 3  # THROTTLING_QUOTA_EXCEEDED (KIP-599)

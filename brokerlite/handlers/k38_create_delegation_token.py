@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k38_create_delegation_token as m
@@ -27,7 +28,7 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._util import after_token_change
 
-API_KEY = 38
+API_KEY = ApiKey.CREATE_DELEGATION_TOKEN
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 3

@@ -13,6 +13,7 @@ positive and smaller, capped at the token's maximum timestamp; -1 on error.
 
 from __future__ import annotations
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k39_renew_delegation_token as m
 
@@ -20,7 +21,7 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._util import after_token_change
 
-API_KEY = 39
+API_KEY = ApiKey.RENEW_DELEGATION_TOKEN
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 2

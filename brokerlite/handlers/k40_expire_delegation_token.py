@@ -12,6 +12,7 @@ timestamp.
 
 from __future__ import annotations
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k40_expire_delegation_token as m
 
@@ -19,7 +20,7 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._util import after_token_change
 
-API_KEY = 40
+API_KEY = ApiKey.EXPIRE_DELEGATION_TOKEN
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 2

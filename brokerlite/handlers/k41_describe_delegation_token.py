@@ -15,6 +15,7 @@ issue time.
 from __future__ import annotations
 
 from trafka.brokerlite.security.delegation_tokens import TokenInfo
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k41_describe_delegation_token as m
@@ -23,7 +24,7 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._util import after_token_change
 
-API_KEY = 41
+API_KEY = ApiKey.DESCRIBE_DELEGATION_TOKEN
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
 MAX_VERSION = 3

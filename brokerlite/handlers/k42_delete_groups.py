@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k42_delete_groups as m
 
@@ -26,7 +27,7 @@ from ._authz import AclOperation, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 from ._share_admin import Later, answer
 
-API_KEY = 42
+API_KEY = ApiKey.DELETE_GROUPS
 MIN_VERSION = 0
 MAX_VERSION = 2
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from trafka.brokerlite.cluster.view import ZkTask
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k43_elect_leaders as m
@@ -34,7 +35,7 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks
 
-API_KEY = 43
+API_KEY = ApiKey.ELECT_LEADERS
 MIN_VERSION = 0
 MAX_VERSION = 2
 

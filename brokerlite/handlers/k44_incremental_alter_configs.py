@@ -49,6 +49,7 @@ from collections import Counter
 from trafka.brokerlite.cluster.view import ZkTask
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.storage.topic_configs import ConfigType
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k44_incremental_alter_configs as m
@@ -64,7 +65,7 @@ from ._util import (
     park_results_on_tasks,
 )
 
-API_KEY = 44
+API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 MIN_VERSION = 0
 MAX_VERSION = 1
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from trafka.brokerlite.cluster.view import ZkTask
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k45_alter_partition_reassignments as m
@@ -45,7 +46,7 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks, task_outcome
 
-API_KEY = 45
+API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 MIN_VERSION = 0
 MAX_VERSION = 0
 

@@ -19,13 +19,14 @@ Authorization: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 from __future__ import annotations
 
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k46_list_partition_reassignments as m
 
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 46
+API_KEY = ApiKey.LIST_PARTITION_REASSIGNMENTS
 MIN_VERSION = 0
 MAX_VERSION = 0
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k47_offset_delete as m
 
 from ._authz import AclOperation, enabled, group_allowed, split_topics
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 47
+API_KEY = ApiKey.OFFSET_DELETE
 MIN_VERSION = 0
 MAX_VERSION = 0
 

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from trafka.brokerlite.quotas import QuotaError
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k48_describe_client_quotas as m
 
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 48
+API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS
 MIN_VERSION = 0
 MAX_VERSION = 1
 

@@ -33,6 +33,7 @@ from trafka.brokerlite.quotas import (
     entity_of,
 )
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k49_alter_client_quotas as m
@@ -41,7 +42,7 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks, task_outcome
 
-API_KEY = 49
+API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
 MIN_VERSION = 0
 MAX_VERSION = 1
 

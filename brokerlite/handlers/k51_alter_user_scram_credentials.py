@@ -23,6 +23,7 @@ from __future__ import annotations
 from trafka.brokerlite.cluster.view import ZkTask
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
 from trafka.brokerlite.security.scram import alter_response, log_changes
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k51_alter_user_scram_credentials as m
@@ -31,7 +32,7 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks, task_outcome
 
-API_KEY = 51
+API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 MIN_VERSION = 0
 MAX_VERSION = 0
 

@@ -38,13 +38,14 @@ from trafka.brokerlite.features import (
     plan_update,
 )
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k57_update_features as m
 
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 57
+API_KEY = ApiKey.UPDATE_FEATURES
 MIN_VERSION = 0
 MAX_VERSION = 2
 _RESULTS_UNTIL = 1  # v2 dropped the per-feature results

@@ -15,6 +15,7 @@ without DESCRIBE on it (everything, without an authorizer), as Kafka reports.
 from __future__ import annotations
 
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k60_describe_cluster as m
@@ -22,7 +23,7 @@ from trafka.codec.messages import k60_describe_cluster as m
 from ._base import HandlerSpec, RequestContext
 from ._util import NO_AUTHORIZED_OPERATIONS
 
-API_KEY = 60
+API_KEY = ApiKey.DESCRIBE_CLUSTER
 MIN_VERSION = 0
 MAX_VERSION = 2
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from trafka.brokerlite.errors import BrokerError, InvalidTopicError
 from trafka.brokerlite.storage.topics import validate_topic_name
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k61_describe_producers as m
@@ -22,7 +23,7 @@ from trafka.codec.messages import k61_describe_producers as m
 from ._base import HandlerSpec, RequestContext
 from ._util import code_of, message_of
 
-API_KEY = 61
+API_KEY = ApiKey.DESCRIBE_PRODUCERS
 MIN_VERSION = 0
 MAX_VERSION = 0
 

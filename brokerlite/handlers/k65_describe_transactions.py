@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k65_describe_transactions as m
 
 from ._authz import AclOperation, allowed_topics, enabled, transactional_id_allowed
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 65
+API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
 MIN_VERSION = 0
 MAX_VERSION = 0
 

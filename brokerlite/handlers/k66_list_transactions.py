@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k66_list_transactions as m
 
 from ._authz import AclOperation, enabled, transactional_id_allowed
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 66
+API_KEY = ApiKey.LIST_TRANSACTIONS
 MIN_VERSION = 0
 MAX_VERSION = 1
 

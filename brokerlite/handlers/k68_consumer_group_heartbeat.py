@@ -18,13 +18,14 @@ gate, before authorization), as Kafka 4.x answers it.
 from __future__ import annotations
 
 from trafka.brokerlite.features import GROUP_VERSION
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k68_consumer_group_heartbeat as m
 
 from ._authz import enabled, heartbeat_refusal
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 68
+API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
 MIN_VERSION = 0
 MAX_VERSION = 1
 

@@ -19,13 +19,14 @@ from __future__ import annotations
 import dataclasses
 
 from trafka.brokerlite.features import GROUP_VERSION
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k69_consumer_group_describe as m
 
 from ._authz import describe_groups_authorized
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 69
+API_KEY = ApiKey.CONSUMER_GROUP_DESCRIBE
 MIN_VERSION = 0
 MAX_VERSION = 1
 

@@ -27,12 +27,13 @@ from __future__ import annotations
 import logging
 
 from trafka.brokerlite.telemetry import ACCEPTED_COMPRESSION_TYPES, ClientInfo
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k71_get_telemetry_subscriptions as m
 
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 71
+API_KEY = ApiKey.GET_TELEMETRY_SUBSCRIPTIONS
 MIN_VERSION = 0
 MAX_VERSION = 0
 

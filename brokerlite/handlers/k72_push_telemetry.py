@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import logging
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k72_push_telemetry as m
 
 from ._base import HandlerSpec, RequestContext
 from .k71_get_telemetry_subscriptions import client_info
 
-API_KEY = 72
+API_KEY = ApiKey.PUSH_TELEMETRY
 MIN_VERSION = 0
 MAX_VERSION = 0
 

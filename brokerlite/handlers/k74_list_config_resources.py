@@ -14,13 +14,14 @@ whose only resources are client metrics.
 from __future__ import annotations
 
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k74_list_config_resources as m
 
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 74
+API_KEY = ApiKey.LIST_CONFIG_RESOURCES
 MIN_VERSION = 0
 MAX_VERSION = 0
 

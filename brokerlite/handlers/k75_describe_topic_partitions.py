@@ -39,6 +39,7 @@ from __future__ import annotations
 from trafka.brokerlite.cluster.view import INTERNAL_TOPICS
 from trafka.brokerlite.errors import InvalidTopicError
 from trafka.brokerlite.storage.topics import validate_topic_name
+from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k75_describe_topic_partitions as m
@@ -46,7 +47,7 @@ from trafka.codec.messages import k75_describe_topic_partitions as m
 from ._base import HandlerSpec, RequestContext
 from ._util import LEADER_EPOCH, NO_AUTHORIZED_OPERATIONS, NULL_UUID, cluster_partition
 
-API_KEY = 75
+API_KEY = ApiKey.DESCRIBE_TOPIC_PARTITIONS
 MIN_VERSION = 0
 MAX_VERSION = 0
 

@@ -20,13 +20,14 @@ gate, before authorization), as Kafka 4.x answers it.
 from __future__ import annotations
 
 from trafka.brokerlite.features import SHARE_VERSION
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k76_share_group_heartbeat as m
 
 from ._authz import enabled, heartbeat_refusal
 from ._base import HandlerSpec, RequestContext
 
-API_KEY = 76
+API_KEY = ApiKey.SHARE_GROUP_HEARTBEAT
 MIN_VERSION = 1
 MAX_VERSION = 1
 

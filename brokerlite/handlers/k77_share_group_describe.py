@@ -18,6 +18,7 @@ gate, before authorization), as Kafka 4.x answers it.
 from __future__ import annotations
 
 from trafka.brokerlite.features import SHARE_VERSION
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k77_share_group_describe as m
 
@@ -25,7 +26,7 @@ from ._authz import describe_groups_authorized
 from ._base import HandlerSpec, RequestContext
 from ._util import NO_AUTHORIZED_OPERATIONS
 
-API_KEY = 77
+API_KEY = ApiKey.SHARE_GROUP_DESCRIBE
 MIN_VERSION = 1
 MAX_VERSION = 1
 

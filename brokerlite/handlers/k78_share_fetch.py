@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from trafka.brokerlite.features import SHARE_VERSION
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k78_share_fetch as m
 
@@ -36,7 +37,7 @@ from ._share_durable import when_durable, with_leaders
 if TYPE_CHECKING:
     from trafka.brokerlite.shares.fetcher import PendingFetch, ShareFetcher
 
-API_KEY = 78
+API_KEY = ApiKey.SHARE_FETCH
 MIN_VERSION = 1
 MAX_VERSION = 1
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 
 from trafka.brokerlite.features import SHARE_VERSION
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k79_share_acknowledge as m
 
@@ -25,7 +26,7 @@ from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 from ._share_durable import when_durable, with_leaders
 
-API_KEY = 79
+API_KEY = ApiKey.SHARE_ACKNOWLEDGE
 MIN_VERSION = 1
 MAX_VERSION = 1
 

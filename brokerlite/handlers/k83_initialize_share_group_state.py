@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k83_initialize_share_group_state as m
 
@@ -20,7 +21,7 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._share_state import codes_only, refusal_of, serve
 
-API_KEY = 83
+API_KEY = ApiKey.INITIALIZE_SHARE_GROUP_STATE
 MIN_VERSION = 0
 MAX_VERSION = 0
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k84_read_share_group_state as m
 
@@ -21,7 +22,7 @@ from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
 from ._share_state import Row, refusal_of, serve
 
-API_KEY = 84
+API_KEY = ApiKey.READ_SHARE_GROUP_STATE
 MIN_VERSION = 0
 MAX_VERSION = 0
 

@@ -34,6 +34,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from trafka.brokerlite.features import SHARE_VERSION
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k90_describe_share_group_offsets as m
 
@@ -47,7 +48,7 @@ from ._util import LEADER_EPOCH, NULL_UUID
 if TYPE_CHECKING:
     from trafka.brokerlite.shares.offsets_admin import ShareOffsetInfo
 
-API_KEY = 90
+API_KEY = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
 MIN_VERSION = 0
 MAX_VERSION = 1
 

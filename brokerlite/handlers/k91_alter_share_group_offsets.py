@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 
 from trafka.brokerlite.features import SHARE_VERSION
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k91_alter_share_group_offsets as m
 
@@ -42,7 +43,7 @@ from ._base import HandlerSpec, RequestContext
 from ._share_admin import Later, answer
 from ._util import NULL_UUID
 
-API_KEY = 91
+API_KEY = ApiKey.ALTER_SHARE_GROUP_OFFSETS
 MIN_VERSION = 0
 MAX_VERSION = 0
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 
 from trafka.brokerlite.features import SHARE_VERSION
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k92_delete_share_group_offsets as m
 
@@ -38,7 +39,7 @@ from ._base import HandlerSpec, RequestContext
 from ._share_admin import Later, answer
 from ._util import NULL_UUID
 
-API_KEY = 92
+API_KEY = ApiKey.DELETE_SHARE_GROUP_OFFSETS
 MIN_VERSION = 0
 MAX_VERSION = 0
 

@@ -40,6 +40,7 @@ from typing import Any
 
 import trio
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k02_list_offsets as lo
 from trafka.codec.messages import k09_offset_fetch as of
@@ -190,14 +191,14 @@ class ClusterMetrics:
 
 async def _coordinated(conn: InterBrokerConnection) -> _Coordinated:
     found = _Coordinated()
-    listed = await conn.request(16, 5, lg.ListGroupsRequest())
+    listed = await conn.request(ApiKey.LIST_GROUPS, 5, lg.ListGroupsRequest())
     if listed.error_code:
         raise ConnectionError(f"ListGroups answered error {listed.error_code}")
     kinds = {g.group_id: g.group_type for g in listed.groups if g.group_type != "share"}
     if not kinds:
         return found
     fetched = await conn.request(
-        9,
+        ApiKey.OFFSET_FETCH,
         8,
         of.OffsetFetchRequest(
             groups=[
@@ -219,7 +220,9 @@ async def _coordinated(conn: InterBrokerConnection) -> _Coordinated:
         }
     classic = [g for g, kind in kinds.items() if kind != "consumer"]
     if classic:
-        described = await conn.request(15, 5, dg.DescribeGroupsRequest(groups=classic))
+        described = await conn.request(
+            ApiKey.DESCRIBE_GROUPS, 5, dg.DescribeGroupsRequest(groups=classic)
+        )
         for d in described.groups:
             if d.error_code not in (0, *_GONE):
                 raise _Incomplete(f"DescribeGroups of {d.group_id!r}: error {d.error_code}")
@@ -227,7 +230,9 @@ async def _coordinated(conn: InterBrokerConnection) -> _Coordinated:
                 found.members[d.group_id] = len(d.members)
     consumer = [g for g, kind in kinds.items() if kind == "consumer"]
     if consumer:
-        described = await conn.request(69, 0, cgd.ConsumerGroupDescribeRequest(group_ids=consumer))
+        described = await conn.request(
+            ApiKey.CONSUMER_GROUP_DESCRIBE, 0, cgd.ConsumerGroupDescribeRequest(group_ids=consumer)
+        )
         for c in described.groups:
             if c.error_code not in (0, *_GONE):
                 raise _Incomplete(f"ConsumerGroupDescribe of {c.group_id!r}: error {c.error_code}")
@@ -243,7 +248,7 @@ async def _high_watermarks(
     for topic, partition in sorted(partitions):
         by_topic.setdefault(topic, []).append(partition)
     answer = await conn.request(
-        2,
+        ApiKey.LIST_OFFSETS,
         7,
         lo.ListOffsetsRequest(
             replica_id=-1,

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 import trio
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import DecodeError, FrameTooLargeError
 from trafka.codec.framing import FrameReader
 from trafka.common import request_budget
@@ -55,7 +56,7 @@ log = logging.getLogger("trafka.brokerlite")
 _RECV_SIZE = 256 * 1024
 _SEND_QUEUE = 8
 _FRAMES_PER_YIELD = 8
-_FETCH_KEY = 1
+_FETCH_KEY = ApiKey.FETCH
 # A TLS client has this long to complete its handshake; closing a TLS connection
 # waits this long at most for its close_notify to leave.
 _TLS_HANDSHAKE_TIMEOUT = 10.0

@@ -48,6 +48,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import ApiKey
 from trafka.codec.messages import k02_list_offsets as _list
@@ -397,16 +398,22 @@ class ClusterShareOffsets:
             rq = _read.ReadShareGroupStateRequest
             part: Any = rq.PartitionData(partition=index, leader_epoch=ADMIN_READ_EPOCH)
             body = _body(rq, rq.ReadStateData, op, part)
-            return StateRequest(84, coordinator_key, body, key, owner=self, tag=op)
+            return StateRequest(
+                ApiKey.READ_SHARE_GROUP_STATE, coordinator_key, body, key, owner=self, tag=op
+            )
         if op.phase == "init":
             iq = _init.InitializeShareGroupStateRequest
             epoch = int(op.read.state_epoch) + 1
             part = iq.PartitionData(partition=index, state_epoch=epoch, start_offset=op.start)
             body = _body(iq, iq.InitializeStateData, op, part)
-            return StateRequest(83, coordinator_key, body, key, owner=self, tag=op)
+            return StateRequest(
+                ApiKey.INITIALIZE_SHARE_GROUP_STATE, coordinator_key, body, key, owner=self, tag=op
+            )
         dq = _delete.DeleteShareGroupStateRequest
         body = _body(dq, dq.DeleteStateData, op, dq.PartitionData(partition=index))
-        return StateRequest(86, coordinator_key, body, key, owner=self, tag=op)
+        return StateRequest(
+            ApiKey.DELETE_SHARE_GROUP_STATE, coordinator_key, body, key, owner=self, tag=op
+        )
 
 
 def _body(request: Any, topic: Any, op: _Op, partition: Any) -> Any:

@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k84_read_share_group_state as _read
 from trafka.codec.messages import k85_write_share_group_state as _write
@@ -58,19 +59,15 @@ from .coordinator import SHARE_STATE_TOPIC, state_key
 from .state_store import SP
 
 __all__ = [
-    "READ_KEY",
     "RETRIABLE",
     "RETRY_BACKOFF_MS",
     "SETTLED_WATCH",
-    "WRITE_KEY",
     "Loaded",
     "RemotePersister",
     "StateRequest",
     "StateRequestOwner",
 ]
 
-READ_KEY = 84
-WRITE_KEY = 85
 #: How long a share-state request that failed waits before it is sent again.
 RETRY_BACKOFF_MS = 100
 #: What requests waiting for their writes watch: woken when writes settle.
@@ -257,7 +254,11 @@ class RemotePersister:
                 continue
             self._reading.add(key)
             read = _read_body(key, topic_id, epoch)
-            out.append(StateRequest(READ_KEY, state_key(key[0], topic_id, key[2]), read, key))
+            out.append(
+                StateRequest(
+                    ApiKey.READ_SHARE_GROUP_STATE, state_key(key[0], topic_id, key[2]), read, key
+                )
+            )
         for key, write in list(self._writes.items()):
             if key in self._writing or self._not_before.get(key, 0) > now_ms:
                 continue  # one at a time per share-partition: the next after its answer
@@ -265,7 +266,9 @@ class RemotePersister:
             self._writing.add(key)
             body = _write_body(write, self._state_epochs.get(key, 0))
             coordinator_key = state_key(key[0], write.topic_id, key[2])
-            out.append(StateRequest(WRITE_KEY, coordinator_key, body, key, write))
+            out.append(
+                StateRequest(ApiKey.WRITE_SHARE_GROUP_STATE, coordinator_key, body, key, write)
+            )
         return out
 
     def next_retry(self) -> int | None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import CodecError
 
 from ..clock import now_ms
@@ -39,7 +40,6 @@ __all__ = ["MarkerSender"]
 
 log = logging.getLogger("trafka.brokerlite.transactions")
 
-_WRITE_TXN_MARKERS = 27
 _VERSION = 1
 _POLL_S = 0.1
 _ANSWER_TIMEOUT_S = MARKER_REPLICATION_TIMEOUT_MS / 1000 + 5
@@ -84,7 +84,7 @@ class MarkerSender:
             try:
                 conn = await self._connection(node)
                 with trio.fail_after(_ANSWER_TIMEOUT_S):
-                    answer = await conn.request(_WRITE_TXN_MARKERS, _VERSION, request.body)
+                    answer = await conn.request(ApiKey.WRITE_TXN_MARKERS, _VERSION, request.body)
             except (OSError, ConnectionError, CodecError, trio.TooSlowError) as exc:
                 log.debug("markers for broker %d: %s; will retry", node, exc)
                 self._txn.failed(request.request_id, now_ms())

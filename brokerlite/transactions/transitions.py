@@ -55,6 +55,7 @@ from trafka.brokerlite.transactions.decisions import (
     is_epoch_exhausted,
 )
 from trafka.brokerlite.transactions.journal import TransactionState, TxnJournalError, TxnRecord
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k22_init_producer_id as _ipi
 from trafka.codec.messages import k24_add_partitions_to_txn as _apt
@@ -111,7 +112,7 @@ class TxnTransitions(TxnDecisions):
         try:
             pid, epoch = self._init(request, version, now_ms, completions)
         except Refused as refused:
-            code = self._fenced_code(refused.code, 22, version)
+            code = self._fenced_code(refused.code, ApiKey.INIT_PRODUCER_ID, version)
             return _ipi.InitProducerIdResponse(
                 error_code=code, producer_id=-1, producer_epoch=-1
             ), completions
@@ -194,7 +195,9 @@ class TxnTransitions(TxnDecisions):
                 for tp in wanted
             }
         code = self._add(tid, producer_id, producer_epoch, set(wanted), None, now_ms)
-        return order, dict.fromkeys(wanted, self._fenced_code(code, 24, version))
+        return order, dict.fromkeys(
+            wanted, self._fenced_code(code, ApiKey.ADD_PARTITIONS_TO_TXN, version)
+        )
 
     def add_offsets_to_txn(
         self, request: _aot.AddOffsetsToTxnRequest, version: int, now_ms: int
@@ -215,7 +218,9 @@ class TxnTransitions(TxnDecisions):
             request.group_id,
             now_ms,
         )
-        return _aot.AddOffsetsToTxnResponse(error_code=self._fenced_code(code, 25, version))
+        return _aot.AddOffsetsToTxnResponse(
+            error_code=self._fenced_code(code, ApiKey.ADD_OFFSETS_TO_TXN, version)
+        )
 
     def end_txn(
         self, request: _et.EndTxnRequest, version: int, now_ms: int
@@ -239,7 +244,7 @@ class TxnTransitions(TxnDecisions):
             now_ms,
             completions,
         )
-        code = self._fenced_code(code, 26, version)
+        code = self._fenced_code(code, ApiKey.END_TXN, version)
         record = self._records.get(request.transactional_id)
         if version >= 5 and code is ErrorCode.NONE and record is not None:
             # v5 reports the producer's id and epoch (transaction version 2 bumps the

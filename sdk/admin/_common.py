@@ -31,8 +31,8 @@ from .._validate import (
     describe,
 )
 from ..calls import Again
+from ..consumer_types import TopicPartition
 from ..errors import ArgumentTypeError, ArgumentValueError
-from ..fetcher import TopicPartition
 
 __all__ = [
     "NOT_DONE",

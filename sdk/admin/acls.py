@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from trafka.codec import ErrorCode, KafkaError
+from trafka.codec import ApiKey, ErrorCode, KafkaError
 from trafka.codec.messages import k29_describe_acls as dacl
 from trafka.codec.messages import k30_create_acls as cacl
 from trafka.codec.messages import k31_delete_acls as delacl
@@ -58,7 +58,9 @@ def _binding(resource: Any, acl: Any) -> AclBinding:
 
 def describe_acls_request(version: int, acl_filter: AclBindingFilter) -> Any:
     """DescribeAcls at ``version``."""
-    return fit(29, version, dacl.DescribeAclsRequest, **_filter_fields(acl_filter))
+    return fit(
+        ApiKey.DESCRIBE_ACLS, version, dacl.DescribeAclsRequest, **_filter_fields(acl_filter)
+    )
 
 
 def read_describe_acls(resp: Any) -> list[AclBinding]:

@@ -48,7 +48,7 @@ from typing import Any
 from .._util import owned_task_group
 from ..client_hooks import start_client_hooks
 from ..config import AdminConfig, make_config
-from ..hosting import Hostable
+from ..lifecycle import Hostable
 from .client_cluster import ClusterCalls
 from .client_configs import ConfigCalls
 from .client_groups import GroupCalls

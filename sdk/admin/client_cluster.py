@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from trafka.codec import ErrorCode, KafkaError
+from trafka.codec import ApiKey, ErrorCode, KafkaError
 
 from .._validate import check_bool, check_names, check_topic_partitions
-from ..fetcher import TopicPartition
+from ..consumer_types import TopicPartition
 from ..transport import BrokerConnection
 from ._common import by_topic, check_log_dir_assignments, check_replica
 from .client_core import AdminCore
@@ -56,8 +56,11 @@ class ClusterCalls(AdminCore):
 
         async def attempt(deadline: float) -> ClusterDescription:
             conn = await self._cluster.any_connection()
-            if conn.supports(60):
-                resp = await conn.request(60, describe_cluster_request(conn.version_for(60)))
+            if conn.supports(ApiKey.DESCRIBE_CLUSTER):
+                resp = await conn.request(
+                    ApiKey.DESCRIBE_CLUSTER,
+                    describe_cluster_request(conn.version_for(ApiKey.DESCRIBE_CLUSTER)),
+                )
                 return read_describe_cluster(resp)
             await self._cluster.refresh_metadata()
             md = self._cluster.metadata
@@ -71,9 +74,9 @@ class ClusterCalls(AdminCore):
 
         async def attempt(deadline: float) -> FeatureMetadata:
             conn = await self._cluster.any_connection()
-            if conn.version_for(18) < 3:
+            if conn.version_for(ApiKey.API_VERSIONS) < 3:
                 return FeatureMetadata({}, None, {})
-            return read_features(await conn.request(18, api_versions_request()))
+            return read_features(await conn.request(ApiKey.API_VERSIONS, api_versions_request()))
 
         return await self._calls.run("describe_features", timeout_ms, attempt)
 
@@ -117,11 +120,11 @@ class ClusterCalls(AdminCore):
 
         async def attempt(deadline: float) -> dict[str, KafkaError | None]:
             conn = await self._controller()
-            version = conn.version_for(57)
+            version = conn.version_for(ApiKey.UPDATE_FEATURES)
             body = update_features_request(
                 version, wanted, timeout_ms=wait_ms, validate_only=validate_only
             )
-            resp = await conn.request(57, body, version=version)
+            resp = await conn.request(ApiKey.UPDATE_FEATURES, body, version=version)
             return read_update_features(version, resp, list(wanted))
 
         return await self._calls.run("update_features", timeout_ms, attempt)
@@ -131,8 +134,8 @@ class ClusterCalls(AdminCore):
     ) -> Any:
         """DescribeLogDirs of ``conn``'s broker: of the partitions in ``by_topic``
         (None: all of them)."""
-        resp = await conn.request(35, describe_log_dirs_request(by_topic))
-        check_log_dirs(conn.version_for(35), resp)
+        resp = await conn.request(ApiKey.DESCRIBE_LOG_DIRS, describe_log_dirs_request(by_topic))
+        check_log_dirs(conn.version_for(ApiKey.DESCRIBE_LOG_DIRS), resp)
         return resp
 
     async def describe_log_dirs(
@@ -149,7 +152,7 @@ class ClusterCalls(AdminCore):
 
         async def ask(conn: BrokerConnection) -> list[LogDirDescription]:
             resp = await self._log_dirs_response(conn, topics)
-            return read_log_dirs(conn.node_id, conn.version_for(35), resp)
+            return read_log_dirs(conn.node_id, conn.version_for(ApiKey.DESCRIBE_LOG_DIRS), resp)
 
         found = await self._per_node("describe_log_dirs", ask, timeout_ms)
         return [d for dirs in found for d in dirs]
@@ -209,7 +212,9 @@ class ClusterCalls(AdminCore):
                             f"{moving(r, wanted[r])}: the cluster has no broker {broker}",
                         )
                     continue
-                resp = await conn.request(34, alter_replica_log_dirs_request(dirs))
+                resp = await conn.request(
+                    ApiKey.ALTER_REPLICA_LOG_DIRS, alter_replica_log_dirs_request(dirs)
+                )
                 out.update(read_alter_replica_log_dirs(broker, resp, wanted))
             return {r: out[r] for r in wanted}
 

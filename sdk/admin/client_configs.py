@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trafka.codec import ErrorCode, KafkaError
+from trafka.codec import ApiKey, ErrorCode, KafkaError
 
 from .._validate import (
     check_bool,
@@ -123,8 +123,8 @@ class ConfigCalls(AdminCore):
                 else:
                     await self._cluster.refresh_metadata()
                     conn = await self._cluster.connection(target)
-                body = describe_configs_request(conn.version_for(32), asked)
-                resp = await conn.request(32, body)
+                body = describe_configs_request(conn.version_for(ApiKey.DESCRIBE_CONFIGS), asked)
+                resp = await conn.request(ApiKey.DESCRIBE_CONFIGS, body)
                 out.update(read_describe_configs(resp, overrides_only=overrides_only))
             return out
 
@@ -183,13 +183,14 @@ class ConfigCalls(AdminCore):
                     await self._cluster.refresh_metadata()
                     conn = await self._cluster.connection(broker)
                 name = "" if broker is None else str(broker)
-                if not conn.supports(44):
+                if not conn.supports(ApiKey.INCREMENTAL_ALTER_CONFIGS):
                     raise KafkaError(
                         ErrorCode.UNSUPPORTED_VERSION,
                         "the broker does not serve IncrementalAlterConfigs (Kafka 2.3+)",
                     )
                 resp = await conn.request(
-                    44, incremental_alter_configs_request(BROKER_RESOURCE, {name: configs})
+                    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                    incremental_alter_configs_request(BROKER_RESOURCE, {name: configs}),
                 )
                 read_alter_configs(resp)
                 done.add(broker)
@@ -222,12 +223,14 @@ class ConfigCalls(AdminCore):
 
         async def attempt(deadline: float) -> list[str]:
             conn = await self._controller()
-            if not conn.supports(74):
+            if not conn.supports(ApiKey.LIST_CONFIG_RESOURCES):
                 raise KafkaError(
                     ErrorCode.UNSUPPORTED_VERSION,
                     "the broker does not serve ListClientMetricsResources (Kafka 3.7+)",
                 )
-            resp = await conn.request(74, list_client_metrics_resources_request())
+            resp = await conn.request(
+                ApiKey.LIST_CONFIG_RESOURCES, list_client_metrics_resources_request()
+            )
             return read_list_client_metrics_resources(resp)
 
         return await self._calls.run("list_client_metrics_resources", timeout_ms, attempt)
@@ -288,12 +291,15 @@ class ConfigCalls(AdminCore):
     ) -> None:
         async def attempt(deadline: float) -> None:
             conn = await self._controller()
-            if conn.supports(44):
+            if conn.supports(ApiKey.INCREMENTAL_ALTER_CONFIGS):
                 resp = await conn.request(
-                    44, incremental_alter_configs_request(resource_type, changes)
+                    ApiKey.INCREMENTAL_ALTER_CONFIGS,
+                    incremental_alter_configs_request(resource_type, changes),
                 )
             else:
-                resp = await conn.request(33, alter_configs_request(resource_type, changes))
+                resp = await conn.request(
+                    ApiKey.ALTER_CONFIGS, alter_configs_request(resource_type, changes)
+                )
             read_alter_configs(resp)
 
         await self._calls.run(what, timeout_ms, attempt)

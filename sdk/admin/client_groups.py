@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from trafka.codec import KafkaError
+from trafka.codec import ApiKey, KafkaError
 
 from .._validate import (
     check_committed_offset,
@@ -26,7 +26,7 @@ from .._validate import (
     check_topic_partitions,
     check_topics,
 )
-from ..fetcher import TopicPartition
+from ..consumer_types import TopicPartition
 from ..group_protocol import offset_commit_request, offset_fetch_request
 from ..transport import BrokerConnection
 from ._common import answered, by_topic
@@ -91,8 +91,8 @@ class GroupCalls(AdminCore):
         wanted = group_types(types)
 
         async def ask(conn: BrokerConnection) -> list[GroupListing]:
-            body = list_groups_request(conn.version_for(16), wanted)
-            return read_list_groups(await conn.request(16, body), wanted)
+            body = list_groups_request(conn.version_for(ApiKey.LIST_GROUPS), wanted)
+            return read_list_groups(await conn.request(ApiKey.LIST_GROUPS, body), wanted)
 
         return [
             g for listing in await self._per_node("list_groups", ask, timeout_ms) for g in listing
@@ -111,7 +111,10 @@ class GroupCalls(AdminCore):
                 if gid in out:
                     continue
                 conn = await self._coordinator(gid)
-                resp = await conn.request(15, describe_groups_request(conn.version_for(15), gid))
+                resp = await conn.request(
+                    ApiKey.DESCRIBE_GROUPS,
+                    describe_groups_request(conn.version_for(ApiKey.DESCRIBE_GROUPS), gid),
+                )
                 for g in resp.groups:
                     if g.group_id != gid:
                         continue
@@ -130,9 +133,11 @@ class GroupCalls(AdminCore):
     ) -> GroupDescription | None:
         """ConsumerGroupDescribe ``group_id``; None when the broker lacks the API or
         the group is not a consumer group."""
-        if not conn.supports(69):
+        if not conn.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
             return None
-        resp = await conn.request(69, consumer_group_describe_request(group_id))
+        resp = await conn.request(
+            ApiKey.CONSUMER_GROUP_DESCRIBE, consumer_group_describe_request(group_id)
+        )
         return read_consumer_group_describe(resp, group_id)
 
     async def describe_share_groups(
@@ -154,9 +159,11 @@ class GroupCalls(AdminCore):
                 if gid in out:
                     continue
                 conn = await self._coordinator(gid)
-                if not conn.supports(77):
+                if not conn.supports(ApiKey.SHARE_GROUP_DESCRIBE):
                     raise share_group_describe_unsupported(gid)
-                resp = await conn.request(77, share_group_describe_request(gid))
+                resp = await conn.request(
+                    ApiKey.SHARE_GROUP_DESCRIBE, share_group_describe_request(gid)
+                )
                 found = read_share_group_describe(resp, gid)
                 if found is not None:
                     out[gid] = found
@@ -175,7 +182,9 @@ class GroupCalls(AdminCore):
             while pending:
                 gid = pending[0]
                 conn = await self._coordinator(gid)
-                read_delete_groups(await conn.request(42, delete_groups_request(gid)), gid)
+                read_delete_groups(
+                    await conn.request(ApiKey.DELETE_GROUPS, delete_groups_request(gid)), gid
+                )
                 pending.pop(0)
 
         await self._calls.run("delete_groups", timeout_ms, attempt)
@@ -242,8 +251,12 @@ class GroupCalls(AdminCore):
 
         async def attempt(deadline: float) -> dict[str, KafkaError | None]:
             conn = await self._coordinator(group_id)
-            body = leave_group_request(conn.version_for(13), group_id, identities, reason)
-            return read_leave_group(await conn.request(13, body), group_id, identities)
+            body = leave_group_request(
+                conn.version_for(ApiKey.LEAVE_GROUP), group_id, identities, reason
+            )
+            return read_leave_group(
+                await conn.request(ApiKey.LEAVE_GROUP, body), group_id, identities
+            )
 
         return await self._calls.run("remove_members_from_consumer_group", timeout_ms, attempt)
 
@@ -262,12 +275,12 @@ class GroupCalls(AdminCore):
 
         async def attempt(deadline: float) -> dict[TopicPartition, int]:
             conn = await self._coordinator(group_id)
-            v = conn.version_for(9)
+            v = conn.version_for(ApiKey.OFFSET_FETCH)
             if wanted is None:
                 body = offset_fetch_all_request(v, group_id)
             else:
                 body = offset_fetch_request(v, group_id, wanted)
-            return read_group_offsets(v, await conn.request(9, body), group_id)
+            return read_group_offsets(v, await conn.request(ApiKey.OFFSET_FETCH, body), group_id)
 
         return await self._calls.run("list_consumer_group_offsets", timeout_ms, attempt)
 
@@ -285,8 +298,8 @@ class GroupCalls(AdminCore):
 
         async def attempt(deadline: float) -> None:
             conn = await self._coordinator(group_id)
-            body = offset_commit_request(conn.version_for(8), group_id, wanted)
-            read_alter_group_offsets(await conn.request(8, body), group_id)
+            body = offset_commit_request(conn.version_for(ApiKey.OFFSET_COMMIT), group_id, wanted)
+            read_alter_group_offsets(await conn.request(ApiKey.OFFSET_COMMIT, body), group_id)
 
         await self._calls.run("alter_consumer_group_offsets", timeout_ms, attempt)
 
@@ -313,7 +326,7 @@ class GroupCalls(AdminCore):
 
         async def attempt(deadline: float) -> None:
             conn = await self._coordinator(group_id)
-            read_offset_delete(await conn.request(47, body), group_id)
+            read_offset_delete(await conn.request(ApiKey.OFFSET_DELETE, body), group_id)
 
         await self._calls.run("delete_consumer_group_offsets", timeout_ms, attempt)
 
@@ -363,10 +376,12 @@ class GroupCalls(AdminCore):
         what = f"listing the offsets of share group {group_id!r}"
 
         async def attempt(deadline: float) -> dict[TopicPartition, SharePartitionOffsetInfo | None]:
-            conn = await self._share_offsets_coordinator(group_id, 90, what)
-            resp = await conn.request(90, body)
+            conn = await self._share_offsets_coordinator(
+                group_id, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, what
+            )
+            resp = await conn.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, body)
             return read_describe_share_group_offsets(
-                conn.version_for(90), resp, group_id, wanted, what
+                conn.version_for(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS), resp, group_id, wanted, what
             )
 
         return await self._calls.run("list_share_group_offsets", timeout_ms, attempt)
@@ -403,8 +418,12 @@ class GroupCalls(AdminCore):
         what = f"altering the offsets of share group {group_id!r}"
 
         async def attempt(deadline: float) -> None:
-            conn = await self._share_offsets_coordinator(group_id, 91, what)
-            read_alter_share_group_offsets(await conn.request(91, body), group_id, wanted, what)
+            conn = await self._share_offsets_coordinator(
+                group_id, ApiKey.ALTER_SHARE_GROUP_OFFSETS, what
+            )
+            read_alter_share_group_offsets(
+                await conn.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, body), group_id, wanted, what
+            )
 
         await self._calls.run("alter_share_group_offsets", timeout_ms, attempt)
 
@@ -433,8 +452,12 @@ class GroupCalls(AdminCore):
         what = f"deleting the offsets of share group {group_id!r}"
 
         async def attempt(deadline: float) -> None:
-            conn = await self._share_offsets_coordinator(group_id, 92, what)
+            conn = await self._share_offsets_coordinator(
+                group_id, ApiKey.DELETE_SHARE_GROUP_OFFSETS, what
+            )
             body = delete_share_group_offsets_request(group_id, pending)
-            read_delete_share_group_offsets(await conn.request(92, body), pending, what)
+            read_delete_share_group_offsets(
+                await conn.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, body), pending, what
+            )
 
         await self._calls.run("delete_share_group_offsets", timeout_ms, attempt)

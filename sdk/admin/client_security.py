@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from trafka.codec import KafkaError
+from trafka.codec import ApiKey, KafkaError
 
 from .._validate import (
     INT64_MAX,
@@ -84,8 +84,8 @@ class SecurityCalls(AdminCore):
 
         async def attempt(deadline: float) -> list[AclBinding]:
             conn = await self._cluster.any_connection()
-            body = describe_acls_request(conn.version_for(29), f)
-            return read_describe_acls(await conn.request(29, body))
+            body = describe_acls_request(conn.version_for(ApiKey.DESCRIBE_ACLS), f)
+            return read_describe_acls(await conn.request(ApiKey.DESCRIBE_ACLS, body))
 
         return await self._calls.run("describe_acls", timeout_ms, attempt)
 
@@ -99,7 +99,7 @@ class SecurityCalls(AdminCore):
 
         async def attempt(deadline: float) -> dict[AclBinding, KafkaError | None]:
             conn = await self._cluster.any_connection()
-            return read_create_acls(wanted, await conn.request(30, body))
+            return read_create_acls(wanted, await conn.request(ApiKey.CREATE_ACLS, body))
 
         return await self._calls.run("create_acls", timeout_ms, attempt)
 
@@ -114,7 +114,7 @@ class SecurityCalls(AdminCore):
 
         async def attempt(deadline: float) -> dict[AclBindingFilter, list[AclBinding] | KafkaError]:
             conn = await self._cluster.any_connection()
-            return read_delete_acls(wanted, await conn.request(31, body))
+            return read_delete_acls(wanted, await conn.request(ApiKey.DELETE_ACLS, body))
 
         return await self._calls.run("delete_acls", timeout_ms, attempt)
 
@@ -151,7 +151,9 @@ class SecurityCalls(AdminCore):
 
         async def attempt(deadline: float) -> dict[ClientQuotaEntity, dict[str, float]]:
             conn = await self._cluster.any_connection()
-            return read_describe_client_quotas(await conn.request(48, body))
+            return read_describe_client_quotas(
+                await conn.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, body)
+            )
 
         return await self._calls.run("describe_client_quotas", timeout_ms, attempt)
 
@@ -193,7 +195,9 @@ class SecurityCalls(AdminCore):
                 [alt for entity, alt in wanted.items() if entity in pending],
                 validate_only=validate_only,
             )
-            read_alter_client_quotas(await conn.request(49, body), pending, failed)
+            read_alter_client_quotas(
+                await conn.request(ApiKey.ALTER_CLIENT_QUOTAS, body), pending, failed
+            )
 
         await self._calls.run("alter_client_quotas", timeout_ms, attempt)
         first_failure(wanted, failed)
@@ -219,7 +223,9 @@ class SecurityCalls(AdminCore):
 
         async def attempt(deadline: float) -> dict[str, UserScramCredentialsDescription]:
             conn = await self._cluster.any_connection()
-            return read_describe_user_scram_credentials(await conn.request(50, body), names)
+            return read_describe_user_scram_credentials(
+                await conn.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body), names
+            )
 
         return await self._calls.run("describe_user_scram_credentials", timeout_ms, attempt)
 
@@ -256,7 +262,10 @@ class SecurityCalls(AdminCore):
 
         async def attempt(deadline: float) -> None:
             conn = await self._controller()
-            resp = await conn.request(51, alter_user_scram_credentials_request(plan, pending))
+            resp = await conn.request(
+                ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                alter_user_scram_credentials_request(plan, pending),
+            )
             settle(
                 read_alter_user_scram_credentials(resp),
                 pending,
@@ -305,9 +314,14 @@ class SecurityCalls(AdminCore):
         async def attempt(deadline: float) -> DelegationToken:
             conn = await self._cluster.any_connection()
             body = create_delegation_token_request(
-                conn.version_for(38), renewer_list, owner_pair, max_lifetime_ms=max_lifetime_ms
+                conn.version_for(ApiKey.CREATE_DELEGATION_TOKEN),
+                renewer_list,
+                owner_pair,
+                max_lifetime_ms=max_lifetime_ms,
             )
-            return read_create_delegation_token(await conn.request(38, body), renewer_list)
+            return read_create_delegation_token(
+                await conn.request(ApiKey.CREATE_DELEGATION_TOKEN, body), renewer_list
+            )
 
         return await self._calls.run("create_delegation_token", timeout_ms, attempt)
 
@@ -330,7 +344,10 @@ class SecurityCalls(AdminCore):
 
         async def attempt(deadline: float) -> int:
             conn = await self._cluster.any_connection()
-            return read_expiry(await conn.request(39, body), "renewing a delegation token")
+            return read_expiry(
+                await conn.request(ApiKey.RENEW_DELEGATION_TOKEN, body),
+                "renewing a delegation token",
+            )
 
         return await self._calls.run("renew_delegation_token", timeout_ms, attempt)
 
@@ -353,7 +370,10 @@ class SecurityCalls(AdminCore):
 
         async def attempt(deadline: float) -> int:
             conn = await self._cluster.any_connection()
-            return read_expiry(await conn.request(40, body), "expiring a delegation token")
+            return read_expiry(
+                await conn.request(ApiKey.EXPIRE_DELEGATION_TOKEN, body),
+                "expiring a delegation token",
+            )
 
         return await self._calls.run("expire_delegation_token", timeout_ms, attempt)
 
@@ -377,6 +397,8 @@ class SecurityCalls(AdminCore):
 
         async def attempt(deadline: float) -> list[DelegationToken]:
             conn = await self._cluster.any_connection()
-            return read_describe_delegation_token(await conn.request(41, body))
+            return read_describe_delegation_token(
+                await conn.request(ApiKey.DESCRIBE_DELEGATION_TOKEN, body)
+            )
 
         return await self._calls.run("describe_delegation_tokens", timeout_ms, attempt)

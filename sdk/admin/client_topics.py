@@ -16,10 +16,10 @@ from typing import Any, Literal, overload
 import anyio
 import anyio.abc
 
-from trafka.codec import KafkaError, TrafkaError
+from trafka.codec import ApiKey, KafkaError, TrafkaError
 
 from .._validate import check_bool, check_offsets, check_topic_partitions, check_topics
-from ..fetcher import TopicPartition
+from ..consumer_types import TopicPartition
 from ..metadata import TopicInfo
 from ..transport import BrokerConnection
 from ._common import (
@@ -84,9 +84,10 @@ class TopicCalls(AdminCore):
 
         async def attempt(deadline: float) -> dict[str, int]:
             conn = await self._controller()
-            v = conn.version_for(3)
+            v = conn.version_for(ApiKey.METADATA)
             resp = await conn.request(
-                3, self._cluster.metadata.build_request_for(v, None, auto_create=False)
+                ApiKey.METADATA,
+                self._cluster.metadata.build_request_for(v, None, auto_create=False),
             )
             return read_list_topics(resp, include_internal=include_internal)
 
@@ -108,9 +109,10 @@ class TopicCalls(AdminCore):
 
         async def attempt(deadline: float) -> dict[str, TopicInfo]:
             conn = await self._controller()
-            v = conn.version_for(3)
+            v = conn.version_for(ApiKey.METADATA)
             resp = await conn.request(
-                3, self._cluster.metadata.build_request_for(v, names, auto_create=False)
+                ApiKey.METADATA,
+                self._cluster.metadata.build_request_for(v, names, auto_create=False),
             )
             return read_describe_topics(resp, names)
 
@@ -168,12 +170,14 @@ class TopicCalls(AdminCore):
 
         async def send(conn: BrokerConnection, names: list[str], left: float) -> list[Result]:
             body = create_topics_request(
-                conn.version_for(19),
+                conn.version_for(ApiKey.CREATE_TOPICS),
                 [items[n] for n in names],
                 timeout_ms=int(left * 1000),
                 validate_only=validate_only,
             )
-            return read_create_topics(await conn.request(19, body, timeout=left + 5))
+            return read_create_topics(
+                await conn.request(ApiKey.CREATE_TOPICS, body, timeout=left + 5)
+            )
 
         await self._change_topics("create_topics", "creating topic", list(items), timeout_ms, send)
 
@@ -186,8 +190,12 @@ class TopicCalls(AdminCore):
         names = check_topics("names", names)
 
         async def send(conn: BrokerConnection, todo: list[str], left: float) -> list[Result]:
-            body = delete_topics_request(conn.version_for(20), todo, timeout_ms=int(left * 1000))
-            return read_delete_topics(await conn.request(20, body, timeout=left + 5))
+            body = delete_topics_request(
+                conn.version_for(ApiKey.DELETE_TOPICS), todo, timeout_ms=int(left * 1000)
+            )
+            return read_delete_topics(
+                await conn.request(ApiKey.DELETE_TOPICS, body, timeout=left + 5)
+            )
 
         wanted = list(dict.fromkeys(names))
         try:
@@ -220,7 +228,9 @@ class TopicCalls(AdminCore):
                 timeout_ms=int(left * 1000),
                 validate_only=validate_only,
             )
-            return read_create_partitions(await conn.request(37, body, timeout=left + 5))
+            return read_create_partitions(
+                await conn.request(ApiKey.CREATE_PARTITIONS, body, timeout=left + 5)
+            )
 
         await self._change_topics(
             "create_partitions", "creating partitions of", list(totals), timeout_ms, send
@@ -259,8 +269,10 @@ class TopicCalls(AdminCore):
 
         async def attempt(deadline: float) -> dict[TopicPartition, KafkaError | None]:
             conn = await self._controller()
-            body = elect_leaders_request(conn.version_for(43), election, topics, timeout_ms=wait_ms)
-            return read_elect_leaders(await conn.request(43, body))
+            body = elect_leaders_request(
+                conn.version_for(ApiKey.ELECT_LEADERS), election, topics, timeout_ms=wait_ms
+            )
+            return read_elect_leaders(await conn.request(ApiKey.ELECT_LEADERS, body))
 
         return await self._calls.run("elect_leaders", timeout_ms, attempt)
 
@@ -291,7 +303,9 @@ class TopicCalls(AdminCore):
 
         async def attempt(deadline: float) -> dict[TopicPartition, KafkaError | None]:
             conn = await self._controller()
-            return read_alter_partition_reassignments(await conn.request(45, body), wanted)
+            return read_alter_partition_reassignments(
+                await conn.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body), wanted
+            )
 
         return await self._calls.run("alter_partition_reassignments", timeout_ms, attempt)
 
@@ -311,7 +325,9 @@ class TopicCalls(AdminCore):
 
         async def attempt(deadline: float) -> dict[TopicPartition, PartitionReassignment]:
             conn = await self._controller()
-            return read_list_partition_reassignments(await conn.request(46, body))
+            return read_list_partition_reassignments(
+                await conn.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, body)
+            )
 
         return await self._calls.run("list_partition_reassignments", timeout_ms, attempt)
 
@@ -366,8 +382,10 @@ class TopicCalls(AdminCore):
         async def ask(
             conn: BrokerConnection, tps: list[TopicPartition]
         ) -> dict[TopicPartition, Any]:
-            request = list_offsets_request(conn.version_for(2), {tp: targets[tp] for tp in tps})
-            return read_list_offsets(await conn.request(2, request))
+            request = list_offsets_request(
+                conn.version_for(ApiKey.LIST_OFFSETS), {tp: targets[tp] for tp in tps}
+            )
+            return read_list_offsets(await conn.request(ApiKey.LIST_OFFSETS, request))
 
         return await self._calls.per_leader(
             "list_offsets", targets, ask, timeout_ms, partial=partial
@@ -386,6 +404,6 @@ class TopicCalls(AdminCore):
             conn: BrokerConnection, tps: list[TopicPartition]
         ) -> dict[TopicPartition, Any]:
             body = delete_records_request(offsets, tps, timeout_ms=wait_ms)
-            return read_delete_records(await conn.request(21, body))
+            return read_delete_records(await conn.request(ApiKey.DELETE_RECORDS, body))
 
         return await self._calls.per_leader("delete_records", offsets, ask, timeout_ms)

@@ -16,7 +16,7 @@ from typing import Any, Literal, overload
 import anyio
 import anyio.abc
 
-from trafka.codec import ErrorCode, TrafkaError
+from trafka.codec import ApiKey, ErrorCode, TrafkaError
 from trafka.codec.messages import k26_end_txn as et
 
 from .._validate import (
@@ -34,9 +34,9 @@ from .._validate import (
     check_topics,
 )
 from ..calls import TRANSIENT, check
+from ..consumer_types import TopicPartition
 from ..errors import InvalidTxnStateError, ProducerFencedError
-from ..fetcher import TopicPartition
-from ..transactions import TRANSACTION_KEY
+from ..transactions import TRANSACTION_KEY_TYPE
 from ..transport import COORDINATOR_BASE, BrokerConnection
 from ._common import answered, check_producer_id
 from .client_topics import TopicCalls
@@ -103,7 +103,9 @@ class TransactionCalls(TopicCalls):
         async def ask(
             conn: BrokerConnection, tps: list[TopicPartition]
         ) -> dict[TopicPartition, Any]:
-            return read_describe_producers(await conn.request(61, describe_producers_request(tps)))
+            return read_describe_producers(
+                await conn.request(ApiKey.DESCRIBE_PRODUCERS, describe_producers_request(tps))
+            )
 
         wanted = [TopicPartition(*tp) for tp in partitions]
         return await self._calls.per_leader(
@@ -134,11 +136,13 @@ class TransactionCalls(TopicCalls):
         state_filters, pid_filters = list(states), list(producer_ids)
 
         async def ask(conn: BrokerConnection) -> Any:
-            version = conn.version_for(66)
+            version = conn.version_for(ApiKey.LIST_TRANSACTIONS)
             request = list_transactions_request(
                 version, conn.node_id, state_filters, pid_filters, min_duration_ms
             )
-            return check_list_transactions(await conn.request(66, request, version=version))
+            return check_list_transactions(
+                await conn.request(ApiKey.LIST_TRANSACTIONS, request, version=version)
+            )
 
         return read_list_transactions(await self._per_node("list_transactions", ask, timeout_ms))
 
@@ -160,8 +164,10 @@ class TransactionCalls(TopicCalls):
             for tid in ids:
                 if tid in out:
                     continue
-                conn = await self._coordinator(tid, TRANSACTION_KEY)
-                resp = await conn.request(65, describe_transactions_request(tid))
+                conn = await self._coordinator(tid, TRANSACTION_KEY_TYPE)
+                resp = await conn.request(
+                    ApiKey.DESCRIBE_TRANSACTIONS, describe_transactions_request(tid)
+                )
                 # The coordinator's own connection has an id of its own.
                 found = read_describe_transactions(resp, tid, COORDINATOR_BASE - conn.node_id)
                 if found is not None:
@@ -209,10 +215,10 @@ class TransactionCalls(TopicCalls):
         what = f"{'committing' if commit else 'aborting'} the transaction of {tid!r}"
 
         async def attempt(deadline: float) -> None:
-            conn = await self._coordinator(tid, TRANSACTION_KEY)
+            conn = await self._coordinator(tid, TRANSACTION_KEY_TYPE)
             # At most v4: transaction version 1 (see the docstring).
-            version = min(conn.version_for(26), 4)
-            resp = await conn.request(26, request, version=version)
+            version = min(conn.version_for(ApiKey.END_TXN), 4)
+            resp = await conn.request(ApiKey.END_TXN, request, version=version)
             code = resp.error_code
             if code in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH):
                 raise ProducerFencedError(
@@ -252,10 +258,12 @@ class TransactionCalls(TopicCalls):
         async def attempt(deadline: float) -> None:
             while pending:
                 tid = pending[0]
-                conn = await self._coordinator(tid, TRANSACTION_KEY)
-                version = conn.version_for(22)
+                conn = await self._coordinator(tid, TRANSACTION_KEY_TYPE)
+                version = conn.version_for(ApiKey.INIT_PRODUCER_ID)
                 request = fence_producer_request(version, tid, txn_timeout)
-                read_fence_producer(await conn.request(22, request, version=version), tid)
+                read_fence_producer(
+                    await conn.request(ApiKey.INIT_PRODUCER_ID, request, version=version), tid
+                )
                 pending.pop(0)
 
         await self._calls.run("fence_producers", timeout_ms, attempt)
@@ -348,6 +356,8 @@ class TransactionCalls(TopicCalls):
         async def ask(
             conn: BrokerConnection, tps: list[TopicPartition]
         ) -> dict[TopicPartition, Any]:
-            return read_abort_transaction(await conn.request(27, body), tp, producer_id)
+            return read_abort_transaction(
+                await conn.request(ApiKey.WRITE_TXN_MARKERS, body), tp, producer_id
+            )
 
         await self._calls.per_leader("abort_transaction", [tp], ask, timeout_ms)

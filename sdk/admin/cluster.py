@@ -10,7 +10,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
-from trafka.codec import ErrorCode, KafkaError, UnsupportedVersionError
+from trafka.codec import ApiKey, ErrorCode, KafkaError, UnsupportedVersionError
 from trafka.codec.messages import k18_api_versions as av
 from trafka.codec.messages import k57_update_features as upf
 from trafka.codec.messages import k60_describe_cluster as dcl
@@ -105,7 +105,7 @@ class FeatureUpdate:
 
 def describe_cluster_request(version: int) -> Any:
     """DescribeCluster at ``version``."""
-    return fit(60, version, dcl.DescribeClusterRequest)
+    return fit(ApiKey.DESCRIBE_CLUSTER, version, dcl.DescribeClusterRequest)
 
 
 def read_describe_cluster(resp: Any) -> ClusterDescription:
@@ -197,7 +197,7 @@ def update_features_request(
         for name, u in updates.items()
     ]
     return fit(
-        57,
+        ApiKey.UPDATE_FEATURES,
         version,
         req,
         timeout_ms=timeout_ms,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from trafka.codec import ApiKey
 from trafka.codec.messages import k32_describe_configs as dc
 from trafka.codec.messages import k33_alter_configs as ac
 from trafka.codec.messages import k44_incremental_alter_configs as iac
@@ -63,7 +64,7 @@ def describe_configs_request(version: int, resources: Iterable[tuple[int, str]])
         req.DescribeConfigsResource(resource_type=kind, resource_name=name, configuration_keys=None)
         for kind, name in resources
     ]
-    return fit(32, version, req, resources=entries)
+    return fit(ApiKey.DESCRIBE_CONFIGS, version, req, resources=entries)
 
 
 def read_describe_configs(resp: Any, *, overrides_only: bool) -> dict[str, dict[str, str | None]]:

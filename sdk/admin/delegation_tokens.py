@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from trafka.codec import UnsupportedVersionError
+from trafka.codec import ApiKey, UnsupportedVersionError
 from trafka.codec.messages import k38_create_delegation_token as cdt
 from trafka.codec.messages import k39_renew_delegation_token as rdt
 from trafka.codec.messages import k40_expire_delegation_token as edt
@@ -71,7 +71,7 @@ def create_delegation_token_request(
             f"the broker speaks up to v{version}"
         )
     return fit(
-        38,
+        ApiKey.CREATE_DELEGATION_TOKEN,
         version,
         cdt.CreateDelegationTokenRequest,
         owner_principal_type=None if owner is None else owner[0],

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trafka.codec import ErrorCode, KafkaError, TrafkaError
+from trafka.codec import ApiKey, ErrorCode, KafkaError, TrafkaError
 from trafka.codec.messages import k13_leave_group as lvg
 from trafka.codec.messages import k15_describe_groups as dg
 from trafka.codec.messages import k16_list_groups as lgr
@@ -20,8 +20,8 @@ from trafka.codec.messages import k69_consumer_group_describe as cgd
 
 from ..assignors import decode_assignment
 from ..calls import TRANSIENT, again_if_transient, check
+from ..consumer_types import TopicPartition
 from ..errors import ArgumentTypeError, ArgumentValueError
-from ..fetcher import TopicPartition
 from ..group_protocol import offset_fetch_request, read_offset_commit, read_offset_fetch
 from ._common import fit, partition_outcome
 
@@ -110,7 +110,7 @@ def group_types(types: Iterable[str] | None) -> list[str] | None:
 
 def list_groups_request(version: int, types: list[str] | None) -> Any:
     """ListGroups at ``version`` (v5+ filters by type)."""
-    return fit(16, version, lgr.ListGroupsRequest, types_filter=types or [])
+    return fit(ApiKey.LIST_GROUPS, version, lgr.ListGroupsRequest, types_filter=types or [])
 
 
 def read_list_groups(resp: Any, types: list[str] | None) -> list[GroupListing]:
@@ -133,7 +133,7 @@ def read_list_groups(resp: Any, types: list[str] | None) -> list[GroupListing]:
 
 def describe_groups_request(version: int, group_id: str) -> Any:
     """DescribeGroups at ``version`` of one group."""
-    return fit(15, version, dg.DescribeGroupsRequest, groups=[group_id])
+    return fit(ApiKey.DESCRIBE_GROUPS, version, dg.DescribeGroupsRequest, groups=[group_id])
 
 
 def not_classic(g: Any) -> bool:

@@ -14,7 +14,7 @@ from trafka.codec.messages import k34_alter_replica_log_dirs as arld
 from trafka.codec.messages import k35_describe_log_dirs as dld
 
 from ..calls import TRANSIENT, check
-from ..fetcher import TopicPartition
+from ..consumer_types import TopicPartition
 from ._common import partition_outcome
 
 __all__ = [

@@ -9,14 +9,14 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from trafka.codec import ErrorCode, KafkaError
+from trafka.codec import ApiKey, ErrorCode, KafkaError
 from trafka.codec.messages import k43_elect_leaders as el
 from trafka.codec.messages import k45_alter_partition_reassignments as apr
 from trafka.codec.messages import k46_list_partition_reassignments as lpr
 
 from ..calls import TRANSIENT, check
+from ..consumer_types import TopicPartition
 from ..errors import ArgumentValueError
-from ..fetcher import TopicPartition
 from ._common import answered, by_topic, fit, partition_outcome
 
 __all__ = [
@@ -87,7 +87,7 @@ def elect_leaders_request(
         else [req.TopicPartitions(topic=t, partitions=ps) for t, ps in partitions.items()]
     )
     return fit(
-        43,
+        ApiKey.ELECT_LEADERS,
         version,
         req,
         election_type=election,

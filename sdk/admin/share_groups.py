@@ -17,7 +17,7 @@ from trafka.codec.messages import k91_alter_share_group_offsets as asgo
 from trafka.codec.messages import k92_delete_share_group_offsets as dlsgo
 
 from ..calls import TRANSIENT, Again, check
-from ..fetcher import TopicPartition
+from ..consumer_types import TopicPartition
 from ._common import answered, by_topic
 
 __all__ = [

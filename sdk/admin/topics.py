@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from trafka.codec import ErrorCode, KafkaError
+from trafka.codec import ApiKey, ErrorCode, KafkaError
 from trafka.codec.messages import k19_create_topics as ct
 from trafka.codec.messages import k20_delete_topics as dt
 from trafka.codec.messages import k37_create_partitions as cpart
@@ -174,7 +174,7 @@ def create_topics_request(
     """CreateTopics at ``version``."""
     C = ct.CreateTopicsRequest
     return fit(
-        19,
+        ApiKey.CREATE_TOPICS,
         version,
         C,
         topics=[
@@ -207,7 +207,13 @@ def delete_topics_request(version: int, names: list[str], *, timeout_ms: int) ->
             topics=[dt.DeleteTopicsRequest.DeleteTopicState(name=n) for n in names],
             timeout_ms=timeout_ms,
         )
-    return fit(20, version, dt.DeleteTopicsRequest, topic_names=names, timeout_ms=timeout_ms)
+    return fit(
+        ApiKey.DELETE_TOPICS,
+        version,
+        dt.DeleteTopicsRequest,
+        topic_names=names,
+        timeout_ms=timeout_ms,
+    )
 
 
 def read_delete_topics(resp: Any) -> list[Result]:

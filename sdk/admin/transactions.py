@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trafka.codec import ErrorCode, KafkaError, UnsupportedVersionError
+from trafka.codec import ApiKey, ErrorCode, KafkaError, UnsupportedVersionError
 from trafka.codec.messages import k22_init_producer_id as ipid
 from trafka.codec.messages import k27_write_txn_markers as wtm
 from trafka.codec.messages import k61_describe_producers as dp
@@ -20,8 +20,8 @@ from trafka.codec.messages import k65_describe_transactions as dtx
 from trafka.codec.messages import k66_list_transactions as ltx
 
 from ..calls import TRANSIENT, check
+from ..consumer_types import TopicPartition
 from ..errors import ArgumentValueError
-from ..fetcher import TopicPartition
 from ._common import by_topic, fit, partition_outcome
 
 __all__ = [
@@ -195,7 +195,7 @@ def list_transactions_request(
             f"node {node_id} has no ListTransactions v1: it cannot filter by duration"
         )
     return fit(
-        66,
+        ApiKey.LIST_TRANSACTIONS,
         version,
         ltx.ListTransactionsRequest,
         state_filters=states,
@@ -273,7 +273,7 @@ def fence_producer_request(version: int, transactional_id: str, transaction_time
     """InitProducerId at ``version`` for ``transactional_id``, as a new producer
     sends it: the coordinator bumps the id's epoch, fencing the old producer."""
     return fit(
-        22,
+        ApiKey.INIT_PRODUCER_ID,
         version,
         ipid.InitProducerIdRequest,
         transactional_id=transactional_id,

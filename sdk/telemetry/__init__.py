@@ -27,8 +27,6 @@ from .metrics import (
 )
 from .state import (
     DEFAULT_PUSH_INTERVAL,
-    GET_TELEMETRY_SUBSCRIPTIONS,
-    PUSH_TELEMETRY,
     TRANSITIONS,
     ClientTelemetry,
     Subscription,
@@ -39,9 +37,7 @@ __all__ = [
     "ADMIN_PREFIX",
     "CONSUMER_PREFIX",
     "DEFAULT_PUSH_INTERVAL",
-    "GET_TELEMETRY_SUBSCRIPTIONS",
     "PRODUCER_PREFIX",
-    "PUSH_TELEMETRY",
     "SHARE_CONSUMER_PREFIX",
     "TRANSITIONS",
     "ClientTelemetry",

@@ -20,13 +20,13 @@ from typing import Any
 
 import anyio
 
-from trafka.codec import UnsupportedVersionError
+from trafka.codec import ApiKey, UnsupportedVersionError
 from trafka.codec.errors import TrafkaError
 
 from .._validate import check_timeout
 from ..errors import UsageError
 from .metrics import MetricSample
-from .state import GET_TELEMETRY_SUBSCRIPTIONS, PUSH_TELEMETRY, ClientTelemetry, TelemetryState
+from .state import ClientTelemetry, TelemetryState
 
 # -- the driver --------------------------------------------------------------------------
 
@@ -107,10 +107,10 @@ class TelemetryDriver:
         now = anyio.current_time()
         # Java picks the request before the version: a node without the API
         # fails it (UnsupportedVersionException) without sending it.
-        api_key = (
-            GET_TELEMETRY_SUBSCRIPTIONS
+        api_key: int = (
+            ApiKey.GET_TELEMETRY_SUBSCRIPTIONS
             if machine.state is TelemetryState.SUBSCRIPTION_NEEDED
-            else PUSH_TELEMETRY
+            else ApiKey.PUSH_TELEMETRY
         )
         if not conn.supports(api_key):
             log.debug(
@@ -134,7 +134,7 @@ class TelemetryDriver:
                 self._node = None
         else:
             now = anyio.current_time()
-            if api_key == GET_TELEMETRY_SUBSCRIPTIONS:
+            if api_key == ApiKey.GET_TELEMETRY_SUBSCRIPTIONS:
                 machine.handle_subscriptions(now, response)
                 if machine.subscription is not None:
                     self._subscribed.set()

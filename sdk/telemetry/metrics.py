@@ -17,6 +17,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from trafka.codec import ApiKey
+
 from ..statistics.counters import Interval, PartitionCounters
 
 
@@ -276,7 +278,13 @@ def producer_samples(
         "time in ms record batches spent in the send buffer",
     )
     out += _api_latency(
-        averages, p + "request.latency", "Produce", 0, brokers, peaks, "produce request latency"
+        averages,
+        p + "request.latency",
+        "Produce",
+        ApiKey.PRODUCE,
+        brokers,
+        peaks,
+        "produce request latency",
     )
     out += _partition_samples(averages, partitions, acks)
     return out
@@ -329,7 +337,7 @@ def consumer_samples(
         averages,
         p + "fetch.manager.fetch.latency",
         "Fetch",
-        1,
+        ApiKey.FETCH,
         brokers,
         peaks,
         "fetch latency",
@@ -338,7 +346,7 @@ def consumer_samples(
         averages,
         p + "coordinator.commit.latency",
         "OffsetCommit",
-        8,
+        ApiKey.OFFSET_COMMIT,
         brokers,
         peaks,
         "commit latency",
@@ -527,7 +535,13 @@ def _share_fetch_samples(
     out: list[MetricSample] = []
     out += _meter(averages, f + "fetch", _responses(brokers, "ShareFetch"), now, "fetch requests")
     out += _api_latency(
-        averages, f + "fetch.latency", "ShareFetch", 78, brokers, peaks, "share fetch latency"
+        averages,
+        f + "fetch.latency",
+        "ShareFetch",
+        ApiKey.SHARE_FETCH,
+        brokers,
+        peaks,
+        "share fetch latency",
     )
     throttle_total = sum(b.throttle.total_ms for b in brokers.values())
     out += _avg_max(
@@ -600,7 +614,7 @@ def _share_coordinator_samples(
         MetricSample(
             c + "heartbeat.response.time.max",
             "gauge",
-            _peak(peaks, 76),
+            _peak(peaks, ApiKey.SHARE_GROUP_HEARTBEAT),
             unit="ms",
             description="The maximum time in ms taken to receive a response to a heartbeat.",
         )

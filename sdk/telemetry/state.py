@@ -67,7 +67,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from trafka.codec import ErrorCode
+from trafka.codec import ApiKey, ErrorCode
 from trafka.codec.compression import compress
 from trafka.codec.errors import EncodeError
 from trafka.codec.messages import k71_get_telemetry_subscriptions as k71
@@ -78,12 +78,11 @@ from ..errors import KafkaConnectionError, RequestTimeoutError
 
 if TYPE_CHECKING:
     from ..statistics import TelemetryStatistics
+
 from .metrics import MetricSample
 
 __all__ = [
     "DEFAULT_PUSH_INTERVAL",
-    "GET_TELEMETRY_SUBSCRIPTIONS",
-    "PUSH_TELEMETRY",
     "TRANSITIONS",
     "ClientTelemetry",
     "Subscription",
@@ -92,8 +91,6 @@ __all__ = [
 
 log = logging.getLogger("trafka.sdk.telemetry")
 
-GET_TELEMETRY_SUBSCRIPTIONS = 71
-PUSH_TELEMETRY = 72
 #: Java's ``ClientTelemetryReporter.DEFAULT_PUSH_INTERVAL_MS``, in seconds.
 DEFAULT_PUSH_INTERVAL = 300.0
 _JITTER = (0.5, 1.5)
@@ -273,7 +270,7 @@ class ClientTelemetry:
                 return None
             sub = self.subscription
             instance = _ZERO_UUID if sub is None else sub.client_instance_id
-            return GET_TELEMETRY_SUBSCRIPTIONS, k71.Request(client_instance_id=instance)
+            return ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, k71.Request(client_instance_id=instance)
         if state not in (_S.PUSH_NEEDED, _S.TERMINATING_PUSH_NEEDED):
             return None
         sub = self.subscription
@@ -312,7 +309,7 @@ class ClientTelemetry:
                 self._set_state(_S.SUBSCRIPTION_NEEDED)
                 self._error_result(sub.push_interval, now)
             return None
-        return PUSH_TELEMETRY, k72.Request(
+        return ApiKey.PUSH_TELEMETRY, k72.Request(
             client_instance_id=sub.client_instance_id,
             subscription_id=sub.subscription_id,
             terminating=terminating,
@@ -398,7 +395,7 @@ class ClientTelemetry:
         """A request of ``api_key`` got no answer: ``error`` None or retriable (the
         connection was lost, the request timed out) waits 5 minutes; any other
         (the node does not speak the API) disables telemetry."""
-        if api_key == PUSH_TELEMETRY:
+        if api_key == ApiKey.PUSH_TELEMETRY:
             self.push_failures += 1
         self.last_error = None if error is None else type(error).__name__
         if self.state is _S.TERMINATING_PUSH_IN_PROGRESS:

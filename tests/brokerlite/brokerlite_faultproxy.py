@@ -48,11 +48,11 @@ import threading
 import time
 from collections.abc import Callable
 
+from trafka.codec import ApiKey
 from trafka.codec.framing import FrameReader
 
 __all__ = ["Action", "FaultPlan", "FaultProxy", "FaultyLink"]
 
-PRODUCE = 0
 _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
 _SIZE = struct.Struct(">i")
 
@@ -86,7 +86,7 @@ class FaultPlan:
     """
 
     seed: int = 0
-    api_keys: frozenset[int] = frozenset({PRODUCE})
+    api_keys: frozenset[int] = frozenset({ApiKey.PRODUCE})
     cut_every: int = 0
     max_cuts: int = 0
     delay: float = 0.0

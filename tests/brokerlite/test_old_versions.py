@@ -19,7 +19,7 @@ from trafka.brokerlite.outcomes import Parked
 from trafka.brokerlite.storage.message_format import down_convert, fetch_magic, up_convert
 from trafka.codec.compression import Compression
 from trafka.codec.errors import ErrorCode
-from trafka.codec.legacy import decode_message_set, encode_message_set
+from trafka.codec.legacy import encode_message_set
 from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k02_list_offsets as list_offsets
 from trafka.codec.messages import k08_offset_commit as offset_commit
@@ -31,6 +31,7 @@ from trafka.codec.records import (
     ControlRecordType,
     TimestampType,
     decode_batch,
+    decode_message_set,
     decode_records,
     encode_batch,
     iter_batches,

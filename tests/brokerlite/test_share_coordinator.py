@@ -19,7 +19,8 @@ from trafka.brokerlite.shares.coordinator import (
     ShareStateRecord,
     state_key,
 )
-from trafka.brokerlite.shares.persister import READ_KEY, WRITE_KEY, RemotePersister
+from trafka.brokerlite.shares.persister import RemotePersister
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k84_read_share_group_state as read_m
 from trafka.codec.records import decode_records
@@ -235,7 +236,9 @@ def test_the_persister_reads_once_then_hands_the_state_over() -> None:
     assert p.want(KEY, TID) is None
     assert p.want(KEY, TID) is None  # (one read queued)
     (req,) = p.take(0)
-    assert req.api_key == READ_KEY and req.coordinator_key == state_key("g", TID, 0)
+    assert req.api_key == ApiKey.READ_SHARE_GROUP_STATE and req.coordinator_key == state_key(
+        "g", TID, 0
+    )
     assert req.body.topics[0].partitions[0].leader_epoch == 5
     assert p.take(0) == []
     p.answered(req, ErrorCode.NONE, result(4, [(4, 4, 0, 2)]), 0)
@@ -247,7 +250,7 @@ def test_the_persister_reads_once_then_hands_the_state_over() -> None:
     (w,) = p.take(0)
     data = w.body.topics[0].partitions[0]
     assert (w.api_key, data.state_epoch, data.leader_epoch, data.start_offset) == (
-        WRITE_KEY,
+        ApiKey.WRITE_SHARE_GROUP_STATE,
         3,
         5,
         5,

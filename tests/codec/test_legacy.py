@@ -26,7 +26,6 @@ from trafka.codec.legacy import (
     MessageV1,
     assign_legacy_offsets,
     decode_legacy_entry,
-    decode_message_set,
     encode_message_set,
     read_message_header,
 )
@@ -35,6 +34,7 @@ from trafka.codec.records import (
     TimestampType,
     assign_offsets,
     check_batch,
+    decode_message_set,
     decode_records,
     iter_batches,
     verify_crc,

@@ -199,8 +199,8 @@ def test_not_leader_takes_the_hint_or_asks_again() -> None:
 def test_legacy_message_sets_are_routed_in_their_own_format() -> None:
     """Produce v0-2 (issue #37): magic 0/1 messages, a compressed wrapper among
     them, go by key like batches and stay in their magic and codec."""
-    from trafka.codec.legacy import decode_message_set, encode_message_set
-    from trafka.codec.records import iter_batches
+    from trafka.codec.legacy import encode_message_set
+    from trafka.codec.records import decode_message_set, iter_batches
 
     for magic in (0, 1):
         sent = [(1_000 + i, k, v, ()) for i, (_, k, v, _) in enumerate(keyed(60, keys=17))]

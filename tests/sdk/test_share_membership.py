@@ -10,13 +10,11 @@ import base64
 import uuid
 from typing import Any
 
-from trafka.codec import ErrorCode, UnsupportedVersionError
+from trafka.codec import ApiKey, ErrorCode, UnsupportedVersionError
 from trafka.codec.messages import k10_find_coordinator as fc
 from trafka.codec.messages import k76_share_group_heartbeat as sgh
 from trafka.sdk.fetcher import TopicPartition
 from trafka.sdk.share_membership import (
-    FIND_COORDINATOR,
-    SHARE_GROUP_HEARTBEAT,
     AssignmentChanged,
     Fatal,
     NeedMetadata,
@@ -88,7 +86,7 @@ def test_join_finds_the_coordinator_then_heartbeats_at_epoch_0_with_everything()
     m = ShareMembership(CONFIG, 0.0)
     m.set_subscription(["q", "p"], 0.0)
     [find] = requests(m.outputs(0.0))
-    assert find.api_key == FIND_COORDINATOR and find.coordinator is None
+    assert find.api_key == ApiKey.FIND_COORDINATOR and find.coordinator is None
     assert find.build(6).coordinator_keys == ["g"] and find.build(6).key_type == 0
     m.on_response(
         find,
@@ -101,7 +99,7 @@ def test_join_finds_the_coordinator_then_heartbeats_at_epoch_0_with_everything()
         0.0,
     )
     [join] = requests(m.outputs(0.0))
-    assert join.api_key == SHARE_GROUP_HEARTBEAT and join.coordinator == (3, "h", 9)
+    assert join.api_key == ApiKey.SHARE_GROUP_HEARTBEAT and join.coordinator == (3, "h", 9)
     b = body(join)
     assert (b.group_id, b.member_id, b.member_epoch) == ("g", m.member_id, 0)
     assert b.subscribed_topic_names == ["p", "q"] and b.rack_id == "r1"
@@ -164,7 +162,7 @@ def test_coordinator_errors_find_it_again_or_back_off() -> None:
     [hb] = requests(m.outputs(1.0))
     m.on_response(hb, 1, R(error_code=ErrorCode.NOT_COORDINATOR), 1.0)
     [find] = requests(m.outputs(1.0))
-    assert find.api_key == FIND_COORDINATOR
+    assert find.api_key == ApiKey.FIND_COORDINATOR
     m = joined()
     [hb] = requests(m.outputs(1.0))
     m.on_response(hb, 1, R(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), 1.0)
@@ -172,7 +170,7 @@ def test_coordinator_errors_find_it_again_or_back_off() -> None:
     deadline = m.next_deadline()
     assert deadline is not None and 1.0 < deadline < 2.0
     [again] = requests(m.outputs(deadline))
-    assert again.api_key == SHARE_GROUP_HEARTBEAT
+    assert again.api_key == ApiKey.SHARE_GROUP_HEARTBEAT
 
 
 def test_a_lost_connection_forgets_the_coordinator_and_resends_everything() -> None:
@@ -180,7 +178,7 @@ def test_a_lost_connection_forgets_the_coordinator_and_resends_everything() -> N
     [hb] = requests(m.outputs(1.0))
     m.on_failure(hb, ConnectionError("gone"), 1.0)
     [find] = requests(m.outputs(1.0))
-    assert find.api_key == FIND_COORDINATOR
+    assert find.api_key == ApiKey.FIND_COORDINATOR
     m.on_response(find, 0, fc.FindCoordinatorResponse(node_id=3, host="h", port=9), 1.0)
     [next_hb] = requests(m.outputs(5.0))
     assert body(next_hb).subscribed_topic_names == ["q"] and body(next_hb).rack_id == "r1"

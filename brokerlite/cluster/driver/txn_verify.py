@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from trafka.codec import ApiKey
 from trafka.codec.errors import CodecError
 
 from ...transactions.verification import VERIFY_VERSION, VerifyBatch
@@ -37,7 +38,6 @@ __all__ = ["VerificationSender"]
 
 log = logging.getLogger("trafka.brokerlite.transactions")
 
-_ADD_PARTITIONS_TO_TXN = 24
 # Kafka's inter-broker request timeout (request.timeout.ms, 30 s); the waiting
 # Produce itself is answered at its own timeout whatever happens here.
 _ANSWER_TIMEOUT_S = 30
@@ -82,7 +82,9 @@ class VerificationSender:
                 conn = await InterBrokerConnection.to_node(self._broker, node, "txn-verify")
                 self._conns[node] = conn
             with trio.fail_after(_ANSWER_TIMEOUT_S):
-                answer = await conn.request(_ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, batch.body)
+                answer = await conn.request(
+                    ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, batch.body
+                )
         except (OSError, ConnectionError, CodecError, trio.TooSlowError) as exc:
             log.debug("verification with broker %d: %s", node, exc)
             self._core.failed(batch)
