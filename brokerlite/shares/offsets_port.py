@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
-from trafka.codec.messages import ApiKey
 from trafka.codec.messages import k02_list_offsets as _list
 from trafka.codec.messages import k83_initialize_share_group_state as _init
 from trafka.codec.messages import k84_read_share_group_state as _read
