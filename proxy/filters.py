@@ -7,7 +7,7 @@ the codec's dataclasses are frozen, so ``dataclasses.replace``), answer a
 request itself (:class:`Respond`), which then never reaches a broker, or
 answer it later (:class:`RespondLater`) from work of its own, such as requests
 to other brokers over the proxy's pooled connections. The proxy's key routing
-is such a filter (:class:`~.key_routing.KeyRouting`).
+is such a filter (:class:`~.keyrouting.filter.KeyRouting`).
 
 Rules:
 
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from trafka.common.lograte import RateLimitedLog
 
     from .pool import UpstreamPool
-    from .routing import Topics
+    from .topics import Topics
 
 __all__ = [
     "CloseConnection",

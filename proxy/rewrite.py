@@ -3,7 +3,7 @@
 Rules:
 
 * Every request that no filter answers (key routing answers the Produce
-  requests it sends over the pooled connections; see :mod:`.key_routing`)
+  requests it sends over the pooled connections; see :mod:`.keyrouting.filter`)
   is forwarded on the upstream connection that pairs with the client's
   connection, in order, with its correlation id unchanged; responses come back
   in the same order. So nothing is renumbered: the proxy only remembers, per
@@ -35,9 +35,9 @@ Rules:
   versions it reads (:func:`unsupported_api_versions`); the client asks again
   with one of those.
 * Metadata answers also teach the proxy each topic's partition count and
-  leaders (:class:`~.routing.Topics`), which key routing needs.
-* Key routing itself is :mod:`.routing`, applied by the filter
-  :mod:`.key_routing`.
+  leaders (:class:`~.topics.Topics`), which key routing needs.
+* Key routing itself is :mod:`.keyrouting.plan`, applied by the filter
+  :mod:`.keyrouting.filter`.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k18_api_versions as av
 from trafka.codec.produce_response import as_encoded
 
-from .routing import Topics
+from .topics import Topics
 
 __all__ = [
     "READ_APIS",

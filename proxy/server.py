@@ -15,7 +15,7 @@ upstream connections for what filters send.
   :mod:`.rewrite`); the connection's own task reads the client's requests. When
   either side closes or misbehaves, both connections close; other clients go on.
 * Requests of the APIs the filters name (see :mod:`.filters`; key routing,
-  :mod:`.key_routing`, is the chain's last) are decoded and passed through
+  :mod:`.keyrouting.filter`, is the chain's last) are decoded and passed through
   them. A filter may answer a request itself, at once or later (key routing
   does, for the Produce requests it splits over the shared
   :class:`~.pool.UpstreamPool`); a later answer is made by a task in the
@@ -74,9 +74,6 @@ from trafka.common.lograte import RateLimitedLog
 from trafka.common.request_budget import RequestBudget, release, reserve
 from trafka.discovery import announcing_listener
 
-from .answers import (
-    metadata_request,
-)
 from .config import ProxyConfig, split_server
 from .filters import (
     CloseConnection,
@@ -91,8 +88,9 @@ from .filters import (
     run_response,
     wanted,
 )
-from .journal_topic import TopicJournal
-from .key_routing import KeyRouting
+from .keyrouting.filter import KeyRouting
+from .keyrouting.journal_topic import TopicJournal
+from .keyrouting.stats import RouteStats
 from .metrics import ProxyMetrics
 from .pool import UpstreamError, UpstreamPool
 from .principals import SaslClient, SaslRouting, Watch
@@ -108,11 +106,8 @@ from .rewrite import (
     rewrite_response,
     unsupported_api_versions,
 )
-from .routing import (
-    RouteStats,
-    Topics,
-)
 from .startup import discover_upstream, shared_listeners, upstream_reachable
+from .topics import Topics, metadata_request
 
 __all__ = ["ProxyConfig", "RunningProxy", "proxy_in_thread", "serve_proxy"]
 

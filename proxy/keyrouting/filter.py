@@ -1,26 +1,26 @@
-"""Key routing, written as a proxy filter (see :mod:`.filters`).
+"""Key routing, written as a proxy filter (see :mod:`..filters`).
 
-The protocol logic is :mod:`.routing` (placing records, merging answers) and
+The protocol logic is :mod:`.plan` (placing records, merging answers) and
 :mod:`.sequences`; idempotent and transactional producers are driven by
 :mod:`.exactly_once`. This filter chooses the path of each Produce:
 
 * An idempotent or transactional producer's request: planned, numbered and
   written by :class:`~.exactly_once.ExactlyOnce` over the proxy's pooled
-  connections, answered later (:class:`~.filters.RespondLater`).
+  connections, answered later (:class:`~..filters.RespondLater`).
 * A plain producer's request: split by the leader of each record's target
   partition, its parts written over the pooled connections, their answers
-  merged into one (:func:`~.routing.plan_produce`, :func:`~.answers.merge_produce`).
+  merged into one (:func:`~.plan.plan_produce`, :func:`~.answers.merge_produce`).
   With ``coalesce`` (the default), a request whose records the codec's C pass
   places (acks 1 or -1) joins its leaders' accumulators instead, and shares
   upstream requests with other requests to the same leaders (:mod:`.coalesce`).
 * A client that authenticated on its own connection (SASL) as a principal the
-  proxy holds a login for (:mod:`.principals`): routed as any other, over
+  proxy holds a login for (:mod:`..principals`): routed as any other, over
   pooled connections that log in as that principal (``ctx.pool``), so the
   brokers authorize its records as the client.
 * A client that authenticated otherwise: the shared pool's connections are
   not the client's, so its Produce stays on its connection,
   with only the records whose target the same broker leads moved
-  (:func:`~.routing.route_produce`); the answer is merged back in
+  (:func:`~.plan.route_produce`); the answer is merged back in
   :meth:`KeyRouting.on_response`.
 * A batch that would inflate past ``max_decompressed_bytes``: the request is
   answered MESSAGE_TOO_LARGE for its partitions and nothing is forwarded (a
@@ -30,7 +30,7 @@ The protocol logic is :mod:`.routing` (placing records, merging answers) and
 
 Decompressing, splitting and compressing run on worker threads, so no
 client's batches hold up the others, unless the codec's C pass makes them
-cheaper than the hop to a thread and back (:func:`~.routing.cheap_to_plan`). The transaction requests (InitProducerId,
+cheaper than the hop to a thread and back (:func:`~.plan.cheap_to_plan`). The transaction requests (InitProducerId,
 AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) and InitProducerId answers pass
 through unchanged; they teach the exactly-once driver which producers and
 transactions exist.
@@ -49,6 +49,16 @@ from trafka.codec.errors import DecodeError, DecompressionLimitError, ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.produce_response import ProduceAnswer
 
+from ..filters import (
+    CloseConnection,
+    EncodedBody,
+    Filter,
+    FilterContext,
+    ProxyServices,
+    Respond,
+    RespondLater,
+)
+from ..pool import UpstreamError, UpstreamPool, Waiter, produce_answer
 from .answers import (
     Endpoints,
     failed_answer,
@@ -62,28 +72,16 @@ from .answers import (
 )
 from .coalesce import Coalescer, Share
 from .coalesce import answer as coalesced_answer
-from .exactly_once import ExactlyOnce, place
-from .filters import (
-    CloseConnection,
-    EncodedBody,
-    Filter,
-    FilterContext,
-    ProxyServices,
-    Respond,
-    RespondLater,
-)
-from .idempotent_plan import (
-    idempotent_producer,
-)
+from .exactly_once import ExactlyOnce
+from .idempotent_plan import idempotent_producer
 from .journal import DirectoryJournal, PlacementJournal
 from .journal_peers import PeersJournal
 from .journal_topic import TopicJournal
-from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
-from .routing import (
+from .place import place
+from .plan import (
     HASHES,
     ProducePlan,
     ProduceRoute,
-    RouteStats,
     SpansPlaced,
     count_placed,
     place_spans,
@@ -91,6 +89,7 @@ from .routing import (
     plan_produce,
     route_produce,
 )
+from .stats import RouteStats
 from .worker_lives import Siblings, this_worker
 
 __all__ = ["KeyRouting"]
@@ -118,11 +117,11 @@ class KeyRouting(Filter):
     """Places each keyed record on the partition its key hashes to.
 
     Args:
-        hash_name: a key of :data:`~.routing.HASHES` (``murmur2``, ``crc32``,
+        hash_name: a key of :data:`~.plan.HASHES` (``murmur2``, ``crc32``,
             ``fnv1a``).
         max_decompressed_bytes: the most one batch may inflate to.
         connect_timeout: added to a request's own timeout for its deadline.
-        stats: the counters to update (a fresh :class:`~.routing.RouteStats`
+        stats: the counters to update (a fresh :class:`~.stats.RouteStats`
             if not given).
         journal_dir: where idempotent producers' placements are journaled
             (see :mod:`.journal`); None: not at all.
@@ -134,7 +133,7 @@ class KeyRouting(Filter):
             instance: attaching starts it in the proxy's nursery).
         origin_headers: give each record of a batch the proxy splits a
             ``trafka-origin`` header saying where the client put it
-            (:func:`~.routing.origin_header`).
+            (:func:`~.plan.origin_header`).
         restart_grace: seconds from attaching before the proxy asks a leader
             about a producer it did not see born (see :mod:`.exactly_once`).
         siblings: with ``trafka proxy --workers``, the worker's link to its

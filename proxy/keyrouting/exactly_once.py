@@ -1,7 +1,7 @@
 """The driver of routed idempotent and transactional producers.
 
 The protocol logic is :mod:`.sequences` (sequence numbers, retries) and
-:mod:`.routing` (placing records); this module does their I/O over the
+:mod:`.plan` (placing records); this module does their I/O over the
 proxy's pooled upstream connections:
 
 * One producer's requests are planned one at a time (a lock per producer
@@ -44,7 +44,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import trio
 
@@ -56,13 +56,10 @@ from trafka.codec.messages import k61_describe_producers as dp
 from trafka.codec.produce_response import PartitionAnswer, ProduceAnswer
 from trafka.codec.records import iter_batches
 
-from .answers import (
-    Endpoints,
-    failed_answer,
-    failed_part,
-    learn_leaders,
-)
-from .filters import FilterContext
+from ..filters import FilterContext
+from ..pool import HeldBack, UpstreamError, UpstreamPool, Waiter, produce_answer
+from ..topics import Topics
+from .answers import Endpoints, failed_answer, failed_part, learn_leaders
 from .idempotent_plan import (
     IdempotentPlan,
     commit_idempotent,
@@ -73,20 +70,15 @@ from .idempotent_plan import (
 from .journal import PlacementJournal
 from .journal_peers import PeersJournal
 from .journal_pipeline import JournalTicket, Outcome, Turn, WriteTurns, submit
-from .pool import HeldBack, UpstreamError, UpstreamPool, Waiter, produce_answer
-from .routing import (
-    RouteStats,
-    Topics,
-    cheap_to_plan,
-)
+from .place import place
 from .sequences import Placement, Sequences, Session, State, Upstream
+from .stats import RouteStats
 from .sync_grace import GraceOutlasts, SyncGrace
 from .worker_lives import Siblings
 
-__all__ = ["ExactlyOnce", "Numbered", "Preparation", "Written", "place"]
+__all__ = ["ExactlyOnce", "Numbered", "Preparation", "Written"]
 
 log = logging.getLogger("trafka.proxy")
-T = TypeVar("T")
 # Each written part's batches and waiter, or why they were not written.
 Written = list[tuple[list[Upstream], Waiter | UpstreamError]]
 
@@ -131,15 +123,6 @@ class _Txn:
     coordinator: int = -1
 
 
-async def place(body: Any, hash_name: str, origin_headers: bool, plan: Callable[[], T]) -> T:
-    """``plan()``, which places the records of the Produce ``body``: at once when
-    the codec's C pass makes that cheap (:func:`.routing.cheap_to_plan`), else
-    on a worker thread, so that no client's batches hold up the others."""
-    if cheap_to_plan(body, hash_name=hash_name, origin_headers=origin_headers):
-        return plan()
-    return await trio.to_thread.run_sync(plan)
-
-
 class ExactlyOnce:
     """Routes idempotent and transactional producers' Produce requests.
 
@@ -153,7 +136,7 @@ class ExactlyOnce:
         journal: where placements are recorded before they are written, and
             read back after a restart or by another instance (see
             :mod:`.journal`); None: nowhere.
-        origin_headers: see :func:`.routing.plan_produce`.
+        origin_headers: see :func:`.plan.plan_produce`.
         restart_grace: see :class:`.sync_grace.SyncGrace`.
         siblings: with ``trafka proxy --workers``, the worker's supervisor
             (:mod:`.worker_lives`): told of every InitProducerId answer passed.
@@ -194,7 +177,7 @@ class ExactlyOnce:
 
     def _pool(self, ctx: FilterContext) -> UpstreamPool:
         """The connections to write the client's requests on: those that log in
-        as its principal (a SASL client's, see :mod:`.principals`), else the shared ones."""
+        as its principal (a SASL client's, see :mod:`..principals`), else the shared ones."""
         return ctx.pool or self.pool
 
     # -- what the client's other requests teach ------------------------------------------------
@@ -276,7 +259,7 @@ class ExactlyOnce:
         deadline: float,
     ) -> tuple[IdempotentPlan, Written | Numbered] | Any | None:
         """Plan and write a request (``ctx``: the request's
-        :class:`~.filters.FilterContext`: its client id and API version).
+        :class:`~..filters.FilterContext`: its client id and API version).
 
         Returns:
             (the plan, each written part's batches and waiter); with a
