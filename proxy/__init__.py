@@ -20,6 +20,7 @@ and changes decoded requests and answers through :class:`Filter`
 :class:`SchemaValidation` refuses records without their topic's schema.
 """
 
+from .assembly import proxy_in_thread, serve_proxy
 from .config import ProxyConfig
 from .filters import (
     CloseConnection,
@@ -29,11 +30,12 @@ from .filters import (
     ProxyServices,
     Respond,
     RespondLater,
+    Sample,
 )
 from .keyrouting import KeyRouting, RouteStats
 from .keyrouting.plan import HASHES, ORIGIN_HEADER, parse_origin_header
 from .schema_validation import SchemaValidation
-from .server import ProxyStatistics, RunningProxy, proxy_in_thread, serve_proxy
+from .server import ProxyStatistics, RunningProxy
 from .workers import run_workers
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "ProxyServices",
     "Respond",
     "RespondLater",
+    "Sample",
     "ProxyConfig",
     "ProxyStatistics",
     "RouteStats",

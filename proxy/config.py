@@ -6,9 +6,9 @@ import ssl
 from dataclasses import dataclass
 
 from trafka.discovery import is_spec, parse_spec
+from trafka.sdk.partitioners import KEY_HASHES as HASHES
 
 from .filters import Filter
-from .keyrouting.plan import HASHES
 
 __all__ = ["ProxyConfig", "split_server"]
 

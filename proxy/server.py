@@ -56,10 +56,9 @@ import math
 import socket
 import ssl
 import struct
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -88,9 +87,6 @@ from .filters import (
     run_response,
     wanted,
 )
-from .keyrouting.filter import KeyRouting
-from .keyrouting.journal_topic import TopicJournal
-from .keyrouting.stats import RouteStats
 from .metrics import ProxyMetrics
 from .pool import UpstreamError, UpstreamPool
 from .principals import SaslClient, SaslRouting, Watch
@@ -109,7 +105,7 @@ from .rewrite import (
 from .startup import discover_upstream, shared_listeners, upstream_reachable
 from .topics import Topics, metadata_request
 
-__all__ = ["ProxyConfig", "RunningProxy", "proxy_in_thread", "serve_proxy"]
+__all__ = ["ProxyStatistics", "RunningProxy", "serve_core"]
 
 log = logging.getLogger("trafka.proxy")
 
@@ -137,11 +133,19 @@ class ProxyStatistics:
     timeouts: int = 0  # half-received requests; idle connections closed: idle_closed
     idle_closed: int = 0
     closed: dict[str, int] = field(default_factory=dict)  # by the proxy, by why (_closing)
-    routing: RouteStats = field(default_factory=RouteStats)
+    metadata_refreshes: int = 0  # the proxy's own Metadata requests (ProxyServices.refresh)
+    # The filters' counters, by the names they give them (Filter.statistics).
+    filters: dict[str, Any] = field(default_factory=dict)
     # SASL clients that authenticated, by outcome (routed, unrouted, refused), and
     # ``logins``: the per-principal pools' connections that logged in.
     sasl: dict[str, int] = field(default_factory=dict)
     nodes: dict[int, tuple[str, int]] = field(default_factory=dict)
+
+    @property
+    def routing(self) -> Any:
+        """Key routing's counters (:class:`~.keyrouting.stats.RouteStats`), when the
+        chain holds it; else None."""
+        return self.filters.get("routing")
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +182,9 @@ class _Proxy:
         # Shared by every client connection (pooled Produce, metadata refreshes).
         limit = config.queued_max_request_bytes
         self.budget = RequestBudget(None if limit < 0 else limit)
-        self.metrics = ProxyMetrics(self.stats, self.budget)
+        # The chain as given: the core adds none (see .assembly).
+        self.filters = config.filters
+        self.metrics = ProxyMetrics(self.stats, self.budget, self.filters)
         pool = partial(
             UpstreamPool,
             nursery,
@@ -195,25 +201,6 @@ class _Proxy:
         self.receive_s = _seconds(config.request_receive_timeout_ms)
         self.stale: set[str] = set()
         self.refreshing = False
-        # The user's filters, then key routing (nearest the brokers).
-        self.filters = config.filters
-        placed = [f for f in self.filters if isinstance(f, KeyRouting)]
-        if placed:  # the user placed it in the chain
-            self.stats.routing = placed[0].stats
-        elif config.route_keys != "none":
-            routing = KeyRouting(
-                config.route_keys,
-                max_decompressed_bytes=config.max_decompressed_bytes,
-                connect_timeout=config.connect_timeout,
-                stats=self.stats.routing,
-                journal_dir=config.journal_dir,
-                journal_peers=config.journal_peer_dirs,
-                journal=self._topic_journal(),
-                origin_headers=config.origin_headers,
-                coalesce=config.coalesce,
-                restart_grace=config.journal_takeover_grace_ms / 1000,
-            )
-            self.filters += (routing,)
         services = ProxyServices(
             self.pool,
             self.topics,
@@ -225,21 +212,7 @@ class _Proxy:
         )
         for f in self.filters:
             f.attach(services)
-
-    def _topic_journal(self) -> TopicJournal | None:
-        config = self.config
-        if config.journal_topic is None:
-            return None
-        settings: dict[str, Any] = {}
-        if self.upstream_tls is not None:
-            settings.update(security_protocol="ssl", ssl_context=self.upstream_tls)
-        return TopicJournal(
-            config.upstream,
-            client_settings=settings,
-            topic=config.journal_topic,
-            takeover_grace=config.journal_takeover_grace_ms / 1000,
-            timeout=config.connect_timeout,
-        )
+            self.stats.filters.update(f.statistics())
 
     def _from_upstream(self, api_key: int, api_version: int, body: Any) -> Any:
         if api_key == METADATA:
@@ -668,7 +641,7 @@ class _Proxy:
                     except (UpstreamError, DecodeError) as exc:
                         log.debug("metadata refresh through broker %d failed: %s", node_id, exc)
                         continue
-                    self.stats.routing.metadata_refreshes += 1
+                    self.stats.metadata_refreshes += 1
                     break
         finally:
             self.refreshing = False
@@ -848,13 +821,10 @@ def _answered_here(key: int, correlation_id: int, answer: Callable[[int], bytes]
 
 
 @asynccontextmanager
-async def serve_proxy(
-    config: ProxyConfig | None = None, **overrides: Any
-) -> AsyncIterator[RunningProxy]:
-    """Serve the proxy while the block runs.
-
-    Args:
-        config: the settings; or give them as keyword arguments.
+async def serve_core(config: ProxyConfig) -> AsyncIterator[RunningProxy]:
+    """Serve the proxy's core with ``config.filters`` as its whole chain (the
+    core adds no filter: :func:`~.assembly.serve_proxy` assembles the chain,
+    key routing included, and is what users call).
 
     Yields:
         The :class:`RunningProxy` (the bootstrap listener's real port included).
@@ -863,10 +833,6 @@ async def serve_proxy(
         ValueError: invalid settings.
         OSError: the bootstrap port cannot be bound.
     """
-    if config is None:
-        config = ProxyConfig(**overrides)
-    elif overrides:
-        config = replace(config, **overrides)
     config = await discover_upstream(config)
     attached: tuple[Filter, ...] = ()
     # What fails while starting (a port taken, a journal that cannot be opened)
@@ -946,37 +912,3 @@ async def _start_serving(
         proxy.client_tls,
         proxy.filters,
     )
-
-
-@contextmanager
-def proxy_in_thread(
-    config: ProxyConfig | None = None, *, startup_timeout: float = 30.0, **overrides: Any
-) -> Iterator[RunningProxy]:
-    """Serve the proxy on a background thread (for synchronous clients and tests)."""
-    started = threading.Event()
-    state: dict[str, Any] = {}
-
-    async def main() -> None:
-        try:
-            async with serve_proxy(config, **overrides) as running:
-                state["running"] = running
-                state["stop"] = trio.Event()
-                state["token"] = trio.lowlevel.current_trio_token()
-                started.set()
-                await state["stop"].wait()
-        except BaseException as exc:
-            state["error"] = exc
-            started.set()
-
-    thread = threading.Thread(target=trio.run, args=(main,), name="trafka-proxy", daemon=True)
-    thread.start()
-    if not started.wait(startup_timeout):
-        raise TimeoutError("the proxy did not start in time")
-    if "error" in state:
-        thread.join()
-        raise state["error"]
-    try:
-        yield state["running"]
-    finally:
-        trio.from_thread.run_sync(state["stop"].set, trio_token=state["token"])
-        thread.join(startup_timeout)

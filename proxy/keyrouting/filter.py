@@ -39,6 +39,7 @@ transactions exist.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any
 
@@ -57,6 +58,7 @@ from ..filters import (
     ProxyServices,
     Respond,
     RespondLater,
+    Sample,
 )
 from ..pool import UpstreamError, UpstreamPool, Waiter, produce_answer
 from .answers import (
@@ -90,6 +92,7 @@ from .plan import (
     route_produce,
 )
 from .stats import RouteStats
+from .stats import samples as route_samples
 from .worker_lives import Siblings, this_worker
 
 __all__ = ["KeyRouting"]
@@ -210,6 +213,12 @@ class KeyRouting(Filter):
     def detach(self) -> None:
         if self._journal is not None:
             self._journal.close()
+
+    def statistics(self) -> Mapping[str, Any]:
+        return {"routing": self.stats}
+
+    def samples(self) -> Iterable[Sample]:
+        return route_samples(self.stats)
 
     @property
     def _proxy(self) -> tuple[ProxyServices, ExactlyOnce]:

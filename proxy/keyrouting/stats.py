@@ -3,9 +3,12 @@ read by ``RunningProxy.statistics.routing`` and the proxy's metrics."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-__all__ = ["RouteStats"]
+from ..filters import Sample
+
+__all__ = ["RouteStats", "samples"]
 
 
 @dataclass(slots=True)
@@ -36,7 +39,6 @@ class RouteStats:
     # and the upstream requests the accumulators sent.
     requests_coalesced: int = 0
     upstream_coalesced: int = 0
-    metadata_refreshes: int = 0
     sequence_lookups: int = 0
     moved_by_topic: dict[str, int] = field(default_factory=dict)
     kept_by_topic: dict[str, int] = field(default_factory=dict)
@@ -49,3 +51,25 @@ class RouteStats:
             self.moved_by_topic[topic] = self.moved_by_topic.get(topic, 0) + moved
         if kept:
             self.kept_by_topic[topic] = self.kept_by_topic.get(topic, 0) + kept
+
+
+def samples(stats: RouteStats) -> Iterator[Sample]:
+    """Key routing's metrics (the table of :mod:`trafka.proxy.metrics`)."""
+    routed = (
+        "trafka_proxy_records_routed",
+        "Records of routed Produce requests, moved to their key's partition or kept.",
+    )
+    for outcome, counts in (("moved", stats.moved_by_topic), ("kept", stats.kept_by_topic)):
+        for topic, count in sorted(dict(counts).items()):
+            yield Sample(*routed, (("topic", topic), ("outcome", outcome)), count)
+    coalesced = (
+        "trafka_proxy_produce_coalesced",
+        "Plain producers' routed requests that joined a leader's accumulator (client), "
+        "and the requests the accumulators sent (upstream).",
+    )
+    yield Sample(*coalesced, (("side", "client"),), stats.requests_coalesced)
+    yield Sample(*coalesced, (("side", "upstream"),), stats.upstream_coalesced)
+    # Among the proxy's own errors and flow control (see trafka.proxy.metrics).
+    yield Sample("trafka_proxy_errors", "", (("kind", "part_failed"),), stats.parts_failed)
+    yield Sample("trafka_proxy_errors", "", (("kind", "too_large"),), stats.requests_too_large)
+    yield Sample("trafka_proxy_flow_control", "", (("kind", "held"),), stats.batches_held)
