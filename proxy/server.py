@@ -64,7 +64,7 @@ from typing import Any
 
 import trio
 
-from trafka.codec import protocol
+from trafka.codec import ApiKey, protocol
 from trafka.codec.errors import DecodeError, TrafkaError
 from trafka.codec.framing import FrameReader
 from trafka.codec.messages.headers import RequestHeader
@@ -91,8 +91,6 @@ from .metrics import ProxyMetrics
 from .pool import UpstreamError, UpstreamPool
 from .principals import SaslClient, SaslRouting, Watch
 from .rewrite import (
-    METADATA,
-    PRODUCE,
     Addresses,
     Pending,
     client_software,
@@ -110,8 +108,6 @@ __all__ = ["ProxyStatistics", "RunningProxy", "serve_core"]
 log = logging.getLogger("trafka.proxy")
 
 _SIZE = struct.Struct(">i")
-_SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
-_API_VERSIONS = 18
 # Metadata 9: the first flexible version, served from Kafka 2.4 to 4.
 _KNOWN_METADATA_VERSION = 9
 # Answers a client connection may be owed at once; its requests wait beyond that.
@@ -215,7 +211,7 @@ class _Proxy:
             self.stats.filters.update(f.statistics())
 
     def _from_upstream(self, api_key: int, api_version: int, body: Any) -> Any:
-        if api_key == METADATA:
+        if api_key == ApiKey.METADATA:
             self.topics.learn(body, api_version)
         return rewrite_addresses(api_key, body, self.addresses)
 
@@ -314,7 +310,7 @@ class _Proxy:
         those ports first. One Metadata request (no topics) to an upstream
         bootstrap server names the brokers."""
         header = RequestHeader(
-            request_api_key=METADATA,
+            request_api_key=ApiKey.METADATA,
             request_api_version=_KNOWN_METADATA_VERSION,
             correlation_id=1,
             client_id="trafka-proxy",
@@ -329,7 +325,7 @@ class _Proxy:
                         if not (data := await stream.receive_some(_RECV_SIZE)):
                             raise OSError("the broker closed the connection")
                         reader.feed(data)
-            pending = Pending(METADATA, _KNOWN_METADATA_VERSION)
+            pending = Pending(ApiKey.METADATA, _KNOWN_METADATA_VERSION)
             rewrite_response(pending, frame, self.addresses, self.topics)
         except (OSError, trio.TooSlowError, trio.BrokenResourceError, DecodeError) as exc:
             self.quiet.warning("known", "the brokers' listeners open at first Metadata: %s", exc)
@@ -499,16 +495,16 @@ class _Proxy:
         key, version = header.request_api_key, header.request_api_version
         self.metrics.request(key, len(frame) + 4)
         conn.filtered = conn.watch = None
-        if key in _SASL_APIS:
+        if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
             # The shared pool is not the client: its Produce goes over its principal's pool.
             conn.sasl = conn.sasl or self.sasl.client()
             conn.watch = self.sasl.request(conn.sasl, key, frame)
         known = known_version(key, version)
-        if key == _API_VERSIONS and not known:
+        if key == ApiKey.API_VERSIONS and not known:
             # Its answer could not be capped: refused here, as .rewrite says.
             await conn.owe(_answered_here(key, header.correlation_id, unsupported_api_versions))
             return
-        if key == _API_VERSIONS and version >= 3 and known:
+        if key == ApiKey.API_VERSIONS and version >= 3 and known:
             conn.software = client_software(frame)
         chain = wanted(self.filters, key) if self.filters and known else ()
         body = None
@@ -543,7 +539,7 @@ class _Proxy:
             body = changed
             if changed is not original:
                 frame = protocol.encode_request(header, changed)[4:]
-        if key == PRODUCE and known:
+        if key == ApiKey.PRODUCE and known:
             # Forwarded unfiltered, only its acks matter: read without decoding
             # the request (whose records the broker judges).
             acks = (
@@ -578,7 +574,7 @@ class _Proxy:
             # The request's bytes stay reserved until its answer is made.
             held, conn.reserved = conn.reserved, 0
             self.nursery.start_soon(self._respond_later, slot, ctx, respond, held)
-        if header.request_api_key == PRODUCE and request.acks == 0:
+        if header.request_api_key == ApiKey.PRODUCE and request.acks == 0:
             return  # acks=0 is never answered
         if isinstance(respond, Respond):
             _answered(slot, ctx, respond.body)
@@ -629,14 +625,18 @@ class _Proxy:
                 for pool, node_id in self.sasl.pools.routes(self.pool, list(self.nodes)):
                     try:
                         waiter = await pool.send(
-                            node_id, "trafka-proxy", METADATA, version, metadata_request(names)
+                            node_id,
+                            "trafka-proxy",
+                            ApiKey.METADATA,
+                            version,
+                            metadata_request(names),
                         )
                         frame = await pool.wait(
                             waiter, trio.current_time() + self.config.connect_timeout
                         )
                         # Read as a client's answer would be: leaders and brokers learned.
                         rewrite_response(
-                            Pending(METADATA, version), frame, self.addresses, self.topics
+                            Pending(ApiKey.METADATA, version), frame, self.addresses, self.topics
                         )
                     except (UpstreamError, DecodeError) as exc:
                         log.debug("metadata refresh through broker %d failed: %s", node_id, exc)
@@ -736,7 +736,7 @@ class _Answer:
     pending: Pending | None
     done: trio.Event | None = None
     frame: bytes | None = None
-    api_key: int = PRODUCE
+    api_key: int = ApiKey.PRODUCE
     # The filters that saw the request, to see its answer (and their context).
     filtered: tuple[FilterContext, tuple[Filter, ...]] | None = None
     error: TrafkaError | FilterError | None = None

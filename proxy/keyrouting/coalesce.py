@@ -63,7 +63,7 @@ from typing import Any
 
 import trio
 
-from trafka.codec import batch_split
+from trafka.codec import ApiKey, batch_split
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.produce_response import PartitionAnswer, ProduceAnswer, ProduceResponseWriter
@@ -77,7 +77,6 @@ __all__ = ["MAX_IN_FLIGHT", "MAX_REQUEST_BYTES", "Coalescer", "Settle", "Share",
 
 log = logging.getLogger("trafka.proxy")
 
-PRODUCE = 0
 #: Upstream Produce requests one accumulator keeps in flight.
 MAX_IN_FLIGHT = 1
 #: The most (estimated) bytes of records one coalesced request holds.
@@ -286,7 +285,7 @@ class Coalescer:
                 body, pieces, deadline = taken
                 try:
                     waiter: Waiter | UpstreamError = await acc.pool.send(
-                        acc.leader, acc.client_id, PRODUCE, acc.version, body
+                        acc.leader, acc.client_id, ApiKey.PRODUCE, acc.version, body
                     )
                 except UpstreamError as exc:
                     waiter = exc

@@ -48,7 +48,7 @@ from typing import Any
 
 import trio
 
-from trafka.codec import protocol
+from trafka.codec import ApiKey, protocol
 from trafka.codec.errors import DecodeError, ErrorCode, TrafkaError
 from trafka.codec.messages import k10_find_coordinator as fc
 from trafka.codec.messages import k24_add_partitions_to_txn as apt
@@ -82,7 +82,6 @@ log = logging.getLogger("trafka.proxy")
 # Each written part's batches and waiter, or why they were not written.
 Written = list[tuple[list[Upstream], Waiter | UpstreamError]]
 
-PRODUCE, FIND_COORDINATOR, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 0, 10, 24, 61
 MAX_TRANSACTIONAL_IDS = 100_000
 # Producers whose first request is remembered per client connection (a
 # connection normally carries one; past this many, checked again).
@@ -205,21 +204,23 @@ class ExactlyOnce:
 
     def client_request(self, key: int, version: int, body: Any, node_id: int) -> None:
         """A transaction request the client sent to broker ``node_id``."""
-        if key == ADD_PARTITIONS_TO_TXN and version <= 3:
+        if key == ApiKey.ADD_PARTITIONS_TO_TXN and version <= 3:
             txn = self._txn(
                 body.v3_and_below_transactional_id,
                 body.v3_and_below_producer_id,
                 body.v3_and_below_producer_epoch,
             )
             txn.coordinator = node_id if node_id >= 0 else txn.coordinator
-        elif key == 26:  # EndTxn: the next transaction starts empty
+        elif key == ApiKey.END_TXN:  # the next transaction starts empty
             txn = self._txn(body.transactional_id, body.producer_id, body.producer_epoch)
             txn.coordinator = node_id if node_id >= 0 else txn.coordinator
             txn.partitions.clear()
             session = self.sequences.get(body.producer_id)
             if session is not None and session.epoch == body.producer_epoch:
                 session.end_transaction()
-        elif key in (22, 25) and getattr(body, "transactional_id", None):
+        elif key in (ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_OFFSETS_TO_TXN) and getattr(
+            body, "transactional_id", None
+        ):
             self._txn(
                 body.transactional_id,
                 getattr(body, "producer_id", -1),
@@ -479,7 +480,7 @@ class ExactlyOnce:
                     session.sent(u, link)
                 part = upstream_body(body, todo)
                 waiter = await self._pool(ctx).send(
-                    leader, ctx.client_id, PRODUCE, ctx.api_version, part, link=link
+                    leader, ctx.client_id, ApiKey.PRODUCE, ctx.api_version, part, link=link
                 )
                 written.append((todo, waiter))
                 todo = []
@@ -611,7 +612,9 @@ class ExactlyOnce:
         )
         self.stats.sequence_lookups += 1
         try:
-            answer = await self._request(leader, ctx, DESCRIBE_PRODUCERS, 0, request, deadline)
+            answer = await self._request(
+                leader, ctx, ApiKey.DESCRIBE_PRODUCERS, 0, request, deadline
+            )
         except Preparation:
             return None
         for t in answer.topics:
@@ -683,7 +686,7 @@ class ExactlyOnce:
             if txn.coordinator < 0:
                 txn.coordinator = await self._find_coordinator(ctx, body.transactional_id, deadline)
             answer = await self._request(
-                txn.coordinator, ctx, ADD_PARTITIONS_TO_TXN, 3, request, deadline
+                txn.coordinator, ctx, ApiKey.ADD_PARTITIONS_TO_TXN, 3, request, deadline
             )
             errors = {
                 ErrorCode(p.partition_error_code)
@@ -712,7 +715,7 @@ class ExactlyOnce:
                 answer = await self._request(
                     node,
                     ctx,
-                    FIND_COORDINATOR,
+                    ApiKey.FIND_COORDINATOR,
                     1,
                     fc.FindCoordinatorRequest(key=tid, key_type=1),
                     deadline,

@@ -45,6 +45,7 @@ from typing import Any
 
 import trio
 
+from trafka.codec import ApiKey
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from trafka.codec.errors import DecodeError, DecompressionLimitError, ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
@@ -99,14 +100,20 @@ __all__ = ["KeyRouting"]
 
 log = logging.getLogger("trafka.proxy")
 
-PRODUCE, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 0, 22, 24, 26
 #: The longest an EndTxn waits for the producer's routed writes: past any
 #: Produce's own deadline (its timeout, at most Kafka's default
 #: ``request.timeout.ms`` for the clients that set it, plus the connect
 #: timeout), after which every write is answered or failed.
 END_TXN_WAIT_S = 30.0
 # Transaction requests whose bodies teach the routing of transactional producers.
-_TXN_APIS = frozenset({INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, 25, 26})
+_TXN_APIS = frozenset(
+    {
+        ApiKey.INIT_PRODUCER_ID,
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        ApiKey.END_TXN,
+    }
+)
 # A client's AddPartitionsToTxn request (ctx.notes), read with its answer.
 _ADDED = "trafka.key_routing.added"
 _ROUTE = "trafka.key_routing.route"
@@ -146,7 +153,7 @@ class KeyRouting(Filter):
             requests (:mod:`.coalesce`).
     """
 
-    api_keys = frozenset({PRODUCE}) | _TXN_APIS
+    api_keys = frozenset({ApiKey.PRODUCE}) | _TXN_APIS
 
     def __init__(
         self,
@@ -230,13 +237,13 @@ class KeyRouting(Filter):
 
     async def on_request(self, ctx: FilterContext, body: Any) -> Any:
         services, eos = self._proxy
-        if ctx.api_key != PRODUCE:
-            if ctx.api_key == END_TXN:
+        if ctx.api_key != ApiKey.PRODUCE:
+            if ctx.api_key == ApiKey.END_TXN:
                 # As long as a routed Produce may still be written (its own deadline).
                 wait = self.connect_timeout + END_TXN_WAIT_S
                 await eos.before_end(body, trio.current_time() + wait)
             eos.client_request(ctx.api_key, ctx.api_version, body, ctx.node_id)
-            if ctx.api_key == ADD_PARTITIONS_TO_TXN:
+            if ctx.api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
                 ctx.notes[_ADDED] = body  # its answer says what was added
             return body
         deadline = trio.current_time() + body.timeout_ms / 1000 + self.connect_timeout
@@ -398,7 +405,7 @@ class KeyRouting(Filter):
         for node_id, part in plan.parts:
             try:
                 waiter: Waiter | UpstreamError = await pool.send(
-                    node_id, ctx.client_id, PRODUCE, ctx.api_version, part, answered=answered
+                    node_id, ctx.client_id, ApiKey.PRODUCE, ctx.api_version, part, answered=answered
                 )
             except UpstreamError as exc:
                 waiter = exc
@@ -463,7 +470,7 @@ class KeyRouting(Filter):
                     body = sub_request(plan.parts[i][1], group)
                     try:
                         waiter: Waiter | UpstreamError = await pool.send(
-                            leader, client_id, PRODUCE, version, body
+                            leader, client_id, ApiKey.PRODUCE, version, body
                         )
                     except UpstreamError as exc:
                         waiter = exc
@@ -481,7 +488,7 @@ class KeyRouting(Filter):
     ) -> Respond | RespondLater:
         services, eos = self._proxy
         if not isinstance(result, tuple):  # the proxy answers at once
-            return Respond(services.from_upstream(PRODUCE, ctx.api_version, result))
+            return Respond(services.from_upstream(ApiKey.PRODUCE, ctx.api_version, result))
         plan, written = result
         endpoints = _endpoints(services, ctx.api_version)
 
@@ -493,13 +500,13 @@ class KeyRouting(Filter):
     # -- answers -----------------------------------------------------------------------------
 
     def on_response(self, ctx: FilterContext, body: Any) -> Any:
-        if ctx.api_key == INIT_PRODUCER_ID:
+        if ctx.api_key == ApiKey.INIT_PRODUCER_ID:
             self._proxy[1].init_answered(body)
-        elif ctx.api_key == ADD_PARTITIONS_TO_TXN and ctx.api_version <= 3:
+        elif ctx.api_key == ApiKey.ADD_PARTITIONS_TO_TXN and ctx.api_version <= 3:
             request = ctx.notes.get(_ADDED)
             if request is not None:
                 self._proxy[1].client_added(request, body)
-        elif ctx.api_key == PRODUCE:
+        elif ctx.api_key == ApiKey.PRODUCE:
             route = ctx.notes.get(_ROUTE)
             if route is not None:
                 return merge_produce(route, [body], ctx.client_software)
@@ -521,6 +528,6 @@ def _endpoints(services: ProxyServices, version: int) -> Endpoints:
 
     def rewrite(nodes: list[Any]) -> list[Any]:
         body = produce_msgs.ProduceResponse(node_endpoints=nodes)
-        return list(services.from_upstream(PRODUCE, version, body).node_endpoints)
+        return list(services.from_upstream(ApiKey.PRODUCE, version, body).node_endpoints)
 
     return rewrite
