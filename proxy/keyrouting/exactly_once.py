@@ -83,6 +83,9 @@ log = logging.getLogger("trafka.proxy")
 Written = list[tuple[list[Upstream], Waiter | UpstreamError]]
 
 MAX_TRANSACTIONAL_IDS = 100_000
+# Requests that name a transactional id (and so teach the proxy of its transaction).
+_NAMING_TXN = frozenset({ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_OFFSETS_TO_TXN})
+_DESCRIBE = ApiKey.DESCRIBE_PRODUCERS
 # Producers whose first request is remembered per client connection (a
 # connection normally carries one; past this many, checked again).
 _PRODUCERS_PER_CONNECTION = 64
@@ -218,9 +221,7 @@ class ExactlyOnce:
             session = self.sequences.get(body.producer_id)
             if session is not None and session.epoch == body.producer_epoch:
                 session.end_transaction()
-        elif key in (ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_OFFSETS_TO_TXN) and getattr(
-            body, "transactional_id", None
-        ):
+        elif key in _NAMING_TXN and getattr(body, "transactional_id", None):
             self._txn(
                 body.transactional_id,
                 getattr(body, "producer_id", -1),
@@ -612,9 +613,7 @@ class ExactlyOnce:
         )
         self.stats.sequence_lookups += 1
         try:
-            answer = await self._request(
-                leader, ctx, ApiKey.DESCRIBE_PRODUCERS, 0, request, deadline
-            )
+            answer = await self._request(leader, ctx, _DESCRIBE, 0, request, deadline)
         except Preparation:
             return None
         for t in answer.topics:
