@@ -1,6 +1,7 @@
-"""The proxy's driver: trio listeners, an upstream connection per client
-connection, the filters (key routing among them), and a shared pool of
-upstream connections for what filters send.
+"""The proxy's core: trio listeners, an upstream connection per client
+connection, the filter chain it is given (it builds none and knows none by
+type: :mod:`.assembly` puts the user's filters and key routing in it), and a
+shared pool of upstream connections for what filters send.
 
 * A *bootstrap* listener forwards to the first reachable upstream bootstrap
   server. Each upstream broker the proxy learns of (from Metadata,
@@ -14,9 +15,8 @@ upstream connections for what filters send.
   upstream to proxy and proxy to client (answers, addresses rewritten; see
   :mod:`.rewrite`); the connection's own task reads the client's requests. When
   either side closes or misbehaves, both connections close; other clients go on.
-* Requests of the APIs the filters name (see :mod:`.filters`; key routing,
-  :mod:`.keyrouting.filter`, is the chain's last) are decoded and passed through
-  them. A filter may answer a request itself, at once or later (key routing
+* Requests of the APIs the filters name (see :mod:`.filters`) are decoded and
+  passed through them. A filter may answer a request itself, at once or later (key routing
   does, for the Produce requests it splits over the shared
   :class:`~.pool.UpstreamPool`); a later answer is made by a task in the
   proxy's nursery. The answer pump writes every answer in the order of the

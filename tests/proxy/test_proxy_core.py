@@ -124,6 +124,28 @@ def test_the_core_knows_no_filter_by_type() -> None:
     assert any("builds KeyRouting" in p for p in assembly), assembly
 
 
+def test_api_keys_are_named_by_the_codecs_enum() -> None:
+    """No proxy module defines an API key of its own (``PRODUCE = 0``): each
+    names ``trafka.codec.ApiKey``'s member (issue #65). The check finds such a
+    definition where one is written."""
+    names = {k.name for k in ApiKey}
+
+    def own(tree: ast.AST) -> list[str]:
+        found = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name) and n.id.lstrip("_") in names:
+                            found.append(f"line {node.lineno}: {n.id}")
+        return found
+
+    assert own(ast.parse("PRODUCE, METADATA = 0, 3")) == ["line 1: PRODUCE", "line 1: METADATA"]
+    for path in sorted(PROXY.rglob("*.py")):
+        assert own(ast.parse(path.read_text())) == [], path
+
+
 def test_the_chain_is_the_users_then_key_routing() -> None:
     """ProxyConfig's documented chain: the user's filters in their order, then key
     routing unless route_keys is none or the user placed it themselves."""
