@@ -10,8 +10,9 @@ whichever client produced it and whatever partitioner that client uses::
         ...  # clients use running.bootstrap_servers
 
 or ``trafka proxy --upstream kafka:9092 --listen 0.0.0.0:19092 --advertised-host proxy``.
-The protocol logic is :mod:`.rewrite`, :mod:`.routing` and :mod:`.sequences`
-(I/O-free); :mod:`.server` and :mod:`.exactly_once` drive it;
+The core is :mod:`.server` (listeners, per-client pumps, the filter chain),
+:mod:`.pool` (its shared upstream connections) and :mod:`.rewrite` (addresses,
+I/O-free); key routing is the package :mod:`.keyrouting`;
 :func:`run_workers` (:mod:`.workers`) runs several proxy processes behind one
 bootstrap port (``trafka proxy --workers N``). User code sees
 and changes decoded requests and answers through :class:`Filter`
@@ -19,6 +20,7 @@ and changes decoded requests and answers through :class:`Filter`
 :class:`SchemaValidation` refuses records without their topic's schema.
 """
 
+from .assembly import proxy_in_thread, serve_proxy
 from .config import ProxyConfig
 from .filters import (
     CloseConnection,
@@ -28,11 +30,12 @@ from .filters import (
     ProxyServices,
     Respond,
     RespondLater,
+    Sample,
 )
-from .key_routing import KeyRouting
-from .routing import HASHES, ORIGIN_HEADER, RouteStats, parse_origin_header
+from .keyrouting import KeyRouting, RouteStats
+from .keyrouting.plan import HASHES, ORIGIN_HEADER, parse_origin_header
 from .schema_validation import SchemaValidation
-from .server import ProxyStatistics, RunningProxy, proxy_in_thread, serve_proxy
+from .server import ProxyStatistics, RunningProxy
 from .workers import run_workers
 
 __all__ = [
@@ -46,6 +49,7 @@ __all__ = [
     "ProxyServices",
     "Respond",
     "RespondLater",
+    "Sample",
     "ProxyConfig",
     "ProxyStatistics",
     "RouteStats",

@@ -6,9 +6,9 @@ import ssl
 from dataclasses import dataclass
 
 from trafka.discovery import is_spec, parse_spec
+from trafka.sdk.partitioners import KEY_HASHES as HASHES
 
 from .filters import Filter
-from .routing import HASHES
 
 __all__ = ["ProxyConfig", "split_server"]
 
@@ -58,15 +58,15 @@ class ProxyConfig:
             beyond it is answered MESSAGE_TOO_LARGE and not forwarded.
         journal_dir: a directory where key routing records, before writing
             them, where an idempotent producer's records went, so that a
-            restarted proxy writes none of them twice (see :mod:`.journal`);
+            restarted proxy writes none of them twice (see :mod:`.keyrouting.journal`);
             None: in memory only (a restart can write in-flight batches twice).
         journal_peer_dirs: with ``journal_dir``, other journal directories
             read (never written) for the placements of producers that come
             from them: the other workers' of ``trafka proxy --workers`` (see
-            :mod:`.journal_peers`).
+            :mod:`.keyrouting.journal_peers`).
         journal_topic: the name of a compacted topic of the upstream cluster
             where key routing records placements instead (created if missing;
-            see :mod:`.journal_topic`): every proxy instance in front of the
+            see :mod:`.keyrouting.journal_topic`): every proxy instance in front of the
             cluster reads it, so any of them takes over a client's retries
             when another is lost. Not with ``journal_dir``.
         journal_takeover_grace_ms: how long a proxy that takes over a
@@ -75,16 +75,16 @@ class ProxyConfig:
             meanwhile); also, with any journal or none, how long from its
             start a proxy asks no leader about a producer it did not see
             born (a former instance's last writes land meanwhile, see
-            :mod:`.exactly_once`). 0: no wait.
+            :mod:`.keyrouting.exactly_once`). 0: no wait.
         origin_headers: key routing gives each record of a batch it splits
             (some of its records move) a ``trafka-origin`` header saying where
-            the client put it (see :func:`~.routing.origin_header`): the
+            the client put it (see :func:`~.keyrouting.plan.origin_header`): the
             client's delivery report names no offset for it.
         coalesce: key routing lets a plain producer's requests to one broker
             share upstream requests: while one is in flight, the records of
             the requests after it (from every client connection with the same
             client id) gather, and go together in the next (see
-            :mod:`~.coalesce`). Default on.
+            :mod:`~.keyrouting.coalesce`). Default on.
         queued_max_request_bytes: the most bytes of requests the proxy holds
             across all its client connections (Kafka's
             ``queued.max.request.bytes``): from its size prefix until it is
@@ -103,7 +103,7 @@ class ProxyConfig:
             (brokerlite's own setting, default 30 s; -1 never).
         filters: user code that sees (and may change or answer) decoded
             requests and answers, in this order (see :mod:`.filters`). Key
-            routing (:class:`~.key_routing.KeyRouting`, per ``route_keys``)
+            routing (:class:`~.keyrouting.filter.KeyRouting`, per ``route_keys``)
             follows them, unless the chain already holds a ``KeyRouting``,
             placed where the user wants it.
         principal_credentials: a JSON file of the upstream logins the proxy

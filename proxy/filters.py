@@ -7,7 +7,7 @@ the codec's dataclasses are frozen, so ``dataclasses.replace``), answer a
 request itself (:class:`Respond`), which then never reaches a broker, or
 answer it later (:class:`RespondLater`) from work of its own, such as requests
 to other brokers over the proxy's pooled connections. The proxy's key routing
-is such a filter (:class:`~.key_routing.KeyRouting`).
+is such a filter (:class:`~.keyrouting.filter.KeyRouting`).
 
 Rules:
 
@@ -41,14 +41,21 @@ Rules:
   :mod:`.reload`).
 * An API the proxy's codec does not know, or a version it does not, passes
   unfiltered (it cannot be decoded).
+* What a filter counts reaches the proxy through the filter's own surface:
+  :meth:`Filter.statistics` (shown in ``RunningProxy.statistics.filters``)
+  and :meth:`Filter.samples` (the proxy's Prometheus metrics). The proxy's
+  core knows no filter by type: key routing (:mod:`.keyrouting`) uses this API
+  and nothing else, so a user's filter can do all it does (requests of its
+  own over the pool, answers merged from several brokers, state per client
+  connection or per producer).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import trio
@@ -56,7 +63,7 @@ if TYPE_CHECKING:
     from trafka.common.lograte import RateLimitedLog
 
     from .pool import UpstreamPool
-    from .routing import Topics
+    from .topics import Topics
 
 __all__ = [
     "CloseConnection",
@@ -67,6 +74,7 @@ __all__ = [
     "ProxyServices",
     "Respond",
     "RespondLater",
+    "Sample",
     "load_filter",
 ]
 
@@ -179,6 +187,29 @@ class ProxyServices:
     quiet: RateLimitedLog
 
 
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One value of a filter's metric, for the proxy's Prometheus exposition
+    (:meth:`Filter.samples`).
+
+    Attributes:
+        family: the metric's name (``trafka_proxy_...``; a counter's without
+            ``_total``). A family the proxy has itself (``trafka_proxy_errors``
+            and ``trafka_proxy_flow_control``, by ``kind``) takes the sample
+            among its own.
+        help: what the metric means (the first sample's, per family).
+        labels: (name, value) pairs, the same names for every sample of a family.
+        value: the value now (a counter's never decreases).
+        kind: ``counter`` or ``gauge``.
+    """
+
+    family: str
+    help: str
+    labels: tuple[tuple[str, str], ...] = ()
+    value: float = 0
+    kind: Literal["counter", "gauge"] = "counter"
+
+
 class Filter:
     """A filter: subclass it and override what you need.
 
@@ -223,6 +254,17 @@ class Filter:
             ``body`` or a new body.
         """
         return body
+
+    def statistics(self) -> Mapping[str, Any]:
+        """Live counters to show in ``RunningProxy.statistics.filters``, by
+        name (read once when the proxy starts; give objects that the filter
+        keeps updating). Key routing gives ``routing``. The default: none."""
+        return {}
+
+    def samples(self) -> Iterable[Sample]:
+        """The filter's metrics now, for the proxy's ``/metrics`` (called at each
+        scrape, on the proxy's event loop: quick). The default: none."""
+        return ()
 
     def wants(self, api_key: int) -> bool:
         return self.api_keys is None or api_key in self.api_keys

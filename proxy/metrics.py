@@ -80,7 +80,7 @@ brokerlite's (:mod:`trafka.brokerlite.metrics`); each proxy has its own registry
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trafka.codec.protocol import api
@@ -91,6 +91,7 @@ if TYPE_CHECKING:
 
     from trafka.common.request_budget import RequestBudget
 
+    from .filters import Filter, Sample
     from .server import ProxyStatistics
 
 __all__ = ["ProxyMetrics", "merged_exposition"]
@@ -101,9 +102,15 @@ _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 class ProxyMetrics:
     """The counters the proxy keeps, and its Prometheus registry."""
 
-    def __init__(self, stats: ProxyStatistics, budget: RequestBudget | None = None) -> None:
+    def __init__(
+        self,
+        stats: ProxyStatistics,
+        budget: RequestBudget | None = None,
+        filters: Sequence[Filter] = (),
+    ) -> None:
         self.stats = stats
         self.budget = budget
+        self.filters = filters  # each adds its own (Filter.samples)
         self.requests: dict[int, int] = {}
         self.request_bytes: dict[int, int] = {}
         self.response_bytes: dict[int, int] = {}
@@ -142,29 +149,13 @@ class ProxyMetrics:
             for key, value in sorted(values.items()):
                 family.add_metric([_api_name(key)], value)
             yield family
-        routed = CounterMetricFamily(
-            "trafka_proxy_records_routed",
-            "Records of routed Produce requests, moved to their key's partition or kept.",
-            labels=["topic", "outcome"],
-        )
         stats = self.stats
-        for outcome, counts in (
-            ("moved", stats.routing.moved_by_topic),
-            ("kept", stats.routing.kept_by_topic),
-        ):
-            for topic, count in sorted(dict(counts).items()):
-                routed.add_metric([topic, outcome], count)
-        yield routed
-        yield from _errors_and_flow(stats, self.budget)
-        coalesced = CounterMetricFamily(
-            "trafka_proxy_produce_coalesced",
-            "Plain producers' routed requests that joined a leader's accumulator (client), "
-            "and the requests the accumulators sent (upstream).",
-            labels=["side"],
-        )
-        coalesced.add_metric(["client"], stats.routing.requests_coalesced)
-        coalesced.add_metric(["upstream"], stats.routing.upstream_coalesced)
-        yield coalesced
+        extra: dict[str, list[Sample]] = {}
+        for f in self.filters:
+            for sample in f.samples():
+                extra.setdefault(sample.family, []).append(sample)
+        yield from _errors_and_flow(stats, self.budget, extra)
+        yield from _families(extra)
         sasl = CounterMetricFamily(
             "trafka_proxy_sasl_clients",
             "SASL client connections that authenticated, by what became of their records.",
@@ -213,7 +204,9 @@ class ProxyMetrics:
         )
 
 
-def _errors_and_flow(stats: ProxyStatistics, budget: RequestBudget | None) -> Iterator[Any]:
+def _errors_and_flow(
+    stats: ProxyStatistics, budget: RequestBudget | None, extra: dict[str, list[Sample]]
+) -> Iterator[Any]:
     """What failed for clients, apart from what the proxy made them wait for
     or do again without an error (flow control) and routine closes."""
     from prometheus_client.core import CounterMetricFamily
@@ -225,13 +218,13 @@ def _errors_and_flow(stats: ProxyStatistics, budget: RequestBudget | None) -> It
     )
     for kind, value in (
         ("bad_request", stats.refused_frames),
-        ("part_failed", stats.routing.parts_failed),
-        ("too_large", stats.routing.requests_too_large),
         ("timeout", stats.timeouts),
         ("filter", stats.closed.get("filter", 0)),
         ("upstream_unreachable", stats.closed.get("upstream_unreachable", 0)),
     ):
         errors.add_metric([kind], value)
+    for sample in extra.pop("trafka_proxy_errors", ()):
+        errors.add_metric([v for _, v in sample.labels], sample.value)
     yield errors
     flow = CounterMetricFamily(
         "trafka_proxy_flow_control",
@@ -240,14 +233,28 @@ def _errors_and_flow(stats: ProxyStatistics, budget: RequestBudget | None) -> It
         "budget_wait (a request read only once queued_max_request_bytes had room).",
         labels=["kind"],
     )
-    flow.add_metric(["held"], stats.routing.batches_held)
     flow.add_metric(["budget_wait"], 0 if budget is None else budget.waited)
+    for sample in extra.pop("trafka_proxy_flow_control", ()):
+        flow.add_metric([v for _, v in sample.labels], sample.value)
     yield flow
     yield CounterMetricFamily(
         "trafka_proxy_idle_connections_closed",
         "Client connections closed after connections.max.idle.ms without a request.",
         stats.idle_closed,
     )
+
+
+def _families(extra: dict[str, list[Sample]]) -> Iterator[Any]:
+    """The filters' own metric families (:meth:`~.filters.Filter.samples`)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    for name, samples in extra.items():
+        first = samples[0]
+        kind = CounterMetricFamily if first.kind == "counter" else GaugeMetricFamily
+        family = kind(name, first.help, labels=[k for k, _ in first.labels])
+        for sample in samples:
+            family.add_metric([v for _, v in sample.labels], sample.value)
+        yield family
 
 
 def merged_exposition(

@@ -50,7 +50,7 @@ from typing import Any
 
 import trio
 
-from trafka.codec import protocol
+from trafka.codec import ApiKey, protocol
 from trafka.codec.errors import DecodeError, ErrorCode, TrafkaError
 from trafka.codec.framing import FrameReader
 from trafka.codec.messages import k17_sasl_handshake as handshake_msg
@@ -63,8 +63,6 @@ from .config import ProxyConfig
 from .pool import Opened, UpstreamPool
 
 __all__ = [
-    "SASL_HANDSHAKE",
-    "SASL_AUTHENTICATE",
     "PrincipalPools",
     "SaslClient",
     "SaslRouting",
@@ -77,8 +75,6 @@ __all__ = [
 
 log = logging.getLogger("trafka.proxy")
 
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
 _LOGIN_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # What a login's answers may hold (a broker answers a few hundred bytes).
 _LOGIN_FRAME = 1 << 20
@@ -225,7 +221,7 @@ def read_authenticate_answer(frame: bytes, version: int) -> tuple[int, bytes]:
     Raises:
         DecodeError: it does not decode.
     """
-    _, body = protocol.decode_response(frame, SASL_AUTHENTICATE, version)
+    _, body = protocol.decode_response(frame, ApiKey.SASL_AUTHENTICATE, version)
     return int(body.error_code), bytes(body.auth_bytes or b"")
 
 
@@ -327,7 +323,7 @@ async def login(stream: trio.abc.Stream, held: UpstreamLogin, where: str) -> flo
     async def exchange(token: bytes) -> bytes:
         nonlocal lifetime_ms
         answer = await call(
-            SASL_AUTHENTICATE, 1, authenticate_msg.SaslAuthenticateRequest(auth_bytes=token)
+            ApiKey.SASL_AUTHENTICATE, 1, authenticate_msg.SaslAuthenticateRequest(auth_bytes=token)
         )
         if answer.error_code:
             raise LoginError(
@@ -339,7 +335,7 @@ async def login(stream: trio.abc.Stream, held: UpstreamLogin, where: str) -> flo
 
     try:
         shake = await call(
-            SASL_HANDSHAKE, 1, handshake_msg.SaslHandshakeRequest(mechanism=held.mechanism)
+            ApiKey.SASL_HANDSHAKE, 1, handshake_msg.SaslHandshakeRequest(mechanism=held.mechanism)
         )
         if shake.error_code:
             raise LoginError(
@@ -507,7 +503,7 @@ class SaslRouting:
             header, body = protocol.decode_request(frame, allow_trailing=True)
         except (DecodeError, TrafkaError):
             return None  # the broker judges it
-        if key == SASL_HANDSHAKE:
+        if key == ApiKey.SASL_HANDSHAKE:
             client.watch.handshake(body.mechanism)
             return None
         client.watch.request(bytes(body.auth_bytes or b""))
@@ -549,7 +545,7 @@ class SaslRouting:
             error_message=f"the proxy routes no records for {principal}",
         )
         correlation_id = protocol.peek_correlation_id(frame)
-        return protocol.encode_response(correlation_id, SASL_AUTHENTICATE, version, refusal)
+        return protocol.encode_response(correlation_id, ApiKey.SASL_AUTHENTICATE, version, refusal)
 
     def _count(self, outcome: str) -> None:
         self._counts[outcome] = self._counts.get(outcome, 0) + 1

@@ -3,7 +3,7 @@
 Rules:
 
 * Every request that no filter answers (key routing answers the Produce
-  requests it sends over the pooled connections; see :mod:`.key_routing`)
+  requests it sends over the pooled connections; see :mod:`.keyrouting.filter`)
   is forwarded on the upstream connection that pairs with the client's
   connection, in order, with its correlation id unchanged; responses come back
   in the same order. So nothing is renumbered: the proxy only remembers, per
@@ -35,9 +35,9 @@ Rules:
   versions it reads (:func:`unsupported_api_versions`); the client asks again
   with one of those.
 * Metadata answers also teach the proxy each topic's partition count and
-  leaders (:class:`~.routing.Topics`), which key routing needs.
-* Key routing itself is :mod:`.routing`, applied by the filter
-  :mod:`.key_routing`.
+  leaders (:class:`~.topics.Topics`), which key routing needs.
+* Key routing itself is :mod:`.keyrouting.plan`, applied by the filter
+  :mod:`.keyrouting.filter`.
 """
 
 from __future__ import annotations
@@ -48,12 +48,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trafka.codec import protocol
+from trafka.codec import ApiKey, protocol
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k18_api_versions as av
 from trafka.codec.produce_response import as_encoded
 
-from .routing import Topics
+from .topics import Topics
 
 __all__ = [
     "READ_APIS",
@@ -69,33 +69,41 @@ __all__ = [
 
 log = logging.getLogger("trafka.proxy")
 
-PRODUCE, FETCH, METADATA, FIND_COORDINATOR, API_VERSIONS = 0, 1, 3, 10, 18
-DESCRIBE_CLUSTER, SHARE_FETCH, SHARE_ACKNOWLEDGE = 60, 78, 79
 # The APIs whose answers name brokers, and Produce (routing). The proxy must
 # read them, so ApiVersions answers cap them at the versions the codec knows:
 # a client must not use a newer one that would carry addresses past the proxy.
 READ_APIS = frozenset(
-    {PRODUCE, FETCH, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER, SHARE_FETCH, SHARE_ACKNOWLEDGE}
+    {
+        ApiKey.PRODUCE,
+        ApiKey.FETCH,
+        ApiKey.METADATA,
+        ApiKey.FIND_COORDINATOR,
+        ApiKey.DESCRIBE_CLUSTER,
+        ApiKey.SHARE_FETCH,
+        ApiKey.SHARE_ACKNOWLEDGE,
+    }
 )
-REWRITTEN_APIS = READ_APIS | {API_VERSIONS}
+REWRITTEN_APIS = READ_APIS | {ApiKey.API_VERSIONS}
 # Fetch answers name brokers from this version on (see the rules).
 FETCH_ENDPOINTS_VERSION = 16
 # Produce stays at v11: v12 adds a transaction's partitions implicitly (KIP-890,
 # transaction version 2) and v13 names topics by id (KIP-516), neither of which
 # key routing (which moves records between partitions, by topic name) follows.
 PRODUCE_MAX_ROUTED = 11
-_VERSION_CAPS = {FETCH: FETCH_ENDPOINTS_VERSION - 1, PRODUCE: PRODUCE_MAX_ROUTED}
+_VERSION_CAPS = {ApiKey.FETCH: FETCH_ENDPOINTS_VERSION - 1, ApiKey.PRODUCE: PRODUCE_MAX_ROUTED}
 # ApiVersions v5 (KIP-1242) asks the broker to check the cluster and node ids the
 # client believes it reached; through the proxy the client's idea of the node is
 # the proxy's, so v5 is refused like any version the proxy does not read.
 API_VERSIONS_MAX = 4
-_HINTING_APIS = frozenset({PRODUCE, FETCH, SHARE_FETCH, SHARE_ACKNOWLEDGE})
+_HINTING_APIS = frozenset(
+    {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE}
+)
 
 
 def reads_answer(api_key: int, api_version: int) -> bool:
     """Whether the proxy must read the answer to this request (else it passes
     byte for byte)."""
-    if api_key == FETCH:
+    if api_key == ApiKey.FETCH:
         return api_version >= FETCH_ENDPOINTS_VERSION
     return api_key in REWRITTEN_APIS
 
@@ -125,14 +133,14 @@ class Pending:
 def rewrite_addresses(key: int, body: Any, addresses: Addresses) -> Any:
     """``body`` (a decoded answer to API ``key``) naming the proxy's listeners
     instead of brokers."""
-    if key == METADATA:
+    if key == ApiKey.METADATA:
         brokers = [
             dataclasses.replace(b, host=h, port=p)
             for b in body.brokers
             for h, p in [addresses(b.node_id, b.host, b.port)]
         ]
         return dataclasses.replace(body, brokers=brokers)
-    if key == FIND_COORDINATOR:
+    if key == ApiKey.FIND_COORDINATOR:
         if body.coordinators:
             coordinators = []
             for c in body.coordinators:
@@ -145,7 +153,7 @@ def rewrite_addresses(key: int, body: Any, addresses: Addresses) -> Any:
             h, p = addresses(body.node_id, body.host, body.port)
             return dataclasses.replace(body, host=h, port=p)
         return body
-    if key == DESCRIBE_CLUSTER:
+    if key == ApiKey.DESCRIBE_CLUSTER:
         brokers = [
             dataclasses.replace(b, host=h, port=p)
             for b in body.brokers
@@ -171,14 +179,14 @@ def rewrite_response(
         DecodeError: the answer is malformed.
     """
     key, version = pending.api_key, pending.api_version
-    if key == API_VERSIONS:
+    if key == ApiKey.API_VERSIONS:
         return _cap_versions(frame, version)
-    if key == PRODUCE:
+    if key == ApiKey.PRODUCE:
         frame = bytes(frame)
         if as_encoded(frame, version):  # no addresses in it: as it came (read on bytes)
             return len(frame).to_bytes(4, "big") + frame
     header, body = protocol.decode_response(frame, key, version)
-    if key == METADATA:
+    if key == ApiKey.METADATA:
         topics.learn(body, version)
     body = rewrite_addresses(key, body, addresses)
     return protocol.encode_response(header.correlation_id, key, version, body)
@@ -186,7 +194,7 @@ def rewrite_response(
 
 def _cap_versions(frame: bytes | memoryview, version: int) -> bytes:
     try:
-        header, body = protocol.decode_response(frame, API_VERSIONS, version)
+        header, body = protocol.decode_response(frame, ApiKey.API_VERSIONS, version)
     except DecodeError:
         return len(frame).to_bytes(4, "big") + bytes(frame)
     capped = []
@@ -198,23 +206,25 @@ def _cap_versions(frame: bytes | memoryview, version: int) -> bytes:
                 entry = dataclasses.replace(entry, max_version=max(cap, entry.min_version))
         capped.append(entry)
     body = dataclasses.replace(body, api_keys=capped)
-    return protocol.encode_response(header.correlation_id, API_VERSIONS, version, body)
+    return protocol.encode_response(header.correlation_id, ApiKey.API_VERSIONS, version, body)
 
 
 def unsupported_api_versions(correlation_id: int) -> bytes:
     """The answer (size prefix included) to an ApiVersions request of a version
     the proxy's codec does not know: v0, UNSUPPORTED_VERSION, and the
     ApiVersions versions the proxy reads (KIP-511, as a broker answers)."""
-    info = protocol.api(API_VERSIONS)
+    info = protocol.api(ApiKey.API_VERSIONS)
     body = av.ApiVersionsResponse(
         error_code=ErrorCode.UNSUPPORTED_VERSION,
         api_keys=[
             av.ApiVersionsResponse.ApiVersion(
-                api_key=API_VERSIONS, min_version=info.min_version, max_version=API_VERSIONS_MAX
+                api_key=ApiKey.API_VERSIONS,
+                min_version=info.min_version,
+                max_version=API_VERSIONS_MAX,
             )
         ],
     )
-    return protocol.encode_response(correlation_id, API_VERSIONS, 0, body)
+    return protocol.encode_response(correlation_id, ApiKey.API_VERSIONS, 0, body)
 
 
 def client_software(frame: bytes) -> str | None:
@@ -229,7 +239,7 @@ def client_software(frame: bytes) -> str | None:
 def known_version(key: int, version: int) -> bool:
     """Whether the codec reads API ``key`` at ``version`` (ApiVersions only up to
     :data:`API_VERSIONS_MAX`)."""
-    if key == API_VERSIONS and version > API_VERSIONS_MAX:
+    if key == ApiKey.API_VERSIONS and version > API_VERSIONS_MAX:
         return False
     try:
         return protocol.api(key).supports(version)

@@ -48,7 +48,7 @@ from typing import Any
 
 import trio
 
-from trafka.codec import ErrorCode
+from trafka.codec import ApiKey, ErrorCode
 from trafka.codec import protocol as _protocol
 from trafka.codec.errors import DecodeError
 from trafka.codec.messages.k00_produce import ProduceResponse
@@ -60,7 +60,6 @@ from .filters import CloseConnection, EncodedBody, Filter, FilterContext, Respon
 
 __all__ = ["SchemaValidation"]
 
-PRODUCE = 0
 _OWN = ("topics", "validate.keys", "validate.values")
 _Partition = ProduceResponse.PartitionProduceResponse
 
@@ -74,7 +73,7 @@ class SchemaValidation(Filter):
             doc); or give them through :meth:`configure`.
     """
 
-    api_keys = frozenset({PRODUCE})
+    api_keys = frozenset({ApiKey.PRODUCE})
 
     def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
         self._lock = threading.Lock()
@@ -157,7 +156,7 @@ class SchemaValidation(Filter):
         if not refused:
             return body
         if isinstance(body, EncodedBody):
-            body = _protocol.decode_response_body(PRODUCE, ctx.api_version, body.data)
+            body = _protocol.decode_response_body(ApiKey.PRODUCE, ctx.api_version, body.data)
         return _with_refused(body, refused)
 
     # -- the check, on a worker thread ------------------------------------------------

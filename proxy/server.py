@@ -1,6 +1,7 @@
-"""The proxy's driver: trio listeners, an upstream connection per client
-connection, the filters (key routing among them), and a shared pool of
-upstream connections for what filters send.
+"""The proxy's core: trio listeners, an upstream connection per client
+connection, the filter chain it is given (it builds none and knows none by
+type: :mod:`.assembly` puts the user's filters and key routing in it), and a
+shared pool of upstream connections for what filters send.
 
 * A *bootstrap* listener forwards to the first reachable upstream bootstrap
   server. Each upstream broker the proxy learns of (from Metadata,
@@ -14,9 +15,8 @@ upstream connections for what filters send.
   upstream to proxy and proxy to client (answers, addresses rewritten; see
   :mod:`.rewrite`); the connection's own task reads the client's requests. When
   either side closes or misbehaves, both connections close; other clients go on.
-* Requests of the APIs the filters name (see :mod:`.filters`; key routing,
-  :mod:`.key_routing`, is the chain's last) are decoded and passed through
-  them. A filter may answer a request itself, at once or later (key routing
+* Requests of the APIs the filters name (see :mod:`.filters`) are decoded and
+  passed through them. A filter may answer a request itself, at once or later (key routing
   does, for the Produce requests it splits over the shared
   :class:`~.pool.UpstreamPool`); a later answer is made by a task in the
   proxy's nursery. The answer pump writes every answer in the order of the
@@ -56,16 +56,15 @@ import math
 import socket
 import ssl
 import struct
-import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import trio
 
-from trafka.codec import protocol
+from trafka.codec import ApiKey, protocol
 from trafka.codec.errors import DecodeError, TrafkaError
 from trafka.codec.framing import FrameReader
 from trafka.codec.messages.headers import RequestHeader
@@ -74,9 +73,6 @@ from trafka.common.lograte import RateLimitedLog
 from trafka.common.request_budget import RequestBudget, release, reserve
 from trafka.discovery import announcing_listener
 
-from .answers import (
-    metadata_request,
-)
 from .config import ProxyConfig, split_server
 from .filters import (
     CloseConnection,
@@ -91,14 +87,10 @@ from .filters import (
     run_response,
     wanted,
 )
-from .journal_topic import TopicJournal
-from .key_routing import KeyRouting
 from .metrics import ProxyMetrics
 from .pool import UpstreamError, UpstreamPool
 from .principals import SaslClient, SaslRouting, Watch
 from .rewrite import (
-    METADATA,
-    PRODUCE,
     Addresses,
     Pending,
     client_software,
@@ -108,19 +100,14 @@ from .rewrite import (
     rewrite_response,
     unsupported_api_versions,
 )
-from .routing import (
-    RouteStats,
-    Topics,
-)
 from .startup import discover_upstream, shared_listeners, upstream_reachable
+from .topics import Topics, metadata_request
 
-__all__ = ["ProxyConfig", "RunningProxy", "proxy_in_thread", "serve_proxy"]
+__all__ = ["ProxyStatistics", "RunningProxy", "serve_core"]
 
 log = logging.getLogger("trafka.proxy")
 
 _SIZE = struct.Struct(">i")
-_SASL_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate
-_API_VERSIONS = 18
 # Metadata 9: the first flexible version, served from Kafka 2.4 to 4.
 _KNOWN_METADATA_VERSION = 9
 # Answers a client connection may be owed at once; its requests wait beyond that.
@@ -142,11 +129,19 @@ class ProxyStatistics:
     timeouts: int = 0  # half-received requests; idle connections closed: idle_closed
     idle_closed: int = 0
     closed: dict[str, int] = field(default_factory=dict)  # by the proxy, by why (_closing)
-    routing: RouteStats = field(default_factory=RouteStats)
+    metadata_refreshes: int = 0  # the proxy's own Metadata requests (ProxyServices.refresh)
+    # The filters' counters, by the names they give them (Filter.statistics).
+    filters: dict[str, Any] = field(default_factory=dict)
     # SASL clients that authenticated, by outcome (routed, unrouted, refused), and
     # ``logins``: the per-principal pools' connections that logged in.
     sasl: dict[str, int] = field(default_factory=dict)
     nodes: dict[int, tuple[str, int]] = field(default_factory=dict)
+
+    @property
+    def routing(self) -> Any:
+        """Key routing's counters (:class:`~.keyrouting.stats.RouteStats`), when the
+        chain holds it; else None."""
+        return self.filters.get("routing")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +178,9 @@ class _Proxy:
         # Shared by every client connection (pooled Produce, metadata refreshes).
         limit = config.queued_max_request_bytes
         self.budget = RequestBudget(None if limit < 0 else limit)
-        self.metrics = ProxyMetrics(self.stats, self.budget)
+        # The chain as given: the core adds none (see .assembly).
+        self.filters = config.filters
+        self.metrics = ProxyMetrics(self.stats, self.budget, self.filters)
         pool = partial(
             UpstreamPool,
             nursery,
@@ -200,25 +197,6 @@ class _Proxy:
         self.receive_s = _seconds(config.request_receive_timeout_ms)
         self.stale: set[str] = set()
         self.refreshing = False
-        # The user's filters, then key routing (nearest the brokers).
-        self.filters = config.filters
-        placed = [f for f in self.filters if isinstance(f, KeyRouting)]
-        if placed:  # the user placed it in the chain
-            self.stats.routing = placed[0].stats
-        elif config.route_keys != "none":
-            routing = KeyRouting(
-                config.route_keys,
-                max_decompressed_bytes=config.max_decompressed_bytes,
-                connect_timeout=config.connect_timeout,
-                stats=self.stats.routing,
-                journal_dir=config.journal_dir,
-                journal_peers=config.journal_peer_dirs,
-                journal=self._topic_journal(),
-                origin_headers=config.origin_headers,
-                coalesce=config.coalesce,
-                restart_grace=config.journal_takeover_grace_ms / 1000,
-            )
-            self.filters += (routing,)
         services = ProxyServices(
             self.pool,
             self.topics,
@@ -230,24 +208,10 @@ class _Proxy:
         )
         for f in self.filters:
             f.attach(services)
-
-    def _topic_journal(self) -> TopicJournal | None:
-        config = self.config
-        if config.journal_topic is None:
-            return None
-        settings: dict[str, Any] = {}
-        if self.upstream_tls is not None:
-            settings.update(security_protocol="ssl", ssl_context=self.upstream_tls)
-        return TopicJournal(
-            config.upstream,
-            client_settings=settings,
-            topic=config.journal_topic,
-            takeover_grace=config.journal_takeover_grace_ms / 1000,
-            timeout=config.connect_timeout,
-        )
+            self.stats.filters.update(f.statistics())
 
     def _from_upstream(self, api_key: int, api_version: int, body: Any) -> Any:
-        if api_key == METADATA:
+        if api_key == ApiKey.METADATA:
             self.topics.learn(body, api_version)
         return rewrite_addresses(api_key, body, self.addresses)
 
@@ -346,7 +310,7 @@ class _Proxy:
         those ports first. One Metadata request (no topics) to an upstream
         bootstrap server names the brokers."""
         header = RequestHeader(
-            request_api_key=METADATA,
+            request_api_key=ApiKey.METADATA,
             request_api_version=_KNOWN_METADATA_VERSION,
             correlation_id=1,
             client_id="trafka-proxy",
@@ -361,7 +325,7 @@ class _Proxy:
                         if not (data := await stream.receive_some(_RECV_SIZE)):
                             raise OSError("the broker closed the connection")
                         reader.feed(data)
-            pending = Pending(METADATA, _KNOWN_METADATA_VERSION)
+            pending = Pending(ApiKey.METADATA, _KNOWN_METADATA_VERSION)
             rewrite_response(pending, frame, self.addresses, self.topics)
         except (OSError, trio.TooSlowError, trio.BrokenResourceError, DecodeError) as exc:
             self.quiet.warning("known", "the brokers' listeners open at first Metadata: %s", exc)
@@ -531,16 +495,16 @@ class _Proxy:
         key, version = header.request_api_key, header.request_api_version
         self.metrics.request(key, len(frame) + 4)
         conn.filtered = conn.watch = None
-        if key in _SASL_APIS:
+        if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
             # The shared pool is not the client: its Produce goes over its principal's pool.
             conn.sasl = conn.sasl or self.sasl.client()
             conn.watch = self.sasl.request(conn.sasl, key, frame)
         known = known_version(key, version)
-        if key == _API_VERSIONS and not known:
+        if key == ApiKey.API_VERSIONS and not known:
             # Its answer could not be capped: refused here, as .rewrite says.
             await conn.owe(_answered_here(key, header.correlation_id, unsupported_api_versions))
             return
-        if key == _API_VERSIONS and version >= 3 and known:
+        if key == ApiKey.API_VERSIONS and version >= 3 and known:
             conn.software = client_software(frame)
         chain = wanted(self.filters, key) if self.filters and known else ()
         body = None
@@ -575,7 +539,7 @@ class _Proxy:
             body = changed
             if changed is not original:
                 frame = protocol.encode_request(header, changed)[4:]
-        if key == PRODUCE and known:
+        if key == ApiKey.PRODUCE and known:
             # Forwarded unfiltered, only its acks matter: read without decoding
             # the request (whose records the broker judges).
             acks = (
@@ -610,7 +574,7 @@ class _Proxy:
             # The request's bytes stay reserved until its answer is made.
             held, conn.reserved = conn.reserved, 0
             self.nursery.start_soon(self._respond_later, slot, ctx, respond, held)
-        if header.request_api_key == PRODUCE and request.acks == 0:
+        if header.request_api_key == ApiKey.PRODUCE and request.acks == 0:
             return  # acks=0 is never answered
         if isinstance(respond, Respond):
             _answered(slot, ctx, respond.body)
@@ -661,19 +625,23 @@ class _Proxy:
                 for pool, node_id in self.sasl.pools.routes(self.pool, list(self.nodes)):
                     try:
                         waiter = await pool.send(
-                            node_id, "trafka-proxy", METADATA, version, metadata_request(names)
+                            node_id,
+                            "trafka-proxy",
+                            ApiKey.METADATA,
+                            version,
+                            metadata_request(names),
                         )
                         frame = await pool.wait(
                             waiter, trio.current_time() + self.config.connect_timeout
                         )
                         # Read as a client's answer would be: leaders and brokers learned.
                         rewrite_response(
-                            Pending(METADATA, version), frame, self.addresses, self.topics
+                            Pending(ApiKey.METADATA, version), frame, self.addresses, self.topics
                         )
                     except (UpstreamError, DecodeError) as exc:
                         log.debug("metadata refresh through broker %d failed: %s", node_id, exc)
                         continue
-                    self.stats.routing.metadata_refreshes += 1
+                    self.stats.metadata_refreshes += 1
                     break
         finally:
             self.refreshing = False
@@ -768,7 +736,7 @@ class _Answer:
     pending: Pending | None
     done: trio.Event | None = None
     frame: bytes | None = None
-    api_key: int = PRODUCE
+    api_key: int = ApiKey.PRODUCE
     # The filters that saw the request, to see its answer (and their context).
     filtered: tuple[FilterContext, tuple[Filter, ...]] | None = None
     error: TrafkaError | FilterError | None = None
@@ -853,13 +821,10 @@ def _answered_here(key: int, correlation_id: int, answer: Callable[[int], bytes]
 
 
 @asynccontextmanager
-async def serve_proxy(
-    config: ProxyConfig | None = None, **overrides: Any
-) -> AsyncIterator[RunningProxy]:
-    """Serve the proxy while the block runs.
-
-    Args:
-        config: the settings; or give them as keyword arguments.
+async def serve_core(config: ProxyConfig) -> AsyncIterator[RunningProxy]:
+    """Serve the proxy's core with ``config.filters`` as its whole chain (the
+    core adds no filter: :func:`~.assembly.serve_proxy` assembles the chain,
+    key routing included, and is what users call).
 
     Yields:
         The :class:`RunningProxy` (the bootstrap listener's real port included).
@@ -868,10 +833,6 @@ async def serve_proxy(
         ValueError: invalid settings.
         OSError: the bootstrap port cannot be bound.
     """
-    if config is None:
-        config = ProxyConfig(**overrides)
-    elif overrides:
-        config = replace(config, **overrides)
     config = await discover_upstream(config)
     attached: tuple[Filter, ...] = ()
     # What fails while starting (a port taken, a journal that cannot be opened)
@@ -951,37 +912,3 @@ async def _start_serving(
         proxy.client_tls,
         proxy.filters,
     )
-
-
-@contextmanager
-def proxy_in_thread(
-    config: ProxyConfig | None = None, *, startup_timeout: float = 30.0, **overrides: Any
-) -> Iterator[RunningProxy]:
-    """Serve the proxy on a background thread (for synchronous clients and tests)."""
-    started = threading.Event()
-    state: dict[str, Any] = {}
-
-    async def main() -> None:
-        try:
-            async with serve_proxy(config, **overrides) as running:
-                state["running"] = running
-                state["stop"] = trio.Event()
-                state["token"] = trio.lowlevel.current_trio_token()
-                started.set()
-                await state["stop"].wait()
-        except BaseException as exc:
-            state["error"] = exc
-            started.set()
-
-    thread = threading.Thread(target=trio.run, args=(main,), name="trafka-proxy", daemon=True)
-    thread.start()
-    if not started.wait(startup_timeout):
-        raise TimeoutError("the proxy did not start in time")
-    if "error" in state:
-        thread.join()
-        raise state["error"]
-    try:
-        yield state["running"]
-    finally:
-        trio.from_thread.run_sync(state["stop"].set, trio_token=state["token"])
-        thread.join(startup_timeout)

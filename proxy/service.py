@@ -26,9 +26,9 @@ import trio
 
 from trafka.common.logformat import LINE_FORMAT
 
+from .assembly import serve_proxy
 from .config import ProxyConfig
 from .reload import Loaded, load, log_level, reloader, until_stopped
-from .server import serve_proxy
 from .settings import SETTINGS, Sources
 from .workers import check_workers, run_workers
 

@@ -37,8 +37,8 @@ from typing import Any
 from trafka.sdk import ConfigError
 
 from .config import ProxyConfig
-from .journal_topic import TOPIC
-from .routing import HASHES
+from .keyrouting.journal_topic import TOPIC
+from .keyrouting.plan import HASHES
 
 __all__ = [
     "DEFAULT_STRIDE",

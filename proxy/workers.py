@@ -26,18 +26,18 @@ Rules:
   it, and an InitProducerId answered there only makes that worker expect the
   producer: the worker its Produce reaches, which did not pass the answer,
   asks the leaders for the producer's sequences before its first write, as
-  for a producer that came through another proxy (:mod:`.sequences`).
+  for a producer that came through another proxy (:mod:`.keyrouting.sequences`).
   Clients send Metadata to the brokers they learned (Java, librdkafka 2.10
   and later) and so stay with their worker; a client moves to another worker
   only when it bootstraps again, which is a failover between two proxies
   (librdkafka's clients of a worker killed -9 all do, while it is down):
   without a journal, batches in flight at that moment can be written twice;
   ``--journal DIR`` lets the new worker find their placements in the lost
-  one's journal (:mod:`.journal_peers`), ``--journal topic``'s claims order
-  it (:mod:`.journal_topic`).
+  one's journal (:mod:`.keyrouting.journal_peers`), ``--journal topic``'s claims order
+  it (:mod:`.keyrouting.journal_topic`).
 * **Journals.** ``--journal DIR``: worker ``k`` writes ``DIR/worker-k``, read
   by its restarts, and reads the other workers' for the producers that come
-  to it from them (:mod:`.journal_peers`): a worker killed -9, its clients
+  to it from them (:mod:`.keyrouting.journal_peers`): a worker killed -9, its clients
   bootstrap again and reach another worker, which finds the placements of
   their batches in flight. ``--journal topic``: shared, each worker one
   instance.
@@ -83,13 +83,14 @@ from trafka.common.logformat import line_format
 from trafka.common.metrics_http import Endpoint, serve_metrics
 from trafka.discovery import announcing_listener
 
+from .assembly import serve_proxy
 from .config import ProxyConfig
+from .keyrouting.worker_lives import Births, SupervisorLink
 from .metrics import merged_exposition
 from .reload import Reloader, configured_filters, reloader, until_stopped
-from .server import ProxyStatistics, serve_proxy
+from .server import ProxyStatistics
 from .settings import DEFAULT_STRIDE, FilterSpec, Sources
 from .startup import discover_upstream, shared_sockets, upstream_reachable
-from .worker_lives import Births, SupervisorLink
 
 __all__ = [
     "DEFAULT_STRIDE",
@@ -241,7 +242,7 @@ class _Supervisor:
         # interpreter's threads), whose state a fork would copy half-way.
         self.context = multiprocessing.get_context("spawn")
         # The producers born through each worker, and the workers' ends
-        # (:mod:`.worker_lives`): which a restarted worker may sync at once.
+        # (:mod:`.keyrouting.worker_lives`): which a restarted worker may sync at once.
         self.births = Births(time.monotonic())
 
     def _start(self, slot: _Slot) -> Connection:
@@ -343,7 +344,7 @@ class _Supervisor:
         return served, error
 
     def _answer(self, conn: Connection, qid: int, producer_id: int, epoch: int) -> None:
-        """Answer a worker's question (:meth:`.worker_lives.SupervisorLink.born_alive`),
+        """Answer a worker's question (:meth:`.keyrouting.worker_lives.SupervisorLink.born_alive`),
         every worker process checked alive now (one that died unseen counts)."""
         alive = all(
             s.process is None or s.ended.is_set() or s.process.is_alive() for s in self.slots

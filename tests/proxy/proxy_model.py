@@ -43,15 +43,16 @@ from proxy_helpers import request
 from trafka.codec import protocol
 from trafka.codec.errors import ErrorCode
 from trafka.codec.records import decode_batch, encode_batch, read_batch_header
-from trafka.proxy.exactly_once import _journaled_targets
-from trafka.proxy.idempotent_plan import (
+from trafka.proxy.keyrouting.exactly_once import _journaled_targets
+from trafka.proxy.keyrouting.idempotent_plan import (
     IdempotentPlan,
     commit_idempotent,
     idempotent_answer_bytes,
     prepare_idempotent,
 )
-from trafka.proxy.routing import RouteStats, Topics
-from trafka.proxy.sequences import Placement, PlacementKey, Sequences, State, Upstream
+from trafka.proxy.keyrouting.sequences import Placement, PlacementKey, Sequences, State, Upstream
+from trafka.proxy.keyrouting.stats import RouteStats
+from trafka.proxy.topics import Topics
 
 TOPIC = "orders"
 PARTITIONS = 3

@@ -21,11 +21,17 @@ from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k00_produce as pm
 from trafka.codec.produce_response import read_produce_response
 from trafka.codec.records import encode_batch
-from trafka.proxy.answers import failed_answer, failed_part, merge_answers, merge_produce
-from trafka.proxy.idempotent_plan import IdempotentPlan, idempotent_answer, idempotent_answer_bytes
+from trafka.proxy.keyrouting.answers import failed_answer, failed_part, merge_answers, merge_produce
+from trafka.proxy.keyrouting.idempotent_plan import (
+    IdempotentPlan,
+    idempotent_answer,
+    idempotent_answer_bytes,
+)
+from trafka.proxy.keyrouting.plan import plan_produce
+from trafka.proxy.keyrouting.sequences import ClientBatch, State, Upstream
+from trafka.proxy.keyrouting.stats import RouteStats
 from trafka.proxy.rewrite import PRODUCE_MAX_ROUTED, Addresses, rewrite_addresses
-from trafka.proxy.routing import RouteStats, Topics, plan_produce
-from trafka.proxy.sequences import ClientBatch, State, Upstream
+from trafka.proxy.topics import Topics
 from trafka.sdk.partitioners import murmur2_partition
 
 R = pm.ProduceResponse

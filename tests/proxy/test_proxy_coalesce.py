@@ -53,8 +53,10 @@ from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.produce_response import ProduceAnswer
 from trafka.codec.records import encode_batch
 from trafka.proxy import proxy_in_thread
-from trafka.proxy.coalesce import Coalescer
-from trafka.proxy.routing import RouteStats, Topics, place_spans
+from trafka.proxy.keyrouting.coalesce import Coalescer
+from trafka.proxy.keyrouting.plan import place_spans
+from trafka.proxy.keyrouting.stats import RouteStats
+from trafka.proxy.topics import Topics
 from trafka.sdk.partitioners import crc32_partition, murmur2_partition
 
 pytestmark = pytest.mark.timeout(120)

@@ -31,10 +31,11 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as pm
 from trafka.codec.messages import k22_init_producer_id as ip
 from trafka.codec.records import encode_batch
-from trafka.proxy.exactly_once import ExactlyOnce
 from trafka.proxy.filters import FilterContext
+from trafka.proxy.keyrouting.exactly_once import ExactlyOnce
+from trafka.proxy.keyrouting.stats import RouteStats
 from trafka.proxy.pool import UpstreamPool
-from trafka.proxy.routing import RouteStats, Topics
+from trafka.proxy.topics import Topics
 from trafka.sdk import NewTopic, open_admin
 from trafka.sdk.partitioners import murmur2_partition
 

@@ -21,18 +21,12 @@ from proxy_helpers import request
 from trafka.codec import _accel
 from trafka.codec.compression import Compression
 from trafka.codec.records import encode_batch
-from trafka.proxy import routing
-from trafka.proxy.idempotent_plan import (
-    prepare_idempotent,
-)
-from trafka.proxy.routing import (
-    RouteStats,
-    Topics,
-    cheap_to_plan,
-    plan_produce,
-    route_produce,
-)
-from trafka.proxy.sequences import Sequences
+from trafka.proxy.keyrouting import plan as routing
+from trafka.proxy.keyrouting.idempotent_plan import prepare_idempotent
+from trafka.proxy.keyrouting.plan import cheap_to_plan, plan_produce, route_produce
+from trafka.proxy.keyrouting.sequences import Sequences
+from trafka.proxy.keyrouting.stats import RouteStats
+from trafka.proxy.topics import Topics
 
 C = _accel.speedups
 pytestmark = pytest.mark.skipif(C is None, reason="the C accelerator is not built or is off")

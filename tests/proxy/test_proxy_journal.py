@@ -14,18 +14,16 @@ from proxy_helpers import keyed, request
 
 from trafka.codec.errors import ErrorCode
 from trafka.codec.records import decode_batch, encode_batch
-from trafka.proxy import journal as journal_module
-from trafka.proxy.idempotent_plan import (
+from trafka.proxy.keyrouting import journal as journal_module
+from trafka.proxy.keyrouting.idempotent_plan import (
     commit_idempotent,
     idempotent_answer,
     prepare_idempotent,
 )
-from trafka.proxy.journal import Journal, decode, encode
-from trafka.proxy.routing import (
-    RouteStats,
-    Topics,
-)
-from trafka.proxy.sequences import Placement, Sequences, Session
+from trafka.proxy.keyrouting.journal import Journal, decode, encode
+from trafka.proxy.keyrouting.sequences import Placement, Sequences, Session
+from trafka.proxy.keyrouting.stats import RouteStats
+from trafka.proxy.topics import Topics
 from trafka.sdk.partitioners import murmur2_partition
 
 PID, EPOCH = 42, 3
@@ -299,7 +297,7 @@ def test_a_stale_placement_is_journaled_again_in_the_next_write_and_survives_its
     """The sync marks the lost batch's partition not written; the journal
     write that fails puts it back, for the next write, before any batch
     numbered from the leader's last sequence is written."""
-    from trafka.proxy.journal_pipeline import submit
+    from trafka.proxy.keyrouting.journal_pipeline import submit
 
     journal = {(PID, EPOCH, "orders", 0, 0): Placement(2, ((0, 1), (3, 4)))}
     session = fresh_session()

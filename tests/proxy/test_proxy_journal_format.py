@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from trafka.proxy.journal import (
+from trafka.proxy.keyrouting.journal import (
     FILE_NAME,
     FORMAT,
     HEADER,
@@ -23,15 +23,15 @@ from trafka.proxy.journal import (
     JournalError,
     format_of,
 )
-from trafka.proxy.journal_topic import FORMAT as TOPIC_FORMAT
-from trafka.proxy.journal_topic import (
+from trafka.proxy.keyrouting.journal_topic import FORMAT as TOPIC_FORMAT
+from trafka.proxy.keyrouting.journal_topic import (
     claim_key,
     decode_record,
     encode_claim,
     encode_window,
     window_key,
 )
-from trafka.proxy.sequences import Placement
+from trafka.proxy.keyrouting.sequences import Placement
 
 FIXTURE = Path(__file__).parent / "fixtures" / "journal-v1"
 # What the fixture holds (its last line repeats the first placement).

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import trio
 
-from trafka.proxy.journal import DirectoryJournal, encode
-from trafka.proxy.journal_peers import PeersJournal
-from trafka.proxy.sequences import Placement, PlacementKey
+from trafka.proxy.keyrouting.journal import DirectoryJournal, encode
+from trafka.proxy.keyrouting.journal_peers import PeersJournal
+from trafka.proxy.keyrouting.sequences import Placement, PlacementKey
 
 
 def key(pid: int, base: int, partition: int = 0) -> PlacementKey:

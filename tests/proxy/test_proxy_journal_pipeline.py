@@ -37,12 +37,18 @@ from trafka.codec import protocol
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k22_init_producer_id as ip
 from trafka.codec.records import encode_batch
-from trafka.proxy.exactly_once import ExactlyOnce, Numbered
 from trafka.proxy.filters import FilterContext
-from trafka.proxy.journal import DirectoryJournal, JournalError, JournalFenced, PlacementJournal
+from trafka.proxy.keyrouting.exactly_once import ExactlyOnce, Numbered
+from trafka.proxy.keyrouting.journal import (
+    DirectoryJournal,
+    JournalError,
+    JournalFenced,
+    PlacementJournal,
+)
+from trafka.proxy.keyrouting.sequences import Placement, PlacementKey
+from trafka.proxy.keyrouting.stats import RouteStats
 from trafka.proxy.pool import UpstreamPool
-from trafka.proxy.routing import RouteStats, Topics
-from trafka.proxy.sequences import Placement, PlacementKey
+from trafka.proxy.topics import Topics
 from trafka.sdk import NewTopic, open_admin
 from trafka.sdk.partitioners import murmur2_partition
 

@@ -21,10 +21,10 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k22_init_producer_id as ip
 from trafka.codec.records import encode_batch
 from trafka.proxy import proxy_in_thread
-from trafka.proxy.exactly_once import ExactlyOnce
 from trafka.proxy.filters import FilterContext
-from trafka.proxy.journal import JournalError, JournalFenced
-from trafka.proxy.journal_topic import (
+from trafka.proxy.keyrouting.exactly_once import ExactlyOnce
+from trafka.proxy.keyrouting.journal import JournalError, JournalFenced
+from trafka.proxy.keyrouting.journal_topic import (
     TopicJournal,
     beat_key,
     claim_key,
@@ -32,9 +32,10 @@ from trafka.proxy.journal_topic import (
     encode_window,
     window_key,
 )
+from trafka.proxy.keyrouting.sequences import Placement
+from trafka.proxy.keyrouting.stats import RouteStats
 from trafka.proxy.pool import UpstreamPool
-from trafka.proxy.routing import RouteStats, Topics
-from trafka.proxy.sequences import Placement
+from trafka.proxy.topics import Topics
 from trafka.sdk import open_admin
 from trafka.sdk.partitioners import murmur2_partition
 

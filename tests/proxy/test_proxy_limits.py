@@ -32,9 +32,15 @@ from trafka.brokerlite import RunningBroker
 from trafka.codec import protocol
 from trafka.codec.messages import k18_api_versions as api_versions
 from trafka.codec.messages.headers import RequestHeader
-from trafka.proxy import Filter, FilterContext, ProxyConfig, RespondLater, RunningProxy
+from trafka.proxy import (
+    Filter,
+    FilterContext,
+    ProxyConfig,
+    RespondLater,
+    RunningProxy,
+    proxy_in_thread,
+)
 from trafka.proxy.cli import command
-from trafka.proxy.server import proxy_in_thread
 
 pytestmark = pytest.mark.timeout(120)
 

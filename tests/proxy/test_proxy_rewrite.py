@@ -18,19 +18,11 @@ from trafka.codec.messages import k03_metadata as mm
 from trafka.codec.messages import k10_find_coordinator as fm
 from trafka.codec.messages import k60_describe_cluster as dm
 from trafka.codec.records import encode_batch, iter_batches
-from trafka.proxy.answers import (
-    merge_produce,
-    patch_answer,
-    sub_request,
-    unwritten,
-)
+from trafka.proxy.keyrouting.answers import merge_produce, patch_answer, sub_request, unwritten
+from trafka.proxy.keyrouting.plan import HASHES, route_produce
+from trafka.proxy.keyrouting.stats import RouteStats
 from trafka.proxy.rewrite import Addresses, Pending, reads_answer, rewrite_response
-from trafka.proxy.routing import (
-    HASHES,
-    RouteStats,
-    Topics,
-    route_produce,
-)
+from trafka.proxy.topics import Topics
 from trafka.sdk.partitioners import murmur2_partition
 
 PROXY = {1: ("proxy.local", 19001), 2: ("proxy.local", 19002)}

@@ -14,21 +14,16 @@ from trafka.codec import protocol
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as pm
 from trafka.codec.records import encode_batch, read_batch_header
-from trafka.proxy.answers import (
-    failed_answer,
-    learn_leaders,
-    merge_produce,
-    metadata_request,
-)
-from trafka.proxy.routing import (
+from trafka.proxy.keyrouting.answers import failed_answer, learn_leaders, merge_produce
+from trafka.proxy.keyrouting.plan import (
     ORIGIN_HEADER,
     ProducePlan,
-    RouteStats,
-    Topics,
     origin_header,
     parse_origin_header,
     plan_produce,
 )
+from trafka.proxy.keyrouting.stats import RouteStats
+from trafka.proxy.topics import Topics, metadata_request
 from trafka.sdk.partitioners import murmur2_partition
 
 # Six partitions led by three brokers, as Kafka spreads them.

@@ -371,7 +371,7 @@ def test_on_kafka_with_key_routing(url: str, kafka4: Any) -> None:
     valid records reach Kafka on their keys' partitions, a refused batch is
     nowhere, and confluent-kafka is told INVALID_RECORD."""
     from trafka.proxy.filters import Filter
-    from trafka.proxy.key_routing import KeyRouting
+    from trafka.proxy.keyrouting.filter import KeyRouting
     from trafka.sdk.partitioners import murmur2_partition
 
     servers = kafka4.bootstrap_servers

@@ -13,18 +13,16 @@ from proxy_helpers import keyed, request
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k26_end_txn as et
 from trafka.codec.records import decode_batch, encode_batch, read_batch_header
-from trafka.proxy.exactly_once import ExactlyOnce
-from trafka.proxy.idempotent_plan import (
+from trafka.proxy.keyrouting.exactly_once import ExactlyOnce
+from trafka.proxy.keyrouting.idempotent_plan import (
     commit_idempotent,
     idempotent_answer,
     idempotent_producer,
     prepare_idempotent,
 )
-from trafka.proxy.routing import (
-    RouteStats,
-    Topics,
-)
-from trafka.proxy.sequences import Sequences, State, Upstream
+from trafka.proxy.keyrouting.sequences import Sequences, State, Upstream
+from trafka.proxy.keyrouting.stats import RouteStats
+from trafka.proxy.topics import Topics
 from trafka.sdk.partitioners import murmur2_partition
 
 PID, EPOCH = 42, 3
@@ -382,8 +380,8 @@ def test_records_the_proxy_cannot_place_are_refused_never_forwarded_as_numbered(
 
 
 def test_the_transactions_the_proxy_tracks_are_bounded(monkeypatch: Any) -> None:
-    from trafka.proxy import exactly_once
-    from trafka.proxy.exactly_once import ExactlyOnce
+    from trafka.proxy.keyrouting import exactly_once
+    from trafka.proxy.keyrouting.exactly_once import ExactlyOnce
 
     monkeypatch.setattr(exactly_once, "MAX_TRANSACTIONAL_IDS", 3)
     eos = ExactlyOnce(None, cluster(), RouteStats(), lambda _: None, list, 1 << 20)  # type: ignore[arg-type]
@@ -403,7 +401,7 @@ def test_a_partition_is_in_the_transaction_once_its_add_is_answered_without_erro
     for is not taken as added (the proxy adds it itself before moving records
     there); one answered without error is."""
     from trafka.codec.messages import k24_add_partitions_to_txn as apt
-    from trafka.proxy.exactly_once import ExactlyOnce
+    from trafka.proxy.keyrouting.exactly_once import ExactlyOnce
 
     eos = ExactlyOnce(None, cluster(), RouteStats(), lambda _: None, list, 1 << 20)  # type: ignore[arg-type]
     q, a = apt.AddPartitionsToTxnRequest, apt.AddPartitionsToTxnResponse

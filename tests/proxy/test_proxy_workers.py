@@ -30,10 +30,10 @@ from trafka.brokerlite.server import broker_in_thread
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as mm
 from trafka.proxy import ProxyConfig
+from trafka.proxy.keyrouting.sync_grace import SyncGrace
+from trafka.proxy.keyrouting.worker_lives import MAX_BIRTHS, Births, SupervisorLink
 from trafka.proxy.metrics import merged_exposition
 from trafka.proxy.startup import shared_sockets
-from trafka.proxy.sync_grace import SyncGrace
-from trafka.proxy.worker_lives import MAX_BIRTHS, Births, SupervisorLink
 from trafka.proxy.workers import (
     FIRST_DELAY_S,
     MAX_DELAY_S,

@@ -21,8 +21,11 @@ Rules:
   routing never makes a batch the broker's ``max.message.bytes`` refuses when
   the client's passed); the rest goes in further batches, sent in further
   requests (*rounds*) after the first.
-* Three plans, chosen per request by the driver:
+* Four plans, chosen per request by the filter (:mod:`.filter`):
 
+  - *Spans* (:func:`place_spans`): a plain request (as below) whose records the
+    codec's C pass places, acks 1 or -1, with coalescing on: its pieces, per
+    target partition, join their leaders' accumulators (:mod:`.coalesce`).
   - *Plain* (:func:`plan_produce`): no transactional id, every batch magic 2
     without producer id. The request is split into one part per leader (as
     the proxy last learned it) and round, each sent on the proxy's own
@@ -55,11 +58,11 @@ Rules:
   with the same retriable error. The client hears a lost connection as
   REQUEST_TIMED_OUT (retried by every client; librdkafka gives up on a
   NETWORK_EXCEPTION in a Produce answer).
-* Leaders are learned from Metadata answers (:class:`Topics`). A part's
+* Leaders are learned from Metadata answers (:class:`~..topics.Topics`). A part's
   partition answered NOT_LEADER_OR_FOLLOWER (or another error meaning the
   proxy's view is stale) takes the KIP-951 ``current_leader`` hint at once
   when there is one; otherwise :func:`~.answers.learn_leaders` names its topic
-  for a Metadata refresh (:func:`~.answers.metadata_request`), which the
+  for a Metadata refresh (:func:`~..topics.metadata_request`), which the
   driver sends.
 """
 
@@ -68,7 +71,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from trafka.codec import batch_split
@@ -84,9 +87,11 @@ from trafka.codec.records import (
     encode_batch,
     iter_batches,
 )
+from trafka.sdk.partitioners import KEY_HASHES
 
-from ..sdk.partitioners import KEY_HASHES
+from ..topics import Topics
 from .sequences import next_sequence
+from .stats import RouteStats
 
 __all__ = [
     "HASHES",
@@ -94,8 +99,6 @@ __all__ = [
     "ORIGIN_HEADER",
     "ProducePlan",
     "ProduceRoute",
-    "RouteStats",
-    "Topics",
     "cheap_to_plan",
     "origin_header",
     "parse_origin_header",
@@ -125,72 +128,6 @@ _STALE = frozenset(
         ErrorCode.NETWORK_EXCEPTION,
     }
 )
-
-
-@dataclass(slots=True)
-class Topics:
-    """What the proxy learned from Metadata answers: partition counts, leaders,
-    and the newest Metadata version a client used (for the proxy's own)."""
-
-    partitions: dict[str, int] = field(default_factory=dict)
-    leaders: dict[tuple[str, int], int] = field(default_factory=dict)
-    metadata_version: int = -1
-
-    def learn(self, body: Any, version: int = -1) -> None:
-        self.metadata_version = max(self.metadata_version, version)
-        for t in body.topics:
-            if t.error_code or t.name is None:
-                continue
-            self.partitions[t.name] = len(t.partitions)
-            for p in t.partitions:
-                self.leaders[(t.name, p.partition_index)] = p.leader_id
-
-    def leader(self, topic: str, partition: int) -> int:
-        """The partition's leader, or -1 when unknown."""
-        return self.leaders.get((topic, partition), -1)
-
-
-@dataclass(slots=True)
-class RouteStats:
-    """Counts of the routing decisions (for ``statistics()`` and logs)."""
-
-    records_moved: int = 0
-    records_kept: int = 0
-    batches_rebuilt: int = 0
-    batches_untouched_idempotent: int = 0
-    batches_untouched_other_leader: int = 0
-    batches_untouched_unknown_leader: int = 0
-    batches_untouched_unknown_topic: int = 0
-    batches_untouched_malformed: int = 0
-    requests_pooled: int = 0
-    requests_split: int = 0
-    requests_idempotent: int = 0
-    batches_retried: int = 0
-    batches_out_of_order: int = 0
-    batches_recovered: int = 0  # retried after a restart, known from the journal
-    records_not_rewritten: int = 0  # of those, written before the restart
-    parts_failed: int = 0
-    # Not written: an earlier batch of their partition unanswered on a lost connection.
-    batches_held: int = 0
-    partitions_rerouted: int = 0  # refused by a former leader, written by the new one
-    requests_too_large: int = 0
-    # Coalescing (.coalesce): client requests whose pieces joined an accumulator,
-    # and the upstream requests the accumulators sent.
-    requests_coalesced: int = 0
-    upstream_coalesced: int = 0
-    metadata_refreshes: int = 0
-    sequence_lookups: int = 0
-    moved_by_topic: dict[str, int] = field(default_factory=dict)
-    kept_by_topic: dict[str, int] = field(default_factory=dict)
-
-    def count(self, topic: str, moved: int, kept: int) -> None:
-        """Records of ``topic`` placed: ``moved`` to their key's partition, ``kept``."""
-        self.records_moved += moved
-        self.records_kept += kept
-        if moved:
-            self.moved_by_topic[topic] = self.moved_by_topic.get(topic, 0) + moved
-        if kept:
-            self.kept_by_topic[topic] = self.kept_by_topic.get(topic, 0) + kept
 
 
 #: Clients (their ApiVersions software names, KIP-511) whose delivery reports take

@@ -2,18 +2,18 @@
 made from the answers to the parts of its request, and what those answers
 teach the proxy about leaders.
 
-Rules (key routing as a whole is in :mod:`.routing`'s doc):
+Rules (key routing as a whole is in :mod:`.plan`'s doc):
 
 * The parts' answers are read on bytes (:mod:`trafka.codec.produce_response`,
-  through :func:`.pool.produce_answer`), and the client's answer is written
+  through :func:`..pool.produce_answer`), and the client's answer is written
   on bytes (:func:`merge_answers`): a partition a broker answered alone is
   copied from that broker's answer, the others are written from a few
   numbers. :func:`merge_produce` is the same merge on decoded messages: the
   reference (property tests check both give the same bytes), and the merge of
-  an answer that passes through the filters decoded (:meth:`.key_routing.KeyRouting.on_response`).
+  an answer that passes through the filters decoded (:meth:`.filter.KeyRouting.on_response`).
 * The answer names exactly the partitions the client sent, in its order; a
   partition gets a broker's base offset only when it is true for every one of
-  its records (otherwise :func:`~.routing.unknown_base_offset`).
+  its records (otherwise :func:`~.plan.unknown_base_offset`).
 * A part without an answer (a lost connection, a passed deadline) is answered
   by :func:`failed_answer` (:func:`failed_part` read as a part's answer): one
   retriable error for each of its partitions.
@@ -30,24 +30,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
-from trafka.codec.messages import k03_metadata as metadata_msgs
 from trafka.codec.produce_response import (
     ProduceAnswer,
     ProduceResponseWriter,
     produce_answer_of,
 )
 
-from .routing import (
-    _STALE,
-    ProduceRoute,
-    Topics,
-    unknown_base_offset,
-)
+from ..topics import Topics
+from .plan import _STALE, ProduceRoute, unknown_base_offset
 
 __all__ = [
     "Endpoints",
@@ -57,7 +52,6 @@ __all__ = [
     "learn_leaders",
     "merge_answers",
     "merge_produce",
-    "metadata_request",
     "patch_answer",
     "said",
     "sub_request",
@@ -290,12 +284,3 @@ def learn_leaders(topics: Topics, answer: ProduceAnswer) -> set[str]:
         else:
             stale.add(topic)
     return stale
-
-
-def metadata_request(names: Iterable[str]) -> Any:
-    """The proxy's own Metadata request for ``names`` (never creating topics)."""
-    m = metadata_msgs.MetadataRequest
-    return m(
-        topics=[m.MetadataRequestTopic(name=n) for n in sorted(names)],
-        allow_auto_topic_creation=False,
-    )

@@ -1,7 +1,7 @@
 """The driver of routed idempotent and transactional producers.
 
 The protocol logic is :mod:`.sequences` (sequence numbers, retries) and
-:mod:`.routing` (placing records); this module does their I/O over the
+:mod:`.plan` (placing records); this module does their I/O over the
 proxy's pooled upstream connections:
 
 * One producer's requests are planned one at a time (a lock per producer
@@ -44,11 +44,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import trio
 
-from trafka.codec import protocol
+from trafka.codec import ApiKey, protocol
 from trafka.codec.errors import DecodeError, ErrorCode, TrafkaError
 from trafka.codec.messages import k10_find_coordinator as fc
 from trafka.codec.messages import k24_add_partitions_to_txn as apt
@@ -56,13 +56,10 @@ from trafka.codec.messages import k61_describe_producers as dp
 from trafka.codec.produce_response import PartitionAnswer, ProduceAnswer
 from trafka.codec.records import iter_batches
 
-from .answers import (
-    Endpoints,
-    failed_answer,
-    failed_part,
-    learn_leaders,
-)
-from .filters import FilterContext
+from ..filters import FilterContext
+from ..pool import HeldBack, UpstreamError, UpstreamPool, Waiter, produce_answer
+from ..topics import Topics
+from .answers import Endpoints, failed_answer, failed_part, learn_leaders
 from .idempotent_plan import (
     IdempotentPlan,
     commit_idempotent,
@@ -73,25 +70,22 @@ from .idempotent_plan import (
 from .journal import PlacementJournal
 from .journal_peers import PeersJournal
 from .journal_pipeline import JournalTicket, Outcome, Turn, WriteTurns, submit
-from .pool import HeldBack, UpstreamError, UpstreamPool, Waiter, produce_answer
-from .routing import (
-    RouteStats,
-    Topics,
-    cheap_to_plan,
-)
+from .place import place
 from .sequences import Placement, Sequences, Session, State, Upstream
+from .stats import RouteStats
 from .sync_grace import GraceOutlasts, SyncGrace
 from .worker_lives import Siblings
 
-__all__ = ["ExactlyOnce", "Numbered", "Preparation", "Written", "place"]
+__all__ = ["ExactlyOnce", "Numbered", "Preparation", "Written"]
 
 log = logging.getLogger("trafka.proxy")
-T = TypeVar("T")
 # Each written part's batches and waiter, or why they were not written.
 Written = list[tuple[list[Upstream], Waiter | UpstreamError]]
 
-PRODUCE, FIND_COORDINATOR, ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS = 0, 10, 24, 61
 MAX_TRANSACTIONAL_IDS = 100_000
+# Requests that name a transactional id (and so teach the proxy of its transaction).
+_NAMING_TXN = frozenset({ApiKey.INIT_PRODUCER_ID, ApiKey.ADD_OFFSETS_TO_TXN})
+_DESCRIBE = ApiKey.DESCRIBE_PRODUCERS
 # Producers whose first request is remembered per client connection (a
 # connection normally carries one; past this many, checked again).
 _PRODUCERS_PER_CONNECTION = 64
@@ -131,15 +125,6 @@ class _Txn:
     coordinator: int = -1
 
 
-async def place(body: Any, hash_name: str, origin_headers: bool, plan: Callable[[], T]) -> T:
-    """``plan()``, which places the records of the Produce ``body``: at once when
-    the codec's C pass makes that cheap (:func:`.routing.cheap_to_plan`), else
-    on a worker thread, so that no client's batches hold up the others."""
-    if cheap_to_plan(body, hash_name=hash_name, origin_headers=origin_headers):
-        return plan()
-    return await trio.to_thread.run_sync(plan)
-
-
 class ExactlyOnce:
     """Routes idempotent and transactional producers' Produce requests.
 
@@ -153,7 +138,7 @@ class ExactlyOnce:
         journal: where placements are recorded before they are written, and
             read back after a restart or by another instance (see
             :mod:`.journal`); None: nowhere.
-        origin_headers: see :func:`.routing.plan_produce`.
+        origin_headers: see :func:`.plan.plan_produce`.
         restart_grace: see :class:`.sync_grace.SyncGrace`.
         siblings: with ``trafka proxy --workers``, the worker's supervisor
             (:mod:`.worker_lives`): told of every InitProducerId answer passed.
@@ -194,7 +179,7 @@ class ExactlyOnce:
 
     def _pool(self, ctx: FilterContext) -> UpstreamPool:
         """The connections to write the client's requests on: those that log in
-        as its principal (a SASL client's, see :mod:`.principals`), else the shared ones."""
+        as its principal (a SASL client's, see :mod:`..principals`), else the shared ones."""
         return ctx.pool or self.pool
 
     # -- what the client's other requests teach ------------------------------------------------
@@ -222,21 +207,21 @@ class ExactlyOnce:
 
     def client_request(self, key: int, version: int, body: Any, node_id: int) -> None:
         """A transaction request the client sent to broker ``node_id``."""
-        if key == ADD_PARTITIONS_TO_TXN and version <= 3:
+        if key == ApiKey.ADD_PARTITIONS_TO_TXN and version <= 3:
             txn = self._txn(
                 body.v3_and_below_transactional_id,
                 body.v3_and_below_producer_id,
                 body.v3_and_below_producer_epoch,
             )
             txn.coordinator = node_id if node_id >= 0 else txn.coordinator
-        elif key == 26:  # EndTxn: the next transaction starts empty
+        elif key == ApiKey.END_TXN:  # the next transaction starts empty
             txn = self._txn(body.transactional_id, body.producer_id, body.producer_epoch)
             txn.coordinator = node_id if node_id >= 0 else txn.coordinator
             txn.partitions.clear()
             session = self.sequences.get(body.producer_id)
             if session is not None and session.epoch == body.producer_epoch:
                 session.end_transaction()
-        elif key in (22, 25) and getattr(body, "transactional_id", None):
+        elif key in _NAMING_TXN and getattr(body, "transactional_id", None):
             self._txn(
                 body.transactional_id,
                 getattr(body, "producer_id", -1),
@@ -276,7 +261,7 @@ class ExactlyOnce:
         deadline: float,
     ) -> tuple[IdempotentPlan, Written | Numbered] | Any | None:
         """Plan and write a request (``ctx``: the request's
-        :class:`~.filters.FilterContext`: its client id and API version).
+        :class:`~..filters.FilterContext`: its client id and API version).
 
         Returns:
             (the plan, each written part's batches and waiter); with a
@@ -496,7 +481,7 @@ class ExactlyOnce:
                     session.sent(u, link)
                 part = upstream_body(body, todo)
                 waiter = await self._pool(ctx).send(
-                    leader, ctx.client_id, PRODUCE, ctx.api_version, part, link=link
+                    leader, ctx.client_id, ApiKey.PRODUCE, ctx.api_version, part, link=link
                 )
                 written.append((todo, waiter))
                 todo = []
@@ -628,7 +613,7 @@ class ExactlyOnce:
         )
         self.stats.sequence_lookups += 1
         try:
-            answer = await self._request(leader, ctx, DESCRIBE_PRODUCERS, 0, request, deadline)
+            answer = await self._request(leader, ctx, _DESCRIBE, 0, request, deadline)
         except Preparation:
             return None
         for t in answer.topics:
@@ -700,7 +685,7 @@ class ExactlyOnce:
             if txn.coordinator < 0:
                 txn.coordinator = await self._find_coordinator(ctx, body.transactional_id, deadline)
             answer = await self._request(
-                txn.coordinator, ctx, ADD_PARTITIONS_TO_TXN, 3, request, deadline
+                txn.coordinator, ctx, ApiKey.ADD_PARTITIONS_TO_TXN, 3, request, deadline
             )
             errors = {
                 ErrorCode(p.partition_error_code)
@@ -729,7 +714,7 @@ class ExactlyOnce:
                 answer = await self._request(
                     node,
                     ctx,
-                    FIND_COORDINATOR,
+                    ApiKey.FIND_COORDINATOR,
                     1,
                     fc.FindCoordinatorRequest(key=tid, key_type=1),
                     deadline,

@@ -1,26 +1,26 @@
-"""Key routing, written as a proxy filter (see :mod:`.filters`).
+"""Key routing, written as a proxy filter (see :mod:`..filters`).
 
-The protocol logic is :mod:`.routing` (placing records, merging answers) and
+The protocol logic is :mod:`.plan` (placing records, merging answers) and
 :mod:`.sequences`; idempotent and transactional producers are driven by
 :mod:`.exactly_once`. This filter chooses the path of each Produce:
 
 * An idempotent or transactional producer's request: planned, numbered and
   written by :class:`~.exactly_once.ExactlyOnce` over the proxy's pooled
-  connections, answered later (:class:`~.filters.RespondLater`).
+  connections, answered later (:class:`~..filters.RespondLater`).
 * A plain producer's request: split by the leader of each record's target
   partition, its parts written over the pooled connections, their answers
-  merged into one (:func:`~.routing.plan_produce`, :func:`~.answers.merge_produce`).
+  merged into one (:func:`~.plan.plan_produce`, :func:`~.answers.merge_produce`).
   With ``coalesce`` (the default), a request whose records the codec's C pass
   places (acks 1 or -1) joins its leaders' accumulators instead, and shares
   upstream requests with other requests to the same leaders (:mod:`.coalesce`).
 * A client that authenticated on its own connection (SASL) as a principal the
-  proxy holds a login for (:mod:`.principals`): routed as any other, over
+  proxy holds a login for (:mod:`..principals`): routed as any other, over
   pooled connections that log in as that principal (``ctx.pool``), so the
   brokers authorize its records as the client.
 * A client that authenticated otherwise: the shared pool's connections are
   not the client's, so its Produce stays on its connection,
   with only the records whose target the same broker leads moved
-  (:func:`~.routing.route_produce`); the answer is merged back in
+  (:func:`~.plan.route_produce`); the answer is merged back in
   :meth:`KeyRouting.on_response`.
 * A batch that would inflate past ``max_decompressed_bytes``: the request is
   answered MESSAGE_TOO_LARGE for its partitions and nothing is forwarded (a
@@ -30,7 +30,7 @@ The protocol logic is :mod:`.routing` (placing records, merging answers) and
 
 Decompressing, splitting and compressing run on worker threads, so no
 client's batches hold up the others, unless the codec's C pass makes them
-cheaper than the hop to a thread and back (:func:`~.routing.cheap_to_plan`). The transaction requests (InitProducerId,
+cheaper than the hop to a thread and back (:func:`~.plan.cheap_to_plan`). The transaction requests (InitProducerId,
 AddPartitionsToTxn, AddOffsetsToTxn, EndTxn) and InitProducerId answers pass
 through unchanged; they teach the exactly-once driver which producers and
 transactions exist.
@@ -39,16 +39,29 @@ transactions exist.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any
 
 import trio
 
+from trafka.codec import ApiKey
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from trafka.codec.errors import DecodeError, DecompressionLimitError, ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.produce_response import ProduceAnswer
 
+from ..filters import (
+    CloseConnection,
+    EncodedBody,
+    Filter,
+    FilterContext,
+    ProxyServices,
+    Respond,
+    RespondLater,
+    Sample,
+)
+from ..pool import UpstreamError, UpstreamPool, Waiter, produce_answer
 from .answers import (
     Endpoints,
     failed_answer,
@@ -62,28 +75,16 @@ from .answers import (
 )
 from .coalesce import Coalescer, Share
 from .coalesce import answer as coalesced_answer
-from .exactly_once import ExactlyOnce, place
-from .filters import (
-    CloseConnection,
-    EncodedBody,
-    Filter,
-    FilterContext,
-    ProxyServices,
-    Respond,
-    RespondLater,
-)
-from .idempotent_plan import (
-    idempotent_producer,
-)
+from .exactly_once import ExactlyOnce
+from .idempotent_plan import idempotent_producer
 from .journal import DirectoryJournal, PlacementJournal
 from .journal_peers import PeersJournal
 from .journal_topic import TopicJournal
-from .pool import UpstreamError, UpstreamPool, Waiter, produce_answer
-from .routing import (
+from .place import place
+from .plan import (
     HASHES,
     ProducePlan,
     ProduceRoute,
-    RouteStats,
     SpansPlaced,
     count_placed,
     place_spans,
@@ -91,20 +92,28 @@ from .routing import (
     plan_produce,
     route_produce,
 )
+from .stats import RouteStats
+from .stats import samples as route_samples
 from .worker_lives import Siblings, this_worker
 
 __all__ = ["KeyRouting"]
 
 log = logging.getLogger("trafka.proxy")
 
-PRODUCE, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 0, 22, 24, 26
 #: The longest an EndTxn waits for the producer's routed writes: past any
 #: Produce's own deadline (its timeout, at most Kafka's default
 #: ``request.timeout.ms`` for the clients that set it, plus the connect
 #: timeout), after which every write is answered or failed.
 END_TXN_WAIT_S = 30.0
 # Transaction requests whose bodies teach the routing of transactional producers.
-_TXN_APIS = frozenset({INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, 25, 26})
+_TXN_APIS = frozenset(
+    {
+        ApiKey.INIT_PRODUCER_ID,
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        ApiKey.END_TXN,
+    }
+)
 # A client's AddPartitionsToTxn request (ctx.notes), read with its answer.
 _ADDED = "trafka.key_routing.added"
 _ROUTE = "trafka.key_routing.route"
@@ -118,11 +127,11 @@ class KeyRouting(Filter):
     """Places each keyed record on the partition its key hashes to.
 
     Args:
-        hash_name: a key of :data:`~.routing.HASHES` (``murmur2``, ``crc32``,
+        hash_name: a key of :data:`~.plan.HASHES` (``murmur2``, ``crc32``,
             ``fnv1a``).
         max_decompressed_bytes: the most one batch may inflate to.
         connect_timeout: added to a request's own timeout for its deadline.
-        stats: the counters to update (a fresh :class:`~.routing.RouteStats`
+        stats: the counters to update (a fresh :class:`~.stats.RouteStats`
             if not given).
         journal_dir: where idempotent producers' placements are journaled
             (see :mod:`.journal`); None: not at all.
@@ -134,7 +143,7 @@ class KeyRouting(Filter):
             instance: attaching starts it in the proxy's nursery).
         origin_headers: give each record of a batch the proxy splits a
             ``trafka-origin`` header saying where the client put it
-            (:func:`~.routing.origin_header`).
+            (:func:`~.plan.origin_header`).
         restart_grace: seconds from attaching before the proxy asks a leader
             about a producer it did not see born (see :mod:`.exactly_once`).
         siblings: with ``trafka proxy --workers``, the worker's link to its
@@ -144,7 +153,7 @@ class KeyRouting(Filter):
             requests (:mod:`.coalesce`).
     """
 
-    api_keys = frozenset({PRODUCE}) | _TXN_APIS
+    api_keys = frozenset({ApiKey.PRODUCE}) | _TXN_APIS
 
     def __init__(
         self,
@@ -212,6 +221,12 @@ class KeyRouting(Filter):
         if self._journal is not None:
             self._journal.close()
 
+    def statistics(self) -> Mapping[str, Any]:
+        return {"routing": self.stats}
+
+    def samples(self) -> Iterable[Sample]:
+        return route_samples(self.stats)
+
     @property
     def _proxy(self) -> tuple[ProxyServices, ExactlyOnce]:
         if self._services is None or self._eos is None:
@@ -222,13 +237,13 @@ class KeyRouting(Filter):
 
     async def on_request(self, ctx: FilterContext, body: Any) -> Any:
         services, eos = self._proxy
-        if ctx.api_key != PRODUCE:
-            if ctx.api_key == END_TXN:
+        if ctx.api_key != ApiKey.PRODUCE:
+            if ctx.api_key == ApiKey.END_TXN:
                 # As long as a routed Produce may still be written (its own deadline).
                 wait = self.connect_timeout + END_TXN_WAIT_S
                 await eos.before_end(body, trio.current_time() + wait)
             eos.client_request(ctx.api_key, ctx.api_version, body, ctx.node_id)
-            if ctx.api_key == ADD_PARTITIONS_TO_TXN:
+            if ctx.api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
                 ctx.notes[_ADDED] = body  # its answer says what was added
             return body
         deadline = trio.current_time() + body.timeout_ms / 1000 + self.connect_timeout
@@ -390,7 +405,7 @@ class KeyRouting(Filter):
         for node_id, part in plan.parts:
             try:
                 waiter: Waiter | UpstreamError = await pool.send(
-                    node_id, ctx.client_id, PRODUCE, ctx.api_version, part, answered=answered
+                    node_id, ctx.client_id, ApiKey.PRODUCE, ctx.api_version, part, answered=answered
                 )
             except UpstreamError as exc:
                 waiter = exc
@@ -455,7 +470,7 @@ class KeyRouting(Filter):
                     body = sub_request(plan.parts[i][1], group)
                     try:
                         waiter: Waiter | UpstreamError = await pool.send(
-                            leader, client_id, PRODUCE, version, body
+                            leader, client_id, ApiKey.PRODUCE, version, body
                         )
                     except UpstreamError as exc:
                         waiter = exc
@@ -473,7 +488,7 @@ class KeyRouting(Filter):
     ) -> Respond | RespondLater:
         services, eos = self._proxy
         if not isinstance(result, tuple):  # the proxy answers at once
-            return Respond(services.from_upstream(PRODUCE, ctx.api_version, result))
+            return Respond(services.from_upstream(ApiKey.PRODUCE, ctx.api_version, result))
         plan, written = result
         endpoints = _endpoints(services, ctx.api_version)
 
@@ -485,13 +500,13 @@ class KeyRouting(Filter):
     # -- answers -----------------------------------------------------------------------------
 
     def on_response(self, ctx: FilterContext, body: Any) -> Any:
-        if ctx.api_key == INIT_PRODUCER_ID:
+        if ctx.api_key == ApiKey.INIT_PRODUCER_ID:
             self._proxy[1].init_answered(body)
-        elif ctx.api_key == ADD_PARTITIONS_TO_TXN and ctx.api_version <= 3:
+        elif ctx.api_key == ApiKey.ADD_PARTITIONS_TO_TXN and ctx.api_version <= 3:
             request = ctx.notes.get(_ADDED)
             if request is not None:
                 self._proxy[1].client_added(request, body)
-        elif ctx.api_key == PRODUCE:
+        elif ctx.api_key == ApiKey.PRODUCE:
             route = ctx.notes.get(_ROUTE)
             if route is not None:
                 return merge_produce(route, [body], ctx.client_software)
@@ -513,6 +528,6 @@ def _endpoints(services: ProxyServices, version: int) -> Endpoints:
 
     def rewrite(nodes: list[Any]) -> list[Any]:
         body = produce_msgs.ProduceResponse(node_endpoints=nodes)
-        return list(services.from_upstream(PRODUCE, version, body).node_endpoints)
+        return list(services.from_upstream(ApiKey.PRODUCE, version, body).node_endpoints)
 
     return rewrite

@@ -2,7 +2,7 @@
 producer placed by key, numbered with the proxy's own sequences, and the
 client's answer made from what became of them.
 
-Rules (key routing as a whole is in :mod:`.routing`'s doc):
+Rules (key routing as a whole is in :mod:`.plan`'s doc):
 
 * A request qualifies (:func:`idempotent_producer`) when every batch is a
   magic 2 batch of one producer id and epoch, transactional or not.
@@ -37,12 +37,11 @@ from trafka.codec.records import (
     iter_batches,
 )
 
+from ..topics import Topics
 from .answers import Endpoints, finish_answer
-from .routing import (
+from .plan import (
     _CONTROL,
     HASHES,
-    RouteStats,
-    Topics,
     _by_target,
     _cap,
     _chunks,
@@ -53,6 +52,7 @@ from .routing import (
     unknown_base_offset,
 )
 from .sequences import ClientBatch, Placement, Session, State, Upstream
+from .stats import RouteStats
 
 __all__ = [
     "IdempotentPlan",

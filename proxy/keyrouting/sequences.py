@@ -59,7 +59,7 @@ Rules:
   its batch is acknowledged, with the broker's base offset when the client's
   records were the first of a single upstream batch of the same partition and
   none moved (else -1, which the answer turns into the client's "no offset",
-  see :func:`.routing.unknown_base_offset`). Otherwise the error of the first that failed, with
+  see :func:`.plan.unknown_base_offset`). Otherwise the error of the first that failed, with
   OUT_OF_ORDER_SEQUENCE_NUMBER (a state between the proxy and the broker) and
   a lost upstream connection said as REQUEST_TIMED_OUT, which every client
   retries with the same sequence numbers.

@@ -1,7 +1,7 @@
 """Coalescing plain producers' routed Produce requests, per leader.
 
 A plain producer's request, its records placed by the codec's C pass
-(:func:`.routing.place_spans`), is not built into batches at once: its pieces
+(:func:`.plan.place_spans`), is not built into batches at once: its pieces
 (spans into the client's decompressed batches, bound for one target partition
 each) join the accumulator of their target's leader. An accumulator sends one
 upstream Produce at a time (:data:`MAX_IN_FLIGHT`); while it is in flight, the
@@ -27,7 +27,7 @@ Rules:
   same connection that does not coalesce waits until the pieces before it are
   written (the event ``Share.flushed``), so it cannot overtake them.
 * Size: a built batch holds at most about as many bytes as the largest client
-  batch of the requests its pieces came from (:func:`.routing._cap`), a
+  batch of the requests its pieces came from (:func:`.plan._cap`), a
   request at most :data:`MAX_REQUEST_BYTES`; what does not fit waits for the
   next request, in order.
 * The answer (:func:`answer`): a client partition none of whose records moved,
@@ -36,7 +36,7 @@ Rules:
   (true for each record: the broker assigns a batch's offsets in order), and
   the batch's log append time and log start offset. Any other gets the rules
   of a split batch (:mod:`.answers`): the first error of its pieces' batches,
-  else no offset (:func:`.routing.unknown_base_offset`). An error in a shared
+  else no offset (:func:`.plan.unknown_base_offset`). An error in a shared
   answer goes to every client that had records in that partition.
 * Time: a shared request's timeout is the smallest of its requests'; its
   answer is awaited until the latest of their deadlines, and each client is
@@ -63,20 +63,20 @@ from typing import Any
 
 import trio
 
-from trafka.codec import batch_split
+from trafka.codec import ApiKey, batch_split
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.produce_response import PartitionAnswer, ProduceAnswer, ProduceResponseWriter
 
+from ..pool import UpstreamError, UpstreamPool, Waiter
 from .answers import Endpoints, finish_answer, said
-from .pool import UpstreamError, UpstreamPool, Waiter
-from .routing import RouteStats, SpansPlaced, _topic_data, unknown_base_offset
+from .plan import SpansPlaced, _topic_data, unknown_base_offset
+from .stats import RouteStats
 
 __all__ = ["MAX_IN_FLIGHT", "MAX_REQUEST_BYTES", "Coalescer", "Settle", "Share", "answer"]
 
 log = logging.getLogger("trafka.proxy")
 
-PRODUCE = 0
 #: Upstream Produce requests one accumulator keeps in flight.
 MAX_IN_FLIGHT = 1
 #: The most (estimated) bytes of records one coalesced request holds.
@@ -285,7 +285,7 @@ class Coalescer:
                 body, pieces, deadline = taken
                 try:
                     waiter: Waiter | UpstreamError = await acc.pool.send(
-                        acc.leader, acc.client_id, PRODUCE, acc.version, body
+                        acc.leader, acc.client_id, ApiKey.PRODUCE, acc.version, body
                     )
                 except UpstreamError as exc:
                     waiter = exc

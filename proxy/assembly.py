@@ -1,0 +1,119 @@
+"""The proxy assembled: its core (:mod:`.server`) serving the filter chain the
+configuration asks for. Here, not in the core, the chain is built: the user's
+filters (``ProxyConfig.filters``), then key routing (:mod:`.keyrouting`) when
+``route_keys`` is not ``none`` and the user did not place a
+:class:`~.keyrouting.KeyRouting` in the chain themselves. The core takes the
+chain as given and knows no filter by type.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import replace
+from typing import Any
+
+import trio
+
+from .config import ProxyConfig
+from .filters import Filter
+from .keyrouting import KeyRouting
+from .keyrouting.journal_topic import TopicJournal
+from .server import RunningProxy, serve_core
+from .startup import discover_upstream
+
+__all__ = ["filter_chain", "proxy_in_thread", "serve_proxy"]
+
+
+def filter_chain(config: ProxyConfig) -> tuple[Filter, ...]:
+    """The chain ``config`` asks for: its filters, then key routing (nearest the
+    brokers) unless ``route_keys`` is ``none`` or the filters hold one."""
+    if config.route_keys == "none" or any(isinstance(f, KeyRouting) for f in config.filters):
+        return config.filters
+    journal = None
+    if config.journal_topic is not None:
+        tls = config.upstream_ssl_context()
+        settings: dict[str, Any] = {}
+        if tls is not None:
+            settings.update(security_protocol="ssl", ssl_context=tls)
+        journal = TopicJournal(
+            config.upstream,
+            client_settings=settings,
+            topic=config.journal_topic,
+            takeover_grace=config.journal_takeover_grace_ms / 1000,
+            timeout=config.connect_timeout,
+        )
+    routing = KeyRouting(
+        config.route_keys,
+        max_decompressed_bytes=config.max_decompressed_bytes,
+        connect_timeout=config.connect_timeout,
+        journal_dir=config.journal_dir,
+        journal_peers=config.journal_peer_dirs,
+        journal=journal,
+        origin_headers=config.origin_headers,
+        coalesce=config.coalesce,
+        restart_grace=config.journal_takeover_grace_ms / 1000,
+    )
+    return (*config.filters, routing)
+
+
+@asynccontextmanager
+async def serve_proxy(
+    config: ProxyConfig | None = None, **overrides: Any
+) -> AsyncIterator[RunningProxy]:
+    """Serve the proxy while the block runs.
+
+    Args:
+        config: the settings; or give them as keyword arguments.
+
+    Yields:
+        The :class:`~.server.RunningProxy` (the bootstrap listener's real port
+        included).
+
+    Raises:
+        ValueError: invalid settings.
+        OSError: the bootstrap port cannot be bound.
+    """
+    if config is None:
+        config = ProxyConfig(**overrides)
+    elif overrides:
+        config = replace(config, **overrides)
+    # Found before the chain is built: a journal topic lives in the upstream cluster.
+    config = await discover_upstream(config)
+    async with serve_core(replace(config, filters=filter_chain(config))) as running:
+        yield running
+
+
+@contextmanager
+def proxy_in_thread(
+    config: ProxyConfig | None = None, *, startup_timeout: float = 30.0, **overrides: Any
+) -> Iterator[RunningProxy]:
+    """Serve the proxy on a background thread (for synchronous clients and tests)."""
+    started = threading.Event()
+    state: dict[str, Any] = {}
+
+    async def main() -> None:
+        try:
+            async with serve_proxy(config, **overrides) as running:
+                state["running"] = running
+                state["stop"] = trio.Event()
+                state["token"] = trio.lowlevel.current_trio_token()
+                started.set()
+                await state["stop"].wait()
+        except BaseException as exc:
+            state["error"] = exc
+            started.set()
+
+    thread = threading.Thread(target=trio.run, args=(main,), name="trafka-proxy", daemon=True)
+    thread.start()
+    if not started.wait(startup_timeout):
+        raise TimeoutError("the proxy did not start in time")
+    if "error" in state:
+        thread.join()
+        raise state["error"]
+    try:
+        yield state["running"]
+    finally:
+        trio.from_thread.run_sync(state["stop"].set, trio_token=state["token"])
+        thread.join(startup_timeout)
