@@ -81,6 +81,7 @@ brokerlite's (:mod:`trafka.brokerlite.metrics`); each proxy has its own registry
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from trafka.codec.protocol import api
@@ -92,11 +93,38 @@ if TYPE_CHECKING:
     from trafka.common.request_budget import RequestBudget
 
     from .filters import Filter, Sample
-    from .server import ProxyStatistics
 
 __all__ = ["ProxyMetrics", "merged_exposition"]
 
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
+
+
+@dataclass(slots=True)
+class ProxyStatistics:
+    """What the proxy has done so far."""
+
+    connections: int = 0
+    open_connections: int = 0
+    # Client connections' own upstream connections open now (one per client
+    # connection that has sent a request).
+    upstream_connections: int = 0
+    refused_frames: int = 0
+    timeouts: int = 0  # half-received requests; idle connections closed: idle_closed
+    idle_closed: int = 0
+    closed: dict[str, int] = field(default_factory=dict)  # by the proxy, by why (_closing)
+    metadata_refreshes: int = 0  # the proxy's own Metadata requests (ProxyServices.refresh)
+    # The filters' counters, by the names they give them (Filter.statistics).
+    filters: dict[str, Any] = field(default_factory=dict)
+    # SASL clients that authenticated, by outcome (routed, unrouted, refused), and
+    # ``logins``: the per-principal pools' connections that logged in.
+    sasl: dict[str, int] = field(default_factory=dict)
+    nodes: dict[int, tuple[str, int]] = field(default_factory=dict)
+
+    @property
+    def routing(self) -> Any:
+        """Key routing's counters (:class:`~.keyrouting.stats.RouteStats`), when the
+        chain holds it; else None."""
+        return self.filters.get("routing")
 
 
 class ProxyMetrics:

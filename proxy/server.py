@@ -87,7 +87,7 @@ from .filters import (
     run_response,
     wanted,
 )
-from .metrics import ProxyMetrics
+from .metrics import ProxyMetrics, ProxyStatistics
 from .pool import UpstreamError, UpstreamPool
 from .principals import SaslClient, SaslRouting, Watch
 from .rewrite import (
@@ -114,34 +114,6 @@ _KNOWN_METADATA_VERSION = 9
 _MAX_WAITING_ANSWERS = 1024
 # The most read from a client at once (memory follows the bytes that arrive).
 _RECV_SIZE = 65536
-
-
-@dataclass(slots=True)
-class ProxyStatistics:
-    """What the proxy has done so far."""
-
-    connections: int = 0
-    open_connections: int = 0
-    # Client connections' own upstream connections open now (one per client
-    # connection that has sent a request).
-    upstream_connections: int = 0
-    refused_frames: int = 0
-    timeouts: int = 0  # half-received requests; idle connections closed: idle_closed
-    idle_closed: int = 0
-    closed: dict[str, int] = field(default_factory=dict)  # by the proxy, by why (_closing)
-    metadata_refreshes: int = 0  # the proxy's own Metadata requests (ProxyServices.refresh)
-    # The filters' counters, by the names they give them (Filter.statistics).
-    filters: dict[str, Any] = field(default_factory=dict)
-    # SASL clients that authenticated, by outcome (routed, unrouted, refused), and
-    # ``logins``: the per-principal pools' connections that logged in.
-    sasl: dict[str, int] = field(default_factory=dict)
-    nodes: dict[int, tuple[str, int]] = field(default_factory=dict)
-
-    @property
-    def routing(self) -> Any:
-        """Key routing's counters (:class:`~.keyrouting.stats.RouteStats`), when the
-        chain holds it; else None."""
-        return self.filters.get("routing")
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,9 +86,8 @@ from trafka.discovery import announcing_listener
 from .assembly import serve_proxy
 from .config import ProxyConfig
 from .keyrouting.worker_lives import Births, SupervisorLink
-from .metrics import merged_exposition
+from .metrics import ProxyStatistics, merged_exposition
 from .reload import Reloader, configured_filters, reloader, until_stopped
-from .server import ProxyStatistics
 from .settings import DEFAULT_STRIDE, FilterSpec, Sources
 from .startup import discover_upstream, shared_sockets, upstream_reachable
 
