@@ -6,7 +6,8 @@ Rules:
 
 * :meth:`Producer.send` does not cross to the loop per record. A bytes record
   whose partition is filling a batch goes straight into it from the caller's
-  thread, as the async send's own fast path, while the loop's thread waits for
+  thread, through the producer core's one fast path (the async ``send``'s too:
+  :meth:`~trafka.sdk.producer_core.ProducerCore.append_hot`), while the loop's thread waits for
   I/O (:class:`~._loop_thread.LoopLock`: the loop's thread holds a lock
   whenever it runs, and such a sender gives it its turn when it asks). Other records queue in the
   caller's thread, and the loop takes them in order, as one task, and hands them
@@ -62,11 +63,11 @@ from ._validate import check_bool, check_callable, check_int, check_timeout
 from .accumulator import ProducerBatch, RecordHandle, RecordMetadata
 from .consumer_types import TopicPartition
 from .errors import ClientClosedError, TransactionAbortableError
-from .interceptors import ProducerInterceptors, ProducerRecord
+from .interceptors import ProducerRecord
 from .producer import PendingCommit as AsyncPendingCommit
 from .producer import Producer as AsyncProducer
 from .producer import RecordFuture, open_producer, transaction_offsets
-from .producer_batches import delivery_reporter
+from .producer_batches import delivery_reporter, report_delivery
 from .producer_core import PreparedRecord
 from .transactions import ConsumerGroupMetadata
 
@@ -87,27 +88,6 @@ def _run_callback(fn: Callable[[SendFuture], Any], future: SendFuture, _: Any) -
         fn(future)
     except Exception:
         log.exception("a send callback failed")
-
-
-def _report_delivery(
-    fn: Callable[[BaseException | None, RecordMetadata | None], Any], future: SendFuture
-) -> None:
-    error = future.exception()
-    fn(error, None if error is not None else future.result())
-
-
-def _acknowledge(
-    interceptors: ProducerInterceptors, record: ProducerRecord, span: Any, future: SendFuture
-) -> None:
-    """``on_acknowledgement`` (and the span's end) of a record sent with
-    interceptors or tracing (its future's first callback)."""
-    error = future.exception()
-    if error is None:
-        interceptors.end(span, record, future.result(), None)
-        return
-    handle = future.record_handle()
-    partition = record.partition if handle is None else handle.batch.partition
-    interceptors.end(span, record, None, error, partition)
 
 
 class _FutureSide:
@@ -165,6 +145,12 @@ class SendFuture:
             if batch is not None:
                 handle = self._handle = RecordFuture(batch, self._index)
         return handle
+
+    @property
+    def batch(self) -> ProducerBatch | None:
+        """The batch holding the record; None while it has none."""
+        handle = self.record_handle()
+        return None if handle is None else handle.batch
 
     def done(self) -> bool:
         """Delivered, failed or cancelled."""
@@ -381,7 +367,7 @@ class Producer(Forwarding):
         if on_delivery is not None:
             check_callable("on_delivery", on_delivery)
             future = self._send(topic, value, key, partition, headers, timestamp_ms)
-            future.add_done_callback(partial(_report_delivery, on_delivery))
+            future.add_done_callback(partial(report_delivery, on_delivery))
             return future
         return self._send(topic, value, key, partition, headers, timestamp_ms)
 
@@ -400,18 +386,11 @@ class Producer(Forwarding):
                 ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
             )
         turn_helps = False
-        if (
-            self._hot
-            and type(value) is bytes
-            and type(topic) is str
-            and partition is None
-            and headers is None
-            and timestamp_ms is None
-        ):
+        if self._hot and partition is None and headers is None and timestamp_ms is None:
             # Straight into the batch the record's partition is filling, from this
-            # thread, while no task of the loop runs (the async send's own hot
-            # path); unless records wait in the queue (they go first) or the
-            # async producer's general path must take it.
+            # thread, while no task of the loop runs (the core's one fast path,
+            # which decides what it takes); unless records wait in the queue (they
+            # go first) or the async producer's general path must take it.
             # locked/unlocked inline: this runs per record, where two calls
             # cost about a tenth of the send.
             loop_lock = self._loop_lock
@@ -474,7 +453,7 @@ class Producer(Forwarding):
         self._check_thread()
         record, span = interceptors.begin(record)
         future = SendFuture(self._side)
-        future.add_done_callback(partial(_acknowledge, interceptors, record, span))
+        future.add_done_callback(partial(interceptors.acknowledge, span, record))
         try:
             return self._queue_record(*record.send_args(), future, False)
         except BaseException as exc:

@@ -55,7 +55,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from typing import Any
 
 from .config_values import ValueSpec
@@ -288,29 +289,30 @@ class ProducerInterceptors(_Chain):
             except Exception:
                 log.warning("interceptor %r: on_acknowledgement raised", obj, exc_info=True)
 
-    async def send(self, producer: Any, record: ProducerRecord) -> Any:
+    async def send(self, send: Callable[..., Awaitable[Any]], record: ProducerRecord) -> Any:
         """The async producer's :meth:`~trafka.sdk.producer.Producer.send` with
-        these interceptors: ``on_send`` first, then ``on_acknowledgement`` for the
-        record whatever becomes of it (raised here, or answered later)."""
+        these interceptors: ``on_send`` first, then ``await send(*args)`` (its
+        general path, given the record's :meth:`ProducerRecord.send_args`), then
+        ``on_acknowledgement`` for the record whatever becomes of it (raised
+        here, or answered later)."""
         record, span = self.begin(record)
         try:
-            prepared = producer.core.prepare(*record.send_args())
-            producer.core.check_open()
-            future = await producer.send_prepared(prepared)
+            future = await send(*record.send_args())
         except BaseException as exc:
             self.end(span, record, None, exc)
             raise
-        future.add_done_callback(lambda handle: self.acknowledge(span, record, handle))
+        future.add_done_callback(partial(self.acknowledge, span, record))
         return future
 
-    def acknowledge(self, span: Any, record: ProducerRecord, handle: Any) -> None:
-        """A done callback of a record's future (``exception()``, ``result()``
-        and ``batch``): its :meth:`end`."""
-        error = handle.exception()
+    def acknowledge(self, span: Any, record: ProducerRecord, future: Any) -> None:
+        """A done callback of a record's future (either producer's: ``exception()``,
+        ``result()`` and ``batch``, None while the record has none): its :meth:`end`."""
+        error = future.exception()
         if error is None:
-            self.end(span, record, handle.result(), None)
+            self.end(span, record, future.result(), None)
         else:
-            self.end(span, record, None, error, handle.batch.partition)
+            batch = future.batch
+            self.end(span, record, None, error, None if batch is None else batch.partition)
 
 
 class ConsumerInterceptors(_Chain):

@@ -21,8 +21,10 @@ Rules:
   are taken), it sends the batches that are ready itself.
   Its result is a :class:`RecordFuture`, awaitable for the
   :class:`~trafka.sdk.accumulator.RecordMetadata`. A bytes record whose
-  partition's batch has room is appended to it directly (the core's hot
-  path); everything else takes the core's general path.
+  partition's batch has room is appended to it directly (:meth:`Producer.try_send`,
+  which ``send`` starts with, over the core's one fast path); everything else
+  takes the general path (``_send_general``: the core's ``prepare``, then
+  :meth:`Producer.send_prepared`), with interceptors too.
 * One sender task (:class:`~trafka.sdk.producer_sender.Sender`) writes the
   Produce requests and the transaction manager's requests; their answers come
   back to completions in the connections' readers, which hand them to the
@@ -68,7 +70,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -102,7 +104,7 @@ from .errors import (
 )
 from .interceptors import ProducerInterceptors, ProducerRecord
 from .lifecycle import Hostable
-from .producer_batches import delivery_reporter
+from .producer_batches import delivery_reporter, report_delivery
 from .producer_core import PreparedRecord, ProducerCore, error_kind
 from .producer_sender import Sender
 from .producer_transactions import PendingCommit, TransactionCalls, transaction_offsets
@@ -159,15 +161,6 @@ class RecordFuture(RecordHandle):
                 batch.waker = anyio.Event()
             await batch.waker.wait()
         return self.result()
-
-
-def _report_to(report: Callable[[BaseException | None, Any], Any], future: RecordHandle) -> None:
-    """The configured delivery callback, for one record's outcome."""
-    error = future.exception()
-    try:
-        report(error, None if error is not None else future.result())
-    except Exception:
-        log.exception("on_delivery raised")
 
 
 async def _wait_batch(batch: ProducerBatch) -> None:
@@ -262,30 +255,18 @@ class Producer(Hostable):
             KafkaError: the topic does not exist, the partition is not one of
                 its partitions, or the record is too large.
         """
-        if (
-            type(value) is bytes
-            and type(topic) is str
-            and partition is None
-            and headers is None
-            and timestamp_ms is None
-            and self._hot_path
-        ):
-            # The common case in a tight loop (a topic with a batch here passed
-            # the checks below when that batch was opened).
-            batch = self._append_hot(topic, value, key)
-            if batch is not True and batch is not False:
-                size = batch.size
-                if size >= batch.limit:  # full, or a window poll is due
-                    self._limit_reached(batch, size)
-                return RecordFuture(batch, len(batch.records) - 1)
+        if partition is None and headers is None and timestamp_ms is None:
+            # The common case in a tight loop: the one fast path (try_send).
+            future = self.try_send(topic, value, key)
+            if future is not None:
+                return future
         if self.interceptors is not None:
             given = ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
-            future: RecordFuture = await self.interceptors.send(self, given)
-        else:  # (the configured on_delivery below: no hot path with it)
-            record = await _prepare(self.core, topic, value, key, partition, headers, timestamp_ms)
-            future = await self.send_prepared(record)
+            future = await self.interceptors.send(partial(_send_general, self), given)
+        else:  # (the configured on_delivery below: no fast path with it)
+            future = await _send_general(self, topic, value, key, partition, headers, timestamp_ms)
         if self._report is not None:
-            future.add_done_callback(partial(_report_to, self._report))
+            future.add_done_callback(partial(report_delivery, self._report))
         return future
 
     async def send_prepared(self, record: PreparedRecord, *, hot: bool = False) -> RecordFuture:
@@ -298,20 +279,10 @@ class Producer(Hostable):
         The errors are :meth:`send`'s, but for misuse: ``prepare`` refused that.
         """
         topic, value_bytes, key_bytes, partition, hdrs, timestamp_ms = record
-        if (
-            hot
-            and type(value_bytes) is bytes
-            and partition is None
-            and not hdrs
-            and timestamp_ms is None
-            and self._hot_path
-        ):
-            batch = self._append_hot(topic, value_bytes, key_bytes)
-            if batch is not True and batch is not False:
-                size = batch.size
-                if size >= batch.limit:
-                    self._limit_reached(batch, size)
-                return RecordFuture(batch, len(batch.records) - 1)
+        if hot and partition is None and not hdrs and timestamp_ms is None:
+            future = self.try_send(topic, value_bytes, key_bytes)
+            if future is not None:
+                return future
         core = self.core
         core.check_open()
         if self._transactional:
@@ -324,7 +295,7 @@ class Producer(Hostable):
             n = await self._wait_for_topic(topic)
             info = md.topics[topic]
         assert info is not None
-        p, sticky = core.choose_partition(topic, key_bytes, partition, n, info)
+        p, sticky = core.pick(topic, key_bytes, n, info, partition)
         remember = partition is None and self._hot_path
         deadline: float | None = None
         while True:
@@ -365,15 +336,9 @@ class Producer(Hostable):
         else:
             if handle.batch.full:
                 self._sender.wake()
-            if self._window:
-                self._window_tick(handle.index)
+            if self._window and not (handle.index + 1) & (_WINDOW_RECORDS - 1):
+                self._window_poll()  # every _WINDOW_RECORDS-th record of a window's batch
         return handle
-
-    def _window_tick(self, index: int) -> None:
-        """The record at ``index`` in its batch was appended while a transaction
-        is begun ahead of a commit: every ``_WINDOW_RECORDS``-th, :meth:`_window_poll`."""
-        if not (index + 1) & (_WINDOW_RECORDS - 1):
-            self._window_poll()
 
     def _arm_window(self, batch: ProducerBatch) -> None:
         """A batch was opened while a transaction is begun ahead of a commit: the
@@ -416,7 +381,8 @@ class Producer(Hostable):
     def try_send(self, topic: str, value: Any = None, key: Any = None) -> RecordFuture | None:
         """:meth:`send` without awaiting, for a record that fits the batch its
         partition is filling now; None for any other, which :meth:`send` must
-        then take::
+        then take (``send`` starts with this, the driver's one fast path, over
+        :meth:`ProducerCore.append_hot <trafka.sdk.producer_core.ProducerCore.append_hot>`)::
 
             future = producer.try_send(topic, value) or await producer.send(topic, value)
 
@@ -432,17 +398,15 @@ class Producer(Hostable):
         It saves an ``await`` (a coroutine) per record: 13-20% in a loop that
         only sends (``bench/clients.py``, ``trafka-try-send``).
         """
-        if type(value) is not bytes or type(topic) is not str or not self._hot_path:
+        if not self._hot_path:  # (a configured on_delivery: send()'s to attach)
             return None
         batch = self._append_hot(topic, value, key)
         if batch is True or batch is False:
             return None
-        if batch.full:
-            self._sender.wake()
-        index = len(batch.records) - 1
-        if self._window:
-            self._window_tick(index)
-        return RecordFuture(batch, index)
+        size = batch.size
+        if size >= batch.limit:  # full, or a window poll is due
+            self._limit_reached(batch, size)
+        return RecordFuture(batch, len(batch.records) - 1)
 
     def _after_new_batch(self) -> None:
         """On the loop, after a batch was opened: send what is ready if the
@@ -801,14 +765,16 @@ async def open_producer(
         yield producer
 
 
-async def _prepare(core: ProducerCore, *args: Any) -> PreparedRecord:
-    """``core.prepare(*args)`` (``send``'s arguments), on a worker thread when a
-    schema serializer would ask its registry (a subject's first record): the
-    loop is not held for the request. Then the producer must still be open."""
+async def _send_general(producer: Producer, *args: Any) -> RecordFuture:
+    """:meth:`Producer.send`'s general path (``args`` are its arguments), with
+    interceptors too: ``core.prepare(*args)``, on a worker thread when a schema
+    serializer would ask its registry (a subject's first record: the loop is not
+    held for the request), then :meth:`Producer.send_prepared` (which checks
+    the producer is still open)."""
+    core = producer.core
     topic, value, key = args[:3]
     if core.asks_registry is not None and core.asks_registry(topic, key, value):
         record = await anyio.to_thread.run_sync(core.prepare, *args)
     else:
         record = core.prepare(*args)
-    core.check_open()
-    return record
+    return await producer.send_prepared(record)

@@ -406,3 +406,14 @@ def delivery_reporter(
             report(error, metadata)
 
     return failures_only
+
+
+def report_delivery(report: Callable[[BaseException | None, Any], Any], future: Any) -> None:
+    """``report(error, metadata)`` for one record's outcome, as either producer's
+    delivery callbacks are called (its future done: ``exception()``, ``result()``);
+    what it raises is logged."""
+    error = future.exception()
+    try:
+        report(error, None if error is not None else future.result())
+    except Exception:
+        log.exception("on_delivery raised")

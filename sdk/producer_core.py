@@ -264,6 +264,7 @@ class ProducerCore:
             and not traced(config)
         )
         self._hot_slots = bool(slots and self.hot_path)
+        self._hot_open = self.hot_path  # and not closed, nor failed: one test per record
         self._hot_keyed = self._hot_slots and self._partitioner.name == "murmur2"
 
     # -- records --------------------------------------------------------------------------
@@ -310,24 +311,23 @@ class ProducerCore:
         if self.closed or self.acc.closing or self.fatal is not None:
             raise self.fatal or ClientClosedError("the producer is closed")
 
-    def append_hot(self, topic: str, value: bytes, key: bytes | None) -> ProducerBatch | bool:
-        """A bytes record with no partition, headers or timestamp, appended
-        straight to the batch its partition is filling (KIP-480's sticky batch
-        for key-less records under murmur2, else the batch of the partition the
-        partitioner picks). Never
-        waits: a full batch is the caller's to announce (``batch.full``), and
-        ``batch.size >= batch.limit`` tells it to look.
+    def append_hot(self, topic: Any, value: Any, key: Any) -> ProducerBatch | bool:
+        """Every producer's fast path, the one copy: a bytes record given no
+        partition, headers or timestamp (the driver's test), under :attr:`hot_path`,
+        appended to the batch its partition is filling (KIP-480's sticky batch for
+        key-less records under murmur2, else the partitioner's pick's). It decides
+        what it takes and never waits: a full batch is the caller's to announce
+        (``batch.full``; ``batch.size >= batch.limit`` says look).
 
         Returns:
-            The batch it joined, as its last record (a future costs an object
-            per record: the caller makes what it needs); or, for
-            :meth:`append_at` to take it: True when it needs a batch opened
-            (none is open, or it has no room), after which the next records
-            fit; False when something else stands in the way (memory, the
-            transaction's state, the producer closed or failed, a key the hot
-            path does not hash).
+            The batch it joined, as its last record (the caller makes the future
+            it needs); or, for :meth:`append_at` to take it: True when it needs
+            a batch opened (none is open, or it has no room), after which the
+            next records fit; False when the general path must take it (not
+            bytes, a key the hot path does not hash, memory, the transaction's
+            state, the producer closed or failed, no hot path).
         """
-        if self.closed or self.fatal is not None:
+        if type(value) is not bytes or type(topic) is not str or not self._hot_open:
             return False
         if key is None and self._sticky:
             batch = self._sticky_batches.get(topic)
@@ -356,31 +356,26 @@ class ProducerCore:
             return batch
         return appended is False
 
-    def pick(self, topic: str, key_bytes: bytes | None, n: int, info: Any) -> tuple[int, bool]:
-        """The partitioner's choice for a record of ``topic`` (``n`` partitions),
-        and whether it is the sticky partition of a key-less record (KIP-480)."""
-        available = info.available_partitions if self._partitioner_needs_available else ()
-        p = self._partitioner.partition(topic, key_bytes, n, available)
-        return p, key_bytes is None and self._sticky
-
-    def choose_partition(
-        self, topic: str, key_bytes: bytes | None, partition: int | None, n: int, info: Any
+    def pick(
+        self, topic: str, key_bytes: bytes | None, n: int, info: Any, partition: int | None = None
     ) -> tuple[int, bool]:
-        """The partition of a record for ``topic`` (``n`` partitions, its
-        metadata ``info``): ``partition`` when given, else the partitioner's
-        choice; and whether that choice is sticky (moves with new batches).
+        """The partition of a record for ``topic`` (``n`` partitions, its metadata
+        ``info``): ``partition`` when given, else the partitioner's choice; and
+        whether that is the sticky partition of a key-less record (KIP-480).
 
         Raises:
             KafkaError: UNKNOWN_TOPIC_OR_PARTITION, ``partition`` is not one of the topic's.
         """
-        if partition is None:
-            return self.pick(topic, key_bytes, n, info)
-        if 0 <= partition < n:
-            return partition, False
-        raise KafkaError(
-            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-            f"partition {partition} of {topic!r} (it has {n})",
-        )
+        if partition is not None:
+            if 0 <= partition < n:
+                return partition, False
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"partition {partition} of {topic!r} (it has {n})",
+            )
+        available = info.available_partitions if self._partitioner_needs_available else ()
+        p = self._partitioner.partition(topic, key_bytes, n, available)
+        return p, key_bytes is None and self._sticky
 
     def append_at(
         self,
@@ -597,6 +592,7 @@ class ProducerCore:
         """From now on every append fails with ``error``; buffered records fail now."""
         if self.fatal is None:
             self.fatal = error
+            self._hot_open = False
             self.acc.abort(error)
             self.memory_freed()
 
@@ -741,6 +737,7 @@ class ProducerCore:
         with :class:`~trafka.sdk.errors.OutcomeUnknownError`: they may be in
         the log, and ``error`` would tell the caller they are not."""
         self.closed = True
+        self._hot_open = False
         self.acc.closing = True
         self.acc.abort_closing(
             error,

@@ -20,6 +20,7 @@ from sdk_brokers import fresh, module_broker
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk.consumer import TopicPartition, open_consumer
+from trafka.sdk.interceptors import ProducerInterceptor
 from trafka.sdk.producer import open_producer
 from trafka.sdk.schemas import AvroDeserializer, AvroSerializer, SchemaRegistryClient
 
@@ -58,8 +59,14 @@ async def _release_when_asked(relay: Relay, gate: threading.Event, seen: list[st
     gate.set()
 
 
-def test_the_first_record_of_a_subject_is_serialized_off_the_loop(broker: RunningBroker) -> None:
+@pytest.mark.parametrize("intercepted", [False, True], ids=["plain", "interceptors"])
+def test_the_first_record_of_a_subject_is_serialized_off_the_loop(
+    broker: RunningBroker, intercepted: bool
+) -> None:
+    """With interceptors too: their send takes the same general path (the
+    registry request was made on the loop there)."""
     topic = fresh("loop-ser")
+    interceptors = [ProducerInterceptor()] if intercepted else []
     relay, gate, registry = _gated(broker)
     ser = AvroSerializer(registry, json.dumps(USER))
     seen: list[str] = []
@@ -68,7 +75,9 @@ def test_the_first_record_of_a_subject_is_serialized_off_the_loop(broker: Runnin
         with trio.fail_after(120):
             async with (
                 open_producer(
-                    bootstrap_servers=broker.bootstrap_servers, value_serializer=ser
+                    bootstrap_servers=broker.bootstrap_servers,
+                    value_serializer=ser,
+                    interceptor_classes=interceptors,
                 ) as p,
                 trio.open_nursery() as tasks,
             ):
