@@ -109,7 +109,7 @@ def train() -> None:
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     env.pop("SPARK_SUBMIT_OPTS", None)  # an archive in use cannot be written on
     done = subprocess.run(
-        [sys.executable, __file__, "workload", str(part)],
+        [sys.executable, str(Path(__file__).resolve()), "workload", str(part)],
         env=env,
         capture_output=True,
         text=True,
