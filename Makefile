@@ -56,7 +56,9 @@ system-deps:
 
 # Apache Kafka (3.9 and 4.x) and Spark's Kafka connector from Maven Central, into
 # .cache/peers/ (ignored), once: the peers of the tests and benchmarks that run
-# against the real broker (tests/kafka_peers.py). TRAFKA_SKIP_KAFKA=1 skips them.
+# against the real broker (tests/kafka_peers.py), and the class-data archives
+# that halve their JVMs' start-up (Kafka's, and Spark's: tests/spark_home.py).
+# TRAFKA_SKIP_KAFKA=1 skips them.
 # And the Go clients of tests/interop/gopeers (franz-go, IBM/sarama, kafka-go)
 # from the Go module proxy into Go's module cache, as go.sum pins them, and
 # built once to fill Go's build cache: a first build took 2 min of CPU (6.5 min

@@ -46,10 +46,11 @@ of CPU each. The suite then writes bytecode to a temporary directory of its own
 start; the source tree gets no ``__pycache__``), removed at the end of the run.
 
 Spark's Python workers likewise: every Spark the run starts (tests/spark's
-sessions and drivers, the bench smoke's Spark lines, the demo's) gets a
-``SPARK_HOME`` of the run's own (:func:`bytecode_spark_home`), set once for the
-whole run as ``PYTHONPYCACHEPREFIX`` is, unless the machine has a Spark of its
-own (``SPARK_HOME`` already set).
+sessions and drivers, the bench smoke's Spark lines, the demo's) gets the
+``SPARK_HOME`` of tests/spark_home.py (links to pip's pyspark without its
+sources-only zip; its JVMs map a class-data archive of Spark's classes), set
+once for the whole run as ``PYTHONPYCACHEPREFIX`` is, unless the machine has a
+Spark of its own (``SPARK_HOME`` already set).
 """
 
 from __future__ import annotations
@@ -88,31 +89,6 @@ _PYCACHE = pytest.StashKey[str]()
 _SPARK_HOME = pytest.StashKey[str]()
 
 
-def bytecode_spark_home(where: Path) -> str | None:
-    """A SPARK_HOME for pip's pyspark whose Python workers import pyspark with
-    its bytecode: ``where`` with links to everything of the installed pyspark
-    but its ``python`` folder (None without pyspark).
-
-    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on its Python
-    workers' path; pip's pyspark has that zip (sources only), so every worker
-    daemon and every forked worker compiled the pyspark modules it imported
-    from source: about 1.2 s of a core for each daemon (one per kind of
-    worker), more for each worker. Without the zip the workers import the same
-    pyspark, installed and compiled, from the interpreter's site-packages.
-    """
-    import importlib.util
-
-    spec = importlib.util.find_spec("pyspark")  # found, not imported: no JVM, no py4j
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    installed = Path(next(iter(spec.submodule_search_locations))).resolve()
-    where.mkdir(parents=True, exist_ok=True)
-    for entry in installed.iterdir():
-        if entry.name != "python" and not (where / entry.name).exists():
-            (where / entry.name).symlink_to(entry)
-    return str(where)
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """Bytecode to a directory of the run's own, and a SPARK_HOME of its own
     (see the module's docstring). In the process that starts the xdist workers
@@ -120,10 +96,21 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         return
     if "SPARK_HOME" not in os.environ:
-        home = bytecode_spark_home(Path(tempfile.mkdtemp(prefix="trafka-tests-spark-home-")))
+        import spark_home  # tests/'s, on the path (above)
+
+        home = spark_home.prepare()
         if home is not None:
             config.stash[_SPARK_HOME] = home
             os.environ["SPARK_HOME"] = home
+            # Every driver's JVM maps Spark's class-data archive (spark-submit
+            # reads SPARK_SUBMIT_OPTS); the executors' get it from
+            # tests/spark/spark_helpers.py's TEST_JVM_OPTIONS, through this variable.
+            flags = spark_home.share_flags()
+            if flags:
+                os.environ[spark_home.FLAGS_ENV] = flags
+                os.environ["SPARK_SUBMIT_OPTS"] = (
+                    f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {flags}"
+                )
     if not sys.dont_write_bytecode or sys.pycache_prefix:
         return
     cache = tempfile.mkdtemp(prefix="trafka-tests-pycache-")
@@ -136,9 +123,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     home = config.stash.get(_SPARK_HOME, None)
-    if home is not None:  # links only: what they point to stays
+    if home is not None:  # kept: the same path in every run (see tests/spark_home.py)
         os.environ.pop("SPARK_HOME", None)
-        shutil.rmtree(home, ignore_errors=True)
     cache = config.stash.get(_PYCACHE, None)
     if cache is not None:
         # Off first: a module imported while the process ends would make the directory again.

@@ -152,6 +152,11 @@ def fetch_all() -> None:
         fetch(name, version)
     for version in (KAFKA_3, KAFKA_4):
         train(version)
+    # Spark's class-data archive too (tests/spark_home.py): the same idea for
+    # the Spark JVMs of the tests.
+    import spark_home
+
+    spark_home.train()
 
 
 # --- class-data sharing (see the module's rules) -------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,11 @@ if TYPE_CHECKING:  # tests/ is not on the path of the drivers that import this
 #: and collect with the serial GC: they live seconds to minutes and run small
 #: jobs, and on a two-core machine C2's and the parallel GC's threads cost more
 #: than they give back. Not for bench/spark.py, which measures.
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: And the flags that map Spark's class-data archive (tests/spark_home.py), which
+#: tests/conftest.py gives the drivers itself: here for executors.
+TEST_JVM_OPTIONS = (
+    f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC {os.environ.get('TRAFKA_SPARK_CDS', '')}"
+)
 
 
 def fresh(prefix: str = "t") -> str:
