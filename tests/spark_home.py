@@ -108,16 +108,20 @@ def train() -> None:
     env = {**os.environ, "SPARK_HOME": str(HOME), "PYSPARK_PYTHON": sys.executable}
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     env.pop("SPARK_SUBMIT_OPTS", None)  # an archive in use cannot be written on
-    done = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "workload", str(part)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    if done.returncode != 0 or not part.is_file():
-        tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+    try:
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "workload", str(part)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        failed, said = done.returncode != 0, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as exc:
+        failed, said = True, f"{exc}"
+    if failed or not part.is_file():
+        tail = "\n".join(said.splitlines()[-20:])
         print(f"warning: Spark's class-data archive not made:\n{tail}", file=sys.stderr)
         part.unlink(missing_ok=True)
         return
