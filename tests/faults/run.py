@@ -1,5 +1,5 @@
 """The long fault run: ``make faults`` or ``python tests/faults/run.py [--schedules a,b]
-[--workloads acks,txn,proxy,proxy-journal] [--seed N] [--cycles N]
+[--workloads acks,acks1,txn,proxy,proxy-journal] [--seed N] [--cycles N]
 [--broker brokerlite|kafka|both]``, as root (network namespaces). Each schedule
 runs under each workload named (``proxy-leader`` only under the proxy ones). One cluster (ZooKeeper and three brokers, each in a namespace of its
 own: brokerlite, or Apache Kafka 3.9 as the control) runs every schedule named,

@@ -19,9 +19,11 @@ again (so cycles, and schedules on one cluster, start from a clean state).
   with a ``proxy`` workload).
 
 The workloads (:func:`run_schedule`'s ``workload``), each on host ``c1``:
-``acks`` (workload.py), ``txn`` (txn_workload.py: transactional
-read-process-write), ``proxy`` and ``proxy-journal`` (workload.py's clients through
-``trafka proxy``, without and with ``--journal``, on host ``px``).
+``acks`` (workload.py), ``acks1`` (the same and an ``acks=1`` producer), ``txn`` (txn_workload.py: transactional
+read-process-write; ``txn-librdkafka`` and ``txn-java`` with those clients'
+processors, txn_clients.py), ``proxy`` and ``proxy-journal`` (workload.py's
+clients through ``trafka proxy``, without and with ``--journal``, on host
+``px``), ``proxy-txn`` (the ``txn`` workload through the proxy, no journal).
 :func:`run_schedule` runs one throughout and returns the checker's report.
 """
 
@@ -51,7 +53,8 @@ Fault = Callable[[NsCluster, str, random.Random], tuple[str, bool]]
 RECOVER_S = 180.0
 CLIENT = "c1"
 PROXY = "px"
-WORKLOADS = ("acks", "txn", "proxy", "proxy-journal")
+WORKLOADS = ("acks", "acks1", "txn", "txn-librdkafka", "txn-java", "proxy", "proxy-journal",
+             "proxy-txn")  # fmt: skip
 
 
 @dataclasses.dataclass
@@ -252,13 +255,18 @@ def run_schedule(
     bootstrap, proxy = cluster.bootstrap_servers, None
     if workload.startswith("proxy"):
         bootstrap, proxy = start_proxy(cluster, journal=workload == "proxy-journal")
-    if workload == "txn":
+    transactional = "txn" in workload
+    if transactional:
         cluster.create_topic(f"{topic}-out", partitions)
+        client = workload.removeprefix("txn-") if workload.startswith("txn-") else "trafka"
+        java = (cluster.root, lambda argv, log: cluster.lab.spawn(CLIENT, argv, log))
         running: Workload = TxnWorkload(bootstrap, topic, f"{topic}-out", partitions,
-                                        f"g-{topic}", seed, cluster.lab.namespace(CLIENT))  # fmt: skip
+                                        f"g-{topic}", seed, cluster.lab.namespace(CLIENT),
+                                        client=client, java=java)  # fmt: skip
     else:
         running = Workload(bootstrap, topic, partitions, group=f"g-{topic}",
-                           netns=cluster.lab.namespace(CLIENT))  # fmt: skip
+                           netns=cluster.lab.namespace(CLIENT),
+                           acks1=workload == "acks1")  # fmt: skip
     RUNNING.append(Clients(running))
     running.start()
     try:
@@ -269,7 +277,7 @@ def run_schedule(
         if proxy is not None:
             proxy.kill()
             proxy.wait()
-    if workload == "txn":
+    if transactional:
         assert isinstance(running, TxnWorkload)
         sink, ends = read_log_and_ends(cluster.bootstrap_servers, f"{topic}-out", partitions)
         visible = read_log(cluster.bootstrap_servers, f"{topic}-out", partitions,
