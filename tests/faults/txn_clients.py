@@ -214,6 +214,8 @@ class JavaProcessor:
         from txn_workload import Txn
 
         told = self.w.told
+        if not self.out.exists():  # not started yet
+            return
         with self._lock, open(self.out, "rb") as f:
             f.seek(self._read)
             for line in f:

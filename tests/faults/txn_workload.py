@@ -89,12 +89,12 @@ class TxnWorkload(Workload):
         clients' host) pair)."""
         super().__init__(bootstrap, source, partitions, group, netns=netns)
         self.client = client
-        self.java = None if java is None else JavaProcessor(self, *java)
         self.txn_group = f"{group}-txn"
         self.sink = sink
         self.rng = random.Random(seed)
         self.abort_ratio = abort_ratio
         self.told: TxnTold = TxnTold()
+        self.java = JavaProcessor(self, *java) if client == "java" else None
 
     def progress(self) -> int:
         """How far the workload got: transactions committed (x 20, to compare with
