@@ -3,7 +3,8 @@
 [--broker brokerlite|kafka|both]``, as root (network namespaces). Each schedule
 runs under each workload named (``proxy-leader`` only under the proxy ones). One cluster (ZooKeeper and three brokers, each in a namespace of its
 own: brokerlite, or Apache Kafka 3.9 as the control) runs every schedule named,
-one after the other; the checker's table is printed for each. Exits 1 when
+one after the other; the checker's table is printed for each. With a ``zk-``
+schedule named, ZooKeeper is an ensemble of three (for every schedule of the run). Exits 1 when
 a promise was broken (see checker.PROMISES), 0 otherwise.
 """
 
@@ -50,7 +51,9 @@ def main() -> int:
     for broker in brokers:
         kind = KafkaNsCluster if broker == "kafka" else NsCluster
         with netlab.NetLab() as lab, tempfile.TemporaryDirectory(prefix="trafka-faults-") as root:
-            cluster = kind(lab, Path(root))
+            # the ZooKeeper schedules need an ensemble; the others run on it too
+            zookeepers = 3 if any(n.startswith("zk-") for n in names) else 1
+            cluster = kind(lab, Path(root), zookeepers=zookeepers)
             try:
                 cluster.start()
                 for name in names:

@@ -16,14 +16,18 @@ again (so cycles, and schedules on one cluster, start from a clean state).
 * ``client-leader``: the workload's host (``c1``) cut from one partition leader
   (not from the other brokers), past the clients' request timeout;
 * ``proxy-leader``: the proxy's host (``px``) cut from one partition leader (only
-  with a ``proxy`` workload).
+  with a ``proxy`` workload);
+* ``zk-member``, ``zk-leader``: with a ZooKeeper ensemble (three servers), one
+  follower, or the quorum's leader, cut from every other host (the other
+  servers, the brokers, the clients) past the session timeout.
 
 The workloads (:func:`run_schedule`'s ``workload``), each on host ``c1``:
 ``acks`` (workload.py), ``acks1`` (the same and an ``acks=1`` producer), ``txn`` (txn_workload.py: transactional
 read-process-write; ``txn-librdkafka`` and ``txn-java`` with those clients'
 processors, txn_clients.py), ``proxy`` and ``proxy-journal`` (workload.py's
 clients through ``trafka proxy``, without and with ``--journal``, on host
-``px``), ``proxy-txn`` (the ``txn`` workload through the proxy, no journal).
+``px``), ``proxy-txn`` and ``proxy-journal-txn`` (the ``txn`` workload through the
+proxy, without and with its journal).
 :func:`run_schedule` runs one throughout and returns the checker's report.
 """
 
@@ -42,7 +46,7 @@ from typing import Any
 import trio
 from checker import Report, check
 from netlab import in_namespace
-from nscluster import PORT, NsCluster, wait_for
+from nscluster import PORT, NsCluster, wait_for, zk_mode
 from txn_workload import TxnWorkload, check_transactions, committed_offsets
 from workload import Workload, read_log, read_log_and_ends
 
@@ -54,7 +58,7 @@ RECOVER_S = 180.0
 CLIENT = "c1"
 PROXY = "px"
 WORKLOADS = ("acks", "acks1", "txn", "txn-librdkafka", "txn-java", "proxy", "proxy-journal",
-             "proxy-txn")  # fmt: skip
+             "proxy-txn", "proxy-journal-txn")  # fmt: skip
 
 
 @dataclasses.dataclass
@@ -101,7 +105,7 @@ def _leader(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[int, di
 def leader_zk(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
     leader, before = _leader(cluster, topic, rng)
     hold = _session_s(cluster) * 2 + rng.uniform(0, 3)
-    cluster.lab.isolate([f"b{leader}"], ["zk"])
+    cluster.lab.isolate([f"b{leader}"], cluster.zk_hosts)
     effect = _hold(cluster, topic, hold, before)
     cluster.lab.heal()
     return f"leader b{leader} cut from zk {hold:.1f} s", effect
@@ -131,7 +135,7 @@ def controller(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str,
     active = int(before["controller"])
     hold = _session_s(cluster) * 2 + rng.uniform(0, 3)
     others = [f"b{n}" for n in cluster.nodes if n != active]
-    cluster.lab.isolate([f"b{active}"], ["zk", *others])
+    cluster.lab.isolate([f"b{active}"], [*cluster.zk_hosts, *others])
     effect = _hold(cluster, topic, hold, before)
     cluster.lab.heal()
     return f"controller b{active} cut from zk and brokers {hold:.1f} s", effect
@@ -149,7 +153,7 @@ def kill9(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool
 def leader_zk_oneway(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
     leader, before = _leader(cluster, topic, rng)
     hold = _session_s(cluster) * 2 + rng.uniform(0, 3)
-    cluster.lab.cut_one_way(["zk"], [f"b{leader}"])
+    cluster.lab.cut_one_way(cluster.zk_hosts, [f"b{leader}"])
     effect = _hold(cluster, topic, hold, before)
     cluster.lab.heal()
     return f"zk cannot send to leader b{leader} {hold:.1f} s", effect
@@ -184,6 +188,41 @@ def proxy_leader(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[st
     return _cut_host_from_leader(cluster, topic, rng, PROXY)
 
 
+def _cut_zk_member(cluster: NsCluster, topic: str, host: str, hold: float) -> bool:
+    """Cut ZooKeeper server ``host`` from every other host (the other servers, the
+    brokers, the clients) for ``hold`` seconds; whether it acted: the cut server
+    stopped serving (it lost its quorum; asked from the client host, which no cut
+    reaches) while the other two kept a leader."""
+    if len(cluster.zk_hosts) < 3:
+        raise ValueError("a ZooKeeper schedule needs an ensemble (run.py makes one)")
+    cluster.wait_healthy(topic, RECOVER_S)
+    cluster.lab.isolate([host], [h for h in cluster.lab.hosts if h != host])
+    deadline = time.monotonic() + hold
+    stopped = led = False
+    while time.monotonic() < deadline:
+        modes = {h: zk_mode(a) for h, a in cluster.zk_addresses.items()}
+        stopped |= modes[host] is None
+        led |= "leader" in [m for h, m in modes.items() if h != host]
+        time.sleep(0.5)
+    cluster.lab.heal()
+    return stopped and led
+
+
+def zk_member(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
+    followers = sorted(set(cluster.zk_hosts) - {cluster.zk_leader()})
+    host = rng.choice(followers)
+    hold = _session_s(cluster) * 2 + rng.uniform(0, 3)
+    effect = _cut_zk_member(cluster, topic, host, hold)
+    return f"ZooKeeper follower {host} cut from every host {hold:.1f} s", effect
+
+
+def zk_leader(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
+    host = cluster.zk_leader()
+    hold = _session_s(cluster) * 2 + rng.uniform(0, 3)
+    effect = _cut_zk_member(cluster, topic, host, hold)
+    return f"ZooKeeper leader {host} cut from every host {hold:.1f} s", effect
+
+
 def mix(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
     return rng.choice([leader_zk, pause, leader_followers, controller, kill9])(cluster, topic, rng)
 
@@ -197,6 +236,8 @@ SCHEDULES: dict[str, Fault] = {
     "leader-zk-oneway": leader_zk_oneway,
     "client-leader": client_leader,
     "proxy-leader": proxy_leader,
+    "zk-member": zk_member,
+    "zk-leader": zk_leader,
 }
 
 
@@ -254,7 +295,7 @@ def run_schedule(
     _host(cluster, CLIENT)
     bootstrap, proxy = cluster.bootstrap_servers, None
     if workload.startswith("proxy"):
-        bootstrap, proxy = start_proxy(cluster, journal=workload == "proxy-journal")
+        bootstrap, proxy = start_proxy(cluster, journal=workload.startswith("proxy-journal"))
     transactional = "txn" in workload
     if transactional:
         cluster.create_topic(f"{topic}-out", partitions)
@@ -334,10 +375,20 @@ def assert_kept(
     assert report.acked > 0
     broken = {k: v for k, v in report.broken.items() if k not in unpromised}
     assert broken == {}, f"seed {seed}:\n{report.table()}"
-    partition, offset = next(iter(seen["told"].acked.values()))
+    partition, offset = next(s for v, s in seen["told"].acked.items() if not v.startswith(b"a1"))
     tampered = {p: list(values) for p, values in seen["log"].items()}
     tampered[partition][offset] = b""
     assert check(seen["told"], tampered, [], 0.0).counts.get("lost") == 1
+    acks1 = [(v, spot) for v, spot in seen["told"].acked.items() if v.startswith(b"a1")]
+    if seen["told"].sent_acks1:  # one acks=1 record taken out: reported, not a broken promise
+        assert acks1, "the acks=1 producer got no acknowledgement"
+        partition, offset = next(s for v, s in acks1 if s[1] >= 0
+                                 and seen["log"][s[0]][s[1]] == v)  # fmt: skip
+        tampered = {p: list(values) for p, values in seen["log"].items()}
+        tampered[partition][offset] = b""
+        found = check(seen["told"], tampered, [], 0.0)
+        assert found.counts.get("lost_acks1", 0) == report.counts.get("lost_acks1", 0) + 1
+        assert found.broken == report.broken
     if "visible" not in seen:
         return
     told = seen["told"]
