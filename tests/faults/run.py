@@ -11,10 +11,12 @@ a promise was broken (see checker.PROMISES), 0 otherwise.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # kafka_peers, for --broker kafka
 
@@ -32,6 +34,7 @@ def main() -> int:
     parser.add_argument(
         "--broker", default="brokerlite", help="brokerlite, kafka (3.9, the control) or both"
     )
+    parser.add_argument("--keep", default=None, help="a directory to keep the logs in")
     args = parser.parse_args()
     why = netlab.available()
     if why is not None:
@@ -50,7 +53,12 @@ def main() -> int:
     broken = False
     for broker in brokers:
         kind = KafkaNsCluster if broker == "kafka" else NsCluster
-        with netlab.NetLab() as lab, tempfile.TemporaryDirectory(prefix="trafka-faults-") as root:
+        where: Any = (
+            contextlib.nullcontext(f"{args.keep}/{broker}")
+            if args.keep
+            else tempfile.TemporaryDirectory(prefix="trafka-faults-")
+        )
+        with netlab.NetLab() as lab, where as root:
             # the ZooKeeper schedules need an ensemble; the others run on it too
             zookeepers = 3 if any(n.startswith("zk-") for n in names) else 1
             cluster = kind(lab, Path(root), zookeepers=zookeepers)
