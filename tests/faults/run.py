@@ -1,11 +1,13 @@
 """The long fault run: ``make faults`` or ``python tests/faults/run.py [--schedules a,b]
-[--workloads acks,acks1,txn,proxy,proxy-journal] [--seed N] [--cycles N]
-[--broker brokerlite|kafka|both]``, as root (network namespaces). Each schedule
-runs under each workload named (``proxy-leader`` only under the proxy ones). One cluster (ZooKeeper and three brokers, each in a namespace of its
+[--workloads w,...] [--seed N] [--cycles N] [--broker brokerlite|kafka|both]
+[--keep DIR]``, as root (network namespaces); the workloads are schedules.WORKLOADS.
+Each schedule runs under each workload named (``proxy-leader`` only under the
+proxy ones). One cluster (ZooKeeper and three brokers, each in a namespace of its
 own: brokerlite, or Apache Kafka 3.9 as the control) runs every schedule named,
 one after the other; the checker's table is printed for each. With a ``zk-``
-schedule named, ZooKeeper is an ensemble of three (for every schedule of the run). Exits 1 when
-a promise was broken (see checker.PROMISES), 0 otherwise.
+schedule named, ZooKeeper is an ensemble of three (for every schedule of the
+run). ``--keep DIR`` keeps the logs there. Exits 1 when a promise was broken
+(see checker.PROMISES), 0 otherwise.
 """
 
 from __future__ import annotations

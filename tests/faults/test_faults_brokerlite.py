@@ -2,7 +2,7 @@
 three brokers, each in a network namespace of its own; the clients on a host of
 their own, ``c1``; see tests/faults/): one seeded cycle of each, under the
 workloads of workload.py and txn_workload.py (its processor Kafka's Java client
-under ``leader-zk``, trafka's under ``client-leader`` and through the proxy),
+under ``leader-zk``, trafka's under ``client-leader``),
 checked by checker.py and txn_workload.check_transactions.
 
 Kafka's promises under test. ``acks=all`` (docs, ``min.insync.replicas`` and the
@@ -18,8 +18,7 @@ lower one (ours never does). Transactions (KIP-98, KIP-447, the design section
 a ``read_committed`` consumer sees all of a transaction's records or none, none
 of an aborted one; offsets sent to a transaction are committed with it or not at
 all, so consume-process-produce handles each input once. The proxy
-(docs/proxy.md): a delivery report names the record's true offset or none, and a
-transaction's records are visible all or none wherever it routed them. ZooKeeper
+(docs/proxy.md): a delivery report names the record's true offset or none. ZooKeeper
 (its Administrator's Guide; https://zookeeper.apache.org/doc/current/zookeeperAdmin.html):
 an ensemble serves while a majority of its servers (two of three) reach each
 other, and a client whose server is gone moves its session to another. None of the faults here takes down more than one broker or one
@@ -64,7 +63,7 @@ SEED = int(os.environ.get("TRAFKA_FAULTS_SEED", "64"))
         ("leader-followers", "acks1"),
         ("controller", "acks"),
         ("client-leader", "txn"),
-        ("proxy-leader", "proxy-journal-txn"),
+        ("proxy-leader", "proxy-journal"),
         ("zk-leader", "acks"),
     ],
 )
