@@ -1,7 +1,6 @@
 """The control: one short schedule of tests/faults on Apache Kafka 3.9 (ZooKeeper and
 three brokers in network namespaces, the same settings as brokerlite's), the
-transactional workload (its processor Kafka's Java client, as on brokerlite)
-under a leader cut from ZooKeeper. Kafka keeps the promises
+transactional workload under a leader cut from ZooKeeper. Kafka keeps the promises
 that test_faults_brokerlite.py's docstring lists (with their sources); this shows
 the workload and checker find nothing broken where Kafka keeps them, so a finding
 on brokerlite is brokerlite's."""
@@ -16,7 +15,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.timeout(900)]
 
 
 def test_kafka_keeps_promises_under_a_leader_cut_from_zookeeper(kafka_ns_cluster):
-    report, seen = run_schedule(kafka_ns_cluster, "leader-zk", SEED, workload="txn-java")
+    report, seen = run_schedule(kafka_ns_cluster, "leader-zk", SEED, workload="txn")
     assert_kept(report, seen, SEED)
 
 
