@@ -85,7 +85,6 @@ class NsCluster:
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.zk_hosts = ["zk"] if zookeepers == 1 else [f"zk{i}" for i in range(1, zookeepers + 1)]
         self.zk_addresses = {host: lab.add_host(host) for host in self.zk_hosts}
-        self.zk_address = next(iter(self.zk_addresses.values()))
         self.address = {n: lab.add_host(f"b{n}") for n in self.nodes}
         self.zookeepers: list[subprocess.Popen[bytes]] = []
 
