@@ -50,7 +50,8 @@ from nscluster import PORT, NsCluster, wait_for, zk_mode
 from txn_workload import TxnWorkload, check_transactions, committed_offsets
 from workload import Workload, read_log, read_log_and_ends
 
-from trafka.sdk import TopicPartition, open_consumer
+from trafka.brokerlite.cluster.controller import coordinator_partition
+from trafka.sdk import TopicPartition, open_admin, open_consumer, open_producer
 from trafka.sdk.errors import TrafkaError
 
 Fault = Callable[[NsCluster, str, random.Random], tuple[str, bool]]
@@ -466,3 +467,83 @@ def abandoned_commit_lands_late(cluster: NsCluster) -> list[int]:
     thread.start()
     thread.join()
     return seen
+
+
+def late_txn_offset_commit(cluster: NsCluster, wait_s: float = 10.0) -> list[Any]:
+    """A transaction's TxnOffsetCommit that the client gives up on while cut from the
+    group's coordinator (not from the transaction's), the transaction then aborted,
+    and the request landing after the abort (the closed socket's retransmission once
+    healed, as in :func:`abandoned_commit_lands_late`). What a ``read_committed``
+    OffsetFetch of the group answers afterwards, once a second for ``wait_s`` from
+    the heal (past the retransmission some 12.6 s after the send): the committed
+    offset (1, from a first committed transaction) or the error's name
+    (UNSTABLE_OFFSET_COMMIT while offsets are pending)."""
+    topic = f"late-txn-{time.monotonic_ns()}"
+    cluster.create_topic(topic, 1)
+    tp = TopicPartition(topic, 0)
+    _host(cluster, CLIENT)
+
+    async def warm() -> None:  # both internal topics made (they are made on first use)
+        async with open_producer(bootstrap_servers=cluster.bootstrap_servers,
+                                 transactional_id=f"warm-{topic}") as producer:  # fmt: skip
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send_offsets_to_transaction({tp: 1}, f"warm-{topic}")
+            await producer.commit_transaction()
+
+    trio.run(warm)
+    leaders = {t: _leaders(cluster, t) for t in ("__consumer_offsets", "__transaction_state")}
+    tid = f"tx-{topic}"
+    states = leaders["__transaction_state"]
+    txn_at = states[coordinator_partition(tid, len(states))]
+    offsets = leaders["__consumer_offsets"]
+    group = next(g for g in (f"g{i}-{topic}" for i in range(100))
+                 if offsets[coordinator_partition(g, len(offsets))] != txn_at)  # fmt: skip
+    group_at = offsets[coordinator_partition(group, len(offsets))]
+    seen: list[Any] = []
+
+    async def main() -> None:
+        async with open_producer(bootstrap_servers=cluster.bootstrap_servers,
+                                 transactional_id=tid, request_timeout_ms=3000,
+                                 max_block_ms=3000) as producer:  # fmt: skip
+            await producer.init_transactions()
+            producer.begin_transaction()  # a first one: connections to both coordinators
+            await producer.send_offsets_to_transaction({tp: 1}, group)
+            await producer.commit_transaction()
+            producer.begin_transaction()
+            cluster.lab.isolate([CLIENT], [f"b{group_at}"])
+            sent = trio.current_time()
+            with contextlib.suppress(TrafkaError):  # what the test is about
+                await producer.send_offsets_to_transaction({tp: 5}, group)
+                raise AssertionError("a TxnOffsetCommit through a cut succeeded")
+            await producer.abort_transaction()
+            await trio.sleep_until(sent + 6.7)
+            cluster.lab.heal()
+        async with open_consumer(bootstrap_servers=cluster.bootstrap_servers, group_id=group,
+                                 isolation_level="read_committed", enable_auto_commit=False,
+                                 default_api_timeout_ms=1000) as consumer:  # fmt: skip
+            deadline = trio.current_time() + wait_s
+            while trio.current_time() < deadline:
+                try:
+                    seen.append(await consumer.committed(tp))
+                except TrafkaError as exc:
+                    seen.append("UNSTABLE_OFFSET_COMMIT" if "UNSTABLE" in str(exc) else repr(exc))
+                await trio.sleep(1)
+
+    def run() -> None:
+        with in_namespace(cluster.lab.namespace(CLIENT)):
+            trio.run(main)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return seen
+
+
+def _leaders(cluster: NsCluster, topic: str) -> dict[int, int]:
+    async def ask() -> dict[int, int]:
+        async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            desc = (await admin.describe_topics([topic], timeout_ms=30000))[topic]
+            return {p.partition: p.leader for p in desc.partitions}
+
+    return trio.run(ask)

@@ -48,7 +48,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from schedules import abandoned_commit_lands_late, assert_kept, run_schedule
+from schedules import (
+    abandoned_commit_lands_late,
+    assert_kept,
+    late_txn_offset_commit,
+    run_schedule,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -83,3 +88,21 @@ def test_an_abandoned_commit_lands_after_a_later_one_as_on_kafka(ns_cluster):
     """
     seen = abandoned_commit_lands_late(ns_cluster)
     assert seen[0] == 10 and seen[-1] == 5, seen
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="brokerlite's group coordinator stages a late TxnOffsetCommit without "
+    "verifying it with the transaction coordinator; found by proxy-leader under "
+    "proxy-journal-txn, seed 64 (docs/delivery.md)",
+)
+def test_a_txn_offset_commit_landing_after_its_abort_leaves_nothing_pending(ns_cluster):
+    """A TxnOffsetCommit the network delivers after its transaction was aborted must
+    not leave offsets pending: Kafka verifies a TxnOffsetCommit with the transaction
+    coordinator before taking it (KIP-890 part 1, since Kafka 3.6), so the late one,
+    of a transaction that no longer holds the group, is refused, and the group's
+    offset stays the last committed one (test_faults_kafka.py shows Kafka 3.9 doing
+    so). A pending offset nothing will settle answers every read_committed
+    OffsetFetch UNSTABLE_OFFSET_COMMIT for good."""
+    seen = late_txn_offset_commit(ns_cluster)
+    assert len(seen) >= 3 and all(s == 1 for s in seen[-3:]), seen
