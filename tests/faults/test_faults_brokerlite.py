@@ -69,7 +69,6 @@ SEED = int(os.environ.get("TRAFKA_FAULTS_SEED", "64"))
         ("controller", "acks"),
         ("client-leader", "txn"),
         ("proxy-leader", "proxy-journal"),
-        ("zk-leader", "acks"),
     ],
 )
 def test_schedule_keeps_promises(ns_cluster, schedule, workload):
