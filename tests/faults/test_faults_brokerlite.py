@@ -1,8 +1,9 @@
 """Short fault schedules on a brokerlite cluster (a ZooKeeper ensemble of three and
 three brokers, each in a network namespace of its own; the clients on a host of
 their own, ``c1``; see tests/faults/): one seeded cycle of each, under the
-workloads of workload.py and txn_workload.py (its processor Kafka's Java client
-under ``leader-zk``, trafka's under ``client-leader``),
+workloads of workload.py and txn_workload.py (librdkafka's and Java's
+transactional processors, txn_clients.py, run in ``make faults`` only, for the
+suite's time),
 checked by checker.py and txn_workload.check_transactions.
 
 Kafka's promises under test. ``acks=all`` (docs, ``min.insync.replicas`` and the
@@ -63,7 +64,7 @@ SEED = int(os.environ.get("TRAFKA_FAULTS_SEED", "64"))
 @pytest.mark.parametrize(
     ("schedule", "workload"),
     [
-        ("leader-zk", "txn-java"),
+        ("leader-zk", "txn"),
         ("pause", "acks"),
         ("leader-followers", "acks1"),
         ("controller", "acks"),
