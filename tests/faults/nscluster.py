@@ -1,6 +1,7 @@
 """A brokerlite cluster whose ZooKeeper and brokers each run on a host of a :class:`NetLab`.
 
-Hosts ``zk`` (one ZooKeeper server, standalone) and ``b1`` .. ``bN`` (``trafka broker``
+Hosts ``zk`` (one ZooKeeper server, standalone; or, with ``zookeepers=3``, an
+ensemble of three on hosts ``zk1`` .. ``zk3``) and ``b1`` .. ``bN`` (``trafka broker``
 processes in ZooKeeper mode, each listening on and advertising its namespace's
 address, port 9092). The client host reaches all of them over the bridge.
 
@@ -42,18 +43,33 @@ def wait_for(what: str, probe: Any, timeout: float) -> Any:
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def _zk_serving(address: str) -> bool | None:
+def zk_mode(address: str) -> str | None:
+    """What the ZooKeeper server at ``address`` says it is (``standalone``,
+    ``leader``, ``follower``), or None when it does not serve (no quorum, down)."""
     try:
         with socket.create_connection((address, ZK_PORT), timeout=1) as sock:
             sock.sendall(b"srvr")
-            return True if b"Mode: " in sock.recv(4096) else None
+            answer = sock.recv(4096)
     except OSError:
         return None
+    for line in answer.decode(errors="replace").splitlines():
+        if line.startswith("Mode: "):
+            return line.removeprefix("Mode: ").strip()
+    return None
+
+
+def _zk_serving(address: str) -> bool | None:
+    return True if zk_mode(address) is not None else None
 
 
 class NsCluster:
     def __init__(
-        self, lab: NetLab, root: Path, nodes: int = 3, settings: dict[str, Any] | None = None
+        self,
+        lab: NetLab,
+        root: Path,
+        nodes: int = 3,
+        settings: dict[str, Any] | None = None,
+        zookeepers: int = 1,
     ) -> None:
         self.lab = lab
         self.root = Path(root)
@@ -67,9 +83,14 @@ class NsCluster:
             **(settings or {}),
         }
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
-        self.zk_address = lab.add_host("zk")
+        self.zk_hosts = ["zk"] if zookeepers == 1 else [f"zk{i}" for i in range(1, zookeepers + 1)]
+        self.zk_addresses = {host: lab.add_host(host) for host in self.zk_hosts}
         self.address = {n: lab.add_host(f"b{n}") for n in self.nodes}
-        self.zookeeper: subprocess.Popen[bytes] | None = None
+        self.zookeepers: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def zk_connect(self) -> str:
+        return ",".join(f"{a}:{ZK_PORT}" for a in self.zk_addresses.values())
 
     @property
     def bootstrap_servers(self) -> str:
@@ -82,24 +103,41 @@ class NsCluster:
         wait_for("every broker to register", lambda: self._formed(len(self.nodes)), 120)
 
     def start_zookeeper(self) -> None:
+        """The ZooKeeper server, or the ensemble's (each on its host; server ``i`` is
+        ``zk<i>``, its quorum and election ports 2888 and 3888)."""
         self.root.mkdir(parents=True, exist_ok=True)
         java, classpath = find_zookeeper()
-        zk_dir = self.root / "zookeeper"
-        (zk_dir / "data").mkdir(parents=True, exist_ok=True)
-        cfg = zk_dir / "zoo.cfg"
-        cfg.write_text(
-            f"tickTime=500\ndataDir={zk_dir / 'data'}\nclientPort={ZK_PORT}\n"
-            f"clientPortAddress={self.zk_address}\nmaxSessionTimeout=60000\n"
-            "maxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=srvr,stat\n"
-        )
-        with open(zk_dir / "zookeeper.log", "ab") as log:
-            self.zookeeper = self.lab.spawn(
-                "zk",
-                [java, "-Xmx128m", "-Dzookeeper.forceSync=no", "-cp", classpath,
-                 "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
-                log,
-            )  # fmt: skip
-        wait_for("ZooKeeper to serve", lambda: _zk_serving(self.zk_address), 60)
+        ensemble = len(self.zk_hosts) > 1
+        main = "QuorumPeerMain" if ensemble else "ZooKeeperServerMain"
+        for i, (host, address) in enumerate(self.zk_addresses.items(), 1):
+            zk_dir = self.root / host
+            (zk_dir / "data").mkdir(parents=True, exist_ok=True)
+            cfg = zk_dir / "zoo.cfg"
+            lines = [f"tickTime=500\ndataDir={zk_dir / 'data'}\nclientPort={ZK_PORT}\n"
+                     f"clientPortAddress={address}\nmaxSessionTimeout=60000\n"
+                     "maxClientCnxns=0\nadmin.enableServer=false\n"
+                     "4lw.commands.whitelist=srvr,stat\n"]  # fmt: skip
+            if ensemble:
+                (zk_dir / "data" / "myid").write_text(f"{i}\n")
+                lines.append("initLimit=10\nsyncLimit=4\n")
+                lines += [f"server.{j}={a}:2888:3888\n"
+                          for j, a in enumerate(self.zk_addresses.values(), 1)]  # fmt: skip
+            cfg.write_text("".join(lines))
+            with open(zk_dir / "zookeeper.log", "ab") as log:
+                self.zookeepers.append(self.lab.spawn(
+                    host,
+                    [java, "-Xmx128m", "-Dzookeeper.forceSync=no", "-cp", classpath,
+                     f"org.apache.zookeeper.server.{'quorum.' if ensemble else ''}{main}",
+                     str(cfg)],
+                    log,
+                ))  # fmt: skip
+        for address in self.zk_addresses.values():
+            wait_for("ZooKeeper to serve", lambda a=address: _zk_serving(a), 90)
+
+    def zk_leader(self) -> str:
+        """The ensemble's leader's host."""
+        modes = {h: zk_mode(a) for h, a in self.zk_addresses.items()}
+        return next(h for h, mode in modes.items() if mode in ("leader", "standalone"))
 
     def _properties(self, n: int) -> Path:
         path = self.root / f"node-{n}.properties"
@@ -107,7 +145,7 @@ class NsCluster:
             f"node.id={n}",
             f"listeners=PLAINTEXT://{self.address[n]}:{PORT}",
             f"log.dirs={self.root / f'node-{n}'}",
-            f"zookeeper.connect={self.zk_address}:{ZK_PORT}",
+            f"zookeeper.connect={self.zk_connect}",
             *(f"{k}={v}" for k, v in self.settings.items()),
         ]
         path.write_text("\n".join(lines) + "\n")
@@ -199,7 +237,7 @@ class NsCluster:
 
     def stop(self) -> None:
         """Everything killed (the data is thrown away: no clean shutdown needed)."""
-        for proc in [*self.procs.values(), self.zookeeper]:
+        for proc in [*self.procs.values(), *self.zookeepers]:
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
@@ -209,15 +247,15 @@ class KafkaNsCluster(NsCluster):
     """The same cluster of Apache Kafka 3.9 brokers (on the namespaces' ZooKeeper), the
     control: :class:`kafka_peers.KafkaCluster` with each JVM under ``ip netns exec``."""
 
-    def __init__(self, lab: NetLab, root: Path, nodes: int = 3) -> None:
+    def __init__(self, lab: NetLab, root: Path, nodes: int = 3, zookeepers: int = 1) -> None:
         from kafka_peers import KAFKA_3, KafkaCluster
 
-        super().__init__(lab, root, nodes)
+        super().__init__(lab, root, nodes, zookeepers=zookeepers)
         self.kafka = KafkaCluster(
             KAFKA_3,
             self.root / "kafka",
             nodes=nodes,
-            zookeeper=f"{self.zk_address}:{ZK_PORT}",
+            zookeeper=self.zk_connect,
             config=self.settings,
             node_hosts=self.address,
             wrap=lambda n: ["ip", "netns", "exec", lab.namespace(f"b{n}")],
@@ -247,6 +285,7 @@ class KafkaNsCluster(NsCluster):
         for n in self.nodes:
             self.resume(n)
         self.kafka.stop()
-        if self.zookeeper is not None and self.zookeeper.poll() is None:
-            self.zookeeper.kill()
-            self.zookeeper.wait()
+        for proc in self.zookeepers:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

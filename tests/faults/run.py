@@ -1,19 +1,24 @@
 """The long fault run: ``make faults`` or ``python tests/faults/run.py [--schedules a,b]
-[--workloads acks,txn,proxy,proxy-journal] [--seed N] [--cycles N]
-[--broker brokerlite|kafka|both]``, as root (network namespaces). Each schedule
-runs under each workload named (``proxy-leader`` only under the proxy ones). One cluster (ZooKeeper and three brokers, each in a namespace of its
+[--workloads w,...] [--seed N] [--cycles N] [--broker brokerlite|kafka|both]
+[--keep DIR]``, as root (network namespaces); the workloads are schedules.WORKLOADS.
+Each schedule runs under each workload named (``proxy-leader`` only under the
+proxy ones). One cluster (ZooKeeper and three brokers, each in a namespace of its
 own: brokerlite, or Apache Kafka 3.9 as the control) runs every schedule named,
-one after the other; the checker's table is printed for each. Exits 1 when
-a promise was broken (see checker.PROMISES), 0 otherwise.
+one after the other; the checker's table is printed for each. With a ``zk-``
+schedule named, ZooKeeper is an ensemble of three (for every schedule of the
+run). ``--keep DIR`` keeps the logs there. Exits 1 when a promise was broken
+(see checker.PROMISES), 0 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # kafka_peers, for --broker kafka
 
@@ -31,6 +36,7 @@ def main() -> int:
     parser.add_argument(
         "--broker", default="brokerlite", help="brokerlite, kafka (3.9, the control) or both"
     )
+    parser.add_argument("--keep", default=None, help="a directory to keep the logs in")
     args = parser.parse_args()
     why = netlab.available()
     if why is not None:
@@ -49,8 +55,15 @@ def main() -> int:
     broken = False
     for broker in brokers:
         kind = KafkaNsCluster if broker == "kafka" else NsCluster
-        with netlab.NetLab() as lab, tempfile.TemporaryDirectory(prefix="trafka-faults-") as root:
-            cluster = kind(lab, Path(root))
+        where: Any = (
+            contextlib.nullcontext(f"{args.keep}/{broker}")
+            if args.keep
+            else tempfile.TemporaryDirectory(prefix="trafka-faults-")
+        )
+        with netlab.NetLab() as lab, where as root:
+            # the ZooKeeper schedules need an ensemble; the others run on it too
+            zookeepers = 3 if any(n.startswith("zk-") for n in names) else 1
+            cluster = kind(lab, Path(root), zookeepers=zookeepers)
             try:
                 cluster.start()
                 for name in names:

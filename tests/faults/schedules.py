@@ -16,12 +16,18 @@ again (so cycles, and schedules on one cluster, start from a clean state).
 * ``client-leader``: the workload's host (``c1``) cut from one partition leader
   (not from the other brokers), past the clients' request timeout;
 * ``proxy-leader``: the proxy's host (``px``) cut from one partition leader (only
-  with a ``proxy`` workload).
+  with a ``proxy`` workload);
+* ``zk-member``, ``zk-leader``: with a ZooKeeper ensemble (three servers), one
+  follower, or the quorum's leader, cut from every other host (the other
+  servers, the brokers, the clients) past the session timeout.
 
 The workloads (:func:`run_schedule`'s ``workload``), each on host ``c1``:
-``acks`` (workload.py), ``txn`` (txn_workload.py: transactional
-read-process-write), ``proxy`` and ``proxy-journal`` (workload.py's clients through
-``trafka proxy``, without and with ``--journal``, on host ``px``).
+``acks`` (workload.py), ``acks1`` (the same and an ``acks=1`` producer), ``txn`` (txn_workload.py: transactional
+read-process-write; ``txn-librdkafka`` and ``txn-java`` with those clients'
+processors, txn_clients.py), ``proxy`` and ``proxy-journal`` (workload.py's
+clients through ``trafka proxy``, without and with ``--journal``, on host
+``px``), ``proxy-txn`` and ``proxy-journal-txn`` (the ``txn`` workload through the
+proxy, without and with its journal).
 :func:`run_schedule` runs one throughout and returns the checker's report.
 """
 
@@ -40,18 +46,20 @@ from typing import Any
 import trio
 from checker import Report, check
 from netlab import in_namespace
-from nscluster import PORT, NsCluster, wait_for
+from nscluster import PORT, NsCluster, wait_for, zk_mode
 from txn_workload import TxnWorkload, check_transactions, committed_offsets
 from workload import Workload, read_log, read_log_and_ends
 
-from trafka.sdk import TopicPartition, open_consumer
+from trafka.brokerlite.cluster.controller import coordinator_partition
+from trafka.sdk import TopicPartition, open_admin, open_consumer, open_producer
 from trafka.sdk.errors import TrafkaError
 
 Fault = Callable[[NsCluster, str, random.Random], tuple[str, bool]]
 RECOVER_S = 180.0
 CLIENT = "c1"
 PROXY = "px"
-WORKLOADS = ("acks", "txn", "proxy", "proxy-journal")
+WORKLOADS = ("acks", "acks1", "txn", "txn-librdkafka", "txn-java", "proxy", "proxy-journal",
+             "proxy-txn", "proxy-journal-txn")  # fmt: skip
 
 
 @dataclasses.dataclass
@@ -98,7 +106,7 @@ def _leader(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[int, di
 def leader_zk(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
     leader, before = _leader(cluster, topic, rng)
     hold = _session_s(cluster) * 2 + rng.uniform(0, 3)
-    cluster.lab.isolate([f"b{leader}"], ["zk"])
+    cluster.lab.isolate([f"b{leader}"], cluster.zk_hosts)
     effect = _hold(cluster, topic, hold, before)
     cluster.lab.heal()
     return f"leader b{leader} cut from zk {hold:.1f} s", effect
@@ -128,7 +136,7 @@ def controller(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str,
     active = int(before["controller"])
     hold = _session_s(cluster) * 2 + rng.uniform(0, 3)
     others = [f"b{n}" for n in cluster.nodes if n != active]
-    cluster.lab.isolate([f"b{active}"], ["zk", *others])
+    cluster.lab.isolate([f"b{active}"], [*cluster.zk_hosts, *others])
     effect = _hold(cluster, topic, hold, before)
     cluster.lab.heal()
     return f"controller b{active} cut from zk and brokers {hold:.1f} s", effect
@@ -146,7 +154,7 @@ def kill9(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool
 def leader_zk_oneway(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
     leader, before = _leader(cluster, topic, rng)
     hold = _session_s(cluster) * 2 + rng.uniform(0, 3)
-    cluster.lab.cut_one_way(["zk"], [f"b{leader}"])
+    cluster.lab.cut_one_way(cluster.zk_hosts, [f"b{leader}"])
     effect = _hold(cluster, topic, hold, before)
     cluster.lab.heal()
     return f"zk cannot send to leader b{leader} {hold:.1f} s", effect
@@ -181,6 +189,41 @@ def proxy_leader(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[st
     return _cut_host_from_leader(cluster, topic, rng, PROXY)
 
 
+def _cut_zk_member(cluster: NsCluster, topic: str, host: str, hold: float) -> bool:
+    """Cut ZooKeeper server ``host`` from every other host (the other servers, the
+    brokers, the clients) for ``hold`` seconds; whether it acted: the cut server
+    stopped serving (it lost its quorum; asked from the client host, which no cut
+    reaches) while the other two kept a leader."""
+    if len(cluster.zk_hosts) < 3:
+        raise ValueError("a ZooKeeper schedule needs an ensemble (run.py makes one)")
+    cluster.wait_healthy(topic, RECOVER_S)
+    cluster.lab.isolate([host], [h for h in cluster.lab.hosts if h != host])
+    deadline = time.monotonic() + hold
+    stopped = led = False
+    while time.monotonic() < deadline:
+        modes = {h: zk_mode(a) for h, a in cluster.zk_addresses.items()}
+        stopped |= modes[host] is None
+        led |= "leader" in [m for h, m in modes.items() if h != host]
+        time.sleep(0.5)
+    cluster.lab.heal()
+    return stopped and led
+
+
+def zk_member(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
+    followers = sorted(set(cluster.zk_hosts) - {cluster.zk_leader()})
+    host = rng.choice(followers)
+    hold = _session_s(cluster) * 1.5 + rng.uniform(0, 2)
+    effect = _cut_zk_member(cluster, topic, host, hold)
+    return f"ZooKeeper follower {host} cut from every host {hold:.1f} s", effect
+
+
+def zk_leader(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
+    host = cluster.zk_leader()
+    hold = _session_s(cluster) * 1.5 + rng.uniform(0, 2)
+    effect = _cut_zk_member(cluster, topic, host, hold)
+    return f"ZooKeeper leader {host} cut from every host {hold:.1f} s", effect
+
+
 def mix(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
     return rng.choice([leader_zk, pause, leader_followers, controller, kill9])(cluster, topic, rng)
 
@@ -194,6 +237,8 @@ SCHEDULES: dict[str, Fault] = {
     "leader-zk-oneway": leader_zk_oneway,
     "client-leader": client_leader,
     "proxy-leader": proxy_leader,
+    "zk-member": zk_member,
+    "zk-leader": zk_leader,
 }
 
 
@@ -251,14 +296,19 @@ def run_schedule(
     _host(cluster, CLIENT)
     bootstrap, proxy = cluster.bootstrap_servers, None
     if workload.startswith("proxy"):
-        bootstrap, proxy = start_proxy(cluster, journal=workload == "proxy-journal")
-    if workload == "txn":
+        bootstrap, proxy = start_proxy(cluster, journal=workload.startswith("proxy-journal"))
+    transactional = "txn" in workload
+    if transactional:
         cluster.create_topic(f"{topic}-out", partitions)
+        client = workload.removeprefix("txn-") if workload.startswith("txn-") else "trafka"
+        java = (cluster.root, lambda argv, log: cluster.lab.spawn(CLIENT, argv, log))
         running: Workload = TxnWorkload(bootstrap, topic, f"{topic}-out", partitions,
-                                        f"g-{topic}", seed, cluster.lab.namespace(CLIENT))  # fmt: skip
+                                        f"g-{topic}", seed, cluster.lab.namespace(CLIENT),
+                                        client=client, java=java)  # fmt: skip
     else:
         running = Workload(bootstrap, topic, partitions, group=f"g-{topic}",
-                           netns=cluster.lab.namespace(CLIENT))  # fmt: skip
+                           netns=cluster.lab.namespace(CLIENT),
+                           acks1=workload == "acks1")  # fmt: skip
     RUNNING.append(Clients(running))
     running.start()
     try:
@@ -269,7 +319,7 @@ def run_schedule(
         if proxy is not None:
             proxy.kill()
             proxy.wait()
-    if workload == "txn":
+    if transactional:
         assert isinstance(running, TxnWorkload)
         sink, ends = read_log_and_ends(cluster.bootstrap_servers, f"{topic}-out", partitions)
         visible = read_log(cluster.bootstrap_servers, f"{topic}-out", partitions,
@@ -304,11 +354,18 @@ def _run_faults(
         say(f"  {label}" + ("" if effect else " (no effect seen)"))
         cluster.wait_healthy(topic, RECOVER_S)
     before = workload.progress()
-    wait_for("writes after healing", lambda: workload.progress() > before + 50 or None, 120)
+    try:
+        wait_for("writes after healing", lambda: workload.progress() > before + 50 or None, 120)
+        stalled = None
+    except AssertionError as exc:  # checked and reported like the rest
+        stalled = f"{exc} (progress {before} -> {workload.progress()})"
     told = workload.stop()
     end = time.monotonic()
     log = read_log(cluster.bootstrap_servers, topic, partitions)
     report = check(told, log, faults, end, name, seed)
+    if stalled is not None:
+        report.promises += ("stalled",)
+        report.note("stalled", stalled)
     seen = {"told": told, "log": log, "topic": topic, "effects": effects,
             "unavailable_s": report.unavailable_s}  # fmt: skip
     return report, seen
@@ -326,10 +383,20 @@ def assert_kept(
     assert report.acked > 0
     broken = {k: v for k, v in report.broken.items() if k not in unpromised}
     assert broken == {}, f"seed {seed}:\n{report.table()}"
-    partition, offset = next(iter(seen["told"].acked.values()))
+    partition, offset = next(s for v, s in seen["told"].acked.items() if not v.startswith(b"a1"))
     tampered = {p: list(values) for p, values in seen["log"].items()}
     tampered[partition][offset] = b""
     assert check(seen["told"], tampered, [], 0.0).counts.get("lost") == 1
+    acks1 = [(v, spot) for v, spot in seen["told"].acked.items() if v.startswith(b"a1")]
+    if seen["told"].sent_acks1:  # one acks=1 record taken out: reported, not a broken promise
+        assert acks1, "the acks=1 producer got no acknowledgement"
+        partition, offset = next(s for v, s in acks1 if s[1] >= 0
+                                 and seen["log"][s[0]][s[1]] == v)  # fmt: skip
+        tampered = {p: list(values) for p, values in seen["log"].items()}
+        tampered[partition][offset] = b""
+        found = check(seen["told"], tampered, [], 0.0)
+        assert found.counts.get("lost_acks1", 0) == report.counts.get("lost_acks1", 0) + 1
+        assert found.counts.get("lost", 0) == report.counts.get("lost", 0)
     if "visible" not in seen:
         return
     told = seen["told"]
@@ -400,3 +467,83 @@ def abandoned_commit_lands_late(cluster: NsCluster) -> list[int]:
     thread.start()
     thread.join()
     return seen
+
+
+def late_txn_offset_commit(cluster: NsCluster, wait_s: float = 10.0) -> list[Any]:
+    """A transaction's TxnOffsetCommit that the client gives up on while cut from the
+    group's coordinator (not from the transaction's), the transaction then aborted,
+    and the request landing after the abort (the closed socket's retransmission once
+    healed, as in :func:`abandoned_commit_lands_late`). What a ``read_committed``
+    OffsetFetch of the group answers afterwards, once a second for ``wait_s`` from
+    the heal (past the retransmission some 12.6 s after the send): the committed
+    offset (1, from a first committed transaction) or the error's name
+    (UNSTABLE_OFFSET_COMMIT while offsets are pending)."""
+    topic = f"late-txn-{time.monotonic_ns()}"
+    cluster.create_topic(topic, 1)
+    tp = TopicPartition(topic, 0)
+    _host(cluster, CLIENT)
+
+    async def warm() -> None:  # both internal topics made (they are made on first use)
+        async with open_producer(bootstrap_servers=cluster.bootstrap_servers,
+                                 transactional_id=f"warm-{topic}") as producer:  # fmt: skip
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send_offsets_to_transaction({tp: 1}, f"warm-{topic}")
+            await producer.commit_transaction()
+
+    trio.run(warm)
+    leaders = {t: _leaders(cluster, t) for t in ("__consumer_offsets", "__transaction_state")}
+    tid = f"tx-{topic}"
+    states = leaders["__transaction_state"]
+    txn_at = states[coordinator_partition(tid, len(states))]
+    offsets = leaders["__consumer_offsets"]
+    group = next(g for g in (f"g{i}-{topic}" for i in range(100))
+                 if offsets[coordinator_partition(g, len(offsets))] != txn_at)  # fmt: skip
+    group_at = offsets[coordinator_partition(group, len(offsets))]
+    seen: list[Any] = []
+
+    async def main() -> None:
+        async with open_producer(bootstrap_servers=cluster.bootstrap_servers,
+                                 transactional_id=tid, request_timeout_ms=3000,
+                                 max_block_ms=3000) as producer:  # fmt: skip
+            await producer.init_transactions()
+            producer.begin_transaction()  # a first one: connections to both coordinators
+            await producer.send_offsets_to_transaction({tp: 1}, group)
+            await producer.commit_transaction()
+            producer.begin_transaction()
+            cluster.lab.isolate([CLIENT], [f"b{group_at}"])
+            sent = trio.current_time()
+            with contextlib.suppress(TrafkaError):  # what the test is about
+                await producer.send_offsets_to_transaction({tp: 5}, group)
+                raise AssertionError("a TxnOffsetCommit through a cut succeeded")
+            await producer.abort_transaction()
+            await trio.sleep_until(sent + 6.7)
+            cluster.lab.heal()
+        async with open_consumer(bootstrap_servers=cluster.bootstrap_servers, group_id=group,
+                                 isolation_level="read_committed", enable_auto_commit=False,
+                                 default_api_timeout_ms=1000) as consumer:  # fmt: skip
+            deadline = trio.current_time() + wait_s
+            while trio.current_time() < deadline:
+                try:
+                    seen.append(await consumer.committed(tp))
+                except TrafkaError as exc:
+                    seen.append("UNSTABLE_OFFSET_COMMIT" if "UNSTABLE" in str(exc) else repr(exc))
+                await trio.sleep(1)
+
+    def run() -> None:
+        with in_namespace(cluster.lab.namespace(CLIENT)):
+            trio.run(main)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return seen
+
+
+def _leaders(cluster: NsCluster, topic: str) -> dict[int, int]:
+    async def ask() -> dict[int, int]:
+        async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            desc = (await admin.describe_topics([topic], timeout_ms=30000))[topic]
+            return {p.partition: p.leader for p in desc.partitions}
+
+    return trio.run(ask)

@@ -8,7 +8,12 @@ on brokerlite is brokerlite's."""
 from __future__ import annotations
 
 import pytest
-from schedules import abandoned_commit_lands_late, assert_kept, run_schedule
+from schedules import (
+    abandoned_commit_lands_late,
+    assert_kept,
+    late_txn_offset_commit,
+    run_schedule,
+)
 from test_faults_brokerlite import SEED
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.timeout(900)]
@@ -24,3 +29,10 @@ def test_kafka_applies_an_abandoned_commit_after_a_later_one(kafka_ns_cluster):
     holds brokerlite to: Kafka's own behaviour (its docstring says why)."""
     seen = abandoned_commit_lands_late(kafka_ns_cluster)
     assert seen[0] == 10 and seen[-1] == 5, seen
+
+
+def test_kafka_refuses_a_txn_offset_commit_landing_after_its_abort(kafka_ns_cluster):
+    """What test_faults_brokerlite.test_a_txn_offset_commit_landing_after_its_abort_leaves_nothing_pending
+    holds brokerlite to (its docstring says why): Kafka's own behaviour."""
+    seen = late_txn_offset_commit(kafka_ns_cluster)
+    assert len(seen) >= 3 and all(s == 1 for s in seen[-3:]), seen

@@ -4,7 +4,7 @@ The feed: :class:`workload.Workload` itself (its idempotent producers writing
 numbered records to the *source* topic all along, its consumer group reading
 them), so a transactional run is checked for the promises of ``acks=all`` too.
 The processor: a ``read_committed`` consumer in a group of its own and a transactional
-producer (trafka's). Each transaction takes what one poll returned, writes one
+producer (trafka's; or librdkafka's, or Kafka's Java client's: txn_clients.py). Each transaction takes what one poll returned, writes one
 output record per input record to the *sink* topic,
 ``t<txn>:<partition>:<offset>:<input value>`` (the same key), sends the
 consumer's positions to the transaction with the consumer's group metadata
@@ -50,6 +50,8 @@ from typing import Any
 
 import trio
 from checker import Report
+from netlab import in_namespace
+from txn_clients import JavaProcessor, LibrdkafkaProcessor
 from workload import Told, Workload
 
 from trafka.sdk import TopicPartition, open_consumer, open_producer
@@ -80,23 +82,43 @@ class TxnWorkload(Workload):
     :class:`workload.Workload` gives them."""
 
     def __init__(self, bootstrap: str, source: str, sink: str, partitions: int, group: str,
-                 seed: int, netns: str | None = None, abort_ratio: float = 0.2) -> None:  # fmt: skip
+                 seed: int, netns: str | None = None, abort_ratio: float = 0.2,
+                 client: str = "trafka", java: Any = None) -> None:  # fmt: skip
+        """``client``: the processor's (``trafka``, ``librdkafka`` or ``java``,
+        txn_clients.py; ``java`` takes ``java``, a (root directory, spawn on the
+        clients' host) pair)."""
         super().__init__(bootstrap, source, partitions, group, netns=netns)
+        self.client = client
         self.txn_group = f"{group}-txn"
         self.sink = sink
         self.rng = random.Random(seed)
         self.abort_ratio = abort_ratio
         self.told: TxnTold = TxnTold()
+        self.java = JavaProcessor(self, *java) if client == "java" else None
 
     def progress(self) -> int:
         """How far the workload got: transactions committed (x 20, to compare with
         a record count: 3 commits count as 50 records)."""
+        if self.java is not None:
+            self.java.read()
         return 20 * sum(t.outcome == "committed" for t in self.told.txns)
 
     async def _run(self) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(super()._run)
-            nursery.start_soon(self._process)
+            if self.client == "trafka":
+                nursery.start_soon(self._process)
+            elif self.client == "librdkafka":
+                nursery.start_soon(trio.to_thread.run_sync, self._process_librdkafka)
+            else:
+                assert self.java is not None
+                self.java.start()
+                await trio.to_thread.run_sync(self._stop.wait)
+                await trio.to_thread.run_sync(self.java.stop)
+
+    def _process_librdkafka(self) -> None:
+        with in_namespace(self.netns):  # a worker thread of trio's, shared
+            LibrdkafkaProcessor(self, self._stop.is_set).run()
 
     def _error(self, exc: BaseException) -> None:
         name = type(exc).__name__

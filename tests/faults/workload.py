@@ -4,7 +4,10 @@ One trafka idempotent producer (``acks=all``) writes keyed, numbered records
 (value ``k<key>:<seq>``, the sequence counting up per run) at a steady pace and
 keeps every delivery report: the (partition, offset) it names, or the error;
 confluent-kafka's (librdkafka's) idempotent producer does the same alongside
-(values ``ck<key>:<seq>``, the same keys). One
+(values ``ck<key>:<seq>``, the same keys). With ``acks1``, a third producer,
+trafka's with ``acks=1`` (which cannot be idempotent: idempotence needs
+``acks=all``, KIP-98), writes ``a1k<key>:<seq>`` alongside: the checker holds
+what it was told to no promise (see checker.py). One
 consumer in a group reads all along and commits every second; after each
 commit that succeeded it reads the group's committed offsets back from the
 coordinator and keeps them. Every record the consumer returned is kept too.
@@ -42,6 +45,7 @@ class Told:
 
     sent: int = 0
     sent_librdkafka: int = 0
+    sent_acks1: int = 0
     acked: dict[bytes, tuple[int, int]] = dataclasses.field(default_factory=dict)
     # (time, partition) of each acknowledgement
     ack_times: list[tuple[float, int]] = dataclasses.field(default_factory=list)
@@ -63,8 +67,10 @@ class Workload:
         clock: Callable[[], float] = time.monotonic,
         librdkafka: bool = True,
         netns: str | None = None,
+        acks1: bool = False,
     ) -> None:
         self.librdkafka = librdkafka
+        self.acks1 = acks1
         self.netns = netns
         self.bootstrap = bootstrap
         self.topic = topic
@@ -106,17 +112,22 @@ class Workload:
             if self.librdkafka:
                 nursery.start_soon(trio.to_thread.run_sync, self._produce_librdkafka)
             nursery.start_soon(self._consume)
+            if self.acks1:
+                nursery.start_soon(self._produce, 1)
 
     async def _stopped(self) -> bool:
         await trio.sleep(0)
         return self._stop.is_set()
 
-    async def _produce(self) -> None:
+    async def _produce(self, acks: int = -1) -> None:
+        """Write numbered records all along; with ``acks=1`` (not idempotent), values
+        ``a1k<key>:<seq>``."""
+        prefix = b"a1" if acks == 1 else b""
         async with (
             open_producer(
                 bootstrap_servers=self.bootstrap,
-                acks="all",
-                enable_idempotence=True,
+                acks=acks,
+                enable_idempotence=acks == -1,
                 linger_ms=5,
                 request_timeout_ms=10_000,
                 delivery_timeout_ms=120_000,
@@ -126,9 +137,12 @@ class Workload:
             seq = 0
             while not await self._stopped():
                 key = b"k%d" % (seq % KEYS)
-                value = b"%s:%08d" % (key, seq)
+                value = b"%s%s:%08d" % (prefix, key, seq)
                 future = await producer.send(self.topic, value, key=key)
-                self.told.sent += 1
+                if acks == 1:
+                    self.told.sent_acks1 += 1
+                else:
+                    self.told.sent += 1
                 waiters.start_soon(self._delivered, value, future)
                 seq += 1
                 await trio.sleep(self.interval)
@@ -177,7 +191,8 @@ class Workload:
             self.told.failed[value] = repr(exc)
             return
         self.told.acked[value] = (meta.partition, meta.offset)
-        self.told.ack_times.append((self.clock(), meta.partition))
+        if not value.startswith(b"a1"):  # writes are available when acks=all ones are
+            self.told.ack_times.append((self.clock(), meta.partition))
 
     async def _consume(self) -> None:
         tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
