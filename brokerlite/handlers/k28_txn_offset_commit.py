@@ -16,9 +16,25 @@ Authorization: WRITE on the transactional id, then READ on the group (else every
 partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED or GROUP_AUTHORIZATION_FAILED);
 then READ per topic, else that topic's partitions get TOPIC_AUTHORIZATION_FAILED
 and only the others join the transaction.
+
+In a cluster the group's coordinator does not hold the transaction: as Kafka's
+(KIP-890 part 1, GroupCoordinator.handleTxnCommitOffsets since 3.6), it first
+has the transaction coordinator confirm that the group's ``__consumer_offsets``
+partition is in the producer's ongoing transaction (AddPartitionsToTxn v4,
+``verify_only``; :mod:`~trafka.brokerlite.transactions.verification`), parked
+until the answer. A commit the producer gave up on and that arrives after its
+transaction ended is refused (INVALID_TXN_STATE) instead of being held as
+pending offsets no marker will ever settle. The coordinator's other answers map
+as Kafka maps them for an offset commit: one it cannot give is
+COORDINATOR_NOT_AVAILABLE (retriable); the producer's own errors pass on.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
@@ -33,6 +49,10 @@ from ._authz import (
 )
 from ._base import HandlerSpec, RequestContext
 
+if TYPE_CHECKING:
+    from trafka.brokerlite.outcomes import Parked
+    from trafka.brokerlite.transactions.verification import Question, TxnVerification
+
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
 MIN_VERSION = 0
 MAX_VERSION = 4
@@ -40,15 +60,90 @@ MAX_VERSION = 4
 Response = m.TxnOffsetCommitResponse
 
 
-def handle(ctx: RequestContext, request: m.TxnOffsetCommitRequest) -> Response:
+#: How long a commit waits for the transaction coordinator's confirmation (Kafka's
+#: inter-broker request timeout).
+VERIFY_TIMEOUT_MS = 30_000
+
+
+def handle(ctx: RequestContext, request: m.TxnOffsetCommitRequest) -> Response | Parked:
+    if enabled(ctx):
+        if not transactional_id_allowed(ctx, AclOperation.WRITE, request.transactional_id):
+            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            return error_response(request, ctx.version, code)
+        if not group_allowed(ctx, AclOperation.READ, request.group_id):
+            return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    verification, cluster = ctx.txn_verification, ctx.cluster_txn
+    if verification is None or cluster is None:
+        return _commit(ctx, request)
+    topic, partition = cluster.group_partition(request.group_id)
+    question = (
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        topic,
+        partition,
+    )
+    known = verification.local(question)
+    if known is not None:
+        return _verified(ctx, request, known)
+    waiter = _VerifyWaiter(ctx, request, verification, question)
+    parked = ctx.park(waiter)
+    waiter.answers = verification.ask(
+        [question], functools.partial(ctx.purgatory.wake, parked.ticket)
+    )
+    return parked
+
+
+def _commit(ctx: RequestContext, request: m.TxnOffsetCommitRequest) -> Response:
     commit = ctx.txn.txn_offset_commit
     if not enabled(ctx):
         return commit(request, ctx.version, ctx.now_ms)
-    if not transactional_id_allowed(ctx, AclOperation.WRITE, request.transactional_id):
-        return error_response(request, ctx.version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if not group_allowed(ctx, AclOperation.READ, request.group_id):
-        return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return commit_readable_topics(ctx, request, commit, error_response, Response)
+
+
+def _verified(ctx: RequestContext, request: m.TxnOffsetCommitRequest, code: ErrorCode) -> Response:
+    """The commit once the transaction coordinator answered ``code``."""
+    if code is ErrorCode.NONE:
+        return _commit(ctx, request)
+    if code not in _PASSED_ON:  # (Kafka: NOT_ENOUGH_REPLICAS, then maybeConvertOffsetCommitError)
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return error_response(request, ctx.version, code)
+
+
+_PASSED_ON = frozenset(
+    {
+        ErrorCode.INVALID_TXN_STATE,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.PRODUCER_FENCED,
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+    }
+)
+
+
+class _VerifyWaiter:
+    """A TxnOffsetCommit waiting for the transaction coordinator's confirmation:
+    woken once answered, or at :data:`VERIFY_TIMEOUT_MS`."""
+
+    def __init__(
+        self,
+        ctx: RequestContext,
+        request: m.TxnOffsetCommitRequest,
+        verification: TxnVerification,
+        question: Question,
+    ) -> None:
+        self._ctx, self._request = ctx, request
+        self._verification, self._question = verification, question
+        self.answers: Mapping[Question, ErrorCode] = {}
+        self.deadline_ms = ctx.now_ms + VERIFY_TIMEOUT_MS
+        self.watches: frozenset[tuple[str, int]] = frozenset()
+
+    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+        return False
+
+    def complete(self, now_ms: int) -> Response:
+        self._verification.forget(self.answers)
+        code = self.answers.get(self._question, ErrorCode.REQUEST_TIMED_OUT)
+        return _verified(dataclasses.replace(self._ctx, now_ms=now_ms), self._request, code)
 
 
 def error_response(

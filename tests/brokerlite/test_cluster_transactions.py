@@ -69,6 +69,7 @@ from trafka.codec.messages import k10_find_coordinator as find_coordinator_msg
 from trafka.codec.messages import k24_add_partitions_to_txn as add_partitions_msg
 from trafka.codec.messages import k26_end_txn as end_txn_msg
 from trafka.codec.messages import k27_write_txn_markers as markers_msg
+from trafka.codec.messages import k28_txn_offset_commit as txn_commit_msg
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import decode_response_frame, encode_request
 from trafka.codec.records import encode_batch
@@ -1159,5 +1160,65 @@ def test_confluent_transactional_producer_is_verified_across_the_cluster(zk: str
             assert all(cluster.node(n).broker.txn_verification.asked > 0 for n in others)
             await wait_settled(bs)
             assert await read_all(bs, "read_committed") == expected("committed")
+
+    run(test)
+
+
+def test_a_group_coordinator_verifies_txn_offset_commit_with_the_coordinator_elsewhere(
+    zk: str,
+) -> None:
+    """KIP-890 part 1 for offsets (Kafka's GroupCoordinator.handleTxnCommitOffsets
+    since 3.6): the group's coordinator, another broker than the transaction's,
+    asks the transaction coordinator whether the group's ``__consumer_offsets``
+    partition is in the producer's ongoing transaction before it holds the
+    offsets. A TxnOffsetCommit for a group the transaction never added
+    (AddOffsetsToTxn) is refused with INVALID_TXN_STATE and holds nothing, so a
+    read_committed OffsetFetch stays stable; the same group added through the
+    producer is committed."""
+    tid = "verified-offsets"
+
+    async def test() -> None:
+        async with serve_cluster(NODES, zookeeper_connect=zk, **SETTINGS) as cluster:
+            bs = cluster.bootstrap_servers
+            await create_topics(cluster)
+            async with open_producer(
+                bootstrap_servers=bs, transactional_id=tid, linger_ms=5, **CLIENT
+            ) as producer:
+                await producer.init_transactions()
+                coordinator = await txn_coordinator(cluster, tid)
+                group, at = await group_coordinated(cluster, "vg", lambda n: n != coordinator)
+                producer.begin_transaction()
+                await producer.send_and_wait(TOPIC, b"open", key=b"k", partition=0)
+                record = cluster.node(coordinator).broker.txn.record(tid)
+                assert record is not None
+                verifier = cluster.node(at).broker.txn_verification
+                asked = verifier.asked
+                T = txn_commit_msg.TxnOffsetCommitRequest
+                forged = T(
+                    transactional_id=tid,
+                    group_id=group,
+                    producer_id=record.producer_id,
+                    producer_epoch=record.producer_epoch,
+                    topics=[
+                        T.TxnOffsetCommitRequestTopic(
+                            name=TOPIC,
+                            partitions=[
+                                T.TxnOffsetCommitRequestPartition(
+                                    partition_index=0, committed_offset=7
+                                )
+                            ],
+                        )
+                    ],
+                )
+                answer = await raw_request(cluster, at, 28, 3, forged)
+                [[part]] = [t.partitions for t in answer.topics]
+                assert part.error_code == ErrorCode.INVALID_TXN_STATE, answer
+                assert verifier.asked > asked  # the coordinator was asked
+                await producer.send_offsets_to_transaction({TopicPartition(TOPIC, 0): 1}, group)
+                await producer.commit_transaction()
+            async with open_consumer(
+                bootstrap_servers=bs, group_id=group, isolation_level="read_committed"
+            ) as consumer:
+                assert await consumer.committed(TopicPartition(TOPIC, 0)) == 1
 
     run(test)

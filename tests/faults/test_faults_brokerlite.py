@@ -90,12 +90,6 @@ def test_an_abandoned_commit_lands_after_a_later_one_as_on_kafka(ns_cluster):
     assert seen[0] == 10 and seen[-1] == 5, seen
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="brokerlite's group coordinator stages a late TxnOffsetCommit without "
-    "verifying it with the transaction coordinator; found by proxy-leader under "
-    "proxy-journal-txn, seed 64 (docs/delivery.md)",
-)
 def test_a_txn_offset_commit_landing_after_its_abort_leaves_nothing_pending(ns_cluster):
     """A TxnOffsetCommit the network delivers after its transaction was aborted must
     not leave offsets pending: Kafka verifies a TxnOffsetCommit with the transaction
@@ -103,6 +97,7 @@ def test_a_txn_offset_commit_landing_after_its_abort_leaves_nothing_pending(ns_c
     of a transaction that no longer holds the group, is refused, and the group's
     offset stays the last committed one (test_faults_kafka.py shows Kafka 3.9 doing
     so). A pending offset nothing will settle answers every read_committed
-    OffsetFetch UNSTABLE_OFFSET_COMMIT for good."""
+    OffsetFetch UNSTABLE_OFFSET_COMMIT for good. Found by proxy-leader under
+    proxy-journal-txn, seed 64; brokerlite staged the late commit then."""
     seen = late_txn_offset_commit(ns_cluster)
     assert len(seen) >= 3 and all(s == 1 for s in seen[-3:]), seen
