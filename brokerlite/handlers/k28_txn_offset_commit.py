@@ -131,7 +131,8 @@ class _VerifyWaiter:
         verification: TxnVerification,
         question: Question,
     ) -> None:
-        self._ctx, self._request = ctx, request
+        self._ctx = ctx
+        self._request = request
         self._verification, self._question = verification, question
         self.answers: Mapping[Question, ErrorCode] = {}
         self.deadline_ms = ctx.now_ms + VERIFY_TIMEOUT_MS
@@ -143,7 +144,8 @@ class _VerifyWaiter:
     def complete(self, now_ms: int) -> Response:
         self._verification.forget(self.answers)
         code = self.answers.get(self._question, ErrorCode.REQUEST_TIMED_OUT)
-        return _verified(dataclasses.replace(self._ctx, now_ms=now_ms), self._request, code)
+        ctx = dataclasses.replace(self._ctx, now_ms=now_ms)
+        return _verified(ctx, self._request, code)
 
 
 def error_response(
@@ -166,4 +168,11 @@ def error_response(
     )
 
 
-SPEC = HandlerSpec(API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="txn authorizer")
+SPEC = HandlerSpec(
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses="txn authorizer txn_verification cluster_txn purgatory",
+)
