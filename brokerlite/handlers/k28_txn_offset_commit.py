@@ -36,6 +36,7 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from trafka.brokerlite.transactions.verification import produce_code
 from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k28_txn_offset_commit as m
@@ -105,19 +106,11 @@ def _verified(ctx: RequestContext, request: m.TxnOffsetCommitRequest, code: Erro
     """The commit once the transaction coordinator answered ``code``."""
     if code is ErrorCode.NONE:
         return _commit(ctx, request)
-    if code not in _PASSED_ON:  # (Kafka: NOT_ENOUGH_REPLICAS, then maybeConvertOffsetCommitError)
+    # As Kafka: the append-side code first, then maybeConvertOffsetCommitError's.
+    code = produce_code(code)
+    if code is ErrorCode.NOT_ENOUGH_REPLICAS:
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
     return error_response(request, ctx.version, code)
-
-
-_PASSED_ON = frozenset(
-    {
-        ErrorCode.INVALID_TXN_STATE,
-        ErrorCode.INVALID_PRODUCER_EPOCH,
-        ErrorCode.PRODUCER_FENCED,
-        ErrorCode.INVALID_PRODUCER_ID_MAPPING,
-    }
-)
 
 
 class _VerifyWaiter:
