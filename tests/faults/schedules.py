@@ -33,26 +33,18 @@ proxy, without and with its journal).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import random
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import trio
 from checker import Report, check
-from netlab import in_namespace
 from nscluster import PORT, NsCluster, wait_for, zk_mode
 from txn_workload import TxnWorkload, check_transactions, committed_offsets
 from workload import Workload, read_log, read_log_and_ends
-
-from trafka.brokerlite.cluster.controller import coordinator_partition
-from trafka.sdk import TopicPartition, open_admin, open_consumer, open_producer
-from trafka.sdk.errors import TrafkaError
 
 Fault = Callable[[NsCluster, str, random.Random], tuple[str, bool]]
 RECOVER_S = 180.0
@@ -249,7 +241,7 @@ def fits(schedule: str, workload: str) -> bool:
     return {"proxy-leader": through_proxy, "client-leader": not through_proxy}.get(schedule, True)
 
 
-def _host(cluster: NsCluster, host: str) -> str:
+def ensure_host(cluster: NsCluster, host: str) -> str:
     if host not in cluster.lab.hosts:
         cluster.lab.add_host(host)
     return cluster.lab.hosts[host]
@@ -258,7 +250,7 @@ def _host(cluster: NsCluster, host: str) -> str:
 def start_proxy(cluster: NsCluster, journal: bool) -> tuple[str, Any]:
     """``trafka proxy`` on host ``px`` (with a directory journal or none) in front of
     the cluster; its bootstrap address, and the process."""
-    address = _host(cluster, PROXY)
+    address = ensure_host(cluster, PROXY)
     argv = [sys.executable, "-m", "trafka.tools.cli", "proxy", "--upstream",
             cluster.bootstrap_servers, "--listen", f"{address}:{PORT}"]  # fmt: skip
     if journal:
@@ -293,7 +285,7 @@ def run_schedule(
     rng = random.Random(seed)
     topic = f"faults-{name}-{workload}-{seed}"
     cluster.create_topic(topic, partitions)
-    _host(cluster, CLIENT)
+    ensure_host(cluster, CLIENT)
     bootstrap, proxy = cluster.bootstrap_servers, None
     if workload.startswith("proxy"):
         bootstrap, proxy = start_proxy(cluster, journal=workload.startswith("proxy-journal"))
@@ -414,137 +406,3 @@ def assert_kept(
             Report("tampered", seed), told, seen["log"], seen["sink"], visible, seen["offsets"]
         ).counts
         assert finding & set(found), (change, found)
-
-
-def abandoned_commit_lands_late(cluster: NsCluster) -> list[int]:
-    """An OffsetCommit the client gives up on while cut from every broker (its request
-    times out and the client closes the connection), then a later commit once healed:
-    the group's committed offset read back until the first commit's offset shows, or
-    for 60 s. The first request stays in the closed socket's send queue, and the
-    kernel sends it again after the heal (an orphaned socket's retransmission).
-    Linux retransmits at 0.2, 0.6, 1.4, 3.0, 6.2, 12.6 and 25.4 s (its minimum
-    RTO, doubling): the cut is held until about 13 s after the first send, so the
-    first retransmission after the heal leaves the later commit some 12 s to land
-    first (with 6 s, a loaded CI machine's reconnection to Kafka's coordinator
-    sometimes took longer, and the abandoned commit landed first)."""
-    topic = f"late-commit-{time.monotonic_ns()}"
-    cluster.create_topic(topic, 1)
-    tp = TopicPartition(topic, 0)
-    brokers = [f"b{n}" for n in cluster.nodes]
-    _host(cluster, CLIENT)
-    seen: list[int] = []
-
-    async def main() -> None:
-        async with open_consumer(bootstrap_servers=cluster.bootstrap_servers,
-                                 group_id=f"g-{topic}", enable_auto_commit=False,
-                                 request_timeout_ms=3000, default_api_timeout_ms=3000,
-                                 ) as consumer:  # fmt: skip
-            consumer.assign([tp])
-            await consumer.commit({tp: 1})
-            cluster.lab.isolate([CLIENT], brokers)
-            sent = trio.current_time()
-            with contextlib.suppress(TrafkaError):  # what the test is about
-                await consumer.commit({tp: 5})
-                raise AssertionError("a commit through a cut succeeded")
-            await trio.sleep_until(sent + 13.0)
-            cluster.lab.heal()
-            with trio.fail_after(60):
-                while True:
-                    with contextlib.suppress(TrafkaError):  # the link is coming back
-                        await consumer.commit({tp: 10})
-                        break
-                    await trio.sleep(0.2)
-            with trio.move_on_after(60):
-                while 5 not in seen:
-                    with contextlib.suppress(TrafkaError):
-                        seen.append(await consumer.committed(tp))
-                    await trio.sleep(0.2)
-
-    def run() -> None:
-        with in_namespace(cluster.lab.namespace(CLIENT)):
-            trio.run(main)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    return seen
-
-
-def late_txn_offset_commit(cluster: NsCluster, wait_s: float = 10.0) -> list[Any]:
-    """A transaction's TxnOffsetCommit that the client gives up on while cut from the
-    group's coordinator (not from the transaction's), the transaction then aborted,
-    and the request landing after the abort (the closed socket's retransmission once
-    healed, as in :func:`abandoned_commit_lands_late`). What a ``read_committed``
-    OffsetFetch of the group answers afterwards, once a second for ``wait_s`` from
-    the heal (past the retransmission some 12.6 s after the send): the committed
-    offset (1, from a first committed transaction) or the error's name
-    (UNSTABLE_OFFSET_COMMIT while offsets are pending)."""
-    topic = f"late-txn-{time.monotonic_ns()}"
-    cluster.create_topic(topic, 1)
-    tp = TopicPartition(topic, 0)
-    _host(cluster, CLIENT)
-
-    async def warm() -> None:  # both internal topics made (they are made on first use)
-        async with open_producer(bootstrap_servers=cluster.bootstrap_servers,
-                                 transactional_id=f"warm-{topic}") as producer:  # fmt: skip
-            await producer.init_transactions()
-            producer.begin_transaction()
-            await producer.send_offsets_to_transaction({tp: 1}, f"warm-{topic}")
-            await producer.commit_transaction()
-
-    trio.run(warm)
-    leaders = {t: _leaders(cluster, t) for t in ("__consumer_offsets", "__transaction_state")}
-    tid = f"tx-{topic}"
-    states = leaders["__transaction_state"]
-    txn_at = states[coordinator_partition(tid, len(states))]
-    offsets = leaders["__consumer_offsets"]
-    group = next(g for g in (f"g{i}-{topic}" for i in range(100))
-                 if offsets[coordinator_partition(g, len(offsets))] != txn_at)  # fmt: skip
-    group_at = offsets[coordinator_partition(group, len(offsets))]
-    seen: list[Any] = []
-
-    async def main() -> None:
-        async with open_producer(bootstrap_servers=cluster.bootstrap_servers,
-                                 transactional_id=tid, request_timeout_ms=3000,
-                                 max_block_ms=3000) as producer:  # fmt: skip
-            await producer.init_transactions()
-            producer.begin_transaction()  # a first one: connections to both coordinators
-            await producer.send_offsets_to_transaction({tp: 1}, group)
-            await producer.commit_transaction()
-            producer.begin_transaction()
-            cluster.lab.isolate([CLIENT], [f"b{group_at}"])
-            sent = trio.current_time()
-            with contextlib.suppress(TrafkaError):  # what the test is about
-                await producer.send_offsets_to_transaction({tp: 5}, group)
-                raise AssertionError("a TxnOffsetCommit through a cut succeeded")
-            await producer.abort_transaction()
-            await trio.sleep_until(sent + 6.7)
-            cluster.lab.heal()
-        async with open_consumer(bootstrap_servers=cluster.bootstrap_servers, group_id=group,
-                                 isolation_level="read_committed", enable_auto_commit=False,
-                                 default_api_timeout_ms=1000) as consumer:  # fmt: skip
-            deadline = trio.current_time() + wait_s
-            while trio.current_time() < deadline:
-                try:
-                    seen.append(await consumer.committed(tp))
-                except TrafkaError as exc:
-                    seen.append("UNSTABLE_OFFSET_COMMIT" if "UNSTABLE" in str(exc) else repr(exc))
-                await trio.sleep(1)
-
-    def run() -> None:
-        with in_namespace(cluster.lab.namespace(CLIENT)):
-            trio.run(main)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    return seen
-
-
-def _leaders(cluster: NsCluster, topic: str) -> dict[int, int]:
-    async def ask() -> dict[int, int]:
-        async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
-            desc = (await admin.describe_topics([topic], timeout_ms=30000))[topic]
-            return {p.partition: p.leader for p in desc.partitions}
-
-    return trio.run(ask)

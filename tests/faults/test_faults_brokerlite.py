@@ -49,12 +49,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from schedules import (
-    abandoned_commit_lands_late,
-    assert_kept,
-    late_txn_offset_commit,
-    run_schedule,
-)
+from late_requests import abandoned_commit_lands_late, late_txn_offset_commit
+from schedules import assert_kept, run_schedule
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -8,12 +8,8 @@ on brokerlite is brokerlite's."""
 from __future__ import annotations
 
 import pytest
-from schedules import (
-    abandoned_commit_lands_late,
-    assert_kept,
-    late_txn_offset_commit,
-    run_schedule,
-)
+from late_requests import abandoned_commit_lands_late, late_txn_offset_commit
+from schedules import assert_kept, run_schedule
 from test_faults_brokerlite import SEED
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.timeout(900)]
