@@ -20,7 +20,8 @@ $(STAMP): pyproject.toml codec/_speedups.c | $(PY)
 # with the sources of sarama 1.22 and kafka-go 0.2.1 (old-protocol clients of
 # issue #37, built by their tests in GOPATH mode) and chromium with
 # chromium-driver (the console's tests in a real browser), and a JDK with Maven
-# (Apache Kafka's jars, fetched by `make peers`; javac for the Java harnesses).
+# (Apache Kafka's jars, fetched by `make peers`; javac for the Java harnesses),
+# and fuse3 (libfuse 3 and fusermount3: the fault tests' disk that can stall).
 system-deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -48,6 +49,11 @@ system-deps:
 	      || echo "warning: could not install chromium; the console's browser tests will be skipped"; \
 	  else echo "warning: chromium or chromedriver missing and not root; the console's browser tests will be skipped"; fi; }
 
+	@command -v fusermount3 >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3 >/dev/null) \
+	      || echo "warning: could not install fuse3; the slow-disk fault tests will be skipped"; \
+	  else echo "warning: fuse3 missing and not root; the slow-disk fault tests will be skipped"; fi; }
 	@{ command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1; } || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jdk-headless maven >/dev/null) \

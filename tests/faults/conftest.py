@@ -1,5 +1,5 @@
 """The fault tests' clusters: one brokerlite cluster in network namespaces per module
-(``ns_cluster``, on a ZooKeeper ensemble of three) and one of Apache Kafka 3.9 (``kafka_ns_cluster``, the control),
+(``ns_cluster``, on a ZooKeeper ensemble of three, each broker's log dir on a slowfs) and one of Apache Kafka 3.9 (``kafka_ns_cluster``, the control),
 removed at the end however the module ends (a finalizer; a run killed before it
 could clean up is cleaned up by the next one, see netlab)."""
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import netlab
 import pytest
+import slowfs
 from kafka_fixtures import _require
 from kafka_peers import KAFKA_3
 from nscluster import KafkaNsCluster, NsCluster
@@ -17,14 +18,16 @@ from nscluster import KafkaNsCluster, NsCluster
 from trafka.brokerlite.dev.zookeeper_server import zookeeper_available
 
 
-def _cluster(kind: type[NsCluster], root: Path, zookeepers: int = 1) -> Iterator[NsCluster]:
-    why = netlab.available()
+def _cluster(
+    kind: type[NsCluster], root: Path, zookeepers: int = 1, disks: bool = False
+) -> Iterator[NsCluster]:
+    why = netlab.available() or (slowfs.available() if disks else None)
     if why is not None:
         pytest.skip(why)
     if not zookeeper_available():
         pytest.skip("ZooKeeper not found (apt-get install zookeeper)")
     with netlab.NetLab() as lab:
-        cluster = kind(lab, root, zookeepers=zookeepers)
+        cluster = kind(lab, root, zookeepers=zookeepers, disks=disks)
         try:
             cluster.start()
             yield cluster
@@ -34,7 +37,9 @@ def _cluster(kind: type[NsCluster], root: Path, zookeepers: int = 1) -> Iterator
 
 @pytest.fixture(scope="module")
 def ns_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NsCluster]:
-    yield from _cluster(NsCluster, Path(tmp_path_factory.mktemp("faults")), zookeepers=3)
+    yield from _cluster(
+        NsCluster, Path(tmp_path_factory.mktemp("faults")), zookeepers=3, disks=True
+    )
 
 
 @pytest.fixture(scope="module")

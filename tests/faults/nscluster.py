@@ -25,6 +25,7 @@ from typing import Any
 
 import trio
 from netlab import NetLab
+from slowfs import SlowDisk
 
 from trafka.brokerlite.dev.zookeeper_server import find_zookeeper
 from trafka.sdk import NewTopic, open_admin
@@ -70,8 +71,11 @@ class NsCluster:
         nodes: int = 3,
         settings: dict[str, Any] | None = None,
         zookeepers: int = 1,
+        disks: bool = False,
     ) -> None:
         self.lab = lab
+        self.with_disks = disks  # each node's log dir on a slowfs (slowfs.py)
+        self.disks: dict[int, SlowDisk] = {}
         self.root = Path(root)
         self.nodes = list(range(1, nodes + 1))
         self.settings = {
@@ -96,7 +100,20 @@ class NsCluster:
     def bootstrap_servers(self) -> str:
         return ",".join(f"{self.address[n]}:{PORT}" for n in self.nodes)
 
+    def disk_path(self, n: int) -> Path:
+        return self.root / f"node-{n}"
+
+    def mount_disks(self) -> None:
+        """Each node's log dir on a slowfs of its own, when the cluster has disks."""
+        if not self.with_disks:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        for n in self.nodes:
+            with open(self.root / f"disk-{n}.log", "ab") as log:
+                self.disks[n] = SlowDisk(self.disk_path(n), log)
+
     def start(self) -> None:
+        self.mount_disks()
         self.start_zookeeper()
         for n in self.nodes:
             self.start_node(n, wait=False)
@@ -237,20 +254,29 @@ class NsCluster:
 
     def stop(self) -> None:
         """Everything killed (the data is thrown away: no clean shutdown needed)."""
+        for disk in self.disks.values():
+            disk.set("0")  # a process stuck on a stalled disk dies only once it moves
         for proc in [*self.procs.values(), *self.zookeepers]:
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        self.unmount_disks()
+
+    def unmount_disks(self) -> None:
+        for disk in self.disks.values():
+            disk.close()
 
 
 class KafkaNsCluster(NsCluster):
     """The same cluster of Apache Kafka 3.9 brokers (on the namespaces' ZooKeeper), the
     control: :class:`kafka_peers.KafkaCluster` with each JVM under ``ip netns exec``."""
 
-    def __init__(self, lab: NetLab, root: Path, nodes: int = 3, zookeepers: int = 1) -> None:
+    def __init__(
+        self, lab: NetLab, root: Path, nodes: int = 3, zookeepers: int = 1, disks: bool = False
+    ) -> None:
         from kafka_peers import KAFKA_3, KafkaCluster
 
-        super().__init__(lab, root, nodes, zookeepers=zookeepers)
+        super().__init__(lab, root, nodes, zookeepers=zookeepers, disks=disks)
         self.kafka = KafkaCluster(
             KAFKA_3,
             self.root / "kafka",
@@ -261,7 +287,11 @@ class KafkaNsCluster(NsCluster):
             wrap=lambda n: ["ip", "netns", "exec", lab.namespace(f"b{n}")],
         )
 
+    def disk_path(self, n: int) -> Path:
+        return self.kafka.node(n).folder / "logs"
+
     def start(self) -> None:
+        self.mount_disks()
         self.start_zookeeper()
         self.kafka.start(timeout=300)
 
@@ -282,6 +312,8 @@ class KafkaNsCluster(NsCluster):
         return self.kafka.node(n).log_tail(lines)
 
     def stop(self) -> None:
+        for disk in self.disks.values():
+            disk.set("0")
         for n in self.nodes:
             self.resume(n)
         self.kafka.stop()
@@ -289,3 +321,4 @@ class KafkaNsCluster(NsCluster):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        self.unmount_disks()

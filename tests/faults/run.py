@@ -6,7 +6,8 @@ proxy ones). One cluster (ZooKeeper and three brokers, each in a namespace of it
 own: brokerlite, or Apache Kafka 3.9 as the control) runs every schedule named,
 one after the other; the checker's table is printed for each. With a ``zk-``
 schedule named, ZooKeeper is an ensemble of three (for every schedule of the
-run). ``--keep DIR`` keeps the logs there. Exits 1 when a promise was broken
+run); with a ``disk-`` one, each broker's log dir is on a slowfs (slowfs.py) for
+every schedule of the run. ``--keep DIR`` keeps the logs there. Exits 1 when a promise was broken
 (see checker.PROMISES), 0 otherwise.
 """
 
@@ -63,7 +64,8 @@ def main() -> int:
         with netlab.NetLab() as lab, where as root:
             # the ZooKeeper schedules need an ensemble; the others run on it too
             zookeepers = 3 if any(n.startswith("zk-") for n in names) else 1
-            cluster = kind(lab, Path(root), zookeepers=zookeepers)
+            disks = any(n.startswith("disk-") for n in names)  # log dirs on slowfs
+            cluster = kind(lab, Path(root), zookeepers=zookeepers, disks=disks)
             try:
                 cluster.start()
                 for name in names:

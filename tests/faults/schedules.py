@@ -19,7 +19,9 @@ again (so cycles, and schedules on one cluster, start from a clean state).
   with a ``proxy`` workload);
 * ``zk-member``, ``zk-leader``: with a ZooKeeper ensemble (three servers), one
   follower, or the quorum's leader, cut from every other host (the other
-  servers, the brokers, the clients) past the session timeout.
+  servers, the brokers, the clients) past the session timeout;
+* ``disk-stall``: a partition leader's disk stops answering (slowfs.py) past
+  ``replica.lag.time.max.ms`` and the clients' request timeout, then answers again.
 
 The workloads (:func:`run_schedule`'s ``workload``), each on host ``c1``:
 ``acks`` (workload.py), ``acks1`` (the same and an ``acks=1`` producer), ``txn`` (txn_workload.py: transactional
@@ -216,6 +218,30 @@ def zk_leader(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, 
     return f"ZooKeeper leader {host} cut from every host {hold:.1f} s", effect
 
 
+def disk_stall(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
+    """A partition leader's disk stops answering (slowfs's ``stall``: every read, write
+    and fsync waits) past ``replica.lag.time.max.ms`` and the clients' request
+    timeout, then answers again. The effect: no acknowledgement for that leader's
+    partitions in the hold's second half (with ``acks=all`` the others stall too,
+    until their leaders drop the stalled follower from their ISR: on Kafka as on
+    brokerlite, not always within the hold)."""
+    if not cluster.disks:
+        raise ValueError("a disk schedule needs a cluster with disks (run.py makes one)")
+    leader, before = _leader(cluster, topic, rng)
+    led = {p for p, (lead, _) in before["partitions"].items() if lead == leader}
+    lag_s = int(cluster.settings["replica.lag.time.max.ms"]) / 1000
+    hold = max(lag_s * 2, 12.0) + rng.uniform(0, 3)
+    told = RUNNING[-1].workload.told
+    cluster.disks[leader].set("stall")
+    started = time.monotonic()
+    _hold(cluster, topic, hold, before)
+    healed = time.monotonic()
+    cluster.disks[leader].set("0")
+    late = {p for t, p in list(told.ack_times) if started + hold / 2 <= t <= healed}
+    effect = not led & late
+    return f"leader b{leader}'s disk stalled {hold:.1f} s", effect
+
+
 def mix(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
     return rng.choice([leader_zk, pause, leader_followers, controller, kill9])(cluster, topic, rng)
 
@@ -231,6 +257,7 @@ SCHEDULES: dict[str, Fault] = {
     "proxy-leader": proxy_leader,
     "zk-member": zk_member,
     "zk-leader": zk_leader,
+    "disk-stall": disk_stall,
 }
 
 

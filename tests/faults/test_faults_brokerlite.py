@@ -66,6 +66,7 @@ SEED = int(os.environ.get("TRAFKA_FAULTS_SEED", "64"))
         ("controller", "acks"),
         ("client-leader", "txn"),
         ("proxy-leader", "proxy-journal"),
+        ("disk-stall", "acks"),
     ],
 )
 def test_schedule_keeps_promises(ns_cluster, schedule, workload):
