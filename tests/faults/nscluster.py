@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from clockshift import ClockShift
 from netlab import NetLab
 from slowfs import SlowDisk
 
@@ -72,10 +73,14 @@ class NsCluster:
         settings: dict[str, Any] | None = None,
         zookeepers: int = 1,
         disks: bool = False,
+        clocks: bool = False,
     ) -> None:
         self.lab = lab
         self.with_disks = disks  # each node's log dir on a slowfs (slowfs.py)
         self.disks: dict[int, SlowDisk] = {}
+        # each node's wall clock movable (clockshift.py)
+        self.clocks = {n: ClockShift(Path(root) / f"clock-{n}") for n in range(1, nodes + 1)
+                       } if clocks else {}  # fmt: skip
         self.root = Path(root)
         self.nodes = list(range(1, nodes + 1))
         self.settings = {
@@ -171,10 +176,11 @@ class NsCluster:
     def start_node(self, n: int, wait: bool = True) -> None:
         argv = [sys.executable, "-m", "trafka.tools.cli", "broker"]
         argv += ["--config", str(self._properties(n)), "--no-announce"]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if n in self.clocks:
+            env |= self.clocks[n].env()
         with open(self.root / f"node-{n}.log", "ab") as log:
-            self.procs[n] = self.lab.spawn(
-                f"b{n}", argv, log, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-            )
+            self.procs[n] = self.lab.spawn(f"b{n}", argv, log, env=env)
         if wait:
             wait_for(f"broker {n} to register", lambda: self._formed(len(self.nodes)), 120)
 
@@ -272,11 +278,17 @@ class KafkaNsCluster(NsCluster):
     control: :class:`kafka_peers.KafkaCluster` with each JVM under ``ip netns exec``."""
 
     def __init__(
-        self, lab: NetLab, root: Path, nodes: int = 3, zookeepers: int = 1, disks: bool = False
+        self,
+        lab: NetLab,
+        root: Path,
+        nodes: int = 3,
+        zookeepers: int = 1,
+        disks: bool = False,
+        clocks: bool = False,
     ) -> None:
         from kafka_peers import KAFKA_3, KafkaCluster
 
-        super().__init__(lab, root, nodes, zookeepers=zookeepers, disks=disks)
+        super().__init__(lab, root, nodes, zookeepers=zookeepers, disks=disks, clocks=clocks)
         self.kafka = KafkaCluster(
             KAFKA_3,
             self.root / "kafka",
@@ -284,8 +296,14 @@ class KafkaNsCluster(NsCluster):
             zookeeper=self.zk_connect,
             config=self.settings,
             node_hosts=self.address,
-            wrap=lambda n: ["ip", "netns", "exec", lab.namespace(f"b{n}")],
+            wrap=self._wrap,
         )
+
+    def _wrap(self, n: int) -> list[str]:
+        """Node ``n``'s JVM in its namespace (and under its clock shift, if any)."""
+        env = self.clocks[n].env() if n in self.clocks else {}
+        return ["ip", "netns", "exec", self.lab.namespace(f"b{n}"), "env",
+                *(f"{k}={v}" for k, v in env.items())]  # fmt: skip
 
     def disk_path(self, n: int) -> Path:
         return self.kafka.node(n).folder / "logs"

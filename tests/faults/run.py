@@ -7,7 +7,8 @@ own: brokerlite, or Apache Kafka 3.9 as the control) runs every schedule named,
 one after the other; the checker's table is printed for each. With a ``zk-``
 schedule named, ZooKeeper is an ensemble of three (for every schedule of the
 run); with a ``disk-`` one, each broker's log dir is on a slowfs (slowfs.py) for
-every schedule of the run. ``--keep DIR`` keeps the logs there. Exits 1 when a promise was broken
+every schedule of the run; with a ``clock-`` one, each broker's wall clock can be
+stepped (clockshift.py). ``--keep DIR`` keeps the logs there. Exits 1 when a promise was broken
 (see checker.PROMISES), 0 otherwise.
 """
 
@@ -65,7 +66,8 @@ def main() -> int:
             # the ZooKeeper schedules need an ensemble; the others run on it too
             zookeepers = 3 if any(n.startswith("zk-") for n in names) else 1
             disks = any(n.startswith("disk-") for n in names)  # log dirs on slowfs
-            cluster = kind(lab, Path(root), zookeepers=zookeepers, disks=disks)
+            clocks = any(n.startswith("clock-") for n in names)  # clockshift.py
+            cluster = kind(lab, Path(root), zookeepers=zookeepers, disks=disks, clocks=clocks)
             try:
                 cluster.start()
                 for name in names:

@@ -21,7 +21,9 @@ again (so cycles, and schedules on one cluster, start from a clean state).
   follower, or the quorum's leader, cut from every other host (the other
   servers, the brokers, the clients) past the session timeout;
 * ``disk-stall``: a partition leader's disk stops answering (slowfs.py) past
-  ``replica.lag.time.max.ms`` and the clients' request timeout, then answers again.
+  ``replica.lag.time.max.ms`` and the clients' request timeout, then answers again;
+* ``clock-jump``: every broker's wall clock stepped 10 minutes forward, then back
+  (clockshift.py).
 
 The workloads (:func:`run_schedule`'s ``workload``), each on host ``c1``:
 ``acks`` (workload.py), ``acks1`` (the same and an ``acks=1`` producer), ``txn`` (txn_workload.py: transactional
@@ -50,6 +52,7 @@ from workload import Workload, read_log, read_log_and_ends
 
 Fault = Callable[[NsCluster, str, random.Random], tuple[str, bool]]
 RECOVER_S = 180.0
+JUMP_S = 600.0  # clock-jump's step
 CLIENT = "c1"
 PROXY = "px"
 WORKLOADS = ("acks", "acks1", "txn", "txn-librdkafka", "txn-java", "proxy", "proxy-journal",
@@ -242,6 +245,23 @@ def disk_stall(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str,
     return f"leader b{leader}'s disk stalled {hold:.1f} s", effect
 
 
+def clock_jump(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
+    """Every broker's wall clock stepped 10 minutes forward for 12-15 s, then back
+    (clockshift.py; the monotonic clocks untouched), as a wrong NTP step of their
+    machines and its correction do. The effect: the cluster reacted (an ISR shrank,
+    a leader moved) or the workload saw an error it did not cause."""
+    if not cluster.clocks:
+        raise ValueError("a clock schedule needs a cluster with clocks (run.py makes one)")
+    before = cluster.wait_healthy(topic, RECOVER_S)
+    hold = rng.uniform(12, 15)
+    for clock in cluster.clocks.values():
+        clock.set(JUMP_S)
+    effect = _hold(cluster, topic, hold, before)
+    for clock in cluster.clocks.values():
+        clock.set(0.0)
+    return f"every broker's clock {JUMP_S:+.0f} s for {hold:.1f} s, then back", effect
+
+
 def mix(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str, bool]:
     return rng.choice([leader_zk, pause, leader_followers, controller, kill9])(cluster, topic, rng)
 
@@ -258,6 +278,7 @@ SCHEDULES: dict[str, Fault] = {
     "zk-member": zk_member,
     "zk-leader": zk_leader,
     "disk-stall": disk_stall,
+    "clock-jump": clock_jump,
 }
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import traceback
 from typing import Any
 
 import trio
@@ -55,7 +56,7 @@ from txn_clients import JavaProcessor, LibrdkafkaProcessor
 from workload import Told, Workload
 
 from trafka.sdk import TopicPartition, open_consumer, open_producer
-from trafka.sdk.errors import TransactionFatalError
+from trafka.sdk.errors import TrafkaError, TransactionFatalError
 
 TXN_PROMISES = ("partial_txn", "aborted_visible", "committed_invisible", "processed_twice",
                 "offsets_without_outputs", "outputs_past_offsets", "hanging",
@@ -123,6 +124,8 @@ class TxnWorkload(Workload):
     def _error(self, exc: BaseException) -> None:
         name = type(exc).__name__
         self.told.errors[name] = self.told.errors.get(name, 0) + 1
+        if not isinstance(exc, TrafkaError):  # no client's answer: a bug to read
+            traceback.print_exception(exc)
 
     async def _process(self) -> None:
         async with open_consumer(
