@@ -1,0 +1,116 @@
+"""A broker's wall clock stepped forward while a group's member is alive: Kafka keeps
+the member, since a session's expiry is a timer on a monotonic clock (Kafka 4's
+group coordinator schedules a classic member's heartbeat expiry on its
+CoordinatorTimer, a SystemTimer read with ``Time.hiResClockMs``; 3.9's puts a
+DelayedHeartbeat in a purgatory on the same kind of timer), not a comparison
+with ``System.currentTimeMillis``. An NTP step of the broker's machine must not
+end every session it holds.
+
+Each broker process runs under clockshift.c (preloaded), whose wall clock the
+test steps 10 minutes forward; the member is a trafka consumer in a group with a
+30 s session, heartbeating every 0.5 s. What is checked: its partitions are
+assigned once, and nothing else happens to them in the 5 s after the step (a
+member whose session the broker ended learns it at its next heartbeat,
+UNKNOWN_MEMBER_ID: its partitions are lost, then assigned again).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from clockshift import ClockShift, available
+from kafka_peers import KAFKA_4
+
+from trafka.sdk import NewTopic, open_admin, open_consumer
+
+pytestmark = [pytest.mark.slow]
+STEP_S = 600.0
+
+
+class _Assignments:
+    """What the consumer was told of its partitions, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, set[Any]]] = []
+
+    async def on_partitions_revoked(self, partitions: set[Any]) -> None:
+        self.events.append(("revoked", set(partitions)))
+
+    async def on_partitions_assigned(self, partitions: set[Any]) -> None:
+        self.events.append(("assigned", set(partitions)))
+
+    async def on_partitions_lost(self, partitions: set[Any]) -> None:
+        self.events.append(("lost", set(partitions)))
+
+
+async def _events_across_a_step(bootstrap: str, clock: ClockShift) -> list[tuple[str, set[Any]]]:
+    topic = f"clock-step-{time.monotonic_ns()}"
+    async with open_admin(bootstrap_servers=bootstrap) as admin:
+        await admin.create_topics([NewTopic(topic, 1, 1)])
+    listener = _Assignments()
+    async with open_consumer(bootstrap_servers=bootstrap, group_id=f"g-{topic}",
+                             session_timeout_ms=30_000, heartbeat_interval_ms=500,
+                             request_timeout_ms=10_000, enable_auto_commit=False,
+                             ) as consumer:  # fmt: skip
+        consumer.subscribe([topic], listener=listener)
+        with trio.fail_after(60):
+            while not listener.events:
+                await consumer.getmany(timeout_ms=200)
+        clock.set(STEP_S)
+        deadline = trio.current_time() + 5
+        while trio.current_time() < deadline:
+            await consumer.getmany(timeout_ms=200)
+        clock.set(0.0)
+        return list(listener.events)  # before the close revokes
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="brokerlite measures sessions and parked requests' waits on the wall clock "
+    "(its core takes one now_ms): the step ends the member's session, and a Fetch parked "
+    "during the step waits 10 minutes once the clock steps back (#64, docs/delivery.md)",
+)
+def test_brokerlite_keeps_a_member_across_a_wall_clock_step(tmp_path: Path) -> None:
+    why = available()
+    if why is not None:
+        pytest.skip(why)
+    clock = ClockShift(tmp_path / "clock")
+    port = _free_port()
+    argv = [sys.executable, "-m", "trafka.tools.cli", "broker", "--listen", f"127.0.0.1:{port}",
+            "--data-dir", str(tmp_path / "data"), "--no-announce"]  # fmt: skip
+    with open(tmp_path / "broker.log", "ab") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                env={**os.environ, **clock.env()})  # fmt: skip
+    try:
+        events = trio.run(_events_across_a_step, f"127.0.0.1:{port}", clock)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert [e for e, _ in events] == ["assigned"], (
+        events,
+        (tmp_path / "broker.log").read_text()[-2000:],
+    )
+
+
+@pytest.mark.kafka
+def test_kafka_keeps_a_member_across_a_wall_clock_step(tmp_path: Path, make_kafka: Any) -> None:
+    """The control: Kafka 4 (KRaft, one node) under the same step."""
+    clock = ClockShift(tmp_path / "clock")
+    env = [f"{k}={v}" for k, v in clock.env().items()]
+    kafka = make_kafka(version=KAFKA_4, wrap=lambda n: ["env", *env])
+    events = trio.run(_events_across_a_step, kafka.bootstrap_servers, clock)
+    assert [e for e, _ in events] == ["assigned"], events
