@@ -23,11 +23,6 @@ PARTS = ("sdk", "codec", "proxy")
 # #65, still to break: each frozenset is one strongly connected component.
 KNOWN: frozenset[frozenset[str]] = frozenset(
     {
-        # The base ClientConfig's unknown-key error names the component that
-        # takes the key, so it loads the consumer, share consumer and admin
-        # settings (lazily, issue #48), which derive from it: "configuration as
-        # one package" is where this one goes.
-        frozenset({"sdk.config", "sdk.config_admin", "sdk.config_consumer", "sdk.config_share"}),
         # The containers compile themselves on first use, and the compiler
         # dispatches on the container classes: a visitor and its tree.
         frozenset({"codec._compiler", "codec.primitives"}),
