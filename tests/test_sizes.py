@@ -44,7 +44,8 @@ STACKS: dict[str, tuple[int, str]] = {
     "class sdk/admin/client.py:Admin": (
         2013,
         _TO_SPLIT + "the topic, config, group, security, cluster and transaction calls share "
-        "only the client core (connections, retries): collaborators behind the same methods",
+        "only the client core (connections, retries): collaborators behind the same methods, "
+        "if that reads better than the one facade docs/design.md argues for",
     ),
     "class sdk/admin/client_transactions.py:TransactionCalls": (
         767,
@@ -60,17 +61,17 @@ STACKS: dict[str, tuple[int, str]] = {
         _TO_SPLIT + "a part of ClusterDriver's stack that inherits the syncs",
     ),
     "class brokerlite/groups/coordinator.py:GroupCoordinator": (
-        1585,
-        _TO_SPLIT + "the classic rebalance, its requests, the offsets and the admin calls "
-        "over the groups table",
+        1589,
+        _ONE_STATE + "the classic rebalance, its requests, the offsets and the admin calls "
+        "change the live groups, their timers and parked answers within one call",
     ),
     "class brokerlite/groups/classic.py:ClassicRequests": (
-        762,
-        _TO_SPLIT + "a part of GroupCoordinator's stack",
+        763,
+        _ONE_STATE + "a part of GroupCoordinator's",
     ),
     "class brokerlite/groups/offset_requests.py:OffsetRequests": (
-        720,
-        _TO_SPLIT + "a part of GroupCoordinator's stack",
+        721,
+        _ONE_STATE + "a part of GroupCoordinator's",
     ),
     "class brokerlite/broker/__init__.py:Broker": (
         1150,
@@ -81,9 +82,9 @@ STACKS: dict[str, tuple[int, str]] = {
         _TO_SPLIT + "a part of Broker's stack",
     ),
     "class brokerlite/transactions/coordinator.py:TransactionCoordinator": (
-        1090,
-        _TO_SPLIT + "decisions, transitions, completions, expiry and describe over the "
-        "transactions table",
+        1092,
+        _ONE_STATE + "decisions, transitions, completions, expiry and describe change the "
+        "transactional ids' records and timers within one call",
     ),
     "class brokerlite/storage/partition/__init__.py:PartitionLog": (
         1260,
