@@ -24,11 +24,58 @@ import struct
 import uuid
 from collections.abc import Callable, Sequence
 from io import BytesIO
-from typing import Any
+from typing import Any, Protocol
 
 from . import _wire as w
 from ._construct_calls import build_sub, parse_sub
-from .primitives import Array, NullableStruct, Primitive, Schema
+
+# -- the nodes ---------------------------------------------------------------------------
+#
+# The compiler knows the nodes of a tree by the ``codec_node`` name their class
+# declares (:mod:`trafka.codec.primitives`), not by their classes: the containers
+# compile themselves on first use through this module, which therefore imports
+# nothing of theirs (no import circle, issue #65). What it reads of each node:
+
+
+class PrimitiveNode(Protocol):
+    """``codec_node = "primitive"``: read and written by one pair of ``_wire`` functions."""
+
+    kind: str
+    fmt: str | None
+    compact: bool
+    nullable: bool
+
+
+class ArrayNode(Protocol):
+    """``codec_node = "array"``: a count, then the elements."""
+
+    subcon: Any
+    compact: bool
+    nullable: bool
+
+
+class SchemaNode(Protocol):
+    """``codec_node = "schema"``: a struct parsed into and built from a dataclass."""
+
+    schema_name: str
+    cls: type
+    fields: tuple[tuple[str, Any], ...]
+    tagged: tuple[Any, ...]
+    flexible: bool
+    absent: tuple[tuple[str, Any], ...]
+
+
+# ``codec_node = "nullable"``: an int8 marker, then ``subcon`` (no fields of its own).
+
+
+def _fmt(con: PrimitiveNode) -> str | None:
+    return con.fmt
+
+
+def _node(con: Any) -> str | None:
+    """Which node ``con`` is (its class's ``codec_node``); None for another construct."""
+    return getattr(type(con), "codec_node", None)
+
 
 # -- the compiler ------------------------------------------------------------------------
 #
@@ -151,9 +198,9 @@ def _parse_head(con: Any) -> str | None:
     construct whose head is followed by a variable tail (a classic string's
     bytes, a classic array's elements, a nullable struct's body).
     """
-    if isinstance(con, Primitive):
+    if _node(con) == "primitive":
         if con.kind in ("fixed", "bool"):
-            return con.fmt
+            return _fmt(con)
         if con.kind == "uuid":
             return "16s"
         if con.kind == "string" and not con.compact:
@@ -161,21 +208,21 @@ def _parse_head(con: Any) -> str | None:
         if con.kind == "bytes" and not con.compact:
             return "i"
         return None
-    if isinstance(con, Array) and not con.compact:
+    if _node(con) == "array" and not con.compact:
         return "i"
-    if isinstance(con, NullableStruct):
+    if _node(con) == "nullable":
         return "b"
     return None
 
 
 def _has_tail(con: Any) -> bool:
-    return not (isinstance(con, Primitive) and con.kind in ("fixed", "bool", "uuid"))
+    return not (_node(con) == "primitive" and con.kind in ("fixed", "bool", "uuid"))
 
 
 def _fixed_elements(con: Any) -> str | None:
     """The struct code of array elements read or written in bulk."""
-    if isinstance(con, Primitive) and con.kind == "fixed":
-        return con.fmt
+    if _node(con) == "primitive" and con.kind == "fixed":
+        return _fmt(con)
     return None
 
 
@@ -212,11 +259,11 @@ class _ParseGen(_Source):
         """Read one ``con`` into local ``out``."""
         if _parse_head(con) is not None:
             self.run([(con, out)], d)
-        elif isinstance(con, Schema):
+        elif _node(con) == "schema":
             self.schema(con, out, d)
-        elif isinstance(con, Array):
+        elif _node(con) == "array":
             self.compact_array(con, out, d)
-        elif isinstance(con, Primitive):
+        elif _node(con) == "primitive":
             self.primitive(con, out, d)
         else:
             raise _Unsupported(repr(con))
@@ -228,7 +275,7 @@ class _ParseGen(_Source):
         self.add(d, "else:")
         self.add(d + 1, f"{out}, pos = {self.ref(w.b_uvarint)}(buf, pos)")
 
-    def primitive(self, con: Primitive, out: str, d: int) -> None:
+    def primitive(self, con: PrimitiveNode, out: str, d: int) -> None:
         kind = con.kind
         if kind == "uvarint":
             self.uvarint(out, d)
@@ -256,7 +303,7 @@ class _ParseGen(_Source):
         else:
             raise _Unsupported(repr(con))
 
-    def sized_tail(self, con: Primitive, out: str, size: str, d: int) -> None:
+    def sized_tail(self, con: PrimitiveNode, out: str, size: str, d: int) -> None:
         """Read ``size`` bytes (already checked non-negative) as ``con``'s value."""
         self.add(d, f"q = pos + {size}")
         self.add(d, "if q > end:")
@@ -288,16 +335,16 @@ class _ParseGen(_Source):
 
     def after_head(self, con: Any, out: str, d: int) -> None:
         """Finish ``con`` whose head was read into ``out``."""
-        if isinstance(con, Primitive):
+        if _node(con) == "primitive":
             if con.kind == "uuid":
                 self.uuid(out, d)
             elif con.kind in ("string", "bytes"):
                 self.add(d, f"if {out} >= 0:")
                 self.sized_tail(con, out, out, d + 1)
                 self.null_or_refuse(con.nullable, out, d)
-        elif isinstance(con, Array):
+        elif _node(con) == "array":
             self.array_tail(con, out, d)
-        elif isinstance(con, NullableStruct):
+        elif _node(con) == "nullable":
             self.add(d, f"if {out} < 0:")
             self.add(d + 1, f"{out} = None")
             self.add(d, "else:")
@@ -322,7 +369,7 @@ class _ParseGen(_Source):
         self.add(d, f"{self.ref(set_safe, 'setsafe')}({tmp}, {self.ref(uuid.SafeUUID.unknown)})")
         self.add(d, f"{out} = {tmp}")
 
-    def array_tail(self, con: Array, out: str, d: int) -> None:
+    def array_tail(self, con: ArrayNode, out: str, d: int) -> None:
         """``out`` holds a classic count (-1 for null); replace it with the elements."""
         code = _fixed_elements(con.subcon)
         if code is not None:
@@ -343,7 +390,7 @@ class _ParseGen(_Source):
         self.elements(con, out, out, d + 1)
         self.null_or_refuse(con.nullable, out, d)
 
-    def compact_array(self, con: Array, out: str, d: int) -> None:
+    def compact_array(self, con: ArrayNode, out: str, d: int) -> None:
         # Counts up to SMALL_COUNT take one byte and need no check against the
         # bytes left; the rest (and null) go to the checked helpers.
         self.add(d, f"{out} = buf[pos]")
@@ -378,7 +425,7 @@ class _ParseGen(_Source):
         else:
             self.elements(con, out, out, d)
 
-    def elements(self, con: Array, count: str, out: str, d: int) -> None:
+    def elements(self, con: ArrayNode, count: str, out: str, d: int) -> None:
         """Read ``count`` elements (checked) into a new list in ``out``."""
         items, item = self.var("items"), self.var("item")
         self.add(d, f"{items} = []")
@@ -387,7 +434,7 @@ class _ParseGen(_Source):
         self.add(d + 1, f"{items}.append({item})")
         self.add(d, f"{out} = {items}")
 
-    def schema(self, con: Schema, out: str, d: int) -> None:
+    def schema(self, con: SchemaNode, out: str, d: int) -> None:
         values: dict[str, str] = {}
         for run in _runs(con.fields, _parse_head):
             items = []
@@ -403,7 +450,7 @@ class _ParseGen(_Source):
             unknown = self.tags(con, values, d)
         self.make_instance(con, values, unknown, out, d)
 
-    def tags(self, con: Schema, values: dict[str, str], d: int) -> str:
+    def tags(self, con: SchemaNode, values: dict[str, str], d: int) -> str:
         """The tagged-field section; returns the local holding the unknown tags."""
         for spec in con.tagged:
             # An absent tagged field takes its default; a mutable one (a list or a
@@ -442,7 +489,7 @@ class _ParseGen(_Source):
         return unknown
 
     def make_instance(
-        self, con: Schema, values: dict[str, str], unknown: str | None, out: str, d: int
+        self, con: SchemaNode, values: dict[str, str], unknown: str | None, out: str, d: int
     ) -> None:
         """Make the dataclass instance without running its ``__init__``."""
         cls = con.cls
@@ -483,9 +530,9 @@ class _ParseGen(_Source):
 
 def _build_head(con: Any) -> str | None:
     """The struct codes of the fixed-size start ``con`` writes, if any."""
-    if isinstance(con, Primitive):
+    if _node(con) == "primitive":
         if con.kind in ("fixed", "bool"):
-            return con.fmt
+            return _fmt(con)
         if con.kind == "uuid":
             return "QQ"
     return _parse_head(con)
@@ -501,9 +548,9 @@ class _BuildGen(_Source):
         """Write the value held in local ``value`` as ``con``."""
         if _build_head(con) is not None:
             self.run([(con, value)], d)
-        elif isinstance(con, Schema):
+        elif _node(con) == "schema":
             self.schema(con, value, d)
-        elif isinstance(con, Array):
+        elif _node(con) == "array":
             self.add(d, f"if {value} is None:")
             self.add(d + 1, "w(b'\\x00')" if con.nullable else "raise Refused")
             self.add(d, "else:")
@@ -511,7 +558,7 @@ class _BuildGen(_Source):
             self.add(d + 1, f"{n} = len({value})")
             self.uvarint(f"{n} + 1", f"{n} < 127", d + 1)
             self.elements(con, value, n, d + 1)
-        elif isinstance(con, Primitive):
+        elif _node(con) == "primitive":
             self.primitive(con, value, d)
         else:
             raise _Unsupported(repr(con))
@@ -521,7 +568,7 @@ class _BuildGen(_Source):
         one = self.ref(w.UVARINT1, "uvarint1")
         self.add(d, f"w({one}[{expr}] if {small} else {self.ref(w.uvarint_bytes)}({expr}))")
 
-    def primitive(self, con: Primitive, value: str, d: int) -> None:
+    def primitive(self, con: PrimitiveNode, value: str, d: int) -> None:
         kind = con.kind
         if kind == "uvarint":
             self.add(d, f"if type({value}) is not int or not 0 <= {value} <= 0xFFFFFFFF:")
@@ -555,12 +602,12 @@ class _BuildGen(_Source):
         else:
             raise _Unsupported(repr(con))
 
-    def is_text_or_bytes(self, con: Primitive, value: str) -> str:
+    def is_text_or_bytes(self, con: PrimitiveNode, value: str) -> str:
         if con.kind == "string":
             return f"type({value}) is str"
         return f"isinstance({value}, {self.ref((bytes, bytearray, memoryview), 'byteslike')})"
 
-    def encode(self, con: Primitive, value: str, data: str, d: int) -> None:
+    def encode(self, con: PrimitiveNode, value: str, data: str, d: int) -> None:
         # str.encode refuses lone surrogates, like the interpreted writer.
         self.add(d, f"{data} = {value}.encode()" if con.kind == "string" else f"{data} = {value}")
 
@@ -581,7 +628,7 @@ class _BuildGen(_Source):
 
     def head(self, con: Any, value: str, d: int) -> tuple[list[str], Callable[[], None] | None]:
         """Check ``value`` and prepare its head; returns the head's arguments and a tail."""
-        if isinstance(con, Primitive):
+        if _node(con) == "primitive":
             kind = con.kind
             if kind == "fixed":  # struct's own range checks are the interpreted ones
                 return [value], None
@@ -611,7 +658,7 @@ class _BuildGen(_Source):
             self.add(d, "else:")
             self.add(d + 1, "raise Refused")
             return [n], lambda: self.add(d, f"w({data})")
-        if isinstance(con, Array):
+        if _node(con) == "array":
             n = self.var("n")
             self.add(d, f"if {value} is None:")
             if con.nullable:
@@ -629,7 +676,7 @@ class _BuildGen(_Source):
                     self.elements(con, value, n, d)
 
             return [n], array_tail
-        if isinstance(con, NullableStruct):
+        if _node(con) == "nullable":
 
             def struct_tail() -> None:
                 self.add(d, f"if {value} is not None:")
@@ -638,7 +685,7 @@ class _BuildGen(_Source):
             return [f"-1 if {value} is None else 1"], struct_tail
         raise _Unsupported(repr(con))
 
-    def elements(self, con: Array, value: str, n: str, d: int) -> None:
+    def elements(self, con: ArrayNode, value: str, n: str, d: int) -> None:
         code = _fixed_elements(con.subcon)
         if code is not None:
             small = self.ref(w.packers(code), "pk", key=("packers", code))
@@ -653,7 +700,7 @@ class _BuildGen(_Source):
         self.add(d, f"for {item} in {value}:")
         self.write(con.subcon, item, d + 1)
 
-    def schema(self, con: Schema, obj: str, d: int) -> None:
+    def schema(self, con: SchemaNode, obj: str, d: int) -> None:
         self.add(d, f"if type({obj}) is not {self.ref(con.cls, 'cls')}:")
         self.add(d + 1, "raise Refused")
         for run in _runs(con.fields, _build_head):
@@ -665,7 +712,7 @@ class _BuildGen(_Source):
                 continue
             items = []
             for name, sc in run:
-                if isinstance(sc, Primitive) and sc.kind == "fixed":
+                if _node(sc) == "primitive" and sc.kind == "fixed":
                     items.append((sc, f"{obj}.{_attr(name)}"))
                 else:
                     value = self.var(f"v_{name}")
@@ -700,7 +747,7 @@ def _fresh(default: Any) -> Callable[[], Any]:
     return make
 
 
-def _tags_writer(con: Schema) -> Callable[[Any], bytes]:
+def _tags_writer(con: SchemaNode) -> Callable[[Any], bytes]:
     """The tagged-field section of ``con``'s instances, for those that have tags."""
     specs = [
         (spec.name, spec.tag, spec.default, _build_function(spec.subcon)) for spec in con.tagged

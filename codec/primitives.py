@@ -36,7 +36,9 @@ Primitives used on their own inside construct's containers (as
 readers, so context-dependent construct code around them keeps working.
 
 This module declares the types; the compiler lives in
-:mod:`trafka.codec._compiler`.
+:mod:`trafka.codec._compiler`, which knows each class by the name it declares
+as ``codec_node`` (``primitive``, ``array``, ``schema``, ``nullable``) and so
+imports nothing from here.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
 from io import BytesIO
-from typing import Any
+from typing import Any, ClassVar
 
 from construct import Construct
 
@@ -102,6 +104,8 @@ class Primitive(Construct):  # type: ignore[misc]
         compact: strings and bytes: uvarint length+1 rather than int16/int32.
         nullable: strings and bytes: whether null is allowed.
     """
+
+    codec_node: ClassVar[str] = "primitive"
 
     def __init__(
         self,
@@ -203,8 +207,8 @@ CompactRecords = Primitive(
 class _Compiled(Construct):  # type: ignore[misc]
     """A container whose ``.compile()`` goes through the fast-path compiler.
 
-    The compiler (:mod:`trafka.codec._compiler`) knows these classes, so it is
-    imported where it is first needed: once per container, when it is compiled.
+    The compiler (:mod:`trafka.codec._compiler`) is imported where it is first
+    needed: once per container, when it is compiled.
     """
 
     _entries: tuple[Callable[..., Any], Callable[..., Any]] | None = None
@@ -252,6 +256,8 @@ class Array(_Compiled):
     Null is count -1 (compact: 0) and only allowed when ``nullable``. A count
     larger than the bytes left is rejected before reading any element.
     """
+
+    codec_node: ClassVar[str] = "array"
 
     def __init__(self, subcon: Construct, *, compact: bool = False, nullable: bool = False):
         super().__init__()
@@ -315,6 +321,8 @@ class Schema(_Compiled):
             are not ignorable: building with a non-default value there is an error,
             as in Kafka's own generated code.
     """
+
+    codec_node: ClassVar[str] = "schema"
 
     def __init__(
         self,
@@ -407,6 +415,8 @@ def null_uuid() -> uuid.UUID:
 
 class NullableStruct(_Compiled):
     """A struct that may be null: an int8 marker (-1 null, 1 present), then the struct."""
+
+    codec_node: ClassVar[str] = "nullable"
 
     def __init__(self, subcon: Construct) -> None:
         super().__init__()

@@ -90,9 +90,9 @@ from .transactions import ConsumerGroupMetadata, TxnState
 # So are the values only the admin client takes (ACLs, quotas, delegation tokens),
 # and the statistics snapshots, made only when a client's statistics() is called.
 _LAZY = {
-    "AdminConfig": ".config_admin",
-    "ConsumerConfig": ".config_consumer",
-    "ShareConsumerConfig": ".config_share",
+    "AdminConfig": ".config.admin",
+    "ConsumerConfig": ".config.consumer",
+    "ShareConsumerConfig": ".config.share",
     "AdminStatistics": ".statistics",
     "ApiStatistics": ".statistics",
     "BrokerStatistics": ".statistics",
@@ -184,9 +184,9 @@ if TYPE_CHECKING:
         UserScramCredentialUpsertion,
         open_admin,
     )
-    from .config_admin import AdminConfig
-    from .config_consumer import ConsumerConfig
-    from .config_share import ShareConsumerConfig
+    from .config.admin import AdminConfig
+    from .config.consumer import ConsumerConfig
+    from .config.share import ShareConsumerConfig
     from .delegation_tokens import DelegationToken, TokenInformation
     from .quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
     from .share_consumer import (

@@ -137,7 +137,8 @@ class ReadyCheck:
 
 
 class Accumulator(BatchQueues):
-    """Batches records per partition and decides what to send.
+    """Batches records per partition and decides what to send: the queues
+    (:class:`~trafka.sdk.batch_queues.BatchQueues`) and the decisions are one state.
 
     Args:
         batch_size: ``batch.size`` in bytes.

@@ -11,7 +11,7 @@ Rules:
 * ``stats_cb`` runs in the client's event loop, as ``error_cb``: it must not
   block, and what it raises is logged.
 * ``debug`` turns the loggers of its contexts
-  (:data:`~.config_values.DEBUG_CONTEXTS`) to DEBUG while the client is open;
+  (:data:`~.config.values.DEBUG_CONTEXTS`) to DEBUG while the client is open;
   ``logger`` receives the lines of trafka's loggers from ``log_level`` up
   while the client is open. Both are process-wide (Python's loggers are):
   the levels set are put back when the client closes.
@@ -28,7 +28,7 @@ import anyio
 import anyio.abc
 
 from ._util import serve_metrics_if_asked
-from .config_values import DEBUG_CONTEXTS
+from .config.values import DEBUG_CONTEXTS
 
 __all__ = ["SYSLOG_LEVELS", "start_client_hooks"]
 

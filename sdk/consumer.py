@@ -81,7 +81,7 @@ from .transactions import ConsumerGroupMetadata
 from .transport import Cluster
 
 if TYPE_CHECKING:
-    from .config_consumer import ConsumerConfig
+    from .config.consumer import ConsumerConfig
     from .metadata import MetadataCache
     from .statistics import ConsumerStatistics
 
@@ -789,7 +789,7 @@ async def open_consumer(
     Raises:
         ConfigError: invalid configuration.
     """
-    from .config_consumer import ConsumerConfig  # loaded with the first consumer
+    from .config.consumer import ConsumerConfig  # loaded with the first consumer
 
     cfg = make_config(ConsumerConfig, config, kwargs)
     async with owned_task_group() as tg, Consumer[Any, Any](cfg, tg) as consumer:

@@ -62,7 +62,7 @@ from .metadata import MetadataCache
 log = logging.getLogger("trafka.sdk.consumer")
 
 if TYPE_CHECKING:
-    from .config_consumer import ConsumerConfig
+    from .config.consumer import ConsumerConfig
     from .statistics import ConsumerStatistics, GroupStatistics
 
 __all__ = ["ConsumerCore"]

@@ -43,7 +43,7 @@ from .group import fetch_committed
 from .transport import BrokerConnection, CallbackCompletion, Cluster
 
 if TYPE_CHECKING:
-    from .config_consumer import ConsumerConfig
+    from .config.consumer import ConsumerConfig
 
 __all__ = ["FetchDriver"]
 

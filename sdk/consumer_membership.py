@@ -122,7 +122,8 @@ def _hb_body(version: int, *, own_id: str, member_id: str, **kw: Any) -> Any:
 
 
 class ConsumerMembership(Membership):
-    """The consumer group protocol's membership state machine (see the module docstring).
+    """The consumer group protocol's membership state machine (see the module docstring):
+    one state with the classic :class:`~trafka.sdk.membership.Membership` it specialises.
 
     Args:
         config: as for :class:`~trafka.sdk.membership.Membership`; ``assignors``

@@ -37,7 +37,7 @@ from .group import fetch_committed
 from .transport import Cluster
 
 if TYPE_CHECKING:
-    from .config_consumer import ConsumerConfig
+    from .config.consumer import ConsumerConfig
 
 __all__ = ["OffsetLookups"]
 

@@ -72,7 +72,7 @@ from .transport import BrokerConnection, Cluster
 if TYPE_CHECKING:
     import re
 
-    from .config_consumer import ConsumerConfig
+    from .config.consumer import ConsumerConfig
     from .consumer_core import ConsumerCore
     from .statistics import GroupStatistics
 

@@ -59,7 +59,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import Any
 
-from .config_values import ValueSpec
+from .config.values import ValueSpec
 from .errors import ConfigError
 from .producer_batches import RecordMetadata
 from .producer_types import ProducerRecord

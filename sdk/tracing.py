@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .config_values import ValueSpec, _bool
+from .config.values import ValueSpec, _bool
 from .errors import ConfigError
 
 if TYPE_CHECKING:

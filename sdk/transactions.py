@@ -176,7 +176,7 @@ def _backoff(base: float, maximum: float, attempts: int, rng: random.Random) -> 
 
 class TransactionManager(TxnStateMachine):
     """Producer id, epoch and transaction state of one producer, with the
-    requests that move them (the state machine is :class:`TxnStateMachine`).
+    requests that move them: one state, whose rules are :class:`TxnStateMachine`'s.
 
     Args:
         transactional_id: ``transactional.id``; None for an idempotent producer.

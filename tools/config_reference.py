@@ -17,7 +17,7 @@ Rules:
 * Everything about a setting comes from its definition in
   :mod:`trafka.sdk.config`: names, aliases and default from the dataclass
   field, type and valid values from its coercion's
-  :class:`~trafka.sdk.config_values.ValueSpec`, the description from its class
+  :class:`~trafka.sdk.config.values.ValueSpec`, the description from its class
   docstring's ``Attributes:`` section. A setting without a description is an
   error here, not a blank.
 * The unit comes from the name (``_ms``, ``_bytes``...) or, where the name does
@@ -51,8 +51,8 @@ from trafka.sdk.config import (
     ProducerConfig,
     ShareConsumerConfig,
 )
-from trafka.sdk.config_keys import refused_settings, share_consumer_refusals
-from trafka.sdk.config_values import dotted_name, value_spec
+from trafka.sdk.config.keys import refused_settings, share_consumer_refusals
+from trafka.sdk.config.values import dotted_name, value_spec
 
 REPO = Path(__file__).resolve().parents[1]
 INT32_MAX = 2**31 - 1  # Java's int and long: the bounds the coercions use

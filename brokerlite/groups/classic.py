@@ -81,7 +81,8 @@ def _dedupe_protocols(
 
 
 class ClassicRequests(ClassicRebalance):
-    """JoinGroup, SyncGroup, Heartbeat and LeaveGroup (see the module rules)."""
+    """JoinGroup, SyncGroup, Heartbeat and LeaveGroup (see the module rules), over
+    the coordinator's one state (the live groups)."""
 
     _min_session_ms: int
     _max_session_ms: int

@@ -81,7 +81,9 @@ def _no_topics() -> dict[str, TopicMeta]:
 
 
 class GroupCoordinator(ClassicRequests, OffsetRequests, GroupAdmin):
-    """Kafka's classic group coordinator and offset manager, without I/O.
+    """Kafka's classic group coordinator and offset manager, without I/O. Its parts
+    (rebalance, requests, offsets, admin calls) share one state within a call: the
+    live groups, their timer heap and parked answers.
 
     Args:
         store: where offsets and group metadata are persisted; groups found in it

@@ -44,7 +44,8 @@ log = logging.getLogger("trafka.brokerlite.groups.coordinator")
 
 
 class OffsetRequests(ClassicRebalance):
-    """Committed offsets as the group protocols see them (see the module rules)."""
+    """Committed offsets as the group protocols see them (see the module rules), over
+    the coordinator's one state (the live groups)."""
 
     _partition_exists: Callable[[str, int], bool]
     _metadata_max: int

@@ -199,7 +199,8 @@ def duration_ms(text: str) -> int:
 
 
 class ShareFetcher(ShareOffsetsAdmin):
-    """Share-partitions, share sessions and their journal (see the module rules).
+    """Share-partitions, share sessions and their journal (see the module rules): one
+    state with the offsets :class:`ShareOffsetsAdmin` alters.
 
     Args:
         logs: the partition logs.

@@ -180,7 +180,9 @@ def classic_group_validator(groups: GroupCoordinator) -> GroupValidator:
 
 
 class TransactionCoordinator(TxnTransitions, TxnCompletions, TxnExpiry, TxnDescribe):
-    """Kafka's transaction coordinator for one broker, without I/O.
+    """Kafka's transaction coordinator for one broker, without I/O. Its parts
+    (decisions, transitions, completions, expiry, describe) share one state within a
+    call: the transactional ids' records and their timers.
 
     Args:
         journal: where transaction metadata and producer-id reservations persist;

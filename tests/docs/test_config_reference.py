@@ -28,8 +28,8 @@ from trafka.sdk.config import (
     ProducerConfig,
     ShareConsumerConfig,
 )
-from trafka.sdk.config_keys import _NOT_FOR_SHARE_GROUPS, _NOT_TAKEN
-from trafka.sdk.config_values import _field, _int, value_spec
+from trafka.sdk.config.keys import _NOT_FOR_SHARE_GROUPS, _NOT_TAKEN
+from trafka.sdk.config.values import _field, _int, value_spec
 from trafka.sdk.errors import ConfigError
 from trafka.tools import config_reference
 

@@ -65,7 +65,7 @@ def test_examples_run(page: Path) -> None:
 
 def test_sdk_librdkafka_table_names_every_alias_and_every_refused_name() -> None:
     """docs/migrating-from-confluent-kafka.md's librdkafka section lists each other-client alias of a setting
-    and each name trafka refuses (sdk/config_keys.py's ``_NOT_TAKEN``)."""
+    and each name trafka refuses (sdk/config/keys.py's ``_NOT_TAKEN``)."""
     import dataclasses
 
     from trafka.sdk.config import (
@@ -74,7 +74,7 @@ def test_sdk_librdkafka_table_names_every_alias_and_every_refused_name() -> None
         ProducerConfig,
         ShareConsumerConfig,
     )
-    from trafka.sdk.config_keys import _NOT_TAKEN
+    from trafka.sdk.config.keys import _NOT_TAKEN
 
     text = (DOCS / "migrating-from-confluent-kafka.md").read_text()
     start = text.index("## librdkafka's settings")

@@ -29,7 +29,7 @@ from trafka.sdk.config import (
     ProducerConfig,
     ShareConsumerConfig,
 )
-from trafka.sdk.config_keys import _names, _norm
+from trafka.sdk.config.keys import _names, _norm
 from trafka.sdk.errors import ConfigError
 
 PRODUCER_ALIASES = [

@@ -143,6 +143,8 @@ __all__ = [
 
 class PartitionLog(Appends, Reads, Retention, Compaction, LeaderEpochs):
     """One partition's log on disk. Use :meth:`open`; see the module docstring for the rules.
+    Its mixins (appends, reads, truncation, compaction, retention, leader epochs) move
+    one state, the segments and offsets of :class:`PartitionState`, so they stay one class.
 
     Attributes:
         leader_epoch: written into each appended batch's ``partition_leader_epoch``

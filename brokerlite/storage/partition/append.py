@@ -37,8 +37,8 @@ class AppendResult(NamedTuple):
 
 
 class Appends(Truncation):
-    """Appending (a mixin of :class:`PartitionLog`; a follower's append may restart an
-    empty log, hence the truncation it builds on)."""
+    """Appending (a mixin of :class:`PartitionLog`, over its one state; a follower's
+    append may restart an empty log, hence the truncation it builds on)."""
 
     def append(
         self,

@@ -27,7 +27,7 @@ logger = logging.getLogger("trafka.brokerlite.log")
 
 
 class Compaction(PartitionState):
-    """Compaction (a mixin of :class:`PartitionLog`)."""
+    """Compaction (a mixin of :class:`PartitionLog`, rewriting its one state's segments)."""
 
     @property
     def clean_offset(self) -> int:

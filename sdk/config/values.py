@@ -27,8 +27,8 @@ from typing import Any, TypeVar
 
 from trafka.common.jaas import jaas_options
 
-from ._validate import INT16_MAX, INT64_MAX
-from .errors import ConfigError
+from .._validate import INT16_MAX, INT64_MAX
+from ..errors import ConfigError
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

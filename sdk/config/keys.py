@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from .config_values import _dotted
+from .values import _dotted
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

@@ -1,6 +1,6 @@
 """The share consumer's settings (KIP-932): :class:`ShareConsumerConfig`.
 
-The rules of every client's settings are :mod:`.config`'s, where
+The rules of every client's settings are the package's (:mod:`trafka.sdk.config`), where
 ``trafka.sdk.config.ShareConsumerConfig`` loads this module when first named:
 a program that never opens a share consumer does not make its dataclass (issue #48).
 """
@@ -10,10 +10,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ._validate import INT32_MAX
-from .config import ClientConfig
-from .config_values import _SERDES, _bool, _callable_or_name, _choice, _field, _int, _opt_str
-from .errors import ConfigError
+from .._validate import INT32_MAX
+from ..errors import ConfigError
+from .client import ClientConfig
+from .consumer import ConsumerConfig
+from .keys import _NOT_FOR_SHARE_GROUPS, _names, _norm
+from .values import _SERDES, _bool, _callable_or_name, _choice, _field, _int, _opt_str
 
 __all__ = ["ShareConsumerConfig"]
 
@@ -59,6 +61,11 @@ class ShareConsumerConfig(ClientConfig):
         super(ShareConsumerConfig, self)._check()
         if self.group_id is None:
             raise ConfigError("a share consumer needs group.id (the share group to join)")
+
+    @classmethod
+    def _refusal(cls, key: str) -> str | None:
+        why = _NOT_FOR_SHARE_GROUPS.get(_names(ConsumerConfig).get(_norm(key), ""))
+        return None if why is None else f"{key!r} is not a share consumer setting: {why}"
 
     @property
     def explicit_acknowledgement(self) -> bool:

@@ -1,6 +1,6 @@
 """The admin client's settings: :class:`AdminConfig`.
 
-The rules of every client's settings are :mod:`.config`'s, where
+The rules of every client's settings are the package's (:mod:`trafka.sdk.config`), where
 ``trafka.sdk.config.AdminConfig`` loads this module when first named, as
 ``trafka.sdk`` loads the admin client (issue #48).
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from ._validate import INT32_MAX
-from .config import ClientConfig
-from .config_values import _bool, _field, _int
+from .._validate import INT32_MAX
+from .client import ClientConfig
+from .values import _bool, _field, _int
 
 __all__ = ["AdminConfig"]
 

@@ -1,6 +1,6 @@
 """The consumer's settings: :class:`ConsumerConfig`.
 
-The rules of every client's settings are :mod:`.config`'s, where
+The rules of every client's settings are the package's (:mod:`trafka.sdk.config`), where
 ``trafka.sdk.config.ConsumerConfig`` loads this module when first named: a
 program that only produces does not make this dataclass (issue #48).
 """
@@ -11,9 +11,11 @@ import dataclasses
 import warnings
 from typing import Any
 
-from ._validate import INT32_MAX
-from .config import ClientConfig
-from .config_values import (
+from .._validate import INT32_MAX
+from ..errors import ConfigError, ConfigWarning
+from ..interceptors import consumer_interceptor_classes
+from .client import ClientConfig
+from .values import (
     _SERDES,
     _assignors,
     _bool,
@@ -26,8 +28,6 @@ from .config_values import (
     _opt_int,
     _opt_str,
 )
-from .errors import ConfigError, ConfigWarning
-from .interceptors import consumer_interceptor_classes
 
 __all__ = ["ConsumerConfig"]
 

@@ -1,59 +1,27 @@
-"""Configuration objects: one per component, all frozen.
+"""The settings every client shares: :class:`ClientConfig`, and how a
+configuration is made from keys in any spelling (:meth:`ClientConfig.from_dict`,
+:func:`make_config`).
 
-This module is the table of settings (the dataclasses, their defaults and the
-checks between settings). How one value is coerced is in :mod:`.config_values`;
-how a key in any spelling finds its setting, and which other clients' settings
-are not taken, in :mod:`.config_keys`.
-
-Rules:
-
-* Every setting has Kafka's dotted name (``linger.ms``) and a Python spelling
-  (``linger_ms``); both are accepted, from a mapping or as keyword arguments
-  (keywords win over the mapping). Dashes are accepted too (``linger-ms``).
-* Values read from properties files arrive as strings; ``"5"``, ``"true"`` and
-  ``"a:1,b:2"`` are coerced to the field's type. Anything else of the wrong type,
-  or out of range, is a :class:`~trafka.sdk.errors.ConfigError` naming the key.
-* An unknown key is a :class:`ConfigError` naming it and the closest known key;
-  a key that belongs to another component (``group.id`` given to a producer)
-  says so.
-* Other clients' names are aliases only where they mean exactly the same
-  (librdkafka's ``message.timeout.ms`` is ``delivery.timeout.ms``). One we
-  cannot honour as its client defines it (``_NOT_TAKEN``) is refused with what
-  to use instead, never with a near name's "did you mean".
-* Defaults are Kafka's (Java client, 4.x), except where noted on the field.
-* A share consumer (:class:`ShareConsumerConfig`) refuses the consumer
-  settings that share groups do not use (``auto.offset.reset``,
-  ``enable.auto.commit``, ``isolation.level``, ...), as Java's
-  KafkaShareConsumer does, and says where the setting lives instead.
-* Settings that depend on each other are resolved once, in ``__post_init__``:
-  ``enable.idempotence`` left unset turns on only when ``acks=all``,
-  ``retries > 0`` and ``max.in.flight.requests.per.connection <= 5``, as the
-  Java client does; set explicitly with a conflicting setting it is an error.
-  ``transactional.id`` needs idempotence: with ``enable.idempotence=false`` or a
-  conflicting setting it is an error.
+The rules of every component's settings are the package's (:mod:`trafka.sdk.config`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from trafka.common.lazy import lazy_exports
-
-from ._validate import INT32_MAX
-from .config_keys import _NOT_FOR_SHARE_GROUPS, _NOT_TAKEN_NORM, _names, _norm
-from .config_values import (
-    _COMPRESSION,
-    _COMPRESSION_LEVELS,
+from .._validate import INT32_MAX
+from ..errors import ConfigError, ConfigWarning
+from ..tracing import otel_enabled as _otel_enabled
+from ..tracing import otel_provider as _otel_provider
+from .keys import _NOT_TAKEN_NORM, _names, _norm
+from .values import (
     _NOT_MADE_HERE,
     _PROVIDER_SETTINGS,
     _SECURITY_PROTOCOLS,
-    _SERDES,
-    _acks,
     _bool,
-    _callable_or_name,
     _check_hostname,
     _choice,
     _debug,
@@ -63,7 +31,6 @@ from .config_values import (
     _listen,
     _logger,
     _made_from,
-    _opt_bool,
     _opt_callable,
     _opt_int,
     _opt_str,
@@ -75,27 +42,11 @@ from .config_values import (
     _str,
     _token_provider,
 )
-from .errors import ConfigError, ConfigWarning
-from .interceptors import producer_interceptor_classes
-from .partitioners import PARTITIONERS
-from .tracing import otel_enabled as _otel_enabled
-from .tracing import otel_provider as _otel_provider
 
 if TYPE_CHECKING:
     from trafka.discovery import DiscoverySpec
 
-    from .config_admin import AdminConfig
-    from .config_consumer import ConsumerConfig
-    from .config_share import ShareConsumerConfig
-
-__all__ = [
-    "AdminConfig",
-    "ClientConfig",
-    "ConsumerConfig",
-    "ProducerConfig",
-    "ShareConsumerConfig",
-    "make_config",
-]
+__all__ = ["ClientConfig", "components_are", "make_config"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -388,7 +339,7 @@ class ClientConfig:
 
     def _check_oauth(self, jaas: Mapping[str, str]) -> None:
         """Make the token provider the OAUTHBEARER settings describe (unless given)."""
-        from .oauth import (
+        from ..oauth import (
             OAuthCallbackProvider,
             OidcTokenProvider,
             UnsecuredTokenProvider,
@@ -445,6 +396,12 @@ class ClientConfig:
             )
         _PROVIDER_SETTINGS[provider] = settings
         object.__setattr__(self, "sasl_oauth_token_provider", provider)
+
+    @classmethod
+    def _refusal(cls, key: str) -> str | None:
+        """Why this component refuses ``key`` although it is a setting of
+        another (the error's text), or None."""
+        return None
 
     @property
     def uses_tls(self) -> bool:
@@ -536,20 +493,13 @@ def _snake_keys(cls: type[ClientConfig], changes: Mapping[str, Any]) -> dict[str
 
 
 def _unknown(cls: type[ClientConfig], key: str) -> ConfigError:
-    from .config_admin import AdminConfig
-    from .config_consumer import ConsumerConfig
-    from .config_share import ShareConsumerConfig
-
-    if cls is ShareConsumerConfig:
-        attr = _names(ConsumerConfig).get(_norm(key))
-        if attr in _NOT_FOR_SHARE_GROUPS:
-            return ConfigError(
-                f"{key!r} is not a share consumer setting: {_NOT_FOR_SHARE_GROUPS[attr]}"
-            )
+    refusal = cls._refusal(key)
+    if refusal is not None:
+        return ConfigError(refusal)
     why = _NOT_TAKEN_NORM.get(_norm(key))
     if why is not None:
         return ConfigError(f"{key!r} is not taken by trafka's {cls.__name__}: {why}")
-    for other in (ProducerConfig, ConsumerConfig, ShareConsumerConfig, AdminConfig):
+    for other in _find_components():
         if other is not cls and _norm(key) in _names(other):
             return ConfigError(
                 f"{key!r} is a {other.__name__} setting; {cls.__name__} does not take it"
@@ -566,182 +516,24 @@ def _unknown(cls: type[ClientConfig], key: str) -> ConfigError:
     return ConfigError(f"unknown configuration key {key!r} for {cls.__name__}{hint}")
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ProducerConfig(ClientConfig):
-    """Producer settings (plus the connection settings of :class:`ClientConfig`).
+def _no_components() -> tuple[type[ClientConfig], ...]:
+    return ()
 
-    Attributes:
-        acks: ``-1`` (``"all"``), ``0`` or ``1``.
-        linger_ms: how long a batch waits for more records before it is sent.
-        batch_size: the size in bytes at which a partition's batch is sent
-            (default 256 KiB; Java's is 16 KiB, librdkafka's 1 MB).
-        compression_type: ``none``, ``gzip``, ``snappy``, ``lz4`` or ``zstd``.
-        compression_level: codec level, ``None`` for the codec's default.
-        partitioner: a name from :mod:`trafka.sdk.partitioners` or a callable
-            ``(key_bytes, num_partitions, available_partitions) -> int``.
-            Default ``murmur2``: the Java client's (null keys sticky).
-        retries: how often a failed batch is retried (bounded by delivery_timeout_ms).
-        delivery_timeout_ms: upper bound from ``send`` to success or failure.
-        max_in_flight_requests_per_connection: unacknowledged requests per broker.
-        buffer_memory: bytes of records buffered; ``send`` waits when it is full.
-        max_block_ms: how long ``send`` may wait for buffer space or metadata.
-        max_request_size: the largest request (and so record) sent.
-        enable_idempotence: ``None`` (Kafka's default: on unless another setting
-            conflicts), ``True`` or ``False``.
-        transactional_id: enables transactions (:meth:`Producer.init_transactions`);
-            producers sharing it fence each other, the newest wins.
-        transaction_timeout_ms: the coordinator aborts a transaction open longer
-            than this (it must not exceed the broker's ``transaction.max.timeout.ms``).
-        key_serializer / value_serializer: ``bytes``, ``str``, ``json`` or a callable.
-        interceptor_classes: producer interceptors (``on_send``,
-            ``on_acknowledgement``, ``close``; :mod:`trafka.sdk.interceptors`):
-            import paths (``"pkg.module:Class"``), classes or objects, in order.
-        on_delivery: confluent-kafka's delivery callback for every record sent
-            without one of its own (``dr_cb``, ``dr_msg_cb`` too):
-            ``on_delivery(error, metadata)``, as ``send(..., on_delivery=)``.
-        delivery_report_only_error: librdkafka's: ``on_delivery`` hears only
-            of the records that failed.
-        message_timeout_ms: librdkafka's name of ``delivery.timeout.ms``, with
-            librdkafka's rules (CONFIGURATION.md): 0 is no limit (2147483647 ms
-            here), and it must be greater than ``linger.ms``; Java's rule
-            (``>= linger.ms + request.timeout.ms``) does not apply to it.
-        queue_buffering_max_messages: librdkafka's bound of the records
-            buffered (0: none, the default here): a record beyond it waits for
-            room as one beyond ``buffer.memory`` does (up to ``max.block.ms``).
-        queue_buffering_max_kbytes: librdkafka's bound of the buffer in
-            KiB: ``buffer.memory`` is 1024 times it.
-        batch_num_messages: librdkafka's bound of the records in one batch
-            (none by default here: ``batch.size`` bounds batches in bytes).
-        sticky_partitioning_linger_ms: librdkafka's: how long a key-less record's
-            partition is kept under librdkafka's partitioners
-            (``consistent_random``...; :mod:`trafka.sdk.partitioners`), 10 ms
-            by default as there; 0: a random partition per record. Java's
-            ``murmur2`` keeps its own (KIP-480, per batch) and ignores it.
+
+_find_components: Callable[[], tuple[type[ClientConfig], ...]] = _no_components
+
+
+def components_are(find: Callable[[], tuple[type[ClientConfig], ...]]) -> None:
+    """Tell the unknown-key error where every component's configuration class
+    is, so that it names the one that takes a key given to another.
+
+    The package (:mod:`trafka.sdk.config`) calls this when it loads: it knows
+    every component, while this module, their base, knows none of them (the
+    base importing its subclasses was an import circle, issue #65). ``find``
+    loads the classes when first called: only a mistaken key needs them all.
     """
-
-    acks: int = _field(-1, _acks, aliases=("request.required.acks",))
-    linger_ms: int = _field(5, _int(0), aliases=("queue.buffering.max.ms",))
-    # 16x Java's 16384: our batches are lists that grow with their records (Java
-    # preallocates batch.size per partition), so a larger bound costs no memory
-    # and saves a request (~250 us of socket and event-loop work) per 16 KiB.
-    batch_size: int = _field(262_144, _int(0, INT32_MAX, unit="bytes"))
-    compression_type: str = _field("none", _choice(*_COMPRESSION), aliases=("compression.codec",))
-    compression_level: int | None = _field(
-        None,
-        _opt_int(
-            None,
-            note="-1 or the codec's own range: "
-            + ", ".join(f"{c} {lo} to {hi}" for c, (lo, hi) in _COMPRESSION_LEVELS.items()),
-        ),
-    )
-    partitioner: Any = _field("murmur2", _callable_or_name(*PARTITIONERS))  # noqa: RUF009
-    retries: int = _field(INT32_MAX, _int(0, INT32_MAX), aliases=("message.send.max.retries",))
-    delivery_timeout_ms: int = _field(120_000, _int(1, INT32_MAX))
-    max_in_flight_requests_per_connection: int = _field(
-        5, _int(1, INT32_MAX), aliases=("max.in.flight",)
-    )
-    buffer_memory: int = _field(32 * 1024 * 1024, _int(1, unit="bytes"))
-    max_block_ms: int = _field(60_000, _int(0))
-    max_request_size: int = _field(1024 * 1024, _int(1, INT32_MAX, unit="bytes"))
-    enable_idempotence: bool | None = _field(None, _opt_bool)
-    transactional_id: str | None = _field(None, _opt_str)
-    transaction_timeout_ms: int = _field(60_000, _int(1, INT32_MAX))
-    key_serializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
-    value_serializer: Any = _field("bytes", _callable_or_name(*_SERDES))  # noqa: RUF009
-    interceptor_classes: tuple[Any, ...] = _field((), producer_interceptor_classes)
-    on_delivery: Any = _field(  # noqa: RUF009
-        None, _opt_callable, dotted="on_delivery", aliases=("dr_cb", "dr_msg_cb")
-    )
-    delivery_report_only_error: bool = _field(False, _bool)
-    message_timeout_ms: int | None = _field(None, _opt_int(0, INT32_MAX))
-    queue_buffering_max_messages: int = _field(0, _int(0, INT32_MAX))
-    queue_buffering_max_kbytes: int | None = _field(None, _opt_int(1, INT32_MAX))
-    batch_num_messages: int | None = _field(None, _opt_int(1, 1_000_000))
-    sticky_partitioning_linger_ms: int = _field(10, _int(0, 900_000))
-
-    def _check(self) -> None:
-        super(ProducerConfig, self)._check()
-        self._check_librdkafka()
-        level = self.compression_level
-        bounds = _COMPRESSION_LEVELS.get(self.compression_type)
-        if level is not None and bounds is not None and level != -1:
-            low, high = bounds
-            if not low <= level <= high:
-                # Else every batch would fail to compress, in the sender.
-                raise ConfigError(
-                    f"compression.level for {self.compression_type} must be -1 (the "
-                    f"codec's default) or {low} to {high}, got {level}"
-                )
-        conflicts = []
-        if self.acks != -1:
-            conflicts.append("acks must be all")
-        if self.retries == 0:
-            conflicts.append("retries must be > 0")
-        if self.max_in_flight_requests_per_connection > 5:
-            conflicts.append("max.in.flight.requests.per.connection must be <= 5")
-        if self.enable_idempotence and conflicts:
-            raise ConfigError("enable.idempotence=true requires: " + "; ".join(conflicts))
-        if self.transactional_id is not None:
-            if self.enable_idempotence is False:
-                raise ConfigError("transactional.id requires enable.idempotence (not false)")
-            if conflicts:
-                raise ConfigError("transactional.id requires idempotence: " + "; ".join(conflicts))
-        if self.message_timeout_ms is not None:
-            pass  # librdkafka's rule, checked in _check_librdkafka
-        elif self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
-            raise ConfigError(
-                f"delivery.timeout.ms ({self.delivery_timeout_ms}) must be >= linger.ms + "
-                f"request.timeout.ms ({self.linger_ms + self.request_timeout_ms}), as in "
-                "Java's client (librdkafka's message.timeout.ms has librdkafka's rule instead)"
-            )
-
-    def _check_librdkafka(self) -> None:
-        """librdkafka's settings, by librdkafka's rules (its CONFIGURATION.md)."""
-        timeout = self.message_timeout_ms
-        if timeout is not None:
-            if timeout != 0 and timeout <= self.linger_ms:
-                raise ConfigError(
-                    f"message.timeout.ms ({timeout}) must be greater than linger.ms "
-                    f"({self.linger_ms}), as in librdkafka (or 0: no limit)"
-                )
-            self._derive("delivery_timeout_ms", timeout or INT32_MAX, "message.timeout.ms")
-        if self.queue_buffering_max_kbytes is not None:
-            self._derive(
-                "buffer_memory",
-                self.queue_buffering_max_kbytes * 1024,
-                "queue.buffering.max.kbytes",
-            )
-        if self.message_max_bytes is not None:
-            self._derive("max_request_size", self.message_max_bytes, "message.max.bytes")
-
-    @property
-    def idempotent(self) -> bool:
-        """Whether the producer uses producer ids and sequence numbers.
-
-        Unset ``enable.idempotence`` means on, unless another setting conflicts
-        (then the Java client silently turns it off, and so do we).
-        A ``transactional.id`` always means on.
-        """
-        if self.transactional_id is not None:
-            return True
-        if self.enable_idempotence is not None:
-            return self.enable_idempotence
-        return (
-            self.acks == -1 and self.retries > 0 and self.max_in_flight_requests_per_connection <= 5
-        )
-
-
-# The consumers' and the admin client's settings are loaded when first named:
-# making each settings dataclass is a few milliseconds of every import of the
-# client (issue #48), and a program that only produces never needs them.
-_LAZY = {
-    "AdminConfig": ".config_admin",
-    "ConsumerConfig": ".config_consumer",
-    "ShareConsumerConfig": ".config_share",
-}
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+    global _find_components
+    _find_components = find
 
 
 def make_config(
