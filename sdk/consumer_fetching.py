@@ -207,6 +207,13 @@ class FetchDriver:
             self._on_fetch_failed(node, positions, exc)
             return
         self._fetching.discard(node)
+        if fetcher.metadata.update_requested:
+            # A partition's error (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH...)
+            # asked for fresh metadata: the refresher wakes now, not at the next
+            # metadata.max.age.ms. Kafka's clients refresh on such an error; the
+            # KIP-951 hint that spares it is in Fetch v16+ only, which a client
+            # behind an older broker or the proxy does not get.
+            self._cluster.nudge()
         if got or fetcher.errors:
             self._data_arrived()
         if fetcher.reset_wanted:

@@ -185,6 +185,12 @@ class MetadataCache:
         """Ask for a refresh as soon as the backoff allows."""
         self._need_update = True
 
+    @property
+    def update_requested(self) -> bool:
+        """Whether a refresh was asked for (:meth:`request_update`, or an error
+        that calls for one) and has not started yet."""
+        return self._need_update
+
     def needs_update(self, now: float) -> bool:
         """Whether a refresh is due, ignoring the backoff."""
         return self._need_update or now - self._last_success >= self.max_age

@@ -39,7 +39,8 @@ Rules (Kafka's, for a consumer fetching from the leader):
 * ``current_leader_epoch`` (v9+) is checked against the leader's epoch (the
   only epoch, 0, on the single-node broker).
 * Cluster mode: a partition this broker does not lead is NOT_LEADER_OR_FOLLOWER
-  (v12+: with its current leader, and v16+ that leader's endpoint, KIP-951).
+  (v16+: with its current leader and that leader's endpoint, KIP-951; below
+  v16 without either, as Kafka, though v12+ could carry the leader).
   A follower's fetch (``replica_id``, in ``replica_state`` from v15) reads up
   to the log end offset and tells the leader how far the follower has come
   (:mod:`..cluster.replica_manager`: ISR and high watermark); a consumer reads below
@@ -490,7 +491,9 @@ def read_partitions(
                         first = False
         except BrokerError as exc:
             result = PartitionResult(want.partition, code_of(exc))
-            if result.error_code in _LEADER_HINTED and where.cluster is not None:
+            # Kafka hints from v16 only (KafkaApis), with the endpoint: a client
+            # of an older version learns the new leader from Metadata.
+            if result.error_code in _LEADER_HINTED and where.cluster is not None and version >= 16:
                 result.current_leader = _leader_of(where, name, want.partition)
         results.append(result)
     return results
