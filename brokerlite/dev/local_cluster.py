@@ -279,7 +279,9 @@ async def _secured_metadata(config: BrokerConfig, host: str, port: int, timeout:
                 config, host, port, "cluster-check", f"broker at {host}:{port}"
             )
             try:
-                return await conn.request(ApiKey.METADATA, 1, metadata.MetadataRequest(topics=[]))
+                return await conn.request(
+                    ApiKey.METADATA, metadata.MetadataRequest(topics=[]), version=1
+                )
             finally:
                 with trio.CancelScope(shield=True):
                     await conn.aclose()
