@@ -417,9 +417,13 @@ class InterBrokerConnection:
         try:
             lifetime_ms = await authenticate(_Unlocked(self, self._exchange), client)
         except AuthenticationError as exc:
+            self._break("the login was refused")
             raise InterBrokerAuthError(
                 f"{self._where} refused the {client.sasl_mechanism} login of {self._user!r}: {exc}"
             ) from None
+        except BaseException:
+            self._break("the login did not finish")  # the peer is mid-exchange
+            raise
         delay = reauthentication_delay(lifetime_ms, 0.0, longest_wait=self._longest_wait_s)
         self._reauth_at = None if delay is None else started + delay
 
