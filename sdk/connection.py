@@ -71,7 +71,7 @@ from trafka.codec import ApiKey, TrafkaError
 
 from ._util import loop_clock
 from .config import ClientConfig
-from .connection_state import ConnectionState
+from .connection_state import ConnectionState, reauthentication_delay
 from .errors import KafkaConnectionError, RequestTimeoutError, UsageError
 from .sockets import close_socket, open_socket, options_of, socket_error
 from .statistics.counters import NodeCounters
@@ -287,9 +287,9 @@ class BrokerConnection:
 
     def _schedule_reauthentication(self, lifetime_ms: int) -> None:
         """Re-authenticate at a random 85-95% of a session of ``lifetime_ms`` (0: never)."""
-        if lifetime_ms <= 0 or self._task_group is None or self._error is not None:
+        delay = reauthentication_delay(lifetime_ms, random.random())
+        if delay is None or self._task_group is None or self._error is not None:
             return
-        delay = lifetime_ms * random.uniform(0.85, 0.95) / 1000
         self._task_group.start_soon(
             self._reauthenticate, delay, name=f"trafka re-authentication {self.host}:{self.port}"
         )

@@ -33,6 +33,17 @@ Rules and invariants:
   becomes the response's arrival plus that time (it never moves back). The
   driver holds new requests until then; requests already in flight are not
   affected. A response whose version lacks the field reads as 0.
+* Session renewal (KIP-368) is timed in one place,
+  :func:`reauthentication_delay`: at a point between 85% and 95% of the
+  lifetime the broker answered, as Kafka's clients renew; a driver that renews
+  only between requests also leaves room for the longest wait of a request sent
+  just before, so that its answer arrives while the session lasts (never
+  earlier than half the lifetime).
+
+Drivers: the SDK's :class:`~trafka.sdk.connection.BrokerConnection` (async),
+the Spark source's ``BlockingConnection`` (blocking sockets) and brokerlite's
+inter-broker ``InterBrokerConnection`` (trio). No other module frames requests,
+assigns correlation ids or matches answers to requests (tests/test_connection_core.py).
 """
 
 from __future__ import annotations
@@ -67,6 +78,7 @@ __all__ = [
     "Response",
     "choose_version",
     "client_throttles",
+    "reauthentication_delay",
 ]
 
 SOFTWARE_NAME = "trafka"
@@ -230,6 +242,38 @@ def client_throttles(api_key: int, version: int) -> bool:
             known = False
         _throttle_field[(api_key, version)] = known
     return known
+
+
+# KIP-368: where in a session's lifetime it is renewed (Kafka's clients pick a
+# random point in this range, so that many connections do not renew at once).
+REAUTHENTICATE_SHARE = (0.85, 0.95)
+# ... and never before this share, however long a request may wait at the peer.
+_REAUTHENTICATE_FLOOR = 0.5
+
+
+def reauthentication_delay(
+    lifetime_ms: int, draw: float, *, longest_wait: float = 0.0
+) -> float | None:
+    """Seconds after a login began at which to renew its session (KIP-368).
+
+    Args:
+        lifetime_ms: the session lifetime the broker answered (SaslAuthenticate
+            v1+); 0 or less: the session does not end.
+        draw: where in :data:`REAUTHENTICATE_SHARE` to renew, 0 to 1 (a driver
+            passes ``random.random()``; 0 is the earliest point).
+        longest_wait: seconds the last request sent before the renewal may wait
+            at the peer (a long poll), for a driver that renews between
+            requests: its answer must arrive before the session ends.
+
+    Returns:
+        The delay, or None when the session does not end.
+    """
+    if lifetime_ms <= 0:
+        return None
+    low, high = REAUTHENTICATE_SHARE
+    lifetime = lifetime_ms / 1000
+    share = low + (high - low) * min(max(draw, 0.0), 1.0)
+    return max(lifetime * share - longest_wait, lifetime * _REAUTHENTICATE_FLOOR)
 
 
 def choose_version(

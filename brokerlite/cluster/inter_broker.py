@@ -1,15 +1,39 @@
-"""One broker's connection to another, for inter-broker requests: a driver (trio).
+"""One broker's connection to another, for inter-broker requests: a driver (trio)
+of the SDK's connection core.
 
 The replica fetchers (:mod:`.replica_fetcher`), the transaction markers'
 sender (:mod:`trafka.brokerlite.transactions.marker_sender`), KIP-890's
-verification (:mod:`.driver.txn_verify`) and ``/metrics/cluster`` talk to other
-cluster members through it.
+verification (:mod:`.driver.txn_verify`), the share-state sender
+(:mod:`.driver.share_state`) and ``/metrics/cluster`` talk to other cluster
+members through it.
 
 Rules:
 
-* One request at a time, answered before the next is sent: Kafka's framing,
-  no pipelining. A caller that needs several in flight opens several
-  connections.
+* The protocol is the SDK's I/O-free core,
+  :class:`~trafka.sdk.connection_state.ConnectionState`: framing, correlation
+  ids, the ApiVersions handshake that opens every connection, matching answers
+  to requests, in-flight deadlines, quota throttling (KIP-219) and the moment a
+  session is renewed (:func:`~trafka.sdk.connection_state.reauthentication_delay`).
+  SASL (PLAIN, SCRAM, OAUTHBEARER) and the TLS context are the SDK's
+  (:func:`~trafka.sdk.security.authenticate`,
+  :func:`~trafka.sdk.security.client_ssl_context`), given a client
+  configuration made from the broker's (:func:`inter_broker_client_config`).
+  This module owns the stream, the lock and the clock only.
+* One request at a time (a lock), answered before the next is sent. A caller
+  that needs several in flight opens several connections.
+* A caller names the version its request body is built for; it is checked
+  against the peer's ApiVersions answer (the core's
+  :func:`~trafka.sdk.connection_state.choose_version`): a version the peer does
+  not serve is an :class:`~trafka.codec.UnsupportedVersionError` before
+  anything is sent.
+* Each request has a deadline: ``timeout`` seconds, by default
+  :data:`REQUEST_TIMEOUT_S` (Kafka's inter-broker ``request.timeout.ms``). A
+  request past it closes the connection (a late answer would belong to no
+  request) and raises :class:`ConnectionError`.
+* A caller cancelled while waiting for its answer leaves the request in flight:
+  the next request reads that answer first and drops it (the core matches
+  answers to requests in order). Cancelled while writing, the connection is
+  closed: the peer may have half a frame.
 * A member is reached at the address it registered in ZooKeeper, within the
   ZooKeeper session timeout: a broker silent that long is gone anyway.
 * The connection speaks the listener's protocol (brokerlite has one listener,
@@ -20,17 +44,18 @@ Rules:
   the host the peer registered; the broker presents its own certificate, for a
   listener that asks for one. On SASL_PLAINTEXT and SASL_SSL it logs in with
   ``sasl_mechanism_inter_broker_protocol`` and the broker's own credentials
-  before any other request (SaslHandshake v1, then SaslAuthenticate), as a
-  Kafka broker does. There is no fallback: a login that fails is an
+  right after ApiVersions and before any other request, as a Kafka broker
+  does. There is no fallback: a login that fails is an
   :class:`InterBrokerAuthError`, never an anonymous connection.
 * A session with a lifetime (KIP-368, ``connections.max.reauth.ms`` on the
   peer) is renewed on the same connection between two requests, early enough
   that a request sent just before the renewal is due (a follower's fetch may
   wait ``replica_fetch_wait_max_ms`` at the peer) is answered before the
   session ends: the peer closes a connection whose next request comes after
-  its session ended.
-* A closed or broken connection (TCP or TLS) raises :class:`ConnectionError`;
-  the callers reopen.
+  its session ended. Brokers renew at the earliest point of the core's range
+  (no jitter): a broker has one link per peer and purpose, nothing to spread.
+* A closed, broken or timed-out connection (TCP, TLS or protocol) raises
+  :class:`ConnectionError`; the callers reopen.
   :class:`InterBrokerAuthError` is one too, so every caller backs off and
   retries; the replica fetcher also logs why.
 """
@@ -38,22 +63,17 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from trafka.codec import ApiKey
-from trafka.codec.errors import ErrorCode
-from trafka.codec.framing import FrameReader
-from trafka.codec.messages import k17_sasl_handshake as handshake_msg
-from trafka.codec.messages import k36_sasl_authenticate as authenticate_msg
-from trafka.codec.messages.headers import RequestHeader
-from trafka.codec.oauthbearer import OAUTHBEARER, client_message, unsecured_token
-from trafka.codec.protocol import decode_response_frame, encode_request
-from trafka.codec.sasl import SaslAuthenticationError, ScramClient, plain_message
+from trafka.codec.oauthbearer import OAUTHBEARER, unsecured_token
+from trafka.sdk.config import ClientConfig
+from trafka.sdk.connection_state import ConnectionState, choose_version, reauthentication_delay
+from trafka.sdk.errors import AuthenticationError, ConfigError, ProtocolError, UsageError
+from trafka.sdk.security import authenticate, client_ssl_context
 
 from .. import clock
 
@@ -62,19 +82,20 @@ if TYPE_CHECKING:
     from ..config import BrokerConfig
 
 __all__ = [
+    "REQUEST_TIMEOUT_S",
     "InterBrokerAuthError",
     "InterBrokerConnection",
     "InterBrokerLogin",
+    "inter_broker_client_config",
     "inter_broker_login",
-    "inter_broker_ssl_context",
 ]
 
-_AUTHENTICATE_VERSION = 2
-# Renew a session when this share of its lifetime has passed (the client side of KIP-368
-# leaves a margin; the peer closes a connection whose session has ended).
-_REAUTH_SHARE = 0.85
-# ... less the longest a request waits at the peer, but never before half of it.
-_REAUTH_FLOOR = 0.5
+#: The default deadline of an inter-broker request, in seconds (Kafka's
+#: ``request.timeout.ms`` and ``replica.socket.timeout.ms``, 30 s).
+REQUEST_TIMEOUT_S = 30.0
+# What a broker says it is in ApiVersions v3+.
+_SOFTWARE = "trafka-brokerlite"
+_RECEIVE_BYTES = 1 << 20
 
 
 class InterBrokerAuthError(ConnectionError):
@@ -129,53 +150,67 @@ def inter_broker_login(config: BrokerConfig) -> InterBrokerLogin | None:
     return InterBrokerLogin(mechanism, user, password)
 
 
-def inter_broker_ssl_context(config: BrokerConfig) -> ssl.SSLContext:
-    """The client-side TLS context a broker reaches the others with.
-
-    Raises:
-        InterBrokerAuthError: the CA, certificate or key file cannot be used.
-    """
-    try:
-        context = ssl.create_default_context(
-            cafile=None if config.ssl_cafile is None else str(config.ssl_cafile)
+def inter_broker_client_config(
+    config: BrokerConfig, client_id: str, *, now_ms: Callable[[], int] = clock.now_ms
+) -> ClientConfig:
+    """The SDK client configuration a broker configured by ``config`` reaches the
+    others with: its listener's security protocol, its own TLS files and its
+    inter-broker login (an OAUTHBEARER token made at each login, issued at
+    ``now_ms()``)."""
+    sasl = "sasl_" if config.sasl_enabled else ""
+    settings: dict[str, Any] = {
+        "client_id": client_id,
+        "security_protocol": sasl + ("ssl" if config.tls_enabled else "plaintext"),
+    }
+    if config.tls_enabled:
+        settings.update(
+            ssl_cafile=None if config.ssl_cafile is None else str(config.ssl_cafile),
+            ssl_certfile=None if config.ssl_certfile is None else str(config.ssl_certfile),
+            ssl_keyfile=None if config.ssl_keyfile is None else str(config.ssl_keyfile),
+            ssl_password=config.ssl_key_password,
+            ssl_check_hostname=config.ssl_endpoint_identification_algorithm == "https",
         )
-        context.check_hostname = config.ssl_endpoint_identification_algorithm == "https"
-        if config.ssl_certfile is not None:
-            context.load_cert_chain(
-                config.ssl_certfile, config.ssl_keyfile, password=config.ssl_key_password
-            )
-    except (OSError, ssl.SSLError) as exc:
-        raise InterBrokerAuthError(f"the broker's own TLS files cannot be used: {exc}") from None
-    return context
+    login = inter_broker_login(config)
+    if login is not None:
+        settings["sasl_mechanism"] = login.mechanism
+        if login.mechanism == OAUTHBEARER:
+            settings["sasl_oauth_token_provider"] = lambda: login.token(now_ms())
+        else:
+            settings.update(sasl_username=login.user, sasl_password=login.password)
+    return ClientConfig(**settings)
 
 
 class InterBrokerConnection:
-    """A minimal request/answer connection to another broker (inter-broker traffic)."""
+    """A request/answer connection to another broker (see the module rules)."""
 
     def __init__(
         self,
         stream: trio.abc.Stream,
-        client_id: str,
+        host: str,
+        port: int,
+        client: ClientConfig,
         max_frame: int,
         *,
         where: str = "the broker",
-        login: InterBrokerLogin | None = None,
+        user: str = "",
         longest_wait_s: float = 0.0,
-        now_ms: Callable[[], int] = clock.now_ms,
     ) -> None:
-        """``login`` is the broker's own login on a SASL listener (then call
-        :meth:`log_in` before anything else); ``longest_wait_s`` the longest one of
-        the caller's requests may wait at the peer (a follower's long poll);
-        ``now_ms`` the wall clock an OAUTHBEARER token is issued by."""
-        self._now_ms = now_ms
+        """``client`` says how to log in (:func:`inter_broker_client_config`; call
+        :meth:`handshake` before anything else) and ``user`` names the login in
+        errors; ``longest_wait_s`` is the longest one of the caller's requests may
+        wait at the peer (a follower's long poll)."""
+        self.host, self.port = host, port
         self._stream = stream
-        self._client_id = client_id
-        self._reader = FrameReader(max_frame)
-        self._corr = itertools.count(1)
-        self._login = login
+        self._client = client
+        self._state = ConnectionState(
+            client.client_id, max_frame_size=max_frame, software_name=_SOFTWARE
+        )
         self._where = where
+        self._user = user
+        self._lock = trio.Lock()
         self._reauth_at: float | None = None
         self._longest_wait_s = longest_wait_s
+        self._broken: str | None = None
 
     @classmethod
     async def to_node(cls, broker: Broker, node: int, purpose: str) -> InterBrokerConnection:
@@ -209,23 +244,27 @@ class InterBrokerConnection:
         now_ms: Callable[[], int] = clock.now_ms,
     ) -> InterBrokerConnection:
         """Connect to the broker at ``host:port`` as a broker configured by ``config``
-        would (TLS and SASL as its listener requires), within the ZooKeeper session
-        timeout. ``trafka cluster`` checks its nodes' readiness this way too, so that
-        it works on every listener kind.
+        would (TLS, ApiVersions, then SASL as its listener requires), within the
+        ZooKeeper session timeout. ``trafka cluster`` checks its nodes' readiness
+        this way too, so that it works on every listener kind. ``now_ms`` is the
+        wall clock an OAUTHBEARER token is issued by.
 
         Raises:
             InterBrokerAuthError: the peer refused the TLS handshake or the login.
+            ConnectionError: the peer closed the connection or broke the protocol.
             OSError, trio.TooSlowError: the connection failed or took too long.
         """
+        client = inter_broker_client_config(config, client_id, now_ms=now_ms)
+        try:
+            context = client_ssl_context(client)
+        except ConfigError as exc:
+            raise InterBrokerAuthError(
+                f"the broker's own TLS files cannot be used: {exc}"
+            ) from None
         with trio.fail_after(config.zookeeper_session_timeout_ms / 1000):
             tcp = await trio.open_tcp_stream(host, port)
             stream: trio.abc.Stream = tcp
-            if config.tls_enabled:
-                try:
-                    context = inter_broker_ssl_context(config)
-                except InterBrokerAuthError:
-                    await tcp.aclose()
-                    raise
+            if context is not None:
                 tls = trio.SSLStream(tcp, context, server_hostname=host)
                 try:
                     await tls.do_handshake()
@@ -238,123 +277,173 @@ class InterBrokerConnection:
                         ) from None
                     raise ConnectionError(f"{where} closed the TLS handshake") from None
                 stream = tls
-            login = inter_broker_login(config)
             conn = cls(
                 stream,
-                client_id,
+                host,
+                port,
+                client,
                 config.socket_request_max_bytes,
                 where=where,
-                login=login,
+                user=config.inter_broker_sasl_username or "",
                 longest_wait_s=config.replica_fetch_wait_max_ms / 1000,
-                now_ms=now_ms,
             )
-            if login is not None:
-                try:
-                    await conn.log_in()
-                except BaseException:
-                    with trio.CancelScope(shield=True):
-                        await conn.aclose()
-                    raise
+            try:
+                await conn.handshake()
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await conn.aclose()
+                raise
         return conn
 
-    async def request(self, key: int, version: int, body: Any) -> Any:
-        if self._reauth_at is not None and trio.current_time() >= self._reauth_at:
-            await self.log_in()
-        return await self._exchange(key, version, body)
+    async def handshake(self) -> None:
+        """ApiVersions, then the login when the listener takes SASL.
 
-    async def _exchange(self, key: int, version: int, body: Any) -> Any:
-        corr = next(self._corr)
-        header = RequestHeader(
-            request_api_key=key,
-            request_api_version=version,
-            correlation_id=corr,
-            client_id=self._client_id,
-        )
+        Raises:
+            InterBrokerAuthError: the peer refused the mechanism or the credentials.
+            ConnectionError: the peer closed the connection or broke the protocol.
+        """
+        async with self._lock:
+            cookie = object()
+            now = trio.current_time()
+            await self._send(self._state.handshake(now, REQUEST_TIMEOUT_S, cookie))
+            await self._answer(cookie)
+            if self._client.uses_sasl:
+                await self._log_in()
+
+    @property
+    def client_id(self) -> str | None:
+        """Sent in every request header (``broker-<id>-<purpose>``)."""
+        return self._state.client_id
+
+    def version_for(self, api_key: int) -> int:
+        """The version of ``api_key`` the core chose with the peer (for SASL)."""
+        return self._state.version_for(api_key)
+
+    async def request(
+        self, api_key: int, body: Any, *, version: int, timeout: float | None = None
+    ) -> Any:
+        """Send a request built for ``version`` and wait for its answer, for at most
+        ``timeout`` seconds (default :data:`REQUEST_TIMEOUT_S`).
+
+        Raises:
+            ConnectionError: the connection closed, broke or timed out (it is closed).
+            InterBrokerAuthError: renewing the session was refused.
+            UnsupportedVersionError: the peer does not serve ``version``.
+        """
+        async with self._lock:
+            if self._reauth_at is not None and trio.current_time() >= self._reauth_at:
+                await self._log_in()
+            return await self._exchange(api_key, body, version, timeout)
+
+    async def _exchange(
+        self, api_key: int, body: Any, version: int | None, timeout: float | None
+    ) -> Any:
+        state = self._state
+        if self._broken is not None:
+            raise ConnectionError(f"the connection to {self._where} is closed ({self._broken})")
+        if version is not None:
+            assert state.api_versions is not None
+            choose_version(api_key, state.api_versions.get(api_key), (version, version))
+        if trio.current_time() < state.throttled_until:  # KIP-219: the peer mutes us
+            await trio.sleep_until(state.throttled_until)
+        cookie = object()
         try:
-            await self._stream.send_all(encode_request(header, body))
-            while True:
-                frame = self._reader.next_frame()
-                if frame is not None:
-                    break
-                data = await self._stream.receive_some(1 << 20)
-                if not data:
-                    raise ConnectionError("the broker closed the connection")
-                self._reader.feed(data)
-        except trio.BrokenResourceError as exc:
-            # A broken TCP or TLS stream is a closed connection to every caller.
-            raise ConnectionError(f"the connection to {self._where} broke") from exc
-        return decode_response_frame(frame, key, version)
+            _, frame = state.send_request(
+                api_key,
+                body,
+                now=trio.current_time(),
+                timeout=REQUEST_TIMEOUT_S if timeout is None else timeout,
+                version=version,
+                cookie=cookie,
+            )
+        except UsageError as exc:
+            raise ConnectionError(f"the connection to {self._where} is closed: {exc}") from None
+        await self._send(frame)
+        return await self._answer(cookie)
 
-    async def log_in(self) -> None:
+    async def _send(self, data: bytes) -> None:
+        try:
+            await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            # A broken TCP or TLS stream is a closed connection to every caller.
+            raise self._break("the stream broke") from exc
+        except BaseException:
+            self._break("cancelled while writing")  # the peer may hold half a frame
+            raise
+
+    async def _answer(self, cookie: object) -> Any:
+        """Read until the answer to the request ``cookie`` names arrives."""
+        state = self._state
+        while True:
+            deadline = state.next_deadline()
+            assert deadline is not None  # (our request is in flight)
+            with trio.move_on_at(deadline):
+                try:
+                    data = await self._stream.receive_some(_RECEIVE_BYTES)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    raise self._break("the stream broke") from exc
+                if not data:
+                    raise self._break("the peer closed it")
+                try:
+                    responses = state.receive_data(data, trio.current_time())
+                except ProtocolError as exc:
+                    raise self._break(f"the peer broke the protocol: {exc}") from None
+                retry = state.data_to_send()  # ApiVersions again, at the peer's version
+                if retry:
+                    await self._send(retry)
+                for response in responses:
+                    if response.cookie is cookie:
+                        return response.body
+                continue
+            late = state.expired(trio.current_time())
+            if late:
+                raise self._break(f"no answer to API key {late[0].api_key} in time")
+
+    def _break(self, why: str) -> ConnectionError:
+        """Mark the connection unusable (the callers close it): the error to raise."""
+        if self._broken is None:
+            self._broken = why
+            self._state.fail_all()
+        return ConnectionError(f"the connection to {self._where} is lost: {why}")
+
+    async def _log_in(self) -> None:
         """Log in (or renew the session) with the broker's own credentials.
 
         Raises:
             InterBrokerAuthError: the peer refused the mechanism or the credentials.
         """
-        assert self._login is not None
-        login = self._login
-        mechanism, user = login.mechanism, login.user
         started = trio.current_time()  # the peer's session starts after this
-        answer = await self._exchange(
-            ApiKey.SASL_HANDSHAKE, 1, handshake_msg.SaslHandshakeRequest(mechanism=mechanism)
-        )
-        if answer.error_code:
-            offered = ", ".join(answer.mechanisms) or "none"
-            raise InterBrokerAuthError(
-                f"{self._where} refused SASL mechanism {mechanism} "
-                f"({_name(answer.error_code)}; it enables: {offered})"
-            )
-        lifetime_ms = 0
-
-        async def exchange(token: bytes) -> bytes:
-            nonlocal lifetime_ms
-            body = authenticate_msg.SaslAuthenticateRequest(auth_bytes=token)
-            reply = await self._exchange(ApiKey.SASL_AUTHENTICATE, _AUTHENTICATE_VERSION, body)
-            if reply.error_code:
-                raise InterBrokerAuthError(
-                    f"{self._where} refused the {mechanism} login of {user!r}: "
-                    f"{reply.error_message or _name(reply.error_code)}"
-                )
-            lifetime_ms = int(reply.session_lifetime_ms or 0)
-            return bytes(reply.auth_bytes)
-
+        client = self._client
         try:
-            if mechanism == "PLAIN":
-                await exchange(plain_message(user, login.password))
-            elif mechanism == OAUTHBEARER:
-                challenge = await exchange(client_message(login.token(self._now_ms())))
-                if challenge:
-                    # RFC 7628: the peer refused the token with an error challenge; the
-                    # client acknowledges it with one 0x01 and the peer then fails the login.
-                    await exchange(b"\x01")
-                    raise InterBrokerAuthError(
-                        f"{self._where} refused the OAUTHBEARER token of {user!r}: "
-                        f"{challenge.decode('ascii', 'replace')}"
-                    )
-            else:
-                scram = ScramClient(mechanism, user, login.password)
-                server_final = await exchange(
-                    scram.final_message(await exchange(scram.first_message()))
-                )
-                scram.verify(server_final)
-        except SaslAuthenticationError as exc:
+            lifetime_ms = await authenticate(_Unlocked(self, self._exchange), client)
+        except AuthenticationError as exc:
+            self._break("the login was refused")
             raise InterBrokerAuthError(
-                f"{mechanism} login of {user!r} to {self._where} failed: {exc}"
+                f"{self._where} refused the {client.sasl_mechanism} login of {self._user!r}: {exc}"
             ) from None
-        if lifetime_ms <= 0:
-            self._reauth_at = None
-            return
-        lifetime = lifetime_ms / 1000
-        self._reauth_at = started + max(
-            lifetime * _REAUTH_SHARE - self._longest_wait_s, lifetime * _REAUTH_FLOOR
-        )
+        except BaseException:
+            self._break("the login did not finish")  # the peer is mid-exchange
+            raise
+        delay = reauthentication_delay(lifetime_ms, 0.0, longest_wait=self._longest_wait_s)
+        self._reauth_at = None if delay is None else started + delay
 
     async def aclose(self) -> None:
+        self._break("closed")
         await self._stream.aclose()
 
 
-def _name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"
+class _Unlocked:
+    """The connection as SASL sees it, inside its lock (a login is one of the
+    connection's exchanges, not a request of its own)."""
+
+    def __init__(
+        self,
+        conn: InterBrokerConnection,
+        exchange: Callable[[int, Any, int | None, float | None], Awaitable[Any]],
+    ) -> None:
+        self.host, self.port = conn.host, conn.port
+        self.version_for = conn.version_for
+        self._exchange = exchange
+
+    async def request(self, api_key: int, body: Any, *, version: int | None = None) -> Any:
+        return await self._exchange(api_key, body, version, None)

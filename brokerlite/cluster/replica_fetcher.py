@@ -33,6 +33,9 @@ Rules and invariants:
   the same epoch, and its log end has not moved meanwhile.
 * OFFSET_OUT_OF_RANGE: below the leader's log start, the log restarts there
   (empty); past the leader's log end, the partition is reconciled again.
+* Each request has the connection's deadline
+  (:data:`~.inter_broker.REQUEST_TIMEOUT_S`, Kafka's ``replica.socket.timeout.ms``),
+  a fetch's plus its long poll; one that passes it loses the connection.
 * A lost connection is reopened after a short pause; nothing here ever
   blocks the broker's other work: every wait is a trio checkpoint.
 """
@@ -55,7 +58,7 @@ from trafka.sdk.fetch_sessions import SESSION_ERRORS, FetchSession, SessionParti
 
 from ..clock import now_ms
 from ..errors import BrokerError
-from .inter_broker import InterBrokerAuthError, InterBrokerConnection
+from .inter_broker import REQUEST_TIMEOUT_S, InterBrokerAuthError, InterBrokerConnection
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -122,8 +125,9 @@ class ReplicaFetcher:
                         await trio.sleep(_FETCH_BACKOFF_S)
                         continue
                 try:
-                    with trio.fail_after(self.config.replica_fetch_wait_max_ms / 1000 + 30):
-                        progressed = await self._round(conn)
+                    # Each request's deadline is the connection's (the fetch's
+                    # includes its long poll).
+                    progressed = await self._round(conn)
                 except (
                     OSError,
                     ConnectionError,
@@ -188,7 +192,9 @@ class ReplicaFetcher:
                 for t, ps in topics.items()
             ],
         )
-        response = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, _EPOCH_VERSION, request)
+        response = await conn.request(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH, request, version=_EPOCH_VERSION
+        )
         for topic in response.topics:
             for part in topic.partitions:
                 key = (topic.topic, part.partition)
@@ -218,7 +224,12 @@ class ReplicaFetcher:
 
     async def _fetch(self, conn: InterBrokerConnection, wanted: list[Any]) -> bool:
         request, sent = self._fetch_request(wanted)
-        response = await conn.request(ApiKey.FETCH, _FETCH_VERSION, request)
+        response = await conn.request(
+            ApiKey.FETCH,
+            request,
+            version=_FETCH_VERSION,
+            timeout=self.config.replica_fetch_wait_max_ms / 1000 + REQUEST_TIMEOUT_S,
+        )
         usable, problem = self.session.handle_response(response, _FETCH_VERSION)
         if not usable:
             if problem is not None:
@@ -375,7 +386,7 @@ class ReplicaFetcher:
                 )
             ],
         )
-        response = await conn.request(ApiKey.LIST_OFFSETS, _LIST_OFFSETS_VERSION, request)
+        response = await conn.request(ApiKey.LIST_OFFSETS, request, version=_LIST_OFFSETS_VERSION)
         part = response.topics[0].partitions[0]
         if part.error_code != ErrorCode.NONE:
             return

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -227,47 +226,25 @@ def cluster_metadata(
 ) -> tuple[set[int], int]:
     """The broker ids and the controller id a broker's Metadata (v1) names.
 
-    With ``config`` (a node's own configuration) on a listener that takes TLS or
-    SASL, the request goes over a connection secured as another broker would secure
-    it (TLS verified, then a login with the node's inter-broker credentials): the
-    readiness check works on every listener kind.
+    The request goes over an inter-broker connection (the SDK's connection core):
+    with ``config`` (a node's own configuration) on a listener that takes TLS or
+    SASL, secured as another broker would secure it (TLS verified, then a login
+    with the node's inter-broker credentials), so that the readiness check works
+    on every listener kind; without it, in plaintext.
 
     Raises:
         OSError: the broker cannot be reached (or refused the connection's security).
         ValueError: its answer cannot be read.
     """
-    from trafka.codec.errors import CodecError
-    from trafka.codec.messages import k03_metadata as metadata
+    if config is None:
+        from ..config import BrokerConfig
 
-    if config is not None and (config.sasl_enabled or config.tls_enabled):
-        answer = trio.run(_secured_metadata, config, host, port, timeout)
-        return {b.node_id for b in answer.brokers}, answer.controller_id
-    from trafka.codec.framing import FrameReader
-    from trafka.codec.messages.headers import RequestHeader
-    from trafka.codec.protocol import decode_response_frame, encode_request
-
-    header = RequestHeader(
-        request_api_key=ApiKey.METADATA,
-        request_api_version=1,
-        correlation_id=1,
-        client_id="cluster-check",
-    )
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(encode_request(header, metadata.MetadataRequest(topics=[])))
-        reader = FrameReader()
-        while (frame := reader.next_frame()) is None:
-            data = sock.recv(65536)
-            if not data:
-                raise OSError("the broker closed the connection")
-            reader.feed(data)
-    try:
-        answer = decode_response_frame(frame, ApiKey.METADATA, 1)
-    except CodecError as exc:
-        raise ValueError(str(exc)) from None
+        config = BrokerConfig()
+    answer = trio.run(_metadata, config, host, port, timeout)
     return {b.node_id for b in answer.brokers}, answer.controller_id
 
 
-async def _secured_metadata(config: BrokerConfig, host: str, port: int, timeout: float) -> Any:
+async def _metadata(config: BrokerConfig, host: str, port: int, timeout: float) -> Any:
     from trafka.codec.errors import CodecError
     from trafka.codec.messages import k03_metadata as metadata
 
@@ -279,7 +256,9 @@ async def _secured_metadata(config: BrokerConfig, host: str, port: int, timeout:
                 config, host, port, "cluster-check", f"broker at {host}:{port}"
             )
             try:
-                return await conn.request(ApiKey.METADATA, 1, metadata.MetadataRequest(topics=[]))
+                return await conn.request(
+                    ApiKey.METADATA, metadata.MetadataRequest(topics=[]), version=1
+                )
             finally:
                 with trio.CancelScope(shield=True):
                     await conn.aclose()

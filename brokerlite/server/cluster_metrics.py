@@ -191,7 +191,7 @@ class ClusterMetrics:
 
 async def _coordinated(conn: InterBrokerConnection) -> _Coordinated:
     found = _Coordinated()
-    listed = await conn.request(ApiKey.LIST_GROUPS, 5, lg.ListGroupsRequest())
+    listed = await conn.request(ApiKey.LIST_GROUPS, lg.ListGroupsRequest(), version=5)
     if listed.error_code:
         raise ConnectionError(f"ListGroups answered error {listed.error_code}")
     kinds = {g.group_id: g.group_type for g in listed.groups if g.group_type != "share"}
@@ -199,13 +199,13 @@ async def _coordinated(conn: InterBrokerConnection) -> _Coordinated:
         return found
     fetched = await conn.request(
         ApiKey.OFFSET_FETCH,
-        8,
         of.OffsetFetchRequest(
             groups=[
                 of.OffsetFetchRequest.OffsetFetchRequestGroup(group_id=g, topics=None)
                 for g in kinds
             ]
         ),
+        version=8,
     )
     for group in fetched.groups:
         if group.error_code in _GONE:
@@ -221,7 +221,7 @@ async def _coordinated(conn: InterBrokerConnection) -> _Coordinated:
     classic = [g for g, kind in kinds.items() if kind != "consumer"]
     if classic:
         described = await conn.request(
-            ApiKey.DESCRIBE_GROUPS, 5, dg.DescribeGroupsRequest(groups=classic)
+            ApiKey.DESCRIBE_GROUPS, dg.DescribeGroupsRequest(groups=classic), version=5
         )
         for d in described.groups:
             if d.error_code not in (0, *_GONE):
@@ -231,7 +231,9 @@ async def _coordinated(conn: InterBrokerConnection) -> _Coordinated:
     consumer = [g for g, kind in kinds.items() if kind == "consumer"]
     if consumer:
         described = await conn.request(
-            ApiKey.CONSUMER_GROUP_DESCRIBE, 0, cgd.ConsumerGroupDescribeRequest(group_ids=consumer)
+            ApiKey.CONSUMER_GROUP_DESCRIBE,
+            cgd.ConsumerGroupDescribeRequest(group_ids=consumer),
+            version=0,
         )
         for c in described.groups:
             if c.error_code not in (0, *_GONE):
@@ -249,7 +251,6 @@ async def _high_watermarks(
         by_topic.setdefault(topic, []).append(partition)
     answer = await conn.request(
         ApiKey.LIST_OFFSETS,
-        7,
         lo.ListOffsetsRequest(
             replica_id=-1,
             topics=[
@@ -265,6 +266,7 @@ async def _high_watermarks(
                 for topic, indexes in by_topic.items()
             ],
         ),
+        version=7,
     )
     return {
         (topic.name, p.partition_index): p.offset

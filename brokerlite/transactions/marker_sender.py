@@ -83,8 +83,12 @@ class MarkerSender:
         async with lock:
             try:
                 conn = await self._connection(node)
-                with trio.fail_after(_ANSWER_TIMEOUT_S):
-                    answer = await conn.request(ApiKey.WRITE_TXN_MARKERS, _VERSION, request.body)
+                answer = await conn.request(
+                    ApiKey.WRITE_TXN_MARKERS,
+                    request.body,
+                    version=_VERSION,
+                    timeout=_ANSWER_TIMEOUT_S,
+                )
             except (OSError, ConnectionError, CodecError, trio.TooSlowError) as exc:
                 log.debug("markers for broker %d: %s; will retry", node, exc)
                 self._txn.failed(request.request_id, now_ms())

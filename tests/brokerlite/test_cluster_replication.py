@@ -28,11 +28,11 @@ class FetchLog:
         original = InterBrokerConnection.request
         fetches = self.fetches
 
-        async def request(conn: InterBrokerConnection, key: int, version: int, body: Any) -> Any:
-            entry = [conn._client_id, body, None]
+        async def request(conn: InterBrokerConnection, key: int, body: Any, **kw: Any) -> Any:
+            entry = [conn.client_id, body, None]
             if key == 1:
                 fetches.append(entry)
-            entry[2] = await original(conn, key, version, body)
+            entry[2] = await original(conn, key, body, **kw)
             return entry[2]
 
         monkeypatch.setattr(InterBrokerConnection, "request", request)

@@ -7,7 +7,12 @@ import pytest
 from trafka.codec import UnsupportedVersionError, api, decode_request, encode_response
 from trafka.codec.messages import k03_metadata as md
 from trafka.codec.messages import k18_api_versions as av
-from trafka.sdk.connection_state import CLIENT_VERSIONS, ConnectionState, choose_version
+from trafka.sdk.connection_state import (
+    CLIENT_VERSIONS,
+    ConnectionState,
+    choose_version,
+    reauthentication_delay,
+)
 from trafka.sdk.errors import ProtocolError, UsageError
 
 
@@ -187,3 +192,22 @@ def test_api_versions_downgrade_retry() -> None:
     assert header.request_api_version == 2 and header.correlation_id == 1
     out = st.receive_data(encode_response(1, 18, 2, _api_versions_body()))
     assert out[0].cookie == "hs" and st.ready
+
+
+def test_sessions_are_renewed_between_85_and_95_percent_of_their_lifetime() -> None:
+    """KIP-368: a client re-authenticates before its session ends, at a random point
+    late in it (Kafka's SaslClientAuthenticator: 85% of the lifetime plus up to 10%
+    jitter, so that many connections do not renew at once). A driver that renews
+    only between requests (brokerlite's inter-broker links) leaves room for the
+    longest a request may wait at the peer, but renews no earlier than half-way."""
+    assert reauthentication_delay(0, 0.5) is None  # no lifetime: the session lasts
+    assert reauthentication_delay(-1, 0.5) is None
+    assert reauthentication_delay(10_000, 0.0) == pytest.approx(8.5)
+    assert reauthentication_delay(10_000, 1.0) == pytest.approx(9.5)
+    assert reauthentication_delay(10_000, 0.5) == pytest.approx(9.0)
+    assert reauthentication_delay(10_000, 0.0, longest_wait=0.5) == pytest.approx(8.0)
+    assert reauthentication_delay(10_000, 0.0, longest_wait=9.0) == pytest.approx(5.0)
+    # Whatever the draw, inside the window.
+    for draw in (-1.0, 0.25, 0.75, 2.0):
+        delay = reauthentication_delay(3_000, draw)
+        assert delay is not None and 2.55 <= delay <= 2.85

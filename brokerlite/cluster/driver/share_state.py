@@ -46,7 +46,6 @@ __all__ = ["ShareStateSender"]
 
 log = logging.getLogger("trafka.brokerlite.shares")
 
-_ANSWER_TIMEOUT_S = 30
 _CREATE_WAIT_MS = 5_000
 
 
@@ -134,8 +133,9 @@ class ShareStateSender:
                 try:
                     if conn is None:
                         conn = await InterBrokerConnection.to_node(self._broker, node, "share")
-                    with trio.fail_after(_ANSWER_TIMEOUT_S):
-                        answer = await conn.request(request.api_key, request.version, request.body)
+                    answer = await conn.request(
+                        request.api_key, request.body, version=request.version
+                    )
                 except (OSError, ConnectionError, CodecError, trio.TooSlowError) as exc:
                     log.debug("share state with broker %d: %s", node, exc)
                     if conn is not None:

@@ -38,10 +38,6 @@ __all__ = ["VerificationSender"]
 
 log = logging.getLogger("trafka.brokerlite.transactions")
 
-# Kafka's inter-broker request timeout (request.timeout.ms, 30 s); the waiting
-# Produce itself is answered at its own timeout whatever happens here.
-_ANSWER_TIMEOUT_S = 30
-
 
 class VerificationSender:
     """Sends a cluster member's verification questions (see the module rules)."""
@@ -81,10 +77,9 @@ class VerificationSender:
             if conn is None:
                 conn = await InterBrokerConnection.to_node(self._broker, node, "txn-verify")
                 self._conns[node] = conn
-            with trio.fail_after(_ANSWER_TIMEOUT_S):
-                answer = await conn.request(
-                    ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, batch.body
-                )
+            answer = await conn.request(
+                ApiKey.ADD_PARTITIONS_TO_TXN, batch.body, version=VERIFY_VERSION
+            )
         except (OSError, ConnectionError, CodecError, trio.TooSlowError) as exc:
             log.debug("verification with broker %d: %s", node, exc)
             self._core.failed(batch)
