@@ -358,7 +358,7 @@ class _Proxy:
         to_writer, answers = trio.open_memory_channel[_Answer](_MAX_WAITING_ANSWERS)
         conn = _Client(client, upstream, address, to_writer, pumps, peer=peer)
         frames_in, frames = trio.open_memory_channel[list[bytes]](_MAX_WAITING_ANSWERS)
-        pumps.start_soon(self._upstream_frames, conn, frames_in)
+        pumps.start_soon(_upstream_frames, conn, frames_in, self.config.max_frame_size, self.quiet)
         pumps.start_soon(self._answers, conn, answers, frames)
         return conn
 
@@ -654,43 +654,6 @@ class _Proxy:
         finally:
             self.refreshing = False
 
-    @staticmethod
-    def _filter_answer(slot: _Answer, out: bytes) -> bytes:
-        """``out`` (an answer, size prefix included) through the filters that saw its
-        request, in reverse order."""
-        if slot.filtered is None:
-            return out
-        ctx, chain = slot.filtered
-        header, body = protocol.decode_response(out[4:], slot.api_key, ctx.api_version)
-        changed = run_response(chain, ctx, body)
-        if changed is body:
-            return out  # byte for byte
-        return protocol.encode_response(
-            header.correlation_id, slot.api_key, ctx.api_version, changed
-        )
-
-    async def _upstream_frames(
-        self, conn: _Client, frames: trio.MemorySendChannel[list[bytes]]
-    ) -> None:
-        """Read the client's own upstream connection, handing on the answers of
-        each read together; when it ends, the client's connection ends once the
-        answers owed before are written."""
-        # A large answer (a Fetch's) is kept as the pieces it arrives in and joined once.
-        reader = FrameReader(self.config.max_frame_size, join_from=_RECV_SIZE)
-        async with frames:
-            try:
-                while data := await conn.upstream.receive_some(_RECV_SIZE):
-                    reader.feed(data)
-                    if whole := list(reader):
-                        await frames.send(whole)
-            except (DecodeError, TrafkaError) as exc:
-                self.quiet.warning(
-                    "answer", "closing a connection after a bad answer from upstream: %s", exc
-                )
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
-            await conn.to_writer.send(_Answer(-1, None, closed=True))
-
     async def _answers(
         self,
         conn: _Client,
@@ -719,7 +682,7 @@ class _Proxy:
                     if slot.error is not None:
                         raise slot.error
                     assert slot.frame is not None
-                    out.add(slot.api_key, self._filter_answer(slot, slot.frame))
+                    out.queue_answer(slot.api_key, _filter_answer(slot, slot.frame))
                     continue
                 if not ready:
                     try:
@@ -737,14 +700,14 @@ class _Proxy:
                     await conn.client.send_all(refusal)
                     break
                 if slot.pending is None and slot.filtered is None:
-                    out.add(slot.api_key, _SIZE.pack(len(frame)), frame)  # byte for byte
+                    out.queue_answer(slot.api_key, _SIZE.pack(len(frame)), frame)  # byte for byte
                     continue
                 answer = (
                     _SIZE.pack(len(frame)) + frame
                     if slot.pending is None
                     else rewrite_response(slot.pending, frame, self.addresses, self.topics)
                 )
-                out.add(slot.api_key, self._filter_answer(slot, answer))
+                out.queue_answer(slot.api_key, _filter_answer(slot, answer))
             await out.flush()
         except (DecodeError, TrafkaError) as exc:
             self.quiet.warning(
@@ -755,6 +718,45 @@ class _Proxy:
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel):
             pass
         conn.pumps.cancel_scope.cancel()
+
+
+def _filter_answer(slot: _Answer, out: bytes) -> bytes:
+    """``out`` (an answer, size prefix included) through the filters that saw its
+    request, in reverse order."""
+    if slot.filtered is None:
+        return out
+    ctx, chain = slot.filtered
+    header, body = protocol.decode_response(out[4:], slot.api_key, ctx.api_version)
+    changed = run_response(chain, ctx, body)
+    if changed is body:
+        return out  # byte for byte
+    return protocol.encode_response(header.correlation_id, slot.api_key, ctx.api_version, changed)
+
+
+async def _upstream_frames(
+    conn: _Client,
+    frames: trio.MemorySendChannel[list[bytes]],
+    max_frame_size: int,
+    quiet: RateLimitedLog,
+) -> None:
+    """Read the client's own upstream connection, handing on the answers of
+    each read together; when it ends, the client's connection ends once the
+    answers owed before are written."""
+    # A large answer (a Fetch's) is kept as the pieces it arrives in and joined once.
+    reader = FrameReader(max_frame_size, join_from=_RECV_SIZE)
+    async with frames:
+        try:
+            while data := await conn.upstream.receive_some(_RECV_SIZE):
+                reader.feed(data)
+                if whole := list(reader):
+                    await frames.send(whole)
+        except (DecodeError, TrafkaError) as exc:
+            quiet.warning(
+                "answer", "closing a connection after a bad answer from upstream: %s", exc
+            )
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        await conn.to_writer.send(_Answer(-1, None, closed=True))
 
 
 class _Out:
@@ -768,7 +770,7 @@ class _Out:
         self.parts: list[bytes] = []
         self.settled = 0  # answers owed that these parts settle
 
-    def add(self, api_key: int, *parts: bytes) -> None:
+    def queue_answer(self, api_key: int, *parts: bytes) -> None:
         """An owed answer (its frame, size prefix included, as parts)."""
         self.settled += 1
         self.parts += parts
