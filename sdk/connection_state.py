@@ -13,6 +13,15 @@ Rules and invariants:
   is *broken*: the connection must be closed and every in-flight request
   failed (:meth:`ConnectionState.fail_all`).
 * Produce requests with ``acks=0`` get no response and never enter the queue.
+* A request sent with ``raw=True`` is correlated like any other, but its
+  response is returned as its frame (without the size prefix), not decoded,
+  and its throttle time is not read: the caller reads (or forwards) the bytes
+  itself. The proxy's upstream pool sends every request so, at versions it
+  chose (``version=``: no handshake needed, the proxy's clients negotiated),
+  with no deadline in the state (each caller waits to its own; a late answer
+  is still the next in order, and is dropped).
+* A request may name its own ``client_id`` (one driver speaking for several
+  clients, as the proxy's pool does); by default it is the state's.
 * Each in-flight request has a deadline (``now + timeout``, seconds on the
   driver's monotonic clock). :meth:`next_deadline` is the earliest;
   :meth:`expired` returns the requests past theirs. A timed-out request
@@ -33,12 +42,6 @@ Rules and invariants:
   becomes the response's arrival plus that time (it never moves back). The
   driver holds new requests until then; requests already in flight are not
   affected. A response whose version lacks the field reads as 0.
-* A request sent with ``raw=True`` is correlated like any other, but its
-  response is returned as its frame (without the size prefix), not decoded,
-  and its throttle time is not read: the caller reads (or forwards) the bytes
-  itself. The proxy's upstream pool sends every request so.
-* A request may name its own ``client_id`` (one driver speaking for several
-  clients, as the proxy's pool does); by default it is the state's.
 """
 
 from __future__ import annotations
