@@ -23,6 +23,11 @@ shared pool of upstream connections for what filters send.
   client's requests: it takes them from a queue of what the client is owed,
   in request order, each either the next answer of the client's own upstream
   connection or one a filter made.
+* What no filter asks to see and no rule must read crosses as bytes (see
+  :mod:`.rewrite` and docs/proxy.md, "Forwarding"), batched per wake-up: the
+  requests of one read go upstream in one write (written first whenever the
+  connection would wait: a filter, the budget, the answers owed), and the
+  answers ready at once reach the client in one write.
 * Frames are read with the codec's :class:`~trafka.codec.framing.FrameReader`
   and its ``max_frame_size`` (Kafka's ``socket.request.max.bytes``): a larger
   size prefix closes the connection before any of its body is read, and no
