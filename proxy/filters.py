@@ -41,6 +41,12 @@ Rules:
   :mod:`.reload`).
 * An API the proxy's codec does not know, or a version it does not, passes
   unfiltered (it cannot be decoded).
+* A filter declares the APIs it sees (:attr:`Filter.api_keys`, or its
+  :meth:`Filter.wants`); the proxy asks once per request. A request no filter
+  asks to see is not decoded: it crosses the proxy as the bytes that arrived
+  (its header read for its API, version and correlation id), and so does its
+  answer unless it names brokers (see :mod:`.rewrite`). Name only the APIs you
+  need: ``api_keys = None`` (every API) makes the proxy decode everything.
 * What a filter counts reaches the proxy through the filter's own surface:
   :meth:`Filter.statistics` (shown in ``RunningProxy.statistics.filters``)
   and :meth:`Filter.samples` (the proxy's Prometheus metrics). The proxy's
@@ -215,7 +221,8 @@ class Filter:
 
     Attributes:
         api_keys: the APIs whose requests and answers the filter sees (None:
-            every API the proxy's codec knows).
+            every API the proxy's codec knows). The others pass the proxy
+            undecoded, as bytes.
     """
 
     api_keys: frozenset[int] | None = None
@@ -267,6 +274,8 @@ class Filter:
         return ()
 
     def wants(self, api_key: int) -> bool:
+        """Whether the filter sees ``api_key``'s requests and answers (by
+        default: it is in :attr:`api_keys`)."""
         return self.api_keys is None or api_key in self.api_keys
 
 

@@ -5,8 +5,11 @@ Rules:
 * One connection per upstream broker, opened at its first use and opened
   again after it fails. Concurrent first uses wait for the same opening.
 * Requests are pipelined: written whole, one writer at a time, in the order
-  :meth:`UpstreamPool.send` is called, and matched to their answers by the
-  pool's own correlation ids. A broker handles one connection's requests in
+  :meth:`UpstreamPool.send` is called, framed and matched to their answers by
+  the SDK's connection core (:class:`~trafka.sdk.connection_state.ConnectionState`,
+  its raw answers: the pool hands on each answer's frame undecoded), so
+  framing, correlation ids and the in-order check are the client's rules: an
+  answer out of order, or to no request, breaks the connection. A broker handles one connection's requests in
   order, so what one client connection sends to one broker through the pool
   is appended in that client's order (per-key order holds), while clients
   sharing the connection do not wait for each other's round trips, as they
@@ -34,16 +37,15 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import trio
 
-from trafka.codec import protocol
 from trafka.codec.errors import DecodeError, ErrorCode, TrafkaError
-from trafka.codec.framing import FrameReader
-from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.produce_response import ProduceAnswer, read_produce_response
+from trafka.sdk.connection_state import ConnectionState
 
 __all__ = [
     "RENEW_SHARE",
@@ -112,22 +114,23 @@ class Waiter:
 
 
 class _Link:
-    def __init__(self, node_id: int, stream: trio.abc.Stream, serial: int) -> None:
+    def __init__(
+        self, node_id: int, stream: trio.abc.Stream, serial: int, max_frame_size: int
+    ) -> None:
         self.node_id = node_id
         self.serial = serial
         self.stream = stream
         self.writing = trio.Lock()
-        self.next_id = 0
-        self.waiting: dict[int, Waiter] = {}
+        # Framing and correlation (the waiters are its requests' cookies).
+        self.state = ConnectionState(None, max_frame_size=max_frame_size)
         self.broken: UpstreamError | None = None
         self.renew_at: float | None = None  # trio's clock: takes no new request from then
         self.retired = False
 
     def fail(self, error: UpstreamError) -> None:
         self.broken = self.broken or error
-        waiting, self.waiting = self.waiting, {}
-        for waiter in waiting.values():
-            waiter.fail(self.broken)
+        for flight in self.state.fail_all():
+            flight.cookie.fail(self.broken)
 
 
 class UpstreamPool:
@@ -189,19 +192,23 @@ class UpstreamPool:
         async with conn.writing:
             if conn.broken is not None:
                 raise conn.broken
-            conn.next_id = (conn.next_id + 1) & 0x7FFFFFFF
-            header = RequestHeader(
-                request_api_key=key,
-                request_api_version=version,
-                correlation_id=conn.next_id,
-                client_id=client_id,
-            )
             waiter = Waiter()
             waiter.sent_at = trio.current_time()
-            if answered:
-                conn.waiting[conn.next_id] = waiter
+            # No deadline in the core: each caller waits to its own (wait()); an
+            # answer that comes later is still the next in order, and dropped.
+            _, frame = conn.state.send_request(
+                key,
+                body,
+                now=waiter.sent_at,
+                timeout=math.inf,
+                version=version,
+                expect_response=answered,
+                cookie=waiter,
+                raw=True,
+                client_id=client_id,
+            )
             try:
-                await conn.stream.send_all(protocol.encode_request(header, body))
+                await conn.stream.send_all(frame)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 self._drop(conn, UpstreamError(f"broker {node_id}: {exc}"))
                 raise UpstreamError(f"broker {node_id}: {exc}") from None
@@ -237,7 +244,7 @@ class UpstreamPool:
             except OSError as exc:
                 raise UpstreamError(f"broker {node_id}: {exc}") from None
             stream = got.stream if isinstance(got, Opened) else got
-            link = _Link(node_id, stream, next(_SERIALS))
+            link = _Link(node_id, stream, next(_SERIALS), self._max_frame_size)
             if isinstance(got, Opened):
                 link.renew_at = opened_at + got.lifetime * RENEW_SHARE
             self._links[node_id] = link
@@ -254,7 +261,7 @@ class UpstreamPool:
         link.retired = True
         if self._links.get(link.node_id) is link:
             del self._links[link.node_id]
-        if not link.waiting:
+        if not link.state.in_flight_count:
             self._nursery.start_soon(link.stream.aclose)
         return False
 
@@ -265,22 +272,21 @@ class UpstreamPool:
         self._nursery.start_soon(link.stream.aclose)
 
     async def _read(self, link: _Link) -> None:
-        reader = FrameReader(self._max_frame_size)
         error = UpstreamError(f"broker {link.node_id} closed the connection")
         try:
             while True:
                 data = await link.stream.receive_some(65536)
                 if not data:
                     break
-                reader.feed(data)
-                while (frame := reader.next_frame()) is not None:
-                    waiter = link.waiting.pop(protocol.peek_correlation_id(frame), None)
-                    if waiter is not None:
-                        waiter.frame = bytes(frame)
+                now = trio.current_time()
+                for answer in link.state.receive_data(data, now):
+                    waiter = answer.cookie
+                    if not waiter.done.is_set():  # else its caller stopped waiting
+                        waiter.frame = answer.body
                         waiter.done.set()
                         if self._observe is not None:
-                            self._observe(link.node_id, trio.current_time() - waiter.sent_at)
-                if link.retired and not link.waiting:
+                            self._observe(link.node_id, now - waiter.sent_at)
+                if link.retired and not link.state.in_flight_count:
                     break  # its last answer is in (closed below)
         except (DecodeError, TrafkaError) as exc:
             log.warning("closing the pooled connection to broker %d: %s", link.node_id, exc)

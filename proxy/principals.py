@@ -40,6 +40,7 @@ import base64
 import binascii
 import json
 import logging
+import math
 import os
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
@@ -52,12 +53,11 @@ import trio
 
 from trafka.codec import ApiKey, protocol
 from trafka.codec.errors import DecodeError, ErrorCode, TrafkaError
-from trafka.codec.framing import FrameReader
 from trafka.codec.messages import k17_sasl_handshake as handshake_msg
 from trafka.codec.messages import k36_sasl_authenticate as authenticate_msg
-from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.sasl import SaslError, ScramClient, plain_message
 from trafka.common.lograte import RateLimitedLog
+from trafka.sdk.connection_state import ConnectionState
 
 from .config import ProxyConfig
 from .pool import Opened, UpstreamPool
@@ -299,26 +299,19 @@ async def login(stream: trio.abc.Stream, held: UpstreamLogin, where: str) -> flo
     Raises:
         LoginError: the broker refused, or the connection broke meanwhile.
     """
-    reader = FrameReader(_LOGIN_FRAME)
-    correlation = 0
+    # Framed and matched by the SDK's connection core, as the pool's requests are.
+    state = ConnectionState("trafka-proxy", max_frame_size=_LOGIN_FRAME)
     lifetime_ms = 0
 
     async def call(key: int, version: int, body: Any) -> Any:
-        nonlocal correlation
-        correlation += 1
-        header = RequestHeader(
-            request_api_key=key,
-            request_api_version=version,
-            correlation_id=correlation,
-            client_id="trafka-proxy",
-        )
-        await stream.send_all(protocol.encode_request(header, body))
-        while (frame := reader.next_frame()) is None:
+        _, frame = state.send_request(key, body, now=0.0, timeout=math.inf, version=version)
+        await stream.send_all(frame)
+        while True:
             data = await stream.receive_some(65536)
             if not data:
                 raise LoginError(f"{where} closed the connection during the SASL login")
-            reader.feed(data)
-        return protocol.decode_response(frame, key, version)[1]
+            if answers := state.receive_data(data):
+                return answers[0].body
 
     async def exchange(token: bytes) -> bytes:
         nonlocal lifetime_ms

@@ -10,7 +10,7 @@ Rules:
   correlation id, the API and version of each request whose answer it must
   read (:class:`Pending`).
 * Answers that carry broker addresses (Metadata, FindCoordinator,
-  DescribeCluster, and Produce's ``node_endpoints``) are decoded, their
+  DescribeCluster, and Produce's ``node_endpoints``, from version 10) are decoded, their
   addresses replaced by the proxy's listener for that node
   (:class:`Addresses`), and encoded again at the same version. Every other
   answer passes byte for byte, and so does a Produce answer without node
@@ -86,6 +86,9 @@ READ_APIS = frozenset(
 REWRITTEN_APIS = READ_APIS | {ApiKey.API_VERSIONS}
 # Fetch answers name brokers from this version on (see the rules).
 FETCH_ENDPOINTS_VERSION = 16
+# Produce answers name brokers (node_endpoints, KIP-951) from this version on:
+# an older one passes byte for byte, unread.
+PRODUCE_ENDPOINTS_VERSION = 10
 # Produce stays at v11: v12 adds a transaction's partitions implicitly (KIP-890,
 # transaction version 2) and v13 names topics by id (KIP-516), neither of which
 # key routing (which moves records between partitions, by topic name) follows.
@@ -105,6 +108,8 @@ def reads_answer(api_key: int, api_version: int) -> bool:
     byte for byte)."""
     if api_key == ApiKey.FETCH:
         return api_version >= FETCH_ENDPOINTS_VERSION
+    if api_key == ApiKey.PRODUCE:
+        return api_version >= PRODUCE_ENDPOINTS_VERSION
     return api_key in REWRITTEN_APIS
 
 

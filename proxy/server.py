@@ -23,6 +23,11 @@ shared pool of upstream connections for what filters send.
   client's requests: it takes them from a queue of what the client is owed,
   in request order, each either the next answer of the client's own upstream
   connection or one a filter made.
+* What no filter asks to see and no rule must read crosses as bytes (see
+  :mod:`.rewrite` and docs/proxy.md, "Forwarding"), batched per wake-up: the
+  requests of one read go upstream in one write (written first whenever the
+  connection would wait: a filter, the budget, the answers owed), and the
+  answers ready at once reach the client in one write.
 * Frames are read with the codec's :class:`~trafka.codec.framing.FrameReader`
   and its ``max_frame_size`` (Kafka's ``socket.request.max.bytes``): a larger
   size prefix closes the connection before any of its body is read, and no
@@ -56,6 +61,7 @@ import math
 import socket
 import ssl
 import struct
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -356,8 +362,8 @@ class _Proxy:
         self.stats.upstream_connections += 1
         to_writer, answers = trio.open_memory_channel[_Answer](_MAX_WAITING_ANSWERS)
         conn = _Client(client, upstream, address, to_writer, pumps, peer=peer)
-        frames_in, frames = trio.open_memory_channel[bytes](_MAX_WAITING_ANSWERS)
-        pumps.start_soon(self._upstream_frames, conn, frames_in)
+        frames_in, frames = trio.open_memory_channel[list[bytes]](_MAX_WAITING_ANSWERS)
+        pumps.start_soon(_upstream_frames, conn, frames_in, self.config.max_frame_size, self.quiet)
         pumps.start_soon(self._answers, conn, answers, frames)
         return conn
 
@@ -371,7 +377,8 @@ class _Proxy:
     ) -> None:
         """Read the client's requests and hand each on, within the proxy's limits
         (see the module's rules); the upstream side is attached at the first."""
-        reader = FrameReader(self.config.max_frame_size)
+        # A large request (its bytes reserved) is kept as the pieces it arrives in.
+        reader = FrameReader(self.config.max_frame_size, join_from=_RECV_SIZE)
         budget = self.budget
         conn: _Client | None = None
         reserved = 0  # the request still arriving's reservation
@@ -409,6 +416,8 @@ class _Proxy:
                         size, reserved = reserved, 0
                     else:
                         size = len(frame)
+                        if conn is not None and not _fits_now(budget, size):
+                            await self._flush(conn)  # what it holds may be what blocks
                         await reserve(budget, size)
                     if conn is None:
                         conn = await self._attach(client, pumps, node_id, peer)
@@ -420,9 +429,12 @@ class _Proxy:
                     try:
                         await self._request(frame, conn)
                     finally:
-                        if conn.reserved:  # not handed on to an answer made later
-                            release(budget, conn.reserved)
-                            conn.reserved = 0
+                        # Held until the batch is written (unless handed on to
+                        # an answer made later).
+                        conn.batch_held += conn.reserved
+                        conn.reserved = 0
+                if conn is not None:
+                    await self._flush(conn)
         except (DecodeError, TrafkaError) as exc:
             self.stats.refused_frames += 1
             self.quiet.warning(
@@ -435,6 +447,9 @@ class _Proxy:
         finally:
             if reserved:
                 release(budget, reserved)
+            if conn is not None and conn.batch_held:
+                release(budget, conn.batch_held)
+                conn.batch_held = 0
         pumps.cancel_scope.cancel()
 
     def _timed_out(
@@ -474,7 +489,9 @@ class _Proxy:
         known = known_version(key, version)
         if key == ApiKey.API_VERSIONS and not known:
             # Its answer could not be capped: refused here, as .rewrite says.
-            await conn.owe(_answered_here(key, header.correlation_id, unsupported_api_versions))
+            await self._owe(
+                conn, _answered_here(key, header.correlation_id, unsupported_api_versions)
+            )
             return
         if key == ApiKey.API_VERSIONS and version >= 3 and known:
             conn.software = client_software(frame)
@@ -494,6 +511,8 @@ class _Proxy:
                 principal=None if conn.sasl is None else conn.sasl.principal,
                 pool=None if conn.sasl is None else conn.sasl.pool,
             )
+            # A filter may wait for what the requests before it bring back.
+            await self._flush(conn)
             # Trailing bytes are ignored, as brokers do (librdkafka sends some).
             _, original = protocol.decode_request(frame, allow_trailing=True)
             try:
@@ -522,7 +541,7 @@ class _Proxy:
                 acks = body.acks
             if acks == 0:
                 # Never answered: nothing for the answer pump to wait for.
-                await conn.upstream.send_all(_SIZE.pack(len(frame)) + frame)
+                conn.batch += (_SIZE.pack(len(frame)), frame)
                 return
         pending = Pending(key, version) if reads_answer(key, version) else None
         await self._forward(conn, frame, header.correlation_id, pending)
@@ -550,7 +569,7 @@ class _Proxy:
             return  # acks=0 is never answered
         if isinstance(respond, Respond):
             _answered(slot, ctx, respond.body)
-        await conn.owe(slot)
+        await self._owe(conn, slot)
 
     async def _respond_later(
         self, slot: _Answer, ctx: FilterContext, later: RespondLater, held: int
@@ -578,8 +597,30 @@ class _Proxy:
         slot = _Answer(
             correlation_id, pending, api_key=key, filtered=conn.filtered, watch=conn.watch
         )
-        await conn.owe(slot)
-        await conn.upstream.send_all(_SIZE.pack(len(frame)) + frame)
+        await self._owe(conn, slot)
+        conn.batch += (_SIZE.pack(len(frame)), frame)
+
+    async def _owe(self, conn: _Client, slot: _Answer) -> None:
+        """Queue an answer the client is owed (waiting while too many are)."""
+        conn.owed += 1
+        try:
+            conn.to_writer.send_nowait(slot)
+        except trio.WouldBlock:
+            # The requests held must reach the broker before waiting for the
+            # answer pump to make room.
+            await self._flush(conn)
+            await conn.to_writer.send(slot)
+
+    async def _flush(self, conn: _Client) -> None:
+        """Write the requests held for the client's upstream connection at once
+        (one write per wake-up), and give their bytes back to the budget."""
+        batch, held = conn.batch, conn.batch_held
+        if batch:
+            conn.batch = []
+            await conn.upstream.send_all(b"".join(batch))
+        if held:
+            conn.batch_held = 0
+            release(self.budget, held)
 
     def _refresh(self, names: set[str]) -> None:
         """Ask the cluster again for these topics' leaders (one request at a time)."""
@@ -618,76 +659,61 @@ class _Proxy:
         finally:
             self.refreshing = False
 
-    @staticmethod
-    def _filter_answer(slot: _Answer, out: bytes) -> bytes:
-        """``out`` (an answer, size prefix included) through the filters that saw its
-        request, in reverse order."""
-        if slot.filtered is None:
-            return out
-        ctx, chain = slot.filtered
-        header, body = protocol.decode_response(out[4:], slot.api_key, ctx.api_version)
-        changed = run_response(chain, ctx, body)
-        if changed is body:
-            return out  # byte for byte
-        return protocol.encode_response(
-            header.correlation_id, slot.api_key, ctx.api_version, changed
-        )
-
-    async def _upstream_frames(self, conn: _Client, frames: trio.MemorySendChannel[bytes]) -> None:
-        """Read the client's own upstream connection; when it ends, the client's
-        connection ends once the answers owed before are written."""
-        reader = FrameReader(self.config.max_frame_size)
-        async with frames:
-            try:
-                while data := await conn.upstream.receive_some(65536):
-                    reader.feed(data)
-                    while (frame := reader.next_frame()) is not None:
-                        await frames.send(bytes(frame))
-            except (DecodeError, TrafkaError) as exc:
-                self.quiet.warning(
-                    "answer", "closing a connection after a bad answer from upstream: %s", exc
-                )
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
-            await conn.to_writer.send(_Answer(-1, None, closed=True))
-
     async def _answers(
         self,
         conn: _Client,
         answers: trio.MemoryReceiveChannel[_Answer],
-        frames: trio.MemoryReceiveChannel[bytes],
+        frames: trio.MemoryReceiveChannel[list[bytes]],
     ) -> None:
-        """Write the answers to the client in the order of its requests."""
-        held: bytes | None = None
+        """Write the answers to the client in the order of its requests: those
+        ready at once in one write. An answer no one reads (see
+        :func:`~.rewrite.reads_answer`) and no filter sees is written as the
+        bytes the broker sent, its size prefix put back."""
+        ready: deque[bytes] = deque()  # answers read from upstream, not yet matched
+        out = _Out(conn, self.metrics)
         try:
-            async for slot in _settling(conn, answers):
+            while True:
+                try:
+                    slot = answers.receive_nowait()
+                except trio.WouldBlock:
+                    await out.flush()
+                    slot = await answers.receive()
                 if slot.closed:
                     break
                 if slot.done is not None:  # answered by a filter
-                    await slot.done.wait()
+                    if not slot.done.is_set():
+                        await out.flush()
+                        await slot.done.wait()
                     if slot.error is not None:
                         raise slot.error
                     assert slot.frame is not None
-                    out = self._filter_answer(slot, slot.frame)
-                    await conn.client.send_all(out)
-                    self.metrics.answered(slot.api_key, len(out))
+                    out.queue_answer(slot.api_key, _filter_answer(slot, slot.frame))
                     continue
-                frame = held if held is not None else await frames.receive()
-                held = None
+                if not ready:
+                    try:
+                        ready.extend(frames.receive_nowait())
+                    except trio.WouldBlock:
+                        await out.flush()
+                        ready.extend(await frames.receive())
+                frame = ready[0]
                 if protocol.peek_correlation_id(frame) != slot.correlation_id:
-                    held = frame  # that request was not answered; this is a later one's
-                    continue
+                    out.settled += 1
+                    continue  # that request was not answered; this is a later one's
+                ready.popleft()
                 if slot.watch is not None and (refusal := slot.watch(frame)) is not None:
+                    await out.flush()
                     await conn.client.send_all(refusal)
                     break
-                pending = slot.pending
-                if pending is None:
-                    out = _SIZE.pack(len(frame)) + frame
-                else:
-                    out = rewrite_response(pending, frame, self.addresses, self.topics)
-                out = self._filter_answer(slot, out)
-                await conn.client.send_all(out)
-                self.metrics.answered(slot.api_key, len(out))
+                if slot.pending is None and slot.filtered is None:
+                    out.queue_answer(slot.api_key, _SIZE.pack(len(frame)), frame)  # byte for byte
+                    continue
+                answer = (
+                    _SIZE.pack(len(frame)) + frame
+                    if slot.pending is None
+                    else rewrite_response(slot.pending, frame, self.addresses, self.topics)
+                )
+                out.queue_answer(slot.api_key, _filter_answer(slot, answer))
+            await out.flush()
         except (DecodeError, TrafkaError) as exc:
             self.quiet.warning(
                 "answer", "closing a connection after a bad answer from upstream: %s", exc
@@ -697,6 +723,72 @@ class _Proxy:
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel):
             pass
         conn.pumps.cancel_scope.cancel()
+
+
+def _filter_answer(slot: _Answer, out: bytes) -> bytes:
+    """``out`` (an answer, size prefix included) through the filters that saw its
+    request, in reverse order."""
+    if slot.filtered is None:
+        return out
+    ctx, chain = slot.filtered
+    header, body = protocol.decode_response(out[4:], slot.api_key, ctx.api_version)
+    changed = run_response(chain, ctx, body)
+    if changed is body:
+        return out  # byte for byte
+    return protocol.encode_response(header.correlation_id, slot.api_key, ctx.api_version, changed)
+
+
+async def _upstream_frames(
+    conn: _Client,
+    frames: trio.MemorySendChannel[list[bytes]],
+    max_frame_size: int,
+    quiet: RateLimitedLog,
+) -> None:
+    """Read the client's own upstream connection, handing on the answers of
+    each read together; when it ends, the client's connection ends once the
+    answers owed before are written."""
+    # A large answer (a Fetch's) is kept as the pieces it arrives in and joined once.
+    reader = FrameReader(max_frame_size, join_from=_RECV_SIZE)
+    async with frames:
+        try:
+            while data := await conn.upstream.receive_some(_RECV_SIZE):
+                reader.feed(data)
+                if whole := list(reader):
+                    await frames.send(whole)
+        except (DecodeError, TrafkaError) as exc:
+            quiet.warning(
+                "answer", "closing a connection after a bad answer from upstream: %s", exc
+            )
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        await conn.to_writer.send(_Answer(-1, None, closed=True))
+
+
+class _Out:
+    """The answers ready for a client, written at once (:meth:`flush`)."""
+
+    __slots__ = ("conn", "metrics", "parts", "settled")
+
+    def __init__(self, conn: _Client, metrics: ProxyMetrics) -> None:
+        self.conn = conn
+        self.metrics = metrics
+        self.parts: list[bytes] = []
+        self.settled = 0  # answers owed that these parts settle
+
+    def queue_answer(self, api_key: int, *parts: bytes) -> None:
+        """An owed answer (its frame, size prefix included, as parts)."""
+        self.settled += 1
+        self.parts += parts
+        self.metrics.answered(api_key, sum(map(len, parts)))
+
+    async def flush(self) -> None:
+        parts = self.parts
+        if parts:
+            self.parts = []
+            await self.conn.client.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
+        # Settled once written, or found to have none.
+        self.conn.owed -= self.settled
+        self.settled = 0
 
 
 @dataclass(slots=True)
@@ -733,21 +825,8 @@ class _Client:
     watch: Watch | None = None  # the current request's answer's (SASL)
     owed: int = 0  # answers queued for the client and not yet written
     reserved: int = 0  # the current request's bytes of the proxy's request budget
-
-    async def owe(self, slot: _Answer) -> None:
-        """Queue an answer the client is owed (waiting while too many are)."""
-        self.owed += 1
-        await self.to_writer.send(slot)
-
-
-async def _settling(
-    conn: _Client, answers: trio.MemoryReceiveChannel[_Answer]
-) -> AsyncIterator[_Answer]:
-    """The answers owed, each counted as settled once the next is asked for
-    (written to the client, or found to have none)."""
-    async for slot in answers:
-        yield slot
-        conn.owed -= 1
+    batch: list[bytes] = field(default_factory=list)  # requests to write upstream at once
+    batch_held: int = 0  # their bytes of the request budget
 
 
 def _framed(correlation_id: int, key: int, version: int, body: bytes) -> bytes:
@@ -758,6 +837,14 @@ def _framed(correlation_id: int, key: int, version: int, body: bytes) -> bytes:
 
 
 _SIZE_CORR = struct.Struct(">ii")
+
+
+def _fits_now(budget: RequestBudget, size: int) -> bool:
+    """Whether ``size`` bytes of ``budget`` are granted without waiting."""
+    limit = budget.limit
+    return limit is None or (
+        not budget.waiting and (not budget.used or budget.used + size <= limit)
+    )
 
 
 def _seconds(ms: int) -> float:

@@ -13,6 +13,15 @@ Rules and invariants:
   is *broken*: the connection must be closed and every in-flight request
   failed (:meth:`ConnectionState.fail_all`).
 * Produce requests with ``acks=0`` get no response and never enter the queue.
+* A request sent with ``raw=True`` is correlated like any other, but its
+  response is returned as its frame (without the size prefix), not decoded,
+  and its throttle time is not read: the caller reads (or forwards) the bytes
+  itself. The proxy's upstream pool sends every request so, at versions it
+  chose (``version=``: no handshake needed, the proxy's clients negotiated),
+  with no deadline in the state (each caller waits to its own; a late answer
+  is still the next in order, and is dropped).
+* A request may name its own ``client_id`` (one driver speaking for several
+  clients, as the proxy's pool does); by default it is the state's.
 * Each in-flight request has a deadline (``now + timeout``, seconds on the
   driver's monotonic clock). :meth:`next_deadline` is the earliest;
   :meth:`expired` returns the requests past theirs. A timed-out request
@@ -51,6 +60,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import deque
+from types import EllipsisType
 from typing import Any
 
 from trafka.codec import (
@@ -82,6 +92,8 @@ __all__ = [
 ]
 
 SOFTWARE_NAME = "trafka"
+# Framers kept for client ids other than the state's own (see send_request_parts).
+_MAX_FRAMERS = 64
 SOFTWARE_VERSION = "0.1.0"
 
 # The versions the client speaks, per API key. This table is the only place
@@ -330,6 +342,7 @@ class InFlight:
     deadline: float
     cookie: Any
     sent_at: float = 0.0  # the driver's clock when the request was framed
+    raw: bool = False  # its response is returned as its frame, not decoded
 
 
 @dataclasses.dataclass(slots=True)
@@ -368,6 +381,8 @@ class ConnectionState:
         join_from: int | None = None,
     ) -> None:
         self._framer = RequestFramer(client_id)
+        # Requests that name another client id (see the module's rules).
+        self._framers: dict[str | None, RequestFramer] = {client_id: self._framer}
         self.stats = stats if stats is not None else NodeCounters()
         self._reader = FrameReader(max_frame_size, join_from=join_from)
         self._next_id = 0
@@ -472,6 +487,8 @@ class ConnectionState:
         version: int | None = None,
         expect_response: bool = True,
         cookie: Any = None,
+        raw: bool = False,
+        client_id: str | EllipsisType | None = ...,
     ) -> tuple[int, bytes]:
         """Frame a request (as :meth:`send_request_parts`, joined)."""
         corr, parts = self.send_request_parts(
@@ -482,6 +499,8 @@ class ConnectionState:
             version=version,
             expect_response=expect_response,
             cookie=cookie,
+            raw=raw,
+            client_id=client_id,
         )
         return corr, parts[0] if len(parts) == 1 else b"".join(parts)
 
@@ -495,6 +514,8 @@ class ConnectionState:
         version: int | None = None,
         expect_response: bool = True,
         cookie: Any = None,
+        raw: bool = False,
+        client_id: str | EllipsisType | None = ...,
     ) -> tuple[int, list[bytes]]:
         """Frame a request, as parts to write in order: a big byte field (a
         Produce's record batch) is a part of its own, never copied
@@ -509,6 +530,8 @@ class ConnectionState:
                 the negotiated one.
             expect_response: ``False`` for Produce with ``acks=0``.
             cookie: returned with the response.
+            raw: return the response as its frame, undecoded (see the rules).
+            client_id: the header's client id, when not the state's.
 
         Returns:
             ``(correlation_id, frame parts)``.
@@ -523,12 +546,22 @@ class ConnectionState:
         if version is None:
             version = self.version_for(api_key)
         corr = self._peek_id()
-        parts = self._framer.parts(api_key, version, corr, body)
+        framer = self._framer if client_id is ... else self._framer_for(client_id)
+        parts = framer.parts(api_key, version, corr, body)
         self._next_id = (corr + 1) & 0x7FFFFFFF
         self.stats.sent(api_key, sum(map(len, parts)), now)
         if expect_response:
-            self._in_flight.append(InFlight(corr, api_key, version, now + timeout, cookie, now))
+            flight = InFlight(corr, api_key, version, now + timeout, cookie, now, raw)
+            self._in_flight.append(flight)
         return corr, parts
+
+    def _framer_for(self, client_id: str | None) -> RequestFramer:
+        framer = self._framers.get(client_id)
+        if framer is None:
+            if len(self._framers) >= _MAX_FRAMERS:  # client ids are the clients' to choose
+                self._framers = {self._framer.client_id: self._framer}
+            framer = self._framers[client_id] = RequestFramer(client_id)
+        return framer
 
     def _frame(
         self, api_key: int, version: int, body: Any, now: float, timeout: float, cookie: Any
@@ -601,6 +634,10 @@ class ConnectionState:
             known = any(r.correlation_id == corr for r in self._in_flight)
             what = "out of order" if known else "unknown"
             raise self._break(f"{what} correlation id {corr} (expected {head.correlation_id})")
+        if head.raw:
+            self._in_flight.popleft()
+            self.stats.answered(head.api_key, None if now is None else now - head.sent_at, now)
+            return Response(corr, head.api_key, head.api_version, frame, head.cookie)
         # The request leaves the queue only once its response is handled: if
         # that fails, fail_all() still has it.
         if head.api_key == ApiKey.API_VERSIONS and self.api_versions is None:

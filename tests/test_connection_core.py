@@ -33,18 +33,13 @@ CORE = "sdk/connection_state.py"
 ALLOWED: dict[str, tuple[int, str]] = {
     # Not a connection: the demo prints a producer's first requests as on the wire.
     "tools/demo.py": (3, "the wire tour frames an example stream to print, with no connection"),
-    # Issue #65, pending: the proxy's upstream connections move onto the core with the
-    # proxy's forwarding work (helper fwd66); then these entries go.
-    "proxy/pool.py": (4, "#65: the upstream pool's own correlation ids and matching"),
-    "proxy/principals.py": (
-        4,
-        "#65: the upstream SASL login's own exchange (with the pool), and the "
-        "correlation id of a client's request it refuses",
-    ),
+    # The proxy's upstream pool and its SASL login frame and correlate through the
+    # core (#65); what is left is the server side: a client's correlation id echoed.
+    "proxy/principals.py": (1, "the correlation id of a client's request it refuses"),
     "proxy/server.py": (
         4,
         "#65: the bootstrap Metadata probe, a filtered request re-framed with the "
-        "client's header, answers matched to the client's requests",
+        "client's header, answers matched to the client's requests (its server side)",
     ),
 }
 

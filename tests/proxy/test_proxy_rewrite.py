@@ -322,6 +322,13 @@ def test_fetch_answers_are_read_only_where_they_can_name_brokers() -> None:
     assert not reads_answer(2, 9) and not reads_answer(8, 9)
 
 
+def test_produce_answers_are_read_only_where_they_can_name_brokers() -> None:
+    """KIP-951 (ProduceResponse.json: "Version 10 adds 'CurrentLeader' and
+    'NodeEndpoints'"): an older Produce answer names no broker, so it passes
+    unread; from v10 on it is read, as its leader hints name brokers."""
+    assert [reads_answer(0, v) for v in (3, 8, 9, 10, 11)] == [False] * 3 + [True] * 2
+
+
 @pytest.mark.parametrize("version", versions(18))
 def test_api_versions_are_capped_where_the_proxy_must_read(version: int) -> None:
     from trafka.codec.messages import k18_api_versions as am

@@ -211,3 +211,34 @@ def test_sessions_are_renewed_between_85_and_95_percent_of_their_lifetime() -> N
     for draw in (-1.0, 0.25, 0.75, 2.0):
         delay = reauthentication_delay(3_000, draw)
         assert delay is not None and 2.55 <= delay <= 2.85
+
+
+def test_a_raw_request_is_correlated_and_answered_with_its_frame() -> None:
+    """The proxy's pool: requests of several clients' ids at versions it chose,
+    answered with their frames undecoded, in order; an answer out of order
+    still breaks the connection."""
+    st = ConnectionState(None)
+    sent = []
+    for i, client in enumerate(["a", None, "a"]):
+        corr, frame = st.send_request(
+            3,
+            md.MetadataRequest(topics=[]),
+            now=0.0,
+            timeout=1.0,
+            version=9,
+            cookie=i,
+            raw=True,
+            client_id=client,
+        )
+        header, _ = decode_request(frame[4:])
+        assert (header.correlation_id, header.client_id) == (corr, client)
+        sent.append(corr)
+    answers = [encode_response(c, 3, 9, md.MetadataResponse()) for c in sent]
+    out = st.receive_data(answers[0] + answers[1])
+    assert [(r.correlation_id, r.cookie, r.body) for r in out] == [
+        (sent[0], 0, answers[0][4:]),
+        (sent[1], 1, answers[1][4:]),
+    ]
+    with pytest.raises(ProtocolError, match="unknown correlation id"):
+        st.receive_data(encode_response(sent[2] + 7, 3, 9, md.MetadataResponse()))
+    assert [r.cookie for r in st.fail_all()] == [2]
