@@ -44,6 +44,8 @@ from typing import TYPE_CHECKING
 
 from trafka.common.lazy import lazy_exports
 
+from ..errors import ConfigError as ConfigError  # importable here, as from the module before
+from ..errors import ConfigWarning as ConfigWarning
 from .client import ClientConfig, components_are, make_config
 from .producer import ProducerConfig
 

@@ -61,6 +61,17 @@ class FakeBroker:
         return int(self.listener.socket.getsockname()[1])
 
 
+_SENDING: dict[int, trio.Lock] = {}
+
+
+async def _send(stream: trio.SocketStream, frame: bytes) -> None:
+    """One answer written whole: the reader's answers and the released ones come from
+    two tasks, and a broker writes one answer at a time on a connection."""
+    lock = _SENDING.setdefault(id(stream), trio.Lock())
+    async with lock:
+        await stream.send_all(frame)
+
+
 class FakeCluster:
     def __init__(self, nodes: list[FakeBroker]) -> None:
         self.nodes = {n.node_id: n for n in nodes}
@@ -89,23 +100,26 @@ class FakeCluster:
                         node.received += 1
                         node.bodies.append(body)
                         self.log.append(("in", node.node_id, _first_sequence(body)))
+                        if body.acks == 0:  # Kafka answers none (the protocol guide)
+                            self._produce(node, body)
+                            self.log.append(("out", node.node_id, _first_sequence(body)))
+                            continue
                         node.held.append((stream, corr, version, body))
                         if len(node.held) == 1:
                             nursery.start_soon(self._answer_when_released, node)
                     elif key == 3:
-                        await stream.send_all(
-                            protocol.encode_response(corr, key, version, self._metadata())
-                        )
+                        await _send(stream, protocol.encode_response(corr, key, version,
+                                                                     self._metadata()))  # fmt: skip
                     elif key == 22:
                         answer = ip.InitProducerIdResponse(producer_id=PRODUCER, producer_epoch=0)
-                        await stream.send_all(protocol.encode_response(corr, key, version, answer))
+                        await _send(stream, protocol.encode_response(corr, key, version, answer))
 
     async def _answer_when_released(self, node: FakeBroker) -> None:
         await self.release[node.node_id].wait()
         while node.held:  # in the order they came, as a broker does
             stream, corr, version, body = node.held[0]
             answer = self._produce(node, body)
-            await stream.send_all(protocol.encode_response(corr, 0, version, answer))
+            await _send(stream, protocol.encode_response(corr, 0, version, answer))
             self.log.append(("out", node.node_id, _first_sequence(body)))
             node.held.pop(0)
 
