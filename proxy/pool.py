@@ -9,11 +9,12 @@ Rules:
   the SDK's connection core (:class:`~trafka.sdk.connection_state.ConnectionState`,
   its raw answers: the pool hands on each answer's frame undecoded), so
   framing, correlation ids and the in-order check are the client's rules: an
-  answer out of order, or to no request, breaks the connection. A broker handles one connection's requests in
-  order, so what one client connection sends to one broker through the pool
-  is appended in that client's order (per-key order holds), while clients
-  sharing the connection do not wait for each other's round trips, as they
-  would if one request at a time were let through.
+  answer out of order, or to no request, breaks the connection. A broker
+  handles one connection's requests in order, so what one client connection
+  sends to one broker through the pool is appended in that client's order
+  (per-key order holds), while clients sharing the connection do not wait for
+  each other's round trips, as they would if one request at a time were let
+  through.
 * A request fails with :class:`UpstreamError` when its connection cannot be
   opened, breaks before the answer, or the answer does not come by the
   caller's deadline; the error names the Kafka error code the caller can

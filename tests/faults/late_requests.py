@@ -29,7 +29,7 @@ from nscluster import PORT, NsCluster
 from schedules import CLIENT, ensure_host
 
 from trafka.brokerlite.cluster.controller import coordinator_partition
-from trafka.sdk import TopicPartition, open_admin, open_consumer, open_producer
+from trafka.sdk import TopicPartition, open_consumer, open_producer
 from trafka.sdk.errors import TrafkaError
 
 ATTEMPTS = 3  # scenarios whose precondition the machine broke (see Precondition)
@@ -115,12 +115,7 @@ def _in_client(cluster: NsCluster, main: Any) -> None:
 
 
 def _leaders(cluster: NsCluster, topic: str) -> dict[int, int]:
-    async def ask() -> dict[int, int]:
-        async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
-            desc = (await admin.describe_topics([topic], timeout_ms=30000))[topic]
-            return {p.partition: p.leader for p in desc.partitions}
-
-    return trio.run(ask)
+    return {p: leader for p, (leader, _) in cluster.state(topic)["partitions"].items()}
 
 
 def _coordinator(cluster: NsCluster, key: str, internal: str) -> int:
