@@ -113,6 +113,9 @@ def test_brokerlite_keeps_a_member_across_a_wall_clock_step(tmp_path: Path) -> N
 @pytest.mark.kafka
 def test_kafka_keeps_a_member_across_a_wall_clock_step(tmp_path: Path, make_kafka: Any) -> None:
     """The control: Kafka 4 (KRaft, one node) under the same step."""
+    why = available()
+    if why is not None:
+        pytest.skip(why)
     clock = ClockShift(tmp_path / "clock")
     env = [f"{k}={v}" for k, v in clock.env().items()]
     kafka = make_kafka(version=KAFKA_4, wrap=lambda n: ["env", *env])
