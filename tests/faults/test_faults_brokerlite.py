@@ -55,6 +55,9 @@ from schedules import assert_kept, run_schedule
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 SEED = int(os.environ.get("TRAFKA_FAULTS_SEED", "64"))
+# ``mix`` picks each cycle's fault with the seeded generator: seed 74's first pick
+# is a leader's kill -9 and restart, the one fault no other schedule here applies.
+MIX_SEED = int(os.environ.get("TRAFKA_FAULTS_SEED", "74"))
 
 
 @pytest.mark.parametrize(
@@ -67,12 +70,15 @@ SEED = int(os.environ.get("TRAFKA_FAULTS_SEED", "64"))
         ("client-leader", "txn"),
         ("proxy-leader", "proxy-journal"),
         ("disk-stall", "acks"),
+        ("zk-leader", "acks"),
+        ("mix", "acks"),
     ],
 )
 def test_schedule_keeps_promises(ns_cluster, schedule, workload):
-    report, seen = run_schedule(ns_cluster, schedule, SEED, workload=workload)
+    seed = MIX_SEED if schedule == "mix" else SEED
+    report, seen = run_schedule(ns_cluster, schedule, seed, workload=workload)
     unpromised = frozenset({"commit_backwards"} if schedule == "client-leader" else ())
-    assert_kept(report, seen, SEED, unpromised)
+    assert_kept(report, seen, seed, unpromised)
 
 
 def test_an_abandoned_commit_lands_after_a_later_one_as_on_kafka(ns_cluster):
