@@ -60,7 +60,7 @@ __all__ = ["Admin", "open_admin"]
 
 
 class Admin(
-    TransactionCalls,  # (over TopicCalls, whose topic listings it reads)
+    TransactionCalls,
     TopicCalls,
     ConfigCalls,
     GroupCalls,
@@ -77,7 +77,8 @@ class Admin(
     ``request.timeout.ms``, a coordinator that moved or is loading, a
     partition leader that moved, another controller. At the deadline it raises
     :class:`~trafka.sdk.errors.ApiTimeoutError`, whose ``__cause__`` is the
-    last error. Other errors are answers and are raised at once.
+    last error. Other errors are answers and are raised at once. It is one
+    interface, as Kafka's ``Admin``: the classes it inherits add calls, no state.
     """
 
 

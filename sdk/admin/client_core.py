@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import anyio
 import anyio.abc
 
-from trafka.codec import TrafkaError
+from trafka.codec import ApiKey, TrafkaError
 
 from .._validate import INT32_MAX, check_timeout
 from ..calls import Calls, again_if_transient
@@ -78,6 +78,14 @@ class AdminCore:
             except TrafkaError:
                 pass
         return await self._cluster.any_connection()
+
+    async def _controller_metadata(self, topics: list[str] | None) -> Any:
+        """The controller's Metadata answer on ``topics`` (``None``: every one)."""
+        conn = await self._controller()
+        body = self._cluster.metadata.build_request_for(
+            conn.version_for(ApiKey.METADATA), topics, auto_create=False
+        )
+        return await conn.request(ApiKey.METADATA, body)
 
     async def _coordinator(self, key: str, key_type: int = 0) -> BrokerConnection:
         with again_if_transient():

@@ -83,12 +83,7 @@ class TopicCalls(AdminCore):
         check_bool("include_internal", include_internal)
 
         async def attempt(deadline: float) -> dict[str, int]:
-            conn = await self._controller()
-            v = conn.version_for(ApiKey.METADATA)
-            resp = await conn.request(
-                ApiKey.METADATA,
-                self._cluster.metadata.build_request_for(v, None, auto_create=False),
-            )
+            resp = await self._controller_metadata(None)
             return read_list_topics(resp, include_internal=include_internal)
 
         return await self._calls.run("list_topics", timeout_ms, attempt)
@@ -108,13 +103,7 @@ class TopicCalls(AdminCore):
         names = list(names)
 
         async def attempt(deadline: float) -> dict[str, TopicInfo]:
-            conn = await self._controller()
-            v = conn.version_for(ApiKey.METADATA)
-            resp = await conn.request(
-                ApiKey.METADATA,
-                self._cluster.metadata.build_request_for(v, names, auto_create=False),
-            )
-            return read_describe_topics(resp, names)
+            return read_describe_topics(await self._controller_metadata(names), names)
 
         return await self._calls.run("describe_topics", timeout_ms, attempt)
 

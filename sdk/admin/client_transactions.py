@@ -2,15 +2,14 @@
 listing, describing and aborting transactions, fencing producers and finding
 hanging transactions (KIP-664).
 
-A part of :class:`~trafka.sdk.admin.Admin` (see :mod:`.client_core`), over
-its topic calls (:mod:`.client_topics`): what
+A part of :class:`~trafka.sdk.admin.Admin` (see :mod:`.client_core`): what
 goes on the wire and what an answer means is in :mod:`.transactions`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Literal, overload
 
 import anyio
@@ -39,7 +38,8 @@ from ..errors import InvalidTxnStateError, ProducerFencedError
 from ..transactions import TRANSACTION_KEY_TYPE
 from ..transport import COORDINATOR_BASE, BrokerConnection
 from ._common import answered, check_producer_id
-from .client_topics import TopicCalls
+from .client_core import AdminCore
+from .topics import read_describe_topics, read_list_topics
 from .transactions import (
     ProducerState,
     TransactionDescription,
@@ -62,9 +62,8 @@ from .transactions import (
 __all__ = ["TransactionCalls"]
 
 
-class TransactionCalls(TopicCalls):
-    """The calls on producers and transactions (on :class:`TopicCalls`, whose
-    listing and description of topics finds hanging transactions)."""
+class TransactionCalls(AdminCore):
+    """The calls on producers and transactions."""
 
     @overload
     async def describe_producers(
@@ -298,14 +297,17 @@ class TransactionCalls(TopicCalls):
         def left() -> int:
             return max(0, int((deadline - anyio.current_time()) * 1000))
 
-        names = (
-            list(topics)
-            if topics is not None
-            else sorted(await self.list_topics(timeout_ms=left()))
-        )
+        def metadata(topics: list[str] | None) -> Callable[[float], Awaitable[Any]]:
+            return lambda _: self._controller_metadata(topics)
+
+        if topics is None:
+            answer = await self._calls.run("list_topics", left(), metadata(None))
+            topics = sorted(read_list_topics(answer, include_internal=False))
+        names = list(topics)
         if not names:
             return []
-        infos = await self.describe_topics(names, timeout_ms=left())
+        answer = await self._calls.run("describe_topics", left(), metadata(names))
+        infos = read_describe_topics(answer, names)
         tps = [TopicPartition(n, p.partition) for n in names for p in infos[n].partitions]
         states = await self.describe_producers(tps, timeout_ms=left()) if tps else {}
         now = int(time.time() * 1000) if now_ms is None else now_ms
