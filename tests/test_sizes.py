@@ -52,13 +52,9 @@ STACKS: dict[str, tuple[int, str]] = {
         _TO_SPLIT + "a part of Admin's stack that inherits TopicCalls for one lookup",
     ),
     "class brokerlite/cluster/driver/__init__.py:ClusterDriver": (
-        1733,
-        _TO_SPLIT + "the metadata syncs (ACLs, configs, quotas, SCRAM, tokens) each read "
-        "ZooKeeper and write one store: objects the driver owns",
-    ),
-    "class brokerlite/cluster/driver/topic_tasks.py:TopicTasks": (
-        872,
-        _TO_SPLIT + "a part of ClusterDriver's stack that inherits the syncs",
+        1290,
+        _TO_SPLIT + "reading the cluster, the controller's office and writes, and the "
+        "topic tasks share only the ZooKeeper session and the view: objects the driver owns",
     ),
     "class brokerlite/groups/coordinator.py:GroupCoordinator": (
         1589,

@@ -48,11 +48,14 @@ replica fetchers) and stops; its duties are mixins over the parts declared in
 ``base.py``, because they share one ZooKeeper session and one view:
 ``reading.py`` (one reading of the cluster), ``controller_duties.py`` (the
 controller's writes), ``topic_tasks.py`` (the topic changes requests ask
-for), ``acl_sync.py``, ``scram_sync.py``, ``quota_sync.py``, ``token_sync.py``
-and ``broker_config_sync.py`` (the ACLs, SCRAM credentials, client quotas,
-delegation tokens and dynamic broker configs, kept in ZooKeeper and followed
-by every broker; their change notifications purged after
-15 minutes, as Kafka's). kazoo is reached from this package alone.
+for). The cluster's other metadata, kept in ZooKeeper and followed by every
+broker, is kept by objects the driver owns (``metadata_sync.py``): the ACLs
+(``acl_sync.py``), the entities' configs (``config_sync.py``: SCRAM
+credentials, client quotas, dynamic broker configs and share groups'
+configs) and the delegation tokens (``token_sync.py``); each is built with the
+ZooKeeper session and the store(s) it writes, and purges its change
+notifications after 15 minutes, as Kafka's. kazoo is reached from this
+package alone.
 """
 
 from __future__ import annotations
@@ -71,7 +74,6 @@ from ...config import BrokerConfig
 from ...errors import (
     ClusterSetupError,
 )
-from ...security.zk_scram import CONFIG_CHANGES
 from ...storage.node_meta import ClusterProducerIds
 from ...transactions.marker_sender import MarkerSender
 from ..replica_fetcher import ReplicaFetcher
@@ -87,8 +89,11 @@ from ..zk_layout import (
     encode_partition_state,
     partition_state_path,
 )
+from .acl_sync import AclSync
+from .config_sync import ConfigSync
 from .controller_duties import ControllerDuties
 from .share_state import ShareStateSender
+from .token_sync import TokenSync
 from .topic_tasks import TopicTasks
 from .txn_verify import VerificationSender
 
@@ -132,9 +137,6 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         self._dirty_states: set[str] = set()
         self._image_event = trio.Event()
         self._tasks_event = trio.Event()
-        self._acls_changed = trio.Event()
-        self._users_changed = trio.Event()
-        self._tokens_changed = trio.Event()
         self._session_lost = False
         self._controller_epoch = -1  # ours while we are the controller
         self._controller_epoch_version = -1
@@ -148,6 +150,17 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         self.view.on_task = self._on_task
         self._producer_ids = ClusterProducerIds(self._want_producer_ids)
         broker.use_cluster_producer_ids(self._producer_ids)
+        handles = (self.zk, self._run_soon, kick, self._notification_clock)
+        self._acls = AclSync(*handles, authorizer=broker.authorizer)
+        self._configs = ConfigSync(
+            *handles,
+            node_id=self.node_id,
+            scram=broker.scram,
+            quotas=broker.quotas,
+            replication_quotas=self.view.replication_quotas,
+            group_configs=broker.share_groups.configs,
+        )
+        self._tokens = TokenSync(*handles, tokens=broker.tokens)
 
     # -- joining ----------------------------------------------------------------------------
 
@@ -161,15 +174,11 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         self._token = trio.lowlevel.current_trio_token()
         await trio.to_thread.run_sync(self._join)
         self.zk.add_listener(self._on_state)
-        # The cluster's SCRAM credentials and ACLs before the first request
-        # (see scram_sync.py and acl_sync.py).
-        await trio.to_thread.run_sync(self._watch_user_changes)
-        await self._load_configs()
-        await trio.to_thread.run_sync(self._watch_token_changes)
-        await self._load_tokens()
-        if self.broker.authorizer is not None:
-            await trio.to_thread.run_sync(self._watch_acl_changes)
-            await self._load_acls()
+        # The cluster's SCRAM credentials, tokens and ACLs before the first request
+        # (see metadata_sync.py).
+        for sync in self._syncs():
+            await trio.to_thread.run_sync(sync.watch)
+            await sync.load()
 
     def _join(self) -> None:
         from kazoo.exceptions import NodeExistsError
@@ -272,16 +281,16 @@ class ClusterDriver(ControllerDuties, TopicTasks):
             log.warning("ZooKeeper connection suspended; reconnecting")
         self._notify()
 
-    async def _load_configs(self) -> None:
-        """Apply the users', clients', ips', brokers' and groups' configs ZooKeeper
-        holds: SCRAM credentials (scram_sync.py), client quotas (quota_sync.py),
-        the replication throttles' rates (broker_config_sync.py) and share
-        groups' configs (group_config_sync.py)."""
-        await self._load_scram()
-        await self._load_quotas()
-        await self._load_broker_configs()
-        await self._load_group_configs()
-        await self._purge_notifications(CONFIG_CHANGES)
+    def _syncs(self) -> list[AclSync | ConfigSync | TokenSync]:
+        """The metadata syncs this broker follows (the ACLs only with an authorizer)."""
+        syncs: list[AclSync | ConfigSync | TokenSync] = [self._configs, self._tokens]
+        if self.broker.authorizer is not None:
+            syncs.append(self._acls)
+        return syncs
+
+    def _notification_clock(self) -> int:
+        """The time change notifications' ages are judged against (tests replace it)."""
+        return now_ms()
 
     def _want_producer_ids(self) -> None:
         self.view.submit("producer_ids", quiet=True)
@@ -298,12 +307,8 @@ class ClusterDriver(ControllerDuties, TopicTasks):
             nursery.start_soon(self._reader)
             nursery.start_soon(self._ticker)
             nursery.start_soon(self._task_runner)
-            nursery.start_soon(self._follow, "_users_changed", self._load_configs, "configs")
-            nursery.start_soon(
-                self._follow, "_tokens_changed", self._load_tokens, "delegation tokens"
-            )
-            if self.broker.authorizer is not None:
-                nursery.start_soon(self._acl_follower)
+            for sync in self._syncs():
+                nursery.start_soon(sync.follow)
             nursery.start_soon(MarkerSender(self.broker, self._kick).run)
             nursery.start_soon(VerificationSender(self.broker, self._kick).run)
             nursery.start_soon(ShareStateSender(self.broker, self._kick).run)

@@ -60,12 +60,7 @@ from ..zk_layout import (
     topic_config_path,
     topic_path,
 )
-from .acl_sync import AclSync
-from .broker_config_sync import BrokerConfigSync
-from .group_config_sync import GroupConfigSync
-from .quota_sync import QuotaSync
-from .scram_sync import ScramSync
-from .token_sync import TokenSync
+from .base import DriverParts
 
 __all__ = ["TopicTasks"]
 
@@ -75,7 +70,7 @@ log = logging.getLogger("trafka.brokerlite.cluster")
 _PRODUCER_ID_BLOCK_SIZE = 1000
 
 
-class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, GroupConfigSync):
+class TopicTasks(DriverParts):
     """Topic changes asked by requests (a mixin of :class:`ClusterDriver`)."""
 
     async def _task_runner(self) -> None:
@@ -132,33 +127,20 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
             elif task.kind == "elect_leaders":
                 await self._ask_election(task, deadline)
             elif task.kind == "acls":
-                await trio.to_thread.run_sync(
-                    self._write_acls, task.args["add"], task.args["remove"]
-                )
-                await self._load_acls()
+                await self._acls.change(task.args["add"], task.args["remove"])
             elif task.kind == "scram":
-                await trio.to_thread.run_sync(
-                    self._write_scram, task.args["sets"], task.args["deletes"]
-                )
-                await self._load_scram()
+                await self._configs.change_scram(task.args["sets"], task.args["deletes"])
             elif task.kind == "quotas":
-                await trio.to_thread.run_sync(self._write_quotas, task.args["changes"])
-                await self._load_quotas()
+                await self._configs.change_quotas(task.args["changes"])
             elif task.kind == "broker_config":
-                await trio.to_thread.run_sync(
-                    self._write_broker_config,
-                    task.args["entity"],
-                    task.args["changes"],
-                    task.args["replace"],
+                args = task.args
+                await self._configs.change_broker_config(
+                    args["entity"], args["changes"], args["replace"]
                 )
-                await self._load_broker_configs()
             elif task.kind == "group_configs":
-                await trio.to_thread.run_sync(
-                    self._write_group_configs, task.args["group"], task.args["configs"]
-                )
-                await self._load_group_configs()
+                await self._configs.change_group_configs(task.args["group"], task.args["configs"])
             elif task.kind == "tokens":
-                await self._write_then_load_tokens(task.args["writes"])
+                await self._tokens.change(task.args["writes"])
             elif task.kind == "producer_ids":
                 block = await trio.to_thread.run_sync(self._reserve_producer_ids)
                 self._producer_ids.add_block(*block)
