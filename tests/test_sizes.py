@@ -51,11 +51,6 @@ STACKS: dict[str, tuple[int, str]] = {
         767,
         _TO_SPLIT + "a part of Admin's stack that inherits TopicCalls for one lookup",
     ),
-    "class brokerlite/cluster/driver/__init__.py:ClusterDriver": (
-        1290,
-        _TO_SPLIT + "reading the cluster, the controller's office and writes, and the "
-        "topic tasks share only the ZooKeeper session and the view: objects the driver owns",
-    ),
     "class brokerlite/groups/coordinator.py:GroupCoordinator": (
         1589,
         _ONE_STATE + "the classic rebalance, its requests, the offsets and the admin calls "
