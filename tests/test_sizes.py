@@ -50,15 +50,6 @@ STACKS: dict[str, tuple[int, str]] = {
         "class adds calls and no state over AdminCore (connections, routing, retries), so "
         "collaborators would only repeat every signature and docstring in a forwarding facade",
     ),
-    "class brokerlite/cluster/driver/__init__.py:ClusterDriver": (
-        1733,
-        _TO_SPLIT + "the metadata syncs (ACLs, configs, quotas, SCRAM, tokens) each read "
-        "ZooKeeper and write one store: objects the driver owns",
-    ),
-    "class brokerlite/cluster/driver/topic_tasks.py:TopicTasks": (
-        872,
-        _TO_SPLIT + "a part of ClusterDriver's stack that inherits the syncs",
-    ),
     "class brokerlite/groups/coordinator.py:GroupCoordinator": (
         1589,
         _ONE_STATE + "the classic rebalance, its requests, the offsets and the admin calls "

@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import json
 import shutil
-import types
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import ScramMechanism, UserScramCredentialUpsertion
 from kazoo.client import KazooClient
 
-from trafka.brokerlite.cluster.driver.base import DriverParts
+from trafka.brokerlite.cluster.driver.metadata_sync import rewrite_entity_config
 from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
 from trafka.brokerlite.security.zk_quotas import quota_change_notification, updated_quota_config
 from trafka.brokerlite.security.zk_scram import encode_user_config, updated_user_config
@@ -352,10 +351,9 @@ def test_a_quota_write_racing_a_scram_write_reads_again(zk: str) -> None:
     try:
         client.create(path, encode_user_config({"consumer_byte_rate": "5"}), makepath=True)
         zk_session = Interleaving(client, other, path)
-        driver = types.SimpleNamespace(zk=zk_session)
         entity = (("user", "alice"),)
-        DriverParts._rewrite_entity_config(
-            driver,  # type: ignore[arg-type]
+        rewrite_entity_config(
+            zk_session,
             path,
             functools.partial(
                 updated_quota_config, entity, set_={"producer_byte_rate": 7.0}, remove=[]

@@ -44,15 +44,20 @@ Rules and invariants:
   the controller moves leadership away without waiting for a timeout).
 
 The package: this module joins, runs the tasks (reader, ticker, task runner,
-replica fetchers) and stops; its duties are mixins over the parts declared in
-``base.py``, because they share one ZooKeeper session and one view:
-``reading.py`` (one reading of the cluster), ``controller_duties.py`` (the
-controller's writes), ``topic_tasks.py`` (the topic changes requests ask
-for), ``acl_sync.py``, ``scram_sync.py``, ``quota_sync.py``, ``token_sync.py``
-and ``broker_config_sync.py`` (the ACLs, SCRAM credentials, client quotas,
-delegation tokens and dynamic broker configs, kept in ZooKeeper and followed
-by every broker; their change notifications purged after
-15 minutes, as Kafka's). kazoo is reached from this package alone.
+replica fetchers) and stops. Its duties are objects it owns, built with the
+ZooKeeper session and what each needs, sharing no state but that session:
+``reading.py`` (:class:`ClusterReader`, one reading of the cluster: no state
+of its own, the watches call back), ``controller_duties.py``
+(:class:`Controller`: the office, its epoch and fenced writes),
+``topic_tasks.py`` (:class:`TopicTasks`: the changes requests ask for, which
+wait on this module's readings). The cluster's other metadata, kept in
+ZooKeeper and followed by every broker, has its syncs (``metadata_sync.py``): the ACLs
+(``acl_sync.py``), the entities' configs (``config_sync.py``: SCRAM
+credentials, client quotas, dynamic broker configs and share groups'
+configs) and the delegation tokens (``token_sync.py``); each is built with the
+ZooKeeper session and the store(s) it writes, and purges its change
+notifications after 15 minutes, as Kafka's. kazoo is reached from this
+package alone.
 """
 
 from __future__ import annotations
@@ -71,7 +76,6 @@ from ...config import BrokerConfig
 from ...errors import (
     ClusterSetupError,
 )
-from ...security.zk_scram import CONFIG_CHANGES
 from ...storage.node_meta import ClusterProducerIds
 from ...transactions.marker_sender import MarkerSender
 from ..replica_fetcher import ReplicaFetcher
@@ -87,9 +91,13 @@ from ..zk_layout import (
     encode_partition_state,
     partition_state_path,
 )
-from .controller_duties import ControllerDuties
+from .acl_sync import AclSync
+from .config_sync import ConfigSync
+from .controller_duties import Controller
+from .reading import ClusterReader
 from .share_state import ShareStateSender
-from .topic_tasks import TopicTasks
+from .token_sync import TokenSync
+from .topic_tasks import TopicTasks, reserve_producer_ids
 from .txn_verify import VerificationSender
 
 __all__ = ["ClusterDriver"]
@@ -101,7 +109,7 @@ _TICK_S = 0.5
 _HW_CHECKPOINT_S = 5.0
 
 
-class ClusterDriver(ControllerDuties, TopicTasks):
+class ClusterDriver:
     """Runs a broker as a member of a ZooKeeper-coordinated cluster (see the module rules).
 
     Args:
@@ -109,6 +117,11 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         config: its settings.
         kick: called after the driver changed the core's state, so that the server
             delivers what became ready (parked requests) and re-plans its timers.
+
+    Its own state is the session's life (joined, lost, closed), the reading
+    cycle (what is due, the partition states noted, the event each reading
+    sets) and the replica fetchers; its duties are the objects it owns (see
+    "The package" in the module docstring).
     """
 
     def __init__(self, broker: Broker, config: BrokerConfig, kick: Callable[[], None]) -> None:
@@ -130,24 +143,40 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         self._changed = trio.Event()
         self._full_due = True
         self._dirty_states: set[str] = set()
+        #: set after every reading handed to the core
         self._image_event = trio.Event()
-        self._tasks_event = trio.Event()
-        self._acls_changed = trio.Event()
-        self._users_changed = trio.Event()
-        self._tokens_changed = trio.Event()
         self._session_lost = False
-        self._controller_epoch = -1  # ours while we are the controller
-        self._controller_epoch_version = -1
-        #: moves this controller has given their start's leader epoch: (topic, partition, replicas)
-        self._moves_started: set[tuple[str, int, tuple[int, ...]]] = set()
         self._fetchers: dict[int, trio.CancelScope] = {}
         self._nursery: trio.Nursery | None = None
         self._closed = False
-        self._pid_next = 0
-        self._pid_end = -1  # the producer id block handed to this broker (inclusive)
-        self.view.on_task = self._on_task
+        self._zk_reader = ClusterReader(self.zk, self._notify, self._note_state)
+        self._controller = Controller(self.zk, self.view, config, self._zk_reader.read)
         self._producer_ids = ClusterProducerIds(self._want_producer_ids)
         broker.use_cluster_producer_ids(self._producer_ids)
+        handles = (self.zk, self._run_soon, kick, self._notification_clock)
+        self._acls = AclSync(*handles, authorizer=broker.authorizer)
+        self._configs = ConfigSync(
+            *handles,
+            node_id=self.node_id,
+            scram=broker.scram,
+            quotas=broker.quotas,
+            replication_quotas=self.view.replication_quotas,
+            group_configs=broker.share_groups.configs,
+        )
+        self._tokens = TokenSync(*handles, tokens=broker.tokens)
+        self._tasks = TopicTasks(
+            self.zk,
+            self.view,
+            config,
+            kick,
+            self._want_reading,
+            self._wait_image,
+            producer_ids=self._producer_ids,
+            acls=self._acls,
+            configs=self._configs,
+            tokens=self._tokens,
+        )
+        self.view.on_task = self._tasks.on_task
 
     # -- joining ----------------------------------------------------------------------------
 
@@ -161,15 +190,11 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         self._token = trio.lowlevel.current_trio_token()
         await trio.to_thread.run_sync(self._join)
         self.zk.add_listener(self._on_state)
-        # The cluster's SCRAM credentials and ACLs before the first request
-        # (see scram_sync.py and acl_sync.py).
-        await trio.to_thread.run_sync(self._watch_user_changes)
-        await self._load_configs()
-        await trio.to_thread.run_sync(self._watch_token_changes)
-        await self._load_tokens()
-        if self.broker.authorizer is not None:
-            await trio.to_thread.run_sync(self._watch_acl_changes)
-            await self._load_acls()
+        # The cluster's SCRAM credentials, tokens and ACLs before the first request
+        # (see metadata_sync.py).
+        for sync in self._syncs():
+            await trio.to_thread.run_sync(sync.watch)
+            await sync.load()
 
     def _join(self) -> None:
         from kazoo.exceptions import NodeExistsError
@@ -217,7 +242,7 @@ class ClusterDriver(ControllerDuties, TopicTasks):
                     )
                 time.sleep(0.2)
         self.view.zookeeper_connected = True
-        self._producer_ids.add_block(*self._reserve_producer_ids())
+        self._producer_ids.add_block(*reserve_producer_ids(self.zk, self.node_id))
 
     def _check_cluster_id(self) -> None:
         from kazoo.exceptions import NodeExistsError
@@ -272,22 +297,60 @@ class ClusterDriver(ControllerDuties, TopicTasks):
             log.warning("ZooKeeper connection suspended; reconnecting")
         self._notify()
 
-    async def _load_configs(self) -> None:
-        """Apply the users', clients', ips', brokers' and groups' configs ZooKeeper
-        holds: SCRAM credentials (scram_sync.py), client quotas (quota_sync.py),
-        the replication throttles' rates (broker_config_sync.py) and share
-        groups' configs (group_config_sync.py)."""
-        await self._load_scram()
-        await self._load_quotas()
-        await self._load_broker_configs()
-        await self._load_group_configs()
-        await self._purge_notifications(CONFIG_CHANGES)
+    def _syncs(self) -> list[AclSync | ConfigSync | TokenSync]:
+        """The metadata syncs this broker follows (the ACLs only with an authorizer)."""
+        syncs: list[AclSync | ConfigSync | TokenSync] = [self._configs, self._tokens]
+        if self.broker.authorizer is not None:
+            syncs.append(self._acls)
+        return syncs
+
+    def _notification_clock(self) -> int:
+        """The time change notifications' ages are judged against (tests replace it)."""
+        return now_ms()
 
     def _want_producer_ids(self) -> None:
         self.view.submit("producer_ids", quiet=True)
 
-    def _on_task(self) -> None:
-        self._tasks_event.set()
+    def _run_soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` in the trio thread, from any thread (kazoo's watches fire in
+        kazoo's thread, which must not touch trio's state)."""
+        token = self._token
+        if token is None or self._closed:
+            return
+        try:
+            token.run_sync_soon(fn)
+        except trio.RunFinishedError:
+            pass
+
+    def _notify(self) -> None:
+        """Something changed in ZooKeeper (any thread): read the cluster again."""
+        self._run_soon(self._want_reading)
+
+    def _note_state(self, path: str) -> None:
+        """A partition state znode changed (any thread): note it for a targeted
+        reading (reading.py)."""
+
+        def note() -> None:
+            self._dirty_states.add(path)
+            self._changed.set()
+
+        self._run_soon(note)
+
+    def _want_reading(self) -> None:
+        """A complete reading is due (trio thread)."""
+        self._full_due = True
+        self._changed.set()
+
+    async def _wait_image(self, deadline: float, done: Callable[[], bool]) -> None:
+        """Ask for a reading, then wait until the readings show ``done()`` or the
+        deadline (trio's clock) passes."""
+        self._want_reading()
+        while not done():
+            event = self._image_event
+            with trio.move_on_at(deadline):
+                await event.wait()
+            if trio.current_time() >= deadline and not done():
+                return  # answered as it stands (Kafka's CreateTopics does the same)
 
     # -- running ------------------------------------------------------------------------------
 
@@ -297,13 +360,9 @@ class ClusterDriver(ControllerDuties, TopicTasks):
             self._nursery = nursery
             nursery.start_soon(self._reader)
             nursery.start_soon(self._ticker)
-            nursery.start_soon(self._task_runner)
-            nursery.start_soon(self._follow, "_users_changed", self._load_configs, "configs")
-            nursery.start_soon(
-                self._follow, "_tokens_changed", self._load_tokens, "delegation tokens"
-            )
-            if self.broker.authorizer is not None:
-                nursery.start_soon(self._acl_follower)
+            nursery.start_soon(self._tasks.run)
+            for sync in self._syncs():
+                nursery.start_soon(sync.follow)
             nursery.start_soon(MarkerSender(self.broker, self._kick).run)
             nursery.start_soon(VerificationSender(self.broker, self._kick).run)
             nursery.start_soon(ShareStateSender(self.broker, self._kick).run)
@@ -421,40 +480,40 @@ class ClusterDriver(ControllerDuties, TopicTasks):
         if self._session_lost and self.zk.connected:
             # A new session: the old one's ephemeral znodes are gone.
             self._session_lost = False
-            self._controller_epoch = -1
+            self._controller.step_down()
             try:
                 self._register()
             except NodeExistsError:
                 pass
-        image = self._read()
+        image = self._zk_reader.read()
         if image.controller_id < 0:
-            if self._elect():
+            if self._controller.elect():
                 # Won: the reading just made is the cluster this controller starts
                 # from (its writes are fenced by the epoch and the states' versions),
                 # so it acts at once instead of reading everything again.
                 image = dataclasses.replace(
-                    image, controller_id=self.node_id, controller_epoch=self._controller_epoch
+                    image, controller_id=self.node_id, controller_epoch=self._controller.epoch
                 )
             else:
-                image = self._read()
-        elif image.controller_id != self.node_id and self._controller_epoch >= 0:
+                image = self._zk_reader.read()
+        elif image.controller_id != self.node_id and self._controller.acting:
             log.info("broker %d is no longer the controller", self.node_id)
-            self._controller_epoch = -1
-        acting = image.controller_id == self.node_id and self._controller_epoch >= 0
-        if acting and self._control(image):
-            image = self._read()
+            self._controller.step_down()
+        acting = image.controller_id == self.node_id and self._controller.acting
+        if acting and self._controller.control(image):
+            image = self._zk_reader.read()
         return image
 
     def _read_states_and_act(self, base: ClusterImage, paths: set[str]) -> ClusterImage:
         """A targeted reading (reading.py) patched into ``base``; as controller, act on
         it. Falls back to a complete reading when a znode is gone."""
-        states = self._read_states(paths)
+        states = self._zk_reader.read_states(paths)
         if states is None:
             return self._read_and_act()
         image, taken = base.with_states(states)
-        acting = image.controller_id == self.node_id and self._controller_epoch >= 0
-        if taken and acting and self._control(image):
-            return self._read()
+        acting = image.controller_id == self.node_id and self._controller.acting
+        if taken and acting and self._controller.control(image):
+            return self._zk_reader.read()
         return image
 
     # -- periodic work ---------------------------------------------------------------------------
@@ -484,13 +543,13 @@ class ClusterDriver(ControllerDuties, TopicTasks):
                     replicas.isr_write_failed(w.topic, w.partition)
             if (
                 self.config.auto_leader_rebalance_enable
-                and self._controller_epoch >= 0
+                and self._controller.acting
                 and trio.current_time() >= next_rebalance
             ):
                 next_rebalance = (
                     trio.current_time() + self.config.leader_imbalance_check_interval_seconds
                 )
-                await trio.to_thread.run_sync(self._elect_preferred, None)
+                await trio.to_thread.run_sync(self._controller.elect_preferred, None)
             # A fetcher that ended (its leader had nothing left to serve) while
             # partitions still follow that leader starts again.
             self._sync_fetchers()

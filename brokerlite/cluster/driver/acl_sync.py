@@ -1,7 +1,8 @@
 """The cluster's ACLs through ZooKeeper: written by any broker, followed by all.
 
 What the znodes hold is decided in :mod:`trafka.brokerlite.security.zk_acls`
-(Kafka's layout); this mixin only reads and writes them.
+(Kafka's layout); :class:`AclSync` only reads and writes them, and hands them
+to the broker's authorizer.
 
 Rules:
 
@@ -24,11 +25,12 @@ Rules:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import trio
 
-from ...security.authorizer import AclBinding
+from ...security.authorizer import AclBinding, Authorizer
 from ...security.zk_acls import (
     EXTENDED_ACL_CHANGES,
     LITERAL_ACL_CHANGES,
@@ -42,18 +44,31 @@ from ...security.zk_acls import (
     updated_acls,
 )
 from ..zk_layout import ZkDataError
-from .base import DriverParts
+from .metadata_sync import Kick, MetadataSync, RunSoon
 
 __all__ = ["AclSync"]
 
 log = logging.getLogger("trafka.brokerlite.cluster")
 
 
-class AclSync(DriverParts):
-    """The ACL duties of a cluster driver (see the module rules)."""
+class AclSync(MetadataSync):
+    """The cluster's ACLs, followed into ``authorizer`` (see the module rules; the
+    other arguments are :class:`MetadataSync`'s)."""
 
-    #: Set when a change notification arrived (kazoo's thread sets it through the token).
-    _acls_changed: trio.Event
+    changes = (LITERAL_ACL_CHANGES, EXTENDED_ACL_CHANGES)
+    what = "ACLs"
+
+    def __init__(
+        self,
+        zk: Any,
+        run_soon: RunSoon,
+        kick: Kick,
+        clock: Callable[[], int],
+        *,
+        authorizer: Authorizer | None,
+    ) -> None:
+        super().__init__(zk, run_soon, kick, clock)
+        self._authorizer = authorizer
 
     def _read_all_acls(self) -> list[AclBinding]:
         """Every ACL in ZooKeeper (kazoo's calls; run in a thread)."""
@@ -113,25 +128,16 @@ class AclSync(DriverParts):
                 self.zk.create(prefix, content, sequence=True, makepath=True)
                 break
 
-    def _watch_acl_changes(self) -> None:
-        """Watch both change paths (run in a thread, once joined)."""
-        for path in (LITERAL_ACL_CHANGES, EXTENDED_ACL_CHANGES):
-            self.zk.ensure_path(path)
-            self.zk.ChildrenWatch(path, self._on_acl_change)
+    async def change(self, add: list[AclBinding], remove: list[AclBinding]) -> None:
+        """Write a CreateAcls or DeleteAcls task's change, then read every ACL again."""
+        await trio.to_thread.run_sync(self._write_acls, add, remove)
+        await self.load()
 
-    def _on_acl_change(self, *_: Any) -> None:
-        self._wake_soon("_acls_changed")
-
-    async def _load_acls(self) -> None:
+    async def load(self) -> None:
         """Read every ACL and hand them to the authorizer (no authorizer: nothing)."""
-        authorizer = self.broker.authorizer
-        if authorizer is None:
-            return
-        acls = await trio.to_thread.run_sync(self._read_all_acls)
-        authorizer.replace(acls)
-        await self._purge_notifications(LITERAL_ACL_CHANGES, EXTENDED_ACL_CHANGES)
-        self._kick()
+        if self._authorizer is not None:
+            await super().load()
 
-    async def _acl_follower(self) -> None:
-        """Apply the ACL changes other brokers notify, for as long as the driver runs."""
-        await self._follow("_acls_changed", self._load_acls, "ACLs")
+    async def _apply(self) -> None:
+        assert self._authorizer is not None
+        self._authorizer.replace(await trio.to_thread.run_sync(self._read_all_acls))

@@ -12,8 +12,8 @@ Rules:
   resource): read the entity's znode, change its entries and write it
   conditionally on the version read (a concurrent writer makes it read again),
   then create a ``/config/changes`` notification naming ``brokers/<entity>``
-  (``DriverParts._rewrite_entity_config``, shared with the users' configs).
-* Following: a ``/config/changes`` notification (the watch :mod:`.scram_sync`
+  (:func:`~.metadata_sync.rewrite_entity_config`, shared with the users' configs).
+* Following: a ``/config/changes`` notification (the watch :class:`~.config_sync.ConfigSync`
   sets) makes the broker read its own and the default entity again and hand
   them to its replication quotas; the same reading happens when it joins,
   before it serves.
@@ -25,8 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Mapping
-
-import trio
+from typing import Any
 
 from ...security.zk_scram import decode_user_config
 from ..zk_layout import (
@@ -35,9 +34,9 @@ from ..zk_layout import (
     broker_config_path,
     config_change_notification,
 )
-from .base import DriverParts
+from .metadata_sync import rewrite_entity_config
 
-__all__ = ["BrokerConfigSync"]
+__all__ = ["read_broker_configs", "write_broker_config"]
 
 log = logging.getLogger("trafka.brokerlite.cluster")
 
@@ -54,38 +53,31 @@ def _updated(
     return out
 
 
-class BrokerConfigSync(DriverParts):
-    """The dynamic broker config duties of a cluster driver (see the module rules)."""
+def read_broker_configs(zk: Any, node_id: int) -> tuple[dict[str, str], dict[str, str]]:
+    """This broker's and the default broker's dynamic configs (run in a thread)."""
+    from kazoo.exceptions import NoNodeError
 
-    def _read_broker_configs(self) -> tuple[dict[str, str], dict[str, str]]:
-        """This broker's and the default broker's dynamic configs (run in a thread)."""
-        from kazoo.exceptions import NoNodeError
+    found: list[dict[str, str]] = []
+    for entity in (str(node_id), DEFAULT_BROKER):
+        path = broker_config_path(entity)
+        try:
+            data, _ = zk.get(path)
+            found.append(decode_user_config(path, data))
+        except NoNodeError:
+            found.append({})
+        except ZkDataError as exc:
+            log.warning("ignoring dynamic broker configs: %s", exc)
+            found.append({})
+    return found[0], found[1]
 
-        found: list[dict[str, str]] = []
-        for entity in (str(self.node_id), DEFAULT_BROKER):
-            path = broker_config_path(entity)
-            try:
-                data, _ = self.zk.get(path)
-                found.append(decode_user_config(path, data))
-            except NoNodeError:
-                found.append({})
-            except ZkDataError as exc:
-                log.warning("ignoring dynamic broker configs: %s", exc)
-                found.append({})
-        return found[0], found[1]
 
-    def _write_broker_config(
-        self, entity: str, changes: Mapping[str, str | None], replace: bool
-    ) -> None:
-        """Change a broker entity's dynamic configs, then notify (run in a thread)."""
-        self._rewrite_entity_config(
-            broker_config_path(entity),
-            functools.partial(_updated, changes=changes, replace=replace),
-            config_change_notification(f"brokers/{entity}"),
-        )
-
-    async def _load_broker_configs(self) -> None:
-        """Read this broker's and the default dynamic configs and apply them."""
-        own, default = await trio.to_thread.run_sync(self._read_broker_configs)
-        self.view.replication_quotas.use_broker_configs(own, default)
-        self._kick()
+def write_broker_config(
+    zk: Any, entity: str, changes: Mapping[str, str | None], replace: bool
+) -> None:
+    """Change a broker entity's dynamic configs, then notify (run in a thread)."""
+    rewrite_entity_config(
+        zk,
+        broker_config_path(entity),
+        functools.partial(_updated, changes=changes, replace=replace),
+        config_change_notification(f"brokers/{entity}"),
+    )

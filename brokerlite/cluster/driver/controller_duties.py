@@ -5,6 +5,11 @@ written. Rules: the office is the ephemeral ``/controller`` plus a conditional
 bump of ``/controller_epoch``; every partition-state write is a ZooKeeper
 transaction that also checks the controller epoch znode's version, so a
 controller that lost its office cannot write, and resigns when it sees that.
+
+:class:`Controller` is an object the driver owns: its state is the office
+(the epoch while it holds it, the epoch znode's version that fences its
+writes, the moves this term has started); it reads the cluster through the
+reading it is given and writes through the ZooKeeper session.
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ...clock import now_ms
+from ...config import BrokerConfig
 from ..controller import (
     StateWrite,
     plan_leadership,
@@ -23,7 +30,7 @@ from ..controller import (
     plan_reassignments,
     plan_unclean,
 )
-from ..view import ClusterImage
+from ..view import ClusterImage, ClusterView
 from ..zk_layout import (
     ADMIN_DELETE_TOPICS,
     CONTROLLER,
@@ -44,17 +51,46 @@ from ..zk_layout import (
     topic_config_path,
     topic_path,
 )
-from .reading import Reading
 
-__all__ = ["ControllerDuties"]
+__all__ = ["Controller"]
 
 log = logging.getLogger("trafka.brokerlite.cluster")
 
 
-class ControllerDuties(Reading):
-    """The controller's writes (a mixin of :class:`ClusterDriver`)."""
+class Controller:
+    """The controller's office and writes (see the module rules).
 
-    def _elect(self) -> bool:
+    Args:
+        zk: the ZooKeeper session (a ``kazoo.client.KazooClient``).
+        view: the broker's view of the cluster (for the topics' unclean election setting).
+        config: the broker's settings.
+        read: one complete reading of the cluster (run in a thread).
+    """
+
+    def __init__(
+        self, zk: Any, view: ClusterView, config: BrokerConfig, read: Callable[[], ClusterImage]
+    ) -> None:
+        self.zk = zk
+        self.view = view
+        self.config = config
+        self.node_id = config.node_id
+        self._read = read
+        #: Ours while we are the controller, else -1; and its znode's version.
+        self.epoch = -1
+        self._epoch_version = -1
+        #: moves this controller has given their start's leader epoch: (topic, partition, replicas)
+        self._moves_started: set[tuple[str, int, tuple[int, ...]]] = set()
+
+    @property
+    def acting(self) -> bool:
+        """Whether this broker holds the office (as far as it knows)."""
+        return self.epoch >= 0
+
+    def step_down(self) -> None:
+        """Stop acting: the office is gone (a new session, another controller seen)."""
+        self.epoch = -1
+
+    def elect(self) -> bool:
         """Try to take the controller's office; True when this broker took it."""
         from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -77,13 +113,13 @@ class ControllerDuties(Reading):
             except BadVersionError:
                 continue
             break
-        self._controller_epoch = epoch
-        self._controller_epoch_version = stat.version
+        self.epoch = epoch
+        self._epoch_version = stat.version
         self._moves_started.clear()  # a new term starts every move under way again (as Kafka)
         log.info("broker %d is the controller (epoch %d)", self.node_id, epoch)
         return True
 
-    def _control(self, image: ClusterImage) -> bool:
+    def control(self, image: ClusterImage) -> bool:
         """Plan and write what the cluster needs; True when something was written."""
         wrote = self._delete_topics(image)
         cfg = self.config
@@ -91,7 +127,7 @@ class ControllerDuties(Reading):
             image.topics,
             image.states,
             image.brokers.keys(),
-            controller_epoch=self._controller_epoch,
+            controller_epoch=self.epoch,
             unclean=lambda t: self.view.unclean_election(t, cfg.unclean_leader_election_enable),
             skip=image.deleting,
         )
@@ -111,13 +147,13 @@ class ControllerDuties(Reading):
                     write.reason,
                     time.monotonic(),
                 )
-            if self._controller_epoch < 0:
+            if self.epoch < 0:
                 break
-        if self._controller_epoch >= 0:
+        if self.epoch >= 0:
             wrote = self._start_moves(image, busy) or wrote
-        if self._controller_epoch >= 0 and image.zk_moves:
+        if self.epoch >= 0 and image.zk_moves:
             wrote = self._zk_reassignments(image) or wrote
-        if self._controller_epoch >= 0:
+        if self.epoch >= 0:
             wrote = self._complete_reassignments(image, busy) or wrote
         return wrote
 
@@ -140,7 +176,7 @@ class ControllerDuties(Reading):
             if state is None or (name, p) in busy:
                 continue
             bumped = dataclasses.replace(
-                state, leader_epoch=state.leader_epoch + 1, controller_epoch=self._controller_epoch
+                state, leader_epoch=state.leader_epoch + 1, controller_epoch=self.epoch
             )
             if self._write_state(name, p, bumped, state.zk_version):
                 self._moves_started.add(key)
@@ -202,7 +238,7 @@ class ControllerDuties(Reading):
             image.topics,
             image.states,
             image.brokers.keys(),
-            controller_epoch=self._controller_epoch,
+            controller_epoch=self.epoch,
         ):
             if (done.topic, done.partition) in busy:
                 continue
@@ -246,7 +282,7 @@ class ControllerDuties(Reading):
         if expected_version < 0:
             self.zk.ensure_path(path.rsplit("/", 1)[0])
         txn = self.zk.transaction()
-        txn.check(CONTROLLER_EPOCH, self._controller_epoch_version)
+        txn.check(CONTROLLER_EPOCH, self._epoch_version)
         data = encode_partition_state(state)
         if expected_version < 0:
             txn.create(path, data)
@@ -257,7 +293,7 @@ class ControllerDuties(Reading):
             log.warning(
                 "broker %d: controller epoch %d was superseded; giving up the controller role",
                 self.node_id,
-                self._controller_epoch,
+                self.epoch,
             )
             self._resign()
             return False
@@ -279,7 +315,7 @@ class ControllerDuties(Reading):
             image.topics,
             image.states,
             image.brokers.keys(),
-            controller_epoch=self._controller_epoch,
+            controller_epoch=self.epoch,
             partitions=set(wanted),
         )
         try:
@@ -293,7 +329,7 @@ class ControllerDuties(Reading):
         broker may win it again, with a new epoch)."""
         from kazoo.exceptions import NoNodeError
 
-        self._controller_epoch = -1
+        self.epoch = -1
         try:
             data, stat = self.zk.get(CONTROLLER)
             if decode_controller(data) == self.node_id:
@@ -321,15 +357,15 @@ class ControllerDuties(Reading):
             wrote = True
         return wrote
 
-    def _elect_preferred(self, partitions: set[tuple[str, int]] | None) -> None:
-        if self._controller_epoch < 0:
+    def elect_preferred(self, partitions: set[tuple[str, int]] | None) -> None:
+        if self.epoch < 0:
             return
         image = self._read()
         for write in plan_preferred(
             image.topics,
             image.states,
             image.brokers.keys(),
-            controller_epoch=self._controller_epoch,
+            controller_epoch=self.epoch,
             partitions=partitions,
         ):
             if self._write_state(write.topic, write.partition, write.state, write.expected_version):

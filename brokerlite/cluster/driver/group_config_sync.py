@@ -19,7 +19,7 @@ Rules:
   then the notification is created, then this broker reads the configs again,
   so that its answer comes after its own view has them.
 * Following: a new ``/config/changes`` notification (the watch
-  :mod:`.scram_sync` sets) makes every broker read all of ``/config/groups``
+  :class:`~.config_sync.ConfigSync` sets) makes every broker read all of ``/config/groups``
   again and hand it to its share groups
   (:meth:`~trafka.brokerlite.groups.share_configs.GroupConfigs.use_cluster`); the
   same happens when the broker joins, before it serves.
@@ -28,8 +28,7 @@ Rules:
 from __future__ import annotations
 
 import logging
-
-import trio
+from typing import Any
 
 from ...security.zk_scram import (
     decode_user_config,
@@ -37,61 +36,53 @@ from ...security.zk_scram import (
     sanitize,
 )
 from ..zk_layout import ZkDataError, config_change_notification
-from .base import DriverParts
+from .metadata_sync import rewrite_entity_config
 
-__all__ = ["CONFIG_GROUPS", "GroupConfigSync"]
+__all__ = ["CONFIG_GROUPS", "read_all_group_configs", "write_group_configs"]
 
 log = logging.getLogger("trafka.brokerlite.cluster")
 
 CONFIG_GROUPS = "/config/groups"
 
 
-class GroupConfigSync(DriverParts):
-    """The group-config duties of a cluster driver (see the module rules)."""
+def read_all_group_configs(zk: Any) -> dict[str, dict[str, str]]:
+    """Every group's config overrides in ZooKeeper (run in a thread)."""
+    from kazoo.exceptions import NoNodeError
 
-    def _read_all_group_configs(self) -> dict[str, dict[str, str]]:
-        """Every group's config overrides in ZooKeeper (run in a thread)."""
-        from kazoo.exceptions import NoNodeError
-
+    try:
+        children = zk.get_children(CONFIG_GROUPS)
+    except NoNodeError:
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    for child in sorted(children):
+        path = f"{CONFIG_GROUPS}/{child}"
         try:
-            children = self.zk.get_children(CONFIG_GROUPS)
+            data, _ = zk.get(path)
+            configs = decode_user_config(path, data)
         except NoNodeError:
-            return {}
-        out: dict[str, dict[str, str]] = {}
-        for child in sorted(children):
-            path = f"{CONFIG_GROUPS}/{child}"
-            try:
-                data, _ = self.zk.get(path)
-                configs = decode_user_config(path, data)
-            except NoNodeError:
-                continue
-            except ZkDataError as exc:
-                log.warning("ignoring group configs: %s", exc)
-                continue
-            if configs:
-                out[desanitize(child)] = configs
-        return out
-
-    def _write_group_configs(self, group: str, configs: dict[str, str]) -> None:
-        """Replace a group's overrides, then notify (run in a thread)."""
-        from kazoo.exceptions import NoNodeError
-
-        path = f"{CONFIG_GROUPS}/{sanitize(group)}"
+            continue
+        except ZkDataError as exc:
+            log.warning("ignoring group configs: %s", exc)
+            continue
         if configs:
-            self._rewrite_entity_config(path, lambda _old: dict(configs), _notification(group))
-            return
-        try:
-            self.zk.delete(path)
-        except NoNodeError:
-            pass
-        prefix, content = _notification(group)
-        self.zk.create(prefix, content, sequence=True, makepath=True)
+            out[desanitize(child)] = configs
+    return out
 
-    async def _load_group_configs(self) -> None:
-        """Read every group's configs and hand them to the share groups."""
-        configs = await trio.to_thread.run_sync(self._read_all_group_configs)
-        self.broker.share_groups.configs.use_cluster(configs)
-        self._kick()
+
+def write_group_configs(zk: Any, group: str, configs: dict[str, str]) -> None:
+    """Replace a group's overrides, then notify (run in a thread)."""
+    from kazoo.exceptions import NoNodeError
+
+    path = f"{CONFIG_GROUPS}/{sanitize(group)}"
+    if configs:
+        rewrite_entity_config(zk, path, lambda _old: dict(configs), _notification(group))
+        return
+    try:
+        zk.delete(path)
+    except NoNodeError:
+        pass
+    prefix, content = _notification(group)
+    zk.create(prefix, content, sequence=True, makepath=True)
 
 
 def _notification(group: str) -> tuple[str, bytes]:

@@ -7,13 +7,13 @@ preferred-replica election asked for, all at once, into one
 between a listing and its read is simply left out (the next reading sees the
 change); every read sets its watch again.
 
-Targeted readings: a partition state znode's watch (:meth:`Reading._on_state_watch`)
+Targeted readings: a partition state znode's watch (:meth:`ClusterReader._on_state_watch`)
 only notes the znode, so that when nothing else changed the driver reads just
-the noted znodes (:meth:`Reading._read_states`) and patches its last image
+the noted znodes (:meth:`ClusterReader.read_states`) and patches its last image
 (``ClusterImage.with_states``): after an election the new leader and its
 followers learn their roles from one read of one znode instead of a complete
-reading. Every other watch (:meth:`Reading._notify`) asks for a complete
-reading, which also covers the noted znodes. The znodes a reading asks for
+reading. Every other watch asks for a complete reading, which also covers the
+noted znodes. The znodes a reading asks for
 independently go out together (kazoo's asynchronous calls), so that a reading
 costs a few ZooKeeper round trips, not one per znode.
 """
@@ -21,7 +21,7 @@ costs a few ZooKeeper round trips, not one per znode.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from ..view import ClusterImage
@@ -51,17 +51,32 @@ from ..zk_layout import (
     topic_config_path,
     topic_path,
 )
-from .base import DriverParts
 
-__all__ = ["Reading"]
+__all__ = ["ClusterReader"]
 
 log = logging.getLogger("trafka.brokerlite.cluster")
 
 
-class Reading(DriverParts):
-    """Reading the cluster (a mixin of :class:`ClusterDriver`)."""
+class ClusterReader:
+    """Reads the cluster (see the module rules); holds no state of its own.
 
-    def _read(self) -> ClusterImage:
+    Args:
+        zk: the ZooKeeper session (a ``kazoo.client.KazooClient``).
+        changed: called (from any thread) when a watched znode changed: a
+            complete reading is due.
+        state_changed: called (from any thread) with the path of a partition
+            state znode that changed: a targeted reading may do.
+    """
+
+    def __init__(
+        self, zk: Any, changed: Callable[[], None], state_changed: Callable[[str], None]
+    ) -> None:
+        self.zk = zk
+        self._changed = changed
+        self._state_changed = state_changed
+
+    def read(self) -> ClusterImage:
+        """One complete reading, watches set again (kazoo's calls: run in a thread)."""
         from kazoo.exceptions import NoNodeError
 
         zk = self.zk
@@ -161,7 +176,7 @@ class Reading(DriverParts):
             zk_moves,
         )
 
-    def _read_states(self, paths: Collection[str]) -> dict[tuple[str, int], PartitionState] | None:
+    def read_states(self, paths: Collection[str]) -> dict[tuple[str, int], PartitionState] | None:
         """A targeted reading: the partition state znodes at ``paths``, watches set
         again; None when one of them is gone (a deletion: a complete reading must
         follow)."""
@@ -186,8 +201,7 @@ class Reading(DriverParts):
         return states
 
     def _notify(self, *_: Any) -> None:
-        """Something changed in ZooKeeper (any thread): read the cluster again."""
-        self._run_soon(self._want_reading)
+        self._changed()
 
     def _on_state_watch(self, event: Any) -> None:
         """A partition state znode changed (kazoo's thread): note it for a targeted
@@ -196,8 +210,4 @@ class Reading(DriverParts):
         if not isinstance(path, str):
             self._notify()
             return
-        self._run_soon(lambda: self._state_changed(path))
-
-    def _state_changed(self, path: str) -> None:
-        self._dirty_states.add(path)
-        self._changed.set()
+        self._state_changed(path)

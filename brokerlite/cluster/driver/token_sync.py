@@ -1,7 +1,8 @@
 """The cluster's delegation tokens through ZooKeeper: written by any broker, followed by all.
 
 What the znodes hold is decided in :mod:`trafka.brokerlite.security.zk_tokens`
-(Kafka's layout, no HMAC); this mixin only reads and writes them.
+(Kafka's layout, no HMAC); :class:`TokenSync` only reads and writes them, and
+hands them to the broker's token manager.
 
 Rules:
 
@@ -22,11 +23,12 @@ Rules:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import trio
 
-from ...security.delegation_tokens import TokenInfo, TokenWrite
+from ...security.delegation_tokens import DelegationTokens, TokenInfo, TokenWrite
 from ...security.zk_tokens import (
     TOKEN_CHANGES,
     TOKENS,
@@ -36,18 +38,31 @@ from ...security.zk_tokens import (
     token_path,
 )
 from ..zk_layout import ZkDataError
-from .base import DriverParts
+from .metadata_sync import Kick, MetadataSync, RunSoon
 
 __all__ = ["TokenSync"]
 
 log = logging.getLogger("trafka.brokerlite.cluster")
 
 
-class TokenSync(DriverParts):
-    """The delegation-token duties of a cluster driver (see the module rules)."""
+class TokenSync(MetadataSync):
+    """The cluster's delegation tokens, followed into ``tokens`` (see the module
+    rules; the other arguments are :class:`MetadataSync`'s)."""
 
-    #: Set when a token change notification arrived.
-    _tokens_changed: trio.Event
+    changes = (TOKEN_CHANGES,)
+    what = "delegation tokens"
+
+    def __init__(
+        self,
+        zk: Any,
+        run_soon: RunSoon,
+        kick: Kick,
+        clock: Callable[[], int],
+        *,
+        tokens: DelegationTokens,
+    ) -> None:
+        super().__init__(zk, run_soon, kick, clock)
+        self._tokens = tokens
 
     def _read_all_tokens(self) -> dict[str, TokenInfo]:
         """Every token in ZooKeeper (run in a thread)."""
@@ -98,24 +113,18 @@ class TokenSync(DriverParts):
             prefix, content = token_change_notification(token_id)
             self.zk.create(prefix, content, sequence=True, makepath=True)
 
-    def _watch_token_changes(self) -> None:
+    def watch(self) -> None:
         """Watch the token change notifications (run in a thread, once joined)."""
         self.zk.ensure_path(TOKENS)
-        self.zk.ensure_path(TOKEN_CHANGES)
-        self.zk.ChildrenWatch(TOKEN_CHANGES, self._on_token_change)
+        super().watch()
 
-    def _on_token_change(self, *_: Any) -> None:
-        self._wake_soon("_tokens_changed")
+    async def _apply(self) -> None:
+        self._tokens.use_cluster(await trio.to_thread.run_sync(self._read_all_tokens))
 
-    async def _load_tokens(self) -> None:
-        """Read every token and hand them to the token manager."""
-        tokens = await trio.to_thread.run_sync(self._read_all_tokens)
-        self.broker.tokens.use_cluster(tokens)
-        await self._purge_notifications(TOKEN_CHANGES)
-        self._kick()
-
-    async def _write_then_load_tokens(self, writes: list[TokenWrite]) -> None:
+    async def change(self, writes: list[TokenWrite]) -> None:
+        """Write a token task's changes, then (even if that failed) read every token
+        back."""
         try:
             await trio.to_thread.run_sync(self._write_tokens, writes)
         finally:
-            await self._load_tokens()
+            await self.load()

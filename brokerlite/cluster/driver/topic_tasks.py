@@ -5,19 +5,27 @@ AlterPartitionReassignments, ElectLeaders, topic configs) arrives as a
 :class:`~trafka.brokerlite.cluster.view.ZkTask`; it is written here and
 answered once a reading of the cluster shows its outcome (a created topic's
 partitions all have leaders), or when its timeout passes. Writes that race a
-concurrent change fail with an error the client may retry.
+concurrent change fail with an error the client may retry. The other tasks
+(ACLs, SCRAM credentials, quotas, broker and group configs, delegation
+tokens) are carried out by the metadata syncs (``metadata_sync.py``), and
+producer id blocks are reserved here.
+
+:class:`TopicTasks` is an object the driver owns: its state is the tasks'
+wake-up; it writes through the ZooKeeper session and waits for the outcome
+on the driver's readings.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
 from trafka.codec.errors import ErrorCode
 
+from ...config import BrokerConfig
 from ...errors import (
     BrokerError,
     InvalidReplicaAssignmentError,
@@ -26,6 +34,7 @@ from ...errors import (
     UnknownTopicOrPartitionError,
     ZooKeeperUnavailableError,
 )
+from ...storage.node_meta import ClusterProducerIds
 from ...storage.topics import (
     check_topic_collision,
     new_topic_id,
@@ -38,7 +47,7 @@ from ..controller import (
     check_assignment,
     plan_moves,
 )
-from ..view import INTERNAL_TOPICS, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, ZkTask
+from ..view import INTERNAL_TOPICS, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView, ZkTask
 from ..zk_layout import (
     ADMIN_DELETE_TOPICS,
     BROKER_TOPICS,
@@ -61,13 +70,11 @@ from ..zk_layout import (
     topic_path,
 )
 from .acl_sync import AclSync
-from .broker_config_sync import BrokerConfigSync
-from .group_config_sync import GroupConfigSync
-from .quota_sync import QuotaSync
-from .scram_sync import ScramSync
+from .config_sync import ConfigSync
+from .metadata_sync import Kick
 from .token_sync import TokenSync
 
-__all__ = ["TopicTasks"]
+__all__ = ["TopicTasks", "reserve_producer_ids"]
 
 log = logging.getLogger("trafka.brokerlite.cluster")
 
@@ -75,16 +82,60 @@ log = logging.getLogger("trafka.brokerlite.cluster")
 _PRODUCER_ID_BLOCK_SIZE = 1000
 
 
-class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, GroupConfigSync):
-    """Topic changes asked by requests (a mixin of :class:`ClusterDriver`)."""
+class TopicTasks:
+    """Carries out the cluster tasks requests ask for (see the module rules).
 
-    async def _task_runner(self) -> None:
-        while True:
-            await self._tasks_event.wait()
-            self._tasks_event = trio.Event()
-            for task in self.view.take_tasks():
-                if self._nursery is not None:
-                    self._nursery.start_soon(self._carry_out, task)
+    Args:
+        zk: the ZooKeeper session (a ``kazoo.client.KazooClient``).
+        view: the broker's view of the cluster (its tasks, its latest image).
+        config: the broker's settings.
+        kick: tells the server that the core's state changed.
+        want_reading: asks the driver for a complete reading (trio thread).
+        wait_image: waits, at most until a deadline (trio's clock), until the
+            driver's readings show ``done()``.
+        producer_ids: the producer id blocks this broker hands out.
+        acls, configs, tokens: the metadata syncs carrying out their tasks.
+    """
+
+    def __init__(
+        self,
+        zk: Any,
+        view: ClusterView,
+        config: BrokerConfig,
+        kick: Kick,
+        want_reading: Callable[[], None],
+        wait_image: Callable[[float, Callable[[], bool]], Awaitable[None]],
+        *,
+        producer_ids: ClusterProducerIds,
+        acls: AclSync,
+        configs: ConfigSync,
+        tokens: TokenSync,
+    ) -> None:
+        self.zk = zk
+        self.view = view
+        self.config = config
+        self.node_id = config.node_id
+        self._kick = kick
+        self._want_reading = want_reading
+        self._wait_image = wait_image
+        self._producer_ids = producer_ids
+        self._acls = acls
+        self._configs = configs
+        self._tokens = tokens
+        self._tasks_event = trio.Event()
+
+    def on_task(self) -> None:
+        """A task arrived (the view calls it, in the trio thread)."""
+        self._tasks_event.set()
+
+    async def run(self) -> None:
+        """Carry out each task as it arrives, concurrently; runs until cancelled."""
+        async with trio.open_nursery() as nursery:
+            while True:
+                await self._tasks_event.wait()
+                self._tasks_event = trio.Event()
+                for task in self.view.take_tasks():
+                    nursery.start_soon(self._carry_out, task)
 
     async def _carry_out(self, task: ZkTask) -> None:
         deadline = trio.current_time() + task.args.get("timeout_ms", 30_000) / 1000
@@ -132,35 +183,22 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
             elif task.kind == "elect_leaders":
                 await self._ask_election(task, deadline)
             elif task.kind == "acls":
-                await trio.to_thread.run_sync(
-                    self._write_acls, task.args["add"], task.args["remove"]
-                )
-                await self._load_acls()
+                await self._acls.change(task.args["add"], task.args["remove"])
             elif task.kind == "scram":
-                await trio.to_thread.run_sync(
-                    self._write_scram, task.args["sets"], task.args["deletes"]
-                )
-                await self._load_scram()
+                await self._configs.change_scram(task.args["sets"], task.args["deletes"])
             elif task.kind == "quotas":
-                await trio.to_thread.run_sync(self._write_quotas, task.args["changes"])
-                await self._load_quotas()
+                await self._configs.change_quotas(task.args["changes"])
             elif task.kind == "broker_config":
-                await trio.to_thread.run_sync(
-                    self._write_broker_config,
-                    task.args["entity"],
-                    task.args["changes"],
-                    task.args["replace"],
+                args = task.args
+                await self._configs.change_broker_config(
+                    args["entity"], args["changes"], args["replace"]
                 )
-                await self._load_broker_configs()
             elif task.kind == "group_configs":
-                await trio.to_thread.run_sync(
-                    self._write_group_configs, task.args["group"], task.args["configs"]
-                )
-                await self._load_group_configs()
+                await self._configs.change_group_configs(task.args["group"], task.args["configs"])
             elif task.kind == "tokens":
-                await self._write_then_load_tokens(task.args["writes"])
+                await self._tokens.change(task.args["writes"])
             elif task.kind == "producer_ids":
-                block = await trio.to_thread.run_sync(self._reserve_producer_ids)
+                block = await trio.to_thread.run_sync(reserve_producer_ids, self.zk, self.node_id)
                 self._producer_ids.add_block(*block)
             else:
                 raise BrokerError(f"unknown cluster task {task.kind!r}")
@@ -234,15 +272,6 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
             if now != replicas and (target is None or now != tuple(target)):
                 return False
         return True
-
-    async def _wait_image(self, deadline: float, done: Callable[[], bool]) -> None:
-        self._want_reading()
-        while not done():
-            event = self._image_event
-            with trio.move_on_at(deadline):
-                await event.wait()
-            if trio.current_time() >= deadline and not done():
-                return  # answered as it stands (Kafka's CreateTopics does the same)
 
     def _has_leaders(self, name: str, partitions: int = 1) -> bool:
         """Whether the image has topic ``name`` with at least ``partitions``
@@ -439,31 +468,30 @@ class TopicTasks(AclSync, ScramSync, QuotaSync, TokenSync, BrokerConfigSync, Gro
         except BadVersionError:
             raise BrokerError(f"topic {name!r} changed meanwhile; try again") from None
 
-    def _reserve_producer_ids(self) -> tuple[int, int]:
-        """Take the next block of producer ids from ZooKeeper (unique cluster-wide)."""
-        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-        while True:
+def reserve_producer_ids(zk: Any, node_id: int) -> tuple[int, int]:
+    """Take the next block of producer ids from ZooKeeper (unique cluster-wide)."""
+    from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+    while True:
+        try:
+            data, stat = zk.get(PRODUCER_ID_BLOCK)
+            # Empty as a Kafka broker makes it (a persistent path): no block yet.
+            start = decode_producer_id_block(data)[1] + 1 if data else 0
+            zk.set(
+                PRODUCER_ID_BLOCK,
+                encode_producer_id_block(node_id, start, start + _PRODUCER_ID_BLOCK_SIZE - 1),
+                version=stat.version,
+            )
+        except NoNodeError:
+            start = 0
             try:
-                data, stat = self.zk.get(PRODUCER_ID_BLOCK)
-                # Empty as a Kafka broker makes it (a persistent path): no block yet.
-                start = decode_producer_id_block(data)[1] + 1 if data else 0
-                self.zk.set(
+                zk.create(
                     PRODUCER_ID_BLOCK,
-                    encode_producer_id_block(
-                        self.node_id, start, start + _PRODUCER_ID_BLOCK_SIZE - 1
-                    ),
-                    version=stat.version,
+                    encode_producer_id_block(node_id, 0, _PRODUCER_ID_BLOCK_SIZE - 1),
                 )
-            except NoNodeError:
-                start = 0
-                try:
-                    self.zk.create(
-                        PRODUCER_ID_BLOCK,
-                        encode_producer_id_block(self.node_id, 0, _PRODUCER_ID_BLOCK_SIZE - 1),
-                    )
-                except NodeExistsError:
-                    continue
-            except BadVersionError:
+            except NodeExistsError:
                 continue
-            return start, start + _PRODUCER_ID_BLOCK_SIZE - 1
+        except BadVersionError:
+            continue
+        return start, start + _PRODUCER_ID_BLOCK_SIZE - 1
