@@ -45,7 +45,8 @@ Rules and invariants:
 
 The package: this module joins, runs the tasks (reader, ticker, task runner,
 replica fetchers) and stops. Its duties are objects it owns, built with the
-ZooKeeper session and what each needs, sharing no state but that session:
+ZooKeeper session and what each needs (the cluster view, the stores it
+writes, the driver's callbacks), each keeping its own state:
 ``reading.py`` (:class:`ClusterReader`, one reading of the cluster: no state
 of its own, the watches call back), ``controller_duties.py``
 (:class:`Controller`: the office, its epoch and fenced writes),
