@@ -122,14 +122,6 @@ STACKS: dict[str, tuple[int, str]] = {
         _TO_SPLIT + "the client lifecycle base (Hostable) on a class near the limit alone "
         "(its offset lookups are an OffsetLookups it holds)",
     ),
-    "class sdk/share_consumer.py:ShareConsumer": (
-        612,
-        _TO_SPLIT + "the client lifecycle base (Hostable) on a class near the limit alone",
-    ),
-    "class sdk/producer.py:Producer": (
-        605,
-        _TO_SPLIT + "the client lifecycle base (Hostable) on a class near the limit alone",
-    ),
 }
 
 
