@@ -52,18 +52,16 @@ def anyio_backend() -> str:
     return "trio"
 
 
-async def _until(what: str, check: Any, seconds: float = 60) -> None:
+async def _until(what: str, admin: Any, topic: str, check: Any, seconds: float = 60) -> int:
+    """Polls the partition's (leader, in-sync replicas) until ``check`` of them
+    holds; the leader then."""
     with anyio.move_on_after(seconds):
-        while not await check():
+        while True:
+            info = (await admin.describe_topics([topic]))[topic].partitions[0]
+            if check(info.leader, info.isr):
+                return int(info.leader)
             await anyio.sleep(0.1)
-        return
     raise AssertionError(f"not within {seconds} s: {what}")
-
-
-async def _leader_and_isr(bs: str, topic: str) -> tuple[int, tuple[int, ...]]:
-    async with open_admin(bootstrap_servers=bs) as admin:
-        info = (await admin.describe_topics([topic]))[topic].partitions[0]
-    return info.leader, tuple(info.isr)
 
 
 async def _read(consumer: ShareConsumer, wanted: set[bytes], seconds: float) -> set[bytes]:
@@ -75,22 +73,17 @@ async def _read(consumer: ShareConsumer, wanted: set[bytes], seconds: float) -> 
     return got
 
 
-async def _flow(cluster: LocalCluster) -> None:
-    bs = cluster.bootstrap_servers
-    topic, group = fresh("moved-share"), fresh("moved-share-g")
-    tp = TopicPartition(topic, 0)
-    async with open_admin(bootstrap_servers=bs) as admin:
-        # Broker 3 the preferred leader: it leads again once elected.
-        await admin.create_topics([NewTopic(topic, replica_assignments={0: [3, 1, 2]})])
-        await admin.alter_group_configs({group: {"share.auto.offset.reset": "earliest"}})
-    await cluster.stop_node(3)
+async def _flow(cluster: LocalCluster, admin: Any, topic: str) -> None:
     bs = ",".join(f"{host}:{port}" for host, port in (cluster.node(n).address for n in (1, 2)))
-
-    async def led_without_3() -> bool:
-        leader, isr = await _leader_and_isr(bs, topic)
-        return leader in (1, 2) and 3 not in isr
-
-    await _until("a leader other than broker 3", led_without_3)
+    group = fresh("moved-share-g")
+    tp = TopicPartition(topic, 0)
+    await admin.alter_group_configs({group: {"share.auto.offset.reset": "earliest"}})
+    old = await _until(
+        "a leader other than broker 3",
+        admin,
+        topic,
+        lambda led, isr: led in (1, 2) and 3 not in isr,
+    )
     before = [b"before-%d" % i for i in range(N)]
     after = [b"after-%d" % i for i in range(N)]
     await produce(bs, topic, before)
@@ -100,20 +93,10 @@ async def _flow(cluster: LocalCluster) -> None:
         # Generous: a loaded machine's first join and fetch.
         assert await _read(consumer, set(before), 60) == set(before)
         await consumer.commit()  # accepted: the new leader starts after them
-        old, _ = await _leader_and_isr(bs, topic)
         await cluster.start_node(3)
-
-        async def in_sync() -> bool:
-            return 3 in (await _leader_and_isr(bs, topic))[1]
-
-        await _until("broker 3 back in sync", in_sync)
-        async with open_admin(bootstrap_servers=bs) as admin:
-            assert (await admin.elect_leaders([tp]))[tp] is None
-
-        async def led_by_3() -> bool:
-            return (await _leader_and_isr(bs, topic))[0] == 3
-
-        await _until("broker 3 leading", led_by_3)
+        await _until("broker 3 back in sync", admin, topic, lambda led, isr: 3 in isr)
+        assert (await admin.elect_leaders([tp]))[tp] is None
+        await _until("broker 3 leading", admin, topic, lambda led, isr: led == 3)
         await produce(bs, topic, after)
         got = await _read(consumer, set(after), 60)
     assert got >= set(after), (
@@ -124,5 +107,12 @@ async def _flow(cluster: LocalCluster) -> None:
 
 
 async def test_a_share_consumer_follows_its_leader_to_a_broker_it_had_not_seen() -> None:
+    topic = fresh("moved-share")
     async with serve_cluster(3, **SETTINGS) as cluster:
-        await _flow(cluster)
+        async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+            # Broker 3 the preferred leader: it leads again once elected.
+            await admin.create_topics([NewTopic(topic, replica_assignments={0: [3, 1, 2]})])
+        await cluster.stop_node(3)
+        bs = ",".join(f"{h}:{p}" for h, p in (cluster.node(n).address for n in (1, 2)))
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await _flow(cluster, admin, topic)
