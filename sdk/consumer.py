@@ -44,7 +44,6 @@ from ._validate import (
     check_topic_partitions,
     describe,
 )
-from .calls import Calls
 from .client_hooks import start_client_hooks
 from .config import make_config
 from .consumer_core import ConsumerCore
@@ -66,7 +65,7 @@ from .fetcher import (
     TopicPartition,
     V,
 )
-from .group import GroupDriver
+from .group import GroupDriver, group_metadata, polling
 from .lifecycle import Hostable
 from .subscription import Subscription, check_subscription
 from .telemetry import (
@@ -133,55 +132,37 @@ def check_poll(
     return (set(tps) if tps else None), max_records
 
 
-class Consumer(OffsetLookups, Hostable, Generic[K, V]):
+class Consumer(Hostable, Generic[K, V]):
     """A Kafka consumer. Create it with :func:`open_consumer`.
 
     The driver of a :class:`~trafka.sdk.consumer_core.ConsumerCore` (:attr:`core`):
     it owns the fetch task, the fetches' completions, the waits for records and
     the group's driver; the core decides what a poll hands out and what counts
-    as consumed. Its offset lookups (:meth:`beginning_offsets`, :meth:`end_offsets`,
-    :meth:`offsets_for_times`, :meth:`committed`, :meth:`partitions_for`) are
-    :class:`~trafka.sdk.consumer_offsets.OffsetLookups`'.
+    as consumed. Its offset lookups (:meth:`partitions_for`, :meth:`beginning_offsets`,
+    :meth:`end_offsets`, :meth:`offset_bounds`, :meth:`offsets_for_times`,
+    :meth:`committed`) are calls of an :class:`~trafka.sdk.consumer_offsets.OffsetLookups`
+    it owns: each is bounded by ``default.api.timeout.ms`` as a whole (then
+    ApiTimeoutError), and a partition whose leader moved is asked again after a
+    metadata refresh.
     """
 
     def __init__(self, config: ConsumerConfig, task_group: anyio.abc.TaskGroup) -> None:
         self.config = config
         self._tg = task_group
         self._cluster = Cluster(config, task_group)
-        self._calls = Calls(
-            self._cluster,
-            config.retry_backoff_ms,
-            config.retry_backoff_max_ms,
-            config.default_api_timeout_ms,
-        )
         self._cluster.on_change.append(self.wake_fetcher)
         self._cluster.on_change.append(self._wake_if_refused)
         self.core: ConsumerCore[K, V] = ConsumerCore(config, self._cluster.metadata)
         self._fetcher = self.core.fetcher
-        self._fetches = FetchDriver(
-            config,
-            self.core,
-            self._cluster,
-            self._calls,
-            task_group,
-            data_arrived=self.data_arrived,
-        )
-        OffsetLookups.__init__(self, config, self._cluster, self._calls, self._fetches)
-        self._data = anyio.Event()
+        self._lookups = OffsetLookups(config, self._cluster)
+        self._fetches = FetchDriver(config, self.core, self._cluster, self._lookups, task_group)
         self._closed = False
         self._group: Any = None  # a .group.GroupDriver when subscribed with a group.id
         self._subscription = Subscription()
-        # KIP-714 client metrics: seconds spent waiting for records inside polls
-        # (the slow path only), and the push's task.
-        self._poll_idle = 0.0
+        # KIP-714 client metrics: the push's task.
         self._telemetry_averages = IntervalAverages()
         resource = {"group_id": config.group_id, "group_instance_id": config.group_instance_id}
-        self._telemetry = client_telemetry(
-            config,
-            self._cluster,
-            {k: v for k, v in resource.items() if v is not None},
-            self._telemetry_samples,
-        )
+        self._telemetry = client_telemetry(config, self._cluster, resource, self._telemetry_samples)
 
     # -- assignment -----------------------------------------------------------------------
 
@@ -314,8 +295,8 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
                 if pos is not None:
                     return pos - self.core.held_count(tp)
                 self.wake_fetcher()
-                # Offset lookups and committed-offset loads signal _data when done.
-                await self._wait_data(math.inf)
+                # Offset lookups and committed-offset loads signal data_arrived when done.
+                await self._fetches.wait_data(math.inf)
         raise ApiTimeoutError(
             f"the position of {tp.topic}-{tp.partition} was not known within "
             f"default.api.timeout.ms ({timeout_ms} ms){_why_no_position(self._cluster.metadata, tp)}"
@@ -387,11 +368,63 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
             self._telemetry_averages,
             stats,
             self._cluster.take_peaks(),
-            self._poll_idle,
+            self._fetches.poll_idle,
             len(self._fetcher.assignment),
             anyio.current_time(),
             group.machine.rebalance_latency if group is not None else None,
         )
+
+    # -- offset lookups (without touching positions) ----------------------------------------
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition numbers, waiting for metadata up to ``default.api.timeout.ms``.
+
+        Raises:
+            KafkaError: the topic does not exist (UNKNOWN_TOPIC_OR_PARTITION).
+        """
+        return await self._lookups.partitions_for(topic)
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """The first offset of each partition (0 for an empty one).
+
+        Raises:
+            KafkaError: the topic or partition does not exist, or another final error.
+            ApiTimeoutError: no answer within ``default.api.timeout.ms``.
+        """
+        return await self._lookups.beginning_offsets(partitions)
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The offset after the last record of each partition (the LSO under read_committed)."""
+        return await self._lookups.end_offsets(partitions)
+
+    async def offset_bounds(
+        self, earliest: Iterable[TopicPartition], latest: Iterable[TopicPartition]
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """:meth:`beginning_offsets` of ``earliest`` and :meth:`end_offsets` of
+        ``latest``, asked of each leader in one round trip: two ListOffsets
+        (a request names a partition once) written back to back, the first
+        offsets' first. A leader answers a connection's requests in order, so
+        a partition in both never has its first offset looked up after its end.
+        """
+        return await self._lookups.offset_bounds(earliest, latest)
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int] | None]:
+        """For each partition, the first ``(offset, timestamp)`` at or after the timestamp, or None."""
+        return await self._lookups.offsets_for_times(timestamps)
+
+    async def committed(self, partition: TopicPartition) -> int | None:
+        """The group's committed offset for ``partition`` (None if none).
+
+        Raises:
+            UsageError: no group.id.
+            ApiTimeoutError: no answer within ``default.api.timeout.ms`` (a
+                coordinator loading or moving meanwhile is waited out).
+        """
+        return await self._lookups.committed(partition)
 
     # -- commits ----------------------------------------------------------------------------
 
@@ -481,16 +514,9 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
         Raises:
             UsageError: no group.id.
         """
-        group_id = self.config.group_id
-        if group_id is None:
+        if self.config.group_id is None:
             raise UsageError("group_metadata() needs a group.id")
-        group = self._group
-        if group is None or not group.managed:
-            return ConsumerGroupMetadata(group_id, group_instance_id=self.config.group_instance_id)
-        machine = group.machine
-        return ConsumerGroupMetadata(
-            group_id, machine.generation, machine.member_id, self.config.group_instance_id
-        )
+        return group_metadata(self.config, self._group)
 
     def _require_group(self) -> Any:
         if self.config.group_id is None:
@@ -529,10 +555,7 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
         self.core.poll_started()
         limit = limit or self.config.max_poll_records
         deadline: float | None = None  # from the first time nothing is buffered
-        group = self._group
-        if group is not None:
-            group.poll_started()
-        try:
+        with polling(self._group):
             while True:
                 out = self._poll_now(limit, wanted)
                 if out:
@@ -548,11 +571,8 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
                         # Nothing at hand: what was held back is wanted now.
                         self._fetches.send_fetches(hold_back=False)
                     return {}
-                await self._wait_data(left)
+                await self._fetches.wait_data(left)
                 self._check_open()
-        finally:
-            if group is not None:
-                group.poll_ended()
 
     def _poll_now(
         self, limit: int, wanted: set[TopicPartition] | None
@@ -561,8 +581,7 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
         <trafka.sdk.consumer_core.ConsumerCore.poll>`), then the fetches that
         taking them made possible."""
         out = self.core.poll(limit, wanted)
-        if self._fetcher.fetch_wanted:
-            self._fetches.send_fetches()
+        self._fetches.send_wanted()
         return out
 
     def poll_from_thread(
@@ -590,8 +609,7 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
         """On the loop, after :meth:`poll_from_thread`: what it left to the loop."""
         if wake_group and self._group is not None:
             self._group.wake()
-        if self._fetcher.fetch_wanted:
-            self._fetches.send_fetches()
+        self._fetches.send_wanted()
 
     async def getone(self) -> ConsumerRecord[K, V]:
         """The next record (or, with ``enable.partition.eof``, end-of-partition
@@ -602,18 +620,12 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
         r = core.next_record()
         if r is not None:
             return r
-        group = self._group
-        if group is not None:
-            group.poll_started()
-        try:
+        with polling(self._group):
             while True:
                 r = core.next_record()
                 if r is not None:
                     return r
                 await self._fill()
-        finally:
-            if group is not None:
-                group.poll_ended()
 
     async def _fill(self) -> None:
         """Wait until :meth:`ConsumerCore.fill <trafka.sdk.consumer_core.ConsumerCore.fill>`
@@ -622,13 +634,12 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
             self._check_open()
             if self._fetcher.has_data():
                 got = self.core.fill(self.config.max_poll_records)
-                if self._fetcher.fetch_wanted:
-                    self._fetches.send_fetches()
+                self._fetches.send_wanted()
                 if got:
                     return
                 if await self.core.schema_loads.run():
                     continue
-            await self._wait_data(math.inf)
+            await self._fetches.wait_data(math.inf)
 
     def __aiter__(self) -> Consumer[K, V]:
         return self
@@ -667,24 +678,9 @@ class Consumer(OffsetLookups, Hostable, Generic[K, V]):
         """Have the fetch task look at the partitions again (on the loop)."""
         self._fetches.wake()
 
-    async def _wait_data(self, timeout: float) -> None:
-        event = self._data
-        start = anyio.current_time()
-        # While a poll waits, no fetch is held back (Fetcher.fetchable's hold_back).
-        self._fetches.polls_waiting += 1
-        try:
-            if self._fetcher.held_back:
-                self._fetches.send_fetches()
-            with anyio.move_on_after(timeout):
-                await event.wait()
-        finally:
-            self._fetches.polls_waiting -= 1
-            self._poll_idle += anyio.current_time() - start
-
     def data_arrived(self) -> None:
         """Wake the polls waiting for records (records, an error, or the end)."""
-        event, self._data = self._data, anyio.Event()
-        event.set()
+        self._fetches.data_arrived()
 
     async def _close(self, *, graceful: bool) -> None:
         if self._closed:

@@ -1,5 +1,7 @@
-"""The consumer's fetching: Fetch requests on the connections, offset lookups
-and committed offsets, into the consumer's core.
+"""The consumer's fetching: Fetch requests on the connections, and the
+positions they start from (offset resets and committed offsets, looked up
+through :class:`~trafka.sdk.consumer_offsets.OffsetLookups`), into the
+consumer's core.
 
 Rules:
 
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -35,11 +36,9 @@ import anyio.abc
 
 from trafka.codec import ApiKey, KafkaError, TrafkaError
 
-from .calls import Calls
-from .connection import request_all
 from .consumer_core import ConsumerCore
-from .fetcher import TopicPartition, build_list_offsets, parse_list_offsets
-from .group import fetch_committed
+from .consumer_offsets import OffsetLookups
+from .fetcher import TopicPartition
 from .transport import BrokerConnection, CallbackCompletion, Cluster
 
 if TYPE_CHECKING:
@@ -55,10 +54,12 @@ class FetchDriver:
     module doc); the async consumer's, on its loop.
 
     Args:
-        data_arrived: wake the polls waiting for records.
+        lookups: the consumer's ListOffsets and OffsetFetch, for the positions
+            it starts from (resets, committed offsets).
 
     Attributes:
         polls_waiting: polls waiting for records now (no fetch is held back).
+        poll_idle: seconds polls have spent waiting for records, in all.
         stopped: no fetch is sent any more (closed, or closing the sessions).
     """
 
@@ -67,20 +68,19 @@ class FetchDriver:
         config: ConsumerConfig,
         core: ConsumerCore[Any, Any],
         cluster: Cluster,
-        calls: Calls,
+        lookups: OffsetLookups,
         task_group: anyio.abc.TaskGroup,
-        *,
-        data_arrived: Callable[[], None],
     ) -> None:
         self.config = config
         self._core = core
         self._cluster = cluster
-        self._calls = calls
+        self._lookups = lookups
         self._tg = task_group
-        self._data_arrived = data_arrived
+        self._data = anyio.Event()
         self._wake = anyio.Event()
         self._fetching: set[int] = set()  # brokers with a Fetch in flight
         self.polls_waiting = 0
+        self.poll_idle = 0.0
         self._fetch_retry_at: dict[int, float] = {}  # brokers backing off after a failed fetch
         self._resetting: set[TopicPartition] = set()
         self.stopped = False
@@ -88,6 +88,33 @@ class FetchDriver:
     def wake(self) -> None:
         """Have the task look at the partitions again."""
         self._wake.set()
+
+    def data_arrived(self) -> None:
+        """Wake the polls waiting for records (records, an error, or the end)."""
+        event, self._data = self._data, anyio.Event()
+        event.set()
+
+    async def wait_data(self, timeout: float) -> None:
+        """A poll's wait, up to ``timeout`` seconds, for :meth:`data_arrived`;
+        meanwhile no fetch is held back (:meth:`Fetcher.fetchable
+        <trafka.sdk.fetcher.Fetcher.fetchable>`'s ``hold_back``)."""
+        event = self._data
+        start = anyio.current_time()
+        self.polls_waiting += 1
+        try:
+            if self._core.fetcher.held_back:
+                self.send_fetches()
+            with anyio.move_on_after(timeout):
+                await event.wait()
+        finally:
+            self.polls_waiting -= 1
+            self.poll_idle += anyio.current_time() - start
+
+    def send_wanted(self) -> None:
+        """:meth:`send_fetches` if taking records made a fetch possible
+        (``fetcher.fetch_wanted``)."""
+        if self._core.fetcher.fetch_wanted:
+            self.send_fetches()
 
     async def run(self) -> None:
         fetcher = self._core.fetcher
@@ -105,7 +132,7 @@ class FetchDriver:
                         fetcher.default_reset(missing)
                     except KafkaError as exc:
                         fetcher.errors.append(exc)
-                        self._data_arrived()
+                        self.data_arrived()
             # One lookup per leader, for partitions with a known leader only (as
             # Java's consumer): a partition without one, or a broker out of reach,
             # holds back no other partition's start; the rest wait for metadata.
@@ -203,7 +230,7 @@ class FetchDriver:
             return
         except Exception as exc:  # a bug of ours: the application must hear of it
             fetcher.errors.append(exc)
-            self._data_arrived()
+            self.data_arrived()
             self._on_fetch_failed(node, positions, exc)
             return
         self._fetching.discard(node)
@@ -215,7 +242,7 @@ class FetchDriver:
             # behind an older broker or the proxy does not get.
             self._cluster.nudge()
         if got or fetcher.errors:
-            self._data_arrived()
+            self.data_arrived()
         if fetcher.reset_wanted:
             # Out of range: the fetch task starts the ListOffsets lookup.
             fetcher.reset_wanted = False
@@ -233,87 +260,6 @@ class FetchDriver:
         self._cluster.metadata.request_update()
         self._cluster.nudge()
         self.wake()
-
-    async def list_offsets(
-        self, what: str, targets: dict[TopicPartition, int], *, partial: bool = False
-    ) -> dict[TopicPartition, Any]:
-        """Look ``targets`` (timestamps, or EARLIEST / LATEST) up with each
-        partition's leader (ListOffsets), retried as :meth:`Calls.per_leader
-        <trafka.sdk.calls.Calls.per_leader>` does.
-
-        Returns:
-            Per partition ``(offset, timestamp)``, None (no such record), or
-            its error.
-        """
-        read_committed = self.config.read_committed
-
-        async def ask(
-            conn: BrokerConnection, tps: list[TopicPartition]
-        ) -> dict[TopicPartition, Any]:
-            request = build_list_offsets(
-                {tp: targets[tp] for tp in tps},
-                conn.version_for(ApiKey.LIST_OFFSETS),
-                read_committed=read_committed,
-            )
-            answers = parse_list_offsets(await conn.request(ApiKey.LIST_OFFSETS, request))
-            return {
-                tp: res if isinstance(res, KafkaError) or res[0] >= 0 else None
-                for tp, res in answers.items()
-            }
-
-        return await self._calls.per_leader(what, targets, ask, None, partial=partial)
-
-    async def list_offsets_together(
-        self, what: str, target_sets: Sequence[dict[TopicPartition, int]]
-    ) -> list[dict[TopicPartition, Any]]:
-        """:meth:`list_offsets` of several target sets at once: each leader gets
-        one ListOffsets per set (a request names a partition once), written
-        back to back in the sets' order and answered in that order, so the
-        sets cost one round trip per leader, not one each, and each set is
-        answered after the one before it (a log's start then its end, say)."""
-        read_committed = self.config.read_committed
-        everything = [tp for targets in target_sets for tp in targets]
-
-        async def ask(
-            conn: BrokerConnection, tps: list[TopicPartition]
-        ) -> dict[TopicPartition, Any]:
-            mine = set(tps)
-            parts = [{tp: o for tp, o in targets.items() if tp in mine} for targets in target_sets]
-            asked = [part for part in parts if part]
-            version = conn.version_for(ApiKey.LIST_OFFSETS)
-            answers = await request_all(
-                conn,
-                [
-                    (2, build_list_offsets(part, version, read_committed=read_committed))
-                    for part in asked
-                ],
-            )
-            found: dict[TopicPartition, list[Any]] = {tp: [] for tp in tps}
-            for part, answer in zip(asked, answers, strict=True):
-                for tp, res in parse_list_offsets(answer).items():
-                    if tp in part and tp in found:
-                        found[tp].append(
-                            res if isinstance(res, KafkaError) or res[0] >= 0 else None
-                        )
-            out: dict[TopicPartition, Any] = {}
-            for tp, results in found.items():
-                error = next((r for r in results if isinstance(r, KafkaError)), None)
-                if error is not None:
-                    out[tp] = error
-                elif len(results) == sum(tp in part for part in asked):
-                    out[tp] = results  # (a partition an answer left out stays open)
-            return out
-
-        # Per partition, its results in the order of the sets that name it.
-        results = await self._calls.per_leader(what, everything, ask, None)
-        out: list[dict[TopicPartition, Any]] = [{} for _ in target_sets]
-        seen: dict[TopicPartition, int] = {}
-        for i, targets in enumerate(target_sets):
-            for tp in targets:
-                n = seen.get(tp, 0)
-                out[i][tp] = results[tp][n]
-                seen[tp] = n + 1
-        return out
 
     async def close_sessions(self, timeout: float) -> None:
         """As Java's consumer on close: tell each broker holding a fetch session
@@ -341,7 +287,7 @@ class FetchDriver:
 
     async def _load_committed(self, tps: list[TopicPartition]) -> None:
         try:
-            got = await fetch_committed(self._calls, self.config, tps)
+            got = await self._lookups.committed_offsets(tps)
         except TrafkaError as exc:
             log.debug("offset fetch failed: %s", exc)
             await anyio.sleep(self.config.retry_backoff_ms / 1000)
@@ -349,12 +295,12 @@ class FetchDriver:
             self.wake()
             return
         self._core.fetcher.apply_committed(tps, got)
-        self._data_arrived()
+        self.data_arrived()
         self.wake()
 
     async def _do_resets(self, targets: dict[TopicPartition, int]) -> None:
         try:
-            results = await self.list_offsets("offset reset", targets, partial=True)
+            results = await self._lookups.list_offsets("offset reset", targets, partial=True)
         except TrafkaError as exc:
             log.debug("offset reset failed: %s", exc)
             await anyio.sleep(self.config.retry_backoff_ms / 1000)
@@ -367,4 +313,4 @@ class FetchDriver:
         finally:
             self._resetting -= set(targets)
             self.wake()
-            self._data_arrived()
+            self.data_arrived()

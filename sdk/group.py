@@ -24,9 +24,10 @@ are re-exported here.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -67,6 +68,7 @@ from .membership import (
     Output,
     Revoke,
 )
+from .transaction_state import ConsumerGroupMetadata
 from .transport import BrokerConnection, Cluster
 
 if TYPE_CHECKING:
@@ -211,6 +213,32 @@ def membership_config(config: ConsumerConfig, *, managed: bool) -> MembershipCon
         rack=config.client_rack or None,
         managed=managed,
     )
+
+
+def group_metadata(config: ConsumerConfig, group: GroupDriver | None) -> ConsumerGroupMetadata:
+    """``Consumer.group_metadata()`` of a consumer with a ``group.id``: with a
+    managed ``group``, its current generation and member id (KIP-447), else none."""
+    assert config.group_id is not None
+    if group is None or not group.managed:
+        return ConsumerGroupMetadata(config.group_id, group_instance_id=config.group_instance_id)
+    machine = group.machine
+    return ConsumerGroupMetadata(
+        config.group_id, machine.generation, machine.member_id, config.group_instance_id
+    )
+
+
+@contextlib.contextmanager
+def polling(group: GroupDriver | None) -> Iterator[None]:
+    """A poll of the consumer whose ``group`` this is (None: no group), for
+    ``max.poll.interval.ms``: started on entry, ended on exit."""
+    if group is None:
+        yield
+        return
+    group.poll_started()
+    try:
+        yield
+    finally:
+        group.poll_ended()
 
 
 class GroupOwner(Protocol):

@@ -155,11 +155,7 @@ class RecordFuture(RecordHandle):
         return self._wait().__await__()
 
     async def _wait(self) -> RecordMetadata:
-        batch = self.batch
-        if not batch.done:
-            if batch.waker is None:
-                batch.waker = anyio.Event()
-            await batch.waker.wait()
+        await _wait_batch(self.batch)
         return self.result()
 
 
@@ -211,13 +207,8 @@ class Producer(Hostable):
         self.interceptors = ProducerInterceptors.of(config)
         # KIP-714 client metrics: the push's task.
         self._telemetry_averages = IntervalAverages()
-        txn_id = config.transactional_id
-        self._telemetry = client_telemetry(
-            config,
-            self._cluster,
-            {} if txn_id is None else {"transactional_id": txn_id},
-            self._telemetry_samples,
-        )
+        resource = {"transactional_id": config.transactional_id}
+        self._telemetry = client_telemetry(config, self._cluster, resource, self._telemetry_samples)
 
     # -- public API ---------------------------------------------------------------------
 
@@ -330,7 +321,7 @@ class Producer(Hostable):
                     # At most 10 ms go by without one.
                     self._window_poll()
                     return handle
-            self._after_new_batch()
+            self._sender.batch_opened()
             await anyio.lowlevel.cancel_shielded_checkpoint()
             self._yield_by = self._now() + 0.01
         else:
@@ -408,20 +399,13 @@ class Producer(Hostable):
             self._limit_reached(batch, size)
         return RecordFuture(batch, len(batch.records) - 1)
 
-    def _after_new_batch(self) -> None:
-        """On the loop, after a batch was opened: send what is ready if the
-        brokers are idle, and wake the sender (a linger to start)."""
-        if not self._sender.done:
-            self._sender.send_if_idle()
-        self._sender.wake()
-
     def after_append(self) -> None:
         """On the loop, after the core opened a batch from another thread
         (:meth:`ProducerCore.open_batch <trafka.sdk.producer_core.ProducerCore.open_batch>`):
         what :meth:`send` does at once on the loop (a transaction's request too)."""
         if self._transactional and not self.core.closed:
             self.core.step(self._now())
-        self._after_new_batch()
+        self._sender.batch_opened()
 
     async def send_and_wait(
         self, topic: str, value: Any = None, key: Any = None, **kwargs: Any

@@ -295,6 +295,13 @@ class Sender:
         if not any(self._node_in_flight.values()):
             self.send_now()
 
+    def batch_opened(self) -> None:
+        """On the loop, after the producer opened a batch: :meth:`send_if_idle`
+        (unless stopped), and wake the sender loop (a linger to start)."""
+        if not self.done:
+            self.send_if_idle()
+        self._wake.set()
+
     def watch(self, conn: BrokerConnection) -> None:
         """``conn`` was just sent a request: :meth:`_take_answers` checks its socket."""
         fd = conn.fileno

@@ -84,7 +84,6 @@ from .lifecycle import Hostable
 from .share_fetcher import AcknowledgeType, ShareCommit, ShareFetcher, ShareRecord
 from .share_fetching import ShareFetchDriver
 from .share_group import ShareGroupDriver
-from .share_membership import ShareMembership
 from .share_polls import PollRecords
 from .statistics import ShareConsumerStatistics
 from .telemetry import (
@@ -185,12 +184,13 @@ class ShareConsumer(Hostable):
         self._closed = False
         self._closing_done = False
         self._cm: AbstractAsyncContextManager[None] | None = None
-        # Made in _start: an anyio.Event needs the event loop, the constructor may run without.
+        # Made in _start (an anyio.Event needs the event loop, the constructor may
+        # run without), the cluster first: the consumer is open once it is there.
         self._data: anyio.Event
         self._cluster: Cluster | None = None
-        self._group: ShareGroupDriver | None = None
-        self._fetcher: ShareFetcher | None = None
-        self._network: ShareFetchDriver | None = None
+        self._group: ShareGroupDriver
+        self._fetcher: ShareFetcher
+        self._network: ShareFetchDriver
         # KIP-714 client metrics: the push's task (made in _start, with the
         # cluster) and the application's polls.
         self._telemetry: TelemetryDriver | None = None
@@ -291,7 +291,7 @@ class ShareConsumer(Hostable):
         """Acknowledge (implicit mode) or release what the last poll delivered,
         close the share sessions and leave the group. Idempotent; leaving the
         ``async with`` block does it too."""
-        if self._fetcher is None:
+        if self._cluster is None:
             self._closed = True
             return
         await self._close(graceful=True)
@@ -299,11 +299,10 @@ class ShareConsumer(Hostable):
     aclose = close
 
     async def _close(self, *, graceful: bool) -> None:
-        if self._closing_done or self._fetcher is None:
+        if self._closing_done or self._cluster is None:
             return
         self._closing_done = True
         fetcher, group, cfg = self._fetcher, self._group, self.config
-        assert group is not None
         now = anyio.current_time()
         if graceful and not cfg.explicit_acknowledgement:
             self._records.accept_seen(fetcher)
@@ -346,7 +345,7 @@ class ShareConsumer(Hostable):
         if self._closed:
             raise ClientClosedError("the share consumer is closed")
         self._subscription = names
-        if self._group is not None:
+        if self._cluster is not None:
             self._apply_subscription()
 
     def unsubscribe(self) -> None:
@@ -360,23 +359,24 @@ class ShareConsumer(Hostable):
     def assignment(self) -> set[TopicPartition]:
         """The partitions the share group coordinator assigns this member now
         (other members may be assigned the same partitions)."""
-        return set(self._group.membership.assignment) if self._group is not None else set()
+        return set(self._group.membership.assignment) if self._cluster is not None else set()
 
     @property
     def member_id(self) -> str | None:
         """This member's id (None before the consumer is opened)."""
-        return self._group.membership.member_id if self._group is not None else None
+        return self._group.membership.member_id if self._cluster is not None else None
 
     @property
     def acquisition_lock_timeout_ms(self) -> int | None:
         """The acquisition lock timeout from the last ShareFetch answer: how long
         delivered records stay locked to this member (None before the first)."""
-        return self._fetcher.acquisition_lock_timeout_ms if self._fetcher is not None else None
+        return self._fetcher.acquisition_lock_timeout_ms if self._cluster is not None else None
 
     def statistics(self) -> ShareConsumerStatistics:
         """A snapshot of what the share consumer has done so far (it never changes
         afterwards); see :class:`~trafka.sdk.statistics.ShareConsumerStatistics`."""
-        membership, fetcher = self._member, self._fetch
+        cluster = self.cluster  # (UsageError before the consumer is open)
+        membership, fetcher = self._group.membership, self._fetcher
         names = {0: "GAP", **{t.value: t.name for t in AcknowledgeType}}
         return ShareConsumerStatistics(
             group_id=membership.config.group_id,
@@ -389,7 +389,7 @@ class ShareConsumer(Hostable):
             acknowledgements_failed=dict(fetcher.acknowledgements_failed),
             share_sessions={n: s.epoch for n, s in sorted(fetcher.sessions.items())},
             acquisition_lock_timeout_ms=fetcher.acquisition_lock_timeout_ms,
-            brokers=self.cluster.broker_statistics(),
+            brokers=cluster.broker_statistics(),
             telemetry=None if self._telemetry is None else self._telemetry.telemetry.statistics(),
             bytes_fetched=int(fetcher.fetch_bytes.total),
             coordinator_problem=coordinator_problem(membership.lookup, membership.coordinator),
@@ -421,10 +421,10 @@ class ShareConsumer(Hostable):
             self.statistics(),
             self.cluster.take_peaks(),
             self._polls,
-            None if self._group is None else self._group.last_heartbeat,
+            self._group.last_heartbeat,
             anyio.current_time(),
-            fetch_bytes=self._fetch.fetch_bytes,
-            fetch_records=self._fetch.fetch_records,
+            fetch_bytes=self._fetcher.fetch_bytes,
+            fetch_records=self._fetcher.fetch_records,
         )
 
     @property
@@ -438,7 +438,7 @@ class ShareConsumer(Hostable):
         md = self.cluster.metadata
         md.set_topics(self._subscription)
         self.cluster.nudge()
-        self._member.set_subscription(self._subscription, anyio.current_time())
+        self._group.membership.set_subscription(self._subscription, anyio.current_time())
         self._wake_group()
 
     # -- records --------------------------------------------------------------------------
@@ -469,7 +469,7 @@ class ShareConsumer(Hostable):
         self._check_open()
         if self._records.not_iterated:
             return self._records.take_not_iterated()
-        membership = self._member
+        membership = self._group.membership
         now = anyio.current_time()
         membership.poll_started(now)
         self._polls.started(now)
@@ -482,7 +482,7 @@ class ShareConsumer(Hostable):
             self._polls.ended(now)
 
     async def _poll(self, timeout_ms: float | None) -> list[ShareRecord]:
-        fetcher = self._fetch
+        fetcher = self._fetcher
         self._dispatch_callbacks()
         left = self._prepare_acknowledgements()
         if left and self.config.explicit_acknowledgement:
@@ -516,7 +516,7 @@ class ShareConsumer(Hostable):
                 await self._records.schema_loads.run()
                 continue
             fetcher.want_records()
-            self._net.send_requests()
+            self._network.send_requests()
             self._wake_network()
             left_s = math.inf if deadline is None else deadline - anyio.current_time()
             if left_s <= 0:
@@ -590,7 +590,7 @@ class ShareConsumer(Hostable):
                 "poll; set share.acknowledgement.mode=explicit to acknowledge them yourself"
             )
         self._check_open()
-        self._fetch.acknowledge(tp, offset, kind)
+        self._fetcher.acknowledge(tp, offset, kind)
 
     def set_acknowledgement_commit_callback(
         self, callback: AcknowledgementCommitCallback | None
@@ -639,7 +639,7 @@ class ShareConsumer(Hostable):
         self._prepare_acknowledgements()
         ms = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
         event = anyio.Event()
-        commit = self._fetch.commit(anyio.current_time(), ms / 1000, event)
+        commit = self._fetcher.commit(anyio.current_time(), ms / 1000, event)
         if commit.done:
             event.set()
         self._wake_network()
@@ -648,15 +648,15 @@ class ShareConsumer(Hostable):
     def _prepare_acknowledgements(self) -> int:
         """Implicit mode: accept the records handed out; then take every typed one.
         Returns how many delivered records stay unacknowledged."""
-        fetcher = self._fetch
+        fetcher = self._fetcher
         if not self.config.explicit_acknowledgement:
             self._records.accept_seen(fetcher)
         return fetcher.take_acknowledged() - len(self._records.not_iterated)
 
     def _dispatch_callbacks(self) -> None:
-        fetcher = self._fetcher
-        if fetcher is None:
+        if self._cluster is None:
             return
+        fetcher = self._fetcher
         callback = self._callback
         first: Exception | None = None
         while fetcher.outcomes:
@@ -672,28 +672,10 @@ class ShareConsumer(Hostable):
 
     # -- internals ------------------------------------------------------------------------
 
-    @property
-    def _member(self) -> ShareMembership:
-        if self._group is None:
-            raise UsageError("the share consumer is not open: use it in `async with`")
-        return self._group.membership
-
-    @property
-    def _net(self) -> ShareFetchDriver:
-        if self._network is None:
-            raise UsageError("the share consumer is not open: use it in `async with`")
-        return self._network
-
-    @property
-    def _fetch(self) -> ShareFetcher:
-        if self._fetcher is None:
-            raise UsageError("the share consumer is not open: use it in `async with`")
-        return self._fetcher
-
     def _check_open(self) -> None:
         if self._closed:
             raise ClientClosedError("the share consumer is closed")
-        if self._fetcher is None:
+        if self._cluster is None:
             raise UsageError("the share consumer is not open: use it in `async with`")
         if self._fatal is not None:
             raise self._fatal
@@ -702,14 +684,13 @@ class ShareConsumer(Hostable):
             raise refused.again()
 
     def _wake_network(self) -> None:
-        self._net.wake()
+        self._network.wake()
 
     def _wake_group(self) -> None:
-        if self._group is not None:
-            self._group.wake()
+        self._group.wake()
 
     def _assignment_changed(self, partitions: frozenset[TopicPartition]) -> None:
-        self._fetch.set_assignment(partitions)
+        self._fetcher.set_assignment(partitions)
         self._wake_network()
 
     def _metadata_changed(self) -> None:

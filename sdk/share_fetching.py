@@ -13,7 +13,9 @@ Rules:
   task of its own that connects first.
 * The task (:meth:`ShareFetchDriver.run`) handles what needs waiting: the
   fetcher's timers (backoffs, acknowledgement deadlines, the close of the
-  sessions), its wish for metadata, and the commits it finished.
+  sessions), its wish for metadata, and the commits it finished. An answer
+  that asked for fresh metadata (a partition's NOT_LEADER_OR_FOLLOWER...)
+  wakes the metadata refresher at once.
 * A broker that does not serve share groups (no ShareFetch v1) is fatal to
   the consumer; any other failure is the fetcher's to retry. An exception of
   ours in a connection's reader is handed to the consumer as fatal, so that
@@ -135,6 +137,12 @@ class ShareFetchDriver:
         try:
             if error is None:
                 fetcher.on_response(request, body, now)
+                if fetcher.metadata.update_requested:
+                    # A partition's error (NOT_LEADER_OR_FOLLOWER...) asked for fresh
+                    # metadata: the refresher wakes now, not at metadata.max.age.ms
+                    # (as the consumer's fetches): a leader hint naming a broker
+                    # the metadata does not list cannot be followed without it.
+                    self._cluster.nudge()
             elif isinstance(error, UnsupportedVersionError):
                 fetcher.on_failure(request, error, now)
                 self._set_fatal(

@@ -108,17 +108,9 @@ STACKS: dict[str, tuple[int, str]] = {
         _ONE_STATE + "the share-partitions whose offsets ShareOffsetsAdmin alters",
     ),
     "class sdk/consumer.py:Consumer": (
-        725,
-        _TO_SPLIT + "the offset lookups (OffsetLookups) need only the transport and the "
-        "metadata: a collaborator",
-    ),
-    "class sdk/share_consumer.py:ShareConsumer": (
-        612,
-        _TO_SPLIT + "the client lifecycle base (Hostable) on a class near the limit alone",
-    ),
-    "class sdk/producer.py:Producer": (
-        605,
-        _TO_SPLIT + "the client lifecycle base (Hostable) on a class near the limit alone",
+        628,
+        _TO_SPLIT + "the client lifecycle base (Hostable) on a class near the limit alone "
+        "(its offset lookups are an OffsetLookups it holds)",
     ),
 }
 

@@ -176,16 +176,16 @@ class TelemetryDriver:
 def client_telemetry(
     config: Any,
     cluster: Any,
-    resource: Mapping[str, str],
+    resource: Mapping[str, str | None],
     samples: Callable[[], list[MetricSample]],
 ) -> TelemetryDriver | None:
     """The push task of a client (None when ``enable.metrics.push`` is off): its
-    resource attributes, with ``client_rack`` added when the config sets one (Java's
-    ``ClientTelemetryProvider`` does so for every client), the client's samples,
-    and its request timeout."""
+    resource attributes (those given as None left out), with ``client_rack``
+    added when the config sets one (Java's ``ClientTelemetryProvider`` does so
+    for every client), the client's samples, and its request timeout."""
     if not config.enable_metrics_push:
         return None
-    attributes = dict(resource)
+    attributes = {key: value for key, value in resource.items() if value is not None}
     if config.client_rack:
         attributes["client_rack"] = config.client_rack
     return TelemetryDriver(

@@ -18,7 +18,7 @@ from sdk_brokers import fresh, module_broker
 
 from trafka.brokerlite import RunningBroker
 from trafka.codec import ErrorCode, KafkaError
-from trafka.sdk import consumer_fetching
+from trafka.sdk import consumer_offsets
 from trafka.sdk.admin import NewTopic, open_admin
 from trafka.sdk.connection import BrokerConnection, request_all
 from trafka.sdk.consumer import TopicPartition, open_consumer
@@ -183,7 +183,7 @@ async def test_offset_bounds_are_the_first_and_end_offsets_in_one_round_trip(
                 sent.append([api_key for api_key, _ in requests])
                 return await request_all(conn, requests, **kw)
 
-            monkeypatch.setattr(consumer_fetching, "request_all", spy)
+            monkeypatch.setattr(consumer_offsets, "request_all", spy)
             assert await c.offset_bounds(tps, tps) == (firsts, dict.fromkeys(tps, 3))
             assert sent == [[2, 2]]
             with pytest.raises(KafkaError):

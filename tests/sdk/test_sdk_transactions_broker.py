@@ -726,12 +726,12 @@ async def test_a_batch_begun_ahead_opens_without_a_yield_but_not_for_long(
         async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p:
             await p.init_transactions()
             yielded = skipped = 0
-            after_new_batch, poll = p._after_new_batch, p._window_poll
+            batch_opened, poll = p._sender.batch_opened, p._window_poll
 
-            def counting_after_new_batch() -> None:
+            def counting_batch_opened() -> None:
                 nonlocal yielded
                 yielded += 1
-                after_new_batch()
+                batch_opened()
 
             def counting_poll() -> None:
                 nonlocal skipped
@@ -739,7 +739,7 @@ async def test_a_batch_begun_ahead_opens_without_a_yield_but_not_for_long(
                 skipped += len(p.core._sticky_batches[topic].records) == 1
                 poll()
 
-            p._after_new_batch = counting_after_new_batch  # type: ignore[method-assign]
+            p._sender.batch_opened = counting_batch_opened  # type: ignore[method-assign]
             p._window_poll = counting_poll  # type: ignore[method-assign]
             values = iter(expected)
             commits = []

@@ -232,10 +232,10 @@ def test_consume_from_timestamp(broker: RunningBroker) -> None:
 # is in flight: the order a busy process's scheduling can give, made certain.
 _LATE_LOOKUP = """
 import sys, anyio
-from trafka.sdk.consumer_offsets import OffsetLookups
+from trafka.sdk.consumer import Consumer
 from trafka.tools.cli import main
 
-ask = OffsetLookups.offsets_for_times
+ask = Consumer.offsets_for_times
 
 async def offsets_for_times(self, timestamps):
     found = await ask(self, timestamps)
@@ -244,7 +244,7 @@ async def offsets_for_times(self, timestamps):
             await anyio.sleep(0.01)
     return found
 
-OffsetLookups.offsets_for_times = offsets_for_times
+Consumer.offsets_for_times = offsets_for_times
 main(sys.argv[1:])
 """
 
