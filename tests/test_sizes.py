@@ -61,7 +61,7 @@ STACKS: dict[str, tuple[int, str]] = {
         _TO_SPLIT + "a part of ClusterDriver's stack that inherits the syncs",
     ),
     "class brokerlite/groups/coordinator.py:GroupCoordinator": (
-        1589,
+        1585,
         _ONE_STATE + "the classic rebalance, its requests, the offsets and the admin calls "
         "change the live groups, their timers and parked answers within one call",
     ),
@@ -74,11 +74,11 @@ STACKS: dict[str, tuple[int, str]] = {
         _ONE_STATE + "a part of GroupCoordinator's",
     ),
     "class brokerlite/broker/__init__.py:Broker": (
-        1150,
+        1143,
         _TO_SPLIT + "dispatch, connections, polling and the cluster host around the core",
     ),
     "class brokerlite/broker/polling.py:Polling": (
-        712,
+        704,
         _TO_SPLIT + "a part of Broker's stack",
     ),
     "class brokerlite/transactions/coordinator.py:TransactionCoordinator": (

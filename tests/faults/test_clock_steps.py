@@ -82,12 +82,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="brokerlite measures sessions and parked requests' waits on the wall clock "
-    "(its core takes one now_ms): the step ends the member's session, and a Fetch parked "
-    "during the step waits 10 minutes once the clock steps back (#64, docs/delivery.md)",
-)
 def test_brokerlite_keeps_a_member_across_a_wall_clock_step(tmp_path: Path) -> None:
     why = available()
     if why is not None:
