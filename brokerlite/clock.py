@@ -23,7 +23,9 @@ wherever ``now_ms`` went before, without a second argument through every call.
 The code that owns a wait reads ``mono_ms(now_ms)``; arithmetic on a
 :class:`Now` gives a plain ``int`` (wall), so a deadline is computed from
 ``mono_ms(now_ms)`` explicitly. A plain ``int`` (what tests pass) stands for
-both clocks at once: its two readings agree.
+both clocks at once: its two readings agree. ``time.monotonic_ns`` counts from
+the machine's boot (never below zero), so a deadline of 0 is "due at once" on
+either clock; "never" is ``None``.
 """
 
 from __future__ import annotations
