@@ -45,13 +45,13 @@ class Now(int):
 
     mono: int
 
+    # (str and repr stay int's: a Now written into a file, a log line or ZooKeeper
+    # is the wall-clock number, as a plain int was.)
+
     def __new__(cls, wall: int, mono: int) -> Now:
         self = super().__new__(cls, wall)
         self.mono = mono
         return self
-
-    def __repr__(self) -> str:
-        return f"Now(wall={int(self)}, mono={self.mono})"
 
     def __reduce__(self) -> tuple[type[Now], tuple[int, int]]:
         return (Now, (int(self), self.mono))
