@@ -30,11 +30,13 @@ from typing import Any
 
 import pytest
 from brokerlite_wire import batch, create, fetch_body, markers, read, send
+from test_consumer_groups import Member, World
 from test_eos_core import add, end, init
 from test_sasl_reauth import authenticate_once
 from test_security import SASL, USERS, metadata_works
 
 from trafka.brokerlite.clock import Now, mono_ms
+from trafka.brokerlite.groups.consumer_groups import ConsumerGroups
 from trafka.brokerlite.outcomes import Close, Parked
 from trafka.brokerlite.shares.partition import ACQUIRED, AVAILABLE, BatchSpan, SharePartition
 from trafka.codec.errors import ErrorCode
@@ -157,6 +159,26 @@ def test_a_wall_clock_step_neither_ends_a_members_session_nor_stretches_it(
     poll(core, clocks)
     assert _members(core, clocks) == []
     assert _heartbeat(core, clocks, member) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+@pytest.mark.parametrize("step", [STEP_MS, -STEP_MS])
+def test_a_wall_clock_step_neither_ends_a_kip_848_members_session_nor_stretches_it(
+    clocks: Clocks, step: int
+) -> None:
+    """A consumer group (KIP-848) member's session is a timer of the same
+    CoordinatorTimer (GroupMetadataManager schedules its session timeout there)."""
+    world = World(orders=2)
+    groups = ConsumerGroups(world, session_timeout_ms=SESSION)
+    member = Member(groups, world)
+    world.now = clocks.now()
+    assert member.join().error_code == ErrorCode.NONE
+    clocks.step_wall(step)
+    clocks.advance(SESSION - 1)
+    groups.tick(clocks.now())
+    assert member.member_id in groups.groups["g"].members
+    clocks.advance(1)
+    groups.tick(clocks.now())
+    assert member.member_id not in groups.groups["g"].members
 
 
 # -- a parked Fetch --------------------------------------------------------------------------
