@@ -188,6 +188,7 @@ Outcome = Reply | SaslToken | NoResponse | Parked | Close
 class Waiter(Protocol):
     """A parked request inside the broker core (see ``RequestContext.park``)."""
 
+    #: When it completes anyway: monotonic ms (``ctx.mono_ms + wait``), never wall.
     deadline_ms: int
     watches: frozenset[tuple[str, int]]
 

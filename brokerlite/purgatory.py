@@ -22,6 +22,9 @@ Rules and invariants:
   never completes it.
 * The deadline heap may keep items of requests already gone; they are skipped,
   and the heap is rebuilt when they outnumber the live ones.
+* Deadlines are monotonic milliseconds (``mono_ms(now_ms)``), as Kafka's
+  purgatories time out on its ``SystemTimer`` (``Time.hiResClockMs``): a step of
+  the wall clock neither ends a wait early nor stretches it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any
 
 from trafka.codec.messages.headers import RequestHeader
 
+from .clock import mono_ms
 from .outcomes import ParkAgain, Parked, Reply, Waiter
 from .session import ConnectionSession
 
@@ -153,11 +157,12 @@ class Purgatory:
     def take_ready(self, now_ms: int) -> list[Completion]:
         """The replies of the requests ready, or whose deadline passed, at ``now_ms``."""
         deadlines = self._deadlines
-        while deadlines and deadlines[0][0] <= now_ms:
+        mono = mono_ms(now_ms)
+        while deadlines and deadlines[0][0] <= mono:
             _, ticket = heapq.heappop(deadlines)
             entry = self._entries.get(ticket)
             # (a request parked again has its first waiter's deadline in the heap too)
-            if entry is not None and entry.waiter.deadline_ms <= now_ms:
+            if entry is not None and entry.waiter.deadline_ms <= mono:
                 self.wake(ticket)
         done: list[Completion] = []
         ready, self._ready = self._ready, []
@@ -181,7 +186,7 @@ class Purgatory:
         return done
 
     def next_deadline(self) -> int | None:
-        """The earliest deadline of a request waiting, or None."""
+        """The earliest deadline of a request waiting (monotonic ms), or None."""
         deadlines = self._deadlines
         while deadlines and deadlines[0][1] not in self._entries:
             heapq.heappop(deadlines)

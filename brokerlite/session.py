@@ -39,6 +39,7 @@ from trafka.codec.messages import API_MODULES
 from trafka.codec.protocol import api
 from trafka.codec.sasl import SaslAuthenticationError
 
+from .clock import mono_ms
 from .outcomes import Close, SaslToken
 from .security.authorizer import host_of, principal_for
 from .security.sasl import SaslSession, SaslState, UserStore
@@ -98,8 +99,9 @@ class ConnectionSession:
         sasl_user: the user the connection authenticated as (None before).
         sasl_mechanism: the mechanism it authenticated with.
         token_login: it authenticated with a delegation token.
-        sasl_expiry_ms: when its SASL session ends (None: never).
-        reauth_started_ms: when its latest re-authentication began.
+        sasl_expiry_ms: when its SASL session ends (monotonic ms, as Kafka's
+            ``SaslServerAuthenticator`` measures it on ``Time.nanoseconds``; None: never).
+        reauth_started_ms: when its latest re-authentication began (monotonic ms).
         parked_ticket: the ticket of its request parked in the core, if any.
     """
 
@@ -188,10 +190,10 @@ class ConnectionSession:
         policy, user = self.sasl_policy, self.sasl_user
         if policy is None or user is None or self.sasl_expiry_ms is None:
             return None
-        started = self.reauth_started_ms
-        if started is not None and now_ms - started < _MIN_REAUTH_INTERVAL_MS:
+        started, mono = self.reauth_started_ms, mono_ms(now_ms)
+        if started is not None and mono - started < _MIN_REAUTH_INTERVAL_MS:
             return None
-        self.reauth_started_ms = now_ms
+        self.reauth_started_ms = mono
         assert self.sasl_mechanism is not None
         self.sasl = policy.exchange(reauth_of=(self.sasl_mechanism, user))
         return self.sasl
@@ -221,13 +223,13 @@ class ConnectionSession:
     def expired(self, now_ms: int) -> Close | None:
         """The :class:`Close` of a request after the SASL session's expiry without a
         re-authentication begun (Kafka closes such a connection unanswered)."""
-        expiry = self.sasl_expiry_ms
-        if self.sasl is not None or expiry is None or now_ms <= expiry:
+        expiry, mono = self.sasl_expiry_ms, mono_ms(now_ms)
+        if self.sasl is not None or expiry is None or mono <= expiry:
             return None
         assert self.sasl_policy is not None
         self.sasl_policy.sessions_expired += 1
         return Close(
-            f"SASL session expired {now_ms - expiry} ms ago without "
+            f"SASL session expired {mono - expiry} ms ago without "
             "re-authentication (connections.max.reauth.ms or the token's expiry)",
             self.client_id,
         )

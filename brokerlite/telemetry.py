@@ -84,6 +84,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from trafka.brokerlite.clock import mono_ms
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.security.authorizer import host_of
 from trafka.brokerlite.storage.journal import CrcJournal, JournalStore
@@ -619,15 +620,18 @@ class ClientTelemetry:
                 if self._by_conn.get(evicted.conn_id) == evicted.client_instance_id:
                     del self._by_conn[evicted.conn_id]
         self._instances.move_to_end(instance_id)
-        instance.expires_ms = now_ms + max(_CACHE_EXPIRY_MS, 3 * instance.interval_ms)
+        # Kafka expires an instance on a SystemTimer (monotonic); the push interval
+        # is checked against time.milliseconds() (wall), as below.
+        instance.expires_ms = mono_ms(now_ms) + max(_CACHE_EXPIRY_MS, 3 * instance.interval_ms)
         return instance
 
     def _sweep(self, now_ms: int) -> None:
-        if now_ms < self._next_sweep_ms:
+        mono = mono_ms(now_ms)
+        if mono < self._next_sweep_ms:
             return
-        self._next_sweep_ms = now_ms + _SWEEP_EVERY_MS
+        self._next_sweep_ms = mono + _SWEEP_EVERY_MS
         for instance_id, instance in list(self._instances.items()):
-            if instance.expires_ms <= now_ms:
+            if instance.expires_ms <= mono:
                 self._forget(instance_id)
 
     def _forget(self, instance_id: uuid.UUID) -> None:

@@ -51,7 +51,7 @@ STACKS: dict[str, tuple[int, str]] = {
         "collaborators would only repeat every signature and docstring in a forwarding facade",
     ),
     "class brokerlite/groups/coordinator.py:GroupCoordinator": (
-        1589,
+        1585,
         _ONE_STATE + "the classic rebalance, its requests, the offsets and the admin calls "
         "change the live groups, their timers and parked answers within one call",
     ),
@@ -64,11 +64,11 @@ STACKS: dict[str, tuple[int, str]] = {
         _ONE_STATE + "a part of GroupCoordinator's",
     ),
     "class brokerlite/broker/__init__.py:Broker": (
-        1150,
+        1143,
         _TO_SPLIT + "dispatch, connections, polling and the cluster host around the core",
     ),
     "class brokerlite/broker/polling.py:Polling": (
-        712,
+        704,
         _TO_SPLIT + "a part of Broker's stack",
     ),
     "class brokerlite/transactions/coordinator.py:TransactionCoordinator": (

@@ -12,8 +12,12 @@ bytes; tests drive this class directly.
 
 Rules and invariants:
 
-* The driver passes the time in (``now_ms``, wall-clock milliseconds); nothing
-  here sleeps. The one clock read is the request-time quota's (KIP-124): how
+* The driver passes the time in (``now_ms``, wall-clock milliseconds carrying
+  the monotonic reading of the same instant: :class:`~trafka.brokerlite.clock.Now`);
+  nothing here sleeps. Dates (timestamps, retention, transaction timeouts) are on
+  the wall clock, waits (parked requests, group sessions, acquisition locks, SASL
+  sessions, the periodic work's schedule) on the monotonic one, as in Kafka
+  (:mod:`trafka.brokerlite.clock`, docs/brokerlite.md "Clocks"). The one clock read is the request-time quota's (KIP-124): how
   long handling a request took is a duration only the code around the handler
   can measure (a monotonic counter, never the wall clock).
 * Storage is synchronous: appends, reads and fsyncs run on the driver's thread
@@ -69,6 +73,7 @@ import logging
 import uuid
 from pathlib import Path
 
+from ..clock import mono_ms
 from ..cluster.replica_manager import ReplicaManager
 from ..cluster.view import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
 from ..config import BrokerConfig
@@ -157,7 +162,7 @@ class Broker(Polling):
 
     Args:
         config: the broker settings; ``config.data_dir`` is created if missing.
-        now_ms: the current wall-clock time (recovery and retention use it).
+        now_ms: the current time (:class:`~trafka.brokerlite.clock.Now`).
         advertised: (host, port) given to clients in Metadata and
             FindCoordinator; the driver passes it once it has bound its listener.
 
@@ -419,9 +424,10 @@ class Broker(Polling):
         )
         #: The requests parked until they can be answered.
         self.purgatory = Purgatory(self._complete)
-        self._next_retention_ms = now_ms + config.log_retention_check_interval_ms
-        self._next_flush_ms = now_ms + FLUSH_CHECK_MS
-        self._next_producer_expiry_ms = now_ms + config.producer_id_expiration_check_interval_ms
+        mono = mono_ms(now_ms)
+        self._next_retention_ms = mono + config.log_retention_check_interval_ms
+        self._next_flush_ms = mono + FLUSH_CHECK_MS
+        self._next_producer_expiry_ms = mono + config.producer_id_expiration_check_interval_ms
         self._closed = False
         if not config.cluster_mode:
             # (In a cluster a partition's open transactions are its coordinator's.)

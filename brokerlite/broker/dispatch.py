@@ -22,6 +22,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import api
 
+from ..clock import mono_ms
 from ..cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..errors import UnknownTopicOrPartitionError
 from ..handlers import HANDLERS
@@ -254,7 +255,7 @@ class Dispatch(Connections, ClusterHost):
             answer,
             spec.refusal(body, header.request_api_version, timed_out),
             spec.refusal(body, header.request_api_version, ErrorCode.NOT_COORDINATOR),
-            self._now_ms + _REPLICATION_WAIT_MS,
+            mono_ms(self._now_ms) + _REPLICATION_WAIT_MS,
         )
 
     # -- client quotas -------------------------------------------------------------

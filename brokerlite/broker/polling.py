@@ -5,6 +5,16 @@ Rules: :meth:`poll` returns the completions due and runs the periodic work
 producer-id expiry, flushes); :meth:`next_deadline` says when it is next due;
 polling early or often is harmless. A parked request completes exactly once,
 its reply throttled as its request's quotas say.
+
+Clocks (:mod:`trafka.brokerlite.clock`): :meth:`next_deadline` is monotonic
+milliseconds. The periodic work is scheduled on the monotonic clock, as Kafka's
+scheduler runs it; what each task decides (which segments, which producers are
+old) is on the wall clock. The transaction coordinator's timers and the markers'
+checks are on the wall clock (Kafka's ``TransactionStateManager`` compares
+``time.milliseconds()``): :meth:`next_deadline` gives them as far ahead on the
+monotonic clock as they are on the wall clock at the latest time the broker was
+given, and after a step of the wall clock the periodic work (at most
+``FLUSH_CHECK_MS`` apart) polls them again.
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ import logging
 from trafka.codec.errors import ErrorCode
 from trafka.codec.protocol import api
 
+from ..clock import mono_ms, to_mono
 from ..handlers import HANDLERS
 from ..outcomes import ParkAgain, Reply
 from ..purgatory import Completion, ParkedRequest
@@ -75,23 +86,24 @@ class Polling(Dispatch):
         done = purgatory.take_ready(now_ms)
         purgatory.release(self.groups.tick(now_ms))
         markers.complete(self.txn.tick(now_ms), now_ms)
+        mono = mono_ms(now_ms)
         share_deadline = self.shares.next_deadline()
-        if share_deadline is not None and share_deadline <= now_ms:
+        if share_deadline is not None and share_deadline <= mono:
             self.shares.tick(now_ms)
         markers.check(now_ms)
         done.extend(purgatory.take_group_done())
-        if now_ms >= self._next_retention_ms:
-            self._next_retention_ms = now_ms + self.config.log_retention_check_interval_ms
+        if mono >= self._next_retention_ms:
+            self._next_retention_ms = mono + self.config.log_retention_check_interval_ms
             self._run_retention(now_ms)
-        if now_ms >= self._next_producer_expiry_ms:
+        if mono >= self._next_producer_expiry_ms:
             self._next_producer_expiry_ms = (
-                now_ms + self.config.producer_id_expiration_check_interval_ms
+                mono + self.config.producer_id_expiration_check_interval_ms
             )
             expired = self.producers.expire(now_ms)
             if expired:
                 log.info("forgot %d idle producer(s)", expired)
-        if now_ms >= self._next_flush_ms:
-            self._next_flush_ms = now_ms + FLUSH_CHECK_MS
+        if mono >= self._next_flush_ms:
+            self._next_flush_ms = mono + FLUSH_CHECK_MS
             try:
                 self.logs.maybe_flush_all(now_ms)
             except Exception:
@@ -120,28 +132,19 @@ class Polling(Dispatch):
         return reply
 
     def next_deadline(self) -> int | None:
-        """The wall-clock time at which :meth:`poll` has work, or None."""
-        candidates = [
-            self._next_retention_ms,
-            self._next_flush_ms,
-            self._next_producer_expiry_ms,
-        ]
-        parked_deadline = self.purgatory.next_deadline()
-        if parked_deadline is not None:
-            candidates.append(parked_deadline)
-        group_deadline = self.groups.next_deadline()
-        if group_deadline is not None:
-            candidates.append(group_deadline)
-        txn_deadline = self.txn.next_deadline()
-        if txn_deadline is not None:
-            candidates.append(txn_deadline)
-        share_deadline = self.shares.next_deadline()
-        if share_deadline is not None:
-            candidates.append(share_deadline)
-        markers_deadline = self.markers.next_deadline()
-        if markers_deadline is not None:
-            candidates.append(markers_deadline)
-        return min(candidates)
+        """The monotonic time (ms) at which :meth:`poll` has work, or None."""
+        periodic = (self._next_retention_ms, self._next_flush_ms, self._next_producer_expiry_ms)
+        waits = (self.purgatory, self.groups, self.shares)
+        on_wall = (self.txn, self.markers)  # (see the module's docstring)
+        return min(
+            *periodic,
+            *(d for part in waits if (d := part.next_deadline()) is not None),
+            *(
+                to_mono(d, self._now_ms)
+                for part in on_wall
+                if (d := part.next_deadline()) is not None
+            ),
+        )
 
     # -- periodic work ----------------------------------------------------------
 

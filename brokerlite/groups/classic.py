@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Hashable, Iterable
 from typing import NamedTuple
 
+from trafka.brokerlite.clock import mono_ms
 from trafka.brokerlite.groups.rebalance import (
     HB,
     PENDING,
@@ -336,7 +337,7 @@ class ClassicRequests(ClassicRebalance):
             # KIP-394: hand out the id first, so a client that times out and retries
             # does not leave a ghost member behind in the rebalance.
             group.pending_members.add(new_id)
-            self._schedule(group, (PENDING, new_id), now_ms + j.session_timeout_ms)
+            self._schedule(group, (PENDING, new_id), mono_ms(now_ms) + j.session_timeout_ms)
             self._answer_join(j.waiter, ErrorCode.MEMBER_ID_REQUIRED, new_id)
         else:
             self._add_member(group, new_id, j, now_ms)
@@ -397,7 +398,7 @@ class ClassicRequests(ClassicRebalance):
         self._cancel(group, (PENDING, member_id))
         # A new member cannot heartbeat while its JoinGroup is parked, so the session
         # timeout does not apply; this bounds how long a vanished one can linger.
-        self._schedule(group, (HB, member_id), now_ms + self._new_member_join_timeout_ms)
+        self._schedule(group, (HB, member_id), mono_ms(now_ms) + self._new_member_join_timeout_ms)
         log.info(
             "group %r: member %r (instance %r) joins in state %s",
             group.group_id,

@@ -68,6 +68,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from trafka.brokerlite.clock import mono_ms
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k68_consumer_group_heartbeat as _hb
 from trafka.codec.messages import k69_consumer_group_describe as _cd
@@ -427,7 +428,7 @@ class ConsumerGroups:
                     ErrorCode.FENCED_MEMBER_EPOCH,
                     f"epoch {request.member_epoch} is not the member's ({member.epoch})",
                 )
-        member.session_deadline_ms = now_ms + self.session_timeout_ms
+        member.session_deadline_ms = mono_ms(now_ms) + self.session_timeout_ms
         changed |= self._update(member, request, regex)
         if request.server_assignor is not None:
             group.assignor = request.server_assignor
@@ -680,7 +681,7 @@ class ConsumerGroups:
             member.assigned = keep
             member.revoking = revoke
             member.state = UNREVOKED
-            member.revocation_deadline_ms = now_ms + member.rebalance_timeout_ms
+            member.revocation_deadline_ms = mono_ms(now_ms) + member.rebalance_timeout_ms
             return
         free = {tp for tp in target - keep if group.owner_of(tp, member.member_id) is None}
         member.assigned = keep | free
@@ -700,13 +701,15 @@ class ConsumerGroups:
     # -- timers -------------------------------------------------------------------------------
 
     def tick(self, now_ms: int) -> None:
-        """Fence members whose session or revocation time ran out."""
+        """Fence members whose session or revocation time ran out (monotonic ms,
+        Kafka's coordinator timer)."""
+        mono = mono_ms(now_ms)
         for group in list(self.groups.values()):
             fenced = False
             for member in list(group.members.values()):
-                late = member.session_deadline_ms <= now_ms or (
+                late = member.session_deadline_ms <= mono or (
                     member.revocation_deadline_ms is not None
-                    and member.revocation_deadline_ms <= now_ms
+                    and member.revocation_deadline_ms <= mono
                 )
                 if late:
                     self._remove(group, member.member_id, now_ms)
@@ -715,7 +718,7 @@ class ConsumerGroups:
                 self._save(group)
 
     def next_deadline(self) -> int | None:
-        """The earliest time :meth:`tick` has work, or None."""
+        """The earliest time :meth:`tick` has work (monotonic ms), or None."""
         deadlines = [
             d
             for g in self.groups.values()
@@ -819,9 +822,9 @@ class ConsumerGroups:
         """Start the loaded members' timers at ``now_ms`` (the broker's start)."""
         for group in self.groups.values():
             for member in group.members.values():
-                member.session_deadline_ms = now_ms + self.session_timeout_ms
+                member.session_deadline_ms = mono_ms(now_ms) + self.session_timeout_ms
                 if member.state == UNREVOKED:
-                    member.revocation_deadline_ms = now_ms + member.rebalance_timeout_ms
+                    member.revocation_deadline_ms = mono_ms(now_ms) + member.rebalance_timeout_ms
 
     def _save(self, group: ConsumerGroup) -> None:
         data = self.snapshot(group)

@@ -50,6 +50,7 @@ import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from trafka.brokerlite.clock import mono_ms
 from trafka.brokerlite.groups.classic import ClassicRequests
 from trafka.brokerlite.groups.consumer_groups import ConsumerGroup, ConsumerGroups, TopicMeta
 from trafka.brokerlite.groups.group_admin import GROUP_TYPE, GroupAdmin
@@ -242,7 +243,8 @@ class GroupCoordinator(ClassicRequests, OffsetRequests, GroupAdmin):
             The parked responses these timers released.
         """
         self._start(now_ms)
-        while self._heap and self._heap[0][0] <= now_ms:
+        mono = mono_ms(now_ms)
+        while self._heap and self._heap[0][0] <= mono:
             deadline, _, group_id, key = heapq.heappop(self._heap)
             group = self._groups.get(group_id)
             if group is None or group.timers.get(key) != deadline:
@@ -252,13 +254,13 @@ class GroupCoordinator(ClassicRequests, OffsetRequests, GroupAdmin):
         self.consumer.tick(now_ms)
         if self.share is not None:
             self.share.tick(now_ms)
-        if self._next_cleanup_ms is not None and now_ms >= self._next_cleanup_ms:
-            self._cleanup(now_ms)
-            self._next_cleanup_ms = now_ms + self._retention_check_ms
+        if self._next_cleanup_ms is not None and mono >= self._next_cleanup_ms:
+            self._cleanup(now_ms)  # what expires is decided on the wall clock
+            self._next_cleanup_ms = mono + self._retention_check_ms
         return self._drain()
 
     def next_deadline(self) -> int | None:
-        """When :meth:`tick` must next be called (ms), or None if no timer is set.
+        """When :meth:`tick` must next be called (monotonic ms), or None if no timer is set.
 
         Returns 0 before the coordinator has been given a time (resumed members'
         session timers are not started yet).
@@ -272,14 +274,9 @@ class GroupCoordinator(ClassicRequests, OffsetRequests, GroupAdmin):
                 break
             heapq.heappop(self._heap)
         share_deadline = self.share.next_deadline() if self.share is not None else None
-        deadlines = [
-            d
-            for d in (self._next_cleanup_ms, self.consumer.next_deadline(), share_deadline)
-            if d is not None
-        ]
-        if self._heap:
-            deadlines.append(self._heap[0][0])
-        return min(deadlines) if deadlines else None
+        head = self._heap[0][0] if self._heap else None
+        timers = (self._next_cleanup_ms, self.consumer.next_deadline(), share_deadline, head)
+        return min((d for d in timers if d is not None), default=None)
 
     def connection_closed(
         self, tokens: Iterable[Hashable], *, now_ms: int | None = None
@@ -330,7 +327,7 @@ class GroupCoordinator(ClassicRequests, OffsetRequests, GroupAdmin):
             group = self.consumer.groups.get(group_id)
             if group is not None:
                 for member in group.members.values():
-                    member.session_deadline_ms = now_ms + self.consumer.session_timeout_ms
+                    member.session_deadline_ms = mono_ms(now_ms) + self.consumer.session_timeout_ms
 
     def unload_groups(self, group_ids: set[str]) -> None:
         """Forget groups (their ``__consumer_offsets`` partition is no longer led

@@ -32,7 +32,10 @@ Rules and invariants (Kafka's ``GroupCoordinator``):
   dropped when its connection closes.
 * Timers. A timer is a ``(group, key)`` deadline; cancelling one leaves its heap
   entry, which is skipped when it surfaces (its deadline no longer matches the
-  group's). Due timers fire only in the coordinator's ``tick``.
+  group's). Due timers fire only in the coordinator's ``tick``. Deadlines are
+  monotonic milliseconds (``mono_ms(now_ms)``): Kafka's group coordinator runs
+  these timers on its ``CoordinatorTimer`` (a ``SystemTimer``, on
+  ``Time.hiResClockMs``), so a step of the wall clock expires no session.
 * Durability. Group metadata is written when a generation's assignment is set
   (leader SyncGroup), when a group becomes Empty and when a static member is
   replaced; a failed write leaves the live group as it is (only a restart would
@@ -46,6 +49,7 @@ import logging
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
+from trafka.brokerlite.clock import mono_ms
 from trafka.brokerlite.groups.consumer_groups import ConsumerGroups
 from trafka.brokerlite.groups.offsets import GroupRecord, GroupStore, MemberRecord, OffsetStoreError
 from trafka.brokerlite.groups.state import ClassicGroup, GroupState, Member, Waiter
@@ -151,7 +155,7 @@ class ClassicRebalance:
             for member in group.members.values():
                 self._schedule_heartbeat(group, member, now_ms)
         self.consumer.start(now_ms)
-        self._next_cleanup_ms = now_ms + self._retention_check_ms
+        self._next_cleanup_ms = mono_ms(now_ms) + self._retention_check_ms
 
     def _is_share(self, group_id: str) -> bool:
         return self.share is not None and self.share.is_share_group(group_id)
@@ -234,7 +238,7 @@ class ClassicRebalance:
             group.initial_remaining_ms = max(
                 group.rebalance_timeout_ms() - self._initial_delay_ms, 0
             )
-            self._schedule(group, JOIN, now_ms + self._initial_delay_ms)
+            self._schedule(group, JOIN, mono_ms(now_ms) + self._initial_delay_ms)
         log.info(
             "group %r: preparing rebalance from %s (generation %d)",
             group.group_id,
@@ -247,7 +251,7 @@ class ClassicRebalance:
                 self._complete_join(group, now_ms)
             else:
                 group.join_timer_is_initial = False
-                self._schedule(group, JOIN, now_ms + group.rebalance_timeout_ms())
+                self._schedule(group, JOIN, mono_ms(now_ms) + group.rebalance_timeout_ms())
 
     def _maybe_complete_join_phase(self, group: ClassicGroup, now_ms: int) -> None:
         if (
@@ -289,7 +293,7 @@ class ClassicRebalance:
             # Only static members that did not rejoin are left: wait another round for
             # them to rejoin or for their sessions to expire.
             group.join_timer_is_initial = False
-            self._schedule(group, JOIN, now_ms + group.rebalance_timeout_ms())
+            self._schedule(group, JOIN, mono_ms(now_ms) + group.rebalance_timeout_ms())
             return
         group.init_next_generation(now_ms)
         if group.state is GroupState.EMPTY:
@@ -312,7 +316,7 @@ class ClassicRebalance:
             member.is_new = False
             group.pending_sync.add(member.member_id)
         group.sync_generation = group.generation_id
-        self._schedule(group, SYNC, now_ms + group.rebalance_timeout_ms())
+        self._schedule(group, SYNC, mono_ms(now_ms) + group.rebalance_timeout_ms())
 
     def _expire_pending_sync(self, group: ClassicGroup, now_ms: int) -> None:
         if group.sync_generation != group.generation_id:
@@ -385,7 +389,7 @@ class ClassicRebalance:
         group.timers.pop(key, None)
 
     def _schedule_heartbeat(self, group: ClassicGroup, member: Member, now_ms: int) -> None:
-        self._schedule(group, (HB, member.member_id), now_ms + member.session_timeout_ms)
+        self._schedule(group, (HB, member.member_id), mono_ms(now_ms) + member.session_timeout_ms)
 
     def _fire(self, group: ClassicGroup, key: tuple[str, ...], deadline: int, now_ms: int) -> None:
         kind = key[0]

@@ -85,6 +85,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from trafka.brokerlite.clock import mono_ms
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.groups.consumer_groups import (
     TopicMeta,
@@ -548,7 +549,7 @@ class ShareGroups:
                 ) from exc
             timeout = self._session_timeout_ms(group_id)
             for member in group.members.values():
-                member.session_deadline_ms = now_ms + timeout
+                member.session_deadline_ms = mono_ms(now_ms) + timeout
             self.groups[group_id] = group
             self._saved[group_id] = _snapshot(group)
             self._unannounced.add(group_id)
@@ -710,7 +711,7 @@ class ShareGroups:
         if member.epoch != group.assignment_epoch:
             member.previous_epoch, member.epoch = member.epoch, group.assignment_epoch
         member.assigned = group.target.get(member_id, frozenset())
-        member.session_deadline_ms = now_ms + self._session_timeout_ms(group_id)
+        member.session_deadline_ms = mono_ms(now_ms) + self._session_timeout_ms(group_id)
         assignment = None
         if epoch == 0 or member.last_sent != member.assigned:
             member.last_sent = member.assigned
@@ -773,9 +774,11 @@ class ShareGroups:
     # -- timers ---------------------------------------------------------------------------------
 
     def tick(self, now_ms: int) -> None:
-        """Fence and remove the members whose session ran out."""
+        """Fence and remove the members whose session ran out (monotonic ms, as
+        Kafka's coordinator timer)."""
+        mono = mono_ms(now_ms)
         for group in list(self.groups.values()):
-            late = [m.member_id for m in group.members.values() if m.session_deadline_ms <= now_ms]
+            late = [m.member_id for m in group.members.values() if m.session_deadline_ms <= mono]
             for member_id in late:
                 log.info("share group %r: member %r session expired", group.group_id, member_id)
                 self._remove(group, member_id, now_ms)
@@ -783,7 +786,7 @@ class ShareGroups:
                 self._save(group)
 
     def next_deadline(self) -> int | None:
-        """The earliest time :meth:`tick` has work, or None."""
+        """The earliest time :meth:`tick` has work (monotonic ms), or None."""
         return min(
             (m.session_deadline_ms for g in self.groups.values() for m in g.members.values()),
             default=None,

@@ -50,6 +50,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from trafka.brokerlite.clock import mono_ms
 from trafka.brokerlite.outcomes import Parked, Reply, Waiter
 from trafka.brokerlite.security.authorizer import ANONYMOUS, RESOURCE_OPERATIONS
 from trafka.codec.errors import ErrorCode
@@ -201,13 +202,20 @@ class RequestContext:
         session: the connection the request came on
             (:class:`~trafka.brokerlite.session.ConnectionSession`).
         header: the decoded request header.
-        now_ms: wall-clock time in milliseconds, given by the driver.
+        now_ms: wall-clock time in milliseconds, given by the driver (a
+            :class:`~trafka.brokerlite.clock.Now`, carrying the monotonic reading too).
     """
 
     broker: BrokerPort
     session: ConnectionSession
     header: RequestHeader
     now_ms: int
+
+    @property
+    def mono_ms(self) -> int:
+        """The monotonic milliseconds of ``now_ms``: what a parked request's
+        ``deadline_ms`` is measured on (see :mod:`trafka.brokerlite.clock`)."""
+        return mono_ms(self.now_ms)
 
     @property
     def conn_id(self) -> int:

@@ -69,7 +69,7 @@ def answer(ctx: RequestContext, later: Later, refusal: Callable[[ErrorCode], Any
     """The answer now if its jobs are done, else the request parked until they are."""
     if later.done:
         return later.build()
-    return ctx.park(_JobsDone(ctx.share_offsets, later, refusal, ctx.now_ms + ADMIN_WAIT_MS))
+    return ctx.park(_JobsDone(ctx.share_offsets, later, refusal, ctx.mono_ms + ADMIN_WAIT_MS))
 
 
 class _JobsDone:

@@ -87,7 +87,7 @@ def when_durable(
         return answer
     if code is not None:
         return refusal(code)
-    return WritesSettled(ctx.shares, answer, after, refusal, ctx.now_ms + DURABLE_WAIT_MS)
+    return WritesSettled(ctx.shares, answer, after, refusal, ctx.mono_ms + DURABLE_WAIT_MS)
 
 
 _LEADERSHIP = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})

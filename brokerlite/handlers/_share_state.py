@@ -86,7 +86,7 @@ def serve(
     if not required:
         return build(rows)
     return ctx.park(
-        _StateReplicated(ctx, rows, build, required, ctx.now_ms + STATE_REPLICATION_TIMEOUT_MS)
+        _StateReplicated(ctx, rows, build, required, ctx.mono_ms + STATE_REPLICATION_TIMEOUT_MS)
     )
 
 

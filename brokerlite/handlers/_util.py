@@ -196,7 +196,7 @@ def park_on_tasks(
     cluster = ctx.cluster
     assert cluster is not None
     # The driver answers by the timeout; the waiter's own deadline is a backstop.
-    parked = ctx.park(_TasksWaiter(build, ctx.now_ms + max(timeout_ms, 0) + 5_000))
+    parked = ctx.park(_TasksWaiter(build, ctx.mono_ms + max(timeout_ms, 0) + 5_000))
     cluster.submit_all(tasks, parked.ticket)
     return parked
 

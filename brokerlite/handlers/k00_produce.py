@@ -195,7 +195,7 @@ class _VerifyWaiter:
         self._request = request
         self._verification = verification
         self.answers: Mapping[Question, ErrorCode] = {}
-        self.deadline_ms = ctx.now_ms + max(request.timeout_ms, 0)
+        self.deadline_ms = ctx.mono_ms + max(request.timeout_ms, 0)
         self.watches: frozenset[tuple[str, int]] = frozenset()
 
     def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
@@ -372,7 +372,7 @@ class _ProduceRun:
         endpoints = _endpoints(self._cluster, self._hinted) if version >= 10 else []
         if self._waits:
             assert self._cluster is not None
-            deadline_ms = ctx.now_ms + max(self._request.timeout_ms, 0)
+            deadline_ms = ctx.mono_ms + max(self._request.timeout_ms, 0)
             waiter = _AcksAllWaiter(
                 self._cluster, self._responses, self._waits, deadline_ms, version, endpoints
             )

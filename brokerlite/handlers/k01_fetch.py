@@ -763,7 +763,7 @@ def handle(ctx: RequestContext, request: m.FetchRequest) -> FetchPlan | Parked:
     waiter = _FetchWaiter(
         fetch,
         request.min_bytes - available,
-        ctx.now_ms + request.max_wait_ms,
+        ctx.mono_ms + request.max_wait_ms,
         frozenset(watches),
     )
     return ctx.park(waiter)

@@ -50,7 +50,7 @@ def handle(
     response = _delete(ctx, request, required)
     if ctx.cluster is None or not required:
         return response
-    waiter = _ReplicasMoved(ctx, response, required, ctx.now_ms + max(request.timeout_ms, 0))
+    waiter = _ReplicasMoved(ctx, response, required, ctx.mono_ms + max(request.timeout_ms, 0))
     if waiter.settled():
         return waiter.complete(ctx.now_ms)
     return ctx.park(waiter)

@@ -62,7 +62,7 @@ def handle(ctx: RequestContext, request: m.WriteTxnMarkersRequest) -> Response |
             return response
         assert ctx.cluster is not None  # (cluster_txn is cluster mode's)
         waiter = MarkersReplicated(
-            ctx.cluster, ctx.logs, response, required, ctx.now_ms + MARKER_REPLICATION_TIMEOUT_MS
+            ctx.cluster, ctx.logs, response, required, ctx.mono_ms + MARKER_REPLICATION_TIMEOUT_MS
         )
         if waiter.replicated():
             # Already on the ISR (a partition without followers): no append to come

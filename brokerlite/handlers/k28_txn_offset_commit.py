@@ -128,7 +128,7 @@ class _VerifyWaiter:
         self._request = request
         self._verification, self._question = verification, question
         self.answers: Mapping[Question, ErrorCode] = {}
-        self.deadline_ms = ctx.now_ms + VERIFY_TIMEOUT_MS
+        self.deadline_ms = ctx.mono_ms + VERIFY_TIMEOUT_MS
         self.watches: frozenset[tuple[str, int]] = frozenset()
 
     def on_append(self, topic: str, partition: int, nbytes: int) -> bool:

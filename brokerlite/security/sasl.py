@@ -75,6 +75,7 @@ from trafka.codec.sasl import (
     ScramServer,
 )
 
+from ..clock import mono_ms
 from ..config import BrokerConfig, ConfigError, check_user, read_users_file
 
 if TYPE_CHECKING:
@@ -214,7 +215,7 @@ class SaslSession:
             principal, which must not change.
 
     Once DONE, ``session_lifetime_ms`` is the lifetime to answer (0: none) and
-    ``expires_ms`` the time the session ends (None: never).
+    ``expires_ms`` the time the session ends (monotonic ms; None: never).
     """
 
     def __init__(
@@ -357,11 +358,14 @@ class SaslSession:
 
     def _set_lifetime(self, now_ms: int) -> None:
         """``session_lifetime_ms`` and ``expires_ms`` of a session just DONE at
-        ``now_ms`` (Kafka's rule: see the module docstring)."""
+        ``now_ms`` (Kafka's rule: see the module docstring). The lifetime is
+        measured from the wall clock (a token's ``exp`` is a date), the expiry on
+        the monotonic one, as Kafka's ``SaslServerAuthenticator`` adds the
+        lifetime to ``Time.nanoseconds``."""
         limits = [self._max_reauth_ms] if self._max_reauth_ms > 0 else []
         if self._token_expires_ms is not None:
             limits.append(self._token_expires_ms - now_ms)
         if not limits:
             return
         self.session_lifetime_ms = max(0, min(limits))
-        self.expires_ms = now_ms + self.session_lifetime_ms
+        self.expires_ms = mono_ms(now_ms) + self.session_lifetime_ms

@@ -165,9 +165,10 @@ class Server:
                 deadline = self.broker.next_deadline()
             except Exception:
                 log.exception("internal error computing the next deadline")
-                deadline = now_ms() + 1000
+                deadline = now_ms().mono + 1000
+            # The core's deadlines are on the monotonic clock (brokerlite.clock).
             self._sleep_until = math.inf if deadline is None else deadline
-            timeout = math.inf if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
+            timeout = math.inf if deadline is None else max(0.0, (deadline - now_ms().mono) / 1000)
             with trio.move_on_after(timeout):
                 await self._wake.wait()
             self._wake = trio.Event()

@@ -87,6 +87,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from trafka.brokerlite.clock import mono_ms
 from trafka.brokerlite.errors import BrokerError
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k78_share_fetch as _sf
@@ -412,7 +413,7 @@ class ShareFetcher(ShareOffsetsAdmin):
             session,
             max_records,
             request.max_bytes,
-            now_ms + max(request.max_wait_ms, 0),
+            mono_ms(now_ms) + max(request.max_wait_ms, 0),
             frozenset(self._watches(session)),
             answers,
             config.record_lock_duration_ms,

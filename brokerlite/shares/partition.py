@@ -7,7 +7,8 @@ start offset (SPSO, :attr:`SharePartition.start_offset`) up to the end offset
 *in flight* and has a state:
 
 * AVAILABLE: may be acquired by any member (released, or its lock expired);
-* ACQUIRED: handed to one member, locked until a deadline;
+* ACQUIRED: handed to one member, locked until a deadline (monotonic ms, as
+  Kafka's acquisition-lock timer runs on ``Time.hiResClockMs``);
 * ACKNOWLEDGED: accepted, processed; never delivered again;
 * ARCHIVED: rejected, gap, control record, aborted, or delivered too often;
   never delivered again.
@@ -65,6 +66,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from trafka.brokerlite.clock import mono_ms
 from trafka.codec.errors import ErrorCode
 
 __all__ = [
@@ -217,7 +219,7 @@ class SharePartition:
         return self.end_offset - self._start >= self.max_record_locks
 
     def next_deadline(self) -> int | None:
-        """The earliest lock deadline of an ACQUIRED run, or None."""
+        """The earliest lock deadline of an ACQUIRED run (monotonic ms), or None."""
         deadlines = [r.deadline_ms for r in self._runs if r.state == ACQUIRED]
         return min(deadlines) if deadlines else None
 
@@ -241,7 +243,7 @@ class SharePartition:
             run.state = ACQUIRED
             run.delivery_count += 1
             run.member_id = member_id
-            run.deadline_ms = now_ms + lock_ms
+            run.deadline_ms = mono_ms(now_ms) + lock_ms
             left -= run.last - run.first + 1
             out.append(AcquiredRange(run.first, run.last, run.delivery_count))
             i += 1
@@ -278,7 +280,9 @@ class SharePartition:
                 self._append(Run(end, first - 1, ARCHIVED, 0))
                 self.dirty = True
             if batch.deliverable:
-                self._append(Run(first, batch.last, ACQUIRED, 1, member_id, now_ms + lock_ms))
+                self._append(
+                    Run(first, batch.last, ACQUIRED, 1, member_id, mono_ms(now_ms) + lock_ms)
+                )
                 out.append(AcquiredRange(first, batch.last, 1))
                 taken += batch.last - first + 1
             else:
@@ -361,7 +365,8 @@ class SharePartition:
 
     def expire_locks(self, now_ms: int) -> bool:
         """Release ACQUIRED runs whose lock deadline has passed; True when any did."""
-        return self._release_where(lambda run: run.deadline_ms <= now_ms)
+        mono = mono_ms(now_ms)
+        return self._release_where(lambda run: run.deadline_ms <= mono)
 
     def _release_where(self, holds: Callable[[Run], bool]) -> bool:
         """Release the ACQUIRED runs ``holds`` picks; True when there were any."""

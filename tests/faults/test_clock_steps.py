@@ -11,7 +11,11 @@ test steps 10 minutes forward; the member is a trafka consumer in a group with a
 30 s session, heartbeating every 3 s. What is checked: its partitions are
 assigned once, and nothing else happens to them in the 8 s after the step (a
 member whose session the broker ended learns it at its next heartbeat,
-UNKNOWN_MEMBER_ID: its partitions are lost, then assigned again). The heartbeats
+UNKNOWN_MEMBER_ID: its partitions are lost, then assigned again). The clock then
+steps back the 10 minutes, and no request of the consumer fails in the 12 s
+after (a broker timing its parked Fetch on the wall clock holds the long poll
+parked across the step back for 10 minutes more, past the consumer's 10 s
+request timeout: the request fails and the connection with it). The heartbeats
 are rare so that a broker measuring sessions on the wall clock ends the session
 before the next one renews it: the consumer's parked Fetch (a 0.5 s long poll)
 wakes brokerlite's deadline scan first; with heartbeats every 0.5 s one sometimes
@@ -37,6 +41,9 @@ from trafka.sdk import NewTopic, open_admin, open_consumer
 
 pytestmark = [pytest.mark.slow]
 STEP_S = 600.0
+# Watched after the step back: longer than the consumer's request timeout (10 s),
+# so a long poll parked across the step and stretched by it fails in the client.
+BACK_WATCH_S = 12
 
 
 class _Assignments:
@@ -55,7 +62,9 @@ class _Assignments:
         self.events.append(("lost", set(partitions)))
 
 
-async def _events_across_a_step(bootstrap: str, clock: ClockShift) -> list[tuple[str, set[Any]]]:
+async def _events_across_a_step(
+    bootstrap: str, clock: ClockShift
+) -> tuple[list[tuple[str, set[Any]]], int]:
     topic = f"clock-step-{time.monotonic_ns()}"
     async with open_admin(bootstrap_servers=bootstrap) as admin:
         await admin.create_topics([NewTopic(topic, 1, 1)])
@@ -72,8 +81,12 @@ async def _events_across_a_step(bootstrap: str, clock: ClockShift) -> list[tuple
         deadline = trio.current_time() + 8
         while trio.current_time() < deadline:
             await consumer.getmany(timeout_ms=200)
-        clock.set(0.0)
-        return list(listener.events)  # before the close revokes
+        clock.set(0.0)  # the step back
+        deadline = trio.current_time() + BACK_WATCH_S
+        while trio.current_time() < deadline:
+            await consumer.getmany(timeout_ms=200)
+        failed = sum(b.requests_failed for b in consumer.statistics().brokers.values())
+        return list(listener.events), failed  # before the close revokes
 
 
 def _free_port() -> int:
@@ -82,12 +95,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="brokerlite measures sessions and parked requests' waits on the wall clock "
-    "(its core takes one now_ms): the step ends the member's session, and a Fetch parked "
-    "during the step waits 10 minutes once the clock steps back (#64, docs/delivery.md)",
-)
 def test_brokerlite_keeps_a_member_across_a_wall_clock_step(tmp_path: Path) -> None:
     why = available()
     if why is not None:
@@ -100,12 +107,13 @@ def test_brokerlite_keeps_a_member_across_a_wall_clock_step(tmp_path: Path) -> N
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                 env={**os.environ, **clock.env()})  # fmt: skip
     try:
-        events = trio.run(_events_across_a_step, f"127.0.0.1:{port}", clock)
+        events, failed = trio.run(_events_across_a_step, f"127.0.0.1:{port}", clock)
     finally:
         proc.kill()
         proc.wait()
-    assert [e for e, _ in events] == ["assigned"], (
+    assert [e for e, _ in events] == ["assigned"] and failed == 0, (
         events,
+        failed,
         (tmp_path / "broker.log").read_text()[-2000:],
     )
 
@@ -119,5 +127,5 @@ def test_kafka_keeps_a_member_across_a_wall_clock_step(tmp_path: Path, make_kafk
     clock = ClockShift(tmp_path / "clock")
     env = [f"{k}={v}" for k, v in clock.env().items()]
     kafka = make_kafka(version=KAFKA_4, wrap=lambda n: ["env", *env])
-    events = trio.run(_events_across_a_step, kafka.bootstrap_servers, clock)
-    assert [e for e, _ in events] == ["assigned"], events
+    events, failed = trio.run(_events_across_a_step, kafka.bootstrap_servers, clock)
+    assert [e for e, _ in events] == ["assigned"] and failed == 0, (events, failed)
