@@ -620,6 +620,8 @@ class Fetcher:
             code = response.error_code
             self.metadata.on_partition_error(code)
             raise KafkaError(code, "fetch failed")
+        if getattr(response, "node_endpoints", None):
+            self.metadata.learn_endpoints(response.node_endpoints)
         got = False
         names = self._topic_names
         for t in response.responses:

@@ -374,6 +374,17 @@ class MetadataCache:
             return True
         return False
 
+    def learn_endpoints(self, endpoints: Iterable[Any]) -> None:
+        """Take the brokers an answer's ``node_endpoints`` names (KIP-951: Produce
+        v10+, Fetch v16+, ShareFetch, ShareAcknowledge), so a leader hint naming a
+        broker this client has not met yet moves the partition at once, as
+        Java's client merges them into its metadata, instead of waiting for a
+        refresh. The next Metadata answer replaces them all."""
+        for e in endpoints:
+            info = BrokerInfo(e.node_id, e.host, e.port, e.rack)
+            if e.node_id >= 0 and self.brokers.get(e.node_id) != info:
+                self.brokers = {**self.brokers, e.node_id: info}
+
     def on_leader_hint(self, topic: str, partition: int, leader: int, epoch: int) -> None:
         """Apply a new leader a broker reported (KIP-951 ``current_leader``), if newer."""
         info = self.topics.get(topic)

@@ -510,6 +510,8 @@ class ProducerCore:
                 acc.complete(b, -1, now=now)
             return False
         md = self.metadata
+        if response.node_endpoints:
+            md.learn_endpoints(response.node_endpoints)
         refresh = False
         for b, p in produce_results(batches, response, topic_ids):
             if p is None:

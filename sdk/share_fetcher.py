@@ -502,6 +502,8 @@ class ShareFetcher:
     def on_response(self, request: ShareRequest, body: Any, now: float) -> None:
         """The answer to ``request``."""
         self._busy.discard(request.node)
+        if body.node_endpoints:
+            self.metadata.learn_endpoints(body.node_endpoints)
         if request.is_fetch:
             self._on_fetch(request, body, now)
         else:

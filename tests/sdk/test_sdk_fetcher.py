@@ -149,6 +149,28 @@ def test_leader_error_requests_metadata() -> None:
     assert f.fetchable() == {1: [TP]}  # may be fetched again
 
 
+def test_a_leader_hint_with_its_endpoint_moves_the_fetch_to_a_new_broker() -> None:
+    """KIP-951 (Fetch v16+): a NOT_LEADER_OR_FOLLOWER partition names its new leader
+    (``current_leader``) and the answer the leader's address (``node_endpoints``):
+    the next fetch goes there, even to a broker the client had not met."""
+    m = cache()
+    f = Fetcher(m)
+    f.assign([TP])
+    f.seek(TP, 0)
+    _, positions = f.build_fetch([TP], 12)
+    answer = response(
+        None,
+        code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        current_leader=R.LeaderIdAndEpoch(leader_id=5, leader_epoch=3),
+    )
+    answer = R(
+        responses=answer.responses, node_endpoints=[R.NodeEndpoint(node_id=5, host="b5", port=9095)]
+    )
+    f.handle_fetch_response(positions, answer)
+    assert m.broker(5) is not None and (m.broker(5).host, m.broker(5).port) == ("b5", 9095)
+    assert f.fetchable() == {5: [TP]}
+
+
 def test_other_errors_surface_once() -> None:
     f = Fetcher(cache())
     f.assign([TP])

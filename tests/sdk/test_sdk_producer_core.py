@@ -134,6 +134,40 @@ def test_a_leadership_error_retries_and_asks_for_metadata() -> None:
     assert not batch.done and batch.attempts == 1
 
 
+def test_a_leader_hint_naming_a_new_broker_moves_the_partition_at_once() -> None:
+    """KIP-951: a NOT_LEADER_OR_FOLLOWER answer (Produce v10+) names the new leader
+    (``current_leader``) and, in ``node_endpoints``, the address of each leader it
+    names, so that the client "can update its metadata cache" and send there at
+    once. A broker the client has not met yet is then known by that address."""
+    effects = Effects()
+    core = effects.core(enable_idempotence=False)
+    batch = open_batch(core, b"v")
+    md = core.metadata
+    epoch = md.leader_epoch("t", batch.partition)
+    assert md.broker(7) is None
+    R = produce.ProduceResponse
+    answer = R(
+        responses=[
+            R.TopicProduceResponse(
+                name="t",
+                partition_responses=[
+                    R.PartitionProduceResponse(
+                        index=batch.partition,
+                        error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                        current_leader=R.LeaderIdAndEpoch(leader_id=7, leader_epoch=epoch + 1),
+                    )
+                ],
+            )
+        ],
+        node_endpoints=[R.NodeEndpoint(node_id=7, host="b7.example", port=9097, rack="r2")],
+    )
+    assert core.acc.drain(2.0, 1, md.leader_for) == [batch]
+    core.on_produce_response([batch], answer, now=2.0)
+    assert md.leader_for("t", batch.partition) == 7
+    assert (md.broker(7).host, md.broker(7).port, md.broker(7).rack) == ("b7.example", 9097, "r2")
+    assert not batch.done and batch.attempts == 1  # retried, now towards broker 7
+
+
 def test_a_fatal_error_fails_buffered_records_and_every_later_append() -> None:
     effects = Effects()
     core = effects.core()
