@@ -318,20 +318,20 @@ class GroupCoordinator(ClassicRequests, OffsetRequests, GroupAdmin):
     # -- persistence ----------------------------------------------------------------------------
 
     def load_groups(self, group_ids: set[str], now_ms: int) -> None:
-        """Bring groups into memory from the store (their ``__consumer_offsets``
-        partition is now led here, cluster mode); a group already in memory is
-        replaced by the stored one."""
+        """Load groups from the store (their ``__consumer_offsets`` partition is led
+        here now) over any in memory; sessions run from now (Kafka's onGroupLoaded)."""
         self.unload_groups(group_ids)
         self._load(group_ids)
         for group_id in group_ids:
-            group = self.consumer.groups.get(group_id)
-            if group is not None:
-                for member in group.members.values():
-                    member.session_deadline_ms = mono_ms(now_ms) + self.consumer.session_timeout_ms
+            if (classic := self._groups.get(group_id)) is not None:
+                for member in classic.members.values():
+                    self._schedule_heartbeat(classic, member, now_ms)
+            if (group := self.consumer.groups.get(group_id)) is not None:
+                for m in group.members.values():
+                    m.session_deadline_ms = mono_ms(now_ms) + self.consumer.session_timeout_ms
 
     def unload_groups(self, group_ids: set[str]) -> None:
-        """Forget groups (their ``__consumer_offsets`` partition is no longer led
-        here): their members find the new coordinator (NOT_COORDINATOR)."""
+        """Forget groups whose offsets partition moved away (members: NOT_COORDINATOR)."""
         for group_id in group_ids:
             self._groups.pop(group_id, None)
             self.consumer.groups.pop(group_id, None)

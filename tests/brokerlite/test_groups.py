@@ -963,6 +963,30 @@ def test_restart_resumes_the_stable_generation(tmp_path: Path) -> None:
     assert resp.generation_id == 2 and [m.member_id for m in resp.members] == [a.member_id]
 
 
+def test_a_group_loaded_by_a_new_coordinator_expires_its_silent_members(tmp_path: Path) -> None:
+    """A classic group whose offsets partition this running coordinator takes over
+    (cluster mode: ``load_groups``) gets a heartbeat timer for every member it
+    loads, as Kafka's coordinator does when a group is loaded (3.9's
+    GroupCoordinator.onGroupLoaded schedules each member's heartbeat expiration;
+    4.x's GroupMetadataManager.onLoaded reschedules each classic member's
+    heartbeat): a member that died with the old coordinator must not hold its
+    partitions for ever."""
+    h = Harness(tmp_path)
+    a, b = Consumer("a"), Consumer("b")
+    form_group(h, a, b)
+    h2 = Harness(tmp_path)
+    h2.co.unload_groups({GROUP})
+    h2.advance(SESSION * 3)  # long before the group moves here
+    h2.co.load_groups({GROUP}, h2.now)
+    assert h2.state() == "Stable"
+    for _ in range(3):  # only a heartbeats: b's session, counted from the load, lapses
+        h2.advance(SESSION // 2)
+        assert h2.heartbeat(a) in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS)
+    assert h2.state() == "PreparingRebalance"
+    resp = joined(h2, a, h2.join(a))
+    assert resp.generation_id == 2 and [m.member_id for m in resp.members] == [a.member_id]
+
+
 def test_restart_without_a_clock_asks_for_a_tick(tmp_path: Path) -> None:
     h = Harness(tmp_path)
     a = Consumer("a")
