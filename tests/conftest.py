@@ -37,6 +37,16 @@ other's queue runs dry. Their module-scoped fixtures are then made once per
 worker (the file's tests stay next to each other in the queue); a file whose
 tests share a costly module fixture stays whole.
 
+With more workers than cores (``PYTEST_WORKERS`` in the Makefile), the heaviest
+work of :data:`CONFINED` (Spark's sessions, JVMs and Python workers; the
+three-node Kafka clusters, three JVMs each) goes to two workers only, ``gw0``
+and ``gw1``, which take it before anything else: every worker keeps its session
+brokers to the end of the run, so with four workers each would otherwise start
+its own Spark and its own clusters, twice the memory and the start-up CPU of two,
+and the Spark files, run that way beside another engineer's tests, failed on
+timeouts of Spark's own (a Python worker not connecting back, a session never
+registering trafka's source). The other workers take the rest.
+
 Bytecode: when Python writes none (``PYTHONDONTWRITEBYTECODE``, as in the
 machines the suite runs on), every process the tests start (the CLI's, the
 brokers and proxies of the cluster tests, the bench scripts, Spark's Python
@@ -140,6 +150,64 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.path not in slow)
 
 
+#: The session fixtures that start a JVM (or several) the first time a pytest
+#: process asks for one, and the seconds a test that starts one gets on top of
+#: its own timeout (pytest-timeout's, which counts the fixtures' set-up too).
+#: A start is some 5 to 30 s on a quiet machine; beside other engineers' runs
+#: (load average 20 to 29 on 2 cores, 4 workers) Spark's session took over 120 s
+#: to start, failed the first test's 120 s timeout, and every later Spark test of
+#: that worker then failed on the half-made session.
+SESSION_STARTS = frozenset(
+    {"spark", "zookeeper", "kafka3", "kafka3_cluster", "kafka4", "kafka4_cluster"}
+)
+SESSION_START_ALLOWANCE = 300.0
+_started: set[str] = set()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if fixturedef.scope == "session":
+        _started.add(fixturedef.argname)
+
+
+def _starts(item: pytest.Item) -> set[str]:
+    """The fixtures of :data:`SESSION_STARTS` that ``item`` will start: those it
+    names, and the broker its ``kafka`` or ``peer`` parameter picks, not yet started."""
+    names = set(getattr(item, "fixturenames", ()))
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    for name in ("kafka", "peer"):
+        if name in names:
+            names.add({"3.9": "kafka3", "4": "kafka4"}.get(params.get(name), ""))
+    if names & {"kafka3", "kafka3_cluster"}:
+        names.add("zookeeper")
+    return names.intersection(SESSION_STARTS) - _started
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """A test that starts one of the :data:`SESSION_STARTS` gets
+    :data:`SESSION_START_ALLOWANCE` more seconds of timeout (set before
+    pytest-timeout's own wrapper reads it)."""
+    if _starts(item):
+        marker = item.get_closest_marker("timeout")
+        timeout = (
+            (item.config.getoption("timeout", None) or item.config.getini("timeout"))
+            if marker is None
+            else None
+        )
+        args: tuple[Any, ...] = ()
+        kwargs: dict[str, Any] = {}
+        if marker is not None:
+            args, kwargs = marker.args, dict(marker.kwargs)
+            timeout = kwargs.pop("timeout", None) if not args else args[0]
+            args = args[1:]
+        if timeout:
+            more = float(timeout) + SESSION_START_ALLOWANCE
+            item.add_marker(pytest.mark.timeout(more, *args, **kwargs), append=False)
+    yield
+
+
 #: The files whose tests ``make pytest`` hands to its workers one by one rather
 #: than as a whole (see the module's docstring), as paths from the repository's
 #: root (pytest's node ids start with them).
@@ -157,12 +225,31 @@ SPREAD_FILES = frozenset(
 )
 
 
+#: The work (a folder, or files, as paths from the repository's root) that only
+#: the first :data:`CONFINED_WORKERS` workers take (see the module's docstring):
+#: what starts Spark, and what runs on the three-node Kafka clusters
+#: (``kafka4_cluster``, ``kafka3_cluster``, ``kafka_cluster``).
+CONFINED = (
+    "tests/spark/",
+    "tests/bench/test_bench_smoke.py",  # Spark's bench lines, and both clusters
+    "tests/proxy/test_proxy_kafka_consume.py",
+    "tests/proxy/test_proxy_kafka_faults.py",
+    "tests/proxy/test_proxy_kafka_journal.py",
+    "tests/proxy/test_proxy_kafka_leader_moves.py",
+    "tests/proxy/test_proxy_kafka_routing.py",
+    "tests/sdk/test_sdk_kafka_admin.py",
+    "tests/sdk/test_sdk_kafka_versions.py",
+    "tests/tools/test_cli_kafka.py",
+)
+CONFINED_WORKERS = 2
+
+
 def _check_spread_files() -> None:
-    """A file renamed or removed must leave :data:`SPREAD_FILES` too."""
+    """A file renamed or removed must leave :data:`SPREAD_FILES` and :data:`CONFINED` too."""
     root = Path(_HERE).parent
-    gone = sorted(name for name in SPREAD_FILES if not (root / name).is_file())
+    gone = sorted(name for name in SPREAD_FILES.union(CONFINED) if not (root / name).exists())
     if gone:
-        raise pytest.UsageError(f"tests/conftest.py: SPREAD_FILES names no file: {gone}")
+        raise pytest.UsageError(f"tests/conftest.py: SPREAD_FILES or CONFINED name no file: {gone}")
 
 
 _check_spread_files()
@@ -174,11 +261,32 @@ except ImportError:  # pytest-xdist is a dev dependency; without it the suite ru
 else:
 
     class _SpreadFileScheduling(LoadFileScheduling):
-        """``--dist loadfile``, but each test of :data:`SPREAD_FILES` a unit of its own."""
+        """``--dist loadfile``, but each test of :data:`SPREAD_FILES` a unit of its
+        own, and the units of :data:`CONFINED` for the first workers alone."""
 
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             return nodeid if path in SPREAD_FILES else path
+
+        def _assign_work_unit(self, node: Any) -> None:
+            """The next unit ``node`` may take (for the confined workers, the next
+            confined one first), or none: a worker left without work idles until
+            the run ends, as it does when the queue runs dry."""
+            if len(self.nodes) > CONFINED_WORKERS:
+                confining = _worker_number(node) < CONFINED_WORKERS
+                units = [scope for scope in self.workqueue if scope.startswith(CONFINED)]
+                if not confining:
+                    units = [scope for scope in self.workqueue if not scope.startswith(CONFINED)]
+                if not units and not confining:
+                    return
+                if units:
+                    self.workqueue.move_to_end(units[0], last=False)
+            super()._assign_work_unit(node)
+
+    def _worker_number(node: Any) -> int:
+        """``gw3`` -> 3 (xdist's names for its workers)."""
+        name = str(node.gateway.id)
+        return int(name[2:]) if name[2:].isdigit() else 0
 
     @pytest.hookimpl(tryfirst=True, optionalhook=True)
     def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
