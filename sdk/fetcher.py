@@ -620,8 +620,7 @@ class Fetcher:
             code = response.error_code
             self.metadata.on_partition_error(code)
             raise KafkaError(code, "fetch failed")
-        if getattr(response, "node_endpoints", None):
-            self.metadata.learn_endpoints(response.node_endpoints)
+        self.metadata.learn_endpoints(getattr(response, "node_endpoints", ()))
         got = False
         names = self._topic_names
         for t in response.responses:
@@ -675,11 +674,8 @@ class Fetcher:
                 self.request_reset(tp, EARLIEST if self.auto_offset_reset == "earliest" else LATEST)
                 self.reset_wanted = True
         elif code in REFRESH_ERRORS:
-            leader = p.current_leader  # KIP-951 hint (v12+), -1 when absent
-            if leader.leader_id >= 0:
-                self.metadata.on_leader_hint(
-                    tp.topic, tp.partition, leader.leader_id, leader.leader_epoch
-                )
+            hint = p.current_leader  # KIP-951 (v12+), leader -1 when absent: then no move
+            self.metadata.on_leader_hint(tp.topic, tp.partition, hint.leader_id, hint.leader_epoch)
             self.metadata.on_partition_error(code, tp.topic, tp.partition)
         else:
             hint = (
