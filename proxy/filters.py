@@ -1,8 +1,9 @@
-"""The proxy's extension point: filters that see decoded requests and answers.
+"""The proxy's extension point: filters that see requests and answers, decoded
+or as frames.
 
 A filter is Python code the proxy runs on the requests and answers of the APIs
 it names, decoded (the codec's dataclasses, as :mod:`trafka.codec.protocol`
-gives them). It may pass them on unchanged, change them (return a new body:
+gives them) or as the frames that crossed. It may pass them on unchanged, change them (return a new body:
 the codec's dataclasses are frozen, so ``dataclasses.replace``), answer a
 request itself (:class:`Respond`), which then never reaches a broker, or
 answer it later (:class:`RespondLater`) from work of its own, such as requests
@@ -13,10 +14,10 @@ Rules:
 
 * Filters run in the order given (``ProxyConfig.filters``) on requests, and in
   the reverse order on answers, as a chain: each sees what the one before it
-  returned. The proxy's key routing is the chain's last filter (nearest the
-  brokers): a user's filter sees what the client sends and what it will
-  receive (broker addresses already the proxy's, a routed Produce's answer
-  already merged).
+  returned. The proxy's key routing, then its SASL watch and address
+  rewriting, are the chain's last filters (nearest the brokers): a user's
+  filter sees what the client sends and what it will receive (broker
+  addresses already the proxy's, a routed Produce's answer already merged).
 * A request answered by :class:`Respond` or :class:`RespondLater` goes to no
   broker; the filters before the one that answered see that answer on their
   way back, as any other. The client's answers keep the order of its
@@ -34,8 +35,9 @@ Rules:
   and carries ``state``, a dictionary private to the client connection, and
   ``notes``, one private to the request and its answer.
 * :meth:`Filter.attach` hands a filter the proxy's :class:`ProxyServices` when
-  the proxy starts: its pooled upstream connections, what it knows of topics
-  and leaders, its nursery. :meth:`Filter.detach` is called when it stops.
+  the proxy starts: its pooled upstream connections (and pools of the
+  filter's own), what it knows of topics and leaders, its listeners, its
+  nursery. :meth:`Filter.detach` is called when it stops.
   :meth:`Filter.configure` hands it the settings of its entry in ``trafka
   proxy``'s file, before the proxy starts and again on SIGHUP (see
   :mod:`.reload`).
