@@ -90,9 +90,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from trafka.codec import ApiKey, protocol
+from trafka.codec.errors import DecodeError, TrafkaError
 
 if TYPE_CHECKING:
     import trio
@@ -446,6 +447,53 @@ def stages(filters: Sequence[Filter], api_key: int, api_version: int) -> tuple[S
         if request or answer:
             chain.append(Stage(f, request, answer))
     return tuple(chain)
+
+
+class Route(NamedTuple):
+    """What the core does with one API and version, worked out once."""
+
+    chain: tuple[Stage, ...]
+    decodable: bool  # see decodable()
+    asks: bool  # a stage sees its requests
+    answers: bool  # a stage sees its answers
+
+    @classmethod
+    def of(cls, filters: Sequence[Filter], api_key: int, api_version: int) -> Route:
+        chain = stages(filters, api_key, api_version)
+        return cls(
+            chain,
+            decodable(api_key, api_version),
+            any(s.request != UNSEEN for s in chain),
+            any(s.answer != UNSEEN for s in chain),
+        )
+
+
+def client_software(frame: bytes) -> str | None:
+    """The client software name an ApiVersions request (v3+) gives, if it can
+    be read (:attr:`FilterContext.client_software`)."""
+    try:
+        _, body = protocol.decode_request(frame, allow_trailing=True)
+    except DecodeError:
+        return None  # the broker judges the request
+    return body.client_software_name or None
+
+
+def run_upstream(filters: Sequence[Filter], api_key: int, api_version: int, body: Any) -> Any:
+    """An answer got from a broker over a pool through every filter's
+    :meth:`Filter.on_upstream`, nearest the brokers first (as an answer from a
+    broker crosses the chain): ``ProxyServices.from_upstream``.
+
+    Raises:
+        FilterError: a filter raised (a malformed answer's DecodeError passes).
+    """
+    for f in reversed(filters):
+        try:
+            body = f.on_upstream(api_key, api_version, body)
+        except TrafkaError:
+            raise
+        except Exception as exc:
+            raise FilterError(f"{_name(f)}.on_upstream: {exc!r}") from exc
+    return body
 
 
 async def run_request(

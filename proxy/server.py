@@ -91,12 +91,13 @@ from .filters import (
     ProxyServices,
     Respond,
     RespondLater,
+    Route,
     Session,
     Stage,
-    decodable,
+    client_software,
     run_request,
     run_response,
-    stages,
+    run_upstream,
 )
 from .metrics import ProxyMetrics, ProxyStatistics
 from .pool import UpstreamError, UpstreamPool
@@ -161,9 +162,8 @@ class _Proxy:
         self.pool = self.make_pool(self._connect_node)
         # The filters' own pools (ProxyServices.new_pool: the SASL watch's, per principal).
         self.own_pools: list[UpstreamPool] = []
-        # The chain per (API, version), asked once: (its stages, whether the
-        # codec reads it, whether a stage sees the request, whether one sees the answer).
-        self.chains: dict[tuple[int, int], tuple[tuple[Stage, ...], bool, bool, bool]] = {}
+        # The chain per (API, version), asked once (filters.Route).
+        self.chains: dict[tuple[int, int], Route] = {}
         self.upstream_reachable = False
         self.idle_s = _seconds(config.connections_max_idle_ms)
         self.receive_s = _seconds(config.request_receive_timeout_ms)
@@ -186,25 +186,12 @@ class _Proxy:
             self.stats.filters.update(f.statistics())
 
     def _from_upstream(self, api_key: int, api_version: int, body: Any) -> Any:
-        # As an answer from a broker crosses the chain: nearest the brokers first.
-        for f in reversed(self.filters):
-            body = f.on_upstream(api_key, api_version, body)
-        return body
+        return run_upstream(self.filters, api_key, api_version, body)
 
     def _new_pool(self, connect: Callable[[int], Any]) -> UpstreamPool:
         pool = self.make_pool(connect)
         self.own_pools.append(pool)
         return pool
-
-    def _chain(self, key: int, version: int) -> tuple[tuple[Stage, ...], bool, bool, bool]:
-        chain = stages(self.filters, key, version)
-        found = self.chains[key, version] = (
-            chain,
-            decodable(key, version),
-            any(s.request != UNSEEN for s in chain),
-            any(s.answer != UNSEEN for s in chain),
-        )
-        return found
 
     # ProxyServices.listen_for (synchronous, called by address rewriting): opens
     # the node's listener at once.
@@ -319,7 +306,13 @@ class _Proxy:
                         reader.feed(data)
             _, body = protocol.decode_response(frame, ApiKey.METADATA, _KNOWN_METADATA_VERSION)
             self._from_upstream(ApiKey.METADATA, _KNOWN_METADATA_VERSION, body)
-        except (OSError, trio.TooSlowError, trio.BrokenResourceError, DecodeError) as exc:
+        except (
+            OSError,
+            trio.TooSlowError,
+            trio.BrokenResourceError,
+            TrafkaError,
+            FilterError,
+        ) as exc:
             self.quiet.warning("known", "the brokers' listeners open at first Metadata: %s", exc)
 
     async def _connect_node(self, node_id: int) -> trio.abc.Stream:
@@ -496,9 +489,12 @@ class _Proxy:
         key, version = header.request_api_key, header.request_api_version
         self.metrics.request(key, len(frame) + 4)
         conn.filtered = None
-        chain, known, asks, answers = self.chains.get((key, version)) or self._chain(key, version)
+        route = self.chains.get((key, version))
+        if route is None:
+            route = self.chains[key, version] = Route.of(self.filters, key, version)
+        chain, known, asks, answers = route
         if key == ApiKey.API_VERSIONS and version >= 3 and known:
-            conn.software = _client_software(frame)
+            conn.software = client_software(frame)
         body = None
         if chain:
             ctx = FilterContext(
@@ -642,7 +638,7 @@ class _Proxy:
                         # Read as a client's answer would be: leaders and brokers learned.
                         _, body = protocol.decode_response(frame, ApiKey.METADATA, version)
                         self._from_upstream(ApiKey.METADATA, version, body)
-                    except (UpstreamError, DecodeError) as exc:
+                    except (UpstreamError, TrafkaError, FilterError) as exc:
                         log.debug("metadata refresh through broker %d failed: %s", node_id, exc)
                         continue
                     self.stats.metadata_refreshes += 1
@@ -861,15 +857,6 @@ def _acks(frame: bytes, start: int | None, body: Any, version: int) -> int:
             return acks
         _, body = protocol.decode_request(frame, allow_trailing=True)
     return int(body.acks)
-
-
-def _client_software(frame: bytes) -> str | None:
-    """The client software name an ApiVersions request (v3+) gives, if it can be read."""
-    try:
-        _, body = protocol.decode_request(frame, allow_trailing=True)
-    except DecodeError:
-        return None  # the broker judges the request
-    return body.client_software_name or None
 
 
 @asynccontextmanager
