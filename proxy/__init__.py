@@ -10,9 +10,10 @@ whichever client produced it and whatever partitioner that client uses::
         ...  # clients use running.bootstrap_servers
 
 or ``trafka proxy --upstream kafka:9092 --listen 0.0.0.0:19092 --advertised-host proxy``.
-The core is :mod:`.server` (listeners, per-client pumps, the filter chain),
-:mod:`.pool` (its shared upstream connections) and :mod:`.rewrite` (addresses,
-I/O-free); key routing is the package :mod:`.keyrouting`;
+The core is :mod:`.server` (listeners, per-client pumps, the filter chain) and
+:mod:`.pool` (its shared upstream connections); address rewriting
+(:mod:`.rewrite`), the SASL watch (:mod:`.principals`) and key routing (the
+package :mod:`.keyrouting`) are filters the chain holds;
 :func:`run_workers` (:mod:`.workers`) runs several proxy processes behind one
 bootstrap port (``trafka proxy --workers N``). User code sees
 and changes decoded requests and answers through :class:`Filter`
@@ -23,6 +24,7 @@ and changes decoded requests and answers through :class:`Filter`
 from .assembly import proxy_in_thread, serve_proxy
 from .config import ProxyConfig
 from .filters import (
+    CloseAfter,
     CloseConnection,
     EncodedBody,
     Filter,
@@ -31,6 +33,7 @@ from .filters import (
     Respond,
     RespondLater,
     Sample,
+    Session,
 )
 from .keyrouting import KeyRouting, RouteStats
 from .keyrouting.plan import HASHES, ORIGIN_HEADER, parse_origin_header
@@ -41,6 +44,7 @@ from .workers import run_workers
 __all__ = [
     "HASHES",
     "ORIGIN_HEADER",
+    "CloseAfter",
     "CloseConnection",
     "EncodedBody",
     "Filter",
@@ -50,6 +54,7 @@ __all__ = [
     "Respond",
     "RespondLater",
     "Sample",
+    "Session",
     "ProxyConfig",
     "ProxyStatistics",
     "RouteStats",

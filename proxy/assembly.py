@@ -2,8 +2,14 @@
 configuration asks for. Here, not in the core, the chain is built: the user's
 filters (``ProxyConfig.filters``), then key routing (:mod:`.keyrouting`) when
 ``route_keys`` is not ``none`` and the user did not place a
-:class:`~.keyrouting.KeyRouting` in the chain themselves. The core takes the
-chain as given and knows no filter by type.
+:class:`~.keyrouting.KeyRouting` in the chain themselves, then the SASL watch
+(:class:`~.principals.SaslPrincipals`) and address rewriting
+(:class:`~.rewrite.BrokerAddresses`), nearest the brokers: so every other
+filter sees the proxy's addresses in answers and who the client logged in as,
+and they judge what the brokers got and answered. These two come last in
+every chain (``[[filter]]`` entries of the file map to the chain's first
+filters, see :mod:`.reload`). The core takes the chain as given and knows no
+filter by type.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from .config import ProxyConfig
 from .filters import Filter
 from .keyrouting import KeyRouting
 from .keyrouting.journal_topic import TopicJournal
+from .principals import SaslPrincipals
+from .rewrite import BrokerAddresses
 from .server import RunningProxy, serve_core
 from .startup import discover_upstream
 
@@ -27,10 +35,16 @@ __all__ = ["filter_chain", "proxy_in_thread", "serve_proxy"]
 
 
 def filter_chain(config: ProxyConfig) -> tuple[Filter, ...]:
-    """The chain ``config`` asks for: its filters, then key routing (nearest the
-    brokers) unless ``route_keys`` is ``none`` or the filters hold one."""
+    """The chain ``config`` asks for: its filters, then key routing unless
+    ``route_keys`` is ``none`` or the filters hold one, then the SASL watch and
+    address rewriting (nearest the brokers).
+
+    Raises:
+        ValueError: the principal credentials file cannot be read.
+    """
+    core = (SaslPrincipals.configured(config), BrokerAddresses())
     if config.route_keys == "none" or any(isinstance(f, KeyRouting) for f in config.filters):
-        return config.filters
+        return (*config.filters, *core)
     journal = None
     if config.journal_topic is not None:
         tls = config.upstream_ssl_context()
@@ -55,7 +69,7 @@ def filter_chain(config: ProxyConfig) -> tuple[Filter, ...]:
         coalesce=config.coalesce,
         restart_grace=config.journal_takeover_grace_ms / 1000,
     )
-    return (*config.filters, routing)
+    return (*config.filters, routing, *core)
 
 
 @asynccontextmanager

@@ -1,8 +1,9 @@
-"""The proxy's extension point: filters that see decoded requests and answers.
+"""The proxy's extension point: filters that see requests and answers, decoded
+or as frames.
 
 A filter is Python code the proxy runs on the requests and answers of the APIs
 it names, decoded (the codec's dataclasses, as :mod:`trafka.codec.protocol`
-gives them). It may pass them on unchanged, change them (return a new body:
+gives them) or as the frames that crossed. It may pass them on unchanged, change them (return a new body:
 the codec's dataclasses are frozen, so ``dataclasses.replace``), answer a
 request itself (:class:`Respond`), which then never reaches a broker, or
 answer it later (:class:`RespondLater`) from work of its own, such as requests
@@ -13,10 +14,10 @@ Rules:
 
 * Filters run in the order given (``ProxyConfig.filters``) on requests, and in
   the reverse order on answers, as a chain: each sees what the one before it
-  returned. The proxy's key routing is the chain's last filter (nearest the
-  brokers): a user's filter sees what the client sends and what it will
-  receive (broker addresses already the proxy's, a routed Produce's answer
-  already merged).
+  returned. The proxy's key routing, then its SASL watch and address
+  rewriting, are the chain's last filters (nearest the brokers): a user's
+  filter sees what the client sends and what it will receive (broker
+  addresses already the proxy's, a routed Produce's answer already merged).
 * A request answered by :class:`Respond` or :class:`RespondLater` goes to no
   broker; the filters before the one that answered see that answer on their
   way back, as any other. The client's answers keep the order of its
@@ -34,26 +35,54 @@ Rules:
   and carries ``state``, a dictionary private to the client connection, and
   ``notes``, one private to the request and its answer.
 * :meth:`Filter.attach` hands a filter the proxy's :class:`ProxyServices` when
-  the proxy starts: its pooled upstream connections, what it knows of topics
-  and leaders, its nursery. :meth:`Filter.detach` is called when it stops.
+  the proxy starts: its pooled upstream connections (and pools of the
+  filter's own), what it knows of topics and leaders, its listeners, its
+  nursery. :meth:`Filter.detach` is called when it stops.
   :meth:`Filter.configure` hands it the settings of its entry in ``trafka
   proxy``'s file, before the proxy starts and again on SIGHUP (see
   :mod:`.reload`).
 * An API the proxy's codec does not know, or a version it does not, passes
-  unfiltered (it cannot be decoded).
-* A filter declares the APIs it sees (:attr:`Filter.api_keys`, or its
-  :meth:`Filter.wants`); the proxy asks once per request. A request no filter
-  asks to see is not decoded: it crosses the proxy as the bytes that arrived
-  (its header read for its API, version and correlation id), and so does its
-  answer unless it names brokers (see :mod:`.rewrite`). Name only the APIs you
-  need: ``api_keys = None`` (every API) makes the proxy decode everything.
+  undecoded (filters that asked for its frames see them).
+* A filter declares the APIs it sees decoded (:attr:`Filter.api_keys`, or its
+  :meth:`Filter.wants`), and those it sees as frames, the bytes that crossed
+  (:meth:`Filter.request_frames`, :meth:`Filter.answer_frames`, by API and
+  version: :meth:`Filter.on_request_frame`, :meth:`Filter.on_response_frame`).
+  The proxy asks once per API and version, the first time it meets them, so
+  the answers must not change while it runs. A request no filter asks to see
+  is not decoded: it crosses the proxy as the bytes that arrived (its header
+  read for its API, version and correlation id), and so does its answer. Name
+  only the APIs you need: ``api_keys = None`` (every API) makes the proxy
+  decode everything. In one direction a filter sees an API either decoded or
+  as frames (frames when it asks for both). A filter that sees frames answers
+  with frames: :class:`Respond`'s body, or what :class:`RespondLater`'s
+  ``answer()`` returns, is then the whole answer (header included, size prefix
+  not), as ``on_response_frame`` gives and returns it. A frame's header keeps
+  the request's API, version and correlation id.
+* ``on_response`` and ``on_response_frame`` may return :class:`CloseAfter`:
+  that answer goes on to the client, then the client's connection closes.
+* :class:`Session` is what filters learn of a client connection's
+  authentication: a filter sets it (the SASL watch, :mod:`.principals`, once
+  the broker accepted the client's login), every filter reads it through
+  ``ctx.authenticated``, ``ctx.principal`` and ``ctx.pool`` (the pool a
+  filter's requests on the client's behalf should go over).
 * What a filter counts reaches the proxy through the filter's own surface:
   :meth:`Filter.statistics` (shown in ``RunningProxy.statistics.filters``)
-  and :meth:`Filter.samples` (the proxy's Prometheus metrics). The proxy's
-  core knows no filter by type: key routing (:mod:`.keyrouting`) uses this API
-  and nothing else, so a user's filter can do all it does (requests of its
-  own over the pool, answers merged from several brokers, state per client
-  connection or per producer).
+  and :meth:`Filter.samples` (the proxy's Prometheus metrics).
+* The proxy's core knows no filter by type and does nothing to the requests
+  and answers that cross it but frame them and keep their order: address
+  rewriting (:mod:`.rewrite`'s :class:`~.rewrite.BrokerAddresses`), the SASL
+  watch (:mod:`.principals`'s :class:`~.principals.SaslPrincipals`) and key
+  routing (:mod:`.keyrouting`) are filters on this API and nothing else, put
+  in the chain by :mod:`.assembly`; so a user's filter can do all they do
+  (answers read on frames, listeners opened for brokers, pools of its own
+  whose connections log in, requests of its own over the pool, answers merged
+  from several brokers, state per client connection or per producer). What
+  stays in the core, and why: the acks of a forwarded Produce (acks=0 is never
+  answered, so the core must know, read on the frame's bytes); the client
+  software name of ApiVersions v3+ (``ctx.client_software``, read once per
+  connection); that a filter sees decoded only the versions the codec reads,
+  and ApiVersions only up to v4 (a broker may answer a newer one with a v0
+  refusal that does not decode at the request's version, KIP-511).
 """
 
 from __future__ import annotations
@@ -61,7 +90,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from trafka.codec import ApiKey, protocol
+from trafka.codec.errors import DecodeError, TrafkaError
 
 if TYPE_CHECKING:
     import trio
@@ -72,6 +104,7 @@ if TYPE_CHECKING:
     from .topics import Topics
 
 __all__ = [
+    "CloseAfter",
     "CloseConnection",
     "EncodedBody",
     "Filter",
@@ -81,8 +114,29 @@ __all__ = [
     "Respond",
     "RespondLater",
     "Sample",
+    "Session",
     "load_filter",
 ]
+
+
+@dataclass(slots=True)
+class Session:
+    """What the filters learned of a client connection's authentication, kept
+    for the connection's life (a filter sets it, see :mod:`.filters`' rules).
+
+    Attributes:
+        authenticated: the client authenticates (SASL) on its connection: its
+            requests cannot go over the proxy's shared connections.
+        principal: who the client authenticated as (``User:<name>``), once a
+            filter learned it; None otherwise.
+        pool: pooled connections that log in as the client's principal, for
+            what a filter sends on the client's behalf instead of the shared
+            pool; None when there are none.
+    """
+
+    authenticated: bool = False
+    principal: str | None = None
+    pool: UpstreamPool | None = None
 
 
 @dataclass(slots=True)
@@ -97,14 +151,8 @@ class FilterContext:
         node_id: the broker the client's connection stands for (-1: the
             bootstrap listener).
         state: private to the client's connection, shared by its requests.
-        authenticated: the client authenticated (SASL) on its connection: its
-            requests cannot go over the proxy's shared connections.
-        principal: who the client authenticated as (``User:<name>``), once its
-            SASL exchange succeeded and the proxy could read the name (see
-            :mod:`.principals`); None otherwise.
-        pool: pooled connections that log in as the client's principal (the
-            proxy holds a login for it), for what a filter sends on the
-            client's behalf instead of the shared pool; None when there are none.
+        session: the connection's :class:`Session` (``authenticated``,
+            ``principal`` and ``pool`` read it).
         notes: private to this request and its answer.
         client_software: the client software name the connection's ApiVersions
             request gave (v3+, KIP-511: ``librdkafka``, ``apache-kafka-java``...),
@@ -118,18 +166,32 @@ class FilterContext:
     client_address: tuple[str, int] | None
     node_id: int
     state: dict[str, Any] = field(default_factory=dict)
-    authenticated: bool = False
+    session: Session = field(default_factory=Session)
     notes: dict[str, Any] = field(default_factory=dict)
     client_software: str | None = None
-    principal: str | None = None
-    pool: UpstreamPool | None = None
+
+    @property
+    def authenticated(self) -> bool:
+        """The client authenticates (SASL) on its connection (:class:`Session`)."""
+        return self.session.authenticated
+
+    @property
+    def principal(self) -> str | None:
+        """Who the client authenticated as, once known (:class:`Session`)."""
+        return self.session.principal
+
+    @property
+    def pool(self) -> UpstreamPool | None:
+        """The pool that logs in as the client's principal, if any (:class:`Session`)."""
+        return self.session.pool
 
 
 @dataclass(frozen=True, slots=True)
 class Respond:
-    """Answer the request with ``body`` (the API's response dataclass) instead of
-    forwarding it. A request that gets no answer (a Produce with acks=0) is
-    only kept from the brokers; ``body`` may then be None."""
+    """Answer the request with ``body`` (the API's response dataclass, or
+    :class:`EncodedBody`; from ``on_request_frame``, the answer's frame)
+    instead of forwarding it. A request that gets no answer (a Produce with
+    acks=0) is only kept from the brokers; ``body`` may then be None."""
 
     body: Any
 
@@ -156,6 +218,15 @@ class RespondLater:
     answer: Callable[[], Awaitable[Any]]
 
 
+@dataclass(frozen=True, slots=True)
+class CloseAfter:
+    """Returned by ``on_response`` (a body) or ``on_response_frame`` (a frame):
+    ``answer`` goes on to the client, then its connection closes (the SASL
+    watch refuses a client this way)."""
+
+    answer: Any
+
+
 class CloseConnection(Exception):
     """Raised by a filter: close the client's connection (logged as a warning,
     at most once a minute per message's first word)."""
@@ -174,14 +245,25 @@ class ProxyServices:
             the proxy taught it.
         nodes: the ids of the brokers the proxy knows.
         refresh: asks the cluster again for these topics' leaders.
-        from_upstream: what the proxy does to every answer from a broker,
-            for an answer a filter got over the pool: ``from_upstream(api_key,
-            api_version, body)`` learns from it (a Metadata answer's
-            partitions and leaders) and returns it naming the proxy's
-            listeners instead of brokers.
+        from_upstream: what the filters do to every answer from a broker
+            (:meth:`Filter.on_upstream`), for an answer a filter got over the
+            pool: ``from_upstream(api_key, api_version, body)`` learns from it
+            (a Metadata answer's partitions and leaders) and returns it naming
+            the proxy's listeners instead of brokers.
         nursery: the proxy's own nursery, for work that outlives a client's
             connection.
         quiet: the proxy's rate-limited log.
+        listen_for: ``listen_for(node_id, host, port)``: the proxy's (host,
+            port) that stands for that broker, its listener opened at first
+            sight (and pointed at the new address when a broker moved).
+        connect: ``await connect(node_id)``: a new stream to that broker
+            (TLS when the proxy's upstream is), for a pool of the filter's own.
+        new_pool: ``new_pool(connect)``: an upstream pool with the proxy's
+            limits and metrics, whose connections ``await connect(node_id)``
+            opens (a stream, or :class:`~.pool.Opened` with its login's
+            lifetime); the proxy's own requests (metadata refreshes) try
+            these pools before the shared one, since a cluster may answer
+            only connections that logged in.
     """
 
     pool: UpstreamPool
@@ -191,6 +273,9 @@ class ProxyServices:
     from_upstream: Callable[[int, int, Any], Any]
     nursery: trio.Nursery
     quiet: RateLimitedLog
+    listen_for: Callable[[int, str, int], tuple[str, int]]
+    connect: Callable[[int], Awaitable[trio.abc.Stream]]
+    new_pool: Callable[[Callable[[int], Awaitable[Any]]], UpstreamPool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,37 +359,174 @@ class Filter:
         return ()
 
     def wants(self, api_key: int) -> bool:
-        """Whether the filter sees ``api_key``'s requests and answers (by
-        default: it is in :attr:`api_keys`)."""
+        """Whether the filter sees ``api_key``'s requests and answers decoded
+        (by default: it is in :attr:`api_keys`)."""
         return self.api_keys is None or api_key in self.api_keys
+
+    def request_frames(self, api_key: int, api_version: int) -> bool:
+        """Whether the filter sees these requests as frames (by default: no)."""
+        return False
+
+    def answer_frames(self, api_key: int, api_version: int) -> bool:
+        """Whether the filter sees these answers as frames (by default: no)."""
+        return False
+
+    def on_request_frame(self, ctx: FilterContext, frame: bytes) -> Any:
+        """A request on its way to a broker, as its frame (header included,
+        size prefix not; may be ``async def``).
+
+        Returns:
+            ``frame``, a new frame, :class:`Respond` or :class:`RespondLater`
+            (their answer a frame).
+        """
+        return frame
+
+    def on_response_frame(self, ctx: FilterContext, frame: bytes) -> Any:
+        """An answer on its way to the client, as its frame.
+
+        Returns:
+            ``frame``, a new frame, or :class:`CloseAfter` with a frame.
+        """
+        return frame
+
+    def on_upstream(self, api_key: int, api_version: int, body: Any) -> Any:
+        """An answer a filter (or the proxy itself: its metadata refreshes) got
+        from a broker over a pool, decoded, passed to every filter in turn by
+        ``ProxyServices.from_upstream``: what the filter does to every answer
+        from a broker (address rewriting learns from it and names the proxy's
+        listeners). Synchronous.
+
+        Returns:
+            ``body`` or a new body.
+        """
+        return body
 
 
 class FilterError(Exception):
     """A filter raised, or returned something that is not a body."""
 
 
-def wanted(filters: Sequence[Filter], api_key: int) -> tuple[Filter, ...]:
-    """The filters that see ``api_key``."""
-    return tuple(f for f in filters if f.wants(api_key))
+# ApiVersions is decoded for filters up to this version only: a broker (and the
+# proxy's address rewriting) answers a version it does not serve with a v0
+# refusal (KIP-511), which does not decode at the request's version.
+API_VERSIONS_DECODED = 4
+
+# How a stage sees one direction of an API: not at all, decoded, as frames.
+UNSEEN, DECODED, FRAMES = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """A filter of the chain for one API and version, and how it sees the
+    requests and the answers (:data:`UNSEEN`, :data:`DECODED`, :data:`FRAMES`)."""
+
+    filter: Filter
+    request: int
+    answer: int
+
+
+def decodable(api_key: int, api_version: int) -> bool:
+    """Whether filters may see this API and version decoded (the codec reads
+    it; ApiVersions only up to :data:`API_VERSIONS_DECODED`)."""
+    if api_key == ApiKey.API_VERSIONS and api_version > API_VERSIONS_DECODED:
+        return False
+    try:
+        return protocol.api(api_key).supports(api_version)
+    except Exception:
+        return False
+
+
+def stages(filters: Sequence[Filter], api_key: int, api_version: int) -> tuple[Stage, ...]:
+    """The chain for one API and version: the filters that see it, in order."""
+    decoded = decodable(api_key, api_version)
+    chain = []
+    for f in filters:
+        wants = decoded and f.wants(api_key)
+        request = FRAMES if f.request_frames(api_key, api_version) else int(wants)
+        answer = FRAMES if f.answer_frames(api_key, api_version) else int(wants)
+        if request or answer:
+            chain.append(Stage(f, request, answer))
+    return tuple(chain)
+
+
+class Route(NamedTuple):
+    """What the core does with one API and version, worked out once."""
+
+    chain: tuple[Stage, ...]
+    decodable: bool  # see decodable()
+    asks: bool  # a stage sees its requests
+    answers: bool  # a stage sees its answers
+
+    @classmethod
+    def of(cls, filters: Sequence[Filter], api_key: int, api_version: int) -> Route:
+        chain = stages(filters, api_key, api_version)
+        return cls(
+            chain,
+            decodable(api_key, api_version),
+            any(s.request != UNSEEN for s in chain),
+            any(s.answer != UNSEEN for s in chain),
+        )
+
+
+def client_software(frame: bytes) -> str | None:
+    """The client software name an ApiVersions request (v3+) gives, if it can
+    be read (:attr:`FilterContext.client_software`)."""
+    try:
+        _, body = protocol.decode_request(frame, allow_trailing=True)
+    except DecodeError:
+        return None  # the broker judges the request
+    return body.client_software_name or None
+
+
+def run_upstream(filters: Sequence[Filter], api_key: int, api_version: int, body: Any) -> Any:
+    """An answer got from a broker over a pool through every filter's
+    :meth:`Filter.on_upstream`, nearest the brokers first (as an answer from a
+    broker crosses the chain): ``ProxyServices.from_upstream``.
+
+    Raises:
+        FilterError: a filter raised (a malformed answer's DecodeError passes).
+    """
+    for f in reversed(filters):
+        try:
+            body = f.on_upstream(api_key, api_version, body)
+        except TrafkaError:
+            raise
+        except Exception as exc:
+            raise FilterError(f"{_name(f)}.on_upstream: {exc!r}") from exc
+    return body
 
 
 async def run_request(
-    filters: Sequence[Filter], ctx: FilterContext, body: Any
-) -> tuple[Any, Respond | RespondLater | None, int]:
-    """Run the request through ``filters`` in order.
+    chain: Sequence[Stage], ctx: FilterContext, frame: bytes
+) -> tuple[bytes, Any, Respond | RespondLater | None, int]:
+    """Run the request (its frame, without size prefix) through ``chain`` in order.
 
     Returns:
-        (the body to forward, or the :class:`Respond` / :class:`RespondLater`
-        of the filter that answered, and how many filters saw the request, for
-        the answer's way back).
+        (the frame to forward, its body if a filter had it decoded (else None),
+        the :class:`Respond` / :class:`RespondLater` of the filter that answered,
+        and how many stages the request reached, for the answer's way back).
+        When one answered, its stage is ``chain[reached - 1]``.
 
     Raises:
-        FilterError: a filter raised.
+        FilterError: a filter raised, or returned what is not a body or frame.
         CloseConnection: a filter asked for it.
+        DecodeError: the request does not decode for a filter that sees it decoded.
     """
-    for i, f in enumerate(filters):
+    header: Any = None
+    body: Any = None
+    stale = False  # the body changed since the frame was made
+    for i, stage in enumerate(chain):
+        f, seen = stage.filter, stage.request
+        if seen == UNSEEN:
+            continue
+        if seen == FRAMES and stale:
+            frame, stale = _reframed(header, body), False
+        elif seen == DECODED and body is None:
+            # Trailing bytes are ignored, as brokers do (librdkafka sends some).
+            header, body = protocol.decode_request(frame, allow_trailing=True)
+        given = frame if seen == FRAMES else body
         try:
-            out = f.on_request(ctx, body)
+            out = f.on_request_frame(ctx, frame) if seen == FRAMES else f.on_request(ctx, body)
             if inspect.isawaitable(out):
                 out = await out
         except CloseConnection:
@@ -312,29 +534,62 @@ async def run_request(
         except Exception as exc:
             raise FilterError(f"{_name(f)}.on_request: {exc!r}") from exc
         if isinstance(out, Respond | RespondLater):
-            return body, out, i + 1
-        if out is None:
-            raise FilterError(f"{_name(f)}.on_request returned None")
-        body = out
-    return body, None, len(filters)
+            return frame, body, out, i + 1
+        if out is None or (seen == FRAMES and not isinstance(out, bytes)):
+            raise FilterError(f"{_name(f)}.on_request returned {type(out).__name__}")
+        if out is not given:
+            if seen == FRAMES:
+                frame, body = out, None
+            else:
+                body, stale = out, True
+    if stale:
+        frame = _reframed(header, body)
+    return frame, body, None, len(chain)
 
 
-def run_response(filters: Sequence[Filter], ctx: FilterContext, body: Any) -> Any:
-    """Run an answer back through ``filters`` (the ones that saw its request), in
-    reverse order.
+def run_response(
+    chain: Sequence[Stage], ctx: FilterContext, frame: bytes
+) -> tuple[tuple[bytes, ...], bool]:
+    """Run an answer (its frame, without size prefix) back through ``chain``
+    (the stages its request reached), in reverse order.
+
+    Returns:
+        (the answer to write, size prefix included, as parts; whether the
+        client's connection closes after it, :class:`CloseAfter`).
 
     Raises:
-        FilterError: a filter raised.
+        FilterError: a filter raised, or returned what is not a body or frame.
+        DecodeError: the answer does not decode for a filter that sees it decoded.
     """
-    for f in reversed(filters):
+    key, version = ctx.api_key, ctx.api_version
+    body: Any = None
+    stale = closing = False
+    for stage in reversed(chain):
+        f, seen = stage.filter, stage.answer
+        if seen == UNSEEN:
+            continue
+        if seen == FRAMES and stale:
+            frame = protocol.encode_response(ctx.correlation_id, key, version, body)[4:]
+            stale = False
+        elif seen == DECODED and body is None:
+            _, body = protocol.decode_response(frame, key, version)
+        given = frame if seen == FRAMES else body
         try:
-            out = f.on_response(ctx, body)
+            out = f.on_response_frame(ctx, frame) if seen == FRAMES else f.on_response(ctx, body)
         except Exception as exc:
             raise FilterError(f"{_name(f)}.on_response: {exc!r}") from exc
-        if out is None:
-            raise FilterError(f"{_name(f)}.on_response returned None")
-        body = out
-    return body
+        if isinstance(out, CloseAfter):
+            out, closing = out.answer, True
+        if out is None or (seen == FRAMES and not isinstance(out, bytes)):
+            raise FilterError(f"{_name(f)}.on_response returned {type(out).__name__}")
+        if out is not given:
+            if seen == FRAMES:
+                frame, body = out, None
+            else:
+                body, stale = out, True
+    if stale:
+        return (protocol.encode_response(ctx.correlation_id, key, version, body),), closing
+    return (len(frame).to_bytes(4, "big"), frame), closing
 
 
 def load_filter(spec: str) -> Filter:
@@ -359,6 +614,12 @@ def load_filter(spec: str) -> Filter:
     if not isinstance(made, Filter):
         raise ValueError(f"filter {spec!r} is not a trafka.proxy.Filter")
     return made
+
+
+def _reframed(header: Any, body: Any) -> bytes:
+    """A request a filter changed, framed again with the client's own header
+    (its correlation id kept: the core's server side)."""
+    return protocol.encode_request(header, body)[4:]
 
 
 def _name(f: Filter) -> str:

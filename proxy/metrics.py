@@ -115,9 +115,6 @@ class ProxyStatistics:
     metadata_refreshes: int = 0  # the proxy's own Metadata requests (ProxyServices.refresh)
     # The filters' counters, by the names they give them (Filter.statistics).
     filters: dict[str, Any] = field(default_factory=dict)
-    # SASL clients that authenticated, by outcome (routed, unrouted, refused), and
-    # ``logins``: the per-principal pools' connections that logged in.
-    sasl: dict[str, int] = field(default_factory=dict)
     nodes: dict[int, tuple[str, int]] = field(default_factory=dict)
 
     @property
@@ -125,6 +122,15 @@ class ProxyStatistics:
         """Key routing's counters (:class:`~.keyrouting.stats.RouteStats`), when the
         chain holds it; else None."""
         return self.filters.get("routing")
+
+    @property
+    def sasl(self) -> dict[str, int]:
+        """The SASL watch's counters (:class:`~.principals.SaslPrincipals`): SASL
+        clients that authenticated, by outcome (routed, unrouted, refused), and
+        ``logins``, the per-principal pools' connections that logged in; empty
+        when the chain holds no SASL watch."""
+        sasl: dict[str, int] = self.filters.get("sasl", {})
+        return sasl
 
 
 class ProxyMetrics:
@@ -184,19 +190,6 @@ class ProxyMetrics:
                 extra.setdefault(sample.family, []).append(sample)
         yield from _errors_and_flow(stats, self.budget, extra)
         yield from _families(extra)
-        sasl = CounterMetricFamily(
-            "trafka_proxy_sasl_clients",
-            "SASL client connections that authenticated, by what became of their records.",
-            labels=["outcome"],
-        )
-        for outcome in ("routed", "unrouted", "refused"):
-            sasl.add_metric([outcome], stats.sasl.get(outcome, 0))
-        yield sasl
-        yield CounterMetricFamily(
-            "trafka_proxy_sasl_upstream_logins",
-            "Upstream connections the proxy opened and logged in as a client's principal.",
-            stats.sasl.get("logins", 0),
-        )
         yield GaugeMetricFamily(
             "trafka_proxy_connections_open", "Client connections open.", stats.open_connections
         )

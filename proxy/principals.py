@@ -32,6 +32,15 @@ Rules:
   principal's held login before their first request. What key routing writes
   for the client goes through them, so the brokers' ACLs apply to the client's
   principal, never to an identity of the proxy's own.
+* All of it is a filter, :class:`SaslPrincipals`, which :mod:`.assembly` puts
+  in every chain (nearest the brokers, so it judges what the broker got and
+  answered): it sees SaslHandshake and SaslAuthenticate requests and
+  SaslAuthenticate answers as frames, tells the other filters who the client
+  is through the connection's :class:`~.filters.Session` (``authenticated``
+  from the client's first SASL request on; ``principal`` and ``pool`` once
+  the broker accepted it), opens its pools with ``ProxyServices.new_pool``
+  (so the proxy's metadata refreshes may use them) and refuses a client by
+  returning :class:`~.filters.CloseAfter`.
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ import logging
 import math
 import os
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -60,11 +69,13 @@ from trafka.common.lograte import RateLimitedLog
 from trafka.sdk.connection_state import ConnectionState
 
 from .config import ProxyConfig
+from .filters import CloseAfter, Filter, FilterContext, ProxyServices, Sample
 from .pool import Opened, UpstreamPool
 
 __all__ = [
     "PrincipalPools",
     "SaslClient",
+    "SaslPrincipals",
     "SaslRouting",
     "SaslWatch",
     "Watch",
@@ -407,14 +418,6 @@ class PrincipalPools:
             pool = self._pools[principal] = self._make_pool(connect)
         return pool
 
-    def routes(self, shared: UpstreamPool, nodes: list[int]) -> Iterator[tuple[UpstreamPool, int]]:
-        """Each (pool, broker) to ask the cluster something of the proxy's own
-        (a metadata refresh), in turn: the principals' pools first (a SASL
-        cluster answers those), then the shared one."""
-        for pool in (*self._pools.values(), shared):
-            for node_id in nodes:
-                yield pool, node_id
-
 
 # -- the proxy's side ----------------------------------------------------------------------
 
@@ -463,25 +466,6 @@ class SaslRouting:
         self._refuse = refuse
         self._counts = counts
         self._quiet = quiet
-
-    @classmethod
-    def configured(
-        cls,
-        config: ProxyConfig,
-        open_node: Callable[[int], Awaitable[trio.abc.Stream]],
-        make_pool: Callable[[Callable[[int], Awaitable[trio.abc.Stream | Opened]]], UpstreamPool],
-        counts: dict[str, int],
-        quiet: RateLimitedLog,
-    ) -> SaslRouting:
-        """The proxy's, as ``config`` says (its credentials file read here).
-
-        Raises:
-            ValueError: the credentials file cannot be read or is malformed.
-        """
-        logins = load_credentials(config.principal_credentials)
-        pools = PrincipalPools(logins, open_node, make_pool, config.connect_timeout, counts)
-        refuse = config.sasl_without_credentials == "refuse"
-        return cls(pools, refuse, counts, quiet, config.sasl_oauthbearer_sub_claim_name)
 
     def client(self) -> SaslClient:
         """The state of a client connection that speaks SASL."""
@@ -542,3 +526,110 @@ class SaslRouting:
 
     def _count(self, outcome: str) -> None:
         self._counts[outcome] = self._counts.get(outcome, 0) + 1
+
+
+# The filter's per-connection state (ctx.state) and per-request note (ctx.notes).
+_CLIENT = "trafka.proxy.principals:client"
+_WATCH = "trafka.proxy.principals:watch"
+
+
+class SaslPrincipals(Filter):
+    """The SASL watch as a filter (see the module's rules).
+
+    Args:
+        logins: principal -> the login the proxy holds for it.
+        refuse: refuse a client whose principal has no login held.
+        sub_claim: the OAUTHBEARER claim naming the principal.
+        timeout: seconds a pooled connection's login may take.
+    """
+
+    api_keys: frozenset[int] | None = frozenset()
+
+    def __init__(
+        self,
+        logins: dict[str, UpstreamLogin] | None = None,
+        *,
+        refuse: bool = False,
+        sub_claim: str = "sub",
+        timeout: float = 10.0,
+    ) -> None:
+        self._logins = logins or {}
+        self._refuse = refuse
+        self._sub_claim = sub_claim
+        self._timeout = timeout
+        # outcome (routed, unrouted, refused) -> clients; logins -> pooled connections
+        self.counts: dict[str, int] = {}
+        self._routing: SaslRouting | None = None
+
+    @classmethod
+    def configured(cls, config: ProxyConfig) -> SaslPrincipals:
+        """The proxy's, as ``config`` says (its credentials file read here).
+
+        Raises:
+            ValueError: the credentials file cannot be read or is malformed.
+        """
+        return cls(
+            load_credentials(config.principal_credentials),
+            refuse=config.sasl_without_credentials == "refuse",
+            sub_claim=config.sasl_oauthbearer_sub_claim_name,
+            timeout=config.connect_timeout,
+        )
+
+    def attach(self, services: ProxyServices) -> None:
+        pools = PrincipalPools(
+            self._logins, services.connect, services.new_pool, self._timeout, self.counts
+        )
+        self._routing = SaslRouting(
+            pools, self._refuse, self.counts, services.quiet, self._sub_claim
+        )
+
+    def request_frames(self, api_key: int, api_version: int) -> bool:
+        return api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+
+    def answer_frames(self, api_key: int, api_version: int) -> bool:
+        return api_key == ApiKey.SASL_AUTHENTICATE
+
+    def on_request_frame(self, ctx: FilterContext, frame: bytes) -> bytes:
+        routing = self._routing
+        if routing is None:
+            raise RuntimeError("SaslPrincipals is used by a proxy that did not attach it")
+        client = ctx.state.get(_CLIENT)
+        if client is None:
+            client = ctx.state[_CLIENT] = routing.client()
+        # The shared pool is not the client: what is sent on its behalf goes
+        # over its principal's pool, or nowhere but its own connection.
+        ctx.session.authenticated = True
+        watch = routing.request(client, ctx.api_key, frame)
+        if watch is not None:
+            ctx.notes[_WATCH] = watch
+        return frame
+
+    def on_response_frame(self, ctx: FilterContext, frame: bytes) -> bytes | CloseAfter:
+        watch = ctx.notes.get(_WATCH)
+        if watch is None:
+            return frame
+        refusal = watch(frame)
+        client: SaslClient = ctx.state[_CLIENT]
+        ctx.session.principal, ctx.session.pool = client.principal, client.pool
+        return frame if refusal is None else CloseAfter(refusal[4:])
+
+    def statistics(self) -> dict[str, Any]:
+        return {"sasl": self.counts}
+
+    def samples(self) -> list[Sample]:
+        counts = self.counts
+        clients = [
+            Sample(
+                "trafka_proxy_sasl_clients",
+                "SASL client connections that authenticated, by what became of their records.",
+                (("outcome", outcome),),
+                counts.get(outcome, 0),
+            )
+            for outcome in ("routed", "unrouted", "refused")
+        ]
+        logins = Sample(
+            "trafka_proxy_sasl_upstream_logins",
+            "Upstream connections the proxy opened and logged in as a client's principal.",
+            value=counts.get("logins", 0),
+        )
+        return [*clients, logins]

@@ -1,4 +1,6 @@
-"""The proxy's protocol logic, I/O-free: address rewriting.
+"""Address rewriting: the logic, I/O-free, and the filter that applies it
+(:class:`BrokerAddresses`, which :mod:`.assembly` puts in every chain, nearest
+the brokers, so that the other filters see the proxy's addresses).
 
 Rules:
 
@@ -35,7 +37,14 @@ Rules:
   versions it reads (:func:`unsupported_api_versions`); the client asks again
   with one of those.
 * Metadata answers also teach the proxy each topic's partition count and
-  leaders (:class:`~.topics.Topics`), which key routing needs.
+  leaders (:class:`~.topics.Topics`), which key routing needs: this filter
+  reads them, so it is where the learning is.
+* As a filter it reads answers on their frames (``answer_frames``): what it
+  does not name (Produce before v10, Fetch before v16, and every API that
+  names no broker) crosses the proxy unread. An answer a filter gets over the
+  proxy's pool passes it too, decoded (:meth:`BrokerAddresses.on_upstream`,
+  through ``ProxyServices.from_upstream``), and so do the proxy's own
+  metadata refreshes.
 * Key routing itself is :mod:`.keyrouting.plan`, applied by the filter
   :mod:`.keyrouting.filter`.
 """
@@ -53,17 +62,18 @@ from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k18_api_versions as av
 from trafka.codec.produce_response import as_encoded
 
+from .filters import API_VERSIONS_DECODED, Filter, FilterContext, ProxyServices, Respond
 from .topics import Topics
 
 __all__ = [
     "READ_APIS",
     "Addresses",
+    "BrokerAddresses",
     "Pending",
     "reads_answer",
     "rewrite_response",
     "rewrite_addresses",
-    "client_software",
-    "known_version",
+    "rewritten",
     "unsupported_api_versions",
 ]
 
@@ -96,8 +106,9 @@ PRODUCE_MAX_ROUTED = 11
 _VERSION_CAPS = {ApiKey.FETCH: FETCH_ENDPOINTS_VERSION - 1, ApiKey.PRODUCE: PRODUCE_MAX_ROUTED}
 # ApiVersions v5 (KIP-1242) asks the broker to check the cluster and node ids the
 # client believes it reached; through the proxy the client's idea of the node is
-# the proxy's, so v5 is refused like any version the proxy does not read.
-API_VERSIONS_MAX = 4
+# the proxy's, so v5 is refused like any version the proxy does not read (the
+# filters' limit: they see ApiVersions decoded up to this version).
+API_VERSIONS_MAX = API_VERSIONS_DECODED
 _HINTING_APIS = frozenset(
     {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE}
 )
@@ -183,25 +194,33 @@ def rewrite_response(
     Raises:
         DecodeError: the answer is malformed.
     """
-    key, version = pending.api_key, pending.api_version
+    out = rewritten(pending.api_key, pending.api_version, bytes(frame), addresses, topics)
+    return len(out).to_bytes(4, "big") + out
+
+
+def rewritten(key: int, version: int, frame: bytes, addresses: Addresses, topics: Topics) -> bytes:
+    """An upstream answer (its frame, size prefix not included) as the client
+    gets it: ``frame`` itself when nothing in it changes.
+
+    Raises:
+        DecodeError: the answer is malformed.
+    """
     if key == ApiKey.API_VERSIONS:
         return _cap_versions(frame, version)
-    if key == ApiKey.PRODUCE:
-        frame = bytes(frame)
-        if as_encoded(frame, version):  # no addresses in it: as it came (read on bytes)
-            return len(frame).to_bytes(4, "big") + frame
+    if key == ApiKey.PRODUCE and as_encoded(frame, version):
+        return frame  # no addresses in it: as it came (read on bytes)
     header, body = protocol.decode_response(frame, key, version)
     if key == ApiKey.METADATA:
         topics.learn(body, version)
     body = rewrite_addresses(key, body, addresses)
-    return protocol.encode_response(header.correlation_id, key, version, body)
+    return protocol.encode_response(header.correlation_id, key, version, body)[4:]
 
 
-def _cap_versions(frame: bytes | memoryview, version: int) -> bytes:
+def _cap_versions(frame: bytes, version: int) -> bytes:
     try:
         header, body = protocol.decode_response(frame, ApiKey.API_VERSIONS, version)
     except DecodeError:
-        return len(frame).to_bytes(4, "big") + bytes(frame)
+        return frame
     capped = []
     for entry in body.api_keys:
         if entry.api_key in READ_APIS:
@@ -211,7 +230,7 @@ def _cap_versions(frame: bytes | memoryview, version: int) -> bytes:
                 entry = dataclasses.replace(entry, max_version=max(cap, entry.min_version))
         capped.append(entry)
     body = dataclasses.replace(body, api_keys=capped)
-    return protocol.encode_response(header.correlation_id, ApiKey.API_VERSIONS, version, body)
+    return protocol.encode_response(header.correlation_id, ApiKey.API_VERSIONS, version, body)[4:]
 
 
 def unsupported_api_versions(correlation_id: int) -> bytes:
@@ -232,21 +251,31 @@ def unsupported_api_versions(correlation_id: int) -> bytes:
     return protocol.encode_response(correlation_id, ApiKey.API_VERSIONS, 0, body)
 
 
-def client_software(frame: bytes) -> str | None:
-    """The client software name an ApiVersions request (v3+) gives, if it can be read."""
-    try:
-        _, body = protocol.decode_request(frame, allow_trailing=True)
-    except DecodeError:
-        return None  # the broker judges the request
-    return body.client_software_name or None
+class BrokerAddresses(Filter):
+    """The proxy's address rewriting as a filter (see the module's rules): it
+    reads, on their frames, the answers that name brokers, and refuses
+    ApiVersions newer than :data:`API_VERSIONS_MAX`."""
 
+    api_keys: frozenset[int] | None = frozenset()
 
-def known_version(key: int, version: int) -> bool:
-    """Whether the codec reads API ``key`` at ``version`` (ApiVersions only up to
-    :data:`API_VERSIONS_MAX`)."""
-    if key == ApiKey.API_VERSIONS and version > API_VERSIONS_MAX:
-        return False
-    try:
-        return protocol.api(key).supports(version)
-    except Exception:
-        return False
+    def attach(self, services: ProxyServices) -> None:
+        self._addresses = Addresses(services.listen_for)
+        self._topics = services.topics
+
+    def request_frames(self, api_key: int, api_version: int) -> bool:
+        return api_key == ApiKey.API_VERSIONS and api_version > API_VERSIONS_MAX
+
+    def answer_frames(self, api_key: int, api_version: int) -> bool:
+        return reads_answer(api_key, api_version)
+
+    def on_request_frame(self, ctx: FilterContext, frame: bytes) -> Any:
+        # Its answer could not be capped: refused here, as the rules say.
+        return Respond(unsupported_api_versions(ctx.correlation_id)[4:])
+
+    def on_response_frame(self, ctx: FilterContext, frame: bytes) -> bytes:
+        return rewritten(ctx.api_key, ctx.api_version, frame, self._addresses, self._topics)
+
+    def on_upstream(self, api_key: int, api_version: int, body: Any) -> Any:
+        if api_key == ApiKey.METADATA:
+            self._topics.learn(body, api_version)
+        return rewrite_addresses(api_key, body, self._addresses)

@@ -81,6 +81,8 @@ from trafka.discovery import announcing_listener
 
 from .config import ProxyConfig, split_server
 from .filters import (
+    FRAMES,
+    UNSEEN,
     CloseConnection,
     EncodedBody,
     Filter,
@@ -89,23 +91,16 @@ from .filters import (
     ProxyServices,
     Respond,
     RespondLater,
+    Route,
+    Session,
+    Stage,
+    client_software,
     run_request,
     run_response,
-    wanted,
+    run_upstream,
 )
 from .metrics import ProxyMetrics, ProxyStatistics
 from .pool import UpstreamError, UpstreamPool
-from .principals import SaslClient, SaslRouting, Watch
-from .rewrite import (
-    Addresses,
-    Pending,
-    client_software,
-    known_version,
-    reads_answer,
-    rewrite_addresses,
-    rewrite_response,
-    unsupported_api_versions,
-)
 from .startup import discover_upstream, shared_listeners, upstream_reachable
 from .topics import Topics, metadata_request
 
@@ -148,7 +143,6 @@ class _Proxy:
         self.advertised = config.advertised_host or config.host
         # node id -> (upstream address, proxy port)
         self.nodes: dict[int, tuple[tuple[str, int], int]] = {}
-        self.addresses = Addresses(self.listen_for)
         self.client_tls = config.client_ssl_context()
         self.upstream_tls = config.upstream_ssl_context()
         # What clients (and failing accepts) can repeat at will: a line a minute each.
@@ -159,17 +153,17 @@ class _Proxy:
         # The chain as given: the core adds none (see .assembly).
         self.filters = config.filters
         self.metrics = ProxyMetrics(self.stats, self.budget, self.filters)
-        pool = partial(
+        self.make_pool = partial(
             UpstreamPool,
             nursery,
             max_frame_size=config.max_frame_size,
             observe=self.metrics.upstream,
         )
-        self.pool = pool(self._connect_node)
-        # SASL clients' own pools (one per principal the proxy holds a login for).
-        self.sasl = SaslRouting.configured(
-            config, self._connect_node, pool, self.stats.sasl, self.quiet
-        )
+        self.pool = self.make_pool(self._connect_node)
+        # The filters' own pools (ProxyServices.new_pool: the SASL watch's, per principal).
+        self.own_pools: list[UpstreamPool] = []
+        # The chain per (API, version), asked once (filters.Route).
+        self.chains: dict[tuple[int, int], Route] = {}
         self.upstream_reachable = False
         self.idle_s = _seconds(config.connections_max_idle_ms)
         self.receive_s = _seconds(config.request_receive_timeout_ms)
@@ -183,17 +177,24 @@ class _Proxy:
             self._from_upstream,
             nursery,
             self.quiet,
+            self.listen_for,
+            self._connect_node,
+            self._new_pool,
         )
         for f in self.filters:
             f.attach(services)
             self.stats.filters.update(f.statistics())
 
     def _from_upstream(self, api_key: int, api_version: int, body: Any) -> Any:
-        if api_key == ApiKey.METADATA:
-            self.topics.learn(body, api_version)
-        return rewrite_addresses(api_key, body, self.addresses)
+        return run_upstream(self.filters, api_key, api_version, body)
 
-    # Called from rewriting (synchronous): opens the node's listener at once.
+    def _new_pool(self, connect: Callable[[int], Any]) -> UpstreamPool:
+        pool = self.make_pool(connect)
+        self.own_pools.append(pool)
+        return pool
+
+    # ProxyServices.listen_for (synchronous, called by address rewriting): opens
+    # the node's listener at once.
     def listen_for(self, node_id: int, host: str, port: int) -> tuple[str, int]:
         known = self.nodes.get(node_id)
         if known is not None and known[0] == (host, port):
@@ -303,9 +304,15 @@ class _Proxy:
                         if not (data := await stream.receive_some(_RECV_SIZE)):
                             raise OSError("the broker closed the connection")
                         reader.feed(data)
-            pending = Pending(ApiKey.METADATA, _KNOWN_METADATA_VERSION)
-            rewrite_response(pending, frame, self.addresses, self.topics)
-        except (OSError, trio.TooSlowError, trio.BrokenResourceError, DecodeError) as exc:
+            _, body = protocol.decode_response(frame, ApiKey.METADATA, _KNOWN_METADATA_VERSION)
+            self._from_upstream(ApiKey.METADATA, _KNOWN_METADATA_VERSION, body)
+        except (
+            OSError,
+            trio.TooSlowError,
+            trio.BrokenResourceError,
+            TrafkaError,
+            FilterError,
+        ) as exc:
             self.quiet.warning("known", "the brokers' listeners open at first Metadata: %s", exc)
 
     async def _connect_node(self, node_id: int) -> trio.abc.Stream:
@@ -481,21 +488,13 @@ class _Proxy:
         header, start = protocol.decode_request_header(frame)
         key, version = header.request_api_key, header.request_api_version
         self.metrics.request(key, len(frame) + 4)
-        conn.filtered = conn.watch = None
-        if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
-            # The shared pool is not the client: its Produce goes over its principal's pool.
-            conn.sasl = conn.sasl or self.sasl.client()
-            conn.watch = self.sasl.request(conn.sasl, key, frame)
-        known = known_version(key, version)
-        if key == ApiKey.API_VERSIONS and not known:
-            # Its answer could not be capped: refused here, as .rewrite says.
-            await self._owe(
-                conn, _answered_here(key, header.correlation_id, unsupported_api_versions)
-            )
-            return
+        conn.filtered = None
+        route = self.chains.get((key, version))
+        if route is None:
+            route = self.chains[key, version] = Route.of(self.filters, key, version)
+        chain, known, asks, answers = route
         if key == ApiKey.API_VERSIONS and version >= 3 and known:
             conn.software = client_software(frame)
-        chain = wanted(self.filters, key) if self.filters and known else ()
         body = None
         if chain:
             ctx = FilterContext(
@@ -506,73 +505,65 @@ class _Proxy:
                 conn.peer,
                 self._node_of(conn.address),
                 conn.state,
-                authenticated=conn.sasl is not None,
+                conn.session,
                 client_software=conn.software,
-                principal=None if conn.sasl is None else conn.sasl.principal,
-                pool=None if conn.sasl is None else conn.sasl.pool,
             )
-            # A filter may wait for what the requests before it bring back.
-            await self._flush(conn)
-            # Trailing bytes are ignored, as brokers do (librdkafka sends some).
-            _, original = protocol.decode_request(frame, allow_trailing=True)
-            try:
-                changed, respond, seen = await run_request(chain, ctx, original)
-            except CloseConnection as exc:
-                self.quiet.warning(
-                    ("close", str(exc).split(" ", 1)[0]), "closing a client connection: %s", exc
-                )
-                conn.pumps.cancel_scope.cancel()
-                return
-            if respond is not None:
-                await self._respond(conn, header, original, respond, ctx, chain[: seen - 1])
-                return
-            conn.filtered = (ctx, chain)
-            body = changed
-            if changed is not original:
-                frame = protocol.encode_request(header, changed)[4:]
-        if key == ApiKey.PRODUCE and known:
-            # Forwarded unfiltered, only its acks matter: read without decoding
-            # the request (whose records the broker judges).
-            acks = (
-                body.acks if body is not None else protocol.peek_produce_acks(frame, start, version)
-            )
-            if acks is None:
-                _, body = protocol.decode_request(frame, allow_trailing=True)
-                acks = body.acks
-            if acks == 0:
-                # Never answered: nothing for the answer pump to wait for.
-                conn.batch += (_SIZE.pack(len(frame)), frame)
-                return
-        pending = Pending(key, version) if reads_answer(key, version) else None
-        await self._forward(conn, frame, header.correlation_id, pending)
+            if asks:
+                # A filter may wait for what the requests before it bring back.
+                await self._flush(conn)
+                original = frame
+                try:
+                    frame, body, respond, seen = await run_request(chain, ctx, frame)
+                except CloseConnection as exc:
+                    self.quiet.warning(
+                        ("close", str(exc).split(" ", 1)[0]), "closing a client connection: %s", exc
+                    )
+                    conn.pumps.cancel_scope.cancel()
+                    return
+                if frame is not original:
+                    start = protocol.decode_request_header(frame)[1]
+                if respond is not None:
+                    framed = chain[seen - 1].request == FRAMES
+                    await self._respond(conn, frame, body, respond, ctx, chain[: seen - 1], framed)
+                    return
+            if answers:
+                conn.filtered = (ctx, chain)
+        if key == ApiKey.PRODUCE and known and _acks(frame, start, body, version) == 0:
+            # Never answered: nothing for the answer pump to wait for.
+            conn.batch += (_SIZE.pack(len(frame)), frame)
+            return
+        await self._forward(conn, frame, header.correlation_id)
 
     async def _respond(
         self,
         conn: _Client,
-        header: Any,
+        frame: bytes,
         request: Any,
         respond: Respond | RespondLater,
         ctx: FilterContext,
-        earlier: tuple[Filter, ...],
+        earlier: tuple[Stage, ...],
+        framed: bool,
     ) -> None:
-        """A filter answered the request itself: nothing goes upstream."""
-        slot = _Answer(header.correlation_id, None, trio.Event(), api_key=header.request_api_key)
-        slot.filtered = (ctx, earlier) if earlier else None
+        """A filter answered the request itself (with a frame when ``framed``):
+        nothing goes upstream."""
+        key = ctx.api_key
+        slot = _Answer(ctx.correlation_id, trio.Event(), api_key=key)
+        slot.filtered = (ctx, earlier) if any(s.answer != UNSEEN for s in earlier) else None
         # Started before anything here can be cancelled (the client's connection
         # closing): what the filter began, such as batches written for an
         # idempotent producer, is always settled.
         if isinstance(respond, RespondLater):
             # The request's bytes stay reserved until its answer is made.
             held, conn.reserved = conn.reserved, 0
-            self.nursery.start_soon(self._respond_later, slot, ctx, respond, held)
-        if header.request_api_key == ApiKey.PRODUCE and request.acks == 0:
+            self.nursery.start_soon(self._respond_later, slot, ctx, respond, held, framed)
+        if key == ApiKey.PRODUCE and _acks(frame, None, request, ctx.api_version) == 0:
             return  # acks=0 is never answered
         if isinstance(respond, Respond):
-            _answered(slot, ctx, respond.body)
+            _answered(slot, ctx, respond.body, framed)
         await self._owe(conn, slot)
 
     async def _respond_later(
-        self, slot: _Answer, ctx: FilterContext, later: RespondLater, held: int
+        self, slot: _Answer, ctx: FilterContext, later: RespondLater, held: int, framed: bool
     ) -> None:
         try:
             body = await later.answer()
@@ -583,20 +574,16 @@ class _Proxy:
             error.__cause__ = exc
             slot.error = error
         else:
-            _answered(slot, ctx, body)
+            _answered(slot, ctx, body, framed)
         finally:
             if held:
                 release(self.budget, held)
             assert slot.done is not None
             slot.done.set()
 
-    async def _forward(
-        self, conn: _Client, frame: bytes, correlation_id: int, pending: Pending | None
-    ) -> None:
+    async def _forward(self, conn: _Client, frame: bytes, correlation_id: int) -> None:
         key = int.from_bytes(frame[:2], "big", signed=True)
-        slot = _Answer(
-            correlation_id, pending, api_key=key, filtered=conn.filtered, watch=conn.watch
-        )
+        slot = _Answer(correlation_id, api_key=key, filtered=conn.filtered)
         await self._owe(conn, slot)
         conn.batch += (_SIZE.pack(len(frame)), frame)
 
@@ -634,8 +621,9 @@ class _Proxy:
             while self.stale and self.topics.metadata_version >= 0:
                 names, self.stale = self.stale, set()
                 version = self.topics.metadata_version
-                # A SASL cluster answers the principals' pools, not the shared one.
-                for pool, node_id in self.sasl.pools.routes(self.pool, list(self.nodes)):
+                # A SASL cluster answers the filters' pools (logged in), not the shared one.
+                routes = [(p, n) for p in (*self.own_pools, self.pool) for n in list(self.nodes)]
+                for pool, node_id in routes:
                     try:
                         waiter = await pool.send(
                             node_id,
@@ -648,10 +636,9 @@ class _Proxy:
                             waiter, trio.current_time() + self.config.connect_timeout
                         )
                         # Read as a client's answer would be: leaders and brokers learned.
-                        rewrite_response(
-                            Pending(ApiKey.METADATA, version), frame, self.addresses, self.topics
-                        )
-                    except (UpstreamError, DecodeError) as exc:
+                        _, body = protocol.decode_response(frame, ApiKey.METADATA, version)
+                        self._from_upstream(ApiKey.METADATA, version, body)
+                    except (UpstreamError, TrafkaError, FilterError) as exc:
                         log.debug("metadata refresh through broker %d failed: %s", node_id, exc)
                         continue
                     self.stats.metadata_refreshes += 1
@@ -666,8 +653,7 @@ class _Proxy:
         frames: trio.MemoryReceiveChannel[list[bytes]],
     ) -> None:
         """Write the answers to the client in the order of its requests: those
-        ready at once in one write. An answer no one reads (see
-        :func:`~.rewrite.reads_answer`) and no filter sees is written as the
+        ready at once in one write. An answer no filter sees is written as the
         bytes the broker sent, its size prefix put back."""
         ready: deque[bytes] = deque()  # answers read from upstream, not yet matched
         out = _Out(conn, self.metrics)
@@ -687,7 +673,14 @@ class _Proxy:
                     if slot.error is not None:
                         raise slot.error
                     assert slot.frame is not None
-                    out.queue_answer(slot.api_key, _filter_answer(slot, slot.frame))
+                    if slot.filtered is None:
+                        out.queue_answer(slot.api_key, slot.frame)
+                        continue
+                    ctx, chain = slot.filtered
+                    parts, closing = run_response(chain, ctx, slot.frame[4:])
+                    out.queue_answer(slot.api_key, *parts)
+                    if closing:
+                        break
                     continue
                 if not ready:
                     try:
@@ -700,19 +693,14 @@ class _Proxy:
                     out.settled += 1
                     continue  # that request was not answered; this is a later one's
                 ready.popleft()
-                if slot.watch is not None and (refusal := slot.watch(frame)) is not None:
-                    await out.flush()
-                    await conn.client.send_all(refusal)
-                    break
-                if slot.pending is None and slot.filtered is None:
+                if slot.filtered is None:
                     out.queue_answer(slot.api_key, _SIZE.pack(len(frame)), frame)  # byte for byte
                     continue
-                answer = (
-                    _SIZE.pack(len(frame)) + frame
-                    if slot.pending is None
-                    else rewrite_response(slot.pending, frame, self.addresses, self.topics)
-                )
-                out.queue_answer(slot.api_key, _filter_answer(slot, answer))
+                ctx, chain = slot.filtered
+                parts, closing = run_response(chain, ctx, frame)
+                out.queue_answer(slot.api_key, *parts)
+                if closing:  # CloseAfter: this answer is the connection's last
+                    break
             await out.flush()
         except (DecodeError, TrafkaError) as exc:
             self.quiet.warning(
@@ -723,19 +711,6 @@ class _Proxy:
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel):
             pass
         conn.pumps.cancel_scope.cancel()
-
-
-def _filter_answer(slot: _Answer, out: bytes) -> bytes:
-    """``out`` (an answer, size prefix included) through the filters that saw its
-    request, in reverse order."""
-    if slot.filtered is None:
-        return out
-    ctx, chain = slot.filtered
-    header, body = protocol.decode_response(out[4:], slot.api_key, ctx.api_version)
-    changed = run_response(chain, ctx, body)
-    if changed is body:
-        return out  # byte for byte
-    return protocol.encode_response(header.correlation_id, slot.api_key, ctx.api_version, changed)
 
 
 async def _upstream_frames(
@@ -761,7 +736,7 @@ async def _upstream_frames(
             )
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
-        await conn.to_writer.send(_Answer(-1, None, closed=True))
+        await conn.to_writer.send(_Answer(-1, closed=True))
 
 
 class _Out:
@@ -797,15 +772,13 @@ class _Answer:
     upstream connection (``done`` None), or made by a filter."""
 
     correlation_id: int
-    pending: Pending | None
     done: trio.Event | None = None
-    frame: bytes | None = None
+    frame: bytes | None = None  # size prefix included
     api_key: int = ApiKey.PRODUCE
-    # The filters that saw the request, to see its answer (and their context).
-    filtered: tuple[FilterContext, tuple[Filter, ...]] | None = None
+    # The stages its request reached, to see its answer (and their context).
+    filtered: tuple[FilterContext, tuple[Stage, ...]] | None = None
     error: TrafkaError | FilterError | None = None
     closed: bool = False  # the upstream connection ended: nothing more is owed
-    watch: Watch | None = None  # sees the answer first (SaslAuthenticate's; .principals)
 
 
 @dataclass(slots=True)
@@ -817,12 +790,11 @@ class _Client:
     address: tuple[str, int]
     to_writer: trio.MemorySendChannel[_Answer]
     pumps: trio.Nursery
-    sasl: SaslClient | None = None  # once the client spoke SASL
     peer: tuple[str, int] | None = None
     software: str | None = None  # the client's software name (ApiVersions v3+, KIP-511)
     state: dict[str, Any] = field(default_factory=dict)  # the filters'
-    filtered: tuple[FilterContext, tuple[Filter, ...]] | None = None  # the current request's
-    watch: Watch | None = None  # the current request's answer's (SASL)
+    session: Session = field(default_factory=Session)  # what filters learned of its login
+    filtered: tuple[FilterContext, tuple[Stage, ...]] | None = None  # the current request's
     owed: int = 0  # answers queued for the client and not yet written
     reserved: int = 0  # the current request's bytes of the proxy's request budget
     batch: list[bytes] = field(default_factory=list)  # requests to write upstream at once
@@ -860,8 +832,10 @@ def _peer(stream: trio.SocketStream) -> tuple[str, int] | None:
     return str(host), int(port)
 
 
-def _answered(slot: _Answer, ctx: FilterContext, body: Any) -> None:
-    if isinstance(body, EncodedBody):
+def _answered(slot: _Answer, ctx: FilterContext, body: Any, framed: bool) -> None:
+    if framed:  # a filter that sees frames answered with one
+        slot.frame = _SIZE.pack(len(body)) + body
+    elif isinstance(body, EncodedBody):
         slot.frame = _framed(slot.correlation_id, ctx.api_key, ctx.api_version, body.data)
     else:
         slot.frame = protocol.encode_response(
@@ -871,12 +845,18 @@ def _answered(slot: _Answer, ctx: FilterContext, body: Any) -> None:
     slot.done.set()
 
 
-def _answered_here(key: int, correlation_id: int, answer: Callable[[int], bytes]) -> _Answer:
-    """An answer to API ``key`` the proxy makes itself (``answer(correlation_id)``: the frame)."""
-    slot = _Answer(correlation_id, None, trio.Event(), answer(correlation_id), api_key=key)
-    assert slot.done is not None
-    slot.done.set()
-    return slot
+def _acks(frame: bytes, start: int | None, body: Any, version: int) -> int:
+    """A Produce request's acks: the decoded body's, else read on the frame's
+    bytes (``start``: where its body begins, when known) without decoding the
+    records the broker judges."""
+    if body is None:
+        if start is None:
+            start = protocol.decode_request_header(frame)[1]
+        acks = protocol.peek_produce_acks(frame, start, version)
+        if acks is not None:
+            return acks
+        _, body = protocol.decode_request(frame, allow_trailing=True)
+    return int(body.acks)
 
 
 @asynccontextmanager

@@ -40,12 +40,13 @@ from trafka.proxy import (
     proxy_in_thread,
 )
 from trafka.proxy.assembly import filter_chain
+from trafka.proxy.principals import SaslPrincipals
+from trafka.proxy.rewrite import BrokerAddresses
 
 PROXY = Path(trafka.proxy.__file__).parent
 # The core: what serves any chain. Kept in step with the import contract of the
 # same name in pyproject.toml (which also checks imports made through others).
-CORE = ("server", "pool", "rewrite", "topics", "filters", "metrics", "config", "startup")
-CORE += ("principals",)
+CORE = ("server", "pool", "topics", "filters", "metrics", "config", "startup")
 
 
 def _filter_classes() -> dict[str, type[Filter]]:
@@ -116,12 +117,66 @@ def test_the_core_knows_no_filter_by_type() -> None:
     chain is assembled above the core (trafka.proxy.assembly), which does, so
     the check has something to find."""
     filters = _filter_classes()
-    assert {"KeyRouting", "SchemaValidation"} <= set(filters)
+    assert {"KeyRouting", "SchemaValidation", "BrokerAddresses", "SaslPrincipals"} <= set(filters)
     for name in CORE:
         assert _knowing(PROXY / f"{name}.py", filters) == [], name
     assembly = _knowing(PROXY / "assembly.py", filters)
     assert any("isinstance(..., KeyRouting)" in p for p in assembly), assembly
     assert any("builds KeyRouting" in p for p in assembly), assembly
+
+
+# What address rewriting and the SASL watch are made of (proxy/rewrite.py,
+# proxy/principals.py): names the core must not use.
+_REWRITING_AND_SASL = {
+    "Addresses",
+    "Pending",
+    "reads_answer",
+    "rewrite_addresses",
+    "rewrite_response",
+    "rewritten",
+    "unsupported_api_versions",
+    "SaslRouting",
+    "SaslClient",
+    "SaslWatch",
+    "PrincipalPools",
+    "load_credentials",
+    "replace",  # dataclasses.replace: a body rewritten
+}
+# The APIs the core names, each for a rule of its own: Produce (acks=0 is never
+# answered), ApiVersions (the client software name, KIP-511), Metadata (its own
+# requests: the listeners opened at start, the refreshes filters ask for).
+_CORE_APIS = {"PRODUCE", "API_VERSIONS", "METADATA"}
+
+
+def _rewrites_or_watches(tree: ast.AST) -> list[str]:
+    """Where a module does address rewriting or SASL watching itself: names
+    their pieces, or an API the core has no rule of its own for."""
+    found = []
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+        if isinstance(node, ast.Attribute | ast.Name) and name in _REWRITING_AND_SASL:
+            found.append(f"line {node.lineno}: {name}")
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "ApiKey"
+            and node.attr not in _CORE_APIS
+        ):
+            found.append(f"line {node.lineno}: ApiKey.{node.attr}")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "SASL" in node.value:
+            found.append(f"line {node.lineno}: {node.value!r}")
+    return found
+
+
+def test_the_core_does_no_rewriting_or_sasl_watching_of_its_own() -> None:
+    """Address rewriting and the SASL watch are filters (issue #65): the core
+    (server.py, what serves any chain) names none of their pieces, no API but
+    the three it has rules of its own for, and rewrites no body. The same
+    check finds them in the filters that do this work, so it can fail."""
+    server = ast.parse((PROXY / "server.py").read_text())
+    assert _rewrites_or_watches(server) == []
+    for name in ("rewrite", "principals"):
+        assert _rewrites_or_watches(ast.parse((PROXY / f"{name}.py").read_text())), name
 
 
 def test_api_keys_are_named_by_the_codecs_enum() -> None:
@@ -148,16 +203,18 @@ def test_api_keys_are_named_by_the_codecs_enum() -> None:
 
 def test_the_chain_is_the_users_then_key_routing() -> None:
     """ProxyConfig's documented chain: the user's filters in their order, then key
-    routing unless route_keys is none or the user placed it themselves."""
+    routing unless route_keys is none or the user placed it themselves, then
+    the SASL watch and address rewriting, nearest the brokers."""
     mine = Filter()
     chain = filter_chain(ProxyConfig(upstream=("127.0.0.1:9092",), filters=(mine,)))
-    assert chain[0] is mine and isinstance(chain[1], KeyRouting) and len(chain) == 2
+    assert chain[0] is mine and isinstance(chain[1], KeyRouting) and len(chain) == 4
     assert chain[1].hash_name == "murmur2"
+    assert [type(f) for f in chain[2:]] == [SaslPrincipals, BrokerAddresses]
     none = ProxyConfig(upstream=("127.0.0.1:9092",), filters=(mine,), route_keys="none")
-    assert filter_chain(none) == (mine,)
+    assert filter_chain(none)[:-2] == (mine,)
     placed = KeyRouting("crc32")
     users = ProxyConfig(upstream=("127.0.0.1:9092",), filters=(placed, mine))
-    assert filter_chain(users) == (placed, mine)
+    assert filter_chain(users)[:-2] == (placed, mine)
 
 
 @dataclasses.dataclass
