@@ -9,6 +9,13 @@ it), so one file holds the run. ``python tests/suite_timing.py FILE [N]`` then
 prints the N files (default 30) and tests that took longest, setup and
 teardown included (a session fixture's start counts to the first test that
 asked for it).
+
+Each line also carries the CPU seconds the test process and every process under
+it spent since the previous phase ended (brokers, JVMs and clients the tests
+start included; a shared broker's idle time counts to whatever test was
+running). On a machine whose cores are all busy, as the suite's is, the wall
+time of a test says how long it was queued as much as what it costs; its CPU
+says what removing it would save. The summary then lists the files by CPU too.
 """
 
 from __future__ import annotations
@@ -22,25 +29,73 @@ from pathlib import Path
 import pytest
 
 OUT = "TRAFKA_TIMING_OUT"
+_CPU_KEY = "trafka_cpu_s"
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user and system) of a process and of every process under it:
+    those alive (through /proc's children lists) and those reaped (their parents'
+    cutime and cstime). A process that left the tree (re-parented) is not counted."""
+    total = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            stat = Path(f"/proc/{p}/stat").read_text()
+            # Fields after the command (which may hold spaces) in its parentheses:
+            # utime, stime, cutime and cstime are the 14th to 17th of the line.
+            fields = stat[stat.rindex(")") + 2 :].split()
+            total += sum(int(v) for v in fields[11:15])
+            for task in os.listdir(f"/proc/{p}/task"):
+                todo.extend(
+                    int(c) for c in Path(f"/proc/{p}/task/{task}/children").read_text().split()
+                )
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue  # it ended while we read it: its time moved to its parent's cutime
+    return total / _TICKS
+
+
+_last_cpu: list[float] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(OUT):
+        _last_cpu[:] = [tree_cpu_seconds(os.getpid())]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    outcome = yield
+    if os.environ.get(OUT) and _last_cpu:
+        now = tree_cpu_seconds(os.getpid())
+        outcome.get_result().user_properties.append((_CPU_KEY, now - _last_cpu[0]))
+        _last_cpu[0] = now
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     out = os.environ.get(OUT)
     if not out or os.environ.get("PYTEST_XDIST_WORKER"):
         return
+    cpu = dict(report.user_properties).get(_CPU_KEY)
     with open(out, "a", encoding="utf-8") as f:
         f.write(
             f"{time.time():.1f}\t{report.when}\t{report.outcome}\t"
-            f"{report.duration:.2f}\t{report.nodeid}\n"
+            f"{report.duration:.2f}\t{'' if cpu is None else f'{cpu:.2f}'}\t{report.nodeid}\n"
         )
 
 
 def summary(path: Path, top: int = 30) -> str:
     """The ``top`` slowest files and tests of a record, as text."""
     tests: dict[str, float] = defaultdict(float)
+    cpu: dict[str, float] = defaultdict(float)
     for line in path.read_text(encoding="utf-8").splitlines():
-        _, _, _, seconds, nodeid = line.split("\t", 4)
+        fields = line.split("\t")
+        # Five fields in a record made before the CPU column, six after it.
+        seconds, nodeid = fields[3], fields[-1]
         tests[nodeid] += float(seconds)
+        if len(fields) == 6 and fields[4]:
+            cpu[nodeid] += float(fields[4])
     files: dict[str, float] = defaultdict(float)
     for nodeid, seconds in tests.items():
         files[nodeid.split("::", 1)[0]] += seconds
@@ -48,6 +103,15 @@ def summary(path: Path, top: int = 30) -> str:
     lines += [f"{s:8.1f}  {f}" for f, s in sorted(files.items(), key=lambda x: -x[1])[:top]]
     lines.append("slowest tests:")
     lines += [f"{s:8.1f}  {t}" for t, s in sorted(tests.items(), key=lambda x: -x[1])[:top]]
+    if cpu:
+        file_cpu: dict[str, float] = defaultdict(float)
+        for nodeid, seconds in cpu.items():
+            file_cpu[nodeid.split("::", 1)[0]] += seconds
+        lines.append(f"{sum(cpu.values()):.0f} CPU s; files by CPU (CPU s, wall s):")
+        lines += [
+            f"{s:8.1f} {files[f]:8.1f}  {f}"
+            for f, s in sorted(file_cpu.items(), key=lambda x: -x[1])[:top]
+        ]
     return "\n".join(lines)
 
 

@@ -3,11 +3,15 @@ not; its summary adds a test's phases and a file's tests."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import suite_timing
-from suite_timing import OUT, summary
+from suite_timing import OUT, summary, tree_cpu_seconds
 
 
 def _report(nodeid: str, when: str, outcome: str, seconds: float) -> pytest.TestReport:
@@ -40,7 +44,8 @@ def test_phases_are_recorded_only_when_asked(
     suite_timing.pytest_runtest_logreport(_report("c.py::t", "call", "passed", 9.0))
 
     rows = [line.split("\t")[1:] for line in out.read_text().splitlines()]
-    assert rows == [[w, o, f"{s:.2f}", n] for n, w, o, s in phases]
+    # (No CPU column: these reports did not pass through a worker's makereport.)
+    assert rows == [[w, o, f"{s:.2f}", "", n] for n, w, o, s in phases]
     assert summary(out, 2).splitlines() == [
         "12 s in 3 tests; slowest files:",
         "     7.2  a.py",
@@ -48,4 +53,47 @@ def test_phases_are_recorded_only_when_asked(
         "slowest tests:",
         "     7.0  a.py::slow",
         "     5.0  b.py::t",
+    ]
+
+
+_BURN = "import time\nwhile time.process_time() < 0.4: pass\n"
+
+
+def test_a_process_trees_cpu_counts_children_alive_and_reaped() -> None:
+    """The CPU column counts what the processes under a test spent, whether they
+    still run (a shared broker) or have ended (a client run to completion)."""
+
+    before = tree_cpu_seconds(os.getpid())
+    subprocess.run([sys.executable, "-c", _BURN], check=True)  # reaped: our cutime
+    reaped = tree_cpu_seconds(os.getpid())
+    # (The kernel counts in clock ticks: allow it a little less than the 0.4 s.)
+    assert reaped - before >= 0.3
+    # Alive, under a child of ours: a shell that runs the burner, then sleeps.
+    shell = subprocess.Popen(
+        ["sh", "-c", f"{sys.executable} -c '{_BURN}'; exec sleep 30"],
+    )
+    try:
+        while True:
+            children = Path(f"/proc/{shell.pid}/task/{shell.pid}/children").read_text()
+            status = Path(f"/proc/{shell.pid}/stat").read_text()
+            if not children and "sleep" in status:
+                break
+            time.sleep(0.05)
+        assert tree_cpu_seconds(os.getpid()) - reaped >= 0.3
+    finally:
+        shell.kill()
+        shell.wait()
+
+
+def test_the_summary_ranks_files_by_cpu_when_recorded(tmp_path: Path) -> None:
+    record = tmp_path / "timing.tsv"
+    record.write_text(
+        "1.0\tcall\tpassed\t9.00\t0.50\ta.py::waits\n"
+        "2.0\tcall\tpassed\t2.00\t3.00\tb.py::burns\n"
+        "3.0\tteardown\tpassed\t1.00\t1.25\tb.py::burns\n"
+    )
+    assert summary(record, 2).splitlines()[-3:] == [
+        "5 CPU s; files by CPU (CPU s, wall s):",
+        "     4.2      3.0  b.py",
+        "     0.5      9.0  a.py",
     ]
