@@ -88,7 +88,7 @@ class MetricsPush(Generic[S]):
             if config.client_rack:
                 attributes["client_rack"] = config.client_rack
             machine = ClientTelemetry(resource=attributes)
-            self.driver = TelemetryDriver(cluster, machine, self._samples, self._timeout)
+            self.driver = TelemetryDriver(cluster, machine, self.samples, self._timeout)
 
     def start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Start the push task in the client's task group (none with push off)."""
@@ -125,7 +125,9 @@ class MetricsPush(Generic[S]):
             with anyio.CancelScope(shield=True):
                 await self.driver.close(self._timeout)
 
-    def _samples(self) -> list[MetricSample]:
+    def samples(self) -> list[MetricSample]:
+        """What a push carries now: the client's ``measure`` of its statistics, its
+        peaks (taken) and the time, with this client's averages."""
         stats = self._statistics()
         peaks = self._cluster.take_peaks()
         return self._measure(self._averages, stats, peaks, anyio.current_time())
