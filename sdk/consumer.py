@@ -50,7 +50,6 @@ from .consumer_core import ConsumerCore
 from .consumer_fetching import FetchDriver
 from .consumer_offsets import OffsetLookups
 from .errors import (
-    ApiTimeoutError,
     ArgumentTypeError,
     ArgumentValueError,
     ClientClosedError,
@@ -71,9 +70,9 @@ from .subscription import Subscription, check_subscription
 from .telemetry import (
     IntervalAverages,
     MetricSample,
-    client_telemetry,
+    MetricsPush,
+    Peaks,
     consumer_samples,
-    instance_id,
     label_group_member,
 )
 from .transactions import ConsumerGroupMetadata
@@ -81,7 +80,6 @@ from .transport import Cluster
 
 if TYPE_CHECKING:
     from .config.consumer import ConsumerConfig
-    from .metadata import MetadataCache
     from .statistics import ConsumerStatistics
 
 __all__ = [
@@ -159,10 +157,10 @@ class Consumer(Hostable, Generic[K, V]):
         self._closed = False
         self._group: Any = None  # a .group.GroupDriver when subscribed with a group.id
         self._subscription = Subscription()
-        # KIP-714 client metrics: the push's task.
-        self._telemetry_averages = IntervalAverages()
         resource = {"group_id": config.group_id, "group_instance_id": config.group_instance_id}
-        self._telemetry = client_telemetry(config, self._cluster, resource, self._telemetry_samples)
+        self._telemetry = MetricsPush(
+            config, self._cluster, "consumer", resource, self.statistics, self._telemetry_samples
+        )
 
     # -- assignment -----------------------------------------------------------------------
 
@@ -287,20 +285,7 @@ class Consumer(Hostable, Generic[K, V]):
             ApiTimeoutError: the position was not known within ``default.api.timeout.ms``.
             TypeError, ValueError: ``partition`` is not a TopicPartition.
         """
-        tp = check_topic_partition("partition", partition)
-        timeout_ms = self.config.default_api_timeout_ms
-        with anyio.move_on_after(timeout_ms / 1000):
-            while True:
-                pos = self._fetcher.position(tp)
-                if pos is not None:
-                    return pos - self.core.held_count(tp)
-                self.wake_fetcher()
-                # Offset lookups and committed-offset loads signal data_arrived when done.
-                await self._fetches.wait_data(math.inf)
-        raise ApiTimeoutError(
-            f"the position of {tp.topic}-{tp.partition} was not known within "
-            f"default.api.timeout.ms ({timeout_ms} ms){_why_no_position(self._cluster.metadata, tp)}"
-        )
+        return await self._fetches.position(check_topic_partition("partition", partition))
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop returning and fetching records for these partitions.
@@ -340,7 +325,7 @@ class Consumer(Hostable, Generic[K, V]):
         return self.core.statistics(
             group=None if group is None else group.statistics(),
             brokers=self._cluster.broker_statistics(),
-            telemetry=None if self._telemetry is None else self._telemetry.telemetry.statistics(),
+            telemetry=self._telemetry.statistics(),
         )
 
     async def client_instance_id(self, timeout_ms: float = 0) -> uuid.UUID | None:
@@ -356,23 +341,17 @@ class Consumer(Hostable, Generic[K, V]):
             UsageError: ``enable.metrics.push`` is false.
             ValueError: ``timeout_ms`` is negative.
         """
-        return await instance_id(self._telemetry, timeout_ms)
+        return await self._telemetry.instance_id(timeout_ms)
 
-    def _telemetry_samples(self) -> list[MetricSample]:
-        stats = self.statistics()
-        assert self._telemetry is not None
+    def _telemetry_samples(
+        self, averages: IntervalAverages, stats: ConsumerStatistics, peaks: Peaks, now: float
+    ) -> list[MetricSample]:
         member = stats.group.member_id if stats.group is not None else ""
-        label_group_member(self._telemetry.telemetry.resource, member)
-        group = self._group
-        return consumer_samples(
-            self._telemetry_averages,
-            stats,
-            self._cluster.take_peaks(),
-            self._fetches.poll_idle,
-            len(self._fetcher.assignment),
-            anyio.current_time(),
-            group.machine.rebalance_latency if group is not None else None,
-        )
+        label_group_member(self._telemetry.resource, member)
+        group, idle = self._group, self._fetches.poll_idle
+        rebalance = group.machine.rebalance_latency if group is not None else None
+        assigned = len(self._fetcher.assignment)
+        return consumer_samples(averages, stats, peaks, idle, assigned, now, rebalance)
 
     # -- offset lookups (without touching positions) ----------------------------------------
 
@@ -557,7 +536,9 @@ class Consumer(Hostable, Generic[K, V]):
         deadline: float | None = None  # from the first time nothing is buffered
         with polling(self._group):
             while True:
-                out = self._poll_now(limit, wanted)
+                # What is at hand, then the fetches that taking it made possible.
+                out = self.core.poll(limit, wanted)
+                self._fetches.send_wanted()
                 if out:
                     return out
                 if await self.core.schema_loads.run():
@@ -573,16 +554,6 @@ class Consumer(Hostable, Generic[K, V]):
                     return {}
                 await self._fetches.wait_data(left)
                 self._check_open()
-
-    def _poll_now(
-        self, limit: int, wanted: set[TopicPartition] | None
-    ) -> dict[TopicPartition, list[ConsumerRecord[K, V]]]:
-        """What a poll hands out at once (:meth:`ConsumerCore.poll
-        <trafka.sdk.consumer_core.ConsumerCore.poll>`), then the fetches that
-        taking them made possible."""
-        out = self.core.poll(limit, wanted)
-        self._fetches.send_wanted()
-        return out
 
     def poll_from_thread(
         self, now: float
@@ -690,10 +661,7 @@ class Consumer(Hostable, Generic[K, V]):
         if graceful:
             with anyio.CancelScope(shield=True):
                 await self._fetches.close_sessions(self.config.request_timeout_ms / 1000)
-        if graceful and self._telemetry is not None:
-            # Java's initiateClose: one last push (terminating=true), bounded.
-            with anyio.CancelScope(shield=True):
-                await self._telemetry.close(self.config.request_timeout_ms / 1000)
+            await self._telemetry.close()  # Java's initiateClose: the terminating push
         self._closed = self._fetches.stopped = True
         self.data_arrived()
 
@@ -701,8 +669,7 @@ class Consumer(Hostable, Generic[K, V]):
         """Start the consumer's tasks (:func:`open_consumer` does, with its task group)."""
         self._cluster.start()
         self._tg.start_soon(self._fetches.run, name="trafka consumer fetcher")
-        if self._telemetry is not None:
-            self._tg.start_soon(self._telemetry.run, name="trafka consumer telemetry")
+        self._telemetry.start(self._tg)
         return self
 
     async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
@@ -793,13 +760,3 @@ async def open_consumer(
         if topics:
             consumer.subscribe(topics)
         yield consumer
-
-
-def _why_no_position(md: MetadataCache, tp: TopicPartition) -> str:
-    """What metadata says of a partition whose position could not be looked up."""
-    code = md.topic_errors.get(tp.topic)
-    if code is not None:
-        return f": {code.name} for topic {tp.topic!r} in the last metadata"
-    if md.leader_for(tp.topic, tp.partition) is None:
-        return ": no leader of it is known"
-    return ""

@@ -15,7 +15,8 @@ Rules:
 * The task (:meth:`FetchDriver.run`) only handles what needs waiting:
   connecting, offset lookups (one per leader, for partitions with a known
   leader), committed offsets, and the backoff after a failed fetch
-  (``retry.backoff.ms`` per broker).
+  (``retry.backoff.ms`` per broker). A caller that wants a position
+  (:meth:`FetchDriver.position`) wakes the task and waits for those lookups.
 * A fetch that could only wait at the broker while the application has
   buffered records to take is held back (:meth:`~.fetcher.Fetcher.fetchable`),
   unless a poll is waiting for records (:attr:`FetchDriver.polls_waiting`).
@@ -38,11 +39,13 @@ from trafka.codec import ApiKey, KafkaError, TrafkaError
 
 from .consumer_core import ConsumerCore
 from .consumer_offsets import OffsetLookups
+from .errors import ApiTimeoutError
 from .fetcher import TopicPartition
 from .transport import BrokerConnection, CallbackCompletion, Cluster
 
 if TYPE_CHECKING:
     from .config.consumer import ConsumerConfig
+    from .metadata import MetadataCache
 
 __all__ = ["FetchDriver"]
 
@@ -109,6 +112,31 @@ class FetchDriver:
         finally:
             self.polls_waiting -= 1
             self.poll_idle += anyio.current_time() - start
+
+    async def position(self, tp: TopicPartition) -> int:
+        """The consumer's :meth:`~trafka.sdk.consumer.Consumer.position`: the
+        offset of the next record to hand out, waiting up to
+        ``default.api.timeout.ms`` for the lookup that sets it (a reset's or
+        the committed offset's, this driver's).
+
+        Raises:
+            KeyError: the partition is not assigned.
+            ApiTimeoutError: the position was not known in time.
+        """
+        core = self._core
+        timeout_ms = self.config.default_api_timeout_ms
+        with anyio.move_on_after(timeout_ms / 1000):
+            while True:
+                pos = core.fetcher.position(tp)
+                if pos is not None:
+                    return pos - core.held_count(tp)
+                self.wake()
+                # Offset lookups and committed-offset loads signal data_arrived when done.
+                await self.wait_data(math.inf)
+        raise ApiTimeoutError(
+            f"the position of {tp.topic}-{tp.partition} was not known within "
+            f"default.api.timeout.ms ({timeout_ms} ms){_why_no_position(self._cluster.metadata, tp)}"
+        )
 
     def send_wanted(self) -> None:
         """:meth:`send_fetches` if taking records made a fetch possible
@@ -314,3 +342,13 @@ class FetchDriver:
             self._resetting -= set(targets)
             self.wake()
             self.data_arrived()
+
+
+def _why_no_position(md: MetadataCache, tp: TopicPartition) -> str:
+    """What metadata says of a partition whose position could not be looked up."""
+    code = md.topic_errors.get(tp.topic)
+    if code is not None:
+        return f": {code.name} for topic {tp.topic!r} in the last metadata"
+    if md.leader_for(tp.topic, tp.partition) is None:
+        return ": no leader of it is known"
+    return ""

@@ -108,13 +108,7 @@ from .producer_batches import delivery_reporter, report_delivery
 from .producer_core import PreparedRecord, ProducerCore, error_kind
 from .producer_sender import Sender
 from .producer_transactions import PendingCommit, TransactionCalls, transaction_offsets
-from .telemetry import (
-    IntervalAverages,
-    MetricSample,
-    client_telemetry,
-    instance_id,
-    producer_samples,
-)
+from .telemetry import IntervalAverages, MetricSample, MetricsPush, Peaks, producer_samples
 from .transactions import ConsumerGroupMetadata, TxnRequest, TxnResult, TxnState
 from .transport import Cluster
 
@@ -205,10 +199,10 @@ class Producer(Hostable):
         # Until when a batch opened in that window may skip send()'s yield.
         self._yield_by = -math.inf
         self.interceptors = ProducerInterceptors.of(config)
-        # KIP-714 client metrics: the push's task.
-        self._telemetry_averages = IntervalAverages()
         resource = {"transactional_id": config.transactional_id}
-        self._telemetry = client_telemetry(config, self._cluster, resource, self._telemetry_samples)
+        self._telemetry = MetricsPush(
+            config, self._cluster, "producer", resource, self.statistics, self._telemetry_samples
+        )
 
     # -- public API ---------------------------------------------------------------------
 
@@ -424,7 +418,7 @@ class Producer(Hostable):
         return self.core.statistics(
             requests_in_flight=self._sender.in_flight,
             brokers=self._cluster.broker_statistics(),
-            telemetry=None if self._telemetry is None else self._telemetry.telemetry.statistics(),
+            telemetry=self._telemetry.statistics(),
         )
 
     async def client_instance_id(self, timeout_ms: float = 0) -> uuid.UUID | None:
@@ -440,17 +434,14 @@ class Producer(Hostable):
             UsageError: ``enable.metrics.push`` is false.
             ValueError: ``timeout_ms`` is negative.
         """
-        return await instance_id(self._telemetry, timeout_ms)
+        return await self._telemetry.instance_id(timeout_ms)
 
-    def _telemetry_samples(self) -> list[MetricSample]:
+    def _telemetry_samples(
+        self, averages: IntervalAverages, stats: ProducerStatistics, peaks: Peaks, now: float
+    ) -> list[MetricSample]:
+        queue_time, partitions = self._sender.queue_time, self._acc.partition_counters()
         return producer_samples(
-            self._telemetry_averages,
-            self.statistics(),
-            self._cluster.take_peaks(),
-            self._sender.queue_time,
-            self._now(),
-            partitions=self._acc.partition_counters(),
-            acks=self.config.acks,
+            averages, stats, peaks, queue_time, now, partitions=partitions, acks=self.config.acks
         )
 
     async def flush(self) -> None:
@@ -694,19 +685,14 @@ class Producer(Hostable):
             # core closes (a send racing close gets ClientClosedError instead).
             self.core.stop_appends()
             await self.flush()
-            if self._telemetry is not None:
-                # Java's initiateClose: one last push (terminating=true) once the
-                # records are out, bounded by the request timeout.
-                with anyio.CancelScope(shield=True):
-                    await self._telemetry.close(self.config.request_timeout_ms / 1000)
+            await self._telemetry.close()  # Java's initiateClose, once the records are out
         self.core.close(ClientClosedError("the producer was closed before the record was sent"))
 
     async def __aenter__(self) -> Producer:
         """Start the producer's tasks (:func:`open_producer` does, with its task group)."""
         self._cluster.start()
         self._tg.start_soon(self._sender.run, name="trafka producer sender")
-        if self._telemetry is not None:
-            self._tg.start_soon(self._telemetry.run, name="trafka producer telemetry")
+        self._telemetry.start(self._tg)
         return self
 
     async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:

@@ -28,7 +28,7 @@ from ..calls import Calls, again_if_transient
 from ..config import AdminConfig
 from ..group import find_coordinator
 from ..statistics import AdminStatistics
-from ..telemetry import IntervalAverages, MetricSample, admin_samples, client_telemetry, instance_id
+from ..telemetry import MetricsPush, admin_samples
 from ..transport import BrokerConnection, Cluster
 
 __all__ = ["AdminCore"]
@@ -51,8 +51,9 @@ class AdminCore:
         )
         # Java's ClientTelemetryProvider maps no admin setting to a resource
         # attribute (client.rack aside, added for any client that was given one).
-        self._telemetry_averages = IntervalAverages()
-        self._telemetry = client_telemetry(config, self._cluster, {}, self._telemetry_samples)
+        self._telemetry = MetricsPush(
+            config, self._cluster, "admin", {}, self.statistics, admin_samples
+        )
 
     @property
     def cluster(self) -> Cluster:
@@ -122,7 +123,7 @@ class AdminCore:
         push (see :mod:`trafka.sdk.statistics`)."""
         return AdminStatistics(
             brokers=self._cluster.broker_statistics(),
-            telemetry=None if self._telemetry is None else self._telemetry.telemetry.statistics(),
+            telemetry=self._telemetry.statistics(),
         )
 
     async def client_instance_id(self, timeout_ms: float = 0) -> uuid.UUID | None:
@@ -138,21 +139,12 @@ class AdminCore:
             UsageError: ``enable.metrics.push`` is false (the admin's default).
             ValueError: ``timeout_ms`` is negative.
         """
-        return await instance_id(self._telemetry, timeout_ms)
-
-    def _telemetry_samples(self) -> list[MetricSample]:
-        return admin_samples(
-            self._telemetry_averages,
-            self.statistics(),
-            self._cluster.take_peaks(),
-            anyio.current_time(),
-        )
+        return await self._telemetry.instance_id(timeout_ms)
 
     async def __aenter__(self) -> Self:
         """Start the client's tasks (:func:`open_admin` does, with its task group)."""
         self._cluster.start()
-        if self._telemetry is not None:
-            self._tg.start_soon(self._telemetry.run, name="trafka admin telemetry")
+        self._telemetry.start(self._tg)
         return self
 
     async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
@@ -161,15 +153,8 @@ class AdminCore:
         connections closed."""
         try:
             if exc is None or isinstance(exc, Exception):
-                await self._close_telemetry()
+                await self._telemetry.close()  # the terminating push (Java's initiateClose)
         finally:
             self._tg.cancel_scope.cancel()
             with anyio.CancelScope(shield=True):
                 await self._cluster.aclose()
-
-    async def _close_telemetry(self) -> None:
-        """The terminating push (Java's ``initiateClose``), bounded by the request
-        timeout and shielded: it runs while the block is being left."""
-        if self._telemetry is not None:
-            with anyio.CancelScope(shield=True):
-                await self._telemetry.close(self.config.request_timeout_ms / 1000)

@@ -1,16 +1,19 @@
-"""Client metrics push (KIP-714), in three modules:
+"""Client metrics push (KIP-714), in four modules:
 
 * :mod:`.state`: :class:`ClientTelemetry`, the I/O-free subscription/push state
   machine (its states, timing, errors, compression and OTLP payloads);
 * :mod:`.metrics`: what each client measures (:class:`MetricSample` and the
   producer's, consumer's, share consumer's and admin client's samples);
 * :mod:`.driver`: :class:`TelemetryDriver`, the task that runs the machine over
-  a client's cluster, and the helpers a client owns one with.
+  a client's cluster;
+* :mod:`.push`: :class:`MetricsPush`, what each client holds: it makes the
+  task, starts it, closes it with the terminating push and answers the
+  client's calls (statistics, the client instance id).
 
 Every name is importable from here, as it was when this was one module.
 """
 
-from .driver import TelemetryDriver, client_telemetry, disabled_error, instance_id
+from .driver import TelemetryDriver, disabled_error
 from .metrics import (
     ADMIN_PREFIX,
     CONSUMER_PREFIX,
@@ -25,6 +28,7 @@ from .metrics import (
     producer_samples,
     share_consumer_samples,
 )
+from .push import MetricsPush, Peaks
 from .state import (
     DEFAULT_PUSH_INTERVAL,
     TRANSITIONS,
@@ -43,16 +47,16 @@ __all__ = [
     "ClientTelemetry",
     "IntervalAverages",
     "MetricSample",
+    "MetricsPush",
+    "Peaks",
     "PollTimes",
     "Subscription",
     "TelemetryDriver",
     "TelemetryState",
     "admin_samples",
-    "client_telemetry",
     "consumer_samples",
     "label_group_member",
     "disabled_error",
-    "instance_id",
     "producer_samples",
     "share_consumer_samples",
 ]

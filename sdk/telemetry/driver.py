@@ -1,6 +1,7 @@
 """The task that runs a client's KIP-714 state machine (:mod:`.state`) over its
 cluster: the sticky node, the subscription and push requests, and the
-terminating push at close; and the helpers a client uses to own one.
+terminating push at close. A client owns one through a
+:class:`~.push.MetricsPush`.
 
 Rules:
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -23,7 +24,6 @@ import anyio
 from trafka.codec import ApiKey, UnsupportedVersionError
 from trafka.codec.errors import TrafkaError
 
-from .._validate import check_timeout
 from ..errors import UsageError
 from .metrics import MetricSample
 from .state import ClientTelemetry, TelemetryState
@@ -171,39 +171,6 @@ class TelemetryDriver:
                 await self._finished.wait()
         machine.close()
         self._wake.set()
-
-
-def client_telemetry(
-    config: Any,
-    cluster: Any,
-    resource: Mapping[str, str | None],
-    samples: Callable[[], list[MetricSample]],
-) -> TelemetryDriver | None:
-    """The push task of a client (None when ``enable.metrics.push`` is off): its
-    resource attributes (those given as None left out), with ``client_rack``
-    added when the config sets one (Java's ``ClientTelemetryProvider`` does so
-    for every client), the client's samples, and its request timeout."""
-    if not config.enable_metrics_push:
-        return None
-    attributes = {key: value for key, value in resource.items() if value is not None}
-    if config.client_rack:
-        attributes["client_rack"] = config.client_rack
-    return TelemetryDriver(
-        cluster, ClientTelemetry(resource=attributes), samples, config.request_timeout_ms / 1000
-    )
-
-
-async def instance_id(driver: TelemetryDriver | None, timeout_ms: float) -> uuid.UUID | None:
-    """A client's ``client_instance_id(timeout_ms)`` over its push task (None: push off).
-
-    Raises:
-        TypeError, ValueError: ``timeout_ms`` is not a number >= 0.
-        UsageError: push is off.
-    """
-    check_timeout("timeout_ms", timeout_ms, none=False)
-    if driver is None:
-        raise disabled_error()
-    return await driver.client_instance_id(timeout_ms / 1000)
 
 
 def disabled_error() -> UsageError:
