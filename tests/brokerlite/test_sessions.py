@@ -82,24 +82,27 @@ def test_closed_connections_leave_nothing_behind(open_core: Any, sasl: bool) -> 
     conns = range(100, 300)
     for conn_id in conns:
         use_connection(core, conn_id, conn_id % 4, sasl=sasl)
-    assert broker.open_sessions == 1 + len(conns)
-    assert broker.parked_by_api() == {1: 50}
+    assert broker.connections.open_sessions == 1 + len(conns)
+    assert broker.purgatory.by_api() == {1: 50}
     assert broker.purgatory.waiting == 100  # the fetches and the JoinGroups
     assert broker.telemetry.instance_count == 50
     if sasl:
-        assert all(broker.principal(c) == "alice" for c in conns)
+        assert all(broker.connections.principal(c) == "alice" for c in conns)
     for conn_id in conns:
         broker.connection_closed(conn_id)
     core.poll()  # members whose JoinGroup was parked leave their groups
-    assert broker.open_sessions == 1  # the test's own connection 1
+    assert broker.connections.open_sessions == 1  # the test's own connection 1
     assert live_sessions() == before
     assert broker.purgatory.waiting == 0
     assert not broker.has_ready()
     assert broker.telemetry.instance_count == 0
     # Forgotten for good: the ids are new connections again.
-    assert all(broker.peer(c) == "?" and broker.client_software(c) is None for c in conns)
-    assert all(broker.principal(c) is None for c in conns)
-    assert all(broker.authenticating(c) is sasl for c in conns)
+    assert all(
+        broker.connections.peer(c) == "?" and broker.connections.client_software(c) is None
+        for c in conns
+    )
+    assert all(broker.connections.principal(c) is None for c in conns)
+    assert all(broker.connections.authenticating(c) is sasl for c in conns)
     # Fetch sessions outlive their connection (KIP-227), bounded by their cache.
     assert broker.fetch_sessions.size == 50
 
@@ -111,13 +114,13 @@ def test_the_server_drops_the_session_of_every_connection_it_closes(
     for client in clients:
         answer = client.request(18, 3, api_versions.ApiVersionsRequest())
         assert answer.error_code == ErrorCode.NONE
-    assert running.broker.open_sessions == 20
+    assert running.broker.connections.open_sessions == 20
     # One the peer broke (an unknown API key): the broker closes it itself.
     clients[0].send_raw(struct.pack(">ihhih", 10, 999, 0, 1, -1))
     assert clients[0].is_closed_by_peer()
     for client in clients[1:]:
         client.close()
     deadline = time.monotonic() + 10
-    while running.broker.open_sessions and time.monotonic() < deadline:
+    while running.broker.connections.open_sessions and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert running.broker.open_sessions == 0
+    assert running.broker.connections.open_sessions == 0
