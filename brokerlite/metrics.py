@@ -115,6 +115,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BrokerMetrics",
     "MetricsSource",
+    "ParkedRequests",
     "committed",
     "consumer_group_families",
     "endpoint",

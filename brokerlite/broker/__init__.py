@@ -162,11 +162,18 @@ TRANSACTIONS_JOURNAL = "trafka-transactions.journal"
 
 
 class _Closes(Protocol):
+    """A part :meth:`Broker.close` closes."""
+
     def close(self) -> None: ...
 
 
 class Broker:
     """One brokerlite node's protocol logic and state.
+
+    It builds its parts and holds them; the capabilities over them are objects
+    of their own (``connections``, ``dispatch``, ``periodic``, ``cluster_host``;
+    see the module's docstring), and its methods are the calls of the drivers
+    and of the handlers (:class:`~.handlers._base.BrokerPort`).
 
     Args:
         config: the broker settings; ``config.data_dir`` is created if missing.
