@@ -120,15 +120,8 @@ class Dispatcher:
         self._offsets_partition = offsets_partition
 
     def handle_frame(self, conn_id: int, frame: bytes | memoryview, now_ms: int) -> Outcome:
-        """Decode one request frame (without its size prefix) and handle it.
-
-        Never raises for bad input: malformed frames, unknown API keys and
-        versions that cannot be answered become :class:`Close`. On a SASL
-        listener, before the connection has authenticated, other requests than
-        ApiVersions, SaslHandshake and SaslAuthenticate are a :class:`Close`, and
-        after a v0 SaslHandshake ``frame`` is a bare SASL token, answered by a
-        :class:`SaslToken` (or a :class:`Close` when authentication fails).
-        """
+        """Decode one request frame and handle it (``Broker.handle_frame``): never
+        raises for bad input, which becomes a :class:`Close`."""
         session = self._sessions.session(conn_id)
         admitted = admit(session, frame, now_ms, self._core.config)
         if not isinstance(admitted, Admitted):
@@ -139,14 +132,10 @@ class Dispatcher:
         return self._handle(session, header, body, now_ms)
 
     def handle(self, conn_id: int, header: RequestHeader, body: Any, now_ms: int) -> Outcome:
-        """Handle one decoded request of a served API and version.
-
-        Trusts its caller: no SASL authentication check (:meth:`handle_frame`
-        makes it).
+        """Handle one decoded request, trusting its caller (``Broker.handle``).
 
         Raises:
-            KeyError: the API key has no handler (use :meth:`handle_frame` for
-                untrusted input).
+            KeyError: the API key has no handler.
         """
         return self._handle(self._sessions.session(conn_id), header, body, now_ms)
 
