@@ -115,6 +115,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BrokerMetrics",
     "MetricsSource",
+    "ParkedRequests",
     "committed",
     "consumer_group_families",
     "endpoint",
@@ -122,6 +123,12 @@ __all__ = [
     "offline_partitions",
     "ready",
 ]
+
+
+class ParkedRequests(Protocol):
+    """What the metrics read of the parked requests (the broker's purgatory)."""
+
+    def by_api(self) -> dict[int, int]: ...
 
 
 class MetricsSource(Protocol):
@@ -146,7 +153,8 @@ class MetricsSource(Protocol):
     @property
     def metrics(self) -> BrokerMetrics: ...
 
-    def parked_by_api(self) -> dict[int, int]: ...
+    @property
+    def purgatory(self) -> ParkedRequests: ...
 
 
 # Request handling times (s): what a broker in one process spends on a request.
@@ -370,7 +378,7 @@ def _purgatories(broker: MetricsSource) -> Any:
         "Requests waiting parked: acks=all Produce, long-poll Fetch, DeleteRecords...",
         labels=["delayedoperation"],
     )
-    parked = broker.parked_by_api()
+    parked = broker.purgatory.by_api()
     for key in sorted({0, 1, *parked}):  # Produce and Fetch always, as Kafka's
         family.add_metric([_api_name(key)], parked.get(key, 0))
     return family

@@ -63,14 +63,6 @@ STACKS: dict[str, tuple[int, str]] = {
         721,
         _ONE_STATE + "a part of GroupCoordinator's",
     ),
-    "class brokerlite/broker/__init__.py:Broker": (
-        1143,
-        _TO_SPLIT + "dispatch, connections, polling and the cluster host around the core",
-    ),
-    "class brokerlite/broker/polling.py:Polling": (
-        704,
-        _TO_SPLIT + "a part of Broker's stack",
-    ),
     "class brokerlite/transactions/coordinator.py:TransactionCoordinator": (
         1092,
         _ONE_STATE + "decisions, transitions, completions, expiry and describe change the "

@@ -54,15 +54,17 @@ Rules and invariants:
   :meth:`connection_closed`; handlers see it as ``ctx.session``. The SASL rules
   (authentication before other requests, bare tokens after a v0 SaslHandshake,
   KIP-368's expiry and re-authentication) are stated in :mod:`.session`;
-  :meth:`max_frame_size` is smaller until a connection has authenticated.
+  ``connections.max_frame_size`` is smaller until a connection has authenticated.
 
 The package: this module is the composition root (:class:`Broker`'s
-``__init__`` builds the parts in order, and ``close`` closes them); the
-capabilities are mixins over the parts declared in ``base.py``, because they
-share the one set of parts: ``dispatch.py`` (answering a request, quotas,
-replication waits), ``connections.py`` (sessions, SASL), ``polling.py``
-(parked requests, periodic work) and ``cluster_host.py`` (the cluster-mode
-glue).
+``__init__`` builds the parts in order, and ``close`` closes them), and keeps
+the operations of the broker as a whole that the drivers and handlers call.
+Its capabilities are objects it holds, each with its own module and interface:
+``dispatch.py`` (:class:`~.dispatch.Dispatcher`: answering a request, quotas,
+replication waits), ``connections.py`` (:class:`~.connections.Sessions`: the
+connections' sessions, SASL), ``polling.py`` (:class:`~.polling.PeriodicWork`:
+parked requests' completions, periodic work) and ``cluster_host.py``
+(:class:`~.cluster_host.ClusterHost`: the callbacks the cluster side is handed).
 """
 
 from __future__ import annotations
@@ -72,8 +74,11 @@ import functools
 import logging
 import uuid
 from pathlib import Path
+from typing import Any, Protocol
 
-from ..clock import mono_ms
+from trafka.codec.errors import ErrorCode
+from trafka.codec.messages.headers import RequestHeader
+
 from ..cluster.replica_manager import ReplicaManager
 from ..cluster.view import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
 from ..config import BrokerConfig
@@ -104,16 +109,11 @@ from ..quotas import (
     Quotas,
     QuotaStore,
 )
-from ..security.authorizer import (
-    ACLS_JOURNAL,
-    AclStore,
-    Authorizer,
-    authorizer_enabled,
-)
+from ..security.authorizer import ACLS_JOURNAL, AclStore, Authorizer, authorizer_enabled
 from ..security.delegation_tokens import TOKENS_JOURNAL, DelegationTokens
 from ..security.sasl import UserStore
 from ..security.scram import SCRAM_JOURNAL, ScramCredentials
-from ..session import SaslPolicy
+from ..session import ConnectionSession
 from ..shares.coordinator import ShareCoordinator
 from ..shares.fetcher import ShareFetcher, ShareStateStore
 from ..shares.offsets_port import ClusterShareOffsets, LocalShareOffsets, ShareOffsetsPort
@@ -124,17 +124,21 @@ from ..storage.node_meta import (
     ProducerIdAllocator,
     load_cluster_id,
     new_cluster_id,
+    write_meta,
 )
 from ..storage.topic_configs import LogConfig
 from ..telemetry import CLIENT_METRICS_JOURNAL, ClientTelemetry
 from ..transactions.cluster_mode import ClusterTransactions
 from ..transactions.coordinator import TransactionCoordinator, classic_group_validator
-from ..transactions.eos import ProducerStates
+from ..transactions.eos import ProducerStates, TxnVerifier
 from ..transactions.journal import TxnJournal, TxnStore
 from ..transactions.markers import TransactionMarkers
 from ..transactions.replicated_journal import ReplicatedTxnJournal
 from ..transactions.verification import TxnVerification
-from .polling import FLUSH_CHECK_MS, Polling
+from .cluster_host import ClusterHost
+from .connections import Sessions
+from .dispatch import Dispatcher
+from .polling import PeriodicWork
 
 __all__ = [
     "API_VERSIONS_KEY",
@@ -157,8 +161,19 @@ SHARE_STATE_JOURNAL = "trafka-share-state.journal"
 TRANSACTIONS_JOURNAL = "trafka-transactions.journal"
 
 
-class Broker(Polling):
+class _Closes(Protocol):
+    """A part :meth:`Broker.close` closes."""
+
+    def close(self) -> None: ...
+
+
+class Broker:
     """One brokerlite node's protocol logic and state.
+
+    It builds its parts and holds them; the capabilities over them are objects
+    of their own (``connections``, ``dispatch``, ``periodic``, ``cluster_host``;
+    see the module's docstring), and its methods are the calls of the drivers
+    and of the handlers (:class:`~.handlers._base.BrokerPort`).
 
     Args:
         config: the broker settings; ``config.data_dir`` is created if missing.
@@ -190,23 +205,20 @@ class Broker(Polling):
         # the order their dependencies need; a failure closes what was opened.
         self.config = config
         #: The time of the request or poll being handled (what the driver passed in).
-        self._now_ms = now_ms
+        self.now_ms = now_ms
         self.data_dir = Path(config.data_dir)
         self.node_id = config.node_id
         self.advertised = advertised or config.advertised_address((config.host, config.port))
         # SCRAM credentials are derived here, once (users given in a file are read here too).
         self.sasl_users = UserStore.from_config(config) if config.sasl_enabled else None
-        self._sasl_policy = (
-            None
-            if self.sasl_users is None
-            else SaslPolicy(
-                self.sasl_users,
-                config.sasl_enabled_mechanisms,
-                config.connections_max_reauth_ms,
-            )
-        )
-        # The open connections' sessions (everything known of a connection is there).
-        self._sessions = {}
+        #: The open connections' sessions (everything known of a connection is there).
+        self.connections = Sessions(config, self.sasl_users)
+        #: The callbacks the cluster side is handed (cluster mode); it reads the
+        #: parts built below when they call.
+        self.cluster_host = ClusterHost(self)
+        #: What this broker knows of its cluster (cluster mode), else None; the
+        #: cluster driver (:mod:`.cluster.driver`) keeps it up to date.
+        self.cluster: ClusterView | None = None
         # The log manager locks the data directory: open it before writing anything there.
         self.logs = LogManager(
             self.data_dir,
@@ -238,17 +250,20 @@ class Broker(Polling):
         #: new): such a directory may join an existing cluster and take its id.
         self.fresh_data_dir = not (self.data_dir / "meta.properties").exists()
         self.cluster_id = load_cluster_id(self.data_dir, config)
-        self._producer_ids = ProducerIdAllocator(self.data_dir / "producer-id-block")
+        self._producer_ids: ProducerIdAllocator | ClusterProducerIds = ProducerIdAllocator(
+            self.data_dir / "producer-id-block"
+        )
         #: The cluster side of the transaction coordinator (cluster mode), else None.
         self.cluster_txn = ClusterTransactions(self) if config.cluster_mode else None
+        host = self.cluster_host
         store: GroupStore
         if config.cluster_mode:
             # Groups live in the replicated __consumer_offsets topic (replicated_offsets).
             store = ReplicatedOffsetStore(
-                partition_for=self._offsets_partition,
-                append=functools.partial(self._append_internal, OFFSETS_TOPIC),
-                read=functools.partial(self._read_partition, OFFSETS_TOPIC),
-                now_ms=lambda: self._now_ms,
+                partition_for=host.offsets_partition,
+                append=functools.partial(host.append_internal, OFFSETS_TOPIC),
+                read=functools.partial(host.read_partition, OFFSETS_TOPIC),
+                now_ms=lambda: self.now_ms,
             )
         else:
             store = OffsetStore(self.data_dir / GROUPS_JOURNAL)
@@ -256,10 +271,10 @@ class Broker(Polling):
         #: The share coordinator of ``__share_group_state`` (cluster mode), else None.
         self.share_coordinator = (
             ShareCoordinator(
-                partition_for=self._share_state_partition,
-                append=functools.partial(self._append_internal, SHARE_STATE_TOPIC),
-                read=functools.partial(self._read_partition, SHARE_STATE_TOPIC),
-                now_ms=lambda: self._now_ms,
+                partition_for=host.share_state_partition,
+                append=functools.partial(host.append_internal, SHARE_STATE_TOPIC),
+                read=functools.partial(host.read_partition, SHARE_STATE_TOPIC),
+                now_ms=lambda: self.now_ms,
             )
             if config.cluster_mode
             else None
@@ -303,9 +318,9 @@ class Broker(Polling):
             # (replicated_journal).
             txn_journal = ReplicatedTxnJournal(
                 partition_for=ctxn.state_partition,
-                append=functools.partial(self._append_internal, TRANSACTION_STATE_TOPIC),
-                read=functools.partial(self._read_partition, TRANSACTION_STATE_TOPIC),
-                now_ms=lambda: self._now_ms,
+                append=functools.partial(host.append_internal, TRANSACTION_STATE_TOPIC),
+                read=functools.partial(host.read_partition, TRANSACTION_STATE_TOPIC),
+                now_ms=lambda: self.now_ms,
             )
         else:
             txn_journal = TxnJournal(self.data_dir / TRANSACTIONS_JOURNAL)
@@ -337,16 +352,17 @@ class Broker(Polling):
         )
         #: Cluster mode: where share-partitions' state goes (the share coordinators).
         self.share_persister: RemotePersister | None = None
+        host = self.cluster_host
         if config.cluster_mode:
-            self.share_persister = RemotePersister(self._led_epoch)
-            self.share_persister.on_settled = self._share_writes_settled
+            self.share_persister = RemotePersister(host.led_epoch)
+            self.share_persister.on_settled = host.share_writes_settled
         self.shares = ShareFetcher(
             self.logs,
             self.producers,
             self.share_persister or ShareStateStore(self.data_dir / SHARE_STATE_JOURNAL),
             config_for=self.share_groups.config,
             notify=self._notify_available,
-            leads=self._leads_here if config.cluster_mode else None,
+            leads=host.leads_here if config.cluster_mode else None,
         )
         opened.callback(self.shares.close)
         self.share_groups.listeners.append(self.shares)
@@ -354,11 +370,11 @@ class Broker(Polling):
         self.share_offsets: ShareOffsetsPort = LocalShareOffsets(self.shares, self.logs)
         if config.cluster_mode:
             cluster_offsets = ClusterShareOffsets(
-                self._topic_info, self._partition_bounds, self.share_groups.initialized
+                host.topic_info, host.partition_bounds, self.share_groups.initialized
             )
-            cluster_offsets.on_done = self._share_admin_done
+            cluster_offsets.on_done = host.share_admin_done
             self.share_offsets = cluster_offsets
-        self.authorizer = None
+        self.authorizer: Authorizer | None = None
         if authorizer_enabled(config.authorizer_class_name):
             # Cluster mode: ZooKeeper holds the ACLs (the driver loads and follows them).
             self.authorizer = Authorizer(
@@ -400,7 +416,7 @@ class Broker(Polling):
         #: Checks a transactional Produce against its transaction (KIP-890 part 1);
         #: in a cluster the coordinator is elsewhere (see cluster_txn).
         #: (cluster mode: replaced by ``txn_verification``'s, in _wire_cluster).
-        self.verify_transactional = self.txn.verify_partition
+        self.verify_transactional: TxnVerifier = self.txn.verify_partition
         #: Cluster mode: the verification of transactional Produce with the
         #: coordinator, which may be another broker (KIP-890 part 1), else None.
         self.txn_verification: TxnVerification | None = None
@@ -422,12 +438,22 @@ class Broker(Polling):
         self.fetch_sessions = FetchManager(
             FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         )
+        #: Answering requests: frame -> handler -> outcome.
+        self.dispatch = Dispatcher(self, self.connections, self.cluster_host.offsets_partition)
         #: The requests parked until they can be answered.
-        self.purgatory = Purgatory(self._complete)
-        mono = mono_ms(now_ms)
-        self._next_retention_ms = mono + config.log_retention_check_interval_ms
-        self._next_flush_ms = mono + FLUSH_CHECK_MS
-        self._next_producer_expiry_ms = mono + config.producer_id_expiration_check_interval_ms
+        self.purgatory = Purgatory(self.dispatch.complete)
+        #: The completions due and the periodic work.
+        self.periodic = PeriodicWork(
+            config,
+            logs=self.logs,
+            producers=self.producers,
+            purgatory=self.purgatory,
+            groups=self.groups,
+            shares=self.shares,
+            txn=self.txn,
+            markers=self.markers,
+            now_ms=now_ms,
+        )
         self._closed = False
         if not config.cluster_mode:
             # (In a cluster a partition's open transactions are its coordinator's.)
@@ -435,9 +461,6 @@ class Broker(Polling):
         #: Prometheus counters and gauges (:mod:`.metrics`).
         self.metrics = BrokerMetrics()
         self.metrics.attach(self)
-        #: What this broker knows of its cluster (cluster mode), else None; the
-        #: cluster driver (:mod:`.cluster.driver`) keeps it up to date.
-        self.cluster = None
 
     def _wire_cluster(self, config: BrokerConfig) -> None:
         """Cluster mode: this broker's replicas and its view of the cluster."""
@@ -446,16 +469,16 @@ class Broker(Polling):
             self.logs,
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             min_insync_replicas=self._min_insync_replicas,
-            on_high_watermark=self._high_watermark_moved,
+            on_high_watermark=self.cluster_host.high_watermark_moved,
             on_truncate=self.producers.forget,
-            on_removed=self._replica_removed,
-            on_role=self._leadership_changed,
+            on_removed=self.cluster_host.replica_removed,
+            on_role=self.cluster_host.leadership_changed,
         )
         self.cluster = ClusterView(
             config.node_id,
             self.logs,
             replicas,
-            wake=self.wake,
+            wake=self.purgatory.wake,
             on_topic_deleted=lambda topic: self.notify_topic_changed(topic, deleted=True),
             replication_window_num=config.replication_quota_window_num,
             replication_window_size_ms=config.replication_quota_window_size_seconds * 1000,
@@ -473,6 +496,137 @@ class Broker(Polling):
     def _next_producer_id(self) -> int:
         return self._producer_ids.next()
 
+    # -- the driver's calls ------------------------------------------------------
+
+    def handle_frame(self, conn_id: int, frame: bytes | memoryview, now_ms: int) -> Outcome:
+        """Decode one request frame (without its size prefix) and handle it.
+
+        Never raises for bad input: malformed frames, unknown API keys and
+        versions that cannot be answered become :class:`Close`. On a SASL
+        listener, before the connection has authenticated, other requests than
+        ApiVersions, SaslHandshake and SaslAuthenticate are a :class:`Close`, and
+        after a v0 SaslHandshake ``frame`` is a bare SASL token, answered by a
+        :class:`SaslToken` (or a :class:`Close` when authentication fails).
+        """
+        self.now_ms = now_ms
+        return self.dispatch.handle_frame(conn_id, frame, now_ms)
+
+    def handle(self, conn_id: int, header: RequestHeader, body: Any, now_ms: int) -> Outcome:
+        """Handle one decoded request of a served API and version.
+
+        Trusts its caller: no SASL authentication check (:meth:`handle_frame`
+        makes it).
+
+        Raises:
+            KeyError: the API key has no handler (use :meth:`handle_frame` for
+                untrusted input).
+        """
+        self.now_ms = now_ms
+        return self.dispatch.handle(conn_id, header, body, now_ms)
+
+    def poll(self, now_ms: int) -> list[Completion]:
+        """Completions due at ``now_ms``, and periodic work (retention, timers)."""
+        self.now_ms = now_ms
+        return self.periodic.poll(now_ms)
+
+    def next_deadline(self) -> int | None:
+        """The monotonic time (ms) at which :meth:`poll` has work, or None."""
+        return self.periodic.next_deadline(self.now_ms)
+
+    def has_ready(self) -> bool:
+        """True when :meth:`poll` has completions to return without waiting.
+
+        Markers waiting to be written (``markers.defer``) do not count:
+        :meth:`next_deadline` asks for a poll at once instead, so that a driver
+        polls after it has sent the answer that comes before them.
+        """
+        return self.purgatory.has_ready()
+
+    def connection_opened(
+        self, conn_id: int, peer: str, *, tls_subject: str | None = None
+    ) -> ConnectionSession:
+        """Open the session of a new connection (:meth:`.Sessions.opened`)."""
+        return self.connections.opened(conn_id, peer, tls_subject=tls_subject)
+
+    def connection_closed(self, conn_id: int) -> None:
+        """Drop a connection's session and its parked request, if any.
+
+        A member whose JoinGroup was parked on it is removed from its group at
+        the next :meth:`poll` (the driver should poll soon after).
+        """
+        session = self.connections.closed(conn_id)
+        self.telemetry.connection_closed(conn_id)
+        self.shares.connection_closed(conn_id)
+        if session is None:
+            return
+        token = self.purgatory.connection_closed(session)
+        if token is not None:
+            self.purgatory.release(self.groups.connection_closed([token]))
+
+    def connection_throttle(self, peer: str, now_ms: int) -> int:
+        """Count a new connection from ``peer`` (``host:port``) against its IP's
+        ``connection_creation_rate``; 0 when within it, else how long the driver
+        holds the connection, unread, before closing it (KIP-612)."""
+        return self.dispatch.connection_throttle(peer, now_ms)
+
+    # -- the cluster driver's calls ------------------------------------------------
+
+    def adopt_cluster_id(self, cluster_id: str) -> None:
+        """Take the id of the cluster this (new) data directory is joining."""
+        write_meta(self.data_dir / "meta.properties", cluster_id, self.config.node_id)
+        self.cluster_id = cluster_id
+
+    def use_cluster_producer_ids(self, ids: ClusterProducerIds) -> None:
+        """Hand out producer ids from the cluster's blocks (cluster mode)."""
+        self._producer_ids = ids
+
+    # -- the broker as a whole (BrokerPort) -----------------------------------------
+
+    def notify_append(self, topic: str, partition: int, nbytes: int) -> None:
+        """Data was appended to a partition: wake the parked requests that wanted it."""
+        self.purgatory.notify_append(topic, partition, nbytes)
+
+    def _notify_available(self, topic: str, partition: int) -> None:
+        """Records of a share-partition became available again: wake its share fetches."""
+        self.purgatory.notify_append(topic, partition, 0)
+
+    def notify_topic_changed(self, topic: str, *, deleted: bool) -> None:
+        """A topic was deleted or resized: complete the requests watching it now.
+
+        A deleted topic's committed offsets are dropped from every group.
+        """
+        self.purgatory.wake_topic(topic)
+        if deleted:
+            self.producers.drop_topic(topic)
+            self.shares.topic_deleted(topic)
+            # A topic recreated under the name must never get the old one's markers.
+            gone = {tp: None for tp in self.txn.unsynced_markers() if tp[0] == topic}
+            if gone:
+                self.txn.markers_synced(gone)
+            try:
+                self.groups.delete_topic_offsets(topic)
+            except Exception:
+                log.exception("cannot drop the committed offsets of deleted topic %r", topic)
+
+    def _min_insync_replicas(self, topic: str) -> int:
+        """A topic's ``min.insync.replicas``: its override, else the broker's default."""
+        if self.cluster is not None:
+            return self.cluster.min_insync_replicas(topic, self.config.min_insync_replicas)
+        info = self.logs.topic(topic)
+        text = None if info is None else info.configs.get("min.insync.replicas")
+        return self.config.min_insync_replicas if text is None else int(text)
+
+    def check_min_isr(self, topic: str, partition: int) -> ErrorCode:
+        """NOT_ENOUGH_REPLICAS when an ``acks=all`` produce to a partition led here
+        must be refused before the append (fewer in-sync replicas than the topic's
+        ``min.insync.replicas``), NONE otherwise."""
+        if self.cluster is not None:
+            return self.cluster.replicas.check_min_isr(topic, partition)
+        # One node: every partition's ISR is this broker alone.
+        if self._min_insync_replicas(topic) > 1:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        return ErrorCode.NONE
+
     def reopen_partition(self, topic: str, partition: int, now_ms: int) -> bool:
         """Bring a partition that went offline back online, after the check
         :meth:`LogManager.reopen_partition` makes; False when it was not offline.
@@ -488,7 +642,7 @@ class Broker(Polling):
             return False
         self.logs.reopen_partition(topic, partition, now_ms)
         self.producers.forget(topic, partition)
-        self._wake_parked(topic, partition)
+        self.cluster_host.wake_parked(topic, partition)
         return True
 
     def pending_offset_partitions(self, group_id: str) -> set[tuple[str, int]]:
@@ -547,49 +701,27 @@ class Broker(Polling):
             return
         self._closed = True
         self.purgatory.clear()
+        # Snapshots after the markers and before the logs: they describe the
+        # logs as the clean close leaves them.
+        closing: list[tuple[_Closes | None, str]] = [
+            (self.markers, "cannot complete the transactions decided last"),
+            (self.producers, "cannot snapshot the producer states; the next start replays"),
+            (self.scram, "cannot close the SCRAM credential journal"),
+            (self.share_groups, "cannot close the share-group journal"),
+            (self.authorizer, "cannot close the ACL journal"),
+            (self.quotas, "cannot close the client quota journal"),
+            (self.tokens, "cannot close the delegation-token journal"),
+            (self.features, "cannot close the feature journal"),
+            (self.telemetry, "cannot close the client-metrics journal"),
+            (self.shares, "cannot close the share-state journal"),
+        ]
         try:
-            try:
-                self.markers.close()
-            except Exception:
-                log.exception("cannot complete the transactions decided last")
-            try:
-                # Snapshots first: they describe the logs as the clean close leaves them.
-                self.producers.close()
-            except Exception:
-                log.exception("cannot snapshot the producer states; the next start replays")
-            try:
-                self.scram.close()
-            except Exception:
-                log.exception("cannot close the SCRAM credential journal")
-            try:
-                self.share_groups.close()
-            except Exception:
-                log.exception("cannot close the share-group journal")
-            if self.authorizer is not None:
-                try:
-                    self.authorizer.close()
-                except Exception:
-                    log.exception("cannot close the ACL journal")
-            try:
-                self.quotas.close()
-            except Exception:
-                log.exception("cannot close the client quota journal")
-            try:
-                self.tokens.close()
-            except Exception:
-                log.exception("cannot close the delegation-token journal")
-            try:
-                self.features.close()
-            except Exception:
-                log.exception("cannot close the feature journal")
-            try:
-                self.telemetry.close()
-            except Exception:
-                log.exception("cannot close the client-metrics journal")
-            try:
-                self.shares.close()
-            except Exception:
-                log.exception("cannot close the share-state journal")
+            for part, failed in closing:
+                if part is not None:
+                    try:
+                        part.close()
+                    except Exception:
+                        log.exception(failed)
             try:
                 self.txn.close()
             finally:

@@ -7,7 +7,7 @@ written before the next request is handled; in a cluster, a group or
 transaction request for a coordinator elsewhere is answered NOT_COORDINATOR,
 and a coordinator's answer waits until what it wrote is replicated. A request
 over its client quotas is answered with its throttle time (KIP-219), a Fetch
-capped to what the quota allows.
+capped to what the quota allows; a parked request's answer too, when it completes.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any
 
 from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import api
 
-from ..clock import mono_ms
 from ..cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..errors import UnknownTopicOrPartitionError
 from ..handlers import HANDLERS
@@ -32,7 +32,8 @@ from ..intake import (
     Admitted,
     admit,
 )
-from ..outcomes import Close, NoResponse, Outcome, Parked, Reply, Waiter
+from ..outcomes import Close, NoResponse, Outcome, ParkAgain, Parked, Reply, Waiter
+from ..purgatory import ParkedRequest
 from ..quotas import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
@@ -41,11 +42,9 @@ from ..security.authorizer import (
     host_of,
 )
 from ..session import ConnectionSession
-from .base import BrokerParts
-from .cluster_host import ClusterHost
-from .connections import Connections
+from .connections import Sessions
 
-__all__ = ["FETCH_KEY", "Dispatch"]
+__all__ = ["Dispatcher"]
 
 log = logging.getLogger("trafka.brokerlite")
 
@@ -99,46 +98,53 @@ _TXN_KEYED = frozenset(
 )
 
 
-class Dispatch(Connections, ClusterHost):
-    """Answering requests (a mixin of :class:`Broker`)."""
+class Dispatcher:
+    """Answering requests (``Broker.dispatch``): it keeps no state of its own.
+
+    Args:
+        core: the broker as its handlers see it (each request's context is
+            made on it), whose parts it reads when a request comes.
+        sessions: the connections' sessions.
+        offsets_partition: the ``__consumer_offsets`` partition of a group
+            (cluster mode).
+    """
+
+    def __init__(
+        self,
+        core: BrokerPort,
+        sessions: Sessions,
+        offsets_partition: Callable[[str], int | None],
+    ) -> None:
+        self._core = core
+        self._sessions = sessions
+        self._offsets_partition = offsets_partition
 
     def handle_frame(self, conn_id: int, frame: bytes | memoryview, now_ms: int) -> Outcome:
-        """Decode one request frame (without its size prefix) and handle it.
-
-        Never raises for bad input: malformed frames, unknown API keys and
-        versions that cannot be answered become :class:`Close`. On a SASL
-        listener, before the connection has authenticated, other requests than
-        ApiVersions, SaslHandshake and SaslAuthenticate are a :class:`Close`, and
-        after a v0 SaslHandshake ``frame`` is a bare SASL token, answered by a
-        :class:`SaslToken` (or a :class:`Close` when authentication fails).
-        """
-        session = self.session(conn_id)
-        admitted = admit(session, frame, now_ms, self.config)
+        """Decode one request frame and handle it (``Broker.handle_frame``): never
+        raises for bad input, which becomes a :class:`Close`."""
+        session = self._sessions.session(conn_id)
+        admitted = admit(session, frame, now_ms, self._core.config)
         if not isinstance(admitted, Admitted):
             return admitted
         header, body = admitted
-        if self.quotas.active and header.request_api_key not in _QUOTA_EXEMPT:
+        if self._core.quotas.active and header.request_api_key not in _QUOTA_EXEMPT:
             return self._handle_within_quotas(session, header, body, now_ms, len(frame))
         return self._handle(session, header, body, now_ms)
 
     def handle(self, conn_id: int, header: RequestHeader, body: Any, now_ms: int) -> Outcome:
-        """Handle one decoded request of a served API and version.
-
-        Trusts its caller: no SASL authentication check (:meth:`handle_frame`
-        makes it).
+        """Handle one decoded request, trusting its caller (``Broker.handle``).
 
         Raises:
-            KeyError: the API key has no handler (use :meth:`handle_frame` for
-                untrusted input).
+            KeyError: the API key has no handler.
         """
-        return self._handle(self.session(conn_id), header, body, now_ms)
+        return self._handle(self._sessions.session(conn_id), header, body, now_ms)
 
     def _handle(
         self, session: ConnectionSession, header: RequestHeader, body: Any, now_ms: int
     ) -> Outcome:
-        self._now_ms = now_ms
+        core = self._core
         spec = HANDLERS[header.request_api_key]
-        if spec.feature is not None and self.features.level(spec.feature) < 1:
+        if spec.feature is not None and core.features.level(spec.feature) < 1:
             # Kafka answers an API whose feature is not finalized (level 0) with
             # UNSUPPORTED_VERSION before anything else, authorization included.
             return Reply(
@@ -147,14 +153,15 @@ class Dispatch(Connections, ClusterHost):
                 header.request_api_version,
                 spec.refusal(body, header.request_api_version, ErrorCode.UNSUPPORTED_VERSION),
             )
-        if self.markers.pending:
+        if core.markers.pending:
             # Markers of a transaction answered just before: no request may see it half done.
-            self.markers.run_deferred(now_ms)
+            core.markers.run_deferred(now_ms)
         elsewhere: list[str] = []  # groups of a batched OffsetFetch coordinated elsewhere
-        if self.cluster is not None and spec.api_key in _GROUP_KEYED:
+        cluster, cluster_txn = core.cluster, core.cluster_txn
+        if cluster is not None and spec.api_key in _GROUP_KEYED:
             batched = list(getattr(body, "groups", None) or ())
             groups = [g.group_id for g in batched] or [getattr(body, "group_id", "")]
-            elsewhere = [g for g in groups if g and self.cluster.coordinator(g) != self.node_id]
+            elsewhere = [g for g in groups if g and cluster.coordinator(g) != core.node_id]
             if elsewhere and len(elsewhere) == len(groups):
                 # Kafka's answer from a broker that does not coordinate the group: the
                 # client looks the coordinator up again (FindCoordinator).
@@ -171,17 +178,16 @@ class Dispatch(Connections, ClusterHost):
                     body, groups=[g for g in batched if g.group_id not in elsewhere]
                 )
         tids: list[str] = []
-        if self.cluster_txn is not None and spec.api_key in _TXN_KEYED:
+        if cluster_txn is not None and spec.api_key in _TXN_KEYED:
             tids = _transactional_ids(spec.api_key, header.request_api_version, body)
-            if not all(self.cluster_txn.owns(t) for t in tids):
+            if not all(cluster_txn.owns(t) for t in tids):
                 return Reply(
                     header.correlation_id,
                     spec.api_key,
                     header.request_api_version,
                     spec.refusal(body, header.request_api_version, ErrorCode.NOT_COORDINATOR),
                 )
-        # The Broker this mixin is part of is the handlers' port.
-        ctx = RequestContext(cast(BrokerPort, self), session, header, now_ms)
+        ctx = RequestContext(core, session, header, now_ms)
         try:
             result = spec.handle(ctx, body)
         except Exception:
@@ -195,7 +201,7 @@ class Dispatch(Connections, ClusterHost):
             return self._internal_error(spec, header, body)
         if isinstance(result, Parked) and elsewhere:
             # (a DescribeShareGroupOffsets waiting for its share coordinators)
-            entry = self.purgatory.get(result.ticket)
+            entry = core.purgatory.get(result.ticket)
             if entry is not None:
                 entry.waiter = _ElsewhereToo(entry.waiter, spec.api_key, elsewhere)
         if isinstance(result, Reply | NoResponse | Parked | Close):
@@ -203,21 +209,20 @@ class Dispatch(Connections, ClusterHost):
         if elsewhere:
             result = _with_elsewhere(result, spec.api_key, elsewhere)
         waiter: _Replicated | None = None
-        if self.cluster is not None and spec.api_key in _OFFSETS_WRITES:
+        if cluster is not None and spec.api_key in _OFFSETS_WRITES:
             # Kafka's offsets.commit.required.acks=-1.
             partition = self._offsets_partition(getattr(body, "group_id", ""))
             waiter = self._replicated(
-                spec, header, body, result, OFFSETS_TOPIC, partition, ErrorCode.REQUEST_TIMED_OUT
+                ctx, spec, body, result, (OFFSETS_TOPIC, partition), ErrorCode.REQUEST_TIMED_OUT
             )
-        elif tids and self.cluster_txn is not None:
-            partition = self.cluster_txn.state_partition(tids[0])
+        elif tids and cluster_txn is not None:
+            partition = cluster_txn.state_partition(tids[0])
             waiter = self._replicated(
+                ctx,
                 spec,
-                header,
                 body,
                 result,
-                TRANSACTION_STATE_TOPIC,
-                partition,
+                (TRANSACTION_STATE_TOPIC, partition),
                 ErrorCode.COORDINATOR_NOT_AVAILABLE,
             )
         if waiter is not None:
@@ -226,12 +231,11 @@ class Dispatch(Connections, ClusterHost):
 
     def _replicated(
         self,
+        ctx: RequestContext,
         spec: HandlerSpec,
-        header: RequestHeader,
         body: Any,
         answer: Any,
-        topic: str,
-        partition: int | None,
+        where: tuple[str, int | None],
         timed_out: ErrorCode,
     ) -> _Replicated | None:
         """A coordinator's answer is sent once what it wrote is on every in-sync
@@ -239,23 +243,24 @@ class Dispatch(Connections, ClusterHost):
         transactional id's ``__transaction_state`` partition): a waiter when it
         is not yet. A lost leadership answers NOT_COORDINATOR, a timeout
         ``timed_out``."""
+        topic, partition = where
         if partition is None:
             return None
         try:
-            plog = self.logs.partition(topic, partition)
+            plog = self._core.logs.partition(topic, partition)
         except UnknownTopicOrPartitionError:
             return None
         if plog.high_watermark >= plog.log_end_offset:
             return None
         return _Replicated(
-            self,
+            self._core,
             topic,
             partition,
             plog.log_end_offset,
             answer,
-            spec.refusal(body, header.request_api_version, timed_out),
-            spec.refusal(body, header.request_api_version, ErrorCode.NOT_COORDINATOR),
-            mono_ms(self._now_ms) + _REPLICATION_WAIT_MS,
+            spec.refusal(body, ctx.version, timed_out),
+            spec.refusal(body, ctx.version, ErrorCode.NOT_COORDINATOR),
+            ctx.mono_ms + _REPLICATION_WAIT_MS,
         )
 
     # -- client quotas -------------------------------------------------------------
@@ -264,16 +269,17 @@ class Dispatch(Connections, ClusterHost):
         """Count a new connection from ``peer`` (``host:port``) against its IP's
         ``connection_creation_rate``; 0 when within it, else how long the driver
         holds the connection, unread, before closing it (KIP-612)."""
-        if not self.quotas.connections_active:
+        quotas = self._core.quotas
+        if not quotas.connections_active:
             return 0
-        return self.quotas.connection_throttle(host_of(peer), now_ms)
+        return quotas.connection_throttle(host_of(peer), now_ms)
 
     def _handle_within_quotas(
         self, session: ConnectionSession, header: RequestHeader, body: Any, now_ms: int, size: int
     ) -> Outcome:
         """:meth:`handle`, with the request measured against the connection's quotas
         (:mod:`.quotas`) and its answer throttled when it goes over one."""
-        quotas = self.quotas
+        quotas = self._core.quotas
         user, client_id = session.quota_user, header.client_id or ""
         key = header.request_api_key
         if key == FETCH_KEY:
@@ -295,12 +301,33 @@ class Dispatch(Connections, ClusterHost):
         if isinstance(outcome, Reply):
             return self._throttled(session, client_id, outcome, throttle, now_ms)
         if isinstance(outcome, Parked):
-            entry = self.purgatory.get(outcome.ticket)
+            entry = self._core.purgatory.get(outcome.ticket)
             if entry is not None:
                 entry.throttle_ms = throttle
         elif isinstance(outcome, NoResponse) and throttle:
             return NoResponse(throttle_ms=throttle)
         return outcome
+
+    def complete(self, entry: ParkedRequest, now_ms: int) -> Reply | ParkAgain:
+        """A waiter's reply, throttled as its request's quotas say (the purgatory's
+        ``finish``)."""
+        header = entry.header
+        key, version = header.request_api_key, header.request_api_version
+        try:
+            body = entry.waiter.complete(now_ms)
+        except Exception:
+            log.exception("internal error completing %s v%d", api(key).name, version)
+            spec = HANDLERS[key]
+            assert spec.error_response is not None
+            body = spec.error_response(None, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if isinstance(body, ParkAgain):
+            return body
+        reply = Reply(header.correlation_id, key, version, body)
+        if entry.throttle_ms or (self._core.quotas.active and key == FETCH_KEY):
+            return self._throttled(
+                entry.session, header.client_id or "", reply, entry.throttle_ms, now_ms
+            )
+        return reply
 
     def _throttled(
         self, session: ConnectionSession, client_id: str, reply: Reply, throttle: int, now_ms: int
@@ -311,7 +338,7 @@ class Dispatch(Connections, ClusterHost):
         if reply.api_key == FETCH_KEY and isinstance(body, FetchPlan):
             user = session.quota_user
             size = body.records_size
-            quotas = self.quotas
+            quotas = self._core.quotas
             throttle = max(
                 throttle, quotas.record(CONSUMER_BYTE_RATE, user, client_id, size, now_ms)
             )
@@ -351,7 +378,7 @@ class _Replicated:
 
     def __init__(
         self,
-        broker: BrokerParts,
+        broker: BrokerPort,
         topic: str,
         partition: int,
         required: int,

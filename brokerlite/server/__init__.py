@@ -72,7 +72,7 @@ Rules and invariants:
   connection over its IP's ``connection_creation_rate`` is never read: it is
   closed after the throttle time.
 * SASL is the core's (:mod:`.security.sasl`); the driver only lowers a connection's
-  largest accepted frame to ``Broker.max_frame_size`` until it has
+  largest accepted frame to ``Broker.connections.max_frame_size`` until it has
   authenticated, sends a :class:`~.handlers._base.Close`'s last answer before
   closing, and writes the bare tokens (:class:`~.handlers._base.SaslToken`)
   answering a v0 SaslHandshake's.

@@ -378,9 +378,9 @@ class Server:
 
     async def _reader(self, stream: trio.abc.ReceiveStream, conn: _Conn, conn_id: int) -> None:
         broker = self.broker
-        frames_in = FrameReader(max_frame_size=broker.max_frame_size(conn_id))
+        frames_in = FrameReader(max_frame_size=broker.connections.max_frame_size(conn_id))
         # Until a SASL connection has authenticated, frames are capped lower.
-        authenticating = broker.authenticating(conn_id)
+        authenticating = broker.connections.authenticating(conn_id)
         emit = self._emit if conn.tls is None else self._queue
         peer = conn.peer
         inbound = _Inbound()
@@ -411,7 +411,7 @@ class Server:
                             ("frame", host_of(peer)),
                             "closing the connection from %s (client %r): %s%s",
                             peer,
-                            broker.client_id(conn_id),
+                            broker.connections.client_id(conn_id),
                             exc,
                             _frame_hint(exc, conn, data, authenticating),
                         )
@@ -449,9 +449,9 @@ class Server:
                         assert isinstance(outcome, NoResponse)
                         if outcome.throttle_ms:
                             await self._mute(outcome.throttle_ms)
-                    if authenticating and not broker.authenticating(conn_id):
+                    if authenticating and not broker.connections.authenticating(conn_id):
                         authenticating = False
-                        frames_in.max_frame_size = broker.max_frame_size(conn_id)
+                        frames_in.max_frame_size = broker.connections.max_frame_size(conn_id)
                     self._after_request()
         finally:
             del self._reading[conn_id]
@@ -495,7 +495,7 @@ class Server:
                 if pending is not None:
                     head = frames_in.peek(2) if authenticating else None
                     if head is not None:
-                        refused = self.broker.early_refusal(
+                        refused = self.broker.connections.early_refusal(
                             conn_id, int.from_bytes(head, "big", signed=True)
                         )
                         if refused is not None:
@@ -522,7 +522,7 @@ class Server:
                     "closing the connection from %s (client %r): %d of %s bytes of a "
                     "request arrived in %d ms (request.receive.timeout.ms)",
                     peer,
-                    self.broker.client_id(conn_id),
+                    self.broker.connections.client_id(conn_id),
                     frames_in.buffered,
                     "?" if pending is None else pending + 4,
                     self.config.request_receive_timeout_ms,
@@ -533,7 +533,7 @@ class Server:
                     "closing the connection from %s (client %r): idle for %d ms "
                     "(connections.max.idle.ms)",
                     peer,
-                    self.broker.client_id(conn_id),
+                    self.broker.connections.client_id(conn_id),
                     self.config.connections_max_idle_ms,
                 )
                 return None
@@ -544,7 +544,7 @@ class Server:
                     ("cut", host_of(peer)),
                     "connection from %s (client %r) closed inside a frame",
                     peer,
-                    self.broker.client_id(conn_id),
+                    self.broker.connections.client_id(conn_id),
                 )
             return None
         return data
@@ -562,7 +562,9 @@ class Server:
             ("refused", host_of(conn.peer), outcome.failed_authentication),
             "closing the connection from %s (client %r): %r",
             conn.peer,
-            outcome.client_id if outcome.client_id is not None else self.broker.client_id(conn_id),
+            outcome.client_id
+            if outcome.client_id is not None
+            else self.broker.connections.client_id(conn_id),
             outcome.reason,
         )
         if outcome.reply is not None:

@@ -37,7 +37,7 @@ def records_flow_while_reauthenticating(
         consumer.assign([TopicPartition(topic, 0, 0)])
         deadline = time.monotonic() + 60
         # The clients' connections re-authenticate several times meanwhile.
-        while core.sasl_reauthentications < wanted and time.monotonic() < deadline:
+        while core.connections.sasl_reauthentications < wanted and time.monotonic() < deadline:
             value = b"v%d" % len(sent)
             producer.produce(topic, value)
             assert producer.flush(10) == 0, errors
@@ -48,7 +48,7 @@ def records_flow_while_reauthenticating(
         while_flowing = list(errors)
     finally:
         consumer.close()
-    assert core.sasl_reauthentications >= wanted, errors
-    assert core.sasl_sessions_expired == 0
+    assert core.connections.sasl_reauthentications >= wanted, errors
+    assert core.connections.sasl_sessions_expired == 0
     assert got == sent
     assert not while_flowing, while_flowing

@@ -246,7 +246,7 @@ def test_a_wall_clock_step_neither_ends_a_sasl_session_early_nor_late(
     metadata_works(at(core, clocks))  # at the expiry: still served
     clocks.advance(1)
     assert isinstance(at(core, clocks).send(3, 12, metadata.MetadataRequest(topics=[])), Close)
-    assert core.broker.sasl_sessions_expired == 1
+    assert core.broker.connections.sasl_sessions_expired == 1
 
 
 # -- a transaction's timeout: the wall clock, as Kafka ------------------------------------------

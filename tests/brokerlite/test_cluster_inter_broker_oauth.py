@@ -135,11 +135,11 @@ def test_brokers_replicate_over_oauthbearer_and_renew_their_tokens(zk: str) -> N
             # KIP-368: each session ends with its 3 s; renewed in place with a fresh token.
             brokers = [cluster.node(n).broker for n in (1, 2, 3)]
             await until(
-                lambda: all(b.sasl_reauthentications >= 2 for b in brokers),
+                lambda: all(b.connections.sasl_reauthentications >= 2 for b in brokers),
                 "the followers renew their sessions",
                 timeout=60,
             )
-            assert [b.sasl_sessions_expired for b in brokers] == [0, 0, 0]
+            assert [b.connections.sasl_sessions_expired for b in brokers] == [0, 0, 0]
 
             # A token issued two hours ago (an hour's lifetime) has expired: refused.
             config = cluster.node(3).broker.config

@@ -399,11 +399,11 @@ def test_inter_broker_sessions_are_renewed_before_they_end(zk: str) -> None:
             brokers = [cluster.node(n).broker for n in (1, 2)]
             # Each leader's follower renews its session on its connection, again and again.
             await until(
-                lambda: all(b.sasl_reauthentications >= 2 for b in brokers),
+                lambda: all(b.connections.sasl_reauthentications >= 2 for b in brokers),
                 "the followers renew their sessions",
                 timeout=60,
             )
-            assert [b.sasl_sessions_expired for b in brokers] == [0, 0]
+            assert [b.connections.sasl_sessions_expired for b in brokers] == [0, 0]
             failed = await trio.to_thread.run_sync(produce_all, cluster, 50)
             assert failed == []
             assert all(sorted(s.isr) == [1, 2] for s in states(cluster).values())

@@ -269,7 +269,7 @@ def test_a_token_logs_in_as_its_owner_until_its_expiry(tokens: Tokens, mechanism
     assert logged is not None
     conn_id, answer = logged
     broker = tokens.core.broker
-    assert broker.principal_of(conn_id) == "User:alice"
+    assert broker.connections.principal_of(conn_id) == "User:alice"
     # KIP-368: the session ends with the token.
     assert answer.session_lifetime_ms == token.expiry_timestamp_ms - tokens.core.now
 
@@ -443,7 +443,7 @@ def test_creating_for_another_owner_needs_create_tokens_on_that_user(open_core: 
     assert (answer.principal_name, answer.token_requester_principal_name) == ("carol", "alice")
     logged = tokens.login(answer.token_id, b64(answer.hmac))
     assert logged is not None
-    assert tokens.core.broker.principal_of(logged[0]) == "User:carol"
+    assert tokens.core.broker.connections.principal_of(logged[0]) == "User:carol"
     # The requester is named by the token: alice sees it, and carol owns it.
     assert answer.token_id in tokens.ids("alice")
     assert answer.token_id in tokens.ids("carol")

@@ -171,11 +171,11 @@ def test_a_link_renews_its_session_before_it_ends(peer: RunningBroker) -> None:
     again on the same connection first, so its requests keep being answered."""
 
     async def test(conn: InterBrokerConnection) -> None:
-        before = peer.broker.sasl_reauthentications
-        expired = peer.broker.sasl_sessions_expired
-        while peer.broker.sasl_reauthentications < before + 2:
+        before = peer.broker.connections.sasl_reauthentications
+        expired = peer.broker.connections.sasl_sessions_expired
+        while peer.broker.connections.sasl_reauthentications < before + 2:
             assert (await _metadata(conn)).brokers
             await trio.sleep(0.1)
-        assert peer.broker.sasl_sessions_expired == expired
+        assert peer.broker.connections.sasl_sessions_expired == expired
 
     _run(peer, test)

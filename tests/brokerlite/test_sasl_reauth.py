@@ -56,11 +56,11 @@ def test_session_lifetime_is_the_setting_and_reauthentication_renews_it(
         reauth.now += LIFETIME - 100  # before expiry: the connection still serves
         metadata_works(reauth)
         assert authenticate_once(reauth, mechanism, "alice", USERS["alice"]) == LIFETIME
-    assert reauth.broker.sasl_reauthentications == 3
-    assert reauth.broker.principal(1) == "alice"
+    assert reauth.broker.connections.sasl_reauthentications == 3
+    assert reauth.broker.connections.principal(1) == "alice"
     reauth.now += LIFETIME  # exactly at expiry: still alive (Kafka closes only after it)
     metadata_works(reauth)
-    assert reauth.broker.sasl_sessions_expired == 0
+    assert reauth.broker.connections.sasl_sessions_expired == 0
 
 
 def test_a_request_after_expiry_closes_the_connection_unanswered(reauth: Any) -> None:
@@ -73,7 +73,7 @@ def test_a_request_after_expiry_closes_the_connection_unanswered(reauth: Any) ->
     # A SaslHandshake after expiry is too late as well.
     late = reauth.send(17, 1, handshake.SaslHandshakeRequest(mechanism="PLAIN"), conn_id=2)
     assert isinstance(late, Close) and late.reply is None
-    assert reauth.broker.sasl_sessions_expired == 2
+    assert reauth.broker.connections.sasl_sessions_expired == 2
 
 
 def test_reauthentication_with_another_mechanism_fails(reauth: Any) -> None:

@@ -375,7 +375,7 @@ def test_a_new_password_replaces_the_configured_one_and_plain_keeps_its_own(sasl
 def test_a_connection_that_logged_in_stays_when_its_credential_goes(sasl: Any) -> None:
     assert try_login(sasl, "SCRAM-SHA-256", "carol", "carol-secret", conn_id=7)
     alter_call(sasl, deletions=[Deletion(name="carol", mechanism=SHA256)])
-    assert sasl.broker.principal(7) == "carol"
+    assert sasl.broker.connections.principal(7) == "carol"
     body = sasl.call(3, 12, metadata.MetadataRequest(topics=[]), conn_id=7)
     assert [b.node_id for b in body.brokers] == [1]
 

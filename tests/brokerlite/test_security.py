@@ -126,15 +126,15 @@ def last_answer(core: Any, outcome: Any) -> Any:
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_handshake_v1_then_authenticate(sasl: Any, mechanism: str, version: int) -> None:
     login(sasl, mechanism, "bob", USERS["bob"], version=version)
-    assert sasl.broker.principal(1) == "bob"
-    assert not sasl.broker.authenticating(1)
+    assert sasl.broker.connections.principal(1) == "bob"
+    assert not sasl.broker.connections.authenticating(1)
     metadata_works(sasl)
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_handshake_v0_then_bare_tokens(sasl: Any, mechanism: str) -> None:
     raw_login(sasl, mechanism, "alice", USERS["alice"])
-    assert sasl.broker.principal(1) == "alice"
+    assert sasl.broker.connections.principal(1) == "alice"
     metadata_works(sasl)
 
 
@@ -162,15 +162,17 @@ def test_connections_authenticate_separately(sasl: Any) -> None:
     metadata_works(sasl, conn_id=1)
     # A closed connection's id starts over unauthenticated (fail closed).
     sasl.broker.connection_closed(1)
-    assert sasl.broker.authenticating(1) and sasl.broker.principal(1) is None
+    assert (
+        sasl.broker.connections.authenticating(1) and sasl.broker.connections.principal(1) is None
+    )
     assert isinstance(sasl.send(3, 12, metadata.MetadataRequest(topics=[])), Close)
 
 
 def test_unauthenticated_frames_are_capped(sasl: Any) -> None:
     broker = sasl.broker
-    assert broker.max_frame_size(1) == 524_288
+    assert broker.connections.max_frame_size(1) == 524_288
     login(sasl, "PLAIN", "alice", USERS["alice"])
-    assert broker.max_frame_size(1) == broker.config.socket_request_max_bytes
+    assert broker.connections.max_frame_size(1) == broker.config.socket_request_max_bytes
 
 
 # -- failures ---------------------------------------------------------------------------
@@ -200,7 +202,7 @@ def test_wrong_password_and_unknown_user_fail_alike_and_close(
         assert mechanism.split("-")[0] in response.error_message
         assert user not in response.error_message and password not in response.error_message
         messages.append(response.error_message)
-        assert core.broker.principal(1) is None
+        assert core.broker.connections.principal(1) is None
         core.broker.connection_closed(1)  # what the driver does after a Close
     assert messages[0] == messages[1]
 
@@ -292,8 +294,8 @@ def test_a_listener_without_sasl_answers_illegal_state_and_serves_on(
     response = core.call(36, 1, authenticate.SaslAuthenticateRequest(auth_bytes=b"\0a\0b"))
     assert response.error_code == ErrorCode.ILLEGAL_SASL_STATE
     assert f"not enabled on this {protocol} listener" in response.error_message
-    assert not core.broker.authenticating(1)
-    assert core.broker.max_frame_size(1) == core.broker.config.socket_request_max_bytes
+    assert not core.broker.connections.authenticating(1)
+    assert core.broker.connections.max_frame_size(1) == core.broker.config.socket_request_max_bytes
     metadata_works(core)
 
 
@@ -349,7 +351,7 @@ def test_malformed_tokens_fail_one_connection_only(
                 response = last_answer(sasl, outcome)
                 assert response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
             break
-    assert broker.principal(7) is None  # random bytes never authenticate
+    assert broker.connections.principal(7) is None  # random bytes never authenticate
     # Another connection is unaffected.
     broker.connection_closed(8)
     login(sasl, "SCRAM-SHA-256", "alice", USERS["alice"], conn_id=8)

@@ -15,7 +15,10 @@ from typing import Any
 import pytest
 from brokerlite_wire import create, fetch_body
 
+from trafka.brokerlite.broker.connections import Sessions
+from trafka.brokerlite.config import BrokerConfig
 from trafka.brokerlite.outcomes import Parked
+from trafka.brokerlite.security.sasl import UserStore
 from trafka.brokerlite.session import ConnectionSession
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k11_join_group as join_group
@@ -82,24 +85,27 @@ def test_closed_connections_leave_nothing_behind(open_core: Any, sasl: bool) -> 
     conns = range(100, 300)
     for conn_id in conns:
         use_connection(core, conn_id, conn_id % 4, sasl=sasl)
-    assert broker.open_sessions == 1 + len(conns)
-    assert broker.parked_by_api() == {1: 50}
+    assert broker.connections.open_sessions == 1 + len(conns)
+    assert broker.purgatory.by_api() == {1: 50}
     assert broker.purgatory.waiting == 100  # the fetches and the JoinGroups
     assert broker.telemetry.instance_count == 50
     if sasl:
-        assert all(broker.principal(c) == "alice" for c in conns)
+        assert all(broker.connections.principal(c) == "alice" for c in conns)
     for conn_id in conns:
         broker.connection_closed(conn_id)
     core.poll()  # members whose JoinGroup was parked leave their groups
-    assert broker.open_sessions == 1  # the test's own connection 1
+    assert broker.connections.open_sessions == 1  # the test's own connection 1
     assert live_sessions() == before
     assert broker.purgatory.waiting == 0
     assert not broker.has_ready()
     assert broker.telemetry.instance_count == 0
     # Forgotten for good: the ids are new connections again.
-    assert all(broker.peer(c) == "?" and broker.client_software(c) is None for c in conns)
-    assert all(broker.principal(c) is None for c in conns)
-    assert all(broker.authenticating(c) is sasl for c in conns)
+    assert all(
+        broker.connections.peer(c) == "?" and broker.connections.client_software(c) is None
+        for c in conns
+    )
+    assert all(broker.connections.principal(c) is None for c in conns)
+    assert all(broker.connections.authenticating(c) is sasl for c in conns)
     # Fetch sessions outlive their connection (KIP-227), bounded by their cache.
     assert broker.fetch_sessions.size == 50
 
@@ -111,13 +117,37 @@ def test_the_server_drops_the_session_of_every_connection_it_closes(
     for client in clients:
         answer = client.request(18, 3, api_versions.ApiVersionsRequest())
         assert answer.error_code == ErrorCode.NONE
-    assert running.broker.open_sessions == 20
+    assert running.broker.connections.open_sessions == 20
     # One the peer broke (an unknown API key): the broker closes it itself.
     clients[0].send_raw(struct.pack(">ihhih", 10, 999, 0, 1, -1))
     assert clients[0].is_closed_by_peer()
     for client in clients[1:]:
         client.close()
     deadline = time.monotonic() + 10
-    while running.broker.open_sessions and time.monotonic() < deadline:
+    while running.broker.connections.open_sessions and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert running.broker.open_sessions == 0
+    assert running.broker.connections.open_sessions == 0
+
+
+@pytest.mark.parametrize("sasl", [False, True], ids=["plaintext", "sasl"])
+def test_the_sessions_are_an_object_of_their_own(sasl: bool) -> None:
+    """The connections' sessions need the settings and the SASL users, no broker:
+    a connection before SASL authentication may send frames of at most
+    ``sasl_server_max_receive_size`` (Kafka's 512 KiB)."""
+    settings: dict[str, Any] = {"socket_request_max_bytes": 1_000_000}
+    if sasl:
+        settings.update(security_protocol="SASL_PLAINTEXT", sasl_users=USERS)
+    config = BrokerConfig(**settings)
+    sessions = Sessions(config, UserStore.from_config(config) if sasl else None)
+    opened = sessions.opened(7, "10.0.0.1:5000", tls_subject="CN=client")
+    assert sessions.session(7) is opened and sessions.open_sessions == 1
+    # A TLS client certificate names the principal until SASL authenticates one.
+    assert sessions.peer(7) == "10.0.0.1:5000" and sessions.principal_of(7) == "User:CN=client"
+    assert sessions.authenticating(7) is sasl and sessions.principal(7) is None
+    assert sessions.max_frame_size(7) == (524_288 if sasl else 1_000_000)
+    # A connection not seen opened gets a session at its first request.
+    assert sessions.session(8).peer == "?" and sessions.open_sessions == 2
+    assert sessions.principal_of(8) == sessions.principal_of(9) == "User:ANONYMOUS"
+    assert sessions.closed(7) is opened and sessions.closed(7) is None
+    assert sessions.peer(7) == "?" and sessions.open_sessions == 1
+    assert (sessions.sasl_reauthentications, sessions.sasl_sessions_expired) == (0, 0)

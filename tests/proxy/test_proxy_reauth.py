@@ -74,5 +74,5 @@ def test_pooled_logins_are_renewed_before_the_broker_ends_them(
 
         trio.run(go)
         assert answered >= 20
-        assert b.broker.sasl_sessions_expired == 0
-        assert b.broker.sasl_reauthentications == 0  # fresh connections, not in place
+        assert b.broker.connections.sasl_sessions_expired == 0
+        assert b.broker.connections.sasl_reauthentications == 0  # fresh connections, not in place

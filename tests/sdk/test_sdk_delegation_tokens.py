@@ -288,7 +288,7 @@ async def test_a_token_session_re_authenticates_and_keeps_working(
     bs = reauth_broker.bootstrap_servers
     token = await new_token(bs)
     topic = fresh("tok-reauth")
-    before = reauth_broker.broker.sasl_reauthentications
+    before = reauth_broker.broker.connections.sasl_reauthentications
     with anyio.fail_after(60):
         async with open_producer(bootstrap_servers=bs, **with_token(token)) as producer:
             offsets = []
@@ -296,7 +296,7 @@ async def test_a_token_session_re_authenticates_and_keeps_working(
                 offsets.append((await producer.send_and_wait(topic, b"x%d" % i)).offset)
                 await anyio.sleep(0.5)
     assert offsets == list(range(8))
-    assert reauth_broker.broker.sasl_reauthentications > before
+    assert reauth_broker.broker.connections.sasl_reauthentications > before
 
 
 async def test_tokens_act_with_their_owners_acls(acl_broker: RunningBroker) -> None:

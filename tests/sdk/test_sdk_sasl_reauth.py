@@ -59,7 +59,7 @@ async def test_a_long_lived_connection_reauthenticates_in_place(
 ) -> None:
     """Pipelined requests keep flowing on one connection across several lifetimes."""
     core = reauth_broker.broker
-    expired = core.sasl_sessions_expired
+    expired = core.connections.sasl_sessions_expired
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
             config = ClientConfig(bootstrap_servers=reauth_broker.bootstrap_servers, **SCRAM)
@@ -75,7 +75,7 @@ async def test_a_long_lived_connection_reauthenticates_in_place(
             assert conn.alive and conn.stats.connects == 1 and conn.stats.disconnects == 0
             tg.cancel_scope.cancel()
     assert answered > 0
-    assert core.sasl_sessions_expired == expired
+    assert core.connections.sasl_sessions_expired == expired
 
 
 async def test_producer_and_consumer_keep_working_across_reauthentications(
@@ -83,8 +83,8 @@ async def test_producer_and_consumer_keep_working_across_reauthentications(
 ) -> None:
     core = reauth_broker.broker
     bs = reauth_broker.bootstrap_servers
-    expired = core.sasl_sessions_expired
-    start = core.sasl_reauthentications
+    expired = core.connections.sasl_sessions_expired
+    start = core.connections.sasl_reauthentications
     topic = "reauth-records"
     async with open_admin(bootstrap_servers=bs, **SCRAM) as admin:
         await admin.create_topics([NewTopic(topic, 1, 1)])
@@ -104,7 +104,7 @@ async def test_producer_and_consumer_keep_working_across_reauthentications(
             ) as consumer,
         ):
             consumer.assign([TopicPartition(topic, 0)])
-            while core.sasl_reauthentications < start + 6 or len(got) < len(sent):
+            while core.connections.sasl_reauthentications < start + 6 or len(got) < len(sent):
                 value = b"v%d" % len(sent)
                 await (await producer.send(topic, value))
                 sent.append(value)
@@ -112,7 +112,7 @@ async def test_producer_and_consumer_keep_working_across_reauthentications(
                 for records in batch.values():
                     got.extend(r.value for r in records)
     assert got == sent
-    assert core.sasl_sessions_expired == expired
+    assert core.connections.sasl_sessions_expired == expired
 
 
 async def test_oauthbearer_reauthenticates_with_a_fresh_token(
@@ -127,7 +127,7 @@ async def test_oauthbearer_reauthenticates_with_a_fresh_token(
         return token, {}
 
     core = reauth_broker.broker
-    expired = core.sasl_sessions_expired
+    expired = core.connections.sasl_sessions_expired
     settings: dict[str, Any] = {
         "security_protocol": "SASL_PLAINTEXT",
         "sasl_mechanism": "OAUTHBEARER",
@@ -143,4 +143,4 @@ async def test_oauthbearer_reauthenticates_with_a_fresh_token(
             assert conn.alive and conn.stats.connects == 1
             tg.cancel_scope.cancel()
     assert len(set(tokens)) >= 4  # the first login and one fresh token per re-authentication
-    assert core.sasl_sessions_expired == expired
+    assert core.connections.sasl_sessions_expired == expired

@@ -49,7 +49,9 @@ def live(broker: RunningBroker) -> Iterator[Callable[[str], int]]:
     core.connection_opened = on_open  # type: ignore[method-assign]
     core.connection_closed = on_close  # type: ignore[method-assign]
     try:
-        yield lambda client_id: sum(1 for c in tuple(open_ids) if core.client_id(c) == client_id)
+        yield lambda client_id: sum(
+            1 for c in tuple(open_ids) if core.connections.client_id(c) == client_id
+        )
     finally:
         core.connection_opened = opened  # type: ignore[method-assign]
         core.connection_closed = closed  # type: ignore[method-assign]
