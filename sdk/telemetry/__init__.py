@@ -10,7 +10,8 @@
   task, starts it, closes it with the terminating push and answers the
   client's calls (statistics, the client instance id).
 
-Every name is importable from here, as it was when this was one module.
+Every name is importable from here, as it was when this was one module, but
+``client_telemetry`` and ``instance_id``, which :class:`MetricsPush` replaced.
 """
 
 from .driver import TelemetryDriver, disabled_error
