@@ -73,11 +73,11 @@ import trio
 from trafka.codec import ApiKey, protocol
 from trafka.codec.errors import DecodeError, TrafkaError
 from trafka.codec.framing import FrameReader
-from trafka.codec.messages.headers import RequestHeader
 from trafka.common.accept import accept_forever
 from trafka.common.lograte import RateLimitedLog
 from trafka.common.request_budget import RequestBudget, release, reserve
 from trafka.discovery import announcing_listener
+from trafka.sdk.connection_state import ConnectionState, Response
 
 from .config import ProxyConfig, split_server
 from .filters import (
@@ -287,25 +287,29 @@ class _Proxy:
         """Open the listeners of ``config.node_ports`` now, not at the first
         Metadata a client sends: a restarted worker's clients come back to
         those ports first. One Metadata request (no topics) to an upstream
-        bootstrap server names the brokers."""
-        header = RequestHeader(
-            request_api_key=ApiKey.METADATA,
-            request_api_version=_KNOWN_METADATA_VERSION,
-            correlation_id=1,
-            client_id="trafka-proxy",
-        )
-        reader = FrameReader(self.config.max_frame_size)
+        bootstrap server names the brokers: over a connection opened as the
+        client connections' upstream sides are (TLS when configured), framed
+        and matched by the SDK's connection core as the pool's requests are,
+        all within ``connect_timeout``."""
+        state = ConnectionState("trafka-proxy", max_frame_size=self.config.max_frame_size)
         try:
             stream, _ = await self._open_upstream(None)
             async with stream:
                 with trio.fail_after(self.config.connect_timeout):
-                    await stream.send_all(protocol.encode_request(header, metadata_request(())))
-                    while (frame := reader.next_frame()) is None:
+                    _, request = state.send_request(
+                        ApiKey.METADATA,
+                        metadata_request(()),
+                        now=trio.current_time(),
+                        timeout=math.inf,  # the scope above is the deadline
+                        version=_KNOWN_METADATA_VERSION,
+                    )
+                    await stream.send_all(request)
+                    answers: list[Response] = []
+                    while not answers:
                         if not (data := await stream.receive_some(_RECV_SIZE)):
                             raise OSError("the broker closed the connection")
-                        reader.feed(data)
-            _, body = protocol.decode_response(frame, ApiKey.METADATA, _KNOWN_METADATA_VERSION)
-            self._from_upstream(ApiKey.METADATA, _KNOWN_METADATA_VERSION, body)
+                        answers = state.receive_data(data, trio.current_time())
+            self._from_upstream(ApiKey.METADATA, _KNOWN_METADATA_VERSION, answers[0].body)
         except (
             OSError,
             trio.TooSlowError,
@@ -313,7 +317,8 @@ class _Proxy:
             TrafkaError,
             FilterError,
         ) as exc:
-            self.quiet.warning("known", "the brokers' listeners open at first Metadata: %s", exc)
+            why = exc or type(exc).__name__  # a timeout says nothing itself
+            self.quiet.warning("known", "the brokers' listeners open at first Metadata: %s", why)
 
     async def _connect_node(self, node_id: int) -> trio.abc.Stream:
         if node_id not in self.nodes:

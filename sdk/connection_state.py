@@ -50,8 +50,10 @@ Rules and invariants:
   earlier than half the lifetime).
 
 Drivers: the SDK's :class:`~trafka.sdk.connection.BrokerConnection` (async),
-the Spark source's ``BlockingConnection`` (blocking sockets) and brokerlite's
-inter-broker ``InterBrokerConnection`` (trio). No other module frames requests,
+the Spark source's ``BlockingConnection`` (blocking sockets), brokerlite's
+inter-broker ``InterBrokerConnection`` (trio) and the proxy's upstream
+connections (its pool, its SASL login and its bootstrap Metadata probe; trio).
+No other module frames requests,
 assigns correlation ids or matches answers to requests (tests/test_connection_core.py).
 """
 

@@ -2,7 +2,8 @@
 requests, assigns correlation ids and matches answers to requests.
 
 Its drivers (the SDK's async connection, the Spark source's blocking one,
-brokerlite's inter-broker links) hand it bodies and bytes; a fix to framing,
+brokerlite's inter-broker links, the proxy's upstream pool, login and bootstrap
+probe) hand it bodies and bytes; a fix to framing,
 correlation, the ApiVersions handshake or a deadline is then made once. This test
 reads every module of every part but the codec (whose primitives the core is built
 from) and looks, by AST, for what a second implementation is made of:
@@ -33,13 +34,13 @@ CORE = "sdk/connection_state.py"
 ALLOWED: dict[str, tuple[int, str]] = {
     # Not a connection: the demo prints a producer's first requests as on the wire.
     "tools/demo.py": (3, "the wire tour frames an example stream to print, with no connection"),
-    # The proxy's upstream pool and its SASL login frame and correlate through the
-    # core (#65); what is left is the server side: a client's correlation id echoed.
+    # The proxy's upstream pool, its SASL login and its bootstrap Metadata probe
+    # frame and correlate through the core (#65); what is left is the server side:
+    # a client's correlation id echoed or matched.
     "proxy/principals.py": (1, "the correlation id of a client's request it refuses"),
     "proxy/server.py": (
-        3,
-        "#65: the bootstrap Metadata probe, answers matched to the client's requests "
-        "(its server side)",
+        1,
+        "forwarding: its upstream side's answers matched to the client's own correlation ids",
     ),
     "proxy/filters.py": (1, "a request a filter changed, re-framed with the client's header"),
 }

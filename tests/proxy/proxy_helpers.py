@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -362,3 +363,20 @@ def produce_batch(
     )
     answer = call(sock, 0, 9, request({partition: [batch]}, topic=topic))
     return [p.error_code for t in answer.responses for p in t.partition_responses]
+
+
+def free_port() -> int:
+    """A loopback port free a moment ago (for a listener the test names in advance)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_until(done: Callable[[], bool], seconds: float = 30) -> None:
+    """Wait for ``done()`` to hold (the proxy's own task makes it so), as long as
+    ``seconds`` at most (a deadline, not a measurement)."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, "not in time"
+        time.sleep(0.01)

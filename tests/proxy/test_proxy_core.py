@@ -17,18 +17,30 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib
+import logging
 import pkgutil
+import socket
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import trio
-from proxy_helpers import create, fresh, kafka_python_reports, misreported, placement
+from proxy_helpers import (
+    call,
+    create,
+    free_port,
+    fresh,
+    kafka_python_reports,
+    misreported,
+    placement,
+    wait_until,
+)
 
 import trafka.proxy
 from trafka.brokerlite import RunningBroker
 from trafka.codec import ApiKey, protocol
 from trafka.codec.messages import k00_produce as pm
+from trafka.codec.messages import k03_metadata as mm
 from trafka.proxy import (
     Filter,
     FilterContext,
@@ -321,3 +333,38 @@ def test_a_users_filter_does_what_key_routing_does(broker: RunningBroker) -> Non
     assert sorted(r.value for r in records) == sorted(v for v, _ in sends)
     assert misreported(records, reports) is None
     assert all(o is not None and o >= 0 for _, _, o in reports)
+
+
+def test_known_brokers_listeners_open_before_any_client_speaks(broker: RunningBroker) -> None:
+    """``node_ports`` (the ports a restarted worker served): the proxy asks an
+    upstream bootstrap server itself (one Metadata, framed and matched by the
+    connection core) and opens each broker's listener on its port at start, so
+    a client that comes back there first is served, before any client's
+    Metadata has named the broker."""
+    node_id, port = broker.config.node_id, free_port()
+    with proxy_in_thread(
+        upstream=(broker.bootstrap_servers,), port=0, node_ports=((node_id, port),)
+    ) as px:
+        wait_until(lambda: node_id in px.statistics.nodes)  # no client has connected yet
+        assert px.statistics.nodes == {node_id: (px.address[0], port)}
+        assert px.statistics.connections == 0
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            answer = call(sock, ApiKey.METADATA, 9, mm.MetadataRequest(topics=[]))
+        assert [(b.node_id, b.port) for b in answer.brokers] == [(node_id, port)]
+
+
+def test_a_silent_bootstrap_server_bounds_the_known_listeners_probe(caplog: Any) -> None:
+    """A bootstrap server that takes the connection and never answers: the
+    probe gives up after ``connect_timeout`` and says so: the listeners will
+    open at a client's first Metadata instead."""
+    caplog.set_level(logging.WARNING, logger="trafka.proxy")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()  # the kernel completes connections; nothing reads or answers
+        upstream = f"127.0.0.1:{silent.getsockname()[1]}"
+        with proxy_in_thread(
+            upstream=(upstream,), port=0, node_ports=((1, free_port()),), connect_timeout=0.2
+        ) as px:
+            said = "the brokers' listeners open at first Metadata"
+            wait_until(lambda: any(said in r.getMessage() for r in caplog.records))
+            assert px.statistics.nodes == {}

@@ -11,9 +11,11 @@ import anyio
 import confluent_kafka
 import pytest
 import trustme
-from proxy_helpers import create, fresh, placement
+from proxy_helpers import call, create, free_port, fresh, placement, wait_until
 
 from trafka.brokerlite.server import broker_in_thread
+from trafka.codec import ApiKey
+from trafka.codec.messages import k03_metadata as mm
 from trafka.proxy import proxy_in_thread
 from trafka.sdk import NewTopic, open_admin, open_producer
 from trafka.sdk.partitioners import murmur2_partition
@@ -133,6 +135,36 @@ def test_an_upstream_that_fails_tls_closes_the_client_connection(
         s.settimeout(15)
         s.sendall(struct.pack(">ihhih", 12, 18, 0, 1, 2) + b"px")  # ApiVersions v0
         assert s.recv(100) == b""
+
+
+def test_known_brokers_listeners_open_over_tls_to_the_brokers(
+    certs: dict[str, str], tmp_path: Path
+) -> None:
+    """``node_ports`` with TLS towards the brokers: the proxy's own Metadata at
+    start goes over TLS as its other upstream connections do, and the broker's
+    listener is open on its port before any client has spoken."""
+    port = free_port()
+    with (
+        broker_in_thread(
+            port=0,
+            host="127.0.0.1",
+            data_dir=tmp_path,
+            security_protocol="SSL",
+            ssl_certfile=certs["broker"],
+        ) as broker,
+        proxy_in_thread(
+            upstream=(broker.bootstrap_servers,),
+            port=0,
+            upstream_ssl=True,
+            upstream_ssl_cafile=certs["ca"],
+            node_ports=((broker.config.node_id, port),),
+        ) as px,
+    ):
+        wait_until(lambda: broker.config.node_id in px.statistics.nodes)
+        assert px.statistics.connections == 0
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            answer = call(sock, ApiKey.METADATA, 9, mm.MetadataRequest(topics=[]))
+        assert [b.port for b in answer.brokers] == [port]
 
 
 @pytest.mark.parametrize(
