@@ -445,10 +445,20 @@ async def answer(
     once its pieces are answered or its deadline passed (see the module's rules)."""
     with trio.move_on_at(share.deadline):
         await share.done.wait()
-    # Each client partition's pieces, in the order they were placed.
+    # Each client partition's pieces, in the order they were placed. When every
+    # one was written, a partition some of whose records moved is told no
+    # offset whatever its pieces: only the others' are looked at (the client's
+    # own pieces, which come first in their entries).
     of: dict[tuple[str, int], list[tuple[_Entry, int]]] = {}
-    for entry in sorted(share.entries, key=_placed_order):
+    entries = sorted(share.entries, key=_placed_order)
+    written = all(e.answer is not None and not e.answer.error_code for e in entries)
+    for entry in entries:
+        key = (entry.topic, entry.target)
+        if written and (key in share.moved_out or key not in share.counts):
+            continue
         for i, piece in enumerate(entry.pieces):
+            if written and piece[0] != key:
+                break
             of.setdefault(piece[0], []).append((entry, i))
     w = ProduceResponseWriter(version, len(body.topic_data))
     for t in body.topic_data:
