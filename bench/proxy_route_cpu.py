@@ -6,7 +6,8 @@ Each request is what librdkafka sends by default: one lz4 batch of ``--batch``
 records of 100 random bytes for each of ``--partitions`` partitions (12), the
 1,000 keys placed by its CRC32 partitioner, so that the proxy's murmur2 moves
 nearly every record. Per request: the frame decoded (as the proxy's filters
-see it), its records placed (``place_spans``: the codec's C pass), its pieces
+see it), checked and its records placed as key routing's filter does
+(``KeyRouting._place``: the codec's C pass), its pieces
 queued in the coalescing accumulators, the upstream requests built (batches
 merged and compressed) and encoded, their answers read on bytes, the client's
 answer written. The upstream "broker" is a stand-in that answers every
@@ -25,6 +26,7 @@ import random
 import statistics
 import time
 import zlib
+from types import SimpleNamespace
 from typing import Any
 
 import trio
@@ -36,8 +38,8 @@ from trafka.codec.messages import k00_produce as pm
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.produce_response import read_produce_response
 from trafka.codec.records import encode_batch
-from trafka.proxy.keyrouting import coalesce
-from trafka.proxy.keyrouting.plan import place_spans
+from trafka.proxy.keyrouting import KeyRouting, coalesce
+from trafka.proxy.keyrouting.plan import cheap_to_plan
 from trafka.proxy.keyrouting.stats import RouteStats
 from trafka.proxy.topics import Topics
 
@@ -116,6 +118,12 @@ def measure(partitions: int, brokers: int, batch: int, requests: int) -> list[in
     ) -> Any:
         return read_produce_response(frame, version)
 
+    # The filter itself places the records (KeyRouting._place), as the proxy
+    # does once a request is read: only its topics are needed of the proxy.
+    routing = KeyRouting("murmur2")
+    routing._services = SimpleNamespace(topics=topics)  # type: ignore[assignment]
+    routing._eos = SimpleNamespace()  # type: ignore[assignment]
+
     async def main() -> list[int]:
         out = []
         async with trio.open_nursery() as nursery:
@@ -124,7 +132,8 @@ def measure(partitions: int, brokers: int, batch: int, requests: int) -> list[in
             for i in range(requests):
                 started, spent[0] = time.thread_time_ns(), 0
                 _, body = protocol.decode_request(sample[i % len(sample)], allow_trailing=True)
-                placed = place_spans(body, topics, "murmur2", 16 << 20)
+                assert cheap_to_plan(body, hash_name="murmur2", origin_headers=False)
+                placed = routing._place(body)
                 assert placed is not None, "the C pass is not built or declined"
                 deadline = trio.current_time() + 30
                 share = coalescer.add(

@@ -475,7 +475,10 @@ def cheap_to_plan(body: Any, *, hash_name: str, origin_headers: bool) -> bool:
     return True
 
 
-def plain_request(body: Any, topics: Topics) -> bool:
+def plain_request(body: Any, topics: Topics, *, batches: bool = True) -> bool:
+    """Whether ``body`` is for the plain plans: no transactional id, every topic
+    and the leader of every partition it names known, and (``batches``) no
+    batch with a producer id (which :func:`place_spans` checks itself)."""
     if body.transactional_id is not None:
         return False
     for t in body.topic_data:
@@ -484,6 +487,8 @@ def plain_request(body: Any, topics: Topics) -> bool:
         for p in t.partition_data:
             if topics.leader(t.name, p.index) < 0:
                 return False
+            if not batches:
+                continue
             for header, _ in iter_batches(p.records or b""):
                 # Legacy messages (magic 0/1) never carry a producer id.
                 if isinstance(header, RecordBatchHeader) and _untouchable(header):
@@ -635,7 +640,8 @@ SpansPlaced = tuple[
 def place_spans(body: Any, topics: Topics, hash_name: str, max_size: int) -> SpansPlaced | None:
     """The pieces of a plain request every batch of which the codec's C pass
     splits, by target partition (own pieces first), counted nowhere; None when
-    the C pass declines a batch or a target's leader is unknown.
+    the C pass declines a batch, a batch has a producer id (or the
+    transactional or control bit), or a target's leader is unknown.
 
     One C call per topic places its batches' pieces
     (:func:`~trafka.codec.batch_split.place_sections`), with no Python code per
@@ -656,8 +662,8 @@ def place_spans(body: Any, topics: Topics, hash_name: str, max_size: int) -> Spa
         for p in t.partition_data:
             owner = (topic, p.index)
             for header, raw in iter_batches(p.records or b""):
-                if not isinstance(header, RecordBatchHeader):
-                    return None  # legacy messages: the general plan
+                if not isinstance(header, RecordBatchHeader) or _untouchable(header):
+                    return None  # legacy messages, a producer id: another plan
                 data = bytes(raw)
                 found = batch_split.section(
                     data, header, own=p.index, partitions=partitions, max_size=max_size
@@ -709,8 +715,8 @@ def place_pieces(body: Any, topics: Topics, hash_name: str, max_size: int) -> Sp
         for p in t.partition_data:
             owner = (topic, p.index)
             for header, raw in iter_batches(p.records or b""):
-                if not isinstance(header, RecordBatchHeader):
-                    return None  # legacy messages: the general plan
+                if not isinstance(header, RecordBatchHeader) or _untouchable(header):
+                    return None  # legacy messages, a producer id: another plan
                 data = bytes(raw)
                 found = batch_split.split_batch(
                     data, header, partitions=partitions, hash_name=hash_name, own=p.index,

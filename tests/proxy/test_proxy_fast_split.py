@@ -204,6 +204,28 @@ def test_a_request_placed_by_one_c_call_a_topic_is_placed_as_batch_by_batch(
 
 
 @SETTINGS
+@given(requests(), requests(producer=True))
+def test_a_request_with_a_producer_id_is_not_placed_as_a_plain_one(
+    plain: Any, idempotent: Any
+) -> None:
+    """The coalescing path asks place_spans without checking each batch first
+    (plain_request(batches=False)): a batch with a producer id declines it."""
+    theirs = idempotent.topic_data[0].partition_data[0]
+    mixed = dataclasses.replace(
+        plain,
+        topic_data=[
+            dataclasses.replace(
+                plain.topic_data[0],
+                partition_data=[*plain.topic_data[0].partition_data, theirs],
+            )
+        ],
+    )
+    for place in (routing.place_spans, routing.place_pieces):
+        assert place(mixed, cluster(), "murmur2", 1 << 24) is None
+        assert place(plain, cluster(), "murmur2", 1 << 24) is not None
+
+
+@SETTINGS
 @given(requests(), st.integers(1, 3))
 def test_the_single_connection_plan_is_the_same_on_both_paths(body: Any, node: int) -> None:
     def go() -> Any:
