@@ -6,7 +6,9 @@ every record (:func:`~.records.decode_batch`) and encodes each group again
 (:func:`~.records.encode_batch`); this module is the same work done in the C
 accelerator (``index_records`` and ``build_records`` of ``codec/_speedups.c``),
 with no Python object per record: only the batch header, the CRC and the
-(de)compression are done here.
+(de)compression are done here. ``place_sections`` indexes all the batches of
+one topic of a request in one call and groups their pieces by target
+partition, with no Python code per piece (:func:`place_sections`).
 
 Rules:
 
@@ -28,7 +30,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from . import records as _records
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, decompress
@@ -36,7 +38,19 @@ from .crc import crc32c
 from .errors import DecodeError
 from .records import BATCH_HEADER_SIZE, RecordBatchHeader
 
-__all__ = ["HASH_IDS", "Spans", "available", "build_batch", "split_batch"]
+__all__ = [
+    "HASH_IDS",
+    "Piece",
+    "Placed",
+    "Section",
+    "Spans",
+    "available",
+    "build_batch",
+    "place_sections",
+    "placing",
+    "section",
+    "split_batch",
+]
 
 #: The key hashes the C pass computes, by their ``KEY_HASHES`` names.
 HASH_IDS = {"murmur2": 0, "crc32": 1, "fnv1a": 2}
@@ -86,12 +100,32 @@ def split_batch(
     """
     index_records = _records.accelerated("index_records")
     hash_id = HASH_IDS.get(hash_name)
-    if (
-        index_records is None
-        or hash_id is None
-        or header.magic != 2
-        or header.attributes & _CONTROL
-    ):
+    if index_records is None or hash_id is None:
+        return None
+    found_section = section(batch, header, own=own, partitions=partitions, max_size=max_size)
+    if found_section is None:
+        return None
+    data, log_append = found_section
+    count = header.records_count
+    found = index_records(data, count, header.base_timestamp, log_append, partitions, hash_id, own)
+    if found is None:
+        return None
+    return [(target, (data, spans)) for target, spans in found]
+
+
+def section(
+    batch: bytes,
+    header: RecordBatchHeader,
+    *,
+    own: int,
+    partitions: int,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> tuple[Any, int | None] | None:
+    """The records section of a whole magic 2 batch, checked and decompressed, as
+    the C pass indexes it: (its bytes, the log append time of every record or
+    None); None when the reference path must decide (see the module's rules).
+    Arguments as for :func:`split_batch`."""
+    if header.magic != 2 or header.attributes & _CONTROL:
         return None
     view = memoryview(batch)
     if len(view) < header.size or not 0 <= own < partitions:
@@ -110,10 +144,54 @@ def split_batch(
     if count < 0 or count * _MIN_RECORD > len(data):
         return None
     log_append = header.max_timestamp if header.attributes & _LOG_APPEND_TIME else None
-    found = index_records(data, count, header.base_timestamp, log_append, partitions, hash_id, own)
-    if found is None:
+    return data, log_append
+
+
+#: One batch for :func:`place_sections`: (its section's bytes, record count, base
+#: timestamp, log append time or None, the client's partition, the batch's size on
+#: the wire, its bytes, and two objects the pieces carry: its owner and header).
+Section = tuple[Any, int, int, int | None, int, int, bytes, Any, Any]
+#: A piece of :func:`place_sections`: (owner, estimated bytes, the batch's bytes
+#: when it stays whole else None, its spans, header).
+Piece = tuple[Any, int, bytes | None, Spans, Any]
+#: What :func:`place_sections` gives: (the targets in the order first seen; per
+#: partition None or its (own, moved) pieces; per batch (records moved, records
+#: kept, whether it was split)).
+Placed = tuple[list[int], list[tuple[list[Piece], list[Piece]] | None], list[tuple[int, int, bool]]]
+
+
+def placing(hash_name: str) -> bool:
+    """Whether :func:`place_sections` runs (the C pass is on and computes ``hash_name``)."""
+    return _records.accelerated("place_sections") is not None and hash_name in HASH_IDS
+
+
+def place_sections(
+    batches: list[Section], *, partitions: int, hash_name: str, known: bytes
+) -> Placed | None:
+    """:func:`split_batch` for the batches of one topic of a request at once,
+    their pieces grouped by target partition, with no Python code per piece.
+
+    A batch whose records all stay in its partition (``own``) is one piece, of
+    its size and bytes; the pieces of one that does not are estimated at its
+    size times their share of its records, plus 64 bytes, and have no bytes.
+
+    Args:
+        batches: the batches (:data:`Section`), in the request's order.
+        partitions, hash_name: as for :func:`split_batch`.
+        known: one byte per partition, non-zero where the target may take
+            records moved in (its leader is known).
+
+    Returns:
+        (the targets in the order first seen; per partition None or its pieces,
+        the client's own batches' first and those moved in; per batch (records
+        moved, records kept, whether it was split)), or None: the C pass
+        declines a batch, or a batch that is split has a target not ``known``.
+    """
+    place = _records.accelerated("place_sections")
+    hash_id = HASH_IDS.get(hash_name)
+    if place is None or hash_id is None:
         return None
-    return [(target, (data, spans)) for target, spans in found]
+    return cast("Placed | None", place(batches, partitions, hash_id, known))
 
 
 def build_batch(

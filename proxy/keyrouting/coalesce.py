@@ -9,6 +9,9 @@ pieces of later requests gather, and when it is answered the next request is
 built from all of them: one batch per target partition (Kafka takes one per
 partition in a request) made of the pieces of several client requests, so the
 brokers get fewer, larger requests than one per client request and leader.
+An accumulator queues a request's pieces for one target partition together, as
+one entry (a request of 12 batches spread over 12 partitions makes 144 pieces,
+12 entries), so its bookkeeping is per request and partition, not per piece.
 
 Rules:
 
@@ -70,7 +73,7 @@ from trafka.codec.produce_response import PartitionAnswer, ProduceAnswer, Produc
 
 from ..pool import UpstreamError, UpstreamPool, Waiter
 from .answers import Endpoints, finish_answer, said
-from .plan import SpansPlaced, _topic_data, unknown_base_offset
+from .plan import SpansPlaced, _Span, _topic_data, unknown_base_offset
 from .stats import RouteStats
 
 __all__ = ["MAX_IN_FLIGHT", "MAX_REQUEST_BYTES", "Coalescer", "Settle", "Share", "answer"]
@@ -91,64 +94,81 @@ Settle = Callable[
 ]
 
 
-class _Piece:
-    """Records of one client batch bound for one target partition."""
+class _Entry:
+    """The records of one client request bound for one target partition: its
+    pieces (one per client batch with records there, the client's own batches
+    first), kept as the placing made them, in order. An entry goes upstream
+    whole, but for one that does not fit a batch's size: its pieces that fit
+    go, the rest stays (:meth:`split`)."""
 
     __slots__ = (
         "answer",
-        "attributes",
-        "cap",
         "count",
         "error",
-        "owner",
+        "order",
+        "pieces",
         "position",
         "share",
         "size",
-        "spans",
         "target",
         "topic",
-        "whole",
     )
 
     def __init__(
-        self,
-        share: Share,
-        owner: tuple[str, int],
-        topic: str,
-        target: int,
-        span: Any,
-        cap: int,
+        self, share: Share, topic: str, target: int, pieces: list[_Span], order: tuple[int, int]
     ) -> None:
         self.share = share
-        self.owner = owner
         self.topic = topic
         self.target = target
-        _, self.size, whole, self.spans, header = span
-        self.whole: bytes | None = whole
-        self.attributes = int(header.attributes)
-        self.count = len(self.spans[1]) // batch_split.SPAN_SIZE
-        self.cap = cap
+        self.pieces = pieces  # .plan._Span tuples: (owner, size, whole, spans, header)
+        self.order = order  # (index in its share, index of its first piece): answers' order
+        self.size = sum(piece[1] for piece in pieces)
+        self.count = sum(len(piece[3][1]) for piece in pieces) // batch_split.SPAN_SIZE
         self.answer: PartitionAnswer | None = None
         self.error = 0  # why it has no answer (0: not yet answered)
         self.position = 0  # records before it in its built batch
 
+    def split(self, n: int) -> _Entry:
+        """Keep the first ``n`` pieces; the rest, a new entry (of the same share,
+        which has one more entry to send and answer)."""
+        rest = _Entry(
+            self.share, self.topic, self.target, self.pieces[n:], (self.order[0], self.order[1] + n)
+        )
+        self.pieces = self.pieces[:n]
+        self.size -= rest.size
+        self.count -= rest.count
+        self.share.entries.append(rest)
+        self.share.unsent += 1
+        self.share.waiting += 1
+        return rest
+
+    def positions(self) -> list[int]:
+        """Where each of its pieces starts in its built batch."""
+        out = []
+        at = self.position
+        for piece in self.pieces:
+            out.append(at)
+            at += len(piece[3][1]) // batch_split.SPAN_SIZE
+        return out
+
 
 class Share:
-    """One client request's pieces, over every leader.
+    """One client request's entries, over every leader.
 
     Attributes:
-        done: set once every piece is answered (or failed).
-        flushed: set once every piece is written upstream (or dropped).
+        done: set once every entry is answered (or failed).
+        flushed: set once every entry is written upstream (or dropped).
     """
 
     __slots__ = (
         "answers",
+        "cap",
         "counts",
         "deadline",
         "done",
+        "entries",
         "flushed",
         "moved_out",
-        "pieces",
         "timeout_ms",
         "unsent",
         "waiting",
@@ -160,12 +180,14 @@ class Share:
         timeout_ms: int,
         counts: dict[tuple[str, int], int],
         moved_out: set[tuple[str, int]],
+        cap: int,
     ) -> None:
         self.deadline = deadline
         self.timeout_ms = timeout_ms
         self.counts = counts
         self.moved_out = moved_out
-        self.pieces: list[_Piece] = []
+        self.cap = cap  # the most (estimated) bytes of a batch its records go in
+        self.entries: list[_Entry] = []
         self.answers: dict[int, ProduceAnswer] = {}  # by id: the shared answers it had
         self.done = trio.Event()
         self.flushed = trio.Event()
@@ -173,13 +195,13 @@ class Share:
         self.unsent = 0
 
     def sent(self, n: int) -> None:
-        """``n`` of its pieces were written upstream (or dropped)."""
+        """``n`` of its entries were written upstream (or dropped)."""
         self.unsent -= n
         if self.unsent <= 0:
             self.flushed.set()
 
     def answered(self, n: int, answer: ProduceAnswer | None) -> None:
-        """``n`` of its pieces were answered by ``answer`` (None: failed)."""
+        """``n`` of its entries were answered by ``answer`` (None: failed)."""
         if answer is not None:
             self.answers[id(answer)] = answer
         self.waiting -= n
@@ -187,11 +209,11 @@ class Share:
             self.done.set()
 
 
-def _by_share(pieces: list[_Piece]) -> dict[Share, int]:
-    """How many of ``pieces`` each share has."""
+def _by_share(entries: list[_Entry]) -> dict[Share, int]:
+    """How many of ``entries`` each share has."""
     out: dict[Share, int] = {}
-    for piece in pieces:
-        out[piece.share] = out.get(piece.share, 0) + 1
+    for entry in entries:
+        out[entry.share] = out.get(entry.share, 0) + 1
     return out
 
 
@@ -208,8 +230,8 @@ class _Leader:
         self.acks = acks
         self.client_id = client_id
         self.version = version
-        # Per target partition, its pieces in the order they came.
-        self.pending: dict[tuple[str, int], deque[_Piece]] = {}
+        # Per target partition, its entries in the order they came.
+        self.pending: dict[tuple[str, int], deque[_Entry]] = {}
         self.slots = trio.Semaphore(MAX_IN_FLIGHT)
         self.draining = False
 
@@ -246,7 +268,7 @@ class Coalescer:
         """The pieces of one client request, placed, join their leaders'
         accumulators (at once: nothing here waits)."""
         targets, moved_out, counts, _, cap = placed
-        share = Share(deadline, timeout_ms, counts, moved_out)
+        share = Share(deadline, timeout_ms, counts, moved_out, cap)
         started: list[_Leader] = []
         for (topic, target), (own, moved) in targets.items():
             leader = leader_of(topic, target)
@@ -257,16 +279,15 @@ class Coalescer:
             queue = acc.pending.get((topic, target))
             if queue is None:
                 queue = acc.pending[(topic, target)] = deque()
-            for span in own + moved:
-                piece = _Piece(share, span[0], topic, target, span, cap)
-                share.pieces.append(piece)
-                queue.append(piece)
+            entry = _Entry(share, topic, target, own + moved, (len(share.entries), 0))
+            share.entries.append(entry)
+            queue.append(entry)
             if not acc.draining:
                 acc.draining = True
                 started.append(acc)
-        share.waiting = share.unsent = len(share.pieces)
+        share.waiting = share.unsent = len(share.entries)
         self._stats.requests_coalesced += 1
-        if not share.pieces:
+        if not share.entries:
             share.done.set()
             share.flushed.set()
         for acc in started:
@@ -282,7 +303,7 @@ class Coalescer:
                 if taken is None:
                     acc.slots.release()
                     continue
-                body, pieces, deadline = taken
+                body, entries, deadline = taken
                 try:
                     waiter: Waiter | UpstreamError = await acc.pool.send(
                         acc.leader, acc.client_id, ApiKey.PRODUCE, acc.version, body
@@ -290,85 +311,92 @@ class Coalescer:
                 except UpstreamError as exc:
                     waiter = exc
                 self._stats.upstream_coalesced += 1
-                for share, n in _by_share(pieces).items():
+                for share, n in _by_share(entries).items():
                     share.sent(n)
-                self._nursery.start_soon(self._answer, acc, body, pieces, waiter, deadline)
+                self._nursery.start_soon(self._answer, acc, body, entries, waiter, deadline)
         finally:
             acc.draining = False
             self._forget(acc)
 
-    def _take(self, acc: _Leader) -> tuple[Any, list[_Piece], float] | None:
-        """The next request of ``acc``'s pending pieces (those of each target
-        partition in order, within the size rules), or None when every piece
+    def _take(self, acc: _Leader) -> tuple[Any, list[_Entry], float] | None:
+        """The next request of ``acc``'s pending entries (those of each target
+        partition in order, within the size rules), or None when every entry
         left had expired."""
         now = trio.current_time()
-        batches: dict[tuple[str, int], list[_Piece]] = {}
-        expired: list[_Piece] = []
+        batches: dict[tuple[str, int], list[_Entry]] = {}
+        expired: list[_Entry] = []
         total = 0
         for key, queue in list(acc.pending.items()):
             if total >= MAX_REQUEST_BYTES:
                 break
-            chunk: list[_Piece] = []
+            chunk: list[_Entry] = []
             size = cap = 0
             while queue:
-                piece = queue[0]
-                if piece.share.deadline <= now:
+                entry = queue[0]
+                if entry.share.deadline <= now:
                     expired.append(queue.popleft())
                     continue
-                cap = max(cap, piece.cap)
-                if chunk and (size + piece.size > cap or total + piece.size > MAX_REQUEST_BYTES):
+                cap = max(cap, entry.share.cap)
+                fits = _fitting(entry, size if chunk else -1, cap, total)
+                if fits < len(entry.pieces):
+                    if fits:
+                        queue[0] = entry.split(fits)
+                        chunk.append(entry)
+                        size += entry.size
+                        total += entry.size
                     break
                 chunk.append(queue.popleft())
-                size += piece.size
-                total += piece.size
+                size += entry.size
+                total += entry.size
             if chunk:
                 batches[key] = chunk
             if not queue:
                 del acc.pending[key]
-        for piece in expired:
-            piece.error = ErrorCode.REQUEST_TIMED_OUT
+        for entry in expired:
+            entry.error = ErrorCode.REQUEST_TIMED_OUT
         for share, n in _by_share(expired).items():
             share.sent(n)
             share.answered(n, None)
         if not batches:
             return None
         data: dict[str, dict[int, bytes]] = {}
-        pieces: list[_Piece] = []
+        entries: list[_Entry] = []
         for (topic, target), chunk in batches.items():
             built = self._build(chunk)
             position = 0
-            for piece in chunk:
-                piece.position = position
-                position += piece.count
+            for entry in chunk:
+                entry.position = position
+                position += entry.count
             if built is None:
-                for piece in chunk:
-                    piece.error = ErrorCode.CORRUPT_MESSAGE
+                for entry in chunk:
+                    entry.error = ErrorCode.CORRUPT_MESSAGE
                 for share, n in _by_share(chunk).items():
                     share.sent(n)
                     share.answered(n, None)
                 continue
             data.setdefault(topic, {})[target] = built
-            pieces.extend(chunk)
-        if not pieces:
+            entries.extend(chunk)
+        if not entries:
             return None
-        shares = {id(p.share): p.share for p in pieces}.values()
+        shares = {id(e.share): e.share for e in entries}.values()
         body = produce_msgs.ProduceRequest(
             transactional_id=None,
             acks=acc.acks,
             timeout_ms=min(s.timeout_ms for s in shares),
             topic_data=_topic_data(data),
         )
-        return body, pieces, max(s.deadline for s in shares)
+        return body, entries, max(s.deadline for s in shares)
 
     @staticmethod
-    def _build(chunk: list[_Piece]) -> bytes | None:
+    def _build(chunk: list[_Entry]) -> bytes | None:
         """One batch of ``chunk``'s records (a whole client batch byte for byte)."""
-        first = chunk[0]
-        if len(chunk) == 1 and first.whole is not None:
-            return first.whole
-        built = batch_split.build_batch([p.spans for p in chunk], attributes=first.attributes)
+        first = chunk[0].pieces[0]
+        if len(chunk) == 1 and len(chunk[0].pieces) == 1 and first[2] is not None:
+            return first[2]
+        spans = [piece[3] for entry in chunk for piece in entry.pieces]
+        built = batch_split.build_batch(spans, attributes=first[4].attributes)
         if built is None:
-            log.warning("coalescing: the codec declined to build a batch of %d pieces", len(chunk))
+            log.warning("coalescing: the codec declined to build a batch of %d pieces", len(spans))
             return None
         return built[0]
 
@@ -376,11 +404,11 @@ class Coalescer:
         self,
         acc: _Leader,
         body: Any,
-        pieces: list[_Piece],
+        entries: list[_Entry],
         waiter: Waiter | UpstreamError,
         deadline: float,
     ) -> None:
-        """Read a shared request's answer and give each piece its partition's."""
+        """Read a shared request's answer and give each entry its partition's."""
         got: ProduceAnswer | None = None
         try:
             got = await self._settle(
@@ -389,11 +417,11 @@ class Coalescer:
         finally:
             acc.slots.release()
             found = {} if got is None else got.partitions
-            for piece in pieces:
-                piece.answer = found.get((piece.topic, piece.target))
-                if piece.answer is None:
-                    piece.error = ErrorCode.NETWORK_EXCEPTION
-            for share, n in _by_share(pieces).items():
+            for entry in entries:
+                entry.answer = found.get((entry.topic, entry.target))
+                if entry.answer is None:
+                    entry.error = ErrorCode.NETWORK_EXCEPTION
+            for share, n in _by_share(entries).items():
                 share.answered(n, got)
             self._forget(acc)
 
@@ -417,9 +445,21 @@ async def answer(
     once its pieces are answered or its deadline passed (see the module's rules)."""
     with trio.move_on_at(share.deadline):
         await share.done.wait()
-    of: dict[tuple[str, int], list[_Piece]] = {}
-    for piece in share.pieces:
-        of.setdefault(piece.owner, []).append(piece)
+    # Each client partition's pieces, in the order they were placed. When every
+    # one was written, a partition some of whose records moved is told no
+    # offset whatever its pieces: only the others' are looked at (the client's
+    # own pieces, which come first in their entries).
+    of: dict[tuple[str, int], list[tuple[_Entry, int]]] = {}
+    entries = sorted(share.entries, key=_placed_order)
+    written = all(e.answer is not None and not e.answer.error_code for e in entries)
+    for entry in entries:
+        key = (entry.topic, entry.target)
+        if written and (key in share.moved_out or key not in share.counts):
+            continue
+        for i, piece in enumerate(entry.pieces):
+            if written and piece[0] != key:
+                break
+            of.setdefault(piece[0], []).append((entry, i))
     w = ProduceResponseWriter(version, len(body.topic_data))
     for t in body.topic_data:
         w.topic(t.name, len(t.partition_data))
@@ -432,32 +472,55 @@ async def answer(
     return finish_answer(w, answers, list(nodes.values()), endpoints)
 
 
+def _placed_order(entry: _Entry) -> tuple[int, int]:
+    return entry.order
+
+
+def _fitting(entry: _Entry, size: int, cap: int, total: int) -> int:
+    """How many of ``entry``'s first pieces fit the batch being built, which
+    holds ``size`` estimated bytes (-1: none yet, so its first piece goes
+    whatever its size), of a request holding ``total``: a piece fits while the
+    batch stays within ``cap`` and the request within :data:`MAX_REQUEST_BYTES`."""
+    if max(size, 0) + entry.size <= cap and total + entry.size <= MAX_REQUEST_BYTES:
+        return len(entry.pieces)
+    n = 0
+    for piece in entry.pieces:
+        if size >= 0 and (size + piece[1] > cap or total + piece[1] > MAX_REQUEST_BYTES):
+            break
+        size = max(size, 0) + piece[1]
+        total += piece[1]
+        n += 1
+    return n
+
+
 def _partition(
     w: ProduceResponseWriter,
     index: int,
-    pieces: list[_Piece],
+    pieces: list[tuple[_Entry, int]],
     moved: bool,
     count: int,
     client_software: str | None,
 ) -> None:
     """One client partition's answer from its pieces' (see the module's rules)."""
-    for piece in pieces:
-        found = piece.answer
+    for entry, _ in pieces:
+        found = entry.answer
         if found is None:
-            w.add(index, said(piece.error or ErrorCode.REQUEST_TIMED_OUT), -1)
+            w.add(index, said(entry.error or ErrorCode.REQUEST_TIMED_OUT), -1)
             return
         if found.error_code:
             w.add(index, said(found.error_code), -1, error_message=found.error_message)
             return
-    a = pieces[0].answer if pieces else None
+    a = pieces[0][0].answer if pieces else None
     if a is not None and not moved and a.base_offset >= 0:
         # One contiguous run of one answered batch: its records' offsets follow its base.
-        run = start = pieces[0].position
-        for piece in pieces:
-            if piece.answer is not a or piece.position != run:
+        start = pieces[0][0].positions()[pieces[0][1]]
+        told = (a.base_offset + start, a.log_append_time_ms, a.log_start_offset)
+        run = start
+        for entry, i in pieces:
+            if entry.answer is not a or entry.positions()[i] != run:
                 break
-            run += piece.count
+            run += len(entry.pieces[i][3][1]) // batch_split.SPAN_SIZE
         else:
-            w.add(index, 0, a.base_offset + start, a.log_append_time_ms, a.log_start_offset)
+            w.add(index, 0, *told)
             return
     w.add(index, 0, unknown_base_offset(count, client_software))

@@ -310,7 +310,7 @@ class KeyRouting(Filter):
         """The pieces of a request that coalesces (see :mod:`.coalesce`), counted;
         None: it takes the plain plan."""
         topics = self._proxy[0].topics
-        if self.origin_headers or not plain_request(body, topics):
+        if self.origin_headers or not plain_request(body, topics, batches=False):
             return None
         if any(not p.records for t in body.topic_data for p in t.partition_data):
             return None

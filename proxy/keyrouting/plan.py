@@ -475,7 +475,10 @@ def cheap_to_plan(body: Any, *, hash_name: str, origin_headers: bool) -> bool:
     return True
 
 
-def plain_request(body: Any, topics: Topics) -> bool:
+def plain_request(body: Any, topics: Topics, *, batches: bool = True) -> bool:
+    """Whether ``body`` is for the plain plans: no transactional id, every topic
+    and the leader of every partition it names known, and (``batches``) no
+    batch with a producer id (which :func:`place_spans` checks itself)."""
     if body.transactional_id is not None:
         return False
     for t in body.topic_data:
@@ -484,6 +487,8 @@ def plain_request(body: Any, topics: Topics) -> bool:
         for p in t.partition_data:
             if topics.leader(t.name, p.index) < 0:
                 return False
+            if not batches:
+                continue
             for header, _ in iter_batches(p.records or b""):
                 # Legacy messages (magic 0/1) never carry a producer id.
                 if isinstance(header, RecordBatchHeader) and _untouchable(header):
@@ -635,7 +640,68 @@ SpansPlaced = tuple[
 def place_spans(body: Any, topics: Topics, hash_name: str, max_size: int) -> SpansPlaced | None:
     """The pieces of a plain request every batch of which the codec's C pass
     splits, by target partition (own pieces first), counted nowhere; None when
-    the C pass declines a batch or a target's leader is unknown."""
+    the C pass declines a batch, a batch has a producer id (or the
+    transactional or control bit), or a target's leader is unknown.
+
+    One C call per topic places its batches' pieces
+    (:func:`~trafka.codec.batch_split.place_sections`), with no Python code per
+    piece; :func:`place_pieces` is the same in Python, one batch at a time
+    (the reference, tests/proxy/test_proxy_fast_split.py; and the path that
+    logs each batch's placement at DEBUG)."""
+    if log.isEnabledFor(logging.DEBUG) or not batch_split.placing(hash_name):
+        return place_pieces(body, topics, hash_name, max_size)
+    targets: dict[tuple[str, int], tuple[list[_Span], list[_Span]]] = {}
+    moved_out: set[tuple[str, int]] = set()
+    counts: dict[tuple[str, int], int] = {}
+    placed: list[tuple[str, int, int]] = []  # per batch: topic, records moved, kept
+    sizes = []
+    for t in body.topic_data:
+        topic, partitions = t.name, topics.partitions[t.name]
+        known = bytes(topics.leaders.get((topic, x), -1) >= 0 for x in range(partitions))
+        batches: list[batch_split.Section] = []
+        for p in t.partition_data:
+            owner = (topic, p.index)
+            for header, raw in iter_batches(p.records or b""):
+                if not isinstance(header, RecordBatchHeader) or _untouchable(header):
+                    return None  # legacy messages, a producer id: another plan
+                data = bytes(raw)
+                found = batch_split.section(
+                    data, header, own=p.index, partitions=partitions, max_size=max_size
+                )
+                if found is None:
+                    return None
+                total = header.records_count
+                counts[owner] = counts.get(owner, 0) + total
+                sizes.append(len(data))
+                section, log_append = found
+                batches.append(
+                    (section, total, header.base_timestamp, log_append, p.index, len(data), data,
+                     owner, header)
+                )  # fmt: skip
+        done = batch_split.place_sections(
+            batches, partitions=partitions, hash_name=hash_name, known=known
+        )
+        if done is None:
+            return None
+        order, slots, per_batch = done
+        for target in order:
+            pieces = slots[target]
+            assert pieces is not None
+            got = targets.get((topic, target))
+            if got is None:
+                targets[(topic, target)] = pieces
+            else:  # the topic came twice in the request
+                got[0].extend(pieces[0])
+                got[1].extend(pieces[1])
+        for batch, (moved_n, kept_n, split) in zip(batches, per_batch, strict=True):
+            placed.append((topic, moved_n, kept_n))
+            if split:
+                moved_out.add(batch[7])
+    return targets, moved_out, counts, placed, _cap(sizes)
+
+
+def place_pieces(body: Any, topics: Topics, hash_name: str, max_size: int) -> SpansPlaced | None:
+    """:func:`place_spans` in Python, a batch at a time (the reference)."""
     targets: dict[tuple[str, int], tuple[list[_Span], list[_Span]]] = {}
     moved_out: set[tuple[str, int]] = set()
     counts: dict[tuple[str, int], int] = {}
@@ -649,8 +715,8 @@ def place_spans(body: Any, topics: Topics, hash_name: str, max_size: int) -> Spa
         for p in t.partition_data:
             owner = (topic, p.index)
             for header, raw in iter_batches(p.records or b""):
-                if not isinstance(header, RecordBatchHeader):
-                    return None  # legacy messages: the general plan
+                if not isinstance(header, RecordBatchHeader) or _untouchable(header):
+                    return None  # legacy messages, a producer id: another plan
                 data = bytes(raw)
                 found = batch_split.split_batch(
                     data, header, partitions=partitions, hash_name=hash_name, own=p.index,

@@ -257,6 +257,64 @@ def test_misuse_raises_rather_than_reading_outside_the_data() -> None:
         C.build_records([])
 
 
+def placed_section(batch: bytes, own: int) -> batch_split.Section:
+    header = read_batch_header(batch)
+    found = batch_split.section(batch, header, own=own, partitions=3)
+    assert found is not None
+    data, log_append = found
+    count = header.records_count
+    return (data, count, header.base_timestamp, log_append, own, len(batch), batch, own, header)
+
+
+def test_a_topic_placed_in_one_call_is_its_batches_split_one_by_one() -> None:
+    """place_sections: each batch as split_batch groups it, the pieces of every
+    batch by target (the targets in the order first seen, a partition's own
+    batches' pieces first), a batch that stays whole one piece of its bytes;
+    declined when a split batch's target has no known leader (a batch that
+    stays whole needs none), or when the C pass declines a batch."""
+    keys = [b"k%d" % i for i in range(40)]
+    mixed = encode_batch([(1, k, b"v", ()) for k in keys])
+    home = [k for k in keys if KEY_HASHES["murmur2"](k, 3) == 2]
+    stays = encode_batch([(1, k, b"w", ()) for k in home])
+    batches = [placed_section(mixed, 0), placed_section(stays, 2)]
+    got = batch_split.place_sections(batches, partitions=3, hash_name="murmur2", known=b"\1\1\1")
+    assert got is not None
+    order, slots, per_batch = got
+    first = split(mixed, 3, "murmur2", 0)
+    assert order == [t for t, _ in first]
+    expected: dict[int, tuple[list[Any], list[Any]]] = {t: ([], []) for t in order}
+    total = len(keys)
+    for t, spans in first:
+        n = len(spans[1]) // batch_split.SPAN_SIZE
+        piece = (0, len(mixed) * n // total + 64, None, spans, batches[0][8])
+        expected[t][0 if t == 0 else 1].append(piece)
+    expected[2][0].append(
+        (2, len(stays), stays, split(stays, 3, "murmur2", 2)[0][1], batches[1][8])
+    )
+    assert {t: slots[t] for t in order} == expected
+    kept = len(keys) - sum(len(s[1]) // batch_split.SPAN_SIZE for t, s in first if t != 0)
+    assert per_batch == [(total - kept, kept, True), (0, len(home), False)]
+    # Partition 1's leader unknown: the mixed batch cannot go; the whole one can.
+    assert (
+        batch_split.place_sections(batches, partitions=3, hash_name="murmur2", known=b"\1\0\1")
+        is None
+    )
+    alone = batch_split.place_sections(
+        batches[1:], partitions=3, hash_name="murmur2", known=b"\0\0\0"
+    )
+    assert alone is not None and alone[0] == [2]
+    # A section the C pass declines (not a well-formed record): the whole topic is declined.
+    declined = (b"\x00" * 8, 1, 0, None, 0, 8, b"", 0, None)
+    assert (
+        batch_split.place_sections([declined], partitions=3, hash_name="murmur2", known=b"\1\1\1")
+        is None
+    )
+    with pytest.raises(ValueError):
+        C.place_sections([], 3, 0, b"\1")
+    with pytest.raises(TypeError):
+        C.place_sections([(b"",)], 3, 0, b"\1\1\1")
+
+
 @pytest.fixture(autouse=True)
 def _speedups_on() -> Iterator[None]:
     assert _accel.speedups is C

@@ -54,6 +54,7 @@ from trafka.codec.produce_response import ProduceAnswer
 from trafka.codec.records import encode_batch
 from trafka.proxy import proxy_in_thread
 from trafka.proxy.keyrouting.coalesce import Coalescer
+from trafka.proxy.keyrouting.coalesce import answer as coalesced_answer
 from trafka.proxy.keyrouting.plan import place_spans
 from trafka.proxy.keyrouting.stats import RouteStats
 from trafka.proxy.topics import Topics
@@ -359,3 +360,50 @@ def test_queued_requests_go_in_order_within_the_size_rule_and_leave_no_accumulat
         for client in range(7):
             mine = [i for i in order if i % 7 == client]
             assert mine == sorted(mine)
+
+
+def test_a_request_too_large_for_one_batch_is_answered_from_both_of_its_requests() -> None:
+    """A request's records for one partition that do not fit one batch (the
+    cap: here 16 KiB) go in two upstream requests, one after the other: the
+    batch that stayed whole first, told its own base offset from the first
+    answer; the records moved in from the other partition next, told the
+    error the second answer gives that partition. The client's answer waits
+    for both."""
+    topics = Topics(partitions={"t": 2}, leaders={("t", 0): 1, ("t", 1): 1})
+    keys = [k for k in (b"key-%d" % i for i in range(400)) if murmur2_partition(k, 2) == 1]
+    rng = random.Random(3)
+
+    def batch() -> bytes:
+        return encode_batch([(1000, k, rng.randbytes(100), []) for k in keys[:100]])
+
+    body = request({0: [batch()], 1: [batch()]}, acks=1, topic="t")
+    sent: list[Any] = []
+
+    class Pool:
+        async def send(self, *args: Any, **kwargs: Any) -> None:
+            sent.append(args[4])
+
+    async def settle(*args: Any) -> ProduceAnswer:
+        # The first request is written at 100, the second refused.
+        errors = {1: ErrorCode.NOT_ENOUGH_REPLICAS} if len(sent) == 2 else {}
+        return read_answer(answer(args[4], errors), 9)
+
+    async def main() -> bytes:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                coalescer = Coalescer(nursery, settle, RouteStats())
+                placed = place_spans(body, topics, "murmur2", 1 << 24)
+                assert placed is not None
+                deadline = trio.current_time() + 10
+                pool: Any = Pool()
+                share = coalescer.add(pool, topics.leader, "c", 9, 1, 1000, deadline, placed)
+                return await coalesced_answer(share, body, 9, "librdkafka", None)
+
+    told = protocol.decode_response_body(0, 9, trio.run(main))
+    assert len(sent) == 2
+    first, second = (records_of(b)[1] for b in sent)
+    assert [r.value for r in first] == [r.value for r in records_of(body)[1]]
+    assert [r.value for r in second] == [r.value for r in records_of(body)[0]]
+    got = {p.index: p for t in told.responses for p in t.partition_responses}
+    assert (got[1].error_code, got[1].base_offset) == (0, 100)
+    assert (got[0].error_code, got[0].base_offset) == (ErrorCode.NOT_ENOUGH_REPLICAS, -1)

@@ -9,6 +9,7 @@ pass, and which requests are planned without a worker thread (cheap_to_plan).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proxy_helpers import request
 
-from trafka.codec import _accel
+from trafka.codec import _accel, batch_split
 from trafka.codec.compression import Compression
 from trafka.codec.records import encode_batch
 from trafka.proxy.keyrouting import plan as routing
@@ -168,6 +169,62 @@ def test_the_plain_plan_without_piece_objects_is_the_general_one(
     assert fast[0] is not None
 
 
+@st.composite
+def requests_of_topics(draw: Any) -> Any:
+    """busy_requests over two topics, one of them perhaps named twice."""
+    body = draw(busy_requests())
+    more = draw(busy_requests()).topic_data[0]
+    again = draw(busy_requests()).topic_data[0]
+    extra = [dataclasses.replace(more, name="audit")]
+    if draw(st.booleans()):
+        extra.append(again)
+    return dataclasses.replace(body, topic_data=[*body.topic_data, *extra])
+
+
+@SETTINGS
+@given(requests_of_topics(), st.booleans(), st.sampled_from(["murmur2", "crc32", "fnv1a"]))
+def test_a_request_placed_by_one_c_call_a_topic_is_placed_as_batch_by_batch(
+    body: Any, unknown_leader: bool, hash_name: str
+) -> None:
+    """routing.place_spans (one C call per topic, no Python per piece) against
+    place_pieces (the Python reference, one batch at a time): the same pieces
+    per target in the same order, byte for byte, the same client partitions
+    moved out, counts and cap; both decline a target without a known leader."""
+    topics = cluster()
+    topics.partitions["audit"] = 3
+    topics.leaders.update({("audit", p): 2 for p in range(3)})
+    if unknown_leader:
+        del topics.leaders[("orders", PARTITIONS - 1)]
+    assert batch_split.placing(hash_name)
+    one_call = routing.place_spans(body, topics, hash_name, 1 << 24)
+    reference = routing.place_pieces(body, topics, hash_name, 1 << 24)
+    assert one_call == reference
+    if one_call is not None:
+        assert list(one_call[0]) == list(reference[0])  # the targets' order
+
+
+@SETTINGS
+@given(requests(), requests(producer=True))
+def test_a_request_with_a_producer_id_is_not_placed_as_a_plain_one(
+    plain: Any, idempotent: Any
+) -> None:
+    """The coalescing path asks place_spans without checking each batch first
+    (plain_request(batches=False)): a batch with a producer id declines it."""
+    theirs = idempotent.topic_data[0].partition_data[0]
+    mixed = dataclasses.replace(
+        plain,
+        topic_data=[
+            dataclasses.replace(
+                plain.topic_data[0],
+                partition_data=[*plain.topic_data[0].partition_data, theirs],
+            )
+        ],
+    )
+    for place in (routing.place_spans, routing.place_pieces):
+        assert place(mixed, cluster(), "murmur2", 1 << 24) is None
+        assert place(plain, cluster(), "murmur2", 1 << 24) is not None
+
+
 @SETTINGS
 @given(requests(), st.integers(1, 3))
 def test_the_single_connection_plan_is_the_same_on_both_paths(body: Any, node: int) -> None:
@@ -216,7 +273,8 @@ def test_a_keyed_batch_takes_the_c_pass(monkeypatch: pytest.MonkeyPatch) -> None
         monkeypatch.setattr(_accel, "speedups", Spy())
         plan = plan_produce(body, topics=cluster(), hash_name="murmur2", stats=RouteStats())
     assert plan is not None and len(plan.parts) == 3
-    assert calls.count("index_records") == 1
+    # The topic's batches are indexed and placed in one C call (placing() asks first).
+    assert calls.count("place_sections") == 2 and "index_records" not in calls
     assert calls.count("build_records") == PARTITIONS
 
 
