@@ -93,6 +93,56 @@ async def test_version_0_elects_preferred_leaders_only(fake_broker: FakeBroker) 
         assert info.value.code == ErrorCode.UNSUPPORTED_VERSION
 
 
+@pytest.mark.anyio
+async def test_the_controller_is_told_to_answer_before_the_client_stops_waiting(
+    fake_broker: FakeBroker,
+) -> None:
+    """A controller that answers an election only at the request's ``timeout_ms``,
+    with the election done (Kafka 3.9's ZooKeeper controller, when the wake-up of
+    its waiting ElectLeaders is lost): that answer is the result. Had the client
+    stopped waiting first, it would have asked again and read ELECTION_NOT_NEEDED."""
+    _serve_elections(fake_broker)
+    asked: list[int] = []
+
+    async def late(header: Any, body: Any) -> Any:
+        asked.append(body.timeout_ms)
+        if len(asked) > 1:  # the election is done: nothing left to elect
+            return R(
+                error_code=0,
+                replica_election_results=[
+                    R.ReplicaElectionResult(
+                        topic="t",
+                        partition_result=[
+                            R.PartitionResult(
+                                partition_id=0, error_code=ErrorCode.ELECTION_NOT_NEEDED
+                            )
+                        ],
+                    )
+                ],
+            )
+        await anyio.sleep(body.timeout_ms / 1000)
+        return R(
+            error_code=0,
+            replica_election_results=[
+                R.ReplicaElectionResult(
+                    topic="t", partition_result=[R.PartitionResult(partition_id=0, error_code=0)]
+                )
+            ],
+        )
+
+    fake_broker.handlers[43] = late
+    async with open_admin(
+        bootstrap_servers=fake_broker.bootstrap,
+        request_timeout_ms=4000,
+        default_api_timeout_ms=20000,
+    ) as admin:
+        found = await admin.elect_leaders([("t", 0)])
+    assert found == {TopicPartition("t", 0): None}
+    # One request, told to answer half the 4 s wait sooner (the margin is at
+    # most half the wait).
+    assert asked == [2000]
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     yield from module_broker(tmp_path_factory, "elect")
