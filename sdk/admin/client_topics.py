@@ -35,6 +35,7 @@ from .partitions import (
     PartitionReassignment,
     alter_partition_reassignments_request,
     elect_leaders_request,
+    election_wait,
     list_partition_reassignments_request,
     read_alter_partition_reassignments,
     read_elect_leaders,
@@ -66,10 +67,6 @@ from .topics import (
 )
 
 __all__ = ["TopicCalls"]
-
-#: How much sooner than the client stops waiting an ElectLeaders request asks
-#: the controller to answer (see :meth:`TopicCalls.elect_leaders`).
-_ANSWER_MARGIN_S = 5.0
 
 
 class TopicCalls(AdminCore):
@@ -244,24 +241,11 @@ class TopicCalls(AdminCore):
                 ``unclean`` (any replica, even out of sync: may lose records).
 
         Returns:
-            Per partition, None when a leader was elected, else the partition's
-            error: ELECTION_NOT_NEEDED when its leader already is the one wanted
-            (as Java's AdminClient reports it), UNKNOWN_TOPIC_OR_PARTITION,
-            REQUEST_TIMED_OUT when the controller did not see the election done
-            in time... With ``partitions=None`` only the partitions the
-            controller acted on are listed.
-
-        The controller answers once the new leaders are in its metadata, or at
-        the request's ``timeout_ms`` with each partition's outcome as it then
-        stands. Each attempt waits ``request.timeout.ms`` (at most the time the
-        call has left) and tells the controller to answer
-        :data:`_ANSWER_MARGIN_S` (at most half the wait) sooner, so that its
-        answer, even a late one, arrives before the client gives up: a client
-        that stopped waiting first would ask again and read ELECTION_NOT_NEEDED
-        for the elections its first request carried out. (Java's AdminClient
-        gives the broker the whole wait, ``min(request.timeout.ms, time left)``,
-        and so can lose that answer; Kafka 3.9's ZooKeeper controller can leave
-        an election's answer waiting until that timeout.)
+            Per partition, None when a leader was elected, else the partition's error:
+            ELECTION_NOT_NEEDED when its leader already is the one wanted (as Java's
+            AdminClient reports it), UNKNOWN_TOPIC_OR_PARTITION... With ``partitions=None``
+            only the partitions the controller acted on are listed. The controller is
+            asked to answer before the client stops waiting (:func:`.partitions.election_wait`).
 
         Raises:
             ValueError: an unknown election type.
@@ -271,18 +255,13 @@ class TopicCalls(AdminCore):
             partitions = check_topic_partitions("partitions", partitions)
         election = election_type_code(election_type)
         topics = None if partitions is None else by_topic(partitions)
-        request_s = self.config.request_timeout_ms / 1000
+        request_ms = self.config.request_timeout_ms
 
         async def attempt(deadline: float) -> dict[TopicPartition, KafkaError | None]:
             conn = await self._controller()
-            wait = max(0.0, min(request_s, deadline - anyio.current_time()))
-            answer_by = wait - min(_ANSWER_MARGIN_S, wait / 2)
-            body = elect_leaders_request(
-                conn.version_for(ApiKey.ELECT_LEADERS),
-                election,
-                topics,
-                timeout_ms=int(answer_by * 1000),
-            )
+            wait, answer_ms = election_wait(request_ms, deadline - anyio.current_time())
+            version = conn.version_for(ApiKey.ELECT_LEADERS)
+            body = elect_leaders_request(version, election, topics, timeout_ms=answer_ms)
             return read_elect_leaders(await conn.request(ApiKey.ELECT_LEADERS, body, timeout=wait))
 
         return await self._calls.run("elect_leaders", timeout_ms, attempt)

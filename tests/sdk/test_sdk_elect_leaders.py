@@ -17,6 +17,7 @@ from trafka.brokerlite import RunningBroker
 from trafka.codec import ErrorCode, KafkaError
 from trafka.codec.messages import k43_elect_leaders as el
 from trafka.sdk import NewTopic, TopicPartition, open_admin
+from trafka.sdk.admin.partitions import election_wait
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -141,6 +142,15 @@ async def test_the_controller_is_told_to_answer_before_the_client_stops_waiting(
     # One request, told to answer half the 4 s wait sooner (the margin is at
     # most half the wait).
     assert asked == [2000]
+
+
+def test_the_wait_and_the_timeout_sent() -> None:
+    """Each attempt waits request.timeout.ms, at most the time the call has left,
+    and asks the controller to answer 5 s sooner, or half the wait when shorter."""
+    assert election_wait(30_000, 60.0) == (30.0, 25_000)
+    assert election_wait(30_000, 12.0) == (12.0, 7_000)
+    assert election_wait(30_000, 4.0) == (4.0, 2_000)
+    assert election_wait(30_000, -1.0) == (0.0, 0)
 
 
 @pytest.fixture(scope="module")
