@@ -67,7 +67,8 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClusterImage:
-    """One consistent reading of the cluster's metadata from ZooKeeper.
+    """One reading of the cluster's metadata from ZooKeeper (what it guarantees
+    while the cluster changes: ``driver/reading.py``).
 
     Attributes:
         brokers: the live brokers by id.

@@ -35,6 +35,7 @@ from .partitions import (
     PartitionReassignment,
     alter_partition_reassignments_request,
     elect_leaders_request,
+    election_wait,
     list_partition_reassignments_request,
     read_alter_partition_reassignments,
     read_elect_leaders,
@@ -240,11 +241,11 @@ class TopicCalls(AdminCore):
                 ``unclean`` (any replica, even out of sync: may lose records).
 
         Returns:
-            Per partition, None when a leader was elected, else the partition's
-            error: ELECTION_NOT_NEEDED when its leader already is the one wanted
-            (as Java's AdminClient reports it), UNKNOWN_TOPIC_OR_PARTITION...
-            With ``partitions=None`` only the partitions the controller acted
-            on are listed.
+            Per partition, None when a leader was elected, else the partition's error:
+            ELECTION_NOT_NEEDED when its leader already is the one wanted (as Java's
+            AdminClient reports it), UNKNOWN_TOPIC_OR_PARTITION... With ``partitions=None``
+            only the partitions the controller acted on are listed. The controller is
+            asked to answer before the client stops waiting (:func:`.partitions.election_wait`).
 
         Raises:
             ValueError: an unknown election type.
@@ -254,14 +255,14 @@ class TopicCalls(AdminCore):
             partitions = check_topic_partitions("partitions", partitions)
         election = election_type_code(election_type)
         topics = None if partitions is None else by_topic(partitions)
-        wait_ms = self._timeout_ms(timeout_ms)
+        request_ms = self.config.request_timeout_ms
 
         async def attempt(deadline: float) -> dict[TopicPartition, KafkaError | None]:
             conn = await self._controller()
-            body = elect_leaders_request(
-                conn.version_for(ApiKey.ELECT_LEADERS), election, topics, timeout_ms=wait_ms
-            )
-            return read_elect_leaders(await conn.request(ApiKey.ELECT_LEADERS, body))
+            wait, answer_ms = election_wait(request_ms, deadline - anyio.current_time())
+            version = conn.version_for(ApiKey.ELECT_LEADERS)
+            body = elect_leaders_request(version, election, topics, timeout_ms=answer_ms)
+            return read_elect_leaders(await conn.request(ApiKey.ELECT_LEADERS, body, timeout=wait))
 
         return await self._calls.run("elect_leaders", timeout_ms, attempt)
 

@@ -25,6 +25,7 @@ __all__ = [
     "alter_partition_reassignments_request",
     "elect_leaders_request",
     "election_type",
+    "election_wait",
     "list_partition_reassignments_request",
     "read_alter_partition_reassignments",
     "read_elect_leaders",
@@ -60,6 +61,29 @@ def election_type(name: str) -> int:
     if not isinstance(name, str) or name not in ELECTION_TYPES:
         raise ArgumentValueError(f"election_type must be preferred or unclean, got {name!r}")
     return ELECTION_TYPES[name]
+
+
+#: How much sooner than the client stops waiting ElectLeaders asks the controller
+#: to answer (at most half the wait): :func:`election_wait`.
+ANSWER_MARGIN_S = 5.0
+
+
+def election_wait(request_timeout_ms: int, left_s: float) -> tuple[float, int]:
+    """How long an ElectLeaders attempt waits for its answer (seconds:
+    ``request.timeout.ms``, at most the ``left_s`` the call has left) and the
+    ``timeout_ms`` it sends: :data:`ANSWER_MARGIN_S` (at most half the wait) less.
+
+    The controller answers once the new leaders are in its metadata, or at the
+    request's ``timeout_ms`` with each partition's outcome as it then stands
+    (Kafka's DelayedElectLeader: REQUEST_TIMED_OUT for one not seen done yet).
+    A client that stopped waiting first would ask again and read
+    ELECTION_NOT_NEEDED for the elections its first request carried out. Java's
+    AdminClient sends ``min(request.timeout.ms, time left)`` and waits as long,
+    so it can lose that answer; Kafka 3.9's ZooKeeper controller can hold an
+    answer until that timeout (when its purgatory misses the wake-up).
+    """
+    wait = max(0.0, min(request_timeout_ms / 1000, left_s))
+    return wait, int((wait - min(ANSWER_MARGIN_S, wait / 2)) * 1000)
 
 
 def elect_leaders_request(

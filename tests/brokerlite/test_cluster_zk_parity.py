@@ -764,7 +764,7 @@ def _log_on_leader(side: Side, topic: str, partition: int) -> dict[str, Any]:
     return _until(
         f"{topic}-{partition}'s leader serves it",
         lambda: (
-            (read := _read_from_leader(side, topic, partition))["error"] not in (6, 74, 76) and read
+            (read := _read_from_leader(side, topic, partition))["error"] not in (6, 74, 75) and read
         ),
     )
 

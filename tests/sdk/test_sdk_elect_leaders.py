@@ -17,6 +17,7 @@ from trafka.brokerlite import RunningBroker
 from trafka.codec import ErrorCode, KafkaError
 from trafka.codec.messages import k43_elect_leaders as el
 from trafka.sdk import NewTopic, TopicPartition, open_admin
+from trafka.sdk.admin.partitions import election_wait
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -91,6 +92,65 @@ async def test_version_0_elects_preferred_leaders_only(fake_broker: FakeBroker) 
         with pytest.raises(KafkaError) as info:
             await admin.elect_leaders([("t", 0)], election_type="unclean")
         assert info.value.code == ErrorCode.UNSUPPORTED_VERSION
+
+
+@pytest.mark.anyio
+async def test_the_controller_is_told_to_answer_before_the_client_stops_waiting(
+    fake_broker: FakeBroker,
+) -> None:
+    """A controller that answers an election only at the request's ``timeout_ms``,
+    with the election done (Kafka 3.9's ZooKeeper controller, when the wake-up of
+    its waiting ElectLeaders is lost): that answer is the result. Had the client
+    stopped waiting first, it would have asked again and read ELECTION_NOT_NEEDED."""
+    _serve_elections(fake_broker)
+    asked: list[int] = []
+
+    async def late(header: Any, body: Any) -> Any:
+        asked.append(body.timeout_ms)
+        if len(asked) > 1:  # the election is done: nothing left to elect
+            return R(
+                error_code=0,
+                replica_election_results=[
+                    R.ReplicaElectionResult(
+                        topic="t",
+                        partition_result=[
+                            R.PartitionResult(
+                                partition_id=0, error_code=ErrorCode.ELECTION_NOT_NEEDED
+                            )
+                        ],
+                    )
+                ],
+            )
+        await anyio.sleep(body.timeout_ms / 1000)
+        return R(
+            error_code=0,
+            replica_election_results=[
+                R.ReplicaElectionResult(
+                    topic="t", partition_result=[R.PartitionResult(partition_id=0, error_code=0)]
+                )
+            ],
+        )
+
+    fake_broker.handlers[43] = late
+    async with open_admin(
+        bootstrap_servers=fake_broker.bootstrap,
+        request_timeout_ms=4000,
+        default_api_timeout_ms=20000,
+    ) as admin:
+        found = await admin.elect_leaders([("t", 0)])
+    assert found == {TopicPartition("t", 0): None}
+    # One request, told to answer half the 4 s wait sooner (the margin is at
+    # most half the wait).
+    assert asked == [2000]
+
+
+def test_the_wait_and_the_timeout_sent() -> None:
+    """Each attempt waits request.timeout.ms, at most the time the call has left,
+    and asks the controller to answer 5 s sooner, or half the wait when shorter."""
+    assert election_wait(30_000, 60.0) == (30.0, 25_000)
+    assert election_wait(30_000, 12.0) == (12.0, 7_000)
+    assert election_wait(30_000, 4.0) == (4.0, 2_000)
+    assert election_wait(30_000, -1.0) == (0.0, 0)
 
 
 @pytest.fixture(scope="module")

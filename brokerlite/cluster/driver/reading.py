@@ -7,6 +7,17 @@ preferred-replica election asked for, all at once, into one
 between a listing and its read is simply left out (the next reading sees the
 change); every read sets its watch again.
 
+The brokers are read last, after the partition states. A reading is not one
+snapshot: a broker may register and join an ISR while it goes on. A follower
+fetches, and so joins an ISR, only once it has registered; so each ISR member
+a reading shows was registered when the brokers were read, unless it has gone
+since. Read the other way round, a broker that has just come back could be in
+an ISR and missing from the brokers, and the controller would take it out of
+the ISR as dead (a new leader epoch). Kafka's controller never meets that
+case: a leader adds a follower to the ISR only once its metadata, which comes
+from the controller, has the follower live (``Partition.isReplicaIsrEligible``,
+ZooKeeper mode).
+
 Targeted readings: a partition state znode's watch (:meth:`ClusterReader._on_state_watch`)
 only notes the znode, so that when nothing else changed the driver reads just
 the noted znodes (:meth:`ClusterReader.read_states`) and patches its last image
@@ -81,26 +92,12 @@ class ClusterReader:
 
         zk = self.zk
         watch = self._notify
-        ids_read = zk.get_children_async(BROKER_IDS, watch=watch)
         controller_read = zk.exists_async(CONTROLLER, watch=watch)
         epoch_read = zk.get_async(CONTROLLER_EPOCH)
         names_read = zk.get_children_async(BROKER_TOPICS, watch=watch)
         deleting_read = zk.get_children_async(ADMIN_DELETE_TOPICS, watch=watch)
         election_read = zk.exists_async(PREFERRED_REPLICA_ELECTION, watch=watch)
         moves_read = zk.exists_async(REASSIGN_PARTITIONS, watch=watch)
-        broker_reads = {
-            int(child): zk.get_async(broker_path(int(child)))
-            for child in ids_read.get()
-            if child.isascii() and child.isdigit()
-        }
-        brokers: dict[int, BrokerRegistration] = {}
-        for node, result in broker_reads.items():
-            try:
-                brokers[node] = decode_broker(node, result.get()[0])
-            except NoNodeError:
-                continue
-            except ZkDataError as exc:
-                log.warning("ignoring a broker registration: %s", exc)
         controller = -1
         if controller_read.get() is not None:
             try:
@@ -146,6 +143,7 @@ class ClusterReader:
                 continue
             except ZkDataError as exc:
                 log.warning("ignoring a partition state: %s", exc)
+        brokers = self._read_brokers()  # after the states: see the module rules
         deleting = frozenset(deleting_read.get())
         election = None
         if election_read.get() is not None:
@@ -175,6 +173,26 @@ class ClusterReader:
             election,
             zk_moves,
         )
+
+    def _read_brokers(self) -> dict[int, BrokerRegistration]:
+        """The registered brokers, the watch on their list set again."""
+        from kazoo.exceptions import NoNodeError
+
+        zk = self.zk
+        reads = {
+            int(child): zk.get_async(broker_path(int(child)))
+            for child in zk.get_children(BROKER_IDS, watch=self._notify)
+            if child.isascii() and child.isdigit()
+        }
+        brokers: dict[int, BrokerRegistration] = {}
+        for node, result in reads.items():
+            try:
+                brokers[node] = decode_broker(node, result.get()[0])
+            except NoNodeError:
+                continue
+            except ZkDataError as exc:
+                log.warning("ignoring a broker registration: %s", exc)
+        return brokers
 
     def read_states(self, paths: Collection[str]) -> dict[tuple[str, int], PartitionState] | None:
         """A targeted reading: the partition state znodes at ``paths``, watches set

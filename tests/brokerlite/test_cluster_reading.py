@@ -1,0 +1,168 @@
+"""The cluster driver's complete reading of ZooKeeper (``ClusterReader.read``)
+against an in-memory stand-in for kazoo's client, where the cluster changes
+while a reading goes on: a broker that comes back and joins an ISR meanwhile is
+never in an ISR the reading shows while missing from its brokers (the brokers
+are read after the partition states), so the controller does not take it out
+of the ISR as dead."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.exceptions import NoNodeError
+
+from trafka.brokerlite.cluster.controller import plan_leadership
+from trafka.brokerlite.cluster.driver.reading import ClusterReader
+from trafka.brokerlite.cluster.zk_layout import (
+    BROKER_IDS,
+    BROKER_TOPICS,
+    CONTROLLER,
+    CONTROLLER_EPOCH,
+    BrokerRegistration,
+    PartitionState,
+    TopicAssignment,
+    broker_path,
+    encode_broker,
+    encode_controller,
+    encode_partition_state,
+    encode_topic,
+    partition_state_path,
+    topic_path,
+)
+
+
+@dataclasses.dataclass
+class _Stat:
+    version: int
+
+
+class _Answer:
+    """An asynchronous call's answer, taken when the call was made."""
+
+    def __init__(self, read: Callable[[], Any]) -> None:
+        try:
+            self._value, self._error = read(), None
+        except NoNodeError as exc:
+            self._value, self._error = None, exc
+
+    def get(self) -> Any:
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class _FakeZk:
+    """The kazoo calls a reading makes, on znodes in a dict. ``before_read(path)``
+    runs before each read: what the rest of the cluster does meanwhile."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, tuple[bytes, int]] = {}
+        self.before_read: Callable[[str], None] = lambda _path: None
+
+    def set(self, path: str, data: bytes) -> None:
+        old = self.nodes.get(path)
+        self.nodes[path] = (data, 0 if old is None else old[1] + 1)
+
+    def delete(self, path: str) -> None:
+        del self.nodes[path]
+
+    def _get(self, path: str) -> tuple[bytes, _Stat]:
+        self.before_read(path)
+        if path not in self.nodes:
+            raise NoNodeError(path)
+        data, version = self.nodes[path]
+        return data, _Stat(version)
+
+    def _children(self, path: str) -> list[str]:
+        self.before_read(path)
+        prefix = path + "/"
+        return sorted({p[len(prefix) :].split("/")[0] for p in self.nodes if p.startswith(prefix)})
+
+    def get(self, path: str, watch: Any = None) -> tuple[bytes, _Stat]:
+        return self._get(path)
+
+    def get_async(self, path: str, watch: Any = None) -> _Answer:
+        return _Answer(lambda: self._get(path))
+
+    def exists_async(self, path: str, watch: Any = None) -> _Answer:
+        def exists() -> _Stat | None:
+            self.before_read(path)
+            got = self.nodes.get(path)
+            return None if got is None else _Stat(got[1])
+
+        return _Answer(exists)
+
+    def get_children(self, path: str, watch: Any = None) -> list[str]:
+        return self._children(path)
+
+    def get_children_async(self, path: str, watch: Any = None) -> _Answer:
+        return _Answer(lambda: self._children(path))
+
+
+def _broker(node: int) -> bytes:
+    return encode_broker(BrokerRegistration(node, "127.0.0.1", 9090 + node), 0)
+
+
+def _cluster() -> _FakeZk:
+    """Brokers 2 and 3 (3 the controller); topic t's partition 0 on replicas 1 and
+    2, led by 2 alone in its ISR: broker 1 is down."""
+    zk = _FakeZk()
+    for node in (2, 3):
+        zk.set(broker_path(node), _broker(node))
+    zk.set(CONTROLLER, encode_controller(3, 0))
+    zk.set(CONTROLLER_EPOCH, b"1")
+    zk.set(BROKER_TOPICS, b"")
+    zk.set(topic_path("t"), encode_topic(TopicAssignment("t", uuid.uuid4(), {0: (1, 2)})))
+    zk.set(partition_state_path("t", 0), encode_partition_state(PartitionState(2, 3, (2,), 1)))
+    zk.set(BROKER_IDS, b"")
+    return zk
+
+
+def _read(zk: _FakeZk) -> Any:
+    return ClusterReader(zk, lambda: None, lambda _path: None).read()
+
+
+def test_a_broker_that_joins_an_isr_during_a_reading_is_read_as_live() -> None:
+    zk = _cluster()
+    came_back = False
+
+    def meanwhile(path: str) -> None:
+        # While the reading is under way (when it reads the topic): broker 1
+        # registers, fetches, and its leader adds it to the ISR.
+        nonlocal came_back
+        if path == topic_path("t") and not came_back:
+            came_back = True
+            zk.set(broker_path(1), _broker(1))
+            state = PartitionState(2, 3, (2, 1), 1)
+            zk.set(partition_state_path("t", 0), encode_partition_state(state))
+
+    zk.before_read = meanwhile
+    image = _read(zk)
+    assert came_back
+    assert image.states[("t", 0)].isr == (2, 1)
+    assert sorted(image.brokers) == [1, 2, 3]
+    # So the controller leaves the ISR as it is (no new leader epoch).
+    assert (
+        plan_leadership(image.topics, image.states, image.brokers.keys(), controller_epoch=1) == []
+    )
+
+
+def test_a_broker_that_stops_during_a_reading_is_read_as_gone() -> None:
+    """The other way: an ISR member whose registration went during the reading is
+    missing from the brokers, and the controller takes it out of the ISR."""
+    zk = _cluster()
+    zk.set(broker_path(1), _broker(1))
+    zk.set(partition_state_path("t", 0), encode_partition_state(PartitionState(2, 3, (2, 1), 1)))
+
+    def meanwhile(path: str) -> None:
+        if path == topic_path("t") and broker_path(1) in zk.nodes:
+            zk.delete(broker_path(1))
+
+    zk.before_read = meanwhile
+    image = _read(zk)
+    assert sorted(image.brokers) == [2, 3]
+    (write,) = plan_leadership(image.topics, image.states, image.brokers.keys(), controller_epoch=1)
+    assert (write.state.leader, write.state.leader_epoch, write.state.isr) == (2, 4, (2,))
