@@ -385,19 +385,24 @@ class MetadataCache:
             if e.node_id >= 0 and self.brokers.get(e.node_id) != info:
                 self.brokers = {**self.brokers, e.node_id: info}
 
-    def on_leader_hint(self, topic: str, partition: int, leader: int, epoch: int) -> None:
-        """Apply a new leader a broker reported (KIP-951 ``current_leader``), if newer."""
+    def on_leader_hint(self, topic: str, partition: int, leader: int, epoch: int) -> bool:
+        """Apply a new leader a broker reported (KIP-951 ``current_leader``), if
+        newer than the cached one and its broker's endpoint is known; True if it
+        moved the partition. A hint that does not apply asks for a refresh (an
+        applied one does not, but its caller still asks for one, as KIP-951 says
+        the client does)."""
         info = self.topics.get(topic)
         if info is None or partition >= len(info.partitions) or leader < 0:
-            return
+            return False
         prev = info.partitions[partition]
         if epoch <= prev.leader_epoch or leader not in self.brokers:
             self._need_update = True
-            return
+            return False
         parts = list(info.partitions)
         parts[partition] = dataclasses.replace(prev, leader=leader, leader_epoch=epoch)
         self.topics[topic] = dataclasses.replace(info, partitions=tuple(parts))
         self.version += 1
+        return True
 
 
 def _code(raw: int) -> ErrorCode:

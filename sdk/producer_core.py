@@ -503,7 +503,7 @@ class ProducerCore:
         """A Produce answer (None for ``acks=0``): each batch completes, is
         retried or fails. ``topic_ids``: the ids the request named its topics by
         (v13+). Returns whether the metadata must be refreshed (the driver then
-        nudges its refresher)."""
+        nudges its refresher); a batch whose KIP-951 hint moved it is retried at once."""
         acc = self.acc
         if response is None:
             for b in batches:
@@ -533,13 +533,11 @@ class ProducerCore:
             if code == ErrorCode.MESSAGE_TOO_LARGE and acc.split(b):
                 continue
             err = KafkaError(code, p.error_message)
+            moved = False
             if code in REFRESH_ERRORS:
-                refresh = True
-                leader = p.current_leader
-                if leader.leader_id >= 0:
-                    md.on_leader_hint(b.topic, b.partition, leader.leader_id, leader.leader_epoch)
-                else:
-                    md.on_partition_error(code, b.topic, b.partition)
+                refresh = True  # the refresh below is asked for with or without a hint
+                hint = p.current_leader  # KIP-951; leader -1: none
+                moved = md.on_leader_hint(b.topic, b.partition, hint.leader_id, hint.leader_epoch)
             if code in _SEQUENCE_GAP and b.base_sequence >= 0:
                 if acc.has_earlier(b):
                     # An older batch's retry: this one follows it.
@@ -552,8 +550,9 @@ class ProducerCore:
                     if acc.retry_or_fail(b, err, now, force=True) and acc.request_sequence_reset(b):
                         self.txn.request_epoch_bump()
                     continue
-            acc.retry_or_fail(b, err, now)
-        if refresh:
+            if acc.retry_or_fail(b, err, now) and moved:
+                b.retry_at = now  # KIP-951: to the newer leader at once, no backoff
+        if refresh:  # after a hint too, as KIP-951 and Java's Sender do
             md.request_update()
         return refresh
 

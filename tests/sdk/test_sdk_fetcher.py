@@ -169,6 +169,36 @@ def test_a_leader_hint_with_its_endpoint_moves_the_fetch_to_a_new_broker() -> No
     f.handle_fetch_response(positions, answer)
     assert m.broker(5) is not None and (m.broker(5).host, m.broker(5).port) == ("b5", 9095)
     assert f.fetchable() == {5: [TP]}
+    # The hint does not replace the refresh (KIP-951; Java's fetcher asks for one
+    # after every NOT_LEADER_OR_FOLLOWER too).
+    assert m.update_requested
+
+
+@pytest.mark.parametrize(
+    ("epoch", "endpoints"),
+    [(2, [R.NodeEndpoint(node_id=5, host="b5", port=9095)]), (1, []), (3, [])],
+    ids=["same-epoch", "older-epoch", "no-endpoint"],
+)
+def test_a_leader_hint_that_does_not_apply_keeps_the_fetch_at_the_leader_known(
+    epoch: int, endpoints: list[R.NodeEndpoint]
+) -> None:
+    """KIP-951 (as Java's ``Metadata.updatePartitionLeadership``): a hint whose
+    epoch is not newer than the cached one (2 here), or that names a broker of
+    unknown endpoint, moves nothing; the refresh it asks for finds the leader."""
+    m = cache()
+    f = Fetcher(m)
+    f.assign([TP])
+    f.seek(TP, 0)
+    _, positions = f.build_fetch([TP], 12)
+    answer = response(
+        None,
+        code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        current_leader=R.LeaderIdAndEpoch(leader_id=5, leader_epoch=epoch),
+    )
+    f.handle_fetch_response(positions, R(responses=answer.responses, node_endpoints=endpoints))
+    assert m.update_requested
+    assert (m.leader_for("t", 0), m.leader_epoch("t", 0)) == (1, 2)
+    assert f.fetchable() == {1: [TP]}
 
 
 def test_other_errors_surface_once() -> None:

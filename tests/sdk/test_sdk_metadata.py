@@ -108,10 +108,11 @@ def test_leader_hint() -> None:
     m = MetadataCache()
     m.update(_resp({"t": [(1, 1)]}), now=0.0)
     v = m.version
-    m.on_leader_hint("t", 0, 2, 2)
+    assert m.on_leader_hint("t", 0, 2, 2) is True
     assert m.leader_for("t", 0) == 2 and m.version == v + 1
-    m.on_leader_hint("t", 0, 1, 1)  # older epoch: ignored
-    assert m.leader_for("t", 0) == 2
+    assert not m.update_requested
+    assert m.on_leader_hint("t", 0, 1, 1) is False  # older epoch: ignored, refresh
+    assert m.leader_for("t", 0) == 2 and m.update_requested
 
 
 def test_want_all_drops_deleted_topics() -> None:

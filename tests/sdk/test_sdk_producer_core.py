@@ -29,12 +29,12 @@ class Effects:
         self.freed = 0
         self.requests: list[TxnRequest] = []
 
-    def core(self, **settings: Any) -> ProducerCore:
+    def core(self, leader_epoch: int = 0, **settings: Any) -> ProducerCore:
         config = make_config(ProducerConfig, None, {"bootstrap_servers": "h:1", **settings})
         now = [0.0]
         return ProducerCore(
             config,
-            one_topic_cache("t", PARTITIONS),
+            one_topic_cache("t", PARTITIONS, leader_epoch=leader_epoch),
             lambda: now[0],
             wake=self.wake,
             memory_freed=self.memory_freed,
@@ -166,6 +166,79 @@ def test_a_leader_hint_naming_a_new_broker_moves_the_partition_at_once() -> None
     assert md.leader_for("t", batch.partition) == 7
     assert (md.broker(7).host, md.broker(7).port, md.broker(7).rack) == ("b7.example", 9097, "r2")
     assert not batch.done and batch.attempts == 1  # retried, now towards broker 7
+
+
+def not_leader_answer(
+    partition: int, leader: int, epoch: int, endpoints: tuple[int, ...] = ()
+) -> produce.ProduceResponse:
+    """A Produce v10+ answer: NOT_LEADER_OR_FOLLOWER with a KIP-951 leader hint
+    (``current_leader``) and the ``node_endpoints`` of ``endpoints``."""
+    R = produce.ProduceResponse
+    return R(
+        responses=[
+            R.TopicProduceResponse(
+                name="t",
+                partition_responses=[
+                    R.PartitionProduceResponse(
+                        index=partition,
+                        error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                        current_leader=R.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch),
+                    )
+                ],
+            )
+        ],
+        node_endpoints=[R.NodeEndpoint(node_id=n, host=f"b{n}", port=9090 + n) for n in endpoints],
+    )
+
+
+def test_an_applied_leader_hint_resends_at_once_to_the_new_leader_and_still_refreshes() -> None:
+    """KIP-951: when the answer's hint advances the client's view of the leader,
+    the batch is retried at once at the new leader, without retry.backoff.ms;
+    the client still asks for a metadata refresh (as Java's Sender does after
+    every NOT_LEADER_OR_FOLLOWER). Failing again at that leader backs off."""
+    core = Effects().core(enable_idempotence=False, retry_backoff_ms=1000)
+    batch = open_batch(core, b"v")
+    md = core.metadata
+    epoch = md.leader_epoch("t", batch.partition)
+    assert core.acc.drain(2.0, 1, md.leader_for) == [batch]
+    answer = not_leader_answer(batch.partition, 7, epoch + 1, endpoints=(7,))
+    assert core.on_produce_response([batch], answer, now=2.0)  # the driver nudges its refresher
+    assert md.update_requested
+    assert md.leader_for("t", batch.partition) == 7
+    # Sent again to broker 7 at the same instant: no backoff.
+    assert core.acc.drain(2.0, 7, md.leader_for) == [batch]
+    assert batch.attempts == 2
+    # Broker 7 answers the same: the hint moves nothing now, so the retry backs off.
+    core.on_produce_response([batch], not_leader_answer(batch.partition, 7, epoch + 1), now=3.0)
+    assert md.leader_for("t", batch.partition) == 7
+    assert core.acc.drain(3.0, 7, md.leader_for) == []
+    assert core.acc.drain(4.5, 7, md.leader_for) == [batch]  # after the backoff (1 s, +-20 %)
+
+
+@pytest.mark.parametrize(
+    ("epoch_step", "endpoints"),
+    [(0, (7,)), (-1, (7,)), (1, ())],
+    ids=["same-epoch", "older-epoch", "no-endpoint"],
+)
+def test_a_leader_hint_that_does_not_apply_keeps_the_leader_and_refreshes(
+    epoch_step: int, endpoints: tuple[int, ...]
+) -> None:
+    """KIP-951 (as Java's ``Metadata.updatePartitionLeadership``): a hint whose epoch
+    is not newer than the cached one, or that names a broker of unknown endpoint,
+    changes nothing; the metadata refresh finds the leader, and the batch backs
+    off as before KIP-951."""
+    core = Effects().core(leader_epoch=5, enable_idempotence=False, retry_backoff_ms=1000)
+    batch = open_batch(core, b"v")
+    md = core.metadata
+    epoch = md.leader_epoch("t", batch.partition)
+    assert core.acc.drain(2.0, 1, md.leader_for) == [batch]
+    answer = not_leader_answer(batch.partition, 7, epoch + epoch_step, endpoints)
+    assert core.on_produce_response([batch], answer, now=2.0)
+    assert md.update_requested
+    assert md.leader_for("t", batch.partition) == 1
+    assert md.leader_epoch("t", batch.partition) == epoch
+    assert core.acc.drain(2.0, 1, md.leader_for) == []  # backing off
+    assert core.acc.drain(3.5, 1, md.leader_for) == [batch]
 
 
 def test_a_fatal_error_fails_buffered_records_and_every_later_append() -> None:
