@@ -84,7 +84,9 @@ class ProxyConfig:
             share upstream requests: while one is in flight, the records of
             the requests after it (from every client connection with the same
             client id) gather, and go together in the next (see
-            :mod:`~.keyrouting.coalesce`). Default on.
+            :mod:`~.keyrouting.coalesce`). Default on. Needs the codec's C
+            accelerator: without it (not built, or ``TRAFKA_NO_SPEEDUPS``),
+            every request takes the plain plan.
         queued_max_request_bytes: the most bytes of requests the proxy holds
             across all its client connections (Kafka's
             ``queued.max.request.bytes``): from its size prefix until it is

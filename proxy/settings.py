@@ -131,7 +131,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("origin_headers", "bool", False, "Give each record of a batch the proxy "
             "splits a trafka-origin header saying where the client put it."),
     Setting("coalesce", "bool", True, "Plain producers' routed requests to one broker "
-            "share upstream requests."),
+            "share upstream requests (with the codec's C accelerator built)."),
     Setting("queued_max_request_bytes", "int", 104_857_600, "The most bytes of requests "
             "held across all client connections (queued.max.request.bytes); -1: no bound.",
             minimum=-1),

@@ -20,6 +20,14 @@ test releases them, so that what gathers is known. The rules checked:
 
 Real clients (librdkafka through brokerlite, every delivery report read back)
 are in test_coalesced_reports below.
+
+Coalescing needs the codec's C pass (:func:`.plan.place_spans`; the
+accumulators build their batches with it): without it (not built, no compiler
+at install time, or ``TRAFKA_NO_SPEEDUPS=1``) nothing coalesces, and every
+plain request takes the plain plan, upstream at once on its own (pipelined,
+test_proxy_pipelining.py). The tests against the fake cluster run both ways
+(fixture ``places``) and check, without the C pass, that each request went at
+once and was answered as with it.
 """
 
 from __future__ import annotations
@@ -45,7 +53,7 @@ from proxy_helpers import (
 from test_proxy_pipelining import Client, FakeCluster, all_upstream, produce, with_proxy
 
 from trafka.brokerlite import RunningBroker
-from trafka.codec import protocol
+from trafka.codec import _accel, batch_split, protocol
 from trafka.codec.compression import Compression
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as pm
@@ -61,6 +69,19 @@ from trafka.proxy.topics import Topics
 from trafka.sdk.partitioners import crc32_partition, murmur2_partition
 
 pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(params=["c_pass", "python"])
+def places(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether the codec's C pass places the records, so that requests coalesce:
+    ``c_pass`` (skipped when the accelerator is not built or is turned off) or
+    ``python``, the accelerator switched off (a user who installed trafka
+    without a compiler): nothing coalesces then."""
+    if request.param == "python":
+        monkeypatch.setattr(_accel, "speedups", None)
+    elif not batch_split.placing("murmur2"):
+        pytest.skip("the C accelerator is not built or is off (the 'python' case runs)")
+    return bool(batch_split.placing("murmur2"))
 
 
 async def placed(cluster: FakeCluster, n: int) -> None:
@@ -82,30 +103,33 @@ def told(answer: Any) -> dict[int, tuple[int, int]]:
     }
 
 
-def test_requests_to_a_busy_leader_go_together_in_the_next_request() -> None:
+def test_requests_to_a_busy_leader_go_together_in_the_next_request(places: bool) -> None:
     """Request 1 is in flight to broker 1; requests 2-5 of the same connection
     (5's records all moved from partition 1, led by broker 2, to partition 0)
     and request 6 of another connection come meanwhile: broker 1 gets them as
     one request, partition 0's records in the order they came; requests 2-4
-    and 6 are told their true offsets, 5 none (its records moved)."""
+    and 6 are told their true offsets, 5 none (its records moved). Without
+    the C pass each goes at once, in a request of its own, and is told the
+    same."""
 
     async def test(cluster: FakeCluster, client: Client) -> None:
         first = await client.send(0, 9, produce(0, 0, 0, 3))
         await all_upstream(cluster, 1)
         shapes = [(0, 0, 10), (0, 0, 20), (0, 0, 30), (1, 0, 40)]
         later = [await client.send(0, 9, produce(p, to, v, 3)) for p, to, v in shapes]
+        await (placed(cluster, 5) if places else all_upstream(cluster, 5))
         other = Client(await trio.open_tcp_stream(*cluster.proxy.address))
         last = await other.send(0, 9, produce(0, 0, 50, 3))
-        await placed(cluster, 6)
-        assert cluster.received() == 1  # the others wait for request 1's answer
+        await (placed(cluster, 6) if places else all_upstream(cluster, 6))
+        # With the C pass the others wait for request 1's answer.
+        assert cluster.received() == (1 if places else 6)
         for release in cluster.release.values():
             release.set()
         got = dict([await client.answer() for _ in range(5)])
         got.update([await other.answer()])
         node = cluster.nodes[1]
-        assert node.received == 2 and cluster.nodes[2].received == 0
-        shared = node.bodies[1]
-        assert values(shared, 0) == [
+        assert node.received == (2 if places else 6) and cluster.nodes[2].received == 0
+        assert [v for body in node.bodies[1:] for v in values(body, 0)] == [
             b"v%d" % i for v in (10, 20, 30, 40, 50) for i in (v, v + 1, v + 2)
         ]
         assert told(got[first]) == {0: (0, 0)}
@@ -117,15 +141,18 @@ def test_requests_to_a_busy_leader_go_together_in_the_next_request() -> None:
         ]
         assert told(got[last]) == {0: (0, 15)}
         routing = cluster.proxy.statistics.routing
-        assert (routing.requests_coalesced, routing.upstream_coalesced) == (6, 2)
+        assert (routing.requests_coalesced, routing.upstream_coalesced) == (
+            (6, 2) if places else (0, 0)
+        )
         await other.stream.aclose()
 
     trio.run(with_proxy, test)
 
 
-def test_requests_of_different_acks_never_share_a_request() -> None:
+def test_requests_of_different_acks_never_share_a_request(places: bool) -> None:
     """acks=-1 in flight: an acks=1 request goes at once in a request of its
-    own, an acks=0 one too (never answered), and the next acks=-1 one waits."""
+    own, an acks=0 one too (never answered), and the next acks=-1 one waits
+    (without the C pass, it goes at once too)."""
 
     async def test(cluster: FakeCluster, client: Client) -> None:
         first = await client.send(0, 9, produce(0, 0, 0, 3))
@@ -135,8 +162,8 @@ def test_requests_of_different_acks_never_share_a_request() -> None:
         await client.send(0, 9, dataclasses.replace(produce(0, 0, 20, 3), acks=0))
         await all_upstream(cluster, 3)
         last = await client.send(0, 9, produce(0, 0, 30, 3))
-        await placed(cluster, 4)
-        assert cluster.received() == 3
+        await (placed(cluster, 4) if places else all_upstream(cluster, 4))
+        assert cluster.received() == (3 if places else 4)
         cluster.release[1].set()
         answers = [await client.answer() for _ in range(3)]  # acks=0: none
         assert [corr for corr, _ in answers] == [first, one, last]
@@ -147,10 +174,13 @@ def test_requests_of_different_acks_never_share_a_request() -> None:
     trio.run(with_proxy, test)
 
 
-def test_a_shared_request_takes_the_smallest_timeout_and_its_errors_reach_every_client() -> None:
+def test_a_shared_request_takes_the_smallest_timeout_and_its_errors_reach_every_client(
+    places: bool,
+) -> None:
     """Requests 2 and 3 (timeouts 10 s and 5 s) go in one request of timeout
-    5 s; broker 1 refuses partition 0 with KAFKA_STORAGE_ERROR: both hear it,
-    and request 4, whose partition 1 broker 2 took, does not."""
+    5 s (without the C pass, each in its own, of its own timeout); broker 1
+    refuses partition 0 with KAFKA_STORAGE_ERROR: both hear it, and request
+    4, whose partition 1 broker 2 took, does not."""
 
     async def test(cluster: FakeCluster, client: Client) -> None:
         await client.send(0, 9, produce(1, 1, 0, 3))  # broker 2 busy
@@ -159,13 +189,14 @@ def test_a_shared_request_takes_the_smallest_timeout_and_its_errors_reach_every_
         second = await client.send(0, 9, produce(0, 0, 10, 3))
         third = await client.send(0, 9, dataclasses.replace(produce(0, 0, 20, 3), timeout_ms=5000))
         fourth = await client.send(0, 9, produce(1, 1, 30, 3))
-        await placed(cluster, 5)
+        await (placed(cluster, 5) if places else all_upstream(cluster, 5))
         cluster.errors[0] = ErrorCode.KAFKA_STORAGE_ERROR
         for release in cluster.release.values():
             release.set()
         got = dict([await client.answer() for _ in range(5)])
-        assert cluster.nodes[1].bodies[1].timeout_ms == 5000
-        assert cluster.nodes[2].bodies[1].timeout_ms == 10_000
+        timeouts = [b.timeout_ms for b in cluster.nodes[1].bodies[1:]]
+        assert timeouts == ([5000] if places else [10_000, 5000])
+        assert [b.timeout_ms for b in cluster.nodes[2].bodies[1:]] == [10_000]
         for corr in (second, third):
             assert told(got[corr]) == {0: (ErrorCode.KAFKA_STORAGE_ERROR, -1)}
         assert told(got[fourth]) == {1: (0, 3)}
@@ -173,9 +204,12 @@ def test_a_shared_request_takes_the_smallest_timeout_and_its_errors_reach_every_
     trio.run(with_proxy, test)
 
 
-def test_a_request_that_does_not_coalesce_does_not_overtake_the_pieces_before_it() -> None:
+def test_a_request_that_does_not_coalesce_does_not_overtake_the_pieces_before_it(
+    places: bool,
+) -> None:
     """A request naming an empty partition takes the plain plan: it waits until
-    the pieces of the connection's request before it are written."""
+    the pieces of the connection's request before it are written. (Without
+    the C pass no request waits: each goes at once, in the client's order.)"""
 
     async def test(cluster: FakeCluster, client: Client) -> None:
         await client.send(0, 9, produce(0, 0, 0, 3))
@@ -189,9 +223,13 @@ def test_a_request_that_does_not_coalesce_does_not_overtake_the_pieces_before_it
             topic_data=[dataclasses.replace(topic, partition_data=[*topic.partition_data, empty])],
         )
         await client.send(0, 9, body)
-        with trio.move_on_after(0.3):  # the third would have gone by now (it does not)
-            await all_upstream(cluster, 2)
-        assert cluster.received() == 1
+        if places:
+            with trio.move_on_after(0.3):  # the third would have gone by now (it does not)
+                await all_upstream(cluster, 2)
+            assert cluster.received() == 1
+        else:  # the third's empty partition 1 goes to its leader, broker 2
+            await all_upstream(cluster, 4)
+            assert (cluster.nodes[1].received, cluster.nodes[2].received) == (3, 1)
         for release in cluster.release.values():
             release.set()
         for _ in range(3):
@@ -259,7 +297,8 @@ def test_coalesced_reports(broker: RunningBroker, compression: str, partitioner:
     report names its record's true place or none, read back from the broker.
     With librdkafka's CRC32 partitioner most batches are split (no offset);
     with its murmur2 one none is, and every report names its true offset,
-    the shared batch's base plus the client batch's place in it."""
+    the shared batch's base plus the client batch's place in it. (Under
+    TRAFKA_NO_SPEEDUPS=1 nothing coalesces, and the reports are as true.)"""
     topic, partitions, n = fresh("coalesce"), 6, 3000
     create(broker.bootstrap_servers, topic, partitions)
     with proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0) as proxy:
@@ -272,8 +311,11 @@ def test_coalesced_reports(broker: RunningBroker, compression: str, partitioner:
         sends = [(b"c-%d" % i, b"k-%d" % (i % 41)) for i in range(n)]
         reports = confluent_reports(proxy, topic, sends, **settings)
         routing = proxy.statistics.routing
-        assert routing.requests_coalesced > 0
-        assert routing.upstream_coalesced <= routing.requests_coalesced
+        if batch_split.placing("murmur2"):
+            assert routing.requests_coalesced > 0
+            assert routing.upstream_coalesced <= routing.requests_coalesced
+        else:  # coalescing needs the C pass
+            assert (routing.requests_coalesced, routing.upstream_coalesced) == (0, 0)
     records = placement(broker.bootstrap_servers, topic, partitions)
     assert sorted(r.value for r in records) == sorted(v for v, _, _ in reports)
     assert all(r.partition == murmur2_partition(r.key, partitions) for r in records)
@@ -286,14 +328,17 @@ def test_coalesced_reports(broker: RunningBroker, compression: str, partitioner:
 # -- the accumulators alone ------------------------------------------------------------
 
 
-def test_queued_requests_go_in_order_within_the_size_rule_and_leave_no_accumulator() -> None:
+def test_queued_requests_go_in_order_within_the_size_rule_and_leave_no_accumulator(
+    places: bool,
+) -> None:
     """Forty requests of 12 lz4 batches (librdkafka's CRC32 placement, so their
     records scatter over 12 partitions) join one leader's accumulators at once,
     under 7 client ids: every record goes upstream exactly once, a client's
     records in each partition in the order of its requests; no built batch holds more
     than the cap (the largest client batch) plus one piece's estimate; and
     once all are answered no accumulator is left (client ids are the
-    clients' to choose: they must not pile up)."""
+    clients' to choose: they must not pile up). Without the C pass none is
+    placed for the accumulators: each takes the plain plan."""
     partitions = 12
     topics = Topics(partitions={"t": partitions}, leaders={("t", p): 1 for p in range(partitions)})
     rng = random.Random(7)
@@ -308,6 +353,9 @@ def test_queued_requests_go_in_order_within_the_size_rule_and_leave_no_accumulat
         return request(batches, acks=1, topic="t")
 
     bodies = [placed_by_librdkafka(i) for i in range(40)]
+    if not places:
+        assert all(place_spans(b, topics, "murmur2", 1 << 24) is None for b in bodies)
+        return
     sent: list[Any] = []
 
     class Pool:
@@ -362,13 +410,16 @@ def test_queued_requests_go_in_order_within_the_size_rule_and_leave_no_accumulat
             assert mine == sorted(mine)
 
 
-def test_a_request_too_large_for_one_batch_is_answered_from_both_of_its_requests() -> None:
+def test_a_request_too_large_for_one_batch_is_answered_from_both_of_its_requests(
+    places: bool,
+) -> None:
     """A request's records for one partition that do not fit one batch (the
     cap: here 16 KiB) go in two upstream requests, one after the other: the
     batch that stayed whole first, told its own base offset from the first
     answer; the records moved in from the other partition next, told the
     error the second answer gives that partition. The client's answer waits
-    for both."""
+    for both. (Without the C pass the request is not placed for the
+    accumulators: it takes the plain plan.)"""
     topics = Topics(partitions={"t": 2}, leaders={("t", 0): 1, ("t", 1): 1})
     keys = [k for k in (b"key-%d" % i for i in range(400)) if murmur2_partition(k, 2) == 1]
     rng = random.Random(3)
@@ -377,6 +428,9 @@ def test_a_request_too_large_for_one_batch_is_answered_from_both_of_its_requests
         return encode_batch([(1000, k, rng.randbytes(100), []) for k in keys[:100]])
 
     body = request({0: [batch()], 1: [batch()]}, acks=1, topic="t")
+    if not places:
+        assert place_spans(body, topics, "murmur2", 1 << 24) is None
+        return
     sent: list[Any] = []
 
     class Pool:

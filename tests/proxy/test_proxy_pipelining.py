@@ -136,7 +136,17 @@ class FakeCluster:
             for p in t.partition_data:
                 if p.index in self.errors:
                     error = self.errors[p.index]
-                    parts.append(r.PartitionProduceResponse(index=p.index, error_code=error))
+                    # No offset, time or log start with an error, as Kafka's broker answers
+                    # (its ProduceResponse.PartitionResponse(Errors): INVALID_OFFSET, -1).
+                    parts.append(
+                        r.PartitionProduceResponse(
+                            index=p.index,
+                            error_code=error,
+                            base_offset=-1,
+                            log_append_time_ms=-1,
+                            log_start_offset=-1,
+                        )
+                    )
                     continue
                 base = node.offsets.get(p.index, 0)
                 for header, _ in iter_batches(p.records):
