@@ -111,12 +111,12 @@ typecheck: src-tree
 # (75%); over tests/tools without test_demo.py, load average 12: 637 s / 367 s,
 # the same CPU seconds (285 / 265). But the whole suite gains nothing: `.ci/run`
 # at -n 4 on a fresh, quiet machine (s76, 7513686) took 2,108 s of pytest
-# against 2,114 at -n 2 (s74), every worker busy all along: over the whole suite
-# the cores, not the waits, are the limit. (It passed but for two tests that
-# lost a race under the load of four workers.) So two workers stay, and what
-# shortens the suite is less CPU: TRAFKA_TIMING_OUT=FILE records each test's
-# CPU, its processes' included, and `python tests/suite_timing.py FILE` ranks the
-# files by it.
+# against 2,114 at -n 2 (s74), each test taking twice as long: something every
+# worker shares is the limit. Not only the cores: at -n 2 the suite's processes
+# used 2,898 CPU s in 2,244 s (65% of two cores); the disk is the next suspect.
+# (It passed but for two tests that lost a race under the load of four workers.)
+# So two workers stay. TRAFKA_TIMING_OUT=FILE records each test's CPU, its
+# processes' included; `python tests/suite_timing.py FILE` ranks files by it.
 # With more than two workers tests/conftest.py keeps Spark and the three-node
 # Kafka clusters on two of them (without that, tests/spark and tests/faults at
 # -n 4 gave 37 errors: Spark sessions started past a test's timeout, Spark's own
