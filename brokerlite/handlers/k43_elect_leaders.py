@@ -6,7 +6,9 @@ answer comes once the controller has carried it out. Per partition, as Kafka:
 ELECTION_NOT_NEEDED when the preferred replica leads already (or, for an
 unclean election, when the partition has a leader); PREFERRED_LEADER_NOT_AVAILABLE
 when the preferred replica is not live or not in the ISR;
-ELIGIBLE_LEADERS_NOT_AVAILABLE when an unclean election finds no live replica.
+ELIGIBLE_LEADERS_NOT_AVAILABLE when an unclean election finds no live replica;
+REQUEST_TIMED_OUT when the leader wanted could be elected but is not seen
+leading by the request's ``timeout_ms`` (Kafka's DelayedElectLeader).
 
 On a single node:
 
@@ -98,7 +100,8 @@ def _cluster_election(
     """Cluster mode: the controller carries the election out (Kafka's rules per
     partition: ELECTION_NOT_NEEDED when the preferred replica leads already, or for
     an unclean election when the partition has a leader; PREFERRED_LEADER_NOT_AVAILABLE
-    or ELIGIBLE_LEADERS_NOT_AVAILABLE when nobody can be elected)."""
+    or ELIGIBLE_LEADERS_NOT_AVAILABLE when nobody can be elected; REQUEST_TIMED_OUT
+    when somebody could be but the new leader is not seen by ``timeout_ms``)."""
     cluster = ctx.cluster
     assert cluster is not None
     image = cluster.image
@@ -120,6 +123,21 @@ def _cluster_election(
         return state.leader != cluster.replicas_of(t, p)[0]
 
     to_elect = [tp for tp in known if needed(*tp)]
+    not_seen = "the election was not seen carried out before the request's timeout"
+
+    def electable(t: str, p: int) -> bool:
+        """Whether the controller can elect the leader wanted: then a partition still
+        without it was not elected in time. Kafka's DelayedElectLeader answers those
+        REQUEST_TIMED_OUT and keeps the two codes above for elections the controller
+        refused (the preferred replica, or every replica, not live and in sync)."""
+        state = cluster.state(t, p)
+        live = cluster.image.brokers
+        if state is None:
+            return False
+        if unclean:
+            return any(r in live for r in cluster.replicas_of(t, p))
+        preferred = cluster.replicas_of(t, p)[0]
+        return preferred in live and preferred in state.isr
 
     def answer() -> m.ElectLeadersResponse:
         by_topic: dict[str, list[PartitionResult]] = {}
@@ -135,11 +153,15 @@ def _cluster_election(
                 ok = cluster.leader(t, p) >= 0
                 code = ErrorCode.NONE if ok else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
                 message = None if ok else "no live replica of the partition"
+                if not ok and electable(t, p):
+                    code, message = ErrorCode.REQUEST_TIMED_OUT, not_seen
             else:
                 preferred = cluster.replicas_of(t, p)[0]
                 ok = cluster.leader(t, p) == preferred
                 code = ErrorCode.NONE if ok else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
                 message = None if ok else f"preferred replica {preferred} is not live or in sync"
+                if not ok and electable(t, p):
+                    code, message = ErrorCode.REQUEST_TIMED_OUT, not_seen
             by_topic.setdefault(t, []).append(
                 PartitionResult(partition_id=p, error_code=code, error_message=message)
             )

@@ -30,6 +30,9 @@ import trio
 from trafka.brokerlite.cluster.controller import coordinator_partition
 from trafka.brokerlite.cluster.zk_layout import PartitionState
 from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
+from trafka.codec.framing import FrameReader
+from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.protocol import decode_response_frame, encode_request
 
 NODES = 3
 PARTITIONS = 6  # two leaders per node, as the controller spreads them
@@ -488,3 +491,22 @@ def run_with_cluster(
         if len(leaves) == 1:
             raise leaves[0] from None
         raise
+
+
+async def raw_request(cluster: LocalCluster, node: int, key: int, version: int, body: Any) -> Any:
+    """One request on a connection of its own to ``node``; the decoded answer."""
+    host, port = cluster.node(node).address
+    header = RequestHeader(
+        request_api_key=key, request_api_version=version, correlation_id=1, client_id="cluster-test"
+    )
+    with trio.fail_after(15):
+        stream = await trio.open_tcp_stream(host, port)
+        async with stream:
+            await stream.send_all(encode_request(header, body))
+            reader = FrameReader()
+            while (frame := reader.next_frame()) is None:
+                data = await stream.receive_some(1 << 16)
+                if not data:
+                    raise ConnectionError(f"node {node} closed the connection")
+                reader.feed(data)
+    return decode_response_frame(frame, key, version)

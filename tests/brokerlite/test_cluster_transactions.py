@@ -56,22 +56,19 @@ from typing import Any
 
 import pytest
 import trio
-from cluster_helpers import AsyncioThread, run, until
+from cluster_helpers import AsyncioThread, raw_request, run, until
 
 from trafka.brokerlite.cluster.controller import coordinator_partition
 from trafka.brokerlite.cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
 from trafka.brokerlite.transactions.journal import TransactionState
 from trafka.codec.errors import ErrorCode
-from trafka.codec.framing import FrameReader
 from trafka.codec.messages import k00_produce as produce_msg
 from trafka.codec.messages import k10_find_coordinator as find_coordinator_msg
 from trafka.codec.messages import k24_add_partitions_to_txn as add_partitions_msg
 from trafka.codec.messages import k26_end_txn as end_txn_msg
 from trafka.codec.messages import k27_write_txn_markers as markers_msg
 from trafka.codec.messages import k28_txn_offset_commit as txn_commit_msg
-from trafka.codec.messages.headers import RequestHeader
-from trafka.codec.protocol import decode_response_frame, encode_request
 from trafka.codec.records import encode_batch
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
 from trafka.sdk.errors import ProducerFencedError, TransactionAbortableError
@@ -291,25 +288,6 @@ async def check_visible(bs: str, *committed: str) -> None:
 
 
 # -- raw requests -------------------------------------------------------------------------------
-
-
-async def raw_request(cluster: LocalCluster, node: int, key: int, version: int, body: Any) -> Any:
-    """One request on a connection of its own to ``node``; the decoded answer."""
-    host, port = cluster.node(node).address
-    header = RequestHeader(
-        request_api_key=key, request_api_version=version, correlation_id=1, client_id="txn-test"
-    )
-    with trio.fail_after(15):
-        stream = await trio.open_tcp_stream(host, port)
-        async with stream:
-            await stream.send_all(encode_request(header, body))
-            reader = FrameReader()
-            while (frame := reader.next_frame()) is None:
-                data = await stream.receive_some(1 << 16)
-                if not data:
-                    raise ConnectionError(f"node {node} closed the connection")
-                reader.feed(data)
-    return decode_response_frame(frame, key, version)
 
 
 async def find_txn_coordinator(cluster: LocalCluster, node: int, tid: str) -> int:
