@@ -28,7 +28,10 @@ Rules (Kafka's ``Partition`` and ``ReplicaManager``, ZooKeeper era):
   as Kafka's leader only counts the replicas it is told of. The controller
   takes it out of the ISR (:func:`~.controller.plan_leadership`).
 * ISR: a follower not in the ISR joins it once its log end offset reaches the
-  high watermark and the start of the leader's current epoch; a follower in it
+  high watermark and the start of the leader's current epoch, if the leader's
+  last reading of ZooKeeper has it registered (a broker that fetches after its
+  registration expired stays out, as with Kafka's ``isReplicaIsrEligible``
+  in ZooKeeper mode); a follower in it
   leaves when it has not been caught up for ``replica.lag.time.max.ms``. The
   leader asks for these changes (:attr:`ReplicaManager.isr_writes`), one at a
   time per partition, as a conditional write of the state znode; they take
@@ -53,7 +56,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 from trafka.codec.errors import ErrorCode
 
@@ -198,6 +201,8 @@ class ReplicaManager:
         #: answer: the leader's high watermark minus this log's end, never below
         #: 0 (Kafka's FetcherLagMetrics ConsumerLag).
         self._fetcher_lag: dict[tuple[str, int], int] = {}
+        #: The registered brokers at the last :meth:`apply` (None: not known).
+        self._live: frozenset[int] | None = None
 
     # -- roles ------------------------------------------------------------------------------
 
@@ -212,15 +217,20 @@ class ReplicaManager:
         topics: Mapping[str, TopicAssignment],
         states: Mapping[tuple[str, int], PartitionState],
         now_ms: int,
+        live: Collection[int] | None = None,
     ) -> bool:
         """Take the cluster's partition states: become leader or follower where they
-        say so, forget replicas no longer assigned here.
+        say so, forget replicas no longer assigned here. ``live``: the registered
+        brokers, the only followers a leader adds to an ISR (Kafka's
+        ``Partition.isReplicaIsrEligible`` in ZooKeeper mode: the broker is alive in
+        the leader's metadata); None: not known, every follower may join.
 
         Returns:
             True when a follower's leader or epoch changed (the fetchers must
             be told).
         """
         me = self.node_id
+        self._live = None if live is None else frozenset(live)
         fetchers_changed = False
         seen: set[tuple[str, int]] = set()
         for name, assignment in topics.items():
@@ -483,6 +493,7 @@ class ReplicaManager:
             replica_id not in replica.isr
             and replica_id not in replica.leaving
             and not replica.isr_write_pending
+            and (self._live is None or replica_id in self._live)
             and fetch_offset >= plog.high_watermark
             and fetch_offset >= replica.epoch_start_offset
         ):

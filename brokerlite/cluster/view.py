@@ -240,7 +240,7 @@ class ClusterView:
                 logs.delete_topic(info.name)
                 self._on_topic_deleted(info.name)
         self.replication_quotas.use_topic_configs(image.configs)
-        changed = self.replicas.apply(image.topics, image.states, now_ms)
+        changed = self.replicas.apply(image.topics, image.states, now_ms, image.brokers)
         for name, hosted in dropping.items():
             for index in logs.host(name, hosted, now_ms):
                 log.info("%s-%d: no longer a replica here; its log is deleted", name, index)

@@ -466,6 +466,25 @@ def test_follower_reaching_the_high_watermark_asks_to_join_the_isr(make_node: Ma
     assert node.log().high_watermark == 5
 
 
+def test_only_a_registered_follower_joins_the_isr(make_node: MakeNode) -> None:
+    # Kafka's leader adds a follower to the ISR only when its metadata has the
+    # follower's broker alive (Partition.isReplicaIsrEligible, ZooKeeper mode:
+    # metadataCache.hasAliveBroker); a follower whose registration is gone, fetching
+    # still, stays out.
+    node = make_node(1)
+    states = {0: st(1, 2, (1, 2), version=7, ce=3)}
+    node.rm.apply(assignment((1, 2, 3)), {(TOPIC, p): s for p, s in states.items()}, T0, {1, 2})
+    node.produce(4)
+    node.fetch(2, 4)
+    node.fetch(3, 4)
+    assert node.rm.isr_writes == []
+    # Registered again: its next fetch at the high watermark asks to join.
+    node.rm.apply(assignment((1, 2, 3)), {(TOPIC, 0): states[0]}, T0, {1, 2, 3})
+    node.fetch(3, 4, T0 + 1)
+    (write,) = node.rm.isr_writes
+    assert write.state.isr == (1, 2, 3)
+
+
 def test_failed_isr_write_is_asked_again(make_node: MakeNode) -> None:
     node = make_node(1)
     node.apply(assignment((1, 2)), {0: st(1, 0, (1,), version=4)})
