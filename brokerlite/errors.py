@@ -204,6 +204,14 @@ class ClusterSetupError(ClusterError):
     already registered, or ZooKeeper unreachable at start."""
 
 
+class ChangeNotSeenError(ClusterError):
+    """A change written to ZooKeeper that the broker did not see carried out by the
+    request's ``timeout_ms`` (it goes on): Kafka's DelayedCreatePartitions and
+    DelayedDeleteTopics answer REQUEST_TIMED_OUT."""
+
+    code = ErrorCode.REQUEST_TIMED_OUT
+
+
 class ZooKeeperUnavailableError(ClusterError):
     """ZooKeeper cannot be reached: the cluster's metadata cannot change now."""
 

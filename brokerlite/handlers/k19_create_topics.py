@@ -9,7 +9,9 @@
   -1: ``default.replication.factor``; more than the live brokers:
   INVALID_REPLICATION_FACTOR), or as the explicit ``assignments`` say (live
   brokers, none twice, one factor: else INVALID_REPLICA_ASSIGNMENT). The answer
-  comes once every partition has a leader, or at ``timeout_ms``.
+  comes once every partition has a leader, or at ``timeout_ms`` with
+  REQUEST_TIMED_OUT (the creation goes on); with ``timeout_ms`` 0 that at
+  once, once written (Kafka's ZkAdminManager and DelayedCreatePartitions).
 * Configs are topic configs by Kafka name; a null value is INVALID_CONFIG.
 * ``validate_only`` runs every check and changes nothing; the answer (v5+) is
   the topic that would have been made: its partition count, replication factor

@@ -18,7 +18,8 @@ DESCRIBE is refused without its name.
 Cluster mode: the deletion is the controller's. The topic is marked in
 ``/admin/delete_topics``; the controller removes it from ZooKeeper, and every
 broker deletes its logs when it sees it gone. The answer comes then, or at
-``timeout_ms`` (REQUEST_TIMED_OUT).
+``timeout_ms`` (REQUEST_TIMED_OUT; the deletion goes on); with ``timeout_ms`` 0
+that at once, once marked (Kafka's ZkAdminManager and DelayedDeleteTopics).
 """
 
 from __future__ import annotations

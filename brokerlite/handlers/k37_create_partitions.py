@@ -3,7 +3,7 @@
 ``count`` is the new total and must exceed the current one
 (INVALID_PARTITIONS). Manual assignments must place each new partition on
 this node only (INVALID_REPLICA_ASSIGNMENT) and name exactly the new
-partitions. ``validate_only`` checks and changes nothing. A topic named twice
+partitions (an empty list, unlike null, names none: refused, as Kafka). ``validate_only`` checks and changes nothing. A topic named twice
 gets INVALID_REQUEST. Existing data stays where it is: keys hashed to the old
 count may now land elsewhere, as in Kafka.
 
@@ -15,7 +15,8 @@ THROTTLING_QUOTA_EXCEEDED, before v3 it grows and the answer is only throttled.
 Cluster mode: the new partitions are placed as Kafka places them (the topic's
 replication factor; explicit assignments name live brokers) and written to
 ZooKeeper; the answer comes once ZooKeeper has them and their leaders are
-elected, or at ``timeout_ms``.
+elected, or at ``timeout_ms`` with REQUEST_TIMED_OUT (the change goes on); with
+``timeout_ms`` 0 that at once, once written (as Kafka's ZkAdminManager).
 
 Authorization: each topic needs ALTER, else TOPIC_AUTHORIZATION_FAILED (after
 the duplicate check, before existence is looked at).
@@ -68,11 +69,15 @@ def handle(
             if info is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 message = f"unknown topic {topic.name!r}"
-            elif topic.assignments and (
-                len(topic.assignments) != topic.count - info.num_partitions
-                or (
-                    ctx.cluster is None
-                    and any(a.broker_ids != [ctx.node_id] for a in topic.assignments)
+            elif (
+                topic.assignments is not None  # (an empty list assigns none: refused)
+                and topic.count > info.num_partitions
+                and (
+                    len(topic.assignments) != topic.count - info.num_partitions
+                    or (
+                        ctx.cluster is None
+                        and any(a.broker_ids != [ctx.node_id] for a in topic.assignments)
+                    )
                 )
             ):
                 code = ErrorCode.INVALID_REPLICA_ASSIGNMENT

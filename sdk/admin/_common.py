@@ -64,6 +64,24 @@ Result = tuple[str | None, int, str | None]
 NOT_DONE = frozenset({ErrorCode.NOT_CONTROLLER, ErrorCode.THROTTLING_QUOTA_EXCEEDED})
 
 
+#: How much sooner than the client stops waiting a request that the broker may
+#: hold until its ``timeout_ms`` asks to be answered (at most half the wait):
+#: :func:`answer_timeout_ms`.
+ANSWER_MARGIN_S = 5.0
+
+
+def answer_timeout_ms(wait_s: float) -> int:
+    """The ``timeout_ms`` to send in a request the broker answers at the latest
+    at that timeout (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders)
+    when the client waits ``wait_s`` for the answer: :data:`ANSWER_MARGIN_S`
+    less, or half the wait when that is shorter. The broker's answer at its
+    timeout (REQUEST_TIMED_OUT for what it did not see done, and the outcome of
+    the rest) then arrives before the client gives up on it. Java's AdminClient
+    sends the whole time left and waits as long, so it can lose that answer."""
+    wait_s = max(0.0, wait_s)
+    return int((wait_s - min(ANSWER_MARGIN_S, wait_s / 2)) * 1000)
+
+
 def fit(api_key: int, version: int, cls: type, **fields: Any) -> Any:
     """``cls(**fields)`` without the fields that ``version`` of the request lacks."""
     schema = api(api_key).module.REQUEST_SCHEMAS[version]

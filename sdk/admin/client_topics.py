@@ -24,6 +24,7 @@ from ..metadata import TopicInfo
 from ..transport import BrokerConnection
 from ._common import (
     Result,
+    answer_timeout_ms,
     by_topic,
     check_offset_spec,
     check_reassignments,
@@ -146,7 +147,7 @@ class TopicCalls(AdminCore):
     ) -> None:
         """Create topics (strings use ``num_partitions`` / ``replication_factor``).
 
-        ``timeout_ms`` bounds the call and is what the controller may take.
+        ``timeout_ms`` bounds the call; the controller's, a little less (:func:`~._common.answer_timeout_ms`).
         A topic is retried only on NOT_CONTROLLER or THROTTLING_QUOTA_EXCEEDED
         (nothing was done); after a lost answer, a retry can meet the topic its
         first attempt created (TOPIC_ALREADY_EXISTS), as in Kafka's AdminClient.
@@ -162,7 +163,7 @@ class TopicCalls(AdminCore):
             body = create_topics_request(
                 conn.version_for(ApiKey.CREATE_TOPICS),
                 [items[n] for n in names],
-                timeout_ms=int(left * 1000),
+                timeout_ms=answer_timeout_ms(left),
                 validate_only=validate_only,
             )
             return read_create_topics(
@@ -181,7 +182,7 @@ class TopicCalls(AdminCore):
 
         async def send(conn: BrokerConnection, todo: list[str], left: float) -> list[Result]:
             body = delete_topics_request(
-                conn.version_for(ApiKey.DELETE_TOPICS), todo, timeout_ms=int(left * 1000)
+                conn.version_for(ApiKey.DELETE_TOPICS), todo, timeout_ms=answer_timeout_ms(left)
             )
             return read_delete_topics(
                 await conn.request(ApiKey.DELETE_TOPICS, body, timeout=left + 5)
@@ -215,7 +216,7 @@ class TopicCalls(AdminCore):
         async def send(conn: BrokerConnection, names: list[str], left: float) -> list[Result]:
             body = create_partitions_request(
                 {n: totals[n] for n in names},
-                timeout_ms=int(left * 1000),
+                timeout_ms=answer_timeout_ms(left),
                 validate_only=validate_only,
             )
             return read_create_partitions(

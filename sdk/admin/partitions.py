@@ -17,7 +17,7 @@ from trafka.codec.messages import k46_list_partition_reassignments as lpr
 from ..calls import TRANSIENT, check
 from ..consumer_types import TopicPartition
 from ..errors import ArgumentValueError
-from ._common import answered, by_topic, fit, partition_outcome
+from ._common import answer_timeout_ms, answered, by_topic, fit, partition_outcome
 
 __all__ = [
     "ELECTION_TYPES",
@@ -63,15 +63,10 @@ def election_type(name: str) -> int:
     return ELECTION_TYPES[name]
 
 
-#: How much sooner than the client stops waiting ElectLeaders asks the controller
-#: to answer (at most half the wait): :func:`election_wait`.
-ANSWER_MARGIN_S = 5.0
-
-
 def election_wait(request_timeout_ms: int, left_s: float) -> tuple[float, int]:
     """How long an ElectLeaders attempt waits for its answer (seconds:
     ``request.timeout.ms``, at most the ``left_s`` the call has left) and the
-    ``timeout_ms`` it sends: :data:`ANSWER_MARGIN_S` (at most half the wait) less.
+    ``timeout_ms`` it sends (:func:`~._common.answer_timeout_ms`).
 
     The controller answers once the new leaders are in its metadata, or at the
     request's ``timeout_ms`` with each partition's outcome as it then stands
@@ -83,7 +78,7 @@ def election_wait(request_timeout_ms: int, left_s: float) -> tuple[float, int]:
     answer until that timeout (when its purgatory misses the wake-up).
     """
     wait = max(0.0, min(request_timeout_ms / 1000, left_s))
-    return wait, int((wait - min(ANSWER_MARGIN_S, wait / 2)) * 1000)
+    return wait, answer_timeout_ms(wait)
 
 
 def elect_leaders_request(

@@ -496,6 +496,11 @@ def run_with_cluster(
 async def raw_request(cluster: LocalCluster, node: int, key: int, version: int, body: Any) -> Any:
     """One request on a connection of its own to ``node``; the decoded answer."""
     host, port = cluster.node(node).address
+    return await raw_request_to(host, port, key, version, body)
+
+
+async def raw_request_to(host: str, port: int, key: int, version: int, body: Any) -> Any:
+    """One request on a connection of its own to ``host:port``; the decoded answer."""
     header = RequestHeader(
         request_api_key=key, request_api_version=version, correlation_id=1, client_id="cluster-test"
     )
@@ -507,6 +512,6 @@ async def raw_request(cluster: LocalCluster, node: int, key: int, version: int, 
             while (frame := reader.next_frame()) is None:
                 data = await stream.receive_some(1 << 16)
                 if not data:
-                    raise ConnectionError(f"node {node} closed the connection")
+                    raise ConnectionError(f"{host}:{port} closed the connection")
                 reader.feed(data)
     return decode_response_frame(frame, key, version)

@@ -26,6 +26,9 @@ from trafka.brokerlite.server import serve_broker
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce_msg
 from trafka.codec.messages import k01_fetch as fetch_msg
+from trafka.codec.messages import k19_create_topics as create_msg
+from trafka.codec.messages import k20_delete_topics as delete_msg
+from trafka.codec.messages import k37_create_partitions as partitions_msg
 from trafka.codec.messages import k43_elect_leaders as elect_msg
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import decode_response_frame
@@ -498,8 +501,56 @@ def test_preferred_leader_election_hands_leadership_back(zk: str) -> None:
                 unknown = await admin.elect_leaders([("prefer", 9)])
                 [error] = unknown.values()
                 assert error is not None and error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                await answers_at_the_requests_timeout(cluster, preferred)
 
     run(test)
+
+
+async def answers_at_the_requests_timeout(cluster: LocalCluster, node: int) -> None:
+    """CreateTopics, CreatePartitions and DeleteTopics whose change is not seen done
+    by ``timeout_ms`` answer REQUEST_TIMED_OUT and the change goes on; with
+    ``timeout_ms`` 0 at once, once written (as Kafka 3.9: test_kafka_topic_timeouts.py).
+    An empty assignment list is not a null one."""
+
+    def create(name: str, timeout_ms: int) -> Any:
+        topic = create_msg.CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=2, replication_factor=3, assignments=[], configs=[]
+        )
+        return create_msg.CreateTopicsRequest(topics=[topic], timeout_ms=timeout_ms)
+
+    def has_leaders(name: str, count: int) -> bool:
+        found = states(cluster, name)
+        return len(found) == count and all(s.leader >= 0 for s in found.values())
+
+    answer = await raw_request(cluster, node, 19, 7, create("slow", 0))
+    assert [t.error_code for t in answer.topics] == [ErrorCode.REQUEST_TIMED_OUT]
+    await until(lambda: has_leaders("slow", 2), "the creation went on")
+    # An empty assignment list is not a null one: it names no new partition.
+    empty = partitions_msg.CreatePartitionsRequest(
+        topics=[
+            partitions_msg.CreatePartitionsRequest.CreatePartitionsTopic(
+                name="slow", count=3, assignments=[]
+            )
+        ],
+        timeout_ms=0,
+    )
+    answer = await raw_request(cluster, node, 37, 3, empty)
+    assert [r.error_code for r in answer.results] == [ErrorCode.INVALID_REPLICA_ASSIGNMENT]
+    grow = partitions_msg.CreatePartitionsRequest(
+        topics=[
+            partitions_msg.CreatePartitionsRequest.CreatePartitionsTopic(
+                name="slow", count=3, assignments=None
+            )
+        ],
+        timeout_ms=0,
+    )
+    answer = await raw_request(cluster, node, 37, 3, grow)
+    assert [r.error_code for r in answer.results] == [ErrorCode.REQUEST_TIMED_OUT]
+    await until(lambda: has_leaders("slow", 3), "the partition was added")
+    delete = delete_msg.DeleteTopicsRequest(topic_names=["slow"], timeout_ms=0)
+    answer = await raw_request(cluster, node, 20, 5, delete)
+    assert [r.error_code for r in answer.responses] == [ErrorCode.REQUEST_TIMED_OUT]
+    await until(lambda: not states(cluster, "slow"), "the deletion went on")
 
 
 def test_zookeeper_down_leaders_keep_serving_and_changes_wait(make_zookeeper: Any) -> None:

@@ -342,16 +342,17 @@ class ClusterDriver:
         self._full_due = True
         self._changed.set()
 
-    async def _wait_image(self, deadline: float, done: Callable[[], bool]) -> None:
+    async def _wait_image(self, deadline: float, done: Callable[[], bool]) -> bool:
         """Ask for a reading, then wait until the readings show ``done()`` or the
-        deadline (trio's clock) passes."""
+        deadline (trio's clock) passes; whether they showed it."""
         self._want_reading()
         while not done():
             event = self._image_event
             with trio.move_on_at(deadline):
                 await event.wait()
             if trio.current_time() >= deadline and not done():
-                return  # answered as it stands (Kafka's CreateTopics does the same)
+                return False
+        return True
 
     # -- running ------------------------------------------------------------------------------
 

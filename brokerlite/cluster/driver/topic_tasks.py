@@ -28,6 +28,7 @@ from trafka.codec.errors import ErrorCode
 from ...config import BrokerConfig
 from ...errors import (
     BrokerError,
+    ChangeNotSeenError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     TopicExistsError,
@@ -104,7 +105,7 @@ class TopicTasks:
         config: BrokerConfig,
         kick: Kick,
         want_reading: Callable[[], None],
-        wait_image: Callable[[float, Callable[[], bool]], Awaitable[None]],
+        wait_image: Callable[[float, Callable[[], bool]], Awaitable[bool]],
         *,
         producer_ids: ClusterProducerIds,
         acls: AclSync,
@@ -154,21 +155,26 @@ class TopicTasks:
                     # (An internal topic another request is creating: wait for it too.)
                 if not task.args.get("validate_only"):
                     # validate_only wrote nothing: no leaders will come to wait for
-                    await self._wait_image(deadline, lambda: self._has_leaders(task.args["name"]))
+                    seen = await self._wait_image(
+                        deadline, lambda: self._has_leaders(task.args["name"])
+                    )
+                    _seen_or_timed_out(seen, "the topic's leaders")
             elif task.kind == "delete_topic":
                 await trio.to_thread.run_sync(self._mark_deleted, task.args["name"])
-                await self._wait_image(
+                seen = await self._wait_image(
                     deadline, lambda: task.args["name"] not in self.view.image.topics
                 )
+                _seen_or_timed_out(seen, "the topic's deletion")
             elif task.kind == "create_partitions":
                 await trio.to_thread.run_sync(self._create_partitions, task.args)
                 if not task.args.get("validate_only"):
                     # The image has the topic's old partitions (with leaders) until
                     # it reads the new assignment: wait for the new count.
-                    await self._wait_image(
+                    seen = await self._wait_image(
                         deadline,
                         lambda: self._has_leaders(task.args["name"], task.args["total"]),
                     )
+                    _seen_or_timed_out(seen, "the new partitions' leaders")
             elif task.kind == "set_topic_config":
                 name, configs = task.args["name"], task.args["configs"]
                 await trio.to_thread.run_sync(self._set_topic_config, name, configs)
@@ -495,3 +501,11 @@ def reserve_producer_ids(zk: Any, node_id: int) -> tuple[int, int]:
         except BadVersionError:
             continue
         return start, start + _PRODUCER_ID_BLOCK_SIZE - 1
+
+
+def _seen_or_timed_out(seen: bool, what: str) -> None:
+    """A topic change written but not seen done by the request's timeout: the
+    answer is REQUEST_TIMED_OUT (the change goes on), as Kafka's; with
+    ``timeout_ms`` 0 always (Kafka 3.9's ZkAdminManager answers at once)."""
+    if not seen:
+        raise ChangeNotSeenError(f"{what} not seen by the request's timeout; the change goes on")
