@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import random
 from collections.abc import Callable, Sequence
 
@@ -136,6 +137,21 @@ class ReadyCheck:
     unknown_leaders: set[str]
 
 
+def backing_off(
+    head: ProducerBatch, now: float, epoch_of: Callable[[str, int], int] | None
+) -> bool:
+    """Whether a retried batch still waits out its backoff. Not once its partition
+    has a newer leader epoch (``epoch_of``) than the batch was sent under (a KIP-951
+    hint or a refresh moved it): it goes to that leader at once, as Java's
+    ``RecordAccumulator.shouldBackoff``."""
+    if head.retry_at <= now:
+        return False
+    if epoch_of is not None and 0 <= head.leader_epoch < epoch_of(head.topic, head.partition):
+        head.retry_at = -math.inf
+        return False
+    return True
+
+
 class Accumulator(BatchQueues):
     """Batches records per partition and decides what to send: the queues
     (:class:`~trafka.sdk.batch_queues.BatchQueues`) and the decisions are one state.
@@ -160,6 +176,8 @@ class Accumulator(BatchQueues):
         send_allowed: ``(topic, partition, batch.txn) -> bool``; partitions whose
             head batch it refuses are held back (transactions: not yet added
             to the transaction, or the batch is of the transaction begun ahead).
+        epoch_of: ``(topic, partition) -> leader epoch`` (-1: unknown): see
+            :func:`backing_off`.
         txn_open: the transaction number stamped on new batches.
         on_failure: ``(batch, exception)``, called for every batch that fails.
         on_retry: ``(batch, exception)``, called for every batch put back for
@@ -203,13 +221,12 @@ class Accumulator(BatchQueues):
         self.idempotent = idempotent
         self.transactional = transactional
         self.send_allowed: Callable[[str, int, int], bool] | None = None
+        self.epoch_of: Callable[[str, int], int] | None = None
         self.txn_open = 0
         self.partition_in_flight = max_in_flight
         self.handle_class = handle_class
-        #: librdkafka's bounds in records (0: none): of one batch
-        #: (``batch.num.messages``) and of the buffer
-        #: (``queue.buffering.max.messages``; a record beyond it waits for
-        #: room as one beyond ``buffer.memory`` does).
+        #: librdkafka's bounds in records (0: none): ``batch.num.messages`` and
+        #: ``queue.buffering.max.messages`` (beyond it a record waits for room).
         self.batch_records = 0
         self.max_records = 0
         self.memory_waiters = 0
@@ -315,10 +332,7 @@ class Accumulator(BatchQueues):
     def records_full(self) -> bool:
         """Whether the buffer holds ``max_records`` records (waiting to be sent
         or for their acknowledgement), when that bound is set."""
-        held = 0
-        for batch in self._incomplete:
-            held += len(batch.records)
-        return held >= self.max_records
+        return sum(len(batch.records) for batch in self._incomplete) >= self.max_records
 
     def append_to(
         self,
@@ -426,7 +440,7 @@ class Accumulator(BatchQueues):
             return None
         if self._held_back(topic, partition, q, head):
             return None
-        if head.retry_at > now:
+        if backing_off(head, now, self.epoch_of):
             return head.retry_at
         if hurry or head.full or len(q.batches) > 1 or head.attempts:
             return now
@@ -459,7 +473,7 @@ class Accumulator(BatchQueues):
             if not q.batches or q.in_flight >= self.partition_in_flight:
                 continue
             head = q.batches[0]
-            if head.in_flight or head.retry_at > now:
+            if head.in_flight or backing_off(head, now, self.epoch_of):
                 continue
             if leader_of(topic, partition) != node:
                 continue
@@ -484,6 +498,8 @@ class Accumulator(BatchQueues):
                 continue
             total += len(data)
             q.batches.popleft()
+            if self.epoch_of is not None:
+                head.leader_epoch = self.epoch_of(topic, partition)
             head.in_flight = True
             head.attempts += 1
             q.in_flight += 1

@@ -125,6 +125,7 @@ class ProducerBatch:
         "full",
         "in_flight",
         "last_error",
+        "leader_epoch",
         "limit",
         "log_append_time",
         "memory",
@@ -162,6 +163,7 @@ class ProducerBatch:
         self.pending_children = 0
         self.attempts = 0
         self.retry_at = -math.inf  # not backing off (any clock reading is after it)
+        self.leader_epoch = -1  # the partition's leader epoch at the last send (-1: unknown)
         self.base_sequence = -1
         # The identity the sequence numbers belong to (-1 until sequenced).
         self.producer_id = -1

@@ -238,6 +238,7 @@ class ProducerCore:
         # The errors batches are retried after, told as they happen (rate-limited).
         self._retry_log = RateLimitedLog(log, interval=30.0, clock=clock)
         self.acc.on_retry = self._on_batch_retry
+        self.acc.epoch_of = self.metadata.leader_epoch
         if self.transactional:
             self.txn.on_unsendable = self.forget_hot_batches
             self.acc.send_allowed = self.txn.is_send_allowed
@@ -503,7 +504,8 @@ class ProducerCore:
         """A Produce answer (None for ``acks=0``): each batch completes, is
         retried or fails. ``topic_ids``: the ids the request named its topics by
         (v13+). Returns whether the metadata must be refreshed (the driver then
-        nudges its refresher); a batch whose KIP-951 hint moved it is retried at once."""
+        nudges its refresher); a KIP-951 hint moves the partition, and the batches
+        sent under the older epoch skip their backoff (:class:`.Accumulator`)."""
         acc = self.acc
         if response is None:
             for b in batches:
@@ -533,11 +535,10 @@ class ProducerCore:
             if code == ErrorCode.MESSAGE_TOO_LARGE and acc.split(b):
                 continue
             err = KafkaError(code, p.error_message)
-            moved = False
             if code in REFRESH_ERRORS:
                 refresh = True  # the refresh below is asked for with or without a hint
                 hint = p.current_leader  # KIP-951; leader -1: none
-                moved = md.on_leader_hint(b.topic, b.partition, hint.leader_id, hint.leader_epoch)
+                md.on_leader_hint(b.topic, b.partition, hint.leader_id, hint.leader_epoch)
             if code in _SEQUENCE_GAP and b.base_sequence >= 0:
                 if acc.has_earlier(b):
                     # An older batch's retry: this one follows it.
@@ -550,8 +551,7 @@ class ProducerCore:
                     if acc.retry_or_fail(b, err, now, force=True) and acc.request_sequence_reset(b):
                         self.txn.request_epoch_bump()
                     continue
-            if acc.retry_or_fail(b, err, now) and moved:
-                b.retry_at = now  # KIP-951: to the newer leader at once, no backoff
+            acc.retry_or_fail(b, err, now)
         if refresh:  # after a hint too, as KIP-951 and Java's Sender do
             md.request_update()
         return refresh

@@ -215,6 +215,45 @@ def test_an_applied_leader_hint_resends_at_once_to_the_new_leader_and_still_refr
     assert core.acc.drain(4.5, 7, md.leader_for) == [batch]  # after the backoff (1 s, +-20 %)
 
 
+def test_every_batch_sent_under_the_older_epoch_skips_its_backoff() -> None:
+    """Java's ``RecordAccumulator.shouldBackoff`` (KIP-951, KAFKA-15415): a retried
+    batch does not wait out retry.backoff.ms once its partition's leader epoch is
+    newer than the one it was sent under. Two batches of one partition in flight
+    both fail at the old leader: the first answer's hint moves the partition, the
+    second's then applies nothing, and both go to the new leader at once."""
+    core = Effects().core(enable_idempotence=False, retry_backoff_ms=1000, linger_ms=0)
+    md = core.metadata
+    first = open_batch(core, b"a", key=b"k")
+    assert core.acc.drain(2.0, 1, md.leader_for) == [first]
+    second = open_batch(core, b"b", key=b"k")
+    assert second is not first and second.partition == first.partition
+    assert core.acc.drain(2.0, 1, md.leader_for) == [second]
+    epoch = md.leader_epoch("t", first.partition)
+    hint = not_leader_answer(first.partition, 7, epoch + 1, endpoints=(7,))
+    core.on_produce_response([first], hint, now=2.0)
+    core.on_produce_response([second], not_leader_answer(first.partition, 7, epoch + 1), now=2.0)
+    assert md.leader_for("t", first.partition) == 7
+    assert core.acc.drain(2.0, 7, md.leader_for) == [first]
+    core.on_produce_response([first], None, now=2.0)  # (acks=0: done)
+    assert core.acc.drain(2.0, 7, md.leader_for) == [second]
+
+
+def test_a_newer_leader_found_later_ends_the_backoff() -> None:
+    """A NOT_LEADER_OR_FOLLOWER without a hint backs off; a newer leader epoch
+    learnt meanwhile (a metadata refresh, another answer's hint) ends the wait,
+    as in Java's accumulator."""
+    core = Effects().core(enable_idempotence=False, retry_backoff_ms=1000)
+    md = core.metadata
+    batch = open_batch(core, b"v")
+    epoch = md.leader_epoch("t", batch.partition)
+    assert core.acc.drain(2.0, 1, md.leader_for) == [batch]
+    core.on_produce_response([batch], not_leader_answer(batch.partition, -1, -1), now=2.0)
+    assert core.acc.drain(2.1, 1, md.leader_for) == []  # backing off
+    md.learn_endpoints([produce.ProduceResponse.NodeEndpoint(node_id=7, host="b7", port=9097)])
+    assert md.on_leader_hint("t", batch.partition, 7, epoch + 1)
+    assert core.acc.drain(2.1, 7, md.leader_for) == [batch]
+
+
 @pytest.mark.parametrize(
     ("epoch_step", "endpoints"),
     [(0, (7,)), (-1, (7,)), (1, ())],
