@@ -10,9 +10,9 @@ prints the N files (default 30) and tests that took longest, setup and
 teardown included (a session fixture's start counts to the first test that
 asked for it).
 
-Each line also carries the CPU seconds the test process and every process under
-it spent since the previous phase ended (brokers, JVMs and clients the tests
-start included; a shared broker's idle time counts to whatever test was
+Each test's teardown line also carries the CPU seconds the test process and every
+process under it spent since the previous test ended (brokers, JVMs and clients
+the tests start included; a shared broker's idle time counts to whatever test was
 running). On a machine whose cores are all busy, as the suite's is, the wall
 time of a test says how long it was queued as much as what it costs; its CPU
 says what removing it would save. The summary then lists the files by CPU too.
@@ -35,24 +35,29 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 
 def tree_cpu_seconds(pid: int) -> float:
     """CPU seconds (user and system) of a process and of every process under it:
-    those alive (through /proc's children lists) and those reaped (their parents'
-    cutime and cstime). A process that left the tree (re-parented) is not counted."""
+    those alive (found by their parent ids, one read of /proc's process list,
+    whatever their threads) and those reaped (their parents' cutime and cstime).
+    A process that left the tree (re-parented) is not counted."""
+    children: dict[int, list[int]] = defaultdict(list)
+    ticks: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # it ended while we read: its time moved to its parent's cutime
+        # Fields after the command (which may hold spaces) in its parentheses: the
+        # parent id is the 4th of the line; utime, stime, cutime, cstime the 14th-17th.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        children[int(fields[1])].append(int(name))
+        ticks[int(name)] = sum(int(v) for v in fields[11:15])
     total = 0
     todo = [pid]
     while todo:
         p = todo.pop()
-        try:
-            stat = Path(f"/proc/{p}/stat").read_text()
-            # Fields after the command (which may hold spaces) in its parentheses:
-            # utime, stime, cutime and cstime are the 14th to 17th of the line.
-            fields = stat[stat.rindex(")") + 2 :].split()
-            total += sum(int(v) for v in fields[11:15])
-            for task in os.listdir(f"/proc/{p}/task"):
-                todo.extend(
-                    int(c) for c in Path(f"/proc/{p}/task/{task}/children").read_text().split()
-                )
-        except (FileNotFoundError, ProcessLookupError, ValueError):
-            continue  # it ended while we read it: its time moved to its parent's cutime
+        total += ticks.get(p, 0)
+        todo.extend(children.get(p, ()))
     return total / _TICKS
 
 
@@ -67,7 +72,9 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
     outcome = yield
-    if os.environ.get(OUT) and _last_cpu:
+    # Read once per test, at its teardown (the whole test's CPU on that line): a
+    # reading costs milliseconds when JVMs run under the process.
+    if os.environ.get(OUT) and _last_cpu and call.when == "teardown":
         now = tree_cpu_seconds(os.getpid())
         outcome.get_result().user_properties.append((_CPU_KEY, now - _last_cpu[0]))
         _last_cpu[0] = now
