@@ -101,7 +101,9 @@ class TopicLog:
         try:
             await self._admin.create_topics([topic])
         except KafkaError as exc:
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            # REQUEST_TIMED_OUT: not seen created in time, the creation goes on
+            # (the producer's send waits for the topic's metadata).
+            if exc.code not in (ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.REQUEST_TIMED_OUT):
                 raise
         log.info("created the schema registry's topic %s", TOPIC)
 
