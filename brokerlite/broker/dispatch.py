@@ -5,7 +5,9 @@ outcome out, never an exception for bad input; an API whose feature is not
 finalized is refused before anything else; deferred transaction markers are
 written before the next request is handled; in a cluster, a group or
 transaction request for a coordinator elsewhere is answered NOT_COORDINATOR,
-and a coordinator's answer waits until what it wrote is replicated. A request
+and a coordinator's answer waits until what it wrote is replicated, whether
+the handler gave it at once or after a wait of its own (a TxnOffsetCommit
+verified with its transaction coordinator, KIP-890). A request
 over its client quotas is answered with its throttle time (KIP-219), a Fetch
 capped to what the quota allows; a parked request's answer too, when it completes.
 """
@@ -13,6 +15,7 @@ capped to what the quota allows; a parked request's answer too, when it complete
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -23,6 +26,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import api
 
+from ..clock import mono_ms
 from ..cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from ..errors import UnknownTopicOrPartitionError
 from ..handlers import HANDLERS
@@ -199,50 +203,64 @@ class Dispatcher:
                 header.client_id,
             )
             return self._internal_error(spec, header, body)
-        if isinstance(result, Parked) and elsewhere:
-            # (a DescribeShareGroupOffsets waiting for its share coordinators)
+        replication = self._replication_wait(spec, ctx.version, body, tids)
+        if isinstance(result, Parked):
             entry = core.purgatory.get(result.ticket)
-            if entry is not None:
+            if entry is not None and elsewhere:
+                # (a DescribeShareGroupOffsets waiting for its share coordinators)
                 entry.waiter = _ElsewhereToo(entry.waiter, spec.api_key, elsewhere)
+            if entry is not None and replication is not None:
+                # A coordinator's answer that comes after a wait (a TxnOffsetCommit
+                # verified with its transaction coordinator, KIP-890) waits for what
+                # it wrote as one given at once does.
+                entry.waiter = _ThenReplicated(entry.waiter, replication)
         if isinstance(result, Reply | NoResponse | Parked | Close):
             return result
         if elsewhere:
             result = _with_elsewhere(result, spec.api_key, elsewhere)
-        waiter: _Replicated | None = None
-        if cluster is not None and spec.api_key in _OFFSETS_WRITES:
-            # Kafka's offsets.commit.required.acks=-1.
-            partition = self._offsets_partition(getattr(body, "group_id", ""))
-            waiter = self._replicated(
-                ctx, spec, body, result, (OFFSETS_TOPIC, partition), ErrorCode.REQUEST_TIMED_OUT
-            )
-        elif tids and cluster_txn is not None:
-            partition = cluster_txn.state_partition(tids[0])
-            waiter = self._replicated(
-                ctx,
-                spec,
-                body,
-                result,
-                (TRANSACTION_STATE_TOPIC, partition),
-                ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            )
+        waiter = None if replication is None else replication(result, ctx.mono_ms)
         if waiter is not None:
             return ctx.park(waiter)
         return Reply(header.correlation_id, spec.api_key, header.request_api_version, result)
 
+    def _replication_wait(
+        self, spec: HandlerSpec, version: int, body: Any, tids: list[str]
+    ) -> Callable[[Any, int], _Replicated | None] | None:
+        """How a coordinator's answer to this request waits for what it wrote (see
+        :meth:`_replicated`), None for a request that writes nothing there:
+        OffsetCommit, TxnOffsetCommit and ShareGroupHeartbeat write the group's
+        ``__consumer_offsets`` partition (Kafka's
+        ``offsets.commit.required.acks=-1``), the transaction APIs the id's
+        ``__transaction_state`` partition."""
+        cluster, cluster_txn = self._core.cluster, self._core.cluster_txn
+        if cluster is not None and spec.api_key in _OFFSETS_WRITES:
+            partition = self._offsets_partition(getattr(body, "group_id", ""))
+            where, timed_out = (OFFSETS_TOPIC, partition), ErrorCode.REQUEST_TIMED_OUT
+        elif tids and cluster_txn is not None:
+            partition = cluster_txn.state_partition(tids[0])
+            where, timed_out = (
+                (TRANSACTION_STATE_TOPIC, partition),
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            )
+        else:
+            return None
+        return functools.partial(self._replicated, spec, version, body, where, timed_out)
+
     def _replicated(
         self,
-        ctx: RequestContext,
         spec: HandlerSpec,
+        version: int,
         body: Any,
-        answer: Any,
         where: tuple[str, int | None],
         timed_out: ErrorCode,
+        answer: Any,
+        mono_now: int,
     ) -> _Replicated | None:
         """A coordinator's answer is sent once what it wrote is on every in-sync
         replica of its partition (the group's ``__consumer_offsets`` or the
         transactional id's ``__transaction_state`` partition): a waiter when it
-        is not yet. A lost leadership answers NOT_COORDINATOR, a timeout
-        ``timed_out``."""
+        is not yet (``mono_now``: the monotonic time of the answer). A lost
+        leadership answers NOT_COORDINATOR, a timeout ``timed_out``."""
         topic, partition = where
         if partition is None:
             return None
@@ -258,9 +276,9 @@ class Dispatcher:
             partition,
             plog.log_end_offset,
             answer,
-            spec.refusal(body, ctx.version, timed_out),
-            spec.refusal(body, ctx.version, ErrorCode.NOT_COORDINATOR),
-            ctx.mono_ms + _REPLICATION_WAIT_MS,
+            spec.refusal(body, version, timed_out),
+            spec.refusal(body, version, ErrorCode.NOT_COORDINATOR),
+            mono_now + _REPLICATION_WAIT_MS,
         )
 
     # -- client quotas -------------------------------------------------------------
@@ -431,6 +449,30 @@ def _with_elsewhere(result: Any, api_key: int, elsewhere: list[str]) -> Any:
     group_type = getattr(type(result), _GROUP_ANSWER[api_key])
     extra = [group_type(group_id=g, error_code=ErrorCode.NOT_COORDINATOR) for g in elsewhere]
     return dataclasses.replace(result, groups=[*result.groups, *extra])
+
+
+class _ThenReplicated:
+    """A parked coordinator request's waiter whose answer, once it has one, waits
+    until what it wrote is replicated (``replication``: the Dispatcher's
+    ``_replicated`` for the request), as an answer given at once does."""
+
+    def __init__(
+        self, waiter: Waiter, replication: Callable[[Any, int], _Replicated | None]
+    ) -> None:
+        self._waiter = waiter
+        self._replication = replication
+        self.deadline_ms = waiter.deadline_ms
+        self.watches = waiter.watches
+
+    def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
+        return self._waiter.on_append(topic, partition, nbytes)
+
+    def complete(self, now_ms: int) -> Any:
+        answer = self._waiter.complete(now_ms)
+        if isinstance(answer, ParkAgain):
+            return ParkAgain(_ThenReplicated(answer.waiter, self._replication))
+        waiter = self._replication(answer, mono_ms(now_ms))
+        return answer if waiter is None else ParkAgain(waiter)
 
 
 class _ElsewhereToo:

@@ -7,19 +7,35 @@ goes on to wait for its replicas).
 Kafka's leader asks with AddPartitionsToTxn v4 ``verify_only``, batched per
 coordinator; a partition not in the ongoing transaction is INVALID_TXN_STATE,
 transient coordinator states become NOT_ENOUGH_REPLICAS for the producer.
+
+The group coordinator verifies a TxnOffsetCommit the same way (KIP-890 part 1
+for offsets), and its answer, once verified, still waits until the offsets it
+staged are on every in-sync replica of the group's ``__consumer_offsets``
+partition, as an answer given at once does (Kafka appends them with
+``offsets.commit.required.acks=-1``): a cluster-mode broker core with a cluster
+image given by hand shows it.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
-from trafka.brokerlite.outcomes import ParkAgain, Reply
+from trafka.brokerlite.cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ClusterImage
+from trafka.brokerlite.cluster.zk_layout import (
+    BrokerRegistration,
+    PartitionState,
+    TopicAssignment,
+)
+from trafka.brokerlite.outcomes import ParkAgain, Parked, Reply
 from trafka.brokerlite.purgatory import ParkedRequest, Purgatory
 from trafka.brokerlite.session import ConnectionSession
 from trafka.brokerlite.transactions.producer_state import ProducerEntry
 from trafka.brokerlite.transactions.verification import TxnVerification
+from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k24_add_partitions_to_txn as m
+from trafka.codec.messages import k28_txn_offset_commit as toc
 from trafka.codec.messages.headers import RequestHeader
 
 ME = 1
@@ -198,3 +214,82 @@ def test_a_request_parked_again_keeps_its_ticket_until_its_last_waiter_completes
         "done",
     )
     assert session.parked_ticket is None and purgatory.waiting == 0
+
+
+def group_coordinator(open_core: Any) -> Any:
+    """A cluster-mode broker core, node 1: it leads the group's ``__consumer_offsets``
+    partition (its ISR: 1 and 2); node 2 leads the transactions'
+    ``__transaction_state`` partition and the input topic ``in``."""
+    core = open_core(node_id=ME, zookeeper_connect="127.0.0.1:1")
+    brokers = {n: BrokerRegistration(n, "127.0.0.1", 9090 + n, "PLAINTEXT", None) for n in (1, 2)}
+    led = {OFFSETS_TOPIC: (1, 2), TRANSACTION_STATE_TOPIC: (2, 1), "in": (2, 1)}
+    topics = {t: TopicAssignment(t, uuid.uuid4(), {0: r}) for t, r in led.items()}
+    states = {(t, 0): PartitionState(r[0], 1, r, 1, 0) for t, r in led.items()}
+    core.broker.cluster.apply(ClusterImage(brokers, 2, 1, topics, states, {}), core.now)
+    return core
+
+
+def commit_verified(core: Any, offset: int) -> Parked:
+    """A TxnOffsetCommit of ``offset`` for ``in-0``, which the transaction
+    coordinator (node 2) then confirms; the request, still parked."""
+    T = toc.TxnOffsetCommitRequest
+    request = T(
+        transactional_id="tx",
+        group_id="g",
+        producer_id=7,
+        producer_epoch=0,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[
+            T.TxnOffsetCommitRequestTopic(
+                name="in",
+                partitions=[
+                    T.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=offset)
+                ],
+            )
+        ],
+    )
+    parked = core.send(ApiKey.TXN_OFFSET_COMMIT, 3, request)
+    assert isinstance(parked, Parked), parked
+    verification = core.broker.txn_verification
+    [batch] = verification.batches()
+    assert batch.node == 2 and batch.questions == (("tx", 7, 0, OFFSETS_TOPIC, 0),)
+    verification.answered(batch, answer("tx", {(OFFSETS_TOPIC, 0): ErrorCode.NONE}))
+    return parked
+
+
+def commit_code(core: Any, completion: Any) -> ErrorCode:
+    [[part]] = [t.partitions for t in core.decode(completion.reply).topics]
+    return ErrorCode(part.error_code)
+
+
+def test_a_verified_txn_offset_commit_waits_for_its_offsets_to_replicate(open_core: Any) -> None:
+    """Found by tests/faults' leader-zk under txn (seed 64: inputs processed four
+    times): the group coordinator cut from ZooKeeper, its successor elected,
+    answered a verified TxnOffsetCommit at once; the successor never got those
+    offsets, the transaction committed without them (a replay's logs show it),
+    and a processor that resumes from the group's offsets redoes its inputs."""
+    core = group_coordinator(open_core)
+    plog = core.broker.logs.partition(OFFSETS_TOPIC, 0)
+    parked = commit_verified(core, 10)
+    assert core.poll() == []
+    # Staged here (OffsetFetch with require_stable sees it pending), not yet on node 2.
+    assert core.broker.pending_offset_partitions("g") == {("in", 0)}
+    assert plog.high_watermark < plog.log_end_offset
+    # Node 2 fetches up to the log end: the high watermark passes the offsets.
+    core.broker.cluster.replicas.on_follower_fetch(
+        OFFSETS_TOPIC, 0, 2, plog.log_end_offset, core.now, current_leader_epoch=1
+    )
+    [done] = core.poll()
+    assert done.ticket == parked.ticket and commit_code(core, done) is ErrorCode.NONE
+
+
+def test_a_verified_txn_offset_commit_never_replicated_times_out(open_core: Any) -> None:
+    """The follower never fetches (it follows another leader now): the commit is
+    answered REQUEST_TIMED_OUT (retriable: the producer looks its group
+    coordinator up again), not NONE."""
+    core = group_coordinator(open_core)
+    parked = commit_verified(core, 10)
+    assert core.poll() == []
+    [done] = core.poll(6_000)  # past the 5 s wait (Kafka's offsets.commit.timeout.ms)
+    assert done.ticket == parked.ticket and commit_code(core, done) is ErrorCode.REQUEST_TIMED_OUT

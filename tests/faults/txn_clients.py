@@ -92,10 +92,13 @@ class LibrdkafkaProcessor:
         assigned = consumer.assignment()
         if not assigned:
             return
+        resumed: dict[int, int] = {}
         for tp in consumer.committed(assigned, timeout=15):
+            resumed[tp.partition] = -1 if tp.offset == OFFSET_INVALID else tp.offset
             offset = OFFSET_BEGINNING if tp.offset == OFFSET_INVALID else tp.offset
             with contextlib.suppress(Exception):  # not fetching yet: it starts there anyway
                 consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+        self.told.rewinds.append((len(self.told.txns), resumed))
 
     def _transaction(self, consumer: Any, producer: Any) -> bool:
         from confluent_kafka import KafkaException, TopicPartition
@@ -107,7 +110,7 @@ class LibrdkafkaProcessor:
         number = len(self.told.txns)
         outputs = [b"t%d:%d:%d:%s" % (number, m.partition(), m.offset(), m.value())
                    for m in records]  # fmt: skip
-        txn = Txn(outputs, {})
+        txn = Txn(outputs, {}, after_rewind=len(self.told.rewinds) - 1)
         for m in records:
             txn.offsets[m.partition()] = max(txn.offsets.get(m.partition(), 0), m.offset() + 1)
         self.told.txns.append(txn)

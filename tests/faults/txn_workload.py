@@ -40,6 +40,14 @@ from them processes every input exactly once:
   watermark once every transaction has ended (a transaction left open);
 * ``txn_wrong_offset``: a committed output's delivery report naming an offset
   that does not hold it.
+
+Diagnostics, printed under the report's header and asserted of nothing: each
+time the processor resumed from the group's offsets below what an earlier
+committed transaction had sent (its offsets were lost, or the group's
+coordinator answered from stale state), and for the first inputs processed
+more than once, every transaction that took them, with the offsets it sent and
+those the processor had resumed from before it (trafka's and librdkafka's
+processors record their rewinds; Java's does not).
 """
 
 from __future__ import annotations
@@ -69,6 +77,8 @@ class Txn:
     offsets: dict[int, int]  # source partition -> the next offset, sent with it
     outcome: str = "open"
     reports: dict[bytes, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    #: the index in ``TxnTold.rewinds`` of the last rewind before it (-1: none)
+    after_rewind: int = -1
 
 
 @dataclasses.dataclass
@@ -76,6 +86,11 @@ class TxnTold(Told):
     txns: list[Txn] = dataclasses.field(default_factory=list)
     errors: dict[str, int] = dataclasses.field(default_factory=dict)
     producers: int = 0
+    #: each time the processor went back to the group's committed offsets: how many
+    #: transactions it had begun by then, and the offsets it resumed from (source
+    #: partition -> offset; -1 for none committed, the beginning). Diagnostics for
+    #: ``processed_twice`` (trafka's and librdkafka's processors record them).
+    rewinds: list[tuple[int, dict[int, int]]] = dataclasses.field(default_factory=list)
 
 
 class TxnWorkload(Workload):
@@ -160,12 +175,15 @@ class TxnWorkload(Workload):
 
     async def _rewind(self, consumer: Any) -> None:
         """Back to the group's committed offsets (what was not committed is redone)."""
+        resumed: dict[int, int] = {}
         for tp in consumer.assignment():
             offset = await consumer.committed(tp)
+            resumed[tp.partition] = -1 if offset is None else offset
             if offset is None:
                 consumer.seek_to_beginning(tp)
             else:
                 consumer.seek(tp, offset)
+        self.told.rewinds.append((len(self.told.txns), resumed))
 
     async def _transaction(self, consumer: Any, producer: Any) -> bool:
         """One transaction; False when the producer cannot go on."""
@@ -174,7 +192,8 @@ class TxnWorkload(Workload):
         if not records:
             return True
         number = len(self.told.txns)
-        txn = Txn([b"t%d:%d:%d:%s" % (number, r.partition, r.offset, r.value) for r in records], {})
+        txn = Txn([b"t%d:%d:%d:%s" % (number, r.partition, r.offset, r.value) for r in records], {},
+                  after_rewind=len(self.told.rewinds) - 1)  # fmt: skip
         for r in records:
             txn.offsets[r.partition] = max(txn.offsets.get(r.partition, 0), r.offset + 1)
         self.told.txns.append(txn)
@@ -276,12 +295,14 @@ def check_transactions(
                 )
     outputs: dict[tuple[int, int], int] = {}
     for value, count in seen.items():
-        _, partition, offset = value.split(b":", 3)[:3]
-        spot = (int(partition), int(offset))
+        spot = _input_of(value)
         outputs[spot] = outputs.get(spot, 0) + count
+    report.notes += _went_back(told)
     for spot, count in sorted(outputs.items()):
         if count > 1:
             report.note("processed_twice", f"input {spot[0]}/{spot[1]}: {count} outputs")
+            if report.counts["processed_twice"] <= 3:
+                report.notes.append(_history(told, spot))
         if spot[1] >= committed.get(spot[0], -1):
             report.note("outputs_past_offsets", f"input {spot[0]}/{spot[1]}: committed "
                         f"{committed.get(spot[0], -1)}")  # fmt: skip
@@ -294,3 +315,45 @@ def check_transactions(
             report.note("hanging", f"sink {partition}: LSO {len(visible.get(partition, []))} "
                         f"< high watermark {len(values)}")  # fmt: skip
     return report
+
+
+def _input_of(output: bytes) -> tuple[int, int]:
+    """The input (source partition, offset) an output ``t<txn>:<p>:<o>:...`` is of."""
+    _, partition, offset = output.split(b":", 3)[:3]
+    return int(partition), int(offset)
+
+
+def _history(told: TxnTold, spot: tuple[int, int]) -> str:
+    """Diagnostics of an input processed more than once: every transaction that
+    took it, with its outcome, the offsets sent with it and the rewind it came
+    after (the offsets the processor resumed from, and after how many
+    transactions)."""
+    parts = []
+    for number, txn in enumerate(told.txns):
+        if spot not in {_input_of(out) for out in txn.outputs}:
+            continue
+        where = "no rewind before it"
+        if 0 <= txn.after_rewind < len(told.rewinds):
+            at, resumed = told.rewinds[txn.after_rewind]
+            where = f"after rewind {txn.after_rewind} (at t{at}) from {resumed}"
+        parts.append(f"t{number} {txn.outcome}, sent {txn.offsets}, {where}")
+    return f"input {spot[0]}/{spot[1]} taken by: " + "; ".join(parts)
+
+
+def _went_back(told: TxnTold) -> list[str]:
+    """Diagnostics: the rewinds that resumed a partition below the offset an
+    earlier committed transaction had sent with it (KIP-447: it was committed
+    with the transaction, so the group should resume from it or later)."""
+    out = []
+    for i, (at, resumed) in enumerate(told.rewinds):
+        best: dict[int, tuple[int, int]] = {}  # partition -> (offset sent, by txn)
+        for number, txn in enumerate(told.txns[:at]):
+            if txn.outcome == "committed":
+                for p, o in txn.offsets.items():
+                    if o >= best.get(p, (-1, -1))[0]:
+                        best[p] = (o, number)
+        for p, offset in sorted(resumed.items()):
+            if p in best and offset < best[p][0]:
+                out.append(f"rewind {i} (at t{at}): partition {p} resumed from {offset}, "
+                           f"below {best[p][0]} sent with committed t{best[p][1]}")  # fmt: skip
+    return out
