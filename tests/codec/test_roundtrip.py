@@ -26,7 +26,7 @@ from trafka.codec.messages import k00_produce as produce
 from trafka.codec.protocol import RequestHeader, ResponseHeader
 
 CASES = all_cases()
-# A few examples per (API, version, direction) keep the ~550 cases at about 30 s
+# A few examples per (API, version, direction) keep the ~550 cases at about 15 s
 # (under a minute on two busy cores); the deterministic sample test sets every
 # field of every case anyway, and hypothesis' database replays past failures.
 EXAMPLES = 4
