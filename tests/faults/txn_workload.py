@@ -162,9 +162,13 @@ class TxnWorkload(Workload):
                         self._error(exc)
 
     async def _rewind(self, consumer: Any) -> None:
-        """Back to the group's committed offsets (what was not committed is redone)."""
-        for tp in consumer.assignment():
+        """Back to the group's committed offsets (what was not committed is redone).
+        A partition revoked while its offset was being read is skipped (seeking it
+        raised KeyError, counted as the processor's error, under a long cut)."""
+        for tp in list(consumer.assignment()):  # a copy: a rebalance may change it
             offset = await consumer.committed(tp)
+            if tp not in consumer.assignment():
+                continue
             if offset is None:
                 consumer.seek_to_beginning(tp)
             else:
