@@ -349,24 +349,26 @@ def _cpu_s(pid: int) -> float:
 class Phases:
     """Wall and CPU seconds of each phase of a run, for the report: the CPU of this
     process (the workload's clients, the checks) and of the cluster's (brokers,
-    ZooKeeper, slowfs, proxy; a process killed meanwhile is not counted)."""
+    ZooKeeper, slowfs, proxy; what a process killed in a phase spent in it is not
+    counted)."""
 
     def __init__(self, cluster: NsCluster) -> None:
         self.cluster = cluster
         self.done: list[tuple[str, float, float, float]] = []
         self._last = self._now()
 
-    def _now(self) -> tuple[float, float, float]:
+    def _now(self) -> tuple[float, float, dict[int, float]]:
         own = resource.getrusage(resource.RUSAGE_SELF)
         pids = [p.pid for p in self.cluster.lab.procs if p.poll() is None]
         pids += [d.proc.pid for d in self.cluster.disks.values()]
-        return time.monotonic(), own.ru_utime + own.ru_stime, sum(map(_cpu_s, pids))
+        return time.monotonic(), own.ru_utime + own.ru_stime, {p: _cpu_s(p) for p in pids}
 
     def mark(self, phase: str) -> None:
         """``phase`` ended now."""
         now = self._now()
-        self.done.append((phase, *(b - a for a, b in zip(self._last, now, strict=True))))
-        self._last = self._now()
+        theirs = sum(cpu - self._last[2].get(pid, 0.0) for pid, cpu in now[2].items() if cpu)
+        self.done.append((phase, now[0] - self._last[0], now[1] - self._last[1], theirs))
+        self._last = now
 
     def line(self) -> str:
         return "phases (wall s, CPU s here + cluster): " + "; ".join(
