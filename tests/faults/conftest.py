@@ -1,7 +1,14 @@
 """The fault tests' clusters: one brokerlite cluster in network namespaces per module
 (``ns_cluster``, on a ZooKeeper ensemble of three, each broker's log dir on a slowfs) and one of Apache Kafka 3.9 (``kafka_ns_cluster``, the control),
 removed at the end however the module ends (a finalizer; a run killed before it
-could clean up is cleaned up by the next one, see netlab)."""
+could clean up is cleaned up by the next one, see netlab).
+
+Both run with the shorter timeouts of :data:`SHORT` (``make faults``, run.py, keeps
+nscluster's): each schedule holds its fault past the timeout it is about, so the
+same faults act in less time. And with a first group join that does not wait for
+more members (``group.initial.rebalance.delay.ms``, 3 s by default) and internal
+topics of a few partitions (made on first use, 50 by default), which cost the
+first transactional run some 10 s."""
 
 from __future__ import annotations
 
@@ -17,6 +24,17 @@ from nscluster import KafkaNsCluster, NsCluster
 
 from trafka.brokerlite.dev.zookeeper_server import zookeeper_available
 
+#: The fault tests' timeouts: ZooKeeper's session and the replica lag 4 s (6 s in
+#: ``make faults``), trafka's clients' request timeout 5 s (10 s).
+SHORT: dict[str, object] = {
+    "zookeeper.session.timeout.ms": 4000,
+    "replica.lag.time.max.ms": 4000,
+    "group.initial.rebalance.delay.ms": 0,
+    "offsets.topic.num.partitions": 6,
+    "transaction.state.log.num.partitions": 6,
+}
+SHORT_CLIENT_TIMEOUT_MS = 5000
+
 
 def _cluster(
     kind: type[NsCluster], root: Path, zookeepers: int = 1, disks: bool = False
@@ -27,7 +45,8 @@ def _cluster(
     if not zookeeper_available():
         pytest.skip("ZooKeeper not found (apt-get install zookeeper)")
     with netlab.NetLab() as lab:
-        cluster = kind(lab, root, zookeepers=zookeepers, disks=disks)
+        cluster = kind(lab, root, settings=SHORT, zookeepers=zookeepers, disks=disks,
+                       client_timeout_ms=SHORT_CLIENT_TIMEOUT_MS)  # fmt: skip
         try:
             cluster.start()
             yield cluster

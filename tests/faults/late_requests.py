@@ -164,7 +164,7 @@ def _abandoned_commit(cluster: NsCluster) -> list[int]:
             with contextlib.suppress(TrafkaError):  # what the test is about
                 await consumer.commit({tp: 5})
                 raise AssertionError("a commit through a cut succeeded")
-            orphan = await heal_between_tries(cluster, at, gap_s=8.0)
+            orphan = await heal_between_tries(cluster, at, gap_s=5.0)
             with trio.fail_after(60):
                 while True:
                     with contextlib.suppress(TrafkaError):  # the link is coming back

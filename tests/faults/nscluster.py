@@ -74,8 +74,12 @@ class NsCluster:
         zookeepers: int = 1,
         disks: bool = False,
         clocks: bool = False,
+        client_timeout_ms: int = 10_000,
     ) -> None:
         self.lab = lab
+        # the workload's clients' request timeout (schedules.py), which the cuts
+        # between them and a leader are held past
+        self.client_timeout_ms = client_timeout_ms
         self.with_disks = disks  # each node's log dir on a slowfs (slowfs.py)
         self.disks: dict[int, SlowDisk] = {}
         # each node's wall clock movable (clockshift.py)
@@ -282,13 +286,16 @@ class KafkaNsCluster(NsCluster):
         lab: NetLab,
         root: Path,
         nodes: int = 3,
+        settings: dict[str, Any] | None = None,
         zookeepers: int = 1,
         disks: bool = False,
         clocks: bool = False,
+        client_timeout_ms: int = 10_000,
     ) -> None:
         from kafka_peers import KAFKA_3, KafkaCluster
 
-        super().__init__(lab, root, nodes, zookeepers=zookeepers, disks=disks, clocks=clocks)
+        super().__init__(lab, root, nodes, settings, zookeepers=zookeepers, disks=disks,
+                         clocks=clocks, client_timeout_ms=client_timeout_ms)  # fmt: skip
         self.kafka = KafkaCluster(
             KAFKA_3,
             self.root / "kafka",

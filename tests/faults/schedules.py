@@ -38,7 +38,9 @@ proxy, without and with its journal).
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
+import resource
 import sys
 import time
 from collections.abc import Callable
@@ -78,16 +80,22 @@ RUNNING: list[Clients] = []  # the one running now (faults take no extra argumen
 REACTION_GRACE_S = 60.0
 
 
-def _hold(cluster: NsCluster, topic: str, seconds: float, before: dict[str, Any]) -> bool:
+def _hold(
+    cluster: NsCluster,
+    topic: str,
+    seconds: float,
+    before: dict[str, Any],
+    grace: float = REACTION_GRACE_S,
+) -> bool:
     """Keep a fault on for ``seconds`` (and, while the cluster has not reacted, up
-    to :data:`REACTION_GRACE_S` longer), watching the metadata; whether the cluster
-    reacted, compared with ``before`` (its state when whole): an ISR shrank, a leader
-    or the controller moved."""
+    to ``grace`` longer), watching the metadata; whether the cluster reacted,
+    compared with ``before`` (its state when whole): an ISR shrank, a leader or the
+    controller moved. A fault whose effect is not the cluster's reaction (the
+    cluster may stay whole under it) passes ``grace=0``: waiting for a reaction
+    would only lengthen it."""
     deadline = time.monotonic() + seconds
     effect = False
-    while time.monotonic() < deadline or (
-        not effect and time.monotonic() < deadline + REACTION_GRACE_S
-    ):
+    while time.monotonic() < deadline or (not effect and time.monotonic() < deadline + grace):
         try:
             now = cluster.state(topic)
         except Exception:  # no broker answered at this moment
@@ -170,20 +178,25 @@ def leader_zk_oneway(cluster: NsCluster, topic: str, rng: random.Random) -> tupl
     return f"zk cannot send to leader b{leader} {hold:.1f} s", effect
 
 
+def _client_timeout_s(cluster: NsCluster) -> float:
+    return cluster.client_timeout_ms / 1000
+
+
 def _cut_host_from_leader(
     cluster: NsCluster, topic: str, rng: random.Random, host: str
 ) -> tuple[str, bool]:
-    """Cut ``host`` from one partition leader for 12-15 s (past the clients' 10 s
-    request timeout). The effect: no acknowledgement for that leader's partitions in
-    the hold's second half, while another partition's kept coming (one broker cut,
-    not all); the cluster itself is whole throughout."""
+    """Cut ``host`` from one partition leader for 1.2 to 1.5 times the clients'
+    request timeout (12-15 s with the 10 s of ``make faults``). The effect: no
+    acknowledgement for that leader's partitions in the hold's second half, while
+    another partition's kept coming (one broker cut, not all); the cluster itself
+    is whole throughout."""
     leader, before = _leader(cluster, topic, rng)
     led = {p for p, (lead, _) in before["partitions"].items() if lead == leader}
-    hold = rng.uniform(12, 15)
+    hold = _client_timeout_s(cluster) * rng.uniform(1.2, 1.5)
     told = RUNNING[-1].workload.told
     cluster.lab.isolate([host], [f"b{leader}"])
     started = time.monotonic()
-    _hold(cluster, topic, hold, before)
+    _hold(cluster, topic, hold, before, grace=0)
     healed = time.monotonic()
     cluster.lab.heal()
     late = [p for t, p in list(told.ack_times) if started + hold / 2 <= t <= healed]
@@ -246,11 +259,11 @@ def disk_stall(cluster: NsCluster, topic: str, rng: random.Random) -> tuple[str,
     leader, before = _leader(cluster, topic, rng)
     led = {p for p, (lead, _) in before["partitions"].items() if lead == leader}
     lag_s = int(cluster.settings["replica.lag.time.max.ms"]) / 1000
-    hold = max(lag_s * 2, 12.0) + rng.uniform(0, 3)
+    hold = max(lag_s * 2, _client_timeout_s(cluster) * 1.2) + rng.uniform(0, 3)
     told = RUNNING[-1].workload.told
     cluster.disks[leader].set("stall")
     started = time.monotonic()
-    _hold(cluster, topic, hold, before)
+    _hold(cluster, topic, hold, before, grace=0)
     healed = time.monotonic()
     cluster.disks[leader].set("0")
     late = {p for t, p in list(told.ack_times) if started + hold / 2 <= t <= healed}
@@ -323,6 +336,46 @@ def start_proxy(cluster: NsCluster, journal: bool) -> tuple[str, Any]:
     return bootstrap, proc
 
 
+def _cpu_s(pid: int) -> float:
+    """A live process's user and system CPU seconds (proc(5), /proc/PID/stat); 0 once gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Phases:
+    """Wall and CPU seconds of each phase of a run, for the report: the CPU of this
+    process (the workload's clients, the checks) and of the cluster's (brokers,
+    ZooKeeper, slowfs, proxy; what a process killed in a phase spent in it is not
+    counted)."""
+
+    def __init__(self, cluster: NsCluster) -> None:
+        self.cluster = cluster
+        self.done: list[tuple[str, float, float, float]] = []
+        self._last = self._now()
+
+    def _now(self) -> tuple[float, float, dict[int, float]]:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        pids = [p.pid for p in self.cluster.lab.procs if p.poll() is None]
+        pids += [d.proc.pid for d in self.cluster.disks.values()]
+        return time.monotonic(), own.ru_utime + own.ru_stime, {p: _cpu_s(p) for p in pids}
+
+    def mark(self, phase: str) -> None:
+        """``phase`` ended now."""
+        now = self._now()
+        theirs = sum(cpu - self._last[2].get(pid, 0.0) for pid, cpu in now[2].items() if cpu)
+        self.done.append((phase, now[0] - self._last[0], now[1] - self._last[1], theirs))
+        self._last = now
+
+    def line(self) -> str:
+        return "phases (wall s, CPU s here + cluster): " + "; ".join(
+            f"{name} {wall:.1f}, {own:.1f}+{theirs:.1f}" for name, wall, own, theirs in self.done
+        )
+
+
 def _answers(cluster: NsCluster, bootstrap: str) -> dict[str, Any] | None:
     try:
         return cluster.state(bootstrap=bootstrap)
@@ -344,6 +397,7 @@ def run_schedule(
     say(f"schedule {name} ({workload}): seed {seed} "
         f"(replay: --schedules {name} --workloads {workload} --seed {seed})")  # fmt: skip
     rng = random.Random(seed)
+    phases = Phases(cluster)
     topic = f"faults-{name}-{workload}-{seed}"
     cluster.create_topic(topic, partitions)
     ensure_host(cluster, CLIENT)
@@ -357,16 +411,18 @@ def run_schedule(
         java = (cluster.root, lambda argv, log: cluster.lab.spawn(CLIENT, argv, log))
         running: Workload = TxnWorkload(bootstrap, topic, f"{topic}-out", partitions,
                                         f"g-{topic}", seed, cluster.lab.namespace(CLIENT),
-                                        client=client, java=java)  # fmt: skip
+                                        client=client, java=java,
+                                        request_timeout_ms=cluster.client_timeout_ms)  # fmt: skip
     else:
         running = Workload(bootstrap, topic, partitions, group=f"g-{topic}",
-                           netns=cluster.lab.namespace(CLIENT),
-                           acks1=workload == "acks1")  # fmt: skip
+                           netns=cluster.lab.namespace(CLIENT), acks1=workload == "acks1",
+                           request_timeout_ms=cluster.client_timeout_ms)  # fmt: skip
     RUNNING.append(Clients(running))
+    phases.mark("setup")
     running.start()
     try:
         report, seen = _run_faults(cluster, name, seed, cycles, rng, topic, partitions, running,
-                                   say)  # fmt: skip
+                                   say, phases)  # fmt: skip
     finally:
         RUNNING.pop()
         if proxy is not None:
@@ -381,7 +437,9 @@ def run_schedule(
                                     running.txn_group)  # fmt: skip
         seen |= {"sink": sink, "visible": visible, "offsets": offsets, "ends": ends}
         check_transactions(report, running.told, seen["log"], sink, visible, offsets)
+        phases.mark("txn read-back")
     say(report.table())
+    say(phases.line())
     return report, seen
 
 
@@ -395,8 +453,10 @@ def _run_faults(
     partitions: int,
     workload: Workload,
     say: Callable[[str], None],
+    phases: Phases,
 ) -> tuple[Report, dict[str, Any]]:
     wait_for("the first acknowledgements", lambda: workload.progress() > 50 or None, 120)
+    phases.mark("warm-up")
     faults: list[tuple[str, float]] = []
     effects: list[bool] = []
     for _ in range(cycles):
@@ -405,17 +465,23 @@ def _run_faults(
         faults.append((label, started))
         effects.append(effect)
         say(f"  {label}" + ("" if effect else " (no effect seen)"))
+        phases.mark("fault")
         cluster.wait_healthy(topic, RECOVER_S)
+        phases.mark("recovery")
     before = workload.progress()
     try:
         wait_for("writes after healing", lambda: workload.progress() > before + 50 or None, 120)
         stalled = None
     except AssertionError as exc:  # checked and reported like the rest
         stalled = f"{exc} (progress {before} -> {workload.progress()})"
+    phases.mark("writes after")
     told = workload.stop()
     end = time.monotonic()
+    phases.mark("stop")
     log = read_log(cluster.bootstrap_servers, topic, partitions)
+    phases.mark("read-back")
     report = check(told, log, faults, end, name, seed)
+    phases.mark("check")
     if stalled is not None:
         report.promises += ("stalled",)
         report.note("stalled", stalled)

@@ -12,9 +12,9 @@ test steps 10 minutes forward; the member is a trafka consumer in a group with a
 assigned once, and nothing else happens to them in the 8 s after the step (a
 member whose session the broker ended learns it at its next heartbeat,
 UNKNOWN_MEMBER_ID: its partitions are lost, then assigned again). The clock then
-steps back the 10 minutes, and no request of the consumer fails in the 12 s
+steps back the 10 minutes, and no request of the consumer fails in the 7 s
 after (a broker timing its parked Fetch on the wall clock holds the long poll
-parked across the step back for 10 minutes more, past the consumer's 10 s
+parked across the step back for 10 minutes more, past the consumer's 5 s
 request timeout: the request fails and the connection with it). The heartbeats
 are rare so that a broker measuring sessions on the wall clock ends the session
 before the next one renews it: the consumer's parked Fetch (a 0.5 s long poll)
@@ -41,9 +41,10 @@ from trafka.sdk import NewTopic, open_admin, open_consumer
 
 pytestmark = [pytest.mark.slow]
 STEP_S = 600.0
-# Watched after the step back: longer than the consumer's request timeout (10 s),
-# so a long poll parked across the step and stretched by it fails in the client.
-BACK_WATCH_S = 12
+# Watched after the step back: longer than the consumer's request timeout, so a
+# long poll parked across the step and stretched by it fails in the client.
+REQUEST_TIMEOUT_MS = 5_000
+BACK_WATCH_S = 7
 
 
 class _Assignments:
@@ -71,7 +72,7 @@ async def _events_across_a_step(
     listener = _Assignments()
     async with open_consumer(bootstrap_servers=bootstrap, group_id=f"g-{topic}",
                              session_timeout_ms=30_000, heartbeat_interval_ms=3_000,
-                             request_timeout_ms=10_000, enable_auto_commit=False,
+                             request_timeout_ms=REQUEST_TIMEOUT_MS, enable_auto_commit=False,
                              ) as consumer:  # fmt: skip
         consumer.subscribe([topic], listener=listener)
         with trio.fail_after(60):
@@ -101,8 +102,10 @@ def test_brokerlite_keeps_a_member_across_a_wall_clock_step(tmp_path: Path) -> N
         pytest.skip(why)
     clock = ClockShift(tmp_path / "clock")
     port = _free_port()
+    # no initial rebalance delay, as the Kafka control's (kafka_peers)
     argv = [sys.executable, "-m", "trafka.tools.cli", "broker", "--listen", f"127.0.0.1:{port}",
-            "--data-dir", str(tmp_path / "data"), "--no-announce"]  # fmt: skip
+            "--data-dir", str(tmp_path / "data"), "--no-announce",
+            "--group-initial-rebalance-delay-ms", "0"]  # fmt: skip
     with open(tmp_path / "broker.log", "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                 env={**os.environ, **clock.env()})  # fmt: skip

@@ -99,11 +99,14 @@ class TxnWorkload(Workload):
 
     def __init__(self, bootstrap: str, source: str, sink: str, partitions: int, group: str,
                  seed: int, netns: str | None = None, abort_ratio: float = 0.2,
-                 client: str = "trafka", java: Any = None) -> None:  # fmt: skip
+                 client: str = "trafka", java: Any = None,
+                 request_timeout_ms: int = 10_000) -> None:  # fmt: skip
         """``client``: the processor's (``trafka``, ``librdkafka`` or ``java``,
         txn_clients.py; ``java`` takes ``java``, a (root directory, spawn on the
-        clients' host) pair)."""
-        super().__init__(bootstrap, source, partitions, group, netns=netns)
+        clients' host) pair). ``request_timeout_ms``: the feed's clients' (the
+        processor's is 5 s)."""
+        super().__init__(bootstrap, source, partitions, group, netns=netns,
+                         request_timeout_ms=request_timeout_ms)  # fmt: skip
         self.client = client
         self.txn_group = f"{group}-txn"
         self.sink = sink
@@ -174,10 +177,14 @@ class TxnWorkload(Workload):
                         self._error(exc)
 
     async def _rewind(self, consumer: Any) -> None:
-        """Back to the group's committed offsets (what was not committed is redone)."""
+        """Back to the group's committed offsets (what was not committed is redone).
+        A partition revoked while its offset was being read is skipped (seeking it
+        raised KeyError, counted as the processor's error, under a long cut)."""
         resumed: dict[int, int] = {}
-        for tp in consumer.assignment():
+        for tp in list(consumer.assignment()):  # a copy: a rebalance may change it
             offset = await consumer.committed(tp)
+            if tp not in consumer.assignment():
+                continue
             resumed[tp.partition] = -1 if offset is None else offset
             if offset is None:
                 consumer.seek_to_beginning(tp)

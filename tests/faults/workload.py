@@ -68,8 +68,10 @@ class Workload:
         librdkafka: bool = True,
         netns: str | None = None,
         acks1: bool = False,
+        request_timeout_ms: int = 10_000,
     ) -> None:
         self.librdkafka = librdkafka
+        self.request_timeout_ms = request_timeout_ms  # trafka's clients
         self.acks1 = acks1
         self.netns = netns
         self.bootstrap = bootstrap
@@ -129,7 +131,7 @@ class Workload:
                 acks=acks,
                 enable_idempotence=acks == -1,
                 linger_ms=5,
-                request_timeout_ms=10_000,
+                request_timeout_ms=self.request_timeout_ms,
                 delivery_timeout_ms=120_000,
             ) as producer,
             trio.open_nursery() as waiters,
@@ -202,8 +204,8 @@ class Workload:
             group_id=self.group,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
-            request_timeout_ms=10_000,
-            default_api_timeout_ms=10_000,
+            request_timeout_ms=self.request_timeout_ms,
+            default_api_timeout_ms=self.request_timeout_ms,
         ) as consumer:
             last_commit = self.clock()
             while not await self._stopped():
