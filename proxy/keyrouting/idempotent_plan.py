@@ -9,7 +9,12 @@ Rules (key routing as a whole is in :mod:`.plan`'s doc):
 * :func:`prepare_idempotent` recognises the batches a client re-sends (its
   retry gets the same upstream batches again) and places the new ones as the
   plain plan does; what it cannot place (an unknown topic, targets without a
-  known leader) is refused with an error per partition.
+  known leader) is refused with an error per partition. Usually one C call
+  per topic places them (:func:`~trafka.codec.batch_split.place_sections`,
+  no Python object per piece, see :func:`_prepare_placed`); the batch-by-batch
+  Python is the reference and takes what that declines (a batch the C pass
+  refuses, a target without a known leader, a batch the journal placed
+  before a restart, origin headers, DEBUG logging).
 * :func:`commit_idempotent` numbers the placed batches with the proxy's
   sequences (:mod:`.sequences`) under the producer's lock, in rounds of at
   most one batch per partition; batches the journal says were written before
@@ -28,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trafka.codec import batch_split
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
@@ -49,6 +55,7 @@ from .plan import (
     _part_body,
     _Split,
     _split,
+    count_placed,
     unknown_base_offset,
 )
 from .sequences import ClientBatch, Placement, Session, State, Upstream
@@ -75,13 +82,23 @@ class Prepared:
     producer_id: int
     epoch: int
     retried: list[ClientBatch]
-    new: list[tuple[_Split, int]]  # (placed batch, its record count)
+    new: Sequence[tuple[_Split | _Batch, int]]  # (placed batch, its record count)
     refused: dict[tuple[str, int], ErrorCode]
     targets: set[tuple[str, int]]
     stale: set[str]  # topics whose leaders the proxy must ask again
     chunks: list[_Chunk] = field(default_factory=list)
     # id(split) -> its upstream batches the journal says were written before a restart
     written: dict[int, list[Upstream]] = field(default_factory=dict)
+
+
+@dataclass(slots=True, eq=False)
+class _Batch:
+    """A client batch placed by the C pass (:func:`_prepare_placed`): what
+    numbering reads of it (a :class:`_Split` without its pieces)."""
+
+    topic: str
+    partition: int
+    header: Any
 
 
 @dataclass(slots=True)
@@ -92,7 +109,7 @@ class _Chunk:
     partition: int
     data: bytes
     count: int
-    splits: list[_Split]  # whose records it holds, the first first
+    splits: Sequence[_Split | _Batch]  # whose records it holds, the first first
     leads: bool  # its first records are the first split's own (none moved)
 
 
@@ -162,6 +179,16 @@ def prepare_idempotent(
     Raises:
         DecodeError: a batch is malformed.
     """
+    if not _one_batch_each(body):
+        return None  # the broker judges it (INVALID_RECORD)
+    if (
+        not origin_headers
+        and batch_split.placing(hash_name)
+        and not log.isEnabledFor(logging.DEBUG)
+    ):
+        placed = _prepare_placed(body, session, topics, hash_name, stats, max_size, recovered)
+        if placed is not None:
+            return placed
     hash_of = HASHES[hash_name]
     retried: list[ClientBatch] = []
     new: list[tuple[_Split, int]] = []
@@ -170,8 +197,6 @@ def prepare_idempotent(
     targets: set[tuple[str, int]] = set()
     sizes = []
     stale: set[str] = set()
-    if not _one_batch_each(body):
-        return None  # the broker judges it (INVALID_RECORD)
     for t in body.topic_data:
         # Never unrouted: a batch of this producer written as the client numbered
         # it would clash with the proxy's numbers. Where the proxy cannot place
@@ -219,6 +244,146 @@ def prepare_idempotent(
     prepared.written = written
     prepared.chunks = _chunked([s for s, _ in new], _cap(sizes), session)
     return prepared
+
+
+# Per target partition, the pieces placed there: the client's own batches' first,
+# then those moved in (batch_split.Piece: owner, estimated bytes, the batch's
+# bytes when it stays whole, spans, header).
+_Targets = dict[tuple[str, int], tuple[list[batch_split.Piece], list[batch_split.Piece]]]
+
+
+def _prepare_placed(
+    body: Any,
+    session: Session,
+    topics: Topics,
+    hash_name: str,
+    stats: RouteStats,
+    max_size: int,
+    recovered: Callable[[str, int, int], Placement | None] | None,
+) -> Prepared | None:
+    """:func:`prepare_idempotent` with one C call per topic placing the new
+    batches (:func:`~trafka.codec.batch_split.place_sections`), no Python
+    object per piece: the same prepared request, byte for byte, and the same
+    counts (tests/proxy/test_proxy_idempotent_placed.py). Python decides per
+    client batch (a retry, out of order, refused) and per upstream batch (its
+    pieces chunked and built). None: the reference decides (the C pass
+    declines a batch, a target's leader is unknown, the journal placed a batch
+    before a restart); nothing is counted then, nothing is changed."""
+    retried: list[ClientBatch] = []
+    new: list[tuple[_Split | _Batch, int]] = []
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    stale: set[str] = set()
+    targets: _Targets = {}
+    placed: list[tuple[str, int, int]] = []  # per batch: topic, records moved, kept
+    sizes = []
+    out_of_order = 0
+    for t in body.topic_data:
+        count = topics.partitions.get(t.name)
+        sections: list[batch_split.Section] = []
+        for p in t.partition_data:
+            if not count:
+                refused[(t.name, p.index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if topics.leader(t.name, p.index) < 0:
+                refused[(t.name, p.index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                stale.add(t.name)
+                continue
+            header, raw = next(iter_batches(p.records or b""))
+            assert isinstance(header, RecordBatchHeader)
+            known = session.known(t.name, p.index, header.base_sequence)
+            if known is not None and known.count == header.records_count:
+                retried.append(known)
+                continue
+            error = session.check_new(t.name, p.index, header.base_sequence)
+            if error:
+                out_of_order += 1
+                refused[(t.name, p.index)] = error
+                continue
+            if recovered is not None:
+                placement = recovered(t.name, p.index, header.base_sequence)
+                if placement is not None and placement.count == header.records_count:
+                    return None  # what was written before a restart is taken out there
+            if header.records_count < 1:
+                return None
+            data = bytes(raw)
+            found = batch_split.section(
+                data, header, own=p.index, partitions=count, max_size=max_size
+            )
+            if found is None:
+                return None
+            sizes.append(len(data))
+            batch = _Batch(t.name, p.index, header)
+            new.append((batch, header.records_count))
+            section, log_append = found
+            sections.append(
+                (section, header.records_count, header.base_timestamp, log_append, p.index,
+                 len(data), data, batch, header)
+            )  # fmt: skip
+        if not sections:
+            continue
+        assert count
+        known_leaders = bytes(topics.leader(t.name, x) >= 0 for x in range(count))
+        done = batch_split.place_sections(
+            sections, partitions=count, hash_name=hash_name, known=known_leaders
+        )
+        if done is None:
+            return None
+        order, slots, per_batch = done
+        for target in order:
+            pieces = slots[target]
+            assert pieces is not None
+            got = targets.get((t.name, target))
+            if got is None:
+                targets[(t.name, target)] = pieces
+            else:  # the topic came twice in the request
+                got[0].extend(pieces[0])
+                got[1].extend(pieces[1])
+        placed.extend((t.name, moved_n, kept_n) for moved_n, kept_n, _ in per_batch)
+    chunks = _chunked_placed(targets, _cap(sizes), session)
+    if chunks is None:
+        return None
+    stats.batches_retried += len(retried)
+    stats.batches_out_of_order += out_of_order
+    count_placed(stats, placed)
+    stats.requests_idempotent += 1
+    prepared = Prepared(
+        session.producer_id, session.epoch, retried, new, refused, set(targets), stale
+    )
+    prepared.chunks = chunks
+    return prepared
+
+
+def _chunked_placed(targets: _Targets, cap: int, session: Session) -> list[_Chunk] | None:
+    """:func:`_chunked` of :func:`_prepare_placed`'s pieces (None: the C pass
+    declines to build one)."""
+    chunks = []
+    for (topic, target), (own, moved) in targets.items():
+        runs: list[list[batch_split.Piece]] = []
+        size = 0
+        for piece in own + moved:
+            if not runs or size + piece[1] > cap:
+                runs.append([])
+                size = 0
+            runs[-1].append(piece)
+            size += piece[1]
+        for run in runs:
+            first = run[0]
+            if len(run) == 1 and first[2] is not None:
+                data, n = first[2], first[4].records_count
+            else:
+                built = batch_split.build_batch(
+                    [piece[3] for piece in run],
+                    attributes=first[4].attributes,
+                    producer_id=session.producer_id,
+                    producer_epoch=session.epoch,
+                )
+                if built is None:
+                    return None
+                data, n = built
+            holders = list(dict.fromkeys(piece[0] for piece in run))
+            # Its first records lead it when they are a client batch kept whole.
+            chunks.append(_Chunk(topic, target, data, n, holders, first[2] is not None))
+    return chunks
 
 
 def _one_batch_each(body: Any) -> bool:

@@ -1,0 +1,277 @@
+"""The idempotent plan's new batches placed by one C call per topic
+(``idempotent_plan._prepare_placed``, no Python object per piece) against the
+batch-by-batch reference, with the accelerator on and off: over random runs of
+requests of one producer (two topics, one perhaps named twice, retries, batches
+out of order, upstream batches acknowledged or failed and written again,
+merged batches capped small, a target without a known leader), what is
+written upstream (every round's batches, numbered, byte for byte), what is
+waited for, what the journal would record, what the client is answered (its
+answer's bytes) and the counters are the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from proxy_helpers import request
+
+from trafka.codec import _accel, batch_split
+from trafka.codec.compression import Compression
+from trafka.codec.errors import ErrorCode
+from trafka.codec.records import encode_batch
+from trafka.proxy.keyrouting import idempotent_plan
+from trafka.proxy.keyrouting import plan as routing
+from trafka.proxy.keyrouting.idempotent_plan import (
+    commit_idempotent,
+    idempotent_answer_bytes,
+    prepare_idempotent,
+)
+from trafka.proxy.keyrouting.sequences import Placement, Sequences
+from trafka.proxy.keyrouting.stats import RouteStats
+from trafka.proxy.topics import Topics
+
+C = _accel.speedups
+pytestmark = pytest.mark.skipif(C is None, reason="the C accelerator is not built or is off")
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PID, EPOCH = 42, 3
+TOPICS = {"orders": 6, "audit": 3}
+
+keys = (
+    st.none()
+    | st.just(b"")
+    | st.integers(0, 40).map(lambda i: b"user-%d" % i)
+    | st.integers(60, 300).map(lambda n: b"k" * n)
+)
+
+
+@contextmanager
+def patched(module: Any, name: str, value: Any) -> Iterator[None]:
+    saved = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, saved)
+
+
+def cluster(unknown_leader: bool) -> Topics:
+    leaders = {(t, p): 1 + p % 3 for t, n in TOPICS.items() for p in range(n)}
+    if unknown_leader:
+        del leaders[("orders", 5)]
+    return Topics(dict(TOPICS), leaders)
+
+
+@st.composite
+def client_batch(draw: Any, base_sequence: int, transactional: bool) -> bytes:
+    n = draw(st.integers(1, 25))
+    rows = [
+        (
+            1_700_000_000_000 + draw(st.integers(0, 5000)),
+            draw(keys),
+            draw(st.binary(max_size=30)),
+            [],
+        )
+        for _ in range(n)
+    ]
+    return encode_batch(
+        rows,
+        compression=draw(st.sampled_from(list(Compression))),
+        producer_id=PID,
+        producer_epoch=EPOCH,
+        base_sequence=base_sequence,
+        is_transactional=transactional,
+    )
+
+
+@st.composite
+def runs(draw: Any) -> list[tuple[Any, list[bool]]]:
+    """Requests of one producer, each with whether its upstream batches (in the
+    order written) are acknowledged (else they fail, to be written again)."""
+    transactional = draw(st.booleans())
+    sent: dict[tuple[str, int], tuple[int, bytes]] = {}  # the last batch of each partition
+    nxt: dict[tuple[str, int], int] = {}
+    out = []
+    for _ in range(draw(st.integers(1, 4))):
+        topic_data = []
+        names = draw(st.lists(st.sampled_from(sorted(TOPICS)), min_size=1, max_size=3))
+        used: set[tuple[str, int]] = set()
+        for name in names:
+            chosen = draw(
+                st.lists(st.integers(0, TOPICS[name] - 1), min_size=1, max_size=4, unique=True)
+            )
+            parts: dict[int, list[bytes]] = {}
+            for p in chosen:
+                key = (name, p)
+                if key in used:
+                    continue
+                used.add(key)
+                how = draw(st.sampled_from(["new", "new", "new", "retry", "gap"]))
+                if how == "retry" and key in sent:
+                    parts[p] = [sent[key][1]]
+                    continue
+                base = nxt.get(key, 0) + (draw(st.integers(1, 5)) if how == "gap" else 0)
+                data = draw(client_batch(base, transactional))
+                if how != "gap":
+                    count = int.from_bytes(data[57:61], "big")
+                    nxt[key] = base + count
+                    sent[key] = (base, data)
+                parts[p] = [data]
+            if parts:
+                topic_data.append(request(parts, topic=name).topic_data[0])
+        if not topic_data:
+            continue
+        body = dataclasses.replace(request({}), topic_data=topic_data)
+        out.append((body, draw(st.lists(st.booleans(), min_size=40, max_size=40))))
+    return out
+
+
+def replay(
+    steps: list[tuple[Any, list[bool]]],
+    topics: Topics,
+    recovered: Any = None,
+    leader_last: dict[tuple[str, int], int] | None = None,
+) -> list[Any]:
+    """Everything observable of planning, writing and answering ``steps``, for a
+    producer born through the proxy (else one whose partitions' leaders said
+    ``leader_last``, as after a restart)."""
+    seqs = Sequences(journaled=True)
+    if leader_last is None:
+        seqs.born(PID, EPOCH)
+    session = seqs.session(PID, EPOCH, 0)
+    assert session is not None
+    for (topic, partition), last in (leader_last or {}).items():
+        Sequences.synced(session, topic, partition, last, EPOCH)
+    stats = RouteStats()
+    seen: list[Any] = []
+    offset = 1000
+    for body, acked in steps:
+        prepared = prepare_idempotent(
+            body,
+            session=session,
+            topics=topics,
+            hash_name="murmur2",
+            stats=stats,
+            recovered=recovered,
+        )
+        assert prepared is not None
+        seen.append(
+            (
+                [(c.topic, c.partition, c.data, c.count, c.leads) for c in prepared.chunks],
+                sorted(prepared.refused.items()),
+                sorted(prepared.targets),
+                sorted(prepared.stale),
+            )
+        )
+        plan = commit_idempotent(body, prepared, session)
+        seen.append(
+            [[(u.topic, u.partition, u.base_sequence, u.data) for u in r] for r in plan.rounds]
+        )
+        seen.append([(u.topic, u.partition, u.base_sequence, u.count) for u in plan.waits])
+        seen.append(
+            sorted(
+                (b.topic, b.partition, b.base_sequence, b.placement())
+                for b in session.take_journal()
+            )
+        )
+        i = 0
+        for batches in plan.rounds:
+            for u in batches:
+                session.sent(u, 0)
+                if acked[i % len(acked)]:
+                    session.settle(u, ErrorCode.NONE, base_offset=offset)
+                    offset += u.count
+                else:
+                    session.settle(u, ErrorCode.REQUEST_TIMED_OUT)
+                i += 1
+        seen.append(idempotent_answer_bytes(plan, None, 9, "librdkafka"))
+        seen.append(idempotent_answer_bytes(plan, None, 9, "apache-kafka-java"))
+    seen.append(stats)
+    return seen
+
+
+def three_ways(steps: Any, topics: Any, small_cap: bool, *args: Any) -> list[Any]:
+    """``replay`` placed by the C call, by the reference with the accelerator on,
+    and by the reference without it."""
+    out = []
+    cap = 0 if small_cap else routing._MIN_MERGE_BYTES
+    with patched(routing, "_MIN_MERGE_BYTES", cap):
+        out.append(replay(steps, topics, *args))
+        with patched(idempotent_plan, "_prepare_placed", lambda *args: None):
+            out.append(replay(steps, topics, *args))
+        saved = _accel.speedups
+        _accel.speedups = None
+        try:
+            out.append(replay(steps, topics, *args))
+        finally:
+            _accel.speedups = saved
+    return out
+
+
+@SETTINGS
+@given(runs(), st.booleans(), st.booleans())
+def test_the_idempotent_plan_placed_by_one_c_call_is_the_reference(
+    steps: Any, small_cap: bool, unknown_leader: bool
+) -> None:
+    placed, reference, python = three_ways(steps, cluster(unknown_leader), small_cap)
+    assert placed == reference == python
+
+
+def test_a_keyed_idempotent_request_takes_the_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C placing runs (one call per topic), and a batch whose records move is
+    built once, numbered and answered as the reference does."""
+    calls = []
+    real = batch_split.place_sections
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(batch_split, "place_sections", counting)
+    rows = [(1_700_000_000_000, b"user-%d" % i, b"v", []) for i in range(30)]
+    data = encode_batch(rows, producer_id=PID, producer_epoch=EPOCH, base_sequence=0)
+    steps = [(request({0: [data]}), [True] * 40)]
+    placed, reference, python = three_ways(steps, cluster(False), False)
+    assert placed == reference == python
+    assert len(calls) == 1
+    stats = placed[-1]
+    assert stats.batches_rebuilt == 1 and stats.requests_idempotent == 1
+    assert len(placed[0][0]) > 1  # spread over several partitions
+
+
+def test_a_batch_the_journal_placed_before_a_restart_goes_to_the_reference() -> None:
+    """A retried batch the session does not know but the journal does: the
+    reference takes out what its targets' leaders have (not the C call), and
+    writes the rest, as when the C call was not asked."""
+    rows = [(1_700_000_000_000, b"user-%d" % i, b"v", []) for i in range(20)]
+    data = encode_batch(rows, producer_id=PID, producer_epoch=EPOCH, base_sequence=0)
+    body = request({0: [data]})
+    topics = cluster(False)
+    before = replay([(body, [True] * 40)], topics)
+    chunks = before[0][0]  # (topic, partition, data, count, leads), numbered from 0
+    assert len(chunks) > 1
+    placement = Placement(20, tuple(sorted((c[1], c[3] - 1) for c in chunks)))
+    # The leader of the first target has its batch; the others' do not.
+    leader_last = {("orders", c[1]): (c[3] - 1 if i == 0 else -1) for i, c in enumerate(chunks)}
+
+    def recovered(topic: str, partition: int, base: int) -> Placement | None:
+        return placement if (topic, partition, base) == ("orders", 0, 0) else None
+
+    session = Sequences().session(PID, EPOCH, 0)
+    assert session is not None
+    declined = idempotent_plan._prepare_placed(
+        body, session, topics, "murmur2", RouteStats(), 1 << 24, recovered
+    )
+    assert declined is None
+    placed, reference, python = three_ways(
+        [(body, [True] * 40)], topics, False, recovered, leader_last
+    )
+    assert placed == reference == python
+    stats = placed[-1]
+    assert stats.batches_recovered == 1 and stats.records_not_rewritten == chunks[0][3]
+    assert len(placed[0][0]) == len(chunks) - 1  # the written one is not written again
