@@ -1,7 +1,10 @@
-"""A Spark driver for tests/spark/test_spark_eos_cluster.py: an exactly-once
-stream (``Trigger.AvailableNow``, 60 records a micro-batch) from SOURCE to SINK,
-which can stop at a gate the test controls, so that the test kills something
-(an executor, this driver, a broker) at a known point of micro-batch 1.
+"""A Spark driver for tests/spark/test_spark_eos_cluster.py: exactly-once
+streams (``Trigger.AvailableNow``, 60 records a micro-batch), each from a
+SOURCE to a SINK, which can stop at a gate the test controls, so that the test
+kills something (an executor, this driver, a broker) at a known point of
+micro-batch 1. One driver runs several streams at once, each with a gate of
+its own: a driver's start (its JVM, and in ``local-cluster`` mode its
+executors') is most of what such a test costs.
 
 GATE is one of:
 
@@ -16,14 +19,16 @@ GATE is one of:
 
 At the gate the process that reached it writes ``NOTES/gate.json`` (its pid,
 its parent's, the transactional ids it is about) and waits for the file
-``NOTES/open``. Usage: ``python eos_cluster_driver.py MASTER SERVERS SOURCE
-SINK CHECKPOINT NOTES GATE``; exits 0 once the stream read everything. The
-tests that need no driver of their own start the same stream in their Spark
-(:func:`start_stream`).
+``NOTES/open``. Usage: ``python eos_cluster_driver.py MASTER SERVERS STREAM...``,
+each STREAM ``SOURCE,SINK,CHECKPOINT,NOTES,GATE``; a stream that ends writes
+``NOTES/ended.json`` (its error, or null), and the driver exits 0 once every
+stream read everything. The tests that need no driver of their own start the
+same stream in their Spark (:func:`start_stream`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -36,8 +41,9 @@ from typing import Any
 
 import anyio
 
-# How long a gate waits for the test before it fails the task or the commit.
-GATE_S = 180
+# How long a gate waits for the test before it fails the task or the commit
+# (the test may first wait for the driver's other streams to reach theirs).
+GATE_S = 480
 
 
 def wait_at_gate(notes: str, **what: Any) -> None:
@@ -152,7 +158,7 @@ def start_stream(
 
 def main() -> None:
     started = time.monotonic()
-    master, servers, source_topic, sink, checkpoint, notes, gate = sys.argv[1:8]
+    master, servers, *streams = sys.argv[1:]
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     # PySpark's worker daemon of an executor that dies sends SIGHUP to its
@@ -160,6 +166,7 @@ def main() -> None:
     # the JVMs'): ignored here, and so in every JVM started from here. Python
     # workers restore SIGHUP's default for themselves.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    from pyspark.errors import StreamingQueryException
     from pyspark.sql import SparkSession
     from spark_helpers import TEST_JVM_OPTIONS
 
@@ -178,12 +185,21 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     print(f"Spark started in {time.monotonic() - started:.1f} s", flush=True)
     register(spark)
-    query = start_stream(spark, servers, source_topic, sink, checkpoint, notes, gate)
-    query.awaitTermination()
-    # For whoever reads the test's log: where each micro-batch's time went.
-    for progress in query.recentProgress:
-        print(json.dumps({"batch": progress.batchId, "ms": progress.durationMs}))
+    specs = [spec.split(",") for spec in streams]
+    queries = [start_stream(spark, servers, *spec) for spec in specs]
+    failed = False
+    for (_, _, _, notes, gate), query in zip(specs, queries, strict=True):
+        with contextlib.suppress(StreamingQueryException):  # query.exception() tells
+            query.awaitTermination()
+        error = query.exception()
+        failed = failed or error is not None
+        Path(notes, "ended.tmp").write_text(json.dumps(None if error is None else str(error)))
+        os.replace(Path(notes, "ended.tmp"), Path(notes, "ended.json"))
+        # For whoever reads the test's log: where each micro-batch's time went.
+        for progress in query.recentProgress:
+            print(json.dumps({"gate": gate, "batch": progress.batchId, "ms": progress.durationMs}))
     spark.stop()
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

@@ -14,15 +14,17 @@ import sys
 from typing import Any
 
 
-def start_stream(spark: Any, servers: str, topic: str, out: str, checkpoint: str) -> Any:
+def start_stream(
+    spark: Any, servers: str, topic: str, out: str, checkpoint: str, batch: int = 40
+) -> Any:
     """The stream (started): ``topic`` from its earliest offsets, micro-batches
-    of 40 records, into parquet files in ``out``."""
+    of ``batch`` records, into parquet files in ``out``."""
     stream = (
         spark.readStream.format("trafka")
         .option("kafka.bootstrap.servers", servers)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "40")
+        .option("maxOffsetsPerTrigger", str(batch))
         .load()
     )
     return (

@@ -53,36 +53,44 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 Rows = list[tuple[Any, ...]]
 
 
-def stream_run(
-    spark: Any, fmt: str, servers: str, options: dict[str, str], checkpoint: Path
-) -> tuple[Rows, Failed]:
-    """Run a stream of ``options`` to its end (``Trigger.AvailableNow``) from
-    ``checkpoint``: the rows its micro-batches handed the sink, and where it
-    failed (:func:`moment`'s words; ``no error``)."""
-    from pyspark.errors import StreamingQueryException
+class StreamRun:
+    """A stream of ``options`` (``Trigger.AvailableNow``) from ``checkpoint``,
+    started; :meth:`end` waits for it. The two formats' runs start together:
+    the session runs them side by side, each waiting on the broker and on
+    Spark's planning while the other computes."""
 
-    got: Rows = []
+    def __init__(
+        self, spark: Any, fmt: str, servers: str, options: dict[str, str], checkpoint: Path
+    ) -> None:
+        self.fmt = fmt
+        self.got: Rows = []
 
-    def sink(frame: Any, batch_id: int) -> None:
-        got.extend(rows(frame))
+        def sink(frame: Any, batch_id: int) -> None:
+            self.got.extend(rows(frame))
 
-    stream = spark.readStream.format(fmt).option("kafka.bootstrap.servers", servers)
-    for key, value in options.items():
-        stream = stream.option(key, value)
-    query = (
-        stream.load()
-        .writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    with contextlib.suppress(StreamingQueryException):  # query.exception() tells
-        query.awaitTermination(300)
-    assert not query.isActive, f"the {fmt} stream did not end within 300 s"
-    error = query.exception()
-    failed = Failed("no error" if error is None else moment(str(error)))
-    failed.text = "" if error is None else str(error)
-    return sorted(got, key=repr), failed
+        stream = spark.readStream.format(fmt).option("kafka.bootstrap.servers", servers)
+        for key, value in options.items():
+            stream = stream.option(key, value)
+        self.query = (
+            stream.load()
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    def end(self) -> tuple[Rows, Failed]:
+        """The rows the run's micro-batches handed the sink, and where it
+        failed (:func:`moment`'s words; ``no error``), once it ended."""
+        from pyspark.errors import StreamingQueryException
+
+        with contextlib.suppress(StreamingQueryException):  # query.exception() tells
+            self.query.awaitTermination(300)
+        assert not self.query.isActive, f"the {self.fmt} stream did not end within 300 s"
+        error = self.query.exception()
+        failed = Failed("no error" if error is None else moment(str(error)))
+        failed.text = "" if error is None else str(error)
+        return sorted(self.got, key=repr), failed
 
 
 def admin_call(servers: str, fn: Callable[[Any], Any]) -> Any:
@@ -201,21 +209,30 @@ def test_a_stream_meets_lost_records_as_the_connector_does(
     servers = kafka4.bootstrap_servers
     options, lose = make(servers)
     options["startingOffsets"] = "earliest"
+    runs = {
+        fmt: StreamRun(connector, fmt, servers, options, tmp_path / fmt / "strict")
+        for fmt in FORMATS
+    }
     first: dict[str, Rows] = {}
     for fmt in FORMATS:
-        first[fmt], failed = stream_run(connector, fmt, servers, options, tmp_path / fmt / "strict")
+        first[fmt], failed = runs[fmt].end()
         assert failed == "no error", failed.text
         shutil.copytree(tmp_path / fmt / "strict", tmp_path / fmt / "lenient")
     assert first["trafka"] == first["kafka"] and first["kafka"]
 
     lose()
     second: dict[tuple[str, str], tuple[Rows, Failed]] = {}
-    for fmt in FORMATS:
-        for strict in ("true", "false"):
-            at = tmp_path / fmt / ("strict" if strict == "true" else "lenient")
-            second[fmt, strict] = stream_run(
-                connector, fmt, servers, {**options, "failOnDataLoss": strict}, at
+    # The two of a format one after the other: a checkpoint's copy carries its
+    # query's id, and Spark stops the run of an id when another starts.
+    for strict in ("true", "false"):
+        at = "strict" if strict == "true" else "lenient"
+        runs = {
+            fmt: StreamRun(
+                connector, fmt, servers, {**options, "failOnDataLoss": strict}, tmp_path / fmt / at
             )
+            for fmt in FORMATS
+        }
+        second |= {(fmt, strict): run.end() for fmt, run in runs.items()}
     for fmt in FORMATS:
         got, failed = second[fmt, "true"]
         assert (fmt, failed) == (fmt, where), failed.text

@@ -373,29 +373,32 @@ def test_streams_read_the_connectors_rows(connector: Any, kafka4: KafkaCluster) 
     read: dict[str, list[tuple[Any, ...]]] = {}
     batches: dict[str, list[int]] = {}
     ends: dict[str, Any] = {}
-    for fmt in FORMATS:
-        table = f"parity_{fmt}_{uuid.uuid4().hex[:8]}"
-        query = (
-            connector.readStream.format(fmt)
-            .option("kafka.bootstrap.servers", servers)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", "20")
-            .load()
-            .writeStream.format("memory")
-            .queryName(table)
-            .trigger(availableNow=True)
-            .start()
-        )
-        try:
+    tables = {fmt: f"parity_{fmt}_{uuid.uuid4().hex[:8]}" for fmt in FORMATS}
+    # Both streams at once: each waits on the broker and on Spark while the other computes.
+    queries = {
+        fmt: connector.readStream.format(fmt)
+        .option("kafka.bootstrap.servers", servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "20")
+        .load()
+        .writeStream.format("memory")
+        .queryName(tables[fmt])
+        .trigger(availableNow=True)
+        .start()
+        for fmt in FORMATS
+    }
+    try:
+        for fmt, query in queries.items():
             assert query.awaitTermination(300), f"the {fmt} stream did not end"
             assert query.exception() is None
             progress = [p for p in query.recentProgress if p["numInputRows"]]
-        finally:
+            read[fmt] = rows(connector.table(tables[fmt]))
+            batches[fmt] = [p["numInputRows"] for p in progress]
+            ends[fmt] = json.loads(progress[-1]["sources"][0]["endOffset"])
+    finally:
+        for query in queries.values():
             query.stop()
-        read[fmt] = rows(connector.table(table))
-        batches[fmt] = [p["numInputRows"] for p in progress]
-        ends[fmt] = json.loads(progress[-1]["sources"][0]["endOffset"])
     assert len(read["kafka"]) == 60
     assert read["trafka"] == read["kafka"]
     assert ends["trafka"] == ends["kafka"] == {topic: {"0": 14, "1": 33, "2": 13}}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -590,33 +591,51 @@ def test_min_offsets_per_trigger_holds_small_batches_back(
         minOffsetsPerTrigger="50",
         maxTriggerDelay="1h",
     )
-    query = (
-        stream.selectExpr("cast(value as string) as value")
-        .writeStream.format("memory")
-        .queryName("min_offsets")
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(processingTime="100 milliseconds")
-        .start()
-    )
+    # A progress for every trigger, idle ones too (Spark's default: one per 10 s
+    # without data), so that the idle triggers can be counted; read as the query starts.
+    interval = "spark.sql.streaming.noDataProgressEventInterval"
+    spark.conf.set(interval, "0")
     try:
+        query = (
+            stream.selectExpr("cast(value as string) as value")
+            .writeStream.format("memory")
+            .queryName("min_offsets")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(processingTime="100 milliseconds")
+            .start()
+        )
+    finally:
+        spark.conf.unset(interval)
+    try:
+        rows: dict[int, int] = {}  # batch id -> its rows (Spark keeps the last 100 progresses)
 
         def batches() -> list[int]:
-            return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+            for progress in query.recentProgress:
+                if progress["numInputRows"]:
+                    rows[progress["batchId"]] = progress["numInputRows"]
+            return [rows[batch] for batch in sorted(rows)]
 
-        def wait_for(n: int) -> None:
+        def wait_for(what: str, done: Callable[[], bool]) -> None:
             deadline = time.monotonic() + 60
-            while len(batches()) < n:
+            while not done():
                 assert query.exception() is None
-                assert time.monotonic() < deadline, batches()
+                assert time.monotonic() < deadline, (what, batches())
                 time.sleep(0.1)
 
-        wait_for(1)  # the first trigger is never held back, as in Spark
+        def idle_since(mark: str) -> int:
+            return sum(
+                1 for p in query.recentProgress if not p["numInputRows"] and p["timestamp"] > mark
+            )
+
+        # The first trigger is never held back, as in Spark.
+        wait_for("a batch", lambda: len(batches()) >= 1)
         produce(broker, topic, [(None, f"b{i}".encode(), None) for i in range(20)])
         # Triggers (every 100 ms) come and go without a batch: 20 is below the minimum.
-        time.sleep(3)
+        mark = query.lastProgress["timestamp"]
+        wait_for("10 idle triggers", lambda: idle_since(mark) >= 10)
         assert batches() == [30]
         produce(broker, topic, [(None, f"c{i}".encode(), None) for i in range(40)])
-        wait_for(2)
+        wait_for("a second batch", lambda: len(batches()) >= 2)
         assert batches() == [30, 60]
     finally:
         query.stop()
