@@ -30,21 +30,14 @@ PARTITIONS = 6
 KEYS = 31
 
 
-# The internal topics with 3 partitions, not Kafka's 50, as
-# tests/brokerlite/cluster_helpers.py's: a transaction's or a group's first
-# request waits for its topic's partitions to be created and led, which is not
-# what these tests check.
-INTERNAL = {"offsets_topic_num_partitions": 3, "transaction_state_log_num_partitions": 3}
-
-
 def run(test: Callable[[LocalCluster, RunningProxy], Any], zk: str, **settings: Any) -> None:
-    """``test`` against a 3-node cluster (broker ``settings`` for every node, over
-    :data:`INTERNAL`) and a proxy in front of it."""
+    """``test`` against a 3-node cluster (broker ``settings`` for every node) and a
+    proxy in front of it."""
 
     async def main() -> None:
         with trio.fail_after(180):
             async with (
-                serve_cluster(3, zookeeper_connect=zk, **{**INTERNAL, **settings}) as cluster,
+                serve_cluster(3, zookeeper_connect=zk, **settings) as cluster,
                 serve_proxy(upstream=tuple(cluster.bootstrap_servers.split(",")), port=0) as proxy,
             ):
                 await test(cluster, proxy)
