@@ -234,6 +234,9 @@ def test_requests_to_a_broker_that_does_not_lead_get_not_leader(zk: str, make_ba
             await until(leads, "the leader knows it leads")
             outsider = next(n for n in (1, 2, 3) if n != state.leader)
             core = cluster.node(outsider).broker
+            # It learns the topic from ZooKeeper on its own time (a loaded
+            # machine once had it unknown there still: UNKNOWN_TOPIC_OR_PARTITION).
+            await until(lambda: core.logs.topic("one") is not None, "the outsider knows the topic")
             from trafka.brokerlite.errors import NotLeaderOrFollowerError
             from trafka.brokerlite.handlers._util import leader_log
 
