@@ -37,6 +37,13 @@ from trafka.sdk.errors import KafkaError
 
 pytestmark = pytest.mark.timeout(120)
 
+# For the tests whose consumers join a group: the group forms at once, without
+# the 3 s of group.initial.rebalance.delay.ms (Kafka's own test brokers run with
+# 0 too), and __consumer_offsets has 3 partitions, not 50, where its partition
+# count is not what a test checks (as tests/brokerlite/cluster_helpers.py's).
+GROUPS: dict[str, Any] = {"group_initial_rebalance_delay_ms": 0}
+OFFSETS: dict[str, Any] = {**GROUPS, "offsets_topic_num_partitions": 3}
+
 
 def states(cluster: LocalCluster, topic: str) -> dict[int, Any]:
     """The partition states of ``topic`` as the first running node sees them."""
@@ -166,7 +173,9 @@ def test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses(zk: str) -> 
 
 def test_leadership_moves_with_a_stopped_broker_and_nothing_acknowledged_is_lost(zk: str) -> None:
     async def test() -> None:
-        async with serve_cluster(3, zookeeper_connect=zk, min_insync_replicas=2) as cluster:
+        async with serve_cluster(
+            3, zookeeper_connect=zk, min_insync_replicas=2, **OFFSETS
+        ) as cluster:
             async with open_admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
                 await admin.create_topics([NewTopic("moves", 3, 3)])
             await until(lambda: all_in_sync(cluster, "moves", 3), "every ISR is full")
@@ -229,6 +238,9 @@ def test_requests_to_a_broker_that_does_not_lead_get_not_leader(zk: str, make_ba
             await until(leads, "the leader knows it leads")
             outsider = next(n for n in (1, 2, 3) if n != state.leader)
             core = cluster.node(outsider).broker
+            # It learns the topic from ZooKeeper on its own time (a loaded
+            # machine once had it unknown there still: UNKNOWN_TOPIC_OR_PARTITION).
+            await until(lambda: core.logs.topic("one") is not None, "the outsider knows the topic")
             from trafka.brokerlite.errors import NotLeaderOrFollowerError
             from trafka.brokerlite.handlers._util import leader_log
 
@@ -306,7 +318,9 @@ def test_requests_to_a_broker_that_does_not_lead_get_not_leader(zk: str, make_ba
 
 def test_group_coordinator_is_the_leader_of_the_groups_offsets_partition(zk: str) -> None:
     async def test() -> None:
-        async with serve_cluster(3, zookeeper_connect=zk, offsets_topic_num_partitions=6) as c:
+        async with serve_cluster(
+            3, zookeeper_connect=zk, offsets_topic_num_partitions=6, **GROUPS
+        ) as c:
             bs = c.bootstrap_servers
             async with open_admin(bootstrap_servers=bs) as admin:
                 await admin.create_topics([NewTopic("work", 2, 3)])
@@ -599,7 +613,7 @@ def test_zookeeper_down_leaders_keep_serving_and_changes_wait(make_zookeeper: An
 
 def test_reassignment_moves_a_partition_to_new_brokers_under_load(zk: str) -> None:
     async def test() -> None:
-        async with serve_cluster(4, zookeeper_connect=zk) as cluster:
+        async with serve_cluster(4, zookeeper_connect=zk, **OFFSETS) as cluster:
             bs = cluster.bootstrap_servers
             async with open_admin(bootstrap_servers=bs) as admin:
                 await admin.create_topics([NewTopic("mv", 1, 1)])
@@ -892,7 +906,7 @@ def test_cli_reassign_generate_execute_verify_and_elect_leaders(zk: str, tmp_pat
 def test_committed_offsets_survive_the_coordinators_broker(zk: str) -> None:
     async def test() -> None:
         async with serve_cluster(
-            3, zookeeper_connect=zk, offsets_topic_num_partitions=3, min_insync_replicas=2
+            3, zookeeper_connect=zk, min_insync_replicas=2, **OFFSETS
         ) as cluster:
             bs = cluster.bootstrap_servers
             async with open_admin(bootstrap_servers=bs) as admin:
