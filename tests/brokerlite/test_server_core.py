@@ -852,18 +852,26 @@ def test_create_partitions(core: Any) -> None:
         37,
         3,
         create_partitions.CreatePartitionsRequest(
-            topics=[grow(name="t", count=5)], validate_only=True
+            topics=[grow(name="t", count=5, assignments=None)], validate_only=True
         ),
     )
     assert checked.results[0].error_code == 0
     assert core.broker.logs.topic("t").num_partitions == 2
     grown = core.call(
-        37, 3, create_partitions.CreatePartitionsRequest(topics=[grow(name="t", count=5)])
+        37,
+        3,
+        create_partitions.CreatePartitionsRequest(
+            topics=[grow(name="t", count=5, assignments=None)]
+        ),
     )
     assert grown.results[0].error_code == 0
     assert core.broker.logs.topic("t").num_partitions == 5
     shrink = core.call(
-        37, 3, create_partitions.CreatePartitionsRequest(topics=[grow(name="t", count=3)])
+        37,
+        3,
+        create_partitions.CreatePartitionsRequest(
+            topics=[grow(name="t", count=3, assignments=None)]
+        ),
     )
     assert shrink.results[0].error_code == ErrorCode.INVALID_PARTITIONS
     elsewhere = create_partitions.CreatePartitionsRequest.CreatePartitionsAssignment(broker_ids=[2])
@@ -875,6 +883,13 @@ def test_create_partitions(core: Any) -> None:
         ),
     )
     assert bad.results[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    # An empty list is an assignment of no new partition, not a null one (as Kafka:
+    # test_kafka_topic_timeouts.py).
+    empty = core.call(
+        37, 3, create_partitions.CreatePartitionsRequest(topics=[grow(name="t", count=6)])
+    )
+    assert empty.results[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert core.broker.logs.topic("t").num_partitions == 5
 
 
 def _describe(core: Any, resource_type: int, name: str, keys: list[str] | None = None) -> Any:
