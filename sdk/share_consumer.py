@@ -213,7 +213,12 @@ class ShareConsumer(Hostable):
     async def _run(self) -> AsyncIterator[None]:
         cfg = self.config
         async with owned_task_group() as tg:
-            self._start(tg)
+            try:
+                self._start(tg)
+            except BaseException:
+                # Half made, never open: its calls say so (not AttributeError).
+                self._cluster, self._closed = None, True
+                raise
             await start_client_hooks(tg, self, "share_consumer", cfg)
             try:
                 yield

@@ -335,6 +335,28 @@ async def test_closed_and_unopened_consumers_refuse_calls(broker: ShareScriptedB
         consumer.subscribe("q")  # a string, not a list
 
 
+async def test_a_consumer_whose_start_failed_half_way_is_not_open(
+    broker: ShareScriptedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure while the consumer sets itself up (after its cluster exists) leaves
+    a consumer that says it is not open, not one that raises AttributeError."""
+    import trafka.sdk.share_consumer as module
+
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("the fetch driver could not be made")
+
+    monkeypatch.setattr(module, "ShareFetchDriver", broken)
+    consumer = ShareConsumer(**settings(broker))
+    with pytest.raises(RuntimeError, match="fetch driver"):
+        async with consumer:
+            pass
+    with pytest.raises(UsageError, match="not open"):
+        await consumer.client_instance_id()
+    with pytest.raises(UsageError):
+        consumer.statistics()
+    await consumer.close()  # nothing to close
+
+
 def test_configuration_errors_name_the_problem() -> None:
     with pytest.raises(ConfigError, match=r"group\.id"):
         ShareConsumer(bootstrap_servers="localhost:9092")
