@@ -55,6 +55,7 @@ from .plan import (
     _part_body,
     _Split,
     _split,
+    add_slots,
     count_placed,
     unknown_base_offset,
 )
@@ -147,6 +148,26 @@ def idempotent_producer(body: Any) -> tuple[int, int] | None:
     return found
 
 
+def _session_verdict(
+    session: Session, topics: Topics, topic: str, count: int | None, p: Any
+) -> ClientBatch | ErrorCode | tuple[RecordBatchHeader, Any]:
+    """What a client batch (partition data ``p`` of ``topic``, ``count`` partitions
+    known) is to the producer's session, for both placing paths: the batch it
+    already placed (a retry), the error it is refused with (unknown topic, no
+    leader, out of order), or its header and bytes, to place."""
+    if not count:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if topics.leader(topic, p.index) < 0:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    header, raw = next(iter_batches(p.records or b""))
+    assert isinstance(header, RecordBatchHeader)
+    known = session.known(topic, p.index, header.base_sequence)
+    if known is not None and known.count == header.records_count:
+        return known
+    error = session.check_new(topic, p.index, header.base_sequence)
+    return error if error else (header, raw)
+
+
 def prepare_idempotent(
     body: Any,
     *,
@@ -204,25 +225,20 @@ def prepare_idempotent(
         # (through the proxy, which learns with it) and retry.
         count = topics.partitions.get(t.name)
         for p in t.partition_data:
-            if not count:
-                refused[(t.name, p.index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if topics.leader(t.name, p.index) < 0:
-                refused[(t.name, p.index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                stale.add(t.name)
-                continue
-            header, raw = next(iter_batches(p.records or b""))
-            assert isinstance(header, RecordBatchHeader)
-            known = session.known(t.name, p.index, header.base_sequence)
-            if known is not None and known.count == header.records_count:
+            verdict = _session_verdict(session, topics, t.name, count, p)
+            if isinstance(verdict, ClientBatch):
                 stats.batches_retried += 1
-                retried.append(known)
+                retried.append(verdict)
                 continue
-            error = session.check_new(t.name, p.index, header.base_sequence)
-            if error:
-                stats.batches_out_of_order += 1
-                refused[(t.name, p.index)] = error
+            if isinstance(verdict, ErrorCode):
+                refused[(t.name, p.index)] = verdict
+                if verdict is ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    stale.add(t.name)
+                elif verdict is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+                    stats.batches_out_of_order += 1
                 continue
+            header, raw = verdict
+            assert count  # (the verdict checked it)
             data = bytes(raw)
             sizes.append(len(data))
             split = _split(
@@ -281,24 +297,19 @@ def _prepare_placed(
         count = topics.partitions.get(t.name)
         sections: list[batch_split.Section] = []
         for p in t.partition_data:
-            if not count:
-                refused[(t.name, p.index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            verdict = _session_verdict(session, topics, t.name, count, p)
+            if isinstance(verdict, ClientBatch):
+                retried.append(verdict)
                 continue
-            if topics.leader(t.name, p.index) < 0:
-                refused[(t.name, p.index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                stale.add(t.name)
+            if isinstance(verdict, ErrorCode):
+                refused[(t.name, p.index)] = verdict
+                if verdict is ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    stale.add(t.name)
+                elif verdict is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+                    out_of_order += 1
                 continue
-            header, raw = next(iter_batches(p.records or b""))
-            assert isinstance(header, RecordBatchHeader)
-            known = session.known(t.name, p.index, header.base_sequence)
-            if known is not None and known.count == header.records_count:
-                retried.append(known)
-                continue
-            error = session.check_new(t.name, p.index, header.base_sequence)
-            if error:
-                out_of_order += 1
-                refused[(t.name, p.index)] = error
-                continue
+            header, raw = verdict
+            assert count  # (the verdict checked it)
             if recovered is not None:
                 placement = recovered(t.name, p.index, header.base_sequence)
                 if placement is not None and placement.count == header.records_count:
@@ -329,15 +340,7 @@ def _prepare_placed(
         if done is None:
             return None
         order, slots, per_batch = done
-        for target in order:
-            pieces = slots[target]
-            assert pieces is not None
-            got = targets.get((t.name, target))
-            if got is None:
-                targets[(t.name, target)] = pieces
-            else:  # the topic came twice in the request
-                got[0].extend(pieces[0])
-                got[1].extend(pieces[1])
+        add_slots(targets, t.name, order, slots)
         placed.extend((t.name, moved_n, kept_n) for moved_n, kept_n, _ in per_batch)
     chunks = _chunked_placed(targets, _cap(sizes), session)
     if chunks is None:

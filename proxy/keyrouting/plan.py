@@ -637,6 +637,20 @@ SpansPlaced = tuple[
 ]
 
 
+def add_slots(targets: dict[tuple[str, int], Any], topic: str, order: Any, slots: Any) -> None:
+    """Add one topic's pieces by target partition (``place_sections``' order and
+    slots) to ``targets``, after any the topic gave before (named twice)."""
+    for target in order:
+        pieces = slots[target]
+        assert pieces is not None
+        got = targets.get((topic, target))
+        if got is None:
+            targets[(topic, target)] = pieces
+        else:
+            got[0].extend(pieces[0])
+            got[1].extend(pieces[1])
+
+
 def place_spans(body: Any, topics: Topics, hash_name: str, max_size: int) -> SpansPlaced | None:
     """The pieces of a plain request every batch of which the codec's C pass
     splits, by target partition (own pieces first), counted nowhere; None when
@@ -684,15 +698,7 @@ def place_spans(body: Any, topics: Topics, hash_name: str, max_size: int) -> Spa
         if done is None:
             return None
         order, slots, per_batch = done
-        for target in order:
-            pieces = slots[target]
-            assert pieces is not None
-            got = targets.get((topic, target))
-            if got is None:
-                targets[(topic, target)] = pieces
-            else:  # the topic came twice in the request
-                got[0].extend(pieces[0])
-                got[1].extend(pieces[1])
+        add_slots(targets, topic, order, slots)
         for batch, (moved_n, kept_n, split) in zip(batches, per_batch, strict=True):
             placed.append((topic, moved_n, kept_n))
             if split:
