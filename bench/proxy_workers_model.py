@@ -34,10 +34,7 @@ import statistics
 
 def carried(workers: int, clients: int, offer: float, capacity: float, rng: random.Random) -> float:
     """Records/s the workers carry for one random spread of the clients."""
-    load = [0.0] * workers
-    for _ in range(clients):
-        load[rng.randrange(workers)] += offer
-    return sum(min(capacity, w) for w in load)
+    return sum(min(capacity, offer * n) for n in _spread(workers, clients, rng))
 
 
 def even(workers: int, clients: int, offer: float, capacity: float) -> float:
