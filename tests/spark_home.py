@@ -4,8 +4,11 @@ JVMs map a class-data-sharing archive of Spark's classes.
 
 Rules:
 
-* The home is ``.cache/spark-home/`` (ignored by git), the same path in every
-  run: links to everything of the installed pyspark but its ``python`` folder.
+* The home is ``.cache/spark-home/<key>/`` (ignored by git), the key naming the
+  installed pyspark's folder: the same path in every run of one environment,
+  and another for another environment (a second checkout sharing this
+  ``.cache`` keeps its own links instead of re-pointing these). It holds links
+  to everything of the installed pyspark but its ``python`` folder.
   A JVM accepts a class-data archive only with the class path it was written
   with, and Spark's is ``$SPARK_HOME/conf/:$SPARK_HOME/jars/*``: a home made
   afresh per run (as it was) would refuse every archive. The home has no
@@ -43,7 +46,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-HOME = ROOT / ".cache" / "spark-home"
+HOMES = ROOT / ".cache" / "spark-home"
 #: The archive's flags, as tests/conftest.py gives them to the run (for executors).
 FLAGS_ENV = "TRAFKA_SPARK_CDS"
 
@@ -56,6 +59,11 @@ def installed_pyspark() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))).resolve()
 
 
+def home(pyspark: Path) -> Path:
+    """The home of this pyspark (see the module's rules)."""
+    return HOMES / hashlib.sha256(str(pyspark).encode()).hexdigest()[:12]
+
+
 def archive(pyspark: Path) -> Path | None:
     """Where the archive of this JDK and this pyspark's jars is (None without java)."""
     java = shutil.which("java")
@@ -65,7 +73,7 @@ def archive(pyspark: Path) -> Path | None:
     for path in (Path(java).resolve(), *sorted((pyspark / "jars").glob("spark-*.jar"))):
         stat = path.stat()
         key.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
-    return HOME / f"spark-{key.hexdigest()[:16]}.jsa"
+    return home(pyspark) / f"spark-{key.hexdigest()[:16]}.jsa"
 
 
 def share_flags() -> str:
@@ -82,9 +90,10 @@ def prepare() -> str | None:
     pyspark = installed_pyspark()
     if pyspark is None:
         return None
-    HOME.mkdir(parents=True, exist_ok=True)
+    made = home(pyspark)
+    made.mkdir(parents=True, exist_ok=True)
     for entry in pyspark.iterdir():
-        link = HOME / entry.name
+        link = made / entry.name
         if entry.name == "python" or (link.is_symlink() and link.resolve() == entry):
             continue
         if link.is_symlink():  # left by another pyspark
@@ -93,7 +102,7 @@ def prepare() -> str | None:
             link.symlink_to(entry)
         except FileExistsError:  # another run made it meanwhile
             pass
-    return str(HOME)
+    return str(made)
 
 
 def train() -> None:
@@ -105,7 +114,7 @@ def train() -> None:
         return
     prepare()
     part = found.with_suffix(".jsa.part")
-    env = {**os.environ, "SPARK_HOME": str(HOME), "PYSPARK_PYTHON": sys.executable}
+    env = {**os.environ, "SPARK_HOME": str(found.parent), "PYSPARK_PYTHON": sys.executable}
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     env.pop("SPARK_SUBMIT_OPTS", None)  # an archive in use cannot be written on
     try:
@@ -125,7 +134,7 @@ def train() -> None:
         print(f"warning: Spark's class-data archive not made:\n{tail}", file=sys.stderr)
         part.unlink(missing_ok=True)
         return
-    for old in HOME.glob("spark-*.jsa"):
+    for old in found.parent.glob("spark-*.jsa"):
         old.unlink()
     part.replace(found)
 

@@ -21,10 +21,10 @@ from kafka_peers import SKIP_ENV
 def test_the_sessions_jvm_maps_the_class_data_archive(spark: Any) -> None:
     if os.environ.get(SKIP_ENV) == "1":
         pytest.skip(f"{SKIP_ENV}=1: `tests/kafka_peers.py fetch` trained no archive")
-    if os.environ.get("SPARK_HOME") != str(spark_home.HOME):
-        pytest.skip("the machine's own SPARK_HOME, not the tests' (tests/conftest.py)")
     pyspark = spark_home.installed_pyspark()
     assert pyspark is not None
+    if os.environ.get("SPARK_HOME") != str(spark_home.home(pyspark)):
+        pytest.skip("the machine's own SPARK_HOME, not the tests' (tests/conftest.py)")
     archive = spark_home.archive(pyspark)
     assert archive is not None and archive.is_file(), (
         "no class-data archive for this pyspark and JDK: `python tests/kafka_peers.py fetch` "
