@@ -115,6 +115,18 @@ def consume_all(broker: RunningBroker, topic: str, partitions: int, **settings: 
     return result
 
 
+def committed(broker: RunningBroker, topic: str, partitions: int) -> list[bytes]:
+    """The topic's values as a read_committed consumer sees them (KIP-98), sorted."""
+    records = consume_all(broker, topic, partitions, isolation_level="read_committed")
+    return sorted(r.value for r in records)
+
+
+def everything(broker: RunningBroker, topic: str, partitions: int) -> list[bytes]:
+    """Every value written, aborted ones included (read_uncommitted), sorted."""
+    records = consume_all(broker, topic, partitions, isolation_level="read_uncommitted")
+    return sorted(r.value for r in records)
+
+
 def stream_of(spark: Any, broker: RunningBroker, **options: str) -> Any:
     """A ``trafka`` stream from ``broker`` with the given data source options."""
     r = spark.readStream.format("trafka").option(

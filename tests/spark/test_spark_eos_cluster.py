@@ -26,9 +26,10 @@ a restarted query finishing or redoing a batch from the sink's commit log), and
 the broker's part of it (fencing, EndTxn, markers sent by a coordinator that
 leads no partition written) is Kafka's protocol, which Kafka itself answers
 here. brokerlite's answers to the same steps are proven by
-tests/spark/test_spark_eos_sink.py (the same sink on one brokerlite: a failed
-task retried and its zombie fenced, a driver's death injected before its
-decision and mid-commit, then the restart) and
+tests/spark/test_spark_eos_sink.py (the same sink on one brokerlite: a driver's
+death injected before its decision and mid-commit, then the restart),
+tests/spark/test_spark_standalone.py (a failed task retried by a standalone
+cluster and its zombie fenced, on one brokerlite) and
 tests/brokerlite/test_cluster_transactions.py (fencing and markers across a
 brokerlite cluster's coordinators). The kill of a broker, where brokerlite's own
 cluster (coordinator and leader failover) is what is under test, runs on both.

@@ -3,14 +3,15 @@ against an in-process brokerlite, read back by ``read_committed`` consumers
 (KIP-98): a batch write, a failed one, a stream whose micro-batch fails and is
 run again, and a driver that dies in the middle of a commit, before it and
 after it. Faults are injected by subclasses of the sink's writers, registered
-as data sources of their own (tests/spark/eos_driver.py injects the ones that
-need Spark to retry a task, which ``local[2]`` never does)."""
+as data sources of their own. A failed task that Spark retries, its zombie
+fenced by the retry, needs a Spark that retries tasks, which ``local[2]``
+never does: tests/spark/test_spark_standalone.py runs it on a standalone
+cluster."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -22,12 +23,11 @@ import pytest
 from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.datasource import DataSourceStreamWriter
-from spark_helpers import consume_all, create, fresh, produce, run, stream_of
+from spark_helpers import committed, create, everything, fresh, produce, run, stream_of
 from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
-from trafka.sdk import ProducerFencedError, TopicPartition, open_admin
-from trafka.sdk.txn_handoff import PreparedTransaction, end_transaction
+from trafka.sdk import TopicPartition, open_admin
 from trafka.spark import _eos, source
 from trafka.spark.options import parse_write_options
 from trafka.spark.source import KafkaDataSource
@@ -37,18 +37,6 @@ pytestmark = pytest.mark.timeout(300)
 # The faulty writers below run in Spark's Python workers, which cannot import
 # this module: pickle its classes and functions by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-def committed(broker: RunningBroker, topic: str, partitions: int) -> list[bytes]:
-    """The topic's values as a read_committed consumer sees them, sorted."""
-    records = consume_all(broker, topic, partitions, isolation_level="read_committed")
-    return sorted(r.value for r in records)
-
-
-def everything(broker: RunningBroker, topic: str, partitions: int) -> list[bytes]:
-    """Every value written, aborted ones included (read_uncommitted), sorted."""
-    records = consume_all(broker, topic, partitions, isolation_level="read_uncommitted")
-    return sorted(r.value for r in records)
 
 
 def open_transactions(broker: RunningBroker, prefix: str) -> list[str]:
@@ -351,47 +339,6 @@ def test_a_driver_that_dies_before_deciding_leaves_nothing_open(
     assert open_transactions(broker, prefix) == []
     assert committed(broker, sink, 2) == values
     assert len(everything(broker, sink, 2)) == 260
-
-
-@pytest.mark.slow
-def test_a_task_that_fails_after_writing_is_retried_and_its_zombie_fenced(
-    broker: RunningBroker, tmp_path: Path
-) -> None:
-    """In a Spark that retries tasks (tests/spark/eos_driver.py): the first
-    attempt of a task writes its rows and fails; the second, on the same
-    transactional id, fences it (a higher epoch) and aborts its transaction."""
-    source_topic, values, sink, checkpoint = _stream(broker, tmp_path)
-    driver = Path(__file__).with_name("eos_driver.py")
-    args = [broker.bootstrap_servers, source_topic, sink, str(checkpoint), str(tmp_path)]
-    done = subprocess.run(
-        [sys.executable, str(driver), *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=driver.parent,
-    )
-    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-
-    assert committed(broker, sink, 2) == values
-    noted = json.loads((tmp_path / "zombie.json").read_text())
-    zombie = PreparedTransaction.from_json(noted["transaction"])
-    # The first attempt's rows were written, then aborted by its retry.
-    assert noted["records"] > 0
-    assert len(everything(broker, sink, 2)) == 200 + noted["records"]
-    decided = _eos.CommitLog(str(checkpoint)).read(1)
-    assert decided is not None and decided.committed
-    (retry,) = [t for t in decided.transactions if t.transactional_id == zombie.transactional_id]
-    assert retry.producer_id == zombie.producer_id
-    assert retry.producer_epoch > zombie.producer_epoch
-
-    async def zombie_commits() -> None:
-        with anyio.fail_after(30):
-            async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
-                await end_transaction(admin, zombie, commit=True)
-
-    with pytest.raises(ProducerFencedError):
-        run(zombie_commits)
-    assert committed(broker, sink, 2) == values
 
 
 def test_a_batch_whose_transaction_kafka_ended_is_not_decided(
