@@ -38,10 +38,7 @@ from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.produce_response import ProduceAnswer, ProduceResponseWriter
-from trafka.codec.records import (
-    RecordBatchHeader,
-    iter_batches,
-)
+from trafka.codec.records import RecordBatchHeader, iter_batches, set_base_sequence
 
 from ..topics import Topics
 from .answers import Endpoints, finish_answer
@@ -59,7 +56,7 @@ from .plan import (
     count_placed,
     unknown_base_offset,
 )
-from .sequences import ClientBatch, Placement, Session, State, Upstream
+from .sequences import ClientBatch, Placement, Session, State, Upstream, next_sequence
 from .stats import RouteStats
 
 __all__ = [
@@ -104,7 +101,8 @@ class _Batch:
 
 @dataclass(slots=True)
 class _Chunk:
-    """One upstream batch to be, encoded with sequence 0."""
+    """One upstream batch to be, encoded at the base sequence it will likely be
+    numbered at (:meth:`.Session.next_for`; renumbered on commit otherwise)."""
 
     topic: str
     partition: int
@@ -112,6 +110,7 @@ class _Chunk:
     count: int
     splits: Sequence[_Split | _Batch]  # whose records it holds, the first first
     leads: bool  # its first records are the first split's own (none moved)
+    sequence: int  # the base sequence ``data`` carries
 
 
 @dataclass(slots=True)
@@ -295,6 +294,12 @@ def _prepare_placed(
     out_of_order = 0
     for t in body.topic_data:
         count = topics.partitions.get(t.name)
+        # A moved record's target without a known leader refuses its batch:
+        # the reference decides that, before anything is placed here (placed
+        # here first, the request would be placed twice).
+        known_leaders = bytes(topics.leader(t.name, x) >= 0 for x in range(count or 0))
+        if 0 in known_leaders:
+            return None
         sections: list[batch_split.Section] = []
         for p in t.partition_data:
             verdict = _session_verdict(session, topics, t.name, count, p)
@@ -333,7 +338,6 @@ def _prepare_placed(
         if not sections:
             continue
         assert count
-        known_leaders = bytes(topics.leader(t.name, x) >= 0 for x in range(count))
         done = batch_split.place_sections(
             sections, partitions=count, hash_name=hash_name, known=known_leaders
         )
@@ -369,24 +373,36 @@ def _chunked_placed(targets: _Targets, cap: int, session: Session) -> list[_Chun
                 size = 0
             runs[-1].append(piece)
             size += piece[1]
+        sequence = session.next_for(topic, target)
         for run in runs:
             first = run[0]
             if len(run) == 1 and first[2] is not None:
-                data, n = first[2], first[4].records_count
+                data, carried = _at(first[2], first[4].base_sequence, sequence)
+                n = first[4].records_count
             else:
                 built = batch_split.build_batch(
                     [piece[3] for piece in run],
                     attributes=first[4].attributes,
                     producer_id=session.producer_id,
                     producer_epoch=session.epoch,
+                    base_sequence=sequence,  # (None: 0, renumbered on commit)
                 )
                 if built is None:
                     return None
-                data, n = built
+                (data, n), carried = built, sequence or 0
             holders = list(dict.fromkeys(piece[0] for piece in run))
             # Its first records lead it when they are a client batch kept whole.
-            chunks.append(_Chunk(topic, target, data, n, holders, first[2] is not None))
+            chunks.append(_Chunk(topic, target, data, n, holders, first[2] is not None, carried))
+            sequence = None if sequence is None else next_sequence(sequence, n)
     return chunks
+
+
+def _at(data: bytes, built: int, sequence: int | None) -> tuple[bytes, int]:
+    """``data`` (a batch built at base sequence ``built``) at ``sequence``
+    (None: as it is, renumbered on commit), and the base sequence it carries."""
+    if sequence is None or sequence == built:
+        return data, built
+    return set_base_sequence(data, sequence), sequence
 
 
 def _one_batch_each(body: Any) -> bool:
@@ -401,16 +417,21 @@ def _one_batch_each(body: Any) -> bool:
 
 def _chunked(splits: list[_Split], cap: int, session: Session) -> list[_Chunk]:
     """The upstream batches of the placed ``splits``, per target partition, each
-    at most about ``cap`` bytes, encoded with sequence 0 (numbered on commit)."""
+    at most about ``cap`` bytes, encoded at the sequence they will likely be
+    numbered at (:class:`_Chunk`)."""
     owner = {id(piece): split for split in splits for piece in split.pieces.values()}
     chunks = []
     for (topic, target), (own, moved) in _by_target(splits).items():
+        sequence = session.next_for(topic, target)
         for chunk in _chunks(own, [m for _, m in moved], cap):
             data, n = _encode(chunk, producer_id=session.producer_id, producer_epoch=session.epoch)
+            whole = len(chunk) == 1 and chunk[0].raw is not None
+            data, carried = _at(data, chunk[0].header.base_sequence if whole else 0, sequence)
             holders = list(dict.fromkeys(owner[id(piece)] for piece in chunk))
             first = owner[id(chunk[0])]
             leads = not first.moved and chunk[0] is first.pieces[first.partition]
-            chunks.append(_Chunk(topic, target, data, n, holders, leads))
+            chunks.append(_Chunk(topic, target, data, n, holders, leads, carried))
+            sequence = None if sequence is None else next_sequence(sequence, n)
     return chunks
 
 
@@ -456,13 +477,14 @@ def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> Idempo
 
     Every target partition's next sequence must be known (see
     :meth:`Sequences.unsynced`). Cheap: the records were placed and encoded by
-    :func:`prepare_idempotent`; numbering rewrites a sequence and a checksum.
+    :func:`prepare_idempotent`, at the sequences they are numbered at unless
+    those changed since (then numbering rewrites a sequence and a checksum).
     """
     upstream_of: dict[int, list[Upstream]] = {}  # id(split) -> its upstream batches
     leading: dict[int, Upstream] = {}  # id(split) -> the batch its records lead
     fresh: list[Upstream] = []
     for chunk in prepared.chunks:
-        u = session.number(chunk.topic, chunk.partition, chunk.count, chunk.data)
+        u = session.number(chunk.topic, chunk.partition, chunk.count, chunk.data, chunk.sequence)
         fresh.append(u)
         for split in chunk.splits:
             upstream_of.setdefault(id(split), []).append(u)

@@ -473,20 +473,37 @@ class Session:
             t = self.targets[(topic, partition)] = _Target(0 if self.born else None)
         return t
 
-    def number(self, topic: str, partition: int, count: int, data: bytes) -> Upstream:
+    def number(
+        self, topic: str, partition: int, count: int, data: bytes, built: int | None = None
+    ) -> Upstream:
         """A new upstream batch for ``data`` (one batch of this producer), numbered next.
 
         The caller has made sure the partition's next sequence is known.
+        ``built``: the base sequence ``data`` carries (None: read from it);
+        rewritten (and checksummed again) only when it is not the next
+        (:meth:`next_for`).
         """
         t = self.target(topic, partition)
         self._close_gap(t)
         assert t.next_sequence is not None
         u = Upstream(topic, partition, t.next_sequence, count, data)
-        if read_batch_header(data).base_sequence != u.base_sequence:
+        if built is None:
+            built = read_batch_header(data).base_sequence
+        if built != u.base_sequence:
             u.data = set_base_sequence(data, u.base_sequence)
         t.next_sequence = next_sequence(t.next_sequence, count)
         t.pending.append(u)
         return u
+
+    def next_for(self, topic: str, partition: int) -> int | None:
+        """The base sequence the partition's next upstream batch is numbered
+        at (:meth:`number`) if nothing changes before, or None when that is not
+        known yet (to be learnt from the leader, or a dead batch's numbers to
+        give). Changes nothing: batches built at it are checksummed once."""
+        t = self.targets.get((topic, partition))
+        if t is None:
+            return 0 if self.born else None
+        return t.next_sequence if t.gap is None else None
 
     def resend_before(self, u: Upstream) -> list[Upstream]:
         """The failed batches of ``u``'s partition to write again before it, in
