@@ -31,6 +31,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from trafka.codec import batch_split
@@ -56,7 +57,15 @@ from .plan import (
     count_placed,
     unknown_base_offset,
 )
-from .sequences import ClientBatch, Placement, Session, State, Upstream, next_sequence
+from .sequences import (
+    ClientBatch,
+    Placement,
+    Session,
+    State,
+    Upstream,
+    Walked,
+    next_sequence,
+)
 from .stats import RouteStats
 
 __all__ = [
@@ -360,19 +369,27 @@ def _prepare_placed(
     return prepared
 
 
+# A piece's (batch_split.Piece) owner, estimated bytes and spans.
+_OWNER, _SIZE, _SPANS = itemgetter(0), itemgetter(1), itemgetter(3)
+
+
 def _chunked_placed(targets: _Targets, cap: int, session: Session) -> list[_Chunk] | None:
     """:func:`_chunked` of :func:`_prepare_placed`'s pieces (None: the C pass
     declines to build one)."""
     chunks = []
     for (topic, target), (own, moved) in targets.items():
+        pieces = own + moved
         runs: list[list[batch_split.Piece]] = []
-        size = 0
-        for piece in own + moved:
-            if not runs or size + piece[1] > cap:
-                runs.append([])
-                size = 0
-            runs[-1].append(piece)
-            size += piece[1]
+        if sum(map(_SIZE, pieces)) <= cap:
+            runs.append(pieces)  # the usual case, with no Python code per piece
+        else:
+            size = 0
+            for piece in pieces:
+                if not runs or size + piece[1] > cap:
+                    runs.append([])
+                    size = 0
+                runs[-1].append(piece)
+                size += piece[1]
         sequence = session.next_for(topic, target)
         for run in runs:
             first = run[0]
@@ -381,7 +398,7 @@ def _chunked_placed(targets: _Targets, cap: int, session: Session) -> list[_Chun
                 n = first[4].records_count
             else:
                 built = batch_split.build_batch(
-                    [piece[3] for piece in run],
+                    list(map(_SPANS, run)),
                     attributes=first[4].attributes,
                     producer_id=session.producer_id,
                     producer_epoch=session.epoch,
@@ -390,7 +407,7 @@ def _chunked_placed(targets: _Targets, cap: int, session: Session) -> list[_Chun
                 if built is None:
                     return None
                 (data, n), carried = built, sequence or 0
-            holders = list(dict.fromkeys(piece[0] for piece in run))
+            holders = list(dict.fromkeys(map(_OWNER, run)))
             # Its first records lead it when they are a client batch kept whole.
             chunks.append(_Chunk(topic, target, data, n, holders, first[2] is not None, carried))
             sequence = None if sequence is None else next_sequence(sequence, n)
@@ -483,13 +500,21 @@ def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> Idempo
     upstream_of: dict[int, list[Upstream]] = {}  # id(split) -> its upstream batches
     leading: dict[int, Upstream] = {}  # id(split) -> the batch its records lead
     fresh: list[Upstream] = []
+    # Usually every upstream batch holds records of every client batch (keyed
+    # batches spread over all partitions): then they share one tuple of them,
+    # linked, journaled and answered once per request x target partition.
+    every = not prepared.written and all(
+        len(c.splits) == len(prepared.new) for c in prepared.chunks
+    )
     for chunk in prepared.chunks:
         u = session.number(chunk.topic, chunk.partition, chunk.count, chunk.data, chunk.sequence)
         fresh.append(u)
-        for split in chunk.splits:
-            upstream_of.setdefault(id(split), []).append(u)
+        if not every:
+            for split in chunk.splits:
+                upstream_of.setdefault(id(split), []).append(u)
         if chunk.leads:
             leading[id(chunk.splits[0])] = u
+    shared = tuple(fresh)
     placed: dict[tuple[str, int], ClientBatch] = {}
     for split, count in prepared.new:
         batch = ClientBatch(
@@ -497,7 +522,9 @@ def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> Idempo
             split.partition,
             split.header.base_sequence,
             count,
-            tuple(prepared.written.get(id(split), []) + upstream_of.get(id(split), [])),
+            shared
+            if every
+            else tuple(prepared.written.get(id(split), []) + upstream_of.get(id(split), [])),
             leading.get(id(split)),
             session.latest(split.topic, split.partition),
         )
@@ -556,10 +583,11 @@ def idempotent_answer(
     message: the reference of :func:`idempotent_answer_bytes`."""
     resp = produce_msgs.ProduceResponse
     responses = []
+    walked: Walked = {}
     for name, entries in plan.answers:
         merged = []
         for index, entry in entries:
-            error, message, base, append_time, start = _outcome(entry, client_software)
+            error, message, base, append_time, start = _outcome(entry, client_software, walked)
             merged.append(
                 resp.PartitionProduceResponse(
                     index=index,
@@ -586,10 +614,11 @@ def idempotent_answer_bytes(
     ``template`` (a part's answer; None: none), its node endpoints rewritten by
     ``endpoints``."""
     w = ProduceResponseWriter(version, len(plan.answers))
+    walked: Walked = {}
     for name, entries in plan.answers:
         w.topic(name, len(entries))
         for index, entry in entries:
-            error, message, base, append_time, start = _outcome(entry, client_software)
+            error, message, base, append_time, start = _outcome(entry, client_software, walked)
             w.add(index, error, base, append_time, start, message)
     if template is None:
         return w.finish(0)
@@ -597,13 +626,14 @@ def idempotent_answer_bytes(
 
 
 def _outcome(
-    entry: ClientBatch | ErrorCode, client_software: str | None
+    entry: ClientBatch | ErrorCode, client_software: str | None, walked: Walked
 ) -> tuple[int, str | None, int, int, int]:
     """What the client hears for a partition: (error, message, base offset,
-    log append time, log start offset)."""
+    log append time, log start offset); ``walked``: what each tuple of
+    upstream batches came to (:meth:`.ClientBatch.own_outcome`), one answer's."""
     if isinstance(entry, ErrorCode):
         return entry, entry.message, -1, -1, -1
-    error, message, base, append_time, start = entry.outcome() or (
+    error, message, base, append_time, start = entry.outcome(walked) or (
         ErrorCode.REQUEST_TIMED_OUT,
         "no answer in time",
         -1,

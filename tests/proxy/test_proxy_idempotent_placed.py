@@ -25,7 +25,7 @@ from trafka.codec import _accel, batch_split, records
 from trafka.codec.compression import Compression
 from trafka.codec.errors import ErrorCode
 from trafka.codec.records import encode_batch
-from trafka.proxy.keyrouting import idempotent_plan
+from trafka.proxy.keyrouting import idempotent_plan, journal_pipeline
 from trafka.proxy.keyrouting import plan as routing
 from trafka.proxy.keyrouting.idempotent_plan import (
     commit_idempotent,
@@ -169,6 +169,7 @@ def replay(
             )
         )
         plan = commit_idempotent(body, prepared, session)
+        linked(prepared, session)
         seen.append(
             [[(u.topic, u.partition, u.base_sequence, u.data) for u in r] for r in plan.rounds]
         )
@@ -189,10 +190,37 @@ def replay(
                 else:
                     session.settle(u, ErrorCode.REQUEST_TIMED_OUT)
                 i += 1
+        walked_once(plan)
         seen.append(idempotent_answer_bytes(plan, None, 9, "librdkafka"))
         seen.append(idempotent_answer_bytes(plan, None, 9, "apache-kafka-java"))
     seen.append(stats)
     return seen
+
+
+def linked(prepared: Any, session: Any) -> None:
+    """Each placed client batch holds the upstream batches holding its records,
+    in the order numbered (client batches placed alike share the tuple)."""
+    for split, _ in prepared.new:
+        batch = session.known(split.topic, split.partition, split.header.base_sequence)
+        expected = [
+            (c.topic, c.partition, c.count)
+            for c in prepared.chunks
+            if any(s is split for s in c.splits)
+        ]
+        taken = len(prepared.written.get(id(split), []))
+        assert [(u.topic, u.partition, u.count) for u in batch.upstream[taken:]] == expected
+
+
+def walked_once(plan: Any) -> None:
+    """What shared upstream batches came to, walked once for an answer (or a
+    journal write), is what each client batch's own walk finds."""
+    walked: dict[int, Any] = {}
+    targets: dict[int, Any] = {}
+    for _, entries in plan.answers:
+        for _, entry in entries:
+            if not isinstance(entry, ErrorCode):
+                assert entry.own_outcome(walked) == entry.own_outcome()
+                assert entry.placement(targets) == entry.placement()
 
 
 def three_ways(steps: Any, topics: Any, small_cap: bool, *args: Any) -> list[Any]:
@@ -350,3 +378,40 @@ def test_upstream_batches_are_built_at_the_sequence_they_are_numbered_at() -> No
         else:
             assert u.base_sequence == chunk.sequence == written[chunk.partition].count
             assert u.data is chunk.data
+
+
+def test_client_batches_spread_over_every_target_share_their_upstream_batches() -> None:
+    """Keyed batches spread over every partition: one tuple of upstream batches
+    (a request x target partition each) for all the request's client batches,
+    journaled once per upstream batch, answered as the reference does."""
+    parts = {
+        p: [
+            encode_batch(
+                [(1_700_000_000_000, b"user-%d" % (i * 7 + p), b"v", []) for i in range(40)],
+                producer_id=PID,
+                producer_epoch=EPOCH,
+                base_sequence=0,
+            )
+        ]
+        for p in range(TOPICS["orders"])
+    }
+    body = request(parts)
+    topics = cluster(False)
+    seqs = Sequences(journaled=True)
+    seqs.born(PID, EPOCH)
+    session = seqs.session(PID, EPOCH, 0)
+    assert session is not None
+    prepared = prepare_idempotent(
+        body, session=session, topics=topics, hash_name="murmur2", stats=RouteStats()
+    )
+    assert prepared is not None
+    commit_idempotent(body, prepared, session)
+    batches = session.take_journal()
+    assert len(batches) == TOPICS["orders"]
+    assert len({id(b.upstream) for b in batches}) == 1
+    assert len(batches[0].upstream) == TOPICS["orders"]
+    assert len(journal_pipeline._bases(batches)) == TOPICS["orders"]
+    entries = list(journal_pipeline._entries(session, batches))
+    assert [p for _, p in entries] == [b.placement() for b in batches]
+    placed, reference, python = three_ways([(body, [True, False] * 20)], topics, False)
+    assert placed == reference == python
