@@ -32,7 +32,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 from trafka.codec import batch_split
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
@@ -80,6 +80,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("trafka.proxy")
+
+
+# A client's batch: its header and bytes.
+_One = tuple[RecordBatchHeader, memoryview]
 
 
 @dataclass(slots=True)
@@ -157,23 +161,22 @@ def idempotent_producer(body: Any) -> tuple[int, int] | None:
 
 
 def _session_verdict(
-    session: Session, topics: Topics, topic: str, count: int | None, p: Any
-) -> ClientBatch | ErrorCode | tuple[RecordBatchHeader, Any]:
-    """What a client batch (partition data ``p`` of ``topic``, ``count`` partitions
-    known) is to the producer's session, for both placing paths: the batch it
-    already placed (a retry), the error it is refused with (unknown topic, no
-    leader, out of order), or its header and bytes, to place."""
+    session: Session, topics: Topics, topic: str, count: int | None, index: int, batch: _One
+) -> ClientBatch | ErrorCode | _One:
+    """What a client batch (``batch`` of partition ``index`` of ``topic``,
+    ``count`` partitions known) is to the producer's session, for both placing
+    paths: the batch it already placed (a retry), the error it is refused with
+    (unknown topic, no leader, out of order), or ``batch``, to place."""
     if not count:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if topics.leader(topic, p.index) < 0:
+    if topics.leader(topic, index) < 0:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    header, raw = next(iter_batches(p.records or b""))
-    assert isinstance(header, RecordBatchHeader)
-    known = session.known(topic, p.index, header.base_sequence)
+    header = batch[0]
+    known = session.known(topic, index, header.base_sequence)
     if known is not None and known.count == header.records_count:
         return known
-    error = session.check_new(topic, p.index, header.base_sequence)
-    return error if error else (header, raw)
+    error = session.check_new(topic, index, header.base_sequence)
+    return error if error else batch
 
 
 def prepare_idempotent(
@@ -208,14 +211,17 @@ def prepare_idempotent(
     Raises:
         DecodeError: a batch is malformed.
     """
-    if not _one_batch_each(body):
+    batches = _one_batch_each(body)
+    if batches is None:
         return None  # the broker judges it (INVALID_RECORD)
     if (
         not origin_headers
         and batch_split.placing(hash_name)
         and not log.isEnabledFor(logging.DEBUG)
     ):
-        placed = _prepare_placed(body, session, topics, hash_name, stats, max_size, recovered)
+        placed = _prepare_placed(
+            body, batches, session, topics, hash_name, stats, max_size, recovered
+        )
         if placed is not None:
             return placed
     hash_of = HASHES[hash_name]
@@ -226,14 +232,14 @@ def prepare_idempotent(
     targets: set[tuple[str, int]] = set()
     sizes = []
     stale: set[str] = set()
-    for t in body.topic_data:
+    for i, t in enumerate(body.topic_data):
         # Never unrouted: a batch of this producer written as the client numbered
         # it would clash with the proxy's numbers. Where the proxy cannot place
         # records, the client hears an error that makes it ask for metadata
         # (through the proxy, which learns with it) and retry.
         count = topics.partitions.get(t.name)
-        for p in t.partition_data:
-            verdict = _session_verdict(session, topics, t.name, count, p)
+        for p, one in zip(t.partition_data, batches[i], strict=True):
+            verdict = _session_verdict(session, topics, t.name, count, p.index, one)
             if isinstance(verdict, ClientBatch):
                 stats.batches_retried += 1
                 retried.append(verdict)
@@ -278,6 +284,7 @@ _Targets = dict[tuple[str, int], tuple[list[batch_split.Piece], list[batch_split
 
 def _prepare_placed(
     body: Any,
+    batches: list[list[_One]],
     session: Session,
     topics: Topics,
     hash_name: str,
@@ -301,7 +308,7 @@ def _prepare_placed(
     placed: list[tuple[str, int, int]] = []  # per batch: topic, records moved, kept
     sizes = []
     out_of_order = 0
-    for t in body.topic_data:
+    for i, t in enumerate(body.topic_data):
         count = topics.partitions.get(t.name)
         # A moved record's target without a known leader refuses its batch:
         # the reference decides that, before anything is placed here (placed
@@ -310,8 +317,8 @@ def _prepare_placed(
         if 0 in known_leaders:
             return None
         sections: list[batch_split.Section] = []
-        for p in t.partition_data:
-            verdict = _session_verdict(session, topics, t.name, count, p)
+        for p, one in zip(t.partition_data, batches[i], strict=True):
+            verdict = _session_verdict(session, topics, t.name, count, p.index, one)
             if isinstance(verdict, ClientBatch):
                 retried.append(verdict)
                 continue
@@ -422,14 +429,19 @@ def _at(data: bytes, built: int, sequence: int | None) -> tuple[bytes, int]:
     return set_base_sequence(data, sequence), sequence
 
 
-def _one_batch_each(body: Any) -> bool:
-    """Whether every partition of the request holds exactly one magic 2 batch."""
+def _one_batch_each(body: Any) -> list[list[_One]] | None:
+    """Per topic of the request, per partition its one magic 2 batch (header,
+    bytes); None unless every partition holds exactly one."""
+    out = []
     for t in body.topic_data:
+        found = []
         for p in t.partition_data:
             batches = list(iter_batches(p.records or b""))
             if len(batches) != 1 or not isinstance(batches[0][0], RecordBatchHeader):
-                return False
-    return True
+                return None
+            found.append(cast("_One", batches[0]))
+        out.append(found)
+    return out
 
 
 def _chunked(splits: list[_Split], cap: int, session: Session) -> list[_Chunk]:

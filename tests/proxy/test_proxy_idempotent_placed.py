@@ -292,8 +292,10 @@ def test_a_batch_the_journal_placed_before_a_restart_goes_to_the_reference() -> 
 
     session = Sequences().session(PID, EPOCH, 0)
     assert session is not None
+    batches = idempotent_plan._one_batch_each(body)
+    assert batches is not None
     declined = idempotent_plan._prepare_placed(
-        body, session, topics, "murmur2", RouteStats(), 1 << 24, recovered
+        body, batches, session, topics, "murmur2", RouteStats(), 1 << 24, recovered
     )
     assert declined is None
     placed, reference, python = three_ways(
@@ -324,8 +326,10 @@ def test_a_topic_with_a_partition_without_leader_is_declined_before_placing(
         m.setattr(batch_split, "place_sections", never)
         session = Sequences().session(PID, EPOCH, 0)
         assert session is not None
+        batches = idempotent_plan._one_batch_each(body)
+        assert batches is not None
         declined = idempotent_plan._prepare_placed(
-            body, session, topics, "murmur2", RouteStats(), 1 << 24, None
+            body, batches, session, topics, "murmur2", RouteStats(), 1 << 24, None
         )
     assert declined is None
     placed, reference, python = three_ways([(body, [True] * 40)], topics, False)
