@@ -310,7 +310,9 @@ class ClientBatch:
             found = _walk(self.upstream)
         else:
             key = id(self.upstream)
-            found = walked[key] if key in walked else walked.setdefault(key, _walk(self.upstream))
+            if key not in walked:
+                walked[key] = _walk(self.upstream)
+            found = walked[key]
         if found is not _WRITTEN or self.offset_of is None:
             return found
         o = self.offset_of
