@@ -200,13 +200,17 @@ def build_batch(
     attributes: int,
     producer_id: int = -1,
     producer_epoch: int = -1,
+    base_sequence: int | None = None,
 ) -> tuple[bytes, int] | None:
     """One batch of the records of ``pieces``, in order, and how many they are.
 
     What :func:`~.records.encode_batch` writes for the same records with the
-    codec, timestamp type and transactional bit of ``attributes``, producer id
-    and epoch as given and base sequence 0 (-1 without a producer id); None when
-    the C pass declines (the reference path then decides).
+    codec, timestamp type and transactional bit of ``attributes``, producer id,
+    epoch and base sequence as given (None: 0, or -1 without a producer id);
+    None when the C pass declines (the reference path then decides).
+
+    Raises:
+        EncodeError: a header field is out of its range.
     """
     build_records = _records.accelerated("build_records")
     if build_records is None or not pieces:
@@ -225,7 +229,7 @@ def build_batch(
         compression_level=None,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
-        base_sequence=0 if producer_id >= 0 else -1,
+        base_sequence=(0 if producer_id >= 0 else -1) if base_sequence is None else base_sequence,
         attributes=attributes & (_TRANSACTIONAL | _LOG_APPEND_TIME),
         partition_leader_epoch=-1,
     )

@@ -31,17 +31,15 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from operator import itemgetter
+from typing import Any, cast
 
 from trafka.codec import batch_split
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.produce_response import ProduceAnswer, ProduceResponseWriter
-from trafka.codec.records import (
-    RecordBatchHeader,
-    iter_batches,
-)
+from trafka.codec.records import RecordBatchHeader, iter_batches, set_base_sequence
 
 from ..topics import Topics
 from .answers import Endpoints, finish_answer
@@ -59,7 +57,15 @@ from .plan import (
     count_placed,
     unknown_base_offset,
 )
-from .sequences import ClientBatch, Placement, Session, State, Upstream
+from .sequences import (
+    ClientBatch,
+    Placement,
+    Session,
+    State,
+    Upstream,
+    Walked,
+    next_sequence,
+)
 from .stats import RouteStats
 
 __all__ = [
@@ -74,6 +80,10 @@ __all__ = [
 ]
 
 log = logging.getLogger("trafka.proxy")
+
+
+# A client's batch: its header and bytes.
+_One = tuple[RecordBatchHeader, memoryview]
 
 
 @dataclass(slots=True)
@@ -104,7 +114,8 @@ class _Batch:
 
 @dataclass(slots=True)
 class _Chunk:
-    """One upstream batch to be, encoded with sequence 0."""
+    """One upstream batch to be, encoded at the base sequence it will likely be
+    numbered at (:meth:`.Session.next_for`; renumbered on commit otherwise)."""
 
     topic: str
     partition: int
@@ -112,6 +123,7 @@ class _Chunk:
     count: int
     splits: Sequence[_Split | _Batch]  # whose records it holds, the first first
     leads: bool  # its first records are the first split's own (none moved)
+    sequence: int  # the base sequence ``data`` carries
 
 
 @dataclass(slots=True)
@@ -149,23 +161,22 @@ def idempotent_producer(body: Any) -> tuple[int, int] | None:
 
 
 def _session_verdict(
-    session: Session, topics: Topics, topic: str, count: int | None, p: Any
-) -> ClientBatch | ErrorCode | tuple[RecordBatchHeader, Any]:
-    """What a client batch (partition data ``p`` of ``topic``, ``count`` partitions
-    known) is to the producer's session, for both placing paths: the batch it
-    already placed (a retry), the error it is refused with (unknown topic, no
-    leader, out of order), or its header and bytes, to place."""
+    session: Session, topics: Topics, topic: str, count: int | None, index: int, batch: _One
+) -> ClientBatch | ErrorCode | _One:
+    """What a client batch (``batch`` of partition ``index`` of ``topic``,
+    ``count`` partitions known) is to the producer's session, for both placing
+    paths: the batch it already placed (a retry), the error it is refused with
+    (unknown topic, no leader, out of order), or ``batch``, to place."""
     if not count:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if topics.leader(topic, p.index) < 0:
+    if topics.leader(topic, index) < 0:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    header, raw = next(iter_batches(p.records or b""))
-    assert isinstance(header, RecordBatchHeader)
-    known = session.known(topic, p.index, header.base_sequence)
+    header = batch[0]
+    known = session.known(topic, index, header.base_sequence)
     if known is not None and known.count == header.records_count:
         return known
-    error = session.check_new(topic, p.index, header.base_sequence)
-    return error if error else (header, raw)
+    error = session.check_new(topic, index, header.base_sequence)
+    return error if error else batch
 
 
 def prepare_idempotent(
@@ -200,14 +211,17 @@ def prepare_idempotent(
     Raises:
         DecodeError: a batch is malformed.
     """
-    if not _one_batch_each(body):
+    batches = _one_batch_each(body)
+    if batches is None:
         return None  # the broker judges it (INVALID_RECORD)
     if (
         not origin_headers
         and batch_split.placing(hash_name)
         and not log.isEnabledFor(logging.DEBUG)
     ):
-        placed = _prepare_placed(body, session, topics, hash_name, stats, max_size, recovered)
+        placed = _prepare_placed(
+            body, batches, session, topics, hash_name, stats, max_size, recovered
+        )
         if placed is not None:
             return placed
     hash_of = HASHES[hash_name]
@@ -218,14 +232,14 @@ def prepare_idempotent(
     targets: set[tuple[str, int]] = set()
     sizes = []
     stale: set[str] = set()
-    for t in body.topic_data:
+    for i, t in enumerate(body.topic_data):
         # Never unrouted: a batch of this producer written as the client numbered
         # it would clash with the proxy's numbers. Where the proxy cannot place
         # records, the client hears an error that makes it ask for metadata
         # (through the proxy, which learns with it) and retry.
         count = topics.partitions.get(t.name)
-        for p in t.partition_data:
-            verdict = _session_verdict(session, topics, t.name, count, p)
+        for p, one in zip(t.partition_data, batches[i], strict=True):
+            verdict = _session_verdict(session, topics, t.name, count, p.index, one)
             if isinstance(verdict, ClientBatch):
                 stats.batches_retried += 1
                 retried.append(verdict)
@@ -270,6 +284,7 @@ _Targets = dict[tuple[str, int], tuple[list[batch_split.Piece], list[batch_split
 
 def _prepare_placed(
     body: Any,
+    batches: list[list[_One]],
     session: Session,
     topics: Topics,
     hash_name: str,
@@ -293,11 +308,17 @@ def _prepare_placed(
     placed: list[tuple[str, int, int]] = []  # per batch: topic, records moved, kept
     sizes = []
     out_of_order = 0
-    for t in body.topic_data:
+    for i, t in enumerate(body.topic_data):
         count = topics.partitions.get(t.name)
+        # A moved record's target without a known leader refuses its batch:
+        # the reference decides that, before anything is placed here (placed
+        # here first, the request would be placed twice).
+        known_leaders = bytes(topics.leader(t.name, x) >= 0 for x in range(count or 0))
+        if 0 in known_leaders:
+            return None
         sections: list[batch_split.Section] = []
-        for p in t.partition_data:
-            verdict = _session_verdict(session, topics, t.name, count, p)
+        for p, one in zip(t.partition_data, batches[i], strict=True):
+            verdict = _session_verdict(session, topics, t.name, count, p.index, one)
             if isinstance(verdict, ClientBatch):
                 retried.append(verdict)
                 continue
@@ -333,7 +354,6 @@ def _prepare_placed(
         if not sections:
             continue
         assert count
-        known_leaders = bytes(topics.leader(t.name, x) >= 0 for x in range(count))
         done = batch_split.place_sections(
             sections, partitions=count, hash_name=hash_name, known=known_leaders
         )
@@ -356,61 +376,91 @@ def _prepare_placed(
     return prepared
 
 
+# A piece's (batch_split.Piece) owner, estimated bytes and spans.
+_OWNER, _SIZE, _SPANS = itemgetter(0), itemgetter(1), itemgetter(3)
+
+
 def _chunked_placed(targets: _Targets, cap: int, session: Session) -> list[_Chunk] | None:
     """:func:`_chunked` of :func:`_prepare_placed`'s pieces (None: the C pass
     declines to build one)."""
     chunks = []
     for (topic, target), (own, moved) in targets.items():
+        pieces = own + moved
         runs: list[list[batch_split.Piece]] = []
-        size = 0
-        for piece in own + moved:
-            if not runs or size + piece[1] > cap:
-                runs.append([])
-                size = 0
-            runs[-1].append(piece)
-            size += piece[1]
+        if sum(map(_SIZE, pieces)) <= cap:
+            runs.append(pieces)  # the usual case, with no Python code per piece
+        else:
+            size = 0
+            for piece in pieces:
+                if not runs or size + piece[1] > cap:
+                    runs.append([])
+                    size = 0
+                runs[-1].append(piece)
+                size += piece[1]
+        sequence = session.next_for(topic, target)
         for run in runs:
             first = run[0]
             if len(run) == 1 and first[2] is not None:
-                data, n = first[2], first[4].records_count
+                data, carried = _at(first[2], first[4].base_sequence, sequence)
+                n = first[4].records_count
             else:
                 built = batch_split.build_batch(
-                    [piece[3] for piece in run],
+                    list(map(_SPANS, run)),
                     attributes=first[4].attributes,
                     producer_id=session.producer_id,
                     producer_epoch=session.epoch,
+                    base_sequence=sequence,  # (None: 0, renumbered on commit)
                 )
                 if built is None:
                     return None
-                data, n = built
-            holders = list(dict.fromkeys(piece[0] for piece in run))
+                (data, n), carried = built, sequence or 0
+            holders = list(dict.fromkeys(map(_OWNER, run)))
             # Its first records lead it when they are a client batch kept whole.
-            chunks.append(_Chunk(topic, target, data, n, holders, first[2] is not None))
+            chunks.append(_Chunk(topic, target, data, n, holders, first[2] is not None, carried))
+            sequence = None if sequence is None else next_sequence(sequence, n)
     return chunks
 
 
-def _one_batch_each(body: Any) -> bool:
-    """Whether every partition of the request holds exactly one magic 2 batch."""
+def _at(data: bytes, built: int, sequence: int | None) -> tuple[bytes, int]:
+    """``data`` (a batch built at base sequence ``built``) at ``sequence``
+    (None: as it is, renumbered on commit), and the base sequence it carries."""
+    if sequence is None or sequence == built:
+        return data, built
+    return set_base_sequence(data, sequence), sequence
+
+
+def _one_batch_each(body: Any) -> list[list[_One]] | None:
+    """Per topic of the request, per partition its one magic 2 batch (header,
+    bytes); None unless every partition holds exactly one."""
+    out = []
     for t in body.topic_data:
+        found = []
         for p in t.partition_data:
             batches = list(iter_batches(p.records or b""))
             if len(batches) != 1 or not isinstance(batches[0][0], RecordBatchHeader):
-                return False
-    return True
+                return None
+            found.append(cast("_One", batches[0]))
+        out.append(found)
+    return out
 
 
 def _chunked(splits: list[_Split], cap: int, session: Session) -> list[_Chunk]:
     """The upstream batches of the placed ``splits``, per target partition, each
-    at most about ``cap`` bytes, encoded with sequence 0 (numbered on commit)."""
+    at most about ``cap`` bytes, encoded at the sequence they will likely be
+    numbered at (:class:`_Chunk`)."""
     owner = {id(piece): split for split in splits for piece in split.pieces.values()}
     chunks = []
     for (topic, target), (own, moved) in _by_target(splits).items():
+        sequence = session.next_for(topic, target)
         for chunk in _chunks(own, [m for _, m in moved], cap):
             data, n = _encode(chunk, producer_id=session.producer_id, producer_epoch=session.epoch)
+            whole = len(chunk) == 1 and chunk[0].raw is not None
+            data, carried = _at(data, chunk[0].header.base_sequence if whole else 0, sequence)
             holders = list(dict.fromkeys(owner[id(piece)] for piece in chunk))
             first = owner[id(chunk[0])]
             leads = not first.moved and chunk[0] is first.pieces[first.partition]
-            chunks.append(_Chunk(topic, target, data, n, holders, leads))
+            chunks.append(_Chunk(topic, target, data, n, holders, leads, carried))
+            sequence = None if sequence is None else next_sequence(sequence, n)
     return chunks
 
 
@@ -456,18 +506,27 @@ def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> Idempo
 
     Every target partition's next sequence must be known (see
     :meth:`Sequences.unsynced`). Cheap: the records were placed and encoded by
-    :func:`prepare_idempotent`; numbering rewrites a sequence and a checksum.
+    :func:`prepare_idempotent`, at the sequences they are numbered at unless
+    those changed since (then numbering rewrites a sequence and a checksum).
     """
     upstream_of: dict[int, list[Upstream]] = {}  # id(split) -> its upstream batches
     leading: dict[int, Upstream] = {}  # id(split) -> the batch its records lead
     fresh: list[Upstream] = []
+    # Usually every upstream batch holds records of every client batch (keyed
+    # batches spread over all partitions): then they share one tuple of them,
+    # linked, journaled and answered once per request x target partition.
+    every = not prepared.written and all(
+        len(c.splits) == len(prepared.new) for c in prepared.chunks
+    )
     for chunk in prepared.chunks:
-        u = session.number(chunk.topic, chunk.partition, chunk.count, chunk.data)
+        u = session.number(chunk.topic, chunk.partition, chunk.count, chunk.data, chunk.sequence)
         fresh.append(u)
-        for split in chunk.splits:
-            upstream_of.setdefault(id(split), []).append(u)
+        if not every:
+            for split in chunk.splits:
+                upstream_of.setdefault(id(split), []).append(u)
         if chunk.leads:
             leading[id(chunk.splits[0])] = u
+    shared = tuple(fresh)
     placed: dict[tuple[str, int], ClientBatch] = {}
     for split, count in prepared.new:
         batch = ClientBatch(
@@ -475,7 +534,9 @@ def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> Idempo
             split.partition,
             split.header.base_sequence,
             count,
-            tuple(prepared.written.get(id(split), []) + upstream_of.get(id(split), [])),
+            shared
+            if every
+            else tuple(prepared.written.get(id(split), []) + upstream_of.get(id(split), [])),
             leading.get(id(split)),
             session.latest(split.topic, split.partition),
         )
@@ -534,10 +595,11 @@ def idempotent_answer(
     message: the reference of :func:`idempotent_answer_bytes`."""
     resp = produce_msgs.ProduceResponse
     responses = []
+    walked: Walked = {}
     for name, entries in plan.answers:
         merged = []
         for index, entry in entries:
-            error, message, base, append_time, start = _outcome(entry, client_software)
+            error, message, base, append_time, start = _outcome(entry, client_software, walked)
             merged.append(
                 resp.PartitionProduceResponse(
                     index=index,
@@ -564,10 +626,11 @@ def idempotent_answer_bytes(
     ``template`` (a part's answer; None: none), its node endpoints rewritten by
     ``endpoints``."""
     w = ProduceResponseWriter(version, len(plan.answers))
+    walked: Walked = {}
     for name, entries in plan.answers:
         w.topic(name, len(entries))
         for index, entry in entries:
-            error, message, base, append_time, start = _outcome(entry, client_software)
+            error, message, base, append_time, start = _outcome(entry, client_software, walked)
             w.add(index, error, base, append_time, start, message)
     if template is None:
         return w.finish(0)
@@ -575,13 +638,14 @@ def idempotent_answer_bytes(
 
 
 def _outcome(
-    entry: ClientBatch | ErrorCode, client_software: str | None
+    entry: ClientBatch | ErrorCode, client_software: str | None, walked: Walked
 ) -> tuple[int, str | None, int, int, int]:
     """What the client hears for a partition: (error, message, base offset,
-    log append time, log start offset)."""
+    log append time, log start offset); ``walked``: what each tuple of
+    upstream batches came to (:meth:`.ClientBatch.own_outcome`), one answer's."""
     if isinstance(entry, ErrorCode):
         return entry, entry.message, -1, -1, -1
-    error, message, base, append_time, start = entry.outcome() or (
+    error, message, base, append_time, start = entry.outcome(walked) or (
         ErrorCode.REQUEST_TIMED_OUT,
         "no answer in time",
         -1,

@@ -137,14 +137,20 @@ class JournalTicket:
 
 
 def _bases(batches: Iterable[ClientBatch]) -> list[tuple[Upstream, int]]:
-    return [(u, u.base_sequence) for b in batches for u in b.upstream]
+    # Once per upstream batch: the client batches of a request placed alike
+    # share their tuple of them.
+    shared = {id(b.upstream): b.upstream for b in batches}
+    return [(u, u.base_sequence) for upstream in shared.values() for u in upstream]
 
 
 def _entries(
     session: Session, batches: Iterable[ClientBatch]
 ) -> Iterable[tuple[PlacementKey, Placement]]:
     pid, epoch = session.producer_id, session.epoch
-    return (((pid, epoch, b.topic, b.partition, b.base_sequence), b.placement()) for b in batches)
+    targets: dict[int, tuple[tuple[int, int], ...]] = {}
+    return (
+        ((pid, epoch, b.topic, b.partition, b.base_sequence), b.placement(targets)) for b in batches
+    )
 
 
 async def submit(

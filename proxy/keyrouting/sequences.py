@@ -104,6 +104,7 @@ __all__ = [
     "Session",
     "State",
     "Upstream",
+    "Walked",
     "next_sequence",
 ]
 
@@ -155,6 +156,18 @@ class State(enum.Enum):
     DEAD = "dead"  # refused for good; its numbers went to the next ones
 
 
+# The states by module names: a member looked up on its Enum class costs about
+# 0.1 µs in Python 3.11, and every answer walks its batches' upstream batches.
+_PLANNED, _SENT, _ACKED, _FAILED, _DEAD = (
+    State.PLANNED,
+    State.SENT,
+    State.ACKED,
+    State.FAILED,
+    State.DEAD,
+)
+_UNANSWERED = (_PLANNED, _SENT)
+
+
 @dataclass(slots=True, eq=False)
 class Upstream:
     """One batch the proxy writes upstream.
@@ -179,7 +192,7 @@ class Upstream:
     base_sequence: int
     count: int
     data: bytes | None
-    state: State = State.PLANNED
+    state: State = _PLANNED
     error: ErrorCode = ErrorCode.NONE
     error_message: str | None = None
     base_offset: int = -1
@@ -220,28 +233,21 @@ class ClientBatch:
     # since it last came): unless final, the client may send it again.
     told: ErrorCode | None = None
 
-    def placement(self) -> Placement:
-        # A dead upstream batch's numbers go to other records: its target is
-        # journaled as not written (-1), never as the sequence it once had.
-        return Placement(
-            self.count,
-            tuple(
-                sorted(
-                    (u.partition, -1 if u.state is State.DEAD else u.last_sequence)
-                    for u in self.upstream
-                )
-            ),
-        )
+    def placement(self, targets: dict[int, tuple[tuple[int, int], ...]] | None = None) -> Placement:
+        """Its journal record. ``targets``: those of the upstream batches
+        already recorded, by ``id`` of the tuple (shared, see :meth:`own_outcome`)."""
+        if targets is None:
+            return Placement(self.count, _targets(self.upstream))
+        key = id(self.upstream)
+        found = targets.get(key)
+        if found is None:
+            found = targets[key] = _targets(self.upstream)
+        return Placement(self.count, found)
 
     def unanswered(self) -> list[Upstream]:
         """The upstream batches, its own and its unsettled predecessors', whose
         answers its outcome waits for."""
-        return [
-            u
-            for batch in self._chain()
-            for u in batch.upstream
-            if u.state in (State.PLANNED, State.SENT)
-        ]
+        return [u for batch in self._chain() for u in batch.upstream if u.state in _UNANSWERED]
 
     def _chain(self) -> list[ClientBatch]:
         """This batch and the earlier ones it waits for, newest first (walked in
@@ -251,9 +257,10 @@ class ClientBatch:
             out.append(earlier)
         return out
 
-    def outcome(self) -> Outcome | None:
+    def outcome(self, walked: Walked | None = None) -> Outcome | None:
         """(error, message, base offset, log append time, log start offset), or
-        None while an upstream batch it waits for is unanswered.
+        None while an upstream batch it waits for is unanswered (``walked``: see
+        :meth:`own_outcome`).
 
         A broker acknowledges a producer's batch only when the batches before it
         (of the same partition) are written, and idempotent clients rely on it:
@@ -268,7 +275,7 @@ class ClientBatch:
         chain = self._chain()
         retried = False  # an earlier batch is to be sent again by the client
         for batch in reversed(chain[1:]):  # the earlier ones, the oldest first
-            theirs = batch.own_outcome()
+            theirs = batch.own_outcome(walked)
             if theirs is None:
                 return None
             if not retried:
@@ -277,7 +284,7 @@ class ClientBatch:
             retried = retried or (
                 theirs[0] is not ErrorCode.NONE and (batch.told is None or _retried(batch.told))
             )
-        own = self.own_outcome()
+        own = self.own_outcome(walked)
         if own is None:
             return None
         if not retried:
@@ -292,28 +299,59 @@ class ClientBatch:
             -1,
         )
 
-    def own_outcome(self) -> Outcome | None:
+    def own_outcome(self, walked: Walked | None = None) -> Outcome | None:
         """What its own upstream batches came to, whatever the earlier batches'
-        (None while one is unanswered)."""
-        for u in self.upstream:
-            if u.state in (State.PLANNED, State.SENT):
-                return None
-        for u in self.upstream:
-            if u.state is not State.ACKED:
-                error = u.error or ErrorCode.REQUEST_TIMED_OUT
-                if error in _PROXY_STATE_ERRORS:
-                    return (
-                        ErrorCode.REQUEST_TIMED_OUT,
-                        f"the proxy's write to {u.topic}-{u.partition} is retried",
-                        -1,
-                        -1,
-                        -1,
-                    )
-                return error, u.error_message, -1, -1, -1
+        (None while one is unanswered). ``walked``: what the upstream batches
+        walked already came to, by ``id`` of the tuple (the client batches of
+        one request placed alike share one, see
+        :func:`.idempotent_plan.commit_idempotent`); valid while no answer is
+        settled."""
+        if walked is None:
+            found = _walk(self.upstream)
+        else:
+            key = id(self.upstream)
+            if key not in walked:
+                walked[key] = _walk(self.upstream)
+            found = walked[key]
+        if found is not _WRITTEN or self.offset_of is None:
+            return found
         o = self.offset_of
-        if o is None:
-            return ErrorCode.NONE, None, -1, -1, -1
         return ErrorCode.NONE, None, o.base_offset, o.log_append_time_ms, o.log_start_offset
+
+
+def _targets(upstream: tuple[Upstream, ...]) -> tuple[tuple[int, int], ...]:
+    """:attr:`Placement.targets` of ``upstream``. A dead upstream batch's
+    numbers go to other records: its target is journaled as not written (-1),
+    never as the sequence it once had."""
+    return tuple(
+        sorted((u.partition, -1 if u.state is _DEAD else u.last_sequence) for u in upstream)
+    )
+
+
+# What the upstream batches of a client batch came to (see ClientBatch.own_outcome).
+Walked = dict[int, Outcome | None]
+_WRITTEN: Outcome = (ErrorCode.NONE, None, -1, -1, -1)
+
+
+def _walk(upstream: tuple[Upstream, ...]) -> Outcome | None:
+    """What ``upstream`` came to: None while one is unanswered, the first
+    error, or :data:`_WRITTEN`."""
+    for u in upstream:
+        if u.state in _UNANSWERED:
+            return None
+    for u in upstream:
+        if u.state is not _ACKED:
+            error = u.error or ErrorCode.REQUEST_TIMED_OUT
+            if error in _PROXY_STATE_ERRORS:
+                return (
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"the proxy's write to {u.topic}-{u.partition} is retried",
+                    -1,
+                    -1,
+                    -1,
+                )
+            return error, u.error_message, -1, -1, -1
+    return _WRITTEN
 
 
 def _precedes(sequence: int, other: int) -> bool:
@@ -386,12 +424,7 @@ class Session:
 
     def unanswered(self) -> list[Upstream]:
         """Its upstream batches numbered and not yet answered (planned or sent)."""
-        return [
-            p
-            for t in self.targets.values()
-            for p in t.pending
-            if p.state in (State.PLANNED, State.SENT)
-        ]
+        return [p for t in self.targets.values() for p in t.pending if p.state in _UNANSWERED]
 
     def end_transaction(self) -> None:
         """The client ended its transaction (EndTxn): it sends none of that
@@ -403,13 +436,13 @@ class Session:
         # with it. Whether a failed write reached the broker is unknown, so the
         # partition's next sequence is asked of the leader again.
         for t in self.targets.values():
-            if not any(p.state is State.FAILED for p in t.pending):
+            if not any(p.state is _FAILED for p in t.pending):
                 continue
-            dropped = {p for p in t.pending if p.state is State.FAILED}
+            dropped = {p for p in t.pending if p.state is _FAILED}
             for p in dropped:
-                p.state, p.data = State.DEAD, None
+                p.state, p.data = _DEAD, None
             self._journal_again(dropped)
-            t.pending = [p for p in t.pending if p.state is not State.DEAD]
+            t.pending = [p for p in t.pending if p.state is not _DEAD]
             t.gap = None
             t.next_sequence = t.leader_last = None
             t.confirmed = False
@@ -473,20 +506,37 @@ class Session:
             t = self.targets[(topic, partition)] = _Target(0 if self.born else None)
         return t
 
-    def number(self, topic: str, partition: int, count: int, data: bytes) -> Upstream:
+    def number(
+        self, topic: str, partition: int, count: int, data: bytes, built: int | None = None
+    ) -> Upstream:
         """A new upstream batch for ``data`` (one batch of this producer), numbered next.
 
         The caller has made sure the partition's next sequence is known.
+        ``built``: the base sequence ``data`` carries (None: read from it);
+        rewritten (and checksummed again) only when it is not the next
+        (:meth:`next_for`).
         """
         t = self.target(topic, partition)
         self._close_gap(t)
         assert t.next_sequence is not None
         u = Upstream(topic, partition, t.next_sequence, count, data)
-        if read_batch_header(data).base_sequence != u.base_sequence:
+        if built is None:
+            built = read_batch_header(data).base_sequence
+        if built != u.base_sequence:
             u.data = set_base_sequence(data, u.base_sequence)
         t.next_sequence = next_sequence(t.next_sequence, count)
         t.pending.append(u)
         return u
+
+    def next_for(self, topic: str, partition: int) -> int | None:
+        """The base sequence the partition's next upstream batch is numbered
+        at (:meth:`number`) if nothing changes before, or None when that is not
+        known yet (to be learnt from the leader, or a dead batch's numbers to
+        give). Changes nothing: batches built at it are checksummed once."""
+        t = self.targets.get((topic, partition))
+        if t is None:
+            return 0 if self.born else None
+        return t.next_sequence if t.gap is None else None
 
     def resend_before(self, u: Upstream) -> list[Upstream]:
         """The failed batches of ``u``'s partition to write again before it, in
@@ -495,7 +545,7 @@ class Session:
         self._close_gap(t)
         out = []
         for p in t.pending:
-            if p.state is State.FAILED:
+            if p.state is _FAILED:
                 out.append(p)
             if p is u:
                 break
@@ -503,7 +553,7 @@ class Session:
 
     def _close_gap(self, t: _Target) -> None:
         # Renumber once nothing numbered after the dead batch is in flight.
-        if t.gap is None or any(p.state is State.SENT for p in t.pending):
+        if t.gap is None or any(p.state is _SENT for p in t.pending):
             return
         sequence = t.gap
         # Those numbered before the dead batch keep their numbers: the broker
@@ -541,7 +591,7 @@ class Session:
         t = self.target(u.topic, u.partition)
         if error in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
             t.confirmed = True
-            u.state, u.error, u.error_message = State.ACKED, ErrorCode.NONE, None
+            u.state, u.error, u.error_message = _ACKED, ErrorCode.NONE, None
             u.base_offset = base_offset
             u.log_append_time_ms = log_append_time_ms
             u.log_start_offset = log_start_offset
@@ -550,17 +600,17 @@ class Session:
             if u in t.pending:
                 at = t.pending.index(u)
                 for p in t.pending[:at]:
-                    if p.state is State.FAILED:
-                        p.state, p.error, p.data = State.ACKED, ErrorCode.NONE, None
-                t.pending = [p for p in t.pending if p.state is not State.ACKED]
+                    if p.state is _FAILED:
+                        p.state, p.error, p.data = _ACKED, ErrorCode.NONE, None
+                t.pending = [p for p in t.pending if p.state is not _ACKED]
             return
         u.error, u.error_message = error, message
         if error is ErrorCode.UNKNOWN_PRODUCER_ID:
             t.confirmed = False  # the leader lost the producer's state (KIP-360)
         if retriable:
-            u.state = State.FAILED
+            u.state = _FAILED
             return
-        u.state = State.DEAD
+        u.state = _DEAD
         u.data = None
         self._journal_again({u})
         if u in t.pending:
@@ -590,14 +640,14 @@ class Session:
         for p in t.pending:
             if p is u:
                 break
-            if p.state is not State.SENT or p.link != link or not t.confirmed:
+            if p.state is not _SENT or p.link != link or not t.confirmed:
                 return False
         return True
 
     def sent(self, u: Upstream, link: int = -1) -> None:
         """``u`` is written on connection ``link`` (-1: it is not, and fails)."""
-        if u.state in (State.PLANNED, State.FAILED):
-            u.state = State.SENT
+        if u.state in (_PLANNED, _FAILED):
+            u.state = _SENT
         u.link = link
 
 

@@ -112,6 +112,30 @@ def test_the_c_pass_splits_as_the_reference_does(
 
 
 @SETTINGS
+@given(record_lists(max_size=8), codecs, st.integers(0, 0x7FFFFFFF))
+def test_a_batch_built_at_a_base_sequence_is_the_one_numbered_after(
+    rows: list[Any], codec: Compression, sequence: int
+) -> None:
+    """Built at its base sequence (checksummed once), a batch is byte for byte
+    the one built at 0 and numbered after (its checksum computed again)."""
+    batch = encode_batch(rows, compression=codec)
+    found = split(batch, 1, "murmur2", 0)
+    assert found is not None
+    spans = [s for _, s in found]
+    at = batch_split.build_batch(
+        spans, attributes=codec, producer_id=7, producer_epoch=2, base_sequence=sequence
+    )
+    at_zero = batch_split.build_batch(spans, attributes=codec, producer_id=7, producer_epoch=2)
+    assert at is not None and at_zero is not None
+    assert at[0] == records.set_base_sequence(at_zero[0], sequence)
+    assert read_batch_header(at[0]).base_sequence == sequence
+    ((_, group),) = reference(batch, 1, "murmur2", 0)
+    assert at[0] == encode_batch(
+        group, compression=codec, producer_id=7, producer_epoch=2, base_sequence=sequence
+    )
+
+
+@SETTINGS
 @given(record_lists(max_size=6), record_lists(max_size=6), codecs, codecs, layouts)
 def test_pieces_of_several_batches_make_one_batch_as_the_reference_does(
     first: list[Any],

@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proxy_helpers import request
 
-from trafka.codec import _accel, batch_split
+from trafka.codec import _accel, batch_split, records
 from trafka.codec.compression import Compression
 from trafka.codec.errors import ErrorCode
 from trafka.codec.records import encode_batch
-from trafka.proxy.keyrouting import idempotent_plan
+from trafka.proxy.keyrouting import idempotent_plan, journal_pipeline
 from trafka.proxy.keyrouting import plan as routing
 from trafka.proxy.keyrouting.idempotent_plan import (
     commit_idempotent,
@@ -169,6 +169,7 @@ def replay(
             )
         )
         plan = commit_idempotent(body, prepared, session)
+        linked(prepared, session)
         seen.append(
             [[(u.topic, u.partition, u.base_sequence, u.data) for u in r] for r in plan.rounds]
         )
@@ -189,10 +190,37 @@ def replay(
                 else:
                     session.settle(u, ErrorCode.REQUEST_TIMED_OUT)
                 i += 1
+        walked_once(plan)
         seen.append(idempotent_answer_bytes(plan, None, 9, "librdkafka"))
         seen.append(idempotent_answer_bytes(plan, None, 9, "apache-kafka-java"))
     seen.append(stats)
     return seen
+
+
+def linked(prepared: Any, session: Any) -> None:
+    """Each placed client batch holds the upstream batches holding its records,
+    in the order numbered (client batches placed alike share the tuple)."""
+    for split, _ in prepared.new:
+        batch = session.known(split.topic, split.partition, split.header.base_sequence)
+        expected = [
+            (c.topic, c.partition, c.count)
+            for c in prepared.chunks
+            if any(s is split for s in c.splits)
+        ]
+        taken = len(prepared.written.get(id(split), []))
+        assert [(u.topic, u.partition, u.count) for u in batch.upstream[taken:]] == expected
+
+
+def walked_once(plan: Any) -> None:
+    """What shared upstream batches came to, walked once for an answer (or a
+    journal write), is what each client batch's own walk finds."""
+    walked: dict[int, Any] = {}
+    targets: dict[int, Any] = {}
+    for _, entries in plan.answers:
+        for _, entry in entries:
+            if not isinstance(entry, ErrorCode):
+                assert entry.own_outcome(walked) == entry.own_outcome()
+                assert entry.placement(targets) == entry.placement()
 
 
 def three_ways(steps: Any, topics: Any, small_cap: bool, *args: Any) -> list[Any]:
@@ -264,8 +292,10 @@ def test_a_batch_the_journal_placed_before_a_restart_goes_to_the_reference() -> 
 
     session = Sequences().session(PID, EPOCH, 0)
     assert session is not None
+    batches = idempotent_plan._one_batch_each(body)
+    assert batches is not None
     declined = idempotent_plan._prepare_placed(
-        body, session, topics, "murmur2", RouteStats(), 1 << 24, recovered
+        body, batches, session, topics, "murmur2", RouteStats(), 1 << 24, recovered
     )
     assert declined is None
     placed, reference, python = three_ways(
@@ -275,3 +305,117 @@ def test_a_batch_the_journal_placed_before_a_restart_goes_to_the_reference() -> 
     stats = placed[-1]
     assert stats.batches_recovered == 1 and stats.records_not_rewritten == chunks[0][3]
     assert len(placed[0][0]) == len(chunks) - 1  # the written one is not written again
+
+
+def test_a_topic_with_a_partition_without_leader_is_declined_before_placing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A moved record's target without a known leader refuses its batch (the
+    reference's rule): the C path declines before it reads a batch, so the
+    request is placed once, by the reference."""
+    rows = [(1_700_000_000_000, b"user-%d" % i, b"v", []) for i in range(30)]
+    data = encode_batch(rows, producer_id=PID, producer_epoch=EPOCH, base_sequence=0)
+    body = request({0: [data]})
+    topics = cluster(True)  # orders-5 has no known leader
+
+    def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("placed by the C path first")
+
+    with monkeypatch.context() as m:
+        m.setattr(batch_split, "section", never)
+        m.setattr(batch_split, "place_sections", never)
+        session = Sequences().session(PID, EPOCH, 0)
+        assert session is not None
+        batches = idempotent_plan._one_batch_each(body)
+        assert batches is not None
+        declined = idempotent_plan._prepare_placed(
+            body, batches, session, topics, "murmur2", RouteStats(), 1 << 24, None
+        )
+    assert declined is None
+    placed, reference, python = three_ways([(body, [True] * 40)], topics, False)
+    assert placed == reference == python
+    assert placed[0][1] == [(("orders", 0), ErrorCode.NOT_LEADER_OR_FOLLOWER)]
+
+
+def test_upstream_batches_are_built_at_the_sequence_they_are_numbered_at() -> None:
+    """Each upstream batch is built (and checksummed) at its final sequence:
+    numbering keeps its bytes. When an answer changed the next sequence between
+    placing and numbering (an earlier batch refused for good), numbering
+    rewrites it, as the reference's batches built at 0 are."""
+    rows = [(1_700_000_000_000, b"user-%d" % i, b"v", []) for i in range(30)]
+    seqs = Sequences()
+    seqs.born(PID, EPOCH)
+    session = seqs.session(PID, EPOCH, 0)
+    assert session is not None
+    topics = cluster(False)
+
+    def prepared_at(base: int) -> Any:
+        data = encode_batch(rows, producer_id=PID, producer_epoch=EPOCH, base_sequence=base)
+        body = request({0: [data]})
+        prepared = prepare_idempotent(
+            body, session=session, topics=topics, hash_name="murmur2", stats=RouteStats()
+        )
+        assert prepared is not None and len(prepared.chunks) > 1
+        return body, prepared
+
+    body, first = prepared_at(0)
+    plan = commit_idempotent(body, first, session)
+    written = {u.partition: u for r in plan.rounds for u in r}
+    for chunk in first.chunks:
+        u = written[chunk.partition]
+        assert chunk.sequence == u.base_sequence == 0
+        assert u.data is chunk.data  # numbered as built: not checksummed again
+        session.sent(u, 0)
+    body, second = prepared_at(30)
+    # One of the first request's batches is refused for good before the second
+    # is numbered: its numbers go to the second's batch of that partition.
+    dead = written[second.chunks[0].partition]
+    session.settle(dead, ErrorCode.INVALID_RECORD, retriable=False)
+    plan = commit_idempotent(body, second, session)
+    again = {u.partition: u for r in plan.rounds for u in r}
+    for chunk in second.chunks:
+        u = again[chunk.partition]
+        if chunk.partition == dead.partition:
+            assert (chunk.sequence, u.base_sequence) == (dead.count, 0)
+            assert u.data != chunk.data
+            assert u.data == records.set_base_sequence(chunk.data, 0)
+        else:
+            assert u.base_sequence == chunk.sequence == written[chunk.partition].count
+            assert u.data is chunk.data
+
+
+def test_client_batches_spread_over_every_target_share_their_upstream_batches() -> None:
+    """Keyed batches spread over every partition: one tuple of upstream batches
+    (a request x target partition each) for all the request's client batches,
+    journaled once per upstream batch, answered as the reference does."""
+    parts = {
+        p: [
+            encode_batch(
+                [(1_700_000_000_000, b"user-%d" % (i * 7 + p), b"v", []) for i in range(40)],
+                producer_id=PID,
+                producer_epoch=EPOCH,
+                base_sequence=0,
+            )
+        ]
+        for p in range(TOPICS["orders"])
+    }
+    body = request(parts)
+    topics = cluster(False)
+    seqs = Sequences(journaled=True)
+    seqs.born(PID, EPOCH)
+    session = seqs.session(PID, EPOCH, 0)
+    assert session is not None
+    prepared = prepare_idempotent(
+        body, session=session, topics=topics, hash_name="murmur2", stats=RouteStats()
+    )
+    assert prepared is not None
+    commit_idempotent(body, prepared, session)
+    batches = session.take_journal()
+    assert len(batches) == TOPICS["orders"]
+    assert len({id(b.upstream) for b in batches}) == 1
+    assert len(batches[0].upstream) == TOPICS["orders"]
+    assert len(journal_pipeline._bases(batches)) == TOPICS["orders"]
+    entries = list(journal_pipeline._entries(session, batches))
+    assert [p for _, p in entries] == [b.placement() for b in batches]
+    placed, reference, python = three_ways([(body, [True, False] * 20)], topics, False)
+    assert placed == reference == python
