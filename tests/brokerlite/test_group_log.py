@@ -1,6 +1,7 @@
 """Group state in ``__consumer_offsets`` (cluster mode, group_log), without sockets:
-commits replayed by a new leader, and TxnOffsetCommit's pending offsets settled by
-their transaction's marker."""
+commits replayed by a new leader, TxnOffsetCommit's pending offsets settled by
+their transaction's marker, and what OffsetFetch reads (the offsets its partition
+has replicated)."""
 
 from __future__ import annotations
 
