@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -67,6 +68,7 @@ __all__ = [
 ]
 
 _new: Any = tuple.__new__
+_TURNS = itertools.count()  # the order in which buffered data became current
 
 #: ConsumerRecord.timestamp_type of legacy magic 0 messages, which have no timestamp.
 NO_TIMESTAMP_TYPE = -1
@@ -113,6 +115,7 @@ class PartitionState:
     leader_epoch: int = -1
     completed: FetchedData | None = None  # being consumed
     prefetched: FetchedData | None = None  # the data after it (only with completed)
+    turn: int = 0  # when ``completed`` became current: partitions are taken in this order
     fetch_end: int | None = None  # no fetch asks for this offset or later (seek's until)
     records_taken: int = 0  # records handed out by take() (statistics)
     bytes_fetched: int = 0  # record bytes of fetch answers (statistics)
@@ -120,6 +123,12 @@ class PartitionState:
 
     def drop_buffered(self) -> None:
         self.completed = self.prefetched = None
+
+    def make_current(self, data: FetchedData | None) -> None:
+        """``data`` is the data to take now: it takes its turn behind the data of
+        the other partitions already waiting (see :func:`take_records`)."""
+        self.completed = data
+        self.turn = next(_TURNS)
 
     def start_at(self, position: int | None) -> None:
         """Start over at ``position`` (None: unknown until a lookup): what is
@@ -190,68 +199,88 @@ def take_records(
     tally: TakeTally,
 ) -> dict[TopicPartition, Any]:
     """Up to ``max_records`` buffered records of the unpaused ``partitions``,
-    in their order, advancing their positions (record lists, or columns when
-    ``columns`` is set).
+    advancing their positions (record lists, or columns when ``columns`` is set).
 
-    A blob used up gives way to the prefetched one when that starts at the
-    new position; otherwise both are dropped (stale). A decoding error with
-    records already taken hands them out (the error comes back at the next
-    call); with none, it is raised.
+    Partitions take turns as Java's consumer hands out its completed fetches:
+    in the order their data became current (:meth:`PartitionState.make_current`),
+    each one's data up to its end before the next one's, within one call too
+    (``FetchCollector.collectFetch``). A blob used up gives way to the
+    prefetched one when that starts at the new position (otherwise both are
+    dropped: stale), which takes its turn behind the data already waiting, as
+    Java fetches a partition again only once its data is used up
+    (``AbstractFetch.fetchablePartitions``). A decoding error with records
+    already taken hands them out (the error comes back at the next call); with
+    none, it is raised.
     """
     out: dict[TopicPartition, Any] = {}
     left = max_records
-    for tp, s in partitions.items():
-        if left <= 0:
-            break
+    ready = [
+        (s.turn, tp) for tp, s in partitions.items() if s.completed is not None and not s.paused
+    ]
+    ready.sort(key=_first)
+    turns = deque(tp for _, tp in ready)
+    while turns and left > 0:
+        tp = turns.popleft()
+        s = partitions[tp]
         c = s.completed
-        if c is None or s.paused:
+        assert c is not None
+        chunk, failed = _take_from(tp, c, left, columns, verify, bool(out))
+        if chunk is not None:
+            s.position = (
+                chunk.last_offset + 1 if isinstance(chunk, RecordColumns) else chunk[-1].offset + 1
+            )
+            n = len(chunk)
+            left -= n
+            s.records_taken += n
+            tally.records += n
+            # A partition seen again in one call (its prefetched data) joins its chunks.
+            out[tp] = chunk if tp not in out else out[tp] + chunk
+        if failed or not c.drained:
             continue
-        taken: Any = None
-        while True:
-            recs = c.records
-            if c.index >= len(recs) and not c.done:
-                try:
-                    recs = decode_more(tp, c, left, columns, verify)
-                except (KafkaError, DecodeError):
-                    if out or taken:
-                        break  # hand out what was taken; the error comes back next time
-                    raise
-            start = c.index
-            end = min(start + left, len(recs))
-            if end > start:
-                # A new list (the application may keep and change it), also
-                # when the fast path decoded into a tuple.
-                part = recs[start:end]
-                if isinstance(part, RecordColumns):
-                    chunk: Any = part
-                    s.position = part.last_offset + 1
-                else:
-                    chunk = part if type(part) is list else list(part)
-                    s.position = chunk[-1].offset + 1
-                # Only at a prefetch boundary is there a second chunk to join.
-                taken = chunk if taken is None else taken + chunk
-                left -= end - start
-                c.index = end
-            if not c.drained:
-                if left > 0:
-                    continue  # decode more of the blob
-                break
-            # Drained: move on to the prefetched data when it continues from here.
-            tally.drained = True
-            if c.next_position > (s.position or 0):
-                s.position = c.next_position
-            nxt, s.prefetched = s.prefetched, None
-            if nxt is None or nxt.position != s.position:
-                s.completed = None
-                break
-            s.completed = c = nxt
-            if left <= 0:
-                break
-        if taken:
-            out[tp] = taken
-            s.records_taken += len(taken)
-            tally.records += len(taken)
+        # Drained: the prefetched data when it continues from here, behind the others.
+        tally.drained = True
+        if c.next_position > (s.position or 0):
+            s.position = c.next_position
+        nxt, s.prefetched = s.prefetched, None
+        if nxt is None or nxt.position != s.position:
+            s.completed = None
+        else:
+            s.make_current(nxt)
+            turns.append(tp)
     return out
+
+
+def _first(item: tuple[int, TopicPartition]) -> int:
+    return item[0]
+
+
+def _take_from(
+    tp: TopicPartition, c: FetchedData, left: int, columns: bool | None, verify: bool, some: bool
+) -> tuple[Any, bool]:
+    """Up to ``left`` records of one blob, decoding as needed (a new list: the
+    application may keep and change it), and whether a decoding error stopped
+    it, with records taken in this call already (``some``, or from this blob);
+    without any, the error is raised."""
+    taken: Any = None
+    while True:
+        recs = c.records
+        if c.index >= len(recs) and not c.done:
+            try:
+                recs = decode_more(tp, c, left, columns, verify)
+            except (KafkaError, DecodeError):
+                if some or taken is not None:
+                    return taken, True  # the error comes back next time
+                raise
+        start = c.index
+        end = min(start + left, len(recs))
+        if end > start:
+            part = recs[start:end]
+            chunk = part if isinstance(part, RecordColumns) or type(part) is list else list(part)
+            taken = chunk if taken is None else taken + chunk
+            left -= end - start
+            c.index = end
+        if c.drained or left <= 0:
+            return taken, False
 
 
 def take_ends(

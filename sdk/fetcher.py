@@ -660,7 +660,7 @@ class Fetcher:
             aborted = sorted((a.first_offset, a.producer_id) for a in p.aborted_transactions)
         data = FetchedData(asked, p.records, aborted, blob_next_offset(p.records))
         if s.completed is None:
-            s.completed = data
+            s.make_current(data)
         else:
             s.prefetched = data
         return True

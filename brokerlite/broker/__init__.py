@@ -80,7 +80,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages.headers import RequestHeader
 
 from ..cluster.replica_manager import ReplicaManager
-from ..cluster.view import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
+from ..cluster.view import SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
 from ..config import BrokerConfig
 from ..errors import UnknownTopicOrPartitionError
 from ..features import FEATURES_JOURNAL, FeatureStore
@@ -259,12 +259,7 @@ class Broker:
         store: GroupStore
         if config.cluster_mode:
             # Groups live in the replicated __consumer_offsets topic (replicated_offsets).
-            store = ReplicatedOffsetStore(
-                partition_for=host.offsets_partition,
-                append=functools.partial(host.append_internal, OFFSETS_TOPIC),
-                read=functools.partial(host.read_partition, OFFSETS_TOPIC),
-                now_ms=lambda: self.now_ms,
-            )
+            store = host.offsets_store()
         else:
             store = OffsetStore(self.data_dir / GROUPS_JOURNAL)
         opened.callback(store.close)

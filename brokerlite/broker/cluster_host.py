@@ -16,6 +16,7 @@ that :class:`HostedCore` names, rather than the broker itself.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from ..shares.coordinator import ShareCoordinator
     from ..shares.fetcher import ShareFetcher
     from ..storage.log_manager import LogManager
+    from ..storage.partition import PartitionLog
     from ..transactions.cluster_mode import ClusterTransactions
     from ..transactions.eos import ProducerStates, TxnVerifier
 
@@ -152,6 +154,20 @@ class ClusterHost:
     def share_writes_settled(self) -> None:
         """Share-state writes reached their coordinators: wake the requests waiting."""
         self._core.purgatory.notify_append(*SETTLED_WATCH, 0)
+
+    def offsets_store(self) -> ReplicatedOffsetStore:
+        """The group coordinator's store: its groups in ``__consumer_offsets``."""
+        return ReplicatedOffsetStore(
+            partition_for=self.offsets_partition,
+            append=functools.partial(self.append_internal, OFFSETS_TOPIC),
+            read=functools.partial(self.read_partition, OFFSETS_TOPIC),
+            now_ms=lambda: self._core.now_ms,
+            high_watermark=lambda p: self._position(OFFSETS_TOPIC, p).high_watermark,
+            log_end=lambda p: self._position(OFFSETS_TOPIC, p).log_end_offset,
+        )
+
+    def _position(self, topic: str, partition: int) -> PartitionLog:
+        return self._core.logs.partition(topic, partition)
 
     def append_internal(self, topic: str, partition: int, batch: bytes) -> None:
         """Append a coordinator's state batch to an internal topic's partition here

@@ -375,14 +375,14 @@ class OffsetRequests(ClassicRebalance):
         | list[_of.OffsetFetchRequest.OffsetFetchRequestTopics]
         | None,
     ) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
+        offsets = self._store.readable_offsets(group_id)
         if topics is None:
             by_topic: dict[str, list[tuple[int, CommittedOffset | None]]] = {}
-            for (name, index), committed in sorted(self._store.group_offsets(group_id).items()):
+            for (name, index), committed in sorted(offsets.items()):
                 by_topic.setdefault(name, []).append((index, committed))
             return list(by_topic.items())
         return [
-            (t.name, [(i, self._store.offset(group_id, t.name, i)) for i in t.partition_indexes])
-            for t in topics
+            (t.name, [(i, offsets.get((t.name, i))) for i in t.partition_indexes]) for t in topics
         ]
 
     def _cleanup(self, now_ms: int) -> None:

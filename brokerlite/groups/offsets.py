@@ -317,6 +317,11 @@ class GroupStore(DurableStore):
         """All committed offsets of ``group``, keyed by ``(topic, partition)`` (a copy)."""
         return dict(self._state.offsets.get(group, {}))
 
+    def readable_offsets(self, group: str) -> dict[tuple[str, int], CommittedOffset]:
+        """The committed offsets of ``group`` that OffsetFetch answers: all of them here
+        (in a cluster, those replicated)."""
+        return self.group_offsets(group)
+
     def has_offsets(self, group: str) -> bool:
         """Whether ``group`` has at least one committed offset."""
         return bool(self._state.offsets.get(group))

@@ -40,6 +40,20 @@ Rules and invariants:
   same as the one the previous leader had for every record it wrote.
 * Acknowledging a change only once the partition's followers have it (the high
   watermark passed it) is the broker's job, not this store's.
+* What OffsetFetch reads is the offsets as of the partition's high watermark
+  (:class:`ReplicatedView`): a commit counts once replicated, as Kafka's
+  coordinator puts an offset in its cache only from the callback of its
+  ``acks=-1`` append (3.9's ``GroupMetadataManager.storeOffsets``) and a
+  transaction's offsets once its marker is replicated (``onTransactionCompleted``
+  from ``KafkaApis.handleWriteTxnMarkersRequest``'s append callback). Until then
+  the partition answers UNSTABLE_OFFSET_COMMIT to ``require_stable``, as 3.9's
+  pending commits do (``GroupMetadata.hasPendingOffsetCommitsForTopicPartition``).
+  A write whose answer timed out counts once its record does replicate, as
+  Kafka 4's coordinator reads at the high watermark (``GroupCoordinatorService
+  .fetchOffsets``), so a successor replaying the log reads the same. The store's
+  own decisions (pending epochs, what a marker settles, what expires) see every
+  write, replicated or not, as Kafka's do. A partition loaded by a new leader is
+  read whole (3.9 loads to the log end).
 * Transactional offsets (KIP-447 in a cluster, as Kafka keeps them): the group's
   coordinator holds TxnOffsetCommit's offsets as pending records of the
   producer id until the transaction's marker reaches this partition (it is one
@@ -55,6 +69,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -67,11 +82,23 @@ from ..storage.internal_topic import InternalTopic, TopicPort
 from .offsets import CommittedOffset, GroupStore, OffsetState, offset_rows
 from .share_groups import ShareGroupStoreError
 
-__all__ = ["OffsetTopic", "PendingOffsets", "ReplicatedOffsetStore", "ReplicatedShareGroups"]
+__all__ = [
+    "OffsetTopic",
+    "PendingOffsets",
+    "ReplicatedOffsetStore",
+    "ReplicatedShareGroups",
+    "ReplicatedView",
+]
 
 log = logging.getLogger("trafka.brokerlite.groups")
 
 Record = tuple[bytes, bytes | None]
+TopicPartition = tuple[str, int]
+#: An offsets write not yet replicated: (the log end after it, group, each
+#: partition's new offset or None for a deleted one, the partitions it settles).
+Unreplicated = tuple[
+    int, str, dict[TopicPartition, CommittedOffset | None], frozenset[TopicPartition]
+]
 
 
 def _key(*parts: Any) -> bytes:
@@ -118,6 +145,76 @@ class PendingOffsets:
             del self.held[group]
 
 
+class ReplicatedView:
+    """The committed offsets as of each partition's high watermark: what OffsetFetch
+    reads (see the module rules). Writes wait in log order, per partition, until
+    the high watermark passes them; it is looked at when the view is read.
+
+    Args:
+        high_watermark: a ``__consumer_offsets`` partition's high watermark here.
+        log_end: its log end offset here.
+    """
+
+    def __init__(self, high_watermark: Callable[[int], int], log_end: Callable[[int], int]) -> None:
+        self._high_watermark = high_watermark
+        self._log_end = log_end
+        #: group -> (topic, partition) -> its replicated committed offset
+        self.offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        self._waiting: dict[int, deque[Unreplicated]] = {}
+
+    def written(
+        self,
+        partition: int,
+        group: str,
+        changes: dict[TopicPartition, CommittedOffset | None],
+        settles: Iterable[TopicPartition] = (),
+    ) -> None:
+        """A write just appended to ``partition`` (its log end is after it)."""
+        item = (self._log_end(partition), group, changes, frozenset(settles))
+        self._waiting.setdefault(partition, deque()).append(item)
+        self.catch_up(partition)
+
+    def catch_up(self, partition: int) -> None:
+        """Apply the writes of ``partition`` that its high watermark has passed."""
+        waiting = self._waiting.get(partition)
+        if not waiting:
+            return
+        replicated = self._high_watermark(partition)
+        while waiting and waiting[0][0] <= replicated:
+            _, group, changes, _ = waiting.popleft()
+            offsets = self.offsets.setdefault(group, {})
+            for tp, committed in changes.items():
+                if committed is None:
+                    offsets.pop(tp, None)
+                else:
+                    offsets[tp] = committed
+            if not offsets:
+                del self.offsets[group]
+
+    def unreplicated(self, partition: int, group: str) -> set[TopicPartition]:
+        """The partitions of ``group`` a write not yet replicated changes or settles."""
+        self.catch_up(partition)
+        return {
+            tp
+            for _, g, changes, settles in self._waiting.get(partition, ())
+            if g == group
+            for tp in (*changes, *settles)
+        }
+
+    def loaded(
+        self, partition: int, offsets: Mapping[str, Mapping[TopicPartition, CommittedOffset]]
+    ) -> None:
+        """``partition`` was replayed: its groups' ``offsets`` are read whole."""
+        self._waiting.pop(partition, None)
+        self.offsets.update({g: dict(o) for g, o in offsets.items() if o})
+
+    def forget(self, partition: int, groups: Iterable[str]) -> None:
+        """``partition`` is no longer led here: its ``groups`` and their writes go."""
+        self._waiting.pop(partition, None)
+        for group in groups:
+            self.offsets.pop(group, None)
+
+
 class OffsetTopic(TopicPort):
     """The persistence port of :class:`ReplicatedOffsetStore`: the store's entries
     as records of ``__consumer_offsets`` (see the module rules), written to the
@@ -127,12 +224,20 @@ class OffsetTopic(TopicPort):
         topic: the topic's partitions here.
         state: the store's state.
         pending: the store's pending transactional offsets.
+        view: the offsets as replicated, which each write goes to as well.
     """
 
-    def __init__(self, topic: InternalTopic, state: OffsetState, pending: PendingOffsets) -> None:
+    def __init__(
+        self,
+        topic: InternalTopic,
+        state: OffsetState,
+        pending: PendingOffsets,
+        view: ReplicatedView,
+    ) -> None:
         super().__init__(topic)
         self._state = state
         self._pending = pending
+        self.view = view
         #: Share groups' snapshots (their coordinator's, :mod:`.share_groups`).
         self.share_groups: dict[str, dict[str, Any]] = {}
 
@@ -160,6 +265,7 @@ class OffsetTopic(TopicPort):
             raise
         self.topic.loaded(partition)
         groups.discard("")
+        self.view.loaded(partition, {g: self._state.offsets.get(g, {}) for g in groups})
         return groups
 
     def forget(self, partition: int) -> set[str]:
@@ -173,6 +279,7 @@ class OffsetTopic(TopicPort):
                 *state.consumer_groups,
                 *pending.held,
                 *self.share_groups,
+                *self.view.offsets,
             )
             if self.topic.partition_for(g) == partition
         }
@@ -180,6 +287,7 @@ class OffsetTopic(TopicPort):
             state.forget(group)
             pending.held.pop(group, None)
             self.share_groups.pop(group, None)
+        self.view.forget(partition, gone)
         return gone
 
     def _replay(self, key: bytes | None, value: bytes | None) -> str:
@@ -248,9 +356,27 @@ class OffsetTopic(TopicPort):
                 continue
             group = entry["group"]
             records = self._records(entry)
+            changes = self._offset_changes(entry)
             if records:
                 self.topic.append(group, records, OffsetStoreError, f"group {group!r}")
             self._apply(entry)
+            partition = self.topic.partition_for(group)
+            settles = entry["settled"] if entry["kind"] == "txn_settle" else ()
+            if records and partition is not None and (changes or settles):
+                self.view.written(partition, group, changes, (tuple(tp) for tp in settles))
+
+    def _offset_changes(self, entry: Mapping[str, Any]) -> dict[TopicPartition, Any]:
+        """What ``entry`` makes of its group's committed offsets (None: deleted)."""
+        kind, group = entry["kind"], entry["group"]
+        if kind in ("commit", "txn_settle"):
+            return {(t, p): CommittedOffset(o, e, m, ts) for t, p, o, e, m, ts in entry["offsets"]}
+        if kind == "delete_offsets":
+            return {(t, p): None for t, p in entry["partitions"]}
+        if kind == "delete_group":
+            return dict.fromkeys(
+                {*self._state.offsets.get(group, {}), *self.view.offsets.get(group, {})}
+            )
+        return {}
 
     def _apply(self, entry: dict[str, Any]) -> None:
         kind = entry["kind"]
@@ -327,13 +453,11 @@ class OffsetTopic(TopicPort):
                     by_group.setdefault(group, []).append((_key("o", group, t, p), None))
         for group, records in by_group.items():
             self.topic.append(group, records, OffsetStoreError, f"group {group!r}")
-            self._state.apply(
-                {
-                    "kind": "delete_offsets",
-                    "group": group,
-                    "partitions": [[topic, json.loads(k)[3]] for k, _ in records],
-                }
-            )
+            partitions = [(topic, json.loads(k)[3]) for k, _ in records]
+            self._state.apply({"kind": "delete_offsets", "group": group, "partitions": partitions})
+            partition = self.topic.partition_for(group)
+            if partition is not None:
+                self.view.written(partition, group, dict.fromkeys(partitions))
 
 
 class ReplicatedOffsetStore(GroupStore):
@@ -347,6 +471,8 @@ class ReplicatedOffsetStore(GroupStore):
         append: appends a record batch to one of its partitions on this broker.
         read: ``read(partition) -> chunks``: the partition's whole log here.
         now_ms: the clock, for record timestamps.
+        high_watermark: a partition's high watermark here.
+        log_end: a partition's log end offset here.
     """
 
     def __init__(
@@ -356,13 +482,16 @@ class ReplicatedOffsetStore(GroupStore):
         append: Callable[[int, bytes], None],
         read: Callable[[int], Iterable[bytes]],
         now_ms: Callable[[], int],
+        high_watermark: Callable[[int], int],
+        log_end: Callable[[int], int],
     ) -> None:
         topic = InternalTopic(
             OFFSETS_TOPIC, partition_for=partition_for, append=append, read=read, now_ms=now_ms
         )
         state = OffsetState(f"offset journal {OFFSETS_TOPIC}")
         self._pending = PendingOffsets()
-        self._topic = OffsetTopic(topic, state, self._pending)
+        self._view = ReplicatedView(high_watermark, log_end)
+        self._topic = OffsetTopic(topic, state, self._pending, self._view)
         super().__init__(state, self._topic)
 
     # -- partitions ----------------------------------------------------------------------------------
@@ -393,9 +522,20 @@ class ReplicatedOffsetStore(GroupStore):
 
     # -- transactional offsets ------------------------------------------------------------------
 
+    def readable_offsets(self, group: str) -> dict[tuple[str, int], CommittedOffset]:
+        """The committed offsets of ``group`` its partition has replicated (what
+        OffsetFetch answers, see the module rules)."""
+        partition = self._topic.topic.partition_for(group)
+        if partition is not None:
+            self._view.catch_up(partition)
+        return dict(self._view.offsets.get(group, {}))
+
     def pending_partitions(self, group: str) -> set[tuple[str, int]]:
-        """Every ``(topic, partition)`` of ``group`` with a pending transactional offset."""
-        return self._pending.partitions(group)
+        """Every ``(topic, partition)`` of ``group`` whose offset is not yet stable: a
+        transaction's pending offset, or a write not yet replicated (see the module rules)."""
+        partition = self._topic.topic.partition_for(group)
+        unreplicated = set() if partition is None else self._view.unreplicated(partition, group)
+        return self._pending.partitions(group) | unreplicated
 
     def stage_transactional(
         self,

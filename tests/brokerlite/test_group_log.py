@@ -1,6 +1,7 @@
 """Group state in ``__consumer_offsets`` (cluster mode, group_log), without sockets:
-commits replayed by a new leader, and TxnOffsetCommit's pending offsets settled by
-their transaction's marker."""
+commits replayed by a new leader, TxnOffsetCommit's pending offsets settled by
+their transaction's marker, and what OffsetFetch reads (the offsets its partition
+has replicated)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,12 @@ PARTITIONS = 3
 
 
 class Logs:
+    """The partitions' logs (batches), each replicated up to its high watermark
+    (in batches; None: all of them)."""
+
     def __init__(self) -> None:
         self.batches: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+        self.replicated: dict[int, int | None] = dict.fromkeys(range(PARTITIONS))
 
     def store(self) -> ReplicatedOffsetStore:
         return ReplicatedOffsetStore(
@@ -25,7 +30,13 @@ class Logs:
             append=lambda p, b: self.batches[p].append(b),
             read=lambda p: list(self.batches[p]),
             now_ms=lambda: 5,
+            high_watermark=self.high_watermark,
+            log_end=lambda p: len(self.batches[p]),
         )
+
+    def high_watermark(self, partition: int) -> int:
+        replicated = self.replicated[partition]
+        return len(self.batches[partition]) if replicated is None else replicated
 
 
 GROUP = "g-0"
@@ -130,3 +141,65 @@ def test_a_log_that_cannot_be_read_loads_nothing() -> None:
         again.load_partition(P)
     assert P not in again.loaded_partitions()
     assert again.group_offsets(GROUP) == {}
+
+
+def test_offsets_are_read_once_their_partition_replicated_them() -> None:
+    """Kafka puts a commit in its cache from the acks=-1 append's callback
+    (``GroupMetadataManager.storeOffsets``); until then OffsetFetch reads the
+    offset before it, and ``require_stable`` sees the partition pending."""
+    logs = Logs()
+    store = loaded(logs)
+    logs.replicated[P] = 0
+    store.commit_offsets(GROUP, {("t", 0): offset(3), ("t", 1): offset(4)})
+    assert store.group_offsets(GROUP) == {("t", 0): offset(3), ("t", 1): offset(4)}
+    assert store.readable_offsets(GROUP) == {}
+    assert store.pending_partitions(GROUP) == {("t", 0), ("t", 1)}
+    store.commit_offsets(GROUP, {("t", 0): offset(7)})
+    logs.replicated[P] = 1  # the first batch only
+    assert store.readable_offsets(GROUP) == {("t", 0): offset(3), ("t", 1): offset(4)}
+    assert store.pending_partitions(GROUP) == {("t", 0)}
+    store.delete_group(GROUP)
+    logs.replicated[P] = 2
+    assert store.readable_offsets(GROUP) == {("t", 0): offset(7), ("t", 1): offset(4)}
+    logs.replicated[P] = None
+    assert store.readable_offsets(GROUP) == {}
+    assert store.pending_partitions(GROUP) == set()
+
+
+def test_a_transactions_offsets_are_read_once_its_marker_replicated() -> None:
+    """The offsets a marker commits count once the marker is replicated (Kafka:
+    ``onTransactionCompleted`` from the marker append's callback); an abort's
+    partitions are pending until then too."""
+    logs = Logs()
+    store = loaded(logs)
+    store.stage_transactional(GROUP, 9, 0, {("t", 0): offset(10)})
+    store.stage_transactional(GROUP, 11, 0, {("t", 1): offset(20)})
+    logs.replicated[P] = len(logs.batches[P])
+    store.settle_transaction(P, 9, 0, commit=True)
+    store.settle_transaction(P, 11, 0, commit=False)
+    assert store.group_offsets(GROUP) == {("t", 0): offset(10)}
+    assert store.readable_offsets(GROUP) == {}
+    assert store.pending_partitions(GROUP) == {("t", 0), ("t", 1)}
+    logs.replicated[P] = None
+    assert store.readable_offsets(GROUP) == {("t", 0): offset(10)}
+    assert store.pending_partitions(GROUP) == set()
+
+
+def test_a_new_leader_reads_its_whole_log_and_forgets_the_old_waits() -> None:
+    logs = Logs()
+    store = loaded(logs)
+    store.commit_offsets(GROUP, {("t", 0): offset(3)})
+    logs.replicated[P] = 1
+    store.commit_offsets(GROUP, {("t", 0): offset(7)})
+    assert store.readable_offsets(GROUP) == {("t", 0): offset(3)}
+    # Leadership lost, the unreplicated batch truncated away, leadership back.
+    assert store.unload_partition(P) == {GROUP}
+    assert store.readable_offsets(GROUP) == {}
+    logs.batches[P].pop()
+    assert store.load_partition(P) == {GROUP}
+    assert store.readable_offsets(GROUP) == {("t", 0): offset(3)}
+    # A batch at the offset the forgotten one had waits for its own replication.
+    store.commit_offsets(GROUP, {("t", 0): offset(9)})
+    assert store.readable_offsets(GROUP) == {("t", 0): offset(3)}
+    logs.replicated[P] = 2
+    assert store.readable_offsets(GROUP) == {("t", 0): offset(9)}
