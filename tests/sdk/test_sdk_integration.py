@@ -39,6 +39,9 @@ async def _create(bs: str, topic: str, partitions: int = 3) -> None:
 
 async def _consume_all(bs: str, tps: list[TopicPartition], n: int, **kw: object) -> list[object]:
     out: list[object] = []
+    # Closing waits for the fetch the broker holds at the log's end (one request at
+    # a time on a connection, as Kafka answers): 50 ms rather than 500.
+    kw.setdefault("fetch_max_wait_ms", 50)
     async with open_consumer(bootstrap_servers=bs, auto_offset_reset="earliest", **kw) as c:  # type: ignore[arg-type]
         c.assign(tps)
         while len(out) < n:
@@ -172,7 +175,9 @@ async def test_offset_bounds_are_the_first_and_end_offsets_in_one_round_trip(
                 await p.send(topic, b"%d" % i, partition=i % 3)
         async with open_admin(bootstrap_servers=bs) as admin:
             await admin.delete_records({tps[0]: 2})
-        async with open_consumer(bootstrap_servers=bs) as c:
+        # A missing partition is looked up again a few times (last below): with
+        # backoffs of 10 ms, not the default 100 ms doubling (1.5 s in all).
+        async with open_consumer(bootstrap_servers=bs, retry_backoff_ms=10) as c:
             firsts, ends = await c.offset_bounds(tps, tps[1:])
             assert firsts == await c.beginning_offsets(tps) == {tps[0]: 2, tps[1]: 0, tps[2]: 0}
             assert ends == {tps[1]: 3, tps[2]: 3}
@@ -232,7 +237,8 @@ async def test_admin_never_creates_a_topic_by_looking_it_up(broker: RunningBroke
     bs = broker.bootstrap_servers
     missing = fresh("missing")
     with anyio.fail_after(10):  # not after default.api.timeout.ms of waiting for it
-        async with open_admin(bootstrap_servers=bs) as admin:
+        # The lookups' backoff (1.5 s in all with the default) is not what is tested.
+        async with open_admin(bootstrap_servers=bs, retry_backoff_ms=10) as admin:
             for call in (
                 admin.list_offsets({TopicPartition(missing, 0): "latest"}),
                 admin.delete_records({TopicPartition(missing, 0): 0}),
@@ -251,7 +257,9 @@ async def test_admin_finds_partitions_another_client_added(broker: RunningBroker
     topic = fresh("grown")
     with anyio.fail_after(30):
         await _create(bs, topic, 1)
-        async with open_admin(bootstrap_servers=bs) as admin:
+        # A missing partition is looked up again a few times (last below): with
+        # backoffs of 10 ms, not the default 100 ms doubling (1.5 s in all).
+        async with open_admin(bootstrap_servers=bs, retry_backoff_ms=10) as admin:
             first = TopicPartition(topic, 0)
             assert (await admin.list_offsets({first: "latest"}))[first] is not None
             async with open_admin(bootstrap_servers=bs) as other:
