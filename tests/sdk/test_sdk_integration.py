@@ -2,6 +2,11 @@
 
 brokerlite runs on its own thread (``broker_in_thread``) so that the client can
 run on trio and on asyncio against the same broker.
+
+Consumers fetch with ``fetch_max_wait_ms=50`` (:data:`QUICK`) unless the wait is
+what a test is about: a consumer's close waits for the fetch the broker holds at
+the log's end (one request at a time on a connection, as Kafka answers), 500 ms
+with the default, which was a third of this module's time.
 """
 
 from __future__ import annotations
@@ -39,10 +44,8 @@ async def _create(bs: str, topic: str, partitions: int = 3) -> None:
 
 async def _consume_all(bs: str, tps: list[TopicPartition], n: int, **kw: object) -> list[object]:
     out: list[object] = []
-    # Closing waits for the fetch the broker holds at the log's end (one request at
-    # a time on a connection, as Kafka answers): 50 ms rather than 500.
-    kw.setdefault("fetch_max_wait_ms", 50)
-    async with open_consumer(bootstrap_servers=bs, auto_offset_reset="earliest", **kw) as c:  # type: ignore[arg-type]
+    settings = {**QUICK, **kw}
+    async with open_consumer(bootstrap_servers=bs, auto_offset_reset="earliest", **settings) as c:
         c.assign(tps)
         while len(out) < n:
             got = await c.getmany(timeout_ms=2000)
@@ -52,6 +55,9 @@ async def _consume_all(bs: str, tps: list[TopicPartition], n: int, **kw: object)
 
 
 pytestmark = pytest.mark.anyio
+
+#: Consumer settings: see the module's docstring.
+QUICK: dict[str, Any] = {"fetch_max_wait_ms": 50}
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
@@ -135,7 +141,7 @@ async def test_latest_reset_sees_only_new_records(broker: RunningBroker) -> None
         await _create(bs, topic, 1)
         async with open_producer(bootstrap_servers=bs) as p:
             await p.send_and_wait(topic, b"old")
-            async with open_consumer(bootstrap_servers=bs) as c:
+            async with open_consumer(bootstrap_servers=bs, **QUICK) as c:
                 c.assign([tp])
                 assert await c.position(tp) == 1
                 await p.send_and_wait(topic, b"new")
@@ -155,7 +161,7 @@ async def test_a_position_before_deleted_records_resets_at_once(broker: RunningB
                 await p.send(topic, b"%d" % i)
         async with open_admin(bootstrap_servers=bs) as admin:
             await admin.delete_records({tp: 6})
-        async with open_consumer(bootstrap_servers=bs, auto_offset_reset="earliest") as c:
+        async with open_consumer(bootstrap_servers=bs, auto_offset_reset="earliest", **QUICK) as c:
             c.assign([tp])
             c.seek(tp, 2)
             got = await c.getmany(timeout_ms=3_000)
@@ -292,6 +298,7 @@ async def test_group_commit_and_resume(broker: RunningBroker) -> None:
             group_id=group,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
+            **QUICK,
         ) as c:
             while len(seen) < 10:
                 got = await c.getmany(timeout_ms=5000, max_records=10 - len(seen))
@@ -303,7 +310,7 @@ async def test_group_commit_and_resume(broker: RunningBroker) -> None:
             assert sum(v or 0 for v in committed.values()) == 10
         rest = []
         async with open_consumer(
-            topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest"
+            topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest", **QUICK
         ) as c:
             while len(rest) < 10:
                 got = await c.getmany(timeout_ms=5000)
@@ -343,6 +350,7 @@ async def test_group_rebalance_two_members(broker: RunningBroker, strategy: str)
         heartbeat_interval_ms=100,
         session_timeout_ms=6000,
         auto_offset_reset="earliest",
+        **QUICK,
     )
     all_tps = {TopicPartition(topic, i) for i in range(4)}
     with anyio.fail_after(60):
@@ -398,6 +406,7 @@ async def test_sticky_group_keeps_partitions_through_joins_and_a_leave(
         heartbeat_interval_ms=100,
         session_timeout_ms=6000,
         auto_offset_reset="earliest",
+        **QUICK,
     )
     with anyio.fail_after(60):
         await _create(bs, topic, 6)
@@ -431,6 +440,7 @@ async def test_static_membership(broker: RunningBroker) -> None:
             group_id=fresh("g"),
             group_instance_id="instance-1",
             heartbeat_interval_ms=100,
+            **QUICK,
         ) as c:
             while len(c.assignment()) != 2:
                 await c.getmany(timeout_ms=50)
@@ -451,7 +461,7 @@ async def test_pattern_subscription(broker: RunningBroker, metadata_first: bool)
         await _create(bs, f"{prefix}-a", 1)
         await _create(bs, f"{prefix}-b", 1)
         async with open_consumer(
-            bootstrap_servers=bs, group_id=fresh("g"), heartbeat_interval_ms=100
+            bootstrap_servers=bs, group_id=fresh("g"), heartbeat_interval_ms=100, **QUICK
         ) as c:
             if metadata_first:
                 await c.cluster.refresh_metadata()
@@ -477,6 +487,7 @@ async def test_commit_a_message_as_confluent_kafka_does(broker: RunningBroker) -
             group_id=group,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
+            **QUICK,
         ) as c:
             got: list = []
             while len(got) < 6:
@@ -501,7 +512,7 @@ async def test_commit_async_ordered_with_callback(broker: RunningBroker) -> None
     done: list[tuple[int, object]] = []
     with anyio.fail_after(30):
         await _create(bs, topic, 1)
-        async with open_consumer(bootstrap_servers=bs, group_id=fresh("g")) as c:
+        async with open_consumer(bootstrap_servers=bs, group_id=fresh("g"), **QUICK) as c:
             c.assign([tp])
             futures = [
                 c.commit_async({tp: i}, lambda offs, err: done.append((offs[tp], err)))
@@ -671,6 +682,7 @@ async def test_max_poll_interval_leaves_and_rejoins_on_next_poll(broker: Running
             max_poll_interval_ms=600,
             heartbeat_interval_ms=100,
             session_timeout_ms=6000,
+            **QUICK,
         ) as c:
             c.subscribe([topic], listener=Listener())
             while len(c.assignment()) != 2:
@@ -717,7 +729,7 @@ async def test_no_record_of_a_partition_is_handed_out_once_its_revocation_began(
             for i in range(200):
                 await p.send(old, b"%d" % i)
         async with open_consumer(
-            bootstrap_servers=bs, group_id=fresh("g"), auto_offset_reset="earliest"
+            bootstrap_servers=bs, group_id=fresh("g"), auto_offset_reset="earliest", **QUICK
         ) as c:
             c.subscribe([old], listener=Listener())
             first: dict[TopicPartition, list[Any]] = {}
