@@ -69,6 +69,9 @@ BEFORE = 150  # in the leader-move test: records before, during and after the st
 DURING = 100
 AFTER = 100
 CONSUME_S = 30.0
+# trafka's consumers: a close waits for the fetch the broker holds at the log's end
+# (one request at a time on a connection, as Kafka answers), 500 ms by default.
+QUICK_CLOSE = {"fetch_max_wait_ms": 50}
 
 
 # -- clients ------------------------------------------------------------------------------------
@@ -672,6 +675,7 @@ class SdkClient:
             auto_offset_reset="earliest",
             enable_auto_commit=False,
             request_timeout_ms=10_000,
+            **QUICK_CLOSE,
         ) as consumer:
             consumer.assign([TopicPartition(self.topic, p) for p in range(PARTITIONS)])
             consumer.seek_to_beginning()
@@ -688,6 +692,7 @@ class SdkClient:
             enable_auto_commit=False,
             request_timeout_ms=10_000,
             default_api_timeout_ms=10_000,
+            **QUICK_CLOSE,
         ) as consumer:
             got = await self._poll(consumer, count)
             await consumer.commit()

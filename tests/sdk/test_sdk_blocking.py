@@ -14,11 +14,17 @@
   them), pause giving back held-back records, a plain-function rebalance
   listener that commits from inside its callback.
 * Admin, configuration errors, and threads that end with their client.
+
+Consumers fetch with ``fetch_max_wait_ms=50`` (:data:`QUICK`): a consumer's close
+waits for the fetch the broker holds at the log's end (one request at a time on
+a connection, as Kafka answers), 500 ms with the default; no test here is about
+that wait.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import CancelledError
 from typing import Any
@@ -45,6 +51,9 @@ from trafka.sdk.blocking import Admin, Consumer, Producer, SendFuture
 
 pytestmark = pytest.mark.timeout(120)
 
+#: Consumer settings: see the module's docstring.
+QUICK: dict[str, Any] = {"fetch_max_wait_ms": 50}
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
@@ -61,30 +70,28 @@ def _topic(bs: str, partitions: int = 1, prefix: str = "blk") -> str:
 def _read_all(bs: str, topic: str, **settings: object) -> list[tuple[int, int, bytes]]:
     """(partition, offset, value) of every record, read by a blocking consumer without a group.
 
-    The tests call it once their writers are done: it reads until it has the
-    record before each partition's end, as a seek to the end finds it at the start
-    (the last stable offset with ``read_committed``), or, where no record sits
-    there (a transaction's marker) or the topic is empty, until 1.5 s pass
-    without a record.
+    The tests call it once their writers are done: it reads until its position
+    on each partition reaches that partition's end, as a seek to the end finds it
+    at the start (the last stable offset with ``read_committed``). A
+    transaction's marker there is never handed out, but the consumer's position
+    passes it, so no wait for records that will not come is needed.
     """
     with Admin(bootstrap_servers=bs) as admin:
         partitions = admin.list_topics()[topic]
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     with Consumer(
-        bootstrap_servers=bs, auto_offset_reset="earliest", consumer_timeout_ms=1500, **settings
+        bootstrap_servers=bs, auto_offset_reset="earliest", **QUICK, **settings
     ) as consumer:
         consumer.assign(tps)
         consumer.seek_to_end(*tps)
-        ends = {tp.partition: consumer.position(tp) for tp in tps}
+        ends = {tp: consumer.position(tp) for tp in tps}
         consumer.seek_to_beginning(*tps)
-        short = {p for p, end in ends.items() if end > 0}
         read = []
-        for record in consumer:
-            read.append((record.partition, record.offset, record.value))
-            if record.offset + 1 >= ends[record.partition]:
-                short.discard(record.partition)
-                if not short:
-                    break
+        deadline = time.monotonic() + 60
+        while any(consumer.position(tp) < end for tp, end in ends.items()):
+            assert time.monotonic() < deadline, f"{topic}: {ends} not reached in 60 s"
+            for records in consumer.getmany(timeout_ms=100).values():
+                read += [(r.partition, r.offset, r.value) for r in records]
         return read
 
 
@@ -643,6 +650,7 @@ def test_commits_count_only_the_records_handed_out(
         "group_id": group,
         "auto_offset_reset": "earliest",
         "enable_auto_commit": auto_commit,
+        **QUICK,
     }
     with Consumer(topic, **settings) as consumer:
         taken = []
@@ -666,7 +674,12 @@ def test_leaving_with_an_exception_commits_nothing_more(broker: RunningBroker) -
     topic = _topic(bs, 1)
     _fill(bs, topic, 50)
     group = fresh("g")
-    settings = {"bootstrap_servers": bs, "group_id": group, "auto_offset_reset": "earliest"}
+    settings = {
+        "bootstrap_servers": bs,
+        "group_id": group,
+        "auto_offset_reset": "earliest",
+        **QUICK,
+    }
     with pytest.raises(KeyError), Consumer(topic, **settings) as consumer:
         for n, _ in enumerate(consumer, 1):
             if n == 10:
@@ -695,6 +708,7 @@ def test_iteration_takes_every_record_once_in_order_across_many_fetches(
         consumer_timeout_ms=2000,
         max_partition_fetch_bytes=4096,
         max_poll_records=50,
+        **QUICK,
     ) as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(3)])
         for record in consumer:
@@ -720,6 +734,7 @@ def test_iteration_ends_after_consumer_timeout(broker: RunningBroker) -> None:
         group_id=fresh("g"),
         auto_offset_reset="earliest",
         consumer_timeout_ms=1000,
+        **QUICK,
     ) as consumer:
         assert sorted(int(r.value) for r in consumer) == list(range(50))
         assert consumer.getone(timeout_ms=100) is None
@@ -735,7 +750,7 @@ def test_pause_gives_back_held_records_and_resume_delivers_them_once(
     _fill(bs, topic, 40, partition=0)
     _fill(bs, topic, 40, partition=1)
     tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
-    with Consumer(bootstrap_servers=bs, auto_offset_reset="earliest") as consumer:
+    with Consumer(bootstrap_servers=bs, auto_offset_reset="earliest", **QUICK) as consumer:
         consumer.assign([tp0, tp1])
         first = consumer.getone(timeout_ms=10_000)
         assert first is not None
@@ -780,6 +795,7 @@ def test_a_plain_function_listener_may_commit_from_its_callback(broker: RunningB
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         listener=Listener(),
+        **QUICK,
     ) as consumer:
         holder["c"] = consumer
         got = 0

@@ -2,6 +2,11 @@
 
 brokerlite runs on its own thread (``broker_in_thread``) so that the client can
 run on trio and on asyncio against the same broker.
+
+Consumers fetch with ``fetch_max_wait_ms=50`` (:data:`QUICK`) unless the wait is
+what a test is about: a consumer's close waits for the fetch the broker holds at
+the log's end (one request at a time on a connection, as Kafka answers), 500 ms
+with the default, which was a third of this module's time.
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ async def _create(bs: str, topic: str, partitions: int = 3) -> None:
 
 async def _consume_all(bs: str, tps: list[TopicPartition], n: int, **kw: object) -> list[object]:
     out: list[object] = []
-    async with open_consumer(bootstrap_servers=bs, auto_offset_reset="earliest", **kw) as c:  # type: ignore[arg-type]
+    settings = {**QUICK, **kw}
+    async with open_consumer(bootstrap_servers=bs, auto_offset_reset="earliest", **settings) as c:
         c.assign(tps)
         while len(out) < n:
             got = await c.getmany(timeout_ms=2000)
@@ -49,6 +55,9 @@ async def _consume_all(bs: str, tps: list[TopicPartition], n: int, **kw: object)
 
 
 pytestmark = pytest.mark.anyio
+
+#: Consumer settings: see the module's docstring.
+QUICK: dict[str, Any] = {"fetch_max_wait_ms": 50}
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
@@ -132,7 +141,7 @@ async def test_latest_reset_sees_only_new_records(broker: RunningBroker) -> None
         await _create(bs, topic, 1)
         async with open_producer(bootstrap_servers=bs) as p:
             await p.send_and_wait(topic, b"old")
-            async with open_consumer(bootstrap_servers=bs) as c:
+            async with open_consumer(bootstrap_servers=bs, **QUICK) as c:
                 c.assign([tp])
                 assert await c.position(tp) == 1
                 await p.send_and_wait(topic, b"new")
@@ -152,7 +161,7 @@ async def test_a_position_before_deleted_records_resets_at_once(broker: RunningB
                 await p.send(topic, b"%d" % i)
         async with open_admin(bootstrap_servers=bs) as admin:
             await admin.delete_records({tp: 6})
-        async with open_consumer(bootstrap_servers=bs, auto_offset_reset="earliest") as c:
+        async with open_consumer(bootstrap_servers=bs, auto_offset_reset="earliest", **QUICK) as c:
             c.assign([tp])
             c.seek(tp, 2)
             got = await c.getmany(timeout_ms=3_000)
@@ -172,7 +181,9 @@ async def test_offset_bounds_are_the_first_and_end_offsets_in_one_round_trip(
                 await p.send(topic, b"%d" % i, partition=i % 3)
         async with open_admin(bootstrap_servers=bs) as admin:
             await admin.delete_records({tps[0]: 2})
-        async with open_consumer(bootstrap_servers=bs) as c:
+        # A missing partition is looked up again a few times (last below): with
+        # backoffs of 10 ms, not the default 100 ms doubling (1.5 s in all).
+        async with open_consumer(bootstrap_servers=bs, retry_backoff_ms=10) as c:
             firsts, ends = await c.offset_bounds(tps, tps[1:])
             assert firsts == await c.beginning_offsets(tps) == {tps[0]: 2, tps[1]: 0, tps[2]: 0}
             assert ends == {tps[1]: 3, tps[2]: 3}
@@ -232,7 +243,8 @@ async def test_admin_never_creates_a_topic_by_looking_it_up(broker: RunningBroke
     bs = broker.bootstrap_servers
     missing = fresh("missing")
     with anyio.fail_after(10):  # not after default.api.timeout.ms of waiting for it
-        async with open_admin(bootstrap_servers=bs) as admin:
+        # The lookups' backoff (1.5 s in all with the default) is not what is tested.
+        async with open_admin(bootstrap_servers=bs, retry_backoff_ms=10) as admin:
             for call in (
                 admin.list_offsets({TopicPartition(missing, 0): "latest"}),
                 admin.delete_records({TopicPartition(missing, 0): 0}),
@@ -251,7 +263,9 @@ async def test_admin_finds_partitions_another_client_added(broker: RunningBroker
     topic = fresh("grown")
     with anyio.fail_after(30):
         await _create(bs, topic, 1)
-        async with open_admin(bootstrap_servers=bs) as admin:
+        # A missing partition is looked up again a few times (last below): with
+        # backoffs of 10 ms, not the default 100 ms doubling (1.5 s in all).
+        async with open_admin(bootstrap_servers=bs, retry_backoff_ms=10) as admin:
             first = TopicPartition(topic, 0)
             assert (await admin.list_offsets({first: "latest"}))[first] is not None
             async with open_admin(bootstrap_servers=bs) as other:
@@ -284,6 +298,7 @@ async def test_group_commit_and_resume(broker: RunningBroker) -> None:
             group_id=group,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
+            **QUICK,
         ) as c:
             while len(seen) < 10:
                 got = await c.getmany(timeout_ms=5000, max_records=10 - len(seen))
@@ -295,7 +310,7 @@ async def test_group_commit_and_resume(broker: RunningBroker) -> None:
             assert sum(v or 0 for v in committed.values()) == 10
         rest = []
         async with open_consumer(
-            topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest"
+            topic, bootstrap_servers=bs, group_id=group, auto_offset_reset="earliest", **QUICK
         ) as c:
             while len(rest) < 10:
                 got = await c.getmany(timeout_ms=5000)
@@ -335,6 +350,7 @@ async def test_group_rebalance_two_members(broker: RunningBroker, strategy: str)
         heartbeat_interval_ms=100,
         session_timeout_ms=6000,
         auto_offset_reset="earliest",
+        **QUICK,
     )
     all_tps = {TopicPartition(topic, i) for i in range(4)}
     with anyio.fail_after(60):
@@ -390,6 +406,7 @@ async def test_sticky_group_keeps_partitions_through_joins_and_a_leave(
         heartbeat_interval_ms=100,
         session_timeout_ms=6000,
         auto_offset_reset="earliest",
+        **QUICK,
     )
     with anyio.fail_after(60):
         await _create(bs, topic, 6)
@@ -423,6 +440,7 @@ async def test_static_membership(broker: RunningBroker) -> None:
             group_id=fresh("g"),
             group_instance_id="instance-1",
             heartbeat_interval_ms=100,
+            **QUICK,
         ) as c:
             while len(c.assignment()) != 2:
                 await c.getmany(timeout_ms=50)
@@ -443,7 +461,7 @@ async def test_pattern_subscription(broker: RunningBroker, metadata_first: bool)
         await _create(bs, f"{prefix}-a", 1)
         await _create(bs, f"{prefix}-b", 1)
         async with open_consumer(
-            bootstrap_servers=bs, group_id=fresh("g"), heartbeat_interval_ms=100
+            bootstrap_servers=bs, group_id=fresh("g"), heartbeat_interval_ms=100, **QUICK
         ) as c:
             if metadata_first:
                 await c.cluster.refresh_metadata()
@@ -469,6 +487,7 @@ async def test_commit_a_message_as_confluent_kafka_does(broker: RunningBroker) -
             group_id=group,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
+            **QUICK,
         ) as c:
             got: list = []
             while len(got) < 6:
@@ -493,7 +512,7 @@ async def test_commit_async_ordered_with_callback(broker: RunningBroker) -> None
     done: list[tuple[int, object]] = []
     with anyio.fail_after(30):
         await _create(bs, topic, 1)
-        async with open_consumer(bootstrap_servers=bs, group_id=fresh("g")) as c:
+        async with open_consumer(bootstrap_servers=bs, group_id=fresh("g"), **QUICK) as c:
             c.assign([tp])
             futures = [
                 c.commit_async({tp: i}, lambda offs, err: done.append((offs[tp], err)))
@@ -663,17 +682,22 @@ async def test_max_poll_interval_leaves_and_rejoins_on_next_poll(broker: Running
             max_poll_interval_ms=600,
             heartbeat_interval_ms=100,
             session_timeout_ms=6000,
+            **QUICK,
         ) as c:
             c.subscribe([topic], listener=Listener())
             while len(c.assignment()) != 2:
                 await c.getmany(timeout_ms=50)
             # The application stalls (no poll) for longer than max.poll.interval.ms.
-            await anyio.sleep(1.5)
+            while not lost:
+                await anyio.sleep(0.05)
             assert lost == [{TopicPartition(topic, 0), TopicPartition(topic, 1)}]
             assert c.assignment() == set()
-            async with open_admin(bootstrap_servers=bs) as admin:
-                desc = (await admin.describe_groups([group]))[group]
-            assert desc.members == ()  # it left the group instead of waiting to be evicted
+            # It left the group instead of waiting to be evicted: gone well before
+            # session.timeout.ms (6 s) could have evicted it.
+            with anyio.fail_after(3):
+                async with open_admin(bootstrap_servers=bs) as admin:
+                    while (await admin.describe_groups([group]))[group].members != ():
+                        await anyio.sleep(0.05)
             # The next poll rejoins.
             while len(c.assignment()) != 2:
                 await c.getmany(timeout_ms=50)
@@ -705,7 +729,7 @@ async def test_no_record_of_a_partition_is_handed_out_once_its_revocation_began(
             for i in range(200):
                 await p.send(old, b"%d" % i)
         async with open_consumer(
-            bootstrap_servers=bs, group_id=fresh("g"), auto_offset_reset="earliest"
+            bootstrap_servers=bs, group_id=fresh("g"), auto_offset_reset="earliest", **QUICK
         ) as c:
             c.subscribe([old], listener=Listener())
             first: dict[TopicPartition, list[Any]] = {}

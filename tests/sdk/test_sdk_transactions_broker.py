@@ -1,5 +1,11 @@
 """Transactions and read_committed against an in-process brokerlite (both anyio backends),
-and with confluent-kafka (librdkafka) on the other side."""
+and with confluent-kafka (librdkafka) on the other side.
+
+Consumers fetch with ``fetch_max_wait_ms=50`` (:data:`QUICK`): a consumer's close
+waits for the fetch the broker holds at the log's end (one request at a time on
+a connection, as Kafka answers), 500 ms with the default; no test here is about
+that wait.
+"""
 
 from __future__ import annotations
 
@@ -38,6 +44,9 @@ from trafka.sdk.group_protocol import CommitFailedError
 from trafka.sdk.producer import open_producer
 from trafka.sdk.transactions import TxnState
 
+#: Consumer settings: see the module's docstring.
+QUICK: dict[str, Any] = {"fetch_max_wait_ms": 50}
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
@@ -50,24 +59,26 @@ async def create(bs: str, *topics: tuple[str, int]) -> None:
 
 
 async def read_all(
-    bs: str, topic: str, partitions: int, *, committed: bool, quiet_ms: int = 400
+    bs: str, topic: str, partitions: int, *, committed: bool
 ) -> dict[int, list[bytes]]:
-    """Every record a consumer hands out from the beginning, until ``quiet_ms`` pass
-    without one after reaching the end (LSO / high watermark)."""
+    """Every record a consumer hands out from the beginning to the end (LSO / high
+    watermark) it finds first; the callers' writers are done. A transaction's
+    marker there is never handed out, but the consumer's position passes it: no
+    wait for records that will not come."""
     out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     level = "read_committed" if committed else "read_uncommitted"
     tps = [TopicPartition(topic, p) for p in range(partitions)]
-    async with open_consumer(
-        bootstrap_servers=bs, auto_offset_reset="earliest", isolation_level=level
-    ) as c:
-        c.assign(tps)
-        ends = await c.end_offsets(tps)
-        while True:
-            got = await c.getmany(timeout_ms=quiet_ms)
-            for tp, recs in got.items():
-                out[tp.partition] += [r.value for r in recs]
-            if not got and all([await c.position(tp) >= ends[tp] for tp in tps]):
-                return out
+    with anyio.fail_after(60):
+        async with open_consumer(
+            bootstrap_servers=bs, auto_offset_reset="earliest", isolation_level=level, **QUICK
+        ) as c:
+            c.assign(tps)
+            ends = await c.end_offsets(tps)
+            while not all([await c.position(tp) >= ends[tp] for tp in tps]):
+                got = await c.getmany(timeout_ms=100)
+                for tp, recs in got.items():
+                    out[tp.partition] += [r.value for r in recs]
+    return out
 
 
 pytestmark = pytest.mark.anyio
@@ -148,7 +159,10 @@ async def test_read_committed_waits_for_the_open_transaction(broker: RunningBrok
         async with (
             open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p,
             open_consumer(
-                bootstrap_servers=bs, auto_offset_reset="earliest", isolation_level="read_committed"
+                bootstrap_servers=bs,
+                auto_offset_reset="earliest",
+                isolation_level="read_committed",
+                **QUICK,
             ) as c,
         ):
             await p.init_transactions()
@@ -232,7 +246,7 @@ async def test_stale_generation_cannot_commit_offsets(broker: RunningBroker) -> 
     bs = broker.bootstrap_servers
     src, group = fresh("src"), fresh("group")
     tp = TopicPartition(src, 0)
-    fast: dict[str, Any] = {"heartbeat_interval_ms": 100}  # rebalances noticed quickly
+    fast: dict[str, Any] = {"heartbeat_interval_ms": 100, **QUICK}  # rebalances noticed quickly
     with anyio.fail_after(60):
         await create(bs, (src, 2))
         async with (
@@ -318,6 +332,7 @@ async def _ctp_run(bs: str, src: str, dst: str, group: str, tid: str, n: int) ->
             group_instance_id="ctp-worker",
             session_timeout_ms=6000,
             heartbeat_interval_ms=500,
+            **QUICK,
         ) as c:
             while True:
                 batch = await c.getmany(timeout_ms=200, max_records=10)
