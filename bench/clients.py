@@ -148,7 +148,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _kafka import RUNNING_ZK, RUNNING_ZK_PIDS, kafka_peers, running_cluster  # bench/'s own
+from _kafka import (  # bench/'s own
+    RUNNING_ZK,
+    RUNNING_ZK_PIDS,
+    kafka_peers,
+    running_cluster,
+    zookeeper_chroot,
+)
 from _open_loop import OpenLoop, open_loop
 
 CLIENTS = (
@@ -1142,7 +1148,8 @@ class KafkaBroker:
 
 
 class BrokerliteCluster:
-    """``--cluster N``: N brokerlite processes on a private ZooKeeper (its CPU not counted)."""
+    """``--cluster N``: N brokerlite processes on a private ZooKeeper (its CPU not counted),
+    or on a chroot of the running server ``TRAFKA_BENCH_ZOOKEEPER`` names (bench/_kafka.py)."""
 
     name = "brokerlite cluster"
 
@@ -1155,6 +1162,7 @@ class BrokerliteCluster:
             nodes,
             # As tests/kafka_peers.py sets up Kafka: a small offsets topic.
             settings={"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 5},
+            zookeeper_connect=zookeeper_chroot(),
         )
         self.bootstrap = ""
 

@@ -11,7 +11,8 @@ spread over a topic of 6 partitions. The clock starts after a warm-up of
 * **1 node, RF 1, acks=all, idempotent**: the same broker, the producer of the
   replicated run; it separates the idempotent producer's cost from replication.
 * **3 nodes, RF 3, min.insync.replicas=2, acks=all, idempotent**: three broker
-  processes with a private ZooKeeper; each batch is acknowledged once the
+  processes with a private ZooKeeper (or a chroot on the running server
+  ``TRAFKA_BENCH_ZOOKEEPER`` names: bench/_kafka.py); each batch is acknowledged once the
   followers have fetched it. Target: >= 50% of the baseline's records/s.
 * **3 nodes, RF 3, acks=1**: the same cluster, the leader answering at once:
   what replication costs the leaders (followers fetching) without the producer
@@ -69,6 +70,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _kafka import zookeeper_chroot  # bench/ is the script's directory
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -868,6 +870,8 @@ def main(argv: list[str] | None = None) -> int:
             root / "cluster",
             3,
             settings={"zookeeper.session.timeout.ms": args.session_timeout_ms},
+            # A private ZooKeeper, or a chroot on the smoke test's (bench/_kafka.py).
+            zookeeper_connect=zookeeper_chroot(),
         )
         try:
             cluster.start(timeout=120)

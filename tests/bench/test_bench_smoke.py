@@ -204,6 +204,22 @@ def _kafka_fixture(command: list[str]) -> str | None:
     return None
 
 
+def _brokerlite_cluster(command: list[str]) -> bool:
+    """Whether the line starts a brokerlite cluster, whose brokers then use a
+    chroot of the session's ZooKeeper (``zk_chroot``; bench/_kafka.py's
+    TRAFKA_BENCH_ZOOKEEPER) instead of a private server: a JVM start less."""
+    script = Path(command[0]).name
+    if script == "cluster.py":
+        return True
+    if script == "proxy.py":
+        setups = (_option(command, "--cluster") or "1,3").split(",")
+        return _option(command, "--upstream") != "kafka" and any(int(n) > 1 for n in setups)
+    if script == "clients.py":
+        brokers = (_option(command, "--broker") or "brokerlite").split(",")
+        return int(_option(command, "--cluster") or 1) > 1 and "brokerlite" in brokers
+    return False
+
+
 #: The environment variables that name a fixture's cluster to a line (bench/_kafka.py).
 _KAFKA_ENV = {
     "kafka4": "TRAFKA_BENCH_KAFKA",
@@ -234,6 +250,8 @@ def test_the_bench_target_is_read() -> None:
     # Each of the Kafka lines runs on a session's cluster (see _kafka_fixture).
     kafka = [_kafka_fixture(c) for c in COMMANDS if _kafka_fixture(c) is not None]
     assert sorted(kafka) == ["kafka3_cluster", "kafka4", "kafka4", "kafka4_cluster"], COMMANDS
+    # The brokerlite clusters (cluster.py, proxy.py --cluster 1,3, clients.py --cluster 3).
+    assert sum(_brokerlite_cluster(c) for c in COMMANDS) == 3, COMMANDS
 
 
 @pytest.mark.slow
@@ -255,6 +273,10 @@ def test_bench_line_runs_at_a_tiny_size(
         env[f"{name}_PIDS"] = ",".join(
             str(node.proc.pid) for node in kafka.nodes if node.proc is not None
         )
+    zookeeper = None
+    if _brokerlite_cluster(command):
+        zookeeper = request.getfixturevalue("zk_chroot").connect_string
+        env["TRAFKA_BENCH_ZOOKEEPER"] = zookeeper
     done = _run(command, tmp_path, env)
     report = f"stdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
     assert done.returncode == 0, report
@@ -264,3 +286,5 @@ def test_bench_line_runs_at_a_tiny_size(
         assert len(found) >= least, f"{least}+ lines like {pattern!r} expected\n{report}"
     if fixture is not None:  # the line ran on the session's cluster, as asked
         assert f"the running cluster at {kafka.bootstrap_servers} " in done.stderr, report
+    if zookeeper is not None:  # and its brokerlite cluster on the session's ZooKeeper
+        assert f"the running server at {zookeeper} " in done.stderr, report
