@@ -33,6 +33,8 @@ RUNNING_ZK = "TRAFKA_BENCH_KAFKA3"
 RUNNING_ZK_PIDS = "TRAFKA_BENCH_KAFKA3_PIDS"
 #: ``host:port[/chroot]`` of a running ZooKeeper server, for brokerlite's clusters.
 RUNNING_ZOOKEEPER = "TRAFKA_BENCH_ZOOKEEPER"
+#: That server's log (``zookeeper.log``), where bench/cluster.py reads when it expired a session.
+RUNNING_ZOOKEEPER_LOG = "TRAFKA_BENCH_ZOOKEEPER_LOG"
 
 
 def kafka_peers() -> Any:
@@ -65,6 +67,12 @@ def zookeeper_chroot() -> str | None:
         client.close()
     print(f"ZooKeeper: the running server at {running} ({RUNNING_ZOOKEEPER})", file=sys.stderr)
     return running + path
+
+
+def zookeeper_log() -> Path | None:
+    """The log of the running ZooKeeper (:data:`RUNNING_ZOOKEEPER_LOG`), if named."""
+    log = os.environ.get(RUNNING_ZOOKEEPER_LOG, "")
+    return Path(log) if log else None
 
 
 class Running(NamedTuple):
