@@ -141,7 +141,8 @@ test: lint typecheck docs pytest
 
 # The benchmarks: measurements (figures and ratios), not tests. Every script
 # here takes --smoke (tiny sizes, whatever its other options say), and
-# tests/bench/test_bench_smoke.py runs each line of this target with it, so a
+# tests/bench/test_bench_smoke.py runs each line of this target with it (except
+# a line whose smoke run would only repeat another line's: COVERED there), so a
 # benchmark that breaks fails the suite instead of waiting for the next run.
 bench: $(STAMP) peers
 	$(PY) bench/codec.py

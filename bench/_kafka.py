@@ -7,15 +7,18 @@ imports it.
 test, tests/bench/test_bench_smoke.py, passes its test session's shared
 cluster, so a smoke line does not start a cluster of its own: tens of seconds
 of CPU). :data:`RUNNING_ZK` does the same for bench/clients.py's Kafka 3.x
-cluster on ZooKeeper (``--cluster``). A measurement on brokers that other tests
-share measures nothing reliable: only the smoke runs, whose figures are not
-judged, set them.
+cluster on ZooKeeper (``--cluster``), and :data:`RUNNING_ZOOKEEPER` for the
+ZooKeeper of brokerlite's clusters (bench/cluster.py, bench/proxy.py's
+``--cluster N``, bench/clients.py's ``--cluster``; :func:`zookeeper_chroot`). A
+measurement on brokers that other tests share measures nothing reliable: only
+the smoke runs, whose figures are not judged, set them.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +31,10 @@ RUNNING_PIDS = "TRAFKA_BENCH_KAFKA_PIDS"
 #: The same two for a running Kafka 3.x cluster on ZooKeeper (bench/clients.py --cluster).
 RUNNING_ZK = "TRAFKA_BENCH_KAFKA3"
 RUNNING_ZK_PIDS = "TRAFKA_BENCH_KAFKA3_PIDS"
+#: ``host:port[/chroot]`` of a running ZooKeeper server, for brokerlite's clusters.
+RUNNING_ZOOKEEPER = "TRAFKA_BENCH_ZOOKEEPER"
+#: That server's log (``zookeeper.log``), where bench/cluster.py reads when it expired a session.
+RUNNING_ZOOKEEPER_LOG = "TRAFKA_BENCH_ZOOKEEPER_LOG"
 
 
 def kafka_peers() -> Any:
@@ -38,6 +45,34 @@ def kafka_peers() -> Any:
     import kafka_peers as module
 
     return module
+
+
+def zookeeper_chroot() -> str | None:
+    """The connect string of a new, empty chroot on the running ZooKeeper that
+    :data:`RUNNING_ZOOKEEPER` names (said on stderr), for one brokerlite
+    cluster's brokers; None when it names none: the cluster then starts a
+    private server (a JVM, a few seconds of CPU)."""
+    running = os.environ.get(RUNNING_ZOOKEEPER, "")
+    if not running:
+        return None
+    from kazoo.client import KazooClient
+
+    path = f"/bench-{uuid.uuid4().hex[:12]}"
+    client = KazooClient(hosts=running, timeout=10.0)
+    client.start(timeout=30.0)
+    try:
+        client.create(path)
+    finally:
+        client.stop()
+        client.close()
+    print(f"ZooKeeper: the running server at {running} ({RUNNING_ZOOKEEPER})", file=sys.stderr)
+    return running + path
+
+
+def zookeeper_log() -> Path | None:
+    """The log of the running ZooKeeper (:data:`RUNNING_ZOOKEEPER_LOG`), if named."""
+    log = os.environ.get(RUNNING_ZOOKEEPER_LOG, "")
+    return Path(log) if log else None
 
 
 class Running(NamedTuple):

@@ -29,7 +29,8 @@ Paths, each measured in the same run against the same brokers:
 
 Setups (``--cluster``, default ``1,3``): ``1`` is one single-node brokerlite
 process (no ZooKeeper); ``N`` > 1 is N broker processes with a private
-ZooKeeper, the topic's ``--replication`` (default 1: replication would measure
+ZooKeeper (or a chroot on the running server ``TRAFKA_BENCH_ZOOKEEPER`` names:
+bench/_kafka.py), the topic's ``--replication`` (default 1: replication would measure
 brokerlite, not the proxy; the partitions' leaders are still spread over the N
 brokers, so routing moves records across brokers). Brokers and proxies run in
 their own processes (``trafka broker``, ``trafka proxy``), as in production.
@@ -108,7 +109,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _kafka import kafka_cluster  # bench/ is the script's directory
+from _kafka import kafka_cluster, zookeeper_chroot  # bench/ is the script's directory
 from _open_loop import open_loop as measure_open_loop
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -243,7 +244,8 @@ def brokers(
         ) as broker:
             yield Brokers("1 broker", broker.address, [broker.proc.pid])
         return
-    cluster = ClusterProcesses(root / "cluster", nodes)
+    # A private ZooKeeper, or a chroot on the smoke test's (bench/_kafka.py).
+    cluster = ClusterProcesses(root / "cluster", nodes, zookeeper_connect=zookeeper_chroot())
     try:
         cluster.start(timeout=120)
         yield Brokers(
