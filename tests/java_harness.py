@@ -11,9 +11,9 @@ Rules:
   file makes the others wait while one compiles; the classes are renamed into
   place whole).
 * One JVM runs every scenario a test asks for (a JVM start costs about a second
-  of CPU); it prints one JSON line per scenario (``scenario``, ``ok``,
-  ``error``, ``seconds``, ``details``) and the client's logs (WARN and above)
-  on standard error.
+  of CPU), one after the other or a few at a time (``parallel``); it prints one
+  JSON line per scenario (``scenario``, ``ok``, ``error``, ``seconds``,
+  ``details``) and the client's logs (WARN and above) on standard error.
 * The run has a deadline: ``timeout`` seconds for the whole process, after which
   it is killed and the scenarios that had not reported are failures.
 """
@@ -87,11 +87,13 @@ def run(
     *,
     timeout: float,
     replication: int = 1,
+    parallel: int = 1,
     version: str = KAFKA_4,
 ) -> tuple[dict[str, dict[str, Any]], str]:
     """Every scenario's outcome by name, and the JVM's standard error.
 
-    ``replication`` is the replication factor of the topics the scenarios make.
+    ``replication`` is the replication factor of the topics the scenarios make;
+    ``parallel`` how many scenarios run at a time (1: one after the other).
     A scenario missing from the output (the JVM died or ran out of ``timeout``)
     is reported as failed, with the reason."""
     home = compiled(version)
@@ -101,6 +103,7 @@ def run(
     argv[cp - 1 : cp - 1] = [
         f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}",
         f"-Dharness.replication={replication}",
+        f"-Dharness.parallel={parallel}",
     ]
     outcomes: dict[str, dict[str, Any]] = {}
     try:

@@ -6,9 +6,10 @@
 // COMMANDS_FILE holds one command per line: the main class and its arguments,
 // separated by tabs; an argument "--stdin-base64=..." is not passed on but is the
 // command's standard input. For each command one JSON line is printed:
-// {"index", "exit", "out", "err"}: the exit status the script asked for (through
+// {"index", "exit", "out", "err", "ms"}: the exit status the script asked for (through
 // Kafka's Exit, which is made to throw rather than end the JVM; 0 when main
-// returned), and what it wrote on standard output and standard error.
+// returned), what it wrote on standard output and standard error, and how long it
+// took (milliseconds, for finding where a test's time goes).
 //
 // Rules: each command gets fresh System.in/out/err buffers; the client's logs
 // (log4j) keep the JVM's own standard error; a command has a deadline
@@ -130,6 +131,7 @@ public final class ScriptRunner {
             System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
             System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
             String exit;
+            long started = System.nanoTime();
             ExecutorService one = Executors.newSingleThreadExecutor(r -> {
                 Thread t = new Thread(r, "script");
                 t.setDaemon(true);
@@ -186,7 +188,8 @@ public final class ScriptRunner {
             }
             realOut.println("{\"index\":" + index + ",\"exit\":" + exit
                     + ",\"out\":" + json(new String(outBytes, StandardCharsets.UTF_8))
-                    + ",\"err\":" + json(new String(errBytes, StandardCharsets.UTF_8)) + "}");
+                    + ",\"err\":" + json(new String(errBytes, StandardCharsets.UTF_8))
+                    + ",\"ms\":" + (System.nanoTime() - started) / 1_000_000 + "}");
             realOut.flush();
             index++;
         }
