@@ -3,7 +3,9 @@
 //
 // Usage: java -cp <this dir>:<Kafka's jars> ScriptRunner COMMANDS_FILE
 //
-// COMMANDS_FILE holds one command per line: the main class and its arguments,
+// COMMANDS_FILE ("-": standard input, each command run as its line comes, so
+// that a caller can choose the next commands from the outcomes of the first
+// ones, in the same JVM) holds one command per line: the main class and its arguments,
 // separated by tabs; an argument "--stdin-base64=..." is not passed on but is the
 // command's standard input. For each command one JSON line is printed:
 // {"index", "exit", "out", "err", "ms"}: the exit status the script asked for (through
@@ -15,9 +17,11 @@
 // (log4j) keep the JVM's own standard error; a command has a deadline
 // (DEADLINE_S), past which it is reported with exit "timeout" and the next runs.
 
+import java.io.BufferedReader;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.InputStream;
+import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
@@ -105,9 +109,12 @@ public final class ScriptRunner {
                 hooks.add(hook);
             }
         });
-        List<String> lines = Files.readAllLines(Paths.get(args[0]), StandardCharsets.UTF_8);
+        BufferedReader commands = args[0].equals("-")
+                ? new BufferedReader(new InputStreamReader(realIn, StandardCharsets.UTF_8))
+                : Files.newBufferedReader(Paths.get(args[0]), StandardCharsets.UTF_8);
         int index = 0;
-        for (String line : lines) {
+        String line;
+        while ((line = commands.readLine()) != null) {
             if (line.isEmpty()) {
                 continue;
             }
