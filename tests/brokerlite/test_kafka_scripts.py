@@ -5,7 +5,7 @@ Each script is run as its main class with the arguments the ``.sh`` script
 takes (kafka-topics is ``org.apache.kafka.tools.TopicCommand``...), the Kafka
 4.4 tools against both brokers; the whole sequence runs in one JVM per broker
 (``tests/interop/java/ScriptRunner.java``; the verifiable producer and
-consumer each in a process of its own, beside it), the two brokers at once. Outputs
+consumer each in a process of its own), the two brokers at once. Outputs
 are compared after normalising only what must differ: topic ids, ports, the
 log directory's path, segment sizes (batches cut at other moments), and what
 docs/brokerlite.md lists as deliberate (the ELR columns: brokerlite serves
@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka_peers import KafkaCluster, java_command, wait_topic_everywhere
+from kafka_peers import KafkaCluster, java_command
 from kafka_scripts import (
     CONFIGS,
     GROUPS,
@@ -45,9 +44,7 @@ _RUN = uuid.uuid4().hex[:8]
 TOPIC = f"scripts-{_RUN}"
 VERIFIABLE = f"scripts-verifiable-{_RUN}"
 GROUP = f"scripts-g-{_RUN}"
-#: Without this run's token: the verifiable tools run beside the scripts, and
-#: groups-list lists the groups naming it, at whatever moment it runs.
-VERIFIABLE_GROUP = f"scripts-vg-{uuid.uuid4().hex[:8]}"
+VERIFIABLE_GROUP = f"scripts-vg-{_RUN}"
 RESET = f"scripts-reset-{_RUN}"
 RESET_GROUP = f"scripts-rg-{_RUN}"
 PERF = f"scripts-perf-{_RUN}"
@@ -371,38 +368,15 @@ def _run(bs: str, plan: str) -> dict[str, dict[str, Any]]:
     )
     commands.insert(0, setup)
     # The verifiable tools print their summary from a JVM shutdown hook, and
-    # their producer's callbacks from its own thread: each runs as a process,
-    # the producer then the consumer, beside the scripts' JVM once their topic
-    # (the scripts' first step) is served: most of the scripts' time is waiting.
+    # their producer's callbacks from its own thread: each runs as a process.
     alone = [c for c in commands if c[0].startswith("verifiable-")]
-    verified: dict[str, dict[str, Any]] = {}
-    failed: list[BaseException] = []
-
-    def verifiable() -> None:
-        try:
-            wait_topic_everywhere(bs, VERIFIABLE, 3, timeout=120)
-            for name, main, args, _ in alone:
-                done = subprocess.run(
-                    java_command(main, *args),
-                    capture_output=True,
-                    text=True,
-                    timeout=120,
-                    check=False,
-                )
-                verified[name] = {"exit": done.returncode, "out": done.stdout, "err": done.stderr}
-        except BaseException as exc:  # reported by the caller
-            failed.append(exc)
-
-    beside = threading.Thread(target=verifiable)
-    beside.start()
-    try:
-        found = run_steps([c for c in commands if c not in alone])
-    finally:
-        beside.join(300)
-    assert not beside.is_alive(), "the verifiable tools did not finish"
-    if failed:
-        raise failed[0]
-    return found | verified
+    found = run_steps([c for c in commands if c not in alone])
+    for name, main, args, _ in alone:
+        done = subprocess.run(
+            java_command(main, *args), capture_output=True, text=True, timeout=120, check=False
+        )
+        found[name] = {"exit": done.returncode, "out": done.stdout, "err": done.stderr}
+    return found
 
 
 @pytest.fixture(scope="module")
