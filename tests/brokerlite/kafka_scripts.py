@@ -1,6 +1,7 @@
 """What the tests that run Kafka's scripts against brokerlite and Kafka 3.9 share
 (tests/brokerlite/test_kafka_scripts*.py): the scripts' main classes, running a
-list of steps against both brokers at once (one ScriptRunner JVM per broker),
+list of steps against both brokers at once (one ScriptRunner JVM per broker,
+kept for a test's later lists by a :class:`java_harness.ScriptSession`),
 and the normalising of what must differ between two brokers made the same.
 
 A step is ``(name, main class, arguments, standard input or None)``; a run
@@ -42,11 +43,16 @@ def require_kafka() -> None:
             pytest.fail(why, pytrace=False)
 
 
-def run_steps(steps: list[Step], timeout: float = 480) -> dict[str, Outcome]:
-    """Each step's outcome by name, all run in one JVM (ScriptRunner)."""
-    outcomes = java_harness.run_scripts(
-        [(main, args, stdin) for _, main, args, stdin in steps], timeout=timeout
-    )
+def run_steps(
+    steps: list[Step], timeout: float = 480, session: java_harness.ScriptSession | None = None
+) -> dict[str, Outcome]:
+    """Each step's outcome by name, all run in one JVM (ScriptRunner): the
+    ``session``'s, or one of their own."""
+    commands = [(main, args, stdin) for _, main, args, stdin in steps]
+    if session is None:
+        outcomes = java_harness.run_scripts(commands, timeout=timeout)
+    else:
+        outcomes = session.run(commands, timeout=timeout)
     return {name: outcome for (name, *_), outcome in zip(steps, outcomes, strict=True)}
 
 

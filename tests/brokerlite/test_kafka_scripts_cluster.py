@@ -11,8 +11,8 @@ leadership to the first replicas the plan named, then, with one node stopped,
 kafka-topics ``--describe --under-replicated-partitions`` and an ``unclean``
 election where every partition still has a leader.
 
-The steps run in one ScriptRunner JVM per cluster and phase, the two clusters
-at once; between phases the test waits for every node to know the new topic
+The steps run in one ScriptRunner JVM per cluster, phase after phase, the two
+clusters at once; between phases the test waits for every node to know the new topic
 (a script run at once may meet one that does not yet, on Kafka too), then
 (through trafka's admin client) for the moves to finish, and for the stopped
 node to leave the ISRs.
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from java_harness import ScriptSession
 from kafka_peers import KAFKA_3, KafkaCluster, wait_topic_everywhere
 from kafka_scripts import (
     CONFIGS,
@@ -138,14 +139,15 @@ def _run(bs: str, live: str, folder: Path, stop: Callable[[int], None]) -> dict[
 
     files = _files(folder)
     create, first, second, _ = _phases(bs, files)
-    found = run_steps(create)
-    wait_topic_everywhere(bs, TOPIC, len(PLAN))
-    found |= run_steps(first)
-    trio.run(_wait, bs, _moved)
-    found |= run_steps(second)
-    stop(3)
-    trio.run(_wait, live, _without_3)
-    return found | run_steps(_phases(live, files)[3])
+    with ScriptSession() as session:
+        found = run_steps(create, session=session)
+        wait_topic_everywhere(bs, TOPIC, len(PLAN))
+        found |= run_steps(first, session=session)
+        trio.run(_wait, bs, _moved)
+        found |= run_steps(second, session=session)
+        stop(3)
+        trio.run(_wait, live, _without_3)
+        return found | run_steps(_phases(live, files)[3], session=session)
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,9 @@ The same two brokers then get one differential conversation
 (:mod:`differential`, logged in with SASL/PLAIN) from a principal the ACLs
 refuse, compared field by field (``test_refused_calls_answer_as_kafka``).
 
-The steps run in one ScriptRunner JVM per broker and phase (the token's HMAC,
-printed by the first phase, is an argument of the second), the two brokers at
-once. Normalised besides tests/brokerlite/kafka_scripts.py's: the token's id,
+The steps run in one ScriptRunner JVM per broker, in two phases (the token's
+HMAC, printed by the first phase, is an argument of the second), the two
+brokers at once. Normalised besides tests/brokerlite/kafka_scripts.py's: the token's id,
 HMAC and dates, which are each broker's own.
 """
 
@@ -37,6 +37,7 @@ import pytest
 from differential import Talk
 from differential import assert_same as assert_same_answers
 from differential_requests import BROKER, Kafka, records
+from java_harness import ScriptSession
 from kafka_peers import KAFKA_3, KafkaCluster
 from kafka_scripts import (
     ACLS,
@@ -259,13 +260,14 @@ def _run(bs: str, folder: Path) -> dict[str, Outcome]:
     logins["carol"] = _login(
         folder / "carol.properties", SCRAM, "SCRAM-SHA-256", "carol", "carol-secret"
     )
-    found = run_steps(_first_phase(bs, logins))
-    if found["tokens-create"]["exit"] != 0:
-        return found
-    token_id, hmac = _token(found["tokens-create"])
-    login = folder / "token.properties"
-    logins["token"] = _login(login, SCRAM, "SCRAM-SHA-256", token_id, hmac, 'tokenauth="true"')
-    found |= run_steps(_second_phase(bs, logins, hmac))
+    with ScriptSession() as session:
+        found = run_steps(_first_phase(bs, logins), session=session)
+        if found["tokens-create"]["exit"] != 0:
+            return found
+        token_id, hmac = _token(found["tokens-create"])
+        login = folder / "token.properties"
+        logins["token"] = _login(login, SCRAM, "SCRAM-SHA-256", token_id, hmac, 'tokenauth="true"')
+        found |= run_steps(_second_phase(bs, logins, hmac), session=session)
     found["token"] = {"id": token_id, "hmac": hmac}
     return found
 

@@ -24,10 +24,12 @@ groups, which the cluster mode does not serve); a fresh standalone broker for
 share-consume's (b). Every client command of ``tools/cli.py`` must have a
 line in :data:`COMMANDS` (a new one fails
 :func:`test_every_client_command_is_in_the_matrix` until it is given one) and
-runs against (a): one command of each family as a process, the others in this
+runs against (a): the long-running commands as processes, the others in this
 process through click's test runner (the same code from the command line to
-the connect, without some 50 process start-ups); (c) and (d) run the commands
-that touch a topic's partitions;
+the connect, without some 50 process start-ups; each family runs as a process
+in (e)); (c) and (d) run the commands
+that touch a topic's partitions, a few as processes and the others in this
+process the same way (their exit status and stderr are what they check);
 (e) runs the long-running commands at work, and one command of each family
 (:data:`INTERRUPTED`) while it waits for a broker: the others of a family take
 the same path from the command line to the connect. Processes of (a) and (e)
@@ -730,10 +732,15 @@ COMMANDS: dict[str, tuple[list[str], bytes]] = {
 
 
 #: One command of each family (each module of tools/, which share one path from
-#: the command to the SDK's connect): run as a process in (a); in (e), SIGINT is
+#: the command to the SDK's connect): run as a process in (e), where SIGINT is
 #: handled above them, in the command group, or by the long-running commands
 #: themselves (all three among these).
 INTERRUPTED = sorted({name.split()[0]: name for name in sorted(COMMANDS, reverse=True)}.values())
+#: The commands (a) runs as processes: the long-running ones, which read their
+#: input or print records from threads of their own and end with a summary.
+#: Every family runs as a process in (e) already; the rest of (a) runs in this
+#: process (a process start is about a second of CPU).
+DOWN_AS_PROCESSES = ("consume", "produce", "share-consume")
 
 
 def client_commands() -> list[str]:
@@ -797,10 +804,11 @@ def run_in_process(args: list[str], bootstrap: str, stdin: bytes = b"") -> Done:
 
 @pytest.fixture(scope="module")
 def down_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Done]:
-    """Every command, run once against a port nothing listens on: one command of
-    each family (:data:`INTERRUPTED`) as a process of its own (its exit status
-    and stderr as a shell sees them), the others in this process (the same path
-    from the command line to the connect as their family's)."""
+    """Every command, run once against a port nothing listens on: the
+    long-running ones (:data:`DOWN_AS_PROCESSES`) as processes of their own
+    (their exit status and stderr as a shell sees them), the others in this
+    process (the same path from the command line to the connect; each family
+    runs as a process in (e))."""
     files = tmp_path_factory.mktemp("cli-faults-files")
     nowhere = f"127.0.0.1:{free_port('127.0.0.1')}"
 
@@ -808,8 +816,8 @@ def down_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Done]:
         args, stdin = command_args(name, files)
         return lambda: run(args, nowhere, stdin)
 
-    results = run_many({name: job(name) for name in INTERRUPTED})
-    for name in sorted(set(COMMANDS) - set(INTERRUPTED)):
+    results = run_many({name: job(name) for name in DOWN_AS_PROCESSES})
+    for name in sorted(set(COMMANDS) - set(DOWN_AS_PROCESSES)):
         args, stdin = command_args(name, files)
         results[name] = run_in_process(args, nowhere, stdin)
     return results
@@ -894,7 +902,11 @@ def test_b_produce_counts_only_what_was_acknowledged_when_its_broker_stops(
         with open(fifo, "w") as feed:
             feed.write("".join(f"{v}\n" for v in lines[:50]))
             feed.flush()
-            time.sleep(0.5)  # not a timing assertion: some records go before the stop
+            # Some records delivered before the stop (partition 1 holds some).
+            deadline = time.monotonic() + HANG_S
+            while end_offset(cluster.bootstrap, topic, partition=1) == 0:
+                assert time.monotonic() < deadline, "nothing was delivered before the stop"
+                time.sleep(0.05)
             cluster.stop_node2()
             feed.write("".join(f"{v}\n" for v in lines[50:]))
         proc.expect_err(r"broker 2 at \S+ is unreachable|partition .*-1 is unreachable")
@@ -941,6 +953,7 @@ def test_b_share_consume_says_its_broker_stopped(tmp_path: Path) -> None:
 
 
 def test_c_topics_describe_shows_the_partition_offline(offline: Offline, cluster: TwoNodes) -> None:
+    # A process (as a shell runs it): the other commands of (c) run in this one.
     done = run(["topics", "describe", offline.topic], cluster.bootstrap)
     assert done.rc == 0, done
     assert done.said(rf"warning: offline \(no leader\): {offline.topic}-1")
@@ -948,7 +961,7 @@ def test_c_topics_describe_shows_the_partition_offline(offline: Offline, cluster
     # As kafka-topics --describe: "Leader: none", its replica and ISR as they were.
     assert rows["1"][:6] == ["1", "none", "2", "2", "-", "-"]
     assert rows["0"][:6] == ["0", "1", "1", "1", "0", "5"]
-    as_json = run(["topics", "describe", offline.topic, "--json"], cluster.bootstrap)
+    as_json = run_in_process(["topics", "describe", offline.topic, "--json"], cluster.bootstrap)
     (desc,) = json.loads(as_json.out)
     assert [(p["leader"], p["latest_offset"]) for p in desc["partitions"]] == [(1, 5), (-1, None)]
     no_traceback(done)
@@ -961,12 +974,16 @@ def test_c_topics_describe_reports_list_the_offline_partition(
     # without a leader is "unavailable" and "under min ISR"; a partition with its
     # leader and every replica in sync is neither.
     for flag in ("--unavailable-partitions", "--under-min-isr-partitions"):
-        done = run(["topics", "describe", offline.topic, flag, "--json"], cluster.bootstrap)
+        done = run_in_process(
+            ["topics", "describe", offline.topic, flag, "--json"], cluster.bootstrap
+        )
         assert done.rc == 0, done
         listed = [(r["topic"], r["partition"], r["leader"]) for r in json.loads(done.out)]
         assert listed == [(offline.topic, 1, -1)], (flag, done.out)
     # Every topic when none is named: the offline one is found among them.
-    everything = run(["topics", "describe", "--unavailable-partitions"], cluster.bootstrap)
+    everything = run_in_process(
+        ["topics", "describe", "--unavailable-partitions"], cluster.bootstrap
+    )
     assert everything.rc == 0, everything
     rows = [line.split()[:3] for line in everything.out.splitlines()[1:]]
     # (Other tests' topics have partitions on node 2 as well.)
@@ -995,19 +1012,23 @@ def test_c_topics_describe_reports_a_replica_out_of_sync(both_up: TwoNodes) -> N
 
     trio.run(create_and_wait, [1, 2])
     assert (
-        run(["topics", "describe", topic, "--under-replicated-partitions"], both_up.bootstrap).out
+        run_in_process(
+            ["topics", "describe", topic, "--under-replicated-partitions"], both_up.bootstrap
+        ).out
         == ""
     )
     both_up.ensure(node2=False)
     trio.run(create_and_wait, [1])
-    done = run(
+    done = run_in_process(
         ["topics", "describe", topic, "--under-replicated-partitions", "--json"], both_up.bootstrap
     )
     assert done.rc == 0, done
     assert [
         (r["partition"], r["leader"], r["isr"], r["reports"]) for r in json.loads(done.out)
     ] == [(0, 1, [1], ["under-replicated"])]
-    unavailable = run(["topics", "describe", topic, "--unavailable-partitions"], both_up.bootstrap)
+    unavailable = run_in_process(
+        ["topics", "describe", topic, "--unavailable-partitions"], both_up.bootstrap
+    )
     assert unavailable.rc == 0 and unavailable.out == "", unavailable
 
 
@@ -1016,7 +1037,9 @@ def test_c_consume_e_prints_what_it_can_and_names_the_rest(
     offline: Offline, cluster: TwoNodes, group: bool
 ) -> None:
     extra = ["-G", fresh("group")] if group else []
-    done = run(["consume", offline.topic, "-e", "-m", M, *extra], cluster.bootstrap)
+    # One of the two a process (as a shell runs it), the other in this one.
+    go = run_in_process if group else run
+    done = go(["consume", offline.topic, "-e", "-m", M, *extra], cluster.bootstrap)
     assert done.rc == 1, done
     assert done.out.splitlines() == offline.values
     assert done.said(rf"warning: partition {offline.topic}-1 is unreachable: it has no leader")
@@ -1062,7 +1085,7 @@ def test_c_consume_e_names_leaders_that_metadata_names_but_do_not_answer(
         produce_values(bootstrap, topic, values)
         nodes.kill(2)
         nodes.procs[3].send_signal(signal.SIGSTOP)
-        done = run(["consume", topic, "-e", "-m", M], bootstrap)
+        done = run_in_process(["consume", topic, "-e", "-m", M], bootstrap)
         assert named_leaders(bootstrap, topic) == [1, 2, 3]  # still
     finally:
         nodes.kill(3)  # SIGKILL ends a stopped process too
@@ -1082,7 +1105,9 @@ def test_c_produce_to_the_offline_partition_fails_and_counts_nothing(
     offline: Offline, cluster: TwoNodes
 ) -> None:
     fast = ["-X", "delivery.timeout.ms=2000", "-X", "request.timeout.ms=1000"]
-    done = run(["produce", offline.topic, "-p", "1", *fast], cluster.bootstrap, b"x\ny\n")
+    done = run_in_process(
+        ["produce", offline.topic, "-p", "1", *fast], cluster.bootstrap, b"x\ny\n"
+    )
     assert done.rc == 1, done
     assert done.said(rf"warning: partition {offline.topic}-1 is unreachable: it has no leader")
     assert done.said(rf"0 of 2 messages delivered to {offline.topic}")
@@ -1092,7 +1117,7 @@ def test_c_produce_to_the_offline_partition_fails_and_counts_nothing(
 def test_c_produce_without_a_partition_uses_the_online_one(
     offline: Offline, cluster: TwoNodes
 ) -> None:
-    done = run(["produce", offline.topic], cluster.bootstrap, b"extra\n")
+    done = run_in_process(["produce", offline.topic], cluster.bootstrap, b"extra\n")
     assert done.rc == 0, done
     assert done.said(rf"1 of 1 messages delivered to {offline.topic}")
     assert read_back(cluster.bootstrap, offline.topic, 0)[-1] == "extra"
@@ -1102,7 +1127,7 @@ def test_c_produce_without_a_partition_uses_the_online_one(
 def test_c_groups_describe_shows_the_lag_it_cannot_know(
     offline: Offline, cluster: TwoNodes
 ) -> None:
-    done = run(["groups", "describe", offline.group, "--json"], cluster.bootstrap)
+    done = run_in_process(["groups", "describe", offline.group, "--json"], cluster.bootstrap)
     assert done.rc == 0, done
     assert done.said(rf"warning: the lag of {offline.topic}-1 is unknown: .*LEADER_NOT_AVAILABLE")
     (desc,) = json.loads(done.out)
@@ -1113,7 +1138,7 @@ def test_c_groups_describe_shows_the_lag_it_cannot_know(
 
 def test_c_groups_reset_offsets_refuses_at_once(offline: Offline, cluster: TwoNodes) -> None:
     args = ["groups", "reset-offsets", offline.group, "-t", offline.topic, "--to-earliest"]
-    done = run([*args, "--execute"], cluster.bootstrap)
+    done = run_in_process([*args, "--execute"], cluster.bootstrap)
     assert done.rc == 1, done
     assert done.said(rf"cannot plan the reset, nothing changed: the offsets of {offline.topic}-1")
     assert committed(cluster.bootstrap, offline.group) == {
@@ -1126,7 +1151,9 @@ def test_c_groups_reset_offsets_refuses_at_once(offline: Offline, cluster: TwoNo
 def test_c_transactions_describe_producers_names_the_partition(
     offline: Offline, cluster: TwoNodes
 ) -> None:
-    done = run(["transactions", "describe-producers", offline.topic, "--json"], cluster.bootstrap)
+    done = run_in_process(
+        ["transactions", "describe-producers", offline.topic, "--json"], cluster.bootstrap
+    )
     assert done.rc == 1, done
     assert done.said(rf"Error: partition {offline.topic}-1 not described: .*LEADER_NOT_AVAILABLE")
     assert {r["partition"] for r in json.loads(done.out)} <= {0}
@@ -1135,7 +1162,7 @@ def test_c_transactions_describe_producers_names_the_partition(
 
 def test_c_elect_leaders_says_why_none_was_elected(offline: Offline, cluster: TwoNodes) -> None:
     args = ["elect-leaders", "--topic", offline.topic, "--partition", "1"]
-    done = run([*args, "--election-type", "unclean"], cluster.bootstrap)
+    done = run_in_process([*args, "--election-type", "unclean"], cluster.bootstrap)
     assert done.rc == 1, done
     assert done.said(rf"Error: no leader elected for {offline.topic}-1")
     no_traceback(done)
@@ -1149,7 +1176,7 @@ def test_c_elect_leaders_says_why_none_was_elected(offline: Offline, cluster: Tw
 def test_c_commands_that_do_not_need_the_partition_serve(
     offline: Offline, cluster: TwoNodes, args: list[str]
 ) -> None:
-    done = run(args, cluster.bootstrap)
+    done = run_in_process(args, cluster.bootstrap)
     assert done.rc == 0, done
     no_traceback(done)
 
@@ -1243,10 +1270,16 @@ UNKNOWN_TOPIC: dict[str, tuple[list[str], bytes, str]] = {
 }
 
 
+#: The command of (d) run as a process (as a shell runs it); the others run in
+#: this process, the same path from the command line to the broker's answer.
+UNKNOWN_TOPIC_PROCESS = "consume"
+
+
 @pytest.mark.parametrize("name", sorted(UNKNOWN_TOPIC))
 def test_d_unknown_topic(name: str, single: RunningBroker) -> None:
     args, stdin, said = UNKNOWN_TOPIC[name]
-    done = run([*args, "-m", M], single.bootstrap_servers, stdin)
+    go = run if name == UNKNOWN_TOPIC_PROCESS else run_in_process
+    done = go([*args, "-m", M], single.bootstrap_servers, stdin)
     assert done.rc == 1, done
     assert done.said(said), done.err
     no_traceback(done)
@@ -1283,8 +1316,8 @@ def test_e_consume_stops_on_sigint(single: RunningBroker, group: bool) -> None:
     no_traceback(done)
 
 
-def end_offset(bootstrap: str, topic: str) -> int:
-    tp = TopicPartition(topic, 0)
+def end_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
+    tp = TopicPartition(topic, partition)
 
     async def go() -> int:
         async with open_admin(bootstrap_servers=bootstrap) as admin:

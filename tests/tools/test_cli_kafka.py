@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 import shlex
 import threading
@@ -36,7 +37,7 @@ import anyio
 import anyio.to_thread
 import pytest
 from click.testing import CliRunner
-from kafka_peers import KafkaCluster
+from kafka_peers import KAFKA_4, SKIP_ENV, KafkaCluster, missing
 
 from trafka.codec import ErrorCode, KafkaError
 from trafka.sdk import ProducerFencedError, TopicPartition, open_admin, open_producer
@@ -644,7 +645,52 @@ def test_consumer_group_configs(brokerlite_peer: str, kafka4: KafkaCluster) -> N
     differential(CONSUMER_GROUP_CONFIGS, brokerlite_peer, kafka4, names())
 
 
-# -- ACLs (an authorizer: a broker of the test's own) -------------------------------------------
+# -- ACLs and delegation tokens (a Kafka node of the module's own) ------------------------------
+
+USERS = {"admin": "admin-pw", "bob": "bob-pw"}
+
+
+@pytest.fixture(scope="module")
+def secured_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """One Kafka 4.x node for the ACL and the token scenarios, with what each
+    needs: Kafka's StandardAuthorizer (anonymous clients and ``admin`` super
+    users), a SASL_PLAINTEXT listener (PLAIN, SCRAM-SHA-256) beside the plain
+    one, and ``delegation.token.secret.key``. One node start (two JVMs) for
+    both: the token scenario's client is ``admin``, a super user, whom Kafka
+    authorizes every token call a broker without an authorizer allows (KafkaApis
+    checks DESCRIBE on each token, or DESCRIBE_TOKENS on its owner), and the
+    ACL scenario removes every ACL it adds."""
+    from trafka.brokerlite.cli import STANDARD_AUTHORIZER
+
+    if os.environ.get(SKIP_ENV) == "1":
+        pytest.skip(f"{SKIP_ENV}=1: Apache Kafka tests skipped")
+    why = missing("kafka", KAFKA_4)
+    if why is not None:
+        pytest.fail(why, pytrace=False)
+    users = " ".join(f'user_{name}="{password}"' for name, password in USERS.items())
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="admin" password="{USERS["admin"]}" {users};'
+    )
+    kafka = KafkaCluster(
+        KAFKA_4,
+        tmp_path_factory.mktemp("cli-kafka-secured"),
+        # The first listener is the one readiness is checked on, in plain text.
+        listeners={"PLAINTEXT": "PLAINTEXT", "SASL_PLAINTEXT": "SASL_PLAINTEXT"},
+        config={
+            "authorizer.class.name": STANDARD_AUTHORIZER,
+            "super.users": "User:ANONYMOUS;User:admin",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+            "delegation.token.secret.key": "token-secret-" + uuid.uuid4().hex,
+        },
+    )
+    with kafka:
+        yield kafka
+
 
 ACLS = [
     Step("acls list"),
@@ -680,14 +726,13 @@ ACLS = [
 
 @pytest.mark.compat("CLI", "acls (StandardAuthorizer): as on brokerlite", peer="Kafka 4.x")
 @pytest.mark.slow
-def test_acls(tmp_path: Path, make_kafka: Callable[..., KafkaCluster]) -> None:
+@pytest.mark.kafka
+def test_acls(tmp_path: Path, secured_kafka: KafkaCluster) -> None:
     """With Kafka's StandardAuthorizer on both (anonymous clients super users)."""
     from trafka.brokerlite import broker_in_thread
     from trafka.brokerlite.cli import STANDARD_AUTHORIZER
 
-    kafka = make_kafka(
-        config={"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:ANONYMOUS"}
-    )
+    kafka = secured_kafka
     with broker_in_thread(
         port=0,
         host="127.0.0.1",
@@ -816,9 +861,7 @@ def test_reassign_and_elect_leaders(tmp_path: Path, zk: str, kafka4_cluster: Kaf
         differential(REASSIGN, cluster.bootstrap_servers, kafka4_cluster, scenario)
 
 
-# -- delegation tokens (a SASL listener and a token secret: brokers of the test's own) ----------
-
-USERS = {"admin": "admin-pw", "bob": "bob-pw"}
+# -- delegation tokens (a SASL listener and a token secret) --------------------------------------
 
 
 def as_user(user: str) -> tuple[str, ...]:
@@ -885,28 +928,13 @@ TOKENS = [
 
 @pytest.mark.compat("CLI", "delegation tokens (SASL): as on brokerlite", peer="Kafka 4.x")
 @pytest.mark.slow
-def test_delegation_tokens(tmp_path: Path, make_kafka: Callable[..., KafkaCluster]) -> None:
+@pytest.mark.kafka
+def test_delegation_tokens(tmp_path: Path, secured_kafka: KafkaCluster) -> None:
     """On a SASL PLAIN listener, with delegation.token.secret.key set."""
     from trafka.brokerlite import broker_in_thread
 
-    secret = "token-secret-" + uuid.uuid4().hex
-    users = " ".join(f'user_{name}="{password}"' for name, password in USERS.items())
-    jaas = (
-        "org.apache.kafka.common.security.plain.PlainLoginModule required "
-        f'username="admin" password="{USERS["admin"]}" {users};'
-    )
-    kafka = make_kafka(
-        # The first listener is the one the fixture checks readiness on, in plain text.
-        listeners={"PLAINTEXT": "PLAINTEXT", "SASL_PLAINTEXT": "SASL_PLAINTEXT"},
-        config={
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
-            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
-                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-            ),
-            "delegation.token.secret.key": secret,
-        },
-    )
+    kafka = secured_kafka
+    secret = kafka.config["delegation.token.secret.key"]
     with broker_in_thread(
         port=0,
         host="127.0.0.1",

@@ -83,8 +83,14 @@ TICKETS = [{"id": "t1", "seats": 2, "tags": ["vip"]}, {"id": "t2", "seats": 5, "
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     data = tmp_path_factory.mktemp("cli-schemas")
+    # No initial rebalance delay (Kafka's 3 s default): the consumers of these
+    # tests join groups of their own, and waited it out at every join.
     with broker_in_thread(
-        port=0, host="127.0.0.1", data_dir=data, schema_registry_listen="127.0.0.1:0"
+        port=0,
+        host="127.0.0.1",
+        data_dir=data,
+        schema_registry_listen="127.0.0.1:0",
+        group_initial_rebalance_delay_ms=0,
     ) as running:
         yield running
 

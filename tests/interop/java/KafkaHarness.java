@@ -11,7 +11,8 @@
 //   headers, offsets, timestamps) and throws on the first difference; the
 //   message says what differed. It runs on a thread of its own with a deadline
 //   (SCENARIO_DEADLINE_S): a scenario that hangs is reported as failed and the
-//   next one starts.
+//   next one starts. -Dharness.parallel=N runs N scenarios at a time (they
+//   share nothing but the broker), each line printed as its scenario ends.
 // * Standard output carries the JSON lines only (the client's logs go to
 //   standard error); the process exits 0 once every scenario has reported.
 // * Plain Java 11 against the public client API only: the test compiles this
@@ -1441,51 +1442,77 @@ public final class KafkaHarness {
         return sb.toString();
     }
 
+    /** One scenario run on a thread of its own, within its deadline: its JSON line. */
+    static String runOne(String bootstrap, String runId, String name) {
+        Map<String, Object> line = new LinkedHashMap<>();
+        line.put("scenario", name);
+        Scenario scenario = SCENARIOS.get(name);
+        Ctx ctx = new Ctx(bootstrap, runId + "-" + name.replace('_', '-'));
+        long start = System.nanoTime();
+        if (scenario == null) {
+            line.put("ok", false);
+            line.put("error", "unknown scenario; known: " + SCENARIOS.keySet());
+        } else {
+            ExecutorService one = Executors.newSingleThreadExecutor(r -> {
+                Thread t = new Thread(r, "scenario-" + name);
+                t.setDaemon(true);
+                return t;
+            });
+            Future<?> run = one.submit(() -> {
+                try {
+                    scenario.run(ctx);
+                } finally {
+                    ctx.close();
+                }
+                return null;
+            });
+            try {
+                run.get(SCENARIO_DEADLINE_S, TimeUnit.SECONDS);
+                line.put("ok", true);
+            } catch (ExecutionException e) {
+                line.put("ok", false);
+                line.put("error", describe(e.getCause()));
+            } catch (InterruptedException e) {
+                line.put("ok", false);
+                line.put("error", "interrupted");
+            } catch (TimeoutException e) {
+                run.cancel(true);
+                line.put("ok", false);
+                line.put("error", "no outcome within " + SCENARIO_DEADLINE_S + " s");
+            }
+            one.shutdownNow();
+        }
+        line.put("seconds", Math.round((System.nanoTime() - start) / 1e7) / 100.0);
+        line.put("details", ctx.details);
+        return json(line);
+    }
+
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0];
         String runId = args[1];
         List<String> names = Arrays.asList(args).subList(2, args.length);
+        // -Dharness.parallel=N: N scenarios at a time (they share nothing but the
+        // broker), each line printed as its scenario ends; 1: in the order given.
+        int parallel = Math.max(1, Integer.getInteger("harness.parallel", 1));
+        ExecutorService pool = Executors.newFixedThreadPool(parallel, r -> {
+            Thread t = new Thread(r, "scenarios");
+            t.setDaemon(true);
+            return t;
+        });
+        List<Future<?>> running = new ArrayList<>();
         for (String name : names) {
-            Map<String, Object> line = new LinkedHashMap<>();
-            line.put("scenario", name);
-            Scenario scenario = SCENARIOS.get(name);
-            Ctx ctx = new Ctx(bootstrap, runId + "-" + name.replace('_', '-'));
-            long start = System.nanoTime();
-            if (scenario == null) {
-                line.put("ok", false);
-                line.put("error", "unknown scenario; known: " + SCENARIOS.keySet());
-            } else {
-                ExecutorService one = Executors.newSingleThreadExecutor(r -> {
-                    Thread t = new Thread(r, "scenario-" + name);
-                    t.setDaemon(true);
-                    return t;
-                });
-                Future<?> run = one.submit(() -> {
-                    try {
-                        scenario.run(ctx);
-                    } finally {
-                        ctx.close();
-                    }
-                    return null;
-                });
-                try {
-                    run.get(SCENARIO_DEADLINE_S, TimeUnit.SECONDS);
-                    line.put("ok", true);
-                } catch (ExecutionException e) {
-                    line.put("ok", false);
-                    line.put("error", describe(e.getCause()));
-                } catch (TimeoutException e) {
-                    run.cancel(true);
-                    line.put("ok", false);
-                    line.put("error", "no outcome within " + SCENARIO_DEADLINE_S + " s");
+            running.add(pool.submit(() -> {
+                String line = runOne(bootstrap, runId, name);
+                synchronized (System.out) {
+                    System.out.println(line);
+                    System.out.flush();
                 }
-                one.shutdownNow();
-            }
-            line.put("seconds", Math.round((System.nanoTime() - start) / 1e7) / 100.0);
-            line.put("details", ctx.details);
-            System.out.println(json(line));
-            System.out.flush();
+            }));
         }
+        for (Future<?> f : running) {
+            f.get();
+        }
+        pool.shutdown();
         System.exit(0);
     }
 }

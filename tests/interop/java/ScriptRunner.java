@@ -3,20 +3,25 @@
 //
 // Usage: java -cp <this dir>:<Kafka's jars> ScriptRunner COMMANDS_FILE
 //
-// COMMANDS_FILE holds one command per line: the main class and its arguments,
+// COMMANDS_FILE ("-": standard input, each command run as its line comes, so
+// that a caller can choose the next commands from the outcomes of the first
+// ones, in the same JVM) holds one command per line: the main class and its arguments,
 // separated by tabs; an argument "--stdin-base64=..." is not passed on but is the
 // command's standard input. For each command one JSON line is printed:
-// {"index", "exit", "out", "err"}: the exit status the script asked for (through
+// {"index", "exit", "out", "err", "ms"}: the exit status the script asked for (through
 // Kafka's Exit, which is made to throw rather than end the JVM; 0 when main
-// returned), and what it wrote on standard output and standard error.
+// returned), what it wrote on standard output and standard error, and how long it
+// took (milliseconds, for finding where a test's time goes).
 //
 // Rules: each command gets fresh System.in/out/err buffers; the client's logs
 // (log4j) keep the JVM's own standard error; a command has a deadline
 // (DEADLINE_S), past which it is reported with exit "timeout" and the next runs.
 
+import java.io.BufferedReader;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.InputStream;
+import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
@@ -104,9 +109,12 @@ public final class ScriptRunner {
                 hooks.add(hook);
             }
         });
-        List<String> lines = Files.readAllLines(Paths.get(args[0]), StandardCharsets.UTF_8);
+        BufferedReader commands = args[0].equals("-")
+                ? new BufferedReader(new InputStreamReader(realIn, StandardCharsets.UTF_8))
+                : Files.newBufferedReader(Paths.get(args[0]), StandardCharsets.UTF_8);
         int index = 0;
-        for (String line : lines) {
+        String line;
+        while ((line = commands.readLine()) != null) {
             if (line.isEmpty()) {
                 continue;
             }
@@ -130,6 +138,7 @@ public final class ScriptRunner {
             System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
             System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
             String exit;
+            long started = System.nanoTime();
             ExecutorService one = Executors.newSingleThreadExecutor(r -> {
                 Thread t = new Thread(r, "script");
                 t.setDaemon(true);
@@ -186,7 +195,8 @@ public final class ScriptRunner {
             }
             realOut.println("{\"index\":" + index + ",\"exit\":" + exit
                     + ",\"out\":" + json(new String(outBytes, StandardCharsets.UTF_8))
-                    + ",\"err\":" + json(new String(errBytes, StandardCharsets.UTF_8)) + "}");
+                    + ",\"err\":" + json(new String(errBytes, StandardCharsets.UTF_8))
+                    + ",\"ms\":" + (System.nanoTime() - started) / 1_000_000 + "}");
             realOut.flush();
             index++;
         }
