@@ -14,7 +14,6 @@ say, through trafka's admin client from the client host).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
@@ -31,7 +30,6 @@ from slowfs import SlowDisk
 
 from trafka.brokerlite.dev.zookeeper_server import find_zookeeper
 from trafka.sdk import NewTopic, open_admin
-from trafka.sdk.blocking import Admin
 
 PORT = 9092
 ZK_PORT = 2181
@@ -102,7 +100,6 @@ class NsCluster:
         self.zk_addresses = {host: lab.add_host(host) for host in self.zk_hosts}
         self.address = {n: lab.add_host(f"b{n}") for n in self.nodes}
         self.zookeepers: list[subprocess.Popen[bytes]] = []
-        self._admins: dict[str, Admin] = {}  # state()'s, by bootstrap
 
     @property
     def zk_connect(self) -> str:
@@ -212,41 +209,27 @@ class NsCluster:
 
     def state(self, topic: str | None = None, bootstrap: str | None = None) -> dict[str, Any]:
         """Brokers, controller and (with ``topic``) each partition's (leader, ISR), as
-        the cluster's metadata answer says (asked of ``bootstrap``: a proxy, say).
+        the cluster's metadata answer says (asked of ``bootstrap``: a proxy, say)."""
 
-        One admin client per bootstrap answers every call (a hold asks every
-        0.5 s, and a client made each time overran the holds under load); one
-        whose call failed is closed, and the next call makes a new one."""
-        where = bootstrap or self.bootstrap_servers
-        admin = self._admins.get(where)
-        if admin is None:
-            admin = self._admins[where] = Admin(
-                bootstrap_servers=where, request_timeout_ms=4000, default_api_timeout_ms=8000
-            )
-        try:
-            cluster = admin.describe_cluster(timeout_ms=8000)
-            out: dict[str, Any] = {
-                "brokers": sorted(b.node_id for b in cluster.brokers),
-                "controller": cluster.controller_id,
-            }
-            if topic is not None:
-                desc = admin.describe_topics([topic], timeout_ms=8000)[topic]
-                out["partitions"] = {
-                    p.partition: (p.leader, sorted(p.isr)) for p in desc.partitions
+        async def ask() -> dict[str, Any]:
+            async with open_admin(
+                bootstrap_servers=bootstrap or self.bootstrap_servers,
+                request_timeout_ms=4000,
+                default_api_timeout_ms=8000,
+            ) as admin:
+                cluster = await admin.describe_cluster(timeout_ms=8000)
+                out: dict[str, Any] = {
+                    "brokers": sorted(b.node_id for b in cluster.brokers),
+                    "controller": cluster.controller_id,
                 }
-            return out
-        except BaseException:
-            del self._admins[where]
-            with contextlib.suppress(Exception):
-                admin.close()
-            raise
+                if topic is not None:
+                    desc = (await admin.describe_topics([topic], timeout_ms=8000))[topic]
+                    out["partitions"] = {
+                        p.partition: (p.leader, sorted(p.isr)) for p in desc.partitions
+                    }
+                return out
 
-    def close_admins(self) -> None:
-        """Close the clients :meth:`state` keeps."""
-        admins, self._admins = list(self._admins.values()), {}
-        for admin in admins:
-            with contextlib.suppress(Exception):
-                admin.close()
+        return trio.run(ask)
 
     def create_topic(self, topic: str, partitions: int) -> None:
         async def create() -> None:
@@ -281,7 +264,6 @@ class NsCluster:
 
     def stop(self) -> None:
         """Everything killed (the data is thrown away: no clean shutdown needed)."""
-        self.close_admins()
         for disk in self.disks.values():
             disk.set("0")  # a process stuck on a stalled disk dies only once it moves
         for proc in [*self.procs.values(), *self.zookeepers]:
@@ -355,7 +337,6 @@ class KafkaNsCluster(NsCluster):
         return self.kafka.node(n).log_tail(lines)
 
     def stop(self) -> None:
-        self.close_admins()
         for disk in self.disks.values():
             disk.set("0")
         for n in self.nodes:
