@@ -2,9 +2,9 @@
 scenarios of ``tests/interop/java/KafkaHarness.java`` (producer, consumer, the
 KIP-848 consumer protocol, the KIP-932 share consumer, Admin), all run in one
 JVM against one broker, and some again against a three-node cluster on
-ZooKeeper, :data:`PARALLEL` scenarios at a time (each makes topics and groups
-of its own; most of a scenario's time is waiting, for a poll, a rebalance, a
-transaction's markers); each scenario checks what it read against what it
+ZooKeeper (on the single broker :data:`PARALLEL` scenarios at a time: each
+makes topics and groups of its own, and most of a scenario's time is waiting,
+for a poll, a rebalance, a transaction's markers); each scenario checks what it read against what it
 wrote and is one test here, so that a failure names its scenario and says what
 differed.
 
@@ -75,6 +75,12 @@ QUICK_GROUPS = {"group_initial_rebalance_delay_ms": 0, "group_consumer_heartbeat
 #: Scenarios run at a time in the JVM: the 22 of the single broker took 37 s one
 #: after the other, 16 s three at a time, 12 s six at a time, the JVM's CPU the same (4.5 s).
 PARALLEL = 4
+#: The cluster's scenarios run one after the other: four at a time on the three
+#: nodes failed twice in this session under load (the share consumer saw a
+#: record's first delivery with count 2; a KIP-848 member's reconciliation
+#: failed), not yet explained: run them four at a time against Kafka's own
+#: three nodes first, to see whether brokerlite or the load is the cause.
+CLUSTER_PARALLEL = 1
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +159,7 @@ def cluster_outcomes(
                         CLUSTER_SCENARIOS,
                         timeout=480,
                         replication=3,
-                        parallel=PARALLEL,
+                        parallel=CLUSTER_PARALLEL,
                     )
                 )
                 found.update(outcome)
