@@ -103,19 +103,17 @@ src-tree: $(STAMP)
 typecheck: src-tree
 	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.common -p trafka.sdk -p trafka.brokerlite -p trafka.proxy -p trafka.discovery -p trafka.spark -p trafka.tools -p trafka.console -p trafka.compat
 
-# The suite runs in pytest-xdist workers, a file's tests together in one. Two,
-# for now, though the suite waits more than it computes (brokers, timeouts,
-# parked requests) and more workers than cores fill the idle CPU. Measured
-# (issue #60), each pair back to back on the same machine: `pytest -n 2` / `-n 4
-# --dist loadfile` over tests/sdk, quiet machine: 323 s (CPUs 51% busy) / 241 s
-# (75%); over tests/tools without test_demo.py, load average 12: 637 s / 367 s,
-# the same CPU seconds (285 / 265). But the whole suite gains nothing: `.ci/run`
-# at -n 4 on a fresh, quiet machine (s76, 7513686) took 2,108 s of pytest
-# against 2,114 at -n 2 (s74), each test taking twice as long: something every
-# worker shares is the limit. Not only the cores: at -n 2 the suite's processes
-# used 2,898 CPU s in 2,244 s (65% of two cores); the disk is the next suspect.
-# (It passed but for two tests that lost a race under the load of four workers.)
-# So two workers stay. TRAFKA_TIMING_OUT=FILE records each test's CPU, its
+# The suite runs in pytest-xdist workers, a file's tests together in one:
+# three on two cores, since the suite waits more than it computes (brokers,
+# timeouts, parked requests) and a third worker fills the idle CPU. Measured
+# (issue #60, s78) on one head within the hour, quiet machine: `-n 2` 1,720 s
+# (vmstat: 23% idle), `-n 3` 1,456 s (10% idle), every test passing at -n 3
+# (and in a second -n 3 run under other jobs' load 8-18). Earlier `pytest -n 2`
+# / `-n 4 --dist loadfile` over tests/sdk, quiet machine: 323 s (CPUs 51% busy)
+# / 241 s (75%); but `.ci/run` at -n 4 (s76, 7513686) took 2,108 s of pytest
+# against 2,114 at -n 2 (s74), each test taking twice as long, and two tests
+# lost a race under the load of four workers.
+# TRAFKA_TIMING_OUT=FILE records each test's CPU, its
 # processes' included; `python tests/suite_timing.py FILE` ranks files by it.
 # With more than two workers tests/conftest.py keeps Spark and the three-node
 # Kafka clusters on two of them (without that, tests/spark and tests/faults at
@@ -124,7 +122,7 @@ typecheck: src-tree
 # more timeout. `make pytest PYTEST_WORKERS=0` runs it in this process alone.
 # Files go to the workers in the order tests/conftest.py sets (those with a test
 # marked slow first), not xdist's (most tests first).
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 pytest: $(STAMP) system-deps peers
 	$(PY) -m pytest -q --durations=25 $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
