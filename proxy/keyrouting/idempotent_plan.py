@@ -245,11 +245,7 @@ def prepare_idempotent(
                 retried.append(verdict)
                 continue
             if isinstance(verdict, ErrorCode):
-                refused[(t.name, p.index)] = verdict
-                if verdict is ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                    stale.add(t.name)
-                elif verdict is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
-                    stats.batches_out_of_order += 1
+                stats.batches_out_of_order += _refuse(refused, stale, t.name, p.index, verdict)
                 continue
             header, raw = verdict
             assert count  # (the verdict checked it)
@@ -274,6 +270,22 @@ def prepare_idempotent(
     prepared.written = written
     prepared.chunks = _chunked([s for s, _ in new], _cap(sizes), session)
     return prepared
+
+
+def _refuse(
+    refused: dict[tuple[str, int], ErrorCode],
+    stale: set[str],
+    topic: str,
+    index: int,
+    code: ErrorCode,
+) -> bool:
+    """A client batch the session's verdict refused, noted for the answer (and
+    its topic's metadata marked stale when the error asks for it): whether it
+    was out of order (each path counts that in its own way)."""
+    refused[(topic, index)] = code
+    if code is ErrorCode.NOT_LEADER_OR_FOLLOWER:
+        stale.add(topic)
+    return code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 # Per target partition, the pieces placed there: the client's own batches' first,
@@ -323,11 +335,7 @@ def _prepare_placed(
                 retried.append(verdict)
                 continue
             if isinstance(verdict, ErrorCode):
-                refused[(t.name, p.index)] = verdict
-                if verdict is ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                    stale.add(t.name)
-                elif verdict is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
-                    out_of_order += 1
+                out_of_order += _refuse(refused, stale, t.name, p.index, verdict)
                 continue
             header, raw = verdict
             assert count  # (the verdict checked it)
