@@ -455,6 +455,7 @@ def sdk_read(bootstrap: str, expected: set[bytes], security: dict[str, str]) -> 
     with Consumer(
         bootstrap_servers=bootstrap,
         auto_offset_reset="earliest",
+        fetch_max_wait_ms=50,  # its close waits for the fetch the broker holds (docs/sdk.md)
         **{**security, "sasl.mechanism": "SCRAM-SHA-256"},
     ) as consumer:
         consumer.assign([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from java_harness import ScriptSession
 from kafka_fixtures import _cluster
 from kafka_peers import KAFKA_3, KafkaCluster, java_command
 from kafka_scripts import CONFIGS, ELECT, assert_same, run_steps
@@ -327,8 +328,11 @@ def sides(
         root / "brokerlite", 3, zookeeper_connect=module_zk, settings=dict(SETTINGS)
     )
     with contextlib.ExitStack() as stack:
-        stack.callback(kafka.stop)
+        stack.callback(kafka.stop)  # kill -9: the data is thrown away
         stack.callback(brokerlite.stop)
+        # brokerlite's nodes killed too, at once: stop's clean shutdowns, one after
+        # the other, wrote state nothing reads again (seconds each under load)
+        stack.callback(lambda: [brokerlite.kill(n) for n in list(brokerlite.procs)])
         # Kafka's brokers die with the thread that started them (their parent-death
         # signal): Kafka in this thread, brokerlite in another.
         failed: list[BaseException] = []
@@ -861,6 +865,12 @@ def test_unclean_election_by_the_script_and_by_the_topic_config(sides: tuple[Sid
     parts = (0, 1)
 
     def scenario(side: Side) -> dict[str, Any]:
+        # The scripts' JVM starts now, beside the stops and starts below, and runs
+        # both scripts (each its own JVM, some 2-4 s apiece, was on the way).
+        with ScriptSession() as session:
+            return steps(side, session)
+
+    def steps(side: Side, session: ScriptSession) -> dict[str, Any]:
         ids = side.ids()
         state = lambda p: side.state(topic, p)[0]  # noqa: E731
         seen: dict[str, Any] = {}
@@ -874,11 +884,13 @@ def test_unclean_election_by_the_script_and_by_the_topic_config(sides: tuple[Sid
         seen["offline"] = partition_view(side, topic, 2)
         b = ["--bootstrap-server", side.addresses[ids["C"]]]
         elect = [*b, "--election-type", "unclean", "--topic", topic, "--partition", "0"]
-        seen["elect"] = run_steps([("elect", ELECT, elect, None)])["elect"]
+        seen["elect"] = run_steps([("elect", ELECT, elect, None)], session=session)["elect"]
         seen["after elect"] = partition_view(side, topic, 2)
         configs = [*b, "--entity-type", "topics", "--entity-name", topic, "--alter"]
         setting = ["--add-config", "unclean.leader.election.enable=true"]
-        seen["configs"] = run_steps([("configs", CONFIGS, [*configs, *setting], None)])["configs"]
+        seen["configs"] = run_steps(
+            [("configs", CONFIGS, [*configs, *setting], None)], session=session
+        )["configs"]
         _until("B leads both", lambda: all(state(p)["leader"] == ids["B"] for p in parts))
         seen["after config"] = partition_view(side, topic, 2)
         seen["read from B"] = [_log_on_leader(side, topic, p) for p in parts]

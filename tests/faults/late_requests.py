@@ -164,7 +164,11 @@ def _abandoned_commit(cluster: NsCluster) -> list[int]:
             with contextlib.suppress(TrafkaError):  # what the test is about
                 await consumer.commit({tp: 5})
                 raise AssertionError("a commit through a cut succeeded")
-            orphan = await heal_between_tries(cluster, at, gap_s=5.0)
+            # healed just after the orphan's first try (about 3 s after its write),
+            # whose next one is some 3.5 s off: ample for the later commit, which
+            # is checked to land first (Precondition); a 5 s gap waited for the
+            # second try and then for the third, about 13 s after the write
+            orphan = await heal_between_tries(cluster, at, gap_s=3.0)
             with trio.fail_after(60):
                 while True:
                     with contextlib.suppress(TrafkaError):  # the link is coming back

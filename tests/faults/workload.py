@@ -234,6 +234,8 @@ async def _read_log(
         auto_offset_reset="earliest",
         isolation_level=isolation,
         request_timeout_ms=10_000,
+        # the close waits for the fetch the broker holds (docs/sdk.md): not 500 ms
+        fetch_max_wait_ms=50,
     ) as consumer:
         ends = await consumer.end_offsets(tps)  # the LSO under read_committed
         consumer.assign(tps)

@@ -56,6 +56,8 @@ def three_brokers(peer: str, request: pytest.FixtureRequest, tmp_path: Path) -> 
             cluster.start(timeout=180)  # a loaded machine starts processes slowly
             yield cluster.bootstrap_servers, list(cluster.procs.values()), "topic"
         finally:
+            for node in list(cluster.procs):  # the data is thrown away: no clean stops
+                cluster.kill(node)
             cluster.stop()
         return
     kafka: KafkaCluster = request.getfixturevalue(f"kafka{peer[0]}_cluster")
