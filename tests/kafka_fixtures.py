@@ -104,14 +104,30 @@ def _cluster(
     )
 
 
-def _shared(request: pytest.FixtureRequest, version: str, nodes: int) -> Iterator[KafkaCluster]:
+def _shared(
+    request: pytest.FixtureRequest, version: str, nodes: int, **options: Any
+) -> Iterator[KafkaCluster]:
     """A session fixture's cluster: started, yielded, stopped (3.x on the
     worker's shared ZooKeeper, a chroot of its own)."""
     zookeeper = request.getfixturevalue("zookeeper") if version.startswith("3.") else None
     factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
     root = factory.mktemp(f"kafka{version[0]}x{nodes}")
-    with _cluster(root, zookeeper, version, nodes) as cluster:
+    with _cluster(root, zookeeper, version, nodes, **options) as cluster:
         yield cluster
+
+
+#: ``kafka4_cluster``'s KRaft broker leases (Kafka's broker configs
+#: ``broker.session.timeout.ms``, 9 s by default, and
+#: ``broker.heartbeat.interval.ms``, 2 s): the active controller fences a node
+#: whose heartbeats stopped, and moves its partitions' leadership, after 4 s of
+#: silence instead of 9 s. The tests that kill a node (tests/spark's kill tests,
+#: tests/proxy/test_proxy_kafka_faults.py) waited out those 9 s each; the
+#: length is not what they test. Not shorter: a live node must miss eight
+#: heartbeats in a row to be fenced by mistake, as brokerlite's clusters' live
+#: brokers must stay silent for their 4 s ZooKeeper sessions on the same loaded
+#: machines. The controller logs each fencing (tests/kafka_peers.py's log
+#: settings), so a run can show whom it fenced.
+KAFKA4_CLUSTER_LEASES = {"broker.session.timeout.ms": 4000, "broker.heartbeat.interval.ms": 500}
 
 
 @pytest.fixture(scope="session")
@@ -134,8 +150,9 @@ def kafka4(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
 
 @pytest.fixture(scope="session")
 def kafka4_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
-    """Three Kafka 4.x nodes (KRaft, combined mode), shared by this process's tests."""
-    yield from _shared(request, KAFKA_4, 3)
+    """Three Kafka 4.x nodes (KRaft, combined mode), shared by this process's
+    tests, with the broker leases of :data:`KAFKA4_CLUSTER_LEASES`."""
+    yield from _shared(request, KAFKA_4, 3, config=KAFKA4_CLUSTER_LEASES)
 
 
 @pytest.fixture(params=["3.9", "4"])

@@ -301,6 +301,15 @@ def _log_config(folder: Path, version: str) -> list[str]:
         "rootLogger.appenderRef.out.ref = out\n"
         "logger.broker.name = kafka.server.BrokerServer\n"
         "logger.broker.level = INFO\n"
+        # The active controller's fencing of a broker whose session timed out
+        # ("Fencing broker N at epoch E because its session has timed out"),
+        # that line alone: tests that kill a node read whom it fenced.
+        "logger.fence.name = org.apache.kafka.controller.ReplicationControlManager\n"
+        "logger.fence.level = INFO\n"
+        "logger.fence.filter.only.type = RegexFilter\n"
+        "logger.fence.filter.only.regex = .*Fencing broker .*\n"
+        "logger.fence.filter.only.onMatch = NEUTRAL\n"
+        "logger.fence.filter.only.onMismatch = DENY\n"
     )
     return [f"-Dlog4j2.configurationFile={path}"]
 

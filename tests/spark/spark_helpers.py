@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -179,21 +181,47 @@ def exactly_once_stream(
     )
 
 
+#: The line Kafka's active controller logs when a broker's session times out.
+FENCING = re.compile(r"Fencing broker (\d+) at epoch \d+ because its session has timed out")
+
+
+def _length(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 class KafkaNodes:
     """What these tests use of :class:`ClusterProcesses`, on Apache Kafka's
-    three nodes (tests/kafka_peers.py): a node killed -9, started again."""
+    three nodes (tests/kafka_peers.py): a node killed -9, started again; and
+    which nodes the controller fenced since."""
 
     def __init__(self, kafka: KafkaCluster) -> None:
         self.kafka = kafka
         self.bootstrap_servers = kafka.bootstrap_servers
         self.ports = {node.node_id: node.port for node in kafka.nodes}
+        # Each node's log length at the last kill (what :meth:`fenced` reads past).
+        self._logged: dict[int, int] = {}
 
     @property
     def procs(self) -> dict[int, Any]:
         return {node.node_id: node.proc for node in self.kafka.nodes}
 
     def kill(self, node_id: int) -> None:
+        self._logged = {node.node_id: _length(node.log_path) for node in self.kafka.nodes}
         self.kafka.node(node_id).kill()
+
+    def fenced(self) -> list[int]:
+        """The nodes whose broker session the active controller timed out and
+        fenced since the last :meth:`kill` (its log says so: tests/kafka_peers.py),
+        sorted: the killed node alone, unless a live one missed its heartbeats."""
+        found = []
+        for node in self.kafka.nodes:
+            with contextlib.suppress(FileNotFoundError), node.log_path.open("rb") as log:
+                log.seek(self._logged.get(node.node_id, 0))
+                found += FENCING.findall(log.read().decode(errors="replace"))
+        return sorted(int(n) for n in found)
 
     def start_node(self, node_id: int) -> None:
         if not self.kafka.node(node_id).running:

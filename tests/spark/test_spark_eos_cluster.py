@@ -556,4 +556,7 @@ def test_a_broker_killed_mid_batch_loses_and_doubles_nothing(
     assert open_transactions(servers, stream.prefix) == []
     after = leaders(servers, stream.sink)
     assert all(after[p][0] not in (victim, -1) for p in led), after
+    if isinstance(cluster, KafkaNodes):
+        # Kafka's controller fenced the killed node (its heartbeats stopped), no live one.
+        assert cluster.fenced() == [victim]
     assert describe(servers, tid).coordinator_id != victim
