@@ -94,6 +94,12 @@ class ClusterImage:
     election: tuple[tuple[tuple[str, int], ...], bool] | None = None
     zk_moves: Mapping[tuple[str, int], tuple[int, ...]] = dataclasses.field(default_factory=dict)
 
+    def unclean_election(self, topic: str, default: bool) -> bool:
+        """Whether ``topic`` allows an unclean election, by its override in this
+        reading (``default``, the broker's setting, without one)."""
+        text = self.configs.get(topic, {}).get("unclean.leader.election.enable")
+        return default if text is None else text.lower() == "true"
+
     def with_states(
         self, updates: Mapping[tuple[str, int], PartitionState]
     ) -> tuple[ClusterImage, list[tuple[str, int]]]:
@@ -296,10 +302,6 @@ class ClusterView:
         if text is None or not (text.isascii() and text.isdigit()):
             return default
         return int(text)
-
-    def unclean_election(self, topic: str, default: bool) -> bool:
-        text = self.image.configs.get(topic, {}).get("unclean.leader.election.enable")
-        return default if text is None else text.lower() == "true"
 
     # -- work for the driver ------------------------------------------------------------------
 

@@ -151,7 +151,7 @@ class ClusterDriver:
         self._nursery: trio.Nursery | None = None
         self._closed = False
         self._zk_reader = ClusterReader(self.zk, self._notify, self._note_state)
-        self._controller = Controller(self.zk, self.view, config, self._zk_reader.read)
+        self._controller = Controller(self.zk, config, self._zk_reader.read)
         self._producer_ids = ClusterProducerIds(self._want_producer_ids)
         broker.use_cluster_producer_ids(self._producer_ids)
         handles = (self.zk, self._run_soon, kick, self._notification_clock)

@@ -30,7 +30,7 @@ from ..controller import (
     plan_reassignments,
     plan_unclean,
 )
-from ..view import ClusterImage, ClusterView
+from ..view import ClusterImage
 from ..zk_layout import (
     ADMIN_DELETE_TOPICS,
     CONTROLLER,
@@ -62,16 +62,12 @@ class Controller:
 
     Args:
         zk: the ZooKeeper session (a ``kazoo.client.KazooClient``).
-        view: the broker's view of the cluster (for the topics' unclean election setting).
         config: the broker's settings.
         read: one complete reading of the cluster (run in a thread).
     """
 
-    def __init__(
-        self, zk: Any, view: ClusterView, config: BrokerConfig, read: Callable[[], ClusterImage]
-    ) -> None:
+    def __init__(self, zk: Any, config: BrokerConfig, read: Callable[[], ClusterImage]) -> None:
         self.zk = zk
-        self.view = view
         self.config = config
         self.node_id = config.node_id
         self._read = read
@@ -128,7 +124,11 @@ class Controller:
             image.states,
             image.brokers.keys(),
             controller_epoch=self.epoch,
-            unclean=lambda t: self.view.unclean_election(t, cfg.unclean_leader_election_enable),
+            # The setting as this reading has it, not as the view's last image did
+            # (the view takes this image after): a topic's change to it is planned on
+            # the reading its watch caused, as Kafka 3.9's controller elects on the
+            # change, not on the next periodic reading, 5 s later.
+            unclean=lambda t: image.unclean_election(t, cfg.unclean_leader_election_enable),
             skip=image.deleting,
         )
         if image.election is not None:
