@@ -19,7 +19,9 @@ Rules and invariants:
 * A parked request completes exactly once: it leaves the tables when it is
   taken as ready (:meth:`Purgatory.take_ready`), released by the coordinator,
   or dropped with its connection (:meth:`Purgatory.connection_closed`), which
-  never completes it.
+  never completes it. Woken twice before it is taken (an append and its
+  deadline in one round), it is taken once: a request its first waiter parks
+  again (:class:`~.outcomes.ParkAgain`) waits for its new waiter's own wake.
 * The deadline heap may keep items of requests already gone; they are skipped,
   and the heap is rebuilt when they outnumber the live ones.
 * Deadlines are monotonic milliseconds (``mono_ms(now_ms)``), as Kafka's
@@ -78,6 +80,7 @@ class Purgatory:
         self._by_partition: dict[tuple[str, int], set[int]] = {}
         self._deadlines: list[tuple[int, int]] = []
         self._ready: list[int] = []
+        self._ready_set: set[int] = set()  # the tickets in _ready: a wake counts once
         self._group_waits: dict[Hashable, tuple[RequestHeader, ConnectionSession]] = {}
         self._group_done: list[Completion] = []
         self._next_ticket = 1
@@ -141,10 +144,11 @@ class Purgatory:
     def wake(self, ticket: int) -> None:
         """Make a parked request ready: :meth:`take_ready` completes it."""
         entry = self._entries.get(ticket)
-        if entry is None:
+        if entry is None or ticket in self._ready_set:
             return
         self._unwatch(entry)
         self._ready.append(ticket)
+        self._ready_set.add(ticket)
 
     def _unwatch(self, entry: ParkedRequest) -> None:
         for tp in entry.waiter.watches:
@@ -166,6 +170,7 @@ class Purgatory:
                 self.wake(ticket)
         done: list[Completion] = []
         ready, self._ready = self._ready, []
+        self._ready_set.clear()
         for ticket in ready:
             entry = self._entries.pop(ticket, None)
             if entry is None:

@@ -16,7 +16,8 @@ Rules:
   partition) turns the answer into that request's error for the whole request
   (NOT_LEADER_OR_FOLLOWER: the client finds the partition's new leader, and its
   acknowledgements there are refused if the records were delivered again). A
-  wait longer than :data:`DURABLE_WAIT_MS` is answered REQUEST_TIMED_OUT.
+  wait longer than :data:`DURABLE_WAIT_MS` is answered REQUEST_TIMED_OUT; a
+  waiter completed before then with a write still on its way waits on.
 * CurrentLeader (:func:`with_leaders`): every partition answer names the
   partition's leader and leader epoch as this broker knows them (-1 and -1 when
   it does not: an unknown topic or partition, a topic the principal may not
@@ -34,9 +35,11 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from trafka.brokerlite.clock import mono_ms
 from trafka.brokerlite.shares.persister import SETTLED_WATCH
 from trafka.codec.errors import ErrorCode
 
+from ..outcomes import ParkAgain
 from ._base import RequestContext
 from ._util import LEADER_EPOCH
 
@@ -73,6 +76,8 @@ class WritesSettled:
     def complete(self, now_ms: int) -> Any:
         code = self._shares.writes_outcome(self._after)
         if code is None:
+            if mono_ms(now_ms) < self.deadline_ms:
+                return ParkAgain(self)  # (woken early: a write still on its way)
             code = ErrorCode.REQUEST_TIMED_OUT
         return self._answer if code == ErrorCode.NONE else self._refusal(code)
 

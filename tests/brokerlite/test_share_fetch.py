@@ -529,3 +529,25 @@ def test_the_group_s_assignment_starts_its_partitions_and_deleting_it_forgets_th
     assert deleted.results[0].error_code == 0
     assert core.broker.shares.group_partitions(GROUP) == {}
     assert core.broker.shares.session(GROUP, "m-1") is None
+
+
+def test_a_durable_answer_woken_before_its_write_settled_waits_on() -> None:
+    # A waiter woken while a share-state write is still on its way (woken twice,
+    # or a newer write queued since its wake) waits on until its deadline, and
+    # is REQUEST_TIMED_OUT only then: an early refusal lost the records the
+    # fetch had acquired until their locks ran out.
+    from trafka.brokerlite.handlers._share_durable import WritesSettled
+    from trafka.brokerlite.outcomes import ParkAgain
+
+    class Writes:
+        outcome: ErrorCode | None = None
+
+        def writes_outcome(self, after: int) -> ErrorCode | None:
+            return self.outcome
+
+    writes = Writes()
+    waiter = WritesSettled(writes, "answer", 0, lambda code: code, 30_000)  # type: ignore[arg-type]
+    assert waiter.complete(1_000) == ParkAgain(waiter)
+    assert waiter.complete(30_000) == ErrorCode.REQUEST_TIMED_OUT
+    writes.outcome = ErrorCode.NONE
+    assert waiter.complete(2_000) == "answer"

@@ -216,6 +216,31 @@ def test_a_request_parked_again_keeps_its_ticket_until_its_last_waiter_completes
     assert session.parked_ticket is None and purgatory.waiting == 0
 
 
+def test_a_request_woken_twice_at_once_completes_once_and_waits_on_when_parked_again() -> None:
+    # A ShareFetch long poll woken by its share-partition's state arriving and by
+    # its MaxWaitMs in the same round acquired records, then parked again for
+    # its share-state write; the second wake completed the new waiter at once
+    # (REQUEST_TIMED_OUT), and the records stayed locked for the lock duration.
+    def finish(entry: ParkedRequest, now_ms: int) -> Reply | ParkAgain:
+        body = entry.waiter.complete(now_ms)
+        return body if isinstance(body, ParkAgain) else Reply(1, 0, 9, body)
+
+    purgatory = Purgatory(finish)
+    session = ConnectionSession(5)
+    header = RequestHeader(request_api_key=78, request_api_version=1, correlation_id=1)
+    second = Step("durable", deadline_ms=31_000)
+    second.watches = frozenset({("writes", -1)})
+    parked = purgatory.park(session, header, Step(ParkAgain(second), deadline_ms=500))
+    purgatory.notify_append("t", 0, 1)  # woken once by an append...
+    assert purgatory.take_ready(500) == []  # ...and again by its deadline, in one round
+    assert session.parked_ticket == parked.ticket and purgatory.waiting == 1
+    assert purgatory.take_ready(1_000) == []  # the second waiter waits for its own wake
+    purgatory.notify_append("writes", -1, 0)
+    [completion] = purgatory.take_ready(1_000)
+    assert (completion.ticket, completion.reply.body) == (parked.ticket, "durable")
+    assert purgatory.waiting == 0
+
+
 def group_coordinator(open_core: Any) -> Any:
     """A cluster-mode broker core, node 1: it leads the group's ``__consumer_offsets``
     partition (its ISR: 1 and 2); node 2 leads the transactions'
