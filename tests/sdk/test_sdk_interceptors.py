@@ -117,7 +117,10 @@ def _place(metadata: Any) -> tuple[str, int, int]:
 
 async def _read(bs: str, topic: str, n: int) -> list[Any]:
     out: list[Any] = []
-    async with open_consumer(bootstrap_servers=bs, auto_offset_reset="earliest") as c:
+    # 50 ms fetches: the close waits for the fetch the broker holds (#60)
+    async with open_consumer(
+        bootstrap_servers=bs, auto_offset_reset="earliest", fetch_max_wait_ms=50
+    ) as c:
         c.assign([TopicPartition(topic, 0)])
         while len(out) < n:
             for recs in (await c.getmany(timeout_ms=2000)).values():

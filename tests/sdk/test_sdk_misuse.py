@@ -239,7 +239,10 @@ def read_back(bs: str, topic: str) -> dict[tuple[int, int], bytes]:
         count = admin.list_topics()[topic]
     tps = [TopicPartition(topic, p) for p in range(count)]
     out: dict[tuple[int, int], bytes] = {}
-    with Consumer(bootstrap_servers=bs, auto_offset_reset="earliest") as consumer:
+    # 50 ms fetches: the close waits for the fetch the broker holds (#60)
+    with Consumer(
+        bootstrap_servers=bs, auto_offset_reset="earliest", fetch_max_wait_ms=50
+    ) as consumer:
         consumer.assign(tps)
         ends = consumer.end_offsets(tps)
         while any(consumer.position(tp) < ends[tp] for tp in tps):

@@ -76,6 +76,8 @@ async def make_topic(bs: str, topic: str, partitions: int = 1, **configs: str) -
 
 async def read_all(bs: str, topic: str, count: int, **settings: Any) -> list[Any]:
     records: list[Any] = []
+    # 50 ms fetches: the close waits for the fetch the broker holds (#60)
+    settings.setdefault("fetch_max_wait_ms", 50)
     async with open_consumer(
         bootstrap_servers=bs, auto_offset_reset="earliest", **settings
     ) as consumer:
