@@ -245,6 +245,36 @@ public final class KafkaHarness {
         get(admin.createTopics(List.of(t)).all());
     }
 
+    /**
+     * Waits (up to WAIT) until every broker the admin client asks names {@code topic} with
+     * {@code partitions} partitions: Admin's Javadoc for createTopics and createPartitions says
+     * brokers may learn of a change some time after the call returns, and listTopics and
+     * describeTopics may not show it meanwhile (seen on Kafka's three nodes under load).
+     */
+    static void awaitTopic(Admin admin, String topic, int partitions) throws Exception {
+        long deadline = System.nanoTime() + WAIT.toNanos();
+        String seen = "";
+        while (true) {
+            try {
+                boolean listed = get(admin.listTopics().names()).contains(topic);
+                int count = get(admin.describeTopics(List.of(topic)).allTopicNames()).get(topic)
+                        .partitions().size();
+                if (listed && count == partitions) {
+                    return;
+                }
+                seen = "listed " + listed + ", partitions " + count;
+            } catch (ExecutionException e) {
+                if (!(e.getCause() instanceof UnknownTopicOrPartitionException)) {
+                    throw e;
+                }
+                seen = "unknown";
+            }
+            check(System.nanoTime() < deadline, topic + " with " + partitions
+                    + " partitions in time: " + seen);
+            Thread.sleep(50);
+        }
+    }
+
     static List<ConsumerRecord<byte[], byte[]>> readN(
             KafkaConsumer<byte[], byte[]> consumer, int n) {
         List<ConsumerRecord<byte[], byte[]>> got = new ArrayList<>();
@@ -1072,6 +1102,7 @@ public final class KafkaHarness {
         Throwable dup = failure(admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all());
         check(dup instanceof TopicExistsException, "creating it again: " + dup);
         // listTopics: ours, without internal topics unless asked
+        awaitTopic(admin, topic, 3);
         Map<String, TopicListing> listed = get(admin.listTopics().namesToListings());
         check(listed.containsKey(topic), "listTopics names the topic");
         eq(id, listed.get(topic).topicId(), "listTopics' topic id");
@@ -1095,8 +1126,7 @@ public final class KafkaHarness {
         ctx.details.put("described_ms", (System.nanoTime() - t0) / 1_000_000);
         // createPartitions: up, never down
         get(admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(5))).all());
-        eq(5, get(admin.describeTopics(List.of(topic)).allTopicNames()).get(topic).partitions().size(),
-                "partitions after createPartitions");
+        awaitTopic(admin, topic, 5);
         Throwable down = failure(admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(2))).all());
         check(down instanceof InvalidPartitionsException, "shrinking partitions: " + down);
         ctx.details.put("partitions_ms", (System.nanoTime() - t0) / 1_000_000);
