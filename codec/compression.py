@@ -46,6 +46,7 @@ import threading
 import zlib
 from typing import TYPE_CHECKING, Any
 
+from . import _accel
 from .errors import DecodeError, DecompressionLimitError, EncodeError
 
 __all__ = [
@@ -391,6 +392,13 @@ _scratch = threading.local()
 
 
 def _unlz4(data: bytes, max_size: int, *, legacy_checksum: bool) -> bytes:
+    # The common frame read whole by the C module with the system's liblz4
+    # (``lz4_unframe``); None for anything else, which the code below reads.
+    unframe = getattr(_accel.speedups, "lz4_unframe", None)
+    if unframe is not None and not legacy_checksum:
+        out: bytes | None = unframe(data, max_size)
+        if out is not None:
+            return out
     fixed, blocks, block_max = _walk_lz4(data, max_size, legacy_checksum)
     try:
         if blocks is not None:
