@@ -2572,8 +2572,10 @@ done:
 #endif
 
 typedef int (*lz4_decompress_fn)(const char *, char *, int, int);
+typedef int (*lz4_compress_fn)(const char *, char *, int, int);
 
 static lz4_decompress_fn lz4_decompress_safe;
+static lz4_compress_fn lz4_compress_default;
 static int lz4_looked_up;
 
 static lz4_decompress_fn
@@ -2585,6 +2587,7 @@ lz4_library(void)
         for (int i = 0; names[i] != NULL && lz4_decompress_safe == NULL; i++) {
             void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
             if (lib != NULL) {
+                lz4_compress_default = (lz4_compress_fn)dlsym(lib, "LZ4_compress_default");
                 lz4_decompress_safe = (lz4_decompress_fn)dlsym(lib, "LZ4_decompress_safe");
             }
         }
@@ -2725,6 +2728,82 @@ refuse:
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(lz4_frame_doc,
+             "lz4_frame(data, header) -> bytes | None\n\n"
+             "data as the lz4 frame Java writes (64 KiB independent blocks, each stored\n"
+             "when compressing does not shrink it), after the frame's 7-byte header;\n"
+             "None when no liblz4 was found (the Python path writes it).");
+
+static PyObject *
+lz4_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2 || !PyBytes_Check(args[1]) || PyBytes_GET_SIZE(args[1]) != 7) {
+        PyErr_SetString(PyExc_TypeError, "lz4_frame(data, header of 7 bytes)");
+        return NULL;
+    }
+    lz4_library();
+    if (lz4_compress_default == NULL) {
+        Py_RETURN_NONE;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const char *data = view.buf;
+    Py_ssize_t n = view.len, block = 64 * 1024;
+    Py_ssize_t blocks = (n + block - 1) / block;
+    /* At most every block stored: its header word and its bytes. */
+    if (n > PY_SSIZE_T_MAX / 2 - 64) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t capacity = 7 + n + 4 * blocks + 4;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, capacity);
+    /* A block compressed may need more than its size before it is found not to
+     * shrink: the scratch holds the worst case (LZ4_compressBound). */
+    char *scratch = PyMem_Malloc((size_t)(block + block / 255 + 16));
+    if (out == NULL || scratch == NULL) {
+        Py_XDECREF(out);
+        PyMem_Free(scratch);
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    char *into = PyBytes_AS_STRING(out);
+    memcpy(into, PyBytes_AS_STRING(args[1]), 7);
+    Py_ssize_t made = 7;
+    for (Py_ssize_t start = 0; start < n; start += block) {
+        int size = (int)(n - start < block ? n - start : block);
+        int packed = lz4_compress_default(data + start, scratch, size, block + block / 255 + 16);
+        uint32_t word;
+        const char *from;
+        if (packed > 0 && packed < size) {
+            word = (uint32_t)packed;
+            from = scratch;
+        }
+        else {
+            word = (uint32_t)size | 0x80000000U;
+            packed = size;
+            from = data + start;
+        }
+        unsigned char *w = (unsigned char *)into + made;
+        w[0] = word & 0xFF;
+        w[1] = (word >> 8) & 0xFF;
+        w[2] = (word >> 16) & 0xFF;
+        w[3] = word >> 24;
+        memcpy(into + made + 4, from, (size_t)packed);
+        made += 4 + packed;
+    }
+    memset(into + made, 0, 4);
+    made += 4;
+    PyMem_Free(scratch);
+    PyBuffer_Release(&view);
+    if (made != capacity && _PyBytes_Resize(&out, made) < 0) {
+        return NULL;
+    }
+    return out;
+}
+
 /* -- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef speedups_methods[] = {
@@ -2743,6 +2822,7 @@ static PyMethodDef speedups_methods[] = {
     {"build_records", (PyCFunction)(void (*)(void))build_records, METH_FASTCALL, build_records_doc},
     {"place_sections", (PyCFunction)(void (*)(void))place_sections, METH_FASTCALL, place_sections_doc},
     {"lz4_unframe", (PyCFunction)(void (*)(void))lz4_unframe, METH_FASTCALL, lz4_unframe_doc},
+    {"lz4_frame", (PyCFunction)(void (*)(void))lz4_frame, METH_FASTCALL, lz4_frame_doc},
     {NULL, NULL, 0, NULL},
 };
 

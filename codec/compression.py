@@ -368,8 +368,16 @@ _LZ4_END = b"\x00\x00\x00\x00"
 
 
 def _lz4_frame(data: BytesLike, *, legacy_checksum: bool) -> bytes:
+    header = _LZ4_LEGACY_HEADER if legacy_checksum else _LZ4_HEADER
+    # The same frame written whole by the C module with the system's liblz4
+    # (``lz4_frame``; None without it).
+    frame = getattr(_accel.speedups, "lz4_frame", None)
+    if frame is not None:
+        out: bytes | None = frame(data, header)
+        if out is not None:
+            return out
     view = memoryview(data)
-    parts = [_LZ4_LEGACY_HEADER if legacy_checksum else _LZ4_HEADER]
+    parts = [header]
     block = cramjam.lz4.compress_block
     for start in range(0, len(view), _LZ4_BLOCK):
         chunk = view[start : start + _LZ4_BLOCK]

@@ -592,3 +592,29 @@ def test_lz4_frames_damaged_read_in_c_or_refused_as_the_python_path_does(
         if got is not None:
             assert got == expected
             assert decompress(Compression.LZ4, bytes(frame), max_size=max_size) == got
+
+
+@pytest.mark.parametrize("magic", [0, 2])
+def test_lz4_frames_written_in_c_are_the_python_paths(
+    magic: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The C module's frame (the system's liblz4, LZ4_compress_default) is the
+    Python path's byte for byte (cramjam's block compressor, the same lz4 code
+    at this machine's versions): 64 KiB blocks, one stored when compressing
+    does not shrink it, the end mark; and it reads back."""
+    from trafka.codec import _accel
+
+    lz4_unframe()  # skips without the C module or liblz4
+    rng = __import__("random").Random(magic)
+    payloads = [b"", b"x", PAYLOAD[:1000], PAYLOAD, BIG_RANDOM, bytes(200_000)]
+    payloads += [
+        rng.randbytes(rng.randrange(200)) + b"key-%d" % i * rng.randrange(300) for i in range(50)
+    ]
+    payloads.append(BIG_RANDOM[:65_536] + bytes(65_536) + BIG_RANDOM[:1])
+    for payload in payloads:
+        for data in (payload, bytearray(payload), memoryview(payload)):
+            made = compress(Compression.LZ4, data, magic=magic)
+            with monkeypatch.context() as m:
+                m.setattr(_accel, "speedups", None)
+                assert made == compress(Compression.LZ4, data, magic=magic)
+            assert decompress(Compression.LZ4, made, magic=magic) == payload
