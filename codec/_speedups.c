@@ -2564,7 +2564,8 @@ done:
  * the descriptor (not the pre-0.10 one over the magic too). Anything else, and
  * anything malformed or over the bound, returns None and the Python path
  * decides (with its error messages): this only ever returns the bytes that path
- * would. */
+ * would. lz4_frame writes the frame as the Python path does (LZ4_compress_default,
+ * the compressor cramjam's block API runs), or returns None without liblz4. */
 
 #if defined(__unix__) || defined(__APPLE__)
 #include <dlfcn.h>

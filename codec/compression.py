@@ -13,7 +13,12 @@ The codec id lives in the low three bits of a batch's (or legacy message's)
   writes and what Java can read: independent 64 KiB blocks, no checksums, no
   content size. We read any standard frame, including linked blocks and
   checksums; the frames Kafka's clients write are decoded a block at a time
-  (several times faster than the frame decoder for a batch's few blocks). Magic 0 messages written by pre-0.10 clients carry a wrong header
+  (several times faster than the frame decoder for a batch's few blocks).
+  When the C module is built and the system has ``liblz4.so.1`` (found at run
+  time; the module is built without lz4's headers), those common frames are
+  read and written whole in C (``lz4_unframe``, ``lz4_frame``): the same bytes,
+  and anything unusual or malformed still read, and refused, here.
+  Magic 0 messages written by pre-0.10 clients carry a wrong header
   checksum (KAFKA-3160: the hash also covered the 4 magic bytes); with
   ``magic=0`` we ignore that byte on input and reproduce the old checksum on
   output, as Java does.
