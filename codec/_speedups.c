@@ -2552,6 +2552,259 @@ done:
     return result;
 }
 
+/* -- lz4 frames ------------------------------------------------------------------------------ */
+
+/* Kafka's lz4 batches are lz4 frames, most of one block. The Python path walks
+ * the frame's headers and hands each block to cramjam's block decoder; here the
+ * whole frame is read in one call, its blocks decoded by the system's liblz4
+ * (LZ4_decompress_safe, found at run time: the module is built without lz4's
+ * headers, and a system without liblz4 keeps the Python path). Only the common
+ * frame is read here: version 1, no checksums besides the header's, no content
+ * size, no dictionary, independent blocks (or one), the header checksum that of
+ * the descriptor (not the pre-0.10 one over the magic too). Anything else, and
+ * anything malformed or over the bound, returns None and the Python path
+ * decides (with its error messages): this only ever returns the bytes that path
+ * would. lz4_frame writes the frame as the Python path does (LZ4_compress_default,
+ * the compressor cramjam's block API runs), or returns None without liblz4. */
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <dlfcn.h>
+#define TRAFKA_HAVE_DLOPEN 1
+#endif
+
+typedef int (*lz4_decompress_fn)(const char *, char *, int, int);
+typedef int (*lz4_compress_fn)(const char *, char *, int, int);
+
+static lz4_decompress_fn lz4_decompress_safe;
+static lz4_compress_fn lz4_compress_default;
+static int lz4_looked_up;
+
+static lz4_decompress_fn
+lz4_library(void)
+{
+    if (!lz4_looked_up) {
+#ifdef TRAFKA_HAVE_DLOPEN
+        static const char *const names[] = {"liblz4.so.1", "liblz4.1.dylib", "liblz4.dylib", NULL};
+        for (int i = 0; names[i] != NULL && lz4_decompress_safe == NULL; i++) {
+            void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+            if (lib != NULL) {
+                lz4_compress_default = (lz4_compress_fn)dlsym(lib, "LZ4_compress_default");
+                lz4_decompress_safe = (lz4_decompress_fn)dlsym(lib, "LZ4_decompress_safe");
+            }
+        }
+#endif
+        lz4_looked_up = 1;
+    }
+    return lz4_decompress_safe;
+}
+
+/* XXH32 of fewer than 16 bytes (a frame descriptor), seed 0. */
+static uint32_t
+xxh32_short(const unsigned char *p, size_t n)
+{
+    const uint32_t p1 = 0x9E3779B1U, p2 = 0x85EBCA77U, p3 = 0xC2B2AE3DU, p4 = 0x27D4EB2FU,
+                   p5 = 0x165667B1U;
+    uint32_t acc = p5 + (uint32_t)n;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        uint32_t lane = (uint32_t)p[i] | (uint32_t)p[i + 1] << 8 | (uint32_t)p[i + 2] << 16 |
+                        (uint32_t)p[i + 3] << 24;
+        acc += lane * p3;
+        acc = ((acc << 17) | (acc >> 15)) * p4;
+    }
+    for (; i < n; i++) {
+        acc += p[i] * p5;
+        acc = ((acc << 11) | (acc >> 21)) * p1;
+    }
+    acc ^= acc >> 15;
+    acc *= p2;
+    acc ^= acc >> 13;
+    acc *= p3;
+    acc ^= acc >> 16;
+    return acc;
+}
+
+static inline uint32_t
+read_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+PyDoc_STRVAR(lz4_unframe_doc,
+             "lz4_unframe(data, max_size) -> bytes | None\n\n"
+             "One common lz4 frame's content (see codec/_speedups.c), or None: the\n"
+             "Python path decides (an unusual or malformed frame, over max_size, no liblz4).");
+
+static PyObject *
+lz4_unframe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "lz4_unframe(data, max_size)");
+        return NULL;
+    }
+    Py_ssize_t max_size = PyLong_AsSsize_t(args[1]);
+    if (max_size == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    lz4_decompress_fn decode = lz4_library();
+    if (decode == NULL) {
+        Py_RETURN_NONE;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *data = view.buf;
+    Py_ssize_t end = view.len;
+    PyObject *out = NULL;
+    /* magic, FLG (version 1, independent blocks, nothing else), BD, HC */
+    if (end < 11 || read_le32(data) != 0x184D2204U || (data[4] & ~0x20) != 0x40 ||
+        (data[5] & 0x8F) != 0 || ((data[5] >> 4) & 7) < 4) {
+        goto refuse;
+    }
+    int independent = data[4] & 0x20;
+    Py_ssize_t block_max = (Py_ssize_t)1 << (2 * ((data[5] >> 4) & 7) + 8);
+    if (data[6] != ((xxh32_short(data + 4, 2) >> 8) & 0xFF)) {
+        goto refuse;
+    }
+    /* The blocks' bound first, as the Python path does: refuse before decoding. */
+    Py_ssize_t pos = 7, bound = 0, blocks = 0;
+    for (;;) {
+        if (end - pos < 4) {
+            goto refuse;
+        }
+        uint32_t word = read_le32(data + pos);
+        pos += 4;
+        if (word == 0) {
+            break;
+        }
+        Py_ssize_t size = (Py_ssize_t)(word & 0x7FFFFFFFU);
+        if (size > block_max || size > end - pos) {
+            goto refuse;
+        }
+        bound += (word & 0x80000000U) ? size : block_max;
+        pos += size;
+        blocks++;
+    }
+    if (pos != end || bound > max_size || (blocks > 1 && !independent)) {
+        goto refuse;
+    }
+    out = PyBytes_FromStringAndSize(NULL, bound);
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    char *into = PyBytes_AS_STRING(out);
+    Py_ssize_t made = 0;
+    pos = 7;
+    for (;;) {
+        uint32_t word = read_le32(data + pos);
+        pos += 4;
+        if (word == 0) {
+            break;
+        }
+        int size = (int)(word & 0x7FFFFFFFU);
+        if (word & 0x80000000U) {
+            memcpy(into + made, data + pos, (size_t)size);
+            made += size;
+        }
+        else {
+            int got = decode((const char *)data + pos, into + made, size, (int)block_max);
+            if (got < 0) {
+                Py_CLEAR(out);
+                goto refuse;
+            }
+            made += got;
+        }
+        pos += size;
+    }
+    PyBuffer_Release(&view);
+    if (made != bound && _PyBytes_Resize(&out, made) < 0) {
+        return NULL;
+    }
+    return out;
+refuse:
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(lz4_frame_doc,
+             "lz4_frame(data, header) -> bytes | None\n\n"
+             "data as the lz4 frame Java writes (64 KiB independent blocks, each stored\n"
+             "when compressing does not shrink it), after the frame's 7-byte header;\n"
+             "None when no liblz4 was found (the Python path writes it).");
+
+static PyObject *
+lz4_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2 || !PyBytes_Check(args[1]) || PyBytes_GET_SIZE(args[1]) != 7) {
+        PyErr_SetString(PyExc_TypeError, "lz4_frame(data, header of 7 bytes)");
+        return NULL;
+    }
+    lz4_library();
+    if (lz4_compress_default == NULL) {
+        Py_RETURN_NONE;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const char *data = view.buf;
+    Py_ssize_t n = view.len, block = 64 * 1024;
+    Py_ssize_t blocks = (n + block - 1) / block;
+    /* At most every block stored: its header word and its bytes. */
+    if (n > PY_SSIZE_T_MAX / 2 - 64) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t capacity = 7 + n + 4 * blocks + 4;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, capacity);
+    /* A block compressed may need more than its size before it is found not to
+     * shrink: the scratch holds the worst case (LZ4_compressBound). */
+    char *scratch = PyMem_Malloc((size_t)(block + block / 255 + 16));
+    if (out == NULL || scratch == NULL) {
+        Py_XDECREF(out);
+        PyMem_Free(scratch);
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    char *into = PyBytes_AS_STRING(out);
+    memcpy(into, PyBytes_AS_STRING(args[1]), 7);
+    Py_ssize_t made = 7;
+    for (Py_ssize_t start = 0; start < n; start += block) {
+        int size = (int)(n - start < block ? n - start : block);
+        int packed = lz4_compress_default(data + start, scratch, size, block + block / 255 + 16);
+        uint32_t word;
+        const char *from;
+        if (packed > 0 && packed < size) {
+            word = (uint32_t)packed;
+            from = scratch;
+        }
+        else {
+            word = (uint32_t)size | 0x80000000U;
+            packed = size;
+            from = data + start;
+        }
+        unsigned char *w = (unsigned char *)into + made;
+        w[0] = word & 0xFF;
+        w[1] = (word >> 8) & 0xFF;
+        w[2] = (word >> 16) & 0xFF;
+        w[3] = word >> 24;
+        memcpy(into + made + 4, from, (size_t)packed);
+        made += 4 + packed;
+    }
+    memset(into + made, 0, 4);
+    made += 4;
+    PyMem_Free(scratch);
+    PyBuffer_Release(&view);
+    if (made != capacity && _PyBytes_Resize(&out, made) < 0) {
+        return NULL;
+    }
+    return out;
+}
+
 /* -- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef speedups_methods[] = {
@@ -2569,6 +2822,8 @@ static PyMethodDef speedups_methods[] = {
     {"index_records", (PyCFunction)(void (*)(void))index_records, METH_FASTCALL, index_records_doc},
     {"build_records", (PyCFunction)(void (*)(void))build_records, METH_FASTCALL, build_records_doc},
     {"place_sections", (PyCFunction)(void (*)(void))place_sections, METH_FASTCALL, place_sections_doc},
+    {"lz4_unframe", (PyCFunction)(void (*)(void))lz4_unframe, METH_FASTCALL, lz4_unframe_doc},
+    {"lz4_frame", (PyCFunction)(void (*)(void))lz4_frame, METH_FASTCALL, lz4_frame_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,7 +13,12 @@ The codec id lives in the low three bits of a batch's (or legacy message's)
   writes and what Java can read: independent 64 KiB blocks, no checksums, no
   content size. We read any standard frame, including linked blocks and
   checksums; the frames Kafka's clients write are decoded a block at a time
-  (several times faster than the frame decoder for a batch's few blocks). Magic 0 messages written by pre-0.10 clients carry a wrong header
+  (several times faster than the frame decoder for a batch's few blocks).
+  When the C module is built and the system has ``liblz4.so.1`` (found at run
+  time; the module is built without lz4's headers), those common frames are
+  read and written whole in C (``lz4_unframe``, ``lz4_frame``): the same bytes,
+  and anything unusual or malformed still read, and refused, here.
+  Magic 0 messages written by pre-0.10 clients carry a wrong header
   checksum (KAFKA-3160: the hash also covered the 4 magic bytes); with
   ``magic=0`` we ignore that byte on input and reproduce the old checksum on
   output, as Java does.
@@ -46,6 +51,7 @@ import threading
 import zlib
 from typing import TYPE_CHECKING, Any
 
+from . import _accel
 from .errors import DecodeError, DecompressionLimitError, EncodeError
 
 __all__ = [
@@ -367,8 +373,16 @@ _LZ4_END = b"\x00\x00\x00\x00"
 
 
 def _lz4_frame(data: BytesLike, *, legacy_checksum: bool) -> bytes:
+    header = _LZ4_LEGACY_HEADER if legacy_checksum else _LZ4_HEADER
+    # The same frame written whole by the C module with the system's liblz4
+    # (``lz4_frame``; None without it).
+    frame = getattr(_accel.speedups, "lz4_frame", None)
+    if frame is not None:
+        out: bytes | None = frame(data, header)
+        if out is not None:
+            return out
     view = memoryview(data)
-    parts = [_LZ4_LEGACY_HEADER if legacy_checksum else _LZ4_HEADER]
+    parts = [header]
     block = cramjam.lz4.compress_block
     for start in range(0, len(view), _LZ4_BLOCK):
         chunk = view[start : start + _LZ4_BLOCK]
@@ -391,6 +405,13 @@ _scratch = threading.local()
 
 
 def _unlz4(data: bytes, max_size: int, *, legacy_checksum: bool) -> bytes:
+    # The common frame read whole by the C module with the system's liblz4
+    # (``lz4_unframe``); None for anything else, which the code below reads.
+    unframe = getattr(_accel.speedups, "lz4_unframe", None)
+    if unframe is not None and not legacy_checksum:
+        out: bytes | None = unframe(data, max_size)
+        if out is not None:
+            return out
     fixed, blocks, block_max = _walk_lz4(data, max_size, legacy_checksum)
     try:
         if blocks is not None:

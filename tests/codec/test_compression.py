@@ -503,3 +503,118 @@ def test_valid_headers_with_garbage_bodies(codec: Compression, prefix_of: str, t
         decompress(codec, headers[prefix_of] + tail, max_size=1 << 20)
     except DecodeError:
         pass
+
+
+# -- lz4 frames read whole in C (the system's liblz4) ---------------------------------------
+
+
+def lz4_unframe() -> Any:
+    from trafka.codec import _accel
+
+    unframe = getattr(_accel.speedups, "lz4_unframe", None)
+    if unframe is None:
+        pytest.skip("the C module is not built or is turned off")
+    if unframe(compress(Compression.LZ4, b"x"), 10) is None:
+        pytest.skip("no liblz4 on this system: the Python path reads every frame")
+    return unframe
+
+
+def python_unlz4(frame: bytes, max_size: int, monkeypatch: pytest.MonkeyPatch) -> bytes | str:
+    from trafka.codec import _accel
+
+    with monkeypatch.context() as m:
+        m.setattr(_accel, "speedups", None)
+        try:
+            return decompress(Compression.LZ4, frame, max_size=max_size)
+        except DecodeError as exc:
+            return str(exc)
+
+
+def test_lz4_common_frames_are_read_in_c_as_the_python_path_reads_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Java's and librdkafka's frames (independent 64 KiB blocks, no checksums,
+    stored or compressed blocks) come back whole from the C module, the same
+    bytes as the Python path's; the frames it does not read (checksums, content
+    size, linked blocks of more than one block, the pre-0.10 header checksum)
+    it returns None for."""
+    unframe = lz4_unframe()
+    for payload in (b"", b"x", PAYLOAD[:1000], PAYLOAD, BIG_RANDOM, bytes(200_000)):
+        frame = compress(Compression.LZ4, payload)
+        assert unframe(frame, DEFAULT_MAX_DECOMPRESSED_SIZE) == payload
+        assert python_unlz4(frame, DEFAULT_MAX_DECOMPRESSED_SIZE, monkeypatch) == payload
+        assert unframe(compress(Compression.LZ4, payload, magic=0), 1 << 30) is None
+    lz4_frame = pytest.importorskip("lz4.frame")
+    for options in (
+        {"content_checksum": True},
+        {"block_checksum": True},
+        {"store_size": True},
+        {"block_linked": True},
+    ):
+        frame = lz4_frame.compress(PAYLOAD, **options)
+        if options == {"block_linked": True}:
+            assert frame[4] & 0x20 == 0
+        assert unframe(frame, 1 << 30) is None, options
+        assert decompress(Compression.LZ4, frame) == PAYLOAD
+    one_linked = lz4_frame.compress(PAYLOAD[:1000], block_linked=True, store_size=False)
+    assert unframe(one_linked, 1 << 30) == PAYLOAD[:1000]  # one block: nothing to link to
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lz4_frames_damaged_read_in_c_or_refused_as_the_python_path_does(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Random damage (bytes changed, cut short, lengthened) and small output
+    limits: the C module returns exactly what the Python path returns, or None
+    (the Python path then reads it and raises its own error)."""
+    import random
+
+    unframe = lz4_unframe()
+    rng = random.Random(seed)
+    sources = [
+        compress(Compression.LZ4, p)
+        for p in (b"", b"abc" * 7, PAYLOAD[:3000], PAYLOAD[:70_000], BIG_RANDOM[:140_000])
+    ]
+    sources.append(LZ4_MAGIC + b"\x60\x40\x82" + struct.pack("<I", 0x80000003) + b"abc" + bytes(4))
+    for _ in range(300):
+        frame = bytearray(rng.choice(sources))
+        damage = rng.randrange(4)
+        if damage == 0 and frame:
+            for _ in range(rng.randint(1, 3)):
+                frame[rng.randrange(len(frame))] = rng.randrange(256)
+        elif damage == 1:
+            del frame[rng.randrange(len(frame) + 1) :]
+        elif damage == 2:
+            frame += bytes(rng.randrange(1, 6))
+        max_size = rng.choice([0, 3, 100, 65_536, 70_000, DEFAULT_MAX_DECOMPRESSED_SIZE])
+        got = unframe(bytes(frame), max_size)
+        expected = python_unlz4(bytes(frame), max_size, monkeypatch)
+        if got is not None:
+            assert got == expected
+            assert decompress(Compression.LZ4, bytes(frame), max_size=max_size) == got
+
+
+@pytest.mark.parametrize("magic", [0, 2])
+def test_lz4_frames_written_in_c_are_the_python_paths(
+    magic: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The C module's frame (the system's liblz4, LZ4_compress_default) is the
+    Python path's byte for byte (cramjam's block compressor, the same lz4 code
+    at this machine's versions): 64 KiB blocks, one stored when compressing
+    does not shrink it, the end mark; and it reads back."""
+    from trafka.codec import _accel
+
+    lz4_unframe()  # skips without the C module or liblz4
+    rng = __import__("random").Random(magic)
+    payloads = [b"", b"x", PAYLOAD[:1000], PAYLOAD, BIG_RANDOM, bytes(200_000)]
+    payloads += [
+        rng.randbytes(rng.randrange(200)) + b"key-%d" % i * rng.randrange(300) for i in range(50)
+    ]
+    payloads.append(BIG_RANDOM[:65_536] + bytes(65_536) + BIG_RANDOM[:1])
+    for payload in payloads:
+        for data in (payload, bytearray(payload), memoryview(payload)):
+            made = compress(Compression.LZ4, data, magic=magic)
+            with monkeypatch.context() as m:
+                m.setattr(_accel, "speedups", None)
+                assert made == compress(Compression.LZ4, data, magic=magic)
+            assert decompress(Compression.LZ4, made, magic=magic) == payload
