@@ -2761,43 +2761,33 @@ lz4_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t capacity = 7 + n + 4 * blocks + 4;
     PyObject *out = PyBytes_FromStringAndSize(NULL, capacity);
-    /* A block compressed may need more than its size before it is found not to
-     * shrink: the scratch holds the worst case (LZ4_compressBound). */
-    char *scratch = PyMem_Malloc((size_t)(block + block / 255 + 16));
-    if (out == NULL || scratch == NULL) {
-        Py_XDECREF(out);
-        PyMem_Free(scratch);
+    if (out == NULL) {
         PyBuffer_Release(&view);
-        return PyErr_NoMemory();
+        return NULL;
     }
     char *into = PyBytes_AS_STRING(out);
     memcpy(into, PyBytes_AS_STRING(args[1]), 7);
     Py_ssize_t made = 7;
     for (Py_ssize_t start = 0; start < n; start += block) {
         int size = (int)(n - start < block ? n - start : block);
-        int packed = lz4_compress_default(data + start, scratch, size, block + block / 255 + 16);
-        uint32_t word;
-        const char *from;
-        if (packed > 0 && packed < size) {
-            word = (uint32_t)packed;
-            from = scratch;
-        }
-        else {
+        /* Compressed straight into the frame, given less room than the block:
+         * liblz4 gives up (0) when it does not shrink, and the block is stored. */
+        int packed = lz4_compress_default(data + start, into + made + 4, size, size - 1);
+        uint32_t word = (uint32_t)packed;
+        if (packed <= 0) {
             word = (uint32_t)size | 0x80000000U;
             packed = size;
-            from = data + start;
+            memcpy(into + made + 4, data + start, (size_t)size);
         }
         unsigned char *w = (unsigned char *)into + made;
         w[0] = word & 0xFF;
         w[1] = (word >> 8) & 0xFF;
         w[2] = (word >> 16) & 0xFF;
         w[3] = word >> 24;
-        memcpy(into + made + 4, from, (size_t)packed);
         made += 4 + packed;
     }
     memset(into + made, 0, 4);
     made += 4;
-    PyMem_Free(scratch);
     PyBuffer_Release(&view);
     if (made != capacity && _PyBytes_Resize(&out, made) < 0) {
         return NULL;
