@@ -16,8 +16,9 @@ The codec id lives in the low three bits of a batch's (or legacy message's)
   (several times faster than the frame decoder for a batch's few blocks).
   When the C module is built and the system has ``liblz4.so.1`` (found at run
   time; the module is built without lz4's headers), those common frames are
-  read and written whole in C (``lz4_unframe``, ``lz4_frame``): the same bytes,
-  and anything unusual or malformed still read, and refused, here.
+  read and written whole in C (``lz4_unframe``, ``lz4_frame``): the same content
+  and frame layout (the same bytes when both lz4 libraries compress alike), and
+  anything unusual or malformed still read, and refused, here.
   Magic 0 messages written by pre-0.10 clients carry a wrong header
   checksum (KAFKA-3160: the hash also covered the 4 magic bytes); with
   ``magic=0`` we ignore that byte on input and reproduce the old checksum on
