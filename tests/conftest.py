@@ -91,8 +91,15 @@ if _HERE not in sys.path:
 # A trio run a timed-out test abandoned is ended before the next test (see the module);
 # Apache Kafka's brokers as fixtures (see kafka_fixtures); docs/compatibility.md's
 # table checked against the outcomes of the tests marked compat (see compat_page);
-# with TRAFKA_TIMING_OUT set, every test phase's seconds recorded (see suite_timing).
-pytest_plugins = ["abandoned_runs", "kafka_fixtures", "compat_page", "suite_timing"]
+# with TRAFKA_TIMING_OUT set, every test phase's seconds recorded (see suite_timing);
+# a test that leaves SIGINT ignored or blocked errors (see signal_hygiene).
+pytest_plugins = [
+    "abandoned_runs",
+    "kafka_fixtures",
+    "compat_page",
+    "suite_timing",
+    "signal_hygiene",
+]
 
 
 _PYCACHE = pytest.StashKey[str]()
