@@ -17,7 +17,9 @@ Rules:
   (NOT_LEADER_OR_FOLLOWER: the client finds the partition's new leader, and its
   acknowledgements there are refused if the records were delivered again). A
   wait longer than :data:`DURABLE_WAIT_MS` is answered REQUEST_TIMED_OUT; a
-  waiter completed before then with a write still on its way waits on.
+  waiter completed before then with a write still on its way waits on. A
+  ShareFetch's ``refusal`` puts back the records its answer acquired
+  (:mod:`.k78_share_fetch`): they never reached the member.
 * CurrentLeader (:func:`with_leaders`): every partition answer names the
   partition's leader and leader epoch as this broker knows them (-1 and -1 when
   it does not: an unknown topic or partition, a topic the principal may not

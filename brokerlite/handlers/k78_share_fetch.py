@@ -7,6 +7,12 @@ docstring states the rules). A fetch that acquires nothing waits up to
 MaxWaitMs: it is parked, woken by records appended to one of its session's
 partitions or released there, and answered afresh.
 
+An answer refused after it acquired records (its share-state writes failed or
+did not settle in time, :mod:`._share_durable`) puts them back at once
+(:meth:`~trafka.brokerlite.shares.fetcher.ShareFetcher.undeliver`; the share
+fetcher's "Refused answers" rule): the next fetch gets them, with the delivery
+counts they had before.
+
 Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED for the request;
 then READ per topic: a named partition of a topic the principal may not read is
 answered TOPIC_AUTHORIZATION_FAILED (its acknowledgements too, unapplied) and
@@ -21,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from trafka.brokerlite.features import SHARE_VERSION
@@ -32,10 +37,10 @@ from trafka.codec.messages import k78_share_fetch as m
 from ..outcomes import ParkAgain, Parked
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
-from ._share_durable import when_durable, with_leaders
+from ._share_durable import WritesSettled, when_durable, with_leaders
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.shares.fetcher import PendingFetch, ShareFetcher
+    from trafka.brokerlite.shares.fetcher import PendingFetch
 
 API_KEY = ApiKey.SHARE_FETCH
 MIN_VERSION = 1
@@ -46,18 +51,12 @@ class _ShareFetchWaiter:
     """A parked ShareFetch: any change to a watched partition may let it acquire."""
 
     def __init__(
-        self,
-        ctx: RequestContext,
-        shares: ShareFetcher,
-        pending: PendingFetch,
-        mark: int,
-        refusal: Callable[[ErrorCode], m.ShareFetchResponse],
+        self, ctx: RequestContext, request: m.ShareFetchRequest, pending: PendingFetch, mark: int
     ) -> None:
         self._ctx = ctx
-        self._shares = shares
+        self._request = request
         self._pending = pending
         self._mark = mark
-        self._refusal = refusal
         self.deadline_ms = pending.deadline_ms
         self.watches = pending.watches
 
@@ -65,8 +64,7 @@ class _ShareFetchWaiter:
         return True
 
     def complete(self, now_ms: int) -> m.ShareFetchResponse | ParkAgain:
-        answer = with_leaders(self._ctx, self._shares.complete(self._pending, now_ms))
-        outcome = when_durable(self._ctx, answer, self._mark, self._refusal)
+        outcome = _durable(self._ctx, self._request, self._mark, self._pending, now_ms, {})
         if isinstance(outcome, m.ShareFetchResponse):
             return outcome
         return ParkAgain(outcome)
@@ -77,28 +75,47 @@ _Refused = dict[uuid.UUID, list[tuple[int, bool]]]
 
 
 def handle(ctx: RequestContext, request: m.ShareFetchRequest) -> m.ShareFetchResponse | Parked:
-    shares = ctx.shares
-    mark = shares.writes_mark()
-
-    def refusal(code: ErrorCode) -> m.ShareFetchResponse:
-        return error_response(request, ctx.version, code)
-
+    mark = ctx.shares.writes_mark()
     refused: _Refused = {}
     if enabled(ctx):
         if not group_allowed(ctx, AclOperation.READ, request.group_id or ""):
             return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         request, refused = _readable_only(ctx, request)
-    outcome = shares.fetch(request, ctx.conn_id, ctx.now_ms)
-    if refused:
-        if not isinstance(outcome, m.ShareFetchResponse):
-            outcome = shares.complete(outcome, ctx.now_ms)  # an error is answered at once
-        outcome = _with_refused(outcome, refused)
+    fetching = ctx.shares.fetch(request, ctx.conn_id, ctx.now_ms)
+    if not isinstance(fetching, m.ShareFetchResponse) and not (fetching.ready or refused):
+        return ctx.park(_ShareFetchWaiter(ctx, request, fetching, mark))
+    # (with a topic refused the answer goes at once: it carries an error)
+    outcome = _durable(ctx, request, mark, fetching, ctx.now_ms, refused)
     if isinstance(outcome, m.ShareFetchResponse):
-        durable = when_durable(ctx, with_leaders(ctx, outcome), mark, refusal)
-        if isinstance(durable, m.ShareFetchResponse):
-            return durable
-        return ctx.park(durable)
-    return ctx.park(_ShareFetchWaiter(ctx, shares, outcome, mark, refusal))
+        return outcome
+    return ctx.park(outcome)
+
+
+def _durable(
+    ctx: RequestContext,
+    request: m.ShareFetchRequest,
+    mark: int,
+    fetching: m.ShareFetchResponse | PendingFetch,
+    now_ms: int,
+    refused: _Refused,
+) -> m.ShareFetchResponse | WritesSettled:
+    """The answer once the share-state writes since ``mark`` settled, or a waiter
+    for them; a refusal puts back what the fetch acquired (module docstring)."""
+    if isinstance(fetching, m.ShareFetchResponse):
+        pending, answer = None, fetching  # (an error or a closing session: nothing acquired)
+    else:
+        pending, answer = fetching, ctx.shares.complete(fetching, now_ms)
+    if refused:
+        answer = _with_refused(answer, refused)
+
+    def refusal(code: ErrorCode) -> m.ShareFetchResponse:
+        if pending is not None:
+            ctx.shares.undeliver(pending)  # (never sent: available to the next fetch)
+        return error_response(request, ctx.version, code)
+
+    outcome: m.ShareFetchResponse | WritesSettled
+    outcome = when_durable(ctx, with_leaders(ctx, answer), mark, refusal)
+    return outcome
 
 
 def _readable_only(

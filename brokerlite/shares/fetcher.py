@@ -53,6 +53,15 @@ Rules and invariants:
 * Locks. An acquired record's lock ends ``share.record.lock.duration.ms`` after
   it was acquired; :meth:`ShareFetcher.tick` releases expired ones (and
   :meth:`ShareFetcher.next_deadline` says when).
+* Refused answers. A ShareFetch answer refused after it acquired records (its
+  share-state writes failed or did not settle in time, or the journal write
+  failed) never reaches its member: :meth:`ShareFetcher.undeliver` puts back
+  what it acquired (:meth:`.SharePartition.unacquire`: AVAILABLE at once, with
+  the delivery counts from before) and wakes the fetches waiting there. Kafka
+  never refuses a ShareFetch for a share-state write, so its member sees every
+  acquisition; a closed connection, though, releases its session's records
+  keeping their counts, here as in Kafka 4.4 (``SharePartitionManager``
+  ``releaseSession`` from the share session cache's disconnect listener).
 * Durability. After every request or tick, each share-partition whose durable
   form changed (:attr:`.SharePartition.dirty`) is written to the journal in one
   fsynced write before the answer goes out, so an acknowledged record is never
@@ -147,11 +156,29 @@ class _PartitionAnswer:
     ack_error: ErrorCode | None = None  # None: no acknowledgement for it
     records: bytes | None = None
     acquired: list[AcquiredRange] = dataclasses.field(default_factory=list)
+    # Where ``acquired`` was taken: the share-partition, its (topic, partition)
+    # and the acquisition's lock deadline.
+    source: tuple[SharePartition, tuple[str, int], int] | None = None
+
+    def put_back(self, member_id: str) -> tuple[SharePartition, tuple[str, int]] | None:
+        """Put back what was acquired for this answer, never sent
+        (:meth:`.SharePartition.unacquire`); the share-partition and where it
+        is when any record was put back."""
+        source, self.source = self.source, None
+        acquired, self.acquired, self.records = self.acquired, [], None
+        if source is None:
+            return None
+        sp, where, deadline = source
+        back = [
+            sp.unacquire(member_id, r.first, r.last, r.delivery_count, deadline) for r in acquired
+        ]
+        return (sp, where) if any(back) else None
 
 
 @dataclasses.dataclass(slots=True)
 class PendingFetch:
-    """A ShareFetch waiting for records (see the module rules)."""
+    """A ShareFetch being answered: ``ready`` to answer (:meth:`ShareFetcher.complete`),
+    or else waiting for records (see the module rules)."""
 
     session: ShareSession
     max_records: int
@@ -160,6 +187,7 @@ class PendingFetch:
     watches: frozenset[tuple[str, int]]
     answers: dict[tuple[uuid.UUID, int], _PartitionAnswer]
     lock_ms: int
+    ready: bool = False
 
 
 class ShareStateLoading(BrokerError):
@@ -359,7 +387,8 @@ class ShareFetcher(ShareOffsetsAdmin):
     def fetch(
         self, request: _sf.ShareFetchRequest, conn_id: int, now_ms: int
     ) -> _sf.ShareFetchResponse | PendingFetch:
-        """Handle a ShareFetch: the answer, or a :class:`PendingFetch` to wait on."""
+        """Handle a ShareFetch: the answer when it acquires nothing (an error, a
+        closing session), else a :class:`PendingFetch`, ready or to wait on."""
         group_id, member_id = request.group_id or "", request.member_id or ""
         if not group_id or not member_id:
             return _fetch_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set")
@@ -419,22 +448,44 @@ class ShareFetcher(ShareOffsetsAdmin):
             config.record_lock_duration_ms,
         )
         acquired = self._acquire(pending, now_ms)
-        self._persist()
+        self._persist_or_undeliver(pending)
         errors = any(a.error != ErrorCode.NONE for a in answers.values())
         # (an unknown topic or partition is answered at once, with its error)
-        if acquired or errors or request.max_wait_ms <= 0 or not session.partitions:
-            return _fetch_response(answers, pending.lock_ms)
+        pending.ready = bool(
+            acquired or errors or request.max_wait_ms <= 0 or not session.partitions
+        )
         return pending
 
     def complete(self, pending: PendingFetch, now_ms: int) -> _sf.ShareFetchResponse:
-        """Answer a waiting ShareFetch now (records arrived, or its deadline passed)."""
+        """The answer of a ShareFetch: a waiting one acquires now (records arrived,
+        or its deadline passed)."""
+        session = pending.session
         if (
-            self._sessions.get((pending.session.group_id, pending.session.member_id))
-            is pending.session
+            not pending.ready
+            and self._sessions.get((session.group_id, session.member_id)) is session
         ):
             self._acquire(pending, now_ms)
-            self._persist()
+            self._persist_or_undeliver(pending)
+        pending.ready = True
         return _fetch_response(pending.answers, pending.lock_ms)
+
+    def undeliver(self, pending: PendingFetch) -> None:
+        """A ShareFetch answer that acquired records was refused, never sent: put
+        back what it acquired (:meth:`.SharePartition.unacquire`: available at once,
+        with the delivery counts from before), and wake the fetches waiting there."""
+        group_id, member_id = pending.session.group_id, pending.session.member_id
+        for answer in pending.answers.values():
+            back = answer.put_back(member_id)
+            if back is not None and self._partitions.get((group_id, *back[1])) is back[0]:
+                self._notify(*back[1])
+        self._deadline_stale = True
+
+    def _persist_or_undeliver(self, pending: PendingFetch) -> None:
+        try:
+            self._persist()
+        except Exception:  # (the answer is refused: nothing it acquired reaches its member)
+            self.undeliver(pending)
+            raise
 
     def acknowledge(
         self, request: _sa.ShareAcknowledgeRequest, now_ms: int
@@ -594,7 +645,7 @@ class ShareFetcher(ShareOffsetsAdmin):
                 self._deadline_stale = True
                 return sp
         sp = SharePartition(
-            self._initial_offset(config.auto_offset_reset, plog, now_ms),
+            _initial_offset(config.auto_offset_reset, plog, now_ms),
             delivery_count_limit=config.delivery_count_limit,
             max_record_locks=config.partition_max_record_locks,
         )
@@ -602,18 +653,6 @@ class ShareFetcher(ShareOffsetsAdmin):
         self._partitions[key] = sp
         self._topic_ids[key] = topic_id
         return sp
-
-    @staticmethod
-    def _initial_offset(reset: str, plog: Any, now_ms: int) -> int:
-        if reset == "earliest":
-            return int(plog.log_start_offset)
-        if reset.startswith("by_duration:"):
-            try:
-                found = plog.offset_for_timestamp(now_ms - duration_ms(reset.split(":", 1)[1]))
-            except ValueError:
-                found = None
-            return int(plog.log_end_offset) if found is None else int(found[0])
-        return int(plog.log_end_offset)
 
     def _acquire(self, pending: PendingFetch, now_ms: int) -> int:
         """Acquire records for a fetch into its answers; the number of offsets acquired."""
@@ -639,7 +678,7 @@ class ShareFetcher(ShareOffsetsAdmin):
             if records_left <= 0 or bytes_left <= 0:
                 continue
             try:
-                got, data = self._acquire_partition(
+                got, data, sp = self._acquire_partition(
                     session, where, config, records_left, bytes_left, total == 0, now_ms
                 )
             except ShareStateLoading:
@@ -650,6 +689,7 @@ class ShareFetcher(ShareOffsetsAdmin):
             if got:
                 answer.acquired = got
                 answer.records = data
+                answer.source = (sp, where, mono_ms(now_ms) + config.record_lock_duration_ms)
                 count = sum(r.last - r.first + 1 for r in got)
                 records_left -= count
                 bytes_left -= len(data)
@@ -665,7 +705,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         max_bytes: int,
         first: bool,
         now_ms: int,
-    ) -> tuple[list[AcquiredRange], bytes]:
+    ) -> tuple[list[AcquiredRange], bytes, SharePartition]:
         topic, partition = where
         sp = self._share_partition(session.group_id, topic, partition, now_ms)
         plog = self._logs.partition(topic, partition)
@@ -681,7 +721,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         )
         views: dict[int, memoryview] = {}
         for r in got:  # the batches holding re-acquired offsets
-            self._read_into(views, plog, r.first, r.last, upper)
+            _read_into(views, plog, r.first, r.last, upper)
         if left > 0 and sp.end_offset < upper and not sp.window_full():
             spans = self._spans(
                 plog,
@@ -697,33 +737,13 @@ class ShareFetcher(ShareOffsetsAdmin):
             new = sp.acquire_new(session.member_id, spans, left, now_ms=now_ms, lock_ms=lock_ms)
             got = sorted([*got, *new], key=lambda r: r.first)
         if not got:
-            return [], b""
+            return [], b"", sp
         wanted = [
             view
             for base, view in sorted(views.items())
             if any(r.first <= _last_of(view) and base <= r.last for r in got)
         ]
-        return got, b"".join(bytes(v) for v in wanted)
-
-    def _read_into(
-        self, views: dict[int, memoryview], plog: Any, first: int, last: int, upper: int
-    ) -> None:
-        offset = first
-        while offset <= last and offset < upper:
-            result = plog.read(offset, 1 << 20, upper_bound=upper)
-            if result.size == 0:
-                return
-            progressed = False
-            for header, view in iter_batches(result.tobytes()):
-                if header.last_offset < offset:
-                    continue
-                views[_base_of(header)] = view
-                offset = header.last_offset + 1
-                progressed = True
-                if offset > last:
-                    return
-            if not progressed:
-                return
+        return got, b"".join(bytes(v) for v in wanted), sp
 
     def _spans(
         self,
@@ -833,6 +853,40 @@ def _fetch_response(
             for tid, parts in by_topic.items()
         ],
     )
+
+
+def _initial_offset(reset: str, plog: Any, now_ms: int) -> int:
+    """A new share-partition's start offset by ``share.auto.offset.reset`` (module rules)."""
+    if reset == "earliest":
+        return int(plog.log_start_offset)
+    if reset.startswith("by_duration:"):
+        try:
+            found = plog.offset_for_timestamp(now_ms - duration_ms(reset.split(":", 1)[1]))
+        except ValueError:
+            found = None
+        return int(plog.log_end_offset) if found is None else int(found[0])
+    return int(plog.log_end_offset)
+
+
+def _read_into(views: dict[int, memoryview], plog: Any, first: int, last: int, upper: int) -> None:
+    """Put the log's batches holding ``first..last`` (below ``upper``) in ``views``,
+    by base offset."""
+    offset = first
+    while offset <= last and offset < upper:
+        result = plog.read(offset, 1 << 20, upper_bound=upper)
+        if result.size == 0:
+            return
+        progressed = False
+        for header, view in iter_batches(result.tobytes()):
+            if header.last_offset < offset:
+                continue
+            views[_base_of(header)] = view
+            offset = header.last_offset + 1
+            progressed = True
+            if offset > last:
+                return
+        if not progressed:
+            return
 
 
 def _base_of(header: Any) -> int:

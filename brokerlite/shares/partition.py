@@ -47,6 +47,16 @@ Rules and invariants:
 * A record that is released (by RELEASE, by its lock expiring, or by its
   holder leaving) becomes ARCHIVED instead of AVAILABLE once its delivery count
   has reached the delivery-count limit, so a poison record stops coming back.
+  A release keeps the delivery count (Kafka 4.4's ``SharePartition``
+  ``releaseAcquiredRecords`` and ``releaseAcquisitionLockOnTimeout`` leave it
+  as acquisition set it: ``DeliveryCountOps.NO_OP``).
+* An acquisition whose answer never reached its member (the broker refused
+  it) is put back (:meth:`unacquire`): its offsets still held under that very
+  acquisition (same member, delivery count and lock deadline) become AVAILABLE
+  with the delivery count they had before it, and are never archived by it.
+  This is the only way a delivery count goes down; Kafka's
+  ``DeliveryCountOps.DECREASE`` (``InFlightState``) is the same step, for
+  records fetched but not delivered to the client.
 * The start offset moves past every leading ACKNOWLEDGED or ARCHIVED offset,
   and forward to the log start offset when retention or DeleteRecords removes
   records below it (:meth:`move_start`); offsets below it are forgotten.
@@ -358,6 +368,30 @@ class SharePartition:
         self._advance()
         self._coalesce()
         return ErrorCode.NONE
+
+    def unacquire(
+        self, member_id: str, first: int, last: int, delivery_count: int, deadline_ms: int
+    ) -> bool:
+        """Put back ``first..last`` as handed out by one acquisition (``delivery_count``,
+        lock ``deadline_ms``) that never reached ``member_id`` (see the module rules).
+        Offsets no longer held under that acquisition are left alone. True when any
+        offset was put back."""
+        self._split(first)
+        self._split(last + 1)
+        changed = False
+        i = max(bisect.bisect_right(self._firsts, first) - 1, 0)
+        while i < len(self._runs) and self._runs[i].first <= last:
+            run = self._runs[i]
+            i += 1
+            if run.last < first or run.state != ACQUIRED or run.member_id != member_id:
+                continue
+            if run.delivery_count != delivery_count or run.deadline_ms != deadline_ms:
+                continue
+            self._finish(run, AVAILABLE)
+            run.delivery_count -= 1
+            changed = True
+        self._coalesce()
+        return changed
 
     def release_member(self, member_id: str) -> bool:
         """Release everything ``member_id`` holds (it left, or closed its session)."""

@@ -551,3 +551,173 @@ def test_a_durable_answer_woken_before_its_write_settled_waits_on() -> None:
     assert waiter.complete(30_000) == ErrorCode.REQUEST_TIMED_OUT
     writes.outcome = ErrorCode.NONE
     assert waiter.complete(2_000) == "answer"
+
+
+# -- answers refused after acquiring ---------------------------------------------------
+# In a cluster a ShareFetch is answered once its share-state writes are on the
+# coordinators' in-sync replicas, else refused (k78_share_fetch, _share_durable).
+# A refused answer never reaches its member: what it acquired is available to
+# the next fetch at once, with the delivery counts it had before (Kafka never
+# refuses a ShareFetch for a share-state write: its member sees every
+# acquisition, and the next one counts one more).
+
+
+class StateWrites:
+    """Stands in for the cluster's share-state writes an answer waits on
+    (``ShareFetcher.writes_mark`` and ``writes_outcome``): the writes of each
+    request from now on end as ``outcome`` said when it came (None: on their way
+    for ever)."""
+
+    def __init__(self) -> None:
+        self.outcome: ErrorCode | None = ErrorCode.NONE
+        self._outcomes: list[ErrorCode | None] = []
+
+    def writes_mark(self) -> int:
+        self._outcomes.append(self.outcome)
+        return len(self._outcomes) - 1
+
+    def writes_outcome(self, after: int) -> ErrorCode | None:
+        return self._outcomes[after]
+
+
+@pytest.fixture
+def writes(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``writes(core) -> StateWrites`` put in the place of the core's share-state writes."""
+
+    def put_in(core: Any) -> StateWrites:
+        stand_in = StateWrites()
+        monkeypatch.setattr(core.broker.shares, "writes_mark", stand_in.writes_mark)
+        monkeypatch.setattr(core.broker.shares, "writes_outcome", stand_in.writes_outcome)
+        return stand_in
+
+    return put_in
+
+
+def test_an_answer_refused_for_a_failed_write_puts_back_what_it_acquired(
+    core: Any, make_batch: Any, writes: Any
+) -> None:
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
+    a.fetch([tp])
+    b.fetch([tp])
+    produce_values(core, make_batch, "q", [b"x"])
+    assert delivered(partitions_of(a.fetch())[tp]) == [(0, b"x", 1)]
+    assert a.ack({tp: [(0, 0, [RELEASE])]}).error_code == 0
+    produce_values(core, make_batch, "q", [b"y"])
+    stand_in = writes(core)
+    stand_in.outcome = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    refused = a.fetch()  # acquires x (its 2nd delivery) and y (1st), then refused
+    assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert refused.responses == []
+    a.epoch += 1  # (the session moved on: the refusal came after it)
+    sp = core.broker.shares.share_partition(GROUP, "q", 0)
+    assert sp.state_of(0) == (0, 1, None) and sp.state_of(1) == (0, 0, None)  # AVAILABLE
+    assert sp.acquired_count() == 0
+    stand_in.outcome = ErrorCode.NONE
+    # Available to the next fetch at once, counted as the members saw them.
+    assert delivered(partitions_of(b.fetch())[tp]) == [(0, b"x", 2), (1, b"y", 1)]
+    # A successful answer is unchanged: its records stay with b.
+    assert sp.acquired_count("b") == 2
+    assert partitions_of(a.fetch()) == {}
+
+
+def test_an_answer_whose_writes_do_not_settle_in_time_puts_back_what_it_acquired(
+    open_core: Any, make_batch: Any, writes: Any
+) -> None:
+    from trafka.brokerlite.handlers._share_durable import DURABLE_WAIT_MS
+
+    # Locks longer than the wait: without the put-back, the records would come
+    # back only when their locks end, 60 s after the acquisition.
+    core = open_core(group_share_record_lock_duration_ms=60_000)
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
+    a.fetch([tp])
+    b.fetch([tp])
+    produce_values(core, make_batch, "q", [b"x", b"y"])
+    stand_in = writes(core)
+    stand_in.outcome = None  # on their way, for ever
+    assert isinstance(a.send_fetch(), Parked)
+    stand_in.outcome = ErrorCode.NONE
+    assert core.poll(DURABLE_WAIT_MS - 1) == []
+    sp = core.broker.shares.share_partition(GROUP, "q", 0)
+    assert sp.acquired_count("a") == 2  # (held by a's answer while it waits)
+    assert partitions_of(b.fetch()) == {}
+    done = core.poll(1)
+    assert len(done) == 1
+    assert core.decode(done[0].reply).error_code == ErrorCode.REQUEST_TIMED_OUT
+    assert delivered(partitions_of(b.fetch())[tp]) == [(0, b"x", 1), (1, b"y", 1)]
+
+
+def test_a_refusal_after_a_wait_puts_back_and_wakes_a_waiting_fetch(
+    open_core: Any, make_batch: Any, writes: Any
+) -> None:
+    from trafka.brokerlite.handlers._share_durable import DURABLE_WAIT_MS
+
+    core = open_core(group_share_record_lock_duration_ms=60_000)
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
+    a.fetch([tp])
+    b.fetch([tp])
+    stand_in = writes(core)
+    stand_in.outcome = None
+    assert isinstance(a.send_fetch(max_wait_ms=5000), Parked)
+    stand_in.outcome = ErrorCode.NONE
+    produce_values(core, make_batch, "q", [b"late"])
+    assert core.poll() == []  # a's fetch acquired "late"; its answer waits for its writes
+    assert isinstance(b.send_fetch(max_wait_ms=50_000), Parked)  # nothing left for b
+    done = core.poll(DURABLE_WAIT_MS) + core.poll()
+    answers = {d.conn_id: core.decode(d.reply) for d in done}
+    assert answers[1].error_code == ErrorCode.REQUEST_TIMED_OUT
+    # b is woken by the put-back, long before its MaxWaitMs or the lock's end.
+    assert delivered(partitions_of(answers[2])[tp]) == [(0, b"late", 1)]
+
+
+def test_an_answer_refused_for_a_failed_journal_write_puts_back_what_it_acquired(
+    core: Any, make_batch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One node: the journal write (here of a's acceptance of x) fails after the
+    # fetch acquired y; the request is answered UNKNOWN_SERVER_ERROR.
+    from trafka.brokerlite.shares.fetcher import ShareStateError
+
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
+    a.fetch([tp])
+    b.fetch([tp])
+    produce_values(core, make_batch, "q", [b"x"])
+    a.fetch()
+    produce_values(core, make_batch, "q", [b"y"])
+    store = core.broker.shares._store
+
+    def broken(entries: list[Any]) -> None:
+        raise ShareStateError("disk gone")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(store, "write", broken)
+        refused = a.fetch(acks={tp: [(0, 0, [ACCEPT])]})
+    assert refused.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert delivered(partitions_of(b.fetch())[tp]) == [(1, b"y", 1)]
+
+
+def test_a_connection_closed_before_its_answer_releases_keeping_the_counts(
+    core: Any, make_batch: Any, writes: Any
+) -> None:
+    # As Kafka 4.4: a closed connection ends its share session and releases the
+    # member's records (SharePartitionManager.releaseSession), their delivery
+    # counts kept (KAFKA-19972: a consumer that crashes on a record must not get
+    # it for ever), whether or not an answer was on its way.
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a, b = Session(core, "a", conn_id=7), Session(core, "b", conn_id=2)
+    a.fetch([tp])
+    b.fetch([tp])
+    produce_values(core, make_batch, "q", [b"x"])
+    stand_in = writes(core)
+    stand_in.outcome = None
+    assert isinstance(a.send_fetch(), Parked)
+    stand_in.outcome = ErrorCode.NONE
+    core.broker.connection_closed(7)
+    assert delivered(partitions_of(b.fetch())[tp]) == [(0, b"x", 2)]

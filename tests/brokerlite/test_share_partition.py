@@ -6,13 +6,15 @@ one KIP-932 share-partition, against the rules of its module docstring.
   undeliverable batches archived, the record-lock window), acknowledging (one
   type per range or per offset, all-or-nothing, INVALID_RECORD_STATE and
   INVALID_REQUEST), release / lock expiry / leaving members and the
-  delivery-count limit, ``move_start``, the SPSO, snapshots, the ``dirty`` flag.
+  delivery-count limit, putting back an acquisition never delivered
+  (``unacquire``), ``move_start``, the SPSO, snapshots, the ``dirty`` flag.
 * A model-based test: random sequences of every operation, run against a
   per-offset dict model written from the rules, comparing the two after every
   step and checking the invariants (runs cover ``[start, end)`` exactly and are
   maximal, the start never moves back, no offset held by two members, delivery
-  counts never decrease and never pass the limit, finished offsets stay
-  finished, only AVAILABLE or new offsets are handed out).
+  counts never pass the limit and never decrease but by one when an acquisition
+  is put back, finished offsets stay finished, only AVAILABLE or new offsets
+  are handed out).
 """
 
 from __future__ import annotations
@@ -589,6 +591,40 @@ def test_release_member() -> None:
     assert sp.acquired_count() == 0
 
 
+def test_unacquire_puts_back_one_acquisition_with_the_count_from_before() -> None:
+    """An acquisition whose answer never reached its member is put back: AVAILABLE,
+    one delivery fewer, never archived by it (Kafka's DeliveryCountOps.DECREASE)."""
+    sp = SharePartition(0, delivery_count_limit=2)
+    sp.acquire_new(M, [BatchSpan(0, 3)], 10, now_ms=0, lock_ms=LOCK)
+    assert sp.acknowledge(M, [(0, 0, [RELEASE])]) == ErrorCode.NONE
+    assert ranges(sp.acquire_available(N, 10, now_ms=5, lock_ms=LOCK)) == [(0, 0, 2)]
+    sp.dirty = False
+    # At the delivery-count limit, yet not archived: that delivery never happened.
+    assert sp.unacquire(N, 0, 0, 2, 5 + LOCK)
+    assert sp.state_of(0) == (AVAILABLE, 1, None)
+    # Only what that very acquisition holds: member, count and deadline must match.
+    assert not sp.unacquire(N, 1, 3, 1, LOCK)
+    assert not sp.unacquire(M, 1, 3, 2, LOCK)
+    assert not sp.unacquire(M, 1, 3, 1, LOCK + 1)
+    assert not sp.unacquire(M, 7, 9, 1, LOCK)
+    assert sp.acknowledge(M, [(2, 2, [ACCEPT])]) == ErrorCode.NONE
+    sp.dirty = False
+    assert sp.unacquire(M, 0, 3, 1, LOCK)  # 1 and 3; 0 (available) and 2 (accepted) stay
+    assert runs_of(sp) == [
+        (0, 0, AVAILABLE, 1, None, 0),
+        (1, 1, AVAILABLE, 0, None, 0),
+        (2, 2, ACKNOWLEDGED, 1, None, 0),
+        (3, 3, AVAILABLE, 0, None, 0),
+    ]
+    assert not sp.dirty  # (acquiring is not written, and neither is its undoing)
+    assert sp.next_deadline() is None
+    assert ranges(sp.acquire_available(M, 10, now_ms=9, lock_ms=LOCK)) == [
+        (0, 0, 2),
+        (1, 1, 1),
+        (3, 3, 1),
+    ]
+
+
 # -- start offset ---------------------------------------------------------------------
 
 
@@ -972,6 +1008,17 @@ class Model:
         self.end = max(self.end, offset)
         self.advance()
 
+    def unacquire(self, member: str, first: int, last: int, count: int, deadline: int) -> bool:
+        """Put back what one acquisition still holds: one delivery fewer."""
+        back = [
+            o
+            for o in range(max(first, self.start), min(last + 1, self.end))
+            if self.recs[o] == [ACQUIRED, count, member, deadline]
+        ]
+        for o in back:
+            self.recs[o] = [AVAILABLE, count - 1, None, 0]
+        return bool(back)
+
     def restart(self) -> None:
         """Locks end with the restart: held records are released (so archived
         once their count has reached the limit)."""
@@ -1076,6 +1123,8 @@ OPS = [
     "skip_to",
     "restart",
     "persisted",
+    "unacquire",
+    "unacquire",
 ]
 
 
@@ -1095,6 +1144,7 @@ def test_model(data: st.DataObject) -> None:
     now = 0
     finished: dict[int, int] = {}  # offset -> the done state it reached
     dirty = False
+    last_acquisition: tuple[str, list[tuple[int, int, int]], int] = ("", [], 0)
     for _ in range(data.draw(st.integers(1, 40), label="steps")):
         before = per_offset(sp)
         old_start, old_end = sp.start_offset, sp.end_offset
@@ -1109,6 +1159,7 @@ def test_model(data: st.DataObject) -> None:
             lock = data.draw(st.integers(1, 60), label="lock")
             handed = ranges(sp.acquire_available(member, mx, now_ms=now, lock_ms=lock))
             assert handed == model.acquire_available(member, mx, now, lock)
+            last_acquisition = (member, handed, now + lock)
             for first, last, _ in handed:
                 assert all(before[o][0] == AVAILABLE for o in range(first, last + 1))
         elif op == "acquire_new":
@@ -1117,6 +1168,7 @@ def test_model(data: st.DataObject) -> None:
             lock = data.draw(st.integers(1, 60), label="lock")
             handed = ranges(sp.acquire_new(member, batches, mx, now_ms=now, lock_ms=lock))
             assert handed == model.acquire_new(member, batches, mx, now, lock)
+            last_acquisition = (member, handed, now + lock)
             for first, _, _ in handed:
                 assert first >= old_end
             must_dirty = model.archived_batch
@@ -1161,6 +1213,14 @@ def test_model(data: st.DataObject) -> None:
         elif op == "persisted":
             sp.dirty = False
             dirty = False
+        elif op == "unacquire":  # the last acquisition's answer was refused (or a near miss)
+            holder, handed_then, deadline = last_acquisition
+            if data.draw(st.booleans(), label="near miss"):
+                holder = member
+                deadline += data.draw(st.sampled_from([0, 1]), label="deadline off")
+            for first, last, count in handed_then:
+                got = sp.unacquire(holder, first, last, count, deadline)
+                assert got == model.unacquire(holder, first, last, count, deadline)
 
         compare(sp, model)
 
@@ -1180,7 +1240,10 @@ def test_model(data: st.DataObject) -> None:
         for o, (state, count, _, _) in after.items():
             if o in before:
                 was = before[o]
-                assert count >= was[1], (o, was, after[o])
+                if op == "unacquire" and was[0] == ACQUIRED and state == AVAILABLE:
+                    assert count == was[1] - 1, (o, was, after[o])  # the only way down
+                else:
+                    assert count >= was[1], (o, was, after[o])
                 if was[0] == ACQUIRED and state == ACQUIRED:
                     # never taken from its holder (nor re-acquired) while held
                     assert after[o] == was, (o, was, after[o])
