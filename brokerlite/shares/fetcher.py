@@ -47,9 +47,9 @@ Rules and invariants:
   the ranges, which clients ignore, and an acquired range may hold offsets
   without a record (compacted away), which clients acknowledge as GAP.
 * A ShareFetch that acquires nothing and reports no error waits up to MaxWaitMs
-  (:meth:`ShareFetcher.fetch` returns a :class:`PendingFetch`): it is answered
-  when records are appended to, or become available again in, one of its
-  partitions, or at the deadline.
+  (:meth:`ShareFetcher.fetch` returns a :class:`PendingFetch` not ``ready``):
+  it is answered (:meth:`ShareFetcher.complete`) when records are appended to,
+  or become available again in, one of its partitions, or at the deadline.
 * Locks. An acquired record's lock ends ``share.record.lock.duration.ms`` after
   it was acquired; :meth:`ShareFetcher.tick` releases expired ones (and
   :meth:`ShareFetcher.next_deadline` says when).
