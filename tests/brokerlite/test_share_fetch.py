@@ -721,3 +721,30 @@ def test_a_connection_closed_before_its_answer_releases_keeping_the_counts(
     stand_in.outcome = ErrorCode.NONE
     core.broker.connection_closed(7)
     assert delivered(partitions_of(b.fetch())[tp]) == [(0, b"x", 2)]
+
+
+def test_a_refusal_leaves_alone_what_its_fetch_no_longer_holds(
+    open_core: Any, make_batch: Any, writes: Any
+) -> None:
+    from trafka.brokerlite.handlers._share_durable import DURABLE_WAIT_MS
+
+    # The lock (20 s) ends while a's answer waits for its writes (30 s): b gets
+    # the record meanwhile, and a's refusal must not take it from b.
+    core = open_core(group_share_record_lock_duration_ms=20_000)
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
+    a.fetch([tp])
+    b.fetch([tp])
+    produce_values(core, make_batch, "q", [b"x"])
+    stand_in = writes(core)
+    stand_in.outcome = None
+    assert isinstance(a.send_fetch(), Parked)
+    stand_in.outcome = ErrorCode.NONE
+    assert core.poll(20_000) == []  # a's lock ends
+    assert delivered(partitions_of(b.fetch())[tp]) == [(0, b"x", 2)]
+    done = core.poll(DURABLE_WAIT_MS - 20_000)
+    assert [core.decode(d.reply).error_code for d in done] == [ErrorCode.REQUEST_TIMED_OUT]
+    sp = core.broker.shares.share_partition(GROUP, "q", 0)
+    assert sp.state_of(0) == (1, 2, "b")  # ACQUIRED by b, its count untouched
+    assert b.ack({tp: [(0, 0, [ACCEPT])]}).responses[0].partitions[0].error_code == 0
