@@ -132,7 +132,8 @@ def open_loop(
     # The reports are served by a thread blocked in poll(), woken as each arrives;
     # this one sleeps until each record is due (see the module's docstring).
     stop = threading.Event()
-    reporting = threading.Thread(target=_serve_reports, args=(producer, stop))
+    # A daemon: a send that raises does not leave the process waiting for it.
+    reporting = threading.Thread(target=_serve_reports, args=(producer, stop), daemon=True)
     reporting.start()
     for i in range(skipped + result.sent):
         due = start + i * interval
