@@ -17,11 +17,20 @@ measure its backlog as much as the path. Past the path's saturation (answers
 came slower than the rate: with linger.ms 0 a loaded broker serving a request
 per record gets there) the note says so too: the latencies then grow with the
 window, and are no figure of the path below it.
+
+The sender sleeps until each record is due, and a second thread serves the
+delivery reports, blocked in ``poll()`` until one arrives. confluent-kafka passes
+``poll()`` its timeout in whole milliseconds, rounded down: waiting for a record
+due in under 1 ms with ``poll()`` returned at once, so a loop that did so spun
+a core between records (at 2,000 records/s, all the time). On two cores that
+core was taken from the client's own threads, the broker and the proxy, and the
+more processes a path has, the more its latency showed it (issue #66).
 """
 
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,6 +88,13 @@ class OpenLoop:
         return text
 
 
+def _serve_reports(producer: Producer, stop: threading.Event) -> None:
+    """Serve delivery reports until ``stop``: poll() blocks until one arrives (or
+    0.1 s), so each is timed as it comes."""
+    while not stop.is_set():
+        producer.poll(0.1)
+
+
 def open_loop(
     servers: str,
     topic: str,
@@ -113,10 +129,17 @@ def open_loop(
     value = b"x" * size
     start = time.perf_counter() + 0.1
     answers: list[float] = []  # the first and the last counted answer's time
+    # The reports are served by a thread blocked in poll(), woken as each arrives;
+    # this one sleeps until each record is due (see the module's docstring).
+    stop = threading.Event()
+    # A daemon: a send that raises does not leave the process waiting for it.
+    reporting = threading.Thread(target=_serve_reports, args=(producer, stop), daemon=True)
+    reporting.start()
     for i in range(skipped + result.sent):
         due = start + i * interval
-        while (now := time.perf_counter()) < due:
-            producer.poll(min(due - now, 0.001))
+        if (wait := due - time.perf_counter()) > 0:
+            time.sleep(wait)
+        now = time.perf_counter()
         counted = i >= skipped
         if counted:
             result.late.append(now - due)
@@ -132,8 +155,9 @@ def open_loop(
                 result.times.append(now - due)
 
         producer.produce(topic, value, b"key-%d" % (i % max(1, keys)), on_delivery=done)
-        producer.poll(0)
     producer.flush(60)
+    stop.set()
+    reporting.join()
     result.span = answers[-1] - answers[0] if answers else 0.0
     del producer
     gc.collect()

@@ -27,7 +27,8 @@ shared pool of upstream connections for what filters send.
   :mod:`.rewrite` and docs/proxy.md, "Forwarding"), batched per wake-up: the
   requests of one read go upstream in one write (written first whenever the
   connection would wait: a filter, the budget, the answers owed), and the
-  answers ready at once reach the client in one write.
+  answers ready at once reach the client in one write. What is read from a
+  client is acknowledged at once (``TCP_QUICKACK``), not with its answer.
 * Frames are read with the codec's :class:`~trafka.codec.framing.FrameReader`
   and its ``max_frame_size`` (Kafka's ``socket.request.max.bytes``): a larger
   size prefix closes the connection before any of its body is read, and no
@@ -348,7 +349,7 @@ class _Proxy:
                     return
                 client = tls
             async with client, trio.open_nursery() as pumps:
-                await self._requests(client, pumps, node_id, _peer(raw), attached)
+                await self._requests(client, pumps, node_id, _peer(raw), attached, raw.socket)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("connection ended: %s", exc)
         finally:
@@ -386,9 +387,11 @@ class _Proxy:
         node_id: int | None,
         peer: tuple[str, int] | None,
         attached: list[_Client],
+        sock: trio.socket.SocketType,
     ) -> None:
         """Read the client's requests and hand each on, within the proxy's limits
-        (see the module's rules); the upstream side is attached at the first."""
+        (see the module's rules); the upstream side is attached at the first.
+        What is read is acknowledged at once (:func:`_ack_now`)."""
         # A large request (its bytes reserved) is kept as the pieces it arrives in.
         reader = FrameReader(self.config.max_frame_size, join_from=_RECV_SIZE)
         budget = self.budget
@@ -421,6 +424,7 @@ class _Proxy:
                     break
                 if not data:
                     break
+                _ack_now(sock)
                 reader.feed(data)
                 while (frame := reader.next_frame()) is not None:
                     frame_deadline = None  # the next request's clock starts afresh
@@ -822,6 +826,28 @@ def _fits_now(budget: RequestBudget, size: int) -> bool:
     return limit is None or (
         not budget.waiting and (not budget.used or budget.used + size <= limit)
     )
+
+
+# Linux's; absent elsewhere, where the client's ACKs are the system's to time.
+_TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
+
+
+def _ack_now(sock: trio.socket.SocketType) -> None:
+    """Acknowledge what was just read from a client now, not with its answer.
+
+    A client that leaves Nagle's algorithm on (librdkafka's default until 2025,
+    ``socket.nagle.disable=false``) holds a small request back while an earlier
+    one is unacknowledged (RFC 896). Linux delays the ACK of what a connection
+    that answers on the same socket receives, to carry it on the answer
+    ("ping-pong" mode, RFC 1122's delayed ACK), so each request would wait for
+    the answer to the one before it, as long as the proxy's round trip. Setting
+    ``TCP_QUICKACK`` after a read leaves that mode and sends the pending ACK
+    (the kernel re-enters it at the next answer, hence once per read)."""
+    if _TCP_QUICKACK is not None:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
+        except OSError:
+            pass  # not a TCP socket (a test's), or closing
 
 
 def _seconds(ms: int) -> float:

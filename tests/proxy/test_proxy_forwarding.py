@@ -8,6 +8,10 @@ what the client sent, and what the client received with what brokerlite
 answered. The client's connection has an upstream connection of its own, so its
 requests keep their correlation ids: the bytes are compared whole.
 
+A stand-in broker that withholds an answer shows that the proxy acknowledges
+a client's request when it reads it, not with the answer (docs/proxy.md,
+"Acknowledged when read").
+
 Kafka's protocol guide (protocol.html, "The Client Server Interaction"): a
 broker answers one connection's requests in the order they were sent, which is
 what lets the proxy write several requests at once and hand on the answers in
@@ -218,3 +222,80 @@ def read_buffer(data: bytes) -> list[bytes]:
         frames.append(data[:size])
         data = data[size:]
     return frames
+
+
+class HoldingUpstream:
+    """A stand-in broker: on each connection, answers the first request at once
+    (an empty body: the proxy passes an unseen answer on unread) and keeps the
+    second unanswered, telling when it arrived."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        host, port = self.listener.getsockname()[:2]
+        self.address = f"{host}:{port}"
+        self.held = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                (first,) = read_frames(conn, 1)
+                corr = struct.unpack_from(">i", first, 8)[0]  # after size, key, version
+                conn.sendall(struct.pack(">ii", 4, corr))
+                read_frames(conn, 1)
+                self.held.set()
+                conn.recv(1)  # until the proxy closes
+            except (AssertionError, OSError):
+                pass  # a connection that only checked the port
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def _unacked(sock: socket.socket) -> int:
+    """The segments ``sock`` sent that its peer has not acknowledged (Linux's
+    ``struct tcp_info``: 8 bytes of flags, then rto, ato, snd_mss, rcv_mss and
+    unacked, 32 bits each)."""
+    return int(
+        struct.unpack_from("I", sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 64), 24)[0]
+    )
+
+
+@pytest.mark.skipif(
+    not hasattr(socket, "TCP_QUICKACK") or not hasattr(socket, "TCP_INFO"),
+    reason="Linux's TCP_QUICKACK and TCP_INFO",
+)
+def test_a_request_is_acknowledged_when_read_not_with_its_answer() -> None:
+    """A client with Nagle's algorithm on (librdkafka's default until 2025) holds a small
+    request back until the one before it is acknowledged; the proxy
+    acknowledges what it reads at once. After a first round trip (which puts
+    Linux's side of the connection in its "ping-pong" mode, where ACKs wait for
+    the next answer), a request whose answer the broker withholds is already
+    acknowledged when the broker has it: the proxy sends the ACK before it
+    writes the request upstream."""
+    upstream = HoldingUpstream()
+    produce = [
+        frame_of(ApiKey.PRODUCE, 9, corr, request({0: [b""]}, acks=1, topic="held"))
+        for corr in (1, 2)
+    ]
+    try:
+        with (
+            proxy_in_thread(upstream=(upstream.address,), port=0, route_keys="none") as px,
+            socket.create_connection(px.address, timeout=DEADLINE) as sock,
+        ):
+            sock.sendall(produce[0])
+            (answered,) = read_frames(sock, 1)
+            assert protocol.peek_correlation_id(answered[4:]) == 1
+            sock.sendall(produce[1])
+            assert upstream.held.wait(DEADLINE)
+            assert _unacked(sock) == 0
+    finally:
+        upstream.close()
