@@ -36,8 +36,10 @@ Rules:
   1.2 s); a ScriptRunner JVM of three commands takes 1.2 s instead of 1.8 s
   (with an archive of StorageTool's classes only), the 86 steps of
   test_kafka_scripts.py 6.5 s instead of 8.9 s. Without an archive (or with one
-  the JDK refuses, e.g. after a JDK update) a JVM loads its classes as before,
-  silently.
+  the JDK refuses: after a JDK update, or written with the jars at another path)
+  a JVM loads its classes as before, silently; ``fetch`` writes a refused one
+  again, and the jars are named by their real path (a worktree's linked
+  ``.cache`` and the main checkout's share the archives).
 """
 
 from __future__ import annotations
