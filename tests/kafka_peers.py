@@ -36,8 +36,10 @@ Rules:
   1.2 s); a ScriptRunner JVM of three commands takes 1.2 s instead of 1.8 s
   (with an archive of StorageTool's classes only), the 86 steps of
   test_kafka_scripts.py 6.5 s instead of 8.9 s. Without an archive (or with one
-  the JDK refuses, e.g. after a JDK update) a JVM loads its classes as before,
-  silently.
+  the JDK refuses: after a JDK update, or written with the jars at another path)
+  a JVM loads its classes as before, silently; ``fetch`` writes a refused one
+  again, and the jars are named by their real path (a worktree's linked
+  ``.cache`` and the main checkout's share the archives).
 """
 
 from __future__ import annotations
@@ -139,11 +141,15 @@ def fetch(name: str, version: str) -> Path:
 
 
 def classpath(name: str = "kafka", version: str = KAFKA_4) -> str:
-    """The Java classpath of a fetched peer (never downloads)."""
+    """The Java classpath of a fetched peer (never downloads), by the folder's
+    real path: a class-data archive holds the classpath it was written with and
+    is refused under any other, so a ``.cache`` reached through a link (a git
+    worktree's, linked to the main checkout's) must name the same jars as the
+    checkout that wrote the archive."""
     why = missing(name, version)
     if why is not None:
         raise KafkaPeerError(why)
-    return str(_peer(name, version)[1] / "*")
+    return str(_peer(name, version)[1].resolve() / "*")
 
 
 def jars(name: str, version: str) -> list[Path]:
@@ -184,16 +190,31 @@ def _share(version: str, role: str, dump: bool = False) -> list[str]:
     return [f"-XX:SharedArchiveFile={path}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
 
 
+def _usable(version: str, role: str) -> bool:
+    """Whether the JVM maps the archive (``-Xshare:on`` fails at start-up, in
+    about 0.1 s, on one it refuses: another JDK, other jars, or jars at another
+    path, as when the archive was written in a checkout that is gone)."""
+    path = _archive(version, role)
+    if not path.is_file():
+        return False
+    java = shutil.which("java") or "java"
+    argv = [java, "-Xshare:on", f"-XX:SharedArchiveFile={path}", "-Xlog:cds=off"]
+    argv += ["-cp", classpath("kafka", version), "-version"]
+    return subprocess.run(argv, capture_output=True, check=False).returncode == 0
+
+
 def train(version: str) -> None:
-    """The class-data-sharing archives of ``version``, when missing: one node
-    (on a ZooKeeper of its own for 3.x; none when ZooKeeper is not installed)
-    started and stopped cleanly, its JVMs writing the classes they loaded."""
+    """The class-data-sharing archives of ``version``, when missing or refused:
+    one node (on a ZooKeeper of its own for 3.x; none when ZooKeeper is not
+    installed) started and stopped cleanly, its JVMs writing the classes they
+    loaded. (Archives written in a worktree since removed were refused by every
+    JVM here, which then loaded its classes from the jars again, silently.)"""
     import tempfile
 
     from trafka.brokerlite.dev.zookeeper_server import ZooKeeperServer, zookeeper_available
 
     roles = ["broker", "scripts"] if not version.startswith("3.") else ["broker"]
-    if missing("kafka", version) is not None or all(_archive(version, r).is_file() for r in roles):
+    if missing("kafka", version) is not None or all(_usable(version, r) for r in roles):
         return
     if version.startswith("3.") and not zookeeper_available():
         return

@@ -32,6 +32,7 @@ import pytest
 
 from trafka.brokerlite.dev.supervisor import STATE_FILE, ControlError, control
 from trafka.brokerlite.dev.zookeeper_server import zookeeper_available
+from trafka.brokerlite.storage.partition import CLEAN_SHUTDOWN_FILE
 
 WAIT_S = 60.0
 TOPIC = "orders"
@@ -342,6 +343,18 @@ def test_nodes_are_processes_killed_stopped_and_restarted(supervisor: Supervisor
     assert supervisor.proc.wait(60) == 130, supervisor.stderr()
     assert [pid for pid in children if alive(pid)] == []
     assert not (supervisor.data_dir / STATE_FILE).exists()
+    # The running nodes, stopped together, each made a clean shutdown: every
+    # partition log of theirs holds its clean-shutdown marker, where the node
+    # killed above left none (it never closed its logs).
+    for node in (leader, other, third):
+        logs = [
+            d
+            for d in (supervisor.data_dir / f"node-{node}").iterdir()
+            if d.is_dir() and re.fullmatch(r".+-\d+", d.name)
+        ]
+        marked = [d.name for d in logs if (d / CLEAN_SHUTDOWN_FILE).exists()]
+        expected = [] if node == third else sorted(d.name for d in logs)
+        assert logs and sorted(marked) == expected, (node, marked)
 
 
 def test_node_control_without_a_cluster(tmp_path: Path) -> None:
