@@ -377,6 +377,7 @@ def test_reset_offsets_dry_run_execute_and_active_group(broker: RunningBroker) -
             bootstrap_servers=broker.bootstrap_servers,
             group_id=group,
             heartbeat_interval_ms=100,
+            fetch_max_wait_ms=50,  # its close waits for the fetch held at the end
         )
         blocking = portal.wrap_async_context_manager(cm)
         consumer = blocking.__enter__()
