@@ -42,9 +42,10 @@ from typing import TYPE_CHECKING
 
 from trafka.common.lazy import lazy_exports
 
-from .accumulator import RecordMetadata
-from .config import ClientConfig, ProducerConfig
-from .consumer import Consumer, open_consumer
+# The settings load first, whatever module of the package is imported first:
+# sdk.config.client and sdk.tracing import each other's modules, which works
+# only in this order (a program whose first import is trafka.sdk.tracing).
+from . import config as config
 from .errors import (
     ApiTimeoutError,
     ArgumentError,
@@ -72,24 +73,36 @@ from .errors import (
     TransactionFatalError,
     UsageError,
 )
-from .fetcher import (
-    ConsumerRecord,
-    OffsetAndMetadata,
-    OffsetOutOfRangeError,
-    PartitionEOF,
-    TopicPartition,
-)
-from .group_protocol import CommitFailedError
-from .hosting import start_admin, start_consumer, start_producer, start_share_consumer
-from .partitioners import Partitioner, murmur2
-from .producer import PendingCommit, Producer, RecordFuture, open_producer
-from .transactions import ConsumerGroupMetadata, TxnState
 
-# The admin client and the share consumer are loaded when first named: most
-# services only produce and consume, and these two are most of the import time.
-# So are the values only the admin client takes (ACLs, quotas, delegation tokens),
-# and the statistics snapshots, made only when a client's statistics() is called.
+# Every client and value loads when first named (PEP 562), from the module
+# that defines it: ``from trafka.sdk import open_admin`` loads the admin client
+# and what it uses, not the producer and the consumer (issue #48; issue #60: a
+# ``trafka topics list`` process paid half a second for the consumer and the
+# producer it never opened). Only the errors and the settings load with the package.
 _LAZY = {
+    "RecordMetadata": ".producer_batches",
+    "ClientConfig": ".config.client",
+    "ProducerConfig": ".config.producer",
+    "Consumer": ".consumer",
+    "open_consumer": ".consumer",
+    "ConsumerRecord": ".consumer_types",
+    "OffsetAndMetadata": ".consumer_types",
+    "OffsetOutOfRangeError": ".consumer_types",
+    "PartitionEOF": ".consumer_types",
+    "TopicPartition": ".consumer_types",
+    "CommitFailedError": ".group_protocol",
+    "start_admin": ".hosting",
+    "start_consumer": ".hosting",
+    "start_producer": ".hosting",
+    "start_share_consumer": ".hosting",
+    "Partitioner": ".partitioners",
+    "murmur2": ".partitioners",
+    "PendingCommit": ".producer_transactions",
+    "Producer": ".producer",
+    "RecordFuture": ".producer",
+    "open_producer": ".producer",
+    "ConsumerGroupMetadata": ".transaction_state",
+    "TxnState": ".transaction_state",
     "AdminConfig": ".config.admin",
     "ConsumerConfig": ".config.consumer",
     "ShareConsumerConfig": ".config.share",
@@ -185,9 +198,25 @@ if TYPE_CHECKING:
         open_admin,
     )
     from .config.admin import AdminConfig
+    from .config.client import ClientConfig
     from .config.consumer import ConsumerConfig
+    from .config.producer import ProducerConfig
     from .config.share import ShareConsumerConfig
+    from .consumer import Consumer, open_consumer
+    from .consumer_types import (
+        ConsumerRecord,
+        OffsetAndMetadata,
+        OffsetOutOfRangeError,
+        PartitionEOF,
+        TopicPartition,
+    )
     from .delegation_tokens import DelegationToken, TokenInformation
+    from .group_protocol import CommitFailedError
+    from .hosting import start_admin, start_consumer, start_producer, start_share_consumer
+    from .partitioners import Partitioner, murmur2
+    from .producer import Producer, RecordFuture, open_producer
+    from .producer_batches import RecordMetadata
+    from .producer_transactions import PendingCommit
     from .quotas import ClientQuotaAlteration, ClientQuotaEntity, ClientQuotaFilterComponent
     from .share_consumer import (
         AcknowledgeType,
@@ -212,6 +241,7 @@ if TYPE_CHECKING:
         ThrottleStatistics,
         TopicStatistics,
     )
+    from .transaction_state import ConsumerGroupMetadata, TxnState
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

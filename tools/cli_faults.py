@@ -60,12 +60,13 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import anyio
 import anyio.abc
 
-from trafka.sdk import BrokerUnreachableError, TopicPartition
+if TYPE_CHECKING:
+    from trafka.sdk import TopicPartition
 
 __all__ = [
     "BrokerNotices",
@@ -76,6 +77,7 @@ __all__ = [
     "no_coordinator_error",
     "run_interruptible",
     "signals_watched",
+    "tasks_beside",
     "watch_signals",
 ]
 
@@ -97,6 +99,8 @@ class BrokerNotices:
         self._out: dict[int, str] = {}  # broker id -> its address, while out of reach
 
     def __call__(self, error: BaseException) -> None:
+        from trafka.sdk import BrokerUnreachableError  # (with the client that reports it)
+
         if isinstance(error, BrokerUnreachableError):
             self._out[error.node_id] = f"{error.host}:{error.port}"
         self._say(f"warning: {error} (retrying)")
@@ -301,16 +305,18 @@ async def watch_signals(
 
 
 @asynccontextmanager
-async def _tasks_beside(
-    start: Callable[[anyio.abc.TaskGroup], Awaitable[object]],
-) -> AsyncIterator[None]:
-    """A task group whose tasks ``start`` starts, cancelled when the ``async with``
-    block ends; what the block raises leaves as itself, not inside an ExceptionGroup."""
+async def tasks_beside(
+    start: Callable[[anyio.abc.TaskGroup], Awaitable[object]] | None = None,
+) -> AsyncIterator[anyio.abc.TaskGroup]:
+    """A task group for tasks beside the ``async with`` block (those ``start``
+    starts, and any the block starts in it), cancelled when the block ends;
+    what the block raises leaves as itself, not inside an ExceptionGroup."""
     try:
         async with anyio.create_task_group() as tg:
-            await start(tg)
+            if start is not None:
+                await start(tg)
             try:
-                yield
+                yield tg
             finally:
                 tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:
@@ -327,7 +333,7 @@ async def signals_watched(
 ) -> AsyncIterator[None]:
     """:func:`watch_signals` for the ``async with`` block (installed before it
     runs); what the block raises leaves as itself, not inside an ExceptionGroup."""
-    async with _tasks_beside(lambda tg: tg.start(watch_signals, interrupts, stages, say)):
+    async with tasks_beside(lambda tg: tg.start(watch_signals, interrupts, stages, say)):
         yield
 
 
@@ -340,7 +346,7 @@ async def beside(*tasks: Callable[[], Coroutine[Any, Any, None]]) -> AsyncIterat
         for task in tasks:
             tg.start_soon(task)
 
-    async with _tasks_beside(start):
+    async with tasks_beside(start):
         yield
 
 

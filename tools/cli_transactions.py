@@ -28,7 +28,6 @@ from typing import Any
 import click
 
 from trafka.codec import TrafkaError
-from trafka.sdk.admin import LIVE_TRANSACTION_STATES
 
 from .clikit import admin_options, format_table, run_client, with_admin
 
@@ -320,6 +319,8 @@ def _listing_json(listing: Any) -> dict[str, Any]:
 
 
 def _description_json(desc: Any, now_ms: int) -> dict[str, Any]:
+    from trafka.sdk.admin import LIVE_TRANSACTION_STATES  # (loaded with the admin client)
+
     start = desc.transaction_start_time_ms
     return {
         "transactional_id": desc.transactional_id,

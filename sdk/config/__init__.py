@@ -6,9 +6,10 @@ client shares (:class:`ClientConfig`) and how a configuration is made from keys
 :mod:`.share` and :mod:`.admin` each one component's settings and the checks
 between them. How one value is coerced is in :mod:`.values`; how a key in any
 spelling finds its setting, and which other clients' settings are not taken,
-in :mod:`.keys`. The consumers' and the admin client's settings load when first
-named: making each settings dataclass is a few milliseconds of every import of
-the client (issue #48), and a program that only produces never needs them.
+in :mod:`.keys`. Each component's settings load when first named: making each
+settings dataclass is a few milliseconds of every import of the client (issue
+#48), a program that only produces never needs the consumers', and one that
+only administers (``trafka topics list``) never needs any but its own (issue #60).
 
 Rules:
 
@@ -47,11 +48,11 @@ from trafka.common.lazy import lazy_exports
 from ..errors import ConfigError as ConfigError  # importable here, as from the module before
 from ..errors import ConfigWarning as ConfigWarning
 from .client import ClientConfig, components_are, make_config
-from .producer import ProducerConfig
 
 if TYPE_CHECKING:
     from .admin import AdminConfig
     from .consumer import ConsumerConfig
+    from .producer import ProducerConfig
     from .share import ShareConsumerConfig
 
 __all__ = [
@@ -65,13 +66,19 @@ __all__ = [
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
-    {"AdminConfig": ".admin", "ConsumerConfig": ".consumer", "ShareConsumerConfig": ".share"},
+    {
+        "AdminConfig": ".admin",
+        "ConsumerConfig": ".consumer",
+        "ProducerConfig": ".producer",
+        "ShareConsumerConfig": ".share",
+    },
 )
 
 
 def _components() -> tuple[type[ClientConfig], ...]:
     from .admin import AdminConfig
     from .consumer import ConsumerConfig
+    from .producer import ProducerConfig
     from .share import ShareConsumerConfig
 
     return (ProducerConfig, ConsumerConfig, ShareConsumerConfig, AdminConfig)

@@ -147,6 +147,7 @@ async def _take(broker: RunningBroker, topic: str, de: Any, n: int) -> list[Any]
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         value_deserializer=de,
+        fetch_max_wait_ms=50,  # its close waits for the fetch held at the end
     ) as consumer:
         consumer.assign([tp])
         while len(out) < n:

@@ -49,6 +49,10 @@ from trafka.sdk.schemas import (
     SchemaSerializationError,
 )
 
+# The consumers' close waits for the fetch the broker holds at the end (0.5 s by
+# default); none of these tests is about that wait.
+FETCH_WAIT_MS = 50
+
 USER = {
     "type": "record",
     "name": "User",
@@ -231,7 +235,12 @@ def test_protobuf_confluent_to_ours(
 
 def _ck_consume(bs: str, topic: str, n: int) -> list[Any]:
     consumer = CkConsumer(
-        {"bootstrap.servers": bs, "group.id": fresh("ck"), "auto.offset.reset": "earliest"}
+        {
+            "bootstrap.servers": bs,
+            "group.id": fresh("ck"),
+            "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": FETCH_WAIT_MS,
+        }
     )
     consumer.subscribe([topic])
     out: list[Any] = []
@@ -319,7 +328,10 @@ def test_confluent_producer_to_async_consumer(
         out: list[Any] = []
         with anyio.fail_after(60):
             async with open_consumer(
-                bootstrap_servers=bs, auto_offset_reset="earliest", value_deserializer=de
+                bootstrap_servers=bs,
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=FETCH_WAIT_MS,
+                value_deserializer=de,
             ) as consumer:
                 consumer.assign([TopicPartition(topic, 0)])
                 while len(out) < len(USERS):
@@ -360,6 +372,7 @@ def test_bad_records_stop_the_partition_at_them_or_are_skipped(
         bootstrap_servers=bs,
         group_id=group,
         auto_offset_reset="earliest",
+        fetch_max_wait_ms=FETCH_WAIT_MS,
         enable_auto_commit=False,
         value_deserializer=AvroDeserializer(registry),
     ) as consumer:
@@ -381,6 +394,7 @@ def test_bad_records_stop_the_partition_at_them_or_are_skipped(
     with blocking.Consumer(
         bootstrap_servers=bs,
         auto_offset_reset="earliest",
+        fetch_max_wait_ms=FETCH_WAIT_MS,
         value_deserializer=AvroDeserializer(registry),
         deserialization_error_handler="skip",
     ) as skipping:
@@ -420,6 +434,7 @@ def test_one_registry_request_per_schema(broker: RunningBroker) -> None:
         with blocking.Consumer(
             bootstrap_servers=bs,
             auto_offset_reset="earliest",
+            fetch_max_wait_ms=FETCH_WAIT_MS,
             value_deserializer=AvroDeserializer(reading),
             key_deserializer=JSONDeserializer(None, schema_registry_client=reading),
         ) as consumer:
@@ -499,6 +514,7 @@ def test_confluent_kafka_code_moves_over_by_its_imports(broker: RunningBroker, u
                 "bootstrap.servers": broker.bootstrap_servers,
                 "group.id": fresh("g"),
                 "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": FETCH_WAIT_MS,
                 "key.deserializer": StringDeserializer("utf_8"),
                 "value.deserializer": De(client),
             }
@@ -538,7 +554,10 @@ def test_async_producer_and_consumer_header_framing_dynamic_protobuf(
                     await producer.send_and_wait(topic, order)
             de = ProtobufDeserializer(schema_registry_client=registry)
             async with open_consumer(
-                bootstrap_servers=bs, auto_offset_reset="earliest", value_deserializer=de
+                bootstrap_servers=bs,
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=FETCH_WAIT_MS,
+                value_deserializer=de,
             ) as consumer:
                 consumer.assign([TopicPartition(topic, 0)])
                 while len(out) < len(orders):
@@ -566,7 +585,10 @@ def test_any_deserializer_that_fails_stops_at_its_record(broker: RunningBroker) 
     _produce_raw(bs, topic, [b'{"a": 1}', b"{not json", b'{"a": 3}'])
     tp = TopicPartition(topic, 0)
     with blocking.Consumer(
-        bootstrap_servers=bs, auto_offset_reset="earliest", value_deserializer="json"
+        bootstrap_servers=bs,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=FETCH_WAIT_MS,
+        value_deserializer="json",
     ) as consumer:
         consumer.assign([tp])
         assert [r.value for r in _poll_until(consumer, 1)] == [{"a": 1}]
@@ -585,6 +607,7 @@ def test_any_deserializer_that_fails_stops_at_its_record(broker: RunningBroker) 
     with blocking.Consumer(
         bootstrap_servers=bs,
         auto_offset_reset="earliest",
+        fetch_max_wait_ms=FETCH_WAIT_MS,
         value_deserializer="json",
         deserialization_error_handler=handler,
     ) as skipping:

@@ -57,6 +57,7 @@ def classic(servers: str, group: str, instance: str | None) -> dict[str, Any]:
         "session_timeout_ms": LONG_SESSION_MS,
         "heartbeat_interval_ms": 100,
         "auto_offset_reset": "earliest",
+        "fetch_max_wait_ms": 50,  # a close waits for the fetch held at the end
     }
 
 
@@ -67,6 +68,7 @@ def kip848(servers: str, group: str, instance: str | None) -> dict[str, Any]:
         "group_instance_id": instance,
         "group_protocol": "consumer",
         "auto_offset_reset": "earliest",
+        "fetch_max_wait_ms": 50,
     }
 
 

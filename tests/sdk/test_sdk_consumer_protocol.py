@@ -50,6 +50,7 @@ def settings(servers: str, group: str, **extra: Any) -> dict[str, Any]:
         "group_id": group,
         "group_protocol": "consumer",
         "auto_offset_reset": "earliest",
+        "fetch_max_wait_ms": 50,  # a close waits for the fetch held at the end
         **extra,
     }
 

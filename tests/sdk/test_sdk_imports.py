@@ -1,5 +1,6 @@
-"""What ``import trafka.sdk`` and ``import trafka.sdk.blocking`` load: the producer
-and consumer path, not the parts only some programs use (the admin client, the
+"""What ``import trafka.sdk`` and ``import trafka.sdk.blocking`` load: the errors
+and the settings (the rest loads when first named, issue #60), then with the producer and the
+consumer their path, not the parts only some programs use (the admin client, the
 share consumer, most statistics snapshots, zeroconf, the compression library),
 which load when first named (issue #48). Structure, not time: each test looks
 at ``sys.modules`` of a fresh interpreter."""
@@ -34,14 +35,15 @@ def test_the_admin_client_and_share_consumer_load_when_first_named() -> None:
 
 
 def test_importing_the_client_prepares_nothing_ahead() -> None:
-    """Issue #48: ``import trafka.sdk`` leaves out what a producer or consumer
-    does not need at once: the admin client and the share consumer, the values
+    """Issue #48: loading the producer and the consumer leaves out what they do
+    not need at once: the admin client and the share consumer, the values
     only the admin client takes, ``importlib.metadata`` (the ``crc32c``
     package's ``__init__`` reads its version through it), and every compiled
     parser (a schema compiles on first use); no message class has made its
     dataclass description, and the pure-Python varint tables are not made."""
     code = (
-        "import sys, trafka.sdk\n"
+        "import sys\n"
+        "from trafka.sdk import open_consumer, open_producer\n"
         "from trafka.codec import _batch_format, primitives, protocol\n"
         "lazy = ['trafka.sdk.admin', 'trafka.sdk.share_consumer', 'trafka.sdk.acls',\n"
         "        'trafka.sdk.quotas', 'trafka.sdk.delegation_tokens', 'importlib.metadata',\n"
@@ -126,7 +128,7 @@ OPTIONAL = [
 
 def test_the_blocking_clients_load_none_of_the_optional_parts() -> None:
     assert _loaded_after("import trafka.sdk.blocking", OPTIONAL) == []
-    assert _loaded_after("import trafka.sdk", OPTIONAL) == []
+    assert _loaded_after("from trafka.sdk import open_consumer, open_producer", OPTIONAL) == []
 
 
 def test_no_statistics_snapshot_is_defined_at_import() -> None:
@@ -165,3 +167,25 @@ def test_the_parts_loaded_on_first_use_keep_their_public_names() -> None:
         "trafka.sdk.statistics.brokers",
         "trafka.discovery._mdns",
     ]
+
+
+def test_the_modules_around_the_settings_import_first() -> None:
+    """The settings (``sdk.config``) and tracing import each other's modules,
+    and the package no longer loads every module ahead (issue #60): each of
+    these is a fresh program's first import without an import error."""
+    for module in (
+        "trafka.sdk.tracing",
+        "trafka.sdk.interceptors",
+        "trafka.sdk.config.values",
+        "trafka.sdk.config.client",
+        "trafka.sdk.config.producer",
+        "trafka.codec.protocol",
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", f"import {module}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, (module, done.stderr)

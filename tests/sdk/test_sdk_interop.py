@@ -54,7 +54,12 @@ def trafka_consume(bs: str, topic: str, n: int) -> list[Any]:
     async def main() -> list[Any]:
         out: list[Any] = []
         with anyio.fail_after(20):
-            async with open_consumer(bootstrap_servers=bs, auto_offset_reset="earliest") as c:
+            async with open_consumer(
+                # (its close waits for the fetch the broker holds at the end)
+                bootstrap_servers=bs,
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=50,
+            ) as c:
                 c.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
                 while len(out) < n:
                     for recs in (await c.getmany(timeout_ms=1000)).values():

@@ -162,6 +162,7 @@ async def test_transactions_groups_and_admin_over_sasl_ssl(
             group_id=group,
             auto_offset_reset="earliest",
             isolation_level="read_committed",
+            fetch_max_wait_ms=50,  # its close waits for the fetch held at the end
             **settings,
         ) as consumer:
             while len(got) < 151:
@@ -237,7 +238,10 @@ async def test_records_cross_between_trafka_and_other_clients_over_scram(
         consumer.close()
     theirs: set[bytes] = set()
     async with open_consumer(
-        bootstrap_servers=bs, auto_offset_reset="earliest", **scram256("svc,1")
+        bootstrap_servers=bs,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=50,
+        **scram256("svc,1"),
     ) as ours:
         ours.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
         with anyio.fail_after(30):

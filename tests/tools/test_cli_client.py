@@ -256,17 +256,24 @@ def test_consume_from_a_late_timestamp_ends_when_the_first_fetch_answers_last(
     (KIP-79: ListOffsets finds no offset, -1) and -e exits once it is there. The
     answer to the fetch sent before the seek is dropped; the end it carried must
     still count, or the incremental session's later answers, which leave the
-    partition out (KIP-227: nothing new), never tell it again (the CI hang)."""
+    partition out (KIP-227: nothing new), never tell it again (the CI hang).
+    -e learns the ends from fetch answers only with partition ends asked for
+    (``enable.partition.eof``; else it looks them up and fetches nothing before
+    the seek, test_cli_consume_end.py)."""
     topic = fresh("ts-late")
     produce_timestamped(broker, topic)
     args = ["consume", topic, "-b", broker.bootstrap_servers, "-o", "s@1800000000000", "-e"]
     # The broker holds the first fetch (it asks for more bytes than there are).
     args += ["-X", "fetch.min.bytes=1048576", "-X", "fetch.wait.max.ms=500"]
+    args += ["-X", "enable.partition.eof=true"]
     done = subprocess.run(
         [sys.executable, "-c", _LATE_LOOKUP, *args], capture_output=True, timeout=40
     )
     assert (done.returncode, done.stdout) == (0, b""), done.stderr
-    assert done.stderr == b"0 records consumed\n"
+    assert (
+        done.stderr
+        == f"% reached the end of {topic} [0] at offset 6\n0 records consumed\n".encode()
+    )
 
 
 def test_produce_files_and_progress(broker: RunningBroker, tmp_path: Path) -> None:
@@ -370,6 +377,7 @@ def test_reset_offsets_dry_run_execute_and_active_group(broker: RunningBroker) -
             bootstrap_servers=broker.bootstrap_servers,
             group_id=group,
             heartbeat_interval_ms=100,
+            fetch_max_wait_ms=50,  # its close waits for the fetch held at the end
         )
         blocking = portal.wrap_async_context_manager(cm)
         consumer = blocking.__enter__()

@@ -42,6 +42,7 @@ def static_members(broker: RunningBroker, group: str, *instances: str) -> None:
             "group_id": group,
             "session_timeout_ms": 120_000,
             "heartbeat_interval_ms": 100,
+            "fetch_max_wait_ms": 50,  # their close waits for the fetches held at the end
         }
         # Together: a closed static member is waited for by the next rebalance.
         async with contextlib.AsyncExitStack() as stack:

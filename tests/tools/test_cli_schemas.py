@@ -134,6 +134,7 @@ def ck_read(broker: RunningBroker, topic: str, count: int) -> list[bytes]:
             "bootstrap.servers": broker.bootstrap_servers,
             "group.id": fresh("ck"),
             "auto.offset.reset": "earliest",
+            "fetch.wait.max.ms": 50,  # its close waits for the fetch held at the end
         }
     )
     consumer.subscribe([topic])
