@@ -2,8 +2,8 @@
 for the bindings and filters of :mod:`trafka.sdk.acls`. No I/O;
 :class:`~trafka.sdk.admin.Admin` sends them to any broker.
 
-The bindings stay in :mod:`trafka.sdk.acls`, which ``import trafka.sdk`` loads:
-they are plain values. This module needs the codec's ACL messages, so it is
+The bindings stay in :mod:`trafka.sdk.acls` (``from trafka.sdk import
+AclBinding`` loads it, and only it): they are plain values. This module needs the codec's ACL messages, so it is
 loaded with the admin client.
 """
 
