@@ -174,6 +174,15 @@ class Session:
         return response
 
 
+def two_members(core: Any) -> tuple[tuple[uuid.UUID, int], Session, Session]:
+    """Topic "q" (one partition), and members "a" and "b" with a share session on it."""
+    tp = (create(core, "q"), 0)
+    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
+    a.fetch([tp])
+    b.fetch([tp])
+    return tp, a, b
+
+
 def test_a_session_opens_acquires_and_acknowledges(core: Any, make_batch: Any) -> None:
     tid = create(core, "q")
     tp = (tid, 0)
@@ -201,11 +210,7 @@ def test_a_session_opens_acquires_and_acknowledges(core: Any, make_batch: Any) -
 def test_release_redelivers_with_a_higher_count_and_reject_never(
     core: Any, make_batch: Any
 ) -> None:
-    tid = create(core, "q")
-    tp = (tid, 0)
-    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
-    a.fetch([tp])
-    b.fetch([tp])
+    tp, a, b = two_members(core)
     produce_values(core, make_batch, "q", [b"0", b"1", b"2", b"3"])
     assert [r[0] for r in delivered(partitions_of(a.fetch())[tp])] == [0, 1, 2, 3]
     # Per-offset types: accept 0, release 1, reject 2, release 3.
@@ -220,11 +225,7 @@ def test_release_redelivers_with_a_higher_count_and_reject_never(
 
 
 def test_acknowledging_what_one_does_not_hold_changes_nothing(core: Any, make_batch: Any) -> None:
-    tid = create(core, "q")
-    tp = (tid, 0)
-    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
-    a.fetch([tp])
-    b.fetch([tp])
+    tp, a, b = two_members(core)
     produce_values(core, make_batch, "q", [b"0", b"1"])
     a.fetch()
     # b does not hold 0-1: INVALID_RECORD_STATE, and a still holds both.
@@ -298,11 +299,7 @@ def test_the_epoch_after_the_largest_is_one(core: Any) -> None:
 
 
 def test_closing_releases_what_the_member_holds(core: Any, make_batch: Any) -> None:
-    tid = create(core, "q")
-    tp = (tid, 0)
-    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
-    a.fetch([tp])
-    b.fetch([tp])
+    tp, a, b = two_members(core)
     produce_values(core, make_batch, "q", [b"x", b"y"])
     a.fetch()
     # The final fetch accepts x; y is released.
@@ -375,11 +372,7 @@ def test_a_fetch_waits_for_records(core: Any, make_batch: Any) -> None:
 
 
 def test_a_release_wakes_a_waiting_fetch(core: Any, make_batch: Any) -> None:
-    tid = create(core, "q")
-    tp = (tid, 0)
-    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
-    a.fetch([tp])
-    b.fetch([tp])
+    tp, a, b = two_members(core)
     produce_values(core, make_batch, "q", [b"x"])
     a.fetch()
     assert isinstance(b.send_fetch(max_wait_ms=60_000), Parked)
@@ -596,11 +589,7 @@ def writes(monkeypatch: pytest.MonkeyPatch) -> Any:
 def test_an_answer_refused_for_a_failed_write_puts_back_what_it_acquired(
     core: Any, make_batch: Any, writes: Any
 ) -> None:
-    tid = create(core, "q")
-    tp = (tid, 0)
-    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
-    a.fetch([tp])
-    b.fetch([tp])
+    tp, a, b = two_members(core)
     produce_values(core, make_batch, "q", [b"x"])
     assert delivered(partitions_of(a.fetch())[tp]) == [(0, b"x", 1)]
     assert a.ack({tp: [(0, 0, [RELEASE])]}).error_code == 0
@@ -630,11 +619,7 @@ def test_an_answer_whose_writes_do_not_settle_in_time_puts_back_what_it_acquired
     # Locks longer than the wait: without the put-back, the records would come
     # back only when their locks end, 60 s after the acquisition.
     core = open_core(group_share_record_lock_duration_ms=60_000)
-    tid = create(core, "q")
-    tp = (tid, 0)
-    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
-    a.fetch([tp])
-    b.fetch([tp])
+    tp, a, b = two_members(core)
     produce_values(core, make_batch, "q", [b"x", b"y"])
     stand_in = writes(core)
     stand_in.outcome = None  # on their way, for ever
@@ -656,11 +641,7 @@ def test_a_refusal_after_a_wait_puts_back_and_wakes_a_waiting_fetch(
     from trafka.brokerlite.handlers._share_durable import DURABLE_WAIT_MS
 
     core = open_core(group_share_record_lock_duration_ms=60_000)
-    tid = create(core, "q")
-    tp = (tid, 0)
-    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
-    a.fetch([tp])
-    b.fetch([tp])
+    tp, a, b = two_members(core)
     stand_in = writes(core)
     stand_in.outcome = None
     assert isinstance(a.send_fetch(max_wait_ms=5000), Parked)
@@ -682,11 +663,7 @@ def test_an_answer_refused_for_a_failed_journal_write_puts_back_what_it_acquired
     # fetch acquired y; the request is answered UNKNOWN_SERVER_ERROR.
     from trafka.brokerlite.shares.fetcher import ShareStateError
 
-    tid = create(core, "q")
-    tp = (tid, 0)
-    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
-    a.fetch([tp])
-    b.fetch([tp])
+    tp, a, b = two_members(core)
     produce_values(core, make_batch, "q", [b"x"])
     a.fetch()
     produce_values(core, make_batch, "q", [b"y"])
@@ -731,11 +708,7 @@ def test_a_refusal_leaves_alone_what_its_fetch_no_longer_holds(
     # The lock (20 s) ends while a's answer waits for its writes (30 s): b gets
     # the record meanwhile, and a's refusal must not take it from b.
     core = open_core(group_share_record_lock_duration_ms=20_000)
-    tid = create(core, "q")
-    tp = (tid, 0)
-    a, b = Session(core, "a"), Session(core, "b", conn_id=2)
-    a.fetch([tp])
-    b.fetch([tp])
+    tp, a, b = two_members(core)
     produce_values(core, make_batch, "q", [b"x"])
     stand_in = writes(core)
     stand_in.outcome = None

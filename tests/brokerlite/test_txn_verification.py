@@ -194,12 +194,14 @@ class Step:
         return self.result
 
 
-def test_a_request_parked_again_keeps_its_ticket_until_its_last_waiter_completes() -> None:
-    def finish(entry: ParkedRequest, now_ms: int) -> Reply | ParkAgain:
-        body = entry.waiter.complete(now_ms)
-        return body if isinstance(body, ParkAgain) else Reply(1, 0, 9, body)
+def _finish(entry: ParkedRequest, now_ms: int) -> Reply | ParkAgain:
+    """The Purgatory's finish for a :class:`Step`: its reply, or parked again."""
+    body = entry.waiter.complete(now_ms)
+    return body if isinstance(body, ParkAgain) else Reply(1, 0, 9, body)
 
-    purgatory = Purgatory(finish)
+
+def test_a_request_parked_again_keeps_its_ticket_until_its_last_waiter_completes() -> None:
+    purgatory = Purgatory(_finish)
     session = ConnectionSession(5)
     header = RequestHeader(request_api_key=0, request_api_version=9, correlation_id=1)
     parked = purgatory.park(session, header, Step(ParkAgain(Step("done"))))
@@ -221,11 +223,7 @@ def test_a_request_woken_twice_at_once_completes_once_and_waits_on_when_parked_a
     # its MaxWaitMs in the same round acquired records, then parked again for
     # its share-state write; the second wake completed the new waiter at once
     # (REQUEST_TIMED_OUT), and the records stayed locked for the lock duration.
-    def finish(entry: ParkedRequest, now_ms: int) -> Reply | ParkAgain:
-        body = entry.waiter.complete(now_ms)
-        return body if isinstance(body, ParkAgain) else Reply(1, 0, 9, body)
-
-    purgatory = Purgatory(finish)
+    purgatory = Purgatory(_finish)
     session = ConnectionSession(5)
     header = RequestHeader(request_api_key=78, request_api_version=1, correlation_id=1)
     second = Step("durable", deadline_ms=31_000)
