@@ -672,7 +672,10 @@ class _ReadToEnd:
 
     A partition is held (paused) from its assignment until its end and position
     are known. One whose end cannot be found (its leader out of reach) is read
-    as without this, to the end a fetch answer reports. It is the group's
+    as without this, to the end a fetch answer reports. One whose position is
+    past that end (``-o 1000`` on a shorter partition) starts where its fetch,
+    out of range, would reset it to (``auto.offset.reset``), found here too
+    (under read_committed it is read as without this). It is the group's
     rebalance listener with ``-G``: a partition assigned later is read to its
     end at that time.
     """
@@ -706,7 +709,9 @@ class _ReadToEnd:
         try:
             end = (await consumer.end_offsets([tp]))[tp]
             position = await consumer.position(tp)
-            if position <= end:  # else the fetch is out of range: auto.offset.reset decides
+            if position > end:
+                position = await self._reset(tp, end)
+            if position is not None:
                 consumer.seek(tp, position, until=end)
                 self.ends[tp] = end
         except (TrafkaError, KeyError) as exc:  # KeyError: revoked meanwhile
@@ -717,6 +722,20 @@ class _ReadToEnd:
             self._pending.discard(tp)
             if not self._pending:
                 self._poll.cancel()
+
+    async def _reset(self, tp: Any, end: int) -> int | None:
+        """Where ``tp`` is read from when its position is past the end found:
+        where its fetch, out of range, would put it (``auto.offset.reset``); or
+        None, read as without ``-e``: with ``none`` (the fetch raises), and under
+        read_committed, whose end (the last stable offset) a position may pass
+        without being out of range."""
+        config = self._consumer.config
+        policy = "none" if config.isolation_level == "read_committed" else config.auto_offset_reset
+        if policy == "latest":
+            return end
+        if policy == "earliest":
+            return int((await self._consumer.beginning_offsets([tp]))[tp])
+        return None
 
     async def on_partitions_assigned(self, tps: set[Any]) -> None:
         self.hold(tps)  # before the fetcher runs: the listener is called as it assigns them

@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 from unique_names import names
 
 from trafka.brokerlite import RunningBroker
-from trafka.sdk import TopicPartition
+from trafka.sdk import ConsumerConfig, TopicPartition
 from trafka.sdk.fetcher import Fetcher
 from trafka.tools.cli import main
 from trafka.tools.cli_client import _ReadToEnd
@@ -122,9 +122,16 @@ def test_partition_ends_asked_for_are_still_reported(broker: RunningBroker) -> N
 class _Consumer:
     """What _ReadToEnd uses of a consumer, with the answers given."""
 
-    def __init__(self, ends: dict[TopicPartition, Any], positions: dict[TopicPartition, int]):
+    def __init__(
+        self,
+        ends: dict[TopicPartition, Any],
+        positions: dict[TopicPartition, int],
+        reset: str = "earliest",
+        isolation: str = "read_uncommitted",
+    ):
         self.ends = ends
         self.positions = positions
+        self.config = ConsumerConfig(auto_offset_reset=reset, isolation_level=isolation)
         self.paused: set[TopicPartition] = set()
         self.seeks: list[tuple[TopicPartition, int, int | None]] = []
         self.lags: dict[TopicPartition, int | None] = {}
@@ -144,6 +151,9 @@ class _Consumer:
             raise answer
         return {tps[0]: answer}
 
+    async def beginning_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: 1 for tp in tps}
+
     async def position(self, tp: TopicPartition) -> int:
         return self.positions[tp]
 
@@ -157,13 +167,15 @@ class _Consumer:
 def test_a_partition_without_a_known_end_is_read_to_the_end_fetches_report() -> None:
     """Each held partition is resumed, bounded by its end when the lookup
     answers; one whose lookup fails (out of reach), or whose position is past
-    its end (the fetch is out of range: auto.offset.reset decides), is read to
-    the end its fetch answers report (lag 0), as without -e's bounds."""
+    its end with auto.offset.reset=none (its fetch is out of range and raises),
+    is read to the end its fetch answers report (lag 0), as without -e's bounds."""
     from trafka.sdk import ApiTimeoutError
 
     a, b, c = (TopicPartition("t", p) for p in range(3))
     consumer = _Consumer(
-        ends={a: 5, b: ApiTimeoutError("no leader"), c: 2}, positions={a: 1, b: 0, c: 9}
+        ends={a: 5, b: ApiTimeoutError("no leader"), c: 2},
+        positions={a: 1, b: 0, c: 9},
+        reset="none",
     )
 
     async def main() -> list[bool]:
@@ -189,3 +201,49 @@ def test_a_partition_without_a_known_end_is_read_to_the_end_fetches_report() -> 
         return seen
 
     assert anyio.run(main) == [False, False, False, True, True]
+
+
+@pytest.mark.parametrize(
+    ("reset", "isolation", "seek"),
+    [
+        # Kafka's consumer resets a position its fetch finds out of range (past
+        # the log end: OFFSET_OUT_OF_RANGE) as its auto.offset.reset config says
+        # (Kafka's consumer configs, auto.offset.reset): -e finds where that puts it.
+        ("earliest", "read_uncommitted", 1),
+        ("latest", "read_uncommitted", 2),
+        # Under read_committed the end found is the last stable offset, which
+        # a position may pass without being out of range: read as before.
+        ("earliest", "read_committed", None),
+    ],
+)
+def test_a_position_past_the_end_starts_where_auto_offset_reset_puts_it(
+    reset: str, isolation: str, seek: int | None
+) -> None:
+    tp = TopicPartition("t", 0)
+    consumer = _Consumer(ends={tp: 2}, positions={tp: 9}, reset=reset, isolation=isolation)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            to_end = _ReadToEnd(consumer, tg)
+            to_end.hold([tp])
+            with to_end.polling():
+                to_end.bound([tp])
+                await anyio.sleep_forever()
+
+    anyio.run(main)
+    assert consumer.seeks == ([] if seek is None else [(tp, seek, 2)])
+    assert consumer.paused == set()
+
+
+def test_an_offset_past_the_end_reads_from_the_beginning_and_stops_at_the_end(
+    broker: RunningBroker, fetched: list[tuple[str, int, int]]
+) -> None:
+    """-o 1000 on a partition of two records: the CLI's reset (earliest) puts
+    it at the start; both records are printed and no fetch asks at or past the end."""
+    topic = f"end-{next(names)}"
+    run(broker, "topics", "create", topic, "-p", "1")
+    run(broker, "produce", topic, "-q", input=b"a\nb\n")
+    res = run(broker, "consume", topic, "-e", "-q", "-o", "1000")
+    assert res.stdout.split() == ["a", "b"]
+    asked = [offset for t, _, offset in fetched if t == topic]
+    assert asked and all(offset < 2 for offset in asked), asked
