@@ -159,15 +159,24 @@ def jars(name: str, version: str) -> list[Path]:
 
 
 def fetch_all() -> None:
-    for name, version in (("kafka", KAFKA_3), ("kafka", KAFKA_4), ("spark-kafka", SPARK_KAFKA)):
-        fetch(name, version)
-    for version in (KAFKA_3, KAFKA_4):
-        train(version)
-    # Spark's class-data archive too (tests/spark_home.py): the same idea for
-    # the Spark JVMs of the tests.
-    import spark_home
+    """Every peer fetched and its class-data archives written, one process at a
+    time: checkouts sharing a ``.cache`` (a worktree's, linked) may run ``make
+    peers`` together, and a second Maven copy or archive dump would overwrite
+    the first's files while they are written."""
+    import fcntl
 
-    spark_home.train()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".fetching.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for name, version in (("kafka", KAFKA_3), ("kafka", KAFKA_4), ("spark-kafka", SPARK_KAFKA)):
+            fetch(name, version)
+        for version in (KAFKA_3, KAFKA_4):
+            train(version)
+        # Spark's class-data archive too (tests/spark_home.py): the same idea for
+        # the Spark JVMs of the tests.
+        import spark_home
+
+        spark_home.train()
 
 
 # --- class-data sharing (see the module's rules) -------------------------------------------
