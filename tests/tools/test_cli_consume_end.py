@@ -23,7 +23,7 @@ from trafka.brokerlite import RunningBroker
 from trafka.sdk import ConsumerConfig, TopicPartition
 from trafka.sdk.fetcher import Fetcher
 from trafka.tools.cli import main
-from trafka.tools.cli_client import _ReadToEnd
+from trafka.tools.cli_consume_end import ReadToEnd
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -120,7 +120,7 @@ def test_partition_ends_asked_for_are_still_reported(broker: RunningBroker) -> N
 
 
 class _Consumer:
-    """What _ReadToEnd uses of a consumer, with the answers given."""
+    """What ReadToEnd uses of a consumer, with the answers given."""
 
     def __init__(
         self,
@@ -181,7 +181,7 @@ def test_a_partition_without_a_known_end_is_read_to_the_end_fetches_report() -> 
     async def main() -> list[bool]:
         seen = []
         async with anyio.create_task_group() as tg:
-            to_end = _ReadToEnd(consumer, tg)
+            to_end = ReadToEnd(consumer, tg)
             to_end.hold([a, b, c])
             assert consumer.paused == {a, b, c}
             seen.append(await to_end.at_end({}))
@@ -224,7 +224,7 @@ def test_a_position_past_the_end_starts_where_auto_offset_reset_puts_it(
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
-            to_end = _ReadToEnd(consumer, tg)
+            to_end = ReadToEnd(consumer, tg)
             to_end.hold([tp])
             with to_end.polling():
                 to_end.bound([tp])
