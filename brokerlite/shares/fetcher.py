@@ -33,10 +33,25 @@ Rules and invariants:
   heartbeat before its last acknowledgements); a member removed without a
   session has its records released at once.
 * Acknowledgements are applied per partition, all or nothing (see
-  :meth:`.SharePartition.acknowledge`), before records are acquired, and
-  reported in AcknowledgeErrorCode (ShareFetch) or ErrorCode
+  :meth:`.SharePartition.acknowledge`), and written, before records are
+  acquired, and reported in AcknowledgeErrorCode (ShareFetch) or ErrorCode
   (ShareAcknowledge). Acknowledging is allowed on a partition the session
   does not fetch. Type 4 (renew, ShareFetch/ShareAcknowledge v2) is not served.
+* A failed write of acknowledgements (one node: the journal's) fails them
+  alone, as Kafka 4.4's ``SharePartition.rollbackOrProcessStateUpdates`` and
+  ``SharePartitionManager.mapAcknowledgementFutures`` do: each acknowledged
+  share-partition goes back to its state from before them
+  (:meth:`.SharePartition.restore`: held again by the member, lock deadline
+  and delivery counts unchanged), and each of their partitions is answered
+  UNKNOWN_SERVER_ERROR (Kafka's ``Errors.forException`` of a persister write
+  that failed without a coordinator's error code); the ShareFetch still
+  acquires and delivers, and the request is answered. Acquiring is not
+  written first (as in Kafka): when the write after acquiring fails, only a
+  share-partition never written yet (created by this fetch) is answered with
+  the error, its records put back; the others deliver theirs. Any failed
+  write (also of a lock expiry, a release, a closed session) leaves its
+  share-partitions :attr:`~.SharePartition.dirty`, written with the next
+  write, and is logged.
 * Acquisition honours the request's MaxRecords (500 when it is not positive)
   over all partitions, whole batches, and MaxBytes (the first partition with
   records always gets its first batch). ``share.isolation.level``
@@ -53,9 +68,9 @@ Rules and invariants:
 * Locks. An acquired record's lock ends ``share.record.lock.duration.ms`` after
   it was acquired; :meth:`ShareFetcher.tick` releases expired ones (and
   :meth:`ShareFetcher.next_deadline` says when).
-* Refused answers. A ShareFetch answer refused after it acquired records (its
-  share-state writes failed or did not settle in time, or the journal write
-  failed) never reaches its member: :meth:`ShareFetcher.undeliver` puts back
+* Refused answers. A ShareFetch answer refused after it acquired records (in a
+  cluster: its share-state writes failed or did not settle in time) never
+  reaches its member: :meth:`ShareFetcher.undeliver` puts back
   what it acquired (:meth:`.SharePartition.unacquire`: AVAILABLE at once, with
   the delivery counts from before) and wakes the fetches waiting there. Kafka
   never refuses a ShareFetch for a share-state write, so its member sees every
@@ -104,7 +119,7 @@ from trafka.codec.messages import k79_share_acknowledge as _sa
 from trafka.codec.records import RecordBatchHeader, iter_batches
 
 from .offsets_admin import ShareOffsetInfo, ShareOffsetsAdmin
-from .partition import AcquiredRange, BatchSpan, SharePartition
+from .partition import AcquiredRange, BatchSpan, Saved, SharePartition
 from .persister import RemotePersister
 from .share_config import DefaultShareConfig, ShareConfig
 from .state_store import SP, ShareStateError, ShareStateStore
@@ -196,6 +211,10 @@ class ShareStateLoading(BrokerError):
     code = ErrorCode.NONE
 
 
+#: Acknowledged partitions of a request: where, the share-partition, its state before.
+_Acked = dict[tuple[uuid.UUID, int], tuple[tuple[str, int], SharePartition, Saved]]
+
+
 def _next_epoch(epoch: int) -> int:
     return 1 if epoch >= _MAX_EPOCH else epoch + 1
 
@@ -265,6 +284,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         self._partitions: dict[SP, SharePartition] = {}
         self._topic_ids: dict[SP, str] = {}
         self._sessions: dict[tuple[str, str], ShareSession] = {}
+        self._unwritten: set[SP] = set()  # created here, never written yet
         self._deadline: int | None = None
         self._deadline_stale = True
         for key, data in store.partitions().items():
@@ -295,7 +315,7 @@ class ShareFetcher(ShareOffsetsAdmin):
                 log.warning(
                     "share group %r: cannot initialise %s-%d: %s", group_id, topic, partition, exc
                 )
-        self._persist()
+        self._write()
 
     def member_removed(self, group_id: str, member_id: str, now_ms: int) -> None:
         """A member left or was fenced: release its records unless it still has
@@ -304,7 +324,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         to the leader and the coordinator, so the leave may come first."""
         if (group_id, member_id) not in self._sessions:
             self._release_member(group_id, member_id)
-            self._persist()
+            self._write()
 
     def group_deleted(self, group_id: str) -> None:
         """A share group was deleted: forget its sessions and state."""
@@ -331,7 +351,7 @@ class ShareFetcher(ShareOffsetsAdmin):
             if session.conn_id == conn_id:
                 del self._sessions[key]
                 self._release_member(*key)
-        self._persist()
+        self._write()
 
     # -- cluster mode -------------------------------------------------------------------------
 
@@ -414,13 +434,14 @@ class ShareFetcher(ShareOffsetsAdmin):
             session = found
             session.conn_id = conn_id
         answers: dict[tuple[uuid.UUID, int], _PartitionAnswer] = {}
+        acked: _Acked = {}
         for topic in request.topics:
             for part in topic.partitions:
                 tp = (topic.topic_id, part.partition_index)
                 answer = answers.setdefault(tp, _PartitionAnswer())
                 if part.acknowledgement_batches:
                     answer.ack_error = self._acknowledge(
-                        group_id, member_id, tp, part.acknowledgement_batches, now_ms
+                        group_id, member_id, tp, part.acknowledgement_batches, acked
                     )
                 if epoch != FINAL_EPOCH:
                     where = self._locate(tp)
@@ -431,10 +452,14 @@ class ShareFetcher(ShareOffsetsAdmin):
         for forgotten in request.forgotten_topics_data:
             for index in forgotten.partitions:
                 session.partitions.pop((forgotten.topic_id, index), None)
+        code = self._write_acknowledged(acked)
+        for tp in acked:
+            if answers[tp].ack_error == ErrorCode.NONE:
+                answers[tp].ack_error = code
         if epoch == FINAL_EPOCH:
             del self._sessions[key]
             self._release_member(group_id, member_id)
-            self._persist()
+            self._write()
             return _fetch_response(answers, config.record_lock_duration_ms)
         session.epoch = _next_epoch(epoch)
         max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
@@ -448,7 +473,7 @@ class ShareFetcher(ShareOffsetsAdmin):
             config.record_lock_duration_ms,
         )
         acquired = self._acquire(pending, now_ms)
-        self._persist_or_undeliver(pending)
+        self._write_acquired(pending)
         errors = any(a.error != ErrorCode.NONE for a in answers.values())
         # (an unknown topic or partition is answered at once, with its error)
         pending.ready = bool(
@@ -465,7 +490,7 @@ class ShareFetcher(ShareOffsetsAdmin):
             and self._sessions.get((session.group_id, session.member_id)) is session
         ):
             self._acquire(pending, now_ms)
-            self._persist_or_undeliver(pending)
+            self._write_acquired(pending)
         pending.ready = True
         return _fetch_response(pending.answers, pending.lock_ms)
 
@@ -480,12 +505,42 @@ class ShareFetcher(ShareOffsetsAdmin):
                 self._notify(*back[1])
         self._deadline_stale = True
 
-    def _persist_or_undeliver(self, pending: PendingFetch) -> None:
+    def _write_acknowledged(self, acked: _Acked) -> ErrorCode:
+        """Write the acknowledgements just applied: NONE, or the error of a failed
+        write, after which they are undone (module rules)."""
+        if not acked:
+            return ErrorCode.NONE
+        code = self._write()
+        for (topic, partition), sp, saved in acked.values():
+            if code != ErrorCode.NONE:
+                sp.restore(saved)
+            elif sp.has_available():
+                self._notify(topic, partition)
+        return code
+
+    def _write_acquired(self, pending: PendingFetch) -> None:
+        """Write what acquiring changed: when the write fails, the records of a
+        share-partition never written yet are put back and its answer is the
+        error; the others are delivered (acquisition need not be durable)."""
+        code = self._write()
+        if code == ErrorCode.NONE:
+            return
+        group_id, member_id = pending.session.group_id, pending.session.member_id
+        for answer in pending.answers.values():
+            source = answer.source
+            if source is not None and (group_id, *source[1]) in self._unwritten:
+                answer.put_back(member_id)
+                answer.error = code
+
+    def _write(self) -> ErrorCode:
+        """Write what changed (:meth:`_persist`): NONE, or UNKNOWN_SERVER_ERROR when
+        the journal write failed (logged; what changed stays to be written)."""
         try:
             self._persist()
-        except Exception:  # (the answer is refused: nothing it acquired reaches its member)
-            self.undeliver(pending)
-            raise
+        except BrokerError as exc:
+            log.warning("share-state write failed: %s", exc)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        return ErrorCode.NONE
 
     def acknowledge(
         self, request: _sa.ShareAcknowledgeRequest, now_ms: int
@@ -504,38 +559,40 @@ class ShareFetcher(ShareOffsetsAdmin):
         found = self._session_for(key, epoch)
         if isinstance(found, ErrorCode):
             return _ack_error(found, None)
-        topics = []
+        acked: _Acked = {}
+        codes: dict[tuple[uuid.UUID, int], ErrorCode] = {}
         for topic in request.topics:
-            parts = []
             for part in topic.partitions:
-                code = self._acknowledge(
-                    group_id,
-                    member_id,
-                    (topic.topic_id, part.partition_index),
-                    part.acknowledgement_batches,
-                    now_ms,
+                tp = (topic.topic_id, part.partition_index)
+                codes[tp] = self._acknowledge(
+                    group_id, member_id, tp, part.acknowledgement_batches, acked
                 )
-                parts.append(
-                    _sa.ShareAcknowledgeResponse.PartitionData(
-                        partition_index=part.partition_index,
-                        error_code=code,
-                        current_leader=_sa.ShareAcknowledgeResponse.LeaderIdAndEpoch(
-                            leader_id=-1, leader_epoch=-1
-                        ),
-                    )
-                )
-            topics.append(
-                _sa.ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
-                    topic_id=topic.topic_id, partitions=parts
-                )
-            )
+        failed = self._write_acknowledged(acked)
+        if failed != ErrorCode.NONE:
+            codes.update((tp, failed) for tp in acked if codes[tp] == ErrorCode.NONE)
         if epoch == FINAL_EPOCH:
             del self._sessions[key]
             self._release_member(group_id, member_id)
+            self._write()
         else:
             found.epoch = _next_epoch(epoch)
-        self._persist()
-        return _sa.ShareAcknowledgeResponse(responses=topics)
+        R = _sa.ShareAcknowledgeResponse
+        return R(
+            responses=[
+                R.ShareAcknowledgeTopicResponse(
+                    topic_id=topic.topic_id,
+                    partitions=[
+                        R.PartitionData(
+                            partition_index=part.partition_index,
+                            error_code=codes[(topic.topic_id, part.partition_index)],
+                            current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+                        )
+                        for part in topic.partitions
+                    ],
+                )
+                for topic in request.topics
+            ]
+        )
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -545,7 +602,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         for (_group, topic, partition), sp in self._partitions.items():
             if sp.expire_locks(now_ms):
                 woken.append((topic, partition))
-        self._persist()
+        self._write()
         for topic, partition in woken:
             self._notify(topic, partition)
 
@@ -595,8 +652,10 @@ class ShareFetcher(ShareOffsetsAdmin):
         member_id: str,
         tp: tuple[uuid.UUID, int],
         batches: Iterable[Any],
-        now_ms: int,
+        acked: _Acked,
     ) -> ErrorCode:
+        """Apply one partition's acknowledgements; ``acked`` keeps the state to go
+        back to for :meth:`_write_acknowledged`."""
         where = self._locate(tp)
         if isinstance(where, ErrorCode):
             return where
@@ -606,10 +665,8 @@ class ShareFetcher(ShareOffsetsAdmin):
         sp = self._partitions.get((group_id, *where))
         if sp is None:
             return ErrorCode.INVALID_RECORD_STATE
-        code = sp.acknowledge(member_id, plan)
-        if code == ErrorCode.NONE and sp.has_available():
-            self._notify(*where)
-        return code
+        acked.setdefault(tp, (where, sp, sp.saved()))
+        return sp.acknowledge(member_id, plan)
 
     def _release_member(self, group_id: str, member_id: str) -> None:
         for (group, topic, partition), sp in self._partitions.items():
@@ -652,6 +709,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         sp.dirty = True
         self._partitions[key] = sp
         self._topic_ids[key] = topic_id
+        self._unwritten.add(key)
         return sp
 
     def _acquire(self, pending: PendingFetch, now_ms: int) -> int:
@@ -791,8 +849,11 @@ class ShareFetcher(ShareOffsetsAdmin):
         return spans
 
     def _persist(self) -> None:
+        """Write every dirty share-partition (raises ShareStateError when the
+        journal write fails: they stay dirty, written with the next write)."""
         self._deadline_stale = True
         entries = []
+        written = []
         for (group, topic, partition), sp in self._partitions.items():
             if sp.dirty:
                 entries.append(
@@ -805,8 +866,11 @@ class ShareFetcher(ShareOffsetsAdmin):
                         **sp.snapshot(),
                     }
                 )
-                sp.dirty = False
+                written.append(((group, topic, partition), sp))
         self._store.write(entries)
+        for key, sp in written:
+            sp.dirty = False
+            self._unwritten.discard(key)
         if self._remote is not None:
             self._forget_idle()
 

@@ -3,7 +3,9 @@ share sessions, acquisition, acknowledgements, locks, waiting and restarts."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -656,27 +658,149 @@ def test_a_refusal_after_a_wait_puts_back_and_wakes_a_waiting_fetch(
     assert delivered(partitions_of(answers[2])[tp]) == [(0, b"late", 1)]
 
 
-def test_an_answer_refused_for_a_failed_journal_write_puts_back_what_it_acquired(
-    core: Any, make_batch: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # One node: the journal write (here of a's acceptance of x) fails after the
-    # fetch acquired y; the request is answered UNKNOWN_SERVER_ERROR.
+# -- failed share-state writes on one node ------------------------------------------------
+# Kafka 4.4: SharePartition.acknowledge -> rollbackOrProcessStateUpdates puts every
+# record the acknowledgement changed back as it was when the persister's write
+# fails (InFlightState.completeStateTransition(false): state and holder restored,
+# the lock timer left running), and SharePartitionManager.mapAcknowledgementFutures
+# answers that partition with Errors.forException of the failure; KafkaApis
+# (handleShareFetchRequest) puts it in the ShareFetch's AcknowledgeErrorCode and
+# delivers the fetched records regardless. Acquiring is never written.
+
+
+@contextlib.contextmanager
+def broken_journal(core: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Within: the core's share-state journal fails every write."""
     from trafka.brokerlite.shares.fetcher import ShareStateError
 
+    def broken(entries: list[Any]) -> None:
+        if entries:
+            raise ShareStateError("disk gone")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(core.broker.shares._store, "write", broken)
+        yield
+
+
+def test_an_acknowledgement_on_a_fetch_whose_journal_write_fails_is_undone_and_reported(
+    core: Any, make_batch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tp, a, _b = two_members(core)
+    produce_values(core, make_batch, "q", [b"x"])
+    assert delivered(partitions_of(a.fetch())[tp]) == [(0, b"x", 1)]
+    sp = core.broker.shares.share_partition(GROUP, "q", 0)
+    (held,) = sp.runs()
+    produce_values(core, make_batch, "q", [b"y"])
+    with broken_journal(core, monkeypatch):
+        answer = a.fetch(acks={tp: [(0, 0, [ACCEPT])]})
+    # The request is answered; only the acknowledgement failed, and the fetch
+    # delivered y all the same.
+    assert answer.error_code == ErrorCode.NONE
+    part = partitions_of(answer)[tp]
+    assert part.acknowledge_error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert part.error_code == ErrorCode.NONE
+    assert delivered(part) == [(1, b"y", 1)]
+    # x is a's again, as before the acknowledgement: same count, same lock.
+    assert sp.state_of(0) == (1, 1, "a")  # ACQUIRED
+    assert sp.start_offset == 0
+    assert sp.runs()[0].deadline_ms == held.deadline_ms
+    assert sp.dirty  # (to be written with the next write)
+    # a may acknowledge it again, and this time it holds.
+    accepted = a.fetch(acks={tp: [(0, 1, [ACCEPT])]})
+    assert partitions_of(accepted)[tp].acknowledge_error_code == ErrorCode.NONE
+    assert sp.start_offset == 2 and not sp.dirty
+
+
+def test_an_undone_acknowledgement_keeps_its_lock_timer_running(
+    core: Any, make_batch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rolled back, the record is held under its first lock (Kafka's timer task is
+    # not cancelled): at its end it is released, its delivery count kept.
     tp, a, b = two_members(core)
     produce_values(core, make_batch, "q", [b"x"])
     a.fetch()
-    produce_values(core, make_batch, "q", [b"y"])
-    store = core.broker.shares._store
+    with broken_journal(core, monkeypatch):
+        response = a.ack({tp: [(0, 0, [REJECT])]})
+    assert response.error_code == ErrorCode.NONE
+    assert response.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert partitions_of(b.fetch()) == {}  # still a's
+    core.poll(LOCK_MS)
+    assert delivered(partitions_of(b.fetch())[tp]) == [(0, b"x", 2)]
 
-    def broken(entries: list[Any]) -> None:
-        raise ShareStateError("disk gone")
 
-    with monkeypatch.context() as patched:
-        patched.setattr(store, "write", broken)
-        refused = a.fetch(acks={tp: [(0, 0, [ACCEPT])]})
-    assert refused.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
-    assert delivered(partitions_of(b.fetch())[tp]) == [(1, b"y", 1)]
+def test_share_acknowledge_reports_a_failed_write_per_partition(
+    core: Any, make_batch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each acknowledged partition gets the write's error; a partition whose
+    # acknowledgement was refused keeps its own error.
+    tid = create(core, "two", partitions=2)
+    p0, p1 = (tid, 0), (tid, 1)
+    a = Session(core, "a")
+    a.fetch([p0, p1])
+    produce_values(core, make_batch, "two", [b"0"], partition=0)
+    produce_values(core, make_batch, "two", [b"1"], partition=1)
+    assert set(partitions_of(a.fetch())) == {p0, p1}
+    with broken_journal(core, monkeypatch):
+        response = a.ack({p0: [(0, 0, [ACCEPT])], p1: [(5, 5, [ACCEPT])]})
+    assert response.error_code == ErrorCode.NONE
+    codes = {p.partition_index: p.error_code for p in response.responses[0].partitions}
+    assert codes == {0: ErrorCode.UNKNOWN_SERVER_ERROR, 1: ErrorCode.INVALID_REQUEST}
+    assert a.epoch == 3  # (the session moved on: the request was answered)
+    for partition in (0, 1):
+        sp = core.broker.shares.share_partition(GROUP, "two", partition)
+        assert sp.state_of(0) == (1, 1, "a")
+    retried = a.ack({p0: [(0, 0, [ACCEPT])], p1: [(0, 0, [ACCEPT])]})
+    assert [p.error_code for p in retried.responses[0].partitions] == [0, 0]
+
+
+def test_a_share_partition_never_written_delivers_nothing_while_its_write_fails(
+    core: Any, make_batch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kafka serves a share-partition only once its state is initialised on the
+    # share coordinator; here its first journal write is that. Until it
+    # succeeds the partition is answered with the error and nothing is held.
+    from trafka.brokerlite.shares.share_config import DefaultShareConfig
+
+    earliest = DefaultShareConfig(auto_offset_reset="earliest")
+    monkeypatch.setattr(core.broker.shares, "_config_for", lambda _group: earliest)
+    tid = create(core, "q")
+    tp = (tid, 0)
+    produce_values(core, make_batch, "q", [b"x"])
+    a = Session(core, "a")
+    with broken_journal(core, monkeypatch):
+        answer = a.fetch([tp])
+    assert answer.error_code == ErrorCode.NONE
+    part = partitions_of(answer)[tp]
+    assert part.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert part.acquired_records == []
+    sp = core.broker.shares.share_partition(GROUP, "q", 0)
+    assert sp is None or sp.acquired_count() == 0
+    assert delivered(partitions_of(a.fetch())[tp]) == [(0, b"x", 1)]
+
+
+def test_a_failed_journal_write_leaves_the_state_to_the_next_write(
+    open_core: Any, make_batch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The session's close archives x (its 2nd delivery, at the limit); that write
+    # fails, the close is answered (Kafka's releaseSession failure is only
+    # logged) and the share-partition stays to be written: the next write, by a
+    # request that changes nothing there, carries it, and the archive survives
+    # a restart.
+    core = open_core(group_share_delivery_count_limit=2)
+    tp, a, b = two_members(core)
+    produce_values(core, make_batch, "q", [b"x"])
+    a.fetch()
+    a.ack({tp: [(0, 0, [RELEASE])]})
+    assert delivered(partitions_of(a.fetch())[tp]) == [(0, b"x", 2)]
+    with broken_journal(core, monkeypatch):
+        closed = core.call(78, 1, fetch_request("a", -1, acks={}), conn_id=1)
+    assert closed.error_code == ErrorCode.NONE
+    assert core.broker.shares.share_partition(GROUP, "q", 0).dirty
+    assert partitions_of(b.fetch()) == {}  # (archived: nothing to acquire)
+    core.broker.close()
+    core = open_core(group_share_delivery_count_limit=2)
+    sp = core.broker.shares.share_partition(GROUP, "q", 0)
+    assert sp.start_offset == 1
 
 
 def test_a_connection_closed_before_its_answer_releases_keeping_the_counts(
