@@ -3,9 +3,7 @@ share sessions, acquisition, acknowledgements, locks, waiting and restarts."""
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -540,39 +538,59 @@ def test_a_durable_answer_woken_before_its_write_settled_waits_on() -> None:
         def writes_outcome(self, after: int) -> ErrorCode | None:
             return self.outcome
 
+        def writes_failed(self, after: int) -> dict[Any, ErrorCode]:
+            return {"key": ErrorCode.NOT_LEADER_OR_FOLLOWER}
+
     writes = Writes()
-    waiter = WritesSettled(writes, "answer", 0, lambda code: code, 30_000)  # type: ignore[arg-type]
+    waiter = WritesSettled(
+        writes,  # type: ignore[arg-type]
+        "answer",
+        0,
+        lambda code: code,
+        lambda failed: failed,
+        30_000,
+    )
     assert waiter.complete(1_000) == ParkAgain(waiter)
     assert waiter.complete(30_000) == ErrorCode.REQUEST_TIMED_OUT
     writes.outcome = ErrorCode.NONE
     assert waiter.complete(2_000) == "answer"
+    # A failure is settled per share-partition, not refused.
+    writes.outcome = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert waiter.complete(2_000) == {"key": ErrorCode.NOT_LEADER_OR_FOLLOWER}
 
 
 # -- answers refused after acquiring ---------------------------------------------------
 # In a cluster a ShareFetch is answered once its share-state writes are on the
-# coordinators' in-sync replicas, else refused (k78_share_fetch, _share_durable).
-# A refused answer never reaches its member: what it acquired is available to
-# the next fetch at once, with the delivery counts it had before (Kafka never
-# refuses a ShareFetch for a share-state write: its member sees every
-# acquisition, and the next one counts one more).
+# coordinators' in-sync replicas; a partition whose write failed is answered
+# with the error, and the whole answer is refused when they do not settle in
+# time (k78_share_fetch, _share_durable). What a refused answer or partition
+# acquired never reaches its member: it is available to the next fetch at once,
+# with the delivery counts it had before (Kafka never refuses a ShareFetch for
+# a share-state write: its member sees every acquisition, and the next one
+# counts one more). More in test_share_write_failures.py.
 
 
 class StateWrites:
     """Stands in for the cluster's share-state writes an answer waits on
-    (``ShareFetcher.writes_mark`` and ``writes_outcome``): the writes of each
-    request from now on end as ``outcome`` said when it came (None: on their way
-    for ever)."""
+    (``ShareFetcher.writes_mark``, ``writes_outcome`` and ``writes_failed``):
+    the writes of each request from now on end as ``outcome`` said when it came
+    (None: on their way for ever), those of the share-partitions in ``failing``
+    failed."""
 
     def __init__(self) -> None:
         self.outcome: ErrorCode | None = ErrorCode.NONE
-        self._outcomes: list[ErrorCode | None] = []
+        self.failing: dict[tuple[str, str, int], ErrorCode] = {}
+        self._outcomes: list[tuple[ErrorCode | None, dict[Any, ErrorCode]]] = []
 
     def writes_mark(self) -> int:
-        self._outcomes.append(self.outcome)
+        self._outcomes.append((self.outcome, dict(self.failing)))
         return len(self._outcomes) - 1
 
     def writes_outcome(self, after: int) -> ErrorCode | None:
-        return self._outcomes[after]
+        return self._outcomes[after][0]
+
+    def writes_failed(self, after: int) -> dict[Any, ErrorCode]:
+        return self._outcomes[after][1]
 
 
 @pytest.fixture
@@ -583,14 +601,17 @@ def writes(monkeypatch: pytest.MonkeyPatch) -> Any:
         stand_in = StateWrites()
         monkeypatch.setattr(core.broker.shares, "writes_mark", stand_in.writes_mark)
         monkeypatch.setattr(core.broker.shares, "writes_outcome", stand_in.writes_outcome)
+        monkeypatch.setattr(core.broker.shares, "writes_failed", stand_in.writes_failed)
         return stand_in
 
     return put_in
 
 
-def test_an_answer_refused_for_a_failed_write_puts_back_what_it_acquired(
+def test_a_partition_whose_write_failed_puts_back_what_it_acquired(
     core: Any, make_batch: Any, writes: Any
 ) -> None:
+    # A failed write fails its share-partition's part of the answer only (Kafka
+    # answers per partition): the records acquired there never reach the member.
     tp, a, b = two_members(core)
     produce_values(core, make_batch, "q", [b"x"])
     assert delivered(partitions_of(a.fetch())[tp]) == [(0, b"x", 1)]
@@ -598,10 +619,14 @@ def test_an_answer_refused_for_a_failed_write_puts_back_what_it_acquired(
     produce_values(core, make_batch, "q", [b"y"])
     stand_in = writes(core)
     stand_in.outcome = ErrorCode.NOT_LEADER_OR_FOLLOWER
-    refused = a.fetch()  # acquires x (its 2nd delivery) and y (1st), then refused
-    assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-    assert refused.responses == []
-    a.epoch += 1  # (the session moved on: the refusal came after it)
+    stand_in.failing = {(GROUP, "q", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER}
+    answer = a.fetch()  # acquires x (its 2nd delivery) and y (1st), then fails there
+    assert answer.error_code == ErrorCode.NONE
+    part = partitions_of(answer)[tp]
+    assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert part.acknowledge_error_code == ErrorCode.NONE  # (it acknowledged nothing)
+    assert part.acquired_records == [] and delivered(part) == []
+    stand_in.failing = {}
     sp = core.broker.shares.share_partition(GROUP, "q", 0)
     assert sp.state_of(0) == (0, 1, None) and sp.state_of(1) == (0, 0, None)  # AVAILABLE
     assert sp.acquired_count() == 0
@@ -656,151 +681,6 @@ def test_a_refusal_after_a_wait_puts_back_and_wakes_a_waiting_fetch(
     assert answers[1].error_code == ErrorCode.REQUEST_TIMED_OUT
     # b is woken by the put-back, long before its MaxWaitMs or the lock's end.
     assert delivered(partitions_of(answers[2])[tp]) == [(0, b"late", 1)]
-
-
-# -- failed share-state writes on one node ------------------------------------------------
-# Kafka 4.4: SharePartition.acknowledge -> rollbackOrProcessStateUpdates puts every
-# record the acknowledgement changed back as it was when the persister's write
-# fails (InFlightState.completeStateTransition(false): state and holder restored,
-# the lock timer left running), and SharePartitionManager.mapAcknowledgementFutures
-# answers that partition with Errors.forException of the failure; KafkaApis
-# (handleShareFetchRequest) puts it in the ShareFetch's AcknowledgeErrorCode and
-# delivers the fetched records regardless. Acquiring is never written.
-
-
-@contextlib.contextmanager
-def broken_journal(core: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Within: the core's share-state journal fails every write."""
-    from trafka.brokerlite.shares.fetcher import ShareStateError
-
-    def broken(entries: list[Any]) -> None:
-        if entries:
-            raise ShareStateError("disk gone")
-
-    with monkeypatch.context() as patched:
-        patched.setattr(core.broker.shares._store, "write", broken)
-        yield
-
-
-def test_an_acknowledgement_on_a_fetch_whose_journal_write_fails_is_undone_and_reported(
-    core: Any, make_batch: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    tp, a, _b = two_members(core)
-    produce_values(core, make_batch, "q", [b"x"])
-    assert delivered(partitions_of(a.fetch())[tp]) == [(0, b"x", 1)]
-    sp = core.broker.shares.share_partition(GROUP, "q", 0)
-    (held,) = sp.runs()
-    produce_values(core, make_batch, "q", [b"y"])
-    with broken_journal(core, monkeypatch):
-        answer = a.fetch(acks={tp: [(0, 0, [ACCEPT])]})
-    # The request is answered; only the acknowledgement failed, and the fetch
-    # delivered y all the same.
-    assert answer.error_code == ErrorCode.NONE
-    part = partitions_of(answer)[tp]
-    assert part.acknowledge_error_code == ErrorCode.UNKNOWN_SERVER_ERROR
-    assert part.error_code == ErrorCode.NONE
-    assert delivered(part) == [(1, b"y", 1)]
-    # x is a's again, as before the acknowledgement: same count, same lock.
-    assert sp.state_of(0) == (1, 1, "a")  # ACQUIRED
-    assert sp.start_offset == 0
-    assert sp.runs()[0].deadline_ms == held.deadline_ms
-    assert sp.dirty  # (to be written with the next write)
-    # a may acknowledge it again, and this time it holds.
-    accepted = a.fetch(acks={tp: [(0, 1, [ACCEPT])]})
-    assert partitions_of(accepted)[tp].acknowledge_error_code == ErrorCode.NONE
-    assert sp.start_offset == 2 and not sp.dirty
-
-
-def test_an_undone_acknowledgement_keeps_its_lock_timer_running(
-    core: Any, make_batch: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Rolled back, the record is held under its first lock (Kafka's timer task is
-    # not cancelled): at its end it is released, its delivery count kept.
-    tp, a, b = two_members(core)
-    produce_values(core, make_batch, "q", [b"x"])
-    a.fetch()
-    with broken_journal(core, monkeypatch):
-        response = a.ack({tp: [(0, 0, [REJECT])]})
-    assert response.error_code == ErrorCode.NONE
-    assert response.responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_SERVER_ERROR
-    assert partitions_of(b.fetch()) == {}  # still a's
-    core.poll(LOCK_MS)
-    assert delivered(partitions_of(b.fetch())[tp]) == [(0, b"x", 2)]
-
-
-def test_share_acknowledge_reports_a_failed_write_per_partition(
-    core: Any, make_batch: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Each acknowledged partition gets the write's error; a partition whose
-    # acknowledgement was refused keeps its own error.
-    tid = create(core, "two", partitions=2)
-    p0, p1 = (tid, 0), (tid, 1)
-    a = Session(core, "a")
-    a.fetch([p0, p1])
-    produce_values(core, make_batch, "two", [b"0"], partition=0)
-    produce_values(core, make_batch, "two", [b"1"], partition=1)
-    assert set(partitions_of(a.fetch())) == {p0, p1}
-    with broken_journal(core, monkeypatch):
-        response = a.ack({p0: [(0, 0, [ACCEPT])], p1: [(5, 5, [ACCEPT])]})
-    assert response.error_code == ErrorCode.NONE
-    codes = {p.partition_index: p.error_code for p in response.responses[0].partitions}
-    assert codes == {0: ErrorCode.UNKNOWN_SERVER_ERROR, 1: ErrorCode.INVALID_REQUEST}
-    assert a.epoch == 3  # (the session moved on: the request was answered)
-    for partition in (0, 1):
-        sp = core.broker.shares.share_partition(GROUP, "two", partition)
-        assert sp.state_of(0) == (1, 1, "a")
-    retried = a.ack({p0: [(0, 0, [ACCEPT])], p1: [(0, 0, [ACCEPT])]})
-    assert [p.error_code for p in retried.responses[0].partitions] == [0, 0]
-
-
-def test_a_share_partition_never_written_delivers_nothing_while_its_write_fails(
-    core: Any, make_batch: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Kafka serves a share-partition only once its state is initialised on the
-    # share coordinator; here its first journal write is that. Until it
-    # succeeds the partition is answered with the error and nothing is held.
-    from trafka.brokerlite.shares.share_config import DefaultShareConfig
-
-    earliest = DefaultShareConfig(auto_offset_reset="earliest")
-    monkeypatch.setattr(core.broker.shares, "_config_for", lambda _group: earliest)
-    tid = create(core, "q")
-    tp = (tid, 0)
-    produce_values(core, make_batch, "q", [b"x"])
-    a = Session(core, "a")
-    with broken_journal(core, monkeypatch):
-        answer = a.fetch([tp])
-    assert answer.error_code == ErrorCode.NONE
-    part = partitions_of(answer)[tp]
-    assert part.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
-    assert part.acquired_records == []
-    sp = core.broker.shares.share_partition(GROUP, "q", 0)
-    assert sp is None or sp.acquired_count() == 0
-    assert delivered(partitions_of(a.fetch())[tp]) == [(0, b"x", 1)]
-
-
-def test_a_failed_journal_write_leaves_the_state_to_the_next_write(
-    open_core: Any, make_batch: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The session's close archives x (its 2nd delivery, at the limit); that write
-    # fails, the close is answered (Kafka's releaseSession failure is only
-    # logged) and the share-partition stays to be written: the next write, by a
-    # request that changes nothing there, carries it, and the archive survives
-    # a restart.
-    core = open_core(group_share_delivery_count_limit=2)
-    tp, a, b = two_members(core)
-    produce_values(core, make_batch, "q", [b"x"])
-    a.fetch()
-    a.ack({tp: [(0, 0, [RELEASE])]})
-    assert delivered(partitions_of(a.fetch())[tp]) == [(0, b"x", 2)]
-    with broken_journal(core, monkeypatch):
-        closed = core.call(78, 1, fetch_request("a", -1, acks={}), conn_id=1)
-    assert closed.error_code == ErrorCode.NONE
-    assert core.broker.shares.share_partition(GROUP, "q", 0).dirty
-    assert partitions_of(b.fetch()) == {}  # (archived: nothing to acquire)
-    core.broker.close()
-    core = open_core(group_share_delivery_count_limit=2)
-    sp = core.broker.shares.share_partition(GROUP, "q", 0)
-    assert sp.start_offset == 1
 
 
 def test_a_connection_closed_before_its_answer_releases_keeping_the_counts(
