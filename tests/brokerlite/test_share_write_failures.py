@@ -178,6 +178,25 @@ def test_a_failed_journal_write_leaves_the_state_to_the_next_write(
     assert sp.start_offset == 1
 
 
+def test_a_lock_expiry_whose_write_fails_is_written_with_the_next_write(
+    open_core: Any, make_batch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The broker's poll goes on (the failure is logged, as Kafka logs a failed
+    # write of a lock's end); the release reaches the journal with the next write.
+    core = open_core()
+    tp, a, b = two_members(core)
+    produce_values(core, make_batch, "q", [b"x"])
+    a.fetch()
+    with broken_journal(core, monkeypatch):
+        assert core.poll(LOCK_MS) == []
+    sp = core.broker.shares.share_partition(GROUP, "q", 0)
+    assert sp.state_of(0) == (0, 1, None) and sp.dirty  # AVAILABLE, counted once
+    assert delivered(partitions_of(b.fetch())[tp]) == [(0, b"x", 2)]
+    core.broker.close()
+    core = open_core()
+    assert core.broker.shares.share_partition(GROUP, "q", 0).state_of(0) == (0, 2, None)
+
+
 # -- a cluster: the share coordinators refuse a write ------------------------------------
 
 
