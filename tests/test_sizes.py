@@ -96,7 +96,7 @@ STACKS: dict[str, tuple[int, str]] = {
         _ONE_STATE + "the batch queues are the accumulator's state, decided on by it",
     ),
     "class brokerlite/shares/fetcher.py:ShareFetcher": (
-        754,
+        738,
         _ONE_STATE + "the share-partitions whose offsets ShareOffsetsAdmin alters",
     ),
 }

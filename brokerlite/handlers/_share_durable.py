@@ -13,12 +13,15 @@ Rules:
   leaves once every write since then has settled. On a single node the
   journal's fsync is done before the handler returns, so nothing waits.
 * A write that failed (the coordinator fenced this leader, which lost the
-  partition) turns the answer into that request's error for the whole request
-  (NOT_LEADER_OR_FOLLOWER: the client finds the partition's new leader, and its
-  acknowledgements there are refused if the records were delivered again). A
-  wait longer than :data:`DURABLE_WAIT_MS` is answered REQUEST_TIMED_OUT; a
-  waiter completed before then with a write still on its way waits on. A
-  ShareFetch's ``refusal`` puts back the records its answer acquired
+  partition: NOT_LEADER_OR_FOLLOWER, and the client finds the partition's new
+  leader) fails only its share-partitions: the handler's ``settle`` answers
+  their partitions with the error (the acknowledgements there, and a
+  ShareFetch's records from there, put back) and the others as they are, as
+  Kafka answers per partition (``SharePartitionManager``
+  ``mapAcknowledgementFutures``). A wait longer than :data:`DURABLE_WAIT_MS`
+  is answered REQUEST_TIMED_OUT for the whole request (the writes may still
+  land); a waiter completed before then with a write still on its way waits
+  on. A ShareFetch's ``refusal`` puts back the records its answer acquired
   (:mod:`.k78_share_fetch`): they never reached the member.
 * CurrentLeader (:func:`with_leaders`): every partition answer names the
   partition's leader and leader epoch as this broker knows them (-1 and -1 when
@@ -47,6 +50,7 @@ from ._util import LEADER_EPOCH
 
 if TYPE_CHECKING:
     from trafka.brokerlite.shares.fetcher import ShareFetcher
+    from trafka.brokerlite.shares.state_store import SP
 
 __all__ = ["DURABLE_WAIT_MS", "WritesSettled", "when_durable", "with_leaders"]
 
@@ -63,12 +67,14 @@ class WritesSettled:
         answer: Any,
         after: int,
         refusal: Callable[[ErrorCode], Any],
+        settle: Callable[[dict[SP, ErrorCode]], Any],
         deadline_ms: int,
     ) -> None:
         self._shares = shares
         self._answer = answer
         self._after = after
         self._refusal = refusal
+        self._settle = settle
         self.deadline_ms = deadline_ms
         self.watches = frozenset({SETTLED_WATCH})
 
@@ -80,21 +86,29 @@ class WritesSettled:
         if code is None:
             if mono_ms(now_ms) < self.deadline_ms:
                 return ParkAgain(self)  # (woken early: a write still on its way)
-            code = ErrorCode.REQUEST_TIMED_OUT
-        return self._answer if code == ErrorCode.NONE else self._refusal(code)
+            return self._refusal(ErrorCode.REQUEST_TIMED_OUT)
+        if code == ErrorCode.NONE:
+            return self._answer
+        return self._settle(self._shares.writes_failed(self._after))
 
 
 def when_durable(
-    ctx: RequestContext, answer: Any, after: int, refusal: Callable[[ErrorCode], Any]
+    ctx: RequestContext,
+    answer: Any,
+    after: int,
+    refusal: Callable[[ErrorCode], Any],
+    settle: Callable[[dict[SP, ErrorCode]], Any],
 ) -> Any:
-    """``answer`` now if the writes since ``after`` settled, the refusal if one
-    failed, else a waiter to park (the caller parks or re-parks it)."""
+    """``answer`` now if the writes since ``after`` settled, ``settle`` of the
+    share-partitions whose writes failed if some did, else a waiter to park
+    (the caller parks or re-parks it); ``refusal`` answers a wait too long."""
     code = ctx.shares.writes_outcome(after)
     if code == ErrorCode.NONE:
         return answer
     if code is not None:
-        return refusal(code)
-    return WritesSettled(ctx.shares, answer, after, refusal, ctx.mono_ms + DURABLE_WAIT_MS)
+        return settle(ctx.shares.writes_failed(after))
+    deadline = ctx.mono_ms + DURABLE_WAIT_MS
+    return WritesSettled(ctx.shares, answer, after, refusal, settle, deadline)
 
 
 _LEADERSHIP = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})

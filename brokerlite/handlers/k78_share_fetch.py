@@ -7,11 +7,16 @@ docstring states the rules). A fetch that acquires nothing waits up to
 MaxWaitMs: it is parked, woken by records appended to one of its session's
 partitions or released there, and answered afresh.
 
-An answer refused after it acquired records (its share-state writes failed or
-did not settle in time, :mod:`._share_durable`) puts them back at once
+An answer refused after it acquired records (in a cluster, its share-state
+writes did not settle in time, :mod:`._share_durable`) puts them back at once
 (:meth:`~trafka.brokerlite.shares.fetcher.ShareFetcher.undeliver`; the share
 fetcher's "Refused answers" rule): the next fetch gets them, with the delivery
-counts they had before.
+counts they had before. Writes that failed fail only their share-partitions:
+their acknowledgements are answered in AcknowledgeErrorCode, their records
+put back and the partition answered with the error
+(:meth:`~trafka.brokerlite.shares.fetcher.ShareFetcher.fail_writes`); the other
+partitions are delivered, as Kafka's KafkaApis answers a ShareFetch whose
+acknowledgements failed.
 
 Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED for the request;
 then READ per topic: a named partition of a topic the principal may not read is
@@ -41,6 +46,7 @@ from ._share_durable import WritesSettled, when_durable, with_leaders
 
 if TYPE_CHECKING:
     from trafka.brokerlite.shares.fetcher import PendingFetch
+    from trafka.brokerlite.shares.state_store import SP
 
 API_KEY = ApiKey.SHARE_FETCH
 MIN_VERSION = 1
@@ -102,7 +108,7 @@ def _durable(
     """The answer once the share-state writes since ``mark`` settled, or a waiter
     for them; a refusal puts back what the fetch acquired (module docstring)."""
     if isinstance(fetching, m.ShareFetchResponse):
-        pending, answer = None, fetching  # (an error or a closing session: nothing acquired)
+        pending, answer = None, fetching  # (refused whole: nothing applied or acquired)
     else:
         pending, answer = fetching, ctx.shares.complete(fetching, now_ms)
     if refused:
@@ -113,8 +119,17 @@ def _durable(
             ctx.shares.undeliver(pending)  # (never sent: available to the next fetch)
         return error_response(request, ctx.version, code)
 
+    def settle(failed: dict[SP, ErrorCode]) -> m.ShareFetchResponse:
+        settled = answer
+        if pending is not None:
+            ctx.shares.fail_writes(pending, failed)
+            settled = ctx.shares.complete(pending, now_ms)  # (ready: the answer again)
+            settled = _with_refused(settled, refused) if refused else settled
+        named: m.ShareFetchResponse = with_leaders(ctx, settled)
+        return named
+
     outcome: m.ShareFetchResponse | WritesSettled
-    outcome = when_durable(ctx, with_leaders(ctx, answer), mark, refusal)
+    outcome = when_durable(ctx, with_leaders(ctx, answer), mark, refusal, settle)
     return outcome
 
 

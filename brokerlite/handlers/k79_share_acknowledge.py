@@ -1,7 +1,9 @@
 """ShareAcknowledge (key 79), version 1 (Kafka 4.1's first stable version).
 
-Acknowledges records of a share session without fetching; never parked. The
-rules are the share fetcher's (:mod:`trafka.brokerlite.shares.fetcher`).
+Acknowledges records of a share session without fetching; parked only while
+its share-state writes settle (a cluster, :mod:`._share_durable`). The rules
+are the share fetcher's (:mod:`trafka.brokerlite.shares.fetcher`): a partition
+whose write failed is answered with the error, the others as they are.
 
 Authorization: READ on the group, else GROUP_AUTHORIZATION_FAILED for the request;
 then READ per topic, else that topic's partitions are answered
@@ -15,6 +17,7 @@ gate, before authorization), as Kafka 4.x answers it.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from trafka.brokerlite.features import SHARE_VERSION
 from trafka.codec import ApiKey
@@ -26,6 +29,9 @@ from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
 from ._share_durable import when_durable, with_leaders
 
+if TYPE_CHECKING:
+    from trafka.brokerlite.shares.state_store import SP
+
 API_KEY = ApiKey.SHARE_ACKNOWLEDGE
 MIN_VERSION = 1
 MAX_VERSION = 1
@@ -35,12 +41,17 @@ def handle(
     ctx: RequestContext, request: m.ShareAcknowledgeRequest
 ) -> m.ShareAcknowledgeResponse | Parked:
     mark = ctx.shares.writes_mark()
-    answer = with_leaders(ctx, _handle(ctx, request))
+    raw = _handle(ctx, request)
 
     def refusal(code: ErrorCode) -> m.ShareAcknowledgeResponse:
         return error_response(request, ctx.version, code)
 
-    outcome = when_durable(ctx, answer, mark, refusal)
+    def settle(failed: dict[SP, ErrorCode]) -> m.ShareAcknowledgeResponse:
+        named: m.ShareAcknowledgeResponse
+        named = with_leaders(ctx, _with_failed(ctx, request.group_id or "", raw, failed))
+        return named
+
+    outcome = when_durable(ctx, with_leaders(ctx, raw), mark, refusal, settle)
     if isinstance(outcome, m.ShareAcknowledgeResponse):
         return outcome
     return ctx.park(outcome)
@@ -82,6 +93,27 @@ def _handle(ctx: RequestContext, request: m.ShareAcknowledgeRequest) -> m.ShareA
         for t in denied
     ]
     return dataclasses.replace(response, responses=[*response.responses, *extra])
+
+
+def _with_failed(
+    ctx: RequestContext,
+    group_id: str,
+    response: m.ShareAcknowledgeResponse,
+    failed: dict[SP, ErrorCode],
+) -> m.ShareAcknowledgeResponse:
+    """``response`` with the acknowledgements applied where the writes failed
+    answered with the error (Kafka's ``SharePartitionManager.mapAcknowledgementFutures``)."""
+    topics = []
+    for topic in response.responses:
+        name = ctx.topic_name(topic.topic_id)
+        parts = []
+        for p in topic.partitions:
+            code = failed.get((group_id, name, p.partition_index)) if name else None
+            if code is not None and p.error_code == ErrorCode.NONE:
+                p = dataclasses.replace(p, error_code=code)
+            parts.append(p)
+        topics.append(dataclasses.replace(topic, partitions=parts))
+    return dataclasses.replace(response, responses=topics)
 
 
 def error_response(

@@ -33,10 +33,25 @@ Rules and invariants:
   heartbeat before its last acknowledgements); a member removed without a
   session has its records released at once.
 * Acknowledgements are applied per partition, all or nothing (see
-  :meth:`.SharePartition.acknowledge`), before records are acquired, and
-  reported in AcknowledgeErrorCode (ShareFetch) or ErrorCode
+  :meth:`.SharePartition.acknowledge`), and written, before records are
+  acquired, and reported in AcknowledgeErrorCode (ShareFetch) or ErrorCode
   (ShareAcknowledge). Acknowledging is allowed on a partition the session
   does not fetch. Type 4 (renew, ShareFetch/ShareAcknowledge v2) is not served.
+* A failed write of acknowledgements (one node: the journal's) fails them
+  alone, as Kafka 4.4's ``SharePartition.rollbackOrProcessStateUpdates`` and
+  ``SharePartitionManager.mapAcknowledgementFutures`` do: each acknowledged
+  share-partition goes back to its state from before them
+  (:meth:`.SharePartition.restore`: held again by the member, lock deadline
+  and delivery counts unchanged), and each of their partitions is answered
+  UNKNOWN_SERVER_ERROR (Kafka's ``Errors.forException`` of a persister write
+  that failed without a coordinator's error code); the ShareFetch still
+  acquires and delivers, and the request is answered. Acquiring is not
+  written first (as in Kafka): when the write after acquiring fails, only a
+  share-partition never written yet (created by this fetch) is answered with
+  the error, its records put back; the others deliver theirs. Any failed
+  write (also of a lock expiry, a release, a closed session) leaves its
+  share-partitions :attr:`~.SharePartition.dirty`, written with the next
+  write, and is logged. The writing is :mod:`.writes`'.
 * Acquisition honours the request's MaxRecords (500 when it is not positive)
   over all partitions, whole batches, and MaxBytes (the first partition with
   records always gets its first batch). ``share.isolation.level``
@@ -53,9 +68,9 @@ Rules and invariants:
 * Locks. An acquired record's lock ends ``share.record.lock.duration.ms`` after
   it was acquired; :meth:`ShareFetcher.tick` releases expired ones (and
   :meth:`ShareFetcher.next_deadline` says when).
-* Refused answers. A ShareFetch answer refused after it acquired records (its
-  share-state writes failed or did not settle in time, or the journal write
-  failed) never reaches its member: :meth:`ShareFetcher.undeliver` puts back
+* Refused answers. A ShareFetch answer refused after it acquired records (in a
+  cluster: its share-state writes failed or did not settle in time) never
+  reaches its member: :meth:`ShareFetcher.undeliver` puts back
   what it acquired (:meth:`.SharePartition.unacquire`: AVAILABLE at once, with
   the delivery counts from before) and wakes the fetches waiting there. Kafka
   never refuses a ShareFetch for a share-state write, so its member sees every
@@ -76,11 +91,17 @@ Rules and invariants:
   request only once its writes are on the coordinators' in-sync replicas
   (:meth:`ShareFetcher.writes_mark`, :meth:`ShareFetcher.writes_outcome`).
   A share-partition whose leadership was lost is forgotten here (a new
-  leader epoch of a leadership that went on keeps it); a write refused as
-  fenced forgets it too, and so does a group with no share session left
-  here (so that a change of the offsets admin, made while the group is
-  empty, is read by the next member). The group coordinator is another
-  broker's: assignments initialise nothing here.
+  leader epoch of a leadership that went on keeps it); a write the
+  coordinator refused forgets it too (read again: without what the write
+  carried, so its acknowledgements are undone), and so does a group with no
+  share session left here (so that a change of the offsets admin, made while
+  the group is empty, is read by the next member). The answer of a request
+  whose writes failed fails their share-partitions alone
+  (:meth:`ShareFetcher.writes_failed`, :meth:`ShareFetcher.fail_writes`):
+  their acknowledgements are answered with the error, and so is a ShareFetch's
+  partition with records from there (put back); the other partitions are
+  answered as they are. The group coordinator is another broker's:
+  assignments initialise nothing here.
 * Offsets admin (DescribeShareGroupOffsets, AlterShareGroupOffsets,
   DeleteShareGroupOffsets) works on the same share-partitions, with rules of
   its own (:mod:`.offsets_admin`); the journal is :mod:`.state_store`'s.
@@ -108,6 +129,7 @@ from .partition import AcquiredRange, BatchSpan, SharePartition
 from .persister import RemotePersister
 from .share_config import DefaultShareConfig, ShareConfig
 from .state_store import SP, ShareStateError, ShareStateStore
+from .writes import Acked, ShareWrites
 
 if TYPE_CHECKING:
     from trafka.brokerlite.storage.log_manager import LogManager
@@ -265,6 +287,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         self._partitions: dict[SP, SharePartition] = {}
         self._topic_ids: dict[SP, str] = {}
         self._sessions: dict[tuple[str, str], ShareSession] = {}
+        self._writes = ShareWrites(store, self._partitions, self._topic_ids, self._notify)
         self._deadline: int | None = None
         self._deadline_stale = True
         for key, data in store.partitions().items():
@@ -295,7 +318,7 @@ class ShareFetcher(ShareOffsetsAdmin):
                 log.warning(
                     "share group %r: cannot initialise %s-%d: %s", group_id, topic, partition, exc
                 )
-        self._persist()
+        self._write()
 
     def member_removed(self, group_id: str, member_id: str, now_ms: int) -> None:
         """A member left or was fenced: release its records unless it still has
@@ -304,7 +327,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         to the leader and the coordinator, so the leave may come first."""
         if (group_id, member_id) not in self._sessions:
             self._release_member(group_id, member_id)
-            self._persist()
+            self._write()
 
     def group_deleted(self, group_id: str) -> None:
         """A share group was deleted: forget its sessions and state."""
@@ -331,7 +354,7 @@ class ShareFetcher(ShareOffsetsAdmin):
             if session.conn_id == conn_id:
                 del self._sessions[key]
                 self._release_member(*key)
-        self._persist()
+        self._write()
 
     # -- cluster mode -------------------------------------------------------------------------
 
@@ -351,14 +374,16 @@ class ShareFetcher(ShareOffsetsAdmin):
 
     def writes_mark(self) -> int:
         """Cluster mode: the last write handed to the persister so far (0 on one node)."""
-        return 0 if self._remote is None else self._remote.mark()
+        return self._writes.mark()
 
     def writes_outcome(self, after: int) -> ErrorCode | None:
         """Cluster mode: whether the writes since ``after`` (a :meth:`writes_mark`)
-        are durable: NONE, None while one is on its way, else the error."""
-        if self._remote is None:
-            return ErrorCode.NONE
-        return self._remote.outcome(after, self._remote.mark())
+        are durable: NONE, None while one is on its way, else an error."""
+        return self._writes.outcome(after)
+
+    def writes_failed(self, after: int) -> dict[SP, ErrorCode]:
+        """Cluster mode: the share-partitions whose writes since ``after`` failed."""
+        return self._writes.failed(after)
 
     def _state_arrived(self, key: SP) -> None:
         self._notify(key[1], key[2])
@@ -387,8 +412,8 @@ class ShareFetcher(ShareOffsetsAdmin):
     def fetch(
         self, request: _sf.ShareFetchRequest, conn_id: int, now_ms: int
     ) -> _sf.ShareFetchResponse | PendingFetch:
-        """Handle a ShareFetch: the answer when it acquires nothing (an error, a
-        closing session), else a :class:`PendingFetch`, ready or to wait on."""
+        """Handle a ShareFetch: the answer of a request refused whole, else a
+        :class:`PendingFetch`, ready (a closing session's too) or to wait on."""
         group_id, member_id = request.group_id or "", request.member_id or ""
         if not group_id or not member_id:
             return _fetch_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set")
@@ -414,13 +439,14 @@ class ShareFetcher(ShareOffsetsAdmin):
             session = found
             session.conn_id = conn_id
         answers: dict[tuple[uuid.UUID, int], _PartitionAnswer] = {}
+        acked: Acked = {}
         for topic in request.topics:
             for part in topic.partitions:
                 tp = (topic.topic_id, part.partition_index)
                 answer = answers.setdefault(tp, _PartitionAnswer())
                 if part.acknowledgement_batches:
                     answer.ack_error = self._acknowledge(
-                        group_id, member_id, tp, part.acknowledgement_batches, now_ms
+                        group_id, member_id, tp, part.acknowledgement_batches, acked
                     )
                 if epoch != FINAL_EPOCH:
                     where = self._locate(tp)
@@ -431,11 +457,16 @@ class ShareFetcher(ShareOffsetsAdmin):
         for forgotten in request.forgotten_topics_data:
             for index in forgotten.partitions:
                 session.partitions.pop((forgotten.topic_id, index), None)
+        code = self._write_acknowledged(acked)
+        for tp in acked:
+            if answers[tp].ack_error == ErrorCode.NONE:
+                answers[tp].ack_error = code
+        lock_ms = config.record_lock_duration_ms
         if epoch == FINAL_EPOCH:
             del self._sessions[key]
             self._release_member(group_id, member_id)
-            self._persist()
-            return _fetch_response(answers, config.record_lock_duration_ms)
+            self._write()
+            return PendingFetch(session, 0, 0, 0, frozenset(), answers, lock_ms, ready=True)
         session.epoch = _next_epoch(epoch)
         max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
         pending = PendingFetch(
@@ -445,10 +476,10 @@ class ShareFetcher(ShareOffsetsAdmin):
             mono_ms(now_ms) + max(request.max_wait_ms, 0),
             frozenset(self._watches(session)),
             answers,
-            config.record_lock_duration_ms,
+            lock_ms,
         )
         acquired = self._acquire(pending, now_ms)
-        self._persist_or_undeliver(pending)
+        self._write_acquired(pending)
         errors = any(a.error != ErrorCode.NONE for a in answers.values())
         # (an unknown topic or partition is answered at once, with its error)
         pending.ready = bool(
@@ -465,7 +496,7 @@ class ShareFetcher(ShareOffsetsAdmin):
             and self._sessions.get((session.group_id, session.member_id)) is session
         ):
             self._acquire(pending, now_ms)
-            self._persist_or_undeliver(pending)
+            self._write_acquired(pending)
         pending.ready = True
         return _fetch_response(pending.answers, pending.lock_ms)
 
@@ -473,19 +504,61 @@ class ShareFetcher(ShareOffsetsAdmin):
         """A ShareFetch answer that acquired records was refused, never sent: put
         back what it acquired (:meth:`.SharePartition.unacquire`: available at once,
         with the delivery counts from before), and wake the fetches waiting there."""
+        self._put_back(pending, pending.answers.values())
+
+    def fail_writes(self, pending: PendingFetch, failed: Mapping[SP, ErrorCode]) -> None:
+        """Cluster mode: the writes of some share-partitions failed
+        (:meth:`writes_failed`): this answer's acknowledgements there, and its
+        records from there (put back), are answered with the error instead."""
+        group_id = pending.session.group_id
+        answers = []
+        for (topic_id, index), answer in pending.answers.items():
+            info = self._logs.topic_by_id(topic_id)
+            code = failed.get((group_id, info.name, index)) if info is not None else None
+            if code is None:
+                continue
+            if answer.ack_error == ErrorCode.NONE:  # (None: it acknowledged nothing)
+                answer.ack_error = code
+            if answer.acquired:
+                answer.error = code
+                answers.append(answer)
+        self._put_back(pending, answers)
+
+    def _put_back(self, pending: PendingFetch, answers: Iterable[_PartitionAnswer]) -> None:
         group_id, member_id = pending.session.group_id, pending.session.member_id
-        for answer in pending.answers.values():
+        for answer in answers:
             back = answer.put_back(member_id)
             if back is not None and self._partitions.get((group_id, *back[1])) is back[0]:
                 self._notify(*back[1])
         self._deadline_stale = True
 
-    def _persist_or_undeliver(self, pending: PendingFetch) -> None:
-        try:
-            self._persist()
-        except Exception:  # (the answer is refused: nothing it acquired reaches its member)
-            self.undeliver(pending)
-            raise
+    def _write_acknowledged(self, acked: Acked) -> ErrorCode:
+        """:meth:`.ShareWrites.acknowledged` (undone when the write fails)."""
+        self._deadline_stale = True
+        return self._writes.acknowledged(acked)
+
+    def _write_acquired(self, pending: PendingFetch) -> None:
+        """Write what acquiring changed: when the write fails, the records of a
+        share-partition never written yet are put back and its answer is the
+        error; the others are delivered (acquisition need not be durable)."""
+        code = self._write()
+        if code == ErrorCode.NONE:
+            return
+        group_id, member_id = pending.session.group_id, pending.session.member_id
+        for answer in pending.answers.values():
+            source = answer.source
+            if source is not None and (group_id, *source[1]) in self._writes.unwritten:
+                answer.put_back(member_id)
+                answer.error = code
+
+    def _write(self) -> ErrorCode:
+        """Write what changed (:meth:`.ShareWrites.write`: NONE, or the error of a
+        failed journal write, logged); cluster mode: then forget idle groups."""
+        self._deadline_stale = True
+        code = self._writes.write()
+        if self._remote is not None:
+            self._forget_idle()
+        return code
 
     def acknowledge(
         self, request: _sa.ShareAcknowledgeRequest, now_ms: int
@@ -504,38 +577,40 @@ class ShareFetcher(ShareOffsetsAdmin):
         found = self._session_for(key, epoch)
         if isinstance(found, ErrorCode):
             return _ack_error(found, None)
-        topics = []
+        acked: Acked = {}
+        codes: dict[tuple[uuid.UUID, int], ErrorCode] = {}
         for topic in request.topics:
-            parts = []
             for part in topic.partitions:
-                code = self._acknowledge(
-                    group_id,
-                    member_id,
-                    (topic.topic_id, part.partition_index),
-                    part.acknowledgement_batches,
-                    now_ms,
+                tp = (topic.topic_id, part.partition_index)
+                codes[tp] = self._acknowledge(
+                    group_id, member_id, tp, part.acknowledgement_batches, acked
                 )
-                parts.append(
-                    _sa.ShareAcknowledgeResponse.PartitionData(
-                        partition_index=part.partition_index,
-                        error_code=code,
-                        current_leader=_sa.ShareAcknowledgeResponse.LeaderIdAndEpoch(
-                            leader_id=-1, leader_epoch=-1
-                        ),
-                    )
-                )
-            topics.append(
-                _sa.ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
-                    topic_id=topic.topic_id, partitions=parts
-                )
-            )
+        failed = self._write_acknowledged(acked)
+        if failed != ErrorCode.NONE:
+            codes.update((tp, failed) for tp in acked if codes[tp] == ErrorCode.NONE)
         if epoch == FINAL_EPOCH:
             del self._sessions[key]
             self._release_member(group_id, member_id)
+            self._write()
         else:
             found.epoch = _next_epoch(epoch)
-        self._persist()
-        return _sa.ShareAcknowledgeResponse(responses=topics)
+        R = _sa.ShareAcknowledgeResponse
+        return R(
+            responses=[
+                R.ShareAcknowledgeTopicResponse(
+                    topic_id=topic.topic_id,
+                    partitions=[
+                        R.PartitionData(
+                            partition_index=part.partition_index,
+                            error_code=codes[(topic.topic_id, part.partition_index)],
+                            current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+                        )
+                        for part in topic.partitions
+                    ],
+                )
+                for topic in request.topics
+            ]
+        )
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -545,7 +620,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         for (_group, topic, partition), sp in self._partitions.items():
             if sp.expire_locks(now_ms):
                 woken.append((topic, partition))
-        self._persist()
+        self._write()
         for topic, partition in woken:
             self._notify(topic, partition)
 
@@ -595,8 +670,10 @@ class ShareFetcher(ShareOffsetsAdmin):
         member_id: str,
         tp: tuple[uuid.UUID, int],
         batches: Iterable[Any],
-        now_ms: int,
+        acked: Acked,
     ) -> ErrorCode:
+        """Apply one partition's acknowledgements; ``acked`` keeps the state to go
+        back to for :meth:`_write_acknowledged`."""
         where = self._locate(tp)
         if isinstance(where, ErrorCode):
             return where
@@ -606,10 +683,8 @@ class ShareFetcher(ShareOffsetsAdmin):
         sp = self._partitions.get((group_id, *where))
         if sp is None:
             return ErrorCode.INVALID_RECORD_STATE
-        code = sp.acknowledge(member_id, plan)
-        if code == ErrorCode.NONE and sp.has_available():
-            self._notify(*where)
-        return code
+        acked.setdefault(tp, (where, sp, sp.saved()))
+        return sp.acknowledge(member_id, plan)
 
     def _release_member(self, group_id: str, member_id: str) -> None:
         for (group, topic, partition), sp in self._partitions.items():
@@ -652,6 +727,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         sp.dirty = True
         self._partitions[key] = sp
         self._topic_ids[key] = topic_id
+        self._writes.unwritten.add(key)
         return sp
 
     def _acquire(self, pending: PendingFetch, now_ms: int) -> int:
@@ -723,17 +799,12 @@ class ShareFetcher(ShareOffsetsAdmin):
         for r in got:  # the batches holding re-acquired offsets
             _read_into(views, plog, r.first, r.last, upper)
         if left > 0 and sp.end_offset < upper and not sp.window_full():
-            spans = self._spans(
-                plog,
-                sp.end_offset,
-                upper,
-                max_bytes,
-                first,
-                read_committed,
-                topic,
-                partition,
-                views,
-            )
+            start = sp.end_offset
+            aborted: list[tuple[int, int]] = []
+            if read_committed:
+                state = self._producers.state(topic, partition)
+                aborted = list(state.aborted_transactions(start, upper))
+            spans = _spans(plog, start, upper, max_bytes, first, aborted, views)
             new = sp.acquire_new(session.member_id, spans, left, now_ms=now_ms, lock_ms=lock_ms)
             got = sorted([*got, *new], key=lambda r: r.first)
         if not got:
@@ -744,71 +815,6 @@ class ShareFetcher(ShareOffsetsAdmin):
             if any(r.first <= _last_of(view) and base <= r.last for r in got)
         ]
         return got, b"".join(bytes(v) for v in wanted), sp
-
-    def _spans(
-        self,
-        plog: Any,
-        start: int,
-        upper: int,
-        max_bytes: int,
-        first: bool,
-        read_committed: bool,
-        topic: str,
-        partition: int,
-        views: dict[int, memoryview],
-    ) -> list[BatchSpan]:
-        # A fetch's MaxBytes is often 2**31-1; MaxRecords ends it long before that.
-        result = plog.read(start, min(max_bytes, _READ_MAX), upper_bound=upper, min_one_batch=first)
-        if result.size == 0:
-            return []
-        aborted: list[tuple[int, int]] = []
-        if read_committed:
-            state = self._producers.state(topic, partition)
-            aborted = list(state.aborted_transactions(start, upper))
-        open_aborts: set[int] = set()
-        spans = []
-        previous_end = start
-        for header, view in iter_batches(result.tobytes()):
-            base = _base_of(header)
-            if header.last_offset < start:
-                previous_end = header.last_offset + 1
-                continue
-            first_offset = base if header.magic == 2 else previous_end
-            previous_end = header.last_offset + 1
-            deliverable = True
-            if isinstance(header, RecordBatchHeader):
-                pid = header.producer_id
-                while aborted and aborted[0][1] <= base:
-                    open_aborts.add(aborted.pop(0)[0])
-                if header.is_control:
-                    deliverable = False
-                    open_aborts.discard(pid)
-                elif header.is_transactional and pid in open_aborts:
-                    deliverable = False
-            spans.append(BatchSpan(first_offset, header.last_offset, deliverable))
-            if deliverable:
-                views[base] = view
-        return spans
-
-    def _persist(self) -> None:
-        self._deadline_stale = True
-        entries = []
-        for (group, topic, partition), sp in self._partitions.items():
-            if sp.dirty:
-                entries.append(
-                    {
-                        "kind": "partition",
-                        "group": group,
-                        "topic": topic,
-                        "topic_id": self._topic_ids.get((group, topic, partition), ""),
-                        "partition": partition,
-                        **sp.snapshot(),
-                    }
-                )
-                sp.dirty = False
-        self._store.write(entries)
-        if self._remote is not None:
-            self._forget_idle()
 
     def _forget_idle(self) -> None:
         """Cluster mode: forget the share-partitions of groups without a share
@@ -866,6 +872,48 @@ def _initial_offset(reset: str, plog: Any, now_ms: int) -> int:
             found = None
         return int(plog.log_end_offset) if found is None else int(found[0])
     return int(plog.log_end_offset)
+
+
+def _spans(
+    plog: Any,
+    start: int,
+    upper: int,
+    max_bytes: int,
+    first: bool,
+    aborted: list[tuple[int, int]],
+    views: dict[int, memoryview],
+) -> list[BatchSpan]:
+    """The log's batches from ``start`` (below ``upper``) as acquisition sees them;
+    ``aborted``: the aborted transactions there (producer id, first offset), for
+    read_committed. Each deliverable batch's bytes go to ``views``, by base offset."""
+    # A fetch's MaxBytes is often 2**31-1; MaxRecords ends it long before that.
+    result = plog.read(start, min(max_bytes, _READ_MAX), upper_bound=upper, min_one_batch=first)
+    if result.size == 0:
+        return []
+    open_aborts: set[int] = set()
+    spans = []
+    previous_end = start
+    for header, view in iter_batches(result.tobytes()):
+        base = _base_of(header)
+        if header.last_offset < start:
+            previous_end = header.last_offset + 1
+            continue
+        first_offset = base if header.magic == 2 else previous_end
+        previous_end = header.last_offset + 1
+        deliverable = True
+        if isinstance(header, RecordBatchHeader):
+            pid = header.producer_id
+            while aborted and aborted[0][1] <= base:
+                open_aborts.add(aborted.pop(0)[0])
+            if header.is_control:
+                deliverable = False
+                open_aborts.discard(pid)
+            elif header.is_transactional and pid in open_aborts:
+                deliverable = False
+        spans.append(BatchSpan(first_offset, header.last_offset, deliverable))
+        if deliverable:
+            views[base] = view
+    return spans
 
 
 def _read_into(views: dict[int, memoryview], plog: Any, first: int, last: int, upper: int) -> None:

@@ -44,6 +44,14 @@ Rules and invariants:
   the previous range acknowledged is no longer held (INVALID_RECORD_STATE for
   a range starting where the previous one ended). The first
   error is the answer and nothing at all is changed for the partition.
+* An acknowledgement whose state write failed is undone (:meth:`saved`
+  before it, :meth:`restore` after): every offset goes back to its state,
+  delivery count, holder and lock deadline from before, and the start offset
+  too, as Kafka's ``SharePartition.rollbackOrProcessStateUpdates`` puts each
+  changed record back (``InFlightState.completeStateTransition(false)``; its
+  lock timer runs on, so a lock that ended meanwhile releases the record at
+  the next expiry). :attr:`dirty` stays set: the state is written again with
+  the partition's next write.
 * A record that is released (by RELEASE, by its lock expiring, or by its
   holder leaving) becomes ARCHIVED instead of AVAILABLE once its delivery count
   has reached the delivery-count limit, so a poison record stops coming back.
@@ -91,6 +99,7 @@ __all__ = [
     "AcquiredRange",
     "BatchSpan",
     "Run",
+    "Saved",
     "SharePartition",
 ]
 
@@ -147,6 +156,14 @@ class BatchSpan:
     first: int
     last: int
     deliverable: bool = True
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Saved:
+    """A share-partition's in-memory state to go back to (:meth:`SharePartition.restore`)."""
+
+    start: int
+    runs: tuple[Run, ...]
 
 
 class SharePartition:
@@ -368,6 +385,16 @@ class SharePartition:
         self._advance()
         self._coalesce()
         return ErrorCode.NONE
+
+    def saved(self) -> Saved:
+        """The state to go back to if what follows is not written (module rules)."""
+        return Saved(self._start, tuple(dataclasses.replace(r) for r in self._runs))
+
+    def restore(self, saved: Saved) -> None:
+        """Go back to ``saved`` (an acknowledgement whose write failed); stays dirty."""
+        self._start = saved.start
+        self._runs = [dataclasses.replace(r) for r in saved.runs]
+        self._firsts = [r.first for r in self._runs]
 
     def unacquire(
         self, member_id: str, first: int, last: int, delivery_count: int, deadline_ms: int

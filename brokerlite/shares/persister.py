@@ -38,8 +38,10 @@ Rules and invariants:
   forgets the share-partition (it reads it again if it still leads it).
 * :meth:`RemotePersister.outcome` answers for a request's tickets: None while
   one is queued or in flight, NONE once all are on the coordinator's in-sync
-  replicas, else the error: a ShareFetch or ShareAcknowledge is answered only
-  then (an acknowledgement is never answered before it is durable).
+  replicas, else an error: a ShareFetch or ShareAcknowledge is answered only
+  then (an acknowledgement is never answered before it is durable), and
+  :meth:`RemotePersister.failures` names the share-partitions whose tickets
+  failed, each answered with its error (the fetcher's rules).
 """
 
 from __future__ import annotations
@@ -160,7 +162,7 @@ class RemotePersister:
         self._writes: dict[SP, _Write] = {}  # queued, not in flight
         self._writing: set[SP] = set()  # keys with a write in flight
         self._outstanding: set[int] = set()
-        self._failed: dict[int, ErrorCode] = {}
+        self._failed: dict[int, tuple[SP, ErrorCode]] = {}  # ticket -> its key, the error
         self._ticket = 0
         self._not_before: dict[SP, int] = {}  # a failed request's key: when to send again
         #: Called when there is something to send (the driver's wake-up).
@@ -235,10 +237,19 @@ class RemotePersister:
         """The outcome of tickets ``after+1..through`` (see the module rules)."""
         if any(after < t <= through for t in self._outstanding):
             return None
-        for ticket, code in self._failed.items():
+        for ticket, (_key, code) in self._failed.items():
             if after < ticket <= through:
                 return code
         return ErrorCode.NONE
+
+    def failures(self, after: int, through: int) -> dict[SP, ErrorCode]:
+        """The share-partitions whose tickets ``after+1..through`` failed, with the
+        error (the one of their latest failed ticket)."""
+        return {
+            key: code
+            for ticket, (key, code) in sorted(self._failed.items())
+            if after < ticket <= through
+        }
 
     # -- the driver's side ---------------------------------------------------------------------
 
@@ -331,7 +342,7 @@ class RemotePersister:
     def _fail(self, write: _Write, code: ErrorCode) -> None:
         self._outstanding.difference_update(write.tickets)
         for ticket in write.tickets:
-            self._failed[ticket] = _client_code(code)
+            self._failed[ticket] = (write.key, _client_code(code))
         # Only recent failures can still be asked about.
         if len(self._failed) > 10_000:
             for ticket in sorted(self._failed)[:5_000]:
@@ -340,11 +351,25 @@ class RemotePersister:
 
 
 def _client_code(code: ErrorCode) -> ErrorCode:
-    """What a client is told when its share-partition's state could not be written:
-    a deposed leader's NOT_LEADER_OR_FOLLOWER (the client finds the new one)."""
+    """What a client is told when its share-partition's state could not be written,
+    as Kafka 4.4's ``SharePartition.fetchPersisterError`` maps the coordinator's
+    error: a deposed leader's NOT_LEADER_OR_FOLLOWER (the client finds the new
+    one), GROUP_ID_NOT_FOUND and UNKNOWN_TOPIC_OR_PARTITION as they are, any
+    other UNKNOWN_SERVER_ERROR."""
     if code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    return code
+    if code in _AS_THEY_ARE:
+        return code
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+_AS_THEY_ARE = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,  # (this broker stopped leading: _requeue)
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+)
 
 
 def _read_body(key: SP, topic_id: str, epoch: int) -> _read.ReadShareGroupStateRequest:

@@ -301,6 +301,37 @@ def test_a_fenced_write_fails_its_waiters_and_forgets_the_share_partition() -> N
     assert lost == [KEY]
 
 
+def test_failed_writes_are_named_per_share_partition_with_the_clients_error() -> None:
+    # As Kafka 4.4's SharePartition.fetchPersisterError maps the coordinator's
+    # error: a fenced leader's NOT_LEADER_OR_FOLLOWER, GROUP_ID_NOT_FOUND and
+    # UNKNOWN_TOPIC_OR_PARTITION as they are, any other UNKNOWN_SERVER_ERROR.
+    p = RemotePersister(lambda t, i: 0)
+    before = p.mark()
+    p.write([{**entry(1), "partition": i} for i in range(5)])
+    refused = [
+        ErrorCode.FENCED_STATE_EPOCH,
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.NONE,
+    ]
+    for request in p.take(0):
+        p.answered(request, refused[request.key[2]], None, 0)
+    assert p.failures(before, p.mark()) == {
+        ("g", "t", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ("g", "t", 1): ErrorCode.GROUP_ID_NOT_FOUND,
+        ("g", "t", 2): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("g", "t", 3): ErrorCode.UNKNOWN_SERVER_ERROR,
+    }
+    assert p.outcome(before, p.mark()) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # Writes after the mark only: a later request does not see these.
+    later = p.mark()
+    p.write([entry(2)])
+    (request,) = p.take(0)
+    p.answered(request, ErrorCode.NONE, None, 0)
+    assert p.failures(later, p.mark()) == {}
+
+
 def test_a_partition_no_longer_led_here_is_neither_read_nor_written() -> None:
     leading = {("t", 0): 1}
     p = RemotePersister(lambda t, i: leading.get((t, i)))

@@ -538,39 +538,59 @@ def test_a_durable_answer_woken_before_its_write_settled_waits_on() -> None:
         def writes_outcome(self, after: int) -> ErrorCode | None:
             return self.outcome
 
+        def writes_failed(self, after: int) -> dict[Any, ErrorCode]:
+            return {"key": ErrorCode.NOT_LEADER_OR_FOLLOWER}
+
     writes = Writes()
-    waiter = WritesSettled(writes, "answer", 0, lambda code: code, 30_000)  # type: ignore[arg-type]
+    waiter = WritesSettled(
+        writes,  # type: ignore[arg-type]
+        "answer",
+        0,
+        lambda code: code,
+        lambda failed: failed,
+        30_000,
+    )
     assert waiter.complete(1_000) == ParkAgain(waiter)
     assert waiter.complete(30_000) == ErrorCode.REQUEST_TIMED_OUT
     writes.outcome = ErrorCode.NONE
     assert waiter.complete(2_000) == "answer"
+    # A failure is settled per share-partition, not refused.
+    writes.outcome = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert waiter.complete(2_000) == {"key": ErrorCode.NOT_LEADER_OR_FOLLOWER}
 
 
 # -- answers refused after acquiring ---------------------------------------------------
 # In a cluster a ShareFetch is answered once its share-state writes are on the
-# coordinators' in-sync replicas, else refused (k78_share_fetch, _share_durable).
-# A refused answer never reaches its member: what it acquired is available to
-# the next fetch at once, with the delivery counts it had before (Kafka never
-# refuses a ShareFetch for a share-state write: its member sees every
-# acquisition, and the next one counts one more).
+# coordinators' in-sync replicas; a partition whose write failed is answered
+# with the error, and the whole answer is refused when they do not settle in
+# time (k78_share_fetch, _share_durable). What a refused answer or partition
+# acquired never reaches its member: it is available to the next fetch at once,
+# with the delivery counts it had before (Kafka never refuses a ShareFetch for
+# a share-state write: its member sees every acquisition, and the next one
+# counts one more). More in test_share_write_failures.py.
 
 
 class StateWrites:
     """Stands in for the cluster's share-state writes an answer waits on
-    (``ShareFetcher.writes_mark`` and ``writes_outcome``): the writes of each
-    request from now on end as ``outcome`` said when it came (None: on their way
-    for ever)."""
+    (``ShareFetcher.writes_mark``, ``writes_outcome`` and ``writes_failed``):
+    the writes of each request from now on end as ``outcome`` said when it came
+    (None: on their way for ever), those of the share-partitions in ``failing``
+    failed."""
 
     def __init__(self) -> None:
         self.outcome: ErrorCode | None = ErrorCode.NONE
-        self._outcomes: list[ErrorCode | None] = []
+        self.failing: dict[tuple[str, str, int], ErrorCode] = {}
+        self._outcomes: list[tuple[ErrorCode | None, dict[Any, ErrorCode]]] = []
 
     def writes_mark(self) -> int:
-        self._outcomes.append(self.outcome)
+        self._outcomes.append((self.outcome, dict(self.failing)))
         return len(self._outcomes) - 1
 
     def writes_outcome(self, after: int) -> ErrorCode | None:
-        return self._outcomes[after]
+        return self._outcomes[after][0]
+
+    def writes_failed(self, after: int) -> dict[Any, ErrorCode]:
+        return self._outcomes[after][1]
 
 
 @pytest.fixture
@@ -581,14 +601,17 @@ def writes(monkeypatch: pytest.MonkeyPatch) -> Any:
         stand_in = StateWrites()
         monkeypatch.setattr(core.broker.shares, "writes_mark", stand_in.writes_mark)
         monkeypatch.setattr(core.broker.shares, "writes_outcome", stand_in.writes_outcome)
+        monkeypatch.setattr(core.broker.shares, "writes_failed", stand_in.writes_failed)
         return stand_in
 
     return put_in
 
 
-def test_an_answer_refused_for_a_failed_write_puts_back_what_it_acquired(
+def test_a_partition_whose_write_failed_puts_back_what_it_acquired(
     core: Any, make_batch: Any, writes: Any
 ) -> None:
+    # A failed write fails its share-partition's part of the answer only (Kafka
+    # answers per partition): the records acquired there never reach the member.
     tp, a, b = two_members(core)
     produce_values(core, make_batch, "q", [b"x"])
     assert delivered(partitions_of(a.fetch())[tp]) == [(0, b"x", 1)]
@@ -596,10 +619,14 @@ def test_an_answer_refused_for_a_failed_write_puts_back_what_it_acquired(
     produce_values(core, make_batch, "q", [b"y"])
     stand_in = writes(core)
     stand_in.outcome = ErrorCode.NOT_LEADER_OR_FOLLOWER
-    refused = a.fetch()  # acquires x (its 2nd delivery) and y (1st), then refused
-    assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-    assert refused.responses == []
-    a.epoch += 1  # (the session moved on: the refusal came after it)
+    stand_in.failing = {(GROUP, "q", 0): ErrorCode.NOT_LEADER_OR_FOLLOWER}
+    answer = a.fetch()  # acquires x (its 2nd delivery) and y (1st), then fails there
+    assert answer.error_code == ErrorCode.NONE
+    part = partitions_of(answer)[tp]
+    assert part.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert part.acknowledge_error_code == ErrorCode.NONE  # (it acknowledged nothing)
+    assert part.acquired_records == [] and delivered(part) == []
+    stand_in.failing = {}
     sp = core.broker.shares.share_partition(GROUP, "q", 0)
     assert sp.state_of(0) == (0, 1, None) and sp.state_of(1) == (0, 0, None)  # AVAILABLE
     assert sp.acquired_count() == 0
@@ -654,29 +681,6 @@ def test_a_refusal_after_a_wait_puts_back_and_wakes_a_waiting_fetch(
     assert answers[1].error_code == ErrorCode.REQUEST_TIMED_OUT
     # b is woken by the put-back, long before its MaxWaitMs or the lock's end.
     assert delivered(partitions_of(answers[2])[tp]) == [(0, b"late", 1)]
-
-
-def test_an_answer_refused_for_a_failed_journal_write_puts_back_what_it_acquired(
-    core: Any, make_batch: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # One node: the journal write (here of a's acceptance of x) fails after the
-    # fetch acquired y; the request is answered UNKNOWN_SERVER_ERROR.
-    from trafka.brokerlite.shares.fetcher import ShareStateError
-
-    tp, a, b = two_members(core)
-    produce_values(core, make_batch, "q", [b"x"])
-    a.fetch()
-    produce_values(core, make_batch, "q", [b"y"])
-    store = core.broker.shares._store
-
-    def broken(entries: list[Any]) -> None:
-        raise ShareStateError("disk gone")
-
-    with monkeypatch.context() as patched:
-        patched.setattr(store, "write", broken)
-        refused = a.fetch(acks={tp: [(0, 0, [ACCEPT])]})
-    assert refused.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
-    assert delivered(partitions_of(b.fetch())[tp]) == [(1, b"y", 1)]
 
 
 def test_a_connection_closed_before_its_answer_releases_keeping_the_counts(

@@ -5,8 +5,8 @@ one KIP-932 share-partition, against the rules of its module docstring.
   first, ``max_records``; new records in whole batches, compacted gaps and
   undeliverable batches archived, the record-lock window), acknowledging (one
   type per range or per offset, all-or-nothing, INVALID_RECORD_STATE and
-  INVALID_REQUEST), release / lock expiry / leaving members and the
-  delivery-count limit, putting back an acquisition never delivered
+  INVALID_REQUEST; undone when its write failed: ``saved`` / ``restore``),
+  release / lock expiry / leaving members and the delivery-count limit, putting back an acquisition never delivered
   (``unacquire``), ``move_start``, the SPSO, snapshots, the ``dirty`` flag.
 * A model-based test: random sequences of every operation, run against a
   per-offset dict model written from the rules, comparing the two after every
@@ -496,6 +496,32 @@ def test_acknowledging_twice_is_refused() -> None:
     # but with nothing in flight, a range from the start on is not found
     assert sp.acknowledge(M, [(4, 5, [ACCEPT])]) == ErrorCode.INVALID_RECORD_STATE
     assert sp.acknowledge(M, [(5, 5, [ACCEPT])]) == ErrorCode.INVALID_RECORD_STATE
+
+
+def test_an_acknowledgement_undone_goes_back_to_the_state_before_it() -> None:
+    # Kafka 4.4's SharePartition.rollbackOrProcessStateUpdates after a failed
+    # write: every changed record back to its state and holder, its lock timer
+    # still running (InFlightState.completeStateTransition(false)); the start
+    # offset moves only after a successful write (maybeUpdateCachedStateAndOffsets).
+    sp = SharePartition(0)
+    sp.acquire_new("m", [BatchSpan(0, 3)], 10, now_ms=0, lock_ms=100)
+    sp.acquire_new("n", [BatchSpan(4, 5)], 10, now_ms=5, lock_ms=100)
+    sp.dirty = False
+    before = sp.runs()
+    saved = sp.saved()
+    assert sp.acknowledge("m", [(0, 3, [ACCEPT, ACCEPT, RELEASE, REJECT])]) == ErrorCode.NONE
+    assert sp.start_offset == 2 and sp.dirty
+    sp.restore(saved)
+    assert sp.runs() == before and sp.start_offset == 0
+    assert sp.dirty  # written again with the next write
+    assert sp.state_of(2) == (ACQUIRED, 1, "m")
+    # The restored lock ends when it would have.
+    assert sp.next_deadline() == 100
+    assert sp.expire_locks(100)
+    assert sp.state_of(0) == (AVAILABLE, 1, None) and sp.state_of(4) == (ACQUIRED, 1, "n")
+    # The saved state is not the live one: acknowledging again works on its own.
+    assert sp.acknowledge("n", [(4, 5, [ACCEPT])]) == ErrorCode.NONE
+    assert saved.runs[-1].state == ACQUIRED
 
 
 def test_acknowledging_from_below_the_start_skips_the_done_offsets() -> None:
@@ -1116,6 +1142,7 @@ OPS = [
     "ack_valid",
     "ack_valid_then_bad",
     "ack_any",
+    "ack_undone",
     "expire",
     "expire",
     "release_member",
@@ -1173,6 +1200,16 @@ def test_model(data: st.DataObject) -> None:
                 assert first >= old_end
             must_dirty = model.archived_batch
             quiet = not model.archived_gap and not model.archived_batch
+        elif op == "ack_undone":
+            # Its write failed: Kafka's rollbackOrProcessStateUpdates puts every
+            # record back as it was (state, holder, lock; delivery count as it was).
+            saved = sp.saved()
+            batches_ack = draw_valid_ack(data, model.held(member))
+            assert sp.acknowledge(member, batches_ack) == ErrorCode.NONE
+            sp.restore(saved)
+            assert per_offset(sp) == before
+            assert (sp.start_offset, sp.end_offset) == (old_start, old_end)
+            must_dirty = bool(batches_ack)  # (stays to be written with the next write)
         elif op.startswith("ack"):
             if op == "ack_any":
                 batches_ack = draw_any_ack(data, model.start, model.end)
