@@ -33,9 +33,15 @@ Rules and invariants:
 * A request answered with a retriable error (NOT_COORDINATOR,
   COORDINATOR_NOT_AVAILABLE, REQUEST_TIMED_OUT, a lost connection) is queued
   again, behind any newer snapshot of the share-partition, and retried after
-  :data:`RETRY_BACKOFF_MS`. A fenced one (FENCED_LEADER_EPOCH,
-  FENCED_STATE_EPOCH) or any other error fails its tickets, and the fetcher
-  forgets the share-partition (it reads it again if it still leads it).
+  :data:`RETRY_BACKOFF_MS`. A write still failing so :data:`GIVE_UP_AFTER_MS`
+  after its first failure (the oldest of the tickets it carries) is given up,
+  as Kafka 4.4's persister gives a write up after its attempts
+  (``PersisterStateManager.WriteStateHandler``: five, 1 s apart doubling);
+  brokerlite retries sooner between them (its coordinators move in well under
+  a second), over the same time. A fenced one (FENCED_LEADER_EPOCH,
+  FENCED_STATE_EPOCH), a write given up, or any other error fails its
+  tickets, and the fetcher forgets the share-partition (it reads it again if
+  it still leads it).
 * :meth:`RemotePersister.outcome` answers for a request's tickets: None while
   one is queued or in flight, NONE once all are on the coordinator's in-sync
   replicas, else an error: a ShareFetch or ShareAcknowledge is answered only
@@ -61,6 +67,7 @@ from .coordinator import SHARE_STATE_TOPIC, state_key
 from .state_store import SP
 
 __all__ = [
+    "GIVE_UP_AFTER_MS",
     "RETRIABLE",
     "RETRY_BACKOFF_MS",
     "SETTLED_WATCH",
@@ -72,6 +79,9 @@ __all__ = [
 
 #: How long a share-state request that failed waits before it is sent again.
 RETRY_BACKOFF_MS = 100
+#: How long a write keeps being retried: Kafka's persister makes five attempts,
+#: 1, 2, 4 and 8 s apart (its backoff: 1 s doubling, jitter aside), so about 15 s.
+GIVE_UP_AFTER_MS = 15_000
 #: What requests waiting for their writes watch: woken when writes settle.
 SETTLED_WATCH = (f"{SHARE_STATE_TOPIC}.writes", -1)
 
@@ -102,6 +112,8 @@ class _Write:
     leader_epoch: int
     snapshot: dict[str, Any]
     tickets: list[int]
+    #: When its (oldest ticket's) writes began failing, None while none has.
+    failing_since: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -223,7 +235,8 @@ class RemotePersister:
             snapshot = {"start": entry["start"], "runs": entry["runs"]}
             queued = self._writes.get(key)
             tickets = [*(queued.tickets if queued is not None else []), self._ticket]
-            self._writes[key] = _Write(key, entry["topic_id"], epoch, snapshot, tickets)
+            since = queued.failing_since if queued is not None else None
+            self._writes[key] = _Write(key, entry["topic_id"], epoch, snapshot, tickets, since)
             self._outstanding.add(self._ticket)
         if self._writes:
             self.on_ready()
@@ -317,7 +330,11 @@ class RemotePersister:
         if code == ErrorCode.NONE:
             self._outstanding.difference_update(write.tickets)
             self.on_settled()
-        elif code in RETRIABLE:
+        elif code in RETRIABLE and (
+            write.failing_since is None or now_ms - write.failing_since < GIVE_UP_AFTER_MS
+        ):
+            if write.failing_since is None:
+                write.failing_since = now_ms
             self._requeue(write)
             self._not_before[key] = now_ms + RETRY_BACKOFF_MS
         else:
@@ -334,6 +351,7 @@ class RemotePersister:
         newer = self._writes.get(write.key)
         if newer is not None:
             newer.tickets[:0] = write.tickets
+            newer.failing_since = write.failing_since  # (its older tickets' wait goes on)
         elif self._leader_epoch(write.key[1], write.key[2]) is None:
             self._fail(write, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         else:
@@ -354,15 +372,25 @@ def _client_code(code: ErrorCode) -> ErrorCode:
     """What a client is told when its share-partition's state could not be written,
     as Kafka 4.4's ``SharePartition.fetchPersisterError`` maps the coordinator's
     error: a deposed leader's NOT_LEADER_OR_FOLLOWER (the client finds the new
-    one), GROUP_ID_NOT_FOUND and UNKNOWN_TOPIC_OR_PARTITION as they are, any
-    other UNKNOWN_SERVER_ERROR."""
+    one), a coordinator not found (a write given up) COORDINATOR_NOT_AVAILABLE,
+    GROUP_ID_NOT_FOUND and UNKNOWN_TOPIC_OR_PARTITION as they are, any other
+    UNKNOWN_SERVER_ERROR."""
     if code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.FENCED_STATE_EPOCH):
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if code in _NO_COORDINATOR:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if code in _AS_THEY_ARE:
         return code
     return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
+_NO_COORDINATOR = frozenset(
+    {
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
 _AS_THEY_ARE = frozenset(
     {
         ErrorCode.NOT_LEADER_OR_FOLLOWER,  # (this broker stopped leading: _requeue)

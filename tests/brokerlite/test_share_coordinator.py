@@ -19,7 +19,7 @@ from trafka.brokerlite.shares.coordinator import (
     ShareStateRecord,
     state_key,
 )
-from trafka.brokerlite.shares.persister import RemotePersister
+from trafka.brokerlite.shares.persister import GIVE_UP_AFTER_MS, RETRY_BACKOFF_MS, RemotePersister
 from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k84_read_share_group_state as read_m
@@ -330,6 +330,44 @@ def test_failed_writes_are_named_per_share_partition_with_the_clients_error() ->
     (request,) = p.take(0)
     p.answered(request, ErrorCode.NONE, None, 0)
     assert p.failures(later, p.mark()) == {}
+
+
+def test_a_write_failing_for_kafkas_retry_time_is_given_up_with_coordinator_not_available() -> None:
+    # Kafka 4.4's persister (PersisterStateManager.WriteStateHandler) retries a
+    # write answered NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE /
+    # COORDINATOR_LOAD_IN_PROGRESS five times, 1 s apart doubling, then fails it;
+    # SharePartition.fetchPersisterError tells the client COORDINATOR_NOT_AVAILABLE.
+    p = RemotePersister(lambda t, i: 0)
+    lost: list[Any] = []
+    p.on_lost = lost.append
+    mark = p.mark()
+    p.write([entry(1)])
+    now = 1_000
+    (w,) = p.take(now)
+    p.answered(w, ErrorCode.NOT_COORDINATOR, None, now)  # the first failure
+    # A newer snapshot queued meanwhile carries the older ticket and its clock.
+    p.write([entry(2)])
+    while now < 1_000 + GIVE_UP_AFTER_MS - RETRY_BACKOFF_MS:
+        now = p.next_retry() or now
+        (w,) = p.take(now)
+        p.answered(w, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None, now)
+        assert p.outcome(mark, p.mark()) is None and lost == []
+    now = p.next_retry() or now
+    (w,) = p.take(now)
+    assert sorted(w.write.tickets) == [1, 2]  # type: ignore[union-attr]
+    p.answered(w, ErrorCode.COORDINATOR_NOT_AVAILABLE, None, now)
+    assert now - 1_000 >= GIVE_UP_AFTER_MS
+    assert p.outcome(mark, p.mark()) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert p.failures(mark, p.mark()) == {KEY: ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    assert lost == [KEY] and p.take(now + 10 * RETRY_BACKOFF_MS) == []
+    # A write that fails once and then lands starts afresh: no clock carried.
+    later = p.mark()
+    p.write([entry(3)])
+    (w,) = p.take(now)
+    p.answered(w, ErrorCode.NOT_COORDINATOR, None, now)
+    (w,) = p.take(now + RETRY_BACKOFF_MS)
+    p.answered(w, ErrorCode.NONE, None, now + RETRY_BACKOFF_MS)
+    assert p.outcome(later, p.mark()) == ErrorCode.NONE
 
 
 def test_a_partition_no_longer_led_here_is_neither_read_nor_written() -> None:
