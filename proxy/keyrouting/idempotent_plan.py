@@ -390,42 +390,51 @@ _OWNER, _SIZE, _SPANS = itemgetter(0), itemgetter(1), itemgetter(3)
 
 def _chunked_placed(targets: _Targets, cap: int, session: Session) -> list[_Chunk] | None:
     """:func:`_chunked` of :func:`_prepare_placed`'s pieces (None: the C pass
-    declines to build one)."""
-    chunks = []
+    declines to build one). The upstream batches that are not a client batch
+    kept whole are built together, in one C call
+    (:func:`~trafka.codec.batch_split.build_batches`)."""
+    chunks: list[_Chunk] = []
+    jobs: list[batch_split.Job] = []
+    built_for: list[_Chunk] = []  # the chunks of the jobs, in order
     for (topic, target), (own, moved) in targets.items():
         pieces = own + moved
-        runs: list[list[batch_split.Piece]] = []
+        # Each run's pieces and record count (counted only when the target's
+        # records are cut in several batches: the next one's sequence follows).
+        runs: list[tuple[list[batch_split.Piece], int]] = []
         if sum(map(_SIZE, pieces)) <= cap:
-            runs.append(pieces)  # the usual case, with no Python code per piece
+            runs.append((pieces, 0))  # the usual case, with no Python code per piece
         else:
             size = 0
             for piece in pieces:
                 if not runs or size + piece[1] > cap:
-                    runs.append([])
+                    runs.append(([], 0))
                     size = 0
-                runs[-1].append(piece)
+                run, n = runs[-1]
+                run.append(piece)
+                runs[-1] = (run, n + len(piece[3][1]) // batch_split.SPAN_SIZE)
                 size += piece[1]
         sequence = session.next_for(topic, target)
-        for run in runs:
+        for run, n in runs:
             first = run[0]
-            if len(run) == 1 and first[2] is not None:
-                data, carried = _at(first[2], first[4].base_sequence, sequence)
-                n = first[4].records_count
-            else:
-                built = batch_split.build_batch(
-                    list(map(_SPANS, run)),
-                    attributes=first[4].attributes,
-                    producer_id=session.producer_id,
-                    producer_epoch=session.epoch,
-                    base_sequence=sequence,  # (None: 0, renumbered on commit)
-                )
-                if built is None:
-                    return None
-                (data, n), carried = built, sequence or 0
             holders = list(dict.fromkeys(map(_OWNER, run)))
             # Its first records lead it when they are a client batch kept whole.
-            chunks.append(_Chunk(topic, target, data, n, holders, first[2] is not None, carried))
-            sequence = None if sequence is None else next_sequence(sequence, n)
+            chunk = _Chunk(topic, target, b"", n, holders, first[2] is not None, sequence or 0)
+            if len(run) == 1 and first[2] is not None:
+                chunk.data, chunk.sequence = _at(first[2], first[4].base_sequence, sequence)
+                chunk.count = first[4].records_count
+            else:
+                # Built below, at its sequence (unknown: 0, renumbered on commit).
+                spans = list(map(_SPANS, run))
+                jobs.append(
+                    (spans, first[4].attributes, session.producer_id, session.epoch, chunk.sequence)
+                )
+                built_for.append(chunk)
+            chunks.append(chunk)
+            sequence = None if sequence is None else next_sequence(sequence, chunk.count)
+    for chunk, made in zip(built_for, batch_split.build_batches(jobs), strict=True):
+        if made is None:
+            return None
+        chunk.data, chunk.count = made
     return chunks
 
 
