@@ -2472,7 +2472,54 @@ PyDoc_STRVAR(place_sections_doc,
 "header), a batch whose records all stay being one piece with its `whole`\n"
 "bytes and size; and per batch (records moved, records kept, whether it was\n"
 "split). None when index_records() declines a batch or a split batch has a\n"
-"target whose leader is not known.");
+"target whose leader is not known.\n\n"
+"With `crc32c` and `max_size` given, a batch's `data` may be None: its section is\n"
+"then read here from `whole`, an lz4 batch of `size` bytes (its CRC checked with\n"
+"`crc32c(view)`, its frame read as lz4_unframe() reads it); None when that\n"
+"fails (the caller then reads the section in Python).");
+
+typedef int (*lz4_decompress_fn)(const char *, char *, int, int);
+static lz4_decompress_fn lz4_library(void);
+static PyObject *lz4_content(const unsigned char *data, Py_ssize_t end, Py_ssize_t max_size);
+
+/* The records section of the lz4 batch `whole` of `size` bytes (a new
+ * reference), None (new reference: declined) or NULL (an exception set). */
+static PyObject *
+lz4_section(PyObject *whole, long long size, PyObject *crc32c, Py_ssize_t max_size)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(whole, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *b = view.buf;
+    PyObject *out = NULL;
+    if (size < BATCH_HEADER || view.len < size || (b[22] & 0x07) != 3 || lz4_library() == NULL) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *all = PyMemoryView_FromObject(whole);
+    PyObject *covered = all == NULL ? NULL : PySequence_GetSlice(all, 21, (Py_ssize_t)size);
+    Py_XDECREF(all);
+    PyObject *crc = covered == NULL ? NULL : PyObject_CallOneArg(crc32c, covered);
+    Py_XDECREF(covered);
+    if (crc == NULL) {
+        goto done;
+    }
+    int64_t c = -1;
+    int rc = int64_arg(crc, &c);
+    Py_DECREF(crc);
+    if (rc == FAILED) {
+        goto done;
+    }
+    if (rc || c != (int64_t)(uint32_t)be32(b + 17)) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    out = lz4_content(b + BATCH_HEADER, (Py_ssize_t)size - BATCH_HEADER, max_size);
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
 
 /* slots[target], made (and its target noted in `order`) at its first use. */
 static PyObject *
@@ -2499,8 +2546,14 @@ placed_slot(PyObject *slots, PyObject *order, Py_ssize_t target)
 static PyObject *
 place_sections(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4 || !PyList_Check(args[0]) || !PyBytes_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "place_sections() takes (list, partitions, hash, bytes)");
+    if ((nargs != 4 && nargs != 6) || !PyList_Check(args[0]) || !PyBytes_Check(args[3]) ||
+        (nargs == 6 && !PyCallable_Check(args[4]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "place_sections() takes (list, partitions, hash, bytes[, crc32c, max_size])");
+        return NULL;
+    }
+    Py_ssize_t max_size = nargs == 6 ? PyLong_AsSsize_t(args[5]) : 0;
+    if (max_size == -1 && PyErr_Occurred()) {
         return NULL;
     }
     Py_ssize_t partitions = PyLong_AsSsize_t(args[1]);
@@ -2530,6 +2583,24 @@ place_sections(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         PyObject *data = PyTuple_GET_ITEM(batch, 0);
+        PyObject *read = NULL; /* the section read here, when `data` is None */
+        if (data == Py_None) {
+            long long wire = nargs == 6 ? PyLong_AsLongLong(PyTuple_GET_ITEM(batch, 5)) : -1;
+            if (wire == -1 && PyErr_Occurred()) {
+                goto done;
+            }
+            read = wire < 0 ? Py_NewRef(Py_None)
+                            : lz4_section(PyTuple_GET_ITEM(batch, 6), wire, args[4], max_size);
+            if (read == NULL) {
+                goto done;
+            }
+            if (read == Py_None) {
+                Py_DECREF(read);
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+            data = read;
+        }
         PyObject *index_args[7] = {
             data,
             PyTuple_GET_ITEM(batch, 1),
@@ -2540,12 +2611,12 @@ place_sections(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyTuple_GET_ITEM(batch, 4),
         };
         PyObject *found = index_records(module, index_args, 7);
-        if (found == NULL) {
-            goto done;
-        }
-        if (found == Py_None) {
-            Py_DECREF(found);
-            result = Py_NewRef(Py_None);
+        if (found == NULL || found == Py_None) {
+            Py_XDECREF(read);
+            if (found != NULL) {
+                Py_DECREF(found);
+                result = Py_NewRef(Py_None);
+            }
             goto done;
         }
         Py_ssize_t own = PyLong_AsSsize_t(PyTuple_GET_ITEM(batch, 4));
@@ -2553,6 +2624,7 @@ place_sections(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(batch, 5));
         if (PyErr_Occurred()) {
             Py_DECREF(found);
+            Py_XDECREF(read);
             goto done;
         }
         PyObject *whole = PyTuple_GET_ITEM(batch, 6);
@@ -2568,12 +2640,14 @@ place_sections(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             long long n = PyBytes_GET_SIZE(spans) / (Py_ssize_t)sizeof(record_span);
             if (!stays && !known[target]) {
                 Py_DECREF(found);
+                Py_XDECREF(read);
                 result = Py_NewRef(Py_None);
                 goto done;
             }
             PyObject *slot = placed_slot(slots, order, target);
             if (slot == NULL) {
                 Py_DECREF(found);
+                Py_XDECREF(read);
                 goto done;
             }
             PyObject *piece;
@@ -2589,11 +2663,13 @@ place_sections(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (piece == NULL || PyList_Append(PyTuple_GET_ITEM(slot, target == own ? 0 : 1), piece) < 0) {
                 Py_XDECREF(piece);
                 Py_DECREF(found);
+                Py_XDECREF(read);
                 goto done;
             }
             Py_DECREF(piece);
         }
         Py_DECREF(found);
+        Py_XDECREF(read);
         PyObject *counted = stays ? Py_BuildValue("(iLO)", 0, total, Py_False)
                                   : Py_BuildValue("(LLO)", total - kept, kept, Py_True);
         if (counted == NULL || PyList_Append(placed, counted) < 0) {
@@ -2693,28 +2769,16 @@ PyDoc_STRVAR(lz4_unframe_doc,
              "One common lz4 frame's content (see codec/_speedups.c), or None: the\n"
              "Python path decides (an unusual or malformed frame, over max_size, no liblz4).");
 
+/* The content of the lz4 frame of `end` bytes at `data` (see lz4_unframe): a new
+ * bytes object, None (new reference: the Python path decides) or NULL (an
+ * exception set). liblz4 must have been looked up (lz4_library()). */
 static PyObject *
-lz4_unframe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+lz4_content(const unsigned char *data, Py_ssize_t end, Py_ssize_t max_size)
 {
-    (void)module;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "lz4_unframe(data, max_size)");
-        return NULL;
-    }
-    Py_ssize_t max_size = PyLong_AsSsize_t(args[1]);
-    if (max_size == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    lz4_decompress_fn decode = lz4_library();
+    lz4_decompress_fn decode = lz4_decompress_safe;
     if (decode == NULL) {
         Py_RETURN_NONE;
     }
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
-    const unsigned char *data = view.buf;
-    Py_ssize_t end = view.len;
     PyObject *out = NULL;
     /* magic, FLG (version 1, independent blocks, nothing else), BD, HC */
     if (end < 11 || read_le32(data) != 0x184D2204U || (data[4] & ~0x20) != 0x40 ||
@@ -2750,7 +2814,6 @@ lz4_unframe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     out = PyBytes_FromStringAndSize(NULL, bound);
     if (out == NULL) {
-        PyBuffer_Release(&view);
         return NULL;
     }
     char *into = PyBytes_AS_STRING(out);
@@ -2777,14 +2840,36 @@ lz4_unframe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         pos += size;
     }
-    PyBuffer_Release(&view);
     if (made != bound && _PyBytes_Resize(&out, made) < 0) {
         return NULL;
     }
     return out;
 refuse:
-    PyBuffer_Release(&view);
     Py_RETURN_NONE;
+}
+
+static PyObject *
+lz4_unframe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "lz4_unframe(data, max_size)");
+        return NULL;
+    }
+    Py_ssize_t max_size = PyLong_AsSsize_t(args[1]);
+    if (max_size == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (lz4_library() == NULL) {
+        Py_RETURN_NONE;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *out = lz4_content(view.buf, view.len, max_size);
+    PyBuffer_Release(&view);
+    return out;
 }
 
 /* The blocks of an lz4 frame as Java writes them (64 KiB independent blocks,

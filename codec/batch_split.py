@@ -49,6 +49,7 @@ __all__ = [
     "available",
     "build_batch",
     "build_batches",
+    "lazy_section",
     "place_sections",
     "placing",
     "section",
@@ -150,7 +151,7 @@ def section(
     return data, log_append
 
 
-#: One batch for :func:`place_sections`: (its section's bytes, record count, base
+#: One batch for :func:`place_sections`: (its section's bytes or None, record count, base
 #: timestamp, log append time or None, the client's partition, the batch's size on
 #: the wire, its bytes, and two objects the pieces carry: its owner and header).
 Section = tuple[Any, int, int, int | None, int, int, bytes, Any, Any]
@@ -169,7 +170,12 @@ def placing(hash_name: str) -> bool:
 
 
 def place_sections(
-    batches: list[Section], *, partitions: int, hash_name: str, known: bytes
+    batches: list[Section],
+    *,
+    partitions: int,
+    hash_name: str,
+    known: bytes,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
 ) -> Placed | None:
     """:func:`split_batch` for the batches of one topic of a request at once,
     their pieces grouped by target partition, with no Python code per piece.
@@ -178,11 +184,16 @@ def place_sections(
     its size and bytes; the pieces of one that does not are estimated at its
     size times their share of its records, plus 64 bytes, and have no bytes.
 
+    A batch's section may be None (:func:`lazy_section`): the C call then reads
+    it (the CRC checked, the lz4 frame read), with no Python code per batch;
+    when it cannot, the sections are read here and the call made again.
+
     Args:
         batches: the batches (:data:`Section`), in the request's order.
         partitions, hash_name: as for :func:`split_batch`.
         known: one byte per partition, non-zero where the target may take
             records moved in (its leader is known).
+        max_size: the most a section may inflate to.
 
     Returns:
         (the targets in the order first seen; per partition None or its pieces,
@@ -194,7 +205,40 @@ def place_sections(
     hash_id = HASH_IDS.get(hash_name)
     if place is None or hash_id is None:
         return None
-    return cast("Placed | None", place(batches, partitions, hash_id, known))
+    done = place(batches, partitions, hash_id, known, crc32c, max_size)
+    if done is None and any(b[0] is None for b in batches):
+        read = []
+        for b in batches:
+            if b[0] is None:
+                found = section(b[6], b[8], own=b[4], partitions=partitions, max_size=max_size)
+                if found is None:
+                    return None
+                b = (found[0], *b[1:])
+            read.append(b)
+        done = place(read, partitions, hash_id, known)
+    return cast("Placed | None", done)
+
+
+def lazy_section(
+    batch: bytes,
+    header: RecordBatchHeader,
+    *,
+    own: int,
+    partitions: int,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> tuple[Any, int | None] | None:
+    """:func:`section`, or for an lz4 batch (the usual kind) (None, its log
+    append time or None): its section left for :func:`place_sections` to read
+    in C."""
+    attributes = header.attributes
+    if (
+        attributes & (_CODEC_MASK | _CONTROL) == 3
+        and header.magic == 2
+        and 0 <= own < partitions
+        and len(batch) == header.size
+    ):
+        return None, header.max_timestamp if attributes & _LOG_APPEND_TIME else None
+    return section(batch, header, own=own, partitions=partitions, max_size=max_size)
 
 
 def build_batch(

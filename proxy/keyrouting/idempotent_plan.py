@@ -346,7 +346,7 @@ def _prepare_placed(
             if header.records_count < 1:
                 return None
             data = bytes(raw)
-            found = batch_split.section(
+            found = batch_split.lazy_section(
                 data, header, own=p.index, partitions=count, max_size=max_size
             )
             if found is None:
@@ -363,7 +363,7 @@ def _prepare_placed(
             continue
         assert count
         done = batch_split.place_sections(
-            sections, partitions=count, hash_name=hash_name, known=known_leaders
+            sections, partitions=count, hash_name=hash_name, known=known_leaders, max_size=max_size
         )
         if done is None:
             return None

@@ -16,6 +16,7 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
+import cramjam
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -428,6 +429,74 @@ def test_a_topic_placed_in_one_call_is_its_batches_split_one_by_one() -> None:
         C.place_sections([], 3, 0, b"\1")
     with pytest.raises(TypeError):
         C.place_sections([(b"",)], 3, 0, b"\1\1\1")
+
+
+def section_of(batch: bytes, own: int, lazy: bool) -> batch_split.Section | None:
+    """A batch for place_sections, its section read in Python or (``lazy``)
+    left to the C call when it is an lz4 batch; None: the batch is declined."""
+    header = read_batch_header(batch)
+    read = batch_split.lazy_section if lazy else batch_split.section
+    found = read(batch, header, own=own, partitions=3, max_size=1 << 20)
+    if found is None:
+        return None
+    data, log_append = found
+    count = header.records_count
+    return (data, count, header.base_timestamp, log_append, own, len(batch), batch, own, header)
+
+
+def placed_both_ways(batches: list[bytes], known: bytes) -> Any:
+    """place_sections of ``batches`` (partition i % 3 each), their sections read
+    in Python first and left to the C call: the same, or both declined."""
+    out = []
+    for lazy in (False, True):
+        sections = [section_of(b, i % 3, lazy) for i, b in enumerate(batches)]
+        if None in sections:
+            out.append(None)
+            continue
+        out.append(
+            batch_split.place_sections(
+                sections,  # type: ignore[arg-type]
+                partitions=3,
+                hash_name="murmur2",
+                known=known,
+                max_size=1 << 20,
+            )
+        )
+    assert out[0] == out[1]
+    return out[0]
+
+
+@SETTINGS
+@given(st.lists(st.tuples(record_lists(max_size=6), codecs, st.booleans()), min_size=1, max_size=4))
+def test_sections_read_in_the_c_call_are_those_read_in_python(batches: list[Any]) -> None:
+    """lazy_section: an lz4 batch's section read by place_sections (CRC, frame)
+    places its records as the section read in Python does; and a batch whose
+    CRC is wrong is declined both ways."""
+    made = []
+    for rows, codec, damaged in batches:
+        batch = encode_batch(rows, compression=codec, timestamp_type=int(damaged))
+        if damaged and len(batch) > 62:
+            batch = batch[:-1] + bytes((batch[-1] ^ 1,))  # the CRC no longer matches
+        made.append(batch)
+    placed_both_ways(made, b"\1\1\1")
+
+
+def test_an_unusual_lz4_frame_is_read_in_python_when_the_c_call_cannot() -> None:
+    """A frame the C reader leaves to Python (here with a content checksum):
+    read by the Python path, placed the same; a frame over max_size declined."""
+    rows = [(i, b"k%d" % i, b"v" * 50, ()) for i in range(30)]
+    plain = encode_batch(rows)
+    framed = bytes(cramjam.lz4.compress(plain[61:]))
+    assert framed[4] & 0x04  # a content checksum: not the common frame
+    batch = bytearray(plain[:61] + framed)
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">h", batch, 21, 3)
+    unusual = with_crc(bytes(batch))
+    assert C.lz4_unframe(framed, 1 << 20) is None
+    got = placed_both_ways([unusual, encode_batch(rows, compression=Compression.LZ4)], b"\1\1\1")
+    assert got is not None and sum(n for n, _, _ in got[2]) > 0
+    big = encode_batch([(1, b"k", bytes(2 << 20), ())], compression=Compression.LZ4)
+    assert placed_both_ways([big], b"\1\1\1") is None
 
 
 @pytest.fixture(autouse=True)
