@@ -5,12 +5,14 @@ client's batch to the partition its key hashes to. Its reference path decodes
 every record (:func:`~.records.decode_batch`) and encodes each group again
 (:func:`~.records.encode_batch`); this module is the same work done in the C
 accelerator (``index_records`` and ``build_records`` of ``codec/_speedups.c``),
-with no Python object per record: only the batch header, the CRC and the
-(de)compression are done here. ``place_sections`` indexes all the batches of
-one topic of a request in one call and groups their pieces by target
-partition, with no Python code per piece (:func:`place_sections`), and
-``build_batches`` builds all the upstream batches of a request, records,
-lz4 frames, headers and CRCs, in one call (:func:`build_batches`).
+with no Python object per record: the batch header is read here, and the
+CRC and (de)compression called from here one batch at a time
+(:func:`split_batch`, :func:`build_batch`). ``place_sections`` indexes all
+the batches of one topic of a request in one call and groups their pieces by
+target partition, with no Python code per piece, an lz4 batch's CRC checked
+and frame read in that call too (:func:`lazy_section`); ``build_batches``
+builds all the upstream batches of a request, records, lz4 frames, headers
+and CRCs, in one call.
 
 Rules:
 
