@@ -2299,53 +2299,85 @@ PyDoc_STRVAR(build_records_doc,
 "trafka.codec.records.encode_batch writes for the same records. None when a\n"
 "value does not fit (the Python encoder then decides).");
 
-static PyObject *
-build_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* The buffers of a list of (data, spans) pairs, two per pair, every span
+ * checked against its data: 0, or FAILED (an exception set; none held then). */
+static int
+pieces_open(PyObject *pieces, const char *who, Py_buffer **out, Py_ssize_t *pairs)
 {
-    if (nargs != 1 || !PyList_Check(args[0]) || PyList_GET_SIZE(args[0]) == 0) {
-        PyErr_SetString(PyExc_TypeError, "build_records() takes a non-empty list of (data, spans)");
-        return NULL;
+    if (!PyList_Check(pieces) || PyList_GET_SIZE(pieces) == 0) {
+        PyErr_Format(PyExc_TypeError, "%s takes a non-empty list of (data, spans)", who);
+        return FAILED;
     }
-    PyObject *pieces = args[0];
     Py_ssize_t n = PyList_GET_SIZE(pieces);
     Py_buffer *views = PyMem_Calloc((size_t)n * 2, sizeof(Py_buffer));
     if (views == NULL) {
-        return PyErr_NoMemory();
+        PyErr_NoMemory();
+        return FAILED;
     }
     Py_ssize_t held = 0;
-    PyObject *result = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyList_GET_ITEM(pieces, i);
         if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            PyErr_SetString(PyExc_TypeError, "build_records() takes a non-empty list of (data, spans)");
-            goto done;
+            PyErr_Format(PyExc_TypeError, "%s takes a non-empty list of (data, spans)", who);
+            goto fail;
         }
         if (PyObject_GetBuffer(PyTuple_GET_ITEM(pair, 0), &views[2 * i], PyBUF_SIMPLE) < 0) {
-            goto done;
+            goto fail;
         }
         held++;
         if (PyObject_GetBuffer(PyTuple_GET_ITEM(pair, 1), &views[2 * i + 1], PyBUF_SIMPLE) < 0) {
-            goto done;
+            goto fail;
         }
         held++;
         if (views[2 * i + 1].len % (Py_ssize_t)sizeof(record_span)) {
-            PyErr_SetString(PyExc_ValueError, "build_records(): spans of a wrong size");
-            goto done;
+            PyErr_Format(PyExc_ValueError, "%s: spans of a wrong size", who);
+            goto fail;
+        }
+        const record_span *sp = (const record_span *)views[2 * i + 1].buf;
+        Py_ssize_t k = views[2 * i + 1].len / (Py_ssize_t)sizeof(record_span);
+        for (Py_ssize_t j = 0; j < k; j++) {
+            record_span s;
+            memcpy(&s, &sp[j], sizeof s);
+            if ((Py_ssize_t)s.start + (Py_ssize_t)s.length > views[2 * i].len) {
+                PyErr_Format(PyExc_ValueError, "%s: a span beyond its data", who);
+                goto fail;
+            }
         }
     }
-    /* First the size (every span checked against its data), then one allocation. */
+    *out = views;
+    *pairs = n;
+    return 0;
+fail:
+    for (Py_ssize_t i = 0; i < held; i++) {
+        PyBuffer_Release(&views[i]);
+    }
+    PyMem_Free(views);
+    return FAILED;
+}
+
+static void
+pieces_close(Py_buffer *views, Py_ssize_t pairs)
+{
+    for (Py_ssize_t i = 0; i < 2 * pairs; i++) {
+        PyBuffer_Release(&views[i]);
+    }
+    PyMem_Free(views);
+}
+
+/* The records section of the pieces' spans: its size, record count, base and
+ * max timestamps. 0, or REFUSE (a value does not fit; the Python encoder decides). */
+static int
+pieces_measure(const Py_buffer *views, Py_ssize_t pairs, Py_ssize_t *total_out,
+               Py_ssize_t *records_out, int64_t *base_out, int64_t *max_out)
+{
     int64_t base = 0, max_ts = 0;
     Py_ssize_t total = 0, records = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; i < pairs; i++) {
         const record_span *sp = (const record_span *)views[2 * i + 1].buf;
         Py_ssize_t k = views[2 * i + 1].len / (Py_ssize_t)sizeof(record_span);
         for (Py_ssize_t j = 0; j < k; j++, records++) {
             record_span s;
             memcpy(&s, &sp[j], sizeof s);
-            if ((Py_ssize_t)s.start + (Py_ssize_t)s.length > views[2 * i].len) {
-                PyErr_SetString(PyExc_ValueError, "build_records(): a span beyond its data");
-                goto done;
-            }
             if (records == 0) {
                 base = max_ts = s.timestamp;
             } else if (s.timestamp > max_ts) {
@@ -2353,28 +2385,31 @@ build_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             int64_t delta;
             if (__builtin_sub_overflow(s.timestamp, base, &delta) || records >= INT32_MAX) {
-                result = Py_NewRef(Py_None);
-                goto done;
+                return REFUSE;
             }
             Py_ssize_t body = 1 + uvarint_size(zigzag(delta)) + uvarint_size(zigzag(records)) + s.length;
-            if (body > INT32_MAX || total > PY_SSIZE_T_MAX - 16 - body) {
-                result = Py_NewRef(Py_None);
-                goto done;
+            if (body > INT32_MAX || total > PY_SSIZE_T_MAX / 2 - 1024 - body) {
+                return REFUSE;
             }
             total += uvarint_size(zigzag(body)) + body;
         }
     }
     if (records == 0) {
-        result = Py_NewRef(Py_None);
-        goto done;
+        return REFUSE;
     }
-    PyObject *payload = PyBytes_FromStringAndSize(NULL, total);
-    if (payload == NULL) {
-        goto done;
-    }
-    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(payload);
+    *total_out = total;
+    *records_out = records;
+    *base_out = base;
+    *max_out = max_ts;
+    return 0;
+}
+
+/* Writes the records section pieces_measure() measured into `w`. */
+static void
+pieces_write(const Py_buffer *views, Py_ssize_t pairs, int64_t base, unsigned char *w)
+{
     Py_ssize_t index = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; i < pairs; i++) {
         const unsigned char *data = (const unsigned char *)views[2 * i].buf;
         const record_span *sp = (const record_span *)views[2 * i + 1].buf;
         Py_ssize_t k = views[2 * i + 1].len / (Py_ssize_t)sizeof(record_span);
@@ -2392,12 +2427,35 @@ build_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             w += s.length;
         }
     }
+}
+
+static PyObject *
+build_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 1) {
+        PyErr_SetString(PyExc_TypeError, "build_records() takes a non-empty list of (data, spans)");
+        return NULL;
+    }
+    Py_buffer *views;
+    Py_ssize_t pairs;
+    if (pieces_open(args[0], "build_records()", &views, &pairs)) {
+        return NULL;
+    }
+    int64_t base, max_ts;
+    Py_ssize_t total, records;
+    PyObject *result = NULL;
+    if (pieces_measure(views, pairs, &total, &records, &base, &max_ts)) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *payload = PyBytes_FromStringAndSize(NULL, total);
+    if (payload == NULL) {
+        goto done;
+    }
+    pieces_write(views, pairs, base, (unsigned char *)PyBytes_AS_STRING(payload));
     result = Py_BuildValue("(NnLL)", payload, records, (long long)base, (long long)max_ts);
 done:
-    for (Py_ssize_t i = 0; i < held; i++) {
-        PyBuffer_Release(&views[i]);
-    }
-    PyMem_Free(views);
+    pieces_close(views, pairs);
     return result;
 }
 
@@ -2414,7 +2472,54 @@ PyDoc_STRVAR(place_sections_doc,
 "header), a batch whose records all stay being one piece with its `whole`\n"
 "bytes and size; and per batch (records moved, records kept, whether it was\n"
 "split). None when index_records() declines a batch or a split batch has a\n"
-"target whose leader is not known.");
+"target whose leader is not known.\n\n"
+"With `crc32c` and `max_size` given, a batch's `data` may be None: its section is\n"
+"then read here from `whole`, an lz4 batch of `size` bytes (its CRC checked with\n"
+"`crc32c(view)`, its frame read as lz4_unframe() reads it); None when that\n"
+"fails (the caller then reads the section in Python).");
+
+typedef int (*lz4_decompress_fn)(const char *, char *, int, int);
+static lz4_decompress_fn lz4_library(void);
+static PyObject *lz4_content(const unsigned char *data, Py_ssize_t end, Py_ssize_t max_size);
+
+/* The records section of the lz4 batch `whole` of `size` bytes (a new
+ * reference), None (new reference: declined) or NULL (an exception set). */
+static PyObject *
+lz4_section(PyObject *whole, long long size, PyObject *crc32c, Py_ssize_t max_size)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(whole, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *b = view.buf;
+    PyObject *out = NULL;
+    if (size < BATCH_HEADER || view.len < size || (b[22] & 0x07) != 3 || lz4_library() == NULL) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *all = PyMemoryView_FromObject(whole);
+    PyObject *covered = all == NULL ? NULL : PySequence_GetSlice(all, 21, (Py_ssize_t)size);
+    Py_XDECREF(all);
+    PyObject *crc = covered == NULL ? NULL : PyObject_CallOneArg(crc32c, covered);
+    Py_XDECREF(covered);
+    if (crc == NULL) {
+        goto done;
+    }
+    int64_t c = -1;
+    int rc = int64_arg(crc, &c);
+    Py_DECREF(crc);
+    if (rc == FAILED) {
+        goto done;
+    }
+    if (rc || c != (int64_t)(uint32_t)be32(b + 17)) {
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    out = lz4_content(b + BATCH_HEADER, (Py_ssize_t)size - BATCH_HEADER, max_size);
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
 
 /* slots[target], made (and its target noted in `order`) at its first use. */
 static PyObject *
@@ -2441,8 +2546,14 @@ placed_slot(PyObject *slots, PyObject *order, Py_ssize_t target)
 static PyObject *
 place_sections(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 4 || !PyList_Check(args[0]) || !PyBytes_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "place_sections() takes (list, partitions, hash, bytes)");
+    if ((nargs != 4 && nargs != 6) || !PyList_Check(args[0]) || !PyBytes_Check(args[3]) ||
+        (nargs == 6 && !PyCallable_Check(args[4]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "place_sections() takes (list, partitions, hash, bytes[, crc32c, max_size])");
+        return NULL;
+    }
+    Py_ssize_t max_size = nargs == 6 ? PyLong_AsSsize_t(args[5]) : 0;
+    if (max_size == -1 && PyErr_Occurred()) {
         return NULL;
     }
     Py_ssize_t partitions = PyLong_AsSsize_t(args[1]);
@@ -2472,6 +2583,24 @@ place_sections(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         PyObject *data = PyTuple_GET_ITEM(batch, 0);
+        PyObject *read = NULL; /* the section read here, when `data` is None */
+        if (data == Py_None) {
+            long long wire = nargs == 6 ? PyLong_AsLongLong(PyTuple_GET_ITEM(batch, 5)) : -1;
+            if (wire == -1 && PyErr_Occurred()) {
+                goto done;
+            }
+            read = wire < 0 ? Py_NewRef(Py_None)
+                            : lz4_section(PyTuple_GET_ITEM(batch, 6), wire, args[4], max_size);
+            if (read == NULL) {
+                goto done;
+            }
+            if (read == Py_None) {
+                Py_DECREF(read);
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+            data = read;
+        }
         PyObject *index_args[7] = {
             data,
             PyTuple_GET_ITEM(batch, 1),
@@ -2482,12 +2611,12 @@ place_sections(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyTuple_GET_ITEM(batch, 4),
         };
         PyObject *found = index_records(module, index_args, 7);
-        if (found == NULL) {
-            goto done;
-        }
-        if (found == Py_None) {
-            Py_DECREF(found);
-            result = Py_NewRef(Py_None);
+        if (found == NULL || found == Py_None) {
+            Py_XDECREF(read);
+            if (found != NULL) {
+                Py_DECREF(found);
+                result = Py_NewRef(Py_None);
+            }
             goto done;
         }
         Py_ssize_t own = PyLong_AsSsize_t(PyTuple_GET_ITEM(batch, 4));
@@ -2495,6 +2624,7 @@ place_sections(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(batch, 5));
         if (PyErr_Occurred()) {
             Py_DECREF(found);
+            Py_XDECREF(read);
             goto done;
         }
         PyObject *whole = PyTuple_GET_ITEM(batch, 6);
@@ -2510,12 +2640,14 @@ place_sections(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             long long n = PyBytes_GET_SIZE(spans) / (Py_ssize_t)sizeof(record_span);
             if (!stays && !known[target]) {
                 Py_DECREF(found);
+                Py_XDECREF(read);
                 result = Py_NewRef(Py_None);
                 goto done;
             }
             PyObject *slot = placed_slot(slots, order, target);
             if (slot == NULL) {
                 Py_DECREF(found);
+                Py_XDECREF(read);
                 goto done;
             }
             PyObject *piece;
@@ -2531,11 +2663,13 @@ place_sections(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (piece == NULL || PyList_Append(PyTuple_GET_ITEM(slot, target == own ? 0 : 1), piece) < 0) {
                 Py_XDECREF(piece);
                 Py_DECREF(found);
+                Py_XDECREF(read);
                 goto done;
             }
             Py_DECREF(piece);
         }
         Py_DECREF(found);
+        Py_XDECREF(read);
         PyObject *counted = stays ? Py_BuildValue("(iLO)", 0, total, Py_False)
                                   : Py_BuildValue("(LLO)", total - kept, kept, Py_True);
         if (counted == NULL || PyList_Append(placed, counted) < 0) {
@@ -2635,28 +2769,16 @@ PyDoc_STRVAR(lz4_unframe_doc,
              "One common lz4 frame's content (see codec/_speedups.c), or None: the\n"
              "Python path decides (an unusual or malformed frame, over max_size, no liblz4).");
 
+/* The content of the lz4 frame of `end` bytes at `data` (see lz4_unframe): a new
+ * bytes object, None (new reference: the Python path decides) or NULL (an
+ * exception set). liblz4 must have been looked up (lz4_library()). */
 static PyObject *
-lz4_unframe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+lz4_content(const unsigned char *data, Py_ssize_t end, Py_ssize_t max_size)
 {
-    (void)module;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "lz4_unframe(data, max_size)");
-        return NULL;
-    }
-    Py_ssize_t max_size = PyLong_AsSsize_t(args[1]);
-    if (max_size == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    lz4_decompress_fn decode = lz4_library();
+    lz4_decompress_fn decode = lz4_decompress_safe;
     if (decode == NULL) {
         Py_RETURN_NONE;
     }
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
-    const unsigned char *data = view.buf;
-    Py_ssize_t end = view.len;
     PyObject *out = NULL;
     /* magic, FLG (version 1, independent blocks, nothing else), BD, HC */
     if (end < 11 || read_le32(data) != 0x184D2204U || (data[4] & ~0x20) != 0x40 ||
@@ -2692,7 +2814,6 @@ lz4_unframe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     out = PyBytes_FromStringAndSize(NULL, bound);
     if (out == NULL) {
-        PyBuffer_Release(&view);
         return NULL;
     }
     char *into = PyBytes_AS_STRING(out);
@@ -2719,14 +2840,74 @@ lz4_unframe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         pos += size;
     }
-    PyBuffer_Release(&view);
     if (made != bound && _PyBytes_Resize(&out, made) < 0) {
         return NULL;
     }
     return out;
 refuse:
-    PyBuffer_Release(&view);
     Py_RETURN_NONE;
+}
+
+static PyObject *
+lz4_unframe(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "lz4_unframe(data, max_size)");
+        return NULL;
+    }
+    Py_ssize_t max_size = PyLong_AsSsize_t(args[1]);
+    if (max_size == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (lz4_library() == NULL) {
+        Py_RETURN_NONE;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *out = lz4_content(view.buf, view.len, max_size);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* The blocks of an lz4 frame as Java writes them (64 KiB independent blocks,
+ * each stored when compressing does not shrink it) and its end mark, of the
+ * `n` bytes at `data`, written at `into` (room for lz4_blocks_bound(n) bytes);
+ * how many bytes were written. liblz4 must have been found. */
+static Py_ssize_t
+lz4_blocks_into(const char *data, Py_ssize_t n, char *into)
+{
+    const Py_ssize_t block = 64 * 1024;
+    Py_ssize_t made = 0;
+    for (Py_ssize_t start = 0; start < n; start += block) {
+        int size = (int)(n - start < block ? n - start : block);
+        /* Compressed straight into the frame, given less room than the block:
+         * liblz4 gives up (0) when it does not shrink, and the block is stored. */
+        int packed = lz4_compress_default(data + start, into + made + 4, size, size - 1);
+        uint32_t word = (uint32_t)packed;
+        if (packed <= 0) {
+            word = (uint32_t)size | 0x80000000U;
+            packed = size;
+            memcpy(into + made + 4, data + start, (size_t)size);
+        }
+        unsigned char *w = (unsigned char *)into + made;
+        w[0] = word & 0xFF;
+        w[1] = (word >> 8) & 0xFF;
+        w[2] = (word >> 16) & 0xFF;
+        w[3] = word >> 24;
+        made += 4 + packed;
+    }
+    memset(into + made, 0, 4);
+    return made + 4;
+}
+
+/* The most lz4_blocks_into() writes for `n` bytes (every block stored). */
+static inline Py_ssize_t
+lz4_blocks_bound(Py_ssize_t n)
+{
+    return n + 4 * ((n + 64 * 1024 - 1) / (64 * 1024)) + 4;
 }
 
 PyDoc_STRVAR(lz4_frame_doc,
@@ -2752,14 +2933,13 @@ lz4_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     const char *data = view.buf;
-    Py_ssize_t n = view.len, block = 64 * 1024;
-    Py_ssize_t blocks = (n + block - 1) / block;
+    Py_ssize_t n = view.len;
     /* At most every block stored: its header word and its bytes. */
     if (n > PY_SSIZE_T_MAX / 2 - 64) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
-    Py_ssize_t capacity = 7 + n + 4 * blocks + 4;
+    Py_ssize_t capacity = 7 + lz4_blocks_bound(n);
     PyObject *out = PyBytes_FromStringAndSize(NULL, capacity);
     if (out == NULL) {
         PyBuffer_Release(&view);
@@ -2767,30 +2947,166 @@ lz4_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     char *into = PyBytes_AS_STRING(out);
     memcpy(into, PyBytes_AS_STRING(args[1]), 7);
-    Py_ssize_t made = 7;
-    for (Py_ssize_t start = 0; start < n; start += block) {
-        int size = (int)(n - start < block ? n - start : block);
-        /* Compressed straight into the frame, given less room than the block:
-         * liblz4 gives up (0) when it does not shrink, and the block is stored. */
-        int packed = lz4_compress_default(data + start, into + made + 4, size, size - 1);
-        uint32_t word = (uint32_t)packed;
-        if (packed <= 0) {
-            word = (uint32_t)size | 0x80000000U;
-            packed = size;
-            memcpy(into + made + 4, data + start, (size_t)size);
-        }
-        unsigned char *w = (unsigned char *)into + made;
-        w[0] = word & 0xFF;
-        w[1] = (word >> 8) & 0xFF;
-        w[2] = (word >> 16) & 0xFF;
-        w[3] = word >> 24;
-        made += 4 + packed;
-    }
-    memset(into + made, 0, 4);
-    made += 4;
+    Py_ssize_t made = 7 + lz4_blocks_into(data, n, into + 7);
     PyBuffer_Release(&view);
     if (made != capacity && _PyBytes_Resize(&out, made) < 0) {
         return NULL;
+    }
+    return out;
+}
+
+PyDoc_STRVAR(build_batches_doc,
+"build_batches(jobs, crc32c, lz4_header, /) -> [(batch, count), ...] | None\n\n"
+"Whole magic 2 batches of records placed by index_records(), one per job, in one\n"
+"call: a job is (pieces, attributes, producer_id, producer_epoch, base_sequence),\n"
+"`pieces` as build_records() takes them.\n"
+"Each batch is byte for byte what trafka.codec.batch_split.build_batch writes:\n"
+"base offset 0, partition leader epoch -1, the codec, timestamp type and\n"
+"transactional bit of `attributes`, lz4 frames as Java writes them after the\n"
+"7-byte `lz4_header`; `crc32c(view)` checksums each batch from its attributes on.\n"
+"None when any job is not for this fast path (a codec other than none or lz4, no\n"
+"liblz4, a header field out of its range, a value that does not fit): the caller\n"
+"then builds each batch in Python.");
+
+/* One job's batch (a new reference), or NULL with *rc REFUSE or FAILED. */
+static PyObject *
+build_one(PyObject *job, PyObject *crc32c, PyObject *lz4_header, Py_ssize_t *count_out, int *rc)
+{
+    *rc = REFUSE;
+    if (!PyTuple_Check(job) || PyTuple_GET_SIZE(job) != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "build_batches(): a job is (pieces, attributes, producer_id, producer_epoch, "
+                        "base_sequence)");
+        *rc = FAILED;
+        return NULL;
+    }
+    int64_t v[4]; /* attributes, producer_id, producer_epoch, base_sequence */
+    for (int i = 0; i < 4; i++) {
+        int r = int64_arg(PyTuple_GET_ITEM(job, i + 1), &v[i]);
+        if (r) {
+            *rc = r;
+            return NULL;
+        }
+    }
+    int codec = (int)(v[0] & 0x07);
+    if ((codec != 0 && codec != 3) || (codec == 3 && lz4_compress_default == NULL) ||
+        v[2] < INT16_MIN || v[2] > INT16_MAX || v[3] < INT32_MIN || v[3] > INT32_MAX) {
+        return NULL;
+    }
+    Py_buffer *views;
+    Py_ssize_t pairs;
+    if (pieces_open(PyTuple_GET_ITEM(job, 0), "build_batches()", &views, &pairs)) {
+        *rc = FAILED;
+        return NULL;
+    }
+    int64_t base, max_ts;
+    Py_ssize_t total, records;
+    PyObject *batch = NULL;
+    unsigned char *plain = NULL;
+    if (pieces_measure(views, pairs, &total, &records, &base, &max_ts)) {
+        goto done;
+    }
+    Py_ssize_t room = codec ? 7 + lz4_blocks_bound(total) : total;
+    batch = PyBytes_FromStringAndSize(NULL, BATCH_HEADER + room);
+    if (batch == NULL) {
+        *rc = FAILED;
+        goto done;
+    }
+    unsigned char *b = (unsigned char *)PyBytes_AS_STRING(batch);
+    Py_ssize_t size = BATCH_HEADER + room;
+    if (codec) {
+        plain = PyMem_Malloc((size_t)(total ? total : 1));
+        if (plain == NULL) {
+            PyErr_NoMemory();
+            *rc = FAILED;
+            Py_CLEAR(batch);
+            goto done;
+        }
+        pieces_write(views, pairs, base, plain);
+        memcpy(b + BATCH_HEADER, PyBytes_AS_STRING(lz4_header), 7);
+        size = BATCH_HEADER + 7 + lz4_blocks_into((const char *)plain, total, (char *)b + BATCH_HEADER + 7);
+    } else {
+        pieces_write(views, pairs, base, b + BATCH_HEADER);
+    }
+    if (size - LOG_OVERHEAD > INT32_MAX) {
+        Py_CLEAR(batch);
+        goto done;
+    }
+    if (size != BATCH_HEADER + room) {
+        if (_PyBytes_Resize(&batch, size) < 0) {
+            *rc = FAILED;
+            goto done; /* (batch is NULL then) */
+        }
+        b = (unsigned char *)PyBytes_AS_STRING(batch);
+    }
+    unsigned char *p = b + 21;
+    p = put_be(p, (uint64_t)(v[0] & 0x1F), 2); /* codec, timestamp type, transactional */
+    p = put_be(p, (uint64_t)(records - 1), 4);
+    p = put_be(p, (uint64_t)base, 8);
+    p = put_be(p, (uint64_t)max_ts, 8);
+    p = put_be(p, (uint64_t)v[1], 8);
+    p = put_be(p, (uint64_t)v[2], 2);
+    p = put_be(p, (uint64_t)v[3], 4);
+    put_be(p, (uint64_t)records, 4);
+    /* The checksum reads a view of the batch before any other code can see it. */
+    PyObject *whole = PyMemoryView_FromObject(batch);
+    PyObject *view = whole == NULL ? NULL : PySequence_GetSlice(whole, 21, size);
+    Py_XDECREF(whole);
+    PyObject *crc = view == NULL ? NULL : PyObject_CallOneArg(crc32c, view);
+    Py_XDECREF(view);
+    int64_t c = -1;
+    int r = crc == NULL ? FAILED : int64_arg(crc, &c);
+    Py_XDECREF(crc);
+    if (r || c < 0 || c > 0xFFFFFFFFll) {
+        *rc = r ? r : REFUSE;
+        Py_CLEAR(batch);
+        goto done;
+    }
+    p = put_be(b, 0, 8); /* base offset */
+    p = put_be(p, (uint64_t)(size - LOG_OVERHEAD), 4);
+    p = put_be(p, (uint64_t)(int64_t)-1, 4); /* partition leader epoch */
+    *p++ = 2; /* magic */
+    put_be(p, (uint64_t)c, 4);
+    *count_out = records;
+done:
+    PyMem_Free(plain);
+    pieces_close(views, pairs);
+    return batch;
+}
+
+static PyObject *
+build_batches(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3 || !PyList_Check(args[0]) || !PyCallable_Check(args[1]) ||
+        !PyBytes_Check(args[2]) || PyBytes_GET_SIZE(args[2]) != 7) {
+        PyErr_SetString(PyExc_TypeError, "build_batches(jobs, crc32c, lz4 header of 7 bytes)");
+        return NULL;
+    }
+    lz4_library();
+    PyObject *jobs = args[0];
+    Py_ssize_t n = PyList_GET_SIZE(jobs);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t count = 0;
+        int rc;
+        PyObject *batch = build_one(PyList_GET_ITEM(jobs, i), args[1], args[2], &count, &rc);
+        if (batch == NULL) {
+            Py_DECREF(out);
+            if (rc == FAILED) {
+                return NULL;
+            }
+            Py_RETURN_NONE;
+        }
+        PyObject *pair = Py_BuildValue("(Nn)", batch, count);
+        if (pair == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, pair);
     }
     return out;
 }
@@ -2814,6 +3130,7 @@ static PyMethodDef speedups_methods[] = {
     {"place_sections", (PyCFunction)(void (*)(void))place_sections, METH_FASTCALL, place_sections_doc},
     {"lz4_unframe", (PyCFunction)(void (*)(void))lz4_unframe, METH_FASTCALL, lz4_unframe_doc},
     {"lz4_frame", (PyCFunction)(void (*)(void))lz4_frame, METH_FASTCALL, lz4_frame_doc},
+    {"build_batches", (PyCFunction)(void (*)(void))build_batches, METH_FASTCALL, build_batches_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -5,10 +5,14 @@ client's batch to the partition its key hashes to. Its reference path decodes
 every record (:func:`~.records.decode_batch`) and encodes each group again
 (:func:`~.records.encode_batch`); this module is the same work done in the C
 accelerator (``index_records`` and ``build_records`` of ``codec/_speedups.c``),
-with no Python object per record: only the batch header, the CRC and the
-(de)compression are done here. ``place_sections`` indexes all the batches of
-one topic of a request in one call and groups their pieces by target
-partition, with no Python code per piece (:func:`place_sections`).
+with no Python object per record: the batch header is read here, and the
+CRC and (de)compression called from here one batch at a time
+(:func:`split_batch`, :func:`build_batch`). ``place_sections`` indexes all
+the batches of one topic of a request in one call and groups their pieces by
+target partition, with no Python code per piece, an lz4 batch's CRC checked
+and frame read in that call too (:func:`lazy_section`); ``build_batches``
+builds all the upstream batches of a request, records, lz4 frames, headers
+and CRCs, in one call.
 
 Rules:
 
@@ -33,7 +37,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from . import records as _records
-from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, decompress
+from .compression import _LZ4_HEADER, DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, decompress
 from .crc import crc32c
 from .errors import DecodeError
 from .records import BATCH_HEADER_SIZE, RecordBatchHeader
@@ -46,6 +50,8 @@ __all__ = [
     "Spans",
     "available",
     "build_batch",
+    "build_batches",
+    "lazy_section",
     "place_sections",
     "placing",
     "section",
@@ -147,7 +153,7 @@ def section(
     return data, log_append
 
 
-#: One batch for :func:`place_sections`: (its section's bytes, record count, base
+#: One batch for :func:`place_sections`: (its section's bytes or None, record count, base
 #: timestamp, log append time or None, the client's partition, the batch's size on
 #: the wire, its bytes, and two objects the pieces carry: its owner and header).
 Section = tuple[Any, int, int, int | None, int, int, bytes, Any, Any]
@@ -166,7 +172,12 @@ def placing(hash_name: str) -> bool:
 
 
 def place_sections(
-    batches: list[Section], *, partitions: int, hash_name: str, known: bytes
+    batches: list[Section],
+    *,
+    partitions: int,
+    hash_name: str,
+    known: bytes,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
 ) -> Placed | None:
     """:func:`split_batch` for the batches of one topic of a request at once,
     their pieces grouped by target partition, with no Python code per piece.
@@ -175,11 +186,16 @@ def place_sections(
     its size and bytes; the pieces of one that does not are estimated at its
     size times their share of its records, plus 64 bytes, and have no bytes.
 
+    A batch's section may be None (:func:`lazy_section`): the C call then reads
+    it (the CRC checked, the lz4 frame read), with no Python code per batch;
+    when it cannot, the sections are read here and the call made again.
+
     Args:
         batches: the batches (:data:`Section`), in the request's order.
         partitions, hash_name: as for :func:`split_batch`.
         known: one byte per partition, non-zero where the target may take
             records moved in (its leader is known).
+        max_size: the most a section may inflate to.
 
     Returns:
         (the targets in the order first seen; per partition None or its pieces,
@@ -191,7 +207,40 @@ def place_sections(
     hash_id = HASH_IDS.get(hash_name)
     if place is None or hash_id is None:
         return None
-    return cast("Placed | None", place(batches, partitions, hash_id, known))
+    done = place(batches, partitions, hash_id, known, crc32c, max_size)
+    if done is None and any(b[0] is None for b in batches):
+        read = []
+        for b in batches:
+            if b[0] is None:
+                found = section(b[6], b[8], own=b[4], partitions=partitions, max_size=max_size)
+                if found is None:
+                    return None
+                b = (found[0], *b[1:])
+            read.append(b)
+        done = place(read, partitions, hash_id, known)
+    return cast("Placed | None", done)
+
+
+def lazy_section(
+    batch: bytes,
+    header: RecordBatchHeader,
+    *,
+    own: int,
+    partitions: int,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> tuple[Any, int | None] | None:
+    """:func:`section`, or for an lz4 batch (the usual kind) (None, its log
+    append time or None): its section left for :func:`place_sections` to read
+    in C."""
+    attributes = header.attributes
+    if (
+        attributes & (_CODEC_MASK | _CONTROL) == 3
+        and header.magic == 2
+        and 0 <= own < partitions
+        and len(batch) == header.size
+    ):
+        return None, header.max_timestamp if attributes & _LOG_APPEND_TIME else None
+    return section(batch, header, own=own, partitions=partitions, max_size=max_size)
 
 
 def build_batch(
@@ -234,3 +283,39 @@ def build_batch(
         partition_leader_epoch=-1,
     )
     return data, count
+
+
+#: One batch for :func:`build_batches`: (its pieces' spans, attributes, producer
+#: id, producer epoch, base sequence), as :func:`build_batch` takes them.
+Job = tuple[list[Spans], int, int, int, int]
+
+
+def build_batches(jobs: list[Job]) -> list[tuple[bytes, int] | None]:
+    """:func:`build_batch` of each job, in order, in one C call when it can
+    (``build_batches`` of the C module: the records of every batch assembled,
+    lz4-compressed and checksummed with no Python code per batch).
+
+    Returns:
+        Per job, what :func:`build_batch` returns for it: the batch and its
+        record count, or None (the C pass declines; the reference path then
+        decides). Byte for byte the same either way
+        (tests/codec/test_batch_split.py).
+
+    Raises:
+        EncodeError: a header field is out of its range.
+    """
+    fast = _records.accelerated("build_batches")
+    if fast is not None and jobs:
+        done = fast(jobs, crc32c, _LZ4_HEADER)
+        if done is not None:
+            return cast("list[tuple[bytes, int] | None]", done)
+    return [
+        build_batch(
+            pieces,
+            attributes=attributes,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=sequence,
+        )
+        for pieces, attributes, producer_id, producer_epoch, sequence in jobs
+    ]

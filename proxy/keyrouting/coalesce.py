@@ -361,8 +361,8 @@ class Coalescer:
             return None
         data: dict[str, dict[int, bytes]] = {}
         entries: list[_Entry] = []
-        for (topic, target), chunk in batches.items():
-            built = self._build(chunk)
+        made = _built(batches)
+        for ((topic, target), chunk), built in zip(batches.items(), made, strict=True):
             position = 0
             for entry in chunk:
                 entry.position = position
@@ -386,19 +386,6 @@ class Coalescer:
             topic_data=_topic_data(data),
         )
         return body, entries, max(s.deadline for s in shares)
-
-    @staticmethod
-    def _build(chunk: list[_Entry]) -> bytes | None:
-        """One batch of ``chunk``'s records (a whole client batch byte for byte)."""
-        first = chunk[0].pieces[0]
-        if len(chunk) == 1 and len(chunk[0].pieces) == 1 and first[2] is not None:
-            return first[2]
-        spans = [piece[3] for entry in chunk for piece in entry.pieces]
-        built = batch_split.build_batch(spans, attributes=first[4].attributes)
-        if built is None:
-            log.warning("coalescing: the codec declined to build a batch of %d pieces", len(spans))
-            return None
-        return built[0]
 
     async def _answer(
         self,
@@ -432,6 +419,30 @@ class Coalescer:
         key = (id(acc.pool), acc.leader, acc.acks, acc.client_id, acc.version)
         if self._leaders.get(key) is acc:
             del self._leaders[key]
+
+
+def _built(batches: dict[tuple[str, int], list[_Entry]]) -> list[bytes | None]:
+    """One batch of each chunk's records (a whole client batch byte for byte),
+    those not kept whole built in one C call (``batch_split.build_batches``);
+    None where the codec declined."""
+    out: list[bytes | None] = []
+    jobs: list[batch_split.Job] = []
+    at: list[int] = []  # the chunks built, by their place in ``out``
+    for chunk in batches.values():
+        first = chunk[0].pieces[0]
+        if len(chunk) == 1 and len(chunk[0].pieces) == 1 and first[2] is not None:
+            out.append(first[2])
+            continue
+        spans = [piece[3] for entry in chunk for piece in entry.pieces]
+        jobs.append((spans, first[4].attributes, -1, -1, -1))
+        at.append(len(out))
+        out.append(None)
+    for i, job, built in zip(at, jobs, batch_split.build_batches(jobs), strict=True):
+        if built is None:
+            log.warning("coalescing: the codec declined to build a batch of %d pieces", len(job[0]))
+        else:
+            out[i] = built[0]
+    return out
 
 
 async def answer(

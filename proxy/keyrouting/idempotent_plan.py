@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -39,7 +40,13 @@ from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.produce_response import ProduceAnswer, ProduceResponseWriter
-from trafka.codec.records import RecordBatchHeader, iter_batches, set_base_sequence
+from trafka.codec.records import (
+    MIN_BATCH_LENGTH,
+    RecordBatchHeader,
+    iter_batches,
+    read_batch_header,
+    set_base_sequence,
+)
 
 from ..topics import Topics
 from .answers import Endpoints, finish_answer
@@ -142,13 +149,28 @@ class IdempotentPlan:
     answers: list[tuple[str, list[tuple[int, ClientBatch | ErrorCode]]]]
 
 
+_LENGTH = struct.Struct(">i")  # a batch's length, at byte 8 of it
+
+
+def _batches(records: Any) -> list[tuple[Any, memoryview]]:
+    """``list(iter_batches(records))``, read without walking when ``records``
+    is exactly one magic 2 batch (a producer's usual partition)."""
+    if records is not None and len(records) >= 61 and records[16] == 2:
+        length = _LENGTH.unpack_from(records, 8)[0]
+        if length >= MIN_BATCH_LENGTH and length + 12 == len(records):
+            view = memoryview(records)
+            if view.ndim == 1 and view.itemsize == 1:
+                return [(read_batch_header(view), view)]
+    return list(iter_batches(records or b""))
+
+
 def idempotent_producer(body: Any) -> tuple[int, int] | None:
     """(producer id, epoch) when every batch of the request is a magic 2 batch of
     one idempotent producer; else None."""
     found: tuple[int, int] | None = None
     for t in body.topic_data:
         for p in t.partition_data:
-            for header, _ in iter_batches(p.records or b""):
+            for header, _ in _batches(p.records):
                 if not isinstance(header, RecordBatchHeader):
                     return None  # a legacy message set
                 if header.producer_id < 0 or header.attributes & _CONTROL:
@@ -346,7 +368,7 @@ def _prepare_placed(
             if header.records_count < 1:
                 return None
             data = bytes(raw)
-            found = batch_split.section(
+            found = batch_split.lazy_section(
                 data, header, own=p.index, partitions=count, max_size=max_size
             )
             if found is None:
@@ -363,7 +385,7 @@ def _prepare_placed(
             continue
         assert count
         done = batch_split.place_sections(
-            sections, partitions=count, hash_name=hash_name, known=known_leaders
+            sections, partitions=count, hash_name=hash_name, known=known_leaders, max_size=max_size
         )
         if done is None:
             return None
@@ -390,42 +412,51 @@ _OWNER, _SIZE, _SPANS = itemgetter(0), itemgetter(1), itemgetter(3)
 
 def _chunked_placed(targets: _Targets, cap: int, session: Session) -> list[_Chunk] | None:
     """:func:`_chunked` of :func:`_prepare_placed`'s pieces (None: the C pass
-    declines to build one)."""
-    chunks = []
+    declines to build one). The upstream batches that are not a client batch
+    kept whole are built together, in one C call
+    (:func:`~trafka.codec.batch_split.build_batches`)."""
+    chunks: list[_Chunk] = []
+    jobs: list[batch_split.Job] = []
+    built_for: list[_Chunk] = []  # the chunks of the jobs, in order
     for (topic, target), (own, moved) in targets.items():
         pieces = own + moved
-        runs: list[list[batch_split.Piece]] = []
+        # Each run's pieces and record count (counted only when the target's
+        # records are cut in several batches: the next one's sequence follows).
+        runs: list[tuple[list[batch_split.Piece], int]] = []
         if sum(map(_SIZE, pieces)) <= cap:
-            runs.append(pieces)  # the usual case, with no Python code per piece
+            runs.append((pieces, 0))  # the usual case, with no Python code per piece
         else:
             size = 0
             for piece in pieces:
                 if not runs or size + piece[1] > cap:
-                    runs.append([])
+                    runs.append(([], 0))
                     size = 0
-                runs[-1].append(piece)
+                run, n = runs[-1]
+                run.append(piece)
+                runs[-1] = (run, n + len(piece[3][1]) // batch_split.SPAN_SIZE)
                 size += piece[1]
         sequence = session.next_for(topic, target)
-        for run in runs:
+        for run, n in runs:
             first = run[0]
-            if len(run) == 1 and first[2] is not None:
-                data, carried = _at(first[2], first[4].base_sequence, sequence)
-                n = first[4].records_count
-            else:
-                built = batch_split.build_batch(
-                    list(map(_SPANS, run)),
-                    attributes=first[4].attributes,
-                    producer_id=session.producer_id,
-                    producer_epoch=session.epoch,
-                    base_sequence=sequence,  # (None: 0, renumbered on commit)
-                )
-                if built is None:
-                    return None
-                (data, n), carried = built, sequence or 0
             holders = list(dict.fromkeys(map(_OWNER, run)))
             # Its first records lead it when they are a client batch kept whole.
-            chunks.append(_Chunk(topic, target, data, n, holders, first[2] is not None, carried))
-            sequence = None if sequence is None else next_sequence(sequence, n)
+            chunk = _Chunk(topic, target, b"", n, holders, first[2] is not None, sequence or 0)
+            if len(run) == 1 and first[2] is not None:
+                chunk.data, chunk.sequence = _at(first[2], first[4].base_sequence, sequence)
+                chunk.count = first[4].records_count
+            else:
+                # Built below, at its sequence (unknown: 0, renumbered on commit).
+                spans = list(map(_SPANS, run))
+                jobs.append(
+                    (spans, first[4].attributes, session.producer_id, session.epoch, chunk.sequence)
+                )
+                built_for.append(chunk)
+            chunks.append(chunk)
+            sequence = None if sequence is None else next_sequence(sequence, chunk.count)
+    for chunk, made in zip(built_for, batch_split.build_batches(jobs), strict=True):
+        if made is None:
+            return None
+        chunk.data, chunk.count = made
     return chunks
 
 
@@ -444,7 +475,7 @@ def _one_batch_each(body: Any) -> list[list[_One]] | None:
     for t in body.topic_data:
         found = []
         for p in t.partition_data:
-            batches = list(iter_batches(p.records or b""))
+            batches = _batches(p.records)
             if len(batches) != 1 or not isinstance(batches[0][0], RecordBatchHeader):
                 return None
             found.append(cast("_One", batches[0]))

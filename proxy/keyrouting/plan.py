@@ -679,7 +679,7 @@ def place_spans(body: Any, topics: Topics, hash_name: str, max_size: int) -> Spa
                 if not isinstance(header, RecordBatchHeader) or _untouchable(header):
                     return None  # legacy messages, a producer id: another plan
                 data = bytes(raw)
-                found = batch_split.section(
+                found = batch_split.lazy_section(
                     data, header, own=p.index, partitions=partitions, max_size=max_size
                 )
                 if found is None:
@@ -693,7 +693,7 @@ def place_spans(body: Any, topics: Topics, hash_name: str, max_size: int) -> Spa
                      owner, header)
                 )  # fmt: skip
         done = batch_split.place_sections(
-            batches, partitions=partitions, hash_name=hash_name, known=known
+            batches, partitions=partitions, hash_name=hash_name, known=known, max_size=max_size
         )
         if done is None:
             return None

@@ -11,10 +11,12 @@ never raises itself; with the accelerator off it always declines.
 
 from __future__ import annotations
 
+import random
 import struct
 from collections.abc import Iterator
 from typing import Any
 
+import cramjam
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -156,6 +158,96 @@ def test_pieces_of_several_batches_make_one_batch_as_the_reference_does(
         rows += [row for _, group in reference(batch, partitions, hash_name, own) for row in group]
     attributes = read_batch_header(a).attributes
     assert build(pieces, attributes) == reference_batch(rows, attributes, -1, -1)
+
+
+@st.composite
+def jobs(draw: Any) -> list[batch_split.Job]:
+    """Jobs of :func:`batch_split.build_batches`: pieces of random batches, each
+    job with its own attributes, producer and base sequence."""
+    out: list[batch_split.Job] = []
+    for _ in range(draw(st.integers(1, 4))):
+        pieces = []
+        for _ in range(draw(st.integers(1, 3))):
+            rows = draw(record_lists(max_size=5))
+            batch = encode_batch(rows, compression=draw(codecs))
+            found = split(batch, 3, "murmur2", 0)
+            assert found is not None
+            pieces += [spans for _, spans in found]
+        codec = draw(st.sampled_from([Compression.NONE, Compression.LZ4, Compression.LZ4]))
+        attributes = codec | draw(st.sampled_from([0, 0x08, 0x10, 0x18]))
+        producer = draw(st.sampled_from([(-1, -1), (7, 2), (2**63 - 1, 2**15 - 1)]))
+        sequence = draw(st.sampled_from([-1, 0, 0x7FFFFFFF]) | st.integers(0, 0x7FFFFFFF))
+        out.append((pieces, attributes, *producer, sequence))
+    return out
+
+
+def built_one_by_one(jobs: list[batch_split.Job]) -> list[tuple[bytes, int] | None]:
+    """The reference: :func:`batch_split.build_batch` of each job."""
+    return [
+        batch_split.build_batch(
+            pieces, attributes=attributes, producer_id=pid, producer_epoch=epoch, base_sequence=seq
+        )
+        for pieces, attributes, pid, epoch, seq in jobs
+    ]
+
+
+@SETTINGS
+@given(jobs())
+def test_batches_built_in_one_call_are_those_built_one_by_one(found: list[Any]) -> None:
+    """build_batches (one C call for every upstream batch of a request) and its
+    Python fallback write byte for byte what build_batch writes per batch."""
+    expected = built_one_by_one(found)
+    assert all(e is not None for e in expected)
+    fast = C.build_batches(found, crc32c, batch_split._LZ4_HEADER)
+    if fast is None:  # pragma: no cover - only without the system's liblz4
+        assert any(job[1] & 0x07 for job in found)
+    else:
+        assert fast == expected
+    assert batch_split.build_batches(found) == expected
+    for (data, count), job in zip(expected, found, strict=True):  # type: ignore[misc]
+        assert read_batch_header(data).records_count == count
+        assert count == sum(len(spans) // batch_split.SPAN_SIZE for _, spans in job[0])
+
+
+def test_batches_of_several_lz4_blocks_built_in_one_call() -> None:
+    """Records past lz4's 64 KiB block, compressible and not (blocks stored)."""
+    rng = random.Random(5)
+    rows = [(i, b"k%d" % i, rng.randbytes(900) if i % 2 else bytes(900), ()) for i in range(300)]
+    found = split(encode_batch(rows, compression=Compression.LZ4), 4, "murmur2", 0)
+    assert found is not None
+    pieces = [spans for _, spans in found]
+    jobs: list[batch_split.Job] = [
+        (pieces, 3, 7, 0, 9),
+        (pieces[:1], 3, 7, 0, 1),
+        (pieces, 0, 7, 0, 2),
+    ]
+    expected = built_one_by_one(jobs)
+    assert len(expected[0][0]) > 2 * 65536  # type: ignore[index]
+    assert C.build_batches(jobs, crc32c, batch_split._LZ4_HEADER) == expected
+    assert batch_split.build_batches(jobs) == expected
+
+
+def test_batches_the_c_call_declines_are_built_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A codec other than none or lz4 or a field out of its range: the whole call
+    is declined and each batch built by build_batch (which raises its errors)."""
+    batch = encode_batch([(1, b"k", b"v", ()), (2, b"q", b"w", ())])
+    found = split(batch, 1, "murmur2", 0)
+    assert found is not None
+    pieces = [spans for _, spans in found]
+    mixed: list[batch_split.Job] = [(pieces, 3, 7, 0, 5), (pieces, 1, 7, 0, 7)]
+    assert C.build_batches(mixed, crc32c, batch_split._LZ4_HEADER) is None
+    expected = built_one_by_one(mixed)
+    assert batch_split.build_batches(mixed) == expected
+    assert read_batch_header(expected[1][0]).base_sequence == 7  # type: ignore[index]
+    for field in ((7, 2**15, 0), (2**63, 0, 0), (7, 0, 2**31)):
+        assert C.build_batches([(pieces, 0, *field)], crc32c, b"1234567") is None
+        with pytest.raises(CodecError):
+            batch_split.build_batches([(pieces, 0, *field)])
+    with pytest.raises(TypeError):
+        C.build_batches([(pieces, 0, 7, 0)], crc32c, b"1234567")
+    assert batch_split.build_batches([]) == []
+    monkeypatch.setattr(_accel, "speedups", None)
+    assert batch_split.build_batches([(pieces, 0, -1, -1, -1)]) == [None]
 
 
 @st.composite
@@ -337,6 +429,74 @@ def test_a_topic_placed_in_one_call_is_its_batches_split_one_by_one() -> None:
         C.place_sections([], 3, 0, b"\1")
     with pytest.raises(TypeError):
         C.place_sections([(b"",)], 3, 0, b"\1\1\1")
+
+
+def section_of(batch: bytes, own: int, lazy: bool) -> batch_split.Section | None:
+    """A batch for place_sections, its section read in Python or (``lazy``)
+    left to the C call when it is an lz4 batch; None: the batch is declined."""
+    header = read_batch_header(batch)
+    read = batch_split.lazy_section if lazy else batch_split.section
+    found = read(batch, header, own=own, partitions=3, max_size=1 << 20)
+    if found is None:
+        return None
+    data, log_append = found
+    count = header.records_count
+    return (data, count, header.base_timestamp, log_append, own, len(batch), batch, own, header)
+
+
+def placed_both_ways(batches: list[bytes], known: bytes) -> Any:
+    """place_sections of ``batches`` (partition i % 3 each), their sections read
+    in Python first and left to the C call: the same, or both declined."""
+    out = []
+    for lazy in (False, True):
+        sections = [section_of(b, i % 3, lazy) for i, b in enumerate(batches)]
+        if None in sections:
+            out.append(None)
+            continue
+        out.append(
+            batch_split.place_sections(
+                sections,  # type: ignore[arg-type]
+                partitions=3,
+                hash_name="murmur2",
+                known=known,
+                max_size=1 << 20,
+            )
+        )
+    assert out[0] == out[1]
+    return out[0]
+
+
+@SETTINGS
+@given(st.lists(st.tuples(record_lists(max_size=6), codecs, st.booleans()), min_size=1, max_size=4))
+def test_sections_read_in_the_c_call_are_those_read_in_python(batches: list[Any]) -> None:
+    """lazy_section: an lz4 batch's section read by place_sections (CRC, frame)
+    places its records as the section read in Python does; and a batch whose
+    CRC is wrong is declined both ways."""
+    made = []
+    for rows, codec, damaged in batches:
+        batch = encode_batch(rows, compression=codec, timestamp_type=int(damaged))
+        if damaged and len(batch) > 62:
+            batch = batch[:-1] + bytes((batch[-1] ^ 1,))  # the CRC no longer matches
+        made.append(batch)
+    placed_both_ways(made, b"\1\1\1")
+
+
+def test_an_unusual_lz4_frame_is_read_in_python_when_the_c_call_cannot() -> None:
+    """A frame the C reader leaves to Python (here with a content checksum):
+    read by the Python path, placed the same; a frame over max_size declined."""
+    rows = [(i, b"k%d" % i, b"v" * 50, ()) for i in range(30)]
+    plain = encode_batch(rows)
+    framed = bytes(cramjam.lz4.compress(plain[61:]))
+    assert framed[4] & 0x04  # a content checksum: not the common frame
+    batch = bytearray(plain[:61] + framed)
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">h", batch, 21, 3)
+    unusual = with_crc(bytes(batch))
+    assert C.lz4_unframe(framed, 1 << 20) is None
+    got = placed_both_ways([unusual, encode_batch(rows, compression=Compression.LZ4)], b"\1\1\1")
+    assert got is not None and sum(n for n, _, _ in got[2]) > 0
+    big = encode_batch([(1, b"k", bytes(2 << 20), ())], compression=Compression.LZ4)
+    assert placed_both_ways([big], b"\1\1\1") is None
 
 
 @pytest.fixture(autouse=True)
