@@ -57,14 +57,20 @@ def _journal_bytes(directory: Path) -> int:
 
 
 class PacedProducer:
-    """librdkafka's idempotent producer writing RECORDS keyed records (CRC32
+    """librdkafka's idempotent producer writing ``records`` keyed records (CRC32
     partitioner: most of them move) at a steady pace, on a thread of its own."""
 
     def __init__(
-        self, servers: str, pause: float, limit: int | None = None, topic: str = TOPIC
+        self,
+        servers: str,
+        pause: float,
+        limit: int | None = None,
+        topic: str = TOPIC,
+        records: int = RECORDS,
     ) -> None:
         self.servers = servers
         self.topic = topic
+        self.records = records
         self.pause = pause
         self.sent = 0
         self.failures: list[Any] = []
@@ -88,7 +94,7 @@ class PacedProducer:
             }
         )
         try:
-            for i in range(RECORDS):
+            for i in range(self.records):
                 while self.limit is not None and i >= self.limit:
                     self.held = True
                     producer.poll(0.05)
@@ -173,17 +179,22 @@ def _kill_holding_batches(
 
 
 def check_exactly_once(
-    servers: str, reports: list[Report], topic: str = TOPIC, **settings: Any
+    servers: str,
+    reports: list[Report],
+    topic: str = TOPIC,
+    sent: int = RECORDS,
+    **settings: Any,
 ) -> Counter[bytes]:
-    """Every record in the topic, on its murmur2 partition; no delivery report
-    naming a place where its record is not (issue #51); the count of each
-    (read with the consumer ``settings``)."""
+    """Every record in the topic (``sent`` of them, by a :class:`PacedProducer`),
+    on its murmur2 partition; no delivery report naming a place where its
+    record is not (issue #51); the count of each (read with the consumer
+    ``settings``)."""
     records = placement(servers, topic, PARTITIONS, **settings)
-    assert len(reports) == RECORDS
+    assert len(reports) == sent
     problem = misreported(records, reports)
     assert problem is None, problem
     counts = Counter(r.value for r in records)
-    assert set(counts) == {b"r-%d" % i for i in range(RECORDS)}  # nothing lost
+    assert set(counts) == {b"r-%d" % i for i in range(sent)}  # nothing lost
     assert [r for r in records if r.partition != murmur2_partition(r.key, PARTITIONS)] == []
     # Per key, the records in the order they were sent (a record written twice
     # counts where it was first written).

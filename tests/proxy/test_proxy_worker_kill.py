@@ -12,6 +12,9 @@ again on its ports, the producers finish, and everything is read back with
 read_committed: no delivery error, nothing lost, every delivery report naming
 the offset its record is at, the other worker's clients' records once each.
 
+The module's tests share the broker process (:func:`broker`), each with a
+topic of its own; every test leaves it running (not paused).
+
 The killed worker's clients bootstrap again while it is down and reach the
 other worker (in every run so far, all of them). Their records: without a
 journal, only those of the batches they had in flight at the kill may be
@@ -33,7 +36,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +48,6 @@ from test_proxy_workers import Supervisor, _free_port
 
 from trafka.sdk.partitioners import murmur2_partition
 
-TOPIC = "killed"
 PARTITIONS = 6
 KEYS = 29
 BEFORE = 200  # records per client acknowledged before the kill
@@ -69,8 +71,9 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float = 120) -> Any:
 class Client:
     """An idempotent librdkafka producer through the proxy, with its reports."""
 
-    def __init__(self, servers: str, n: int) -> None:
+    def __init__(self, servers: str, n: int, topic: str) -> None:
         self.n = n
+        self.topic = topic
         self.worker = ""
         self.sent: list[bytes] = []
         self.reports: list[Report] = []
@@ -91,7 +94,7 @@ class Client:
         values = [b"%d-%d-%d" % (phase, self.n, i) + PAD for i in range(count)]
         for i, value in enumerate(values):
             self.producer.produce(
-                TOPIC, value=value, key=b"key-%d" % (i % KEYS), on_delivery=self._report
+                self.topic, value=value, key=b"key-%d" % (i % KEYS), on_delivery=self._report
             )
         self.sent += values
         self.producer.poll(0)
@@ -165,9 +168,13 @@ class BrokerProcess:
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         self.servers = f"127.0.0.1:{self.port}"
-        admin = AdminClient({"bootstrap.servers": self.servers})
-        wait_for("the broker", lambda: self._serves(admin), 60)
-        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+        self.admin = AdminClient({"bootstrap.servers": self.servers})
+        wait_for("the broker", lambda: self._serves(self.admin), 60)
+
+    def create(self, topic: str) -> str:
+        """A topic of PARTITIONS partitions, created; its name."""
+        self.admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+        return topic
 
     def _serves(self, admin: AdminClient) -> bool:
         assert self.proc.poll() is None, self.log.read_text()
@@ -195,13 +202,14 @@ def _produce_alone(proxy: Supervisor, client: Client, phase: int, count: int) ->
     return grew[0]
 
 
-def _clients_on_both_workers(proxy: Supervisor) -> list[Client]:
-    """Clients through the shared port, added (each producing BEFORE records)
-    until both workers serve some; each knows its worker."""
+def _clients_on_both_workers(proxy: Supervisor, topic: str) -> list[Client]:
+    """Clients through the shared port, writing ``topic``, added (each
+    producing BEFORE records) until both workers serve some; each knows its
+    worker."""
     clients: list[Client] = []
     while len({c.worker for c in clients}) < 2:
         assert len(clients) < 40, "40 clients all reached one worker"
-        client = Client(f"127.0.0.1:{proxy.port}", len(clients))
+        client = Client(f"127.0.0.1:{proxy.port}", len(clients), topic)
         client.worker = _produce_alone(proxy, client, 1, BEFORE)
         clients.append(client)
     return clients
@@ -248,10 +256,12 @@ def _kill_holding_batches(
 
 
 def _read_back(broker: BrokerProcess, clients: list[Client]) -> Counter[bytes]:
-    """Every record read back (read_committed), checked: every client's
-    reports all in, each naming its record's offset, nothing lost, every
-    record on its murmur2 partition; how many times each value is written."""
-    records = placement(broker.servers, TOPIC, PARTITIONS, isolation_level="read_committed")
+    """Every record of the clients' topic read back (read_committed), checked:
+    every client's reports all in, each naming its record's offset, nothing
+    lost, every record on its murmur2 partition; how many times each value is
+    written."""
+    (topic,) = {c.topic for c in clients}
+    records = placement(broker.servers, topic, PARTITIONS, isolation_level="read_committed")
     reports = [r for c in clients for r in c.reports]
     assert all(len(c.reports) == len(c.sent) for c in clients)
     assert misreported(records, reports) is None, misreported(records, reports)
@@ -261,22 +271,42 @@ def _read_back(broker: BrokerProcess, clients: list[Client]) -> Counter[bytes]:
     return counts
 
 
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """The module's broker process (each test creates its topic)."""
+    process = BrokerProcess(tmp_path_factory.mktemp("killed-broker"))
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+# A restarted worker waits its restart's grace, and one that takes clients
+# over from a killed sibling's journal its failover's grace, before asking the
+# leader about their producers (the killed worker's last writes land
+# meanwhile): 1 s, not the 5 s default, which was most of what the takeover
+# cost. The broker is resumed the moment the worker is killed, so the writes
+# it held unread land at once; test_proxy_durability and test_proxy_ha take
+# over with the same 1 s.
+GRACE = ("--journal-takeover-grace-ms", "1000")
 JOURNALS = {
-    "none": lambda _: (),
-    "dir": lambda tmp: ("--journal", str(tmp / "journal")),
-    "topic": lambda _: ("--journal", "topic", "--journal-takeover-grace-ms", "1000"),
+    "none": lambda _: GRACE,
+    "dir": lambda tmp: ("--journal", str(tmp / "journal"), *GRACE),
+    "topic": lambda _: ("--journal", "topic", *GRACE),
 }
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("journal", list(JOURNALS))
-def test_a_worker_killed_holding_unanswered_batches(tmp_path: Path, journal: str) -> None:
-    broker = BrokerProcess(tmp_path)
+def test_a_worker_killed_holding_unanswered_batches(
+    broker: BrokerProcess, tmp_path: Path, journal: str
+) -> None:
+    topic = broker.create(f"killed-{journal}")
     proxy: Supervisor | None = None
     try:
         proxy = Supervisor(tmp_path, broker.servers, JOURNALS[journal](tmp_path))
-        clients = _clients_on_both_workers(proxy)
+        clients = _clients_on_both_workers(proxy, topic)
         victim = clients[0].worker
         pid, in_flight = _kill_holding_batches(proxy, broker, clients, victim)
 
@@ -323,12 +353,13 @@ def test_a_worker_killed_holding_unanswered_batches(tmp_path: Path, journal: str
     finally:
         if proxy is not None:
             proxy.close()
-        broker.stop()
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_clients_that_move_to_a_sibling_and_back_write_every_record_once(tmp_path: Path) -> None:
+def test_clients_that_move_to_a_sibling_and_back_write_every_record_once(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
     """``--journal DIR``: one worker is killed -9 holding unanswered batches,
     its clients move to the other; then that one is killed the same way, and
     they move back to the first, started again, which holds placements of
@@ -336,12 +367,12 @@ def test_clients_that_move_to_a_sibling_and_back_write_every_record_once(tmp_pat
     retries of the batches the second worker placed are taken over from its
     journal, read again when they come back (:mod:`trafka.proxy.journal_peers`):
     every record once, every report naming its record's offset."""
-    broker = BrokerProcess(tmp_path)
+    topic = broker.create("killed-moves")
     proxy: Supervisor | None = None
-    journal = ("--journal", str(tmp_path / "journal"), "--journal-takeover-grace-ms", "1000")
+    journal = ("--journal", str(tmp_path / "journal"), *GRACE)
     try:
         proxy = Supervisor(tmp_path, broker.servers, journal)
-        clients = _clients_on_both_workers(proxy)
+        clients = _clients_on_both_workers(proxy, topic)
         first = clients[0].worker
         second = next(c.worker for c in clients if c.worker != first)
         where: dict[int, list[str]] = {c.n: [c.worker] for c in clients}
@@ -361,4 +392,3 @@ def test_clients_that_move_to_a_sibling_and_back_write_every_record_once(tmp_pat
     finally:
         if proxy is not None:
             proxy.close()
-        broker.stop()

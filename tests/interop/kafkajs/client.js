@@ -37,7 +37,9 @@ async function main() {
     console.log(`ok ${n}`);
   } else if (mode === "consume") {
     const [group, n] = [rest[0], Number(rest[1])];
-    const consumer = kafka.consumer({ groupId: group });
+    // A fetch finding nothing new is held 500 ms, not kafkajs' 5 s: the
+    // disconnect once all N are read waits for the fetch in flight.
+    const consumer = kafka.consumer({ groupId: group, maxWaitTimeInMs: 500 });
     await consumer.connect();
     await consumer.subscribe({ topic, fromBeginning: true });
     let seen = 0;
