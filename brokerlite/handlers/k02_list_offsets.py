@@ -19,6 +19,17 @@ Per partition, by the requested ``timestamp``:
 single-node broker), which is also the ``leader_epoch`` returned. In cluster
 mode only the partition's leader answers (else NOT_LEADER_OR_FOLLOWER).
 
+A client's offsets (``replica_id`` -1) stop where it may fetch, as Kafka's
+``Partition.fetchOffsetForTimestamp`` and ``ReplicaManager.fetchOffset`` have
+them: a found offset at or past the last fetchable offset (the high watermark;
+the last stable offset under read_committed) is answered as none (offset and
+timestamp -1), and a leader elected since its high watermark was last moved
+(the high watermark still below the log end it had when it began leading, its
+epoch's start) answers the latest offset, and a lookup by time that finds
+nothing before that point, OFFSET_NOT_AVAILABLE (v5+; LEADER_NOT_AVAILABLE
+before), a retriable error, rather than an end that may go back (KIP-207). A
+request from another replica id is answered to the log end, without either.
+
 Version 0 (Kafka 3.9's, removed by KIP-896) answers a list,
 ``old_style_offsets``, of at most ``max_num_offsets`` offsets: the same single
 offset v1 would find, or none when there is none. Kafka's v0 listed segment
@@ -52,9 +63,18 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 READ_COMMITTED = 1
+CONSUMER = -1  # the replica id of a client's request
 
 Topic = m.ListOffsetsResponse.ListOffsetsTopicResponse
 Partition = m.ListOffsetsResponse.ListOffsetsPartitionResponse
+
+
+class _OffsetNotAvailable(BrokerError):
+    code = ErrorCode.OFFSET_NOT_AVAILABLE
+
+
+class _LeaderNotAvailable(BrokerError):
+    code = ErrorCode.LEADER_NOT_AVAILABLE
 
 
 def _lookup(
@@ -64,22 +84,50 @@ def _lookup(
     target: int,
     read_committed: bool,
     current_leader_epoch: int,
+    client: bool,
 ) -> tuple[int, int]:
     version = ctx.version
     log = leader_log(ctx, topic, partition, current_leader_epoch)
     if target == EARLIEST or (target == EARLIEST_LOCAL and version >= 8):
         return log.log_start_offset, -1
+    if not client:
+        fetchable = log.log_end_offset
+    elif read_committed:
+        fetchable = ctx.producers.last_stable_offset(topic, partition)
+    else:
+        fetchable = log.high_watermark
+    lagging = client and log.high_watermark < _epoch_start(ctx, topic, partition)
     if target == LATEST:
-        if read_committed:
-            return ctx.producers.last_stable_offset(topic, partition), -1
-        return log.high_watermark, -1
+        if lagging:
+            _not_available(version, topic, partition)
+        return fetchable, -1
     if target == MAX_TIMESTAMP and version >= 7:
         found = log.offset_of_max_timestamp()
     elif target < 0:
         found = None
     else:
         found = log.offset_for_timestamp(target)
-    return (-1, -1) if found is None else found
+    if found is None or found[0] >= fetchable:
+        if lagging:
+            _not_available(version, topic, partition)
+        return -1, -1
+    return found
+
+
+def _epoch_start(ctx: RequestContext, topic: str, partition: int) -> int:
+    """Where this leader's epoch began (its log end when it became leader); 0 on
+    the single node, whose high watermark is never behind."""
+    cluster = ctx.cluster
+    replica = None if cluster is None else cluster.replicas.replica(topic, partition)
+    return 0 if replica is None else replica.epoch_start_offset
+
+
+def _not_available(version: int, topic: str, partition: int) -> None:
+    why = (
+        f"{topic}-{partition}: the high watermark is behind the start of this "
+        "leader's epoch (a recent election)"
+    )
+    raise _OffsetNotAvailable(why) if version >= 5 else _LeaderNotAvailable(why)
 
 
 def _epoch(ctx: RequestContext, topic: str, partition: int) -> int:
@@ -113,6 +161,7 @@ def handle(ctx: RequestContext, request: m.ListOffsetsRequest) -> m.ListOffsetsR
                         want.timestamp,
                         read_committed,
                         want.current_leader_epoch if version >= 4 else -1,
+                        request.replica_id == CONSUMER,
                     )
                 except BrokerError as exc:
                     code = code_of(exc)

@@ -139,7 +139,10 @@ def test_fetch_offsets_isolation_and_sizes(kafka3: Any, peer: Any) -> None:
     (KIP-74) and batches after it only within the limits; read_committed stops
     at the last stable offset (KIP-98): an open transaction's records are
     invisible until its commit marker, and the aborted list names an aborted
-    one's records."""
+    one's records. ListOffsets by time finds no offset at or past the last
+    fetchable one (Kafka's ``Partition.fetchOffsetForTimestamp``: the last stable
+    offset under read_committed), so an open transaction's records are not
+    found by time (nor as the max timestamp) under read_committed."""
 
     def script(talk: Talk) -> None:
         k = Kafka(talk)
@@ -157,13 +160,18 @@ def test_fetch_offsets_isolation_and_sizes(kafka3: Any, peer: Any) -> None:
         init = k.init_pid(tid)
         pid, epoch = init.producer_id, init.producer_epoch
         k.add_partitions(tid, pid, epoch, topic)
-        k.produce(topic, records([b"t1", b"t2"], pid=pid, epoch=epoch, seq=0, txn=True), tid=tid)
+        txn = records([b"t1", b"t2"], pid=pid, epoch=epoch, seq=0, txn=True, ts=TS + 1000)
+        k.produce(topic, txn, tid=tid)
         k.fetch(topic, 9, isolation=1)
         k.fetch(topic, 9, isolation=0)
         k.list_offsets(topic, -1, isolation=1)
+        for isolation in (1, 0):
+            k.list_offsets(topic, TS + 1000, isolation=isolation)
+            k.list_offsets(topic, -3, isolation=isolation)
         k.end_txn(tid, pid, epoch, commit=False)
         k.settle(topic)
         k.list_offsets(topic, -1, isolation=1)
+        k.list_offsets(topic, TS + 1000, isolation=1)
 
     check(kafka3, peer, script)
 
