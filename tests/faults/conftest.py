@@ -34,6 +34,13 @@ SHORT: dict[str, object] = {
     "transaction.state.log.num.partitions": 6,
 }
 SHORT_CLIENT_TIMEOUT_MS = 5000
+#: The workload's pace: each producer sends a record every 50 ms (every 10 ms in
+#: ``make faults``). At one record every 10 ms each record was a request of its own
+#: (``linger.ms`` 5), and the clients, the brokers' appends and their replication
+#: were most of the module's CPU; 20 records a second per producer still keep every
+#: partition written throughout each fault (the checker's unavailability figures,
+#: and the cut schedules' effect, read the acknowledgements' times).
+SHORT_CLIENT_PACE_S = 0.05
 
 
 def _cluster(
@@ -46,7 +53,8 @@ def _cluster(
         pytest.skip("ZooKeeper not found (apt-get install zookeeper)")
     with netlab.NetLab() as lab:
         cluster = kind(lab, root, settings=SHORT, zookeepers=zookeepers, disks=disks,
-                       client_timeout_ms=SHORT_CLIENT_TIMEOUT_MS)  # fmt: skip
+                       client_timeout_ms=SHORT_CLIENT_TIMEOUT_MS,
+                       client_pace_s=SHORT_CLIENT_PACE_S)  # fmt: skip
         try:
             cluster.start()
             yield cluster

@@ -33,6 +33,12 @@ from trafka.sdk import NewTopic, open_admin
 
 PORT = 9092
 ZK_PORT = 2181
+#: ZooKeeper's JVMs: one GC thread and the C1 compiler only (as the suite's shared
+#: ZooKeeper, brokerlite/dev/zookeeper_server.py): the ensemble's three servers
+#: are all but idle, and C2's compiling and the parallel collector's threads were
+#: most of their CPU.
+ZK_JVM_FLAGS = ("-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
+                "-Dzookeeper.jmx.log4j.disable=true", "-Dzookeeper.forceSync=no")  # fmt: skip
 
 
 def wait_for(what: str, probe: Any, timeout: float) -> Any:
@@ -75,11 +81,14 @@ class NsCluster:
         disks: bool = False,
         clocks: bool = False,
         client_timeout_ms: int = 10_000,
+        client_pace_s: float = 0.01,
     ) -> None:
         self.lab = lab
         # the workload's clients' request timeout (schedules.py), which the cuts
         # between them and a leader are held past
         self.client_timeout_ms = client_timeout_ms
+        # the workload's producers' pace: each sends a record every so many seconds
+        self.client_pace_s = client_pace_s
         self.with_disks = disks  # each node's log dir on a slowfs (slowfs.py)
         self.disks: dict[int, SlowDisk] = {}
         # each node's wall clock movable (clockshift.py)
@@ -152,7 +161,7 @@ class NsCluster:
             with open(zk_dir / "zookeeper.log", "ab") as log:
                 self.zookeepers.append(self.lab.spawn(
                     host,
-                    [java, "-Xmx128m", "-Dzookeeper.forceSync=no", "-cp", classpath,
+                    [java, *ZK_JVM_FLAGS, "-cp", classpath,
                      f"org.apache.zookeeper.server.{'quorum.' if ensemble else ''}{main}",
                      str(cfg)],
                     log,
@@ -291,11 +300,13 @@ class KafkaNsCluster(NsCluster):
         disks: bool = False,
         clocks: bool = False,
         client_timeout_ms: int = 10_000,
+        client_pace_s: float = 0.01,
     ) -> None:
         from kafka_peers import KAFKA_3, KafkaCluster
 
         super().__init__(lab, root, nodes, settings, zookeepers=zookeepers, disks=disks,
-                         clocks=clocks, client_timeout_ms=client_timeout_ms)  # fmt: skip
+                         clocks=clocks, client_timeout_ms=client_timeout_ms,
+                         client_pace_s=client_pace_s)  # fmt: skip
         self.kafka = KafkaCluster(
             KAFKA_3,
             self.root / "kafka",

@@ -412,11 +412,13 @@ def run_schedule(
         running: Workload = TxnWorkload(bootstrap, topic, f"{topic}-out", partitions,
                                         f"g-{topic}", seed, cluster.lab.namespace(CLIENT),
                                         client=client, java=java,
-                                        request_timeout_ms=cluster.client_timeout_ms)  # fmt: skip
+                                        request_timeout_ms=cluster.client_timeout_ms,
+                                        interval=cluster.client_pace_s)  # fmt: skip
     else:
         running = Workload(bootstrap, topic, partitions, group=f"g-{topic}",
                            netns=cluster.lab.namespace(CLIENT), acks1=workload == "acks1",
-                           request_timeout_ms=cluster.client_timeout_ms)  # fmt: skip
+                           request_timeout_ms=cluster.client_timeout_ms,
+                           interval=cluster.client_pace_s)  # fmt: skip
     RUNNING.append(Clients(running))
     phases.mark("setup")
     running.start()

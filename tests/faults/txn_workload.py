@@ -100,13 +100,13 @@ class TxnWorkload(Workload):
     def __init__(self, bootstrap: str, source: str, sink: str, partitions: int, group: str,
                  seed: int, netns: str | None = None, abort_ratio: float = 0.2,
                  client: str = "trafka", java: Any = None,
-                 request_timeout_ms: int = 10_000) -> None:  # fmt: skip
+                 request_timeout_ms: int = 10_000, interval: float = 0.01) -> None:  # fmt: skip
         """``client``: the processor's (``trafka``, ``librdkafka`` or ``java``,
         txn_clients.py; ``java`` takes ``java``, a (root directory, spawn on the
         clients' host) pair). ``request_timeout_ms``: the feed's clients' (the
-        processor's is 5 s)."""
+        processor's is 5 s). ``interval``: the feed's pace (:class:`workload.Workload`)."""
         super().__init__(bootstrap, source, partitions, group, netns=netns,
-                         request_timeout_ms=request_timeout_ms)  # fmt: skip
+                         request_timeout_ms=request_timeout_ms, interval=interval)  # fmt: skip
         self.client = client
         self.txn_group = f"{group}-txn"
         self.sink = sink

@@ -1,7 +1,8 @@
 """The workload a schedule runs its faults under, and everything its clients were told.
 
 One trafka idempotent producer (``acks=all``) writes keyed, numbered records
-(value ``k<key>:<seq>``, the sequence counting up per run) at a steady pace and
+(value ``k<key>:<seq>``, the sequence counting up per run) at a steady pace (a
+record every ``interval`` seconds; the tests' clusters say theirs) and
 keeps every delivery report: the (partition, offset) it names, or the error;
 confluent-kafka's (librdkafka's) idempotent producer does the same alongside
 (values ``ck<key>:<seq>``, the same keys). With ``acks1``, a third producer,
