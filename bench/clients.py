@@ -157,7 +157,7 @@ from _kafka import (  # bench/'s own
     script_session,
     zookeeper_chroot,
 )
-from _open_loop import OpenLoop, open_loop
+from _open_loop import OpenLoop, open_loop, smoke_window
 
 CLIENTS = (
     "trafka",
@@ -190,8 +190,6 @@ ACKS = 1
 # Kafka's perf JVMs with the full JIT compiler; a smoke run's (--smoke in the worker
 # too) with C1 only, which starts sooner on less CPU: its figures are not judged.
 JIT = True
-# A smoke run's open-loop window (and its warm-up): the line runs, nothing is measured.
-SMOKE_RATE_SECONDS = 0.25
 # A smoke run's JVM for Kafka's perf clients (_kafka.script_session): every java
 # measurement of the run in it, one after the other, in this process, instead of
 # a worker and a JVM each (four JVM starts a line, against two brokers).
@@ -1273,7 +1271,7 @@ def run_open_loop(args: argparse.Namespace, broker: AnyBroker, run_id: str) -> O
         size=args.size,
         keys=max(1, args.keys),
         acks=-1 if args.cluster > 1 else 1,
-        warmup=0.1 if args.smoke else 0.5,
+        warmup=smoke_window(args.rate)[1] if args.smoke else 0.5,
     )
     print(
         f"  open loop: p50 {result.quantile(0.5) * 1e3:.2f} ms, p99 "
@@ -1743,7 +1741,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.records, args.rounds, args.txn_records = 2_000, 1, 100
         args.timeout = SMOKE_TIMEOUT
-        args.rate_seconds = min(args.rate_seconds, SMOKE_RATE_SECONDS)
+        if args.rate > 0:
+            args.rate_seconds = min(args.rate_seconds, smoke_window(args.rate)[0])
 
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     unknown = set(clients) - set(CLIENTS)
