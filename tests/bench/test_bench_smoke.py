@@ -167,8 +167,9 @@ COMMANDS = bench_lines()
 #: runs every path this one's would, and this one is not run again. make bench
 #: still runs both. What is left out: bench/clients.py's one-node Apache Kafka
 #: (its KafkaBroker, which takes the running node as its cluster class does the
-#: running cluster) and Kafka's perf tools with acks=1: four JVMs and a
-#: brokerlite of their own (some 20 to 35 s of the file).
+#: running cluster) and Kafka's perf tools with acks=1: a JVM (the line's one
+#: for its perf clients, bench/_kafka.py's script_session) and a brokerlite of
+#: their own (some 20 to 35 s of the file when it ran four JVMs).
 COVERED = {
     "bench/clients.py --broker brokerlite,kafka --clients trafka,confluent-kafka,java": (
         "bench/clients.py --broker brokerlite,kafka --cluster 3 --records 200000 "
