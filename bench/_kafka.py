@@ -12,6 +12,9 @@ ZooKeeper of brokerlite's clusters (bench/cluster.py, bench/proxy.py's
 ``--cluster N``, bench/clients.py's ``--cluster``; :func:`zookeeper_chroot`). A
 measurement on brokers that other tests share measures nothing reliable: only
 the smoke runs, whose figures are not judged, set them.
+
+:func:`script_session` runs Kafka's tools (its perf clients) in one JVM, for a
+smoke run: a JVM start each is most of what such a run of them costs.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ RUNNING_ZK_PIDS = "TRAFKA_BENCH_KAFKA3_PIDS"
 RUNNING_ZOOKEEPER = "TRAFKA_BENCH_ZOOKEEPER"
 #: That server's log (``zookeeper.log``), where bench/cluster.py reads when it expired a session.
 RUNNING_ZOOKEEPER_LOG = "TRAFKA_BENCH_ZOOKEEPER_LOG"
+#: The folder of tests/java_harness.py's compiled classes, found by the smoke test in
+#: its own temporary folder (a line's is another, where they would be compiled again).
+JAVA_HARNESS = "TRAFKA_BENCH_JAVA_HARNESS"
 
 
 def kafka_peers() -> Any:
@@ -45,6 +51,17 @@ def kafka_peers() -> Any:
     import kafka_peers as module
 
     return module
+
+
+def script_session() -> Any:
+    """One JVM (C1 only) that runs the main classes of Kafka's tools it is given,
+    one after the other: tests/java_harness.py's ``ScriptSession``, its classes
+    those :data:`JAVA_HARNESS` names, else compiled (or found) as the tests do."""
+    kafka_peers()  # tests/ on the path
+    import java_harness
+
+    home = os.environ.get(JAVA_HARNESS, "")
+    return java_harness.ScriptSession(home=Path(home) if home else None)
 
 
 def zookeeper_chroot() -> str | None:

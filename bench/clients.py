@@ -61,7 +61,8 @@ broker's processes only). The ``java`` client is Kafka's own (the classes behind
 ``ProducerPerformance`` with acks=1 and ``ConsumerPerformance``, whose rate is
 read from their own report: the producer's from its first send to its last
 acknowledgement, the consumer's over its fetch time, after its group join); it
-sends no keys, so it does not take ``--keys``.
+sends no keys, so it does not take ``--keys``. Each runs in a JVM of its own, full
+JIT; a ``--smoke`` run, which measures nothing, runs them all in one JVM, C1 only.
 
 ``--cluster N`` (throughput suite) runs each broker as a cluster of N nodes
 instead: brokerlite's nodes as processes on a private ZooKeeper, and Apache Kafka
@@ -153,9 +154,10 @@ from _kafka import (  # bench/'s own
     RUNNING_ZK_PIDS,
     kafka_peers,
     running_cluster,
+    script_session,
     zookeeper_chroot,
 )
-from _open_loop import OpenLoop, open_loop
+from _open_loop import OpenLoop, open_loop, smoke_window
 
 CLIENTS = (
     "trafka",
@@ -188,8 +190,12 @@ ACKS = 1
 # Kafka's perf JVMs with the full JIT compiler; a smoke run's (--smoke in the worker
 # too) with C1 only, which starts sooner on less CPU: its figures are not judged.
 JIT = True
-# A smoke run's open-loop window (and its warm-up): the line runs, nothing is measured.
-SMOKE_RATE_SECONDS = 0.25
+# A smoke run's JVM for Kafka's perf clients (_kafka.script_session): every java
+# measurement of the run in it, one after the other, in this process, instead of
+# a worker and a JVM each (four JVM starts a line, against two brokers).
+JAVA_SESSION: Any = None
+# A smoke run's limit for each measurement (seconds).
+SMOKE_TIMEOUT = 120.0
 
 
 def _failed(what: str, error: str, shown: str | None = None) -> None:
@@ -655,6 +661,13 @@ EOS_WORKERS: dict[str, Callable[..., dict[str, Any]]] = {
 
 
 def _java_perf(main: str, *args: str) -> str:
+    """What ``main`` (a perf tool's class) printed: in a JVM of its own, or in the
+    smoke run's :data:`JAVA_SESSION`."""
+    if JAVA_SESSION is not None:
+        (done,) = JAVA_SESSION.run([(main, list(args), None)], timeout=SMOKE_TIMEOUT)
+        if done["exit"] != 0:
+            raise RuntimeError(f"{main} exited {done['exit']}: {done['err'].strip()[-300:]}")
+        return str(done["out"])
     peers = kafka_peers()
     command = peers.java_command(main, *args, heap="-Xmx1g", jit=JIT)
     done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -1258,7 +1271,7 @@ def run_open_loop(args: argparse.Namespace, broker: AnyBroker, run_id: str) -> O
         size=args.size,
         keys=max(1, args.keys),
         acks=-1 if args.cluster > 1 else 1,
-        warmup=0.1 if args.smoke else 0.5,
+        warmup=smoke_window(args.rate)[1] if args.smoke else 0.5,
     )
     print(
         f"  open loop: p50 {result.quantile(0.5) * 1e3:.2f} ms, p99 "
@@ -1298,6 +1311,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int, replication: int =
 def measure(
     args: argparse.Namespace, client: str, phase: str, bootstrap: str, topic: str
 ) -> dict[str, Any]:
+    if client == "java" and JAVA_SESSION is not None:
+        return _measure_java(args, phase, bootstrap, topic)
     cmd = [
         sys.executable,
         __file__,
@@ -1334,6 +1349,23 @@ def measure(
         result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
         return {"error": f"no result: {done.stdout[-200:]!r}"}
+    result["rate"] = args.records / result["seconds"]
+    return result
+
+
+def _measure_java(
+    args: argparse.Namespace, phase: str, bootstrap: str, topic: str
+) -> dict[str, Any]:
+    """:func:`measure` of Kafka's perf clients in the smoke run's :data:`JAVA_SESSION`."""
+    global ACKS
+    ACKS = -1 if args.cluster > 1 else 1
+    try:
+        if phase == "produce":
+            result = produce_java(bootstrap, topic, args.records, args.size, args.keys)
+        else:
+            result = consume_java(bootstrap, topic, args.records, args.partitions)
+    except (OSError, RuntimeError, KeyError, IndexError, ValueError) as exc:
+        return {"error": str(exc)}
     result["rate"] = args.records / result["seconds"]
     return result
 
@@ -1699,14 +1731,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a check that the benchmark runs, not a measurement: 2,000 records, one eos "
         "round of 100-record transactions, few samples, the common topic read by one client, "
+        "Kafka's perf clients in one JVM (C1 only) for the whole run, "
         "whatever the other options say (tests/bench/test_bench_smoke.py)",
     )
     args = parser.parse_args(argv)
     if args.worker:
         return run_worker(args)
+    global JAVA_SESSION
     if args.smoke:
-        args.records, args.rounds, args.txn_records, args.timeout = 2_000, 1, 100, 120.0
-        args.rate_seconds = min(args.rate_seconds, SMOKE_RATE_SECONDS)
+        args.records, args.rounds, args.txn_records = 2_000, 1, 100
+        args.timeout = SMOKE_TIMEOUT
+        if args.rate > 0:
+            args.rate_seconds = min(args.rate_seconds, smoke_window(args.rate)[0])
 
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     unknown = set(clients) - set(CLIENTS)
@@ -1732,36 +1768,43 @@ def main(argv: list[str] | None = None) -> int:
     names: list[str] = []
     by_broker: list[dict[str, dict[str, dict[str, Any]]]] = []
     latencies: list[OpenLoop] = []
-    for kind in kinds:
-        broker = make_broker(kind, args.cluster)
-        try:
-            broker.start()
-            print(
-                f"{broker.name} at {broker.bootstrap}; {args.records:,} records of {args.size} "
-                f"bytes, {args.partitions} partition(s), "
-                f"{f'{args.keys:,} keys' if args.keys > 0 else 'no keys'}, "
-                f"Python {sys.version.split()[0]}",
-                flush=True,
-            )
-            if args.suite in ("eos", "all"):
-                eos = run_eos(
-                    args,
-                    [c for c in clients if c in EOS_CLIENTS],
-                    broker.bootstrap,
-                    run_id,
-                    broker.dir,
+    if args.smoke and "java" in clients and throughput:
+        JAVA_SESSION = script_session()
+    try:
+        for kind in kinds:
+            broker = make_broker(kind, args.cluster)
+            try:
+                broker.start()
+                print(
+                    f"{broker.name} at {broker.bootstrap}; {args.records:,} records of {args.size} "
+                    f"bytes, {args.partitions} partition(s), "
+                    f"{f'{args.keys:,} keys' if args.keys > 0 else 'no keys'}, "
+                    f"Python {sys.version.split()[0]}",
+                    flush=True,
                 )
-            if args.suite in ("share", "all"):
-                share = run_share(
-                    args, [c for c in clients if c in SHARE_CONSUMERS], broker.bootstrap, run_id
-                )
-            if throughput:
-                names.append(broker.name)
-                by_broker.append(run_throughput(args, clients, broker, run_id))
-            if args.rate > 0:
-                latencies.append(run_open_loop(args, broker, run_id))
-        finally:
-            broker.stop()
+                if args.suite in ("eos", "all"):
+                    eos = run_eos(
+                        args,
+                        [c for c in clients if c in EOS_CLIENTS],
+                        broker.bootstrap,
+                        run_id,
+                        broker.dir,
+                    )
+                if args.suite in ("share", "all"):
+                    share = run_share(
+                        args, [c for c in clients if c in SHARE_CONSUMERS], broker.bootstrap, run_id
+                    )
+                if throughput:
+                    names.append(broker.name)
+                    by_broker.append(run_throughput(args, clients, broker, run_id))
+                if args.rate > 0:
+                    latencies.append(run_open_loop(args, broker, run_id))
+            finally:
+                broker.stop()
+    finally:
+        if JAVA_SESSION is not None:
+            JAVA_SESSION.close()
+            JAVA_SESSION = None
 
     if not throughput:
         if args.json:

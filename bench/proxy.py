@@ -111,6 +111,7 @@ from typing import Any
 
 from _kafka import kafka_cluster, zookeeper_chroot  # bench/ is the script's directory
 from _open_loop import open_loop as measure_open_loop
+from _open_loop import smoke_window
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
@@ -758,7 +759,23 @@ class Latency:
 
 
 def idle_latency(
-    setup: Brokers, root: Path, args: argparse.Namespace, keys: list[bytes]
+    setup: Brokers,
+    root: Path,
+    args: argparse.Namespace,
+    keys: list[bytes],
+    running: Service | None = None,
+) -> list[Latency]:
+    """Round trips direct, through a routing proxy, and through it with ``--idle``
+    connections open: a fresh ``murmur2`` proxy's, or (a smoke run) ``running``'s."""
+    with ExitStack() as stack:
+        if running is None:
+            log = root / f"proxy-idle-{setup.name}.log"
+            running = stack.enter_context(proxy(setup.servers, "murmur2", log))
+        return _idle_latency(setup, running, args, keys)
+
+
+def _idle_latency(
+    setup: Brokers, running: Service, args: argparse.Namespace, keys: list[bytes]
 ) -> list[Latency]:
     topic = "bench-latency"
     create_topic(setup.servers, topic, args.partitions, setup.replication)
@@ -767,51 +784,50 @@ def idle_latency(
     warmup, settle_s, idle_s = (10, 0.05, 0.25) if args.smoke else (100, 1.0, 5.0)
     direct = round_trips(setup.servers, topic, args.samples, keys, warmup)
     results = [Latency(setup.name, "direct", direct)]
-    with proxy(setup.servers, "murmur2", root / f"proxy-idle-{setup.name}.log") as running:
-        pid = running.proc.pid
-        alone = round_trips(running.address, topic, args.samples, keys, warmup)
-        rss_before = rss_mb(pid)
-        results.append(Latency(setup.name, "murmur2", alone, f"proxy RSS {rss_before:.0f} MB"))
-        admin = admin_client(running.address)
-        try:
-            meta = admin.list_topics(timeout=10)
-            listeners = [(b.host, b.port) for b in meta.brokers.values()]
-        finally:
-            del admin
-            gc.collect()
-        host, port = running.address.rsplit(":", 1)
-        listeners.append((host, int(port)))
-        opened = time.perf_counter()
-        socks = open_idle(listeners, args.idle)
-        opened = time.perf_counter() - opened
-        try:
-            time.sleep(settle_s)
-            cpu0 = cpu_seconds([pid])
-            time.sleep(idle_s)
-            idle_cpu = (cpu_seconds([pid]) - cpu0) / idle_s
-            rss_idle = rss_mb(pid)
-            crowded = round_trips(running.address, topic, args.samples, keys, warmup)
-            dead = 0
-            for sock in socks:  # still open? (a closed one reads as b"" at once)
-                sock.setblocking(False)
-                try:
-                    if sock.recv(1) == b"":
-                        dead += 1
-                except BlockingIOError:
-                    pass
-        finally:
-            for sock in socks:
-                sock.close()
-        results.append(
-            Latency(
-                setup.name,
-                f"murmur2 + {args.idle:,} idle",
-                crowded,
-                f"opened in {opened:.1f} s over {len(listeners)} listeners; proxy RSS "
-                f"{rss_idle:.0f} MB, CPU {idle_cpu:.1%} of a core while idle"
-                + (f"; {dead} closed by the proxy" if dead else ""),
-            )
+    pid = running.proc.pid
+    alone = round_trips(running.address, topic, args.samples, keys, warmup)
+    rss_before = rss_mb(pid)
+    results.append(Latency(setup.name, "murmur2", alone, f"proxy RSS {rss_before:.0f} MB"))
+    admin = admin_client(running.address)
+    try:
+        meta = admin.list_topics(timeout=10)
+        listeners = [(b.host, b.port) for b in meta.brokers.values()]
+    finally:
+        del admin
+        gc.collect()
+    host, port = running.address.rsplit(":", 1)
+    listeners.append((host, int(port)))
+    opened = time.perf_counter()
+    socks = open_idle(listeners, args.idle)
+    opened = time.perf_counter() - opened
+    try:
+        time.sleep(settle_s)
+        cpu0 = cpu_seconds([pid])
+        time.sleep(idle_s)
+        idle_cpu = (cpu_seconds([pid]) - cpu0) / idle_s
+        rss_idle = rss_mb(pid)
+        crowded = round_trips(running.address, topic, args.samples, keys, warmup)
+        dead = 0
+        for sock in socks:  # still open? (a closed one reads as b"" at once)
+            sock.setblocking(False)
+            try:
+                if sock.recv(1) == b"":
+                    dead += 1
+            except BlockingIOError:
+                pass
+    finally:
+        for sock in socks:
+            sock.close()
+    results.append(
+        Latency(
+            setup.name,
+            f"murmur2 + {args.idle:,} idle",
+            crowded,
+            f"opened in {opened:.1f} s over {len(listeners)} listeners; proxy RSS "
+            f"{rss_idle:.0f} MB, CPU {idle_cpu:.1%} of a core while idle"
+            + (f"; {dead} closed by the proxy" if dead else ""),
         )
+    )
     delete_topic(setup.servers, topic)
     for r in results[-3:]:
         print(
@@ -834,7 +850,7 @@ def open_loop(setup: Brokers, path: str, servers: str, args: argparse.Namespace)
         seconds=args.rate_seconds,
         size=args.size,
         keys=args.keys,
-        warmup=0.1 if args.smoke else 0.5,
+        warmup=smoke_window(args.rate)[1] if args.smoke else 0.5,
     )
     delete_topic(setup.servers, topic)
     note = run.note(args.rate, args.rate_seconds)
@@ -1032,9 +1048,10 @@ def main() -> int:
         "--smoke",
         action="store_true",
         help="a check that the benchmark runs, not a measurement: 2,000 records, 3 "
-        "partitions, 20 idle connections (none with --idle 0), 20 round trips, open loops "
-        "of 0.25 s, short waits, each path once "
-        "(smoke_plan), whatever the other options say (tests/bench/test_bench_smoke.py)",
+        "partitions, 20 idle connections (none with --idle 0) on the murmur2 path's proxy, "
+        "20 round trips, open loops of 50 records after 10 (at --rate), short waits, each "
+        "path once (smoke_plan), whatever the other options say "
+        "(tests/bench/test_bench_smoke.py)",
     )
     args = parser.parse_args()
     if args.smoke:
@@ -1042,7 +1059,8 @@ def main() -> int:
         # At most 20 idle connections; none where the line itself skips that part
         # (--idle 0): a smoke run checks what its line runs, no more.
         args.idle = min(args.idle, 20)
-        args.rate_seconds = min(args.rate_seconds, 0.25)
+        if args.rate > 0:
+            args.rate_seconds = min(args.rate_seconds, smoke_window(args.rate)[0])
     setups = [int(n) for n in args.cluster.split(",")]
     paths = [p.strip() for p in args.paths.split(",")]
     kinds = [k.strip() for k in args.producers.split(",")]
@@ -1150,7 +1168,9 @@ def measure_setup(
     open_loops: list[Latency],
 ) -> None:
     """The plan's paths and producers against one setup (``nodes`` brokers), each
-    path's open-loop latency (``--rate``), then (``idle``) the idle-connection figures."""
+    path's open-loop latency (``--rate``), then (``idle``) the idle-connection figures
+    (a smoke run's through the murmur2 path's proxy when the plan has one: a proxy
+    start less; make bench's through a fresh proxy, whose memory they report)."""
     with brokers(nodes, root, args.replication, args.upstream) as setup:
         for path in dict.fromkeys(path for path, _ in plan):
             with ExitStack() as stack:
@@ -1169,6 +1189,9 @@ def measure_setup(
                 if args.rate > 0:
                     servers = setup.servers if running is None else running.address
                     open_loops.append(open_loop(setup, path, servers, args))
+                if idle and args.smoke and path == "murmur2":
+                    latency += idle_latency(setup, root, args, keys, running)
+                    idle = False
         if idle:
             latency += idle_latency(setup, root, args, keys)
 

@@ -135,8 +135,10 @@ class ScriptSession:
     brokers between phases) pays one JVM start and warm-up, not one a phase.
     Closed (its JVM ended) on leaving the ``with`` block."""
 
-    def __init__(self, version: str = KAFKA_4) -> None:
-        home = compiled(version)
+    def __init__(self, version: str = KAFKA_4, home: Path | None = None) -> None:
+        # ``home``: the classes :func:`compiled` made (found again by a process
+        # whose temporary folder is another, as a bench smoke line's is).
+        home = compiled(version) if home is None else home
         argv = java_command(SCRIPT_RUNNER, "-", version=version)
         cp = argv.index("-cp") + 1
         argv[cp] = f"{argv[cp]}{os.pathsep}{home}"  # Kafka's jars first: their CDS archive applies

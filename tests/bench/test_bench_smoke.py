@@ -24,6 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import java_harness  # tests/'s
 import pytest
 
 from trafka.brokerlite.dev.zookeeper_server import zookeeper_available
@@ -166,8 +167,9 @@ COMMANDS = bench_lines()
 #: runs every path this one's would, and this one is not run again. make bench
 #: still runs both. What is left out: bench/clients.py's one-node Apache Kafka
 #: (its KafkaBroker, which takes the running node as its cluster class does the
-#: running cluster) and Kafka's perf tools with acks=1: four JVMs and a
-#: brokerlite of their own (some 20 to 35 s of the file).
+#: running cluster) and Kafka's perf tools with acks=1: a JVM (the line's one
+#: for its perf clients, bench/_kafka.py's script_session) and a brokerlite of
+#: their own (some 20 to 35 s of the file when it ran four JVMs).
 COVERED = {
     "bench/clients.py --broker brokerlite,kafka --clients trafka,confluent-kafka,java": (
         "bench/clients.py --broker brokerlite,kafka --cluster 3 --records 200000 "
@@ -239,6 +241,8 @@ def _brokerlite_cluster(command: list[str]) -> bool:
     return False
 
 
+#: What names the compiled Java harness to a line (bench/_kafka.py's JAVA_HARNESS).
+JAVA_HARNESS = "TRAFKA_BENCH_JAVA_HARNESS"
 #: The environment variables that name a fixture's cluster to a line (bench/_kafka.py).
 _KAFKA_ENV = {
     "kafka4": "TRAFKA_BENCH_KAFKA",
@@ -314,6 +318,10 @@ def test_bench_line_runs_at_a_tiny_size(
         env[f"{name}_PIDS"] = ",".join(
             str(node.proc.pid) for node in kafka.nodes if node.proc is not None
         )
+    if "java" in (_option(command, "--clients") or "").split(","):
+        # Kafka's perf clients run in one JVM (bench/_kafka.py's script_session),
+        # from the classes compiled in this session's temporary folder, not the line's.
+        env[JAVA_HARNESS] = str(java_harness.compiled())
     zookeeper = None
     if _brokerlite_cluster(command):
         zookeeper = request.getfixturevalue("zk_chroot").connect_string
