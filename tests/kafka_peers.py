@@ -591,6 +591,18 @@ class KafkaCluster:
         }
 
     def _pick_ports(self) -> None:
+        """Ports for the nodes that have none, each distinct from every other
+        node's: the OS may hand the same free port out twice in a row (once, two
+        nodes of a 3.9 cluster got one port; the second died as "already
+        registered", and the cluster served on two)."""
+        taken = {port for node in self.nodes for port in node.ports.values()}
+
+        def fresh() -> int:
+            while (port := free_port(self.host)) in taken:
+                pass
+            taken.add(port)
+            return port
+
         for node in self.nodes:
             if node.ports:
                 continue
@@ -600,9 +612,9 @@ class KafkaCluster:
                     node.ports["CONTROLLER"] = 9092 + len(self.listeners)
                 continue
             for name in self.listeners:
-                node.ports[name] = free_port(self.host)
+                node.ports[name] = fresh()
             if self.kraft:
-                node.ports["CONTROLLER"] = free_port(self.host)
+                node.ports["CONTROLLER"] = fresh()
 
     def _write_properties(self, node: KafkaNode) -> None:
         listeners = {name: node.ports[name] for name in self.listeners}
@@ -696,17 +708,20 @@ class KafkaCluster:
     def wait_serving(self, nodes: Iterable[KafkaNode], timeout: float = 120.0) -> None:
         """Wait until each of ``nodes`` names every running broker in its Metadata."""
         deadline = time.monotonic() + timeout
+        nodes = list(nodes)
         for node in nodes:
             while True:
+                # Any of them gone is a failure, not a smaller cluster to wait for.
+                for launched in nodes:
+                    if launched.proc is not None and launched.proc.poll() is not None:
+                        raise KafkaPeerError(
+                            f"Kafka {self.version} node {launched.node_id} exited with "
+                            f"{launched.proc.returncode}; its log ends:\n{launched.log_tail()}"
+                        )
                 expected = {n.node_id for n in self.nodes if n.running}
                 seen = _metadata_brokers(node.host, node.port, 2.0)
                 if seen is not None and expected <= seen:
                     break
-                if node.proc is not None and node.proc.poll() is not None:
-                    raise KafkaPeerError(
-                        f"Kafka {self.version} node {node.node_id} exited with "
-                        f"{node.proc.returncode}; its log ends:\n{node.log_tail()}"
-                    )
                 if time.monotonic() > deadline:
                     node.kill()
                     raise KafkaPeerError(
