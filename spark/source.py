@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.datasource import (
     DataSource,
@@ -467,6 +466,10 @@ def _headers(h: HeaderColumns, kind: pa.DataType, start: int, stop: int) -> pa.A
     """Records ``start`` to ``stop``'s headers: a list of (key, value) for each,
     null for a record that has none, as Spark's connector gives them (its
     KafkaRecordToRowConverter makes no empty array)."""
+    # (here, not at the top: every Spark Python worker imports this module, and
+    # pyarrow.compute costs about 0.1 s to import; only headers need it)
+    import pyarrow.compute as pc
+
     n = stop - start
     entries = (len(h.names.offsets) >> 2) - 1
     names = _binary(h.names, pa.string(), 0, entries)
