@@ -45,6 +45,7 @@ def data_values(records: bytes | None) -> list[bytes | None]:
 
 def latest(core: Any, topic: str, isolation: int) -> int:
     body = list_offsets.ListOffsetsRequest(
+        replica_id=-1,  # (a client's, as Kafka's consumers send)
         isolation_level=isolation,
         topics=[
             list_offsets.ListOffsetsRequest.ListOffsetsTopic(

@@ -207,12 +207,13 @@ def test_every_served_version_answers_a_default_request(core: Any, key: int) -> 
             2,
             0,
             list_offsets.ListOffsetsRequest(
+                replica_id=-1,  # (a client's, as Kafka's consumers send)
                 topics=[
                     list_offsets.ListOffsetsRequest.ListOffsetsTopic(
                         name="t",
                         partitions=[list_offsets.ListOffsetsRequest.ListOffsetsPartition()],
                     )
-                ]
+                ],
             ),
         ),
         (

@@ -8,6 +8,7 @@ by default (docs/proxy.md, "Broker ports")."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -220,24 +221,28 @@ def test_the_reference_in_docs_is_the_settings_table() -> None:
     assert text == wanted, "docs/proxy.md's reference is stale: run with TRAFKA_WRITE_DOCS=1"
 
 
-def _two_free_ports() -> int:
-    """A port P with P and P + 1 free now."""
+def _free_ports_in_a_row(count: int) -> int:
+    """A port P with P to P + count - 1 free now."""
     for _ in range(50):
-        with socket.socket() as a, socket.socket() as b:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
+        with contextlib.ExitStack() as stack:
+            socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+            socks[0].bind(("127.0.0.1", 0))
+            port = int(socks[0].getsockname()[1])
             try:
-                b.bind(("127.0.0.1", port + 1))
+                for i, sock in enumerate(socks[1:], 1):
+                    sock.bind(("127.0.0.1", port + i))
             except OSError:
                 continue
-            return int(port)
-    raise AssertionError("no two free ports in a row")
+            return port
+    raise AssertionError(f"no {count} free ports in a row")
 
 
 def test_broker_ports_follow_the_listen_port_by_default(broker: RunningBroker) -> None:
     """Without node_port_base, ``trafka proxy --listen HOST:P`` serves broker N on
     P + 1 + N (docs/proxy.md, "Broker ports"): a client is told that port."""
-    port = _two_free_ports()
+    # The listen port, the base (broker 0's) and brokerlite's broker 1's: a
+    # port taken meanwhile is served on a free one instead (logged).
+    port = _free_ports_in_a_row(3)
     flags = {"upstream": (broker.bootstrap_servers,), "listen": f"127.0.0.1:{port}"}
     config = check(Sources(flags)).config
     assert config.node_port_base == port + 1
