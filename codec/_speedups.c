@@ -1878,6 +1878,47 @@ put_be(unsigned char *p, uint64_t v, int bytes)
     return p + bytes;
 }
 
+/* The header of a magic 2 batch written in place into ``batch`` (``size`` bytes,
+ * its records already after the header), ``count`` records, with ``fields``:
+ * base offset, partition leader epoch, attributes, first timestamp, max
+ * timestamp, producer id, producer epoch, base sequence; its CRC-32C by
+ * ``crc32c`` (a callable of a buffer). 0, REFUSE (a checksum out of range) or
+ * FAILED. The checksum reads a view of the object (which keeps it alive)
+ * before any other code can see it; the bytes it covers are final then. */
+static int
+seal_batch(PyObject *batch, Py_ssize_t size, Py_ssize_t count, const int64_t fields[8],
+           PyObject *crc32c)
+{
+    unsigned char *b = (unsigned char *)PyBytes_AS_STRING(batch);
+    /* What the CRC covers: attributes .. records_count, then the records. */
+    unsigned char *p = b + 21;
+    p = put_be(p, (uint64_t)fields[2], 2);
+    p = put_be(p, (uint64_t)(count - 1), 4);
+    p = put_be(p, (uint64_t)fields[3], 8);
+    p = put_be(p, (uint64_t)fields[4], 8);
+    p = put_be(p, (uint64_t)fields[5], 8);
+    p = put_be(p, (uint64_t)fields[6], 2);
+    p = put_be(p, (uint64_t)fields[7], 4);
+    put_be(p, (uint64_t)count, 4);
+    PyObject *whole = PyMemoryView_FromObject(batch);
+    PyObject *view = whole == NULL ? NULL : PySequence_GetSlice(whole, 21, size);
+    Py_XDECREF(whole);
+    PyObject *crc = view == NULL ? NULL : PyObject_CallOneArg(crc32c, view);
+    Py_XDECREF(view);
+    int64_t c = -1;
+    int rc = crc == NULL ? FAILED : int64_arg(crc, &c);
+    Py_XDECREF(crc);
+    if (rc || c < 0 || c > 0xFFFFFFFFll) {
+        return rc ? rc : REFUSE;
+    }
+    p = put_be(b, (uint64_t)fields[0], 8);
+    p = put_be(p, (uint64_t)(size - LOG_OVERHEAD), 4);
+    p = put_be(p, (uint64_t)fields[1], 4);
+    *p++ = 2; /* magic */
+    put_be(p, (uint64_t)c, 4);
+    return 0;
+}
+
 PyDoc_STRVAR(encode_batch_doc,
 "encode_batch(records, base_timestamp, base_offset, partition_leader_epoch,\n"
 "             attributes, producer_id, producer_epoch, base_sequence, crc32c, /)\n"
@@ -1927,43 +1968,15 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(batch);
         Py_RETURN_NONE;
     }
-    unsigned char *b = (unsigned char *)PyBytes_AS_STRING(batch);
-    /* What the CRC covers: attributes .. records_count, then the records. */
-    unsigned char *p = b + 21;
-    p = put_be(p, (uint64_t)v[3], 2);
-    p = put_be(p, (uint64_t)(count - 1), 4);
-    p = put_be(p, (uint64_t)v[0], 8);
-    p = put_be(p, (uint64_t)max_ts, 8);
-    p = put_be(p, (uint64_t)v[4], 8);
-    p = put_be(p, (uint64_t)v[5], 2);
-    p = put_be(p, (uint64_t)v[6], 4);
-    put_be(p, (uint64_t)count, 4);
-    /* The checksum reads a view of the object (which keeps it alive), before
-     * any other code can see it; the bytes it covers are final. */
-    PyObject *whole = PyMemoryView_FromObject(batch);
-    PyObject *view = whole == NULL ? NULL : PySequence_GetSlice(whole, 21, size);
-    Py_XDECREF(whole);
-    PyObject *crc = view == NULL ? NULL : PyObject_CallOneArg(args[8], view);
-    Py_XDECREF(view);
-    if (crc == NULL) {
-        Py_DECREF(batch);
-        return NULL;
-    }
-    int64_t c;
-    rc = int64_arg(crc, &c);
-    Py_DECREF(crc);
-    if (rc || c < 0 || c > 0xFFFFFFFFll) {
+    const int64_t fields[] = {v[1], v[2], v[3], v[0], max_ts, v[4], v[5], v[6]};
+    rc = seal_batch(batch, size, count, fields, args[8]);
+    if (rc) {
         Py_DECREF(batch);
         if (rc == FAILED) {
             return NULL;
         }
         Py_RETURN_NONE;
     }
-    p = put_be(b, (uint64_t)v[1], 8);
-    p = put_be(p, (uint64_t)(size - LOG_OVERHEAD), 4);
-    p = put_be(p, (uint64_t)v[2], 4);
-    *p++ = 2; /* magic */
-    put_be(p, (uint64_t)c, 4);
     return with_max_ts(batch, max_ts);
 }
 
@@ -3039,34 +3052,14 @@ build_one(PyObject *job, PyObject *crc32c, PyObject *lz4_header, Py_ssize_t *cou
         }
         b = (unsigned char *)PyBytes_AS_STRING(batch);
     }
-    unsigned char *p = b + 21;
-    p = put_be(p, (uint64_t)(v[0] & 0x1F), 2); /* codec, timestamp type, transactional */
-    p = put_be(p, (uint64_t)(records - 1), 4);
-    p = put_be(p, (uint64_t)base, 8);
-    p = put_be(p, (uint64_t)max_ts, 8);
-    p = put_be(p, (uint64_t)v[1], 8);
-    p = put_be(p, (uint64_t)v[2], 2);
-    p = put_be(p, (uint64_t)v[3], 4);
-    put_be(p, (uint64_t)records, 4);
-    /* The checksum reads a view of the batch before any other code can see it. */
-    PyObject *whole = PyMemoryView_FromObject(batch);
-    PyObject *view = whole == NULL ? NULL : PySequence_GetSlice(whole, 21, size);
-    Py_XDECREF(whole);
-    PyObject *crc = view == NULL ? NULL : PyObject_CallOneArg(crc32c, view);
-    Py_XDECREF(view);
-    int64_t c = -1;
-    int r = crc == NULL ? FAILED : int64_arg(crc, &c);
-    Py_XDECREF(crc);
-    if (r || c < 0 || c > 0xFFFFFFFFll) {
-        *rc = r ? r : REFUSE;
+    /* Base offset 0, partition leader epoch -1; codec, timestamp type, transactional. */
+    const int64_t fields[] = {0, -1, v[0] & 0x1F, base, max_ts, v[1], v[2], v[3]};
+    int r = seal_batch(batch, size, records, fields, crc32c);
+    if (r) {
+        *rc = r;
         Py_CLEAR(batch);
         goto done;
     }
-    p = put_be(b, 0, 8); /* base offset */
-    p = put_be(p, (uint64_t)(size - LOG_OVERHEAD), 4);
-    p = put_be(p, (uint64_t)(int64_t)-1, 4); /* partition leader epoch */
-    *p++ = 2; /* magic */
-    put_be(p, (uint64_t)c, 4);
     *count_out = records;
 done:
     PyMem_Free(plain);
