@@ -212,6 +212,23 @@ def iter_batches(
         pos = stop
 
 
+def batches_of(
+    buf: BytesLike | None,
+) -> list[tuple[RecordBatchHeader | LegacyMessageHeader, memoryview]]:
+    """``list(iter_batches(buf))`` (None: no records), read without walking when
+    ``buf`` is exactly one magic 2 batch: a producer's usual partition of a
+    Produce request, whose header the proxy's routing reads twice a request."""
+    if buf is None:
+        return []
+    if len(buf) >= BATCH_HEADER_SIZE and buf[16] == 2:
+        length = _I32.unpack_from(buf, 8)[0]
+        if length >= MIN_BATCH_LENGTH and length + LOG_OVERHEAD == len(buf):
+            view = memoryview(buf)
+            if view.ndim == 1 and view.itemsize == 1:
+                return [(read_batch_header(view), view)]
+    return list(iter_batches(buf))
+
+
 def blob_next_offset(buf: BytesLike) -> int | None:
     """The offset after the last complete entry of a records blob, read cheaply.
 

@@ -98,6 +98,7 @@ from ._batch_format import (
 from ._batch_header import (
     RecordBatchHeader,
     assign_offsets,
+    batches_of,
     blob_next_offset,
     check_batch,
     iter_batches,
@@ -219,6 +220,7 @@ __all__ = [
     "encode_batch",
     "encode_control_batch",
     "iter_batches",
+    "batches_of",
     "read_batch_header",
     "rebuild_batch",
     "set_base_offset",

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -40,13 +39,7 @@ from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.produce_response import ProduceAnswer, ProduceResponseWriter
-from trafka.codec.records import (
-    MIN_BATCH_LENGTH,
-    RecordBatchHeader,
-    iter_batches,
-    read_batch_header,
-    set_base_sequence,
-)
+from trafka.codec.records import RecordBatchHeader, batches_of, set_base_sequence
 
 from ..topics import Topics
 from .answers import Endpoints, finish_answer
@@ -149,28 +142,13 @@ class IdempotentPlan:
     answers: list[tuple[str, list[tuple[int, ClientBatch | ErrorCode]]]]
 
 
-_LENGTH = struct.Struct(">i")  # a batch's length, at byte 8 of it
-
-
-def _batches(records: Any) -> list[tuple[Any, memoryview]]:
-    """``list(iter_batches(records))``, read without walking when ``records``
-    is exactly one magic 2 batch (a producer's usual partition)."""
-    if records is not None and len(records) >= 61 and records[16] == 2:
-        length = _LENGTH.unpack_from(records, 8)[0]
-        if length >= MIN_BATCH_LENGTH and length + 12 == len(records):
-            view = memoryview(records)
-            if view.ndim == 1 and view.itemsize == 1:
-                return [(read_batch_header(view), view)]
-    return list(iter_batches(records or b""))
-
-
 def idempotent_producer(body: Any) -> tuple[int, int] | None:
     """(producer id, epoch) when every batch of the request is a magic 2 batch of
     one idempotent producer; else None."""
     found: tuple[int, int] | None = None
     for t in body.topic_data:
         for p in t.partition_data:
-            for header, _ in _batches(p.records):
+            for header, _ in batches_of(p.records):
                 if not isinstance(header, RecordBatchHeader):
                     return None  # a legacy message set
                 if header.producer_id < 0 or header.attributes & _CONTROL:
@@ -475,7 +453,7 @@ def _one_batch_each(body: Any) -> list[list[_One]] | None:
     for t in body.topic_data:
         found = []
         for p in t.partition_data:
-            batches = _batches(p.records)
+            batches = batches_of(p.records)
             if len(batches) != 1 or not isinstance(batches[0][0], RecordBatchHeader):
                 return None
             found.append(cast("_One", batches[0]))

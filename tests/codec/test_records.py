@@ -35,6 +35,7 @@ from trafka.codec.records import (
     RecordV2,
     TimestampType,
     assign_offsets,
+    batches_of,
     check_batch,
     decode_batch,
     decode_control_record,
@@ -977,3 +978,21 @@ def test_a_header_field_out_of_its_range_is_refused_by_name(field: str, bits: in
         with pytest.raises(EncodeError) as caught:
             encode_batch(row, **{field: bad})
         assert caught.value.field == field
+
+
+def test_batches_of_reads_one_batch_as_the_walk_reads_it() -> None:
+    """batches_of (one magic 2 batch read without walking) gives
+    what iter_batches gives, and walks whatever is not exactly one such batch."""
+    one = encode_batch([(1, b"k", b"v", ())], producer_id=3, producer_epoch=0, base_sequence=0)
+    two = one + encode_batch([(2, b"q", b"w", ())], compression=Compression.LZ4)
+    legacy = encode_message_set([(1, b"k", b"v", ())], magic=1)
+    short = bytearray(one)
+    short[8:12] = (13).to_bytes(4, "big")  # below even a legacy message's length
+    for blob in (one, two, one + b"\0" * 11, legacy, b"", None, memoryview(one), bytes(short)):
+        try:
+            walked: Any = [(h, bytes(v)) for h, v in iter_batches(blob or b"")]
+        except Exception as exc:  # the walk's error is the fast path's too
+            with pytest.raises(type(exc)):
+                batches_of(blob)
+            continue
+        assert [(h, bytes(v)) for h, v in batches_of(blob)] == walked

@@ -419,23 +419,3 @@ def test_client_batches_spread_over_every_target_share_their_upstream_batches() 
     assert [p for _, p in entries] == [b.placement() for b in batches]
     placed, reference, python = three_ways([(body, [True, False] * 20)], topics, False)
     assert placed == reference == python
-
-
-def test_a_partition_of_one_batch_is_read_as_the_walk_reads_it() -> None:
-    """idempotent_plan._batches (one magic 2 batch read without walking) gives
-    what iter_batches gives, and walks whatever is not exactly one such batch."""
-    from trafka.codec.legacy import encode_message_set
-
-    one = encode_batch([(1, b"k", b"v", ())], producer_id=3, producer_epoch=0, base_sequence=0)
-    two = one + encode_batch([(2, b"q", b"w", ())], compression=Compression.LZ4)
-    legacy = encode_message_set([(1, b"k", b"v", ())], magic=1)
-    short = bytearray(one)
-    short[8:12] = (13).to_bytes(4, "big")  # below even a legacy message's length
-    for blob in (one, two, one + b"\0" * 11, legacy, b"", None, memoryview(one), bytes(short)):
-        try:
-            walked: Any = [(h, bytes(v)) for h, v in records.iter_batches(blob or b"")]
-        except Exception as exc:  # the walk's error is the fast path's too
-            with pytest.raises(type(exc)):
-                idempotent_plan._batches(blob)
-            continue
-        assert [(h, bytes(v)) for h, v in idempotent_plan._batches(blob)] == walked
