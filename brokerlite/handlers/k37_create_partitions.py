@@ -65,15 +65,16 @@ def handle(
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             message = "The topic authorization is failed."
         else:
-            info = ctx.logs.topic(topic.name)
-            if info is None:
+            current = _partitions(ctx, topic.name)
+            if current is None and ctx.cluster is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 message = f"unknown topic {topic.name!r}"
             elif (
-                topic.assignments is not None  # (an empty list assigns none: refused)
-                and topic.count > info.num_partitions
+                current is not None
+                and topic.assignments is not None  # (an empty list assigns none: refused)
+                and topic.count > current
                 and (
-                    len(topic.assignments) != topic.count - info.num_partitions
+                    len(topic.assignments) != topic.count - current
                     or (
                         ctx.cluster is None
                         and any(a.broker_ids != [ctx.node_id] for a in topic.assignments)
@@ -81,24 +82,26 @@ def handle(
                 )
             ):
                 code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-                message = (
-                    f"assignments must name the {topic.count - info.num_partitions} new "
-                    f"partition(s), each on broker {ctx.node_id} only"
-                )
+                message = _assignments_wanted(topic.count - current, ctx)
             elif (
-                not request.validate_only
-                and topic.count > info.num_partitions
-                and not quota.admit(topic.count - info.num_partitions)
+                current is not None
+                and not request.validate_only
+                and topic.count > current
+                and not quota.admit(topic.count - current)
             ):
                 code, message = ErrorCode.THROTTLING_QUOTA_EXCEEDED, MUTATION_THROTTLED
-            elif ctx.cluster is not None and topic.count > info.num_partitions:
+            elif ctx.cluster is not None and (current is None or topic.count > current):
+                # ZooKeeper decides (the task checks existence, count and
+                # assignments again there): this node's view may lag it.
                 tasks.append(
                     ZkTask(
                         "create_partitions",
                         {
                             "name": topic.name,
                             "total": topic.count,
-                            "assignments": [list(a.broker_ids) for a in topic.assignments or []],
+                            "assignments": None
+                            if topic.assignments is None
+                            else [list(a.broker_ids) for a in topic.assignments],
                             "validate_only": request.validate_only,
                             "timeout_ms": request.timeout_ms,
                         },
@@ -134,6 +137,24 @@ def handle(
 
         return park_on_tasks(ctx, tasks, request.timeout_ms, answer)
     return m.CreatePartitionsResponse(throttle_time_ms=quota.throttle_ms(), results=results)
+
+
+def _partitions(ctx: RequestContext, name: str) -> int | None:
+    """The topic's partition count as this node knows it: its logs, else (a
+    cluster node whose logs have not caught up) its reading of ZooKeeper."""
+    info = ctx.logs.topic(name)
+    if info is not None:
+        return info.num_partitions
+    if ctx.cluster is not None:
+        known = ctx.cluster.image.topics.get(name)
+        if known is not None:
+            return known.num_partitions
+    return None
+
+
+def _assignments_wanted(added: int, ctx: RequestContext) -> str:
+    where = "" if ctx.cluster is not None else f", each on broker {ctx.node_id} only"
+    return f"assignments must name the {added} new partition(s){where}"
 
 
 def error_response(

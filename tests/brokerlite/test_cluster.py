@@ -10,6 +10,7 @@ broker, coordinators, topic changes, and the cases that must fail clearly.
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,14 @@ import trio
 from cluster_helpers import raw_request, run, until
 from kazoo.client import KazooClient
 
-from trafka.brokerlite.cluster.zk_layout import CONTROLLER, CONTROLLER_EPOCH, partition_state_path
+from trafka.brokerlite.cluster.zk_layout import (
+    CONTROLLER,
+    CONTROLLER_EPOCH,
+    TopicAssignment,
+    encode_topic,
+    partition_state_path,
+    topic_path,
+)
 from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
 from trafka.brokerlite.errors import ClusterSetupError
 from trafka.brokerlite.outcomes import Reply
@@ -516,6 +524,7 @@ def test_preferred_leader_election_hands_leadership_back(zk: str) -> None:
                 [error] = unknown.values()
                 assert error is not None and error.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 await answers_at_the_requests_timeout(cluster, preferred)
+                await grows_a_topic_zookeeper_has(cluster, preferred, zk)
 
     run(test)
 
@@ -565,6 +574,45 @@ async def answers_at_the_requests_timeout(cluster: LocalCluster, node: int) -> N
     answer = await raw_request(cluster, node, 20, 5, delete)
     assert [r.error_code for r in answer.responses] == [ErrorCode.REQUEST_TIMED_OUT]
     await until(lambda: not states(cluster, "slow"), "the deletion went on")
+
+
+async def grows_a_topic_zookeeper_has(cluster: LocalCluster, node: int, zk: str) -> None:
+    """CreatePartitions reads the topic from ZooKeeper, as Kafka 3.9's
+    ZkAdminManager.createPartitions does: a topic written there a moment ago is
+    known even to a node whose view has not caught up (brokerlite answered
+    UNKNOWN_TOPIC_OR_PARTITION from its lagging logs). A topic ZooKeeper does
+    not have is unknown; a count that does not grow is INVALID_PARTITIONS."""
+
+    def grow(name: str, count: int, assignments: list[list[int]] | None) -> Any:
+        asked = None
+        if assignments is not None:
+            asked = [
+                partitions_msg.CreatePartitionsRequest.CreatePartitionsAssignment(broker_ids=a)
+                for a in assignments
+            ]
+        topic = partitions_msg.CreatePartitionsRequest.CreatePartitionsTopic(
+            name=name, count=count, assignments=asked
+        )
+        return partitions_msg.CreatePartitionsRequest(topics=[topic], timeout_ms=0)
+
+    async def codes(request: Any) -> list[int]:
+        answer = await raw_request(cluster, node, 37, 3, request)
+        return [r.error_code for r in answer.results]
+
+    zkc = KazooClient(hosts=zk)
+    await trio.to_thread.run_sync(zkc.start)
+    try:
+        written = TopicAssignment("fresh", uuid.uuid4(), {0: (1, 2, 3), 1: (2, 3, 1)})
+        zkc.create(topic_path("fresh"), encode_topic(written))
+        # At once: before this node's watch has brought the topic in.
+        assert await codes(grow("fresh", 3, [])) == [ErrorCode.INVALID_REPLICA_ASSIGNMENT]
+        assert await codes(grow("fresh", 2, None)) == [ErrorCode.INVALID_PARTITIONS]
+        assert await codes(grow("fresh", 3, [[3, 1, 2]])) == [ErrorCode.REQUEST_TIMED_OUT]
+        await until(lambda: len(states(cluster, "fresh")) == 3, "the partition was added")
+        assert await codes(grow("never-written", 3, None)) == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    finally:
+        zkc.stop()
+        zkc.close()
 
 
 def test_zookeeper_down_leaders_keep_serving_and_changes_wait(make_zookeeper: Any) -> None:

@@ -29,6 +29,7 @@ from ...config import BrokerConfig
 from ...errors import (
     BrokerError,
     ChangeNotSeenError,
+    InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     TopicExistsError,
@@ -39,6 +40,7 @@ from ...storage.node_meta import ClusterProducerIds
 from ...storage.topics import (
     check_topic_collision,
     new_topic_id,
+    partitions_not_grown,
     topic_exists,
     validate_topic_name,
 )
@@ -436,15 +438,24 @@ class TopicTasks:
             pass
 
     def _create_partitions(self, args: dict[str, Any]) -> None:
-        from kazoo.exceptions import BadVersionError
+        from kazoo.exceptions import BadVersionError, NoNodeError
 
         name: str = args["name"]
         total: int = args["total"]
-        data, stat = self.zk.get(topic_path(name))
+        try:
+            data, stat = self.zk.get(topic_path(name))
+        except NoNodeError:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}") from None
         current = decode_topic(name, data)
+        if total <= current.num_partitions:
+            raise InvalidPartitionsError(partitions_not_grown(current.num_partitions, total))
         live = sorted(self.view.image.brokers)
         factor = len(current.replicas[0])
         explicit = args.get("assignments")
+        if explicit is not None and len(explicit) != total - current.num_partitions:
+            raise InvalidReplicaAssignmentError(
+                f"assignments must name the {total - current.num_partitions} new partition(s)"
+            )
         if explicit:
             try:
                 added = check_assignment(
