@@ -272,12 +272,13 @@ def test_a_producer_another_proxy_routed_waits_the_grace_from_its_first_sync_onl
         assert trio.current_time() == 0
         with pytest.raises(GraceOutlasts):  # the restart grace outlasts the request
             await grace.before_sync(1, 0, False, 4.0)
-        assert trio.current_time() == 4.0
-        await trio.sleep(100)  # long after the start
+        assert trio.current_time() == 0  # refused at once: waiting cannot help
+        await trio.sleep(104)  # long after the start
         await grace.before_sync(1, 0, False, 200.0)  # no placements: at once
         assert trio.current_time() == 104.0
         with pytest.raises(GraceOutlasts):
             await grace.before_sync(2, 0, True, 105.0)
+        assert trio.current_time() == 104.0
         await grace.before_sync(2, 0, True, 200.0)  # from its first sync, at 104
         assert trio.current_time() == 114.0
         await grace.before_sync(2, 0, True, 200.0)  # once waited, not again
