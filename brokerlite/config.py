@@ -41,12 +41,12 @@ from typing import Any
 from trafka.brokerlite.security.authorizer import authorizer_enabled, parse_super_users
 
 from .config_keys import (
+    GROUP_RANGES,
     IGNORED_KAFKA_KEYS,
     KAFKA_FIELD_NAMES,
     KAFKA_NAMES,
     PROTOCOL_MAP_KEY,
     SECURITY_PROTOCOLS,
-    SHARE_RANGES,
     UNIT_VARIANTS,
     UNSUPPORTED_KAFKA_KEYS,
     ConfigError,
@@ -131,7 +131,10 @@ class BrokerConfig:
             session timeouts of group members.
         group_consumer_session_timeout_ms, group_consumer_heartbeat_interval_ms:
             the session timeout and heartbeat interval of consumer groups of the
-            new protocol (KIP-848), set by the broker rather than the members.
+            new protocol (KIP-848), set by the broker rather than the members;
+            each group may override them (``consumer.*`` group configs) within
+            the ``group_consumer_min_*`` and ``group_consumer_max_*`` bounds, which
+            hold the broker's own values too (Kafka's ``group.consumer.*``).
         group_share_session_timeout_ms, group_share_heartbeat_interval_ms,
         group_share_record_lock_duration_ms, group_share_delivery_count_limit,
         group_share_partition_max_record_locks: share groups' (KIP-932) defaults,
@@ -355,7 +358,11 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_min_session_timeout_ms: int = 45_000
+    group_consumer_max_session_timeout_ms: int = 60_000
     group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_min_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_heartbeat_interval_ms: int = 15_000
     group_share_session_timeout_ms: int = 45_000
     group_share_min_session_timeout_ms: int = 45_000
     group_share_max_session_timeout_ms: int = 60_000
@@ -689,12 +696,7 @@ def _check_basics(cfg: BrokerConfig) -> None:
         raise ConfigError(f"node_id: must be >= 0, got {cfg.node_id}")
     _check_cluster(cfg)
     check_inter_broker(cfg)
-    if not (0 < cfg.group_consumer_heartbeat_interval_ms < cfg.group_consumer_session_timeout_ms):
-        raise ConfigError(
-            "group.consumer.heartbeat.interval.ms must be positive and below "
-            "group.consumer.session.timeout.ms"
-        )
-    _check_share_groups(cfg)
+    _check_group_settings(cfg)
 
 
 def _check_limits(cfg: BrokerConfig) -> None:
@@ -809,34 +811,42 @@ def _check_cluster(cfg: BrokerConfig) -> None:
             )
 
 
-def _check_share_groups(cfg: BrokerConfig) -> None:
-    """Kafka's ranges for the ``group.share.*`` settings, and their order."""
-    for name, (low, high) in SHARE_RANGES.items():
+def _check_group_settings(cfg: BrokerConfig) -> None:
+    """Kafka's ranges for the ``group.consumer.*`` and ``group.share.*`` settings,
+    and their order (each value within its min and max, the heartbeat interval
+    below the session timeout)."""
+    for name, (low, high) in GROUP_RANGES.items():
         value = getattr(cfg, name)
         if not low <= value <= high:
             raise ConfigError(f"{kafka_name(name)}: must be in [{low}, {high}], got {value}")
-    for base in (
-        "session_timeout_ms",
-        "heartbeat_interval_ms",
-        "record_lock_duration_ms",
-        "delivery_count_limit",
-        "partition_max_record_locks",
-    ):
-        low, value, high = (
-            getattr(cfg, f"group_share_min_{base}"),
-            getattr(cfg, f"group_share_{base}"),
-            getattr(cfg, f"group_share_max_{base}"),
-        )
-        if not low <= value <= high:
-            raise ConfigError(
-                f"{kafka_name('group_share_' + base)}: {value} is outside "
-                f"[{kafka_name('group_share_min_' + base)}, "
-                f"{kafka_name('group_share_max_' + base)}] = [{low}, {high}]"
+    bases = {
+        "consumer": ("session_timeout_ms", "heartbeat_interval_ms"),
+        "share": (
+            "session_timeout_ms",
+            "heartbeat_interval_ms",
+            "record_lock_duration_ms",
+            "delivery_count_limit",
+            "partition_max_record_locks",
+        ),
+    }
+    for kind, names in bases.items():
+        for base in names:
+            low, value, high = (
+                getattr(cfg, f"group_{kind}_min_{base}"),
+                getattr(cfg, f"group_{kind}_{base}"),
+                getattr(cfg, f"group_{kind}_max_{base}"),
             )
-    if cfg.group_share_heartbeat_interval_ms >= cfg.group_share_session_timeout_ms:
-        raise ConfigError(
-            "group.share.heartbeat.interval.ms must be below group.share.session.timeout.ms"
-        )
+            if not low <= value <= high:
+                raise ConfigError(
+                    f"{kafka_name(f'group_{kind}_{base}')}: {value} is outside "
+                    f"[{kafka_name(f'group_{kind}_min_{base}')}, "
+                    f"{kafka_name(f'group_{kind}_max_{base}')}] = [{low}, {high}]"
+                )
+        heartbeat = getattr(cfg, f"group_{kind}_heartbeat_interval_ms")
+        if heartbeat >= getattr(cfg, f"group_{kind}_session_timeout_ms"):
+            raise ConfigError(
+                f"group.{kind}.heartbeat.interval.ms must be below group.{kind}.session.timeout.ms"
+            )
 
 
 _FIELDS: dict[str, Any] = {}

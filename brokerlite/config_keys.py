@@ -27,7 +27,7 @@ __all__ = [
     "KAFKA_NAMES",
     "PROTOCOL_MAP_KEY",
     "SECURITY_PROTOCOLS",
-    "SHARE_RANGES",
+    "GROUP_RANGES",
     "UNIT_VARIANTS",
     "UNSUPPORTED_KAFKA_KEYS",
     "ConfigError",
@@ -155,11 +155,15 @@ KAFKA_FIELD_NAMES: dict[str, str] = {
     "group_initial_rebalance_delay_ms": "group.initial.rebalance.delay.ms",
     "group_min_session_timeout_ms": "group.min.session.timeout.ms",
     "group_max_session_timeout_ms": "group.max.session.timeout.ms",
-    "group_consumer_session_timeout_ms": "group.consumer.session.timeout.ms",
-    "group_consumer_heartbeat_interval_ms": "group.consumer.heartbeat.interval.ms",
     **{
         f: f.replace("_", ".")
         for f in (
+            "group_consumer_session_timeout_ms",
+            "group_consumer_min_session_timeout_ms",
+            "group_consumer_max_session_timeout_ms",
+            "group_consumer_heartbeat_interval_ms",
+            "group_consumer_min_heartbeat_interval_ms",
+            "group_consumer_max_heartbeat_interval_ms",
             "group_share_session_timeout_ms",
             "group_share_min_session_timeout_ms",
             "group_share_max_session_timeout_ms",
@@ -194,9 +198,14 @@ KAFKA_FIELD_NAMES: dict[str, str] = {
     "unclean_leader_election_enable": "unclean.leader.election.enable",
 }
 
-# Kafka's ConfigDef ranges of the share-group settings (Kafka 4.1's; the bounds of
-# the delivery count limit and of the record locks are Kafka 4.3's).
-SHARE_RANGES: dict[str, tuple[int, int]] = {
+# Kafka's ConfigDef ranges of the consumer- and share-group settings (Kafka 4.1's;
+# the bounds of the delivery count limit and of the record locks are Kafka 4.3's).
+GROUP_RANGES: dict[str, tuple[int, int]] = {
+    **{
+        f"group_consumer_{m}{base}": (1, 2**31 - 1)
+        for m in ("", "min_", "max_")
+        for base in ("session_timeout_ms", "heartbeat_interval_ms")
+    },
     "group_share_session_timeout_ms": (1, 2**31 - 1),
     "group_share_min_session_timeout_ms": (1, 2**31 - 1),
     "group_share_max_session_timeout_ms": (1, 2**31 - 1),

@@ -51,7 +51,7 @@ STACKS: dict[str, tuple[int, str]] = {
         "collaborators would only repeat every signature and docstring in a forwarding facade",
     ),
     "class brokerlite/groups/coordinator.py:GroupCoordinator": (
-        1585,
+        1580,
         _ONE_STATE + "the classic rebalance, its requests, the offsets and the admin calls "
         "change the live groups, their timers and parked answers within one call",
     ),

@@ -87,6 +87,7 @@ from ..features import FEATURES_JOURNAL, FeatureStore
 from ..fetch_sessions import FetchManager, FetchSessionCache
 from ..groups.consumer_groups import TopicMeta
 from ..groups.coordinator import GroupCoordinator
+from ..groups.group_configs import ConsumerGroupSettings
 from ..groups.offsets import GroupStore, OffsetStore
 from ..groups.replicated_offsets import ReplicatedOffsetStore, ReplicatedShareGroups
 from ..groups.share_groups import (
@@ -286,6 +287,7 @@ class Broker:
             settings=ShareGroupSettings.from_broker_config(config),
             store=share_store,
             now_ms=now_ms,
+            consumer_settings=ConsumerGroupSettings.from_broker_config(config),
         )
         # SCRAM credentials changed through the admin API (KIP-554) win over
         # the configuration's; SCRAM logins look them up there from now on.
@@ -299,8 +301,6 @@ class Broker:
             partition_exists=self._partition_exists,
             topic_id_to_name=self.topic_name,
             consumer_topics=self._consumer_topics,
-            consumer_session_timeout_ms=config.group_consumer_session_timeout_ms,
-            consumer_heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
             share_groups=self.share_groups,
             now_ms=now_ms,
         )

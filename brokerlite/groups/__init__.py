@@ -6,7 +6,7 @@ groups' membership, and the committed offsets they keep.
 :mod:`.offset_requests` and :mod:`.group_admin`, over the state machines of
 :mod:`.state` (classic), :mod:`.consumer_groups` (KIP-848) and
 :mod:`.share_groups` (KIP-932's membership side, its configs in
-:mod:`.share_configs`); :mod:`.offsets` keeps committed offsets in a journal
+:mod:`.group_configs`); :mod:`.offsets` keeps committed offsets in a journal
 file, :mod:`.replicated_offsets` in the replicated ``__consumer_offsets`` topic
 (cluster mode), one state behind either port.
 

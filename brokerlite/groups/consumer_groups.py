@@ -318,6 +318,9 @@ class ConsumerGroups:
         topics: ``() -> {name: TopicMeta}``, the broker's topics now.
         session_timeout_ms: Kafka's ``group.consumer.session.timeout.ms``.
         heartbeat_interval_ms: Kafka's ``group.consumer.heartbeat.interval.ms``.
+        timings: ``group_id -> (session timeout, heartbeat interval)``, the group's
+            own (its ``consumer.*`` group configs over the broker's, see
+            :meth:`.group_configs.GroupConfigs.consumer_timings`); None: the two above.
         max_size: Kafka's ``group.consumer.max.size``.
         persist: ``(group_id, snapshot or None)``, called when a group's durable
             state changed (None: the group is gone); it may raise, which is logged
@@ -332,14 +335,22 @@ class ConsumerGroups:
         heartbeat_interval_ms: int = 5_000,
         max_size: int = 2**31 - 1,
         persist: Callable[[str, dict[str, Any] | None], None] | None = None,
+        timings: Callable[[str], tuple[int, int]] | None = None,
     ) -> None:
         self._topics = topics
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        self._timings = timings
         self.max_size = max_size
         self.groups: dict[str, ConsumerGroup] = {}
         self._persist = persist
         self._saved: dict[str, dict[str, Any]] = {}
+
+    def timings(self, group_id: str) -> tuple[int, int]:
+        """The session timeout and heartbeat interval (ms) of ``group_id``'s members."""
+        if self._timings is None:
+            return self.session_timeout_ms, self.heartbeat_interval_ms
+        return self._timings(group_id)
 
     # -- heartbeat ----------------------------------------------------------------------------
 
@@ -428,7 +439,7 @@ class ConsumerGroups:
                     ErrorCode.FENCED_MEMBER_EPOCH,
                     f"epoch {request.member_epoch} is not the member's ({member.epoch})",
                 )
-        member.session_deadline_ms = mono_ms(now_ms) + self.session_timeout_ms
+        member.session_deadline_ms = mono_ms(now_ms) + self.timings(group.group_id)[0]
         changed |= self._update(member, request, regex)
         if request.server_assignor is not None:
             group.assignor = request.server_assignor
@@ -457,7 +468,7 @@ class ConsumerGroups:
         return _hb.ConsumerGroupHeartbeatResponse(
             member_id=member.member_id,
             member_epoch=member.epoch,
-            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.timings(group.group_id)[1],
             assignment=assignment,
         )
 
@@ -821,8 +832,9 @@ class ConsumerGroups:
     def start(self, now_ms: int) -> None:
         """Start the loaded members' timers at ``now_ms`` (the broker's start)."""
         for group in self.groups.values():
+            session_ms = self.timings(group.group_id)[0]
             for member in group.members.values():
-                member.session_deadline_ms = mono_ms(now_ms) + self.session_timeout_ms
+                member.session_deadline_ms = mono_ms(now_ms) + session_ms
                 if member.state == UNREVOKED:
                     member.revocation_deadline_ms = mono_ms(now_ms) + member.rebalance_timeout_ms
 

@@ -105,11 +105,9 @@ class GroupCoordinator(ClassicRequests, OffsetRequests, GroupAdmin):
             ``offsets.retention.check.interval.ms``.
         consumer_topics: ``() -> {name: TopicMeta}``, the topics consumer groups
             (KIP-848) are assigned from.
-        consumer_session_timeout_ms, consumer_heartbeat_interval_ms: Kafka's
-            ``group.consumer.session.timeout.ms`` and
-            ``group.consumer.heartbeat.interval.ms``.
         share_groups: the broker's share groups (KIP-932), if it has any: their ids
-            are refused by the other protocols, listed, deleted and ticked here.
+            are refused by the other protocols, listed, deleted and ticked here;
+            their group configs time the consumer groups too (``consumer.*``).
         now_ms: the current time, if known at construction; otherwise the first
             call that passes a time starts the clocks of resumed members (and
             :meth:`next_deadline` returns 0 until then).
@@ -129,8 +127,6 @@ class GroupCoordinator(ClassicRequests, OffsetRequests, GroupAdmin):
         offsets_retention_ms: int | None = 7 * 24 * 3600 * 1000,
         offsets_retention_check_interval_ms: int = 600_000,
         consumer_topics: Callable[[], Mapping[str, TopicMeta]] = _no_topics,
-        consumer_session_timeout_ms: int = 45_000,
-        consumer_heartbeat_interval_ms: int = 5_000,
         share_groups: ShareGroups | None = None,
         now_ms: int | None = None,
     ) -> None:
@@ -153,9 +149,8 @@ class GroupCoordinator(ClassicRequests, OffsetRequests, GroupAdmin):
         #: a classic group here or a consumer group there, never both.
         self.consumer = ConsumerGroups(
             consumer_topics,
-            session_timeout_ms=consumer_session_timeout_ms,
-            heartbeat_interval_ms=consumer_heartbeat_interval_ms,
             persist=self._store.store_consumer_group,
+            timings=None if share_groups is None else share_groups.configs.consumer_timings,
         )
         #: The share groups (KIP-932): a group id is one type of group only.
         self.share = share_groups

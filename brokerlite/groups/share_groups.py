@@ -59,7 +59,7 @@ Rules and invariants:
   that leaves, is fenced or expires, and of every deleted group. A listener that
   raises is logged and does not stop the others or the coordinator.
 * Configs. Group configs are overrides of the broker's ``group.share.*``
-  defaults, with rules of their own (:mod:`.share_configs`); they exist
+  defaults, with rules of their own (:mod:`.group_configs`); they exist
   independently of the group (they may be set before it exists and outlive its
   deletion, as in Kafka). :meth:`ShareGroups.config` gives the effective values.
 * Durability. Each change to a group's epochs, members, subscriptions or
@@ -94,8 +94,9 @@ from trafka.brokerlite.groups.consumer_groups import (
     tps_from_json,
     tps_json,
 )
-from trafka.brokerlite.groups.share_configs import (
+from trafka.brokerlite.groups.group_configs import (
     GROUP_CONFIGS,
+    ConsumerGroupSettings,
     GroupConfigEntry,
     GroupConfigs,
     InvalidGroupConfigError,
@@ -497,6 +498,8 @@ class ShareGroups:
         store: where groups and configs are kept; what it holds is loaded (None:
             nothing survives the process).
         now_ms: the current time: the session timers of loaded members start here.
+        consumer_settings: the broker's ``group.consumer.*`` settings, the defaults
+            of the consumer groups' configs kept beside the share groups' (:attr:`configs`).
 
     Attributes:
         listeners: told of new target assignments, removed members and deleted
@@ -512,6 +515,7 @@ class ShareGroups:
         settings: ShareGroupSettings | None = None,
         store: ShareGroupsPort | None = None,
         now_ms: int = 0,
+        consumer_settings: ConsumerGroupSettings | None = None,
     ) -> None:
         self._topics = topics
         self.settings = settings or ShareGroupSettings()
@@ -524,6 +528,7 @@ class ShareGroups:
             self.settings,
             {} if store is None else store.group_configs(),
             None if store is None else store.store_configs,
+            consumer_settings,
         )
         self._saved: dict[str, dict[str, Any]] = {}
         # Loaded groups whose target assignment the listeners have not heard of yet.
@@ -927,7 +932,7 @@ class ShareGroups:
                 log.exception("share group %r: a listener failed on the deletion", group_id)
         return ErrorCode.NONE
 
-    # -- group configs (see :mod:`.share_configs`) -------------------------------------------------
+    # -- group configs (see :mod:`.group_configs`) -------------------------------------------------
 
     def overrides(self, group_id: str) -> dict[str, str]:
         """The configs set on ``group_id`` (a copy)."""

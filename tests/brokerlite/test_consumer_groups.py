@@ -327,6 +327,68 @@ def test_silent_members_and_slow_revokers_are_fenced() -> None:
     assert groups.groups["g"].state == "Empty" and groups.next_deadline() is None
 
 
+def test_a_groups_own_timings_are_its_consumer_group_configs() -> None:
+    """KIP-848's group configs: a consumer group's ``consumer.heartbeat.interval.ms``
+    is the interval its members are told and its ``consumer.session.timeout.ms``
+    times them out (Kafka's GroupMetadataManager reads the group's config before
+    the broker's group.consumer.* settings), each within the broker's
+    group.consumer.min/max.* bounds, the session above the heartbeat interval;
+    DescribeConfigs names the broker setting as the synonym."""
+    from trafka.brokerlite.groups.group_configs import (
+        ConsumerGroupSettings,
+        GroupConfigs,
+        InvalidGroupConfigError,
+        ShareGroupSettings,
+    )
+
+    configs = GroupConfigs(ShareGroupSettings(), {}, None, ConsumerGroupSettings())
+    world = World(orders=2)
+    groups = ConsumerGroups(world, timings=configs.consumer_timings)
+    a = Member(groups, world)
+    assert a.join().heartbeat_interval_ms == 5_000  # the broker's
+    assert groups.next_deadline() == world.now + 45_000
+    configs.alter(
+        "g",
+        {"consumer.heartbeat.interval.ms": "7000", "consumer.session.timeout.ms": "50000"},
+        incremental=True,
+    )
+    configs.alter("other", {"consumer.session.timeout.ms": "60000"}, incremental=True)
+    world.now += 1_000
+    assert a.beat().heartbeat_interval_ms == 7_000
+    assert groups.next_deadline() == world.now + 50_000
+    world.now += 49_999
+    groups.tick(world.now)
+    assert list(groups.groups["g"].members) == [a.member_id]
+    world.now += 1
+    groups.tick(world.now)
+    assert groups.groups["g"].state == "Empty"
+    session = next(e for e in configs.describe("g") if e.name == "consumer.session.timeout.ms")
+    assert (session.value, session.source) == ("50000", 8)
+    assert session.synonyms == (
+        ("consumer.session.timeout.ms", "50000", 8),
+        ("group.consumer.session.timeout.ms", "45000", 5),
+    )
+    for bad, why in (
+        ({"consumer.session.timeout.ms": "44999"}, "group.consumer.min.session.timeout.ms"),
+        ({"consumer.heartbeat.interval.ms": "15001"}, "group.consumer.max.heartbeat.interval.ms"),
+        ({"consumer.heartbeat.interval.ms": "soon"}, "not an integer"),
+    ):
+        with pytest.raises(InvalidGroupConfigError, match=why):
+            configs.alter("g", bad, incremental=True)
+    narrow = GroupConfigs(
+        ShareGroupSettings(),
+        {},
+        None,
+        ConsumerGroupSettings(min_session_timeout_ms=6_000, session_timeout_ms=6_000),
+    )
+    with pytest.raises(InvalidGroupConfigError, match="must be greater than"):
+        narrow.alter(
+            "g",
+            {"consumer.session.timeout.ms": "6000", "consumer.heartbeat.interval.ms": "6000"},
+            incremental=True,
+        )
+
+
 def test_regex_subscriptions_and_topic_changes_reassign() -> None:
     world = World(orders=2, audit=1)
     groups = ConsumerGroups(world)
@@ -474,21 +536,34 @@ def _with(req: Req, **changes: Any) -> Req:
 
 
 def test_the_consumer_group_timings_are_checked() -> None:
+    """Kafka's GroupCoordinatorConfig: group.consumer.session.timeout.ms and
+    group.consumer.heartbeat.interval.ms each lie within their
+    group.consumer.min/max.* settings (45000-60000 and 5000-15000 by default),
+    every one at least 1, and the heartbeat interval below the session timeout."""
     from trafka.brokerlite.config import BrokerConfig, ConfigError
 
     config = BrokerConfig.from_mapping(
-        {"group.consumer.session.timeout.ms": "9000", "group.consumer.heartbeat.interval.ms": "900"}
+        {
+            "group.consumer.min.session.timeout.ms": "9000",
+            "group.consumer.session.timeout.ms": "9000",
+            "group.consumer.min.heartbeat.interval.ms": "900",
+            "group.consumer.heartbeat.interval.ms": "900",
+        }
     )
     assert (
         config.group_consumer_session_timeout_ms,
         config.group_consumer_heartbeat_interval_ms,
-    ) == (
-        9000,
-        900,
-    )
-    with pytest.raises(ConfigError, match=r"heartbeat\.interval\.ms must be positive and below"):
+    ) == (9000, 900)
+    with pytest.raises(ConfigError, match=r"session\.timeout\.ms: 9000 is outside"):
+        BrokerConfig(group_consumer_session_timeout_ms=9000)  # below the default minimum
+    with pytest.raises(ConfigError, match=r"heartbeat\.interval\.ms: 50000 is outside"):
         BrokerConfig(group_consumer_heartbeat_interval_ms=50_000)
-    with pytest.raises(ConfigError, match=r"heartbeat\.interval\.ms"):
+    with pytest.raises(ConfigError, match=r"heartbeat\.interval\.ms must be below"):
+        BrokerConfig(
+            group_consumer_max_heartbeat_interval_ms=50_000,
+            group_consumer_heartbeat_interval_ms=50_000,
+        )
+    with pytest.raises(ConfigError, match=r"heartbeat\.interval\.ms: must be in \[1, "):
         BrokerConfig(group_consumer_heartbeat_interval_ms=0)
 
 

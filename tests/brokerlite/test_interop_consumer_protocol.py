@@ -31,7 +31,9 @@ def broker(tmp_path: Path) -> Iterator[RunningBroker]:
         port=0,
         data_dir=tmp_path / "data",
         group_initial_rebalance_delay_ms=0,
+        group_consumer_min_heartbeat_interval_ms=300,
         group_consumer_heartbeat_interval_ms=300,
+        group_consumer_min_session_timeout_ms=6_000,
         group_consumer_session_timeout_ms=6_000,
     ) as running:
         yield running
@@ -239,7 +241,9 @@ def test_members_carry_on_across_a_broker_restart(tmp_path: Path) -> None:
         "host": "127.0.0.1",
         "data_dir": tmp_path / "data",
         "group_initial_rebalance_delay_ms": 0,
+        "group_consumer_min_heartbeat_interval_ms": 300,
         "group_consumer_heartbeat_interval_ms": 300,
+        "group_consumer_min_session_timeout_ms": 6_000,
         "group_consumer_session_timeout_ms": 6_000,
     }
     servers, topic = f"127.0.0.1:{port}", "kip848-restart"

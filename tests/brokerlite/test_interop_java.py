@@ -70,7 +70,11 @@ def _require_kafka() -> None:
 #: KIP-848 scenario learns its assignment, a revocation or a pattern's
 #: resolution in half a second, not five (group_protocol_consumer and its
 #: pattern case waited some 5 s each for a heartbeat, on both runs).
-QUICK_GROUPS = {"group_initial_rebalance_delay_ms": 0, "group_consumer_heartbeat_interval_ms": 500}
+QUICK_GROUPS = {
+    "group_initial_rebalance_delay_ms": 0,
+    "group_consumer_min_heartbeat_interval_ms": 500,
+    "group_consumer_heartbeat_interval_ms": 500,
+}
 
 #: Scenarios run at a time in the JVM: the 22 of the single broker took 37 s one
 #: after the other, 16 s three at a time, 12 s six at a time, the JVM's CPU the same (4.5 s).

@@ -429,7 +429,7 @@ def test_configs_default_to_the_broker_settings() -> None:
         partition_max_record_locks=2000,
     )
     entries = {e.name: e for e in groups.describe_configs("any")}
-    assert list(entries) == sorted(entries) and len(entries) == 7
+    assert list(entries) == sorted(entries) and len(entries) == 9  # consumer.* and share.*
     limit = entries["share.delivery.count.limit"]
     assert (limit.value, limit.source, limit.config_type) == ("7", 4, 3)
     assert limit.synonyms == (
@@ -481,7 +481,8 @@ def test_group_overrides_take_effect_and_are_reported() -> None:
     ("changes", "needle"),
     [
         ({"share.unknown": "1"}, "unknown group config"),
-        ({"consumer.session.timeout.ms": "45000"}, "unknown group config"),
+        ({"streams.session.timeout.ms": "45000"}, "unknown group config"),
+        ({"consumer.session.timeout.ms": "44999"}, "group.consumer.min.session.timeout.ms"),
         ({"share.delivery.count.limit": "x"}, "not an integer"),
         ({"share.delivery.count.limit": "1"}, "below 2"),
         ({"share.delivery.count.limit": "11"}, "group.share.max.delivery.count.limit"),

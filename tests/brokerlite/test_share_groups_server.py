@@ -291,6 +291,8 @@ def test_group_configs_are_described_with_their_sources_and_synonyms(open_core: 
     assert result.error_code == 0
     entries = {e.name: e for e in result.configs}
     assert set(entries) == {
+        "consumer.heartbeat.interval.ms",
+        "consumer.session.timeout.ms",
         "share.auto.offset.reset",
         "share.delivery.count.limit",
         "share.heartbeat.interval.ms",

@@ -44,8 +44,10 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     yield from module_broker(
         tmp_path_factory,
         "admin-members",
+        group_consumer_min_heartbeat_interval_ms=200,
         group_consumer_heartbeat_interval_ms=200,
         group_consumer_session_timeout_ms=LONG_SESSION_MS,
+        group_consumer_max_session_timeout_ms=LONG_SESSION_MS,
     )
 
 

@@ -38,7 +38,9 @@ def broker(tmp_path: Path) -> Iterator[RunningBroker]:
         port=0,
         data_dir=tmp_path / "data",
         group_initial_rebalance_delay_ms=0,
+        group_consumer_min_heartbeat_interval_ms=200,
         group_consumer_heartbeat_interval_ms=200,
+        group_consumer_min_session_timeout_ms=6_000,
         group_consumer_session_timeout_ms=6_000,
     ) as running:
         yield running
@@ -214,7 +216,9 @@ def test_a_member_fenced_after_a_stall_loses_its_partitions_and_rejoins(tmp_path
     with broker_in_thread(
         port=0,
         data_dir=tmp_path / "data",
+        group_consumer_min_heartbeat_interval_ms=100,
         group_consumer_heartbeat_interval_ms=100,
+        group_consumer_min_session_timeout_ms=2_000,
         group_consumer_session_timeout_ms=2_000,
     ) as running:
         anyio.run(main, running.bootstrap_servers, backend="trio")

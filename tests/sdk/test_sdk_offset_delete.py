@@ -24,7 +24,10 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     yield from module_broker(
-        tmp_path_factory, "offset-delete", group_consumer_heartbeat_interval_ms=200
+        tmp_path_factory,
+        "offset-delete",
+        group_consumer_min_heartbeat_interval_ms=200,
+        group_consumer_heartbeat_interval_ms=200,
     )
 
 

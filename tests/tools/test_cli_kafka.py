@@ -636,11 +636,6 @@ def test_features(brokerlite_peer: str, kafka4: KafkaCluster) -> None:
 
 
 @pytest.mark.compat("CLI", "consumer group configs (KIP-848): as on brokerlite")
-@pytest.mark.xfail(
-    strict=True,
-    reason="brokerlite serves share groups' configs only, not consumer groups' "
-    "(consumer.session.timeout.ms, consumer.heartbeat.interval.ms; KIP-848)",
-)
 def test_consumer_group_configs(brokerlite_peer: str, kafka4: KafkaCluster) -> None:
     differential(CONSUMER_GROUP_CONFIGS, brokerlite_peer, kafka4, names())
 

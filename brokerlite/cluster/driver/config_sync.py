@@ -30,7 +30,7 @@ from .quota_sync import read_all_quotas, write_quotas
 from .scram_sync import read_all_scram, write_scram
 
 if TYPE_CHECKING:
-    from ...groups.share_configs import GroupConfigs
+    from ...groups.group_configs import GroupConfigs
 
 __all__ = ["ConfigSync"]
 

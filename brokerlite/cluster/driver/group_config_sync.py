@@ -21,7 +21,7 @@ Rules:
 * Following: a new ``/config/changes`` notification (the watch
   :class:`~.config_sync.ConfigSync` sets) makes every broker read all of ``/config/groups``
   again and hand it to its share groups
-  (:meth:`~trafka.brokerlite.groups.share_configs.GroupConfigs.use_cluster`); the
+  (:meth:`~trafka.brokerlite.groups.group_configs.GroupConfigs.use_cluster`); the
   same happens when the broker joins, before it serves.
 """
 

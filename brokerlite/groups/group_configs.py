@@ -1,13 +1,15 @@
-"""Share groups' configs (KIP-932): the broker's ``group.share.*`` settings and
-the per-group ``share.*`` overrides (Kafka's ConfigResource type GROUP), sans-IO.
+"""Group configs (Kafka's ConfigResource type GROUP), sans-IO: the per-group
+``consumer.*`` (KIP-848 consumer groups) and ``share.*`` (KIP-932 share groups)
+overrides of the broker's ``group.consumer.*`` and ``group.share.*`` settings.
 
 Rules and invariants:
 
-* Group configs are overrides of the broker's ``group.share.*`` defaults,
-  validated as Kafka's GroupConfig validates them (names, types, fixed lower
-  bounds, the broker's min/max settings, session timeout above the heartbeat
-  interval), against the overrides the group would have after the change merged
-  over the broker defaults; a change is all of it or nothing.
+* Group configs are overrides of the broker's ``group.consumer.*`` and
+  ``group.share.*`` defaults, validated as Kafka's GroupConfig validates them
+  (names, types, fixed lower bounds, the broker's min/max settings, each
+  group type's session timeout above its heartbeat interval), against the
+  overrides the group would have after the change merged over the broker
+  defaults; a change is all of it or nothing.
 * They exist independently of the group (they may be set before it exists and
   outlive its deletion, as in Kafka).
 * :meth:`GroupConfigs.effective` gives the effective values, int values clamped
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from trafka.brokerlite.config import BrokerConfig
 
 __all__ = [
+    "ConsumerGroupSettings",
     "GROUP_CONFIGS",
     "GROUP_CONFIG_SOURCE",
     "GroupConfigEntry",
@@ -120,6 +123,28 @@ class ShareGroupSettings:
         )
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupSettings:
+    """The broker's consumer-group settings of the new protocol (KIP-848; Kafka's
+    ``group.consumer.*``, its defaults): each group config's default and bounds,
+    as :class:`ShareGroupSettings` for share groups. The broker's config checks
+    their order (:mod:`trafka.brokerlite.config`)."""
+
+    session_timeout_ms: int = 45_000
+    min_session_timeout_ms: int = 45_000
+    max_session_timeout_ms: int = 60_000
+    heartbeat_interval_ms: int = 5_000
+    min_heartbeat_interval_ms: int = 5_000
+    max_heartbeat_interval_ms: int = 15_000
+
+    @classmethod
+    def from_broker_config(cls, config: BrokerConfig) -> ConsumerGroupSettings:
+        """The ``group_consumer_*`` settings of a :class:`~trafka.brokerlite.config.BrokerConfig`."""
+        return cls(
+            **{f.name: getattr(config, "group_consumer_" + f.name) for f in dataclasses.fields(cls)}
+        )
+
+
 # -- group configs ---------------------------------------------------------------------------
 
 
@@ -192,19 +217,40 @@ class _GroupConfigDef:
     name: str
     is_int: bool
     at_least: int = 0
-    setting: str | None = None  # the ShareGroupSettings field giving the default
+    setting: str | None = None  # the group type's settings field giving the default
     fixed_default: str | None = None  # the default of a config without a broker setting
     check: Callable[[str], str | None] | None = None  # a string config's validator
 
     @property
+    def kind(self) -> str:
+        """The group type whose settings it overrides: ``consumer`` or ``share``."""
+        return self.name.split(".", 1)[0]
+
+    @property
     def broker_name(self) -> str | None:
         """The broker setting this config overrides (its DescribeConfigs synonym)."""
-        return None if self.setting is None else "group.share." + self.setting.replace("_", ".")
+        if self.setting is None:
+            return None
+        return f"group.{self.kind}." + self.setting.replace("_", ".")
+
+    def bound_name(self, which: str) -> str:
+        """The broker setting of its ``min`` or ``max`` bound."""
+        assert self.setting is not None
+        return f"group.{self.kind}.{which}." + self.setting.replace("_", ".")
 
 
 GROUP_CONFIGS: dict[str, _GroupConfigDef] = {
     d.name: d
     for d in (
+        _GroupConfigDef(
+            "consumer.heartbeat.interval.ms",
+            is_int=True,
+            at_least=1,
+            setting="heartbeat_interval_ms",
+        ),
+        _GroupConfigDef(
+            "consumer.session.timeout.ms", is_int=True, at_least=1, setting="session_timeout_ms"
+        ),
         _GroupConfigDef(
             "share.auto.offset.reset",
             is_int=False,
@@ -274,6 +320,7 @@ class GroupConfigs:
         overrides: the stored overrides, per group.
         store: ``(group_id, overrides) -> None`` writes a group's whole set of
             overrides durably (raises the store's error); None keeps them in memory.
+        consumer: the broker's ``group.consumer.*`` settings (None: Kafka's defaults).
     """
 
     def __init__(
@@ -281,8 +328,12 @@ class GroupConfigs:
         settings: ShareGroupSettings,
         overrides: Mapping[str, Mapping[str, str]],
         store: Callable[[str, Mapping[str, str]], None] | None,
+        consumer: ConsumerGroupSettings | None = None,
     ) -> None:
-        self._settings = settings
+        self._kinds: dict[str, ShareGroupSettings | ConsumerGroupSettings] = {
+            "share": settings,
+            "consumer": consumer or ConsumerGroupSettings(),
+        }
         self._overrides = {g: dict(c) for g, c in overrides.items()}
         self._store = store
 
@@ -322,6 +373,15 @@ class GroupConfigs:
             partition_max_record_locks=self.int_value("share.partition.max.record.locks", group_id),
         )
 
+    def consumer_timings(self, group_id: str) -> tuple[int, int]:
+        """Consumer group ``group_id``'s session timeout and heartbeat interval (ms),
+        its overrides over the broker's, clamped into the broker's current bounds
+        (Kafka's GroupMetadataManager asks the group's config first)."""
+        return (
+            self.int_value("consumer.session.timeout.ms", group_id),
+            self.int_value("consumer.heartbeat.interval.ms", group_id),
+        )
+
     def overrides(self, group_id: str) -> dict[str, str]:
         """The configs set on ``group_id`` (a copy)."""
         return dict(self._overrides.get(group_id, {}))
@@ -342,7 +402,7 @@ class GroupConfigs:
                 synonyms.append((name, overrides[name], GROUP_CONFIG_SOURCE))
             default = self._default(d)
             if d.broker_name is not None and d.setting is not None:
-                kafka_default = str(getattr(ShareGroupSettings(), d.setting))
+                kafka_default = str(getattr(type(self._kinds[d.kind])(), d.setting))
                 if default != kafka_default:
                     synonyms.append((d.broker_name, default, _STATIC_BROKER_CONFIG_SOURCE))
                 synonyms.append((d.broker_name, kafka_default, _DEFAULT_CONFIG_SOURCE))
@@ -420,31 +480,32 @@ class GroupConfigs:
             low, high = self._bounds(d)
             if value < low:
                 raise InvalidGroupConfigError(
-                    f"{name}: {value} is below the broker's "
-                    f"{d.broker_name.replace('group.share.', 'group.share.min.')} ({low})"
+                    f"{name}: {value} is below the broker's {d.bound_name('min')} ({low})"
                 )
             if value > high:
                 raise InvalidGroupConfigError(
-                    f"{name}: {value} is above the broker's "
-                    f"{d.broker_name.replace('group.share.', 'group.share.max.')} ({high})"
+                    f"{name}: {value} is above the broker's {d.bound_name('max')} ({high})"
                 )
             ints[name] = value
-        if ints["share.session.timeout.ms"] <= ints["share.heartbeat.interval.ms"]:
-            raise InvalidGroupConfigError(
-                "share.session.timeout.ms must be greater than share.heartbeat.interval.ms "
-                f"({ints['share.session.timeout.ms']} <= {ints['share.heartbeat.interval.ms']})"
-            )
+        for kind in self._kinds:
+            session, heartbeat = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"
+            if ints[session] <= ints[heartbeat]:
+                raise InvalidGroupConfigError(
+                    f"{session} must be greater than {heartbeat} "
+                    f"({ints[session]} <= {ints[heartbeat]})"
+                )
 
     def _bounds(self, d: _GroupConfigDef) -> tuple[int, int]:
         assert d.setting is not None
+        settings = self._kinds[d.kind]
         return (
-            int(getattr(self._settings, "min_" + d.setting)),
-            int(getattr(self._settings, "max_" + d.setting)),
+            int(getattr(settings, "min_" + d.setting)),
+            int(getattr(settings, "max_" + d.setting)),
         )
 
     def _default(self, d: _GroupConfigDef) -> str:
         if d.setting is not None:
-            return str(getattr(self._settings, d.setting))
+            return str(getattr(self._kinds[d.kind], d.setting))
         assert d.fixed_default is not None
         return d.fixed_default
 
