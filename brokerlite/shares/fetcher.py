@@ -37,12 +37,15 @@ Rules and invariants:
   acquired, and reported in AcknowledgeErrorCode (ShareFetch) or ErrorCode
   (ShareAcknowledge). Acknowledging is allowed on a partition the session
   does not fetch. Type 4 (renew, ShareFetch/ShareAcknowledge v2) is not served.
-* A failed write of acknowledgements (one node: the journal's) fails them
-  alone, as Kafka 4.4's ``SharePartition.rollbackOrProcessStateUpdates`` and
-  ``SharePartitionManager.mapAcknowledgementFutures`` do: each acknowledged
-  share-partition goes back to its state from before them
-  (:meth:`.SharePartition.restore`: held again by the member, lock deadline
-  and delivery counts unchanged), and each of their partitions is answered
+* Acknowledging and releasing a member's records (its session closed or
+  replaced, it left without one) are transitions until written
+  (:mod:`.partition`, :mod:`.writes`). A failed write of acknowledgements
+  (one node: the journal's) fails them alone, as Kafka 4.4's
+  ``SharePartition.rollbackOrProcessStateUpdates`` and
+  ``SharePartitionManager.mapAcknowledgementFutures`` do: the records they
+  changed go back to their state from before
+  (:meth:`.SharePartition.settle`: held again by the member, lock deadline
+  and delivery counts unchanged; a release's too), and each of their partitions is answered
   UNKNOWN_SERVER_ERROR (Kafka's ``Errors.forException`` of a persister write
   that failed without a coordinator's error code); the ShareFetch still
   acquires and delivers, and the request is answered. Acquiring is not
@@ -92,15 +95,16 @@ Rules and invariants:
   (:meth:`ShareFetcher.writes_mark`, :meth:`ShareFetcher.writes_outcome`).
   A share-partition whose leadership was lost is forgotten here (a new
   leader epoch of a leadership that went on keeps it); a write the
-  coordinator refused forgets it too (read again: without what the write
-  carried, so its acknowledgements are undone), and so does a group with no
+  coordinator refused with a fenced error forgets it too (read again, without
+  what the write carried; another error rolls back that write's transitions
+  alone, :mod:`.writes`), and so does a group with no
   share session left here (so that a change of the offsets admin, made while
   the group is empty, is read by the next member). The answer of a request
   whose writes failed fails their share-partitions alone
   (:meth:`ShareFetcher.writes_failed`, :meth:`ShareFetcher.fail_writes`):
   their acknowledgements are answered with the error, and so is a ShareFetch's
-  partition with records from there (put back); the other partitions are
-  answered as they are. The group coordinator is another broker's:
+  partition with records from one fenced or forgotten (put back); the other
+  partitions are answered as they are. The group coordinator is another broker's:
   assignments initialise nothing here.
 * Offsets admin (DescribeShareGroupOffsets, AlterShareGroupOffsets,
   DeleteShareGroupOffsets) works on the same share-partitions, with rules of

@@ -76,7 +76,8 @@ Rules and invariants:
 * The start offset moves past every leading ACKNOWLEDGED or ARCHIVED offset,
   and forward to the log start offset when retention or DeleteRecords removes
   records below it (:meth:`move_start`); offsets below it are forgotten.
-* :meth:`snapshot` is what is kept durably: the start offset and the runs,
+* :meth:`snapshot` is what is kept durably: the start offset (as it is once
+  the snapshot is written: past leading done offsets in transition) and the runs,
   where ACQUIRED runs are written as AVAILABLE with their delivery counts (a
   lock does not survive a restart; the record is delivered again, unless its
   count has reached the delivery-count limit: then it is archived on load, as
@@ -500,15 +501,20 @@ class SharePartition:
     # -- durability -----------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        """The durable form (see the module rules); JSON-ready."""
+        """The durable form (see the module rules); JSON-ready. The start offset is
+        the one after its write: past leading done offsets still in transition."""
+        start = self._start
         runs: list[list[int]] = []
         for r in self._runs:
+            if not runs and r.state in _DONE:
+                start = r.last + 1
+                continue
             state = AVAILABLE if r.state == ACQUIRED else r.state
             if runs and runs[-1][2] == state and runs[-1][3] == r.delivery_count:
                 runs[-1][1] = r.last
             else:
                 runs.append([r.first, r.last, state, r.delivery_count])
-        return {"start": self._start, "runs": runs}
+        return {"start": start, "runs": runs}
 
     @classmethod
     def from_snapshot(

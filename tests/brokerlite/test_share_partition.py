@@ -557,6 +557,8 @@ def test_a_transition_on_its_way_is_neither_acquired_nor_acknowledged_nor_passed
     assert sp.acquire_available("n", 10, now_ms=1, lock_ms=100) == []
     assert sp.acknowledge("m", [(0, 0, [ACCEPT])]) == ErrorCode.INVALID_RECORD_STATE
     assert not sp.expire_locks(1_000)
+    # What is written is the state once written: the start past 0-1.
+    assert sp.snapshot() == {"start": 2, "runs": [[2, 3, AVAILABLE, 1]]}
     # Written: the start moves past 0-1, and 2-3 may be acquired.
     sp.begin_write(7)
     assert not sp.settle((0, 6), written=True)  # (not these writes)

@@ -242,14 +242,16 @@ class Coordinators:
         broker.periodic._shares = broker.shares  # (its locks end at the broker's poll)
         self.shares = broker.shares
 
-    def serve(self, refuse: dict[int, ErrorCode] | None = None, now_ms: int = 0) -> None:
+    def serve(
+        self, refuse: dict[int, ErrorCode] | None = None, now_ms: int = 0, start: int = 0
+    ) -> None:
         """Answer every request queued (at the persister's ``now_ms``): reads with
-        start offset 0 and nothing in flight, writes of the partitions in
-        ``refuse`` with its error, others NONE."""
+        start offset ``start`` (-1: not initialised) and nothing in flight, writes
+        of the partitions in ``refuse`` with its error, others NONE."""
         from trafka.codec.messages import k84_read_share_group_state as read_m
 
         result = read_m.ReadShareGroupStateResponse.PartitionResult(
-            partition=0, state_epoch=1, start_offset=0, state_batches=[]
+            partition=0, state_epoch=1, start_offset=start, state_batches=[]
         )
         for request in self.persister.take(now_ms):
             if request.write is None:
@@ -473,3 +475,22 @@ def _ack(session: Session, acks: dict[Any, list[tuple[int, int, list[int]]]]) ->
     request = ack_request(session.member, session.epoch, acks)
     session.epoch += 1
     return request
+
+
+def test_a_share_partition_initialised_here_whose_first_write_is_refused_is_forgotten(
+    core: Any, make_batch: Any
+) -> None:
+    # Kafka serves a share-partition only once its state is initialised on its
+    # coordinator: one this leader initialised is kept only once written.
+    tid = create(core, "q")
+    coordinators = Coordinators(core)
+    tp = (tid, 0)
+    a = Session(core, "a")
+    assert partitions_of(a.fetch([tp])) == {}
+    coordinators.serve(start=-1)  # (not initialised: this leader does it)
+    parked = a.send_fetch()
+    assert isinstance(parked, Parked)  # (its first write on its way)
+    assert coordinators.shares.share_partition(GROUP, "q", 0) is not None
+    coordinators.serve(refuse={0: ErrorCode.INVALID_REQUEST})
+    core.poll()
+    assert coordinators.shares.share_partition(GROUP, "q", 0) is None
