@@ -1371,3 +1371,98 @@ def test_model(data: st.DataObject) -> None:
                 else:  # in flight: only when AVAILABLE
                     assert before.get(o, (None,))[0] == AVAILABLE, (o, before.get(o))
                 assert after[o][0] == ACQUIRED and after[o][2] == member
+
+
+TRANSITION_OPS = [
+    "acquire_new",
+    "acquire_available",
+    "acknowledge",
+    "acknowledge",
+    "release_member",
+    "expire",
+    "move_start",
+    "begin_write",
+    "settle",
+    "settle",
+]
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.data())
+def test_transitions_model(data: st.DataObject) -> None:
+    """Transitions on their way across any operations (Kafka 4.4's InFlightState
+    rollback state): never acquired, never passed by the start offset, left alone
+    by lock expiry; a settled write keeps them, a failed one puts back exactly the
+    offsets it carried (state, holder, lock; count unchanged) and nothing else."""
+    sp = Transitions(0, delivery_count_limit=3, max_record_locks=30)
+    now = 0
+    # offset -> (the write carrying it, 0 for none yet; its state before)
+    pending: dict[int, tuple[int, tuple[int, int, str | None, int]]] = {}
+    issued: list[int] = []
+    for _ in range(data.draw(st.integers(1, 30), label="steps")):
+        before = per_offset(sp)
+        now += data.draw(st.integers(0, 30), label="tick")
+        op = data.draw(st.sampled_from(TRANSITION_OPS), label="op")
+        member = data.draw(st.sampled_from(MEMBERS), label="member")
+        settled: set[int] = set()
+        if op == "acquire_new":
+            size = data.draw(st.integers(1, 4), label="size")
+            end = sp.end_offset
+            sp.acquire_new(member, [BatchSpan(end, end + size - 1)], 10, now_ms=now, lock_ms=50)
+        elif op == "acquire_available":
+            got = sp.acquire_available(member, 10, now_ms=now, lock_ms=50)
+            for r in got:
+                assert all(o not in pending for o in range(r.first, r.last + 1)), (r, pending)
+        elif op == "acknowledge":
+            held = [o for o, v in sorted(before.items()) if v[0] == ACQUIRED and v[2] == member]
+            batches = draw_valid_ack(data, held)
+            assert sp.acknowledge(member, batches) == ErrorCode.NONE
+            for first, last, _ in batches:
+                pending.update((o, (0, before[o])) for o in range(first, last + 1))
+        elif op == "release_member":
+            sp.release_member(member)
+            pending.update(
+                (o, (0, v)) for o, v in before.items() if v[0] == ACQUIRED and v[2] == member
+            )
+        elif op == "expire":
+            sp.expire_locks(now)
+        elif op == "move_start":
+            lso = sp.start_offset + data.draw(st.integers(0, 3), label="forward")
+            sp.move_start(lso)
+            pending = {o: p for o, p in pending.items() if o >= lso}
+        elif op == "begin_write":
+            ticket = len(issued) + 1
+            issued.append(ticket)
+            sp.begin_write(ticket)
+            pending = {o: (ticket if t == 0 else t, v) for o, (t, v) in pending.items()}
+        else:  # settle
+            tickets = data.draw(st.sets(st.sampled_from([0, *issued])), label="tickets")
+            written = data.draw(st.booleans(), label="written")
+            sp.settle(tickets, written=written)
+            settled = {o for o, (t, _) in pending.items() if t in tickets}
+        after = per_offset(sp)
+        for o in settled:
+            ticket, was = pending.pop(o)
+            if not written:
+                assert after[o] == (was[0], before[o][1], was[2], was[3]), (o, was, after[o])
+            elif o in after:
+                assert after[o] == before[o]
+        if op in ("settle", "begin_write"):
+            # Only the offsets settled changed (and done ones the start passed).
+            for o, v in before.items():
+                if o not in settled:
+                    assert after.get(o, v) == v or v[0] in DONE, (o, v, after.get(o))
+        for o, (_ticket, _was) in pending.items():
+            assert o >= sp.start_offset and o in after, (o, sp.start_offset)
+            if op == "expire":
+                assert after[o] == before[o]
+        in_transition = {
+            o for r in sp.runs() if r.undo is not None for o in range(r.first, r.last + 1)
+        }
+        assert in_transition == set(pending)
+        assert sp.writing() == bool(pending)
