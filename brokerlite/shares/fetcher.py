@@ -393,8 +393,8 @@ class ShareFetcher(ShareOffsetsAdmin):
     def _state_arrived(self, key: SP) -> None:
         self._notify(key[1], key[2])
 
-    def _written(self, key: SP, tickets: list[int], code: ErrorCode) -> None:
-        self._writes.settled(key, tickets, code)
+    def _written(self, key: SP, tickets: list[int], code: ErrorCode, now_ms: int) -> None:
+        self._writes.settled(key, tickets, code, now_ms)
         self._deadline_stale = True
 
     def _state_lost(self, key: SP) -> None:

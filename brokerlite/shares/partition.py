@@ -56,8 +56,12 @@ Rules and invariants:
   ends it: written, the new state stays and the start offset moves; not
   written, the record goes back to its state, holder and lock deadline from
   before (``rollbackOrProcessStateUpdates``), and only those records: what
-  else changed meanwhile stays. The lock timer runs on, so a lock that ended
-  meanwhile releases the record at the next expiry. Lock expiries, archived
+  else changed meanwhile stays. The lock timer runs on: a record whose lock
+  ended meanwhile is released at once (AVAILABLE, or ARCHIVED at the
+  delivery-count limit), as ``completeStateTransition(false)`` does when its
+  timer task has expired (not :attr:`dirty` for that: its durable form, a
+  held record written as available, is the same); without a time, at the
+  next expiry. Lock expiries, archived
   gaps and a moved log start are not transitions (Kafka's lock timeout
   changes the state at once and keeps it when its write fails).
 * A record that is released (by RELEASE, by its lock expiring, or by its
@@ -414,10 +418,11 @@ class SharePartition:
                 run.undo = dataclasses.replace(run.undo, ticket=ticket)
         self._coalesce()
 
-    def settle(self, tickets: Collection[int], written: bool) -> bool:
+    def settle(self, tickets: Collection[int], written: bool, *, now_ms: int | None = None) -> bool:
         """The writes ``tickets`` (0: the transitions on no write yet) settled:
         their transitions stay when ``written``, else their records go back to
-        their state from before (module rules). True when any did."""
+        their state from before (module rules); one whose lock ended by
+        ``now_ms`` (when given) is released at once. True when any did."""
         changed = False
         for run in self._runs:
             undo = run.undo
@@ -429,6 +434,9 @@ class SharePartition:
                     undo.member_id,
                     undo.deadline_ms,
                 )
+                ended = now_ms is not None and run.deadline_ms <= mono_ms(now_ms)
+                if run.state == ACQUIRED and ended:
+                    self._release(run)  # (as its state was written: not dirty)
             run.undo = None
             changed = True
         if changed:

@@ -187,9 +187,11 @@ class RemotePersister:
         self.on_loaded: Callable[[SP], None] = lambda _key: None
         #: Called with a key whose state could not be read (the fetcher forgets it).
         self.on_lost: Callable[[SP], None] = lambda _key: None
-        #: Called with a key, the tickets of its write that settled and the
-        #: client's error (NONE: written).
-        self.on_written: Callable[[SP, list[int], ErrorCode], None] = lambda _k, _t, _c: None
+        #: Called with a key, the tickets of its write that settled, the client's
+        #: error (NONE: written) and the time of the answer.
+        self.on_written: Callable[[SP, list[int], ErrorCode, int], None] = lambda _k, _t, _c, _n: (
+            None
+        )
         #: Called when writes settled (waiters may answer now).
         self.on_settled: Callable[[], None] = lambda: None
 
@@ -346,23 +348,23 @@ class RemotePersister:
         self._writing.discard(key)
         if code == ErrorCode.NONE:
             self._outstanding.difference_update(write.tickets)
-            self.on_written(key, write.tickets, ErrorCode.NONE)
+            self.on_written(key, write.tickets, ErrorCode.NONE, now_ms)
             self.on_settled()
         elif code in RETRIABLE and (
             write.failing_since is None or now_ms - write.failing_since < GIVE_UP_AFTER_MS
         ):
             if write.failing_since is None:
                 write.failing_since = now_ms
-            self._requeue(write)
+            self._requeue(write, now_ms)
             self._not_before[key] = now_ms + RETRY_BACKOFF_MS
         else:
-            self._fail(write, code)
+            self._fail(write, code, now_ms)
         if key in self._writes or key in self._reads:
             self.on_ready()  # (its next snapshot, a read behind it, or a retry: the driver's timer)
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _requeue(self, write: _Write) -> None:
+    def _requeue(self, write: _Write, now_ms: int) -> None:
         """Queue a failed write again, unless a newer snapshot of its
         share-partition is queued: that one then carries its tickets too."""
         newer = self._writes.get(write.key)
@@ -370,11 +372,11 @@ class RemotePersister:
             newer.tickets[:0] = write.tickets
             newer.failing_since = write.failing_since  # (its older tickets' wait goes on)
         elif self._leader_epoch(write.key[1], write.key[2]) is None:
-            self._fail(write, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            self._fail(write, ErrorCode.NOT_LEADER_OR_FOLLOWER, now_ms)
         else:
             self._writes[write.key] = write
 
-    def _fail(self, write: _Write, code: ErrorCode) -> None:
+    def _fail(self, write: _Write, code: ErrorCode, now_ms: int) -> None:
         self._outstanding.difference_update(write.tickets)
         client = _client_code(code)
         for ticket in write.tickets:
@@ -383,7 +385,7 @@ class RemotePersister:
         if len(self._failed) > 10_000:
             for ticket in sorted(self._failed)[:5_000]:
                 del self._failed[ticket]
-        self.on_written(write.key, write.tickets, client)
+        self.on_written(write.key, write.tickets, client, now_ms)
         self.on_settled()
 
 

@@ -144,9 +144,9 @@ class ShareWrites:
             self.unwritten.discard(key)
         return ErrorCode.NONE
 
-    def settled(self, key: SP, tickets: list[int], code: ErrorCode) -> None:
+    def settled(self, key: SP, tickets: list[int], code: ErrorCode, now_ms: int) -> None:
         """Cluster mode: the persister's writes ``tickets`` of ``key`` settled
-        with the client's ``code`` (see the module rules)."""
+        with the client's ``code``, at ``now_ms`` (see the module rules)."""
         initial = self._initial.get(key)
         if initial is not None and initial in tickets:
             del self._initial[key]
@@ -162,7 +162,7 @@ class ShareWrites:
             self._initial.pop(key, None)
             self._forget(key)
             return
-        if sp.settle(tickets, written=False) and self.remote is not None:
+        if sp.settle(tickets, written=False, now_ms=now_ms) and self.remote is not None:
             self.remote.retake(key, sp.snapshot())
 
     def _settled(self, key: SP, sp: SharePartition, tickets: Iterable[int]) -> None:

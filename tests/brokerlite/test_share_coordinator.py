@@ -294,7 +294,7 @@ def test_a_fenced_write_fails_its_waiters_and_is_reported_before_they_wake() -> 
     # before the waiters are woken: it forgets a fenced share-partition (writes.py).
     p = RemotePersister(lambda t, i: 0)
     written: list[Any] = []
-    p.on_written = lambda key, tickets, code: written.append((key, list(tickets), code))
+    p.on_written = lambda key, tickets, code, _now: written.append((key, list(tickets), code))
     p.on_settled = lambda: written.append("woken")
     mark = p.mark()
     assert p.write([entry(1)]) == {KEY: 1}
@@ -362,7 +362,7 @@ def test_a_write_failing_for_kafkas_retry_time_is_given_up_with_coordinator_not_
     # SharePartition.fetchPersisterError tells the client COORDINATOR_NOT_AVAILABLE.
     p = RemotePersister(lambda t, i: 0)
     written: list[Any] = []
-    p.on_written = lambda key, tickets, code: written.append((key, sorted(tickets), code))
+    p.on_written = lambda key, tickets, code, _now: written.append((key, sorted(tickets), code))
     mark = p.mark()
     p.write([entry(1)])
     now = 1_000

@@ -568,6 +568,30 @@ def test_a_transition_on_its_way_is_neither_acquired_nor_acknowledged_nor_passed
     assert ranges(got) == [(2, 3, 2)]
 
 
+def test_a_rollback_releases_a_record_whose_lock_ended_meanwhile() -> None:
+    # Kafka 4.4's InFlightState.completeStateTransition(false): when the record's
+    # acquisition lock timer task has expired by then, the record becomes
+    # AVAILABLE (ARCHIVED at the delivery-count limit) instead of held again.
+    sp = Transitions(0, delivery_count_limit=2)
+    sp.acquire_new("m", [BatchSpan(0, 1)], 10, now_ms=0, lock_ms=100)
+    sp.release_member("m")
+    assert sp.settle((0,), written=False)  # (no time: held again)
+    assert sp.state_of(0) == (ACQUIRED, 1, "m")
+    assert sp.acknowledge("m", [(0, 0, [ACCEPT]), (1, 1, [REJECT])]) == ErrorCode.NONE
+    sp.dirty = False
+    assert sp.settle((0,), written=False, now_ms=99)  # the lock still runs
+    assert sp.state_of(0) == (ACQUIRED, 1, "m") and not sp.dirty
+    assert sp.acknowledge("m", [(0, 1, [ACCEPT])]) == ErrorCode.NONE
+    sp.dirty = False  # (written, and refused)
+    assert sp.settle((0,), written=False, now_ms=100)  # its end: released
+    assert sp.state_of(0) == (AVAILABLE, 1, None) and not sp.dirty  # (written so already)
+    got = sp.acquire_available("n", 10, now_ms=100, lock_ms=100)
+    assert ranges(got) == [(0, 1, 2)]
+    sp.release_member("n")
+    assert sp.settle((0,), written=False, now_ms=300)  # at the limit: archived
+    assert sp.start_offset == 2 and sp.runs() == []
+
+
 def test_a_failed_write_rolls_back_its_own_transitions_only() -> None:
     # Two writes on their way: the failed one puts back the records it changed;
     # the other's, and what changed without a transition (a lock expiry, new
@@ -1443,13 +1467,18 @@ def test_transitions_model(data: st.DataObject) -> None:
         else:  # settle
             tickets = data.draw(st.sets(st.sampled_from([0, *issued])), label="tickets")
             written = data.draw(st.booleans(), label="written")
-            sp.settle(tickets, written=written)
+            sp.settle(tickets, written=written, now_ms=now)
             settled = {o for o, (t, _) in pending.items() if t in tickets}
         after = per_offset(sp)
         for o in settled:
             ticket, was = pending.pop(o)
-            if not written:
-                assert after[o] == (was[0], before[o][1], was[2], was[3]), (o, was, after[o])
+            count = before[o][1]
+            if not written and was[0] == ACQUIRED and was[3] <= now:  # (its lock ended)
+                released = (AVAILABLE if count < 3 else ARCHIVED, count, None, 0)
+                assert after.get(o, (ARCHIVED, count, None, 0)) == released, (o, after.get(o))
+                assert o in after or released[0] == ARCHIVED  # (the start passed it)
+            elif not written:
+                assert after[o] == (was[0], count, was[2], was[3]), (o, was, after[o])
             elif o in after:
                 assert after[o] == before[o]
         if op in ("settle", "begin_write"):

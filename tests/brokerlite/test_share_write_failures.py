@@ -431,6 +431,24 @@ def test_a_refused_release_gives_the_record_back_to_its_lock(core: Any, make_bat
     assert delivered(partitions_of(c.fetch())[p0]) == [(0, b"x0", 2), (1, b"x1", 2)]
 
 
+def test_a_refused_write_releases_a_record_whose_lock_ended_meanwhile(
+    core: Any, make_batch: Any
+) -> None:
+    # The lock timeout leaves a record in transition alone (Kafka's
+    # InFlightState.tryUpdateState refuses it); when the write then fails,
+    # completeStateTransition(false) finds the lock's timer expired and releases
+    # the record at once rather than hand it back to its holder.
+    p0, coordinators, a, _b = cluster_pair(core, make_batch)
+    core.send(79, 1, _ack(a, {p0: [(0, 0, [ACCEPT])]}))
+    core.poll(LOCK_MS)  # (the locks end; the acknowledgement is still on its way)
+    sp = coordinators.shares.share_partition(GROUP, "two", 0)
+    assert sp.state_of(0) == (2, 1, None) and sp.state_of(1) == (0, 1, None)
+    coordinators.serve(refuse={0: ErrorCode.INVALID_REQUEST}, now_ms=core.now)
+    assert sp.state_of(0) == (0, 1, None)  # AVAILABLE, not a's again
+    c = Session(core, "c", conn_id=3)
+    assert delivered(partitions_of(c.fetch([p0]))[p0]) == [(0, b"x0", 2), (1, b"x1", 2)]
+
+
 def test_a_closed_connection_whose_release_is_refused_keeps_the_others_records(
     core: Any, make_batch: Any
 ) -> None:
