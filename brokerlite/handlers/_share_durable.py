@@ -15,8 +15,9 @@ Rules:
 * A write that failed (the coordinator fenced this leader, which lost the
   partition: NOT_LEADER_OR_FOLLOWER, and the client finds the partition's new
   leader) fails only its share-partitions: the handler's ``settle`` answers
-  their partitions with the error (the acknowledgements there, and a
-  ShareFetch's records from there, put back) and the others as they are, as
+  their partitions with the error (the acknowledgements there rolled back,
+  and a ShareFetch's records from a fenced one put back) and the others as
+  they are, as
   Kafka answers per partition (``SharePartitionManager``
   ``mapAcknowledgementFutures``). A wait longer than :data:`DURABLE_WAIT_MS`
   is answered REQUEST_TIMED_OUT for the whole request (the writes may still

@@ -12,8 +12,9 @@ writes did not settle in time, :mod:`._share_durable`) puts them back at once
 (:meth:`~trafka.brokerlite.shares.fetcher.ShareFetcher.undeliver`; the share
 fetcher's "Refused answers" rule): the next fetch gets them, with the delivery
 counts they had before. Writes that failed fail only their share-partitions:
-their acknowledgements are answered in AcknowledgeErrorCode, their records
-put back and the partition answered with the error
+their acknowledgements are answered in AcknowledgeErrorCode; the records of a
+share-partition fenced (forgotten) are put back and the partition answered
+with the error
 (:meth:`~trafka.brokerlite.shares.fetcher.ShareFetcher.fail_writes`); the other
 partitions are delivered, as Kafka's KafkaApis answers a ShareFetch whose
 acknowledgements failed.

@@ -37,12 +37,15 @@ Rules and invariants:
   acquired, and reported in AcknowledgeErrorCode (ShareFetch) or ErrorCode
   (ShareAcknowledge). Acknowledging is allowed on a partition the session
   does not fetch. Type 4 (renew, ShareFetch/ShareAcknowledge v2) is not served.
-* A failed write of acknowledgements (one node: the journal's) fails them
-  alone, as Kafka 4.4's ``SharePartition.rollbackOrProcessStateUpdates`` and
-  ``SharePartitionManager.mapAcknowledgementFutures`` do: each acknowledged
-  share-partition goes back to its state from before them
-  (:meth:`.SharePartition.restore`: held again by the member, lock deadline
-  and delivery counts unchanged), and each of their partitions is answered
+* Acknowledging and releasing a member's records (its session closed or
+  replaced, it left without one) are transitions until written
+  (:mod:`.partition`, :mod:`.writes`). A failed write of acknowledgements
+  (one node: the journal's) fails them alone, as Kafka 4.4's
+  ``SharePartition.rollbackOrProcessStateUpdates`` and
+  ``SharePartitionManager.mapAcknowledgementFutures`` do: the records they
+  changed go back to their state from before
+  (:meth:`.SharePartition.settle`: held again by the member, lock deadline
+  and delivery counts unchanged; a release's too), and each of their partitions is answered
   UNKNOWN_SERVER_ERROR (Kafka's ``Errors.forException`` of a persister write
   that failed without a coordinator's error code); the ShareFetch still
   acquires and delivers, and the request is answered. Acquiring is not
@@ -92,15 +95,16 @@ Rules and invariants:
   (:meth:`ShareFetcher.writes_mark`, :meth:`ShareFetcher.writes_outcome`).
   A share-partition whose leadership was lost is forgotten here (a new
   leader epoch of a leadership that went on keeps it); a write the
-  coordinator refused forgets it too (read again: without what the write
-  carried, so its acknowledgements are undone), and so does a group with no
+  coordinator refused with a fenced error forgets it too (read again, without
+  what the write carried; another error rolls back that write's transitions
+  alone, :mod:`.writes`), and so does a group with no
   share session left here (so that a change of the offsets admin, made while
   the group is empty, is read by the next member). The answer of a request
   whose writes failed fails their share-partitions alone
   (:meth:`ShareFetcher.writes_failed`, :meth:`ShareFetcher.fail_writes`):
   their acknowledgements are answered with the error, and so is a ShareFetch's
-  partition with records from there (put back); the other partitions are
-  answered as they are. The group coordinator is another broker's:
+  partition with records from one fenced or forgotten (put back); the other
+  partitions are answered as they are. The group coordinator is another broker's:
   assignments initialise nothing here.
 * Offsets admin (DescribeShareGroupOffsets, AlterShareGroupOffsets,
   DeleteShareGroupOffsets) works on the same share-partitions, with rules of
@@ -129,7 +133,7 @@ from .partition import AcquiredRange, BatchSpan, SharePartition
 from .persister import RemotePersister
 from .share_config import DefaultShareConfig, ShareConfig
 from .state_store import SP, ShareStateError, ShareStateStore
-from .writes import Acked, ShareWrites
+from .writes import FENCED, Acked, ShareWrites
 
 if TYPE_CHECKING:
     from trafka.brokerlite.storage.log_manager import LogManager
@@ -181,6 +185,10 @@ class _PartitionAnswer:
     # Where ``acquired`` was taken: the share-partition, its (topic, partition)
     # and the acquisition's lock deadline.
     source: tuple[SharePartition, tuple[str, int], int] | None = None
+
+    def of(self, sp: SharePartition | None) -> bool:
+        """Whether what was acquired for this answer was acquired in ``sp``."""
+        return self.source is not None and self.source[0] is sp
 
     def put_back(self, member_id: str) -> tuple[SharePartition, tuple[str, int]] | None:
         """Put back what was acquired for this answer, never sent
@@ -282,12 +290,15 @@ class ShareFetcher(ShareOffsetsAdmin):
         if self._remote is not None:
             self._remote.on_loaded = self._state_arrived
             self._remote.on_lost = self._state_lost
+            self._remote.on_written = self._written
         self._config_for = config_for or (lambda _group: DefaultShareConfig())
         self._notify = notify or (lambda _t, _p: None)
         self._partitions: dict[SP, SharePartition] = {}
         self._topic_ids: dict[SP, str] = {}
         self._sessions: dict[tuple[str, str], ShareSession] = {}
-        self._writes = ShareWrites(store, self._partitions, self._topic_ids, self._notify)
+        self._writes = ShareWrites(
+            store, self._partitions, self._topic_ids, self._notify, self._state_lost
+        )
         self._deadline: int | None = None
         self._deadline_stale = True
         for key, data in store.partitions().items():
@@ -333,9 +344,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         """A share group was deleted: forget its sessions and state."""
         for session_key in [k for k in self._sessions if k[0] == group_id]:
             del self._sessions[session_key]
-        for key in [k for k in self._partitions if k[0] == group_id]:
-            del self._partitions[key]
-            self._topic_ids.pop(key, None)
+        self._drop([k for k in self._partitions if k[0] == group_id])
         self._store.write([{"kind": "drop_group", "group": group_id}])
 
     def topic_deleted(self, topic: str) -> None:
@@ -343,9 +352,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         gone = [k for k in self._partitions if k[1] == topic]
         if not gone:
             return
-        for key in gone:
-            del self._partitions[key]
-            self._topic_ids.pop(key, None)
+        self._drop(gone)
         self._store.write([{"kind": "drop_topic", "topic": topic}])
 
     def connection_closed(self, conn_id: int) -> None:
@@ -365,9 +372,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         went on (the controller bumps it when it shrinks the ISR) keeps them."""
         if self._remote is None or leads:
             return
-        for key in [k for k in self._partitions if k[1:] == (topic, partition)]:
-            del self._partitions[key]
-            self._topic_ids.pop(key, None)
+        self._drop([k for k in self._partitions if k[1:] == (topic, partition)])
         self._remote.forget(topic, partition)
         self._deadline_stale = True
         self._notify(topic, partition)
@@ -388,9 +393,12 @@ class ShareFetcher(ShareOffsetsAdmin):
     def _state_arrived(self, key: SP) -> None:
         self._notify(key[1], key[2])
 
+    def _written(self, key: SP, tickets: list[int], code: ErrorCode, now_ms: int) -> None:
+        self._writes.settled(key, tickets, code, now_ms)
+        self._deadline_stale = True
+
     def _state_lost(self, key: SP) -> None:
-        self._partitions.pop(key, None)
-        self._topic_ids.pop(key, None)
+        self._drop([key])
         self._deadline_stale = True
         self._notify(key[1], key[2])
 
@@ -457,7 +465,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         for forgotten in request.forgotten_topics_data:
             for index in forgotten.partitions:
                 session.partitions.pop((forgotten.topic_id, index), None)
-        code = self._write_acknowledged(acked)
+        code = self._write() if acked else ErrorCode.NONE  # (undone if it fails)
         for tp in acked:
             if answers[tp].ack_error == ErrorCode.NONE:
                 answers[tp].ack_error = code
@@ -508,18 +516,19 @@ class ShareFetcher(ShareOffsetsAdmin):
 
     def fail_writes(self, pending: PendingFetch, failed: Mapping[SP, ErrorCode]) -> None:
         """Cluster mode: the writes of some share-partitions failed
-        (:meth:`writes_failed`): this answer's acknowledgements there, and its
-        records from there (put back), are answered with the error instead."""
+        (:meth:`writes_failed`): this answer's acknowledgements there are answered
+        with the error, and its records from one fenced or forgotten since (put
+        back); one kept (its transitions rolled back: :mod:`.writes`) delivers them."""
         group_id = pending.session.group_id
         answers = []
         for (topic_id, index), answer in pending.answers.items():
             info = self._logs.topic_by_id(topic_id)
-            code = failed.get((group_id, info.name, index)) if info is not None else None
-            if code is None:
+            key = (group_id, info.name if info is not None else "", index)
+            if (code := failed.get(key)) is None:
                 continue
             if answer.ack_error == ErrorCode.NONE:  # (None: it acknowledged nothing)
                 answer.ack_error = code
-            if answer.acquired:
+            if answer.acquired and (code in FENCED or not answer.of(self._partitions.get(key))):
                 answer.error = code
                 answers.append(answer)
         self._put_back(pending, answers)
@@ -531,11 +540,6 @@ class ShareFetcher(ShareOffsetsAdmin):
             if back is not None and self._partitions.get((group_id, *back[1])) is back[0]:
                 self._notify(*back[1])
         self._deadline_stale = True
-
-    def _write_acknowledged(self, acked: Acked) -> ErrorCode:
-        """:meth:`.ShareWrites.acknowledged` (undone when the write fails)."""
-        self._deadline_stale = True
-        return self._writes.acknowledged(acked)
 
     def _write_acquired(self, pending: PendingFetch) -> None:
         """Write what acquiring changed: when the write fails, the records of a
@@ -585,7 +589,7 @@ class ShareFetcher(ShareOffsetsAdmin):
                 codes[tp] = self._acknowledge(
                     group_id, member_id, tp, part.acknowledgement_batches, acked
                 )
-        failed = self._write_acknowledged(acked)
+        failed = self._write() if acked else ErrorCode.NONE
         if failed != ErrorCode.NONE:
             codes.update((tp, failed) for tp in acked if codes[tp] == ErrorCode.NONE)
         if epoch == FINAL_EPOCH:
@@ -672,8 +676,8 @@ class ShareFetcher(ShareOffsetsAdmin):
         batches: Iterable[Any],
         acked: Acked,
     ) -> ErrorCode:
-        """Apply one partition's acknowledgements; ``acked`` keeps the state to go
-        back to for :meth:`_write_acknowledged`."""
+        """Apply one partition's acknowledgements (transitions until written);
+        ``acked`` collects the share-partitions acknowledged in."""
         where = self._locate(tp)
         if isinstance(where, ErrorCode):
             return where
@@ -683,7 +687,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         sp = self._partitions.get((group_id, *where))
         if sp is None:
             return ErrorCode.INVALID_RECORD_STATE
-        acked.setdefault(tp, (where, sp, sp.saved()))
+        acked.setdefault(tp, (where, sp))
         return sp.acknowledge(member_id, plan)
 
     def _release_member(self, group_id: str, member_id: str) -> None:
@@ -821,8 +825,12 @@ class ShareFetcher(ShareOffsetsAdmin):
         session here (written already; read again when needed), so the next
         member sees what the offsets admin changed while the group was empty."""
         active = {group for group, _member in self._sessions}
-        for key in [k for k in self._partitions if k[0] not in active]:
-            del self._partitions[key]
+        self._drop([k for k in self._partitions if k[0] not in active])
+
+    def _drop(self, keys: Iterable[SP]) -> None:
+        """Forget share-partitions (read again, or initialised, when needed)."""
+        for key in keys:
+            self._partitions.pop(key, None)
             self._topic_ids.pop(key, None)
 
 

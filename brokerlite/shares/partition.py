@@ -44,14 +44,26 @@ Rules and invariants:
   the previous range acknowledged is no longer held (INVALID_RECORD_STATE for
   a range starting where the previous one ended). The first
   error is the answer and nothing at all is changed for the partition.
-* An acknowledgement whose state write failed is undone (:meth:`saved`
-  before it, :meth:`restore` after): every offset goes back to its state,
-  delivery count, holder and lock deadline from before, and the start offset
-  too, as Kafka's ``SharePartition.rollbackOrProcessStateUpdates`` puts each
-  changed record back (``InFlightState.completeStateTransition(false)``; its
-  lock timer runs on, so a lock that ended meanwhile releases the record at
-  the next expiry). :attr:`dirty` stays set: the state is written again with
-  the partition's next write.
+* Acknowledging and releasing a member's records (:meth:`acknowledge`,
+  :meth:`release_member`) are *transitions* until their state write settles,
+  as Kafka 4.4's ``InFlightState.startStateTransition`` /
+  ``completeStateTransition`` are: each changed run keeps its state, holder
+  and lock deadline from before (:attr:`Run.undo`), tagged with the write that
+  carries it (:meth:`begin_write`; 0 until one does). While it is on its way the
+  record is not acquired (even when released: AVAILABLE), not acknowledged
+  (it is no longer ACQUIRED: INVALID_RECORD_STATE), and the start offset
+  does not move past it (Kafka's ``canMoveStartOffset``). :meth:`settle`
+  ends it: written, the new state stays and the start offset moves; not
+  written, the record goes back to its state, holder and lock deadline from
+  before (``rollbackOrProcessStateUpdates``), and only those records: what
+  else changed meanwhile stays. The lock timer runs on: a record whose lock
+  ended meanwhile is released at once (AVAILABLE, or ARCHIVED at the
+  delivery-count limit), as ``completeStateTransition(false)`` does when its
+  timer task has expired (not :attr:`dirty` for that: its durable form, a
+  held record written as available, is the same); without a time, at the
+  next expiry. Lock expiries, archived
+  gaps and a moved log start are not transitions (Kafka's lock timeout
+  changes the state at once and keeps it when its write fails).
 * A record that is released (by RELEASE, by its lock expiring, or by its
   holder leaving) becomes ARCHIVED instead of AVAILABLE once its delivery count
   has reached the delivery-count limit, so a poison record stops coming back.
@@ -68,7 +80,8 @@ Rules and invariants:
 * The start offset moves past every leading ACKNOWLEDGED or ARCHIVED offset,
   and forward to the log start offset when retention or DeleteRecords removes
   records below it (:meth:`move_start`); offsets below it are forgotten.
-* :meth:`snapshot` is what is kept durably: the start offset and the runs,
+* :meth:`snapshot` is what is kept durably: the start offset (as it is once
+  the snapshot is written: past leading done offsets in transition) and the runs,
   where ACQUIRED runs are written as AVAILABLE with their delivery counts (a
   lock does not survive a restart; the record is delivered again, unless its
   count has reached the delivery-count limit: then it is archived on load, as
@@ -81,7 +94,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from trafka.brokerlite.clock import mono_ms
@@ -99,8 +112,8 @@ __all__ = [
     "AcquiredRange",
     "BatchSpan",
     "Run",
-    "Saved",
     "SharePartition",
+    "Undo",
 ]
 
 # Record states (Kafka's RecordState ids).
@@ -119,6 +132,18 @@ _ACK_TYPES = frozenset((GAP, ACCEPT, RELEASE, REJECT))
 _DONE = frozenset((ACKNOWLEDGED, ARCHIVED))
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Undo:
+    """A run's state before a transition whose write has not settled: the write
+    carrying it (``ticket``, 0 until one does), and what it goes back to when
+    that write fails."""
+
+    ticket: int
+    state: int
+    member_id: str | None
+    deadline_ms: int
+
+
 @dataclasses.dataclass(slots=True)
 class Run:
     """Offsets ``first..last`` (inclusive) sharing one state."""
@@ -129,6 +154,8 @@ class Run:
     delivery_count: int
     member_id: str | None = None
     deadline_ms: int = 0
+    #: Set while a transition of these offsets is being written (module rules).
+    undo: Undo | None = None
 
     def same_kind(self, other: Run) -> bool:
         return (
@@ -136,6 +163,7 @@ class Run:
             and self.delivery_count == other.delivery_count
             and self.member_id == other.member_id
             and self.deadline_ms == other.deadline_ms
+            and self.undo == other.undo
         )
 
 
@@ -156,14 +184,6 @@ class BatchSpan:
     first: int
     last: int
     deliverable: bool = True
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Saved:
-    """A share-partition's in-memory state to go back to (:meth:`SharePartition.restore`)."""
-
-    start: int
-    runs: tuple[Run, ...]
 
 
 class SharePartition:
@@ -232,8 +252,12 @@ class SharePartition:
         )
 
     def has_available(self) -> bool:
-        """Whether an in-flight offset is AVAILABLE."""
-        return any(r.state == AVAILABLE for r in self._runs)
+        """Whether an in-flight offset may be acquired (AVAILABLE, no transition)."""
+        return any(r.state == AVAILABLE and r.undo is None for r in self._runs)
+
+    def writing(self) -> bool:
+        """Whether a transition's write has not settled yet (module rules)."""
+        return any(r.undo is not None for r in self._runs)
 
     def delivery_complete_count(self) -> int:
         """How many in-flight offsets are done (ACKNOWLEDGED or ARCHIVED): what
@@ -261,7 +285,7 @@ class SharePartition:
         i = 0
         while i < len(self._runs) and left > 0:
             run = self._runs[i]
-            if run.state != AVAILABLE:
+            if run.state != AVAILABLE or run.undo is not None:
                 i += 1
                 continue
             if run.last - run.first + 1 > left:
@@ -373,6 +397,7 @@ class SharePartition:
             i = self._index(first)
             while i < len(self._runs) and self._runs[i].first <= last:
                 run = self._runs[i]
+                run.undo = Undo(0, run.state, run.member_id, run.deadline_ms)
                 if ack == ACCEPT:
                     self._finish(run, ACKNOWLEDGED)
                 elif ack == RELEASE:
@@ -386,15 +411,38 @@ class SharePartition:
         self._coalesce()
         return ErrorCode.NONE
 
-    def saved(self) -> Saved:
-        """The state to go back to if what follows is not written (module rules)."""
-        return Saved(self._start, tuple(dataclasses.replace(r) for r in self._runs))
+    def begin_write(self, ticket: int) -> None:
+        """The transitions not yet on a write are carried by write ``ticket``."""
+        for run in self._runs:
+            if run.undo is not None and run.undo.ticket == 0:
+                run.undo = dataclasses.replace(run.undo, ticket=ticket)
+        self._coalesce()
 
-    def restore(self, saved: Saved) -> None:
-        """Go back to ``saved`` (an acknowledgement whose write failed); stays dirty."""
-        self._start = saved.start
-        self._runs = [dataclasses.replace(r) for r in saved.runs]
-        self._firsts = [r.first for r in self._runs]
+    def settle(self, tickets: Collection[int], written: bool, *, now_ms: int | None = None) -> bool:
+        """The writes ``tickets`` (0: the transitions on no write yet) settled:
+        their transitions stay when ``written``, else their records go back to
+        their state from before (module rules); one whose lock ended by
+        ``now_ms`` (when given) is released at once. True when any did."""
+        changed = False
+        for run in self._runs:
+            undo = run.undo
+            if undo is None or undo.ticket not in tickets:
+                continue
+            if not written:
+                run.state, run.member_id, run.deadline_ms = (
+                    undo.state,
+                    undo.member_id,
+                    undo.deadline_ms,
+                )
+                ended = now_ms is not None and run.deadline_ms <= mono_ms(now_ms)
+                if run.state == ACQUIRED and ended:
+                    self._release(run)  # (as its state was written: not dirty)
+            run.undo = None
+            changed = True
+        if changed:
+            self._advance()
+            self._coalesce()
+        return changed
 
     def unacquire(
         self, member_id: str, first: int, last: int, delivery_count: int, deadline_ms: int
@@ -421,19 +469,22 @@ class SharePartition:
         return changed
 
     def release_member(self, member_id: str) -> bool:
-        """Release everything ``member_id`` holds (it left, or closed its session)."""
-        return self._release_where(lambda run: run.member_id == member_id)
+        """Release everything ``member_id`` holds (it left, or closed its session):
+        a transition until written (module rules)."""
+        return self._release_where(lambda run: run.member_id == member_id, transition=True)
 
     def expire_locks(self, now_ms: int) -> bool:
         """Release ACQUIRED runs whose lock deadline has passed; True when any did."""
         mono = mono_ms(now_ms)
-        return self._release_where(lambda run: run.deadline_ms <= mono)
+        return self._release_where(lambda run: run.deadline_ms <= mono, transition=False)
 
-    def _release_where(self, holds: Callable[[Run], bool]) -> bool:
+    def _release_where(self, holds: Callable[[Run], bool], *, transition: bool) -> bool:
         """Release the ACQUIRED runs ``holds`` picks; True when there were any."""
         changed = False
         for run in self._runs:
             if run.state == ACQUIRED and holds(run):
+                if transition:
+                    run.undo = Undo(0, run.state, run.member_id, run.deadline_ms)
                 self._release(run)
                 changed = True
         if changed:
@@ -458,15 +509,20 @@ class SharePartition:
     # -- durability -----------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        """The durable form (see the module rules); JSON-ready."""
+        """The durable form (see the module rules); JSON-ready. The start offset is
+        the one after its write: past leading done offsets still in transition."""
+        start = self._start
         runs: list[list[int]] = []
         for r in self._runs:
+            if not runs and r.state in _DONE:
+                start = r.last + 1
+                continue
             state = AVAILABLE if r.state == ACQUIRED else r.state
             if runs and runs[-1][2] == state and runs[-1][3] == r.delivery_count:
                 runs[-1][1] = r.last
             else:
                 runs.append([r.first, r.last, state, r.delivery_count])
-        return {"start": self._start, "runs": runs}
+        return {"start": start, "runs": runs}
 
     @classmethod
     def from_snapshot(
@@ -556,7 +612,7 @@ class SharePartition:
         """Move the start offset past leading finished runs."""
         n = 0
         for run in self._runs:
-            if run.state not in _DONE:
+            if run.state not in _DONE or run.undo is not None:
                 break
             self._start = run.last + 1
             n += 1

@@ -40,8 +40,12 @@ Rules and invariants:
   brokerlite retries sooner between them (its coordinators move in well under
   a second), over the same time. A fenced one (FENCED_LEADER_EPOCH,
   FENCED_STATE_EPOCH), a write given up, or any other error fails its
-  tickets, and the fetcher forgets the share-partition (it reads it again if
-  it still leads it).
+  tickets.
+* Every write that settles is reported with its tickets and the client's
+  error (NONE when written: :attr:`RemotePersister.on_written`), before the
+  waiters are woken: the fetcher keeps or rolls back its transitions, or
+  forgets the share-partition (:mod:`.writes`). :meth:`RemotePersister.retake`
+  replaces a queued snapshot that a rollback made stale.
 * :meth:`RemotePersister.outcome` answers for a request's tickets: None while
   one is queued or in flight, NONE once all are on the coordinator's in-sync
   replicas, else an error: a ShareFetch or ShareAcknowledge is answered only
@@ -181,8 +185,13 @@ class RemotePersister:
         self.on_ready: Callable[[], None] = lambda: None
         #: Called with a key whose answer arrived (its fetches may acquire now).
         self.on_loaded: Callable[[SP], None] = lambda _key: None
-        #: Called with a key whose state could not be kept (the fetcher forgets it).
+        #: Called with a key whose state could not be read (the fetcher forgets it).
         self.on_lost: Callable[[SP], None] = lambda _key: None
+        #: Called with a key, the tickets of its write that settled, the client's
+        #: error (NONE: written) and the time of the answer.
+        self.on_written: Callable[[SP, list[int], ErrorCode, int], None] = lambda _k, _t, _c, _n: (
+            None
+        )
         #: Called when writes settled (waiters may answer now).
         self.on_settled: Callable[[], None] = lambda: None
 
@@ -221,9 +230,10 @@ class RemotePersister:
             for key in [k for k in store if k[1:] == (topic, partition)]:
                 del store[key]
 
-    def write(self, entries: Iterable[dict[str, Any]]) -> None:
+    def write(self, entries: Iterable[dict[str, Any]]) -> dict[SP, int]:
         """Queue the fetcher's changes (snapshots; a share-partition the broker
-        does not lead any more is not written)."""
+        does not lead any more is not written): the ticket of each one queued."""
+        given: dict[SP, int] = {}
         for entry in entries:
             if entry.get("kind") != "partition":
                 continue  # (dropping a group's state is not the leader's in a cluster)
@@ -238,8 +248,17 @@ class RemotePersister:
             since = queued.failing_since if queued is not None else None
             self._writes[key] = _Write(key, entry["topic_id"], epoch, snapshot, tickets, since)
             self._outstanding.add(self._ticket)
+            given[key] = self._ticket
         if self._writes:
             self.on_ready()
+        return given
+
+    def retake(self, key: SP, snapshot: dict[str, Any]) -> None:
+        """A snapshot of ``key`` still queued (not sent) is replaced by ``snapshot``
+        (``{"start", "runs"}``): a failed write's rollback made it stale."""
+        queued = self._writes.get(key)
+        if queued is not None:
+            queued.snapshot = {"start": snapshot["start"], "runs": snapshot["runs"]}
 
     def mark(self) -> int:
         """The last ticket handed out: a request's writes are the tickets after the
@@ -329,23 +348,23 @@ class RemotePersister:
         self._writing.discard(key)
         if code == ErrorCode.NONE:
             self._outstanding.difference_update(write.tickets)
+            self.on_written(key, write.tickets, ErrorCode.NONE, now_ms)
             self.on_settled()
         elif code in RETRIABLE and (
             write.failing_since is None or now_ms - write.failing_since < GIVE_UP_AFTER_MS
         ):
             if write.failing_since is None:
                 write.failing_since = now_ms
-            self._requeue(write)
+            self._requeue(write, now_ms)
             self._not_before[key] = now_ms + RETRY_BACKOFF_MS
         else:
-            self._fail(write, code)
-            self.on_lost(key)
+            self._fail(write, code, now_ms)
         if key in self._writes or key in self._reads:
             self.on_ready()  # (its next snapshot, a read behind it, or a retry: the driver's timer)
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _requeue(self, write: _Write) -> None:
+    def _requeue(self, write: _Write, now_ms: int) -> None:
         """Queue a failed write again, unless a newer snapshot of its
         share-partition is queued: that one then carries its tickets too."""
         newer = self._writes.get(write.key)
@@ -353,18 +372,20 @@ class RemotePersister:
             newer.tickets[:0] = write.tickets
             newer.failing_since = write.failing_since  # (its older tickets' wait goes on)
         elif self._leader_epoch(write.key[1], write.key[2]) is None:
-            self._fail(write, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            self._fail(write, ErrorCode.NOT_LEADER_OR_FOLLOWER, now_ms)
         else:
             self._writes[write.key] = write
 
-    def _fail(self, write: _Write, code: ErrorCode) -> None:
+    def _fail(self, write: _Write, code: ErrorCode, now_ms: int) -> None:
         self._outstanding.difference_update(write.tickets)
+        client = _client_code(code)
         for ticket in write.tickets:
-            self._failed[ticket] = (write.key, _client_code(code))
+            self._failed[ticket] = (write.key, client)
         # Only recent failures can still be asked about.
         if len(self._failed) > 10_000:
             for ticket in sorted(self._failed)[:5_000]:
                 del self._failed[ticket]
+        self.on_written(write.key, write.tickets, client, now_ms)
         self.on_settled()
 
 

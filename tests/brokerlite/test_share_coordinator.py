@@ -289,16 +289,39 @@ def test_an_answer_waits_for_its_writes_and_a_newer_snapshot_carries_older_ticke
     assert p.outcome(mark, p.mark()) == ErrorCode.NONE and settled
 
 
-def test_a_fenced_write_fails_its_waiters_and_forgets_the_share_partition() -> None:
+def test_a_fenced_write_fails_its_waiters_and_is_reported_before_they_wake() -> None:
+    # The fetcher hears of each settled write (its tickets, the client's error)
+    # before the waiters are woken: it forgets a fenced share-partition (writes.py).
     p = RemotePersister(lambda t, i: 0)
-    lost: list[Any] = []
-    p.on_lost = lost.append
+    written: list[Any] = []
+    p.on_written = lambda key, tickets, code, _now: written.append((key, list(tickets), code))
+    p.on_settled = lambda: written.append("woken")
     mark = p.mark()
-    p.write([entry(1)])
+    assert p.write([entry(1)]) == {KEY: 1}
     (w,) = p.take(0)
     p.answered(w, ErrorCode.FENCED_LEADER_EPOCH, None, 0)
     assert p.outcome(mark, p.mark()) == ErrorCode.NOT_LEADER_OR_FOLLOWER
-    assert lost == [KEY]
+    assert written == [(KEY, [1], ErrorCode.NOT_LEADER_OR_FOLLOWER), "woken"]
+    p.write([entry(2)])
+    (w,) = p.take(0)
+    p.answered(w, ErrorCode.NONE, None, 0)
+    assert written[2:] == [(KEY, [2], ErrorCode.NONE), "woken"]
+
+
+def test_a_rollback_retakes_the_snapshot_still_queued() -> None:
+    # A failed write's rollback changes the share-partition; its newer snapshot,
+    # queued behind, carried what was rolled back and is taken again.
+    p = RemotePersister(lambda t, i: 0)
+    p.write([entry(1)])
+    (w,) = p.take(0)
+    p.write([entry(2)])
+    p.retake(KEY, {"start": 1, "runs": [[1, 1, 0, 1]]})
+    p.answered(w, ErrorCode.INVALID_REQUEST, None, 0)
+    (again,) = p.take(0)
+    data = again.body.topics[0].partitions[0]
+    assert data.start_offset == 1 and len(data.state_batches) == 1
+    p.retake(KEY, {"start": 9, "runs": []})  # (nothing queued: nothing to retake)
+    assert p.take(0) == []
 
 
 def test_failed_writes_are_named_per_share_partition_with_the_clients_error() -> None:
@@ -338,8 +361,8 @@ def test_a_write_failing_for_kafkas_retry_time_is_given_up_with_coordinator_not_
     # COORDINATOR_LOAD_IN_PROGRESS five times, 1 s apart doubling, then fails it;
     # SharePartition.fetchPersisterError tells the client COORDINATOR_NOT_AVAILABLE.
     p = RemotePersister(lambda t, i: 0)
-    lost: list[Any] = []
-    p.on_lost = lost.append
+    written: list[Any] = []
+    p.on_written = lambda key, tickets, code, _now: written.append((key, sorted(tickets), code))
     mark = p.mark()
     p.write([entry(1)])
     now = 1_000
@@ -351,7 +374,7 @@ def test_a_write_failing_for_kafkas_retry_time_is_given_up_with_coordinator_not_
         now = p.next_retry() or now
         (w,) = p.take(now)
         p.answered(w, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None, now)
-        assert p.outcome(mark, p.mark()) is None and lost == []
+        assert p.outcome(mark, p.mark()) is None and written == []
     now = p.next_retry() or now
     (w,) = p.take(now)
     assert sorted(w.write.tickets) == [1, 2]  # type: ignore[union-attr]
@@ -359,7 +382,8 @@ def test_a_write_failing_for_kafkas_retry_time_is_given_up_with_coordinator_not_
     assert now - 1_000 >= GIVE_UP_AFTER_MS
     assert p.outcome(mark, p.mark()) == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert p.failures(mark, p.mark()) == {KEY: ErrorCode.COORDINATOR_NOT_AVAILABLE}
-    assert lost == [KEY] and p.take(now + 10 * RETRY_BACKOFF_MS) == []
+    assert written == [(KEY, [1, 2], ErrorCode.COORDINATOR_NOT_AVAILABLE)]
+    assert p.take(now + 10 * RETRY_BACKOFF_MS) == []
     # A write that fails once and then lands starts afresh: no clock carried.
     later = p.mark()
     p.write([entry(3)])

@@ -486,11 +486,13 @@ def test_delivery_complete_count() -> None:
     sp.acquire_new("m", [BatchSpan(0, 9)], 10, now_ms=0, lock_ms=1000)
     assert sp.delivery_complete_count() == 0
     assert sp.acknowledge("m", [(2, 3, [ACCEPT]), (5, 5, [3]), (7, 7, [RELEASE])]) == 0
+    assert sp.settle((0,), written=True)  # (its write landed)
     assert sp.delivery_complete_count() == 3
     assert sp.state_of(5) is not None and sp.state_of(5)[0] == ARCHIVED
     assert sp.state_of(8) is not None and sp.state_of(8)[0] == ACQUIRED
     # The start offset moves past done records: they leave the count with it.
     assert sp.acknowledge("m", [(0, 1, [ACCEPT])]) == 0
+    assert sp.settle((0,), written=True)
     assert (sp.start_offset, sp.delivery_complete_count()) == (4, 1)
 
 

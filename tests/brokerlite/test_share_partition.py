@@ -5,7 +5,8 @@ one KIP-932 share-partition, against the rules of its module docstring.
   first, ``max_records``; new records in whole batches, compacted gaps and
   undeliverable batches archived, the record-lock window), acknowledging (one
   type per range or per offset, all-or-nothing, INVALID_RECORD_STATE and
-  INVALID_REQUEST; undone when its write failed: ``saved`` / ``restore``),
+  INVALID_REQUEST), transitions (acknowledging and releasing a member's records
+  while their write is on its way, ``begin_write`` / ``settle``),
   release / lock expiry / leaving members and the delivery-count limit, putting back an acquisition never delivered
   (``unacquire``), ``move_start``, the SPSO, snapshots, the ``dirty`` flag.
 * A model-based test: random sequences of every operation, run against a
@@ -38,9 +39,27 @@ from trafka.brokerlite.shares.partition import (
     RELEASE,
     AcquiredRange,
     BatchSpan,
-    SharePartition,
 )
+from trafka.brokerlite.shares.partition import SharePartition as Transitions
 from trafka.codec.errors import ErrorCode
+
+
+class SharePartition(Transitions):
+    """A share-partition whose every transition is written at once, as after the
+    one-node journal's append: acknowledging and releasing a member's records
+    settle as they are made. The transitions themselves are tested on
+    :class:`Transitions` (the product's class as it is)."""
+
+    def acknowledge(self, member_id: str, batches: Any) -> ErrorCode:
+        code = super().acknowledge(member_id, batches)
+        self.settle((0,), written=True)
+        return code
+
+    def release_member(self, member_id: str) -> bool:
+        changed = super().release_member(member_id)
+        self.settle((0,), written=True)
+        return changed
+
 
 M = "member-m"
 N = "member-n"
@@ -503,25 +522,95 @@ def test_an_acknowledgement_undone_goes_back_to_the_state_before_it() -> None:
     # write: every changed record back to its state and holder, its lock timer
     # still running (InFlightState.completeStateTransition(false)); the start
     # offset moves only after a successful write (maybeUpdateCachedStateAndOffsets).
-    sp = SharePartition(0)
+    sp = Transitions(0)
     sp.acquire_new("m", [BatchSpan(0, 3)], 10, now_ms=0, lock_ms=100)
     sp.acquire_new("n", [BatchSpan(4, 5)], 10, now_ms=5, lock_ms=100)
     sp.dirty = False
     before = sp.runs()
-    saved = sp.saved()
     assert sp.acknowledge("m", [(0, 3, [ACCEPT, ACCEPT, RELEASE, REJECT])]) == ErrorCode.NONE
-    assert sp.start_offset == 2 and sp.dirty
-    sp.restore(saved)
-    assert sp.runs() == before and sp.start_offset == 0
+    assert sp.start_offset == 0 and sp.dirty and sp.writing()
+    assert sp.settle((0,), written=False)
+    assert sp.runs() == before and sp.start_offset == 0 and not sp.writing()
     assert sp.dirty  # written again with the next write
     assert sp.state_of(2) == (ACQUIRED, 1, "m")
     # The restored lock ends when it would have.
     assert sp.next_deadline() == 100
     assert sp.expire_locks(100)
     assert sp.state_of(0) == (AVAILABLE, 1, None) and sp.state_of(4) == (ACQUIRED, 1, "n")
-    # The saved state is not the live one: acknowledging again works on its own.
+    # Nothing is left to settle: acknowledging again works on its own.
+    assert not sp.settle((0,), written=False)
     assert sp.acknowledge("n", [(4, 5, [ACCEPT])]) == ErrorCode.NONE
-    assert saved.runs[-1].state == ACQUIRED
+    assert sp.settle((0,), written=True) and sp.start_offset == 0  # (0-3 available)
+
+
+def test_a_transition_on_its_way_is_neither_acquired_nor_acknowledged_nor_passed() -> None:
+    # Kafka 4.4: a record with an ongoing state transition (InFlightState
+    # .hasOngoingStateTransition) is skipped by SharePartition.acquire, refused by
+    # acknowledge (INVALID_RECORD_STATE: "has on-going transition"), left alone by
+    # the lock timeout (tryUpdateState refuses it), and the start offset does not
+    # move past it (canMoveStartOffset).
+    sp = Transitions(0)
+    sp.acquire_new("m", [BatchSpan(0, 3)], 10, now_ms=0, lock_ms=100)
+    assert sp.acknowledge("m", [(0, 1, [ACCEPT]), (2, 3, [RELEASE])]) == ErrorCode.NONE
+    assert sp.state_of(0) == (ACKNOWLEDGED, 1, None) and sp.start_offset == 0
+    assert sp.state_of(2) == (AVAILABLE, 1, None) and not sp.has_available()
+    assert sp.acquire_available("n", 10, now_ms=1, lock_ms=100) == []
+    assert sp.acknowledge("m", [(0, 0, [ACCEPT])]) == ErrorCode.INVALID_RECORD_STATE
+    assert not sp.expire_locks(1_000)
+    # What is written is the state once written: the start past 0-1.
+    assert sp.snapshot() == {"start": 2, "runs": [[2, 3, AVAILABLE, 1]]}
+    # Written: the start moves past 0-1, and 2-3 may be acquired.
+    sp.begin_write(7)
+    assert not sp.settle((0, 6), written=True)  # (not these writes)
+    assert sp.settle((7,), written=True)
+    assert sp.start_offset == 2 and sp.has_available() and not sp.writing()
+    got = sp.acquire_available("n", 10, now_ms=1, lock_ms=100)
+    assert ranges(got) == [(2, 3, 2)]
+
+
+def test_a_rollback_releases_a_record_whose_lock_ended_meanwhile() -> None:
+    # Kafka 4.4's InFlightState.completeStateTransition(false): when the record's
+    # acquisition lock timer task has expired by then, the record becomes
+    # AVAILABLE (ARCHIVED at the delivery-count limit) instead of held again.
+    sp = Transitions(0, delivery_count_limit=2)
+    sp.acquire_new("m", [BatchSpan(0, 1)], 10, now_ms=0, lock_ms=100)
+    sp.release_member("m")
+    assert sp.settle((0,), written=False)  # (no time: held again)
+    assert sp.state_of(0) == (ACQUIRED, 1, "m")
+    assert sp.acknowledge("m", [(0, 0, [ACCEPT]), (1, 1, [REJECT])]) == ErrorCode.NONE
+    sp.dirty = False
+    assert sp.settle((0,), written=False, now_ms=99)  # the lock still runs
+    assert sp.state_of(0) == (ACQUIRED, 1, "m") and not sp.dirty
+    assert sp.acknowledge("m", [(0, 1, [ACCEPT])]) == ErrorCode.NONE
+    sp.dirty = False  # (written, and refused)
+    assert sp.settle((0,), written=False, now_ms=100)  # its end: released
+    assert sp.state_of(0) == (AVAILABLE, 1, None) and not sp.dirty  # (written so already)
+    got = sp.acquire_available("n", 10, now_ms=100, lock_ms=100)
+    assert ranges(got) == [(0, 1, 2)]
+    sp.release_member("n")
+    assert sp.settle((0,), written=False, now_ms=300)  # at the limit: archived
+    assert sp.start_offset == 2 and sp.runs() == []
+
+
+def test_a_failed_write_rolls_back_its_own_transitions_only() -> None:
+    # Two writes on their way: the failed one puts back the records it changed;
+    # the other's, and what changed without a transition (a lock expiry, new
+    # records), stay.
+    sp = Transitions(0)
+    sp.acquire_new("m", [BatchSpan(0, 1)], 10, now_ms=0, lock_ms=100)
+    sp.acquire_new("n", [BatchSpan(2, 3)], 10, now_ms=0, lock_ms=50)
+    sp.acquire_new("o", [BatchSpan(4, 4)], 10, now_ms=0, lock_ms=100)
+    assert sp.acknowledge("m", [(0, 1, [ACCEPT])]) == ErrorCode.NONE
+    sp.begin_write(1)
+    assert sp.release_member("o")
+    sp.begin_write(2)
+    assert sp.expire_locks(50)  # n's lock: no transition
+    sp.acquire_new("p", [BatchSpan(5, 5)], 10, now_ms=60, lock_ms=100)
+    assert sp.settle((2,), written=False)
+    assert sp.state_of(4) == (ACQUIRED, 1, "o")
+    assert sp.state_of(0) == (ACKNOWLEDGED, 1, None)  # (still on its way)
+    assert sp.state_of(2) == (AVAILABLE, 1, None) and sp.state_of(5) == (ACQUIRED, 1, "p")
+    assert sp.settle((1,), written=True) and sp.start_offset == 2
 
 
 def test_acknowledging_from_below_the_start_skips_the_done_offsets() -> None:
@@ -1143,6 +1232,7 @@ OPS = [
     "ack_valid_then_bad",
     "ack_any",
     "ack_undone",
+    "release_undone",
     "expire",
     "expire",
     "release_member",
@@ -1203,13 +1293,19 @@ def test_model(data: st.DataObject) -> None:
         elif op == "ack_undone":
             # Its write failed: Kafka's rollbackOrProcessStateUpdates puts every
             # record back as it was (state, holder, lock; delivery count as it was).
-            saved = sp.saved()
             batches_ack = draw_valid_ack(data, model.held(member))
-            assert sp.acknowledge(member, batches_ack) == ErrorCode.NONE
-            sp.restore(saved)
+            assert Transitions.acknowledge(sp, member, batches_ack) == ErrorCode.NONE
+            sp.settle((0,), written=False)
             assert per_offset(sp) == before
             assert (sp.start_offset, sp.end_offset) == (old_start, old_end)
             must_dirty = bool(batches_ack)  # (stays to be written with the next write)
+        elif op == "release_undone":
+            # A closed session's release whose write failed: Kafka's
+            # releaseAcquiredRecords goes through rollbackOrProcessStateUpdates too.
+            must_dirty = Transitions.release_member(sp, member)
+            sp.settle((0,), written=False)
+            assert per_offset(sp) == before
+            assert (sp.start_offset, sp.end_offset) == (old_start, old_end)
         elif op.startswith("ack"):
             if op == "ack_any":
                 batches_ack = draw_any_ack(data, model.start, model.end)
@@ -1299,3 +1395,103 @@ def test_model(data: st.DataObject) -> None:
                 else:  # in flight: only when AVAILABLE
                     assert before.get(o, (None,))[0] == AVAILABLE, (o, before.get(o))
                 assert after[o][0] == ACQUIRED and after[o][2] == member
+
+
+TRANSITION_OPS = [
+    "acquire_new",
+    "acquire_available",
+    "acknowledge",
+    "acknowledge",
+    "release_member",
+    "expire",
+    "move_start",
+    "begin_write",
+    "settle",
+    "settle",
+]
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.data())
+def test_transitions_model(data: st.DataObject) -> None:
+    """Transitions on their way across any operations (Kafka 4.4's InFlightState
+    rollback state): never acquired, never passed by the start offset, left alone
+    by lock expiry; a settled write keeps them, a failed one puts back exactly the
+    offsets it carried (state, holder, lock; count unchanged) and nothing else."""
+    sp = Transitions(0, delivery_count_limit=3, max_record_locks=30)
+    now = 0
+    # offset -> (the write carrying it, 0 for none yet; its state before)
+    pending: dict[int, tuple[int, tuple[int, int, str | None, int]]] = {}
+    issued: list[int] = []
+    for _ in range(data.draw(st.integers(1, 30), label="steps")):
+        before = per_offset(sp)
+        now += data.draw(st.integers(0, 30), label="tick")
+        op = data.draw(st.sampled_from(TRANSITION_OPS), label="op")
+        member = data.draw(st.sampled_from(MEMBERS), label="member")
+        settled: set[int] = set()
+        if op == "acquire_new":
+            size = data.draw(st.integers(1, 4), label="size")
+            end = sp.end_offset
+            sp.acquire_new(member, [BatchSpan(end, end + size - 1)], 10, now_ms=now, lock_ms=50)
+        elif op == "acquire_available":
+            got = sp.acquire_available(member, 10, now_ms=now, lock_ms=50)
+            for r in got:
+                assert all(o not in pending for o in range(r.first, r.last + 1)), (r, pending)
+        elif op == "acknowledge":
+            held = [o for o, v in sorted(before.items()) if v[0] == ACQUIRED and v[2] == member]
+            batches = draw_valid_ack(data, held)
+            assert sp.acknowledge(member, batches) == ErrorCode.NONE
+            for first, last, _ in batches:
+                pending.update((o, (0, before[o])) for o in range(first, last + 1))
+        elif op == "release_member":
+            sp.release_member(member)
+            pending.update(
+                (o, (0, v)) for o, v in before.items() if v[0] == ACQUIRED and v[2] == member
+            )
+        elif op == "expire":
+            sp.expire_locks(now)
+        elif op == "move_start":
+            lso = sp.start_offset + data.draw(st.integers(0, 3), label="forward")
+            sp.move_start(lso)
+            pending = {o: p for o, p in pending.items() if o >= lso}
+        elif op == "begin_write":
+            ticket = len(issued) + 1
+            issued.append(ticket)
+            sp.begin_write(ticket)
+            pending = {o: (ticket if t == 0 else t, v) for o, (t, v) in pending.items()}
+        else:  # settle
+            tickets = data.draw(st.sets(st.sampled_from([0, *issued])), label="tickets")
+            written = data.draw(st.booleans(), label="written")
+            sp.settle(tickets, written=written, now_ms=now)
+            settled = {o for o, (t, _) in pending.items() if t in tickets}
+        after = per_offset(sp)
+        for o in settled:
+            ticket, was = pending.pop(o)
+            count = before[o][1]
+            if not written and was[0] == ACQUIRED and was[3] <= now:  # (its lock ended)
+                released = (AVAILABLE if count < 3 else ARCHIVED, count, None, 0)
+                assert after.get(o, (ARCHIVED, count, None, 0)) == released, (o, after.get(o))
+                assert o in after or released[0] == ARCHIVED  # (the start passed it)
+            elif not written:
+                assert after[o] == (was[0], count, was[2], was[3]), (o, was, after[o])
+            elif o in after:
+                assert after[o] == before[o]
+        if op in ("settle", "begin_write"):
+            # Only the offsets settled changed (and done ones the start passed).
+            for o, v in before.items():
+                if o not in settled:
+                    assert after.get(o, v) == v or v[0] in DONE, (o, v, after.get(o))
+        for o, (_ticket, _was) in pending.items():
+            assert o >= sp.start_offset and o in after, (o, sp.start_offset)
+            if op == "expire":
+                assert after[o] == before[o]
+        in_transition = {
+            o for r in sp.runs() if r.undo is not None for o in range(r.first, r.last + 1)
+        }
+        assert in_transition == set(pending)
+        assert sp.writing() == bool(pending)
