@@ -435,9 +435,9 @@ class ShareFetcher(ShareOffsetsAdmin):
                     ErrorCode.INVALID_REQUEST,
                     "a ShareFetch opening a share session cannot acknowledge records",
                 )
-            if key in self._sessions:
-                del self._sessions[key]
-                self._release_member(group_id, member_id)
+            # Opened again: the old session goes, the member keeps what it holds
+            # (Kafka's SharePartitionManager.newContext only removes the session).
+            self._sessions.pop(key, None)
             session = ShareSession(group_id, member_id, conn_id, 1, {})
             self._sessions[key] = session
         else:

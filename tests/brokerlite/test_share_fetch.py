@@ -321,6 +321,30 @@ def test_a_closed_connection_releases_its_sessions_records(core: Any, make_batch
     assert delivered(partitions_of(b.fetch())[tp]) == [(0, b"x", 2)]
 
 
+def test_a_session_opened_again_keeps_what_the_member_holds(core: Any, make_batch: Any) -> None:
+    """A ShareFetch at epoch 0 for a member whose session exists replaces the
+    session and releases nothing: Kafka 4.4's SharePartitionManager.newContext
+    only removes the old session from the cache (ShareSessionCache.remove, which
+    marks its connection's entry stale). The records stay acquired by the
+    member, acknowledgeable under the new session, and come back only when
+    their locks end; the old connection closing does not release them."""
+    tid = create(core, "q")
+    tp = (tid, 0)
+    a, b = Session(core, "a", conn_id=7), Session(core, "b", conn_id=2)
+    a.fetch([tp])
+    b.fetch([tp])
+    produce_values(core, make_batch, "q", [b"x", b"y"])
+    assert [o for o, _, _ in delivered(partitions_of(a.fetch())[tp])] == [0, 1]
+    again = Session(core, "a", conn_id=8)  # the member reconnected: epoch 0
+    assert partitions_of(again.fetch([tp])) == {}  # nothing released to take again
+    core.broker.connection_closed(7)
+    assert partitions_of(b.fetch()) == {}  # still the member's
+    acked = again.ack({tp: [(0, 0, [ACCEPT])]})
+    assert acked.responses[0].partitions[0].error_code == 0
+    core.poll(LOCK_MS + 1)
+    assert delivered(partitions_of(b.fetch())[tp]) == [(1, b"y", 2)]
+
+
 def test_locks_expire_and_the_delivery_limit_archives(core: Any, make_batch: Any) -> None:
     tid = create(core, "q")
     tp = (tid, 0)
