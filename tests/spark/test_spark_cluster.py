@@ -6,10 +6,12 @@ given."""
 
 from __future__ import annotations
 
+import math
 import signal
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,11 @@ finally:
 
 pytestmark = pytest.mark.timeout(300)
 
-RECORDS = 6_000
+#: Some 500 records a partition, read in 5 tasks each: with 4 tasks done when
+#: the leader goes (of partition 0, which it leads), the tasks of the other
+#: partition it leads (there are two a node) are still to start (asserted).
+RECORDS = 3_000
+TASK_RECORDS = 100
 
 
 class ClusterThread:
@@ -121,18 +127,33 @@ def _produce(servers: str, topic: str) -> dict[tuple[int, int], bytes]:
 
 
 def _small_tasks(spark: Any, servers: str, topic: str) -> Any:
-    """The topic's records in small tasks (Spark runs two at a time), so that most
-    are still to run when a leader goes: some 60 of 100 records (a task's own
-    start is most of its cost: 120 tasks of 50 read at five or six a second, some
-    20 s of the Kafka kill test after its kill)."""
+    """The topic's records in small tasks of TASK_RECORDS (Spark runs two at a
+    time), so that most are still to run when a leader goes: some 30 (a task's
+    own start is most of its cost: they read at five or six a second; 120 tasks
+    of 50 were some 20 s of the Kafka kill test after its kill)."""
     return (
         spark.read.format("trafka")
         .option("kafka.bootstrap.servers", servers)
         .option("subscribe", topic)
-        .option("maxRecordsPerPartition", "100")
+        .option("maxRecordsPerPartition", str(TASK_RECORDS))
         .load()
         .selectExpr("partition", "offset", "value")
     )
+
+
+def _waiting(stages: list[Any]) -> int:
+    """The tasks of ``stages`` (Spark's SparkStageInfo) not yet started."""
+    return sum(s.numTasks - s.numCompletedTasks - s.numActiveTasks for s in stages if s)
+
+
+def _tasks_after(expected: dict[tuple[int, int], bytes], partitions: list[int]) -> int:
+    """How many of the read's tasks come after the last one of ``partitions``:
+    the tasks are a partition's pieces of TASK_RECORDS, in partition order
+    (spark/_kafka.py's plan_ranges), and Spark starts a stage's tasks in that
+    order (their index), so a read with more tasks than these still waiting
+    still has a task of ``partitions`` to start."""
+    counts = Counter(p for p, _ in expected)
+    return sum(math.ceil(n / TASK_RECORDS) for p, n in counts.items() if p > max(partitions))
 
 
 @pytest.mark.slow
@@ -166,6 +187,7 @@ def test_a_leader_stopped_mid_read_loses_and_doubles_nothing(
                 if sum(s.numCompletedTasks for s in stages if s is not None) >= 4:
                     break
                 time.sleep(0.05)
+            stopper["waiting"] = _waiting(stages)
             stopper["stopped"] = cluster.call(control.stop_leader_of, 0)
         except BaseException as exc:
             stopper["error"] = exc
@@ -182,8 +204,10 @@ def test_a_leader_stopped_mid_read_loses_and_doubles_nothing(
     got = {(r.partition, r.offset): r.value for r in rows}
     assert len(rows) == len(got) == RECORDS  # nothing doubled
     assert got == expected  # nothing lost, every record where the producer was told
-    # The partitions the stopped node led were read from their new leaders.
+    # The partitions the stopped node led were read from their new leaders (a
+    # task of one had yet to start when it stopped).
     moved = [p for p, leader in leaders.items() if leader == victim]
+    assert stopper["waiting"] > _tasks_after(expected, moved), stopper
     assert moved and all(cluster.call(_leader_of, control, p) != victim for p in moved)
 
 
@@ -293,6 +317,7 @@ def test_a_leader_killed_mid_read_loses_and_doubles_nothing(
                     break
                 time.sleep(0.05)
             killer["left"] = sum(s.numTasks - s.numCompletedTasks for s in stages if s)
+            killer["waiting"] = _waiting(stages)
             processes.kill(victim)
         except BaseException as exc:
             killer["error"] = exc
@@ -309,8 +334,10 @@ def test_a_leader_killed_mid_read_loses_and_doubles_nothing(
     got = {(r.partition, r.offset): r.value for r in rows}
     assert len(rows) == len(got) == RECORDS  # nothing doubled
     assert got == expected  # nothing lost, every record where the producer was told
-    # The partitions the killed node led were read from their new leaders.
+    # The partitions the killed node led were read from their new leaders (a
+    # task of one had yet to start when it was killed).
     moved = [p for p, leader in leaders.items() if leader == victim]
+    assert killer["waiting"] > _tasks_after(expected, moved), killer
     now = _partitions(servers, topic)
     assert moved and all(now[p][0] not in (victim, -1) for p in moved), now
     if isinstance(processes, KafkaNodes):
