@@ -25,7 +25,6 @@ import trio
 from .config import ProxyConfig
 from .filters import Filter
 from .keyrouting import KeyRouting
-from .keyrouting.journal_topic import TopicJournal
 from .principals import SaslPrincipals
 from .rewrite import BrokerAddresses
 from .server import RunningProxy, serve_core
@@ -47,6 +46,8 @@ def filter_chain(config: ProxyConfig) -> tuple[Filter, ...]:
         return (*config.filters, *core)
     journal = None
     if config.journal_topic is not None:
+        from .keyrouting.journal_topic import TopicJournal  # the SDK's clients: only here
+
         tls = config.upstream_ssl_context()
         settings: dict[str, Any] = {}
         if tls is not None:

@@ -10,7 +10,12 @@ from trafka.sdk.partitioners import KEY_HASHES as HASHES
 
 from .filters import Filter
 
-__all__ = ["ProxyConfig", "split_server"]
+__all__ = ["JOURNAL_TOPIC", "ProxyConfig", "split_server"]
+
+JOURNAL_TOPIC = "__trafka_proxy_placements"
+"""The placement journal's topic when ``--journal topic`` names none. Here, not in
+:mod:`.keyrouting.journal_topic`, so that reading the settings does not load the
+journal's SDK clients (admin, producer, consumer: half the proxy's start-up)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,8 +36,8 @@ from typing import Any
 
 from trafka.sdk import ConfigError
 
+from .config import JOURNAL_TOPIC as TOPIC
 from .config import ProxyConfig
-from .keyrouting.journal_topic import TOPIC
 from .keyrouting.plan import HASHES
 
 __all__ = [

@@ -57,13 +57,18 @@ import importlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config.values import ValueSpec
 from .errors import ConfigError
-from .producer_batches import RecordMetadata
 from .producer_types import ProducerRecord
 from .tracing import ConsumerTracing, ProducerTracing, consumer_tracing, producer_tracing
+
+# The consumer's settings import this module (``interceptor.classes``): the
+# producer's batches, and the Produce messages behind them, load only with a
+# producer (a Spark worker that reads, a consumer, never loads them).
+if TYPE_CHECKING:
+    from .producer_batches import RecordMetadata
 
 __all__ = [
     "ConsumerInterceptor",
@@ -259,6 +264,8 @@ class ProducerInterceptors(_Chain):
             assert metadata is not None
             self.on_acknowledgement(metadata, None)
         else:
+            from .producer_batches import RecordMetadata
+
             part = record.partition if partition is None else partition
             metadata = RecordMetadata(record.topic, -1 if part is None else part, -1, -1)
             self.on_acknowledgement(metadata, error)

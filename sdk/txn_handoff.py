@@ -43,11 +43,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .errors import ClientClosedError, InvalidTxnStateError
-from .producer import Producer
-from .transactions import TxnState
 
-if TYPE_CHECKING:  # a type only: a task that prepares needs no admin client
+# Types only: a task that prepares needs no admin client, and one that only
+# reads a PreparedTransaction (a Spark driver, a worker unpickling the data
+# source) loads neither the producer nor its transactions.
+if TYPE_CHECKING:
     from .admin import Admin
+    from .producer import Producer
 
 __all__ = ["PreparedTransaction", "end_transaction", "prepare_transaction"]
 
@@ -110,6 +112,8 @@ async def prepare_transaction(producer: Producer) -> PreparedTransaction:
         TransactionAbortableError: a record failed; abort the transaction.
         TransactionFatalError: the producer was fenced.
     """
+    from .transactions import TxnState
+
     txn = producer.core.txn
     if not txn.is_transactional or txn.state is not TxnState.IN_TRANSACTION or txn.pipelined:
         if txn.fatal_error is not None:

@@ -67,14 +67,14 @@ import anyio
 
 from ..sdk.config import AdminConfig, ClientConfig
 from ..sdk.errors import ConfigError, InvalidTxnStateError, ProducerFencedError, TrafkaError
-from ..sdk.producer import Producer, RecordFuture, open_producer
 from ..sdk.txn_handoff import PreparedTransaction, end_transaction, prepare_transaction
 from ._kafka import _run, _send_chunk, _settle
-from ._pools import shared_loop
+from ._pools import open_producer, shared_loop
 from .options import WriteOptions
 
 if TYPE_CHECKING:
     from ..sdk.admin import Admin
+    from ..sdk.producer import Producer, RecordFuture
 
 __all__ = [
     "KEEP",

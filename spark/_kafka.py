@@ -35,7 +35,6 @@ import anyio
 
 from ..codec.columns import ColumnBuffers, RecordColumns
 from ..sdk.config import AdminConfig, ClientConfig, ConsumerConfig
-from ..sdk.consumer import Consumer, open_consumer
 from ..sdk.errors import (
     AuthenticationError,
     ConfigError,
@@ -45,8 +44,7 @@ from ..sdk.errors import (
     TrafkaError,
 )
 from ..sdk.fetcher import ConsumerRecord, OffsetOutOfRangeError, TopicPartition
-from ..sdk.producer import Producer, RecordFuture
-from ._pools import POOL, PRODUCERS, READERS, ClientPool, Loop, shared_loop
+from ._pools import POOL, PRODUCERS, READERS, ClientPool, Loop, open_consumer, shared_loop
 from ._watch import wait_for_records
 from ._wire import reader_settings
 from ._wire import supported as _wire_supported
@@ -54,6 +52,8 @@ from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, WriteOptions
 
 if TYPE_CHECKING:
     from ..sdk.admin import Admin
+    from ..sdk.consumer import Consumer
+    from ..sdk.producer import Producer, RecordFuture
 
 __all__ = [
     "pin_bootstrap",
@@ -245,7 +245,7 @@ def _run(fn: Any, *args: Any) -> Any:
 async def _planning_clients(config: ConsumerConfig) -> AsyncIterator[tuple[Admin, Consumer]]:
     async with (
         _open_admin(config) as admin,
-        open_consumer(config=config) as consumer,
+        open_consumer(config) as consumer,
     ):
         yield admin, consumer
 
@@ -353,7 +353,7 @@ class Planner:
             try:
                 admin, exit_admin = loop.enter(_open_admin(config))
                 self._exits = [exit_admin]
-                consumer, exit_consumer = loop.enter(open_consumer(config=config))
+                consumer, exit_consumer = loop.enter(open_consumer(config))
                 self._exits.insert(0, exit_consumer)
             except BaseException:
                 self.close()
@@ -375,7 +375,7 @@ class Planner:
             if self._watcher is None or self._watcher[2] is not loop:
                 self._close_watcher()
                 config = self.opts.consumer_config()
-                self._watcher = (*loop.enter(open_consumer(config=config)), loop)
+                self._watcher = (*loop.enter(open_consumer(config)), loop)
             watcher = self._watcher[0]
             news: bool = loop.call(
                 wait_for_records, watcher, _from_offsets(at), wait_ms, watcher.config.read_committed

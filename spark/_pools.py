@@ -17,15 +17,18 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
 from anyio.from_thread import BlockingPortal
 
 from ..sdk.config import ConsumerConfig
-from ..sdk.consumer import Consumer, open_consumer
-from ..sdk.producer import open_producer
 from ._wire import RangeReader, reader_settings
+
+if TYPE_CHECKING:
+    from ..sdk.config import ProducerConfig
+    from ..sdk.consumer import Consumer
+    from ..sdk.producer import Producer
 
 
 class Loop:
@@ -290,10 +293,27 @@ def _unassign(consumer: Consumer) -> None:
     consumer.assign([])
 
 
-POOL = ClientPool(lambda config: open_consumer(config=config), _unassign)
+def open_consumer(config: ConsumerConfig) -> contextlib.AbstractAsyncContextManager[Consumer]:
+    """The SDK's ``open_consumer(config=config)``, imported on first use: a Spark
+    worker that reads over plain sockets (:data:`READERS`) or only writes never
+    loads the consumer (tests/spark/test_spark_worker_imports.py holds this)."""
+    from ..sdk.consumer import open_consumer
+
+    return open_consumer(config=config)
+
+
+def open_producer(config: ProducerConfig) -> contextlib.AbstractAsyncContextManager[Producer]:
+    """The SDK's ``open_producer(config=config)``, imported on first use: a task
+    that reads never loads the producer."""
+    from ..sdk.producer import open_producer
+
+    return open_producer(config=config)
+
+
+POOL = ClientPool(open_consumer, _unassign)
 """This process's async consumers for reading with OAUTHBEARER (see :class:`ClientPool`)."""
 
-PRODUCERS = ClientPool(lambda config: open_producer(config=config))
+PRODUCERS = ClientPool(open_producer)
 """This process's producers for writing (see :class:`ClientPool`)."""
 
 

@@ -35,16 +35,18 @@ No pyspark here.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from trafka.codec import ApiKey
 
-from ..sdk.consumer import Consumer
 from ..sdk.errors import TrafkaError
 from ..sdk.fetch_requests import build_full_fetch, request_fields
 from ..sdk.fetcher import TopicPartition
+
+if TYPE_CHECKING:
+    from ..sdk.consumer import Consumer
 
 __all__ = ["wait_for_records"]
 

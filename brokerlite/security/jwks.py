@@ -10,9 +10,7 @@ refused until a read succeeds), is logged, and is retried sooner.
 
 from __future__ import annotations
 
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 from trafka.codec.oauthbearer import JwkSet
@@ -45,6 +43,11 @@ def fetch_jwks(url: str, *, timeout: float = 10.0) -> JwkSet:
         JwksError: it cannot be read (network, HTTP status, file) or is not a
             usable JWK set.
     """
+    # urllib.request (with http.client and email) loads here: a broker without
+    # a JWKS endpoint, most of them, never reads one.
+    import urllib.error
+    import urllib.request
+
     parts = urllib.parse.urlsplit(url)
     try:
         if parts.scheme == "file":

@@ -79,7 +79,6 @@ from .exactly_once import ExactlyOnce
 from .idempotent_plan import idempotent_producer
 from .journal import DirectoryJournal, PlacementJournal
 from .journal_peers import PeersJournal
-from .journal_topic import TopicJournal
 from .place import place
 from .plan import (
     HASHES,
@@ -190,9 +189,13 @@ class KeyRouting(Filter):
     def attach(self, services: ProxyServices) -> None:
         """Raises: JournalError: the journal cannot be read or opened."""
         self._services = services
-        if isinstance(self._journal, TopicJournal):
-            services.nursery.start_soon(self._journal.run)
-        elif self._journal is None and self.journal_dir is not None:
+        if self._journal is not None:
+            # Imported with a journal only: it loads the SDK's clients.
+            from .journal_topic import TopicJournal
+
+            if isinstance(self._journal, TopicJournal):
+                services.nursery.start_soon(self._journal.run)
+        elif self.journal_dir is not None:
             directory = (
                 PeersJournal(self.journal_dir, self.journal_peers)
                 if self.journal_peers

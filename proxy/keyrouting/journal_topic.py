@@ -84,6 +84,7 @@ from trafka.sdk import (
     open_producer,
 )
 
+from ..config import JOURNAL_TOPIC
 from .journal import JournalError, JournalFenced, JournalWrite, PlacementJournal
 from .sequences import CLIENT_BATCHES_KEPT, Placement, PlacementKey
 
@@ -91,7 +92,7 @@ __all__ = ["TOPIC", "TopicJournal"]
 
 log = logging.getLogger("trafka.proxy")
 
-TOPIC = "__trafka_proxy_placements"
+TOPIC = JOURNAL_TOPIC
 # The records' format version (see the module's rules).
 FORMAT = 2
 DEFAULT_PARTITIONS = 12

@@ -5,7 +5,10 @@ the reader or writer the driver planned (which imports ``trafka.spark`` and
 then :mod:`trafka.spark.source`, where the classes live) and calls ``read`` or
 ``write``. Such a worker needs the wire reader or the producer, never the
 admin client the driver plans with, whose import was about half of what the
-data source cost a worker (bench/imports.py measures it). These tests run a
+data source cost a worker (bench/imports.py measures it); and a task that
+reads over the wire reader needs neither the SDK's consumer nor its producer
+(issue #60: some 0.2-0.3 CPU s of each worker), one that writes no consumer.
+These tests run a
 task as Spark's worker would, in a fresh interpreter that has loaded PySpark's
 worker module, against a real brokerlite, and check what it loaded; and that
 every public name of ``trafka.spark`` still resolves.
@@ -68,8 +71,17 @@ def run_task(kind: str, task: Any, inputs: list[Any]) -> tuple[Any, list[str]]:
     return answer["result"], answer["loaded"]
 
 
+# The async clients a reading task does without: the wire reader (trafka.spark._wire)
+# fetches over plain sockets, and nothing of a read produces.
+CLIENTS = ("trafka.sdk.consumer", "trafka.sdk.producer")
+
+
 def driver_only(loaded: list[str]) -> list[str]:
     return [m for m in loaded if m.startswith(DRIVER_ONLY)]
+
+
+def clients(loaded: list[str]) -> list[str]:
+    return [m for m in loaded if m in CLIENTS]
 
 
 def test_a_read_task_loads_no_admin_client(broker: RunningBroker) -> None:
@@ -84,6 +96,7 @@ def test_a_read_task_loads_no_admin_client(broker: RunningBroker) -> None:
     assert rows == 50
     assert "trafka.spark._wire" in loaded  # the task did read, with the wire reader
     assert driver_only(loaded) == []
+    assert clients(loaded) == []
 
 
 def test_a_stream_read_task_loads_no_admin_client(broker: RunningBroker) -> None:
@@ -109,6 +122,7 @@ def test_a_stream_read_task_loads_no_admin_client(broker: RunningBroker) -> None
     rows, loaded = run_task("read", reader, partitions)
     assert rows == 30
     assert driver_only(loaded) == []
+    assert clients(loaded) == []
 
 
 VALUES = StructType([StructField("value", BinaryType())])
@@ -130,6 +144,7 @@ def test_a_write_task_loads_no_admin_client(broker: RunningBroker) -> None:
     assert cloudpickle.loads(base64.b64decode(message)).records == 3
     assert sorted(r.value for r in consume_all(broker, topic, 1)) == [b"a", b"b", b"c"]
     assert driver_only(loaded) == []
+    assert clients(loaded) == ["trafka.sdk.producer"]
 
 
 def test_an_exactly_once_write_task_loads_no_admin_client(broker: RunningBroker) -> None:
@@ -145,6 +160,7 @@ def test_an_exactly_once_write_task_loads_no_admin_client(broker: RunningBroker)
     writer = data_source.writer(VALUES, False)
     message, loaded = run_task("write", writer, [batch([b"x", b"y"])])
     assert driver_only(loaded) == []
+    assert clients(loaded) == ["trafka.sdk.producer"]
     # The task's transaction is whole: the driver (here) commits it.
     writer.commit([cloudpickle.loads(base64.b64decode(message))])
     committed = consume_all(broker, topic, 1, isolation_level="read_committed")
