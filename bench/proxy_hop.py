@@ -30,7 +30,7 @@ import statistics
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -81,7 +81,7 @@ def _ping(up: socket.socket, cl: socket.socket, frame: bytes, n: int, out: list[
 
 
 def measure(
-    forward: Callable[[trio.SocketStream, trio.SocketStream], object], size: int, n: int
+    forward: Callable[[trio.SocketStream, trio.SocketStream], Awaitable[None]], size: int, n: int
 ) -> tuple[list[float], float]:
     """Per-answer times (seconds) and the trio thread's CPU seconds per answer."""
     up_far, up_near = socket.socketpair()
@@ -96,7 +96,7 @@ def measure(
         pinger = threading.Thread(target=_ping, args=(up_far, cl_far, frame, n, times))
         started = time.thread_time()
         pinger.start()
-        await forward(upstream, client)  # type: ignore[misc]
+        await forward(upstream, client)
         cpu.append(time.thread_time() - started)
         await trio.to_thread.run_sync(pinger.join)
 
