@@ -8,7 +8,7 @@ hands the change to ``KafkaController.enableTopicUncleanLeaderElection``,
 which runs the offline partitions' election at once). brokerlite's controller
 learns of the change from the reading the topic config znode's watch causes, and
 plans on what that reading says (it once planned on the broker's previous
-image, and so elected only on the next periodic reading, 5 s later).
+image, and so elected only on the next periodic reading, then 5 s later).
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ class Controller:
             # The setting as this reading has it, not as the view's last image did
             # (the view takes this image after): a topic's change to it is planned on
             # the reading its watch caused, as Kafka 3.9's controller elects on the
-            # change, not on the next periodic reading, 5 s later.
+            # change, not on the next periodic reading (a safety net, 60 s apart).
             unclean=lambda t: image.unclean_election(t, cfg.unclean_leader_election_enable),
             skip=image.deleting,
         )
