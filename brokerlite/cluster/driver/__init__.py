@@ -30,8 +30,9 @@ Rules and invariants:
 * Controller: every broker tries to create the ephemeral ``/controller``; the
   one that does bumps ``/controller_epoch`` (a conditional write: of two
   brokers that think they won, one fails) and acts as controller until its
-  session ends. It plans after every reading (:func:`~.controller.plan_leadership`)
-  and writes each partition state in a ZooKeeper transaction that also checks
+  session ends. It plans after every reading (:func:`~.controller.plan_leadership`),
+  and after its own writes reads and plans again until nothing is left to
+  write (``Controller.settle``), and writes each partition state in a ZooKeeper transaction that also checks
   the controller epoch znode's version: a controller that lost its office
   cannot write, and gives the office up when it sees that.
 * Topic changes asked by requests (``ZkTask``) are written here; the request
@@ -509,9 +510,16 @@ class ClusterDriver:
         elif image.controller_id != self.node_id and self._controller.acting:
             log.info("broker %d is no longer the controller", self.node_id)
             self._controller.step_down()
-        acting = image.controller_id == self.node_id and self._controller.acting
-        if acting and self._controller.control(image):
-            image = self._zk_reader.read()
+        if image.controller_id == self.node_id and self._controller.acting:
+            image = self._control(image)
+        return image
+
+    def _control(self, image: ClusterImage) -> ClusterImage:
+        """As controller, act on ``image`` until nothing is left to write
+        (:meth:`Controller.settle`); the last reading."""
+        image, settled = self._controller.settle(image)
+        if not settled:
+            self._notify()
         return image
 
     def _read_states_and_act(self, base: ClusterImage, paths: set[str]) -> ClusterImage:
@@ -521,9 +529,8 @@ class ClusterDriver:
         if states is None:
             return self._read_and_act()
         image, taken = base.with_states(states)
-        acting = image.controller_id == self.node_id and self._controller.acting
-        if taken and acting and self._controller.control(image):
-            return self._zk_reader.read()
+        if taken and image.controller_id == self.node_id and self._controller.acting:
+            image = self._control(image)
         return image
 
     # -- periodic work ---------------------------------------------------------------------------
