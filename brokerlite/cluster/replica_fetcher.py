@@ -92,13 +92,13 @@ class ReplicaFetcher:
         self._refusal_told = False  # the leader's refusal is logged once, until it lifts
 
     def _mine(self) -> list[Any]:
-        return [f for f in self.replicas.follower_fetches() if f.leader == self.leader]
+        return self.replicas.follower_fetches(self.leader)
 
     async def run(self) -> None:
         conn: InterBrokerConnection | None = None
         auth_backoff = 0.0
         try:
-            while self._mine():
+            while mine := self._mine():
                 if conn is None:
                     try:
                         conn = await InterBrokerConnection.to_node(
@@ -124,10 +124,11 @@ class ReplicaFetcher:
                         log.debug("fetcher for leader %d: cannot connect: %s", self.leader, exc)
                         await trio.sleep(_FETCH_BACKOFF_S)
                         continue
+                    continue  # what it follows may have changed while it connected
                 try:
                     # Each request's deadline is the connection's (the fetch's
                     # includes its long poll).
-                    progressed = await self._round(conn)
+                    progressed = await self._round(conn, mine)
                 except (
                     OSError,
                     ConnectionError,
@@ -148,9 +149,9 @@ class ReplicaFetcher:
                 with trio.CancelScope(shield=True):
                     await conn.aclose()
 
-    async def _round(self, conn: InterBrokerConnection) -> bool:
-        """One round: reconcile what needs it, then one fetch. False when it must back off."""
-        mine = self._mine()
+    async def _round(self, conn: InterBrokerConnection, mine: list[Any]) -> bool:
+        """One round over ``mine`` (what it follows, just taken): reconcile what needs
+        it, then one fetch. False when it must back off."""
         truncating = [f for f in mine if f.needs_truncation]
         if truncating:
             await self._reconcile(conn, truncating)

@@ -585,13 +585,23 @@ class ReplicaManager:
 
     # -- follower side ----------------------------------------------------------------------------
 
-    def follower_fetches(self) -> list[FollowerFetch]:
-        """What this broker fetches, from which leaders."""
+    def follower_fetches(self, leader: int | None = None) -> list[FollowerFetch]:
+        """What this broker fetches, from which leaders (from ``leader`` alone when given)."""
         return [
             FollowerFetch(r.topic, r.partition, r.leader, r.leader_epoch, r.needs_truncation)
             for r in self._replicas.values()
-            if r.role is Role.FOLLOWER and r.leader != NO_LEADER
+            if r.role is Role.FOLLOWER
+            and r.leader != NO_LEADER
+            and (leader is None or r.leader == leader)
         ]
+
+    def followed_leaders(self) -> set[int]:
+        """The leaders this broker fetches from (the driver runs a fetcher for each)."""
+        return {
+            r.leader
+            for r in self._replicas.values()
+            if r.role is Role.FOLLOWER and r.leader != NO_LEADER
+        }
 
     def is_current_follower(
         self, topic: str, partition: int, leader: int, leader_epoch: int

@@ -3,15 +3,20 @@ against an in-memory stand-in for kazoo's client, where the cluster changes
 while a reading goes on: a broker that comes back and joins an ISR meanwhile is
 never in an ISR the reading shows while missing from its brokers (the brokers
 are read after the partition states), so the controller does not take it out
-of the ISR as dead."""
+of the ISR as dead. And, against a real ZooKeeper, that every znode a reading
+reads is watched, a missing one included: the driver has no periodic reading
+to catch a change a watch would miss."""
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from trafka.brokerlite.cluster.controller import plan_leadership
@@ -21,6 +26,7 @@ from trafka.brokerlite.cluster.zk_layout import (
     BROKER_TOPICS,
     CONTROLLER,
     CONTROLLER_EPOCH,
+    PERSISTENT_PATHS,
     BrokerRegistration,
     PartitionState,
     TopicAssignment,
@@ -29,7 +35,9 @@ from trafka.brokerlite.cluster.zk_layout import (
     encode_controller,
     encode_partition_state,
     encode_topic,
+    encode_topic_config,
     partition_state_path,
+    topic_config_path,
     topic_path,
 )
 
@@ -86,6 +94,11 @@ class _FakeZk:
 
     def get_async(self, path: str, watch: Any = None) -> _Answer:
         return _Answer(lambda: self._get(path))
+
+    def exists(self, path: str, watch: Any = None) -> _Stat | None:
+        self.before_read(path)
+        got = self.nodes.get(path)
+        return None if got is None else _Stat(got[1])
 
     def exists_async(self, path: str, watch: Any = None) -> _Answer:
         def exists() -> _Stat | None:
@@ -166,3 +179,87 @@ def test_a_broker_that_stops_during_a_reading_is_read_as_gone() -> None:
     assert sorted(image.brokers) == [2, 3]
     (write,) = plan_leadership(image.topics, image.states, image.brokers.keys(), controller_epoch=1)
     assert (write.state.leader, write.state.leader_epoch, write.state.isr) == (2, 4, (2,))
+
+
+#: How long a watch may take to fire before the test fails (not a measurement).
+_WATCH_WAIT_S = 30.0
+
+
+def _seed(zkc: KazooClient) -> None:
+    """Broker 2 registered and the controller; topic t (partition 0 led by 2) whose
+    config znode was never written."""
+    for path in PERSISTENT_PATHS:  # as the driver makes them when it joins
+        zkc.ensure_path(path)
+    zkc.create(broker_path(2), _broker(2), makepath=True)
+    zkc.create(CONTROLLER, encode_controller(2, 0))
+    zkc.create(CONTROLLER_EPOCH, b"1")
+    zkc.create(
+        topic_path("t"), encode_topic(TopicAssignment("t", uuid.uuid4(), {0: (2,)})), makepath=True
+    )
+    zkc.create(
+        partition_state_path("t", 0),
+        encode_partition_state(PartitionState(2, 0, (2,), 1)),
+        makepath=True,
+    )
+
+
+_CHANGES: dict[str, Callable[[KazooClient], Any]] = {
+    # A read of a missing znode leaves no watch: its creation is seen through exists.
+    "a missing topic config created": lambda zkc: zkc.create(
+        topic_config_path("t"), encode_topic_config({"retention.ms": "1000"}), makepath=True
+    ),
+    "the controller epoch bumped": lambda zkc: zkc.set(CONTROLLER_EPOCH, b"2"),
+    "the topic's assignment changed": lambda zkc: zkc.set(
+        topic_path("t"), encode_topic(TopicAssignment("t", uuid.uuid4(), {0: (2, 3)}))
+    ),
+    "a broker registered": lambda zkc: zkc.create(broker_path(3), _broker(3)),
+    "a topic created": lambda zkc: zkc.create(
+        topic_path("u"), encode_topic(TopicAssignment("u", uuid.uuid4(), {0: (2,)}))
+    ),
+    "the controller gone": lambda zkc: zkc.delete(CONTROLLER),
+}
+
+
+@pytest.mark.parametrize("change", sorted(_CHANGES))
+def test_a_change_after_a_reading_fires_its_watch(zk: str, change: str) -> None:
+    zkc = KazooClient(hosts=zk)
+    zkc.start(timeout=15)
+    try:
+        _seed(zkc)
+        fired = threading.Event()
+        reader = ClusterReader(zkc, fired.set, lambda _path: None)
+        before = reader.read()
+        assert before.configs["t"] == {} and before.controller_id == 2
+        assert not fired.is_set()
+        _CHANGES[change](zkc)
+        assert fired.wait(_WATCH_WAIT_S), f"no watch fired for {change}"
+        after = reader.read()
+        if change == "a missing topic config created":
+            assert after.configs["t"] == {"retention.ms": "1000"}
+    finally:
+        zkc.stop()
+        zkc.close()
+
+
+def test_a_partition_state_change_after_a_reading_is_noted_for_a_targeted_reading(
+    zk: str,
+) -> None:
+    zkc = KazooClient(hosts=zk)
+    zkc.start(timeout=15)
+    try:
+        _seed(zkc)
+        noted: list[str] = []
+        fired = threading.Event()
+
+        def note(path: str) -> None:
+            noted.append(path)
+            fired.set()
+
+        ClusterReader(zkc, lambda: None, note).read()
+        path = partition_state_path("t", 0)
+        zkc.set(path, encode_partition_state(PartitionState(2, 1, (2,), 1)))
+        assert fired.wait(_WATCH_WAIT_S)
+        assert noted == [path]
+    finally:
+        zkc.stop()
+        zkc.close()

@@ -1,5 +1,6 @@
 """The controller's duties (``brokerlite/cluster/driver/controller_duties.py``) on a
-reading, with a stand-in for kazoo's client that records the writes.
+reading, with a stand-in for kazoo's client that records the writes (and, for a
+reassignment's steps, against a real ZooKeeper).
 
 A topic's ``unclean.leader.election.enable`` turned on while one of its partitions
 is offline (no ISR member live, another replica live): Kafka 3.9's ZooKeeper
@@ -8,7 +9,7 @@ hands the change to ``KafkaController.enableTopicUncleanLeaderElection``,
 which runs the offline partitions' election at once). brokerlite's controller
 learns of the change from the reading the topic config znode's watch causes, and
 plans on what that reading says (it once planned on the broker's previous
-image, and so elected only on the next periodic reading, 5 s later).
+image, and so elected only on the next periodic reading, then 5 s later).
 """
 
 from __future__ import annotations
@@ -16,14 +17,24 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kazoo.client import KazooClient
+
 from trafka.brokerlite.cluster.driver.controller_duties import Controller
+from trafka.brokerlite.cluster.driver.reading import ClusterReader
 from trafka.brokerlite.cluster.view import ClusterImage
 from trafka.brokerlite.cluster.zk_layout import (
+    PERSISTENT_PATHS,
     BrokerRegistration,
     PartitionState,
     TopicAssignment,
+    broker_path,
     decode_partition_state,
+    decode_topic,
+    encode_broker,
+    encode_partition_state,
+    encode_topic,
     partition_state_path,
+    topic_path,
 )
 from trafka.brokerlite.config import BrokerConfig
 
@@ -104,3 +115,39 @@ def test_a_topic_whose_reading_turns_unclean_election_off_is_left_offline() -> N
     controller.control(after)
 
     assert zk.written == []
+
+
+def test_a_reassignment_that_can_complete_at_once_is_completed_on_one_reading(zk: str) -> None:
+    """Against a real ZooKeeper: a move that only removes a replica (its target,
+    broker 2, already in sync) needs two steps, its start's leader epoch bump and
+    its completion; the controller takes both on one reading, as Kafka's completes
+    it within the event that started it. The watches of its own writes bring
+    nothing newer than the reading after them, so it plans again itself
+    (``settle``) instead of waiting for a periodic reading."""
+    zkc = KazooClient(hosts=zk)
+    zkc.start(timeout=15)
+    try:
+        for path in PERSISTENT_PATHS:
+            zkc.ensure_path(path)
+        for node in (1, 2):
+            zkc.create(broker_path(node), encode_broker(BrokerRegistration(node, "h", node), 0))
+        moving = TopicAssignment("t", uuid.uuid4(), {0: (2, 1)}, removing={0: (1,)})
+        zkc.create(topic_path("t"), encode_topic(moving))
+        state = PartitionState(1, 4, (1, 2), controller_epoch=1)
+        zkc.create(partition_state_path("t", 0), encode_partition_state(state), makepath=True)
+        reader = ClusterReader(zkc, lambda: None, lambda _path: None)
+        controller = Controller(zkc, BrokerConfig(node_id=2), read=reader.read)
+        assert controller.elect()
+
+        image, settled = controller.settle(reader.read())
+
+        assert settled
+        done = decode_topic("t", zkc.get(topic_path("t"))[0])
+        assert (done.replicas, done.removing) == ({0: (2,)}, {})
+        final = image.states[("t", 0)]
+        # The start's bump (5), then the completion's (6): broker 2 leads alone.
+        assert (final.leader, final.leader_epoch, final.isr) == (2, 6, (2,))
+        assert image.topics["t"].replicas == {0: (2,)}
+    finally:
+        zkc.stop()
+        zkc.close()

@@ -11,11 +11,18 @@ Rules and invariants:
   ephemeral znode (a live broker of the same id is refused). Its session's
   end (a crash, ``kill -9``, a network split longer than the session timeout)
   removes the registration: that is how the controller learns a broker died.
-* Reading: every watch that fires, and every 5 s in any case, makes one
-  complete reading of the cluster's znodes (brokers, controller, topics,
-  partition states, topic configs, pending deletions), with the watches set
-  again, handed to the core as one :class:`~.view.ClusterImage`. Watch
-  events that arrive during a reading cause one more reading after it. When
+* Reading: every watch that fires makes one complete reading of the
+  cluster's znodes (brokers, controller, topics, partition states, topic
+  configs, pending deletions), with the watches set again, handed to the core
+  as one :class:`~.view.ClusterImage`. Watch events that arrive during a
+  reading cause one more reading after it. Every znode a reading reads is
+  watched (a missing one through ``exists``), and ZooKeeper delivers each
+  watch once, in order, within a session; a lost session is answered with a
+  complete reading. So nothing waits for a periodic reading: Kafka's
+  ZooKeeper-era brokers never re-read ZooKeeper by themselves. A complete
+  reading every 60 s when nothing else asked for one is kept only as a safety
+  net (each costs a few ZooKeeper requests per partition: at 5 s, as it was,
+  it was most of an idle node's CPU). When
   only partition state znodes changed (an election, an ISR change), that
   reading is a targeted one: just those znodes, patched into the last image
   where newer (``reading.py``), so that a new leader learns its role from one
@@ -23,8 +30,9 @@ Rules and invariants:
 * Controller: every broker tries to create the ephemeral ``/controller``; the
   one that does bumps ``/controller_epoch`` (a conditional write: of two
   brokers that think they won, one fails) and acts as controller until its
-  session ends. It plans after every reading (:func:`~.controller.plan_leadership`)
-  and writes each partition state in a ZooKeeper transaction that also checks
+  session ends. It plans after every reading (:func:`~.controller.plan_leadership`),
+  and after its own writes reads and plans again until nothing is left to
+  write (``Controller.settle``), and writes each partition state in a ZooKeeper transaction that also checks
   the controller epoch znode's version: a controller that lost its office
   cannot write, and gives the office up when it sees that.
 * Topic changes asked by requests (``ZkTask``) are written here; the request
@@ -105,7 +113,8 @@ __all__ = ["ClusterDriver"]
 
 log = logging.getLogger("trafka.brokerlite.cluster")
 
-_REFRESH_EVERY_S = 5.0
+#: The safety net's complete reading when no watch asked for one (see the module rules).
+_SAFETY_READING_S = 60.0
 _TICK_S = 0.5
 _HW_CHECKPOINT_S = 5.0
 
@@ -430,7 +439,7 @@ class ClusterDriver:
 
     async def _reader(self) -> None:
         while True:
-            with trio.move_on_after(_REFRESH_EVERY_S) as timer:
+            with trio.move_on_after(_SAFETY_READING_S) as timer:
                 await self._changed.wait()
             self._changed = trio.Event()
             if not self.zk.connected:
@@ -501,9 +510,16 @@ class ClusterDriver:
         elif image.controller_id != self.node_id and self._controller.acting:
             log.info("broker %d is no longer the controller", self.node_id)
             self._controller.step_down()
-        acting = image.controller_id == self.node_id and self._controller.acting
-        if acting and self._controller.control(image):
-            image = self._zk_reader.read()
+        if image.controller_id == self.node_id and self._controller.acting:
+            image = self._control(image)
+        return image
+
+    def _control(self, image: ClusterImage) -> ClusterImage:
+        """As controller, act on ``image`` until nothing is left to write
+        (:meth:`Controller.settle`); the last reading."""
+        image, settled = self._controller.settle(image)
+        if not settled:
+            self._notify()
         return image
 
     def _read_states_and_act(self, base: ClusterImage, paths: set[str]) -> ClusterImage:
@@ -513,9 +529,8 @@ class ClusterDriver:
         if states is None:
             return self._read_and_act()
         image, taken = base.with_states(states)
-        acting = image.controller_id == self.node_id and self._controller.acting
-        if taken and acting and self._controller.control(image):
-            return self._zk_reader.read()
+        if taken and image.controller_id == self.node_id and self._controller.acting:
+            image = self._control(image)
         return image
 
     # -- periodic work ---------------------------------------------------------------------------
@@ -584,7 +599,7 @@ class ClusterDriver:
         nursery = self._nursery
         if nursery is None:
             return
-        for leader in {f.leader for f in self.view.replicas.follower_fetches()}:
+        for leader in self.view.replicas.followed_leaders():
             if leader not in self._fetchers:
                 scope = trio.CancelScope()
                 self._fetchers[leader] = scope

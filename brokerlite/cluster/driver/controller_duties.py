@@ -52,7 +52,10 @@ from ..zk_layout import (
     topic_path,
 )
 
-__all__ = ["Controller"]
+__all__ = ["SETTLE_ROUNDS", "Controller"]
+
+#: At most this many plan-write-read rounds per reading (:meth:`Controller.settle`).
+SETTLE_ROUNDS = 5
 
 log = logging.getLogger("trafka.brokerlite.cluster")
 
@@ -115,6 +118,25 @@ class Controller:
         log.info("broker %d is the controller (epoch %d)", self.node_id, epoch)
         return True
 
+    def settle(self, image: ClusterImage) -> tuple[ClusterImage, bool]:
+        """Act on ``image`` and, while that wrote something, read the cluster again
+        and act on that: the last reading (or ``image``), and whether nothing was
+        left to write (False after :data:`SETTLE_ROUNDS` rounds that all wrote:
+        the caller asks for another reading).
+
+        A step often makes the next one due at once (a reassignment whose target
+        replicas are already in sync completes right after its leader epoch
+        bump, as Kafka's controller completes it within the same event), and
+        the watches of this controller's own writes may bring nothing newer than
+        the reading that follows them, so nothing else would plan again."""
+        for _ in range(SETTLE_ROUNDS):
+            if not self.control(image):
+                return image, True
+            image = self._read()
+            if image.controller_id != self.node_id or not self.acting:
+                return image, True
+        return image, False
+
     def control(self, image: ClusterImage) -> bool:
         """Plan and write what the cluster needs; True when something was written."""
         wrote = self._delete_topics(image)
@@ -127,7 +149,7 @@ class Controller:
             # The setting as this reading has it, not as the view's last image did
             # (the view takes this image after): a topic's change to it is planned on
             # the reading its watch caused, as Kafka 3.9's controller elects on the
-            # change, not on the next periodic reading, 5 s later.
+            # change, not on the next periodic reading (a safety net, 60 s apart).
             unclean=lambda t: image.unclean_election(t, cfg.unclean_leader_election_enable),
             skip=image.deleting,
         )

@@ -4,8 +4,8 @@ Rules (the driver's, see ``driver/__init__.py``): a reading takes brokers, the
 controller, topics, partition states, topic configs, pending deletions and a
 preferred-replica election asked for, all at once, into one
 :class:`~trafka.brokerlite.cluster.view.ClusterImage`; a znode that vanishes
-between a listing and its read is simply left out (the next reading sees the
-change); every read sets its watch again.
+between a listing and its read is simply left out (the watch on its parent's
+children brings the next reading); every read sets its watch again.
 
 The brokers are read last, after the partition states. A reading is not one
 snapshot: a broker may register and join an ISR while it goes on. A follower
@@ -24,7 +24,9 @@ the noted znodes (:meth:`ClusterReader.read_states`) and patches its last image
 (``ClusterImage.with_states``): after an election the new leader and its
 followers learn their roles from one read of one znode instead of a complete
 reading. Every other watch asks for a complete reading, which also covers the
-noted znodes. The znodes a reading asks for
+noted znodes. Every znode read is watched; a missing one through ``exists``
+(ZooKeeper leaves no watch on a read of a missing znode), so that its creation
+is seen without a periodic reading. The znodes a reading asks for
 independently go out together (kazoo's asynchronous calls), so that a reading
 costs a few ZooKeeper round trips, not one per znode.
 """
@@ -93,7 +95,7 @@ class ClusterReader:
         zk = self.zk
         watch = self._notify
         controller_read = zk.exists_async(CONTROLLER, watch=watch)
-        epoch_read = zk.get_async(CONTROLLER_EPOCH)
+        epoch_read = zk.get_async(CONTROLLER_EPOCH, watch=watch)
         names_read = zk.get_children_async(BROKER_TOPICS, watch=watch)
         deleting_read = zk.get_children_async(ADMIN_DELETE_TOPICS, watch=watch)
         election_read = zk.exists_async(PREFERRED_REPLICA_ELECTION, watch=watch)
@@ -120,11 +122,17 @@ class ClusterReader:
                 continue
             except ZkDataError as exc:
                 log.warning("ignoring topic %r: %s", name, exc)
+        missing = []
         for name, result in config_reads.items():
             try:
                 configs[name] = decode_topic_config(name, result.get()[0])
-            except (NoNodeError, ZkDataError):
+            except NoNodeError:
                 configs[name] = {}
+                missing.append(name)
+            except ZkDataError:
+                configs[name] = {}
+        for name in missing:
+            configs[name] = self._read_missing_config(name)
         state_reads = {
             (name, p): zk.exists_async(partition_state_path(name, p), watch=self._on_state_watch)
             for name, assignment in topics.items()
@@ -173,6 +181,22 @@ class ClusterReader:
             election,
             zk_moves,
         )
+
+    def _read_missing_config(self, name: str) -> dict[str, str]:
+        """A topic config znode that was missing: watched through ``exists`` (a read
+        of a missing znode leaves no watch, and its creation would go unseen), and
+        read when it came meanwhile."""
+        from kazoo.exceptions import NoNodeError
+
+        path = topic_config_path(name)
+        while self.zk.exists(path, watch=self._notify) is not None:
+            try:
+                return decode_topic_config(name, self.zk.get(path, watch=self._notify)[0])
+            except NoNodeError:
+                continue
+            except ZkDataError:
+                return {}
+        return {}
 
     def _read_brokers(self) -> dict[int, BrokerRegistration]:
         """The registered brokers, the watch on their list set again."""
