@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import trio
-from netlab import in_namespace
+from netlab import run_in_namespace
 from nscluster import PORT, NsCluster
 from schedules import CLIENT, ensure_host
 
@@ -102,8 +102,7 @@ def _in_client(cluster: NsCluster, main: Any) -> None:
 
     def run() -> None:
         try:
-            with in_namespace(cluster.lab.namespace(CLIENT)):
-                trio.run(main)
+            run_in_namespace(cluster.lab.namespace(CLIENT), main)
         except BaseException as exc:  # handed to the caller's thread
             failure.append(exc)
 

@@ -13,7 +13,9 @@ Faults between hosts:
   established TCP connections stall as they do behind a partition, new ones fail.
   The client host (the root namespace) is not cut by these (it is the machine's):
   clients that a schedule cuts run in a host of their own (:func:`in_namespace`
-  puts the calling thread, and the threads it starts, in a host's namespace).
+  puts the calling thread, and the threads it starts, in a host's namespace;
+  :func:`run_in_namespace` runs a trio loop there, the threads it starts
+  staying in the process's own namespace).
 * :meth:`NetLab.cut_one_way`: ``a`` can no longer send to ``b`` while ``b``
   still sends to ``a``. No packet filter (nftables, iptables) nor tc's drop
   action is in this kernel, so it is a tc queue on ``a``'s interface: an htb
@@ -42,10 +44,14 @@ import os
 import secrets
 import signal
 import subprocess
+import sys
+import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+
+import trio
 
 STATE_DIR = Path("/tmp/trafka-faults")
 PREFIX = "fz"
@@ -91,6 +97,41 @@ def in_namespace(namespace: str | None) -> Iterator[None]:
     finally:
         os.close(own)
         os.close(target)
+
+
+_HOME: list[int] = []  # the process's own network namespace, opened once
+
+
+def _go_home(*_: object) -> None:
+    """First thing in a thread started while :func:`run_in_namespace` runs: back
+    to the process's namespace (then no more profiling)."""
+    sys.setprofile(None)
+    ctypes.CDLL(None, use_errno=True).setns(_HOME[0], CLONE_NEWNET)
+
+
+def run_in_namespace(namespace: str | None, main: Callable[[], Awaitable[Any]]) -> Any:
+    """``trio.run(main)`` as a client of the host ``namespace`` (None: the machine's):
+    its thread, and so the sockets it makes, in the host's namespace, and every
+    thread started meanwhile in the process's own.
+
+    Not :func:`in_namespace` around ``trio.run`` alone: a thread inherits the
+    network namespace of the thread that starts it, and trio keeps its worker
+    threads for the next ``to_thread`` call of any run in the process, so
+    workers started by that loop carried the host's namespace into later tests
+    (a brokerlite cluster's ZooKeeper client connected from the lab's host,
+    and failed). ``threading.setprofile`` runs :func:`_go_home` first in each
+    thread started meanwhile; a worker that needs the host (a librdkafka client)
+    enters it itself."""
+    if namespace is None:
+        return trio.run(main)
+    if not _HOME:
+        _HOME.append(os.open("/proc/self/ns/net", os.O_RDONLY))  # the main thread's
+    with in_namespace(namespace):
+        threading.setprofile(_go_home)
+        try:
+            return trio.run(main)
+        finally:
+            threading.setprofile(None)  # type: ignore[arg-type]
 
 
 def _alive(pid: int) -> bool:

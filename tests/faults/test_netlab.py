@@ -4,13 +4,17 @@ behind (namespaces, bridge, processes) is removed by the next run."""
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import netlab
 import pytest
+import trio
 
 pytestmark = pytest.mark.skipif(netlab.available() is not None, reason=str(netlab.available()))
 
@@ -116,3 +120,43 @@ def test_one_way_cut_drops_one_direction_only_and_heals():
         lab.heal()
         assert datagram_arrives(lab, "a", "b")
         assert connects(lab, "a", addresses["b"])
+
+
+def test_a_namespaced_trio_run_leaves_no_thread_in_the_hosts_namespace():
+    """run_in_namespace: the run's sockets are made in the host's namespace (a
+    socket binds the host's address, which only the host has), while the
+    threads it starts, trio's workers, stay in the process's own. A thread inherits the namespace
+    of the thread that starts it and trio keeps its workers for the next run,
+    so a loop run inside the host's namespace left workers there, and a later
+    test's ZooKeeper client, connected from one, could not reach its server."""
+    home = os.readlink("/proc/thread-self/ns/net")
+    jobs = 12  # more than trio may hold idle: the run starts workers of its own
+
+    def namespace_of_thread(gate: threading.Barrier) -> str:
+        gate.wait(30)  # every job at once: one worker each
+        return os.readlink("/proc/thread-self/ns/net")
+
+    async def namespaces() -> set[str]:
+        gate, found = threading.Barrier(jobs), set()
+
+        async def one() -> None:
+            found.add(await trio.to_thread.run_sync(namespace_of_thread, gate))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(jobs):
+                nursery.start_soon(one)
+        return found
+
+    with netlab.NetLab() as lab:
+        address = lab.add_host("a")
+
+        async def client() -> set[str]:
+            with socket.socket() as sock:  # made as the SDK makes its own
+                sock.bind((address, 0))  # in the host's namespace
+            return await namespaces()
+
+        assert netlab.run_in_namespace(lab.namespace("a"), client) == {home}
+        assert trio.run(namespaces) == {home}  # a later run's workers
+
+        with socket.socket() as sock, pytest.raises(OSError):
+            sock.bind((address, 0))  # not an address of the machine's

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 import trio
-from netlab import in_namespace
+from netlab import in_namespace, run_in_namespace
 
 from trafka.sdk import TopicPartition, open_consumer, open_producer
 
@@ -104,8 +104,7 @@ class Workload:
 
     def _main(self) -> None:
         try:
-            with in_namespace(self.netns):
-                trio.run(self._run)
+            run_in_namespace(self.netns, self._run)
         except BaseException as exc:  # reported by stop()
             self.error = exc
 
