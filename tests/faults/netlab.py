@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import secrets
@@ -99,14 +100,17 @@ def in_namespace(namespace: str | None) -> Iterator[None]:
         os.close(target)
 
 
-_HOME: list[int] = []  # the process's own network namespace, opened once
+@functools.cache
+def _home() -> int:
+    """The process's own network namespace (its main thread's), opened once."""
+    return os.open("/proc/self/ns/net", os.O_RDONLY)
 
 
 def _go_home(*_: object) -> None:
     """First thing in a thread started while :func:`run_in_namespace` runs: back
     to the process's namespace (then no more profiling)."""
     sys.setprofile(None)
-    ctypes.CDLL(None, use_errno=True).setns(_HOME[0], CLONE_NEWNET)
+    ctypes.CDLL(None, use_errno=True).setns(_home(), CLONE_NEWNET)
 
 
 def run_in_namespace(namespace: str | None, main: Callable[[], Awaitable[Any]]) -> Any:
@@ -124,8 +128,7 @@ def run_in_namespace(namespace: str | None, main: Callable[[], Awaitable[Any]]) 
     enters it itself."""
     if namespace is None:
         return trio.run(main)
-    if not _HOME:
-        _HOME.append(os.open("/proc/self/ns/net", os.O_RDONLY))  # the main thread's
+    _home()  # opened here, in the process's namespace
     with in_namespace(namespace):
         threading.setprofile(_go_home)
         try:
