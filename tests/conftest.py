@@ -40,12 +40,14 @@ tests share a costly module fixture stays whole.
 With more workers than cores (``PYTEST_WORKERS`` in the Makefile), the heaviest
 work of :data:`CONFINED` (Spark's sessions, JVMs and Python workers; the
 three-node Kafka clusters, three JVMs each) goes to two workers only, ``gw0``
-and ``gw1``, which take it before anything else: every worker keeps its session
-brokers to the end of the run, so with four workers each would otherwise start
-its own Spark and its own clusters, twice the memory and the start-up CPU of two,
-and the Spark files, run that way beside another engineer's tests, failed on
-timeouts of Spark's own (a Python worker not connecting back, a session never
-registering trafka's source). The other workers take the rest.
+and ``gw1``, which take it before anything else: with four workers each would
+otherwise start its own Spark and its own clusters, twice the memory and the
+start-up CPU of two, and the Spark files, run that way beside another engineer's
+tests, failed on timeouts of Spark's own (a Python worker not connecting back, a
+session never registering trafka's source). The other workers take the rest.
+When ``gw0`` or ``gw1`` then starts a test from outside CONFINED, that work is
+done and the session fixtures only it uses (:data:`CONFINED_FIXTURES`) stop there
+and then (tests/released_peers.py) instead of idling to the end of the run.
 
 Bytecode: when Python writes none (``PYTHONDONTWRITEBYTECODE``, as in the
 machines the suite runs on), every process the tests start (the CLI's, the
@@ -77,6 +79,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+import released_peers
 from hypothesis import HealthCheck, settings
 
 from trafka.brokerlite.dev.zookeeper_server import ZooKeeperServer, zookeeper_available
@@ -153,6 +156,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The files with a ``slow`` test first (see the module's docstring); each
     file's tests keep their order and stay together."""
+    _check_confined(items)
     slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
     items.sort(key=lambda item: item.path not in slow)
 
@@ -260,6 +264,58 @@ def _check_spread_files() -> None:
 
 
 _check_spread_files()
+
+#: The session fixtures only :data:`CONFINED`'s files may use (checked at collection):
+#: the first workers stop them when they go on to other work (:func:`_release_peers`).
+CONFINED_FIXTURES = frozenset({"spark", "kafka3_cluster", "kafka4_cluster", "kafka_cluster"})
+
+
+def _check_confined(items: list[pytest.Item]) -> None:
+    strays = sorted(
+        item.nodeid
+        for item in items
+        if CONFINED_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        and not item.nodeid.startswith(CONFINED)
+    )
+    if strays:
+        raise pytest.UsageError(
+            "tests/conftest.py: these use a fixture of CONFINED_FIXTURES from a file "
+            f"CONFINED does not name (add the file there): {strays[:5]}"
+        )
+
+
+def _releasing(config: pytest.Config) -> bool:
+    """Whether this process is one of the first xdist workers of a run with more
+    (the only ones CONFINED's work goes to, before any other: see the scheduler)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or int(workerinput.get("workercount", 0)) <= CONFINED_WORKERS:
+        return False
+    number = str(workerinput.get("workerid", ""))[2:]
+    return number.isdigit() and int(number) < CONFINED_WORKERS
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On a worker that took CONFINED's work first, the first test from outside it
+    means that work is done: its session peers stop (see tests/released_peers.py).
+    A CONFINED test after that (a crashed worker's work handed out again) that
+    needs one fails saying so, rather than on a stopped cluster."""
+    if not _releasing(item.config):
+        return
+    if not item.nodeid.startswith(CONFINED):
+        released_peers.release()
+        return
+    wanted = set(getattr(item, "fixturenames", ()))
+    if "kafka_cluster" in wanted:
+        wanted |= {"kafka3_cluster", "kafka4_cluster"}
+    gone = released_peers.released() & wanted
+    if gone:
+        pytest.fail(
+            f"{sorted(gone)} stopped when this worker went on to other files "
+            "(tests/released_peers.py); CONFINED's work reached it after that",
+            pytrace=False,
+        )
+
 
 try:
     from xdist.scheduler import LoadFileScheduling

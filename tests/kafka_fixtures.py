@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+import released_peers
 from kafka_peers import KAFKA_3, KAFKA_4, SKIP_ENV, KafkaCluster, missing
 
 from trafka.brokerlite.dev.zookeeper_server import ZooKeeperServer
@@ -113,7 +114,10 @@ def _shared(
     factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
     root = factory.mktemp(f"kafka{version[0]}x{nodes}")
     with _cluster(root, zookeeper, version, nodes, **options) as cluster:
+        if nodes > 1:  # a cluster only CONFINED's files use (tests/conftest.py)
+            released_peers.hold(request.fixturename, cluster.stop)
         yield cluster
+        released_peers.drop(request.fixturename)
 
 
 #: ``kafka4_cluster``'s KRaft broker leases (Kafka's broker configs

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import released_peers
 from kafka_peers import SKIP_ENV, SPARK_KAFKA, jars, missing
 from spark_helpers import TEST_JVM_OPTIONS
 
@@ -67,7 +68,9 @@ def spark() -> Iterator[Any]:
     )
     session.sparkContext.setLogLevel("ERROR")
     register(session)
+    released_peers.hold("spark", session.stop)  # CONFINED's (tests/conftest.py)
     yield session
+    released_peers.drop("spark")
     session.stop()
 
 

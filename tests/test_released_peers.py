@@ -1,0 +1,86 @@
+"""The first xdist workers stop CONFINED's session peers (the three-node Kafka
+clusters, Spark's session) when they go on to other files, and only then
+(tests/released_peers.py, tests/conftest.py's ``pytest_runtest_setup``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+import released_peers
+
+CONFTEST = Path(__file__).resolve().parent / "conftest.py"
+
+
+@pytest.fixture
+def conftest(request: pytest.FixtureRequest) -> ModuleType:
+    module = request.config.pluginmanager.get_plugin(str(CONFTEST))
+    assert isinstance(module, ModuleType)
+    return module
+
+
+@pytest.fixture
+def peers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """A clean registry (this worker's real one set aside), and the stops made."""
+    monkeypatch.setattr(released_peers, "_held", {})
+    monkeypatch.setattr(released_peers, "_released", set())
+    stopped: list[str] = []
+    for name in ("kafka4_cluster", "spark"):
+        released_peers.hold(name, lambda name=name: stopped.append(name))  # type: ignore[misc]
+    yield stopped
+
+
+def _item(nodeid: str, fixtures: tuple[str, ...], worker: str | None, workers: int) -> Any:
+    config = SimpleNamespace()
+    if worker is not None:
+        config.workerinput = {"workerid": worker, "workercount": workers}
+    return SimpleNamespace(nodeid=nodeid, fixturenames=fixtures, config=config)
+
+
+def test_release_stops_each_held_peer_once(peers: list[str]) -> None:
+    assert released_peers.release() == ["kafka4_cluster", "spark"]
+    assert released_peers.release() == []
+    released_peers.drop("spark")  # the fixture's own teardown, later: nothing more
+    assert peers == ["kafka4_cluster", "spark"]
+    assert released_peers.released() == {"kafka4_cluster", "spark"}
+
+
+def test_a_peer_ended_by_its_teardown_is_not_released(peers: list[str]) -> None:
+    released_peers.drop("kafka4_cluster")
+    assert released_peers.release() == ["spark"]
+    assert peers == ["spark"]
+
+
+@pytest.mark.parametrize(
+    ("worker", "workers", "stops"),
+    [("gw0", 3, True), ("gw1", 3, True), ("gw2", 3, False), ("gw0", 2, False), (None, 0, False)],
+)
+def test_a_first_worker_stops_them_at_its_first_test_from_outside(
+    conftest: ModuleType, peers: list[str], worker: str | None, workers: int, stops: bool
+) -> None:
+    confined = _item("tests/spark/test_spark_source.py::t", ("spark",), worker, workers)
+    conftest.pytest_runtest_setup(confined)
+    assert peers == []
+    other = _item("tests/codec/test_crc.py::t", (), worker, workers)
+    conftest.pytest_runtest_setup(other)
+    assert peers == (["kafka4_cluster", "spark"] if stops else [])
+
+
+def test_confined_work_after_the_release_fails_saying_why(
+    conftest: ModuleType, peers: list[str]
+) -> None:
+    conftest.pytest_runtest_setup(_item("tests/codec/test_crc.py::t", (), "gw0", 3))
+    late = _item("tests/tools/test_cli_kafka.py::t", ("kafka_cluster",), "gw0", 3)
+    with pytest.raises(pytest.fail.Exception, match=r"kafka4_cluster.*stopped"):
+        conftest.pytest_runtest_setup(late)
+    conftest.pytest_runtest_setup(_item("tests/tools/test_cli_kafka.py::u", ("kafka",), "gw0", 3))
+
+
+def test_only_confined_files_may_use_those_fixtures(conftest: ModuleType) -> None:
+    conftest._check_confined([_item("tests/spark/test_spark_source.py::t", ("spark",), None, 0)])
+    stray = _item("tests/codec/test_crc.py::t", ("kafka3_cluster",), None, 0)
+    with pytest.raises(pytest.UsageError, match="test_crc"):
+        conftest._check_confined([stray])
