@@ -1,9 +1,11 @@
-"""The first xdist workers stop CONFINED's session peers (the three-node Kafka
-clusters, Spark's session) when they go on to other files, and only then
-(tests/released_peers.py, tests/conftest.py's ``pytest_runtest_setup``)."""
+"""What tests/conftest.py does for its xdist workers: the first two stop
+CONFINED's session peers (the three-node Kafka clusters, Spark's session) when
+they go on to other files, and only then (tests/released_peers.py); the
+bytecode they all need is written once before they start."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -84,3 +86,28 @@ def test_only_confined_files_may_use_those_fixtures(conftest: ModuleType) -> Non
     stray = _item("tests/codec/test_crc.py::t", ("kafka3_cluster",), None, 0)
     with pytest.raises(pytest.UsageError, match="test_crc"):
         conftest._check_confined([stray])
+
+
+def test_the_workers_bytecode_is_written_before_they_start(
+    conftest: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tests/conftest.py's ``_warm_bytecode``: the test modules' rewritten bytecode
+    is in the run's cache before xdist's workers collect them."""
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    names = [f"test_m{i}.py" for i in range(conftest._WARM_FROM_FILES)]
+    for name in names:
+        (project / "tests" / name).write_text("def test_t():\n    assert 1 + 1 == 2\n")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(cache))
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.delenv(conftest._WARMING_ENV, raising=False)
+    config = SimpleNamespace(getoption=lambda *_: 3, args=["tests"], rootpath=project)
+    conftest._warm_bytecode(config)
+    written = {path.name.split(".")[0] + ".py" for path in cache.rglob("test_m*.pyc")}
+    assert written == set(names)
+
+    shutil.rmtree(cache)
+    config.getoption = lambda *_: None  # no xdist workers: nothing to warm
+    conftest._warm_bytecode(config)
+    assert not cache.exists()
