@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -291,6 +292,8 @@ SPREAD_FILES = frozenset(
 CONFINED = (
     "tests/spark/",
     "tests/bench/test_bench_smoke.py",  # Spark's bench lines, and both clusters
+    "tests/proxy/test_proxy_go_clients.py",  # a cluster by getfixturevalue, as the next
+    "tests/proxy/test_proxy_ha.py",
     "tests/proxy/test_proxy_kafka_consume.py",
     "tests/proxy/test_proxy_kafka_faults.py",
     "tests/proxy/test_proxy_kafka_journal.py",
@@ -318,12 +321,24 @@ _check_spread_files()
 CONFINED_FIXTURES = frozenset({"spark", "kafka3_cluster", "kafka4_cluster", "kafka_cluster"})
 
 
+#: A test module asking for one of :data:`CONFINED_FIXTURES` by name, as
+#: ``request.getfixturevalue(f"kafka{version}_cluster")`` does.
+_ASKS_CONFINED = re.compile(r"""getfixturevalue\(\s*f?["'](kafka[^"']*_cluster|spark)["']""")
+
+
 def _check_confined(items: list[pytest.Item]) -> None:
+    """Only CONFINED's files may use :data:`CONFINED_FIXTURES`: as a test's
+    arguments, or asked for by name in the test's file (``getfixturevalue``)."""
+    outside = {item.path for item in items if not item.nodeid.startswith(CONFINED)}
+    naming = {path for path in outside if _ASKS_CONFINED.search(path.read_text())}
     strays = sorted(
         item.nodeid
         for item in items
-        if CONFINED_FIXTURES.intersection(getattr(item, "fixturenames", ()))
-        and not item.nodeid.startswith(CONFINED)
+        if item.path in naming
+        or (
+            CONFINED_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+            and not item.nodeid.startswith(CONFINED)
+        )
     )
     if strays:
         raise pytest.UsageError(

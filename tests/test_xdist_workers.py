@@ -39,7 +39,8 @@ def _item(nodeid: str, fixtures: tuple[str, ...], worker: str | None, workers: i
     config = SimpleNamespace()
     if worker is not None:
         config.workerinput = {"workerid": worker, "workercount": workers}
-    return SimpleNamespace(nodeid=nodeid, fixturenames=fixtures, config=config)
+    path = CONFTEST.parent.parent / nodeid.split("::")[0]
+    return SimpleNamespace(nodeid=nodeid, fixturenames=fixtures, config=config, path=path)
 
 
 def test_release_stops_each_held_peer_once(peers: list[str]) -> None:
@@ -86,6 +87,24 @@ def test_only_confined_files_may_use_those_fixtures(conftest: ModuleType) -> Non
     stray = _item("tests/codec/test_crc.py::t", ("kafka3_cluster",), None, 0)
     with pytest.raises(pytest.UsageError, match="test_crc"):
         conftest._check_confined([stray])
+
+
+def test_a_file_asking_for_them_by_name_is_found(
+    conftest: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """tests/proxy/test_proxy_ha.py asks for a cluster by name (getfixturevalue):
+    outside CONFINED, its tests ran on a released cluster."""
+    asking = tmp_path / "test_asking.py"
+    # (split, or this file would be one asking)
+    asking.write_text(
+        'def test_t(request):\n    request.getfixturevalue(f"kafka{4}' + '_cluster")\n'
+    )
+    item = _item("tests/proxy/test_asking.py::test_t", ("request",), None, 0)
+    item.path = asking
+    with pytest.raises(pytest.UsageError, match="test_asking"):
+        conftest._check_confined([item])
+    monkeypatch.setattr(conftest, "CONFINED", (*conftest.CONFINED, "tests/proxy/test_asking.py"))
+    conftest._check_confined([item])
 
 
 def test_the_workers_bytecode_is_written_before_they_start(
