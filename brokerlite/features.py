@@ -241,13 +241,15 @@ class FeatureStore(JournalStore):
             if type(epoch) is not int or not isinstance(levels, dict):
                 raise ValueError("epoch or levels of the wrong type")
             for name, level in levels.items():
-                if type(level) is not int or name not in self.supported:
+                if type(level) is not int or name not in SUPPORTED:
                     raise ValueError(f"feature {name!r} at level {level!r}")
         except (KeyError, ValueError) as exc:
             raise FeatureStoreError(
                 f"feature journal {self.path}: malformed {kind!r} entry: {exc!r}"
             ) from exc
-        self._levels.update(levels)
+        # A level this broker does not support (transaction.version in a data
+        # directory that a single node wrote and a cluster node opens) is dropped.
+        self._levels.update((n, v) for n, v in levels.items() if n in self.supported)
         self.epoch = epoch
 
     def _live_entries(self) -> list[dict[str, Any]]:

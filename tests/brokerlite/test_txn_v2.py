@@ -405,3 +405,20 @@ def test_a_cluster_broker_has_no_transaction_version(tmp_path: Path) -> None:
         assert TV not in store.levels() and TV not in store.supported
     with pytest.raises(FeatureUpdateError, match="does not support"):
         plan_update({}, [(TV, 2, 1)], CLUSTER_SUPPORTED)
+
+
+def test_a_feature_journal_of_either_kind_opens_in_the_other(tmp_path: Path) -> None:
+    """A journal of an earlier brokerlite (no transaction.version in it) opens with
+    transaction.version 2, as a fresh one; a single node's journal opened by a
+    cluster node drops the level it does not support."""
+    path = tmp_path / "f.journal"
+    with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
+        assert store.update({"group.version": 0}) == 2
+    with FeatureStore(path) as store:
+        assert (store.level("group.version"), store.level(TV), store.epoch) == (0, 2, 2)
+        assert store.update({TV: 1}) == 3
+    with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
+        assert TV not in store.levels() and store.epoch == 3
+        store.compact()
+    with FeatureStore(path) as store:
+        assert store.level(TV) == 2  # the cluster node's compaction kept no level of it
