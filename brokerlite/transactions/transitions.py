@@ -51,7 +51,6 @@ import logging
 
 from trafka.brokerlite.groups.offsets import CommittedOffset
 from trafka.brokerlite.transactions.decisions import (
-    COMPLETE,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     PREPARED,
@@ -62,7 +61,12 @@ from trafka.brokerlite.transactions.decisions import (
     is_epoch_exhausted,
 )
 from trafka.brokerlite.transactions.journal import TransactionState, TxnJournalError, TxnRecord
-from trafka.brokerlite.transactions.tv2 import decided_epochs, next_ids, producer_check
+from trafka.brokerlite.transactions.tv2 import (
+    decided_epochs,
+    next_ids,
+    producer_check,
+    settled_outcome,
+)
 from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k22_init_producer_id as _ipi
@@ -389,6 +393,7 @@ class TxnTransitions(TxnDecisions):
             pending_offsets={},
             txn_start_ms=-1,
             last_update_ms=now_ms,
+            tv2=False,
         )
         self._write(ready)
         log.info("transaction %r: producer id %d epoch %d", tid, pid, epoch)
@@ -477,32 +482,26 @@ class TxnTransitions(TxnDecisions):
         bump: bool = False,
     ) -> ErrorCode:
         try:
-            record = self._checked(tid, producer_id, producer_epoch, ending=True)
+            record = self._checked(tid, producer_id, producer_epoch, ending=bump)
         except Refused as refused:
             return refused.code
-        state = record.state
-        if state is _S.ONGOING:
-            try:
-                prepared = dataclasses.replace(
-                    record,
-                    state=_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT,
-                    last_update_ms=now_ms,
-                    decision_ends=self._ends(record.partitions),
-                    **decided_epochs(record, bump, self._allocate),
-                )
-                self._write(prepared, sync=self._decision_sync(record))
-            except Refused as refused:
-                return refused.code
-            completions.append(self._issue(prepared, now_ms))
-            return ErrorCode.NONE
-        if state in COMPLETE:
-            # A retry of an EndTxn that already completed is answered the same way.
-            same = (state is _S.COMPLETE_COMMIT) == commit
-            return ErrorCode.NONE if same else ErrorCode.INVALID_TXN_STATE
-        if state in PREPARED:
-            same = (state is _S.PREPARE_COMMIT) == commit
-            return ErrorCode.CONCURRENT_TRANSACTIONS if same else ErrorCode.INVALID_TXN_STATE
-        return ErrorCode.INVALID_TXN_STATE
+        if record.state is not _S.ONGOING:
+            code = settled_outcome(record, producer_id, producer_epoch, commit, bump)
+            if code is not None:  # (None: TV2's abort with nothing ongoing, which bumps)
+                return code
+        try:
+            prepared = dataclasses.replace(
+                record,
+                state=_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT,
+                last_update_ms=now_ms,
+                decision_ends=self._ends(record.partitions),
+                **decided_epochs(record, bump, self._allocate),
+            )
+            self._write(prepared, sync=self._decision_sync(record))
+        except Refused as refused:
+            return refused.code
+        completions.append(self._issue(prepared, now_ms))
+        return ErrorCode.NONE
 
     def _decision_sync(self, record: TxnRecord) -> bool:
         """Whether EndTxn waits for the fsync of ``record``'s decision.

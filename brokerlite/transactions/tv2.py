@@ -8,7 +8,7 @@ AddPartitionsToTxn v4+ (which a partition leader sends for Produce v12+, and a
 group coordinator for TxnOffsetCommit v5+) are TV2; the record keeps it
 (``TxnRecord.tv2``) as Kafka's ``TransactionMetadata.clientTransactionVersion``.
 
-Rules (Kafka's ``TransactionCoordinator.endTransaction`` and ``TransactionMetadata``):
+Rules (Kafka 4.4's ``TransactionCoordinator.endTransaction`` and ``TransactionMetadata``):
 
 * A TV2 decision (EndTxn v5+) bumps the epoch: PrepareCommit/PrepareAbort hold
   ``epoch + 1`` (the markers carry it) and ``last_producer_epoch`` the epoch
@@ -16,11 +16,20 @@ Rules (Kafka's ``TransactionCoordinator.endTransaction`` and ``TransactionMetada
   for fencing), a new producer id is reserved with the decision
   (``next_producer_id``) and the id moves to it at epoch 0 once the markers are
   written; EndTxn answers with the id and epoch of the next transaction.
-* Once a TV2 transaction is decided, EndTxn is valid only as a retry: the epoch
-  before the bump, or the old producer id at epoch 32766 after a move; anything
-  else, the bumped epoch included, is PRODUCER_FENCED (INVALID_PRODUCER_ID_MAPPING
-  for another producer id). Before a decision, and for TV1, the epoch must be
-  the current one.
+* EndTxn v5+ checks, in order: while a decision's markers are being written,
+  CONCURRENT_TRANSACTIONS; another producer id, INVALID_PRODUCER_ID_MAPPING
+  (except the old id of a move, retried at 32766); then the epoch: the current
+  one while Empty or Ongoing; once decided, a retry (the epoch before the bump,
+  or the old id at 32766 after a move) or, once complete, the current one; else
+  PRODUCER_FENCED. A retry is answered as the decision was (NONE for the same
+  outcome, INVALID_TXN_STATE for the other). With nothing ongoing, a commit is
+  INVALID_TXN_STATE and an abort that is no retry is a decision of its own: it
+  bumps the epoch with no partition to mark (Kafka lets a TV2 producer fence its
+  own late writes so).
+* An abort that fences (InitProducerId, a timeout) bumps once and is not a TV2
+  decision (``tv2`` false): the fenced instance's EndTxn with its old epoch is
+  PRODUCER_FENCED, not a retry (brokerlite's choice; Kafka tells a fence only
+  while it is being written).
 * The new producer id used while its decision's markers are still being written
   is CONCURRENT_TRANSACTIONS, not INVALID_PRODUCER_ID_MAPPING (KAFKA-18660: the
   producer must not fence itself).
@@ -35,7 +44,14 @@ from typing import Any
 from trafka.brokerlite.transactions.journal import TransactionState, TxnRecord
 from trafka.codec.errors import ErrorCode
 
-__all__ = ["LAST_USABLE_EPOCH", "completed", "decided_epochs", "next_ids", "producer_check"]
+__all__ = [
+    "LAST_USABLE_EPOCH",
+    "completed",
+    "decided_epochs",
+    "next_ids",
+    "producer_check",
+    "settled_outcome",
+]
 
 _S = TransactionState
 _PREPARED = (_S.PREPARE_COMMIT, _S.PREPARE_ABORT)
@@ -49,27 +65,25 @@ def producer_check(
     record: TxnRecord | None, producer_id: int, producer_epoch: int, *, ending: bool = False
 ) -> ErrorCode:
     """Whether a request of ``producer_id``/``producer_epoch`` is the id's
-    producer (``ending``: an EndTxn, which may be a retry of a TV2 decision).
+    producer (``ending``: an EndTxn v5+, see the module rules).
 
     Returns:
         NONE, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED or CONCURRENT_TRANSACTIONS.
     """
     if record is None:
         return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-    decided = record.state in _PREPARED or record.state in _COMPLETE
-    if ending and record.tv2 and decided:
-        retry_on_bump = (
-            record.producer_id == producer_id and record.producer_epoch == producer_epoch + 1
-        )
-        retry_on_move = (
-            record.state in _COMPLETE
-            and record.last_producer_id == producer_id
-            and producer_epoch == LAST_USABLE_EPOCH
-            and record.producer_epoch == 0
+    if ending:
+        if record.state in _PREPARED:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        retry_on_move = _is_retry(record, producer_id, producer_epoch) and (
+            record.producer_id != producer_id
         )
         if record.producer_id != producer_id and not retry_on_move:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        return ErrorCode.NONE if retry_on_bump or retry_on_move else ErrorCode.PRODUCER_FENCED
+        current = record.producer_epoch == producer_epoch
+        if record.state in _COMPLETE:
+            current = current or _is_retry(record, producer_id, producer_epoch)
+        return ErrorCode.NONE if current else ErrorCode.PRODUCER_FENCED
     if record.producer_id != producer_id:
         if record.state in _PREPARED and record.next_producer_id == producer_id:
             return ErrorCode.CONCURRENT_TRANSACTIONS
@@ -77,6 +91,43 @@ def producer_check(
     if record.producer_epoch != producer_epoch:
         return ErrorCode.PRODUCER_FENCED
     return ErrorCode.NONE
+
+
+def _is_retry(record: TxnRecord, producer_id: int, producer_epoch: int) -> bool:
+    """Whether an EndTxn v5+ repeats the TV2 decision ``record`` holds."""
+    if not record.tv2:
+        return False
+    if record.producer_id == producer_id:
+        return record.producer_epoch == producer_epoch + 1
+    return (
+        record.last_producer_id == producer_id
+        and producer_epoch == LAST_USABLE_EPOCH
+        and record.producer_epoch == 0
+    )
+
+
+def settled_outcome(
+    record: TxnRecord, producer_id: int, producer_epoch: int, commit: bool, tv2: bool
+) -> ErrorCode | None:
+    """EndTxn's answer when no transaction is ongoing (``tv2``: v5+); None for
+    TV2's abort with nothing ongoing, which is decided as one (it bumps)."""
+    state = record.state
+    if state in _PREPARED:
+        same = (state is _S.PREPARE_COMMIT) == commit
+        return ErrorCode.CONCURRENT_TRANSACTIONS if same else ErrorCode.INVALID_TXN_STATE
+    if not tv2:
+        # A retry of an EndTxn that already completed is answered the same way.
+        if state in _COMPLETE and (state is _S.COMPLETE_COMMIT) == commit:
+            return ErrorCode.NONE
+        return ErrorCode.INVALID_TXN_STATE
+    retry = _is_retry(record, producer_id, producer_epoch)
+    if commit:
+        return (
+            ErrorCode.NONE if retry and state is _S.COMPLETE_COMMIT else ErrorCode.INVALID_TXN_STATE
+        )
+    if retry:
+        return ErrorCode.NONE if state is _S.COMPLETE_ABORT else ErrorCode.INVALID_TXN_STATE
+    return None
 
 
 def decided_epochs(record: TxnRecord, bump: bool, allocate: Callable[[], int]) -> dict[str, Any]:

@@ -114,19 +114,51 @@ def test_end_txn_v5_bumps_the_epoch_and_its_markers_carry_it(coord: TransactionC
     answer, (completion,) = end(coord, pid, epoch)
     assert answer == (ErrorCode.NONE, pid, epoch + 1)
     assert completion.markers == (TxnMarker("orders", 0, pid, epoch + 1, 0, True),)
-    # Decided, markers not yet written: a retry (the epoch before the bump) waits;
-    # the bumped epoch is no EndTxn of this transaction (Kafka: PRODUCER_FENCED).
+    # Decided, markers not yet written: every EndTxn waits (Kafka's pending
+    # transition to CompleteCommit comes first).
     assert end(coord, pid, epoch)[0] == (ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1)
-    assert end(coord, pid, epoch + 1)[0] == (ErrorCode.PRODUCER_FENCED, -1, -1)
+    assert end(coord, pid, epoch + 1)[0] == (ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1)
     assert coord.markers_written(completion, T0)
-    # Completed: the retry gets the same answer again; the other outcome does not.
+    # Completed: the retry gets the same answer again; the other outcome does not;
+    # another epoch is fenced; the bumped epoch commits nothing (none is ongoing).
     assert end(coord, pid, epoch) == ((ErrorCode.NONE, pid, epoch + 1), [])
     assert end(coord, pid, epoch, commit=False)[0][0] is ErrorCode.INVALID_TXN_STATE
-    assert end(coord, pid, epoch + 1)[0][0] is ErrorCode.PRODUCER_FENCED
+    assert end(coord, pid, epoch - 1)[0][0] is ErrorCode.PRODUCER_FENCED
+    assert end(coord, pid, epoch + 1)[0] == (ErrorCode.INVALID_TXN_STATE, -1, -1)
     # The next transaction runs at the bumped epoch; the old one is fenced.
     assert add(coord, pid, epoch, 1) is (ErrorCode.PRODUCER_FENCED)
     assert add(coord, pid, epoch + 1, 1) is ErrorCode.NONE
     assert end(coord, pid, epoch + 1, commit=False)[0] == (ErrorCode.NONE, pid, epoch + 2)
+
+
+def test_an_abort_with_nothing_ongoing_bumps_the_epoch(coord: TransactionCoordinator) -> None:
+    """Kafka 4.4 under TV2: an EndTxn v5 abort that is no retry, with no transaction
+    ongoing (Empty, or the last one complete), is decided as one: it bumps the
+    epoch, with no partition to mark; a commit is INVALID_TXN_STATE."""
+    pid, epoch = init(coord)
+    assert end(coord, pid, epoch)[0] == (ErrorCode.INVALID_TXN_STATE, -1, -1)
+    answer, (completion,) = end(coord, pid, epoch, commit=False)
+    assert (answer, completion.markers) == ((ErrorCode.NONE, pid, epoch + 1), ())
+    assert coord.markers_written(completion, T0)
+    assert record(coord).state is TransactionState.COMPLETE_ABORT
+    # Its retry is answered the same way; an abort at the new epoch bumps again.
+    assert end(coord, pid, epoch, commit=False) == ((ErrorCode.NONE, pid, epoch + 1), [])
+    answer, (completion,) = end(coord, pid, epoch + 1, commit=False)
+    assert answer == (ErrorCode.NONE, pid, epoch + 2)
+    assert coord.markers_written(completion, T0)
+    # After a commit, the retry of an abort is refused, a new abort bumps.
+    assert add(coord, pid, epoch + 2, 0) is ErrorCode.NONE
+    (code, _, _), (completion,) = end(coord, pid, epoch + 2)
+    assert code is ErrorCode.NONE and coord.markers_written(completion, T0)
+    assert end(coord, pid, epoch + 2, commit=False)[0][0] is ErrorCode.INVALID_TXN_STATE
+    answer, (completion,) = end(coord, pid, epoch + 3, commit=False)
+    assert answer == (ErrorCode.NONE, pid, epoch + 4)
+    assert coord.markers_written(completion, T0)
+    # EndTxn v4 (TV1) keeps the older rules: an abort after an abort is its retry
+    # (no bump), a commit after it INVALID_TXN_STATE.
+    assert end(coord, pid, epoch + 4, commit=False, version=4) == ((ErrorCode.NONE, -1, -1), [])
+    assert end(coord, pid, epoch + 4, version=4)[0][0] is ErrorCode.INVALID_TXN_STATE
+    assert record(coord).producer_epoch == epoch + 4
 
 
 def test_end_txn_v4_keeps_the_epoch(coord: TransactionCoordinator) -> None:
@@ -312,9 +344,10 @@ def test_produce_v12_adds_its_partition_and_end_txn_v5_bumps_the_epoch(core: Any
     view = read(core, "t", isolation=1)
     assert marker_epochs(view.records) == [epoch + 1, epoch + 2]
     assert [(t.producer_id, t.first_offset) for t in view.aborted_transactions] == [(pid, 2)]
-    # The retry of that EndTxn gets the same answer; the current epoch is fenced.
+    # The retry of that EndTxn gets the same answer; a commit at the current epoch
+    # finds nothing to commit.
     assert end_wire(core, pid, epoch + 1, commit=False) == (0, pid, epoch + 2)
-    assert end_wire(core, pid, epoch + 2, commit=False)[0] == ErrorCode.PRODUCER_FENCED
+    assert end_wire(core, pid, epoch + 2)[0] == ErrorCode.INVALID_TXN_STATE
 
 
 def test_add_partitions_v4_without_verify_only_adds_for_tv2(core: Any) -> None:
