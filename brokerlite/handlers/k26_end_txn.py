@@ -17,9 +17,10 @@ and the markers is finished when the broker starts again.
   version alone): the decision bumps the producer epoch, the markers carry the
   bumped epoch, and the answer carries the producer id and epoch the producer
   uses for its next transaction (a new producer id at epoch 0 when the bump
-  reached the last usable epoch). Once decided, only a retry with the epoch
-  before the bump is answered (the same answer again); the bumped epoch itself
-  is PRODUCER_FENCED until a new transaction starts, as Kafka answers.
+  reached the last usable epoch). A retry (the epoch before the bump) gets the
+  same answer again; with nothing ongoing, a commit is INVALID_TXN_STATE and an
+  abort bumps the epoch all the same, as Kafka 4.4 answers (the rules:
+  :mod:`trafka.brokerlite.transactions.tv2`).
   v0-4 (transaction version 1) keep the epoch: the answer has no id or epoch.
 
 Authorization: WRITE on the transactional id, else
