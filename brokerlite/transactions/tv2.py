@@ -28,8 +28,9 @@ Rules (Kafka 4.4's ``TransactionCoordinator.endTransaction`` and ``TransactionMe
   own late writes so).
 * An abort that fences (InitProducerId, a timeout) bumps once and is not a TV2
   decision (``tv2`` false): the fenced instance's EndTxn with its old epoch is
-  PRODUCER_FENCED, not a retry (brokerlite's choice; Kafka tells a fence only
-  while it is being written).
+  PRODUCER_FENCED, not a retry. (Kafka 4.4 with TV2 finalized bumps twice
+  there, the fence and then its abort's own bump, which fences the same
+  instance; brokerlite's epochs after a fence are one lower.)
 * The new producer id used while its decision's markers are still being written
   is CONCURRENT_TRANSACTIONS, not INVALID_PRODUCER_ID_MAPPING (KAFKA-18660: the
   producer must not fence itself).
