@@ -348,6 +348,11 @@ def test_produce_v12_adds_its_partition_and_end_txn_v5_bumps_the_epoch(core: Any
     # finds nothing to commit.
     assert end_wire(core, pid, epoch + 1, commit=False) == (0, pid, epoch + 2)
     assert end_wire(core, pid, epoch + 2)[0] == ErrorCode.INVALID_TXN_STATE
+    # An abort with nothing ongoing bumps the epoch all the same (no marker to write).
+    assert end_wire(core, pid, epoch + 2, commit=False) == (0, pid, epoch + 3)
+    core.poll()  # (the completion is carried out at the next poll)
+    assert core.broker.txn.record("tx").state is TransactionState.COMPLETE_ABORT
+    assert core.broker.logs.partition("t", 0).log_end_offset == 4
 
 
 def test_add_partitions_v4_without_verify_only_adds_for_tv2(core: Any) -> None:
