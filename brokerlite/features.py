@@ -6,8 +6,22 @@ itself, in ``trafka-features.journal`` (the CRC journal of :mod:`.storage.journa
 Features and levels:
 
 * brokerlite supports ``group.version`` 0-1 (1: the consumer group protocol of
-  KIP-848) and ``share.version`` 0-1 (1: share groups, KIP-932). A fresh data
-  directory has both finalized at 1, epoch 1.
+  KIP-848), ``share.version`` 0-1 (1: share groups, KIP-932) and, on a single
+  node, ``transaction.version`` 0-2 (2: KIP-890 part 2, transactions with
+  implicit partitions and an epoch bump per transaction; 1: Kafka's flexible
+  transaction records, which changes nothing a client sees). A fresh data
+  directory has each at its highest level (``transaction.version`` 2, as a
+  new Kafka 4.x cluster), epoch 1; so does a data directory written before
+  brokerlite knew ``transaction.version`` (the feature store only keeps levels
+  that changed, so it cannot tell the two apart).
+* The finalized level only tells clients which flow to use (Kafka's Java
+  client reads it from ApiVersions before each transaction); the broker serves
+  both flows, deciding by each request's version as Kafka does, so lowering it
+  with UpdateFeatures (``kafka-features downgrade --feature
+  transaction.version=1``) moves new transactions back to AddPartitionsToTxn.
+* A cluster of brokerlites (``cluster_mode``) supports no ``transaction.version``
+  (:data:`CLUSTER_SUPPORTED`): its coordinators serve transaction version 1
+  only, so clients keep to it.
 * Level 0 is "not finalized": the feature leaves ApiVersions' finalized list,
   as Kafka's controller removes a feature whose level record is 0.
 * The finalized epoch starts at 1 and grows by one with every applied
@@ -21,8 +35,8 @@ feature by feature in request order, the first refusal ending the request:
 * an upgrade type Kafka does not define (not 1, 2 or 3) is refused;
 * a level below 0 is refused;
 * a feature brokerlite does not support (``metadata.version``,
-  ``kraft.version``, ``transaction.version``, any other name), or a level
-  above the highest it supports, is refused;
+  ``kraft.version``, ``transaction.version`` in a cluster, any other name), or
+  a level above the highest it supports, is refused;
 * a level below the current one needs a downgrade type (safe or unsafe; the
   two are the same for these features, which have no metadata to lose); a
   level above it needs the upgrade type; the current level again is accepted
@@ -52,12 +66,14 @@ from trafka.brokerlite.storage.journal import CrcJournal, JournalStore
 from trafka.codec.errors import ErrorCode
 
 __all__ = [
+    "CLUSTER_SUPPORTED",
     "DEFAULT_LEVELS",
     "FEATURES_JOURNAL",
     "GROUP_VERSION",
     "SAFE_DOWNGRADE",
     "SHARE_VERSION",
     "SUPPORTED",
+    "TRANSACTION_VERSION",
     "UNSAFE_DOWNGRADE",
     "UPGRADE",
     "FeatureStore",
@@ -70,10 +86,18 @@ FEATURES_JOURNAL = "trafka-features.journal"
 
 GROUP_VERSION = "group.version"
 SHARE_VERSION = "share.version"
+TRANSACTION_VERSION = "transaction.version"
 
-#: name -> (lowest, highest) level brokerlite implements.
-SUPPORTED: dict[str, tuple[int, int]] = {GROUP_VERSION: (0, 1), SHARE_VERSION: (0, 1)}
-#: The levels of a fresh data directory: every feature at its highest.
+#: name -> (lowest, highest) level brokerlite implements (a single node).
+SUPPORTED: dict[str, tuple[int, int]] = {
+    GROUP_VERSION: (0, 1),
+    SHARE_VERSION: (0, 1),
+    TRANSACTION_VERSION: (0, 2),
+}
+#: What a broker of a cluster implements: transaction version 1 only (its
+#: coordinators do not add partitions implicitly; see the module docstring).
+CLUSTER_SUPPORTED: dict[str, tuple[int, int]] = {GROUP_VERSION: (0, 1), SHARE_VERSION: (0, 1)}
+#: The levels of a fresh single-node data directory: every feature at its highest.
 DEFAULT_LEVELS: dict[str, int] = {name: high for name, (_, high) in SUPPORTED.items()}
 _FIRST_EPOCH = 1
 
@@ -104,7 +128,9 @@ def _refused(name: str, level: int, why: str) -> FeatureUpdateError:
 
 
 def plan_update(
-    current: Mapping[str, int], updates: Iterable[tuple[str, int, int]]
+    current: Mapping[str, int],
+    updates: Iterable[tuple[str, int, int]],
+    supported: Mapping[str, tuple[int, int]] = SUPPORTED,
 ) -> dict[str, int]:
     """The levels after ``updates`` (name, level, upgrade type), checked as the
     module docstring says.
@@ -112,6 +138,7 @@ def plan_update(
     Args:
         current: every supported feature's level now (0: not finalized).
         updates: the request's updates, names already known to be distinct.
+        supported: name -> (lowest, highest) level this broker implements.
 
     Returns:
         The new level of each feature named.
@@ -125,10 +152,10 @@ def plan_update(
             raise _refused(name, level, f"upgrade type {upgrade_type} is not one Kafka defines")
         if level < 0:
             raise _refused(name, level, "a feature level cannot be negative")
-        supported = SUPPORTED.get(name)
-        if supported is None:
+        levels = supported.get(name)
+        if levels is None:
             raise _refused(name, level, "brokerlite does not support this feature")
-        low, high = supported
+        low, high = levels
         if not low <= level <= high:
             raise _refused(name, level, f"brokerlite supports levels {low} to {high}")
         now = current.get(name, 0)
@@ -151,17 +178,32 @@ def plan_update(
 class FeatureStore(JournalStore):
     """The finalized feature levels and their epoch, in a CRC-checked journal.
 
+    Args:
+        path: the journal file.
+        supported: name -> (lowest, highest) level this broker implements
+            (:data:`SUPPORTED`, or :data:`CLUSTER_SUPPORTED` in a cluster); a
+            fresh journal has each at its highest.
+
     Raises:
         FeatureStoreError: the journal cannot be read or written, or holds a
             malformed entry.
     """
 
-    def __init__(self, path: Path, *, fsync: bool = True, compact_min_bytes: int = 1 << 16) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        supported: Mapping[str, tuple[int, int]] = SUPPORTED,
+        fsync: bool = True,
+        compact_min_bytes: int = 1 << 16,
+    ) -> None:
         journal = CrcJournal(
             Path(path), format_name="features", version=1, fsync=fsync, error=FeatureStoreError
         )
         super().__init__(journal, compact_min_bytes=compact_min_bytes, name="feature journal")
-        self._levels: dict[str, int] = dict(DEFAULT_LEVELS)
+        #: name -> (lowest, highest) level this broker implements.
+        self.supported: dict[str, tuple[int, int]] = dict(supported)
+        self._levels: dict[str, int] = {name: high for name, (_, high) in supported.items()}
         self.epoch = _FIRST_EPOCH
         self._load()
 
@@ -205,7 +247,9 @@ class FeatureStore(JournalStore):
             raise FeatureStoreError(
                 f"feature journal {self.path}: malformed {kind!r} entry: {exc!r}"
             ) from exc
-        self._levels.update(levels)
+        # A level this broker does not support (transaction.version in a data
+        # directory that a single node wrote and a cluster node opens) is dropped.
+        self._levels.update((n, v) for n, v in levels.items() if n in self.supported)
         self.epoch = epoch
 
     def _live_entries(self) -> list[dict[str, Any]]:

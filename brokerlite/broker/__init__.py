@@ -83,7 +83,7 @@ from ..cluster.replica_manager import ReplicaManager
 from ..cluster.view import SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
 from ..config import BrokerConfig
 from ..errors import UnknownTopicOrPartitionError
-from ..features import FEATURES_JOURNAL, FeatureStore
+from ..features import CLUSTER_SUPPORTED, FEATURES_JOURNAL, SUPPORTED, FeatureStore
 from ..fetch_sessions import FetchManager, FetchSessionCache
 from ..groups.consumer_groups import TopicMeta
 from ..groups.coordinator import GroupCoordinator
@@ -395,7 +395,10 @@ class Broker:
         opened.callback(self.tokens.close)
         if self.sasl_users is not None:
             self.sasl_users.manage_tokens(self.tokens)
-        self.features = FeatureStore(self.data_dir / FEATURES_JOURNAL)
+        self.features = FeatureStore(
+            self.data_dir / FEATURES_JOURNAL,
+            supported=CLUSTER_SUPPORTED if config.cluster_mode else SUPPORTED,
+        )
         opened.callback(self.features.close)
         # KIP-714: client-metrics resources, client instances, received pushes.
         self.telemetry = ClientTelemetry(

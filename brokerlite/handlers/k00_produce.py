@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 0-11 served (3-11 with ``protocol_version`` 4.0).
+"""Produce (key 0), versions 0-12 served (3-12 with ``protocol_version`` 4.0).
 
 * Versions 0-2 (Kafka 3.9's, removed by KIP-896) carry legacy message sets
   (magic 0 or 1): each partition's set is converted into one magic 2 batch
@@ -32,6 +32,18 @@
   :mod:`trafka.brokerlite.transactions.verification`), then handled with the
   answers; a coordinator unreachable or busy gives NOT_ENOUGH_REPLICAS
   (retriable). An acks=0 request is never parked: one that needs asking fails.
+* v12 (transaction version 2, KIP-890 part 2): the client sends no
+  AddPartitionsToTxn; a transactional batch adds its partition to the
+  producer's transaction, as Kafka's leader does (AddPartitionsToTxn without
+  ``verify_only``, ``TransactionSupportedOperation.ADD_PARTITION`` for any
+  v12+ request, whatever the finalized ``transaction.version``). The
+  coordinator's answers map as Kafka's leader maps them: PRODUCER_FENCED (a
+  late batch of a transaction whose EndTxn bumped the epoch, or a fenced
+  instance) is INVALID_PRODUCER_EPOCH; INVALID_PRODUCER_ID_MAPPING passes on;
+  CONCURRENT_TRANSACTIONS (the last transaction's markers not yet written) and
+  a journal failure are NOT_ENOUGH_REPLICAS (retriable). On a single node
+  only: a cluster, which finalizes no ``transaction.version``, verifies a v12
+  batch as a v11 one.
 * ``acks`` 1 and -1 are the same thing on one node: the reply is sent once the
   batches are in the log (flushing follows the flush settings), except that the
   ISR is this node alone, so an ``acks=-1`` produce to a topic whose
@@ -68,10 +80,12 @@ from typing import TYPE_CHECKING
 
 from trafka.brokerlite.errors import BrokerError, InvalidRecordError, NotEnoughReplicasError
 from trafka.brokerlite.storage.message_format import up_convert
+from trafka.brokerlite.transactions.verification import VERIFY_VERSION, produce_code
 from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k00_produce as m
+from trafka.codec.messages import k24_add_partitions_to_txn as apt
 from trafka.codec.records import read_batch_header
 
 from ..outcomes import Close, NoResponse, ParkAgain, Parked
@@ -86,7 +100,9 @@ if TYPE_CHECKING:
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 3
-MAX_VERSION = 11
+MAX_VERSION = 12
+#: The first version whose transactional batches add their partition (KIP-890 part 2).
+IMPLICIT_ADD_VERSION = 12
 ADVERTISED_MIN_VERSION = 0
 OLD_MIN_VERSION = 0  # Kafka 3.9's
 
@@ -138,7 +154,10 @@ def handle(
                 questions, functools.partial(ctx.purgatory.wake, parked.ticket)
             )
             return parked
-    outcome = _produce(ctx, request, ctx.verify_transactional)
+    verify = ctx.verify_transactional
+    if ctx.version >= IMPLICIT_ADD_VERSION and verification is None:
+        verify = _adding(ctx)
+    outcome = _produce(ctx, request, verify)
     if isinstance(outcome, _AcksAllWaiter):
         return ctx.park(outcome)
     return outcome
@@ -157,6 +176,33 @@ def _produce(
     for topic in request.topic_data:
         run.produce_topic(topic, topic.name in unwritable)
     return run.answer()
+
+
+def _adding(ctx: RequestContext) -> TxnVerifier:
+    """The transaction check of a Produce v12+ on one node (KIP-890 part 2): the
+    coordinator adds the partition, asked as Kafka's leader asks it (the brokers'
+    AddPartitionsToTxn, not ``verify_only``), its answer mapped as the leader maps it."""
+    txn, now_ms = ctx.txn, ctx.now_ms
+    Add = apt.AddPartitionsToTxnRequest
+
+    def verify(tid: str, producer_id: int, epoch: int, topic: str, partition: int) -> ErrorCode:
+        if not tid:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING  # (as v11's check answers it)
+        one = Add.AddPartitionsToTxnTransaction(
+            transactional_id=tid,
+            producer_id=producer_id,
+            producer_epoch=epoch,
+            verify_only=False,
+            topics=[Add.AddPartitionsToTxnTopic(name=topic, partitions=[partition])],
+        )
+        answer = txn.add_partitions_to_txn(Add(transactions=[one]), VERIFY_VERSION, now_ms)
+        result = answer.results_by_transaction[0].topic_results[0].results_by_partition[0]
+        code = ErrorCode(result.partition_error_code)
+        if code is ErrorCode.PRODUCER_FENCED:
+            return ErrorCode.INVALID_PRODUCER_EPOCH  # what producers expect here
+        return produce_code(code)
+
+    return verify
 
 
 def _questions(
@@ -503,5 +549,5 @@ SPEC = HandlerSpec(
     error_response,
     advertised_min=ADVERTISED_MIN_VERSION,
     old_min=OLD_MIN_VERSION,
-    uses="logs producers cluster authorizer metrics verify_transactional txn_verification purgatory broker",
+    uses="logs producers cluster authorizer metrics verify_transactional txn_verification purgatory broker txn",
 )

@@ -11,9 +11,9 @@ From v3 the answer also lists the feature levels (KIP-584) brokerlite
 implements, each supported from 0 to its highest level, and those finalized
 now with their epoch. They are cluster state kept by
 :mod:`trafka.brokerlite.features` and changed with UpdateFeatures (key 57): a
-fresh broker has both at 1, epoch 1; each applied change raises the epoch by
-one; a feature at level 0 is left out of the finalized list. They survive a
-restart.
+fresh broker has each at its highest level, epoch 1; each applied change
+raises the epoch by one; a feature at level 0 is left out of the finalized
+list. They survive a restart.
 
 * ``group.version`` 1: the consumer group protocol of KIP-848
   (ConsumerGroupHeartbeat, ConsumerGroupDescribe); at 0 those APIs answer
@@ -21,16 +21,21 @@ restart.
 * ``share.version`` 1: share groups (KIP-932); at 0 the share-group APIs
   (keys 76-79, 90-92) answer UNSUPPORTED_VERSION.
 
-Those APIs stay in the list whatever the levels, as Kafka's broker keeps them.
-``transaction.version`` is left out, which clients read as 0: transactions
-follow the protocol before KIP-890's second part, as brokerlite serves them.
+* ``transaction.version`` 2 (a single node; supported 0-2, as Kafka 4.x):
+  clients use KIP-890 part 2's transactions (Produce v12+ and TxnOffsetCommit
+  v5+ without AddPartitionsToTxn/AddOffsetsToTxn, EndTxn v5+ bumping the
+  epoch); at 1 or 0 they use the earlier flow. A cluster leaves the feature
+  out (clients read 0): its coordinators serve transaction version 1 only.
+
+Those APIs stay in the list whatever the levels, as Kafka's broker keeps them
+(Produce v12, TxnOffsetCommit v5 and EndTxn v5 as well: Kafka's clients step
+down by the level, not by the versions).
 ``metadata.version`` and ``kraft.version`` describe a KRaft controller quorum,
 which brokerlite does not have.
 """
 
 from __future__ import annotations
 
-from trafka.brokerlite.features import SUPPORTED
 from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k18_api_versions as m
@@ -55,7 +60,7 @@ def handle(ctx: RequestContext, request: m.ApiVersionsRequest) -> m.ApiVersionsR
         api_keys=keys,
         supported_features=[
             m.ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=low, max_version=high)
-            for name, (low, high) in SUPPORTED.items()
+            for name, (low, high) in features.supported.items()
         ],
         finalized_features_epoch=features.epoch,
         finalized_features=[

@@ -1,8 +1,11 @@
 """AddPartitionsToTxn (key 24), versions 0-5: partitions join a producer's transaction.
 
 Handed to the transaction coordinator. v0-3 are the clients' form (one
-transaction); v4-5 batch several transactions and can only verify
-(``verify_only``), the form brokers use among themselves since KIP-890.
+transaction); v4-5 batch several transactions, the form brokers use among
+themselves since KIP-890: with ``verify_only`` they only check which
+partitions are in the transaction (part 1), without it they add them for a
+client of transaction version 2 (part 2: a Produce v12+ leader's request; the
+transaction then follows TV2, as Kafka's ``transactionVersionForAddPartitionsToTxn``).
 
 * The first partition (or group) added starts the transaction, and its
   ``transaction.timeout.ms`` clock; partitions already in it are accepted again.

@@ -13,9 +13,15 @@ and the markers is finished when the broker starts again.
 * Repeating the outcome of a completed transaction succeeds (a retry); the
   opposite outcome, or EndTxn without a transaction, is INVALID_TXN_STATE.
 * Old epochs: PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2).
-* v5 answers carry the producer id and epoch; brokerlite follows transaction
-  version 1 (the epoch is bumped per producer session, not per transaction), so
-  they are the unchanged ones.
+* v5 is transaction version 2 (KIP-890 part 2; Kafka decides it by the request
+  version alone): the decision bumps the producer epoch, the markers carry the
+  bumped epoch, and the answer carries the producer id and epoch the producer
+  uses for its next transaction (a new producer id at epoch 0 when the bump
+  reached the last usable epoch). A retry (the epoch before the bump) gets the
+  same answer again; with nothing ongoing, a commit is INVALID_TXN_STATE and an
+  abort bumps the epoch all the same, as Kafka 4.4 answers (the rules:
+  :mod:`trafka.brokerlite.transactions.tv2`).
+  v0-4 (transaction version 1) keep the epoch: the answer has no id or epoch.
 
 Authorization: WRITE on the transactional id, else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED and the transaction is left as it is.

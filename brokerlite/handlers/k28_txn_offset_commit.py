@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (key 28), versions 0-4: a transaction's consumer offsets.
+"""TxnOffsetCommit (key 28), versions 0-5: a transaction's consumer offsets.
 
 Handed to the transaction coordinator, which holds the offsets (durably) with the
 transaction: a commit applies them to the group, an abort drops them. Until then
@@ -7,10 +7,17 @@ partitions.
 
 Per partition, in Kafka's order: UNKNOWN_TOPIC_OR_PARTITION; then the request's
 INVALID_PRODUCER_ID_MAPPING, INVALID_PRODUCER_EPOCH, CONCURRENT_TRANSACTIONS, or
-INVALID_TXN_STATE when the group was not added with AddOffsetsToTxn; from v3 the
-group's generation checks (KIP-447: FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID,
+INVALID_TXN_STATE when the group was not added with AddOffsetsToTxn (v0-4); from
+v3 the group's generation checks (KIP-447: FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID,
 ILLEGAL_GENERATION), which fence a producer whose consumer lost its partitions in
 a rebalance; then OFFSET_METADATA_TOO_LARGE.
+
+v5 (transaction version 2, KIP-890 part 2): the client sends no
+AddOffsetsToTxn; once the checks above passed, the commit adds its group to the
+producer's transaction itself (starting one if none is ongoing), as Kafka's
+group coordinator does for v5+ (``TransactionSupportedOperation.ADD_PARTITION``).
+On a single node only: in a cluster (no ``transaction.version`` finalized there)
+a v5 commit is verified as a v4 one.
 
 Authorization: WRITE on the transactional id, then READ on the group (else every
 partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED or GROUP_AUTHORIZATION_FAILED);
@@ -56,7 +63,7 @@ if TYPE_CHECKING:
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 Response = m.TxnOffsetCommitResponse
 

@@ -82,6 +82,7 @@ def handle(ctx: RequestContext, request: m.UpdateFeaturesRequest) -> Response:
                 (u.feature, u.max_version_level, _upgrade_type(u, ctx.version))
                 for u in request.feature_updates
             ),
+            store.supported,
         )
     except FeatureUpdateError as exc:
         return _failed(exc.code, str(exc))

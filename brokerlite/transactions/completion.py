@@ -42,6 +42,7 @@ from trafka.brokerlite.transactions.decisions import (
     bumped,
 )
 from trafka.brokerlite.transactions.journal import TransactionState, TxnJournalError, WrittenMarker
+from trafka.brokerlite.transactions.tv2 import completed
 
 __all__ = ["TxnCompletions"]
 
@@ -106,15 +107,7 @@ class TxnCompletions(TxnDecisions):
             or record.producer_epoch != completion.producer_epoch
         ):
             return False
-        done = dataclasses.replace(
-            record,
-            state=_S.COMPLETE_COMMIT if completion.commit else _S.COMPLETE_ABORT,
-            partitions=(),
-            groups=(),
-            pending_offsets={},
-            last_update_ms=now_ms,
-            decision_ends=(),
-        )
+        done = completed(record, completion.commit, now_ms)  # (a TV2 id may move, .tv2)
         try:
             self._write(done, sync=False, markers=written)
         except Refused:

@@ -3,10 +3,13 @@
 :class:`TransactionCoordinator` takes decoded requests (the generated codec
 dataclasses), the request version and the current time, and returns responses plus
 the side effects the broker must carry out. It owns no socket, task or clock. It
-follows Kafka's ``TransactionCoordinator``/``TransactionMetadata`` with transaction
-version 1 semantics: one producer epoch per producer session, not per transaction
-(KIP-890 part 2 is not implemented; brokerlite does not advertise the
-``transaction.version`` feature, so clients do not expect it).
+follows Kafka's ``TransactionCoordinator``/``TransactionMetadata``, transaction
+version 1 and 2 alike, each decided by the request's version as Kafka decides it:
+TV1 keeps one producer epoch per producer session; TV2 (KIP-890 part 2: Produce
+v12+, TxnOffsetCommit v5+, EndTxn v5+) adds partitions and groups implicitly and
+bumps the epoch with every decision (see :mod:`.transitions`). Which one a client
+uses follows the ``transaction.version`` feature level it reads from ApiVersions
+(:mod:`trafka.brokerlite.features`).
 
 Calling protocol:
 

@@ -11,7 +11,8 @@ written to, and the timers. The requests that move a transaction
 one table within a call, so they are its subclasses rather than objects of
 their own.
 
-Rules and invariants (Kafka's ``TransactionMetadata``, transaction version 1):
+Rules and invariants (Kafka's ``TransactionMetadata``; transaction version 2's
+epoch bump per decision is :mod:`.transitions`'):
 
 * States: Empty -> Ongoing (AddPartitionsToTxn/AddOffsetsToTxn) -> PrepareCommit or
   PrepareAbort (EndTxn, timeout, fencing) -> CompleteCommit/CompleteAbort (markers
@@ -48,6 +49,7 @@ from trafka.codec.errors import ErrorCode
 __all__ = [
     "COMPLETE",
     "MARKERS",
+    "MAX_EPOCH",
     "NO_PRODUCER_EPOCH",
     "NO_PRODUCER_ID",
     "PREPARED",
@@ -202,6 +204,7 @@ class TxnDecisions:
             state=_S.PREPARE_ABORT,
             last_update_ms=now_ms,
             decision_ends=self._ends(record.partitions),
+            tv2=False,  # no TV2 decision: the fenced instance's EndTxn retry is fenced
         )
         self._write(aborting)
         return self._issue(aborting, now_ms)

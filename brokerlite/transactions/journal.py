@@ -166,6 +166,14 @@ class TxnRecord:
             the PrepareCommit/PrepareAbort decision was written (empty otherwise):
             the transaction's data lies below, so data of its producer at or past
             it belongs to a later transaction (see ``adopt_hanging``).
+        tv2: the transaction follows transaction version 2 (KIP-890 part 2):
+            set by the requests only a TV2 client sends (Produce v12+'s
+            implicit partitions, TxnOffsetCommit v5+'s implicit group, EndTxn
+            v5+); its EndTxn bumps the epoch, and a retry of that EndTxn comes
+            with the epoch before the bump.
+        next_producer_id: while a TV2 decision whose epoch bump exhausted the
+            producer id is written: the producer id the transaction moves to
+            (epoch 0) once its markers are written; -1 otherwise.
     """
 
     transactional_id: str
@@ -181,6 +189,8 @@ class TxnRecord:
     txn_start_ms: int = -1
     last_update_ms: int = -1
     decision_ends: tuple[tuple[str, int, int], ...] = ()
+    tv2: bool = False
+    next_producer_id: int = -1
 
 
 def record_to_json(record: TxnRecord) -> dict[str, Any]:
@@ -203,6 +213,9 @@ def record_to_json(record: TxnRecord) -> dict[str, Any]:
         "start_ms": record.txn_start_ms,
         "update_ms": record.last_update_ms,
         **({"ends": [list(e) for e in record.decision_ends]} if record.decision_ends else {}),
+        # Written only when set, so that a journal of TV1 transactions reads as before.
+        **({"tv": 2} if record.tv2 else {}),
+        **({"next_pid": record.next_producer_id} if record.next_producer_id >= 0 else {}),
     }
 
 
@@ -253,6 +266,8 @@ def record_from_json(obj: dict[str, Any]) -> TxnRecord:
         txn_start_ms=int(obj["start_ms"]),
         last_update_ms=int(obj["update_ms"]),
         decision_ends=tuple((str(t), int(p), int(o)) for t, p, o in obj.get("ends", ())),
+        tv2=int(obj.get("tv", 0)) >= 2,
+        next_producer_id=int(obj.get("next_pid", -1)),
     )
 
 

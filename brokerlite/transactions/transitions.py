@@ -35,6 +35,13 @@ Rules and invariants (Kafka's ``TransactionCoordinator``):
   The group's member id, instance id and generation are checked by the
   ``validate_group`` callable. In a cluster the group's coordinator holds them
   instead (``stage_group_offsets``), and only the group is checked here.
+* Transaction version 2 (KIP-890 part 2; its rules in :mod:`.tv2`), decided per
+  request as Kafka decides it: the brokers' AddPartitionsToTxn v4+ without
+  ``verify_only`` (what a Produce v12+ leader sends) adds as TV2; TxnOffsetCommit
+  v5+ adds its group itself once the group's checks passed; EndTxn v5+ bumps the
+  epoch in its decision and answers with the next transaction's id and epoch.
+  An abort that fences (InitProducerId, timeout) bumps once and is no TV2
+  decision: the fenced instance's EndTxn retry is PRODUCER_FENCED.
 """
 
 from __future__ import annotations
@@ -44,7 +51,6 @@ import logging
 
 from trafka.brokerlite.groups.offsets import CommittedOffset
 from trafka.brokerlite.transactions.decisions import (
-    COMPLETE,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     PREPARED,
@@ -55,6 +61,12 @@ from trafka.brokerlite.transactions.decisions import (
     is_epoch_exhausted,
 )
 from trafka.brokerlite.transactions.journal import TransactionState, TxnJournalError, TxnRecord
+from trafka.brokerlite.transactions.tv2 import (
+    decided_epochs,
+    next_ids,
+    producer_check,
+    settled_outcome,
+)
 from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k22_init_producer_id as _ipi
@@ -194,7 +206,8 @@ class TxnTransitions(TxnDecisions):
                 tp: ErrorCode.NONE if tp in record.partitions else ErrorCode.INVALID_TXN_STATE
                 for tp in wanted
             }
-        code = self._add(tid, producer_id, producer_epoch, set(wanted), None, now_ms)
+        # v4+ is the brokers' form, sent for TV2 clients (Kafka: TV_2 from v4).
+        code = self._add(tid, producer_id, producer_epoch, set(wanted), None, now_ms, version >= 4)
         return order, dict.fromkeys(
             wanted, self._fenced_code(code, ApiKey.ADD_PARTITIONS_TO_TXN, version)
         )
@@ -225,11 +238,9 @@ class TxnTransitions(TxnDecisions):
     def end_txn(
         self, request: _et.EndTxnRequest, version: int, now_ms: int
     ) -> tuple[_et.EndTxnResponse, list[TxnCompletion]]:
-        """Handle EndTxn: commit or abort the ongoing transaction.
-
-        Transactions follow Kafka's transaction version 1 (one epoch per producer
-        session) at every version; v5 answers carry the (unchanged) producer id
-        and epoch.
+        """Handle EndTxn: commit or abort the ongoing transaction. v0-4 keep the
+        epoch (TV1); v5+ bump it (TV2, :mod:`.tv2`) and answer with the next
+        transaction's producer id and epoch.
 
         Returns:
             The response (sent as soon as the outcome is durable, as Kafka does),
@@ -243,18 +254,14 @@ class TxnTransitions(TxnDecisions):
             request.committed,
             now_ms,
             completions,
+            version >= 5,
         )
         code = self._fenced_code(code, ApiKey.END_TXN, version)
         record = self._records.get(request.transactional_id)
         if version >= 5 and code is ErrorCode.NONE and record is not None:
-            # v5 reports the producer's id and epoch (transaction version 2 bumps the
-            # epoch per transaction); brokerlite keeps version 1's epoch, so it
-            # reports the unchanged one, which a v5 client goes on using.
-            return _et.EndTxnResponse(
-                error_code=code,
-                producer_id=record.producer_id,
-                producer_epoch=record.producer_epoch,
-            ), completions
+            pid, epoch = next_ids(record)
+            answer = _et.EndTxnResponse(error_code=code, producer_id=pid, producer_epoch=epoch)
+            return answer, completions
         return _et.EndTxnResponse(error_code=code), completions
 
     def txn_offset_commit(
@@ -278,7 +285,7 @@ class TxnTransitions(TxnDecisions):
                 else:
                     codes[(ti, pi)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if known:
-            error = self._check_txn_commit(request, version)
+            error = self._check_txn_commit(request, version, now_ms)
             if error is not ErrorCode.NONE:
                 codes.update(dict.fromkeys(known, error))
             else:
@@ -386,6 +393,7 @@ class TxnTransitions(TxnDecisions):
             pending_offsets={},
             txn_start_ms=-1,
             last_update_ms=now_ms,
+            tv2=False,
         )
         self._write(ready)
         log.info("transaction %r: producer id %d epoch %d", tid, pid, epoch)
@@ -418,6 +426,7 @@ class TxnTransitions(TxnDecisions):
         partitions: set[tuple[str, int]],
         group: str | None,
         now_ms: int,
+        tv2: bool = False,
     ) -> ErrorCode:
         try:
             record = self._checked(tid, producer_id, producer_epoch)
@@ -440,6 +449,7 @@ class TxnTransitions(TxnDecisions):
                 groups=tuple(sorted(groups)),
                 txn_start_ms=now_ms if starting else record.txn_start_ms,
                 last_update_ms=now_ms,
+                tv2=tv2,
             )
             # Unsynced: a join lost with its data's fsync is adopted at open
             # (see the module docstring and adopt_hanging).
@@ -450,14 +460,13 @@ class TxnTransitions(TxnDecisions):
             self._push(ongoing.txn_start_ms + ongoing.timeout_ms, tid, TIMEOUT)
         return ErrorCode.NONE
 
-    def _checked(self, tid: str, producer_id: int, producer_epoch: int) -> TxnRecord:
+    def _checked(self, tid: str, pid: int, epoch: int, ending: bool = False) -> TxnRecord:
         if not tid:
             raise Refused(ErrorCode.INVALID_REQUEST)
         record = self._records.get(tid)
-        if record is None or record.producer_id != producer_id:
-            raise Refused(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-        if record.producer_epoch != producer_epoch:
-            raise Refused(ErrorCode.PRODUCER_FENCED)
+        code = producer_check(record, pid, epoch, ending=ending)
+        if record is None or code is not ErrorCode.NONE:
+            raise Refused(code)
         return record
 
     # -- EndTxn ---------------------------------------------------------------------------------
@@ -470,33 +479,29 @@ class TxnTransitions(TxnDecisions):
         commit: bool,
         now_ms: int,
         completions: list[TxnCompletion],
+        bump: bool = False,
     ) -> ErrorCode:
         try:
-            record = self._checked(tid, producer_id, producer_epoch)
+            record = self._checked(tid, producer_id, producer_epoch, ending=bump)
         except Refused as refused:
             return refused.code
-        state = record.state
-        if state is _S.ONGOING:
+        if record.state is not _S.ONGOING:
+            code = settled_outcome(record, producer_id, producer_epoch, commit, bump)
+            if code is not None:  # (None: TV2's abort with nothing ongoing, which bumps)
+                return code
+        try:
             prepared = dataclasses.replace(
                 record,
                 state=_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT,
                 last_update_ms=now_ms,
                 decision_ends=self._ends(record.partitions),
+                **decided_epochs(record, bump, self._allocate),
             )
-            try:
-                self._write(prepared, sync=self._decision_sync(record))
-            except Refused as refused:
-                return refused.code
-            completions.append(self._issue(prepared, now_ms))
-            return ErrorCode.NONE
-        if state in COMPLETE:
-            # A retry of an EndTxn that already completed is answered the same way.
-            same = (state is _S.COMPLETE_COMMIT) == commit
-            return ErrorCode.NONE if same else ErrorCode.INVALID_TXN_STATE
-        if state in PREPARED:
-            same = (state is _S.PREPARE_COMMIT) == commit
-            return ErrorCode.CONCURRENT_TRANSACTIONS if same else ErrorCode.INVALID_TXN_STATE
-        return ErrorCode.INVALID_TXN_STATE
+            self._write(prepared, sync=self._decision_sync(record))
+        except Refused as refused:
+            return refused.code
+        completions.append(self._issue(prepared, now_ms))
+        return ErrorCode.NONE
 
     def _decision_sync(self, record: TxnRecord) -> bool:
         """Whether EndTxn waits for the fsync of ``record``'s decision.
@@ -510,10 +515,13 @@ class TxnTransitions(TxnDecisions):
 
     # -- TxnOffsetCommit ------------------------------------------------------------------------
 
-    def _check_txn_commit(self, request: _toc.TxnOffsetCommitRequest, version: int) -> ErrorCode:
+    def _check_txn_commit(
+        self, request: _toc.TxnOffsetCommitRequest, version: int, now_ms: int
+    ) -> ErrorCode:
         # At the group's coordinator of a cluster (stage_group_offsets), which does
         # not hold the transaction, only the group is checked here; the producer's
         # epoch is checked against the offsets it holds when they are staged.
+        joins = False  # v5+ (TV2): the group joins itself once its checks passed
         if self._stage_group_offsets is None:
             record = self._records.get(request.transactional_id)
             if record is None or record.producer_id != request.producer_id:
@@ -524,15 +532,21 @@ class TxnTransitions(TxnDecisions):
             if record.state in PREPARED:
                 return ErrorCode.CONCURRENT_TRANSACTIONS
             if record.state is not _S.ONGOING or request.group_id not in record.groups:
-                return ErrorCode.INVALID_TXN_STATE
-        if version >= 3:
-            return self._validate_group(
-                request.group_id,
-                request.generation_id_or_member_epoch,
-                request.member_id,
-                request.group_instance_id,
-            )
-        return ErrorCode.NONE
+                if version < 5:
+                    return ErrorCode.INVALID_TXN_STATE
+                joins = True
+        if version < 3:
+            return ErrorCode.NONE
+        code = self._validate_group(
+            request.group_id,
+            request.generation_id_or_member_epoch,
+            request.member_id,
+            request.group_instance_id,
+        )
+        if joins and code is ErrorCode.NONE:
+            tid, pid, epoch = request.transactional_id, request.producer_id, request.producer_epoch
+            return self._add(tid, pid, epoch, set(), request.group_id, now_ms, True)
+        return code
 
     def _stage_offsets(
         self,

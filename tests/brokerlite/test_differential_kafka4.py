@@ -9,6 +9,11 @@ brokerlite must answer the same (:mod:`differential`).
   not a classic group, GROUP_ID_NOT_FOUND where v5 described it ``Dead``.
 * ConsumerGroupDescribe v1 (KIP-1099) tells each member's type: 1 for a member
   of the consumer protocol; v0 has no such field (read as -1, unknown).
+* Transaction version 2 (KIP-890 part 2): ApiVersions finalizes
+  ``transaction.version`` 2 on a new cluster; Produce v12 and TxnOffsetCommit
+  v5 add the partition and the group to the transaction; EndTxn v5 bumps the
+  epoch (the markers carry it), a retry gets the same answer, a late batch of
+  the previous epoch is refused.
 """
 
 from __future__ import annotations
@@ -19,11 +24,15 @@ from typing import Any
 
 import pytest
 from differential import Talk
-from differential_requests import Kafka, check
+from differential_requests import Kafka, check, records
 
 from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.messages import k15_describe_groups as describe_groups
+from trafka.codec.messages import k18_api_versions as api_versions
+from trafka.codec.messages import k26_end_txn as end_txn
+from trafka.codec.messages import k28_txn_offset_commit as txn_offset_commit
 from trafka.codec.messages import k60_describe_cluster as describe_cluster
+from trafka.codec.messages import k61_describe_producers as describe_producers
 from trafka.codec.messages import k68_consumer_group_heartbeat as heartbeat
 from trafka.codec.messages import k69_consumer_group_describe as group_describe
 
@@ -137,5 +146,108 @@ def test_describe_groups_v6_and_consumer_group_describe_v1(kafka4: Any, peer: An
                     ],
                 )
         talk.recording = True
+
+    check(kafka4, peer, script)
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "transaction version 2 (KIP-890 part 2)")
+def test_transaction_version_2(kafka4: Any, peer: Any) -> None:
+    """KIP-890 part 2 on one node: ``transaction.version`` finalized at 2 (supported
+    0-2); a transactional Produce v12 and a TxnOffsetCommit v5 without
+    AddPartitionsToTxn/AddOffsetsToTxn are taken (their partition and group
+    join the transaction); EndTxn v5 answers the bumped epoch, and the partition
+    learns it from the marker (DescribeProducers); a retry of that EndTxn (the
+    epoch before) gets the same answer, the bumped epoch is PRODUCER_FENCED; a
+    late Produce of the old epoch is INVALID_PRODUCER_EPOCH; the next
+    transaction, at the bumped epoch from sequence 0, aborts with the next bump;
+    only the committed offset and records count; with nothing ongoing, a commit
+    is INVALID_TXN_STATE and an abort bumps the epoch again."""
+
+    def script(talk: Talk) -> None:
+        k = Kafka(talk)
+        topic, tid, group = talk.name("topic"), talk.name("txn"), talk.name("group")
+        k.create(topic, 1)
+        talk.recording = False
+        hello = api_versions.ApiVersionsRequest(
+            client_software_name="trafka-differential", client_software_version="1"
+        )
+        answer = talk.ask(18, 4, hello)
+        talk.note(
+            "transaction.version",
+            {
+                "supported": [
+                    (f.min_version, f.max_version)
+                    for f in answer.supported_features
+                    if f.name == "transaction.version"
+                ],
+                "finalized": [
+                    f.max_version_level
+                    for f in answer.finalized_features
+                    if f.name == "transaction.version"
+                ],
+            },
+        )
+        talk.recording = True
+        init = k.init_pid(tid)
+        pid, epoch = init.producer_id, init.producer_epoch
+
+        def end(at: int, commit: bool = True) -> Any:
+            body = end_txn.EndTxnRequest(
+                transactional_id=tid, producer_id=pid, producer_epoch=at, committed=commit
+            )
+            return k.ask(26, body, version=5)
+
+        def producer_epoch() -> None:
+            talk.recording = False
+            req = describe_producers.DescribeProducersRequest
+            answer = talk.ask(
+                61, 0, req(topics=[req.TopicRequest(name=topic, partition_indexes=[0])])
+            )
+            found = answer.topics[0].partitions[0].active_producers
+            talk.note("producer epoch on the partition", [p.producer_epoch for p in found])
+            talk.recording = True
+
+        k.produce(
+            topic, records([b"a"], pid=pid, epoch=epoch, seq=0, txn=True), tid=tid, version=12
+        )
+        t = txn_offset_commit.TxnOffsetCommitRequest
+        commit = t(
+            transactional_id=tid,
+            group_id=group,
+            producer_id=pid,
+            producer_epoch=epoch,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[
+                t.TxnOffsetCommitRequestTopic(
+                    name=topic,
+                    partitions=[
+                        t.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)
+                    ],
+                )
+            ],
+        )
+        k.ask(28, commit, version=5)
+        end(epoch)
+        k.settle(topic)
+        producer_epoch()
+        end(epoch)
+        end(epoch + 1)
+        k.produce(
+            topic, records([b"late"], pid=pid, epoch=epoch, seq=1, txn=True), tid=tid, version=12
+        )
+        k.produce(
+            topic, records([b"b"], pid=pid, epoch=epoch + 1, seq=0, txn=True), tid=tid, version=12
+        )
+        end(epoch + 1, commit=False)
+        k.settle(topic)
+        producer_epoch()
+        k.list_offsets(topic, -1, isolation=1)
+        k.list_offsets(topic, -1)
+        k.offsets(group, topic)
+        # Nothing ongoing: a commit is INVALID_TXN_STATE, an abort bumps the epoch.
+        end(epoch + 2)
+        end(epoch + 2, commit=False)
 
     check(kafka4, peer, script)

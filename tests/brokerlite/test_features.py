@@ -37,7 +37,7 @@ pytestmark = pytest.mark.timeout(60)
 
 R = uf.UpdateFeaturesRequest
 VERSIONS = (0, 1, 2)
-GV, SV = "group.version", "share.version"
+GV, SV, TV = "group.version", "share.version", "transaction.version"
 UPGRADE, SAFE, UNSAFE = 1, 2, 3
 INVALID = ErrorCode.INVALID_UPDATE_VERSION
 
@@ -79,14 +79,17 @@ def refused(answer: Any, code: ErrorCode) -> str:
     return str(answer.error_message)
 
 
-def test_a_fresh_broker_has_both_features_at_1_epoch_1(core: Any) -> None:
+def test_a_fresh_broker_has_its_features_at_their_highest_level_epoch_1(core: Any) -> None:
+    # transaction.version: supported 0-2 and finalized at 2 on a new cluster, as
+    # Kafka 4.x (KIP-890 part 2).
     for version in (3, 4):
         answer = core.call(18, version, av.ApiVersionsRequest())
         assert {f.name: (f.min_version, f.max_version) for f in answer.supported_features} == {
             GV: (0, 1),
             SV: (0, 1),
+            TV: (0, 2),
         }
-        assert finalized(core, version) == ({GV: (1, 1), SV: (1, 1)}, 1)
+        assert finalized(core, version) == ({GV: (1, 1), SV: (1, 1), TV: (2, 2)}, 1)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -102,11 +105,11 @@ def test_downgrade_to_0_removes_the_feature_and_upgrade_restores_it(
         ]
     else:
         assert answer.results == []  # v2 has no per-feature results
-    assert finalized(core) == ({SV: (1, 1)}, 2)
+    assert finalized(core) == ({SV: (1, 1), TV: (2, 2)}, 2)
     assert core.broker.features.level(GV) == 0
     answer = update(core, version, (GV, 1), (SV, 1))
     assert answer.error_code == ErrorCode.NONE, answer
-    assert finalized(core) == ({GV: (1, 1), SV: (1, 1)}, 3)
+    assert finalized(core) == ({GV: (1, 1), SV: (1, 1), TV: (2, 2)}, 3)
     # The level it has already, with any type, is accepted (and is a change: epoch 4).
     assert update(core, version, (SV, 1, SAFE)).error_code == ErrorCode.NONE
     assert finalized(core)[1] == 4
@@ -115,7 +118,7 @@ def test_downgrade_to_0_removes_the_feature_and_upgrade_restores_it(
 @pytest.mark.parametrize("version", (1, 2))
 def test_an_unsafe_downgrade_is_a_downgrade(core: Any, version: int) -> None:
     assert update(core, version, (SV, 0, UNSAFE)).error_code == ErrorCode.NONE
-    assert finalized(core) == ({GV: (1, 1)}, 2)
+    assert finalized(core) == ({GV: (1, 1), TV: (2, 2)}, 2)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -132,7 +135,7 @@ def test_refusals_change_nothing(core: Any, version: int) -> None:
     ]
     for updates, code, why in cases:
         assert why in refused(update(core, version, *updates), code), updates
-        assert finalized(core) == ({GV: (1, 1), SV: (1, 1)}, 1)
+        assert finalized(core) == ({GV: (1, 1), SV: (1, 1), TV: (2, 2)}, 1)
 
 
 @pytest.mark.parametrize("version", (1, 2))
@@ -143,7 +146,7 @@ def test_upgrade_types_are_checked(core: Any, version: int) -> None:
     assert "cannot raise" in refused(update(core, version, (GV, 1, UNSAFE)), INVALID)
     assert "upgrade type 7" in refused(update(core, version, (GV, 0, 7)), INVALID)
     assert "upgrade type 0" in refused(update(core, version, (GV, 0, 0)), INVALID)
-    assert finalized(core) == ({SV: (1, 1)}, 2)
+    assert finalized(core) == ({SV: (1, 1), TV: (2, 2)}, 2)
 
 
 @pytest.mark.parametrize("version", (1, 2))
@@ -151,7 +154,7 @@ def test_validate_only_changes_nothing(core: Any, version: int) -> None:
     answer = update(core, version, (GV, 0, SAFE), (SV, 0, UNSAFE), validate_only=True)
     assert answer.error_code == ErrorCode.NONE, answer
     assert len(answer.results) == (2 if version == 1 else 0)
-    assert finalized(core) == ({GV: (1, 1), SV: (1, 1)}, 1)
+    assert finalized(core) == ({GV: (1, 1), SV: (1, 1), TV: (2, 2)}, 1)
     refused(update(core, version, (GV, 0), validate_only=True), INVALID)
 
 
@@ -169,13 +172,13 @@ def test_levels_and_epoch_survive_a_restart(open_core: Any) -> None:
     assert update(first, 0, (GV, 1)).error_code == ErrorCode.NONE
     first.broker.close()
     second = open_core()
-    assert finalized(second) == ({GV: (1, 1)}, 4)
+    assert finalized(second) == ({GV: (1, 1), TV: (2, 2)}, 4)
     assert second.broker.features.level(SV) == 0
     # Compaction keeps a level lowered to 0 (a fresh store would start at 1).
     second.broker.features.compact()
     second.broker.close()
     third = open_core()
-    assert finalized(third) == ({GV: (1, 1)}, 4)
+    assert finalized(third) == ({GV: (1, 1), TV: (2, 2)}, 4)
 
 
 def test_the_store_refuses_a_journal_it_cannot_read(tmp_path: Path) -> None:

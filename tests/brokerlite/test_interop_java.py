@@ -129,6 +129,14 @@ def test_java_client_scenario(outcomes: dict[str, dict[str, Any]], scenario: str
         # brokerlite serves DescribeGroups v6, as Kafka 4.x: a deleted group is
         # GROUP_ID_NOT_FOUND there (KIP-1043), no longer described as Dead.
         assert outcome["details"]["deleted_group"] == "GroupIdNotFoundException"
+    if scenario == "transactions":
+        # A single node finalizes transaction.version 2, as a new Kafka 4.x cluster:
+        # the client uses KIP-890 part 2's flow (Produce v12 and TxnOffsetCommit v5
+        # without AddPartitionsToTxn/AddOffsetsToTxn, EndTxn v5), each transaction
+        # bumps the epoch, and the fenced producer's late Produce is refused with
+        # INVALID_PRODUCER_EPOCH, as Kafka 4.x refuses it.
+        assert outcome["details"]["epoch_bumps"] == 2
+        assert outcome["details"]["fenced"] == "InvalidProducerEpochException"
 
 
 #: What the cluster run repeats: replication (RF 3), the coordinators placed on
@@ -191,3 +199,8 @@ def test_java_client_scenario_on_a_cluster(
 ) -> None:
     outcome = cluster_outcomes[scenario]
     assert outcome["ok"], f"{scenario} (3 nodes): {outcome.get('error')}"
+    if scenario == "transactions":
+        # A cluster leaves transaction.version out: transaction version 1, one
+        # epoch per producer session, fenced with PRODUCER_FENCED.
+        assert outcome["details"]["epoch_bumps"] == 0
+        assert outcome["details"]["fenced"] == "ProducerFencedException"

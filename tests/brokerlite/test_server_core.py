@@ -113,7 +113,7 @@ def test_advertised_versions_are_the_handlers_and_read_as_kafka_4_0(open_core: A
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert response.error_code == 0
     assert set(ranges) == set(HANDLERS)
-    assert ranges[0] == (0, 11)  # Produce: Kafka 4.0 advertises v0, serves v3+
+    assert ranges[0] == (0, 12)  # Produce: Kafka 4.0 advertises v0, serves v3+
     assert ranges[1] == (4, 17)
     assert ranges[2] == (1, 10)
     assert infer_broker_version_from_api_versions(ranges) == (4, 0)
@@ -136,16 +136,8 @@ def test_advertised_versions_are_the_handlers_and_read_as_kafka_4_0(open_core: A
             assert (low, high) == TELEMETRY_KEYS[key], key
             continue
         assert low == kafka_4_0[key][0], key
-        if key == 0:
-            # Produce v12 adds the partitions of transactional data to the transaction
-            # (KIP-890 part 2, whatever transaction.version): brokerlite stops at v11.
-            assert (kafka_4_0[key][1], high) == (12, 11)
-            continue
-        if key == 28:
-            # TxnOffsetCommit v5 adds the group to the transaction (KIP-890 part 2,
-            # whatever transaction.version): brokerlite stops at v4.
-            assert (kafka_4_0[key][1], high) == (5, 4)
-            continue
+        # (Produce v12 and TxnOffsetCommit v5, KIP-890 part 2's implicit adds, are
+        # served as Kafka 4.0 serves them, whatever transaction.version.)
         assert high == min(kafka_4_0[key][1], api(key).max_version), key
 
 
@@ -154,7 +146,7 @@ def test_by_default_the_lowest_versions_are_kafka_3_9s(core: Any) -> None:
     response = core.call(18, 3, api_versions.ApiVersionsRequest())
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert set(ranges) == set(HANDLERS)
-    assert ranges[0] == (0, 11)
+    assert ranges[0] == (0, 12)
     assert ranges[1] == (0, 17)
     assert ranges[2] == (0, 10)
     assert ranges[8] == (0, 9)

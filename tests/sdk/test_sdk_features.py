@@ -53,8 +53,9 @@ def test_brokerlite_features_agree_with_kafka_python(running: RunningBroker) -> 
     assert ours.supported == {name: f["supported"] for name, f in theirs.items()}
     assert ours.finalized == {name: f["finalized"] for name, f in theirs.items()}
     assert {ours.finalized_epoch} == {f["finalized_epoch"] for f in theirs.values()}
-    # What brokerlite implements: KIP-848 and KIP-932 groups.
-    assert set(ours.finalized) == {"group.version", "share.version"}
+    # What brokerlite implements: KIP-848 and KIP-932 groups, KIP-890 part 2's
+    # transactions.
+    assert set(ours.finalized) == {"group.version", "share.version", "transaction.version"}
 
 
 def test_the_cli_prints_them(running: RunningBroker) -> None:
@@ -138,8 +139,12 @@ def test_update_features_against_brokerlite(own: RunningBroker) -> None:
     )
     assert applied == {"share.version": None, "group.version": None}
     found = anyio.run(_describe, servers)
-    assert (found.finalized, found.finalized_epoch) == ({}, 2)
-    assert found.supported == {"group.version": (0, 1), "share.version": (0, 1)}
+    assert (found.finalized, found.finalized_epoch) == ({"transaction.version": (2, 2)}, 2)
+    assert found.supported == {
+        "group.version": (0, 1),
+        "share.version": (0, 1),
+        "transaction.version": (0, 2),
+    }
     # A refusal names the feature and applies nothing (share.version stays at 0).
     with pytest.raises(KafkaError) as caught:
         anyio.run(
@@ -155,7 +160,7 @@ def test_update_features_against_brokerlite(own: RunningBroker) -> None:
     )
     found = anyio.run(_describe, servers)
     assert (found.finalized, found.finalized_epoch) == (
-        {"group.version": (1, 1), "share.version": (1, 1)},
+        {"group.version": (1, 1), "share.version": (1, 1), "transaction.version": (2, 2)},
         3,
     )
 
@@ -245,7 +250,8 @@ def test_kafka_python_updates_brokerlite_features(own: RunningBroker) -> None:
         assert dry == {"group.version": "OK"}
         theirs = peer.describe_features()
         assert {n: f.get("finalized") for n, f in theirs.items() if f.get("finalized")} == {
-            "share.version": (1, 1)
+            "share.version": (1, 1),
+            "transaction.version": (2, 2),
         }
         assert theirs["share.version"]["finalized_epoch"] == 2
         assert theirs["group.version"]["supported"] == (0, 1)
@@ -256,7 +262,7 @@ def test_kafka_python_updates_brokerlite_features(own: RunningBroker) -> None:
         peer.close()
     found = anyio.run(_describe, own.bootstrap_servers)
     assert (found.finalized, found.finalized_epoch) == (
-        {"group.version": (1, 1), "share.version": (1, 1)},
+        {"group.version": (1, 1), "share.version": (1, 1), "transaction.version": (2, 2)},
         3,
     )
 

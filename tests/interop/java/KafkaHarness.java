@@ -632,6 +632,8 @@ public final class KafkaHarness {
                 ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId,
                 ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, 60_000);
         tp.initTransactions();
+        int initEpoch = get(admin.describeTransactions(List.of(txnId)).description(txnId))
+                .producerEpoch();
         // a committed transaction: the first 10 input records copied, their offsets committed
         List<ConsumerRecord<byte[], byte[]>> first = readN(c, 10).subList(0, 10);
         tp.beginTransaction();
@@ -659,6 +661,10 @@ public final class KafkaHarness {
                 c.groupMetadata());
         tp.flush();
         tp.abortTransaction();
+        // transaction version 2 (KIP-890 part 2) bumps the epoch with each of the two;
+        // version 1 keeps it
+        ctx.details.put("epoch_bumps", get(admin.describeTransactions(List.of(txnId))
+                .description(txnId)).producerEpoch() - initEpoch);
         // the group's committed offset is the committed transaction's
         Map<TopicPartition, OffsetAndMetadata> offsets =
                 c.committed(Set.of(new TopicPartition(in, 0)), WAIT);
@@ -701,8 +707,8 @@ public final class KafkaHarness {
      * One transaction of {@code record} by a producer that should be fenced: what it failed
      * with (the cause of a failed send, else the exception of a refused begin or commit),
      * checked to be a fencing: PRODUCER_FENCED under transaction version 1 (Kafka 3.x,
-     * brokerlite); Kafka 4's transaction version 2 bumps the epoch with every transaction and
-     * answers INVALID_PRODUCER_EPOCH (KIP-890).
+     * a brokerlite cluster); transaction version 2 (Kafka 4, a single brokerlite) bumps the
+     * epoch with every transaction and answers INVALID_PRODUCER_EPOCH (KIP-890).
      */
     static Throwable fencedTransaction(KafkaProducer<byte[], byte[]> producer,
             ProducerRecord<byte[], byte[]> record, String who) throws Exception {
