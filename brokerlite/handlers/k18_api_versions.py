@@ -8,7 +8,8 @@ is how clients discover the version to retry with. Client software name and
 version (v3+) are accepted as sent.
 
 From v3 the answer also lists the feature levels (KIP-584) brokerlite
-implements, each supported from 0 to its highest level, and those finalized
+implements, each supported from 0 to its highest level (from v4 only: before,
+a feature supported from 0 is left out, KAFKA-17011), and those finalized
 now with their epoch. They are cluster state kept by
 :mod:`trafka.brokerlite.features` and changed with UpdateFeatures (key 57): a
 fresh broker has each at its highest level, epoch 1; each applied change
@@ -61,6 +62,9 @@ def handle(ctx: RequestContext, request: m.ApiVersionsRequest) -> m.ApiVersionsR
         supported_features=[
             m.ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=low, max_version=high)
             for name, (low, high) in features.supported.items()
+            # Before v4 a feature supported from level 0 is left out (KAFKA-17011:
+            # older clients refused a minimum of 0), as Kafka 4.x's brokers do.
+            if low > 0 or ctx.version >= 4
         ],
         finalized_features_epoch=features.epoch,
         finalized_features=[

@@ -188,6 +188,12 @@ def test_transaction_version_2(kafka4: Any, peer: Any) -> None:
                 ],
             },
         )
+        # Before v4, no feature supported from level 0 is listed (KAFKA-17011).
+        older = talk.ask(18, 3, hello)
+        talk.note(
+            "ApiVersions v3: features supported from 0",
+            sorted(f.name for f in older.supported_features if f.min_version == 0),
+        )
         talk.recording = True
         init = k.init_pid(tid)
         pid, epoch = init.producer_id, init.producer_epoch

@@ -310,7 +310,7 @@ def marker_epochs(records: bytes | None) -> list[int]:
 
 
 def test_a_fresh_broker_finalizes_transaction_version_2(core: Any) -> None:
-    answer = core.call(18, 3, api_versions.ApiVersionsRequest())
+    answer = core.call(18, 4, api_versions.ApiVersionsRequest())
     supported = {f.name: (f.min_version, f.max_version) for f in answer.supported_features}
     finalized = {f.name: f.max_version_level for f in answer.finalized_features}
     assert (supported[TV], finalized[TV]) == ((0, 2), 2)
