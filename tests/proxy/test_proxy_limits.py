@@ -16,6 +16,7 @@ happen.
 from __future__ import annotations
 
 import logging
+import socket
 import struct
 import threading
 import tracemalloc
@@ -30,6 +31,7 @@ from test_proxy_metrics import samples
 
 from trafka.brokerlite import RunningBroker
 from trafka.codec import protocol
+from trafka.codec.framing import FrameReader
 from trafka.codec.messages import k18_api_versions as api_versions
 from trafka.codec.messages.headers import RequestHeader
 from trafka.proxy import (
@@ -393,3 +395,46 @@ def test_a_request_larger_than_the_whole_budget_goes_alone(broker: RunningBroker
         run(main)
         waits = ("trafka_proxy_flow_control_total", (("kind", "budget_wait"),))
         assert metric_samples(px)[waits] == 0
+
+
+def test_requests_are_served_however_the_reads_split_them(broker: RunningBroker) -> None:
+    """A request alone in its read (taken without the reader's buffer), several in
+    one read, one cut over reads of one byte, and one whole request followed by
+    a piece of the next: all answered, in order, and their bytes given back."""
+    with proxy(broker, route_keys="none") as px:
+        frames = [api_versions_frame(corr) for corr in range(1, 7)]
+
+        async def main() -> None:
+            stream = await trio.open_tcp_stream(*px.address)
+            stream.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            reader = FrameReader()
+
+            async def answered(*corrs: int) -> None:
+                # Answers ready together may come in one read.
+                for corr in corrs:
+                    while (frame := reader.next_frame()) is None:
+                        data = await stream.receive_some(65536)
+                        assert data, "closed by the proxy"
+                        reader.feed(data)
+                    header, body = protocol.decode_response(frame, 18, 3)
+                    assert (header.correlation_id, body.error_code) == (corr, 0)
+
+            with trio.fail_after(DEADLINE):
+                await stream.send_all(frames[0])
+                await answered(1)
+                await stream.send_all(frames[1] + frames[2])
+                await answered(2, 3)
+                for i in range(len(frames[3])):
+                    await stream.send_all(frames[3][i : i + 1])
+                    await trio.sleep(0.001)  # each byte its own read, most likely
+                await answered(4)
+                await stream.send_all(frames[4] + frames[5][:3])
+                await answered(5)
+                await stream.send_all(frames[5][3:])
+                await answered(6)
+                await until(lambda: px.request_budget.used == 0)
+            assert px.statistics.timeouts == 0
+            await stream.aclose()
+
+        run(main)
