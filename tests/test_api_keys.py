@@ -30,6 +30,8 @@ import textwrap
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import source_trees
+
 from trafka.codec import ApiKey
 
 REPO = Path(__file__).resolve().parents[1]
@@ -183,9 +185,9 @@ def numbered_keys(tree: ast.Module, positions: dict[str, set[int]]) -> list[tupl
 def _sources() -> tuple[tuple[Path, ast.Module], ...]:
     """Every checked part's modules, parsed once per run."""
     return tuple(
-        (path, ast.parse(path.read_text(), str(path)))
+        (path, source_trees.tree(path))
         for part in CHECKED
-        for path in sorted((REPO / part).rglob("*.py"))
+        for path in source_trees.python_files(REPO / part)
         if GENERATED not in path.parents
     )
 

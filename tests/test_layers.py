@@ -13,6 +13,8 @@ import ast
 import tomllib
 from pathlib import Path
 
+import source_trees
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE_DIR: dict[str, str] = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"][
     "setuptools"
@@ -38,8 +40,8 @@ def _imported_module(path: Path, node: ast.ImportFrom) -> list[str]:
 def private_imports_across_parts() -> list[str]:
     found = []
     for part in PARTS:
-        for path in sorted((REPO / part).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for path in source_trees.python_files(REPO / part):
+            for node in ast.walk(source_trees.tree(path)):
                 if not isinstance(node, ast.ImportFrom):
                     continue
                 module = _imported_module(path, node)
@@ -114,10 +116,9 @@ def private_reaches() -> dict[str, list[str]]:
     """Per part, every ``x._name`` where ``x`` is not self, cls or super(): file:line."""
     found: dict[str, list[str]] = {part: [] for part in PARTS}
     for part in PARTS:
-        for path in sorted((REPO / part).rglob("*.py")):
-            tree = ast.parse(path.read_text(), str(path))
+        for path in source_trees.python_files(REPO / part):
             where = path.relative_to(REPO)
-            for node in ast.walk(tree):
+            for node in ast.walk(source_trees.tree(path)):
                 if _reaches_in(node):
                     assert isinstance(node, ast.Attribute)
                     found[part].append(f"{where}:{node.lineno}: {ast.unparse(node)}")

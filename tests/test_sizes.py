@@ -22,6 +22,8 @@ import functools
 import tomllib
 from pathlib import Path
 
+import source_trees
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE_DIR: dict[str, str] = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"][
     "setuptools"
@@ -109,17 +111,17 @@ def measure() -> dict[str, int]:
     found: dict[str, int] = {}
     trees: dict[str, tuple[str, ast.Module]] = {}
     for part in PARTS:
-        for path in sorted((REPO / part).rglob("*.py")):
+        for path in source_trees.python_files(REPO / part):
             where = path.relative_to(REPO).as_posix()
             if where.startswith(GENERATED):
                 continue
-            source = path.read_text()
-            lines = source.count("\n") + (not source.endswith("\n") and bool(source))
+            text = source_trees.source(path)
+            lines = text.count("\n") + (not text.endswith("\n") and bool(text))
             if lines > LIMITS["module"]:
                 found[f"module {where}"] = lines
-            tree = ast.parse(source, where)
-            _walk(tree, where, "", found)
-            trees[_module(path)] = (where, tree)
+            parsed = source_trees.tree(path)
+            _walk(parsed, where, "", found)
+            trees[_module(path)] = (where, parsed)
     for key, size in with_bases(trees).items():
         if size > LIMITS["class"]:
             found[key] = size
@@ -239,8 +241,11 @@ def test_a_stack_that_stays_says_why_in_its_docstring() -> None:
         assert why.startswith((_ONE_STATE, _ONE_INTERFACE, _TO_SPLIT)), key
         if not why.startswith(_TO_SPLIT):
             where, _, name = key.removeprefix("class ").partition(":")
-            tree = ast.parse((REPO / where).read_text())
-            node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+            node = next(
+                n
+                for n in source_trees.tree(REPO / where).body
+                if isinstance(n, ast.ClassDef) and n.name == name
+            )
             said = why.partition(":")[0]  # "one state" or "one interface"
             if said not in " ".join((ast.get_docstring(node) or "").split()):
                 silent.append(key)
