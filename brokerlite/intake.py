@@ -171,8 +171,8 @@ def advertised_versions(config: BrokerConfig) -> list[tuple[int, int, int]]:
     telemetry = config.client_telemetry_enabled
     protocol = config.protocol_version
     return [
-        (key, *spec.advertised(protocol))
-        for key, spec in sorted(HANDLERS.items())
+        (key, *HANDLERS.versions(key).advertised(protocol))
+        for key in sorted(HANDLERS)
         if telemetry or key not in TELEMETRY_KEYS
     ]
 

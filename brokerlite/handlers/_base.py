@@ -48,7 +48,7 @@ import functools
 import operator
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from trafka.brokerlite.clock import mono_ms
 from trafka.brokerlite.outcomes import Parked, Reply, Waiter
@@ -89,6 +89,7 @@ __all__ = [
     "Partitions",
     "Port",
     "RequestContext",
+    "Versions",
 ]
 
 
@@ -444,6 +445,30 @@ class RequestContext:
         )
 
 
+class Versions(NamedTuple):
+    """A :class:`HandlerSpec`'s version fields (see there), without its
+    handler: what ApiVersions and the version checks need, so that the handler
+    index (``_index.py``) answers them without importing the handler's module."""
+
+    min_version: int
+    max_version: int
+    advertised_min: int | None
+    old_min: int | None
+
+    def served(self, protocol_version: str) -> tuple[int, int]:
+        """(lowest, highest) version served under ``protocol_version``."""
+        if protocol_version != "4.0" and self.old_min is not None:
+            return self.old_min, self.max_version
+        return self.min_version, self.max_version
+
+    def advertised(self, protocol_version: str) -> tuple[int, int]:
+        """(lowest, highest) version ApiVersions reports under ``protocol_version``."""
+        low, high = self.served(protocol_version)
+        if self.advertised_min is not None:
+            low = min(low, self.advertised_min)
+        return low, high
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class HandlerSpec:
     """One API as brokerlite serves it.
@@ -508,18 +533,18 @@ class HandlerSpec:
         if self.old_min is not None and not info.min_version <= self.old_min < self.min_version:
             raise ValueError(f"{info.name}: old_min {self.old_min} is not an older version")
 
+    @property
+    def versions(self) -> Versions:
+        """The version fields, what the handler index (``_index.py``) records."""
+        return Versions(self.min_version, self.max_version, self.advertised_min, self.old_min)
+
     def served(self, protocol_version: str) -> tuple[int, int]:
         """(lowest, highest) version served under ``protocol_version``."""
-        if protocol_version != "4.0" and self.old_min is not None:
-            return self.old_min, self.max_version
-        return self.min_version, self.max_version
+        return self.versions.served(protocol_version)
 
     def advertised(self, protocol_version: str) -> tuple[int, int]:
         """(lowest, highest) version ApiVersions reports under ``protocol_version``."""
-        low, high = self.served(protocol_version)
-        if self.advertised_min is not None:
-            low = min(low, self.advertised_min)
-        return low, high
+        return self.versions.advertised(protocol_version)
 
     def refusal(self, request: Any, version: int, code: ErrorCode) -> Any:
         """``error_response(request, version, code)`` (the API must have one)."""
