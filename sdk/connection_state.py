@@ -680,7 +680,7 @@ class ConnectionState:
                 raise self._break(f"undecodable ApiVersions response: {exc}") from None
         table = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
         if body.error_code == ErrorCode.UNSUPPORTED_VERSION and not self._handshake_retried:
-            ours = table.get(18)
+            ours = table.get(ApiKey.API_VERSIONS)
             if ours is None:
                 raise self._break(
                     "the broker rejected ApiVersions without saying which versions it supports"

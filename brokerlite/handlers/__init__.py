@@ -8,9 +8,9 @@ reaches. :data:`HANDLERS` is the registry the broker dispatches on
 and advertises in ApiVersions: an API is advertised exactly when it is here.
 
 The version ranges are Kafka 4.0's (what kafka-python infers the broker
-release from), capped at what the codec knows, but for Produce v12 and
-TxnOffsetCommit v5: they join a transaction implicitly (KIP-890 part 2), which
-brokerlite's transactions do not do (docs/brokerlite.md).
+release from), capped at what the codec knows (Produce v12 and TxnOffsetCommit
+v5 join a transaction implicitly, KIP-890 part 2: docs/brokerlite.md's
+"Transaction version 2").
 
 A handler's module is imported on the first use of its key (issue #60: importing
 all of them was most of a broker process's start-up). Until then
