@@ -921,6 +921,9 @@ def commit_floor_ms(bootstrap: str, topic: str, count: int = 500, warmup: int = 
         }
         version = {k: min(api(k).max_version, offered[k]) for k in (0, 22, 24, 26)}
         version[24] = min(version[24], 3)  # v4+ is the brokers' batched form; clients send v3
+        # Transaction version 1's flow, as the SDK's transactional producer: Produce
+        # v12+ and EndTxn v5+ are version 2's (KIP-890: an EndTxn v5 bumps the epoch).
+        version[0], version[26] = min(version[0], 11), min(version[26], 4)
         tid = f"bench-floor-{uuid.uuid4().hex}"
         init = client.request(
             22,

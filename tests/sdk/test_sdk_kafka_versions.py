@@ -46,7 +46,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.kafka]
 
 PRODUCE, FETCH, LIST_OFFSETS, SHARE_FETCH, SHARE_ACK = 0, 1, 2, 78, 79
 # (Produce, Fetch, ListOffsets) versions each peer serves at most (its ApiVersions).
-NEWEST = {"brokerlite": (11, 17, 10), "3.9": (11, 17, 9), "4": (13, 18, 11)}
+NEWEST = {"brokerlite": (12, 17, 10), "3.9": (11, 17, 9), "4": (13, 18, 11)}
 
 
 @pytest.fixture
