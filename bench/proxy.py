@@ -72,13 +72,16 @@ brokerlite (KRaft nodes started from the jars ``make peers`` fetched, full JIT;
 tests/kafka_peers.py): ``1`` is one node, ``N`` is N nodes (combined broker and
 controller); the topics' ``--replication`` as above.
 
-Open-loop latency (``--rate``, records per second; 0 skips it): for each path
-of the plan, a plain producer (acks=1, linger.ms=0, no compression) is given
+Open-loop latency (``--rate``, records per second, one rate or several
+comma-separated; 0 skips it; a smoke run takes the first): for each path and
+rate of the plan, a plain producer (acks=1, linger.ms=0, no compression) is given
 one keyed record every 1/rate seconds for ``--rate-seconds``, on schedule
 whatever the answers do (a closed loop would wait and hide queueing), and each
 record's latency is from its scheduled time to its delivery report. p50/p99 per
-path, and what each adds over direct: how operators size a proxy below
-saturation.
+path, and what each adds over direct at the same rate: how operators size a
+proxy below saturation. A routing path's requests of one record each cost the
+proxy far more than a forwarded one's (docs/proxy.md, *Sizing*), so a low rate
+next to a high one shows it below and near its saturation.
 
 The machine's other load moves every figure; run it on a quiet machine for
 absolute numbers. Run: ``python bench/proxy.py`` (``--cluster 1 --records
@@ -752,6 +755,7 @@ class Latency:
     what: str
     times: list[float]
     note: str = ""
+    rate: float = 0  # an open loop's records/s
 
     def quantile(self, q: float) -> float:
         ordered = sorted(self.times)
@@ -838,23 +842,27 @@ def _idle_latency(
     return results
 
 
-def open_loop(setup: Brokers, path: str, servers: str, args: argparse.Namespace) -> Latency:
+def open_loop(
+    setup: Brokers, path: str, servers: str, args: argparse.Namespace, rate: float
+) -> Latency:
     """One record every 1/rate s on schedule; each one's latency from its
     scheduled time to its delivery report (see the module's docstring)."""
-    topic = f"bench-open-{path.replace(' ', '-')}"
+    topic = f"bench-open-{path.replace(' ', '-')}-{rate:g}"
     create_topic(setup.servers, topic, args.partitions, setup.replication)
     run = measure_open_loop(
         servers,
         topic,
-        rate=args.rate,
+        rate=rate,
         seconds=args.rate_seconds,
         size=args.size,
         keys=args.keys,
-        warmup=smoke_window(args.rate)[1] if args.smoke else 0.5,
+        warmup=smoke_window(rate)[1] if args.smoke else 0.5,
     )
     delete_topic(setup.servers, topic)
-    note = run.note(args.rate, args.rate_seconds)
-    result = Latency(setup.name, f"{path} (open loop)", run.times or [float("nan")], note)
+    note = run.note(rate, args.rate_seconds)
+    result = Latency(
+        setup.name, f"{path} (open loop)", run.times or [float("nan")], note, rate
+    )
     print(
         f"  {setup.name:<9} {path:<11} open loop p50 {result.quantile(0.5) * 1e3:6.2f} ms"
         f"  p99 {result.quantile(0.99) * 1e3:6.2f} ms  {note}",
@@ -866,13 +874,14 @@ def open_loop(setup: Brokers, path: str, servers: str, args: argparse.Namespace)
 def print_open_loop(results: list[Latency]) -> None:
     if not results:
         return
-    direct = {r.setup: r for r in results if r.what.startswith("direct ")}
+    # Each path against direct at the same rate.
+    direct = {(r.setup, r.rate): r for r in results if r.what.startswith("direct ")}
     print(
         f"\n{'setup':<10}{'open-loop produce latency':<34}{'p50 ms':>8}{'p99 ms':>8}"
         f"{'added p50':>11}{'added p99':>11}"
     )
     for r in results:
-        base = direct.get(r.setup)
+        base = direct.get((r.setup, r.rate))
         added = (
             f"{(r.quantile(0.5) - base.quantile(0.5)) * 1e3:>+11.2f}"
             f"{(r.quantile(0.99) - base.quantile(0.99)) * 1e3:>+11.2f}"
@@ -1031,7 +1040,9 @@ def main() -> int:
         help="the brokers behind the proxy: brokerlite, or Apache Kafka 4.x itself",
     )
     parser.add_argument(
-        "--rate", type=float, default=0, help="open-loop latency: records/s per path (0: skip)"
+        "--rate",
+        default="0",
+        help="open-loop latency: records/s per path, or several comma-separated (0: skip)",
     )
     parser.add_argument("--rate-seconds", type=float, default=10.0, help="open-loop duration")
     parser.add_argument("--idle", type=int, default=2_000, help="idle connections (0: skip)")
@@ -1054,13 +1065,19 @@ def main() -> int:
         "(tests/bench/test_bench_smoke.py)",
     )
     args = parser.parse_args()
+    try:
+        args.rates = [float(r) for r in args.rate.split(",") if float(r) > 0]
+    except ValueError:
+        parser.error(f"--rate: records/s, comma-separated, not {args.rate!r}")
     if args.smoke:
         args.records, args.partitions, args.samples = 2_000, 3, 20
         # At most 20 idle connections; none where the line itself skips that part
         # (--idle 0): a smoke run checks what its line runs, no more.
         args.idle = min(args.idle, 20)
-        if args.rate > 0:
-            args.rate_seconds = min(args.rate_seconds, smoke_window(args.rate)[0])
+        # One rate is enough to check that the open loop runs.
+        args.rates = args.rates[:1]
+        if args.rates:
+            args.rate_seconds = min(args.rate_seconds, smoke_window(args.rates[0])[0])
     setups = [int(n) for n in args.cluster.split(",")]
     paths = [p.strip() for p in args.paths.split(",")]
     kinds = [k.strip() for k in args.producers.split(",")]
@@ -1083,7 +1100,7 @@ def main() -> int:
             ]
             + [f"--idle={args.idle}", f"--samples={args.samples}"]
             + [f"--clients={args.clients}", f"--workers={args.workers}"]
-            + [f"--upstream={args.upstream}", f"--rate={args.rate:g}"]
+            + [f"--upstream={args.upstream}", f"--rate={args.rate}"]
             + [f"--rate-seconds={args.rate_seconds:g}"]
             + [f"--paths={args.paths}", f"--producers={args.producers}"]
         ),
@@ -1186,9 +1203,9 @@ def measure_setup(
                     )
                 for kind in (kind for p, kind in plan if p == path):
                     runs.append(measure(setup, path, running, kind, args, values, keys))
-                if args.rate > 0:
+                for rate in args.rates:
                     servers = setup.servers if running is None else running.address
-                    open_loops.append(open_loop(setup, path, servers, args))
+                    open_loops.append(open_loop(setup, path, servers, args, rate))
                 if idle and args.smoke and path == "murmur2":
                     latency += idle_latency(setup, root, args, keys, running)
                     idle = False
