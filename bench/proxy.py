@@ -860,9 +860,7 @@ def open_loop(
     )
     delete_topic(setup.servers, topic)
     note = run.note(rate, args.rate_seconds)
-    result = Latency(
-        setup.name, f"{path} (open loop)", run.times or [float("nan")], note, rate
-    )
+    result = Latency(setup.name, f"{path} (open loop)", run.times or [float("nan")], note, rate)
     print(
         f"  {setup.name:<9} {path:<11} open loop p50 {result.quantile(0.5) * 1e3:6.2f} ms"
         f"  p99 {result.quantile(0.99) * 1e3:6.2f} ms  {note}",
