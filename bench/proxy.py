@@ -843,12 +843,22 @@ def _idle_latency(
 
 
 def open_loop(
-    setup: Brokers, path: str, servers: str, args: argparse.Namespace, rate: float
+    setup: Brokers,
+    path: str,
+    servers: str,
+    args: argparse.Namespace,
+    rate: float,
+    proxy_pid: int | None = None,
 ) -> Latency:
     """One record every 1/rate s on schedule; each one's latency from its
-    scheduled time to its delivery report (see the module's docstring)."""
+    scheduled time to its delivery report (see the module's docstring). Through
+    a proxy (``proxy_pid``), the note gives its CPU per record (one Produce
+    request each: linger.ms 0), the warm-up's records counted with the window's."""
     topic = f"bench-open-{path.replace(' ', '-')}-{rate:g}"
     create_topic(setup.servers, topic, args.partitions, setup.replication)
+    pids = [] if proxy_pid is None else with_children(proxy_pid)
+    warmup = smoke_window(rate)[1] if args.smoke else 0.5
+    cpu = cpu_seconds(pids)
     run = measure_open_loop(
         servers,
         topic,
@@ -856,10 +866,15 @@ def open_loop(
         seconds=args.rate_seconds,
         size=args.size,
         keys=args.keys,
-        warmup=smoke_window(rate)[1] if args.smoke else 0.5,
+        warmup=warmup,
     )
+    cpu = cpu_seconds(pids) - cpu
     delete_topic(setup.servers, topic)
     note = run.note(rate, args.rate_seconds)
+    if pids:
+        # Every record the loop gave: a warm-up one per partition, the warm-up, the window.
+        records = args.partitions + round(rate * warmup)
+        note += f"; proxy CPU {cpu / (records + run.sent) * 1e3:.2f} ms per request"
     result = Latency(setup.name, f"{path} (open loop)", run.times or [float("nan")], note, rate)
     print(
         f"  {setup.name:<9} {path:<11} open loop p50 {result.quantile(0.5) * 1e3:6.2f} ms"
@@ -1203,7 +1218,8 @@ def measure_setup(
                     runs.append(measure(setup, path, running, kind, args, values, keys))
                 for rate in args.rates:
                     servers = setup.servers if running is None else running.address
-                    open_loops.append(open_loop(setup, path, servers, args, rate))
+                    pid = None if running is None else running.proc.pid
+                    open_loops.append(open_loop(setup, path, servers, args, rate, pid))
                 if idle and args.smoke and path == "murmur2":
                     latency += idle_latency(setup, root, args, keys, running)
                     idle = False
