@@ -67,6 +67,13 @@ which separates checking from moving. ``--py-spy DIR`` samples each proxy with
 py-spy (``pip install py-spy`` into this Python's environment; ``--gil``, so
 the stacks are those of the thread holding the GIL) into collapsed-stack files.
 
+``--pin`` (Linux, two CPUs or more) produces and consumes on the first CPU and
+moves the brokers and the proxy to the others, direct and proxied alike, as if
+the client ran on a machine of its own: librdkafka's threads wake for every
+record queued once its in-flight window is full, so a client whose answers come
+later spins and, on shared cores, takes the CPU the proxy and the brokers need
+(docs/proxy.md, *Sizing*).
+
 ``--upstream kafka`` puts Apache Kafka 4.x itself behind the proxy instead of
 brokerlite (KRaft nodes started from the jars ``make peers`` fetched, full JIT;
 tests/kafka_peers.py): ``1`` is one node, ``N`` is N nodes (combined broker and
@@ -91,6 +98,7 @@ absolute numbers. Run: ``python bench/proxy.py`` (``--cluster 1 --records
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -143,6 +151,30 @@ def with_children(pid: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").glob("*/children"):
         children += [int(c) for c in task.read_text().split()]
     return [pid, *children]
+
+
+def pin(pids: list[int], cpus: set[int]) -> None:
+    """Every thread of these processes onto ``cpus`` (the threads they start
+    later inherit it); a thread gone meanwhile is skipped."""
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(int(task.name), cpus)
+
+
+@contextmanager
+def client_cpu(cpus: set[int] | None) -> Iterator[None]:
+    """The calling thread, and the client threads it starts meanwhile
+    (librdkafka's), on ``cpus`` (None: unchanged)."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -601,17 +633,24 @@ def measure(
         return (b[0] - a[0], b[1] - a[1], b[2] - a[2])
 
     metrics = None if proxy_svc is None else proxy_svc.metrics
+    client = None
+    if args.pin:
+        # The client on the first CPU, the brokers and the proxy on the others.
+        client = {min(os.sched_getaffinity(0))}
+        pin(setup.pids + proxy_pids, os.sched_getaffinity(0) - client)
     counted = requests_counted(metrics)
     before = sample()
     config = producer_config(servers, kind, args, setup.replication)
     stats_ms = 100 if args.smoke else 1000
     clients = args.clients
-    produce_s, retries, failed = produce(
-        config, topic, args.records, values, keys, stats_ms, clients
-    )
+    with client_cpu(client):
+        produce_s, retries, failed = produce(
+            config, topic, args.records, values, keys, stats_ms, clients
+        )
     produced = sample()
     counted = tuple(b - a for a, b in zip(counted, requests_counted(metrics), strict=True))
-    consume_s, seen, stored = consume(servers, topic, args.partitions, setup.servers)
+    with client_cpu(client):
+        consume_s, seen, stored = consume(servers, topic, args.partitions, setup.servers)
     consumed = sample()
     # What the path's own ListOffsets answers say is stored (a client's lag reads them).
     told = stored if proxy_svc is None else stored_records(servers, topic, args.partitions)
@@ -1069,6 +1108,12 @@ def main() -> int:
     )
     parser.add_argument("--keep", action="store_true", help="keep the logs and data")
     parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="produce and consume on the first CPU, the brokers and the proxy on the others "
+        "(Linux, 2 CPUs or more): a client spinning on its own CPU as on another machine",
+    )
+    parser.add_argument(
         "--smoke",
         action="store_true",
         help="a check that the benchmark runs, not a measurement: 2,000 records, 3 "
@@ -1113,6 +1158,7 @@ def main() -> int:
             ]
             + [f"--idle={args.idle}", f"--samples={args.samples}"]
             + [f"--clients={args.clients}", f"--workers={args.workers}"]
+            + (["--pin"] if args.pin else [])
             + [f"--upstream={args.upstream}", f"--rate={args.rate}"]
             + [f"--rate-seconds={args.rate_seconds:g}"]
             + [f"--paths={args.paths}", f"--producers={args.producers}"]
