@@ -641,7 +641,7 @@ class TransactionManager(TxnStateMachine):
         action = classify(code)
         aborting = self.state is S.ABORTING_TRANSACTION
         if action is TxnAction.OK or (
-            aborting and code == ErrorCode.INVALID_TXN_STATE and not self._started
+            aborting and code == ErrorCode.INVALID_TXN_STATE and not (self._started or self.txn_tv2)
         ):
             # (An abort of a transaction that the coordinator never saw start.)
             self._succeeded()

@@ -48,7 +48,11 @@ from trafka.codec.messages import k28_txn_offset_commit as toc
 from trafka.sdk.admin import NewTopic, open_admin
 from trafka.sdk.connection_state import ConnectionState
 from trafka.sdk.consumer import TopicPartition, open_consumer
-from trafka.sdk.errors import ProducerFencedError, TransactionAbortableError
+from trafka.sdk.errors import (
+    ProducerFencedError,
+    TransactionAbortableError,
+    TransactionFatalError,
+)
 from trafka.sdk.producer import open_producer
 from trafka.sdk.transactions import (
     ConsumerGroupMetadata,
@@ -255,6 +259,19 @@ def test_endtxn_fenced(code: int) -> None:
     commit = m.begin_commit()
     answer(m, step(m), et.EndTxnResponse(error_code=code))
     assert m.state is S.FATAL_ERROR and isinstance(commit.error, ProducerFencedError)
+
+
+def test_an_abort_refused_as_invalid_txn_state_is_fatal() -> None:
+    # Version 1 reads it as an abort of a transaction the coordinator never saw
+    # begin (an AddPartitionsToTxn whose answer was lost); version 2 has no
+    # such case (an abort of an empty transaction is accepted), as Java's
+    # EndTxnHandler: fatal.
+    m = ready(Features(1, 2))
+    m.begin()
+    m.add_partition("t", 0)
+    abort = m.begin_abort()
+    answer(m, step(m), et.EndTxnResponse(error_code=ErrorCode.INVALID_TXN_STATE))
+    assert m.state is S.FATAL_ERROR and isinstance(abort.error, TransactionFatalError)
 
 
 def test_endtxn_abortable_and_concurrent_transactions() -> None:
