@@ -236,6 +236,12 @@ FATAL_BATCH_CODES = frozenset(
         E.CLUSTER_AUTHORIZATION_FAILED,
     }
 )
+#: The same per transaction version (True: 2). In version 2 a batch refused with
+#: INVALID_PRODUCER_EPOCH (the coordinator bumped the epoch: the transaction timed
+#: out, or a newer instance took over) only dooms the transaction, as Kafka's
+#: Java client reads it (an abortable InvalidProducerEpochException, KIP-588);
+#: ending it then tells which. Version 1 keeps it fatal, as before.
+FATAL_BATCH = {False: FATAL_BATCH_CODES, True: FATAL_BATCH_CODES - {E.INVALID_PRODUCER_EPOCH}}
 
 
 def classify(code: int) -> TxnAction:
@@ -689,7 +695,7 @@ class TxnStateMachine:
                 self._update_sendable()
             return
         code = error.code if isinstance(error, KafkaError) else None
-        if code in FATAL_BATCH_CODES:
+        if code in FATAL_BATCH[self.txn_tv2]:
             self._fatal(self._fatal_error(int(code or 0), "a batch failed", error))
             return
         if isinstance(error, UnsupportedVersionError):

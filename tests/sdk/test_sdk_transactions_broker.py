@@ -210,9 +210,18 @@ async def test_zombie_is_fenced(broker: RunningBroker) -> None:
                 await new.init_transactions()  # fences `old`, aborts its transaction
                 async with new.transaction():
                     await new.send(topic, b"fresh", partition=0)
-                with pytest.raises(ProducerFencedError):
-                    await old.send(topic, b"more", partition=0)
+                # Transaction version 2 (a single brokerlite): the zombie's record is
+                # refused for its epoch (INVALID_PRODUCER_EPOCH), which dooms the
+                # transaction, as Kafka's Java client reads it (KIP-588); ending
+                # the transaction is the fence (PRODUCER_FENCED).
+                more = await old.send(topic, b"more", partition=0)
+                with pytest.raises(KafkaError) as refused:
+                    await more
+                assert refused.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+                with pytest.raises(TransactionAbortableError):
                     await old.commit_transaction()
+                with pytest.raises(ProducerFencedError):
+                    await old.abort_transaction()
                 assert old.transaction_state is TxnState.FATAL_ERROR
                 with pytest.raises(ProducerFencedError):
                     await old.send(topic, b"after", partition=0)

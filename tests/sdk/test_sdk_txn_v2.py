@@ -223,6 +223,19 @@ def test_a_sequence_gap_needs_no_bump_of_the_clients_own() -> None:
     assert m.poll(0.0, batches_pending=False) is None
 
 
+@pytest.mark.parametrize("tv2", [True, False])
+def test_a_batch_refused_for_its_epoch(tv2: bool) -> None:
+    # Version 2 reads it as Java's client does (abortable, KIP-588); version 1
+    # keeps it fatal. PRODUCER_FENCED is fatal in both.
+    m = ready(Features(1, 2 if tv2 else 1))
+    m.begin()
+    m.add_partition("t", 0)
+    m.on_batch_failed(KafkaError(ErrorCode.INVALID_PRODUCER_EPOCH), sequenced=True)
+    assert m.state is (S.ABORTABLE_ERROR if tv2 else S.FATAL_ERROR)
+    m.on_batch_failed(KafkaError(ErrorCode.PRODUCER_FENCED), sequenced=True)
+    assert m.state is S.FATAL_ERROR and isinstance(m.fatal_error, ProducerFencedError)
+
+
 def test_moving_down_switches_the_next_transaction_without_a_bump() -> None:
     features = Features(1, 2)
     m = ready(features)
