@@ -114,9 +114,11 @@ that no code can remove, measured in the same run:
 
 Pipelined transactions overlap a commit with the next transaction's records,
 but not with the next commit: the coordinator takes one transaction of a
-producer at a time. The suite times that **chain** (AddPartitionsToTxn, Produce,
-EndTxn, one after the other) with pipelined transactions of one record each,
-and prints how much of it is the producer's own CPU.
+producer at a time. The suite times that **chain** (Produce, which adds the
+partition on transaction version 2 as a single brokerlite finalizes it, or
+AddPartitionsToTxn then Produce on version 1; then EndTxn; one after the other)
+with pipelined transactions of one record each, and prints how much of it is
+the producer's own CPU. The floor keeps version 1's requests on purpose.
 
 ``--suite share`` (or ``all``) measures share-group consumers (KIP-932):
 trafka's ``ShareConsumer`` and librdkafka's (confluent-kafka) each drain the
@@ -921,7 +923,8 @@ def commit_floor_ms(bootstrap: str, topic: str, count: int = 500, warmup: int = 
         }
         version = {k: min(api(k).max_version, offered[k]) for k in (0, 22, 24, 26)}
         version[24] = min(version[24], 3)  # v4+ is the brokers' batched form; clients send v3
-        # Transaction version 1's flow, as the SDK's transactional producer: Produce
+        # Transaction version 1's flow, kept on purpose (the SDK's producer follows
+        # version 2 where the cluster finalized it, sdk/txn_version.py): Produce
         # v12+ and EndTxn v5+ are version 2's (KIP-890: an EndTxn v5 bumps the epoch).
         version[0], version[26] = min(version[0], 11), min(version[26], 4)
         tid = f"bench-floor-{uuid.uuid4().hex}"
@@ -1045,8 +1048,8 @@ def print_pipeline_chain(args: argparse.Namespace, bootstrap: str, run_id: str) 
     """How long one pipelined transaction takes with next to no records.
 
     A producer has one transaction at the coordinator at a time: the next one's
-    AddPartitionsToTxn waits for the last EndTxn, its Produce for that answer,
-    its EndTxn for the Produce's. Pipelined transactions of one record each
+    first request (Produce on transaction version 2, AddPartitionsToTxn on 1)
+    waits for the last EndTxn, its EndTxn for its Produce's answer. Pipelined transactions of one record each
     time that chain: the round trips, the broker's work, and the producer's
     reactions through its event loop (which the polls of a transaction filling
     its records make cheaper, so it is an upper bound for that case)."""

@@ -242,6 +242,10 @@ class BrokerConnection:
     def supports(self, api_key: int) -> bool:
         return self._state.supports(api_key)
 
+    @property
+    def finalized_features(self) -> tuple[int, dict[str, int]]:  # (epoch, levels); -1: none
+        return self._state.finalized_features_epoch, self._state.finalized_features
+
     async def open(self, task_group: anyio.abc.TaskGroup) -> None:
         """Connect (TLS included), start the reader and writer in ``task_group``, do
         the ApiVersions handshake, then SASL when configured.

@@ -132,14 +132,15 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 5),  # v6: two-phase commit, KIP-939, unstable in 4.4
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
-    # Transactions (transaction version 1): AddPartitionsToTxn v4+ is the brokers'
-    # batched form; EndTxn v5 means an epoch bump per transaction (KIP-890 part 2),
-    # which this client does not follow.
+    # Transactions: AddPartitionsToTxn v4+ is the brokers' batched form. EndTxn v5
+    # and TxnOffsetCommit v5 are transaction version 2 (KIP-890 part 2), sent only
+    # when the cluster finalized it; the transaction manager caps both at v4 (and
+    # Produce at v11) otherwise, see transactions.TransactionManager.
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
-    ApiKey.END_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 5),
     ApiKey.WRITE_TXN_MARKERS: (0, 1),  # v2: the marker's transaction version, KIP-1228
-    ApiKey.TXN_OFFSET_COMMIT: (0, 4),  # v5+: transaction version 2, as EndTxn v5
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),  # v5: transaction version 2, as EndTxn v5
     ApiKey.DESCRIBE_ACLS: (1, 3),
     ApiKey.CREATE_ACLS: (1, 3),
     ApiKey.DELETE_ACLS: (1, 3),
@@ -394,6 +395,10 @@ class ConnectionState:
         self._software = (software_name, software_version)
         #: ``api_key -> (min, max)`` from the broker, once the handshake is done.
         self.api_versions: dict[int, tuple[int, int]] | None = None
+        #: The cluster's finalized feature levels (KIP-584) as this broker reported
+        #: them in ApiVersions v3+, and their epoch (-1: none reported).
+        self.finalized_features: dict[str, int] = {}
+        self.finalized_features_epoch = -1
         self._handshake_sent = False
         self._handshake_retried = False
         self._versions: dict[int, int] = {}
@@ -708,6 +713,10 @@ class ConnectionState:
         if getattr(body, "throttle_time_ms", 0) > 0:
             self._throttled(ApiKey.API_VERSIONS, head.api_version, body.throttle_time_ms, now)
         self.api_versions = table
+        self.finalized_features_epoch = getattr(body, "finalized_features_epoch", -1)
+        self.finalized_features = {
+            f.name: f.max_version_level for f in getattr(body, "finalized_features", ())
+        }
         return Response(
             head.correlation_id, ApiKey.API_VERSIONS, head.api_version, body, head.cookie
         )

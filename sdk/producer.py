@@ -185,6 +185,9 @@ class Producer(Hostable):
             start_request=self._start_txn_request,
         )
         core = self.core
+        # Transaction version 2 or 1: the cluster's finalized level (transaction_state).
+        cluster = self._cluster
+        core.txn.version.features = lambda: cluster.finalized_features
         self._sender = Sender(config, core, self._cluster, task_group, self._now)
         self._txn_calls = TransactionCalls(core, self._sender, config)
         # The core's parts this driver uses on every record or request.

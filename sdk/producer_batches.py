@@ -21,8 +21,9 @@ Rules:
 * Produce v13+ names topics by id (KIP-516): a request is sent at v13 only when
   every topic in it has an id in the metadata, else at v12
   (:func:`produce_version`); the answer is matched back by the ids sent. A
-  transactional producer stays at v11: v12+ would add partitions to the
-  transaction implicitly (transaction version 2), which it does not follow.
+  transaction of transaction version 1 stays at v11: v12+ adds partitions to the
+  transaction implicitly, which is transaction version 2's flow (KIP-890 part
+  2; which flow, see :mod:`.transaction_state`).
 """
 
 from __future__ import annotations
@@ -339,7 +340,7 @@ def produce_version(
     transactional: bool,
 ) -> int:
     """The Produce version for a request to ``topics``: ``negotiated``, at most
-    v11 in a transaction, and v12 instead of v13+ when a topic's id is unknown
+    v11 in a transaction of transaction version 1 (``transactional``), and v12 instead of v13+ when a topic's id is unknown
     (metadata older than v10, or a broker that has none)."""
     if transactional:
         return min(negotiated, PRODUCE_TXN_V1_MAX)

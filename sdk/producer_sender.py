@@ -356,7 +356,8 @@ class Sender:
                 conn.version_for(ApiKey.PRODUCE),
                 topics,
                 topic_id,
-                transactional=self.core.transactional,
+                # A transaction of transaction version 2 may use v12+ (KIP-890).
+                transactional=self.core.transactional and not self.core.txn.txn_tv2,
             )
         except TrafkaError as exc:
             self._produce_failed(conn.node_id, batches, exc)

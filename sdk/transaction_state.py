@@ -39,6 +39,10 @@ Rules and invariants:
 * Errors are classified once (:func:`classify`): retried, sent to find the
   coordinator again, abortable (only this transaction is doomed) or fatal
   (fenced, unauthorized, a broken protocol invariant).
+* Transaction version 2 or 1 (KIP-890 part 2): decided as :mod:`.txn_version`
+  says; a transaction keeps the flow it began with (:attr:`~TxnStateMachine.txn_tv2`).
+  Moving up to version 2 bumps the epoch after the ending transaction's EndTxn
+  (``COMMITTING_TRANSACTION | ABORTING_TRANSACTION -> INITIALIZING -> READY``).
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from .errors import (
     TransactionAbortedError,
     TransactionFatalError,
 )
+from .txn_version import TxnVersion
 
 __all__ = [
     "ConsumerGroupMetadata",
@@ -95,7 +100,9 @@ S = TxnState
 #: target state -> the states it may be entered from
 SOURCES: dict[TxnState, frozenset[TxnState]] = {
     S.UNINITIALIZED: frozenset(),
-    S.INITIALIZING: frozenset({S.UNINITIALIZED, S.READY, S.ABORTING_TRANSACTION}),
+    S.INITIALIZING: frozenset(
+        {S.UNINITIALIZED, S.READY, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}
+    ),
     S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
     S.IN_TRANSACTION: frozenset({S.READY}),
     S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
@@ -176,7 +183,8 @@ class OffsetsOp:
     offsets: dict[TopicPartition, int]
     group: ConsumerGroupMetadata
     result: TxnResult
-    added: bool = False  # AddOffsetsToTxn succeeded
+    added: bool = False  # AddOffsetsToTxn succeeded (or not needed: transaction version 2)
+    tv2: bool = False  # sent in a transaction of transaction version 2 (TxnOffsetCommit v5)
 
 
 class TxnAction(enum.Enum):
@@ -228,6 +236,12 @@ FATAL_BATCH_CODES = frozenset(
         E.CLUSTER_AUTHORIZATION_FAILED,
     }
 )
+#: The same per transaction version (True: 2). In version 2 a batch refused with
+#: INVALID_PRODUCER_EPOCH (the coordinator bumped the epoch: the transaction timed
+#: out, or a newer instance took over) only dooms the transaction, as Kafka's
+#: Java client reads it (an abortable InvalidProducerEpochException, KIP-588);
+#: ending it then tells which. Version 1 keeps it fatal, as before.
+FATAL_BATCH = {False: FATAL_BATCH_CODES, True: FATAL_BATCH_CODES - {E.INVALID_PRODUCER_EPOCH}}
 
 
 def classify(code: int) -> TxnAction:
@@ -237,6 +251,62 @@ def classify(code: int) -> TxnAction:
     if action is not None:
         return action
     return TxnAction.RETRY if ec.retriable else TxnAction.FATAL
+
+
+_HINTS = {
+    S.UNINITIALIZED: "call init_transactions() first",
+    S.INITIALIZING: "init_transactions() has not completed",
+    S.READY: "call begin_transaction() first",
+    S.IN_TRANSACTION: "a transaction is already open",
+    S.ABORTING_TRANSACTION: "the transaction is aborting",
+    S.ABORTABLE_ERROR: "the transaction must be aborted",
+}
+
+
+def state_message(m: TxnStateMachine, what: str) -> str:
+    """Why ``what`` is refused in ``m``'s state, with what to do instead."""
+    if m.state is S.COMMITTING_TRANSACTION:
+        hint = (
+            "a transaction is already open, begun while the previous one commits"
+            if m.pipelined
+            else "the transaction is committing"
+        )
+    else:
+        hint = _HINTS.get(m.state, "")
+    return f"{what} is not allowed in state {m.state.name}" + (f": {hint}" if hint else "")
+
+
+def fatal_error(
+    transactional_id: str | None, code: int, what: str, cause: BaseException | None = None
+) -> TransactionFatalError:
+    """The error that ends a producer with ``transactional_id`` after ``code``."""
+    if classify(code) is TxnAction.FENCED:
+        if transactional_id is None:
+            return ProducerFencedError(code, f"{what}: the producer epoch is stale")
+        return ProducerFencedError(
+            code,
+            f"{what}: another producer with transactional.id {transactional_id!r} "
+            "has taken over (or the transaction timed out)",
+        )
+    return TransactionFatalError(
+        code, f"{what} failed{_authorization_hint(transactional_id, code)}", cause
+    )
+
+
+def _authorization_hint(transactional_id: str | None, code: int) -> str:
+    """What an ACL refusal asks for, in the error's message (empty for other codes)."""
+    if code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        return (
+            f": the client's principal needs WRITE on transactional id "
+            f"{transactional_id!r} (an ACL on the broker)"
+        )
+    if code == E.CLUSTER_AUTHORIZATION_FAILED and transactional_id is None:
+        return (
+            ": an idempotent producer's principal needs WRITE on some topic or "
+            "IDEMPOTENT_WRITE on the cluster (an ACL on the broker), or set "
+            "enable_idempotence=False"
+        )
+    return ""
 
 
 class TxnStateMachine:
@@ -262,6 +332,10 @@ class TxnStateMachine:
         self.transactions_aborted = 0
         self._bump_wanted = False  # idempotent: the accumulator needs a new identity
         self._bump_on_abort = False  # transactional: a sequence gap; bump the epoch after the abort
+        #: The transaction version of the next transaction; ``txn_tv2``: of the one sent.
+        self.version = TxnVersion()
+        self.txn_tv2 = False
+        self._bump_after_end = False  # moved up to version 2: bump the epoch after EndTxn
         # The current transaction's partitions: added, waiting to be added, being added.
         self._partitions: set[tuple[str, int]] = set()
         self._new_partitions: set[tuple[str, int]] = set()
@@ -314,9 +388,14 @@ class TxnStateMachine:
     @property
     def committing_result(self) -> TxnResult | None:
         """The result of the commit under way, if any."""
-        if self.state is S.COMMITTING_TRANSACTION:
-            return self._end_result
-        return None
+        return self._end_result if self._committing else None
+
+    @property
+    def _committing(self) -> bool:  # its EndTxn, or the epoch bump after it
+        r, s = self._end_result, self.state
+        return s is S.COMMITTING_TRANSACTION or (
+            s is S.INITIALIZING and r is not None and r.operation == "commit_transaction"
+        )
 
     @property
     def partitions(self) -> frozenset[tuple[str, int]]:
@@ -380,7 +459,7 @@ class TxnStateMachine:
         """
         self._require_transactional("begin_transaction()")
         self._check_not_fatal()
-        if self.state is S.COMMITTING_TRANSACTION and not self._next_begun:
+        if self._committing and not self._next_begun:
             self._next_begun = True
             self._next_partitions = set()
             self._next_offsets = deque()
@@ -389,9 +468,10 @@ class TxnStateMachine:
             self._update_sendable()
             return
         if self.state is not S.READY:
-            raise InvalidTxnStateError(self._state_message("begin_transaction()"))
+            raise InvalidTxnStateError(state_message(self, "begin_transaction()"))
         self._transition(S.IN_TRANSACTION)
         self._clear_transaction()
+        self.txn_tv2 = self.version.tv2
         self.open_number += 1
         self.sending_number = self.open_number
 
@@ -416,6 +496,10 @@ class TxnStateMachine:
         key = (topic, partition)
         if key in self._partitions or key in self._new_partitions or key in self._adding:
             return False
+        if self.txn_tv2:  # its leader adds it with the first Produce (v12+)
+            self._partitions.add(key)
+            self._maybe_started = True
+            return False
         self._new_partitions.add(key)
         return True
 
@@ -438,23 +522,7 @@ class TxnStateMachine:
             raise TransactionAbortableError(
                 self.last_error.__cause__, f"{what}: {self.last_error}"
             ) from self.last_error.__cause__
-        raise InvalidTxnStateError(self._state_message(what))
-
-    def _state_message(self, what: str) -> str:
-        hint = {
-            S.UNINITIALIZED: "call init_transactions() first",
-            S.INITIALIZING: "init_transactions() has not completed",
-            S.READY: "call begin_transaction() first",
-            S.IN_TRANSACTION: "a transaction is already open",
-            S.COMMITTING_TRANSACTION: (
-                "a transaction is already open, begun while the previous one commits"
-                if self._next_begun
-                else "the transaction is committing"
-            ),
-            S.ABORTING_TRANSACTION: "the transaction is aborting",
-            S.ABORTABLE_ERROR: "the transaction must be aborted",
-        }.get(self.state, "")
-        return f"{what} is not allowed in state {self.state.name}" + (f": {hint}" if hint else "")
+        raise InvalidTxnStateError(state_message(self, what))
 
     def is_send_allowed(self, topic: str, partition: int, number: int | None = None) -> bool:
         """The accumulator's gate: batches of partitions not yet in the transaction
@@ -496,8 +564,10 @@ class TxnStateMachine:
         if not clean:
             result.resolve()
             return result
-        ops = self._offsets if self.state is S.IN_TRANSACTION else self._next_offsets
-        ops.append(OffsetsOp(clean, group, result))
+        now = self.state is S.IN_TRANSACTION  # else begun ahead
+        tv2 = self.txn_tv2 if now else self.version.tv2  # version 2: no AddOffsetsToTxn
+        ops = self._offsets if now else self._next_offsets
+        ops.append(OffsetsOp(clean, group, result, tv2, tv2))
         return result
 
     def begin_commit(self) -> TxnResult:
@@ -521,12 +591,13 @@ class TxnStateMachine:
             raise InvalidTxnStateError(
                 "commit_transaction(): the previous transaction is still committing"
             )
-        if self.state is S.COMMITTING_TRANSACTION and self._end_result is not None:
+        if self._committing and self._end_result is not None:
             return self._end_result
         if self.state is not S.IN_TRANSACTION:
             self._refuse("commit_transaction()")
         self._transition(S.COMMITTING_TRANSACTION)
         self._end_result = result = TxnResult("commit_transaction")
+        self._update_version()
         return result
 
     def begin_abort(self) -> TxnResult:
@@ -550,12 +621,13 @@ class TxnStateMachine:
             return result
         if self.state is S.ABORTING_TRANSACTION and self._end_result is not None:
             return self._end_result
-        if self.state is S.INITIALIZING and self._end_result is not None:
+        if self.state is S.INITIALIZING and self._end_result is not None and not self._committing:
             return self._end_result  # the abort became an epoch bump
         if self.state not in (S.IN_TRANSACTION, S.ABORTABLE_ERROR):
-            raise InvalidTxnStateError(self._state_message("abort_transaction()"))
+            raise InvalidTxnStateError(state_message(self, "abort_transaction()"))
         self._transition(S.ABORTING_TRANSACTION)
         self._end_result = result = TxnResult("abort_transaction")
+        self._update_version()
         self._new_partitions.clear()
         aborted = TransactionAbortedError("the transaction was aborted")
         # The head may be in flight; its answer no longer matters, but it must come back.
@@ -578,11 +650,19 @@ class TxnStateMachine:
         self._next_begun = False
         self._next_error = None
         self._transition(S.IN_TRANSACTION)
-        self._new_partitions, self._next_partitions = self._next_partitions, set()
+        self.txn_tv2 = self.version.tv2
+        if self.txn_tv2:
+            self._partitions, self._next_partitions = self._next_partitions, set()
+            self._maybe_started = bool(self._partitions)
+        else:
+            self._new_partitions, self._next_partitions = self._next_partitions, set()
         self._offsets, self._next_offsets = self._next_offsets, deque()
         self.sending_number = self.open_number
         if error is not None:
             self._abortable(error)
+
+    def _update_version(self, on_init: bool = False) -> None:
+        self._bump_after_end |= self.is_transactional and self.version.update(on_init=on_init)
 
     def request_epoch_bump(self) -> None:
         """Idempotent producer: the accumulator needs a new identity (KIP-360).
@@ -615,13 +695,13 @@ class TxnStateMachine:
                 self._update_sendable()
             return
         code = error.code if isinstance(error, KafkaError) else None
-        if code in FATAL_BATCH_CODES:
+        if code in FATAL_BATCH[self.txn_tv2]:
             self._fatal(self._fatal_error(int(code or 0), "a batch failed", error))
             return
         if isinstance(error, UnsupportedVersionError):
             self._fatal(TransactionFatalError(ErrorCode.UNSUPPORTED_VERSION, str(error), error))
             return
-        if sequenced:
+        if sequenced and not self.txn_tv2:  # version 2: the abort's EndTxn bumps the epoch
             self._bump_on_abort = True
         if not isinstance(error, TransactionAbortedError | TransactionAbortableError):
             self._abortable(error)
@@ -686,33 +766,8 @@ class TxnStateMachine:
         if result is not None:
             result.resolve(self.last_error)
 
-    def _fatal_error(
-        self, code: int, what: str, cause: BaseException | None = None
-    ) -> TransactionFatalError:
-        if classify(code) is TxnAction.FENCED:
-            if self.transactional_id is None:
-                return ProducerFencedError(code, f"{what}: the producer epoch is stale")
-            return ProducerFencedError(
-                code,
-                f"{what}: another producer with transactional.id {self.transactional_id!r} "
-                "has taken over (or the transaction timed out)",
-            )
-        return TransactionFatalError(code, f"{what} failed{self._authorization_hint(code)}", cause)
-
-    def _authorization_hint(self, code: int) -> str:
-        """What an ACL refusal asks for, in the error's message (empty for other codes)."""
-        if code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-            return (
-                f": the client's principal needs WRITE on transactional id "
-                f"{self.transactional_id!r} (an ACL on the broker)"
-            )
-        if code == E.CLUSTER_AUTHORIZATION_FAILED and self.transactional_id is None:
-            return (
-                ": an idempotent producer's principal needs WRITE on some topic or "
-                "IDEMPOTENT_WRITE on the cluster (an ACL on the broker), or set "
-                "enable_idempotence=False"
-            )
-        return ""
+    def _fatal_error(self, code: int, what: str, cause: Any = None) -> TransactionFatalError:
+        return fatal_error(self.transactional_id, code, what, cause)
 
     def _fatal(self, error: TransactionFatalError) -> None:
         if self.state is S.FATAL_ERROR:

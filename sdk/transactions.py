@@ -25,6 +25,13 @@ Rules and invariants:
   :meth:`~TransactionManager.send_offsets`, in call order; and EndTxn, only once
   the driver has no batch left (``batches_pending``). A transaction to which
   nothing was added ends without EndTxn.
+* Transaction version 2 (KIP-890 part 2; when, see :mod:`.transaction_state`):
+  no AddPartitionsToTxn and no AddOffsetsToTxn; TxnOffsetCommit and EndTxn go
+  at v5 (v4 at most in version 1, and Produce at v11, see
+  ``producer_batches.produce_version``). EndTxn v5's answer carries the producer
+  id and epoch the coordinator bumped to (a new id once the epoch ran out): the
+  next transaction uses them, its partitions' sequences restarting at 0 (the
+  accumulator moves to a new identity so).
 * Retriable errors and lost connections retry with exponential backoff
   (``retry.backoff.ms`` to ``retry.backoff.max.ms``), except
   CONCURRENT_TRANSACTIONS for the first addition of a transaction: that is the
@@ -78,6 +85,7 @@ from .transaction_state import (
     TxnStateMachine,
     classify,
 )
+from .txn_version import TV1_MAX_VERSIONS
 
 __all__ = [
     "MAX_VERSIONS",
@@ -254,6 +262,9 @@ class TransactionManager(TxnStateMachine):
             if batches_pending:
                 return None
             if not self._maybe_started:
+                if self._bump_after_end:  # moving up to transaction version 2
+                    self._transition(S.INITIALIZING)
+                    return self._coordinated(self._init_producer_id)
                 self._complete(None)
                 return None
             return self._coordinated(self._end_txn)
@@ -264,7 +275,7 @@ class TransactionManager(TxnStateMachine):
                 # Even when the epoch must be bumped: InitProducerId during an open
                 # transaction would fence this very producer.
                 return self._coordinated(self._end_txn)
-            if self._bump_on_abort:
+            if self._bump_on_abort or self._bump_after_end:
                 self._transition(S.INITIALIZING)
                 return self._coordinated(self._init_producer_id)
             self._complete(None)
@@ -283,12 +294,13 @@ class TransactionManager(TxnStateMachine):
         kind: Kind,
         build: Callable[[int], Any],
         coordinator: tuple[int, str, int] | None,
+        *,
+        tv2: bool = False,
         **extra: Any,
     ) -> TxnRequest:
         api_key = kind.value
-        return TxnRequest(
-            kind, api_key, build, coordinator, MAX_VERSIONS[api_key], self.request_timeout, **extra
-        )
+        top = MAX_VERSIONS[api_key] if tv2 else TV1_MAX_VERSIONS.get(api_key, MAX_VERSIONS[api_key])
+        return TxnRequest(kind, api_key, build, coordinator, top, self.request_timeout, **extra)
 
     def _find_coordinator(self, key_type: int, key: str) -> TxnRequest:
         def build(version: int) -> Any:
@@ -373,6 +385,7 @@ class TransactionManager(TxnStateMachine):
                 )
             )
         tid, pid, epoch = self.transactional_id or "", self.producer_id, self.producer_epoch
+        self._maybe_started |= op.tv2  # v5: the group coordinator adds the offsets partition
 
         def build(version: int) -> Any:
             return _fit(
@@ -392,7 +405,9 @@ class TransactionManager(TxnStateMachine):
                 ],
             )
 
-        return self._request(Kind.TXN_OFFSET_COMMIT, build, coordinator, key=group.group_id)
+        return self._request(
+            Kind.TXN_OFFSET_COMMIT, build, coordinator, tv2=op.tv2, key=group.group_id
+        )
 
     def _end_txn(self, coordinator: tuple[int, str, int] | None) -> TxnRequest:
         commit = self.state is S.COMMITTING_TRANSACTION
@@ -403,7 +418,7 @@ class TransactionManager(TxnStateMachine):
                 transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit
             )
 
-        return self._request(Kind.END_TXN, build, coordinator)
+        return self._request(Kind.END_TXN, build, coordinator, tv2=self.txn_tv2)
 
     # -- responses ----------------------------------------------------------------------
 
@@ -517,8 +532,14 @@ class TransactionManager(TxnStateMachine):
             self.producer_id = body.producer_id
             self.producer_epoch = body.producer_epoch
             self._bump_on_abort = False
+            if self._bump_after_end:  # after a transaction that moved up to version 2
+                self._bump_after_end = False
+                self._complete(None)
+                return
             self._transition(S.READY)
             self._clear_transaction()
+            if self._init_result is not None:
+                self._update_version(on_init=True)
             for result in (self._init_result, self._end_result):
                 if result is not None:
                     result.resolve()
@@ -620,11 +641,13 @@ class TransactionManager(TxnStateMachine):
         action = classify(code)
         aborting = self.state is S.ABORTING_TRANSACTION
         if action is TxnAction.OK or (
-            aborting and code == ErrorCode.INVALID_TXN_STATE and not self._started
+            aborting and code == ErrorCode.INVALID_TXN_STATE and not (self._started or self.txn_tv2)
         ):
             # (An abort of a transaction that the coordinator never saw start.)
             self._succeeded()
-            if aborting and self._bump_on_abort:
+            if action is TxnAction.OK and getattr(body, "producer_id", NO_ID) >= 0:  # v5: bumped
+                self.producer_id, self.producer_epoch = body.producer_id, body.producer_epoch
+            if (aborting and self._bump_on_abort) or self._bump_after_end:
                 self._started = self._maybe_started = False  # the bump comes next
                 return
             self._complete(None)

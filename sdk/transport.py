@@ -27,6 +27,11 @@ Rules:
   WARNING without one); the next successful connect clears it. Bootstrap
   addresses are not brokers yet: a command that cannot reach any fails with
   NoBrokersAvailableError anyway.
+* Finalized features (KIP-584): :attr:`Cluster.finalized_features` is what the
+  broker with the highest finalized-features epoch reported in its ApiVersions
+  answer, over every connection opened so far (Java's ``ApiVersions`` keeps the
+  same), so a change the controller made shows up once any connection opens
+  after it.
 """
 
 from __future__ import annotations
@@ -133,6 +138,8 @@ class Cluster:
         self.refresh_error: TrafkaError | None = None
         # Brokers out of reach (node id -> why) until a connect to them succeeds.
         self._unreachable: dict[int, BrokerUnreachableError] = {}
+        #: ``(epoch, {feature: level})``: the newest finalized levels any broker reported.
+        self.finalized_features: tuple[int, dict[str, int]] = (-1, {})
 
     @property
     def uses_tls(self) -> bool:
@@ -324,6 +331,9 @@ class Cluster:
             self._last_error.pop(node_id, None)
             self.auth_error = None
             self._reached(node_id, host, port)
+            features = conn.finalized_features
+            if features[0] > self.finalized_features[0]:
+                self.finalized_features = features
             self._conns[node_id] = conn
             return conn
         finally:

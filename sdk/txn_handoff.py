@@ -5,8 +5,10 @@ Flink's committer) needs what a Kafka producer does not offer by itself: each
 writer flushes its transaction and leaves it open, and the decider later
 commits or aborts every writer's transaction. Kafka allows it: EndTxn names the
 transaction by its ``transactional.id``, producer id and epoch, and the
-coordinator checks those, not the connection (Kafka's ``TransactionCoordinator``
-with transaction version 1; brokerlite alike).
+coordinator checks those, not the connection (Kafka's ``TransactionCoordinator``;
+brokerlite alike). The admin's EndTxn goes at v4 at most, which Kafka 4.x and
+brokerlite accept for a transaction written with transaction version 2 too
+(KIP-890 part 2; tests/sdk/test_sdk_txn_handoff.py runs on both).
 
 * :func:`prepare_transaction` (the writer): flush the open transaction, check
   that every record was acknowledged, and return its

@@ -14,6 +14,7 @@ from unique_names import names as _names
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
 from trafka.sdk import NewTopic, open_admin, open_producer
+from trafka.sdk.admin import FeatureUpdate, UpgradeType
 
 
 def fresh(prefix: str = "t") -> str:
@@ -80,3 +81,14 @@ async def produce(bootstrap: str, topic: str, values: list[bytes], partitions: i
     async with open_producer(bootstrap_servers=bootstrap) as producer:
         for i, value in enumerate(values):
             await producer.send(topic, value, partition=i % partitions)
+
+
+async def set_transaction_version(bootstrap: str, level: int) -> None:
+    """Finalize ``transaction.version`` at ``level`` (UpdateFeatures, KIP-584; a
+    lower level as a safe downgrade): 2 is KIP-890 part 2's flow, below 2 the
+    AddPartitionsToTxn one, which clients follow from their next connections."""
+    async with open_admin(bootstrap_servers=bootstrap) as admin:
+        now = (await admin.describe_features()).finalized.get("transaction.version")
+        down = now is not None and level < now[1]
+        kind = UpgradeType.SAFE_DOWNGRADE if down else UpgradeType.UPGRADE
+        await admin.update_features({"transaction.version": FeatureUpdate(level, kind)})

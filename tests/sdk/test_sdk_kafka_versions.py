@@ -11,7 +11,13 @@ What Kafka defines and these tests check:
 * Produce v12+ inside a transaction adds the partitions to it implicitly
   (KIP-890 part 2, transaction version 2); a client that does not follow
   transaction version 2 "can't use produce request version higher than 11 within
-  a transaction" (the same spec): a transactional producer sends v11 to 4.4.
+  a transaction" (the same spec). Kafka 4.x finalizes ``transaction.version`` 2
+  on a new cluster and so does a single brokerlite; Kafka 3.9 has no such
+  level. As Kafka's Java client, the producer follows version 2 where the level
+  is 2 (no AddPartitionsToTxn or AddOffsetsToTxn; Produce v12+, TxnOffsetCommit
+  v5 and EndTxn v5, each EndTxn bumping the epoch) and version 1 elsewhere
+  (AddPartitionsToTxn v3, AddOffsetsToTxn, TxnOffsetCommit and EndTxn v4,
+  Produce v11, one epoch for every transaction).
 * Fetch v18 only adds a follower's high watermark (KIP-1166): a consumer
   fetches at v18 from Kafka 4.4, at v17 from 3.9 and brokerlite.
 * ListOffsets v11 (KIP-1023) is v10 with one more special timestamp; the
@@ -29,14 +35,14 @@ What Kafka defines and these tests check:
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
 import pytest
 from kafka_fixtures import Peer
-from kafka_peers import KafkaCluster
-from sdk_brokers import fresh, produce, share_queue
+from kafka_peers import KAFKA_4, KafkaCluster
+from sdk_brokers import fresh, produce, set_transaction_version, share_queue
 
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
 from trafka.sdk.connection_state import ConnectionState
@@ -45,6 +51,7 @@ from trafka.sdk.share_consumer import AcknowledgeType, open_share_consumer
 pytestmark = [pytest.mark.anyio, pytest.mark.kafka]
 
 PRODUCE, FETCH, LIST_OFFSETS, SHARE_FETCH, SHARE_ACK = 0, 1, 2, 78, 79
+ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 # (Produce, Fetch, ListOffsets) versions each peer serves at most (its ApiVersions).
 NEWEST = {"brokerlite": (12, 17, 10), "3.9": (11, 17, 9), "4": (13, 18, 11)}
 
@@ -100,27 +107,91 @@ async def test_produce_fetch_list_offsets_newest(peer: Peer, wire: list[tuple[in
     assert versions(wire, LIST_OFFSETS) == {list_v}
 
 
-async def test_transactional_producer_stays_at_v11(
-    kafka4: KafkaCluster, wire: list[tuple[int, int]]
+#: Per peer: transaction version 2, and the (Produce, AddPartitionsToTxn,
+#: AddOffsetsToTxn, TxnOffsetCommit, EndTxn) versions its transactions go at.
+TXN = {
+    "brokerlite": (True, {12}, set(), set(), {5}, {5}),
+    "3.9": (False, {11}, {3}, {4}, {4}, {4}),
+    "4": (True, {13}, set(), set(), {5}, {5}),
+}
+
+
+async def test_transactions_follow_the_finalized_transaction_version(
+    peer: Peer, wire: list[tuple[int, int]]
 ) -> None:
-    bs, topic = kafka4.bootstrap_servers, fresh("vers-txn")
+    bs, topic, src, group = peer.bootstrap_servers, fresh("vers-txn"), fresh("src"), fresh("g")
+    tv2, *expected = TXN[peer.name]
+    src_tp = TopicPartition(src, 0)
     with anyio.fail_after(120):
         async with open_admin(bootstrap_servers=bs) as admin:
-            await admin.create_topics([NewTopic(topic, 1)])
-        async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as producer:
+            await admin.create_topics([NewTopic(topic, 1), NewTopic(src, 1)])
+            level = (await admin.describe_features()).finalized.get("transaction.version")
+            assert (level is not None and level[1] >= 2) is tv2, level
+        tid = fresh("tx")
+        async with (
+            open_producer(bootstrap_servers=bs, transactional_id=tid) as producer,
+            open_consumer(bootstrap_servers=bs, group_id=group) as consumer,
+            open_admin(bootstrap_servers=bs) as admin,
+        ):
             await producer.init_transactions()
+            epochs = [producer._txn.producer_epoch]
             producer.begin_transaction()
             report = await producer.send(topic, b"in-txn")
+            await producer.send_offsets_to_transaction({src_tp: 3}, consumer.group_metadata())
             await producer.commit_transaction()
             offset = (await report).offset
+            epochs.append(producer._txn.producer_epoch)
+            async with producer.transaction():
+                await producer.send(topic, b"second")
+            epochs.append(producer._txn.producer_epoch)
+            assert await consumer.committed(src_tp) == 3
+            described = (await admin.describe_transactions([tid]))[tid]
+            assert described.producer_epoch == epochs[-1]
         async with open_consumer(
             bootstrap_servers=bs, auto_offset_reset="earliest", isolation_level="read_committed"
         ) as consumer:
             consumer.assign([TopicPartition(topic, 0)])
             got: list[Any] = []
-            while not got:
+            while len(got) < 2:
                 got += [r for rs in (await consumer.getmany(timeout_ms=500)).values() for r in rs]
-    assert (offset, [(r.offset, r.value) for r in got]) == (0, [(0, b"in-txn")])
+    assert (offset, [r.value for r in got]) == (0, [b"in-txn", b"second"])
+    # Version 2: EndTxn bumps the epoch of every transaction.
+    assert epochs == [epochs[0] + n if tv2 else epochs[0] for n in range(3)]
+    keys = (PRODUCE, ADD_PARTITIONS, ADD_OFFSETS, TXN_OFFSET_COMMIT, END_TXN)
+    assert [versions(wire, k) for k in keys] == expected
+
+
+def test_kafka4_lowered_to_transaction_version_1(
+    make_kafka: Callable[..., KafkaCluster], wire: list[tuple[int, int]]
+) -> None:
+    # A private node: its level is lowered (UpdateFeatures, a safe downgrade),
+    # which a shared one's other tests must not see.
+    bs = make_kafka(KAFKA_4).bootstrap_servers
+
+    async def main() -> list[int]:
+        with anyio.fail_after(120):
+            return await steps()
+
+    async def steps() -> list[int]:
+        topic = fresh("vers-tv1")
+        await set_transaction_version(bs, 1)
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.create_topics([NewTopic(topic, 1)])
+            level = (await admin.describe_features()).finalized["transaction.version"]
+            assert level[1] == 1
+        del wire[:]
+        async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p:
+            await p.init_transactions()
+            epochs = [p._txn.producer_epoch]
+            for value in (b"one", b"two"):
+                async with p.transaction():
+                    await p.send(topic, value)
+                epochs.append(p._txn.producer_epoch)
+        return epochs
+
+    epochs = anyio.run(main, backend="trio")
+    assert epochs == [epochs[0]] * 3  # version 1: one epoch for every transaction
+    assert versions(wire, ADD_PARTITIONS) == {3} and versions(wire, END_TXN) == {4}
     assert versions(wire, PRODUCE) == {11}
 
 

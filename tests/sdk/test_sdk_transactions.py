@@ -376,6 +376,34 @@ def scenario_fatal(seen: set[Any]) -> None:
         assert m.poll(100.0, batches_pending=False) is None
 
 
+def scenario_moving_up_to_transaction_version_2(seen: set[Any]) -> None:
+    # Kafka's client reads transaction.version again as a commit begins; moving
+    # up to 2 bumps the epoch after that commit's EndTxn (KIP-890 part 2), so
+    # the next transaction (here begun during the bump) starts on a new epoch.
+    m = manager(seen=seen)
+    features = (1, {"transaction.version": 1})
+    m.version.features = lambda: features
+    ready(m)
+    m.begin()
+    added(m, ("a", 0))
+    features = (2, {"transaction.version": 2})
+    commit = m.begin_commit()
+    req = step(m)
+    assert (req.kind, req.max_version) == (Kind.END_TXN, 4)  # this transaction's own flow
+    answer(m, req, et.EndTxnResponse())
+    req = step(m)
+    assert req.kind is Kind.INIT_PRODUCER_ID and m.state is S.INITIALIZING
+    assert (body_of(req).producer_id, body_of(req).producer_epoch) == (42, 3)
+    assert not commit.done and m.committing_result is commit
+    m.begin()  # ahead of the commit, which is not done until the bump is
+    assert m.add_partition("b", 0) is False and m.pipelined
+    answer(m, req, init_resp(pid=42, epoch=4))
+    assert commit.done and commit.error is None and m.transactions_committed == 1
+    assert (m.state, m.producer_epoch, m.txn_tv2) == (S.IN_TRANSACTION, 4, True)
+    assert m.is_send_allowed("b", 0)  # version 2: no AddPartitionsToTxn
+    assert m.poll(0.0, batches_pending=True) is None
+
+
 SCENARIOS = [
     scenario_init,
     scenario_commit,
@@ -387,6 +415,7 @@ SCENARIOS = [
     scenario_sequence_gap_abort_bumps_epoch,
     scenario_idempotent,
     scenario_fatal,
+    scenario_moving_up_to_transaction_version_2,
 ]
 
 

@@ -23,7 +23,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import pytest
-from sdk_brokers import fresh, module_broker
+from sdk_brokers import fresh, module_broker, set_transaction_version
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.handlers import HANDLERS
@@ -51,6 +51,15 @@ QUICK: dict[str, Any] = {"fetch_max_wait_ms": 50}
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
     yield from module_broker(tmp_path_factory, "brokerlite-txn", num_partitions=3)
+
+
+@pytest.fixture(scope="module")
+def tv1_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    """A broker whose finalized transaction.version was lowered to 1: producers
+    add partitions with AddPartitionsToTxn (version 2 adds them implicitly)."""
+    for running in module_broker(tmp_path_factory, "brokerlite-txn-v1"):
+        anyio.run(set_transaction_version, running.bootstrap_servers, 1, backend="trio")
+        yield running
 
 
 async def create(bs: str, *topics: tuple[str, int]) -> None:
@@ -201,9 +210,18 @@ async def test_zombie_is_fenced(broker: RunningBroker) -> None:
                 await new.init_transactions()  # fences `old`, aborts its transaction
                 async with new.transaction():
                     await new.send(topic, b"fresh", partition=0)
-                with pytest.raises(ProducerFencedError):
-                    await old.send(topic, b"more", partition=0)
+                # Transaction version 2 (a single brokerlite): the zombie's record is
+                # refused for its epoch (INVALID_PRODUCER_EPOCH), which dooms the
+                # transaction, as Kafka's Java client reads it (KIP-588); ending
+                # the transaction is the fence (PRODUCER_FENCED).
+                more = await old.send(topic, b"more", partition=0)
+                with pytest.raises(KafkaError) as refused:
+                    await more
+                assert refused.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+                with pytest.raises(TransactionAbortableError):
                     await old.commit_transaction()
+                with pytest.raises(ProducerFencedError):
+                    await old.abort_transaction()
                 assert old.transaction_state is TxnState.FATAL_ERROR
                 with pytest.raises(ProducerFencedError):
                     await old.send(topic, b"after", partition=0)
@@ -815,15 +833,16 @@ async def test_pipelined_commits_on_the_fast_paths(broker: RunningBroker) -> Non
 
 
 async def test_a_commits_batches_leave_when_a_reader_takes_the_join_answer(
-    broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
+    tv1_broker: RunningBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Transaction version 1 (on version 2 no AddPartitionsToTxn is sent).
     # commit_transaction(wait=False) returns before AddPartitionsToTxn is
     # answered; the sealed batch waits for that answer. Whoever takes it (here
     # the connection itself, as its reader task does while the caller yields
     # once to open a batch of the transaction begun ahead) must send the batch
     # at once: the sender loop would only run at the caller's next yield,
     # often the next commit, a whole transaction later.
-    bs = broker.bootstrap_servers
+    bs = tv1_broker.bootstrap_servers
     topic = fresh("join-answer")
     arrived, release = threading.Event(), threading.Event()
     spec = HANDLERS[24]

@@ -1,20 +1,23 @@
 """A transaction prepared by one producer and ended by another process
-(:mod:`trafka.sdk.txn_handoff`), against an in-process brokerlite: EndTxn is
-accepted from any connection that names the transactional id, producer id and
-epoch, as Kafka's TransactionCoordinator accepts it (``endTransaction`` checks
-the id's metadata, not the connection); a repeated outcome is a retry; a newer
-producer of the id fences the prepared transaction (KIP-98)."""
+(:mod:`trafka.sdk.txn_handoff`), against brokerlite, Kafka 3.9 and Kafka 4.x:
+EndTxn is accepted from any connection that names the transactional id,
+producer id and epoch, as Kafka's TransactionCoordinator accepts it
+(``endTransaction`` checks the id's metadata, not the connection); a repeated
+outcome is a retry; a newer producer of the id fences the prepared transaction
+(KIP-98). On brokerlite and Kafka 4.x the producer writes with transaction
+version 2 (KIP-890 part 2), and the EndTxn v4 that ends its transaction is
+accepted all the same."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
 import pytest
-from sdk_brokers import fresh, module_broker
+from kafka_fixtures import Peer
+from sdk_brokers import fresh
 
-from trafka.brokerlite import RunningBroker
 from trafka.sdk import (
     Admin,
     ClientClosedError,
@@ -31,9 +34,9 @@ from trafka.sdk.txn_handoff import PreparedTransaction, end_transaction, prepare
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
-    yield from module_broker(tmp_path_factory, "brokerlite-txn-handoff")
+@pytest.fixture
+def anyio_backend() -> str:
+    return "trio"
 
 
 async def values(bs: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
@@ -61,6 +64,13 @@ async def admin_and_topic(bs: str, name: str) -> AsyncIterator[tuple[Admin, str]
         yield admin, topic
 
 
+async def settled(admin: Admin, tid: str) -> None:
+    """Wait for the markers: Kafka answers EndTxn once PrepareCommit (or
+    PrepareAbort) is logged and writes the markers after (brokerlite before)."""
+    while (await admin.describe_transactions([tid]))[tid].state.startswith("Prepare"):
+        await anyio.sleep(0.05)
+
+
 async def prepared(bs: str, topic: str, tid: str, vals: list[bytes]) -> PreparedTransaction:
     """A transaction of ``vals`` (spread over the topic's partitions), prepared
     and handed over by a producer that is closed afterwards."""
@@ -76,9 +86,9 @@ async def prepared(bs: str, topic: str, tid: str, vals: list[bytes]) -> Prepared
 
 
 async def test_a_prepared_transaction_is_committed_from_another_connection(
-    broker: RunningBroker,
+    peer: Peer,
 ) -> None:
-    bs = broker.bootstrap_servers
+    bs = peer.bootstrap_servers
     tid = fresh("tx")
     vals = [b"a", b"b", b"c"]
     with anyio.fail_after(30):
@@ -93,6 +103,7 @@ async def test_a_prepared_transaction_is_committed_from_another_connection(
             assert await values(bs, topic, 2, "read_uncommitted") == vals
 
             await end_transaction(admin, txn, commit=True)
+            await settled(admin, tid)
             assert await values(bs, topic, 2, "read_committed") == vals
             # A repeated commit is a retry to the coordinator; the opposite is refused.
             await end_transaction(admin, txn, commit=True)
@@ -104,8 +115,8 @@ async def test_a_prepared_transaction_is_committed_from_another_connection(
     assert await values(bs, topic, 2, "read_committed") == vals
 
 
-async def test_an_aborted_prepared_transaction_stays_invisible(broker: RunningBroker) -> None:
-    bs = broker.bootstrap_servers
+async def test_an_aborted_prepared_transaction_stays_invisible(peer: Peer) -> None:
+    bs = peer.bootstrap_servers
     tid = fresh("tx")
     with anyio.fail_after(30):
         async with admin_and_topic(bs, "handoff-abort") as (admin, topic):
@@ -119,9 +130,9 @@ async def test_an_aborted_prepared_transaction_stays_invisible(broker: RunningBr
 
 
 async def test_a_newer_producer_of_the_id_fences_the_prepared_transaction(
-    broker: RunningBroker,
+    peer: Peer,
 ) -> None:
-    bs = broker.bootstrap_servers
+    bs = peer.bootstrap_servers
     tid = fresh("tx")
     with anyio.fail_after(30):
         async with admin_and_topic(bs, "handoff-fence") as (admin, topic):
@@ -138,8 +149,8 @@ async def test_a_newer_producer_of_the_id_fences_the_prepared_transaction(
             assert await values(bs, topic, 2, "read_uncommitted") == [b"retried", b"zombie"]
 
 
-async def test_an_empty_transaction_has_nothing_to_end(broker: RunningBroker) -> None:
-    bs = broker.bootstrap_servers
+async def test_an_empty_transaction_has_nothing_to_end(peer: Peer) -> None:
+    bs = peer.bootstrap_servers
     tid = fresh("tx")
     with anyio.fail_after(30):
         async with admin_and_topic(bs, "handoff-empty") as (admin, topic):
@@ -149,8 +160,8 @@ async def test_an_empty_transaction_has_nothing_to_end(broker: RunningBroker) ->
             await end_transaction(admin, txn, commit=False)
 
 
-async def test_prepare_needs_an_open_transaction(broker: RunningBroker) -> None:
-    bs = broker.bootstrap_servers
+async def test_prepare_needs_an_open_transaction(peer: Peer) -> None:
+    bs = peer.bootstrap_servers
     with anyio.fail_after(30):
         async with open_producer(bootstrap_servers=bs, transactional_id=fresh("tx")) as p:
             with pytest.raises(InvalidTxnStateError, match="open transaction"):
