@@ -583,12 +583,14 @@ def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> Idempo
     every = not prepared.written and all(
         len(c.splits) == len(prepared.new) for c in prepared.chunks
     )
+    if not every:  # (a list each made once, not one per link)
+        upstream_of = {id(split): [] for split, _ in prepared.new}
     for chunk in prepared.chunks:
         u = session.number(chunk.topic, chunk.partition, chunk.count, chunk.data, chunk.sequence)
         fresh.append(u)
         if not every:
             for split in chunk.splits:
-                upstream_of.setdefault(id(split), []).append(u)
+                upstream_of[id(split)].append(u)
         if chunk.leads:
             leading[id(chunk.splits[0])] = u
     shared = tuple(fresh)
@@ -603,9 +605,8 @@ def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> Idempo
             if every
             else tuple(prepared.written.get(id(split), []) + upstream_of.get(id(split), [])),
             leading.get(id(split)),
-            session.latest(split.topic, split.partition),
         )
-        session.remember(batch)
+        session.remember(batch)  # (after the partition's last batch)
         placed[(split.topic, split.partition)] = batch
     # What to write: every failed earlier batch of a target first, then the new.
     writes: list[Upstream] = []
