@@ -5,7 +5,9 @@ client's answer made from what became of them.
 Rules (key routing as a whole is in :mod:`.plan`'s doc):
 
 * A request qualifies (:func:`idempotent_producer`) when every batch is a
-  magic 2 batch of one producer id and epoch, transactional or not.
+  magic 2 batch of one producer id and epoch, transactional or not; the
+  filter asks :func:`read_batches`, which reads the headers once for the
+  plan too.
 * :func:`prepare_idempotent` recognises the batches a client re-sends (its
   retry gets the same upstream batches again) and places the new ones as the
   plain plan does; what it cannot place (an unknown topic, targets without a
