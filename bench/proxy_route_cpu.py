@@ -53,8 +53,8 @@ from trafka.proxy.keyrouting import KeyRouting, coalesce
 from trafka.proxy.keyrouting.idempotent_plan import (
     commit_idempotent,
     idempotent_answer_bytes,
-    idempotent_producer,
     prepare_idempotent,
+    read_batches,
     upstream_body,
 )
 from trafka.proxy.keyrouting.plan import cheap_to_plan
@@ -212,11 +212,12 @@ def measure_idempotent(partitions: int, brokers: int, batch: int, requests: int)
     for frame in numbered:
         started, spent = time.thread_time_ns(), 0
         _, body = protocol.decode_request(frame, allow_trailing=True)
-        assert idempotent_producer(body) == (PID, EPOCH)
+        headers = read_batches(body)  # the filter's reading, once for both
+        assert headers.producer == (PID, EPOCH)
         session = seqs.session(PID, EPOCH, 0)
         assert session is not None
         prepared = prepare_idempotent(
-            body, session=session, topics=topics, hash_name="murmur2", stats=stats
+            body, session=session, topics=topics, hash_name="murmur2", stats=stats, headers=headers
         )
         assert prepared is not None and not prepared.refused
         plan = commit_idempotent(body, prepared, session)

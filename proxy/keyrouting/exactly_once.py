@@ -61,6 +61,7 @@ from ..pool import HeldBack, UpstreamError, UpstreamPool, Waiter, produce_answer
 from ..topics import Topics
 from .answers import Endpoints, failed_answer, failed_part, learn_leaders
 from .idempotent_plan import (
+    Headers,
     IdempotentPlan,
     commit_idempotent,
     idempotent_answer_bytes,
@@ -259,9 +260,10 @@ class ExactlyOnce:
         producer: tuple[int, int],
         hash_name: str,
         deadline: float,
+        headers: Headers | None = None,
     ) -> tuple[IdempotentPlan, Written | Numbered] | Any | None:
-        """Plan and write a request (``ctx``: the request's
-        :class:`~..filters.FilterContext`: its client id and API version).
+        """Plan and write a request (``ctx``: its :class:`~..filters.FilterContext`;
+        ``headers``: as :func:`.idempotent_plan.read_batches` read them, None: here).
 
         Returns:
             (the plan, each written part's batches and waiter); with a
@@ -270,11 +272,13 @@ class ExactlyOnce:
             answer (a ProduceResponse) when the proxy answers itself; or None
             when the request is not for this path.
         """
-        pid, epoch = producer
+        pid = producer[0]
         lock = self._locks.setdefault(pid, trio.Lock())
         try:
             async with lock:
-                planned = await self._plan_locked(ctx, body, pid, epoch, hash_name, deadline)
+                planned = await self._plan_locked(
+                    ctx, body, *producer, hash_name, deadline, headers
+                )
                 if not isinstance(planned, Numbered):
                     return planned
                 if self.journal is None:
@@ -300,7 +304,7 @@ class ExactlyOnce:
         epoch: int,
         hash_name: str,
         deadline: float,
-        *,
+        headers: Headers | None,
         again: bool = False,
     ) -> Any:
         if self.journal is not None and self.journal.shared:
@@ -318,7 +322,7 @@ class ExactlyOnce:
             journal = self.journal
             try:
                 for topic, partition in Sequences.unsynced(
-                    session, _journaled_targets(journal, session, body)
+                    session, _journaled_targets(journal, session, body, headers)
                 ):
                     await self._sync(ctx, session, topic, partition, deadline)
             except Preparation as exc:
@@ -344,6 +348,7 @@ class ExactlyOnce:
                 max_size=self.max_size,
                 recovered=recovered,
                 origin_headers=self.origin_headers,
+                headers=headers,
             ),
         )
         if prepared is None:
@@ -358,7 +363,9 @@ class ExactlyOnce:
             # went through another proxy since. Claimed back, the producer's
             # sequences are learnt afresh if so (else the refusal stands).
             self._grace.unclaim(pid)
-            return await self._plan_locked(ctx, body, pid, epoch, hash_name, deadline, again=True)
+            return await self._plan_locked(
+                ctx, body, pid, epoch, hash_name, deadline, headers, True
+            )
         if prepared.stale:
             self.refresh(prepared.stale)
         try:
@@ -464,17 +471,13 @@ class ExactlyOnce:
                 self.stats.batches_held += len(held)
                 for u in held:
                     session.sent(u)
-                written.append(
-                    (
-                        held,
-                        HeldBack(
-                            f"broker {leader}: not written while an earlier batch of its "
-                            "partition is unanswered on a lost connection, or before the "
-                            "broker has acknowledged one of the producer's batches there, "
-                            "or renumbered since its placement was journaled"
-                        ),
-                    )
+                held_back = HeldBack(
+                    f"broker {leader}: not written while an earlier batch of its "
+                    "partition is unanswered on a lost connection, or before the "
+                    "broker has acknowledged one of the producer's batches there, "
+                    "or renumbered since its placement was journaled"
                 )
+                written.append((held, held_back))
                 todo = [u for u in group if u not in held]
             if todo:
                 for u in todo:
@@ -711,14 +714,8 @@ class ExactlyOnce:
     async def _find_coordinator(self, ctx: FilterContext, tid: str, deadline: float) -> int:
         for node in self.nodes():
             try:
-                answer = await self._request(
-                    node,
-                    ctx,
-                    ApiKey.FIND_COORDINATOR,
-                    1,
-                    fc.FindCoordinatorRequest(key=tid, key_type=1),
-                    deadline,
-                )
+                find = fc.FindCoordinatorRequest(key=tid, key_type=1)
+                answer = await self._request(node, ctx, ApiKey.FIND_COORDINATOR, 1, find, deadline)
             except Preparation:
                 continue
             if not answer.error_code and answer.node_id >= 0:
@@ -733,15 +730,21 @@ def _failed_part(
 
 
 def _journaled_targets(
-    journal: PlacementJournal, session: Session, body: Any
+    journal: PlacementJournal, session: Session, body: Any, headers: Headers | None = None
 ) -> set[tuple[str, int]]:
     """The targets of the request's batches the session does not know but the
-    journal does."""
+    journal does (``headers``: as :func:`~.idempotent_plan.read_batches` read
+    them, its one batch per partition not read again)."""
     out: set[tuple[str, int]] = set()
     pid, epoch = session.producer_id, session.epoch
-    for t in body.topic_data:
-        for p in t.partition_data:
-            for header, _ in iter_batches(p.records or b""):
+    ones = None if headers is None else headers.batches
+    for i, t in enumerate(body.topic_data):
+        for j, p in enumerate(t.partition_data):
+            if ones is not None:
+                firsts: Any = (ones[i][j],)
+            else:
+                firsts = iter_batches(p.records or b"")
+            for header, _ in firsts:
                 base = getattr(header, "base_sequence", -1)
                 if base >= 0 and session.known(t.name, p.index, base) is None:
                     placement = journal.lookup((pid, epoch, t.name, p.index, base))

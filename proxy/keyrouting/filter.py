@@ -76,7 +76,7 @@ from .answers import (
 from .coalesce import Coalescer, Share
 from .coalesce import answer as coalesced_answer
 from .exactly_once import ExactlyOnce
-from .idempotent_plan import idempotent_producer
+from .idempotent_plan import read_batches
 from .journal import DirectoryJournal, PlacementJournal
 from .journal_peers import PeersJournal
 from .place import place
@@ -253,9 +253,13 @@ class KeyRouting(Filter):
         try:
             # A SASL client is routed only over connections that log in as it.
             unpooled = ctx.authenticated and ctx.pool is None
-            producer = None if unpooled or body.acks == 0 else idempotent_producer(body)
+            # The batch headers are read once, for the plan too.
+            headers = None if unpooled or body.acks == 0 else read_batches(body)
+            producer = None if headers is None else headers.producer
             if producer is not None:
-                result = await eos.plan(ctx, body, producer, self.hash_name, deadline)
+                result = await eos.plan(
+                    ctx, body, producer, self.hash_name, deadline, headers=headers
+                )
                 if result is not None:
                     return self._answer_exactly_once(ctx, body, result, deadline)
             elif not unpooled:

@@ -5,7 +5,9 @@ client's answer made from what became of them.
 Rules (key routing as a whole is in :mod:`.plan`'s doc):
 
 * A request qualifies (:func:`idempotent_producer`) when every batch is a
-  magic 2 batch of one producer id and epoch, transactional or not.
+  magic 2 batch of one producer id and epoch, transactional or not; the
+  filter asks :func:`read_batches`, which reads the headers once for the
+  plan too.
 * :func:`prepare_idempotent` recognises the batches a client re-sends (its
   retry gets the same upstream batches again) and places the new ones as the
   plain plan does; what it cannot place (an unknown topic, targets without a
@@ -32,7 +34,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from trafka.codec import batch_split
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
@@ -74,8 +76,10 @@ __all__ = [
     "commit_idempotent",
     "idempotent_answer",
     "idempotent_answer_bytes",
+    "Headers",
     "idempotent_producer",
     "prepare_idempotent",
+    "read_batches",
     "upstream_body",
 ]
 
@@ -142,9 +146,53 @@ class IdempotentPlan:
     answers: list[tuple[str, list[tuple[int, ClientBatch | ErrorCode]]]]
 
 
+class Headers(NamedTuple):
+    """A Produce request's batch headers, read once (:func:`read_batches`):
+    what :func:`idempotent_producer` and :func:`prepare_idempotent` ask of them."""
+
+    producer: tuple[int, int] | None  # :func:`idempotent_producer`'s answer
+    # Per topic, per partition its one magic 2 batch (header, bytes); None
+    # unless every partition holds exactly one (or ``producer`` is None).
+    batches: list[list[_One]] | None
+
+
+def read_batches(body: Any) -> Headers:
+    """The request's batch headers read in one walk, for the filter to ask
+    which producer sends it and the plan to place it (passed to
+    :func:`prepare_idempotent` as ``headers``): ``producer`` is
+    :func:`idempotent_producer`'s answer, raising what it raises; ``batches``
+    is what :func:`prepare_idempotent` reads of the request when not given
+    it, or None when ``producer`` is (the walk stops where
+    :func:`idempotent_producer` does)."""
+    found: tuple[int, int] | None = None
+    out: list[list[_One]] | None = []
+    for t in body.topic_data:
+        one: list[_One] = []
+        for p in t.partition_data:
+            batches = batches_of(p.records)
+            for header, _ in batches:
+                if not isinstance(header, RecordBatchHeader):
+                    return Headers(None, None)  # a legacy message set
+                if header.producer_id < 0 or header.attributes & _CONTROL:
+                    return Headers(None, None)
+                if found is None:
+                    found = (header.producer_id, header.producer_epoch)
+                elif found[0] != header.producer_id or found[1] != header.producer_epoch:
+                    return Headers(None, None)
+            if out is not None:
+                if len(batches) == 1:
+                    one.append(cast("_One", batches[0]))
+                else:
+                    out = None
+        if out is not None:
+            out.append(one)
+    return Headers(found, out if found is not None else None)
+
+
 def idempotent_producer(body: Any) -> tuple[int, int] | None:
     """(producer id, epoch) when every batch of the request is a magic 2 batch of
-    one idempotent producer; else None."""
+    one idempotent producer; else None. (The reference of
+    :func:`read_batches`, which reads the headers once for the plan too.)"""
     found: tuple[int, int] | None = None
     for t in body.topic_data:
         for p in t.partition_data:
@@ -189,6 +237,7 @@ def prepare_idempotent(
     max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     recovered: Callable[[str, int, int], Placement | None] | None = None,
     origin_headers: bool = False,
+    headers: Headers | None = None,
 ) -> Prepared | None:
     """Recognise an idempotent producer's retried batches and place its new ones.
 
@@ -199,7 +248,8 @@ def prepare_idempotent(
     from the journal (:mod:`.journal`) when the session does not know it: the
     upstream batches of it that its targets' leaders (asked by the driver
     first) say were written are not written again. ``origin_headers``: as for
-    :func:`plan_produce`.
+    :func:`plan_produce`. ``headers``: the request's batch headers as
+    :func:`read_batches` read them (None: read here).
 
     Returns:
         The prepared request, or None when it is not for this plan (a
@@ -211,7 +261,7 @@ def prepare_idempotent(
     Raises:
         DecodeError: a batch is malformed.
     """
-    batches = _one_batch_each(body)
+    batches = _one_batch_each(body) if headers is None else headers.batches
     if batches is None:
         return None  # the broker judges it (INVALID_RECORD)
     if (
@@ -535,12 +585,14 @@ def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> Idempo
     every = not prepared.written and all(
         len(c.splits) == len(prepared.new) for c in prepared.chunks
     )
+    if not every:  # (a list each made once, not one per link)
+        upstream_of = {id(split): [] for split, _ in prepared.new}
     for chunk in prepared.chunks:
         u = session.number(chunk.topic, chunk.partition, chunk.count, chunk.data, chunk.sequence)
         fresh.append(u)
         if not every:
             for split in chunk.splits:
-                upstream_of.setdefault(id(split), []).append(u)
+                upstream_of[id(split)].append(u)
         if chunk.leads:
             leading[id(chunk.splits[0])] = u
     shared = tuple(fresh)
@@ -555,9 +607,8 @@ def commit_idempotent(body: Any, prepared: Prepared, session: Session) -> Idempo
             if every
             else tuple(prepared.written.get(id(split), []) + upstream_of.get(id(split), [])),
             leading.get(id(split)),
-            session.latest(split.topic, split.partition),
         )
-        session.remember(batch)
+        session.remember(batch)  # (after the partition's last batch)
         placed[(split.topic, split.partition)] = batch
     # What to write: every failed earlier batch of a target first, then the new.
     writes: list[Upstream] = []

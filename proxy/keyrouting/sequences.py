@@ -414,14 +414,6 @@ class Session:
             return ErrorCode.NONE
         return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
-    def latest(self, topic: str, partition: int) -> ClientBatch | None:
-        """The client's last batch of the partition placed here, if kept and
-        not of a transaction the client has ended since."""
-        if (topic, partition) in self.ended:
-            return None
-        kept = self.batches.get((topic, partition))
-        return next(reversed(kept.values())) if kept else None
-
     def unanswered(self) -> list[Upstream]:
         """Its upstream batches numbered and not yet answered (planned or sent)."""
         return [p for t in self.targets.values() for p in t.pending if p.state in _UNANSWERED]
@@ -448,9 +440,16 @@ class Session:
             t.confirmed = False
 
     def remember(self, batch: ClientBatch) -> None:
+        """Keep ``batch``, placed now: ``after`` it the client's last batch of
+        the partition placed here, if kept and not of a transaction the client
+        has ended since."""
         key = (batch.topic, batch.partition)
+        kept = self.batches.get(key)
+        if kept is None:
+            kept = self.batches[key] = OrderedDict()
+        elif kept and key not in self.ended:
+            batch.after = next(reversed(kept.values()))
         self.ended.discard(key)
-        kept = self.batches.setdefault(key, OrderedDict())
         kept[batch.base_sequence] = batch
         while len(kept) > CLIENT_BATCHES_KEPT:
             kept.popitem(last=False)

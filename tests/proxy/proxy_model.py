@@ -49,6 +49,7 @@ from trafka.proxy.keyrouting.idempotent_plan import (
     commit_idempotent,
     idempotent_answer_bytes,
     prepare_idempotent,
+    read_batches,
 )
 from trafka.proxy.keyrouting.sequences import Placement, PlacementKey, Sequences, State, Upstream
 from trafka.proxy.keyrouting.stats import RouteStats
@@ -333,9 +334,11 @@ class World:
         session = self.sequences.session(PID, EPOCH, 0)
         assert session is not None
         recovered = None
+        headers = read_batches(req.body)  # as the filter reads them, once
         if self.journaled:
             journal = _Lookup(self.journal)
-            for _, x in Sequences.unsynced(session, _journaled_targets(journal, session, req.body)):
+            targets = _journaled_targets(journal, session, req.body, headers)
+            for _, x in Sequences.unsynced(session, targets):
                 self.sync(session, x)
 
             def recovered(topic: str, partition: int, base: int) -> Placement | None:
@@ -348,6 +351,7 @@ class World:
             hash_name="murmur2",
             stats=self.stats,
             recovered=recovered,
+            headers=headers,
         )
         assert prepared is not None
         for _, x in Sequences.unsynced(session, prepared.targets):

@@ -23,14 +23,17 @@ from proxy_helpers import request
 
 from trafka.codec import _accel, batch_split, records
 from trafka.codec.compression import Compression
-from trafka.codec.errors import ErrorCode
+from trafka.codec.errors import DecodeError, ErrorCode
+from trafka.codec.legacy import encode_message_set
 from trafka.codec.records import encode_batch
 from trafka.proxy.keyrouting import idempotent_plan, journal_pipeline
 from trafka.proxy.keyrouting import plan as routing
 from trafka.proxy.keyrouting.idempotent_plan import (
     commit_idempotent,
     idempotent_answer_bytes,
+    idempotent_producer,
     prepare_idempotent,
+    read_batches,
 )
 from trafka.proxy.keyrouting.sequences import Placement, Sequences
 from trafka.proxy.keyrouting.stats import RouteStats
@@ -151,6 +154,9 @@ def replay(
     seen: list[Any] = []
     offset = 1000
     for body, acked in steps:
+        # As the filter runs it: the batch headers read once, for both.
+        headers = read_batches(body)
+        assert headers == (idempotent_producer(body), idempotent_plan._one_batch_each(body))
         prepared = prepare_idempotent(
             body,
             session=session,
@@ -158,6 +164,7 @@ def replay(
             hash_name="murmur2",
             stats=stats,
             recovered=recovered,
+            headers=headers,
         )
         assert prepared is not None
         seen.append(
@@ -419,3 +426,74 @@ def test_client_batches_spread_over_every_target_share_their_upstream_batches() 
     assert [p for _, p in entries] == [b.placement() for b in batches]
     placed, reference, python = three_ways([(body, [True, False] * 20)], topics, False)
     assert placed == reference == python
+
+
+@st.composite
+def any_records(draw: Any) -> bytes | None:
+    """A partition's records as a client may send them: none, one or several
+    magic 2 batches (of this producer or another, none, a control batch), a
+    legacy message set, or damaged."""
+    rows = [(1_700_000_000_000, b"k", b"v", [])]
+    blobs = []
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(
+            st.sampled_from(["ours", "ours", "ours", "other", "plain", "control", "legacy"])
+        )
+        if kind == "legacy":
+            blobs.append(encode_message_set(rows, magic=draw(st.integers(0, 1))))
+            continue
+        pid, epoch = {"ours": (PID, EPOCH), "other": (PID, EPOCH + 1), "plain": (-1, -1)}.get(
+            kind, (PID, EPOCH)
+        )
+        blobs.append(
+            encode_batch(
+                rows,
+                producer_id=pid,
+                producer_epoch=epoch,
+                base_sequence=0 if pid >= 0 else -1,
+                is_control=kind == "control",
+            )
+        )
+    data = b"".join(blobs)
+    if not blobs and draw(st.booleans()):
+        return None
+    if data and draw(st.integers(0, 9)) == 0:  # a byte changed (a length, a magic...)
+        i = draw(st.integers(0, len(data) - 1))
+        data = data[:i] + bytes([data[i] ^ draw(st.integers(1, 255))]) + data[i + 1 :]
+    return data
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(any_records(), max_size=4), min_size=1, max_size=3))
+def test_the_batch_headers_read_once_are_what_both_readings_find(parts: Any) -> None:
+    """:func:`read_batches` (one walk, for the filter and the plan) answers
+    :func:`idempotent_producer` and, when that names a producer, what the plan
+    reads itself (``_one_batch_each``); it raises where they raise."""
+    body = dataclasses.replace(
+        request({}),
+        topic_data=[
+            dataclasses.replace(
+                request({}, topic=f"t{i}").topic_data[0],
+                partition_data=[
+                    dataclasses.replace(
+                        request({0: []}).topic_data[0].partition_data[0], index=j, records=r
+                    )
+                    for j, r in enumerate(records_list)
+                ],
+            )
+            for i, records_list in enumerate(parts)
+        ],
+    )
+    try:
+        producer = idempotent_producer(body)
+    except DecodeError as exc:
+        with pytest.raises(DecodeError) as raised:
+            read_batches(body)
+        assert str(raised.value) == str(exc)
+        return
+    headers = read_batches(body)
+    assert headers.producer == producer
+    if producer is None:
+        assert headers.batches is None
+    else:
+        assert headers.batches == idempotent_plan._one_batch_each(body)
