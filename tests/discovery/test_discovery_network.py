@@ -136,11 +136,14 @@ def test_a_client_finds_its_broker_again_after_the_broker_moves(tmp_path: Path) 
     config = broker_config(tmp_path, cluster)
     ports = []
 
+    stopped = trio.Event()
+
     async def serve(stop: trio.Event, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with serve_broker(config) as running:
             ports.append(running.address[1])
             task_status.started()
             await stop.wait()
+        stopped.set()  # closed: its data directory is free for the next
 
     async def go() -> list[int]:
         offsets = []
@@ -154,7 +157,7 @@ def test_a_client_finds_its_broker_again_after_the_broker_moves(tmp_path: Path) 
                 ) as producer:
                     offsets.append((await producer.send_and_wait("moving", b"1")).offset)
                     first.set()  # the broker stops ...
-                    await trio.sleep(0.5)
+                    await stopped.wait()
                     await nursery.start(serve, trio.Event())  # ... and comes back elsewhere
                     offsets.append((await producer.send_and_wait("moving", b"2")).offset)
                 nursery.cancel_scope.cancel()
