@@ -124,6 +124,11 @@ def test_wheel_contains_the_generated_modules(tmp_path: Path) -> None:
     for name in PACKAGES:
         assert f"{name.replace('.', '/')}/__init__.py" in names, name
     assert not any(n.startswith(("tests/", "codec/")) for n in names)
+    # The codec is generated from Kafka's specs: its LICENSE and NOTICE go along.
+    licenses = {n.split(".dist-info/licenses/", 1)[1] for n in names if ".dist-info/licenses/" in n}
+    assert {"codec/specs/kafka-protocol/LICENSE", "codec/specs/kafka-protocol/NOTICE"} <= licenses
+    metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    assert "License-Expression: Apache-2.0" in zipfile.ZipFile(wheel).read(metadata).decode()
 
     # Installed (not editable), the wheel must import on its own. The subprocess
     # runs without `site`, so the editable install's finder cannot stand in for
