@@ -122,6 +122,10 @@ def _always(_topic: str, _partition: int) -> bool:
     return True
 
 
+def _not_finalized() -> int:
+    return 0
+
+
 def _accept_group(_group: str, _generation: int, _member: str, _instance: str | None) -> ErrorCode:
     return ErrorCode.NONE
 
@@ -222,6 +226,10 @@ class TransactionCoordinator(TxnTransitions, TxnCompletions, TxnExpiry, TxnDescr
             the fsync of a decision involving the partition.
         log_end_offset: ``(topic, partition) -> int`` (-1 for none), recorded with
             each decision (``TxnRecord.decision_ends``) for :meth:`adopt_hanging`.
+        transaction_version: the finalized ``transaction.version`` level (0: not
+            finalized). From 2, an abort that fences (InitProducerId, a timeout)
+            is a TV2 decision, as Kafka's coordinator decides by that level
+            (:mod:`.tv2`).
     """
 
     def __init__(
@@ -242,6 +250,7 @@ class TransactionCoordinator(TxnTransitions, TxnCompletions, TxnExpiry, TxnDescr
         offset_metadata_max_bytes: int = 4096,
         sync_decision_for: Callable[[str, int], bool] = _always,
         log_end_offset: Callable[[str, int], int] | None = None,
+        transaction_version: Callable[[], int] = _not_finalized,
     ) -> None:
         if max_timeout_ms <= 0:
             raise ValueError("max_timeout_ms must be > 0")
@@ -260,6 +269,7 @@ class TransactionCoordinator(TxnTransitions, TxnCompletions, TxnExpiry, TxnDescr
         self._metadata_max = offset_metadata_max_bytes
         self._sync_decision_for = sync_decision_for
         self._log_end_offset = log_end_offset
+        self._transaction_version = transaction_version
         self._records: dict[str, TxnRecord] = journal.records()
         self._next_pid = journal.producer_id_limit
         # transactional id -> when its completion is (re)issued; 0 = at the first tick

@@ -26,11 +26,16 @@ Rules (Kafka 4.4's ``TransactionCoordinator.endTransaction`` and ``TransactionMe
   INVALID_TXN_STATE and an abort that is no retry is a decision of its own: it
   bumps the epoch with no partition to mark (Kafka lets a TV2 producer fence its
   own late writes so).
-* An abort that fences (InitProducerId, a timeout) bumps once and is not a TV2
-  decision (``tv2`` false): the fenced instance's EndTxn with its old epoch is
-  PRODUCER_FENCED, not a retry. (Kafka 4.4 with TV2 finalized bumps twice
-  there, the fence and then its abort's own bump, which fences the same
-  instance; brokerlite's epochs after a fence are one lower.)
+* An abort that fences (InitProducerId, a timeout) follows the finalized
+  ``transaction.version``, not the transaction's own version (Kafka 4.4's
+  coordinator passes its own level to ``endTransaction``). At 2 it is a TV2
+  decision: one bump (the fence's own bump is never written), the epoch before
+  kept, a new producer id reserved from the last usable epoch. The fenced
+  instance's EndTxn v5 with its old epoch is then a retry of that abort
+  (commit INVALID_TXN_STATE, abort NONE with the epoch after) until the next
+  InitProducerId bumps again, and its KIP-360 InitProducerId with the old
+  epoch is a retry of the bump. Below 2 it bumps once and is no TV2 decision
+  (``tv2`` false): the old epoch is PRODUCER_FENCED.
 * The new producer id used while its decision's markers are still being written
   is CONCURRENT_TRANSACTIONS, not INVALID_PRODUCER_ID_MAPPING (KAFKA-18660: the
   producer must not fence itself).

@@ -30,6 +30,7 @@ from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.messages import k15_describe_groups as describe_groups
 from trafka.codec.messages import k18_api_versions as api_versions
 from trafka.codec.messages import k22_init_producer_id as init_pid_msg
+from trafka.codec.messages import k25_add_offsets_to_txn as add_offsets
 from trafka.codec.messages import k26_end_txn as end_txn
 from trafka.codec.messages import k28_txn_offset_commit as txn_offset_commit
 from trafka.codec.messages import k60_describe_cluster as describe_cluster
@@ -262,8 +263,10 @@ def test_transaction_version_2(kafka4: Any, peer: Any) -> None:
     check(kafka4, peer, script)
 
 
-def _tv2_fenced(talk: Talk, *, timeout_ms: int | None) -> None:
-    """A transaction version 2 producer (Produce v12, TxnOffsetCommit v5) whose
+def _fenced(talk: Talk, *, timeout_ms: int | None, tv2: bool = True) -> None:
+    """A transaction version 2 producer (Produce v12, TxnOffsetCommit v5, EndTxn
+    v5; with ``tv2`` False one of version 1: AddPartitionsToTxn v3,
+    AddOffsetsToTxn, Produce v9, TxnOffsetCommit v3, EndTxn v4) whose
     transaction is ended behind its back: fenced by an admin (InitProducerId
     with the transactional id only, KIP-664's fenceProducers) when
     ``timeout_ms`` is None, else timed out. Then the old producer's EndTxn
@@ -288,7 +291,8 @@ def _tv2_fenced(talk: Talk, *, timeout_ms: int | None) -> None:
         body = end_txn.EndTxnRequest(
             transactional_id=tid, producer_id=pid, producer_epoch=at, committed=commit
         )
-        talk.ask(26, 5, body, step=f"EndTxn v5 {'commit' if commit else 'abort'} at {at}")
+        v = 5 if tv2 else 4
+        talk.ask(26, v, body, step=f"EndTxn v{v} {'commit' if commit else 'abort'} at {at}")
 
     def offset_commit(at: int) -> None:
         t = txn_offset_commit.TxnOffsetCommitRequest
@@ -308,7 +312,8 @@ def _tv2_fenced(talk: Talk, *, timeout_ms: int | None) -> None:
                 )
             ],
         )
-        talk.ask(28, 5, body, step=f"TxnOffsetCommit v5 at {at}")
+        v = 5 if tv2 else 3
+        talk.ask(28, v, body, step=f"TxnOffsetCommit v{v} at {at}")
 
     def described(label: str) -> None:
         """The coordinator's and the partition's view, without clocks."""
@@ -378,7 +383,15 @@ def _tv2_fenced(talk: Talk, *, timeout_ms: int | None) -> None:
             talk.recording = True
         talk.note("batches (control, producer epoch)", seen)
 
-    k.produce(topic, records([b"a"], pid=pid, epoch=epoch, seq=0, txn=True), tid=tid, version=12)
+    produce_version = 12 if tv2 else None
+    if not tv2:
+        k.add_partitions(tid, pid, epoch, topic)
+        body = add_offsets.AddOffsetsToTxnRequest(
+            transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group
+        )
+        k.ask(25, body, version=3)
+    batch = records([b"a"], pid=pid, epoch=epoch, seq=0, txn=True)
+    k.produce(topic, batch, tid=tid, version=produce_version)
     offset_commit(epoch)
     if timeout_ms is None:
         fence = req(transactional_id=tid, transaction_timeout_ms=60000)
@@ -388,7 +401,8 @@ def _tv2_fenced(talk: Talk, *, timeout_ms: int | None) -> None:
     described("after the abort")
     end(epoch, commit=True)
     end(epoch, commit=False)
-    k.produce(topic, records([b"late"], pid=pid, epoch=epoch, seq=1, txn=True), tid=tid, version=12)
+    late = records([b"late"], pid=pid, epoch=epoch, seq=1, txn=True)
+    k.produce(topic, late, tid=tid, version=produce_version)
     offset_commit(epoch)
     described("after the old producer's calls")
     if timeout_ms is None:
@@ -416,7 +430,7 @@ def test_transaction_version_2_fenced_by_an_admin(kafka4: Any, peer: Any) -> Non
     the old producer's EndTxn, Produce and TxnOffsetCommit at its old epoch,
     the abort markers' epoch and the coordinator's and partition's views are
     Kafka 4.4's, before and after the fencer's retried InitProducerId."""
-    check(kafka4, peer, lambda talk: _tv2_fenced(talk, timeout_ms=None))
+    check(kafka4, peer, lambda talk: _fenced(talk, timeout_ms=None))
 
 
 @pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
@@ -426,4 +440,19 @@ def test_transaction_version_2_timed_out(kafka4: Any, peer: Any) -> None:
     ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s): the
     old producer's calls, the markers, the views, and the producer's own
     InitProducerId with its id and old epoch (KIP-360), as Kafka 4.4."""
-    check(kafka4, peer, lambda talk: _tv2_fenced(talk, timeout_ms=1000))
+    check(kafka4, peer, lambda talk: _fenced(talk, timeout_ms=1000))
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "transaction version 1 fenced where version 2 is finalized")
+@pytest.mark.parametrize("how", ["fenced", "timed out"])
+def test_transaction_version_1_fenced_where_2_is_finalized(
+    kafka4: Any, peer: Any, how: str
+) -> None:
+    """A transaction of version 1 (AddPartitionsToTxn, EndTxn v4) fenced by an
+    admin or timed out on a node where ``transaction.version`` 2 is finalized:
+    Kafka 4.4 ends it by the finalized level (a TV2 abort that keeps the epoch
+    before), so the producer's KIP-360 InitProducerId with its old epoch is a
+    retry of that bump; its EndTxn v4 at the old epoch is PRODUCER_FENCED."""
+    timeout_ms = None if how == "fenced" else 1000
+    check(kafka4, peer, lambda talk: _fenced(talk, timeout_ms=timeout_ms, tv2=False))
