@@ -46,7 +46,7 @@ from trafka.brokerlite.transactions.journal import (
     TxnStore,
     WrittenMarker,
 )
-from trafka.brokerlite.transactions.tv2 import decided_epochs
+from trafka.brokerlite.transactions.tv2 import fencing_epochs
 from trafka.codec.errors import ErrorCode
 
 __all__ = [
@@ -159,7 +159,7 @@ class TxnDecisions:
     _sync_decision_for: Callable[[str, int], bool]
     _log_end_offset: Callable[[str, int], int] | None
     _transaction_version: Callable[[], int]
-    _allocate: Callable[[], int]  # a new producer id (TxnTransitions)
+    _allocate: Callable[[], int]  # (TxnTransitions)
     _next_pid: int
     # transactional id -> when its completion is (re)issued; 0 = at the first tick
     _issue_at: dict[str, int]
@@ -201,28 +201,13 @@ class TxnDecisions:
         )
 
     def _fence_and_abort(self, record: TxnRecord, now_ms: int) -> TxnCompletion:
-        if self._transaction_version() >= 2:
-            # Kafka ends a fenced or timed-out transaction by the finalized
-            # transaction.version, not the transaction's own: at 2, as a TV2
-            # abort (TransactionCoordinator's epoch-fence abort, then
-            # prepareAbortOrCommit's bump; the fence's own bump is never
-            # written). One bump, the epoch before kept, a new producer id
-            # reserved from the last usable epoch: the fenced instance's EndTxn
-            # is a retry of that abort (commit INVALID_TXN_STATE, abort NONE),
-            # its KIP-360 InitProducerId a retry of the bump.
-            epochs = decided_epochs(record, True, self._allocate)
-        else:
-            epochs = {
-                "producer_epoch": bumped(record.producer_epoch),
-                "last_producer_epoch": NO_PRODUCER_EPOCH,
-                "tv2": False,  # no TV2 decision: the fenced instance's EndTxn is fenced
-            }
+        tv2 = self._transaction_version() >= 2  # Kafka decides by the finalized level
         aborting = dataclasses.replace(
             record,
             state=_S.PREPARE_ABORT,
             last_update_ms=now_ms,
             decision_ends=self._ends(record.partitions),
-            **epochs,
+            **fencing_epochs(record, tv2, self._allocate),
         )
         self._write(aborting)
         return self._issue(aborting, now_ms)
