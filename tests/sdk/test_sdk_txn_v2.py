@@ -287,6 +287,25 @@ def test_an_abort_refused_as_invalid_txn_state_is_fatal() -> None:
     assert m.state is S.FATAL_ERROR and isinstance(abort.error, TransactionFatalError)
 
 
+def test_a_commit_the_coordinator_had_aborted_is_fatal_and_says_why() -> None:
+    """Kafka 4.4 answers a version 2 commit INVALID_TXN_STATE when it aborted the
+    transaction already, fenced (KIP-664's fenceProducers) or timed out: the
+    abort kept the producer's epoch as the one before its bump, so the commit
+    reads as a retry of it with the other outcome (test_differential_kafka4.py).
+    Fatal, as Java's EndTxnHandler makes it; the error says what happened."""
+    m = ready(Features(1, 2))
+    m.begin()
+    m.add_partition("t", 0)
+    commit = m.begin_commit()
+    answer(m, step(m), et.EndTxnResponse(error_code=ErrorCode.INVALID_TXN_STATE))
+    assert m.state is S.FATAL_ERROR
+    error = commit.error
+    assert isinstance(error, TransactionFatalError)
+    assert not isinstance(error, ProducerFencedError)
+    assert error.code == ErrorCode.INVALID_TXN_STATE
+    assert "already aborted" in str(error) and "fenced" in str(error) and "'tx'" in str(error)
+
+
 def test_endtxn_abortable_and_concurrent_transactions() -> None:
     m = ready(Features(1, 2))
     m.begin()
@@ -423,6 +442,30 @@ async def test_version_2_zombie_is_fenced(broker: RunningBroker) -> None:
                     await old.commit_transaction()
                 assert old.transaction_state is S.FATAL_ERROR
         assert await read_committed(bs, [tp]) == [b"first", b"fresh"]
+
+
+@pytest.mark.anyio
+async def test_version_2_commit_after_an_admin_fence(broker: RunningBroker) -> None:
+    """An admin fences the producer mid-transaction (fence_producers, KIP-664):
+    the coordinator aborts the transaction, and the producer's commit then fails
+    as against Kafka 4.4: INVALID_TXN_STATE, fatal, naming the fence. Nothing of
+    the transaction is read committed."""
+    bs, topic, tid = broker.bootstrap_servers, fresh("tv2-admin-fence"), fresh("tid")
+    tp = TopicPartition(topic, 0)
+    with anyio.fail_after(60):
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.create_topics([NewTopic(topic, 1)])
+            async with open_producer(bootstrap_servers=bs, transactional_id=tid) as p:
+                await p.init_transactions()
+                p.begin_transaction()
+                await p.send_and_wait(topic, b"fenced", partition=0)
+                await admin.fence_producers([tid])
+                with pytest.raises(TransactionFatalError) as raised:
+                    await p.commit_transaction()
+                assert raised.value.code == ErrorCode.INVALID_TXN_STATE
+                assert "fenced" in str(raised.value)
+                assert p.transaction_state is S.FATAL_ERROR
+        assert await read_committed(bs, [tp]) == []
 
 
 @pytest.fixture
