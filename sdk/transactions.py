@@ -76,6 +76,7 @@ from .consumer_types import TopicPartition
 from .errors import AuthenticationError, TransactionFatalError
 from .group_protocol import CommitFailedError, read_find_coordinator
 from .transaction_state import (
+    END_TXN_COMMIT,
     NO_ID,
     ConsumerGroupMetadata,
     OffsetsOp,
@@ -656,22 +657,5 @@ class TransactionManager(TxnStateMachine):
             self._retry(action, request, now)
         elif action is TxnAction.ABORTABLE and not aborting:
             self._abortable(KafkaError(code, "EndTxn"))
-        elif code == ErrorCode.INVALID_TXN_STATE and self.txn_tv2 and not aborting:
-            self._fatal(_aborted_behind_its_back(self.transactional_id))
         else:
-            self._fatal(self._fatal_error(code, "EndTxn"))
-
-
-def _aborted_behind_its_back(transactional_id: str | None) -> TransactionFatalError:
-    """A version 2 commit answered INVALID_TXN_STATE: the coordinator (Kafka 4.x,
-    brokerlite) had aborted the transaction with the epoch this producer
-    sent, as it ends a transaction that timed out or whose producer was fenced,
-    and reads the commit as a retry of that abort for the other outcome. Fatal,
-    as for Kafka's Java client (``EndTxnHandler``)."""
-    return TransactionFatalError(
-        ErrorCode.INVALID_TXN_STATE,
-        "EndTxn: the coordinator had already aborted this transaction: it timed out "
-        "(transaction.timeout.ms) or this producer was fenced (a new producer or an "
-        f"admin's fence_producers with transactional.id {transactional_id!r}); "
-        "close this producer",
-    )
+            self._fatal(self._fatal_error(code, "EndTxn" if aborting else END_TXN_COMMIT))

@@ -446,9 +446,9 @@ async def test_version_2_zombie_is_fenced(broker: RunningBroker) -> None:
 
 @pytest.mark.anyio
 async def test_version_2_commit_after_an_admin_fence(broker: RunningBroker) -> None:
-    """An admin fences the producer mid-transaction (fence_producers, KIP-664):
-    the coordinator aborts the transaction, and the producer's commit then fails
-    as against Kafka 4.4: INVALID_TXN_STATE, fatal, naming the fence. Nothing of
+    """An admin fences the producer mid-transaction (fence_producers, KIP-664,
+    which retries until the id has its next epoch, as Kafka's Admin): the
+    producer's commit is PRODUCER_FENCED, and so would its abort be. Nothing of
     the transaction is read committed."""
     bs, topic, tid = broker.bootstrap_servers, fresh("tv2-admin-fence"), fresh("tid")
     tp = TopicPartition(topic, 0)
@@ -460,12 +460,65 @@ async def test_version_2_commit_after_an_admin_fence(broker: RunningBroker) -> N
                 p.begin_transaction()
                 await p.send_and_wait(topic, b"fenced", partition=0)
                 await admin.fence_producers([tid])
+                with pytest.raises(ProducerFencedError):
+                    await p.commit_transaction()
+                assert p.transaction_state is S.FATAL_ERROR
+        assert await read_committed(bs, [tp]) == []
+
+
+@pytest.mark.anyio
+async def test_version_2_commit_after_a_timeout(broker: RunningBroker) -> None:
+    """The coordinator aborts a transaction open past ``transaction.timeout.ms``
+    (1 s here; the test waits until DescribeTransactions says CompleteAbort):
+    the producer's commit is then INVALID_TXN_STATE, as Kafka 4.4 answers (the
+    abort kept the producer's epoch as the one before its bump): fatal, with an
+    error that says the transaction timed out or was fenced."""
+    bs, topic, tid = broker.bootstrap_servers, fresh("tv2-timeout"), fresh("tid")
+    tp = TopicPartition(topic, 0)
+    with anyio.fail_after(60):
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.create_topics([NewTopic(topic, 1)])
+            async with open_producer(
+                bootstrap_servers=bs, transactional_id=tid, transaction_timeout_ms=1000
+            ) as p:
+                await p.init_transactions()
+                p.begin_transaction()
+                await p.send_and_wait(topic, b"timed out", partition=0)
+                while (await admin.describe_transactions([tid]))[tid].state != "CompleteAbort":
+                    await anyio.sleep(0.1)
                 with pytest.raises(TransactionFatalError) as raised:
                     await p.commit_transaction()
                 assert raised.value.code == ErrorCode.INVALID_TXN_STATE
-                assert "fenced" in str(raised.value)
+                assert "timed out" in str(raised.value)
                 assert p.transaction_state is S.FATAL_ERROR
         assert await read_committed(bs, [tp]) == []
+
+
+@pytest.mark.anyio
+async def test_version_2_abort_after_a_timeout_carries_on(broker: RunningBroker) -> None:
+    """After the coordinator aborted a timed-out transaction, the producer's own
+    abort repeats that abort (NONE, with the epoch after it, as Kafka 4.4
+    answers): the producer carries on, and its next transaction commits (within
+    the 3 s timeout)."""
+    bs, topic, tid = broker.bootstrap_servers, fresh("tv2-timeout-abort"), fresh("tid")
+    tp = TopicPartition(topic, 0)
+    with anyio.fail_after(60):
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.create_topics([NewTopic(topic, 1)])
+            async with open_producer(
+                bootstrap_servers=bs, transactional_id=tid, transaction_timeout_ms=3000
+            ) as p:
+                await p.init_transactions()
+                epoch = p._txn.producer_epoch
+                p.begin_transaction()
+                await p.send_and_wait(topic, b"timed out", partition=0)
+                while (await admin.describe_transactions([tid]))[tid].state != "CompleteAbort":
+                    await anyio.sleep(0.1)
+                await p.abort_transaction()
+                assert p._txn.producer_epoch == epoch + 1
+                async with p.transaction():
+                    await p.send(topic, b"next", partition=0)
+        assert await read_committed(bs, [tp]) == [b"next"]
 
 
 @pytest.fixture
