@@ -155,9 +155,9 @@ def fencing_epochs(record: TxnRecord, tv2: bool, allocate: Callable[[], int]) ->
     """The epoch fields of an abort that fences ``record``'s producer (see the
     module rules): a TV2 decision when ``tv2`` (the finalized level is 2), else
     one bump (never past 32767) that keeps no epoch before."""
-    if tv2:
-        return decided_epochs(record, True, allocate)
     epoch = record.producer_epoch
+    if tv2 and epoch <= LAST_USABLE_EPOCH:
+        return decided_epochs(record, True, allocate)
     return {"producer_epoch": min(epoch + 1, 32767), "last_producer_epoch": -1, "tv2": False}
 
 
