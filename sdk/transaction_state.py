@@ -66,6 +66,7 @@ from .errors import (
 from .txn_version import TxnVersion
 
 __all__ = [
+    "END_TXN_COMMIT",
     "ConsumerGroupMetadata",
     "OffsetsOp",
     "SOURCES",
@@ -77,6 +78,9 @@ __all__ = [
 ]
 
 NO_ID = -1
+#: What a commit's EndTxn is called in errors (an INVALID_TXN_STATE answer to it
+#: says why, see :func:`fatal_error`).
+END_TXN_COMMIT = "EndTxn (commit)"
 
 
 class TxnState(enum.Enum):
@@ -280,6 +284,18 @@ def fatal_error(
     transactional_id: str | None, code: int, what: str, cause: BaseException | None = None
 ) -> TransactionFatalError:
     """The error that ends a producer with ``transactional_id`` after ``code``."""
+    if code == E.INVALID_TXN_STATE and what == END_TXN_COMMIT:
+        # The coordinator (Kafka 4.x, brokerlite) had aborted the transaction:
+        # it timed out or its producer was fenced. In version 2 that abort keeps
+        # the epoch sent as the one before its bump, and reads the commit as its
+        # retry with the other outcome. Fatal, as in Java's EndTxnHandler.
+        return TransactionFatalError(
+            code,
+            f"{what}: the coordinator had already aborted this transaction: it timed "
+            "out (transaction.timeout.ms) or this producer was fenced (a new producer "
+            f"or an admin's fence_producers with transactional.id {transactional_id!r}); "
+            "close this producer",
+        )
     if classify(code) is TxnAction.FENCED:
         if transactional_id is None:
             return ProducerFencedError(code, f"{what}: the producer epoch is stale")

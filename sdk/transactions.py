@@ -76,6 +76,7 @@ from .consumer_types import TopicPartition
 from .errors import AuthenticationError, TransactionFatalError
 from .group_protocol import CommitFailedError, read_find_coordinator
 from .transaction_state import (
+    END_TXN_COMMIT,
     NO_ID,
     ConsumerGroupMetadata,
     OffsetsOp,
@@ -657,4 +658,4 @@ class TransactionManager(TxnStateMachine):
         elif action is TxnAction.ABORTABLE and not aborting:
             self._abortable(KafkaError(code, "EndTxn"))
         else:
-            self._fatal(self._fatal_error(code, "EndTxn"))
+            self._fatal(self._fatal_error(code, "EndTxn" if aborting else END_TXN_COMMIT))

@@ -83,7 +83,13 @@ from ..cluster.replica_manager import ReplicaManager
 from ..cluster.view import SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, ClusterView
 from ..config import BrokerConfig
 from ..errors import UnknownTopicOrPartitionError
-from ..features import CLUSTER_SUPPORTED, FEATURES_JOURNAL, SUPPORTED, FeatureStore
+from ..features import (
+    CLUSTER_SUPPORTED,
+    FEATURES_JOURNAL,
+    SUPPORTED,
+    TRANSACTION_VERSION,
+    FeatureStore,
+)
 from ..fetch_sessions import FetchManager, FetchSessionCache
 from ..groups.consumer_groups import TopicMeta
 from ..groups.coordinator import GroupCoordinator
@@ -335,7 +341,14 @@ class Broker:
             validate_group=classic_group_validator(self.groups),
             sync_decision_for=self._fsyncs_every_record,
             log_end_offset=self._log_end_offset,
+            transaction_version=self._transaction_version,
         )
+
+    def _transaction_version(self) -> int:
+        """The finalized ``transaction.version`` (read when a transaction is
+        fenced; the feature levels open after the coordinators)."""
+        features: FeatureStore = self.features
+        return features.level(TRANSACTION_VERSION)
 
     def _open_services(
         self, config: BrokerConfig, now_ms: int, opened: contextlib.ExitStack

@@ -122,6 +122,10 @@ def _always(_topic: str, _partition: int) -> bool:
     return True
 
 
+def _not_finalized() -> int:
+    return 0
+
+
 def _accept_group(_group: str, _generation: int, _member: str, _instance: str | None) -> ErrorCode:
     return ErrorCode.NONE
 
@@ -190,28 +194,24 @@ class TransactionCoordinator(TxnTransitions, TxnCompletions, TxnExpiry, TxnDescr
     Args:
         journal: where transaction metadata and producer-id reservations persist;
             transactions found in it are resumed (see the module docstring).
-        allocate_producer_id: hands out producer ids; by default they come from the
-            journal in reserved blocks. Pass the broker's allocator if it already
-            has one, so that ids never come from two counters.
+        allocate_producer_id: hands out producer ids (default: the journal's reserved
+            blocks); pass the broker's, so that ids never come from two counters.
         max_timeout_ms: Kafka's ``transaction.max.timeout.ms``.
         transactional_id_expiration_ms: Kafka's ``transactional.id.expiration.ms``.
         expiration_check_interval_ms: Kafka's
             ``transaction.remove.expired.transaction.cleanup.interval.ms``.
-        marker_retry_backoff_ms: how long a completion may stay unacknowledged
-            before :meth:`tick` issues it again.
+        marker_retry_backoff_ms: when :meth:`tick` issues an unacknowledged completion again.
         coordinator_epoch: the epoch written in markers (one node: constant).
         coordinator_epoch_for: ``transactional_id -> epoch`` when it depends on the
             id (cluster mode: the leader epoch of its ``__transaction_state``
             partition, which fences the markers of a former coordinator).
-        group_partition: ``group_id -> (topic, partition)`` of the group's offsets
-            partition when it is a partition of the transaction (cluster mode:
-            ``__consumer_offsets``, whose leader holds TxnOffsetCommit's offsets
-            until the marker settles them, as in Kafka); None on one node, where
-            the coordinator holds them itself.
+        group_partition: ``group_id -> (topic, partition)``, the group's offsets
+            partition in a transaction (cluster mode: ``__consumer_offsets``, whose
+            leader holds TxnOffsetCommit's offsets until the marker settles them,
+            as in Kafka); None on one node, where the coordinator holds them.
         stage_group_offsets: with ``group_partition``: ``(group_id, producer_id,
-            producer_epoch, offsets) -> ErrorCode``, the group coordinator's
-            store for TxnOffsetCommit's offsets, which then only checks the
-            group (the transaction's own state is on another broker).
+            producer_epoch, offsets) -> ErrorCode``, the group coordinator's store
+            for those offsets; only the group is checked here then.
         partition_exists: ``(topic, partition) -> bool``; AddPartitionsToTxn and
             TxnOffsetCommit answer UNKNOWN_TOPIC_OR_PARTITION where it is False.
         validate_group: ``(group_id, generation_id, member_id, group_instance_id) ->
@@ -222,6 +222,8 @@ class TransactionCoordinator(TxnTransitions, TxnCompletions, TxnExpiry, TxnDescr
             the fsync of a decision involving the partition.
         log_end_offset: ``(topic, partition) -> int`` (-1 for none), recorded with
             each decision (``TxnRecord.decision_ends``) for :meth:`adopt_hanging`.
+        transaction_version: the finalized ``transaction.version`` (0: none); from
+            2 a fencing abort is a TV2 decision (:mod:`.tv2`).
     """
 
     def __init__(
@@ -242,6 +244,7 @@ class TransactionCoordinator(TxnTransitions, TxnCompletions, TxnExpiry, TxnDescr
         offset_metadata_max_bytes: int = 4096,
         sync_decision_for: Callable[[str, int], bool] = _always,
         log_end_offset: Callable[[str, int], int] | None = None,
+        transaction_version: Callable[[], int] = _not_finalized,
     ) -> None:
         if max_timeout_ms <= 0:
             raise ValueError("max_timeout_ms must be > 0")
@@ -260,6 +263,7 @@ class TransactionCoordinator(TxnTransitions, TxnCompletions, TxnExpiry, TxnDescr
         self._metadata_max = offset_metadata_max_bytes
         self._sync_decision_for = sync_decision_for
         self._log_end_offset = log_end_offset
+        self._transaction_version = transaction_version
         self._records: dict[str, TxnRecord] = journal.records()
         self._next_pid = journal.producer_id_limit
         # transactional id -> when its completion is (re)issued; 0 = at the first tick

@@ -25,7 +25,9 @@ epoch bump per decision is :mod:`.transitions`'):
   once it is written, and again every ``marker_retry_backoff_ms`` until the broker
   reports its markers written; aborting to fence a producer bumps its epoch, so
   the markers fence the old instance on every partition. The last epoch is kept
-  free so that an instance can always be fenced.
+  free so that an instance can always be fenced. With ``transaction.version`` 2
+  finalized that abort is a TV2 decision whatever the transaction's version
+  (:mod:`.tv2`), as Kafka decides it by the finalized level.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from trafka.brokerlite.transactions.journal import (
     TxnStore,
     WrittenMarker,
 )
+from trafka.brokerlite.transactions.tv2 import fencing_epochs
 from trafka.codec.errors import ErrorCode
 
 __all__ = [
@@ -155,6 +158,8 @@ class TxnDecisions:
     _metadata_max: int
     _sync_decision_for: Callable[[str, int], bool]
     _log_end_offset: Callable[[str, int], int] | None
+    _transaction_version: Callable[[], int]
+    _allocate: Callable[[], int]  # (TxnTransitions)
     _next_pid: int
     # transactional id -> when its completion is (re)issued; 0 = at the first tick
     _issue_at: dict[str, int]
@@ -196,15 +201,13 @@ class TxnDecisions:
         )
 
     def _fence_and_abort(self, record: TxnRecord, now_ms: int) -> TxnCompletion:
-        epoch = record.producer_epoch
+        tv2 = self._transaction_version() >= 2  # Kafka decides by the finalized level
         aborting = dataclasses.replace(
             record,
-            producer_epoch=bumped(epoch),
-            last_producer_epoch=NO_PRODUCER_EPOCH,
             state=_S.PREPARE_ABORT,
             last_update_ms=now_ms,
             decision_ends=self._ends(record.partitions),
-            tv2=False,  # no TV2 decision: the fenced instance's EndTxn retry is fenced
+            **fencing_epochs(record, tv2, self._allocate),
         )
         self._write(aborting)
         return self._issue(aborting, now_ms)

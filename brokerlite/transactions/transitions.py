@@ -40,8 +40,10 @@ Rules and invariants (Kafka's ``TransactionCoordinator``):
   ``verify_only`` (what a Produce v12+ leader sends) adds as TV2; TxnOffsetCommit
   v5+ adds its group itself once the group's checks passed; EndTxn v5+ bumps the
   epoch in its decision and answers with the next transaction's id and epoch.
-  An abort that fences (InitProducerId, timeout) bumps once and is no TV2
-  decision: the fenced instance's EndTxn retry is PRODUCER_FENCED.
+  An abort that fences (InitProducerId, timeout) bumps once; it is a TV2
+  decision when the finalized ``transaction.version`` is 2 (Kafka decides it
+  by that level), so the fenced instance's EndTxn v5 is a retry of it
+  (INVALID_TXN_STATE for a commit), else PRODUCER_FENCED.
 """
 
 from __future__ import annotations

@@ -26,11 +26,16 @@ Rules (Kafka 4.4's ``TransactionCoordinator.endTransaction`` and ``TransactionMe
   INVALID_TXN_STATE and an abort that is no retry is a decision of its own: it
   bumps the epoch with no partition to mark (Kafka lets a TV2 producer fence its
   own late writes so).
-* An abort that fences (InitProducerId, a timeout) bumps once and is not a TV2
-  decision (``tv2`` false): the fenced instance's EndTxn with its old epoch is
-  PRODUCER_FENCED, not a retry. (Kafka 4.4 with TV2 finalized bumps twice
-  there, the fence and then its abort's own bump, which fences the same
-  instance; brokerlite's epochs after a fence are one lower.)
+* An abort that fences (InitProducerId, a timeout) follows the finalized
+  ``transaction.version``, not the transaction's own version (Kafka 4.4's
+  coordinator passes its own level to ``endTransaction``). At 2 it is a TV2
+  decision: one bump (the fence's own bump is never written), the epoch before
+  kept, a new producer id reserved from the last usable epoch. The fenced
+  instance's EndTxn v5 with its old epoch is then a retry of that abort
+  (commit INVALID_TXN_STATE, abort NONE with the epoch after) until the next
+  InitProducerId bumps again, and its KIP-360 InitProducerId with the old
+  epoch is a retry of the bump. Below 2 it bumps once and is no TV2 decision
+  (``tv2`` false): the old epoch is PRODUCER_FENCED.
 * The new producer id used while its decision's markers are still being written
   is CONCURRENT_TRANSACTIONS, not INVALID_PRODUCER_ID_MAPPING (KAFKA-18660: the
   producer must not fence itself).
@@ -49,6 +54,7 @@ __all__ = [
     "LAST_USABLE_EPOCH",
     "completed",
     "decided_epochs",
+    "fencing_epochs",
     "next_ids",
     "producer_check",
     "settled_outcome",
@@ -143,6 +149,16 @@ def decided_epochs(record: TxnRecord, bump: bool, allocate: Callable[[], int]) -
         "next_producer_id": allocate() if epoch >= LAST_USABLE_EPOCH else -1,
         "tv2": True,
     }
+
+
+def fencing_epochs(record: TxnRecord, tv2: bool, allocate: Callable[[], int]) -> dict[str, Any]:
+    """The epoch fields of an abort that fences ``record``'s producer (see the
+    module rules): a TV2 decision when ``tv2`` (the finalized level is 2), else
+    one bump (never past 32767) that keeps no epoch before."""
+    epoch = record.producer_epoch
+    if tv2 and epoch <= LAST_USABLE_EPOCH:
+        return decided_epochs(record, True, allocate)
+    return {"producer_epoch": min(epoch + 1, 32767), "last_producer_epoch": -1, "tv2": False}
 
 
 def next_ids(record: TxnRecord) -> tuple[int, int]:

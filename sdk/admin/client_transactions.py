@@ -245,8 +245,8 @@ class TransactionCalls(AdminCore):
         producer id, so a producer that starts later is not affected.
 
         Raises:
-            KafkaError: the coordinator refused (CONCURRENT_TRANSACTIONS is not
-                an error: the abort it reports has fenced the producer already).
+            KafkaError: the coordinator refused (CONCURRENT_TRANSACTIONS, an abort
+                under way, is retried until the id has its next epoch, as in Kafka).
         """
         transactional_ids = check_names(
             "transactional_ids", transactional_ids, check_str, "transactional ids"

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trafka.codec import ApiKey, ErrorCode, KafkaError, UnsupportedVersionError
+from trafka.codec import ApiKey, KafkaError, UnsupportedVersionError
 from trafka.codec.messages import k22_init_producer_id as ipid
 from trafka.codec.messages import k27_write_txn_markers as wtm
 from trafka.codec.messages import k61_describe_producers as dp
@@ -284,15 +284,17 @@ def fence_producer_request(version: int, transactional_id: str, transaction_time
 
 
 def read_fence_producer(resp: Any, transactional_id: str) -> None:
-    """Nothing when the producer is fenced (CONCURRENT_TRANSACTIONS included:
-    the abort it reports has fenced the producer already).
+    """Nothing when the coordinator gave the id its next epoch. CONCURRENT_TRANSACTIONS
+    (the coordinator aborts the open transaction first) is retried until then,
+    as Kafka's ``FenceProducersHandler`` does: under transaction version 2 that
+    abort alone leaves the old producer's epoch a retry of it, whose abort
+    succeeds and carries on; the next epoch fences it everywhere.
 
     Raises:
-        Again: a transient error.
+        Again: a transient error (CONCURRENT_TRANSACTIONS included).
         KafkaError: any other error.
     """
-    if resp.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
-        check(resp.error_code, f"fencing transactional id {transactional_id!r}", again=TRANSIENT)
+    check(resp.error_code, f"fencing transactional id {transactional_id!r}", again=TRANSIENT)
 
 
 # -- hanging transactions -------------------------------------------------------------------

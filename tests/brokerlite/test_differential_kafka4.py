@@ -29,12 +29,16 @@ from differential_requests import Kafka, check, records
 from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.messages import k15_describe_groups as describe_groups
 from trafka.codec.messages import k18_api_versions as api_versions
+from trafka.codec.messages import k22_init_producer_id as init_pid_msg
+from trafka.codec.messages import k25_add_offsets_to_txn as add_offsets
 from trafka.codec.messages import k26_end_txn as end_txn
 from trafka.codec.messages import k28_txn_offset_commit as txn_offset_commit
 from trafka.codec.messages import k60_describe_cluster as describe_cluster
 from trafka.codec.messages import k61_describe_producers as describe_producers
+from trafka.codec.messages import k65_describe_transactions as describe_transactions
 from trafka.codec.messages import k68_consumer_group_heartbeat as heartbeat
 from trafka.codec.messages import k69_consumer_group_describe as group_describe
+from trafka.codec.records import iter_batches
 
 
 @pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
@@ -257,3 +261,198 @@ def test_transaction_version_2(kafka4: Any, peer: Any) -> None:
         end(epoch + 2, commit=False)
 
     check(kafka4, peer, script)
+
+
+def _fenced(talk: Talk, *, timeout_ms: int | None, tv2: bool = True) -> None:
+    """A transaction version 2 producer (Produce v12, TxnOffsetCommit v5, EndTxn
+    v5; with ``tv2`` False one of version 1: AddPartitionsToTxn v3,
+    AddOffsetsToTxn, Produce v9, TxnOffsetCommit v3, EndTxn v4) whose
+    transaction is ended behind its back: fenced by an admin (InitProducerId
+    with the transactional id only, KIP-664's fenceProducers) when
+    ``timeout_ms`` is None, else timed out. Then the old producer's EndTxn
+    commit and abort, Produce and TxnOffsetCommit at its old epoch; the abort
+    markers' epoch; what DescribeTransactions and DescribeProducers say; the
+    next InitProducerId (the fencer's retry, or the timed-out producer's own
+    KIP-360 bump with its id and epoch) and the old epoch after it."""
+    k = Kafka(talk)
+    topic, tid, group = talk.name("topic"), talk.name("txn"), talk.name("group")
+    k.create(topic, 1)
+    req = init_pid_msg.InitProducerIdRequest
+    first = req(
+        transactional_id=tid,
+        transaction_timeout_ms=60000 if timeout_ms is None else timeout_ms,
+        producer_id=-1,
+        producer_epoch=-1,
+    )
+    init = k.ask(22, first, version=5)
+    pid, epoch = init.producer_id, init.producer_epoch
+
+    def end(at: int, commit: bool) -> None:
+        body = end_txn.EndTxnRequest(
+            transactional_id=tid, producer_id=pid, producer_epoch=at, committed=commit
+        )
+        v = 5 if tv2 else 4
+        talk.ask(26, v, body, step=f"EndTxn v{v} {'commit' if commit else 'abort'} at {at}")
+
+    def offset_commit(at: int) -> None:
+        t = txn_offset_commit.TxnOffsetCommitRequest
+        body = t(
+            transactional_id=tid,
+            group_id=group,
+            producer_id=pid,
+            producer_epoch=at,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[
+                t.TxnOffsetCommitRequestTopic(
+                    name=topic,
+                    partitions=[
+                        t.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)
+                    ],
+                )
+            ],
+        )
+        v = 5 if tv2 else 3
+        talk.ask(28, v, body, step=f"TxnOffsetCommit v{v} at {at}")
+
+    def described(label: str) -> None:
+        """The coordinator's and the partition's view, without clocks."""
+        talk.recording = False
+        d = describe_transactions.DescribeTransactionsRequest(transactional_ids=[tid])
+        (state,) = talk.ask(65, 0, d).transaction_states
+        p = describe_producers.DescribeProducersRequest
+        body = p(topics=[p.TopicRequest(name=topic, partition_indexes=[0])])
+        found = talk.ask(61, 0, body).topics[0].partitions[0].active_producers
+        talk.recording = True
+        talk.note(
+            f"DescribeTransactions {label}",
+            {
+                "error_code": state.error_code,
+                "state": state.transaction_state,
+                "producer_id": state.producer_id,
+                "producer_epoch": state.producer_epoch,
+                "topics": [(t.topic == topic, t.partitions) for t in state.topics],
+            },
+        )
+        talk.note(
+            f"DescribeProducers {label}",
+            [
+                {
+                    "producer_id": s.producer_id,
+                    "producer_epoch": s.producer_epoch,
+                    "last_sequence": s.last_sequence,
+                    "current_txn_start_offset": s.current_txn_start_offset,
+                }
+                for s in found
+            ],
+        )
+
+    def ended() -> None:
+        """Wait (unrecorded) until the coordinator completed the abort."""
+        talk.recording = False
+        deadline = time.monotonic() + 90
+        try:
+            while True:
+                d = describe_transactions.DescribeTransactionsRequest(transactional_ids=[tid])
+                (state,) = talk.ask(65, 0, d).transaction_states
+                if state.transaction_state == "CompleteAbort":
+                    break
+                assert time.monotonic() < deadline, f"{tid}: {state.transaction_state}"
+                time.sleep(0.2)
+        finally:
+            talk.recording = True
+        k.settle(topic)
+
+    def markers() -> None:
+        """The partition's batches as (control, producer epoch), fetched
+        (unrecorded) from the offset after the last one seen until the abort
+        marker came: Kafka hands a marker out on a later fetch only
+        (docs/brokerlite.md)."""
+        talk.recording = False
+        deadline = time.monotonic() + 30
+        seen: list[tuple[bool, int]] = []
+        offset = 0
+        try:
+            while not any(control for control, _ in seen) and time.monotonic() < deadline:
+                blob = k.fetch(topic, offset).responses[0].partitions[0].records or b""
+                for h, _ in iter_batches(blob):
+                    seen.append((bool(h.attributes & 0x20), h.producer_epoch))
+                    offset = h.base_offset + h.last_offset_delta + 1
+                time.sleep(0.1)
+        finally:
+            talk.recording = True
+        talk.note("batches (control, producer epoch)", seen)
+
+    produce_version = 12 if tv2 else None
+    if not tv2:
+        k.add_partitions(tid, pid, epoch, topic)
+        body = add_offsets.AddOffsetsToTxnRequest(
+            transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group
+        )
+        k.ask(25, body, version=3)
+    batch = records([b"a"], pid=pid, epoch=epoch, seq=0, txn=True)
+    k.produce(topic, batch, tid=tid, version=produce_version)
+    offset_commit(epoch)
+    if timeout_ms is None:
+        fence = req(transactional_id=tid, transaction_timeout_ms=60000)
+        talk.ask(22, 5, fence, step="InitProducerId (fence)")
+    ended()
+    markers()
+    described("after the abort")
+    end(epoch, commit=True)
+    end(epoch, commit=False)
+    late = records([b"late"], pid=pid, epoch=epoch, seq=1, txn=True)
+    k.produce(topic, late, tid=tid, version=produce_version)
+    offset_commit(epoch)
+    described("after the old producer's calls")
+    if timeout_ms is None:
+        again = req(transactional_id=tid, transaction_timeout_ms=60000)
+        talk.ask(22, 5, again, step="InitProducerId (the fencer's retry)")
+    else:
+        own = req(
+            transactional_id=tid,
+            transaction_timeout_ms=60000,
+            producer_id=pid,
+            producer_epoch=epoch,
+        )
+        talk.ask(22, 5, own, step="InitProducerId (the producer's own, KIP-360)")
+    end(epoch, commit=True)
+    end(epoch + 1, commit=True)
+    described("after InitProducerId")
+    k.offsets(group, topic)
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "transaction version 2: a fenced producer (KIP-890, KIP-664)")
+def test_transaction_version_2_fenced_by_an_admin(kafka4: Any, peer: Any) -> None:
+    """An admin fences a TV2 transaction (records and an offset commit in it):
+    the fencing InitProducerId is CONCURRENT_TRANSACTIONS while the abort runs;
+    the old producer's EndTxn, Produce and TxnOffsetCommit at its old epoch,
+    the abort markers' epoch and the coordinator's and partition's views are
+    Kafka 4.4's, before and after the fencer's retried InitProducerId."""
+    check(kafka4, peer, lambda talk: _fenced(talk, timeout_ms=None))
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "transaction version 2: a timed-out transaction (KIP-890)")
+def test_transaction_version_2_timed_out(kafka4: Any, peer: Any) -> None:
+    """The same for a TV2 transaction that times out (1 s; Kafka checks every
+    ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s): the
+    old producer's calls, the markers, the views, and the producer's own
+    InitProducerId with its id and old epoch (KIP-360), as Kafka 4.4."""
+    check(kafka4, peer, lambda talk: _fenced(talk, timeout_ms=1000))
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "transaction version 1 fenced where version 2 is finalized")
+@pytest.mark.parametrize("how", ["fenced", "timed out"])
+def test_transaction_version_1_fenced_where_2_is_finalized(
+    kafka4: Any, peer: Any, how: str
+) -> None:
+    """A transaction of version 1 (AddPartitionsToTxn, EndTxn v4) fenced by an
+    admin or timed out on a node where ``transaction.version`` 2 is finalized:
+    Kafka 4.4 ends it by the finalized level (a TV2 abort that keeps the epoch
+    before), so the producer's KIP-360 InitProducerId with its old epoch is a
+    retry of that bump; its EndTxn v4 at the old epoch is PRODUCER_FENCED."""
+    timeout_ms = None if how == "fenced" else 1000
+    check(kafka4, peer, lambda talk: _fenced(talk, timeout_ms=timeout_ms, tv2=False))

@@ -205,15 +205,121 @@ def test_an_exhausted_epoch_moves_to_a_new_producer_id_after_the_markers(
     c.close()
 
 
-def test_a_fencing_abort_is_not_a_tv2_decision(coord: TransactionCoordinator) -> None:
-    """A transaction that times out is aborted with one bump; its producer's
-    EndTxn with its epoch then finds it fenced (not a retry of its own bump)."""
-    pid, epoch = init(coord)
-    assert add(coord, pid, epoch, 0) is ErrorCode.NONE
-    (abort,) = coord.tick(T0 + 60_000)
+def fencing_coordinator(tmp_path: Path, level: int) -> TransactionCoordinator:
+    """A coordinator whose finalized ``transaction.version`` is ``level``."""
+    journal = TxnJournal(tmp_path / "txn" / "transactions.journal", fsync=False)
+    return TransactionCoordinator(
+        journal, partition_exists=lambda t, p: t == "orders", transaction_version=lambda: level
+    )
+
+
+def fence(c: TransactionCoordinator) -> Any:
+    """An admin's fence (KIP-664's fenceProducers: InitProducerId with the
+    transactional id alone) of an ongoing transaction: CONCURRENT_TRANSACTIONS
+    and the abort's completion."""
+    request = ipi.InitProducerIdRequest(transactional_id="t", transaction_timeout_ms=60_000)
+    response, (abort,) = c.init_producer_id(request, 5, T0)
+    assert response.error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+    return abort
+
+
+@pytest.mark.parametrize("how", ["fenced", "timed out"])
+def test_a_fencing_abort_is_a_tv2_abort_once_tv2_is_finalized(tmp_path: Path, how: str) -> None:
+    """Kafka 4.4 ends a fenced (KIP-664) or timed-out transaction by the finalized
+    ``transaction.version`` (``TransactionCoordinator.handleInitProducerId`` and
+    ``abortTimedOutTransactions`` pass the server's level to ``endTransaction``),
+    whatever the transaction's own version: at 2, an abort with one bump that
+    keeps the epoch before (``prepareAbortOrCommit``). The old producer's EndTxn
+    v5 then repeats that abort (``retryOnEpochBump``): a commit is
+    INVALID_TXN_STATE, an abort NONE with the epoch after; its KIP-360
+    InitProducerId with its old epoch repeats the bump (the epoch before is
+    ``lastProducerEpoch``). As observed against Kafka 4.4 in
+    test_differential_kafka4.py."""
+    c = fencing_coordinator(tmp_path, 2)
+    pid, epoch = init(c)
+    assert add(c, pid, epoch, 0) is ErrorCode.NONE
+    (abort,) = [fence(c)] if how == "fenced" else c.tick(T0 + 60_000)
+    assert abort.markers == (TxnMarker("orders", 0, pid, epoch + 1, 0, False),)
+    # While the markers are written, every EndTxn waits.
+    assert end(c, pid, epoch, commit=True)[0][0] is ErrorCode.CONCURRENT_TRANSACTIONS
+    assert c.markers_written(abort, T0 + 60_000)
+    done = record(c)
+    assert (done.state, done.producer_epoch, done.last_producer_epoch, done.tv2) == (
+        TransactionState.COMPLETE_ABORT,
+        epoch + 1,
+        epoch,
+        True,
+    )
+    assert end(c, pid, epoch, commit=True) == ((ErrorCode.INVALID_TXN_STATE, -1, -1), [])
+    assert end(c, pid, epoch, commit=False) == ((ErrorCode.NONE, pid, epoch + 1), [])
+    assert add(c, pid, epoch, 0) is ErrorCode.PRODUCER_FENCED
+    if how == "fenced":
+        # The fencer's retry gets the epoch after; the old epoch is fenced then.
+        assert init(c) == (pid, epoch + 2)
+        assert end(c, pid, epoch, commit=True)[0][0] is ErrorCode.PRODUCER_FENCED
+    else:
+        request = ipi.InitProducerIdRequest(
+            transactional_id="t",
+            transaction_timeout_ms=60_000,
+            producer_id=pid,
+            producer_epoch=epoch,
+        )
+        response, _ = c.init_producer_id(request, 5, T0 + 60_000)
+        assert (response.error_code, response.producer_id, response.producer_epoch) == (
+            ErrorCode.NONE,
+            pid,
+            epoch + 1,
+        )
+        assert record(c).state is TransactionState.EMPTY
+    c.close()
+
+
+def test_a_fence_from_the_last_usable_epoch_moves_to_a_new_producer_id(tmp_path: Path) -> None:
+    """A TV2 fencing abort from epoch 32766 reserves a new producer id, as any TV2
+    abort does (Kafka's ``endTransaction`` asks for one when the epoch is
+    exhausted): the markers carry 32767, the id moves to the new one at epoch 0."""
+    c = fencing_coordinator(tmp_path, 2)
+    pid, _ = init(c)
+    c.journal.put(
+        TxnRecord("t", pid, producer_epoch=LAST_USABLE_EPOCH, timeout_ms=60_000, last_update_ms=T0)
+    )
+    c.close()
+    c = fencing_coordinator(tmp_path, 2)
+    assert add(c, pid, LAST_USABLE_EPOCH, 0) is ErrorCode.NONE
+    abort = fence(c)
+    assert abort.markers == (TxnMarker("orders", 0, pid, LAST_USABLE_EPOCH + 1, 0, False),)
+    assert c.markers_written(abort, T0)
+    moved = record(c)
+    assert (moved.producer_id != pid, moved.producer_epoch, moved.last_producer_id) == (
+        True,
+        0,
+        pid,
+    )
+    new_pid, new_epoch = init(c)
+    assert (new_pid, new_epoch) == (moved.producer_id, 1)
+    c.close()
+
+
+@pytest.mark.parametrize("level", [0, 1])
+def test_a_fencing_abort_below_tv2_is_no_tv2_decision(tmp_path: Path, level: int) -> None:
+    """Below ``transaction.version`` 2 (a cluster finalizes none), Kafka fences as
+    transaction version 1 does: one bump, no epoch before kept; the old
+    producer's EndTxn (v5 too) is PRODUCER_FENCED, its KIP-360 InitProducerId
+    too."""
+    c = fencing_coordinator(tmp_path, level)
+    pid, epoch = init(c)
+    assert add(c, pid, epoch, 0) is ErrorCode.NONE
+    (abort,) = c.tick(T0 + 60_000)
     assert (abort.commit, abort.producer_epoch) == (False, epoch + 1)
-    assert coord.markers_written(abort, T0 + 60_000)
-    assert end(coord, pid, epoch, commit=False)[0] == (ErrorCode.PRODUCER_FENCED, -1, -1)
+    assert c.markers_written(abort, T0 + 60_000)
+    assert end(c, pid, epoch, commit=False)[0] == (ErrorCode.PRODUCER_FENCED, -1, -1)
+    assert end(c, pid, epoch, commit=True)[0] == (ErrorCode.PRODUCER_FENCED, -1, -1)
+    request = ipi.InitProducerIdRequest(
+        transactional_id="t", transaction_timeout_ms=60_000, producer_id=pid, producer_epoch=epoch
+    )
+    response, _ = c.init_producer_id(request, 5, T0 + 60_000)
+    assert response.error_code == ErrorCode.PRODUCER_FENCED
+    c.close()
 
 
 def commit_request(pid: int, epoch: int, offset: int, **group: Any) -> toc.TxnOffsetCommitRequest:

@@ -287,6 +287,25 @@ def test_an_abort_refused_as_invalid_txn_state_is_fatal() -> None:
     assert m.state is S.FATAL_ERROR and isinstance(abort.error, TransactionFatalError)
 
 
+def test_a_commit_the_coordinator_had_aborted_is_fatal_and_says_why() -> None:
+    """Kafka 4.4 answers a version 2 commit INVALID_TXN_STATE when it aborted the
+    transaction already, fenced (KIP-664's fenceProducers) or timed out: the
+    abort kept the producer's epoch as the one before its bump, so the commit
+    reads as a retry of it with the other outcome (test_differential_kafka4.py).
+    Fatal, as Java's EndTxnHandler makes it; the error says what happened."""
+    m = ready(Features(1, 2))
+    m.begin()
+    m.add_partition("t", 0)
+    commit = m.begin_commit()
+    answer(m, step(m), et.EndTxnResponse(error_code=ErrorCode.INVALID_TXN_STATE))
+    assert m.state is S.FATAL_ERROR
+    error = commit.error
+    assert isinstance(error, TransactionFatalError)
+    assert not isinstance(error, ProducerFencedError)
+    assert error.code == ErrorCode.INVALID_TXN_STATE
+    assert "already aborted" in str(error) and "fenced" in str(error) and "'tx'" in str(error)
+
+
 def test_endtxn_abortable_and_concurrent_transactions() -> None:
     m = ready(Features(1, 2))
     m.begin()
@@ -423,6 +442,83 @@ async def test_version_2_zombie_is_fenced(broker: RunningBroker) -> None:
                     await old.commit_transaction()
                 assert old.transaction_state is S.FATAL_ERROR
         assert await read_committed(bs, [tp]) == [b"first", b"fresh"]
+
+
+@pytest.mark.anyio
+async def test_version_2_commit_after_an_admin_fence(broker: RunningBroker) -> None:
+    """An admin fences the producer mid-transaction (fence_producers, KIP-664,
+    which retries until the id has its next epoch, as Kafka's Admin): the
+    producer's commit is PRODUCER_FENCED, and so would its abort be. Nothing of
+    the transaction is read committed."""
+    bs, topic, tid = broker.bootstrap_servers, fresh("tv2-admin-fence"), fresh("tid")
+    tp = TopicPartition(topic, 0)
+    with anyio.fail_after(60):
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.create_topics([NewTopic(topic, 1)])
+            async with open_producer(bootstrap_servers=bs, transactional_id=tid) as p:
+                await p.init_transactions()
+                p.begin_transaction()
+                await p.send_and_wait(topic, b"fenced", partition=0)
+                await admin.fence_producers([tid])
+                with pytest.raises(ProducerFencedError):
+                    await p.commit_transaction()
+                assert p.transaction_state is S.FATAL_ERROR
+        assert await read_committed(bs, [tp]) == []
+
+
+@pytest.mark.anyio
+async def test_version_2_commit_after_a_timeout(broker: RunningBroker) -> None:
+    """The coordinator aborts a transaction open past ``transaction.timeout.ms``
+    (1 s here; the test waits until DescribeTransactions says CompleteAbort):
+    the producer's commit is then INVALID_TXN_STATE, as Kafka 4.4 answers (the
+    abort kept the producer's epoch as the one before its bump): fatal, with an
+    error that says the transaction timed out or was fenced."""
+    bs, topic, tid = broker.bootstrap_servers, fresh("tv2-timeout"), fresh("tid")
+    tp = TopicPartition(topic, 0)
+    with anyio.fail_after(60):
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.create_topics([NewTopic(topic, 1)])
+            async with open_producer(
+                bootstrap_servers=bs, transactional_id=tid, transaction_timeout_ms=1000
+            ) as p:
+                await p.init_transactions()
+                p.begin_transaction()
+                await p.send_and_wait(topic, b"timed out", partition=0)
+                while (await admin.describe_transactions([tid]))[tid].state != "CompleteAbort":
+                    await anyio.sleep(0.1)
+                with pytest.raises(TransactionFatalError) as raised:
+                    await p.commit_transaction()
+                assert raised.value.code == ErrorCode.INVALID_TXN_STATE
+                assert "timed out" in str(raised.value)
+                assert p.transaction_state is S.FATAL_ERROR
+        assert await read_committed(bs, [tp]) == []
+
+
+@pytest.mark.anyio
+async def test_version_2_abort_after_a_timeout_carries_on(broker: RunningBroker) -> None:
+    """After the coordinator aborted a timed-out transaction, the producer's own
+    abort repeats that abort (NONE, with the epoch after it, as Kafka 4.4
+    answers): the producer carries on, and its next transaction commits (within
+    the 3 s timeout)."""
+    bs, topic, tid = broker.bootstrap_servers, fresh("tv2-timeout-abort"), fresh("tid")
+    tp = TopicPartition(topic, 0)
+    with anyio.fail_after(60):
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.create_topics([NewTopic(topic, 1)])
+            async with open_producer(
+                bootstrap_servers=bs, transactional_id=tid, transaction_timeout_ms=3000
+            ) as p:
+                await p.init_transactions()
+                epoch = p._txn.producer_epoch
+                p.begin_transaction()
+                await p.send_and_wait(topic, b"timed out", partition=0)
+                while (await admin.describe_transactions([tid]))[tid].state != "CompleteAbort":
+                    await anyio.sleep(0.1)
+                await p.abort_transaction()
+                assert p._txn.producer_epoch == epoch + 1
+                async with p.transaction():
+                    await p.send(topic, b"next", partition=0)
+        assert await read_committed(bs, [tp]) == [b"next"]
 
 
 @pytest.fixture

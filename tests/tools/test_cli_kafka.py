@@ -41,7 +41,6 @@ from kafka_peers import KAFKA_4, SKIP_ENV, KafkaCluster, missing
 
 from trafka.codec import ErrorCode, KafkaError
 from trafka.sdk import ProducerFencedError, TopicPartition, open_admin, open_producer
-from trafka.sdk.errors import TransactionFatalError
 from trafka.tools.cli import main
 from trafka.tools.clikit import format_table
 
@@ -446,16 +445,10 @@ class OpenTransaction:
                     await p.commit_transaction()
                     self.outcome = "committed"
                 except ProducerFencedError:
-                    self.outcome = "fenced"
-                except TransactionFatalError as exc:
-                    # Kafka 4.x writes this transaction with transaction version 2
-                    # (KIP-890 part 2) and answers the fenced producer's EndTxn
-                    # with INVALID_TXN_STATE (Kafka 4.4, as observed here);
-                    # brokerlite answers PRODUCER_FENCED (its fence bumps the
-                    # epoch once, see docs/brokerlite.md, "Transaction version
-                    # 2"). Both end the producer, as for Kafka's Java client.
-                    if exc.code != ErrorCode.INVALID_TXN_STATE:
-                        raise
+                    # ``transactions fence`` retries until the id has its next
+                    # epoch, as Kafka's Admin.fenceProducers: the old epoch is
+                    # PRODUCER_FENCED then, in transaction version 1 and 2 alike
+                    # (tests/brokerlite/test_differential_kafka4.py).
                     self.outcome = "fenced"
         except BaseException as exc:
             self.outcome = f"failed: {exc!r}"
