@@ -263,6 +263,12 @@ def test_transaction_version_2(kafka4: Any, peer: Any) -> None:
     check(kafka4, peer, script)
 
 
+# The timed-out transactions' timeout: long enough that the steps before the
+# wait (AddPartitionsToTxn ... TxnOffsetCommit) end first on a loaded machine (at
+# 1 s a CI-like run once saw brokerlite abort before the Produce).
+TIMEOUT_MS = 5000
+
+
 def _fenced(talk: Talk, *, timeout_ms: int | None, tv2: bool = True) -> None:
     """A transaction version 2 producer (Produce v12, TxnOffsetCommit v5, EndTxn
     v5; with ``tv2`` False one of version 1: AddPartitionsToTxn v3,
@@ -440,7 +446,7 @@ def test_transaction_version_2_timed_out(kafka4: Any, peer: Any) -> None:
     ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s): the
     old producer's calls, the markers, the views, and the producer's own
     InitProducerId with its id and old epoch (KIP-360), as Kafka 4.4."""
-    check(kafka4, peer, lambda talk: _fenced(talk, timeout_ms=1000))
+    check(kafka4, peer, lambda talk: _fenced(talk, timeout_ms=TIMEOUT_MS))
 
 
 @pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
@@ -454,5 +460,5 @@ def test_transaction_version_1_fenced_where_2_is_finalized(
     Kafka 4.4 ends it by the finalized level (a TV2 abort that keeps the epoch
     before), so the producer's KIP-360 InitProducerId with its old epoch is a
     retry of that bump; its EndTxn v4 at the old epoch is PRODUCER_FENCED."""
-    timeout_ms = None if how == "fenced" else 1000
+    timeout_ms = None if how == "fenced" else TIMEOUT_MS
     check(kafka4, peer, lambda talk: _fenced(talk, timeout_ms=timeout_ms, tv2=False))
