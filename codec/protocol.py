@@ -36,6 +36,7 @@ from .messages.headers import RequestHeader, ResponseHeader
 
 __all__ = [
     "ApiInfo",
+    "EncodedRequest",
     "RequestFramer",
     "RequestHeader",
     "ResponseHeader",
@@ -373,6 +374,18 @@ def encode_request_parts(header: RequestHeader, body: Any) -> list[bytes]:
     return [io.getvalue()]
 
 
+class EncodedRequest:
+    """A request body already encoded at the version it is sent at, as parts
+    to write in order (a big records field a part of its own, not copied):
+    :meth:`RequestFramer.parts` writes the header before it instead of
+    encoding a message (:func:`~.produce_request.produce_request_parts`)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[Any]) -> None:
+        self.parts = parts
+
+
 class RequestFramer:
     """Frames one client's requests as :func:`encode_request_parts` does, for
     headers without tagged fields: the header's bytes after the correlation id
@@ -390,7 +403,8 @@ class RequestFramer:
         self._plans: dict[tuple[int, int], tuple[bytes, Any]] = {}
 
     def parts(self, key: int, version: int, correlation_id: int, body: Any) -> list[bytes]:
-        """The frame of ``body``, API ``key`` at ``version``, as parts to write in order.
+        """The frame of ``body``, API ``key`` at ``version``, as parts to write in order
+        (``body``: the message, or an :class:`EncodedRequest` of it).
 
         Raises:
             UnsupportedVersionError: an API or version the codec does not know.
@@ -400,6 +414,8 @@ class RequestFramer:
         if plan is None:
             plan = self._plan(key, version)
         tail, collect = plan
+        if body.__class__ is EncodedRequest:
+            return _frame_parts([_KEYVER.pack(key, version, correlation_id) + tail, *body.parts])
         if collect is not None:
             try:
                 parts: list[Any] = [_KEYVER.pack(key, version, correlation_id) + tail]
