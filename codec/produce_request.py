@@ -4,8 +4,9 @@ it already holds as bytes (the proxy's key routing).
 Encoding a Produce request through the codec's dataclasses costs an object
 per topic and per partition and construct's walk of them; a request that
 only forwards batches needs none of that. :func:`produce_request_parts`
-writes the body from plain tuples; :class:`~.protocol.EncodedRequest` hands
-it to :class:`~.protocol.RequestFramer`, which writes the header before it.
+writes the body from plain tuples; :class:`ProduceRequestData` holds them
+and writes itself when :class:`~.protocol.RequestFramer` frames it (the
+header first, as for a message).
 
 Rules:
 
@@ -34,7 +35,14 @@ from ._wire import uvarint_bytes
 from .messages import ApiKey
 from .messages import k00_produce as pm
 
-__all__ = ["Partitions", "Topics", "encode_produce_request", "produce_request_parts"]
+__all__ = [
+    "Partitions",
+    "ProduceRequestData",
+    "Topics",
+    "encode_produce_request",
+    "produce_request",
+    "produce_request_parts",
+]
 
 _PRODUCE = ApiKey.PRODUCE
 _FLEXIBLE = pm.FIRST_FLEXIBLE_VERSION
@@ -48,6 +56,56 @@ _NULL_RECORDS = (b"\xff\xff\xff\xff", b"\x00")  # (classic, flexible)
 Records = bytes | bytearray | memoryview | None
 Partitions = Sequence[tuple[int, Records]]
 Topics = Sequence[tuple[str | uuid.UUID, Partitions]]
+
+
+class ProduceRequestData(protocol.EncodedRequest):
+    """A Produce request as plain values, written on bytes when it is framed
+    (:func:`produce_request_parts`), at whichever version it is sent at.
+
+    Attributes:
+        transactional_id, acks, timeout_ms: the request's fields.
+        topics: (topic name or id, [(partition, records)]), in order.
+    """
+
+    __slots__ = ("acks", "timeout_ms", "topics", "transactional_id")
+
+    def __init__(
+        self, transactional_id: str | None, acks: int, timeout_ms: int, topics: Topics
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topics = topics
+
+    def parts_at(self, version: int) -> list[Any]:
+        return produce_request_parts(
+            version, self.transactional_id, self.acks, self.timeout_ms, self.topics
+        )
+
+    def message(self) -> Any:
+        """The codec's dataclass of the same request."""
+        return produce_request(self.transactional_id, self.acks, self.timeout_ms, self.topics)
+
+    @property
+    def topic_data(self) -> list[Any]:
+        """The message's ``topic_data`` (dataclasses made on each call)."""
+        return self.message().topic_data  # type: ignore[no-any-return]
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        mine = (self.transactional_id, self.acks, self.timeout_ms, self.topics)
+        theirs = (other.transactional_id, other.acks, other.timeout_ms, other.topics)
+        return mine == theirs
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        sizes = [(t, [(i, None if r is None else len(r)) for i, r in ps]) for t, ps in self.topics]
+        return (
+            f"ProduceRequestData({self.transactional_id!r}, acks={self.acks}, "
+            f"timeout_ms={self.timeout_ms}, record sizes={sizes})"
+        )
 
 
 class _Refused(Exception):

@@ -212,7 +212,10 @@ def decode_response_body(key: int, version: int, data: bytes | memoryview) -> An
 
 
 def encode_request_body(key: int, version: int, body: Any) -> bytes:
+    """Encode a request body (``body``: the message, or an :class:`EncodedRequest`)."""
     _, build, name = _compiled(key, version, False)
+    if isinstance(body, EncodedRequest):
+        return b"".join(body.parts_at(version))
     io = BytesIO()
     _encode(build, body, io, name)
     return io.getvalue()
@@ -345,7 +348,8 @@ def encode_request(header: RequestHeader, body: Any) -> bytes:
 
 
 def encode_request_parts(header: RequestHeader, body: Any) -> list[bytes]:
-    """:func:`encode_request`'s frame as parts to write in order (``sendmsg``).
+    """:func:`encode_request`'s frame as parts to write in order (``sendmsg``);
+    ``body``: the message, or an :class:`EncodedRequest`.
 
     Byte fields of 8 KiB or more, such as a Produce's record batches, are parts
     of their own: the very objects in ``body``, not copies. Everything between
@@ -355,6 +359,8 @@ def encode_request_parts(header: RequestHeader, body: Any) -> list[bytes]:
     info = api(key)
     _, build, name = _compiled(key, version, False)
     head = _request_header(header, info, version)
+    if isinstance(body, EncodedRequest):
+        return _frame_parts([head, *body.parts_at(version)])
     collect = _parts_builder(key, version, False)
     if collect is not None:
         parts: list[Any] = [head]
@@ -375,15 +381,16 @@ def encode_request_parts(header: RequestHeader, body: Any) -> list[bytes]:
 
 
 class EncodedRequest:
-    """A request body already encoded at the version it is sent at, as parts
-    to write in order (a big records field a part of its own, not copied):
-    :meth:`RequestFramer.parts` writes the header before it instead of
-    encoding a message (:func:`~.produce_request.produce_request_parts`)."""
+    """A request body that writes itself on bytes at the version it is sent at
+    (:class:`~.produce_request.ProduceRequestData`): :meth:`RequestFramer.parts`
+    writes the header before its parts instead of encoding a message."""
 
-    __slots__ = ("parts",)
+    __slots__ = ()
 
-    def __init__(self, parts: list[Any]) -> None:
-        self.parts = parts
+    def parts_at(self, version: int) -> list[Any]:
+        """The body at ``version``, as parts to write in order (a big records
+        field a part of its own, not copied)."""
+        raise NotImplementedError
 
 
 class RequestFramer:
@@ -414,8 +421,9 @@ class RequestFramer:
         if plan is None:
             plan = self._plan(key, version)
         tail, collect = plan
-        if body.__class__ is EncodedRequest:
-            return _frame_parts([_KEYVER.pack(key, version, correlation_id) + tail, *body.parts])
+        if isinstance(body, EncodedRequest):
+            head = _KEYVER.pack(key, version, correlation_id) + tail
+            return _frame_parts([head, *body.parts_at(version)])
         if collect is not None:
             try:
                 parts: list[Any] = [_KEYVER.pack(key, version, correlation_id) + tail]

@@ -531,7 +531,7 @@ class ConnectionState:
         Args:
             api_key: the API.
             body: the request message (of the chosen version's shape), or an
-                :class:`~trafka.codec.protocol.EncodedRequest` of it at that version.
+                :class:`~trafka.codec.protocol.EncodedRequest` that writes itself.
             now: the driver's clock, in seconds.
             timeout: seconds until the request times out.
             version: force a version (must be one both sides support); default

@@ -17,6 +17,7 @@ from trafka.codec.errors import EncodeError
 from trafka.codec.messages import ApiKey
 from trafka.codec.messages import k00_produce as pm
 from trafka.codec.produce_request import (
+    ProduceRequestData,
     encode_produce_request,
     produce_request,
     produce_request_parts,
@@ -119,12 +120,24 @@ def test_unknown_version() -> None:
 @settings(max_examples=30, deadline=None)
 @given(data=st.data(), correlation_id=I32.filter(lambda n: n >= 0))
 def test_the_framers_frame(version: int, data: st.DataObject, correlation_id: int) -> None:
-    """RequestFramer frames a pre-encoded body as it frames the message."""
+    """RequestFramer frames a request written on bytes as it frames the message."""
     request = data.draw(requests(version))
     framer = protocol.RequestFramer("proxy")
     message = framer.parts(ApiKey.PRODUCE, version, correlation_id, produce_request(*request))
-    encoded = protocol.EncodedRequest(produce_request_parts(version, *request))
+    encoded = ProduceRequestData(*request)
+    assert encoded.message() == produce_request(*request)
     got = framer.parts(ApiKey.PRODUCE, version, correlation_id, encoded)
     assert b"".join(got) == b"".join(message)
     big = [r for _, ps in request[3] for _, r in ps if r is not None and len(r) >= 8192]
     assert [p for p in got if any(p is r for r in big)] == big  # not copied
+    # The codec's other request encoders take it too.
+    header = protocol.RequestHeader(
+        request_api_key=ApiKey.PRODUCE,
+        request_api_version=version,
+        correlation_id=correlation_id,
+        client_id="proxy",
+    )
+    assert protocol.encode_request(header, encoded) == b"".join(message)
+    assert protocol.encode_request_body(ApiKey.PRODUCE, version, encoded) == reference(
+        version, request
+    )
