@@ -51,6 +51,7 @@ _BIG_PART = 8192  # as the codec's framing: a records field this long is a part
 _HEAD = struct.Struct(">hi")  # acks, timeout_ms
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I32I32 = struct.Struct(">ii")  # a partition's index and records' size (classic)
 _NULL_RECORDS = (b"\xff\xff\xff\xff", b"\x00")  # (classic, flexible)
 
 Records = bytes | bytearray | memoryview | None
@@ -203,6 +204,7 @@ def _write(
     run.append(_HEAD.pack(acks, timeout_ms))
     run.append(uvarint_bytes(len(topics) + 1) if flexible else _I32.pack(len(topics)))
     null = _NULL_RECORDS[flexible]
+    pack, pack2 = _I32.pack, _I32I32.pack
     tail = b"\x00" if flexible else b""  # a partition's or a topic's tagged fields
     for topic, partitions in topics:
         if by_id:
@@ -216,21 +218,28 @@ def _write(
         count = len(partitions)
         run.append(uvarint_bytes(count + 1) if flexible else _I32.pack(count))
         for index, records in partitions:
+            kind = type(records)
             if type(index) is not int:
                 raise _Refused
-            if records is None:
-                run.append(_I32.pack(index) + null)
-                run.append(tail)
+            if kind is bytes or kind is bytearray or (kind is memoryview and records.itemsize == 1):  # type: ignore[union-attr]
+                size = len(records)  # type: ignore[arg-type]
+            elif records is None:
+                run.append(pack(index) + null + tail)
                 continue
-            if not isinstance(records, bytes | bytearray | memoryview):
+            else:  # (a view's length is not its size in bytes unless of bytes)
                 raise _Refused
-            if type(records) is memoryview and records.itemsize != 1:
-                raise _Refused  # (its length is not its size in bytes)
-            size = len(records)
-            if size >= 0x80000000:
-                raise _Refused
-            prefix = uvarint_bytes(size + 1) if flexible else _I32.pack(size)
-            run.append(_I32.pack(index) + prefix)
+            if flexible:
+                n = size + 1
+                if n < 0x80:
+                    run.append(pack(index) + bytes((n,)))
+                elif n < 0x4000:
+                    run.append(pack(index) + bytes(((n & 0x7F) | 0x80, n >> 7)))
+                elif size < 0x80000000:
+                    run.append(pack(index) + uvarint_bytes(n))
+                else:
+                    raise _Refused
+            else:
+                run.append(pack2(index, size))  # (a size of 2 GiB or more: struct.error)
             if size >= _BIG_PART:
                 out.append(b"".join(run))
                 out.append(records)
