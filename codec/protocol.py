@@ -36,6 +36,7 @@ from .messages.headers import RequestHeader, ResponseHeader
 
 __all__ = [
     "ApiInfo",
+    "EncodedRequest",
     "RequestFramer",
     "RequestHeader",
     "ResponseHeader",
@@ -211,7 +212,10 @@ def decode_response_body(key: int, version: int, data: bytes | memoryview) -> An
 
 
 def encode_request_body(key: int, version: int, body: Any) -> bytes:
+    """Encode a request body (``body``: the message, or an :class:`EncodedRequest`)."""
     _, build, name = _compiled(key, version, False)
+    if isinstance(body, EncodedRequest):
+        return b"".join(body.parts_at(version))
     io = BytesIO()
     _encode(build, body, io, name)
     return io.getvalue()
@@ -344,7 +348,8 @@ def encode_request(header: RequestHeader, body: Any) -> bytes:
 
 
 def encode_request_parts(header: RequestHeader, body: Any) -> list[bytes]:
-    """:func:`encode_request`'s frame as parts to write in order (``sendmsg``).
+    """:func:`encode_request`'s frame as parts to write in order (``sendmsg``);
+    ``body``: the message, or an :class:`EncodedRequest`.
 
     Byte fields of 8 KiB or more, such as a Produce's record batches, are parts
     of their own: the very objects in ``body``, not copies. Everything between
@@ -354,6 +359,8 @@ def encode_request_parts(header: RequestHeader, body: Any) -> list[bytes]:
     info = api(key)
     _, build, name = _compiled(key, version, False)
     head = _request_header(header, info, version)
+    if isinstance(body, EncodedRequest):
+        return _frame_parts([head, *body.parts_at(version)])
     collect = _parts_builder(key, version, False)
     if collect is not None:
         parts: list[Any] = [head]
@@ -373,6 +380,19 @@ def encode_request_parts(header: RequestHeader, body: Any) -> list[bytes]:
     return [io.getvalue()]
 
 
+class EncodedRequest:
+    """A request body that writes itself on bytes at the version it is sent at
+    (:class:`~.produce_request.ProduceRequestData`): :meth:`RequestFramer.parts`
+    writes the header before its parts instead of encoding a message."""
+
+    __slots__ = ()
+
+    def parts_at(self, version: int) -> list[Any]:
+        """The body at ``version``, as parts to write in order (a big records
+        field a part of its own, not copied)."""
+        raise NotImplementedError
+
+
 class RequestFramer:
     """Frames one client's requests as :func:`encode_request_parts` does, for
     headers without tagged fields: the header's bytes after the correlation id
@@ -390,7 +410,8 @@ class RequestFramer:
         self._plans: dict[tuple[int, int], tuple[bytes, Any]] = {}
 
     def parts(self, key: int, version: int, correlation_id: int, body: Any) -> list[bytes]:
-        """The frame of ``body``, API ``key`` at ``version``, as parts to write in order.
+        """The frame of ``body``, API ``key`` at ``version``, as parts to write in order
+        (``body``: the message, or an :class:`EncodedRequest` of it).
 
         Raises:
             UnsupportedVersionError: an API or version the codec does not know.
@@ -400,6 +421,9 @@ class RequestFramer:
         if plan is None:
             plan = self._plan(key, version)
         tail, collect = plan
+        if isinstance(body, EncodedRequest):
+            head = _KEYVER.pack(key, version, correlation_id) + tail
+            return _frame_parts([head, *body.parts_at(version)])
         if collect is not None:
             try:
                 parts: list[Any] = [_KEYVER.pack(key, version, correlation_id) + tail]

@@ -179,6 +179,11 @@ class UpstreamPool:
     ) -> Waiter:
         """Write a request to the broker ``node_id``; return its answer's waiter.
 
+        ``body``: the request message, or a body that writes itself on bytes
+        (:class:`~trafka.codec.protocol.EncodedRequest`, such as key routing's
+        :class:`~trafka.codec.produce_request.ProduceRequestData`), framed by
+        the connection's state as a message is.
+
         ``answered=False``: the broker will not answer (acks=0 Produce); the
         waiter is not kept and never done. ``link``: write it only on the
         connection of this serial number (:meth:`link`).

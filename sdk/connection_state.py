@@ -530,7 +530,8 @@ class ConnectionState:
 
         Args:
             api_key: the API.
-            body: the request message (of the chosen version's shape).
+            body: the request message (of the chosen version's shape), or an
+                :class:`~trafka.codec.protocol.EncodedRequest` that writes itself.
             now: the driver's clock, in seconds.
             timeout: seconds until the request times out.
             version: force a version (must be one both sides support); default

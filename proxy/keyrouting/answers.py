@@ -35,6 +35,7 @@ from typing import Any
 
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
+from trafka.codec.produce_request import ProduceRequestData
 from trafka.codec.produce_response import (
     ProduceAnswer,
     ProduceResponseWriter,
@@ -251,7 +252,13 @@ def unwritten(answer: ProduceAnswer) -> set[tuple[str, int]]:
 
 
 def sub_request(part: Any, wanted: set[tuple[str, int]]) -> Any:
-    """``part`` (a ProduceRequest) with only the ``wanted`` partitions."""
+    """``part`` (a ProduceRequest, or its :class:`ProduceRequestData`) with only
+    the ``wanted`` partitions."""
+    if isinstance(part, ProduceRequestData):
+        picked = [(t, [p for p in ps if (t, p[0]) in wanted]) for t, ps in part.topics]
+        return ProduceRequestData(
+            part.transactional_id, part.acks, part.timeout_ms, [t for t in picked if t[1]]
+        )
     topics = []
     for t in part.topic_data:
         kept = [p for p in t.partition_data if (t.name, p.index) in wanted]

@@ -68,12 +68,12 @@ import trio
 
 from trafka.codec import ApiKey, batch_split
 from trafka.codec.errors import ErrorCode
-from trafka.codec.messages import k00_produce as produce_msgs
+from trafka.codec.produce_request import ProduceRequestData
 from trafka.codec.produce_response import PartitionAnswer, ProduceAnswer, ProduceResponseWriter
 
 from ..pool import UpstreamError, UpstreamPool, Waiter
 from .answers import Endpoints, finish_answer, said
-from .plan import SpansPlaced, _Span, _topic_data, unknown_base_offset
+from .plan import SpansPlaced, _in_order, _Span, unknown_base_offset
 from .stats import RouteStats
 
 __all__ = ["MAX_IN_FLIGHT", "MAX_REQUEST_BYTES", "Coalescer", "Settle", "Share", "answer"]
@@ -379,12 +379,8 @@ class Coalescer:
         if not entries:
             return None
         shares = {id(e.share): e.share for e in entries}.values()
-        body = produce_msgs.ProduceRequest(
-            transactional_id=None,
-            acks=acc.acks,
-            timeout_ms=min(s.timeout_ms for s in shares),
-            topic_data=_topic_data(data),
-        )
+        timeout = min(s.timeout_ms for s in shares)
+        body = ProduceRequestData(None, acc.acks, timeout, _in_order(data))
         return body, entries, max(s.deadline for s in shares)
 
     async def _answer(

@@ -249,7 +249,7 @@ def prepare_idempotent(
     upstream batches of it that its targets' leaders (asked by the driver
     first) say were written are not written again. ``origin_headers``: as for
     :func:`plan_produce`. ``headers``: the request's batch headers as
-    :func:`read_batches` read them (None: read here).
+    :func:`read_batches` read them (None: read here, by it).
 
     Returns:
         The prepared request, or None when it is not for this plan (a
@@ -261,7 +261,7 @@ def prepare_idempotent(
     Raises:
         DecodeError: a batch is malformed.
     """
-    batches = _one_batch_each(body) if headers is None else headers.batches
+    batches = (read_batches(body) if headers is None else headers).batches
     if batches is None:
         return None  # the broker judges it (INVALID_RECORD)
     if (
@@ -494,21 +494,6 @@ def _at(data: bytes, built: int, sequence: int | None) -> tuple[bytes, int]:
     if sequence is None or sequence == built:
         return data, built
     return set_base_sequence(data, sequence), sequence
-
-
-def _one_batch_each(body: Any) -> list[list[_One]] | None:
-    """Per topic of the request, per partition its one magic 2 batch (header,
-    bytes); None unless every partition holds exactly one."""
-    out = []
-    for t in body.topic_data:
-        found = []
-        for p in t.partition_data:
-            batches = batches_of(p.records)
-            if len(batches) != 1 or not isinstance(batches[0][0], RecordBatchHeader):
-                return None
-            found.append(cast("_One", batches[0]))
-        out.append(found)
-    return out
 
 
 def _chunked(splits: list[_Split], cap: int, session: Session) -> list[_Chunk]:

@@ -78,7 +78,7 @@ from trafka.codec import batch_split
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression
 from trafka.codec.errors import ErrorCode
 from trafka.codec.legacy import decode_legacy_entry, encode_message_set
-from trafka.codec.messages import k00_produce as produce_msgs
+from trafka.codec.produce_request import ProduceRequestData, produce_request
 from trafka.codec.records import (
     Record,
     RecordBatchHeader,
@@ -899,20 +899,19 @@ def _route_counted(
 
 
 def _part_body(body: Any, topics: dict[str, dict[int, bytes]]) -> Any:
-    return dataclasses.replace(body, topic_data=_topic_data(topics))
+    """The upstream request of ``topics``, written on bytes when sent (with a
+    client's unknown tagged fields, the codec's message that keeps them)."""
+    if body.unknown_tagged_fields:
+        return dataclasses.replace(body, topic_data=_topic_data(topics))
+    return ProduceRequestData(body.transactional_id, body.acks, body.timeout_ms, _in_order(topics))
+
+
+def _in_order(topics: dict[str, dict[int, bytes]]) -> list[Any]:
+    return [(name, sorted(partitions.items())) for name, partitions in topics.items()]
 
 
 def _topic_data(topics: dict[str, dict[int, bytes]]) -> list[Any]:
-    return [
-        produce_msgs.ProduceRequest.TopicProduceData(
-            name=name,
-            partition_data=[
-                produce_msgs.ProduceRequest.PartitionProduceData(index=index, records=records)
-                for index, records in sorted(partitions.items())
-            ],
-        )
-        for name, partitions in topics.items()
-    ]
+    return produce_request(None, 0, 0, _in_order(topics)).topic_data  # type: ignore[no-any-return]
 
 
 # -- the single-connection plan ------------------------------------------------------------

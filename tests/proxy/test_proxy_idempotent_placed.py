@@ -156,7 +156,7 @@ def replay(
     for body, acked in steps:
         # As the filter runs it: the batch headers read once, for both.
         headers = read_batches(body)
-        assert headers == (idempotent_producer(body), idempotent_plan._one_batch_each(body))
+        assert headers == (idempotent_producer(body), one_batch_each(body))
         prepared = prepare_idempotent(
             body,
             session=session,
@@ -230,6 +230,22 @@ def walked_once(plan: Any) -> None:
                 assert entry.placement(targets) == entry.placement()
 
 
+def one_batch_each(body: Any) -> list[list[Any]] | None:
+    """The reference of :func:`read_batches`'s ``batches``: per topic of the
+    request, per partition its one magic 2 batch (header, bytes); None unless
+    every partition holds exactly one."""
+    out = []
+    for t in body.topic_data:
+        found = []
+        for p in t.partition_data:
+            batches = records.batches_of(p.records)
+            if len(batches) != 1 or not isinstance(batches[0][0], records.RecordBatchHeader):
+                return None
+            found.append(batches[0])
+        out.append(found)
+    return out
+
+
 def three_ways(steps: Any, topics: Any, small_cap: bool, *args: Any) -> list[Any]:
     """``replay`` placed by the C call, by the reference with the accelerator on,
     and by the reference without it."""
@@ -299,7 +315,7 @@ def test_a_batch_the_journal_placed_before_a_restart_goes_to_the_reference() -> 
 
     session = Sequences().session(PID, EPOCH, 0)
     assert session is not None
-    batches = idempotent_plan._one_batch_each(body)
+    batches = one_batch_each(body)
     assert batches is not None
     declined = idempotent_plan._prepare_placed(
         body, batches, session, topics, "murmur2", RouteStats(), 1 << 24, recovered
@@ -333,7 +349,7 @@ def test_a_topic_with_a_partition_without_leader_is_declined_before_placing(
         m.setattr(batch_split, "place_sections", never)
         session = Sequences().session(PID, EPOCH, 0)
         assert session is not None
-        batches = idempotent_plan._one_batch_each(body)
+        batches = one_batch_each(body)
         assert batches is not None
         declined = idempotent_plan._prepare_placed(
             body, batches, session, topics, "murmur2", RouteStats(), 1 << 24, None
@@ -468,7 +484,7 @@ def any_records(draw: Any) -> bytes | None:
 def test_the_batch_headers_read_once_are_what_both_readings_find(parts: Any) -> None:
     """:func:`read_batches` (one walk, for the filter and the plan) answers
     :func:`idempotent_producer` and, when that names a producer, what the plan
-    reads itself (``_one_batch_each``); it raises where they raise."""
+    reads (:func:`one_batch_each`, the reference); it raises where they raise."""
     body = dataclasses.replace(
         request({}),
         topic_data=[
@@ -496,4 +512,4 @@ def test_the_batch_headers_read_once_are_what_both_readings_find(parts: Any) -> 
     if producer is None:
         assert headers.batches is None
     else:
-        assert headers.batches == idempotent_plan._one_batch_each(body)
+        assert headers.batches == one_batch_each(body)
