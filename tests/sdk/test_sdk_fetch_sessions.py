@@ -392,6 +392,14 @@ def _fetches(broker: FakeBroker) -> list[Any]:
     return [body for key, _v, body in broker.requests if key == 1]
 
 
+async def _more_fetches(broker: FakeBroker, count: int) -> None:
+    """Wait until the consumer has sent ``count`` fetches (rounds go at the machine's
+    pace: a fixed sleep may see fewer)."""
+    with anyio.fail_after(15):
+        while len(_fetches(broker)) < count:
+            await anyio.sleep(0.01)
+
+
 async def _read_all(
     consumer: Any, want: dict[int, int], timeout: float = 15
 ) -> dict[int, list[int]]:
@@ -557,7 +565,7 @@ async def test_a_broker_without_sessions_gets_full_fetches() -> None:
         ) as consumer:
             consumer.assign([("s", i) for i in range(3)])
             assert await _read_all(consumer, {1: 3}) == {1: [0, 1, 2]}
-            await anyio.sleep(0.1)
+            await _more_fetches(broker, 3)
             stats = consumer.statistics().fetch_sessions[0]
             assert stats.session_id == 0 and stats.incremental_fetches == 0
         fetches = _fetches(broker)
@@ -580,7 +588,7 @@ async def test_sessions_off_always_send_sessionless_fetches() -> None:
         ) as consumer:
             consumer.assign([("s", 0), ("s", 1)])
             assert await _read_all(consumer, {0: 2}) == {0: [0, 1]}
-            await anyio.sleep(0.1)
+            await _more_fetches(broker, 3)
         fetches = _fetches(broker)
     assert len(fetches) > 2
     assert all((f.session_id, f.session_epoch) == (0, -1) for f in fetches)

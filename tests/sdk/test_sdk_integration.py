@@ -12,7 +12,7 @@ with the default, which was a third of this module's time.
 from __future__ import annotations
 
 import logging
-import time
+import select
 from collections.abc import Iterator
 from typing import Any
 
@@ -586,7 +586,11 @@ async def test_a_tight_send_loop_keeps_one_request_in_flight(
                 assert second.batch.in_flight or second.batch.done
             else:  # a request in flight: the second batch is left to the sender
                 assert not second.batch.in_flight
-            time.sleep(0.3)  # the first answer arrives; no task of ours runs
+            # The first answer arrives (however long that takes); no task of ours runs.
+            in_flight = [c for c in p._cluster._conns.values() if c.in_flight]
+            assert first.batch.done or in_flight
+            for conn in in_flight:
+                select.select([conn.fileno], [], [], 30)
             fourth = await fill(third.batch)
             assert first.batch.done  # taken by the send that opened the fourth batch
             assert second.batch.in_flight or second.batch.done
