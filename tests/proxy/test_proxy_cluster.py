@@ -51,12 +51,12 @@ def confluent_send(
     n: int,
     prefix: bytes,
     *,
-    paced: bool = False,
+    pace: Callable[[int], None] | None = None,
     reports: list[Report] | None = None,
     **settings: Any,
 ) -> None:
     """``n`` keyed records (librdkafka's CRC32 partitioner), their delivery
-    reports appended to ``reports``."""
+    reports appended to ``reports``; ``pace(i)`` is called after every hundredth."""
     producer = confluent_kafka.Producer(
         {
             "bootstrap.servers": servers,
@@ -78,9 +78,9 @@ def confluent_send(
         producer.produce(
             topic, value=b"%s-%d" % (prefix, i), key=b"key-%d" % (i % KEYS), on_delivery=on_delivery
         )
-        if paced and i % 100 == 99:  # about 2 s for 6,000 records
+        if pace is not None and i % 100 == 99:
             producer.poll(0)
-            time.sleep(0.03)
+            pace(i)
     assert producer.flush(60) == 0
     assert failures == []
 
@@ -734,10 +734,22 @@ def test_plain_producers_follow_leaders_that_move(zk: str) -> None:
             done = trio.Event()
             n = 6000
             reports: list[Report] = []
+            made = [0]  # moves made, as the sender thread reads it
+
+            def pace(i: int) -> None:
+                time.sleep(0.03)  # about 2 s for 6,000 records
+                # At least two moves while records still go, whatever the machine's
+                # pace: the sender waits for the first at its half and for the second
+                # before its last hundred records (most often both are long made).
+                wanted = 1 if i + 1 == n // 2 else 2 if i + 1 == n - 100 else 0
+                deadline = time.monotonic() + 60
+                while made[0] < wanted:
+                    assert time.monotonic() < deadline, "the leaders did not move"
+                    time.sleep(0.01)
 
             def send() -> None:
                 try:
-                    confluent_send(servers, topic, n, b"m", paced=True, reports=reports)
+                    confluent_send(servers, topic, n, b"m", pace=pace, reports=reports)
                 finally:
                     trio.from_thread.run_sync(done.set)
 
@@ -757,6 +769,7 @@ def test_plain_producers_follow_leaders_that_move(zk: str) -> None:
                             await trio.sleep(0.05)
                     await admin.elect_leaders([(topic, p) for p in range(PARTITIONS)])
                     moved += 1
+                    made[0] = moved
                     await trio.sleep(0.3)
         records = await read_all(cluster, topic)
         check(records, n, b"m", ordered=False, doubles=True)

@@ -284,13 +284,21 @@ class ShieldedThenLater(Filter):
 
     def __init__(self) -> None:
         self.release = threading.Event()
+        self.cancelled = threading.Event()
         self.answered_later: list[int] = []
 
     async def on_request(self, ctx: FilterContext, body: Any) -> Any:
         if ctx.correlation_id == 2:
-            with trio.CancelScope(shield=True):
-                while not self.release.is_set():
+            while not self.release.is_set():
+                with trio.CancelScope(shield=True):
                     await trio.sleep(0.01)
+                try:
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                except trio.Cancelled:
+                    self.cancelled.set()  # the connection's tasks end; go on, shielded
+                    with trio.CancelScope(shield=True):
+                        while not self.release.is_set():
+                            await trio.sleep(0.01)
 
         async def answer() -> Any:
             if ctx.correlation_id == 1:
@@ -318,7 +326,10 @@ def test_an_answer_begun_is_made_though_the_client_left(broker: RunningBroker) -
         # connection's tasks while the second request is still in the filter.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()
-        time.sleep(1)
+        # Not a fixed pause: the second request is let go once the connection's
+        # tasks have ended around it (the first answer was made, and its write failed).
+        assert later.cancelled.wait(30), "the connection's tasks did not end"
+        assert later.answered_later == [1]
         later.release.set()
         deadline = time.monotonic() + 10
         while later.answered_later != [1, 2] and time.monotonic() < deadline:

@@ -192,7 +192,8 @@ def test_a_trafka_member_and_a_librdkafka_member_share_a_group(broker: RunningBr
 def test_a_member_fenced_after_a_stall_loses_its_partitions_and_rejoins(tmp_path: Path) -> None:
     topic = "kip848-fenced"
 
-    async def main(servers: str) -> None:
+    async def main(running: RunningBroker) -> None:
+        servers = running.bootstrap_servers
         await fill(servers, topic, range(20), 2)
         seen: list[int] = []
         rec = Recorder()
@@ -204,8 +205,14 @@ def test_a_member_fenced_after_a_stall_loses_its_partitions_and_rejoins(tmp_path
             # The whole process stalls (no heartbeat) past the session timeout: the
             # coordinator fences the member. Its next heartbeat learns it, the
             # partitions are lost (not revoked: no commit), and it joins again as
-            # itself, with epoch 0, and gets them back.
-            time.sleep(2.6)
+            # itself, with epoch 0, and gets them back. (The broker fences on its
+            # timer's tick, not on a late heartbeat: stall until it has, however
+            # late that tick comes, rather than for a fixed time.)
+            group = running.broker.groups.consumer.groups["g3"]
+            deadline = time.monotonic() + 30
+            while member in group.members:
+                assert time.monotonic() < deadline, "the member was never fenced"
+                time.sleep(0.05)
             with anyio.fail_after(20):
                 while len(rec.calls) < 3:
                     await c.getmany(timeout_ms=50)
@@ -221,7 +228,7 @@ def test_a_member_fenced_after_a_stall_loses_its_partitions_and_rejoins(tmp_path
         group_consumer_min_session_timeout_ms=2_000,
         group_consumer_session_timeout_ms=2_000,
     ) as running:
-        anyio.run(main, running.bootstrap_servers, backend="trio")
+        anyio.run(main, running, backend="trio")
 
 
 def test_a_classic_group_of_the_same_id_is_refused(broker: RunningBroker) -> None:

@@ -349,23 +349,36 @@ async def test_a_held_request_fails_at_its_timeout_and_the_connection_stays(
 
 
 async def test_the_time_held_counts_against_the_request_timeout(fake_broker: FakeBroker) -> None:
-    # Held 250 ms of a 400 ms timeout, then sent to a broker that takes 300 ms to
-    # answer: the request times out 400 ms after it was made, not 650.
-    seen = throttling(fake_broker, 3, lambda n: 250 if n == 0 else 0)
+    # Held 1 s of a 1.5 s timeout, then sent to a broker that takes 1 s to answer:
+    # the request times out 1.5 s after it was made, not 1.5 s after it was sent.
+    # Checked on the deadline the request went out with, not on the wall clock.
+    seen = throttling(fake_broker, 3, lambda n: 1000 if n == 0 else 0)
     answer_plain = fake_broker.handlers[3]
 
     async def slow_second(header: Any, body: Any) -> Any:
         if len(seen) == 1:
-            await anyio.sleep(0.3)
+            await anyio.sleep(1.0)
         return answer_plain(header, body)
 
     fake_broker.handlers[3] = slow_second
-    async with connected(fake_broker, request_timeout_ms=400) as (_, conn):
+    async with connected(fake_broker, request_timeout_ms=1500) as (_, conn):
         await conn.request(3, md.MetadataRequest(topics=None))
-        started = anyio.current_time()
+        held_until = conn.throttled_until
+        deadlines: list[float] = []
+        send_parts = conn._state.send_request_parts
+
+        def recording(*args: Any, **kwargs: Any) -> Any:
+            deadlines.append(kwargs["now"] + kwargs["timeout"])
+            return send_parts(*args, **kwargs)
+
+        conn._state.send_request_parts = recording
+        assert anyio.current_time() < held_until  # made while the throttle holds it
         with pytest.raises(RequestTimeoutError):
             await conn.request(3, md.MetadataRequest(topics=None))
-        assert anyio.current_time() - started < 0.55
+        # Sent once the hold ended (at held_until or later), its deadline still
+        # counted from when it was made; counted from the send it would be at
+        # held_until + 1.5 or later (and the 1 s answer would have come in time).
+        assert len(deadlines) == 1 and deadlines[0] < held_until + 1.5
 
 
 async def test_a_throttle_is_logged_once_not_per_response(
