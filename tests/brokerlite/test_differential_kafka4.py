@@ -221,24 +221,7 @@ def test_transaction_version_2(kafka4: Any, peer: Any) -> None:
         k.produce(
             topic, records([b"a"], pid=pid, epoch=epoch, seq=0, txn=True), tid=tid, version=12
         )
-        t = txn_offset_commit.TxnOffsetCommitRequest
-        commit = t(
-            transactional_id=tid,
-            group_id=group,
-            producer_id=pid,
-            producer_epoch=epoch,
-            generation_id_or_member_epoch=-1,
-            member_id="",
-            topics=[
-                t.TxnOffsetCommitRequestTopic(
-                    name=topic,
-                    partitions=[
-                        t.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)
-                    ],
-                )
-            ],
-        )
-        k.ask(28, commit, version=5)
+        k.ask(28, _offset_commit(tid, group, pid, epoch, topic), version=5)
         end(epoch)
         k.settle(topic)
         producer_epoch()
@@ -261,6 +244,27 @@ def test_transaction_version_2(kafka4: Any, peer: Any) -> None:
         end(epoch + 2, commit=False)
 
     check(kafka4, peer, script)
+
+
+def _offset_commit(tid: str, group: str, pid: int, epoch: int, topic: str) -> Any:
+    """A TxnOffsetCommit of offset 1 on ``topic``'s partition 0, outside any generation."""
+    t = txn_offset_commit.TxnOffsetCommitRequest
+    return t(
+        transactional_id=tid,
+        group_id=group,
+        producer_id=pid,
+        producer_epoch=epoch,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[
+            t.TxnOffsetCommitRequestTopic(
+                name=topic,
+                partitions=[
+                    t.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)
+                ],
+            )
+        ],
+    )
 
 
 # The timed-out transactions' timeout: long enough that the steps before the
@@ -301,23 +305,7 @@ def _fenced(talk: Talk, *, timeout_ms: int | None, tv2: bool = True) -> None:
         talk.ask(26, v, body, step=f"EndTxn v{v} {'commit' if commit else 'abort'} at {at}")
 
     def offset_commit(at: int) -> None:
-        t = txn_offset_commit.TxnOffsetCommitRequest
-        body = t(
-            transactional_id=tid,
-            group_id=group,
-            producer_id=pid,
-            producer_epoch=at,
-            generation_id_or_member_epoch=-1,
-            member_id="",
-            topics=[
-                t.TxnOffsetCommitRequestTopic(
-                    name=topic,
-                    partitions=[
-                        t.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)
-                    ],
-                )
-            ],
-        )
+        body = _offset_commit(tid, group, pid, at, topic)
         v = 5 if tv2 else 3
         talk.ask(28, v, body, step=f"TxnOffsetCommit v{v} at {at}")
 
