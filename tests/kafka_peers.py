@@ -580,7 +580,10 @@ class KafkaCluster:
             "log.segment.bytes": 16 << 20,
             # Tests write records with fixed old timestamps, which the 7-day
             # retention would delete at its next check (every 5 minutes) under a
-            # long run's shared brokers: no check within a test run.
+            # long run's shared brokers: no periodic check within a test run. The
+            # first check still runs 30 s after the start (log.initial.task.delay.ms):
+            # a test writing old timestamps then loses them unless its topic sets
+            # retention.ms=-1 (see tests/brokerlite/test_differential_kafka4.py).
             "log.retention.check.interval.ms": 24 * 3600 * 1000,
             "num.network.threads": 2,
             "num.io.threads": 2,

@@ -171,7 +171,7 @@ def test_transaction_version_2(kafka4: Any, peer: Any) -> None:
     def script(talk: Talk) -> None:
         k = Kafka(talk)
         topic, tid, group = talk.name("topic"), talk.name("txn"), talk.name("group")
-        k.create(topic, 1)
+        k.create(topic, 1, **KEEP)
         talk.recording = False
         hello = api_versions.ApiVersionsRequest(
             client_software_name="trafka-differential", client_software_version="1"
@@ -268,9 +268,13 @@ def _offset_commit(tid: str, group: str, pid: int, epoch: int, topic: str) -> An
 
 
 # The timed-out transactions' timeout: long enough that the steps before the
-# wait (AddPartitionsToTxn ... TxnOffsetCommit) end first on a loaded machine (at
-# 1 s a CI-like run once saw brokerlite abort before the Produce).
+# wait (AddPartitionsToTxn ... TxnOffsetCommit) end first on a loaded machine.
 TIMEOUT_MS = 5000
+# The records carry a fixed old timestamp (differential_requests.TS). Kafka's first
+# retention check runs 30 s after its start (log.initial.task.delay.ms), whatever
+# log.retention.check.interval.ms says, and deleted such records of a test that
+# ran then: its fetches met OFFSET_OUT_OF_RANGE. These topics keep them.
+KEEP = {"retention.ms": "-1"}
 
 
 def _fenced(talk: Talk, *, timeout_ms: int | None, tv2: bool = True) -> None:
@@ -286,7 +290,7 @@ def _fenced(talk: Talk, *, timeout_ms: int | None, tv2: bool = True) -> None:
     KIP-360 bump with its id and epoch) and the old epoch after it."""
     k = Kafka(talk)
     topic, tid, group = talk.name("topic"), talk.name("txn"), talk.name("group")
-    k.create(topic, 1)
+    k.create(topic, 1, **KEEP)
     req = init_pid_msg.InitProducerIdRequest
     first = req(
         transactional_id=tid,
