@@ -36,7 +36,7 @@ import dataclasses
 import heapq
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from trafka.brokerlite.groups.offsets import CommittedOffset
 from trafka.brokerlite.transactions.journal import (
@@ -46,7 +46,7 @@ from trafka.brokerlite.transactions.journal import (
     TxnStore,
     WrittenMarker,
 )
-from trafka.brokerlite.transactions.tv2 import fencing_epochs
+from trafka.brokerlite.transactions.tv2 import LAST_USABLE_EPOCH, decided_epochs
 from trafka.codec.errors import ErrorCode
 
 __all__ = [
@@ -131,6 +131,19 @@ class Refused(Exception):
 
 def bumped(epoch: int) -> int:
     return epoch + 1 if epoch < MAX_EPOCH else epoch
+
+
+def fencing_epochs(record: TxnRecord, tv2: bool, allocate: Callable[[], int]) -> dict[str, Any]:
+    """The epoch fields of an abort that fences ``record``'s producer: a TV2
+    decision when ``tv2`` (the finalized level is 2, see :mod:`.tv2`'s rules),
+    else one bump that keeps no epoch before."""
+    if tv2 and record.producer_epoch <= LAST_USABLE_EPOCH:
+        return decided_epochs(record, True, allocate)
+    return {
+        "producer_epoch": bumped(record.producer_epoch),
+        "last_producer_epoch": NO_PRODUCER_EPOCH,
+        "tv2": False,
+    }
 
 
 def is_epoch_exhausted(epoch: int) -> bool:

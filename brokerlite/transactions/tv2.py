@@ -54,7 +54,6 @@ __all__ = [
     "LAST_USABLE_EPOCH",
     "completed",
     "decided_epochs",
-    "fencing_epochs",
     "next_ids",
     "producer_check",
     "settled_outcome",
@@ -149,16 +148,6 @@ def decided_epochs(record: TxnRecord, bump: bool, allocate: Callable[[], int]) -
         "next_producer_id": allocate() if epoch >= LAST_USABLE_EPOCH else -1,
         "tv2": True,
     }
-
-
-def fencing_epochs(record: TxnRecord, tv2: bool, allocate: Callable[[], int]) -> dict[str, Any]:
-    """The epoch fields of an abort that fences ``record``'s producer (see the
-    module rules): a TV2 decision when ``tv2`` (the finalized level is 2), else
-    one bump (never past 32767) that keeps no epoch before."""
-    epoch = record.producer_epoch
-    if tv2 and epoch <= LAST_USABLE_EPOCH:
-        return decided_epochs(record, True, allocate)
-    return {"producer_epoch": min(epoch + 1, 32767), "last_producer_epoch": -1, "tv2": False}
 
 
 def next_ids(record: TxnRecord) -> tuple[int, int]:
