@@ -229,15 +229,9 @@ def _write(
             else:  # (a view's length is not its size in bytes unless of bytes)
                 raise _Refused
             if flexible:
-                n = size + 1
-                if n < 0x80:
-                    run.append(pack(index) + bytes((n,)))
-                elif n < 0x4000:
-                    run.append(pack(index) + bytes(((n & 0x7F) | 0x80, n >> 7)))
-                elif size < 0x80000000:
-                    run.append(pack(index) + uvarint_bytes(n))
-                else:
+                if size >= 0x80000000:
                     raise _Refused
+                run.append(pack(index) + uvarint_bytes(size + 1))
             else:
                 run.append(pack2(index, size))  # (a size of 2 GiB or more: struct.error)
             if size >= _BIG_PART:
