@@ -10,7 +10,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-$(STAMP): pyproject.toml codec/_speedups.c | $(PY)
+$(STAMP): pyproject.toml codec/_speedups.c codec/_keyhash.h sdk/_hot_append.c | $(PY)
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 

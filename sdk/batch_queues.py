@@ -37,6 +37,7 @@ from typing import Any
 from trafka.codec import KafkaError
 
 from .errors import DeliveryTimeoutError
+from .hot_append import AccumulatorBase
 from .producer_batches import INT32_MAX, ProducerBatch, child_batch
 from .statistics.counters import PartitionCounters, TopicCounters, topic_totals
 
@@ -72,8 +73,12 @@ class PartitionQueue:
         self.acked: tuple[int, int, tuple[int, ...]] = (-1, -1, ())
 
 
-class BatchQueues:
+class BatchQueues(AccumulatorBase):
     """The batches of every partition and their outcomes (see the module doc).
+
+    The bounds every append reads (``used_memory``, and the accumulator's
+    ``buffer_memory``, ``batch_size``, ``batch_records``, ``max_records``,
+    ``closing``) are :class:`~trafka.sdk.hot_append.AccumulatorBase`'s.
 
     Args:
         delivery_timeout: ``delivery.timeout.ms`` in seconds.

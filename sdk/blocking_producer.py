@@ -6,8 +6,9 @@ Rules:
 
 * :meth:`Producer.send` does not cross to the loop per record. A bytes record
   whose partition is filling a batch goes straight into it from the caller's
-  thread, through the producer core's one fast path (the async ``send``'s too:
-  :meth:`~trafka.sdk.producer_core.ProducerCore.append_hot`), while the loop's thread waits for
+  thread, through the producer core's one fast path (:mod:`.hot_append`, the
+  async ``send``'s too: an appender of its own whose ``take`` makes the record's
+  :class:`SendFuture` in the same C call), while the loop's thread waits for
   I/O (:class:`~._loop_thread.LoopLock`: the loop's thread holds a lock
   whenever it runs, and such a sender gives it its turn when it asks). Other records queue in the
   caller's thread, and the loop takes them in order, as one task, and hands them
@@ -63,6 +64,7 @@ from ._validate import check_bool, check_callable, check_int, check_timeout
 from .accumulator import ProducerBatch, RecordHandle, RecordMetadata
 from .consumer_types import TopicPartition
 from .errors import ClientClosedError, TransactionAbortableError
+from .hot_append import HandleBase
 from .interceptors import ProducerRecord
 from .producer import PendingCommit as AsyncPendingCommit
 from .producer import Producer as AsyncProducer
@@ -109,65 +111,72 @@ class _FutureSide:
         self.register = register
 
 
-class SendFuture:
+class _Pending:
+    """A queued record's future until the loop takes the record: refused,
+    cancelled, or callbacks to move onto its handle."""
+
+    __slots__ = ("callbacks", "cancelled", "error")
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None  # refused before reaching the async producer
+        self.cancelled = False
+        self.callbacks: list[Callable[[SendFuture], Any]] | None = None
+
+
+class SendFuture(HandleBase):
     """The outcome of :meth:`Producer.send`, as a :class:`concurrent.futures.Future`
     is used: :meth:`result`, :meth:`exception`, :meth:`done`,
     :meth:`add_done_callback`, :meth:`cancel`.
 
-    It costs nothing per record while nobody waits: once the loop has taken the
-    record it holds the async producer's handle, and waiting crosses to the loop
-    only for a record not yet acknowledged (after :meth:`Producer.flush` every
-    record is). :meth:`taken` and :meth:`set_exception` are the
+    It costs nothing per record while nobody waits: it is the record's place
+    (:class:`~trafka.sdk.hot_append.HandleBase`: ``batch`` and ``index``, the
+    batch None while the record is queued here), made by the fast path in the
+    same C call that appends the record, and waiting crosses to the loop only
+    for a record not yet acknowledged (after :meth:`Producer.flush` every
+    record is). A queued record's future keeps what it needs until the loop
+    takes it in ``state``. :meth:`taken` and :meth:`set_exception` are the
     producer's, as ``set_result`` is an executor's in :mod:`concurrent.futures`.
+    Each producer has a subclass of its own, whose ``_side`` is the producer's.
     """
 
-    __slots__ = ("_batch", "_callbacks", "_cancelled", "_error", "_handle", "_index", "_side")
+    __slots__ = ()
 
-    def __init__(
-        self, side: _FutureSide, batch: ProducerBatch | None = None, index: int = 0
-    ) -> None:
-        self._side = side
-        self._handle: RecordHandle | None = None
-        # Given by the fast path: the batch and place of the record, whose handle
-        # is made only when asked for (an object per record saved).
-        self._batch = batch
-        self._index = index
-        self._error: BaseException | None = None  # refused before reaching the async producer
-        self._cancelled = False
-        self._callbacks: list[Callable[[SendFuture], Any]] | None = None
+    _side: _FutureSide
+    batch: ProducerBatch | None
+    state: _Pending | None
+
+    @classmethod
+    def queued(cls) -> SendFuture:
+        """A future for a record queued for the loop."""
+        future = cls(None, 0)
+        future.state = _Pending()
+        return future
 
     def record_handle(self) -> RecordHandle | None:
         """The async producer's handle of the record; None while it is queued here
         (or refused or cancelled before the producer took it)."""
-        handle = self._handle
-        if handle is None:
-            batch = self._batch
-            if batch is not None:
-                handle = self._handle = RecordFuture(batch, self._index)
-        return handle
-
-    @property
-    def batch(self) -> ProducerBatch | None:
-        """The batch holding the record; None while it has none."""
-        handle = self.record_handle()
-        return None if handle is None else handle.batch
+        batch = self.batch
+        return None if batch is None else RecordFuture(batch, self.index)
 
     def done(self) -> bool:
         """Delivered, failed or cancelled."""
-        if self._error is not None or self._cancelled:
-            return True
-        handle = self.record_handle()
-        return handle is not None and handle.done()
+        batch = self.batch
+        if batch is not None:
+            return batch.done
+        state = self.state
+        return state is not None and (state.error is not None or state.cancelled)
 
     def cancelled(self) -> bool:
-        return self._cancelled
+        state = self.state
+        return state is not None and state.cancelled
 
     def cancel(self) -> bool:
         """Drop the record if it is still queued here; False once the loop took it."""
         with self._side.lock:
-            if self.record_handle() is not None or self._error is not None:
+            state = self.state
+            if self.batch is not None or state is None or state.error is not None:
                 return False
-            self._cancelled = True
+            state.cancelled = True
             return True
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
@@ -191,14 +200,15 @@ class SendFuture:
             TypeError, ValueError: ``timeout`` is not None or a number >= 0.
         """
         check_timeout("timeout", timeout)
-        if self._cancelled:
+        if self.cancelled():
             raise CancelledError()
         if not self.done():
             self._side.wait(self, timeout)
-        if self._cancelled:
-            raise CancelledError()
-        if self._error is not None:
-            return self._error
+        state = self.state
+        if state is not None and self.batch is None:
+            if state.cancelled:
+                raise CancelledError()
+            return state.error
         handle = self.record_handle()
         assert handle is not None
         return handle.exception()
@@ -213,10 +223,11 @@ class SendFuture:
         check_callable("fn", fn, none=False)
         with self._side.lock:
             handle = self.record_handle()
-            if handle is None and self._error is None and not self._cancelled:
-                if self._callbacks is None:
-                    self._callbacks = []
-                self._callbacks.append(fn)
+            state = self.state
+            if handle is None and state is not None and state.error is None and not state.cancelled:
+                if state.callbacks is None:
+                    state.callbacks = []
+                state.callbacks.append(fn)
                 return
         if handle is not None and not handle.done():
             self._side.register(handle, partial(_run_callback, fn, self))
@@ -226,15 +237,20 @@ class SendFuture:
     def taken(self, handle: RecordHandle) -> None:
         """On the loop (or before the future is returned): the async producer
         has the record."""
-        self._handle = handle
-        callbacks, self._callbacks = self._callbacks, None
-        for fn in callbacks or ():
-            handle.add_done_callback(partial(_run_callback, fn, self))
+        self.index = handle.index
+        self.batch = handle.batch  # after its index: another thread reads the batch first
+        state = self.state
+        if state is not None:
+            callbacks, state.callbacks = state.callbacks, None
+            for fn in callbacks or ():
+                handle.add_done_callback(partial(_run_callback, fn, self))
 
     def set_exception(self, error: BaseException) -> None:
         """The record was refused before the async producer took it."""
-        self._error = error
-        callbacks, self._callbacks = self._callbacks, None
+        state = self.state
+        assert state is not None  # only queued records are refused
+        state.error = error
+        callbacks, state.callbacks = state.callbacks, None
         for fn in callbacks or ():
             _run_callback(fn, self, None)
 
@@ -312,8 +328,13 @@ class Producer(Forwarding):
         self._producer: AsyncProducer = self._loop.client
         self._core = self._producer.core  # its hot path, from the sending threads
         self._side = _FutureSide(self._lock, self._wait_for, self._loop.call, self._register)
+        # This producer's futures (their _side is its), made by its appender's
+        # take(): the core's one fast path, answering a future per record.
+        self._future: type[SendFuture] = type(
+            "SendFuture", (SendFuture,), {"__slots__": (), "_side": self._side}
+        )
+        self._hot_take = self._core.appender_for(self._future).take
         self._token: trio.lowlevel.TrioToken = self._loop.token
-        self._hot = self._core.hot_path
         self._interceptors = self._producer.interceptors  # on_send runs in send()'s thread
         self._clock = self._loop.clock  # read by sending threads for the batches they open
         self._initialized = False  # init_transactions() done (later calls change nothing)
@@ -323,6 +344,8 @@ class Producer(Forwarding):
         # delivery.report.only.error applies to the callbacks given to send too.
         self._report = delivery_reporter(cfg.on_delivery, cfg.delivery_report_only_error)
         self._only_errors = cfg.delivery_report_only_error
+        # send() may take the fast path: no interceptor sees the record.
+        self._hot = self._core.hot_path and self._interceptors is None
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -359,78 +382,77 @@ class Producer(Forwarding):
                 serializers run in the calling thread).
             ClientClosedError: the producer is closed.
         """
-        if on_delivery is None:
-            on_delivery = self._report
-        elif self._only_errors:
-            check_callable("on_delivery", on_delivery)
-            on_delivery = delivery_reporter(on_delivery, True)
         if on_delivery is not None:
-            check_callable("on_delivery", on_delivery)
-            future = self._send(topic, value, key, partition, headers, timestamp_ms)
-            future.add_done_callback(partial(report_delivery, on_delivery))
-            return future
-        return self._send(topic, value, key, partition, headers, timestamp_ms)
-
-    def _send(
-        self,
-        topic: str,
-        value: Any,
-        key: Any,
-        partition: int | None,
-        headers: Sequence[tuple[str, Any]] | Mapping[str, Any] | None,
-        timestamp_ms: int | None,
-    ) -> SendFuture:
-        """:meth:`send` of a record without a delivery callback."""
-        if self._interceptors is not None:
-            return self._send_intercepted(
-                ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
-            )
-        turn_helps = False
+            check_callable("on_delivery", on_delivery)  # before anything is sent
         if self._hot and partition is None and headers is None and timestamp_ms is None:
             # Straight into the batch the record's partition is filling, from this
             # thread, while no task of the loop runs (the core's one fast path,
-            # which decides what it takes); unless records wait in the queue (they
-            # go first) or the async producer's general path must take it.
-            # locked/unlocked inline: this runs per record, where two calls
-            # cost about a tenth of the send.
+            # which decides what it takes and makes the future); unless records
+            # wait in the queue (they go first). The lock is taken inline: this
+            # runs per record, where a call costs a tenth of the send.
             loop_lock = self._loop_lock
             lock = loop_lock.lock
             if not lock.acquire(False):
                 self._check_thread()
                 lock.acquire()
-            turn = None
-            index = 0
             try:
                 if self._draining or self._loop.closing:
-                    handle: ProducerBatch | bool = False
+                    taken: SendFuture | bool = False
                 else:
-                    handle = self._core.append_hot(topic, value, key)
-                    if handle is not True and handle is not False:
-                        index = len(handle.records) - 1  # its last record is this one
+                    taken = self._hot_take(topic, value, key)
                 if loop_lock.wanted:
-                    turn = threading.Event()
-                    loop_lock.release_when_idle(turn)
+                    turn: threading.Event | None = threading.Event()
+                    loop_lock.release_when_idle(turn)  # type: ignore[arg-type]
+                else:
+                    turn = None
             finally:
                 lock.release()
-            if type(handle) is not bool:
-                if handle.full:
-                    self._wake_sender()  # once per batch
-                if turn is not None:
-                    self._wait_turn(turn)
-                return SendFuture(self._side, handle, index)
             if turn is not None:
                 self._wait_turn(turn)
-            future = SendFuture(self._side)
-            if handle and self._open_batch(topic, value, key, future):
-                return future
-            # The general path: once the loop has taken the record (its turn,
-            # below), a batch it opened takes the next records straight again.
-            turn_helps = handle
+            if taken is True or taken is False:
+                future = self._send_general(topic, value, key, None, None, None, taken)
+            else:
+                future = taken
+                if taken.batch.full:  # type: ignore[union-attr]
+                    self._wake_sender()  # once per batch, with the lock released
+        elif self._interceptors is not None:
+            future = self._send_intercepted(
+                ProducerRecord(topic, value, key, partition, headers, timestamp_ms)
+            )
+        else:
+            future = self._send_general(topic, value, key, partition, headers, timestamp_ms, False)
+        report: Callable[[BaseException | None, Any], Any] | None = self._report
+        if on_delivery is not None:
+            report = delivery_reporter(on_delivery, True) if self._only_errors else on_delivery
+        if report is None:
+            return future
+        future.add_done_callback(partial(report_delivery, report))
+        return future
+
+    def _send_general(
+        self,
+        topic: Any,
+        value: Any,
+        key: Any,
+        partition: Any,
+        headers: Any,
+        timestamp_ms: Any,
+        needs_batch: bool,
+    ) -> SendFuture:
+        """A record the fast path did not take: with ``needs_batch`` (a batch
+        to open) the async send's general path in this thread when it can
+        (:meth:`_open_batch`), else queued for the loop."""
+        if needs_batch:
+            taken = self._open_batch(topic, value, key)
+            if taken is not None:
+                return taken
         else:
             self._check_thread()
-            future = SendFuture(self._side)
+        # The general path: once the loop has taken the record (its turn,
+        # below), a batch it opened takes the next records straight again.
+        future = self._future.queued()
         return self._queue_record(
-            topic, value, key, partition, headers, timestamp_ms, future, turn_helps
+            topic, value, key, partition, headers, timestamp_ms, future, needs_batch
         )
 
     def _wake_sender(self) -> None:
@@ -452,7 +474,7 @@ class Producer(Forwarding):
         assert interceptors is not None
         self._check_thread()
         record, span = interceptors.begin(record)
-        future = SendFuture(self._side)
+        future = self._future.queued()
         future.add_done_callback(partial(interceptors.acknowledge, span, record))
         try:
             return self._queue_record(*record.send_args(), future, False)
@@ -526,10 +548,10 @@ class Producer(Forwarding):
     def _wait_turn(self, turn: threading.Event) -> None:
         wait_turn(self._loop, turn)
 
-    def _open_batch(self, topic: str, value: bytes, key: bytes | None, future: SendFuture) -> bool:
+    def _open_batch(self, topic: str, value: bytes, key: bytes | None) -> SendFuture | None:
         """For a record of :meth:`send`'s fast path that needs a batch opened: the
         async producer's general path from this thread (its core's ``open_batch``),
-        the loop then starting what the batch needs. False when that path would
+        the loop then starting what the batch needs. None when that path would
         wait or refuse the record: it is queued for the loop instead."""
         loop_lock = self._loop_lock
         locked(loop_lock, "send()")
@@ -542,9 +564,9 @@ class Producer(Forwarding):
         if placed is None:
             if turn is not None:
                 self._wait_turn(turn)
-            return False
+            return None
         handle, joined = placed
-        future.taken(handle)  # not returned yet: no callbacks to move
+        future = self._future(handle.batch, handle.index)
         try:
             if turn is None and not joined:
                 # The loop's turn, in which it sends the batch that filled up: the
@@ -555,10 +577,10 @@ class Producer(Forwarding):
             else:
                 self._token.run_sync_soon(self._producer.after_append)
         except trio.RunFinishedError:
-            return True  # closed meanwhile: its close flushed or failed the batch
+            return future  # closed meanwhile: its close flushed or failed the batch
         if turn is not None:
             self._wait_turn(turn)
-        return True
+        return future
 
     def _turn_after(self, turn: threading.Event) -> None:
         """On the loop: what a batch opened by a sending thread needs, then ``turn``

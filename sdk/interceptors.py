@@ -42,7 +42,7 @@ Rules, as Java's clients define them:
   entry with none of its client's hooks is refused (a consumer interceptor
   given to a producer).
 * With no interceptor, a client carries none of this: the producer's hot path
-  (:meth:`~trafka.sdk.producer_core.ProducerCore.append_hot`) is only taken
+  (:attr:`~trafka.sdk.producer_core.ProducerCore.append_hot`) is only taken
   without interceptors.
 * OpenTelemetry's spans (:mod:`.tracing`, with ``otel.enabled``) ride on the
   same hooks: the ``send`` span starts after the interceptors' ``on_send``

@@ -183,6 +183,7 @@ class Producer(Hostable):
             wake=self.wake_sender,
             memory_freed=self._memory_freed,
             start_request=self._start_txn_request,
+            limit_reached=self._limit_reached,
         )
         core = self.core
         # Transaction version 2 or 1: the cluster's finalized level (transaction_state).
@@ -193,9 +194,11 @@ class Producer(Hostable):
         # The core's parts this driver uses on every record or request.
         self._acc = core.acc
         self._txn = core.txn
-        self._append_hot = core.append_hot
         self._report = delivery_reporter(config.on_delivery, config.delivery_report_only_error)
         self._hot_path = core.hot_path and self._report is None
+        # try_send is the appender's own (C where built): no Python frame per record.
+        core.appender.enabled = self._hot_path
+        self.try_send = core.appender.try_send  # type: ignore[method-assign]
         self._transactional = core.transactional
         # A transaction is (or was, until the next check) begun ahead of a commit.
         self._window = False
@@ -370,7 +373,7 @@ class Producer(Hostable):
         """:meth:`send` without awaiting, for a record that fits the batch its
         partition is filling now; None for any other, which :meth:`send` must
         then take (``send`` starts with this, the driver's one fast path, over
-        :meth:`ProducerCore.append_hot <trafka.sdk.producer_core.ProducerCore.append_hot>`)::
+        :mod:`trafka.sdk.hot_append`)::
 
             future = producer.try_send(topic, value) or await producer.send(topic, value)
 
@@ -384,17 +387,12 @@ class Producer(Hostable):
         from a task of the producer's event loop, as :meth:`send`.
 
         It saves an ``await`` (a coroutine) per record: 13-20% in a loop that
-        only sends (``bench/clients.py``, ``trafka-try-send``).
+        only sends (``bench/clients.py``, ``trafka-try-send``). The instance's
+        ``try_send`` is its core's appender's (:mod:`.hot_append`: one C call
+        per record where the extension is built), which this method calls too.
         """
-        if not self._hot_path:  # (a configured on_delivery: send()'s to attach)
-            return None
-        batch = self._append_hot(topic, value, key)
-        if batch is True or batch is False:
-            return None
-        size = batch.size
-        if size >= batch.limit:  # full, or a window poll is due
-            self._limit_reached(batch, size)
-        return RecordFuture(batch, len(batch.records) - 1)
+        future: RecordFuture | None = self.core.appender.try_send(topic, value, key)
+        return future
 
     def after_append(self) -> None:
         """On the loop, after the core opened a batch from another thread

@@ -38,6 +38,7 @@ from typing import Any
 from trafka.codec.messages import k00_produce as produce
 
 from .errors import ArgumentTypeError, SerializationError, UsageError
+from .hot_append import BatchBase, HandleBase
 
 __all__ = [
     "BATCH_OVERHEAD",
@@ -110,8 +111,13 @@ class RecordMetadata:
     serialized_value_size: int = -1
 
 
-class ProducerBatch:
-    """Records for one partition, sent (and retried) together."""
+class ProducerBatch(BatchBase):
+    """Records for one partition, sent (and retried) together.
+
+    Its hot fields (``records``, ``size``, ``memory``, ``limit``, ``full``,
+    ``done``) are :class:`~trafka.sdk.hot_append.BatchBase`'s, which the
+    per-record path reads without a lookup.
+    """
 
     __slots__ = (
         "attempts",
@@ -120,26 +126,20 @@ class ProducerBatch:
         "callbacks",
         "children",
         "created",
-        "done",
         "encoded",
         "error",
-        "full",
         "in_flight",
         "last_error",
         "leader_epoch",
-        "limit",
         "log_append_time",
-        "memory",
         "order",
         "parent",
         "partition",
         "pending_children",
         "producer_epoch",
         "producer_id",
-        "records",
         "retry_at",
         "seq",
-        "size",
         "topic",
         "txn",
         "waker",
@@ -232,18 +232,18 @@ def _call_back(fn: Callable[[RecordHandle], Any], handle: RecordHandle) -> None:
         log.exception("a record's done callback %r raised", fn)
 
 
-class RecordHandle:
-    """A future-like result for one record.
+class RecordHandle(HandleBase):
+    """A future-like result for one record: ``RecordHandle(batch, index)``,
+    record ``index`` of ``batch`` (:class:`~trafka.sdk.hot_append.HandleBase`'s
+    fields, which the per-record path sets without a Python call).
 
     The producer's driver subclass makes it awaitable; here it offers
     :meth:`done`, :meth:`result`, :meth:`exception` and callbacks.
     """
 
-    __slots__ = ("batch", "index")
+    __slots__ = ()
 
-    def __init__(self, batch: ProducerBatch, index: int) -> None:
-        self.batch = batch
-        self.index = index
+    batch: ProducerBatch
 
     def done(self) -> bool:
         return self.batch.done

@@ -64,8 +64,9 @@ from .errors import (
     SerializationError,
     TransactionAbortedError,
 )
+from .hot_append import KEYS_NONE, Appender, key_mode
 from .metadata import REFRESH_ERRORS, MetadataCache
-from .partitioners import PARTITIONERS, Partitioner, murmur2_pick
+from .partitioners import PARTITIONERS, Partitioner
 from .tracing import traced
 from .transactions import TransactionManager, TxnRequest, TxnResult, TxnState
 
@@ -163,6 +164,8 @@ class ProducerCore:
         memory_freed: ``buffer.memory`` has room again.
         start_request: write this transaction request (its answer goes to
             :attr:`txn`, then :meth:`request_done`).
+        limit_reached: ``(batch, size)``: the appender's ``try_send`` filled
+            ``batch`` up to its ``limit`` (the async driver's).
 
     Attributes:
         acc: the accumulator.
@@ -172,6 +175,8 @@ class ProducerCore:
         hot_path: :meth:`append_hot` can take records (bytes values under a
             named partitioner other than ``roundrobin``, with batches that fit every limit, and no
             interceptors).
+        appender: the per-record path (:mod:`.hot_append`), C where built;
+            :meth:`append_hot` is its ``append``.
         closed: closed; nothing is appended any more.
         fatal: the error every append fails with from now on, or None.
         request_busy: a transaction request is out.
@@ -187,6 +192,7 @@ class ProducerCore:
         wake: Callable[[], None] = _nothing,
         memory_freed: Callable[[], None] = _nothing,
         start_request: Callable[[TxnRequest], None] | None = None,
+        limit_reached: Callable[[ProducerBatch, int], None] | None = None,
     ) -> None:
         self.config = config
         self.metadata = metadata
@@ -265,8 +271,15 @@ class ProducerCore:
             and not traced(config)
         )
         self._hot_slots = bool(slots and self.hot_path)
-        self._hot_open = self.hot_path  # and not closed, nor failed: one test per record
-        self._hot_keyed = self._hot_slots and self._partitioner.name == "murmur2"
+        self._keys = key_mode(self._partitioner.name) if self._hot_slots else KEYS_NONE
+        self._appenders: list[Any] = []
+        self.appender = self.appender_for(handle_class, limit_reached)
+        #: Every producer's fast path, the one copy (:mod:`.hot_append`): a bytes
+        #: record given no partition, headers or timestamp, under :attr:`hot_path`,
+        #: appended to the batch its partition is filling. It answers the batch it
+        #: joined (as its last record); True when a batch must be opened
+        #: (:meth:`append_at`); False when the general path must take it.
+        self.append_hot: Callable[[Any, Any, Any], ProducerBatch | bool] = self.appender.append
 
     # -- records --------------------------------------------------------------------------
 
@@ -312,50 +325,40 @@ class ProducerCore:
         if self.closed or self.acc.closing or self.fatal is not None:
             raise self.fatal or ClientClosedError("the producer is closed")
 
-    def append_hot(self, topic: Any, value: Any, key: Any) -> ProducerBatch | bool:
-        """Every producer's fast path, the one copy: a bytes record given no
-        partition, headers or timestamp (the driver's test), under :attr:`hot_path`,
-        appended to the batch its partition is filling (KIP-480's sticky batch for
-        key-less records under murmur2, else the partitioner's pick's). It decides
-        what it takes and never waits: a full batch is the caller's to announce
-        (``batch.full``; ``batch.size >= batch.limit`` says look).
-
-        Returns:
-            The batch it joined, as its last record (the caller makes the future
-            it needs); or, for :meth:`append_at` to take it: True when it needs
-            a batch opened (none is open, or it has no room), after which the
-            next records fit; False when the general path must take it (not
-            bytes, a key the hot path does not hash, memory, the transaction's
-            state, the producer closed or failed, no hot path).
+    def appender_for(
+        self,
+        handle_type: type[Any],
+        limit_reached: Callable[[ProducerBatch, int], None] | None = None,
+    ) -> Any:
+        """An appender (:mod:`.hot_append`) over this core's batches whose
+        ``take``/``try_send`` answer ``handle_type(batch, index)``: a front
+        with a handle of its own (the blocking producer's futures). It stops
+        taking records when the core closes or fails, as :attr:`appender` does.
         """
-        if type(value) is not bytes or type(topic) is not str or not self._hot_open:
-            return False
-        if key is None and self._sticky:
-            batch = self._sticky_batches.get(topic)
-            size = RECORD_OVERHEAD + len(value)
-        elif self._hot_slots and (key is None or type(key) is bytes):
-            slots = self._keyed_batches.get(topic)
-            if not slots:
-                return True
-            if key is not None and self._hot_keyed:
-                batch = murmur2_pick(slots, key)
-                size = RECORD_OVERHEAD + len(key) + len(value)
-            elif (info := self.metadata.topics.get(topic)) is None:
-                return True
-            else:  # (a random pick without an open batch is drawn again by open_batch)
-                batch = slots[self.pick(topic, key, len(slots), info)[0]]
-                size = RECORD_OVERHEAD + len(value) + (0 if key is None else len(key))
-        else:
-            return False
-        # In a transaction, a batch kept here was opened in this one, so its
-        # partition is already part of it, and the transaction may still take
-        # records: the moment it may not, these batches are forgotten.
-        if batch is None or batch.full or batch.done:
-            return True  # (a transaction that takes no records keeps no batch here)
-        appended = self.acc.append_to(batch, int(time.time() * 1000), key, value, size)
-        if appended:
-            return batch
-        return appended is False
+        appender = Appender(
+            self.acc,
+            self._sticky_batches,
+            self._keyed_batches,
+            self._hot_pick,
+            handle_type,
+            RECORD_OVERHEAD,
+            RECORD_MEMORY_OVERHEAD,
+            self._keys,
+            self._sticky and self.hot_path,
+            limit_reached,
+        )
+        # Takes records under the hot path, until closed or failed: one test per record.
+        appender.open = self.hot_path and not self.closed and self.fatal is None
+        self._appenders.append(appender)
+        return appender
+
+    def _hot_pick(self, topic: str, key: bytes | None, n: int) -> int | None:
+        """The appender's partition for a record it does not hash (``n``: the
+        length of the batches it keeps for ``topic``); None without metadata."""
+        info = self.metadata.topics.get(topic)
+        if info is None:
+            return None
+        return self.pick(topic, key, n, info)[0]
 
     def pick(
         self, topic: str, key_bytes: bytes | None, n: int, info: Any, partition: int | None = None
@@ -593,7 +596,8 @@ class ProducerCore:
         """From now on every append fails with ``error``; buffered records fail now."""
         if self.fatal is None:
             self.fatal = error
-            self._hot_open = False
+            for appender in self._appenders:
+                appender.open = False
             self.acc.abort(error)
             self.memory_freed()
 
@@ -738,7 +742,8 @@ class ProducerCore:
         with :class:`~trafka.sdk.errors.OutcomeUnknownError`: they may be in
         the log, and ``error`` would tell the caller they are not."""
         self.closed = True
-        self._hot_open = False
+        for appender in self._appenders:
+            appender.open = False
         self.acc.closing = True
         self.acc.abort_closing(
             error,

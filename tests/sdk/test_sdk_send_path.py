@@ -1,7 +1,7 @@
 """One send path (issue #65): every way a record enters a producer (the async
 ``send``, ``try_send`` and ``send_prepared``, the blocking ``send``) goes
-through the core's one fast path (:meth:`ProducerCore.append_hot
-<trafka.sdk.producer_core.ProducerCore.append_hot>`) or the one general path
+through the core's one fast path (its appender, :mod:`trafka.sdk.hot_append`:
+``append_hot``, and each front's ``take``/``try_send``) or the one general path
 (``ProducerCore.prepare``, then the async ``send_prepared``).
 
 Shown by behaviour against a real brokerlite: for the same inputs both producers
@@ -260,16 +260,28 @@ def _referrers(name: str) -> set[str]:
 
 
 def test_the_fast_path_has_one_caller_per_driver() -> None:
-    """The async driver reaches the core's fast path in ``try_send`` only (its
-    ``__init__`` binds it), which ``send`` and ``send_prepared`` start with; the
-    blocking driver in ``_send`` only. A second copy of the fast path in a
-    driver would name ``append_hot`` elsewhere."""
-    assert _referrers("append_hot") | _referrers("_append_hot") == {
+    """Every front appends through its core's appender (:mod:`trafka.sdk.hot_append`):
+    the core makes them (``appender_for``); the async driver binds its appender's
+    ``try_send`` in ``__init__`` (``send`` and ``send_prepared`` start with it);
+    the blocking driver binds its own appender's ``take`` in ``__init__`` and calls
+    it in ``send`` only. A second copy of the fast path in a driver would name one
+    of these elsewhere."""
+    assert _referrers("appender_for") == {
+        "producer_core.py:ProducerCore.__init__",
+        "blocking_producer.py:Producer.__init__",
+    }
+    assert _referrers("appender") == {
+        "producer_core.py:ProducerCore.__init__",
         "producer.py:Producer.__init__",
         "producer.py:Producer.try_send",
-        "blocking_producer.py:Producer._send",
+    }
+    assert _referrers("_hot_take") == {
+        "blocking_producer.py:Producer.__init__",
+        "blocking_producer.py:Producer.send",
     }
     assert _referrers("try_send") == {
+        "producer.py:Producer.__init__",
         "producer.py:Producer.send",
         "producer.py:Producer.send_prepared",
+        "producer.py:Producer.try_send",
     }

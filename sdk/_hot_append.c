@@ -1,0 +1,738 @@
+/*
+ * trafka.sdk._hot_append: the producer's per-record path in C (optional).
+ *
+ * The reference is trafka/sdk/hot_append.py (PyAppender): this module is the same
+ * decision, made without a Python frame per record, and the property tests
+ * (tests/sdk/test_sdk_hot_append.py) hold the two to the same batches, handles and
+ * answers. Rules:
+ *
+ * - Three base types give the Python classes their hot fields as C struct members,
+ *   so that C reads them without an attribute lookup and Python code reads them as
+ *   fast as __slots__: BatchBase (ProducerBatch: records, size, memory, limit,
+ *   full, done), HandleBase (RecordHandle: batch, index) and AccumulatorBase
+ *   (the accumulator's memory bounds: used_memory, buffer_memory, batch_size,
+ *   batch_records, max_records, closing). The pure-Python bases of hot_append.py
+ *   have the same names and meaning.
+ * - Appender.append(topic, value, key) is ProducerCore.append_hot: it answers the
+ *   batch the record joined (as its last record), True (a batch must be opened:
+ *   the general path's append_at), or False (the general path must take the
+ *   record). It never waits and never runs Python code but the fallbacks named
+ *   below.
+ * - What C does not decide it hands to Python, whole: a key-less record under a
+ *   partitioner that is not KIP-480 sticky, or a key a hash here does not take,
+ *   gets its partition from the `pick` callable; a buffer bounded in records
+ *   (queue.buffering.max.messages) appends through the accumulator's append_to.
+ * - A record is charged `record_overhead + len(key) + len(value)` against
+ *   batch.size and that plus `memory_overhead` against buffer.memory, the values
+ *   the Python side passes in (one definition, producer_batches.py).
+ * - try_send(topic, value=None, key=None) is the async driver's try_send: None
+ *   when disabled or when append did not take the record; else the handle,
+ *   after calling `limit_reached(batch, size)` once the batch reached its limit.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <time.h>
+
+#include "_keyhash.h"
+
+/* -- base types -------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *records;
+    Py_ssize_t size;
+    Py_ssize_t memory;
+    Py_ssize_t limit;
+    char full;
+    char done;
+} BatchBase;
+
+static int
+batch_traverse(BatchBase *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->records);
+    return 0;
+}
+
+static int
+batch_clear(BatchBase *self)
+{
+    Py_CLEAR(self->records);
+    return 0;
+}
+
+static void
+batch_dealloc(BatchBase *self)
+{
+    PyObject_GC_UnTrack(self);
+    batch_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef batch_members[] = {
+    {"records", T_OBJECT_EX, offsetof(BatchBase, records), 0, NULL},
+    {"size", T_PYSSIZET, offsetof(BatchBase, size), 0, NULL},
+    {"memory", T_PYSSIZET, offsetof(BatchBase, memory), 0, NULL},
+    {"limit", T_PYSSIZET, offsetof(BatchBase, limit), 0, NULL},
+    {"full", T_BOOL, offsetof(BatchBase, full), 0, NULL},
+    {"done", T_BOOL, offsetof(BatchBase, done), 0, NULL},
+    {NULL},
+};
+
+static PyTypeObject BatchBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "trafka.sdk._hot_append.BatchBase",
+    .tp_doc = "The hot fields of a producer batch (trafka.sdk.producer_batches.ProducerBatch).",
+    .tp_basicsize = sizeof(BatchBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)batch_traverse,
+    .tp_clear = (inquiry)batch_clear,
+    .tp_dealloc = (destructor)batch_dealloc,
+    .tp_members = batch_members,
+};
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *batch;
+    Py_ssize_t index;
+    PyObject *state; /* a subclass's, None until it sets one */
+} HandleBase;
+
+static int
+handle_traverse(HandleBase *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->batch);
+    Py_VISIT(self->state);
+    return 0;
+}
+
+static int
+handle_clear(HandleBase *self)
+{
+    Py_CLEAR(self->batch);
+    Py_CLEAR(self->state);
+    return 0;
+}
+
+static void
+handle_dealloc(HandleBase *self)
+{
+    PyObject_GC_UnTrack(self);
+    handle_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+handle_init(HandleBase *self, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"batch", "index", NULL};
+    PyObject *batch;
+    Py_ssize_t index;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "On:RecordHandle", names, &batch, &index)) {
+        return -1;
+    }
+    Py_INCREF(batch);
+    Py_XSETREF(self->batch, batch);
+    self->index = index;
+    return 0;
+}
+
+static PyMemberDef handle_members[] = {
+    {"batch", T_OBJECT_EX, offsetof(HandleBase, batch), 0, NULL},
+    {"index", T_PYSSIZET, offsetof(HandleBase, index), 0, NULL},
+    {"state", T_OBJECT, offsetof(HandleBase, state), 0, NULL},
+    {NULL},
+};
+
+static PyTypeObject HandleBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "trafka.sdk._hot_append.HandleBase",
+    .tp_doc = "A record's place: its batch and its index there (RecordHandle's fields).",
+    .tp_basicsize = sizeof(HandleBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)handle_init,
+    .tp_traverse = (traverseproc)handle_traverse,
+    .tp_clear = (inquiry)handle_clear,
+    .tp_dealloc = (destructor)handle_dealloc,
+    .tp_members = handle_members,
+};
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t used_memory;
+    Py_ssize_t buffer_memory;
+    Py_ssize_t batch_size;
+    Py_ssize_t batch_records;
+    Py_ssize_t max_records;
+    char closing;
+} AccumulatorBase;
+
+static PyMemberDef acc_members[] = {
+    {"used_memory", T_PYSSIZET, offsetof(AccumulatorBase, used_memory), 0, NULL},
+    {"buffer_memory", T_PYSSIZET, offsetof(AccumulatorBase, buffer_memory), 0, NULL},
+    {"batch_size", T_PYSSIZET, offsetof(AccumulatorBase, batch_size), 0, NULL},
+    {"batch_records", T_PYSSIZET, offsetof(AccumulatorBase, batch_records), 0, NULL},
+    {"max_records", T_PYSSIZET, offsetof(AccumulatorBase, max_records), 0, NULL},
+    {"closing", T_BOOL, offsetof(AccumulatorBase, closing), 0, NULL},
+    {NULL},
+};
+
+static PyTypeObject AccumulatorBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "trafka.sdk._hot_append.AccumulatorBase",
+    .tp_doc = "The accumulator's bounds that every append reads (trafka.sdk.batch_queues).",
+    .tp_basicsize = sizeof(AccumulatorBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_members = acc_members,
+};
+
+/* -- the appender ------------------------------------------------------------------------ */
+
+#define KEYS_NONE (-1) /* no batches kept per partition: only KIP-480's sticky batch */
+#define KEYS_PYTHON 0  /* every key's partition from pick() */
+#define KEYS_MURMUR2 1 /* murmur2(key) % n */
+#define KEYS_CRC32 2   /* crc32(key) % n; an empty key from pick() (random_if_empty) */
+#define KEYS_CRC32_ALL 3 /* crc32(key) % n, an empty key too */
+#define KEYS_FNV1A 4   /* fnv1a, a non-null key */
+
+typedef struct {
+    PyObject_HEAD
+    AccumulatorBase *acc;
+    PyObject *sticky;        /* dict: topic -> the batch its sticky partition fills (or NULL) */
+    PyObject *keyed;         /* dict: topic -> list of the batches per partition (or NULL) */
+    PyObject *pick;          /* (topic, key, n) -> partition or None */
+    PyObject *handle_type;   /* the handle try_send returns (a HandleBase subtype) */
+    PyObject *limit_reached; /* (batch, size) -> None, or NULL */
+    PyObject *wall_ms;       /* () -> int, or NULL: the system clock */
+    PyObject *append_to;     /* the accumulator's bound append_to (records-bounded buffers) */
+    Py_ssize_t record_overhead;
+    Py_ssize_t memory_overhead;
+    int keys;
+    char sticky_nulls; /* KIP-480: key-less records fill the sticky dict's batch */
+    char open;         /* takes records (False once closed or failed) */
+    char enabled;      /* try_send takes records (the driver's hot path) */
+} Appender;
+
+static PyObject *empty_tuple;
+
+static int
+appender_traverse(Appender *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->acc);
+    Py_VISIT(self->sticky);
+    Py_VISIT(self->keyed);
+    Py_VISIT(self->pick);
+    Py_VISIT(self->handle_type);
+    Py_VISIT(self->limit_reached);
+    Py_VISIT(self->wall_ms);
+    Py_VISIT(self->append_to);
+    return 0;
+}
+
+static int
+appender_clear(Appender *self)
+{
+    Py_CLEAR(self->acc);
+    Py_CLEAR(self->sticky);
+    Py_CLEAR(self->keyed);
+    Py_CLEAR(self->pick);
+    Py_CLEAR(self->handle_type);
+    Py_CLEAR(self->limit_reached);
+    Py_CLEAR(self->wall_ms);
+    Py_CLEAR(self->append_to);
+    return 0;
+}
+
+static void
+appender_dealloc(Appender *self)
+{
+    PyObject_GC_UnTrack(self);
+    appender_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+appender_init(Appender *self, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"acc",           "sticky",          "keyed",           "pick",
+                            "handle_type",   "record_overhead", "memory_overhead", "keys",
+                            "sticky_nulls",  "limit_reached",   "wall_ms",         NULL};
+    PyObject *acc, *sticky, *keyed, *pick, *handle_type, *limit_reached = Py_None,
+                                                          *wall_ms = Py_None;
+    Py_ssize_t record_overhead, memory_overhead;
+    int keys, sticky_nulls;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!OOnnip|OO:Appender", names,
+                                     &AccumulatorBase_Type, &acc, &PyDict_Type, &sticky,
+                                     &PyDict_Type, &keyed, &pick, &handle_type, &record_overhead,
+                                     &memory_overhead, &keys, &sticky_nulls, &limit_reached,
+                                     &wall_ms)) {
+        return -1;
+    }
+    if (!PyType_Check(handle_type) ||
+        !PyType_IsSubtype((PyTypeObject *)handle_type, &HandleBase_Type)) {
+        PyErr_SetString(PyExc_TypeError, "handle_type must be a subtype of HandleBase");
+        return -1;
+    }
+    if (keys < KEYS_NONE || keys > KEYS_FNV1A) {
+        PyErr_SetString(PyExc_ValueError, "keys must be one of the KEYS_* values");
+        return -1;
+    }
+    PyObject *append_to = PyObject_GetAttrString(acc, "append_to");
+    if (append_to == NULL) {
+        return -1;
+    }
+    appender_clear(self);
+    self->append_to = append_to;
+    Py_INCREF(acc);
+    self->acc = (AccumulatorBase *)acc;
+    Py_INCREF(sticky);
+    self->sticky = sticky;
+    Py_INCREF(keyed);
+    self->keyed = keyed;
+    Py_INCREF(pick);
+    self->pick = pick;
+    Py_INCREF(handle_type);
+    self->handle_type = handle_type;
+    if (limit_reached != Py_None) {
+        Py_INCREF(limit_reached);
+        self->limit_reached = limit_reached;
+    }
+    if (wall_ms != Py_None) {
+        Py_INCREF(wall_ms);
+        self->wall_ms = wall_ms;
+    }
+    self->record_overhead = record_overhead;
+    self->memory_overhead = memory_overhead;
+    self->keys = keys;
+    self->sticky_nulls = (char)sticky_nulls;
+    self->open = 1;
+    self->enabled = 1;
+    return 0;
+}
+
+/* The record's timestamp: int(time.time() * 1000), or wall_ms(). */
+static PyObject *
+timestamp_ms(Appender *self)
+{
+    if (self->wall_ms != NULL) {
+        return PyObject_CallNoArgs(self->wall_ms);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return PyLong_FromLongLong((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+}
+
+/* Python's pick(topic, key, n): the partition (0 <= p < n), -1 for "open a batch"
+ * (no metadata), -2 with an exception set. */
+static Py_ssize_t
+python_pick(Appender *self, PyObject *topic, PyObject *key, Py_ssize_t n)
+{
+    PyObject *count = PyLong_FromSsize_t(n);
+    if (count == NULL) {
+        return -2;
+    }
+    PyObject *args[3] = {topic, key, count};
+    PyObject *got = PyObject_Vectorcall(self->pick, args, 3, NULL);
+    Py_DECREF(count);
+    if (got == NULL) {
+        return -2;
+    }
+    if (got == Py_None) {
+        Py_DECREF(got);
+        return -1;
+    }
+    Py_ssize_t p = PyLong_AsSsize_t(got);
+    Py_DECREF(got);
+    if (p == -1 && PyErr_Occurred()) {
+        return -2;
+    }
+    if (p < 0 || p >= n) {
+        PyErr_Format(PyExc_ValueError, "pick() gave partition %zd of %zd", p, n);
+        return -2;
+    }
+    return p;
+}
+
+/* The rest of append() for the batch chosen (a borrowed reference): a new reference
+ * to the batch, or to True / False; NULL on an error. */
+static PyObject *
+append_to_batch(Appender *self, PyObject *batch, PyObject *key, PyObject *value, Py_ssize_t size)
+{
+    if (batch == Py_None) {
+        Py_RETURN_TRUE;
+    }
+    if (!PyObject_TypeCheck(batch, &BatchBase_Type)) {
+        Py_RETURN_FALSE;
+    }
+    BatchBase *b = (BatchBase *)batch;
+    /* In a transaction, a batch kept here was opened in this one, so its partition
+     * is already part of it: the moment the transaction takes no more records,
+     * the core forgets these batches. */
+    if (b->full || b->done) {
+        Py_RETURN_TRUE;
+    }
+    AccumulatorBase *acc = self->acc;
+    if (acc->max_records) { /* a buffer bounded in records: the accumulator's own check */
+        PyObject *ts = timestamp_ms(self);
+        if (ts == NULL) {
+            return NULL;
+        }
+        PyObject *sz = PyLong_FromSsize_t(size);
+        if (sz == NULL) {
+            Py_DECREF(ts);
+            return NULL;
+        }
+        PyObject *args[5] = {batch, ts, key, value, sz};
+        PyObject *got = PyObject_Vectorcall(self->append_to, args, 5, NULL);
+        Py_DECREF(ts);
+        Py_DECREF(sz);
+        if (got == NULL) {
+            return NULL;
+        }
+        if (got == Py_True) {
+            Py_DECREF(got);
+            Py_INCREF(batch);
+            return batch;
+        }
+        int again = got == Py_False;
+        Py_DECREF(got);
+        return PyBool_FromLong(again);
+    }
+    PyObject *records = b->records;
+    if (records == NULL || !PyList_CheckExact(records)) {
+        Py_RETURN_FALSE;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(records);
+    Py_ssize_t batch_bytes = b->size + size;
+    if (batch_bytes > acc->batch_size && count) {
+        Py_RETURN_TRUE; /* no room: another batch must be opened */
+    }
+    Py_ssize_t charge = size + self->memory_overhead;
+    if (charge > acc->buffer_memory - acc->used_memory || acc->closing) {
+        Py_RETURN_FALSE; /* no memory now: the general path waits for it */
+    }
+    if (acc->batch_records && count >= acc->batch_records) {
+        b->full = 1;
+        Py_RETURN_TRUE;
+    }
+    PyObject *ts = timestamp_ms(self);
+    if (ts == NULL) {
+        return NULL;
+    }
+    PyObject *record = PyTuple_New(4);
+    if (record == NULL) {
+        Py_DECREF(ts);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(record, 0, ts);
+    Py_INCREF(key);
+    PyTuple_SET_ITEM(record, 1, key);
+    Py_INCREF(value);
+    PyTuple_SET_ITEM(record, 2, value);
+    Py_INCREF(empty_tuple);
+    PyTuple_SET_ITEM(record, 3, empty_tuple);
+    /* Ints, bytes, None and (): the tuple can be part of no cycle, and it lives
+     * until its batch is acknowledged; tracked, every collection meanwhile would
+     * walk the buffered records (CPython untracks such a tuple only when a
+     * collection first sees it). */
+    PyObject_GC_UnTrack(record);
+    int rc = PyList_Append(records, record);
+    Py_DECREF(record);
+    if (rc < 0) {
+        return NULL;
+    }
+    acc->used_memory += charge;
+    b->memory += charge;
+    b->size = batch_bytes;
+    if (batch_bytes >= acc->batch_size) {
+        b->full = 1;
+    }
+    else if (acc->batch_records && count + 1 >= acc->batch_records) {
+        b->full = 1;
+        b->limit = 0; /* the hot paths look at a batch reaching its limit */
+    }
+    Py_INCREF(batch);
+    return batch;
+}
+
+/* append(): a new reference to the batch, or to True / False; NULL on an error. */
+static PyObject *
+do_append(Appender *self, PyObject *topic, PyObject *value, PyObject *key)
+{
+    if (!PyBytes_CheckExact(value) || !PyUnicode_CheckExact(topic) || !self->open) {
+        Py_RETURN_FALSE;
+    }
+    PyObject *batch; /* a new reference, once found */
+    Py_ssize_t size = self->record_overhead + PyBytes_GET_SIZE(value);
+    if (key == Py_None && self->sticky_nulls) {
+        batch = PyDict_GetItemWithError(self->sticky, topic);
+        if (batch == NULL) {
+            if (PyErr_Occurred()) {
+                return NULL;
+            }
+            Py_RETURN_TRUE;
+        }
+        Py_INCREF(batch);
+    }
+    else if (self->keys != KEYS_NONE && (key == Py_None || PyBytes_CheckExact(key))) {
+        PyObject *slots = PyDict_GetItemWithError(self->keyed, topic);
+        if (slots == NULL) {
+            if (PyErr_Occurred()) {
+                return NULL;
+            }
+            Py_RETURN_TRUE;
+        }
+        if (!PyList_CheckExact(slots)) {
+            Py_RETURN_FALSE;
+        }
+        Py_ssize_t n = PyList_GET_SIZE(slots);
+        if (n == 0) {
+            Py_RETURN_TRUE;
+        }
+        Py_ssize_t p = -3;
+        if (key != Py_None) {
+            const unsigned char *k = (const unsigned char *)PyBytes_AS_STRING(key);
+            Py_ssize_t klen = PyBytes_GET_SIZE(key);
+            size += klen;
+            if (klen <= INT32_MAX) {
+                switch (self->keys) {
+                case KEYS_MURMUR2:
+                    p = (Py_ssize_t)key_partition(HASH_MURMUR2, k, (int32_t)klen, n);
+                    break;
+                case KEYS_CRC32:
+                    if (klen > 0) {
+                        p = (Py_ssize_t)key_partition(HASH_CRC32, k, (int32_t)klen, n);
+                    }
+                    break;
+                case KEYS_CRC32_ALL:
+                    p = (Py_ssize_t)key_partition(HASH_CRC32, k, (int32_t)klen, n);
+                    break;
+                case KEYS_FNV1A:
+                    p = (Py_ssize_t)key_partition(HASH_FNV1A, k, (int32_t)klen, n);
+                    break;
+                }
+            }
+        }
+        if (p == -3) {
+            Py_INCREF(slots); /* Python code runs: the dict may drop the list */
+            p = python_pick(self, topic, key, n);
+            if (p >= 0 && PyList_GET_SIZE(slots) != n) {
+                p = -1; /* the list changed under the pick: open a batch */
+            }
+            batch = p >= 0 ? PyList_GET_ITEM(slots, p) : NULL;
+            Py_XINCREF(batch);
+            Py_DECREF(slots);
+            if (p == -2) {
+                return NULL;
+            }
+            if (p == -1) {
+                Py_RETURN_TRUE;
+            }
+        }
+        else {
+            batch = PyList_GET_ITEM(slots, p);
+            Py_INCREF(batch);
+        }
+    }
+    else {
+        Py_RETURN_FALSE;
+    }
+    PyObject *got = append_to_batch(self, batch, key, value, size);
+    Py_DECREF(batch);
+    return got;
+}
+
+static int
+unpack3(const char *name, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+        PyObject **topic, PyObject **value, PyObject **key)
+{
+    *value = Py_None;
+    *key = Py_None;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (nargs < 1 || nargs + nkw > 3 || nargs > 3) {
+        PyErr_Format(PyExc_TypeError, "%s() takes a topic, a value and a key", name);
+        return -1;
+    }
+    *topic = args[0];
+    if (nargs > 1) {
+        *value = args[1];
+    }
+    if (nargs > 2) {
+        *key = args[2];
+    }
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *kw = PyTuple_GET_ITEM(kwnames, i);
+        PyObject *arg = args[nargs + i];
+        if (PyUnicode_CompareWithASCIIString(kw, "value") == 0 && nargs < 2) {
+            *value = arg;
+        }
+        else if (PyUnicode_CompareWithASCIIString(kw, "key") == 0 && nargs < 3) {
+            *key = arg;
+        }
+        else {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", name, kw);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(append_doc,
+"append(topic, value, key, /) -> batch | bool\n\n"
+"ProducerCore.append_hot: the batch the record joined (as its last record), True\n"
+"when a batch must be opened for it, False when the general path must take it.");
+
+static PyObject *
+appender_append(Appender *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "append() takes a topic, a value and a key");
+        return NULL;
+    }
+    return do_append(self, args[0], args[1], args[2]);
+}
+
+/* The handle of the record do_append() put last in `got` (whose reference it takes),
+ * after limit_reached(batch, size) once the batch reached its limit. */
+static PyObject *
+handle_of(Appender *self, PyObject *got)
+{
+    BatchBase *b = (BatchBase *)got;
+    Py_ssize_t index = PyList_GET_SIZE(b->records) - 1;
+    if (b->size >= b->limit && self->limit_reached != NULL) { /* full, or a poll is due */
+        PyObject *size = PyLong_FromSsize_t(b->size);
+        if (size == NULL) {
+            Py_DECREF(got);
+            return NULL;
+        }
+        PyObject *cargs[2] = {got, size};
+        PyObject *r = PyObject_Vectorcall(self->limit_reached, cargs, 2, NULL);
+        Py_DECREF(size);
+        if (r == NULL) {
+            Py_DECREF(got);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    PyTypeObject *type = (PyTypeObject *)self->handle_type;
+    HandleBase *handle = (HandleBase *)type->tp_alloc(type, 0);
+    if (handle == NULL) {
+        Py_DECREF(got);
+        return NULL;
+    }
+    handle->batch = got; /* the reference do_append gave */
+    handle->index = index;
+    return (PyObject *)handle;
+}
+
+PyDoc_STRVAR(take_doc,
+"take(topic, value, key, /) -> handle | bool\n\n"
+"append(), answering the record's handle (after limit_reached(batch, size) once the\n"
+"batch reached its limit) instead of its batch.");
+
+static PyObject *
+appender_take(Appender *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "take() takes a topic, a value and a key");
+        return NULL;
+    }
+    PyObject *got = do_append(self, args[0], args[1], args[2]);
+    if (got == NULL || PyBool_Check(got)) {
+        return got;
+    }
+    return handle_of(self, got);
+}
+
+PyDoc_STRVAR(try_send_doc,
+"try_send(topic, value=None, key=None) -> handle | None\n\n"
+"The async producer's try_send: take() when enabled, None for a record it did not take.");
+
+static PyObject *
+appender_try_send(Appender *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *topic, *value, *key;
+    if (unpack3("try_send", args, nargs, kwnames, &topic, &value, &key) < 0) {
+        return NULL;
+    }
+    if (!self->enabled) {
+        Py_RETURN_NONE;
+    }
+    PyObject *got = do_append(self, topic, value, key);
+    if (got == NULL) {
+        return NULL;
+    }
+    if (PyBool_Check(got)) {
+        Py_DECREF(got);
+        Py_RETURN_NONE;
+    }
+    return handle_of(self, got);
+}
+
+static PyMethodDef appender_methods[] = {
+    {"append", (PyCFunction)(void (*)(void))appender_append, METH_FASTCALL, append_doc},
+    {"take", (PyCFunction)(void (*)(void))appender_take, METH_FASTCALL, take_doc},
+    {"try_send", (PyCFunction)(void (*)(void))appender_try_send, METH_FASTCALL | METH_KEYWORDS,
+     try_send_doc},
+    {NULL},
+};
+
+static PyMemberDef appender_members[] = {
+    {"open", T_BOOL, offsetof(Appender, open), 0, "takes records (False once closed or failed)"},
+    {"enabled", T_BOOL, offsetof(Appender, enabled), 0, "try_send takes records"},
+    {NULL},
+};
+
+static PyTypeObject Appender_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "trafka.sdk._hot_append.Appender",
+    .tp_doc = "The producer's per-record path (see trafka.sdk.hot_append.PyAppender).",
+    .tp_basicsize = sizeof(Appender),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)appender_init,
+    .tp_traverse = (traverseproc)appender_traverse,
+    .tp_clear = (inquiry)appender_clear,
+    .tp_dealloc = (destructor)appender_dealloc,
+    .tp_methods = appender_methods,
+    .tp_members = appender_members,
+};
+
+/* -- module ------------------------------------------------------------------------------- */
+
+static struct PyModuleDef hot_append_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "trafka.sdk._hot_append",
+    .m_doc = "The producer's per-record path in C (reference: trafka.sdk.hot_append).",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC
+PyInit__hot_append(void)
+{
+    PyTypeObject *types[] = {&BatchBase_Type, &HandleBase_Type, &AccumulatorBase_Type,
+                             &Appender_Type};
+    const char *names[] = {"BatchBase", "HandleBase", "AccumulatorBase", "Appender"};
+    for (int i = 0; i < 4; i++) {
+        if (PyType_Ready(types[i]) < 0) {
+            return NULL;
+        }
+    }
+    empty_tuple = PyTuple_New(0);
+    if (empty_tuple == NULL) {
+        return NULL;
+    }
+    PyObject *m = PyModule_Create(&hot_append_module);
+    if (m == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < 4; i++) {
+        Py_INCREF(types[i]);
+        if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {
+            Py_DECREF(types[i]);
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    return m;
+}
