@@ -149,6 +149,10 @@ def check_timeout(name: str, value: Any, *, none: bool = True) -> float | None:
     ``math.inf`` is allowed; NaN is not."""
     if value is None and none:
         return None
+    cls = type(value)
+    if (cls is float or cls is int) and value >= 0:  # the usual case, without the checks below
+        plain: float = value  # (NaN fails the comparison)
+        return plain
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         kind = "a number or None" if none else "a number"
         raise ArgumentTypeError(f"{name} must be {kind}, got {describe(value)}")

@@ -29,7 +29,13 @@ Rules:
   records. Commits and
   closing count only the records handed out: records still held back (the rest
   of a batch) are given back: not committed, and fetched again after
-  :meth:`Consumer.pause` / ``resume``.
+  :meth:`Consumer.pause` / ``resume``. Those of partitions revoked or lost are
+  dropped by the loop (under the consumer's lock, before the revocation's
+  commit and listener), so that no record of a partition is handed out after
+  it went; a batch taken joins what is held back in the same step as it is
+  taken (on the loop, or in this thread while the loop waits), never after.
+  :meth:`Consumer.take` hands out what is held back in bulk (confluent-kafka's
+  ``consume()``).
 * Leaving a ``with`` block normally is :meth:`close` (the producer delivers
   what was sent, the consumer commits with auto-commit); leaving it with an
   exception (``KeyboardInterrupt`` included) is what the async block does then:
@@ -46,6 +52,7 @@ import collections
 import contextlib
 import logging
 import re
+import threading
 from collections.abc import (
     Callable,
     Iterable,
@@ -67,6 +74,7 @@ from trafka.common.lazy import lazy_exports
 from ._loop_thread import Forwarding, LoopLock, Portal, locked, unlocked, wait_turn, with_loop_lock
 from ._validate import (
     check_callable,
+    check_int,
     check_offset,
     check_timeout,
     check_topic_partition,
@@ -186,7 +194,12 @@ class Consumer(Forwarding, Generic[K, V]):
         check_timeout("consumer_timeout_ms", consumer_timeout_ms)
         if topics:
             check_subscription(topics, None, listener)
+        # Records taken from the loop, not handed out yet. One deque for the
+        # consumer's life (changed in place), changed under _held_lock: the
+        # loop drops a revoked partition's records from it while this thread
+        # may be handing them out.
         self._buffer: collections.deque[ConsumerRecord[K, V]] = collections.deque()
+        self._held_lock = threading.Lock()
         self._timeout_ms = consumer_timeout_ms
         self._loop_lock = LoopLock()
         self._loop = Portal(
@@ -196,6 +209,7 @@ class Consumer(Forwarding, Generic[K, V]):
         self._consumer: AsyncConsumer = self._loop.client
         self._token: trio.lowlevel.TrioToken = self._loop.token
         self._clock = self._loop.clock  # read by this thread for the polls it makes itself
+        self._consumer.held_elsewhere = self._drop_going
         if topics:
             try:
                 self.subscribe(topics, listener=listener)
@@ -218,21 +232,82 @@ class Consumer(Forwarding, Generic[K, V]):
         wait); with ``enable.partition.eof``, end-of-partition events come too
         (confluent-kafka's ``poll(timeout)``)."""
         check_timeout("timeout_ms", timeout_ms)
+        buffer = self._buffer
+        if buffer:  # the usual case, as _next's first step without its frame
+            lock = self._held_lock
+            lock.acquire()
+            try:
+                if buffer:
+                    return buffer.popleft()
+            finally:
+                lock.release()
         return self._next(timeout_ms)
 
     def _next(self, timeout_ms: float | None) -> ConsumerRecord[K, V] | None:
         buffer = self._buffer
-        if buffer:
-            return buffer.popleft()
-        if self._poll_here():
-            return buffer.popleft()
-        for left in self._loop.slices(timeout_ms, "the consumer is closed"):
-            batch = self._call(self._consumer.getmany, timeout_ms=int(left * 1000))
-            for records in batch.values():
-                buffer.extend(records)
+        lock = self._held_lock
+        while True:
             if buffer:
-                return buffer.popleft()
-        return None
+                # (acquire and release: a third of a with block's cost, per record)
+                lock.acquire()
+                try:
+                    if buffer:  # (unless the loop dropped them meanwhile)
+                        return buffer.popleft()
+                finally:
+                    lock.release()
+            if not self._wait_for_records(timeout_ms):
+                return None
+
+    def _wait_for_records(self, timeout_ms: float | None) -> bool:
+        """Take a batch into what is held back: one at hand (without a
+        crossing), else one the loop waits up to ``timeout_ms`` for. Whether
+        any record came."""
+        if self._poll_here():
+            return True
+        for left in self._loop.slices(timeout_ms, "the consumer is closed"):
+            if self._call(self._fill, int(left * 1000)):
+                return True
+        return False
+
+    async def _fill(self, timeout_ms: int) -> bool:
+        """On the loop: a ``getmany`` held back here in the same step, so that a
+        revocation on the loop comes before it or finds it held."""
+        batch = await self._consumer.getmany(timeout_ms=timeout_ms)
+        with self._held_lock:
+            for records in batch.values():
+                self._buffer.extend(records)
+        return bool(batch)
+
+    def take(self, max_records: int, timeout_ms: float | None = 0) -> list[ConsumerRecord[K, V]]:
+        """Up to ``max_records`` records (and end-of-partition events), in the
+        order they would come one at a time, in one list; waiting up to
+        ``timeout_ms`` (None: without end) when none is at hand, and empty if
+        none came. confluent-kafka's ``consume()`` through one call per batch
+        instead of one per record.
+
+        Raises:
+            TypeError, ValueError: ``max_records`` is not an int >= 1, or
+                ``timeout_ms`` not a number >= 0 or None.
+            ClientClosedError: the consumer is closed.
+            KafkaError: a fetch error.
+        """
+        if type(max_records) is not int or max_records < 1:
+            check_int("max_records", max_records, minimum=1)
+        check_timeout("timeout_ms", timeout_ms)
+        buffer = self._buffer
+        while True:
+            if buffer:
+                with self._held_lock:  # (unless the loop dropped them meanwhile)
+                    if len(buffer) <= max_records:
+                        out = list(buffer)
+                        buffer.clear()
+                    else:
+                        popleft = buffer.popleft
+                        out = [popleft() for _ in range(max_records)]
+                if out:
+                    return out
+            if not self._wait_for_records(timeout_ms):
+                return []
 
     def _poll_here(self) -> bool:
         """Take the records the loop has fetched already, from this thread while
@@ -247,6 +322,10 @@ class Consumer(Forwarding, Generic[K, V]):
         wake_group = True  # unless the poll says otherwise (an extra wake-up is harmless)
         try:
             batch, wake_group = consumer.poll_from_thread(self._clock.current_time())
+            # Held back while the loop still waits: a revocation comes after.
+            with self._held_lock:
+                for records in batch.values():
+                    self._buffer.extend(records)
         finally:
             turn = unlocked(loop_lock)
             if wake_group or consumer.core.fetcher.fetch_wanted:
@@ -254,9 +333,7 @@ class Consumer(Forwarding, Generic[K, V]):
                     self._token.run_sync_soon(consumer.after_poll_from_thread, wake_group)
             if turn is not None:
                 wait_turn(self._loop, turn)
-        for records in batch.values():
-            self._buffer.extend(records)
-        return bool(self._buffer)
+        return bool(batch)
 
     def getmany(
         self, *partitions: TopicPartition, timeout_ms: int = 0, max_records: int | None = None
@@ -265,18 +342,21 @@ class Consumer(Forwarding, Generic[K, V]):
         held back by iteration come first)."""
         wanted, limit = check_poll(partitions, timeout_ms, max_records)
         if self._buffer:
-            limit = limit or len(self._buffer)
             out: dict[TopicPartition, list[ConsumerRecord[K, V]]] = {}
-            kept: collections.deque[ConsumerRecord[K, V]] = collections.deque()
-            n = 0
-            for r in self._buffer:
-                tp = TopicPartition(r.topic, r.partition)
-                if n < limit and (wanted is None or tp in wanted):
-                    out.setdefault(tp, []).append(r)
-                    n += 1
-                else:
-                    kept.append(r)
-            self._buffer = kept
+            with self._held_lock:
+                buffer = self._buffer
+                limit = limit or len(buffer)
+                kept: list[ConsumerRecord[K, V]] = []
+                n = 0
+                for r in buffer:
+                    tp = TopicPartition(r.topic, r.partition)
+                    if n < limit and (wanted is None or tp in wanted):
+                        out.setdefault(tp, []).append(r)
+                        n += 1
+                    else:
+                        kept.append(r)
+                buffer.clear()
+                buffer.extend(kept)
             if out:
                 return out
         result: dict[TopicPartition, list[ConsumerRecord[K, V]]] = self._call(
@@ -288,6 +368,10 @@ class Consumer(Forwarding, Generic[K, V]):
 
     def _held(self, tps: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, int]:
         """The first held-back offset per partition (of ``tps``, default all)."""
+        with self._held_lock:
+            return self._first_held(tps)
+
+    def _first_held(self, tps: Iterable[TopicPartition] | None) -> dict[TopicPartition, int]:
         wanted = None if tps is None else {TopicPartition(*tp) for tp in tps}
         first: dict[TopicPartition, int] = {}
         for r in self._buffer:
@@ -297,12 +381,25 @@ class Consumer(Forwarding, Generic[K, V]):
         return first
 
     def _drop(self, tps: Iterable[TopicPartition] | None) -> dict[TopicPartition, int]:
-        first = self._held(tps)
-        if first:
-            self._buffer = collections.deque(
-                r for r in self._buffer if TopicPartition(r.topic, r.partition) not in first
-            )
+        """Forget the held-back records (and events) of ``tps`` (None: all);
+        the first offset dropped per partition."""
+        with self._held_lock:
+            first = self._first_held(tps)
+            buffer = self._buffer
+            if tps is None:
+                buffer.clear()
+            else:
+                going = {TopicPartition(*tp) for tp in tps}
+                kept = [r for r in buffer if TopicPartition(r.topic, r.partition) not in going]
+                if len(kept) < len(buffer):
+                    buffer.clear()
+                    buffer.extend(kept)
         return first
+
+    def _drop_going(self, tps: set[TopicPartition]) -> dict[TopicPartition, int]:
+        """On the loop: partitions revoked or lost (the async consumer's
+        ``held_elsewhere``): their held-back records are dropped, not handed out."""
+        return self._drop(tps)
 
     def _give_back(self, tps: Iterable[TopicPartition] | None, *, refetch: bool) -> None:
         """Return held-back records: not consumed (commits stop before them) and,
@@ -430,7 +527,8 @@ class Consumer(Forwarding, Generic[K, V]):
             self.close()
         elif not self._loop.closing:
             # As the async consumer's block: no final commit, the group is left.
-            self._buffer.clear()
+            with self._held_lock:
+                self._buffer.clear()
             self._loop.close(exc)
 
 

@@ -11,10 +11,21 @@ Rules:
   and a list of :class:`TopicPartition`, while the consumer waits for them.
 * ``commit(asynchronous=False)`` returns the partitions committed, with their
   offsets; with nothing to commit it raises ``_NO_OFFSET``, as librdkafka.
+* ``consume(n, timeout)`` returns once it has ``n`` records and events or the
+  timeout has passed (librdkafka's ``rd_kafka_consume_batch_queue``), at most ``n``.
+* Records come in bulk: ``consume()`` takes whole lists of what the blocking
+  consumer holds back (:meth:`trafka.sdk.blocking.Consumer.take`), ``poll()``
+  one record of it; the blocking consumer keeps what is held back out of
+  commits and drops it on a seek, a pause, an assignment and when partitions
+  are revoked or lost. A position is after the last record *handed out*.
+* A record is handed out as a :class:`Message` over the SDK's record tuple
+  (:class:`_Fetched`): built with one slot set, its fields read when asked.
 """
 
 from __future__ import annotations
 
+import operator
+import time
 from typing import Any
 
 from trafka.sdk import PartitionEOF
@@ -29,6 +40,7 @@ from ._types import (
     OFFSET_INVALID,
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
+    TIMESTAMP_NOT_AVAILABLE,
     Message,
     TopicPartition,
 )
@@ -40,25 +52,98 @@ def _tps(offsets: Any) -> list[TopicPartition]:
     return [TopicPartition(tp.topic, tp.partition, off) for tp, off in sorted(offsets.items())]
 
 
+# The SDK's ConsumerRecord fields, by index (a tuple: indexing is its cheapest read).
+_TOPIC, _PARTITION, _OFFSET, _TIMESTAMP, _KEY, _VALUE, _HEADERS, _TS_TYPE, _EPOCH = range(9)
+# ConsumerRecord.timestamp_type (0 create, 1 log append, -1 none: a magic 0 message)
+# as librdkafka's.
+_TIMESTAMP_TYPES = {0: TIMESTAMP_CREATE_TIME, 1: TIMESTAMP_LOG_APPEND_TIME}
+_tp_of = operator.itemgetter(_TOPIC, _PARTITION)
+_offset_of = operator.itemgetter(_OFFSET)
+
+
+class _Fetched(Message):
+    """A consumed record, as confluent-kafka's :class:`Message`: a view of the
+    SDK's record tuple (``_r``), so that handing a record out costs one object
+    with one slot, and each field is read when asked. The setters put a new
+    tuple in its place; ``headers()`` makes its list once (confluent-kafka's
+    returns the same list each time), or None when there are none."""
+
+    __slots__ = ("_r",)
+
+    def __init__(self, record: Any) -> None:
+        self._r = record
+
+    def topic(self) -> str:
+        topic: str = self._r[_TOPIC]
+        return topic
+
+    def partition(self) -> int:
+        partition: int = self._r[_PARTITION]
+        return partition
+
+    def offset(self) -> int:
+        offset: int = self._r[_OFFSET]
+        return offset
+
+    def key(self) -> Any:
+        return self._r[_KEY]
+
+    def value(self) -> Any:
+        return self._r[_VALUE]
+
+    def headers(self) -> list[tuple[str, bytes | None]] | None:
+        record = self._r
+        headers = record[_HEADERS]
+        if type(headers) is tuple:  # as decoded
+            headers = list(headers) or None
+            self._r = record._replace(headers=headers)
+        result: list[tuple[str, bytes | None]] | None = headers
+        return result
+
+    def error(self) -> KafkaError | None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        record = self._r
+        kind = _TIMESTAMP_TYPES.get(record[_TS_TYPE], TIMESTAMP_NOT_AVAILABLE)
+        return (kind, record[_TIMESTAMP] if kind != TIMESTAMP_NOT_AVAILABLE else -1)
+
+    def latency(self) -> float | None:
+        return None
+
+    def leader_epoch(self) -> int | None:
+        epoch: int = self._r[_EPOCH]
+        return epoch if epoch >= 0 else None
+
+    def set_key(self, key: Any) -> None:
+        self._r = self._r._replace(key=key)
+
+    def set_value(self, value: Any) -> None:
+        self._r = self._r._replace(value=value)
+
+    def set_headers(self, headers: list[tuple[str, bytes | None]] | None) -> None:
+        self._r = self._r._replace(headers=headers)
+
+    def __len__(self) -> int:
+        value = self._r[_VALUE]
+        return len(value) if isinstance(value, bytes | str) else 0
+
+    def __repr__(self) -> str:
+        r = self._r
+        return (
+            f"Message(topic={r[_TOPIC]!r}, partition={r[_PARTITION]}, "
+            f"offset={r[_OFFSET]}, error=None)"
+        )
+
+
+def _eof_message(record: Any) -> Message:
+    eof = KafkaError(internal("_PARTITION_EOF"), "Broker: No more messages")
+    return Message(record.topic, record.partition, record.offset, error=eof)
+
+
 def _message(record: Any) -> Message:
-    if isinstance(record, PartitionEOF):
-        eof = KafkaError(internal("_PARTITION_EOF"), "Broker: No more messages")
-        return Message(record.topic, record.partition, record.offset, error=eof)
-    kind = TIMESTAMP_LOG_APPEND_TIME if record.timestamp_type == 1 else TIMESTAMP_CREATE_TIME
-    headers = list(record.headers) or None
-    epoch = record.leader_epoch if record.leader_epoch >= 0 else None
-    return Message(
-        record.topic,
-        record.partition,
-        record.offset,
-        record.key,
-        record.value,
-        headers,
-        None,
-        (kind, record.timestamp),
-        None,
-        epoch,
-    )
+    """A record or an end-of-partition event as confluent-kafka's message."""
+    return _eof_message(record) if type(record) is PartitionEOF else _Fetched(record)
 
 
 class _Listener:
@@ -92,6 +177,7 @@ class Consumer:
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         conf = {**(config or {}), **kwargs}
         self._served = Served()
+        self._pending = self._served.pending
         on_commit = conf.pop("on_commit", None)
         if on_commit is not None:
             conf["on_commit"] = self._served.wrap(
@@ -103,10 +189,15 @@ class Consumer:
         # librdkafka's position: after the last record handed out (or where a
         # seek put it), not known (-1001) before either.
         self._positions: dict[tuple[str, int], int] = {}
+        # An error met by consume() after it had taken records: raised next.
+        self._error: BaseException | None = None
         try:
             self._consumer: Any = _Consumer(config=translate_config(conf, self._served))
         except Exception as exc:
             raise KafkaException(error_of(exc)) from None
+        self._getone = self._consumer.getone  # (timeout_ms)
+        self._take = self._consumer.take  # (max_records, timeout_ms)
+        self._eof_events: bool = self._consumer.config.enable_partition_eof
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         if self._closed:
@@ -135,33 +226,82 @@ class Consumer:
 
     def poll(self, timeout: float | None = None) -> Message | None:
         """The next record or event, waiting up to ``timeout`` s (None: forever)."""
-        self._served.serve(0)
-        record = self._call(self._consumer.getone, timeout_ms=seconds_to_ms(timeout))
-        self._served.serve(0)
-        return None if record is None else self._handed(record)
-
-    def _handed(self, record: Any) -> Message:
-        if not isinstance(record, PartitionEOF):
-            self._positions[(record.topic, record.partition)] = record.offset + 1
-        return _message(record)
+        if self._pending():
+            self._served.serve(0)
+        if self._closed:
+            raise RuntimeError("Consumer closed")
+        if self._error is not None:
+            self._raise_held_error()
+        record: Any
+        try:  # (seconds_to_ms inline: this is the per-record path)
+            record = self._getone(None if timeout is None or timeout < 0 else timeout * 1000)
+        except Exception as exc:
+            raise KafkaException(error_of(exc)) from None
+        if self._pending():
+            self._served.serve(0)
+        if record is None:
+            return None
+        if type(record) is PartitionEOF:
+            return _eof_message(record)
+        self._positions[record[_TOPIC], record[_PARTITION]] = record[_OFFSET] + 1
+        return _Fetched(record)
 
     def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[Message]:
-        """Up to ``num_messages`` records and events, waiting up to ``timeout`` s."""
-        if num_messages < 1 or num_messages > 1_000_000:
+        """Up to ``num_messages`` records and events: once there are that many,
+        or once ``timeout`` s (None or negative: forever) have passed."""
+        if num_messages < 0 or num_messages > 1_000_000:
             raise ValueError("num_messages must be between 0 and 1000000 (1M)")
-        self._served.serve(0)
-        got = self._call(
-            self._consumer.getmany, timeout_ms=seconds_to_ms(timeout), max_records=num_messages
-        )
-        self._served.serve(0)
+        if self._pending():
+            self._served.serve(0)
+        if self._closed:
+            raise RuntimeError("Consumer closed")
+        if self._error is not None:
+            self._raise_held_error()
+        if num_messages == 0:
+            return []
+        timeout_ms = seconds_to_ms(timeout)
+        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
         messages: list[Message] = []
-        for records in got.values():
-            messages.extend(map(_message, records))
-            for record in reversed(records):  # the position: after the last record
-                if not isinstance(record, PartitionEOF):
-                    self._positions[(record.topic, record.partition)] = record.offset + 1
+        take = self._take
+        while True:
+            try:
+                records = take(num_messages - len(messages), timeout_ms)
+            except Exception as exc:
+                if not messages:
+                    raise KafkaException(error_of(exc)) from None
+                # Those taken are handed out; the error comes with the next call.
+                self._error = exc
+                break
+            if records:
+                self._hand_out(records, messages)
+                if len(messages) >= num_messages:
                     break
+            if deadline is not None:
+                timeout_ms = (deadline - time.monotonic()) * 1000
+                if timeout_ms <= 0:
+                    break
+        if self._pending():
+            self._served.serve(0)
         return messages
+
+    def _hand_out(self, records: list[Any], messages: list[Message]) -> None:
+        """``records`` (taken) as messages onto ``messages``, with the positions after them."""
+        if self._eof_events:
+            messages.extend(map(_message, records))
+            records = [r for r in records if type(r) is not PartitionEOF]
+        else:
+            messages.extend(map(_Fetched, records))
+        # The last offset of each partition (records of a partition come in
+        # order): one pass in C over the records, then one step per partition.
+        last = dict(zip(map(_tp_of, records), map(_offset_of, records), strict=True))
+        positions = self._positions
+        for tp, offset in last.items():
+            positions[tp] = offset + 1
+
+    def _raise_held_error(self) -> None:
+        exc, self._error = self._error, None
+        assert exc is not None
+        raise KafkaException(error_of(exc)) from None
 
     def _offsets(self, message: Any, offsets: Any) -> dict[_TP, int] | None:
         if message is not None:
