@@ -1182,11 +1182,16 @@ class _Profile:
             body = out.getvalue().strip().splitlines()
             # From pstats' total on (its preamble names no file worth keeping).
             first = next((i for i, line in enumerate(body) if "function calls" in line), 0)
-            parts.append(f"      profile of {label} over the produce loop, top {top} by tottime:")
+            parts.append(
+                f"      profile of {label} over the produce loop, top {top} by tottime "
+                "(the profiler slows the loop: this round's rate is not a measurement):"
+            )
             parts.extend(f"      {line}" for line in body[first:] if line.strip())
-        # File names from the repository's root and from site-packages: shorter lines.
-        text = "\n".join(parts).replace(str(Path(__file__).resolve().parents[1]) + "/", "")
-        return re.sub(r"/\S*/site-packages/", "", text)
+        # File names from site-packages, the standard library's folder and the
+        # repository's root: shorter lines.
+        text = re.sub(r"\S*/site-packages/", "", "\n".join(parts))
+        text = re.sub(r"\S*/lib/python3\.\d+/", "", text)
+        return text.replace(str(Path(__file__).resolve().parents[1]) + "/", "")
 
 
 #: The worker's profiler under ``--profile`` (its front's produce only).
