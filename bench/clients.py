@@ -2168,6 +2168,13 @@ def main(argv: list[str] | None = None) -> int:
     wanted = [w.strip() for w in args.workloads.split(",") if w.strip()]
     if set(wanted) - set(ISSUE_WORKLOADS):
         parser.error(f"--workloads takes {', '.join(ISSUE_WORKLOADS)}")
+    for name in wanted:
+        if ISSUE_WORKLOADS[name].broker not in kinds:
+            print(
+                f"workload ({name}) skipped: it runs on {ISSUE_WORKLOADS[name].broker}, "
+                f"which --broker does not name",
+                file=sys.stderr,
+            )
     fronts = [f for f in PRODUCER_FRONTS if f in clients]
     if args.profile:
         fronts = [f for f in PRODUCER_FRONTS if f in (args.profile, PRODUCER_REFERENCE)]
