@@ -153,6 +153,7 @@ bench: $(STAMP) peers
 	$(PY) bench/clients.py --suite eos --records 300000
 	$(PY) bench/clients.py --suite share --records 300000 --clients trafka,confluent-kafka
 	$(PY) bench/clients.py --broker brokerlite,kafka --clients trafka,confluent-kafka,java
+	$(PY) bench/clients.py --suite producer --workloads a,b,c,d,e --broker brokerlite,kafka
 	$(PY) bench/clients.py --broker brokerlite,kafka --cluster 3 --records 200000 --clients trafka,confluent-kafka,java --rate 200
 	$(PY) bench/proxy.py --records 3000000 --cluster 1,3 --rate 500,2000
 	$(PY) bench/proxy.py --upstream kafka --records 1000000 --cluster 3 --replication 3 --rate 2000 --idle 0

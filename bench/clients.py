@@ -120,6 +120,31 @@ AddPartitionsToTxn then Produce on version 1; then EndTxn; one after the other)
 with pipelined transactions of one record each, and prints how much of it is
 the producer's own CPU. The floor keeps version 1's requests on purpose.
 
+``--suite producer`` measures issue 81's producer fronts against confluent-kafka:
+trafka's async ``send`` (``trafka``), ``try_send`` (``trafka-try-send``),
+trafka.sdk.blocking (``trafka-blocking``), confluent-kafka's benchmark code on
+trafka.compat.confluent (``trafka-compat``: the same function, its import
+changed) and on confluent-kafka itself. Each front produces the workload
+``--rounds`` times (default 3), each time in a worker and a topic of its own,
+the fronts in a rotated order per round so that none always runs first; the
+table gives per front the median rate, the median of its rate over
+confluent-kafka's in the same round, beside issue 81's target (printed, never
+asserted: async ``send`` and ``try_send`` 1.0x, the blocking front and the
+drop-in 0.8x), the median CPU per record (the worker process's user + system
+time over the produce loop, all its threads: the I/O thread of the blocking
+fronts, librdkafka's threads for confluent-kafka) and the median growth of the
+peak RSS over the loop. For a workload that reads too, confluent-kafka's
+consumer and the drop-in's read the topic confluent-kafka produced in that round
+(the same batches), in alternating order: the drop-in's consume ratio (target
+1.0x). ``--workloads a,b,c,d,e`` runs the issue's workloads, each on its broker
+(if ``--broker`` names it): (a) brokerlite, 1 partition, no key, 1,000,000
+records; (b) the same on Apache Kafka 4.x; (c) brokerlite, 6 partitions, 1,000
+keys, 500,000; (d) brokerlite, 1 partition, no key, 500,000; (e) brokerlite,
+1 KiB values, 200,000 records (a fifth of (a)'s, twice its bytes); (a) and (b)
+read too. ``--profile FRONT`` runs that front (and confluent-kafka, for the ratio)
+with its produce loop under cProfile, and prints the top 25 entries by tottime,
+of the calling thread and of the threads it started: where each record's time goes.
+
 ``--suite share`` (or ``all``) measures share-group consumers (KIP-932):
 trafka's ``ShareConsumer`` and librdkafka's (confluent-kafka) each drain the
 same topic, filled once by trafka's producer, through a share group of their
@@ -149,7 +174,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from _kafka import (  # bench/'s own
     RUNNING_ZK,
@@ -219,6 +244,37 @@ def _current_rss() -> int:
         return _rss_bytes()
 
 
+def _process_cpu() -> float:
+    """The process's user + system CPU seconds so far, every thread of it."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class _Meter:
+    """A produce loop's figures, from its first send to its last acknowledgement:
+    wall seconds, the worker process's own CPU seconds (user + system from
+    ``getrusage(RUSAGE_SELF)``, so every thread of the process: trafka.sdk.blocking's
+    and the drop-in's I/O thread, and librdkafka's threads for confluent-kafka) and
+    the growth of the process's peak RSS over its RSS when the loop began (after
+    the records' keys were built). Under ``--profile`` (:data:`PROFILE`), the
+    profile covers the same span."""
+
+    def __init__(self) -> None:
+        self.base_rss = _current_rss()
+        if PROFILE is not None:
+            PROFILE.start()
+        self.cpu = _process_cpu()
+        self.start = time.perf_counter()
+
+    def done(self, out: dict[str, Any]) -> dict[str, Any]:
+        out["seconds"] = time.perf_counter() - self.start
+        out["cpu_seconds"] = _process_cpu() - self.cpu
+        if PROFILE is not None:
+            PROFILE.stop()
+        out["peak_rss_growth"] = max(_rss_bytes() - self.base_rss, 0)
+        return out
+
+
 # -- workers: each runs in its own process and prints one JSON line ----------------------
 
 
@@ -243,10 +299,9 @@ def produce_trafka(bs: str, topic: str, n: int, size: int, keys: int) -> dict[st
         async with open_producer(bootstrap_servers=bs, acks=ACKS) as producer:
             await producer.partitions_for(topic)
             acc = producer._acc
-            base_rss = _current_rss()
             peak_used = 0
             sequence = _key_sequence(n, keys)
-            start = time.perf_counter()
+            meter = _Meter()
             send = producer.send
             for i, key in enumerate(sequence):
                 await send(topic, value, key)
@@ -255,8 +310,7 @@ def produce_trafka(bs: str, topic: str, n: int, size: int, keys: int) -> dict[st
                     if used > peak_used:
                         peak_used = used
             await producer.flush()
-            out["seconds"] = time.perf_counter() - start
-            out["peak_rss_growth"] = max(_rss_bytes() - base_rss, 0)
+            meter.done(out)
             out["peak_accounted"] = peak_used
             out["buffer_memory"] = producer.config.buffer_memory
 
@@ -278,13 +332,13 @@ def produce_trafka_try_send(bs: str, topic: str, n: int, size: int, keys: int) -
         async with open_producer(bootstrap_servers=bs, acks=ACKS) as producer:
             await producer.partitions_for(topic)
             sequence = _key_sequence(n, keys)
-            start = time.perf_counter()
+            meter = _Meter()
             try_send, send = producer.try_send, producer.send
             for key in sequence:
                 if try_send(topic, value, key) is None:
                     await send(topic, value, key)
             await producer.flush()
-            out["seconds"] = time.perf_counter() - start
+            meter.done(out)
 
     trio.run(main)
     return out
@@ -320,12 +374,12 @@ def produce_trafka_blocking(bs: str, topic: str, n: int, size: int, keys: int) -
     with Producer(bootstrap_servers=bs, acks=ACKS) as producer:
         producer.partitions_for(topic)
         sequence = _key_sequence(n, keys)
-        start = time.perf_counter()
+        meter = _Meter()
         send = producer.send
         for key in sequence:
             send(topic, value, key)
         producer.flush()
-        return {"seconds": time.perf_counter() - start}
+        return meter.done({})
 
 
 def consume_trafka_blocking(bs: str, topic: str, n: int, partitions: int) -> dict[str, Any]:
@@ -445,7 +499,7 @@ def produce_confluent(
     producer = Producer({"bootstrap.servers": bs, "acks": ACKS})
     producer.list_topics(topic, timeout=10)
     sequence = _key_sequence(n, keys)
-    start = time.perf_counter()
+    meter = _Meter()
     produce, poll = producer.produce, producer.poll
     for i, key in enumerate(sequence):
         while True:
@@ -457,7 +511,7 @@ def produce_confluent(
         if i & 1023 == 0:
             poll(0)
     left = producer.flush(120)
-    return {"seconds": time.perf_counter() - start, "undelivered": left}
+    return meter.done({"undelivered": left})
 
 
 def consume_confluent(
@@ -826,6 +880,324 @@ def run_share(
     return out
 
 
+# -- the producer fronts (issue 81) ------------------------------------------------------------
+
+#: The fronts of ``--suite producer``: trafka's async ``send`` and ``try_send``,
+#: trafka.sdk.blocking, confluent-kafka's benchmark code on trafka.compat.confluent
+#: (its import changed), and that code on confluent-kafka itself, the reference.
+PRODUCER_FRONTS = (
+    "trafka",
+    "trafka-try-send",
+    "trafka-blocking",
+    "trafka-compat",
+    "confluent-kafka",
+)
+PRODUCER_REFERENCE = "confluent-kafka"
+#: Issue 81's targets, front / confluent-kafka in the same round: printed, never asserted.
+PRODUCER_TARGETS = {
+    "trafka": 1.0,
+    "trafka-try-send": 1.0,
+    "trafka-blocking": 0.8,
+    "trafka-compat": 0.8,
+}
+COMPAT_CONSUME_TARGET = 1.0
+
+
+class Workload(NamedTuple):
+    """One produce workload of ``--suite producer`` (acks=1, no headers, no compression)."""
+
+    name: str
+    broker: str  # "brokerlite" or "kafka": where --workloads runs it
+    records: int
+    partitions: int
+    keys: int
+    size: int
+    consume: bool = False  # the drop-in's consume ratio too, on confluent-kafka's topic
+
+    def describe(self) -> str:
+        keys = f"{self.keys:,} keys" if self.keys > 0 else "no key"
+        size = f"{self.size // 1024} KiB" if self.size % 1024 == 0 else f"{self.size} B"
+        return (
+            f"{self.records:,} records of {size}, {self.partitions} partition"
+            f"{'s' if self.partitions > 1 else ''}, {keys}"
+        )
+
+
+#: Issue 81's workloads (its table's four rows, and 1 KiB values), for ``--workloads``.
+#: (e) has a fifth of (a)'s records, twice its bytes (1 KiB values).
+ISSUE_WORKLOADS = {
+    "a": Workload("a", "brokerlite", 1_000_000, 1, 0, 100, consume=True),
+    "b": Workload("b", "kafka", 1_000_000, 1, 0, 100, consume=True),
+    "c": Workload("c", "brokerlite", 500_000, 6, 1_000, 100),
+    "d": Workload("d", "brokerlite", 500_000, 1, 0, 100),
+    "e": Workload("e", "brokerlite", 200_000, 1, 0, 1024),
+}
+
+
+def producer_workloads(args: argparse.Namespace, kind: str) -> list[Workload]:
+    """The workloads ``--suite producer`` runs on the broker ``kind``: those of
+    ``--workloads`` that name it (each capped at ``--records`` records; a smoke run
+    keeps the first only), else one from ``--records``, ``--size``, ``--partitions``,
+    ``--keys``, consumed too."""
+    if not args.workloads:
+        return [
+            Workload(kind, kind, args.records, args.partitions, args.keys, args.size, consume=True)
+        ]
+    chosen = [
+        w._replace(records=min(w.records, args.records))
+        for name in args.workloads.split(",")
+        if (w := ISSUE_WORKLOADS[name.strip()]).broker == kind
+    ]
+    return chosen[:1] if args.smoke else chosen
+
+
+def _median_of(rounds: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in rounds if key in r]
+    return statistics.median(values) if values else None
+
+
+def run_producer(
+    args: argparse.Namespace,
+    fronts: list[str],
+    broker: AnyBroker,
+    workload: Workload,
+    run_id: str,
+) -> dict[str, Any]:
+    """One workload for every front, ``--rounds`` times, each round in a rotated
+    order of the fronts (so that none always runs first, on a fresher broker or a
+    quieter machine); each front in a worker of its own, on a topic of its own.
+
+    Then, for a workload with ``consume``, confluent-kafka's consumer and the
+    drop-in's read the topic confluent-kafka produced in that round (the same
+    batches for both), in alternating order."""
+    wargs = argparse.Namespace(
+        **{
+            **vars(args),
+            "records": workload.records,
+            "size": workload.size,
+            "partitions": workload.partitions,
+            "keys": workload.keys,
+        }
+    )
+    rounds: dict[str, list[dict[str, Any]]] = {f: [] for f in fronts}
+    ratios: dict[str, list[float]] = {f: [] for f in fronts}
+    consumed: dict[str, list[dict[str, Any]]] = {PRODUCER_REFERENCE: [], "trafka-compat": []}
+    consume_ratios: list[float] = []
+    print(f"  ({workload.name}) {workload.describe()}", flush=True)
+    for n in range(args.rounds):
+        order = fronts[n % len(fronts) :] + fronts[: n % len(fronts)]
+        this: dict[str, dict[str, Any]] = {}
+        for front in order:
+            topic = f"bench-producer-{workload.name}-{front}-{n}-{run_id}"
+            create_topic(broker.bootstrap, topic, workload.partitions)
+            r = measure(wargs, front, "produce", broker.bootstrap, topic)
+            this[front] = r
+            rounds[front].append(r)
+            print(
+                f"    round {n + 1}  {front:<16} produce {_fmt_rate(r):>12} records/s", flush=True
+            )
+            if "error" in r:
+                _failed(f"producer suite ({workload.name}): {front} round {n + 1}", r["error"])
+            elif "profile" in r:
+                print(r["profile"], flush=True)
+        ref = this.get(PRODUCER_REFERENCE)
+        if ref is None or "error" in ref:
+            continue
+        for front, r in this.items():
+            if "error" not in r:
+                ratios[front].append(r["rate"] / ref["rate"])
+        if not workload.consume or "trafka-compat" not in fronts or args.profile:
+            continue
+        readers = ["trafka-compat", PRODUCER_REFERENCE]
+        got: dict[str, dict[str, Any]] = {}
+        for reader in readers if n % 2 == 0 else readers[::-1]:
+            topic = f"bench-producer-{workload.name}-{PRODUCER_REFERENCE}-{n}-{run_id}"
+            r = measure(wargs, reader, "consume", broker.bootstrap, topic)
+            got[reader] = r
+            consumed[reader].append(r)
+            print(
+                f"    round {n + 1}  {reader:<16} consume {_fmt_rate(r):>12} records/s", flush=True
+            )
+            if "error" in r:
+                _failed(
+                    f"producer suite ({workload.name}): {reader} consume round {n + 1}", r["error"]
+                )
+        if all("error" not in r for r in got.values()):
+            consume_ratios.append(got["trafka-compat"]["rate"] / got[PRODUCER_REFERENCE]["rate"])
+    result: dict[str, Any] = {"workload": workload._asdict(), "fronts": {}}
+    for front in fronts:
+        rs = rounds[front]
+        failed = next((r for r in rs if "error" in r), None)
+        if failed is not None:
+            result["fronts"][front] = failed
+            continue
+        cpu = _median_of(rs, "cpu_seconds")
+        result["fronts"][front] = {
+            "rate": statistics.median(r["rate"] for r in rs),
+            "ratio": statistics.median(ratios[front]) if ratios[front] else None,
+            "cpu_us_per_record": None if cpu is None else cpu * 1e6 / workload.records,
+            "peak_rss_growth": _median_of(rs, "peak_rss_growth"),
+            "peak_accounted": _median_of(rs, "peak_accounted"),
+            "buffer_memory": _median_of(rs, "buffer_memory"),
+            "rounds": rs,
+        }
+    if consume_ratios:
+        result["compat_consume"] = {
+            "ratio": statistics.median(consume_ratios),
+            **{
+                reader: statistics.median(r["rate"] for r in rs if "error" not in r)
+                for reader, rs in consumed.items()
+            },
+        }
+    return result
+
+
+def print_producer(name: str, results: list[dict[str, Any]], rounds: int, load: str) -> None:
+    """One broker's table: per workload, each front's median rate, median ratio to
+    confluent-kafka's rate in the same round (with issue 81's target), CPU per
+    record and peak RSS growth."""
+    mib = 1024 * 1024
+    print()
+    print(
+        f"producer fronts against {name}: acks=1, medians of {rounds} alternated round(s); "
+        f"load average {load}"
+    )
+    header = (
+        f"  {'front':<16} {'records/s':>11}  {'/ confluent-kafka':<17}  {'target':<18}"
+        f" {'CPU us/record':>13} {'peak RSS MiB':>13}"
+    )
+    for result in results:
+        w = Workload(**result["workload"])
+        print()
+        print(f"({w.name}) {w.describe()}")
+        print(header)
+        print("  " + "-" * (len(header) - 2))
+        for front, r in result["fronts"].items():
+            if "error" in r:
+                print(f"  {front:<16} {'failed':>11}")
+                continue
+            target = PRODUCER_TARGETS.get(front)
+            if front == PRODUCER_REFERENCE:
+                ratio, aim = "(the reference)", ""
+            elif r["ratio"] is None:
+                ratio, aim = "-", ""
+            else:
+                ratio = f"{r['ratio']:.2f}x"
+                aim = "" if target is None else f">= {target:.1f}x, "
+                aim += "" if target is None else ("met" if r["ratio"] >= target else "not met")
+            cpu = "-" if r["cpu_us_per_record"] is None else f"{r['cpu_us_per_record']:.2f}"
+            rss = "-" if r["peak_rss_growth"] is None else f"{r['peak_rss_growth'] / mib:.1f}"
+            print(f"  {front:<16} {r['rate']:>11,.0f}  {ratio:<17}  {aim:<18} {cpu:>13} {rss:>13}")
+        ours = result["fronts"].get("trafka", {})
+        if ours.get("peak_accounted") is not None and ours.get("buffer_memory"):
+            print(
+                f"  trafka's accumulator: peak {ours['peak_accounted'] / mib:.1f} MiB accounted "
+                f"of buffer.memory {ours['buffer_memory'] / mib:.0f} MiB"
+            )
+        consume = result.get("compat_consume")
+        if consume is not None:
+            ratio = consume["ratio"]
+            met = "met" if ratio >= COMPAT_CONSUME_TARGET else "not met"
+            print(
+                f"  trafka-compat / confluent-kafka consume {ratio:.2f}x "
+                f"(target >= {COMPAT_CONSUME_TARGET:.1f}x {met}): "
+                f"{consume['trafka-compat']:,.0f} against {consume[PRODUCER_REFERENCE]:,.0f} "
+                f"records/s, both reading confluent-kafka's topic"
+            )
+    print()
+    print(
+        "CPU: the worker process's user + system time over its produce loop (first send to\n"
+        "last acknowledgement), every thread of it: the I/O thread of trafka-blocking and\n"
+        "trafka-compat, librdkafka's threads for confluent-kafka. Peak RSS: the growth of the\n"
+        "process's peak RSS over its RSS when the loop began."
+    )
+
+
+def _load_average() -> str:
+    """The machine's 1, 5 and 15-minute load averages: the figures' noise depends on it."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+class _Profile:
+    """``--profile``: cProfile over a worker's produce loop (the span :class:`_Meter`
+    measures), in the calling thread and, apart, in the threads started after
+    :meth:`install` (trafka.sdk.blocking's and the drop-in's I/O thread, whose
+    entries from before the loop are cleared when it begins). librdkafka's threads
+    are C: confluent-kafka's appear as the calls into it."""
+
+    def __init__(self) -> None:
+        import cProfile
+
+        self.main = cProfile.Profile()
+        self.threads: list[cProfile.Profile] = []
+
+    def install(self) -> None:
+        import cProfile
+        import threading
+
+        def hook(*_: Any) -> None:
+            # threading's first profile event in a new thread: a C profiler of its
+            # own takes over from this hook there.
+            profiler = cProfile.Profile()
+            self.threads.append(profiler)
+            profiler.enable()
+
+        threading.setprofile(hook)
+
+    def start(self) -> None:
+        for profiler in self.threads:
+            profiler.clear()  # under the GIL: that thread's setup is forgotten
+        self.main.enable()
+
+    def stop(self) -> None:
+        self.main.disable()
+        # The threads' profilers may still run (an idle I/O thread): their entries
+        # are copied now, not disabled from here.
+        for profiler in self.threads:
+            profiler.snapshot_stats()
+
+    def report(self, top: int = 25) -> str:
+        import io
+        import pstats
+
+        class Snapshot:  # what pstats takes: create_stats() and stats
+            def __init__(self, profiler: Any) -> None:
+                self.stats = getattr(profiler, "stats", {})
+
+            def create_stats(self) -> None:
+                pass
+
+        self.main.snapshot_stats()
+        parts = []
+        for label, profilers in (
+            ("the caller's thread", [self.main]),
+            ("its other threads", self.threads),
+        ):
+            snapshots = [Snapshot(p) for p in profilers if getattr(p, "stats", None)]
+            if not snapshots:
+                continue
+            out = io.StringIO()
+            stats = pstats.Stats(*snapshots, stream=out)  # type: ignore[arg-type]
+            stats.sort_stats("tottime").print_stats(top)
+            body = out.getvalue().strip().splitlines()
+            # From pstats' total on (its preamble names no file worth keeping).
+            first = next((i for i, line in enumerate(body) if "function calls" in line), 0)
+            parts.append(
+                f"      profile of {label} over the produce loop, top {top} by tottime "
+                "(the profiler slows the loop: this round's rate is not a measurement):"
+            )
+            parts.extend(f"      {line}" for line in body[first:] if line.strip())
+        # File names from site-packages, the standard library's folder and the
+        # repository's root: shorter lines.
+        text = re.sub(r"\S*/site-packages/", "", "\n".join(parts))
+        text = re.sub(r"\S*/lib/python3\.\d+/", "", text)
+        return text.replace(str(Path(__file__).resolve().parents[1]) + "/", "")
+
+
+#: The worker's profiler under ``--profile`` (its front's produce only).
+PROFILE: _Profile | None = None
+
+
 def run_worker(args: argparse.Namespace) -> int:
     global ACKS, JIT
     ACKS = args.acks
@@ -843,9 +1215,15 @@ def run_worker(args: argparse.Namespace) -> int:
         print(json.dumps(result), flush=True)
         return 0
     if args.worker == "produce":
+        global PROFILE
+        if args.profile == args.client:
+            PROFILE = _Profile()
+            PROFILE.install()
         result = PRODUCERS[args.client](
             args.bootstrap, args.topic, args.records, args.size, args.keys
         )
+        if PROFILE is not None:
+            result["profile"] = PROFILE.report()
     else:
         result = CONSUMERS[args.client](args.bootstrap, args.topic, args.records, args.partitions)
     print(json.dumps(result), flush=True)
@@ -1343,6 +1721,7 @@ def measure(
         "--acks",
         str(-1 if args.cluster > 1 else 1),
         *(["--smoke"] if args.smoke else []),
+        *(["--profile", args.profile] if getattr(args, "profile", None) else []),
     ]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
@@ -1707,11 +2086,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     parser.add_argument(
         "--suite",
-        choices=["throughput", "eos", "share", "all"],
+        choices=["throughput", "eos", "share", "producer", "all"],
         default="throughput",
         help="throughput: every client produce/consume; eos: delivery guarantees "
         "(plain / idempotent / transactional) for trafka and confluent-kafka; share: "
-        "share-group consumers (KIP-932) of trafka and confluent-kafka; all: every suite",
+        "share-group consumers (KIP-932) of trafka and confluent-kafka; producer: "
+        "trafka's producer fronts against confluent-kafka in alternated rounds (issue 81); "
+        "all: throughput, eos and share",
+    )
+    parser.add_argument(
+        "--workloads",
+        default="",
+        help="producer suite: issue 81's workloads to run, from "
+        + "; ".join(f"{w.name}: {w.describe()} on {w.broker}" for w in ISSUE_WORKLOADS.values())
+        + " (comma-separated; each on its broker, if --broker names it, with at most "
+        "--records records); without it, one workload from --records, --size, --partitions "
+        "and --keys on every broker of --broker",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="FRONT",
+        choices=PRODUCER_FRONTS,
+        help="producer suite: run only FRONT (and confluent-kafka, for its ratio), its "
+        "produce loop under cProfile, and print the top 25 entries by tottime per round",
     )
     parser.add_argument(
         "--txn-records", type=int, default=1000, help="records per transaction (eos suite)"
@@ -1720,7 +2117,7 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds",
         type=int,
         default=3,
-        help="eos suite: rounds of every mode (medians are reported)",
+        help="eos and producer suites: rounds of every mode or front (medians are reported)",
     )
     # Worker mode (internal): one measurement in this process.
     parser.add_argument(
@@ -1737,6 +2134,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a check that the benchmark runs, not a measurement: 2,000 records, one eos "
         "round of 100-record transactions, few samples, the common topic read by one client, "
+        "the producer suite's first workload per broker only, "
         "Kafka's perf clients in one JVM (C1 only) for the whole run, "
         "whatever the other options say (tests/bench/test_bench_smoke.py)",
     )
@@ -1761,8 +2159,25 @@ def main(argv: list[str] | None = None) -> int:
     kinds = [b.strip() for b in args.broker.split(",") if b.strip()]
     if not kinds or set(kinds) - {"brokerlite", "kafka"} or len(kinds) > 2:
         parser.error("--broker takes brokerlite, kafka or brokerlite,kafka")
-    if args.suite != "throughput" and kinds != ["brokerlite"]:
+    if args.suite in ("eos", "share", "all") and kinds != ["brokerlite"]:
         parser.error("the eos and share suites run against brokerlite only")
+    if args.suite != "producer" and (args.workloads or args.profile):
+        parser.error("--workloads and --profile are the producer suite's")
+    if args.suite == "producer" and args.cluster > 1:
+        parser.error("the producer suite runs on one broker")
+    wanted = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    if set(wanted) - set(ISSUE_WORKLOADS):
+        parser.error(f"--workloads takes {', '.join(ISSUE_WORKLOADS)}")
+    for name in wanted:
+        if ISSUE_WORKLOADS[name].broker not in kinds:
+            print(
+                f"workload ({name}) skipped: it runs on {ISSUE_WORKLOADS[name].broker}, "
+                f"which --broker does not name",
+                file=sys.stderr,
+            )
+    fronts = [f for f in PRODUCER_FRONTS if f in clients]
+    if args.profile:
+        fronts = [f for f in PRODUCER_FRONTS if f in (args.profile, PRODUCER_REFERENCE)]
     if args.cluster < 1 or (args.cluster > 1 and args.suite != "throughput"):
         parser.error("--cluster takes a node count, for the throughput suite")
     # SIGTERM (e.g. from make or CI) must still stop the broker and remove its files.
@@ -1774,6 +2189,7 @@ def main(argv: list[str] | None = None) -> int:
     names: list[str] = []
     by_broker: list[dict[str, dict[str, dict[str, Any]]]] = []
     latencies: list[OpenLoop] = []
+    produced: list[tuple[str, list[dict[str, Any]], str]] = []
     if args.smoke and "java" in clients and throughput:
         JAVA_SESSION = script_session()
     try:
@@ -1781,10 +2197,15 @@ def main(argv: list[str] | None = None) -> int:
             broker = make_broker(kind, args.cluster)
             try:
                 broker.start()
+                workload = (
+                    "issue 81's workloads"
+                    if args.suite == "producer" and args.workloads
+                    else f"{args.records:,} records of {args.size} bytes, "
+                    f"{args.partitions} partition(s), "
+                    f"{f'{args.keys:,} keys' if args.keys > 0 else 'no keys'}"
+                )
                 print(
-                    f"{broker.name} at {broker.bootstrap}; {args.records:,} records of {args.size} "
-                    f"bytes, {args.partitions} partition(s), "
-                    f"{f'{args.keys:,} keys' if args.keys > 0 else 'no keys'}, "
+                    f"{broker.name} at {broker.bootstrap}; {workload}, "
                     f"Python {sys.version.split()[0]}",
                     flush=True,
                 )
@@ -1800,6 +2221,14 @@ def main(argv: list[str] | None = None) -> int:
                     share = run_share(
                         args, [c for c in clients if c in SHARE_CONSUMERS], broker.bootstrap, run_id
                     )
+                if args.suite == "producer":
+                    load = _load_average()
+                    tables = [
+                        run_producer(args, fronts, broker, workload, run_id)
+                        for workload in producer_workloads(args, kind)
+                    ]
+                    load += f" at the start, {_load_average()} at the end"
+                    produced.append((broker.name, tables, load))
                 if throughput:
                     names.append(broker.name)
                     by_broker.append(run_throughput(args, clients, broker, run_id))
@@ -1812,8 +2241,12 @@ def main(argv: list[str] | None = None) -> int:
             JAVA_SESSION.close()
             JAVA_SESSION = None
 
+    for name, tables, load in produced:
+        print_producer(name, tables, args.rounds, load)
+    if produced and args.json:
+        print(json.dumps({name: tables for name, tables, _ in produced}))
     if not throughput:
-        if args.json:
+        if args.json and not produced:
             print(json.dumps({"eos": eos, "share": share}))
         return _exit_status()
     for name, results in zip(names, by_broker, strict=True):

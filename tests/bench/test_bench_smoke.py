@@ -77,6 +77,18 @@ RATIO_LINES: dict[str, list[tuple[str, int]]] = {
         (r"^trafka (idempotent|transactional|pipelined): keeps \d+% of the plain rate", 3)
     ],
     "clients.py:share": [(r"^  trafka / confluent-kafka share-consume \d+\.\d\d$", 1)],
+    # Issue 81's table, per broker: each trafka front's rate, its ratio to
+    # confluent-kafka's and the target beside it, its CPU per record and peak RSS;
+    # confluent-kafka's own row; the drop-in's consume ratio.
+    "clients.py:producer": [
+        (
+            r"^  trafka(-try-send|-blocking|-compat)?\s+[\d,]+\s+\d+\.\d\dx\s+>= \d\.\dx, "
+            r"(met|not met)\s+\d+\.\d\d\s+\d+\.\d$",
+            4,
+        ),
+        (r"^  confluent-kafka\s+[\d,]+\s+\(the reference\)\s+\d+\.\d\d\s+\d+\.\d$", 1),
+        (r"^  trafka-compat / confluent-kafka consume \d+\.\d\dx \(target >= 1\.0x", 1),
+    ],
     # The table's rows: produce/s, its ratio to direct, consume/s, its ratio. A
     # smoke run has each path once and the direct base of each (setup, producer):
     # 4 paths and 2 bases on 2 setups (bench/proxy.py's smoke_plan).
@@ -145,6 +157,9 @@ def expected_lines(command: list[str]) -> list[tuple[str, int]]:
                 suite = word.split("=", 1)[1]
         suites = ["throughput", "eos", "share"] if suite == "all" else [suite]
         expected = [line for s in suites for line in RATIO_LINES[f"clients.py:{s}"]]
+        if suite == "producer" and "brokerlite,kafka" in command:
+            # A table per broker (a smoke run has one workload on each).
+            expected = [(pattern, least * 2) for pattern, least in expected]
         if any(word == "--rate" or word.startswith("--rate=") for word in command):
             # Open-loop latency (--rate), p50 and p99 against each broker.
             brokers = 2 if "brokerlite,kafka" in command else 1
@@ -294,7 +309,7 @@ def test_the_bench_target_is_read() -> None:
     assert ["bench/clients.py", "--suite", "eos", "--records", "300000"] in COMMANDS
     # Each of the Kafka lines runs on a session's cluster (see _kafka_fixture).
     kafka = [_kafka_fixture(c) for c in SMOKED if _kafka_fixture(c) is not None]
-    assert sorted(kafka) == ["kafka3_cluster", "kafka4", "kafka4_cluster"], COMMANDS
+    assert sorted(kafka) == ["kafka3_cluster", "kafka4", "kafka4", "kafka4_cluster"], COMMANDS
     # The brokerlite clusters (cluster.py, proxy.py --cluster 1,3, clients.py --cluster 3).
     assert sum(_brokerlite_cluster(c) for c in COMMANDS) == 3, COMMANDS
 
