@@ -206,6 +206,7 @@ typedef struct {
     PyObject *limit_reached; /* (batch, size) -> None, or NULL */
     PyObject *wall_ms;       /* () -> int, or NULL: the system clock */
     PyObject *append_to;     /* the accumulator's bound append_to (records-bounded buffers) */
+    PyObject *timed;         /* dict: topic -> (partition, until) of a timed sticky pick, or NULL */
     Py_ssize_t record_overhead;
     Py_ssize_t memory_overhead;
     int keys;
@@ -227,6 +228,7 @@ appender_traverse(Appender *self, visitproc visit, void *arg)
     Py_VISIT(self->limit_reached);
     Py_VISIT(self->wall_ms);
     Py_VISIT(self->append_to);
+    Py_VISIT(self->timed);
     return 0;
 }
 
@@ -241,6 +243,7 @@ appender_clear(Appender *self)
     Py_CLEAR(self->limit_reached);
     Py_CLEAR(self->wall_ms);
     Py_CLEAR(self->append_to);
+    Py_CLEAR(self->timed);
     return 0;
 }
 
@@ -257,16 +260,21 @@ appender_init(Appender *self, PyObject *args, PyObject *kwds)
 {
     static char *names[] = {"acc",           "sticky",          "keyed",           "pick",
                             "handle_type",   "record_overhead", "memory_overhead", "keys",
-                            "sticky_nulls",  "limit_reached",   "wall_ms",         NULL};
+                            "sticky_nulls",  "limit_reached",   "wall_ms",         "timed",
+                            NULL};
     PyObject *acc, *sticky, *keyed, *pick, *handle_type, *limit_reached = Py_None,
-                                                          *wall_ms = Py_None;
+                                                          *wall_ms = Py_None, *timed = Py_None;
     Py_ssize_t record_overhead, memory_overhead;
     int keys, sticky_nulls;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!OOnnip|OO:Appender", names,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!OOnnip|OOO:Appender", names,
                                      &AccumulatorBase_Type, &acc, &PyDict_Type, &sticky,
                                      &PyDict_Type, &keyed, &pick, &handle_type, &record_overhead,
                                      &memory_overhead, &keys, &sticky_nulls, &limit_reached,
-                                     &wall_ms)) {
+                                     &wall_ms, &timed)) {
+        return -1;
+    }
+    if (timed != Py_None && !PyDict_Check(timed)) {
+        PyErr_SetString(PyExc_TypeError, "timed must be a dict or None");
         return -1;
     }
     if (!PyType_Check(handle_type) ||
@@ -302,6 +310,10 @@ appender_init(Appender *self, PyObject *args, PyObject *kwds)
         Py_INCREF(wall_ms);
         self->wall_ms = wall_ms;
     }
+    if (timed != Py_None) {
+        Py_INCREF(timed);
+        self->timed = timed;
+    }
     self->record_overhead = record_overhead;
     self->memory_overhead = memory_overhead;
     self->keys = keys;
@@ -323,8 +335,40 @@ timestamp_ms(Appender *self)
     return PyLong_FromLongLong((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
 }
 
+static double
+monotonic_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* time.monotonic()'s clock */
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A timed sticky partition kept in `timed` for topic and still valid (0 <= p < n),
+ * else -3 (none: ask pick()); -2 with an exception set. */
+static Py_ssize_t
+timed_partition(Appender *self, PyObject *topic, Py_ssize_t n)
+{
+    PyObject *entry = PyDict_GetItemWithError(self->timed, topic);
+    if (entry == NULL) {
+        return PyErr_Occurred() ? -2 : -3;
+    }
+    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2) {
+        return -3;
+    }
+    Py_ssize_t p = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 0));
+    double until = PyFloat_AsDouble(PyTuple_GET_ITEM(entry, 1));
+    if (PyErr_Occurred()) {
+        return -2;
+    }
+    if (p < 0 || p >= n || monotonic_seconds() >= until) {
+        return -3;
+    }
+    return p;
+}
+
 /* Python's pick(topic, key, n): the partition (0 <= p < n), -1 for "open a batch"
- * (no metadata), -2 with an exception set. */
+ * (no metadata), -2 with an exception set. A pick of (partition, until) is kept in
+ * `timed` for the topic. */
 static Py_ssize_t
 python_pick(Appender *self, PyObject *topic, PyObject *key, Py_ssize_t n)
 {
@@ -341,6 +385,15 @@ python_pick(Appender *self, PyObject *topic, PyObject *key, Py_ssize_t n)
     if (got == Py_None) {
         Py_DECREF(got);
         return -1;
+    }
+    if (PyTuple_CheckExact(got) && PyTuple_GET_SIZE(got) == 2) {
+        if (self->timed != NULL && PyDict_SetItem(self->timed, topic, got) < 0) {
+            Py_DECREF(got);
+            return -2;
+        }
+        PyObject *first = PyTuple_GET_ITEM(got, 0);
+        Py_INCREF(first);
+        Py_SETREF(got, first);
     }
     Py_ssize_t p = PyLong_AsSsize_t(got);
     Py_DECREF(got);
@@ -463,7 +516,7 @@ do_append(Appender *self, PyObject *topic, PyObject *value, PyObject *key)
     if (!PyBytes_CheckExact(value) || !PyUnicode_CheckExact(topic) || !self->open) {
         Py_RETURN_FALSE;
     }
-    PyObject *batch; /* a new reference, once found */
+    PyObject *batch = NULL; /* a new reference, once found */
     Py_ssize_t size = self->record_overhead + PyBytes_GET_SIZE(value);
     if (key == Py_None && self->sticky_nulls) {
         batch = PyDict_GetItemWithError(self->sticky, topic);
@@ -514,6 +567,16 @@ do_append(Appender *self, PyObject *topic, PyObject *value, PyObject *key)
                 }
             }
         }
+        if (p == -3 && self->timed != NULL && (key == Py_None || PyBytes_GET_SIZE(key) == 0)) {
+            p = timed_partition(self, topic, n);
+            if (p == -2) {
+                return NULL;
+            }
+            if (p >= 0) {
+                batch = PyList_GET_ITEM(slots, p);
+                Py_INCREF(batch);
+            }
+        }
         if (p == -3) {
             Py_INCREF(slots); /* Python code runs: the dict may drop the list */
             p = python_pick(self, topic, key, n);
@@ -530,7 +593,7 @@ do_append(Appender *self, PyObject *topic, PyObject *value, PyObject *key)
                 Py_RETURN_TRUE;
             }
         }
-        else {
+        else if (batch == NULL) {
             batch = PyList_GET_ITEM(slots, p);
             Py_INCREF(batch);
         }
@@ -543,38 +606,45 @@ do_append(Appender *self, PyObject *topic, PyObject *value, PyObject *key)
     return got;
 }
 
+/* try_send(topic, value=None, key=None)'s arguments, positional or by name. */
 static int
 unpack3(const char *name, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
         PyObject **topic, PyObject **value, PyObject **key)
 {
-    *value = Py_None;
-    *key = Py_None;
+    static const char *const names[3] = {"topic", "value", "key"};
+    PyObject *got[3] = {NULL, NULL, NULL};
     Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    if (nargs < 1 || nargs + nkw > 3 || nargs > 3) {
-        PyErr_Format(PyExc_TypeError, "%s() takes a topic, a value and a key", name);
+    if (nargs > 3) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most 3 arguments (%zd given)", name, nargs);
         return -1;
     }
-    *topic = args[0];
-    if (nargs > 1) {
-        *value = args[1];
-    }
-    if (nargs > 2) {
-        *key = args[2];
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        got[i] = args[i];
     }
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *kw = PyTuple_GET_ITEM(kwnames, i);
-        PyObject *arg = args[nargs + i];
-        if (PyUnicode_CompareWithASCIIString(kw, "value") == 0 && nargs < 2) {
-            *value = arg;
+        int j = 0;
+        while (j < 3 && PyUnicode_CompareWithASCIIString(kw, names[j]) != 0) {
+            j++;
         }
-        else if (PyUnicode_CompareWithASCIIString(kw, "key") == 0 && nargs < 3) {
-            *key = arg;
-        }
-        else {
+        if (j == 3) {
             PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", name, kw);
             return -1;
         }
+        if (got[j] != NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", name,
+                         names[j]);
+            return -1;
+        }
+        got[j] = args[nargs + i];
     }
+    if (got[0] == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s() missing required argument 'topic'", name);
+        return -1;
+    }
+    *topic = got[0];
+    *value = got[1] == NULL ? Py_None : got[1];
+    *key = got[2] == NULL ? Py_None : got[2];
     return 0;
 }
 

@@ -185,7 +185,10 @@ class PyAppender:
         sticky: topic -> the batch its KIP-480 sticky partition is filling.
         keyed: topic -> the batches its partitions are filling (None: none).
         pick: ``(topic, key, n) -> partition`` for records not hashed here;
-            None when there is no metadata for the topic (a batch must open).
+            None when there is no metadata for the topic (a batch must open);
+            ``(partition, until)`` for a timed sticky partition (librdkafka's
+            linger), kept in ``timed`` and taken for the topic's key-less (or
+            empty-keyed) records while ``time.monotonic()`` is before ``until``.
         handle_type: what :meth:`try_send` returns per record.
         record_overhead, memory_overhead: bytes counted per record (module doc).
         keys: one of the ``KEYS_*`` modes.
@@ -193,6 +196,8 @@ class PyAppender:
         limit_reached: ``(batch, size)``, called by :meth:`try_send` when the
             batch reached its limit.
         wall_ms: the records' timestamp (default: the system clock, in ms).
+        timed: topic -> ``(partition, until)``, the timed sticky picks kept
+            (the core empties it when the metadata changes); None: none kept.
 
     Attributes:
         open: takes records (False once the producer closed or failed).
@@ -211,6 +216,7 @@ class PyAppender:
         "_record_overhead",
         "_sticky",
         "_sticky_nulls",
+        "_timed",
         "_wall_ms",
         "enabled",
         "open",
@@ -221,7 +227,7 @@ class PyAppender:
         acc: Any,
         sticky: dict[str, Any],
         keyed: dict[str, list[Any]],
-        pick: Callable[[str, bytes | None, int], int | None],
+        pick: Callable[[str, bytes | None, int], int | tuple[int, float] | None],
         handle_type: type,
         record_overhead: int,
         memory_overhead: int,
@@ -229,6 +235,7 @@ class PyAppender:
         sticky_nulls: bool,
         limit_reached: Callable[[Any, int], None] | None = None,
         wall_ms: Callable[[], int] | None = None,
+        timed: dict[str, tuple[int, float]] | None = None,
     ) -> None:
         self._append_to = acc.append_to
         self._sticky = sticky
@@ -242,6 +249,7 @@ class PyAppender:
         self._sticky_nulls = sticky_nulls
         self._limit_reached = limit_reached
         self._wall_ms = wall_ms or _wall_ms
+        self._timed = timed
         self.open = True
         self.enabled = True
 
@@ -263,10 +271,20 @@ class PyAppender:
                 size += len(key)
                 if self._hashed is not None:
                     p = self._hashed(key, n)
+            timed = self._timed
+            if p is None and timed is not None and not key:
+                kept = timed.get(topic)
+                if kept is not None and kept[0] < n and time.monotonic() < kept[1]:
+                    p = kept[0]
             if p is None:
-                p = self._pick(topic, key, n)
-                if p is None or len(slots) != n:
+                picked = self._pick(topic, key, n)
+                if isinstance(picked, tuple):
+                    if timed is not None:
+                        timed[topic] = picked
+                    picked = picked[0]
+                if picked is None or len(slots) != n:
                     return True
+                p = picked
             batch = slots[p]
         else:
             return False

@@ -141,6 +141,9 @@ class MetadataCache:
         #: Called with a topic's name when its partition count changes (the topic
         #: appears, grows, or goes): for caches indexed by partition.
         self.resize_listeners: list[Callable[[str], None]] = []
+        # Called after every update (the producer's per-record path drops the
+        # timed sticky partitions it keeps: their availability may have changed).
+        self.update_listeners: list[Callable[[], None]] = []
         self.want_all = False
         #: ``version`` of the last applied response that listed every topic (0: none).
         self.all_topics_version = 0
@@ -322,6 +325,8 @@ class MetadataCache:
             for name in before.keys() | after.keys():
                 if before.get(name) != after.get(name):
                     self._resized(name)
+        for listener in self.update_listeners:
+            listener()
 
     def _resized(self, name: str) -> None:
         for listener in self.resize_listeners:

@@ -320,6 +320,17 @@ class Partitioner:
         cands = _candidates(num_partitions, available)
         return cands[self._rng.randrange(len(cands))]
 
+    def sticky_until(self, topic: str) -> float | None:
+        """When the timed sticky partition of ``topic`` (librdkafka's linger) is
+        drawn again, on ``time.monotonic()``'s clock: the producer's per-record
+        path keeps the partition until then (and until the metadata changes,
+        when this partitioner would check its availability again). None when
+        there is none, or when the partitioner runs on a clock of its own."""
+        if self._clock is not time.monotonic:
+            return None
+        current = self._timed.get(topic)
+        return None if current is None else current[1]
+
     def on_new_batch(
         self, topic: str, prev_partition: int, num_partitions: int, available: Sequence[int]
     ) -> None:

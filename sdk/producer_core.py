@@ -260,6 +260,10 @@ class ProducerCore:
         # topic, the batches indexed by partition (dropped when the count changes).
         self._keyed_batches: dict[str, list[ProducerBatch | None]] = {}
         metadata.resize_listeners.append(self.forget_keyed_batches)
+        # librdkafka's timed sticky partition per topic, as the per-record path
+        # keeps it: (partition, until), dropped whenever the metadata changes.
+        self._timed_partitions: dict[str, tuple[int, float]] = {}
+        metadata.update_listeners.append(self._timed_partitions.clear)
         named = isinstance(config.partitioner, str) and info is not None  # not a callable
         slots = named and self._raw_keys and info.null_keys != "roundrobin"  # type: ignore[union-attr]
         # Interceptors (and spans) see every record in send(): none takes the hot path.
@@ -346,19 +350,28 @@ class ProducerCore:
             self._keys,
             self._sticky and self.hot_path,
             limit_reached,
+            timed=self._timed_partitions,
         )
         # Takes records under the hot path, until closed or failed: one test per record.
         appender.open = self.hot_path and not self.closed and self.fatal is None
         self._appenders.append(appender)
         return appender
 
-    def _hot_pick(self, topic: str, key: bytes | None, n: int) -> int | None:
+    def _hot_pick(self, topic: str, key: bytes | None, n: int) -> int | tuple[int, float] | None:
         """The appender's partition for a record it does not hash (``n``: the
-        length of the batches it keeps for ``topic``); None without metadata."""
+        length of the batches it keeps for ``topic``); None without metadata.
+        A key-less (or empty-keyed) record's timed sticky partition comes with
+        the time it is drawn again, ``(partition, until)``: the appender keeps it
+        until then, or until the metadata changes."""
         info = self.metadata.topics.get(topic)
         if info is None:
             return None
-        return self.pick(topic, key, n, info)[0]
+        p = self.pick(topic, key, n, info)[0]
+        if not key:
+            until = self._partitioner.sticky_until(topic)
+            if until is not None:
+                return p, until
+        return p
 
     def pick(
         self, topic: str, key_bytes: bytes | None, n: int, info: Any, partition: int | None = None

@@ -14,7 +14,10 @@ Rules:
   its first record queues the whole group for ``poll()`` once the batch is
   done (a record whose batch is not known when ``produce()`` returns is a
   group of its own). Groups are served in the order their batches finish, so
-  a slow partition holds up no other's reports, as librdkafka's.
+  a slow partition holds up no other's reports, as librdkafka's. A group
+  counts its records (``len()``) and keeps an entry only for a record with a
+  report to serve: a record without one costs nothing more per record than
+  the blocking producer's ``send`` (the core's one C call, :mod:`trafka.sdk.hot_append`).
 * Keys hash as librdkafka's (``partitioner`` ``consistent_random``) unless
   the configuration says otherwise, so records land where confluent-kafka put
   them.
@@ -46,6 +49,17 @@ __all__ = ["Producer"]
 _REPORTS = ("on_delivery", "dr_cb", "dr_msg_cb")
 
 
+class _Group:
+    """The records produced into one batch of trafka's producer, served together:
+    how many, and what the reports of those that asked for one need."""
+
+    __slots__ = ("records", "reports")
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.reports: list[tuple[Any, ...]] = []
+
+
 def _bytes(name: str, value: Any) -> bytes | None:
     if value is None or isinstance(value, bytes):
         return value
@@ -72,12 +86,13 @@ class Producer:
         self._unserved = 0  # produced, report not served yet
         self._lock = threading.Lock()
         # The group of records in the batch the last record went into.
-        self._group: list[tuple[Any, ...]] | None = None
+        self._group: _Group | None = None
         self._batch: Any = None
         try:
             self._producer = _Producer(translate_config(conf, self._served))
         except Exception as exc:
             raise KafkaException(error_of(exc)) from None
+        self._send = self._producer.send
         self._finalizer = weakref.finalize(self, _close_aside, self._producer)
         self._finalizer.atexit = False
 
@@ -100,46 +115,60 @@ class Producer:
             KafkaException: the record was refused (``_INVALID_ARG``...).
         """
         report = on_delivery or callback or self._report
-        value_bytes = _bytes("value", value)
-        key_bytes = _bytes("key", key)
-        with self._lock:
-            if self._max and self._unserved >= self._max:
-                raise BufferError(KafkaError(internal("_QUEUE_FULL"), "Local: Queue full"))
-            self._unserved += 1
+        if value is not None and type(value) is not bytes:
+            value = _bytes("value", value)
+        if key is not None and type(key) is not bytes:
+            key = _bytes("key", key)
+        lock = self._lock
+        lock.acquire()
+        if self._max and self._unserved >= self._max:
+            lock.release()
+            raise BufferError(KafkaError(internal("_QUEUE_FULL"), "Local: Queue full"))
+        self._unserved += 1
+        lock.release()
         try:
-            future = self._producer.send(
-                topic,
-                value_bytes,
-                key_bytes,
-                partition=None if partition < 0 else partition,
-                headers=headers,
-                timestamp_ms=timestamp or None,
-            )
+            if partition < 0 and headers is None and not timestamp:
+                future = self._send(topic, value, key)  # the blocking producer's fast path
+            else:
+                future = self._send(
+                    topic,
+                    value,
+                    key,
+                    partition=None if partition < 0 else partition,
+                    headers=headers,
+                    timestamp_ms=timestamp or None,
+                )
         except Exception as exc:
-            with self._lock:
+            with lock:
                 self._unserved -= 1
             raise KafkaException(error_of(exc)) from None
-        entry = (future, report, topic, partition, key_bytes, value_bytes, headers)
-        handle = future.record_handle()
-        batch = None if handle is None else handle.batch
-        with self._lock:
-            group = self._group
-            if group is not None and batch is not None and batch is self._batch:
-                group.append(entry)  # served with its batch's group
-                return
-            group = self._group = [entry]
+        # The record joins the group of its batch (the batch the last record went
+        # into, when it is the same), served once the batch is done; a record
+        # whose batch is not known yet (queued for the loop) is a group of its own.
+        batch = future.batch
+        lock.acquire()
+        group = self._group
+        if group is None or batch is None or batch is not self._batch:
+            group = self._group = _Group()
             self._batch = batch
-        future.add_done_callback(lambda _: self._served.put(self._deliver, group))
+            first = True
+        else:
+            first = False
+        group.records += 1
+        if report is not None:  # what the report needs, kept only for a report
+            group.reports.append((future, report, topic, partition, key, value, headers))
+        lock.release()
+        if first:
+            future.add_done_callback(lambda _: self._served.put(self._deliver, group))
 
-    def _deliver(self, group: list[tuple[Any, ...]]) -> None:
+    def _deliver(self, group: _Group) -> None:
         """Serve the reports of a group whose batch is done."""
         with self._lock:
             if group is self._group:  # no record joins it any more
                 self._group = self._batch = None
-            self._unserved -= len(group)
-        for entry in group:
-            if entry[1] is not None:  # a record without a report needs nothing more
-                self._report_one(*entry)
+            self._unserved -= group.records
+        for entry in group.reports:
+            self._report_one(*entry)
 
     def _report_one(
         self,
