@@ -768,6 +768,236 @@ static PyTypeObject Appender_Type = {
     .tp_members = appender_members,
 };
 
+/* -- the blocking front ------------------------------------------------------------------- */
+
+/*
+ * Front.send(topic, value=None, key=None) is trafka.sdk.blocking.Producer.send for a
+ * record given nothing else, in one call: the loop's lock taken without waiting,
+ * the appender's take() while the loop waits for I/O, the loop's turn given when it
+ * asks, the sender woken once a batch is full. Whatever it does not finish goes to
+ * the producer's Python code, which is the reference: a call with any other
+ * argument, a lock the loop holds, records queued or a close begun (all to `slow`,
+ * the Python send), and a record take() did not take (to `general`).
+ */
+typedef struct {
+    PyObject_HEAD
+    Appender *appender;
+    PyObject *acquire;   /* the loop lock's lock.acquire */
+    PyObject *release;   /* its release */
+    PyObject *loop_lock; /* .wanted: the loop waits for the lock */
+    PyObject *owner;     /* ._draining: records are queued for the loop */
+    PyObject *portal;    /* .closing */
+    PyObject *slow;      /* the Python send */
+    PyObject *general;   /* (topic, value, key, None, None, None, taken) */
+    PyObject *wake;      /* () : a batch is full */
+    PyObject *give_turn; /* () -> event, with the lock held: the loop's turn */
+    PyObject *wait_turn; /* (event) */
+} Front;
+
+static PyObject *s_draining, *s_closing, *s_wanted;
+
+static int
+front_traverse(Front *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->appender);
+    Py_VISIT(self->acquire);
+    Py_VISIT(self->release);
+    Py_VISIT(self->loop_lock);
+    Py_VISIT(self->owner);
+    Py_VISIT(self->portal);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->general);
+    Py_VISIT(self->wake);
+    Py_VISIT(self->give_turn);
+    Py_VISIT(self->wait_turn);
+    return 0;
+}
+
+static int
+front_clear(Front *self)
+{
+    Py_CLEAR(self->appender);
+    Py_CLEAR(self->acquire);
+    Py_CLEAR(self->release);
+    Py_CLEAR(self->loop_lock);
+    Py_CLEAR(self->owner);
+    Py_CLEAR(self->portal);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->general);
+    Py_CLEAR(self->wake);
+    Py_CLEAR(self->give_turn);
+    Py_CLEAR(self->wait_turn);
+    return 0;
+}
+
+static void
+front_dealloc(Front *self)
+{
+    PyObject_GC_UnTrack(self);
+    front_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+front_init(Front *self, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"appender", "lock", "loop_lock", "owner", "portal", "slow",
+                            "general", "wake", "give_turn", "wait_turn", NULL};
+    PyObject *appender, *lock, *loop_lock, *owner, *portal, *slow, *general, *wake, *give_turn,
+        *wait_turn;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOOOOOOOO:Front", names, &Appender_Type,
+                                     &appender, &lock, &loop_lock, &owner, &portal, &slow,
+                                     &general, &wake, &give_turn, &wait_turn)) {
+        return -1;
+    }
+    PyObject *acquire = PyObject_GetAttrString(lock, "acquire");
+    if (acquire == NULL) {
+        return -1;
+    }
+    PyObject *release = PyObject_GetAttrString(lock, "release");
+    if (release == NULL) {
+        Py_DECREF(acquire);
+        return -1;
+    }
+    front_clear(self);
+    self->acquire = acquire;
+    self->release = release;
+    Py_INCREF(appender);
+    self->appender = (Appender *)appender;
+    PyObject **slots[] = {&self->loop_lock, &self->owner,   &self->portal,    &self->slow,
+                          &self->general,   &self->wake,    &self->give_turn, &self->wait_turn};
+    PyObject *given[] = {loop_lock, owner, portal, slow, general, wake, give_turn, wait_turn};
+    for (int i = 0; i < 8; i++) {
+        Py_INCREF(given[i]);
+        *slots[i] = given[i];
+    }
+    return 0;
+}
+
+/* Whether obj.name is true: 1, 0, or -1 with an exception set. */
+static int
+attr_true(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) {
+        return -1;
+    }
+    int t = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return t;
+}
+
+static int
+unlock(Front *self)
+{
+    PyObject *r = PyObject_CallNoArgs(self->release);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+PyDoc_STRVAR(front_send_doc,
+"send(topic, value=None, key=None, **kwargs) -> SendFuture\n\n"
+"The blocking producer's send (see the Front type's comment).");
+
+static PyObject *
+front_send(Front *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames)) || nargs < 1 || nargs > 3) {
+        return PyObject_Vectorcall(self->slow, args, nargs, kwnames);
+    }
+    PyObject *topic = args[0];
+    PyObject *value = nargs > 1 ? args[1] : Py_None;
+    PyObject *key = nargs > 2 ? args[2] : Py_None;
+    PyObject *no = Py_False;
+    PyObject *got = PyObject_Vectorcall(self->acquire, &no, 1, NULL);
+    if (got == NULL) {
+        return NULL;
+    }
+    int locked = got == Py_True;
+    Py_DECREF(got);
+    if (!locked) { /* the loop runs (or this is its thread): the Python send waits */
+        return PyObject_Vectorcall(self->slow, args, nargs, NULL);
+    }
+    int queued = attr_true(self->owner, s_draining);
+    int closing = queued ? queued : attr_true(self->portal, s_closing);
+    PyObject *taken = NULL;
+    if (queued == 0 && closing == 0) {
+        taken = do_append(self->appender, topic, value, key);
+        if (taken != NULL && !PyBool_Check(taken)) {
+            taken = handle_of(self->appender, taken);
+        }
+    }
+    else if (queued >= 0 && closing >= 0) {
+        taken = Py_False; /* records go behind the queued ones: the general path */
+        Py_INCREF(taken);
+    }
+    PyObject *turn = NULL;
+    if (taken != NULL) {
+        int wanted = attr_true(self->loop_lock, s_wanted);
+        if (wanted > 0) {
+            turn = PyObject_CallNoArgs(self->give_turn);
+        }
+        if (wanted < 0 || (wanted > 0 && turn == NULL)) {
+            Py_CLEAR(taken);
+        }
+    }
+    if (unlock(self) < 0) {
+        Py_XDECREF(taken);
+        Py_XDECREF(turn);
+        return NULL;
+    }
+    if (turn != NULL) {
+        PyObject *r = PyObject_CallOneArg(self->wait_turn, turn);
+        Py_DECREF(turn);
+        if (r == NULL) {
+            Py_XDECREF(taken);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    if (taken == NULL) {
+        return NULL;
+    }
+    if (PyBool_Check(taken)) {
+        PyObject *gargs[7] = {topic, value, key, Py_None, Py_None, Py_None, taken};
+        PyObject *future = PyObject_Vectorcall(self->general, gargs, 7, NULL);
+        Py_DECREF(taken);
+        return future;
+    }
+    if (((BatchBase *)((HandleBase *)taken)->batch)->full) { /* once per batch */
+        PyObject *r = PyObject_CallNoArgs(self->wake);
+        if (r == NULL) {
+            Py_DECREF(taken);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    return taken;
+}
+
+static PyMethodDef front_methods[] = {
+    {"send", (PyCFunction)(void (*)(void))front_send, METH_FASTCALL | METH_KEYWORDS,
+     front_send_doc},
+    {NULL},
+};
+
+static PyTypeObject Front_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "trafka.sdk._hot_append.Front",
+    .tp_doc = "The blocking producer's send for a record given nothing else, in one call.",
+    .tp_basicsize = sizeof(Front),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)front_init,
+    .tp_traverse = (traverseproc)front_traverse,
+    .tp_clear = (inquiry)front_clear,
+    .tp_dealloc = (destructor)front_dealloc,
+    .tp_methods = front_methods,
+};
+
 /* -- module ------------------------------------------------------------------------------- */
 
 static struct PyModuleDef hot_append_module = {
@@ -781,9 +1011,15 @@ PyMODINIT_FUNC
 PyInit__hot_append(void)
 {
     PyTypeObject *types[] = {&BatchBase_Type, &HandleBase_Type, &AccumulatorBase_Type,
-                             &Appender_Type};
-    const char *names[] = {"BatchBase", "HandleBase", "AccumulatorBase", "Appender"};
-    for (int i = 0; i < 4; i++) {
+                             &Appender_Type, &Front_Type};
+    const char *names[] = {"BatchBase", "HandleBase", "AccumulatorBase", "Appender", "Front"};
+    s_draining = PyUnicode_InternFromString("_draining");
+    s_closing = PyUnicode_InternFromString("closing");
+    s_wanted = PyUnicode_InternFromString("wanted");
+    if (s_draining == NULL || s_closing == NULL || s_wanted == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < 5; i++) {
         if (PyType_Ready(types[i]) < 0) {
             return NULL;
         }
@@ -796,7 +1032,7 @@ PyInit__hot_append(void)
     if (m == NULL) {
         return NULL;
     }
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(types[i]);
