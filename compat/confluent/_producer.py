@@ -53,9 +53,10 @@ class _Group:
     """The records produced into one batch of trafka's producer, served together:
     how many, and what the reports of those that asked for one need."""
 
-    __slots__ = ("records", "reports")
+    __slots__ = ("batch", "records", "reports")
 
-    def __init__(self) -> None:
+    def __init__(self, batch: Any) -> None:
+        self.batch = batch
         self.records = 0
         self.reports: list[tuple[Any, ...]] = []
 
@@ -85,9 +86,8 @@ class Producer:
         conf.setdefault("partitioner", "consistent_random")
         self._unserved = 0  # produced, report not served yet
         self._lock = threading.Lock()
-        # The group of records in the batch the last record went into.
-        self._group: _Group | None = None
-        self._batch: Any = None
+        # The group of each batch that records went into, until it is served.
+        self._groups: dict[Any, _Group] = {}
         try:
             self._producer = _Producer(translate_config(conf, self._served))
         except Exception as exc:
@@ -142,18 +142,17 @@ class Producer:
             with lock:
                 self._unserved -= 1
             raise KafkaException(error_of(exc)) from None
-        # The record joins the group of its batch (the batch the last record went
-        # into, when it is the same), served once the batch is done; a record
-        # whose batch is not known yet (queued for the loop) is a group of its own.
+        # The record joins the group of its batch, served once the batch is done;
+        # a record whose batch is not known yet (queued for the loop) is a group
+        # of its own.
         batch = future.batch
         lock.acquire()
-        group = self._group
-        if group is None or batch is None or batch is not self._batch:
-            group = self._group = _Group()
-            self._batch = batch
-            first = True
-        else:
-            first = False
+        group = None if batch is None else self._groups.get(batch)
+        first = group is None
+        if group is None:
+            group = _Group(batch)
+            if batch is not None:
+                self._groups[batch] = group
         group.records += 1
         if report is not None:  # what the report needs, kept only for a report
             group.reports.append((future, report, topic, partition, key, value, headers))
@@ -164,8 +163,8 @@ class Producer:
     def _deliver(self, group: _Group) -> None:
         """Serve the reports of a group whose batch is done."""
         with self._lock:
-            if group is self._group:  # no record joins it any more
-                self._group = self._batch = None
+            if group.batch is not None:  # no record joins it any more
+                self._groups.pop(group.batch, None)
             self._unserved -= group.records
         for entry in group.reports:
             self._report_one(*entry)
