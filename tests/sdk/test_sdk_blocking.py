@@ -927,3 +927,50 @@ def test_a_script_that_never_closes_its_clients_ends_and_loses_nothing(
     assert values == sorted(b"forgotten-%d" % i for i in range(200))
     with Admin(bootstrap_servers=bs) as admin:
         assert admin.list_consumer_group_offsets(group) == {TopicPartition(source, 0): 5}
+
+
+def test_send_hands_what_its_c_call_does_not_finish_to_the_python_send(
+    broker: RunningBroker,
+) -> None:
+    # send() of a record given nothing else is one C call where the extension is
+    # built (trafka.sdk.hot_append's Front); any other call, a lock the loop holds
+    # and records queued go to the Python send, its reference. Whichever took a
+    # record, the future tells where it is, and the log agrees, in order.
+    from trafka.sdk import hot_append
+
+    bs = broker.bootstrap_servers
+    topic = _topic(bs, 1)
+    with Producer(bootstrap_servers=bs, linger_ms=5) as producer:
+        producer.partitions_for(topic)
+        if hot_append.accelerated is not None:
+            assert type(producer.send).__name__ == "builtin_function_or_method"
+        futures = [producer.send(topic, b"c-0")]  # opens the batch
+        futures.append(producer.send(topic, b"c-1"))  # into it
+        futures.append(producer.send(topic, value=b"kw-2"))  # by name: the Python send
+        futures.append(producer.send(topic, b"h-3", headers=[("h", b"v")]))  # queued
+        futures.append(producer.send(topic, b"c-4"))  # behind the queued one
+        # The loop's lock held by another thread: the C call cannot take it and
+        # hands the record over, which waits for the lock.
+        lock = producer._loop_lock.lock
+        held = threading.Event()
+        release = threading.Event()
+
+        def hold() -> None:
+            with lock:
+                held.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert held.wait(10)
+        sender = threading.Thread(target=lambda: futures.append(producer.send(topic, b"c-5")))
+        sender.start()
+        release.set()
+        sender.join(10)
+        holder.join(10)
+        assert len(futures) == 6
+        producer.flush()
+    offsets = [f.result(timeout=0).offset for f in futures]
+    log = {offset: value for _, offset, value in _read_all(bs, topic)}
+    assert [log[o] for o in offsets] == [b"c-0", b"c-1", b"kw-2", b"h-3", b"c-4", b"c-5"]
+    assert offsets == sorted(offsets)
