@@ -945,8 +945,18 @@ front_send(Front *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
             Py_CLEAR(taken);
         }
     }
+    if (taken == NULL) { /* an error is set: the lock is released all the same */
+        PyObject *type, *exc, *tb;
+        PyErr_Fetch(&type, &exc, &tb);
+        if (unlock(self) < 0) {
+            PyErr_Clear(); /* the first error is the one to tell */
+        }
+        PyErr_Restore(type, exc, tb);
+        Py_XDECREF(turn);
+        return NULL;
+    }
     if (unlock(self) < 0) {
-        Py_XDECREF(taken);
+        Py_DECREF(taken);
         Py_XDECREF(turn);
         return NULL;
     }
@@ -998,6 +1008,404 @@ static PyTypeObject Front_Type = {
     .tp_methods = front_methods,
 };
 
+/* -- confluent-kafka's produce ------------------------------------------------------------ */
+
+/*
+ * GroupedSend.produce(topic, value=None, key=None, partition=-1, on_delivery=None,
+ * timestamp=0, headers=None, callback=None) is confluent-kafka's Producer.produce over
+ * a send (the blocking producer's): a record is counted until the delivery reports of
+ * its batch are served (len() = produced - served, bounded by `max`:
+ * queue.buffering.max.messages), and joins its batch's group in `groups` (batch ->
+ * [batch, records, reports], join_group: the records counted, and what a record's report
+ * needs kept only for a record with one); the first record of a group hands it to
+ * first(future, group), which has it served once the batch is done. A call with a partition, a timestamp, headers, or a key or value other than
+ * bytes or None, a full buffer and a failed send go to the Python produce (`slow`,
+ * the reference), `failed` (which raises the error as the drop-in's).
+ *
+ * The counts and groups are changed only here, without a lock: with the GIL held and
+ * no Python code run between reading and writing them, each change is atomic for the
+ * Python code that shares them (the delivery removes a group from `groups` before it
+ * reads its count, so no record joins it after). reserve(), unreserve() and join()
+ * are the same changes for the Python produce. Builds without a GIL are
+ * not supported (this module declares no free-threading support).
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *send;       /* (topic, value, key) -> future (a HandleBase) */
+    PyObject *groups;     /* dict: batch -> group */
+    PyObject *first;      /* (future, group) */
+    PyObject *slow;       /* the Python produce */
+    PyObject *failed;     /* (exception): raises the drop-in's error */
+    PyObject *report;     /* the configuration's delivery report, or NULL */
+    Py_ssize_t produced;
+    Py_ssize_t served;
+    Py_ssize_t max;
+} GroupedSend;
+
+static PyObject *minus_one;
+
+static int
+grouped_traverse(GroupedSend *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->send);
+    Py_VISIT(self->groups);
+    Py_VISIT(self->first);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->failed);
+    Py_VISIT(self->report);
+    return 0;
+}
+
+static int
+grouped_clear(GroupedSend *self)
+{
+    Py_CLEAR(self->send);
+    Py_CLEAR(self->groups);
+    Py_CLEAR(self->first);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->failed);
+    Py_CLEAR(self->report);
+    return 0;
+}
+
+static void
+grouped_dealloc(GroupedSend *self)
+{
+    PyObject_GC_UnTrack(self);
+    grouped_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+grouped_init(GroupedSend *self, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"send", "groups", "first", "slow", "failed", "report", "max", NULL};
+    PyObject *send, *groups, *first, *slow, *failed, *report;
+    Py_ssize_t max;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO!OOOOn:GroupedSend", names, &send,
+                                     &PyDict_Type, &groups, &first, &slow, &failed, &report,
+                                     &max)) {
+        return -1;
+    }
+    grouped_clear(self);
+    PyObject **slots[] = {&self->send, &self->groups, &self->first, &self->slow, &self->failed};
+    PyObject *given[] = {send, groups, first, slow, failed};
+    for (int i = 0; i < 5; i++) {
+        Py_INCREF(given[i]);
+        *slots[i] = given[i];
+    }
+    if (report != Py_None) {
+        Py_INCREF(report);
+        self->report = report;
+    }
+    self->max = max;
+    return 0;
+}
+
+/* produce()'s arguments by position or name, NULL where not given; -1 on misuse. */
+static int
+produce_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **got)
+{
+    static const char *const names[8] = {"topic",       "value",     "key",     "partition",
+                                         "on_delivery", "timestamp", "headers", "callback"};
+    for (int i = 0; i < 8; i++) {
+        got[i] = NULL;
+    }
+    if (nargs > 8) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        got[i] = args[i];
+    }
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *kw = PyTuple_GET_ITEM(kwnames, i);
+        int j = 0;
+        while (j < 8 && PyUnicode_CompareWithASCIIString(kw, names[j]) != 0) {
+            j++;
+        }
+        if (j == 8 || got[j] != NULL) {
+            return -1;
+        }
+        got[j] = args[nargs + i];
+    }
+    return got[0] == NULL ? -1 : 0;
+}
+
+static int
+is_bytes_or_none(PyObject *v)
+{
+    return v == NULL || v == Py_None || PyBytes_CheckExact(v);
+}
+
+/* Whether v is absent or the int 0 / None (timestamp), or a negative int (partition). */
+static int
+no_timestamp(PyObject *v)
+{
+    if (v == NULL || v == Py_None) {
+        return 1;
+    }
+    if (!PyLong_CheckExact(v)) {
+        return 0;
+    }
+    int overflow = 0;
+    long t = PyLong_AsLongAndOverflow(v, &overflow);
+    return overflow == 0 && t == 0;
+}
+
+static int
+no_partition(PyObject *v)
+{
+    if (v == NULL) {
+        return 1;
+    }
+    if (!PyLong_CheckExact(v)) {
+        return 0;
+    }
+    int overflow = 0;
+    long p = PyLong_AsLongAndOverflow(v, &overflow);
+    return overflow == 0 && p < 0;
+}
+
+/* The first truthy of on_delivery, callback and the configuration's report: a new
+ * reference, NULL for none (-1 on an error). */
+static int
+report_of(GroupedSend *self, PyObject *on_delivery, PyObject *callback, PyObject **out)
+{
+    PyObject *given[2] = {on_delivery, callback};
+    for (int i = 0; i < 2; i++) {
+        if (given[i] != NULL) {
+            int t = PyObject_IsTrue(given[i]);
+            if (t < 0) {
+                return -1;
+            }
+            if (t) {
+                Py_INCREF(given[i]);
+                *out = given[i];
+                return 0;
+            }
+        }
+    }
+    *out = self->report;
+    Py_XINCREF(*out);
+    return 0;
+}
+
+/* The record of `future` joins its batch's group ([batch, records, reports]: a list
+ * made and changed only here, so that each change is atomic), with `entry` (its
+ * report's, or NULL) in reports: the group, new, when the record is its first (the
+ * caller has it served once the batch is done), else None (new references); NULL
+ * with an exception set. */
+static PyObject *
+join_group(GroupedSend *self, PyObject *future, PyObject *entry)
+{
+    PyObject *batch = PyObject_TypeCheck(future, &HandleBase_Type) ? ((HandleBase *)future)->batch
+                                                                   : NULL;
+    if (batch == NULL) {
+        batch = Py_None; /* queued for the loop: a group of its own */
+    }
+    PyObject *group = NULL;
+    if (batch != Py_None) {
+        group = PyDict_GetItemWithError(self->groups, batch);
+        if (group == NULL && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    int first = group == NULL;
+    if (first) {
+        PyObject *reports = PyList_New(0);
+        if (reports == NULL) {
+            return NULL;
+        }
+        group = PyList_New(3);
+        if (group == NULL) {
+            Py_DECREF(reports);
+            return NULL;
+        }
+        Py_INCREF(batch);
+        PyList_SET_ITEM(group, 0, batch);
+        PyList_SET_ITEM(group, 1, PyLong_FromLong(0));
+        PyList_SET_ITEM(group, 2, reports);
+        if (PyList_GET_ITEM(group, 1) == NULL ||
+            (batch != Py_None && PyDict_SetItem(self->groups, batch, group) < 0)) {
+            Py_DECREF(group);
+            return NULL;
+        }
+    }
+    else {
+        Py_INCREF(group);
+    }
+    if (!PyList_CheckExact(group) || PyList_GET_SIZE(group) != 3) {
+        Py_DECREF(group);
+        PyErr_SetString(PyExc_TypeError, "a group is a list [batch, records, reports]");
+        return NULL;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(PyList_GET_ITEM(group, 1));
+    PyObject *count = n == -1 && PyErr_Occurred() ? NULL : PyLong_FromSsize_t(n + 1);
+    if (count == NULL) {
+        Py_DECREF(group);
+        return NULL;
+    }
+    PyList_SetItem(group, 1, count); /* steals count */
+    if (entry != NULL && PyList_Append(PyList_GET_ITEM(group, 2), entry) < 0) {
+        /* (MemoryError) counted without its report: take the count back */
+        PyList_SetItem(group, 1, PyLong_FromSsize_t(n));
+        Py_DECREF(group);
+        return NULL;
+    }
+    if (first) {
+        return group;
+    }
+    Py_DECREF(group);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(join_doc,
+"join(future, entry, /) -> group | None\n\n"
+"The record of future joins its batch's group [batch, records, reports] (entry, its\n"
+"report's or None, appended to reports): the group when the record is its first.");
+
+static PyObject *
+grouped_join(GroupedSend *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "join() takes a future and an entry");
+        return NULL;
+    }
+    return join_group(self, args[0], args[1] == Py_None ? NULL : args[1]);
+}
+
+PyDoc_STRVAR(produce_doc,
+"produce(topic, value=None, key=None, partition=-1, on_delivery=None, timestamp=0,\n"
+"        headers=None, callback=None) -> None\n\n"
+"confluent-kafka's Producer.produce (see the GroupedSend type's comment).");
+
+static PyObject *
+grouped_produce(GroupedSend *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *a[8];
+    if (produce_args(args, nargs, kwnames, a) < 0 || !is_bytes_or_none(a[1]) ||
+        !is_bytes_or_none(a[2]) || !no_partition(a[3]) || !no_timestamp(a[5]) ||
+        !(a[6] == NULL || a[6] == Py_None) ||
+        (self->max && self->produced - self->served >= self->max)) {
+        return PyObject_Vectorcall(self->slow, args, nargs, kwnames);
+    }
+    PyObject *topic = a[0];
+    PyObject *value = a[1] == NULL ? Py_None : a[1];
+    PyObject *key = a[2] == NULL ? Py_None : a[2];
+    PyObject *report;
+    if (report_of(self, a[4], a[7], &report) < 0) {
+        return NULL;
+    }
+    self->produced++;
+    PyObject *sargs[3] = {topic, value, key};
+    PyObject *future = PyObject_Vectorcall(self->send, sargs, 3, NULL);
+    if (future == NULL) {
+        Py_XDECREF(report);
+        PyObject *type, *exc, *tb;
+        PyErr_Fetch(&type, &exc, &tb);
+        PyErr_NormalizeException(&type, &exc, &tb);
+        if (tb != NULL && exc != NULL) {
+            PyException_SetTraceback(exc, tb);
+        }
+        PyObject *r = exc == NULL ? NULL : PyObject_CallOneArg(self->failed, exc);
+        Py_XDECREF(type);
+        Py_XDECREF(exc);
+        Py_XDECREF(tb);
+        if (r != NULL) { /* failed() must raise */
+            Py_DECREF(r);
+            PyErr_SetString(PyExc_SystemError, "failed() returned");
+        }
+        return NULL;
+    }
+    PyObject *entry = NULL;
+    if (report != NULL) { /* what the report needs, kept only for a report */
+        PyObject *partition = a[3] == NULL ? minus_one : a[3];
+        PyObject *headers = a[6] == NULL ? Py_None : a[6];
+        entry = PyTuple_Pack(7, future, report, topic, partition, key, value, headers);
+        Py_DECREF(report);
+        if (entry == NULL) {
+            self->produced--; /* (MemoryError) in no group: not counted */
+            Py_DECREF(future);
+            return NULL;
+        }
+    }
+    PyObject *group = join_group(self, future, entry);
+    Py_XDECREF(entry);
+    if (group == NULL) {
+        self->produced--;
+        Py_DECREF(future);
+        return NULL;
+    }
+    if (group != Py_None) { /* the group's first record */
+        PyObject *fargs[2] = {future, group};
+        PyObject *r = PyObject_Vectorcall(self->first, fargs, 2, NULL);
+        Py_DECREF(group);
+        Py_DECREF(future);
+        if (r == NULL) {
+            return NULL;
+        }
+        Py_DECREF(r);
+        Py_RETURN_NONE;
+    }
+    Py_DECREF(group);
+    Py_DECREF(future);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(reserve_doc,
+"reserve() -> bool\n\nCount one more record produced, unless max are awaiting their report.");
+
+static PyObject *
+grouped_reserve(GroupedSend *self, PyObject *unused)
+{
+    if (self->max && self->produced - self->served >= self->max) {
+        Py_RETURN_FALSE;
+    }
+    self->produced++;
+    Py_RETURN_TRUE;
+}
+
+PyDoc_STRVAR(unreserve_doc, "unreserve() -> None\n\nA record reserve() counted was not produced.");
+
+static PyObject *
+grouped_unreserve(GroupedSend *self, PyObject *unused)
+{
+    self->produced--;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef grouped_methods[] = {
+    {"produce", (PyCFunction)(void (*)(void))grouped_produce, METH_FASTCALL | METH_KEYWORDS,
+     produce_doc},
+    {"reserve", (PyCFunction)grouped_reserve, METH_NOARGS, reserve_doc},
+    {"join", (PyCFunction)(void (*)(void))grouped_join, METH_FASTCALL, join_doc},
+    {"unreserve", (PyCFunction)grouped_unreserve, METH_NOARGS, unreserve_doc},
+    {NULL},
+};
+
+static PyMemberDef grouped_members[] = {
+    {"produced", T_PYSSIZET, offsetof(GroupedSend, produced), 0, "records counted so far"},
+    {"served", T_PYSSIZET, offsetof(GroupedSend, served), 0, "records whose report was served"},
+    {"max", T_PYSSIZET, offsetof(GroupedSend, max), READONLY, "the bound (0: none)"},
+    {NULL},
+};
+
+static PyTypeObject GroupedSend_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "trafka.sdk._hot_append.GroupedSend",
+    .tp_doc = "confluent-kafka's produce() over a blocking send, in one call.",
+    .tp_basicsize = sizeof(GroupedSend),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)grouped_init,
+    .tp_traverse = (traverseproc)grouped_traverse,
+    .tp_clear = (inquiry)grouped_clear,
+    .tp_dealloc = (destructor)grouped_dealloc,
+    .tp_methods = grouped_methods,
+    .tp_members = grouped_members,
+};
+
 /* -- module ------------------------------------------------------------------------------- */
 
 static struct PyModuleDef hot_append_module = {
@@ -1011,15 +1419,20 @@ PyMODINIT_FUNC
 PyInit__hot_append(void)
 {
     PyTypeObject *types[] = {&BatchBase_Type, &HandleBase_Type, &AccumulatorBase_Type,
-                             &Appender_Type, &Front_Type};
-    const char *names[] = {"BatchBase", "HandleBase", "AccumulatorBase", "Appender", "Front"};
+                             &Appender_Type, &Front_Type, &GroupedSend_Type};
+    const char *names[] = {"BatchBase", "HandleBase", "AccumulatorBase",
+                           "Appender",  "Front",      "GroupedSend"};
+    minus_one = PyLong_FromLong(-1);
+    if (minus_one == NULL) {
+        return NULL;
+    }
     s_draining = PyUnicode_InternFromString("_draining");
     s_closing = PyUnicode_InternFromString("closing");
     s_wanted = PyUnicode_InternFromString("wanted");
     if (s_draining == NULL || s_closing == NULL || s_wanted == NULL) {
         return NULL;
     }
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         if (PyType_Ready(types[i]) < 0) {
             return NULL;
         }
@@ -1032,7 +1445,7 @@ PyInit__hot_append(void)
     if (m == NULL) {
         return NULL;
     }
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], (PyObject *)types[i]) < 0) {
             Py_DECREF(types[i]);

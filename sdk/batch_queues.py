@@ -76,10 +76,6 @@ class PartitionQueue:
 class BatchQueues(AccumulatorBase):
     """The batches of every partition and their outcomes (see the module doc).
 
-    The bounds every append reads (``used_memory``, and the accumulator's
-    ``buffer_memory``, ``batch_size``, ``batch_records``, ``max_records``,
-    ``closing``) are :class:`~trafka.sdk.hot_append.AccumulatorBase`'s.
-
     Args:
         delivery_timeout: ``delivery.timeout.ms`` in seconds.
         retries: how many times a batch may be retried.

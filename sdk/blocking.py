@@ -209,7 +209,7 @@ class Consumer(Forwarding, Generic[K, V]):
         self._consumer: AsyncConsumer = self._loop.client
         self._token: trio.lowlevel.TrioToken = self._loop.token
         self._clock = self._loop.clock  # read by this thread for the polls it makes itself
-        self._consumer.held_elsewhere = self._drop_going
+        self._consumer.core.held_elsewhere = self._drop_going
         if topics:
             try:
                 self.subscribe(topics, listener=listener)

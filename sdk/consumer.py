@@ -157,12 +157,6 @@ class Consumer(Hostable, Generic[K, V]):
         self._closed = False
         self._group: Any = None  # a .group.GroupDriver when subscribed with a group.id
         self._subscription = Subscription()
-        #: Set by a blocking consumer (:mod:`.blocking`): drops the records of the
-        #: partitions given that its thread took from here but has not handed
-        #: out yet, returning the first offset dropped per partition.
-        self.held_elsewhere: Callable[[set[TopicPartition]], dict[TopicPartition, int]] | None = (
-            None
-        )
         resource = {"group_id": config.group_id, "group_instance_id": config.group_instance_id}
         self._telemetry = MetricsPush(
             config, self._cluster, "consumer", resource, self.statistics, self._telemetry_samples
@@ -642,20 +636,9 @@ class Consumer(Hostable, Generic[K, V]):
         if self._cluster.auth_error is not None:
             self.data_arrived()
 
-    def on_partitions_going(self, tps: set[TopicPartition]) -> None:
-        """Called by the group driver when partitions are about to be revoked
-        (before the commit and the listener) or are lost: records of theirs a
-        blocking consumer's thread still holds are dropped and do not count as
-        consumed, so that neither that commit nor the application sees them."""
-        held = self.held_elsewhere
-        if held is not None:
-            first = held(tps)
-            if first:
-                self.core.rewind(first)
-
     def on_partitions_removed(self, tps: set[TopicPartition]) -> None:
         """Called by the group driver when partitions are revoked or lost."""
-        self.on_partitions_going(tps)
+        self.core.partitions_going(tps)
         self.core.partitions_removed(tps)
 
     def on_partitions_added(self, tps: set[TopicPartition]) -> None:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic
 
 from ._util import SchemaLoads, get_deserializer
@@ -110,6 +110,10 @@ class ConsumerCore(Generic[K, V]):
         self.stored: dict[TopicPartition, int] | None = (
             None if config.enable_auto_offset_store else {}
         )
+        #: A blocking consumer's (:mod:`.blocking`): drops what its thread holds of
+        #: those partitions, not handed out, answering the first offset dropped per one.
+        self.held_elsewhere: Callable[[set[TopicPartition]], dict[TopicPartition, int]] | None
+        self.held_elsewhere = None
 
     # -- handing records out ----------------------------------------------------------
 
@@ -406,6 +410,13 @@ class ConsumerCore(Generic[K, V]):
         assert self.stored is not None
         assigned = self.fetcher.assignment
         return {tp: offset for tp, offset in self.stored.items() if tp in assigned}
+
+    def partitions_going(self, tps: set[TopicPartition]) -> None:
+        """Partitions about to be revoked (before the commit and the listener) or
+        lost: a blocking consumer's held records of theirs (:attr:`held_elsewhere`)
+        are not consumed, so neither that commit nor the application sees them."""
+        if self.held_elsewhere is not None and (first := self.held_elsewhere(tps)):
+            self.rewind(first)
 
     def rewind(self, first: Mapping[TopicPartition, int]) -> list[TopicPartition]:
         """Records from ``first[tp]`` on were handed out but not processed (the

@@ -258,7 +258,6 @@ class GroupOwner(Protocol):
     def auto_commit_offsets(self) -> dict[TopicPartition, int]: ...
     def data_arrived(self) -> None: ...
     def on_partitions_added(self, tps: set[TopicPartition]) -> None: ...
-    def on_partitions_going(self, tps: set[TopicPartition]) -> None: ...
     def on_partitions_removed(self, tps: set[TopicPartition]) -> None: ...
 
 
@@ -528,7 +527,7 @@ class GroupDriver:
         # commits covers every record handed out, as with Java's single thread.
         fetcher = self.consumer.core.fetcher
         fetcher.pause(tps & fetcher.assignment)
-        self.consumer.on_partitions_going(tps)
+        self.consumer.core.partitions_going(tps)
         if self.config.auto_commit:
             offsets = {tp: off for tp, off in self.consumer.consumed_offsets().items() if tp in tps}
             if offsets:

@@ -17,7 +17,7 @@ Rules:
   (the sender has something to do), ``memory_freed`` (``buffer.memory`` has
   room again) and ``start_request`` (write a transaction request). They are
   called synchronously and must not block.
-* One append path. A record reaches a batch through :meth:`append_hot` (a bytes
+* One append path. A record reaches a batch through :attr:`append_hot` (a bytes
   record, no partition, headers or timestamp: straight into the batch its
   partition is filling, KIP-480's sticky batch for key-less records, the
   murmur2 partition's for keyed ones) or, when that says a batch must open,
@@ -25,7 +25,7 @@ Rules:
   opening a batch). Both end in the accumulator's
   :meth:`~trafka.sdk.accumulator.Accumulator.append_to`, the one place that
   adds a record to a batch and charges ``buffer.memory``. :meth:`append_at` is
-  also where :meth:`append_hot`'s batches come from: a batch it opens for a
+  also where :attr:`append_hot`'s batches come from: a batch it opens for a
   record without partition becomes the one its partition fills.
 * A batch the hot path keeps was opened in the current transaction, so its
   partition has joined it; the moment the transaction takes no more records
@@ -172,11 +172,12 @@ class ProducerCore:
         txn: the transaction manager (an idempotent producer's id too).
         metadata: the metadata cache.
         transactional: a ``transactional.id`` is set.
-        hot_path: :meth:`append_hot` can take records (bytes values under a
+        hot_path: :attr:`append_hot` can take records (bytes values under a
             named partitioner other than ``roundrobin``, with batches that fit every limit, and no
             interceptors).
-        appender: the per-record path (:mod:`.hot_append`), C where built;
-            :meth:`append_hot` is its ``append``.
+        appender: the per-record path (:mod:`.hot_append`, whose rules say what
+            it takes and answers), C where built.
+        append_hot: its ``append``, every producer's fast path, the one copy.
         closed: closed; nothing is appended any more.
         fatal: the error every append fails with from now on, or None.
         request_busy: a transaction request is out.
@@ -260,8 +261,7 @@ class ProducerCore:
         # topic, the batches indexed by partition (dropped when the count changes).
         self._keyed_batches: dict[str, list[ProducerBatch | None]] = {}
         metadata.resize_listeners.append(self.forget_keyed_batches)
-        # librdkafka's timed sticky partition per topic, as the per-record path
-        # keeps it: (partition, until), dropped whenever the metadata changes.
+        # librdkafka's timed sticky partitions the appenders keep: (partition, until).
         self._timed_partitions: dict[str, tuple[int, float]] = {}
         metadata.update_listeners.append(self._timed_partitions.clear)
         named = isinstance(config.partitioner, str) and info is not None  # not a callable
@@ -278,11 +278,6 @@ class ProducerCore:
         self._keys = key_mode(self._partitioner.name) if self._hot_slots else KEYS_NONE
         self._appenders: list[Any] = []
         self.appender = self.appender_for(handle_class, limit_reached)
-        #: Every producer's fast path, the one copy (:mod:`.hot_append`): a bytes
-        #: record given no partition, headers or timestamp, under :attr:`hot_path`,
-        #: appended to the batch its partition is filling. It answers the batch it
-        #: joined (as its last record); True when a batch must be opened
-        #: (:meth:`append_at`); False when the general path must take it.
         self.append_hot: Callable[[Any, Any, Any], ProducerBatch | bool] = self.appender.append
 
     # -- records --------------------------------------------------------------------------
@@ -334,11 +329,8 @@ class ProducerCore:
         handle_type: type[Any],
         limit_reached: Callable[[ProducerBatch, int], None] | None = None,
     ) -> Any:
-        """An appender (:mod:`.hot_append`) over this core's batches whose
-        ``take``/``try_send`` answer ``handle_type(batch, index)``: a front
-        with a handle of its own (the blocking producer's futures). It stops
-        taking records when the core closes or fails, as :attr:`appender` does.
-        """
+        """An appender (:mod:`.hot_append`) over this core's batches whose handles
+        are ``handle_type(batch, index)`` (a front's own); closed with the core."""
         appender = Appender(
             self.acc,
             self._sticky_batches,
@@ -352,17 +344,13 @@ class ProducerCore:
             limit_reached,
             timed=self._timed_partitions,
         )
-        # Takes records under the hot path, until closed or failed: one test per record.
         appender.open = self.hot_path and not self.closed and self.fatal is None
         self._appenders.append(appender)
         return appender
 
     def _hot_pick(self, topic: str, key: bytes | None, n: int) -> int | tuple[int, float] | None:
-        """The appender's partition for a record it does not hash (``n``: the
-        length of the batches it keeps for ``topic``); None without metadata.
-        A key-less (or empty-keyed) record's timed sticky partition comes with
-        the time it is drawn again, ``(partition, until)``: the appender keeps it
-        until then, or until the metadata changes."""
+        """The appender's pick (:class:`~.hot_append.PyAppender`): a partition of
+        ``n``, ``(partition, until)`` for a timed sticky one, None without metadata."""
         info = self.metadata.topics.get(topic)
         if info is None:
             return None
@@ -410,7 +398,7 @@ class ProducerCore:
         """Append a record to partition ``p`` of ``topic`` (``n`` partitions),
         joining ``p`` to the transaction first, or, when ``sticky`` and ``p``'s
         batch is done, to the sticky partitioner's next choice. With
-        ``remember``, the batch becomes the one :meth:`append_hot` fills for its
+        ``remember``, the batch becomes the one :attr:`append_hot` fills for its
         partition. ``now`` None: on the loop, where a partition that joins the
         transaction has its request started at once (``start_request``); given
         (the loop's clock read from another thread), that is the driver's to
@@ -467,20 +455,17 @@ class ProducerCore:
     def open_batch(
         self, topic: str, value: bytes, key: bytes | None, now: float
     ) -> tuple[RecordHandle, bool] | None:
-        """For a record :meth:`append_hot` says needs a batch opened, from a
-        thread other than the loop's while it waits: :meth:`append_at` for it
-        when that cannot wait or be refused (``now`` is the loop's clock, read
-        from the calling thread). The driver then runs :meth:`step` and wakes
-        the sender on the loop.
+        """For a record :attr:`append_hot` says needs a batch opened, from a thread
+        other than the loop's while it waits: :meth:`append_at` for it when that
+        cannot wait or be refused (``now``: the loop's clock, read from that
+        thread); the driver then runs :meth:`step` and wakes the sender.
 
         Returns:
-            The record's handle and whether its partition joined the
-            transaction now; None when the record must take the driver's
-            ``send`` (it would wait for metadata or memory, or be refused).
+            The record's handle and whether its partition joined the transaction
+            now; None when it must take the driver's ``send`` (it would wait for
+            metadata or memory, or be refused).
         """
-        if self.closed or self.fatal is not None:
-            return None
-        if self.transactional and not self.txn.sendable:
+        if self.closed or self.fatal is not None or (self.transactional and not self.txn.sendable):
             return None
         size = RECORD_OVERHEAD + len(value)
         if key is not None:

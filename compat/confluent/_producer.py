@@ -15,9 +15,13 @@ Rules:
   done (a record whose batch is not known when ``produce()`` returns is a
   group of its own). Groups are served in the order their batches finish, so
   a slow partition holds up no other's reports, as librdkafka's. A group
-  counts its records (``len()``) and keeps an entry only for a record with a
-  report to serve: a record without one costs nothing more per record than
-  the blocking producer's ``send`` (the core's one C call, :mod:`trafka.sdk.hot_append`).
+  counts its records and keeps an entry only for a record with a report to
+  serve; ``len()`` is the records produced less those whose group was served.
+  Where the C extension is built, ``produce()`` of a record given no
+  partition, timestamp or headers is one C call (``GroupedSend``, in
+  :mod:`trafka.sdk.hot_append`'s extension) over the blocking producer's
+  ``send`` (itself one C call); the Python ``produce`` is its reference and
+  takes every other call.
 * Keys hash as librdkafka's (``partitioner`` ``consistent_random``) unless
   the configuration says otherwise, so records land where confluent-kafka put
   them.
@@ -35,9 +39,11 @@ from __future__ import annotations
 
 import threading
 import time
+import types
 import weakref
-from typing import Any
+from typing import Any, NoReturn
 
+from trafka.sdk import hot_append
 from trafka.sdk.blocking import Producer as _Producer
 
 from ._callbacks import Served, translate_config
@@ -49,16 +55,44 @@ __all__ = ["Producer"]
 _REPORTS = ("on_delivery", "dr_cb", "dr_msg_cb")
 
 
-class _Group:
-    """The records produced into one batch of trafka's producer, served together:
-    how many, and what the reports of those that asked for one need."""
+class _Counts:
+    """``GroupedSend``'s counts and groups where the C extension is not built
+    (``trafka.sdk._hot_append``): the same calls, under a lock. A group is
+    ``[batch, records, reports]``."""
 
-    __slots__ = ("batch", "records", "reports")
+    __slots__ = ("_groups", "_lock", "max", "produced", "served")
 
-    def __init__(self, batch: Any) -> None:
-        self.batch = batch
-        self.records = 0
-        self.reports: list[tuple[Any, ...]] = []
+    def __init__(self, groups: dict[Any, list[Any]], max_: int) -> None:
+        self._groups = groups
+        self._lock = threading.Lock()
+        self.max = max_
+        self.produced = 0
+        self.served = 0
+
+    def reserve(self) -> bool:
+        with self._lock:
+            if self.max and self.produced - self.served >= self.max:
+                return False
+            self.produced += 1
+            return True
+
+    def unreserve(self) -> None:
+        with self._lock:
+            self.produced -= 1
+
+    def join(self, future: Any, entry: tuple[Any, ...] | None) -> list[Any] | None:
+        batch = future.batch
+        with self._lock:
+            group = None if batch is None else self._groups.get(batch)
+            first = group is None
+            if group is None:
+                group = [batch, 0, []]
+                if batch is not None:
+                    self._groups[batch] = group
+            group[1] += 1
+            if entry is not None:
+                group[2].append(entry)
+        return group if first else None
 
 
 def _bytes(name: str, value: Any) -> bytes | None:
@@ -84,15 +118,33 @@ class Producer:
         self._only_errors = str(conf.pop("delivery.report.only.error", False)).lower() == "true"
         self._max = int(conf.pop("queue.buffering.max.messages", 100_000))
         conf.setdefault("partitioner", "consistent_random")
-        self._unserved = 0  # produced, report not served yet
         self._lock = threading.Lock()
-        # The group of each batch that records went into, until it is served.
-        self._groups: dict[Any, _Group] = {}
+        # The group of each batch that records went into, until it is served:
+        # [batch, records, reports], changed only by the counts' join().
+        self._groups: dict[Any, list[Any]] = {}
         try:
             self._producer = _Producer(translate_config(conf, self._served))
         except Exception as exc:
             raise KafkaException(error_of(exc)) from None
         self._send = self._producer.send
+        C = hot_append.accelerated
+        # Records produced and served (len() is the difference), in one C call
+        # per record where the extension is built: produce() below is its
+        # reference, and takes every call the C one does not finish.
+        self._counts: Any
+        if C is not None:
+            self._counts = C.GroupedSend(
+                self._send,
+                self._groups,
+                self._first,
+                types.MethodType(Producer.produce, self),
+                self._failed,
+                self._report,
+                self._max,
+            )
+            self.produce = self._counts.produce  # type: ignore[method-assign]
+        else:
+            self._counts = _Counts(self._groups, self._max)
         self._finalizer = weakref.finalize(self, _close_aside, self._producer)
         self._finalizer.atexit = False
 
@@ -119,13 +171,8 @@ class Producer:
             value = _bytes("value", value)
         if key is not None and type(key) is not bytes:
             key = _bytes("key", key)
-        lock = self._lock
-        lock.acquire()
-        if self._max and self._unserved >= self._max:
-            lock.release()
+        if not self._counts.reserve():
             raise BufferError(KafkaError(internal("_QUEUE_FULL"), "Local: Queue full"))
-        self._unserved += 1
-        lock.release()
         try:
             if partition < 0 and headers is None and not timestamp:
                 future = self._send(topic, value, key)  # the blocking producer's fast path
@@ -139,34 +186,35 @@ class Producer:
                     timestamp_ms=timestamp or None,
                 )
         except Exception as exc:
-            with lock:
-                self._unserved -= 1
-            raise KafkaException(error_of(exc)) from None
-        # The record joins the group of its batch, served once the batch is done;
-        # a record whose batch is not known yet (queued for the loop) is a group
-        # of its own.
-        batch = future.batch
-        lock.acquire()
-        group = None if batch is None else self._groups.get(batch)
-        first = group is None
-        if group is None:
-            group = _Group(batch)
-            if batch is not None:
-                self._groups[batch] = group
-        group.records += 1
-        if report is not None:  # what the report needs, kept only for a report
-            group.reports.append((future, report, topic, partition, key, value, headers))
-        lock.release()
-        if first:
-            future.add_done_callback(lambda _: self._served.put(self._deliver, group))
+            self._failed(exc)
+        # The record joins the group of its batch, served once the batch is done
+        # (a record whose batch is not known yet, queued for the loop, is a group
+        # of its own); what its report needs is kept only for a record with one.
+        entry = None
+        if report is not None:
+            entry = (future, report, topic, partition, key, value, headers)
+        group = self._counts.join(future, entry)
+        if group is not None:
+            self._first(future, group)
 
-    def _deliver(self, group: _Group) -> None:
+    def _failed(self, exc: Exception) -> NoReturn:
+        """A record counted by the counts' reserve() was refused: uncount it and
+        raise the error as confluent-kafka's."""
+        self._counts.unreserve()
+        raise KafkaException(error_of(exc)) from None
+
+    def _first(self, future: Any, group: list[Any]) -> None:
+        """The first record of ``group``: the group is served once its batch is done."""
+        future.add_done_callback(lambda _: self._served.put(self._deliver, group))
+
+    def _deliver(self, group: list[Any]) -> None:
         """Serve the reports of a group whose batch is done."""
+        batch, _, reports = group
         with self._lock:
-            if group.batch is not None:  # no record joins it any more
-                self._groups.pop(group.batch, None)
-            self._unserved -= group.records
-        for entry in group.reports:
+            if batch is not None and self._groups.get(batch) is group:
+                del self._groups[batch]  # first: no record joins it any more
+            self._counts.served += group[1]  # read after: every record it has
+        for entry in reports:
             self._report_one(*entry)
 
     def _report_one(
@@ -205,7 +253,7 @@ class Producer:
             self._producer.flush()
         else:
             deadline = time.monotonic() + timeout
-            while self._unserved:
+            while len(self):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
@@ -214,7 +262,9 @@ class Producer:
         return len(self)
 
     def __len__(self) -> int:
-        return self._unserved
+        counts = self._counts
+        unserved: int = counts.produced - counts.served
+        return unserved
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         """The partitions of ``topic`` (waiting for its metadata), as
