@@ -350,7 +350,13 @@ class Producer(Forwarding):
         # send() may take the fast path: no interceptor sees the record.
         self._hot = self._core.hot_path and self._interceptors is None
         C = hot_append.accelerated
-        if C is not None and self._hot and self._report is None and type(appender) is C.Appender:
+        if (
+            C is not None
+            and self._hot
+            and self._report is None
+            and type(appender) is C.Appender
+            and type(self).send is Producer.send  # (a subclass's own send stays)
+        ):
             # send() of a record given nothing else in one C call: the steps of
             # the fast path below, which is its reference and takes every call
             # the C one does not finish.

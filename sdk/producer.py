@@ -198,7 +198,8 @@ class Producer(Hostable):
         self._hot_path = core.hot_path and self._report is None
         # try_send is the appender's own (C where built): no Python frame per record.
         core.appender.enabled = self._hot_path
-        self.try_send = core.appender.try_send  # type: ignore[method-assign]
+        if type(self).try_send is Producer.try_send:  # (a subclass's own try_send stays)
+            self.try_send = core.appender.try_send  # type: ignore[method-assign]
         self._transactional = core.transactional
         # A transaction is (or was, until the next check) begun ahead of a commit.
         self._window = False

@@ -132,17 +132,21 @@ class Producer:
         # per record where the extension is built: produce() below is its
         # reference, and takes every call the C one does not finish.
         self._counts: Any
+        # produce() as this class does it (a subclass that serializes first calls it).
+        self._produce_one: Any = types.MethodType(Producer.produce, self)
         if C is not None:
             self._counts = C.GroupedSend(
                 self._send,
                 self._groups,
                 self._first,
-                types.MethodType(Producer.produce, self),
+                self._produce_one,
                 self._failed,
                 self._report,
                 self._max,
             )
-            self.produce = self._counts.produce  # type: ignore[method-assign]
+            self._produce_one = self._counts.produce
+            if type(self).produce is Producer.produce:  # (a subclass's own produce stays)
+                self.produce = self._counts.produce  # type: ignore[method-assign]
         else:
             self._counts = _Counts(self._groups, self._max)
         self._finalizer = weakref.finalize(self, _close_aside, self._producer)

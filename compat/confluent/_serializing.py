@@ -29,7 +29,7 @@ class SerializingProducer(Producer):
         if self._value_serializer is not None:
             ctx = SerializationContext(topic, MessageField.VALUE, headers)
             value = self._value_serializer(value, ctx)
-        super().produce(topic, value, key, **kwargs)
+        self._produce_one(topic, value, key, **kwargs)
 
 
 class DeserializingConsumer(Consumer):
