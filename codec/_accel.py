@@ -36,7 +36,7 @@ speedups: Any = load_speedups()
 
 
 def accelerated(name: str) -> Any | None:
-    """The C accelerator's function ``name`` (``murmur2``, ``murmur2_pick``...),
+    """The C accelerator's function ``name`` (``murmur2``, ``encode_batch``...),
     or None when the accelerator is not built or is turned off
     (``TRAFKA_NO_SPEEDUPS``): for packages that keep a Python fallback."""
     return getattr(speedups, name, None)

@@ -2000,35 +2000,6 @@ murmur2(PyObject *module, PyObject *arg)
     return PyLong_FromLong((long)(int32_t)h);
 }
 
-PyDoc_STRVAR(murmur2_pick_doc,
-"murmur2_pick(items, key, /) -> object\n\n"
-"items[(murmur2(key) & 0x7FFFFFFF) % len(items)] for a non-empty list and a bytes key:\n"
-"the Java client's partition for key, as an index into a list of len(items) partitions.");
-
-static PyObject *
-murmur2_pick(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "murmur2_pick() takes a list and a bytes key");
-        return NULL;
-    }
-    PyObject *items = args[0];
-    PyObject *key = args[1];
-    if (!PyList_Check(items) || !PyBytes_Check(key)) {
-        PyErr_SetString(PyExc_TypeError, "murmur2_pick() takes a list and a bytes key");
-        return NULL;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(items);
-    if (n == 0) {
-        PyErr_SetString(PyExc_ValueError, "murmur2_pick() needs a non-empty list");
-        return NULL;
-    }
-    uint32_t h = murmur2_hash((const unsigned char *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
-    PyObject *item = PyList_GET_ITEM(items, (Py_ssize_t)((h & 0x7FFFFFFFu) % (uint32_t)n));
-    Py_INCREF(item);
-    return item;
-}
-
 /* -- splitting a batch by key (the proxy's key routing) ------------------------------------ */
 
 /*
@@ -3041,7 +3012,6 @@ static PyMethodDef speedups_methods[] = {
     {"encode_records", (PyCFunction)(void (*)(void))encode_records, METH_FASTCALL, encode_records_doc},
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL, encode_batch_doc},
     {"murmur2", (PyCFunction)murmur2, METH_O, murmur2_doc},
-    {"murmur2_pick", (PyCFunction)(void (*)(void))murmur2_pick, METH_FASTCALL, murmur2_pick_doc},
     {"index_records", (PyCFunction)(void (*)(void))index_records, METH_FASTCALL, index_records_doc},
     {"build_records", (PyCFunction)(void (*)(void))build_records, METH_FASTCALL, build_records_doc},
     {"place_sections", (PyCFunction)(void (*)(void))place_sections, METH_FASTCALL, place_sections_doc},

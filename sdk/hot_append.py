@@ -211,7 +211,6 @@ class PyAppender:
         "_keyed",
         "_keys",
         "_limit_reached",
-        "_memory_overhead",
         "_pick",
         "_record_overhead",
         "_sticky",
@@ -243,7 +242,7 @@ class PyAppender:
         self._pick = pick
         self._handle_type = handle_type
         self._record_overhead = record_overhead
-        self._memory_overhead = memory_overhead
+        del memory_overhead  # (charged by the accumulator's append_to, which this calls)
         self._keys = keys
         self._hashed = _hashed(keys)
         self._sticky_nulls = sticky_nulls

@@ -47,7 +47,6 @@ import struct
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from trafka.codec import records as _codec_records
 
@@ -123,17 +122,6 @@ def to_positive(n: int) -> int:
 def murmur2_partition(key: bytes, num_partitions: int) -> int:
     """The Java client's partition for a keyed record."""
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions  # to_positive, inlined
-
-
-def _murmur2_pick_py(items: list[Any], key: bytes) -> Any:
-    return items[murmur2_partition(key, len(items))]
-
-
-murmur2_pick: Callable[[list[Any], bytes], Any] = (
-    _codec_records.accelerated("murmur2_pick") or _murmur2_pick_py
-)
-"""``items[murmur2_partition(key, len(items))]`` for a non-empty list (C when
-available): the producer's per-record lookup of a keyed record's open batch."""
 
 
 def crc32_partition(key: bytes, num_partitions: int) -> int:

@@ -13,12 +13,10 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from trafka.sdk.errors import ConfigError
 from trafka.sdk.partitioners import (
     Partitioner,
-    _murmur2_pick_py,
     fnv1a_32,
     fnv1a_partition,
     murmur2,
     murmur2_partition,
-    murmur2_pick,
     murmur2_py,
 )
 
@@ -63,30 +61,6 @@ def test_murmur2_matches_kafka_python(key: bytes, n: int) -> None:
     # kafka-python returns the unsigned form; the partition is what must agree.
     assert murmur2(key) & 0xFFFFFFFF == kafka_python_murmur2(key) & 0xFFFFFFFF
     assert murmur2_partition(key, n) == (kafka_python_murmur2(key) & 0x7FFFFFFF) % n
-
-
-@given(st.binary(max_size=64), st.integers(min_value=1, max_value=1000))
-def test_murmur2_pick_is_the_murmur2_partitions_item(key: bytes, n: int) -> None:
-    items = [object() for _ in range(n)]
-    expected = items[murmur2_partition(key, n)]
-    assert murmur2_pick(items, key) is expected
-    assert _murmur2_pick_py(items, key) is expected
-
-
-def test_murmur2_pick_accelerated_when_built_and_strict() -> None:
-    from trafka.codec import _accel
-
-    if _accel.speedups is None:
-        pytest.skip("the C accelerator is not built or TRAFKA_NO_SPEEDUPS is set")
-    assert murmur2_pick is _accel.speedups.murmur2_pick
-    with pytest.raises(ValueError):
-        murmur2_pick([], b"k")
-    with pytest.raises(TypeError):
-        murmur2_pick((1, 2), b"k")  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        murmur2_pick([1, 2], "k")  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        murmur2_pick([1, 2])  # type: ignore[call-arg]
 
 
 def test_murmur2_partition_vectors_via_kafka_python_partitioner() -> None:
