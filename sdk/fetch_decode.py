@@ -103,7 +103,7 @@ class FetchedData:
 @dataclasses.dataclass(slots=True)
 class PartitionState:
     """One assigned partition's fetch position, log ends and buffered answers
-    (the :class:`FetchedData` being taken and the one after it)."""
+    (the :class:`FetchedData` being taken and up to ``depth`` after it)."""
 
     position: int | None = None
     reset: int | None = None  # EARLIEST / LATEST / a timestamp strategy waiting to run
@@ -114,15 +114,23 @@ class PartitionState:
     log_start_offset: int = -1
     leader_epoch: int = -1
     completed: FetchedData | None = None  # being consumed
-    prefetched: FetchedData | None = None  # the data after it (only with completed)
+    # The data after it, in order (only with completed), at most ``depth`` answers.
+    ahead: deque[FetchedData] = dataclasses.field(default_factory=deque)
+    depth: int = 1
     turn: int = 0  # when ``completed`` became current: partitions are taken in this order
     fetch_end: int | None = None  # no fetch asks for this offset or later (seek's until)
     records_taken: int = 0  # records handed out by take() (statistics)
     bytes_fetched: int = 0  # record bytes of fetch answers (statistics)
     eof_offset: int | None = None  # the end last handed out as a PartitionEOF
 
+    @property
+    def prefetched(self) -> FetchedData | None:
+        """The first answer after the one being taken, if any."""
+        return self.ahead[0] if self.ahead else None
+
     def drop_buffered(self) -> None:
-        self.completed = self.prefetched = None
+        self.completed = None
+        self.ahead.clear()
 
     def make_current(self, data: FetchedData | None) -> None:
         """``data`` is the data to take now: it takes its turn behind the data of
@@ -160,7 +168,7 @@ class PartitionState:
 
     def has_more(self, read_committed: bool) -> bool:
         """Whether the log held more than what is buffered, as of the last answer."""
-        last = self.prefetched or self.completed
+        last = self.ahead[-1] if self.ahead else self.completed
         if last is None or last.end is None:
             return True
         end = self.last_stable_offset if read_committed else self.high_watermark
@@ -172,10 +180,11 @@ class PartitionState:
         c = self.completed
         if c is None:
             offset = self.position
-        elif self.prefetched is not None or c.end is None or c.end <= c.position:
-            return None
         else:
-            offset = c.end
+            last = self.ahead[-1] if self.ahead else c
+            if len(self.ahead) >= self.depth or last.end is None or last.end <= last.position:
+                return None
+            offset = last.end
         if offset is not None and self.fetch_end is not None and offset >= self.fetch_end:
             return None
         return offset
@@ -241,9 +250,9 @@ def take_records(
         tally.drained = True
         if c.next_position > (s.position or 0):
             s.position = c.next_position
-        nxt, s.prefetched = s.prefetched, None
+        nxt = s.ahead.popleft() if s.ahead else None
         if nxt is None or nxt.position != s.position:
-            s.completed = None
+            s.drop_buffered()
         else:
             s.make_current(nxt)
             turns.append(tp)

@@ -167,8 +167,10 @@ class Fetcher:
         check_crcs: bool = True,
         incremental_fetch_sessions: bool = False,
         partition_eof: bool = False,
+        prefetch: int = 1,
     ) -> None:
         self.metadata = metadata
+        self.prefetch = prefetch
         self.auto_offset_reset = auto_offset_reset
         self.fetch_min_bytes = fetch_min_bytes
         self.fetch_max_wait_ms = fetch_max_wait_ms
@@ -218,6 +220,7 @@ class Fetcher:
             check_crcs=config.check_crcs,
             incremental_fetch_sessions=config.enable_incremental_fetch_sessions,
             partition_eof=config.enable_partition_eof,
+            prefetch=config.fetch_prefetch,
         )
 
     @property
@@ -242,11 +245,11 @@ class Fetcher:
         wanted = dict.fromkeys(tps)
         self.remove([tp for tp in self.partitions if tp not in wanted])
         for tp in wanted:  # (librdkafka's assign reports every partition's end again)
-            self.partitions.setdefault(tp, PartitionState()).eof_offset = None
+            self.partitions.setdefault(tp, PartitionState(depth=self.prefetch)).eof_offset = None
 
     def add(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
-            self.partitions.setdefault(tp, PartitionState())
+            self.partitions.setdefault(tp, PartitionState(depth=self.prefetch))
 
     def remove(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
@@ -662,7 +665,7 @@ class Fetcher:
         if s.completed is None:
             s.make_current(data)
         else:
-            s.prefetched = data
+            s.ahead.append(data)
         return True
 
     def _partition_error(self, tp: TopicPartition, asked: int, code: int, p: Any) -> None:

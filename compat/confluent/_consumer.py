@@ -20,11 +20,17 @@ Rules:
   are revoked or lost. A position is after the last record *handed out*.
 * A record is handed out as a :class:`Message` over the SDK's record tuple
   (:class:`_Fetched`): built with one slot set, its fields read when asked.
+  The C extension ``trafka.compat.confluent._message`` (optional, off with
+  ``TRAFKA_NO_SPEEDUPS``) is the same view without a Python frame per record
+  (``FetchedMessage``, a virtual subclass of :class:`Message`); ``_Fetched``
+  is its reference and fallback.
 """
 
 from __future__ import annotations
 
+import importlib
 import operator
+import os
 import time
 from typing import Any
 
@@ -136,6 +142,28 @@ class _Fetched(Message):
         )
 
 
+def _load_message_type() -> Any:
+    """The C view of a record (``_message``), or None (not built, or ``TRAFKA_NO_SPEEDUPS``)."""
+    if os.environ.get("TRAFKA_NO_SPEEDUPS", "0") not in ("", "0"):
+        return None
+    try:
+        return importlib.import_module("._message", __package__)
+    except ImportError:
+        return None
+
+
+_accelerated = _load_message_type()
+if _accelerated is not None:
+    Message.register(_accelerated.FetchedMessage)
+    _view: Any = _accelerated.FetchedMessage
+    _wrap: Any = _accelerated.wrap
+else:
+    _view = _Fetched
+
+    def _wrap(records: list[Any]) -> list[Message]:
+        return list(map(_Fetched, records))
+
+
 def _eof_message(record: Any) -> Message:
     eof = KafkaError(internal("_PARTITION_EOF"), "Broker: No more messages")
     return Message(record.topic, record.partition, record.offset, error=eof)
@@ -143,7 +171,7 @@ def _eof_message(record: Any) -> Message:
 
 def _message(record: Any) -> Message:
     """A record or an end-of-partition event as confluent-kafka's message."""
-    return _eof_message(record) if type(record) is PartitionEOF else _Fetched(record)
+    return _eof_message(record) if type(record) is PartitionEOF else _view(record)
 
 
 class _Listener:
@@ -244,7 +272,8 @@ class Consumer:
         if type(record) is PartitionEOF:
             return _eof_message(record)
         self._positions[record[_TOPIC], record[_PARTITION]] = record[_OFFSET] + 1
-        return _Fetched(record)
+        message: Message = _view(record)
+        return message
 
     def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[Message]:
         """Up to ``num_messages`` records and events: once there are that many,
@@ -290,7 +319,7 @@ class Consumer:
             messages.extend(map(_message, records))
             records = [r for r in records if type(r) is not PartitionEOF]
         else:
-            messages.extend(map(_Fetched, records))
+            messages.extend(_wrap(records))
         # The last offset of each partition (records of a partition come in
         # order): one pass in C over the records, then one step per partition.
         last = dict(zip(map(_tp_of, records), map(_offset_of, records), strict=True))

@@ -3,6 +3,7 @@ special offsets (``OFFSET_BEGINNING``...)."""
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 from ._errors import KafkaError
@@ -69,7 +70,9 @@ class TopicPartition:
         )
 
 
-class Message:
+# ABCMeta only for register(): the consumer's C view of a record (_message.c) is
+# a virtual subclass; Message itself is concrete.
+class Message(metaclass=abc.ABCMeta):  # noqa: B024
     """A record, a delivery report or an event (``error()`` set), as
     confluent-kafka's ``poll()`` and delivery callbacks hand them out."""
 

@@ -67,6 +67,10 @@ class ConsumerConfig(ClientConfig):
             first batch is still returned, as in Kafka).
         max_partition_fetch_bytes: the most data per partition in a fetch
             response (a larger first batch is still returned, as in Kafka).
+        fetch_prefetch: fetch answers a partition buffers beyond the one being
+            taken (1, the default, as Java's consumer): each is at most
+            ``max.partition.fetch.bytes``. More keeps a reader that takes
+            records faster than one fetch's round trip supplied.
         isolation_level: ``read_uncommitted`` or ``read_committed``.
         partition_assignment_strategy: assignor names in preference order (classic
             protocol only).
@@ -108,8 +112,8 @@ class ConsumerConfig(ClientConfig):
             its local queue is over ``queued.min.messages``; trafka holds no
             such queue, so there is never anything to wait for: taken as it is.
         queued_min_messages: librdkafka's threshold for fetching ahead; trafka
-            fetches as it hands out records (one fetch ahead), so it is taken
-            with a :class:`~trafka.sdk.errors.ConfigWarning`.
+            fetches as it hands out records (``fetch.prefetch`` answers ahead),
+            so it is taken with a :class:`~trafka.sdk.errors.ConfigWarning`.
     """
 
     group_id: str | None = _field(None, _opt_str)
@@ -129,6 +133,7 @@ class ConsumerConfig(ClientConfig):
     max_partition_fetch_bytes: int = _field(
         1_048_576, _int(0, INT32_MAX), aliases=("fetch.message.max.bytes",)
     )
+    fetch_prefetch: int = _field(1, _int(1, 64))
     isolation_level: str = _field("read_uncommitted", _choice("read_uncommitted", "read_committed"))
     partition_assignment_strategy: tuple[str, ...] = _field(
         ("range", "cooperative-sticky"), _assignors
@@ -157,7 +162,8 @@ class ConsumerConfig(ClientConfig):
         if self.queued_min_messages is not None:
             warnings.warn(
                 "queued.min.messages: trafka has no prefetch threshold in records; it "
-                "fetches one answer ahead, bounded by fetch.max.bytes",
+                "fetches fetch.prefetch answers ahead (1 by default), each bounded by "
+                "max.partition.fetch.bytes",
                 ConfigWarning,
                 stacklevel=4,
             )

@@ -515,6 +515,52 @@ def test_prefetch_asks_for_the_data_after_the_buffered_blob() -> None:
     assert not f.has_data()
 
 
+def test_a_deeper_prefetch_buffers_that_many_answers_in_order() -> None:
+    from trafka.sdk.config import ConsumerConfig
+    from trafka.sdk.errors import ConfigError
+
+    f = Fetcher.for_consumer(cache(), ConsumerConfig.from_dict({"fetch.prefetch": 3}))
+    assert f.prefetch == 3
+    with pytest.raises(ConfigError, match=r"fetch\.prefetch"):
+        ConsumerConfig.from_dict({"fetch.prefetch": 0})
+    f.assign([TP])
+    f.seek(TP, 0)
+    assert _fetch_and_answer(f, batch(0, 4)) == {TP: 0}
+    # Each fetch asks for the offset after the last buffered answer.
+    assert _fetch_and_answer(f, batch(4, 4)) == {TP: 4}
+    assert _fetch_and_answer(f, batch(8, 4)) == {TP: 8}
+    assert _fetch_and_answer(f, batch(12, 4)) == {TP: 12}
+    assert f.fetchable() == {}  # the one taken and three ahead: no fifth fetch
+    got = f.take(6)
+    assert [r.offset for r in got[TP]] == list(range(6))
+    assert f.fetchable() == {1: [TP]}  # the first answer is used up
+    assert f.build_fetch([TP], 12)[1] == {TP: 16}
+    f.fetch_failed({TP: 16})
+    assert [r.offset for r in f.take(100)[TP]] == list(range(6, 16))
+    assert f.position(TP) == 16
+    # A seek drops every buffered answer.
+    _fetch_and_answer(f, batch(16, 2))
+    _fetch_and_answer(f, batch(18, 2))
+    f.seek(TP, 17)
+    assert f.take(100) == {} and not f.has_data()
+    assert f.build_fetch([TP], 12)[1] == {TP: 17}
+
+
+def test_a_stale_answer_in_a_deeper_prefetch_drops_those_behind_it() -> None:
+    f = Fetcher(cache(), prefetch=3)
+    f.assign([TP])
+    f.seek(TP, 0)
+    bad = bytearray(batch(3, 3))
+    bad[-1] ^= 0xFF  # corrupt: decoding stops before it
+    _fetch_and_answer(f, batch(0, 3) + bytes(bad))
+    _fetch_and_answer(f, batch(6, 2))
+    _fetch_and_answer(f, batch(8, 2))
+    assert [r.offset for r in f.take(100)[TP]] == [0, 1, 2]
+    # The next answer starts at 6, not at the position (3): it and the one behind go.
+    assert not f.has_data()
+    assert f.build_fetch([TP], 12)[1] == {TP: 3}
+
+
 def test_seek_until_sends_no_fetch_at_or_past_the_end() -> None:
     f = Fetcher(cache())
     f.assign([TP])
