@@ -9,16 +9,17 @@ Rules and invariants:
   driver performs with ListOffsets (:meth:`Fetcher.needs_reset`,
   :meth:`Fetcher.apply_reset`).
 * A partition is *fetchable* when assigned, not paused, its position known,
-  its leader known, no fetch for it is in flight, at most one fetched
-  response for it is buffered, and the offset to fetch is below the end a
+  its leader known, no fetch for it is in flight, fewer than ``prefetch``
+  fetched responses for it are buffered beyond the one being taken (1 by
+  default, as Java's consumer), and the offset to fetch is below the end a
   seek gave it, if any (a reader of a known range sends no fetch past it,
   which the broker would hold for ``fetch.max.wait.ms`` with nothing to return). The next fetch asks for the position when
   nothing is buffered, else for the offset after the buffered blob's last
   complete entry (a *prefetch*: the next data is on its way while the
-  application consumes the current data). Hence at most two fetches are
-  buffered per partition (the one being consumed and the next) and memory is
-  bounded by twice ``max.partition.fetch.bytes`` per partition and
-  ``fetch.max.bytes`` per request.
+  application consumes the current data). Hence at most ``prefetch + 1``
+  answers are buffered per partition (by default the one being consumed and
+  the next) and memory is bounded by that many ``max.partition.fetch.bytes``
+  per partition and ``fetch.max.bytes`` per request.
 * Fetched data is kept as the raw records blob and decoded only as the user
   takes records, at most a few batches ahead of what is handed out (so that
   records are made and freed while the memory is warm). Records below the
@@ -143,10 +144,9 @@ class Fetcher:
         fetch_min_bytes, fetch_max_wait_ms, fetch_max_bytes, max_partition_fetch_bytes: Kafka's.
         read_committed: drop aborted transactional records and read up to the LSO.
         check_crcs: verify batch CRCs.
-        incremental_fetch_sessions: ask brokers for incremental fetch sessions
-            (KIP-227) in the requests built with :meth:`session`'s sessions.
-        partition_eof: hand out end-of-partition events (:meth:`take_eofs`;
-            librdkafka's ``enable.partition.eof``).
+        incremental_fetch_sessions: incremental fetch sessions (KIP-227), see :meth:`session`.
+        partition_eof: end-of-partition events (:meth:`take_eofs`, ``enable.partition.eof``).
+        prefetch: answers a partition buffers beyond the one being taken (``fetch.prefetch``).
 
     Attributes:
         columns: None (the default) decodes records for :meth:`take`; False or
