@@ -8,7 +8,9 @@ Rules:
   called by ``poll()`` or ``flush()`` in the caller's thread, as librdkafka's.
 * ``len(producer)`` counts the records produced whose report has not been
   served yet; past ``queue.buffering.max.messages`` (librdkafka's default
-  100000) ``produce()`` raises ``BufferError`` at once, as librdkafka's.
+  100000) ``produce()`` raises ``BufferError`` at once, as librdkafka's; the
+  bytes buffered are bounded by librdkafka's ``queue.buffering.max.kbytes``
+  (1 GiB by default), not by Java's 32 MiB ``buffer.memory``.
 * A record's outcome is awaited per batch, not per record: the records that
   went into one batch of trafka's producer form a group, and one callback on
   its first record queues the whole group for ``poll()`` once the batch is
@@ -118,6 +120,8 @@ class Producer:
         self._only_errors = str(conf.pop("delivery.report.only.error", False)).lower() == "true"
         self._max = int(conf.pop("queue.buffering.max.messages", 100_000))
         conf.setdefault("partitioner", "consistent_random")
+        if "buffer.memory" not in conf:  # librdkafka's default bound, 1 GiB (Java's: 32 MiB)
+            conf.setdefault("queue.buffering.max.kbytes", 1_048_576)
         self._lock = threading.Lock()
         # The group of each batch that records went into, until it is served:
         # [batch, records, reports], changed only by the counts' join().

@@ -132,3 +132,23 @@ def test_a_dropped_producer_is_closed_off_the_collecting_thread(brokerlite_peer:
     while not inner.closed and time.monotonic() < deadline:
         time.sleep(0.05)
     assert inner.closed
+
+
+def test_the_buffer_is_bounded_as_librdkafkas() -> None:
+    """librdkafka's CONFIGURATION.md: ``queue.buffering.max.kbytes`` defaults
+    to 1048576 (1 GiB) and bounds the producer queue's bytes; the drop-in's
+    buffer is that, not Java's 32 MiB ``buffer.memory``, unless set."""
+    import trafka.compat.confluent as ck
+
+    def bound(conf: dict[str, object]) -> int:
+        p = ck.Producer({"bootstrap.servers": "127.0.0.1:9", **conf})
+        try:
+            memory: int = p._producer._producer.config.buffer_memory
+            return memory
+        finally:
+            p.flush(0)
+            p.close()
+
+    assert bound({}) == 1_048_576 * 1024
+    assert bound({"queue.buffering.max.kbytes": 2048}) == 2048 * 1024
+    assert bound({"buffer.memory": 5_000_000}) == 5_000_000
