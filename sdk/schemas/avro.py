@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .framing import SchemaRef
-from .serde import SchemaDeserializer, SchemaSerializer
+from .serde import SchemaDeserializer, SchemaSerializer, _bool
 from .types import MissingExtraError, RegisteredSchema, Schema
 
 __all__ = ["AvroDeserializer", "AvroSerializer"]
@@ -51,7 +51,12 @@ class AvroSerializer(SchemaSerializer):
         to_dict: ``to_dict(obj, ctx) -> dict`` for application objects.
         conf: ``auto.register.schemas``, ``normalize.schemas``,
             ``use.latest.version``, ``use.schema.id``, ``subject.name.strategy``,
-            ``schema.id.framing`` (see :mod:`.serde`).
+            ``schema.id.framing`` (see :mod:`.serde`), and ``avro.strict``.
+
+    A record is written as confluent-kafka's serializer writes it (fastavro's
+    writer, not strict): a field the record lacks is written with its default
+    (an error when it has none and its type takes no null), a field the schema
+    lacks is dropped. ``avro.strict`` (False) refuses both instead.
     """
 
     def __init__(
@@ -62,7 +67,8 @@ class AvroSerializer(SchemaSerializer):
         conf: Mapping[str, Any] | None = None,
     ) -> None:
         _fastavro()
-        super().__init__(schema_registry_client, conf)
+        super().__init__(schema_registry_client, conf, {"avro.strict": False})
+        self.strict = _bool(self.conf, "avro.strict", False)
         if schema_str is None and not (self.use_latest or self.use_schema_id is not None):
             raise ConfigError("AvroSerializer needs schema_str without use.latest.version")
         self.schema = Schema(schema_str) if isinstance(schema_str, str) else schema_str
@@ -85,7 +91,7 @@ class AvroSerializer(SchemaSerializer):
         if self.to_dict is not None:
             obj = self.to_dict(obj, ctx)
         buf = io.BytesIO()
-        _fastavro().schemaless_writer(buf, writer, obj, strict=True)
+        _fastavro().schemaless_writer(buf, writer, obj, strict=self.strict)
         return buf.getvalue(), None
 
 

@@ -33,7 +33,7 @@ from schema_relay import Relay
 from sdk_brokers import fresh, module_broker
 
 from trafka.brokerlite import RunningBroker
-from trafka.sdk import SerializationError, blocking
+from trafka.sdk import ConfigError, SerializationError, blocking
 from trafka.sdk.consumer import TopicPartition, open_consumer
 from trafka.sdk.producer import open_producer
 from trafka.sdk.schemas import (
@@ -149,6 +149,35 @@ def test_avro_both_ways_byte_for_byte(
     # the same id for the same schema under the subject, whoever registered it
     assert mine[:5] == confluents[:5]
     assert registry.get_latest_version(f"{topic}-value").schema_id == int.from_bytes(mine[1:5])
+
+
+def test_avro_writes_as_confluent_kafka_defaults_and_extra_fields(
+    registry: SchemaRegistryClient, ck_registry: CkRegistry
+) -> None:
+    """confluent-kafka's AvroSerializer writes with fastavro's writer, not
+    strict: a field the record lacks is written with its default, a field the
+    schema lacks is dropped, a missing field without a default is an error.
+    ``avro.strict`` refuses the first two as well (issue #82, item 1)."""
+    topic = fresh("avro-lenient")
+    schema = json.dumps(USER)
+    ours, theirs = AvroSerializer(registry, schema), CkAvroSerializer(ck_registry, schema)
+    for record in ({"name": "a", "age": 1}, {"name": "b", "age": 2, "email": "e", "extra": 3}):
+        mine = ours(record, ctx(topic))
+        assert mine == theirs(record, ctx(topic))
+        read = AvroDeserializer(registry)(mine, ctx(topic))
+        assert read == {"email": None, **{k: v for k, v in record.items() if k != "extra"}}
+    for no_default in ({"age": 1}, {"name": "c"}):
+        with pytest.raises(SchemaSerializationError):
+            ours(no_default, ctx(topic))
+        with pytest.raises(Exception):  # noqa: B017 (confluent-kafka's own error type)
+            theirs(no_default, ctx(topic))
+    strict = AvroSerializer(registry, schema, conf={"avro.strict": True})
+    for record in ({"name": "a", "age": 1}, {"name": "b", "age": 2, "email": None, "x": 3}):
+        with pytest.raises(SchemaSerializationError):
+            strict(record, ctx(topic))
+    assert strict(USERS[0], ctx(topic)) == ours(USERS[0], ctx(topic))
+    with pytest.raises(ConfigError, match="avro.strict"):
+        AvroSerializer(registry, schema, conf={"avro.strict": "yes"})
 
 
 @pytest.mark.compat(

@@ -241,6 +241,32 @@ def test_produce_encodes_as_confluent_serializers_do(
         assert [de(w, ctx(topic)) for w in written] == values
 
 
+def test_produce_writes_avro_as_confluent_kafka_defaults_and_extra_fields(
+    broker: RunningBroker, url: str, ck_registry: CkRegistry
+) -> None:
+    """Input lines lacking a field with a default, or with a field the schema
+    lacks, are written as confluent-kafka's serializer writes them: the
+    default, the extra field dropped (issue #82, item 1)."""
+    topic = fresh("tp-lenient")
+    ser = CkAvroSerializer(ck_registry, json.dumps(USER))
+    values = [{"name": "a", "age": 1}, {"name": "b", "age": 2, "email": "e", "extra": True}]
+    expected = [ser(v, ctx(topic)) for v in values]
+    ck_write(broker, topic, expected[:1])
+    lines = "".join(json.dumps(v) + "\n" for v in values).encode()
+    cli(
+        "produce",
+        topic,
+        "-b",
+        broker.bootstrap_servers,
+        "--value-format",
+        "avro",
+        "-r",
+        url,
+        input=lines,
+    )
+    assert ck_read(broker, topic, 3)[1:] == expected
+
+
 def test_produce_registers_the_schema_file(
     broker: RunningBroker, url: str, ck_registry: CkRegistry, tmp_path: Path
 ) -> None:
