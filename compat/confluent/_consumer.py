@@ -63,6 +63,7 @@ _TOPIC, _PARTITION, _OFFSET, _TIMESTAMP, _KEY, _VALUE, _HEADERS, _TS_TYPE, _EPOC
 # ConsumerRecord.timestamp_type (0 create, 1 log append, -1 none: a magic 0 message)
 # as librdkafka's.
 _TIMESTAMP_TYPES = {0: TIMESTAMP_CREATE_TIME, 1: TIMESTAMP_LOG_APPEND_TIME}
+_NO_TIMESTAMP = (TIMESTAMP_NOT_AVAILABLE, -1)  # an event's, as librdkafka's
 _tp_of = operator.itemgetter(_TOPIC, _PARTITION)
 _offset_of = operator.itemgetter(_OFFSET)
 
@@ -107,6 +108,13 @@ class _Fetched(Message):
         return result
 
     def error(self) -> KafkaError | None:
+        try:  # (set only by set_error)
+            error: KafkaError | None = self._error
+        except AttributeError:
+            return None
+        return error
+
+    def delivery_count(self) -> int | None:
         return None
 
     def timestamp(self) -> tuple[int, int]:
@@ -130,6 +138,9 @@ class _Fetched(Message):
     def set_headers(self, headers: list[tuple[str, bytes | None]] | None) -> None:
         self._r = self._r._replace(headers=headers)
 
+    def set_topic(self, topic: str | None) -> None:
+        self._r = self._r._replace(topic=topic)
+
     def __len__(self) -> int:
         value = self._r[_VALUE]
         return len(value) if isinstance(value, bytes | str) else 0
@@ -138,7 +149,7 @@ class _Fetched(Message):
         r = self._r
         return (
             f"Message(topic={r[_TOPIC]!r}, partition={r[_PARTITION]}, "
-            f"offset={r[_OFFSET]}, error=None)"
+            f"offset={r[_OFFSET]}, error={self.error()!r})"
         )
 
 
@@ -166,7 +177,9 @@ else:
 
 def _eof_message(record: Any) -> Message:
     eof = KafkaError(internal("_PARTITION_EOF"), "Broker: No more messages")
-    return Message(record.topic, record.partition, record.offset, error=eof)
+    return Message(
+        record.topic, record.partition, record.offset, error=eof, timestamp=_NO_TIMESTAMP
+    )
 
 
 def _message(record: Any) -> Message:

@@ -30,7 +30,8 @@ enum { TS_NOT_AVAILABLE = 0, TS_CREATE_TIME = 1, TS_LOG_APPEND_TIME = 2 };
 
 typedef struct {
     PyObject_HEAD
-    PyObject *r; /* the record: a tuple of at least R_FIELDS items */
+    PyObject *r;     /* the record: a tuple of at least R_FIELDS items */
+    PyObject *error; /* NULL, or what set_error() gave */
 } Fetched;
 
 static PyTypeObject FetchedType;
@@ -48,6 +49,7 @@ fetched_of(PyObject *record)
     }
     Py_INCREF(record);
     self->r = record;
+    self->error = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -70,6 +72,7 @@ static int
 fetched_traverse(Fetched *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->r);
+    Py_VISIT(self->error);
     return 0;
 }
 
@@ -77,6 +80,7 @@ static int
 fetched_clear(Fetched *self)
 {
     Py_CLEAR(self->r);
+    Py_CLEAR(self->error);
     return 0;
 }
 
@@ -85,6 +89,7 @@ fetched_dealloc(Fetched *self)
 {
     PyObject_GC_UnTrack(self);
     Py_CLEAR(self->r);
+    Py_CLEAR(self->error);
     PyObject_GC_Del(self);
 }
 
@@ -128,6 +133,24 @@ static PyObject *
 m_value(Fetched *self, PyObject *Py_UNUSED(ignored))
 {
     return field(self, R_VALUE);
+}
+
+static PyObject *
+m_error(Fetched *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->error == NULL) {
+        Py_RETURN_NONE;
+    }
+    Py_INCREF(self->error);
+    return self->error;
+}
+
+static PyObject *
+m_set_error(Fetched *self, PyObject *error)
+{
+    Py_INCREF(error);
+    Py_XSETREF(self->error, error);
+    Py_RETURN_NONE;
 }
 
 static PyObject *
@@ -263,6 +286,12 @@ m_set_headers(Fetched *self, PyObject *value)
     return set_field(self, "headers", value);
 }
 
+static PyObject *
+m_set_topic(Fetched *self, PyObject *value)
+{
+    return set_field(self, "topic", value);
+}
+
 static Py_ssize_t
 fetched_len(Fetched *self)
 {
@@ -287,9 +316,9 @@ fetched_repr(Fetched *self)
     }
     PyObject *r = self->r;
     return PyUnicode_FromFormat(
-        "Message(topic=%R, partition=%S, offset=%S, error=None)",
+        "Message(topic=%R, partition=%S, offset=%S, error=%R)",
         PyTuple_GET_ITEM(r, R_TOPIC), PyTuple_GET_ITEM(r, R_PARTITION),
-        PyTuple_GET_ITEM(r, R_OFFSET));
+        PyTuple_GET_ITEM(r, R_OFFSET), self->error == NULL ? Py_None : self->error);
 }
 
 static PyObject *
@@ -311,7 +340,14 @@ static PyMethodDef fetched_methods[] = {
     {"value", (PyCFunction)m_value, METH_NOARGS, "The record's value."},
     {"headers", (PyCFunction)m_headers, METH_NOARGS,
      "The record's headers as a list of (name, value), or None when it has none."},
-    {"error", (PyCFunction)m_none, METH_NOARGS, "None: a record carries no error."},
+    {"deserialized_key", (PyCFunction)m_key, METH_NOARGS,
+     "The key (a DeserializingConsumer's message holds it deserialized)."},
+    {"deserialized_value", (PyCFunction)m_value, METH_NOARGS,
+     "The value (a DeserializingConsumer's message holds it deserialized)."},
+    {"error", (PyCFunction)m_error, METH_NOARGS,
+     "None for a record (or what set_error() gave)."},
+    {"delivery_count", (PyCFunction)m_none, METH_NOARGS,
+     "None: a share group's delivery count, which a consumer's record has not."},
     {"timestamp", (PyCFunction)m_timestamp, METH_NOARGS,
      "(timestamp type, timestamp in ms), as confluent-kafka's."},
     {"latency", (PyCFunction)m_none, METH_NOARGS, "None: a consumed record has no latency."},
@@ -320,6 +356,8 @@ static PyMethodDef fetched_methods[] = {
     {"set_key", (PyCFunction)m_set_key, METH_O, "Replace the key."},
     {"set_value", (PyCFunction)m_set_value, METH_O, "Replace the value."},
     {"set_headers", (PyCFunction)m_set_headers, METH_O, "Replace the headers."},
+    {"set_topic", (PyCFunction)m_set_topic, METH_O, "Replace the topic."},
+    {"set_error", (PyCFunction)m_set_error, METH_O, "Set the error error() answers."},
     {NULL, NULL, 0, NULL},
 };
 

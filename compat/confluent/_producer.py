@@ -50,7 +50,7 @@ from trafka.sdk.blocking import Producer as _Producer
 
 from ._callbacks import Served, translate_config
 from ._errors import KafkaError, KafkaException, error_of, internal
-from ._types import TIMESTAMP_CREATE_TIME, Message, TopicPartition
+from ._types import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Message, TopicPartition
 
 __all__ = ["Producer"]
 
@@ -237,7 +237,16 @@ class Producer:
     ) -> None:
         error = future.exception()
         if error is not None:
-            msg = Message(topic, partition, -1001, key, value, _headers(headers), error_of(error))
+            msg = Message(
+                topic,
+                partition,
+                -1001,
+                key,
+                value,
+                _headers(headers),
+                error_of(error),
+                (TIMESTAMP_NOT_AVAILABLE, -1),
+            )
             report(msg.error(), msg)
             return
         if self._only_errors:

@@ -77,6 +77,7 @@ class Message(metaclass=abc.ABCMeta):  # noqa: B024
     confluent-kafka's ``poll()`` and delivery callbacks hand them out."""
 
     __slots__ = (
+        "_delivery_count",
         "_error",
         "_headers",
         "_key",
@@ -98,9 +99,10 @@ class Message(metaclass=abc.ABCMeta):  # noqa: B024
         value: Any = None,
         headers: list[tuple[str, bytes | None]] | None = None,
         error: KafkaError | None = None,
-        timestamp: tuple[int, int] = (TIMESTAMP_NOT_AVAILABLE, -1),
+        timestamp: tuple[int, int] | None = None,
         latency: float | None = None,
         leader_epoch: int | None = None,
+        delivery_count: int | None = None,
     ) -> None:
         self._topic = topic
         self._partition = partition
@@ -109,9 +111,11 @@ class Message(metaclass=abc.ABCMeta):  # noqa: B024
         self._value = value
         self._headers = headers
         self._error = error
-        self._timestamp = timestamp
+        # confluent-kafka's Message() without a timestamp answers (NOT_AVAILABLE, 0).
+        self._timestamp = (TIMESTAMP_NOT_AVAILABLE, 0) if timestamp is None else timestamp
         self._latency = latency
         self._leader_epoch = leader_epoch
+        self._delivery_count = delivery_count
 
     def topic(self) -> str | None:
         return self._topic
@@ -143,6 +147,18 @@ class Message(metaclass=abc.ABCMeta):  # noqa: B024
     def leader_epoch(self) -> int | None:
         return self._leader_epoch
 
+    def delivery_count(self) -> int | None:
+        """How many times a share group delivered the record; None elsewhere."""
+        return self._delivery_count
+
+    def deserialized_key(self) -> Any:
+        """The key (a DeserializingConsumer's message holds it deserialized)."""
+        return self.key()
+
+    def deserialized_value(self) -> Any:
+        """The value (a DeserializingConsumer's message holds it deserialized)."""
+        return self.value()
+
     def set_key(self, key: Any) -> None:
         self._key = key
 
@@ -151,6 +167,12 @@ class Message(metaclass=abc.ABCMeta):  # noqa: B024
 
     def set_headers(self, headers: list[tuple[str, bytes | None]] | None) -> None:
         self._headers = headers
+
+    def set_error(self, error: KafkaError | None) -> None:
+        self._error = error
+
+    def set_topic(self, topic: str | None) -> None:
+        self._topic = topic
 
     def __len__(self) -> int:
         value = self._value

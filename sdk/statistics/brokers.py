@@ -155,6 +155,11 @@ class ThrottleEvent:
     broker_id: int
     throttle_time: float
 
+    def __str__(self) -> str:
+        return (
+            f"{self.broker_name}/{self.broker_id} throttled for {int(self.throttle_time * 1000)} ms"
+        )
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TelemetryStatistics:

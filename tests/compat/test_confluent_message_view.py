@@ -60,6 +60,10 @@ def answers(message: Any) -> list[Any]:
     out += [message.headers()]
     message.set_value(None)
     out += [len(message)]
+    out += [message.deserialized_key(), message.deserialized_value(), message.delivery_count()]
+    message.set_topic("other")
+    message.set_error(ck.KafkaError(ck.KafkaError._FAIL))
+    out += [message.topic(), message.error(), repr(message)]
     return out
 
 

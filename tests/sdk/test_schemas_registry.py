@@ -176,7 +176,7 @@ def test_avro_writes_as_confluent_kafka_defaults_and_extra_fields(
         with pytest.raises(SchemaSerializationError):
             strict(record, ctx(topic))
     assert strict(USERS[0], ctx(topic)) == ours(USERS[0], ctx(topic))
-    with pytest.raises(ConfigError, match="avro.strict"):
+    with pytest.raises(ConfigError, match=r"avro\.strict"):
         AvroSerializer(registry, schema, conf={"avro.strict": "yes"})
 
 
