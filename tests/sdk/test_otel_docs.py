@@ -46,9 +46,7 @@ def spans_in(output: str) -> list[dict[str, Any]]:
 
 def test_the_docs_otel_example_prints_its_spans(brokerlite_peer: str) -> None:
     code = f"BOOTSTRAP = {brokerlite_peer!r}\n" + the_example()
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=150
-    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=150)
     assert done.returncode == 0, done.stderr[-3000:]
     spans = {s["name"]: s for s in spans_in(done.stdout)}
     assert {"checkout", "send traced-orders", "poll traced-orders", "process traced-orders"} <= set(
