@@ -143,10 +143,13 @@ class KafkaError:
         return self._code
 
     def name(self) -> str:
-        return _NAME_OF.get(self._code, f"ERR_{self._code}")
+        # librdkafka's name and text of a code it does not know: ERR_12345?, Err-12345?
+        return _NAME_OF.get(self._code, f"ERR_{self._code}?")
 
     def str(self) -> str:
-        return self._reason or self.name()
+        if self._reason:
+            return self._reason
+        return self.name() if self._code in _NAME_OF else f"Err-{self._code}?"
 
     def fatal(self) -> bool:
         return self._fatal
@@ -167,8 +170,8 @@ class KafkaError:
     def __hash__(self) -> int:
         return hash(self._code)
 
-    def __str__(self) -> builtins.str:
-        return self.str()
+    def __str__(self) -> builtins.str:  # confluent-kafka's str() is the repr
+        return self.__repr__()
 
     def __repr__(self) -> builtins.str:
         return f'KafkaError{{code={self.name()},val={self._code},str="{self.str()}"}}'

@@ -310,3 +310,11 @@ def test_the_registry_serdes_raise_confluent_kafkas_serialization_error() -> Non
         serializer({"n": "not an int"}, ours.serialization.SerializationContext("t", "value"))
     assert isinstance(caught.value, ours.KafkaException)
     assert isinstance(serializer, ours.serialization.Serializer)
+
+
+def test_an_unknown_error_code_is_named_as_librdkafkas() -> None:
+    for code in (12345, 999, 7):
+        mine, theirs = ours.KafkaError(code), confluent_kafka.KafkaError(code)
+        assert (mine.code(), mine.name()) == (theirs.code(), theirs.name())
+        if code != 7:  # (a known code's text is librdkafka's own wording)
+            assert (str(mine), repr(mine)) == (str(theirs), repr(theirs))
