@@ -127,7 +127,9 @@ class BrowseQuery:
 def parse_browse_query(topic: str, form: Mapping[str, str]) -> BrowseQuery:
     """The message browser's query string: ``partition`` (empty or ``all``,
     the default: every partition), ``start``
-    (``beginning``, ``end``, ``offset``, ``timestamp``; default ``end``),
+    (``beginning``, ``end``, ``offset``, ``timestamp``; default ``end``; the
+    page's words ``oldest`` and ``newest``, and Kafka's ``earliest`` and
+    ``latest``, name the first two),
     ``offset``, ``timestamp``, ``count`` (1 to :data:`MAX_BROWSE`, default 20)
     ``decode`` (:data:`DECODE_MODES`), ``sort`` (:data:`SORTS`; empty: as
     read) and ``order`` (``asc``, the default, or ``desc``)."""
@@ -143,6 +145,7 @@ def parse_browse_query(topic: str, form: Mapping[str, str]) -> BrowseQuery:
     if decode not in DECODE_MODES:
         raise InputError(f"decode must be one of {', '.join(DECODE_MODES)}, got {decode!r}")
     start = form.get("start", "") or ("offset" if form.get("offset", "").strip() else "end")
+    start = _START_WORDS.get(start.strip().lower(), start)
     value = 0
     if start in ("offset", "timestamp"):
         value = offset_or_time(form, start, "start at")
@@ -156,6 +159,18 @@ def parse_browse_query(topic: str, form: Mapping[str, str]) -> BrowseQuery:
         raise InputError(f"order must be asc or desc, got {order!r}")
     where = start  # checked above: one of the four
     return BrowseQuery(topic, partition, where, value, count, decode, sort, order == "desc")  # type: ignore[arg-type]
+
+
+# What a person may type for the two ends: the page's words ("the oldest",
+# "the newest") and Kafka's (auto.offset.reset's earliest and latest).
+_START_WORDS = {
+    "beginning": "beginning",
+    "oldest": "beginning",
+    "earliest": "beginning",
+    "end": "end",
+    "newest": "end",
+    "latest": "end",
+}
 
 
 def sort_rows(rows: Iterable[MessageRow], sort: str, descending: bool) -> list[MessageRow]:

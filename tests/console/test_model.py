@@ -157,6 +157,23 @@ def test_browse_query_defaults_and_modes() -> None:
 
 
 @pytest.mark.parametrize(
+    ("word", "start"),
+    [
+        ("beginning", "beginning"),
+        ("oldest", "beginning"),
+        ("earliest", "beginning"),
+        ("end", "end"),
+        ("newest", "end"),
+        ("Latest", "end"),
+    ],
+)
+def test_browse_query_takes_the_pages_and_kafkas_words_for_the_ends(word: str, start: str) -> None:
+    """docs/console.md: the page says "the oldest" and "the newest", Kafka says
+    earliest and latest; ``start=`` takes each, as beginning or end."""
+    assert model.parse_browse_query("t", {"start": word}).start == start
+
+
+@pytest.mark.parametrize(
     ("form", "says"),
     [
         ({"start": "offset", "offset": "abc"}, "offset must be a whole number, got 'abc'"),
