@@ -71,6 +71,17 @@ def test_declared_package_imports(name: str) -> None:
     assert Path(module.__file__ or "").resolve().parent == (REPO / PACKAGE_DIR[name]).resolve()
 
 
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md"])
+def test_the_install_lines_name_every_extra(page: str) -> None:
+    """A user reads which extras there are where the page says how to install
+    (its first ``sh`` block naming ``pip install``), not in pyproject.toml."""
+    extras = set(PYPROJECT["project"]["optional-dependencies"]) - {"dev"}
+    text = (REPO / page).read_text()
+    block = next(b for b in text.split("```sh")[1:] if "pip install" in b.split("```")[0])
+    named = set(re.findall(r"trafka\[([a-z]+)\]", block.split("```")[0]))
+    assert named == extras, f"{page}'s install lines name {sorted(named)}, not {sorted(extras)}"
+
+
 def _copy_sources(dest: Path) -> Path:
     """The files a build needs, without the venv, caches or build leftovers."""
     src = dest / "src"
