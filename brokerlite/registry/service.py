@@ -189,4 +189,7 @@ async def serve_registry(
         await nursery.start(
             serve_http, lambda r: _answer(registry, topic_log, r), listeners, MAX_BODY
         )
-        task_status.started(tuple(listeners[0].socket.getsockname()[:2]))
+        bound = tuple(listeners[0].socket.getsockname()[:2])
+        shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+        log.info("schema registry on http://%s:%d/ (schemas kept in %s)", shown, bound[1], TOPIC)
+        task_status.started(bound)

@@ -1,9 +1,11 @@
 """The registry's libraries are an extra (``trafka[schemas]``): a broker without
 ``--schema-registry-listen`` neither needs nor imports them; with it and the
-extra missing, the broker refuses to start with a message naming the extra."""
+extra missing, the broker refuses to start with a message naming the extra.
+With it, the broker logs where the registry is, as it logs its own listener."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import textwrap
@@ -48,3 +50,15 @@ def test_a_broker_without_the_registry_does_not_import_its_libraries(tmp_path: P
     )
     assert done.returncode == 2, done.stderr
     assert "--schema-registry-listen" in done.stderr and "trafka[schemas]" in done.stderr
+
+
+def test_the_registrys_address_is_logged(caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    settings = {"host": "127.0.0.1", "data_dir": tmp_path, "schema_registry_listen": "127.0.0.1:0"}
+    with (
+        caplog.at_level(logging.INFO, logger="trafka.brokerlite"),
+        broker_in_thread(port=0, **settings) as running,
+    ):
+        assert running.schema_registry_address is not None
+        host, port = running.schema_registry_address
+    said = [r.getMessage() for r in caplog.records if r.name == "trafka.brokerlite.registry"]
+    assert f"schema registry on http://{host}:{port}/ (schemas kept in _schemas)" in said, said
