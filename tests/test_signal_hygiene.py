@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from terminal_sigint import sigint_as_at_a_terminal
+
 HERE = Path(__file__).resolve().parent
 
 TESTS = """
@@ -38,7 +40,15 @@ def _run(tmp_path: Path, *plugins: str) -> subprocess.CompletedProcess[str]:
         args += ["-p", plugin]
     env = {"PYTHONPATH": str(HERE), "PATH": "/usr/bin:/bin"}
     return subprocess.run(
-        [*args, "test_inner.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        [*args, "test_inner.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        # Whatever this run was given (a background job's SIGINT is ignored):
+        # what the inner run does to SIGINT is what is tested.
+        preexec_fn=sigint_as_at_a_terminal,
     )
 
 

@@ -18,6 +18,7 @@ import pytest
 import trio
 from cluster_helpers import raw_request, run, until
 from kazoo.client import KazooClient
+from terminal_sigint import sigint_as_at_a_terminal
 
 from trafka.brokerlite.cluster.zk_layout import (
     CONTROLLER,
@@ -1126,9 +1127,8 @@ def test_trafka_cluster_command_serves_and_stops_on_ctrl_c(tmp_path: Path) -> No
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        # SIGINT as a terminal's foreground process has it (a background job's
-        # is ignored, and `trafka cluster` keeps an ignored SIGINT ignored).
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        # `trafka cluster` keeps an ignored SIGINT ignored (a background job's).
+        preexec_fn=sigint_as_at_a_terminal,
     )
     try:
         deadline = time.monotonic() + 60

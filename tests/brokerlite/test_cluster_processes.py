@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from terminal_sigint import sigint_as_at_a_terminal
 
 from trafka.brokerlite.dev.supervisor import STATE_FILE, ControlError, control
 from trafka.brokerlite.dev.zookeeper_server import zookeeper_available
@@ -98,10 +99,8 @@ class Supervisor:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            # SIGINT as a terminal's foreground process has it, whatever this
-            # run inherited: a background job starts with it ignored, and the
-            # supervisor keeps an ignored SIGINT ignored, on purpose.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            # The supervisor keeps an ignored SIGINT ignored, on purpose.
+            preexec_fn=sigint_as_at_a_terminal,
         )
         self.out: list[str] = []
         self.err: list[str] = []

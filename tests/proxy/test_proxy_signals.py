@@ -16,6 +16,7 @@ from pathlib import Path
 
 import confluent_kafka
 import pytest
+from terminal_sigint import sigint_as_at_a_terminal
 
 from trafka.brokerlite.server import broker_in_thread
 
@@ -38,13 +39,11 @@ def test_the_proxy_stops_cleanly_on_a_signal(tmp_path: Path, signum: signal.Sign
             "--journal", str(tmp_path / "journal"),
         ]  # fmt: skip
         with log.open("wb") as out:
-            # The child's SIGINT as a terminal's foreground process has it (a
-            # shell's background job would start with it ignored).
             proc = subprocess.Popen(
                 command,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                preexec_fn=sigint_as_at_a_terminal,
             )
         try:
             deadline = time.monotonic() + 60

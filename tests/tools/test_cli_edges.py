@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio.from_thread
 import pytest
+from terminal_sigint import sigint_as_at_a_terminal
 from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
@@ -131,15 +132,6 @@ def test_share_consume_idle_timeout_gives_the_group_up_when_it_has_no_coordinato
     )
 
 
-def _sigint_as_at_a_terminal() -> None:
-    """Run in the child before it starts: SIGINT handled by default and not
-    blocked, whatever this process inherited (a child inherits an ignored or
-    blocked SIGINT; this session's suite once failed every SIGINT test on one
-    worker so, each passing alone), as a user's terminal gives it."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
-
-
 @pytest.mark.parametrize("command", ["consume", "share-consume"])
 def test_a_group_command_that_waits_says_why_and_stops_on_sigint(
     coordinator_less: str, command: str
@@ -150,7 +142,7 @@ def test_a_group_command_that_waits_says_why_and_stops_on_sigint(
     args = [*CLI, command, "t", "-G", "g", "-m", "2", "-b", coordinator_less]
     with subprocess.Popen(
         args,
-        preexec_fn=_sigint_as_at_a_terminal,
+        preexec_fn=sigint_as_at_a_terminal,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

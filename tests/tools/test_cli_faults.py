@@ -62,6 +62,7 @@ import click
 import pytest
 import trio
 from click.testing import CliRunner
+from terminal_sigint import sigint_as_at_a_terminal
 from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker, broker_in_thread
@@ -185,6 +186,7 @@ def run(args: list[str], bootstrap: str, stdin: bytes = b"") -> Done:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=_environment(),
+        preexec_fn=sigint_as_at_a_terminal,
     )
     try:
         out, err = proc.communicate(stdin, timeout=HANG_S)
@@ -207,6 +209,7 @@ class Running:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=_environment(),
+            preexec_fn=sigint_as_at_a_terminal,  # (e) interrupts it
         )
         self._lines: dict[str, list[str]] = {"out": [], "err": []}
         self._changed = threading.Condition()

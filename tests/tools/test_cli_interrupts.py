@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 import trio
+from terminal_sigint import sigint_as_at_a_terminal
 
 from trafka.brokerlite import RunningBroker
 from trafka.sdk import NewTopic, TopicPartition, open_admin
@@ -51,21 +52,12 @@ def bootstrap(broker: RunningBroker) -> str:
     return broker.bootstrap_servers
 
 
-def _sigint_as_at_a_terminal() -> None:
-    """Run in the child before it starts: SIGINT handled by default and not
-    blocked, whatever this process inherited (a child inherits an ignored or
-    blocked SIGINT; this session's suite once failed every SIGINT test on one
-    worker so, each passing alone), as a user's terminal gives it."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
-
-
 def interrupted_runs(bootstrap: str, runs: int, *args: str) -> list[dict[str, Any]]:
     """``trafka args`` without a signal, then ``runs`` times with one (see
     interrupt_points.py); the first is the run without."""
     done = subprocess.run(
         [sys.executable, str(POINTS), str(runs), *args, "-b", bootstrap],
-        preexec_fn=_sigint_as_at_a_terminal,
+        preexec_fn=sigint_as_at_a_terminal,
         capture_output=True,
         text=True,
         timeout=HANG_S,
@@ -139,7 +131,7 @@ except KeyboardInterrupt:
 def test_a_second_sigint_quits_at_once() -> None:
     with subprocess.Popen(
         [sys.executable, "-c", _STUBBORN],
-        preexec_fn=_sigint_as_at_a_terminal,
+        preexec_fn=sigint_as_at_a_terminal,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -182,7 +174,7 @@ print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)
 """
     done = subprocess.run(
         [sys.executable, "-c", script],
-        preexec_fn=_sigint_as_at_a_terminal,
+        preexec_fn=sigint_as_at_a_terminal,
         capture_output=True,
         text=True,
         timeout=HANG_S,
@@ -222,7 +214,7 @@ def _interrupted_produce(
     before = _end(admin, tp)
     with subprocess.Popen(
         [sys.executable, "-m", "trafka.tools.cli", "produce", TOPIC, "-b", bootstrap],
-        preexec_fn=_sigint_as_at_a_terminal,
+        preexec_fn=sigint_as_at_a_terminal,
         stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
     ) as proc:

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 import pytest
 from click.testing import CliRunner, Result
+from terminal_sigint import sigint_as_at_a_terminal
 from unique_names import names as _names
 
 from trafka.brokerlite import RunningBroker
@@ -61,6 +62,7 @@ def spawn(broker: RunningBroker, *args: str) -> subprocess.Popen[bytes]:
         [*CLI, *args, "-b", broker.bootstrap_servers],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=sigint_as_at_a_terminal,
     )
 
 
