@@ -325,7 +325,10 @@ class Filter:
 
         Raises:
             ValueError: the settings are refused (the proxy does not start, or
-                keeps the old ones). The default takes none.
+                keeps the old ones). A :class:`~trafka.sdk.ConfigError` (a
+                ValueError) whose ``problems`` name several is reported one
+                problem a line (``trafka proxy --check-config``). The default
+                takes none.
         """
         if settings:
             raise ValueError(f"{_name(self)} takes no settings")

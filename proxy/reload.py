@@ -4,12 +4,14 @@ can change while it serves.
 Rules:
 
 * :func:`load` checks everything a start needs without binding a port: the
-  settings (:mod:`.settings`), then what only trying tells: the
-  :class:`~.config.ProxyConfig` they make, each filter imported and given its
-  settings, the TLS certificate and key loaded, the principals' credentials
-  file read. Every problem is raised at
-  once (:class:`~trafka.sdk.ConfigError`). ``trafka proxy --check-config``
-  stops there.
+  settings (:mod:`.settings`), each filter imported and given its settings
+  (whatever the other settings' problems), then what only trying tells: the
+  :class:`~.config.ProxyConfig` they make, the TLS certificate and key
+  loaded, the principals' credentials file read (each once its files exist).
+  Every problem is raised at once (:class:`~trafka.sdk.ConfigError`), a
+  filter's each on its own line when it names several (its ``configure``
+  raising a ConfigError); a problem that only follows from one already named
+  is left out. ``trafka proxy --check-config`` stops there.
 * On SIGHUP the file and the environment the process started with are read
   again (the flags stay as given) and checked as a start would be. What may
   change while serving (the settings marked ``reload``): the log level, the
@@ -26,10 +28,12 @@ Rules:
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import ssl
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from trafka.sdk import ConfigError
@@ -37,7 +41,7 @@ from trafka.sdk import ConfigError
 from .config import ProxyConfig
 from .filters import Filter, load_filter
 from .principals import load_credentials
-from .settings import BY_NAME, FilterSpec, Sources, proxy_config, resolve
+from .settings import BY_NAME, FilterSpec, Sources, gather, proxy_config
 
 __all__ = [
     "Loaded",
@@ -71,29 +75,55 @@ def load(
     Raises:
         ConfigError: every problem found.
     """
-    values, origin = resolve(sources)
+    values, origin, problems = gather(sources)
+    settings_ok = not problems
+    filters: list[Filter] = []
+    for spec in values["filter"]:
+        made, refused = _configured(spec)
+        filters += made
+        problems += [f"{origin['filter']}: {p}" for p in refused]
+    config = None
     try:
         config = proxy_config(values)
     except ValueError as exc:
-        raise ConfigError.of([str(exc)]) from None
-    problems: list[str] = []
-    filters: list[Filter] = []
-    for spec in values["filter"]:
-        try:
-            filters.append(configured_filters((spec,))[0])
-        except ValueError as exc:
-            problems.append(f"{origin['filter']}: {exc}")
-    checks = (config.client_ssl_context, config.upstream_ssl_context)
-    for make in (*checks, lambda: load_credentials(config.principal_credentials)):
-        try:
-            make()
-        except ValueError as exc:
+        if settings_ok:  # else a consequence of a problem named already
             problems.append(str(exc))
-    if more is not None:
-        problems += more(values, config)
-    if problems:
+    if config is not None:
+        # What only trying tells, of the files the settings found.
+        checks = (
+            ((config.ssl_certfile, config.ssl_keyfile), config.client_ssl_context),
+            ((config.upstream_ssl_cafile,), config.upstream_ssl_context),
+            (
+                (config.principal_credentials,),
+                partial(load_credentials, config.principal_credentials),
+            ),
+        )
+        for paths, make in checks:
+            if all(p is None or os.path.isfile(p) for p in paths):
+                try:
+                    make()
+                except ValueError as exc:
+                    problems.append(str(exc))
+        if more is not None and settings_ok:
+            problems += more(values, config)
+    if problems or config is None:
         raise ConfigError.of(problems)
     return Loaded(values, origin, replace(config, filters=tuple(filters)))
+
+
+def _configured(spec: FilterSpec) -> tuple[list[Filter], list[str]]:
+    """The filter of ``spec`` given its settings, or every problem it has."""
+    try:
+        made = load_filter(spec.use)
+    except ValueError as exc:
+        return [], [str(exc)]
+    try:
+        made.configure(spec.settings)
+    except ConfigError as exc:  # a filter naming several problems at once
+        return [], [f"filter {spec.use}: {p}" for p in exc.problems]
+    except ValueError as exc:
+        return [], [f"filter {spec.use}: {exc}"]
+    return [made], []
 
 
 def configured_filters(specs: Sequence[FilterSpec]) -> tuple[Filter, ...]:
@@ -102,14 +132,12 @@ def configured_filters(specs: Sequence[FilterSpec]) -> tuple[Filter, ...]:
     Raises:
         ValueError: one cannot be loaded, or refused its settings.
     """
-    made = []
+    made: list[Filter] = []
     for spec in specs:
-        f = load_filter(spec.use)
-        try:
-            f.configure(spec.settings)
-        except ValueError as exc:
-            raise ValueError(f"filter {spec.use}: {exc}") from None
-        made.append(f)
+        filters, problems = _configured(spec)
+        if problems:
+            raise ValueError("; ".join(problems))
+        made += filters
     return tuple(made)
 
 

@@ -35,12 +35,15 @@ other settings (``basic.auth.user.info``, ``schema.registry.ssl.ca.location``...
 as :class:`~trafka.sdk.schemas.RegistryConfig` takes them), ``topics`` (a list
 of regular expressions matched against whole topic names; default every topic
 not starting with ``_``), ``validate.keys`` (default false) and
-``validate.values`` (default true).
+``validate.values`` (default true); each also in Python's spelling
+(``validate_keys``). Every problem of the settings is reported at once (a
+:class:`~trafka.sdk.ConfigError`): an unknown name with the nearest known one.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -53,14 +56,40 @@ from trafka.codec import protocol as _protocol
 from trafka.codec.errors import DecodeError
 from trafka.codec.messages.k00_produce import ProduceResponse
 from trafka.codec.records import decode_records
+from trafka.sdk import ConfigError
 from trafka.sdk.schemas.framing import FramingError, header_name, read_frame
 from trafka.sdk.schemas.types import SchemaRegistryError, SchemaSerializationError
 
 from .filters import CloseConnection, EncodedBody, Filter, FilterContext, Respond
 
-__all__ = ["SchemaValidation"]
+__all__ = ["REGISTRY_SETTINGS", "SchemaValidation"]
 
 _OWN = ("topics", "validate.keys", "validate.values")
+# The registry client's settings (trafka.sdk.schemas.RegistryConfig's names,
+# without the ``schema.registry.`` prefix the filter's table may give them).
+REGISTRY_SETTINGS = frozenset(
+    {
+        "url",
+        "basic.auth.user.info",
+        "basic.auth.credentials.source",
+        "bearer.auth.credentials.source",
+        "bearer.auth.token",
+        "bearer.auth.logical.cluster",
+        "bearer.auth.identity.pool.id",
+        "ssl.ca.location",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+        "timeout",
+        "max.retries",
+        "retries.wait.ms",
+        "retries.max.wait.ms",
+        "latest.cache.ttl.secs",
+    }
+)
+_PREFIX = "schema.registry."
+# What "did you mean" offers: the names as a [[filter]] table spells them.
+_SPELLINGS = (*_OWN, *sorted(_PREFIX + name for name in REGISTRY_SETTINGS))
 _Partition = ProduceResponse.PartitionProduceResponse
 
 
@@ -91,27 +120,44 @@ class SchemaValidation(Filter):
         """Take the settings (see the module doc).
 
         Raises:
-            ValueError: ``schema.registry.url`` missing, a setting of the wrong
-                type, or a topic pattern that is not a regular expression.
+            ConfigError: every problem found, each in its ``problems`` (a
+                ValueError): an unknown setting (with the nearest known name),
+                ``schema.registry.url`` missing, a value of the wrong type, a
+                topic pattern that is not a regular expression, or what the
+                registry client refuses.
         """
-        conf = dict(settings)
-        if not conf.get("schema.registry.url"):
-            raise ValueError("SchemaValidation needs schema.registry.url")
+        # The filter's own names as the registry's are read: dotted, or Python's spelling.
+        conf = {_own_name(key): value for key, value in settings.items()}
+        problems = [
+            f"unknown setting {key!r}{_nearest(key)}"
+            for key in conf
+            if key not in _OWN and _registry_name(key) not in REGISTRY_SETTINGS
+        ]
+        if not any(_registry_name(key) == "url" and conf[key] for key in conf):
+            problems.append("missing setting 'schema.registry.url' (the registry's URL)")
         patterns = conf.pop("topics", ["[^_].*"])
+        topics: list[re.Pattern[str]] = []
         if isinstance(patterns, str) or not isinstance(patterns, list | tuple):
-            raise ValueError("SchemaValidation: topics is a list of regular expressions")
-        try:
-            topics = [re.compile(p) for p in patterns]
-        except re.error as exc:
-            raise ValueError(f"SchemaValidation: topics: {exc}") from None
+            problems.append(f"topics: {patterns!r} is not a list of regular expressions")
+        else:
+            for pattern in patterns:
+                try:
+                    topics.append(re.compile(pattern))
+                except (re.error, TypeError) as exc:
+                    problems.append(f"topics: {pattern!r} is not a regular expression: {exc}")
         keys, values = conf.pop("validate.keys", False), conf.pop("validate.values", True)
-        if not isinstance(keys, bool) or not isinstance(values, bool):
-            raise ValueError(
-                "SchemaValidation: validate.keys and validate.values are true or false"
-            )
-        from trafka.sdk.schemas import RegistryConfig
+        for name, value in (("validate.keys", keys), ("validate.values", values)):
+            if not isinstance(value, bool):
+                problems.append(f"{name}: {value!r} is not true or false")
+        if not problems:  # the registry client's own checks of its values, once its names are
+            from trafka.sdk.schemas import RegistryConfig
 
-        RegistryConfig.from_dict(conf)  # refused here, not at the first record
+            try:
+                RegistryConfig.from_dict(conf)  # refused here, not at the first record
+            except ValueError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise ConfigError("SchemaValidation: " + "; ".join(problems), problems)
         with self._lock:
             if conf != self._registry_conf:
                 self._close_registry()
@@ -251,6 +297,23 @@ class SchemaValidation(Filter):
 
                 self._decoder = DecodingDeserializer(registry)
             return self._decoder.deserializer_for(schema_type)
+
+
+def _own_name(key: str) -> str:
+    dotted = key.replace("_", ".")
+    return dotted if dotted in _OWN else key
+
+
+def _registry_name(key: str) -> str:
+    """A setting's registry name as RegistryConfig reads it (Python's
+    underscores as dots, the ``schema.registry.`` prefix dropped)."""
+    name = key.replace("_", ".")
+    return name[len(_PREFIX) :] if name.startswith(_PREFIX) else name
+
+
+def _nearest(key: str) -> str:
+    close = difflib.get_close_matches(key.replace("_", "."), _SPELLINGS, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _with_refused(body: Any, refused: Mapping[tuple[str, int], tuple[int, str]]) -> Any:

@@ -48,6 +48,7 @@ __all__ = [
     "FilterSpec",
     "Setting",
     "Sources",
+    "gather",
     "proxy_config",
     "reference_table",
     "resolve",
@@ -179,6 +180,16 @@ def resolve(sources: Sources) -> tuple[dict[str, Any], dict[str, str]]:
     Raises:
         ConfigError: every problem found (see the module's rules).
     """
+    values, origin, problems = gather(sources)
+    if problems:
+        raise ConfigError.of(problems)
+    return values, origin
+
+
+def gather(sources: Sources) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """As :func:`resolve`, the problems returned rather than raised: the values
+    are the sources' where they could be read, so that what else can be
+    checked is (the filters' settings, say) and reported with them."""
     problems: list[str] = []
     layers: list[dict[str, tuple[Any, str]]] = []  # lowest precedence first
     from_file = {} if sources.path is None else _from_file(sources.path, problems)
@@ -198,9 +209,7 @@ def resolve(sources: Sources) -> tuple[dict[str, Any], dict[str, str]]:
             _check_range(s, values[s.name], origin[s.name], problems)
     if not unreadable:
         problems += _conflicts(values, origin)
-    if problems:
-        raise ConfigError.of(problems)
-    return values, origin
+    return values, origin, problems
 
 
 def _from_file(path: str, problems: list[str]) -> dict[str, tuple[Any, str]] | None:
@@ -360,7 +369,7 @@ def proxy_config(values: Mapping[str, Any]) -> ProxyConfig:
     journal = values["journal"]
     topic = journal.partition(":")[2] or TOPIC if journal and _is_topic(journal) else None
     return ProxyConfig(
-        upstream=tuple(s.strip() for s in values["upstream"] if s.strip()),
+        upstream=tuple(s.strip() for s in values["upstream"] or () if s.strip()),
         host=host.strip("[]") or "0.0.0.0",
         port=port,
         node_port_base=base,

@@ -30,7 +30,8 @@ from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
 from trafka.codec.errors import ErrorCode
 from trafka.proxy import proxy_in_thread
-from trafka.proxy.schema_validation import SchemaValidation
+from trafka.proxy.schema_validation import REGISTRY_SETTINGS, SchemaValidation
+from trafka.sdk import ConfigError
 from trafka.sdk.blocking import Consumer
 
 ORDER = {
@@ -308,14 +309,17 @@ def test_settings_are_checked_when_the_proxy_starts() -> None:
     from trafka.proxy.settings import FilterSpec
 
     use = "trafka.proxy:SchemaValidation"
-    with pytest.raises(ValueError, match=r"needs schema\.registry\.url"):
+    with pytest.raises(ValueError, match=r"missing setting 'schema\.registry\.url'"):
         configured_filters([FilterSpec(use)])
-    with pytest.raises(ValueError, match="topics"):
+    with pytest.raises(ValueError, match="topics: 'x' is not a list of regular expressions"):
         configured_filters([FilterSpec(use, {"schema.registry.url": "http://r", "topics": "x"})])
-    with pytest.raises(ValueError, match=r"schema\.registry\.colour"):
+    with pytest.raises(ValueError, match=r"unknown setting 'schema\.registry\.colour'"):
         configured_filters(
             [FilterSpec(use, {"schema.registry.url": "http://r", "schema.registry.colour": 1})]
         )
+    # What the registry client refuses of the values, once the names are right.
+    with pytest.raises(ValueError, match=r"schema registry url 'ftp://r' is not an http"):
+        configured_filters([FilterSpec(use, {"schema.registry.url": "ftp://r"})])
     (made,) = configured_filters(
         [FilterSpec(use, {"schema.registry.url": "http://r", "topics": ["a-.*"]})]
     )
@@ -328,6 +332,45 @@ def test_settings_are_checked_when_the_proxy_starts() -> None:
     # the default: every topic but internal ones
     (made,) = configured_filters([FilterSpec(use, {"schema.registry.url": "http://r"})])
     assert (made.validates("orders"), made.validates("_schemas")) == (True, False)
+
+
+def test_every_problem_of_the_settings_at_once() -> None:
+    """A misspelt name is unknown (with the nearest known one), not a required
+    one missing; every problem is in the ConfigError's ``problems``."""
+    with pytest.raises(ConfigError) as caught:
+        SchemaValidation(
+            {
+                "schema.registry.ur": "http://r",
+                "schema_registry_basic_auth_user_inf": "u:p",
+                "topics": ["a", "(("],
+                "validate.keys": "yes",
+                "validate_values": 1,
+            }
+        )
+    problems = caught.value.problems
+    assert problems[:3] == [
+        "unknown setting 'schema.registry.ur' (did you mean schema.registry.url?)",
+        "unknown setting 'schema_registry_basic_auth_user_inf' "
+        "(did you mean schema.registry.basic.auth.user.info?)",
+        "missing setting 'schema.registry.url' (the registry's URL)",
+    ]
+    assert problems[3].startswith("topics: '((' is not a regular expression")
+    assert problems[4:] == [
+        "validate.keys: 'yes' is not true or false",
+        "validate.values: 1 is not true or false",
+    ]
+    assert str(caught.value).startswith("SchemaValidation: unknown setting 'schema.registry.ur'")
+    # Python's spelling and the unprefixed registry names are taken.
+    made = SchemaValidation({"url": "http://r", "validate_keys": True, "max_retries": 1})
+    assert made.validates("orders")
+
+
+def test_its_registry_names_are_the_registry_clients() -> None:
+    """The filter knows which names are the registry client's (to call the
+    others unknown at once): the same as RegistryConfig takes."""
+    from trafka.sdk.schemas import registry_config
+
+    assert REGISTRY_SETTINGS == registry_config._KNOWN
 
 
 def test_acks_0_refused_closes_the_connection(

@@ -179,6 +179,8 @@ def test_check_config_reports_every_problem_at_once_and_binds_nothing(tmp_path: 
                 "TRAFKA_PROXY_CONECTIONS_MAX_IDLE_MS: unknown setting "
                 "(did you mean TRAFKA_PROXY_CONNECTIONS_MAX_IDLE_MS?)",
                 "upstream is required (--upstream, TRAFKA_PROXY_UPSTREAM or the file)",
+                # The filter's settings with the others, not once they are right.
+                f"{toml}: filter: filter {FILTER}: unknown setting 'cluster'",
             ]
         )
         # A start with the same configuration refuses it the same way, as a
@@ -186,8 +188,7 @@ def test_check_config_reports_every_problem_at_once_and_binds_nothing(tmp_path: 
         started = run("--config", str(toml), env=env)
         assert started.exit_code == 2, started.output
         assert all(p in started.output for p in problems)
-        # Once the settings are right, what only trying tells: the filter refuses
-        # its settings, the certificate is not one.
+        # What only trying tells: the certificate is not one; with the filter's.
         bad_cert = tmp_path / "cert.pem"
         bad_cert.write_text("not a certificate")
         toml.write_text(
@@ -204,6 +205,60 @@ def test_check_config_reports_every_problem_at_once_and_binds_nothing(tmp_path: 
         result = run("--config", str(toml), "--listen", f"127.0.0.1:{port}", "--check-config")
         assert result.exit_code == 0, result.output
         assert result.output.startswith("the configuration is valid\n")
+
+
+def test_check_config_names_every_filters_problems_with_the_settings(tmp_path: Path) -> None:
+    """Every filter's problems with the general settings' (not once those are
+    right), each of a filter's on its own line: an unknown key as unknown, with
+    the nearest known name, and a required one left out as missing."""
+    toml = tmp_path / "proxy.toml"
+    toml.write_text(
+        'uptream = "127.0.0.1:9092"\n'
+        "[[filter]]\n"
+        'use = "trafka.proxy:SchemaValidation"\n'
+        "[filter.settings]\n"
+        '"schema.registry.ur" = "http://127.0.0.1:8081"\n'
+        "validate_key = true\n"
+        'topics = ["orders-.*", "(("]\n'
+        "[[filter]]\n"
+        f'use = "{FILTER}"\n'
+        "settings = {cluster_id = 5}\n"
+        "[[filter]]\n"
+        'use = "no_such_module:Filter"\n'
+    )
+    result = run("--config", str(toml), "--check-config", env={"TRAFKA_PROXY_WORKERS": "two"})
+    assert result.exit_code == 1, result.output
+    problems = [line[4:] for line in result.output.splitlines() if line.startswith("  - ")]
+    assert result.output.startswith(f"Error: {len(problems)} problems in the configuration:")
+    validation = f"{toml}: filter: filter trafka.proxy:SchemaValidation: "
+    # The regular expression's problem as Python's re words it.
+    (bad_pattern,) = [p for p in problems if "topics:" in p]
+    assert bad_pattern.startswith(validation + "topics: '((' is not a regular expression: ")
+    problems.remove(bad_pattern)
+    assert sorted(problems) == sorted(
+        [
+            f"{toml}: uptream: unknown setting (did you mean upstream?)",
+            "TRAFKA_PROXY_WORKERS: 'two' is not an integer",
+            "upstream is required (--upstream, TRAFKA_PROXY_UPSTREAM or the file)",
+            validation + "unknown setting 'schema.registry.ur' (did you mean schema.registry.url?)",
+            validation + "unknown setting 'validate_key' (did you mean validate.keys?)",
+            validation + "missing setting 'schema.registry.url' (the registry's URL)",
+            f"{toml}: filter: filter {FILTER}: cluster_id must be a string",
+            f"{toml}: filter: filter 'no_such_module:Filter': No module named 'no_such_module'",
+        ]
+    )
+    # Fixed, the same filter is valid: nothing was left unsaid.
+    toml.write_text(
+        'upstream = "127.0.0.1:9092"\n'
+        "[[filter]]\n"
+        'use = "trafka.proxy:SchemaValidation"\n'
+        "[filter.settings]\n"
+        '"schema.registry.url" = "http://127.0.0.1:8081"\n'
+        "validate_keys = true\n"
+        'topics = ["orders-.*"]\n'
+    )
+    result = run("--config", str(toml), "--check-config")
+    assert result.exit_code == 0, result.output
 
 
 def test_the_reference_in_docs_is_the_settings_table() -> None:
