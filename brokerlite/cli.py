@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from trafka.common.logformat import LINE_FORMAT
+from trafka.common.logformat import CHATTY, LINE_FORMAT
 
 from .config import PROTOCOL_VERSIONS, BrokerConfig, ConfigError
 from .errors import BrokerError
@@ -294,7 +294,8 @@ def command(config_file: Path | None, verbose: bool, **options: Any) -> None:
         reason = missing()
         if reason is not None:
             raise click.UsageError(f"--schema-registry-listen: {reason}")
-    _configure_logging(verbose, "trio", "kazoo", "hypercorn", "trafka.console.http")
+    # httpx: a line per request of the console's registry client (--console-listen).
+    _configure_logging(verbose, "trio", "kazoo", "hypercorn", "trafka.console.http", *CHATTY)
     from .server import run_broker
 
     try:

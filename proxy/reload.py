@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from trafka.common.logformat import quiet_libraries
 from trafka.sdk import ConfigError
 
 from .config import ProxyConfig
@@ -220,6 +221,7 @@ class Reloader:
                 if old.settings != new.settings:
                     f.configure(new.settings)
         logging.getLogger().setLevel(log_level(fresh))
+        quiet_libraries(log_level(fresh))
 
 
 def _kept() -> bool:

@@ -53,6 +53,8 @@ shared pool of upstream connections for what filters send.
   unreachable upstream, unroutable batches) and failing accepts are logged
   through :class:`~trafka.common.lograte.RateLimitedLog`: a line a minute each,
   with a count of the rest. Host names from upstream answers are logged escaped.
+* At DEBUG (``-v``) each client connection is logged as it is accepted, as its
+  upstream connection opens and as it closes, with its traffic (:mod:`.connlog`).
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ from trafka.common.request_budget import RequestBudget, release, reserve
 from trafka.discovery import announcing_listener
 from trafka.sdk.connection_state import ConnectionState, Response
 
+from . import connlog
 from .config import ProxyConfig, split_server
 from .filters import (
     FRAMES,
@@ -332,6 +335,8 @@ class _Proxy:
         self.stats.open_connections += 1
         client: trio.abc.Stream = raw
         attached: list[_Client] = []  # the upstream side, once the client has spoken
+        peer = _peer(raw)
+        opened = connlog.accepted(peer, raw, node_id)
         try:
             if self.client_tls is not None:
                 tls = trio.SSLStream(raw, self.client_tls, server_side=True)
@@ -349,14 +354,15 @@ class _Proxy:
                     return
                 client = tls
             async with client, trio.open_nursery() as pumps:
-                await self._requests(client, pumps, node_id, _peer(raw), attached, raw.socket)
+                await self._requests(client, pumps, node_id, peer, attached, raw.socket)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            log.debug("connection ended: %s", exc)
+            log.debug("connection from %s ended: %s", connlog.shown(peer), exc)
         finally:
             self.stats.open_connections -= 1
             for conn in attached:
                 self.stats.upstream_connections -= 1
                 await trio.aclose_forcefully(conn.upstream)
+            connlog.closed(peer, opened, attached[0].traffic if attached else None)
 
     async def _attach(
         self,
@@ -373,6 +379,7 @@ class _Proxy:
             self._closing("upstream_unreachable", "upstream", exc)
             return None
         self.stats.upstream_connections += 1
+        connlog.upstream_opened(peer, address, node_id)
         to_writer, answers = trio.open_memory_channel[_Answer](_MAX_WAITING_ANSWERS)
         conn = _Client(client, upstream, address, to_writer, pumps, peer=peer)
         frames_in, frames = trio.open_memory_channel[list[bytes]](_MAX_WAITING_ANSWERS)
@@ -442,6 +449,7 @@ class _Proxy:
                             return
                         attached.append(conn)
                     conn.reserved = size
+                    conn.traffic.request(len(frame))
                     try:
                         await self._request(frame, conn)
                     finally:
@@ -769,7 +777,9 @@ class _Out:
         parts = self.parts
         if parts:
             self.parts = []
-            await self.conn.client.send_all(parts[0] if len(parts) == 1 else b"".join(parts))
+            data = parts[0] if len(parts) == 1 else b"".join(parts)
+            self.conn.traffic.sent += len(data)
+            await self.conn.client.send_all(data)
         # Settled once written, or found to have none.
         self.conn.owed -= self.settled
         self.settled = 0
@@ -808,6 +818,7 @@ class _Client:
     reserved: int = 0  # the current request's bytes of the proxy's request budget
     batch: list[bytes] = field(default_factory=list)  # requests to write upstream at once
     batch_held: int = 0  # their bytes of the request budget
+    traffic: connlog.Traffic = field(default_factory=connlog.Traffic)  # for the log (-v)
 
 
 def _framed(correlation_id: int, key: int, version: int, body: bytes) -> bytes:

@@ -24,7 +24,7 @@ from typing import Any
 
 import trio
 
-from trafka.common.logformat import LINE_FORMAT
+from trafka.common.logformat import LINE_FORMAT, quiet_libraries
 
 from .assembly import serve_proxy
 from .config import ProxyConfig
@@ -77,6 +77,7 @@ def serve(loaded: Loaded, sources: Sources) -> None:
     """
     values = loaded.values
     logging.basicConfig(level=log_level(values), format=LINE_FORMAT)
+    quiet_libraries(log_level(values))  # httpx's INFO line per request (a registry's 404s)
     if values["workers"] > 1:
         run_workers(
             replace(loaded.config, filters=()),

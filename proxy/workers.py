@@ -79,7 +79,7 @@ from typing import Any
 
 import trio
 
-from trafka.common.logformat import line_format
+from trafka.common.logformat import line_format, quiet_libraries
 from trafka.common.metrics_http import Endpoint, serve_metrics
 from trafka.discovery import announcing_listener
 
@@ -586,6 +586,7 @@ def _worker_main(spec: _Spec, conn: Connection) -> None:
         level=logging.DEBUG if spec.verbose else logging.INFO,
         format=line_format(f"[worker {spec.index}] "),
     )
+    quiet_libraries(logging.DEBUG if spec.verbose else logging.INFO)
     try:
         config = replace(spec.config, filters=configured_filters(spec.filter_specs))
         trio.run(_serve_worker, config, conn, spec.reload)

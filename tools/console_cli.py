@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from trafka.common.logformat import LINE_FORMAT
+from trafka.common.logformat import CHATTY, LINE_FORMAT
 from trafka.console.server import (
     DEFAULT_LISTEN,
     ENV_AUTH_HEADER,
@@ -221,7 +221,8 @@ def command(
         format=LINE_FORMAT,
     )
     if not verbose:
-        for name in ("trio", "hypercorn", "trafka.console.http"):
+        # httpx: a line per registry request (the schema pages' lookups, their 404s).
+        for name in ("trio", "hypercorn", "trafka.console.http", *CHATTY):
             logging.getLogger(name).setLevel(logging.WARNING)
 
     async def main() -> None:

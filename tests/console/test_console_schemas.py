@@ -11,6 +11,11 @@ from __future__ import annotations
 
 import html
 import json
+import os
+import socket
+import subprocess
+import sys
+import time
 import urllib.parse
 from collections.abc import Iterator
 
@@ -115,3 +120,76 @@ def test_messages_decoded_searched_and_subjects(
     assert cells(one.text, "versions")[0][:2] == ["1", str(schema_id)]
     gone = get(site, "/schemas/no-such-subject")
     assert gone.status == 404 and "not found" in gone.text
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _console_log(served: tuple[Site, RunningBroker], *flags: str) -> str:
+    """``trafka console`` with the broker's registry, given ``flags``, asked a
+    subject the registry does not have (its normal 404); its stderr once stopped."""
+    site, broker = served
+    assert broker.schema_registry_address is not None
+    host, registry_port = broker.schema_registry_address
+    port = _free_port()
+    command = [
+        "console", "-b", site.bootstrap, "--listen", f"127.0.0.1:{port}",
+        "--schema-registry", f"http://{host}:{registry_port}", *flags,
+    ]  # fmt: skip
+    return _served_log(command, site._replace(base=f"http://127.0.0.1:{port}"))
+
+
+def _served_log(command: list[str], there: Site) -> str:
+    """``trafka`` ``command`` (serving a console at ``there``), asked a subject
+    the registry does not have (its normal 404); its stderr once stopped."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cli = [sys.executable, "-m", "trafka.tools.cli"]
+    proc = subprocess.Popen([*cli, *command], stderr=subprocess.PIPE, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                page = get(there, "/schemas/no-such-subject")
+                break
+            except OSError:
+                assert proc.poll() is None, "the console exited"
+                assert time.monotonic() < deadline, "the console did not come up"
+                time.sleep(0.2)
+        assert page.status == 404 and "not found" in page.text
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    return err.decode()
+
+
+def test_the_registrys_answers_are_not_logged_unless_verbose(
+    served: tuple[Site, RunningBroker],
+) -> None:
+    """httpx logs each request at INFO (``HTTP Request: GET ... 404 Not Found``):
+    the console holds it at WARNING unless ``-v`` asks for everything."""
+    quiet = _console_log(served)
+    assert "trafka console on http://" in quiet, quiet
+    assert "HTTP Request" not in quiet and "httpx" not in quiet, quiet
+    verbose = _console_log(served, "-v")
+    assert "httpx: HTTP Request: GET http://" in verbose and "404 Not Found" in verbose, verbose
+
+
+def test_a_broker_serving_the_console_and_registry_does_not_log_their_requests(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """``trafka broker --console-listen --schema-registry-listen``: the console
+    asks the broker's registry over HTTP, and httpx's line per request is kept
+    quiet there too."""
+    port, console, registry = _free_port(), _free_port(), _free_port()
+    command = [
+        "broker", "--listen", f"127.0.0.1:{port}", "--no-announce",
+        "--data-dir", str(tmp_path_factory.mktemp("broker-console-log")),
+        "--console-listen", f"127.0.0.1:{console}",
+        "--schema-registry-listen", f"127.0.0.1:{registry}",
+    ]  # fmt: skip
+    said = _served_log(command, Site(f"http://127.0.0.1:{console}", f"127.0.0.1:{port}"))
+    assert f"schema registry on http://127.0.0.1:{registry}/" in said, said
+    assert "HTTP Request" not in said and "httpx" not in said, said
