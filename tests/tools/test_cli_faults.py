@@ -335,6 +335,22 @@ def no_traceback(done: Done) -> None:
     assert "Traceback" not in done.err, done.err
 
 
+CLI_PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+
+
+def documented(done: Done) -> None:
+    """What the command said of its SIGINT is docs/cli.md's, word for word (its
+    count with N for the numbers)."""
+    page = CLI_PAGE.read_text()
+    lines = done.err.splitlines()
+    said = [i for i, line in enumerate(lines) if line.startswith(("SIGINT: ", "interrupted ("))]
+    assert said, done.err
+    assert f"`{lines[said[0]]}`" in page, f"docs/cli.md does not show {lines[said[0]]!r}"
+    after = [re.sub(r"\d+", "N", line) for line in lines[said[0] + 1 :]]
+    counts = [line for line in after if re.fullmatch(r"N records consumed( and accepted)?", line)]
+    assert all(f"`{line}`" in page for line in counts), counts
+
+
 # -- data ------------------------------------------------------------------------------------
 
 
@@ -1317,6 +1333,7 @@ def test_e_consume_stops_on_sigint(single: RunningBroker, group: bool) -> None:
     if group:
         assert committed(bootstrap, name) == {(topic, 0): 4}
     no_traceback(done)
+    documented(done)
 
 
 def end_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
@@ -1398,6 +1415,7 @@ def test_e_produce_counts_exactly_what_it_delivered(
     assert len(written) == delivered
     assert written == [f"line-{i}" for i in range(delivered)]
     no_traceback(done)
+    documented(done)
 
 
 def test_e_share_consume_stops_on_sigint(single: RunningBroker) -> None:
@@ -1413,6 +1431,7 @@ def test_e_share_consume_stops_on_sigint(single: RunningBroker) -> None:
     assert done.rc == 130, done
     assert done.said(r"^SIGINT: committing") and "2 records consumed" in done.err
     no_traceback(done)
+    documented(done)
 
 
 @pytest.fixture(scope="module")
@@ -1494,3 +1513,4 @@ def test_e_sigint_while_waiting_for_a_broker(
     assert done.rc == 130, done
     assert done.said(r"^(interrupted \(SIGINT\)|SIGINT: )"), done.err
     no_traceback(done)
+    documented(done)

@@ -36,6 +36,7 @@ from trafka.sdk.blocking import Admin
 pytestmark = pytest.mark.timeout(120)
 
 POINTS = Path(__file__).with_name("interrupt_points.py")
+CLI_PAGE = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 #: A hang guard for a process, far above what it needs; not a timing assertion.
 HANG_S = 90.0
 TOPIC = "interrupts"
@@ -149,6 +150,7 @@ def test_a_second_sigint_quits_at_once() -> None:
     assert rc == 128 + signal.SIGINT
     assert err == "SIGINT: quitting at once\n"
     assert out == ""  # it did not wait for the run to end
+    assert "(`SIGINT: quitting at once`)" in CLI_PAGE.read_text()  # as docs/cli.md says
 
 
 def test_an_interrupted_run_raises_keyboard_interrupt_once_it_is_over() -> None:
