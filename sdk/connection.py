@@ -697,6 +697,7 @@ class BrokerConnection:
                     # between reads (the next read mostly finds more).
                     await anyio.lowlevel.checkpoint()
         except anyio.get_cancelled_exc_class():
+            self._closing = True  # the client going away (cancelled), not its broker lost
             self._fail(KafkaConnectionError(f"connection to node {self.node_id} closed"))
             raise
         except Exception as exc:

@@ -181,6 +181,37 @@ async def test_a_broker_that_cannot_be_reached_is_told_once_while_it_stays_liste
     ]
 
 
+async def test_a_client_cancelled_with_a_request_in_flight_tells_nothing(
+    fake_broker: FakeBroker, heard: list[BaseException], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client whose tasks are cancelled (its owner stopping: a broker's schema
+    registry at shutdown, whose consumer always has a fetch waiting) is going
+    away; the broker is not lost, and nothing says it is."""
+    held = anyio.Event()
+
+    async def hold(header: Any, body: Any) -> Any:
+        held.set()
+        await anyio.sleep_forever()
+
+    fake_broker.handlers[2] = hold  # ListOffsets: never answered
+    tp = TopicPartition("t", 0)
+
+    async def ask() -> None:
+        async with open_admin(
+            bootstrap_servers=fake_broker.bootstrap, error_cb=heard.append, **QUICK
+        ) as admin:
+            await admin.list_offsets({tp: "latest"}, timeout_ms=LONG_MS)
+
+    with caplog.at_level(logging.INFO, logger="trafka.sdk"):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask)
+            with anyio.fail_after(GUARD_S):
+                await held.wait()  # the request is in flight, on the broker
+            tg.cancel_scope.cancel()
+    assert heard == []
+    assert not [r for r in caplog.records if "unreachable" in r.getMessage()]
+
+
 async def test_an_error_cb_that_raises_is_logged_not_raised(
     fake_broker: FakeBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
