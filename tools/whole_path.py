@@ -26,6 +26,7 @@ orders of the services that ran (see :mod:`trafka.tools._peers`).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sys
@@ -132,7 +133,15 @@ async def _produce(servers: str, proxy: Any, say: Say) -> int:
 
         failures: list[Any] = []
         producer = confluent_kafka.Producer(
-            {"bootstrap.servers": servers, "linger.ms": 20, "enable.idempotence": True}
+            {
+                "bootstrap.servers": servers,
+                "linger.ms": 20,
+                "enable.idempotence": True,
+                # librdkafka's own lines (its INFO ones, such as telemetry's
+                # GETSUBSCRIPTIONS) go through logging, not straight to stderr:
+                # the demo shows its warnings and errors only.
+                "logger": logging.getLogger("trafka.demo.librdkafka"),
+            }
         )
         for i in range(PER_SERVICE):
             key, value = _order(i, "mobile")

@@ -97,15 +97,32 @@ def test_pipeline_checks_can_fail(monkeypatch: pytest.MonkeyPatch) -> None:
 # step runs in `make demo` only.
 
 
-def test_the_whole_path_fails_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_whole_path_fails_loudly(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     """A placement the proxy did not make (every key expected on partition 0) is
-    said, and the whole path stops there, false."""
+    said, and the whole path stops there, false. On the way, its services print
+    nothing of their own (confluent-kafka's librdkafka logs through a logger:
+    no ``%6|...|GETSUBSCRIPTIONS|`` line amid the demo's)."""
     from trafka.tools import whole_path
 
     monkeypatch.setattr(whole_path, "murmur2_partition", lambda key, n: 0)
     out: list[str] = []
     assert not trio.run(whole_path.whole_path, out.append)
     assert out[-1].startswith("FAILED: 1200 orders in the topic, keys off their partition")
+    assert not re.search(r"(?m)^%\d\|", capfd.readouterr().err)
+
+
+def test_the_schema_step_prints_only_its_lines(capfd: pytest.CaptureFixture[str]) -> None:
+    """The schema step's broker stops with its registry's clients still open:
+    they go quietly (no "broker 1 ... is unreachable" once the step is done)."""
+    from trafka.tools.schemas_demo import schema_step
+
+    out: list[str] = []
+    assert schema_step(out.append)
+    assert [line for line in out if "FAILED" in line] == []
+    captured = capfd.readouterr()
+    assert "unreachable" not in captured.err + captured.out, captured.err
 
 
 # -- the demo on a plain `pip install trafka` ---------------------------------------------
