@@ -100,14 +100,14 @@ def _portal_threads() -> int:
 
 
 class _Held:
-    """Hold a producer's hand-over (its drain lock) on the loop until released."""
+    """Hold a producer's hand-over (its lock) on the loop until released."""
 
     def __init__(self, producer: Producer) -> None:
         self.release = threading.Event()
         taken = threading.Event()
 
         async def hold() -> None:
-            async with producer._drain_lock:
+            async with producer._sends.hand_lock:
                 taken.set()
                 # Abandoned when the client closes while still held.
                 await anyio.to_thread.run_sync(self.release.wait, abandon_on_cancel=True)
@@ -508,7 +508,7 @@ def test_futures_of_records_that_went_straight_into_their_batch(broker: RunningB
         assert producer.partitions_for(topic) == [0]
         producer.send(topic, b"opens the batch")
         futures = [producer.send(topic, b"%d" % i) for i in range(5)]
-        assert not producer._queue and not producer._draining  # none was queued
+        assert not len(producer._sends) and not producer._sends.draining  # none was queued
         assert not any(f.done() for f in futures)
         assert not futures[0].cancel() and not futures[0].cancelled()
         futures[1].add_done_callback(called.append)
@@ -526,7 +526,7 @@ def test_a_tiny_queue_blocks_senders_until_the_loop_catches_up(broker: RunningBr
     topic = _topic(bs, 1)
     with Producer(bootstrap_servers=bs, max_queued=3) as producer:
         futures = [producer.send(topic, b"%d" % i) for i in range(500)]
-        assert len(producer._queue) <= 3
+        assert len(producer._sends) <= 3
         producer.flush()
         assert [f.result().offset for f in futures] == list(range(500))
     with pytest.raises(ValueError):
