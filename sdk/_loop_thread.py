@@ -51,12 +51,18 @@ class Portal:
     """A trio loop in a thread, holding one open async client."""
 
     def __init__(
-        self, opener: Callable[[], AbstractAsyncContextManager[Any]], owner: Any = None
+        self,
+        opener: Callable[[], AbstractAsyncContextManager[Any]],
+        owner: Any = None,
+        *,
+        at_exit: Callable[[], Any] | None = None,
     ) -> None:
-        """``owner``: the blocking client holding this portal, whose ``close()`` is
-        called if it is still open when the interpreter exits (see :func:`_close_open_portals`)."""
+        """``owner``: the blocking client holding this portal, whose ``close()`` (or
+        ``at_exit``, a method of its) is called if it is still open when the
+        interpreter exits (see :func:`_close_open_portals`)."""
         self._stack = ExitStack()
-        self._owner_close = None if owner is None else weakref.WeakMethod(owner.close)
+        close = at_exit if at_exit is not None else None if owner is None else owner.close
+        self._owner_close = None if close is None else weakref.WeakMethod(close)
         try:
             self.portal: BlockingPortal = self._stack.enter_context(start_blocking_portal("trio"))
             self.client: Any = self._stack.enter_context(
@@ -120,7 +126,7 @@ class Portal:
         raise ClientClosedError(closed)
 
     def close_as_owner(self) -> None:
-        """Close the client as its blocking owner's close() does (that close, if
+        """Close the client as its blocking owner's close() (or at_exit) does (that, if
         the owner is still there; else this portal's)."""
         close = None if self._owner_close is None else self._owner_close()
         if close is not None:
@@ -153,9 +159,10 @@ _OPEN: weakref.WeakSet[Portal] = weakref.WeakSet()
 
 def _close_open_portals() -> None:
     """Close every client still open when the interpreter exits (an atexit hook,
-    run while daemon threads still run), with the client's own close(): a
-    producer delivers what it holds (within its delivery timeout), a consumer
-    commits what it handed out. A script that ends without close() must still
+    run while daemon threads still run), with the client's own close (its
+    ``at_exit``): a producer delivers what it holds (within its delivery
+    timeout, and while a broker is in reach), a consumer commits what it
+    handed out. A script that ends without close() must still
     end: left open, the client's objects are collected while the interpreter
     finalizes, and collecting a portal waits for a loop thread that no longer
     runs."""
@@ -294,15 +301,16 @@ class LoopLock(trio.abc.Instrument):
 async def with_loop_lock(
     opened: AbstractAsyncContextManager[Any],
     loop_lock: LoopLock,
-    background: Callable[[], Coroutine[Any, Any, None]] | None = None,
+    background: Callable[..., Coroutine[Any, Any, None]] | None = None,
 ) -> AsyncIterator[Any]:
     """``opened``'s client, with ``loop_lock`` installed from before it opens until
-    after it closes, and ``background`` (if any) running while it is open."""
+    after it closes, and ``background`` (if any) running while it is open: started
+    as ``background(task_status=...)``, the client given once it says it started."""
     loop_lock.install()
     try:
         async with opened as client, anyio.create_task_group() as tg:
             if background is not None:
-                tg.start_soon(background)
+                await tg.start(background)
             try:
                 yield client
             finally:

@@ -18,9 +18,15 @@ Rules:
   the loop then doing what touches sockets (sending the batch that filled up)
   while the thread goes on. Others (a serializer, headers, a partition, no memory, no metadata
   yet) only queue, as waiting would gain them nothing. No record passes one
-  queued before it. Each send returns a :class:`SendFuture` for its
-  :class:`~trafka.sdk.accumulator.RecordMetadata` (``result()``, ``exception()``,
-  ``done()``, ``add_done_callback()``, ``cancel()`` while still queued). At most
+  of its topic queued before it. A record whose topic's metadata is not known
+  yet waits for it aside (:mod:`.producer_parking`), so that the other topics'
+  records go on meanwhile: up to ``max.block.ms`` from its send, as Java's
+  ``send()`` waits for it, or, with ``metadata_wait="delivery.timeout.ms"``
+  (confluent-kafka's drop-in), up to ``delivery.timeout.ms``, as librdkafka
+  queues a record of a topic it does not know yet. Each send returns a
+  :class:`SendFuture` for its :class:`~trafka.sdk.accumulator.RecordMetadata`
+  (``result()``, ``exception()``, ``done()``, ``add_done_callback()``,
+  ``cancel()`` while still queued or waiting for metadata). At most
   ``max_queued`` records wait there: beyond that ``send`` blocks until the loop
   catches up (which itself waits for ``buffer.memory``, as the async producer
   does). Misuse (an argument of the wrong type or out of range, a key or value
@@ -30,12 +36,20 @@ Rules:
   producer, a send outside a transaction) arrive through the future.
 * Order: every other producer call first hands every queued record over, so
   ``flush()`` waits for them and ``commit_transaction()`` commits what was sent
-  before it. Sends are thread-safe; the records of one thread keep their order.
+  before it (``flush()``, ``close()``, ``commit_transaction()`` and
+  ``send_offsets_to_transaction()`` also wait for the records waiting for
+  metadata; ``abort_transaction()`` fails them). Sends are thread-safe; the
+  records of one thread keep their order within a topic.
+* Closed as the interpreter exits (:func:`._loop_thread._close_open_portals`),
+  the producer delivers what it holds as :meth:`Producer.close` does, but gives
+  up what it cannot deliver without waiting: everything left once every broker
+  is out of reach (:meth:`~.transport.Cluster.wait_all_down`: a script with no
+  broker exits after its connects fail, not after its records' timeouts), and
+  the records of a topic the brokers say does not exist.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import types
@@ -65,14 +79,20 @@ from ._loop_thread import (
 from ._validate import check_bool, check_callable, check_int, check_timeout
 from .accumulator import ProducerBatch, RecordHandle, RecordMetadata
 from .consumer_types import TopicPartition
-from .errors import ClientClosedError, TransactionAbortableError
+from .errors import (
+    ArgumentValueError,
+    ClientClosedError,
+    TransactionAbortableError,
+    TransactionAbortedError,
+)
 from .hot_append import HandleBase
 from .interceptors import ProducerRecord
 from .producer import PendingCommit as AsyncPendingCommit
 from .producer import Producer as AsyncProducer
 from .producer import RecordFuture, open_producer, transaction_offsets
 from .producer_batches import delivery_reporter, report_delivery
-from .producer_core import PreparedRecord
+from .producer_parking import METADATA_WAITS
+from .send_queue import SendQueue
 from .transactions import ConsumerGroupMetadata
 
 if TYPE_CHECKING:
@@ -81,10 +101,6 @@ if TYPE_CHECKING:
 __all__ = ["PendingCommit", "Producer", "SendFuture"]
 
 log = logging.getLogger("trafka.sdk.blocking")
-
-# What the producer core's prepare made of a send's arguments (topic, value
-# bytes, key bytes, partition, headers, timestamp_ms), and the caller's future.
-_QueuedSend = tuple[PreparedRecord, "SendFuture"]
 
 
 def _run_callback(fn: Callable[[SendFuture], Any], future: SendFuture, _: Any) -> None:
@@ -299,6 +315,11 @@ class Producer(Forwarding):
         config: a :class:`~trafka.sdk.config.ProducerConfig` or a mapping of
             Kafka-style keys, as :func:`~trafka.sdk.open_producer` takes.
         max_queued: records that may wait for the loop before ``send`` blocks.
+        metadata_wait: how long a record may wait for its topic's metadata:
+            ``"max.block.ms"`` (Java's ``send()``; it then fails with
+            ``ProducerBlockedError``) or ``"delivery.timeout.ms"``
+            (librdkafka's: ``DeliveryTimeoutError``); see
+            :mod:`trafka.sdk.producer_parking`.
         **settings: settings in Python spelling (``linger_ms=5``).
 
     Raises:
@@ -310,26 +331,30 @@ class Producer(Forwarding):
         config: Any = None,
         *,
         max_queued: int = 10_000,
+        metadata_wait: str = "max.block.ms",
         **settings: Any,
     ) -> None:
         check_int("max_queued", max_queued, minimum=1, maximum=None)
-        self._queue: collections.deque[_QueuedSend] = collections.deque()
-        self._lock = threading.Lock()
-        self._room = threading.Condition(self._lock)
-        self._waiting = 0  # senders blocked on a full queue
-        self._draining = False  # a drain task is scheduled or running
-        self._max_queued = max_queued
+        if metadata_wait not in METADATA_WAITS:
+            raise ArgumentValueError(
+                f"metadata_wait must be one of {', '.join(METADATA_WAITS)}, got {metadata_wait!r}"
+            )
+        # The records the fast path does not take, for the loop (and those
+        # waiting for their topic's metadata).
+        self._sends = SendQueue(max_queued, lambda: self._loop.closing)
         self._loop_lock = LoopLock()
-        self._drain_wanted = trio.Event()
         self._loop = Portal(
             lambda: with_loop_lock(
-                open_producer(config, **settings), self._loop_lock, self._drainer
+                open_producer(config, **settings), self._loop_lock, self._sends.drainer
             ),
             self,
+            at_exit=self._close_at_exit,
         )
         self._producer: AsyncProducer = self._loop.client
+        self._loop.portal.call(self._sends.attach, self._producer, metadata_wait)
         self._core = self._producer.core  # its hot path, from the sending threads
-        self._side = _FutureSide(self._lock, self._wait_for, self._loop.call, self._register)
+        lock = self._sends.lock
+        self._side = _FutureSide(lock, self._wait_for, self._loop.call, self._register)
         # This producer's futures (their _side is its), made by its appender's
         # take(): the core's one fast path, answering a future per record.
         self._future: type[SendFuture] = type(
@@ -341,7 +366,6 @@ class Producer(Forwarding):
         self._interceptors = self._producer.interceptors  # on_send runs in send()'s thread
         self._clock = self._loop.clock  # read by sending threads for the batches they open
         self._initialized = False  # init_transactions() done (later calls change nothing)
-        self._drain_lock: anyio.Lock = self._loop.portal.call(_new_lock)
         cfg = self._producer.config
         # The configuration's delivery callback (on_delivery), for every record;
         # delivery.report.only.error applies to the callbacks given to send too.
@@ -364,7 +388,7 @@ class Producer(Forwarding):
                 appender,
                 self._loop_lock.lock,
                 self._loop_lock,
-                self,
+                self._sends,  # (its _draining)
                 self._loop,
                 types.MethodType(Producer.send, self),
                 self._send_general,
@@ -422,7 +446,7 @@ class Producer(Forwarding):
                 self._check_thread()
                 lock.acquire()
             try:
-                if self._draining or self._loop.closing:
+                if self._sends.draining or self._loop.closing:
                     taken: SendFuture | bool = False
                 else:
                     taken = self._hot_take(topic, value, key)
@@ -520,20 +544,9 @@ class Producer(Forwarding):
         for the loop to hand over."""
         # Checked and serialized here, in the caller's thread: misuse is raised
         # at the call and never reaches the loop.
-        item = (self._core.prepare(topic, value, key, partition, headers, timestamp_ms), future)
-        with self._lock:
-            while len(self._queue) >= self._max_queued and not self._loop.closing:
-                self._waiting += 1
-                try:
-                    self._room.wait()
-                finally:
-                    self._waiting -= 1
-            if self._loop.closing:
-                raise ClientClosedError("the producer is closed")
-            self._queue.append(item)
-            if self._draining:
-                return future
-            self._draining = True
+        record = self._core.prepare(topic, value, key, partition, headers, timestamp_ms)
+        if not self._sends.put((record, future, self._clock.current_time())):
+            return future  # a drain is under way
         # Where it helps, the loop's turn: this thread waits while the loop hands
         # the queue over (opening the batch the next records go straight into)
         # and does whatever else it has to do (sending full batches, taking
@@ -544,7 +557,7 @@ class Producer(Forwarding):
         try:
             self._token.run_sync_soon(self._start_drain, turn)
         except trio.RunFinishedError:
-            self._fail_queued(ClientClosedError("the producer is closed"))
+            self._sends.fail_all(ClientClosedError("the producer is closed"))
             return future
         if turn is not None:
             self._wait_turn(turn)
@@ -586,7 +599,7 @@ class Producer(Forwarding):
         locked(loop_lock, "send()")
         placed = None
         try:
-            if not (self._draining or self._loop.closing):
+            if not (self._sends.draining or self._loop.closing):
                 placed = self._core.open_batch(topic, value, key, self._clock.current_time())
         finally:
             turn = unlocked(loop_lock)
@@ -615,20 +628,7 @@ class Producer(Forwarding):
         """On the loop: the drainer hands the queue over; ``turn`` is set once idle."""
         if turn is not None:
             self._loop_lock.release_when_idle(turn)
-        self._drain_wanted.set()
-
-    async def _drainer(self) -> None:
-        """On the loop while the producer is open: hands the queue over when asked."""
-        while True:
-            await self._drain_wanted.wait()
-            self._drain_wanted = trio.Event()
-            while True:
-                await self._hand_over()
-                with self._lock:
-                    # Records queued after the hand-over saw an empty queue: go on.
-                    if not self._queue:
-                        self._draining = False
-                        break
+        self._sends.drain_soon()
 
     def _check_thread(self) -> None:
         refuse_loop_thread(self._loop_lock, "send()")
@@ -639,50 +639,11 @@ class Producer(Forwarding):
         """:meth:`send`, then wait for the record's :class:`RecordMetadata`."""
         return self.send(topic, value, key, **kwargs).result()
 
-    async def _hand_over(self) -> None:
-        """Give every queued record to the async producer, in order; one hand-over
-        at a time (``_drain_lock``), so that two never interleave their records."""
-        async with self._drain_lock:
-            queue = self._queue
-            send = self._producer.send_prepared
-            low = self._max_queued // 2
-            while True:
-                try:
-                    record, future = queue.popleft()
-                except IndexError:
-                    break
-                if self._waiting and len(queue) <= low:
-                    with self._lock:
-                        self._room.notify_all()
-                if future.cancelled():
-                    continue
-                try:
-                    handle = await send(record, hot=True)
-                except Exception as exc:
-                    future.set_exception(exc)
-                    continue
-                except BaseException:
-                    future.set_exception(ClientClosedError("the producer is closed"))
-                    raise
-                future.taken(handle)
-            if self._waiting:
-                with self._lock:
-                    self._room.notify_all()
-
-    def _fail_queued(self, error: BaseException) -> None:
-        with self._lock:
-            items, self._queue = list(self._queue), collections.deque()
-            self._draining = False
-            self._room.notify_all()
-        for _, future in items:
-            if not future.cancelled():
-                future.set_exception(error)
-
     def _wait_for(self, future: SendFuture, timeout: float | None) -> None:
         """Wait on the loop until ``future`` is done (its record handed over first)."""
 
         async def wait() -> None:
-            await self._hand_over()
+            await self._sends.wait_taken(future)
             handle = future.record_handle()
             if handle is not None and not handle.done():
                 try:
@@ -703,7 +664,7 @@ class Producer(Forwarding):
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         async def after_queued() -> Any:
-            await self._hand_over()
+            await self._sends.hand_over()
             result = fn(*args, **kwargs)
             if hasattr(result, "__await__"):
                 result = await result
@@ -711,11 +672,24 @@ class Producer(Forwarding):
 
         return self._loop.call(after_queued)
 
+    def _call_settled(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """:meth:`_call`, once the records waiting for metadata are handed over too
+        (or failed: each waits at most its bound)."""
+
+        async def settled() -> Any:
+            await self._sends.settle()
+            result = fn(*args, **kwargs)
+            if hasattr(result, "__await__"):
+                result = await result
+            return result
+
+        return self._loop.call(settled)
+
     # -- the rest of the API, explicitly (typed); others are forwarded ----------------------
 
     def flush(self) -> None:
         """Send everything sent so far and wait for the outcomes."""
-        self._call(self._producer.flush)
+        self._call_settled(self._producer.flush)
 
     def partitions_for(self, topic: str) -> list[int]:
         result: list[int] = self._call(self._producer.partitions_for, topic)
@@ -732,7 +706,7 @@ class Producer(Forwarding):
         loop_lock = self._loop_lock
         locked(loop_lock, "begin_transaction()")
         try:
-            here = not self._draining and not self._loop.closing
+            here = not self._sends.draining and not self._loop.closing
             if here:
                 self._producer.begin_transaction()
         finally:
@@ -750,11 +724,17 @@ class Producer(Forwarding):
         see the async :meth:`trafka.sdk.producer.Producer.commit_transaction`.
         """
         check_bool("wait", wait)
-        pending = self._call(self._producer.commit_transaction, wait=wait)
+        pending = self._call_settled(self._producer.commit_transaction, wait=wait)
         return PendingCommit(self._call, pending)
 
     def abort_transaction(self) -> None:
-        self._call(self._producer.abort_transaction)
+        self._call(self._abort)
+
+    async def _abort(self) -> None:
+        """On the loop: the records waiting for metadata were the transaction's."""
+        aborted = TransactionAbortedError("the transaction was aborted before the record was sent")
+        self._sends.parked.fail_all(aborted)
+        await self._producer.abort_transaction()
 
     def send_offsets_to_transaction(
         self,
@@ -762,7 +742,7 @@ class Producer(Forwarding):
         group_metadata: ConsumerGroupMetadata | str,
     ) -> None:
         transaction_offsets(offsets, group_metadata)  # misuse raised here, before the queue
-        self._call(self._producer.send_offsets_to_transaction, offsets, group_metadata)
+        self._call_settled(self._producer.send_offsets_to_transaction, offsets, group_metadata)
 
     @contextmanager
     def transaction(self) -> Iterator[Producer]:
@@ -804,10 +784,47 @@ class Producer(Forwarding):
         if self._loop.closing:
             return
         try:
-            self._call(lambda: None)  # hand the queue over first
+            self._call_settled(lambda: None)  # hand the queue over first
         finally:
             self._loop.close()
-            self._fail_queued(ClientClosedError("the producer is closed"))
+            self._sends.fail_all(ClientClosedError("the producer is closed"))
+
+    def _close_at_exit(self) -> None:
+        """:meth:`close` as the interpreter exits (see the module's rules): what
+        cannot be delivered without waiting is given up."""
+        if self._loop.closing:
+            return
+        delivered = False
+        try:
+            delivered = self._loop.call(self._deliver_while_reachable)
+        finally:
+            if delivered:
+                self._loop.close()
+            else:
+                self._loop.close(
+                    ClientClosedError("the interpreter exited with no broker in reach")
+                )
+            self._sends.fail_all(ClientClosedError("the producer is closed"))
+
+    async def _deliver_while_reachable(self) -> bool:
+        """On the loop: flush, unless (or until) every broker is out of reach;
+        whether everything was delivered (or failed on its own)."""
+        cluster = self._producer.cluster
+        cluster.recheck_all_down()  # (as last tried: a broker may be back)
+        self._sends.parked.give_up_unknown()
+        delivered = False
+        async with anyio.create_task_group() as tg:
+
+            async def stop_once_all_down() -> None:
+                await cluster.wait_all_down()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stop_once_all_down)
+            await self._sends.settle()
+            await self._producer.flush()
+            delivered = True
+            tg.cancel_scope.cancel()
+        return delivered
 
     def __enter__(self) -> Producer:
         return self
@@ -820,8 +837,4 @@ class Producer(Forwarding):
             try:
                 self._loop.close(exc)
             finally:
-                self._fail_queued(ClientClosedError("the producer is closed"))
-
-
-async def _new_lock() -> anyio.Lock:
-    return anyio.Lock()
+                self._sends.fail_all(ClientClosedError("the producer is closed"))

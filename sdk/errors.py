@@ -129,8 +129,9 @@ class KafkaConnectionError(TrafkaError, ConnectionError):
 
 
 class BrokerUnreachableError(KafkaConnectionError):
-    """A broker the client needs cannot be reached: a connect failed, or the
-    connection was lost with requests in flight. Not raised: handed to the
+    """A broker (or bootstrap address) the client needs cannot be reached: a
+    connect failed, or the connection was lost with requests in flight. Not
+    raised: handed to the
     client's ``error_cb`` (or logged at WARNING without one) once each time the
     broker goes out of reach, while the client goes on retrying, as librdkafka's
     ``error_cb`` hears of a broker going down. :attr:`Cluster.unreachable_brokers
@@ -138,14 +139,16 @@ class BrokerUnreachableError(KafkaConnectionError):
     reach now.
 
     Attributes:
-        node_id: the broker's id.
+        node_id: the broker's id; negative for a bootstrap address (the
+            message then says "bootstrap server"), which is no broker yet.
         host, port: its address.
         cause: what failed (a :class:`KafkaConnectionError` or
             :class:`RequestTimeoutError`).
     """
 
     def __init__(self, node_id: int, host: str, port: int, cause: BaseException) -> None:
-        super().__init__(f"broker {node_id} at {host}:{port} is unreachable: {cause}")
+        what = f"broker {node_id}" if node_id >= 0 else "bootstrap server"
+        super().__init__(f"{what} at {host}:{port} is unreachable: {cause}")
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -171,7 +174,12 @@ class AuthenticationError(TrafkaError):
 
 
 class NoBrokersAvailableError(KafkaConnectionError):
-    """None of the bootstrap servers (or known brokers) accepted a connection."""
+    """None of the bootstrap servers (or known brokers) accepted a connection.
+
+    Also what a client tells its ``error_cb`` (once, until a connect succeeds
+    again) when every broker it knows is out of reach, as librdkafka's
+    ``_ALL_BROKERS_DOWN``.
+    """
 
 
 class RequestTimeoutError(TrafkaError, TimeoutError):

@@ -20,13 +20,22 @@ Rules:
   and the consumer raise it instead of waiting out their timeouts.
 * A broker going out of reach is news the user must hear of even though the
   client retries by itself (librdkafka's ``error_cb``): a failed connect to a
-  broker, or an opened connection lost with requests in flight (one the broker
-  closed while idle is not), marks the broker unreachable
-  (:attr:`Cluster.unreachable_brokers`) and is reported once, as a
-  :class:`~.errors.BrokerUnreachableError`, to ``error_cb`` (or logged at
-  WARNING without one); the next successful connect clears it. Bootstrap
-  addresses are not brokers yet: a command that cannot reach any fails with
-  NoBrokersAvailableError anyway.
+  broker or a bootstrap address, or an opened connection lost with requests in
+  flight (one the broker closed while idle is not), marks it unreachable
+  (:attr:`Cluster.unreachable_brokers` lists the brokers) and is reported once,
+  as a :class:`~.errors.BrokerUnreachableError`, to ``error_cb`` (or logged at
+  WARNING without one); the next successful connect to it clears it. A
+  bootstrap address is reported too (its ``node_id`` negative): a producer
+  whose bootstrap servers are all out of reach fails no call, and its user
+  would otherwise hear nothing until its records time out.
+* Once no connection is up and every broker known (and every bootstrap
+  address) is out of reach, that is reported once more, as a
+  :class:`~.errors.NoBrokersAvailableError` ("1/1 brokers are down", as
+  librdkafka's ``_ALL_BROKERS_DOWN``), and :meth:`Cluster.wait_all_down`
+  returns; any successful connect ends that state, and the next time every
+  broker is down it is reported again. :meth:`Cluster.recheck_all_down` has
+  them tried again before that state is taken as current (a producer closing
+  at the interpreter's exit gives up what it holds once every broker is down).
 * Finalized features (KIP-584): :attr:`Cluster.finalized_features` is what the
   broker with the highest finalized-features epoch reported in its ApiVersions
   answer, over every connection opened so far (Java's ``ApiVersions`` keeps the
@@ -136,8 +145,12 @@ class Cluster:
         self.on_change: list[Any] = []  # callables run when connections or metadata change
         #: Why the background metadata refresh last failed (None after a success).
         self.refresh_error: TrafkaError | None = None
-        # Brokers out of reach (node id -> why) until a connect to them succeeds.
+        # Brokers (node ids) and bootstrap slots (negative ids) out of reach, with
+        # why, until a connect to them succeeds.
         self._unreachable: dict[int, BrokerUnreachableError] = {}
+        # Every broker down: set, and reported once until a connect succeeds.
+        self._all_down = anyio.Event()
+        self._all_down_told = False
         #: ``(epoch, {feature: level})``: the newest finalized levels any broker reported.
         self.finalized_features: tuple[int, dict[str, int]] = (-1, {})
 
@@ -192,19 +205,53 @@ class Cluster:
         failed, or its connection was lost with requests in flight, and no
         connect succeeded since. Coordinator connections count for their broker;
         bootstrap addresses, which stand for no broker yet, do not."""
-        return dict(self._unreachable)
+        return {node: why for node, why in self._unreachable.items() if node >= 0}
+
+    @property
+    def all_brokers_down(self) -> bool:
+        """Whether no connection is up and every broker known and every bootstrap
+        address is out of reach (reported to ``error_cb`` as
+        :class:`~.errors.NoBrokersAvailableError`), until a connect succeeds."""
+        return self._all_down.is_set()
+
+    async def wait_all_down(self) -> None:
+        """Return once every broker is out of reach (:attr:`all_brokers_down`)."""
+        await self._all_down.wait()
+
+    def recheck_all_down(self) -> None:
+        """Every broker was out of reach when last tried: have them tried again
+        (a metadata refresh), :attr:`all_brokers_down` false until a connect
+        fails again (one may have come back since; that is not reported again)."""
+        if self._all_down.is_set():
+            self._all_down = anyio.Event()
+            self.metadata.request_update()
+            self.nudge()
 
     def _broker_of(self, conn_id: int) -> int:
         return COORDINATOR_BASE - conn_id if is_coordinator_id(conn_id) else conn_id
 
     def _out_of_reach(self, conn_id: int, host: str, port: int, cause: BaseException) -> None:
         """A connection to ``conn_id`` failed: tell the user the first time its
-        broker goes out of reach (``error_cb``, else a WARNING), not at every retry."""
-        node = self._broker_of(conn_id)
-        if node < 0 or self._closed or node in self._unreachable:
+        broker (or bootstrap address) goes out of reach (``error_cb``, else a
+        WARNING), not at every retry; and the first time every one is."""
+        if self._closed:
             return
-        error = BrokerUnreachableError(node, host, port, cause)
-        self._unreachable[node] = error
+        node = self._broker_of(conn_id)
+        if node not in self._unreachable:
+            error = BrokerUnreachableError(node, host, port, cause)
+            self._unreachable[node] = error
+            self._tell(error)
+        if self._all_down.is_set() or any(conn.alive for conn in self._conns.values()):
+            return
+        known = {*self.metadata.brokers, *range(-len(self._bootstrap), 0)}
+        if known <= self._unreachable.keys():
+            self._all_down.set()
+            if not self._all_down_told:
+                self._all_down_told = True
+                self._tell(NoBrokersAvailableError(f"{len(known)}/{len(known)} brokers are down"))
+
+    def _tell(self, error: BaseException) -> None:
+        """``error_cb(error)``, or a WARNING without one."""
         report = self.config.error_cb
         if report is None:
             log.warning("%s (retrying)", error)
@@ -215,8 +262,13 @@ class Cluster:
             log.exception("error_cb raised")
 
     def _reached(self, conn_id: int, host: str, port: int) -> None:
-        if self._unreachable.pop(self._broker_of(conn_id), None) is not None:
-            log.info("broker %s at %s:%s is reachable again", self._broker_of(conn_id), host, port)
+        self._all_down_told = False
+        if self._all_down.is_set():
+            self._all_down = anyio.Event()
+        node = self._broker_of(conn_id)
+        if self._unreachable.pop(node, None) is not None:
+            what = f"broker {node}" if node >= 0 else "bootstrap server"
+            log.info("%s at %s:%s is reachable again", what, host, port)
 
     def _connection_lost(self, conn: BrokerConnection, error: BaseException) -> None:
         self._out_of_reach(conn.node_id, conn.host, conn.port, error)
@@ -447,6 +499,8 @@ class Cluster:
                 self._failures.pop(node_id, None)
                 self._retry_at.pop(node_id, None)
                 self._last_error.pop(node_id, None)
+            for node_id in [n for n in self._unreachable if n < 0]:
+                del self._unreachable[node_id]
             self._discoveries += 1
 
     async def _connect_any(self) -> BrokerConnection:

@@ -99,9 +99,13 @@ class BrokerNotices:
         self._out: dict[int, str] = {}  # broker id -> its address, while out of reach
 
     def __call__(self, error: BaseException) -> None:
-        from trafka.sdk import BrokerUnreachableError  # (with the client that reports it)
+        from trafka.sdk import BrokerUnreachableError, NoBrokersAvailableError
 
+        if isinstance(error, NoBrokersAvailableError):
+            return  # a command that reaches no broker fails saying so
         if isinstance(error, BrokerUnreachableError):
+            if error.node_id < 0:
+                return  # a bootstrap address: the same (and no broker to list)
             self._out[error.node_id] = f"{error.host}:{error.port}"
         self._say(f"warning: {error} (retrying)")
 

@@ -231,6 +231,7 @@ _LIBRDKAFKA = frozenset(
         "enable.idempotence",
         "transactional.id",
         "transaction.timeout.ms",
+        "topic.metadata.propagation.max.ms",
         # consumer
         "group.id",
         "group.instance.id",

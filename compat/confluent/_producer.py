@@ -27,6 +27,19 @@ Rules:
 * Keys hash as librdkafka's (``partitioner`` ``consistent_random``) unless
   the configuration says otherwise, so records land where confluent-kafka put
   them.
+* ``message.timeout.ms`` bounds a record as librdkafka's does (300000 by
+  default, or ``transaction.timeout.ms`` for a transactional producer, as
+  librdkafka's): ``produce()`` never waits for its topic's metadata (the
+  blocking producer's ``metadata_wait="delivery.timeout.ms"``), and a record
+  still without it when its timeout passes is reported ``_MSG_TIMED_OUT``
+  (its partition and offset None, as librdkafka's unassigned ones); a topic
+  the brokers say does not exist is reported ``UNKNOWN_TOPIC_OR_PART`` after
+  ``topic.metadata.propagation.max.ms`` (30 s) if that comes first.
+* ``error_cb`` hears, through ``poll()``/``flush()``, of each broker or
+  bootstrap address going out of reach (``_TRANSPORT``) and of every broker
+  being down (``_ALL_BROKERS_DOWN``): trafka's cluster reports each once until
+  it is reached again, where librdkafka repeats ``_TRANSPORT`` at every failed
+  connect.
 * A producer dropped without ``close()`` (confluent-kafka's goes with its last
   reference) is flushed and closed by a finalizer on a daemon thread of its
   own, never on the thread the garbage collector happens to run in: that can
@@ -122,12 +135,15 @@ class Producer:
         conf.setdefault("partitioner", "consistent_random")
         if "buffer.memory" not in conf:  # librdkafka's default bound, 1 GiB (Java's: 32 MiB)
             conf.setdefault("queue.buffering.max.kbytes", 1_048_576)
+        _default_message_timeout(conf)
         self._lock = threading.Lock()
         # The group of each batch that records went into, until it is served:
         # [batch, records, reports], changed only by the counts' join().
         self._groups: dict[Any, list[Any]] = {}
         try:
-            self._producer = _Producer(translate_config(conf, self._served))
+            self._producer = _Producer(
+                translate_config(conf, self._served), metadata_wait="delivery.timeout.ms"
+            )
         except Exception as exc:
             raise KafkaException(error_of(exc)) from None
         self._send = self._producer.send
@@ -237,10 +253,14 @@ class Producer:
     ) -> None:
         error = future.exception()
         if error is not None:
+            # The partition the record was given (None while it had none: an
+            # unassigned record's, as librdkafka's); no offset, no timestamp.
+            batch = future.batch
+            placed = batch.partition if batch is not None else partition if partition >= 0 else None
             msg = Message(
                 topic,
-                partition,
-                -1001,
+                placed,
+                None,
                 key,
                 value,
                 _headers(headers),
@@ -320,11 +340,30 @@ class Producer:
         except Exception as exc:
             raise KafkaException(error_of(exc)) from None
 
-    def close(self) -> None:
-        """Not in confluent-kafka (its producer goes with its last reference):
-        flush and close trafka's producer."""
+    def close(self) -> bool:
+        """As confluent-kafka's (2.x): flush (abort a transaction still open),
+        serve the reports, and close trafka's producer; True."""
         self._finalizer.detach()
         self._producer.close()
+        self._served.serve(0)
+        return True
+
+
+def _default_message_timeout(conf: dict[str, Any]) -> None:
+    """librdkafka's ``message.timeout.ms`` unless a delivery timeout is set:
+    300000, or a transactional producer's ``transaction.timeout.ms`` (librdkafka
+    lowers it so; Java's ``delivery.timeout.ms`` default is 120000)."""
+    names = ("message.timeout.ms", "message_timeout_ms", "delivery.timeout.ms")
+    if any(name in conf for name in (*names, "delivery_timeout_ms")):
+        return
+    timeout = 300_000
+    if conf.get("transactional.id", conf.get("transactional_id")) is not None:
+        txn = conf.get("transaction.timeout.ms", conf.get("transaction_timeout_ms", 60_000))
+        try:
+            timeout = min(timeout, int(txn))
+        except (TypeError, ValueError):
+            pass  # the configuration refuses it, naming it
+    conf["message.timeout.ms"] = timeout
 
 
 def _close_aside(producer: _Producer) -> None:

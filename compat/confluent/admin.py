@@ -8,6 +8,10 @@ Rules:
 * The work is done in a thread of the admin client's own, so the call
   returns at once, as confluent-kafka's; each resource is asked for on its
   own, so that one resource's error is its future's alone.
+* The configuration's callbacks (``error_cb``: ``_TRANSPORT`` for a broker or
+  bootstrap address out of reach, ``_ALL_BROKERS_DOWN`` once every one is;
+  ``stats_cb``, ``throttle_cb``) are served by :meth:`AdminClient.poll`, as
+  confluent-kafka's.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from trafka.sdk import NewPartitions as _NewPartitions
 from trafka.sdk import NewTopic as _NewTopic
 from trafka.sdk.blocking import Admin as _Admin
 
+from ._callbacks import Served, translate_config
 from ._errors import KafkaException, error_of
 
 __all__ = ["AdminClient", "NewPartitions", "NewTopic"]
@@ -55,8 +60,9 @@ class AdminClient:
     """confluent-kafka's ``AdminClient(config)``."""
 
     def __init__(self, conf: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        self._served = Served()
         try:
-            self._admin = _Admin({**(conf or {}), **kwargs})
+            self._admin = _Admin(translate_config({**(conf or {}), **kwargs}, self._served))
         except Exception as exc:
             raise KafkaException(error_of(exc)) from None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trafka-admin-compat")
@@ -116,6 +122,11 @@ class AdminClient:
         return ClusterMetadata(
             {name: TopicMetadata(name, dict.fromkeys(range(n))) for name, n in chosen.items()}
         )
+
+    def poll(self, timeout: float | None = None) -> int:
+        """Serve the configuration's callbacks due (``error_cb``...), waiting up to
+        ``timeout`` s (None or negative: until one) for a first; how many were served."""
+        return self._served.serve(None if timeout is None or timeout < 0 else timeout)
 
     def close(self) -> None:
         """Not in confluent-kafka: close trafka's admin client."""

@@ -129,9 +129,12 @@ class ClientConfig:
         error_cb: called with the errors the client handles by itself by
             retrying, so that its user hears of them (librdkafka's ``error_cb``):
             a :class:`~trafka.sdk.errors.BrokerUnreachableError` each time a
-            broker goes out of reach. It runs in the client's event loop and
-            must not block; what it raises is logged. Without it, those errors
-            are logged at WARNING (logger ``trafka.sdk``).
+            broker (or a bootstrap address) goes out of reach, and a
+            :class:`~trafka.sdk.errors.NoBrokersAvailableError` each time every
+            one is (librdkafka's ``_TRANSPORT`` and ``_ALL_BROKERS_DOWN``). It
+            runs in the client's event loop and must not block; what it raises
+            is logged. Without it, those errors are logged at WARNING (logger
+            ``trafka.sdk``).
         throttle_cb: called with a :class:`~trafka.sdk.statistics.brokers.ThrottleEvent`
             each time a broker's response says it throttles this client for a
             quota (librdkafka's ``throttle_cb``); in the client's event loop,

@@ -83,6 +83,13 @@ class ProducerConfig(ClientConfig):
             (``consistent_random``...; :mod:`trafka.sdk.partitioners`), 10 ms
             by default as there; 0: a random partition per record. Java's
             ``murmur2`` keeps its own (KIP-480, per batch) and ignores it.
+        topic_metadata_propagation_max_ms: librdkafka's: a record of a topic
+            whose metadata is unknown, waiting for it under
+            ``delivery.timeout.ms`` (confluent-kafka's drop-in,
+            :mod:`trafka.sdk.producer_parking`), fails with
+            UNKNOWN_TOPIC_OR_PARTITION once the brokers have said they do not
+            know the topic and this long has passed since its topic's first
+            such record was sent (30 s, as librdkafka's).
     """
 
     acks: int = _field(-1, _acks, aliases=("request.required.acks",))
@@ -124,6 +131,7 @@ class ProducerConfig(ClientConfig):
     queue_buffering_max_kbytes: int | None = _field(None, _opt_int(1, INT32_MAX))
     batch_num_messages: int | None = _field(None, _opt_int(1, 1_000_000))
     sticky_partitioning_linger_ms: int = _field(10, _int(0, 900_000))
+    topic_metadata_propagation_max_ms: int = _field(30_000, _int(0, 3_600_000))
 
     def _check(self) -> None:
         super(ProducerConfig, self)._check()

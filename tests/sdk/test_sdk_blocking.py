@@ -95,19 +95,21 @@ def _read_all(bs: str, topic: str, **settings: object) -> list[tuple[int, int, b
         return read
 
 
-def _portal_threads() -> int:
-    return sum(1 for t in threading.enumerate() if "portal" in t.name)
+def _portal_threads() -> set[int | None]:
+    """The loop threads alive now (compared as sets: another test's client may
+    finish closing meanwhile, on a thread of its own)."""
+    return {t.ident for t in threading.enumerate() if "portal" in t.name}
 
 
 class _Held:
-    """Hold a producer's hand-over (its drain lock) on the loop until released."""
+    """Hold a producer's hand-over (its lock) on the loop until released."""
 
     def __init__(self, producer: Producer) -> None:
         self.release = threading.Event()
         taken = threading.Event()
 
         async def hold() -> None:
-            async with producer._drain_lock:
+            async with producer._sends.hand_lock:
                 taken.set()
                 # Abandoned when the client closes while still held.
                 await anyio.to_thread.run_sync(self.release.wait, abandon_on_cancel=True)
@@ -508,7 +510,7 @@ def test_futures_of_records_that_went_straight_into_their_batch(broker: RunningB
         assert producer.partitions_for(topic) == [0]
         producer.send(topic, b"opens the batch")
         futures = [producer.send(topic, b"%d" % i) for i in range(5)]
-        assert not producer._queue and not producer._draining  # none was queued
+        assert not len(producer._sends) and not producer._sends.draining  # none was queued
         assert not any(f.done() for f in futures)
         assert not futures[0].cancel() and not futures[0].cancelled()
         futures[1].add_done_callback(called.append)
@@ -526,7 +528,7 @@ def test_a_tiny_queue_blocks_senders_until_the_loop_catches_up(broker: RunningBr
     topic = _topic(bs, 1)
     with Producer(bootstrap_servers=bs, max_queued=3) as producer:
         futures = [producer.send(topic, b"%d" % i) for i in range(500)]
-        assert len(producer._queue) <= 3
+        assert len(producer._sends) <= 3
         producer.flush()
         assert [f.result().offset for f in futures] == list(range(500))
     with pytest.raises(ValueError):
@@ -538,12 +540,12 @@ def test_close_delivers_what_is_queued_then_refuses(broker: RunningBroker) -> No
     topic = _topic(bs, 1)
     before = _portal_threads()
     producer = Producer(bootstrap_servers=bs)
-    assert _portal_threads() == before + 1
+    assert len(_portal_threads() - before) == 1
     futures = [producer.send(topic, b"%d" % i) for i in range(2000)]
     producer.close()
     producer.close()  # idempotent
     assert all(f.exception(timeout=0) is None for f in futures)
-    assert _portal_threads() == before
+    assert _portal_threads() <= before
     with pytest.raises(ClientClosedError):
         producer.send(topic, b"late")
     with pytest.raises(ClientClosedError):
@@ -566,7 +568,7 @@ def test_leaving_with_an_exception_does_not_wait_for_unsent_records(
     assert held is not None
     held.release.set()
     assert all(isinstance(f.exception(timeout=0), ClientClosedError) for f in futures)
-    assert _portal_threads() == before
+    assert _portal_threads() <= before
     assert _read_all(bs, topic) == []
 
 
@@ -814,7 +816,7 @@ def test_consumer_without_group_refuses_topics_and_stops_its_thread(
     before = _portal_threads()
     with pytest.raises(UsageError):
         Consumer("t", bootstrap_servers=broker.bootstrap_servers)
-    assert _portal_threads() == before
+    assert _portal_threads() <= before
 
 
 # -- admin and configuration ------------------------------------------------------------------------
@@ -843,7 +845,7 @@ def test_a_wrong_setting_is_a_config_error_and_leaves_no_thread(broker: RunningB
         Producer(bootstrap_servers=broker.bootstrap_servers, lingr_ms=5)
     with pytest.raises(ConfigError):
         Admin(bootstrap_servers=broker.bootstrap_servers, **{"no.such.key": 1})
-    assert _portal_threads() == before
+    assert _portal_threads() <= before
 
 
 def test_a_client_dropped_in_a_cycle_is_closed_without_holding_up_the_collector(
@@ -876,7 +878,7 @@ def test_a_client_dropped_in_a_cycle_is_closed_without_holding_up_the_collector(
         if thread.ident == loop_thread:
             thread.join(60)
             assert not thread.is_alive(), "the dropped client's loop did not stop"
-    assert _portal_threads() == before
+    assert _portal_threads() <= before
 
 
 _FORGETFUL_SCRIPT = """

@@ -23,6 +23,7 @@ from trafka.codec.messages import k03_metadata as md
 from trafka.sdk import (
     BrokerUnreachableError,
     KafkaConnectionError,
+    NoBrokersAvailableError,
     TopicPartition,
     open_admin,
     open_consumer,
@@ -210,6 +211,44 @@ async def test_a_client_cancelled_with_a_request_in_flight_tells_nothing(
             tg.cancel_scope.cancel()
     assert heard == []
     assert not [r for r in caplog.records if "unreachable" in r.getMessage()]
+
+
+async def test_unreachable_bootstrap_addresses_are_told_then_that_every_broker_is_down(
+    heard: list[BaseException],
+) -> None:
+    # librdkafka's error_cb hears _TRANSPORT for the connect, then _ALL_BROKERS_DOWN;
+    # a producer with no broker in reach fails no call, so this is all its user hears.
+    port = dead_port()
+    async with open_producer(
+        bootstrap_servers=f"127.0.0.1:{port}", error_cb=heard.append, **QUICK
+    ) as producer:
+        cluster = producer.cluster
+        with anyio.fail_after(GUARD_S):
+            await cluster.wait_all_down()
+            while cluster.broker_statistics()[-1].connect_failures < 3:
+                await anyio.sleep(0.01)  # retried, and not told again
+        assert cluster.all_brokers_down
+        assert cluster.unreachable_brokers == {}  # a bootstrap address is no broker
+    unreachable, down = heard
+    assert isinstance(unreachable, BrokerUnreachableError) and unreachable.node_id < 0
+    assert str(unreachable).startswith(f"bootstrap server at 127.0.0.1:{port} is unreachable: ")
+    assert isinstance(down, NoBrokersAvailableError) and str(down) == "1/1 brokers are down"
+
+
+async def test_every_broker_is_down_only_when_none_is_in_reach(
+    fake_broker: FakeBroker, heard: list[BaseException]
+) -> None:
+    # A dead bootstrap address beside a live one: whichever is tried first, the
+    # client reaches a broker, and never says they are all down.
+    dead = f"127.0.0.1:{dead_port()}"
+    tp = TopicPartition("t", 0)
+    async with open_admin(
+        bootstrap_servers=f"{dead},{fake_broker.bootstrap}", error_cb=heard.append, **QUICK
+    ) as admin:
+        with anyio.fail_after(GUARD_S):
+            assert await admin.list_offsets({tp: "latest"}) == {tp: (0, -1)}
+        assert not admin.cluster.all_brokers_down
+    assert not any(isinstance(e, NoBrokersAvailableError) for e in heard), heard
 
 
 async def test_an_error_cb_that_raises_is_logged_not_raised(
