@@ -84,6 +84,7 @@ from .blocking_producer import PendingCommit, Producer, SendFuture
 from .consumer import Consumer as AsyncConsumer
 from .consumer import check_commit, check_poll, check_subscription, open_consumer
 from .consumer_types import ConsumerRecord, K, TopicPartition, V
+from .transaction_state import ConsumerGroupMetadata
 
 if TYPE_CHECKING:
     from .admin import Admin as AsyncAdmin
@@ -504,6 +505,20 @@ class Consumer(Forwarding, Generic[K, V]):
         if held is not None:
             return held
         result: int = self._call(self._consumer.position, tp)
+        return result
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, tuple[int, int] | None]:
+        """For each partition, the first ``(offset, timestamp)`` at or after its timestamp, or None."""
+        result: dict[TopicPartition, tuple[int, int] | None] = self._call(
+            self._consumer.offsets_for_times, dict(timestamps)
+        )
+        return result
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group membership to pass to ``Producer.send_offsets_to_transaction`` (KIP-447)."""
+        result: ConsumerGroupMetadata = self._call(self._consumer.group_metadata)
         return result
 
     def statistics(self) -> ConsumerStatistics:

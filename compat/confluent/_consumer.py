@@ -383,9 +383,8 @@ class Consumer:
         self._call(self._consumer.assign, [])
 
     def assignment(self) -> list[TopicPartition]:
-        return [
-            TopicPartition(tp.topic, tp.partition) for tp in sorted(self._consumer.assignment())
-        ]
+        assigned = self._call(self._consumer.assignment)
+        return [TopicPartition(tp.topic, tp.partition) for tp in sorted(assigned)]
 
     def seek(self, partition: TopicPartition) -> None:
         tp = _TP(partition.topic, partition.partition)
@@ -433,6 +432,56 @@ class Consumer:
 
     def resume(self, partitions: list[TopicPartition]) -> None:
         self._call(self._consumer.resume, *[_TP(tp.topic, tp.partition) for tp in partitions])
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        """Add ``partitions`` to the assignment (each from its offset, if given)."""
+        current = self._call(self._consumer.assignment)
+        added = [_TP(tp.topic, tp.partition) for tp in partitions]
+        if set(added) & set(current):
+            raise KafkaException(KafkaError(internal("_INVALID_ARG"), "partition already assigned"))
+        self._call(self._consumer.assign, [*current, *added])
+        for tp in partitions:
+            if tp.offset != OFFSET_INVALID and tp.offset > -1000:
+                self.seek(tp)
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        """Remove ``partitions`` from the assignment."""
+        current = self._call(self._consumer.assignment)
+        removed = {_TP(tp.topic, tp.partition) for tp in partitions}
+        self._call(self._consumer.assign, [tp for tp in current if tp not in removed])
+        for tp in removed:
+            self._positions.pop((tp.topic, tp.partition), None)
+
+    def offsets_for_times(
+        self, partitions: list[TopicPartition], timeout: float | None = None
+    ) -> list[TopicPartition]:
+        """For each partition (its ``offset`` a timestamp in ms), the offset of
+        the first record at or after that time; -1 (``OFFSET_END``) when none is."""
+        asked = {_TP(tp.topic, tp.partition): tp.offset for tp in partitions}
+        found = self._call(self._consumer.offsets_for_times, asked)
+        out = []
+        for tp in partitions:
+            hit = found.get(_TP(tp.topic, tp.partition))
+            out.append(
+                TopicPartition(tp.topic, tp.partition, OFFSET_END if hit is None else hit[0])
+            )
+        return out
+
+    def consumer_group_metadata(self) -> Any:
+        """The group membership to pass to ``Producer.send_offsets_to_transaction``."""
+        return self._call(self._consumer.group_metadata)
+
+    def memberid(self) -> str | None:
+        """The member id the group coordinator gave this consumer, None before it has one."""
+        member_id: str = self._call(self._consumer.group_metadata).member_id
+        return member_id or None
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Close, as ``close()``; an exception of the block goes on."""
+        self.close()
 
     def close(self) -> None:
         """Commit (with auto-commit), leave the group and close."""

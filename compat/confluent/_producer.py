@@ -171,6 +171,7 @@ class Producer:
             self._counts = _Counts(self._groups, self._max)
         self._finalizer = weakref.finalize(self, _close_aside, self._producer)
         self._finalizer.atexit = False
+        self._closed = False
 
     def produce(
         self,
@@ -190,6 +191,8 @@ class Producer:
             TypeError: a key or value that is not bytes or str.
             KafkaException: the record was refused (``_INVALID_ARG``...).
         """
+        if self._closed:
+            _closed()
         report = on_delivery or callback or self._report
         if value is not None and type(value) is not bytes:
             value = _bytes("value", value)
@@ -281,11 +284,15 @@ class Producer:
     def poll(self, timeout: float | None = None) -> int:
         """Serve the reports and callbacks due, waiting up to ``timeout`` s
         (None or negative: until one) for a first; how many were served."""
+        if self._closed:
+            _closed()
         return self._served.serve(None if timeout is None or timeout < 0 else timeout)
 
     def flush(self, timeout: float | None = None) -> int:
         """Wait for every record's outcome (up to ``timeout`` s) and serve
         the reports; the number of records still awaiting theirs."""
+        if self._closed:
+            _closed()
         if timeout is None or timeout < 0:
             self._producer.flush()
         else:
@@ -299,9 +306,22 @@ class Producer:
         return len(self)
 
     def __len__(self) -> int:
+        if self._closed:
+            return 0
         counts = self._counts
         unserved: int = counts.produced - counts.served
         return unserved
+
+    def __bool__(self) -> bool:  # (not len(): an idle producer is still a producer)
+        return True
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Flush and close, as ``close()``; an exception of the block goes on."""
+        if not self._closed:
+            self.close()
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         """The partitions of ``topic`` (waiting for its metadata), as
@@ -335,6 +355,8 @@ class Producer:
         self._call(self._producer.send_offsets_to_transaction, offsets, group_metadata)
 
     def _call(self, fn: Any, *args: Any) -> Any:
+        if self._closed:
+            _closed()
         try:
             return fn(*args)
         except Exception as exc:
@@ -342,11 +364,22 @@ class Producer:
 
     def close(self) -> bool:
         """As confluent-kafka's (2.x): flush (abort a transaction still open),
-        serve the reports, and close trafka's producer; True."""
+        serve the reports, and close trafka's producer; True. Every call but
+        ``len()`` (0) then raises ``RuntimeError``, as confluent-kafka's."""
+        if self._closed:
+            return True
         self._finalizer.detach()
         self._producer.close()
         self._served.serve(0)
+        self._closed = True
+        # The C produce bound on the instance goes too (produce() checks above).
+        self.__dict__.pop("produce", None)
+        self._produce_one = types.MethodType(Producer.produce, self)
         return True
+
+
+def _closed() -> NoReturn:
+    raise RuntimeError("Producer has been closed")
 
 
 def _default_message_timeout(conf: dict[str, Any]) -> None:
