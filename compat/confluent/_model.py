@@ -234,7 +234,10 @@ class Uuid:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Uuid):
             return NotImplemented
-        return self._bytes() == other._bytes()
+        return (self._msb, self._lsb) == (
+            other.get_most_significant_bits(),
+            other.get_least_significant_bits(),
+        )
 
     def __hash__(self) -> int:
-        return hash(self._bytes())
+        return hash((self._msb, self._lsb))
