@@ -287,16 +287,19 @@ class BrokerConfig:
         unclean_leader_election_enable: the default of the topic config of that
             name: may a replica outside the ISR lead when no ISR member is live.
         offsets_topic_num_partitions: partitions of ``__consumer_offsets``, which
-            places each group's coordinator (cluster mode).
+            places each group's coordinator (cluster mode); a single node lists
+            the topic with as many (its data kept in the node's journal).
         offsets_topic_replication_factor: its replication factor (at most the
             brokers live when it is created).
         transaction_state_log_num_partitions: partitions of ``__transaction_state``,
-            which places each transactional id's coordinator (cluster mode).
+            which places each transactional id's coordinator (cluster mode; a
+            single node lists the topic with as many).
         transaction_state_log_replication_factor: its replication factor (at most
             the brokers live when it is created).
         share_coordinator_state_topic_num_partitions: partitions of
             ``__share_group_state``, which places each share-partition's share
-            coordinator (cluster mode, KIP-932).
+            coordinator (cluster mode, KIP-932; a single node lists the topic
+            with as many).
         share_coordinator_state_topic_replication_factor: its replication factor
             (at most the brokers live when it is created).
         auto_leader_rebalance_enable: the controller moves leadership back to

@@ -175,6 +175,15 @@ def kafka_cluster(request: pytest.FixtureRequest) -> KafkaCluster:
     return cluster
 
 
+#: The Kafka peers' internal topic sizes (KafkaCluster._defaults), for a
+#: brokerlite compared with them: Metadata lists its internal topics too.
+INTERNAL_TOPIC_SIZES = {
+    "offsets_topic_num_partitions": 5,
+    "transaction_state_log_num_partitions": 5,
+    "share_coordinator_state_topic_num_partitions": 3,
+}
+
+
 @pytest.fixture(scope="session")
 def brokerlite_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One brokerlite per pytest process, in a thread: its bootstrap servers."""
@@ -188,6 +197,7 @@ def brokerlite_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         data_dir=data,
         group_initial_rebalance_delay_ms=0,
         log_segment_bytes=16 << 20,
+        **INTERNAL_TOPIC_SIZES,
     ) as running:
         yield running.bootstrap_servers
 

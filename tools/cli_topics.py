@@ -7,6 +7,9 @@ Rules:
 * The connection options, output conventions and exit statuses are those of
   :mod:`trafka.tools.clikit` (``-b``, ``-X``, ``-m``; data on stdout, notes
   on stderr; a client error exits 1, a usage error 2).
+* ``topics list`` lists every topic, Kafka's internal topics too
+  (``__consumer_offsets``...), unless ``--exclude-internal``, as
+  ``kafka-topics.sh --list`` does.
 * ``topics describe`` shows a partition without a leader as ``LEADER none``
   (as kafka-topics does) and names it on stderr; offsets it cannot look up
   are ``-``, and the command still exits 0. Without names it describes every
@@ -58,14 +61,22 @@ def topics_command() -> None:
 
 
 @topics_command.command("list")
-@click.option("--internal", is_flag=True, help="Include internal topics.")
+@click.option(
+    "--exclude-internal", is_flag=True, help="Leave internal topics (__consumer_offsets...) out."
+)
+# Before internal topics were listed by default, --internal asked for them; a
+# script that passes it gets what it asked for.
+@click.option("--internal", is_flag=True, hidden=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @admin_options
-def topics_list(cfg: dict[str, Any], internal: bool, as_json: bool) -> None:
-    """Every topic and its partition count."""
+def topics_list(cfg: dict[str, Any], exclude_internal: bool, internal: bool, as_json: bool) -> None:
+    """Every topic and its partition count, internal topics too (as kafka-topics
+    --list), unless --exclude-internal."""
+    if internal and exclude_internal:
+        raise click.UsageError("--internal and --exclude-internal contradict each other")
 
     async def run(admin: Any) -> dict[str, int]:
-        result: dict[str, int] = await admin.list_topics(include_internal=internal)
+        result: dict[str, int] = await admin.list_topics(include_internal=not exclude_internal)
         return result
 
     topics = run_client(with_admin, cfg, run)

@@ -125,6 +125,7 @@ from ..shares.coordinator import ShareCoordinator
 from ..shares.fetcher import ShareFetcher, ShareStateStore
 from ..shares.offsets_port import ClusterShareOffsets, LocalShareOffsets, ShareOffsetsPort
 from ..shares.persister import RemotePersister
+from ..storage.internal_topics import ShareStateLister
 from ..storage.log_manager import LogManager
 from ..storage.node_meta import (
     ClusterProducerIds,
@@ -374,6 +375,10 @@ class Broker:
         )
         opened.callback(self.shares.close)
         self.share_groups.listeners.append(self.shares)
+        if not config.cluster_mode:  # (a cluster's share coordinators create it)
+            self.share_groups.listeners.append(
+                ShareStateLister(self.logs, config.share_coordinator_state_topic_num_partitions)
+            )
         #: Where the share-group offsets admin reads and changes share state.
         self.share_offsets: ShareOffsetsPort = LocalShareOffsets(self.shares, self.logs)
         if config.cluster_mode:

@@ -41,6 +41,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import BrokerError
+from ..storage.internal_topics import (
+    INTERNAL_TOPICS,
+    OFFSETS_TOPIC,
+    SHARE_STATE_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+)
 from ..storage.log_manager import LogManager
 from .controller import coordinator_partition
 from .replica_manager import ReplicaManager
@@ -48,6 +54,7 @@ from .replication_quotas import WINDOW_NUM, WINDOW_SIZE_MS, ReplicationQuotas
 from .zk_layout import NO_LEADER, BrokerRegistration, PartitionState, TopicAssignment
 
 __all__ = [
+    "INTERNAL_TOPICS",
     "OFFSETS_TOPIC",
     "SHARE_STATE_TOPIC",
     "TRANSACTION_STATE_TOPIC",
@@ -57,12 +64,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("trafka.brokerlite.cluster")
-
-OFFSETS_TOPIC = "__consumer_offsets"
-TRANSACTION_STATE_TOPIC = "__transaction_state"
-#: The share coordinator's topic (KIP-932): share-partitions' durable state.
-SHARE_STATE_TOPIC = "__share_group_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -653,7 +653,10 @@ class ConsumerGroups:
             names = {n for n in member.subscribed_names if n in topics}
             if member.subscribed_regex:
                 pattern = re.compile(member.subscribed_regex)
-                names.update(n for n in topics if not n.startswith("__") and pattern.fullmatch(n))
+                # Every topic, internal ones too: Kafka's coordinator matches
+                # them all (TopicRegexResolver), so a member may be assigned
+                # __consumer_offsets; clients that must not read them filter.
+                names.update(n for n in topics if pattern.fullmatch(n))
             out[member.member_id] = frozenset(names)
         return out
 

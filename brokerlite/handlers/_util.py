@@ -92,6 +92,21 @@ def check_partition(where: Partitions, topic: str, partition: int) -> None:
         raise UnknownTopicOrPartitionError(f"unknown topic-partition {topic}-{partition}")
 
 
+def kept_elsewhere(where: Partitions, topic: str, partition: int) -> bool:
+    """Single node: whether ``topic``/``partition`` exists without a log here: a
+    partition of an internal topic, whose data the coordinators keep in their
+    journals (:mod:`trafka.brokerlite.storage.internal_topics`). Reads answer it
+    as an empty partition led here at epoch 0."""
+    if where.cluster is not None:
+        return False
+    info = where.logs.topic(topic)
+    return (
+        info is not None
+        and 0 <= partition < info.num_partitions
+        and not where.logs.hosts(topic, partition)
+    )
+
+
 def leader_log(
     where: Partitions, topic: str, partition: int, current_leader_epoch: int = -1
 ) -> PartitionLog:

@@ -61,7 +61,12 @@
   which is how Kafka tells an acks=0 producer that something went wrong.
   Other values are INVALID_REQUIRED_ACKS.
 * Unknown topics or partitions are UNKNOWN_TOPIC_OR_PARTITION: produce never
-  creates topics (Metadata does).
+  creates topics (Metadata does). Kafka's internal topics (``__consumer_offsets``,
+  ``__transaction_state``, ``__share_group_state``) are written by their
+  coordinators only: a client's records for one of their partitions are
+  INVALID_TOPIC_EXCEPTION, checked after the partition's existence and before
+  anything else, as Kafka's ReplicaManager does (Kafka lets the client id
+  ``__admin_client`` through; brokerlite does not, docs/compatibility.md).
 * Appending wakes Fetch requests parked on the partition.
 * Authorization: transactional batches need WRITE on the request's
   transactional id, else the whole request fails with
@@ -78,7 +83,13 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from trafka.brokerlite.errors import BrokerError, InvalidRecordError, NotEnoughReplicasError
+from trafka.brokerlite.errors import (
+    BrokerError,
+    InvalidRecordError,
+    InvalidTopicError,
+    NotEnoughReplicasError,
+)
+from trafka.brokerlite.storage.internal_topics import is_internal
 from trafka.brokerlite.storage.message_format import up_convert
 from trafka.brokerlite.transactions.verification import VERIFY_VERSION, produce_code
 from trafka.codec import ApiKey
@@ -90,7 +101,7 @@ from trafka.codec.records import read_batch_header
 
 from ..outcomes import Close, NoResponse, ParkAgain, Parked
 from ._base import HandlerSpec, RequestContext
-from ._util import code_of, denied, leader_log, message_of
+from ._util import check_partition, code_of, denied, leader_log, message_of
 
 if TYPE_CHECKING:
     from trafka.brokerlite.cluster.view import ClusterView
@@ -361,6 +372,9 @@ class _ProduceRun:
         """
         ctx = self._ctx
         records = data.records
+        if is_internal(topic):
+            check_partition(ctx, topic, data.index)
+            raise InvalidTopicError(f"Cannot append to internal topic {topic}")
         plog = leader_log(ctx, topic, data.index)
         if not records:
             raise InvalidRecordError("produce request without records")

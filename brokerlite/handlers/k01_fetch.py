@@ -38,6 +38,11 @@ Rules (Kafka's, for a consumer fetching from the leader):
   high watermark and a null list, as Kafka does.
 * ``current_leader_epoch`` (v9+) is checked against the leader's epoch (the
   only epoch, 0, on the single-node broker).
+* A single node's internal topics (``__consumer_offsets`` and its siblings,
+  :mod:`trafka.brokerlite.storage.internal_topics`) have no log here: each of
+  their partitions reads as an empty log (high watermark, last stable offset
+  and log start offset 0; any other offset than 0 OFFSET_OUT_OF_RANGE). Kafka
+  serves its coordinators' records there (docs/compatibility.md).
 * Cluster mode: a partition this broker does not lead is NOT_LEADER_OR_FOLLOWER
   (v16+: with its current leader and that leader's endpoint, KIP-951; below
   v16 without either, as Kafka, though v12+ could carry the leader).
@@ -88,6 +93,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from trafka.brokerlite.cluster.replica_manager import check_epoch
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.fetch_sessions import (
     INVALID_SESSION_ID,
@@ -109,10 +115,18 @@ from trafka.codec.protocol import encode_response_body
 
 from ..outcomes import Parked, Part
 from ._base import HandlerSpec, Partitions, RequestContext
-from ._util import NULL_UUID, check_partition, code_of, denied, leader_log
+from ._util import (
+    LEADER_EPOCH,
+    NULL_UUID,
+    check_partition,
+    code_of,
+    denied,
+    kept_elsewhere,
+    leader_log,
+)
 
 if TYPE_CHECKING:
-    from trafka.brokerlite.storage.partition import ReadResult
+    from trafka.brokerlite.storage.partition import PartitionLog, ReadResult
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION = 4
@@ -426,19 +440,10 @@ def read_partitions(
             results.append(PartitionResult(want.partition, refused, aborted_transactions=[]))
             continue
         try:
-            if replica_id >= 0 and where.cluster is not None:
-                check_partition(where, name, want.partition)
-                log = where.cluster.replicas.on_follower_fetch(
-                    name,
-                    want.partition,
-                    replica_id,
-                    want.fetch_offset,
-                    now_ms,
-                    current_leader_epoch=want.current_leader_epoch,
-                    log_start_offset=want.fetcher_log_start_offset,
-                )
-            else:
-                log = leader_log(where, name, want.partition, want.current_leader_epoch)
+            log = _log_read(where, name, want, replica_id, now_ms)
+            if log is None:
+                results.append(_empty_partition(want, read_committed))
+                continue
             if by_id:
                 # A session keeps the name it learnt: the topic may have been
                 # deleted and created again under it since (Kafka's check).
@@ -497,6 +502,53 @@ def read_partitions(
                 result.current_leader = _leader_of(where, name, want.partition)
         results.append(result)
     return results
+
+
+def _log_read(
+    where: Partitions, name: str, want: CachedPartition, replica_id: int, now_ms: int
+) -> PartitionLog | None:
+    """The log a fetch of ``want`` reads: the leader's (a follower's fetch counted
+    as its progress, cluster mode); None for a single node's partition of an
+    internal topic, which has none (an empty partition).
+
+    Raises:
+        BrokerError: the partition's refusal (unknown, not led here, epochs).
+    """
+    if replica_id >= 0 and where.cluster is not None:
+        check_partition(where, name, want.partition)
+        return where.cluster.replicas.on_follower_fetch(
+            name,
+            want.partition,
+            replica_id,
+            want.fetch_offset,
+            now_ms,
+            current_leader_epoch=want.current_leader_epoch,
+            log_start_offset=want.fetcher_log_start_offset,
+        )
+    if kept_elsewhere(where, name, want.partition):
+        return None
+    return leader_log(where, name, want.partition, want.current_leader_epoch)
+
+
+def _empty_partition(want: CachedPartition, read_committed: bool) -> PartitionResult:
+    """A single node's partition of an internal topic, read as an empty log.
+
+    Raises:
+        FencedLeaderEpochError, UnknownLeaderEpochError: the request's epoch
+            (unless -1) is not 0.
+    """
+    check_epoch(want.current_leader_epoch, LEADER_EPOCH)
+    if want.fetch_offset != 0:
+        return PartitionResult(want.partition, ErrorCode.OFFSET_OUT_OF_RANGE)
+    return PartitionResult(
+        want.partition,
+        ErrorCode.NONE,
+        high_watermark=0,
+        last_stable_offset=0,
+        log_start_offset=0,
+        aborted_transactions=[] if read_committed else None,
+        fetch_offset=0,
+    )
 
 
 def _held_back(where: Partitions, topic: str, partition: int, replica_id: int) -> bool:

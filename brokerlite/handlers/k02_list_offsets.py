@@ -19,6 +19,10 @@ Per partition, by the requested ``timestamp``:
 single-node broker), which is also the ``leader_epoch`` returned. In cluster
 mode only the partition's leader answers (else NOT_LEADER_OR_FOLLOWER).
 
+A single node's internal topics have no log here
+(:mod:`trafka.brokerlite.storage.internal_topics`): their partitions answer as
+empty logs (earliest and latest 0, nothing found by time).
+
 A client's offsets (``replica_id`` -1) stop where it may fetch, as Kafka's
 ``Partition.fetchOffsetForTimestamp`` and ``ReplicaManager.fetchOffset`` have
 them: a found offset at or past the last fetchable offset (the high watermark;
@@ -42,6 +46,7 @@ TOPIC_AUTHORIZATION_FAILED without the topic's existence being looked at.
 
 from __future__ import annotations
 
+from trafka.brokerlite.cluster.replica_manager import check_epoch
 from trafka.brokerlite.errors import BrokerError
 from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
@@ -49,7 +54,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k02_list_offsets as m
 
 from ._base import HandlerSpec, RequestContext
-from ._util import LEADER_EPOCH, code_of, denied, leader_log
+from ._util import LEADER_EPOCH, code_of, denied, kept_elsewhere, leader_log
 
 API_KEY = ApiKey.LIST_OFFSETS
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
@@ -87,6 +92,12 @@ def _lookup(
     client: bool,
 ) -> tuple[int, int]:
     version = ctx.version
+    if kept_elsewhere(ctx, topic, partition):
+        check_epoch(current_leader_epoch, LEADER_EPOCH)
+        # An empty log: it starts and ends at 0, and no timestamp finds a record.
+        if target in (EARLIEST, LATEST) or (target == EARLIEST_LOCAL and version >= 8):
+            return 0, -1
+        return -1, -1
     log = leader_log(ctx, topic, partition, current_leader_epoch)
     if target == EARLIEST or (target == EARLIEST_LOCAL and version >= 8):
         return log.log_start_offset, -1

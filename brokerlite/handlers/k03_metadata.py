@@ -5,9 +5,14 @@
   describes the whole cluster as ZooKeeper last had it: the live brokers, the
   controller, each partition's leader, leader epoch, replicas, ISR and offline
   replicas (a partition without a leader: LEADER_NOT_AVAILABLE), and the
-  internal topics marked so. Auto-creation there is the controller's: the topic
+  Auto-creation there is the controller's: the topic
   is answered LEADER_NOT_AVAILABLE until its partitions have leaders. The cluster id (v2+) is
   the one stored in the data directory.
+* Kafka's internal topics (``__consumer_offsets``, ``__transaction_state``,
+  ``__share_group_state``) are listed once Kafka would have created them
+  (:mod:`trafka.brokerlite.storage.internal_topics`), on one node too, led by
+  this node. ``is_internal`` is the name's, as Kafka answers it, also for a
+  topic answered with an error.
 * Topics: ``null`` (v1+) or ``[]`` in v0 lists every topic; otherwise the named
   topics, or in v10+ topics named by id (unknown id: UNKNOWN_TOPIC_ID). Topic
   ids are returned from v10.
@@ -15,7 +20,8 @@
   ``auto_create_topics`` is on and the request allows it
   (``allow_auto_topic_creation``, v4+; always allowed before v4) and answered
   at once with its partitions; otherwise UNKNOWN_TOPIC_OR_PARTITION. A name
-  breaking Kafka's topic rules gets INVALID_TOPIC_EXCEPTION.
+  breaking Kafka's topic rules gets INVALID_TOPIC_EXCEPTION. An internal topic
+  is created as Kafka creates it (its partition count and configs).
 * Authorized operations (v8+) are reported only when asked for: what the
   principal may do on each topic returned, and on the cluster (v8-10; 0
   without DESCRIBE on it); everything, without an authorizer.
@@ -37,9 +43,14 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
-from trafka.brokerlite.cluster.view import INTERNAL_TOPICS
 from trafka.brokerlite.errors import BrokerError, TopicExistsError
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
+from trafka.brokerlite.storage.internal_topics import (
+    KAFKA_CONFIGS,
+    is_internal,
+    list_internal_topic,
+    num_partitions,
+)
 from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
@@ -130,7 +141,12 @@ class _Topics:
         return self.ctx.authorized_operations(AclResourceType.TOPIC, name)
 
     def failed(self, code: ErrorCode, name: str) -> Topic:
-        return Topic(error_code=code, name=name, topic_authorized_operations=self.ops_of(name))
+        return Topic(
+            error_code=code,
+            name=name,
+            is_internal=is_internal(name),
+            topic_authorized_operations=self.ops_of(name),
+        )
 
     def described(self, info: TopicInfo) -> Topic:
         if self.cluster is not None:
@@ -140,7 +156,7 @@ class _Topics:
             error_code=ErrorCode.NONE,
             name=info.name,
             topic_id=info.topic_id,
-            is_internal=False,
+            is_internal=is_internal(info.name),
             partitions=[
                 Partition(
                     error_code=ErrorCode.NONE,
@@ -188,23 +204,31 @@ class _Topics:
     def created(self, name: str) -> Topic:
         """An unknown topic, auto-created (the controller's work in a cluster)."""
         ctx = self.ctx
+        internal = is_internal(name)
+        partitions = num_partitions(ctx.config, name) if internal else -1
+        configs = dict(KAFKA_CONFIGS[name]) if internal else {}
         if self.cluster is not None:
             # The controller must place it: Kafka answers LEADER_NOT_AVAILABLE
             # until its partitions have leaders, and the client asks again.
             self.cluster.submit(
                 "create_topic",
                 name=name,
-                num_partitions=-1,
+                num_partitions=partitions,
                 replication_factor=-1,
                 assignments=None,
-                configs={},
+                configs=configs,
                 quiet=True,
             )
             return self.failed(ErrorCode.LEADER_NOT_AVAILABLE, name)
         info: TopicInfo | None
         try:
-            info = ctx.logs.create_topic(name, ctx.config.num_partitions)
-            log.info("auto-created topic %r with %d partition(s)", name, ctx.config.num_partitions)
+            if internal:
+                info = list_internal_topic(ctx.logs, name, partitions, configs)
+            else:
+                info = ctx.logs.create_topic(name, ctx.config.num_partitions)
+                log.info(
+                    "auto-created topic %r with %d partition(s)", name, ctx.config.num_partitions
+                )
         except TopicExistsError:
             info = ctx.logs.topic(name)
         except BrokerError as exc:
@@ -219,6 +243,7 @@ def _refused(name: str | None, topic_id: uuid.UUID = NULL_UUID) -> Topic:
         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
         name=name,
         topic_id=topic_id,
+        is_internal=is_internal(name),
         topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
     )
 
@@ -272,7 +297,7 @@ def _cluster_topic(cluster: ClusterView, info: TopicInfo, ops: int) -> Topic:
         error_code=ErrorCode.NONE,
         name=info.name,
         topic_id=info.topic_id,
-        is_internal=info.name in INTERNAL_TOPICS,
+        is_internal=is_internal(info.name),
         partitions=partitions,
         topic_authorized_operations=ops,
     )

@@ -3,14 +3,18 @@
 * Group keys (key_type 0) and transaction keys (key_type 1, transactional
   ids): this node, always (it coordinates every group and every transaction).
   v4+ batches keys in ``coordinator_keys`` and answers one entry per key.
+  The first authorized request of each type lists the type's internal topic,
+  ``__consumer_offsets`` or ``__transaction_state``, as Kafka creates it then
+  (:mod:`trafka.brokerlite.storage.internal_topics`: its data stays in this
+  node's journals).
 * Share-group keys (key_type 2) and unknown types: INVALID_REQUEST.
 * Cluster mode: a group's coordinator is the leader of its ``__consumer_offsets``
   partition, a transactional id's the leader of its ``__transaction_state``
   partition (Kafka's hash of the key). The topic is created on the first
   request with ``offsets.topic.num.partitions`` (``transaction.state.log.num.partitions``)
-  partitions; that request is answered once the topic has leaders (or after
-  5 s, with COORDINATOR_NOT_AVAILABLE), so that clients do not retry through
-  the creation. COORDINATOR_NOT_AVAILABLE too while the key's partition has
+  partitions and Kafka's configs; that request is answered once the topic has
+  leaders (or after 5 s, with COORDINATOR_NOT_AVAILABLE), so that clients do
+  not retry through the creation. COORDINATOR_NOT_AVAILABLE too while the key's partition has
   no leader.
 
 Authorization, per key: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED)
@@ -19,7 +23,17 @@ or on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
-from trafka.brokerlite.cluster.view import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, ZkTask
+import logging
+
+from trafka.brokerlite.cluster.view import ZkTask
+from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.storage.internal_topics import (
+    KAFKA_CONFIGS,
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    list_internal_topic,
+    num_partitions,
+)
 from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k10_find_coordinator as m
@@ -28,6 +42,8 @@ from ..outcomes import Parked
 from ._authz import AclOperation, group_allowed, transactional_id_allowed
 from ._base import HandlerSpec, RequestContext
 from ._util import park_on_tasks
+
+log = logging.getLogger("trafka.brokerlite")
 
 API_KEY = ApiKey.FIND_COORDINATOR
 MIN_VERSION = 0
@@ -81,27 +97,31 @@ def _address(ctx: RequestContext, node: int) -> tuple[str, int]:
 
 
 def _create_missing(ctx: RequestContext, key_type: int) -> ZkTask | None:
-    """Cluster mode: the task creating the key type's internal topic on its first
-    use (as Kafka does), or None when it exists or there is none to create."""
-    cluster = ctx.cluster
-    if cluster is None or key_type not in (GROUP, TRANSACTION):
+    """The key type's internal topic made on its first use (as Kafka does): on
+    one node listed at once; in a cluster the task creating it, or None when it
+    exists or there is none to create."""
+    if key_type not in (GROUP, TRANSACTION):
         return None
-    transactional = key_type == TRANSACTION
-    topic = TRANSACTION_STATE_TOPIC if transactional else OFFSETS_TOPIC
+    topic = TRANSACTION_STATE_TOPIC if key_type == TRANSACTION else OFFSETS_TOPIC
+    cluster = ctx.cluster
+    if cluster is None:
+        if ctx.logs.topic(topic) is None:
+            try:
+                list_internal_topic(
+                    ctx.logs, topic, num_partitions(ctx.config, topic), KAFKA_CONFIGS[topic]
+                )
+            except BrokerError as exc:  # (the coordinator is here all the same)
+                log.warning("cannot list internal topic %r: %s", topic, exc)
+        return None
     if topic in cluster.image.topics:
         return None
-    config = ctx.config
     return ZkTask(
         "create_topic",
         {
             "name": topic,
-            "num_partitions": (
-                config.transaction_state_log_num_partitions
-                if transactional
-                else config.offsets_topic_num_partitions
-            ),
+            "num_partitions": num_partitions(ctx.config, topic),
             "replication_factor": -1,
-            "configs": {"cleanup.policy": "compact"},
+            "configs": dict(KAFKA_CONFIGS[topic]),
             "quiet": True,
             "if_missing": True,
             "timeout_ms": CREATE_WAIT_MS,
@@ -176,5 +196,5 @@ SPEC = HandlerSpec(
     MAX_VERSION,
     handle,
     error_response,
-    uses="config cluster authorizer purgatory",
+    uses="config logs cluster authorizer purgatory",
 )

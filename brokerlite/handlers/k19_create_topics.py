@@ -13,6 +13,10 @@
   REQUEST_TIMED_OUT (the creation goes on); with ``timeout_ms`` 0 that at
   once, once written (Kafka's ZkAdminManager and DelayedCreatePartitions).
 * Configs are topic configs by Kafka name; a null value is INVALID_CONFIG.
+* An internal topic's name (``__consumer_offsets``...) not yet made is created
+  as Kafka 4.4 creates it, as asked, like any topic; on one node it is listed
+  without logs, as the coordinators make it
+  (:mod:`trafka.brokerlite.storage.internal_topics`).
 * ``validate_only`` runs every check and changes nothing; the answer (v5+) is
   the topic that would have been made: its partition count, replication factor
   (placed as it would have been) and effective configs, as Kafka answers (KIP-525).
@@ -42,6 +46,7 @@ from trafka.brokerlite.cluster.view import ZkTask
 from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.quotas import MUTATION_THROTTLED
 from trafka.brokerlite.security.authorizer import CLUSTER_NAME
+from trafka.brokerlite.storage.internal_topics import is_internal
 from trafka.brokerlite.storage.topics import topic_exists
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
@@ -167,12 +172,15 @@ def handle(ctx: RequestContext, request: m.CreateTopicsRequest) -> m.CreateTopic
                 )
                 results.append(Result(name=topic.name))  # filled in when the task is done
                 continue
+            # An internal topic's name (Kafka creates it as any topic): on one
+            # node listed without logs, its data being the coordinators'.
             info = ctx.logs.create_topic(
                 topic.name,
                 partitions,
                 configs,
                 validate_only=request.validate_only,
                 now_ms=ctx.now_ms,
+                hosted=() if is_internal(topic.name) else None,
             )
         except (_Refused, BrokerError) as exc:
             code = exc.code if isinstance(exc, _Refused) else code_of(exc)

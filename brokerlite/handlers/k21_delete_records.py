@@ -17,6 +17,10 @@ and carries the lowest (the low watermark); a partition not there within the
 request's ``timeout_ms`` gets REQUEST_TIMED_OUT, one whose leadership moved
 meanwhile NOT_LEADER_OR_FOLLOWER.
 
+Kafka's internal topics are their coordinators' to prune: their partitions are
+answered INVALID_TOPIC_EXCEPTION (low watermark -1), after their existence is
+checked, as Kafka's ReplicaManager answers them.
+
 Authorization: each topic needs DELETE, else its partitions get
 TOPIC_AUTHORIZATION_FAILED (before existence is looked at) and nothing of it
 is deleted.
@@ -24,7 +28,8 @@ is deleted.
 
 from __future__ import annotations
 
-from trafka.brokerlite.errors import BrokerError
+from trafka.brokerlite.errors import BrokerError, InvalidTopicError
+from trafka.brokerlite.storage.internal_topics import is_internal
 from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import ErrorCode
@@ -32,7 +37,7 @@ from trafka.codec.messages import k21_delete_records as m
 
 from ..outcomes import Parked
 from ._base import HandlerSpec, RequestContext
-from ._util import code_of, denied, leader_log
+from ._util import check_partition, code_of, denied, leader_log
 
 API_KEY = ApiKey.DELETE_RECORDS
 MIN_VERSION = 0
@@ -136,6 +141,9 @@ def _delete(
                 )
                 continue
             try:
+                if is_internal(topic.name):
+                    check_partition(ctx, topic.name, want.partition_index)
+                    raise InvalidTopicError(f"Cannot delete records of internal topic {topic.name}")
                 log = leader_log(ctx, topic.name, want.partition_index)
                 # The log checks the topic's policy, then the offset (as Kafka's
                 # leader: POLICY_VIOLATION first, then OFFSET_OUT_OF_RANGE).

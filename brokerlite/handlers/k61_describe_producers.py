@@ -4,7 +4,9 @@ Per partition, from its producer state (:mod:`trafka.brokerlite.transactions.eos
 producer id's epoch, last sequence, last timestamp, coordinator epoch and the
 first offset of its open transaction (-1 when none), as Kafka's
 ``kafka-transactions.sh describe-producers`` shows them. Unknown partitions are
-UNKNOWN_TOPIC_OR_PARTITION.
+UNKNOWN_TOPIC_OR_PARTITION. A single node's internal topics have no log here
+(:mod:`trafka.brokerlite.storage.internal_topics`): none of their partitions
+has active producers.
 
 Authorization: a topic needs READ, else its partitions get
 TOPIC_AUTHORIZATION_FAILED before existence is looked at (a name breaking
@@ -21,7 +23,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k61_describe_producers as m
 
 from ._base import HandlerSpec, RequestContext
-from ._util import code_of, message_of
+from ._util import code_of, kept_elsewhere, message_of
 
 API_KEY = ApiKey.DESCRIBE_PRODUCERS
 MIN_VERSION = 0
@@ -31,6 +33,8 @@ Response = m.DescribeProducersResponse
 
 
 def _partition(ctx: RequestContext, topic: str, index: int) -> Response.PartitionResponse:
+    if kept_elsewhere(ctx, topic, index):
+        return Response.PartitionResponse(partition_index=index, active_producers=[])
     try:
         state = ctx.producers.state(topic, index)
     except BrokerError as exc:
@@ -98,5 +102,10 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="producers authorizer"
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses="logs producers cluster authorizer",
 )

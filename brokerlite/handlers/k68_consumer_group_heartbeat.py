@@ -1,7 +1,8 @@
 """ConsumerGroupHeartbeat (key 68), versions 0-1: the new consumer group protocol
 (KIP-848). Members join, heartbeat and leave; the coordinator assigns partitions
 (server assignors ``uniform`` and ``range``). Version 1 adds regex subscriptions
-(matched whole, with Python's ``re``, against non-internal topic names).
+(matched whole, with Python's ``re``, against every topic name, internal ones too,
+as Kafka's coordinator matches them).
 
 Handed to the group coordinator (:mod:`trafka.brokerlite.groups.consumer_groups`); never
 parked.

@@ -25,7 +25,9 @@
   in cluster mode, its leader (LEADER_NOT_AVAILABLE without one), leader epoch,
   replicas, ISR and offline replicas as ZooKeeper last had them. The eligible
   (ELR) and last known ELR lists are empty (KIP-966's ELR is KRaft's; a
-  ZooKeeper-era cluster has none). Internal topics say so. Topic ids
+  ZooKeeper-era cluster has none). Internal topics say so, by name (as
+  Kafka: also when answered with an error), on one node as in a cluster
+  (:mod:`trafka.brokerlite.storage.internal_topics`). Topic ids
   are the registry's; authorized operations are what the principal may do on
   each topic described (everything, without an authorizer).
 * Authorization: a topic needs DESCRIBE. Without it a topic is skipped as if
@@ -36,8 +38,8 @@
 
 from __future__ import annotations
 
-from trafka.brokerlite.cluster.view import INTERNAL_TOPICS
 from trafka.brokerlite.errors import InvalidTopicError
+from trafka.brokerlite.storage.internal_topics import is_internal
 from trafka.brokerlite.storage.topics import validate_topic_name
 from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
@@ -102,7 +104,7 @@ def handle(
                         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                         name=name,
                         topic_id=NULL_UUID,
-                        is_internal=False,
+                        is_internal=is_internal(name),
                         partitions=[],
                         topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
                     )
@@ -120,7 +122,7 @@ def handle(
                     error_code=_unknown_code(name),
                     name=name,
                     topic_id=NULL_UUID,
-                    is_internal=False,
+                    is_internal=is_internal(name),
                     partitions=[],
                     topic_authorized_operations=ctx.authorized_operations(
                         AclResourceType.TOPIC, name
@@ -137,7 +139,7 @@ def handle(
                 error_code=ErrorCode.NONE,
                 name=name,
                 topic_id=info.topic_id,
-                is_internal=ctx.cluster is not None and name in INTERNAL_TOPICS,
+                is_internal=is_internal(name),
                 partitions=partitions,
                 topic_authorized_operations=ctx.authorized_operations(AclResourceType.TOPIC, name),
             )

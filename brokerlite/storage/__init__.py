@@ -7,7 +7,8 @@ its leader epochs (:mod:`.epochs`) and segments (:mod:`.segment`), compaction
 replacement (:mod:`.files`), the CRC journal the small stores share
 (:mod:`.journal`), the persistence port of the coordinators' stores
 (:mod:`.state_port`: a journal file, or an internal topic, :mod:`.internal_topic`,
-in a cluster), the directory's identity
+in a cluster), Kafka's internal topics and how they are made (:mod:`.internal_topics`),
+the directory's identity
 (:mod:`.node_meta`) and the conversion of pre-0.11 message sets at the edges
 (:mod:`.message_format`).
 

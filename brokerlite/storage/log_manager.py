@@ -286,7 +286,8 @@ class LogManager:
             topic_id: the topic's id, when a cluster already chose it (every broker
                 of a cluster must use the same); None draws a random one.
             hosted: the partitions whose logs are kept here (a cluster member's
-                replicas); None: all of them.
+                replicas; none for a single node's internal topic, whose data
+                its coordinators keep elsewhere); None: all of them.
 
         Returns:
             The new topic.
@@ -316,7 +317,8 @@ class LogManager:
             raise InvalidPartitionsError(
                 f"the number of partitions must be at least 1, got {num_partitions}"
             )
-        self._check_room(num_partitions)
+        kept = None if hosted is None else frozenset(i for i in hosted if 0 <= i < num_partitions)
+        self._check_room(num_partitions if kept is None else len(kept))
         overrides = {k: v for k, v in normalise_configs(configs or {}).items() if v is not None}
         config = effective_config(self._default, overrides)
         info = TopicInfo(
@@ -330,8 +332,8 @@ class LogManager:
         self._topics[name] = info
         self._by_id[info.topic_id] = name
         self._configs[name] = config
-        if hosted is not None:
-            self._hosted[name] = frozenset(i for i in hosted if 0 <= i < num_partitions)
+        if kept is not None:
+            self._hosted[name] = kept
         try:
             self._save()
         except BaseException:
@@ -387,7 +389,8 @@ class LogManager:
         info = self._require(name)
         if not isinstance(total, int) or total <= info.num_partitions:
             raise InvalidPartitionsError(partitions_not_grown(info.num_partitions, total))
-        self._check_room(total - info.num_partitions)
+        if name not in self._hosted:  # (a topic hosted in part here grows elsewhere)
+            self._check_room(total - info.num_partitions)
         new = dataclasses.replace(info, num_partitions=total)
         if validate_only:
             return new
@@ -443,11 +446,13 @@ class LogManager:
         return removed
 
     def _check_room(self, more: int) -> None:
-        """Refuse ``more`` partitions that would take the broker past ``max_partitions``."""
+        """Refuse ``more`` partition logs that would take the broker past
+        ``max_partitions`` (the partitions whose logs are here count, the others
+        hold no files)."""
         limit = self.max_partitions
-        if limit is None:
+        if limit is None or more <= 0:
             return
-        held = sum(info.num_partitions for info in self._topics.values())
+        held = sum(len(self._hosted_indexes(info)) for info in self._topics.values())
         if held + more > limit:
             raise PolicyViolationError(
                 f"{more} more partition(s) would make {held + more}; this broker holds at most "

@@ -358,12 +358,9 @@ def _acl_order(text: str) -> str:
 
 def _differences_written_down(name: str, text: str) -> str:
     """What docs/brokerlite.md ("Through Apache Kafka's own client and scripts")
-    lists as deliberate: a single node's group offsets are in its own files, not
-    in an ``__consumer_offsets`` topic; its configured SASL users have SCRAM
+    lists as deliberate: a single node's configured SASL users have SCRAM
     credentials too (Kafka's PLAIN JAAS users have none)."""
     lines = text.splitlines(keepends=True)
-    if name == "tokens-login":
-        lines = [line for line in lines if line.strip() != "__consumer_offsets"]
     if name == "configs-describe-users":
         config_users = tuple(f"user-principal '{user}' are SCRAM" for user in USERS)
         lines = [line for line in lines if not any(u in line for u in config_users)]

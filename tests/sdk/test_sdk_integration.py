@@ -471,6 +471,50 @@ async def test_pattern_subscription(broker: RunningBroker, metadata_first: bool)
             assert {tp.topic for tp in c.assignment()} == {f"{prefix}-a", f"{prefix}-b"}
 
 
+@pytest.mark.parametrize(
+    ("protocol", "exclude"),
+    [("classic", True), ("consumer", True), ("classic", False)],
+    ids=["classic", "consumer", "classic-internal-included"],
+)
+async def test_pattern_subscriptions_skip_internal_topics(
+    broker: RunningBroker, protocol: str, exclude: bool
+) -> None:
+    """brokerlite lists ``__consumer_offsets`` once a group has asked for its
+    coordinator, marked internal, as Kafka does (issue #84); a pattern matching
+    it leaves it out with ``exclude.internal.topics`` (the default; the consumer
+    matches patterns itself under both protocols, as Java's consumer does with
+    a ``Pattern``) and takes its partitions without it, reading them as empty.
+    The admin client lists it only when asked to (Java's ``listInternal``)."""
+    bs = broker.bootstrap_servers
+    prefix, group = fresh("internal"), fresh("g")
+    with anyio.fail_after(30):
+        await _create(bs, f"{prefix}-a", 1)
+        async with open_admin(bootstrap_servers=bs) as admin:
+            await admin.list_consumer_group_offsets(group)  # (a FindCoordinator: the topic made)
+            assert "__consumer_offsets" not in await admin.list_topics()
+            internal = (await admin.list_topics(include_internal=True))["__consumer_offsets"]
+        async with open_consumer(
+            bootstrap_servers=bs,
+            group_id=group,
+            group_protocol=protocol,
+            exclude_internal_topics=exclude,
+            **({"heartbeat_interval_ms": 100} if protocol == "classic" else {}),
+            **QUICK,
+        ) as c:
+            want = {(f"{prefix}-a", 0)}
+            if not exclude:
+                want |= {("__consumer_offsets", p) for p in range(internal)}
+            c.subscribe(pattern=f"__consumer_offsets|{prefix}-.*")
+            records = []
+            while {(tp.topic, tp.partition) for tp in c.assignment()} != want:
+                for batch in (await c.getmany(timeout_ms=50)).values():
+                    records.extend(batch)
+            for _ in range(3):
+                for batch in (await c.getmany(timeout_ms=50)).values():
+                    records.extend(batch)
+            assert not records
+
+
 async def test_commit_a_message_as_confluent_kafka_does(broker: RunningBroker) -> None:
     """``commit(message=record)`` commits the offset after the record, in its partition."""
     bs = broker.bootstrap_servers

@@ -109,6 +109,29 @@ def test_min_isr_of_reads_the_described_setting() -> None:
 # -- against brokerlite ------------------------------------------------------------------------
 
 
+def test_list_shows_internal_topics_unless_excluded(broker: RunningBroker) -> None:
+    """``topics list`` lists Kafka's internal topics once the broker has made
+    them (a group's coordinator looked up), as ``kafka-topics.sh --list`` does;
+    ``--exclude-internal`` leaves them out. ``--internal``, the old way of
+    asking for them, is still taken, and contradicts ``--exclude-internal``."""
+    topic = fresh("plain")
+    run(broker, "topics", "create", topic, "-p", "1")
+
+    async def lookup() -> None:
+        async with open_admin(bootstrap_servers=broker.bootstrap_servers) as admin:
+            await admin.list_consumer_group_offsets(fresh("g"))  # (FindCoordinator)
+
+    trio.run(lookup)
+    every = json.loads(run(broker, "topics", "list", "--json").output)
+    assert topic in every and every["__consumer_offsets"] >= 1
+    assert "__consumer_offsets" in run(broker, "topics", "list").output.split()
+    plain = json.loads(run(broker, "topics", "list", "--exclude-internal", "--json").output)
+    assert plain == {k: v for k, v in every.items() if k != "__consumer_offsets"}
+    assert json.loads(run(broker, "topics", "list", "--internal", "--json").output) == every
+    refused = run(broker, "topics", "list", "--internal", "--exclude-internal", ok=False)
+    assert refused.exit_code == 2 and "contradict" in refused.output
+
+
 def described(broker: RunningBroker, *args: str) -> Any:
     return json.loads(run(broker, "topics", "describe", *args, "--json").output)
 

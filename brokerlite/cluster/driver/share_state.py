@@ -36,6 +36,7 @@ from trafka.codec.errors import CodecError, ErrorCode
 from ...clock import now_ms
 from ...shares.offsets_port import ClusterShareOffsets
 from ...shares.persister import RemotePersister, StateRequest, StateRequestOwner
+from ...storage.internal_topics import KAFKA_CONFIGS
 from ..inter_broker import InterBrokerConnection
 from ..view import SHARE_STATE_TOPIC, ZkTask
 
@@ -116,7 +117,10 @@ class ShareStateSender:
                     name=SHARE_STATE_TOPIC,
                     num_partitions=config.share_coordinator_state_topic_num_partitions,
                     replication_factor=-1,
-                    configs={"cleanup.policy": "compact"},
+                    # Kafka's configs, but compacted: brokerlite's share
+                    # coordinator writes a whole snapshot per key and relies on
+                    # compaction (Kafka's prunes its log with DeleteRecords).
+                    configs={**KAFKA_CONFIGS[SHARE_STATE_TOPIC], "cleanup.policy": "compact"},
                     quiet=True,
                     if_missing=True,
                     timeout_ms=_CREATE_WAIT_MS,
