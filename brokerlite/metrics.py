@@ -499,8 +499,8 @@ def _controller_gauges(broker: MetricsSource) -> Iterator[Any]:
     offline = offline_partitions(broker)
     if cluster is None:
         active, brokers = True, 1
-        for info in broker.logs.topics():
-            per_topic[info.name] = len(broker.logs.partitions(info.name))
+        for info in broker.logs.topics():  # (an internal topic's partitions have no logs here)
+            per_topic[info.name] = info.num_partitions
     else:
         image = cluster.image
         active = image.controller_id == broker.node_id
