@@ -44,8 +44,10 @@ Rules:
   the producer delivers what it holds as :meth:`Producer.close` does, but gives
   up what it cannot deliver without waiting: everything left once every broker
   is out of reach (:meth:`~.transport.Cluster.wait_all_down`: a script with no
-  broker exits after its connects fail, not after its records' timeouts), and
-  the records of a topic the brokers say does not exist.
+  broker exits after its connects fail, not after its records' timeouts; when
+  they were all down already, none reached within a reconnect backoff and a
+  connect's time means they still are), and the records of a topic the brokers
+  say does not exist.
 """
 
 from __future__ import annotations
@@ -810,16 +812,29 @@ class Producer(Forwarding):
         """On the loop: flush, unless (or until) every broker is out of reach;
         whether everything was delivered (or failed on its own)."""
         cluster = self._producer.cluster
+        was_down = cluster.all_brokers_down
         cluster.recheck_all_down()  # (as last tried: a broker may be back)
         self._sends.parked.give_up_unknown()
         delivered = False
+        cfg = self._producer.config
+        # A broker back since is reached within a reconnect backoff and a connect;
+        # none reached by then, they are still all down (a retry the client's other
+        # tasks put off must not hold the exit until the records' timeouts).
+        window = (cfg.reconnect_backoff_max_ms + cfg.socket_connection_setup_timeout_ms) / 1000
         async with anyio.create_task_group() as tg:
 
             async def stop_once_all_down() -> None:
                 await cluster.wait_all_down()
                 tg.cancel_scope.cancel()
 
+            async def stop_unless_one_is_back() -> None:
+                await anyio.sleep(window)
+                if cluster.least_loaded_connection() is None:
+                    tg.cancel_scope.cancel()
+
             tg.start_soon(stop_once_all_down)
+            if was_down:
+                tg.start_soon(stop_unless_one_is_back)
             await self._sends.settle()
             await self._producer.flush()
             delivered = True

@@ -213,3 +213,29 @@ def test_error_cb_hears_transport_then_all_brokers_down(api: str, kind: str) -> 
             client.close()
     assert heard.index(TRANSPORT) < heard.index(ALL_BROKERS_DOWN)
     assert set(heard) == {TRANSPORT, ALL_BROKERS_DOWN}
+
+
+STATS_SCRIPT = r"""
+import importlib, sys, time
+ck = importlib.import_module(sys.argv[1])
+producer = ck.Producer({"bootstrap.servers": sys.argv[2], "error_cb": lambda e: None,
+                        "statistics.interval.ms": 100, "stats_cb": lambda s: None})
+producer.produce("orders", b"order-1")
+time.sleep(1.5)  # every broker out of reach by now, and told
+print("end", flush=True)
+"""
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_script_with_statistics_ends_with_no_broker_in_reach(api: str) -> None:
+    """With ``stats_cb``, a script whose brokers were all out of reach ends
+    (it hung at exit: the re-check of the brokers at exit waited for a connect
+    the statistics' timers kept putting off); librdkafka's ends at once."""
+    done = subprocess.run(
+        [sys.executable, "-c", STATS_SCRIPT, api, dead_address()],
+        capture_output=True,
+        text=True,
+        timeout=GUARD_S + 30,  # a script that does not end fails here
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "end"
