@@ -58,6 +58,7 @@ from trafka.codec.messages.k00_produce import ProduceResponse
 from trafka.codec.records import decode_records
 from trafka.sdk import ConfigError
 from trafka.sdk.schemas.framing import FramingError, header_name, read_frame
+from trafka.sdk.schemas.registry_config import SETTINGS
 from trafka.sdk.schemas.types import SchemaRegistryError, SchemaSerializationError
 
 from .filters import CloseConnection, EncodedBody, Filter, FilterContext, Respond
@@ -65,28 +66,9 @@ from .filters import CloseConnection, EncodedBody, Filter, FilterContext, Respon
 __all__ = ["REGISTRY_SETTINGS", "SchemaValidation"]
 
 _OWN = ("topics", "validate.keys", "validate.values")
-# The registry client's settings (trafka.sdk.schemas.RegistryConfig's names,
-# without the ``schema.registry.`` prefix the filter's table may give them).
-REGISTRY_SETTINGS = frozenset(
-    {
-        "url",
-        "basic.auth.user.info",
-        "basic.auth.credentials.source",
-        "bearer.auth.credentials.source",
-        "bearer.auth.token",
-        "bearer.auth.logical.cluster",
-        "bearer.auth.identity.pool.id",
-        "ssl.ca.location",
-        "ssl.certificate.location",
-        "ssl.key.location",
-        "ssl.key.password",
-        "timeout",
-        "max.retries",
-        "retries.wait.ms",
-        "retries.max.wait.ms",
-        "latest.cache.ttl.secs",
-    }
-)
+# The registry client's settings (RegistryConfig's names, without the
+# ``schema.registry.`` prefix the filter's table may give them).
+REGISTRY_SETTINGS = SETTINGS
 _PREFIX = "schema.registry."
 # What "did you mean" offers: the names as a [[filter]] table spells them.
 _SPELLINGS = (*_OWN, *sorted(_PREFIX + name for name in REGISTRY_SETTINGS))

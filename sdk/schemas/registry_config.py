@@ -14,7 +14,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..errors import ConfigError
 
-__all__ = ["RegistryConfig"]
+__all__ = ["SETTINGS", "RegistryConfig"]
 
 _PREFIX = "schema.registry."
 
@@ -61,7 +61,7 @@ class RegistryConfig:
             name = key.replace("_", ".")
             if name.startswith(_PREFIX):
                 name = name[len(_PREFIX) :]
-            if name not in _KNOWN:
+            if name not in SETTINGS:
                 raise ConfigError(f"unknown schema registry setting {key!r}")
             c[name] = value
         if not c.get("url"):
@@ -85,24 +85,27 @@ class RegistryConfig:
         )
 
 
-_KNOWN = {
-    "url",
-    "basic.auth.user.info",
-    "basic.auth.credentials.source",
-    "bearer.auth.credentials.source",
-    "bearer.auth.token",
-    "bearer.auth.logical.cluster",
-    "bearer.auth.identity.pool.id",
-    "ssl.ca.location",
-    "ssl.certificate.location",
-    "ssl.key.location",
-    "ssl.key.password",
-    "timeout",
-    "max.retries",
-    "retries.wait.ms",
-    "retries.max.wait.ms",
-    "latest.cache.ttl.secs",
-}
+#: The settings RegistryConfig takes (without the ``schema.registry.`` prefix).
+SETTINGS = frozenset(
+    {
+        "url",
+        "basic.auth.user.info",
+        "basic.auth.credentials.source",
+        "bearer.auth.credentials.source",
+        "bearer.auth.token",
+        "bearer.auth.logical.cluster",
+        "bearer.auth.identity.pool.id",
+        "ssl.ca.location",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+        "timeout",
+        "max.retries",
+        "retries.wait.ms",
+        "retries.max.wait.ms",
+        "latest.cache.ttl.secs",
+    }
+)
 
 
 def _number(c: Mapping[str, Any], name: str, default: float) -> float:

@@ -370,7 +370,7 @@ def test_its_registry_names_are_the_registry_clients() -> None:
     others unknown at once): the same as RegistryConfig takes."""
     from trafka.sdk.schemas import registry_config
 
-    assert REGISTRY_SETTINGS == registry_config._KNOWN
+    assert REGISTRY_SETTINGS == registry_config.SETTINGS
 
 
 def test_acks_0_refused_closes_the_connection(
