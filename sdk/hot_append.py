@@ -47,11 +47,11 @@ that it reads them without a lookup: :class:`BatchBase` (of
 
 from __future__ import annotations
 
-import importlib
-import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from trafka.common.extensions import load_extension
 
 from .partitioners import crc32_partition, fnv1a_partition, murmur2_partition
 
@@ -93,17 +93,8 @@ def key_mode(partitioner: str) -> int:
     return _KEY_MODES.get(partitioner, KEYS_PYTHON)
 
 
-def _load() -> Any:
-    if os.environ.get("TRAFKA_NO_SPEEDUPS", "0") not in ("", "0"):
-        return None
-    try:
-        return importlib.import_module("._hot_append", __package__)
-    except ImportError:
-        return None
-
-
 #: The C extension, or None (not built, or ``TRAFKA_NO_SPEEDUPS``).
-accelerated: Any = _load()
+accelerated: Any = load_extension(f"{__package__}._hot_append")
 
 
 class _PyBatchBase:

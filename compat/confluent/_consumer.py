@@ -28,12 +28,11 @@ Rules:
 
 from __future__ import annotations
 
-import importlib
 import operator
-import os
 import time
 from typing import Any
 
+from trafka.common.extensions import load_extension
 from trafka.sdk import PartitionEOF
 from trafka.sdk import TopicPartition as _TP
 from trafka.sdk.blocking import Consumer as _Consumer
@@ -153,17 +152,8 @@ class _Fetched(Message):
         )
 
 
-def _load_message_type() -> Any:
-    """The C view of a record (``_message``), or None (not built, or ``TRAFKA_NO_SPEEDUPS``)."""
-    if os.environ.get("TRAFKA_NO_SPEEDUPS", "0") not in ("", "0"):
-        return None
-    try:
-        return importlib.import_module("._message", __package__)
-    except ImportError:
-        return None
-
-
-_accelerated = _load_message_type()
+# The C view of a record, or None (not built, or TRAFKA_NO_SPEEDUPS).
+_accelerated = load_extension(f"{__package__}._message")
 if _accelerated is not None:
     Message.register(_accelerated.FetchedMessage)
     _view: Any = _accelerated.FetchedMessage
