@@ -365,6 +365,10 @@ class Consumer:
 
     def assign(self, partitions: list[TopicPartition]) -> None:
         self._call(self._consumer.assign, [_TP(tp.topic, tp.partition) for tp in partitions])
+        self._start_at_given(partitions)
+
+    def _start_at_given(self, partitions: list[TopicPartition]) -> None:
+        """Seek each partition given with an offset (or OFFSET_BEGINNING/END)."""
         for tp in partitions:
             if tp.offset != OFFSET_INVALID and tp.offset > -1000:
                 self.seek(tp)
@@ -430,9 +434,7 @@ class Consumer:
         if set(added) & set(current):
             raise KafkaException(KafkaError(internal("_INVALID_ARG"), "partition already assigned"))
         self._call(self._consumer.assign, [*current, *added])
-        for tp in partitions:
-            if tp.offset != OFFSET_INVALID and tp.offset > -1000:
-                self.seek(tp)
+        self._start_at_given(partitions)
 
     def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
         """Remove ``partitions`` from the assignment."""
