@@ -361,9 +361,13 @@ class BatchQueues(AccumulatorBase):
         for b in list(self._incomplete):
             self.fail(b, sent if b.in_flight or b.attempts else unsent)
 
-    def abort_undrained(self, exc: BaseException, txn: int | None = None) -> int:
+    def abort_undrained(
+        self, exc: BaseException, txn: int | None = None, *, never_sent: bool = False
+    ) -> int:
         """Fail every batch that is not in flight (an aborting transaction's),
-        or only those of transaction number ``txn``.
+        or only those of transaction number ``txn``; with ``never_sent``, only
+        the batches no request ever carried (a purge: a batch put back for a
+        retry may be in the log, and holds its sequence numbers).
 
         Returns:
             How many batches failed.
@@ -371,11 +375,16 @@ class BatchQueues(AccumulatorBase):
         n = 0
         for q in self._queues.values():
             batches = q.batches
-            if txn is not None:
-                doomed = [b for b in batches if b.txn == txn]
+            if txn is not None or never_sent:
+                doomed = [
+                    b
+                    for b in batches
+                    if (txn is None or b.txn == txn) and not (never_sent and b.attempts)
+                ]
                 if not doomed:
                     continue
-                q.batches = deque(b for b in batches if b.txn != txn)
+                gone = {id(b) for b in doomed}
+                q.batches = deque(b for b in batches if id(b) not in gone)
                 batches = deque(doomed)
             while batches:
                 b = batches.popleft()  # queued, so not in flight

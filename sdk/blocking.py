@@ -498,6 +498,12 @@ class Consumer(Forwarding, Generic[K, V]):
         wrapped = None if listener is None else _ListenerInThread(listener)
         self._call(self._consumer.subscribe, checked, pattern=pattern, listener=wrapped)
 
+    def unsubscribe(self) -> None:
+        """Give up the subscription and the assignment (the async
+        :meth:`~trafka.sdk.consumer.Consumer.unsubscribe`)."""
+        self._give_back(None, refetch=True)
+        self._call(self._consumer.unsubscribe)
+
     def position(self, partition: TopicPartition) -> int:
         """The offset of the next record to hand out (waiting until it is known)."""
         tp = check_topic_partition("partition", partition)

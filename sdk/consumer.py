@@ -50,6 +50,7 @@ from .consumer_core import ConsumerCore
 from .consumer_fetching import FetchDriver
 from .consumer_offsets import OffsetLookups
 from .errors import (
+    ApiTimeoutError,
     ArgumentTypeError,
     ArgumentValueError,
     ClientClosedError,
@@ -212,6 +213,23 @@ class Consumer(Hostable, Generic[K, V]):
             if listener is not None:
                 self._group.listener = listener
             self._group.subscription_changed()
+
+    async def unsubscribe(self) -> None:
+        """Give up the subscription and the assignment, as Java's ``unsubscribe``:
+        a subscribed consumer commits (with auto-commit), revokes its partitions
+        (the listener hears it) and leaves its group. It may then subscribe or
+        assign again."""
+        group = self._group
+        if group is not None and group.managed:
+            await group.close(graceful=True)
+            group.stop()
+            self._group = None
+        self._subscription.clear(self._cluster.metadata)
+        going = self._fetcher.assignment
+        self.on_partitions_removed(going)
+        self._fetcher.assign(())
+        self.core.drop_held(going)
+        self.wake_fetcher()
 
     def subscribed_topics(self) -> set[str]:
         """The topics the subscription covers now (a pattern's matches in current metadata)."""
@@ -395,15 +413,22 @@ class Consumer(Hostable, Generic[K, V]):
         """For each partition, the first ``(offset, timestamp)`` at or after the timestamp, or None."""
         return await self._lookups.offsets_for_times(timestamps)
 
-    async def committed(self, partition: TopicPartition) -> int | None:
+    async def committed(
+        self, partition: TopicPartition, timeout_ms: float | None = None
+    ) -> int | None:
         """The group's committed offset for ``partition`` (None if none).
 
         Raises:
             UsageError: no group.id.
-            ApiTimeoutError: no answer within ``default.api.timeout.ms`` (a
-                coordinator loading or moving meanwhile is waited out).
+            ApiTimeoutError: no answer within ``default.api.timeout.ms`` (or
+                ``timeout_ms``, when given; a coordinator loading or moving
+                meanwhile is waited out).
         """
-        return await self._lookups.committed(partition)
+        if timeout_ms is None:
+            return await self._lookups.committed(partition)
+        with anyio.move_on_after(timeout_ms / 1000):
+            return await self._lookups.committed(partition)
+        raise ApiTimeoutError(f"no committed offset of {partition} within {timeout_ms:g} ms")
 
     # -- commits ----------------------------------------------------------------------------
 

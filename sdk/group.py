@@ -390,6 +390,12 @@ class GroupDriver:
             tg.start_soon(self._callback_worker)
             await self._loop()
 
+    def stop(self) -> None:
+        """End :meth:`run` (after :meth:`close`: the consumer unsubscribed)."""
+        self.cluster.on_change.remove(self.wake)
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+
     async def _loop(self) -> None:
         machine = self.machine
         while True:

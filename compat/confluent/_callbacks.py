@@ -14,6 +14,7 @@ Rules:
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from ._errors import KafkaError, error_of
 __all__ = ["Served", "translate_config"]
 
 _CALLBACKS = ("error_cb", "stats_cb", "throttle_cb")
+log = logging.getLogger("trafka.compat.confluent")
 
 
 class Served:
@@ -67,9 +69,44 @@ class Served:
     def pending(self) -> int:
         return len(self._calls)
 
+    def serve_at_close(self) -> None:
+        """Make the calls left as the client closes; one that raises is logged
+        and the rest are still made (librdkafka drops the events left at close:
+        a closing client raises no callback's exception)."""
+        while True:
+            try:
+                self.serve(0)
+                return
+            except Exception:
+                log.warning("a callback raised as the client closed", exc_info=True)
+
 
 def _error_args(exc: BaseException) -> tuple[Any, ...]:
     return (error_of(exc),)
+
+
+#: librdkafka settings that shape only librdkafka's own log lines: taken, and
+#: nothing to do (trafka's log records carry the thread in ``threadName``).
+_LOG_FORMAT_ONLY = ("log.thread.name",)
+
+
+def config_of(args: tuple[Any, ...], kwargs: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The configuration a client was given as confluent-kafka takes it: a dict,
+    keyword arguments, or both; nothing at all, or not a dict, is a TypeError."""
+    if len(args) > 1:
+        raise TypeError(f"{kind}() takes at most 1 positional argument ({len(args)} given)")
+    if (not args and not kwargs) or (args and not isinstance(args[0], dict)):
+        raise TypeError("expected configuration dict")
+    conf = {**(args[0] if args else {}), **kwargs}
+    # librdkafka's deprecated default.topic.config: topic settings, taken as top-level ones
+    topic_conf = conf.pop("default.topic.config", None)
+    if topic_conf is not None:
+        if not isinstance(topic_conf, dict):
+            raise TypeError("expected default.topic.config to be a dict")
+        conf = {**topic_conf, **conf}
+    for name in _LOG_FORMAT_ONLY:
+        conf.pop(name, None)
+    return conf
 
 
 def translate_config(conf: dict[str, Any], served: Served) -> dict[str, Any]:
@@ -94,4 +131,4 @@ def seconds_to_ms(timeout: float | None) -> float | None:
     return timeout * 1000
 
 
-__all__ += ["KafkaError", "seconds_to_ms"]
+__all__ += ["KafkaError", "config_of", "seconds_to_ms"]
