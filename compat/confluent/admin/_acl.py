@@ -59,7 +59,7 @@ class AclBinding:
         operation: AclOperation | str | int,
         permission_type: AclPermissionType | str | int,
     ) -> None:
-        given = {
+        given: dict[str, Any] = {
             "restype": restype,
             "name": name,
             "resource_pattern_type": resource_pattern_type,

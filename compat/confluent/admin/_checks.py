@@ -69,10 +69,8 @@ def option_seconds(kwargs: dict[str, Any], name: str, default: float) -> float:
     value = kwargs.get(name, default)
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"must be real number, not {_name(value)}")
-    if not 0 <= value * 1000 <= 3_600_000:
-        raise ValueError(
-            f'Invalid value type for "{name}": expecting integer in range 0..3600000'
-        )
+    if not 0 <= float(value) * 1000 <= 3_600_000:
+        raise ValueError(f'Invalid value type for "{name}": expecting integer in range 0..3600000')
     return float(value)
 
 

@@ -93,7 +93,9 @@ class AdminClient:
             check.option_seconds(kwargs, "operation_timeout", 0)
         return seconds
 
-    def _start(self, jobs: dict[Any, Job | KafkaException], seconds: float) -> dict[Any, Future[Any]]:
+    def _start(
+        self, jobs: dict[Any, Job | KafkaException], seconds: float
+    ) -> dict[Any, Future[Any]]:
         """A running future per key, settled by its job (or failed with the
         exception given instead)."""
         futures: dict[Any, Future[Any]] = {}
@@ -218,7 +220,9 @@ class AdminClient:
         ms = self._call_ms(timeout)
         if self._admin is None:
             time.sleep(ms / 1000)
-            raise KafkaException(KafkaError(internal("_TIMED_OUT"), "Failed to retrieve cluster id"))
+            raise KafkaException(
+                KafkaError(internal("_TIMED_OUT"), "Failed to retrieve cluster id")
+            )
         try:
             found: str | None = self._admin.describe_cluster(timeout_ms=ms).cluster_id
         except Exception as exc:
@@ -322,7 +326,9 @@ class AdminClient:
         inner.add_done_callback(settle)
         return out
 
-    def describe_consumer_groups(self, group_ids: list[str], **kwargs: Any) -> dict[str, Future[Any]]:
+    def describe_consumer_groups(
+        self, group_ids: list[str], **kwargs: Any
+    ) -> dict[str, Future[Any]]:
         """Describe groups: a future per group id (a ``ConsumerGroupDescription``)."""
         check.check_group_ids(group_ids, "described", False)
         self._open()
@@ -330,14 +336,18 @@ class AdminClient:
         check.option_bool(kwargs, "include_authorized_operations")
         return self._start(_unique(group_ids, self._admin, work.describe_group, "groups"), seconds)
 
-    def delete_consumer_groups(self, group_ids: list[str], **kwargs: Any) -> dict[str, Future[None]]:
+    def delete_consumer_groups(
+        self, group_ids: list[str], **kwargs: Any
+    ) -> dict[str, Future[None]]:
         """Delete groups: a future per group id."""
         check.check_group_ids(group_ids, "deleted", True)
         self._open()
         seconds = self._timeout(kwargs, _TIMEOUT)
         return self._start(_unique(group_ids, self._admin, _delete_group, "groups"), seconds)
 
-    def list_consumer_group_offsets(self, list_consumer_group_offsets_request: list[Any], **kwargs: Any) -> dict[str, Future[Any]]:
+    def list_consumer_group_offsets(
+        self, list_consumer_group_offsets_request: list[Any], **kwargs: Any
+    ) -> dict[str, Future[Any]]:
         """A group's committed offsets: a future per group id (a
         ``ConsumerGroupTopicPartitions``; ``OFFSET_INVALID`` where none is)."""
         req = check.check_list_offsets_request(list_consumer_group_offsets_request)
@@ -347,7 +357,9 @@ class AdminClient:
         job = _bind(work.list_group_offsets, self._admin, req)
         return self._start({req.group_id: job}, seconds)
 
-    def alter_consumer_group_offsets(self, alter_consumer_group_offsets_request: list[Any], **kwargs: Any) -> dict[str, Future[Any]]:
+    def alter_consumer_group_offsets(
+        self, alter_consumer_group_offsets_request: list[Any], **kwargs: Any
+    ) -> dict[str, Future[Any]]:
         """Commit offsets for a group: a future per group id."""
         req = check.check_alter_offsets(alter_consumer_group_offsets_request)
         self._open()
@@ -375,9 +387,7 @@ class AdminClient:
 
     # -- SCRAM, offsets, records, elections --------------------------------------------------
 
-    def describe_user_scram_credentials(
-        self, users: list[str] | None = None, **kwargs: Any
-    ) -> Any:
+    def describe_user_scram_credentials(self, users: list[str] | None = None, **kwargs: Any) -> Any:
         """Users' SCRAM credentials: with ``users``, a future per user; without,
         one future of a dict by user."""
         check.check_describe_scram(users)
@@ -387,7 +397,9 @@ class AdminClient:
             return self._one(_bind(work.describe_scram, self._admin, None), seconds)
         return self._start(_unique(users, self._admin, _describe_user, "users"), seconds)
 
-    def alter_user_scram_credentials(self, alterations: list[Any], **kwargs: Any) -> dict[str, Future[None]]:
+    def alter_user_scram_credentials(
+        self, alterations: list[Any], **kwargs: Any
+    ) -> dict[str, Future[None]]:
         """Upsert or delete users' SCRAM credentials: a future per user."""
         check.check_alter_scram(alterations)
         self._open()
@@ -400,7 +412,9 @@ class AdminClient:
         }
         return self._start(jobs, seconds)
 
-    def list_offsets(self, topic_partition_offsets: dict[TopicPartition, Any], **kwargs: Any) -> dict[TopicPartition, Future[Any]]:
+    def list_offsets(
+        self, topic_partition_offsets: dict[TopicPartition, Any], **kwargs: Any
+    ) -> dict[TopicPartition, Future[Any]]:
         """Offsets of partitions by ``OffsetSpec``: a future per partition (a
         ``ListOffsetsResultInfo``)."""
         check.check_list_offsets(topic_partition_offsets, kwargs)
@@ -412,7 +426,9 @@ class AdminClient:
             jobs[key] = _bind(work.list_offset, self._admin, key, spec)
         return self._start(jobs, seconds)
 
-    def delete_records(self, topic_partition_offsets: list[TopicPartition], **kwargs: Any) -> dict[TopicPartition, Future[Any]]:
+    def delete_records(
+        self, topic_partition_offsets: list[TopicPartition], **kwargs: Any
+    ) -> dict[TopicPartition, Future[Any]]:
         """Delete records before each partition's offset: a future per partition
         (a ``DeletedRecords``)."""
         check.check_delete_records(topic_partition_offsets)
@@ -422,7 +438,9 @@ class AdminClient:
             _unique(topic_partition_offsets, self._admin, work.delete_record, "partitions"), seconds
         )
 
-    def elect_leaders(self, election_type: Any, partitions: list[TopicPartition] | None = None, **kwargs: Any) -> Future[Any]:
+    def elect_leaders(
+        self, election_type: Any, partitions: list[TopicPartition] | None = None, **kwargs: Any
+    ) -> Future[Any]:
         """Elect leaders: a future of a dict by partition (None or a ``KafkaError``)."""
         check.check_elect_leaders(election_type, partitions)
         self._open()
@@ -472,7 +490,9 @@ def _timed_out(future: Future[Any]) -> None:
     if not future.done():
         future.set_exception(
             KafkaException(
-                KafkaError(internal("_TIMED_OUT"), "Failed while waiting for controller: Local: Timed out")
+                KafkaError(
+                    internal("_TIMED_OUT"), "Failed while waiting for controller: Local: Timed out"
+                )
             )
         )
 
@@ -491,7 +511,9 @@ def _bind(fn: Callable[..., Any], *args: Any) -> Job:
     return lambda ms: fn(*args, ms)
 
 
-def _unique(keys: list[Any], admin: Any, fn: Callable[..., Any], what: str) -> dict[Any, Job | KafkaException]:
+def _unique(
+    keys: list[Any], admin: Any, fn: Callable[..., Any], what: str
+) -> dict[Any, Job | KafkaException]:
     """A job per key; a key given twice fails, as librdkafka refuses duplicates."""
     jobs: dict[Any, Job | KafkaException] = {}
     for key in keys:
@@ -521,7 +543,11 @@ def _cluster_metadata(admin: Any, topic: str | None, ms: int) -> ClusterMetadata
     md.controller_id = described.controller_id
     for b in described.brokers:
         md.brokers[b.node_id] = BrokerMetadata(b.node_id, b.host, b.port)
-    names = [topic] if topic is not None else sorted(admin.list_topics(include_internal=True, timeout_ms=ms))
+    names = (
+        [topic]
+        if topic is not None
+        else sorted(admin.list_topics(include_internal=True, timeout_ms=ms))
+    )
     for name in names:
         tm = TopicMetadata(name)
         md.topics[name] = tm

@@ -101,7 +101,13 @@ class NewTopic:
 
 
 def _new_topic_key(t: NewTopic) -> tuple[Any, ...]:
-    return (t.topic, t.num_partitions, t.replication_factor, repr(t.replica_assignment), repr(t.config))
+    return (
+        t.topic,
+        t.num_partitions,
+        t.replication_factor,
+        repr(t.replica_assignment),
+        repr(t.config),
+    )
 
 
 @functools.total_ordering

@@ -28,7 +28,13 @@ from trafka.sdk.admin import UserScramCredentialDeletion as SdkDeletion
 from trafka.sdk.admin import UserScramCredentialUpsertion as SdkUpsertion
 
 from .._errors import KafkaError, KafkaException, error_of, internal
-from .._model import ConsumerGroupState, ConsumerGroupTopicPartitions, Node, TopicPartitionInfo, Uuid
+from .._model import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    Node,
+    TopicPartitionInfo,
+    Uuid,
+)
 from .._types import OFFSET_INVALID, TopicPartition
 from ._acl import AclBinding, AclBindingFilter
 from ._config import ConfigEntry, ConfigResource
@@ -55,6 +61,7 @@ from ._models import (
     ScramCredentialInfo,
     TopicDescription,
     UserScramCredentialAlteration,
+    UserScramCredentialDeletion,
     UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
     spec_number,
@@ -221,7 +228,9 @@ def incremental_alter(admin: Any, r: ConfigResource, ms: int) -> None:
 
 
 def _sdk_acl(b: AclBinding) -> Any:
-    kind = sdk_acls.AclBindingFilter if isinstance(b, AclBindingFilter) else sdk_acls.AclBinding
+    kind: Any = (
+        sdk_acls.AclBindingFilter if isinstance(b, AclBindingFilter) else sdk_acls.AclBinding
+    )
     return kind(
         b.restype.value,
         b.name,
@@ -333,7 +342,9 @@ def list_group_offsets(
     tps = []
     for k in keys:
         offset = found.get(k)
-        tps.append(TopicPartition(k.topic, k.partition, OFFSET_INVALID if offset in (None, -1) else offset))
+        tps.append(
+            TopicPartition(k.topic, k.partition, OFFSET_INVALID if offset in (None, -1) else offset)
+        )
     return ConsumerGroupTopicPartitions(req.group_id, tps)
 
 
@@ -379,7 +390,7 @@ def alter_scram(admin: Any, alterations: list[UserScramCredentialAlteration], ms
                     a.salt,
                 )
             )
-        else:
+        elif isinstance(a, UserScramCredentialDeletion):
             out.append(SdkDeletion(a.user, a.mechanism.name.replace("_", "-")))
     admin.alter_user_scram_credentials(out, timeout_ms=ms)
 
@@ -406,7 +417,11 @@ def delete_record(admin: Any, tp: TopicPartition, ms: int) -> DeletedRecords:
 
 
 def elect_leaders(admin: Any, kind: Any, partitions: Any, ms: int) -> dict[Any, Any]:
-    asked = None if partitions is None else [SdkTopicPartition(p.topic, p.partition) for p in partitions]
+    asked = (
+        None
+        if partitions is None
+        else [SdkTopicPartition(p.topic, p.partition) for p in partitions]
+    )
     found = admin.elect_leaders(asked, election_type=kind.name.lower(), timeout_ms=ms)
     return {
         TopicPartition(tp.topic, tp.partition): None if err is None else error_of(err)
