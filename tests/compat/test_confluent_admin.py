@@ -50,13 +50,23 @@ def bad_calls(ck: types.SimpleNamespace, a: Any) -> dict[str, Callable[[], Any]]
     tp = ck.TopicPartition
     cgtp = ck.ConsumerGroupTopicPartitions
     binding = ck.AclBinding(
-        ck.ResourceType.TOPIC, "t", ck.ResourcePatternType.LITERAL, "User:u", "*",
-        ck.AclOperation.READ, ck.AclPermissionType.ALLOW,
-    )  # fmt: skip
+        ck.ResourceType.TOPIC,
+        "t",
+        ck.ResourcePatternType.LITERAL,
+        "User:u",
+        "*",
+        ck.AclOperation.READ,
+        ck.AclPermissionType.ALLOW,
+    )
     flt = ck.AclBindingFilter(
-        ck.ResourceType.ANY, None, ck.ResourcePatternType.ANY, None, None,
-        ck.AclOperation.ANY, ck.AclPermissionType.ANY,
-    )  # fmt: skip
+        ck.ResourceType.ANY,
+        None,
+        ck.ResourcePatternType.ANY,
+        None,
+        None,
+        ck.AclOperation.ANY,
+        ck.AclPermissionType.ANY,
+    )
     sci = ck.ScramCredentialInfo(ck.ScramMechanism.SCRAM_SHA_256, 8192)
     up = ck.UserScramCredentialUpsertion
     entry = ck.ConfigEntry
@@ -169,7 +179,7 @@ def bad_calls(ck: types.SimpleNamespace, a: Any) -> dict[str, Callable[[], Any]]
             "*",
             ck.AclOperation.READ,
             ck.AclPermissionType.ALLOW,
-        ),  # fmt: skip
+        ),
         "AclBinding name int": lambda: ck.AclBinding(
             "topic", 5, "literal", "User:u", "*", "read", "allow"
         ),
@@ -245,7 +255,7 @@ def shown(ck: types.SimpleNamespace) -> dict[str, Any]:
                 ck.ScramMechanism,
             )
             for m in kind
-        ],  # fmt: skip
+        ],
         "ordered": ck.AclOperation.READ < ck.AclOperation.WRITE,
         "specs": (
             ck.OffsetSpec(-1) is ck.OffsetSpec.latest(),
