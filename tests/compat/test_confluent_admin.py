@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib
+import logging
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -315,3 +316,14 @@ def test_a_closed_client_refuses_every_call(ck: types.SimpleNamespace) -> None:
     ):
         with pytest.raises(RuntimeError, match="has been closed"):
             call()
+
+
+def test_a_logger_with_debug_hears_init_from_poll(ck: types.SimpleNamespace) -> None:
+    heard: list[str] = []
+    logger = logging.getLogger(f"admin-init-{id(ck)}")
+    logger.setLevel(logging.DEBUG)
+    logger.addFilter(lambda record: heard.append(record.getMessage()) or False)
+    conf = {"bootstrap.servers": "127.0.0.1:1", "logger": logger, "debug": "admin"}
+    with ck.AdminClient(conf) as a:
+        a.poll(0)
+    assert any(line.startswith("INIT [") for line in heard), heard

@@ -12,15 +12,16 @@ Rules:
 * ``request_timeout`` defaults to ``socket.timeout.ms``, as librdkafka's.
   With no ``bootstrap.servers`` there is no broker to ask: every future
   fails with ``_TIMED_OUT`` at its bound, as librdkafka's do.
-* The configuration's callbacks (``error_cb``, ``stats_cb``, ``throttle_cb``)
-  are served by :meth:`AdminClient.poll`; an exception a callback raises
-  leaves ``poll``.
+* The configuration's callbacks (``error_cb``, ``stats_cb``, ``throttle_cb``,
+  and with ``debug`` the ``logger``'s first line, ``INIT``) are served by
+  :meth:`AdminClient.poll`; an exception a callback raises leaves ``poll``.
 * After ``close()`` (or a ``with`` block) every call raises RuntimeError, as
   does a call on an instance whose ``__init__`` never ran.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import warnings
@@ -79,6 +80,17 @@ class AdminClient:
             raise KafkaException(error_of(exc)) from None
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="trafka-admin-compat")
         self._closed = False
+        logger = config.get("logger")
+        if logger is not None and config.get("debug"):
+            # librdkafka's first debug line, which its log callback hands to poll().
+            self._served.put(
+                logger.log,
+                logging.DEBUG,
+                "%s [%s] %s",
+                "INIT",
+                "trafka#admin-1",
+                f"[thrd:app]: trafka admin client initialized (debug {config['debug']})",
+            )
 
     # -- the machinery -----------------------------------------------------------------------
 
