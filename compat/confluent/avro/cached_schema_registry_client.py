@@ -375,7 +375,7 @@ def _client_cert(conf: dict[str, Any]) -> tuple[Any, Any]:
     return cert
 
 
-def _basic_auth(url: str, conf: dict[str, Any]) -> tuple[str, ...]:
+def _basic_auth(url: str, conf: dict[str, Any]) -> tuple[str, str]:
     source = str(conf.pop("basic.auth.credentials.source", "URL")).upper()
     if source not in VALID_AUTH_PROVIDERS:
         raise ValueError(
@@ -388,4 +388,5 @@ def _basic_auth(url: str, conf: dict[str, Any]) -> tuple[str, ...]:
     if source == "USER_INFO":
         user, _, password = str(conf.pop("basic.auth.user.info", "")).partition(":")
         return (user, password)
-    return tuple(utils.get_auth_from_url(url))
+    user, password = utils.get_auth_from_url(url)
+    return (user, password)
