@@ -9,6 +9,8 @@ behaviour checked against confluent-kafka 2.16 itself:
   the other's, with a reader schema too (schema evolution);
 * ``CachedSchemaRegistryClient`` against brokerlite's schema registry gives
   confluent-kafka's answers, call by call, errors included;
+* the registry client over TLS with a client certificate, its key with a
+  password too;
 * records written by the drop-in's ``AvroProducer`` are read by
   confluent-kafka's ``AvroConsumer``, and the reverse, through brokerlite and
   its registry.
@@ -18,17 +20,24 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import http.server
 import importlib
 import json
+import ssl
+import threading
 import time
 import uuid
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import confluent_kafka.avro
 import confluent_kafka.avro.serializer.message_serializer
 import pytest
+import trustme
+from cryptography.hazmat.primitives import serialization
+from requests.exceptions import SSLError
 
 import trafka.compat.confluent.avro as ours
 from trafka.brokerlite import RunningBroker
@@ -549,3 +558,80 @@ def test_the_deprecation_is_warned() -> None:
         assert [str(w.message) for w in seen if w.category is DeprecationWarning] == [
             "AvroProducer has been deprecated. Use AvroSerializer instead."
         ]
+
+
+# -- TLS with a client certificate --------------------------------------------------
+
+
+class _SchemaById(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = json.dumps({"schema": KEY}).encode()
+        self.send_response(200 if self.path == "/schemas/ids/7" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def tls_registry(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], bytes]]:
+    """A registry stand-in over TLS that wants a client certificate: its URL,
+    the client's TLS settings, and the client's key (PEM) unencrypted."""
+    ca = trustme.CA()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SchemaById)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    ca.configure_trust(context)
+    context.verify_mode = ssl.CERT_REQUIRED
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    client = ca.issue_cert("client")
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    client.cert_chain_pems[0].write_to_path(str(tmp_path / "client.pem"))
+    client.private_key_pem.write_to_path(str(tmp_path / "client.key"))
+    conf = {
+        "url": f"https://127.0.0.1:{server.server_address[1]}",
+        "ssl.ca.location": str(tmp_path / "ca.pem"),
+        "ssl.certificate.location": str(tmp_path / "client.pem"),
+        "ssl.key.location": str(tmp_path / "client.key"),
+    }
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield conf["url"], conf, client.private_key_pem.bytes()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_tls_with_a_client_certificate(
+    tls_registry: tuple[str, dict[str, str], bytes], tmp_path: Path
+) -> None:
+    """The CA, the certificate and its key as confluent-kafka takes them; and
+    a key with a password (``ssl.key.password``), which ``requests`` alone
+    cannot read."""
+    _, conf, key_pem = tls_registry
+    for cls in (confluent_kafka.avro.CachedSchemaRegistryClient, ours.CachedSchemaRegistryClient):
+        with cls(dict(conf)) as client:
+            assert (client.get_by_id(7), client.get_by_id(8)) == (ours.loads(KEY), None)
+    key = serialization.load_pem_private_key(key_pem, password=None)
+    locked = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"s3cret"),
+    )
+    (tmp_path / "locked.key").write_bytes(locked)
+    with_password = {
+        **conf,
+        "ssl.key.location": str(tmp_path / "locked.key"),
+        "ssl.key.password": "s3cret",
+    }
+    with ours.CachedSchemaRegistryClient(with_password) as client:
+        assert client.get_by_id(7) == ours.loads(KEY)
+    # Without the CA the registry's certificate is not trusted.
+    untrusted = {k: v for k, v in conf.items() if k != "ssl.ca.location"}
+    with ours.CachedSchemaRegistryClient(untrusted) as client, pytest.raises(SSLError):
+        client.get_by_id(7)

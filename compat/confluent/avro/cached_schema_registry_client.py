@@ -53,18 +53,23 @@ _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 class _KeyPasswordAdapter(HTTPAdapter):
     """HTTPS with a client key that has a password (``requests`` alone has no
-    place for one): the certificate chain is loaded into the pool's context."""
+    place for one): the pools' TLS context, with the certificate chain loaded
+    at the first request (as the files are read then without a password)."""
 
     def __init__(self, cert: str, key: str, password: str) -> None:
-        self._chain = (cert, key, password)
+        self._chain: tuple[str, str, str] | None = (cert, key, password)
+        self._context = ssl.create_default_context()
         super().__init__()
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        context = ssl.create_default_context()
-        cert, key, password = self._chain
-        context.load_cert_chain(cert, key, password)
-        kwargs["ssl_context"] = context
+        kwargs["ssl_context"] = self._context
         super().init_poolmanager(*args, **kwargs)
+
+    def send(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._chain is not None:
+            self._context.load_cert_chain(*self._chain)
+            self._chain = None
+        return super().send(request, *args, **kwargs)
 
 
 def _ok(code: int) -> bool:
@@ -126,6 +131,8 @@ class CachedSchemaRegistryClient:
         ca = conf.pop("ssl.ca.location", None)
         if ca is not None:
             session.verify = ca
+        # Given with each request: requests prefers REQUESTS_CA_BUNDLE to the session's.
+        self._verify: Any = session.verify
         cert = _client_cert(conf)
         auth = _basic_auth(raw_url, conf)
         # (no credentials: no Authorization header, rather than an empty one)
@@ -167,7 +174,7 @@ class CachedSchemaRegistryClient:
             data = json.dumps(body).encode()
             sent["Content-Type"] = _CONTENT_TYPE
         sent.update(headers or {})
-        response = self._session.request(method, url, headers=sent, data=data)
+        response = self._session.request(method, url, headers=sent, data=data, verify=self._verify)
         try:
             return response.json(), response.status_code
         except ValueError:  # (a proxy's or the server's own page, not the registry's JSON)
