@@ -635,3 +635,76 @@ def test_tls_with_a_client_certificate(
     untrusted = {k: v for k, v in conf.items() if k != "ssl.ca.location"}
     with ours.CachedSchemaRegistryClient(untrusted) as client, pytest.raises(SSLError):
         client.get_by_id(7)
+
+
+# -- what goes on the wire: credentials and headers -----------------------------------
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers every registration with id 1, and keeps each request's headers."""
+
+    seen: list[dict[str, str]]
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        wanted = ("Authorization", "Accept", "Content-Type")
+        self.server.seen.append({h: self.headers.get(h) for h in wanted})  # type: ignore[attr-defined]
+        body = b'{"id": 1}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def recorder() -> Iterator[tuple[int, list[dict[str, str]]]]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    seen: list[dict[str, str]] = []
+    server.seen = seen  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], seen
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.mark.parametrize(
+    "conf",
+    [
+        {"schema.registry.url": "http://alice:pw@127.0.0.1:{port}"},
+        {
+            "schema.registry.url": "http://127.0.0.1:{port}",
+            "schema.registry.basic.auth.credentials.source": "USER_INFO",
+            "schema.registry.basic.auth.user.info": "bob:secret",
+        },
+        {
+            "schema.registry.url": "http://127.0.0.1:{port}",
+            "schema.registry.basic.auth.credentials.source": "SASL_INHERIT",
+            "sasl.mechanisms": "PLAIN",
+            "sasl.username": "carol",
+            "sasl.password": "pw2",
+        },
+    ],
+    ids=["url", "user-info", "sasl-inherit"],
+)
+def test_the_registrys_credentials_as_confluent_kafka_sends_them(
+    recorder: tuple[int, list[dict[str, str]]], conf: dict[str, str]
+) -> None:
+    """The producer's ``schema.registry.*`` settings (and with SASL_INHERIT its
+    SASL ones) make the same registration request with the same headers."""
+    port, seen = recorder
+    config = {k: v.format(port=port) for k, v in conf.items()}
+    for api in APIS:
+        avro = importlib.import_module(api)
+        producer = avro.AvroProducer({**config, "bootstrap.servers": "127.0.0.1:1"})
+        producer.produce(topic="t", value="v", value_schema=avro.loads(KEY))
+    assert len(seen) == 2 and seen[0] == seen[1]
+    assert seen[0]["Authorization"].startswith("Basic ")
+    assert seen[0]["Content-Type"] == "application/vnd.schemaregistry.v1+json"
