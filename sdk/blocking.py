@@ -514,11 +514,12 @@ class Consumer(Forwarding, Generic[K, V]):
         return result
 
     def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int]
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: float | None = None
     ) -> dict[TopicPartition, tuple[int, int] | None]:
-        """For each partition, the first ``(offset, timestamp)`` at or after its timestamp, or None."""
+        """For each partition, the first ``(offset, timestamp)`` at or after its
+        timestamp, or None (the async ``offsets_for_times``)."""
         result: dict[TopicPartition, tuple[int, int] | None] = self._call(
-            self._consumer.offsets_for_times, dict(timestamps)
+            self._consumer.offsets_for_times, dict(timestamps), timeout_ms
         )
         return result
 

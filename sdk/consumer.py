@@ -408,10 +408,15 @@ class Consumer(Hostable, Generic[K, V]):
         return await self._lookups.offset_bounds(earliest, latest)
 
     async def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int]
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: float | None = None
     ) -> dict[TopicPartition, tuple[int, int] | None]:
-        """For each partition, the first ``(offset, timestamp)`` at or after the timestamp, or None."""
-        return await self._lookups.offsets_for_times(timestamps)
+        """For each partition, the first ``(offset, timestamp)`` at or after the
+        timestamp, or None; within ``timeout_ms`` when given (else
+        ``default.api.timeout.ms``), or ApiTimeoutError."""
+        found: dict[TopicPartition, tuple[int, int] | None] = await _within(
+            timeout_ms, "offsets_for_times()", self._lookups.offsets_for_times(timestamps)
+        )
+        return found
 
     async def committed(
         self, partition: TopicPartition, timeout_ms: float | None = None
@@ -424,11 +429,10 @@ class Consumer(Hostable, Generic[K, V]):
                 ``timeout_ms``, when given; a coordinator loading or moving
                 meanwhile is waited out).
         """
-        if timeout_ms is None:
-            return await self._lookups.committed(partition)
-        with anyio.move_on_after(timeout_ms / 1000):
-            return await self._lookups.committed(partition)
-        raise ApiTimeoutError(f"no committed offset of {partition} within {timeout_ms:g} ms")
+        offset: int | None = await _within(
+            timeout_ms, f"committed({partition})", self._lookups.committed(partition)
+        )
+        return offset
 
     # -- commits ----------------------------------------------------------------------------
 
@@ -786,3 +790,12 @@ async def open_consumer(
         if topics:
             consumer.subscribe(topics)
         yield consumer
+
+
+async def _within(timeout_ms: float | None, what: str, call: Any) -> Any:
+    """Await ``call``, within ``timeout_ms`` when given (its own bound otherwise)."""
+    if timeout_ms is None:
+        return await call
+    with anyio.move_on_after(timeout_ms / 1000):
+        return await call
+    raise ApiTimeoutError(f"{what} did not complete within {timeout_ms:g} ms")

@@ -97,13 +97,15 @@ def config_of(args: tuple[Any, ...], kwargs: dict[str, Any], kind: str) -> dict[
         raise TypeError(f"{kind}() takes at most 1 positional argument ({len(args)} given)")
     if (not args and not kwargs) or (args and not isinstance(args[0], dict)):
         raise TypeError("expected configuration dict")
-    conf = {**(args[0] if args else {}), **kwargs}
-    # librdkafka's deprecated default.topic.config: topic settings, taken as top-level ones
+    # None is librdkafka's NULL: the setting's default
+    conf = {k: v for k, v in {**(args[0] if args else {}), **kwargs}.items() if v is not None}
+    # librdkafka's deprecated default.topic.config: topic settings, which win
+    # over the same names at the top level, as there
     topic_conf = conf.pop("default.topic.config", None)
     if topic_conf is not None:
         if not isinstance(topic_conf, dict):
             raise TypeError("expected default.topic.config to be a dict")
-        conf = {**topic_conf, **conf}
+        conf = {**conf, **topic_conf}
     for name in _LOG_FORMAT_ONLY:
         conf.pop(name, None)
     return conf
@@ -132,3 +134,20 @@ def seconds_to_ms(timeout: float | None) -> float | None:
 
 
 __all__ += ["KafkaError", "config_of", "seconds_to_ms"]
+
+
+class ClosedClient:
+    """What a drop-in client's trafka client is before ``__init__`` made it (a
+    subclass that never calls it) and after ``close()``: every call raises
+    ``RuntimeError`` with confluent-kafka's words for the class."""
+
+    def __init__(self, words: str) -> None:
+        self._words = words
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise RuntimeError(self._words)
+
+
+__all__ += ["ClosedClient"]

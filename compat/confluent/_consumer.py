@@ -37,7 +37,7 @@ from trafka.sdk import PartitionEOF
 from trafka.sdk import TopicPartition as _TP
 from trafka.sdk.blocking import Consumer as _Consumer
 
-from ._callbacks import Served, config_of, seconds_to_ms, translate_config
+from ._callbacks import ClosedClient, Served, config_of, seconds_to_ms, translate_config
 from ._errors import KafkaError, KafkaException, error_of, internal
 from ._types import (
     OFFSET_BEGINNING,
@@ -208,6 +208,7 @@ class Consumer:
     #: Until ``__init__`` has made the client (a subclass that never calls it
     #: has none), every call raises as after ``close()``, as confluent-kafka's.
     _closed = True
+    _consumer: Any = ClosedClient("Consumer closed")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         conf = config_of(args, kwargs, "Consumer")
@@ -449,6 +450,8 @@ class Consumer:
     def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """After the last record handed out of each partition (or where a
         seek put it); -1001 (OFFSET_INVALID) before either, as librdkafka's."""
+        if self._closed:
+            raise RuntimeError("Consumer closed")
         return [
             TopicPartition(
                 tp.topic,
@@ -507,7 +510,7 @@ class Consumer:
         """For each partition (its ``offset`` a timestamp in ms), the offset of
         the first record at or after that time; -1 (``OFFSET_END``) when none is."""
         asked = {_TP(tp.topic, tp.partition): tp.offset for tp in partitions}
-        found = self._call(self._consumer.offsets_for_times, asked)
+        found = self._call(self._consumer.offsets_for_times, asked, seconds_to_ms(timeout))
         out = []
         for tp in partitions:
             hit = found.get(_TP(tp.topic, tp.partition))
@@ -515,6 +518,15 @@ class Consumer:
                 TopicPartition(tp.topic, tp.partition, OFFSET_END if hit is None else hit[0])
             )
         return out
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """The cluster's brokers and topics (or ``topic`` alone), as
+        confluent-kafka's ``ClusterMetadata``."""
+        from .admin._client import list_topics_with
+
+        if self._closed:
+            raise RuntimeError("Handle has been closed")
+        return list_topics_with(self._conf, topic, timeout)
 
     def consumer_group_metadata(self) -> Any:
         """The group membership to pass to ``Producer.send_offsets_to_transaction``."""
@@ -538,6 +550,7 @@ class Consumer:
             return
         self._consumer.close()
         self._closed = True
+        self._consumer = ClosedClient("Consumer closed")
         self._served.serve_at_close()
 
 

@@ -62,7 +62,7 @@ from typing import Any, NoReturn
 from trafka.sdk import ProducerBlockedError, hot_append
 from trafka.sdk.blocking import Producer as _Producer
 
-from ._callbacks import Served, config_of, seconds_to_ms, translate_config
+from ._callbacks import ClosedClient, Served, config_of, seconds_to_ms, translate_config
 from ._errors import KafkaError, KafkaException, error_of, internal
 from ._types import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Message, TopicPartition
 
@@ -128,9 +128,11 @@ class Producer:
     #: Until ``__init__`` has made the client (a subclass that never calls it
     #: has none), every call raises as after ``close()``, as confluent-kafka's.
     _closed = True
+    _producer: Any = ClosedClient("Producer has been closed")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         conf = config_of(args, kwargs, "Producer")
+        self._conf = dict(conf)
         _check_partitioner(conf.get("partitioner"))
         self._served = Served()
         self._report = None
@@ -394,14 +396,13 @@ class Producer:
             self.close()
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
-        """The partitions of ``topic`` (waiting for its metadata), as
-        confluent-kafka's ``ClusterMetadata``; only with a topic here."""
-        from .admin import ClusterMetadata, TopicMetadata
+        """The cluster's brokers and topics (or ``topic`` alone), as
+        confluent-kafka's ``ClusterMetadata``."""
+        from .admin._client import list_topics_with
 
-        if topic is None:
-            raise KafkaException(KafkaError(internal("_NOT_IMPLEMENTED"), "name a topic"))
-        partitions = self._call(self._producer.partitions_for, topic)
-        return ClusterMetadata({topic: TopicMetadata(topic, dict.fromkeys(partitions))})
+        if self._closed:
+            raise RuntimeError("Handle has been closed")
+        return list_topics_with(self._conf, topic, timeout)
 
     #: An ``init_transactions()`` that timed out and goes on in the background:
     #: the other transaction calls are ``_CONFLICT`` until one completes, as

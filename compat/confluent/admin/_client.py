@@ -22,6 +22,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import warnings
@@ -466,7 +467,9 @@ class AdminClient:
     # -- the client --------------------------------------------------------------------------
 
     def set_sasl_credentials(self, username: str, password: str) -> None:
-        """Change the SASL/PLAIN and SCRAM username and password (the next login's)."""
+        """confluent-kafka's call, its arguments checked as there; trafka's
+        client keeps logging in with the credentials it was made with (a
+        difference the migration page lists)."""
         for i, value in enumerate((username, password), 1):
             if not isinstance(value, str):
                 raise TypeError(f"argument {i} must be str, not {type(value).__name__}")
@@ -595,3 +598,19 @@ def _group_metadata(admin: Any, group: str | None, ms: int) -> list[GroupMetadat
             g.members.append(member)
         out.append(g)
     return out
+
+
+#: The settings of a producer's or consumer's that reach a broker (bootstrap,
+#: security, identity): what its ``list_topics()`` asks with.
+_CONNECTION_KEYS = re.compile(
+    r"^(bootstrap\.servers|metadata\.broker\.list|client\.id|security\.protocol|"
+    r"(sasl|ssl|socket|broker\.address)\..*|(oauth|oauthbearer)_token_refresh_cb|oauth_cb)$"
+)
+
+
+def list_topics_with(conf: dict[str, Any], topic: str | None, timeout: float) -> ClusterMetadata:
+    """``Producer.list_topics`` / ``Consumer.list_topics``: the cluster's
+    metadata, asked with the client's connection settings."""
+    settings = {k: v for k, v in conf.items() if _CONNECTION_KEYS.match(k)}
+    with AdminClient(settings) as admin:
+        return admin.list_topics(topic, timeout)
