@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ._errors import KafkaError, error_of
+from ._errors import KafkaError, KafkaException, error_of, internal
 
 __all__ = ["Served", "translate_config"]
 
@@ -37,6 +37,8 @@ class Served:
             collections.deque()
         )
         self._ready = threading.Condition()
+        #: What stops with the client (the oauth_cb refresh thread).
+        self.closers: list[Callable[[], None]] = []
 
     def put(self, fn: Callable[..., Any], *args: Any) -> None:
         with self._ready:
@@ -73,6 +75,8 @@ class Served:
         """Make the calls left as the client closes; one that raises is logged
         and the rest are still made (librdkafka drops the events left at close:
         a closing client raises no callback's exception)."""
+        for stop in self.closers:
+            stop()
         while True:
             try:
                 self.serve(0)
@@ -111,10 +115,62 @@ def config_of(args: tuple[Any, ...], kwargs: dict[str, Any], kind: str) -> dict[
     return conf
 
 
+class OAuthTokens:
+    """confluent-kafka's ``oauth_cb`` as librdkafka calls it: once as the client
+    is made (a failure there fails the client), then again from a thread of
+    its own once 80% of the token's lifetime has passed, and 10 s after a
+    failed refresh; trafka's client takes the token it holds
+    (``sasl_oauth_token_provider``)."""
+
+    RETRY_S = 10.0
+
+    def __init__(self, callback: Callable[..., Any], config: str | None) -> None:
+        self._callback = callback
+        self._config = config or ""
+        self._stopped = threading.Event()
+        self._token, self._extensions, expiry = self._ask()
+        threading.Thread(
+            target=self._refresh, args=(expiry,), name="trafka-oauth-cb", daemon=True
+        ).start()
+
+    def _ask(self) -> tuple[str, dict[str, str], float]:
+        answer = self._callback(self._config)
+        token, expiry = answer[0], float(answer[1])
+        extensions = dict(answer[3]) if len(answer) > 3 and answer[3] else {}
+        return token, extensions, expiry
+
+    def _refresh(self, expiry: float) -> None:
+        while True:
+            now = time.time()
+            if self._stopped.wait(max(expiry - now, 0.0) * 0.8):
+                return
+            try:
+                self._token, self._extensions, expiry = self._ask()
+            except Exception:
+                log.warning("oauth_cb failed; asking again in %g s", self.RETRY_S, exc_info=True)
+                expiry = time.time() + self.RETRY_S / 0.8
+
+    def token(self) -> tuple[str, dict[str, str]]:
+        return self._token, self._extensions
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
 def translate_config(conf: dict[str, Any], served: Served) -> dict[str, Any]:
     """confluent-kafka's configuration as trafka's: its callbacks queued for
     ``poll()``; what trafka takes as it is stays."""
     out = dict(conf)
+    oauth_cb = out.pop("oauth_cb", None)
+    if oauth_cb is not None:
+        try:
+            tokens = OAuthTokens(oauth_cb, out.get("sasl.oauthbearer.config"))
+        except Exception as exc:
+            raise KafkaException(
+                KafkaError(internal("_AUTHENTICATION"), f"oauth_cb failed: {exc!r}")
+            ) from None
+        served.closers.append(tokens.stop)
+        out["sasl_oauth_token_provider"] = tokens
     for name in _CALLBACKS:
         fn = out.pop(name, None)
         if fn is None:
@@ -151,3 +207,15 @@ class ClosedClient:
 
 
 __all__ += ["ClosedClient"]
+
+
+def check_sasl_credentials(username: Any, password: Any) -> None:
+    """confluent-kafka's checks of ``set_sasl_credentials``'s arguments. trafka's
+    clients keep logging in with the credentials they were made with (the
+    migration page lists the difference)."""
+    for i, value in enumerate((username, password), 1):
+        if not isinstance(value, str):
+            raise TypeError(f"argument {i} must be str, not {type(value).__name__}")
+
+
+__all__ += ["check_sasl_credentials"]

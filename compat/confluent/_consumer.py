@@ -37,7 +37,14 @@ from trafka.sdk import PartitionEOF
 from trafka.sdk import TopicPartition as _TP
 from trafka.sdk.blocking import Consumer as _Consumer
 
-from ._callbacks import ClosedClient, Served, config_of, seconds_to_ms, translate_config
+from ._callbacks import (
+    ClosedClient,
+    Served,
+    check_sasl_credentials,
+    config_of,
+    seconds_to_ms,
+    translate_config,
+)
 from ._errors import KafkaError, KafkaException, error_of, internal
 from ._types import (
     OFFSET_BEGINNING,
@@ -536,6 +543,13 @@ class Consumer:
         """The member id the group coordinator gave this consumer, None before it has one."""
         member_id: str = self._call(self._consumer.group_metadata).member_id
         return member_id or None
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """confluent-kafka's call, its arguments checked as there; trafka's
+        client keeps logging in with the credentials it was made with."""
+        check_sasl_credentials(username, password)
+        if self._closed:
+            raise RuntimeError("Consumer closed")
 
     def __enter__(self) -> Consumer:
         return self

@@ -62,7 +62,14 @@ from typing import Any, NoReturn
 from trafka.sdk import ProducerBlockedError, hot_append
 from trafka.sdk.blocking import Producer as _Producer
 
-from ._callbacks import ClosedClient, Served, config_of, seconds_to_ms, translate_config
+from ._callbacks import (
+    ClosedClient,
+    Served,
+    check_sasl_credentials,
+    config_of,
+    seconds_to_ms,
+    translate_config,
+)
 from ._errors import KafkaError, KafkaException, error_of, internal
 from ._types import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Message, TopicPartition
 
@@ -387,6 +394,13 @@ class Producer:
     def __bool__(self) -> bool:  # (not len(): an idle producer is still a producer)
         return True
 
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """confluent-kafka's call, its arguments checked as there; trafka's
+        client keeps logging in with the credentials it was made with."""
+        check_sasl_credentials(username, password)
+        if self._closed:
+            raise RuntimeError("Producer has been closed")
+
     def __enter__(self) -> Producer:
         return self
 
@@ -480,6 +494,8 @@ class Producer:
             return True
         self._finalizer.detach()
         self._producer.close()
+        for stop in self._served.closers:
+            stop()
         self._served.serve(0)
         self._closed = True
         # The C produce bound on the instance goes too (produce() checks above).

@@ -490,6 +490,8 @@ class AdminClient:
         if self._closed:
             return
         self._closed = True
+        for stop in self._served.closers:
+            stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self._admin is not None:
             self._admin.close()
