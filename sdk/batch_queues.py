@@ -362,32 +362,21 @@ class BatchQueues(AccumulatorBase):
             self.fail(b, sent if b.in_flight or b.attempts else unsent)
 
     def abort_undrained(
-        self, exc: BaseException, txn: int | None = None, *, never_sent: bool = False
+        self, exc: BaseException, txn: int | None = None, *, purge: bool = False
     ) -> int:
         """Fail every batch that is not in flight (an aborting transaction's),
-        or only those of transaction number ``txn``; with ``never_sent``, only
-        the batches no request ever carried (a purge: a batch put back for a
-        retry may be in the log, and holds its sequence numbers).
+        or only those of transaction number ``txn``; a ``purge`` spares those a
+        request carried (put back for a retry: they may be in the log).
 
         Returns:
             How many batches failed.
         """
         n = 0
         for q in self._queues.values():
-            batches = q.batches
-            if txn is not None or never_sent:
-                doomed = [
-                    b
-                    for b in batches
-                    if (txn is None or b.txn == txn) and not (never_sent and b.attempts)
-                ]
-                if not doomed:
-                    continue
-                gone = {id(b) for b in doomed}
-                q.batches = deque(b for b in batches if id(b) not in gone)
-                batches = deque(doomed)
-            while batches:
-                b = batches.popleft()  # queued, so not in flight
+            doomed = [b for b in q.batches if txn in (None, b.txn) and not (purge and b.attempts)]
+            gone = {id(b) for b in doomed}
+            q.batches = deque(b for b in q.batches if id(b) not in gone)
+            for b in doomed:  # queued, so not in flight
                 self._incomplete.discard(b)
                 self.used_memory -= b.memory
                 b.memory = 0

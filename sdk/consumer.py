@@ -50,7 +50,6 @@ from .consumer_core import ConsumerCore
 from .consumer_fetching import FetchDriver
 from .consumer_offsets import OffsetLookups
 from .errors import (
-    ApiTimeoutError,
     ArgumentTypeError,
     ArgumentValueError,
     ClientClosedError,
@@ -215,20 +214,12 @@ class Consumer(Hostable, Generic[K, V]):
             self._group.subscription_changed()
 
     async def unsubscribe(self) -> None:
-        """Give up the subscription and the assignment, as Java's ``unsubscribe``:
-        a subscribed consumer commits (with auto-commit), revokes its partitions
-        (the listener hears it) and leaves its group. It may then subscribe or
-        assign again."""
-        group = self._group
-        if group is not None and group.managed:
-            await group.close(graceful=True)
-            group.stop()
+        """Give up subscription and assignment, as Java's (a member commits, revokes, leaves)."""
+        if self._group is not None and self._group.managed:
+            await self._group.leave()
             self._group = None
         self._subscription.clear(self._cluster.metadata)
-        going = self._fetcher.assignment
-        self.on_partitions_removed(going)
-        self._fetcher.assign(())
-        self.core.drop_held(going)
+        self.on_partitions_removed(self._fetcher.assignment)
         self.wake_fetcher()
 
     def subscribed_topics(self) -> set[str]:
@@ -349,16 +340,9 @@ class Consumer(Hostable, Generic[K, V]):
     async def client_instance_id(self, timeout_ms: float = 0) -> uuid.UUID | None:
         """The id the cluster gave this client for its metrics (KIP-714), as Java's
         ``clientInstanceId(Duration)``: waits up to ``timeout_ms`` for the first
-        subscription when there is none yet.
-
-        Returns:
-            The client instance id, or None when no subscription arrived in time
-            (or the cluster does not take client metrics).
-
-        Raises:
-            UsageError: ``enable.metrics.push`` is false.
-            ValueError: ``timeout_ms`` is negative.
-        """
+        subscription when there is none yet; None when none arrived in time (or
+        the cluster takes no client metrics). Raises UsageError when
+        ``enable.metrics.push`` is false, ValueError for a negative ``timeout_ms``."""
         return await self._telemetry.instance_id(timeout_ms)
 
     def _telemetry_samples(
@@ -411,28 +395,17 @@ class Consumer(Hostable, Generic[K, V]):
         self, timestamps: Mapping[TopicPartition, int], timeout_ms: float | None = None
     ) -> dict[TopicPartition, tuple[int, int] | None]:
         """For each partition, the first ``(offset, timestamp)`` at or after the
-        timestamp, or None; within ``timeout_ms`` when given (else
-        ``default.api.timeout.ms``), or ApiTimeoutError."""
-        found: dict[TopicPartition, tuple[int, int] | None] = await _within(
-            timeout_ms, "offsets_for_times()", self._lookups.offsets_for_times(timestamps)
-        )
-        return found
+        timestamp, or None (ApiTimeoutError after ``timeout_ms``, if given)."""
+        return await self._lookups.offsets_for_times(timestamps, timeout_ms)
 
     async def committed(
         self, partition: TopicPartition, timeout_ms: float | None = None
     ) -> int | None:
-        """The group's committed offset for ``partition`` (None if none).
-
-        Raises:
-            UsageError: no group.id.
-            ApiTimeoutError: no answer within ``default.api.timeout.ms`` (or
-                ``timeout_ms``, when given; a coordinator loading or moving
-                meanwhile is waited out).
-        """
-        offset: int | None = await _within(
-            timeout_ms, f"committed({partition})", self._lookups.committed(partition)
-        )
-        return offset
+        """The group's committed offset for ``partition`` (None if none). Raises
+        UsageError without a group.id, ApiTimeoutError with no answer within
+        ``default.api.timeout.ms`` (or ``timeout_ms``; a coordinator loading or
+        moving is waited out)."""
+        return await self._lookups.committed(partition, timeout_ms)
 
     # -- commits ----------------------------------------------------------------------------
 
@@ -790,12 +763,3 @@ async def open_consumer(
         if topics:
             consumer.subscribe(topics)
         yield consumer
-
-
-async def _within(timeout_ms: float | None, what: str, call: Any) -> Any:
-    """Await ``call``, within ``timeout_ms`` when given (its own bound otherwise)."""
-    if timeout_ms is None:
-        return await call
-    with anyio.move_on_after(timeout_ms / 1000):
-        return await call
-    raise ApiTimeoutError(f"{what} did not complete within {timeout_ms:g} ms")

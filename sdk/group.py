@@ -390,8 +390,9 @@ class GroupDriver:
             tg.start_soon(self._callback_worker)
             await self._loop()
 
-    def stop(self) -> None:
-        """End :meth:`run` (after :meth:`close`: the consumer unsubscribed)."""
+    async def leave(self) -> None:
+        """Close (as the consumer closes) and end :meth:`run`: ``unsubscribe()``."""
+        await self.close(graceful=True)
         self.cluster.on_change.remove(self.wake)
         if self._tg is not None:
             self._tg.cancel_scope.cancel()

@@ -515,7 +515,7 @@ class Producer(Hostable):
         """
         core = self.core
         purged = RecordPurgedError("the record was purged before it was sent")
-        if core.acc.abort_undrained(purged, never_sent=True):
+        if core.acc.abort_undrained(purged, purge=True):
             core.memory_freed()
 
     def begin_transaction(self) -> None:
