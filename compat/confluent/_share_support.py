@@ -1,0 +1,272 @@
+"""What the drop-in's share consumer (:mod:`._share`) needs around trafka's:
+its two exceptions, the per-call ownership guard, librdkafka's error codes as
+the Python exceptions confluent-kafka raises for them, the configuration's
+``logger`` and ``oauth_cb`` as librdkafka serves them to a share consumer.
+
+Rules (confluent-kafka 2.16's, librdkafka's where they decide):
+
+* :class:`IllegalStateException` and :class:`ConcurrentModificationException`
+  are ``RuntimeError`` subclasses and not ``KafkaException``: a misuse, not a
+  Kafka error. A share consumer raises librdkafka's ``_STATE`` as the first,
+  ``_CONFLICT`` as the second, ``_INVALID_ARG`` as ``ValueError`` and any
+  other code as ``KafkaException``; ``args[0]`` of the first three is text.
+* A consumer is owned by the thread inside one of its calls for the whole
+  call (a poll's wait and the callbacks it serves included): another thread's
+  call meanwhile raises ConcurrentModificationException, a call from inside a
+  callback (the same thread) IllegalStateException.
+* ``logger`` gets the client's log lines only when a call serves the queue
+  (poll, commit_sync, commit_async, close), as librdkafka's share consumer,
+  which has no background log thread. Lines read ``FACILITY [name] [thrd:app]: text``.
+* ``oauth_cb`` is called in the constructor, which fails without a token
+  (``SASL_AUTHENTICATION_FAILED``), then on a background thread once 80% of the
+  token's lifetime is gone; a failed refresh is tried again 10 s later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from importlib.metadata import version as _metadata_version
+from typing import Any, NoReturn
+
+from ._callbacks import Served
+from ._errors import KafkaError, KafkaException, error_of, internal
+
+__all__ = [
+    "ConcurrentModificationException",
+    "IllegalStateException",
+    "OAuthRefresher",
+    "Owner",
+    "QueuedLog",
+    "raise_code",
+    "share_error_of",
+]
+
+log = logging.getLogger("trafka.compat.confluent")
+
+_STATE = internal("_STATE")
+_INVALID_ARG = internal("_INVALID_ARG")
+_CONFLICT = internal("_CONFLICT")
+_RESOLVE = internal("_RESOLVE")
+_SASL_AUTHENTICATION_FAILED = 58
+#: librdkafka's words for the codes the share consumer raises as text.
+TEXT = {
+    _STATE: "Local: Erroneous state",
+    _INVALID_ARG: "Local: Invalid argument or configuration",
+}
+
+
+class IllegalStateException(RuntimeError):
+    """A share consumer call the consumer's state does not allow (librdkafka's
+    ``_STATE``): closed, not subscribed, not in explicit acknowledgement mode..."""
+
+
+class ConcurrentModificationException(RuntimeError):
+    """A share consumer called from a second thread while a first is inside a
+    call (librdkafka's ``_CONFLICT``)."""
+
+
+def raise_code(code: int, text: str) -> NoReturn:
+    """Raise librdkafka's ``code`` as a share consumer does (see the module's rules)."""
+    if code == _STATE:
+        raise IllegalStateException(text)
+    if code == _INVALID_ARG:
+        raise ValueError(text)
+    if code == _CONFLICT:
+        raise ConcurrentModificationException(text)
+    raise KafkaException(KafkaError(code, text))
+
+
+_RESOLVE_WORDS = (
+    "Name or service not known",
+    "nodename nor servname",
+    "Temporary failure in name resolution",
+    "No address associated with hostname",
+)
+
+
+def share_error_of(exc: BaseException) -> KafkaError:
+    """:func:`~._errors.error_of`, with a host name that does not resolve as
+    librdkafka's ``_RESOLVE`` rather than ``_TRANSPORT``."""
+    error = error_of(exc)
+    seen: BaseException | None = exc
+    for _ in range(8):  # the causes, as far as they go
+        if seen is None:
+            break
+        if isinstance(seen, socket.gaierror):
+            return KafkaError(_RESOLVE, error.str())
+        seen = seen.__cause__ or seen.__context__
+    if any(words in str(exc) for words in _RESOLVE_WORDS):
+        return KafkaError(_RESOLVE, error.str())
+    return error
+
+
+class Owner:
+    """The thread inside a call of one share consumer (see the module's rules)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread: int | None = None
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[None]:
+        me = threading.get_ident()
+        if not self._lock.acquire(blocking=False):
+            other = self._thread
+            if other == me:
+                raise IllegalStateException(
+                    f"Share consumer called from within one of its own callbacks: {TEXT[_STATE]}"
+                )
+            raise ConcurrentModificationException(
+                "Share consumer is not safe for multi-threaded access. "
+                f"currentThread(id: {me}) otherThread(id: {other})"
+            )
+        self._thread = me
+        try:
+            yield
+        finally:
+            self._thread = None
+            self._lock.release()
+
+
+_clients = itertools.count(1)
+
+
+def client_name() -> str:
+    """A name for a new share consumer's log lines, as librdkafka numbers its clients."""
+    return f"trafka#share_consumer-{next(_clients)}"
+
+
+class QueuedLog:
+    """The ``logger`` of the configuration as trafka's client sees it: each
+    line (``log(level, text)``) is queued, and the application's logger gets it
+    when a call serves the queue."""
+
+    def __init__(self, served: Served, logger: Any, name: str) -> None:
+        self._served = served
+        self._logger = logger
+        self._name = name
+
+    def log(self, level: int, text: str, facility: str = "LOG") -> None:
+        self._served.put(self._logger.log, level, f"{facility} [{self._name}] [thrd:app]: {text}")
+
+
+def startup_lines(conf: dict[str, Any], name: str) -> list[tuple[int, str, str]]:
+    """What librdkafka logs as a share consumer starts: ``INIT`` with ``debug``
+    set, ``CONFWARN`` when ``socket.timeout.ms`` is not 1 s above ``fetch.wait.max.ms``."""
+    lines: list[tuple[int, str, str]] = []
+    debug = conf.get("debug")
+    if debug:
+        lines.append(
+            (
+                logging.DEBUG,
+                "INIT",
+                f"trafka {_metadata_version('trafka')} {name} initialized (debug {debug})",
+            )
+        )
+    socket_timeout = conf.get("socket.timeout.ms")
+    wait = conf.get("fetch.wait.max.ms", conf.get("fetch.max.wait.ms", 500))
+    with contextlib.suppress(TypeError, ValueError):
+        if socket_timeout is not None and int(socket_timeout) < int(wait) + 1000:
+            lines.append(
+                (
+                    logging.WARNING,
+                    "CONFWARN",
+                    f"Configuration property `fetch.wait.max.ms` ({int(wait)}) should be set "
+                    f"lower than `socket.timeout.ms` ({int(socket_timeout)}) by at least "
+                    "1000ms to avoid blocking and timing out sub-sequent requests",
+                )
+            )
+    return lines
+
+
+def log_startup(conf: dict[str, Any], name: str, queued: QueuedLog | None) -> None:
+    """:func:`startup_lines` to the configuration's logger (queued), else to Python's logging."""
+    for level, facility, text in startup_lines(conf, name):
+        if queued is not None:
+            queued.log(level, text, facility)
+        else:
+            log.log(level, "%s [%s] [thrd:app]: %s", facility, name, text)
+
+
+_TOKEN_PART = re.compile(r"\S+")
+_REFRESH_AT = 0.8  # of the token's lifetime, as librdkafka
+_RETRY_S = 10.0  # after a failed refresh, as librdkafka
+
+
+class OAuthRefresher:
+    """``oauth_cb`` as librdkafka calls it (see the module's rules), and the
+    token source (``token()``) trafka's client asks when it authenticates."""
+
+    def __init__(self, callback: Callable[[str], Any], config: str | None) -> None:
+        self._callback = callback
+        self._config = config or ""
+        self._lock = threading.Lock()
+        self._token: tuple[str, dict[str, str]] = ("", {})
+        self._timer: threading.Timer | None = None
+        self._closed = False
+        try:
+            expiry = self._fetch()
+        except Exception as exc:
+            raise KafkaException(
+                KafkaError(
+                    _SASL_AUTHENTICATION_FAILED,
+                    f"OAuth token not set: oauth_cb failed: {type(exc).__name__}: {exc}",
+                )
+            ) from None
+        self._schedule(self._refresh_in(expiry))
+
+    def _fetch(self) -> float:
+        """Call ``oauth_cb`` and keep its token; the token's expiry (epoch seconds)."""
+        answer = self._callback(self._config)
+        if not isinstance(answer, tuple | list) or len(answer) < 2:
+            raise TypeError(
+                "oauth_cb must return (token, expiry[, principal, extensions]), "
+                f"got {type(answer).__name__}"
+            )
+        token, expiry = answer[0], float(answer[1])
+        if not isinstance(token, str) or not _TOKEN_PART.fullmatch(token):
+            raise ValueError("oauth_cb returned no token")
+        extensions = dict(answer[3]) if len(answer) > 3 and answer[3] else {}
+        with self._lock:
+            self._token = (token, {str(k): str(v) for k, v in extensions.items()})
+        return expiry
+
+    @staticmethod
+    def _refresh_in(expiry: float) -> float:
+        return max((expiry - time.time()) * _REFRESH_AT, 0.5)
+
+    def _schedule(self, delay: float) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            timer = threading.Timer(delay, self._refresh)
+            timer.daemon = True
+            timer.name = "trafka oauth_cb refresh"
+            self._timer = timer
+        timer.start()
+
+    def _refresh(self) -> None:
+        try:
+            delay = self._refresh_in(self._fetch())
+        except Exception as exc:
+            log.warning("oauth_cb failed to refresh the token (tried again in 10 s): %s", exc)
+            delay = _RETRY_S
+        self._schedule(delay)
+
+    def token(self) -> tuple[str, dict[str, str]]:
+        with self._lock:
+            return self._token
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
