@@ -127,7 +127,7 @@ class _AckCallback:
 
     def on_result(self, offsets: Any, error: BaseException | None) -> None:
         converted = {
-            TopicPartition(tp.topic, tp.partition): set(found) for tp, found in offsets.items()
+            TopicPartition(tp.topic, tp.partition, 0): set(found) for tp, found in offsets.items()
         }
         exc = None if error is None else KafkaException(share_error_of(error))
         self._served.put(self._call, converted, exc)
@@ -364,7 +364,7 @@ class ShareConsumer:
                 self._unsent = False
             self._serve()
         return {
-            TopicPartition(tp.topic, tp.partition): (
+            TopicPartition(tp.topic, tp.partition, 0): (
                 None if error is None else KafkaException(share_error_of(error))
             )
             for tp, error in sorted(results.items())
