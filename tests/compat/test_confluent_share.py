@@ -13,6 +13,7 @@ are what ``error_cb`` hears.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import socket
 import threading
@@ -423,5 +424,25 @@ def test_deserializing_share_consumer_is_a_share_consumer() -> None:
             batch.count(),
             outcome(lambda: ck.DeserializingShareConsumer({"bootstrap.servers": DEAD})),
         ]
+
+    both(scenario)
+
+
+def test_stats_cb_gets_librdkafka_statistics_from_poll() -> None:
+    """Every ``statistics.interval.ms``, served by poll: a consumer's JSON, with
+    the broker out of reach listed (no request answered yet)."""
+
+    def scenario(ck: types.ModuleType) -> list[Any]:
+        stats: list[str] = []
+        conf = _conf(stats_cb=stats.append, **{"statistics.interval.ms": 100})
+        sc = ck.ShareConsumer(conf)
+        sc.subscribe(["a-topic"])
+        for _ in range(100):
+            if stats:
+                break
+            sc.poll(0.2)
+        sc.close()
+        parsed = json.loads(stats[0])
+        return [parsed["type"], isinstance(parsed["brokers"], dict)]
 
     both(scenario)
