@@ -165,6 +165,8 @@ class ShareConsumer:
         # Acknowledgements a commit would send (records of the last poll in implicit
         # mode, acknowledge() calls in explicit mode): without, a commit has nothing to do.
         self._unsent = False
+        # Explicit mode: the records of the last poll not acknowledged yet.
+        self._awaiting: set[tuple[str, int, int]] = set()
         self._ack_callback = _AckCallback(self._served)
         self._oauth: OAuthRefresher | None = None
         sdk_conf = self._translate(conf)
@@ -258,7 +260,7 @@ class ShareConsumer:
     def subscription(self) -> list[str]:
         """The topics subscribed to, sorted."""
         self._check_open()
-        with self._owner.call():
+        with self._owner.call(f"Failed to get subscription: {TEXT[_STATE]}"):
             return list(self._subscription)
 
     # -- records --------------------------------------------------------------------------
@@ -272,6 +274,10 @@ class ShareConsumer:
             self._serve()
             if not self._subscription:
                 raise IllegalStateException("Consumer is not subscribed to any topics")
+            if self._awaiting:  # (explicit mode; what was acknowledged stays unsent)
+                raise IllegalStateException(
+                    f"{len(self._awaiting)} records from previous poll have not been acknowledged"
+                )
             deadline = None if seconds < 0 else time.monotonic() + seconds
             while True:
                 left = _STEP_S if deadline is None else deadline - time.monotonic()
@@ -280,6 +286,8 @@ class ShareConsumer:
                 # (trafka's poll sent what was pending: the acknowledgements ride on it)
                 self._unsent = bool(records) and not self._explicit
                 if records:
+                    if self._explicit:
+                        self._awaiting = {(r.topic, r.partition, r.offset) for r in records}
                     return Messages([_message(r) for r in records])
                 self._serve()
                 if deadline is not None and time.monotonic() >= deadline:
@@ -333,6 +341,7 @@ class ShareConsumer:
         try:
             self._sdk.acknowledge_offset(topic, partition, offset, AcknowledgeType(kind))
             self._unsent = True
+            self._awaiting.discard((topic, partition, offset))
         except (UsageError, TypeError, ValueError):
             # Not delivered by the last poll, or already sent (a name Kafka cannot have included).
             raise IllegalStateException(failed + TEXT[_STATE]) from None

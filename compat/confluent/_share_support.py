@@ -107,6 +107,11 @@ def share_error_of(exc: BaseException) -> KafkaError:
     return error
 
 
+_REENTERED = (
+    "Share consumer methods are not accessible from user-defined acknowledgement commit callback"
+)
+
+
 class Owner:
     """The thread inside a call of one share consumer (see the module's rules)."""
 
@@ -115,14 +120,14 @@ class Owner:
         self._thread: int | None = None
 
     @contextlib.contextmanager
-    def call(self) -> Iterator[None]:
+    def call(self, reentered: str = _REENTERED) -> Iterator[None]:
+        """Own the consumer for a call; ``reentered``: what a call from inside a
+        callback (the owner's thread) raises."""
         me = threading.get_ident()
         if not self._lock.acquire(blocking=False):
             other = self._thread
             if other == me:
-                raise IllegalStateException(
-                    f"Share consumer called from within one of its own callbacks: {TEXT[_STATE]}"
-                )
+                raise IllegalStateException(reentered)
             raise ConcurrentModificationException(
                 "Share consumer is not safe for multi-threaded access. "
                 f"currentThread(id: {me}) otherThread(id: {other})"

@@ -217,3 +217,63 @@ def test_deserializing_share_consumer(brokerlite_peer: str) -> None:
         (3, "k3", "x3", None),
     ]
     assert ours["only_sentinel_left"]
+
+
+def _tried(fn: Any) -> tuple[str, ...]:
+    try:
+        fn()
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+    return ("ok",)
+
+
+def explicit_misuse_scenario(api: str, bs: str) -> list[Any]:
+    """A poll with records of the last one unacknowledged, an acknowledgement
+    changed before it is sent and made after it was, the consumer called from
+    inside its acknowledgement commit callback."""
+    ck = importlib.import_module(api)
+    topic, group = _queue(bs, 1, [b"y%d" % i for i in range(6)])
+    out: list[Any] = []
+    consumer = ck.ShareConsumer(
+        {"bootstrap.servers": bs, "group.id": group, "share.acknowledgement.mode": "explicit"}
+    )
+
+    def callback(offsets: Any, error: Any) -> None:
+        out.append(("callback", sorted(o for found in offsets.values() for o in found), error))
+        out.append(_tried(lambda: consumer.poll(0)))
+        out.append(_tried(consumer.commit_async))
+        out.append(_tried(lambda: consumer.set_acknowledgement_commit_callback(None)))
+        out.append(_tried(consumer.subscription))
+
+    consumer.set_acknowledgement_commit_callback(callback)
+    consumer.subscribe([topic])
+    batch: list[Any] = []
+    deadline = time.monotonic() + WAIT_S
+    while not batch and time.monotonic() < deadline:
+        batch = list(consumer.poll(0.5))
+    for msg in batch[:-1]:  # (the last one left for the next poll to find)
+        consumer.acknowledge(msg)
+    out.append(len(batch))
+    out.append(_tried(lambda: consumer.poll(0.1)))
+    out.append(_tried(lambda: consumer.acknowledge(batch[0], ck.AcknowledgeType.REJECT)))
+    consumer.acknowledge(batch[0])
+    consumer.acknowledge(batch[-1])
+    consumer.commit_async()
+    out.append(_tried(lambda: consumer.acknowledge(batch[0])))
+    while not any(isinstance(o, tuple) and o[0] == "callback" for o in out):
+        if time.monotonic() > deadline:
+            break
+        consumer.poll(0.2)
+    consumer.close()
+    return out
+
+
+def test_explicit_acknowledgement_misuse(brokerlite_peer: str) -> None:
+    theirs, ours = (explicit_misuse_scenario(api, brokerlite_peer) for api in APIS)
+    assert ours == theirs
+    assert ours[0] == 6
+    assert ours[1] == (
+        "IllegalStateException",
+        "1 records from previous poll have not been acknowledged",
+    )
+    assert ours[-5] == ("callback", list(range(6)), None)
