@@ -409,6 +409,8 @@ class ShareConsumer:
             self._stop_oauth()
             try:
                 self._sdk.close()
+            except Exception as exc:
+                raise KafkaException(share_error_of(exc)) from None
             finally:
                 self._served.serve(0)
 
