@@ -446,3 +446,20 @@ def test_stats_cb_gets_librdkafka_statistics_from_poll() -> None:
         return [parsed["type"], isinstance(parsed["brokers"], dict)]
 
     both(scenario)
+
+
+def test_error_cb_hears_resolve_for_a_host_name_that_does_not_resolve() -> None:
+    def scenario(ck: types.ModuleType) -> list[Any]:
+        codes: list[int] = []
+        conf = _conf(error_cb=lambda error: codes.append(error.code()))
+        conf["bootstrap.servers"] = "no-such-host.invalid:9092"  # (.invalid never resolves)
+        sc = ck.ShareConsumer(conf)
+        sc.subscribe(["a-topic"])
+        for _ in range(100):
+            if ck.KafkaError._RESOLVE in codes:
+                break
+            sc.poll(0.2)
+        sc.close()
+        return [ck.KafkaError._RESOLVE in codes]
+
+    both(scenario)
