@@ -11,7 +11,8 @@ Rules (confluent-kafka's; see also :mod:`._share_support`):
 * The configuration's callbacks (``error_cb``, ``stats_cb``, ``throttle_cb``,
   ``logger``'s lines, the acknowledgement commit callback) are queued and
   called in the application's thread by ``poll``, ``commit_sync``,
-  ``commit_async`` and ``close``; what one raises comes out of that call.
+  ``commit_async`` and ``close``; what one raises comes out of that call (of
+  ``close``: logged, as the other clients' closes do).
 * Every call of a closed consumer raises IllegalStateException("Share consumer
   closed") (checked before its arguments); ``close()`` again does nothing.
 * ``subscribe`` takes a list; its names are kept as given (a ``^`` is part of
@@ -32,7 +33,7 @@ from typing import Any
 from trafka.sdk import ConfigError, UsageError
 from trafka.sdk.blocking import ShareConsumer as _BlockingShareConsumer
 
-from ._callbacks import Served, translate_config
+from ._callbacks import Served, config_of, translate_config
 from ._errors import KafkaError, KafkaException, error_of, internal
 from ._model import AcknowledgeType, Messages
 from ._share_support import (
@@ -71,18 +72,6 @@ _STEP_S = 0.1
 _FOREVER_MS = 2**31 - 1
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _TIMESTAMP_TYPES = {0: TIMESTAMP_CREATE_TIME, 1: TIMESTAMP_LOG_APPEND_TIME}
-
-
-def _config_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    if len(args) > 1:
-        raise TypeError("expected configuration dict")
-    if args:
-        if not isinstance(args[0], dict):
-            raise TypeError("expected configuration dict")
-        return {**args[0], **kwargs}
-    if not kwargs:
-        raise TypeError("expected configuration dict")
-    return dict(kwargs)
 
 
 def _seconds(name: str, value: Any) -> float:
@@ -152,7 +141,7 @@ class ShareConsumer:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         if self._sdk is not None:
             raise RuntimeError("ShareConsumer already initialized")
-        conf = _config_of(args, kwargs)
+        conf = config_of(args, kwargs, "ShareConsumer")
         if "on_commit" in conf:
             raise ValueError("on_commit is not supported on ShareConsumer")
         if not conf.get("group.id"):
@@ -412,7 +401,7 @@ class ShareConsumer:
             except Exception as exc:
                 raise KafkaException(share_error_of(exc)) from None
             finally:
-                self._served.serve(0)
+                self._served.serve_at_close()
 
     def __enter__(self) -> ShareConsumer:
         return self
