@@ -33,14 +33,13 @@ from typing import Any
 from trafka.sdk import ConfigError, UsageError
 from trafka.sdk.blocking import ShareConsumer as _BlockingShareConsumer
 
-from ._callbacks import Served, config_of, translate_config
+from ._callbacks import Served, check_sasl_credentials, config_of, translate_config
 from ._errors import KafkaError, KafkaException, error_of, internal
 from ._model import AcknowledgeType, Messages
 from ._share_support import (
     TEXT,
     ConcurrentModificationException,
     IllegalStateException,
-    OAuthRefresher,
     Owner,
     QueuedLog,
     client_name,
@@ -126,6 +125,11 @@ class _AckCallback:
             self.fn(offsets, exc)
 
 
+def _stop(closers: list[Any]) -> None:
+    for stop in closers:
+        stop()
+
+
 def _create_error(exc: ConfigError) -> BaseException:
     text = str(exc)
     if "not a share consumer setting" in text or "cannot be used" in text:
@@ -157,21 +161,20 @@ class ShareConsumer:
         # Explicit mode: the records of the last poll not acknowledged yet.
         self._awaiting: set[tuple[str, int, int]] = set()
         self._ack_callback = _AckCallback(self._served)
-        self._oauth: OAuthRefresher | None = None
         sdk_conf = self._translate(conf)
         try:
             sdk = _BlockingShareConsumer(config=sdk_conf)
         except ConfigError as exc:
-            self._stop_oauth()
+            _stop(self._served.closers)
             raise _create_error(exc) from None
         except Exception as exc:
-            self._stop_oauth()
+            _stop(self._served.closers)
             raise KafkaException(error_of(exc)) from None
         sdk.set_acknowledgement_commit_callback(self._ack_callback.on_result)
         self._explicit: bool = sdk.config.explicit_acknowledgement
         self._sdk = sdk
-        if self._oauth is not None:
-            weakref.finalize(self, self._oauth.close)
+        # (oauth_cb's refresh thread stops with close(), or once this is gone)
+        weakref.finalize(self, _stop, self._served.closers)
 
     def _translate(self, conf: dict[str, Any]) -> dict[str, Any]:
         """confluent-kafka's configuration as trafka's: the callbacks queued."""
@@ -180,7 +183,6 @@ class ShareConsumer:
         name = client_name()
         error_cb = conf.pop("error_cb", None)
         logger = conf.pop("logger", None)
-        oauth_cb = conf.pop("oauth_cb", None)
         out = translate_config(conf, served)
         if error_cb is not None:
             out["error_cb"] = served.wrap(error_cb, lambda exc: (share_error_of(exc),))
@@ -188,17 +190,7 @@ class ShareConsumer:
         if queued is not None:
             out["logger"] = queued
         log_startup(conf, name, queued)
-        mechanism = str(conf.get("sasl.mechanisms", conf.get("sasl.mechanism", ""))).upper()
-        if oauth_cb is not None and mechanism == "OAUTHBEARER":
-            self._oauth = OAuthRefresher(oauth_cb, conf.get("sasl.oauthbearer.config"))
-            out["sasl_oauth_token_provider"] = self._oauth
-        elif oauth_cb is not None:
-            out["oauth_cb"] = oauth_cb
         return out
-
-    def _stop_oauth(self) -> None:
-        if self._oauth is not None:
-            self._oauth.close()
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -381,8 +373,7 @@ class ShareConsumer:
     def set_sasl_credentials(self, username: str, password: str) -> None:
         """Take new SASL credentials (PLAIN, SCRAM) for the next authentication."""
         self._check_open()
-        if not isinstance(username, str) or not isinstance(password, str):
-            raise TypeError("username and password must be str")
+        check_sasl_credentials(username, password)
         with self._owner.call():
             self._credentials = (username, password)
 
@@ -395,7 +386,6 @@ class ShareConsumer:
             return
         with self._owner.call():
             self._closed = True
-            self._stop_oauth()
             try:
                 self._sdk.close()
             except Exception as exc:

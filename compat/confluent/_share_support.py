@@ -1,7 +1,7 @@
 """What the drop-in's share consumer (:mod:`._share`) needs around trafka's:
 its two exceptions, the per-call ownership guard, librdkafka's error codes as
 the Python exceptions confluent-kafka raises for them, the configuration's
-``logger`` and ``oauth_cb`` as librdkafka serves them to a share consumer.
+``logger`` as librdkafka serves it to a share consumer.
 
 Rules (confluent-kafka 2.16's, librdkafka's where they decide):
 
@@ -17,9 +17,6 @@ Rules (confluent-kafka 2.16's, librdkafka's where they decide):
 * ``logger`` gets the client's log lines only when a call serves the queue
   (poll, commit_sync, commit_async, close), as librdkafka's share consumer,
   which has no background log thread. Lines read ``FACILITY [name] [thrd:app]: text``.
-* ``oauth_cb`` is called in the constructor, which fails without a token
-  (``SASL_AUTHENTICATION_FAILED``), then on a background thread once 80% of the
-  token's lifetime is gone; a failed refresh is tried again 10 s later.
 """
 
 from __future__ import annotations
@@ -27,11 +24,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import re
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from importlib.metadata import version as _metadata_version
 from typing import Any, NoReturn
 
@@ -41,7 +36,6 @@ from ._errors import KafkaError, KafkaException, error_of, internal
 __all__ = [
     "ConcurrentModificationException",
     "IllegalStateException",
-    "OAuthRefresher",
     "Owner",
     "QueuedLog",
     "raise_code",
@@ -54,7 +48,6 @@ _STATE = internal("_STATE")
 _INVALID_ARG = internal("_INVALID_ARG")
 _CONFLICT = internal("_CONFLICT")
 _RESOLVE = internal("_RESOLVE")
-_SASL_AUTHENTICATION_FAILED = 58
 #: librdkafka's words for the codes the share consumer raises as text.
 TEXT = {
     _STATE: "Local: Erroneous state",
@@ -198,80 +191,3 @@ def log_startup(conf: dict[str, Any], name: str, queued: QueuedLog | None) -> No
             queued.log(level, text, facility)
         else:
             log.log(level, "%s [%s] [thrd:app]: %s", facility, name, text)
-
-
-_TOKEN_PART = re.compile(r"\S+")
-_REFRESH_AT = 0.8  # of the token's lifetime, as librdkafka
-_RETRY_S = 10.0  # after a failed refresh, as librdkafka
-
-
-class OAuthRefresher:
-    """``oauth_cb`` as librdkafka calls it (see the module's rules), and the
-    token source (``token()``) trafka's client asks when it authenticates."""
-
-    def __init__(self, callback: Callable[[str], Any], config: str | None) -> None:
-        self._callback = callback
-        self._config = config or ""
-        self._lock = threading.Lock()
-        self._token: tuple[str, dict[str, str]] = ("", {})
-        self._timer: threading.Timer | None = None
-        self._closed = False
-        try:
-            expiry = self._fetch()
-        except Exception as exc:
-            raise KafkaException(
-                KafkaError(
-                    _SASL_AUTHENTICATION_FAILED,
-                    f"OAuth token not set: oauth_cb failed: {type(exc).__name__}: {exc}",
-                )
-            ) from None
-        self._schedule(self._refresh_in(expiry))
-
-    def _fetch(self) -> float:
-        """Call ``oauth_cb`` and keep its token; the token's expiry (epoch seconds)."""
-        answer = self._callback(self._config)
-        if not isinstance(answer, tuple | list) or len(answer) < 2:
-            raise TypeError(
-                "oauth_cb must return (token, expiry[, principal, extensions]), "
-                f"got {type(answer).__name__}"
-            )
-        token, expiry = answer[0], float(answer[1])
-        if not isinstance(token, str) or not _TOKEN_PART.fullmatch(token):
-            raise ValueError("oauth_cb returned no token")
-        extensions = dict(answer[3]) if len(answer) > 3 and answer[3] else {}
-        with self._lock:
-            self._token = (token, {str(k): str(v) for k, v in extensions.items()})
-        return expiry
-
-    @staticmethod
-    def _refresh_in(expiry: float) -> float:
-        return max((expiry - time.time()) * _REFRESH_AT, 0.5)
-
-    def _schedule(self, delay: float) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            timer = threading.Timer(delay, self._refresh)
-            timer.daemon = True
-            timer.name = "trafka oauth_cb refresh"
-            self._timer = timer
-        timer.start()
-
-    def _refresh(self) -> None:
-        try:
-            delay = self._refresh_in(self._fetch())
-        except Exception as exc:
-            log.warning("oauth_cb failed to refresh the token (tried again in 10 s): %s", exc)
-            delay = _RETRY_S
-        self._schedule(delay)
-
-    def token(self) -> tuple[str, dict[str, str]]:
-        with self._lock:
-            return self._token
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
