@@ -111,7 +111,7 @@ def librdkafka_stats(
     """``stats`` (a client's snapshot) in librdkafka's layout, as a dict.
 
     Args:
-        kind: ``producer``, ``consumer`` or ``admin`` (librdkafka's ``type``;
+        kind: ``producer``, ``consumer``, ``share_consumer`` or ``admin`` (librdkafka's ``type``;
             an admin client is a producer there, and is written so).
         name: the client's instance name (librdkafka's ``name``).
         ts_us / age_us: a monotonic clock, and the time since the client was
@@ -121,7 +121,7 @@ def librdkafka_stats(
     out: dict[str, Any] = {
         "name": name,
         "client_id": client_id,
-        "type": "consumer" if kind == "consumer" else "producer",
+        "type": "consumer" if kind in ("consumer", "share_consumer") else "producer",
         "ts": ts_us,
         "time": time_s,
         "age": age_us,
