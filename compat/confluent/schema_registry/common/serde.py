@@ -291,11 +291,11 @@ def reference_subject_name_strategy(ctx: Any, schema_ref: Any) -> str | None:
 class SubjectNameStrategyType(str, enum.Enum):  # noqa: UP042 (str() as confluent-kafka's)
     """The strategies ``subject.name.strategy.type`` names."""
 
+    NONE = "NONE"
     TOPIC = "TOPIC"
     RECORD = "RECORD"
     TOPIC_RECORD = "TOPIC_RECORD"
     ASSOCIATED = "ASSOCIATED"
-    NONE = "NONE"
 
 
 STRATEGY_TYPE_MAP: dict[SubjectNameStrategyType, Callable[[Any, str | None], str | None]] = {
