@@ -202,11 +202,12 @@ def test_the_async_serdes_both_ways(registry_url: str) -> None:
         mine_reader = await ours_avro.AsyncAvroDeserializer(mine_client)
         assert await mine_reader(theirs_written, mine_ctx) == user
         json_ser = await ours_json.AsyncJSONSerializer(json.dumps(ORDER), mine_client)
-        json_written = await json_ser({"id": 1}, mine_ctx)
+        json_ctx, their_json_ctx = _ctx(f"{topic}-json")
+        json_written = await json_ser({"id": 1}, json_ctx)
         json_reader = await theirs_json.AsyncJSONDeserializer(
             None, schema_registry_client=their_client
         )
-        assert await json_reader(json_written, their_ctx) == {"id": 1}
+        assert await json_reader(json_written, their_json_ctx) == {"id": 1}
 
     asyncio.run(main())
 
@@ -382,6 +383,6 @@ def test_the_json_and_protobuf_serdes_refuse_what_confluent_kafkas_refuse(make: 
     seen = []
     for json_module, proto_module in modules:
         module: Any = types.SimpleNamespace(**{**vars(json_module), **vars(proto_module)})
-        seen.append(_refusal(lambda: make(module, registry, schema)))
+        seen.append(_refusal(lambda m=module: make(m, registry, schema)))
     assert seen[0] == seen[1]
     assert seen[0][0] in (TypeError, ValueError)
