@@ -386,3 +386,26 @@ def test_the_json_and_protobuf_serdes_refuse_what_confluent_kafkas_refuse(make: 
         seen.append(_refusal(lambda m=module: make(m, registry, schema)))
     assert seen[0] == seen[1]
     assert seen[0][0] in (TypeError, ValueError)
+
+
+def test_the_builders_build_what_confluent_kafkas_build() -> None:
+    """A builder's serde writes what confluent-kafka's builder's serde writes;
+    the setters chain; a client and a configuration together are refused."""
+    out = []
+    for module, api in ((ours_avro, ours), (theirs_avro, theirs)):
+        registry = _GuidRegistry(api.Schema, api.RegisteredSchema)
+        builder = module.AvroSerializerBuilder().set_schema_registry_client(registry)
+        builder = builder.set_schema(json.dumps(USER)).set_serializer_config(
+            {"subject.name.strategy.type": "TOPIC"}
+        )
+        serializer, conf = builder.build({"linger.ms": 5}, False)
+        assert conf == {"linger.ms": 5}
+        ctx = (TheirContext if api is theirs else SerializationContext)("t", "value")
+        out.append(serializer({"name": "Di", "age": 1, "tags": []}, ctx))
+        both = module.AvroSerializerBuilder(
+            schema_registry_client=registry, schema_registry_config={}
+        )
+        out.append(_refusal(lambda b=both: b.build({}, False)))
+    assert out[0] == out[2]
+    assert out[1] == out[3]
+    assert out[1][0] is ValueError

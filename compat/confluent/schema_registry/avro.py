@@ -40,15 +40,20 @@ from .serde import (
     check_bool,
     deserializer_defaults,
     guid_of,
+    serde_builder,
     serialization_error,
     serializer_defaults,
 )
 
 __all__ = [
     "AsyncAvroDeserializer",
+    "AsyncAvroDeserializerBuilder",
     "AsyncAvroSerializer",
+    "AsyncAvroSerializerBuilder",
     "AvroDeserializer",
+    "AvroDeserializerBuilder",
     "AvroSerializer",
+    "AvroSerializerBuilder",
 ]
 
 
@@ -257,3 +262,35 @@ class AvroDeserializer(_AvroDeserializing, BaseDeserializer):
 
 class AsyncAvroDeserializer(_AvroDeserializing, AsyncBaseDeserializer):
     """:class:`AvroDeserializer` over an ``AsyncSchemaRegistryClient``."""
+
+
+# -- builders (a producer's ``key.serializer.builder``...; confluent-kafka's, experimental there) --
+_AVROSERIALIZER_FIELDS: list[tuple[str, Any]] = [
+    ("schema", None),
+    ("to_dict", None),
+    ("serializer_config", None),
+    ("rule_config", None),
+    ("rule_registry", None),
+    ("serializer_init", None),
+]
+AvroSerializerBuilder = serde_builder(
+    "AvroSerializerBuilder", AvroSerializer, _AVROSERIALIZER_FIELDS, __name__
+)
+AsyncAvroSerializerBuilder = serde_builder(
+    "AsyncAvroSerializerBuilder", AsyncAvroSerializer, _AVROSERIALIZER_FIELDS, __name__
+)
+_AVRODESERIALIZER_FIELDS: list[tuple[str, Any]] = [
+    ("schema", None),
+    ("from_dict", None),
+    ("return_record_name", False),
+    ("deserializer_config", None),
+    ("rule_config", None),
+    ("rule_registry", None),
+    ("deserializer_init", None),
+]
+AvroDeserializerBuilder = serde_builder(
+    "AvroDeserializerBuilder", AvroDeserializer, _AVRODESERIALIZER_FIELDS, __name__
+)
+AsyncAvroDeserializerBuilder = serde_builder(
+    "AsyncAvroDeserializerBuilder", AsyncAvroDeserializer, _AVRODESERIALIZER_FIELDS, __name__
+)

@@ -39,15 +39,20 @@ from .serde import (
     check_bool,
     deserializer_defaults,
     guid_of,
+    serde_builder,
     serialization_error,
     serializer_defaults,
 )
 
 __all__ = [
     "AsyncJSONDeserializer",
+    "AsyncJSONDeserializerBuilder",
     "AsyncJSONSerializer",
+    "AsyncJSONSerializerBuilder",
     "JSONDeserializer",
+    "JSONDeserializerBuilder",
     "JSONSerializer",
+    "JSONSerializerBuilder",
 ]
 
 
@@ -258,3 +263,36 @@ class JSONDeserializer(_JSONDeserializing, BaseDeserializer):
 
 class AsyncJSONDeserializer(_JSONDeserializing, AsyncBaseDeserializer):
     """:class:`JSONDeserializer` over an ``AsyncSchemaRegistryClient``."""
+
+
+# -- builders (a producer's ``key.serializer.builder``...; confluent-kafka's, experimental there) --
+_JSONSERIALIZER_FIELDS: list[tuple[str, Any]] = [
+    ("schema", None),
+    ("to_dict", None),
+    ("serializer_config", None),
+    ("rule_config", None),
+    ("rule_registry", None),
+    ("json_encode", None),
+    ("serializer_init", None),
+]
+JSONSerializerBuilder = serde_builder(
+    "JSONSerializerBuilder", JSONSerializer, _JSONSERIALIZER_FIELDS, __name__
+)
+AsyncJSONSerializerBuilder = serde_builder(
+    "AsyncJSONSerializerBuilder", AsyncJSONSerializer, _JSONSERIALIZER_FIELDS, __name__
+)
+_JSONDESERIALIZER_FIELDS: list[tuple[str, Any]] = [
+    ("schema", None),
+    ("from_dict", None),
+    ("deserializer_config", None),
+    ("rule_config", None),
+    ("rule_registry", None),
+    ("json_decode", None),
+    ("deserializer_init", None),
+]
+JSONDeserializerBuilder = serde_builder(
+    "JSONDeserializerBuilder", JSONDeserializer, _JSONDESERIALIZER_FIELDS, __name__
+)
+AsyncJSONDeserializerBuilder = serde_builder(
+    "AsyncJSONDeserializerBuilder", AsyncJSONDeserializer, _JSONDESERIALIZER_FIELDS, __name__
+)

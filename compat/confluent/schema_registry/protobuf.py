@@ -44,15 +44,20 @@ from .serde import (
     check_callable,
     deserializer_defaults,
     guid_of,
+    serde_builder,
     serialization_error,
     serializer_defaults,
 )
 
 __all__ = [
     "AsyncProtobufDeserializer",
+    "AsyncProtobufDeserializerBuilder",
     "AsyncProtobufSerializer",
+    "AsyncProtobufSerializerBuilder",
     "ProtobufDeserializer",
+    "ProtobufDeserializerBuilder",
     "ProtobufSerializer",
+    "ProtobufSerializerBuilder",
     "_create_index_array",
     "decimal_message_class",
     "decimal_to_protobuf",
@@ -228,3 +233,35 @@ class ProtobufDeserializer(_ProtobufDeserializing, BaseDeserializer):
 
 class AsyncProtobufDeserializer(_ProtobufDeserializing, AsyncBaseDeserializer):
     """:class:`ProtobufDeserializer` over an ``AsyncSchemaRegistryClient``."""
+
+
+# -- builders (a producer's ``key.serializer.builder``...; confluent-kafka's, experimental there) --
+_PROTOBUFSERIALIZER_FIELDS: list[tuple[str, Any]] = [
+    ("message_type", None),
+    ("serializer_config", None),
+    ("rule_config", None),
+    ("rule_registry", None),
+    ("serializer_init", None),
+]
+ProtobufSerializerBuilder = serde_builder(
+    "ProtobufSerializerBuilder", ProtobufSerializer, _PROTOBUFSERIALIZER_FIELDS, __name__
+)
+AsyncProtobufSerializerBuilder = serde_builder(
+    "AsyncProtobufSerializerBuilder", AsyncProtobufSerializer, _PROTOBUFSERIALIZER_FIELDS, __name__
+)
+_PROTOBUFDESERIALIZER_FIELDS: list[tuple[str, Any]] = [
+    ("message_type", None),
+    ("deserializer_config", None),
+    ("rule_config", None),
+    ("rule_registry", None),
+    ("deserializer_init", None),
+]
+ProtobufDeserializerBuilder = serde_builder(
+    "ProtobufDeserializerBuilder", ProtobufDeserializer, _PROTOBUFDESERIALIZER_FIELDS, __name__
+)
+AsyncProtobufDeserializerBuilder = serde_builder(
+    "AsyncProtobufDeserializerBuilder",
+    AsyncProtobufDeserializer,
+    _PROTOBUFDESERIALIZER_FIELDS,
+    __name__,
+)

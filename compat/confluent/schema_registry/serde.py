@@ -77,6 +77,8 @@ __all__ = [
     "KAFKA_CLUSTER_ID",
     "STRATEGY_TYPE_MAP",
     "AssociatedNameStrategy",
+    "async_build_serde",
+    "build_serde",
     "AsyncBaseDeserializer",
     "AsyncBaseSerializer",
     "BaseDeserializer",
@@ -403,13 +405,28 @@ class BaseSerde:
     def set_cluster_id_resolver(self, resolver: Callable[[], str]) -> None:
         """Accepted (the associated strategy uses ``subject.name.strategy.kafka.cluster.id``)."""
 
-    def close(self) -> None:
-        """Close the rule executors and actions this serde's rule registry holds."""
-        for rule in list(self._rule_registry.get_executors()) + list(
-            self._rule_registry.get_actions()
-        ):
+    def own_schema_registry_client(self) -> None:
+        """Close the registry client with this serde (a builder made the client)."""
+        self._owns_registry = True
+
+    def _close_rules(self) -> None:
+        # A rule registry of the serde's own is closed with it; the global one
+        # is every serde's, and lives as long as the process.
+        if self._rule_registry is RuleRegistry.get_global_instance():
+            return
+        for rule in [*self._rule_registry.get_actions(), *self._rule_registry.get_executors()]:
             with contextlib.suppress(Exception):
                 rule.close()
+
+    def close(self) -> None:
+        """Close what the serde owns: its own rule registry's executors and
+        actions, and the registry client a builder made for it."""
+        try:
+            self._close_rules()
+        finally:
+            if getattr(self, "_owns_registry", False):
+                self._owns_registry = False
+                self._registry.close()
 
     # -- steps -------------------------------------------------------------------------
 
@@ -535,14 +552,29 @@ class _Awaitable:
         return self
 
 
-class AsyncBaseSerializer(_Awaitable, BaseSerializer):
+class _AsyncClosing(BaseSerde):
+    async def aclose(self) -> None:
+        """:meth:`close` for the async serdes: the owned client's ``aclose()`` awaited."""
+        try:
+            self._close_rules()
+        finally:
+            if getattr(self, "_owns_registry", False):
+                self._owns_registry = False
+                aclose = getattr(self._registry, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+                else:
+                    await self._registry.close()
+
+
+class AsyncBaseSerializer(_AsyncClosing, _Awaitable, BaseSerializer):
     """An async serializer: ``await serializer(obj, ctx) -> bytes``."""
 
     async def __call__(self, obj: Any, ctx: Any = None) -> bytes | None:  # type: ignore[override]
         return await run_steps_async(self._registry, self._serialize(obj, ctx))
 
 
-class AsyncBaseDeserializer(_Awaitable, BaseDeserializer):
+class AsyncBaseDeserializer(_AsyncClosing, _Awaitable, BaseDeserializer):
     """An async deserializer: ``await deserializer(data, ctx) -> object``."""
 
     async def __call__(self, data: bytes | None, ctx: Any = None) -> Any:
@@ -661,3 +693,152 @@ class DeserializerSettings(BaseSerde):
                 hit = yield from ask("get_schema", schema_id.id, None, self._schema_fmt)
             self._by_schema_id[key] = hit
         return hit
+
+
+def _new_client(conf: dict[str, Any], is_async: bool) -> Any:
+    from .. import schema_registry as package
+
+    kind = getattr(package, "AsyncSchemaRegistryClient" if is_async else "SchemaRegistryClient")
+    make = getattr(kind, "new_client", kind)
+    return make(conf)
+
+
+def _built(
+    client: Any,
+    conf: dict[str, Any] | None,
+    construct: Callable[[Any], Any],
+    init: Any,
+    is_async: bool,
+) -> Any:
+    if client is not None and conf is not None:
+        raise ValueError(
+            "Cannot specify both a Schema Registry client and a configuration; use one or the other"
+        )
+    owned = client is None and conf is not None
+    if owned:
+        client = _new_client(dict(conf or {}), is_async)
+    try:
+        serde = construct(client)
+    except BaseException:
+        if owned:
+            with contextlib.suppress(Exception):
+                client.close()
+        raise
+    if owned:
+        serde.own_schema_registry_client()
+    if init is not None:
+        try:
+            init(serde)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                serde.close()
+            raise
+    return serde
+
+
+def build_serde(
+    schema_registry_client: Any,
+    schema_registry_conf: dict[str, Any] | None,
+    construct: Callable[[Any], Any],
+    init: Callable[[Any], None] | None = None,
+) -> Any:
+    """A serde made by ``construct(client)``: the given client, or one made
+    from ``schema_registry_conf`` (then owned: closed with the serde); then
+    ``init(serde)``.
+
+    Raises:
+        ValueError: both a client and a configuration.
+    """
+    return _built(schema_registry_client, schema_registry_conf, construct, init, False)
+
+
+async def async_build_serde(
+    schema_registry_client: Any,
+    schema_registry_conf: dict[str, Any] | None,
+    construct: Callable[[Any], Any],
+    init: Callable[[Any], None] | None = None,
+) -> Any:
+    """:func:`build_serde` for the async serdes (``construct`` may return an awaitable)."""
+    serde = _built(schema_registry_client, schema_registry_conf, construct, init, True)
+    return await serde if isinstance(serde, _Awaitable) else serde
+
+
+_RENAMED = {
+    "schema": "schema_str",
+    "serializer_config": "conf",
+    "deserializer_config": "conf",
+    "rule_config": "rule_conf",
+}
+
+
+def serde_builder(name: str, serde_class: type, fields: list[tuple[str, Any]], module: str) -> type:
+    """A builder class of ``serde_class`` (confluent-kafka's ``*SerializerBuilder``
+    / ``*DeserializerBuilder``): its arguments are ``schema_registry_config``,
+    ``schema_registry_client``, then ``fields`` (``(name, default)``: the
+    serde's own arguments as the builder names them, and ``serializer_init`` /
+    ``deserializer_init``), each with a ``set_<name>`` returning the builder;
+    ``build(conf, is_key) -> (serde, conf)`` (a coroutine for the async serdes)."""
+    import inspect
+
+    from ..serialization import DeserializerBuilder, SerializerBuilder
+
+    names = ["schema_registry_config", "schema_registry_client"] + [n for n, _ in fields]
+    defaults = {"schema_registry_config": None, "schema_registry_client": None, **dict(fields)}
+    is_async = issubclass(serde_class, _Awaitable)
+    is_serializer = issubclass(serde_class, BaseSerializer)
+    init_name = "serializer_init" if is_serializer else "deserializer_init"
+    params = set(inspect.signature(serde_class).parameters)
+
+    def keyword(field: str) -> str:
+        if field == "message_type" and field not in params:
+            return "msg_type"
+        return _RENAMED.get(field, field)
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if len(args) > len(names):
+            raise TypeError(f"{name}() takes at most {len(names)} arguments")
+        values = dict(defaults)
+        values.update(zip(names, args, strict=False))
+        for key, value in kwargs.items():
+            if key not in values:
+                raise TypeError(f"{name}() got an unexpected keyword argument {key!r}")
+            values[key] = value
+        self._values = values
+
+    def build(self: Any, conf: dict[str, Any], is_key: bool) -> Any:
+        values = self._values
+        own = {keyword(n): values[n] for n, _ in fields if n != init_name}
+        make = async_build_serde if is_async else build_serde
+        serde = make(
+            values["schema_registry_client"],
+            values["schema_registry_config"],
+            lambda client: serde_class(schema_registry_client=client, **own),
+            values[init_name],
+        )
+        if is_async:
+
+            async def finish() -> Any:
+                return (await serde, dict(conf))
+
+            return finish()
+        return serde, dict(conf)
+
+    body: dict[str, Any] = {"__init__": __init__, "build": build, "__module__": module}
+    body["__doc__"] = (
+        f"Builds a :class:`{serde_class.__name__}` (a producer's or consumer's"
+        f" ``*.builder`` setting) from {', '.join(names)}, each also set by ``set_<name>``."
+    )
+    for field in names:
+        body[f"set_{field}"] = _setter(field)
+    base = SerializerBuilder if is_serializer else DeserializerBuilder
+    return type(name, (base,), body)
+
+
+def _setter(field: str) -> Callable[..., Any]:
+    def setter(self: Any, value: Any) -> Any:
+        self._values[field] = value
+        return self
+
+    setter.__name__ = f"set_{field}"
+    setter.__doc__ = f"Set ``{field}``; the builder (the setters chain)."
+    return setter
