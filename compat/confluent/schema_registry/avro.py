@@ -133,6 +133,10 @@ class _AvroSerializing(_AvroSerde, SerializerSettings):
             if ctx is None:
                 raise TypeError("SerializationContext cannot be None")
             obj = self._to_dict(obj, ctx)
+        if latest is not None:
+            obj = yield from self._rules_steps(
+                ctx, subject, None, "WRITE", latest.schema, writer, obj
+            )
         try:
             if _is_bytes(writer):
                 payload = obj if isinstance(obj, bytes) else obj.encode()
@@ -235,6 +239,10 @@ class _AvroDeserializing(_AvroSerde, DeserializerSettings):
                 value = avro_decode(payload.read(), writer, reader, self._return_record_name)
         except Exception as exc:
             raise serialization_error(exc) from exc
+        target = latest.schema if latest is not None else writer_schema
+        value = yield from self._rules_steps(
+            ctx, None, _record_name(None, writer), "READ", target, reader or writer, value
+        )
         if self._from_dict is not None:
             if ctx is None:
                 raise TypeError("SerializationContext cannot be None")

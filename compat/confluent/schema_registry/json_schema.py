@@ -129,6 +129,10 @@ class _JSONSerializing(_JSONSerde, SerializerSettings):
             if ctx is None:
                 raise TypeError("SerializationContext cannot be None")
             obj = self._to_dict(obj, ctx)
+        if latest is not None:
+            obj = yield from self._rules_steps(
+                ctx, subject, None, "WRITE", latest.schema, writer, obj
+            )
         try:
             if self._validate and writer is not None:
                 json_check(writer[0], obj)
@@ -212,7 +216,7 @@ class _JSONDeserializing(_JSONSerde, DeserializerSettings):
     def _deserialize_steps(self, data: bytes, ctx: Any) -> Steps[Any]:
         schema_id = SchemaId("JSON")
         payload = self._schema_id_deserializer(data, ctx, schema_id)
-        writer = None
+        writer = writer_schema = None
         if self._registry is not None:
             writer_schema = yield from self._writer_schema_steps(schema_id)
             writer = yield from self._parsed_steps(writer_schema)
@@ -229,6 +233,14 @@ class _JSONDeserializing(_JSONSerde, DeserializerSettings):
             reader = writer
         try:
             value = self._json_decode(payload.read())
+        except Exception as exc:
+            raise serialization_error(exc) from exc
+        if self._registry is not None:
+            target = latest.schema if latest is not None else writer_schema
+            value = yield from self._rules_steps(
+                ctx, None, _title(writer), "READ", target, reader, value
+            )
+        try:
             if self._validate and reader is not None:
                 json_check(reader[0], value)
         except Exception as exc:

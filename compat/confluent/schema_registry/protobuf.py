@@ -147,6 +147,10 @@ class _ProtobufSerializing(_ProtobufSerde, SerializerSettings):
             schema_id = yield from self._schema_id_steps(subject, self._schema)
         if schema_id is not None:
             schema_id = SchemaId("PROTOBUF", schema_id.id, schema_id.guid, self._index_array)
+        if latest is not None:
+            obj = yield from self._rules_steps(
+                ctx, subject, None, "WRITE", latest.schema, None, obj
+            )
         try:
             payload = obj.SerializeToString()
         except Exception as exc:
@@ -198,8 +202,10 @@ class _ProtobufDeserializing(_ProtobufSerde, DeserializerSettings):
         schema_id = SchemaId("PROTOBUF")
         payload = self._schema_id_deserializer(data, ctx, schema_id)
         msg_class = self._msg_class
-        if msg_class is None:
+        writer_schema = None
+        if self._registry is not None:
             writer_schema = yield from self._writer_schema_steps(schema_id)
+        if msg_class is None:
             file_descriptor = yield from self._parsed_steps(writer_schema)
             from google.protobuf import message_factory
 
@@ -210,6 +216,9 @@ class _ProtobufDeserializing(_ProtobufSerde, DeserializerSettings):
             msg.ParseFromString(payload.read())
         except Exception as exc:
             raise serialization_error(exc) from exc
+        if writer_schema is not None:
+            name = msg.DESCRIPTOR.full_name
+            msg = yield from self._rules_steps(ctx, None, name, "READ", writer_schema, None, msg)
         return msg
 
 

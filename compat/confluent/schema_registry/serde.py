@@ -60,7 +60,9 @@ from .common.serde import (
     ValidationRulesExecution,
     clear_original_key,
     dual_schema_id_deserializer,
+    execute_rules,
     get_original_key,
+    has_domain_rules,
     prefix_schema_id_serializer,
     set_original_key,
 )
@@ -183,6 +185,14 @@ def serialization_error(exc: Exception) -> Exception:
         out = SerializationError(str(exc))
     out.__cause__ = exc
     return out
+
+
+def rule_mode(name: str) -> Any:
+    """The client's ``RuleMode`` named ``name`` (the name itself without one)."""
+    from .. import schema_registry as package
+
+    kind = getattr(package, "RuleMode", None)
+    return name if kind is None else kind(name)
 
 
 def _is_not_found(exc: Exception) -> bool:
@@ -490,6 +500,41 @@ class BaseSerde:
     def _parse(self, schema: Any, referenced: list[tuple[str, Any]]) -> Any:
         """The format's parsed form of ``schema``, given its references."""
         raise NotImplementedError
+
+    def _field_transformer(self, parsed: Any) -> Any:
+        """The format's walk over a message's fields for field rules (None: none)."""
+        return None
+
+    def _rules_steps(
+        self,
+        ctx: Any,
+        subject: str | None,
+        record_name: str | None,
+        mode: str,
+        target: Any,
+        parsed: Any,
+        message: Any,
+    ) -> Steps[Any]:
+        """``message`` after ``target``'s domain rules (see :func:`.common.serde.execute_rules`);
+        the subject is found only when there are rules to run."""
+        if ctx is None or not has_domain_rules(target):
+            return message
+        if subject is None:
+            subject = yield from self._subject_steps(ctx, record_name)
+            if subject is None:
+                return message
+        transformer = self._field_transformer(parsed)
+        return execute_rules(
+            self._rule_registry,
+            ctx,
+            subject,
+            rule_mode(mode),
+            None,
+            target,
+            message,
+            None,
+            transformer,
+        )
 
 
 class _Registered(NamedTuple):

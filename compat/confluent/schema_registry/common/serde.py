@@ -68,7 +68,9 @@ __all__ = [
     "ValidationRulesExecution",
     "clear_original_key",
     "dual_schema_id_deserializer",
+    "execute_rules",
     "get_original_key",
+    "has_domain_rules",
     "header_schema_id_serializer",
     "prefix_schema_id_deserializer",
     "prefix_schema_id_serializer",
@@ -520,7 +522,7 @@ class ErrorAction(RuleAction):
         return "ERROR"
 
     def run(self, ctx: RuleContext, message: Any, ex: Exception | None) -> None:
-        raise SerializationError(str(ex) if ex is not None else "rule failed") from ex
+        raise SerializationError(f"Rule failed: {ex}" if ex is not None else "Rule failed") from ex
 
 
 class NoneAction(RuleAction):
@@ -573,3 +575,129 @@ class ParsedSchemaCache(Generic[T]):
         """Forget every parsed schema."""
         with self._lock:
             self._parsed.clear()
+
+
+# -- running a schema's domain rules -----------------------------------------------------
+
+
+def _name(value: Any) -> str | None:
+    """An enum's (or a plain string's) name: ``RuleMode.WRITE`` -> ``WRITE``."""
+    if value is None:
+        return None
+    return str(getattr(value, "value", value)).upper()
+
+
+def _applies(rule_mode: str, mode: str | None) -> bool:
+    if mode == "WRITEREAD":
+        return rule_mode in ("WRITE", "READ")
+    if mode == "UPDOWN":
+        return rule_mode in ("UPGRADE", "DOWNGRADE")
+    return mode == rule_mode
+
+
+def _action_name(rule: Any, rule_mode: str, name: str | None) -> str | None:
+    # "ERROR,NONE" on a WRITEREAD (UPDOWN) rule: the first on write (upgrade), the second on read.
+    if name and "," in name and _name(rule.mode) in ("WRITEREAD", "UPDOWN"):
+        first, _, second = name.partition(",")
+        return first if rule_mode in ("WRITE", "UPGRADE") else second
+    return name or None
+
+
+def execute_rules(
+    rule_registry: Any,
+    ser_ctx: Any,
+    subject: str,
+    rule_mode: Any,
+    source: Any,
+    target: Any,
+    message: Any,
+    inline_tags: dict[str, set[str]] | None = None,
+    field_transformer: FieldTransformer | None = None,
+) -> Any:
+    """``message`` after the domain rules of ``target``'s rule set that apply in
+    ``rule_mode`` (``WRITE``/``READ``; read runs them last to first): each rule's
+    executor (by its type, from ``rule_registry``) checks (a CONDITION) or
+    changes (a TRANSFORM) the message, then its ``on_success`` action runs (NONE
+    by default), or on an error its ``on_failure`` one (ERROR by default: the
+    serde fails with a :class:`SerializationError`). A rule type's override in
+    the rule registry may disable it or replace its actions.
+    """
+    mode = _name(rule_mode) or ""
+    rule_set = getattr(target, "rule_set", None)
+    rules = list(getattr(rule_set, "domain_rules", None) or ())
+    if message is None or not rules:
+        return message
+    if mode == "READ":
+        rules.reverse()
+    for index, rule in enumerate(rules):
+        override = rule_registry.get_override(rule.type) if rule.type else None
+        disabled = (
+            override.disabled if override and override.disabled is not None else rule.disabled
+        )
+        if disabled or not _applies(mode, _name(rule.mode)):
+            continue
+        ctx = RuleContext(
+            ser_ctx,
+            source,
+            target,
+            subject,
+            rule_mode,
+            rule,
+            index,
+            rules,
+            inline_tags,
+            field_transformer,
+        )
+        on_success = (override.on_success if override else None) or rule.on_success
+        on_failure = (override.on_failure if override else None) or rule.on_failure
+        executor = rule_registry.get_executor(str(rule.type or "").upper())
+        if executor is None:
+            error = RuleError(f"could not find rule executor of type {rule.type}")
+            _run_action(rule_registry, ctx, rule, mode, on_failure, message, error, "ERROR")
+            return message
+        try:
+            result = executor.transform(ctx, message)
+            if _name(rule.kind) == "CONDITION":
+                if not result:
+                    raise RuleConditionError(rule)
+            elif _name(rule.kind) == "TRANSFORM":
+                message = result
+        except SerializationError:
+            raise
+        except Exception as exc:
+            _run_action(rule_registry, ctx, rule, mode, on_failure, message, exc, "ERROR")
+        else:
+            _run_action(rule_registry, ctx, rule, mode, on_success, message, None, "NONE")
+    return message
+
+
+def _run_action(
+    rule_registry: Any,
+    ctx: RuleContext,
+    rule: Any,
+    mode: str,
+    name: str | None,
+    message: Any,
+    error: Exception | None,
+    default: str,
+) -> None:
+    chosen = _action_name(rule, mode, name) or default
+    if chosen == "ERROR":
+        action: Any = ErrorAction()
+    elif chosen == "NONE":
+        action = NoneAction()
+    else:
+        action = rule_registry.get_action(chosen)
+        if action is None:
+            raise SerializationError(f"Could not find rule action of type {chosen}")
+    try:
+        action.run(ctx, message, error)
+    except SerializationError:
+        raise
+    except Exception as exc:
+        raise SerializationError(f"rule action {chosen} failed: {exc}") from exc
+
+
+def has_domain_rules(schema: Any) -> bool:
+    """Whether ``schema`` carries domain rules (a serde then needs its subject to run them)."""
+    return bool(getattr(getattr(schema, "rule_set", None), "domain_rules", None))
