@@ -77,7 +77,9 @@ class _Registry:
     def get_latest_version(self, subject: str, fmt: Any = None) -> Any:
         if self.api is theirs:
             return theirs.RegisteredSchema(subject, 1, 9, None, self.schema)
-        return ours.RegisteredSchema(schema_id=9, schema=self.schema, subject=subject, version=1)
+        return ours.RegisteredSchema(
+            schema_id=9, guid=None, schema=self.schema, subject=subject, version=1
+        )
 
     def get_schema(self, schema_id: int, subject: Any = None, fmt: Any = None) -> Any:
         return self.schema
