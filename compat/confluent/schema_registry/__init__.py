@@ -22,11 +22,30 @@ __all__ = [
     "topic_subject_name_strategy",
 ]
 
-# confluent-kafka's strategy functions are named by these strings here: the
-# serializers' ``subject.name.strategy`` takes either.
-topic_subject_name_strategy = "topic"
-record_subject_name_strategy = "record"
-topic_record_subject_name_strategy = "topic_record"
+# -- the serdes' names (srserde): subject name strategies, schema id framing --
+from ..serialization import MessageField, SerializationContext, SerializationError
+from .common.serde import (
+    dual_schema_id_deserializer,
+    header_schema_id_serializer,
+    prefix_schema_id_deserializer,
+    prefix_schema_id_serializer,
+    record_subject_name_strategy,
+    reference_subject_name_strategy,
+    topic_record_subject_name_strategy,
+    topic_subject_name_strategy,
+)
+
+__all__ += [
+    "MessageField",
+    "SerializationContext",
+    "SerializationError",
+    "dual_schema_id_deserializer",
+    "header_schema_id_serializer",
+    "prefix_schema_id_deserializer",
+    "prefix_schema_id_serializer",
+    "reference_subject_name_strategy",
+]
+# -- end of the serdes' names --
 
 
 class SchemaRegistryClient(_Client):
