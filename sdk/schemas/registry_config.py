@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import ssl
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -37,6 +37,9 @@ class RegistryConfig:
             doubling from the first to the second (default 1000 / 20000).
         latest_cache_ttl_s: how long a subject's latest version is cached (None:
             until the client is closed; ``latest.cache.ttl.secs``).
+        header_provider: called before each request for more headers (a
+            bearer token that expires: an OAuth client's); may be async.
+        proxy: the HTTP proxy to reach the registry through (``proxy``).
     """
 
     urls: tuple[str, ...]
@@ -47,6 +50,8 @@ class RegistryConfig:
     retries_wait_ms: float = 1000.0
     retries_max_wait_ms: float = 20000.0
     latest_cache_ttl_s: float | None = None
+    header_provider: Callable[[], Mapping[str, str] | Awaitable[Mapping[str, str]]] | None = None
+    proxy: str | None = None
 
     @classmethod
     def from_dict(cls, conf: Mapping[str, Any]) -> RegistryConfig:
@@ -82,6 +87,7 @@ class RegistryConfig:
                 if c.get("latest.cache.ttl.secs") in (None, -1)
                 else _number(c, "latest.cache.ttl.secs", 0.0)
             ),
+            proxy=None if c.get("proxy") is None else str(c["proxy"]),
         )
 
 
@@ -104,6 +110,7 @@ SETTINGS = frozenset(
         "retries.wait.ms",
         "retries.max.wait.ms",
         "latest.cache.ttl.secs",
+        "proxy",
     }
 )
 

@@ -1,52 +1,181 @@
-"""confluent-kafka's ``confluent_kafka.schema_registry`` over
-:mod:`trafka.sdk.schemas`: the registry client with confluent-kafka's return
-values (``register_schema`` returns the id), the schema types and the error;
-the serializers in :mod:`.avro`, :mod:`.protobuf` and :mod:`.json_schema`, as
-in confluent-kafka. Needs the ``schemas`` extra."""
+"""confluent-kafka's ``confluent_kafka.schema_registry``: the registry clients
+(:mod:`.schema_registry_client`, over :mod:`trafka.sdk.schemas`), the models
+and error they use, the subject name strategies and the schema id
+serializers the serdes take (``subject.name.strategy``,
+``schema.id.serializer``, ``schema.id.deserializer``); the serdes in
+:mod:`.avro`, :mod:`.protobuf` and :mod:`.json_schema`, as in confluent-kafka.
+Needs the ``schemas`` extra."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
-from trafka.sdk.schemas import RegisteredSchema, Schema, SchemaReference, SchemaRegistryError
-from trafka.sdk.schemas import SchemaRegistryClient as _Client
+from ..serialization import MessageField, SerializationContext, SerializationError
+from .common.schema_registry_client import (
+    Association,
+    AssociationCreateOrUpdateInfo,
+    AssociationCreateOrUpdateRequest,
+    AssociationInfo,
+    AssociationResponse,
+    ConfigCompatibilityLevel,
+    Metadata,
+    MetadataProperties,
+    MetadataTags,
+    RegisteredSchema,
+    Rule,
+    RuleKind,
+    RuleMode,
+    RuleParams,
+    RuleSet,
+    Schema,
+    SchemaReference,
+    ServerConfig,
+)
+from .error import SchemaRegistryError
+from .schema_registry_client import AsyncSchemaRegistryClient, SchemaRegistryClient
 
 __all__ = [
+    "Association",
+    "AssociationCreateOrUpdateInfo",
+    "AssociationCreateOrUpdateRequest",
+    "AssociationInfo",
+    "AssociationResponse",
+    "AsyncSchemaRegistryClient",
+    "ConfigCompatibilityLevel",
+    "Metadata",
+    "MetadataProperties",
+    "MetadataTags",
     "RegisteredSchema",
+    "Rule",
+    "RuleKind",
+    "RuleMode",
+    "RuleParams",
+    "RuleSet",
     "Schema",
     "SchemaReference",
     "SchemaRegistryClient",
     "SchemaRegistryError",
+    "ServerConfig",
+    "dual_schema_id_deserializer",
+    "header_schema_id_serializer",
+    "prefix_schema_id_deserializer",
+    "prefix_schema_id_serializer",
     "record_subject_name_strategy",
+    "reference_subject_name_strategy",
     "topic_record_subject_name_strategy",
     "topic_subject_name_strategy",
 ]
 
-# confluent-kafka's strategy functions are named by these strings here: the
-# serializers' ``subject.name.strategy`` takes either.
-topic_subject_name_strategy = "topic"
-record_subject_name_strategy = "record"
-topic_record_subject_name_strategy = "topic_record"
+# The headers a schema's GUID travels in (confluent-kafka's names).
+_KEY_SCHEMA_ID = "__key_schema_id"
+_VALUE_SCHEMA_ID = "__value_schema_id"
+
+_MAGIC_BYTE = 0
+_MAGIC_BYTE_V0 = _MAGIC_BYTE
+_MAGIC_BYTE_V1 = 1
 
 
-class SchemaRegistryClient(_Client):
-    """confluent-kafka's ``SchemaRegistryClient(conf)`` (``url``,
-    ``basic.auth.user.info``, ``ssl.ca.location``...)."""
-
-    def register_schema(
-        self, subject_name: str, schema: Schema, normalize_schemas: bool = False
-    ) -> int:
-        """Register ``schema`` under ``subject_name``; its id (as confluent-kafka returns)."""
-        registered: RegisteredSchema = self._call(
-            self._loop.client.register_schema, subject_name, schema, normalize_schemas
+def _needs(ctx: SerializationContext | None, strategy: str) -> SerializationContext:
+    if ctx is None:
+        raise ValueError(
+            f"SerializationContext is required for {strategy}. "
+            "Either provide a SerializationContext or use record_subject_name_strategy."
         )
-        return registered.schema_id
+    return ctx
 
-    def register_schema_full_response(
-        self, subject_name: str, schema: Schema, normalize_schemas: bool = False
-    ) -> RegisteredSchema:
-        """Register ``schema``; the registered schema (id, and GUID where given)."""
-        out: Any = self._call(
-            self._loop.client.register_schema, subject_name, schema, normalize_schemas
-        )
-        return out  # type: ignore[no-any-return]
+
+def topic_subject_name_strategy(
+    ctx: SerializationContext | None, record_name: str | None
+) -> str | None:
+    """The subject ``<topic>-key`` or ``<topic>-value``.
+
+    Raises:
+        ValueError: ``ctx`` is None.
+    """
+    ctx = _needs(ctx, "topic_subject_name_strategy")
+    return f"{ctx.topic}-{ctx.field}"
+
+
+def topic_record_subject_name_strategy(
+    ctx: SerializationContext | None, record_name: str | None
+) -> str | None:
+    """The subject ``<topic>-<record name>`` (None without a record name).
+
+    Raises:
+        ValueError: ``ctx`` is None.
+    """
+    ctx = _needs(ctx, "topic_record_subject_name_strategy")
+    return None if record_name is None else f"{ctx.topic}-{record_name}"
+
+
+def record_subject_name_strategy(
+    ctx: SerializationContext | None, record_name: str | None
+) -> str | None:
+    """The subject ``<record name>`` (``ctx`` is not needed)."""
+    return record_name
+
+
+def reference_subject_name_strategy(
+    ctx: SerializationContext | None, schema_ref: SchemaReference | None
+) -> str | None:
+    """The subject of a referenced schema: the reference's name."""
+    return None if schema_ref is None else schema_ref.name
+
+
+def _header_key(ctx: SerializationContext) -> str:
+    return _KEY_SCHEMA_ID if ctx.field == MessageField.KEY else _VALUE_SCHEMA_ID
+
+
+def header_schema_id_serializer(
+    payload: bytes, ctx: SerializationContext | None, schema_id: Any
+) -> bytes:
+    """Put the schema's GUID in the record's headers; the payload as it is.
+
+    Raises:
+        SerializationError: no context, no headers, or headers neither a
+            list nor a dict.
+    """
+    if ctx is None:
+        raise SerializationError("SerializationContext is required for header_schema_id_serializer")
+    headers = ctx.headers
+    if headers is None:
+        raise SerializationError("Missing headers")
+    value = schema_id.guid_to_bytes()
+    if isinstance(headers, list):
+        headers.append((_header_key(ctx), value))
+    elif isinstance(headers, dict):
+        headers[_header_key(ctx)] = value
+    else:
+        raise SerializationError("Invalid headers type")
+    return payload
+
+
+def prefix_schema_id_serializer(payload: bytes, ctx: Any, schema_id: Any) -> bytes:
+    """The payload after the schema id's prefix (magic byte and id)."""
+    return bytes(schema_id.id_to_bytes()) + payload
+
+
+def dual_schema_id_deserializer(
+    payload: bytes, ctx: SerializationContext | None, schema_id: Any
+) -> io.BytesIO:
+    """Read the schema id from the record's headers if one is there (the
+    payload is then whole), else from the payload's prefix (the rest is the
+    payload)."""
+    found = None
+    headers = None if ctx is None else ctx.headers
+    if ctx is not None and headers is not None:
+        key = _header_key(ctx)
+        if isinstance(headers, list):
+            found = next((v for k, v in headers if k == key), None)
+        elif isinstance(headers, dict):
+            found = headers.get(key)
+    if found is None:
+        return schema_id.from_bytes(io.BytesIO(payload))  # type: ignore[no-any-return]
+    schema_id.from_bytes(io.BytesIO(found))
+    return io.BytesIO(payload)
+
+
+def prefix_schema_id_deserializer(payload: bytes, ctx: Any, schema_id: Any) -> io.BytesIO:
+    """Read the schema id from the payload's prefix; the rest of the payload."""
+    return schema_id.from_bytes(io.BytesIO(payload))  # type: ignore[no-any-return]
