@@ -231,7 +231,7 @@ def _bearer(source: Any, c: dict[str, Any], retries: int, wait: int, max_wait: i
     if query:
         if not isinstance(query, str):
             raise TypeError(f"bearer.auth.issuer.endpoint.query must be a str, not {type(query)}")
-        endpoint = urlunparse(parsed._replace(query=query, fragment=None))
+        endpoint = urlunparse(parsed._replace(query=query, fragment=""))
     elif not overridden:
         raise ValueError(
             "bearer.auth.issuer.endpoint.query must be provided when"

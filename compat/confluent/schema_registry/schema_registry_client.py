@@ -1,3 +1,6 @@
+# The operations return the registry's JSON as parsed (Any): each method's
+# annotation is what confluent-kafka documents it to return.
+# mypy: disable-error-code="no-any-return"
 """confluent-kafka's ``confluent_kafka.schema_registry.schema_registry_client``:
 :class:`SchemaRegistryClient` (blocking) and :class:`AsyncSchemaRegistryClient`,
 with confluent-kafka 2.16's methods, configuration, caching and return values,
@@ -16,7 +19,8 @@ from trafka.sdk.schemas import SchemaRegistryClient as _SdkClient
 
 from ._client_conf import read_conf
 from ._client_ops import Operations
-from .common.schema_registry_client import (
+from .common.schema_registry_client import (  # noqa: F401 (confluent-kafka's module has them)
+    VALID_AUTH_PROVIDERS,
     Association,
     AssociationCreateOrUpdateInfo,
     AssociationCreateOrUpdateRequest,
@@ -37,6 +41,10 @@ from .common.schema_registry_client import (
     SchemaReference,
     SchemaVersion,
     ServerConfig,
+    full_jitter,
+    is_retriable,
+    is_success,
+    normalize_identity_pool,
 )
 from .error import SchemaRegistryError
 
