@@ -12,7 +12,8 @@ Rules:
   backoff, at most ``max.retries`` more times; any other answer is final.
 * Errors: every failure is a :class:`~.types.SchemaRegistryError` with the
   registry's ``error_code`` and message (or why there was none: unreachable,
-  a timeout, an answer that is not JSON), and what was asked.
+  a timeout, an answer that is not JSON), and what was asked; when no answer
+  came, httpx's error of the last attempt is its ``__cause__``.
 * :attr:`requests` counts the HTTP requests sent (each attempt counts).
 """
 
@@ -138,8 +139,10 @@ class AsyncSchemaRegistryClient:
             except httpx.TimeoutException as exc:
                 why = f"no answer from {base}: timeout ({_why(exc)})"
                 error = SchemaRegistryError(None, -1, why, what)
+                error.__cause__ = exc
             except httpx.TransportError as exc:
                 error = SchemaRegistryError(None, -1, f"{base} unreachable: {_why(exc)}", what)
+                error.__cause__ = exc
             else:
                 if answer.status_code < 300:
                     return _json(answer, what)

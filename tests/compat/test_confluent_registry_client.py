@@ -242,3 +242,18 @@ def test_the_caches_answer_what_the_registry_no_longer_holds(url: str) -> None:
         out[api] = _relabel(seen.out, subject)
     assert out["trafka.compat.confluent"] == out["confluent_kafka"]
     assert dict(out["confluent_kafka"])["latest after clear"][0] == "error"
+
+
+def test_an_unreachable_registry_fails_with_httpx_error_as_confluent_kafkas() -> None:
+    """No answer at all (after the retries) is httpx's error, not a SchemaRegistryError."""
+    seen = {}
+    for api in APIS:
+        m = _module(api)
+        conf = {"url": "http://127.0.0.1:9", "max.retries": 1, "retries.wait.ms": 1}
+        with m.SchemaRegistryClient(conf) as client, pytest.raises(Exception) as caught:
+            client.get_subjects()
+        # (confluent-kafka 2.16 uses httpx2 where it is installed: the same names)
+        seen[api] = [k.__name__ for k in type(caught.value).__mro__ if k is not object]
+        assert not isinstance(caught.value, m.SchemaRegistryError)
+    assert seen["trafka.compat.confluent"] == seen["confluent_kafka"]
+    assert "TransportError" in seen["confluent_kafka"]

@@ -54,9 +54,13 @@ def _flag(value: bool) -> str:
     return "true" if value else "false"
 
 
-def _translated(exc: SdkRegistryError) -> Exception:
+def _translated(exc: SdkRegistryError) -> BaseException:
+    """confluent-kafka's error for the SDK's: the registry's refusal as a
+    SchemaRegistryError; no answer (after the retries) as httpx's own error."""
     if isinstance(exc, SdkOAuthTokenError):
         return OAuthTokenError(exc.message, exc.status)
+    if exc.status is None and exc.__cause__ is not None:
+        return exc.__cause__
     status = -1 if exc.status is None else exc.status
     return SchemaRegistryError(status, exc.error_code, exc.message)
 
