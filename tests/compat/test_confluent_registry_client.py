@@ -257,3 +257,65 @@ def test_an_unreachable_registry_fails_with_httpx_error_as_confluent_kafkas() ->
         assert not isinstance(caught.value, m.SchemaRegistryError)
     assert seen["trafka.compat.confluent"] == seen["confluent_kafka"]
     assert "TransportError" in seen["confluent_kafka"]
+
+
+def _mock_steps(m: Any) -> list[tuple[str, str, tuple[Any, ...], dict[str, Any]]]:
+    v1, v2 = m.Schema(V1, "AVRO"), m.Schema(V2, "AVRO")
+    return [
+        ("register", "register_schema", ("a", v1), {}),
+        ("register again", "register_schema_full_response", ("a", v1), {}),
+        ("register elsewhere", "register_schema", ("b", v1), {}),
+        ("register v2", "register_schema", ("a", v2), {}),
+        ("schema", "get_schema", (1,), {}),
+        ("schema 99", "get_schema", (99,), {}),
+        ("lookup", "lookup_schema", ("a", v2), {}),
+        ("lookup unknown", "lookup_schema", ("b", v2), {}),
+        ("latest", "get_latest_version", ("a",), {}),
+        ("version 1", "get_version", ("a", 1), {}),
+        ("version 3", "get_version", ("a", 3), {}),
+        ("versions", "get_versions", ("a",), {}),
+        ("subjects", "get_subjects", (), {}),
+        ("subjects b", "get_subjects", (), {"subject_prefix": "b"}),
+        ("config", "get_config", (), {}),
+        ("delete version", "delete_version", ("a", 2), {}),
+        ("versions after", "get_versions", ("a",), {}),
+        ("delete", "delete_subject", ("b",), {}),
+        ("id of the deleted", "get_schema", (2,), {}),
+        ("subjects after", "get_subjects", (), {}),
+    ]
+
+
+def _guid_check(client: Any, m: Any) -> bool:
+    registered = client.register_schema_full_response("a", m.Schema(V1, "AVRO"))
+    return client.get_schema_by_guid(registered.guid) == registered.schema
+
+
+def test_a_mock_url_gives_confluent_kafkas_in_memory_registry() -> None:
+    seen = {}
+    for api in APIS:
+        m = _module(api)
+        client = m.SchemaRegistryClient.new_client({"url": "mock://"})
+        assert isinstance(client, m.SchemaRegistryClient)
+        out = Seen(m.SchemaRegistryError)
+        for label, method, args, kwargs in _mock_steps(m):
+            out.call(label, getattr(client, method), *args, **kwargs)
+        assert _guid_check(client, m)
+        seen[api] = out.out
+
+        async def in_async(m: Any = m) -> list[tuple[str, Any]]:
+            client = m.AsyncSchemaRegistryClient.new_client({"url": "mock://"})
+            out = Seen(m.SchemaRegistryError)
+            for label, method, args, kwargs in _mock_steps(m):
+                try:
+                    value = await getattr(client, method)(*args, **kwargs)
+                except m.SchemaRegistryError as exc:
+                    value = ("error", exc.http_status_code, exc.error_code)
+                out.out.append((label, out.plain(value)))
+            return out.out
+
+        seen[api + " async"] = asyncio.run(in_async())
+    # (confluent-kafka's mock keeps a subject's versions in a set: in no order)
+    for key, out in seen.items():
+        seen[key] = [(k, sorted(v) if k.startswith("versions") else v) for k, v in out]
+    assert seen["trafka.compat.confluent"] == seen["confluent_kafka"]
+    assert seen["trafka.compat.confluent async"] == seen["confluent_kafka async"]

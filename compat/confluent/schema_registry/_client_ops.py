@@ -148,6 +148,20 @@ class _Caches:
                 self.ids.get(subject, {}).pop(gone.schema, None)
 
 
+class _NoCaches(_Caches):
+    """Caches that keep nothing (the mock clients': their registry is in memory)."""
+
+    def set_schema(self, subject: Any, schema_id: Any, guid: Any, schema: Schema) -> None:
+        pass
+
+    def set_registered(self, schema: Schema, registered: RegisteredSchema) -> None:
+        pass
+
+    def clear_latest(self) -> None:
+        with self.lock:
+            self.latest = self.latest_with_metadata = _Latest(0, 0.0)
+
+
 def _config_path(subject_name: str | None, root: str = "/config") -> str:
     return root if subject_name is None else f"{root}/{_seg(subject_name)}"
 
@@ -155,8 +169,11 @@ def _config_path(subject_name: str | None, root: str = "/config") -> str:
 class Operations:
     """Every operation of confluent-kafka's registry clients (see the module doc)."""
 
-    def __init__(self, cache_capacity: int, cache_latest_ttl_sec: float | None) -> None:
-        self.cache = _Caches(cache_capacity, cache_latest_ttl_sec)
+    def __init__(
+        self, cache_capacity: int, cache_latest_ttl_sec: float | None, cached: bool = True
+    ) -> None:
+        kind = _Caches if cached else _NoCaches
+        self.cache = kind(cache_capacity, cache_latest_ttl_sec)
 
     # -- drivers ------------------------------------------------------------------------
 
@@ -455,11 +472,11 @@ class Operations:
 
     def delete_config(self, subject_name: str | None = None) -> Op:
         answer = yield ("DELETE", _config_path(subject_name), None, None)
-        return ServerConfig.from_dict(answer)
+        return None if answer is None else ServerConfig.from_dict(answer)
 
     def get_config(self, subject_name: str | None = None) -> Op:
         answer = yield ("GET", _config_path(subject_name), None, None)
-        return ServerConfig.from_dict(answer)
+        return None if answer is None else ServerConfig.from_dict(answer)
 
     def get_mode(self, subject_name: str) -> Op:
         return (yield ("GET", _config_path(subject_name, "/mode"), None, None))["mode"]

@@ -15,10 +15,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from trafka.sdk.schemas import AsyncSchemaRegistryClient as _SdkAsyncClient
+from trafka.sdk.schemas import RegistryConfig
 from trafka.sdk.schemas import SchemaRegistryClient as _SdkClient
 
 from ._client_conf import read_conf
 from ._client_ops import Operations
+from ._mock_registry import AsyncMemoryRegistry, MemoryRegistry
 from .common.schema_registry_client import (  # noqa: F401 (confluent-kafka's module has them)
     VALID_AUTH_PROVIDERS,
     Association,
@@ -54,11 +56,13 @@ __all__ = [
     "AssociationCreateOrUpdateRequest",
     "AssociationInfo",
     "AssociationResponse",
+    "AsyncMockSchemaRegistryClient",
     "AsyncSchemaRegistryClient",
     "ConfigCompatibilityLevel",
     "Metadata",
     "MetadataProperties",
     "MetadataTags",
+    "MockSchemaRegistryClient",
     "RegisteredSchema",
     "Rule",
     "RuleKind",
@@ -94,8 +98,13 @@ class SchemaRegistryClient:
     def __init__(self, conf: Mapping[str, Any]) -> None:
         self._conf = conf
         settings = read_conf(conf)
-        self._ops = Operations(settings.cache_capacity, settings.cache_latest_ttl_sec)
-        self._rest = _SdkClient(settings.registry)
+        self._ops = Operations(
+            settings.cache_capacity, settings.cache_latest_ttl_sec, not _is_mock(conf)
+        )
+        self._rest = self._open(settings.registry)
+
+    def _open(self, registry: RegistryConfig) -> Any:
+        return _SdkClient(registry)
 
     def __enter__(self) -> SchemaRegistryClient:
         return self
@@ -113,7 +122,10 @@ class SchemaRegistryClient:
 
     @staticmethod
     def new_client(conf: Mapping[str, Any]) -> SchemaRegistryClient:
-        """A client for ``conf``."""
+        """A client for ``conf``; with a ``mock://`` URL, one with an in-memory
+        registry of its own (as confluent-kafka's mock client, for tests)."""
+        if _is_mock(conf):
+            return MockSchemaRegistryClient(conf)
         return SchemaRegistryClient(conf)
 
     def clear_latest_caches(self) -> None:
@@ -387,8 +399,13 @@ class AsyncSchemaRegistryClient:
     def __init__(self, conf: Mapping[str, Any]) -> None:
         self._conf = conf
         settings = read_conf(conf)
-        self._ops = Operations(settings.cache_capacity, settings.cache_latest_ttl_sec)
-        self._rest = _SdkAsyncClient(settings.registry)
+        self._ops = Operations(
+            settings.cache_capacity, settings.cache_latest_ttl_sec, not _is_mock(conf)
+        )
+        self._rest = self._open(settings.registry)
+
+    def _open(self, registry: RegistryConfig) -> Any:
+        return _SdkAsyncClient(registry)
 
     async def __aenter__(self) -> AsyncSchemaRegistryClient:
         return self
@@ -406,7 +423,10 @@ class AsyncSchemaRegistryClient:
 
     @staticmethod
     def new_client(conf: Mapping[str, Any]) -> AsyncSchemaRegistryClient:
-        """A client for ``conf``."""
+        """A client for ``conf``; with a ``mock://`` URL, one with an in-memory
+        registry of its own (as confluent-kafka's mock client, for tests)."""
+        if _is_mock(conf):
+            return AsyncMockSchemaRegistryClient(conf)
         return AsyncSchemaRegistryClient(conf)
 
     async def clear_latest_caches(self) -> None:
@@ -679,3 +699,23 @@ class AsyncSchemaRegistryClient:
             ),
             self._rest,
         )
+
+
+def _is_mock(conf: Mapping[str, Any]) -> bool:
+    url = conf.get("url")
+    return isinstance(url, str) and url.startswith("mock://")
+
+
+class MockSchemaRegistryClient(SchemaRegistryClient):
+    """A :class:`SchemaRegistryClient` whose registry is in memory, its own
+    (``new_client()`` with a ``mock://`` URL): for tests of serdes."""
+
+    def _open(self, registry: RegistryConfig) -> Any:
+        return MemoryRegistry()
+
+
+class AsyncMockSchemaRegistryClient(AsyncSchemaRegistryClient):
+    """The async :class:`MockSchemaRegistryClient`."""
+
+    def _open(self, registry: RegistryConfig) -> Any:
+        return AsyncMemoryRegistry()
