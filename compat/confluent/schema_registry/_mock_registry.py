@@ -123,7 +123,9 @@ class MemoryRegistry:
     def _same(rs: dict[str, Any], schema: Mapping[str, Any]) -> bool:
         return all(rs.get(k) == v for k, v in schema.items())
 
-    def _holding(self, held: list[dict[str, Any]], schema: Mapping[str, Any]) -> Any:
+    def _holding(
+        self, held: list[dict[str, Any]], schema: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
         return next((rs for rs in held if self._same(rs, schema)), None)
 
     @staticmethod
@@ -163,7 +165,7 @@ class MemoryRegistry:
 class AsyncMemoryRegistry(MemoryRegistry):
     """:class:`MemoryRegistry` for the async client (its requests awaited)."""
 
-    async def request(  # type: ignore[override]
+    async def request(
         self,
         method: str,
         path: str,
