@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 import random
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from typing import Any
 
 __all__ = [
@@ -173,13 +173,13 @@ class Rule:
     disabled: bool | None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+        # confluent-kafka's always writes "type", null too
+        out: dict[str, Any] = {"type": self.type}
         for key, value in (
             ("name", self.name),
             ("doc", self.doc),
             ("kind", _enum_value(self.kind)),
             ("mode", _enum_value(self.mode)),
-            ("type", self.type),
             ("tags", self.tags),
             ("params", None if self.params is None else self.params.to_dict()),
             ("expr", self.expr),
@@ -489,15 +489,16 @@ class _Json:
 
     @classmethod
     def from_dict(cls, src_dict: dict[str, Any]) -> Any:
-        names = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+        fields: dict[str, Any] = cls.__dataclass_fields__  # type: ignore[attr-defined]
+        # a field without a default is None when the JSON lacks it
         kwargs: dict[str, Any] = {
-            attr: src_dict[key]
+            attr: src_dict.get(key)
             for attr, key in _ASSOCIATION_KEYS
-            if attr in names and key in src_dict
+            if attr in fields and (key in src_dict or fields[attr].default is MISSING)
         }
-        if "schema" in names and src_dict.get("schema") is not None:
+        if "schema" in fields and src_dict.get("schema") is not None:
             kwargs["schema"] = Schema.from_dict(src_dict["schema"])
-        if "associations" in names and src_dict.get("associations") is not None:
+        if "associations" in fields and src_dict.get("associations") is not None:
             item = _ITEM_KINDS[cls.__name__]
             kwargs["associations"] = [item.from_dict(a) for a in src_dict["associations"]]
         return cls(**kwargs)
@@ -507,13 +508,13 @@ class _Json:
 class Association(_Json):
     """A subject associated with a resource (a topic...)."""
 
-    subject: str | None = None
-    guid: str | None = None
-    resource_name: str | None = None
-    resource_namespace: str | None = None
-    resource_id: str | None = None
-    resource_type: str | None = None
-    association_type: str | None = None
+    subject: str | None
+    guid: str | None
+    resource_name: str | None
+    resource_namespace: str | None
+    resource_id: str | None
+    resource_type: str | None
+    association_type: str | None
     frozen: bool = False
 
 
