@@ -46,6 +46,11 @@ class Recorder(BaseHTTPRequestHandler):
         self._answer({"access_token": "tok-1", "token_type": "bearer", "expires_in": 3600})
 
     def do_GET(self) -> None:
+        if self.path.startswith("/token"):  # Azure's metadata service
+            self.seen.append(("imds", self.path, self.headers.get("Metadata")))
+            expiry = {"expires_in": "3600", "expires_on": "9999999999"}
+            self._answer({"access_token": "tok-2", **expiry})
+            return
         headers = {k: self.headers.get(k) for k in WATCHED}
         self.seen.append(("GET", self.path.split("?")[0], headers))
         self._answer(["s1"])
@@ -93,10 +98,17 @@ def _confs(url: str) -> dict[str, dict[str, Any]]:
             "bearer.auth.custom.provider.config": {"t": "custom-token"},
         },
         "basic": {"url": url, "basic.auth.user.info": "user:pw"},
+        "imds": {
+            "url": url,
+            "bearer.auth.credentials.source": "OAUTHBEARER_AZURE_IMDS",
+            "bearer.auth.logical.cluster": "lsrc-3",
+            "bearer.auth.issuer.endpoint.url": url + "/token",
+            "bearer.auth.issuer.endpoint.query": "resource=api://x&api-version=2018-02-01",
+        },
     }
 
 
-@pytest.mark.parametrize("kind", ["oauth", "static", "custom", "basic"])
+@pytest.mark.parametrize("kind", ["oauth", "imds", "static", "custom", "basic"])
 def test_the_requests_carry_confluent_kafkas_credentials(server: str, kind: str) -> None:
     seen = {}
     for api in APIS:
@@ -107,7 +119,7 @@ def test_the_requests_carry_confluent_kafkas_credentials(server: str, kind: str)
             assert client.get_subjects() == ["s1"]
         seen[api] = list(Recorder.seen)
     assert seen["trafka.compat.confluent"] == seen["confluent_kafka"]
-    assert len(seen["confluent_kafka"]) == (3 if kind == "oauth" else 2)
+    assert len(seen["confluent_kafka"]) == (3 if kind in ("oauth", "imds") else 2)
 
 
 def test_the_sdk_client_fetches_an_oauth_token_too(server: str) -> None:
