@@ -31,6 +31,7 @@ from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
 from trafka.sdk import NewTopic, TopicPartition
 from trafka.sdk.blocking import Admin, Consumer, Producer
+from trafka.sdk.schemas import SchemaRegistryClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -140,9 +141,13 @@ def make_topics(target: Target, *topics: tuple[str, int]) -> None:
         admin.create_topics([NewTopic(name, count) for name, count in topics])
 
 
-def read_back(target: Target, topic: str, isolation: str = "read_committed") -> list[list[Any]]:
+def read_back(
+    target: Target, topic: str, isolation: str = "read_committed", raw: bool = False
+) -> list[list[Any]]:
     """Every record the broker holds in ``topic`` (as ``isolation`` sees it):
-    [partition, offset, key, value, headers, timestamp], text as text."""
+    [partition, offset, key, value, headers, timestamp], bytes as the services
+    print them (or as they are: ``raw``)."""
+    show: Any = (lambda value: value) if raw else text
     with Admin(bootstrap_servers=target.bootstrap_servers) as admin:
         count = admin.list_topics()[topic]
     tps = [TopicPartition(topic, p) for p in range(count)]
@@ -163,9 +168,9 @@ def read_back(target: Target, topic: str, isolation: str = "read_committed") -> 
                     [
                         r.partition,
                         r.offset,
-                        text(r.key),
-                        text(r.value),
-                        [[k, text(v)] for k, v in r.headers] or None,
+                        show(r.key),
+                        show(r.value),
+                        [[k, show(v)] for k, v in r.headers] or None,
                         r.timestamp,
                     ]
                     for r in records
@@ -308,9 +313,14 @@ def test_serdes_service(peer: Target, fmt: str) -> None:
         events = runs[lib].events
         assert events["flushed"] == {"left": 0}
         assert events["registered"]["version"] == 1
-        held = read_back(peer, names["topic"])
-        assert [[r[0], r[1], r[2]] for r in held] == [r[:3] for r in events["books"]["records"]]
-        assert len(held) == 6 and {r[3][0] for r in held} == {"\x00"}  # Confluent's framing
+        held = read_back(peer, names["topic"], raw=True)
+        keys = [[r[0], r[1], text(r[2])] for r in held]
+        assert keys == [r[:3] for r in events["books"]["records"]]
+        with SchemaRegistryClient({"url": peer.registry_url}) as registry:
+            schema_id = registry.get_latest_version(f"{names['topic']}-value").schema_id
+        # Confluent's framing: magic byte 0, then the subject's schema id (big-endian)
+        framed = {r[3][:5] for r in held}
+        assert len(held) == 6 and framed == {b"\x00" + schema_id.to_bytes(4, "big")}
     assert runs["trafka"].events == runs["confluent"].events
 
 
