@@ -47,6 +47,11 @@ GAPS: dict[tuple[str, str], str] = {
     "PartitionMetadata); describe_topics, describe_configs, incremental_alter_configs, "
     "alter_configs, the group calls and describe_cluster are missing from AdminClient",
     (
+        "lag",
+        r"AttributeError: 'Consumer' object has no attribute 'list_topics'",
+    ): "Consumer.list_topics(topic, timeout=10) is missing (confluent-kafka's watermark "
+    "example reads a topic's partitions with it)",
+    (
         "serdes-json",
         r"ConfigError: JSONDeserializer needs a schema_registry_client",
     ): "JSONDeserializer(schema_str, from_dict=...) without a schema_registry_client "
@@ -263,6 +268,34 @@ def test_consumer_service(peer: Target) -> None:
             "position was already committed with that offset; confluent-kafka answers "
             f"OFFSET_INVALID (-1001) there: {theirs['final_commit']} vs {ours['final_commit']}"
         )
+
+
+def test_lag_service(peer: Target) -> None:
+    """A group's committed offsets against the watermarks, and the records it
+    has not read (assign, seek, pause): the same on both, and what the broker
+    holds past the group's offsets."""
+    runs = {}
+    records = [(b"k%d" % (i % 5), b"v%d" % i, None) for i in range(20)]
+    for lib in LIBS:
+        names = names_for("lag", lib, "topic", "group")
+        make_topics(peer, (names["topic"], 3))
+        fill(peer, names["topic"], records)
+        held = read_back(peer, names["topic"])
+        ends = {p: sum(1 for r in held if r[0] == p) for p in range(3)}
+        # partition 0 half read, partition 1 never, partition 2 to its end
+        given = {0: ends[0] // 2, 2: ends[2]}
+        with Admin(bootstrap_servers=peer.bootstrap_servers) as admin:
+            offsets = {TopicPartition(names["topic"], p): o for p, o in given.items()}
+            admin.alter_consumer_group_offsets(names["group"], offsets)
+        runs[lib] = run_service(
+            "lag", lib, peer, names, "-t", names["topic"], "-g", names["group"], gap="lag"
+        )
+        events = runs[lib].events
+        assert events["lag"]["partitions"] == [
+            [p, given.get(p), 0, ends[p], ends[p] - given.get(p, 0)] for p in range(3)
+        ]
+        assert events["unread"]["records"] == [r[:4] for r in held if r[1] >= given.get(r[0], 0)]
+    assert runs["trafka"].events == runs["confluent"].events
 
 
 def test_admin_service(peer: Target) -> None:
