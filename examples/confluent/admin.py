@@ -7,9 +7,16 @@ cluster, then delete what it made (the calls of confluent-kafka's admin example)
 
 Makes ``<prefix>-compacted`` (3 partitions, ``cleanup.policy=compact``) and
 ``<prefix>-plain`` (2 partitions), and prints what each call answers.
+
+A broker may apply a topic change after answering the call that made it
+(Kafka's KRaft brokers apply the controller's records as they reach them), so
+the service reads a change back until it shows (:func:`settled`) before it
+prints it.
 """
 
 from __future__ import annotations
+
+import time
 
 import clientlib
 
@@ -22,14 +29,36 @@ def results(futures):
     return {key: futures[key].result() for key in sorted(futures, key=str)}
 
 
-def configs(admin, ck_admin, topic):
+def settled(read, shows, errors, attempts=100):
+    """``read()`` again, 0.1 s apart, until ``shows(answer)`` (or ``attempts``
+    run out: the last answer, or its error); ``errors`` are what a read may
+    raise while the change is on its way (an unknown topic)."""
+    for attempt in range(attempts):
+        try:
+            answer = read()
+        except errors:
+            if attempt == attempts - 1:
+                raise
+        else:
+            if shows(answer) or attempt == attempts - 1:
+                return answer
+        time.sleep(0.1)
+    raise AssertionError("unreachable")
+
+
+def configs(admin, ck, ck_admin, topic, name, value):
+    """The topic's :data:`SHOWN` configs once its ``name`` is ``value``."""
     resource = ck_admin.ConfigResource(ck_admin.ResourceType.TOPIC, topic)
-    (entries,) = results(admin.describe_configs([resource])).values()
-    return {
-        name: [entry.value, ck_admin.ConfigSource(entry.source).name, entry.is_default]
-        for name, entry in sorted(entries.items())
-        if name in SHOWN
-    }
+
+    def read():
+        (entries,) = results(admin.describe_configs([resource])).values()
+        return {
+            name: [entry.value, ck_admin.ConfigSource(entry.source).name, entry.is_default]
+            for name, entry in sorted(entries.items())
+            if name in SHOWN
+        }
+
+    return settled(read, lambda shown: shown[name][0] == value, ck.KafkaException)
 
 
 def topics_and_configs(admin, ck, ck_admin, compacted, plain):
@@ -47,7 +76,15 @@ def topics_and_configs(admin, ck, ck_admin, compacted, plain):
     )
     clientlib.emit("created", topics=list(results(created)))
 
-    metadata = admin.list_topics(timeout=10)
+    metadata = settled(
+        lambda: admin.list_topics(timeout=10),
+        lambda md: all(
+            name in md.topics and len(md.topics[name].partitions) == count
+            and all(p.leader in md.brokers for p in md.topics[name].partitions.values())
+            for name, count in ((compacted, 3), (plain, 2))
+        ),
+        ck.KafkaException,
+    )  # fmt: skip
     clientlib.emit(
         "metadata",
         brokers=len(metadata.brokers),
@@ -59,7 +96,11 @@ def topics_and_configs(admin, ck, ck_admin, compacted, plain):
             for name in (compacted, plain)
         },
     )
-    described = results(admin.describe_topics(ck.TopicCollection([compacted, plain])))
+    described = settled(
+        lambda: results(admin.describe_topics(ck.TopicCollection([compacted, plain]))),
+        lambda topics: True,
+        ck.KafkaException,
+    )
     clientlib.emit(
         "described_topics",
         topics={
@@ -72,7 +113,8 @@ def topics_and_configs(admin, ck, ck_admin, compacted, plain):
             for name, t in described.items()
         },
     )
-    clientlib.emit("configs", topic=compacted, configs=configs(admin, ck_admin, compacted))
+    shown = configs(admin, ck, ck_admin, compacted, "cleanup.policy", "compact")
+    clientlib.emit("configs", topic=compacted, configs=shown)
 
     # Only the named entries change; the others keep their values.
     incremental = ck_admin.ConfigResource(
@@ -88,16 +130,24 @@ def topics_and_configs(admin, ck, ck_admin, compacted, plain):
         "incremental_altered",
         results=list(results(admin.incremental_alter_configs([incremental])).values()),
     )
-    clientlib.emit("configs", topic=compacted, configs=configs(admin, ck_admin, compacted))
+    shown = configs(admin, ck, ck_admin, compacted, "retention.ms", "3600000")
+    clientlib.emit("configs", topic=compacted, configs=shown)
 
     # alter_configs replaces the resource's whole dynamic config with what is set.
     whole = ck_admin.ConfigResource("topic", plain)
     whole.set_config("max.message.bytes", "65536")
     clientlib.emit("altered", results=list(results(admin.alter_configs([whole])).values()))
-    clientlib.emit("configs", topic=plain, configs=configs(admin, ck_admin, plain))
+    shown = configs(admin, ck, ck_admin, plain, "max.message.bytes", "65536")
+    clientlib.emit("configs", topic=plain, configs=shown)
 
     grown = admin.create_partitions([ck_admin.NewPartitions(plain, 4)], validate_only=False)
     clientlib.emit("partitions_created", results=list(results(grown).values()))
+    metadata = settled(
+        lambda: admin.list_topics(plain, timeout=10),
+        lambda md: len(md.topics[plain].partitions) == 4,
+        ck.KafkaException,
+    )
+    clientlib.emit("partitions", topic=plain, count=len(metadata.topics[plain].partitions))
 
 
 def groups(admin, ck, group, topic):
