@@ -385,7 +385,8 @@ class Consumer:
             }
         valid = {tp: offset for tp, offset in chosen.items() if offset >= 0}
         if not valid:
-            return self._nothing_to_commit(chosen, asynchronous)
+            self._nothing_to_commit(chosen, asynchronous)
+            return None
         if asynchronous:
             self._call(self._consumer.commit_async, valid)
             return None
@@ -399,7 +400,6 @@ class Consumer:
         on_commit = self._on_commit
         if on_commit is not None:
             self._served.put(on_commit, error, _tps(chosen))
-        return None
 
     def store_offsets(self, message: Any = None, offsets: Any = None) -> None:
         """Store the offset after ``message``, or ``offsets``, for the next

@@ -103,7 +103,15 @@ class AIOProducer(_Executing):
                 continue
 
     async def produce(
-        self, topic: str, value: Any = None, key: Any = None, *args: Any, **kwargs: Any
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+        callback: Any = None,
     ) -> asyncio.Future[Any]:
         """Queue a record; the future resolves to its delivered ``Message``.
 
@@ -113,7 +121,7 @@ class AIOProducer(_Executing):
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        given = kwargs.pop("on_delivery", None) or kwargs.pop("callback", None)
+        given = on_delivery or callback
 
         def settle(err: Any, msg: Any) -> None:
             if future.done():
@@ -128,7 +136,9 @@ class AIOProducer(_Executing):
             if given is not None:
                 given(err, msg)
 
-        self._client.produce(topic, value, key, *args, on_delivery=report, **kwargs)
+        self._client.produce(
+            topic, value, key, partition, report, timestamp=timestamp, headers=headers
+        )
         return future
 
     flush = _forward("flush")
