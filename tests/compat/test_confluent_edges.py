@@ -71,7 +71,7 @@ def configs(api: str) -> list[tuple[str, str]]:
         (({"bootstrap.servers": bs, "log.thread.name": True},), {}),
         (({"bootstrap.servers": None},), {}),
     ]:
-        made.append(outcome(lambda: ck.Producer(*args, **kwargs).__class__.__name__))
+        made.append(outcome(lambda a=args, k=kwargs: type(ck.Producer(*a, **k)).__name__))
     made.append(outcome(lambda: ck.Consumer({"bootstrap.servers": bs})))
     return made
 
@@ -94,7 +94,7 @@ def test_default_topic_config_wins_over_the_top_level() -> None:
             }
         )
         started = time.monotonic()
-        producer.produce("t", b"v", on_delivery=lambda err, msg: reports.append(err.code()))
+        producer.produce("t", b"v", on_delivery=lambda err, msg, r=reports: r.append(err.code()))
         producer.flush(30)
         assert reports == [-192], api
         assert time.monotonic() - started < 30, api
@@ -114,9 +114,7 @@ def test_headers_are_checked_as_confluent_kafka_checks_them() -> None:
 
 def batch(api: str) -> dict[str, Any]:
     ck = importlib.import_module(api)
-    producer = ck.Producer(
-        {"bootstrap.servers": dead_address(), "queue.buffering.max.messages": 3}
-    )
+    producer = ck.Producer({"bootstrap.servers": dead_address(), "queue.buffering.max.messages": 3})
     out: dict[str, Any] = {}
     bad = [{"value": b"good"}, "not a dict", {"value": b"good2"}]
     out["not a dict"] = (outcome(lambda: producer.produce_batch("t", bad)), len(producer))
@@ -168,7 +166,9 @@ def purge(api: str) -> list[Any]:
 
 
 def test_purge_reports_the_queued_records_purged() -> None:
-    assert purge("trafka.compat.confluent") == purge("confluent_kafka") == [[], [], [PURGE_QUEUE], 0]
+    assert (
+        purge("trafka.compat.confluent") == purge("confluent_kafka") == [[], [], [PURGE_QUEUE], 0]
+    )
 
 
 def transactions(api: str) -> list[tuple[str, str, bool]]:
