@@ -46,6 +46,7 @@ from ._callbacks import (
     translate_config,
 )
 from ._errors import KafkaError, KafkaException, error_of, internal
+from ._logs import queue_logs
 from ._types import (
     OFFSET_BEGINNING,
     OFFSET_END,
@@ -224,6 +225,7 @@ class Consumer:
         _heartbeat_within_session(conf)
         self._served = Served()
         self._pending = self._served.pending
+        queue_logs(conf, self._served, "consumer")
         on_commit = conf.pop("on_commit", None)
         self._on_commit = on_commit
         if on_commit is not None:

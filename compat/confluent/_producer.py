@@ -71,6 +71,7 @@ from ._callbacks import (
     translate_config,
 )
 from ._errors import KafkaError, KafkaException, error_of, internal
+from ._logs import queue_logs
 from ._types import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Message, TopicPartition
 
 __all__ = ["Producer"]
@@ -143,6 +144,7 @@ class Producer:
         _check_partitioner(conf.get("partitioner"))
         self._served = Served()
         self._report = None
+        queue_logs(conf, self._served, "producer")
         for name in _REPORTS:
             self._report = conf.pop(name, None) or self._report
         self._only_errors = str(conf.pop("delivery.report.only.error", False)).lower() == "true"

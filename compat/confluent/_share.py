@@ -35,15 +35,13 @@ from trafka.sdk.blocking import ShareConsumer as _BlockingShareConsumer
 
 from ._callbacks import Served, check_sasl_credentials, config_of, translate_config
 from ._errors import KafkaError, KafkaException, error_of, internal
+from ._logs import queue_logs
 from ._model import AcknowledgeType, Messages
 from ._share_support import (
     TEXT,
     ConcurrentModificationException,
     IllegalStateException,
     Owner,
-    QueuedLog,
-    client_name,
-    log_startup,
     raise_code,
     share_error_of,
 )
@@ -180,16 +178,11 @@ class ShareConsumer:
         """confluent-kafka's configuration as trafka's: the callbacks queued."""
         conf = dict(conf)
         served = self._served
-        name = client_name()
         error_cb = conf.pop("error_cb", None)
-        logger = conf.pop("logger", None)
+        queue_logs(conf, served, "share_consumer")
         out = translate_config(conf, served)
         if error_cb is not None:
             out["error_cb"] = served.wrap(error_cb, lambda exc: (share_error_of(exc),))
-        queued = None if logger is None else QueuedLog(served, logger, name)
-        if queued is not None:
-            out["logger"] = queued
-        log_startup(conf, name, queued)
         return out
 
     # -- helpers --------------------------------------------------------------------------

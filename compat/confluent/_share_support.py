@@ -22,22 +22,18 @@ Rules (confluent-kafka 2.16's, librdkafka's where they decide):
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import socket
 import threading
 from collections.abc import Iterator
-from importlib.metadata import version as _metadata_version
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from ._callbacks import Served
 from ._errors import KafkaError, KafkaException, error_of, internal
 
 __all__ = [
     "ConcurrentModificationException",
     "IllegalStateException",
     "Owner",
-    "QueuedLog",
     "raise_code",
     "share_error_of",
 ]
@@ -131,63 +127,3 @@ class Owner:
         finally:
             self._thread = None
             self._lock.release()
-
-
-_clients = itertools.count(1)
-
-
-def client_name() -> str:
-    """A name for a new share consumer's log lines, as librdkafka numbers its clients."""
-    return f"trafka#share_consumer-{next(_clients)}"
-
-
-class QueuedLog:
-    """The ``logger`` of the configuration as trafka's client sees it: each
-    line (``log(level, text)``) is queued, and the application's logger gets it
-    when a call serves the queue."""
-
-    def __init__(self, served: Served, logger: Any, name: str) -> None:
-        self._served = served
-        self._logger = logger
-        self._name = name
-
-    def log(self, level: int, text: str, facility: str = "LOG") -> None:
-        self._served.put(self._logger.log, level, f"{facility} [{self._name}] [thrd:app]: {text}")
-
-
-def startup_lines(conf: dict[str, Any], name: str) -> list[tuple[int, str, str]]:
-    """What librdkafka logs as a share consumer starts: ``INIT`` with ``debug``
-    set, ``CONFWARN`` when ``socket.timeout.ms`` is not 1 s above ``fetch.wait.max.ms``."""
-    lines: list[tuple[int, str, str]] = []
-    debug = conf.get("debug")
-    if debug:
-        lines.append(
-            (
-                logging.DEBUG,
-                "INIT",
-                f"trafka {_metadata_version('trafka')} {name} initialized (debug {debug})",
-            )
-        )
-    socket_timeout = conf.get("socket.timeout.ms")
-    wait = conf.get("fetch.wait.max.ms", conf.get("fetch.max.wait.ms", 500))
-    with contextlib.suppress(TypeError, ValueError):
-        if socket_timeout is not None and int(socket_timeout) < int(wait) + 1000:
-            lines.append(
-                (
-                    logging.WARNING,
-                    "CONFWARN",
-                    f"Configuration property `fetch.wait.max.ms` ({int(wait)}) should be set "
-                    f"lower than `socket.timeout.ms` ({int(socket_timeout)}) by at least "
-                    "1000ms to avoid blocking and timing out sub-sequent requests",
-                )
-            )
-    return lines
-
-
-def log_startup(conf: dict[str, Any], name: str, queued: QueuedLog | None) -> None:
-    """:func:`startup_lines` to the configuration's logger (queued), else to Python's logging."""
-    for level, facility, text in startup_lines(conf, name):
-        if queued is not None:
-            queued.log(level, text, facility)
-        else:
-            log.log(level, "%s [%s] [thrd:app]: %s", facility, name, text)

@@ -314,3 +314,50 @@ def test_aio_produces_and_consumes(brokerlite_peer: str) -> None:
         delivered, read = asyncio.run(run(api, topic))
         assert [d[1:] for d in delivered] == [(0, b"v0"), (1, b"v1"), (2, b"v2")], api
         assert read == delivered, api
+
+
+def ordering(api: str) -> list[Any]:
+    ck = importlib.import_module(api)
+    tps = [ck.TopicPartition(t, p, o) for t, p, o in [("b", 1, 5), ("a", 9, 0), ("b", 0, 1)]]
+    a, b = ck.TopicPartition("aa", 13), ck.TopicPartition("aa", 12, 40)
+    return [
+        [(tp.topic, tp.partition) for tp in sorted(tps)],
+        [a > b, a >= b, a < b, a <= b, a == ck.TopicPartition("aa", 13, 7)],
+        outcome(lambda: ck.TopicPartition(None)),
+    ]
+
+
+def test_topic_partitions_order_as_confluent_kafkas() -> None:
+    """By topic, then partition; the offset takes no part (confluent-kafka's)."""
+    assert ordering("trafka.compat.confluent") == ordering("confluent_kafka")
+
+
+def first_lines(api: str) -> list[bool]:
+    import io
+    import logging
+    import uuid
+
+    ck = importlib.import_module(api)
+    seen = []
+    for kind in ("Producer", "Consumer"):
+        buffer = io.StringIO()
+        logger = logging.getLogger(f"edges-{uuid.uuid4().hex[:6]}")
+        handler = logging.StreamHandler(buffer)
+        handler.setFormatter(logging.Formatter(f"{kind} | %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+        conf = {"bootstrap.servers": dead_address(), "logger": logger, "debug": "msg"}
+        if kind == "Producer":
+            client = ck.Producer(conf)
+            client.flush(0)
+        else:
+            client = ck.Consumer({**conf, "group.id": "g"})
+            client.poll(0)
+        seen.append(f"{kind} | INIT" in buffer.getvalue())
+        client.close()
+    return seen
+
+
+def test_the_logger_hears_librdkafkas_first_line_from_the_served_queue() -> None:
+    """With ``logger`` and ``debug``, the first line served is ``INIT``."""
+    assert first_lines("trafka.compat.confluent") == first_lines("confluent_kafka") == [True, True]

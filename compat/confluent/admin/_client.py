@@ -21,7 +21,6 @@ Rules:
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 import time
@@ -35,6 +34,7 @@ from trafka.sdk.config import AdminConfig, make_config
 
 from .._callbacks import Served, translate_config
 from .._errors import KafkaError, KafkaException, error_of, internal
+from .._logs import queue_logs
 from .._model import TopicCollection
 from .._types import TopicPartition
 from . import _checks as check
@@ -70,6 +70,7 @@ class AdminClient:
     def __init__(self, conf: dict[str, Any], **kwargs: Any) -> None:
         config = {**conf, **kwargs}
         self._served = Served()
+        queue_logs(config, self._served, "admin")
         translated = translate_config(config, self._served)
         self._default_s = float(config.get("socket.timeout.ms", 60000)) / 1000
         try:
@@ -81,17 +82,6 @@ class AdminClient:
             raise KafkaException(error_of(exc)) from None
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="trafka-admin-compat")
         self._closed = False
-        logger = config.get("logger")
-        if logger is not None and config.get("debug"):
-            # librdkafka's first debug line, which its log callback hands to poll().
-            self._served.put(
-                logger.log,
-                logging.DEBUG,
-                "%s [%s] %s",
-                "INIT",
-                "trafka#admin-1",
-                f"[thrd:app]: trafka admin client initialized (debug {config['debug']})",
-            )
 
     # -- the machinery -----------------------------------------------------------------------
 
