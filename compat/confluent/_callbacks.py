@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from trafka.sdk.oauth_aws import AWS_IAM, aws_iam_token_provider
+
 from ._errors import KafkaError, KafkaException, error_of, internal
 
 __all__ = ["Served", "translate_config"]
@@ -157,11 +159,22 @@ class OAuthTokens:
         self._stopped.set()
 
 
+_AWS_IAM_KEY = "sasl.oauthbearer.metadata.authentication.type"
+
+
 def translate_config(conf: dict[str, Any], served: Served) -> dict[str, Any]:
     """confluent-kafka's configuration as trafka's: its callbacks queued for
     ``poll()``; what trafka takes as it is stays."""
     out = dict(conf)
     oauth_cb = out.pop("oauth_cb", None)
+    if oauth_cb is None and out.get(_AWS_IAM_KEY) == AWS_IAM:
+        # confluent-kafka 2.16's AWS IAM tokens: its checks (ValueError,
+        # ImportError), then STS's answers serve as an oauth_cb's
+        oauth_cb = aws_iam_token_provider(
+            out.get("sasl.oauthbearer.method"),
+            out.get("sasl.oauthbearer.config"),
+            out.get("sasl.oauthbearer.extensions"),
+        )
     if oauth_cb is not None:
         try:
             tokens = OAuthTokens(oauth_cb, out.get("sasl.oauthbearer.config"))

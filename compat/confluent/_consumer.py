@@ -240,8 +240,10 @@ class Consumer:
         self._positions: dict[tuple[str, int], int] = {}
         # An error met by consume() after it had taken records: raised next.
         self._error: BaseException | None = None
+        # (translate_config's ValueError and ImportError are raised as they are)
+        translated = translate_config(conf, self._served)
         try:
-            self._consumer: Any = _Consumer(config=translate_config(conf, self._served))
+            self._consumer: Any = _Consumer(config=translated)
         except Exception as exc:
             raise KafkaException(error_of(exc)) from None
         self._getone = self._consumer.getone  # (timeout_ms)

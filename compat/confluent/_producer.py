@@ -157,10 +157,10 @@ class Producer:
         # The group of each batch that records went into, until it is served:
         # [batch, records, reports], changed only by the counts' join().
         self._groups: dict[Any, list[Any]] = {}
+        # (translate_config's ValueError and ImportError are raised as they are)
+        translated = translate_config(conf, self._served)
         try:
-            self._producer = _Producer(
-                translate_config(conf, self._served), metadata_wait="delivery.timeout.ms"
-            )
+            self._producer = _Producer(translated, metadata_wait="delivery.timeout.ms")
         except Exception as exc:
             raise KafkaException(error_of(exc)) from None
         self._send = self._producer.send

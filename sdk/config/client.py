@@ -21,10 +21,12 @@ from .values import (
     _NOT_MADE_HERE,
     _PROVIDER_SETTINGS,
     _SECURITY_PROTOCOLS,
+    ValueSpec,
     _bool,
     _check_hostname,
     _choice,
     _debug,
+    _described,
     _dotted,
     _field,
     _int,
@@ -47,6 +49,21 @@ if TYPE_CHECKING:
     from trafka.discovery import DiscoverySpec
 
 __all__ = ["ClientConfig", "components_are", "make_config"]
+
+
+@_described(ValueSpec("string", choices=("none", "aws_iam"), note="any case"))
+def _metadata_authentication(name: str, value: Any) -> str:
+    """librdkafka's ``sasl.oauthbearer.metadata.authentication.type``: ``none``
+    or ``aws_iam`` (:mod:`trafka.sdk.oauth_aws`); its ``azure_imds`` is refused."""
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text in ("none", "aws_iam"):
+        return str(text)
+    if text == "azure_imds":
+        raise ConfigError(
+            f"{name}=azure_imds (librdkafka's Azure IMDS tokens) is not supported: "
+            "pass a sasl_oauth_token_provider (or an oauth_cb) that gets the token"
+        )
+    raise ConfigError(f"{name}: invalid value {value!r}")
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,6 +124,11 @@ class ClientConfig:
             development tokens, as librdkafka makes them
             (``principal=alice scope=a,b lifeSeconds=600``).
         sasl_oauthbearer_extensions: SASL extensions, ``key=value,key=value``.
+        sasl_oauthbearer_metadata_authentication_type: ``aws_iam``, with
+            ``sasl_oauthbearer_method="oidc"``: tokens from AWS STS
+            ``GetWebIdentityToken`` (the region, audience... in
+            ``sasl_oauthbearer_config``; see :mod:`trafka.sdk.oauth_aws`, which
+            needs boto3, the ``oauthbearer-aws`` extra); ``none`` (the default).
         ssl_cafile: PEM file of the CAs to trust (default: the system's);
             librdkafka's ``ssl.ca.location``.
         ssl_certfile / ssl_keyfile / ssl_password: the client's certificate,
@@ -219,6 +241,7 @@ class ClientConfig:
     sasl_oauthbearer_client_secret: str | None = _field(None, _opt_str, secret=True)
     sasl_oauthbearer_scope: str | None = _field(None, _opt_str)
     sasl_oauthbearer_extensions: str | None = _field(None, _opt_str)
+    sasl_oauthbearer_metadata_authentication_type: str = _field("none", _metadata_authentication)
     ssl_cafile: str | None = _field(None, _opt_str, aliases=("ssl.ca.location",))
     ssl_certfile: str | None = _field(None, _opt_str, aliases=("ssl.certificate.location",))
     ssl_keyfile: str | None = _field(None, _opt_str, aliases=("ssl.key.location",))
@@ -364,6 +387,7 @@ class ClientConfig:
             self.sasl_oauthbearer_extensions,
             jaas.get("unsecuredLoginStringClaim_sub"),
             self.oauth_cb,
+            self.sasl_oauthbearer_metadata_authentication_type,
         )
         current = self.sasl_oauth_token_provider
         if current is not None and _made_from(current) in (_NOT_MADE_HERE, settings):
@@ -371,6 +395,14 @@ class ClientConfig:
         provider: Any
         if self.oauth_cb is not None:
             provider = OAuthCallbackProvider(self.oauth_cb, self.sasl_oauthbearer_config)
+        elif self.sasl_oauthbearer_metadata_authentication_type == "aws_iam":
+            from ..oauth_aws import aws_iam_token_provider
+
+            provider = aws_iam_token_provider(
+                self.sasl_oauthbearer_method,
+                self.sasl_oauthbearer_config,
+                self.sasl_oauthbearer_extensions,
+            )
         elif self.sasl_oauthbearer_method == "oidc":
             if not (self.sasl_oauthbearer_token_endpoint_url and client_id and client_secret):
                 raise ConfigError(
