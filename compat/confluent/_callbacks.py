@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from trafka.sdk.errors import ConfigError
 from trafka.sdk.oauth_aws import AWS_IAM, aws_iam_token_provider
 
 from ._errors import KafkaError, KafkaException, error_of, internal
@@ -162,19 +163,28 @@ class OAuthTokens:
 _AWS_IAM_KEY = "sasl.oauthbearer.metadata.authentication.type"
 
 
+def _aws_iam_oauth_cb(conf: dict[str, Any]) -> Callable[[str], Any]:
+    """confluent-kafka 2.16's AWS IAM tokens (``aws_iam``): its checks, a plain
+    ValueError or ImportError as it raises them (chained to nothing); then
+    STS's answers serve as an ``oauth_cb``'s."""
+    try:
+        return aws_iam_token_provider(
+            conf.get("sasl.oauthbearer.method"),
+            conf.get("sasl.oauthbearer.config"),
+            conf.get("sasl.oauthbearer.extensions"),
+        )
+    except ConfigError as exc:
+        problem = str(exc)
+    raise ValueError(problem)
+
+
 def translate_config(conf: dict[str, Any], served: Served) -> dict[str, Any]:
     """confluent-kafka's configuration as trafka's: its callbacks queued for
     ``poll()``; what trafka takes as it is stays."""
     out = dict(conf)
     oauth_cb = out.pop("oauth_cb", None)
     if oauth_cb is None and out.get(_AWS_IAM_KEY) == AWS_IAM:
-        # confluent-kafka 2.16's AWS IAM tokens: its checks (ValueError,
-        # ImportError), then STS's answers serve as an oauth_cb's
-        oauth_cb = aws_iam_token_provider(
-            out.get("sasl.oauthbearer.method"),
-            out.get("sasl.oauthbearer.config"),
-            out.get("sasl.oauthbearer.extensions"),
-        )
+        oauth_cb = _aws_iam_oauth_cb(out)
     if oauth_cb is not None:
         try:
             tokens = OAuthTokens(oauth_cb, out.get("sasl.oauthbearer.config"))
