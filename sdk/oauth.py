@@ -1,6 +1,7 @@
 """Where an OAUTHBEARER client gets its tokens (``sasl.mechanism=OAUTHBEARER``).
 
-Three sources, chosen by the configuration (:class:`~.config.ClientConfig`):
+The sources, chosen by the configuration (:class:`~.config.ClientConfig`,
+:func:`token_provider_for`):
 
 * **Your provider** (``sasl_oauth_token_provider``): a callable, or an object with
   a ``token()`` method as kafka-python's and aiokafka's ``AbstractTokenProvider``
@@ -13,6 +14,9 @@ Three sources, chosen by the configuration (:class:`~.config.ClientConfig`):
   secret, and the scope if set) to ``sasl_oauthbearer_token_endpoint_url`` and
   caches the ``access_token`` until 80% of its lifetime has passed (the
   ``expires_in`` of the answer, else the token's ``exp`` claim).
+* **AWS IAM** (``sasl_oauthbearer_metadata_authentication_type="aws_iam"``
+  with ``oidc``): tokens from AWS STS ``GetWebIdentityToken``, see
+  :mod:`.oauth_aws`.
 * **Unsecured tokens** (``enable_sasl_oauthbearer_unsecure_jwt``, librdkafka's
   development mode): :class:`UnsecuredTokenProvider` makes ``alg: none`` tokens
   from ``sasl_oauthbearer_config`` (``principal=alice scope=a,b lifeSeconds=600
@@ -47,6 +51,7 @@ __all__ = [
     "UnsecuredTokenProvider",
     "fetch_token",
     "parse_extensions",
+    "token_provider_for",
 ]
 
 # Refresh a cached token once this share of its lifetime has passed (Java's 0.8).
@@ -277,6 +282,64 @@ def _lifetime_from_claims(token: str) -> float:
         return max(1.0, float(claims["exp"]) - time.time())
     except (IndexError, ValueError, KeyError, TypeError):
         return 60.0
+
+
+def token_provider_for(
+    config: Any,
+    client_id: str | None,
+    client_secret: str | None,
+    scope: str | None,
+    jaas_principal: str | None,
+) -> Any:
+    """The token provider a client's OAUTHBEARER settings describe
+    (:class:`~.config.ClientConfig`'s ``oauth_cb``,
+    ``sasl_oauthbearer_metadata_authentication_type``, ``sasl_oauthbearer_method``,
+    ``sasl_oauthbearer_config``...), the OIDC credentials and scope being the
+    settings' or else ``sasl.jaas.config``'s, and ``jaas_principal`` its
+    ``unsecuredLoginStringClaim_sub``.
+
+    Raises:
+        ConfigError: they describe no token source, or an incomplete one.
+        ImportError: AWS IAM tokens (:mod:`.oauth_aws`) without boto3.
+    """
+    if (
+        config.oauth_cb is None
+        and config.sasl_oauthbearer_metadata_authentication_type == "aws_iam"
+    ):
+        from .oauth_aws import aws_iam_token_provider
+
+        return aws_iam_token_provider(
+            config.sasl_oauthbearer_method,
+            config.sasl_oauthbearer_config,
+            config.sasl_oauthbearer_extensions,
+        )
+    extensions = parse_extensions(config.sasl_oauthbearer_extensions)
+    if config.oauth_cb is not None:
+        return OAuthCallbackProvider(config.oauth_cb, config.sasl_oauthbearer_config)
+    if config.sasl_oauthbearer_method == "oidc":
+        if not (config.sasl_oauthbearer_token_endpoint_url and client_id and client_secret):
+            raise ConfigError(
+                "sasl.oauthbearer.method=oidc needs sasl.oauthbearer.token.endpoint.url, "
+                "sasl.oauthbearer.client.id and sasl.oauthbearer.client.secret"
+            )
+        return OidcTokenProvider(
+            config.sasl_oauthbearer_token_endpoint_url,
+            client_id,
+            client_secret,
+            scope=scope,
+            extensions=extensions,
+            timeout=config.request_timeout_ms / 1000,
+        )
+    if config.enable_sasl_oauthbearer_unsecure_jwt and config.sasl_oauthbearer_config:
+        return UnsecuredTokenProvider(config.sasl_oauthbearer_config, extensions)
+    if jaas_principal:
+        return UnsecuredTokenProvider(f"principal={jaas_principal}", extensions)
+    raise ConfigError(
+        "sasl.mechanism OAUTHBEARER needs a token source: sasl_oauth_token_provider, oauth_cb, "
+        "sasl.oauthbearer.method=oidc with a token endpoint and client credentials, "
+        "sasl.oauthbearer.metadata.authentication.type=aws_iam, "
+        "or enable.sasl.oauthbearer.unsecure.jwt with sasl.oauthbearer.config"
+    )
 
 
 async def fetch_token(provider: Any) -> tuple[str, dict[str, str]]:

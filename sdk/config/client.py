@@ -365,14 +365,8 @@ class ClientConfig:
 
     def _check_oauth(self, jaas: Mapping[str, str]) -> None:
         """Make the token provider the OAUTHBEARER settings describe (unless given)."""
-        from ..oauth import (
-            OAuthCallbackProvider,
-            OidcTokenProvider,
-            UnsecuredTokenProvider,
-            parse_extensions,
-        )
+        from ..oauth import token_provider_for
 
-        extensions = parse_extensions(self.sasl_oauthbearer_extensions)
         client_id = self.sasl_oauthbearer_client_id or jaas.get("clientId")
         client_secret = self.sasl_oauthbearer_client_secret or jaas.get("clientSecret")
         scope = self.sasl_oauthbearer_scope or jaas.get("scope")
@@ -392,43 +386,7 @@ class ClientConfig:
         current = self.sasl_oauth_token_provider
         if current is not None and _made_from(current) in (_NOT_MADE_HERE, settings):
             return  # the caller's own provider, or the one these settings made
-        provider: Any
-        if self.oauth_cb is not None:
-            provider = OAuthCallbackProvider(self.oauth_cb, self.sasl_oauthbearer_config)
-        elif self.sasl_oauthbearer_metadata_authentication_type == "aws_iam":
-            from ..oauth_aws import aws_iam_token_provider
-
-            provider = aws_iam_token_provider(
-                self.sasl_oauthbearer_method,
-                self.sasl_oauthbearer_config,
-                self.sasl_oauthbearer_extensions,
-            )
-        elif self.sasl_oauthbearer_method == "oidc":
-            if not (self.sasl_oauthbearer_token_endpoint_url and client_id and client_secret):
-                raise ConfigError(
-                    "sasl.oauthbearer.method=oidc needs sasl.oauthbearer.token.endpoint.url, "
-                    "sasl.oauthbearer.client.id and sasl.oauthbearer.client.secret"
-                )
-            provider = OidcTokenProvider(
-                self.sasl_oauthbearer_token_endpoint_url,
-                client_id,
-                client_secret,
-                scope=scope,
-                extensions=extensions,
-                timeout=self.request_timeout_ms / 1000,
-            )
-        elif self.enable_sasl_oauthbearer_unsecure_jwt and self.sasl_oauthbearer_config:
-            provider = UnsecuredTokenProvider(self.sasl_oauthbearer_config, extensions)
-        elif jaas.get("unsecuredLoginStringClaim_sub"):
-            provider = UnsecuredTokenProvider(
-                f"principal={jaas['unsecuredLoginStringClaim_sub']}", extensions
-            )
-        else:
-            raise ConfigError(
-                "sasl.mechanism OAUTHBEARER needs a token source: sasl_oauth_token_provider, oauth_cb, "
-                "sasl.oauthbearer.method=oidc with a token endpoint and client credentials, "
-                "or enable.sasl.oauthbearer.unsecure.jwt with sasl.oauthbearer.config"
-            )
+        provider = token_provider_for(self, client_id, client_secret, scope, settings[8])
         _PROVIDER_SETTINGS[provider] = settings
         object.__setattr__(self, "sasl_oauth_token_provider", provider)
 
