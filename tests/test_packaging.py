@@ -78,7 +78,7 @@ def test_the_install_lines_name_every_extra(page: str) -> None:
     extras = set(PYPROJECT["project"]["optional-dependencies"]) - {"dev"}
     text = (REPO / page).read_text()
     block = next(b for b in text.split("```sh")[1:] if "pip install" in b.split("```")[0])
-    named = set(re.findall(r"trafka\[([a-z]+)\]", block.split("```")[0]))
+    named = set(re.findall(r"trafka\[([a-z-]+)\]", block.split("```")[0]))
     assert named == extras, f"{page}'s install lines name {sorted(named)}, not {sorted(extras)}"
 
 
