@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import Any
 
 from trafka.sdk.errors import ConfigError
-from trafka.sdk.oauth_aws import AWS_IAM, aws_iam_token_provider
 
 from ._errors import KafkaError, KafkaException, error_of, internal
 
@@ -167,6 +166,8 @@ def _aws_iam_oauth_cb(conf: dict[str, Any]) -> Callable[[str], Any]:
     """confluent-kafka 2.16's AWS IAM tokens (``aws_iam``): its checks, a plain
     ValueError or ImportError as it raises them (chained to nothing); then
     STS's answers serve as an ``oauth_cb``'s."""
+    from trafka.sdk.oauth_aws import aws_iam_token_provider  # (only when asked for)
+
     try:
         return aws_iam_token_provider(
             conf.get("sasl.oauthbearer.method"),
@@ -183,7 +184,7 @@ def translate_config(conf: dict[str, Any], served: Served) -> dict[str, Any]:
     ``poll()``; what trafka takes as it is stays."""
     out = dict(conf)
     oauth_cb = out.pop("oauth_cb", None)
-    if oauth_cb is None and out.get(_AWS_IAM_KEY) == AWS_IAM:
+    if oauth_cb is None and out.get(_AWS_IAM_KEY) == "aws_iam":
         oauth_cb = _aws_iam_oauth_cb(out)
     if oauth_cb is not None:
         try:

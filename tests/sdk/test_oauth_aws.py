@@ -14,6 +14,7 @@ ImportError without boto3, and the setting in the SDK's configuration.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -264,3 +265,18 @@ def test_brokerlite_lets_the_sts_token_in(sts: FakeSts, tmp_path: Path) -> None:
         assert len(sts.requests) == 1
         with pytest.raises(AuthenticationError, match="audience"):
             anyio.run(produce, "https://elsewhere.example")
+
+
+def test_boto3_is_imported_only_when_aws_iam_is_configured() -> None:
+    code = (
+        "import sys\n"
+        "from trafka.sdk.config import ClientConfig\n"
+        "from trafka.compat.confluent import Producer\n"
+        "ClientConfig.from_dict({'security.protocol': 'SASL_PLAINTEXT', 'sasl.mechanism': "
+        "'OAUTHBEARER', 'sasl.oauthbearer.config': 'principal=a', "
+        "'enable.sasl.oauthbearer.unsecure.jwt': True})\n"
+        "Producer({'bootstrap.servers': '127.0.0.1:1'}).flush(0)\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('boto', 'trafka.sdk.oauth_aws'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
