@@ -50,8 +50,9 @@ GAPS: dict[tuple[str, str], str] = {
         # (partitions map to None, where confluent-kafka has PartitionMetadata)
         r"AttributeError: 'NoneType' object has no attribute 'leader'",
     ): "AdminClient.list_topics(): ClusterMetadata's partitions are None (no "
-    "PartitionMetadata: id, leader, replicas, isrs) and it has no .brokers; describe_topics, describe_configs, incremental_alter_configs, "
-    "alter_configs, the group calls and describe_cluster are missing from AdminClient",
+    "PartitionMetadata: id, leader, replicas, isrs) and it has no .brokers; "
+    "describe_topics, describe_configs, incremental_alter_configs, alter_configs, "
+    "the group calls and describe_cluster are missing from AdminClient",
     (
         "lag",
         r"AttributeError: 'Consumer' object has no attribute 'list_topics'",
@@ -107,11 +108,9 @@ def peer(request: pytest.FixtureRequest, registry_broker: RunningBroker) -> Targ
 # -- running the services ------------------------------------------------------------------
 
 
-class Run(NamedTuple):
-    """One service's run: its observations by event, names replaced."""
-
-    events: dict[str, dict[str, Any]]
-    names: dict[str, str]
+#: A service's run: its observations by event (a repeated event's second is
+#: ``"<event>#2"``...), names replaced by placeholders.
+Events = dict[str, dict[str, Any]]
 
 
 def names_for(service: str, lib: str, *roles: str) -> dict[str, str]:
@@ -122,7 +121,7 @@ def names_for(service: str, lib: str, *roles: str) -> dict[str, str]:
 
 def run_service(
     script: str, lib: str, target: Target, names: dict[str, str], *args: str, gap: str = ""
-) -> Run:
+) -> Events:
     """Run ``examples/confluent/<script>.py --lib <lib>`` to its end; its JSON
     lines by event, each name replaced by ``<role>``. A drop-in run that fails
     with the known gap ``gap`` (a key of :data:`GAPS`) is an xfail."""
@@ -137,14 +136,14 @@ def run_service(
     text = done.stdout
     for role, name in sorted(names.items(), key=lambda item: -len(item[1])):
         text = text.replace(name, f"<{role}>")
-    events: dict[str, dict[str, Any]] = {}
+    events: Events = {}
     for line in text.splitlines():
         event = json.loads(line)
         name = base = event.pop("event")
         while name in events:  # the second "configs" is "configs#2"...
             name = f"{base}#{int(name.partition('#')[2] or 1) + 1}"
         events[name] = event
-    return Run(events, names)
+    return events
 
 
 def make_topics(target: Target, *topics: tuple[str, int]) -> None:
@@ -236,14 +235,14 @@ def test_producer_service(peer: Target) -> None:
         names = names_for("producer", lib, "topic")
         make_topics(peer, (names["topic"], 3))
         runs[lib] = run_service("producer", lib, peer, names, "-t", names["topic"], "-n", "30")
-        reported = runs[lib].events["delivered"]["records"]
+        reported = runs[lib]["delivered"]["records"]
         held = read_back(peer, names["topic"])
         assert [r[:4] + r[5:] for r in held] == [r[:4] + r[5][1:] for r in reported]
         assert len(held) == 30 and sum(1 for r in held if r[4]) == 10
-        assert runs[lib].events["flushed"] == {"left": 0, "queued": 0}
-        assert runs[lib].events["failed"] == {"errors": []}
+        assert runs[lib]["flushed"] == {"left": 0, "queued": 0}
+        assert runs[lib]["failed"] == {"errors": []}
 
-    theirs, ours = runs["confluent"].events, runs["trafka"].events
+    theirs, ours = runs["confluent"], runs["trafka"]
 
     def without_headers(events: dict[str, Any]) -> list[Any]:
         return [r[:4] + r[5:] for r in events["delivered"]["records"]]
@@ -273,14 +272,14 @@ def test_consumer_service(peer: Target) -> None:
             "-t", names["topic"], "-g", names["group"], "-n", str(len(records)),
         )  # fmt: skip
         held = read_back(peer, names["topic"])
-        events = runs[lib].events
+        events = runs[lib]
         assert events["records"]["records"] == [r[:4] for r in held]
         ends = [[p, 1 + max(r[1] for r in held if r[0] == p)] for p in range(3)]
         assert events["committed"]["partitions"] == ends == events["positions"]["partitions"]
         assert committed_offsets(peer, names["group"]) == ends
         assert events["assigned"] == {"partitions": [[p, -1001] for p in range(3)]}
 
-    theirs, ours = runs["confluent"].events, runs["trafka"].events
+    theirs, ours = runs["confluent"], runs["trafka"]
     final = {k: v for k, v in theirs.items() if k != "final_commit"}
     assert {k: v for k, v in ours.items() if k != "final_commit"} == final
     if ours["final_commit"] != theirs["final_commit"]:
@@ -311,12 +310,12 @@ def test_lag_service(peer: Target) -> None:
         runs[lib] = run_service(
             "lag", lib, peer, names, "-t", names["topic"], "-g", names["group"], gap="lag"
         )
-        events = runs[lib].events
+        events = runs[lib]
         assert events["lag"]["partitions"] == [
             [p, given.get(p), 0, ends[p], ends[p] - given.get(p, 0)] for p in range(3)
         ]
         assert events["unread"]["records"] == [r[:4] for r in held if r[1] >= given.get(r[0], 0)]
-    assert runs["trafka"].events == runs["confluent"].events
+    assert runs["trafka"] == runs["confluent"]
 
 
 def test_admin_service(peer: Target) -> None:
@@ -338,7 +337,7 @@ def test_admin_service(peer: Target) -> None:
                 assert time.monotonic() < deadline, f"{gone} still listed after 30 s"
                 time.sleep(0.1)
             assert names["group"] not in {g.group_id for g in admin.list_groups()}
-        events = runs[lib].events
+        events = runs[lib]
         assert events["configs"]["configs"]["cleanup.policy"][:2] == [
             "compact", "DYNAMIC_TOPIC_CONFIG",
         ]  # fmt: skip
@@ -348,7 +347,7 @@ def test_admin_service(peer: Target) -> None:
         assert events["configs#3"]["configs"]["max.message.bytes"][0] == "65536"
         assert events["partitions"]["count"] == 4
         assert events["group_offsets"]["offsets"] == [[True, 0, 5], [True, 2, 7]]
-    assert runs["trafka"].events == runs["confluent"].events
+    assert runs["trafka"] == runs["confluent"]
 
 
 @pytest.mark.parametrize("fmt", ["avro", "protobuf", "json"])
@@ -366,7 +365,7 @@ def test_serdes_service(peer: Target, fmt: str) -> None:
             "-t", names["topic"], "-g", names["group"], "-n", "6",
             gap=f"serdes-{fmt}",
         )  # fmt: skip
-        events = runs[lib].events
+        events = runs[lib]
         assert events["flushed"] == {"left": 0}
         assert events["registered"]["version"] == 1
         assert events["books_by_hand"] == events["books"]
@@ -378,7 +377,7 @@ def test_serdes_service(peer: Target, fmt: str) -> None:
         # Confluent's framing: magic byte 0, then the subject's schema id (big-endian)
         framed = {r[3][:5] for r in held}
         assert len(held) == 6 and framed == {b"\x00" + schema_id.to_bytes(4, "big")}
-    assert runs["trafka"].events == runs["confluent"].events
+    assert runs["trafka"] == runs["confluent"]
 
 
 def test_transactions_service(peer: Target) -> None:
@@ -398,7 +397,7 @@ def test_transactions_service(peer: Target) -> None:
             "-i", names["input"], "-o", names["output"], "-g", names["group"],
             "--transactional-id", names["txn"], "--per-transaction", "5",
         )  # fmt: skip
-        events = runs[lib].events
+        events = runs[lib]
         assert events["transactions"] == {"sizes": [5, 5, 2]}
         assert events["committed"]["partitions"] == [[0, 12]]
         assert committed_offsets(peer, names["group"]) == [[0, 12]]
@@ -408,15 +407,15 @@ def test_transactions_service(peer: Target) -> None:
         assert [r[:4] for r in committed] == delivered
         everything = read_back(peer, names["output"], "read_uncommitted")
         assert [r[3] for r in everything if r[2] == "aborted"] == ["never seen"]
-    assert runs["trafka"].events == runs["confluent"].events
+    assert runs["trafka"] == runs["confluent"]
 
 
 # -- asyncio --------------------------------------------------------------------------------
 
-_aio_runs: dict[str, Run] = {}
+_aio_runs: dict[str, Events] = {}
 
 
-def aio_run(peer: Target, lib: str) -> Run:
+def aio_run(peer: Target, lib: str) -> Events:
     """The asyncio service's run on ``lib``, checked against the broker."""
     names = names_for("aio", lib, "topic", "group", "txn")
     make_topics(peer, (names["topic"], 3))
@@ -425,10 +424,10 @@ def aio_run(peer: Target, lib: str) -> Run:
         "-t", names["topic"], "-g", names["group"], "--transactional-id", names["txn"], "-n", "20",
     )  # fmt: skip
     held = read_back(peer, names["topic"])
-    assert [r[:4] for r in held] == run.events["delivered"]["records"]
-    assert run.events["records"]["records"] == run.events["delivered"]["records"]
+    assert [r[:4] for r in held] == run["delivered"]["records"]
+    assert run["records"]["records"] == run["delivered"]["records"]
     ends = [[p, 1 + max(r[1] for r in held if r[0] == p)] for p in range(3)]
-    assert run.events["commit"]["partitions"] == ends == run.events["committed"]["partitions"]
+    assert run["commit"]["partitions"] == ends == run["committed"]["partitions"]
     assert committed_offsets(peer, names["group"]) == ends
     return run
 
@@ -444,4 +443,4 @@ def test_aio_service_on_the_drop_in(peer: Target) -> None:
     """The same on ``trafka.compat.confluent.aio``, with the same answers."""
     pytest.importorskip("trafka.compat.confluent.aio")
     theirs = _aio_runs.get(peer.name) or aio_run(peer, "confluent")
-    assert aio_run(peer, "trafka").events == theirs.events
+    assert aio_run(peer, "trafka") == theirs
