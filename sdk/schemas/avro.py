@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError
@@ -14,7 +14,7 @@ from .framing import SchemaRef
 from .serde import SchemaDeserializer, SchemaSerializer, _bool
 from .types import MissingExtraError, RegisteredSchema, Schema
 
-__all__ = ["AvroDeserializer", "AvroSerializer"]
+__all__ = ["AvroDeserializer", "AvroSerializer", "avro_decode", "avro_encode", "parse_avro"]
 
 
 def _fastavro() -> Any:
@@ -25,13 +25,49 @@ def _fastavro() -> Any:
     return fastavro
 
 
-def _parse(serde: Any, schema: Schema) -> Any:
-    """``schema`` parsed by fastavro, with the named types of its references."""
+def parse_avro(schema_str: str, referenced: Iterable[str] = ()) -> Any:
+    """``schema_str`` parsed by fastavro, after the schemas it references (their
+    text, depth first), whose named types it may use."""
     fastavro = _fastavro()
     named: dict[str, Any] = {}
-    for _, referenced in serde.referenced_schemas(schema):
-        fastavro.parse_schema(json.loads(referenced.schema_str), named_schemas=named)
-    return fastavro.parse_schema(json.loads(schema.schema_str), named_schemas=named)
+    for text in referenced:
+        fastavro.parse_schema(json.loads(text), named_schemas=named)
+    return fastavro.parse_schema(json.loads(schema_str), named_schemas=named)
+
+
+def avro_encode(
+    writer: Any, obj: Any, strict: bool = False, strict_allow_default: bool = False
+) -> bytes:
+    """``obj`` in Avro's binary encoding of ``writer`` (a parsed schema), as
+    fastavro's schemaless writer writes it.
+
+    Raises:
+        ValueError, TypeError: ``obj`` does not match the schema.
+    """
+    buf = io.BytesIO()
+    _fastavro().schemaless_writer(
+        buf, writer, obj, strict=strict, strict_allow_default=strict_allow_default
+    )
+    return buf.getvalue()
+
+
+def avro_decode(
+    payload: bytes | memoryview,
+    writer: Any,
+    reader: Any = None,
+    return_record_name: bool = False,
+) -> Any:
+    """The value ``payload`` encodes with ``writer``, resolved to ``reader``
+    (Avro's schema evolution) when given."""
+    return _fastavro().schemaless_reader(
+        io.BytesIO(payload), writer, reader, return_record_name=return_record_name
+    )
+
+
+def _parse(serde: Any, schema: Schema) -> Any:
+    """``schema`` parsed by fastavro, with the named types of its references."""
+    referenced = [s.schema_str for _, s in serde.referenced_schemas(schema)]
+    return parse_avro(schema.schema_str, referenced)
 
 
 def _full_name(parsed: Any) -> str | None:
@@ -90,9 +126,7 @@ class AvroSerializer(SchemaSerializer):
     def _encode(self, obj: Any, writer: Any, ctx: Any) -> tuple[bytes, None]:
         if self.to_dict is not None:
             obj = self.to_dict(obj, ctx)
-        buf = io.BytesIO()
-        _fastavro().schemaless_writer(buf, writer, obj, strict=self.strict)
-        return buf.getvalue(), None
+        return avro_encode(writer, obj, self.strict), None
 
 
 class AvroDeserializer(SchemaDeserializer):
@@ -126,10 +160,7 @@ class AvroDeserializer(SchemaDeserializer):
         return _parse(self, schema)
 
     def _decode(self, payload: memoryview, reader: Any, ref: SchemaRef, ctx: Any) -> Any:
-        buf = io.BytesIO(payload)
-        obj = _fastavro().schemaless_reader(
-            buf, reader, self._reader_schema, return_record_name=self.return_record_name
-        )
+        obj = avro_decode(payload, reader, self._reader_schema, self.return_record_name)
         if self.from_dict is not None:
             obj = self.from_dict(obj, ctx)
         return obj

@@ -5,7 +5,7 @@ through schema references (the reference's name is the URL ``$ref`` uses)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError
@@ -13,7 +13,7 @@ from .framing import SchemaRef
 from .serde import SchemaDeserializer, SchemaSerializer
 from .types import MissingExtraError, RegisteredSchema, Schema
 
-__all__ = ["JSONDeserializer", "JSONSerializer"]
+__all__ = ["JSONDeserializer", "JSONSerializer", "json_check", "json_validator"]
 
 
 def _jsonschema() -> Any:
@@ -29,16 +29,27 @@ def _jsonschema() -> Any:
 
 def _validator(serde: Any, schema: Schema) -> Any:
     """A validator of ``schema`` whose ``$ref`` resolve to its references."""
+    referenced = [(name, s.schema_str) for name, s in serde.referenced_schemas(schema)]
+    return json_validator(schema.schema_str, referenced)
+
+
+def json_validator(schema_str: str, referenced: Iterable[tuple[str, str]] = ()) -> Any:
+    """``(validator, schema document)`` of ``schema_str``, whose ``$ref`` resolve
+    to ``referenced`` (each ``(the URL $ref names, its schema text)``).
+
+    Raises:
+        jsonschema.SchemaError: ``schema_str`` is not a valid JSON Schema.
+    """
     jsonschema, referencing = _jsonschema()
-    doc = json.loads(schema.schema_str)
+    doc = json.loads(schema_str)
     resources = [
         (
             name,
             referencing.Resource.from_contents(
-                json.loads(s.schema_str), default_specification=referencing.jsonschema.DRAFT7
+                json.loads(text), default_specification=referencing.jsonschema.DRAFT7
             ),
         )
-        for name, s in serde.referenced_schemas(schema)
+        for name, text in referenced
     ]
     registry = referencing.Registry().with_resources(resources)
     cls = jsonschema.validators.validator_for(doc, default=jsonschema.Draft7Validator)
@@ -100,6 +111,11 @@ class JSONSerializer(SchemaSerializer):
         if self.validate:
             _check(writer[0], obj)
         return _encode(obj), None
+
+
+def json_check(validator: Any, value: Any) -> None:
+    """Raise ValueError naming where ``value`` first breaks ``validator``'s schema."""
+    _check(validator, value)
 
 
 def _check(validator: Any, value: Any) -> None:

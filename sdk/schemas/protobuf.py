@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError
@@ -30,7 +30,14 @@ from .proto_text import parse_proto, render_proto
 from .serde import SchemaDeserializer, SchemaSerializer
 from .types import MissingExtraError, RegisteredSchema, Schema, SchemaReference
 
-__all__ = ["ProtobufDeserializer", "ProtobufSerializer", "message_indexes"]
+__all__ = [
+    "ProtobufDeserializer",
+    "ProtobufSerializer",
+    "build_file_descriptor",
+    "find_message",
+    "message_indexes",
+    "proto_file_text",
+]
 
 
 def _protobuf() -> Any:
@@ -59,6 +66,44 @@ def message_indexes(descriptor: Any) -> tuple[int, ...]:
     top = list(d.file.message_types_by_name)
     path.append(top.index(d.name))
     return tuple(reversed(path))
+
+
+def proto_file_text(file_descriptor: Any) -> str:
+    """The .proto text of a generated file (what the serializer registers)."""
+    return render_proto(_file_proto(file_descriptor))
+
+
+def build_file_descriptor(schema_str: str, referenced: Iterable[tuple[str, str]] = ()) -> Any:
+    """The ``FileDescriptor`` of a registered schema (.proto text, or base64 of
+    a serialized descriptor), built in a pool of its own after the files it
+    imports: ``referenced`` is ``(file name, schema text)``, depth first; the
+    ``google/protobuf/`` files come from protobuf's own pool."""
+    _, descriptor_pool, _ = _protobuf()
+    pool = descriptor_pool.DescriptorPool()
+    added: set[str] = set()
+
+    def add(name: str, text: str | None) -> Any:
+        if name in added:
+            return None
+        added.add(name)
+        fdp = _known_file(name) if text is None else _to_file_proto(text, name)
+        for dep in fdp.dependency:
+            if _known(dep):
+                add(dep, None)
+        return pool.Add(fdp)
+
+    for ref_name, ref_text in referenced:
+        add(ref_name, ref_text)
+    return add("registered.proto", schema_str)
+
+
+def find_message(file_descriptor: Any, indexes: Sequence[int]) -> Any:
+    """The message descriptor ``indexes`` name in a file (see :mod:`.framing`).
+
+    Raises:
+        ValueError: the file has no such message.
+    """
+    return _find(file_descriptor, tuple(indexes))
 
 
 def _known(name: str) -> bool:
@@ -120,7 +165,7 @@ class ProtobufSerializer(SchemaSerializer):
                 self.registry.register_schema(subject, schema, self.normalize)
             version = self.registry.lookup_schema(subject, schema, self.normalize).version
             refs.append(SchemaReference(dep.name, subject, int(version)))
-        return Schema(render_proto(_file_proto(file_descriptor)), "PROTOBUF", tuple(refs))
+        return Schema(proto_file_text(file_descriptor), "PROTOBUF", tuple(refs))
 
     def _record_name(self, obj: Any) -> str | None:
         return str(self.msg_type.DESCRIPTOR.full_name)
@@ -173,24 +218,8 @@ class ProtobufDeserializer(SchemaDeserializer):
     def file_descriptor(self, schema: Schema) -> Any:
         """The ``FileDescriptor`` of a registered schema, built with the files
         its references name in a pool of its own."""
-        _, descriptor_pool, _ = _protobuf()
-        pool = descriptor_pool.DescriptorPool()
-        added: set[str] = set()
-
-        def add(name: str, s: Schema | None) -> Any:
-            if name in added:
-                return None
-            added.add(name)
-            # (None: a well-known file, from protobuf's own pool)
-            fdp = _known_file(name) if s is None else _to_file_proto(s.schema_str, name)
-            for dep in fdp.dependency:
-                if _known(dep):
-                    add(dep, None)
-            return pool.Add(fdp)
-
-        for ref_name, referenced in self.referenced_schemas(schema):
-            add(ref_name, referenced)
-        return add("registered.proto", schema)
+        referenced = [(n, s.schema_str) for n, s in self.referenced_schemas(schema)]
+        return build_file_descriptor(schema.schema_str, referenced)
 
     def message_class(self, schema: Schema, name: str | None = None) -> Any:
         """A dynamic message class of a registered schema, without generated code

@@ -299,16 +299,25 @@ def test_deserializing_consumer_raises_value_deserialization_error(brokerlite_pe
 
 
 def test_the_registry_serdes_raise_confluent_kafkas_serialization_error() -> None:
-    """A record the Avro schema refuses fails before the registry is asked."""
+    """A record the Avro schema refuses: confluent-kafka's serializer raises
+    fastavro's TypeError; the drop-in's error is that and a SerializationError
+    (a KafkaException), so code catching either works."""
+    from trafka.compat.confluent.schema_registry import Schema
     from trafka.compat.confluent.schema_registry.avro import AvroSerializer
 
     schema = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "int"}]}
+
+    class Registry:  # what use.schema.id asks of a client
+        def get_schema(self, schema_id: int, subject: Any = None, fmt: Any = None) -> Any:
+            return Schema(json.dumps(schema), "AVRO")
+
     serializer = AvroSerializer(
-        {"url": "http://127.0.0.1:9"}, json.dumps(schema), conf={"use.schema.id": 1}
+        Registry(), json.dumps(schema), conf={"use.schema.id": 1, "auto.register.schemas": False}
     )
     with pytest.raises(ours.serialization.SerializationError) as caught:
         serializer({"n": "not an int"}, ours.serialization.SerializationContext("t", "value"))
     assert isinstance(caught.value, ours.KafkaException)
+    assert isinstance(caught.value, TypeError)  # (fastavro's, as confluent-kafka raises it)
     assert isinstance(serializer, ours.serialization.Serializer)
 
 

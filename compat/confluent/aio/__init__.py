@@ -1,0 +1,220 @@
+"""confluent-kafka's asyncio clients (``confluent_kafka.aio``) over the drop-in's
+producer and consumer.
+
+Rules:
+
+* Every call is a coroutine. A call that may wait (``flush``, ``poll``,
+  ``consume``, ``commit``, the transaction calls, ``close``...) runs the
+  drop-in client's call in a thread of the client's executor (its own, or the
+  one given), so the event loop never blocks; ``AIOConsumer``'s calls run one
+  at a time, in the order made, as a consumer's must.
+* ``AIOProducer.produce()`` queues the record at once (it never waits for
+  I/O) and returns an :class:`asyncio.Future` that resolves to the delivered
+  ``Message``, or fails with :class:`KafkaException` carrying its delivery
+  error: ``msg = await (await producer.produce(topic, value))``. The delivery
+  reports are served by a thread of the producer's, so no ``poll()`` is
+  needed; a report also goes to the ``on_delivery`` given, if any.
+* The configuration's callbacks (``error_cb``, ``stats_cb``, ``oauth_cb``...)
+  are the drop-in's: served by that thread (the producer's) or by the
+  consumer's calls.
+* ``batch_size`` and ``buffer_timeout`` are taken for confluent-kafka's
+  signature; trafka's producer batches by ``linger.ms`` and ``batch.size``
+  itself, so records are not held back by a buffer of this module's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import threading
+from typing import Any
+
+from .._consumer import Consumer
+from .._errors import KafkaException
+from .._producer import Producer
+
+__all__ = ["AIOConsumer", "AIOProducer"]
+
+
+class _Executing:
+    """A drop-in client's calls run in an executor's threads."""
+
+    def __init__(self, executor: concurrent.futures.Executor | None, max_workers: int) -> None:
+        self._own = executor is None
+        self._executor = executor or concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_workers, thread_name_prefix="trafka-aio"
+        )
+
+    async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
+    def _shutdown(self) -> None:
+        if self._own:
+            self._executor.shutdown(wait=False)
+
+
+def _forward(name: str, *, serial: bool = False) -> Any:
+    """An ``async def name(*args, **kwargs)`` running the drop-in client's ``name``."""
+
+    async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        fn = getattr(self._client, name)
+        if serial:
+            async with self._serial:
+                return await self._run(fn, *args, **kwargs)
+        return await self._run(fn, *args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"``{name}()`` of the drop-in client, in the executor."
+    return call
+
+
+class AIOProducer(_Executing):
+    """confluent-kafka's ``AIOProducer(producer_conf, max_workers=4,
+    executor=None, batch_size=1000, buffer_timeout=1.0)``."""
+
+    def __init__(
+        self,
+        producer_conf: dict[str, Any],
+        max_workers: int = 4,
+        executor: concurrent.futures.Executor | None = None,
+        batch_size: int = 1000,
+        buffer_timeout: float = 1.0,
+    ) -> None:
+        if not isinstance(producer_conf, dict):
+            raise TypeError("expected configuration dict")
+        super().__init__(executor, max_workers)
+        self._client = Producer(producer_conf)
+        self._closing = threading.Event()
+        self._server = threading.Thread(
+            target=self._serve_reports, name="trafka-aio-producer", daemon=True
+        )
+        self._server.start()
+
+    def _serve_reports(self) -> None:
+        client = self._client
+        while not self._closing.is_set():
+            try:
+                client.poll(0.1)
+            except RuntimeError:
+                return  # closed
+            except Exception:  # a callback of the application's raised: it is its to log
+                continue
+
+    async def produce(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        on_delivery: Any = None,
+        timestamp: int = 0,
+        headers: Any = None,
+        callback: Any = None,
+    ) -> asyncio.Future[Any]:
+        """Queue a record; the future resolves to its delivered ``Message``.
+
+        Raises:
+            BufferError: ``queue.buffering.max.messages`` records await their report.
+            KafkaException, TypeError: the record was refused.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        given = on_delivery or callback
+
+        def settle(err: Any, msg: Any) -> None:
+            if future.done():
+                return
+            if err is not None:
+                future.set_exception(KafkaException(err))
+            else:
+                future.set_result(msg)
+
+        def report(err: Any, msg: Any) -> None:
+            loop.call_soon_threadsafe(settle, err, msg)
+            if given is not None:
+                given(err, msg)
+
+        self._client.produce(
+            topic, value, key, partition, report, timestamp=timestamp, headers=headers
+        )
+        return future
+
+    flush = _forward("flush")
+    purge = _forward("purge")
+    list_topics = _forward("list_topics")
+    init_transactions = _forward("init_transactions")
+    begin_transaction = _forward("begin_transaction")
+    commit_transaction = _forward("commit_transaction")
+    abort_transaction = _forward("abort_transaction")
+    send_offsets_to_transaction = _forward("send_offsets_to_transaction")
+    set_sasl_credentials = _forward("set_sasl_credentials")
+
+    async def poll(self, timeout: float = 0, *args: Any, **kwargs: Any) -> int:
+        """Reports are served by the producer's thread; this waits ``timeout`` s
+        for callbacks of the configuration's that are due."""
+        served: int = await self._run(self._client.poll, timeout, *args, **kwargs)
+        return served
+
+    async def close(self) -> None:
+        """Flush, then close the producer."""
+        self._closing.set()
+        await self._run(self._client.close)
+        self._shutdown()
+
+    async def __aenter__(self) -> AIOProducer:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+class AIOConsumer(_Executing):
+    """confluent-kafka's ``AIOConsumer(consumer_conf, max_workers=100, executor=None)``."""
+
+    def __init__(
+        self,
+        consumer_conf: dict[str, Any],
+        max_workers: int = 100,
+        executor: concurrent.futures.Executor | None = None,
+    ) -> None:
+        if not isinstance(consumer_conf, dict):
+            raise TypeError("expected configuration dict")
+        super().__init__(executor, max_workers)
+        self._client = Consumer(consumer_conf)
+        self._serial = asyncio.Lock()
+
+    poll = _forward("poll", serial=True)
+    consume = _forward("consume", serial=True)
+    subscribe = _forward("subscribe", serial=True)
+    unsubscribe = _forward("unsubscribe", serial=True)
+    assign = _forward("assign", serial=True)
+    unassign = _forward("unassign", serial=True)
+    incremental_assign = _forward("incremental_assign", serial=True)
+    incremental_unassign = _forward("incremental_unassign", serial=True)
+    assignment = _forward("assignment", serial=True)
+    commit = _forward("commit", serial=True)
+    committed = _forward("committed", serial=True)
+    store_offsets = _forward("store_offsets", serial=True)
+    position = _forward("position", serial=True)
+    seek = _forward("seek", serial=True)
+    pause = _forward("pause", serial=True)
+    resume = _forward("resume", serial=True)
+    get_watermark_offsets = _forward("get_watermark_offsets", serial=True)
+    offsets_for_times = _forward("offsets_for_times", serial=True)
+    list_topics = _forward("list_topics", serial=True)
+    consumer_group_metadata = _forward("consumer_group_metadata", serial=True)
+    set_sasl_credentials = _forward("set_sasl_credentials", serial=True)
+
+    async def close(self) -> None:
+        """Commit (with auto-commit), leave the group and close."""
+        async with self._serial:
+            await self._run(self._client.close)
+        self._shutdown()
+
+    async def __aenter__(self) -> AIOConsumer:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()

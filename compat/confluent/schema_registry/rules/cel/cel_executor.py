@@ -1,0 +1,104 @@
+"""confluent-kafka's ``CelExecutor``: a ``CEL`` rule's expression evaluated
+with the message bound to ``message`` (cel-python; the ``rules`` extra).
+
+Rules: a record (a dict, or a Protobuf message, seen as its fields) becomes a
+CEL map, a list a CEL list, bytes CEL bytes, numbers and strings themselves;
+a CONDITION's expression must give a bool, a TRANSFORM's result becomes the
+message (back in Python's types). Each expression is compiled once.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import threading
+from typing import Any
+
+import celpy
+from celpy import celtypes
+
+from ...common.serde import RuleContext, RuleExecutor
+from ...rule_registry import RuleRegistry
+
+__all__ = ["CelExecutor", "from_cel", "to_cel"]
+
+
+def to_cel(value: Any) -> Any:
+    """``value`` in CEL's types (see the module doc)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return celtypes.BoolType(value)
+    if isinstance(value, int):
+        return celtypes.IntType(value)
+    if isinstance(value, float | decimal.Decimal):
+        return celtypes.DoubleType(float(value))
+    if isinstance(value, str):
+        return celtypes.StringType(value)
+    if isinstance(value, bytes | bytearray):
+        return celtypes.BytesType(bytes(value))
+    if isinstance(value, datetime.datetime):
+        return celtypes.TimestampType(value)
+    if isinstance(value, dict):
+        return celtypes.MapType({celtypes.StringType(str(k)): to_cel(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return celtypes.ListType([to_cel(v) for v in value])
+    if hasattr(value, "DESCRIPTOR") and hasattr(value, "ListFields"):
+        from google.protobuf.json_format import MessageToDict
+
+        return to_cel(MessageToDict(value, preserving_proto_field_name=True))
+    return celtypes.StringType(str(value))
+
+
+def from_cel(value: Any) -> Any:
+    """A CEL value in Python's types."""
+    if isinstance(value, celtypes.BoolType):
+        return bool(value)
+    if isinstance(value, celtypes.MapType | dict):
+        return {from_cel(k): from_cel(v) for k, v in value.items()}
+    if isinstance(value, celtypes.ListType | list):
+        return [from_cel(v) for v in value]
+    kinds: tuple[Any, ...] = (bytes, str, int, float)  # (celpy's types subclass these)
+    for kind in kinds:
+        if isinstance(value, kind):
+            return kind(value)
+    return value
+
+
+class CelExecutor(RuleExecutor):
+    """Runs ``CEL`` rules; ``CelExecutor.register()`` adds it to the global rule registry."""
+
+    def __init__(self) -> None:
+        self._env = celpy.Environment()
+        self._programs: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def type(self) -> str:
+        return "CEL"
+
+    def _program(self, expr: str) -> Any:
+        with self._lock:
+            program = self._programs.get(expr)
+            if program is None:
+                program = self._programs[expr] = self._env.program(self._env.compile(expr))
+            return program
+
+    def execute(self, ctx: RuleContext, message: Any, args: dict[str, Any]) -> Any:
+        """The rule's expression evaluated with ``args`` bound (in Python's types).
+
+        Raises:
+            ValueError: the rule has no expression.
+        """
+        expr = ctx.rule.expr
+        if not expr:
+            raise ValueError("the CEL rule has no expression")
+        bound = {name: to_cel(value) for name, value in args.items()}
+        return from_cel(self._program(expr).evaluate(bound))
+
+    def transform(self, ctx: RuleContext, message: Any) -> Any:
+        return self.execute(ctx, message, {"message": message})
+
+    @classmethod
+    def register(cls) -> None:
+        """Add a CelExecutor to the global rule registry."""
+        RuleRegistry.register_rule_executor(cls())

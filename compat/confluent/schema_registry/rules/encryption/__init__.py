@@ -1,0 +1,1 @@
+"""Field-level encryption's KMS drivers (``confluent_kafka.schema_registry.rules.encryption``)."""

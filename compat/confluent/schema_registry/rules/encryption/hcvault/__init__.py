@@ -1,0 +1,1 @@
+"""HashiCorp Vault's transit engine as a KMS (``hcvault://`` key URLs)."""

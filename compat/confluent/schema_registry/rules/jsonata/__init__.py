@@ -1,0 +1,1 @@
+"""JSONata rules (``JSONATA``: a transform of a whole message), with jsonata-python."""

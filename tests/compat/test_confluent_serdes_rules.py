@@ -1,0 +1,212 @@
+"""The drop-in's serdes run a schema's domain rules as confluent-kafka 2.16's do:
+a CEL condition on write (with ``use.latest.version``) lets a record through
+or fails the serializer; a JSONata transform on read changes the record; a
+rule without an executor fails by its ``on_failure`` action; the ``NONE``
+action lets a failed rule pass. Each case runs on both sides with the same
+registry answers (a fake client: the rule sets ride on the schemas).
+Needs the ``rules`` extra (cel-python, jsonata-python)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import confluent_kafka.schema_registry as theirs
+import confluent_kafka.schema_registry.avro as theirs_avro
+import pytest
+from confluent_kafka.serialization import SerializationContext as TheirContext
+
+import trafka.compat.confluent.schema_registry as ours
+import trafka.compat.confluent.schema_registry.avro as ours_avro
+from trafka.compat.confluent.schema_registry.rule_registry import RuleRegistry
+from trafka.compat.confluent.serialization import SerializationContext
+
+pytest.importorskip("celpy")
+pytest.importorskip("jsonata")
+
+from confluent_kafka.schema_registry.rule_registry import RuleRegistry as TheirRuleRegistry
+from confluent_kafka.schema_registry.rules.cel.cel_executor import (
+    CelExecutor as TheirCel,
+)
+from confluent_kafka.schema_registry.rules.jsonata.jsonata_executor import (
+    JsonataExecutor as TheirJsonata,
+)
+
+from trafka.compat.confluent.schema_registry.rules.cel.cel_executor import CelExecutor
+from trafka.compat.confluent.schema_registry.rules.jsonata.jsonata_executor import (
+    JsonataExecutor,
+)
+
+PERSON = json.dumps(
+    {
+        "type": "record",
+        "name": "Person",
+        "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int"}],
+    }
+)
+
+
+def _rule(kind: str, mode: str, rule_type: str, expr: str, on_failure: str | None = None) -> Any:
+    """A rule (confluent-kafka's model: the drop-in's serdes read a rule by its attributes)."""
+    return theirs.Rule(
+        "r1",
+        None,
+        theirs.RuleKind(kind),
+        theirs.RuleMode(mode),
+        rule_type,
+        None,
+        None,
+        expr,
+        None,
+        on_failure,
+        None,
+    )
+
+
+class _Registry:
+    """Answers ``get_latest_version`` and ``get_schema`` with a schema carrying ``rules``."""
+
+    def __init__(self, api: Any, rules: list[Any]) -> None:
+        rule_set = theirs.RuleSet(None, rules)
+        if api is theirs:
+            self.schema = theirs.Schema(PERSON, "AVRO", [], None, rule_set)
+        else:
+            self.schema = _OurSchema(PERSON, rule_set)
+        self.api = api
+
+    def get_latest_version(self, subject: str, fmt: Any = None) -> Any:
+        if self.api is theirs:
+            return theirs.RegisteredSchema(subject, 1, 9, None, self.schema)
+        return ours.RegisteredSchema(
+            schema_id=9, guid=None, schema=self.schema, subject=subject, version=1
+        )
+
+    def get_schema(self, schema_id: int, subject: Any = None, fmt: Any = None) -> Any:
+        return self.schema
+
+    def config(self) -> dict[str, Any]:
+        return {}
+
+
+class _OurSchema:
+    """A schema with a rule set, as the drop-in's client returns one."""
+
+    def __init__(self, text: str, rule_set: Any) -> None:
+        self.schema_str, self.schema_type, self.references, self.rule_set = (
+            text,
+            "AVRO",
+            [],
+            rule_set,
+        )
+
+
+def _both(rules: list[Any], record: dict[str, Any], write: bool) -> list[Any]:
+    """What each side gives for ``record`` (written, or written then read)."""
+    out = []
+    for api in (ours, theirs):
+        registry = _Registry(api, rules)
+        if api is ours:
+            rule_registry: Any = RuleRegistry()
+            rule_registry.register_executor(CelExecutor())
+            rule_registry.register_executor(JsonataExecutor())
+            module: Any = ours_avro
+            ctx: Any = SerializationContext("t", "value")
+        else:
+            rule_registry = TheirRuleRegistry()
+            rule_registry.register_executor(TheirCel())
+            rule_registry.register_executor(TheirJsonata())
+            module, ctx = theirs_avro, TheirContext("t", "value")
+        conf = {"auto.register.schemas": False, "use.latest.version": True}
+        conf["subject.name.strategy"] = api.topic_subject_name_strategy
+        serializer = module.AvroSerializer(registry, PERSON, conf=conf, rule_registry=rule_registry)
+        try:
+            data = serializer(record, ctx)
+            if not write:
+                read_conf = {"subject.name.strategy": api.topic_subject_name_strategy}
+                data = module.AvroDeserializer(
+                    registry, conf=read_conf, rule_registry=rule_registry
+                )(data, ctx)
+            out.append(data)
+        except Exception as exc:
+            out.append(type(exc).__name__)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("age", "expected"),
+    [(30, b"\x00\x00\x00\x00\x09\x06Ann<"), (3, "SerializationError")],
+)
+def test_a_cel_condition_on_write(age: int, expected: Any) -> None:
+    rules = [_rule("CONDITION", "WRITE", "CEL", "message.age >= 18")]
+    assert _both(rules, {"name": "Ann", "age": age}, write=True) == [expected, expected]
+
+
+def test_a_failed_condition_with_the_none_action_passes() -> None:
+    rules = [_rule("CONDITION", "WRITE", "CEL", "message.age >= 18", on_failure="NONE")]
+    mine, their = _both(rules, {"name": "Ann", "age": 3}, write=True)
+    assert mine == their == b"\x00\x00\x00\x00\x09\x06Ann\x06"
+
+
+def test_a_jsonata_transform_on_read() -> None:
+    expr = '$merge([$, {"name": $uppercase(name)}])'
+    rules = [_rule("TRANSFORM", "READ", "JSONATA", expr)]
+    mine, their = _both(rules, {"name": "Ann", "age": 40}, write=False)
+    assert mine == their == {"name": "ANN", "age": 40}
+
+
+def test_a_rule_without_an_executor_fails() -> None:
+    rules = [_rule("CONDITION", "WRITE", "NO_SUCH", "x")]
+    assert _both(rules, {"name": "Ann", "age": 30}, write=True) == ["SerializationError"] * 2
+
+
+@pytest.mark.parametrize(
+    ("conf", "env"),
+    [
+        ({}, {}),
+        (
+            {
+                "ssl.ca.location": "/ca.pem",
+                "ssl.certificate.location": "c.pem",
+                "ssl.key.location": "c.key",
+            },
+            {},
+        ),
+        ({"ssl.ca.location": "", "token.id": "t", "namespace": "ns"}, {"VAULT_CACERT": ""}),
+        ({}, {"VAULT_CACERT": "/env.pem", "VAULT_CLIENT_CERT": "e.pem", "VAULT_TOKEN": "tok"}),
+    ],
+)
+def test_the_vault_kms_driver_makes_confluent_kafkas_client(
+    conf: dict[str, str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hvac client each side's driver makes: the same URL, token,
+    namespace, TLS verification (never off for an empty CA path) and client certificate."""
+    pytest.importorskip("hvac")
+    pytest.importorskip("tink")
+    import hvac
+    from confluent_kafka.schema_registry.rules.encryption.hcvault.hcvault_driver import (
+        HcVaultKmsDriver as TheirDriver,
+    )
+
+    from trafka.compat.confluent.schema_registry.rules.encryption.hcvault.hcvault_driver import (
+        HcVaultKmsDriver,
+    )
+
+    for name in (
+        "VAULT_CACERT",
+        "VAULT_CLIENT_CERT",
+        "VAULT_CLIENT_KEY",
+        "VAULT_TOKEN",
+        "VAULT_NAMESPACE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    made: list[dict[str, Any]] = []
+    monkeypatch.setattr(hvac, "Client", lambda **kwargs: made.append(kwargs))
+    url = "hcvault://vault.example:8200/transit/keys/k1"
+    for driver in (HcVaultKmsDriver(), TheirDriver()):
+        client = driver.new_kms_client(conf, url)
+        assert client.does_support(url)
+        assert not client.does_support("hcvault://vault.example:8200/transit/keys/other")
+    assert made[0] == made[1]
+    assert made[0]["verify"] is True or made[0]["verify"].endswith(".pem")
