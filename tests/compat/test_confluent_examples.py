@@ -8,15 +8,15 @@ observations; what the broker holds after each run is read back with trafka's
 SDK and checked against what the service printed.
 
 Each run has topics and groups of its own; their names are replaced by
-placeholders before two runs are compared. A run of the drop-in that fails
-with one of the gaps named in :data:`GAPS` (the exact error it prints) is an
-xfail naming the call; any other failure or difference fails.
+placeholders before two runs are compared. Where the drop-in still answers
+differently (a gap the drop-in has to close), the test checks everything else
+first, then is an xfail naming the call, and only when that difference is the
+one seen; any other failure or difference fails.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import time
@@ -37,38 +37,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "confluent"
 LIBS = ("confluent", "trafka")
-#: The drop-in's known gaps: a service and the error its drop-in run ends with
-#: (a pattern of its stderr) -> the call that fails, for the xfail's reason.
-GAPS: dict[tuple[str, str], str] = {
-    (
-        "admin",
-        r"TypeError: 'AdminClient' object does not support the context manager protocol",
-    ): "AdminClient is not a context manager (confluent-kafka's context-manager "
-    "example: with AdminClient(conf) as admin)",
-    (
-        "admin",
-        # (partitions map to None, where confluent-kafka has PartitionMetadata)
-        r"AttributeError: 'NoneType' object has no attribute 'leader'",
-    ): "AdminClient.list_topics(): ClusterMetadata's partitions are None (no "
-    "PartitionMetadata: id, leader, replicas, isrs) and it has no .brokers; "
-    "describe_topics, describe_configs, incremental_alter_configs, alter_configs, "
-    "the group calls and describe_cluster are missing from AdminClient",
-    (
-        "lag",
-        r"AttributeError: 'Consumer' object has no attribute 'list_topics'",
-    ): "Consumer.list_topics(topic, timeout=10) is missing (confluent-kafka's watermark "
-    "example reads a topic's partitions with it)",
-    (
-        "serdes-json",
-        r"ConfigError: JSONDeserializer needs a schema_registry_client",
-    ): "JSONDeserializer(schema_str, from_dict=...) without a schema_registry_client "
-    "(confluent-kafka's json_consumer example) raises ConfigError",
-    (
-        "serdes-protobuf",
-        r"ConfigError: unknown ProtobufSerializer setting\(s\): \['use.deprecated.format'\]",
-    ): "ProtobufSerializer(msg_type, registry, {'use.deprecated.format': False}) raises "
-    "ConfigError: unknown setting (confluent-kafka 2.16 takes it)",
-}
 
 
 class Target(NamedTuple):
@@ -119,19 +87,12 @@ def names_for(service: str, lib: str, *roles: str) -> dict[str, str]:
     return {role: f"ex-{service}-{role}-{lib}-{tag}" for role in roles}
 
 
-def run_service(
-    script: str, lib: str, target: Target, names: dict[str, str], *args: str, gap: str = ""
-) -> Events:
+def run_service(script: str, lib: str, target: Target, names: dict[str, str], *args: str) -> Events:
     """Run ``examples/confluent/<script>.py --lib <lib>`` to its end; its JSON
-    lines by event, each name replaced by ``<role>``. A drop-in run that fails
-    with the known gap ``gap`` (a key of :data:`GAPS`) is an xfail."""
+    lines by event, each name replaced by ``<role>``."""
     command = [sys.executable, str(EXAMPLES / f"{script}.py"), "--lib", lib]
     command += ["-b", target.bootstrap_servers, *args]
     done = subprocess.run(command, capture_output=True, text=True, timeout=150)
-    if done.returncode != 0 and lib == "trafka":
-        for (service, pattern), call in GAPS.items():
-            if service == gap and re.search(pattern, done.stderr):
-                pytest.xfail(f"drop-in gap: {call}")
     assert done.returncode == 0, f"{script} --lib {lib}:\n{done.stderr[-4000:]}"
     text = done.stdout
     for role, name in sorted(names.items(), key=lambda item: -len(item[1])):
@@ -307,9 +268,7 @@ def test_lag_service(peer: Target) -> None:
         with Admin(bootstrap_servers=peer.bootstrap_servers) as admin:
             offsets = {TopicPartition(names["topic"], p): o for p, o in given.items()}
             admin.alter_consumer_group_offsets(names["group"], offsets)
-        runs[lib] = run_service(
-            "lag", lib, peer, names, "-t", names["topic"], "-g", names["group"], gap="lag"
-        )
+        runs[lib] = run_service("lag", lib, peer, names, "-t", names["topic"], "-g", names["group"])
         events = runs[lib]
         assert events["lag"]["partitions"] == [
             [p, given.get(p), 0, ends[p], ends[p] - given.get(p, 0)] for p in range(3)
@@ -328,7 +287,7 @@ def test_admin_service(peer: Target) -> None:
     for lib in LIBS:
         names = names_for("admin", lib, "prefix", "group")
         runs[lib] = run_service(
-            "admin", lib, peer, names, "-t", names["prefix"], "-g", names["group"], gap="admin"
+            "admin", lib, peer, names, "-t", names["prefix"], "-g", names["group"]
         )
         gone = {f"{names['prefix']}-compacted", f"{names['prefix']}-plain"}
         with Admin(bootstrap_servers=peer.bootstrap_servers) as admin:
@@ -363,7 +322,6 @@ def test_serdes_service(peer: Target, fmt: str) -> None:
             "serdes", lib, peer, names,
             "-s", peer.registry_url, "--format", fmt,
             "-t", names["topic"], "-g", names["group"], "-n", "6",
-            gap=f"serdes-{fmt}",
         )  # fmt: skip
         events = runs[lib]
         assert events["flushed"] == {"left": 0}
@@ -429,6 +387,8 @@ def aio_run(peer: Target, lib: str) -> Events:
     ends = [[p, 1 + max(r[1] for r in held if r[0] == p)] for p in range(3)]
     assert run["commit"]["partitions"] == ends == run["committed"]["partitions"]
     assert committed_offsets(peer, names["group"]) == ends
+    # the high watermark is past the transaction's commit marker
+    assert run["positions"]["partitions"] == [[p, 0, end + 1, True] for p, end in ends]
     return run
 
 
@@ -443,4 +403,17 @@ def test_aio_service_on_the_drop_in(peer: Target) -> None:
     """The same on ``trafka.compat.confluent.aio``, with the same answers."""
     pytest.importorskip("trafka.compat.confluent.aio")
     theirs = _aio_runs.get(peer.name) or aio_run(peer, "confluent")
-    assert aio_run(peer, "trafka") == theirs
+    ours = aio_run(peer, "trafka")
+    callbacks = ("assigned", "revoked", "lost")
+    assert {k: v for k, v in ours.items() if k not in callbacks} == {
+        k: v for k, v in theirs.items() if k not in callbacks
+    }
+    assert theirs["assigned"] == theirs["revoked"] == {"partitions": [0, 1, 2]}
+    if not any(k in ours for k in callbacks):
+        pytest.xfail(
+            "drop-in gap: AIOConsumer.subscribe(on_assign=, on_revoke=, on_lost=) with "
+            "async callbacks: the drop-in hands the coroutine functions to the blocking "
+            "Consumer, which calls them without awaiting them (they never run); "
+            "confluent-kafka awaits them on the loop, with the AIOConsumer"
+        )
+    assert ours == theirs
