@@ -6,8 +6,9 @@ Rules:
 * Every call is a coroutine. A call that may wait (``flush``, ``poll``,
   ``consume``, ``commit``, the transaction calls, ``close``...) runs the
   drop-in client's call in a thread of the client's executor (its own, or the
-  one given), so the event loop never blocks; ``AIOConsumer``'s calls run one
-  at a time, in the order made, as a consumer's must.
+  one given), so the event loop never blocks. A rebalance callback's own
+  calls on the consumer run while the call that met the rebalance waits, as
+  with confluent-kafka's (the drop-in's consumer takes calls from any thread).
 * ``AIOProducer.produce()`` queues the record at once (it never waits for
   I/O) and returns an :class:`asyncio.Future` that resolves to the delivered
   ``Message``, or fails with :class:`KafkaException` carrying its delivery
@@ -16,7 +17,8 @@ Rules:
   needed; a report also goes to the ``on_delivery`` given, if any.
 * The configuration's callbacks (``error_cb``, ``stats_cb``, ``oauth_cb``...)
   are the drop-in's: served by that thread (the producer's) or by the
-  consumer's calls.
+  consumer's calls. ``AIOConsumer.subscribe``'s rebalance callbacks may be
+  coroutine functions: they run on the event loop, given the ``AIOConsumer``.
 * ``batch_size`` and ``buffer_timeout`` are taken for confluent-kafka's
   signature; trafka's producer batches by ``linger.ms`` and ``batch.size``
   itself, so records are not held back by a buffer of this module's.
@@ -55,15 +57,11 @@ class _Executing:
             self._executor.shutdown(wait=False)
 
 
-def _forward(name: str, *, serial: bool = False) -> Any:
+def _forward(name: str) -> Any:
     """An ``async def name(*args, **kwargs)`` running the drop-in client's ``name``."""
 
     async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        fn = getattr(self._client, name)
-        if serial:
-            async with self._serial:
-                return await self._run(fn, *args, **kwargs)
-        return await self._run(fn, *args, **kwargs)
+        return await self._run(getattr(self._client, name), *args, **kwargs)
 
     call.__name__ = call.__qualname__ = name
     call.__doc__ = f"``{name}()`` of the drop-in client, in the executor."
@@ -183,34 +181,58 @@ class AIOConsumer(_Executing):
             raise TypeError("expected configuration dict")
         super().__init__(executor, max_workers)
         self._client = Consumer(consumer_conf)
-        self._serial = asyncio.Lock()
 
-    poll = _forward("poll", serial=True)
-    consume = _forward("consume", serial=True)
-    subscribe = _forward("subscribe", serial=True)
-    unsubscribe = _forward("unsubscribe", serial=True)
-    assign = _forward("assign", serial=True)
-    unassign = _forward("unassign", serial=True)
-    incremental_assign = _forward("incremental_assign", serial=True)
-    incremental_unassign = _forward("incremental_unassign", serial=True)
-    assignment = _forward("assignment", serial=True)
-    commit = _forward("commit", serial=True)
-    committed = _forward("committed", serial=True)
-    store_offsets = _forward("store_offsets", serial=True)
-    position = _forward("position", serial=True)
-    seek = _forward("seek", serial=True)
-    pause = _forward("pause", serial=True)
-    resume = _forward("resume", serial=True)
-    get_watermark_offsets = _forward("get_watermark_offsets", serial=True)
-    offsets_for_times = _forward("offsets_for_times", serial=True)
-    list_topics = _forward("list_topics", serial=True)
-    consumer_group_metadata = _forward("consumer_group_metadata", serial=True)
-    set_sasl_credentials = _forward("set_sasl_credentials", serial=True)
+    poll = _forward("poll")
+    consume = _forward("consume")
+
+    async def subscribe(
+        self,
+        topics: list[str],
+        on_assign: Any = None,
+        on_revoke: Any = None,
+        on_lost: Any = None,
+    ) -> None:
+        """Subscribe; the rebalance callbacks (coroutine functions or plain
+        ones) are called with this ``AIOConsumer`` and the partitions, a
+        coroutine on the event loop, and the consumer's call that met the
+        rebalance waits for it, as confluent-kafka's."""
+        loop = asyncio.get_running_loop()
+        hooks = [self._on_loop(loop, fn) for fn in (on_assign, on_revoke, on_lost)]
+        await self._run(self._client.subscribe, topics, *hooks)
+
+    def _on_loop(self, loop: asyncio.AbstractEventLoop, fn: Any) -> Any:
+        if fn is None:
+            return None
+
+        def call(_consumer: Any, partitions: Any) -> None:
+            result = fn(self, partitions)
+            if asyncio.iscoroutine(result):
+                asyncio.run_coroutine_threadsafe(result, loop).result()
+
+        return call
+
+    unsubscribe = _forward("unsubscribe")
+    assign = _forward("assign")
+    unassign = _forward("unassign")
+    incremental_assign = _forward("incremental_assign")
+    incremental_unassign = _forward("incremental_unassign")
+    assignment = _forward("assignment")
+    commit = _forward("commit")
+    committed = _forward("committed")
+    store_offsets = _forward("store_offsets")
+    position = _forward("position")
+    seek = _forward("seek")
+    pause = _forward("pause")
+    resume = _forward("resume")
+    get_watermark_offsets = _forward("get_watermark_offsets")
+    offsets_for_times = _forward("offsets_for_times")
+    list_topics = _forward("list_topics")
+    consumer_group_metadata = _forward("consumer_group_metadata")
+    set_sasl_credentials = _forward("set_sasl_credentials")
 
     async def close(self) -> None:
         """Commit (with auto-commit), leave the group and close."""
-        async with self._serial:
-            await self._run(self._client.close)
+        await self._run(self._client.close)
         self._shutdown()
 
     async def __aenter__(self) -> AIOConsumer:
