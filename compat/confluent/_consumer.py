@@ -572,6 +572,14 @@ class Consumer:
             )
         return out
 
+    def cluster_id(self, timeout: float = -1) -> str | None:
+        """The id of the cluster the client's brokers belong to."""
+        from .admin._client import cluster_id_with
+
+        if self._closed:
+            raise RuntimeError("Handle has been closed")
+        return cluster_id_with(self._conf, timeout)
+
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         """The cluster's brokers and topics (or ``topic`` alone), as
         confluent-kafka's ``ClusterMetadata``."""

@@ -422,3 +422,34 @@ def test_an_on_assign_callback_assigns_from_the_offsets_it_gives(
     got = [rebalance_assigns(api, brokerlite_peer, topic, strategy) for api in APIS]
     assert got[0] == got[1]
     assert got[1][1] == [(0, 0, b"v0"), (0, 1, b"v1"), (1, 0, b"v0"), (1, 1, b"v1")]
+
+
+def test_cluster_id_and_list_topics_answer_as_confluent_kafkas(brokerlite_peer: str) -> None:
+    """``cluster_id()`` and ``list_topics()`` of the producer and the consumer:
+    the broker's cluster id and every topic (both libraries, one broker)."""
+    import uuid
+
+    from trafka.sdk import blocking
+
+    topic = f"edges-md-{uuid.uuid4().hex[:8]}"
+    with blocking.Admin(bootstrap_servers=brokerlite_peer) as admin:
+        admin.create_topics([topic], num_partitions=3, replication_factor=1)
+        expected_id = admin.describe_cluster().cluster_id
+    seen = []
+    for api in APIS:
+        ck = importlib.import_module(api)
+        producer = ck.Producer({"bootstrap.servers": brokerlite_peer})
+        consumer = ck.Consumer({"bootstrap.servers": brokerlite_peer, "group.id": "g"})
+        md = consumer.list_topics(timeout=10)
+        seen.append(
+            (
+                producer.cluster_id(10),
+                consumer.cluster_id(10),
+                sorted(md.topics[topic].partitions),
+                topic in producer.list_topics(timeout=10).topics,
+                sorted(producer.list_topics(topic, timeout=10).topics),
+            )
+        )
+        consumer.close()
+        producer.close()
+    assert seen[0] == seen[1] == [(expected_id, expected_id, [0, 1, 2], True, [topic])][0]

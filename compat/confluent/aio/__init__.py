@@ -142,6 +142,7 @@ class AIOProducer(_Executing):
     flush = _forward("flush")
     purge = _forward("purge")
     list_topics = _forward("list_topics")
+    cluster_id = _forward("cluster_id")
     init_transactions = _forward("init_transactions")
     begin_transaction = _forward("begin_transaction")
     commit_transaction = _forward("commit_transaction")
@@ -227,6 +228,7 @@ class AIOConsumer(_Executing):
     get_watermark_offsets = _forward("get_watermark_offsets")
     offsets_for_times = _forward("offsets_for_times")
     list_topics = _forward("list_topics")
+    cluster_id = _forward("cluster_id")
     consumer_group_metadata = _forward("consumer_group_metadata")
     set_sasl_credentials = _forward("set_sasl_credentials")
 
