@@ -35,8 +35,17 @@ from typing import Any
 from .._consumer import Consumer
 from .._errors import KafkaException
 from .._producer import Producer
+from .._serde_building import abuild, aclose_all, maybe_await, pop_specs
+from ..error import (
+    ConsumeError,
+    KeyDeserializationError,
+    KeySerializationError,
+    ValueDeserializationError,
+    ValueSerializationError,
+)
+from ..serialization import MessageField, SerializationContext
 
-__all__ = ["AIOConsumer", "AIOProducer"]
+__all__ = ["AIOConsumer", "AIOProducer", "AsyncDeserializingConsumer", "AsyncSerializingProducer"]
 
 
 class _Executing:
@@ -242,3 +251,132 @@ class AIOConsumer(_Executing):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+
+class _AwaitedInit:
+    """Made with ``await Cls(conf, **kwargs)``, as confluent-kafka's asyncio
+    serializing clients (their serdes' builders may be coroutines): the
+    instance is usable once awaited."""
+
+    def __init__(self, conf: dict[str, Any], **kwargs: Any) -> None:
+        if not isinstance(conf, dict):
+            raise TypeError("expected configuration dict")
+        self._pending_init = (conf, kwargs)
+
+    def __await__(self) -> Any:
+        return self._start().__await__()
+
+    async def _start(self) -> Any:
+        conf, kwargs = self._pending_init
+        await self._init(conf, **kwargs)
+        return self
+
+    async def _init(self, conf: dict[str, Any], **kwargs: Any) -> None:
+        raise NotImplementedError
+
+
+class AsyncSerializingProducer(_AwaitedInit, AIOProducer):
+    """confluent-kafka's ``await AsyncSerializingProducer(conf, **kwargs)``:
+    an :class:`AIOProducer` whose ``produce(topic, key, value, ...)``
+    serializes first (``key.serializer`` / ``value.serializer``, asyncio serdes
+    or plain ones, or their ``.builder``)."""
+
+    async def _init(self, conf: dict[str, Any], **kwargs: Any) -> None:
+        specs, conf = pop_specs(conf, "key.serializer", "value.serializer")
+        serdes, self._owned, conf = await abuild(specs, conf)
+        self._key_serializer, self._value_serializer = serdes
+        try:
+            AIOProducer.__init__(self, conf, **kwargs)
+        except BaseException:
+            await aclose_all(self._owned)
+            raise
+
+    async def produce(  # type: ignore[override]
+        self,
+        topic: str,
+        key: Any = None,
+        value: Any = None,
+        partition: int = -1,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> asyncio.Future[Any]:
+        """Serialize the key, then the value, and queue the record (the
+        future resolves to its delivered ``Message``).
+
+        Raises:
+            KeySerializationError / ValueSerializationError: a serializer failed.
+        """
+        if self._key_serializer is not None:
+            ctx = SerializationContext(topic, MessageField.KEY, headers)
+            try:
+                key = await maybe_await(self._key_serializer(key, ctx))
+            except Exception as exc:
+                raise KeySerializationError(exc) from exc
+        if self._value_serializer is not None:
+            ctx = SerializationContext(topic, MessageField.VALUE, headers)
+            try:
+                value = await maybe_await(self._value_serializer(value, ctx))
+            except Exception as exc:
+                raise ValueSerializationError(exc) from exc
+        return await AIOProducer.produce(
+            self, topic, value, key, partition, timestamp=timestamp, headers=headers
+        )
+
+    async def close(self) -> None:
+        """Close the producer, then the serializers it built."""
+        await AIOProducer.close(self)
+        owned, self._owned = self._owned, []
+        await aclose_all(owned)
+
+
+class AsyncDeserializingConsumer(_AwaitedInit, AIOConsumer):
+    """confluent-kafka's ``await AsyncDeserializingConsumer(conf, **kwargs)``:
+    an :class:`AIOConsumer` whose ``poll`` and ``consume`` deserialize the key,
+    then the value (an error event is raised as ``ConsumeError``)."""
+
+    async def _init(self, conf: dict[str, Any], **kwargs: Any) -> None:
+        specs, conf = pop_specs(conf, "key.deserializer", "value.deserializer")
+        serdes, self._owned, conf = await abuild(specs, conf)
+        self._key_deserializer, self._value_deserializer = serdes
+        try:
+            AIOConsumer.__init__(self, conf, **kwargs)
+        except BaseException:
+            await aclose_all(self._owned)
+            raise
+
+    async def _deserialize(self, msg: Any) -> Any:
+        error = msg.error()
+        if error is not None:
+            raise ConsumeError(error, kafka_message=msg)
+        ctx = SerializationContext(msg.topic() or "", MessageField.KEY, msg.headers())
+        key, value = msg.key(), msg.value()
+        if self._key_deserializer is not None:
+            try:
+                key = await maybe_await(self._key_deserializer(key, ctx))
+            except Exception as exc:
+                raise KeyDeserializationError(exc, msg) from exc
+        if self._value_deserializer is not None:
+            ctx.field = MessageField.VALUE
+            try:
+                value = await maybe_await(self._value_deserializer(value, ctx))
+            except Exception as exc:
+                raise ValueDeserializationError(exc, msg) from exc
+        msg.set_key(key)
+        msg.set_value(value)
+        return msg
+
+    async def poll(self, timeout: float = -1) -> Any:
+        """The next record, deserialized (None when none came in ``timeout`` s)."""
+        msg = await self._run(self._client.poll, timeout)
+        return None if msg is None else await self._deserialize(msg)
+
+    async def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
+        """Up to ``num_messages`` records, deserialized."""
+        msgs = await self._run(self._client.consume, num_messages, timeout)
+        return [await self._deserialize(m) for m in msgs]
+
+    async def close(self) -> None:
+        """Close the consumer, then the deserializers it built."""
+        await AIOConsumer.close(self)
+        owned, self._owned = self._owned, []
+        await aclose_all(owned)
