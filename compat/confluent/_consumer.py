@@ -191,14 +191,23 @@ class _Listener:
     def __init__(self, consumer: Consumer, assign: Any, revoke: Any, lost: Any) -> None:
         self._consumer = consumer
         self._calls = {"assigned": assign, "revoked": revoke, "lost": lost or revoke}
+        #: While a callback runs: its event and the partitions trafka's group
+        #: hands over (librdkafka's callback assigns them itself: the drop-in's
+        #: assign() of them there only starts them at the offsets given).
+        self.event: str | None = None
+        self.handing_over: frozenset[_TP] = frozenset()
 
     def _call(self, which: str, partitions: Any) -> None:
         fn = self._calls[which]
         if fn is not None:
-            fn(
-                self._consumer,
-                [TopicPartition(tp.topic, tp.partition) for tp in sorted(partitions)],
-            )
+            self.event, self.handing_over = which, frozenset(partitions)
+            try:
+                fn(
+                    self._consumer,
+                    [TopicPartition(tp.topic, tp.partition) for tp in sorted(partitions)],
+                )
+            finally:
+                self.event, self.handing_over = None, frozenset()
 
     def on_partitions_assigned(self, partitions: Any) -> None:
         self._call("assigned", partitions)
@@ -235,6 +244,9 @@ class Consumer:
             )
         self._conf = conf
         self._closed = False
+        # What commit(asynchronous=False) committed, per partition (librdkafka
+        # commits a position once: see commit()).
+        self._committed: dict[_TP, int] = {}
         # librdkafka's position: after the last record handed out (or where a
         # seek put it), not known (-1001) before either.
         self._positions: dict[tuple[str, int], int] = {}
@@ -261,7 +273,7 @@ class Consumer:
     def subscribe(
         self, topics: list[str], on_assign: Any = None, on_revoke: Any = None, on_lost: Any = None
     ) -> None:
-        listener = _Listener(self, on_assign, on_revoke, on_lost)
+        listener = self._listener = _Listener(self, on_assign, on_revoke, on_lost)
         pattern = [t for t in topics if t.startswith("^")]
         if pattern:
             self._call(
@@ -384,8 +396,16 @@ class Consumer:
             raise KafkaException(KafkaError(internal("_INVALID_ARG")))
         chosen = self._offsets(message, offsets)
         if chosen is None:
-            chosen = self._call(self._consumer.consumed_offsets) or {
-                tp: OFFSET_INVALID for tp in self._call(self._consumer.assignment)
+            # librdkafka's: every assigned partition, those whose position moved
+            # since this consumer's last commit of it with that position, the
+            # others OFFSET_INVALID (not committed again)
+            consumed = self._call(self._consumer.consumed_offsets)
+            done = self._committed
+            chosen = {
+                tp: offset
+                if (offset := consumed.get(tp, OFFSET_INVALID)) != done.get(tp)
+                else OFFSET_INVALID
+                for tp in sorted(self._call(self._consumer.assignment))
             }
         valid = {tp: offset for tp, offset in chosen.items() if offset >= 0}
         if not valid:
@@ -395,7 +415,8 @@ class Consumer:
             self._call(self._consumer.commit_async, valid)
             return None
         self._call(self._consumer.commit, valid)
-        return _tps(valid)
+        self._committed.update(valid)
+        return _tps(chosen)
 
     def _nothing_to_commit(self, chosen: dict[_TP, int], asynchronous: bool) -> None:
         error = KafkaError(internal("_NO_OFFSET"), "Commit failed: Local: No offset stored")
@@ -431,7 +452,22 @@ class Consumer:
         if valid:
             self._call(self._consumer.store_offsets, valid)
 
+    #: The listener of the subscription (its callback's event, if one runs).
+    _listener: _Listener | None = None
+
+    def _in_callback(self, event: str) -> frozenset[_TP] | None:
+        """The partitions being handed over, inside an ``event`` callback."""
+        listener = self._listener
+        if listener is None or listener.event != event:
+            return None
+        return listener.handing_over
+
     def assign(self, partitions: list[TopicPartition]) -> None:
+        """Consume ``partitions`` (from their offsets, if given); in an
+        ``on_assign`` callback, start the partitions handed over there."""
+        if self._in_callback("assigned") is not None:
+            self._start_at_given(partitions)
+            return
         self._call(self._consumer.assign, [_TP(tp.topic, tp.partition) for tp in partitions])
         self._start_at_given(partitions)
 
@@ -442,6 +478,8 @@ class Consumer:
                 self.seek(tp)
 
     def unassign(self) -> None:
+        if self._in_callback("revoked") is not None or self._in_callback("lost") is not None:
+            return  # (the group takes them back as the callback returns)
         self._call(self._consumer.assign, [])
 
     def assignment(self) -> list[TopicPartition]:
@@ -500,8 +538,12 @@ class Consumer:
 
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
         """Add ``partitions`` to the assignment (each from its offset, if given)."""
+        handed = self._in_callback("assigned") or frozenset()
         current = self._call(self._consumer.assignment)
-        added = [_TP(tp.topic, tp.partition) for tp in partitions]
+        added = [tp for p in partitions if (tp := _TP(p.topic, p.partition)) not in handed]
+        if not added:
+            self._start_at_given(partitions)
+            return
         if set(added) & set(current):
             raise KafkaException(KafkaError(internal("_INVALID_ARG"), "partition already assigned"))
         self._call(self._consumer.assign, [*current, *added])
@@ -509,6 +551,8 @@ class Consumer:
 
     def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
         """Remove ``partitions`` from the assignment."""
+        if self._in_callback("revoked") is not None or self._in_callback("lost") is not None:
+            return  # (the group takes them back as the callback returns)
         current = self._call(self._consumer.assignment)
         removed = {_TP(tp.topic, tp.partition) for tp in partitions}
         self._call(self._consumer.assign, [tp for tp in current if tp not in removed])
@@ -529,6 +573,14 @@ class Consumer:
                 TopicPartition(tp.topic, tp.partition, OFFSET_END if hit is None else hit[0])
             )
         return out
+
+    def cluster_id(self, timeout: float = -1) -> str | None:
+        """The id of the cluster the client's brokers belong to."""
+        from .admin._client import cluster_id_with
+
+        if self._closed:
+            raise RuntimeError("Handle has been closed")
+        return cluster_id_with(self._conf, timeout)
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         """The cluster's brokers and topics (or ``topic`` alone), as

@@ -347,7 +347,7 @@ class Producer:
                 None,
                 key,
                 value,
-                _headers(headers),
+                None,  # (confluent-kafka's delivery reports carry no headers)
                 error_of(error),
                 (TIMESTAMP_NOT_AVAILABLE, -1),
             )
@@ -359,7 +359,7 @@ class Producer:
         stamp = (TIMESTAMP_CREATE_TIME, md.timestamp)
         report(
             None,
-            Message(md.topic, md.partition, md.offset, key, value, _headers(headers), None, stamp),
+            Message(md.topic, md.partition, md.offset, key, value, None, None, stamp),
         )
 
     def poll(self, timeout: float | None = None) -> int:
@@ -410,6 +410,14 @@ class Producer:
         """Flush and close, as ``close()``; an exception of the block goes on."""
         if not self._closed:
             self.close()
+
+    def cluster_id(self, timeout: float = -1) -> str | None:
+        """The id of the cluster the client's brokers belong to."""
+        from .admin._client import cluster_id_with
+
+        if self._closed:
+            raise RuntimeError("Handle has been closed")
+        return cluster_id_with(self._conf, timeout)
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         """The cluster's brokers and topics (or ``topic`` alone), as
@@ -604,10 +612,3 @@ def _close_aside(producer: _Producer) -> None:
             pass  # nobody is left to tell
 
     threading.Thread(target=close, name="trafka-dropped-producer", daemon=True).start()
-
-
-def _headers(headers: Any) -> list[tuple[str, bytes | None]] | None:
-    if not headers:
-        return None
-    items = headers.items() if isinstance(headers, dict) else headers
-    return [(k, v.encode() if isinstance(v, str) else v) for k, v in items]

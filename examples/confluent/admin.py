@@ -213,21 +213,22 @@ def main() -> None:
     ck = clientlib.module(args.lib)
     ck_admin = clientlib.module(args.lib, "admin")
 
-    admin = ck_admin.AdminClient({"bootstrap.servers": args.bootstrap_servers})
     compacted, plain = f"{args.prefix}-compacted", f"{args.prefix}-plain"
-    topics_and_configs(admin, ck, ck_admin, compacted, plain)
-    groups(admin, ck, args.group, compacted)
+    with ck_admin.AdminClient({"bootstrap.servers": args.bootstrap_servers}) as admin:
+        topics_and_configs(admin, ck, ck_admin, compacted, plain)
+        groups(admin, ck, args.group, compacted)
 
-    cluster = admin.describe_cluster(request_timeout=10).result()
-    clientlib.emit(
-        "cluster",
-        cluster_id=cluster.cluster_id,
-        controller=cluster.controller is not None,
-        nodes=sorted(node.id for node in cluster.nodes),
-    )
+        cluster = admin.describe_cluster(request_timeout=10).result()
+        clientlib.emit(
+            "cluster",
+            cluster_id=cluster.cluster_id,
+            controller=cluster.controller is not None,
+            nodes=sorted(node.id for node in cluster.nodes),
+        )
 
-    deleted = admin.delete_topics([compacted, plain], operation_timeout=30)
-    clientlib.emit("deleted", topics=list(results(deleted)))
+        deleted = admin.delete_topics([compacted, plain], operation_timeout=30)
+        clientlib.emit("deleted", topics=list(results(deleted)))
+        admin.poll(timeout=0)
 
 
 if __name__ == "__main__":

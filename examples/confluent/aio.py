@@ -8,8 +8,9 @@ hand (the calls of confluent-kafka's asyncio example).
         --transactional-id events-1 -n 20
 
 Prints the delivered records, the rebalance callbacks, the records read
-(sorted by partition and offset), the commit's answer, ``committed()`` and
-``position()``.
+(sorted by partition and offset), the commit's answer, ``committed()``, and
+each partition's watermarks with whether ``position()`` lies between the
+committed offset and the high watermark.
 """
 
 from __future__ import annotations
@@ -87,10 +88,15 @@ async def consume(aio, args):
         clientlib.emit(
             "committed", partitions=sorted([tp.partition, tp.offset] for tp in committed)
         )
-        positions = await consumer.position(assignment)
-        clientlib.emit(
-            "positions", partitions=sorted([tp.partition, tp.offset] for tp in positions)
-        )
+        # The position is past the last record, and past the transaction's
+        # commit marker once a fetch has read it (a matter of timing): between
+        # the committed offset and the high watermark.
+        stored = {tp.partition: tp.offset for tp in committed}
+        between = []
+        for tp in await consumer.position(assignment):
+            low, high = await consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+            between.append([tp.partition, low, high, stored[tp.partition] <= tp.offset <= high])
+        clientlib.emit("positions", partitions=sorted(between))
     finally:
         await consumer.unsubscribe()
         await consumer.close()

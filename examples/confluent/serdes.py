@@ -178,6 +178,41 @@ def main() -> None:
         finally:
             consumer.close()
         clientlib.emit("books", records=sorted(books))
+        by_hand = read_by_hand(ck, serialization, args, deserializer, from_value, delivered)
+        clientlib.emit("books_by_hand", records=by_hand)
+
+
+def read_by_hand(ck, serialization, args, deserializer, from_value, delivered):
+    """The same records through a plain ``Consumer`` (``assign()``, no group
+    offsets), deserialized by calling the deserializers with a
+    ``SerializationContext``, as the newer examples do."""
+    ends = {}
+    for partition, offset, *_ in delivered:
+        ends[partition] = max(ends.get(partition, 0), offset + 1)
+    strings = serialization.StringDeserializer("utf_8")
+    books = []
+    with ck.Consumer(
+        {"bootstrap.servers": args.bootstrap_servers, "group.id": args.group}
+    ) as consumer:
+        consumer.assign(
+            [ck.TopicPartition(args.topic, p, ck.OFFSET_BEGINNING) for p in sorted(ends)]
+        )
+        while len(books) < args.count:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error():
+                raise ck.KafkaException(msg.error())
+            key = strings(
+                msg.key(),
+                serialization.SerializationContext(msg.topic(), serialization.MessageField.KEY),
+            )
+            value = deserializer(
+                msg.value(),
+                serialization.SerializationContext(msg.topic(), serialization.MessageField.VALUE),
+            )
+            books.append([msg.partition(), msg.offset(), key, from_value(value).row()])
+    return sorted(books)
 
 
 if __name__ == "__main__":

@@ -361,3 +361,95 @@ def first_lines(api: str) -> list[bool]:
 def test_the_logger_hears_librdkafkas_first_line_from_the_served_queue() -> None:
     """With ``logger`` and ``debug``, the first line served is ``INIT``."""
     assert first_lines("trafka.compat.confluent") == first_lines("confluent_kafka") == [True, True]
+
+
+def rebalance_assigns(api: str, bs: str, topic: str, strategy: str) -> list[Any]:
+    import uuid
+
+    ck = importlib.import_module(api)
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": f"g-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "latest",
+            "partition.assignment.strategy": strategy,
+        }
+    )
+    heard: list[Any] = []
+
+    def on_assign(c: Any, partitions: list[Any]) -> None:
+        # confluent-kafka's documented pattern: start each partition where the
+        # application says (here the beginning, against auto.offset.reset=latest)
+        for tp in partitions:
+            tp.offset = ck.OFFSET_BEGINNING
+        heard.append(sorted(tp.partition for tp in partitions))
+        if strategy == "cooperative-sticky":
+            c.incremental_assign(partitions)
+        else:
+            c.assign(partitions)
+
+    consumer.subscribe([topic], on_assign=on_assign)
+    read: list[Any] = []
+    deadline = time.monotonic() + 30
+    while len(read) < 4 and time.monotonic() < deadline:
+        for m in consumer.consume(4, 1.0):
+            if m.error() is None:
+                read.append((m.partition(), m.offset(), m.value()))
+    out = [heard, sorted(read), sorted(tp.partition for tp in consumer.assignment())]
+    consumer.close()
+    return out
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_an_on_assign_callback_assigns_from_the_offsets_it_gives(
+    brokerlite_peer: str, strategy: str
+) -> None:
+    """librdkafka's rebalance callback assigns the partitions itself
+    (``assign``, or ``incremental_assign`` with a cooperative assignor), at the
+    offsets it sets on them: both libraries read from the beginning."""
+    import uuid
+
+    from trafka.sdk import blocking
+
+    topic = f"edges-assign-{uuid.uuid4().hex[:8]}"
+    with blocking.Admin(bootstrap_servers=brokerlite_peer) as admin:
+        admin.create_topics([topic], num_partitions=2, replication_factor=1)
+    with blocking.Producer(bootstrap_servers=brokerlite_peer) as producer:
+        for p in range(2):
+            for i in range(2):
+                producer.send(topic, b"v%d" % i, partition=p)
+        producer.flush()
+    got = [rebalance_assigns(api, brokerlite_peer, topic, strategy) for api in APIS]
+    assert got[0] == got[1]
+    assert got[1][1] == [(0, 0, b"v0"), (0, 1, b"v1"), (1, 0, b"v0"), (1, 1, b"v1")]
+
+
+def test_cluster_id_and_list_topics_answer_as_confluent_kafkas(brokerlite_peer: str) -> None:
+    """``cluster_id()`` and ``list_topics()`` of the producer and the consumer:
+    the broker's cluster id and every topic (both libraries, one broker)."""
+    import uuid
+
+    from trafka.sdk import blocking
+
+    topic = f"edges-md-{uuid.uuid4().hex[:8]}"
+    with blocking.Admin(bootstrap_servers=brokerlite_peer) as admin:
+        admin.create_topics([topic], num_partitions=3, replication_factor=1)
+        expected_id = admin.describe_cluster().cluster_id
+    seen = []
+    for api in APIS:
+        ck = importlib.import_module(api)
+        producer = ck.Producer({"bootstrap.servers": brokerlite_peer})
+        consumer = ck.Consumer({"bootstrap.servers": brokerlite_peer, "group.id": "g"})
+        md = consumer.list_topics(timeout=10)
+        seen.append(
+            (
+                producer.cluster_id(10),
+                consumer.cluster_id(10),
+                sorted(md.topics[topic].partitions),
+                topic in producer.list_topics(timeout=10).topics,
+                sorted(producer.list_topics(topic, timeout=10).topics),
+            )
+        )
+        consumer.close()
+        producer.close()
+    assert seen[0] == seen[1] == [(expected_id, expected_id, [0, 1, 2], True, [topic])][0]

@@ -606,3 +606,11 @@ def list_topics_with(conf: dict[str, Any], topic: str | None, timeout: float) ->
     settings = {k: v for k, v in conf.items() if _CONNECTION_KEYS.match(k)}
     with AdminClient(settings) as admin:
         return admin.list_topics(topic, timeout)
+
+
+def cluster_id_with(conf: dict[str, Any], timeout: float) -> str | None:
+    """``Producer.cluster_id`` / ``Consumer.cluster_id``: the cluster's id,
+    asked with the client's connection settings."""
+    settings = {k: v for k, v in conf.items() if _CONNECTION_KEYS.match(k)}
+    with AdminClient(settings) as admin:
+        return admin.cluster_id(timeout)

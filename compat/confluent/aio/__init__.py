@@ -6,8 +6,9 @@ Rules:
 * Every call is a coroutine. A call that may wait (``flush``, ``poll``,
   ``consume``, ``commit``, the transaction calls, ``close``...) runs the
   drop-in client's call in a thread of the client's executor (its own, or the
-  one given), so the event loop never blocks; ``AIOConsumer``'s calls run one
-  at a time, in the order made, as a consumer's must.
+  one given), so the event loop never blocks. A rebalance callback's own
+  calls on the consumer run while the call that met the rebalance waits, as
+  with confluent-kafka's (the drop-in's consumer takes calls from any thread).
 * ``AIOProducer.produce()`` queues the record at once (it never waits for
   I/O) and returns an :class:`asyncio.Future` that resolves to the delivered
   ``Message``, or fails with :class:`KafkaException` carrying its delivery
@@ -16,7 +17,8 @@ Rules:
   needed; a report also goes to the ``on_delivery`` given, if any.
 * The configuration's callbacks (``error_cb``, ``stats_cb``, ``oauth_cb``...)
   are the drop-in's: served by that thread (the producer's) or by the
-  consumer's calls.
+  consumer's calls. ``AIOConsumer.subscribe``'s rebalance callbacks may be
+  coroutine functions: they run on the event loop, given the ``AIOConsumer``.
 * ``batch_size`` and ``buffer_timeout`` are taken for confluent-kafka's
   signature; trafka's producer batches by ``linger.ms`` and ``batch.size``
   itself, so records are not held back by a buffer of this module's.
@@ -33,8 +35,17 @@ from typing import Any
 from .._consumer import Consumer
 from .._errors import KafkaException
 from .._producer import Producer
+from .._serde_building import abuild, aclose_all, maybe_await, pop_specs
+from ..error import (
+    ConsumeError,
+    KeyDeserializationError,
+    KeySerializationError,
+    ValueDeserializationError,
+    ValueSerializationError,
+)
+from ..serialization import MessageField, SerializationContext
 
-__all__ = ["AIOConsumer", "AIOProducer"]
+__all__ = ["AIOConsumer", "AIOProducer", "AsyncDeserializingConsumer", "AsyncSerializingProducer"]
 
 
 class _Executing:
@@ -55,15 +66,11 @@ class _Executing:
             self._executor.shutdown(wait=False)
 
 
-def _forward(name: str, *, serial: bool = False) -> Any:
+def _forward(name: str) -> Any:
     """An ``async def name(*args, **kwargs)`` running the drop-in client's ``name``."""
 
     async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        fn = getattr(self._client, name)
-        if serial:
-            async with self._serial:
-                return await self._run(fn, *args, **kwargs)
-        return await self._run(fn, *args, **kwargs)
+        return await self._run(getattr(self._client, name), *args, **kwargs)
 
     call.__name__ = call.__qualname__ = name
     call.__doc__ = f"``{name}()`` of the drop-in client, in the executor."
@@ -144,6 +151,7 @@ class AIOProducer(_Executing):
     flush = _forward("flush")
     purge = _forward("purge")
     list_topics = _forward("list_topics")
+    cluster_id = _forward("cluster_id")
     init_transactions = _forward("init_transactions")
     begin_transaction = _forward("begin_transaction")
     commit_transaction = _forward("commit_transaction")
@@ -183,34 +191,59 @@ class AIOConsumer(_Executing):
             raise TypeError("expected configuration dict")
         super().__init__(executor, max_workers)
         self._client = Consumer(consumer_conf)
-        self._serial = asyncio.Lock()
 
-    poll = _forward("poll", serial=True)
-    consume = _forward("consume", serial=True)
-    subscribe = _forward("subscribe", serial=True)
-    unsubscribe = _forward("unsubscribe", serial=True)
-    assign = _forward("assign", serial=True)
-    unassign = _forward("unassign", serial=True)
-    incremental_assign = _forward("incremental_assign", serial=True)
-    incremental_unassign = _forward("incremental_unassign", serial=True)
-    assignment = _forward("assignment", serial=True)
-    commit = _forward("commit", serial=True)
-    committed = _forward("committed", serial=True)
-    store_offsets = _forward("store_offsets", serial=True)
-    position = _forward("position", serial=True)
-    seek = _forward("seek", serial=True)
-    pause = _forward("pause", serial=True)
-    resume = _forward("resume", serial=True)
-    get_watermark_offsets = _forward("get_watermark_offsets", serial=True)
-    offsets_for_times = _forward("offsets_for_times", serial=True)
-    list_topics = _forward("list_topics", serial=True)
-    consumer_group_metadata = _forward("consumer_group_metadata", serial=True)
-    set_sasl_credentials = _forward("set_sasl_credentials", serial=True)
+    poll = _forward("poll")
+    consume = _forward("consume")
+
+    async def subscribe(
+        self,
+        topics: list[str],
+        on_assign: Any = None,
+        on_revoke: Any = None,
+        on_lost: Any = None,
+    ) -> None:
+        """Subscribe; the rebalance callbacks (coroutine functions or plain
+        ones) are called with this ``AIOConsumer`` and the partitions, a
+        coroutine on the event loop, and the consumer's call that met the
+        rebalance waits for it, as confluent-kafka's."""
+        loop = asyncio.get_running_loop()
+        hooks = [self._on_loop(loop, fn) for fn in (on_assign, on_revoke, on_lost)]
+        await self._run(self._client.subscribe, topics, *hooks)
+
+    def _on_loop(self, loop: asyncio.AbstractEventLoop, fn: Any) -> Any:
+        if fn is None:
+            return None
+
+        def call(_consumer: Any, partitions: Any) -> None:
+            result = fn(self, partitions)
+            if asyncio.iscoroutine(result):
+                asyncio.run_coroutine_threadsafe(result, loop).result()
+
+        return call
+
+    unsubscribe = _forward("unsubscribe")
+    assign = _forward("assign")
+    unassign = _forward("unassign")
+    incremental_assign = _forward("incremental_assign")
+    incremental_unassign = _forward("incremental_unassign")
+    assignment = _forward("assignment")
+    commit = _forward("commit")
+    committed = _forward("committed")
+    store_offsets = _forward("store_offsets")
+    position = _forward("position")
+    seek = _forward("seek")
+    pause = _forward("pause")
+    resume = _forward("resume")
+    get_watermark_offsets = _forward("get_watermark_offsets")
+    offsets_for_times = _forward("offsets_for_times")
+    list_topics = _forward("list_topics")
+    cluster_id = _forward("cluster_id")
+    consumer_group_metadata = _forward("consumer_group_metadata")
+    set_sasl_credentials = _forward("set_sasl_credentials")
 
     async def close(self) -> None:
         """Commit (with auto-commit), leave the group and close."""
-        async with self._serial:
-            await self._run(self._client.close)
+        await self._run(self._client.close)
         self._shutdown()
 
     async def __aenter__(self) -> AIOConsumer:
@@ -218,3 +251,132 @@ class AIOConsumer(_Executing):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+
+class _AwaitedInit:
+    """Made with ``await Cls(conf, **kwargs)``, as confluent-kafka's asyncio
+    serializing clients (their serdes' builders may be coroutines): the
+    instance is usable once awaited."""
+
+    def __init__(self, conf: dict[str, Any], **kwargs: Any) -> None:
+        if not isinstance(conf, dict):
+            raise TypeError("expected configuration dict")
+        self._pending_init = (conf, kwargs)
+
+    def __await__(self) -> Any:
+        return self._start().__await__()
+
+    async def _start(self) -> Any:
+        conf, kwargs = self._pending_init
+        await self._init(conf, **kwargs)
+        return self
+
+    async def _init(self, conf: dict[str, Any], **kwargs: Any) -> None:
+        raise NotImplementedError
+
+
+class AsyncSerializingProducer(_AwaitedInit, AIOProducer):
+    """confluent-kafka's ``await AsyncSerializingProducer(conf, **kwargs)``:
+    an :class:`AIOProducer` whose ``produce(topic, key, value, ...)``
+    serializes first (``key.serializer`` / ``value.serializer``, asyncio serdes
+    or plain ones, or their ``.builder``)."""
+
+    async def _init(self, conf: dict[str, Any], **kwargs: Any) -> None:
+        specs, conf = pop_specs(conf, "key.serializer", "value.serializer")
+        serdes, self._owned, conf = await abuild(specs, conf)
+        self._key_serializer, self._value_serializer = serdes
+        try:
+            AIOProducer.__init__(self, conf, **kwargs)
+        except BaseException:
+            await aclose_all(self._owned)
+            raise
+
+    async def produce(  # type: ignore[override]
+        self,
+        topic: str,
+        key: Any = None,
+        value: Any = None,
+        partition: int = -1,
+        timestamp: int = 0,
+        headers: Any = None,
+    ) -> asyncio.Future[Any]:
+        """Serialize the key, then the value, and queue the record (the
+        future resolves to its delivered ``Message``).
+
+        Raises:
+            KeySerializationError / ValueSerializationError: a serializer failed.
+        """
+        if self._key_serializer is not None:
+            ctx = SerializationContext(topic, MessageField.KEY, headers)
+            try:
+                key = await maybe_await(self._key_serializer(key, ctx))
+            except Exception as exc:
+                raise KeySerializationError(exc) from exc
+        if self._value_serializer is not None:
+            ctx = SerializationContext(topic, MessageField.VALUE, headers)
+            try:
+                value = await maybe_await(self._value_serializer(value, ctx))
+            except Exception as exc:
+                raise ValueSerializationError(exc) from exc
+        return await AIOProducer.produce(
+            self, topic, value, key, partition, timestamp=timestamp, headers=headers
+        )
+
+    async def close(self) -> None:
+        """Close the producer, then the serializers it built."""
+        await AIOProducer.close(self)
+        owned, self._owned = self._owned, []
+        await aclose_all(owned)
+
+
+class AsyncDeserializingConsumer(_AwaitedInit, AIOConsumer):
+    """confluent-kafka's ``await AsyncDeserializingConsumer(conf, **kwargs)``:
+    an :class:`AIOConsumer` whose ``poll`` and ``consume`` deserialize the key,
+    then the value (an error event is raised as ``ConsumeError``)."""
+
+    async def _init(self, conf: dict[str, Any], **kwargs: Any) -> None:
+        specs, conf = pop_specs(conf, "key.deserializer", "value.deserializer")
+        serdes, self._owned, conf = await abuild(specs, conf)
+        self._key_deserializer, self._value_deserializer = serdes
+        try:
+            AIOConsumer.__init__(self, conf, **kwargs)
+        except BaseException:
+            await aclose_all(self._owned)
+            raise
+
+    async def _deserialize(self, msg: Any) -> Any:
+        error = msg.error()
+        if error is not None:
+            raise ConsumeError(error, kafka_message=msg)
+        ctx = SerializationContext(msg.topic() or "", MessageField.KEY, msg.headers())
+        key, value = msg.key(), msg.value()
+        if self._key_deserializer is not None:
+            try:
+                key = await maybe_await(self._key_deserializer(key, ctx))
+            except Exception as exc:
+                raise KeyDeserializationError(exc, msg) from exc
+        if self._value_deserializer is not None:
+            ctx.field = MessageField.VALUE
+            try:
+                value = await maybe_await(self._value_deserializer(value, ctx))
+            except Exception as exc:
+                raise ValueDeserializationError(exc, msg) from exc
+        msg.set_key(key)
+        msg.set_value(value)
+        return msg
+
+    async def poll(self, timeout: float = -1) -> Any:
+        """The next record, deserialized (None when none came in ``timeout`` s)."""
+        msg = await self._run(self._client.poll, timeout)
+        return None if msg is None else await self._deserialize(msg)
+
+    async def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
+        """Up to ``num_messages`` records, deserialized."""
+        msgs = await self._run(self._client.consume, num_messages, timeout)
+        return [await self._deserialize(m) for m in msgs]
+
+    async def close(self) -> None:
+        """Close the consumer, then the deserializers it built."""
+        await AIOConsumer.close(self)
+        owned, self._owned = self._owned, []
+        await aclose_all(owned)
