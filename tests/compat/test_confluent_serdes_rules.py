@@ -28,11 +28,15 @@ from confluent_kafka.schema_registry.rule_registry import RuleRegistry as TheirR
 from confluent_kafka.schema_registry.rules.cel.cel_executor import (
     CelExecutor as TheirCel,
 )
+from confluent_kafka.schema_registry.rules.cel.cel_field_executor import (
+    CelFieldExecutor as TheirCelField,
+)
 from confluent_kafka.schema_registry.rules.jsonata.jsonata_executor import (
     JsonataExecutor as TheirJsonata,
 )
 
 from trafka.compat.confluent.schema_registry.rules.cel.cel_executor import CelExecutor
+from trafka.compat.confluent.schema_registry.rules.cel.cel_field_executor import CelFieldExecutor
 from trafka.compat.confluent.schema_registry.rules.jsonata.jsonata_executor import (
     JsonataExecutor,
 )
@@ -66,12 +70,12 @@ def _rule(kind: str, mode: str, rule_type: str, expr: str, on_failure: str | Non
 class _Registry:
     """Answers ``get_latest_version`` and ``get_schema`` with a schema carrying ``rules``."""
 
-    def __init__(self, api: Any, rules: list[Any]) -> None:
+    def __init__(self, api: Any, rules: list[Any], text: str = PERSON) -> None:
         rule_set = theirs.RuleSet(None, rules)
         if api is theirs:
-            self.schema = theirs.Schema(PERSON, "AVRO", [], None, rule_set)
+            self.schema = theirs.Schema(text, "AVRO", [], None, rule_set)
         else:
-            self.schema = _OurSchema(PERSON, rule_set)
+            self.schema = _OurSchema(text, rule_set)
         self.api = api
 
     def get_latest_version(self, subject: str, fmt: Any = None) -> Any:
@@ -100,27 +104,29 @@ class _OurSchema:
         )
 
 
-def _both(rules: list[Any], record: dict[str, Any], write: bool) -> list[Any]:
+def _both(rules: list[Any], record: dict[str, Any], write: bool, text: str = PERSON) -> list[Any]:
     """What each side gives for ``record`` (written, or written then read)."""
     out = []
     for api in (ours, theirs):
-        registry = _Registry(api, rules)
+        registry = _Registry(api, rules, text)
         if api is ours:
             rule_registry: Any = RuleRegistry()
             rule_registry.register_executor(CelExecutor())
+            rule_registry.register_executor(CelFieldExecutor())
             rule_registry.register_executor(JsonataExecutor())
             module: Any = ours_avro
             ctx: Any = SerializationContext("t", "value")
         else:
             rule_registry = TheirRuleRegistry()
             rule_registry.register_executor(TheirCel())
+            rule_registry.register_executor(TheirCelField())
             rule_registry.register_executor(TheirJsonata())
             module, ctx = theirs_avro, TheirContext("t", "value")
         conf = {"auto.register.schemas": False, "use.latest.version": True}
         conf["subject.name.strategy"] = api.topic_subject_name_strategy
-        serializer = module.AvroSerializer(registry, PERSON, conf=conf, rule_registry=rule_registry)
+        serializer = module.AvroSerializer(registry, text, conf=conf, rule_registry=rule_registry)
         try:
-            data = serializer(record, ctx)
+            data = serializer(dict(record), ctx)
             if not write:
                 read_conf = {"subject.name.strategy": api.topic_subject_name_strategy}
                 data = module.AvroDeserializer(
@@ -152,6 +158,49 @@ def test_a_jsonata_transform_on_read() -> None:
     rules = [_rule("TRANSFORM", "READ", "JSONATA", expr)]
     mine, their = _both(rules, {"name": "Ann", "age": 40}, write=False)
     assert mine == their == {"name": "ANN", "age": 40}
+
+
+TAGGED = json.dumps(
+    {
+        "type": "record",
+        "name": "Card",
+        "namespace": "pay",
+        "fields": [
+            {"name": "holder", "type": "string", "confluent:tags": ["PII"]},
+            {"name": "number", "type": ["null", "string"], "confluent:tags": ["PII"]},
+            {"name": "limit", "type": "int"},
+            {"name": "notes", "type": {"type": "array", "items": "string"}},
+        ],
+    }
+)
+CARD = {"holder": "Ann", "number": "4111", "limit": 500, "notes": ["a"]}
+
+
+@pytest.mark.parametrize(
+    ("kind", "tags", "expr", "write"),
+    [
+        ("TRANSFORM", ["PII"], 'value + "-" + typeName + "-" + fullName', True),
+        ("TRANSFORM", None, 'typeName == "STRING" ? "x" : value', False),
+        ("CONDITION", ["PII"], "size(value) > 2", True),
+        ("CONDITION", None, 'name != "limit" || value < 100', True),
+    ],
+)
+def test_cel_field_rules(kind: str, tags: Any, expr: str, write: bool) -> None:
+    rule = theirs.Rule(
+        "f1",
+        None,
+        theirs.RuleKind(kind),
+        theirs.RuleMode("WRITE" if write else "READ"),
+        "CEL_FIELD",
+        tags,
+        None,
+        expr,
+        None,
+        None,
+        None,
+    )
+    mine, their = _both([rule], CARD, write=write, text=TAGGED)
+    assert mine == their
 
 
 def test_a_rule_without_an_executor_fails() -> None:

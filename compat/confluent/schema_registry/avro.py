@@ -26,7 +26,7 @@ from typing import Any
 from trafka.sdk.schemas.avro import avro_decode, avro_encode, parse_avro
 
 from ..serialization import SerializationError
-from .common.avro import is_schema, schema_loads
+from .common.avro import field_transformer, is_schema, schema_loads
 from .rule_registry import RuleRegistry
 from .serde import (
     AsyncBaseDeserializer,
@@ -76,6 +76,9 @@ class _AvroSerde:
 
     def _parse(self, schema: Any, referenced: list[tuple[str, Any]]) -> Any:
         return parse_avro(schema.schema_str, [s.schema_str for _, s in referenced])
+
+    def _field_transformer(self, parsed: Any) -> Any:
+        return None if parsed is None else field_transformer(parsed)
 
 
 class _AvroSerializing(_AvroSerde, SerializerSettings):
