@@ -70,12 +70,12 @@ def _rule(kind: str, mode: str, rule_type: str, expr: str, on_failure: str | Non
 class _Registry:
     """Answers ``get_latest_version`` and ``get_schema`` with a schema carrying ``rules``."""
 
-    def __init__(self, api: Any, rules: list[Any], text: str = PERSON) -> None:
+    def __init__(self, api: Any, rules: list[Any], text: str = PERSON, kind: str = "AVRO") -> None:
         rule_set = theirs.RuleSet(None, rules)
         if api is theirs:
-            self.schema = theirs.Schema(text, "AVRO", [], None, rule_set)
+            self.schema = theirs.Schema(text, kind, [], None, rule_set)
         else:
-            self.schema = _OurSchema(text, rule_set)
+            self.schema = _OurSchema(text, rule_set, kind)
         self.api = api
 
     def get_latest_version(self, subject: str, fmt: Any = None) -> Any:
@@ -95,13 +95,10 @@ class _Registry:
 class _OurSchema:
     """A schema with a rule set, as the drop-in's client returns one."""
 
-    def __init__(self, text: str, rule_set: Any) -> None:
-        self.schema_str, self.schema_type, self.references, self.rule_set = (
-            text,
-            "AVRO",
-            [],
-            rule_set,
-        )
+    def __init__(self, text: str, rule_set: Any, kind: str = "AVRO") -> None:
+        self.schema_str, self.schema_type = text, kind
+        self.references: list[Any] = []
+        self.rule_set = rule_set
 
 
 def _both(rules: list[Any], record: dict[str, Any], write: bool, text: str = PERSON) -> list[Any]:
@@ -259,3 +256,84 @@ def test_the_vault_kms_driver_makes_confluent_kafkas_client(
         assert not client.does_support("hcvault://vault.example:8200/transit/keys/other")
     assert made[0] == made[1]
     assert made[0]["verify"] is True or made[0]["verify"].endswith(".pem")
+
+
+ACCOUNT = json.dumps(
+    {
+        "title": "Account",
+        "type": "object",
+        "properties": {
+            "owner": {"type": "string", "confluent:tags": ["PII"]},
+            "address": {"$ref": "#/definitions/Address"},
+            "balance": {"type": "number"},
+            "aliases": {"type": "array", "items": {"type": "string", "confluent:tags": ["PII"]}},
+            "note": {"oneOf": [{"type": "null"}, {"type": "string", "confluent:tags": ["PII"]}]},
+        },
+        "definitions": {
+            "Address": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string", "confluent:tags": ["PII"]},
+                    "zip": {"type": "integer"},
+                },
+            }
+        },
+    }
+)
+ACCOUNT_VALUE = {
+    "owner": "Ann",
+    "address": {"city": "Oslo", "zip": 150},
+    "balance": 2.5,
+    "aliases": ["a1"],
+    "note": "hi",
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "tags", "expr"),
+    [
+        ("TRANSFORM", ["PII"], 'value + "|" + fullName + "|" + typeName'),
+        ("TRANSFORM", None, 'typeName == "INT" ? value + 1 : value'),
+        ("CONDITION", ["PII"], "size(value) < 10"),
+        ("CONDITION", ["PII"], 'value != "Oslo"'),
+    ],
+)
+def test_cel_field_rules_over_json(kind: str, tags: Any, expr: str) -> None:
+    import confluent_kafka.schema_registry.json_schema as theirs_json
+
+    import trafka.compat.confluent.schema_registry.json_schema as ours_json
+
+    rule = theirs.Rule(
+        "j1",
+        None,
+        theirs.RuleKind(kind),
+        theirs.RuleMode("WRITE"),
+        "CEL_FIELD",
+        tags,
+        None,
+        expr,
+        None,
+        None,
+        None,
+    )
+    out = []
+    for api, module in ((ours, ours_json), (theirs, theirs_json)):
+        registry = _Registry(api, [rule], ACCOUNT, "JSON")
+        if api is theirs:
+            rule_registry: Any = TheirRuleRegistry()
+            rule_registry.register_executor(TheirCelField())
+            ctx: Any = TheirContext("t", "value")
+        else:
+            rule_registry = RuleRegistry()
+            rule_registry.register_executor(CelFieldExecutor())
+            ctx = SerializationContext("t", "value")
+        conf = {"auto.register.schemas": False, "use.latest.version": True}
+        conf["subject.name.strategy"] = api.topic_subject_name_strategy
+        serializer = module.JSONSerializer(
+            ACCOUNT, registry, conf=conf, rule_registry=rule_registry
+        )
+        try:
+            out.append(json.loads(serializer(json.loads(json.dumps(ACCOUNT_VALUE)), ctx)[5:]))
+        except Exception as exc:
+            out.append(type(exc).__name__)
+    assert out[0] == out[1]

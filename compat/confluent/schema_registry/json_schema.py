@@ -26,6 +26,7 @@ from typing import Any
 from trafka.sdk.schemas.json_schema import json_check, json_validator
 
 from .common.avro import is_schema
+from .common.json_schema import field_transformer
 from .rule_registry import RuleRegistry
 from .serde import (
     AsyncBaseDeserializer,
@@ -70,7 +71,12 @@ class _JSONSerde:
     _schema_type = "JSON"
 
     def _parse(self, schema: Any, referenced: list[tuple[str, Any]]) -> Any:
-        return json_validator(schema.schema_str, [(n, s.schema_str) for n, s in referenced])
+        texts = [(n, s.schema_str) for n, s in referenced]
+        validator, doc = json_validator(schema.schema_str, texts)
+        return validator, doc, texts
+
+    def _field_transformer(self, parsed: Any) -> Any:
+        return None if parsed is None else field_transformer(parsed[1], parsed[2])
 
 
 def _title(parsed: Any) -> str | None:
