@@ -337,3 +337,111 @@ def test_cel_field_rules_over_json(kind: str, tags: Any, expr: str) -> None:
         except Exception as exc:
             out.append(type(exc).__name__)
     assert out[0] == out[1]
+
+
+V1 = PERSON
+V2 = json.dumps(
+    {
+        "type": "record",
+        "name": "Person",
+        "fields": [{"name": "fullName", "type": "string"}, {"name": "age", "type": "int"}],
+    }
+)
+UP = "$merge([$sift($, function($v, $k) {$k != 'name'}), {'fullName': $.'name'}])"
+DOWN = "$merge([$sift($, function($v, $k) {$k != 'fullName'}), {'name': $.'fullName'}])"
+
+
+class _Versions:
+    """A subject with versions 1 (``name``) and 2 (``fullName``, with migration
+    rules both ways), ids 1 and 2, for either side's serdes."""
+
+    def __init__(self, api: Any, latest: int) -> None:
+        rules = [
+            theirs.Rule(
+                "up",
+                None,
+                theirs.RuleKind.TRANSFORM,
+                theirs.RuleMode.UPGRADE,
+                "JSONATA",
+                None,
+                None,
+                UP,
+                None,
+                None,
+                None,
+            ),
+            theirs.Rule(
+                "down",
+                None,
+                theirs.RuleKind.TRANSFORM,
+                theirs.RuleMode.DOWNGRADE,
+                "JSONATA",
+                None,
+                None,
+                DOWN,
+                None,
+                None,
+                None,
+            ),
+        ]
+        self.api, self.latest = api, latest
+        if api is theirs:
+            self.schemas = {
+                1: theirs.Schema(V1, "AVRO"),
+                2: theirs.Schema(V2, "AVRO", [], None, theirs.RuleSet(rules, None)),
+            }
+        else:
+            self.schemas = {1: _OurSchema(V1, None), 2: _OurSchema(V2, theirs.RuleSet(rules, None))}
+
+    def _registered(self, subject: str, version: int) -> Any:
+        schema = self.schemas[version]
+        if self.api is theirs:
+            return theirs.RegisteredSchema(subject, version, version, None, schema)
+        return ours.RegisteredSchema(
+            schema_id=version, guid=None, schema=schema, subject=subject, version=version
+        )
+
+    def get_schema(self, schema_id: int, subject: Any = None, fmt: Any = None) -> Any:
+        return self.schemas[schema_id]
+
+    def lookup_schema(self, subject: str, schema: Any, *args: Any, **kwargs: Any) -> Any:
+        version = next(v for v, s in self.schemas.items() if s.schema_str == schema.schema_str)
+        return self._registered(subject, version)
+
+    def get_latest_version(self, subject: str, fmt: Any = None) -> Any:
+        return self._registered(subject, self.latest)
+
+    def get_version(self, subject: str, version: int, *args: Any, **kwargs: Any) -> Any:
+        return self._registered(subject, version)
+
+    def config(self) -> dict[str, Any]:
+        return {}
+
+
+@pytest.mark.parametrize(("written", "read_at"), [(1, 2), (2, 1)], ids=["upgrade", "downgrade"])
+def test_migration_rules_between_versions(written: int, read_at: int) -> None:
+    """A record written with one version, read with ``use.latest.version`` at
+    the other: the JSONata migration rules of the newer one move it across."""
+    record = {"name": "Ann", "age": 7} if written == 1 else {"fullName": "Ann", "age": 7}
+    out = []
+    for api, module in ((ours, ours_avro), (theirs, theirs_avro)):
+        registry = _Versions(api, read_at)
+        if api is theirs:
+            rule_registry: Any = TheirRuleRegistry()
+            rule_registry.register_executor(TheirJsonata())
+            ctx: Any = TheirContext("t", "value")
+        else:
+            rule_registry = RuleRegistry()
+            rule_registry.register_executor(JsonataExecutor())
+            ctx = SerializationContext("t", "value")
+        strategy = {"subject.name.strategy": api.topic_subject_name_strategy}
+        writer = module.AvroSerializer(
+            registry, [V1, V2][written - 1], conf={**strategy, "auto.register.schemas": False}
+        )
+        data = writer(dict(record), ctx)
+        reader = module.AvroDeserializer(
+            registry, conf={**strategy, "use.latest.version": True}, rule_registry=rule_registry
+        )
+        out.append(reader(data, ctx))
+    assert out[0] == out[1]
+    assert out[0] == ({"fullName": "Ann", "age": 7} if read_at == 2 else {"name": "Ann", "age": 7})

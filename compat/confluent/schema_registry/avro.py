@@ -226,8 +226,13 @@ class _AvroDeserializing(_AvroSerde, DeserializerSettings):
         payload = self._schema_id_deserializer(data, ctx, schema_id)
         writer_schema = yield from self._writer_schema_steps(schema_id)
         writer = yield from self._parsed_steps(writer_schema)
-        latest = yield from self._latest_reader_steps(ctx, _record_name(None, writer))
-        if latest is not None:
+        latest, subject = yield from self._latest_and_subject_steps(ctx, _record_name(None, writer))
+        migrations = []
+        if latest is not None and subject is not None and ctx is not None:
+            migrations = yield from self._migrations_steps(subject, writer_schema, latest)
+        if migrations:
+            reader = None  # read as written, then migrated
+        elif latest is not None:
             reader = yield from self._parsed_steps(latest.schema)
         elif self._schema is not None:
             if self._reader_schema is None:
@@ -242,6 +247,9 @@ class _AvroDeserializing(_AvroSerde, DeserializerSettings):
                 value = avro_decode(payload.read(), writer, reader, self._return_record_name)
         except Exception as exc:
             raise serialization_error(exc) from exc
+        if migrations:
+            value = self._migrate(ctx, subject, migrations, value)  # type: ignore[arg-type]
+            reader = yield from self._parsed_steps(latest.schema)
         target = latest.schema if latest is not None else writer_schema
         value = yield from self._rules_steps(
             ctx, None, _record_name(None, writer), "READ", target, reader or writer, value

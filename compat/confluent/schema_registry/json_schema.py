@@ -226,9 +226,12 @@ class _JSONDeserializing(_JSONSerde, DeserializerSettings):
         if self._registry is not None:
             writer_schema = yield from self._writer_schema_steps(schema_id)
             writer = yield from self._parsed_steps(writer_schema)
-        latest = None
+        latest = subject = None
+        migrations: list[Any] = []
         if self._registry is not None:
-            latest = yield from self._latest_reader_steps(ctx, _title(writer))
+            latest, subject = yield from self._latest_and_subject_steps(ctx, _title(writer))
+            if latest is not None and subject is not None and ctx is not None:
+                migrations = yield from self._migrations_steps(subject, writer_schema, latest)
         if latest is not None:
             reader = yield from self._parsed_steps(latest.schema)
         elif self._schema is not None:
@@ -241,6 +244,8 @@ class _JSONDeserializing(_JSONSerde, DeserializerSettings):
             value = self._json_decode(payload.read())
         except Exception as exc:
             raise serialization_error(exc) from exc
+        if migrations:
+            value = self._migrate(ctx, subject, migrations, value)  # type: ignore[arg-type]
         if self._registry is not None:
             target = latest.schema if latest is not None else writer_schema
             value = yield from self._rules_steps(

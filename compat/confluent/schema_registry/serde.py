@@ -27,6 +27,7 @@ Rules:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple, TypeVar
@@ -63,6 +64,8 @@ from .common.serde import (
     execute_rules,
     get_original_key,
     has_domain_rules,
+    has_migration_rules,
+    migration_mode,
     prefix_schema_id_serializer,
     set_original_key,
 )
@@ -720,12 +723,60 @@ class DeserializerSettings(BaseSerde):
 
     def _latest_reader_steps(self, ctx: Any, record_name: str | None) -> Steps[Any]:
         """The subject's latest schema with ``use.latest.*``, else None."""
+        found = yield from self._latest_and_subject_steps(ctx, record_name)
+        return found[0]
+
+    def _latest_and_subject_steps(
+        self, ctx: Any, record_name: str | None
+    ) -> Steps[tuple[Any, str | None]]:
+        """The subject's latest schema with ``use.latest.*`` (else None), and the subject."""
         if not (self._use_latest_version or self._use_latest_with_metadata is not None):
-            return None
+            return None, None
         subject = yield from self._subject_steps(ctx, record_name)
         if subject is None:
-            return None
-        return (yield from self._reader_schema_steps(subject))
+            return None, None
+        return (yield from self._reader_schema_steps(subject)), subject
+
+    def _migrations_steps(
+        self, subject: str, writer_schema: Any, latest: Any
+    ) -> Steps[list[Migration]]:
+        """The migrations from the writer's version of ``subject`` to ``latest``'s
+        (each step between two versions whose later one has migration rules)."""
+        if latest is None or latest.version is None:
+            return []
+        source = yield from ask("lookup_schema", subject, writer_schema, False, True)
+        if source.version is None:
+            return []
+        mode = migration_mode(int(source.version), int(latest.version))
+        if mode is None:
+            return []
+        first, last = (source, latest) if mode == "UPGRADE" else (latest, source)
+        chain = [first]
+        for version in range(int(first.version) + 1, int(last.version)):
+            chain.append((yield from ask("get_version", subject, version)))
+        chain.append(last)
+        out = []
+        for previous, current in itertools.pairwise(chain):
+            if has_migration_rules(current.schema, mode):
+                pair = (previous, current) if mode == "UPGRADE" else (current, previous)
+                out.append(Migration(rule_mode(mode), *pair))
+        if mode == "DOWNGRADE":
+            out.reverse()
+        return out
+
+    def _migrate(self, ctx: Any, subject: str, migrations: list[Migration], message: Any) -> Any:
+        """``message`` after each migration's rules."""
+        for m in migrations:
+            message = execute_rules(
+                self._rule_registry,
+                ctx,
+                subject,
+                m.rule_mode,
+                m.source.schema,
+                m.target.schema,
+                message,
+            )
+        return message
 
     def _writer_schema_steps(self, schema_id: SchemaId) -> Steps[Any]:
         """The schema a record names, fetched once per serde."""

@@ -71,6 +71,8 @@ __all__ = [
     "execute_rules",
     "get_original_key",
     "has_domain_rules",
+    "has_migration_rules",
+    "migration_mode",
     "header_schema_id_serializer",
     "prefix_schema_id_deserializer",
     "prefix_schema_id_serializer",
@@ -615,7 +617,8 @@ def execute_rules(
     field_transformer: FieldTransformer | None = None,
 ) -> Any:
     """``message`` after the domain rules of ``target``'s rule set that apply in
-    ``rule_mode`` (``WRITE``/``READ``; read runs them last to first): each rule's
+    ``rule_mode`` (``WRITE``/``READ``; read runs them last to first), or its
+    migration rules (``UPGRADE``; ``DOWNGRADE``: ``source``'s, last to first): each rule's
     executor (by its type, from ``rule_registry``) checks (a CONDITION) or
     changes (a TRANSFORM) the message, then its ``on_success`` action runs (NONE
     by default), or on an error its ``on_failure`` one (ERROR by default: the
@@ -623,12 +626,17 @@ def execute_rules(
     the rule registry may disable it or replace its actions.
     """
     mode = _name(rule_mode) or ""
-    rule_set = getattr(target, "rule_set", None)
-    rules = list(getattr(rule_set, "domain_rules", None) or ())
+    if mode == "UPGRADE":
+        rules = list(getattr(getattr(target, "rule_set", None), "migration_rules", None) or ())
+    elif mode == "DOWNGRADE":
+        rules = list(getattr(getattr(source, "rule_set", None), "migration_rules", None) or ())
+        rules.reverse()
+    else:
+        rules = list(getattr(getattr(target, "rule_set", None), "domain_rules", None) or ())
+        if mode == "READ":
+            rules.reverse()
     if message is None or not rules:
         return message
-    if mode == "READ":
-        rules.reverse()
     for index, rule in enumerate(rules):
         override = rule_registry.get_override(rule.type) if rule.type else None
         disabled = (
@@ -701,3 +709,17 @@ def _run_action(
 def has_domain_rules(schema: Any) -> bool:
     """Whether ``schema`` carries domain rules (a serde then needs its subject to run them)."""
     return bool(getattr(getattr(schema, "rule_set", None), "domain_rules", None))
+
+
+def migration_mode(source_version: int, target_version: int) -> str | None:
+    """``UPGRADE`` from an older writer to a newer reader, ``DOWNGRADE`` the
+    other way, None between equal versions."""
+    if source_version < target_version:
+        return "UPGRADE"
+    return "DOWNGRADE" if source_version > target_version else None
+
+
+def has_migration_rules(schema: Any, mode: str) -> bool:
+    """Whether ``schema`` has migration rules for ``mode`` (or for both: ``UPDOWN``)."""
+    rules = getattr(getattr(schema, "rule_set", None), "migration_rules", None) or ()
+    return any(_name(r.mode) in (mode, "UPDOWN") for r in rules)
