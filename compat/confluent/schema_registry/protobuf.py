@@ -26,6 +26,7 @@ from .common.protobuf import (
     _create_index_array,
     decimal_message_class,
     decimal_to_protobuf,
+    field_transformer,
     protobuf_to_decimal,
 )
 from .common.serde import reference_subject_name_strategy
@@ -76,6 +77,9 @@ class _ProtobufSerde:
 
     def _parse(self, schema: Any, referenced: list[tuple[str, Any]]) -> Any:
         return build_file_descriptor(schema.schema_str, [(n, s.schema_str) for n, s in referenced])
+
+    def _field_transformer(self, parsed: Any) -> Any:
+        return field_transformer(parsed)
 
 
 class _ProtobufSerializing(_ProtobufSerde, SerializerSettings):

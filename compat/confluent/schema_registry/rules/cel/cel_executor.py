@@ -44,10 +44,29 @@ def to_cel(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return celtypes.ListType([to_cel(v) for v in value])
     if hasattr(value, "DESCRIPTOR") and hasattr(value, "ListFields"):
-        from google.protobuf.json_format import MessageToDict
-
-        return to_cel(MessageToDict(value, preserving_proto_field_name=True))
+        return _message_to_cel(value)
+    if hasattr(value, "items"):  # a Protobuf map
+        return to_cel(dict(value.items()))
+    if hasattr(value, "__len__") and hasattr(value, "__getitem__"):  # a repeated field
+        return to_cel(list(value))
     return celtypes.StringType(str(value))
+
+
+def _repeated(fd: Any) -> bool:
+    found = getattr(fd, "is_repeated", None)  # (protobuf 7 has no label)
+    return bool(found) if found is not None else bool(fd.label == fd.LABEL_REPEATED)
+
+
+def _message_to_cel(message: Any) -> Any:
+    """A Protobuf message as a CEL map of every field (unset ones at their
+    defaults), by the field's name, numbers as numbers (not JSON's strings)."""
+    out = {}
+    for fd in message.DESCRIPTOR.fields:
+        value = getattr(message, fd.name)
+        if fd.message_type is not None and not _repeated(fd) and not message.HasField(fd.name):
+            value = None
+        out[celtypes.StringType(fd.name)] = to_cel(value)
+    return celtypes.MapType(out)
 
 
 def from_cel(value: Any) -> Any:
