@@ -460,7 +460,14 @@ class BaseSerde:
                 schema = yield from ask(
                     "get_schema", self._use_schema_id, subject, self._schema_fmt
                 )
-                hit = self._by_schema_id[key] = _Registered(self._use_schema_id, None, schema)
+                # its version and GUID (a header names the GUID), when the subject has it
+                try:
+                    hit = yield from ask("lookup_schema", subject, schema, False, True)
+                except Exception as exc:
+                    if not _is_not_found(exc):
+                        raise
+                    hit = _Registered(self._use_schema_id, None, schema, None)
+                self._by_schema_id[key] = hit
             return hit
         if self._use_latest_with_metadata is not None:
             return (
@@ -546,6 +553,7 @@ class _Registered(NamedTuple):
     schema_id: int
     guid: Any
     schema: Any
+    version: int | None
 
 
 class BaseSerializer(BaseSerde, Serializer):
