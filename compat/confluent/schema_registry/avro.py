@@ -27,6 +27,7 @@ from trafka.sdk.schemas.avro import avro_decode, avro_encode, parse_avro
 
 from ..serialization import SerializationError
 from .common.avro import field_transformer, is_schema, schema_loads
+from .common.serde import Steps, serialization_error
 from .rule_registry import RuleRegistry
 from .serde import (
     AsyncBaseDeserializer,
@@ -36,12 +37,10 @@ from .serde import (
     DeserializerSettings,
     SchemaId,
     SerializerSettings,
-    Steps,
     check_bool,
     deserializer_defaults,
     guid_of,
     serde_builder,
-    serialization_error,
     serializer_defaults,
 )
 

@@ -27,6 +27,7 @@ from trafka.sdk.schemas.json_schema import json_check, json_validator
 
 from .common.avro import is_schema
 from .common.json_schema import field_transformer
+from .common.serde import Steps, serialization_error
 from .rule_registry import RuleRegistry
 from .serde import (
     AsyncBaseDeserializer,
@@ -36,12 +37,10 @@ from .serde import (
     DeserializerSettings,
     SchemaId,
     SerializerSettings,
-    Steps,
     check_bool,
     deserializer_defaults,
     guid_of,
     serde_builder,
-    serialization_error,
     serializer_defaults,
 )
 

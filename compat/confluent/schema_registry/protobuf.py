@@ -29,7 +29,7 @@ from .common.protobuf import (
     field_transformer,
     protobuf_to_decimal,
 )
-from .common.serde import reference_subject_name_strategy
+from .common.serde import Steps, ask, reference_subject_name_strategy, serialization_error
 from .rule_registry import RuleRegistry
 from .serde import (
     AsyncBaseDeserializer,
@@ -39,14 +39,11 @@ from .serde import (
     DeserializerSettings,
     SchemaId,
     SerializerSettings,
-    Steps,
-    ask,
     check_bool,
     check_callable,
     deserializer_defaults,
     guid_of,
     serde_builder,
-    serialization_error,
     serializer_defaults,
 )
 
