@@ -541,3 +541,32 @@ def test_rules_over_protobuf(rule_type: str, kind: str, expr: str) -> None:
         except Exception as exc:
             out.append(type(exc).__name__)
     assert out[0] == out[1], out
+
+
+@pytest.mark.parametrize(
+    ("rule_type", "kind", "expr"),
+    [
+        ("CEL_FIELD", "TRANSFORM", "name == 'holder' ; value + '-x'"),
+        ("CEL_FIELD", "CONDITION", "name == 'limit' ; value > 1000"),
+        ("CEL_FIELD", "CONDITION", "name == 'nope' ; false"),
+        ("CEL", "CONDITION", "message.limit > 1000 ; false"),
+        ("CEL", "CONDITION", "message.limit < 1000 ; false"),
+    ],
+)
+def test_cel_guards(rule_type: str, kind: str, expr: str) -> None:
+    """``guard ; expr``: the expression runs only where the guard holds."""
+    rule = theirs.Rule(
+        "g",
+        None,
+        theirs.RuleKind(kind),
+        theirs.RuleMode.WRITE,
+        rule_type,
+        None,
+        None,
+        expr,
+        None,
+        None,
+        None,
+    )
+    mine, their = _both([rule], CARD, write=True, text=TAGGED)
+    assert mine == their

@@ -4,7 +4,8 @@ with the message bound to ``message`` (cel-python; the ``rules`` extra).
 Rules: a record (a dict, or a Protobuf message, seen as its fields) becomes a
 CEL map, a list a CEL list, bytes CEL bytes, numbers and strings themselves;
 a CONDITION's expression must give a bool, a TRANSFORM's result becomes the
-message (back in Python's types). Each expression is compiled once.
+message (back in Python's types). ``guard ; expr`` runs ``expr`` only where
+``guard`` holds. Each expression is compiled once.
 """
 
 from __future__ import annotations
@@ -84,6 +85,11 @@ def from_cel(value: Any) -> Any:
     return value
 
 
+def _is_condition(ctx: RuleContext) -> bool:
+    kind = ctx.rule.kind
+    return str(getattr(kind, "value", kind)).upper() == "CONDITION"
+
+
 class CelExecutor(RuleExecutor):
     """Runs ``CEL`` rules; ``CelExecutor.register()`` adds it to the global rule registry."""
 
@@ -103,16 +109,24 @@ class CelExecutor(RuleExecutor):
             return program
 
     def execute(self, ctx: RuleContext, message: Any, args: dict[str, Any]) -> Any:
-        """The rule's expression evaluated with ``args`` bound (in Python's types).
-
-        Raises:
-            ValueError: the rule has no expression.
-        """
+        """The rule's expression evaluated with ``args`` bound (in Python's
+        types). ``guard ; expr``: where the guard is false, a condition holds
+        and a transform leaves ``message`` as it is. No expression: ``message``."""
         expr = ctx.rule.expr
         if not expr:
-            raise ValueError("the CEL rule has no expression")
+            return message
         bound = {name: to_cel(value) for name, value in args.items()}
-        return from_cel(self._program(expr).evaluate(bound))
+        guard, sep, rest = expr.partition(";")
+        if sep:
+            if guard.strip() and not self._program(guard).evaluate(bound):
+                return True if _is_condition(ctx) else message
+            expr = rest
+        result = from_cel(self._program(expr).evaluate(bound))
+        if not _is_condition(ctx) and isinstance(result, dict) and hasattr(message, "DESCRIPTOR"):
+            from google.protobuf.json_format import ParseDict
+
+            return ParseDict(result, type(message)())  # (a transform of a Protobuf message)
+        return result
 
     def transform(self, ctx: RuleContext, message: Any) -> Any:
         return self.execute(ctx, message, {"message": message})
