@@ -212,6 +212,18 @@ def test_the_async_serdes_both_ways(registry_url: str) -> None:
             None, schema_registry_client=their_client
         )
         assert await json_reader(json_written, their_json_ctx) == {"id": 1}
+        part_class = _proto_class()
+        proto_ctx, their_proto_ctx = _ctx(f"{topic}-proto")
+        proto_ser = await ours_proto.AsyncProtobufSerializer(part_class, mine_client)
+        proto_written = await proto_ser(part_class(label="nut"), proto_ctx)
+        proto_reader = await theirs_proto.AsyncProtobufDeserializer(
+            part_class, {"use.deprecated.format": False}
+        )
+        assert (await proto_reader(proto_written, their_proto_ctx)).label == "nut"
+        mine_proto_reader = await ours_proto.AsyncProtobufDeserializer(
+            None, schema_registry_client=mine_client
+        )
+        assert (await mine_proto_reader(proto_written, proto_ctx)).label == "nut"
 
     asyncio.run(main())
 
