@@ -26,7 +26,15 @@ from typing import Any
 from trafka.sdk.schemas.avro import avro_decode, avro_encode, parse_avro
 
 from ..serialization import SerializationError
-from .common.avro import field_transformer, is_schema, schema_loads
+from .common.avro import (
+    AvroMessage,
+    AvroSchema,
+    field_transformer,
+    get_type,
+    is_schema,
+    schema_loads,
+    transform,
+)
 from .common.serde import Steps, serialization_error
 from .rule_registry import RuleRegistry
 from .serde import (
@@ -51,8 +59,12 @@ __all__ = [
     "AsyncAvroSerializerBuilder",
     "AvroDeserializer",
     "AvroDeserializerBuilder",
+    "AvroMessage",
+    "AvroSchema",
     "AvroSerializer",
     "AvroSerializerBuilder",
+    "get_type",
+    "transform",
 ]
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from trafka.sdk.schemas.json_schema import json_check, json_validator
 
 from .common.avro import is_schema
-from .common.json_schema import field_transformer
+from .common.json_schema import JsonMessage, JsonSchema, field_transformer, get_type
 from .common.serde import Steps, serialization_error
 from .rule_registry import RuleRegistry
 from .serde import (
@@ -53,6 +53,9 @@ __all__ = [
     "JSONDeserializerBuilder",
     "JSONSerializer",
     "JSONSerializerBuilder",
+    "JsonMessage",
+    "JsonSchema",
+    "get_type",
 ]
 
 

@@ -27,6 +27,7 @@ from .common.protobuf import (
     decimal_message_class,
     decimal_to_protobuf,
     field_transformer,
+    get_type,
     protobuf_to_decimal,
 )
 from .common.serde import Steps, ask, reference_subject_name_strategy, serialization_error
@@ -59,6 +60,7 @@ __all__ = [
     "_create_index_array",
     "decimal_message_class",
     "decimal_to_protobuf",
+    "get_type",
     "protobuf_to_decimal",
 ]
 

@@ -44,6 +44,7 @@ from .common.serde import (
     KAFKA_CLUSTER_ID,
     STRATEGY_TYPE_MAP,
     AssociatedNameStrategy,
+    AsyncAssociatedNameStrategy,
     ErrorAction,
     FieldContext,
     FieldRuleExecutor,
@@ -90,6 +91,8 @@ __all__ = [
     "KAFKA_CLUSTER_ID",
     "STRATEGY_TYPE_MAP",
     "AssociatedNameStrategy",
+    "AsyncAssociatedNameStrategy",
+    "AsyncBaseSerde",
     "async_build_serde",
     "build_serde",
     "AsyncBaseDeserializer",
@@ -156,6 +159,7 @@ class BaseSerde:
     _use_latest_version = False
     _use_latest_with_metadata: dict[str, Any] | None = None
     _schema_fmt: str | None = None  # the ``format`` asked of the registry (Protobuf)
+    _associated: type[AssociatedNameStrategy] = AssociatedNameStrategy  # the default strategy
 
     def _init_serde(
         self,
@@ -204,7 +208,7 @@ class BaseSerde:
             )
             return
         if subject_name_strategy_type is None:
-            self._subject_name_func = AssociatedNameStrategy()
+            self._subject_name_func = self._associated()
             self._strategy_accepts_client = True
             return
         try:
@@ -224,7 +228,7 @@ class BaseSerde:
                 " subject name strategy."
             )
         self._subject_name_func = (
-            AssociatedNameStrategy()
+            self._associated()
             if kind == SubjectNameStrategyType.ASSOCIATED
             else STRATEGY_TYPE_MAP[kind]
         )
@@ -448,6 +452,8 @@ class _Awaitable:
 
 
 class _AsyncClosing(BaseSerde):
+    _associated = AsyncAssociatedNameStrategy
+
     async def aclose(self) -> None:
         """:meth:`close` for the async serdes: the owned client's ``aclose()`` awaited."""
         try:
@@ -460,6 +466,9 @@ class _AsyncClosing(BaseSerde):
                     await aclose()
                 else:
                     await self._registry.close()
+
+
+AsyncBaseSerde = _AsyncClosing  # (confluent-kafka's name of what the async serdes share)
 
 
 class AsyncBaseSerializer(_AsyncClosing, _Awaitable, BaseSerializer):

@@ -51,6 +51,7 @@ __all__ = [
     "KAFKA_CLUSTER_ID",
     "STRATEGY_TYPE_MAP",
     "AssociatedNameStrategy",
+    "AsyncAssociatedNameStrategy",
     "Steps",
     "ErrorAction",
     "FieldContext",
@@ -892,6 +893,20 @@ class AssociatedNameStrategy:
         """Forget the subjects found."""
         with self._lock:
             self._cache.clear()
+
+
+class AsyncAssociatedNameStrategy(AssociatedNameStrategy):
+    """:class:`AssociatedNameStrategy` asking an async client (``await strategy(...)``)."""
+
+    async def __call__(  # type: ignore[override]
+        self,
+        ctx: Any,
+        record_name: str | None,
+        schema_registry_client: Any = None,
+        conf: Any = None,
+    ) -> str | None:
+        steps = self.steps(ctx, record_name, conf, schema_registry_client)
+        return await run_steps_async(schema_registry_client, steps)
 
 
 def _fallback(conf: dict[str, Any] | None, ctx: Any, record_name: str | None) -> str | None:
