@@ -312,7 +312,9 @@ def test_the_registry_serdes_raise_confluent_kafkas_serialization_error() -> Non
             return Schema(json.dumps(schema), "AVRO")
 
         def lookup_schema(self, subject: str, schema: Any, *args: Any) -> Any:
-            return RegisteredSchema(schema_id=1, guid=None, schema=schema, subject=subject, version=1)
+            return RegisteredSchema(
+                schema_id=1, guid=None, schema=schema, subject=subject, version=1
+            )
 
     serializer = AvroSerializer(
         Registry(), json.dumps(schema), conf={"use.schema.id": 1, "auto.register.schemas": False}
