@@ -361,24 +361,22 @@ class BatchQueues(AccumulatorBase):
         for b in list(self._incomplete):
             self.fail(b, sent if b.in_flight or b.attempts else unsent)
 
-    def abort_undrained(self, exc: BaseException, txn: int | None = None) -> int:
+    def abort_undrained(
+        self, exc: BaseException, txn: int | None = None, *, purge: bool = False
+    ) -> int:
         """Fail every batch that is not in flight (an aborting transaction's),
-        or only those of transaction number ``txn``.
+        or only those of transaction number ``txn``; a ``purge`` spares those a
+        request carried (put back for a retry: they may be in the log).
 
         Returns:
             How many batches failed.
         """
         n = 0
         for q in self._queues.values():
-            batches = q.batches
-            if txn is not None:
-                doomed = [b for b in batches if b.txn == txn]
-                if not doomed:
-                    continue
-                q.batches = deque(b for b in batches if b.txn != txn)
-                batches = deque(doomed)
-            while batches:
-                b = batches.popleft()  # queued, so not in flight
+            doomed = [b for b in q.batches if txn in (None, b.txn) and not (purge and b.attempts)]
+            gone = {id(b) for b in doomed}
+            q.batches = deque(b for b in q.batches if id(b) not in gone)
+            for b in doomed:  # queued, so not in flight
                 self._incomplete.discard(b)
                 self.used_memory -= b.memory
                 b.memory = 0

@@ -498,6 +498,12 @@ class Consumer(Forwarding, Generic[K, V]):
         wrapped = None if listener is None else _ListenerInThread(listener)
         self._call(self._consumer.subscribe, checked, pattern=pattern, listener=wrapped)
 
+    def unsubscribe(self) -> None:
+        """Give up the subscription and the assignment (the async
+        :meth:`~trafka.sdk.consumer.Consumer.unsubscribe`)."""
+        self._give_back(None, refetch=True)
+        self._call(self._consumer.unsubscribe)
+
     def position(self, partition: TopicPartition) -> int:
         """The offset of the next record to hand out (waiting until it is known)."""
         tp = check_topic_partition("partition", partition)
@@ -508,11 +514,12 @@ class Consumer(Forwarding, Generic[K, V]):
         return result
 
     def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int]
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: float | None = None
     ) -> dict[TopicPartition, tuple[int, int] | None]:
-        """For each partition, the first ``(offset, timestamp)`` at or after its timestamp, or None."""
+        """For each partition, the first ``(offset, timestamp)`` at or after its
+        timestamp, or None (the async ``offsets_for_times``)."""
         result: dict[TopicPartition, tuple[int, int] | None] = self._call(
-            self._consumer.offsets_for_times, dict(timestamps)
+            self._consumer.offsets_for_times, dict(timestamps), timeout_ms
         )
         return result
 

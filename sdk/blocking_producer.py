@@ -84,6 +84,7 @@ from .consumer_types import TopicPartition
 from .errors import (
     ArgumentValueError,
     ClientClosedError,
+    RecordPurgedError,
     TransactionAbortableError,
     TransactionAbortedError,
 )
@@ -697,9 +698,19 @@ class Producer(Forwarding):
         result: list[int] = self._call(self._producer.partitions_for, topic)
         return result
 
-    def init_transactions(self) -> None:
-        self._call(self._producer.init_transactions)
+    def init_transactions(self, timeout_ms: float | None = None) -> None:
+        self._call(self._producer.init_transactions, timeout_ms)
         self._initialized = True
+
+    def purge(self) -> None:
+        """Fail every record not sent yet with
+        :class:`~trafka.sdk.errors.RecordPurgedError`, those waiting for their
+        topic's metadata included; see the async :meth:`trafka.sdk.producer.Producer.purge`."""
+        self._call(self._purge)
+
+    async def _purge(self) -> None:
+        self._sends.parked.fail_all(RecordPurgedError("the record was purged before it was sent"))
+        self._producer.purge()
 
     def begin_transaction(self) -> None:
         # Local to the async producer (nothing is sent), so taken from this

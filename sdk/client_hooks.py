@@ -71,15 +71,19 @@ async def _emit_statistics(client: Any, kind: str, cfg: Any, name: str) -> None:
     while True:
         await anyio.sleep(interval)
         now = time.monotonic()
-        text = librdkafka_json(
-            client.statistics(),
-            kind=kind,
-            name=name,
-            client_id=cfg.client_id,
-            ts_us=int(now * 1e6),
-            time_s=int(time.time()),
-            age_us=int((now - started) * 1e6),
-        )
+        try:
+            text = librdkafka_json(
+                client.statistics(),
+                kind=kind,
+                name=name,
+                client_id=cfg.client_id,
+                ts_us=int(now * 1e6),
+                time_s=int(time.time()),
+                age_us=int((now - started) * 1e6),
+            )
+        except Exception:  # a bug here must not end the client's tasks (and the client)
+            log.exception("the statistics for stats_cb could not be made")
+            continue
         try:
             cfg.stats_cb(text)
         except Exception:

@@ -213,6 +213,15 @@ class Consumer(Hostable, Generic[K, V]):
                 self._group.listener = listener
             self._group.subscription_changed()
 
+    async def unsubscribe(self) -> None:
+        """Give up subscription and assignment, as Java's (a member commits, revokes, leaves)."""
+        if self._group is not None and self._group.managed:
+            await self._group.leave()
+            self._group = None
+        self._subscription.clear(self._cluster.metadata)
+        self.on_partitions_removed(self._fetcher.assignment)
+        self.wake_fetcher()
+
     def subscribed_topics(self) -> set[str]:
         """The topics the subscription covers now (a pattern's matches in current metadata)."""
         return self._subscription.matching(
@@ -331,16 +340,9 @@ class Consumer(Hostable, Generic[K, V]):
     async def client_instance_id(self, timeout_ms: float = 0) -> uuid.UUID | None:
         """The id the cluster gave this client for its metrics (KIP-714), as Java's
         ``clientInstanceId(Duration)``: waits up to ``timeout_ms`` for the first
-        subscription when there is none yet.
-
-        Returns:
-            The client instance id, or None when no subscription arrived in time
-            (or the cluster does not take client metrics).
-
-        Raises:
-            UsageError: ``enable.metrics.push`` is false.
-            ValueError: ``timeout_ms`` is negative.
-        """
+        subscription when there is none yet; None when none arrived in time (or
+        the cluster takes no client metrics). Raises UsageError when
+        ``enable.metrics.push`` is false, ValueError for a negative ``timeout_ms``."""
         return await self._telemetry.instance_id(timeout_ms)
 
     def _telemetry_samples(
@@ -390,20 +392,20 @@ class Consumer(Hostable, Generic[K, V]):
         return await self._lookups.offset_bounds(earliest, latest)
 
     async def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int]
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: float | None = None
     ) -> dict[TopicPartition, tuple[int, int] | None]:
-        """For each partition, the first ``(offset, timestamp)`` at or after the timestamp, or None."""
-        return await self._lookups.offsets_for_times(timestamps)
+        """For each partition, the first ``(offset, timestamp)`` at or after the
+        timestamp, or None (ApiTimeoutError after ``timeout_ms``, if given)."""
+        return await self._lookups.offsets_for_times(timestamps, timeout_ms)
 
-    async def committed(self, partition: TopicPartition) -> int | None:
-        """The group's committed offset for ``partition`` (None if none).
-
-        Raises:
-            UsageError: no group.id.
-            ApiTimeoutError: no answer within ``default.api.timeout.ms`` (a
-                coordinator loading or moving meanwhile is waited out).
-        """
-        return await self._lookups.committed(partition)
+    async def committed(
+        self, partition: TopicPartition, timeout_ms: float | None = None
+    ) -> int | None:
+        """The group's committed offset for ``partition`` (None if none). Raises
+        UsageError without a group.id, ApiTimeoutError with no answer within
+        ``default.api.timeout.ms`` (or ``timeout_ms``; a coordinator loading or
+        moving is waited out)."""
+        return await self._lookups.committed(partition, timeout_ms)
 
     # -- commits ----------------------------------------------------------------------------
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from trafka.codec import ApiKey, KafkaError
 
 from ._validate import (
@@ -37,7 +39,7 @@ from ._validate import (
 )
 from .calls import Calls
 from .connection import request_all
-from .errors import UsageError
+from .errors import ApiTimeoutError, UsageError
 from .fetcher import EARLIEST, LATEST, TopicPartition, build_list_offsets, parse_list_offsets
 from .group import fetch_committed
 from .transport import BrokerConnection, Cluster
@@ -93,16 +95,23 @@ class OffsetLookups:
         return _offsets(starts), _offsets(ends)
 
     async def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int]
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: float | None = None
     ) -> dict[TopicPartition, tuple[int, int] | None]:
         targets = check_offsets("timestamps", timestamps, check_value=check_timestamp_ms)
-        return await self.list_offsets("offsets_for_times", targets)
+        found: dict[TopicPartition, tuple[int, int] | None] = await _within(
+            timeout_ms, "offsets_for_times()", self.list_offsets("offsets_for_times", targets)
+        )
+        return found
 
-    async def committed(self, partition: TopicPartition) -> int | None:
+    async def committed(
+        self, partition: TopicPartition, timeout_ms: float | None = None
+    ) -> int | None:
         tp = check_topic_partition("partition", partition)
         if self._config.group_id is None:
             raise UsageError("committed() needs a group.id")
-        return (await self.committed_offsets([tp])).get(tp)
+        found = await _within(timeout_ms, f"committed({tp})", self.committed_offsets([tp]))
+        offset: int | None = found.get(tp)
+        return offset
 
     async def committed_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The group's committed offsets of ``tps`` (those without one left
@@ -193,3 +202,16 @@ def _offsets(found: dict[TopicPartition, Any]) -> dict[TopicPartition, int]:
     """First or end offsets from :meth:`OffsetLookups.list_offsets`' results:
     an empty partition's are 0."""
     return {tp: (r[0] if r else 0) for tp, r in found.items()}
+
+
+async def _within(timeout_ms: float | None, what: str, call: Any) -> Any:
+    """Await ``call``, within ``timeout_ms`` when given (its own bound otherwise).
+
+    Raises:
+        ApiTimeoutError: ``timeout_ms`` passed first.
+    """
+    if timeout_ms is None:
+        return await call
+    with anyio.move_on_after(timeout_ms / 1000):
+        return await call
+    raise ApiTimeoutError(f"{what} did not complete within {timeout_ms:g} ms")

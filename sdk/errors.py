@@ -64,6 +64,7 @@ __all__ = [
     "TrafkaError",
     "TransactionAbortableError",
     "TransactionAbortedError",
+    "RecordPurgedError",
     "TransactionFatalError",
     "UsageError",
 ]
@@ -232,6 +233,11 @@ class InvalidTxnStateError(UsageError):
 
 class TransactionAbortedError(TrafkaError):
     """The record's (or offsets') transaction was aborted before it was sent."""
+
+
+class RecordPurgedError(TrafkaError):
+    """The record was purged (``Producer.purge()``) before it was sent, so it is
+    in no log (librdkafka's ``_PURGE_QUEUE``)."""
 
 
 def _code_of(cause: BaseException | None, default: ErrorCode) -> int:

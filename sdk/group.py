@@ -390,6 +390,13 @@ class GroupDriver:
             tg.start_soon(self._callback_worker)
             await self._loop()
 
+    async def leave(self) -> None:
+        """Close (as the consumer closes) and end :meth:`run`: ``unsubscribe()``."""
+        await self.close(graceful=True)
+        self.cluster.on_change.remove(self.wake)
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+
     async def _loop(self) -> None:
         machine = self.machine
         while True:

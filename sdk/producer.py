@@ -100,6 +100,7 @@ from .consumer_types import TopicPartition
 from .errors import (
     ClientClosedError,
     ProducerBlockedError,
+    RecordPurgedError,
     TransactionAbortableError,
 )
 from .interceptors import ProducerInterceptors, ProducerRecord
@@ -488,21 +489,34 @@ class Producer(Hostable):
         ``COMMITTING_TRANSACTION`` until that commit completes."""
         return self._txn.state
 
-    async def init_transactions(self) -> None:
+    async def init_transactions(self, timeout_ms: float | None = None) -> None:
         """Register the ``transactional.id`` with its coordinator and get a producer id.
 
         Fences every older producer with the same ``transactional.id`` and
         aborts (or completes) any transaction it left open. Needed once before
-        the first transaction; later calls do nothing.
+        the first transaction; later calls do nothing. ``timeout_ms`` bounds
+        this call instead of ``max.block.ms``.
 
         Raises:
             InvalidTxnStateError: no ``transactional.id``.
             ProducerFencedError / TransactionFatalError: the coordinator refused.
-            ProducerBlockedError: not done within ``max.block.ms`` (it goes on;
-                call again to keep waiting).
+            ProducerBlockedError: not done within ``max.block.ms`` (or
+                ``timeout_ms``); it goes on: call again to keep waiting.
             ClientClosedError: the producer is closed.
         """
-        await self._txn_calls.init()
+        await self._txn_calls.init(None if timeout_ms is None else timeout_ms / 1000)
+
+    def purge(self) -> None:
+        """Fail every record no request has carried yet with
+        :class:`~trafka.sdk.errors.RecordPurgedError` (librdkafka's ``purge``
+        of its queues): none of them is in any log. Records in flight, or put
+        back for a retry, keep their outcome; a ``send`` still waiting for its
+        topic's metadata has not queued its record yet.
+        """
+        core = self.core
+        purged = RecordPurgedError("the record was purged before it was sent")
+        if core.acc.abort_undrained(purged, purge=True):
+            core.memory_freed()
 
     def begin_transaction(self) -> None:
         """Start a transaction: records sent from now on are part of it.

@@ -143,8 +143,9 @@ class TransactionCalls:
             await anyio.lowlevel.checkpoint_if_cancelled()
             raise
 
-    async def init(self) -> None:
-        """``init_transactions()``."""
+    async def init(self, timeout: float | None = None) -> None:
+        """``init_transactions()``, waiting up to ``timeout`` s (``max.block.ms``
+        when None)."""
         await self.check_async("init_transactions()")
         txn = self.core.txn
         if txn.state not in (TxnState.UNINITIALIZED, TxnState.INITIALIZING):
@@ -153,7 +154,7 @@ class TransactionCalls:
             return
         result = txn.init()
         self.sender.wake()
-        await self.wait_result(result)
+        await self.wait_result(result, timeout)
 
     async def send_offsets(self, offsets: Any, group_metadata: Any) -> None:
         """``send_offsets_to_transaction()``."""
@@ -238,24 +239,31 @@ class TransactionCalls:
             except TrafkaError as exc:
                 log.warning("completing the transaction failed: %s", exc)
 
-    async def wait_result(self, result: TxnResult) -> None:
-        """Wait for ``result`` up to ``max.block.ms``, then raise its failure, if any.
+    async def wait_result(self, result: TxnResult, timeout: float | None = None) -> None:
+        """Wait for ``result`` up to ``max.block.ms`` (or ``timeout`` s), then
+        raise its failure, if any.
 
         Raises:
-            ProducerBlockedError: not done within ``max.block.ms``; it goes on.
+            ProducerBlockedError: not done in time; it goes on.
         """
-        await self.wait_resolved(result)
+        await self.wait_resolved(result, timeout)
         result.result()
 
-    async def wait_resolved(self, result: TxnResult) -> None:
-        """Wait for ``result`` up to ``max.block.ms``, without raising its failure."""
+    async def wait_resolved(self, result: TxnResult, timeout: float | None = None) -> None:
+        """Wait for ``result`` up to ``max.block.ms`` (or ``timeout`` s),
+        without raising its failure."""
         if not result.done:
             if result.waker is None:
                 result.waker = anyio.Event()
-            with anyio.move_on_after(self.max_block):
+            with anyio.move_on_after(self.max_block if timeout is None else timeout):
                 await result.waker.wait()
             if not result.done:
+                bound = (
+                    f"max.block.ms ({self._max_block_ms} ms)"
+                    if timeout is None
+                    else f"its timeout ({timeout * 1000:g} ms)"
+                )
                 raise ProducerBlockedError(
-                    f"{result.operation} did not complete within max.block.ms "
-                    f"({self._max_block_ms} ms); call it again to keep waiting"
+                    f"{result.operation} did not complete within {bound}; "
+                    "call it again to keep waiting"
                 )

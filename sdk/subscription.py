@@ -67,6 +67,14 @@ class Subscription:
         self.topics: set[str] = set()
         self.pattern: re.Pattern[str] | None = None
 
+    def clear(self, metadata: MetadataCache) -> None:
+        """Neither subscribed nor assigning: ``unsubscribe()``."""
+        self.manual = False
+        self.topics = set()
+        if self.pattern is not None:
+            self.pattern = None
+            metadata.track_all_topics(False)
+
     def assign(self) -> None:
         """The consumer assigns its partitions itself.
 

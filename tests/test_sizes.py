@@ -94,7 +94,7 @@ STACKS: dict[str, tuple[int, str]] = {
         "specialised (a subclass, not a mixin)",
     ),
     "class sdk/accumulator.py:Accumulator": (
-        808,
+        806,
         _ONE_STATE + "the batch queues are the accumulator's state, decided on by it",
     ),
     "class brokerlite/shares/fetcher.py:ShareFetcher": (

@@ -92,3 +92,18 @@ __all__ = [
 __version__ = version()
 #: trafka's own version (``version()`` is the confluent-kafka API the drop-in follows).
 TRAFKA_VERSION: str = _metadata_version("trafka")
+
+# The share consumer (KIP-932): one block, kept apart for merges.
+from ._share import (  # noqa: E402
+    ConcurrentModificationException,
+    DeserializingShareConsumer,
+    IllegalStateException,
+    ShareConsumer,
+)
+
+__all__ += [
+    "ConcurrentModificationException",
+    "DeserializingShareConsumer",
+    "IllegalStateException",
+    "ShareConsumer",
+]

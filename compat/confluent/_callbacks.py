@@ -14,16 +14,18 @@ Rules:
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from ._errors import KafkaError, error_of
+from ._errors import KafkaError, KafkaException, error_of, internal
 
 __all__ = ["Served", "translate_config"]
 
 _CALLBACKS = ("error_cb", "stats_cb", "throttle_cb")
+log = logging.getLogger("trafka.compat.confluent")
 
 
 class Served:
@@ -35,6 +37,8 @@ class Served:
             collections.deque()
         )
         self._ready = threading.Condition()
+        #: What stops with the client (the oauth_cb refresh thread).
+        self.closers: list[Callable[[], None]] = []
 
     def put(self, fn: Callable[..., Any], *args: Any) -> None:
         with self._ready:
@@ -67,15 +71,106 @@ class Served:
     def pending(self) -> int:
         return len(self._calls)
 
+    def serve_at_close(self) -> None:
+        """Make the calls left as the client closes; one that raises is logged
+        and the rest are still made (librdkafka drops the events left at close:
+        a closing client raises no callback's exception)."""
+        for stop in self.closers:
+            stop()
+        while True:
+            try:
+                self.serve(0)
+                return
+            except Exception:
+                log.warning("a callback raised as the client closed", exc_info=True)
+
 
 def _error_args(exc: BaseException) -> tuple[Any, ...]:
     return (error_of(exc),)
+
+
+#: librdkafka settings that shape only librdkafka's own log lines: taken, and
+#: nothing to do (trafka's log records carry the thread in ``threadName``).
+_LOG_FORMAT_ONLY = ("log.thread.name",)
+
+
+def config_of(args: tuple[Any, ...], kwargs: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The configuration a client was given as confluent-kafka takes it: a dict,
+    keyword arguments, or both; nothing at all, or not a dict, is a TypeError."""
+    if len(args) > 1:
+        raise TypeError(f"{kind}() takes at most 1 positional argument ({len(args)} given)")
+    if (not args and not kwargs) or (args and not isinstance(args[0], dict)):
+        raise TypeError("expected configuration dict")
+    # None is librdkafka's NULL: the setting's default
+    conf = {k: v for k, v in {**(args[0] if args else {}), **kwargs}.items() if v is not None}
+    # librdkafka's deprecated default.topic.config: topic settings, which win
+    # over the same names at the top level, as there
+    topic_conf = conf.pop("default.topic.config", None)
+    if topic_conf is not None:
+        if not isinstance(topic_conf, dict):
+            raise TypeError("expected default.topic.config to be a dict")
+        conf = {**conf, **topic_conf}
+    for name in _LOG_FORMAT_ONLY:
+        conf.pop(name, None)
+    return conf
+
+
+class OAuthTokens:
+    """confluent-kafka's ``oauth_cb`` as librdkafka calls it: once as the client
+    is made (a failure there fails the client), then again from a thread of
+    its own once 80% of the token's lifetime has passed, and 10 s after a
+    failed refresh; trafka's client takes the token it holds
+    (``sasl_oauth_token_provider``)."""
+
+    RETRY_S = 10.0
+
+    def __init__(self, callback: Callable[..., Any], config: str | None) -> None:
+        self._callback = callback
+        self._config = config or ""
+        self._stopped = threading.Event()
+        self._token, self._extensions, expiry = self._ask()
+        threading.Thread(
+            target=self._refresh, args=(expiry,), name="trafka-oauth-cb", daemon=True
+        ).start()
+
+    def _ask(self) -> tuple[str, dict[str, str], float]:
+        answer = self._callback(self._config)
+        token, expiry = answer[0], float(answer[1])
+        extensions = dict(answer[3]) if len(answer) > 3 and answer[3] else {}
+        return token, extensions, expiry
+
+    def _refresh(self, expiry: float) -> None:
+        while True:
+            now = time.time()
+            if self._stopped.wait(max(expiry - now, 0.0) * 0.8):
+                return
+            try:
+                self._token, self._extensions, expiry = self._ask()
+            except Exception:
+                log.warning("oauth_cb failed; asking again in %g s", self.RETRY_S, exc_info=True)
+                expiry = time.time() + self.RETRY_S / 0.8
+
+    def token(self) -> tuple[str, dict[str, str]]:
+        return self._token, self._extensions
+
+    def stop(self) -> None:
+        self._stopped.set()
 
 
 def translate_config(conf: dict[str, Any], served: Served) -> dict[str, Any]:
     """confluent-kafka's configuration as trafka's: its callbacks queued for
     ``poll()``; what trafka takes as it is stays."""
     out = dict(conf)
+    oauth_cb = out.pop("oauth_cb", None)
+    if oauth_cb is not None:
+        try:
+            tokens = OAuthTokens(oauth_cb, out.get("sasl.oauthbearer.config"))
+        except Exception as exc:
+            raise KafkaException(
+                KafkaError(internal("_AUTHENTICATION"), f"oauth_cb failed: {exc!r}")
+            ) from None
+        served.closers.append(tokens.stop)
+        out["sasl_oauth_token_provider"] = tokens
     for name in _CALLBACKS:
         fn = out.pop(name, None)
         if fn is None:
@@ -94,4 +189,33 @@ def seconds_to_ms(timeout: float | None) -> float | None:
     return timeout * 1000
 
 
-__all__ += ["KafkaError", "seconds_to_ms"]
+__all__ += ["KafkaError", "config_of", "seconds_to_ms"]
+
+
+class ClosedClient:
+    """What a drop-in client's trafka client is before ``__init__`` made it (a
+    subclass that never calls it) and after ``close()``: every call raises
+    ``RuntimeError`` with confluent-kafka's words for the class."""
+
+    def __init__(self, words: str) -> None:
+        self._words = words
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise RuntimeError(self._words)
+
+
+__all__ += ["ClosedClient"]
+
+
+def check_sasl_credentials(username: Any, password: Any) -> None:
+    """confluent-kafka's checks of ``set_sasl_credentials``'s arguments. trafka's
+    clients keep logging in with the credentials they were made with (the
+    migration page lists the difference)."""
+    for i, value in enumerate((username, password), 1):
+        if not isinstance(value, str):
+            raise TypeError(f"argument {i} must be str, not {type(value).__name__}")
+
+
+__all__ += ["check_sasl_credentials"]

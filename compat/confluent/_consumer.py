@@ -37,8 +37,16 @@ from trafka.sdk import PartitionEOF
 from trafka.sdk import TopicPartition as _TP
 from trafka.sdk.blocking import Consumer as _Consumer
 
-from ._callbacks import Served, seconds_to_ms, translate_config
+from ._callbacks import (
+    ClosedClient,
+    Served,
+    check_sasl_credentials,
+    config_of,
+    seconds_to_ms,
+    translate_config,
+)
 from ._errors import KafkaError, KafkaException, error_of, internal
+from ._logs import queue_logs
 from ._types import (
     OFFSET_BEGINNING,
     OFFSET_END,
@@ -183,14 +191,23 @@ class _Listener:
     def __init__(self, consumer: Consumer, assign: Any, revoke: Any, lost: Any) -> None:
         self._consumer = consumer
         self._calls = {"assigned": assign, "revoked": revoke, "lost": lost or revoke}
+        #: While a callback runs: its event and the partitions trafka's group
+        #: hands over (librdkafka's callback assigns them itself: the drop-in's
+        #: assign() of them there only starts them at the offsets given).
+        self.event: str | None = None
+        self.handing_over: frozenset[_TP] = frozenset()
 
     def _call(self, which: str, partitions: Any) -> None:
         fn = self._calls[which]
         if fn is not None:
-            fn(
-                self._consumer,
-                [TopicPartition(tp.topic, tp.partition) for tp in sorted(partitions)],
-            )
+            self.event, self.handing_over = which, frozenset(partitions)
+            try:
+                fn(
+                    self._consumer,
+                    [TopicPartition(tp.topic, tp.partition) for tp in sorted(partitions)],
+                )
+            finally:
+                self.event, self.handing_over = None, frozenset()
 
     def on_partitions_assigned(self, partitions: Any) -> None:
         self._call("assigned", partitions)
@@ -205,11 +222,21 @@ class _Listener:
 class Consumer:
     """confluent-kafka's ``Consumer(config)``."""
 
-    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        conf = {**(config or {}), **kwargs}
+    #: Until ``__init__`` has made the client (a subclass that never calls it
+    #: has none), every call raises as after ``close()``, as confluent-kafka's.
+    _closed = True
+    _consumer: Any = ClosedClient("Consumer closed")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        conf = config_of(args, kwargs, "Consumer")
+        if conf.get("group.id", conf.get("group_id")) is None:
+            raise ValueError("Failed to create consumer: group.id must be set")
+        _heartbeat_within_session(conf)
         self._served = Served()
         self._pending = self._served.pending
+        queue_logs(conf, self._served, "consumer")
         on_commit = conf.pop("on_commit", None)
+        self._on_commit = on_commit
         if on_commit is not None:
             conf["on_commit"] = self._served.wrap(
                 on_commit,
@@ -217,6 +244,9 @@ class Consumer:
             )
         self._conf = conf
         self._closed = False
+        # What commit(asynchronous=False) committed, per partition (librdkafka
+        # commits a position once: see commit()).
+        self._committed: dict[_TP, int] = {}
         # librdkafka's position: after the last record handed out (or where a
         # seek put it), not known (-1001) before either.
         self._positions: dict[tuple[str, int], int] = {}
@@ -241,7 +271,7 @@ class Consumer:
     def subscribe(
         self, topics: list[str], on_assign: Any = None, on_revoke: Any = None, on_lost: Any = None
     ) -> None:
-        listener = _Listener(self, on_assign, on_revoke, on_lost)
+        listener = self._listener = _Listener(self, on_assign, on_revoke, on_lost)
         pattern = [t for t in topics if t.startswith("^")]
         if pattern:
             self._call(
@@ -257,10 +287,10 @@ class Consumer:
 
     def poll(self, timeout: float | None = None) -> Message | None:
         """The next record or event, waiting up to ``timeout`` s (None: forever)."""
-        if self._pending():
-            self._served.serve(0)
         if self._closed:
             raise RuntimeError("Consumer closed")
+        if self._pending():
+            self._served.serve(0)
         if self._error is not None:
             self._raise_held_error()
         record: Any
@@ -281,12 +311,12 @@ class Consumer:
     def consume(self, num_messages: int = 1, timeout: float | None = None) -> list[Message]:
         """Up to ``num_messages`` records and events: once there are that many,
         or once ``timeout`` s (None or negative: forever) have passed."""
+        if self._closed:
+            raise RuntimeError("Consumer closed")
         if num_messages < 0 or num_messages > 1_000_000:
             raise ValueError("num_messages must be between 0 and 1000000 (1M)")
         if self._pending():
             self._served.serve(0)
-        if self._closed:
-            raise RuntimeError("Consumer closed")
         if self._error is not None:
             self._raise_held_error()
         if num_messages == 0:
@@ -336,8 +366,18 @@ class Consumer:
         raise KafkaException(error_of(exc)) from None
 
     def _offsets(self, message: Any, offsets: Any) -> dict[_TP, int] | None:
+        if self._closed:
+            raise RuntimeError("Consumer closed")
+        if message is not None and offsets is not None:
+            raise ValueError("message and offsets are mutually exclusive")
         if message is not None:
-            return {_TP(message.topic(), message.partition()): message.offset() + 1}
+            offset = message.offset()  # (None for a Message made by hand: librdkafka's -1001)
+            return {
+                _TP(message.topic(), message.partition()): (
+                    OFFSET_INVALID if offset is None else offset
+                )
+                + 1
+            }
         if offsets is not None:
             return {_TP(tp.topic, tp.partition): tp.offset for tp in offsets}
         return None
@@ -345,25 +385,87 @@ class Consumer:
     def commit(
         self, message: Any = None, offsets: Any = None, asynchronous: bool = True
     ) -> list[TopicPartition] | None:
-        """Commit the offset after ``message``, ``offsets``, or what was consumed."""
+        """Commit the offset after ``message``, ``offsets``, or what was consumed.
+
+        Logical offsets (negative: none consumed yet) are not committed; with
+        none left the commit fails ``_NO_OFFSET``: raised, or given to
+        ``on_commit`` when asynchronous, as librdkafka's."""
         if message is not None and message.error() is not None:
             raise KafkaException(KafkaError(internal("_INVALID_ARG")))
         chosen = self._offsets(message, offsets)
         if chosen is None:
-            chosen = self._call(self._consumer.consumed_offsets)
-            if not chosen:
-                raise KafkaException(KafkaError(internal("_NO_OFFSET"), "Local: No offset stored"))
-        if asynchronous:
-            self._call(self._consumer.commit_async, chosen)
+            # librdkafka's: every assigned partition, those whose position moved
+            # since this consumer's last commit of it with that position, the
+            # others OFFSET_INVALID (not committed again)
+            consumed = self._call(self._consumer.consumed_offsets)
+            done = self._committed
+            chosen = {
+                tp: offset
+                if (offset := consumed.get(tp, OFFSET_INVALID)) != done.get(tp)
+                else OFFSET_INVALID
+                for tp in sorted(self._call(self._consumer.assignment))
+            }
+        valid = {tp: offset for tp, offset in chosen.items() if offset >= 0}
+        if not valid:
+            self._nothing_to_commit(chosen, asynchronous)
             return None
-        self._call(self._consumer.commit, chosen)
+        if asynchronous:
+            self._call(self._consumer.commit_async, valid)
+            return None
+        self._call(self._consumer.commit, valid)
+        self._committed.update(valid)
         return _tps(chosen)
 
+    def _nothing_to_commit(self, chosen: dict[_TP, int], asynchronous: bool) -> None:
+        error = KafkaError(internal("_NO_OFFSET"), "Commit failed: Local: No offset stored")
+        if not asynchronous:
+            raise KafkaException(error)
+        on_commit = self._on_commit
+        if on_commit is not None:
+            self._served.put(on_commit, error, _tps(chosen))
+
     def store_offsets(self, message: Any = None, offsets: Any = None) -> None:
+        """Store the offset after ``message``, or ``offsets``, for the next
+        commit (``enable.auto.offset.store=false``); logical offsets are skipped."""
         chosen = self._offsets(message, offsets)
-        self._call(self._consumer.store_offsets, chosen)
+        if chosen is None:
+            raise ValueError("expected either message or offsets")
+        if self._consumer.config.enable_auto_offset_store:
+            raise KafkaException(
+                KafkaError(
+                    internal("_INVALID_ARG"),
+                    "StoreOffsets failed: store_offsets() needs enable.auto.offset.store=false",
+                )
+            )
+        valid = {tp: offset for tp, offset in chosen.items() if offset >= 0}
+        assigned = self._call(self._consumer.assignment)
+        missing = [tp for tp in valid if tp not in assigned]
+        if missing:
+            raise KafkaException(
+                KafkaError(
+                    internal("_UNKNOWN_PARTITION"),
+                    f"StoreOffsets failed: not assigned to this consumer: {_tps(dict.fromkeys(missing, 0))}",
+                )
+            )
+        if valid:
+            self._call(self._consumer.store_offsets, valid)
+
+    #: The listener of the subscription (its callback's event, if one runs).
+    _listener: _Listener | None = None
+
+    def _in_callback(self, event: str) -> frozenset[_TP] | None:
+        """The partitions being handed over, inside an ``event`` callback."""
+        listener = self._listener
+        if listener is None or listener.event != event:
+            return None
+        return listener.handing_over
 
     def assign(self, partitions: list[TopicPartition]) -> None:
+        """Consume ``partitions`` (from their offsets, if given); in an
+        ``on_assign`` callback, start the partitions handed over there."""
+        if self._in_callback("assigned") is not None:
+            self._start_at_given(partitions)
+            return
         self._call(self._consumer.assign, [_TP(tp.topic, tp.partition) for tp in partitions])
         self._start_at_given(partitions)
 
@@ -374,6 +476,8 @@ class Consumer:
                 self.seek(tp)
 
     def unassign(self) -> None:
+        if self._in_callback("revoked") is not None or self._in_callback("lost") is not None:
+            return  # (the group takes them back as the callback returns)
         self._call(self._consumer.assign, [])
 
     def assignment(self) -> list[TopicPartition]:
@@ -393,6 +497,8 @@ class Consumer:
     def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """After the last record handed out of each partition (or where a
         seek put it); -1001 (OFFSET_INVALID) before either, as librdkafka's."""
+        if self._closed:
+            raise RuntimeError("Consumer closed")
         return [
             TopicPartition(
                 tp.topic,
@@ -406,8 +512,9 @@ class Consumer:
         self, partitions: list[TopicPartition], timeout: float | None = None
     ) -> list[TopicPartition]:
         out = []
+        timeout_ms = seconds_to_ms(timeout)
         for tp in partitions:
-            offset = self._call(self._consumer.committed, _TP(tp.topic, tp.partition))
+            offset = self._call(self._consumer.committed, _TP(tp.topic, tp.partition), timeout_ms)
             out.append(
                 TopicPartition(tp.topic, tp.partition, OFFSET_INVALID if offset is None else offset)
             )
@@ -429,8 +536,12 @@ class Consumer:
 
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
         """Add ``partitions`` to the assignment (each from its offset, if given)."""
+        handed = self._in_callback("assigned") or frozenset()
         current = self._call(self._consumer.assignment)
-        added = [_TP(tp.topic, tp.partition) for tp in partitions]
+        added = [tp for p in partitions if (tp := _TP(p.topic, p.partition)) not in handed]
+        if not added:
+            self._start_at_given(partitions)
+            return
         if set(added) & set(current):
             raise KafkaException(KafkaError(internal("_INVALID_ARG"), "partition already assigned"))
         self._call(self._consumer.assign, [*current, *added])
@@ -438,6 +549,8 @@ class Consumer:
 
     def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
         """Remove ``partitions`` from the assignment."""
+        if self._in_callback("revoked") is not None or self._in_callback("lost") is not None:
+            return  # (the group takes them back as the callback returns)
         current = self._call(self._consumer.assignment)
         removed = {_TP(tp.topic, tp.partition) for tp in partitions}
         self._call(self._consumer.assign, [tp for tp in current if tp not in removed])
@@ -450,7 +563,7 @@ class Consumer:
         """For each partition (its ``offset`` a timestamp in ms), the offset of
         the first record at or after that time; -1 (``OFFSET_END``) when none is."""
         asked = {_TP(tp.topic, tp.partition): tp.offset for tp in partitions}
-        found = self._call(self._consumer.offsets_for_times, asked)
+        found = self._call(self._consumer.offsets_for_times, asked, seconds_to_ms(timeout))
         out = []
         for tp in partitions:
             hit = found.get(_TP(tp.topic, tp.partition))
@@ -458,6 +571,23 @@ class Consumer:
                 TopicPartition(tp.topic, tp.partition, OFFSET_END if hit is None else hit[0])
             )
         return out
+
+    def cluster_id(self, timeout: float = -1) -> str | None:
+        """The id of the cluster the client's brokers belong to."""
+        from .admin._client import cluster_id_with
+
+        if self._closed:
+            raise RuntimeError("Handle has been closed")
+        return cluster_id_with(self._conf, timeout)
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """The cluster's brokers and topics (or ``topic`` alone), as
+        confluent-kafka's ``ClusterMetadata``."""
+        from .admin._client import list_topics_with
+
+        if self._closed:
+            raise RuntimeError("Handle has been closed")
+        return list_topics_with(self._conf, topic, timeout)
 
     def consumer_group_metadata(self) -> Any:
         """The group membership to pass to ``Producer.send_offsets_to_transaction``."""
@@ -467,6 +597,13 @@ class Consumer:
         """The member id the group coordinator gave this consumer, None before it has one."""
         member_id: str = self._call(self._consumer.group_metadata).member_id
         return member_id or None
+
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """confluent-kafka's call, its arguments checked as there; trafka's
+        client keeps logging in with the credentials it was made with."""
+        check_sasl_credentials(username, password)
+        if self._closed:
+            raise RuntimeError("Consumer closed")
 
     def __enter__(self) -> Consumer:
         return self
@@ -481,4 +618,19 @@ class Consumer:
             return
         self._consumer.close()
         self._closed = True
-        self._served.serve(0)
+        self._consumer = ClosedClient("Consumer closed")
+        self._served.serve_at_close()
+
+
+def _heartbeat_within_session(conf: dict[str, Any]) -> None:
+    """librdkafka takes a ``heartbeat.interval.ms`` at or above
+    ``session.timeout.ms`` (its member then misses its session); trafka's
+    consumer refuses one (as Java's), so the drop-in heartbeats at a third of
+    the session instead, the ratio of the two defaults' spirit."""
+    try:
+        session = int(conf.get("session.timeout.ms", 45_000))
+        heartbeat = int(conf.get("heartbeat.interval.ms", 3_000))
+    except (TypeError, ValueError):
+        return  # the configuration refuses it, naming it
+    if 0 < session <= heartbeat:
+        conf["heartbeat.interval.ms"] = max(1, session // 3)

@@ -194,9 +194,12 @@ class KafkaException(Exception):
 def _code_of(exc: BaseException) -> int:
     if isinstance(exc, _sdk.DeliveryTimeoutError):
         return _INTERNAL["_MSG_TIMED_OUT"]
+    if isinstance(exc, _sdk.ApiTimeoutError):  # the client's own wait, not a broker's code
+        return _INTERNAL["_TIMED_OUT"]
     if isinstance(exc, _BrokerError):
         return exc.raw_code
     checks: list[tuple[type[BaseException] | tuple[type[BaseException], ...], str]] = [
+        (_sdk.RecordPurgedError, "_PURGE_QUEUE"),
         ((_sdk.ArgumentError, _sdk.ConfigError, TypeError, ValueError), "_INVALID_ARG"),
         (_sdk.ProducerBlockedError, "_QUEUE_FULL"),
         (_sdk.ClientClosedError, "_DESTROY"),
@@ -217,6 +220,8 @@ def error_of(exc: BaseException) -> KafkaError:
     if isinstance(exc, KafkaException) and isinstance(exc.args[0], KafkaError):
         return exc.args[0]
     code = _code_of(exc)
+    if isinstance(exc, _sdk.DeliveryTimeoutError):  # librdkafka's words first, then why
+        return KafkaError(code, f"Local: Message timed out ({exc})")
     retriable = isinstance(exc, _BrokerError) and exc.retriable
     fatal = isinstance(exc, _sdk.TransactionFatalError)
     abortable = isinstance(exc, _sdk.TransactionAbortableError)

@@ -52,17 +52,26 @@ Rules:
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 import types
 import weakref
 from typing import Any, NoReturn
 
-from trafka.sdk import hot_append
+from trafka.sdk import ProducerBlockedError, hot_append
 from trafka.sdk.blocking import Producer as _Producer
 
-from ._callbacks import Served, translate_config
+from ._callbacks import (
+    ClosedClient,
+    Served,
+    check_sasl_credentials,
+    config_of,
+    seconds_to_ms,
+    translate_config,
+)
 from ._errors import KafkaError, KafkaException, error_of, internal
+from ._logs import queue_logs
 from ._types import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE, Message, TopicPartition
 
 __all__ = ["Producer"]
@@ -124,10 +133,18 @@ class Producer:
     """confluent-kafka's ``Producer(config)``: ``produce``, ``poll``,
     ``flush``, ``len()`` and the transactions' calls."""
 
-    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        conf = {**(config or {}), **kwargs}
+    #: Until ``__init__`` has made the client (a subclass that never calls it
+    #: has none), every call raises as after ``close()``, as confluent-kafka's.
+    _closed = True
+    _producer: Any = ClosedClient("Producer has been closed")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        conf = config_of(args, kwargs, "Producer")
+        self._conf = dict(conf)
+        _check_partitioner(conf.get("partitioner"))
         self._served = Served()
         self._report = None
+        queue_logs(conf, self._served, "producer")
         for name in _REPORTS:
             self._report = conf.pop(name, None) or self._report
         self._only_errors = str(conf.pop("delivery.report.only.error", False)).lower() == "true"
@@ -200,6 +217,8 @@ class Producer:
             key = _bytes("key", key)
         if not self._counts.reserve():
             raise BufferError(KafkaError(internal("_QUEUE_FULL"), "Local: Queue full"))
+        if headers is not None:
+            _check_headers(headers)
         try:
             if partition < 0 and headers is None and not timestamp:
                 future = self._send(topic, value, key)  # the blocking producer's fast path
@@ -223,6 +242,68 @@ class Producer:
         group = self._counts.join(future, entry)
         if group is not None:
             self._first(future, group)
+
+    def produce_batch(
+        self,
+        topic: str,
+        messages: list[dict[str, Any]],
+        partition: int = -1,
+        on_delivery: Any = None,
+        callback: Any = None,
+    ) -> int:
+        """Produce each of ``messages`` (dicts of ``value``, ``key``,
+        ``partition``, ``callback``) as :meth:`produce`; how many were queued.
+
+        A message that could not be queued (the queue is full, it is too
+        large...) gets its error as ``_error`` in its dict, as confluent-kafka's.
+        The messages are checked first: a malformed one raises before any is
+        produced.
+
+        Raises:
+            TypeError: ``messages`` is not a list of dicts of bytes or str.
+            NotImplementedError: a message has a ``timestamp`` (as confluent-kafka's).
+        """
+        if self._closed:
+            _closed()
+        if not isinstance(topic, str):
+            raise TypeError(f"argument 1 must be str, not {_type_name(topic)}")
+        if not isinstance(messages, list):
+            raise TypeError("messages must be a list")
+        partition = operator.index(partition)
+        _check_batch(messages)
+        default = on_delivery or callback
+        produce = self._produce_one
+        queued = 0
+        for message in messages:
+            get = message.get
+            part = get("partition")
+            try:
+                produce(
+                    topic,
+                    get("value"),
+                    get("key"),
+                    partition if part is None else part,
+                    get("callback") or default,
+                )
+            except BufferError as exc:
+                message["_error"] = exc.args[0]
+            except KafkaException as exc:
+                message["_error"] = exc.args[0]
+            else:
+                queued += 1
+        return queued
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """Fail the records not sent yet (``in_queue``) with ``_PURGE_QUEUE``;
+        their reports come through ``poll()`` / ``flush()``.
+
+        Records in flight keep their outcome (librdkafka reports them
+        ``_PURGE_INFLIGHT`` at once, not knowing whether they were written:
+        trafka waits for the broker's answer, which says)."""
+        if self._closed:
+            _closed()
+        if in_queue:
+            self._call(self._producer.purge)
 
     def _failed(self, exc: Exception) -> NoReturn:
         """A record counted by the counts' reserve() was refused: uncount it and
@@ -266,7 +347,7 @@ class Producer:
                 None,
                 key,
                 value,
-                _headers(headers),
+                None,  # (confluent-kafka's delivery reports carry no headers)
                 error_of(error),
                 (TIMESTAMP_NOT_AVAILABLE, -1),
             )
@@ -278,7 +359,7 @@ class Producer:
         stamp = (TIMESTAMP_CREATE_TIME, md.timestamp)
         report(
             None,
-            Message(md.topic, md.partition, md.offset, key, value, _headers(headers), None, stamp),
+            Message(md.topic, md.partition, md.offset, key, value, None, None, stamp),
         )
 
     def poll(self, timeout: float | None = None) -> int:
@@ -315,6 +396,13 @@ class Producer:
     def __bool__(self) -> bool:  # (not len(): an idle producer is still a producer)
         return True
 
+    def set_sasl_credentials(self, username: str, password: str) -> None:
+        """confluent-kafka's call, its arguments checked as there; trafka's
+        client keeps logging in with the credentials it was made with."""
+        check_sasl_credentials(username, password)
+        if self._closed:
+            raise RuntimeError("Producer has been closed")
+
     def __enter__(self) -> Producer:
         return self
 
@@ -323,28 +411,69 @@ class Producer:
         if not self._closed:
             self.close()
 
-    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
-        """The partitions of ``topic`` (waiting for its metadata), as
-        confluent-kafka's ``ClusterMetadata``; only with a topic here."""
-        from .admin import ClusterMetadata, TopicMetadata
+    def cluster_id(self, timeout: float = -1) -> str | None:
+        """The id of the cluster the client's brokers belong to."""
+        from .admin._client import cluster_id_with
 
-        if topic is None:
-            raise KafkaException(KafkaError(internal("_NOT_IMPLEMENTED"), "name a topic"))
-        partitions = self._call(self._producer.partitions_for, topic)
-        return ClusterMetadata({topic: TopicMetadata(topic, dict.fromkeys(partitions))})
+        if self._closed:
+            raise RuntimeError("Handle has been closed")
+        return cluster_id_with(self._conf, timeout)
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """The cluster's brokers and topics (or ``topic`` alone), as
+        confluent-kafka's ``ClusterMetadata``."""
+        from .admin._client import list_topics_with
+
+        if self._closed:
+            raise RuntimeError("Handle has been closed")
+        return list_topics_with(self._conf, topic, timeout)
+
+    #: An ``init_transactions()`` that timed out and goes on in the background:
+    #: the other transaction calls are ``_CONFLICT`` until one completes, as
+    #: librdkafka's.
+    _initializing = False
 
     def init_transactions(self, timeout: float | None = None) -> None:
-        self._call(self._producer.init_transactions)
+        """Get the producer id of ``transactional.id``, waiting up to ``timeout``
+        s (None or negative: ``max.block.ms``). Timed out, it raises a retriable
+        ``_TIMED_OUT`` and goes on: call it again to keep waiting."""
+        if self._closed:
+            _closed()
+        self._initializing = True
+        try:
+            self._producer.init_transactions(seconds_to_ms(timeout))
+        except ProducerBlockedError as exc:
+            raise KafkaException(
+                KafkaError(internal("_TIMED_OUT"), str(exc), retriable=True)
+            ) from None
+        except Exception as exc:
+            self._initializing = False
+            raise KafkaException(error_of(exc)) from None
+        self._initializing = False
+
+    def _txn_call(self, what: str, fn: Any, *args: Any) -> Any:
+        if self._closed:
+            _closed()
+        if self._initializing:
+            raise KafkaException(
+                KafkaError(
+                    internal("_CONFLICT"),
+                    f"{what} conflicts with init_transactions(), which has not completed: "
+                    "call it again first",
+                    retriable=True,
+                )
+            )
+        return self._call(fn, *args)
 
     def begin_transaction(self) -> None:
-        self._call(self._producer.begin_transaction)
+        self._txn_call("begin_transaction()", self._producer.begin_transaction)
 
     def commit_transaction(self, timeout: float | None = None) -> None:
-        self.flush()
+        self._txn_call("commit_transaction()", self.flush)
         self._call(self._producer.commit_transaction)
 
     def abort_transaction(self, timeout: float | None = None) -> None:
-        self._call(self._producer.abort_transaction)
+        self._txn_call("abort_transaction()", self._producer.abort_transaction)
 
     def send_offsets_to_transaction(
         self, positions: list[TopicPartition], group_metadata: Any, timeout: float | None = None
@@ -352,7 +481,12 @@ class Producer:
         from trafka.sdk import TopicPartition as _TP
 
         offsets = {_TP(tp.topic, tp.partition): tp.offset for tp in positions}
-        self._call(self._producer.send_offsets_to_transaction, offsets, group_metadata)
+        self._txn_call(
+            "send_offsets_to_transaction()",
+            self._producer.send_offsets_to_transaction,
+            offsets,
+            group_metadata,
+        )
 
     def _call(self, fn: Any, *args: Any) -> Any:
         if self._closed:
@@ -370,6 +504,8 @@ class Producer:
             return True
         self._finalizer.detach()
         self._producer.close()
+        for stop in self._served.closers:
+            stop()
         self._served.serve(0)
         self._closed = True
         # The C produce bound on the instance goes too (produce() checks above).
@@ -380,6 +516,73 @@ class Producer:
 
 def _closed() -> NoReturn:
     raise RuntimeError("Producer has been closed")
+
+
+def _type_name(value: Any) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+#: librdkafka's partitioners (trafka's others are not librdkafka's to name).
+_PARTITIONERS = frozenset(
+    (
+        "random",
+        "consistent",
+        "consistent_random",
+        "murmur2",
+        "murmur2_random",
+        "fnv1a",
+        "fnv1a_random",
+    )
+)
+
+
+def _check_partitioner(name: Any) -> None:
+    if isinstance(name, str) and name not in _PARTITIONERS:
+        raise KafkaException(
+            KafkaError(
+                internal("_INVALID_ARG"),
+                f'Invalid value for configuration property "partitioner": {name}',
+            )
+        )
+
+
+def _check_headers(headers: Any) -> None:
+    """confluent-kafka's checks of ``produce(headers=...)``, with its TypeErrors."""
+    if isinstance(headers, dict):
+        pairs = list(headers.items())
+    elif isinstance(headers, list):
+        pairs = headers
+        for pair in pairs:
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise TypeError("Headers are expected to be a list of (key, value) tuples")
+    else:
+        raise TypeError(
+            f"expected headers to be dict or list of (key, value) tuples, not {_type_name(headers)}"
+        )
+    for _, value in pairs:
+        if value is not None and not isinstance(value, bytes | str):
+            raise TypeError(
+                "expected header value to be None, binary, or unicode string, "
+                f"not {_type_name(value)}"
+            )
+
+
+def _check_batch(messages: list[Any]) -> None:
+    """confluent-kafka's checks of ``produce_batch``'s messages, all before any is produced."""
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise TypeError(f"Message at index {i} must be a dict")
+        for field in ("value", "key"):
+            v = message.get(field)
+            if v is not None and not isinstance(v, bytes | str):
+                raise TypeError(f"Message {field} at index {i} must be bytes or str")
+        part = message.get("partition")
+        if part is not None and (not isinstance(part, int) or isinstance(part, bool)):
+            raise TypeError(f"Message partition at index {i} must be int")
+        if "timestamp" in message:
+            raise NotImplementedError(
+                "Message timestamps are not currently supported in batch mode"
+            )
 
 
 def _default_message_timeout(conf: dict[str, Any]) -> None:
@@ -409,10 +612,3 @@ def _close_aside(producer: _Producer) -> None:
             pass  # nobody is left to tell
 
     threading.Thread(target=close, name="trafka-dropped-producer", daemon=True).start()
-
-
-def _headers(headers: Any) -> list[tuple[str, bytes | None]] | None:
-    if not headers:
-        return None
-    items = headers.items() if isinstance(headers, dict) else headers
-    return [(k, v.encode() if isinstance(v, str) else v) for k, v in items]

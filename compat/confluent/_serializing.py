@@ -2,6 +2,9 @@
 the key and value (de)serializers of the configuration
 (``key.serializer``...) called with a :class:`SerializationContext`.
 
+The serdes may come from builders (``key.serializer.builder``...: see
+:mod:`._serde_building`); those are the client's, closed with it.
+
 Rules (confluent-kafka's): what a serializer raises comes out of ``produce()``
 as :class:`~.error.KeySerializationError` / :class:`~.error.ValueSerializationError`,
 what a deserializer raises out of ``poll()`` as
@@ -18,6 +21,7 @@ from typing import Any
 
 from ._consumer import Consumer
 from ._producer import Producer
+from ._serde_building import build, close_all, pop_specs
 from ._types import Message
 from .error import (
     ConsumeError,
@@ -32,11 +36,24 @@ __all__ = ["DeserializingConsumer", "SerializingProducer"]
 
 
 class SerializingProducer(Producer):
+    #: The serializers built from ``.builder`` settings: closed with the producer.
+    _owned: list[Any] = []
+
     def __init__(self, conf: dict[str, Any]) -> None:
-        conf = dict(conf)
-        self._key_serializer = conf.pop("key.serializer", None)
-        self._value_serializer = conf.pop("value.serializer", None)
-        super().__init__(conf)
+        specs, conf = pop_specs(conf, "key.serializer", "value.serializer")
+        (self._key_serializer, self._value_serializer), self._owned, conf = build(specs, conf)
+        try:
+            super().__init__(conf)
+        except BaseException:
+            close_all(self._owned)
+            raise
+
+    def close(self) -> bool:
+        """Close the producer, then the serializers it built."""
+        closed = super().close()
+        owned, self._owned = self._owned, []
+        close_all(owned)
+        return closed
 
     def produce(self, topic: str, key: Any = None, value: Any = None, **kwargs: Any) -> None:  # type: ignore[override]
         headers = kwargs.get("headers")
@@ -56,11 +73,23 @@ class SerializingProducer(Producer):
 
 
 class DeserializingConsumer(Consumer):
+    #: The deserializers built from ``.builder`` settings: closed with the consumer.
+    _owned: list[Any] = []
+
     def __init__(self, conf: dict[str, Any]) -> None:
-        conf = dict(conf)
-        self._key_deserializer = conf.pop("key.deserializer", None)
-        self._value_deserializer = conf.pop("value.deserializer", None)
-        super().__init__(conf)
+        specs, conf = pop_specs(conf, "key.deserializer", "value.deserializer")
+        (self._key_deserializer, self._value_deserializer), self._owned, conf = build(specs, conf)
+        try:
+            super().__init__(conf)
+        except BaseException:
+            close_all(self._owned)
+            raise
+
+    def close(self) -> None:
+        """Close the consumer, then the deserializers it built."""
+        super().close()
+        owned, self._owned = self._owned, []
+        close_all(owned)
 
     def poll(self, timeout: float | None = None) -> Message | None:
         """The next record, its key and value deserialized; an event (an

@@ -42,6 +42,10 @@ class TopicPartition:
         metadata: str | None = None,
         leader_epoch: int | None = None,
     ) -> None:
+        if not isinstance(topic, str):
+            raise TypeError(
+                f"argument 1 must be str, not {'None' if topic is None else type(topic).__name__}"
+            )
         self.topic = topic
         self.partition = partition
         self.offset = offset
@@ -59,6 +63,15 @@ class TopicPartition:
 
     def __lt__(self, other: TopicPartition) -> bool:
         return (self.topic, self.partition) < (other.topic, other.partition)
+
+    def __le__(self, other: TopicPartition) -> bool:
+        return (self.topic, self.partition) <= (other.topic, other.partition)
+
+    def __gt__(self, other: TopicPartition) -> bool:
+        return (self.topic, self.partition) > (other.topic, other.partition)
+
+    def __ge__(self, other: TopicPartition) -> bool:
+        return (self.topic, self.partition) >= (other.topic, other.partition)
 
     def __hash__(self) -> int:
         return hash(self._key())

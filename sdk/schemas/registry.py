@@ -12,12 +12,14 @@ Rules:
   backoff, at most ``max.retries`` more times; any other answer is final.
 * Errors: every failure is a :class:`~.types.SchemaRegistryError` with the
   registry's ``error_code`` and message (or why there was none: unreachable,
-  a timeout, an answer that is not JSON), and what was asked.
+  a timeout, an answer that is not JSON), and what was asked; when no answer
+  came, httpx's error of the last attempt is its ``__cause__``.
 * :attr:`requests` counts the HTTP requests sent (each attempt counts).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 import uuid
@@ -74,7 +76,10 @@ class AsyncSchemaRegistryClient:
         httpx = _httpx()
         verify: Any = self.config.ssl_context if self.config.ssl_context is not None else True
         self._http = httpx.AsyncClient(
-            headers=dict(self.config.headers), verify=verify, timeout=self.config.timeout
+            headers=dict(self.config.headers),
+            verify=verify,
+            timeout=self.config.timeout,
+            proxy=self.config.proxy,
         )
         self._clock = clock
         self.requests = 0
@@ -107,7 +112,8 @@ class AsyncSchemaRegistryClient:
     async def request(
         self, method: str, path: str, body: Any = None, params: Mapping[str, Any] | None = None
     ) -> Any:
-        """Send ``method path`` (retrying as the module doc says); the answer's JSON.
+        """Send ``method path`` (retrying as the module doc says); the answer's JSON
+        (None for an answer without a body, e.g. 204).
 
         Raises:
             SchemaRegistryError: the registry's error, or none reachable.
@@ -115,21 +121,28 @@ class AsyncSchemaRegistryClient:
         httpx = _httpx()
         what = f"{method} {path}"
         content = None if body is None else json.dumps(body).encode("utf-8")
-        headers = _CONTENT if body is not None else None
         cfg = self.config
+        headers = dict(_CONTENT) if body is not None else {}
+        if cfg.header_provider is not None:
+            extra = cfg.header_provider()
+            if inspect.isawaitable(extra):
+                extra = await extra
+            headers.update(extra)
         failures = 0
         while True:
             base = cfg.urls[failures % len(cfg.urls)]
             self.requests += 1
             try:
                 answer = await self._http.request(
-                    method, base + path, content=content, params=params, headers=headers
+                    method, base + path, content=content, params=params, headers=headers or None
                 )
             except httpx.TimeoutException as exc:
                 why = f"no answer from {base}: timeout ({_why(exc)})"
                 error = SchemaRegistryError(None, -1, why, what)
+                error.__cause__ = exc
             except httpx.TransportError as exc:
                 error = SchemaRegistryError(None, -1, f"{base} unreachable: {_why(exc)}", what)
+                error.__cause__ = exc
             else:
                 if answer.status_code < 300:
                     return _json(answer, what)
@@ -299,6 +312,8 @@ def _why(exc: BaseException) -> str:
 
 
 def _json(answer: Any, what: str) -> Any:
+    if answer.status_code == 204 or not answer.content:
+        return None
     try:
         return answer.json()
     except ValueError:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import ssl
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -37,6 +37,9 @@ class RegistryConfig:
             doubling from the first to the second (default 1000 / 20000).
         latest_cache_ttl_s: how long a subject's latest version is cached (None:
             until the client is closed; ``latest.cache.ttl.secs``).
+        header_provider: called before each request for more headers (a
+            bearer token that expires: an OAuth client's); may be async.
+        proxy: the HTTP proxy to reach the registry through (``proxy``).
     """
 
     urls: tuple[str, ...]
@@ -47,6 +50,8 @@ class RegistryConfig:
     retries_wait_ms: float = 1000.0
     retries_max_wait_ms: float = 20000.0
     latest_cache_ttl_s: float | None = None
+    header_provider: Callable[[], Mapping[str, str] | Awaitable[Mapping[str, str]]] | None = None
+    proxy: str | None = None
 
     @classmethod
     def from_dict(cls, conf: Mapping[str, Any]) -> RegistryConfig:
@@ -68,7 +73,9 @@ class RegistryConfig:
             raise ConfigError("the schema registry needs a url ('schema.registry.url')")
         urls, url_user = _urls(str(c.pop("url")))
         headers = {"Accept": "application/vnd.schemaregistry.v1+json, application/json"}
-        headers.update(_auth_headers(c, url_user))
+        provider = _token_provider(c)
+        if provider is None:
+            headers.update(_auth_headers(c, url_user))
         return cls(
             urls=urls,
             headers=headers,
@@ -82,6 +89,8 @@ class RegistryConfig:
                 if c.get("latest.cache.ttl.secs") in (None, -1)
                 else _number(c, "latest.cache.ttl.secs", 0.0)
             ),
+            proxy=None if c.get("proxy") is None else str(c["proxy"]),
+            header_provider=provider,
         )
 
 
@@ -95,6 +104,10 @@ SETTINGS = frozenset(
         "bearer.auth.token",
         "bearer.auth.logical.cluster",
         "bearer.auth.identity.pool.id",
+        "bearer.auth.client.id",
+        "bearer.auth.client.secret",
+        "bearer.auth.scope",
+        "bearer.auth.issuer.endpoint.url",
         "ssl.ca.location",
         "ssl.certificate.location",
         "ssl.key.location",
@@ -104,6 +117,7 @@ SETTINGS = frozenset(
         "retries.wait.ms",
         "retries.max.wait.ms",
         "latest.cache.ttl.secs",
+        "proxy",
     }
 )
 
@@ -134,6 +148,48 @@ def _urls(value: str) -> tuple[tuple[str, ...], str | None]:
             host = f"[{parts.hostname}]" + ("" if parts.port is None else f":{parts.port}")
         urls.append(urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", "")))
     return tuple(urls), user
+
+
+def _token_provider(c: dict[str, Any]) -> Any:
+    """The headers of a source whose token is fetched (OAUTHBEARER: OAuth 2 client
+    credentials; OAUTHBEARER_AZURE_IMDS: Azure's metadata service), or None."""
+    source = str(c.get("bearer.auth.credentials.source", "")).upper()
+    if source not in ("OAUTHBEARER", "OAUTHBEARER_AZURE_IMDS"):
+        return None
+    from .registry_auth import AzureIMDSToken, ClientCredentialsToken, bearer_headers
+
+    cluster = c.get("bearer.auth.logical.cluster")
+    if not cluster:
+        raise ConfigError(f"schema registry: {source} needs bearer.auth.logical.cluster")
+    pool = c.get("bearer.auth.identity.pool.id")
+    retries = (
+        int(_number(c, "max.retries", 3)),
+        _number(c, "retries.wait.ms", 1000.0),
+        _number(c, "retries.max.wait.ms", 20000.0),
+    )
+    endpoint = c.get("bearer.auth.issuer.endpoint.url")
+    fields: Any
+    if source == "OAUTHBEARER":
+        names = ("bearer.auth.client.id", "bearer.auth.client.secret", "bearer.auth.scope")
+        missing = [n for n in (*names, "bearer.auth.issuer.endpoint.url") if not c.get(n)]
+        if missing:
+            raise ConfigError(f"schema registry: OAUTHBEARER needs {', '.join(missing)}")
+        client_id, secret, scope = (str(c[n]) for n in names)
+        fields = ClientCredentialsToken(
+            client_id, secret, scope, str(endpoint), str(cluster), pool, *retries
+        )
+    else:
+        if not endpoint:
+            raise ConfigError(
+                "schema registry: OAUTHBEARER_AZURE_IMDS needs bearer.auth.issuer.endpoint.url"
+                " (the metadata service's token URL with its query)"
+            )
+        fields = AzureIMDSToken(str(endpoint), str(cluster), pool, *retries)
+
+    async def headers() -> dict[str, str]:
+        return bearer_headers(await fields.get_bearer_fields_async())
+
+    return headers
 
 
 def _auth_headers(c: dict[str, Any], url_user: str | None) -> dict[str, str]:

@@ -28,6 +28,7 @@ Rules:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,11 +63,16 @@ def _broker(stats: Any) -> dict[str, Any]:
     }
     if window is not None:
         # librdkafka's rtt window is in microseconds.
+        # (NaN while the window has no request: librdkafka's 0 then)
         out["rtt"] = {
-            "avg": int(window.request_latency_avg_ms * 1000),
-            "max": int(window.request_latency_max_ms * 1000),
+            "avg": _us(window.request_latency_avg_ms),
+            "max": _us(window.request_latency_max_ms),
         }
     return out
+
+
+def _us(ms: float) -> int:
+    return 0 if math.isnan(ms) else int(ms * 1000)
 
 
 def _topics(partitions: Mapping[Any, Any], fill: Any) -> dict[str, Any]:
@@ -105,7 +111,7 @@ def librdkafka_stats(
     """``stats`` (a client's snapshot) in librdkafka's layout, as a dict.
 
     Args:
-        kind: ``producer``, ``consumer`` or ``admin`` (librdkafka's ``type``;
+        kind: ``producer``, ``consumer``, ``share_consumer`` or ``admin`` (librdkafka's ``type``;
             an admin client is a producer there, and is written so).
         name: the client's instance name (librdkafka's ``name``).
         ts_us / age_us: a monotonic clock, and the time since the client was
@@ -115,7 +121,7 @@ def librdkafka_stats(
     out: dict[str, Any] = {
         "name": name,
         "client_id": client_id,
-        "type": "consumer" if kind == "consumer" else "producer",
+        "type": "consumer" if kind in ("consumer", "share_consumer") else "producer",
         "ts": ts_us,
         "time": time_s,
         "age": age_us,

@@ -239,3 +239,32 @@ def test_a_script_with_statistics_ends_with_no_broker_in_reach(api: str) -> None
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "end"
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_consumer_with_statistics_and_no_broker_keeps_serving(api: str) -> None:
+    """librdkafka emits statistics every ``statistics.interval.ms`` whether or
+    not a broker answered (its ``rtt`` window then 0): ``stats_cb`` keeps being
+    served and the consumer stays usable (trafka's once ended its tasks on a
+    window with no request, and the consumer was closed under the caller)."""
+    ck = importlib.import_module(api)
+    seen: list[dict[str, Any]] = []
+    consumer = ck.Consumer(
+        {
+            "group.id": "g",
+            "bootstrap.servers": dead_address(),
+            "statistics.interval.ms": 100,
+            "stats_cb": lambda text: seen.append(json.loads(text)),
+            "error_cb": lambda err: None,
+        }
+    )
+    try:
+        consumer.subscribe(["t"])
+        deadline = time.monotonic() + GUARD_S
+        while len(seen) < 3 and time.monotonic() < deadline:
+            assert consumer.poll(0.1) is None
+        assert len(seen) >= 3
+        assert all(doc["type"] == "consumer" and doc["name"] for doc in seen)
+        assert consumer.assignment() == []
+    finally:
+        consumer.close()
