@@ -475,3 +475,40 @@ def test_through_kafka_both_ways(broker: RunningBroker, clients: tuple[Any, Any]
         )
         assert _first(consumer, topic).value() == user
         del producer, consumer  # (confluent-kafka's, before the broker stops)
+
+
+def test_a_union_of_referenced_records_both_ways(clients: tuple[Any, Any]) -> None:
+    """A top-level union whose records live in other subjects (references):
+    the same bytes on both sides, each read by the other."""
+    mine_client, their_client = clients
+    tag = uuid.uuid4().hex[:6]
+    part = {
+        "type": "record",
+        "name": "Part",
+        "namespace": "shop",
+        "fields": [{"name": "sku", "type": "string"}],
+    }
+    box = {
+        "type": "record",
+        "name": "Box",
+        "namespace": "shop",
+        "fields": [{"name": "first", "type": "Part"}, {"name": "second", "type": "Part"}],
+    }
+    their_client.register_schema(f"part-{tag}", theirs.Schema(json.dumps(part)))
+    refs = [theirs.SchemaReference("shop.Part", f"part-{tag}", 1)]
+    their_client.register_schema(f"box-{tag}", theirs.Schema(json.dumps(box), "AVRO", refs))
+    union = ["null", "shop.Box"]
+    topic = f"union-{tag}"
+    # (brokerlite's registry resolves direct references only: both named)
+    union_refs = [refs[0], theirs.SchemaReference("shop.Box", f"box-{tag}", 1)]
+    their_client.register_schema(
+        f"{topic}-value", theirs.Schema(json.dumps(union), "AVRO", union_refs)
+    )
+    value = {"first": {"sku": "a"}, "second": {"sku": "b"}}
+    conf = {"auto.register.schemas": False, "use.latest.version": True}
+    mine_ctx, their_ctx = _ctx(topic)
+    written = ours_avro.AvroSerializer(mine_client, None, conf=conf)(value, mine_ctx)
+    theirs_written = theirs_avro.AvroSerializer(their_client, None, conf=conf)(value, their_ctx)
+    assert written == theirs_written
+    assert theirs_avro.AvroDeserializer(their_client)(written, their_ctx) == value
+    assert ours_avro.AvroDeserializer(mine_client)(theirs_written, mine_ctx) == value
