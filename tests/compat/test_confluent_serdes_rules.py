@@ -570,3 +570,47 @@ def test_cel_guards(rule_type: str, kind: str, expr: str) -> None:
     )
     mine, their = _both([rule], CARD, write=True, text=TAGGED)
     assert mine == their
+
+
+def test_cel_field_rules_over_json_any_of() -> None:
+    """``anyOf``: every subschema the value is valid against is walked."""
+    import confluent_kafka.schema_registry.json_schema as theirs_json
+
+    import trafka.compat.confluent.schema_registry.json_schema as ours_json
+
+    pins = {"properties": {"pin": {"confluent:tags": ["PII"], "type": "string"}}}
+    npins = {"properties": {"npin": {"confluent:tags": ["PII"], "type": "string"}}}
+    schema = json.dumps(
+        {
+            "type": "object",
+            "properties": {
+                "any": {"type": "object", "anyOf": [pins, npins]},
+            },
+        }
+    )
+    rule = theirs.Rule(
+        "a",
+        None,
+        theirs.RuleKind.TRANSFORM,
+        theirs.RuleMode.WRITE,
+        "CEL_FIELD",
+        ["PII"],
+        None,
+        "value + '!'",
+        None,
+        None,
+        None,
+    )
+    value = {"any": {"pin": "p", "npin": "n"}}
+    out = []
+    for api, module in ((ours, ours_json), (theirs, theirs_json)):
+        registry = _Registry(api, [rule], schema, "JSON")
+        rule_registry: Any = TheirRuleRegistry() if api is theirs else RuleRegistry()
+        rule_registry.register_executor(TheirCelField() if api is theirs else CelFieldExecutor())
+        ctx: Any = (TheirContext if api is theirs else SerializationContext)("t", "value")
+        conf = {"auto.register.schemas": False, "use.latest.version": True}
+        conf["subject.name.strategy"] = api.topic_subject_name_strategy
+        serializer = module.JSONSerializer(schema, registry, conf=conf, rule_registry=rule_registry)
+        out.append(json.loads(serializer(json.loads(json.dumps(value)), ctx)[5:]))
+    assert out[0] == out[1]
+    assert out[0]["any"] == {"pin": "p!", "npin": "n!"}

@@ -5,7 +5,7 @@ a JSON value.
 The walk (field rules: CEL_FIELD...): an object's ``properties`` are its
 fields, entered by their path (``$.address.city``) with their
 ``confluent:tags``; ``items`` walk an array; ``allOf`` walks each subschema,
-``oneOf`` / ``anyOf`` the first the value is valid against; a list of
+``anyOf`` each the value is valid against, ``oneOf`` the first; a list of
 ``type`` s the first the value is; ``$ref`` is followed through the schema's
 references. A field rule's leaf gets each scalar (or an enum) whose tags meet
 the rule's (every field for a rule without tags).
@@ -95,12 +95,15 @@ class _Walk:
             if "allOf" in schema:
                 for sub in schema["allOf"]:
                     message = self.run(sub, message, path, resolver)
-            else:
-                sub, sub_resolver = self.first_valid(
-                    schema.get("oneOf") or schema.get("anyOf") or [], message, resolver
-                )
+            elif "oneOf" in schema:
+                sub, sub_resolver = self.first_valid(schema["oneOf"], message, resolver)
                 if sub is not None:
                     message = self.run(sub, message, path, sub_resolver)
+            else:
+                for sub in schema["anyOf"]:  # every one the value is valid against
+                    sub, sub_resolver = self.first_valid([sub], message, resolver)
+                    if sub is not None:
+                        message = self.run(sub, message, path, sub_resolver)
             return self.fields(schema, message, path, resolver)
         if "items" in schema and isinstance(message, list):
             return [self.run(schema["items"], v, path, resolver) for v in message]
