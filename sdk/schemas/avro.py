@@ -32,7 +32,56 @@ def parse_avro(schema_str: str, referenced: Iterable[str] = ()) -> Any:
     named: dict[str, Any] = {}
     for text in referenced:
         fastavro.parse_schema(json.loads(text), named_schemas=named)
-    return fastavro.parse_schema(json.loads(schema_str), named_schemas=named)
+    doc = json.loads(schema_str)
+    if named and not isinstance(doc, dict):
+        # A union (or a bare name) has nowhere to carry the referenced types'
+        # definitions, as a parsed record does: each is written out where it
+        # is first used instead.
+        defs = {_doc_full_name(d): d for d in map(json.loads, referenced) if isinstance(d, dict)}
+        doc = _inline(doc, "", defs, set())
+    return fastavro.parse_schema(doc, named_schemas=dict(named))
+
+
+_PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+
+
+def _doc_full_name(doc: dict[str, Any], namespace: str = "") -> str:
+    name = str(doc.get("name", ""))
+    if "." in name:
+        return name
+    ns = doc.get("namespace", namespace)
+    return f"{ns}.{name}" if ns else name
+
+
+def _inline(node: Any, ns: str, defs: dict[str, Any], defined: set[str]) -> Any:
+    """``node`` (Avro JSON in namespace ``ns``) with the first use of each
+    referenced name in ``defs`` replaced by its definition (under its full name)."""
+    if isinstance(node, str):
+        full = node if "." in node or not ns else f"{ns}.{node}"
+        if node in _PRIMITIVES or full not in defs or full in defined:
+            return node
+        definition = {k: v for k, v in defs[full].items() if k != "namespace"}
+        return _inline({**definition, "name": full}, ns, defs, defined)
+    if isinstance(node, list):
+        return [_inline(n, ns, defs, defined) for n in node]
+    if not isinstance(node, dict):
+        return node
+    kind = node.get("type")
+    if kind in ("record", "error", "enum", "fixed"):
+        full = _doc_full_name(node, ns)
+        defined.add(full)
+        inner = full.rsplit(".", 1)[0] if "." in full else ""
+        if kind in ("record", "error"):
+            fields = [
+                {**f, "type": _inline(f["type"], inner, defs, defined)} for f in node["fields"]
+            ]
+            return {**node, "fields": fields}
+        return node
+    if kind == "array":
+        return {**node, "items": _inline(node["items"], ns, defs, defined)}
+    if kind == "map":
+        return {**node, "values": _inline(node["values"], ns, defs, defined)}
+    return {**node, "type": _inline(kind, ns, defs, defined)}
 
 
 def avro_encode(

@@ -302,7 +302,7 @@ def test_the_registry_serdes_raise_confluent_kafkas_serialization_error() -> Non
     """A record the Avro schema refuses: confluent-kafka's serializer raises
     fastavro's TypeError; the drop-in's error is that and a SerializationError
     (a KafkaException), so code catching either works."""
-    from trafka.compat.confluent.schema_registry import Schema
+    from trafka.compat.confluent.schema_registry import RegisteredSchema, Schema
     from trafka.compat.confluent.schema_registry.avro import AvroSerializer
 
     schema = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "int"}]}
@@ -310,6 +310,11 @@ def test_the_registry_serdes_raise_confluent_kafkas_serialization_error() -> Non
     class Registry:  # what use.schema.id asks of a client
         def get_schema(self, schema_id: int, subject: Any = None, fmt: Any = None) -> Any:
             return Schema(json.dumps(schema), "AVRO")
+
+        def lookup_schema(self, subject: str, schema: Any, *args: Any) -> Any:
+            return RegisteredSchema(
+                schema_id=1, guid=None, schema=schema, subject=subject, version=1
+            )
 
     serializer = AvroSerializer(
         Registry(), json.dumps(schema), conf={"use.schema.id": 1, "auto.register.schemas": False}

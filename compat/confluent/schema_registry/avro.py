@@ -26,7 +26,16 @@ from typing import Any
 from trafka.sdk.schemas.avro import avro_decode, avro_encode, parse_avro
 
 from ..serialization import SerializationError
-from .common.avro import is_schema, schema_loads
+from .common.avro import (
+    AvroMessage,
+    AvroSchema,
+    field_transformer,
+    get_type,
+    is_schema,
+    schema_loads,
+    transform,
+)
+from .common.serde import Steps, serialization_error
 from .rule_registry import RuleRegistry
 from .serde import (
     AsyncBaseDeserializer,
@@ -36,12 +45,10 @@ from .serde import (
     DeserializerSettings,
     SchemaId,
     SerializerSettings,
-    Steps,
     check_bool,
     deserializer_defaults,
     guid_of,
     serde_builder,
-    serialization_error,
     serializer_defaults,
 )
 
@@ -52,8 +59,12 @@ __all__ = [
     "AsyncAvroSerializerBuilder",
     "AvroDeserializer",
     "AvroDeserializerBuilder",
+    "AvroMessage",
+    "AvroSchema",
     "AvroSerializer",
     "AvroSerializerBuilder",
+    "get_type",
+    "transform",
 ]
 
 
@@ -76,6 +87,9 @@ class _AvroSerde:
 
     def _parse(self, schema: Any, referenced: list[tuple[str, Any]]) -> Any:
         return parse_avro(schema.schema_str, [s.schema_str for _, s in referenced])
+
+    def _field_transformer(self, parsed: Any) -> Any:
+        return None if parsed is None else field_transformer(parsed)
 
 
 class _AvroSerializing(_AvroSerde, SerializerSettings):
@@ -223,8 +237,13 @@ class _AvroDeserializing(_AvroSerde, DeserializerSettings):
         payload = self._schema_id_deserializer(data, ctx, schema_id)
         writer_schema = yield from self._writer_schema_steps(schema_id)
         writer = yield from self._parsed_steps(writer_schema)
-        latest = yield from self._latest_reader_steps(ctx, _record_name(None, writer))
-        if latest is not None:
+        latest, subject = yield from self._latest_and_subject_steps(ctx, _record_name(None, writer))
+        migrations = []
+        if latest is not None and subject is not None and ctx is not None:
+            migrations = yield from self._migrations_steps(subject, writer_schema, latest)
+        if migrations:
+            reader = None  # read as written, then migrated
+        elif latest is not None:
             reader = yield from self._parsed_steps(latest.schema)
         elif self._schema is not None:
             if self._reader_schema is None:
@@ -239,6 +258,9 @@ class _AvroDeserializing(_AvroSerde, DeserializerSettings):
                 value = avro_decode(payload.read(), writer, reader, self._return_record_name)
         except Exception as exc:
             raise serialization_error(exc) from exc
+        if migrations:
+            value = self._migrate(ctx, subject, migrations, value)  # type: ignore[arg-type]
+            reader = yield from self._parsed_steps(latest.schema)
         target = latest.schema if latest is not None else writer_schema
         value = yield from self._rules_steps(
             ctx, None, _record_name(None, writer), "READ", target, reader or writer, value

@@ -26,6 +26,8 @@ from typing import Any
 from trafka.sdk.schemas.json_schema import json_check, json_validator
 
 from .common.avro import is_schema
+from .common.json_schema import JsonMessage, JsonSchema, field_transformer, get_type
+from .common.serde import Steps, serialization_error
 from .rule_registry import RuleRegistry
 from .serde import (
     AsyncBaseDeserializer,
@@ -35,12 +37,10 @@ from .serde import (
     DeserializerSettings,
     SchemaId,
     SerializerSettings,
-    Steps,
     check_bool,
     deserializer_defaults,
     guid_of,
     serde_builder,
-    serialization_error,
     serializer_defaults,
 )
 
@@ -53,6 +53,9 @@ __all__ = [
     "JSONDeserializerBuilder",
     "JSONSerializer",
     "JSONSerializerBuilder",
+    "JsonMessage",
+    "JsonSchema",
+    "get_type",
 ]
 
 
@@ -70,7 +73,12 @@ class _JSONSerde:
     _schema_type = "JSON"
 
     def _parse(self, schema: Any, referenced: list[tuple[str, Any]]) -> Any:
-        return json_validator(schema.schema_str, [(n, s.schema_str) for n, s in referenced])
+        texts = [(n, s.schema_str) for n, s in referenced]
+        validator, doc = json_validator(schema.schema_str, texts)
+        return validator, doc, texts
+
+    def _field_transformer(self, parsed: Any) -> Any:
+        return None if parsed is None else field_transformer(parsed[1], parsed[2])
 
 
 def _title(parsed: Any) -> str | None:
@@ -220,9 +228,12 @@ class _JSONDeserializing(_JSONSerde, DeserializerSettings):
         if self._registry is not None:
             writer_schema = yield from self._writer_schema_steps(schema_id)
             writer = yield from self._parsed_steps(writer_schema)
-        latest = None
+        latest = subject = None
+        migrations: list[Any] = []
         if self._registry is not None:
-            latest = yield from self._latest_reader_steps(ctx, _title(writer))
+            latest, subject = yield from self._latest_and_subject_steps(ctx, _title(writer))
+            if latest is not None and subject is not None and ctx is not None:
+                migrations = yield from self._migrations_steps(subject, writer_schema, latest)
         if latest is not None:
             reader = yield from self._parsed_steps(latest.schema)
         elif self._schema is not None:
@@ -235,6 +246,8 @@ class _JSONDeserializing(_JSONSerde, DeserializerSettings):
             value = self._json_decode(payload.read())
         except Exception as exc:
             raise serialization_error(exc) from exc
+        if migrations:
+            value = self._migrate(ctx, subject, migrations, value)  # type: ignore[arg-type]
         if self._registry is not None:
             target = latest.schema if latest is not None else writer_schema
             value = yield from self._rules_steps(

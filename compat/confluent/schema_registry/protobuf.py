@@ -26,9 +26,11 @@ from .common.protobuf import (
     _create_index_array,
     decimal_message_class,
     decimal_to_protobuf,
+    field_transformer,
+    get_type,
     protobuf_to_decimal,
 )
-from .common.serde import reference_subject_name_strategy
+from .common.serde import Steps, ask, reference_subject_name_strategy, serialization_error
 from .rule_registry import RuleRegistry
 from .serde import (
     AsyncBaseDeserializer,
@@ -38,14 +40,11 @@ from .serde import (
     DeserializerSettings,
     SchemaId,
     SerializerSettings,
-    Steps,
-    ask,
     check_bool,
     check_callable,
     deserializer_defaults,
     guid_of,
     serde_builder,
-    serialization_error,
     serializer_defaults,
 )
 
@@ -61,6 +60,7 @@ __all__ = [
     "_create_index_array",
     "decimal_message_class",
     "decimal_to_protobuf",
+    "get_type",
     "protobuf_to_decimal",
 ]
 
@@ -76,6 +76,9 @@ class _ProtobufSerde:
 
     def _parse(self, schema: Any, referenced: list[tuple[str, Any]]) -> Any:
         return build_file_descriptor(schema.schema_str, [(n, s.schema_str) for n, s in referenced])
+
+    def _field_transformer(self, parsed: Any) -> Any:
+        return field_transformer(parsed)
 
 
 class _ProtobufSerializing(_ProtobufSerde, SerializerSettings):

@@ -27,11 +27,12 @@ Rules:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Callable, Generator
 from typing import Any, NamedTuple, TypeVar
 
-from ..serialization import Deserializer, MessageField, SerializationError, Serializer
+from ..serialization import Deserializer, MessageField, Serializer
 from .common.serde import (
     DLQ_HEADER_PREFIX,
     DLQ_RULE_EXCEPTION_HEADER,
@@ -39,7 +40,11 @@ from .common.serde import (
     DLQ_RULE_NAME_HEADER,
     DLQ_RULE_SUBJECT_HEADER,
     DLQ_RULE_TOPIC_HEADER,
+    FALLBACK_TYPE,
+    KAFKA_CLUSTER_ID,
     STRATEGY_TYPE_MAP,
+    AssociatedNameStrategy,
+    AsyncAssociatedNameStrategy,
     ErrorAction,
     FieldContext,
     FieldRuleExecutor,
@@ -56,14 +61,21 @@ from .common.serde import (
     RuleError,
     RuleExecutor,
     SchemaId,
+    Steps,
     SubjectNameStrategyType,
     ValidationRulesExecution,
+    ask,
     clear_original_key,
     dual_schema_id_deserializer,
     execute_rules,
     get_original_key,
     has_domain_rules,
+    has_migration_rules,
+    is_not_found,
+    migration_mode,
     prefix_schema_id_serializer,
+    run_steps,
+    run_steps_async,
     set_original_key,
 )
 from .rule_registry import RuleRegistry
@@ -79,6 +91,8 @@ __all__ = [
     "KAFKA_CLUSTER_ID",
     "STRATEGY_TYPE_MAP",
     "AssociatedNameStrategy",
+    "AsyncAssociatedNameStrategy",
+    "AsyncBaseSerde",
     "async_build_serde",
     "build_serde",
     "AsyncBaseDeserializer",
@@ -109,82 +123,7 @@ __all__ = [
     "set_original_key",
 ]
 
-KAFKA_CLUSTER_ID = "subject.name.strategy.kafka.cluster.id"
-FALLBACK_TYPE = "subject.name.strategy.fallback.type"
-
 T = TypeVar("T")
-
-
-class _Ask(NamedTuple):
-    """A step's registry call: confluent-kafka's method name and arguments."""
-
-    method: str
-    args: tuple[Any, ...]
-
-
-Steps = Generator[_Ask, Any, T]
-
-
-def ask(method: str, *args: Any) -> Steps[Any]:
-    """One registry call, as a step (``answer = yield from ask(...)``)."""
-    return (yield _Ask(method, args))
-
-
-def run_steps(registry: Any, steps: Steps[T]) -> T:
-    """Run ``steps`` against a blocking client: each call made, its answer sent
-    back (its error thrown in); the steps' result."""
-    send: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            asked = steps.throw(error) if error is not None else steps.send(send)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        send, error = None, None
-        try:
-            send = getattr(registry, asked.method)(*asked.args)
-        except Exception as exc:
-            error = exc
-
-
-async def run_steps_async(registry: Any, steps: Steps[T]) -> T:
-    """:func:`run_steps` against an async client (each call awaited)."""
-    send: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            asked = steps.throw(error) if error is not None else steps.send(send)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        send, error = None, None
-        try:
-            send = await getattr(registry, asked.method)(*asked.args)
-        except Exception as exc:
-            error = exc
-
-
-_AS_SERIALIZATION_ERROR: dict[type, type] = {}
-
-
-def serialization_error(exc: Exception) -> Exception:
-    """``exc`` as a :class:`SerializationError` that is still of its own type
-    (a plain SerializationError where the two types cannot be combined)."""
-    if isinstance(exc, SerializationError):
-        return exc
-    kind = type(exc)
-    made = _AS_SERIALIZATION_ERROR.get(kind)
-    if made is None:
-        try:
-            made = type(kind.__name__, (SerializationError, kind), {"__module__": __name__})
-        except TypeError:
-            made = SerializationError
-        _AS_SERIALIZATION_ERROR[kind] = made
-    try:
-        out: Exception = made(str(exc))
-    except Exception:
-        out = SerializationError(str(exc))
-    out.__cause__ = exc
-    return out
 
 
 def rule_mode(name: str) -> Any:
@@ -193,100 +132,6 @@ def rule_mode(name: str) -> Any:
 
     kind = getattr(package, "RuleMode", None)
     return name if kind is None else kind(name)
-
-
-def _is_not_found(exc: Exception) -> bool:
-    status = getattr(exc, "http_status_code", getattr(exc, "status", None))
-    return status == 404
-
-
-class AssociatedNameStrategy:
-    """The default subject name strategy: the subject the registry associates
-    with the topic (its key or value), else ``subject.name.strategy.fallback.type``
-    (TOPIC by default). A registry without associations (or a client without
-    ``get_associations_by_resource_name``) means the fallback."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._cache: dict[tuple[str, bool, str | None], str] = {}
-
-    def steps(
-        self, ctx: Any, record_name: str | None, conf: dict[str, Any] | None, registry: Any
-    ) -> Steps[str | None]:
-        """The subject, asking the registry once per topic, field and record name."""
-        if ctx is None:
-            raise ValueError(
-                "SerializationContext is required for AssociatedNameStrategy. "
-                "Either provide a SerializationContext or use a different strategy."
-            )
-        if ctx.topic is None:
-            return None
-        is_key = ctx.field == MessageField.KEY
-        key = (ctx.topic, is_key, record_name)
-        with self._lock:
-            hit = self._cache.get(key)
-        if hit is not None:
-            return hit
-        found: list[Any] = []
-        if registry is not None and callable(
-            getattr(registry, "get_associations_by_resource_name", None)
-        ):
-            namespace = (conf or {}).get(KAFKA_CLUSTER_ID) or "-"
-            try:
-                found = list(
-                    (
-                        yield from ask(
-                            "get_associations_by_resource_name",
-                            ctx.topic,
-                            namespace,
-                            "topic",
-                            ["key" if is_key else "value"],
-                            0,
-                            -1,
-                        )
-                    )
-                    or ()
-                )
-            except Exception as exc:
-                if not _is_not_found(exc):
-                    raise
-        if len(found) > 1:
-            raise SerializationError(f"Multiple associated subjects found for topic {ctx.topic}")
-        subject = found[0].subject if found else _fallback(conf, ctx, record_name)
-        if subject is not None:
-            with self._lock:
-                self._cache[key] = subject
-        return subject
-
-    def __call__(
-        self,
-        ctx: Any,
-        record_name: str | None,
-        schema_registry_client: Any = None,
-        conf: Any = None,
-    ) -> str | None:
-        """The subject, asking a blocking client (see :meth:`steps`)."""
-        return run_steps(
-            schema_registry_client, self.steps(ctx, record_name, conf, schema_registry_client)
-        )
-
-    def clear_cache(self) -> None:
-        """Forget the subjects found."""
-        with self._lock:
-            self._cache.clear()
-
-
-def _fallback(conf: dict[str, Any] | None, ctx: Any, record_name: str | None) -> str | None:
-    kind = (conf or {}).get(FALLBACK_TYPE) or SubjectNameStrategyType.TOPIC
-    try:
-        kind = SubjectNameStrategyType(str(getattr(kind, "value", kind)).upper())
-    except ValueError:
-        raise ValueError(f"Invalid value for {FALLBACK_TYPE}: {kind}") from None
-    if kind == SubjectNameStrategyType.NONE:
-        raise SerializationError(f"No associated subject found for topic {ctx.topic}")
-    if kind == SubjectNameStrategyType.ASSOCIATED:
-        raise ValueError(f"Invalid value for {FALLBACK_TYPE}: ASSOCIATED")
-    return STRATEGY_TYPE_MAP[kind](ctx, record_name)
 
 
 def check_bool(conf: dict[str, Any], name: str) -> bool:
@@ -314,6 +159,7 @@ class BaseSerde:
     _use_latest_version = False
     _use_latest_with_metadata: dict[str, Any] | None = None
     _schema_fmt: str | None = None  # the ``format`` asked of the registry (Protobuf)
+    _associated: type[AssociatedNameStrategy] = AssociatedNameStrategy  # the default strategy
 
     def _init_serde(
         self,
@@ -362,7 +208,7 @@ class BaseSerde:
             )
             return
         if subject_name_strategy_type is None:
-            self._subject_name_func = AssociatedNameStrategy()
+            self._subject_name_func = self._associated()
             self._strategy_accepts_client = True
             return
         try:
@@ -382,7 +228,7 @@ class BaseSerde:
                 " subject name strategy."
             )
         self._subject_name_func = (
-            AssociatedNameStrategy()
+            self._associated()
             if kind == SubjectNameStrategyType.ASSOCIATED
             else STRATEGY_TYPE_MAP[kind]
         )
@@ -457,7 +303,14 @@ class BaseSerde:
                 schema = yield from ask(
                     "get_schema", self._use_schema_id, subject, self._schema_fmt
                 )
-                hit = self._by_schema_id[key] = _Registered(self._use_schema_id, None, schema)
+                # its version and GUID (a header names the GUID), when the subject has it
+                try:
+                    hit = yield from ask("lookup_schema", subject, schema, False, True)
+                except Exception as exc:
+                    if not is_not_found(exc):
+                        raise
+                    hit = _Registered(self._use_schema_id, None, schema, None)
+                self._by_schema_id[key] = hit
             return hit
         if self._use_latest_with_metadata is not None:
             return (
@@ -543,6 +396,7 @@ class _Registered(NamedTuple):
     schema_id: int
     guid: Any
     schema: Any
+    version: int | None
 
 
 class BaseSerializer(BaseSerde, Serializer):
@@ -598,6 +452,8 @@ class _Awaitable:
 
 
 class _AsyncClosing(BaseSerde):
+    _associated = AsyncAssociatedNameStrategy
+
     async def aclose(self) -> None:
         """:meth:`close` for the async serdes: the owned client's ``aclose()`` awaited."""
         try:
@@ -610,6 +466,9 @@ class _AsyncClosing(BaseSerde):
                     await aclose()
                 else:
                     await self._registry.close()
+
+
+AsyncBaseSerde = _AsyncClosing  # (confluent-kafka's name of what the async serdes share)
 
 
 class AsyncBaseSerializer(_AsyncClosing, _Awaitable, BaseSerializer):
@@ -720,12 +579,60 @@ class DeserializerSettings(BaseSerde):
 
     def _latest_reader_steps(self, ctx: Any, record_name: str | None) -> Steps[Any]:
         """The subject's latest schema with ``use.latest.*``, else None."""
+        found = yield from self._latest_and_subject_steps(ctx, record_name)
+        return found[0]
+
+    def _latest_and_subject_steps(
+        self, ctx: Any, record_name: str | None
+    ) -> Steps[tuple[Any, str | None]]:
+        """The subject's latest schema with ``use.latest.*`` (else None), and the subject."""
         if not (self._use_latest_version or self._use_latest_with_metadata is not None):
-            return None
+            return None, None
         subject = yield from self._subject_steps(ctx, record_name)
         if subject is None:
-            return None
-        return (yield from self._reader_schema_steps(subject))
+            return None, None
+        return (yield from self._reader_schema_steps(subject)), subject
+
+    def _migrations_steps(
+        self, subject: str, writer_schema: Any, latest: Any
+    ) -> Steps[list[Migration]]:
+        """The migrations from the writer's version of ``subject`` to ``latest``'s
+        (each step between two versions whose later one has migration rules)."""
+        if latest is None or latest.version is None:
+            return []
+        source = yield from ask("lookup_schema", subject, writer_schema, False, True)
+        if source.version is None:
+            return []
+        mode = migration_mode(int(source.version), int(latest.version))
+        if mode is None:
+            return []
+        first, last = (source, latest) if mode == "UPGRADE" else (latest, source)
+        chain = [first]
+        for version in range(int(first.version) + 1, int(last.version)):
+            chain.append((yield from ask("get_version", subject, version)))
+        chain.append(last)
+        out = []
+        for previous, current in itertools.pairwise(chain):
+            if has_migration_rules(current.schema, mode):
+                pair = (previous, current) if mode == "UPGRADE" else (current, previous)
+                out.append(Migration(rule_mode(mode), *pair))
+        if mode == "DOWNGRADE":
+            out.reverse()
+        return out
+
+    def _migrate(self, ctx: Any, subject: str, migrations: list[Migration], message: Any) -> Any:
+        """``message`` after each migration's rules."""
+        for m in migrations:
+            message = execute_rules(
+                self._rule_registry,
+                ctx,
+                subject,
+                m.rule_mode,
+                m.source.schema,
+                m.target.schema,
+                message,
+            )
+        return message
 
     def _writer_schema_steps(self, schema_id: SchemaId) -> Steps[Any]:
         """The schema a record names, fetched once per serde."""

@@ -27,8 +27,8 @@ import enum
 import io
 import threading
 import uuid
-from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Generator
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from trafka.sdk.schemas.framing import (
     KEY_SCHEMA_ID_HEADER,
@@ -47,7 +47,12 @@ __all__ = [
     "DLQ_RULE_NAME_HEADER",
     "DLQ_RULE_SUBJECT_HEADER",
     "DLQ_RULE_TOPIC_HEADER",
+    "FALLBACK_TYPE",
+    "KAFKA_CLUSTER_ID",
     "STRATEGY_TYPE_MAP",
+    "AssociatedNameStrategy",
+    "AsyncAssociatedNameStrategy",
+    "Steps",
     "ErrorAction",
     "FieldContext",
     "FieldRuleExecutor",
@@ -66,16 +71,23 @@ __all__ = [
     "SchemaId",
     "SubjectNameStrategyType",
     "ValidationRulesExecution",
+    "ask",
     "clear_original_key",
     "dual_schema_id_deserializer",
     "execute_rules",
     "get_original_key",
     "has_domain_rules",
+    "has_migration_rules",
+    "is_not_found",
+    "migration_mode",
     "header_schema_id_serializer",
     "prefix_schema_id_deserializer",
     "prefix_schema_id_serializer",
     "record_subject_name_strategy",
     "reference_subject_name_strategy",
+    "run_steps",
+    "run_steps_async",
+    "serialization_error",
     "set_original_key",
     "topic_record_subject_name_strategy",
     "topic_subject_name_strategy",
@@ -615,7 +627,8 @@ def execute_rules(
     field_transformer: FieldTransformer | None = None,
 ) -> Any:
     """``message`` after the domain rules of ``target``'s rule set that apply in
-    ``rule_mode`` (``WRITE``/``READ``; read runs them last to first): each rule's
+    ``rule_mode`` (``WRITE``/``READ``; read runs them last to first), or its
+    migration rules (``UPGRADE``; ``DOWNGRADE``: ``source``'s, last to first): each rule's
     executor (by its type, from ``rule_registry``) checks (a CONDITION) or
     changes (a TRANSFORM) the message, then its ``on_success`` action runs (NONE
     by default), or on an error its ``on_failure`` one (ERROR by default: the
@@ -623,12 +636,17 @@ def execute_rules(
     the rule registry may disable it or replace its actions.
     """
     mode = _name(rule_mode) or ""
-    rule_set = getattr(target, "rule_set", None)
-    rules = list(getattr(rule_set, "domain_rules", None) or ())
+    if mode == "UPGRADE":
+        rules = list(getattr(getattr(target, "rule_set", None), "migration_rules", None) or ())
+    elif mode == "DOWNGRADE":
+        rules = list(getattr(getattr(source, "rule_set", None), "migration_rules", None) or ())
+        rules.reverse()
+    else:
+        rules = list(getattr(getattr(target, "rule_set", None), "domain_rules", None) or ())
+        if mode == "READ":
+            rules.reverse()
     if message is None or not rules:
         return message
-    if mode == "READ":
-        rules.reverse()
     for index, rule in enumerate(rules):
         override = rule_registry.get_override(rule.type) if rule.type else None
         disabled = (
@@ -701,3 +719,204 @@ def _run_action(
 def has_domain_rules(schema: Any) -> bool:
     """Whether ``schema`` carries domain rules (a serde then needs its subject to run them)."""
     return bool(getattr(getattr(schema, "rule_set", None), "domain_rules", None))
+
+
+def migration_mode(source_version: int, target_version: int) -> str | None:
+    """``UPGRADE`` from an older writer to a newer reader, ``DOWNGRADE`` the
+    other way, None between equal versions."""
+    if source_version < target_version:
+        return "UPGRADE"
+    return "DOWNGRADE" if source_version > target_version else None
+
+
+def has_migration_rules(schema: Any, mode: str) -> bool:
+    """Whether ``schema`` has migration rules for ``mode`` (or for both: ``UPDOWN``)."""
+    rules = getattr(getattr(schema, "rule_set", None), "migration_rules", None) or ()
+    return any(_name(r.mode) in (mode, "UPDOWN") for r in rules)
+
+
+# -- the steps of a serde: the registry calls it needs, made by its driver --------------
+
+KAFKA_CLUSTER_ID = "subject.name.strategy.kafka.cluster.id"
+FALLBACK_TYPE = "subject.name.strategy.fallback.type"
+
+
+class _Ask(NamedTuple):
+    """A step's registry call: confluent-kafka's method name and arguments."""
+
+    method: str
+    args: tuple[Any, ...]
+
+
+Steps = Generator[_Ask, Any, T]
+
+
+def ask(method: str, *args: Any) -> Steps[Any]:
+    """One registry call, as a step (``answer = yield from ask(...)``)."""
+    return (yield _Ask(method, args))
+
+
+def run_steps(registry: Any, steps: Steps[T]) -> T:
+    """Run ``steps`` against a blocking client: each call made, its answer sent
+    back (its error thrown in); the steps' result."""
+    send: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            asked = steps.throw(error) if error is not None else steps.send(send)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        send, error = None, None
+        try:
+            send = getattr(registry, asked.method)(*asked.args)
+        except Exception as exc:
+            error = exc
+
+
+async def run_steps_async(registry: Any, steps: Steps[T]) -> T:
+    """:func:`run_steps` against an async client (each call awaited)."""
+    send: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            asked = steps.throw(error) if error is not None else steps.send(send)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        send, error = None, None
+        try:
+            send = await getattr(registry, asked.method)(*asked.args)
+        except Exception as exc:
+            error = exc
+
+
+_AS_SERIALIZATION_ERROR: dict[type, type] = {}
+
+
+def serialization_error(exc: Exception) -> Exception:
+    """``exc`` as a :class:`SerializationError` that is still of its own type
+    (a plain SerializationError where the two types cannot be combined)."""
+    if isinstance(exc, SerializationError):
+        return exc
+    kind = type(exc)
+    made = _AS_SERIALIZATION_ERROR.get(kind)
+    if made is None:
+        try:
+            made = type(kind.__name__, (SerializationError, kind), {"__module__": __name__})
+        except TypeError:
+            made = SerializationError
+        _AS_SERIALIZATION_ERROR[kind] = made
+    try:
+        out: Exception = made(str(exc))
+    except Exception:
+        out = SerializationError(str(exc))
+    out.__cause__ = exc
+    return out
+
+
+def is_not_found(exc: Exception) -> bool:
+    """Whether ``exc`` is the registry's 404 (no such subject, schema or version)."""
+    status = getattr(exc, "http_status_code", getattr(exc, "status", None))
+    return status == 404
+
+
+class AssociatedNameStrategy:
+    """The default subject name strategy: the subject the registry associates
+    with the topic (its key or value), else ``subject.name.strategy.fallback.type``
+    (TOPIC by default). A registry without associations (or a client without
+    ``get_associations_by_resource_name``) means the fallback."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: dict[tuple[str, bool, str | None], str] = {}
+
+    def steps(
+        self, ctx: Any, record_name: str | None, conf: dict[str, Any] | None, registry: Any
+    ) -> Steps[str | None]:
+        """The subject, asking the registry once per topic, field and record name."""
+        if ctx is None:
+            raise ValueError(
+                "SerializationContext is required for AssociatedNameStrategy. "
+                "Either provide a SerializationContext or use a different strategy."
+            )
+        if ctx.topic is None:
+            return None
+        is_key = ctx.field == MessageField.KEY
+        key = (ctx.topic, is_key, record_name)
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        found: list[Any] = []
+        if registry is not None and callable(
+            getattr(registry, "get_associations_by_resource_name", None)
+        ):
+            namespace = (conf or {}).get(KAFKA_CLUSTER_ID) or "-"
+            try:
+                found = list(
+                    (
+                        yield from ask(
+                            "get_associations_by_resource_name",
+                            ctx.topic,
+                            namespace,
+                            "topic",
+                            ["key" if is_key else "value"],
+                            0,
+                            -1,
+                        )
+                    )
+                    or ()
+                )
+            except Exception as exc:
+                if not is_not_found(exc):
+                    raise
+        if len(found) > 1:
+            raise SerializationError(f"Multiple associated subjects found for topic {ctx.topic}")
+        subject = found[0].subject if found else _fallback(conf, ctx, record_name)
+        if subject is not None:
+            with self._lock:
+                self._cache[key] = subject
+        return subject
+
+    def __call__(
+        self,
+        ctx: Any,
+        record_name: str | None,
+        schema_registry_client: Any = None,
+        conf: Any = None,
+    ) -> str | None:
+        """The subject, asking a blocking client (see :meth:`steps`)."""
+        return run_steps(
+            schema_registry_client, self.steps(ctx, record_name, conf, schema_registry_client)
+        )
+
+    def clear_cache(self) -> None:
+        """Forget the subjects found."""
+        with self._lock:
+            self._cache.clear()
+
+
+class AsyncAssociatedNameStrategy(AssociatedNameStrategy):
+    """:class:`AssociatedNameStrategy` asking an async client (``await strategy(...)``)."""
+
+    async def __call__(  # type: ignore[override]
+        self,
+        ctx: Any,
+        record_name: str | None,
+        schema_registry_client: Any = None,
+        conf: Any = None,
+    ) -> str | None:
+        steps = self.steps(ctx, record_name, conf, schema_registry_client)
+        return await run_steps_async(schema_registry_client, steps)
+
+
+def _fallback(conf: dict[str, Any] | None, ctx: Any, record_name: str | None) -> str | None:
+    kind = (conf or {}).get(FALLBACK_TYPE) or SubjectNameStrategyType.TOPIC
+    try:
+        kind = SubjectNameStrategyType(str(getattr(kind, "value", kind)).upper())
+    except ValueError:
+        raise ValueError(f"Invalid value for {FALLBACK_TYPE}: {kind}") from None
+    if kind == SubjectNameStrategyType.NONE:
+        raise SerializationError(f"No associated subject found for topic {ctx.topic}")
+    if kind == SubjectNameStrategyType.ASSOCIATED:
+        raise ValueError(f"Invalid value for {FALLBACK_TYPE}: ASSOCIATED")
+    return STRATEGY_TYPE_MAP[kind](ctx, record_name)

@@ -4,7 +4,8 @@ with the message bound to ``message`` (cel-python; the ``rules`` extra).
 Rules: a record (a dict, or a Protobuf message, seen as its fields) becomes a
 CEL map, a list a CEL list, bytes CEL bytes, numbers and strings themselves;
 a CONDITION's expression must give a bool, a TRANSFORM's result becomes the
-message (back in Python's types). Each expression is compiled once.
+message (back in Python's types). ``guard ; expr`` runs ``expr`` only where
+``guard`` holds. Each expression is compiled once.
 """
 
 from __future__ import annotations
@@ -44,10 +45,29 @@ def to_cel(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return celtypes.ListType([to_cel(v) for v in value])
     if hasattr(value, "DESCRIPTOR") and hasattr(value, "ListFields"):
-        from google.protobuf.json_format import MessageToDict
-
-        return to_cel(MessageToDict(value, preserving_proto_field_name=True))
+        return _message_to_cel(value)
+    if hasattr(value, "items"):  # a Protobuf map
+        return to_cel(dict(value.items()))
+    if hasattr(value, "__len__") and hasattr(value, "__getitem__"):  # a repeated field
+        return to_cel(list(value))
     return celtypes.StringType(str(value))
+
+
+def _repeated(fd: Any) -> bool:
+    found = getattr(fd, "is_repeated", None)  # (protobuf 7 has no label)
+    return bool(found) if found is not None else bool(fd.label == fd.LABEL_REPEATED)
+
+
+def _message_to_cel(message: Any) -> Any:
+    """A Protobuf message as a CEL map of every field (unset ones at their
+    defaults), by the field's name, numbers as numbers (not JSON's strings)."""
+    out = {}
+    for fd in message.DESCRIPTOR.fields:
+        value = getattr(message, fd.name)
+        if fd.message_type is not None and not _repeated(fd) and not message.HasField(fd.name):
+            value = None
+        out[celtypes.StringType(fd.name)] = to_cel(value)
+    return celtypes.MapType(out)
 
 
 def from_cel(value: Any) -> Any:
@@ -63,6 +83,11 @@ def from_cel(value: Any) -> Any:
         if isinstance(value, kind):
             return kind(value)
     return value
+
+
+def _is_condition(ctx: RuleContext) -> bool:
+    kind = ctx.rule.kind
+    return str(getattr(kind, "value", kind)).upper() == "CONDITION"
 
 
 class CelExecutor(RuleExecutor):
@@ -84,16 +109,24 @@ class CelExecutor(RuleExecutor):
             return program
 
     def execute(self, ctx: RuleContext, message: Any, args: dict[str, Any]) -> Any:
-        """The rule's expression evaluated with ``args`` bound (in Python's types).
-
-        Raises:
-            ValueError: the rule has no expression.
-        """
+        """The rule's expression evaluated with ``args`` bound (in Python's
+        types). ``guard ; expr``: where the guard is false, a condition holds
+        and a transform leaves ``message`` as it is. No expression: ``message``."""
         expr = ctx.rule.expr
         if not expr:
-            raise ValueError("the CEL rule has no expression")
+            return message
         bound = {name: to_cel(value) for name, value in args.items()}
-        return from_cel(self._program(expr).evaluate(bound))
+        guard, sep, rest = expr.partition(";")
+        if sep:
+            if guard.strip() and not self._program(guard).evaluate(bound):
+                return True if _is_condition(ctx) else message
+            expr = rest
+        result = from_cel(self._program(expr).evaluate(bound))
+        if not _is_condition(ctx) and isinstance(result, dict) and hasattr(message, "DESCRIPTOR"):
+            from google.protobuf.json_format import ParseDict
+
+            return ParseDict(result, type(message)())  # (a transform of a Protobuf message)
+        return result
 
     def transform(self, ctx: RuleContext, message: Any) -> Any:
         return self.execute(ctx, message, {"message": message})
