@@ -72,12 +72,44 @@ def _branch(schema: list[Any], message: Any) -> tuple[Any, Any]:
 
     if isinstance(message, tuple) and len(message) == 2 and isinstance(message[0], str):
         for branch in schema:
-            if isinstance(branch, dict) and branch.get("name") == message[0]:
+            if isinstance(branch, dict) and message[0] in _names(branch):
                 return branch, message[1]
     for branch in schema:
-        if validate(message, branch, raise_errors=False):
+        if validate(message, _once(branch, set()), raise_errors=False):
             return branch, message
     return None, message
+
+
+def _names(schema: dict[str, Any]) -> set[str]:
+    """The name and full name of a named type."""
+    name = str(schema.get("name"))
+    namespace = schema.get("namespace")
+    return {name, f"{namespace}.{name}"} if namespace and "." not in name else {name}
+
+
+def _once(schema: Any, seen: set[str]) -> Any:
+    """An expanded schema with each named type defined once (its later uses by
+    name), as fastavro parses it (an expanded schema repeats definitions)."""
+    if isinstance(schema, list):
+        return [_once(branch, seen) for branch in schema]
+    if not isinstance(schema, dict):
+        return schema
+    kind = schema.get("type")
+    if kind in ("record", "error", "enum", "fixed"):
+        names = _names(schema)
+        if names & seen:
+            return sorted(names)[-1]
+        seen |= names
+    out = dict(schema)
+    if kind in ("record", "error"):
+        out["fields"] = [{**f, "type": _once(f["type"], seen)} for f in schema.get("fields", [])]
+    elif kind == "array":
+        out["items"] = _once(schema["items"], seen)
+    elif kind == "map":
+        out["values"] = _once(schema["values"], seen)
+    elif isinstance(kind, (dict, list)):
+        out["type"] = _once(kind, seen)
+    return out
 
 
 def transform(ctx: Any, schema: Any, message: Any, field_transform: Any) -> Any:
@@ -95,7 +127,11 @@ def transform(ctx: Any, schema: Any, message: Any, field_transform: Any) -> Any:
         field.field_type = get_type(schema)
     if isinstance(schema, list):
         branch, value = _branch(schema, message)
-        return message if branch is None else transform(ctx, branch, value, field_transform)
+        if branch is None:
+            return message
+        value = transform(ctx, branch, value, field_transform)
+        # a union value written as (type name, value) stays so
+        return (message[0], value) if isinstance(message, tuple) else value
     kind = schema.get("type") if isinstance(schema, dict) else schema
     if kind == "array" and isinstance(message, list):
         return [transform(ctx, schema["items"], v, field_transform) for v in message]
