@@ -109,7 +109,7 @@ class Clock:
 
     def now(self) -> int:
         """Milliseconds since the epoch."""
-        return int(round(time.time() * 1000))
+        return round(time.time() * 1000)
 
 
 class EncryptionExecutor(RuleExecutor):
@@ -337,9 +337,7 @@ class EncryptionExecutorTransform:
     def _get_or_create_dek(self, ctx: RuleContext, version: int | None) -> Dek:
         kek = self._get_kek(ctx)
         reading = _mode(ctx) == "READ"
-        dek_id = DekId(
-            str(kek.name), ctx.subject, version or 1, self._cryptor.dek_format, reading
-        )
+        dek_id = DekId(str(kek.name), ctx.subject, version or 1, self._cryptor.dek_format, reading)
         dek = self._fetch_dek(dek_id)
         expired = self._is_expired(ctx, dek)
         wrapper: AeadWrapper | None = None
@@ -402,7 +400,7 @@ class EncryptionExecutorTransform:
         client = self._client()
         text = base64.b64encode(encrypted).decode("utf-8") if encrypted else None
         try:
-            return client.register_dek(key.kek_name, key.subject, text, key.algorithm, key.version)  # type: ignore[arg-type]
+            return client.register_dek(key.kek_name, key.subject, text, key.algorithm, key.version)
         except Exception as exc:
             if _status(exc) == 409:
                 return None
@@ -516,7 +514,9 @@ class AeadWrapper:
                 primitive = self._get_aead(self._config, self._kek.kms_type, kms_key_id)
                 return getattr(primitive, op)(data, associated_data)  # type: ignore[no-any-return]
             except Exception as exc:
-                log.warning("failed to %s with kek %s and kms key id %s", op, self._kek.name, kms_key_id)
+                log.warning(
+                    "failed to %s with kek %s and kms key id %s", op, self._kek.name, kms_key_id
+                )
                 last = exc
         raise RuleError(f"failed to {op} with all KEKs for {self._kek.name}") from last
 
@@ -549,7 +549,7 @@ class AeadWrapper:
     def _register_kms_client(driver: KmsDriver, config: dict[str, Any], kek_url: str) -> KmsClient:
         client = driver.new_kms_client(config, kek_url)
         register_kms_client(client)
-        return client  # type: ignore[no-any-return]
+        return client
 
 
 class FieldEncryptionExecutor(FieldRuleExecutor):

@@ -295,7 +295,7 @@ class _Cache:
         with self._lock:
             self._entries.pop(key, None)
 
-    def keys(self) -> list[Any]:
+    def ids(self) -> list[Any]:
         with self._lock:
             return list(self._entries)
 
@@ -366,7 +366,9 @@ class DekRegistryClient:
         key = KekId(name, False, context)
         kek = self._kek_cache.get(key)
         if kek is None:
-            kek = self._call(self._register_kek(name, kms_type, kms_key_id, shared, kms_props, doc, context))
+            kek = self._call(
+                self._register_kek(name, kms_type, kms_key_id, shared, kms_props, doc, context)
+            )
             self._kek_cache.set(key, kek)
         return kek  # type: ignore[no-any-return]
 
@@ -380,7 +382,9 @@ class DekRegistryClient:
         doc: str | None,
         context: str | None,
     ) -> _Op:
-        body = CreateKekRequest(name, kms_type, kms_key_id, _props(kms_props), doc, shared).to_dict()
+        body = CreateKekRequest(
+            name, kms_type, kms_key_id, _props(kms_props), doc, shared
+        ).to_dict()
         query = None if context is None else {"context": context}
         answer = yield ("POST", "/dek-registry/v1/keks", body, query)
         return Kek.from_dict(answer)
@@ -467,9 +471,7 @@ class DekRegistryClient:
         key = DekId(kek_name, subject, version, algorithm, deleted)
         dek = self._dek_cache.get(key)
         if dek is None:
-            path = (
-                f"/dek-registry/v1/keks/{_seg(kek_name)}/deks/{_seg(subject)}/versions/{version}"
-            )
+            path = f"/dek-registry/v1/keks/{_seg(kek_name)}/deks/{_seg(subject)}/versions/{version}"
             query = {"algorithm": str(algorithm), "deleted": _flag(deleted)}
             dek = self._call(self._get(path, query, Dek.from_dict))
             self._dek_cache.set(key, dek)

@@ -65,7 +65,7 @@ class MockDekRegistryClient(DekRegistryClient):
         key = DekId(kek_name, subject, version, algorithm, False)
         dek = self._dek_cache.get(key)
         if dek is None:
-            now = int(round(time.time() * 1000))
+            now = round(time.time() * 1000)
             dek = Dek(kek_name, subject, version, algorithm, encrypted_key_material, ts=now)
             self._dek_cache.set(key, dek)
         return dek  # type: ignore[no-any-return]
@@ -81,7 +81,7 @@ class MockDekRegistryClient(DekRegistryClient):
         if version == -1:
             versions = [
                 k.version
-                for k in self._dek_cache.keys()
+                for k in self._dek_cache.ids()
                 if (k.kek_name, k.subject, k.algorithm) == (kek_name, subject, algorithm)
             ]
             if not versions:

@@ -17,7 +17,9 @@ _PREFIX = "local-kms://"
 
 def derive_key(secret: str, length: int = 16) -> bytes:
     """HKDF-SHA256 (RFC 5869) of ``secret``: an all-zero salt, empty info."""
-    prk = hmac.new(bytes(hashlib.sha256().digest_size), secret.encode("utf-8"), hashlib.sha256).digest()
+    prk = hmac.new(
+        bytes(hashlib.sha256().digest_size), secret.encode("utf-8"), hashlib.sha256
+    ).digest()
     out, block, counter = b"", b"", 1
     while len(out) < length:
         block = hmac.new(prk, block + bytes([counter]), hashlib.sha256).digest()
