@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import trio
 
-from . import reads
+from . import deks, reads
 from .errors import ApiError, flag
 from .formats import SCHEMA_TYPES, InvalidSchema, Parsed, incompatibilities, parse
 from .store import IDS_KEY, RegistryState, config_key, dumps, mode_key, schema_key
@@ -122,6 +122,8 @@ class Registry:
                 table = {("POST",): lambda q, b: self._test(seg[2], at, q, b)}
         elif seg[0] in ("config", "mode") and n in (1, 2):
             table = self._settings_routes(seg[0], seg[1] if n == 2 else None)
+        elif seg[:2] == ["dek-registry", "v1"]:
+            table = deks.routes(state.keys, self._write, self.writer, seg[2:])
         route = table.get(("GET",) if method == "HEAD" else (method,))
         if route is None:
             if table:

@@ -15,6 +15,8 @@ key                                                                  value (None
 ``{"keytype":"IDS","magic":0}``                                      ``{"max_id": N}``
 ===================================================================  =========================================
 
+The DEK registry's KEK and DEK records are :mod:`.deks`'s.
+
 Rules:
 
 * A SCHEMA record *holds* its subject-version when none is held, or when it
@@ -37,6 +39,8 @@ from __future__ import annotations
 import dataclasses
 import json
 from typing import Any
+
+from .deks import KeyState
 
 __all__ = [
     "Registered",
@@ -101,6 +105,7 @@ class RegistryState:
         self.modes: dict[str | None, str] = {}
         self.max_id = 0
         self.applied_offset = -1
+        self.keys = KeyState()  # the DEK registry's KEKs and DEKs
 
     def apply(self, offset: int, key: bytes | None, value: bytes | None) -> bool:
         """Apply one record of the topic; False when refused or not understood."""
@@ -123,6 +128,8 @@ class RegistryState:
             else:
                 table[parsed_key.get("subject")] = str(parsed_value[field])
             return True
+        if kind in ("KEK", "DEK"):
+            return self.keys.apply(key or b"", parsed_key, parsed_value)
         if kind == "IDS" and isinstance(parsed_value, dict):
             self.max_id = max(self.max_id, int(parsed_value.get("max_id", 0)))
             return True

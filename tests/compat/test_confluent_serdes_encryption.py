@@ -22,6 +22,7 @@ import base64
 import json
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -181,37 +182,44 @@ class _Side:
             self.ctx = TheirContext("t", TheirField.VALUE)
         self.fmt, self.text = fmt, text
 
-    def write(self, record: dict[str, Any]) -> bytes:
+        self.serializer, self.deserializer = self._serdes()
+
+    def _serdes(self) -> tuple[Any, Any]:
         conf = {"auto.register.schemas": False, "use.latest.version": True}
         rule_conf = {"secret": SECRET}
+        mine = self.api is ours
         if self.fmt == "AVRO":
-            module: Any = ours_avro if self.api is ours else theirs_avro
-            serializer = module.AvroSerializer(
-                self.client, None, conf=conf, rule_conf=rule_conf, rule_registry=self.rules
+            module: Any = ours_avro if mine else theirs_avro
+            return (
+                module.AvroSerializer(
+                    self.client, None, conf=conf, rule_conf=rule_conf, rule_registry=self.rules
+                ),
+                module.AvroDeserializer(self.client, rule_conf=rule_conf, rule_registry=self.rules),
             )
-        else:
-            module = ours_json if self.api is ours else theirs_json
-            serializer = module.JSONSerializer(
+        module = ours_json if mine else theirs_json
+        return (
+            module.JSONSerializer(
                 None, self.client, conf=conf, rule_conf=rule_conf, rule_registry=self.rules
-            )
-        return serializer(dict(record), self.ctx)  # type: ignore[no-any-return]
-
-    def read(self, data: bytes) -> Any:
-        rule_conf = {"secret": SECRET}
-        if self.fmt == "AVRO":
-            module: Any = ours_avro if self.api is ours else theirs_avro
-            deserializer = module.AvroDeserializer(
-                self.client, rule_conf=rule_conf, rule_registry=self.rules
-            )
-        else:
-            module = ours_json if self.api is ours else theirs_json
-            deserializer = module.JSONDeserializer(
+            ),
+            module.JSONDeserializer(
                 None,
                 schema_registry_client=self.client,
                 rule_conf=rule_conf,
                 rule_registry=self.rules,
-            )
-        return deserializer(data, self.ctx)
+            ),
+        )
+
+    def write(self, record: dict[str, Any]) -> bytes:
+        return self.serializer(dict(record), self.ctx)  # type: ignore[no-any-return]
+
+    def read(self, data: bytes) -> Any:
+        return self.deserializer(data, self.ctx)
+
+    def use_dek_registry(self, url: str) -> None:
+        """Keep the keys in the DEK registry at ``url`` (the serdes configured
+        the executor with their mock registry's settings)."""
+        dek_module = our_dek if self.api is ours else their_dek
+        self.executor.executor.client = dek_module.DekRegistryClient({"url": url})
 
     @property
     def deks(self) -> Any:
@@ -221,9 +229,6 @@ class _Side:
         """Copy this side's KEK and DEKs into ``other``'s DEK registry."""
         found = self.deks.get_kek(kek)
         other_deks = other.deks
-        if other_deks is None:  # a side that never ran a serde: configure it
-            other.executor.configure(dict(other.client.config()), {"secret": SECRET})
-            other_deks = other.deks
         other_deks.register_kek(kek, found.kms_type, found.kms_key_id, bool(found.shared))
         their_algorithm = (our_dek if other.api is ours else their_dek).DekAlgorithm[algorithm]
         mine_algorithm = (our_dek if self.api is ours else their_dek).DekAlgorithm[algorithm]
@@ -410,3 +415,73 @@ def _plain_avro(api: Any) -> bytes:
         else TheirContext("t", TheirField.VALUE)
     )
     return module.AvroSerializer(client, json.dumps(AVRO))(dict(PERSON), ctx)  # type: ignore[no-any-return]
+
+
+# -- through brokerlite's DEK registry ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dek_registry_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from trafka.brokerlite.server import broker_in_thread
+
+    data = tmp_path_factory.mktemp("csfle")
+    with broker_in_thread(
+        port=0, host="127.0.0.1", data_dir=data, schema_registry_listen="127.0.0.1:0"
+    ) as running:
+        assert running.schema_registry_address is not None
+        host, port = running.schema_registry_address
+        yield f"http://{host}:{port}"
+
+
+def _status(call: Any) -> Any:
+    try:
+        call()
+    except (ours.SchemaRegistryError, theirs.SchemaRegistryError) as exc:
+        return exc.http_status_code, exc.error_code
+    return None
+
+
+def test_both_dek_clients_share_keys_through_brokerlite(dek_registry_url: str) -> None:
+    mine = our_dek.DekRegistryClient({"url": dek_registry_url})
+    their = their_dek.DekRegistryClient({"url": dek_registry_url})
+    kek = f"kek-{uuid.uuid4().hex[:8]}"
+    made = mine.register_kek(kek, "local-kms", "mykey", doc="d", kms_props={"a": "b"})
+    seen = their.get_kek(kek)
+    assert made.to_dict() == seen.to_dict()
+    assert seen.kms_props is not None and seen.kms_props.properties == {"a": "b"}
+    assert (seen.name, seen.kms_type, seen.shared) == (kek, "local-kms", False)
+    gcm = their_dek.DekAlgorithm.AES256_GCM
+    their.register_dek(kek, "s-value", "YWJj", gcm, 1)
+    their.register_dek(kek, "s-value", "ZGVm", gcm, 2)
+    latest = mine.get_dek(kek, "s-value", our_dek.DekAlgorithm.AES256_GCM, -1)
+    assert (latest.version, latest.get_encrypted_key_material_bytes()) == (2, b"def")
+    assert mine.get_dek(kek, "s-value", version=1).encrypted_key_material == "YWJj"
+    # the same refusals, with the same codes, on both
+    for client in (mine, their):
+        assert _status(lambda c=client: c.get_kek("nope")) == (404, 40470)
+        assert _status(lambda c=client: c.get_dek(kek, "other-value")) == (404, 40470)
+        # brokerlite reaches no KMS: a DEK without key material (a shared KEK's) is refused
+        assert _status(lambda c=client: c.register_dek(kek, "x-value", None)) == (422, 42271)
+    fresh = (
+        our_dek.DekRegistryClient({"url": dek_registry_url}),
+        their_dek.DekRegistryClient({"url": dek_registry_url}),
+    )
+    for client in fresh:  # no cache to answer: the registry's 409
+        assert _status(lambda c=client: c.register_kek(kek, "local-kms", "k2")) == (409, 40972)
+    mine.close()
+
+
+@pytest.mark.parametrize(("writer", "reader"), SIDES[:2], ids=IDS[:2])
+def test_fields_encrypted_by_one_side_are_read_through_brokerlite(
+    dek_registry_url: str, writer: Any, reader: Any
+) -> None:
+    kek = f"kek-{uuid.uuid4().hex[:8]}"
+    params = _params(kek, **{"encrypt.dek.algorithm": "AES256_SIV"})
+    clock = _FixedClock()
+    w, r = _Side(writer, "AVRO", params, clock), _Side(reader, "AVRO", params, clock)
+    w.use_dek_registry(dek_registry_url)
+    r.use_dek_registry(dek_registry_url)
+    data = w.write(PERSON)
+    assert b"Ann" not in data
+    assert r.read(data) == PERSON  # the reader found the writer's KEK and DEK
+    assert r.write(PERSON) == data  # deterministic: one DEK for both
