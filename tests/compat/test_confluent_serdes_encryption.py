@@ -136,14 +136,14 @@ class _FixedClock:
         return self.millis
 
 
-def _rule(api: Any, params: dict[str, str]) -> Any:
+def _rule(api: Any, params: dict[str, str], payload: bool = False) -> Any:
     return api.Rule(
         "encrypt-pii",
         "",
         api.RuleKind.TRANSFORM,
         api.RuleMode.WRITEREAD,
-        "ENCRYPT",
-        ["PII"],
+        "ENCRYPT_PAYLOAD" if payload else "ENCRYPT",
+        None if payload else ["PII"],
         api.RuleParams(params),
         None,
         None,
@@ -165,15 +165,28 @@ class _Side:
     """One library: its mock registry (the schema and its rule registered),
     its own rule registry with an ENCRYPT executor, and its serdes."""
 
-    def __init__(self, api: Any, fmt: str, params: dict[str, str], clock: _FixedClock) -> None:
+    def __init__(
+        self,
+        api: Any,
+        fmt: str,
+        params: dict[str, str],
+        clock: _FixedClock,
+        payload: bool = False,
+    ) -> None:
         mine = api is ours
         self.api = api
         self.client = api.SchemaRegistryClient.new_client({"url": f"mock://{uuid.uuid4().hex}"})
         text = json.dumps(AVRO if fmt == "AVRO" else JSON)
-        rule_set = api.RuleSet(None, [_rule(api, params)])
+        rule = _rule(api, params, payload)
+        rule_set = api.RuleSet(None, None, [rule]) if payload else api.RuleSet(None, [rule])
         self.client.register_schema("t-value", api.Schema(text, fmt, [], None, rule_set))
         enc = our_enc if mine else their_enc
-        self.executor = enc.FieldEncryptionExecutor(clock)  # type: ignore[arg-type]
+        if payload:
+            self.executor = enc.EncryptionExecutor(clock)  # type: ignore[arg-type]
+            self.inner = self.executor
+        else:
+            self.executor = enc.FieldEncryptionExecutor(clock)  # type: ignore[arg-type]
+            self.inner = self.executor.executor
         self.rules = RuleRegistry() if mine else TheirRuleRegistry()
         self.rules.register_executor(self.executor)
         if mine:
@@ -219,11 +232,11 @@ class _Side:
         """Keep the keys in the DEK registry at ``url`` (the serdes configured
         the executor with their mock registry's settings)."""
         dek_module = our_dek if self.api is ours else their_dek
-        self.executor.executor.client = dek_module.DekRegistryClient({"url": url})
+        self.inner.client = dek_module.DekRegistryClient({"url": url})
 
     @property
     def deks(self) -> Any:
-        return self.executor.executor.client
+        return self.inner.client
 
     def share_keys_with(self, other: _Side, kek: str, algorithm: str, versions: int) -> None:
         """Copy this side's KEK and DEKs into ``other``'s DEK registry."""
@@ -274,6 +287,24 @@ def test_json_fields_encrypted_by_one_side_are_read_by_the_other(writer: Any, re
     assert b"Ann" not in data and b"Oslo" in data
     encrypted = json.loads(data[5:])["name"]
     assert len(base64.b64decode(encrypted)) == 12 + 3 + 16  # GCM: nonce, text, tag
+    w.share_keys_with(r, kek, "AES256_GCM", 1)
+    assert r.read(data) == record
+
+
+@pytest.mark.parametrize(("writer", "reader"), SIDES, ids=IDS)
+@pytest.mark.parametrize("fmt", ["AVRO", "JSON"])
+def test_payloads_encrypted_by_one_side_are_read_by_the_other(
+    writer: Any, reader: Any, fmt: str
+) -> None:
+    kek = f"kek-{uuid.uuid4().hex[:8]}"
+    clock = _FixedClock()
+    w = _Side(writer, fmt, _params(kek), clock, payload=True)
+    r = _Side(reader, fmt, _params(kek), clock, payload=True)
+    record = dict(PERSON) if fmt == "AVRO" else {"id": 7, "name": "Ann", "city": "Oslo"}
+    data = w.write(record)
+    # the whole payload is encrypted (after the schema id): nothing in clear
+    assert data[:5] == b"\x00\x00\x00\x00\x01"
+    assert b"Ann" not in data and b"Oslo" not in data
     w.share_keys_with(r, kek, "AES256_GCM", 1)
     assert r.read(data) == record
 

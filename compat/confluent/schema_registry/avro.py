@@ -158,6 +158,10 @@ class _AvroSerializing(_AvroSerde, SerializerSettings):
                 payload = avro_encode(writer, obj, self._strict, self._strict_allow_default)
         except Exception as exc:
             raise serialization_error(exc) from exc
+        if latest is not None:
+            payload = yield from self._encoding_steps(
+                ctx, subject, None, "WRITE", latest.schema, payload
+            )
         return self._schema_id_serializer(payload, ctx, schema_id)  # type: ignore[no-any-return]
 
 
@@ -251,6 +255,9 @@ class _AvroDeserializing(_AvroSerde, DeserializerSettings):
             reader = self._reader_schema
         else:
             reader = None
+        payload = yield from self._encoding_steps(
+            ctx, subject, _record_name(None, writer), "READ", writer_schema, payload
+        )
         try:
             if _is_bytes(writer):
                 value: Any = payload.read()

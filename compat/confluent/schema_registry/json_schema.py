@@ -148,6 +148,10 @@ class _JSONSerializing(_JSONSerde, SerializerSettings):
         except Exception as exc:
             raise serialization_error(exc) from exc
         payload = encoded.encode("utf-8") if isinstance(encoded, str) else bytes(encoded)
+        if latest is not None:
+            payload = yield from self._encoding_steps(
+                ctx, subject, None, "WRITE", latest.schema, payload
+            )
         return self._schema_id_serializer(payload, ctx, schema_id)  # type: ignore[no-any-return]
 
 
@@ -242,6 +246,10 @@ class _JSONDeserializing(_JSONSerde, DeserializerSettings):
             reader = self._reader_schema
         else:
             reader = writer
+        if self._registry is not None:
+            payload = yield from self._encoding_steps(
+                ctx, subject, _title(writer), "READ", writer_schema, payload
+            )
         try:
             value = self._json_decode(payload.read())
         except Exception as exc:

@@ -158,6 +158,10 @@ class _ProtobufSerializing(_ProtobufSerde, SerializerSettings):
             payload = obj.SerializeToString()
         except Exception as exc:
             raise serialization_error(exc) from exc
+        if latest is not None:
+            payload = yield from self._encoding_steps(
+                ctx, subject, None, "WRITE", latest.schema, payload
+            )
         return self._schema_id_serializer(payload, ctx, schema_id)  # type: ignore[no-any-return]
 
 
@@ -214,6 +218,10 @@ class _ProtobufDeserializing(_ProtobufSerde, DeserializerSettings):
 
             descriptor = find_message(file_descriptor, schema_id.message_indexes or [0])
             msg_class = message_factory.GetMessageClass(descriptor)
+        if writer_schema is not None:
+            payload = yield from self._encoding_steps(
+                ctx, None, msg_class.DESCRIPTOR.full_name, "READ", writer_schema, payload
+            )
         msg = msg_class()
         try:
             msg.ParseFromString(payload.read())

@@ -27,6 +27,7 @@ Rules:
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import threading
 from collections.abc import Callable, Generator
@@ -70,6 +71,7 @@ from .common.serde import (
     execute_rules,
     get_original_key,
     has_domain_rules,
+    has_encoding_rules,
     has_migration_rules,
     is_not_found,
     migration_mode,
@@ -388,6 +390,37 @@ class BaseSerde:
             None,
             transformer,
         )
+
+    def _encoding_steps(
+        self,
+        ctx: Any,
+        subject: str | None,
+        record_name: str | None,
+        mode: str,
+        target: Any,
+        payload: Any,
+    ) -> Steps[Any]:
+        """The payload (bytes; on read a stream) after ``target``'s encoding rules
+        (``ENCRYPT_PAYLOAD``): on write after the encoding, on read before the decoding."""
+        if ctx is None or not has_encoding_rules(target):
+            return payload
+        if subject is None:
+            subject = yield from self._subject_steps(ctx, record_name)
+            if subject is None:
+                return payload
+        out = execute_rules(
+            self._rule_registry,
+            ctx,
+            subject,
+            rule_mode(mode),
+            None,
+            target,
+            payload,
+            phase="ENCODING",
+        )
+        if mode == "READ" and isinstance(out, (bytes, bytearray)):
+            return io.BytesIO(bytes(out))
+        return out
 
 
 class _Registered(NamedTuple):

@@ -625,8 +625,10 @@ def execute_rules(
     message: Any,
     inline_tags: dict[str, set[str]] | None = None,
     field_transformer: FieldTransformer | None = None,
+    phase: str = "DOMAIN",
 ) -> Any:
-    """``message`` after the domain rules of ``target``'s rule set that apply in
+    """``message`` after the domain rules (``phase="ENCODING"``: the encoding
+    rules, on the payload's bytes) of ``target``'s rule set that apply in
     ``rule_mode`` (``WRITE``/``READ``; read runs them last to first), or its
     migration rules (``UPGRADE``; ``DOWNGRADE``: ``source``'s, last to first): each rule's
     executor (by its type, from ``rule_registry``) checks (a CONDITION) or
@@ -642,7 +644,8 @@ def execute_rules(
         rules = list(getattr(getattr(source, "rule_set", None), "migration_rules", None) or ())
         rules.reverse()
     else:
-        rules = list(getattr(getattr(target, "rule_set", None), "domain_rules", None) or ())
+        which = "encoding_rules" if phase == "ENCODING" else "domain_rules"
+        rules = list(getattr(getattr(target, "rule_set", None), which, None) or ())
         if mode == "READ":
             rules.reverse()
     if message is None or not rules:
@@ -719,6 +722,12 @@ def _run_action(
 def has_domain_rules(schema: Any) -> bool:
     """Whether ``schema`` carries domain rules (a serde then needs its subject to run them)."""
     return bool(getattr(getattr(schema, "rule_set", None), "domain_rules", None))
+
+
+def has_encoding_rules(schema: Any) -> bool:
+    """Whether ``schema`` carries encoding rules (run on the payload's bytes:
+    ``ENCRYPT_PAYLOAD``)."""
+    return bool(getattr(getattr(schema, "rule_set", None), "encoding_rules", None))
 
 
 def migration_mode(source_version: int, target_version: int) -> str | None:
