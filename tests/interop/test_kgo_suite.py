@@ -19,14 +19,15 @@ that passes then counts, with a warning naming it and its first failure.
 Cost, on a loaded two-core machine (load 9-11): Kafka 4.x's run some 50 s and a
 brokerlite node's 45 s (``-test.parallel 8``, ``KGO_TEST_RECORDS`` 10,000
 instead of franz-go's 500,000: 10 s of the Go binary's CPU, 15 s of the
-broker's); the cluster's 220-290 s at 2,500 records (three broker processes,
+broker's); the cluster's 220-295 s at 2,500 records (three broker processes,
 every record replicated twice). The file is marked slow.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,21 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(kgo_suite.DEADLINE_S + 300)]
 
 #: The records of the cluster's group and transaction runs: at the single node's
 #: 10,000, TestTxnEtl and TestGroupETL took 170 and 145 s of a 5-minute run on
-#: three broker processes (each record replicated twice over).
-CLUSTER_RECORDS = 2_500
+#: three broker processes (each record replicated twice over); at 2,500, 207 and
+#: 183 s of a 295 s run on a machine at load 10.
+CLUSTER_RECORDS = 1_000
+
+#: kgo tests left out of the cluster's comparison, with why: racy on any
+#: cluster, Kafka's own included.
+CLUSTER_RACY = {
+    # Against a real broker it subscribes to two topics and __consumer_offsets
+    # and polls until it has seen records of as many topics as it wants (two),
+    # __consumer_offsets counting: when the records of __consumer_offsets and of
+    # one topic come first (fetches from different leaders), it stops before the
+    # other's. Run 8 times alone on Kafka 4.4's three-node cluster: 1 failed
+    # ("did not consume from ...-orders"); 2 of 6 on brokerlite's.
+    "Test848RegexBrokerResolves": "racy on a cluster (Kafka 4.4's too)",
+}
 
 SUITE = f"franz-go {kgo_suite.VERSION} pkg/kgo tests"
 
@@ -148,10 +162,13 @@ def _check_no_failure(run: kgo_suite.Run) -> None:
     assert not failed, f"{run.summary()}; failed:\n{said}\n{run.tail}"
 
 
-def _check_passes_as(control: kgo_suite.Run, measured: kgo_suite.Run) -> None:
-    """Every test passing on ``control`` (share groups aside) passes on ``measured``."""
+def _check_passes_as(
+    control: kgo_suite.Run, measured: kgo_suite.Run, apart: Iterable[str] = ()
+) -> None:
+    """Every test passing on ``control`` (share groups and ``apart`` aside)
+    passes on ``measured``."""
     assert control.named("pass"), control.summary()
-    among = set(control.outcomes) - kgo_suite.SHARE_GROUP_TESTS
+    among = set(control.outcomes) - kgo_suite.SHARE_GROUP_TESTS - set(apart)
     missed = kgo_suite.misses(control, measured, among)
     assert not missed, (
         f"{measured.summary()} ({control.summary()}); {len(missed)} passing on "
@@ -180,9 +197,16 @@ def test_kgo_suite_on_brokerlite_cluster(
     on_kafka: kgo_suite.Run, on_brokerlite_cluster: kgo_suite.Run
 ) -> None:
     """Kafka's single node is the control here too (its three-node cluster is
-    kept to the workers of tests/conftest.py's CONFINED files)."""
-    _check_passes_as(on_kafka, on_brokerlite_cluster)
-    _check_no_failure(on_brokerlite_cluster)
+    kept to the workers of tests/conftest.py's CONFINED files); the tests of
+    :data:`CLUSTER_RACY` are left out."""
+    _check_passes_as(on_kafka, on_brokerlite_cluster, CLUSTER_RACY)
+    racy = set(CLUSTER_RACY)
+    _check_no_failure(
+        dataclasses.replace(
+            on_brokerlite_cluster,
+            outcomes={n: o for n, o in on_brokerlite_cluster.outcomes.items() if n not in racy},
+        )
+    )
 
 
 @pytest.mark.compat("Client suites", f"{SUITE}: share groups", peer="Kafka 4.x")
