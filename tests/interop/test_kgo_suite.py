@@ -12,15 +12,16 @@ serve yet (issue #84 item 2): they are measured apart, as expected failures.
 
 A kgo test that fails (or never ends) in the whole suite's run is run again
 alone (kgo_suite.retry): some have deadlines of their own (a 30 s poll, a 15 s
-wait) that a loaded machine's broker can miss among the whole suite's traffic
-(Test848RegexBrokerResolves took 88 s of the cluster's run, 1-3 s alone). One
-that passes then counts, with a warning naming it and its first failure.
+wait) that a loaded machine's broker can miss among the whole suite's traffic.
+One that passes then counts, with a warning naming it and its first failure.
 
 Cost, on a loaded two-core machine (load 9-11): Kafka 4.x's run some 50 s and a
 brokerlite node's 45 s (``-test.parallel 8``, ``KGO_TEST_RECORDS`` 10,000
 instead of franz-go's 500,000: 10 s of the Go binary's CPU, 15 s of the
-broker's); the cluster's 220-295 s at 2,500 records (three broker processes,
-every record replicated twice). The file is marked slow.
+broker's); the cluster's (three broker processes, every record replicated
+twice) 220-295 s at 2,500 records, and 460 s at 1,000 at load 35 (its
+TestTxnEtl then timing out a TxnOffsetCommit, and passing alone). The file is
+marked slow.
 """
 
 from __future__ import annotations
