@@ -8,6 +8,8 @@ from __future__ import annotations
 import enum
 from typing import Any, TypeVar
 
+from trafka.codec.acl import AclOperation as _Op
+
 __all__ = [
     "AclOperation",
     "AclPermissionType",
@@ -54,21 +56,22 @@ class ResourcePatternType(_ByValue):
 
 
 class AclOperation(_ByValue):
-    """What an ACL allows or denies."""
+    """What an ACL allows or denies: Kafka's operations (trafka.codec's
+    numbers), those confluent-kafka 2.16 names."""
 
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
+    UNKNOWN = _Op.UNKNOWN.value
+    ANY = _Op.ANY.value
+    ALL = _Op.ALL.value
+    READ = _Op.READ.value
+    WRITE = _Op.WRITE.value
+    CREATE = _Op.CREATE.value
+    DELETE = _Op.DELETE.value
+    ALTER = _Op.ALTER.value
+    DESCRIBE = _Op.DESCRIBE.value
+    CLUSTER_ACTION = _Op.CLUSTER_ACTION.value
+    DESCRIBE_CONFIGS = _Op.DESCRIBE_CONFIGS.value
+    ALTER_CONFIGS = _Op.ALTER_CONFIGS.value
+    IDEMPOTENT_WRITE = _Op.IDEMPOTENT_WRITE.value
 
 
 class AclPermissionType(_ByValue):
