@@ -17,6 +17,7 @@ import collections
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -73,12 +74,16 @@ class Served:
     def pending(self) -> int:
         return len(self._calls)
 
+    def stop_background(self) -> None:
+        """Stop what runs beside the client (:attr:`closers`): it is closing."""
+        for stop in self.closers:
+            stop()
+
     def serve_at_close(self) -> None:
         """Make the calls left as the client closes; one that raises is logged
         and the rest are still made (librdkafka drops the events left at close:
         a closing client raises no callback's exception)."""
-        for stop in self.closers:
-            stop()
+        self.stop_background()
         while True:
             try:
                 self.serve(0)
@@ -194,6 +199,8 @@ def translate_config(conf: dict[str, Any], served: Served) -> dict[str, Any]:
                 KafkaError(internal("_AUTHENTICATION"), f"oauth_cb failed: {exc!r}")
             ) from None
         served.closers.append(tokens.stop)
+        # (and once the client is gone, closed or not: its Served goes with it)
+        weakref.finalize(served, tokens.stop)
         out["sasl_oauth_token_provider"] = tokens
     for name in _CALLBACKS:
         fn = out.pop(name, None)

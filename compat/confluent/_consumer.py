@@ -576,20 +576,17 @@ class Consumer:
 
     def cluster_id(self, timeout: float = -1) -> str | None:
         """The id of the cluster the client's brokers belong to."""
-        from .admin._client import cluster_id_with
+        from .admin._client import ask_cluster  # (the admin client loads when first asked)
 
-        if self._closed:
-            raise RuntimeError("Handle has been closed")
-        return cluster_id_with(self._conf, timeout)
+        found: str | None = ask_cluster(None if self._closed else self._conf, "cluster_id", timeout)
+        return found
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         """The cluster's brokers and topics (or ``topic`` alone), as
         confluent-kafka's ``ClusterMetadata``."""
-        from .admin._client import list_topics_with
+        from .admin._client import ask_cluster
 
-        if self._closed:
-            raise RuntimeError("Handle has been closed")
-        return list_topics_with(self._conf, topic, timeout)
+        return ask_cluster(None if self._closed else self._conf, "list_topics", topic, timeout)
 
     def consumer_group_metadata(self) -> Any:
         """The group membership to pass to ``Producer.send_offsets_to_transaction``."""

@@ -413,20 +413,17 @@ class Producer:
 
     def cluster_id(self, timeout: float = -1) -> str | None:
         """The id of the cluster the client's brokers belong to."""
-        from .admin._client import cluster_id_with
+        from .admin._client import ask_cluster  # (the admin client loads when first asked)
 
-        if self._closed:
-            raise RuntimeError("Handle has been closed")
-        return cluster_id_with(self._conf, timeout)
+        found: str | None = ask_cluster(None if self._closed else self._conf, "cluster_id", timeout)
+        return found
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         """The cluster's brokers and topics (or ``topic`` alone), as
         confluent-kafka's ``ClusterMetadata``."""
-        from .admin._client import list_topics_with
+        from .admin._client import ask_cluster
 
-        if self._closed:
-            raise RuntimeError("Handle has been closed")
-        return list_topics_with(self._conf, topic, timeout)
+        return ask_cluster(None if self._closed else self._conf, "list_topics", topic, timeout)
 
     #: An ``init_transactions()`` that timed out and goes on in the background:
     #: the other transaction calls are ``_CONFLICT`` until one completes, as
@@ -504,8 +501,7 @@ class Producer:
             return True
         self._finalizer.detach()
         self._producer.close()
-        for stop in self._served.closers:
-            stop()
+        self._served.stop_background()
         self._served.serve(0)
         self._closed = True
         # The C produce bound on the instance goes too (produce() checks above).

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import re
 import time
-import weakref
 from typing import Any
 
 from trafka.sdk import ConfigError, UsageError
@@ -123,11 +122,6 @@ class _AckCallback:
             self.fn(offsets, exc)
 
 
-def _stop(closers: list[Any]) -> None:
-    for stop in closers:
-        stop()
-
-
 def _create_error(exc: ConfigError) -> BaseException:
     text = str(exc)
     if "not a share consumer setting" in text or "cannot be used" in text:
@@ -163,16 +157,14 @@ class ShareConsumer:
         try:
             sdk = _BlockingShareConsumer(config=sdk_conf)
         except ConfigError as exc:
-            _stop(self._served.closers)
+            self._served.stop_background()
             raise _create_error(exc) from None
         except Exception as exc:
-            _stop(self._served.closers)
+            self._served.stop_background()
             raise KafkaException(error_of(exc)) from None
         sdk.set_acknowledgement_commit_callback(self._ack_callback.on_result)
         self._explicit: bool = sdk.config.explicit_acknowledgement
         self._sdk = sdk
-        # (oauth_cb's refresh thread stops with close(), or once this is gone)
-        weakref.finalize(self, _stop, self._served.closers)
 
     def _translate(self, conf: dict[str, Any]) -> dict[str, Any]:
         """confluent-kafka's configuration as trafka's: the callbacks queued."""

@@ -480,8 +480,7 @@ class AdminClient:
         if self._closed:
             return
         self._closed = True
-        for stop in self._served.closers:
-            stop()
+        self._served.stop_background()
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self._admin is not None:
             self._admin.close()
@@ -600,17 +599,12 @@ _CONNECTION_KEYS = re.compile(
 )
 
 
-def list_topics_with(conf: dict[str, Any], topic: str | None, timeout: float) -> ClusterMetadata:
-    """``Producer.list_topics`` / ``Consumer.list_topics``: the cluster's
-    metadata, asked with the client's connection settings."""
+def ask_cluster(conf: dict[str, Any] | None, call: str, *args: Any) -> Any:
+    """A producer's or consumer's ``cluster_id()`` / ``list_topics()``: the
+    admin client's ``call``, asked with the client's connection settings
+    (``conf`` None: the client is closed)."""
+    if conf is None:
+        raise RuntimeError("Handle has been closed")
     settings = {k: v for k, v in conf.items() if _CONNECTION_KEYS.match(k)}
     with AdminClient(settings) as admin:
-        return admin.list_topics(topic, timeout)
-
-
-def cluster_id_with(conf: dict[str, Any], timeout: float) -> str | None:
-    """``Producer.cluster_id`` / ``Consumer.cluster_id``: the cluster's id,
-    asked with the client's connection settings."""
-    settings = {k: v for k, v in conf.items() if _CONNECTION_KEYS.match(k)}
-    with AdminClient(settings) as admin:
-        return admin.cluster_id(timeout)
+        return getattr(admin, call)(*args)
