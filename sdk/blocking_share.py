@@ -19,7 +19,7 @@ from typing import Any
 from ._loop_thread import Forwarding, Portal
 from ._validate import check_timeout, check_topics
 from .consumer_types import TopicPartition
-from .share_consumer import AcknowledgeType, ShareRecord, open_share_consumer
+from .share_consumer import AcknowledgeType, ShareCommitResult, ShareRecord, open_share_consumer
 from .share_consumer import ShareConsumer as AsyncShareConsumer
 
 __all__ = ["ShareConsumer"]
@@ -131,9 +131,12 @@ class ShareConsumer(Forwarding):
     def commit_async(self) -> Future[dict[TopicPartition, BaseException | None]]:
         """Send the acknowledgements made so far; the future holds the per-partition outcome."""
         self._give_back()
+        # The acknowledgements are taken now, on the loop, before this returns: one
+        # acknowledged again after it is refused as already sent, as librdkafka does.
+        started: ShareCommitResult = self._call(self._consumer.commit_async)
 
         async def run() -> dict[TopicPartition, BaseException | None]:
-            return await self._consumer.commit_async().wait()
+            return await started.wait()
 
         future: Future[dict[TopicPartition, BaseException | None]] = (
             self._loop.portal.start_task_soon(run)
