@@ -1,4 +1,5 @@
-"""ShareFetch (key 78), version 1 (Kafka 4.1's first stable version; v0 was
+"""ShareFetch (key 78), versions 1-2 (1: Kafka 4.1's first stable version; 2: Kafka 4.2's
+ShareAcquireMode (KIP-1206) and renew acknowledgements (KIP-1222); v0 was
 4.0's early access and is not served, as from Kafka 4.1).
 
 Share sessions, acknowledgements piggy-backed on fetches, acquisition and
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 
 API_KEY = ApiKey.SHARE_FETCH
 MIN_VERSION = 1
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 
 class _ShareFetchWaiter:

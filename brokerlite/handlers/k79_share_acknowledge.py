@@ -1,4 +1,5 @@
-"""ShareAcknowledge (key 79), version 1 (Kafka 4.1's first stable version).
+"""ShareAcknowledge (key 79), versions 1-2 (1: Kafka 4.1's first stable version; 2: Kafka
+4.2's renew acknowledgements, KIP-1222, and the lock timeout in the answer).
 
 Acknowledges records of a share session without fetching; parked only while
 its share-state writes settle (a cluster, :mod:`._share_durable`). The rules
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 API_KEY = ApiKey.SHARE_ACKNOWLEDGE
 MIN_VERSION = 1
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 
 def handle(

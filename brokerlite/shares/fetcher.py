@@ -36,7 +36,11 @@ Rules and invariants:
   :meth:`.SharePartition.acknowledge`), and written, before records are
   acquired, and reported in AcknowledgeErrorCode (ShareFetch) or ErrorCode
   (ShareAcknowledge). Acknowledging is allowed on a partition the session
-  does not fetch. Type 4 (renew, ShareFetch/ShareAcknowledge v2) is not served.
+  does not fetch. Type 4, RENEW (v2, KIP-1222), is allowed only in a request
+  marked IsRenewAck (else INVALID_REQUEST for its partition); it restarts the
+  records' locks. A ShareFetch marked IsRenewAck must ask for nothing
+  (MaxWaitMs, MinBytes, MaxBytes, MaxRecords 0, else INVALID_REQUEST for the
+  request) and acquires nothing: it is answered at once.
 * Acknowledging and releasing a member's records (its session closed or
   replaced, it left without one) are transitions until written
   (:mod:`.partition`, :mod:`.writes`). A failed write of acknowledgements
@@ -56,7 +60,9 @@ Rules and invariants:
   share-partitions :attr:`~.SharePartition.dirty`, written with the next
   write, and is logged. The writing is :mod:`.writes`'.
 * Acquisition honours the request's MaxRecords (500 when it is not positive)
-  over all partitions, whole batches, and MaxBytes (the first partition with
+  over all partitions, whole batches (ShareAcquireMode BATCH_OPTIMIZED, 0), or
+  at most MaxRecords records, splitting a batch (RECORD_LIMIT, 1, KIP-1206;
+  another mode is INVALID_REQUEST), and MaxBytes (the first partition with
   records always gets its first batch). ``share.isolation.level``
   read_committed stops at the last stable offset and archives the records of
   aborted transactions; control batches are archived and never handed out. The
@@ -114,9 +120,7 @@ Rules and invariants:
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import logging
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -126,10 +130,10 @@ from trafka.brokerlite.errors import BrokerError
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k78_share_fetch as _sf
 from trafka.codec.messages import k79_share_acknowledge as _sa
-from trafka.codec.records import RecordBatchHeader, iter_batches
 
+from .log_reads import batch_spans, initial_offset, last_of, read_into
 from .offsets_admin import ShareOffsetInfo, ShareOffsetsAdmin
-from .partition import AcquiredRange, BatchSpan, SharePartition
+from .partition import AcquiredRange, SharePartition
 from .persister import RemotePersister
 from .share_config import DefaultShareConfig, ShareConfig
 from .state_store import SP, ShareStateError, ShareStateStore
@@ -155,8 +159,8 @@ INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 DEFAULT_MAX_RECORDS = 500
 _MAX_EPOCH = 2**31 - 1
-_RENEW = 4
-_READ_MAX = 1 << 20  # the most log bytes read for new records per partition and fetch
+_RECORD_LIMIT = 1  # ShareAcquireMode (KIP-1206); 0 is BATCH_OPTIMIZED
+_ACQUIRE_MODES = (0, _RECORD_LIMIT)
 
 
 # -- sessions and pending fetches -------------------------------------------------------
@@ -218,6 +222,7 @@ class PendingFetch:
     answers: dict[tuple[uuid.UUID, int], _PartitionAnswer]
     lock_ms: int
     ready: bool = False
+    strict: bool = False  # RECORD_LIMIT (KIP-1206): MaxRecords is a hard limit
 
 
 class ShareStateLoading(BrokerError):
@@ -228,30 +233,6 @@ class ShareStateLoading(BrokerError):
 
 def _next_epoch(epoch: int) -> int:
     return 1 if epoch >= _MAX_EPOCH else epoch + 1
-
-
-_DURATION = re.compile(
-    r"P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
-)
-
-
-def duration_ms(text: str) -> int:
-    """An ISO-8601 duration as Java's ``Duration.parse`` reads it (days down to
-    seconds), in milliseconds.
-
-    Raises:
-        ValueError: not such a duration.
-    """
-    match = _DURATION.fullmatch(text.strip().upper())
-    if match is None or text.strip().upper() in ("P", "PT") or text.strip().upper().endswith("T"):
-        raise ValueError(f"{text!r} is not an ISO-8601 duration such as PT1H or P1D")
-    delta = datetime.timedelta(
-        days=int(match["d"] or 0),
-        hours=int(match["h"] or 0),
-        minutes=int(match["m"] or 0),
-        seconds=float(match["s"] or 0),
-    )
-    return int(delta.total_seconds() * 1000)
 
 
 # -- the manager ------------------------------------------------------------------------
@@ -422,19 +403,15 @@ class ShareFetcher(ShareOffsetsAdmin):
     ) -> _sf.ShareFetchResponse | PendingFetch:
         """Handle a ShareFetch: the answer of a request refused whole, else a
         :class:`PendingFetch`, ready (a closing session's too) or to wait on."""
+        refused = _refusal(request)
+        if refused is not None:
+            return refused
         group_id, member_id = request.group_id or "", request.member_id or ""
-        if not group_id or not member_id:
-            return _fetch_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set")
-        epoch = request.share_session_epoch
-        has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
+        epoch, renewing = request.share_session_epoch, request.is_renew_ack
         key = (group_id, member_id)
         config = self._config_for(group_id)
+        renew_until = self._renew_until(group_id, renewing, now_ms)
         if epoch == INITIAL_EPOCH:
-            if has_acks:
-                return _fetch_error(
-                    ErrorCode.INVALID_REQUEST,
-                    "a ShareFetch opening a share session cannot acknowledge records",
-                )
             # Opened again: the old session goes, the member keeps what it holds
             # (Kafka's SharePartitionManager.newContext only removes the session).
             self._sessions.pop(key, None)
@@ -452,9 +429,9 @@ class ShareFetcher(ShareOffsetsAdmin):
             for part in topic.partitions:
                 tp = (topic.topic_id, part.partition_index)
                 answer = answers.setdefault(tp, _PartitionAnswer())
-                if part.acknowledgement_batches:
+                if batches := part.acknowledgement_batches:
                     answer.ack_error = self._acknowledge(
-                        group_id, member_id, tp, part.acknowledgement_batches, acked
+                        group_id, member_id, tp, batches, acked, renew_until
                     )
                 if epoch != FINAL_EPOCH:
                     where = self._locate(tp)
@@ -485,7 +462,11 @@ class ShareFetcher(ShareOffsetsAdmin):
             frozenset(self._watches(session)),
             answers,
             lock_ms,
+            ready=renewing,  # (fetches nothing)
+            strict=request.share_acquire_mode == _RECORD_LIMIT,
         )
+        if renewing:
+            return pending
         acquired = self._acquire(pending, now_ms)
         self._write_acquired(pending)
         errors = any(a.error != ErrorCode.NONE for a in answers.values())
@@ -583,12 +564,12 @@ class ShareFetcher(ShareOffsetsAdmin):
             return _ack_error(found, None)
         acked: Acked = {}
         codes: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+        renew_until = self._renew_until(group_id, request.is_renew_ack, now_ms)
         for topic in request.topics:
             for part in topic.partitions:
                 tp = (topic.topic_id, part.partition_index)
-                codes[tp] = self._acknowledge(
-                    group_id, member_id, tp, part.acknowledgement_batches, acked
-                )
+                batches = part.acknowledgement_batches
+                codes[tp] = self._acknowledge(group_id, member_id, tp, batches, acked, renew_until)
         failed = self._write() if acked else ErrorCode.NONE
         if failed != ErrorCode.NONE:
             codes.update((tp, failed) for tp in acked if codes[tp] == ErrorCode.NONE)
@@ -598,23 +579,7 @@ class ShareFetcher(ShareOffsetsAdmin):
             self._write()
         else:
             found.epoch = _next_epoch(epoch)
-        R = _sa.ShareAcknowledgeResponse
-        return R(
-            responses=[
-                R.ShareAcknowledgeTopicResponse(
-                    topic_id=topic.topic_id,
-                    partitions=[
-                        R.PartitionData(
-                            partition_index=part.partition_index,
-                            error_code=codes[(topic.topic_id, part.partition_index)],
-                            current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
-                        )
-                        for part in topic.partitions
-                    ],
-                )
-                for topic in request.topics
-            ]
-        )
+        return _ack_response(request, codes, self._config_for(group_id).record_lock_duration_ms)
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -675,20 +640,27 @@ class ShareFetcher(ShareOffsetsAdmin):
         tp: tuple[uuid.UUID, int],
         batches: Iterable[Any],
         acked: Acked,
+        renew_until_ms: int | None,
     ) -> ErrorCode:
         """Apply one partition's acknowledgements (transitions until written);
-        ``acked`` collects the share-partitions acknowledged in."""
+        ``acked`` collects the share-partitions acknowledged in; RENEW moves
+        locks to ``renew_until_ms`` (None: a request not marked IsRenewAck)."""
         where = self._locate(tp)
         if isinstance(where, ErrorCode):
             return where
         plan = [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches]
-        if any(_RENEW in types for _, _, types in plan):
-            return ErrorCode.INVALID_REQUEST
         sp = self._partitions.get((group_id, *where))
         if sp is None:
             return ErrorCode.INVALID_RECORD_STATE
         acked.setdefault(tp, (where, sp))
-        return sp.acknowledge(member_id, plan)
+        return sp.acknowledge(member_id, plan, renew_until_ms=renew_until_ms)
+
+    def _renew_until(self, group_id: str, renewing: bool, now_ms: int) -> int | None:
+        """Where a RENEW moves a lock (KIP-1222), or None when it is not allowed."""
+        if not renewing:
+            return None
+        self._deadline_stale = True
+        return mono_ms(now_ms) + self._config_for(group_id).record_lock_duration_ms
 
     def _release_member(self, group_id: str, member_id: str) -> None:
         for (group, topic, partition), sp in self._partitions.items():
@@ -724,7 +696,7 @@ class ShareFetcher(ShareOffsetsAdmin):
                 self._deadline_stale = True
                 return sp
         sp = SharePartition(
-            _initial_offset(config.auto_offset_reset, plog, now_ms),
+            initial_offset(config.auto_offset_reset, plog, now_ms),
             delivery_count_limit=config.delivery_count_limit,
             max_record_locks=config.partition_max_record_locks,
         )
@@ -759,7 +731,12 @@ class ShareFetcher(ShareOffsetsAdmin):
                 continue
             try:
                 got, data, sp = self._acquire_partition(
-                    session, where, config, records_left, bytes_left, total == 0, now_ms
+                    session,
+                    where,
+                    config,
+                    (records_left, bytes_left, pending.strict),
+                    total == 0,
+                    now_ms,
                 )
             except ShareStateLoading:
                 continue  # (woken when its state arrives)
@@ -781,11 +758,13 @@ class ShareFetcher(ShareOffsetsAdmin):
         session: ShareSession,
         where: tuple[str, int],
         config: ShareConfig,
-        max_records: int,
-        max_bytes: int,
+        limits: tuple[int, int, bool],
         first: bool,
         now_ms: int,
     ) -> tuple[list[AcquiredRange], bytes, SharePartition]:
+        """Acquire in one share-partition within ``limits`` (records, bytes, whether
+        the records are a hard limit); what was acquired, the batches holding it."""
+        max_records, max_bytes, strict = limits
         topic, partition = where
         sp = self._share_partition(session.group_id, topic, partition, now_ms)
         plog = self._logs.partition(topic, partition)
@@ -801,22 +780,24 @@ class ShareFetcher(ShareOffsetsAdmin):
         )
         views: dict[int, memoryview] = {}
         for r in got:  # the batches holding re-acquired offsets
-            _read_into(views, plog, r.first, r.last, upper)
+            read_into(views, plog, r.first, r.last, upper)
         if left > 0 and sp.end_offset < upper and not sp.window_full():
             start = sp.end_offset
             aborted: list[tuple[int, int]] = []
             if read_committed:
                 state = self._producers.state(topic, partition)
                 aborted = list(state.aborted_transactions(start, upper))
-            spans = _spans(plog, start, upper, max_bytes, first, aborted, views)
-            new = sp.acquire_new(session.member_id, spans, left, now_ms=now_ms, lock_ms=lock_ms)
+            spans = batch_spans(plog, start, upper, max_bytes, first, aborted, views)
+            new = sp.acquire_new(
+                session.member_id, spans, left, now_ms=now_ms, lock_ms=lock_ms, strict=strict
+            )
             got = sorted([*got, *new], key=lambda r: r.first)
         if not got:
             return [], b"", sp
         wanted = [
             view
             for base, view in sorted(views.items())
-            if any(r.first <= _last_of(view) and base <= r.last for r in got)
+            if any(r.first <= last_of(view) and base <= r.last for r in got)
         ]
         return got, b"".join(bytes(v) for v in wanted), sp
 
@@ -869,90 +850,51 @@ def _fetch_response(
     )
 
 
-def _initial_offset(reset: str, plog: Any, now_ms: int) -> int:
-    """A new share-partition's start offset by ``share.auto.offset.reset`` (module rules)."""
-    if reset == "earliest":
-        return int(plog.log_start_offset)
-    if reset.startswith("by_duration:"):
-        try:
-            found = plog.offset_for_timestamp(now_ms - duration_ms(reset.split(":", 1)[1]))
-        except ValueError:
-            found = None
-        return int(plog.log_end_offset) if found is None else int(found[0])
-    return int(plog.log_end_offset)
+def _refusal(request: _sf.ShareFetchRequest) -> _sf.ShareFetchResponse | None:
+    """The answer of a ShareFetch refused whole for what it asks (module rules), or None."""
+    why = None
+    if not request.group_id or not request.member_id:
+        why = "GroupId and MemberId must be set"
+    elif request.share_acquire_mode not in _ACQUIRE_MODES:
+        why = f"unknown ShareAcquireMode {request.share_acquire_mode}"
+    elif request.is_renew_ack and (
+        request.max_wait_ms or request.min_bytes or request.max_bytes or request.max_records
+    ):
+        why = (
+            "a ShareFetch with IsRenewAck must ask for no records: MaxWaitMs, MinBytes, "
+            "MaxBytes and MaxRecords must be 0"
+        )
+    elif request.share_session_epoch == INITIAL_EPOCH and any(
+        p.acknowledgement_batches for t in request.topics for p in t.partitions
+    ):
+        why = "a ShareFetch opening a share session cannot acknowledge records"
+    return None if why is None else _fetch_error(ErrorCode.INVALID_REQUEST, why)
 
 
-def _spans(
-    plog: Any,
-    start: int,
-    upper: int,
-    max_bytes: int,
-    first: bool,
-    aborted: list[tuple[int, int]],
-    views: dict[int, memoryview],
-) -> list[BatchSpan]:
-    """The log's batches from ``start`` (below ``upper``) as acquisition sees them;
-    ``aborted``: the aborted transactions there (producer id, first offset), for
-    read_committed. Each deliverable batch's bytes go to ``views``, by base offset."""
-    # A fetch's MaxBytes is often 2**31-1; MaxRecords ends it long before that.
-    result = plog.read(start, min(max_bytes, _READ_MAX), upper_bound=upper, min_one_batch=first)
-    if result.size == 0:
-        return []
-    open_aborts: set[int] = set()
-    spans = []
-    previous_end = start
-    for header, view in iter_batches(result.tobytes()):
-        base = _base_of(header)
-        if header.last_offset < start:
-            previous_end = header.last_offset + 1
-            continue
-        first_offset = base if header.magic == 2 else previous_end
-        previous_end = header.last_offset + 1
-        deliverable = True
-        if isinstance(header, RecordBatchHeader):
-            pid = header.producer_id
-            while aborted and aborted[0][1] <= base:
-                open_aborts.add(aborted.pop(0)[0])
-            if header.is_control:
-                deliverable = False
-                open_aborts.discard(pid)
-            elif header.is_transactional and pid in open_aborts:
-                deliverable = False
-        spans.append(BatchSpan(first_offset, header.last_offset, deliverable))
-        if deliverable:
-            views[base] = view
-    return spans
-
-
-def _read_into(views: dict[int, memoryview], plog: Any, first: int, last: int, upper: int) -> None:
-    """Put the log's batches holding ``first..last`` (below ``upper``) in ``views``,
-    by base offset."""
-    offset = first
-    while offset <= last and offset < upper:
-        result = plog.read(offset, 1 << 20, upper_bound=upper)
-        if result.size == 0:
-            return
-        progressed = False
-        for header, view in iter_batches(result.tobytes()):
-            if header.last_offset < offset:
-                continue
-            views[_base_of(header)] = view
-            offset = header.last_offset + 1
-            progressed = True
-            if offset > last:
-                return
-        if not progressed:
-            return
-
-
-def _base_of(header: Any) -> int:
-    return int(header.base_offset) if header.magic == 2 else int(header.offset)
-
-
-def _last_of(view: memoryview) -> int:
-    for header, _ in iter_batches(view):
-        return int(header.last_offset)
-    return -1
+def _ack_response(
+    request: _sa.ShareAcknowledgeRequest,
+    codes: Mapping[tuple[uuid.UUID, int], ErrorCode],
+    lock_ms: int,
+) -> _sa.ShareAcknowledgeResponse:
+    """A ShareAcknowledge's answer: each partition's code, the lock timeout (v2)."""
+    R = _sa.ShareAcknowledgeResponse
+    return R(
+        acquisition_lock_timeout_ms=lock_ms,
+        responses=[
+            R.ShareAcknowledgeTopicResponse(
+                topic_id=topic.topic_id,
+                partitions=[
+                    R.PartitionData(
+                        partition_index=part.partition_index,
+                        error_code=codes[(topic.topic_id, part.partition_index)],
+                        current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+                    )
+                    for part in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
+    )
 
 
 def _fetch_error(code: ErrorCode, message: str | None) -> _sf.ShareFetchResponse:

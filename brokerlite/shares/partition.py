@@ -31,7 +31,9 @@ Rules and invariants:
   are reached and are never handed out.
 * An acknowledgement (:meth:`acknowledge`) names offset ranges with one type
   per range or one per offset: GAP (0) and REJECT (3) archive, ACCEPT (1)
-  acknowledges, RELEASE (2) makes available again. Malformed batches (first
+  acknowledges, RELEASE (2) makes available again, RENEW (4, KIP-1222: only
+  in a request marked IsRenewAck) keeps the record acquired and restarts its
+  lock, changing nothing durable. Malformed batches (first
   after last, ranges out of order or overlapping by more than one range's last
   offset being the next one's first, a wrong number of types, an unknown type)
   are refused first, for the whole request (INVALID_REQUEST).
@@ -109,6 +111,7 @@ __all__ = [
     "GAP",
     "REJECT",
     "RELEASE",
+    "RENEW",
     "AcquiredRange",
     "BatchSpan",
     "Run",
@@ -127,7 +130,9 @@ GAP = 0
 ACCEPT = 1
 RELEASE = 2
 REJECT = 3
+RENEW = 4  # KIP-1222 (v2): the record stays acquired, its lock restarts
 _ACK_TYPES = frozenset((GAP, ACCEPT, RELEASE, REJECT))
+_WITH_RENEW = _ACK_TYPES | {RENEW}
 
 _DONE = frozenset((ACKNOWLEDGED, ARCHIVED))
 
@@ -309,13 +314,16 @@ class SharePartition:
         *,
         now_ms: int,
         lock_ms: int,
+        strict: bool = False,
     ) -> list[AcquiredRange]:
         """Acquire records past the end offset, batch by batch as the log holds them.
 
         ``batches`` are the log's batches from the one holding the end offset on,
         in order. A batch is taken whole (at least one, even past
-        ``max_records``) while the window has room; offsets between batches
-        (compacted away) and undeliverable batches become ARCHIVED.
+        ``max_records``) while the window has room; ``strict`` (KIP-1206's
+        record-limit mode) takes at most ``max_records``, the last batch in part.
+        Offsets between batches (compacted away) and undeliverable batches
+        become ARCHIVED.
         """
         out: list[AcquiredRange] = []
         taken = 0
@@ -331,11 +339,10 @@ class SharePartition:
                 self._append(Run(end, first - 1, ARCHIVED, 0))
                 self.dirty = True
             if batch.deliverable:
-                self._append(
-                    Run(first, batch.last, ACQUIRED, 1, member_id, mono_ms(now_ms) + lock_ms)
-                )
-                out.append(AcquiredRange(first, batch.last, 1))
-                taken += batch.last - first + 1
+                last = min(batch.last, first + max_records - taken - 1) if strict else batch.last
+                self._append(Run(first, last, ACQUIRED, 1, member_id, mono_ms(now_ms) + lock_ms))
+                out.append(AcquiredRange(first, last, 1))
+                taken += last - first + 1
             else:
                 self._append(Run(first, batch.last, ARCHIVED, 0))
                 self.dirty = True
@@ -356,12 +363,21 @@ class SharePartition:
     # -- acknowledging --------------------------------------------------------------------
 
     def acknowledge(
-        self, member_id: str, batches: Sequence[tuple[int, int, Sequence[int]]]
+        self,
+        member_id: str,
+        batches: Sequence[tuple[int, int, Sequence[int]]],
+        *,
+        renew_until_ms: int | None = None,
     ) -> ErrorCode:
         """Apply acknowledgement batches ``(first, last, types)`` of ``member_id``.
 
+        ``renew_until_ms`` (a request with IsRenewAck, KIP-1222): RENEW is a type
+        too, and moves the lock deadline of the records it names there (they stay
+        ACQUIRED; nothing durable changes). Without it RENEW is INVALID_REQUEST.
+
         Returns NONE, or the error that left the partition unchanged.
         """
+        allowed = _ACK_TYPES if renew_until_ms is None else _WITH_RENEW
         previous_last = -1
         for first, last, types in batches:
             # A range may start at the offset the previous one ended at (Kafka's
@@ -370,7 +386,7 @@ class SharePartition:
                 return ErrorCode.INVALID_REQUEST
             if len(types) != 1 and len(types) != last - first + 1:
                 return ErrorCode.INVALID_REQUEST
-            if any(t not in _ACK_TYPES for t in types):
+            if any(t not in allowed for t in types):
                 return ErrorCode.INVALID_REQUEST
             previous_last = last
         plan: list[tuple[int, int, int]] = []
@@ -397,6 +413,10 @@ class SharePartition:
             i = self._index(first)
             while i < len(self._runs) and self._runs[i].first <= last:
                 run = self._runs[i]
+                i += 1
+                if ack == RENEW:
+                    run.deadline_ms = renew_until_ms or run.deadline_ms
+                    continue
                 run.undo = Undo(0, run.state, run.member_id, run.deadline_ms)
                 if ack == ACCEPT:
                     self._finish(run, ACKNOWLEDGED)
@@ -404,8 +424,7 @@ class SharePartition:
                     self._release(run)
                 else:
                     self._finish(run, ARCHIVED)
-                i += 1
-        if plan:
+        if any(ack != RENEW for _, _, ack in plan):
             self.dirty = True
         self._advance()
         self._coalesce()

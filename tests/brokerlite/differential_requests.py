@@ -435,7 +435,15 @@ class ShareKafka(Kafka):
         session_epoch: int,
         topic_id: Any,
         acks: list[tuple[int, int, int]] = (),  # type: ignore[assignment]
+        *,
+        version: int = 1,
+        max_records: int = 100,
+        acquire_mode: int = 0,
+        renew: bool = False,
+        wait: tuple[int, int, int] = (0, 1, 1 << 20),
     ) -> Any:
+        """One partition's fetch (and acknowledgements); v2 adds ``acquire_mode``
+        (KIP-1206) and ``renew`` (KIP-1222); ``wait`` is (MaxWaitMs, MinBytes, MaxBytes)."""
         req = share_fetch.ShareFetchRequest
         part = req.FetchPartition(
             partition_index=0,
@@ -448,14 +456,16 @@ class ShareKafka(Kafka):
             group_id=group,
             member_id=member,
             share_session_epoch=session_epoch,
-            max_wait_ms=0,
-            min_bytes=1,
-            max_bytes=1 << 20,
-            max_records=100,
-            batch_size=100,
+            max_wait_ms=wait[0],
+            min_bytes=wait[1],
+            max_bytes=wait[2],
+            max_records=max_records,
+            batch_size=max_records,
+            share_acquire_mode=acquire_mode,
+            is_renew_ack=renew,
             topics=[req.FetchTopic(topic_id=topic_id, partitions=[part])],
         )
-        return self.ask(78, body, version=1)
+        return self.ask(78, body, version=version)
 
     def share_ack(
         self,
@@ -467,6 +477,8 @@ class ShareKafka(Kafka):
         last: int,
         kind: int,
         *more: tuple[int, int, int],
+        version: int = 1,
+        renew: bool = False,
     ) -> Any:
         """One range of one type (and ``more`` ranges after it)."""
         req = share_ack.ShareAcknowledgeRequest
@@ -478,6 +490,7 @@ class ShareKafka(Kafka):
             group_id=group,
             member_id=member,
             share_session_epoch=session_epoch,
+            is_renew_ack=renew,
             topics=[
                 req.AcknowledgeTopic(
                     topic_id=topic_id,
@@ -487,4 +500,4 @@ class ShareKafka(Kafka):
                 )
             ],
         )
-        return self.ask(79, body, version=1)
+        return self.ask(79, body, version=version)

@@ -96,7 +96,9 @@ def topic_id(core: Any, name: str) -> uuid.UUID:
 # -- dispatch and versions -----------------------------------------------------------------
 
 
-SHARE_GROUP_KEYS = {76, 77, 78, 79}
+# ShareGroupHeartbeat/Describe at Kafka 4.1's first stable version; ShareFetch and
+# ShareAcknowledge at Kafka 4.2's v2 (KIP-1206, KIP-1222).
+SHARE_GROUP_KEYS = {76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2)}
 # Kafka 4.1's share-group offsets admin (90 gained its v1, the lag, in 4.2).
 SHARE_OFFSETS_KEYS = {90: (0, 1), 91: (0, 0), 92: (0, 0)}
 # The share coordinator's inter-broker APIs (Initialize/Read/Write/DeleteShareGroupState),
@@ -122,9 +124,8 @@ def test_advertised_versions_are_the_handlers_and_read_as_kafka_4_0(open_core: A
     kafka_4_0 = BROKER_API_VERSIONS[(4, 0)]
     for key, (low, high) in ranges.items():
         if key in SHARE_GROUP_KEYS:
-            # Kafka 4.0 served these only when enabled, at v0 (early access);
-            # brokerlite serves Kafka 4.1's first stable version, v1.
-            assert (low, high) == (1, 1), key
+            # Kafka 4.0 served these only when enabled, at v0 (early access).
+            assert (low, high) == SHARE_GROUP_KEYS[key], key
             continue
         if key in SHARE_OFFSETS_KEYS:
             assert (low, high) == SHARE_OFFSETS_KEYS[key], key

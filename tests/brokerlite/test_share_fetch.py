@@ -3,6 +3,7 @@ share sessions, acquisition, acknowledgements, locks, waiting and restarts."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -749,3 +750,88 @@ def test_a_refusal_leaves_alone_what_its_fetch_no_longer_holds(
     sp = core.broker.shares.share_partition(GROUP, "q", 0)
     assert sp.state_of(0) == (1, 2, "b")  # ACQUIRED by b, its count untouched
     assert b.ack({tp: [(0, 0, [ACCEPT])]}).responses[0].partitions[0].error_code == 0
+
+
+# -- version 2 (Kafka 4.2+): KIP-1206's acquire modes, KIP-1222's renew ---------------------
+
+RENEW = 4
+
+
+def renew_fetch(member: str, epoch: int, acks: Any) -> sf.ShareFetchRequest:
+    """A ShareFetch v2 carrying renewals: IsRenewAck, asking for no records."""
+    return dataclasses.replace(
+        fetch_request(member, epoch, acks=acks, max_records=0),
+        min_bytes=0,
+        max_bytes=0,
+        is_renew_ack=True,
+    )
+
+
+def test_renew_restarts_the_lock_and_changes_nothing_else(core: Any, make_batch: Any) -> None:
+    """KIP-1222: RENEW keeps the record acquired by its member and starts its
+    acquisition lock again; the lock then ends a whole lock duration after the
+    renewal, not after the acquisition."""
+    tp, a, b = two_members(core)
+    produce_values(core, make_batch, "q", [b"slow"])
+    assert delivered(partitions_of(a.fetch())[tp]) == [(0, b"slow", 1)]
+    core.poll(LOCK_MS - 1)
+    renewed = core.call(78, 2, renew_fetch("a", a.epoch, {tp: [(0, 0, [RENEW])]}))
+    assert renewed.error_code == 0
+    a.epoch += 1
+    (part,) = renewed.responses[0].partitions
+    assert (part.acknowledge_error_code, part.acquired_records, part.records) == (0, [], b"")
+    core.poll(1)  # the first lock's end: still held
+    assert core.broker.shares.share_partition(GROUP, "q", 0).state_of(0) == (1, 1, "a")
+    assert partitions_of(b.fetch()).get(tp) is None
+    renew_ack = dataclasses.replace(
+        ack_request("a", a.epoch, {tp: [(0, 0, [RENEW])]}), is_renew_ack=True
+    )
+    core.poll(LOCK_MS - 2)
+    acked = core.call(79, 2, renew_ack)
+    a.epoch += 1
+    assert acked.responses[0].partitions[0].error_code == 0
+    assert acked.acquisition_lock_timeout_ms == LOCK_MS
+    core.poll(LOCK_MS - 1)
+    assert core.broker.shares.share_partition(GROUP, "q", 0).state_of(0) == (1, 1, "a")
+    core.poll(1)
+    assert delivered(partitions_of(b.fetch())[tp]) == [(0, b"slow", 2)]
+
+
+def test_renew_is_refused_without_is_renew_ack(core: Any, make_batch: Any) -> None:
+    tp, a, _ = two_members(core)
+    produce_values(core, make_batch, "q", [b"x"])
+    a.fetch()
+    refused = a.ack({tp: [(0, 0, [RENEW])]})
+    assert refused.responses[0].partitions[0].error_code == ErrorCode.INVALID_REQUEST
+    assert core.broker.shares.share_partition(GROUP, "q", 0).state_of(0) == (1, 1, "a")
+
+
+def test_record_limit_splits_a_batch_and_batch_optimized_takes_it_whole(
+    core: Any, make_batch: Any
+) -> None:
+    """KIP-1206: RECORD_LIMIT (ShareAcquireMode 1) acquires at most MaxRecords,
+    splitting the log's batch; the next fetch goes on inside it. BATCH_OPTIMIZED
+    (0) takes whole batches, past MaxRecords."""
+    tp, a, b = two_members(core)
+    produce_values(core, make_batch, "q", [b"0", b"1", b"2", b"3", b"4"])
+    strict = dataclasses.replace(fetch_request("a", a.epoch, max_records=2), share_acquire_mode=1)
+    got = partitions_of(core.call(78, 2, strict))[tp]
+    a.epoch += 1
+    assert [(r.first_offset, r.last_offset) for r in got.acquired_records] == [(0, 1)]
+    assert [o for o, _, _ in delivered(got)] == [0, 1]
+    strict = dataclasses.replace(fetch_request("b", b.epoch, max_records=2), share_acquire_mode=1)
+    got = partitions_of(core.call(78, 2, strict))[tp]
+    b.epoch += 1
+    assert [(r.first_offset, r.last_offset) for r in got.acquired_records] == [(2, 3)]
+    whole = partitions_of(a.fetch(max_records=1))  # (a v1 fetch: batch-optimized)
+    assert [(r.first_offset, r.last_offset) for r in whole[tp].acquired_records] == [(4, 4)]
+
+
+def test_an_unknown_acquire_mode_is_an_invalid_request(core: Any) -> None:
+    """brokerlite answers INVALID_REQUEST and leaves the session as it was; Kafka
+    4.4 fails such a request with UNKNOWN_SERVER_ERROR after moving the session's
+    epoch on (docs/compatibility.md)."""
+    _, a, _ = two_members(core)
+    odd = dataclasses.replace(fetch_request("a", a.epoch), share_acquire_mode=7)
+    assert core.call(78, 2, odd).error_code == ErrorCode.INVALID_REQUEST
+    assert a.fetch().error_code == 0

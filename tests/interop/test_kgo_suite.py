@@ -6,9 +6,9 @@ The suite runs once per broker (module fixtures): against the worker's shared
 Kafka 4.x node, a brokerlite of its own (one node, ``KGO_TEST_RF=1``) and a
 three-node brokerlite cluster (broker processes on a private ZooKeeper chroot,
 ``KGO_TEST_RF=3``). A test that skips on brokerlite while it runs on Kafka is a
-miss, as a failure is. franz-go's share-group tests need share groups at Kafka
-4.2's protocol (ShareFetch and ShareAcknowledge v2), which brokerlite does not
-serve yet (issue #84 item 2): they are measured apart, as expected failures.
+miss, as a failure is. franz-go's share-group tests (which need share groups at
+Kafka 4.2's protocol, ShareFetch and ShareAcknowledge v2, and skip without them)
+are measured apart, as their own row.
 
 A kgo test that fails (or never ends) in the whole suite's run is run again
 alone (kgo_suite.retry): some have deadlines of their own (a 30 s poll, a 15 s
@@ -223,11 +223,6 @@ def test_kgo_share_groups_on_kafka(on_kafka: kgo_suite.Run) -> None:
 
 
 @pytest.mark.compat("Client suites", f"{SUITE}: share groups", peer="brokerlite")
-@pytest.mark.xfail(
-    strict=True,
-    reason="brokerlite serves share groups at Kafka 4.1's versions; franz-go's share "
-    "tests need ShareFetch and ShareAcknowledge v2 (Kafka 4.2+) and skip (issue #84 item 2)",
-)
 def test_kgo_share_groups_on_brokerlite(
     on_kafka: kgo_suite.Run, on_brokerlite: kgo_suite.Run
 ) -> None:
