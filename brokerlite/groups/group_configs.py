@@ -52,7 +52,7 @@ log = logging.getLogger("trafka.brokerlite")
 GROUP_CONFIG_SOURCE = 8
 _DEFAULT_CONFIG_SOURCE = 5
 _STATIC_BROKER_CONFIG_SOURCE = 4
-_INT_TYPE, _STRING_TYPE = 3, 2  # Kafka's ConfigType codes
+_BOOLEAN_TYPE, _STRING_TYPE, _INT_TYPE = 1, 2, 3  # Kafka's ConfigType codes
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -64,6 +64,7 @@ class ShareGroupConfig:
     delivery_count_limit: int
     isolation_level: str  # "read_uncommitted" | "read_committed"
     partition_max_record_locks: int
+    renew_acknowledge_enable: bool = True  # KIP-1222: RENEW acknowledgements allowed
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,6 +211,11 @@ def _check_isolation_level(value: str) -> str | None:
     return "must be read_committed or read_uncommitted"
 
 
+def _check_boolean(value: str) -> str | None:
+    """Why ``value`` is not a boolean as Kafka's ConfigDef reads one (any case), or None."""
+    return None if value.strip().lower() in ("true", "false") else "must be true or false"
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _GroupConfigDef:
     """One group config: its type, lower bound, and where its default and bounds come from."""
@@ -220,6 +226,7 @@ class _GroupConfigDef:
     setting: str | None = None  # the group type's settings field giving the default
     fixed_default: str | None = None  # the default of a config without a broker setting
     check: Callable[[str], str | None] | None = None  # a string config's validator
+    config_type: int = _STRING_TYPE  # (of a config that is not is_int)
 
     @property
     def kind(self) -> str:
@@ -280,6 +287,13 @@ GROUP_CONFIGS: dict[str, _GroupConfigDef] = {
             is_int=True,
             at_least=1000,
             setting="record_lock_duration_ms",
+        ),
+        _GroupConfigDef(
+            "share.renew.acknowledge.enable",
+            is_int=False,
+            fixed_default="true",
+            check=_check_boolean,
+            config_type=_BOOLEAN_TYPE,
         ),
         _GroupConfigDef(
             "share.session.timeout.ms", is_int=True, at_least=1, setting="session_timeout_ms"
@@ -371,6 +385,9 @@ class GroupConfigs:
             delivery_count_limit=self.int_value("share.delivery.count.limit", group_id),
             isolation_level=self.value("share.isolation.level", group_id),
             partition_max_record_locks=self.int_value("share.partition.max.record.locks", group_id),
+            renew_acknowledge_enable=(
+                self.value("share.renew.acknowledge.enable", group_id).strip().lower() == "true"
+            ),
         )
 
     def consumer_timings(self, group_id: str) -> tuple[int, int]:
@@ -413,7 +430,7 @@ class GroupConfigs:
                     name=name,
                     value=overrides.get(name, default),
                     source=synonyms[0][2],
-                    config_type=_INT_TYPE if d.is_int else _STRING_TYPE,
+                    config_type=_INT_TYPE if d.is_int else d.config_type,
                     synonyms=tuple(synonyms),
                 )
             )

@@ -38,7 +38,8 @@ Rules and invariants:
   (ShareAcknowledge). Acknowledging is allowed on a partition the session
   does not fetch. Type 4, RENEW (v2, KIP-1222), is allowed only in a request
   marked IsRenewAck (else INVALID_REQUEST for its partition); it restarts the
-  records' locks. A ShareFetch marked IsRenewAck must ask for nothing
+  records' locks, unless the group's ``share.renew.acknowledge.enable`` is false
+  (INVALID_RECORD_STATE for the partition, as Kafka 4.4). A ShareFetch marked IsRenewAck must ask for nothing
   (MaxWaitMs, MinBytes, MaxBytes, MaxRecords 0, else INVALID_REQUEST for the
   request) and acquires nothing: it is answered at once.
 * Acknowledging and releasing a member's records (its session closed or
@@ -133,7 +134,7 @@ from trafka.codec.messages import k79_share_acknowledge as _sa
 
 from .log_reads import batch_spans, initial_offset, last_of, read_into
 from .offsets_admin import ShareOffsetInfo, ShareOffsetsAdmin
-from .partition import AcquiredRange, SharePartition
+from .partition import RENEW, AcquiredRange, SharePartition
 from .persister import RemotePersister
 from .share_config import DefaultShareConfig, ShareConfig
 from .state_store import SP, ShareStateError, ShareStateStore
@@ -649,6 +650,9 @@ class ShareFetcher(ShareOffsetsAdmin):
         if isinstance(where, ErrorCode):
             return where
         plan = [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches]
+        renewing = renew_until_ms is not None and any(RENEW in types for _, _, types in plan)
+        if renewing and not self._config_for(group_id).renew_acknowledge_enable:
+            return ErrorCode.INVALID_RECORD_STATE  # (the group's share.renew.acknowledge.enable)
         sp = self._partitions.get((group_id, *where))
         if sp is None:
             return ErrorCode.INVALID_RECORD_STATE

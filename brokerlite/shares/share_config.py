@@ -28,6 +28,9 @@ class ShareConfig(Protocol):
     @property
     def partition_max_record_locks(self) -> int: ...
 
+    @property
+    def renew_acknowledge_enable(self) -> bool: ...
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class DefaultShareConfig:
@@ -38,3 +41,4 @@ class DefaultShareConfig:
     delivery_count_limit: int = 5
     isolation_level: str = "read_uncommitted"
     partition_max_record_locks: int = 2000
+    renew_acknowledge_enable: bool = True

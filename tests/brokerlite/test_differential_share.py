@@ -112,7 +112,9 @@ def test_share_fetch_and_acknowledge_v2(kafka4: Any, peer: Any) -> None:
     (MaxWaitMs, MinBytes, MaxBytes and MaxRecords 0: Kafka's KafkaApis
     refuses it otherwise) and fetches nothing. A ShareAcknowledge v2 answer
     carries the acquisition lock timeout. Renewed records are then accepted;
-    the rest of the batch is acquired by the next fetch. (An unknown
+    the rest of the batch is acquired by the next fetch. A group whose
+    ``share.renew.acknowledge.enable`` is false (Kafka 4.4's group config,
+    true by default) answers renewals INVALID_RECORD_STATE. (An unknown
     ShareAcquireMode, where brokerlite differs, is test_share_fetch's.)"""
 
     def script(talk: Talk) -> None:
@@ -172,5 +174,10 @@ def test_share_fetch_and_acknowledge_v2(kafka4: Any, peer: Any) -> None:
         ack((0, 1, ACCEPT), version=2)
         rest = fetch(max_records=1, acquire_mode=BATCH_OPTIMIZED)
         talk.note("batch optimized", plain(rest.responses))
+        # A group whose share.renew.acknowledge.enable is false refuses renewals.
+        k.group_config(group, "share.renew.acknowledge.enable", "false")
+        fetch([(2, 2, RENEW)], renew=True, max_records=0, wait=zero)
+        ack((2, 2, RENEW), version=2, renew=True)
+        ack((2, 2, ACCEPT), version=2)
 
     check(kafka4, peer, script)

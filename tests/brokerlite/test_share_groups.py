@@ -429,7 +429,7 @@ def test_configs_default_to_the_broker_settings() -> None:
         partition_max_record_locks=2000,
     )
     entries = {e.name: e for e in groups.describe_configs("any")}
-    assert list(entries) == sorted(entries) and len(entries) == 9  # consumer.* and share.*
+    assert list(entries) == sorted(entries) and len(entries) == 10  # consumer.* and share.*
     limit = entries["share.delivery.count.limit"]
     assert (limit.value, limit.source, limit.config_type) == ("7", 4, 3)
     assert limit.synonyms == (
@@ -502,6 +502,7 @@ def test_group_overrides_take_effect_and_are_reported() -> None:
         ({"share.auto.offset.reset": "by_duration:P1Y"}, "ISO-8601"),
         ({"share.auto.offset.reset": "by_duration:-PT1H"}, "negative"),
         ({"share.isolation.level": "READ_COMMITTED"}, "share.isolation.level"),
+        ({"share.renew.acknowledge.enable": "yes"}, "must be true or false"),
     ],
 )
 def test_invalid_group_configs_are_refused_and_change_nothing(

@@ -299,8 +299,11 @@ def test_group_configs_are_described_with_their_sources_and_synonyms(open_core: 
         "share.isolation.level",
         "share.partition.max.record.locks",
         "share.record.lock.duration.ms",
+        "share.renew.acknowledge.enable",
         "share.session.timeout.ms",
     }
+    renew = entries["share.renew.acknowledge.enable"]  # (Kafka 4.4's, KIP-1222: a BOOLEAN)
+    assert (renew.value, renew.config_source, renew.config_type) == ("true", 5, 1)
     lock = entries["share.record.lock.duration.ms"]
     assert (lock.value, lock.config_source, lock.config_type, lock.read_only) == (
         "20000",
