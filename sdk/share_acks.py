@@ -42,6 +42,7 @@ __all__ = [
     "acknowledgement_batches",
     "can_ride",
     "merged_acks",
+    "renews",
 ]
 
 #: The acknowledgement type of an acquired offset without a record.
@@ -55,12 +56,22 @@ class AcknowledgeType(enum.IntEnum):
 
     ``ACCEPT``: processed, never delivered again. ``RELEASE``: give it back
     for another delivery (its delivery count grows). ``REJECT``: unprocessable,
-    never delivered again.
+    never delivered again. ``RENEW`` (KIP-1222, brokers of Kafka 4.2+): still
+    being processed: its acquisition lock starts again, and once the broker
+    renewed it the record is delivered again by a later poll (as Kafka's Java
+    client does), to be acknowledged for good then.
     """
 
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4
+
+
+def renews(acks: Mapping[int, int]) -> bool:
+    """Whether acknowledgements (offset -> type) hold a RENEW: those travel in a
+    ShareAcknowledge marked IsRenewAck, never on a ShareFetch."""
+    return AcknowledgeType.RENEW in acks.values()
 
 
 def acknowledgement_batches(acks: Mapping[int, int]) -> list[tuple[int, int, tuple[int, ...]]]:
@@ -161,11 +172,12 @@ def can_ride(
 ) -> bool:
     """Whether acknowledgements meant for a ShareAcknowledge may ride on the ShareFetch
     about to leave instead: none belongs to a commit (those go in a ShareAcknowledge,
-    as Kafka's commitSync/commitAsync), and that fetch keeps every partition of
-    them and of the pending ones in the open session (``kept``: what it holds)."""
-    return all(u.commit is None and u.tp in wanted and u.tp in kept for u in units) and all(
-        tp in wanted and tp in kept for tp in pending
-    )
+    as Kafka's commitSync/commitAsync) or renews, and that fetch keeps every
+    partition of them and of the pending ones in the open session (``kept``:
+    what it holds)."""
+    return all(
+        u.commit is None and u.tp in wanted and u.tp in kept and not renews(u.acks) for u in units
+    ) and all(tp in wanted and tp in kept for tp in pending)
 
 
 def merged_acks(units: Iterable[AckUnit]) -> dict[TopicPartition, Mapping[int, int]]:

@@ -262,6 +262,7 @@ class ShareConsumer(Hostable):
             ack_timeout=cfg.default_api_timeout_ms / 1000,
             retry_backoff=cfg.retry_backoff_ms / 1000,
             retry_backoff_max=cfg.retry_backoff_max_ms / 1000,
+            record_limit=cfg.share_acquire_mode == "record_limit",
         )
         self._network = ShareFetchDriver(
             cfg,

@@ -8,11 +8,11 @@ returns and feeds back :meth:`~ShareFetcher.on_response` /
 :meth:`~ShareFetcher.on_failure`; nothing here blocks, reads a clock or
 touches a socket.
 
-It is four modules: this one (what to send when, the records acquired and
-the acknowledgements pending, the answers), :mod:`.share_sessions` (sessions
-and the requests), :mod:`.share_acks` (acknowledgement types, batches, units
-and the delivered records' types) and :mod:`.share_records` (decoding the
-acquired records). Every name stays importable from here.
+It is five modules: this one (what to send when, the acknowledgements
+pending, the answers), :mod:`.share_sessions` (sessions and the requests),
+:mod:`.share_acks` (acknowledgement types, batches, units and the delivered
+records' types), :mod:`.share_buffer` (the records acquired and not handed out
+yet) and :mod:`.share_records` (decoding the acquired records). Every name stays importable from here.
 
 Rules and invariants:
 
@@ -70,6 +70,13 @@ Rules and invariants:
   then fail with REQUEST_TIMED_OUT; session errors and lost connections fail
   at once. Every acknowledgement sent ends in exactly one :class:`AckOutcome`
   (for the acknowledgement commit callback).
+* Renewing (AcknowledgeType.RENEW, KIP-1222): a record typed RENEW is
+  pending as any other, but travels only in a ShareAcknowledge marked
+  IsRenewAck (never on a ShareFetch, where Kafka would refuse to fetch); the
+  record is kept, and once the broker renewed its lock it is buffered again,
+  first, so a later poll hands it out again (a failed renewal is reported and
+  the record is not). A broker serving ShareAcknowledge v1 cannot renew: the
+  driver fails such a request's acknowledgements with UNSUPPORTED_VERSION.
 * Closing (:meth:`ShareFetcher.close`): each open session gets a last
   ShareAcknowledge at epoch -1 carrying what is still pending; records
   buffered and not handed out are released first.
@@ -77,7 +84,6 @@ Rules and invariants:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 import uuid
@@ -100,8 +106,10 @@ from .share_acks import (
     ShareCommit,
     acknowledgement_batches,
     can_ride,
+    renews,
 )
-from .share_records import OFFSET, ShareRecord, decode_acquired
+from .share_buffer import RecordBuffer
+from .share_records import ShareRecord, decode_acquired
 from .share_sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -131,20 +139,6 @@ __all__ = [
 ]
 
 
-@dataclasses.dataclass(slots=True, eq=False)
-class _Fetched:
-    """Acquired records of one partition, handed out from ``index`` on."""
-
-    node: int
-    tp: TopicPartition
-    records: list[ShareRecord]
-    index: int = 0
-
-
-def _released(records: Iterable[ShareRecord]) -> dict[int, int]:
-    return dict.fromkeys(map(OFFSET, records), AcknowledgeType.RELEASE)
-
-
 def _error(code: int, what: str, message: str | None) -> KafkaError:
     return KafkaError(code, f"{what}: {message}" if message else what)
 
@@ -163,6 +157,8 @@ class ShareFetcher:
         ack_timeout: seconds an acknowledgement not given to commit() may be retried.
         retry_backoff, retry_backoff_max: seconds between retries.
         rng: for backoff jitter.
+        record_limit: ShareAcquireMode RECORD_LIMIT (KIP-1206): brokers acquire at
+            most ``max_poll_records`` per fetch (else whole batches).
     """
 
     def __init__(
@@ -180,8 +176,10 @@ class ShareFetcher:
         retry_backoff: float = 0.1,
         retry_backoff_max: float = 1.0,
         rng: random.Random | None = None,
+        record_limit: bool = False,
     ) -> None:
         self.metadata = metadata
+        self.record_limit = record_limit
         self.group_id = group_id
         self.member_id = member_id
         self.max_poll_records = max_poll_records
@@ -222,9 +220,10 @@ class ShareFetcher:
         self._closed_nodes: set[int] = set()
         self._fetch_retry_at: dict[int, float] = {}
         self._fetch_failures: dict[int, int] = {}
-        self._buffer: deque[_Fetched] = deque()
-        # Handed out by the last poll, and the types given to them.
+        # Handed out by the last poll, and the types given to them; and the records
+        # acquired and not handed out yet.
         self._deliveries = Deliveries()
+        self._buffer = RecordBuffer(self._deliveries)
         # Pending, not yet in a request: node -> partition -> offset -> type.
         self._pending: dict[int, dict[TopicPartition, dict[int, int]]] = {}
         # For a ShareAcknowledge: node -> units (waiting for their retry_at).
@@ -244,13 +243,7 @@ class ShareFetcher:
         gone = self.assignment - new
         self.assignment = new
         if gone and self._buffer:
-            kept: deque[_Fetched] = deque()
-            for f in self._buffer:
-                if f.tp in gone:
-                    self._add_pending(f.node, f.tp, _released(f.records[f.index :]))
-                else:
-                    kept.append(f)
-            self._buffer = kept
+            self._buffer.release(self._add_pending, gone)
 
     def want_records(self) -> None:
         """The application polled with nothing buffered: fetch."""
@@ -264,39 +257,24 @@ class ShareFetcher:
 
     def take(self, max_records: int) -> list[ShareRecord]:
         """Up to ``max_records`` buffered records (not deserialized); they become delivered."""
-        out: list[ShareRecord] = []
-        while self._buffer and len(out) < max_records:
-            f = self._buffer[0]
-            part = f.records[f.index : f.index + max_records - len(out)]
-            f.index += len(part)
-            self._deliveries.deliver(f.node, f.tp, part)
-            out.extend(part)
-            if f.index >= len(f.records):
-                self._buffer.popleft()
+        out = self._buffer.take(max_records)
         self.records_taken += len(out)
         return out
 
     def give_back(self, records: Sequence[ShareRecord]) -> None:
         """Records taken but not handed out after all: buffered again, in order, first."""
         self.records_taken -= len(records)
-        for r in reversed(records):
-            tp = TopicPartition(r.topic, r.partition)
-            node = self._deliveries.undeliver(tp, r.offset)
-            head = self._buffer[0] if self._buffer else None
-            if head is not None and head.tp == tp and head.index > 0:
-                head.index -= 1
-                head.records[head.index] = r
-            else:
-                self._buffer.appendleft(_Fetched(node, tp, [r]))
+        self._buffer.give_back(records)
 
     def acknowledge(self, tp: TopicPartition, offset: int, kind: int) -> None:
-        """Type a delivered record (typing it again changes the type).
+        """Type a delivered record (typing it again changes the type); RENEW keeps it
+        to be delivered again (:meth:`.RecordBuffer.type`).
 
         Raises:
             UsageError: the record is not among those delivered by the last
                 poll, or its acknowledgement was already taken (committed).
         """
-        self._deliveries.acknowledge(tp, offset, kind)
+        self._buffer.type(tp, offset, kind)
 
     def acknowledge_all(
         self, kind: int, skip: Collection[tuple[TopicPartition, int]] = frozenset()
@@ -336,9 +314,7 @@ class ShareFetcher:
             return
         self.closing = True
         self.fetch_wanted = False
-        for f in self._buffer:
-            self._add_pending(f.node, f.tp, _released(f.records[f.index :]))
-        self._buffer.clear()
+        self._buffer.release(self._add_pending)
 
     @property
     def close_done(self) -> bool:
@@ -443,7 +419,10 @@ class ShareFetcher:
                             "acknowledgements cannot open a share session",
                         ),
                     )
-                elif all(tp in wanted and tp in session.partitions for tp in pending):
+                elif all(
+                    tp in wanted and tp in session.partitions and not renews(acks)
+                    for tp, acks in pending.items()
+                ):
                     carried = ride + self._package(node, None, now)
                 else:
                     # A partition leaves the session: acknowledge before forgetting it.
@@ -475,6 +454,7 @@ class ShareFetcher:
             min_bytes=self.fetch_min_bytes,
             max_bytes=self.fetch_max_bytes,
             max_records=self.max_poll_records,
+            acquire_mode=int(self.record_limit),  # (KIP-1206: 1 is RECORD_LIMIT)
         )
 
     def _acknowledge_request(
@@ -614,7 +594,7 @@ class ShareFetcher:
         if error is not None:
             self.errors.append(error)
         if records:
-            self._buffer.append(_Fetched(node, tp, records))
+            self._buffer.add(node, tp, records)
         return len(records)
 
     def _on_acknowledge(self, request: ShareRequest, body: Any, now: float) -> None:
@@ -716,6 +696,7 @@ class ShareFetcher:
 
     def _finish(self, unit: AckUnit, error: BaseException | None) -> None:
         self.outcomes.append(AckOutcome(unit.tp, frozenset(unit.acks), error))
+        self._buffer.renewed(unit.node, unit.tp, unit.acks, error is None and not self.closing)
         if error is None:
             kinds = set(unit.acks.values())
             counts = (

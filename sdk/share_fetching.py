@@ -43,6 +43,9 @@ __all__ = ["ShareFetchDriver"]
 
 log = logging.getLogger("trafka.sdk.share_consumer")
 
+#: The first ShareAcknowledge version that renews acquisition locks (KIP-1222).
+RENEW_VERSION = 2
+
 
 class ShareFetchDriver:
     """Sends a :class:`~trafka.sdk.share_fetcher.ShareFetcher`'s requests (see the
@@ -119,7 +122,13 @@ class ShareFetchDriver:
         if request.is_fetch:
             timeout += cfg.fetch_max_wait_ms / 1000
         try:
-            conn.version_for(request.api_key)
+            version = conn.version_for(request.api_key)
+            if version < RENEW_VERSION and getattr(request.body, "is_renew_ack", False):
+                raise KafkaError(
+                    ErrorCode.UNSUPPORTED_VERSION,
+                    f"node {request.node} serves ShareAcknowledge v{version}: renewing an "
+                    "acquisition lock (AcknowledgeType.RENEW, KIP-1222) needs v2, Kafka 4.2+",
+                )
             answer = CallbackCompletion(
                 partial(self._answered, request, error=None),
                 partial(self._answered, request, None),

@@ -30,7 +30,7 @@ from trafka.codec.messages import k78_share_fetch as sf
 from trafka.codec.messages import k79_share_acknowledge as sa
 
 from .consumer_types import TopicPartition
-from .share_acks import AckUnit, acknowledgement_batches, merged_acks
+from .share_acks import AckUnit, acknowledgement_batches, merged_acks, renews
 
 __all__ = [
     "FINAL_EPOCH",
@@ -138,6 +138,7 @@ def build_share_fetch(
     min_bytes: int,
     max_bytes: int,
     max_records: int,
+    acquire_mode: int = 0,
 ) -> ShareRequest:
     """The ShareFetch moving ``session`` to hold ``wanted`` and carrying the
     ``carried`` acknowledgements; the topic ids it names go into ``names``."""
@@ -168,6 +169,7 @@ def build_share_fetch(
         max_bytes=max_bytes,
         max_records=max_records,
         batch_size=max_records,
+        share_acquire_mode=acquire_mode,
         topics=[R.FetchTopic(topic_id=t, partitions=ps) for t, ps in topics.items()],
         forgotten_topics_data=[
             R.ForgottenTopic(topic_id=t, partitions=sorted(ps)) for t, ps in gone.items()
@@ -209,6 +211,7 @@ def build_share_acknowledge(
         group_id=group_id,
         member_id=member_id,
         share_session_epoch=FINAL_EPOCH if closing else session.epoch,
+        is_renew_ack=any(renews(u.acks) for u in units),
         topics=[R.AcknowledgeTopic(topic_id=t, partitions=ps) for t, ps in topics.items()],
     )
     return ShareRequest(node, ApiKey.SHARE_ACKNOWLEDGE, body, tuple(units), closing)

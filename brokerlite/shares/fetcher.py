@@ -551,15 +551,9 @@ class ShareFetcher(ShareOffsetsAdmin):
     ) -> _sa.ShareAcknowledgeResponse:
         """Handle a ShareAcknowledge."""
         group_id, member_id = request.group_id or "", request.member_id or ""
-        if not group_id or not member_id:
-            return _ack_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set")
-        key = (group_id, member_id)
-        epoch = request.share_session_epoch
-        if epoch == INITIAL_EPOCH:
-            return _ack_error(
-                ErrorCode.INVALID_SHARE_SESSION_EPOCH,
-                "ShareAcknowledge cannot open a share session",
-            )
+        if not group_id or not member_id or request.share_session_epoch == INITIAL_EPOCH:
+            return _ack_refusal(request)
+        key, epoch = (group_id, member_id), request.share_session_epoch
         found = self._session_for(key, epoch)
         if isinstance(found, ErrorCode):
             return _ack_error(found, None)
@@ -873,6 +867,15 @@ def _refusal(request: _sf.ShareFetchRequest) -> _sf.ShareFetchResponse | None:
     ):
         why = "a ShareFetch opening a share session cannot acknowledge records"
     return None if why is None else _fetch_error(ErrorCode.INVALID_REQUEST, why)
+
+
+def _ack_refusal(request: _sa.ShareAcknowledgeRequest) -> _sa.ShareAcknowledgeResponse:
+    """The answer of a ShareAcknowledge without group or member, or opening a session."""
+    if not request.group_id or not request.member_id:
+        return _ack_error(ErrorCode.INVALID_REQUEST, "GroupId and MemberId must be set")
+    return _ack_error(
+        ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a share session"
+    )
 
 
 def _ack_response(

@@ -29,6 +29,11 @@ class ShareConsumerConfig(ClientConfig):
         share_acknowledgement_mode: ``implicit`` (the default: the records of a
             poll are accepted when the next poll, commit or close starts) or
             ``explicit`` (the application acknowledges every record).
+        share_acquire_mode: ``batch_optimized`` (the default: brokers acquire
+            whole record batches, so a fetch may bring more than
+            ``max_poll_records``; those wait for the next poll, their locks
+            running) or ``record_limit`` (KIP-1206, brokers of Kafka 4.2+: a
+            fetch acquires at most ``max_poll_records`` records).
         max_poll_records: records handed out per poll; also the ShareFetch
             MaxRecords and BatchSize.
         max_poll_interval_ms: a member that does not poll for this long leaves
@@ -46,6 +51,7 @@ class ShareConsumerConfig(ClientConfig):
 
     group_id: str | None = _field(None, _opt_str)
     share_acknowledgement_mode: str = _field("implicit", _choice("implicit", "explicit"))
+    share_acquire_mode: str = _field("batch_optimized", _choice("batch_optimized", "record_limit"))
     max_poll_records: int = _field(500, _int(1, INT32_MAX))
     max_poll_interval_ms: int = _field(300_000, _int(1, INT32_MAX))
     fetch_min_bytes: int = _field(1, _int(0, INT32_MAX))
