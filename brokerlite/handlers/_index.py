@@ -73,7 +73,7 @@ INDEX: dict[int, tuple[str, Versions]] = {
     79: ("k79_share_acknowledge", Versions(1, 2, None, None)),
     83: ("k83_initialize_share_group_state", Versions(0, 0, None, None)),
     84: ("k84_read_share_group_state", Versions(0, 0, None, None)),
-    85: ("k85_write_share_group_state", Versions(0, 0, None, None)),
+    85: ("k85_write_share_group_state", Versions(0, 1, None, None)),
     86: ("k86_delete_share_group_state", Versions(0, 0, None, None)),
     90: ("k90_describe_share_group_offsets", Versions(0, 1, None, None)),
     91: ("k91_alter_share_group_offsets", Versions(0, 0, None, None)),

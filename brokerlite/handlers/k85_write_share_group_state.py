@@ -1,5 +1,8 @@
-"""WriteShareGroupState (key 85), version 0: a share-partition leader writes a
-share-partition's state to its share coordinator (KIP-932, inter-broker).
+"""WriteShareGroupState (key 85), versions 0-1: a share-partition leader writes a
+share-partition's state to its share coordinator (KIP-932, inter-broker; v1,
+Kafka 4.2's, adds the writer's DeliveryCompleteCount for KIP-1226's lag, which
+brokerlite's coordinator counts from the batches instead: they are the whole
+in-flight state, so the two cannot differ).
 
 Cluster mode: answered by the share coordinator
 (:mod:`trafka.brokerlite.shares.coordinator`; the rules shared with keys 83, 84
@@ -25,7 +28,7 @@ from ._share_state import codes_only, refusal_of, serve
 
 API_KEY = ApiKey.WRITE_SHARE_GROUP_STATE
 MIN_VERSION = 0
-MAX_VERSION = 0
+MAX_VERSION = 1
 
 Response = m.WriteShareGroupStateResponse
 

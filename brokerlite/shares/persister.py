@@ -68,6 +68,7 @@ from trafka.codec.messages import k84_read_share_group_state as _read
 from trafka.codec.messages import k85_write_share_group_state as _write
 
 from .coordinator import SHARE_STATE_TOPIC, state_key
+from .partition import ACKNOWLEDGED, ARCHIVED
 from .state_store import SP
 
 __all__ = [
@@ -405,6 +406,7 @@ def _client_code(code: ErrorCode) -> ErrorCode:
     return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
+_DONE = (ACKNOWLEDGED, ARCHIVED)  # record states whose delivery is complete
 _NO_COORDINATOR = frozenset(
     {
         ErrorCode.NOT_COORDINATOR,
@@ -447,6 +449,10 @@ def _write_body(write: _Write, state_epoch: int) -> _write.WriteShareGroupStateR
                         state_epoch=state_epoch,
                         leader_epoch=write.leader_epoch,
                         start_offset=write.snapshot["start"],
+                        # (v1, KIP-1226: the in-flight offsets done, for the lag)
+                        delivery_complete_count=sum(
+                            b - a + 1 for a, b, c, _ in write.snapshot["runs"] if c in _DONE
+                        ),
                         state_batches=[
                             req.StateBatch(
                                 first_offset=a,

@@ -102,8 +102,9 @@ SHARE_GROUP_KEYS = {76: (1, 1), 77: (1, 1), 78: (1, 2), 79: (1, 2)}
 # Kafka 4.1's share-group offsets admin (90 gained its v1, the lag, in 4.2).
 SHARE_OFFSETS_KEYS = {90: (0, 1), 91: (0, 0), 92: (0, 0)}
 # The share coordinator's inter-broker APIs (Initialize/Read/Write/DeleteShareGroupState),
-# v0 as Kafka 4.1 serves them; Kafka 4.0 had them only with share groups enabled.
-SHARE_STATE_KEYS = {83: (0, 0), 84: (0, 0), 85: (0, 0), 86: (0, 0)}
+# v0 as Kafka 4.1 serves them (WriteShareGroupState v1, KIP-1226's DeliveryCompleteCount,
+# as Kafka 4.2); Kafka 4.0 had them only with share groups enabled.
+SHARE_STATE_KEYS = {83: (0, 0), 84: (0, 0), 85: (0, 1), 86: (0, 0)}
 # KIP-714's push: Kafka advertises it only with a telemetry receiver plugin
 # (kafka-python's recorded 4.0 broker had none); brokerlite's receiver is built in.
 TELEMETRY_KEYS = {71: (0, 0), 72: (0, 0)}

@@ -245,8 +245,10 @@ def test_the_persister_reads_once_then_hands_the_state_over() -> None:
     assert loaded == [KEY]
     got = p.want(KEY, TID)
     assert got is not None and got.snapshot == {"start": 4, "runs": [[4, 4, 0, 2]]}
-    # Writes carry the state epoch read and the leader epoch of the snapshot's time.
-    p.write([entry(5)])
+    # Writes carry the state epoch read and the leader epoch of the snapshot's time,
+    # and (v1, KIP-1226) how many in-flight offsets are done: acknowledged (2) or
+    # archived (4), not available (0) or acquired (1).
+    p.write([{**entry(5), "runs": [[5, 6, 2, 1], [7, 7, 0, 1], [8, 10, 4, 2]]}])
     (w,) = p.take(0)
     data = w.body.topics[0].partitions[0]
     assert (w.api_key, data.state_epoch, data.leader_epoch, data.start_offset) == (
@@ -255,6 +257,7 @@ def test_the_persister_reads_once_then_hands_the_state_over() -> None:
         5,
         5,
     )
+    assert data.delivery_complete_count == 5
 
 
 def test_not_initialized_reads_as_none_and_retriable_errors_retry_after_the_backoff() -> None:

@@ -170,12 +170,18 @@ def _check_no_failure(run: kgo_suite.Run) -> None:
 
 
 def _check_passes_as(
-    control: kgo_suite.Run, measured: kgo_suite.Run, apart: Iterable[str] = ()
+    control: kgo_suite.Run,
+    measured: kgo_suite.Run,
+    apart: Iterable[str] = (),
+    *,
+    shares: bool = False,
 ) -> None:
-    """Every test passing on ``control`` (share groups and ``apart`` aside)
-    passes on ``measured``."""
+    """Every test passing on ``control`` (``apart`` aside, and the share-group
+    tests unless ``shares``) passes on ``measured``."""
     assert control.named("pass"), control.summary()
-    among = set(control.outcomes) - kgo_suite.SHARE_GROUP_TESTS - set(apart)
+    among = set(control.outcomes) - set(apart)
+    if not shares:
+        among -= kgo_suite.SHARE_GROUP_TESTS
     missed = kgo_suite.misses(control, measured, among)
     assert not missed, (
         f"{measured.summary()} ({control.summary()}); {len(missed)} passing on "
@@ -205,8 +211,8 @@ def test_kgo_suite_on_brokerlite_cluster(
 ) -> None:
     """Kafka's single node is the control here too (its three-node cluster is
     kept to the workers of tests/conftest.py's CONFINED files); the tests of
-    :data:`CLUSTER_RACY` are left out."""
-    _check_passes_as(on_kafka, on_brokerlite_cluster, CLUSTER_RACY)
+    :data:`CLUSTER_RACY` are left out, the share-group tests are in."""
+    _check_passes_as(on_kafka, on_brokerlite_cluster, CLUSTER_RACY, shares=True)
     racy = set(CLUSTER_RACY)
     _check_no_failure(
         dataclasses.replace(
