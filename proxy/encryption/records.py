@@ -1,0 +1,176 @@
+"""Record batches encrypted and decrypted, I/O-free.
+
+Rules:
+
+* Only magic 2 batches that are not control batches (transaction markers)
+  hold records to encrypt. A batch is decoded (its CRC checked), its records'
+  non-null values replaced, and rebuilt with :func:`~trafka.codec.records.rebuild_batch`:
+  base offset, offset deltas, timestamps, keys, headers, attributes
+  (compression codec included: the records are compressed again with it,
+  transactional bit), producer id, epoch and base sequence are kept, the CRC
+  is new. So the broker takes an idempotent or transactional batch as the one
+  the producer sent, and key routing, which reads keys, sees them unchanged.
+* Encrypting (a Produce request's partition): a batch that cannot be decoded, or
+  a legacy (magic 0/1) entry, refuses the partition (:class:`Refused`):
+  nothing unencrypted is forwarded for a topic that must be encrypted.
+* Decrypting (a Fetch answer's partition): a value that starts with the frame
+  magic must decrypt; one that does not is passed as it is (written before
+  encryption was on, or not through the proxy). Batches are read in order; at
+  the first that cannot be decrypted the answer stops: the batches before it
+  reach the client, the rest do not. If it is the first, the partition answer
+  carries the error instead (see :mod:`.filter`). A batch needing a DEK not yet
+  unwrapped stops the answer the same way, without an error: the client asks
+  again from that offset, by when the DEK is cached. A trailing batch cut
+  short (a Fetch answer may end mid-batch) is left out; legacy entries and
+  batches without frames pass byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from trafka.codec.errors import DecodeError
+from trafka.codec.records import batches_of, decode_batch, rebuild_batch
+
+from .frame import FrameError, is_frame, nonce, parse
+from .keys import Lease
+
+__all__ = ["Pending", "Refused", "Unreadable", "decrypt_blob", "encrypt_blob", "records_in"]
+
+
+class Refused(Exception):
+    """A Produce partition that cannot be encrypted (its reason)."""
+
+
+class Unreadable(Exception):
+    """A fetched record that cannot be decrypted (its reason)."""
+
+
+class Pending(Exception):
+    """A fetched record whose DEK is being unwrapped (its frame prefix)."""
+
+
+def records_in(blob: Any) -> int:
+    """How many records a Produce partition's batches hold (their headers' counts).
+
+    Raises:
+        Refused: a legacy entry, or a header that does not read.
+    """
+    try:
+        entries = batches_of(blob)
+    except DecodeError as exc:
+        raise Refused(f"a batch that does not read: {exc}") from None
+    total = 0
+    for header, _ in entries:
+        if header.magic != 2:
+            raise Refused("a legacy (magic 0 or 1) message set cannot be encrypted")
+        if not header.is_control:  # type: ignore[union-attr]
+            total += max(header.records_count, 0)  # type: ignore[union-attr]
+    return total
+
+
+def encrypt_blob(blob: Any, lease: Lease, first: int, max_size: int) -> tuple[bytes, int]:
+    """A Produce partition's batches with their values encrypted, using the
+    lease's nonces from ``first`` on.
+
+    Returns:
+        (the new batches, how many nonces were used).
+
+    Raises:
+        Refused: a batch that does not decode (CRC, format), or more records
+            than the lease holds.
+    """
+    dek = lease.dek
+    seal, pre, salt = dek.aead.encrypt, dek.prefix, dek.salt
+    count = lease.start + first
+    end = lease.start + lease.count
+    out = []
+    for header, view in batches_of(blob):
+        if header.is_control:  # type: ignore[union-attr]
+            out.append(bytes(view))
+            continue
+        try:
+            batch = decode_batch(view, verify=True, max_size=max_size)
+        except DecodeError as exc:
+            raise Refused(f"a batch that does not decode: {exc}") from None
+        records = []
+        for r in batch.records:
+            if r.value is not None:
+                if count >= end:
+                    raise Refused("more records than the batch headers count")
+                n = nonce(salt, count)
+                count += 1
+                r = r._replace(value=b"".join((pre, n, seal(n, r.value, pre))))
+            records.append(r)
+        out.append(rebuild_batch(batch.header, records))
+    return b"".join(out), count - lease.start - first
+
+
+def decrypt_blob(
+    blob: Any, reader: Callable[[bytes, str, str, bytes], Any], max_size: int
+) -> tuple[bytes | None, Exception | None]:
+    """A Fetch partition's records with their frames decrypted.
+
+    Args:
+        blob: the partition's records.
+        reader: ``reader(prefix, kek_id, kek_version, wrapped)``: the DEK's
+            cipher; raises :class:`Pending` or :class:`Unreadable`.
+
+    Returns:
+        (the records to give the client, None when they are ``blob`` unchanged;
+        the :class:`Pending` or :class:`Unreadable` that stopped the walk, if one did).
+    """
+    out: list[bytes] = []
+    changed = False
+    try:
+        entries = batches_of(blob)
+    except DecodeError as exc:
+        return b"", Unreadable(f"records that do not read: {exc}")
+    for header, view in entries:
+        if header.magic != 2 or header.is_control:  # type: ignore[union-attr]
+            out.append(bytes(view))
+            continue
+        try:
+            batch = decode_batch(view, verify=True, max_size=max_size)
+            records = _opened(batch.records, reader)
+        except DecodeError as exc:
+            return b"".join(out), Unreadable(f"batch at offset {header.base_offset}: {exc}")
+        except (Pending, Unreadable) as exc:
+            return b"".join(out), exc
+        if records is None:
+            out.append(bytes(view))
+        else:
+            changed = True
+            out.append(rebuild_batch(batch.header, records))
+    if not changed:
+        return None, None
+    return b"".join(out), None
+
+
+def _opened(records: list[Any], reader: Callable[[bytes, str, str, bytes], Any]) -> list[Any] | None:
+    """The records with their frames decrypted, None if none held a frame."""
+    from cryptography.exceptions import InvalidTag
+
+    opened = None
+    for i, r in enumerate(records):
+        value = r.value
+        if not is_frame(value):
+            continue
+        if opened is None:
+            opened = list(records)
+        try:
+            pre, kek_id, kek_version, wrapped, at = parse(value)
+            aead = reader(pre, kek_id, kek_version, wrapped)
+            plain = aead.decrypt(value[at : at + 12], value[at + 12 :], pre)
+        except FrameError as exc:
+            raise Unreadable(f"record at offset {r.offset}: {exc}") from None
+        except InvalidTag:
+            raise Unreadable(
+                f"record at offset {r.offset}: ciphertext does not authenticate "
+                f"under KEK {kek_id!r} version {kek_version}"
+            ) from None
+        except Unreadable as exc:
+            raise Unreadable(f"record at offset {r.offset}: {exc}") from None
+        opened[i] = r._replace(value=plain)
+    return opened
