@@ -21,12 +21,14 @@ from encryption_helpers import (
     produce_every_way,
     read_in_order,
 )
-from proxy_helpers import create, fresh, placement
+from proxy_helpers import call, create, fresh, placement, sdk_reports
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
+from trafka.codec.errors import ErrorCode
 from trafka.proxy import RunningProxy, proxy_in_thread
 from trafka.proxy.encryption import RecordEncryption, add_key_version
+from trafka.proxy.encryption.frame import MAGIC
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -85,8 +87,6 @@ def test_every_client_reads_plaintext_once_in_order_and_the_disk_holds_none(
 def test_a_topic_not_named_is_not_encrypted(broker: RunningBroker, proxy: RunningProxy) -> None:
     topic = fresh("clear")
     create(broker.bootstrap_servers, topic, 1)
-    from proxy_helpers import sdk_reports
-
     sdk_reports(proxy.bootstrap_servers, topic, [(b"in the clear", b"k")])
     assert [r.value for r in placement(broker.bootstrap_servers, topic, 1)] == [b"in the clear"]
 
@@ -96,8 +96,6 @@ def test_a_rotated_kek_encrypts_new_records_and_old_ones_still_read(
 ) -> None:
     topic = fresh("enc-rot")
     create(broker.bootstrap_servers, topic, 1)
-    from proxy_helpers import sdk_reports
-
     before = sdk_reports(proxy.bootstrap_servers, topic, [(b"old-%d" % i, b"k") for i in range(150)])
     version = add_key_version(keys, "orders")
     after = sdk_reports(proxy.bootstrap_servers, topic, [(b"new-%d" % i, b"k") for i in range(150)])
@@ -106,3 +104,67 @@ def test_a_rotated_kek_encrypts_new_records_and_old_ones_still_read(
     versions = [v for _, v in frames(placement(broker.bootstrap_servers, topic, 1))]
     # Within max_records (100) of the rotation, new records are under the new version.
     assert versions[-1] == str(version) and versions[0] == str(version - 1)
+
+
+def _fetch(servers: str, topic: str, offset: int) -> tuple[int, list[bytes]]:
+    """One Fetch (v12, by topic name) of partition 0 from ``offset``: the
+    partition's error code and the values its answer holds."""
+    import socket
+
+    from trafka.codec import ApiKey
+    from trafka.codec.messages.k01_fetch import FetchRequest
+    from trafka.codec.records import decode_records
+
+    host, port = servers.split(",")[0].rsplit(":", 1)
+    part = FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+    body = FetchRequest(
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[part])],
+    )
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        answer = call(sock, ApiKey.FETCH, 12, body)
+    p = answer.responses[0].partitions[0]
+    return p.error_code, [r.value for r in decode_records(p.records or b"")]
+
+
+@pytest.mark.parametrize("bad", ["garbage", "foreign", "tampered", "unknown-version"])
+def test_what_does_not_decrypt_is_corrupt_message_after_the_records_before_it(
+    broker: RunningBroker, proxy: RunningProxy, folder: Path, keys: Path, bad: str
+) -> None:
+    """A consumer through the proxy gets the records before the one that does
+    not decrypt, then CORRUPT_MESSAGE for it (as Kafka answers a corrupt
+    record, protocol guide's error codes), never its ciphertext."""
+    topic = fresh("enc-bad")
+    create(broker.bootstrap_servers, topic, 1)
+    sdk_reports(proxy.bootstrap_servers, topic, [(b"good-%d" % i, b"k") for i in range(5)])
+    good = placement(broker.bootstrap_servers, topic, 1)[0].value
+    if bad == "garbage":
+        value = MAGIC + b"\x01\x05junk"
+    elif bad == "unknown-version":
+        value = MAGIC + b"\x09" + good[5:]
+    elif bad == "tampered":
+        value = good[:-1] + bytes([good[-1] ^ 1])
+    else:  # a frame of a KEK this proxy's key file does not hold
+        elsewhere = folder / fresh("elsewhere")
+        elsewhere.mkdir()
+        other = RecordEncryption(
+            {"kms": "keyfile", "key_file": str(key_file(elsewhere, "elsewhere")), "topics": {".*": "elsewhere"}}
+        )
+        scratch = fresh("enc-scratch")
+        create(broker.bootstrap_servers, scratch, 1)
+        value = _encrypted_by(other, broker, scratch)
+    sdk_reports(broker.bootstrap_servers, topic, [(value, b"k")])  # straight to the broker
+    sdk_reports(proxy.bootstrap_servers, topic, [(b"after", b"k")])
+    assert _fetch(proxy.bootstrap_servers, topic, 0) == (0, [b"good-%d" % i for i in range(5)])
+    assert _fetch(proxy.bootstrap_servers, topic, 5) == (ErrorCode.CORRUPT_MESSAGE, [])
+    assert _fetch(proxy.bootstrap_servers, topic, 6) == (0, [b"after"])
+
+
+def _encrypted_by(other: RecordEncryption, broker: RunningBroker, topic: str) -> bytes:
+    """A value encrypted by another proxy (its own key file), read back raw."""
+    with proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0, filters=(other,)) as px:
+        sdk_reports(px.bootstrap_servers, topic, [(b"foreign", b"k")])
+    value: bytes = placement(broker.bootstrap_servers, topic, 1)[-1].value
+    return value
