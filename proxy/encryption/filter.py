@@ -148,7 +148,7 @@ class RecordEncryption(Filter):
         )
         kms: Kms | None = None
         old = self._config
-        if not problems:
+        if kind in ("keyfile", "aws") and (kind == "keyfile" or conf.get("aws_region")):
             if old is not None and old.kms_settings == kms_settings:
                 kms = old.kms
             else:
@@ -179,6 +179,10 @@ class RecordEncryption(Filter):
 
     def statistics(self) -> Mapping[str, Any]:
         return {"encryption": self.stats}
+
+    def samples_by_name(self) -> dict[str, float]:
+        """The counters of :meth:`samples`, by short name."""
+        return {s.family.removeprefix("trafka_proxy_encryption_"): s.value for s in self.samples()}
 
     def samples(self) -> Iterable[Sample]:
         s = self.stats

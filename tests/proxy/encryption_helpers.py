@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka
-from proxy_helpers import placement, sdk_reports
+from proxy_helpers import call, placement, sdk_reports
 
 from trafka.proxy.encryption import add_key_version
 from trafka.proxy.encryption.frame import MAGIC, parse
@@ -108,3 +108,26 @@ def once_in_order(read: dict[int, list[bytes]], sent: Sequence[bytes]) -> None:
             key = (way, int(i) % 7)
             assert last.get(key, -1) < int(i), (way, i)
             last[key] = int(i)
+
+
+def fetch_once(servers: str, topic: str, offset: int) -> tuple[int, list[bytes]]:
+    """One Fetch (v12, by topic name) of partition 0 from ``offset``: the
+    partition's error code and the values its answer holds."""
+    import socket
+
+    from trafka.codec import ApiKey
+    from trafka.codec.messages.k01_fetch import FetchRequest
+    from trafka.codec.records import decode_records
+
+    host, port = servers.split(",")[0].rsplit(":", 1)
+    part = FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+    body = FetchRequest(
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[part])],
+    )
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        answer = call(sock, ApiKey.FETCH, 12, body)
+    p = answer.responses[0].partitions[0]
+    return p.error_code, [r.value for r in decode_records(p.records or b"")]

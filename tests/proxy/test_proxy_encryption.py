@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from encryption_helpers import (
+    fetch_once,
     frames,
     key_file,
     once_in_order,
@@ -21,7 +22,7 @@ from encryption_helpers import (
     produce_every_way,
     read_in_order,
 )
-from proxy_helpers import call, create, fresh, placement, sdk_reports
+from proxy_helpers import create, fresh, placement, sdk_reports
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
@@ -106,29 +107,6 @@ def test_a_rotated_kek_encrypts_new_records_and_old_ones_still_read(
     assert versions[-1] == str(version) and versions[0] == str(version - 1)
 
 
-def _fetch(servers: str, topic: str, offset: int) -> tuple[int, list[bytes]]:
-    """One Fetch (v12, by topic name) of partition 0 from ``offset``: the
-    partition's error code and the values its answer holds."""
-    import socket
-
-    from trafka.codec import ApiKey
-    from trafka.codec.messages.k01_fetch import FetchRequest
-    from trafka.codec.records import decode_records
-
-    host, port = servers.split(",")[0].rsplit(":", 1)
-    part = FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
-    body = FetchRequest(
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[part])],
-    )
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        answer = call(sock, ApiKey.FETCH, 12, body)
-    p = answer.responses[0].partitions[0]
-    return p.error_code, [r.value for r in decode_records(p.records or b"")]
-
-
 @pytest.mark.parametrize("bad", ["garbage", "foreign", "tampered", "unknown-version"])
 def test_what_does_not_decrypt_is_corrupt_message_after_the_records_before_it(
     broker: RunningBroker, proxy: RunningProxy, folder: Path, keys: Path, bad: str
@@ -157,9 +135,9 @@ def test_what_does_not_decrypt_is_corrupt_message_after_the_records_before_it(
         value = _encrypted_by(other, broker, scratch)
     sdk_reports(broker.bootstrap_servers, topic, [(value, b"k")])  # straight to the broker
     sdk_reports(proxy.bootstrap_servers, topic, [(b"after", b"k")])
-    assert _fetch(proxy.bootstrap_servers, topic, 0) == (0, [b"good-%d" % i for i in range(5)])
-    assert _fetch(proxy.bootstrap_servers, topic, 5) == (ErrorCode.CORRUPT_MESSAGE, [])
-    assert _fetch(proxy.bootstrap_servers, topic, 6) == (0, [b"after"])
+    assert fetch_once(proxy.bootstrap_servers, topic, 0) == (0, [b"good-%d" % i for i in range(5)])
+    assert fetch_once(proxy.bootstrap_servers, topic, 5) == (ErrorCode.CORRUPT_MESSAGE, [])
+    assert fetch_once(proxy.bootstrap_servers, topic, 6) == (0, [b"after"])
 
 
 def _encrypted_by(other: RecordEncryption, broker: RunningBroker, topic: str) -> bytes:
