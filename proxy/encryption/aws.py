@@ -67,14 +67,18 @@ class AwsKms:
             import boto3
             from botocore.config import Config
         except ImportError:
-            raise ValueError("the AWS KMS needs boto3: pip install 'trafka[proxy-kms-aws]'") from None
+            raise ValueError(
+                "the AWS KMS needs boto3: pip install 'trafka[proxy-kms-aws]'"
+            ) from None
         self._client: Any = boto3.client(
             "kms",
             region_name=region,
             endpoint_url=endpoint_url,
             aws_access_key_id=access_key_id,
             aws_secret_access_key=secret_access_key,
-            config=Config(connect_timeout=timeout, read_timeout=timeout, retries={"max_attempts": 2}),
+            config=Config(
+                connect_timeout=timeout, read_timeout=timeout, retries={"max_attempts": 2}
+            ),
         )
 
     def _call(self, what: str, **kwargs: Any) -> Any:

@@ -52,7 +52,15 @@ from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from trafka.codec.messages.k00_produce import ProduceResponse
 from trafka.sdk import ConfigError
 
-from ..filters import CloseConnection, EncodedBody, Filter, FilterContext, ProxyServices, Respond, Sample
+from ..filters import (
+    CloseConnection,
+    EncodedBody,
+    Filter,
+    FilterContext,
+    ProxyServices,
+    Respond,
+    Sample,
+)
 from .keys import Deks, Lease
 from .kms import Kms, KmsError, KmsRefused, KmsUnavailable
 from .records import Pending, Refused, Unreadable, decrypt_blob, encrypt_blob, records_in
@@ -136,7 +144,11 @@ class RecordEncryption(Filter):
         if kind not in ("keyfile", "aws"):
             problems.append(f"kms: {kind!r} is not 'keyfile' or 'aws'")
         numbers = {}
-        for name, default in (("dek_max_records", 5_000_000), ("dek_max_age_s", 3600), ("kms_timeout_s", 5)):
+        for name, default in (
+            ("dek_max_records", 5_000_000),
+            ("dek_max_age_s", 3600),
+            ("kms_timeout_s", 5),
+        ):
             value = conf.get(name, default)
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 problems.append(f"{name}: {value!r} is not a positive number")
@@ -144,7 +156,11 @@ class RecordEncryption(Filter):
         if kind == "aws" and not conf.get("aws_region"):
             problems.append("missing setting 'aws_region' (kms = aws)")
         kms_settings = tuple(
-            sorted((k, v) for k, v in conf.items() if k == "kms" or k.startswith(("key_", "aws_", "kms_")))
+            sorted(
+                (k, v)
+                for k, v in conf.items()
+                if k == "kms" or k.startswith(("key_", "aws_", "kms_"))
+            )
         )
         kms: Kms | None = None
         old = self._config
@@ -195,7 +211,9 @@ class RecordEncryption(Filter):
             ("deks_made", s.deks_made, "data keys made by the KMS"),
             ("deks_unwrapped", s.deks_unwrapped, "data keys unwrapped by the KMS"),
         ):
-            yield Sample(f"trafka_proxy_encryption_{name}", f"Record encryption: {what}.", (), value)
+            yield Sample(
+                f"trafka_proxy_encryption_{name}", f"Record encryption: {what}.", (), value
+            )
 
     def kek_for(self, topic: str | None) -> str | None:
         """The KEK that encrypts ``topic``'s records (None: not encrypted)."""
@@ -255,7 +273,11 @@ class RecordEncryption(Filter):
                     with trio.fail_after(30):
                         dek, version, wrapped = await trio.to_thread.run_sync(kms.new_dek, kek)
                 except (KmsError, trio.TooSlowError) as exc:
-                    code = ErrorCode.INVALID_RECORD if isinstance(exc, KmsRefused) else ErrorCode.REQUEST_TIMED_OUT
+                    code = (
+                        ErrorCode.INVALID_RECORD
+                        if isinstance(exc, KmsRefused)
+                        else ErrorCode.REQUEST_TIMED_OUT
+                    )
                     why = str(exc) or "the KMS did not answer in 30 s"
                     self._quiet("kms", "record encryption: no data key for KEK %r: %s", kek, why)
                     for (ti, pi), (k, _) in todo.items():
@@ -353,14 +375,18 @@ class RecordEncryption(Filter):
                     if not blob:
                         self.stats.partitions_unreadable += 1
                         parts.append(
-                            dataclasses.replace(p, error_code=ErrorCode.CORRUPT_MESSAGE, records=None)
+                            dataclasses.replace(
+                                p, error_code=ErrorCode.CORRUPT_MESSAGE, records=None
+                            )
                         )
                         continue
                 parts.append(dataclasses.replace(p, records=blob))
             topics.append(dataclasses.replace(t, partitions=parts))
         return dataclasses.replace(body, responses=topics) if changed else body
 
-    def _reader(self, now: float, prefix: bytes, kek_id: str, kek_version: str, wrapped: bytes) -> Any:
+    def _reader(
+        self, now: float, prefix: bytes, kek_id: str, kek_version: str, wrapped: bytes
+    ) -> Any:
         aead = self._deks.reader(prefix)
         if aead is not None:
             return aead
@@ -377,10 +403,14 @@ class RecordEncryption(Filter):
                 raise Unreadable(str(exc)) from None
         if prefix not in self._unwrapping and self._services is not None:
             self._unwrapping.add(prefix)
-            self._services.nursery.start_soon(self._unwrap, kms, prefix, kek_id, kek_version, wrapped)
+            self._services.nursery.start_soon(
+                self._unwrap, kms, prefix, kek_id, kek_version, wrapped
+            )
         raise Pending(prefix)
 
-    async def _unwrap(self, kms: Kms, prefix: bytes, kek_id: str, kek_version: str, wrapped: bytes) -> None:
+    async def _unwrap(
+        self, kms: Kms, prefix: bytes, kek_id: str, kek_version: str, wrapped: bytes
+    ) -> None:
         try:
             with trio.fail_after(30):
                 dek = await trio.to_thread.run_sync(kms.unwrap, kek_id, kek_version, wrapped)
@@ -388,7 +418,9 @@ class RecordEncryption(Filter):
         except KmsRefused as exc:
             self._deks.refuse(prefix, str(exc), trio.current_time())
         except (KmsUnavailable, trio.TooSlowError) as exc:
-            self._quiet("unwrap", "record encryption: KEK %r: cannot unwrap a DEK yet: %s", kek_id, exc)
+            self._quiet(
+                "unwrap", "record encryption: KEK %r: cannot unwrap a DEK yet: %s", kek_id, exc
+            )
         finally:
             self._unwrapping.discard(prefix)
 
@@ -473,4 +505,3 @@ def _with_refused(body: Any, refused: Mapping[tuple[str, int], tuple[int, str]])
             for n, ps in topics.items()
         ],
     )
-

@@ -93,7 +93,14 @@ class Deks:
     ) -> Lease:
         """Make ``dek`` (just got from the KMS) ``kek_id``'s current DEK and lease
         its first ``count`` nonces."""
-        made = Dek(kek_id, _aead(dek), frame_prefix(kek_id, kek_version, wrapped), os.urandom(SALT_SIZE), now, count)
+        made = Dek(
+            kek_id,
+            _aead(dek),
+            frame_prefix(kek_id, kek_version, wrapped),
+            os.urandom(SALT_SIZE),
+            now,
+            count,
+        )
         with self._lock:
             self._current[kek_id] = made
             self.made += 1

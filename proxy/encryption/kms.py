@@ -40,7 +40,7 @@ import sys
 import threading
 import tomllib
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 __all__ = [
     "DEK_SIZE",
@@ -89,7 +89,7 @@ class Kms(Protocol):
         ...
 
 
-def _aesgcm(key: bytes):  # type: ignore[no-untyped-def]
+def _aesgcm(key: bytes) -> Any:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     return AESGCM(key)
@@ -193,7 +193,9 @@ class KeyFileKms:
         try:
             dek: bytes = _aesgcm(key).decrypt(wrapped[:12], wrapped[12:], aad)
         except (InvalidTag, ValueError):
-            raise KmsRefused(f"a DEK wrapped by KEK {kek_id!r} version {kek_version} does not authenticate") from None
+            raise KmsRefused(
+                f"a DEK wrapped by KEK {kek_id!r} version {kek_version} does not authenticate"
+            ) from None
         if len(dek) != DEK_SIZE:
             raise KmsRefused("the wrapped DEK is not 32 bytes")
         return dek

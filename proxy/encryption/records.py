@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trafka.codec.errors import DecodeError
-from trafka.codec.records import batches_of, decode_batch, rebuild_batch
+from trafka.codec.records import RecordBatchHeader, batches_of, decode_batch, rebuild_batch
 
 from .frame import FrameError, is_frame, nonce, parse
 from .keys import Lease
@@ -63,10 +63,10 @@ def records_in(blob: Any) -> int:
         raise Refused(f"a batch that does not read: {exc}") from None
     total = 0
     for header, _ in entries:
-        if header.magic != 2:
+        if not isinstance(header, RecordBatchHeader):
             raise Refused("a legacy (magic 0 or 1) message set cannot be encrypted")
-        if not header.is_control:  # type: ignore[union-attr]
-            total += max(header.records_count, 0)  # type: ignore[union-attr]
+        if not header.is_control:
+            total += max(header.records_count, 0)
     return total
 
 
@@ -87,7 +87,9 @@ def encrypt_blob(blob: Any, lease: Lease, first: int, max_size: int) -> tuple[by
     end = lease.start + lease.count
     out = []
     for header, view in batches_of(blob):
-        if header.is_control:  # type: ignore[union-attr]
+        if not isinstance(header, RecordBatchHeader):
+            raise Refused("a legacy (magic 0 or 1) message set cannot be encrypted")
+        if header.is_control:
             out.append(bytes(view))
             continue
         try:
@@ -128,7 +130,7 @@ def decrypt_blob(
     except DecodeError as exc:
         return b"", Unreadable(f"records that do not read: {exc}")
     for header, view in entries:
-        if header.magic != 2 or header.is_control:  # type: ignore[union-attr]
+        if not isinstance(header, RecordBatchHeader) or header.is_control:
             out.append(bytes(view))
             continue
         try:
@@ -148,7 +150,9 @@ def decrypt_blob(
     return b"".join(out), None
 
 
-def _opened(records: list[Any], reader: Callable[[bytes, str, str, bytes], Any]) -> list[Any] | None:
+def _opened(
+    records: list[Any], reader: Callable[[bytes, str, str, bytes], Any]
+) -> list[Any] | None:
     """The records with their frames decrypted, None if none held a frame."""
     from cryptography.exceptions import InvalidTag
 

@@ -83,7 +83,10 @@ def produce_every_way(
     for name, send, settings in ways:
         if name == "sdk-txn" and not sdk_txn:
             continue
-        sends = [(b"SECRET-%s-%s-%d" % (tag.encode(), name.encode(), i), b"k%d" % (i % 7)) for i in range(40)]
+        sends = [
+            (b"SECRET-%s-%s-%d" % (tag.encode(), name.encode(), i), b"k%d" % (i % 7))
+            for i in range(40)
+        ]
         reports += send(servers, topic, sends, **settings)
     return reports
 
@@ -120,7 +123,9 @@ def fetch_once(servers: str, topic: str, offset: int) -> tuple[int, list[bytes]]
     from trafka.codec.records import decode_records
 
     host, port = servers.split(",")[0].rsplit(":", 1)
-    part = FetchRequest.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+    part = FetchRequest.FetchPartition(
+        partition=0, fetch_offset=offset, partition_max_bytes=1 << 20
+    )
     body = FetchRequest(
         max_wait_ms=0,
         min_bytes=0,

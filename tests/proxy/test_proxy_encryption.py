@@ -58,12 +58,19 @@ def keys(folder: Path) -> Path:
 def encryption(keys: Path) -> RecordEncryption:
     # Few records per DEK, so a rotation of the KEK reaches new records soon.
     return RecordEncryption(
-        {"kms": "keyfile", "key_file": str(keys), "topics": {"enc-.*": "orders"}, "dek_max_records": 100}
+        {
+            "kms": "keyfile",
+            "key_file": str(keys),
+            "topics": {"enc-.*": "orders"},
+            "dek_max_records": 100,
+        }
     )
 
 
 @pytest.fixture(scope="module", params=["routed", "forwarded"])
-def proxy(request: Any, broker: RunningBroker, encryption: RecordEncryption) -> Iterator[RunningProxy]:
+def proxy(
+    request: Any, broker: RunningBroker, encryption: RecordEncryption
+) -> Iterator[RunningProxy]:
     route = "murmur2" if request.param == "routed" else "none"
     with proxy_in_thread(
         upstream=(broker.bootstrap_servers,), port=0, filters=(encryption,), route_keys=route
@@ -78,8 +85,12 @@ def test_every_client_reads_plaintext_once_in_order_and_the_disk_holds_none(
     create(broker.bootstrap_servers, topic, PARTITIONS)
     routed = any(type(f).__name__ == "KeyRouting" for f in proxy.filters)
     reports = produce_every_way(proxy.bootstrap_servers, topic, "a", sdk_txn=routed)
-    once_in_order(read_in_order(proxy.bootstrap_servers, topic, PARTITIONS), [r[0] for r in reports])
-    straight = placement(broker.bootstrap_servers, topic, PARTITIONS, isolation_level="read_committed")
+    once_in_order(
+        read_in_order(proxy.bootstrap_servers, topic, PARTITIONS), [r[0] for r in reports]
+    )
+    straight = placement(
+        broker.bootstrap_servers, topic, PARTITIONS, isolation_level="read_committed"
+    )
     assert len(straight) == len(reports)
     assert {kek for kek, _ in frames(straight)} == {"orders"}
     assert plaintext_in_files(folder / "data", b"SECRET-a") == []
@@ -97,7 +108,9 @@ def test_a_rotated_kek_encrypts_new_records_and_old_ones_still_read(
 ) -> None:
     topic = fresh("enc-rot")
     create(broker.bootstrap_servers, topic, 1)
-    before = sdk_reports(proxy.bootstrap_servers, topic, [(b"old-%d" % i, b"k") for i in range(150)])
+    before = sdk_reports(
+        proxy.bootstrap_servers, topic, [(b"old-%d" % i, b"k") for i in range(150)]
+    )
     version = add_key_version(keys, "orders")
     after = sdk_reports(proxy.bootstrap_servers, topic, [(b"new-%d" % i, b"k") for i in range(150)])
     got = read_in_order(proxy.bootstrap_servers, topic, 1)
@@ -128,7 +141,11 @@ def test_what_does_not_decrypt_is_corrupt_message_after_the_records_before_it(
         elsewhere = folder / fresh("elsewhere")
         elsewhere.mkdir()
         other = RecordEncryption(
-            {"kms": "keyfile", "key_file": str(key_file(elsewhere, "elsewhere")), "topics": {".*": "elsewhere"}}
+            {
+                "kms": "keyfile",
+                "key_file": str(key_file(elsewhere, "elsewhere")),
+                "topics": {".*": "elsewhere"},
+            }
         )
         scratch = fresh("enc-scratch")
         create(broker.bootstrap_servers, scratch, 1)

@@ -95,7 +95,9 @@ def test_records_wrapped_by_aws_kms_read_back_across_an_alias_rotation(
     # A proxy that never saw these DEKs unwraps them (on a worker thread, the
     # partitions answering without records meanwhile): its consumers read all.
     fresh_proxy = RecordEncryption(_settings(kms_url))
-    with proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0, filters=(fresh_proxy,)) as px:
+    with proxy_in_thread(
+        upstream=(broker.bootstrap_servers,), port=0, filters=(fresh_proxy,)
+    ) as px:
         once_in_order(read_in_order(px.bootstrap_servers, topic, 2), [r[0] for r in before + after])
     assert fresh_proxy.samples_by_name()["deks_unwrapped"] >= 2
 
@@ -113,7 +115,9 @@ def test_a_key_aws_refuses_refuses_the_batch_and_a_disabled_one_the_fetch(
     create(broker.bootstrap_servers, topic, 1)
     encryption = RecordEncryption(_settings(kms_url))
     with proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0, filters=(encryption,)) as px:
-        producer = confluent_kafka.Producer({"bootstrap.servers": px.bootstrap_servers, "retries": 0})
+        producer = confluent_kafka.Producer(
+            {"bootstrap.servers": px.bootstrap_servers, "retries": 0}
+        )
         errors: list[Any] = []
         producer.produce(topic, value=b"v", on_delivery=lambda err, _m: errors.append(err))
         assert producer.flush(30) == 0
@@ -129,7 +133,11 @@ def test_a_key_aws_refuses_refuses_the_batch_and_a_disabled_one_the_fetch(
     (written,) = placement(broker.bootstrap_servers, topic, 1)
     wrong = kms.create_key()["KeyMetadata"]["Arn"]
     assert len(wrong) == len(key) and key.encode() in written.value
-    sdk_reports(broker.bootstrap_servers, topic, [(written.value.replace(key.encode(), wrong.encode()), b"k")])
+    sdk_reports(
+        broker.bootstrap_servers,
+        topic,
+        [(written.value.replace(key.encode(), wrong.encode()), b"k")],
+    )
     other = RecordEncryption(_settings(kms_url))
     with proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0, filters=(other,)) as px:
         # The good record reads once its DEK is unwrapped (no records, no error, till then).

@@ -46,7 +46,9 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module", params=["routed", "forwarded"])
 def proxy(request: Any, kafka4: KafkaCluster, keys: Path) -> Iterator[RunningProxy]:
-    encryption = RecordEncryption({"kms": "keyfile", "key_file": str(keys), "topics": {"kenc-.*": "orders"}})
+    encryption = RecordEncryption(
+        {"kms": "keyfile", "key_file": str(keys), "topics": {"kenc-.*": "orders"}}
+    )
     route = "murmur2" if request.param == "routed" else "none"
     with proxy_in_thread(
         upstream=(kafka4.bootstrap_servers,), port=0, filters=(encryption,), route_keys=route
@@ -62,8 +64,12 @@ def test_kafka_keeps_only_ciphertext_and_consumers_through_the_proxy_read_plaint
     tag = fresh("t")
     routed = any(type(f).__name__ == "KeyRouting" for f in proxy.filters)
     reports = produce_every_way(proxy.bootstrap_servers, topic, tag, sdk_txn=routed)
-    once_in_order(read_in_order(proxy.bootstrap_servers, topic, PARTITIONS), [r[0] for r in reports])
-    straight = placement(kafka4.bootstrap_servers, topic, PARTITIONS, isolation_level="read_committed")
+    once_in_order(
+        read_in_order(proxy.bootstrap_servers, topic, PARTITIONS), [r[0] for r in reports]
+    )
+    straight = placement(
+        kafka4.bootstrap_servers, topic, PARTITIONS, isolation_level="read_committed"
+    )
     assert len(straight) == len(reports)
     assert {kek for kek, _ in frames(straight)} == {"orders"}
     logs = [node.folder / "logs" for node in kafka4.nodes]

@@ -44,7 +44,9 @@ def broker(data: Path) -> Iterator[RunningBroker]:
         yield running
 
 
-def _until(what: str, condition: Callable[[], bool], proc: subprocess.Popen[bytes], log: Path) -> None:
+def _until(
+    what: str, condition: Callable[[], bool], proc: subprocess.Popen[bytes], log: Path
+) -> None:
     deadline = time.monotonic() + 60
     while not condition():
         assert proc.poll() is None, f"the proxy ended: {log.read_text()}"
@@ -81,7 +83,9 @@ def test_check_config_names_every_problem_of_the_filters_table(tmp_path: Path) -
         "dek_max_record = 10\n"
         "dek_max_age_s = -1\n"
     )
-    result = CliRunner().invoke(command, ["--config", str(toml), "--check-config"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        command, ["--config", str(toml), "--check-config"], catch_exceptions=False
+    )
     assert result.exit_code == 1, result.output
     problems = [line[4:] for line in result.output.splitlines() if line.startswith("  - ")]
     where = f"{toml}: filter: filter {USE}: "
@@ -94,17 +98,31 @@ def test_check_config_names_every_problem_of_the_filters_table(tmp_path: Path) -
             where + f"topics: KEK 'payments' is not in the key file {keys}",
         ]
     )
-    toml.write_text(toml.read_text().replace('"((" = "orders", ', "").replace("dek_max_record ", "dek_max_records ").replace("= -1", "= 60"))
+    toml.write_text(
+        toml.read_text()
+        .replace('"((" = "orders", ', "")
+        .replace("dek_max_record ", "dek_max_records ")
+        .replace("= -1", "= 60")
+    )
     toml.write_text(toml.read_text().replace('"payments"', '"orders"'))
-    result = CliRunner().invoke(command, ["--config", str(toml), "--check-config"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        command, ["--config", str(toml), "--check-config"], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
 
 
-def _produce(servers: str, topic: str, values: list[bytes], then: Callable[[int], None] | None = None) -> None:
+def _produce(
+    servers: str, topic: str, values: list[bytes], then: Callable[[int], None] | None = None
+) -> None:
     """An idempotent confluent-kafka producer sending ``values`` (keys k0..k6) in
     order; ``then(n)`` runs once ``n`` of them are delivered (half of them)."""
     producer = confluent_kafka.Producer(
-        {"bootstrap.servers": servers, "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 60000}
+        {
+            "bootstrap.servers": servers,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 60000,
+        }
     )
     failures: list[Any] = []
     delivered = [0]
@@ -137,12 +155,23 @@ def test_sighup_takes_new_topics_and_a_sigkilled_proxy_restarted_loses_and_doubl
     port = free_port()
     servers = f"127.0.0.1:{port}"
     log = tmp_path / "proxy.log"
-    cmd = [sys.executable, "-m", "trafka.tools.cli", "proxy", "--config", str(toml), "--listen", servers]
+    cmd = [
+        sys.executable,
+        "-m",
+        "trafka.tools.cli",
+        "proxy",
+        "--config",
+        str(toml),
+        "--listen",
+        servers,
+    ]
     procs: list[subprocess.Popen[bytes]] = []
 
     def start() -> subprocess.Popen[bytes]:
         with log.open("ab") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
+            proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy()
+            )
         procs.append(proc)
         starts = log.read_bytes().count(b"proxy on")
         _until("start", lambda: log.read_bytes().count(b"proxy on") > starts, proc, log)
@@ -153,7 +182,12 @@ def test_sighup_takes_new_topics_and_a_sigkilled_proxy_restarted_loses_and_doubl
         # SIGHUP: a second topic's rule taken without a restart.
         _toml(toml, broker.bootstrap_servers, keys, {first: "orders", second: "orders"})
         proc.send_signal(signal.SIGHUP)
-        _until("reload", lambda: b"SIGHUP: configuration reloaded (filter)" in log.read_bytes(), proc, log)
+        _until(
+            "reload",
+            lambda: b"SIGHUP: configuration reloaded (filter)" in log.read_bytes(),
+            proc,
+            log,
+        )
         _produce(servers, second, [b"SECRET-b-%d" % i for i in range(50)])
         assert {k for k, _ in frames(placement(broker.bootstrap_servers, second, 3))} == {"orders"}
 
