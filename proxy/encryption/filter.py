@@ -376,7 +376,7 @@ class RecordEncryption(Filter):
                         self.stats.partitions_unreadable += 1
                         parts.append(
                             dataclasses.replace(
-                                p, error_code=ErrorCode.CORRUPT_MESSAGE, records=None
+                                p, error_code=ErrorCode.CORRUPT_MESSAGE, records=b""
                             )
                         )
                         continue

@@ -163,3 +163,37 @@ def _encrypted_by(other: RecordEncryption, broker: RunningBroker, topic: str) ->
         sdk_reports(px.bootstrap_servers, topic, [(b"foreign", b"k")])
     value: bytes = placement(broker.bootstrap_servers, topic, 1)[-1].value
     return value
+
+
+def test_confluent_kafka_consumers_read_up_to_an_unreadable_record_then_get_its_error(
+    broker: RunningBroker, proxy: RunningProxy
+) -> None:
+    """librdkafka hands CORRUPT_MESSAGE to the application as a consumer error
+    (its ``INVALID_MSG``, code 2) at the record's offset, after the records before it."""
+    import confluent_kafka
+
+    topic = fresh("enc-ck")
+    create(broker.bootstrap_servers, topic, 1)
+    sdk_reports(proxy.bootstrap_servers, topic, [(b"good-%d" % i, b"k") for i in range(3)])
+    sdk_reports(broker.bootstrap_servers, topic, [(MAGIC + b"\x01junk", b"k")])
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": proxy.bootstrap_servers,
+            "group.id": fresh("g"),
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    try:
+        while True:
+            msg = consumer.poll(30)
+            assert msg is not None, got
+            if msg.error():
+                break
+            got.append(msg.value())
+    finally:
+        consumer.close()
+    assert got == [b"good-0", b"good-1", b"good-2"]
+    assert msg.error().code() == ErrorCode.CORRUPT_MESSAGE, msg.error()
+    assert "offset 3" in msg.error().str()
