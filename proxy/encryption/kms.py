@@ -36,6 +36,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 import sys
 import threading
 import tomllib
@@ -209,8 +210,11 @@ def add_key_version(path: str | os.PathLike[str], kek_id: str) -> int:
     missing (mode 0600), and return its number: the rotation of a key-file KEK.
 
     Raises:
-        ValueError: the file exists but is not a key file.
+        ValueError: the file exists but is not a key file, or ``kek_id`` is not
+            1-200 of ``A-Z a-z 0-9 . _ - : / @ +``.
     """
+    if not re.fullmatch(r"[A-Za-z0-9._:/@+-]{1,200}", kek_id):
+        raise ValueError(f"KEK id {kek_id!r}: use 1-200 of A-Z a-z 0-9 . _ - : / @ +")
     path = Path(path)
     keks = read_key_file(path) if path.exists() else {}
     version = max(keks.get(kek_id, {0: b""}), default=0) + 1

@@ -207,3 +207,24 @@ def test_sighup_takes_new_topics_and_a_sigkilled_proxy_restarted_loses_and_doubl
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_the_pages_example_is_a_valid_configuration(tmp_path: Path) -> None:
+    """docs/proxy.md's "Record encryption" example, with its key file made by
+    the command the page gives, passes ``--check-config``."""
+    page = (Path(__file__).parents[2] / "docs" / "proxy.md").read_text()
+    section = page[page.index("## Record encryption") :]
+    example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    keys = tmp_path / "keks.toml"
+    for kek in ("orders", "payments"):
+        done = subprocess.run(
+            [sys.executable, "-m", "trafka.proxy.encryption.kms", str(keys), kek],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert done.stdout == f"{kek}: version 1 added\n"
+    toml = tmp_path / "proxy.toml"
+    toml.write_text(example.replace("/etc/trafka/keks.toml", str(keys)))
+    result = CliRunner().invoke(command, ["--config", str(toml), "--check-config"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
