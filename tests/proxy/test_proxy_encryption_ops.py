@@ -226,5 +226,7 @@ def test_the_pages_example_is_a_valid_configuration(tmp_path: Path) -> None:
         assert done.stdout == f"{kek}: version 1 added\n"
     toml = tmp_path / "proxy.toml"
     toml.write_text(example.replace("/etc/trafka/keks.toml", str(keys)))
-    result = CliRunner().invoke(command, ["--config", str(toml), "--check-config"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        command, ["--config", str(toml), "--check-config"], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
