@@ -450,6 +450,8 @@ def producer_config(
         "queue.buffering.max.kbytes": 2_000_000,
         "log_level": 3,
     }
+    if args.batch_size:
+        config["batch.size"] = args.batch_size
     if kind == "idempotent":
         config.update({"acks": "all", "enable.idempotence": True})
     elif args.smoke and replication > 1:
@@ -1113,6 +1115,13 @@ def main() -> int:
     )
     parser.add_argument("--producers", default=",".join(PRODUCERS))
     parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=0,
+        help="the producers' batch.size (0: librdkafka's). Encrypted paths need batches "
+        "that stay under the broker's max.message.bytes once their values are frames",
+    )
+    parser.add_argument(
         "--workers", type=int, default=2, help="the proxy processes of the murmur2 workers path"
     )
     parser.add_argument(
@@ -1190,6 +1199,7 @@ def main() -> int:
                 for k in ("cluster", "replication", "compression", "partitioner")
             ]
             + [f"--idle={args.idle}", f"--samples={args.samples}"]
+            + ([f"--batch-size={args.batch_size}"] if args.batch_size else [])
             + [f"--clients={args.clients}", f"--workers={args.workers}"]
             + (["--pin"] if args.pin else [])
             + [f"--upstream={args.upstream}", f"--rate={args.rate}"]

@@ -31,9 +31,16 @@ from collections.abc import Callable
 from typing import Any
 
 from trafka.codec.errors import DecodeError
-from trafka.codec.records import RecordBatchHeader, batches_of, decode_batch, rebuild_batch
+from trafka.codec.records import (
+    Record,
+    RecordBatchHeader,
+    batches_of,
+    decode_batch,
+    encode_batch,
+    rebuild_batch,
+)
 
-from .frame import FrameError, is_frame, nonce, parse
+from .frame import MAGIC, FrameError, nonce, parse
 from .keys import Lease
 
 __all__ = ["Pending", "Refused", "Unreadable", "decrypt_blob", "encrypt_blob", "records_in"]
@@ -98,15 +105,42 @@ def encrypt_blob(blob: Any, lease: Lease, first: int, max_size: int) -> tuple[by
             raise Refused(f"a batch that does not decode: {exc}") from None
         records = []
         for r in batch.records:
-            if r.value is not None:
+            offset, ts, key, value, headers = r
+            if value is not None:
                 if count >= end:
                     raise Refused("more records than the batch headers count")
                 n = nonce(salt, count)
                 count += 1
-                r = r._replace(value=b"".join((pre, n, seal(n, r.value, pre))))
+                r = Record(offset, ts, key, b"".join((pre, n, seal(n, value, pre))), headers)
             records.append(r)
-        out.append(rebuild_batch(batch.header, records))
+        out.append(_rebuilt(batch.header, records))
     return b"".join(out), count - lease.start - first
+
+
+def _rebuilt(header: RecordBatchHeader, records: list[Record]) -> bytes:
+    """A producer's batch with new values: by the codec's batch encoder (its C
+    path) when the offsets are the producer's 0, 1, 2..., otherwise (and under
+    log-append time) as compaction rebuilds one; the header's fields kept either way."""
+    base = header.base_offset
+    plain = bool(
+        records
+        and header.last_offset_delta == len(records) - 1
+        and not header.timestamp_type
+        and all(r.offset == base + i for i, r in enumerate(records))
+    )
+    if not plain:
+        return rebuild_batch(header, records)
+    return encode_batch(
+        [(r.timestamp, r.key, r.value, r.headers) for r in records],
+        base_offset=base,
+        compression=header.compression,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        is_transactional=header.is_transactional,
+        partition_leader_epoch=header.partition_leader_epoch,
+        base_timestamp=header.base_timestamp,
+    )
 
 
 def decrypt_blob(
@@ -144,7 +178,7 @@ def decrypt_blob(
             out.append(bytes(view))
         else:
             changed = True
-            out.append(rebuild_batch(batch.header, records))
+            out.append(_rebuilt(batch.header, records))
     if not changed:
         return None, None
     return b"".join(out), None
@@ -157,24 +191,40 @@ def _opened(
     from cryptography.exceptions import InvalidTag
 
     opened = None
+    # The records of a batch were most likely encrypted with one DEK: its frame
+    # prefix, once read, is recognised without parsing the next frames.
+    last: bytes | None = None
+    aead: Any = None
+    at = 0
     for i, r in enumerate(records):
-        value = r.value
-        if not is_frame(value):
+        offset, ts, key, value, headers = r
+        if value is None or value[:4] != MAGIC:
             continue
         if opened is None:
             opened = list(records)
+        kek_id = kek_version = "?"
         try:
-            pre, kek_id, kek_version, wrapped, at = parse(value)
-            aead = reader(pre, kek_id, kek_version, wrapped)
-            plain = aead.decrypt(value[at : at + 12], value[at + 12 :], pre)
+            if last is None or not value.startswith(last):
+                last, kek_id, kek_version, wrapped, at = parse(value)
+                aead = reader(last, kek_id, kek_version, wrapped)
+            plain = aead.decrypt(value[at : at + 12], value[at + 12 :], last)
         except FrameError as exc:
-            raise Unreadable(f"record at offset {r.offset}: {exc}") from None
+            raise Unreadable(f"record at offset {offset}: {exc}") from None
         except InvalidTag:
             raise Unreadable(
-                f"record at offset {r.offset}: ciphertext does not authenticate "
-                f"under KEK {kek_id!r} version {kek_version}"
+                f"record at offset {offset}: ciphertext does not authenticate "
+                f"under the KEK it names ({_named(value)})"
             ) from None
         except Unreadable as exc:
-            raise Unreadable(f"record at offset {r.offset}: {exc}") from None
-        opened[i] = r._replace(value=plain)
+            raise Unreadable(f"record at offset {offset}: {exc}") from None
+        opened[i] = Record(offset, ts, key, plain, headers)
     return opened
+
+
+def _named(value: bytes) -> str:
+    """The KEK a frame names, for an error message."""
+    try:
+        _, kek_id, kek_version, _, _ = parse(value)
+    except FrameError:
+        return "unreadable"
+    return f"KEK {kek_id!r} version {kek_version}"
