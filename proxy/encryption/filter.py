@@ -113,7 +113,7 @@ class RecordEncryption(Filter):
             "Record encryption"); or give them through :meth:`configure`.
     """
 
-    api_keys = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
+    api_keys = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SHARE_FETCH})
 
     def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
         self._config: _Config | None = None
@@ -350,9 +350,10 @@ class RecordEncryption(Filter):
 
                 body = protocol.decode_response_body(ApiKey.PRODUCE, ctx.api_version, body.data)
             return _with_refused(body, refused)
-        return self._decrypted(body)
+        return self._decrypted(body, share=ctx.api_key == ApiKey.SHARE_FETCH)
 
-    def _decrypted(self, body: Any) -> Any:
+    def _decrypted(self, body: Any, share: bool = False) -> Any:
+        """A Fetch (or ShareFetch) answer with its frames decrypted (the module's rules)."""
         now = trio.current_time()
         topics, changed = [], False
         for t in body.responses:
@@ -362,7 +363,9 @@ class RecordEncryption(Filter):
                     parts.append(p)
                     continue
                 blob, stop = decrypt_blob(
-                    p.records, lambda *a: self._reader(now, *a), DEFAULT_MAX_DECOMPRESSED_SIZE
+                    p.records,
+                    lambda *a: self._reader(now, share, *a),
+                    DEFAULT_MAX_DECOMPRESSED_SIZE,
                 )
                 if blob is None and stop is None:
                     parts.append(p)
@@ -370,22 +373,20 @@ class RecordEncryption(Filter):
                 changed = True
                 self.stats.partitions_decrypted += 1
                 if isinstance(stop, Unreadable):
-                    where = f"{t.topic or t.topic_id} partition {p.partition_index}"
+                    where = (
+                        f"{getattr(t, 'topic', None) or t.topic_id} partition {p.partition_index}"
+                    )
                     self._quiet(str(stop)[:60], "record encryption: %s: %s", where, stop)
-                    if not blob:
+                    if share or not blob:
                         self.stats.partitions_unreadable += 1
-                        parts.append(
-                            dataclasses.replace(
-                                p, error_code=ErrorCode.CORRUPT_MESSAGE, records=b""
-                            )
-                        )
+                        parts.append(_unreadable(p, share, str(stop)))
                         continue
                 parts.append(dataclasses.replace(p, records=blob))
             topics.append(dataclasses.replace(t, partitions=parts))
         return dataclasses.replace(body, responses=topics) if changed else body
 
     def _reader(
-        self, now: float, prefix: bytes, kek_id: str, kek_version: str, wrapped: bytes
+        self, now: float, block: bool, prefix: bytes, kek_id: str, kek_version: str, wrapped: bytes
     ) -> Any:
         aead = self._deks.reader(prefix)
         if aead is not None:
@@ -395,11 +396,13 @@ class RecordEncryption(Filter):
             raise Unreadable(why)
         assert self._config is not None
         kms = self._config.kms
-        if kms.inline:
+        if kms.inline or block:
             try:
                 return self._deks.learn(prefix, kms.unwrap(kek_id, kek_version, wrapped))
-            except KmsError as exc:
+            except KmsRefused as exc:
                 self._deks.refuse(prefix, str(exc), now)
+                raise Unreadable(str(exc)) from None
+            except KmsError as exc:
                 raise Unreadable(str(exc)) from None
         if prefix not in self._unwrapping and self._services is not None:
             self._unwrapping.add(prefix)
@@ -429,6 +432,21 @@ class RecordEncryption(Filter):
             self._services.quiet.warning(("encryption", key), msg, *args)
         else:
             log.warning(msg, *args)
+
+
+def _unreadable(p: Any, share: bool, why: str) -> Any:
+    """A fetched partition answered CORRUPT_MESSAGE, without records (a share
+    fetch's acquired records too: they go back to the group when their
+    acquisition lock ends, and are archived after the group's delivery limit)."""
+    if share:
+        return dataclasses.replace(
+            p,
+            error_code=ErrorCode.CORRUPT_MESSAGE,
+            error_message=f"record encryption: {why}",
+            records=b"",
+            acquired_records=[],
+        )
+    return dataclasses.replace(p, error_code=ErrorCode.CORRUPT_MESSAGE, records=b"")
 
 
 def _rules(table: Any, problems: list[str]) -> list[tuple[re.Pattern[str], str]]:

@@ -197,3 +197,45 @@ def test_confluent_kafka_consumers_read_up_to_an_unreadable_record_then_get_its_
     assert got == [b"good-0", b"good-1", b"good-2"]
     assert msg.error().code() == ErrorCode.CORRUPT_MESSAGE, msg.error()
     assert "offset 3" in msg.error().str()
+
+
+def test_share_consumers_read_plaintext_through_the_proxy(
+    broker: RunningBroker, proxy: RunningProxy
+) -> None:
+    """ShareFetch answers (share groups, KIP-932) are decrypted as Fetch answers
+    are: librdkafka's share consumer reads every record's plaintext once."""
+    from confluent_kafka import ShareConsumer
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    topic, group = fresh("enc-share"), fresh("queue")
+    create(broker.bootstrap_servers, topic, 2)
+    earliest = ConfigEntry(
+        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
+    )
+    admin = AdminClient({"bootstrap.servers": proxy.bootstrap_servers})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[earliest])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+    sent = [b"SECRET-share-%d" % i for i in range(100)]
+    sdk_reports(proxy.bootstrap_servers, topic, [(v, b"k%d" % (i % 7)) for i, v in enumerate(sent)])
+    assert len(frames(placement(broker.bootstrap_servers, topic, 2))) == len(sent)
+    consumer = ShareConsumer({"bootstrap.servers": proxy.bootstrap_servers, "group.id": group})
+    values: list[bytes] = []
+    try:
+        consumer.subscribe([topic])
+        for _ in range(300):
+            for message in consumer.poll(0.2):
+                assert message.error() is None, message.error()
+                values.append(message.value())
+            if len(values) >= len(sent):
+                break
+        consumer.commit_sync(30)
+    finally:
+        consumer.close()
+    assert sorted(values) == sorted(sent)
