@@ -112,5 +112,8 @@ class AwsKms:
     def check(self, kek_id: str) -> str | None:
         return None  # known only by asking AWS, which a settings check does not
 
+    def key_key(self, kek_id: str, kek_version: str | None) -> tuple[str, bytes]:
+        raise KmsRefused("AWS KMS holds its keys' bytes: record keys need kms = keyfile")
+
     def close(self) -> None:
         self._client.close()

@@ -61,6 +61,7 @@ from ..filters import (
     Respond,
     Sample,
 )
+from .frame import key_prefix
 from .keys import Deks, Lease
 from .kms import Kms, KmsError, KmsRefused, KmsUnavailable
 from .records import Pending, Refused, Unreadable, decrypt_blob, encrypt_blob, records_in
@@ -80,6 +81,7 @@ _SETTINGS = {
     "kms_timeout_s": "each KMS call's timeout",
     "dek_max_records": "records encrypted with one DEK at most",
     "dek_max_age_s": "seconds one DEK encrypts at most",
+    "encrypt_keys": "topic patterns whose record keys are encrypted too (deterministically)",
 }
 # A request this large is encrypted on a worker thread, off the event loop.
 _THREAD_BYTES = 64 << 10
@@ -103,6 +105,7 @@ class _Config:
     kms: Kms
     kms_settings: tuple[tuple[str, Any], ...]
     rules: tuple[tuple[re.Pattern[str], str], ...]
+    key_rules: tuple[re.Pattern[str], ...] = ()
 
 
 class RecordEncryption(Filter):
@@ -120,6 +123,8 @@ class RecordEncryption(Filter):
         self._deks = Deks()
         self._keks: dict[str, str | None] = {}
         self._unwrapping: set[bytes] = set()
+        self._key_sealers: dict[str, Any] = {}  # KEK id -> its keys' sealer
+        self._key_readers: dict[bytes, Any] = {}  # key frame prefix -> AES-SIV
         self._services: ProxyServices | None = None
         self.stats = EncryptionStats()
         if settings is not None:
@@ -140,6 +145,11 @@ class RecordEncryption(Filter):
             f"unknown setting {key!r}{_nearest(key)}" for key in conf if key not in _SETTINGS
         ]
         rules = _rules(conf.get("topics"), problems)
+        key_rules = _patterns(conf.get("encrypt_keys", []), problems)
+        if key_rules and conf.get("kms") == "aws":
+            problems.append(
+                "encrypt_keys: record keys need kms = keyfile (AWS KMS holds its keys' bytes)"
+            )
         kind = conf.get("kms")
         if kind not in ("keyfile", "aws"):
             problems.append(f"kms: {kind!r} is not 'keyfile' or 'aws'")
@@ -180,8 +190,9 @@ class RecordEncryption(Filter):
         assert kms is not None
         self._deks.max_records = int(numbers["dek_max_records"])
         self._deks.max_age = float(numbers["dek_max_age_s"])
-        self._config = _Config(kms, kms_settings, tuple(rules))
+        self._config = _Config(kms, kms_settings, tuple(rules), tuple(key_rules))
         self._keks = {}
+        self._key_sealers = {}
         self._deks.forget()  # a new KEK version wraps the next DEKs
         if old is not None and old.kms is not kms:
             old.kms.close()
@@ -214,6 +225,44 @@ class RecordEncryption(Filter):
             yield Sample(
                 f"trafka_proxy_encryption_{name}", f"Record encryption: {what}.", (), value
             )
+
+    def keys_encrypted(self, topic: str) -> bool:
+        """Whether ``topic``'s record keys are encrypted too (``encrypt_keys``)."""
+        return self._config is not None and any(p.fullmatch(topic) for p in self._config.key_rules)
+
+    def _key_sealer(self, kek: str) -> Any:
+        """``seal(key) -> key frame`` under the KEK's first version (see :mod:`.frame`)."""
+        sealer = self._key_sealers.get(kek)
+        if sealer is None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESSIV
+
+            assert self._config is not None
+            try:
+                version, key = self._config.kms.key_key(kek, None)
+            except KmsError as exc:
+                raise Refused(str(exc)) from None
+            pre, siv = key_prefix(kek, version), AESSIV(key)
+
+            def sealer(plain: bytes) -> bytes:
+                return pre + siv.encrypt(plain, [pre])
+
+            self._key_sealers[kek] = sealer
+        return sealer
+
+    def _key_reader(self, prefix: bytes, kek_id: str, kek_version: str) -> Any:
+        siv = self._key_readers.get(prefix)
+        if siv is None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESSIV
+
+            assert self._config is not None
+            try:
+                siv = AESSIV(self._config.kms.key_key(kek_id, kek_version)[1])
+            except KmsError as exc:
+                raise Unreadable(str(exc)) from None
+            if len(self._key_readers) >= 1000:
+                self._key_readers.clear()
+            self._key_readers[prefix] = siv
+        return siv
 
     def kek_for(self, topic: str | None) -> str | None:
         """The KEK that encrypts ``topic``'s records (None: not encrypted)."""
@@ -302,7 +351,10 @@ class RecordEncryption(Filter):
             p = t.partition_data[pi]
             lease, used = leases[kek]
             try:
-                blob, n = encrypt_blob(p.records, lease, used[0], DEFAULT_MAX_DECOMPRESSED_SIZE)
+                seal_key = self._key_sealer(kek) if self.keys_encrypted(t.name) else None
+                blob, n = encrypt_blob(
+                    p.records, lease, used[0], DEFAULT_MAX_DECOMPRESSED_SIZE, seal_key
+                )
             except Refused as exc:
                 refused[(t.name, p.index)] = (ErrorCode.INVALID_RECORD, str(exc))
                 continue
@@ -366,6 +418,7 @@ class RecordEncryption(Filter):
                     p.records,
                     lambda *a: self._reader(now, share, *a),
                     DEFAULT_MAX_DECOMPRESSED_SIZE,
+                    self._key_reader,
                 )
                 if blob is None and stop is None:
                     parts.append(p)
@@ -447,6 +500,19 @@ def _unreadable(p: Any, share: bool, why: str) -> Any:
             acquired_records=[],
         )
     return dataclasses.replace(p, error_code=ErrorCode.CORRUPT_MESSAGE, records=b"")
+
+
+def _patterns(given: Any, problems: list[str]) -> list[re.Pattern[str]]:
+    if isinstance(given, str) or not isinstance(given, list | tuple):
+        problems.append(f"encrypt_keys: {given!r} is not a list of topic patterns")
+        return []
+    out = []
+    for pattern in given:
+        try:
+            out.append(re.compile(pattern))
+        except (re.error, TypeError) as exc:
+            problems.append(f"encrypt_keys: {pattern!r} is not a regular expression: {exc}")
+    return out
 
 
 def _rules(table: Any, problems: list[str]) -> list[tuple[re.Pattern[str], str]]:

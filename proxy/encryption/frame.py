@@ -31,6 +31,22 @@ Rules and invariants:
 * :func:`parse` refuses what is not a whole frame of a known version with
   :class:`FrameError`; a value not starting with the magic is not a frame
   (:func:`is_frame`).
+
+Record keys, when a topic's keys are encrypted too, are *key frames*,
+deterministic (the same key gives the same frame, so compaction and
+partitioning by key still work)::
+
+    offset  size  field
+    0       4     magic: 00 54 4B 4B ("\\0TKK")
+    4       1     frame version: 1
+    5       1     n: the KEK id's length, then n bytes: the KEK id (UTF-8)
+    .       1     m: the KEK version's length, then m bytes: the KEK version
+    .       rest  AES-SIV (RFC 5297, 512-bit key) of the key: its 16-byte
+                  synthetic IV, then the ciphertext
+
+The AES-SIV key is derived from that KEK version (HKDF-SHA256, so only a KMS
+that holds the KEK's bytes, the key file, can encrypt keys); the bytes before
+the SIV are its associated data.
 """
 
 from __future__ import annotations
@@ -38,18 +54,22 @@ from __future__ import annotations
 import struct
 
 __all__ = [
+    "KEY_MAGIC",
     "MAGIC",
     "NONCE_SIZE",
     "TAG_SIZE",
     "VERSION",
     "FrameError",
     "is_frame",
+    "key_prefix",
+    "parse_key",
     "nonce",
     "parse",
     "prefix",
 ]
 
 MAGIC = b"\x00TKE"
+KEY_MAGIC = b"\x00TKK"
 VERSION = 1
 NONCE_SIZE = 12
 TAG_SIZE = 16
@@ -128,3 +148,38 @@ def parse(value: bytes) -> tuple[bytes, str, str, bytes, int]:
     if len(value) < pos + NONCE_SIZE + TAG_SIZE:
         raise FrameError("frame cut short before its ciphertext's tag")
     return value[:pos], kek_id, kek_version, wrapped, pos
+
+
+def key_prefix(kek_id: str, kek_version: str) -> bytes:
+    """A key frame's bytes before its SIV.
+
+    Raises:
+        ValueError: an id or version too long (or empty) for the frame.
+    """
+    kid, kver = kek_id.encode(), kek_version.encode()
+    if not (0 < len(kid) <= 255 and 0 < len(kver) <= 255):
+        raise ValueError("a KEK id and version must be 1-255 bytes of UTF-8")
+    return b"".join((KEY_MAGIC, bytes((VERSION, len(kid))), kid, bytes((len(kver),)), kver))
+
+
+def parse_key(key: bytes) -> tuple[bytes, str, str]:
+    """Read a key frame's header: (prefix, KEK id, KEK version).
+
+    Raises:
+        FrameError: not the key magic, an unknown version, or cut short.
+    """
+    if key[:4] != KEY_MAGIC or len(key) < 6:
+        raise FrameError("not an encrypted key")
+    if key[4] != VERSION:
+        raise FrameError(f"unknown key frame version {key[4]} (this proxy reads {VERSION})")
+    try:
+        pos = 6 + key[5]
+        kek_id = key[6:pos].decode()
+        n = key[pos]
+        kek_version = key[pos + 1 : pos + 1 + n].decode()
+    except (IndexError, UnicodeDecodeError) as exc:
+        raise FrameError(f"key frame header unreadable: {exc}") from None
+    pos += 1 + n
+    if not kek_id or len(kek_version.encode()) != n or not n or len(key) < pos + 16:
+        raise FrameError("key frame cut short")
+    return key[:pos], kek_id, kek_version

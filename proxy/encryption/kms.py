@@ -85,6 +85,16 @@ class Kms(Protocol):
         """Why ``kek_id`` cannot wrap DEKs (None: it can), for the settings' check."""
         ...
 
+    def key_key(self, kek_id: str, kek_version: str | None) -> tuple[str, bytes]:
+        """The 64-byte AES-SIV key that encrypts record keys under a KEK version
+        (None: the KEK's first, which rotation leaves in place, so a key's
+        frame never changes): (the version, the key).
+
+        Raises:
+            KmsRefused: the KMS cannot derive one (it holds no KEK bytes: AWS).
+        """
+        ...
+
     def close(self) -> None:
         """Release what the KMS holds."""
         ...
@@ -200,6 +210,20 @@ class KeyFileKms:
         if len(dek) != DEK_SIZE:
             raise KmsRefused("the wrapped DEK is not 32 bytes")
         return dek
+
+    def key_key(self, kek_id: str, kek_version: str | None) -> tuple[str, bytes]:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+        versions = self.versions(kek_id)
+        if kek_version is None and versions:
+            kek_version = str(min(versions))
+        key = versions.get(int(kek_version)) if kek_version and kek_version.isdigit() else None
+        if key is None or kek_version is None:
+            raise KmsRefused(f"KEK {kek_id!r} version {kek_version!r} is not in the key file")
+        info = f"trafka record keys\0{kek_id}\0{kek_version}".encode()
+        derived = HKDF(algorithm=hashes.SHA256(), length=64, salt=None, info=info).derive(key)
+        return kek_version, derived
 
     def close(self) -> None:
         pass

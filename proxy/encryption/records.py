@@ -40,7 +40,7 @@ from trafka.codec.records import (
     rebuild_batch,
 )
 
-from .frame import MAGIC, FrameError, nonce, parse
+from .frame import KEY_MAGIC, MAGIC, FrameError, nonce, parse, parse_key
 from .keys import Lease
 
 __all__ = ["Pending", "Refused", "Unreadable", "decrypt_blob", "encrypt_blob", "records_in"]
@@ -77,9 +77,16 @@ def records_in(blob: Any) -> int:
     return total
 
 
-def encrypt_blob(blob: Any, lease: Lease, first: int, max_size: int) -> tuple[bytes, int]:
+def encrypt_blob(
+    blob: Any,
+    lease: Lease,
+    first: int,
+    max_size: int,
+    seal_key: Callable[[bytes], bytes] | None = None,
+) -> tuple[bytes, int]:
     """A Produce partition's batches with their values encrypted, using the
-    lease's nonces from ``first`` on.
+    lease's nonces from ``first`` on, and their non-null keys by ``seal_key``
+    when given (a key frame, deterministic).
 
     Returns:
         (the new batches, how many nonces were used).
@@ -106,6 +113,9 @@ def encrypt_blob(blob: Any, lease: Lease, first: int, max_size: int) -> tuple[by
         records = []
         for r in batch.records:
             offset, ts, key, value, headers = r
+            if seal_key is not None and key is not None:
+                key = seal_key(key)
+                r = Record(offset, ts, key, value, headers)
             if value is not None:
                 if count >= end:
                     raise Refused("more records than the batch headers count")
@@ -144,7 +154,10 @@ def _rebuilt(header: RecordBatchHeader, records: list[Record]) -> bytes:
 
 
 def decrypt_blob(
-    blob: Any, reader: Callable[[bytes, str, str, bytes], Any], max_size: int
+    blob: Any,
+    reader: Callable[[bytes, str, str, bytes], Any],
+    max_size: int,
+    key_reader: Callable[[bytes, str, str], Any] | None = None,
 ) -> tuple[bytes | None, Exception | None]:
     """A Fetch partition's records with their frames decrypted.
 
@@ -169,7 +182,7 @@ def decrypt_blob(
             continue
         try:
             batch = decode_batch(view, verify=True, max_size=max_size)
-            records = _opened(batch.records, reader)
+            records = _opened(batch.records, reader, key_reader)
         except DecodeError as exc:
             return b"".join(out), Unreadable(f"batch at offset {header.base_offset}: {exc}")
         except (Pending, Unreadable) as exc:
@@ -185,12 +198,21 @@ def decrypt_blob(
 
 
 def _opened(
-    records: list[Any], reader: Callable[[bytes, str, str, bytes], Any]
+    records: list[Any],
+    reader: Callable[[bytes, str, str, bytes], Any],
+    key_reader: Callable[[bytes, str, str], Any] | None = None,
 ) -> list[Any] | None:
     """The records with their frames decrypted, None if none held a frame."""
     from cryptography.exceptions import InvalidTag
 
-    opened = None
+    if key_reader is not None and any(
+        r.key is not None and r.key[:4] == KEY_MAGIC for r in records
+    ):
+        records = _keys_opened(records, key_reader)
+        opened: list[Any] | None = list(records)
+    else:
+        opened = None
+
     # The records of a batch were most likely encrypted with one DEK: its frame
     # prefix, once read, is recognised without parsing the next frames.
     last: bytes | None = None
@@ -219,6 +241,30 @@ def _opened(
             raise Unreadable(f"record at offset {offset}: {exc}") from None
         opened[i] = Record(offset, ts, key, plain, headers)
     return opened
+
+
+def _keys_opened(records: list[Any], key_reader: Callable[[bytes, str, str], Any]) -> list[Any]:
+    """The records with their key frames decrypted."""
+    from cryptography.exceptions import InvalidTag
+
+    out = []
+    for r in records:
+        offset, ts, key, value, headers = r
+        if key is not None and key[:4] == KEY_MAGIC:
+            try:
+                pre, kek_id, kek_version = parse_key(key)
+                key = key_reader(pre, kek_id, kek_version).decrypt(key[len(pre) :], [pre])
+            except FrameError as exc:
+                raise Unreadable(f"record at offset {offset}: {exc}") from None
+            except InvalidTag:
+                raise Unreadable(
+                    f"record at offset {offset}: its key does not authenticate"
+                ) from None
+            except Unreadable as exc:
+                raise Unreadable(f"record at offset {offset}: {exc}") from None
+            r = Record(offset, ts, key, value, headers)
+        out.append(r)
+    return out
 
 
 def _named(value: bytes) -> str:

@@ -239,3 +239,43 @@ def test_share_consumers_read_plaintext_through_the_proxy(
     finally:
         consumer.close()
     assert sorted(values) == sorted(sent)
+
+
+def test_keys_encrypted_deterministically_read_back_and_keep_their_partition(
+    broker: RunningBroker, folder: Path, keys: Path
+) -> None:
+    """``encrypt_keys``: a topic's record keys become key frames, the same
+    frame for the same key (so compaction still keeps one record per key, and
+    routing, which then hashes the frame, keeps a key's records in one
+    partition), tombstones (null values) stay null; consumers through the
+    proxy read the plaintext keys; no plaintext key on disk."""
+    from trafka.proxy.encryption.frame import KEY_MAGIC
+
+    topic = fresh("enc-keys")
+    create(broker.bootstrap_servers, topic, 3, configs={"cleanup.policy": "compact"})
+    encryption = RecordEncryption(
+        {
+            "kms": "keyfile",
+            "key_file": str(keys),
+            "topics": {"enc-keys-.*": "orders"},
+            "encrypt_keys": ["enc-keys-.*"],
+        }
+    )
+    with proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0, filters=(encryption,)) as px:
+        sends: list[tuple[Any, bytes]] = [
+            (b"v%d" % i, b"SECRETKEY-%d" % (i % 5)) for i in range(60)
+        ]
+        sends.append((None, b"SECRETKEY-0"))  # a tombstone
+        sdk_reports(px.bootstrap_servers, topic, sends)
+        read = placement(px.bootstrap_servers, topic, 3)
+        assert sorted((r.key, r.value or b"") for r in read) == sorted(
+            (k, v or b"") for v, k in sends
+        )
+        assert [r.value for r in read if r.value is None] == [None]
+        straight = placement(broker.bootstrap_servers, topic, 3)
+        by_key: dict[bytes, set[tuple[bytes, int]]] = {}
+        for r in straight:
+            assert r.key.startswith(KEY_MAGIC)
+            by_key.setdefault(r.key, set()).add((r.key, r.partition))
+        assert len(by_key) == 5 and all(len(places) == 1 for places in by_key.values())
+    assert plaintext_in_files(folder / "data", b"SECRETKEY-") == []

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from trafka.codec.records import decode_batch, encode_batch
 from trafka.proxy.encryption import KeyFileKms, KmsRefused, add_key_version
-from trafka.proxy.encryption.frame import MAGIC, FrameError, parse, prefix
+from trafka.proxy.encryption.frame import KEY_MAGIC, MAGIC, FrameError, parse, parse_key, prefix
 from trafka.proxy.encryption.keys import Deks
 from trafka.proxy.encryption.records import decrypt_blob, encrypt_blob, records_in
 
@@ -33,6 +33,22 @@ def test_any_bytes_after_the_magic_read_or_are_refused_as_frame_errors(tail: byt
         parse(MAGIC + tail)
     except FrameError:
         pass
+
+
+@given(st.binary(max_size=100))
+def test_any_bytes_after_the_key_magic_read_or_are_refused_as_frame_errors(tail: bytes) -> None:
+    try:
+        parse_key(KEY_MAGIC + tail)
+    except FrameError:
+        pass
+
+
+def test_a_key_frame_is_the_same_for_the_same_key_and_survives_rotation(tmp_path: Path) -> None:
+    kms = _kms(tmp_path)
+    version, key = kms.key_key("orders", None)
+    add_key_version(tmp_path / "k.toml", "orders")
+    assert kms.key_key("orders", None) == (version, key)  # the first version, still
+    assert kms.key_key("orders", "2")[1] != key
 
 
 def _kms(tmp_path: Path) -> KeyFileKms:
