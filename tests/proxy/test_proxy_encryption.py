@@ -279,3 +279,27 @@ def test_keys_encrypted_deterministically_read_back_and_keep_their_partition(
             by_key.setdefault(r.key, set()).add((r.key, r.partition))
         assert len(by_key) == 5 and all(len(places) == 1 for places in by_key.values())
     assert plaintext_in_files(folder / "data", b"SECRETKEY-") == []
+
+
+def test_trafkas_consumer_reads_up_to_an_unreadable_record_then_raises_its_error(
+    broker: RunningBroker, proxy: RunningProxy
+) -> None:
+    from trafka.codec.errors import KafkaError
+    from trafka.sdk import TopicPartition
+    from trafka.sdk.blocking import Consumer
+
+    topic = fresh("enc-sdk")
+    create(broker.bootstrap_servers, topic, 1)
+    sdk_reports(proxy.bootstrap_servers, topic, [(b"good-%d" % i, b"k") for i in range(3)])
+    sdk_reports(broker.bootstrap_servers, topic, [(MAGIC + b"\x01junk", b"k")])
+    got: list[bytes] = []
+    with Consumer(bootstrap_servers=proxy.bootstrap_servers, enable_auto_commit=False) as consumer:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        with pytest.raises(KafkaError) as raised:
+            for _ in range(100):
+                for records in consumer.getmany(timeout_ms=500).values():
+                    got += [r.value for r in records]
+    assert got == [b"good-0", b"good-1", b"good-2"]
+    assert raised.value.code == ErrorCode.CORRUPT_MESSAGE
