@@ -22,7 +22,8 @@ Rules:
   unwrapped stops the answer the same way, without an error: the client asks
   again from that offset, by when the DEK is cached. A trailing batch cut
   short (a Fetch answer may end mid-batch) is left out; legacy entries and
-  batches without frames pass byte for byte.
+  batches without frames pass byte for byte (an uncompressed batch whose bytes
+  hold neither magic is not even decoded).
 """
 
 from __future__ import annotations
@@ -180,6 +181,12 @@ def decrypt_blob(
         if not isinstance(header, RecordBatchHeader) or header.is_control:
             out.append(bytes(view))
             continue
+        if not header.compression:
+            # Uncompressed, a frame's magic is in the batch's bytes: none, no frame.
+            data = bytes(view)
+            if MAGIC not in data and KEY_MAGIC not in data:
+                out.append(data)
+                continue
         try:
             batch = decode_batch(view, verify=True, max_size=max_size)
             records = _opened(batch.records, reader, key_reader)
