@@ -94,6 +94,8 @@ def test_every_client_reads_plaintext_once_in_order_and_the_disk_holds_none(
     assert len(straight) == len(reports)
     assert {kek for kek, _ in frames(straight)} == {"orders"}
     assert plaintext_in_files(folder / "data", b"SECRET-a") == []
+    counted = proxy.statistics.filters["encryption"]
+    assert counted.records_encrypted >= len(reports) and counted.partitions_decrypted > 0
 
 
 def test_a_topic_not_named_is_not_encrypted(broker: RunningBroker, proxy: RunningProxy) -> None:
