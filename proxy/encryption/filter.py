@@ -198,6 +198,14 @@ class RecordEncryption(Filter):
             old.kms.close()
 
     def attach(self, services: ProxyServices) -> None:
+        """Refuses to start unconfigured: a proxy that should encrypt must not
+        forward plaintext because its settings were forgotten.
+
+        Raises:
+            ValueError: no settings were given (constructor or :meth:`configure`).
+        """
+        if self._config is None:
+            raise ValueError("RecordEncryption has no settings (give them, or configure() it)")
         self._services = services
 
     def detach(self) -> None:

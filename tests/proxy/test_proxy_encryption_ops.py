@@ -275,3 +275,17 @@ def test_the_pages_example_is_a_valid_configuration(tmp_path: Path) -> None:
         command, ["--config", str(toml), "--check-config"], catch_exceptions=False
     )
     assert result.exit_code == 0, result.output
+
+
+def test_a_filter_never_given_settings_refuses_to_start(broker: RunningBroker) -> None:
+    """Never plaintext because the settings were forgotten."""
+    from trafka.proxy import proxy_in_thread
+    from trafka.proxy.encryption import RecordEncryption
+
+    with (
+        pytest.raises(ValueError, match="no settings"),
+        proxy_in_thread(
+            upstream=(broker.bootstrap_servers,), port=0, filters=(RecordEncryption(),)
+        ),
+    ):
+        pass
