@@ -42,6 +42,7 @@ import dataclasses
 import difflib
 import logging
 import re
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -86,6 +87,9 @@ _SETTINGS = {
 # A request this large is encrypted on a worker thread, off the event loop.
 _THREAD_BYTES = 64 << 10
 _Partition = ProduceResponse.PartitionProduceResponse
+NULL_UUID = uuid.UUID(int=0)
+# Refused Produce partitions: (topic name, or id, partition) -> (error code, why).
+_Refused = dict[tuple[str | uuid.UUID, int], tuple[int, str]]
 
 
 @dataclasses.dataclass(slots=True)
@@ -116,7 +120,7 @@ class RecordEncryption(Filter):
             "Record encryption"); or give them through :meth:`configure`.
     """
 
-    api_keys = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SHARE_FETCH})
+    api_keys = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SHARE_FETCH, ApiKey.METADATA})
 
     def __init__(self, settings: Mapping[str, Any] | None = None) -> None:
         self._config: _Config | None = None
@@ -125,6 +129,7 @@ class RecordEncryption(Filter):
         self._unwrapping: set[bytes] = set()
         self._key_sealers: dict[str, Any] = {}  # KEK id -> its keys' sealer
         self._key_readers: dict[bytes, Any] = {}  # key frame prefix -> AES-SIV
+        self._names: dict[uuid.UUID, str] = {}  # topic ids Metadata answers named
         self._services: ProxyServices | None = None
         self.stats = EncryptionStats()
         if settings is not None:
@@ -287,16 +292,27 @@ class RecordEncryption(Filter):
         if ctx.api_key != ApiKey.PRODUCE:
             return body
         todo: dict[tuple[int, int], tuple[str, int]] = {}
-        refused: dict[tuple[str, int], tuple[int, str]] = {}
+        refused: _Refused = {}
         for ti, t in enumerate(body.topic_data):
-            kek = self.kek_for(t.name)
+            name = t.name or self._names.get(t.topic_id)
+            if name is None and t.topic_id != NULL_UUID:
+                # Produce v13 names topics by id (KIP-516): one this proxy has
+                # not seen in a Metadata answer may be one to encrypt. The
+                # client refreshes its metadata (through the proxy) and retries.
+                for p in t.partition_data:
+                    refused[(t.topic_id, p.index)] = (
+                        ErrorCode.UNKNOWN_TOPIC_ID,
+                        f"topic id {t.topic_id} not known to the proxy yet",
+                    )
+                continue
+            kek = self.kek_for(name)
             if kek is None:
                 continue
             for pi, p in enumerate(t.partition_data):
                 try:
                     todo[(ti, pi)] = (kek, records_in(p.records))
                 except Refused as exc:
-                    refused[(t.name, p.index)] = (ErrorCode.INVALID_RECORD, str(exc))
+                    refused[(_topic(t), p.index)] = (ErrorCode.INVALID_RECORD, str(exc))
         if not todo and not refused:
             return body
         leases = await self._leases(todo, body, refused)
@@ -312,7 +328,7 @@ class RecordEncryption(Filter):
         self,
         todo: Mapping[tuple[int, int], tuple[str, int]],
         body: Any,
-        refused: dict[tuple[str, int], tuple[int, str]],
+        refused: _Refused,
     ) -> dict[str, tuple[Lease, list[int]]]:
         """A lease per KEK for all its records in the request (a new DEK from
         the KMS where needed); a KEK the KMS fails refuses its partitions."""
@@ -340,7 +356,7 @@ class RecordEncryption(Filter):
                     for (ti, pi), (k, _) in todo.items():
                         if k == kek:
                             t = body.topic_data[ti]
-                            refused[(t.name, t.partition_data[pi].index)] = (code, why)
+                            refused[(_topic(t), t.partition_data[pi].index)] = (code, why)
                     continue
                 lease = self._deks.install(kek, dek, version, wrapped, now, n)
             leases[kek] = (lease, [0])
@@ -351,7 +367,7 @@ class RecordEncryption(Filter):
         body: Any,
         work: list[tuple[tuple[int, int], str]],
         leases: Mapping[str, tuple[Lease, list[int]]],
-        refused: dict[tuple[str, int], tuple[int, str]],
+        refused: _Refused,
     ) -> dict[tuple[int, int], bytes]:
         done: dict[tuple[int, int], bytes] = {}
         for (ti, pi), kek in work:
@@ -359,12 +375,13 @@ class RecordEncryption(Filter):
             p = t.partition_data[pi]
             lease, used = leases[kek]
             try:
-                seal_key = self._key_sealer(kek) if self.keys_encrypted(t.name) else None
+                name = t.name or self._names.get(t.topic_id, "")
+                seal_key = self._key_sealer(kek) if self.keys_encrypted(name) else None
                 blob, n = encrypt_blob(
                     p.records, lease, used[0], DEFAULT_MAX_DECOMPRESSED_SIZE, seal_key
                 )
             except Refused as exc:
-                refused[(t.name, p.index)] = (ErrorCode.INVALID_RECORD, str(exc))
+                refused[(_topic(t), p.index)] = (ErrorCode.INVALID_RECORD, str(exc))
                 continue
             used[0] += n
             self.stats.records_encrypted += n
@@ -376,7 +393,7 @@ class RecordEncryption(Filter):
         ctx: FilterContext,
         body: Any,
         done: Mapping[tuple[int, int], bytes],
-        refused: Mapping[tuple[str, int], tuple[int, str]],
+        refused: _Refused,
     ) -> Any:
         if refused:
             self.stats.partitions_refused += len(refused)
@@ -388,7 +405,7 @@ class RecordEncryption(Filter):
         for ti, t in enumerate(body.topic_data):
             parts = []
             for pi, p in enumerate(t.partition_data):
-                if (t.name, p.index) in refused:
+                if (_topic(t), p.index) in refused:
                     continue
                 blob = done.get((ti, pi))
                 parts.append(p if blob is None else dataclasses.replace(p, records=blob))
@@ -401,6 +418,11 @@ class RecordEncryption(Filter):
     # -- answers ---------------------------------------------------------------------------
 
     def on_response(self, ctx: FilterContext, body: Any) -> Any:
+        if ctx.api_key == ApiKey.METADATA:
+            for t in body.topics:  # topic ids, for Produce v13's (see on_request)
+                if t.name and t.topic_id != NULL_UUID and not t.error_code:
+                    self._names[t.topic_id] = t.name
+            return body
         if ctx.api_key == ApiKey.PRODUCE:
             refused = ctx.notes.get("encryption_refused")
             if not refused:
@@ -572,10 +594,17 @@ def _nearest(key: str) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
-def _with_refused(body: Any, refused: Mapping[tuple[str, int], tuple[int, str]]) -> Any:
+def _topic(t: Any) -> str | uuid.UUID:
+    """How a Produce request names a topic: by name, or (v13) by id."""
+    return t.name or t.topic_id  # type: ignore[no-any-return]
+
+
+def _with_refused(body: Any, refused: Mapping[tuple[str | uuid.UUID, int], tuple[int, str]]) -> Any:
     """A Produce answer with the refused partitions' answers added."""
-    topics: dict[str, list[Any]] = {t.name: list(t.partition_responses) for t in body.responses}
-    for (topic, partition), (code, why) in sorted(refused.items()):
+    topics: dict[str | uuid.UUID, list[Any]] = {
+        _topic(t): list(t.partition_responses) for t in body.responses
+    }
+    for (topic, partition), (code, why) in sorted(refused.items(), key=lambda r: str(r[0])):
         topics.setdefault(topic, []).append(
             _Partition(
                 index=partition,
@@ -586,13 +615,15 @@ def _with_refused(body: Any, refused: Mapping[tuple[str, int], tuple[int, str]])
                 error_message=f"record encryption: {why}",
             )
         )
-    by_name = {t.name: t for t in body.responses}
+    by_topic = {_topic(t): t for t in body.responses}
     answer = ProduceResponse.TopicProduceResponse
     return dataclasses.replace(
         body,
         responses=[
-            dataclasses.replace(by_name[n], partition_responses=ps)
-            if n in by_name
+            dataclasses.replace(by_topic[n], partition_responses=ps)
+            if n in by_topic
+            else answer(topic_id=n, partition_responses=ps)
+            if isinstance(n, uuid.UUID)
             else answer(name=n, partition_responses=ps)
             for n, ps in topics.items()
         ],

@@ -116,3 +116,58 @@ def test_the_key_file_refuses_unknown_keks_versions_and_foreign_wrapped_deks(
     new = add_key_version(tmp_path / "k.toml", "orders")
     assert kms.new_dek("orders")[1] == str(new)  # the file read again: the new version wraps
     assert kms.unwrap("orders", version, wrapped) == dek  # the old still unwraps
+
+
+def test_a_produce_naming_its_topic_by_id_is_held_back_until_the_id_is_known(
+    tmp_path: Path,
+) -> None:
+    """Produce v13 names topics by id (KIP-516). The proxy forwards Produce
+    v11 at most today (proxy/rewrite.py), but a client may send v13 anyway, or
+    a later proxy let it: a topic id no Metadata answer through the proxy
+    named yet is refused UNKNOWN_TOPIC_ID (retriable: the client refreshes its
+    metadata through the proxy and sends again), never forwarded in the clear."""
+    import uuid
+
+    import trio
+
+    from trafka.codec import ApiKey, ErrorCode
+    from trafka.codec.messages.k00_produce import ProduceRequest
+    from trafka.codec.messages.k03_metadata import MetadataResponse
+    from trafka.proxy import FilterContext, Respond
+    from trafka.proxy.encryption import RecordEncryption
+
+    add_key_version(tmp_path / "k.toml", "orders")
+    enc = RecordEncryption(
+        {"kms": "keyfile", "key_file": str(tmp_path / "k.toml"), "topics": {"orders": "orders"}}
+    )
+    tid = uuid.uuid4()
+    part = ProduceRequest.PartitionProduceData(
+        index=0, records=encode_batch([(1, b"k", b"SECRET", [])])
+    )
+    request = ProduceRequest(
+        acks=-1,
+        timeout_ms=1000,
+        topic_data=[ProduceRequest.TopicProduceData(topic_id=tid, partition_data=[part])],
+    )
+
+    def ctx(key: int) -> FilterContext:
+        return FilterContext(
+            api_key=key,
+            api_version=13 if key == ApiKey.PRODUCE else 12,
+            correlation_id=1,
+            client_id=None,
+            client_address=None,
+            node_id=0,
+        )
+
+    held = trio.run(enc.on_request, ctx(ApiKey.PRODUCE), request)
+    assert isinstance(held, Respond)
+    (topic,) = held.body.responses
+    assert topic.topic_id == tid
+    assert [p.error_code for p in topic.partition_responses] == [ErrorCode.UNKNOWN_TOPIC_ID]
+
+    named = MetadataResponse.MetadataResponseTopic(name="orders", topic_id=tid, partitions=[])
+    enc.on_response(ctx(ApiKey.METADATA), MetadataResponse(topics=[named]))
+    sent = trio.run(enc.on_request, ctx(ApiKey.PRODUCE), request)
+    (record,) = decode_batch(sent.topic_data[0].partition_data[0].records).records
+    assert record.value.startswith(MAGIC) and b"SECRET" not in record.value
