@@ -138,7 +138,12 @@ PATHS = {
     "murmur2 journal": "murmur2+journal",  # --journal DIR: exactly once across proxy restarts
     # --journal topic: the placements in the cluster, shared by every proxy instance
     "murmur2 topic": "murmur2+topic",
+    # The record-encryption filter (key-file KMS) on every topic: not by default.
+    "none encrypted": "none+encrypt",
+    "murmur2 encrypted": "murmur2+encrypt",
 }
+# The paths --paths leaves out unless named.
+OPT_IN = ("murmur2 workers", "none encrypted", "murmur2 encrypted")
 PRODUCERS = ("plain", "idempotent")
 
 
@@ -304,14 +309,22 @@ def proxy(
     route, _, journal = route.partition("+")
     # Its metrics, for the requests it got and sent (not with --workers: one port).
     metrics = None if journal == "workers" else f"127.0.0.1:{free_port()}"
-    extra = (["--metrics-listen", metrics] if metrics else []) + (
-        ["--journal", "topic"]
-        if journal == "topic"
-        else ["--workers", str(workers)]
-        if journal == "workers"
-        else ["--journal", str(log.with_suffix(".journal"))]
-        if journal
-        else []
+    if journal == "encrypt":
+        journal, encrypt = "", ["--config", str(encryption_config(log))]
+    else:
+        encrypt = []
+    extra = (
+        encrypt
+        + (["--metrics-listen", metrics] if metrics else [])
+        + (
+            ["--journal", "topic"]
+            if journal == "topic"
+            else ["--workers", str(workers)]
+            if journal == "workers"
+            else ["--journal", str(log.with_suffix(".journal"))]
+            if journal
+            else []
+        )
     )
     with service(
         [
@@ -353,6 +366,22 @@ def proxy(
         finally:
             spy.send_signal(signal.SIGINT)
             spy.wait(60)
+
+
+def encryption_config(log: Path) -> Path:
+    """A proxy configuration file whose one filter encrypts every topic's record
+    values with a key-file KEK (docs/proxy.md, "Record encryption")."""
+    from trafka.proxy.encryption import add_key_version
+
+    keys = log.with_suffix(".keks.toml")
+    add_key_version(keys, "bench")
+    toml = log.with_suffix(".toml")
+    toml.write_text(
+        "[[filter]]\n"
+        'use = "trafka.proxy.encryption:RecordEncryption"\n'
+        f'settings = {{ kms = "keyfile", key_file = "{keys}", topics = {{ "[^_].*" = "bench" }} }}\n'
+    )
+    return toml
 
 
 # -- topics ----------------------------------------------------------------------------
@@ -421,6 +450,8 @@ def producer_config(
         "queue.buffering.max.kbytes": 2_000_000,
         "log_level": 3,
     }
+    if args.batch_size:
+        config["batch.size"] = args.batch_size
     if kind == "idempotent":
         config.update({"acks": "all", "enable.idempotence": True})
     elif args.smoke and replication > 1:
@@ -1075,10 +1106,21 @@ def main() -> int:
     )
     parser.add_argument(
         "--paths",
-        default=",".join(p for p in PATHS if p != "murmur2 workers"),
-        help="comma-separated, of: " + ", ".join(PATHS) + " (all but murmur2 workers by default)",
+        default=",".join(p for p in PATHS if p not in OPT_IN),
+        help="comma-separated, of: "
+        + ", ".join(PATHS)
+        + " (all but "
+        + ", ".join(OPT_IN)
+        + " by default)",
     )
     parser.add_argument("--producers", default=",".join(PRODUCERS))
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=0,
+        help="the producers' batch.size (0: librdkafka's). Encrypted paths need batches "
+        "that stay under the broker's max.message.bytes once their values are frames",
+    )
     parser.add_argument(
         "--workers", type=int, default=2, help="the proxy processes of the murmur2 workers path"
     )
@@ -1157,6 +1199,7 @@ def main() -> int:
                 for k in ("cluster", "replication", "compression", "partitioner")
             ]
             + [f"--idle={args.idle}", f"--samples={args.samples}"]
+            + ([f"--batch-size={args.batch_size}"] if args.batch_size else [])
             + [f"--clients={args.clients}", f"--workers={args.workers}"]
             + (["--pin"] if args.pin else [])
             + [f"--upstream={args.upstream}", f"--rate={args.rate}"]
