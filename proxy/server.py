@@ -29,10 +29,10 @@ shared pool of upstream connections for what filters send.
   connection would wait: a filter, the budget, the answers owed), and the
   answers ready at once reach the client in one write. What is read from a
   client is acknowledged at once (``TCP_QUICKACK``), not with its answer.
-* Frames are read with the codec's :class:`~trafka.codec.framing.FrameReader`
-  and its ``max_frame_size`` (Kafka's ``socket.request.max.bytes``): a larger
-  size prefix closes the connection before any of its body is read, and no
-  buffer is sized from a length that has not arrived.
+* Frames are read with the codec's :class:`~trafka.codec.framing.FrameReader` and
+  ``max_frame_size`` (Kafka's ``socket.request.max.bytes``): a larger size prefix
+  closes the connection before its body is read; no buffer is sized from a length
+  that has not arrived. A TLS client's certificate names its principal (:mod:`.mtls`).
 * Limits, with Kafka's names and meanings as brokerlite has them:
   ``queued_max_request_bytes`` bounds the bytes of requests the proxy holds,
   across all its connections (:mod:`trafka.common.request_budget`): a request
@@ -53,8 +53,8 @@ shared pool of upstream connections for what filters send.
   unreachable upstream, unroutable batches) and failing accepts are logged
   through :class:`~trafka.common.lograte.RateLimitedLog`: a line a minute each,
   with a count of the rest. Host names from upstream answers are logged escaped.
-* At DEBUG (``-v``) each client connection is logged as it is accepted, as its
-  upstream connection opens and as it closes, with its traffic (:mod:`.connlog`).
+* At DEBUG (``-v``) each client connection is logged as it is accepted, as its upstream
+  connection opens and as it closes, with its traffic (:mod:`.connlog`).
 """
 
 from __future__ import annotations
@@ -104,6 +104,7 @@ from .filters import (
     run_upstream,
 )
 from .metrics import ProxyMetrics, ProxyStatistics
+from .mtls import NoMatchingRule, PrincipalMapper, tls_session
 from .pool import UpstreamError, UpstreamPool
 from .startup import discover_upstream, shared_listeners, upstream_reachable
 from .topics import Topics, metadata_request
@@ -130,8 +131,7 @@ class RunningProxy:
     bootstrap_servers: str
     statistics: ProxyStatistics
     metrics_address: tuple[str, int] | None = None
-    # The bytes of requests held (``queued_max_request_bytes``; for tests and
-    # introspection).
+    # The bytes of requests held (``queued_max_request_bytes``; tests, introspection).
     request_budget: RequestBudget = field(default_factory=lambda: RequestBudget(None))
     # What SIGHUP changes (.reload): the TLS context new client connections get, the chain.
     client_tls: ssl.SSLContext | None = None
@@ -149,6 +149,7 @@ class _Proxy:
         self.nodes: dict[int, tuple[tuple[str, int], int]] = {}
         self.client_tls = config.client_ssl_context()
         self.upstream_tls = config.upstream_ssl_context()
+        self.mapper = PrincipalMapper(config.ssl_principal_mapping_rules)
         # What clients (and failing accepts) can repeat at will: a line a minute each.
         self.quiet = RateLimitedLog(log, clock=trio.current_time)
         # Shared by every client connection (pooled Produce, metadata refreshes).
@@ -197,8 +198,7 @@ class _Proxy:
         self.own_pools.append(pool)
         return pool
 
-    # ProxyServices.listen_for (synchronous, called by address rewriting): opens
-    # the node's listener at once.
+    # ProxyServices.listen_for (synchronous, from address rewriting): the listener opens now.
     def listen_for(self, node_id: int, host: str, port: int) -> tuple[str, int]:
         known = self.nodes.get(node_id)
         if known is not None and known[0] == (host, port):
@@ -337,13 +337,15 @@ class _Proxy:
         attached: list[_Client] = []  # the upstream side, once the client has spoken
         peer = _peer(raw)
         opened = connlog.accepted(peer, raw, node_id)
+        session = Session()
         try:
             if self.client_tls is not None:
                 tls = trio.SSLStream(raw, self.client_tls, server_side=True)
                 try:
                     with trio.fail_after(self.config.connect_timeout):
                         await tls.do_handshake()
-                except (trio.BrokenResourceError, trio.TooSlowError) as exc:
+                    session = tls_session(tls, self.mapper, connlog.shown(peer))
+                except (trio.BrokenResourceError, trio.TooSlowError, NoMatchingRule) as exc:
                     self.quiet.log(
                         logging.INFO,
                         "tls",
@@ -354,7 +356,7 @@ class _Proxy:
                     return
                 client = tls
             async with client, trio.open_nursery() as pumps:
-                await self._requests(client, pumps, node_id, peer, attached, raw.socket)
+                await self._requests(client, pumps, node_id, peer, attached, raw.socket, session)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("connection from %s ended: %s", connlog.shown(peer), exc)
         finally:
@@ -395,6 +397,7 @@ class _Proxy:
         peer: tuple[str, int] | None,
         attached: list[_Client],
         sock: trio.socket.SocketType,
+        session: Session,
     ) -> None:
         """Read the client's requests and hand each on, within the proxy's limits
         (see the module's rules); the upstream side is attached at the first.
@@ -448,13 +451,13 @@ class _Proxy:
                             release(budget, size)
                             return
                         attached.append(conn)
+                        conn.session = session  # what TLS told (.mtls), else empty
                     conn.reserved = size
                     conn.traffic.request(len(frame))
                     try:
                         await self._request(frame, conn)
                     finally:
-                        # Held until the batch is written (unless handed on to
-                        # an answer made later).
+                        # Held until the batch is written (or an answer made later).
                         conn.batch_held += conn.reserved
                         conn.reserved = 0
                 if conn is not None:
