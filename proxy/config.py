@@ -10,6 +10,7 @@ from trafka.sdk.partitioners import KEY_HASHES as HASHES
 
 from .filters import Filter
 from .mtls import CLIENT_AUTH, PrincipalMapper
+from .sni import SniNames
 
 __all__ = ["JOURNAL_TOPIC", "ProxyConfig", "split_server"]
 
@@ -59,6 +60,11 @@ class ProxyConfig:
             for (``none``), as Kafka's ``ssl.client.auth``, and the rules
             mapping a certificate's subject to the client's principal (Kafka's
             ``ssl.principal.mapping.rules``, KIP-371).
+        sni_domain, sni_port: one port for the whole cluster (:mod:`.sni`): over
+            TLS, clients name broker N ``broker-N.<sni_domain>`` (the bootstrap
+            ``bootstrap.<sni_domain>``) in their handshake, all on the
+            bootstrap listener, which answers name at ``sni_port`` (default:
+            the listener's own port).
         upstream_ssl: connect to the brokers over TLS.
         upstream_ssl_certfile, upstream_ssl_keyfile, upstream_ssl_key_password:
             the certificate (PEM) the proxy presents to brokers that ask for
@@ -163,6 +169,8 @@ class ProxyConfig:
     ssl_cafile: str | None = None
     ssl_client_auth: str = "none"
     ssl_principal_mapping_rules: str = "DEFAULT"
+    sni_domain: str | None = None
+    sni_port: int | None = None
     upstream_ssl: bool = False
     upstream_ssl_cafile: str | None = None
     upstream_ssl_certfile: str | None = None
@@ -253,6 +261,14 @@ class ProxyConfig:
                 "ssl_client_auth needs ssl_cafile (the CAs of the clients' certificates)"
             )
         PrincipalMapper(self.ssl_principal_mapping_rules)  # raises ValueError
+        if self.sni_domain is not None:
+            SniNames(self.sni_domain)  # raises ValueError
+            if not self.ssl_certfile:
+                raise ValueError("sni_domain needs ssl_certfile (SNI is TLS's)")
+            if self.node_ports:
+                raise ValueError("sni_domain serves every broker on one port: no node_ports")
+        if self.sni_port is not None and not (self.sni_domain and 0 < self.sni_port <= 65535):
+            raise ValueError("sni_port needs sni_domain, and a port from 1 to 65535")
 
     def node_port(self, node_id: int) -> int:
         """The port to serve broker ``node_id`` on (0: any free port).

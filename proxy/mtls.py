@@ -25,6 +25,8 @@ Rules:
 * Attribute types RFC 2253 names are written by name (CN, C, L, ST, O, OU,
   STREET, DC, UID); an e-mail address as Java writes it, its OID and the DER
   of its value in hex (``1.2.840.113549.1.9.1=#1610...``).
+* :class:`ClientTls` starts a client's TLS connection: the handshake, the
+  identity, and the broker an SNI name picks (:mod:`.sni`).
 * The principal reaches filters as ``FilterContext.principal`` (SASL, when
   the client then logs in, names the principal instead, as on Kafka's
   SASL_SSL listeners) and the subject as ``FilterContext.tls_subject``; both
@@ -36,11 +38,19 @@ from __future__ import annotations
 import logging
 import re
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from trafka.common.lograte import RateLimitedLog
 
 from .filters import Session
+from .sni import SniNames, asked_name, note_names
+
+if TYPE_CHECKING:
+    from .config import ProxyConfig
 
 __all__ = [
     "ANONYMOUS",
@@ -49,7 +59,7 @@ __all__ = [
     "PrincipalMapper",
     "distinguished_name",
     "peer_identity",
-    "tls_session",
+    "ClientTls",
 ]
 
 log = logging.getLogger("trafka.proxy")
@@ -210,15 +220,62 @@ def peer_identity(stream: Any, mapper: PrincipalMapper) -> tuple[str | None, str
     return subject, "User:" + mapper.name(subject)
 
 
-def tls_session(stream: Any, mapper: PrincipalMapper, peer: str) -> Session:
-    """The :class:`~.filters.Session` a client connection starts with once its
-    TLS handshake is done: its certificate's subject and principal (logged at
-    DEBUG).
+class ClientTls:
+    """The TLS side of a client connection's start: the handshake within
+    ``timeout``, the client's identity (:func:`peer_identity`) and, with
+    :mod:`.sni`, the broker the name it asked for picks.
 
-    Raises:
-        NoMatchingRule: no mapping rule applies to the subject (the connection
-            is then refused, as Kafka refuses its authentication).
+    A failure (handshake, no mapping rule, an unknown name) is logged through
+    ``quiet`` (a line a minute) and the connection closed.
     """
-    subject, principal = peer_identity(stream, mapper)
-    log.debug("connection from %s: TLS principal %s (subject %r)", peer, principal, subject)
-    return Session(principal=principal, tls_subject=subject)
+
+    def __init__(
+        self,
+        context: ssl.SSLContext,
+        timeout: float,
+        mapper: PrincipalMapper,
+        quiet: RateLimitedLog,
+        names: SniNames | None,
+    ) -> None:
+        self.context, self.timeout, self.mapper = context, timeout, mapper
+        self.quiet, self.names = quiet, names
+        if names is not None:
+            note_names(context)
+
+    @classmethod
+    def of(
+        cls,
+        context: ssl.SSLContext | None,
+        config: ProxyConfig,
+        quiet: RateLimitedLog,
+        names: SniNames | None,
+    ) -> ClientTls | None:
+        """The client side of ``config`` (None without TLS towards clients)."""
+        if context is None:
+            return None
+        mapper = PrincipalMapper(config.ssl_principal_mapping_rules)
+        return cls(context, config.connect_timeout, mapper, quiet, names)
+
+    async def accept(
+        self, raw: trio.SocketStream, peer: str, node_id: int | None, known: Container[int]
+    ) -> tuple[trio.SSLStream[trio.SocketStream], Session, int | None] | None:
+        """(The TLS stream, the connection's session, the broker it stands for),
+        or None once the connection is closed."""
+        tls = trio.SSLStream(raw, self.context, server_side=True)
+        asked = asked_name()
+        try:
+            with trio.fail_after(self.timeout):
+                await tls.do_handshake()
+            subject, principal = peer_identity(tls, self.mapper)
+            if self.names is not None:
+                node_id = self.names.node_of(asked[0] if asked else None, known)
+        except (trio.BrokenResourceError, trio.TooSlowError, ValueError) as exc:
+            self.quiet.log(
+                logging.INFO, "tls", "a client's TLS handshake failed: %s", exc.__cause__ or exc
+            )
+            await raw.aclose()
+            return None
+        log.debug("connection from %s: TLS principal %s (subject %r)", peer, principal, subject)
+        if asked:
+            log.debug("connection from %s asked for %s: broker %s", peer, asked[0], node_id)
+        return tls, Session(principal=principal, tls_subject=subject), node_id

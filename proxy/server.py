@@ -104,8 +104,9 @@ from .filters import (
     run_upstream,
 )
 from .metrics import ProxyMetrics, ProxyStatistics
-from .mtls import NoMatchingRule, PrincipalMapper, tls_session
+from .mtls import ClientTls
 from .pool import UpstreamError, UpstreamPool
+from .sni import SniNames
 from .startup import discover_upstream, shared_listeners, upstream_reachable
 from .topics import Topics, metadata_request
 
@@ -149,9 +150,10 @@ class _Proxy:
         self.nodes: dict[int, tuple[tuple[str, int], int]] = {}
         self.client_tls = config.client_ssl_context()
         self.upstream_tls = config.upstream_ssl_context()
-        self.mapper = PrincipalMapper(config.ssl_principal_mapping_rules)
         # What clients (and failing accepts) can repeat at will: a line a minute each.
         self.quiet = RateLimitedLog(log, clock=trio.current_time)
+        self.sni = SniNames(config.sni_domain, config.sni_port) if config.sni_domain else None
+        self.tls = ClientTls.of(self.client_tls, config, self.quiet, self.sni)
         # Shared by every client connection (pooled Produce, metadata refreshes).
         limit = config.queued_max_request_bytes
         self.budget = RequestBudget(None if limit < 0 else limit)
@@ -200,6 +202,10 @@ class _Proxy:
 
     # ProxyServices.listen_for (synchronous, from address rewriting): the listener opens now.
     def listen_for(self, node_id: int, host: str, port: int) -> tuple[str, int]:
+        if self.sni is not None:  # one port for all (.sni): no listener to open
+            self.nodes[node_id] = ((host, port), self.sni.port)
+            self.stats.nodes[node_id] = (self.sni.host_of(node_id), self.sni.port)
+            return self.stats.nodes[node_id]
         known = self.nodes.get(node_id)
         if known is not None and known[0] == (host, port):
             return self.advertised, known[1]
@@ -339,22 +345,12 @@ class _Proxy:
         opened = connlog.accepted(peer, raw, node_id)
         session = Session()
         try:
-            if self.client_tls is not None:
-                tls = trio.SSLStream(raw, self.client_tls, server_side=True)
-                try:
-                    with trio.fail_after(self.config.connect_timeout):
-                        await tls.do_handshake()
-                    session = tls_session(tls, self.mapper, connlog.shown(peer))
-                except (trio.BrokenResourceError, trio.TooSlowError, NoMatchingRule) as exc:
-                    self.quiet.log(
-                        logging.INFO,
-                        "tls",
-                        "a client's TLS handshake failed: %s",
-                        exc.__cause__ or exc,
-                    )
-                    await raw.aclose()
+            if self.tls is not None:  # the handshake, the client's identity, SNI's broker
+                if not (
+                    accepted := await self.tls.accept(raw, connlog.shown(peer), node_id, self.nodes)
+                ):
                     return
-                client = tls
+                client, session, node_id = accepted
             async with client, trio.open_nursery() as pumps:
                 await self._requests(client, pumps, node_id, peer, attached, raw.socket, session)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
@@ -975,7 +971,9 @@ async def _start_serving(
     port = listeners[0].socket.getsockname()[1]
     for listener in listeners:
         nursery.start_soon(proxy.serve, listener, None)
-    if config.node_ports:
+    if proxy.sni is not None:
+        proxy.sni.port = proxy.sni.port or port
+    if config.node_ports or proxy.sni is not None:  # SNI: clients may name brokers at once
         nursery.start_soon(proxy.open_known_listeners)
     advertised = proxy.advertised
     log.info("proxy on %s:%d for %s", advertised, port, ",".join(config.upstream))

@@ -122,6 +122,10 @@ SETTINGS: tuple[Setting, ...] = (
             "or none (Kafka's ssl.client.auth).", choices=("required", "requested", "none")),
     Setting("ssl_principal_mapping_rules", "str", "DEFAULT", "A client certificate's subject "
             "to its principal: RULE:pattern/replacement/[LU],...,DEFAULT (KIP-371)."),
+    Setting("sni_domain", "str", None, "One TLS port for the cluster: clients name broker N "
+            "broker-N.<this> (bootstrap: bootstrap.<this>) by SNI."),
+    Setting("sni_port", "int", None, "With sni_domain: the port answers give the broker "
+            "names (default: listen's).", minimum=1),
     Setting("upstream_ssl", "bool", False, "Connect to the brokers over TLS."),
     Setting("upstream_ssl_cafile", "path", None, "CAs of the brokers' certificates (PEM)."),
     Setting("upstream_ssl_certfile", "path", None, "The certificate (PEM) the proxy shows "
@@ -356,6 +360,8 @@ def _conflicts(values: Mapping[str, Any], origin: Mapping[str, str]) -> list[str
         problems.append(f"{origin['upstream_ssl_cafile']}: a CA file needs upstream_ssl")
     if values["upstream_ssl_certfile"] and not values["upstream_ssl"]:
         problems.append(f"{origin['upstream_ssl_certfile']}: a certificate needs upstream_ssl")
+    if values["sni_domain"] and not values["ssl_certfile"]:
+        problems.append(f"{origin['sni_domain']}: SNI needs ssl_certfile (TLS towards clients)")
     if values["ssl_client_auth"] != "none" and not values["ssl_cafile"]:
         problems.append(f"{origin['ssl_client_auth']}: client certificates need ssl_cafile")
     if (values["ssl_cafile"] or values["ssl_client_auth"] != "none") and not values["ssl_certfile"]:
@@ -403,6 +409,8 @@ _DIRECT = [
     "ssl_cafile",
     "ssl_client_auth",
     "ssl_principal_mapping_rules",
+    "sni_domain",
+    "sni_port",
     "upstream_ssl",
     "upstream_ssl_cafile",
     "upstream_ssl_certfile",
