@@ -92,8 +92,10 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (KIP-371's service user and admin), one from another CA."""
     ca, other = trustme.CA(), trustme.CA()
     folder = tmp_path_factory.mktemp("mtls")
-    paths = {"ca": str(folder / "ca.pem")}
+    paths = {"ca": str(folder / "ca.pem"), "ca-key": str(folder / "ca-key.pem")}
     ca.cert_pem.write_to_path(paths["ca"])
+    ca.private_key_pem.write_to_path(paths["ca-key"])
+    paths["ca-cert"] = paths["ca"]
     for name in ("proxy", "broker"):
         paths[name] = str(folder / f"{name}.pem")
         ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
@@ -380,3 +382,68 @@ def test_check_config_reads_and_checks_the_mtls_settings(
     )
     result = CliRunner().invoke(command, ["--config", str(rules), "--check-config"])
     assert result.exit_code == 1 and "principal mapping rule" in result.output, result.output
+
+
+def test_the_proxy_presents_its_certificate_to_kafka(
+    pki: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Mutual TLS towards Apache Kafka 4.4: a node whose SSL listener requires
+    client certificates of the CA (``ssl.client.auth=required``, PEM key and
+    trust stores, KIP-651); the proxy with ``upstream_ssl_certfile`` carries a
+    plaintext client's records to it, a proxy without one gets nothing through."""
+    from cryptography.hazmat.primitives import serialization
+    from kafka_peers import KAFKA_4, KafkaCluster, missing
+
+    why = missing("kafka", KAFKA_4)
+    if why is not None:
+        pytest.fail(why, pytrace=False)
+    folder = tmp_path_factory.mktemp("kafka-mtls")
+    ca = trustme.CA.from_pem(Path(pki["ca-cert"]).read_bytes(), Path(pki["ca-key"]).read_bytes())
+    keystore = folder / "kafka.pem"
+    leaf = ca.issue_cert("127.0.0.1", "localhost", key_type=trustme.KeyType.RSA)
+    # Kafka's PEM key store wants the key as PKCS#8 (trustme writes RSA keys as PKCS#1).
+    key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), password=None)
+    pkcs8 = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    keystore.write_bytes(pkcs8 + b"".join(c.bytes() for c in leaf.cert_chain_pems))
+    kafka = KafkaCluster(
+        KAFKA_4,
+        folder / "kafka",
+        listeners={"PLAINTEXT": "PLAINTEXT", "SSL": "SSL"},
+        config={
+            "listener.name.ssl.ssl.client.auth": "required",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": pki["ca"],
+        },
+    )
+    with kafka:
+        ssl_address = f"{kafka.host}:{kafka.node(1).ports['SSL']}"
+        topic = fresh("kafka-mtls")
+        create(kafka.bootstrap_servers, topic, 1, served=True)
+        upstream = {"upstream_ssl": True, "upstream_ssl_cafile": pki["ca"]}
+        with proxy_in_thread(
+            upstream=(ssl_address,),
+            port=0,
+            upstream_ssl_certfile=pki["service"],
+            upstream_ssl_keyfile=pki["service-key"],
+            **upstream,
+        ) as px:
+            plain = confluent_kafka.Producer(
+                {"bootstrap.servers": px.bootstrap_servers, "message.timeout.ms": 30_000}
+            )
+            for i in range(10):
+                plain.produce(topic, b"%d" % i)
+            assert plain.flush(60) == 0
+        with (
+            proxy_in_thread(upstream=(ssl_address,), port=0, connect_timeout=10, **upstream) as px,
+            socket.create_connection(px.address, timeout=20) as s,
+        ):
+            s.settimeout(30)
+            s.sendall(struct.pack(">ihhih", 12, 18, 0, 1, 2) + b"px")  # ApiVersions v0
+            assert s.recv(100) == b""  # Kafka refused the proxy's handshake: closed
+        assert len(placement(kafka.bootstrap_servers, topic, 1)) == 10
