@@ -71,16 +71,34 @@ def _skip_tags(data: bytes | memoryview, pos: int) -> int:
     return pos
 
 
-def _skip_partition(data: bytes | memoryview, pos: int) -> int:
-    pos = _skip(data, pos, _PARTITION_HEAD)
-    aborted, pos = _uvarint(data, pos)  # nullable: 0 is null
-    for _ in range(max(aborted - 1, 0)):
-        pos = _skip_tags(data, _skip(data, pos, _ABORTED))
-    pos = _skip(data, pos, _PREFERRED_READ_REPLICA)
-    size, pos = _uvarint(data, pos)  # records, nullable
-    if size:
-        pos = _skip(data, pos, size - 1)
-    return _skip_tags(data, pos)
+def _skip_partitions(data: bytes | memoryview, pos: int, count: int) -> int:
+    """Past ``count`` partitions from ``pos``. The usual uvarints (one byte) and
+    empty tagged fields are read inline; an index past the end raises
+    IndexError (the caller's ``_Short``), a skip past it is caught at the end."""
+    for _ in range(count):
+        pos += _PARTITION_HEAD
+        byte = data[pos]  # aborted transactions, nullable: 0 is null
+        if byte & 0x80:
+            aborted, pos = _uvarint(data, pos)
+        else:
+            aborted, pos = byte, pos + 1
+        for _ in range(aborted - 1):
+            pos = _skip_tags(data, _skip(data, pos, _ABORTED))
+        pos += _PREFERRED_READ_REPLICA
+        byte = data[pos]  # the records' length + 1, nullable
+        if byte & 0x80:
+            size, pos = _uvarint(data, pos)
+        else:
+            size, pos = byte, pos + 1
+        if size:
+            pos += size - 1
+        if data[pos]:
+            pos = _skip_tags(data, pos)
+        else:
+            pos += 1
+    if pos > len(data):
+        raise _Short
+    return pos
 
 
 def fetch_body_tags_at(frame: bytes | memoryview, version: int) -> int | None:
@@ -101,12 +119,10 @@ def fetch_body_tags_at(frame: bytes | memoryview, version: int) -> int | None:
             partitions, pos = _uvarint(frame, pos)
             if not partitions:
                 return None
-            for _ in range(partitions - 1):
-                pos = _skip_partition(frame, pos)
-            pos = _skip_tags(frame, pos)
+            pos = _skip_tags(frame, _skip_partitions(frame, pos, partitions - 1))
         if _skip_tags(frame, pos) != len(frame):
             return None
-    except _Short:
+    except (_Short, IndexError):
         return None
     return pos
 
