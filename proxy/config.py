@@ -64,7 +64,8 @@ class ProxyConfig:
             TLS, clients name broker N ``broker-N.<sni_domain>`` (the bootstrap
             ``bootstrap.<sni_domain>``) in their handshake, all on the
             bootstrap listener, which answers name at ``sni_port`` (default:
-            the listener's own port).
+            the listener's own port). ``node_ports`` then open nothing (a
+            restarted worker of ``--workers`` is given them).
         upstream_ssl: connect to the brokers over TLS.
         upstream_ssl_certfile, upstream_ssl_keyfile, upstream_ssl_key_password:
             the certificate (PEM) the proxy presents to brokers that ask for
@@ -265,8 +266,6 @@ class ProxyConfig:
             SniNames(self.sni_domain)  # raises ValueError
             if not self.ssl_certfile:
                 raise ValueError("sni_domain needs ssl_certfile (SNI is TLS's)")
-            if self.node_ports:
-                raise ValueError("sni_domain serves every broker on one port: no node_ports")
         if self.sni_port is not None and not (self.sni_domain and 0 < self.sni_port <= 65535):
             raise ValueError("sni_port needs sni_domain, and a port from 1 to 65535")
 
