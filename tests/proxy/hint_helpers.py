@@ -59,10 +59,11 @@ async def move_leader(servers: str, tp: TopicPartition) -> tuple[int, int]:
 
 class MetadataGate(Filter):
     """Holds every Metadata request once shut (each on its own client connection,
-    ``on_request`` awaiting the gate), and notes each Fetch request's listener
-    and the brokers each Fetch answer names, as the client receives it."""
+    ``on_request`` awaiting the gate), and notes each Fetch and Produce
+    request's listener and the brokers each of their answers names, as the
+    client receives it."""
 
-    api_keys = frozenset({ApiKey.METADATA, ApiKey.FETCH})
+    api_keys = frozenset({ApiKey.METADATA, ApiKey.FETCH, ApiKey.PRODUCE})
 
     def attach(self, services: ProxyServices) -> None:
         self.token = trio.lowlevel.current_trio_token()
@@ -72,6 +73,8 @@ class MetadataGate(Filter):
         self.fetch_versions: set[int] = set()
         self.fetched_on: list[int] = []
         self.named: list[tuple[int, str, int]] = []
+        self.produce_versions: set[int] = set()
+        self.produced_on: list[int] = []
 
     async def on_request(self, ctx: FilterContext, body: Any) -> Any:
         if ctx.api_key == ApiKey.METADATA and self.shut:
@@ -80,10 +83,15 @@ class MetadataGate(Filter):
         elif ctx.api_key == ApiKey.FETCH and self.shut:
             self.fetch_versions.add(ctx.api_version)
             self.fetched_on.append(ctx.node_id)
+        elif ctx.api_key == ApiKey.PRODUCE and self.shut:
+            self.produce_versions.add(ctx.api_version)
+            self.produced_on.append(ctx.node_id)
         return body
 
     def on_response(self, ctx: FilterContext, body: Any) -> Any:
-        if ctx.api_key == ApiKey.FETCH and ctx.api_version >= 16:
+        if (ctx.api_key, ctx.api_version >= 16) == (ApiKey.FETCH, True) or (
+            ctx.api_key == ApiKey.PRODUCE and ctx.api_version >= 10 and body is not None
+        ):
             self.named.extend((e.node_id, e.host, e.port) for e in body.node_endpoints)
         return body
 
@@ -116,4 +124,31 @@ async def follow_the_hint(servers: str, px: Any, gate: MetadataGate, topic: str)
         finally:
             await anyio.to_thread.run_sync(gate.open)
     assert got == after, f"read {len(got)} of {N} after the leader moved from {old} to {new}"
+    return new
+
+
+async def produce_following_the_hint(servers: str, px: Any, gate: MetadataGate, topic: str) -> int:
+    """Writes N records through the proxy, shuts the gate, moves the leader and
+    writes N more with the same producer: the new leader's address can only
+    come from the Produce answer (KIP-951). Returns the new leader."""
+    tp = TopicPartition(topic, 0)
+    async with open_producer(
+        bootstrap_servers=px.bootstrap_servers,
+        metadata_max_age_ms=MAX_AGE_MS,
+        enable_idempotence=False,
+        acks="all",
+    ) as producer:
+        for i in range(N):
+            await producer.send(topic, b"before-%d" % i, partition=0)
+        await producer.flush()
+        gate.shut = True
+        try:
+            with anyio.fail_after(120):
+                _, new = await move_leader(servers, tp)
+            with anyio.fail_after(60):
+                for i in range(N):
+                    await producer.send(topic, b"after-%d" % i, partition=0)
+                await producer.flush()
+        finally:
+            await anyio.to_thread.run_sync(gate.open)
     return new

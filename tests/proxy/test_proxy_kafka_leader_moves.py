@@ -22,9 +22,18 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from hint_helpers import MAX_AGE_MS, MetadataGate, N, follow_the_hint, move_leader, produce, read
+from hint_helpers import (
+    MAX_AGE_MS,
+    MetadataGate,
+    N,
+    follow_the_hint,
+    move_leader,
+    produce,
+    produce_following_the_hint,
+    read,
+)
 from kafka_peers import KafkaCluster
-from proxy_helpers import create, fresh
+from proxy_helpers import create, fresh, placement
 
 from trafka.proxy import proxy_in_thread
 from trafka.sdk import TopicPartition, open_consumer
@@ -144,3 +153,27 @@ def test_librdkafka_through_the_proxy_takes_the_new_leader_from_the_fetch_answer
     assert got == after, f"read {len(got)} of {N} after the leader moved from {old} to {new}"
     assert min(gate.fetch_versions) >= 16 and new in gate.fetched_on
     assert gate.named and all((h, p) == listeners[n] for n, h, p in gate.named), gate.named
+
+
+def test_a_producer_through_the_proxy_takes_the_new_leader_from_the_produce_answer(
+    kafka4_cluster: KafkaCluster,
+) -> None:
+    """KIP-951 on Produce (v10+), forwarded (route_keys none): Kafka 4.4 refuses
+    a partition whose leader moved with the new leader and its address; the
+    proxy names its own listener there, and the SDK's producer writes the rest
+    to it while every Metadata request it makes is held."""
+    servers = kafka4_cluster.bootstrap_servers
+    topic = fresh("hinted-produce")
+    create(servers, topic, 1, 3, served=True)
+    gate = MetadataGate()
+    with proxy_in_thread(
+        upstream=tuple(servers.split(",")), port=0, route_keys="none", filters=(gate,)
+    ) as px:
+        new = anyio.run(produce_following_the_hint, servers, px, gate, topic, backend="trio")
+        listeners = dict(px.statistics.nodes)
+    assert min(gate.produce_versions) >= 10 and new in gate.produced_on, gate.produced_on
+    assert gate.named and all((h, p) == listeners[n] for n, h, p in gate.named), gate.named
+    records = placement(servers, topic, 1)
+    assert sorted(r.value for r in records) == sorted(
+        [b"before-%d" % i for i in range(N)] + [b"after-%d" % i for i in range(N)]
+    )
