@@ -7,6 +7,7 @@ that require one (brokerlite's SSL listener with ``ssl_client_auth=required``).
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
 import struct
@@ -384,6 +385,7 @@ def test_check_config_reads_and_checks_the_mtls_settings(
     assert result.exit_code == 1 and "principal mapping rule" in result.output, result.output
 
 
+@pytest.mark.kafka
 def test_the_proxy_presents_its_certificate_to_kafka(
     pki: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -392,8 +394,10 @@ def test_the_proxy_presents_its_certificate_to_kafka(
     trust stores, KIP-651); the proxy with ``upstream_ssl_certfile`` carries a
     plaintext client's records to it, a proxy without one gets nothing through."""
     from cryptography.hazmat.primitives import serialization
-    from kafka_peers import KAFKA_4, KafkaCluster, missing
+    from kafka_peers import KAFKA_4, SKIP_ENV, KafkaCluster, missing
 
+    if os.environ.get(SKIP_ENV) == "1":
+        pytest.skip(f"{SKIP_ENV}=1: Apache Kafka tests skipped")
     why = missing("kafka", KAFKA_4)
     if why is not None:
         pytest.fail(why, pytrace=False)
