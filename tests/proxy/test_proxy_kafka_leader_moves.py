@@ -20,6 +20,10 @@ refresh brings the consumer to the new leader in time.
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
+from typing import Any
+
 import anyio
 import pytest
 from hint_helpers import (
@@ -35,7 +39,9 @@ from hint_helpers import (
 from kafka_peers import KafkaCluster
 from proxy_helpers import create, fresh, placement
 
+from trafka.codec import ApiKey
 from trafka.proxy import proxy_in_thread
+from trafka.proxy.filters import FilterContext, ProxyServices
 from trafka.sdk import TopicPartition, open_consumer
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
@@ -177,3 +183,68 @@ def test_a_producer_through_the_proxy_takes_the_new_leader_from_the_produce_answ
     assert sorted(r.value for r in records) == sorted(
         [b"before-%d" % i for i in range(N)] + [b"after-%d" % i for i in range(N)]
     )
+
+
+class ShutOnRecords(MetadataGate):
+    """A :class:`MetadataGate` that shuts itself once a Fetch answer carrying
+    records passed to the client (the records written before the move)."""
+
+    def attach(self, services: ProxyServices) -> None:
+        super().attach(services)
+        self.read_before = threading.Event()
+
+    def on_response(self, ctx: FilterContext, body: Any) -> Any:
+        records = ctx.api_key == ApiKey.FETCH and any(
+            p.records for t in body.responses for p in t.partitions
+        )
+        if records and not self.shut:
+            self.shut = True
+            self.read_before.set()
+        return super().on_response(ctx, body)
+
+
+def test_kafkas_java_consumer_through_the_proxy_takes_the_new_leader_from_the_fetch_answer(
+    kafka4_cluster: KafkaCluster,
+) -> None:
+    """The same with Kafka 4.4's own Java consumer (tests/interop/java's
+    ``read_topic``: assigned, metadata.max.age.ms 15 minutes): once it has
+    read the records written before the move, every Metadata request it makes
+    is held, yet it reads those the new leader took."""
+    import java_harness
+
+    servers = kafka4_cluster.bootstrap_servers
+    topic = fresh("hinted-java")
+    create(servers, topic, 1, 3, served=True)
+    anyio.run(produce, servers, topic, [b"before-%d" % i for i in range(N)], backend="trio")
+    gate = ShutOnRecords()
+    with (
+        proxy_in_thread(upstream=tuple(servers.split(",")), port=0, filters=(gate,)) as px,
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+    ):
+        reading = pool.submit(
+            java_harness.run,
+            px.bootstrap_servers,
+            ["read_topic"],
+            timeout=150,
+            properties={"harness.topic": topic, "harness.count": str(2 * N)},
+        )
+        try:
+            assert gate.read_before.wait(120), "the Java consumer read nothing"
+
+            async def move_and_write() -> tuple[int, int]:
+                with anyio.fail_after(120):
+                    moved = await move_leader(servers, TopicPartition(topic, 0))
+                    await produce(servers, topic, [b"after-%d" % i for i in range(N)])
+                return moved
+
+            old, new = anyio.run(move_and_write, backend="trio")
+            outcomes, stderr = reading.result()
+        finally:
+            gate.open()
+        listeners = dict(px.statistics.nodes)
+    outcome = outcomes["read_topic"]
+    assert outcome["ok"], (outcome, stderr[-3000:])
+    wanted = [f"before-{i}" for i in range(N)] + [f"after-{i}" for i in range(N)]
+    assert outcome["details"]["values"] == wanted
+    assert min(gate.fetch_versions) >= 16 and new in gate.fetched_on, (old, new, gate.fetched_on)
+    assert gate.named and all((h, p) == listeners[n] for n, h, p in gate.named), gate.named
