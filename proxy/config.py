@@ -9,6 +9,8 @@ from trafka.discovery import is_spec, parse_spec
 from trafka.sdk.partitioners import KEY_HASHES as HASHES
 
 from .filters import Filter
+from .mtls import CLIENT_AUTH, PrincipalMapper
+from .sni import SniNames
 
 __all__ = ["JOURNAL_TOPIC", "ProxyConfig", "split_server"]
 
@@ -52,7 +54,22 @@ class ProxyConfig:
         connect_timeout: seconds to reach an upstream broker (TLS handshake included).
         ssl_certfile, ssl_keyfile, ssl_key_password: serve clients over TLS
             with this certificate (PEM; the key may sit in the certificate file).
+        ssl_cafile, ssl_client_auth, ssl_principal_mapping_rules: mutual TLS
+            (:mod:`.mtls`): the CAs that sign clients' certificates, whether
+            a client certificate is ``required``, ``requested`` or not asked
+            for (``none``), as Kafka's ``ssl.client.auth``, and the rules
+            mapping a certificate's subject to the client's principal (Kafka's
+            ``ssl.principal.mapping.rules``, KIP-371).
+        sni_domain, sni_port: one port for the whole cluster (:mod:`.sni`): over
+            TLS, clients name broker N ``broker-N.<sni_domain>`` (the bootstrap
+            ``bootstrap.<sni_domain>``) in their handshake, all on the
+            bootstrap listener, which answers name at ``sni_port`` (default:
+            the listener's own port). ``node_ports`` then open nothing (a
+            restarted worker of ``--workers`` is given them).
         upstream_ssl: connect to the brokers over TLS.
+        upstream_ssl_certfile, upstream_ssl_keyfile, upstream_ssl_key_password:
+            the certificate (PEM) the proxy presents to brokers that ask for
+            one (mutual TLS towards the brokers).
         upstream_ssl_cafile: the CAs that sign the brokers' certificates
             (default: the system's).
         upstream_ssl_check_hostname: check the brokers' certificates name them.
@@ -150,8 +167,16 @@ class ProxyConfig:
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     ssl_key_password: str | None = None
+    ssl_cafile: str | None = None
+    ssl_client_auth: str = "none"
+    ssl_principal_mapping_rules: str = "DEFAULT"
+    sni_domain: str | None = None
+    sni_port: int | None = None
     upstream_ssl: bool = False
     upstream_ssl_cafile: str | None = None
+    upstream_ssl_certfile: str | None = None
+    upstream_ssl_keyfile: str | None = None
+    upstream_ssl_key_password: str | None = None
     upstream_ssl_check_hostname: bool = True
     announce: bool = False
     max_decompressed_bytes: int = 16 * 1024 * 1024
@@ -219,8 +244,30 @@ class ProxyConfig:
                 "sasl_without_credentials must be forward or refuse, "
                 f"not {self.sasl_without_credentials!r}"
             )
-        if self.upstream_ssl_cafile and not self.upstream_ssl:
-            raise ValueError("upstream_ssl_cafile needs upstream_ssl")
+        for name in ("upstream_ssl_cafile", "upstream_ssl_certfile"):
+            if getattr(self, name) and not self.upstream_ssl:
+                raise ValueError(f"{name} needs upstream_ssl")
+        if self.upstream_ssl_keyfile and not self.upstream_ssl_certfile:
+            raise ValueError("upstream_ssl_keyfile needs upstream_ssl_certfile")
+        if self.ssl_client_auth not in CLIENT_AUTH:
+            raise ValueError(
+                f"ssl_client_auth must be required, requested or none, not {self.ssl_client_auth!r}"
+            )
+        if (self.ssl_cafile or self.ssl_client_auth != "none") and not self.ssl_certfile:
+            raise ValueError(
+                "ssl_cafile and ssl_client_auth need ssl_certfile (TLS towards clients)"
+            )
+        if self.ssl_client_auth != "none" and not self.ssl_cafile:
+            raise ValueError(
+                "ssl_client_auth needs ssl_cafile (the CAs of the clients' certificates)"
+            )
+        PrincipalMapper(self.ssl_principal_mapping_rules)  # raises ValueError
+        if self.sni_domain is not None:
+            SniNames(self.sni_domain)  # raises ValueError
+            if not self.ssl_certfile:
+                raise ValueError("sni_domain needs ssl_certfile (SNI is TLS's)")
+        if self.sni_port is not None and not (self.sni_domain and 0 < self.sni_port <= 65535):
+            raise ValueError("sni_port needs sni_domain, and a port from 1 to 65535")
 
     def node_port(self, node_id: int) -> int:
         """The port to serve broker ``node_id`` on (0: any free port).
@@ -253,6 +300,12 @@ class ProxyConfig:
             )
         except (OSError, ssl.SSLError) as exc:
             raise ValueError(f"cannot load the certificate {self.ssl_certfile}: {exc}") from None
+        if self.ssl_cafile:
+            try:
+                context.load_verify_locations(cafile=self.ssl_cafile)
+            except (OSError, ssl.SSLError) as exc:
+                raise ValueError(f"cannot load {self.ssl_cafile}: {exc}") from None
+        context.verify_mode = CLIENT_AUTH[self.ssl_client_auth]
         return context
 
     def upstream_ssl_context(self) -> ssl.SSLContext | None:
@@ -268,6 +321,17 @@ class ProxyConfig:
         except (OSError, ssl.SSLError) as exc:
             raise ValueError(f"cannot load {self.upstream_ssl_cafile}: {exc}") from None
         context.check_hostname = self.upstream_ssl_check_hostname
+        if self.upstream_ssl_certfile:
+            try:
+                context.load_cert_chain(
+                    self.upstream_ssl_certfile,
+                    self.upstream_ssl_keyfile,
+                    password=self.upstream_ssl_key_password,
+                )
+            except (OSError, ssl.SSLError) as exc:
+                raise ValueError(
+                    f"cannot load the certificate {self.upstream_ssl_certfile}: {exc}"
+                ) from None
         return context
 
 

@@ -128,7 +128,10 @@ class Session:
         authenticated: the client authenticates (SASL) on its connection: its
             requests cannot go over the proxy's shared connections.
         principal: who the client authenticated as (``User:<name>``), once a
-            filter learned it; None otherwise.
+            filter learned it, or from its TLS certificate (:mod:`.mtls`);
+            None otherwise.
+        tls_subject: the subject of the client's TLS certificate (RFC 2253,
+            as Kafka writes it), None without one.
         pool: pooled connections that log in as the client's principal, for
             what a filter sends on the client's behalf instead of the shared
             pool; None when there are none.
@@ -137,6 +140,7 @@ class Session:
     authenticated: bool = False
     principal: str | None = None
     pool: UpstreamPool | None = None
+    tls_subject: str | None = None
 
 
 @dataclass(slots=True)
@@ -179,6 +183,11 @@ class FilterContext:
     def principal(self) -> str | None:
         """Who the client authenticated as, once known (:class:`Session`)."""
         return self.session.principal
+
+    @property
+    def tls_subject(self) -> str | None:
+        """The subject of the client's TLS certificate, if it sent one (:class:`Session`)."""
+        return self.session.tls_subject
 
     @property
     def pool(self) -> UpstreamPool | None:

@@ -92,8 +92,18 @@ def load(
     if config is not None:
         # What only trying tells, of the files the settings found.
         checks = (
-            ((config.ssl_certfile, config.ssl_keyfile), config.client_ssl_context),
-            ((config.upstream_ssl_cafile,), config.upstream_ssl_context),
+            (
+                (config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile),
+                config.client_ssl_context,
+            ),
+            (
+                (
+                    config.upstream_ssl_cafile,
+                    config.upstream_ssl_certfile,
+                    config.upstream_ssl_keyfile,
+                ),
+                config.upstream_ssl_context,
+            ),
             (
                 (config.principal_credentials,),
                 partial(load_credentials, config.principal_credentials),

@@ -19,11 +19,14 @@ Rules:
   endpoints that its scan on bytes finds exactly as the codec would write it
   (:func:`~trafka.codec.produce_response.as_encoded`).
 * Fetch answers from version 16 on, and ShareFetch and ShareAcknowledge
-  answers, carry leader hints with addresses (``node_endpoints``, KIP-951) too.
-  ApiVersions answers cap Fetch at version 15, so that consumers do not make
-  the proxy decode (and copy) every fetched record to rewrite hints that are
-  mostly empty; a client that sends a newer Fetch anyway has its answer read
-  and rewritten like the others, so no broker address reaches it.
+  answers, carry leader hints with addresses (``node_endpoints``, KIP-951) too,
+  so that a consumer follows a leader change without asking for metadata.
+  A Fetch answer is walked on its bytes first
+  (:func:`~trafka.codec.fetch_response.has_body_tags`, records skipped by their
+  length): one whose body has no tagged fields (every answer but a refusal
+  naming a new leader) names no broker and passes byte for byte; only the
+  others are decoded and rewritten. Each hinted broker the proxy had not seen
+  gets its listener at once, as one learnt from Metadata does.
 * ApiVersions answers are capped, for the APIs above, at the versions the
   proxy's codec knows, so that no client uses a version whose addresses the
   proxy could not read; Produce at v11, the last one naming topics by name
@@ -59,6 +62,7 @@ from typing import Any
 
 from trafka.codec import ApiKey, protocol
 from trafka.codec.errors import DecodeError, ErrorCode
+from trafka.codec.fetch_response import has_body_tags
 from trafka.codec.messages import k18_api_versions as av
 from trafka.codec.produce_response import as_encoded
 
@@ -103,7 +107,7 @@ PRODUCE_ENDPOINTS_VERSION = 10
 # transaction version 2) and v13 names topics by id (KIP-516), neither of which
 # key routing (which moves records between partitions, by topic name) follows.
 PRODUCE_MAX_ROUTED = 11
-_VERSION_CAPS = {ApiKey.FETCH: FETCH_ENDPOINTS_VERSION - 1, ApiKey.PRODUCE: PRODUCE_MAX_ROUTED}
+_VERSION_CAPS = {ApiKey.PRODUCE: PRODUCE_MAX_ROUTED}
 # ApiVersions v5 (KIP-1242) asks the broker to check the cluster and node ids the
 # client believes it reached; through the proxy the client's idea of the node is
 # the proxy's, so v5 is refused like any version the proxy does not read (the
@@ -209,6 +213,8 @@ def rewritten(key: int, version: int, frame: bytes, addresses: Addresses, topics
         return _cap_versions(frame, version)
     if key == ApiKey.PRODUCE and as_encoded(frame, version):
         return frame  # no addresses in it: as it came (read on bytes)
+    if key == ApiKey.FETCH and has_body_tags(frame, version) is False:
+        return frame  # no node_endpoints: as it came, records uncopied
     header, body = protocol.decode_response(frame, key, version)
     if key == ApiKey.METADATA:
         topics.learn(body, version)

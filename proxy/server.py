@@ -29,10 +29,10 @@ shared pool of upstream connections for what filters send.
   connection would wait: a filter, the budget, the answers owed), and the
   answers ready at once reach the client in one write. What is read from a
   client is acknowledged at once (``TCP_QUICKACK``), not with its answer.
-* Frames are read with the codec's :class:`~trafka.codec.framing.FrameReader`
-  and its ``max_frame_size`` (Kafka's ``socket.request.max.bytes``): a larger
-  size prefix closes the connection before any of its body is read, and no
-  buffer is sized from a length that has not arrived.
+* Frames are read with the codec's :class:`~trafka.codec.framing.FrameReader` and
+  ``max_frame_size`` (Kafka's ``socket.request.max.bytes``): a larger size prefix
+  closes the connection before its body is read; no buffer is sized from a length
+  that has not arrived. A TLS client's certificate names its principal (:mod:`.mtls`).
 * Limits, with Kafka's names and meanings as brokerlite has them:
   ``queued_max_request_bytes`` bounds the bytes of requests the proxy holds,
   across all its connections (:mod:`trafka.common.request_budget`): a request
@@ -53,8 +53,8 @@ shared pool of upstream connections for what filters send.
   unreachable upstream, unroutable batches) and failing accepts are logged
   through :class:`~trafka.common.lograte.RateLimitedLog`: a line a minute each,
   with a count of the rest. Host names from upstream answers are logged escaped.
-* At DEBUG (``-v``) each client connection is logged as it is accepted, as its
-  upstream connection opens and as it closes, with its traffic (:mod:`.connlog`).
+* At DEBUG (``-v``) each client connection is logged as it is accepted, as its upstream
+  connection opens and as it closes, with its traffic (:mod:`.connlog`).
 """
 
 from __future__ import annotations
@@ -104,7 +104,9 @@ from .filters import (
     run_upstream,
 )
 from .metrics import ProxyMetrics, ProxyStatistics
+from .mtls import ClientTls
 from .pool import UpstreamError, UpstreamPool
+from .sni import SniNames
 from .startup import discover_upstream, shared_listeners, upstream_reachable
 from .topics import Topics, metadata_request
 
@@ -130,8 +132,7 @@ class RunningProxy:
     bootstrap_servers: str
     statistics: ProxyStatistics
     metrics_address: tuple[str, int] | None = None
-    # The bytes of requests held (``queued_max_request_bytes``; for tests and
-    # introspection).
+    # The bytes of requests held (``queued_max_request_bytes``; tests, introspection).
     request_budget: RequestBudget = field(default_factory=lambda: RequestBudget(None))
     # What SIGHUP changes (.reload): the TLS context new client connections get, the chain.
     client_tls: ssl.SSLContext | None = None
@@ -151,6 +152,8 @@ class _Proxy:
         self.upstream_tls = config.upstream_ssl_context()
         # What clients (and failing accepts) can repeat at will: a line a minute each.
         self.quiet = RateLimitedLog(log, clock=trio.current_time)
+        self.sni = SniNames(config.sni_domain, config.sni_port) if config.sni_domain else None
+        self.tls = ClientTls.of(self.client_tls, config, self.quiet, self.sni)
         # Shared by every client connection (pooled Produce, metadata refreshes).
         limit = config.queued_max_request_bytes
         self.budget = RequestBudget(None if limit < 0 else limit)
@@ -197,9 +200,12 @@ class _Proxy:
         self.own_pools.append(pool)
         return pool
 
-    # ProxyServices.listen_for (synchronous, called by address rewriting): opens
-    # the node's listener at once.
+    # ProxyServices.listen_for (synchronous, from address rewriting): the listener opens now.
     def listen_for(self, node_id: int, host: str, port: int) -> tuple[str, int]:
+        if self.sni is not None:  # one port for all (.sni): no listener to open
+            self.nodes[node_id] = ((host, port), self.sni.port)
+            self.stats.nodes[node_id] = (self.sni.host_of(node_id), self.sni.port)
+            return self.stats.nodes[node_id]
         known = self.nodes.get(node_id)
         if known is not None and known[0] == (host, port):
             return self.advertised, known[1]
@@ -337,24 +343,16 @@ class _Proxy:
         attached: list[_Client] = []  # the upstream side, once the client has spoken
         peer = _peer(raw)
         opened = connlog.accepted(peer, raw, node_id)
+        session = Session()
         try:
-            if self.client_tls is not None:
-                tls = trio.SSLStream(raw, self.client_tls, server_side=True)
-                try:
-                    with trio.fail_after(self.config.connect_timeout):
-                        await tls.do_handshake()
-                except (trio.BrokenResourceError, trio.TooSlowError) as exc:
-                    self.quiet.log(
-                        logging.INFO,
-                        "tls",
-                        "a client's TLS handshake failed: %s",
-                        exc.__cause__ or exc,
-                    )
-                    await raw.aclose()
+            if self.tls is not None:  # the handshake, the client's identity, SNI's broker
+                if not (
+                    accepted := await self.tls.accept(raw, connlog.shown(peer), node_id, self.nodes)
+                ):
                     return
-                client = tls
+                client, session, node_id = accepted
             async with client, trio.open_nursery() as pumps:
-                await self._requests(client, pumps, node_id, peer, attached, raw.socket)
+                await self._requests(client, pumps, node_id, peer, attached, raw.socket, session)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("connection from %s ended: %s", connlog.shown(peer), exc)
         finally:
@@ -395,6 +393,7 @@ class _Proxy:
         peer: tuple[str, int] | None,
         attached: list[_Client],
         sock: trio.socket.SocketType,
+        session: Session,
     ) -> None:
         """Read the client's requests and hand each on, within the proxy's limits
         (see the module's rules); the upstream side is attached at the first.
@@ -448,13 +447,13 @@ class _Proxy:
                             release(budget, size)
                             return
                         attached.append(conn)
+                        conn.session = session  # what TLS told (.mtls), else empty
                     conn.reserved = size
                     conn.traffic.request(len(frame))
                     try:
                         await self._request(frame, conn)
                     finally:
-                        # Held until the batch is written (unless handed on to
-                        # an answer made later).
+                        # Held until the batch is written (or an answer made later).
                         conn.batch_held += conn.reserved
                         conn.reserved = 0
                 if conn is not None:
@@ -972,7 +971,9 @@ async def _start_serving(
     port = listeners[0].socket.getsockname()[1]
     for listener in listeners:
         nursery.start_soon(proxy.serve, listener, None)
-    if config.node_ports:
+    if proxy.sni is not None:
+        proxy.sni.port = proxy.sni.port or port
+    if config.node_ports or proxy.sni is not None:  # SNI: clients may name brokers at once
         nursery.start_soon(proxy.open_known_listeners)
     advertised = proxy.advertised
     log.info("proxy on %s:%d for %s", advertised, port, ",".join(config.upstream))

@@ -116,8 +116,21 @@ SETTINGS: tuple[Setting, ...] = (
             "(PEM); reloaded on SIGHUP for new connections.", reload=True),
     Setting("ssl_keyfile", "path", None, "The certificate's private key (PEM), if not in "
             "the certfile; reloaded on SIGHUP.", reload=True),
+    Setting("ssl_cafile", "path", None, "CAs of the clients' certificates (PEM), for "
+            "ssl_client_auth."),
+    Setting("ssl_client_auth", "choice", "none", "Client certificates: required, requested "
+            "or none (Kafka's ssl.client.auth).", choices=("required", "requested", "none")),
+    Setting("ssl_principal_mapping_rules", "str", "DEFAULT", "A client certificate's subject "
+            "to its principal: RULE:pattern/replacement/[LU],...,DEFAULT (KIP-371)."),
+    Setting("sni_domain", "str", None, "One TLS port for the cluster: clients name broker N "
+            "broker-N.<this> (bootstrap: bootstrap.<this>) by SNI."),
+    Setting("sni_port", "int", None, "With sni_domain: the port answers give the broker "
+            "names (default: listen's).", minimum=1),
     Setting("upstream_ssl", "bool", False, "Connect to the brokers over TLS."),
     Setting("upstream_ssl_cafile", "path", None, "CAs of the brokers' certificates (PEM)."),
+    Setting("upstream_ssl_certfile", "path", None, "The certificate (PEM) the proxy shows "
+            "brokers that ask for one (mutual TLS)."),
+    Setting("upstream_ssl_keyfile", "path", None, "Its private key (PEM), if not in the certfile."),
     Setting("announce", "bool", False, "Announce the proxy on the local network "
             "(zeroconf, _kafka._tcp, role proxy)."),
     Setting("metrics_listen", "str", None, "host:port serving Prometheus metrics "
@@ -345,6 +358,14 @@ def _conflicts(values: Mapping[str, Any], origin: Mapping[str, str]) -> list[str
         problems.append(f"{origin['ssl_keyfile']}: a key file needs ssl_certfile")
     if values["upstream_ssl_cafile"] and not values["upstream_ssl"]:
         problems.append(f"{origin['upstream_ssl_cafile']}: a CA file needs upstream_ssl")
+    if values["upstream_ssl_certfile"] and not values["upstream_ssl"]:
+        problems.append(f"{origin['upstream_ssl_certfile']}: a certificate needs upstream_ssl")
+    if values["sni_domain"] and not values["ssl_certfile"]:
+        problems.append(f"{origin['sni_domain']}: SNI needs ssl_certfile (TLS towards clients)")
+    if values["ssl_client_auth"] != "none" and not values["ssl_cafile"]:
+        problems.append(f"{origin['ssl_client_auth']}: client certificates need ssl_cafile")
+    if (values["ssl_cafile"] or values["ssl_client_auth"] != "none") and not values["ssl_certfile"]:
+        problems.append(f"{origin['ssl_client_auth']}: client certificates need ssl_certfile")
     host = values["listen"].rpartition(":")[0].strip("[]")
     if host in ("0.0.0.0", "::", "") and not values["advertised_host"]:
         problems.append(
@@ -385,8 +406,15 @@ _DIRECT = [
     "max_frame_size",
     "ssl_certfile",
     "ssl_keyfile",
+    "ssl_cafile",
+    "ssl_client_auth",
+    "ssl_principal_mapping_rules",
+    "sni_domain",
+    "sni_port",
     "upstream_ssl",
     "upstream_ssl_cafile",
+    "upstream_ssl_certfile",
+    "upstream_ssl_keyfile",
     "announce",
     "metrics_listen",
     "max_decompressed_bytes",

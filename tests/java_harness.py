@@ -95,11 +95,13 @@ def run(
     replication: int = 1,
     parallel: int = 1,
     version: str = KAFKA_4,
+    properties: dict[str, str] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], str]:
     """Every scenario's outcome by name, and the JVM's standard error.
 
     ``replication`` is the replication factor of the topics the scenarios make;
-    ``parallel`` how many scenarios run at a time (1: one after the other).
+    ``parallel`` how many scenarios run at a time (1: one after the other);
+    ``properties`` more system properties for the scenarios (``harness.topic``...).
     A scenario missing from the output (the JVM died or ran out of ``timeout``)
     is reported as failed, with the reason."""
     home = compiled(version)
@@ -110,6 +112,7 @@ def run(
         f"-Dlog4j2.configurationFile={home / 'log4j2.properties'}",
         f"-Dharness.replication={replication}",
         f"-Dharness.parallel={parallel}",
+        *(f"-D{k}={v}" for k, v in (properties or {}).items()),
     ]
     outcomes: dict[str, dict[str, Any]] = {}
     try:

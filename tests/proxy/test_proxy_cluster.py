@@ -17,6 +17,7 @@ import confluent_kafka
 import pytest
 import trio
 from go_peers import run_go_peer
+from hint_helpers import MetadataGate, follow_the_hint
 from proxy_helpers import Report, create, fresh, misreported, placement
 
 from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
@@ -787,3 +788,31 @@ def test_plain_producers_follow_leaders_that_move(zk: str) -> None:
         )
 
     run(test, zk)
+
+
+def test_a_consumer_takes_the_new_leader_from_the_fetch_answer(zk: str) -> None:
+    """KIP-951 through the proxy in front of brokerlite's cluster, as in front of
+    Kafka 4.4 (test_proxy_kafka_leader_moves.py): brokerlite names the new
+    leader in a Fetch v16+ refusal, the proxy names its own listener for it, and
+    the SDK's consumer fetches there while its Metadata requests are held."""
+
+    async def main() -> None:
+        gate = MetadataGate()
+        with trio.fail_after(180):
+            async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+                servers = cluster.bootstrap_servers
+                topic = fresh("hinted")
+                async with open_admin(bootstrap_servers=servers) as admin:
+                    await admin.create_topics([NewTopic(topic, PARTITIONS, 3)])
+                    view = cluster.node(1).broker.cluster
+                    while not leaders_agreed(cluster, topic) or len(view.state(topic, 0).isr) < 3:
+                        await trio.sleep(0.05)
+                async with serve_proxy(
+                    upstream=tuple(servers.split(",")), port=0, filters=(gate,)
+                ) as px:
+                    new = await follow_the_hint(servers, px, gate, topic)
+                    listeners = dict(px.statistics.nodes)
+        assert min(gate.fetch_versions) >= 16 and new in gate.fetched_on
+        assert gate.named and all((h, p) == listeners[n] for n, h, p in gate.named), gate.named
+
+    trio.run(main)

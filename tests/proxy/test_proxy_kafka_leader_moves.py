@@ -1,7 +1,7 @@
-"""A consumer through the proxy in front of Apache Kafka 3.9 (three brokers on
-ZooKeeper) when the leader of the partition it reads moves (issue #64: under
-the fault schedule ``leader-zk`` the transactional processor's consumer, through
-the proxy, read nothing more after the heal).
+"""A consumer through the proxy in front of Apache Kafka when the leader of the
+partition it reads moves (issue #64: under the fault schedule ``leader-zk`` the
+transactional processor's consumer, through the proxy, read nothing more after
+the heal; issue #83: leader hints through the proxy).
 
 What Kafka defines: a client caches metadata "until it receives an error
 indicating that the metadata is out of date", an error code "indicating that
@@ -9,87 +9,60 @@ this broker no longer hosts the partition", and then refreshes it and tries
 again (Kafka's protocol guide, "Partitioning and bootstrapping"); a fetch
 carrying a leader epoch older than the broker's is refused FENCED_LEADER_EPOCH
 (KIP-320), a fetch to a replica that no longer leads NOT_LEADER_OR_FOLLOWER.
-Kafka 3.7+ adds the new leader to those refusals (KIP-951), but in Fetch from
-v16 only, and the proxy lets clients fetch at v15 at most (it does not read
-fetched records), so a client behind it must refresh. ``metadata.max.age.ms``
-is set far past the test's deadline: only the refresh those errors call for
-can bring the consumer to the new leader in time.
+Kafka 3.7+ adds the new leader to those refusals (KIP-951: ``current_leader``
+per partition, the leader's address in ``node_endpoints``), in Fetch from v16.
+The proxy lets clients fetch at v16+ and names its own listener for that
+leader, so a client follows the hint without waiting for metadata: the tests on
+Kafka 4.4 hold every Metadata request after the move to show it.
+``metadata.max.age.ms`` is set far past the tests' deadlines: no periodic
+refresh brings the consumer to the new leader in time.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
 from typing import Any
 
 import anyio
 import pytest
+from hint_helpers import (
+    MAX_AGE_MS,
+    MetadataGate,
+    N,
+    follow_the_hint,
+    move_leader,
+    produce,
+    produce_following_the_hint,
+    read,
+)
 from kafka_peers import KafkaCluster
-from proxy_helpers import create, fresh
+from proxy_helpers import create, fresh, placement
 
+from trafka.codec import ApiKey
 from trafka.proxy import proxy_in_thread
-from trafka.sdk import TopicPartition, open_admin, open_consumer, open_producer
+from trafka.proxy.filters import FilterContext, ProxyServices
+from trafka.sdk import TopicPartition, open_consumer
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
-
-N = 20
-# Far past the deadlines below: no periodic refresh comes to the rescue.
-MAX_AGE_MS = 900_000
-
-
-async def _produce(servers: str, topic: str, values: list[bytes]) -> None:
-    async with open_producer(bootstrap_servers=servers, acks="all") as producer:
-        for value in values:
-            await producer.send(topic, value, partition=0)
-        await producer.flush()
-
-
-async def _read(consumer: Any, wanted: int, seconds: float) -> list[bytes]:
-    got: list[bytes] = []
-    with anyio.move_on_after(seconds):
-        while len(got) < wanted:
-            for records in (await consumer.getmany(timeout_ms=500)).values():
-                got.extend(r.value for r in records)
-    return got
-
-
-async def _move_leader(servers: str, tp: TopicPartition) -> tuple[int, int]:
-    """The partition's leader moved to another of its replicas (that one put first,
-    KIP-455, then the preferred replica elected, KIP-460): (old leader, new leader)."""
-    async with open_admin(bootstrap_servers=servers) as admin:
-        info = (await admin.describe_topics([tp.topic]))[tp.topic].partitions[0]
-        old, replicas = info.leader, list(info.replicas)
-        first, *rest = [n for n in replicas if n != old]
-        target = [first, old, *rest]
-        assert await admin.alter_partition_reassignments({tp: target}) == {tp: None}
-        while await admin.list_partition_reassignments([tp]):
-            await anyio.sleep(0.2)
-        while (await admin.describe_topics([tp.topic]))[tp.topic].partitions[0].replicas != tuple(
-            target
-        ):
-            await anyio.sleep(0.2)
-        # Elected by the call, or already by the move (the wait below says which leads).
-        outcome = (await admin.elect_leaders([tp]))[tp]
-        assert outcome is None or outcome.code.name == "ELECTION_NOT_NEEDED", outcome
-        while (await admin.describe_topics([tp.topic]))[tp.topic].partitions[0].leader != target[0]:
-            await anyio.sleep(0.2)
-    return old, target[0]
 
 
 async def _follow(servers: str, proxied: str, topic: str) -> None:
     tp = TopicPartition(topic, 0)
     before = [b"before-%d" % i for i in range(N)]
     after = [b"after-%d" % i for i in range(N)]
-    await _produce(servers, topic, before)
+    await produce(servers, topic, before)
     async with open_consumer(
         bootstrap_servers=proxied, metadata_max_age_ms=MAX_AGE_MS, enable_auto_commit=False
     ) as consumer:
         consumer.assign([tp])
         consumer.seek(tp, 0)
         # Generous: a loaded machine's first connections through the proxy.
-        assert await _read(consumer, N, 60) == before
+        assert await read(consumer, N, 60) == before
         with anyio.fail_after(120):
-            old, new = await _move_leader(servers, tp)
-            await _produce(servers, topic, after)
-        got = await _read(consumer, N, 60)
+            old, new = await move_leader(servers, tp)
+            await produce(servers, topic, after)
+        got = await read(consumer, N, 60)
     assert got == after, (
         f"the consumer read {len(got)} of {N} records in 60 s after the leader moved "
         f"from broker {old} to {new} (metadata.max.age.ms {MAX_AGE_MS})"
@@ -102,3 +75,176 @@ def test_a_consumer_through_the_proxy_follows_a_moved_leader(kafka3_cluster: Kaf
     create(servers, topic, 1, 3, served=True)
     with proxy_in_thread(upstream=tuple(servers.split(",")), port=0) as px:
         anyio.run(_follow, servers, px.bootstrap_servers, topic, backend="trio")
+
+
+def test_a_consumer_through_the_proxy_takes_the_new_leader_from_the_fetch_answer(
+    kafka4_cluster: KafkaCluster,
+) -> None:
+    """KIP-951 through the proxy, against Kafka 4.4: Fetch v16+ answers a
+    refused partition with ``current_leader`` and the leader's address in
+    ``node_endpoints``; the proxy names its own listener for that broker there,
+    and the SDK's consumer fetches from it while every Metadata request it
+    makes is held by the proxy, so the hint alone brought it there."""
+    servers = kafka4_cluster.bootstrap_servers
+    topic = fresh("hinted")
+    create(servers, topic, 1, 3, served=True)
+    gate = MetadataGate()
+    with proxy_in_thread(upstream=tuple(servers.split(",")), port=0, filters=(gate,)) as px:
+        new = anyio.run(follow_the_hint, servers, px, gate, topic, backend="trio")
+        listeners = dict(px.statistics.nodes)
+    assert gate.fetch_versions and min(gate.fetch_versions) >= 16
+    assert new in gate.fetched_on, (new, gate.fetched_on)
+    assert gate.named, "no Fetch answer named a leader"
+    for node, host, port in gate.named:
+        assert (host, port) == listeners[node], (node, host, port, listeners)
+
+
+def test_librdkafka_through_the_proxy_takes_the_new_leader_from_the_fetch_answer(
+    kafka4_cluster: KafkaCluster,
+) -> None:
+    """The same with confluent-kafka's consumer (librdkafka, which follows
+    KIP-951's hints from 2.4): every Metadata request it makes after the move is
+    held, yet it reads the records the new leader took."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTopicPartition
+
+    servers = kafka4_cluster.bootstrap_servers
+    topic = fresh("hinted-rdk")
+    create(servers, topic, 1, 3, served=True)
+    before = [b"before-%d" % i for i in range(N)]
+    after = [b"after-%d" % i for i in range(N)]
+    anyio.run(produce, servers, topic, before, backend="trio")
+    gate = MetadataGate()
+    with proxy_in_thread(upstream=tuple(servers.split(",")), port=0, filters=(gate,)) as px:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": px.bootstrap_servers,
+                "group.id": fresh("g"),
+                "enable.auto.commit": False,
+                "topic.metadata.refresh.interval.ms": MAX_AGE_MS,
+                "metadata.max.age.ms": MAX_AGE_MS,
+            }
+        )
+        try:
+            consumer.assign([CTopicPartition(topic, 0, 0)])
+
+            def consume(wanted: int) -> list[bytes]:
+                got: list[bytes] = []
+                for _ in range(120):  # polls of 0.5 s at most: a deadline of 60 s
+                    if len(got) >= wanted:
+                        break
+                    for m in consumer.consume(wanted - len(got), timeout=0.5):
+                        assert m.error() is None, m.error()
+                        got.append(m.value())
+                return got
+
+            assert consume(N) == before
+            gate.shut = True
+            try:
+                tp = TopicPartition(topic, 0)
+
+                async def move_and_write() -> tuple[int, int]:
+                    with anyio.fail_after(120):
+                        moved = await move_leader(servers, tp)
+                        await produce(servers, topic, after)
+                    return moved
+
+                old, new = anyio.run(move_and_write, backend="trio")
+                got = consume(N)
+            finally:
+                gate.open()
+        finally:
+            consumer.close()
+        listeners = dict(px.statistics.nodes)
+    assert got == after, f"read {len(got)} of {N} after the leader moved from {old} to {new}"
+    assert min(gate.fetch_versions) >= 16 and new in gate.fetched_on
+    assert gate.named and all((h, p) == listeners[n] for n, h, p in gate.named), gate.named
+
+
+def test_a_producer_through_the_proxy_takes_the_new_leader_from_the_produce_answer(
+    kafka4_cluster: KafkaCluster,
+) -> None:
+    """KIP-951 on Produce (v10+), forwarded (route_keys none): Kafka 4.4 refuses
+    a partition whose leader moved with the new leader and its address; the
+    proxy names its own listener there, and the SDK's producer writes the rest
+    to it while every Metadata request it makes is held."""
+    servers = kafka4_cluster.bootstrap_servers
+    topic = fresh("hinted-produce")
+    create(servers, topic, 1, 3, served=True)
+    gate = MetadataGate()
+    with proxy_in_thread(
+        upstream=tuple(servers.split(",")), port=0, route_keys="none", filters=(gate,)
+    ) as px:
+        new = anyio.run(produce_following_the_hint, servers, px, gate, topic, backend="trio")
+        listeners = dict(px.statistics.nodes)
+    assert min(gate.produce_versions) >= 10 and new in gate.produced_on, gate.produced_on
+    assert gate.named and all((h, p) == listeners[n] for n, h, p in gate.named), gate.named
+    records = placement(servers, topic, 1)
+    assert sorted(r.value for r in records) == sorted(
+        [b"before-%d" % i for i in range(N)] + [b"after-%d" % i for i in range(N)]
+    )
+
+
+class ShutOnRecords(MetadataGate):
+    """A :class:`MetadataGate` that shuts itself once a Fetch answer carrying
+    records passed to the client (the records written before the move)."""
+
+    def attach(self, services: ProxyServices) -> None:
+        super().attach(services)
+        self.read_before = threading.Event()
+
+    def on_response(self, ctx: FilterContext, body: Any) -> Any:
+        records = ctx.api_key == ApiKey.FETCH and any(
+            p.records for t in body.responses for p in t.partitions
+        )
+        if records and not self.shut:
+            self.shut = True
+            self.read_before.set()
+        return super().on_response(ctx, body)
+
+
+def test_kafkas_java_consumer_through_the_proxy_takes_the_new_leader_from_the_fetch_answer(
+    kafka4_cluster: KafkaCluster,
+) -> None:
+    """The same with Kafka 4.4's own Java consumer (tests/interop/java's
+    ``read_topic``: assigned, metadata.max.age.ms 15 minutes): once it has
+    read the records written before the move, every Metadata request it makes
+    is held, yet it reads those the new leader took."""
+    import java_harness
+
+    servers = kafka4_cluster.bootstrap_servers
+    topic = fresh("hinted-java")
+    create(servers, topic, 1, 3, served=True)
+    anyio.run(produce, servers, topic, [b"before-%d" % i for i in range(N)], backend="trio")
+    gate = ShutOnRecords()
+    with (
+        proxy_in_thread(upstream=tuple(servers.split(",")), port=0, filters=(gate,)) as px,
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+    ):
+        reading = pool.submit(
+            java_harness.run,
+            px.bootstrap_servers,
+            ["read_topic"],
+            timeout=150,
+            properties={"harness.topic": topic, "harness.count": str(2 * N)},
+        )
+        try:
+            assert gate.read_before.wait(120), "the Java consumer read nothing"
+
+            async def move_and_write() -> tuple[int, int]:
+                with anyio.fail_after(120):
+                    moved = await move_leader(servers, TopicPartition(topic, 0))
+                    await produce(servers, topic, [b"after-%d" % i for i in range(N)])
+                return moved
+
+            old, new = anyio.run(move_and_write, backend="trio")
+            outcomes, stderr = reading.result()
+        finally:
+            gate.open()
+        listeners = dict(px.statistics.nodes)
+    outcome = outcomes["read_topic"]
+    assert outcome["ok"], (outcome, stderr[-3000:])
+    wanted = [f"before-{i}" for i in range(N)] + [f"after-{i}" for i in range(N)]
+    assert outcome["details"]["values"] == wanted
+    assert min(gate.fetch_versions) >= 16 and new in gate.fetched_on, (old, new, gate.fetched_on)
+    assert gate.named and all((h, p) == listeners[n] for n, h, p in gate.named), gate.named

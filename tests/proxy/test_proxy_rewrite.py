@@ -338,7 +338,7 @@ def test_api_versions_are_capped_where_the_proxy_must_read(version: int) -> None
         api_keys=[
             r.ApiVersion(api_key=3, min_version=0, max_version=99),  # Metadata
             r.ApiVersion(api_key=0, min_version=3, max_version=99),  # Produce
-            r.ApiVersion(api_key=1, min_version=4, max_version=17),  # Fetch: before hints
+            r.ApiVersion(api_key=1, min_version=4, max_version=17),  # Fetch: hints read
             r.ApiVersion(api_key=2, min_version=1, max_version=99),  # ListOffsets: not read
             r.ApiVersion(api_key=60, min_version=0, max_version=0),  # DescribeCluster
             r.ApiVersion(api_key=78, min_version=0, max_version=99),  # ShareFetch
@@ -354,7 +354,7 @@ def test_api_versions_are_capped_where_the_proxy_must_read(version: int) -> None
     assert got == {
         3: (0, protocol.api(3).max_version),
         0: (3, 11),  # v12+: transaction version 2, v13: topics by id (not routed)
-        1: (4, 15),
+        1: (4, 17),  # not capped: its leader hints are rewritten (KIP-951)
         2: (1, 99),
         60: (0, 0),
         78: (0, protocol.api(78).max_version),

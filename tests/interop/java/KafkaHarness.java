@@ -1435,6 +1435,29 @@ public final class KafkaHarness {
         ctx.details.put("fenced", String.valueOf(fenced));
     }
 
+    /**
+     * Reads partition 0 of -Dharness.topic from offset 0, assigned (no group), until
+     * -Dharness.count records arrived, with metadata.max.age.ms past the deadline: what
+     * the test does to the cluster meanwhile (a leader moved) it must follow without a
+     * periodic refresh. Details: the values read, in order.
+     */
+    static void readTopic(Ctx ctx) throws Exception {
+        String topic = System.getProperty("harness.topic");
+        int count = Integer.parseInt(System.getProperty("harness.count", "0"));
+        KafkaConsumer<byte[], byte[]> consumer =
+                ctx.consumer(ConsumerConfig.METADATA_MAX_AGE_CONFIG, 900_000);
+        TopicPartition tp = new TopicPartition(topic, 0);
+        consumer.assign(List.of(tp));
+        consumer.seek(tp, 0);
+        List<String> values = new ArrayList<>();
+        ctx.details.put("values", values);
+        while (values.size() < count) {
+            for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                values.add(new String(r.value(), StandardCharsets.UTF_8));
+            }
+        }
+    }
+
     // --- the run --------------------------------------------------------------------------------
 
     static final Map<String, Scenario> SCENARIOS = new LinkedHashMap<>();
@@ -1461,6 +1484,7 @@ public final class KafkaHarness {
         SCENARIOS.put("admin_groups", KafkaHarness::adminGroups);
         SCENARIOS.put("admin_offsets_cluster", KafkaHarness::adminOffsetsAndCluster);
         SCENARIOS.put("admin_transactions", KafkaHarness::adminTransactions);
+        SCENARIOS.put("read_topic", KafkaHarness::readTopic);
     }
 
     static String json(Object o) {

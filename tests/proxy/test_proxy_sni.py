@@ -1,0 +1,204 @@
+"""One port for the whole cluster (issue #83 item 3): over TLS, the SNI name a
+client asks for (``broker-N.<domain>``, ``bootstrap.<domain>``) picks the
+broker, every broker behind the proxy's one listening port, and Metadata names
+the brokers by those names at that port.
+
+The clients must reach ``*.kafka.test`` at 127.0.0.1 without DNS or
+/etc/hosts: the trafka SDK resolves through ``anyio.getaddrinfo``, which the
+tests wrap to answer those names with 127.0.0.1 (the connection, the TLS
+handshake and its SNI are the client's own: only the name lookup is answered).
+librdkafka resolves in C with no hook confluent-kafka exposes, so it is not
+among these clients; a raw TLS client (Python's ``ssl``, SNI as given) checks
+the names on the wire.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from typing import Any
+
+import anyio
+import pytest
+import trio
+import trustme
+from proxy_helpers import call, fresh
+
+from trafka.brokerlite.dev.local_cluster import serve_cluster
+from trafka.codec import ApiKey
+from trafka.codec.messages import k03_metadata as mm
+from trafka.proxy import ProxyConfig, serve_proxy
+from trafka.proxy.sni import SniNames, UnknownName
+from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
+
+pytestmark = pytest.mark.timeout(180)
+
+DOMAIN = "kafka.test"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """One certificate for every name: a wildcard for the domain."""
+    ca = trustme.CA()
+    folder = tmp_path_factory.mktemp("sni")
+    paths = {"ca": str(folder / "ca.pem"), "proxy": str(folder / "proxy.pem")}
+    ca.cert_pem.write_to_path(paths["ca"])
+    ca.issue_cert(f"*.{DOMAIN}").private_key_and_cert_chain_pem.write_to_path(paths["proxy"])
+    return paths
+
+
+@pytest.fixture
+def resolved(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's name lookups of ``*.kafka.test`` answered 127.0.0.1."""
+    real = anyio.getaddrinfo
+
+    async def lookup(host: Any, port: Any, **kwargs: Any) -> Any:
+        if isinstance(host, str) and host.lower().endswith("." + DOMAIN):
+            host = "127.0.0.1"
+        return await real(host, port, **kwargs)
+
+    monkeypatch.setattr(anyio, "getaddrinfo", lookup)
+
+
+def test_names_pick_brokers() -> None:
+    names = SniNames("Kafka.Test")
+    known = {0, 1, 2}
+    assert names.node_of("bootstrap.kafka.test", known) is None
+    assert names.node_of(None, known) is None  # no SNI: the bootstrap servers
+    assert names.node_of("BROKER-2.kafka.test", known) == 2
+    assert names.host_of(1) == "broker-1.kafka.test"
+    for name in ("broker-7.kafka.test", "broker-1.other.test", "broker-x.kafka.test", "kafka.test"):
+        with pytest.raises(UnknownName):
+            names.node_of(name, known)
+    with pytest.raises(ValueError, match="DNS name"):
+        SniNames("not a domain")
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"sni_domain": DOMAIN}, "needs ssl_certfile"),
+        ({"sni_port": 9093}, "sni_port needs sni_domain"),
+    ],
+)
+def test_inconsistent_sni_settings_are_refused(settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ProxyConfig(upstream=("h:1",), **settings)
+
+
+def _tls_call(
+    port: int, ca: str, name: str, key: int, version: int, body: Any, check: bool = True
+) -> Any:
+    """One request over TLS to the proxy's port, asking for ``name`` by SNI
+    (``check``: the certificate must name it)."""
+    context = ssl.create_default_context(cafile=ca)
+    context.check_hostname = check
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=20) as raw,
+        context.wrap_socket(raw, server_hostname=name) as tls,
+    ):
+        return call(tls, key, version, body)
+
+
+def test_every_broker_behind_one_port(zk: str, pki: dict[str, str], resolved: None) -> None:
+    """A 3-node brokerlite cluster behind the proxy's one TLS port: Metadata
+    asked of bootstrap.kafka.test names broker-N.kafka.test at that port; the
+    SDK's producer and consumer, resolving the names to 127.0.0.1, write to and
+    read from every partition's leader through it (a connection that reached
+    the wrong broker would be refused NOT_LEADER_OR_FOLLOWER); a name the
+    proxy does not serve fails the handshake and the proxy serves on."""
+
+    async def main() -> None:
+        with trio.fail_after(150):
+            async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+                servers = cluster.bootstrap_servers
+                topic = fresh("sni")
+                async with open_admin(bootstrap_servers=servers) as admin:
+                    await admin.create_topics([NewTopic(topic, 6, 1)])
+                async with serve_proxy(
+                    upstream=tuple(servers.split(",")),
+                    port=0,
+                    ssl_certfile=pki["proxy"],
+                    sni_domain=DOMAIN,
+                ) as px:
+                    port = px.address[1]
+                    await _through_one_port(port, pki, topic, cluster.node_ids)
+
+    trio.run(main)
+
+
+async def _through_one_port(port: int, pki: dict[str, str], topic: str, nodes: Any) -> None:
+    answer = await trio.to_thread.run_sync(
+        _tls_call,
+        port,
+        pki["ca"],
+        f"bootstrap.{DOMAIN}",
+        ApiKey.METADATA,
+        9,
+        mm.MetadataRequest(topics=[mm.MetadataRequest.MetadataRequestTopic(name=topic)]),
+    )
+    named = {(b.node_id, b.host, b.port) for b in answer.brokers}
+    assert named == {(n, f"broker-{n}.{DOMAIN}", port) for n in nodes}
+    leaders = {p.leader_id for t in answer.topics for p in t.partitions}
+    assert len(leaders) > 1, "the test wants partitions led by different brokers"
+
+    tls = {"security_protocol": "SSL", "ssl_cafile": pki["ca"]}
+    bootstrap = f"bootstrap.{DOMAIN}:{port}"
+    async with open_producer(bootstrap_servers=bootstrap, **tls) as producer:
+        for i in range(60):
+            await producer.send(topic, b"%d" % i, partition=i % 6)
+        await producer.flush()
+    got: list[bytes] = []
+    async with open_consumer(bootstrap_servers=bootstrap, **tls) as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(6)])
+        for p in range(6):
+            consumer.seek(TopicPartition(topic, p), 0)
+        while len(got) < 60:
+            for records in (await consumer.getmany(timeout_ms=1000)).values():
+                got.extend(r.value for r in records)
+    assert sorted(int(v) for v in got) == list(range(60))
+
+    # A name for a broker the proxy does not serve, or of another domain (the
+    # client not checking the certificate's names): the connection is closed
+    # after the handshake, unanswered (the helper's assertion says so).
+    nothing = mm.MetadataRequest(topics=[])
+    for name in (f"broker-99.{DOMAIN}", "broker-0.elsewhere.test"):
+        with pytest.raises(AssertionError, match="closed the connection"):
+            await trio.to_thread.run_sync(
+                _tls_call, port, pki["ca"], name, ApiKey.METADATA, 9, nothing, False
+            )
+    with pytest.raises(ssl.SSLCertVerificationError):  # a client that checks: refused by it
+        await trio.to_thread.run_sync(
+            _tls_call, port, pki["ca"], "broker-0.elsewhere.test", ApiKey.METADATA, 9, nothing
+        )
+    again = await trio.to_thread.run_sync(
+        _tls_call,
+        port,
+        pki["ca"],
+        f"broker-{min(nodes)}.{DOMAIN}",
+        ApiKey.METADATA,
+        9,
+        mm.MetadataRequest(topics=[]),
+    )
+    assert {b.port for b in again.brokers} == {port}
+
+
+def test_check_config_reads_the_sni_settings(pki: dict[str, str], tmp_path: Any) -> None:
+    """docs/proxy.md's example file passes --check-config; SNI without TLS, or a
+    domain that is not a DNS name, is named."""
+    from click.testing import CliRunner
+
+    from trafka.proxy.cli import command
+
+    good = tmp_path / "good.toml"
+    good.write_text(
+        'upstream = ["127.0.0.1:9092"]\nlisten = "0.0.0.0:9093"\n'
+        f'advertised_host = "bootstrap.{DOMAIN}"\nssl_certfile = "{pki["proxy"]}"\n'
+        f'sni_domain = "{DOMAIN}"\nsni_port = 443\n'
+    )
+    result = CliRunner().invoke(command, ["--config", str(good), "--check-config"])
+    assert result.exit_code == 0, result.output
+    bad = tmp_path / "bad.toml"
+    bad.write_text('upstream = ["127.0.0.1:9092"]\nsni_domain = "kafka test"\n')
+    result = CliRunner().invoke(command, ["--config", str(bad), "--check-config"])
+    assert result.exit_code == 1 and "SNI needs ssl_certfile" in result.output, result.output
