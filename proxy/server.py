@@ -99,6 +99,7 @@ from .filters import (
     Session,
     Stage,
     client_software,
+    run_close,
     run_request,
     run_response,
     run_upstream,
@@ -363,6 +364,8 @@ class _Proxy:
                 self.stats.upstream_connections -= 1
                 await trio.aclose_forcefully(conn.upstream)
             connlog.closed(peer, opened, attached[0].traffic if attached else None)
+            for conn in attached:
+                run_close(self.filters, conn.state, conn.session, peer, self.quiet)
 
     async def _attach(
         self,
