@@ -39,7 +39,9 @@ from trafka.codec.messages import k21_delete_records as delete_records_m
 from trafka.codec.messages import k24_add_partitions_to_txn as add_partitions_m
 from trafka.codec.messages import k28_txn_offset_commit as txn_commit_m
 from trafka.codec.messages import k32_describe_configs as describe_configs_m
+from trafka.codec.messages import k33_alter_configs as alter_configs_m
 from trafka.codec.messages import k37_create_partitions as create_partitions_m
+from trafka.codec.messages import k44_incremental_alter_configs as incremental_m
 from trafka.codec.messages import k47_offset_delete as offset_delete_m
 
 from .authz_groups import GROUP_HANDLERS
@@ -436,7 +438,6 @@ def create_topics(j: Judge, body: Any, version: int) -> Any:
             error_message="Authorization failed.",
             num_partitions=-1,
             replication_factor=-1,
-            topic_config_error_code=TOPIC_DENIED,
         )
         for t in body.topics
         if t not in keep
@@ -461,7 +462,9 @@ def delete_topics(j: Judge, body: Any, version: int) -> Any:
     if version < 6:
         keep = [n for n in body.topic_names if j.ok("DELETE", "topic", n)]
         errors = [
-            m.DeletableTopicResult(name=n, error_code=TOPIC_DENIED)
+            m.DeletableTopicResult(
+                name=n, error_code=TOPIC_DENIED, error_message=_message(TOPIC_DENIED)
+            )
             for n in body.topic_names
             if n not in keep
         ]
@@ -478,7 +481,11 @@ def delete_topics(j: Judge, body: Any, version: int) -> Any:
         if not code:
             keep.append(t)
         else:
-            errors.append(m.DeletableTopicResult(name=t.name, topic_id=t.topic_id, error_code=code))
+            errors.append(
+                m.DeletableTopicResult(
+                    name=t.name, topic_id=t.topic_id, error_code=code, error_message=_message(code)
+                )
+            )
     return _partial(j, body, "topics", keep, m(responses=errors), "responses", errors)
 
 
@@ -507,9 +514,7 @@ def create_partitions(j: Judge, body: Any, version: int) -> Any:
     m = create_partitions_m.CreatePartitionsResponse
     keep = [t for t in body.topics if j.ok("ALTER", "topic", t.name)]
     errors = [
-        m.CreatePartitionsTopicResult(
-            name=t.name, error_code=TOPIC_DENIED, error_message=_message(TOPIC_DENIED)
-        )
+        m.CreatePartitionsTopicResult(name=t.name, error_code=TOPIC_DENIED, error_message=None)
         for t in body.topics
         if t not in keep
     ]
@@ -553,8 +558,7 @@ def describe_configs(j: Judge, body: Any, version: int) -> Any:
     return _partial(j, body, "resources", keep, m(results=errors), "results", errors)
 
 
-def alter_configs(j: Judge, body: Any, version: int, module: Any) -> Any:
-    m = module.AlterConfigsResponse if hasattr(module, "AlterConfigsResponse") else module
+def alter_configs(j: Judge, body: Any, version: int, m: Any) -> Any:
     keep, errors = [], []
     for res in body.resources:
         code = _config_refusal(j, "ALTER_CONFIGS", res.resource_type, res.resource_name)
@@ -605,11 +609,8 @@ def _message(code: int) -> str:
     }.get(code, "")
 
 
-def _alter(module_name: str) -> Handler:
-    import importlib
-
-    module = importlib.import_module(f"trafka.codec.messages.{module_name}")
-    return lambda j, body, version: alter_configs(j, body, version, module)
+def _alter(response: Any) -> Handler:
+    return lambda j, body, version: alter_configs(j, body, version, response)
 
 
 HANDLERS: dict[int, Handler] = {
@@ -627,8 +628,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_RECORDS: delete_records,
     ApiKey.CREATE_PARTITIONS: create_partitions,
     ApiKey.DESCRIBE_CONFIGS: describe_configs,
-    ApiKey.ALTER_CONFIGS: _alter("k33_alter_configs"),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter("k44_incremental_alter_configs"),
+    ApiKey.ALTER_CONFIGS: _alter(alter_configs_m.AlterConfigsResponse),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter(incremental_m.IncrementalAlterConfigsResponse),
     ApiKey.OFFSET_DELETE: offset_delete,
     **GROUP_HANDLERS,
 }
