@@ -16,6 +16,7 @@ Apache Kafka 4.4 with the same ACLs.)
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -208,6 +209,7 @@ def guarded(secured: RunningBroker, tmp_path: Path) -> Iterator[tuple[RunningPro
         port=0,
         filters=(az,),
         principal_credentials=str(credentials),
+        metrics_listen="127.0.0.1:0",
     ) as px:
         yield px, audit
 
@@ -235,6 +237,22 @@ def librdkafka(px: RunningProxy, user: str, **more: Any) -> dict[str, Any]:
 
 def events(audit: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in audit.read_text().splitlines()]
+
+
+def exposed(px: RunningProxy) -> dict[tuple[str, str, str], float]:
+    """The decisions ``/metrics`` shows."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    assert px.metrics_address is not None
+    host, port = px.metrics_address
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as answer:
+        page = answer.read().decode()
+    return {
+        (s.labels["decision"], s.labels["operation"], s.labels["resource_type"]): s.value
+        for family in text_string_to_metric_families(page)
+        for s in family.samples
+        if s.name == "trafka_proxy_authorization_decisions_total"
+    }
 
 
 def decisions(px: RunningProxy) -> dict[tuple[str, str, str], int]:
@@ -294,6 +312,7 @@ def test_sdk_clients_meet_the_rules(guarded: tuple[RunningProxy, Path]) -> None:
 
     anyio.run(main, backend="trio")
     counted = decisions(px)
+    assert exposed(px) == {k: v for k, v in counted.items() if v}
     # Refused at FindCoordinator already (DESCRIBE), as Kafka does.
     assert counted[("deny", "DESCRIBE", "transactional_id")] >= 1
     assert counted[("deny", "DESCRIBE", "group")] >= 1
@@ -399,3 +418,38 @@ def test_reload_changes_the_rules(guarded: tuple[RunningProxy, Path]) -> None:
 
 def _filters(px: RunningProxy) -> list[Any]:
     return list(px.filters)
+
+
+def test_sighup_reloads_the_rules_and_refuses_a_bad_file(tmp_path: Path) -> None:
+    """The file's rules are read again at SIGHUP (:class:`~trafka.proxy.reload.Reloader`):
+    new rules apply, a file with a bad rule is refused whole and the old rules stay."""
+    from trafka.proxy.reload import Reloader, load
+    from trafka.proxy.settings import Sources
+
+    toml = tmp_path / "proxy.toml"
+
+    def write(operation: str) -> None:
+        toml.write_text(
+            'upstream = "127.0.0.1:9092"\n'
+            "[[filter]]\n"
+            'use = "trafka.proxy.authz:Authorization"\n'
+            "[[filter.settings.rules]]\n"
+            'principal = "User:alice"\n'
+            f'operation = "{operation}"\n'
+            'resource = "topic"\n'
+            'name = "orders"\n'
+        )
+
+    write("Read")
+    sources = Sources({}, {}, str(toml))
+    loaded = load(sources)
+    az = loaded.config.filters[0]
+    assert isinstance(az, Authorization)
+    reloader = Reloader(sources, loaded.values, loaded.config.filters, None)
+    assert not az.rules.allowed("User:alice", None, "WRITE", "topic", "orders")
+    write("Write")
+    assert reloader.reload()
+    assert az.rules.allowed("User:alice", None, "WRITE", "topic", "orders")
+    write("Wirte")
+    assert not reloader.reload()
+    assert az.rules.allowed("User:alice", None, "WRITE", "topic", "orders")
