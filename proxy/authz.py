@@ -88,6 +88,7 @@ ADMIN_APIS = frozenset(
     }
 )
 _SASL = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+_FRAMED_ANSWERS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
 _KNOWN_SETTINGS = {"rules", "rules_file", "super_users", "default", "audit"}
 # ctx.state / ctx.notes keys
 _OPENED = "trafka.proxy.authz:opened"
@@ -223,6 +224,20 @@ class Authorization(Filter):
         elif ctx.notes.get(_ADMIN):
             self._admin(ctx, body)
         return body
+
+    def answer_frames(self, api_key: int, api_version: int) -> bool:
+        # The large answers: decoded only when a refusal must be merged in.
+        return api_key in _FRAMED_ANSWERS
+
+    def on_response_frame(self, ctx: FilterContext, frame: bytes) -> bytes:
+        merges = ctx.notes.get(_MERGES)
+        if not merges:
+            return frame
+        key, version = ctx.api_key, ctx.api_version
+        _, body = protocol.decode_response(frame, key, version)
+        for merge in merges:
+            body = merge(body)
+        return protocol.encode_response(ctx.correlation_id, key, version, body)[4:]
 
     def on_upstream(self, api_key: int, api_version: int, body: Any) -> Any:
         if api_key == ApiKey.METADATA:

@@ -472,6 +472,7 @@ def delete_topics(j: Judge, body: Any, version: int) -> Any:
     keep, errors = [], []
     for t in body.topics:
         known = j.topic_name(t.name, t.topic_id)
+        code: int
         if known is None:
             code = UNKNOWN_ID
         elif not j.ok("DESCRIBE", "topic", known) and t.name is None:
@@ -601,12 +602,13 @@ def offset_delete(j: Judge, body: Any, version: int) -> Any:
 
 def _message(code: int) -> str:
     """The message Kafka gives with a refusal (its Errors' default message)."""
-    return {
+    messages: dict[int, str] = {
         TOPIC_DENIED: "Topic authorization failed.",
         GROUP_DENIED: "Group authorization failed.",
         CLUSTER_DENIED: "Cluster authorization failed.",
         TXN_DENIED: "Transactional Id authorization failed.",
-    }.get(code, "")
+    }
+    return messages.get(code, "")
 
 
 def _alter(response: Any) -> Handler:
