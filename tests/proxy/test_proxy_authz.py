@@ -453,3 +453,27 @@ def test_sighup_reloads_the_rules_and_refuses_a_bad_file(tmp_path: Path) -> None
     write("Wirte")
     assert not reloader.reload()
     assert az.rules.allowed("User:alice", None, "WRITE", "topic", "orders")
+
+
+def test_the_docs_example_is_a_valid_configuration(tmp_path: Path) -> None:
+    """docs/proxy.md's "Authorization and audit" example, as written (its audit
+    folder moved here), passes --check-config and means what its comments say."""
+    from trafka.proxy.reload import load
+    from trafka.proxy.settings import Sources
+
+    docs = (Path(__file__).parents[2] / "docs" / "proxy.md").read_text()
+    section = docs.split("## Authorization and audit", 1)[1]
+    example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    toml = tmp_path / "proxy.toml"
+    toml.write_text(example.replace("/var/log/trafka", str(tmp_path)))
+    result = CliRunner().invoke(command, ["--config", str(toml), "--check-config"])
+    assert result.exit_code == 0, result.output
+    az = load(Sources({}, {}, str(toml))).config.filters[0]
+    assert isinstance(az, Authorization)
+    r = az.rules
+    assert r.allowed("User:alice", None, "WRITE", "topic", "orders-eu")
+    assert not r.allowed("User:alice", None, "WRITE", "topic", "orders-audit")
+    assert r.allowed("User:alice", None, "READ", "topic", "orders-audit")
+    assert r.allowed("User:alice", None, "WRITE", "transactional_id", "billing-1")
+    assert r.allowed("User:ANONYMOUS", None, "READ", "topic", "status")
+    assert not r.allowed("User:bob", None, "READ", "topic", "orders-eu")
