@@ -111,20 +111,25 @@ class _Judge:
         self._host = ctx.client_address[0] if ctx.client_address else None
 
     def ok(self, operation: str, resource: str, name: str) -> bool:
+        allowed = self.allows(operation, resource, name)
+        self.record(allowed, operation, resource, name)
+        return allowed
+
+    def allows(self, operation: str, resource: str, name: str) -> bool:
+        """The decision, not counted (one of several alternatives)."""
         principal = self._principal
-        allowed = principal is not None and self._rules.allowed(
+        return principal is not None and self._rules.allowed(
             principal, self._host, operation, resource, name
         )
-        self._az.decided(self._ctx, allowed, operation, resource, name)
-        return allowed
 
     def on_any(self, operation: str, resource: str) -> bool:
         principal = self._principal
-        allowed = principal is not None and self._rules.allowed_on_any(
+        return principal is not None and self._rules.allowed_on_any(
             principal, self._host, operation, resource
         )
-        self._az.decided(self._ctx, allowed, operation, resource, "*")
-        return allowed
+
+    def record(self, allowed: bool, operation: str, resource: str, name: str) -> None:
+        self._az.decided(self._ctx, allowed, operation, resource, name)
 
     def operations(self, resource: str, name: str) -> int:
         if self._principal is None:
@@ -194,10 +199,13 @@ class Authorization(Filter):
     # -- what the filter sees ------------------------------------------------------------
 
     def on_request(self, ctx: FilterContext, body: Any) -> Any:
+        key = ctx.api_key
         if _OPENED not in ctx.state:
             ctx.state[_OPENED] = True
-            self._event("connection_open", ctx)
-        key = ctx.api_key
+            # A client that logs in is named by its authentication event.
+            self._event(
+                "connection_open", ctx, principal=None if key in _SASL else principal_of(ctx)
+            )
         if key == ApiKey.SASL_HANDSHAKE:
             ctx.state[_MECHANISM] = body.mechanism
             return body
@@ -250,8 +258,9 @@ class Authorization(Filter):
         self, state: dict[str, Any], session: Session, client_address: tuple[str, int] | None
     ) -> None:
         if _OPENED in state and self.audit is not None:
+            principal = session.principal or (None if session.authenticated else ANONYMOUS)
             self.audit.write(
-                "connection_close", client=_address(client_address), principal=session.principal
+                "connection_close", client=_address(client_address), principal=principal
             )
 
     # -- what the filter keeps -------------------------------------------------------------
@@ -317,10 +326,12 @@ class Authorization(Filter):
             return
         self.audit.write(
             event,
-            client=_address(ctx.client_address),
-            principal=principal_of(ctx),
-            client_id=ctx.client_id,
-            **fields,
+            **{
+                "client": _address(ctx.client_address),
+                "principal": principal_of(ctx),
+                "client_id": ctx.client_id,
+                **fields,
+            },
         )
 
     def _authenticated(self, ctx: FilterContext, body: Any) -> None:

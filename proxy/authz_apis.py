@@ -62,7 +62,11 @@ class Judge(Protocol):
 
     def ok(self, operation: str, resource: str, name: str) -> bool: ...
 
+    def allows(self, operation: str, resource: str, name: str) -> bool: ...
+
     def on_any(self, operation: str, resource: str) -> bool: ...
+
+    def record(self, allowed: bool, operation: str, resource: str, name: str) -> None: ...
 
     def operations(self, resource: str, name: str) -> int: ...
 
@@ -219,7 +223,7 @@ def metadata(j: Judge, body: Any, version: int) -> Any:
             continue
         keep.append(t)
         if auto and not (
-            j.ok("CREATE", "cluster", "kafka-cluster") or j.ok("CREATE", "topic", t.name)
+            j.allows("CREATE", "cluster", "kafka-cluster") or j.ok("CREATE", "topic", t.name)
         ):
             no_create.add(t.name)
     j.later(lambda r: _metadata_answer(j, r, include_ops, no_create, False, errors))
@@ -429,7 +433,9 @@ def find_coordinator(j: Judge, body: Any, version: int) -> Any:
 
 def create_topics(j: Judge, body: Any, version: int) -> Any:
     m = create_m.CreateTopicsResponse
-    cluster = j.ok("CREATE", "cluster", "kafka-cluster")
+    cluster = j.allows("CREATE", "cluster", "kafka-cluster")
+    if cluster:
+        j.record(True, "CREATE", "cluster", "kafka-cluster")
     keep = [t for t in body.topics if cluster or j.ok("CREATE", "topic", t.name)]
     errors = [
         m.CreatableTopicResult(

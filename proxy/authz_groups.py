@@ -140,7 +140,7 @@ _GROUP_MESSAGE = "Group authorization failed."
 
 
 def list_groups(j: Any, body: Any, version: int) -> Any:
-    if j.ok("DESCRIBE", "cluster", "kafka-cluster"):
+    if j.allows("DESCRIBE", "cluster", "kafka-cluster"):
         return body
     j.later(
         lambda r: replace(r, groups=[g for g in r.groups if j.ok("DESCRIBE", "group", g.group_id)])
@@ -172,7 +172,10 @@ def init_producer_id(j: Any, body: Any, version: int) -> Any:
         code = TXN_DENIED
     else:
         # KIP-679: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
-        if j.ok("IDEMPOTENT_WRITE", "cluster", "kafka-cluster") or j.on_any("WRITE", "topic"):
+        cluster = "kafka-cluster"
+        allowed = j.allows("IDEMPOTENT_WRITE", "cluster", cluster) or j.on_any("WRITE", "topic")
+        j.record(allowed, "IDEMPOTENT_WRITE", "cluster", cluster)
+        if allowed:
             return body
         code = CLUSTER_DENIED
     return Respond(

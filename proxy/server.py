@@ -360,12 +360,12 @@ class _Proxy:
             log.debug("connection from %s ended: %s", connlog.shown(peer), exc)
         finally:
             self.stats.open_connections -= 1
+            for conn in attached:  # first: synchronous, whatever closing raises
+                run_close(self.filters, conn.state, conn.session, peer, self.quiet)
             for conn in attached:
                 self.stats.upstream_connections -= 1
                 await trio.aclose_forcefully(conn.upstream)
             connlog.closed(peer, opened, attached[0].traffic if attached else None)
-            for conn in attached:
-                run_close(self.filters, conn.state, conn.session, peer, self.quiet)
 
     async def _attach(
         self,
