@@ -482,3 +482,69 @@ def _confluent_clients(settings: dict[str, Any]) -> None:
     with pytest.raises(confluent_kafka.KafkaException) as refused:
         admin.describe_configs([resource])[resource].result(30)
     assert refused.value.args[0].code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_kafkas_java_tools_meet_the_same_refusals(
+    kafka: KafkaCluster, ids: dict[str, uuid.UUID], tmp_path: Path
+) -> None:
+    """Kafka's own Java admin, console producer and consumer, and kafka-configs
+    (one JVM: tests/java_harness.py), as bob straight to Kafka and as alice
+    through the proxy: each command ends the same way on both paths."""
+    from java_harness import ScriptSession
+
+    tools = "org.apache.kafka.tools."
+    az = Authorization()
+    az.configure({"rules": rules_for("User:alice")})
+    plain = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+    def login(user: str) -> str:
+        path = tmp_path / f"{user}.properties"
+        path.write_text(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+            f'sasl.jaas.config={plain} required username="{user}" password="{USERS[user]}";\n'
+        )
+        return str(path)
+
+    def steps(servers: str, user: str) -> list[tuple[str, list[str], str | None]]:
+        b = ["--bootstrap-server", servers, "--command-config", login(user)]
+        p = ["--bootstrap-server", servers, "--producer.config", login(user)]
+        c = ["--bootstrap-server", servers, "--consumer.config", login(user)]
+        return [
+            (tools + "TopicCommand", [*b, "--create", "--topic", f"new-java-{user}"], None),
+            (tools + "TopicCommand", [*b, "--create", "--topic", "other-java"], None),
+            (tools + "ConsoleProducer", [*p, "--topic", "open"], "j1\nj2\n"),
+            (tools + "consumer.ConsoleConsumer", [*c, "--topic", "open", "--group", "g-ok",
+                                                  "--from-beginning", "--max-messages", "2"], None),
+            (tools + "consumer.ConsoleConsumer", [*c, "--topic", "open", "--group", "g-no",
+                                                  "--timeout-ms", "3000"], None),
+            (tools + "ConfigCommand", [*b, "--describe", "--entity-type", "topics",
+                                       "--entity-name", "hidden"], None),
+        ]  # fmt: skip
+
+    def ending(outcome: dict[str, Any]) -> tuple[Any, ...]:
+        text = outcome["out"] + outcome["err"]
+        said = [
+            phrase
+            for phrase in (
+                "Authorization failed",
+                "TopicAuthorizationException",
+                "GroupAuthorizationException",
+                "Processed a total of 2 messages",
+                "Processed a total of 0 messages",
+                "doesn't exist",
+            )
+            if phrase in text
+        ]
+        return outcome["exit"], tuple(said)
+
+    with ScriptSession() as session:
+        direct = session.run(steps(sasl_address(kafka), "bob"), timeout=120)
+        with proxy_in_thread(upstream=(sasl_address(kafka),), port=0, filters=(az,)) as px:
+            through = session.run(steps(px.bootstrap_servers, "alice"), timeout=120)
+    kafka_ends = [ending(o) for o in direct]
+    assert kafka_ends == [ending(o) for o in through], (direct, through)
+    assert kafka_ends[0][0] == 0 and kafka_ends[2][0] == 0  # allowed: created, written
+    assert "Authorization failed" in kafka_ends[1][1]
+    assert "Processed a total of 2 messages" in kafka_ends[3][1]
+    assert "Processed a total of 0 messages" in kafka_ends[4][1]
+    assert "doesn't exist" in kafka_ends[5][1]  # a topic bob may not describe is not listed
