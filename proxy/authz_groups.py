@@ -121,7 +121,7 @@ def consumer_group_describe(j: Any, body: Any, version: int) -> Any:
     errors = [
         m.DescribedGroup(
             error_code=GROUP_DENIED,
-            error_message=_GROUP_MESSAGE,
+            error_message=None,
             group_id=g,
             authorized_operations=OMITTED,
         )
@@ -134,9 +134,6 @@ def consumer_group_describe(j: Any, body: Any, version: int) -> Any:
         return Respond(m(groups=errors))
     j.later(lambda r: replace(r, groups=[*r.groups, *errors]))
     return replace(body, group_ids=keep)
-
-
-_GROUP_MESSAGE = "Group authorization failed."
 
 
 def list_groups(j: Any, body: Any, version: int) -> Any:

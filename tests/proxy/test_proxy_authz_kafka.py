@@ -51,6 +51,8 @@ from trafka.codec.messages import k33_alter_configs as alter_configs_m
 from trafka.codec.messages import k37_create_partitions as create_partitions_m
 from trafka.codec.messages import k42_delete_groups as delete_groups_m
 from trafka.codec.messages import k44_incremental_alter_configs as incremental_m
+from trafka.codec.messages import k68_consumer_group_heartbeat as cg_heartbeat_m
+from trafka.codec.messages import k69_consumer_group_describe as cg_describe_m
 from trafka.codec.records import encode_batch
 from trafka.proxy import proxy_in_thread
 from trafka.proxy.authz import Authorization
@@ -114,7 +116,7 @@ _IGNORED = {
     "aborted_transactions", "preferred_read_replica", "low_watermark", "generation_id",
     "committed_offset", "committed_leader_epoch", "leader", "members", "configs",
     "diverging_epoch", "snapshot_id", "protocol_name", "protocol_type",
-    "cluster_authorized_operations", "topic_authorized_operations", "authorized_operations",
+    "cluster_authorized_operations",
     "group_state", "group_type", "num_partitions", "replication_factor", "metadata",
     "skip_assignment",
 }  # fmt: skip
@@ -216,6 +218,9 @@ def requests(ids: dict[str, uuid.UUID]) -> list[tuple[str, int, int, Any]]:
     return [
         ("metadata named", ApiKey.METADATA, 12,
          md(topics=[md.MetadataRequestTopic(name=t) for t in named], allow_auto_topic_creation=False)),
+        ("metadata, authorized operations", ApiKey.METADATA, 10,
+         md(topics=[md.MetadataRequestTopic(name=t) for t in TOPICS], allow_auto_topic_creation=False,
+            include_topic_authorized_operations=True)),
         ("metadata by id", ApiKey.METADATA, 12,
          md(topics=[md.MetadataRequestTopic(name=None, topic_id=ids[t]) for t in ("open", "hidden")])),
         ("metadata, may not create", ApiKey.METADATA, 12,
@@ -243,6 +248,14 @@ def requests(ids: dict[str, uuid.UUID]) -> list[tuple[str, int, int, Any]]:
             of.OffsetFetchRequestGroup(group_id="g-no", topics=None),
         ])),
         ("fetch every offset", ApiKey.OFFSET_FETCH, 8, of(groups=[of.OffsetFetchRequestGroup(group_id="g-ok", topics=None)])),
+        ("consumer group heartbeat (KIP-848)", ApiKey.CONSUMER_GROUP_HEARTBEAT, 0,
+         cg_heartbeat_m.ConsumerGroupHeartbeatRequest(
+             group_id="g-no", member_id="m-1", member_epoch=0, rebalance_timeout_ms=10_000,
+             subscribed_topic_names=["open"], topic_partitions=[])),
+        ("consumer group describe (KIP-848)", ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
+         cg_describe_m.ConsumerGroupDescribeRequest(group_ids=["g-ok", "g-no"])),
+        ("describe groups, authorized operations", ApiKey.DESCRIBE_GROUPS, 5,
+         describe_groups_m.DescribeGroupsRequest(groups=["g-ok", "g-no"], include_authorized_operations=True)),
         ("describe groups", ApiKey.DESCRIBE_GROUPS, 5, describe_groups_m.DescribeGroupsRequest(groups=["g-ok", "g-no"])),
         ("list groups", ApiKey.LIST_GROUPS, 4, list_groups_m.ListGroupsRequest()),
         ("delete groups", ApiKey.DELETE_GROUPS, 2, delete_groups_m.DeleteGroupsRequest(groups_names=["g-no", "g-del"])),
