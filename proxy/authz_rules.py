@@ -81,6 +81,7 @@ TYPE_OPERATIONS = {
         "IDEMPOTENT_WRITE", "CREATE_TOKENS", "DESCRIBE_TOKENS",
     ),
 }  # fmt: skip
+_DECISIONS_KEPT = 100_000  # remembered decisions (then forgotten all at once)
 _RULE_KEYS = {"principal", "permission", "operation", "resource", "name", "pattern", "host"}
 
 
@@ -144,20 +145,42 @@ class Rules:
         self._by_type: dict[str, tuple[Rule, ...]] = {
             t: tuple(r for r in self.rules if r.resource == t) for t in RESOURCE_TYPES
         }
+        # Literal names' rules by name; the others (``*``, prefixes) scanned.
+        self._literal: dict[str, dict[str, list[Rule]]] = {t: {} for t in RESOURCE_TYPES}
+        self._scanned: dict[str, list[Rule]] = {t: [] for t in RESOURCE_TYPES}
+        for r in self.rules:
+            if r.prefixed or r.name == "*":
+                self._scanned[r.resource].append(r)
+            else:
+                self._literal[r.resource].setdefault(r.name, []).append(r)
+        # Decisions already made (the rules never change: a reload makes new Rules).
+        self._decided: dict[tuple[str, str | None, str, str, str], bool] = {}
 
     def allowed(
         self, principal: str, host: str | None, operation: str, resource: str, name: str
     ) -> bool:
         """Whether ``principal`` connected from ``host`` may do ``operation``
         on ``resource`` ``name`` (see the module's rules)."""
+        key = (principal, host, operation, resource, name)
+        known = self._decided.get(key)
+        if known is None:
+            known = self._decide(principal, host, operation, resource, name)
+            if len(self._decided) >= _DECISIONS_KEPT:
+                self._decided.clear()
+            self._decided[key] = known
+        return known
+
+    def _decide(
+        self, principal: str, host: str | None, operation: str, resource: str, name: str
+    ) -> bool:
         if principal in self.super_users:
             return True
         named = False
         allow = False
         implying = _IMPLIED.get(operation, ())
-        for rule in self._by_type[resource]:
-            if not rule.names(resource, name):
-                continue
+        literal = self._literal[resource].get(name, ())
+        scanned = (r for r in self._scanned[resource] if r.names(resource, name))
+        for rule in (*literal, *scanned):
             named = True
             if not rule.applies(principal, host):
                 continue
