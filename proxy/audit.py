@@ -15,7 +15,9 @@ Rules:
 * A file's line is written whole before the next: the file is opened for
   appending, and each line written and flushed with one call. When a line
   would take the file past ``max_bytes``, the file is rotated first (at most
-  ``backups`` old files kept; 0: the file is emptied instead).
+  ``backups`` old files kept; 0: the file is emptied instead). The workers of
+  ``trafka proxy --workers`` share the file: each appends, measures the file
+  itself before writing, and reopens the path when another rotated it.
 * A write that fails (disk full) is counted and logged at most once a minute;
   the proxy goes on serving.
 """
@@ -53,7 +55,6 @@ class AuditLog:
         self.failed = 0  # lines not written
         self.written = 0
         self._file: IO[str] | None = None
-        self._size = 0
 
     def write(self, event: str, **fields: Any) -> None:
         """Write one event (see the module's rules)."""
@@ -74,18 +75,28 @@ class AuditLog:
 
     def _to_file(self, line: str) -> None:
         data = line.encode()
-        if self._file is None:
+        if self._file is None or self._moved():
             self._open()
-        if self.max_bytes and self._size and self._size + len(data) > self.max_bytes:
+        assert self._file is not None
+        size = os.fstat(self._file.fileno()).st_size  # other workers write to it too
+        if self.max_bytes and size and size + len(data) > self.max_bytes:
             self._rotate()
         assert self._file is not None
         self._file.write(line)
         self._file.flush()
-        self._size += len(data)
+
+    def _moved(self) -> bool:
+        """Whether the path no longer names the open file (another worker of
+        ``trafka proxy --workers`` rotated it, or it was removed)."""
+        assert self._file is not None
+        try:
+            return os.stat(self.path).st_ino != os.fstat(self._file.fileno()).st_ino
+        except FileNotFoundError:
+            return True
 
     def _open(self) -> None:
+        self.close()
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
-        self._size = self._file.tell()
 
     def _rotate(self) -> None:
         self.close()

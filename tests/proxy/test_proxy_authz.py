@@ -530,3 +530,20 @@ def test_a_refused_login_is_audited(guarded: tuple[RunningProxy, Path]) -> None:
     az = next(f for f in px.filters if isinstance(f, Authorization))
     assert az.authentications == {"failure": len(logins)}
     assert px.statistics.filters["authorization"] == {}  # nothing judged: it never logged in
+
+
+def test_audit_logs_of_two_workers_share_one_bounded_file(tmp_path: Path) -> None:
+    """``--workers``: each worker's filter has its own AuditLog on the same path;
+    their lines interleave whole, and a rotation by one is followed by the other."""
+    path = tmp_path / "audit.jsonl"
+    a, b = (AuditLog(str(path), max_bytes=1000, backups=5) for _ in range(2))
+    for i in range(40):
+        (a if i % 2 else b).write("authorization", n=i, padding="y" * 30)
+    a.close()
+    b.close()
+    files = [path, *(Path(f"{path}.{k}") for k in range(1, 6))]
+    seen = sorted(
+        json.loads(line)["n"] for f in files if f.exists() for line in f.read_text().splitlines()
+    )
+    assert seen == list(range(40))  # nothing lost, nothing torn
+    assert all(f.stat().st_size <= 1000 for f in files if f.exists())
