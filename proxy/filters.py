@@ -65,6 +65,9 @@ Rules:
   the broker accepted the client's login), every filter reads it through
   ``ctx.authenticated``, ``ctx.principal`` and ``ctx.pool`` (the pool a
   filter's requests on the client's behalf should go over).
+* :meth:`Filter.on_close` hears of a client connection's end (one that sent a
+  request), with its ``state``, :class:`Session` and address (the
+  authorization filter's audit log writes it, :mod:`.authz`).
 * What a filter counts reaches the proxy through the filter's own surface:
   :meth:`Filter.statistics` (shown in ``RunningProxy.statistics.filters``)
   and :meth:`Filter.samples` (the proxy's Prometheus metrics).
