@@ -29,7 +29,7 @@ from click.testing import CliRunner
 from proxy_helpers import fresh
 
 from trafka.brokerlite import RunningBroker, broker_in_thread
-from trafka.codec import ErrorCode, KafkaError
+from trafka.codec import ApiKey, ErrorCode, KafkaError
 from trafka.proxy import RunningProxy, proxy_in_thread
 from trafka.proxy.audit import AuditLog
 from trafka.proxy.authz import Authorization
@@ -547,3 +547,51 @@ def test_audit_logs_of_two_workers_share_one_bounded_file(tmp_path: Path) -> Non
     )
     assert seen == list(range(40))  # nothing lost, nothing torn
     assert all(f.stat().st_size <= 1000 for f in files if f.exists())
+
+
+def test_an_acks_0_produce_refused_closes_the_connection(broker: RunningBroker) -> None:
+    """Kafka answers no acks=0 Produce, and closes the connection of one that
+    failed (KafkaApis' produce callback), so the client learns of it; the proxy
+    does the same for one its rules refuse, and the broker never sees it."""
+    import socket
+
+    from proxy_helpers import call, request
+
+    az = Authorization()
+    az.configure({"default": "deny"})
+    with proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0, filters=(az,)) as px:
+        host, port = px.address
+        with (
+            socket.create_connection((host, port), timeout=20) as sock,
+            pytest.raises(AssertionError, match="closed the connection"),
+        ):
+            call(sock, ApiKey.PRODUCE, 9, request({0: [b""]}, acks=0, topic="guarded"))
+    assert az.decisions == {("deny", "WRITE", "topic"): 1}
+
+
+def test_a_client_logged_in_as_no_one_the_proxy_can_name_is_refused() -> None:
+    """A SASL login the proxy cannot read a principal from (a delegation
+    token's SCRAM login names a token id) is refused all that is judged, even
+    what ``User:*`` may do: the proxy cannot tell which deny would apply."""
+    from trafka.codec.messages import k01_fetch as fm
+    from trafka.proxy.filters import FilterContext, Respond, Session
+
+    az = Authorization()
+    az.configure({"rules": RULES})
+    fetch = fm.FetchRequest(
+        replica_id=-1,
+        session_epoch=-1,
+        topics=[fm.FetchRequest.FetchTopic(topic="public",
+                                           partitions=[fm.FetchRequest.FetchPartition(partition=0)])],
+    )  # fmt: skip
+
+    def asked_by(session: Session) -> Any:
+        ctx = FilterContext(ApiKey.FETCH, 12, 1, "c", ("10.0.0.1", 1), 0, {}, session)
+        return az.on_request(ctx, fetch)
+
+    assert asked_by(Session(False)) is fetch  # ANONYMOUS: User:* may read it
+    assert asked_by(Session(True, "User:bob")) is fetch
+    refused = asked_by(Session(True, None))
+    assert isinstance(refused, Respond)
+    codes = [p.error_code for t in refused.body.responses for p in t.partitions]
+    assert codes == [ErrorCode.TOPIC_AUTHORIZATION_FAILED]
