@@ -45,6 +45,7 @@ from trafka.codec.messages import k44_incremental_alter_configs as incremental_m
 from trafka.codec.messages import k47_offset_delete as offset_delete_m
 
 from .authz_groups import GROUP_HANDLERS
+from .authz_more import MORE_HANDLERS
 from .filters import CloseConnection, Respond
 
 __all__ = ["HANDLERS", "Judge"]
@@ -640,4 +641,5 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _alter(incremental_m.IncrementalAlterConfigsResponse),
     ApiKey.OFFSET_DELETE: offset_delete,
     **GROUP_HANDLERS,
+    **MORE_HANDLERS,
 }

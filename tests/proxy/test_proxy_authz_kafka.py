@@ -42,6 +42,7 @@ from trafka.codec.messages import k19_create_topics as create_m
 from trafka.codec.messages import k20_delete_topics as delete_m
 from trafka.codec.messages import k21_delete_records as delete_records_m
 from trafka.codec.messages import k22_init_producer_id as init_pid_m
+from trafka.codec.messages import k23_offset_for_leader_epoch as epoch_m
 from trafka.codec.messages import k24_add_partitions_to_txn as add_partitions_m
 from trafka.codec.messages import k25_add_offsets_to_txn as add_offsets_m
 from trafka.codec.messages import k26_end_txn as end_txn_m
@@ -51,8 +52,12 @@ from trafka.codec.messages import k33_alter_configs as alter_configs_m
 from trafka.codec.messages import k37_create_partitions as create_partitions_m
 from trafka.codec.messages import k42_delete_groups as delete_groups_m
 from trafka.codec.messages import k44_incremental_alter_configs as incremental_m
+from trafka.codec.messages import k61_describe_producers as producers_m
+from trafka.codec.messages import k65_describe_transactions as describe_txn_m
+from trafka.codec.messages import k66_list_transactions as list_txn_m
 from trafka.codec.messages import k68_consumer_group_heartbeat as cg_heartbeat_m
 from trafka.codec.messages import k69_consumer_group_describe as cg_describe_m
+from trafka.codec.messages import k75_describe_topic_partitions as describe_partitions_m
 from trafka.codec.records import encode_batch
 from trafka.proxy import proxy_in_thread
 from trafka.proxy.authz import Authorization
@@ -118,7 +123,7 @@ _IGNORED = {
     "diverging_epoch", "snapshot_id", "protocol_name", "protocol_type",
     "cluster_authorized_operations",
     "group_state", "group_type", "num_partitions", "replication_factor", "metadata",
-    "skip_assignment",
+    "skip_assignment", "end_offset",
 }  # fmt: skip
 
 
@@ -208,6 +213,11 @@ def requests(ids: dict[str, uuid.UUID]) -> list[tuple[str, int, int, Any]]:
     commit_topics = [oc.OffsetCommitRequestTopic(name=t, partitions=[
         oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=0)]) for t in ("open", "hidden")]  # fmt: skip
     txn = txn_commit_m.TxnOffsetCommitRequest
+    dtp = describe_partitions_m.DescribeTopicPartitionsRequest
+    ofle = epoch_m.OffsetForLeaderEpochRequest
+    dp = producers_m.DescribeProducersRequest
+    dtx = describe_txn_m.DescribeTransactionsRequest
+    ltx = list_txn_m.ListTransactionsRequest
     ap = add_partitions_m.AddPartitionsToTxnRequest
     cfg = describe_configs_m.DescribeConfigsRequest
     inc = incremental_m.IncrementalAlterConfigsRequest
@@ -231,6 +241,18 @@ def requests(ids: dict[str, uuid.UUID]) -> list[tuple[str, int, int, Any]]:
         ("produce by id", ApiKey.PRODUCE, 13, produce(["open", "readonly", "nowrite"], True)),
         ("fetch by name", ApiKey.FETCH, 12, fetch(["open", "readonly", "hidden", "pre-x"], False)),
         ("fetch by id", ApiKey.FETCH, 17, fetch(["open", "readonly", "pre-x"], True)),
+        ("describe topic partitions", ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0,
+         dtp(topics=[dtp.TopicRequest(name=t) for t in named], response_partition_limit=100)),
+        ("describe every topic's partitions", ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0,
+         dtp(topics=[], response_partition_limit=100)),
+        ("offset for leader epoch", ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, ofle(replica_id=-1, topics=[
+            ofle.OffsetForLeaderTopic(topic=t, partitions=[ofle.OffsetForLeaderPartition(
+                partition=0, current_leader_epoch=-1, leader_epoch=0)]) for t in ("open", "hidden")])),
+        ("describe producers", ApiKey.DESCRIBE_PRODUCERS, 0, dp(topics=[
+            dp.TopicRequest(name=t, partition_indexes=[0]) for t in ("open", "readonly", "hidden", "pre-x")])),
+        ("describe transactions", ApiKey.DESCRIBE_TRANSACTIONS, 0,
+         dtx(transactional_ids=["tx-ok", "tx-no"])),
+        ("list transactions", ApiKey.LIST_TRANSACTIONS, 1, ltx()),
         ("list offsets", ApiKey.LIST_OFFSETS, 9, lo(replica_id=-1, topics=[
             lo.ListOffsetsTopic(name=t, partitions=[lo.ListOffsetsPartition(partition_index=0, timestamp=-1)])
             for t in ("open", "hidden", "readonly", "pre-x")])),
