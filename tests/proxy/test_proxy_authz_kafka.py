@@ -58,6 +58,8 @@ from trafka.codec.messages import k66_list_transactions as list_txn_m
 from trafka.codec.messages import k68_consumer_group_heartbeat as cg_heartbeat_m
 from trafka.codec.messages import k69_consumer_group_describe as cg_describe_m
 from trafka.codec.messages import k75_describe_topic_partitions as describe_partitions_m
+from trafka.codec.messages import k76_share_group_heartbeat as share_heartbeat_m
+from trafka.codec.messages import k77_share_group_describe as share_describe_m
 from trafka.codec.records import encode_batch
 from trafka.proxy import proxy_in_thread
 from trafka.proxy.authz import Authorization
@@ -276,6 +278,11 @@ def requests(ids: dict[str, uuid.UUID]) -> list[tuple[str, int, int, Any]]:
              subscribed_topic_names=["open"], topic_partitions=[])),
         ("consumer group describe (KIP-848)", ApiKey.CONSUMER_GROUP_DESCRIBE, 0,
          cg_describe_m.ConsumerGroupDescribeRequest(group_ids=["g-ok", "g-no"])),
+        ("share group heartbeat (KIP-932)", ApiKey.SHARE_GROUP_HEARTBEAT, 1,
+         share_heartbeat_m.ShareGroupHeartbeatRequest(
+             group_id="g-no", member_id="m-2", member_epoch=0, subscribed_topic_names=["open"])),
+        ("share group describe (KIP-932)", ApiKey.SHARE_GROUP_DESCRIBE, 1,
+         share_describe_m.ShareGroupDescribeRequest(group_ids=["g-ok", "g-no"])),
         ("describe groups, authorized operations", ApiKey.DESCRIBE_GROUPS, 5,
          describe_groups_m.DescribeGroupsRequest(groups=["g-ok", "g-no"], include_authorized_operations=True)),
         ("describe groups", ApiKey.DESCRIBE_GROUPS, 5, describe_groups_m.DescribeGroupsRequest(groups=["g-ok", "g-no"])),
