@@ -65,6 +65,9 @@ Rules:
   the broker accepted the client's login), every filter reads it through
   ``ctx.authenticated``, ``ctx.principal`` and ``ctx.pool`` (the pool a
   filter's requests on the client's behalf should go over).
+* :meth:`Filter.on_close` hears of a client connection's end (one that sent a
+  request), with its ``state``, :class:`Session` and address (the
+  authorization filter's audit log writes it, :mod:`.authz`).
 * What a filter counts reaches the proxy through the filter's own surface:
   :meth:`Filter.statistics` (shown in ``RunningProxy.statistics.filters``)
   and :meth:`Filter.samples` (the proxy's Prometheus metrics).
@@ -413,6 +416,14 @@ class Filter:
         """
         return body
 
+    def on_close(
+        self, state: dict[str, Any], session: Session, client_address: tuple[str, int] | None
+    ) -> None:
+        """A client connection that sent a request has closed: its ``state``
+        (``ctx.state``), :class:`Session` and address. Synchronous; what it
+        raises is logged (at most once a minute per filter), never the
+        connection's other filters' concern. The default: nothing."""
+
 
 class FilterError(Exception):
     """A filter raised, or returned something that is not a body."""
@@ -506,6 +517,21 @@ def run_upstream(filters: Sequence[Filter], api_key: int, api_version: int, body
         except Exception as exc:
             raise FilterError(f"{_name(f)}.on_upstream: {exc!r}") from exc
     return body
+
+
+def run_close(
+    filters: Sequence[Filter],
+    state: dict[str, Any],
+    session: Session,
+    client_address: tuple[str, int] | None,
+    quiet: RateLimitedLog,
+) -> None:
+    """Tell every filter that a client connection closed (:meth:`Filter.on_close`)."""
+    for f in filters:
+        try:
+            f.on_close(state, session, client_address)
+        except Exception as exc:
+            quiet.error(("on_close", _name(f)), "%s.on_close raised: %r", _name(f), exc)
 
 
 async def run_request(

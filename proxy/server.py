@@ -99,6 +99,7 @@ from .filters import (
     Session,
     Stage,
     client_software,
+    run_close,
     run_request,
     run_response,
     run_upstream,
@@ -357,6 +358,8 @@ class _Proxy:
             log.debug("connection from %s ended: %s", connlog.shown(peer), exc)
         finally:
             self.stats.open_connections -= 1
+            for conn in attached:  # first: synchronous, whatever closing raises
+                run_close(self.filters, conn.state, conn.session, peer, self.quiet)
             for conn in attached:
                 self.stats.upstream_connections -= 1
                 await trio.aclose_forcefully(conn.upstream)
