@@ -31,7 +31,11 @@ Rules:
   proxy's codec knows, so that no client uses a version whose addresses the
   proxy could not read; Produce at v11, the last one naming topics by name
   without transaction version 2's implicit partitions (see
-  :data:`PRODUCE_MAX_ROUTED`). An ApiVersions answer the proxy cannot decode
+  :data:`PRODUCE_MAX_ROUTED`), and with it the ``transaction.version`` feature
+  at level 1 at most, so that clients run transactions with AddPartitionsToTxn
+  (a client choosing version 2 would send Produce v11 without adding its
+  partitions, refused INVALID_TXN_STATE or TRANSACTION_ABORTABLE). An
+  ApiVersions answer the proxy cannot decode
   (the broker's v0 refusal of a version it does not know) passes unchanged.
 * An ApiVersions request newer than v4 (Kafka 4.x's clients send v5, KIP-1242,
   whose node-id check would compare the proxy's node with the broker's) is not
@@ -108,6 +112,13 @@ PRODUCE_ENDPOINTS_VERSION = 10
 # key routing (which moves records between partitions, by topic name) follows.
 PRODUCE_MAX_ROUTED = 11
 _VERSION_CAPS = {ApiKey.PRODUCE: PRODUCE_MAX_ROUTED}
+# With Produce capped below v12 a client must not run transaction version 2 (whose
+# partitions join a transaction by Produce v12+ alone): the finalized and supported
+# levels of ``transaction.version`` clients read from ApiVersions (Kafka's Java
+# client and the SDK choose the flow by them) are capped at 1, so they send
+# AddPartitionsToTxn, as to a Kafka 3.x cluster.
+TRANSACTION_VERSION = "transaction.version"
+_TV_THROUGH_PROXY = 1
 # ApiVersions v5 (KIP-1242) asks the broker to check the cluster and node ids the
 # client believes it reached; through the proxy the client's idea of the node is
 # the proxy's, so v5 is refused like any version the proxy does not read (the
@@ -235,7 +246,26 @@ def _cap_versions(frame: bytes, version: int) -> bytes:
             if entry.max_version > cap:
                 entry = dataclasses.replace(entry, max_version=max(cap, entry.min_version))
         capped.append(entry)
-    body = dataclasses.replace(body, api_keys=capped)
+    body = dataclasses.replace(
+        body,
+        api_keys=capped,
+        supported_features=[
+            dataclasses.replace(f, max_version=min(f.max_version, _TV_THROUGH_PROXY))
+            if f.name == TRANSACTION_VERSION
+            else f
+            for f in body.supported_features
+        ],
+        finalized_features=[
+            dataclasses.replace(
+                f,
+                max_version_level=min(f.max_version_level, _TV_THROUGH_PROXY),
+                min_version_level=min(f.min_version_level, _TV_THROUGH_PROXY),
+            )
+            if f.name == TRANSACTION_VERSION
+            else f
+            for f in body.finalized_features
+        ],
+    )
     return protocol.encode_response(header.correlation_id, ApiKey.API_VERSIONS, version, body)[4:]
 
 
