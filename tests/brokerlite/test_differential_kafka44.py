@@ -1,0 +1,223 @@
+"""Differential conversations on the request versions Kafka 4.2, 4.3 and 4.4
+added (issue #84 item 3): Kafka 4.4 is the reference; brokerlite must answer
+the same (:mod:`differential`). docs/compatibility.md ("Kafka 4.2 to 4.4's
+protocol changes") has the table these cover.
+
+* ApiVersions v5 (KIP-1242, Kafka 4.4): the client names the cluster id and
+  node id it means to reach; a broker of another cluster, or another node,
+  answers REBOOTSTRAP_REQUIRED; either left out (null, -1) is not checked.
+* ListOffsets v11 (KIP-1023, Kafka 4.2): ``-6``, the earliest offset not yet
+  uploaded to tiered storage; a broker without tiered storage answers none.
+* DeleteGroups v3 (Kafka 4.4): a per-group error message.
+* DescribeLogDirs v5 (KIP-1066, Kafka 4.3): whether each log dir is cordoned.
+* The versions ApiVersions advertises: brokerlite's highest of each API Kafka
+  4.4 serves is Kafka's (never above it).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from differential import Talk
+from differential_requests import Kafka, check, records
+
+from trafka.codec import ApiKey
+from trafka.codec.messages import k02_list_offsets as list_offsets
+from trafka.codec.messages import k18_api_versions as api_versions
+from trafka.codec.messages import k35_describe_log_dirs as describe_log_dirs
+from trafka.codec.messages import k42_delete_groups as delete_groups
+
+KEEP = {"retention.ms": "-1"}
+
+#: APIs whose highest version brokerlite still keeps below Kafka 4.4's, each
+#: with the reason (docs/compatibility.md): share groups at Kafka 4.2+'s
+#: versions are issue #84 item 2; WriteShareGroupState and
+#: ReadShareGroupStateSummary are the share coordinator's, inter-broker.
+BELOW_KAFKA = {
+    ApiKey.SHARE_FETCH: "share groups at 4.2+'s versions (issue #84 item 2)",
+    ApiKey.SHARE_ACKNOWLEDGE: "share groups at 4.2+'s versions (issue #84 item 2)",
+    ApiKey.WRITE_SHARE_GROUP_STATE: "share coordinator (issue #84 item 2)",
+    ApiKey.PRODUCE: "v13, topic ids: not yet",
+    ApiKey.FETCH: "v18: not yet",
+    ApiKey.OFFSET_COMMIT: "v10, topic ids: not yet",
+    ApiKey.OFFSET_FETCH: "v10, topic ids: not yet",
+    ApiKey.WRITE_TXN_MARKERS: "v2: not yet",
+    ApiKey.TXN_OFFSET_COMMIT: "v6, topic ids: not yet",
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "v1: not yet",
+    ApiKey.LIST_TRANSACTIONS: "v2: not yet",
+    ApiKey.LIST_CONFIG_RESOURCES: "v1: not yet",
+}
+
+
+def _hello(cluster_id: str | None = None, node_id: int = -1) -> Any:
+    return api_versions.ApiVersionsRequest(
+        client_software_name="trafka-differential",
+        client_software_version="1",
+        cluster_id=cluster_id,
+        node_id=node_id,
+    )
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "ApiVersions v5: cluster and node checked (KIP-1242)")
+def test_api_versions_v5(kafka4: Any, peer: Any) -> None:
+    """KIP-1242: ApiVersions v5 carries the cluster id and node id the client
+    believes it is connecting to. The broker's own ids, or none of them (null,
+    -1), are answered as v4 is; another cluster's id, or another node's id
+    (with the right cluster or without one), REBOOTSTRAP_REQUIRED, with no
+    API list; the connection stays open and v4 still answers on it."""
+
+    def script(talk: Talk) -> None:
+        k = Kafka(talk)
+        talk.recording = False
+        meta = k.metadata()
+        cluster, node = meta.cluster_id, meta.brokers[0].node_id
+        talk.recording = True
+        other = str(uuid.UUID(int=1))
+        for step, cid, nid in (
+            ("none", None, -1),
+            ("right", cluster, node),
+            ("right cluster, no node", cluster, -1),
+            ("no cluster, right node", None, node),
+            ("other cluster", other, node),
+            ("other node", cluster, node + 1),
+            ("no cluster, other node", None, node + 1),
+            ("other cluster, no node", other, -1),
+        ):
+            answer = talk.ask(18, 5, _hello(cid, nid), step=step)
+            talk.note(
+                f"{step}: answered",
+                None if answer is None else (answer.error_code, bool(answer.api_keys)),
+            )
+        talk.recording = False
+        answer = talk.ask(18, 4, _hello())
+        talk.note("v4 after", (answer.error_code, bool(answer.api_keys)))
+
+    check(kafka4, peer, _summarised(script))
+
+
+def _summarised(script: Any) -> Any:
+    """The script with ApiVersions' lists left out of its transcript (each
+    broker lists its own versions; :func:`test_advertised_versions` compares
+    them), its notes kept."""
+
+    def run(talk: Talk) -> None:
+        script(talk)
+        talk.transcript[:] = [
+            (step, answer)
+            for step, answer in talk.transcript
+            if not (isinstance(answer, dict) and "api_keys" in answer)
+        ]
+
+    return run
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "ApiVersions: Kafka 4.4's highest versions")
+def test_advertised_versions(kafka4: Any, peer: Any) -> None:
+    """ApiVersions v5 (KIP-511's list) on both: for every API both serve,
+    brokerlite's highest version is Kafka 4.4's, except those of
+    :data:`BELOW_KAFKA` (not above Kafka's), each written down in
+    docs/compatibility.md."""
+    highest = {}
+    for name, bootstrap in (("kafka", kafka4.bootstrap_servers), ("brokerlite", peer.bootstrap_servers)):
+        talk = Talk(bootstrap)
+        try:
+            answer = talk.ask(18, 5, _hello())
+        finally:
+            talk.close()
+        assert answer.error_code == 0, (name, answer)
+        highest[name] = {a.api_key: a.max_version for a in answer.api_keys}
+    kafka, ours = highest["kafka"], highest["brokerlite"]
+    differ = {
+        ApiKey(key).name: (kafka[key], ours[key])
+        for key in kafka.keys() & ours.keys()
+        if kafka[key] != ours[key] and key not in BELOW_KAFKA
+    }
+    assert not differ, f"(Kafka 4.4, brokerlite) highest versions differ: {differ}"
+    above = {ApiKey(k).name: (kafka[k], ours[k]) for k in BELOW_KAFKA if ours.get(k, -1) > kafka[k]}
+    assert not above, above
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "ListOffsets v11 (KIP-1023)")
+def test_list_offsets_v11(kafka4: Any, peer: Any) -> None:
+    """KIP-1023: ListOffsets v11 takes ``-6``, the earliest offset still to be
+    uploaded to tiered storage; the topic has no tiered storage, so no offset
+    is found; the older targets answer as in v10."""
+
+    def script(talk: Talk) -> None:
+        k = Kafka(talk)
+        topic = talk.name("topic")
+        k.create(topic, 1, **KEEP)
+        k.produce(topic, records([b"a", b"b", b"c"]))
+        req = list_offsets.ListOffsetsRequest
+        for version in (10, 11):
+            for target in (-1, -2, -3, -4, -5, -6, 0):
+                part = req.ListOffsetsPartition(partition_index=0, timestamp=target)
+                body = req(
+                    replica_id=-1,
+                    isolation_level=0,
+                    topics=[req.ListOffsetsTopic(name=topic, partitions=[part])],
+                )
+                talk.ask(2, version, body, step=f"v{version} {target}")
+        # Each special target before the version that brought it in.
+        for target, version in ((-3, 6), (-4, 7), (-5, 8), (-6, 10)):
+            part = req.ListOffsetsPartition(partition_index=0, timestamp=target)
+            body = req(
+                replica_id=-1,
+                isolation_level=0,
+                topics=[req.ListOffsetsTopic(name=topic, partitions=[part])],
+            )
+            talk.ask(2, version, body, step=f"v{version} {target}")
+
+    check(kafka4, peer, script)
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "DeleteGroups v3, DescribeLogDirs v5")
+def test_delete_groups_v3_and_describe_log_dirs_v5(kafka4: Any, peer: Any) -> None:
+    """DeleteGroups v3 adds a message to each group's result (its text is the
+    broker's: only whether there is one is compared): a group that does not
+    exist, one with offsets, one with a member. DescribeLogDirs v5 (KIP-1066)
+    tells whether each log dir is cordoned: none is on a broker not told to."""
+
+    def script(talk: Talk) -> None:
+        k = Kafka(talk)
+        topic = talk.name("topic")
+        empty, busy, missing = talk.name("empty"), talk.name("busy"), talk.name("missing")
+        k.create(topic, 1, **KEEP)
+        k.commit(empty, topic, 1)
+        k.coordinator(busy)
+        first = k.join(busy)
+        joined = k.join(busy, first.member_id)
+        k.sync(busy, joined.generation_id, joined.member_id)
+        # One group a request: Kafka answers a request's groups in the order of
+        # their coordinators' partitions, which the run's names decide.
+        for version in (2, 3):
+            for group in (missing, busy):
+                answer = k.ask(
+                    42, delete_groups.DeleteGroupsRequest(groups_names=[group]), version=version
+                )
+                talk.note(f"v{version} message", answer.results[0].error_message is not None)
+        k.ask(42, delete_groups.DeleteGroupsRequest(groups_names=[empty]), version=3)
+        talk.recording = False
+        req = describe_log_dirs.DescribeLogDirsRequest
+        body = req(topics=[req.DescribableLogDirTopic(topic=topic, partitions=[0])])
+        for version in (4, 5):
+            answer = talk.ask(35, version, body)
+            talk.note(
+                f"DescribeLogDirs v{version}",
+                [
+                    {
+                        "error_code": d.error_code,
+                        "is_cordoned": d.is_cordoned,
+                        "topics": [t.name for t in d.topics],
+                    }
+                    for d in answer.results
+                ],
+            )
+
+    check(kafka4, peer, script)
