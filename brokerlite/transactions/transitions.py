@@ -539,12 +539,17 @@ class TxnTransitions(TxnDecisions):
                 joins = True
         if version < 3:
             return ErrorCode.NONE
+        generation = request.generation_id_or_member_epoch
         code = self._validate_group(
-            request.group_id,
-            request.generation_id_or_member_epoch,
-            request.member_id,
-            request.group_instance_id,
+            request.group_id, generation, request.member_id, request.group_instance_id
         )
+        if version < 6 and (
+            code is ErrorCode.STALE_MEMBER_EPOCH
+            or (code is ErrorCode.GROUP_ID_NOT_FOUND and generation >= 0)
+        ):
+            # KIP-1319: before v6 both are ILLEGAL_GENERATION (a share group's
+            # GROUP_ID_NOT_FOUND, for a commit without a generation, stays).
+            code = ErrorCode.ILLEGAL_GENERATION
         if joins and code is ErrorCode.NONE:
             tid, pid, epoch = request.transactional_id, request.producer_id, request.producer_epoch
             return self._add(tid, pid, epoch, set(), request.group_id, now_ms, True)

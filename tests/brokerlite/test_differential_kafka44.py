@@ -16,18 +16,26 @@ protocol changes") has the table these cover.
 
 from __future__ import annotations
 
+import dataclasses
+import time
 import uuid
 from typing import Any
 
 import pytest
-from differential import Talk
+from differential import Talk, plain
 from differential_requests import Kafka, check, records
 
 from trafka.codec import ApiKey
+from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k02_list_offsets as list_offsets
+from trafka.codec.messages import k08_offset_commit as commit
+from trafka.codec.messages import k09_offset_fetch as offset_fetch
 from trafka.codec.messages import k18_api_versions as api_versions
+from trafka.codec.messages import k26_end_txn as end_txn
+from trafka.codec.messages import k28_txn_offset_commit as txn_offset_commit
 from trafka.codec.messages import k35_describe_log_dirs as describe_log_dirs
 from trafka.codec.messages import k42_delete_groups as delete_groups
+from trafka.codec.messages import k68_consumer_group_heartbeat as heartbeat
 
 KEEP = {"retention.ms": "-1"}
 
@@ -41,10 +49,7 @@ BELOW_KAFKA = {
     ApiKey.WRITE_SHARE_GROUP_STATE: "share coordinator (issue #84 item 2)",
     ApiKey.PRODUCE: "v13, topic ids: not yet",
     ApiKey.FETCH: "v18: not yet",
-    ApiKey.OFFSET_COMMIT: "v10, topic ids: not yet",
-    ApiKey.OFFSET_FETCH: "v10, topic ids: not yet",
     ApiKey.WRITE_TXN_MARKERS: "v2: not yet",
-    ApiKey.TXN_OFFSET_COMMIT: "v6, topic ids: not yet",
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: "v1: not yet",
     ApiKey.LIST_TRANSACTIONS: "v2: not yet",
     ApiKey.LIST_CONFIG_RESOURCES: "v1: not yet",
@@ -122,7 +127,10 @@ def test_advertised_versions(kafka4: Any, peer: Any) -> None:
     :data:`BELOW_KAFKA` (not above Kafka's), each written down in
     docs/compatibility.md."""
     highest = {}
-    for name, bootstrap in (("kafka", kafka4.bootstrap_servers), ("brokerlite", peer.bootstrap_servers)):
+    for name, bootstrap in (
+        ("kafka", kafka4.bootstrap_servers),
+        ("brokerlite", peer.bootstrap_servers),
+    ):
         talk = Talk(bootstrap)
         try:
             answer = talk.ask(18, 5, _hello())
@@ -221,3 +229,275 @@ def test_delete_groups_v3_and_describe_log_dirs_v5(kafka4: Any, peer: Any) -> No
             )
 
     check(kafka4, peer, script)
+
+
+def _topic_id(k: Kafka, topic: str) -> uuid.UUID:
+    """``topic``'s id, from an unrecorded Metadata request."""
+    k.talk.recording = False
+    try:
+        return k.metadata(topic).topics[0].topic_id
+    finally:
+        k.talk.recording = True
+
+
+def _by_ids(k: Kafka, key: int, version: int, body: Any, names: dict[uuid.UUID, str]) -> Any:
+    """Ask; record the answer with each topic id replaced by its topic's name
+    (``names``; another id: ``unknown``), so that topics are compared by
+    name, not by order nor as the ``<uuid>`` every id becomes."""
+
+    def named(value: Any) -> Any:
+        if isinstance(value, dict):
+            if isinstance(value.get("topic_id"), uuid.UUID):
+                value = value | {
+                    "name": names.get(value["topic_id"], "unknown"),
+                    "topic_id": "<id>",
+                }
+            return {key: named(v) for key, v in value.items()}
+        if isinstance(value, list):
+            return [named(v) for v in value]
+        return value
+
+    k.talk.recording = False
+    try:
+        answer = k.ask(key, body, version=version)
+    finally:
+        k.talk.recording = True
+    k.talk.note(f"{key}v{version}", named(plain(answer)))
+    return answer
+
+
+def _commit_by_id(
+    group: str, ids: list[uuid.UUID], offset: int, *, generation: int = -1, member: str = ""
+) -> Any:
+    req = commit.OffsetCommitRequest
+    return req(
+        group_id=group,
+        generation_id_or_member_epoch=generation,
+        member_id=member,
+        topics=[
+            req.OffsetCommitRequestTopic(
+                topic_id=i,
+                partitions=[
+                    req.OffsetCommitRequestPartition(
+                        partition_index=p, committed_offset=offset, committed_metadata="m"
+                    )
+                    for p in (0, 1)
+                ],
+            )
+            for i in ids
+        ],
+    )
+
+
+def _fetch_by_id(group: str, ids: list[uuid.UUID] | None) -> Any:
+    req = offset_fetch.OffsetFetchRequest
+    topics = None
+    if ids is not None:
+        topics = [req.OffsetFetchRequestTopics(topic_id=i, partition_indexes=[0, 1]) for i in ids]
+    return req(
+        groups=[
+            req.OffsetFetchRequestGroup(
+                group_id=group,
+                topics=topics,
+            )
+        ],
+        require_stable=True,
+    )
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "OffsetCommit/OffsetFetch v10: topic ids (KIP-848)")
+def test_offset_commit_and_fetch_v10(kafka4: Any, peer: Any) -> None:
+    """OffsetCommit v10 and OffsetFetch v10 name topics by id, not by name
+    (KIP-848, stable in Kafka 4.2): a standalone commit by id, read back by id
+    (asked by id, and every committed topic) and by name (v9); a topic id no
+    topic has is UNKNOWN_TOPIC_ID, in a commit and in a fetch; a commit by
+    name (v9) is read back by id."""
+
+    def script(talk: Talk) -> None:
+        k = Kafka(talk)
+        topic, other = talk.name("topic"), talk.name("other")
+        group, second = talk.name("group"), talk.name("second")
+        k.create(topic, 2, **KEEP)
+        k.create(other, 2, **KEEP)
+        ids = [_topic_id(k, topic), _topic_id(k, other)]
+        names = dict(zip(ids, (topic, other), strict=True))
+        missing = uuid.uuid4()
+        k.coordinator(group)
+        _by_ids(k, 8, 10, _commit_by_id(group, ids, 5), names)
+        _by_ids(k, 8, 10, _commit_by_id(group, [missing], 6), names)
+        _by_ids(k, 8, 10, _commit_by_id(group, [ids[0], missing], 7), names)
+        _by_ids(k, 9, 10, _fetch_by_id(group, ids), names)
+        _by_ids(k, 9, 10, _fetch_by_id(group, [missing]), names)
+        _by_ids(k, 9, 10, _fetch_by_id(group, None), names)
+        k.offsets(group, topic)
+        k.coordinator(second)
+        k.commit(second, other, 3)
+        _by_ids(k, 9, 10, _fetch_by_id(second, [ids[1]]), names)
+        _by_ids(k, 9, 10, _fetch_by_id(second, None), names)
+
+    check(kafka4, peer, script)
+
+
+def _txn_commit_by_id(
+    tid: str,
+    group: str,
+    pid: int,
+    epoch: int,
+    ids: list[uuid.UUID],
+    *,
+    generation: int = -1,
+    member: str = "",
+) -> Any:
+    t = txn_offset_commit.TxnOffsetCommitRequest
+    return t(
+        transactional_id=tid,
+        group_id=group,
+        producer_id=pid,
+        producer_epoch=epoch,
+        generation_id_or_member_epoch=generation,
+        member_id=member,
+        topics=[
+            t.TxnOffsetCommitRequestTopic(
+                topic_id=i,
+                partitions=[
+                    t.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=4)
+                ],
+            )
+            for i in ids
+        ],
+    )
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "TxnOffsetCommit v6: topic ids (KIP-1319)")
+def test_txn_offset_commit_v6(kafka4: Any, peer: Any) -> None:
+    """KIP-1319: TxnOffsetCommit v6 names topics by id, as OffsetCommit v10.
+    In a transaction of transaction version 2 (no AddOffsetsToTxn), a commit by
+    id of a group that does not exist yet (generation -1, no member) is pending
+    (OffsetFetch with require_stable: UNSTABLE_OFFSET_COMMIT) until EndTxn
+    commits it, then read back by id; a topic id no topic has is
+    UNKNOWN_TOPIC_ID; a second transaction's commit by id is aborted, and the
+    first one's offset stays."""
+
+    def script(talk: Talk) -> None:
+        k = Kafka(talk)
+        topic, tid, group = talk.name("topic"), talk.name("txn"), talk.name("group")
+        k.create(topic, 2, **KEEP)
+        ids = [_topic_id(k, topic)]
+        names = {ids[0]: topic}
+        missing = uuid.uuid4()
+        k.coordinator(group)
+        k.coordinator(tid, 1)
+        init = k.init_pid(tid)
+        pid, epoch = init.producer_id, init.producer_epoch
+        _by_ids(k, 28, 6, _txn_commit_by_id(tid, group, pid, epoch, ids), names)
+        _by_ids(k, 28, 6, _txn_commit_by_id(tid, group, pid, epoch, [missing]), names)
+        _by_ids(k, 9, 10, _fetch_by_id(group, ids), names)
+
+        def end(at: int, commit: bool) -> Any:
+            body = end_txn.EndTxnRequest(
+                transactional_id=tid, producer_id=pid, producer_epoch=at, committed=commit
+            )
+            return k.ask(26, body, version=5)
+
+        ended = end(epoch, True)
+        talk.recording = False
+        _stable(k, group, ids)
+        talk.recording = True
+        _by_ids(k, 9, 10, _fetch_by_id(group, ids), names)
+        epoch = ended.producer_epoch
+        body = _txn_commit_by_id(tid, group, pid, epoch, ids)
+        body.topics[0].partitions[0] = dataclasses.replace(
+            body.topics[0].partitions[0], committed_offset=9
+        )
+        _by_ids(k, 28, 6, body, names)
+        end(epoch, False)
+        talk.recording = False
+        _stable(k, group, ids)
+        talk.recording = True
+        _by_ids(k, 9, 10, _fetch_by_id(group, ids), names)
+
+    check(kafka4, peer, script)
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "TxnOffsetCommit v6: topic ids (KIP-1319)")
+def test_txn_offset_commit_v6_group_errors(kafka4: Any, peer: Any) -> None:
+    """KIP-1319: TxnOffsetCommit v6 answers the group coordinator's own codes
+    where v5 answered ILLEGAL_GENERATION: a group that does not exist, asked
+    with a generation, GROUP_ID_NOT_FOUND; a consumer group (KIP-848)
+    member's stale epoch STALE_MEMBER_EPOCH. Without a generation a group
+    that does not exist is made, whatever member id the commit names; an
+    unknown member of a consumer group is UNKNOWN_MEMBER_ID in both."""
+
+    def script(talk: Talk) -> None:
+        k = Kafka(talk)
+        topic, tid, group = talk.name("topic"), talk.name("txn"), talk.name("consumers")
+        k.create(topic, 1, **KEEP)
+        ids = [_topic_id(k, topic)]
+        k.coordinator(group)
+        k.coordinator(tid, 1)
+        member = uuid.uuid4().hex
+        # (Unrecorded: the epoch a first heartbeat gets is not what is compared.)
+        talk.recording = False
+        joined = k.ask(
+            68,
+            heartbeat.ConsumerGroupHeartbeatRequest(
+                group_id=group,
+                member_id=member,
+                member_epoch=0,
+                rebalance_timeout_ms=30000,
+                subscribed_topic_names=[topic],
+                topic_partitions=[],
+            ),
+            version=1,
+        )
+        talk.recording = True
+        init = k.init_pid(tid)
+        pid, epoch = init.producer_id, init.producer_epoch
+        cases = (
+            ("missing", "missing", 3, ""),
+            ("missing, a member", "missing", 3, "someone"),
+            ("made", "made", -1, "someone"),
+            ("stale epoch", "consumers", joined.member_epoch + 5, member),
+            ("unknown member", "consumers", joined.member_epoch, "nobody"),
+        )
+        for label, group_label, generation, who in cases:
+            name = talk.name(group_label)
+            for version in (5, 6):
+                body = _txn_commit_by_id(
+                    tid, name, pid, epoch, ids, generation=generation, member=who
+                )
+                if version == 5:
+                    body = dataclasses.replace(
+                        body,
+                        topics=[dataclasses.replace(body.topics[0], name=topic)],
+                    )
+                answer = k.ask(28, body, version=version)
+                talk.note(
+                    f"{label} v{version}",
+                    answer.topics[0].partitions[0].error_code,
+                )
+        k.ask(
+            26,
+            end_txn.EndTxnRequest(
+                transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=False
+            ),
+            version=5,
+        )
+
+    check(kafka4, peer, script)
+
+
+def _stable(k: Kafka, group: str, ids: list[uuid.UUID], timeout: float = 60.0) -> None:
+    """Wait until no offset of ``group`` is pending (the markers are written
+    after EndTxn is answered)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = k.ask(9, _fetch_by_id(group, ids), version=10)
+        codes = [p.error_code for t in answer.groups[0].topics for p in t.partitions]
+        if ErrorCode.UNSTABLE_OFFSET_COMMIT not in codes:
+            return
+        assert time.monotonic() < deadline, f"{group}: offsets still pending"
+        time.sleep(0.05)

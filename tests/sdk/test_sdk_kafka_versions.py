@@ -53,7 +53,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.kafka]
 PRODUCE, FETCH, LIST_OFFSETS, SHARE_FETCH, SHARE_ACK = 0, 1, 2, 78, 79
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 # (Produce, Fetch, ListOffsets) versions each peer serves at most (its ApiVersions).
-NEWEST = {"brokerlite": (12, 17, 10), "3.9": (11, 17, 9), "4": (13, 18, 11)}
+NEWEST = {"brokerlite": (12, 17, 11), "3.9": (11, 17, 9), "4": (13, 18, 11)}
 
 
 @pytest.fixture
