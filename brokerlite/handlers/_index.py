@@ -8,8 +8,8 @@ from __future__ import annotations
 from ._base import Versions
 
 INDEX: dict[int, tuple[str, Versions]] = {
-    0: ("k00_produce", Versions(3, 12, 0, 0)),
-    1: ("k01_fetch", Versions(4, 17, None, 0)),
+    0: ("k00_produce", Versions(3, 13, 0, 0)),
+    1: ("k01_fetch", Versions(4, 18, None, 0)),
     2: ("k02_list_offsets", Versions(1, 11, None, 0)),
     3: ("k03_metadata", Versions(0, 13, None, None)),
     8: ("k08_offset_commit", Versions(2, 10, None, 0)),

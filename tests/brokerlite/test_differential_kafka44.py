@@ -27,6 +27,8 @@ from differential_requests import Kafka, check, records
 
 from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k00_produce as produce
+from trafka.codec.messages import k01_fetch as fetch
 from trafka.codec.messages import k02_list_offsets as list_offsets
 from trafka.codec.messages import k08_offset_commit as commit
 from trafka.codec.messages import k09_offset_fetch as offset_fetch
@@ -47,8 +49,6 @@ BELOW_KAFKA = {
     ApiKey.SHARE_FETCH: "share groups at 4.2+'s versions (issue #84 item 2)",
     ApiKey.SHARE_ACKNOWLEDGE: "share groups at 4.2+'s versions (issue #84 item 2)",
     ApiKey.WRITE_SHARE_GROUP_STATE: "share coordinator (issue #84 item 2)",
-    ApiKey.PRODUCE: "v13, topic ids: not yet",
-    ApiKey.FETCH: "v18: not yet",
     ApiKey.WRITE_TXN_MARKERS: "v2: not yet",
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: "v1: not yet",
     ApiKey.LIST_TRANSACTIONS: "v2: not yet",
@@ -264,6 +264,67 @@ def _by_ids(k: Kafka, key: int, version: int, body: Any, names: dict[uuid.UUID, 
         k.talk.recording = True
     k.talk.note(f"{key}v{version}", named(plain(answer)))
     return answer
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "Produce v13 (KIP-516), Fetch v18 (KIP-1166)")
+def test_produce_v13_and_fetch_v18(kafka4: Any, peer: Any) -> None:
+    """Produce v13 names topics by id (KIP-516): records of two topics by
+    their ids are appended; an id no topic has is UNKNOWN_TOPIC_ID, the other
+    topic's records of the same request still appended. Fetch v18 (KIP-1166
+    adds a follower's high watermark, which a consumer leaves out) answers a
+    consumer as v17 does."""
+
+    def script(talk: Talk) -> None:
+        k = Kafka(talk)
+        topic, other = talk.name("topic"), talk.name("other")
+        k.create(topic, 1, **KEEP)
+        k.create(other, 1, **KEEP)
+        ids = [_topic_id(k, topic), _topic_id(k, other)]
+        missing = uuid.uuid4()
+        names = dict(zip(ids, (topic, other), strict=True))
+        req = produce.ProduceRequest
+
+        def send(targets: list[uuid.UUID], values: list[bytes]) -> None:
+            body = req(
+                acks=-1,
+                timeout_ms=30000,
+                topic_data=[
+                    req.TopicProduceData(
+                        topic_id=i,
+                        partition_data=[req.PartitionProduceData(index=0, records=records(values))],
+                    )
+                    for i in targets
+                ],
+            )
+            _by_ids(k, 0, 13, body, names)
+
+        send(ids, [b"a", b"b"])
+        send([missing, ids[0]], [b"c"])
+        freq = fetch.FetchRequest
+        for version in (17, 18):
+            body = freq(
+                max_wait_ms=0,
+                min_bytes=0,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=[
+                    freq.FetchTopic(
+                        topic_id=i,
+                        partitions=[
+                            freq.FetchPartition(
+                                partition=0, fetch_offset=0, partition_max_bytes=1 << 20
+                            )
+                        ],
+                    )
+                    for i in [*ids, missing]
+                ],
+            )
+            _by_ids(k, 1, version, body, names)
+
+    check(kafka4, peer, script)
 
 
 def _commit_by_id(
