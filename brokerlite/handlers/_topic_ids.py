@@ -20,11 +20,9 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from ._base import RequestContext
-
-_T = TypeVar("_T")
 
 
 @dataclasses.dataclass(slots=True)
@@ -38,12 +36,9 @@ class Named:
     #: name -> the id asked for it
     ids: dict[str, uuid.UUID]
 
-    def answer_ids(self, topics: Sequence[_T]) -> list[_T]:
+    def answer_ids(self, topics: Sequence[Any]) -> list[Any]:
         """Answer topics named by name, named by the ids asked instead."""
-        return [
-            dataclasses.replace(t, name="", topic_id=self.ids[t.name])  # type: ignore[type-var]
-            for t in topics
-        ]
+        return [dataclasses.replace(t, name="", topic_id=self.ids[t.name]) for t in topics]
 
 
 def by_name(ctx: RequestContext, topics: Sequence[Any]) -> Named:
@@ -59,11 +54,11 @@ def by_name(ctx: RequestContext, topics: Sequence[Any]) -> Named:
     return named
 
 
-def ids_of(ctx: RequestContext, topics: Sequence[_T]) -> list[_T]:
+def ids_of(ctx: RequestContext, topics: Sequence[Any]) -> list[Any]:
     """Answer topics named by name, named by their ids; those without one left out."""
     out = []
     for topic in topics:
-        info = ctx.logs.topic(topic.name)  # type: ignore[attr-defined]
+        info = ctx.logs.topic(topic.name)
         if info is not None:
-            out.append(dataclasses.replace(topic, name="", topic_id=info.topic_id))  # type: ignore[type-var]
+            out.append(dataclasses.replace(topic, name="", topic_id=info.topic_id))
     return out

@@ -54,12 +54,12 @@ def handle(ctx: RequestContext, request: m.OffsetFetchRequest) -> Response:
         asked.append(named)
         groups.append(dataclasses.replace(group, topics=named.known))
     answer = _by_name(ctx, dataclasses.replace(request, groups=groups))
-    out = []
-    for group, named in zip(answer.groups, asked, strict=True):
-        if group.error_code != ErrorCode.NONE:
-            out.append(group)
-        elif named is None:
-            out.append(dataclasses.replace(group, topics=ids_of(ctx, group.topics)))
+    out: list[Response.OffsetFetchResponseGroup] = []
+    for fetched, by_id in zip(answer.groups, asked, strict=True):
+        if fetched.error_code != ErrorCode.NONE:
+            out.append(fetched)
+        elif by_id is None:
+            out.append(dataclasses.replace(fetched, topics=ids_of(ctx, fetched.topics)))
         else:
             unknown = [
                 Response.OffsetFetchResponseTopics(
@@ -73,10 +73,10 @@ def handle(ctx: RequestContext, request: m.OffsetFetchRequest) -> Response:
                         for i in t.partition_indexes
                     ],
                 )
-                for t in named.unknown
+                for t in by_id.unknown
             ]
-            topics = [*unknown, *named.answer_ids(group.topics)]
-            out.append(dataclasses.replace(group, topics=topics))
+            topics = [*unknown, *by_id.answer_ids(fetched.topics)]
+            out.append(dataclasses.replace(fetched, topics=topics))
     return dataclasses.replace(answer, groups=out)
 
 
