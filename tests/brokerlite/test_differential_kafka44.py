@@ -37,7 +37,10 @@ from trafka.codec.messages import k26_end_txn as end_txn
 from trafka.codec.messages import k28_txn_offset_commit as txn_offset_commit
 from trafka.codec.messages import k35_describe_log_dirs as describe_log_dirs
 from trafka.codec.messages import k42_delete_groups as delete_groups
+from trafka.codec.messages import k44_incremental_alter_configs as incremental
+from trafka.codec.messages import k66_list_transactions as list_transactions
 from trafka.codec.messages import k68_consumer_group_heartbeat as heartbeat
+from trafka.codec.messages import k74_list_config_resources as list_config_resources
 
 KEEP = {"retention.ms": "-1"}
 
@@ -51,8 +54,6 @@ BELOW_KAFKA = {
     ApiKey.WRITE_SHARE_GROUP_STATE: "share coordinator (issue #84 item 2)",
     ApiKey.WRITE_TXN_MARKERS: "v2: not yet",
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: "v1: not yet",
-    ApiKey.LIST_TRANSACTIONS: "v2: not yet",
-    ApiKey.LIST_CONFIG_RESOURCES: "v1: not yet",
 }
 
 
@@ -323,6 +324,81 @@ def test_produce_v13_and_fetch_v18(kafka4: Any, peer: Any) -> None:
                 ],
             )
             _by_ids(k, 1, version, body, names)
+
+    check(kafka4, peer, script)
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "ListTransactions v2 (KIP-1152), ListConfigResources v1 (KIP-1142)")
+def test_list_transactions_v2_and_list_config_resources_v1(kafka4: Any, peer: Any) -> None:
+    """ListTransactions v2 (KIP-1152) filters by a regular expression the
+    whole transactional id must match (null or empty: all); one that does not
+    compile is INVALID_REGULAR_EXPRESSION. ListConfigResources v1 (KIP-1142)
+    lists the config resources of the types asked (none asked: every type):
+    topics (internal ones included), the broker and its logger, client-metrics
+    subscriptions, groups that have a config set (not the others); a type that
+    is none of those is UNSUPPORTED_VERSION. Only this run's names are
+    compared (the brokers hold other tests' too)."""
+
+    def script(talk: Talk) -> None:
+        k = Kafka(talk)
+        base = talk.name("txn")
+        for suffix in ("a1", "a2", "b1"):
+            k.coordinator(f"{base}-{suffix}", 1)
+            k.init_pid(f"{base}-{suffix}")
+        talk.recording = False
+        patterns = (None, "", f"{base}-a.*", "a1", ".*-a1", f"^{base}-b1$", "[", "A.*")
+        for i, pattern in enumerate(patterns):
+            answer = talk.ask(
+                66, 2, list_transactions.ListTransactionsRequest(transactional_id_pattern=pattern)
+            )
+            talk.note(
+                f"ListTransactions v2, pattern {i}",
+                {
+                    "error_code": answer.error_code,
+                    "listed": sorted(
+                        s.transactional_id
+                        for s in answer.transaction_states
+                        if s.transactional_id.startswith(base)
+                    ),
+                },
+            )
+        topic, group, plain_group = talk.name("topic"), talk.name("group"), talk.name("plain")
+        metrics = talk.name("metrics")
+        k.create(topic, 1, **KEEP)
+        k.commit(plain_group, topic, 1)
+        req = incremental.IncrementalAlterConfigsRequest
+        k.ask(
+            44,
+            req(
+                resources=[
+                    req.AlterConfigsResource(
+                        resource_type=kind,
+                        resource_name=name,
+                        configs=[req.AlterableConfig(name=key, config_operation=0, value=value)],
+                    )
+                    for kind, name, key, value in (
+                        (32, group, "consumer.session.timeout.ms", "50000"),
+                        (16, metrics, "interval.ms", "60000"),
+                    )
+                ]
+            ),
+        )
+        ours = {topic, group, plain_group, metrics, "__consumer_offsets", "__transaction_state"}
+        talk.recording = False
+        for version, types in ((0, []), (1, []), (1, [2]), (1, [4, 8]), (1, [16, 32]), (1, [99])):
+            body = list_config_resources.ListConfigResourcesRequest(resource_types=types)
+            answer = talk.ask(74, version, body)
+            listed = [(r.resource_type, r.resource_name) for r in answer.config_resources]
+            talk.note(
+                f"ListConfigResources v{version} {types}",
+                {
+                    "error_code": answer.error_code,
+                    "ours": sorted(f"{t} {n}" for t, n in listed if n in ours),
+                    "brokers": sorted(t for t, n in listed if n.isdigit()),
+                },
+            )
+        talk.recording = True
 
     check(kafka4, peer, script)
 
