@@ -49,7 +49,7 @@ INDEX: dict[int, tuple[str, Versions]] = {
     42: ("k42_delete_groups", Versions(0, 3, None, None)),
     43: ("k43_elect_leaders", Versions(0, 2, None, None)),
     44: ("k44_incremental_alter_configs", Versions(0, 1, None, None)),
-    45: ("k45_alter_partition_reassignments", Versions(0, 0, None, None)),
+    45: ("k45_alter_partition_reassignments", Versions(0, 1, None, None)),
     46: ("k46_list_partition_reassignments", Versions(0, 0, None, None)),
     47: ("k47_offset_delete", Versions(0, 0, None, None)),
     48: ("k48_describe_client_quotas", Versions(0, 1, None, None)),

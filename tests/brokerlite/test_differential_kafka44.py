@@ -38,6 +38,7 @@ from trafka.codec.messages import k28_txn_offset_commit as txn_offset_commit
 from trafka.codec.messages import k35_describe_log_dirs as describe_log_dirs
 from trafka.codec.messages import k42_delete_groups as delete_groups
 from trafka.codec.messages import k44_incremental_alter_configs as incremental
+from trafka.codec.messages import k45_alter_partition_reassignments as reassign
 from trafka.codec.messages import k66_list_transactions as list_transactions
 from trafka.codec.messages import k68_consumer_group_heartbeat as heartbeat
 from trafka.codec.messages import k74_list_config_resources as list_config_resources
@@ -53,7 +54,6 @@ BELOW_KAFKA = {
     ApiKey.SHARE_ACKNOWLEDGE: "share groups at 4.2+'s versions (issue #84 item 2)",
     ApiKey.WRITE_SHARE_GROUP_STATE: "share coordinator (issue #84 item 2)",
     ApiKey.WRITE_TXN_MARKERS: "v2: not yet",
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "v1: not yet",
 }
 
 
@@ -399,6 +399,46 @@ def test_list_transactions_v2_and_list_config_resources_v1(kafka4: Any, peer: An
                 },
             )
         talk.recording = True
+
+    check(kafka4, peer, script)
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "AlterPartitionReassignments v1 (KIP-860)")
+def test_alter_partition_reassignments_v1(kafka4: Any, peer: Any) -> None:
+    """KIP-860: AlterPartitionReassignments v1 may forbid a move that changes a
+    partition's replication factor (``allow_replication_factor_change``
+    false), and its answer says which was asked. On one node: the partition's
+    own replica (no change), two replicas, the same one twice, none, and a
+    cancellation, with and without the change allowed."""
+
+    def script(talk: Talk) -> None:
+        k = Kafka(talk)
+        topic = talk.name("topic")
+        k.create(topic, 1, **KEEP)
+        talk.recording = False
+        node = k.metadata(topic).brokers[0].node_id
+        talk.recording = True
+        req = reassign.AlterPartitionReassignmentsRequest
+        for allow in (True, False):
+            for replicas in ([node], [node, node + 1], [node, node], [], None):
+                body = req(
+                    timeout_ms=30000,
+                    allow_replication_factor_change=allow,
+                    topics=[
+                        req.ReassignableTopic(
+                            name=topic,
+                            partitions=[
+                                req.ReassignablePartition(partition_index=0, replicas=replicas)
+                            ],
+                        )
+                    ],
+                )
+                answer = k.ask(45, body, version=1)
+                talk.note(
+                    "with a message",
+                    [p.error_message is not None for t in answer.responses for p in t.partitions],
+                )
 
     check(kafka4, peer, script)
 
