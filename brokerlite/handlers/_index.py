@@ -31,7 +31,7 @@ INDEX: dict[int, tuple[str, Versions]] = {
     24: ("k24_add_partitions_to_txn", Versions(0, 5, None, None)),
     25: ("k25_add_offsets_to_txn", Versions(0, 4, None, None)),
     26: ("k26_end_txn", Versions(0, 5, None, None)),
-    27: ("k27_write_txn_markers", Versions(1, 1, None, 0)),
+    27: ("k27_write_txn_markers", Versions(1, 2, None, 0)),
     28: ("k28_txn_offset_commit", Versions(0, 6, None, None)),
     29: ("k29_describe_acls", Versions(1, 3, None, 0)),
     30: ("k30_create_acls", Versions(1, 3, None, 0)),

@@ -34,11 +34,13 @@ from trafka.codec.messages import k08_offset_commit as commit
 from trafka.codec.messages import k09_offset_fetch as offset_fetch
 from trafka.codec.messages import k18_api_versions as api_versions
 from trafka.codec.messages import k26_end_txn as end_txn
+from trafka.codec.messages import k27_write_txn_markers as write_markers
 from trafka.codec.messages import k28_txn_offset_commit as txn_offset_commit
 from trafka.codec.messages import k35_describe_log_dirs as describe_log_dirs
 from trafka.codec.messages import k42_delete_groups as delete_groups
 from trafka.codec.messages import k44_incremental_alter_configs as incremental
 from trafka.codec.messages import k45_alter_partition_reassignments as reassign
+from trafka.codec.messages import k61_describe_producers as describe_producers
 from trafka.codec.messages import k66_list_transactions as list_transactions
 from trafka.codec.messages import k68_consumer_group_heartbeat as heartbeat
 from trafka.codec.messages import k74_list_config_resources as list_config_resources
@@ -53,7 +55,6 @@ BELOW_KAFKA = {
     ApiKey.SHARE_FETCH: "share groups at 4.2+'s versions (issue #84 item 2)",
     ApiKey.SHARE_ACKNOWLEDGE: "share groups at 4.2+'s versions (issue #84 item 2)",
     ApiKey.WRITE_SHARE_GROUP_STATE: "share coordinator (issue #84 item 2)",
-    ApiKey.WRITE_TXN_MARKERS: "v2: not yet",
 }
 
 
@@ -439,6 +440,60 @@ def test_alter_partition_reassignments_v1(kafka4: Any, peer: Any) -> None:
                     "with a message",
                     [p.error_message is not None for t in answer.responses for p in t.partitions],
                 )
+
+    check(kafka4, peer, script)
+
+
+@pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
+@pytest.mark.compat("Protocol", "WriteTxnMarkers v2 (KIP-1228)")
+def test_write_txn_markers_v2(kafka4: Any, peer: Any) -> None:
+    """KIP-1228: WriteTxnMarkers v2 tells each marker's transaction version. A
+    transaction version 2 coordinator bumps the producer epoch before it
+    writes the markers, so a marker of version 2 must carry an epoch above the
+    one the partition has seen (INVALID_PRODUCER_EPOCH otherwise); a marker of
+    version 0 or 1 (and v1's, which has none) may carry the same epoch. The
+    markers are written as an admin aborting a hanging transaction (KIP-664)
+    writes them, with the coordinator epoch DescribeProducers tells."""
+
+    def script(talk: Talk) -> None:
+        k = Kafka(talk)
+        topic = talk.name("topic")
+        k.create(topic, 1, **KEEP)
+        for label, version, tv, bump in (
+            ("tv2-same", 2, 2, 0),
+            ("tv2-bumped", 2, 2, 1),
+            ("tv0-same", 2, 0, 0),
+            ("v1-same", 1, 0, 0),
+        ):
+            tid = talk.name(label)
+            k.coordinator(tid, 1)
+            init = k.init_pid(tid)
+            pid, epoch = init.producer_id, init.producer_epoch
+            k.add_partitions(tid, pid, epoch, topic)
+            k.produce(topic, records([b"x"], pid=pid, epoch=epoch, seq=0, txn=True), tid=tid)
+            talk.recording = False
+            req = describe_producers.DescribeProducersRequest
+            found = talk.ask(
+                61, 0, req(topics=[req.TopicRequest(name=topic, partition_indexes=[0])])
+            )
+            mine = [
+                p for p in found.topics[0].partitions[0].active_producers if p.producer_id == pid
+            ]
+            talk.recording = True
+            w = write_markers.WriteTxnMarkersRequest
+            body = w(
+                markers=[
+                    w.WritableTxnMarker(
+                        producer_id=pid,
+                        producer_epoch=epoch + bump,
+                        transaction_result=False,
+                        topics=[w.WritableTxnMarkerTopic(name=topic, partition_indexes=[0])],
+                        coordinator_epoch=mine[0].coordinator_epoch,
+                        transaction_version=tv,
+                    )
+                ]
+            )
+            k.ask(27, body, version=version)
 
     check(kafka4, peer, script)
 
