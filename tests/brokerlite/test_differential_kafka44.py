@@ -47,15 +47,10 @@ from trafka.codec.messages import k74_list_config_resources as list_config_resou
 
 KEEP = {"retention.ms": "-1"}
 
-#: APIs whose highest version brokerlite still keeps below Kafka 4.4's, each
-#: with the reason (docs/compatibility.md): share groups at Kafka 4.2+'s
-#: versions are issue #84 item 2; WriteShareGroupState and
-#: ReadShareGroupStateSummary are the share coordinator's, inter-broker.
-BELOW_KAFKA = {
-    ApiKey.SHARE_FETCH: "share groups at 4.2+'s versions (issue #84 item 2)",
-    ApiKey.SHARE_ACKNOWLEDGE: "share groups at 4.2+'s versions (issue #84 item 2)",
-    ApiKey.WRITE_SHARE_GROUP_STATE: "share coordinator (issue #84 item 2)",
-}
+#: APIs whose highest version brokerlite keeps below Kafka 4.4's, each with
+#: the reason (docs/compatibility.md, "Kafka 4.2 to 4.4's protocol changes");
+#: none now.
+BELOW_KAFKA: dict[int, str] = {}
 
 
 def _hello(cluster_id: str | None = None, node_id: int = -1) -> Any:
@@ -127,7 +122,8 @@ def test_advertised_versions(kafka4: Any, peer: Any) -> None:
     """ApiVersions v5 (KIP-511's list) on both: for every API both serve,
     brokerlite's highest version is Kafka 4.4's, except those of
     :data:`BELOW_KAFKA` (not above Kafka's), each written down in
-    docs/compatibility.md."""
+    docs/compatibility.md. (The APIs only one of them serves are listed there
+    too: KRaft's and streams groups' on Kafka, telemetry's on brokerlite.)"""
     highest = {}
     for name, bootstrap in (
         ("kafka", kafka4.bootstrap_servers),
