@@ -403,6 +403,10 @@ class GroupConfigs:
         """The configs set on ``group_id`` (a copy)."""
         return dict(self._overrides.get(group_id, {}))
 
+    def configured(self) -> list[str]:
+        """The groups with at least one config set, by name."""
+        return sorted(g for g, c in self._overrides.items() if c)
+
     def describe(self, group_id: str) -> list[GroupConfigEntry]:
         """Every group config of ``group_id`` with its value, source and synonyms, by name.
 

@@ -938,6 +938,10 @@ class ShareGroups:
         """The configs set on ``group_id`` (a copy)."""
         return self.configs.overrides(group_id)
 
+    def configured_groups(self) -> list[str]:
+        """The groups with at least one config set (:meth:`.GroupConfigs.configured`)."""
+        return self.configs.configured()
+
     def describe_configs(self, group_id: str) -> list[GroupConfigEntry]:
         """Every group config of ``group_id`` (:meth:`.GroupConfigs.describe`)."""
         return self.configs.describe(group_id)

@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 0-12 served (3-12 with ``protocol_version`` 4.0).
+"""Produce (key 0), versions 0-13 served (3-13 with ``protocol_version`` 4.0).
 
 * Versions 0-2 (Kafka 3.9's, removed by KIP-896) carry legacy message sets
   (magic 0 or 1): each partition's set is converted into one magic 2 batch
@@ -44,6 +44,9 @@
   a journal failure are NOT_ENOUGH_REPLICAS (retriable). On a single node
   only: a cluster, which finalizes no ``transaction.version``, verifies a v12
   batch as a v11 one.
+* v13 (KIP-516) names topics by id: each is looked up first; an id no topic
+  has is UNKNOWN_TOPIC_ID on each of its partitions (before authorization,
+  which needs a name), and the answer names topics by the ids asked.
 * ``acks`` 1 and -1 are the same thing on one node: the reply is sent once the
   batches are in the log (flushing follows the flush settings), except that the
   ISR is this node alone, so an ``acks=-1`` produce to a topic whose
@@ -111,7 +114,9 @@ if TYPE_CHECKING:
 
 API_KEY = ApiKey.PRODUCE
 MIN_VERSION = 3
-MAX_VERSION = 12
+MAX_VERSION = 13
+#: The first version naming topics by id (KIP-516).
+TOPIC_IDS_VERSION = 13
 #: The first version whose transactional batches add their partition (KIP-890 part 2).
 IMPLICIT_ADD_VERSION = 12
 ADVERTISED_MIN_VERSION = 0
@@ -150,6 +155,8 @@ def _has_transactional_batches(request: m.ProduceRequest) -> bool:
 def handle(
     ctx: RequestContext, request: m.ProduceRequest
 ) -> m.ProduceResponse | NoResponse | Close | Parked:
+    if ctx.version >= TOPIC_IDS_VERSION:
+        request = _named(ctx, request)
     refused = _refuse_transactional_id(ctx, request)
     if refused is not None:
         return refused
@@ -172,6 +179,14 @@ def handle(
     if isinstance(outcome, _AcksAllWaiter):
         return ctx.park(outcome)
     return outcome
+
+
+def _named(ctx: RequestContext, request: m.ProduceRequest) -> m.ProduceRequest:
+    """v13: each topic named by its id's topic ("" for an id no topic has)."""
+    topics = [
+        dataclasses.replace(t, name=ctx.topic_name(t.topic_id) or "") for t in request.topic_data
+    ]
+    return dataclasses.replace(request, topic_data=topics)
 
 
 def _produce(
@@ -309,11 +324,14 @@ class _ProduceRun:
 
     def produce_topic(self, topic: m.ProduceRequest.TopicProduceData, unwritable: bool) -> None:
         partitions: list[PartitionResponse] = []
+        unknown = self._ctx.version >= TOPIC_IDS_VERSION and not topic.name
         for data in topic.partition_data:
             partitions.append(
-                self._produce_partition(topic.name, data, unwritable, len(partitions))
+                self._produce_partition(topic.name, data, unwritable, len(partitions), unknown)
             )
-        self._responses.append(TopicResponse(name=topic.name, partition_responses=partitions))
+        self._responses.append(
+            TopicResponse(name=topic.name, topic_id=topic.topic_id, partition_responses=partitions)
+        )
 
     def _produce_partition(
         self,
@@ -321,10 +339,13 @@ class _ProduceRun:
         data: m.ProduceRequest.PartitionProduceData,
         unwritable: bool,
         position: int,
+        unknown: bool = False,
     ) -> PartitionResponse:
         acks = self._request.acks
         start = -1
-        if unwritable:
+        if unknown:
+            code, message = ErrorCode.UNKNOWN_TOPIC_ID, "no topic has this id"
+        elif unwritable:
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             message = f"not authorized to write to topic {topic!r}"
         elif acks not in (0, 1, -1):
@@ -539,6 +560,7 @@ def error_response(
         responses.append(
             TopicResponse(
                 name=topic.name,
+                topic_id=topic.topic_id,
                 partition_responses=[
                     PartitionResponse(
                         index=p.index,

@@ -1,4 +1,4 @@
-"""Fetch (key 1), versions 0-17 (4-17 with ``protocol_version`` 4.0): records,
+"""Fetch (key 1), versions 0-18 (4-18 with ``protocol_version`` 4.0): records,
 straight from the segment files.
 
 * Versions 0-3 (Kafka 3.9's, removed by KIP-896) are answered like v4 with
@@ -21,6 +21,9 @@ Rules (Kafka's, for a consumer fetching from the leader):
   the name it learnt for each id: when that topic is gone its partitions get
   UNKNOWN_TOPIC_OR_PARTITION, and when another topic now has the name,
   INCONSISTENT_TOPIC_ID.
+* v18 (KIP-1166) adds each partition's high watermark as a follower knows it,
+  for the leader's replication; a consumer leaves it at its default, and
+  brokerlite answers v18 as v17 (its answer is the same).
 * Per partition: an offset outside ``[log_start_offset, log_end_offset]`` is
   OFFSET_OUT_OF_RANGE (Kafka's LocalLog.read; a consumer's offset past the high
   watermark but within the log, as after a leader change, gets an empty
@@ -130,7 +133,7 @@ if TYPE_CHECKING:
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION = 4
-MAX_VERSION = 17
+MAX_VERSION = 18
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 
 READ_COMMITTED = 1

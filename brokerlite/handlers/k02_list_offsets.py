@@ -1,4 +1,4 @@
-"""ListOffsets (key 2), versions 0-10 (1-10 with ``protocol_version`` 4.0):
+"""ListOffsets (key 2), versions 0-11 (1-11 with ``protocol_version`` 4.0):
 offsets by time or position.
 
 Per partition, by the requested ``timestamp``:
@@ -11,6 +11,12 @@ Per partition, by the requested ``timestamp``:
 * ``-3`` max timestamp (v7+): the first record carrying the largest timestamp.
 * ``-5`` latest-tiered (v9+): offset -1, as a broker without tiered storage
   answers.
+* ``-6`` earliest pending upload (v11+, KIP-1023): the first offset not yet
+  copied to tiered storage; offset -1, as a broker without tiered storage
+  answers.
+* One of these special targets in a request older than the version that
+  brought it in is UNSUPPORTED_VERSION for its partition (from v1; Kafka 4.4
+  answers so).
 * ``t >= 0``: the first record whose timestamp is at least ``t`` (the time
   index finds the batch, the batch's records give the record); offset and
   timestamp -1 when there is none.
@@ -59,13 +65,16 @@ from ._util import LEADER_EPOCH, code_of, denied, kept_elsewhere, leader_log
 API_KEY = ApiKey.LIST_OFFSETS
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
-MAX_VERSION = 10
+MAX_VERSION = 11
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+#: the special targets and the version each came in with
+TARGET_SINCE = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
 
 READ_COMMITTED = 1
 CONSUMER = -1  # the replica id of a client's request
@@ -162,6 +171,8 @@ def handle(ctx: RequestContext, request: m.ListOffsetsRequest) -> m.ListOffsetsR
             code: int = ErrorCode.NONE
             if topic.name in hidden:
                 code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif 0 < version < TARGET_SINCE.get(want.timestamp, 0):
+                code = ErrorCode.UNSUPPORTED_VERSION
             offset = timestamp = -1
             if not code:
                 try:

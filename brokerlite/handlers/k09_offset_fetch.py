@@ -1,7 +1,10 @@
-"""OffsetFetch (key 9), versions 0-9 (1-9 with ``protocol_version`` 4.0): read a group's committed positions.
+"""OffsetFetch (key 9), versions 0-10 (1-10 with ``protocol_version`` 4.0): read a group's committed positions.
 
 Handed to the group coordinator. v8+ asks for several groups at once;
-partitions without a commit report offset -1.
+partitions without a commit report offset -1. v10 (KIP-848, stable in Kafka
+4.2) names topics by id: an id no topic has is UNKNOWN_TOPIC_ID with offset
+-1; every committed topic (topics null) is answered by its id
+(:mod:`._topic_ids`).
 
 ``require_stable`` (v7+, sent by consumers, not by admin clients): a partition whose
 offset is held by an unfinished transaction (TxnOffsetCommit not yet committed
@@ -26,16 +29,58 @@ from trafka.codec.messages import k09_offset_fetch as m
 
 from ._authz import AclOperation, allowed_topics, enabled, group_allowed
 from ._base import HandlerSpec, RequestContext
+from ._topic_ids import Named, by_name, ids_of
 
 API_KEY = ApiKey.OFFSET_FETCH
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
-MAX_VERSION = 9
+MAX_VERSION = 10
+TOPIC_IDS_VERSION = 10
 
 Response = m.OffsetFetchResponse
 
 
 def handle(ctx: RequestContext, request: m.OffsetFetchRequest) -> Response:
+    if ctx.version < TOPIC_IDS_VERSION:
+        return _by_name(ctx, request)
+    asked: list[Named | None] = []  # per group; None: every committed topic
+    groups = []
+    for group in request.groups:
+        if group.topics is None:
+            asked.append(None)
+            groups.append(group)
+            continue
+        named = by_name(ctx, group.topics)
+        asked.append(named)
+        groups.append(dataclasses.replace(group, topics=named.known))
+    answer = _by_name(ctx, dataclasses.replace(request, groups=groups))
+    out: list[Response.OffsetFetchResponseGroup] = []
+    for fetched, by_id in zip(answer.groups, asked, strict=True):
+        if fetched.error_code != ErrorCode.NONE:
+            out.append(fetched)
+        elif by_id is None:
+            out.append(dataclasses.replace(fetched, topics=ids_of(ctx, fetched.topics)))
+        else:
+            unknown = [
+                Response.OffsetFetchResponseTopics(
+                    topic_id=t.topic_id,
+                    partitions=[
+                        Response.OffsetFetchResponsePartitions(
+                            partition_index=i,
+                            committed_offset=-1,
+                            error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                        )
+                        for i in t.partition_indexes
+                    ],
+                )
+                for t in by_id.unknown
+            ]
+            topics = [*unknown, *by_id.answer_ids(fetched.topics)]
+            out.append(dataclasses.replace(fetched, topics=topics))
+    return dataclasses.replace(answer, groups=out)
+
+
+def _by_name(ctx: RequestContext, request: m.OffsetFetchRequest) -> Response:
     if not enabled(ctx):
         return _fetch(ctx, request)
     if ctx.version >= 8:
@@ -205,5 +250,5 @@ SPEC = HandlerSpec(
     handle,
     error_response,
     old_min=OLD_MIN_VERSION,
-    uses="groups authorizer broker",
+    uses="groups authorizer broker logs",
 )

@@ -1,4 +1,4 @@
-"""ApiVersions (key 18), versions 0-4: the APIs and version ranges brokerlite serves.
+"""ApiVersions (key 18), versions 0-5: the APIs and version ranges brokerlite serves.
 
 The list comes from the handler registry, so a version is advertised exactly
 when a handler serves it. A request for a version this broker does not know is
@@ -31,6 +31,16 @@ list. They survive a restart.
 Those APIs stay in the list whatever the levels, as Kafka's broker keeps them
 (Produce v12, TxnOffsetCommit v5 and EndTxn v5 as well: Kafka's clients step
 down by the level, not by the versions).
+From v5 (KIP-1242) the client names the cluster and the node it means to
+reach, so that a connection that reached another broker (an address reused
+after a restart) is found at once: with neither (``cluster_id`` null,
+``node_id`` -1) nothing is checked; with both, another cluster's id or another
+node's id is answered REBOOTSTRAP_REQUIRED (the client drops its metadata and
+bootstraps again); with only one of them, INVALID_REQUEST. Either error
+answer lists nothing (no APIs, no features, features epoch -1), and the
+connection stays open, as Kafka 4.4 does. The ids are compared as sent (an
+empty cluster id is one given).
+
 ``metadata.version`` and ``kraft.version`` describe a KRaft controller quorum,
 which brokerlite does not have.
 """
@@ -45,10 +55,27 @@ from ._base import HandlerSpec, RequestContext
 
 API_KEY = ApiKey.API_VERSIONS
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
+NO_NODE = -1
+
+
+def _misrouted(ctx: RequestContext, request: m.ApiVersionsRequest) -> ErrorCode:
+    """KIP-1242's check of a v5 request's ids (see the module's rules)."""
+    named = (request.cluster_id is not None, request.node_id != NO_NODE)
+    if not any(named):
+        return ErrorCode.NONE
+    if not all(named):
+        return ErrorCode.INVALID_REQUEST
+    if request.cluster_id != ctx.cluster_id or request.node_id != ctx.node_id:
+        return ErrorCode.REBOOTSTRAP_REQUIRED
+    return ErrorCode.NONE
 
 
 def handle(ctx: RequestContext, request: m.ApiVersionsRequest) -> m.ApiVersionsResponse:
+    if ctx.version >= 5:
+        code = _misrouted(ctx, request)
+        if code != ErrorCode.NONE:
+            return m.ApiVersionsResponse(error_code=code, api_keys=[], finalized_features_epoch=-1)
     keys = [
         m.ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
         for key, low, high in ctx.broker.api_versions()

@@ -1,4 +1,4 @@
-"""WriteTxnMarkers (key 27), versions 0-1 (1 with ``protocol_version`` 4.0): transaction markers.
+"""WriteTxnMarkers (key 27), versions 0-2 (1-2 with ``protocol_version`` 4.0): transaction markers.
 
 In Kafka the transaction coordinator sends this to partition leaders; an admin
 client sends it too, to abort a hanging transaction (KIP-664: a partition
@@ -23,6 +23,12 @@ partitions are UNKNOWN_TOPIC_OR_PARTITION. As in Kafka, nothing checks that
 the transaction is really hanging: that is the caller's judgement (the
 coordinator's own view is DescribeTransactions).
 
+v2 (KIP-1228, Kafka 4.2) tells each marker's transaction version: a
+coordinator of transaction version 2 bumps the producer epoch before writing
+its markers, so a version 2 marker whose epoch is not above the partition's
+is INVALID_PRODUCER_EPOCH (before v2, and at versions 0 and 1, an equal
+epoch is taken), on one node and in a cluster.
+
 Authorization: ALTER on the cluster (an operator aborting a hanging transaction)
 or CLUSTER_ACTION on it (a broker), else every partition gets
 CLUSTER_AUTHORIZATION_FAILED and no marker is written.
@@ -45,7 +51,7 @@ from ._base import HandlerSpec, RequestContext
 API_KEY = ApiKey.WRITE_TXN_MARKERS
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 Response = m.WriteTxnMarkersResponse
 
@@ -84,6 +90,7 @@ def handle(ctx: RequestContext, request: m.WriteTxnMarkersRequest) -> Response |
                         coordinator_epoch=marker.coordinator_epoch,
                         commit=marker.transaction_result,
                         now_ms=ctx.now_ms,
+                        transaction_version=marker.transaction_version,
                     ),
                 )
                 for index in topic.partition_indexes

@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (key 28), versions 0-5: a transaction's consumer offsets.
+"""TxnOffsetCommit (key 28), versions 0-6: a transaction's consumer offsets.
 
 Handed to the transaction coordinator, which holds the offsets (durably) with the
 transaction: a commit applies them to the group, an abort drops them. Until then
@@ -18,6 +18,13 @@ producer's transaction itself (starting one if none is ongoing), as Kafka's
 group coordinator does for v5+ (``TransactionSupportedOperation.ADD_PARTITION``).
 On a single node only: in a cluster (no ``transaction.version`` finalized there)
 a v5 commit is verified as a v4 one.
+
+v6 (KIP-1319, Kafka 4.4) is v5 with topics named by id, as OffsetCommit v10
+(an id no topic has: UNKNOWN_TOPIC_ID; :mod:`._topic_ids`), and the group
+coordinator's own codes: a group that does not exist, asked with a
+generation, GROUP_ID_NOT_FOUND, a consumer group member's stale epoch
+STALE_MEMBER_EPOCH, both ILLEGAL_GENERATION before v6
+(:func:`~trafka.brokerlite.transactions.coordinator.classic_group_validator`).
 
 Authorization: WRITE on the transactional id, then READ on the group (else every
 partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED or GROUP_AUTHORIZATION_FAILED);
@@ -40,7 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from trafka.brokerlite.transactions.verification import produce_code
@@ -56,6 +63,7 @@ from ._authz import (
     transactional_id_allowed,
 )
 from ._base import HandlerSpec, RequestContext
+from ._topic_ids import Named, by_name
 
 if TYPE_CHECKING:
     from trafka.brokerlite.outcomes import Parked
@@ -63,9 +71,12 @@ if TYPE_CHECKING:
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 6
+TOPIC_IDS_VERSION = 6
 
 Response = m.TxnOffsetCommitResponse
+#: what turns the coordinator's answer (topics by name) into the request's
+Finish = Callable[[Response], Response]
 
 
 #: How long a commit waits for the transaction coordinator's confirmation (Kafka's
@@ -74,15 +85,47 @@ VERIFY_TIMEOUT_MS = 30_000
 
 
 def handle(ctx: RequestContext, request: m.TxnOffsetCommitRequest) -> Response | Parked:
+    if ctx.version < TOPIC_IDS_VERSION:
+        return _by_name(ctx, request, _same)
+    named = by_name(ctx, request.topics)
+    finish = functools.partial(_by_ids, named)
+    return _by_name(ctx, dataclasses.replace(request, topics=named.known), finish)
+
+
+def _same(answer: Response) -> Response:
+    return answer
+
+
+def _by_ids(named: Named, answer: Response) -> Response:
+    """v6: the answer's topics by the ids asked, those of unknown ids first."""
+    unknown = [
+        Response.TxnOffsetCommitResponseTopic(
+            topic_id=t.topic_id,
+            partitions=[
+                Response.TxnOffsetCommitResponsePartition(
+                    partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_ID
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in named.unknown
+    ]
+    return dataclasses.replace(answer, topics=[*unknown, *named.answer_ids(answer.topics)])
+
+
+def _by_name(
+    ctx: RequestContext, request: m.TxnOffsetCommitRequest, finish: Finish
+) -> Response | Parked:
     if enabled(ctx):
         if not transactional_id_allowed(ctx, AclOperation.WRITE, request.transactional_id):
             code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-            return error_response(request, ctx.version, code)
+            return finish(error_response(request, ctx.version, code))
         if not group_allowed(ctx, AclOperation.READ, request.group_id):
-            return error_response(request, ctx.version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            return finish(error_response(request, ctx.version, code))
     verification, cluster = ctx.txn_verification, ctx.cluster_txn
     if verification is None or cluster is None:
-        return _commit(ctx, request)
+        return finish(_commit(ctx, request))
     topic, partition = cluster.group_partition(request.group_id)
     question = (
         request.transactional_id,
@@ -93,8 +136,8 @@ def handle(ctx: RequestContext, request: m.TxnOffsetCommitRequest) -> Response |
     )
     known = verification.local(question)
     if known is not None:
-        return _verified(ctx, request, known)
-    waiter = _VerifyWaiter(ctx, request, verification, question)
+        return finish(_verified(ctx, request, known))
+    waiter = _VerifyWaiter(ctx, request, verification, question, finish)
     parked = ctx.park(waiter)
     waiter.answers = verification.ask(
         [question], functools.partial(ctx.purgatory.wake, parked.ticket)
@@ -130,9 +173,11 @@ class _VerifyWaiter:
         request: m.TxnOffsetCommitRequest,
         verification: TxnVerification,
         question: Question,
+        finish: Finish,
     ) -> None:
         self._ctx = ctx
         self._request = request
+        self._finish = finish
         self._verification, self._question = verification, question
         self.answers: Mapping[Question, ErrorCode] = {}
         self.deadline_ms = ctx.mono_ms + VERIFY_TIMEOUT_MS
@@ -145,7 +190,7 @@ class _VerifyWaiter:
         self._verification.forget(self.answers)
         code = self.answers.get(self._question, ErrorCode.REQUEST_TIMED_OUT)
         ctx = dataclasses.replace(self._ctx, now_ms=now_ms)
-        return _verified(ctx, self._request, code)
+        return self._finish(_verified(ctx, self._request, code))
 
 
 def error_response(
@@ -156,6 +201,7 @@ def error_response(
         topics=[
             Response.TxnOffsetCommitResponseTopic(
                 name=t.name,
+                topic_id=t.topic_id,
                 partitions=[
                     Response.TxnOffsetCommitResponsePartition(
                         partition_index=p.partition_index, error_code=code
@@ -174,5 +220,5 @@ SPEC = HandlerSpec(
     MAX_VERSION,
     handle,
     error_response,
-    uses="txn authorizer txn_verification cluster_txn purgatory",
+    uses="txn authorizer txn_verification cluster_txn purgatory logs",
 )

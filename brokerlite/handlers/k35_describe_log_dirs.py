@@ -1,4 +1,4 @@
-"""DescribeLogDirs (key 35), versions 0-4 (1-4 with ``protocol_version`` 4.0).
+"""DescribeLogDirs (key 35), versions 0-5 (1-5 with ``protocol_version`` 4.0).
 
 brokerlite keeps every partition in one log directory, its ``data_dir``: the
 answer has that one directory, with each partition's size on disk (all its
@@ -6,7 +6,9 @@ segments) and an offset lag of 0 (there is no future replica). Asked for
 topics (null: every partition), it reports the partitions that exist and omits
 the others, as Kafka omits partitions no log directory holds. From v4 it gives
 the file system's total and usable bytes (``statvfs``); -1 when they cannot be
-read.
+read. v5 (KIP-1066, Kafka 4.3) tells whether the directory is cordoned (no
+new partition placed on it): never, as brokerlite has one directory and no
+``cordoned.log.dirs`` setting.
 
 Authorization: DESCRIBE on the cluster, else the answer is
 CLUSTER_AUTHORIZATION_FAILED (v3+; before that an empty answer) with no
@@ -29,7 +31,7 @@ from ._util import log_dir_path
 API_KEY = ApiKey.DESCRIBE_LOG_DIRS
 OLD_MIN_VERSION = 0  # Kafka 3.9's; not with protocol_version 4.0
 MIN_VERSION = 1
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 Result = m.DescribeLogDirsResponse.DescribeLogDirsResult
 Topic = m.DescribeLogDirsResponse.DescribeLogDirsTopic

@@ -1,7 +1,9 @@
-"""DeleteGroups (key 42), versions 0-2: delete empty groups and their offsets.
+"""DeleteGroups (key 42), versions 0-3: delete empty groups and their offsets.
 
 Handed to the group coordinator: NON_EMPTY_GROUP while a group has members,
-GROUP_ID_NOT_FOUND for unknown groups.
+GROUP_ID_NOT_FOUND for unknown groups. v3 (Kafka 4.4) adds a message to
+each group's result; Kafka 4.4 leaves it null for these errors, and so does
+brokerlite (null also for an error of the share coordinator).
 
 An empty share group's share-partitions' state is deleted first, through the
 share-offsets port (:mod:`trafka.brokerlite.shares.offsets_port`; in a cluster,
@@ -29,7 +31,7 @@ from ._share_admin import Later, answer
 
 API_KEY = ApiKey.DELETE_GROUPS
 MIN_VERSION = 0
-MAX_VERSION = 2
+MAX_VERSION = 3
 
 
 def handle(ctx: RequestContext, request: m.DeleteGroupsRequest) -> m.DeleteGroupsResponse | Parked:

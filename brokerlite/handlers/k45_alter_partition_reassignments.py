@@ -1,4 +1,4 @@
-"""AlterPartitionReassignments (key 45), version 0, as Kafka's controller answers.
+"""AlterPartitionReassignments (key 45), versions 0-1, as Kafka's controller answers.
 
 In cluster mode (KIP-455, as Kafka's ZooKeeper-era controller): each partition
 is checked (it exists; the replicas are registered brokers, none twice, not
@@ -18,7 +18,7 @@ is checked in Kafka's order, and answered with a code and a message:
 
 1. the topic, then the partition, must exist: UNKNOWN_TOPIC_OR_PARTITION;
 2. null replicas cancel a reassignment; none is ever in progress, so that is
-   NO_REASSIGNMENT_IN_PROGRESS;
+   NO_REASSIGNMENT_IN_PROGRESS (no message, as Kafka 4.4);
 3. a replica list is INVALID_REPLICA_ASSIGNMENT when it is empty, or, walking
    its broker ids in ascending order, at the first id that is not a
    registered broker (anything but this node) or that repeats the previous one.
@@ -26,8 +26,13 @@ is checked in Kafka's order, and answered with a code and a message:
 Topics and partitions are answered in the request's order, duplicates
 included. A request with no topics gets Kafka's empty answer, whose top-level
 error message is ``""`` rather than null. ``timeout_ms`` plays no part: the
-answer is immediate. (v1's ``allow_replication_factor_change``, KIP-860, is
-not in the codec's specs.)
+answer is immediate.
+
+v1 (KIP-860) adds ``allow_replication_factor_change`` (default true), echoed
+in the answer: when false, a move whose target has another number of
+replicas than the partition has now is INVALID_REPLICATION_FACTOR, checked
+after the replica list itself (on one node no valid target changes it; in a
+cluster the count is that of the partition's current replicas).
 
 Authorization: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED at the
 top and for every named partition.
@@ -48,7 +53,7 @@ from ._util import park_on_tasks, task_outcome
 
 API_KEY = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 MIN_VERSION = 0
-MAX_VERSION = 0
+MAX_VERSION = 1
 
 TopicResponse = m.AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 PartitionResponse = m.AlterPartitionReassignmentsResponse.ReassignablePartitionResponse
@@ -79,8 +84,7 @@ def _one(
     if not 0 <= partition < info.num_partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{partition}"
     if replicas is None:
-        code = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
-        return code, code.message
+        return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
     problem = _check_replicas(replicas, ctx.node_id)
     if problem is not None:
         return (
@@ -95,8 +99,11 @@ def handle(
 ) -> m.AlterPartitionReassignmentsResponse | Parked:
     if not ctx.allowed(AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME):
         return error_response(request, ctx.version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    allow = request.allow_replication_factor_change
     if not request.topics:
-        return m.AlterPartitionReassignmentsResponse(error_code=ErrorCode.NONE, error_message="")
+        return m.AlterPartitionReassignmentsResponse(
+            allow_replication_factor_change=allow, error_code=ErrorCode.NONE, error_message=""
+        )
     if ctx.cluster is not None:
         return _cluster_reassign(ctx, request)
     responses = []
@@ -111,7 +118,10 @@ def handle(
             )
         responses.append(TopicResponse(name=topic.name, partitions=parts))
     return m.AlterPartitionReassignmentsResponse(
-        error_code=ErrorCode.NONE, error_message=None, responses=responses
+        allow_replication_factor_change=allow,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        responses=responses,
     )
 
 
@@ -142,6 +152,15 @@ def _cluster_reassign(
                         f"cannot reassign {key[0]}-{key[1]}: {problem}",
                     )
                     continue
+                current = len(cluster.replicas_of(*key))
+                if not request.allow_replication_factor_change and len(p.replicas) != current:
+                    checked[key] = (
+                        ErrorCode.INVALID_REPLICATION_FACTOR,
+                        f"cannot reassign {key[0]}-{key[1]}: the replication factor would "
+                        f"change from {current} to {len(p.replicas)}, which the request "
+                        "does not allow",
+                    )
+                    continue
             moves[key] = None if p.replicas is None else list(p.replicas)
     outcomes: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
 
@@ -159,7 +178,10 @@ def _cluster_reassign(
                 )
             responses.append(TopicResponse(name=topic.name, partitions=parts))
         return m.AlterPartitionReassignmentsResponse(
-            error_code=ErrorCode.NONE, error_message=None, responses=responses
+            allow_replication_factor_change=request.allow_replication_factor_change,
+            error_code=ErrorCode.NONE,
+            error_message=None,
+            responses=responses,
         )
 
     task = ZkTask(
@@ -190,7 +212,12 @@ def error_response(
             for t in request.topics
         ]
     return m.AlterPartitionReassignmentsResponse(
-        error_code=code, error_message=message, responses=responses
+        allow_replication_factor_change=True
+        if request is None
+        else request.allow_replication_factor_change,
+        error_code=code,
+        error_message=message,
+        responses=responses,
     )
 
 

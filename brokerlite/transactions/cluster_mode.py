@@ -299,7 +299,10 @@ class ClusterTransactions:
         try:
             plog = cluster.replicas.leader_log(topic, partition)
             refused = broker.producers.state(topic, partition).check_marker(
-                marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
+                marker.producer_id,
+                marker.producer_epoch,
+                marker.coordinator_epoch,
+                marker.transaction_version,
             )
             if refused is not ErrorCode.NONE:
                 return refused

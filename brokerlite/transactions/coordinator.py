@@ -139,6 +139,14 @@ def classic_group_validator(groups: GroupCoordinator) -> GroupValidator:
     (UNKNOWN_MEMBER_ID), generation (ILLEGAL_GENERATION) when one is given. A
     share group (KIP-932) id gets GROUP_ID_NOT_FOUND, as OffsetCommit does.
 
+    The codes are those of Kafka 4.4's group coordinator, which TxnOffsetCommit
+    v6 (KIP-1319) answers as they are: a group that does not exist is
+    GROUP_ID_NOT_FOUND when a generation is given (with generation -1 the
+    commit creates it, whatever member id it names), a consumer group member's
+    stale epoch STALE_MEMBER_EPOCH. Before v6 the transaction coordinator
+    answers both ILLEGAL_GENERATION
+    (:meth:`~trafka.brokerlite.transactions.transitions.TxnTransitions.txn_offset_commit`).
+
     Args:
         groups: the broker's group coordinator (only its read-only ``group()`` is used).
 
@@ -163,16 +171,13 @@ def classic_group_validator(groups: GroupCoordinator) -> GroupValidator:
             if member is None:
                 return ErrorCode.UNKNOWN_MEMBER_ID
             if generation_id >= 0 and generation_id != member.epoch:
-                return ErrorCode.ILLEGAL_GENERATION
+                return ErrorCode.STALE_MEMBER_EPOCH
             return ErrorCode.NONE
         group = groups.group(group_id)
         if group is None:
-            # Kafka creates an empty group (generation 0) for the offsets.
-            if member_id:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if generation_id >= 0 and generation_id != 0:
-                return ErrorCode.ILLEGAL_GENERATION
-            return ErrorCode.NONE
+            # Kafka 4.4 creates an empty group for the offsets of a commit without
+            # a generation only (its member id not looked at).
+            return ErrorCode.GROUP_ID_NOT_FOUND if generation_id >= 0 else ErrorCode.NONE
         if instance is not None:
             owner = group.static_members.get(instance)
             if owner is not None and owner != member_id:

@@ -384,10 +384,12 @@ class TransactionMarkers:
         coordinator_epoch: int,
         commit: bool,
         now_ms: int,
+        transaction_version: int = 0,
     ) -> ErrorCode:
         """Write a marker a client asked for (WriteTxnMarkers: an admin's abort of a
         hanging transaction, KIP-664), durably, with the checks of the coordinator's
-        own markers.
+        own markers (a marker of ``transaction_version`` 2 needs an epoch above the
+        partition's, KIP-1228).
 
         Returns:
             NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH (an older epoch
@@ -398,7 +400,7 @@ class TransactionMarkers:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         try:
             refused = self.producers.state(topic, partition).check_marker(
-                producer_id, producer_epoch, coordinator_epoch
+                producer_id, producer_epoch, coordinator_epoch, transaction_version
             )
             if refused is not ErrorCode.NONE:
                 return refused

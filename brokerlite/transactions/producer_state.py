@@ -375,9 +375,17 @@ class ProducerStateManager:
         self._map_end = max(self._map_end, end)
 
     def check_marker(
-        self, producer_id: int, producer_epoch: int, coordinator_epoch: int
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        transaction_version: int = 0,
     ) -> ErrorCode:
         """Whether a transaction marker may be written (Kafka's checks for markers).
+
+        A marker of ``transaction_version`` 2 (KIP-1228: WriteTxnMarkers v2 says
+        it) comes after its coordinator bumped the producer epoch, so its epoch
+        must be above the partition's, not only as high.
 
         Returns:
             NONE, INVALID_PRODUCER_EPOCH (older producer epoch) or
@@ -386,7 +394,9 @@ class ProducerStateManager:
         entry = self._producers.get(producer_id)
         if entry is None:
             return ErrorCode.NONE
-        if producer_epoch < entry.epoch:
+        if producer_epoch < entry.epoch or (
+            transaction_version >= 2 and producer_epoch == entry.epoch
+        ):
             return ErrorCode.INVALID_PRODUCER_EPOCH
         if coordinator_epoch < entry.coordinator_epoch:
             return ErrorCode.TRANSACTION_COORDINATOR_FENCED

@@ -109,6 +109,19 @@ def _topic_results(
     ]
 
 
+def group_code(code: ErrorCode, version: int, generation: int) -> ErrorCode:
+    """A TxnOffsetCommit's group check as ``version`` answers it: before v6
+    (KIP-1319) a missing group asked with a generation (GROUP_ID_NOT_FOUND) and
+    a stale member epoch are both ILLEGAL_GENERATION; a share group's
+    GROUP_ID_NOT_FOUND, for a commit without a generation, stays."""
+    if version < 6 and (
+        code is ErrorCode.STALE_MEMBER_EPOCH
+        or (code is ErrorCode.GROUP_ID_NOT_FOUND and generation >= 0)
+    ):
+        return ErrorCode.ILLEGAL_GENERATION
+    return code
+
+
 class TxnTransitions(TxnDecisions):
     """The transaction requests (see the module rules)."""
 
@@ -539,12 +552,11 @@ class TxnTransitions(TxnDecisions):
                 joins = True
         if version < 3:
             return ErrorCode.NONE
+        generation = request.generation_id_or_member_epoch
         code = self._validate_group(
-            request.group_id,
-            request.generation_id_or_member_epoch,
-            request.member_id,
-            request.group_instance_id,
+            request.group_id, generation, request.member_id, request.group_instance_id
         )
+        code = group_code(code, version, generation)
         if joins and code is ErrorCode.NONE:
             tid, pid, epoch = request.transactional_id, request.producer_id, request.producer_epoch
             return self._add(tid, pid, epoch, set(), request.group_id, now_ms, True)

@@ -537,7 +537,8 @@ def test_the_telemetry_apis_are_advertised(core: Any) -> None:
         k.api_key: (k.min_version, k.max_version)
         for k in core.call(18, 3, av.ApiVersionsRequest()).api_keys
     }
-    assert keys[71] == keys[72] == keys[74] == (0, 0)
+    assert keys[71] == keys[72] == (0, 0)
+    assert keys[74] == (0, 1)  # ListConfigResources v1: every type (KIP-1142)
 
 
 # -- librdkafka -------------------------------------------------------------------------------

@@ -59,7 +59,8 @@ def test_cancelling_when_nothing_is_in_progress(core: Any, node: int) -> None:
     response = reassign(core, ("t", [(1, None)]))
     [[p]] = [t.partitions for t in response.responses]
     assert p.error_code == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
-    assert p.error_message == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS.message
+    # Kafka 4.4 gives no message (tests/brokerlite/test_differential_kafka44.py).
+    assert p.error_message is None
 
 
 @pytest.mark.parametrize(

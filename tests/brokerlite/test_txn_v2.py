@@ -421,7 +421,7 @@ def test_a_fresh_broker_finalizes_transaction_version_2(core: Any) -> None:
     finalized = {f.name: f.max_version_level for f in answer.finalized_features}
     assert (supported[TV], finalized[TV]) == ((0, 2), 2)
     served = {k.api_key: k.max_version for k in answer.api_keys}
-    assert (served[0], served[26], served[28]) == (12, 5, 5)
+    assert (served[0], served[26], served[28]) == (13, 5, 6)
 
 
 def test_produce_v12_adds_its_partition_and_end_txn_v5_bumps_the_epoch(core: Any) -> None:

@@ -7,7 +7,7 @@ What Kafka defines and these tests check:
 * Produce v13 names topics by id instead of by name (KIP-516; Kafka 4.4's
   ProduceRequest spec, "Version 13 replaces topic names with topic IDs"): on
   Kafka 4.4 a producer sends v13 and its delivery reports carry the offsets a
-  consumer reads the records at. Kafka 3.9 and brokerlite serve up to v11.
+  consumer reads the records at; on brokerlite too. Kafka 3.9 serves up to v11.
 * Produce v12+ inside a transaction adds the partitions to it implicitly
   (KIP-890 part 2, transaction version 2); a client that does not follow
   transaction version 2 "can't use produce request version higher than 11 within
@@ -19,7 +19,7 @@ What Kafka defines and these tests check:
   (AddPartitionsToTxn v3, AddOffsetsToTxn, TxnOffsetCommit and EndTxn v4,
   Produce v11, one epoch for every transaction).
 * Fetch v18 only adds a follower's high watermark (KIP-1166): a consumer
-  fetches at v18 from Kafka 4.4, at v17 from 3.9 and brokerlite.
+  fetches at v18 from Kafka 4.4 and brokerlite, at v17 from 3.9.
 * ListOffsets v11 (KIP-1023) is v10 with one more special timestamp; the
   admin's ``latest`` is the log end offset.
 * ShareFetch and ShareAcknowledge v2 (KIP-1206, KIP-1222) in their default mode
@@ -53,7 +53,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.kafka]
 PRODUCE, FETCH, LIST_OFFSETS, SHARE_FETCH, SHARE_ACK = 0, 1, 2, 78, 79
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 # (Produce, Fetch, ListOffsets) versions each peer serves at most (its ApiVersions).
-NEWEST = {"brokerlite": (12, 17, 10), "3.9": (11, 17, 9), "4": (13, 18, 11)}
+NEWEST = {"brokerlite": (13, 18, 11), "3.9": (11, 17, 9), "4": (13, 18, 11)}
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ async def test_produce_fetch_list_offsets_newest(peer: Peer, wire: list[tuple[in
 #: Per peer: transaction version 2, and the (Produce, AddPartitionsToTxn,
 #: AddOffsetsToTxn, TxnOffsetCommit, EndTxn) versions its transactions go at.
 TXN = {
-    "brokerlite": (True, {12}, set(), set(), {5}, {5}),
+    "brokerlite": (True, {13}, set(), set(), {5}, {5}),
     "3.9": (False, {11}, {3}, {4}, {4}, {4}),
     "4": (True, {13}, set(), set(), {5}, {5}),
 }

@@ -417,7 +417,8 @@ async def test_version_2_commits_aborts_and_offsets(
     assert got == sorted([b"c1-%d" % i for i in range(4)] + [b"c3"])
     assert versions(wire, ADD_PARTITIONS) == versions(wire, ADD_OFFSETS) == set()
     assert versions(wire, END_TXN) == versions(wire, TXN_OFFSET_COMMIT) == {5}
-    assert versions(wire, PRODUCE) == {12}
+    # v13 names topics by id (KIP-516) and adds partitions as v12 does.
+    assert versions(wire, PRODUCE) == {13}
 
 
 @pytest.mark.anyio
