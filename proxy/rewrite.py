@@ -124,6 +124,9 @@ _TV_THROUGH_PROXY = 1
 # the proxy's, so v5 is refused like any version the proxy does not read (the
 # filters' limit: they see ApiVersions decoded up to this version).
 API_VERSIONS_MAX = API_VERSIONS_DECODED
+# (and the ApiVersions versions a forwarded answer lists stop there too, so that a
+# client does not try v5 only to be refused)
+_VERSION_CAPS[ApiKey.API_VERSIONS] = API_VERSIONS_MAX
 _HINTING_APIS = frozenset(
     {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE}
 )
@@ -240,7 +243,7 @@ def _cap_versions(frame: bytes, version: int) -> bytes:
         return frame
     capped = []
     for entry in body.api_keys:
-        if entry.api_key in READ_APIS:
+        if entry.api_key in READ_APIS or entry.api_key == ApiKey.API_VERSIONS:
             known = protocol.api(entry.api_key).max_version
             cap = min(known, _VERSION_CAPS.get(entry.api_key, known))
             if entry.max_version > cap:
