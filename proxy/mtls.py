@@ -40,7 +40,7 @@ import re
 import ssl
 from collections.abc import Callable, Container
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
@@ -48,9 +48,6 @@ from trafka.common.lograte import RateLimitedLog
 
 from .filters import Session
 from .sni import SniNames, asked_name, note_names
-
-if TYPE_CHECKING:
-    from .config import ProxyConfig
 
 __all__ = [
     "ANONYMOUS",
@@ -246,15 +243,16 @@ class ClientTls:
     def of(
         cls,
         context: ssl.SSLContext | None,
-        config: ProxyConfig,
+        settings: tuple[float, Any],
         quiet: RateLimitedLog,
         names: SniNames | None,
     ) -> ClientTls | None:
-        """The client side of ``config`` (None without TLS towards clients)."""
+        """The client side of a proxy's settings, ``(connect_timeout,
+        ssl_principal_mapping_rules)`` (None without TLS towards clients)."""
         if context is None:
             return None
-        mapper = PrincipalMapper(config.ssl_principal_mapping_rules)
-        return cls(context, config.connect_timeout, mapper, quiet, names)
+        timeout, rules = settings
+        return cls(context, timeout, PrincipalMapper(rules), quiet, names)
 
     async def accept(
         self, raw: trio.SocketStream, peer: str, node_id: int | None, known: Container[int]

@@ -154,7 +154,8 @@ class _Proxy:
         # What clients (and failing accepts) can repeat at will: a line a minute each.
         self.quiet = RateLimitedLog(log, clock=trio.current_time)
         self.sni = SniNames(config.sni_domain, config.sni_port) if config.sni_domain else None
-        self.tls = ClientTls.of(self.client_tls, config, self.quiet, self.sni)
+        settings = (config.connect_timeout, config.ssl_principal_mapping_rules)
+        self.tls = ClientTls.of(self.client_tls, settings, self.quiet, self.sni)
         # Shared by every client connection (pooled Produce, metadata refreshes).
         limit = config.queued_max_request_bytes
         self.budget = RequestBudget(None if limit < 0 else limit)

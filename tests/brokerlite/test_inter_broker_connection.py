@@ -26,7 +26,7 @@ from trafka.brokerlite.server import broker_in_thread
 from trafka.codec import ApiKey, UnsupportedVersionError
 from trafka.codec.messages import k01_fetch as fetch_msg
 from trafka.codec.messages import k03_metadata as metadata
-from trafka.codec.messages import k18_api_versions as api_versions
+from trafka.codec.messages import k22_init_producer_id as init_producer_id
 from trafka.sdk import NewTopic, open_admin
 
 pytestmark = pytest.mark.timeout(120)
@@ -105,13 +105,18 @@ async def _topic(peer: RunningBroker) -> str:
 def test_a_link_negotiates_versions_then_logs_in(peer: RunningBroker) -> None:
     """The link's first request is ApiVersions, then the SCRAM login, then the
     caller's requests (the listener refuses any other before a login). A version
-    the peer's ApiVersions answer leaves out (ApiVersions v5, brokerlite serves 0-4)
-    is refused before anything is sent: the link stays usable."""
+    the peer's ApiVersions answer leaves out (InitProducerId v6, KIP-939's, unstable in
+    Kafka 4.4's specs: brokerlite serves 0-5) is refused before anything is sent:
+    the link stays usable."""
 
     async def test(conn: InterBrokerConnection) -> None:
         assert conn.version_for(ApiKey.SASL_AUTHENTICATE) == 2
         with pytest.raises(UnsupportedVersionError, match="no common version"):
-            await conn.request(ApiKey.API_VERSIONS, api_versions.ApiVersionsRequest(), version=5)
+            await conn.request(
+                ApiKey.INIT_PRODUCER_ID,
+                init_producer_id.InitProducerIdRequest(transaction_timeout_ms=1000),
+                version=6,
+            )
         answer = await _metadata(conn)
         assert [b.node_id for b in answer.brokers] == [peer.broker.node_id]
 
