@@ -1,0 +1,326 @@
+"""Virtual clusters through the proxy (``trafka.proxy.tenants``, issue #83
+item 2; docs/proxy.md, "Virtual clusters (tenants)").
+
+Two tenants, picked by their SASL PLAIN principals, share one brokerlite
+through one proxy: each creates, produces, consumes, commits and runs
+transactions under the same names, which the broker holds under each
+tenant's prefix; neither sees, nor can name, the other's topics, groups or
+transactional ids (a name a tenant gives is always taken under its own
+prefix, so the other's resources answer as Kafka answers resources that do
+not exist: UNKNOWN_TOPIC_OR_PARTITION, GROUP_ID_NOT_FOUND, an empty listing).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import confluent_kafka
+import confluent_kafka.admin
+import pytest
+from proxy_helpers import call, fresh
+
+from trafka.brokerlite import RunningBroker, broker_in_thread
+from trafka.codec import ApiKey, ErrorCode, protocol
+from trafka.codec.messages import k17_sasl_handshake as hs
+from trafka.codec.messages import k36_sasl_authenticate as sauth
+from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.sasl import plain_message
+from trafka.proxy import RunningProxy, proxy_in_thread
+from trafka.proxy.tenants import Tenants
+from trafka.sdk import ConfigError, NewTopic, open_admin, open_consumer, open_producer
+
+pytestmark = pytest.mark.timeout(180)
+
+USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "eve": "eve-pw"}
+TENANTS = {
+    "tenants": [
+        {"name": "acme", "prefix": "acme.", "principals": ["User:alice"]},
+        {"name": "globex", "prefix": "globex.", "principals": ["User:bob"]},
+    ]
+}
+
+
+# -- the settings ------------------------------------------------------------------------------
+
+
+def test_every_problem_of_the_settings_is_named() -> None:
+    with pytest.raises(ConfigError) as refused:
+        Tenants().configure(
+            {
+                "tenants": [
+                    {"name": "a", "prefix": "a.", "principals": ["User:x"]},
+                    {"name": "ab", "prefix": "a.b.", "principals": ["User:y"]},  # starts with a.
+                    {"name": "c", "prefix": "c/", "principals": ["User:z"]},
+                    {"name": "d", "prefix": "d.", "principals": ["User:x", "carol"]},
+                    {"name": "e", "prefix": "e.", "principal": ["User:e"]},
+                ],
+                "tenant": [],
+            }
+        )
+    problems = refused.value.problems
+    assert any("unknown setting 'tenant'" in p for p in problems)
+    assert any("tenants[1]: prefix 'a.b.'" in p and "one starts the other" in p for p in problems)
+    assert any("tenants[2]: prefix 'c/'" in p for p in problems)
+    assert any("tenants[3]: principal 'User:x' is tenant 'a'" in p for p in problems)
+    assert any("tenants[3]: principal 'carol' is not type:name" in p for p in problems)
+    assert any("tenants[4]: unknown setting 'principal'" in p for p in problems)
+
+
+# -- through the proxy, to brokerlite ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]:
+    with broker_in_thread(
+        port=0,
+        host="127.0.0.1",
+        data_dir=tmp_path_factory.mktemp("tenants"),
+        security_protocol="SASL_PLAINTEXT",
+        sasl_users=USERS,
+        group_initial_rebalance_delay_ms=0,
+    ) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def shared(
+    secured: RunningBroker, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningProxy]:
+    tenants = Tenants()
+    tenants.configure(TENANTS)
+    credentials = tmp_path_factory.mktemp("tenants-proxy") / "principals.json"
+    credentials.write_text(json.dumps({
+        f"User:{user}": {"mechanism": "PLAIN", "username": user, "password": password}
+        for user, password in USERS.items()
+    }))  # fmt: skip
+    with proxy_in_thread(
+        upstream=(secured.bootstrap_servers,),
+        port=0,
+        filters=(tenants,),
+        principal_credentials=str(credentials),
+    ) as px:
+        yield px
+
+
+def login(servers: str, user: str) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": servers,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": user,
+        "sasl_plain_password": USERS[user],
+    }
+
+
+def librdkafka(px: RunningProxy, user: str, **more: Any) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": px.bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": USERS[user],
+        **more,
+    }
+
+
+async def _read(consumer: Any, n: int) -> list[bytes]:
+    got: list[bytes] = []
+    while len(got) < n:
+        for records in (await consumer.getmany(timeout_ms=1000)).values():
+            got += [r.value for r in records]
+    return got
+
+
+def test_two_tenants_share_names_through_the_sdk(
+    shared: RunningProxy, secured: RunningBroker
+) -> None:
+    px = shared
+    topic, group, txn = fresh("orders"), fresh("g"), fresh("tx")
+
+    async def tenant(user: str) -> None:
+        async with open_admin(**login(px.bootstrap_servers, user)) as admin:
+            await admin.create_topics([NewTopic(topic, 2, 1)])
+        async with open_producer(**login(px.bootstrap_servers, user)) as producer:
+            assert (await producer.send_and_wait(topic, user.encode(), key=b"k")).offset == 0
+        async with open_producer(
+            **login(px.bootstrap_servers, user), transactional_id=txn
+        ) as producer:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send(topic, f"{user}-txn".encode(), key=b"k")
+            await producer.commit_transaction()
+        async with open_consumer(
+            topic,
+            group_id=group,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            **login(px.bootstrap_servers, user),
+        ) as consumer:
+            assert await _read(consumer, 2) == [user.encode(), f"{user}-txn".encode()]
+            await consumer.commit()
+        async with open_admin(**login(px.bootstrap_servers, user)) as admin:
+            committed = await admin.list_consumer_group_offsets(group)
+            assert sum(committed.values()) in (2, 3)  # two records (and the commit marker)
+            assert {tp.topic for tp in committed} == {topic}
+            listed = await admin.list_topics()
+            assert topic in listed
+            assert not [t for t in listed if t.startswith(("acme.", "globex.", "__"))]
+            groups = {g.group_id for g in await admin.list_groups()}
+            assert group in groups and not [g for g in groups if "." in g]
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            await tenant("alice")
+            await tenant("bob")
+            # Straight to the broker: each tenant's resources under its prefix.
+            async with open_admin(**login(secured.bootstrap_servers, "admin")) as admin:
+                listed = await admin.list_topics()
+                assert {f"acme.{topic}", f"globex.{topic}"} <= set(listed)
+                assert topic not in listed
+                groups = {g.group_id for g in await admin.list_groups()}
+                assert {f"acme.{group}", f"globex.{group}"} <= groups
+
+    anyio.run(main, backend="trio")
+    counted = px.statistics.filters["tenants"]
+    assert counted[("acme", "served")] > 0 and counted[("globex", "served")] > 0
+
+
+def test_confluent_clients_in_their_own_namespace(
+    shared: RunningProxy, secured: RunningBroker
+) -> None:
+    px = shared
+    topic, group = fresh("events"), fresh("cg")
+    for user in ("alice", "bob"):
+        admin = confluent_kafka.admin.AdminClient(librdkafka(px, user))
+        for future in admin.create_topics([confluent_kafka.admin.NewTopic(topic, 1, 1)]).values():
+            future.result(30)
+        producer = confluent_kafka.Producer(librdkafka(px, user, **{"enable.idempotence": True}))
+        producer.produce(topic, user.encode())
+        assert producer.flush(60) == 0
+        consumer = confluent_kafka.Consumer(
+            librdkafka(px, user, **{"group.id": group, "auto.offset.reset": "earliest"})
+        )
+        consumer.subscribe([topic])
+        try:
+            message = None
+            while message is None or message.error():
+                message = consumer.poll(1)
+            assert message.value() == user.encode() and message.topic() == topic
+            consumer.commit(message, asynchronous=False)
+            committed = consumer.committed([confluent_kafka.TopicPartition(topic, 0)], 30)
+            assert committed[0].offset == 1
+        finally:
+            consumer.close()
+        metadata = admin.list_topics(timeout=30)
+        assert topic in metadata.topics
+        assert not [t for t in metadata.topics if t.startswith(("acme.", "globex.", "__"))]
+
+    async def broker_side() -> None:
+        with anyio.fail_after(60):
+            async with open_admin(**login(secured.bootstrap_servers, "admin")) as admin:
+                listed = await admin.list_topics()
+                assert {f"acme.{topic}", f"globex.{topic}"} <= set(listed)
+
+    anyio.run(broker_side, backend="trio")
+
+
+# -- one tenant naming the other's resources: raw requests -----------------------------------
+
+
+def _logged_in(px: RunningProxy, user: str) -> socket.socket:
+    host, port = px.bootstrap_servers.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    call(sock, ApiKey.SASL_HANDSHAKE, 1, hs.SaslHandshakeRequest(mechanism="PLAIN"))
+    answer = call(
+        sock,
+        ApiKey.SASL_AUTHENTICATE,
+        2,
+        sauth.SaslAuthenticateRequest(auth_bytes=plain_message(user, USERS[user])),
+    )
+    assert answer.error_code == 0
+    return sock
+
+
+def _closed(sock: socket.socket, key: int, version: int, body: Any) -> bool:
+    header = RequestHeader(
+        request_api_key=key, request_api_version=version, correlation_id=9, client_id="t"
+    )
+    sock.sendall(protocol.encode_request(header, body))
+    try:
+        return sock.recv(4) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_unserved_apis_are_refused_and_strangers_turned_away(shared: RunningProxy) -> None:
+    from trafka.codec.messages import k03_metadata as md
+    from trafka.codec.messages import k29_describe_acls as acls
+    from trafka.codec.messages import k61_describe_producers as dp
+
+    with _logged_in(shared, "alice") as sock:
+        # An answer with its own error code: refused as not authorized.
+        answer = call(
+            sock,
+            ApiKey.DESCRIBE_ACLS,
+            3,
+            acls.DescribeAclsRequest(
+                resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                principal_filter=None, host_filter=None, operation=1, permission_type=1,
+            ),
+        )  # fmt: skip
+        assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        # One without: the connection is closed rather than the request passed unprefixed.
+        request = dp.DescribeProducersRequest(
+            topics=[dp.DescribeProducersRequest.TopicRequest(name="x", partition_indexes=[0])]
+        )
+        assert _closed(sock, ApiKey.DESCRIBE_PRODUCERS, 0, request)
+    with _logged_in(shared, "eve") as sock:  # a principal of no tenant
+        assert _closed(sock, ApiKey.METADATA, 12, md.MetadataRequest(topics=None))
+
+
+def test_a_tenant_cannot_name_the_others_resources(
+    shared: RunningProxy, secured: RunningBroker
+) -> None:
+    from tenant_probes import probe_every_api
+
+    px = shared
+    topic, group, txn = fresh("secret"), fresh("sg"), fresh("stx")
+
+    async def bob_owns() -> uuid.UUID:
+        with anyio.fail_after(60):
+            async with open_admin(**login(px.bootstrap_servers, "bob")) as admin:
+                await admin.create_topics([NewTopic(topic, 1, 1)])
+            async with open_producer(
+                **login(px.bootstrap_servers, "bob"), transactional_id=txn
+            ) as producer:
+                await producer.init_transactions()
+                producer.begin_transaction()
+                await producer.send(topic, b"bob's", key=b"k")
+                await producer.commit_transaction()
+            async with open_consumer(
+                topic, group_id=group, auto_offset_reset="earliest",
+                **login(px.bootstrap_servers, "bob"),
+            ) as consumer:  # fmt: skip
+                await _read(consumer, 1)
+                await consumer.commit()
+            async with open_admin(**login(secured.bootstrap_servers, "admin")) as admin:
+                described = await admin.describe_topics([f"globex.{topic}"])
+                return described[f"globex.{topic}"].topic_id
+
+    bob_topic_id = anyio.run(bob_owns, backend="trio")
+    with _logged_in(px, "alice") as sock:
+        seen = probe_every_api(
+            lambda key, version, body: call(sock, key, version, body),
+            names={"topic": topic, "group": group, "txn": txn},
+            prefixed={"topic": f"globex.{topic}", "group": f"globex.{group}",
+                      "txn": f"globex.{txn}"},
+            topic_id=bob_topic_id,
+        )  # fmt: skip
+    # Every API answered, none with bob's data: what each answered is checked
+    # in the probes; here, that they all ran.
+    assert len(seen) >= 20, sorted(seen)
