@@ -19,6 +19,7 @@ from trafka.codec.messages import k02_list_offsets as offsets
 from trafka.codec.messages import k03_metadata as md
 from trafka.codec.messages import k08_offset_commit as commit
 from trafka.codec.messages import k09_offset_fetch as offset_fetch
+from trafka.codec.messages import k10_find_coordinator as find_coordinator
 from trafka.codec.messages import k12_heartbeat as heartbeat
 from trafka.codec.messages import k13_leave_group as leave
 from trafka.codec.messages import k14_sync_group as sync
@@ -108,6 +109,7 @@ def probe_every_api(
         _topics(check, topic)
         _groups(check, topic, group)
         _transactions(check, topic, group, txn)
+        _coordinators(check, group, txn)
     _by_id(check, topic_id)
     return seen
 
@@ -207,6 +209,18 @@ def _groups(check: Any, topic: str, group: str) -> None:
     check("OffsetDelete", ApiKey.OFFSET_DELETE, 0,
           od(group_id=group, topics=[od.OffsetDeleteRequestTopic(name=topic, partitions=[
               od.OffsetDeleteRequestPartition(partition_index=0)])]), {NO_GROUP})  # fmt: skip
+
+
+def _coordinators(check: Any, group: str, txn: str) -> None:
+    """A tenant finds the coordinator of its own group and transaction of that
+    name (found, and named back as asked)."""
+    for key_type, key in ((0, group), (1, txn)):
+        answer = check(
+            "FindCoordinator", ApiKey.FIND_COORDINATOR, 4,
+            find_coordinator.FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key]),
+            set(),
+        )  # fmt: skip
+        assert [c.key for c in answer.coordinators] == [key]
 
 
 def call_offsets(check: Any, group: str, topic: str) -> Any:

@@ -291,7 +291,7 @@ def test_a_tenant_cannot_name_the_others_resources(
     px = shared
     topic, group, txn = fresh("secret"), fresh("sg"), fresh("stx")
 
-    async def bob_owns() -> uuid.UUID:
+    async def bob_owns() -> tuple[uuid.UUID, dict[Any, int]]:
         with anyio.fail_after(60):
             async with open_admin(**login(px.bootstrap_servers, "bob")) as admin:
                 await admin.create_topics([NewTopic(topic, 1, 1)])
@@ -310,9 +310,12 @@ def test_a_tenant_cannot_name_the_others_resources(
                 await consumer.commit()
             async with open_admin(**login(secured.bootstrap_servers, "admin")) as admin:
                 described = await admin.describe_topics([f"globex.{topic}"])
-                return described[f"globex.{topic}"].topic_id
+            async with open_admin(**login(px.bootstrap_servers, "bob")) as admin:
+                committed = await admin.list_consumer_group_offsets(group)
+            return described[f"globex.{topic}"].topic_id, committed
 
-    bob_topic_id = anyio.run(bob_owns, backend="trio")
+    bob_topic_id, bobs_offsets = anyio.run(bob_owns, backend="trio")
+    assert bobs_offsets
     with _logged_in(px, "alice") as sock:
         seen = probe_every_api(
             lambda key, version, body: call(sock, key, version, body),
@@ -323,4 +326,77 @@ def test_a_tenant_cannot_name_the_others_resources(
         )  # fmt: skip
     # Every API answered, none with bob's data: what each answered is checked
     # in the probes; here, that they all ran.
-    assert len(seen) >= 20, sorted(seen)
+    assert len(seen) >= 25, sorted(seen)
+
+    async def bob_still_owns() -> None:
+        with anyio.fail_after(60):
+            async with open_admin(**login(px.bootstrap_servers, "bob")) as admin:
+                assert topic in await admin.list_topics()
+                assert await admin.list_consumer_group_offsets(group) == bobs_offsets
+            async with open_consumer(
+                topic, group_id=fresh("again"), auto_offset_reset="earliest",
+                **login(px.bootstrap_servers, "bob"),
+            ) as consumer:  # fmt: skip
+                assert await _read(consumer, 1) == [b"bob's"]
+
+    anyio.run(bob_still_owns, backend="trio")
+
+
+def _assigned(sock: socket.socket, group: str, **subscription: Any) -> set[uuid.UUID]:
+    """The topic ids a KIP-848 member of ``group`` is given, once its
+    assignment holds topics (or after a few heartbeats, when it holds none)."""
+    from trafka.codec.messages import k68_consumer_group_heartbeat as cgh
+
+    member, epoch, ids = str(uuid.uuid4()), 0, set()
+    for _ in range(10):
+        answer = call(
+            sock,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            1,
+            cgh.ConsumerGroupHeartbeatRequest(
+                group_id=group, member_id=member, member_epoch=epoch, rebalance_timeout_ms=30_000,
+                topic_partitions=[] if epoch == 0 else None, **subscription,
+            ),
+        )  # fmt: skip
+        assert answer.error_code == 0, answer
+        epoch = answer.member_epoch
+        if answer.assignment is not None:
+            ids = {t.topic_id for t in answer.assignment.topic_partitions}
+            if ids:
+                break
+    call(
+        sock,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        1,
+        cgh.ConsumerGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=-1),
+    )
+    return ids
+
+
+def test_consumer_group_subscriptions_stay_in_the_tenant(shared: RunningProxy) -> None:
+    """KIP-848: a regex subscription is matched by the broker against the
+    broker's names, so the proxy anchors it behind the tenant's prefix; a
+    subscription naming the other tenant's topic is given nothing."""
+    from trafka.codec.messages import k03_metadata as md
+
+    px = shared
+    mine, theirs = fresh("mine"), fresh("theirs")
+
+    async def topics() -> None:
+        with anyio.fail_after(60):
+            async with open_admin(**login(px.bootstrap_servers, "alice")) as admin:
+                await admin.create_topics([NewTopic(mine, 1, 1)])
+            async with open_admin(**login(px.bootstrap_servers, "bob")) as admin:
+                await admin.create_topics([NewTopic(theirs, 1, 1)])
+
+    anyio.run(topics, backend="trio")
+    with _logged_in(px, "alice") as sock:
+        own = {
+            t.topic_id
+            for t in call(sock, ApiKey.METADATA, 12, md.MetadataRequest(topics=None)).topics
+        }
+        assigned = _assigned(sock, fresh("rg"), subscribed_topic_regex=".*")
+        assert assigned and assigned <= own
+        assigned = _assigned(sock, fresh("rg"), subscribed_topic_regex=f"{mine[:-1]}.*")
+        assert len(assigned) == 1
+        assert not _assigned(sock, fresh("ng"), subscribed_topic_names=[theirs, f"globex.{theirs}"])
