@@ -59,6 +59,7 @@ from trafka.sdk import ConfigError
 from .filters import CloseConnection, Filter, FilterContext, Respond, Sample, decodable
 from .tenants_apis import (
     ANSWER_NAMES,
+    CONFIG_APIS,
     NAMED_RESOURCES,
     NULL_ID,
     PASSING,
@@ -66,6 +67,7 @@ from .tenants_apis import (
     SERVED,
     hide_ids,
     map_names,
+    regex_shown,
     regex_within,
     restore_ids,
 )
@@ -82,6 +84,7 @@ _MAX_IDS = 100_000  # topic ids remembered (a cluster's topics)
 _SWAPPED = "trafka.proxy.tenants:swapped"
 _EVERY = "trafka.proxy.tenants:every"
 _TENANT = "trafka.proxy.tenants:tenant"
+_REFUSED = "trafka.proxy.tenants:refused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,20 +211,19 @@ class Tenants(Filter):
             body.topics is None or (ctx.api_version == 0 and not body.topics)
         ):
             ctx.notes[_EVERY] = True
-        elif key == ApiKey.DESCRIBE_CONFIGS:
-            body = replace(
-                body,
-                resources=[
-                    replace(r, resource_name=tenant.add(r.resource_name))
-                    if r.resource_type in NAMED_RESOURCES
-                    else r
-                    for r in body.resources
-                ],
-            )
+        elif key in CONFIG_APIS:
+            body = _config_request(ctx, tenant, body)
+            if isinstance(body, Respond):
+                return body
         elif key == ApiKey.CONSUMER_GROUP_HEARTBEAT and body.subscribed_topic_regex:
             body = replace(
                 body,
                 subscribed_topic_regex=regex_within(tenant.prefix, body.subscribed_topic_regex),
+            )
+        elif key == ApiKey.LIST_TRANSACTIONS and body.transactional_id_pattern:
+            body = replace(
+                body,
+                transactional_id_pattern=regex_within(tenant.prefix, body.transactional_id_pattern),
             )
         body = map_names(body, REQUEST_NAMES[key], tenant.add)
         swapped: dict[uuid.UUID, uuid.UUID] = {}
@@ -258,7 +260,7 @@ class Tenants(Filter):
 
     def on_response(self, ctx: FilterContext, body: Any) -> Any:
         key = ctx.api_key
-        if key in (ApiKey.METADATA, ApiKey.CREATE_TOPICS):
+        if key in (ApiKey.METADATA, ApiKey.CREATE_TOPICS, ApiKey.DESCRIBE_TOPIC_PARTITIONS):
             self._learn(body.topics)
         tenant = ctx.notes.get(_TENANT)
         if tenant is None:
@@ -270,18 +272,16 @@ class Tenants(Filter):
         body = restore_ids(key, body, ctx.notes.get(_SWAPPED, {}))
         if key == ApiKey.METADATA:
             return _metadata(tenant, body, every=bool(ctx.notes.get(_EVERY)))
-        if key == ApiKey.DESCRIBE_CONFIGS:
-            body = replace(
-                body,
-                results=[
-                    replace(r, resource_name=tenant.strip(r.resource_name) or r.resource_name)
-                    if r.resource_type in NAMED_RESOURCES
-                    else r
-                    for r in body.results
-                ],
-            )
+        if key in CONFIG_APIS:
+            body = _config_answer(ctx, tenant, body)
         else:
+            if key == ApiKey.DESCRIBE_TOPIC_PARTITIONS:
+                cursor = body.next_cursor
+                if cursor is not None and tenant.strip(cursor.topic_name) is None:
+                    body = replace(body, next_cursor=None)  # see tenants_apis' rules
             body = map_names(body, ANSWER_NAMES.get(key, ()), tenant.strip)
+            if key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+                body = _regexes_shown(tenant, body)
         return body if key == ApiKey.FETCH else _messages(tenant.prefix, body)
 
     def on_upstream(self, api_key: int, api_version: int, body: Any) -> Any:
@@ -315,6 +315,77 @@ class Tenants(Filter):
                 (("tenant", tenant), ("outcome", outcome)),
                 count,
             )
+
+
+def _config_request(ctx: FilterContext, tenant: Tenant, body: Any) -> Any:
+    """A config API's request with its topics and groups prefixed; a change to
+    any other resource (a broker's configs) refused: answered
+    CLUSTER_AUTHORIZATION_FAILED (merged into the broker's answer when
+    others go on)."""
+    field, out = CONFIG_APIS[ctx.api_key]
+    alters = ctx.api_key != ApiKey.DESCRIBE_CONFIGS
+    kept, refused = [], []
+    for r in getattr(body, field):
+        if r.resource_type in NAMED_RESOURCES:
+            kept.append(replace(r, resource_name=tenant.add(r.resource_name)))
+        elif alters:
+            refused.append(r)
+        else:
+            kept.append(r)
+    if not refused:
+        return replace(body, **{field: kept})
+    answer_type = protocol.api(ctx.api_key).response_type
+    item = next(
+        getattr(answer_type, n)
+        for n in dir(answer_type)
+        if n.endswith("ResourceResponse") and isinstance(getattr(answer_type, n), type)
+    )
+    errors = [
+        item(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=None,
+            resource_type=r.resource_type,
+            resource_name=r.resource_name,
+        )
+        for r in refused
+    ]
+    if not kept:
+        return Respond(answer_type(**{out: errors}))
+    ctx.notes[_REFUSED] = errors
+    return replace(body, **{field: kept})
+
+
+def _config_answer(ctx: FilterContext, tenant: Tenant, body: Any) -> Any:
+    _, out = CONFIG_APIS[ctx.api_key]
+    results = [
+        replace(r, resource_name=tenant.strip(r.resource_name) or r.resource_name)
+        if r.resource_type in NAMED_RESOURCES
+        else r
+        for r in getattr(body, out)
+    ]
+    return replace(body, **{out: [*results, *ctx.notes.get(_REFUSED, ())]})
+
+
+def _regexes_shown(tenant: Tenant, body: Any) -> Any:
+    """ConsumerGroupDescribe's members' regexes as the tenant gave them."""
+    return replace(
+        body,
+        groups=[
+            replace(
+                g,
+                members=[
+                    replace(
+                        m,
+                        subscribed_topic_regex=regex_shown(tenant.prefix, m.subscribed_topic_regex),
+                    )
+                    if m.subscribed_topic_regex
+                    else m
+                    for m in g.members
+                ],
+            )
+            for g in body.groups
+        ],
+    )
 
 
 def _metadata(tenant: Tenant, body: Any, *, every: bool) -> Any:

@@ -21,7 +21,12 @@ Rules:
 * A regular expression of topics (ConsumerGroupHeartbeat, KIP-848) is matched
   by the broker against whole names: it is anchored behind the escaped prefix.
 * DescribeConfigs names topics, groups and brokers: only topics and groups
-  are prefixed; a broker's configs name no tenant's resource and pass.
+  are prefixed; a broker's configs name no tenant's resource and pass. A
+  change to a broker's configs (AlterConfigs, IncrementalAlterConfigs) is a
+  change to every tenant's cluster: refused CLUSTER_AUTHORIZATION_FAILED.
+* DescribeTopicPartitions of every topic pages with a cursor naming the next
+  topic: the tenant's listing ends where the broker's next topic is not the
+  tenant's (ask by name, as admin clients do, for the rest).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from trafka.codec import ApiKey
 
 __all__ = [
     "ANSWER_NAMES",
+    "CONFIG_APIS",
     "PASSING",
     "REQUEST_NAMES",
     "SERVED",
@@ -85,6 +91,13 @@ REQUEST_NAMES: dict[int, tuple[tuple[str, ...], ...]] = {
     ApiKey.OFFSET_DELETE: (("group_id",), ("topics", "name")),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (("group_id",), ("subscribed_topic_names",)),
     ApiKey.DESCRIBE_TRANSACTIONS: (("transactional_ids",),),
+    ApiKey.LIST_TRANSACTIONS: (),  # a pattern: see regex_within
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (("topics", "topic"),),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (("topics", "name"), ("cursor", "topic_name")),
+    ApiKey.DESCRIBE_PRODUCERS: (("topics", "name"),),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (("group_ids",),),
+    ApiKey.ALTER_CONFIGS: (),  # by resource type: see CONFIG_APIS
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (),
 }
 
 # The same in the answers (names stripped of the prefix; see the rules).
@@ -118,6 +131,22 @@ ANSWER_NAMES: dict[int, tuple[tuple[str, ...], ...]] = {
         ("transaction_states", "transactional_id"),
         ("transaction_states", "topics", "topic"),
     ),
+    ApiKey.LIST_TRANSACTIONS: (("transaction_states", "transactional_id"),),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (("topics", "topic"),),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (("topics", "name"), ("next_cursor", "topic_name")),
+    ApiKey.DESCRIBE_PRODUCERS: (("topics", "name"),),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (
+        ("groups", "group_id"),
+        ("groups", "members", "subscribed_topic_names"),
+    ),
+}
+
+# The config APIs: (the request's list of resources, the answer's), named by
+# resource type (only topics and groups are a tenant's).
+CONFIG_APIS: dict[int, tuple[str, str]] = {
+    ApiKey.DESCRIBE_CONFIGS: ("resources", "results"),
+    ApiKey.ALTER_CONFIGS: ("resources", "responses"),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: ("resources", "responses"),
 }
 
 # Fields that hold topic ids, in requests and in answers.
@@ -243,6 +272,19 @@ def restore_ids(api_key: int, body: Any, swapped: dict[uuid.UUID, uuid.UUID]) ->
 
 
 def regex_within(prefix: str, regex: str) -> str:
-    """A topic regex (RE2, matched against whole names) that matches only
+    """A regex of names (RE2, matched against whole names) that matches only
     names under ``prefix`` whose rest ``regex`` matches."""
-    return prefix.replace(".", "\\.") + "(?:" + regex + ")"
+    return _escaped(prefix) + "(?:" + regex + ")"
+
+
+def regex_shown(prefix: str, regex: str) -> str:
+    """The tenant's regex back from :func:`regex_within`'s."""
+    head = _escaped(prefix) + "(?:"
+    if regex.startswith(head) and regex.endswith(")"):
+        return regex[len(head) : -1]
+    return regex
+
+
+def _escaped(prefix: str) -> str:
+    # A prefix is letters, digits, '.', '_' and '-': only '.' means more in RE2.
+    return prefix.replace(".", "\\.")

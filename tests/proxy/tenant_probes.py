@@ -27,6 +27,7 @@ from trafka.codec.messages import k15_describe_groups as describe_groups
 from trafka.codec.messages import k16_list_groups as list_groups
 from trafka.codec.messages import k20_delete_topics as delete_topics
 from trafka.codec.messages import k21_delete_records as delete_records
+from trafka.codec.messages import k23_offset_for_leader_epoch as leader_epoch
 from trafka.codec.messages import k24_add_partitions_to_txn as add_partitions
 from trafka.codec.messages import k25_add_offsets_to_txn as add_offsets
 from trafka.codec.messages import k26_end_txn as end_txn
@@ -34,8 +35,13 @@ from trafka.codec.messages import k28_txn_offset_commit as txn_commit
 from trafka.codec.messages import k32_describe_configs as describe_configs
 from trafka.codec.messages import k37_create_partitions as create_partitions
 from trafka.codec.messages import k42_delete_groups as delete_groups
+from trafka.codec.messages import k44_incremental_alter_configs as incremental
 from trafka.codec.messages import k47_offset_delete as offset_delete
+from trafka.codec.messages import k61_describe_producers as producers
 from trafka.codec.messages import k65_describe_transactions as describe_txns
+from trafka.codec.messages import k66_list_transactions as list_txns
+from trafka.codec.messages import k69_consumer_group_describe as group_describe
+from trafka.codec.messages import k75_describe_topic_partitions as topic_partitions
 from trafka.codec.records import encode_batch
 
 Call = Callable[[int, int, Any], Any]
@@ -107,6 +113,7 @@ def probe_every_api(
     for n in (names, prefixed):
         topic, group, txn = n["topic"], n["group"], n["txn"]
         _topics(check, topic)
+        _more_topics(check, topic)
         _groups(check, topic, group)
         _transactions(check, topic, group, txn)
         _coordinators(check, group, txn)
@@ -178,6 +185,44 @@ def _topics(check: Any, topic: str) -> None:
     )  # fmt: skip
 
 
+def _more_topics(check: Any, topic: str) -> None:
+    e = leader_epoch.OffsetForLeaderEpochRequest
+    check(
+        "OffsetForLeaderEpoch", ApiKey.OFFSET_FOR_LEADER_EPOCH, 4,
+        e(replica_id=-1, topics=[e.OffsetForLeaderTopic(topic=topic, partitions=[
+            e.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])]),
+        {UNKNOWN_TOPIC},
+    )  # fmt: skip
+    t = topic_partitions.DescribeTopicPartitionsRequest
+    check(
+        "DescribeTopicPartitions", ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0,
+        t(topics=[t.TopicRequest(name=topic)], response_partition_limit=100), {UNKNOWN_TOPIC},
+    )  # fmt: skip
+    every = check(
+        "DescribeTopicPartitions of every topic", ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0,
+        t(topics=[], response_partition_limit=100), set(),
+    )  # fmt: skip
+    assert topic not in {x.name for x in every.topics}
+    p = producers.DescribeProducersRequest
+    check(
+        "DescribeProducers", ApiKey.DESCRIBE_PRODUCERS, 0,
+        p(topics=[p.TopicRequest(name=topic, partition_indexes=[0])]), {UNKNOWN_TOPIC},
+    )  # fmt: skip
+    i = incremental.IncrementalAlterConfigsRequest
+    check(
+        "IncrementalAlterConfigs", ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
+        i(resources=[i.AlterConfigsResource(resource_type=2, resource_name=topic, configs=[
+            i.AlterableConfig(name="retention.ms", config_operation=0, value="1")])]),
+        {UNKNOWN_TOPIC},
+    )  # fmt: skip
+    check(
+        "IncrementalAlterConfigs of a broker", ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
+        i(resources=[i.AlterConfigsResource(resource_type=4, resource_name="", configs=[
+            i.AlterableConfig(name="log.retention.ms", config_operation=0, value="1")])]),
+        {ErrorCode.CLUSTER_AUTHORIZATION_FAILED},
+    )  # fmt: skip
+
+
 def _groups(check: Any, topic: str, group: str) -> None:
     call_offsets(check, group, topic)
     oc = commit.OffsetCommitRequest
@@ -203,6 +248,12 @@ def _groups(check: Any, topic: str, group: str) -> None:
     assert all(not g.members for g in described.groups)
     listed = check("ListGroups", ApiKey.LIST_GROUPS, 4, list_groups.ListGroupsRequest(), set())
     assert group not in {g.group_id for g in listed.groups}
+    described = check(
+        "ConsumerGroupDescribe", ApiKey.CONSUMER_GROUP_DESCRIBE, 1,
+        group_describe.ConsumerGroupDescribeRequest(group_ids=[group]),
+        {NO_GROUP, ErrorCode.GROUP_ID_NOT_FOUND},
+    )  # fmt: skip
+    assert all(not g.members for g in described.groups)
     check("DeleteGroups", ApiKey.DELETE_GROUPS, 2,
           delete_groups.DeleteGroupsRequest(groups_names=[group]), {NO_GROUP})  # fmt: skip
     od = offset_delete.OffsetDeleteRequest
@@ -274,6 +325,12 @@ def _transactions(check: Any, topic: str, group: str, txn: str) -> None:
               t.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=0)])]),
         TXN_ERRORS | {UNKNOWN_TOPIC},
     )  # fmt: skip
+    for pattern in (None, ".*"):
+        listed = check(
+            "ListTransactions", ApiKey.LIST_TRANSACTIONS, 2,
+            list_txns.ListTransactionsRequest(transactional_id_pattern=pattern), set(),
+        )  # fmt: skip
+        assert txn not in {x.transactional_id for x in listed.transaction_states}
     check(
         "DescribeTransactions", ApiKey.DESCRIBE_TRANSACTIONS, 0,
         describe_txns.DescribeTransactionsRequest(transactional_ids=[txn]),

@@ -260,7 +260,7 @@ def _closed(sock: socket.socket, key: int, version: int, body: Any) -> bool:
 def test_unserved_apis_are_refused_and_strangers_turned_away(shared: RunningProxy) -> None:
     from trafka.codec.messages import k03_metadata as md
     from trafka.codec.messages import k29_describe_acls as acls
-    from trafka.codec.messages import k61_describe_producers as dp
+    from trafka.codec.messages import k30_create_acls as ca
 
     with _logged_in(shared, "alice") as sock:
         # An answer with its own error code: refused as not authorized.
@@ -275,10 +275,15 @@ def test_unserved_apis_are_refused_and_strangers_turned_away(shared: RunningProx
         )  # fmt: skip
         assert answer.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         # One without: the connection is closed rather than the request passed unprefixed.
-        request = dp.DescribeProducersRequest(
-            topics=[dp.DescribeProducersRequest.TopicRequest(name="x", partition_indexes=[0])]
-        )
-        assert _closed(sock, ApiKey.DESCRIBE_PRODUCERS, 0, request)
+        request = ca.CreateAclsRequest(
+            creations=[
+                ca.CreateAclsRequest.AclCreation(
+                    resource_type=2, resource_name="globex.", resource_pattern_type=4,
+                    principal="User:alice", host="*", operation=2, permission_type=3,
+                )
+            ]
+        )  # fmt: skip
+        assert _closed(sock, ApiKey.CREATE_ACLS, 3, request)
     with _logged_in(shared, "eve") as sock:  # a principal of no tenant
         assert _closed(sock, ApiKey.METADATA, 12, md.MetadataRequest(topics=None))
 
