@@ -16,6 +16,7 @@ import json
 import socket
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -405,3 +406,51 @@ def test_consumer_group_subscriptions_stay_in_the_tenant(shared: RunningProxy) -
         assigned = _assigned(sock, fresh("rg"), subscribed_topic_regex=f"{mine[:-1]}.*")
         assert len(assigned) == 1
         assert not _assigned(sock, fresh("ng"), subscribed_topic_names=[theirs, f"globex.{theirs}"])
+
+
+def _docs_example() -> str:
+    """The TOML example of docs/proxy.md's "Virtual clusters (tenants)"."""
+    text = (Path(__file__).parents[2] / "docs" / "proxy.md").read_text()
+    section = text.split("## Virtual clusters (tenants)", 1)[1]
+    return section.split("```toml\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_docs_example_runs(secured: RunningBroker, tmp_path: Path) -> None:
+    """docs/proxy.md's example, as a file: checked, then served (its upstream,
+    listener and credentials pointed at this test's) to a tenant's client."""
+    from click.testing import CliRunner
+
+    from trafka.proxy.cli import command
+    from trafka.proxy.reload import load
+    from trafka.proxy.settings import Sources
+
+    credentials = tmp_path / "principals.json"
+    credentials.write_text(json.dumps({
+        f"User:{user}": {"mechanism": "PLAIN", "username": user, "password": password}
+        for user, password in USERS.items()
+    }))  # fmt: skip
+    toml = tmp_path / "proxy.toml"
+    toml.write_text(
+        _docs_example()
+        .replace("kafka-1.internal:9092", secured.bootstrap_servers)
+        .replace("0.0.0.0:19092", "127.0.0.1:0")
+        .replace("proxy.internal", "127.0.0.1")
+        .replace("/etc/trafka/principals.json", str(credentials))
+    )
+    result = CliRunner().invoke(command, ["--config", str(toml), "--check-config"])
+    assert result.exit_code == 0, result.output
+    loaded = load(Sources(path=str(toml)))
+    assert [type(f).__name__ for f in loaded.config.filters] == ["Tenants"]
+    topic = fresh("docs")
+
+    async def main(px: RunningProxy) -> None:
+        with anyio.fail_after(60):
+            async with open_admin(**login(px.bootstrap_servers, "alice")) as admin:
+                await admin.create_topics([NewTopic(topic, 1, 1)])
+            async with open_producer(**login(px.bootstrap_servers, "alice")) as producer:
+                await producer.send_and_wait(topic, b"v")
+            async with open_admin(**login(secured.bootstrap_servers, "admin")) as admin:
+                assert f"acme.{topic}" in await admin.list_topics()
+
+    with proxy_in_thread(loaded.config) as px:
+        anyio.run(main, px, backend="trio")
