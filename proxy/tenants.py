@@ -18,10 +18,13 @@ Rules:
   (``ctx.principal``: SASL through the proxy, or a client certificate's,
   :mod:`.mtls`). A tenant names one or more principals; a principal belongs
   to one tenant at most.
-* Before a client has a principal, only ApiVersions and SASL pass. Once it
-  has one, a client whose principal belongs to no tenant has its connection
-  closed at its next request (logged, naming the principal): forwarding it
-  as it is would let it name every tenant's resources.
+* Before a client has a principal, only ApiVersions and SASL pass: any other
+  request closes its connection (logged), and so does any request of a
+  client whose principal belongs to no tenant (logged, naming it):
+  forwarded as it is, it would name every tenant's resources. A client with
+  a certificate (mutual TLS) has its principal from its first request; an
+  anonymous one (``User:ANONYMOUS``, a TLS client without a certificate
+  when they are only requested) is a tenant's only if a tenant names it.
 * The names of every API the filter serves (:data:`~.tenants_apis.SERVED`)
   are rewritten both ways, by :mod:`.tenants_apis`: prefixed on the way to
   the broker, unprefixed on the way back, another tenant's left out of every
@@ -180,8 +183,6 @@ class Tenants(Filter):
         return api_key not in PASSING and not decodable(api_key, api_version)
 
     def on_request_frame(self, ctx: FilterContext, frame: bytes) -> Any:
-        if ctx.principal is None and not ctx.authenticated:
-            return frame  # the broker refuses what comes before a login
         raise CloseConnection(
             f"tenants: {_api_name(ctx.api_key)} v{ctx.api_version} cannot be served to a tenant"
         )
@@ -192,9 +193,11 @@ class Tenants(Filter):
             return body
         principal = ctx.principal
         if principal is None:
-            if ctx.authenticated:
-                raise CloseConnection("tenants: a principal the proxy cannot name has no tenant")
-            return body  # before a login: the broker answers it (a SASL listener refuses it)
+            # Not logged in (or as a principal the proxy cannot name): passed
+            # on, the request would name the brokers' resources as they are.
+            raise CloseConnection(
+                f"tenants: {_api_name(key)} from a client with no principal: no tenant"
+            )
         tenant = self.by_principal.get(principal)
         if tenant is None:
             raise CloseConnection(f"tenants: principal {principal} belongs to no tenant")

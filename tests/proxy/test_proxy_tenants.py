@@ -72,6 +72,31 @@ def test_every_problem_of_the_settings_is_named() -> None:
     assert any("tenants[4]: unknown setting 'principal'" in p for p in problems)
 
 
+def test_only_a_tenant_is_served() -> None:
+    """Before a login, only ApiVersions and SASL pass; after, a principal of
+    no tenant is closed (a plaintext listener's clients never log in: passed
+    on, their requests would name every tenant's resources)."""
+    from trafka.codec.messages import k03_metadata as md
+    from trafka.proxy.filters import CloseConnection, FilterContext, Session
+
+    tenants = Tenants()
+    tenants.configure(TENANTS)
+    request = md.MetadataRequest(topics=None)
+
+    def ctx(key: int, principal: str | None) -> FilterContext:
+        session = Session(authenticated=principal is not None, principal=principal)
+        return FilterContext(key, 12, 1, "c", ("127.0.0.1", 1), -1, session=session)
+
+    assert tenants.on_request(ctx(ApiKey.API_VERSIONS, None), request) is request
+    for principal in (None, "User:eve"):
+        with pytest.raises(CloseConnection):
+            tenants.on_request(ctx(ApiKey.METADATA, principal), request)
+    assert tenants.on_request(ctx(ApiKey.METADATA, "User:alice"), request) == request
+    # A version the codec does not read: refused, not passed unread.
+    assert tenants.request_frames(ApiKey.METADATA, 99)
+    assert not tenants.request_frames(ApiKey.API_VERSIONS, 99)
+
+
 # -- through the proxy, to brokerlite ------------------------------------------------------------
 
 
@@ -286,6 +311,9 @@ def test_unserved_apis_are_refused_and_strangers_turned_away(shared: RunningProx
         )  # fmt: skip
         assert _closed(sock, ApiKey.CREATE_ACLS, 3, request)
     with _logged_in(shared, "eve") as sock:  # a principal of no tenant
+        assert _closed(sock, ApiKey.METADATA, 12, md.MetadataRequest(topics=None))
+    host, port = shared.bootstrap_servers.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:  # no login at all
         assert _closed(sock, ApiKey.METADATA, 12, md.MetadataRequest(topics=None))
 
 
