@@ -35,7 +35,10 @@ from trafka.proxy import RunningProxy, proxy_in_thread
 from trafka.proxy.tenants import Tenants
 from trafka.sdk import ConfigError, NewTopic, open_admin, open_consumer, open_producer
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [
+    pytest.mark.timeout(180),
+    pytest.mark.compat("proxy", "virtual clusters (tenants): names prefixed, others hidden"),
+]
 
 USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw", "eve": "eve-pw"}
 TENANTS = {
