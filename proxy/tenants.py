@@ -59,6 +59,7 @@ from trafka.codec import ApiKey, protocol
 from trafka.codec.errors import ErrorCode
 from trafka.sdk import ConfigError
 
+from . import tenants_groups as groups
 from .filters import CloseConnection, Filter, FilterContext, Respond, Sample, decodable
 from .tenants_apis import (
     ANSWER_NAMES,
@@ -88,6 +89,8 @@ _SWAPPED = "trafka.proxy.tenants:swapped"
 _EVERY = "trafka.proxy.tenants:every"
 _TENANT = "trafka.proxy.tenants:tenant"
 _REFUSED = "trafka.proxy.tenants:refused"
+_PROTOCOL_TYPE = "trafka.proxy.tenants:protocol_type"  # ctx.state: group id -> protocol type
+_GROUP_DATA = frozenset({ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,11 +226,15 @@ class Tenants(Filter):
                 body,
                 subscribed_topic_regex=regex_within(tenant.prefix, body.subscribed_topic_regex),
             )
+        elif key in _GROUP_DATA:
+            body = _group_data_request(ctx, tenant, body)
         elif key == ApiKey.LIST_TRANSACTIONS and body.transactional_id_pattern:
             body = replace(
                 body,
                 transactional_id_pattern=regex_within(tenant.prefix, body.transactional_id_pattern),
             )
+        if key in _GROUP_DATA and key != ApiKey.DESCRIBE_GROUPS:
+            ctx.notes[_PROTOCOL_TYPE] = ctx.state.get(_PROTOCOL_TYPE, {}).get(body.group_id)
         body = map_names(body, REQUEST_NAMES[key], tenant.add)
         swapped: dict[uuid.UUID, uuid.UUID] = {}
         body = hide_ids(key, body, lambda i: self._owned(tenant, i), swapped)
@@ -283,7 +290,9 @@ class Tenants(Filter):
                 if cursor is not None and tenant.strip(cursor.topic_name) is None:
                     body = replace(body, next_cursor=None)  # see tenants_apis' rules
             body = map_names(body, ANSWER_NAMES.get(key, ()), tenant.strip)
-            if key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+            if key in _GROUP_DATA:
+                body = _group_data_answer(ctx, tenant, body)
+            elif key == ApiKey.CONSUMER_GROUP_DESCRIBE:
                 body = _regexes_shown(tenant, body)
         return body if key == ApiKey.FETCH else _messages(tenant.prefix, body)
 
@@ -318,6 +327,32 @@ class Tenants(Filter):
                 (("tenant", tenant), ("outcome", outcome)),
                 count,
             )
+
+
+def _group_data_request(ctx: FilterContext, tenant: Tenant, body: Any) -> Any:
+    """JoinGroup's and SyncGroup's embedded topics prefixed (:mod:`.tenants_groups`)."""
+    if ctx.api_key == ApiKey.JOIN_GROUP:
+        ctx.state.setdefault(_PROTOCOL_TYPE, {})[body.group_id] = body.protocol_type
+        return groups.join_request(body, tenant.add)
+    if ctx.api_key == ApiKey.SYNC_GROUP:
+        known = ctx.state.get(_PROTOCOL_TYPE, {}).get(body.group_id)
+        return groups.sync_request(body, tenant.add, known)
+    return body
+
+
+def _group_data_answer(ctx: FilterContext, tenant: Tenant, body: Any) -> Any:
+    """The embedded topics unprefixed (the group ids are, by then)."""
+
+    def bare(name: str) -> str:
+        return tenant.strip(name) or name
+
+    key = ctx.api_key
+    if key == ApiKey.DESCRIBE_GROUPS:
+        return groups.describe_groups_answer(body, bare)
+    known = ctx.notes.get(_PROTOCOL_TYPE)
+    if key == ApiKey.JOIN_GROUP:
+        return groups.join_answer(body, bare, known)
+    return groups.sync_answer(body, bare, known)
 
 
 def _config_request(ctx: FilterContext, tenant: Tenant, body: Any) -> Any:

@@ -192,6 +192,16 @@ def test_two_tenants_share_names_through_the_sdk(
         ) as consumer:
             assert await _read(consumer, 2) == [user.encode(), f"{user}-txn".encode()]
             await consumer.commit()
+            # The subscription and assignment inside the group's data: the
+            # broker's names on the broker, the tenant's through the proxy.
+            prefix = "acme." if user == "alice" else "globex."
+            for servers, who, name, shown in (
+                (secured.bootstrap_servers, "admin", prefix + group, prefix + topic),
+                (px.bootstrap_servers, user, group, topic),
+            ):
+                async with open_admin(**login(servers, who)) as admin:
+                    described = (await admin.describe_groups([name]))[name]
+                    assert {tp.topic for m in described.members for tp in m.assignment} == {shown}
         async with open_admin(**login(px.bootstrap_servers, user)) as admin:
             committed = await admin.list_consumer_group_offsets(group)
             assert sum(committed.values()) in (2, 3)  # two records (and the commit marker)

@@ -106,7 +106,7 @@ async def _read(consumer: Any, n: int) -> list[bytes]:
 
 
 async def _own_namespace(
-    px: RunningProxy, pki: dict[str, str], user: str, names: dict[str, str]
+    px: RunningProxy, pki: dict[str, str], user: str, names: dict[str, str], kafka: str
 ) -> None:
     """Create, produce (idempotent, then in a transaction), consume and commit
     under ``names``, through the proxy as ``user``."""
@@ -126,6 +126,16 @@ async def _own_namespace(
     ) as consumer:  # fmt: skip
         assert await _read(consumer, 2) == [user.encode(), f"{user}-txn".encode()]
         await consumer.commit()
+        # The group's embedded subscription and assignment: Kafka's names on
+        # Kafka (its offsets kept for the topics the group subscribes to,
+        # KIP-496), the tenant's through the proxy.
+        prefix = "acme." if user == "alice" else "globex."
+        async with open_admin(bootstrap_servers=kafka) as admin:
+            described = (await admin.describe_groups([prefix + group]))[prefix + group]
+            assert {tp.topic for m in described.members for tp in m.assignment} == {prefix + topic}
+        async with open_admin(**sdk(px, pki, user)) as admin:
+            described = (await admin.describe_groups([group]))[group]
+            assert {tp.topic for m in described.members for tp in m.assignment} == {topic}
     async with open_admin(**sdk(px, pki, user)) as admin:
         listed = await admin.list_topics()
         assert topic in listed
@@ -140,8 +150,8 @@ def test_two_tenants_on_kafka(
 
     async def main() -> None:
         with anyio.fail_after(180):
-            await _own_namespace(shared, pki, "alice", names)
-            await _own_namespace(shared, pki, "bob", names)
+            await _own_namespace(shared, pki, "alice", names, kafka4.bootstrap_servers)
+            await _own_namespace(shared, pki, "bob", names, kafka4.bootstrap_servers)
             async with open_admin(bootstrap_servers=kafka4.bootstrap_servers) as admin:
                 listed = set(await admin.list_topics())
                 assert {f"acme.{names['topic']}", f"globex.{names['topic']}"} <= listed
@@ -192,7 +202,7 @@ def test_a_tenant_cannot_name_the_others_resources_on_kafka(
 
     async def bob_owns() -> uuid.UUID:
         with anyio.fail_after(120):
-            await _own_namespace(shared, pki, "bob", names)
+            await _own_namespace(shared, pki, "bob", names, kafka4.bootstrap_servers)
             async with open_admin(bootstrap_servers=kafka4.bootstrap_servers) as admin:
                 broker_name = f"globex.{names['topic']}"
                 return (await admin.describe_topics([broker_name]))[broker_name].topic_id
