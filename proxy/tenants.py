@@ -153,7 +153,9 @@ def parse_tenants(settings: Mapping[str, Any], problems: list[str]) -> dict[str,
             if ":" not in p:
                 problems.append(f"{where}: principal {p!r} is not type:name (User:alice)")
             elif p in by_principal:
-                problems.append(f"{where}: principal {p!r} is tenant {by_principal[p].name!r}'s")
+                problems.append(
+                    f"{where}: principal {p!r} is already in tenant {by_principal[p].name!r}"
+                )
             else:
                 by_principal[p] = tenant
         tenants.append(tenant)

@@ -138,6 +138,8 @@ ANSWER_NAMES: dict[int, tuple[tuple[str, ...], ...]] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: (
         ("groups", "group_id"),
         ("groups", "members", "subscribed_topic_names"),
+        ("groups", "members", "assignment", "topic_partitions", "topic_name"),
+        ("groups", "members", "target_assignment", "topic_partitions", "topic_name"),
     ),
 }
 

@@ -70,9 +70,31 @@ def test_every_problem_of_the_settings_is_named() -> None:
     assert any("unknown setting 'tenant'" in p for p in problems)
     assert any("tenants[1]: prefix 'a.b.'" in p and "one starts the other" in p for p in problems)
     assert any("tenants[2]: prefix 'c/'" in p for p in problems)
-    assert any("tenants[3]: principal 'User:x' is tenant 'a'" in p for p in problems)
+    assert any("tenants[3]: principal 'User:x' is already in tenant 'a'" in p for p in problems)
     assert any("tenants[3]: principal 'carol' is not type:name" in p for p in problems)
     assert any("tenants[4]: unknown setting 'principal'" in p for p in problems)
+
+
+def test_check_config_names_the_tenants_problems(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from trafka.proxy.cli import command
+
+    toml = tmp_path / "proxy.toml"
+    toml.write_text(
+        'upstream = "127.0.0.1:9092"\n'
+        "[[filter]]\n"
+        'use = "trafka.proxy.tenants:Tenants"\n'
+        "[[filter.settings.tenants]]\n"
+        'name = "a"\nprefix = "a."\nprincipals = ["User:x"]\n'
+        "[[filter.settings.tenants]]\n"
+        'name = "b"\nprefix = "a.b."\nprincipals = ["User:x"]\n'
+    )
+    result = CliRunner().invoke(command, ["--config", str(toml), "--check-config"])
+    assert result.exit_code == 1, result.output
+    use = "filter trafka.proxy.tenants:Tenants"
+    assert f"{use}: tenants[1]: prefix 'a.b.'" in result.output
+    assert f"{use}: tenants[1]: principal 'User:x' is already in tenant 'a'" in result.output
 
 
 def test_only_a_tenant_is_served() -> None:
@@ -95,6 +117,15 @@ def test_only_a_tenant_is_served() -> None:
         with pytest.raises(CloseConnection):
             tenants.on_request(ctx(ApiKey.METADATA, principal), request)
     assert tenants.on_request(ctx(ApiKey.METADATA, "User:alice"), request) == request
+    # Reloaded (SIGHUP's configure): the next request follows the new tenants.
+    tenants.configure({"tenants": [{"name": "e", "prefix": "e.", "principals": ["User:eve"]}]})
+    assert tenants.on_request(ctx(ApiKey.METADATA, "User:eve"), request) == request
+    with pytest.raises(CloseConnection):
+        tenants.on_request(ctx(ApiKey.METADATA, "User:alice"), request)
+    assert [(s.labels, s.value) for s in tenants.samples()] == [
+        ((("tenant", "acme"), ("outcome", "served")), 1),
+        ((("tenant", "e"), ("outcome", "served")), 1),
+    ]
     # A version the codec does not read: refused, not passed unread.
     assert tenants.request_frames(ApiKey.METADATA, 99)
     assert not tenants.request_frames(ApiKey.API_VERSIONS, 99)
@@ -393,6 +424,7 @@ def _assigned(sock: socket.socket, group: str, **subscription: Any) -> set[uuid.
     """The topic ids a KIP-848 member of ``group`` is given, once its
     assignment holds topics (or after a few heartbeats, when it holds none)."""
     from trafka.codec.messages import k68_consumer_group_heartbeat as cgh
+    from trafka.codec.messages import k69_consumer_group_describe as cgd
 
     member, epoch, ids = str(uuid.uuid4()), 0, set()
     for _ in range(10):
@@ -411,6 +443,20 @@ def _assigned(sock: socket.socket, group: str, **subscription: Any) -> set[uuid.
             ids = {t.topic_id for t in answer.assignment.topic_partitions}
             if ids:
                 break
+    # ConsumerGroupDescribe shows the member as the tenant made it.
+    described = call(
+        sock,
+        ApiKey.CONSUMER_GROUP_DESCRIBE,
+        1,
+        cgd.ConsumerGroupDescribeRequest(group_ids=[group]),
+    )
+    (shown,) = described.groups
+    assert shown.group_id == group and len(shown.members) == 1
+    if "subscribed_topic_regex" in subscription:
+        assert shown.members[0].subscribed_topic_regex == subscription["subscribed_topic_regex"]
+    names = {t.topic_name for t in shown.members[0].assignment.topic_partitions}
+    assert not [n for n in names if n.startswith(("acme.", "globex."))], names
+    assert not ids or (names and all(names))
     call(
         sock,
         ApiKey.CONSUMER_GROUP_HEARTBEAT,
@@ -446,6 +492,10 @@ def test_consumer_group_subscriptions_stay_in_the_tenant(shared: RunningProxy) -
         assert assigned and assigned <= own
         assigned = _assigned(sock, fresh("rg"), subscribed_topic_regex=f"{mine[:-1]}.*")
         assert len(assigned) == 1
+        (name,) = [t.name for t in call(sock, ApiKey.METADATA, 12, md.MetadataRequest(
+            topics=[md.MetadataRequest.MetadataRequestTopic(topic_id=next(iter(assigned)))]
+        )).topics]  # fmt: skip
+        assert name == mine
         assert not _assigned(sock, fresh("ng"), subscribed_topic_names=[theirs, f"globex.{theirs}"])
 
 
