@@ -53,6 +53,7 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, is_dataclass, replace
+from functools import cache
 from typing import Any
 
 from trafka.codec import ApiKey, protocol
@@ -457,15 +458,28 @@ def _messages(prefix: str, body: Any, depth: int = 0) -> Any:
     """An answer whose error messages do not give the tenant's prefix away
     (Produce's "unknown topic-partition acme.orders-0", CreateTopics' "Topic
     'acme.x' already exists")."""
+    messages, lists = _message_plan(type(body))
     changes: dict[str, Any] = {}
-    for f in fields(body):
-        value = getattr(body, f.name)
-        if f.name.endswith("error_message"):
-            if isinstance(value, str) and prefix in value:
-                changes[f.name] = value.replace(prefix, "")
-        elif depth < 3 and isinstance(value, list) and value and is_dataclass(value[0]):
-            changes[f.name] = [_messages(prefix, v, depth + 1) for v in value]
+    for name in messages:
+        value = getattr(body, name)
+        if value and prefix in value:
+            changes[name] = value.replace(prefix, "")
+    if depth < 3:
+        for name in lists:
+            items = getattr(body, name)
+            if items and is_dataclass(items[0]):
+                out = [_messages(prefix, v, depth + 1) for v in items]
+                if any(o is not v for o, v in zip(out, items, strict=True)):
+                    changes[name] = out
     return replace(body, **changes) if changes else body
+
+
+@cache
+def _message_plan(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A message class's error message fields, and its list fields."""
+    messages = tuple(f.name for f in fields(cls) if f.name.endswith("error_message"))
+    lists = tuple(f.name for f in fields(cls) if str(f.type).startswith("list["))
+    return messages, lists
 
 
 def _api_name(key: int) -> str:
