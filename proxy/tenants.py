@@ -53,7 +53,6 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, is_dataclass, replace
-from functools import cache
 from typing import Any
 
 from trafka.codec import ApiKey, protocol
@@ -474,12 +473,17 @@ def _messages(prefix: str, body: Any, depth: int = 0) -> Any:
     return replace(body, **changes) if changes else body
 
 
-@cache
+_PLANS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
 def _message_plan(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A message class's error message fields, and its list fields."""
-    messages = tuple(f.name for f in fields(cls) if f.name.endswith("error_message"))
-    lists = tuple(f.name for f in fields(cls) if str(f.type).startswith("list["))
-    return messages, lists
+    plan = _PLANS.get(cls)
+    if plan is None:
+        messages = tuple(f.name for f in fields(cls) if f.name.endswith("error_message"))
+        lists = tuple(f.name for f in fields(cls) if str(f.type).startswith("list["))
+        plan = _PLANS[cls] = (messages, lists)
+    return plan
 
 
 def _api_name(key: int) -> str:
