@@ -29,7 +29,9 @@ Rules:
   are rewritten both ways, by :mod:`.tenants_apis`: prefixed on the way to
   the broker, unprefixed on the way back, another tenant's left out of every
   listing, topic ids checked against the topics the proxy has seen named.
-* Every other API is refused: answered with CLUSTER_AUTHORIZATION_FAILED
+* ApiVersions answers list only the APIs served and those that pass, so
+  clients do not try the others. Every other API is refused all the same (a
+  client may send it anyway): answered with CLUSTER_AUTHORIZATION_FAILED
   when its answer has an error code of its own, else the client's connection
   is closed (logged, naming the API); an API version the proxy's codec does
   not read is refused the same way (it cannot be rewritten). APIs that name
@@ -274,6 +276,8 @@ class Tenants(Filter):
         key = ctx.api_key
         if key in (ApiKey.METADATA, ApiKey.CREATE_TOPICS, ApiKey.DESCRIBE_TOPIC_PARTITIONS):
             self._learn(body.topics)
+        elif key == ApiKey.API_VERSIONS:
+            return _served_versions(body)
         tenant = ctx.notes.get(_TENANT)
         if tenant is None:
             return body
@@ -355,6 +359,12 @@ def _group_data_answer(ctx: FilterContext, tenant: Tenant, body: Any) -> Any:
     if key == ApiKey.JOIN_GROUP:
         return groups.join_answer(body, bare, known)
     return groups.sync_answer(body, bare, known)
+
+
+def _served_versions(body: Any) -> Any:
+    """An ApiVersions answer listing only the APIs a tenant is served, so that
+    clients do not try the others (they would be refused)."""
+    return replace(body, api_keys=[a for a in body.api_keys if a.api_key in SERVED | PASSING])
 
 
 def _config_request(ctx: FilterContext, tenant: Tenant, body: Any) -> Any:

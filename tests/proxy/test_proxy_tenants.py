@@ -329,11 +329,18 @@ def _closed(sock: socket.socket, key: int, version: int, body: Any) -> bool:
 
 def test_unserved_apis_are_refused_and_strangers_turned_away(shared: RunningProxy) -> None:
     from trafka.codec.messages import k03_metadata as md
+    from trafka.codec.messages import k18_api_versions as av
     from trafka.codec.messages import k29_describe_acls as acls
     from trafka.codec.messages import k30_create_acls as ca
 
     with _logged_in(shared, "alice") as sock:
-        # An answer with its own error code: refused as not authorized.
+        # Not offered...
+        offered = {a.api_key for a in call(sock, ApiKey.API_VERSIONS, 3, av.ApiVersionsRequest(
+            client_software_name="t", client_software_version="1")).api_keys}  # fmt: skip
+        assert {ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SASL_AUTHENTICATE} <= offered
+        assert not offered & {ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.SHARE_FETCH}
+        # ...and refused when asked all the same. An answer with its own error
+        # code: refused as not authorized.
         answer = call(
             sock,
             ApiKey.DESCRIBE_ACLS,
