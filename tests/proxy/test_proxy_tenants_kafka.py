@@ -222,3 +222,31 @@ def test_a_tenant_cannot_name_the_others_resources_on_kafka(
             topic_id=topic_id,
         )
     assert len(seen) >= 25, sorted(seen)
+
+
+def test_kip_848_consumers_by_pattern_stay_in_their_tenant(
+    shared: RunningProxy, pki: dict[str, str]
+) -> None:
+    """trafka's SDK with the consumer group protocol (KIP-848, Kafka 4.4's
+    group coordinator) subscribed by a pattern that both tenants' topics of
+    that name match: each member is given, and reads, its own tenant's only."""
+    stem = fresh("kip848")
+    group = fresh("g848")
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            for user in ("alice", "bob"):
+                async with open_admin(**sdk(shared, pki, user)) as admin:
+                    await admin.create_topics([NewTopic(f"{stem}-t", 1, 1)])
+                async with open_producer(**sdk(shared, pki, user)) as producer:
+                    await producer.send_and_wait(f"{stem}-t", user.encode())
+            for user in ("alice", "bob"):
+                async with open_consumer(
+                    group_id=group, group_protocol="consumer", auto_offset_reset="earliest",
+                    **sdk(shared, pki, user),
+                ) as consumer:  # fmt: skip
+                    consumer.subscribe(pattern=f"{stem}.*")
+                    assert await _read(consumer, 1) == [user.encode()]
+                    assert {tp.topic for tp in consumer.assignment()} == {f"{stem}-t"}
+
+    anyio.run(main, backend="trio")
