@@ -42,7 +42,9 @@ Rules:
   broker's names, which is what key routing learns partitions by (Metadata
   answers read by address rewriting, nearest the brokers).
 * No prefix may start another (``a.`` and ``a.b.``): one tenant could then
-  name the other's resources. Prefixes are made of the characters of topic
+  name the other's resources. They are compared with ``.`` read as ``_``
+  (``a.`` and ``a_`` are refused): Kafka refuses a topic whose name collides
+  with another's so, which would tell one tenant of the other's topic. Prefixes are made of the characters of topic
   names (letters, digits, ``.``, ``_``, ``-``).
 * The settings are checked all at once and reloaded on SIGHUP (the next
   request of every connection follows the new tenants).
@@ -146,10 +148,13 @@ def parse_tenants(settings: Mapping[str, Any], problems: list[str]) -> dict[str,
             continue
         tenant = Tenant(str(name), prefix, tuple(str(p) for p in principals))
         for other in tenants:
-            if other.prefix.startswith(prefix) or prefix.startswith(other.prefix):
+            # Kafka refuses a topic whose name collides with another's once
+            # '.' is read as '_' (acme.x, acme_x): compared so, too.
+            mine, theirs = prefix.replace(".", "_"), other.prefix.replace(".", "_")
+            if theirs.startswith(mine) or mine.startswith(theirs):
                 problems.append(
                     f"{where}: prefix {prefix!r} and tenant {other.name!r}'s {other.prefix!r}: "
-                    "one starts the other"
+                    "one starts the other ('.' read as '_', as Kafka compares topic names)"
                 )
         for p in tenant.principals:
             if ":" not in p:

@@ -62,6 +62,8 @@ def test_every_problem_of_the_settings_is_named() -> None:
                     {"name": "c", "prefix": "c/", "principals": ["User:z"]},
                     {"name": "d", "prefix": "d.", "principals": ["User:x", "carol"]},
                     {"name": "e", "prefix": "e.", "principal": ["User:e"]},
+                    # Kafka: topic names colliding with '.' read as '_' (acme.x, acme_x)
+                    {"name": "f", "prefix": "a_", "principals": ["User:f"]},
                 ],
                 "tenant": [],
             }
@@ -73,6 +75,7 @@ def test_every_problem_of_the_settings_is_named() -> None:
     assert any("tenants[3]: principal 'User:x' is already in tenant 'a'" in p for p in problems)
     assert any("tenants[3]: principal 'carol' is not type:name" in p for p in problems)
     assert any("tenants[4]: unknown setting 'principal'" in p for p in problems)
+    assert any("tenants[5]: prefix 'a_' and tenant 'a''s 'a.'" in p for p in problems)
 
 
 def test_check_config_names_the_tenants_problems(tmp_path: Path) -> None:
