@@ -64,6 +64,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.sdk import ConfigError
 
 from . import tenants_groups as groups
+from . import tenants_produce as produce
 from .filters import CloseConnection, Filter, FilterContext, Respond, Sample, decodable
 from .tenants_apis import (
     ANSWER_NAMES,
@@ -191,34 +192,52 @@ class Tenants(Filter):
     # -- requests --------------------------------------------------------------------------
 
     def request_frames(self, api_key: int, api_version: int) -> bool:
-        # A version the codec does not read cannot be rewritten: refused as frames.
+        # A version the codec does not read cannot be rewritten: refused as
+        # frames. Produce by name is rewritten on its bytes (.tenants_produce).
+        if api_key == ApiKey.PRODUCE and produce.FIRST <= api_version <= produce.LAST:
+            return decodable(api_key, api_version)
         return api_key not in PASSING and not decodable(api_key, api_version)
 
     def on_request_frame(self, ctx: FilterContext, frame: bytes) -> Any:
-        raise CloseConnection(
-            f"tenants: {_api_name(ctx.api_key)} v{ctx.api_version} cannot be served to a tenant"
-        )
+        if ctx.api_key != ApiKey.PRODUCE or not decodable(ctx.api_key, ctx.api_version):
+            raise CloseConnection(
+                f"tenants: {_api_name(ctx.api_key)} v{ctx.api_version} cannot be served to a tenant"
+            )
+        tenant = self._tenant(ctx)
+        self._count(tenant, "served")
+        ctx.notes[_TENANT] = tenant
+        _, start = protocol.decode_request_header(frame)
+        out = produce.prefixed(frame, start, ctx.api_version, tenant.prefix.encode())
+        if out is not None:
+            return out
+        header, body = protocol.decode_request(frame, allow_trailing=True)
+        return protocol.encode_request(header, self._request(ctx, tenant, body))[4:]
 
     def on_request(self, ctx: FilterContext, body: Any) -> Any:
         key = ctx.api_key
         if key in PASSING:
             return body
-        principal = ctx.principal
-        if principal is None:
-            # Not logged in (or as a principal the proxy cannot name): passed
-            # on, the request would name the brokers' resources as they are.
-            raise CloseConnection(
-                f"tenants: {_api_name(key)} from a client with no principal: no tenant"
-            )
-        tenant = self.by_principal.get(principal)
-        if tenant is None:
-            raise CloseConnection(f"tenants: principal {principal} belongs to no tenant")
+        tenant = self._tenant(ctx)
         if key not in SERVED:
             self._count(tenant, "refused")
             return self._refuse(ctx, body)
         self._count(tenant, "served")
         ctx.notes[_TENANT] = tenant
         return self._request(ctx, tenant, body)
+
+    def _tenant(self, ctx: FilterContext) -> Tenant:
+        """The client's tenant (see the rules: who has none is closed)."""
+        principal = ctx.principal
+        if principal is None:
+            # Not logged in (or as a principal the proxy cannot name): passed
+            # on, the request would name the brokers' resources as they are.
+            raise CloseConnection(
+                f"tenants: {_api_name(ctx.api_key)} from a client with no principal: no tenant"
+            )
+        tenant = self.by_principal.get(principal)
+        if tenant is None:
+            raise CloseConnection(f"tenants: principal {principal} belongs to no tenant")
+        return tenant
 
     def _request(self, ctx: FilterContext, tenant: Tenant, body: Any) -> Any:
         key = ctx.api_key
