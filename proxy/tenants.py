@@ -28,7 +28,10 @@ Rules:
 * The names of every API the filter serves (:data:`~.tenants_apis.SERVED`)
   are rewritten both ways, by :mod:`.tenants_apis`: prefixed on the way to
   the broker, unprefixed on the way back, another tenant's left out of every
-  listing, topic ids checked against the topics the proxy has seen named.
+  listing, topic ids checked against the topics the proxy has seen named; a
+  classic consumer group's embedded subscriptions and assignments by
+  :mod:`.tenants_groups`; Produce requests by name on their bytes, by
+  :mod:`.tenants_produce`.
 * ApiVersions answers list only the APIs served and those that pass, so
   clients do not try the others. Every other API is refused all the same (a
   client may send it anyway): answered with CLUSTER_AUTHORIZATION_FAILED
@@ -44,8 +47,9 @@ Rules:
 * No prefix may start another (``a.`` and ``a.b.``): one tenant could then
   name the other's resources. They are compared with ``.`` read as ``_``
   (``a.`` and ``a_`` are refused): Kafka refuses a topic whose name collides
-  with another's so, which would tell one tenant of the other's topic. Prefixes are made of the characters of topic
-  names (letters, digits, ``.``, ``_``, ``-``).
+  with another's so, which would tell one tenant of the other's topic.
+  Prefixes are made of the characters of topic names (letters, digits,
+  ``.``, ``_``, ``-``).
 * The settings are checked all at once and reloaded on SIGHUP (the next
   request of every connection follows the new tenants).
 """
