@@ -1,0 +1,252 @@
+"""Virtual clusters in front of Apache Kafka 4.4 (issue #83 item 2), the
+brokerlite tests' counterpart (tests/proxy/test_proxy_tenants.py): here the
+tenants are picked by the principals of their client certificates (mutual
+TLS into the proxy, Kafka's ``ssl.principal.mapping.rules``, KIP-371), and
+Kafka, reached in plaintext, holds each tenant's topics, groups and
+transactional ids under its prefix. Kafka's own answers to one tenant naming
+the other's resources are what a client meets for resources that do not
+exist.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import confluent_kafka
+import confluent_kafka.admin
+import pytest
+import trustme
+from kafka_peers import KafkaCluster
+from proxy_helpers import call, fresh
+
+from trafka.proxy import RunningProxy, proxy_in_thread
+from trafka.proxy.tenants import Tenants
+from trafka.sdk import NewTopic, open_admin, open_consumer, open_producer
+
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.compat("proxy", "virtual clusters (tenants): names prefixed, others hidden"),
+]
+
+RULES = "RULE:^CN=([^,]*),.*$/$1/,DEFAULT"
+TENANTS = {
+    "tenants": [
+        {"name": "acme", "prefix": "acme.", "principals": ["User:alice"]},
+        {"name": "globex", "prefix": "globex.", "principals": ["User:bob"]},
+    ]
+}
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    ca = trustme.CA()
+    folder = tmp_path_factory.mktemp("tenants-pki")
+    paths = {"ca": str(folder / "ca.pem"), "proxy": str(folder / "proxy.pem")}
+    ca.cert_pem.write_to_path(paths["ca"])
+    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
+        paths["proxy"]
+    )
+    for user in ("alice", "bob"):
+        leaf = ca.issue_cert(f"{user}.clients.test", common_name=user)
+        paths[user] = str(folder / f"{user}.pem")
+        paths[f"{user}-key"] = str(folder / f"{user}-key.pem")
+        leaf.cert_chain_pems[0].write_to_path(paths[user])
+        leaf.private_key_pem.write_to_path(paths[f"{user}-key"])
+    return paths
+
+
+@pytest.fixture(scope="module")
+def shared(kafka4: KafkaCluster, pki: dict[str, str]) -> Iterator[RunningProxy]:
+    tenants = Tenants()
+    tenants.configure(TENANTS)
+    with proxy_in_thread(
+        upstream=(kafka4.bootstrap_servers,),
+        port=0,
+        ssl_certfile=pki["proxy"],
+        ssl_cafile=pki["ca"],
+        ssl_client_auth="required",
+        ssl_principal_mapping_rules=RULES,
+        filters=(tenants,),
+    ) as px:
+        yield px
+
+
+def sdk(px: RunningProxy, pki: dict[str, str], user: str) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": px.bootstrap_servers,
+        "security_protocol": "SSL",
+        "ssl_cafile": pki["ca"],
+        "ssl_certfile": pki[user],
+        "ssl_keyfile": pki[f"{user}-key"],
+    }
+
+
+def librdkafka(px: RunningProxy, pki: dict[str, str], user: str, **more: Any) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": px.bootstrap_servers,
+        "security.protocol": "SSL",
+        "ssl.ca.location": pki["ca"],
+        "ssl.certificate.location": pki[user],
+        "ssl.key.location": pki[f"{user}-key"],
+        **more,
+    }
+
+
+async def _read(consumer: Any, n: int) -> list[bytes]:
+    got: list[bytes] = []
+    while len(got) < n:
+        for records in (await consumer.getmany(timeout_ms=1000)).values():
+            got += [r.value for r in records]
+    return got
+
+
+async def _own_namespace(
+    px: RunningProxy, pki: dict[str, str], user: str, names: dict[str, str], kafka: str
+) -> None:
+    """Create, produce (idempotent, then in a transaction), consume and commit
+    under ``names``, through the proxy as ``user``."""
+    topic, group, txn = names["topic"], names["group"], names["txn"]
+    async with open_admin(**sdk(px, pki, user)) as admin:
+        await admin.create_topics([NewTopic(topic, 2, 1)])
+    async with open_producer(**sdk(px, pki, user)) as producer:
+        await producer.send_and_wait(topic, user.encode(), key=b"k")
+    async with open_producer(**sdk(px, pki, user), transactional_id=txn) as producer:
+        await producer.init_transactions()
+        producer.begin_transaction()
+        await producer.send(topic, f"{user}-txn".encode(), key=b"k")
+        await producer.commit_transaction()
+    async with open_consumer(
+        topic, group_id=group, auto_offset_reset="earliest", isolation_level="read_committed",
+        **sdk(px, pki, user),
+    ) as consumer:  # fmt: skip
+        assert await _read(consumer, 2) == [user.encode(), f"{user}-txn".encode()]
+        await consumer.commit()
+        # The group's embedded subscription and assignment: Kafka's names on
+        # Kafka (its offsets kept for the topics the group subscribes to,
+        # KIP-496), the tenant's through the proxy.
+        prefix = "acme." if user == "alice" else "globex."
+        async with open_admin(bootstrap_servers=kafka) as admin:
+            described = (await admin.describe_groups([prefix + group]))[prefix + group]
+            assert {tp.topic for m in described.members for tp in m.assignment} == {prefix + topic}
+        async with open_admin(**sdk(px, pki, user)) as admin:
+            described = (await admin.describe_groups([group]))[group]
+            assert {tp.topic for m in described.members for tp in m.assignment} == {topic}
+    async with open_admin(**sdk(px, pki, user)) as admin:
+        listed = await admin.list_topics()
+        assert topic in listed
+        assert not [t for t in listed if t.startswith(("acme.", "globex.", "__"))]
+        assert {tp.topic for tp in await admin.list_consumer_group_offsets(group)} == {topic}
+
+
+def test_two_tenants_on_kafka(
+    shared: RunningProxy, pki: dict[str, str], kafka4: KafkaCluster
+) -> None:
+    names = {"topic": fresh("orders"), "group": fresh("g"), "txn": fresh("tx")}
+
+    async def main() -> None:
+        with anyio.fail_after(180):
+            await _own_namespace(shared, pki, "alice", names, kafka4.bootstrap_servers)
+            await _own_namespace(shared, pki, "bob", names, kafka4.bootstrap_servers)
+            async with open_admin(bootstrap_servers=kafka4.bootstrap_servers) as admin:
+                listed = set(await admin.list_topics())
+                assert {f"acme.{names['topic']}", f"globex.{names['topic']}"} <= listed
+                assert names["topic"] not in listed
+                groups = {g.group_id for g in await admin.list_groups()}
+                assert {f"acme.{names['group']}", f"globex.{names['group']}"} <= groups
+
+    anyio.run(main, backend="trio")
+
+
+def test_confluent_kafka_tenants_on_kafka(
+    shared: RunningProxy, pki: dict[str, str], kafka4: KafkaCluster
+) -> None:
+    topic, group = fresh("events"), fresh("cg")
+    for user in ("alice", "bob"):
+        admin = confluent_kafka.admin.AdminClient(librdkafka(shared, pki, user))
+        for future in admin.create_topics([confluent_kafka.admin.NewTopic(topic, 1, 1)]).values():
+            future.result(30)
+        producer = confluent_kafka.Producer(
+            librdkafka(shared, pki, user, **{"enable.idempotence": True})
+        )
+        producer.produce(topic, user.encode())
+        assert producer.flush(60) == 0
+        consumer = confluent_kafka.Consumer(
+            librdkafka(shared, pki, user, **{"group.id": group, "auto.offset.reset": "earliest"})
+        )
+        consumer.subscribe([topic])
+        try:
+            message = None
+            while message is None or message.error():
+                message = consumer.poll(1)
+            assert message.value() == user.encode() and message.topic() == topic
+            consumer.commit(message, asynchronous=False)
+        finally:
+            consumer.close()
+        listed = admin.list_topics(timeout=30).topics
+        assert topic in listed and not [t for t in listed if "." in t or t.startswith("__")]
+    direct = confluent_kafka.admin.AdminClient({"bootstrap.servers": kafka4.bootstrap_servers})
+    assert {f"acme.{topic}", f"globex.{topic}"} <= set(direct.list_topics(timeout=30).topics)
+
+
+def test_a_tenant_cannot_name_the_others_resources_on_kafka(
+    shared: RunningProxy, pki: dict[str, str], kafka4: KafkaCluster
+) -> None:
+    from tenant_probes import probe_every_api
+
+    names = {"topic": fresh("secret"), "group": fresh("sg"), "txn": fresh("stx")}
+
+    async def bob_owns() -> uuid.UUID:
+        with anyio.fail_after(120):
+            await _own_namespace(shared, pki, "bob", names, kafka4.bootstrap_servers)
+            async with open_admin(bootstrap_servers=kafka4.bootstrap_servers) as admin:
+                broker_name = f"globex.{names['topic']}"
+                return (await admin.describe_topics([broker_name]))[broker_name].topic_id
+
+    topic_id = anyio.run(bob_owns, backend="trio")
+    context = ssl.create_default_context(cafile=pki["ca"])
+    context.load_cert_chain(pki["alice"], pki["alice-key"])
+    host, port = shared.bootstrap_servers.rsplit(":", 1)
+    with context.wrap_socket(
+        socket.create_connection((host, int(port)), timeout=30),
+        server_hostname=host,
+    ) as sock:
+        seen = probe_every_api(
+            lambda key, version, body: call(sock, key, version, body),  # type: ignore[arg-type]
+            names=names,
+            prefixed={k: f"globex.{v}" for k, v in names.items()},
+            topic_id=topic_id,
+        )
+    assert len(seen) >= 25, sorted(seen)
+
+
+def test_kip_848_consumers_by_pattern_stay_in_their_tenant(
+    shared: RunningProxy, pki: dict[str, str]
+) -> None:
+    """trafka's SDK with the consumer group protocol (KIP-848, Kafka 4.4's
+    group coordinator) subscribed by a pattern that both tenants' topics of
+    that name match: each member is given, and reads, its own tenant's only."""
+    stem = fresh("kip848")
+    group = fresh("g848")
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            for user in ("alice", "bob"):
+                async with open_admin(**sdk(shared, pki, user)) as admin:
+                    await admin.create_topics([NewTopic(f"{stem}-t", 1, 1)])
+                async with open_producer(**sdk(shared, pki, user)) as producer:
+                    await producer.send_and_wait(f"{stem}-t", user.encode())
+            for user in ("alice", "bob"):
+                async with open_consumer(
+                    group_id=group, group_protocol="consumer", auto_offset_reset="earliest",
+                    **sdk(shared, pki, user),
+                ) as consumer:  # fmt: skip
+                    consumer.subscribe(pattern=f"{stem}.*")
+                    assert await _read(consumer, 1) == [user.encode()]
+                    assert {tp.topic for tp in consumer.assignment()} == {f"{stem}-t"}
+
+    anyio.run(main, backend="trio")
