@@ -11,6 +11,13 @@ theirs, less the SASL listener (kafkago_suite.SKIPPED); brokerlite a node of
 the module's own. A test that skips on brokerlite while it runs on Kafka is a
 miss, as a failure is. A test failing in the whole run is run again alone and
 counts when it passes then, with a warning (as kgo's, test_kgo_suite.py).
+
+Cost, on a loaded two-core machine (load 6-14): Kafka 4.x's run 245-300 s and
+brokerlite's 220 s (164 top-level tests, each run's retries included; most of
+it is the tests' own waits: 10 to 30 s deadlines, 100 ms polls of a 6 s
+metadata cache), 520-555 s for the file. Far over what
+``make test``'s 20-minute budget has room for: opt-in (``TRAFKA_KAFKAGO_SUITE=1``),
+the file marked slow.
 """
 
 from __future__ import annotations
@@ -43,10 +50,32 @@ Built = tuple[dict[str, Path], Path]
 
 #: kafka-go tests failing on Kafka 4.4's single node, run alone too (so not
 #: asked of brokerlite, which is asked only what passes on Kafka), with why.
+#: kafka-go's own CI runs Kafka 2.7 to 3.7 (its Kafka 4.0 job is disabled).
 FAILING_ON_KAFKA = {
     # An ElectLeaders request with TimeoutMs 0 (the test sets no timeout):
     # Kafka 4.4 answers REQUEST_TIMED_OUT at the top level, the test wants none.
     "TestClientElectLeaders": "ElectLeaders with TimeoutMs 0: REQUEST_TIMED_OUT",
+    # It creates a compacted topic with segment.bytes 200: Kafka 4's least is
+    # 1 MiB (KIP-1030), INVALID_CONFIG. brokerlite keeps Kafka 3's least (14
+    # bytes), which its own tests of compaction use, and passes it.
+    "TestReaderReadCompactedMessage": "segment.bytes 200: INVALID_CONFIG on Kafka 4",
+    # A reader's group on a topic its Metadata auto-creates, one record read
+    # within 10 s: Kafka 4.4 answers the first Metadata UNKNOWN_TOPIC_OR_PARTITION
+    # (see DIFFERENCES) and the read missed the 10 s, in the whole run and alone.
+    "TestRebalanceTooManyConsumers": "a 10 s read of a topic auto-created on the way",
+}
+
+#: kafka-go tests left out of the comparison on both brokers: racy, Kafka's
+#: outcome included.
+RACY = {
+    # Its subtest consumer_group_rebalance writes 24 records round-robin over
+    # its topic's three partitions (8 each) and then reads 12 with each of two
+    # readers of one group: the reader given one partition has 8 to read unless
+    # the second reader's join came late enough for the first to read some
+    # records twice (fetched before the rebalance, not committed). In four whole
+    # runs on 2026-11-29 it failed on Kafka 4.4 in three (and again alone after
+    # each), and on brokerlite in two of three (alone too, once).
+    "TestReaderConsumerGroup": "consumer_group_rebalance passes only on a late rebalance",
 }
 
 #: kafka-go tests passing on Kafka 4.4 that brokerlite does not pass, with why:
@@ -58,14 +87,21 @@ DIFFERENCES = {
     # controller and answers the topic UNKNOWN_TOPIC_OR_PARTITION with no
     # partitions (DefaultAutoTopicCreationManager; Kafka 3.9 answered
     # LEADER_NOT_AVAILABLE); a single brokerlite node creates it at once and
-    # answers it with its partitions. Kafka passes the first only when it is run
-    # alone (in the whole run its Metadata can still show the topic being deleted).
+    # answers it with its partitions. Kafka fails test_delete_topics in some
+    # whole runs (its Metadata can still show the topic being deleted) and
+    # passes it when run again alone.
     "TestConn": "a topic auto-created by Metadata is answered with its partitions at once",
 }
 
 
+#: the opt-in: the two runs cost some nine minutes of a worker (see the module's doc)
+OPT_IN = "TRAFKA_KAFKAGO_SUITE"
+
+
 @pytest.fixture(scope="module")
 def kafkago_binaries() -> Built:
+    if os.environ.get(OPT_IN) != "1":
+        pytest.skip(f"{OPT_IN}=1 runs kafka-go's own tests on Kafka 4.x and brokerlite (9 min)")
     return kafkago_suite.build()
 
 
@@ -179,22 +215,24 @@ def _check_no_failure(run: kgo_suite.Run) -> None:
 @pytest.mark.compat("Client suites", f"{SUITE}: the tests Kafka 4.x passes", peer="Kafka 4.x")
 def test_kafkago_suite_on_kafka(on_kafka: kgo_suite.Run) -> None:
     """The control: no kafka-go test fails on Kafka 4.x but those of
-    :data:`FAILING_ON_KAFKA` (kafka-go's own CI runs Kafka 2.7 to 3.7)."""
+    :data:`FAILING_ON_KAFKA` and :data:`RACY`."""
     assert on_kafka.named("pass"), on_kafka.summary()
-    _check_no_failure(_without(on_kafka, FAILING_ON_KAFKA))
+    _check_no_failure(_without(on_kafka, {**FAILING_ON_KAFKA, **RACY}))
 
 
 @pytest.mark.compat("Client suites", f"{SUITE}: the tests Kafka 4.x passes", peer="brokerlite")
 def test_kafkago_suite_on_brokerlite(on_kafka: kgo_suite.Run, on_brokerlite: kgo_suite.Run) -> None:
     assert on_kafka.named("pass"), on_kafka.summary()
-    missed = kgo_suite.misses(on_kafka, on_brokerlite, set(on_kafka.outcomes) - set(DIFFERENCES))
+    missed = kgo_suite.misses(
+        on_kafka, on_brokerlite, set(on_kafka.outcomes) - set(DIFFERENCES) - set(RACY)
+    )
     assert not missed, (
         f"{on_brokerlite.summary()} ({on_kafka.summary()}); {len(missed)} passing on "
         f"Kafka 4.x do not pass on brokerlite:\n"
         + "\n".join(missed)
         + (f"\n{on_brokerlite.tail}" if on_brokerlite.tail else "")
     )
-    _check_no_failure(_without(on_brokerlite, {**FAILING_ON_KAFKA, **DIFFERENCES}))
+    _check_no_failure(_without(on_brokerlite, {**FAILING_ON_KAFKA, **DIFFERENCES, **RACY}))
 
 
 @pytest.mark.compat(
