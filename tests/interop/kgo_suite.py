@@ -73,7 +73,7 @@ class Run:
         return f"{self.broker}: {said} of {len(self.outcomes)}{again} in {self.seconds:.0f} s"
 
 
-def _go_env() -> dict[str, str]:
+def go_env() -> dict[str, str]:
     env = {**os.environ, "GO111MODULE": "on", "GOFLAGS": "-mod=readonly -buildvcs=false"}
     if "HOME" not in env:
         env["GOCACHE"] = str(CACHE / "go-build")
@@ -81,12 +81,13 @@ def _go_env() -> dict[str, str]:
     return env
 
 
-def module_dir(go: str) -> Path:
-    """The module's directory in Go's module cache (downloaded from the proxy when
+def module_dir(go: str, module: str = MODULE, version: str = VERSION) -> Path:
+    """``module``'s directory in Go's module cache (downloaded from the proxy when
     missing, with the modules its go.mod needs); skips when that cannot be done."""
-    env = _go_env()
+    env = go_env()
+    CACHE.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
-        [go, "mod", "download", "-json", f"{MODULE}@{VERSION}"],
+        [go, "mod", "download", "-json", f"{module}@{version}"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -97,7 +98,7 @@ def module_dir(go: str) -> Path:
     found = re.search(r'"Dir":\s*"([^"]+)"', done.stdout)
     if done.returncode != 0 or found is None:
         pytest.skip(
-            f"{MODULE}@{VERSION} not in the module cache nor from the proxy: {done.stderr or done.stdout}"[
+            f"{module}@{version} not in the module cache nor from the proxy: {done.stderr or done.stdout}"[
                 :400
             ]
         )
@@ -112,7 +113,7 @@ def module_dir(go: str) -> Path:
         check=False,
     )
     if deps.returncode != 0:
-        pytest.skip(f"the modules {MODULE}@{VERSION} needs are not at hand: {deps.stderr}"[:400])
+        pytest.skip(f"the modules {module}@{version} needs are not at hand: {deps.stderr}"[:400])
     return home
 
 
@@ -134,7 +135,7 @@ def build() -> tuple[Path, Path]:
             done = subprocess.run(
                 [go, "test", "-c", "-o", str(partial), f"./{PACKAGE}"],
                 cwd=home,
-                env=_go_env(),
+                env=go_env(),
                 capture_output=True,
                 text=True,
                 timeout=900,
