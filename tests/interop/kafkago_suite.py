@@ -205,7 +205,7 @@ def retry(
             measured.outcomes[name] = "pass"
 
 
-if __name__ == "__main__":  # `make peers`: the binaries built once, ahead of the tests
+if __name__ == "__main__":  # the binaries built once, ahead of an opt-in run
     try:
         print(*build()[0].values())
     except pytest.skip.Exception as why:
