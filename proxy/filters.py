@@ -119,6 +119,7 @@ __all__ = [
     "Sample",
     "Session",
     "load_filter",
+    "reframed",
 ]
 
 
@@ -558,7 +559,7 @@ async def run_request(
         if seen == UNSEEN:
             continue
         if seen == FRAMES and stale:
-            frame, stale = _reframed(header, body), False
+            frame, stale = reframed(header, body), False
         elif seen == DECODED and body is None:
             # Trailing bytes are ignored, as brokers do (librdkafka sends some).
             header, body = protocol.decode_request(frame, allow_trailing=True)
@@ -581,7 +582,7 @@ async def run_request(
             else:
                 body, stale = out, True
     if stale:
-        frame = _reframed(header, body)
+        frame = reframed(header, body)
     return frame, body, None, len(chain)
 
 
@@ -654,9 +655,11 @@ def load_filter(spec: str) -> Filter:
     return made
 
 
-def _reframed(header: Any, body: Any) -> bytes:
+def reframed(header: Any, body: Any) -> bytes:
     """A request a filter changed, framed again with the client's own header
-    (its correlation id kept: the core's server side)."""
+    (its correlation id kept: the core's server side); for a filter that sees
+    requests as frames and rewrites one decoded (the only framing site filters
+    have, :mod:`tests.test_connection_core`)."""
     return protocol.encode_request(header, body)[4:]
 
 

@@ -69,7 +69,7 @@ from trafka.sdk import ConfigError
 
 from . import tenants_groups as groups
 from . import tenants_produce as produce
-from .filters import CloseConnection, Filter, FilterContext, Respond, Sample, decodable
+from .filters import CloseConnection, Filter, FilterContext, Respond, Sample, decodable, reframed
 from .tenants_apis import (
     ANSWER_NAMES,
     CONFIG_APIS,
@@ -215,7 +215,7 @@ class Tenants(Filter):
         if out is not None:
             return out
         header, body = protocol.decode_request(frame, allow_trailing=True)
-        return protocol.encode_request(header, self._request(ctx, tenant, body))[4:]
+        return reframed(header, self._request(ctx, tenant, body))
 
     def on_request(self, ctx: FilterContext, body: Any) -> Any:
         key = ctx.api_key
