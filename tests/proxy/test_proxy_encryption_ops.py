@@ -208,12 +208,12 @@ def test_sighup_takes_new_topics_and_a_sigkilled_proxy_restarted_loses_and_doubl
     procs: list[subprocess.Popen[bytes]] = []
 
     def start() -> subprocess.Popen[bytes]:
+        starts = log.read_bytes().count(b"proxy on") if log.exists() else 0
         with log.open("ab") as out:
             proc = subprocess.Popen(
                 cmd, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy()
             )
         procs.append(proc)
-        starts = log.read_bytes().count(b"proxy on")
         _until("start", lambda: log.read_bytes().count(b"proxy on") > starts, proc, log)
         return proc
 
