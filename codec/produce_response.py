@@ -35,6 +35,10 @@ from typing import Any
 
 from . import protocol
 from ._wire import uvarint_bytes
+from .frame_walk import WalkRefused as _Refused
+from .frame_walk import count as _count
+from .frame_walk import length as _length
+from .frame_walk import skip_tags as _skip_tags
 from .messages import ApiKey
 from .messages import k00_produce as pm
 
@@ -157,10 +161,6 @@ class ProduceAnswer:
         self.errors = any(p.error_code for p in self.partitions.values())
 
 
-class _Refused(Exception):
-    """Not a shape the scan reads: the codec decides."""
-
-
 def scan_produce_response(data: bytes, version: int, start: int = 0) -> ProduceAnswer | None:
     """Read a ProduceResponse body at ``version`` (0 to :data:`MAX_SCANNED_VERSION`):
     ``data`` from ``start`` on (after the response header).
@@ -273,41 +273,6 @@ def _scan(data: bytes, version: int, start: int) -> ProduceAnswer:
     return answer
 
 
-def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    """An unsigned varint in its shortest form (the codec decides the others)."""
-    value = 0
-    for shift in range(0, 35, 7):
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            if b == 0 and shift:
-                raise _Refused
-            return value, pos
-    raise _Refused
-
-
-def _count(data: bytes, pos: int, flexible: bool) -> tuple[int, int]:
-    if flexible:
-        n, pos = _uvarint(data, pos)
-        if n == 0:
-            raise _Refused  # a null array
-        return n - 1, pos
-    (n,) = _I32.unpack_from(data, pos)
-    if n < 0:
-        raise _Refused
-    return n, pos + 4
-
-
-def _length(data: bytes, pos: int, flexible: bool) -> tuple[int, int]:
-    """A string's length (-1: null) and where its bytes start."""
-    if flexible:
-        n, pos = _uvarint(data, pos)
-        return n - 1, pos
-    (n,) = _I16.unpack_from(data, pos)
-    return n, pos + 2
-
-
 def _name(data: bytes, pos: int, flexible: bool) -> tuple[str, int]:
     n, pos = _length(data, pos, flexible)
     if n < 0 or pos + n > len(data):
@@ -318,17 +283,6 @@ def _name(data: bytes, pos: int, flexible: bool) -> tuple[str, int]:
 def _skip_string(data: bytes, pos: int, flexible: bool) -> int:
     n, pos = _length(data, pos, flexible)
     return pos + max(n, 0)
-
-
-def _skip_tags(data: bytes, pos: int) -> int:
-    count, pos = _uvarint(data, pos)
-    for _ in range(count):
-        _, pos = _uvarint(data, pos)
-        n, pos = _uvarint(data, pos)
-        pos += n
-    if pos > len(data):
-        raise _Refused
-    return pos
 
 
 def _skip_rest(data: bytes, pos: int, flexible: bool) -> int:

@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import struct
 
+from trafka.codec.frame_walk import WalkRefused as _Refused
+from trafka.codec.frame_walk import count as _count
+from trafka.codec.frame_walk import skip_tags as _skip_tags
+from trafka.codec.frame_walk import uvarint as _uvarint
+from trafka.codec.frame_walk import uvarint_bytes as _uvarint_bytes
+
 __all__ = ["FIRST", "LAST", "prefixed"]
 
 FIRST, LAST = 3, 12  # the versions walked (a transactional id; topics by name)
 _FLEXIBLE = 9
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-
-
-class _Refused(Exception):
-    pass
 
 
 def prefixed(frame: bytes, start: int, version: int, prefix: bytes) -> bytes | None:
@@ -120,49 +122,3 @@ def _length(frame: bytes, pos: int, flexible: bool) -> tuple[int, int]:
     if n < -1:
         raise _Refused
     return n, pos + 2
-
-
-def _count(frame: bytes, pos: int, flexible: bool) -> tuple[int, int]:
-    if flexible:
-        n, pos = _uvarint(frame, pos)
-        if n == 0:
-            raise _Refused  # a null array
-        return n - 1, pos
-    (n,) = _I32.unpack_from(frame, pos)
-    if n < 0:
-        raise _Refused
-    return n, pos + 4
-
-
-def _uvarint(frame: bytes, pos: int) -> tuple[int, int]:
-    """An unsigned varint in its shortest form (the codec judges the others)."""
-    value = 0
-    for shift in range(0, 35, 7):
-        b = frame[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            if b == 0 and shift:
-                raise _Refused
-            return value, pos
-    raise _Refused
-
-
-def _uvarint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _skip_tags(frame: bytes, pos: int) -> int:
-    count, pos = _uvarint(frame, pos)
-    for _ in range(count):
-        _, pos = _uvarint(frame, pos)
-        n, pos = _uvarint(frame, pos)
-        pos += n
-    if pos > len(frame):
-        raise _Refused
-    return pos
