@@ -577,6 +577,10 @@ class KafkaCluster:
             "share.coordinator.state.topic.min.isr": max(1, replicas - 1),
             "share.coordinator.state.topic.num.partitions": 3,
             "group.initial.rebalance.delay.ms": 0,
+            # A timed-out transaction is aborted within a second of its timeout
+            # rather than within Kafka's default 10 s scan (tests that time one out
+            # wait for the abort).
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
             "log.segment.bytes": 16 << 20,
             # Tests write records with fixed old timestamps, which the 7-day
             # retention would delete at its next check (every 5 minutes) under a

@@ -435,7 +435,8 @@ def test_transaction_version_2_fenced_by_an_admin(kafka4: Any, peer: Any) -> Non
 @pytest.mark.compat("Protocol", "transaction version 2: a timed-out transaction (KIP-890)")
 def test_transaction_version_2_timed_out(kafka4: Any, peer: Any) -> None:
     """The same for a TV2 transaction that times out (1 s; Kafka checks every
-    ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s): the
+    ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 1 s on the
+    tests' nodes, 10 s by default): the
     old producer's calls, the markers, the views, and the producer's own
     InitProducerId with its id and old epoch (KIP-360), as Kafka 4.4."""
     check(kafka4, peer, lambda talk: _fenced(talk, timeout_ms=TIMEOUT_MS))

@@ -2,7 +2,7 @@
 key-file KMS: values of the chosen topics reach the broker as frames (no
 plaintext in any of its files), consumers through the proxy read plaintext,
 every record once and in order, from trafka's SDK and confluent-kafka,
-plain, idempotent and transactional, routed by key; a KEK rotation leaves old
+plain, idempotent and transactional, routed by key and forwarded; a KEK rotation leaves old
 records readable; what does not decrypt is CORRUPT_MESSAGE, never ciphertext.
 """
 
@@ -83,8 +83,7 @@ def test_every_client_reads_plaintext_once_in_order_and_the_disk_holds_none(
 ) -> None:
     topic = fresh("enc-all")
     create(broker.bootstrap_servers, topic, PARTITIONS)
-    routed = any(type(f).__name__ == "KeyRouting" for f in proxy.filters)
-    reports = produce_every_way(proxy.bootstrap_servers, topic, "a", sdk_txn=routed)
+    reports = produce_every_way(proxy.bootstrap_servers, topic, "a")
     once_in_order(
         read_in_order(proxy.bootstrap_servers, topic, PARTITIONS), [r[0] for r in reports]
     )

@@ -85,8 +85,7 @@ def test_kafka_keeps_only_ciphertext_and_consumers_through_the_proxy_read_plaint
     topic = fresh("kenc")
     create(kafka4.bootstrap_servers, topic, PARTITIONS, 1, served=True)
     tag = fresh("t")
-    routed = any(type(f).__name__ == "KeyRouting" for f in proxy.filters)
-    reports = produce_every_way(proxy.bootstrap_servers, topic, tag, sdk_txn=routed)
+    reports = produce_every_way(proxy.bootstrap_servers, topic, tag)
     once_in_order(
         read_in_order(proxy.bootstrap_servers, topic, PARTITIONS), [r[0] for r in reports]
     )
@@ -118,16 +117,13 @@ def test_kafkas_java_producer_plain_idempotent_and_transactional(
     """Kafka's Java producer (4.x) through the proxy, plain, idempotent and in
     transactions (committed, aborted, committed): Kafka takes its re-encrypted
     batches, a read_committed consumer through the proxy reads every committed
-    record once and in order, nothing aborted, and Kafka holds frames only.
-    Transactions only when routed: through a proxy that does not route, Kafka
-    answers the Java producer's transactional Produce TRANSACTION_ABORTABLE
-    with or without a filter (a known issue of the forwarding path, as for the
-    SDK's, encryption_helpers.produce_every_way)."""
+    record once and in order, nothing aborted, and Kafka holds frames only,
+    routed and not (a forwarding proxy caps ``transaction.version`` at 1, see
+    test_proxy_txn_versions.py)."""
     topic = fresh("kenc-java")
     create(kafka4.bootstrap_servers, topic, PARTITIONS, 1, served=True)
     sent: list[bytes] = []
-    routed = any(type(f).__name__ == "KeyRouting" for f in proxy.filters)
-    for mode in ("plain", "idempotent", "transactional")[: 3 if routed else 2]:
+    for mode in ("plain", "idempotent", "transactional"):
         prefix = f"SECRET-{mode}"
         args = [proxy.bootstrap_servers, topic, "60", prefix, mode, fresh("tx-java")]
         done = subprocess.run(
