@@ -16,7 +16,7 @@ wait) that a loaded machine's broker can miss among the whole suite's traffic.
 One that passes then counts, with a warning naming it and its first failure.
 
 Cost, on a loaded two-core machine (load 9-11): Kafka 4.x's run some 50 s and a
-brokerlite node's 45 s (``-test.parallel 8``, ``KGO_TEST_RECORDS`` 10,000
+brokerlite node's 45 s, run side by side (``-test.parallel 8``, ``KGO_TEST_RECORDS`` 10,000
 instead of franz-go's 500,000: 10 s of the Go binary's CPU, 15 s of the
 broker's); the cluster's (three broker processes, every record replicated
 twice) 220-295 s at 2,500 records, and 460 s at 1,000 at load 35 (its
@@ -30,6 +30,7 @@ import dataclasses
 import os
 import warnings
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -72,12 +73,15 @@ def _measure(
     seeds: str,
     logs: Path,
     control: kgo_suite.Run | None = None,
+    measured: kgo_suite.Run | None = None,
     **options: Any,
 ) -> kgo_suite.Run:
-    """The suite's run against ``seeds`` (its output in ``logs``), the tests that
-    failed in it and pass on ``control`` (or any, without one) run again alone
-    (:func:`kgo_suite.retry`); each one passing only then is a warning."""
-    measured = kgo_suite.run(*kgo_binary, broker, seeds, log=logs / "kgo.log", **options)
+    """The suite's run against ``seeds`` (its output in ``logs``; ``measured`` when
+    it ran already), the tests that failed in it and pass on ``control`` (or any,
+    without one) run again alone (:func:`kgo_suite.retry`); each one passing only
+    then is a warning."""
+    if measured is None:
+        measured = kgo_suite.run(*kgo_binary, broker, seeds, log=logs / "kgo.log", **options)
     among = set(measured.outcomes) if control is None else control.named("pass")
     kgo_suite.retry(*kgo_binary, measured, seeds, among, **options)
     for name, first in measured.retried.items():
@@ -90,11 +94,33 @@ def _measure(
 
 
 @pytest.fixture(scope="module")
+def whole_runs(
+    kgo_binary: tuple[Path, Path],
+    kafka4: KafkaCluster,
+    brokerlite_servers: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, tuple[str, Path, kgo_suite.Run]]:
+    """The whole suite's runs against Kafka and a brokerlite node, side by side:
+    each mostly waits on its broker (some 50 s of wall time for 25 s of CPU),
+    so together they take little more than one. By broker: (seeds, logs, run)."""
+    targets = {
+        "Kafka 4.x": (kafka4.bootstrap_servers, tmp_path_factory.mktemp("kgo-kafka")),
+        "brokerlite": (brokerlite_servers, tmp_path_factory.mktemp("kgo-brokerlite-log")),
+    }
+    with ThreadPoolExecutor(len(targets)) as pool:
+        runs = {
+            broker: pool.submit(kgo_suite.run, *kgo_binary, broker, seeds, log=logs / "kgo.log")
+            for broker, (seeds, logs) in targets.items()
+        }
+    return {broker: (*targets[broker], runs[broker].result()) for broker in targets}
+
+
+@pytest.fixture(scope="module")
 def on_kafka(
-    kgo_binary: tuple[Path, Path], kafka4: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+    kgo_binary: tuple[Path, Path], whole_runs: dict[str, tuple[str, Path, kgo_suite.Run]]
 ) -> kgo_suite.Run:
-    logs = tmp_path_factory.mktemp("kgo-kafka")
-    return _measure(kgo_binary, "Kafka 4.x", kafka4.bootstrap_servers, logs)
+    seeds, logs, measured = whole_runs["Kafka 4.x"]
+    return _measure(kgo_binary, "Kafka 4.x", seeds, logs, measured=measured)
 
 
 @pytest.fixture(scope="module")
@@ -156,11 +182,10 @@ def on_brokerlite_cluster(
 def on_brokerlite(
     kgo_binary: tuple[Path, Path],
     on_kafka: kgo_suite.Run,
-    brokerlite_servers: str,
-    tmp_path_factory: pytest.TempPathFactory,
+    whole_runs: dict[str, tuple[str, Path, kgo_suite.Run]],
 ) -> kgo_suite.Run:
-    logs = tmp_path_factory.mktemp("kgo-brokerlite-log")
-    return _measure(kgo_binary, "brokerlite", brokerlite_servers, logs, on_kafka)
+    seeds, logs, measured = whole_runs["brokerlite"]
+    return _measure(kgo_binary, "brokerlite", seeds, logs, on_kafka, measured=measured)
 
 
 def _check_no_failure(run: kgo_suite.Run) -> None:
