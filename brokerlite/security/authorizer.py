@@ -52,6 +52,7 @@ from trafka.brokerlite.errors import BrokerError
 from trafka.brokerlite.storage.journal import CrcJournal, JournalStore
 from trafka.codec.acl import AclOperation, AclPermissionType, AclResourceType, PatternType
 from trafka.codec.errors import ErrorCode
+from trafka.common.x500 import distinguished_name
 
 __all__ = [
     "ACLS_JOURNAL",
@@ -613,38 +614,9 @@ def parse_super_users(value: str | Iterable[str] | None) -> tuple[str, ...]:
 
 # Attribute names of a certificate subject, as RFC 2253 writes them (Java's
 # X500Principal, which Kafka's default principal builder uses).
-_RDN_KEYWORDS = {
-    "commonName": "CN",
-    "countryName": "C",
-    "localityName": "L",
-    "stateOrProvinceName": "ST",
-    "organizationName": "O",
-    "organizationalUnitName": "OU",
-    "streetAddress": "STREET",
-    "domainComponent": "DC",
-    "userId": "UID",
-}
-
-
 def certificate_subject(cert: Any) -> str | None:
-    """The RFC 2253 subject of a peer certificate as :meth:`ssl.SSLSocket.getpeercert`
-    gives it (``CN=alice,O=Acme``: most specific first), or None without one."""
-    if not cert:
-        return None
-    rdns = cert.get("subject") or ()
-    parts = []
-    for rdn in reversed(rdns):
-        parts.append(
-            "+".join(f"{_RDN_KEYWORDS.get(name, name)}={_escape_rdn(value)}" for name, value in rdn)
-        )
-    return ",".join(parts) or None
-
-
-def _escape_rdn(value: str) -> str:
-    out = []
-    for i, ch in enumerate(value):
-        if ch in ',+"\\<>;' or (ch == "#" and i == 0) or (ch == " " and i in (0, len(value) - 1)):
-            out.append("\\" + ch)
-        else:
-            out.append(ch)
-    return "".join(out)
+    """The subject of a peer certificate as :meth:`ssl.SSLSocket.getpeercert`
+    gives it, written as Java's ``X500Principal.getName()`` writes it (RFC 2253,
+    ``CN=alice,O=Acme``: most specific first; :mod:`trafka.common.x500`), or
+    None without one."""
+    return (distinguished_name(cert) or None) if cert else None

@@ -632,6 +632,10 @@ def test_certificate_subject() -> None:
     assert certificate_subject(cert) == r"CN=\ alice,OU=ops+UID=7,O=Acme\, Inc.,C=DE"
     assert certificate_subject({"subject": ((("commonName", "#1;a+b"),),)}) == r"CN=\#1\;a\+b"
     assert certificate_subject({"subject": ((("1.2.3.4", "x"),),)}) == "1.2.3.4=x"
+    # An e-mail address as Java's X500Principal.getName() writes it (the principal
+    # a Kafka broker's SSL listener gives): its OID and the DER of its IA5String.
+    email = {"subject": ((("emailAddress", "a@b"),), (("commonName", "app"),))}
+    assert certificate_subject(email) == "CN=app,1.2.840.113549.1.9.1=#1603614062"
     assert certificate_subject(None) is None
     assert certificate_subject({}) is None
     assert certificate_subject({"subject": ()}) is None
