@@ -629,6 +629,11 @@ class Run:
     check: str
     # The machine's load average (1 minute) when the read ended: everyone's, not ours
     load: float = 0.0
+    size: int = 100  # bytes of each record's value
+
+    def ms_per_mb(self, seconds: float) -> float:
+        """CPU milliseconds per MB of values: a core's share at 1 MB/s."""
+        return seconds * 1e3 / (self.records * self.size / 1e6)
 
     def per_100k(self, seconds: float) -> float:
         return seconds / self.records * 100_000
@@ -706,6 +711,7 @@ def measure(
         diff(produced, consumed),
         check,
         os.getloadavg()[0],
+        args.size,
     )
     if not run.ok:
         # No rate from records that are not there (a read of 0 records takes ~0 s).
@@ -962,6 +968,7 @@ def print_open_loop(results: list[Latency]) -> None:
     print(
         f"\n{'setup':<10}{'open-loop produce latency':<34}{'p50 ms':>8}{'p99 ms':>8}"
         f"{'added p50':>11}{'added p99':>11}"
+        "  (direction with no filter: added p50 <= 0.3 ms at 2,000 records/s)"
     )
     for r in results:
         base = direct.get((r.setup, r.rate))
@@ -1004,6 +1011,7 @@ def print_runs(runs: list[Run]) -> None:
             f"{p_ratio:>7}{r.records / r.consume_s:>11,.0f}{c_ratio:>7}   {cpu:<44}{r.check}"
         )
 
+    print_cpu_per_mb(runs)
     # What the journals cost the idempotent producer (issue #46: the shared one
     # at most 10% more than routing without one), from the same run.
     rate = {(r.setup, r.path, r.producer): r.records / r.produce_s for r in runs if r.ok}
@@ -1029,6 +1037,30 @@ def print_runs(runs: list[Run]) -> None:
     if lines:
         print("\nproxy workers vs one proxy process, produce rate (same run, same clients):")
         print("\n".join(lines))
+
+
+#: Issue #83's direction for the proxy with no filter, ms of its CPU per MB/s of
+#: 100-byte values produced, by path: forwarding and routed by key.
+CPU_PER_MB_GOALS = {"route none": 4.0, "murmur2": 7.0}
+
+
+def print_cpu_per_mb(runs: list[Run]) -> None:
+    """The proxy's CPU per MB/s of values, each path through it: the sizing
+    figure Kroxylicious publishes (millicores per MB/s)."""
+    through = [r for r in runs if r.ok and r.path != "direct"]
+    if not through:
+        return
+    print(
+        "\nproxy CPU per MB/s of values, produce (consume), against the direction with no filter:"
+    )
+    for r in through:
+        goal = CPU_PER_MB_GOALS.get(r.path)
+        versus = f"  (direction <= {goal:.0f} ms)" if goal is not None and r.size == 100 else ""
+        print(
+            f"  {r.setup:<9} {r.path:<16} {r.producer:<11} "
+            f"{r.ms_per_mb(r.produce_cpu[0]):6.1f} ms ({r.ms_per_mb(r.consume_cpu[0]):.1f})"
+            f" per MB/s of {r.size}-byte values{versus}"
+        )
 
 
 def print_consume(runs: list[Run], workers: int) -> None:

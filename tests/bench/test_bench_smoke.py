@@ -97,6 +97,8 @@ RATIO_LINES: dict[str, list[tuple[str, int]]] = {
         (r"^  (3 nodes|Kafka 3)\s+idempotent\s+topic journal: \d+\.\d\dx no journal", 1),
         # The consume path: each proxied run against direct, and what limited it.
         (r"^  .* consume \d+\.\d\dx direct \(.*; limited by \w", 4),
+        # The proxy's CPU per MB/s of values, each path through it (issue #83, item 8).
+        (r"^  .* \d+\.\d ms \(\d+\.\d\) per MB/s of \d+-byte values", 2),
         # Open-loop latency (--rate): each proxied path against direct, p50 and p99.
         (r"\(open loop\)\s+\d+\.\d\d\s+\d+\.\d\d\s+[+-]\d+\.\d\d\s+[+-]\d+\.\d\d\s", 2),
     ],
