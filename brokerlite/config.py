@@ -202,6 +202,13 @@ class BrokerConfig:
         ssl_client_auth: ``none`` (default), ``requested`` or ``required``: whether
             clients must present a certificate signed by ``ssl_cafile`` (Kafka's
             ``ssl.client.auth``).
+        ssl_principal_mapping_rules: how a client certificate's subject becomes
+            its principal's name (Kafka's ``ssl.principal.mapping.rules``,
+            KIP-371): ``RULE:pattern/replacement/[LU]`` and ``DEFAULT`` rules,
+            comma-separated, the first whose pattern matches the whole subject
+            applying (:mod:`trafka.common.x500`); a subject no rule matches fails
+            the client's connection, as on Kafka. ``DEFAULT`` (the default): the
+            subject itself.
         connection_failed_authentication_delay_ms: how long a connection that
             failed to authenticate waits, after its answer, before it is closed.
         connections_max_reauth_ms: the longest a SASL session lasts before the
@@ -410,6 +417,7 @@ class BrokerConfig:
     ssl_key_password: str | None = dataclasses.field(default=None, repr=False)
     ssl_cafile: Path | None = None
     ssl_client_auth: str = "none"
+    ssl_principal_mapping_rules: str = "DEFAULT"
     connection_failed_authentication_delay_ms: int = 100
     connections_max_reauth_ms: int = 0
     authorizer_class_name: str | None = None

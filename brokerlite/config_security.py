@@ -18,6 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from trafka.common.x500 import PrincipalMapper
+
 from .config_keys import (
     SECURITY_PROTOCOLS,
     ConfigError,
@@ -74,6 +76,9 @@ class SecuritySettings(Protocol):
 
     @property
     def ssl_client_auth(self) -> str: ...
+
+    @property
+    def ssl_principal_mapping_rules(self) -> str: ...
 
     @property
     def ssl_endpoint_identification_algorithm(self) -> str: ...
@@ -161,6 +166,10 @@ def check_security(cfg: SecuritySettings) -> None:
             f"ssl_client_auth: {cfg.ssl_client_auth!r} is not one of {', '.join(SSL_CLIENT_AUTH)}"
         )
     object.__setattr__(cfg, "ssl_client_auth", client_auth)
+    try:
+        PrincipalMapper(cfg.ssl_principal_mapping_rules)
+    except ValueError as exc:
+        raise ConfigError(f"ssl_principal_mapping_rules: {exc}") from None
     if cfg.sasl_enabled:
         if not mechanisms:
             raise ConfigError("sasl_enabled_mechanisms: a SASL listener needs a mechanism")

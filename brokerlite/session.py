@@ -91,7 +91,8 @@ class ConnectionSession:
         conn_id: the driver's id of the connection.
         peer: ``host:port`` of the client (``?`` when unknown).
         host: the peer's IP as ACL hosts name it.
-        tls_subject: the subject of the client's TLS certificate, if it showed one.
+        tls_subject: the principal's name from the client's TLS certificate, if it
+            showed one: its subject mapped by ``ssl_principal_mapping_rules``.
         client_id: the client id of the connection's latest request header.
         client_software: (name, version) from ApiVersions v3+ (KIP-511).
         sasl_policy: the listener's SASL rules; None on a PLAINTEXT or SSL listener.

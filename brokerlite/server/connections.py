@@ -26,6 +26,7 @@ from trafka.codec.framing import FrameReader
 from trafka.common import request_budget
 from trafka.common.lograte import RateLimitedLog
 from trafka.common.request_budget import RequestBudget
+from trafka.common.x500 import NoMatchingRule, PrincipalMapper
 
 from ..broker import Broker, Completion
 from ..clock import now_ms
@@ -114,6 +115,8 @@ class Server:
         self.broker = broker
         self.config = config
         self._ssl_context = ssl_context
+        # A client certificate's subject to its principal's name (KIP-371).
+        self._principal_names = PrincipalMapper(config.ssl_principal_mapping_rules)
         self._auth_failure_delay = config.connection_failed_authentication_delay_ms / 1000
         self._slots: dict[int, _Slot] = {}
         self._wake = trio.Event()
@@ -309,25 +312,10 @@ class Server:
         log.debug("connection %d from %s (TLS)", conn_id, peer)
         tls = trio.SSLStream(stream, context, server_side=True)
         try:
-            try:
-                with trio.fail_after(_TLS_HANDSHAKE_TIMEOUT):
-                    await tls.do_handshake()
-            except (trio.BrokenResourceError, trio.TooSlowError) as exc:
-                # By reason too (OpenSSL's few): a client without a certificate and
-                # one with a stranger's are two things to tell the operator.
-                reason = _tls_failure(exc)
-                self.quiet.warning(
-                    ("tls", host_of(peer), reason),
-                    "closing the connection from %s: TLS handshake failed: %s",
-                    peer,
-                    reason,
-                )
+            opened, principal = await _tls_identity(tls, peer, self._principal_names, self.quiet)
+            if not opened:
                 return
-            try:
-                subject = certificate_subject(tls.getpeercert())
-            except (ValueError, ssl.SSLError):
-                subject = None
-            self.broker.connection_opened(conn_id, peer, tls_subject=subject)
+            self.broker.connection_opened(conn_id, peer, tls_subject=principal)
             send, recv = trio.open_memory_channel[list[_OutPart]](_SEND_QUEUE)
             conn = _Conn(-1, peer, send, tls)
             try:
@@ -724,6 +712,48 @@ def _frame_hint(
         # A TLS record header (handshake, TLS 1.x) read as a frame size.
         return " (a TLS client? this listener does not use TLS)"
     return ""
+
+
+async def _tls_identity(
+    tls: trio.SSLStream[trio.SocketStream],
+    peer: str,
+    names: PrincipalMapper,
+    quiet: RateLimitedLog,
+) -> tuple[bool, str | None]:
+    """A TLS connection's handshake, then its client's principal name: its
+    certificate's subject mapped by ``names`` (KIP-371), None without one.
+    (False, None) when either fails, logged through ``quiet``: the connection
+    is to be closed, as Kafka closes a client whose authentication failed."""
+    try:
+        with trio.fail_after(_TLS_HANDSHAKE_TIMEOUT):
+            await tls.do_handshake()
+    except (trio.BrokenResourceError, trio.TooSlowError) as exc:
+        # By reason too (OpenSSL's few): a client without a certificate and
+        # one with a stranger's are two things to tell the operator.
+        reason = _tls_failure(exc)
+        quiet.warning(
+            ("tls", host_of(peer), reason),
+            "closing the connection from %s: TLS handshake failed: %s",
+            peer,
+            reason,
+        )
+        return False, None
+    try:
+        subject = certificate_subject(tls.getpeercert())
+    except (ValueError, ssl.SSLError):
+        subject = None
+    if subject is None:
+        return True, None
+    try:
+        return True, names.name(subject)
+    except NoMatchingRule as exc:
+        quiet.warning(
+            ("tls-principal", host_of(peer)),
+            "closing the connection from %s: %s (ssl_principal_mapping_rules)",
+            peer,
+            exc,
+        )
+        return False, None
 
 
 def _tls_failure(exc: BaseException) -> str:

@@ -157,3 +157,64 @@ def produce(config: dict[str, Any], topic: str) -> int | None:
     producer.flush(30)
     assert outcome, "no delivery report"
     return None if outcome[0] is None else outcome[0].code()
+
+
+def test_principal_mapping_rules_name_certificate_principals(tmp_path: Path) -> None:
+    """``ssl.principal.mapping.rules`` (KIP-371): the first rule whose pattern
+    matches the whole subject names the principal, here its CN lower-cased; a
+    subject no rule matches fails the client's connection (the docs of Kafka's
+    ``ssl.principal.mapping.rules``: "if no rule matches, an exception is
+    thrown" and the client's authentication fails)."""
+    ca = trustme.CA()
+    files: dict[str, Path] = {"ca": tmp_path / "ca.pem"}
+    ca.cert_pem.write_to_path(str(files["ca"]))
+    leaves = {"broker": ("127.0.0.1", None), "admin": ("a", "Admin"), "client": ("c", "Client")}
+    leaves["nameless"] = ("n", None)  # a subject without a CN: no rule matches
+    for name, (identity, common_name) in leaves.items():
+        leaf = ca.issue_cert(identity, common_name=common_name)
+        files[f"{name}_cert"] = tmp_path / f"{name}-cert.pem"
+        files[f"{name}_key"] = tmp_path / f"{name}-key.pem"
+        for i, pem in enumerate(leaf.cert_chain_pems):
+            pem.write_to_path(str(files[f"{name}_cert"]), append=i > 0)
+        leaf.private_key_pem.write_to_path(str(files[f"{name}_key"]))
+
+    with serve(
+        tmp_path,
+        security_protocol="SSL",
+        ssl_certfile=files["broker_cert"],
+        ssl_keyfile=files["broker_key"],
+        ssl_cafile=files["ca"],
+        ssl_client_auth="required",
+        ssl_principal_mapping_rules="RULE:^CN=([^,]*),.*$/$1/L",
+        super_users=("User:admin",),
+    ) as running:
+
+        def config(name: str) -> dict[str, Any]:
+            return {
+                "bootstrap.servers": running.bootstrap_servers,
+                "security.protocol": "SSL",
+                "ssl.ca.location": str(files["ca"]),
+                "ssl.certificate.location": str(files[f"{name}_cert"]),
+                "ssl.key.location": str(files[f"{name}_key"]),
+            }
+
+        assert produce(config("admin"), "mapped") is None  # User:admin, a super user
+        assert produce(config("client"), "mapped") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        grant(config("admin"), "User:client", "mapped", "WRITE")
+        assert produce(config("client"), "mapped") is None
+        outcome: list[Any] = []
+        nameless = Producer({**config("nameless"), "message.timeout.ms": 3000})
+        nameless.produce("mapped", b"x", on_delivery=lambda err, _msg: outcome.append(err))
+        nameless.flush(30)
+        assert [err.code() for err in outcome] == [KafkaError._MSG_TIMED_OUT]
+
+
+def test_a_mapping_rule_that_does_not_parse_is_a_configuration_error(tmp_path: Path) -> None:
+    from trafka.brokerlite.config import BrokerConfig, ConfigError
+
+    with pytest.raises(
+        ConfigError, match=r"ssl_principal_mapping_rules: .*'RULE:\^CN=\(\.\*\$/\$1/': missing \)"
+    ):
+        BrokerConfig(data_dir=tmp_path, ssl_principal_mapping_rules="RULE:^CN=(.*$/$1/")
+    with pytest.raises(ConfigError, match=r"ssl_principal_mapping_rules: invalid .* 'CN'"):
+        BrokerConfig(data_dir=tmp_path, ssl_principal_mapping_rules="DEFAULT, CN")
