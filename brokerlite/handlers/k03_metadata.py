@@ -18,8 +18,11 @@
   ids are returned from v10.
 * An unknown topic is created with the broker's ``num_partitions`` when
   ``auto_create_topics`` is on and the request allows it
-  (``allow_auto_topic_creation``, v4+; always allowed before v4) and answered
-  at once with its partitions; otherwise UNKNOWN_TOPIC_OR_PARTITION. A name
+  (``allow_auto_topic_creation``, v4+; always allowed before v4), and that
+  answer names it as Kafka's names a topic it is creating: no partitions,
+  LEADER_NOT_AVAILABLE (``protocol_version`` 3.9, as Kafka 3.9) or
+  UNKNOWN_TOPIC_OR_PARTITION (4.0, as Kafka 4's controller-made topics); the
+  next request finds it. Not allowed: UNKNOWN_TOPIC_OR_PARTITION. A name
   breaking Kafka's topic rules gets INVALID_TOPIC_EXCEPTION. An internal topic
   is created as Kafka creates it (its partition count and configs).
 * Authorized operations (v8+) are reported only when asked for: what the
@@ -235,7 +238,12 @@ class _Topics:
             return self.failed(code_of(exc), name)
         if info is None:
             return self.failed(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
-        return self.described(info)
+        # Created, but answered as Kafka answers a topic its request made: not yet
+        # (the client asks again). Kafka 3.9 says LEADER_NOT_AVAILABLE; Kafka 4's
+        # auto-creation, handed to its controller, UNKNOWN_TOPIC_OR_PARTITION.
+        if ctx.config.protocol_version == "3.9":
+            return self.failed(ErrorCode.LEADER_NOT_AVAILABLE, name)
+        return self.failed(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name)
 
 
 def _refused(name: str | None, topic_id: uuid.UUID = NULL_UUID) -> Topic:

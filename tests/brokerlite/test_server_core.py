@@ -307,7 +307,15 @@ def test_metadata_auto_creates_only_when_allowed(core: Any) -> None:
     refused = core.call(3, 12, m(topics=[ask(name="a")], allow_auto_topic_creation=False))
     assert refused.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert core.broker.logs.topic("a") is None
-    created = core.call(3, 12, m(topics=[ask(name="a")], allow_auto_topic_creation=True))
+    # Allowed: the topic is made, and this answer names it as Kafka 3.9 names a
+    # topic its request is creating (LEADER_NOT_AVAILABLE, no partitions; Kafka 4:
+    # UNKNOWN_TOPIC_OR_PARTITION); the next request finds it.
+    making = core.call(3, 12, m(topics=[ask(name="a")], allow_auto_topic_creation=True))
+    assert [(t.name, t.error_code, t.partitions) for t in making.topics] == [
+        ("a", ErrorCode.LEADER_NOT_AVAILABLE, [])
+    ]
+    assert core.broker.logs.topic("a") is not None
+    created = core.call(3, 12, m(topics=[ask(name="a")], allow_auto_topic_creation=False))
     topic = created.topics[0]
     assert topic.error_code == 0 and topic.name == "a"
     assert topic.topic_id == topic_id(core, "a")
@@ -318,9 +326,26 @@ def test_metadata_auto_creates_only_when_allowed(core: Any) -> None:
     assert [(b.node_id, b.host, b.port) for b in created.brokers] == [(1, "127.0.0.1", 9999)]
     # Before v4 there is no flag: creation is allowed.
     old = core.call(3, 3, m(topics=[ask(name="b")]))
-    assert old.topics[0].error_code == 0
+    assert old.topics[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE
+    assert core.broker.logs.topic("b") is not None
     bad = core.call(3, 12, m(topics=[ask(name="bad name!")]))
     assert bad.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_metadata_auto_creation_answers_as_kafka_4_with_its_protocol(open_core: Any) -> None:
+    """With ``protocol_version`` 4.0 the request that makes a topic is answered
+    as Kafka 4 answers it, its creation handed to the controller
+    (UNKNOWN_TOPIC_OR_PARTITION, no partitions; kafka-go's TestConn expects no
+    partitions there); the next request finds the topic."""
+    core = open_core(protocol_version="4.0")
+    m = metadata.MetadataRequest
+    asked = m(topics=[m.MetadataRequestTopic(name="a")], allow_auto_topic_creation=True)
+    making = core.call(3, 12, asked)
+    assert [(t.error_code, t.partitions) for t in making.topics] == [
+        (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])
+    ]
+    assert core.broker.logs.topic("a") is not None
+    assert len(core.call(3, 12, asked).topics[0].partitions) == 1
 
 
 def test_metadata_lists_all_topics_and_finds_topics_by_id(core: Any) -> None:

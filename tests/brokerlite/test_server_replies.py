@@ -30,6 +30,7 @@ from brokerlite_wire import fetch_body, produce_body
 
 from trafka.brokerlite.handlers import HANDLERS
 from trafka.brokerlite.server.writes import _PeerLost, _unsent, _write_now
+from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k03_metadata as metadata
 from trafka.codec.messages import k18_api_versions as api_versions
 from trafka.codec.messages import k60_describe_cluster as describe_cluster
@@ -275,6 +276,8 @@ def test_pipelined_replies_keep_their_order_across_both_paths(
     topic = "mixed"
     setup = wire()
     setup.sock.sendall(metadata_frame(setup, topic))  # creates the topic
+    assert setup.response()[1].topics[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE
+    setup.sock.sendall(metadata_frame(setup, topic))
     assert setup.response()[1].topics[0].error_code == 0
     values = [os.urandom(4000) for _ in range(12)]
     for i in range(0, len(values), 3):
@@ -379,6 +382,8 @@ def test_a_peer_gone_before_a_direct_write_closes_only_that_connection(
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="trafka.brokerlite")
     bystander = wire()
+    bystander.sock.sendall(metadata_frame(bystander, "empty"))  # creates the topic
+    assert bystander.response()[1].topics[0].error_code == ErrorCode.LEADER_NOT_AVAILABLE
     bystander.sock.sendall(metadata_frame(bystander, "empty"))
     assert bystander.response()[1].topics[0].error_code == 0
     victim = wire()

@@ -92,6 +92,7 @@ def test_long_poll_holds_its_connection_only(data_dir: Path) -> None:
     async def test(running: Any) -> None:
         waiter = await Client.connect(running.address)
         other = await Client.connect(running.address)
+        await other.request(3, 12, metadata_body("t"))  # creates it (not yet answered)
         assert (await other.request(3, 12, metadata_body("t"))).topics[0].error_code == 0
         # A long poll, then a pipelined Metadata on the same connection.
         fetch_corr = await waiter.send(1, 12, fetch_body("t", max_wait_ms=20_000))

@@ -61,7 +61,8 @@ FAILING_ON_KAFKA = {
     "TestReaderReadCompactedMessage": "segment.bytes 200: INVALID_CONFIG on Kafka 4",
     # A reader's group on a topic its Metadata auto-creates, one record read
     # within 10 s: Kafka 4.4 answers the first Metadata UNKNOWN_TOPIC_OR_PARTITION
-    # (see DIFFERENCES) and the read missed the 10 s, in the whole run and alone.
+    # (its controller makes the topic) and the read missed the 10 s, in the whole
+    # run and alone.
     "TestRebalanceTooManyConsumers": "a 10 s read of a topic auto-created on the way",
 }
 
@@ -76,21 +77,6 @@ RACY = {
     # runs on 2026-11-29 it failed on Kafka 4.4 in three (and again alone after
     # each), and on brokerlite in two of three (alone too, once).
     "TestReaderConsumerGroup": "consumer_group_rebalance passes only on a late rebalance",
-}
-
-#: kafka-go tests passing on Kafka 4.4 that brokerlite does not pass, with why:
-#: written-down differences (test_kafkago_known_differences is their xfail).
-DIFFERENCES = {
-    # TestConn/test_delete_topics and .../test_delete_topics_with_an_invalid_topic
-    # delete a topic and at once ask its Metadata (v6, auto-creation allowed),
-    # expecting no partitions. Kafka 4.4 hands an auto-creation to its
-    # controller and answers the topic UNKNOWN_TOPIC_OR_PARTITION with no
-    # partitions (DefaultAutoTopicCreationManager; Kafka 3.9 answered
-    # LEADER_NOT_AVAILABLE); a single brokerlite node creates it at once and
-    # answers it with its partitions. Kafka fails test_delete_topics in some
-    # whole runs (its Metadata can still show the topic being deleted) and
-    # passes it when run again alone.
-    "TestConn": "a topic auto-created by Metadata is answered with its partitions at once",
 }
 
 
@@ -223,27 +209,14 @@ def test_kafkago_suite_on_kafka(on_kafka: kgo_suite.Run) -> None:
 @pytest.mark.compat("Client suites", f"{SUITE}: the tests Kafka 4.x passes", peer="brokerlite")
 def test_kafkago_suite_on_brokerlite(on_kafka: kgo_suite.Run, on_brokerlite: kgo_suite.Run) -> None:
     assert on_kafka.named("pass"), on_kafka.summary()
-    missed = kgo_suite.misses(
-        on_kafka, on_brokerlite, set(on_kafka.outcomes) - set(DIFFERENCES) - set(RACY)
-    )
+    missed = kgo_suite.misses(on_kafka, on_brokerlite, set(on_kafka.outcomes) - set(RACY))
     assert not missed, (
         f"{on_brokerlite.summary()} ({on_kafka.summary()}); {len(missed)} passing on "
         f"Kafka 4.x do not pass on brokerlite:\n"
         + "\n".join(missed)
         + (f"\n{on_brokerlite.tail}" if on_brokerlite.tail else "")
     )
-    _check_no_failure(_without(on_brokerlite, {**FAILING_ON_KAFKA, **DIFFERENCES, **RACY}))
-
-
-@pytest.mark.compat(
-    "Client suites", f"{SUITE}: TestConn (Metadata right after DeleteTopics)", peer="brokerlite"
-)
-@pytest.mark.xfail(strict=True, reason=DIFFERENCES["TestConn"])
-def test_kafkago_known_differences(on_kafka: kgo_suite.Run, on_brokerlite: kgo_suite.Run) -> None:
-    """The tests of :data:`DIFFERENCES` pass on Kafka 4.x and on brokerlite."""
-    for name in DIFFERENCES:
-        assert on_kafka.outcomes.get(name) == "pass", (name, on_kafka.reasons.get(name))
-        assert on_brokerlite.outcomes.get(name) == "pass", (name, on_brokerlite.reasons.get(name))
+    _check_no_failure(_without(on_brokerlite, {**FAILING_ON_KAFKA, **RACY}))
 
 
 def _without(run: kgo_suite.Run, names: Iterable[str]) -> kgo_suite.Run:
