@@ -132,7 +132,10 @@ def sdk_and_confluent_sends(
     reports: list[Report] = []
     sent: list[bytes] = []
     for way, send, settings in ways:
-        sends = [(b"%s-%s-%d" % (tag.encode(), way.encode(), i), b"key-%d" % (i % KEYS)) for i in range(n)]
+        sends = [
+            (b"%s-%s-%d" % (tag.encode(), way.encode(), i), b"key-%d" % (i % KEYS))
+            for i in range(n)
+        ]
         reports += send(servers, topic, sends, **settings)
         sent += [v for v, _ in sends]
     return reports, sent

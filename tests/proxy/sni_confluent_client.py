@@ -53,7 +53,10 @@ def main(bootstrap: str, topic: str, ca: str, tag: str, n: int) -> None:
     )
     partitions = consumer.list_topics(topic, 60).topics[topic].partitions
     consumer.assign(
-        [confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in partitions]
+        [
+            confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+            for p in partitions
+        ]
     )
     read: dict[int, list[str]] = {p: [] for p in partitions}
     wanted = set(sent)

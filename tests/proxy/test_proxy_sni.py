@@ -44,7 +44,7 @@ from client_matrix import (
 )
 from encryption_helpers import once_in_order
 from kafka_fixtures import Peer
-from proxy_helpers import Report, call, create, fresh, misreported
+from proxy_helpers import call, create, fresh, misreported
 
 from trafka.brokerlite.dev.local_cluster import serve_cluster
 from trafka.codec import ApiKey
@@ -260,7 +260,14 @@ def test_confluent_kafka_and_kafkas_java_producer_through_one_port(
     ) as px:
         bootstrap = f"bootstrap.{DOMAIN}:{px.address[1]}"
         reports, sent = java_sends(
-            java_producer(), bootstrap, topic, 30, "java", f"{tag}-j", java_tls(pki["ca"]), wrap=wrap
+            java_producer(),
+            bootstrap,
+            topic,
+            30,
+            "java",
+            f"{tag}-j",
+            java_tls(pki["ca"]),
+            wrap=wrap,
         )
         node = f"broker-{_node_id(peer)}.{DOMAIN}"
         assert _names_asked(caplog) == {f"bootstrap.{DOMAIN}", node}

@@ -23,7 +23,6 @@ import confluent_kafka
 import confluent_kafka.admin
 import pytest
 import trustme
-from kafka_peers import KafkaCluster
 from client_matrix import (
     KEYS,
     by_partition,
@@ -35,6 +34,7 @@ from client_matrix import (
     sdk_and_confluent_sends,
 )
 from encryption_helpers import once_in_order
+from kafka_peers import KafkaCluster
 from proxy_helpers import call, create, fresh, misreported
 
 from trafka.proxy import RunningProxy, proxy_in_thread
