@@ -227,9 +227,12 @@ def test_check_config_reads_the_sni_settings(pki: dict[str, str], tmp_path: Any)
     assert result.exit_code == 1 and "SNI needs ssl_certfile" in result.output, result.output
 
 
-@pytest.mark.parametrize("peer", ["brokerlite", "4"], indirect=True)
+@pytest.mark.parametrize(
+    ("peer", "route_keys"), [("brokerlite", "none"), ("4", "murmur2")], indirect=["peer"]
+)
 def test_confluent_kafka_and_kafkas_java_producer_through_one_port(
     peer: Peer,
+    route_keys: str,
     pki: dict[str, str],
     tmp_path: Path,
     resolved: None,
@@ -239,9 +242,11 @@ def test_confluent_kafka_and_kafkas_java_producer_through_one_port(
     its read_committed consumer) and Kafka's Java producer (4.4, the same
     modes, a PEM trust store) name ``bootstrap.kafka.test`` and the brokers
     ``broker-N.kafka.test`` (their /etc/hosts the test's), through the proxy's
-    one TLS port in front of brokerlite and of Kafka 4.4: every record
-    committed is read once and in order, by the script and by the SDK, every
-    key on its murmur2 partition (the proxy routes), every report true. Each
+    one TLS port in front of brokerlite (forwarding: each client's batches go
+    on the connection to the broker its name picked) and of Kafka 4.4
+    (routing): every record committed is read once and in order, by the
+    script and by the SDK, every report true; routed, every key on its
+    murmur2 partition. Each
     client asked for the names in its handshakes (the proxy's debug log says
     which name each connection asked for: with one broker, a client that sent
     no SNI would be served the bootstrap's broker all the same)."""
@@ -256,7 +261,11 @@ def test_confluent_kafka_and_kafkas_java_producer_through_one_port(
     wrap = in_own_hosts(hosts)
     caplog.set_level(logging.DEBUG, logger="trafka.proxy")
     with proxy_in_thread(
-        upstream=(peer.bootstrap_servers,), port=0, ssl_certfile=pki["proxy"], sni_domain=DOMAIN
+        upstream=(peer.bootstrap_servers,),
+        port=0,
+        ssl_certfile=pki["proxy"],
+        sni_domain=DOMAIN,
+        route_keys=route_keys,
     ) as px:
         bootstrap = f"bootstrap.{DOMAIN}:{px.address[1]}"
         reports, sent = java_sends(
@@ -292,7 +301,8 @@ def test_confluent_kafka_and_kafkas_java_producer_through_one_port(
         records = read_committed(bootstrap, topic, partitions, sent, **tls)
     once_in_order(by_partition(records, partitions), sent, keys=KEYS)
     assert misreported(records, reports) is None, misreported(records, reports)
-    assert [r for r in records if r.partition != murmur2_partition(r.key, partitions)] == []
+    if route_keys != "none":
+        assert [r for r in records if r.partition != murmur2_partition(r.key, partitions)] == []
 
 
 def _node_id(peer: Peer) -> int:
