@@ -2,7 +2,10 @@
 requested or not asked for (Kafka's ``ssl.client.auth``), the principal taken
 from the certificate's subject with Kafka's ``ssl.principal.mapping.rules``
 (KIP-371), seen by filters; and the proxy's own certificate towards brokers
-that require one (brokerlite's SSL listener with ``ssl_client_auth=required``).
+that require one (brokerlite's SSL listener with ``ssl_client_auth=required``, Kafka 4.4's
+with ``ssl.client.auth=required``). Kafka's Java producer (its key store a PEM
+file, KIP-651), confluent-kafka and trafka's SDK go through either side's
+mutual TLS plain, idempotent and in transactions.
 """
 
 from __future__ import annotations
@@ -18,13 +21,26 @@ import anyio
 import confluent_kafka
 import pytest
 import trustme
-from proxy_helpers import create, fresh, placement
+from client_matrix import (
+    KEYS,
+    by_partition,
+    java_producer,
+    java_sends,
+    java_tls,
+    pem_keystore,
+    read_committed,
+    sdk_and_confluent_sends,
+)
+from encryption_helpers import once_in_order
+from proxy_helpers import Report, create, fresh, misreported, placement
 
+from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
 from trafka.proxy import ProxyConfig, proxy_in_thread
 from trafka.proxy.filters import Filter, FilterContext
 from trafka.proxy.mtls import NoMatchingRule, PrincipalMapper, distinguished_name
 from trafka.sdk import NewTopic, open_admin, open_producer
+from trafka.sdk.partitioners import murmur2_partition
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -152,11 +168,13 @@ def _sent(producer: confluent_kafka.Producer, topic: str, n: int) -> int:
     return sum(1 for e in errors if e is None)
 
 
-def _mtls_proxy(broker: Any, pki: dict[str, str], auth: str, watch: Filter) -> Any:
+def _mtls_proxy(
+    broker: Any, pki: dict[str, str], auth: str, watch: Filter, route_keys: str = "none"
+) -> Any:
     return proxy_in_thread(
         upstream=(broker.bootstrap_servers,),
         port=0,
-        route_keys="none",
+        route_keys=route_keys,
         ssl_certfile=pki["proxy"],
         ssl_cafile=pki["ca"],
         ssl_client_auth=auth,
@@ -191,6 +209,71 @@ def test_required_client_certificates(pki: dict[str, str], tmp_path: Path) -> No
     assert {p for p, _ in watch.seen} == set(subjects)
     for principal, subject in watch.seen:
         assert subject is not None and subject.startswith(subjects[principal] + ",O=trustme")
+
+
+def every_client(
+    servers: str, topic: str, partitions: int, keystore: str | None, pki: dict[str, str], **tls: Any
+) -> tuple[list[Report], list[bytes]]:
+    """Kafka's Java producer (``keystore``: its PEM key store, KIP-651; None:
+    plaintext), trafka's SDK and confluent-kafka (``tls``: the SDK's TLS
+    settings, as :func:`_sdk` names them), each plain, idempotent and in
+    transactions, 30 records each to ``topic``: reports and values sent."""
+    tag = fresh("mx")
+    java = java_tls(pki["ca"], keystore) if keystore is not None else {}
+    reports, sent = java_sends(java_producer(), servers, topic, 30, "java", f"{tag}-j", java)
+    librdkafka = {}
+    if tls:
+        librdkafka = {"security.protocol": "SSL", "ssl.ca.location": tls["ssl_cafile"]}
+        librdkafka |= {"ssl.certificate.location": tls["ssl_certfile"]}
+        librdkafka |= {"ssl.key.location": tls["ssl_keyfile"]}
+    more, values = sdk_and_confluent_sends(servers, topic, tag, 30, tls, librdkafka)
+    return reports + more, sent + values
+
+
+def check_read(
+    servers: str,
+    topic: str,
+    partitions: int,
+    reports: list[Report],
+    sent: list[bytes],
+    routed: bool,
+    **tls: Any,
+) -> None:
+    """Through ``servers``, read_committed: every record sent once, each
+    producer's keys in order, every report where its record is; ``routed``:
+    each key on its murmur2 partition."""
+    records = read_committed(servers, topic, partitions, sent, **tls)
+    once_in_order(by_partition(records, partitions), sent, keys=KEYS)
+    assert misreported(records, reports) is None, misreported(records, reports)
+    if routed:
+        assert [r for r in records if r.partition != murmur2_partition(r.key, partitions)] == []
+
+
+@pytest.mark.parametrize("route_keys", ["none", "murmur2"])
+def test_kafkas_java_producer_and_every_client_with_certificates(
+    route_keys: str, pki: dict[str, str], broker: RunningBroker, tmp_path: Path
+) -> None:
+    """Client certificates required: Kafka's Java producer (4.4) with a PEM
+    key store (``ssl.keystore.type=PEM``, KIP-651; the key as PKCS#8),
+    confluent-kafka and trafka's SDK, each plain, idempotent and in
+    transactions, routed and forwarded: every principal is the service
+    user's as KIP-371's rules map it, and a read_committed consumer with the
+    certificate reads every committed record once and in order."""
+    watch = Principals()
+    with _mtls_proxy(broker, pki, "required", watch, route_keys) as px:
+        topic = fresh("mtls-java")
+        create(broker.bootstrap_servers, topic, 3)
+        keystore = pem_keystore(pki["service"], pki["service-key"], tmp_path / "keystore.pem")
+        tls = _sdk(
+            {
+                "ssl.ca.location": pki["ca"],
+                "ssl.certificate.location": pki["service"],
+                "ssl.key.location": pki["service-key"],
+            }
+        )
+        reports, sent = every_client(px.bootstrap_servers, topic, 3, keystore, pki, **tls)
+        check_read(px.bootstrap_servers, topic, 3, reports, sent, route_keys != "none", **tls)
+    assert {p for p, _ in watch.seen} == {"User:serviceuser"}
 
 
 def test_requested_client_certificates(pki: dict[str, str], tmp_path: Path) -> None:
@@ -250,7 +333,8 @@ def test_the_proxy_presents_its_certificate_to_brokers_that_require_one(
 ) -> None:
     """Mutual TLS towards the brokers: brokerlite's SSL listener requires a
     client certificate of the CA (its ssl_client_auth=required, as Kafka's);
-    the proxy shows upstream_ssl_certfile. Without it, nothing gets through."""
+    the proxy shows upstream_ssl_certfile, and every client's records, in every
+    mode, go through it. Without it, nothing gets through."""
     with broker_in_thread(
         port=0,
         host="127.0.0.1",
@@ -263,11 +347,11 @@ def test_the_proxy_presents_its_certificate_to_brokers_that_require_one(
         direct = {"security.protocol": "SSL", "ssl.ca.location": pki["ca"]}
         direct |= {"ssl.certificate.location": pki["service"]}
         direct |= {"ssl.key.location": pki["service-key"]}
-        topic = fresh("mtls-up")
+        topic, matrix = fresh("mtls-up"), fresh("mtls-up-every")
 
         async def create_topic() -> None:
             async with open_admin(bootstrap_servers=broker.bootstrap_servers, **_sdk(direct)) as a:
-                await a.create_topics([NewTopic(topic, 1)])
+                await a.create_topics([NewTopic(topic, 1), NewTopic(matrix, 3)])
 
         anyio.run(create_topic, backend="trio")
         upstream = {"upstream_ssl": True, "upstream_ssl_cafile": pki["ca"]}
@@ -284,6 +368,9 @@ def test_the_proxy_presents_its_certificate_to_brokers_that_require_one(
             for i in range(10):
                 plain.produce(topic, b"%d" % i)
             assert plain.flush(30) == 0
+            # Every client and mode, routed (the proxy's default), Java's too.
+            reports, sent = every_client(px.bootstrap_servers, matrix, 3, None, pki)
+            check_read(px.bootstrap_servers, matrix, 3, reports, sent, True)
         with (
             proxy_in_thread(
                 upstream=(broker.bootstrap_servers,), port=0, connect_timeout=5, **upstream
@@ -392,7 +479,9 @@ def test_the_proxy_presents_its_certificate_to_kafka(
     """Mutual TLS towards Apache Kafka 4.4: a node whose SSL listener requires
     client certificates of the CA (``ssl.client.auth=required``, PEM key and
     trust stores, KIP-651); the proxy with ``upstream_ssl_certfile`` carries a
-    plaintext client's records to it, a proxy without one gets nothing through."""
+    plaintext client's records to it (Kafka's Java producer, confluent-kafka
+    and trafka's SDK, plain, idempotent and transactional, routed), a proxy
+    without one gets nothing through."""
     from cryptography.hazmat.primitives import serialization
     from kafka_peers import KAFKA_4, SKIP_ENV, KafkaCluster, missing
 
@@ -427,8 +516,9 @@ def test_the_proxy_presents_its_certificate_to_kafka(
     )
     with kafka:
         ssl_address = f"{kafka.host}:{kafka.node(1).ports['SSL']}"
-        topic = fresh("kafka-mtls")
+        topic, matrix = fresh("kafka-mtls"), fresh("kafka-mtls-every")
         create(kafka.bootstrap_servers, topic, 1, served=True)
+        create(kafka.bootstrap_servers, matrix, 3, served=True)
         upstream = {"upstream_ssl": True, "upstream_ssl_cafile": pki["ca"]}
         with proxy_in_thread(
             upstream=(ssl_address,),
@@ -443,6 +533,9 @@ def test_the_proxy_presents_its_certificate_to_kafka(
             for i in range(10):
                 plain.produce(topic, b"%d" % i)
             assert plain.flush(60) == 0
+            # Kafka's Java producer, confluent-kafka and the SDK, every mode, routed.
+            reports, sent = every_client(px.bootstrap_servers, matrix, 3, None, pki)
+            check_read(px.bootstrap_servers, matrix, 3, reports, sent, True)
         with (
             proxy_in_thread(upstream=(ssl_address,), port=0, connect_timeout=10, **upstream) as px,
             socket.create_connection(px.address, timeout=20) as s,

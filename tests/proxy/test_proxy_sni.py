@@ -3,33 +3,56 @@ client asks for (``broker-N.<domain>``, ``bootstrap.<domain>``) picks the
 broker, every broker behind the proxy's one listening port, and Metadata names
 the brokers by those names at that port.
 
-The clients must reach ``*.kafka.test`` at 127.0.0.1 without DNS or
-/etc/hosts: the trafka SDK resolves through ``anyio.getaddrinfo``, which the
-tests wrap to answer those names with 127.0.0.1 (the connection, the TLS
-handshake and its SNI are the client's own: only the name lookup is answered).
-librdkafka resolves in C with no hook confluent-kafka exposes, so it is not
-among these clients; a raw TLS client (Python's ``ssl``, SNI as given) checks
-the names on the wire.
+The clients must reach ``*.kafka.test`` at 127.0.0.1 without DNS: the trafka
+SDK resolves through ``anyio.getaddrinfo``, which the tests wrap to answer
+those names with 127.0.0.1 (the connection, the TLS handshake and its SNI are
+the client's own: only the name lookup is answered). librdkafka resolves in C
+and Kafka's Java client in the JDK (17 here: no ``jdk.net.hosts.file``), with
+no hook to answer them: they run as processes of their own whose /etc/hosts is
+the test's file, bind-mounted in a mount namespace of their own
+(tests/proxy/client_matrix.py's ``in_own_hosts``; root and util-linux's
+``unshare`` needed, the test skipped saying so without them), in front of
+brokerlite and Apache Kafka 4.4. A raw TLS client (Python's ``ssl``, SNI as
+given) checks the names on the wire.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import re
 import socket
 import ssl
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 import trio
 import trustme
-from proxy_helpers import call, fresh
+from client_matrix import (
+    KEYS,
+    by_partition,
+    hosts_unavailable,
+    in_own_hosts,
+    java_producer,
+    java_sends,
+    java_tls,
+    read_committed,
+)
+from encryption_helpers import once_in_order
+from kafka_fixtures import Peer
+from proxy_helpers import call, create, fresh, misreported
 
 from trafka.brokerlite.dev.local_cluster import serve_cluster
 from trafka.codec import ApiKey
 from trafka.codec.messages import k03_metadata as mm
-from trafka.proxy import ProxyConfig, serve_proxy
+from trafka.proxy import ProxyConfig, proxy_in_thread, serve_proxy
 from trafka.proxy.sni import SniNames, UnknownName
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
+from trafka.sdk.partitioners import murmur2_partition
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -202,3 +225,98 @@ def test_check_config_reads_the_sni_settings(pki: dict[str, str], tmp_path: Any)
     bad.write_text('upstream = ["127.0.0.1:9092"]\nsni_domain = "kafka test"\n')
     result = CliRunner().invoke(command, ["--config", str(bad), "--check-config"])
     assert result.exit_code == 1 and "SNI needs ssl_certfile" in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    ("peer", "route_keys"), [("brokerlite", "none"), ("4", "murmur2")], indirect=["peer"]
+)
+def test_confluent_kafka_and_kafkas_java_producer_through_one_port(
+    peer: Peer,
+    route_keys: str,
+    pki: dict[str, str],
+    tmp_path: Path,
+    resolved: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """confluent-kafka (a script: plain, idempotent and transactional, then
+    its read_committed consumer) and Kafka's Java producer (4.4, the same
+    modes, a PEM trust store) name ``bootstrap.kafka.test`` and the brokers
+    ``broker-N.kafka.test`` (their /etc/hosts the test's), through the proxy's
+    one TLS port in front of brokerlite (forwarding: each client's batches go
+    on the connection to the broker its name picked) and of Kafka 4.4
+    (routing): every record committed is read once and in order, by the
+    script and by the SDK, every report true; routed, every key on its
+    murmur2 partition. Each
+    client asked for the names in its handshakes (the proxy's debug log says
+    which name each connection asked for: with one broker, a client that sent
+    no SNI would be served the bootstrap's broker all the same)."""
+    why = hosts_unavailable()
+    if why is not None:
+        pytest.skip(why)
+    topic, tag, partitions = fresh("sni-clients"), fresh("sc"), 3
+    create(peer.bootstrap_servers, topic, partitions, 1, served=True)
+    hosts = tmp_path / "hosts"
+    names = " ".join([f"bootstrap.{DOMAIN}", *(f"broker-{n}.{DOMAIN}" for n in range(10))])
+    hosts.write_text(f"127.0.0.1 localhost\n127.0.0.1 {names}\n")
+    wrap = in_own_hosts(hosts)
+    caplog.set_level(logging.DEBUG, logger="trafka.proxy")
+    with proxy_in_thread(
+        upstream=(peer.bootstrap_servers,),
+        port=0,
+        ssl_certfile=pki["proxy"],
+        sni_domain=DOMAIN,
+        route_keys=route_keys,
+    ) as px:
+        bootstrap = f"bootstrap.{DOMAIN}:{px.address[1]}"
+        reports, sent = java_sends(
+            java_producer(),
+            bootstrap,
+            topic,
+            30,
+            "java",
+            f"{tag}-j",
+            java_tls(pki["ca"]),
+            wrap=wrap,
+        )
+        node = f"broker-{_node_id(peer)}.{DOMAIN}"
+        assert _names_asked(caplog) == {f"bootstrap.{DOMAIN}", node}
+        caplog.clear()
+        script = Path(__file__).with_name("sni_confluent_client.py")
+        done = subprocess.run(
+            [*wrap, sys.executable, str(script), bootstrap, topic, pki["ca"], tag, "30"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert _names_asked(caplog) == {f"bootstrap.{DOMAIN}", node}
+        ck = json.loads(done.stdout)
+        ck_sent = [v.encode() for v in ck["sent"]]
+        read = {int(p): [v.encode() for v in vs] for p, vs in ck["read"].items()}
+        once_in_order(read, ck_sent, keys=KEYS)
+        reports += [(v.encode(), p, o) for v, p, o in ck["reports"]]
+        sent += ck_sent
+        tls = {"security_protocol": "SSL", "ssl_cafile": pki["ca"]}
+        records = read_committed(bootstrap, topic, partitions, sent, **tls)
+    once_in_order(by_partition(records, partitions), sent, keys=KEYS)
+    assert misreported(records, reports) is None, misreported(records, reports)
+    if route_keys != "none":
+        assert [r for r in records if r.partition != murmur2_partition(r.key, partitions)] == []
+
+
+def _node_id(peer: Peer) -> int:
+    async def ask() -> int:
+        async with open_admin(bootstrap_servers=peer.bootstrap_servers) as admin:
+            brokers = (await admin.describe_cluster()).brokers
+            assert len(brokers) == 1
+            return int(brokers[0].node_id)
+
+    result: int = anyio.run(ask, backend="trio")
+    return result
+
+
+def _names_asked(caplog: pytest.LogCaptureFixture) -> set[str]:
+    """The SNI names the proxy's connections asked for, by its debug log."""
+    said = (r.getMessage() for r in caplog.records if r.name == "trafka.proxy")
+    return {m.group(1) for line in said if (m := re.search(r" asked for (\S+): broker ", line))}

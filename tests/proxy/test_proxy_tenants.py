@@ -23,7 +23,16 @@ import anyio
 import confluent_kafka
 import confluent_kafka.admin
 import pytest
-from proxy_helpers import call, fresh
+from client_matrix import (
+    KEYS,
+    by_partition,
+    java_producer,
+    java_sends,
+    read_committed,
+    sdk_and_confluent_sends,
+)
+from encryption_helpers import once_in_order
+from proxy_helpers import call, fresh, misreported
 
 from trafka.brokerlite import RunningBroker, broker_in_thread
 from trafka.codec import ApiKey, ErrorCode, protocol
@@ -34,6 +43,7 @@ from trafka.codec.sasl import plain_message
 from trafka.proxy import RunningProxy, proxy_in_thread
 from trafka.proxy.tenants import Tenants
 from trafka.sdk import ConfigError, NewTopic, open_admin, open_consumer, open_producer
+from trafka.sdk.partitioners import murmur2_partition
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -261,6 +271,50 @@ def test_two_tenants_share_names_through_the_sdk(
     anyio.run(main, backend="trio")
     counted = px.statistics.filters["tenants"]
     assert counted[("acme", "served")] > 0 and counted[("globex", "served")] > 0
+
+
+def test_kafkas_java_producer_and_every_client_in_every_mode_as_a_tenant(
+    shared: RunningProxy, secured: RunningBroker
+) -> None:
+    """Kafka's Java producer (4.4, SASL PLAIN: ``sasl.jaas.config``),
+    confluent-kafka and trafka's SDK log in as alice (tenant acme) and
+    produce plain, idempotent and in transactions (the Java producer's second
+    aborted), each record to librdkafka's CRC32 partition, routed as
+    themselves (the proxy holds their logins): a read_committed consumer as
+    alice reads every committed record once, each producer's keys in order and
+    on their murmur2 partitions, every report where its record is; the broker
+    holds the topic under acme's prefix."""
+    topic, tag, partitions, n = fresh("matrix"), fresh("mx"), 3, 30
+
+    async def create() -> None:
+        async with open_admin(**login(shared.bootstrap_servers, "alice")) as admin:
+            await admin.create_topics([NewTopic(topic, partitions, 1)])
+
+    anyio.run(create, backend="trio")
+    alice = login(shared.bootstrap_servers, "alice")
+    del alice["bootstrap_servers"]
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="alice" password="{USERS["alice"]}";'
+    )
+    java = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": jaas,
+    }
+    servers = shared.bootstrap_servers
+    reports, sent = java_sends(java_producer(), servers, topic, n, "java", f"{tag}-j", java)
+    ck = librdkafka(shared, "alice")
+    more, values = sdk_and_confluent_sends(servers, topic, tag, n, alice, ck)
+    reports, sent = reports + more, sent + values
+    records = read_committed(servers, topic, partitions, sent, **alice)
+    once_in_order(by_partition(records, partitions), sent, keys=KEYS)
+    assert misreported(records, reports) is None, misreported(records, reports)
+    assert [r for r in records if r.partition != murmur2_partition(r.key, partitions)] == []
+    admin = login(secured.bootstrap_servers, "admin")
+    del admin["bootstrap_servers"]
+    straight = read_committed(secured.bootstrap_servers, f"acme.{topic}", partitions, sent, **admin)
+    assert sorted(r.value for r in straight) == sorted(sent)
 
 
 def test_confluent_clients_in_their_own_namespace(

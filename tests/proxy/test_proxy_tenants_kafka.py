@@ -5,7 +5,9 @@ TLS into the proxy, Kafka's ``ssl.principal.mapping.rules``, KIP-371), and
 Kafka, reached in plaintext, holds each tenant's topics, groups and
 transactional ids under its prefix. Kafka's own answers to one tenant naming
 the other's resources are what a client meets for resources that do not
-exist.
+exist. Kafka's Java producer (a PEM key store, KIP-651), confluent-kafka and
+trafka's SDK produce as a tenant plain, idempotent and in transactions, through
+a routing proxy and a forwarding one.
 """
 
 from __future__ import annotations
@@ -21,12 +23,24 @@ import confluent_kafka
 import confluent_kafka.admin
 import pytest
 import trustme
+from client_matrix import (
+    KEYS,
+    by_partition,
+    java_producer,
+    java_sends,
+    java_tls,
+    pem_keystore,
+    read_committed,
+    sdk_and_confluent_sends,
+)
+from encryption_helpers import once_in_order
 from kafka_peers import KafkaCluster
-from proxy_helpers import call, fresh
+from proxy_helpers import call, create, fresh, misreported
 
 from trafka.proxy import RunningProxy, proxy_in_thread
 from trafka.proxy.tenants import Tenants
 from trafka.sdk import NewTopic, open_admin, open_consumer, open_producer
+from trafka.sdk.partitioners import murmur2_partition
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -60,19 +74,32 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return paths
 
 
-@pytest.fixture(scope="module")
-def shared(kafka4: KafkaCluster, pki: dict[str, str]) -> Iterator[RunningProxy]:
+def _tenants_proxy(kafka: KafkaCluster, pki: dict[str, str], route_keys: str) -> Any:
     tenants = Tenants()
     tenants.configure(TENANTS)
-    with proxy_in_thread(
-        upstream=(kafka4.bootstrap_servers,),
+    return proxy_in_thread(
+        upstream=(kafka.bootstrap_servers,),
         port=0,
         ssl_certfile=pki["proxy"],
         ssl_cafile=pki["ca"],
         ssl_client_auth="required",
         ssl_principal_mapping_rules=RULES,
         filters=(tenants,),
-    ) as px:
+        route_keys=route_keys,
+    )
+
+
+@pytest.fixture(scope="module")
+def shared(kafka4: KafkaCluster, pki: dict[str, str]) -> Iterator[RunningProxy]:
+    """The tenants' proxy, routing keyed records by murmur2 (the default)."""
+    with _tenants_proxy(kafka4, pki, "murmur2") as px:
+        yield px
+
+
+@pytest.fixture(scope="module")
+def forwarding(kafka4: KafkaCluster, pki: dict[str, str]) -> Iterator[RunningProxy]:
+    """The tenants' proxy, forwarding records where their producers put them."""
+    with _tenants_proxy(kafka4, pki, "none") as px:
         yield px
 
 
@@ -250,3 +277,55 @@ def test_kip_848_consumers_by_pattern_stay_in_their_tenant(
                     assert {tp.topic for tp in consumer.assignment()} == {f"{stem}-t"}
 
     anyio.run(main, backend="trio")
+
+
+@pytest.mark.parametrize("route", ["routed", "forwarded"])
+def test_every_client_in_every_mode_as_a_tenant_on_kafka(
+    route: str,
+    request: pytest.FixtureRequest,
+    pki: dict[str, str],
+    kafka4: KafkaCluster,
+    tmp_path: Any,
+) -> None:
+    """Kafka's Java producer (4.4, its key store a PEM file, KIP-651),
+    confluent-kafka and trafka's SDK as tenant acme (alice's certificate),
+    each plain, idempotent and in transactions (the Java producer's second
+    aborted), each record sent to librdkafka's CRC32 partition: Kafka holds
+    the topic and the transactional ids under acme's prefix, the names
+    themselves nowhere; a read_committed consumer through the proxy reads
+    every committed record once, each producer's keys in order, nothing
+    aborted, every delivery report where its record is; routed, each key on
+    its murmur2 partition."""
+    px: RunningProxy = request.getfixturevalue("shared" if route == "routed" else "forwarding")
+    topic, tag, partitions, n = fresh("matrix"), fresh("mx"), 3, 30
+    create(kafka4.bootstrap_servers, f"acme.{topic}", partitions, 1, served=True)
+    keystore = pem_keystore(pki["alice"], pki["alice-key"], tmp_path / "alice-keystore.pem")
+    reports, sent = java_sends(
+        java_producer(),
+        px.bootstrap_servers,
+        topic,
+        n,
+        "java",
+        f"{tag}-java",
+        java_tls(pki["ca"], keystore),
+    )
+    tls = {k: v for k, v in sdk(px, pki, "alice").items() if k != "bootstrap_servers"}
+    more, values = sdk_and_confluent_sends(
+        px.bootstrap_servers, topic, tag, n, tls, librdkafka(px, pki, "alice")
+    )
+    reports, sent = reports + more, sent + values
+    records = read_committed(px.bootstrap_servers, topic, partitions, sent, **tls)
+    once_in_order(by_partition(records, partitions), sent, keys=KEYS)
+    assert misreported(records, reports) is None, misreported(records, reports)
+    if route == "routed":
+        assert [r for r in records if r.partition != murmur2_partition(r.key, partitions)] == []
+    straight = read_committed(kafka4.bootstrap_servers, f"acme.{topic}", partitions, sent)
+    assert sorted(r.value for r in straight) == sorted(sent)
+
+    async def transactional_ids() -> set[str]:
+        async with open_admin(bootstrap_servers=kafka4.bootstrap_servers) as admin:
+            return {t.transactional_id for t in await admin.list_transactions()}
+
+    ids = anyio.run(transactional_ids, backend="trio")
+    mine = {f"{tag}-java", f"{tag}-sdk", f"{tag}-ck"}
+    assert {f"acme.{t}" for t in mine} <= ids and not mine & ids
