@@ -108,40 +108,59 @@ def run_kcat(options: list[str], *args: str, stdin: bytes | None = None) -> Any:
     )
 
 
-def test_client_certificate_subject_is_the_principal(tmp_path: Path) -> None:
+def pki(folder: Path, leaves: dict[str, tuple[str, str | None]]) -> dict[str, Path]:
+    """A CA's certificate (``ca``) and, per name, a leaf it signed for
+    (identity, common name): ``<name>_cert`` (its chain) and ``<name>_key``."""
     ca = trustme.CA()
-    files: dict[str, Path] = {"ca": tmp_path / "ca.pem"}
+    files: dict[str, Path] = {"ca": folder / "ca.pem"}
     ca.cert_pem.write_to_path(str(files["ca"]))
-    for name, identity in (("broker", "127.0.0.1"), ("client", "client"), ("admin", "admin")):
-        leaf = ca.issue_cert(identity)
-        files[f"{name}_cert"] = tmp_path / f"{name}-cert.pem"
-        files[f"{name}_key"] = tmp_path / f"{name}-key.pem"
+    for name, (identity, common_name) in leaves.items():
+        leaf = ca.issue_cert(identity, common_name=common_name)
+        files[f"{name}_cert"] = folder / f"{name}-cert.pem"
+        files[f"{name}_key"] = folder / f"{name}-key.pem"
         for i, pem in enumerate(leaf.cert_chain_pems):
             pem.write_to_path(str(files[f"{name}_cert"]), append=i > 0)
         leaf.private_key_pem.write_to_path(str(files[f"{name}_key"]))
+    return files
 
-    def principal(name: str) -> str:
-        cert = x509.load_pem_x509_certificate(files[f"{name}_cert"].read_bytes())
-        return f"User:{cert.subject.rfc4514_string()}"
 
-    with serve(
+def serve_tls(tmp_path: Path, files: dict[str, Path], **settings: Any) -> Any:
+    """:func:`serve` on an SSL listener with the ``broker`` leaf of :func:`pki`,
+    client certificates required."""
+    return serve(
         tmp_path,
         security_protocol="SSL",
         ssl_certfile=files["broker_cert"],
         ssl_keyfile=files["broker_key"],
         ssl_cafile=files["ca"],
         ssl_client_auth="required",
-        super_users=(principal("admin"),),
-    ) as running:
+        **settings,
+    )
+
+
+def tls_client(running: RunningBroker, files: dict[str, Path], name: str) -> dict[str, Any]:
+    """confluent-kafka's settings for the client ``name`` of :func:`pki`."""
+    return {
+        "bootstrap.servers": running.bootstrap_servers,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(files["ca"]),
+        "ssl.certificate.location": str(files[f"{name}_cert"]),
+        "ssl.key.location": str(files[f"{name}_key"]),
+    }
+
+
+def test_client_certificate_subject_is_the_principal(tmp_path: Path) -> None:
+    names = ("broker", "127.0.0.1"), ("client", "client"), ("admin", "admin")
+    files = pki(tmp_path, {name: (identity, None) for name, identity in names})
+
+    def principal(name: str) -> str:
+        cert = x509.load_pem_x509_certificate(files[f"{name}_cert"].read_bytes())
+        return f"User:{cert.subject.rfc4514_string()}"
+
+    with serve_tls(tmp_path, files, super_users=(principal("admin"),)) as running:
 
         def config(name: str) -> dict[str, Any]:
-            return {
-                "bootstrap.servers": running.bootstrap_servers,
-                "security.protocol": "SSL",
-                "ssl.ca.location": str(files["ca"]),
-                "ssl.certificate.location": str(files[f"{name}_cert"]),
-                "ssl.key.location": str(files[f"{name}_key"]),
-            }
+            return tls_client(running, files, name)
 
         assert produce(config("admin"), "certs") is None  # a super user; creates the topic
         assert produce(config("client"), "certs") == KafkaError.TOPIC_AUTHORIZATION_FAILED
@@ -165,38 +184,19 @@ def test_principal_mapping_rules_name_certificate_principals(tmp_path: Path) -> 
     subject no rule matches fails the client's connection (the docs of Kafka's
     ``ssl.principal.mapping.rules``: "if no rule matches, an exception is
     thrown" and the client's authentication fails)."""
-    ca = trustme.CA()
-    files: dict[str, Path] = {"ca": tmp_path / "ca.pem"}
-    ca.cert_pem.write_to_path(str(files["ca"]))
     leaves = {"broker": ("127.0.0.1", None), "admin": ("a", "Admin"), "client": ("c", "Client")}
     leaves["nameless"] = ("n", None)  # a subject without a CN: no rule matches
-    for name, (identity, common_name) in leaves.items():
-        leaf = ca.issue_cert(identity, common_name=common_name)
-        files[f"{name}_cert"] = tmp_path / f"{name}-cert.pem"
-        files[f"{name}_key"] = tmp_path / f"{name}-key.pem"
-        for i, pem in enumerate(leaf.cert_chain_pems):
-            pem.write_to_path(str(files[f"{name}_cert"]), append=i > 0)
-        leaf.private_key_pem.write_to_path(str(files[f"{name}_key"]))
+    files = pki(tmp_path, leaves)
 
-    with serve(
+    with serve_tls(
         tmp_path,
-        security_protocol="SSL",
-        ssl_certfile=files["broker_cert"],
-        ssl_keyfile=files["broker_key"],
-        ssl_cafile=files["ca"],
-        ssl_client_auth="required",
+        files,
         ssl_principal_mapping_rules="RULE:^CN=([^,]*),.*$/$1/L",
         super_users=("User:admin",),
     ) as running:
 
         def config(name: str) -> dict[str, Any]:
-            return {
-                "bootstrap.servers": running.bootstrap_servers,
-                "security.protocol": "SSL",
-                "ssl.ca.location": str(files["ca"]),
-                "ssl.certificate.location": str(files[f"{name}_cert"]),
-                "ssl.key.location": str(files[f"{name}_key"]),
-            }
+            return tls_client(running, files, name)
 
         assert produce(config("admin"), "mapped") is None  # User:admin, a super user
         assert produce(config("client"), "mapped") == KafkaError.TOPIC_AUTHORIZATION_FAILED
