@@ -89,6 +89,19 @@ class ClientTls:
         if names is not None:
             note_names(context)
 
+    def renew(self, context: ssl.SSLContext, rules: str) -> None:
+        """SIGHUP (:mod:`.reload`): new connections get ``context`` (its
+        certificate, CAs and client-certificate demand) and their principals
+        by ``rules``; connections already open keep what they started with.
+
+        Raises:
+            ValueError: ``rules`` do not parse (nothing is changed then).
+        """
+        mapper = PrincipalMapper(rules)
+        if self.names is not None:
+            note_names(context)
+        self.context, self.mapper = context, mapper
+
     @classmethod
     def of(
         cls,

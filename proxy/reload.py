@@ -16,10 +16,13 @@ Rules:
   again (the flags stay as given) and checked as a start would be. What may
   change while serving (the settings marked ``reload``): the log level, the
   filters' settings (each filter's :meth:`~.filters.Filter.configure` is
-  called again; the chain itself cannot change), the TLS certificate and key
-  (new connections are served the new ones; connections already open keep
-  theirs: the context's certificate is replaced, and OpenSSL copies it into
-  each connection as the connection starts).
+  called again; the chain itself cannot change), and the TLS settings towards
+  clients: the certificate and key, the client CAs, ``ssl_client_auth`` and
+  ``ssl_principal_mapping_rules`` (a new TLS context is made from the files
+  as they are now, even when their names did not change, as certificate
+  renewers replace them in place: new connections get it and their
+  principals by the new rules; connections already open keep theirs). TLS
+  itself cannot be switched on or off.
 * A reload is all or nothing: a configuration with a problem, or one that
   changes anything else, is refused whole, with a log line naming each
   problem or setting, and the proxy goes on with its old settings.
@@ -41,6 +44,7 @@ from trafka.sdk import ConfigError
 
 from .config import ProxyConfig
 from .filters import Filter, load_filter
+from .mtls import ClientTls
 from .principals import load_credentials
 from .settings import BY_NAME, FilterSpec, Sources, gather, proxy_config
 
@@ -166,7 +170,7 @@ class Reloader:
         sources: where the settings came from (read again on each reload).
         values: the settings it serves with.
         filters: the running chain's filters (the user's first, in order).
-        client_tls: the running proxy's TLS context towards clients (None: plaintext).
+        client_tls: the running proxy's TLS side towards clients (None: plaintext).
     """
 
     def __init__(
@@ -174,7 +178,7 @@ class Reloader:
         sources: Sources,
         values: Mapping[str, Any],
         filters: Sequence[Filter],
-        client_tls: ssl.SSLContext | None,
+        client_tls: ClientTls | None,
     ) -> None:
         self.sources = sources
         self.values = dict(values)
@@ -185,11 +189,12 @@ class Reloader:
         """Read the configuration again and apply it (see the module's rules);
         whether it was applied."""
         try:
-            fresh = load(self.sources).values
+            loaded = load(self.sources)
         except ConfigError as exc:
             for problem in exc.problems:
                 log.error("SIGHUP: configuration not reloaded: %s", problem)
             return _kept()
+        fresh = loaded.values
         changed = [name for name, value in fresh.items() if value != self.values[name]]
         refused = [name for name in changed if not self._can_change(name, fresh)]
         for name in refused:
@@ -203,7 +208,7 @@ class Reloader:
         if refused:
             return _kept()
         try:
-            self._apply(fresh, changed)
+            self._apply(loaded, changed)
         except (ValueError, OSError, ssl.SSLError) as exc:
             log.error("SIGHUP: configuration not reloaded: %s", exc)
             return _kept()
@@ -220,9 +225,12 @@ class Reloader:
             return bool(fresh["ssl_certfile"]) == bool(self.values["ssl_certfile"])
         return True
 
-    def _apply(self, fresh: Mapping[str, Any], changed: list[str]) -> None:
+    def _apply(self, loaded: Loaded, changed: list[str]) -> None:
+        fresh = loaded.values
         if self.client_tls is not None:  # its files may have been replaced under the same names
-            self.client_tls.load_cert_chain(fresh["ssl_certfile"], fresh["ssl_keyfile"])
+            context = loaded.config.client_ssl_context()
+            assert context is not None  # TLS is not switched off by a reload (_can_change)
+            self.client_tls.renew(context, fresh["ssl_principal_mapping_rules"])
             log.info("SIGHUP: TLS certificate loaded from %s", fresh["ssl_certfile"])
         if "filter" in changed:
             for f, old, new in zip(

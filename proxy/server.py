@@ -62,7 +62,6 @@ from __future__ import annotations
 import logging
 import math
 import socket
-import ssl
 import struct
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -135,8 +134,8 @@ class RunningProxy:
     metrics_address: tuple[str, int] | None = None
     # The bytes of requests held (``queued_max_request_bytes``; tests, introspection).
     request_budget: RequestBudget = field(default_factory=lambda: RequestBudget(None))
-    # What SIGHUP changes (.reload): the TLS context new client connections get, the chain.
-    client_tls: ssl.SSLContext | None = None
+    # What SIGHUP changes (.reload): the TLS side new client connections get, the chain.
+    client_tls: ClientTls | None = None
     filters: tuple[Filter, ...] = ()
 
 
@@ -995,6 +994,6 @@ async def _start_serving(
         proxy.stats,
         metrics_address,
         proxy.budget,
-        proxy.client_tls,
+        proxy.tls,
         proxy.filters,
     )

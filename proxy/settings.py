@@ -117,11 +117,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ssl_keyfile", "path", None, "The certificate's private key (PEM), if not in "
             "the certfile; reloaded on SIGHUP.", reload=True),
     Setting("ssl_cafile", "path", None, "CAs of the clients' certificates (PEM), for "
-            "ssl_client_auth."),
+            "ssl_client_auth; reloaded on SIGHUP.", reload=True),
     Setting("ssl_client_auth", "choice", "none", "Client certificates: required, requested "
-            "or none (Kafka's ssl.client.auth).", choices=("required", "requested", "none")),
+            "or none (Kafka's ssl.client.auth); reloaded on SIGHUP.",
+            choices=("required", "requested", "none"), reload=True),
     Setting("ssl_principal_mapping_rules", "str", "DEFAULT", "A client certificate's subject "
-            "to its principal: RULE:pattern/replacement/[LU],...,DEFAULT (KIP-371)."),
+            "to its principal: RULE:pattern/replacement/[LU],...,DEFAULT (KIP-371); "
+            "reloaded on SIGHUP.", reload=True),
     Setting("sni_domain", "str", None, "One TLS port for the cluster: clients name broker N "
             "broker-N.<this> (bootstrap: bootstrap.<this>) by SNI."),
     Setting("sni_port", "int", None, "With sni_domain: the port answers give the broker "

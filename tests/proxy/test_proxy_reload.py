@@ -97,15 +97,7 @@ def test_sighup_reloads_the_certificate_filters_and_log_level_and_refuses_the_re
     _config(toml, upstream, cert, "one", log_level='"INFO"')
     port = _free_port()
     log = tmp_path / "proxy.log"
-    env = os.environ | {
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
-    }
-    command = [
-        sys.executable, "-m", "trafka.tools.cli", "proxy", "--config", str(toml),
-        "--listen", f"127.0.0.1:{port}", "--node-port-base", "-1",
-    ]  # fmt: skip
-    with log.open("wb") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    proc = _start(toml, port, log)
     try:
         _until("start", lambda: b"proxy on" in log.read_bytes(), proc, log)
         assert _served_certificate(port, str(ca_path)) == der[0]
@@ -118,14 +110,7 @@ def test_sighup_reloads_the_certificate_filters_and_log_level_and_refuses_the_re
         )
 
         def reload(times: int) -> None:
-            proc.send_signal(signal.SIGHUP)
-            ends = (b"SIGHUP: configuration reloaded", b"goes on with its old settings")
-            _until(
-                "reload",
-                lambda: sum(log.read_bytes().count(end) for end in ends) == times,
-                proc,
-                log,
-            )
+            _reload(proc, log, times)
 
         # 1. The certificate, the filter's settings and the log level change.
         second.private_key_and_cert_chain_pem.write_to_path(str(cert))
@@ -153,6 +138,91 @@ def test_sighup_reloads_the_certificate_filters_and_log_level_and_refuses_the_re
         assert _cluster_id(port, str(ca_path)) == "two"
         assert _served_certificate(port, str(ca_path)) == der[1]
         kept.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _start(toml: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    """``trafka proxy --config toml`` on ``port`` (brokers on no ports of their own),
+    its output in ``log``; tests/proxy on its path (the test filter)."""
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    }
+    command = [
+        sys.executable, "-m", "trafka.tools.cli", "proxy", "--config", str(toml),
+        "--listen", f"127.0.0.1:{port}", "--node-port-base", "-1",
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+
+
+def _reload(proc: subprocess.Popen[bytes], log: Path, times: int) -> None:
+    """SIGHUP, then wait for its ``times``-th outcome in the log."""
+    proc.send_signal(signal.SIGHUP)
+    ends = (b"SIGHUP: configuration reloaded", b"goes on with its old settings")
+    _until("reload", lambda: sum(log.read_bytes().count(end) for end in ends) == times, proc, log)
+
+
+def _answered(port: int, trust: Path, cert: Path, key: Path) -> bool:
+    """Whether a TLS client with this certificate gets an answer from the proxy
+    (its ApiVersions): False when the proxy refused the certificate (TLS 1.3
+    tells the client after its handshake, at its first read)."""
+    context = ssl.create_default_context(cafile=str(trust))
+    context.load_cert_chain(str(cert), str(key))
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ):
+            tls.sendall(_api_versions_request())
+            return len(tls.recv(4)) == 4
+    except (ssl.SSLError, ConnectionError):
+        return False
+
+
+def test_sighup_takes_new_client_cas_and_principal_mapping_rules(
+    broker: RunningBroker, tmp_path: Path
+) -> None:
+    """Mutual TLS settings change on SIGHUP (docs/proxy.md, "Reloading"): the
+    client-CA bundle rewritten in place (one CA out, another in) and new
+    principal mapping rules (KIP-371) hold for new connections."""
+    old, new = trustme.CA(), trustme.CA()
+    trust, clients, cert = tmp_path / "trust.pem", tmp_path / "clients.pem", tmp_path / "px.pem"
+    old.cert_pem.write_to_path(str(trust))  # what clients trust the proxy by
+    old.cert_pem.write_to_path(str(clients))
+    old.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(cert))
+    leaves = {}
+    for name, issuer in (("alice", old), ("bob", new)):
+        leaf = issuer.issue_cert(f"{name}.clients.test", common_name=name)
+        leaves[name] = (tmp_path / f"{name}.pem", tmp_path / f"{name}-key.pem")
+        leaf.cert_chain_pems[0].write_to_path(str(leaves[name][0]))
+        leaf.private_key_pem.write_to_path(str(leaves[name][1]))
+    toml, log, port = tmp_path / "proxy.toml", tmp_path / "proxy.log", _free_port()
+
+    def configure(rules: str) -> None:
+        more = {"ssl_cafile": f'"{clients}"', "ssl_client_auth": '"required"'}
+        _config(toml, broker.bootstrap_servers, cert, "one", verbose="true", **more,
+                ssl_principal_mapping_rules=f'"{rules}"')  # fmt: skip
+
+    configure("RULE:^CN=([^,]*),.*$/$1/")
+    proc = _start(toml, port, log)
+    try:
+        _until("start", lambda: b"proxy on" in log.read_bytes(), proc, log)
+        assert _answered(port, trust, *leaves["alice"])
+        assert not _answered(port, trust, *leaves["bob"])
+        assert b"TLS principal User:alice " in log.read_bytes()
+        new.cert_pem.write_to_path(str(clients))  # the bundle replaced in place
+        configure("RULE:^CN=([^,]*),.*$/$1/U")
+        _reload(proc, log, 1)
+        text = log.read_text()
+        assert "SIGHUP: configuration reloaded (ssl_principal_mapping_rules)" in text, text
+        assert not _answered(port, trust, *leaves["alice"])
+        assert _answered(port, trust, *leaves["bob"])
+        assert b"TLS principal User:BOB " in log.read_bytes()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, log.read_text()
     finally:
