@@ -113,6 +113,13 @@ Rules and invariants:
   partition with records from one fenced or forgotten (put back); the other
   partitions are answered as they are. The group coordinator is another broker's:
   assignments initialise nothing here.
+* Dead letters (KIP-1191, :mod:`.dead_letters`; one node). Before a
+  share-partition acknowledges, releases or expires locks, it is told whether
+  its group has a dead-letter queue now (:attr:`.SharePartition.dead_letters`);
+  after each successful write, the dead letters of the ARCHIVING runs written
+  are appended to the DLQ topic and those records archived, in a second
+  write. ARCHIVING runs read from the journal at start are due at once
+  (:meth:`ShareFetcher.next_deadline` is then 0).
 * Offsets admin (DescribeShareGroupOffsets, AlterShareGroupOffsets,
   DeleteShareGroupOffsets) works on the same share-partitions, with rules of
   its own (:mod:`.offsets_admin`); the journal is :mod:`.state_store`'s.
@@ -132,9 +139,10 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k78_share_fetch as _sf
 from trafka.codec.messages import k79_share_acknowledge as _sa
 
+from .dead_letters import DeadLetters
 from .log_reads import batch_spans, initial_offset, last_of, read_into
 from .offsets_admin import ShareOffsetInfo, ShareOffsetsAdmin
-from .partition import RENEW, AcquiredRange, SharePartition
+from .partition import ARCHIVING, RENEW, AcquiredRange, SharePartition
 from .persister import RemotePersister
 from .share_config import DefaultShareConfig, ShareConfig
 from .state_store import SP, ShareStateError, ShareStateStore
@@ -252,6 +260,8 @@ class ShareFetcher(ShareOffsetsAdmin):
         notify: called with ``(topic, partition)`` when records there become
             available again (to wake waiting fetches).
         leads: cluster mode: whether this broker leads a data partition.
+        dead_letters: writes share groups' dead letters (one node; None: no
+            group has a dead-letter queue).
     """
 
     def __init__(
@@ -263,8 +273,10 @@ class ShareFetcher(ShareOffsetsAdmin):
         config_for: Callable[[str], ShareConfig] | None = None,
         notify: Callable[[str, int], None] | None = None,
         leads: Callable[[str, int], bool] | None = None,
+        dead_letters: DeadLetters | None = None,
     ) -> None:
         self._logs = logs
+        self._dead_letters = dead_letters
         self._producers = producers
         self._store = store
         self._remote = store if isinstance(store, RemotePersister) else None
@@ -295,6 +307,10 @@ class ShareFetcher(ShareOffsetsAdmin):
                 raise ShareStateError(f"{store.path}: share-partition {key}: {exc}") from exc
             self._partitions[key] = sp
             self._topic_ids[key] = str(data.get("topic_id", ""))
+        #: Dead letters read from the journal, not written yet (module rules).
+        self._letters_due = any(
+            r.state == ARCHIVING for sp in self._partitions.values() for r in sp.runs()
+        )
 
     # -- listener of the share-group coordinator ---------------------------------------------
 
@@ -542,9 +558,33 @@ class ShareFetcher(ShareOffsetsAdmin):
         failed journal write, logged); cluster mode: then forget idle groups."""
         self._deadline_stale = True
         code = self._writes.write()
+        if code == ErrorCode.NONE and self._write_dead_letters():
+            self._writes.write()  # (a failure leaves them dirty, for the next write)
         if self._remote is not None:
             self._forget_idle()
         return code
+
+    def _write_dead_letters(self) -> bool:
+        """Write the dead letters due and archive their records (module rules);
+        True when any share-partition changed."""
+        self._letters_due = False
+        changed = False
+        for (group_id, topic, partition), sp in self._partitions.items():
+            due = sp.dead_letters_due()
+            if not due:
+                continue
+            config = self._config_for(group_id)
+            for run in due:
+                if self._dead_letters is not None:
+                    self._dead_letters.write(group_id, topic, partition, run, config)
+                changed |= sp.dead_letters_written(run.first, run.last)
+        return changed
+
+    def _mark_dead_letters(self, group_id: str, sp: SharePartition) -> SharePartition:
+        """Tell ``sp`` whether its group has a dead-letter queue now."""
+        letters = self._dead_letters
+        sp.dead_letters = letters is not None and letters.active(self._config_for(group_id))
+        return sp
 
     def acknowledge(
         self, request: _sa.ShareAcknowledgeRequest, now_ms: int
@@ -581,8 +621,8 @@ class ShareFetcher(ShareOffsetsAdmin):
     def tick(self, now_ms: int) -> None:
         """Release expired acquisition locks."""
         woken = []
-        for (_group, topic, partition), sp in self._partitions.items():
-            if sp.expire_locks(now_ms):
+        for (group, topic, partition), sp in self._partitions.items():
+            if self._mark_dead_letters(group, sp).expire_locks(now_ms):
                 woken.append((topic, partition))
         self._write()
         for topic, partition in woken:
@@ -591,6 +631,8 @@ class ShareFetcher(ShareOffsetsAdmin):
     def next_deadline(self) -> int | None:
         """When :meth:`tick` next has a lock to expire (computed again only after a
         request or tick changed something: the broker asks after every request)."""
+        if self._letters_due:
+            return 0
         if self._deadline_stale:
             deadlines = [
                 d for sp in self._partitions.values() if (d := sp.next_deadline()) is not None
@@ -651,6 +693,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         if sp is None:
             return ErrorCode.INVALID_RECORD_STATE
         acked.setdefault(tp, (where, sp))
+        self._mark_dead_letters(group_id, sp)
         return sp.acknowledge(member_id, plan, renew_until_ms=renew_until_ms)
 
     def _renew_until(self, group_id: str, renewing: bool, now_ms: int) -> int | None:
@@ -662,7 +705,9 @@ class ShareFetcher(ShareOffsetsAdmin):
 
     def _release_member(self, group_id: str, member_id: str) -> None:
         for (group, topic, partition), sp in self._partitions.items():
-            if group == group_id and sp.release_member(member_id):
+            if group != group_id:
+                continue
+            if self._mark_dead_letters(group, sp).release_member(member_id):
                 self._notify(topic, partition)
 
     def _share_partition(
