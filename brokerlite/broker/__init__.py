@@ -203,6 +203,10 @@ class Broker:
             or the SASL users file cannot be read.
     """
 
+    # (Declared: the share-partitions' dead letters read them, made after them.)
+    features: FeatureStore
+    metrics: BrokerMetrics
+
     def __init__(
         self,
         config: BrokerConfig,

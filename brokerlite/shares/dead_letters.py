@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from trafka.brokerlite.errors import BrokerError
@@ -53,7 +53,7 @@ from trafka.codec.errors import TrafkaError
 from trafka.codec.records import decode_batch, encode_batch
 
 from .log_reads import read_into
-from .partition import Run
+from .partition import ARCHIVING, Run, SharePartition
 from .share_config import ShareConfig
 
 if TYPE_CHECKING:
@@ -67,7 +67,11 @@ __all__ = [
     "REJECTED_MESSAGE",
     "DeadLetterPort",
     "DeadLetters",
+    "archiving",
 ]
+
+#: A share-partition's key: (group, topic, partition).
+_SP = tuple[str, str, int]
 
 log = logging.getLogger("trafka.brokerlite")
 
@@ -116,17 +120,38 @@ class DeadLetters:
 
     Args:
         logs: the partition logs (the DLQ topics, the records copied).
-        port: the broker's side.
+        port: the broker's side; None writes none (a cluster: ARCHIVING
+            records read from a share coordinator are archived).
     """
 
-    def __init__(self, logs: LogManager, port: DeadLetterPort) -> None:
+    def __init__(self, logs: LogManager, port: DeadLetterPort | None) -> None:
         self._logs = logs
         self._port = port
 
     def active(self, config: ShareConfig) -> bool:
         """Whether a group of ``config`` has a dead-letter queue now (its records
         become ARCHIVING rather than ARCHIVED)."""
-        return bool(config.dlq_topic) and self._port.enabled()
+        return bool(config.dlq_topic) and self._port is not None and self._port.enabled()
+
+    def mark(self, sp: SharePartition, config: ShareConfig) -> SharePartition:
+        """Tell ``sp`` whether its group (of ``config``) has a dead-letter queue now."""
+        sp.dead_letters = self.active(config)
+        return sp
+
+    def flush(
+        self, partitions: Mapping[_SP, SharePartition], config_for: Callable[[str], ShareConfig]
+    ) -> bool:
+        """Write the dead letters due in ``partitions`` and archive their records,
+        written or given up; True when any share-partition changed."""
+        changed = False
+        for (group_id, topic, partition), sp in partitions.items():
+            due = sp.dead_letters_due()
+            config = config_for(group_id) if due else None
+            for run in due:
+                assert config is not None
+                self.write(group_id, topic, partition, run, config)
+                changed |= sp.dead_letters_written(run.first, run.last)
+        return changed
 
     def write(
         self, group_id: str, topic: str, partition: int, run: Run, config: ShareConfig
@@ -134,7 +159,7 @@ class DeadLetters:
         """Write the dead letters of ``run`` (ARCHIVING offsets of ``topic``-``partition``
         in ``group_id``); True when written, False when given up (logged)."""
         name = config.dlq_topic
-        if not self.active(config):
+        if self._port is None or not self.active(config):
             return False
         where = f"share group {group_id!r}, {topic}-{partition} offsets {run.first}-{run.last}"
         why = self._refusal(name)
@@ -155,6 +180,7 @@ class DeadLetters:
 
     def _refusal(self, name: str) -> str | None:
         """Why dead letters cannot go to ``name`` (creating it when allowed), or None."""
+        assert self._port is not None
         prefix = self._port.prefix
         if name.startswith("__"):
             return "a DLQ topic name cannot start with '__'"
@@ -185,6 +211,7 @@ class DeadLetters:
                 for record in decode_batch(view).records:
                     originals[record[0]] = (record[2], record[3])
         message = (REJECTED_MESSAGE if run.rejected else EXCEEDED_MESSAGE).encode()
+        assert self._port is not None
         now = self._port.now_ms()
         records = []
         for offset in range(run.first, run.last + 1):
@@ -194,3 +221,9 @@ class DeadLetters:
             headers.append((HEADERS[-1], message))
             records.append((now, key, value, headers))
         return encode_batch(records)
+
+
+def archiving(partitions: Mapping[_SP, SharePartition]) -> bool:
+    """Whether a share-partition has ARCHIVING records (read at start: their dead
+    letters are due)."""
+    return any(r.state == ARCHIVING for sp in partitions.values() for r in sp.runs())

@@ -139,10 +139,10 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k78_share_fetch as _sf
 from trafka.codec.messages import k79_share_acknowledge as _sa
 
-from .dead_letters import DeadLetters
+from .dead_letters import DeadLetters, archiving
 from .log_reads import batch_spans, initial_offset, last_of, read_into
 from .offsets_admin import ShareOffsetInfo, ShareOffsetsAdmin
-from .partition import ARCHIVING, RENEW, AcquiredRange, SharePartition
+from .partition import RENEW, AcquiredRange, SharePartition
 from .persister import RemotePersister
 from .share_config import DefaultShareConfig, ShareConfig
 from .state_store import SP, ShareStateError, ShareStateStore
@@ -260,8 +260,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         notify: called with ``(topic, partition)`` when records there become
             available again (to wake waiting fetches).
         leads: cluster mode: whether this broker leads a data partition.
-        dead_letters: writes share groups' dead letters (one node; None: no
-            group has a dead-letter queue).
+        dead_letters: writes share groups' dead letters (None: none, on a cluster).
     """
 
     def __init__(
@@ -276,7 +275,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         dead_letters: DeadLetters | None = None,
     ) -> None:
         self._logs = logs
-        self._dead_letters = dead_letters
+        self._letters = dead_letters or DeadLetters(logs, None)
         self._producers = producers
         self._store = store
         self._remote = store if isinstance(store, RemotePersister) else None
@@ -307,10 +306,7 @@ class ShareFetcher(ShareOffsetsAdmin):
                 raise ShareStateError(f"{store.path}: share-partition {key}: {exc}") from exc
             self._partitions[key] = sp
             self._topic_ids[key] = str(data.get("topic_id", ""))
-        #: Dead letters read from the journal, not written yet (module rules).
-        self._letters_due = any(
-            r.state == ARCHIVING for sp in self._partitions.values() for r in sp.runs()
-        )
+        self._letters_due = archiving(self._partitions)  # (read, not written: module rules)
 
     # -- listener of the share-group coordinator ---------------------------------------------
 
@@ -476,7 +472,7 @@ class ShareFetcher(ShareOffsetsAdmin):
             max_records,
             request.max_bytes,
             mono_ms(now_ms) + max(request.max_wait_ms, 0),
-            frozenset(self._watches(session)),
+            frozenset(_watches(self._logs, session)),
             answers,
             lock_ms,
             ready=renewing,  # (fetches nothing)
@@ -558,33 +554,12 @@ class ShareFetcher(ShareOffsetsAdmin):
         failed journal write, logged); cluster mode: then forget idle groups."""
         self._deadline_stale = True
         code = self._writes.write()
-        if code == ErrorCode.NONE and self._write_dead_letters():
+        self._letters_due = False
+        if code == ErrorCode.NONE and self._letters.flush(self._partitions, self._config_for):
             self._writes.write()  # (a failure leaves them dirty, for the next write)
         if self._remote is not None:
             self._forget_idle()
         return code
-
-    def _write_dead_letters(self) -> bool:
-        """Write the dead letters due and archive their records (module rules);
-        True when any share-partition changed."""
-        self._letters_due = False
-        changed = False
-        for (group_id, topic, partition), sp in self._partitions.items():
-            due = sp.dead_letters_due()
-            if not due:
-                continue
-            config = self._config_for(group_id)
-            for run in due:
-                if self._dead_letters is not None:
-                    self._dead_letters.write(group_id, topic, partition, run, config)
-                changed |= sp.dead_letters_written(run.first, run.last)
-        return changed
-
-    def _mark_dead_letters(self, group_id: str, sp: SharePartition) -> SharePartition:
-        """Tell ``sp`` whether its group has a dead-letter queue now."""
-        letters = self._dead_letters
-        sp.dead_letters = letters is not None and letters.active(self._config_for(group_id))
-        return sp
 
     def acknowledge(
         self, request: _sa.ShareAcknowledgeRequest, now_ms: int
@@ -622,7 +597,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         """Release expired acquisition locks."""
         woken = []
         for (group, topic, partition), sp in self._partitions.items():
-            if self._mark_dead_letters(group, sp).expire_locks(now_ms):
+            if self._letters.mark(sp, self._config_for(group)).expire_locks(now_ms):
                 woken.append((topic, partition))
         self._write()
         for topic, partition in woken:
@@ -654,21 +629,8 @@ class ShareFetcher(ShareOffsetsAdmin):
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH
         return session
 
-    def _watches(self, session: ShareSession) -> Iterable[tuple[str, int]]:
-        for topic_id, partition in session.partitions:
-            info = self._logs.topic_by_id(topic_id)
-            if info is not None:
-                yield info.name, partition
-
     def _locate(self, tp: tuple[uuid.UUID, int]) -> tuple[str, int] | ErrorCode:
-        info = self._logs.topic_by_id(tp[0])
-        if info is None:
-            return ErrorCode.UNKNOWN_TOPIC_ID
-        if not 0 <= tp[1] < info.num_partitions:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if self._leads is not None and not self._leads(info.name, tp[1]):
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        return info.name, tp[1]
+        return _locate(self._logs, self._leads, tp)
 
     def _acknowledge(
         self,
@@ -693,7 +655,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         if sp is None:
             return ErrorCode.INVALID_RECORD_STATE
         acked.setdefault(tp, (where, sp))
-        self._mark_dead_letters(group_id, sp)
+        self._letters.mark(sp, self._config_for(group_id))
         return sp.acknowledge(member_id, plan, renew_until_ms=renew_until_ms)
 
     def _renew_until(self, group_id: str, renewing: bool, now_ms: int) -> int | None:
@@ -704,10 +666,9 @@ class ShareFetcher(ShareOffsetsAdmin):
         return mono_ms(now_ms) + self._config_for(group_id).record_lock_duration_ms
 
     def _release_member(self, group_id: str, member_id: str) -> None:
+        config = self._config_for(group_id)
         for (group, topic, partition), sp in self._partitions.items():
-            if group != group_id:
-                continue
-            if self._mark_dead_letters(group, sp).release_member(member_id):
+            if group == group_id and self._letters.mark(sp, config).release_member(member_id):
                 self._notify(topic, partition)
 
     def _share_partition(
@@ -856,6 +817,28 @@ class ShareFetcher(ShareOffsetsAdmin):
         for key in keys:
             self._partitions.pop(key, None)
             self._topic_ids.pop(key, None)
+
+
+def _watches(logs: LogManager, session: ShareSession) -> Iterable[tuple[str, int]]:
+    """Where a session's partitions are, by (topic, partition)."""
+    for topic_id, partition in session.partitions:
+        info = logs.topic_by_id(topic_id)
+        if info is not None:
+            yield info.name, partition
+
+
+def _locate(
+    logs: LogManager, leads: Callable[[str, int], bool] | None, tp: tuple[uuid.UUID, int]
+) -> tuple[str, int] | ErrorCode:
+    """Where a partition named by topic id is, or why it cannot be served here."""
+    info = logs.topic_by_id(tp[0])
+    if info is None:
+        return ErrorCode.UNKNOWN_TOPIC_ID
+    if not 0 <= tp[1] < info.num_partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if leads is not None and not leads(info.name, tp[1]):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return info.name, tp[1]
 
 
 def _fetch_response(
