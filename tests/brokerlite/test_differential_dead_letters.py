@@ -33,7 +33,7 @@ TS = 1_700_000_000_000
 ENABLE = {"errors.deadletterqueue.group.enable": "true"}
 
 
-def _until(talk: Talk, ask: Any, done: Any, *, timeout: float = 60.0) -> Any:
+def _until(talk: Talk, ask: Any, done: Any, *, timeout: float = 120.0) -> Any:
     """Ask (unrecorded) until ``done(answer)``; that answer."""
     talk.recording = False
     deadline = time.monotonic() + timeout
