@@ -242,8 +242,10 @@ class SharePartition:
         #: Whether the group has a dead-letter queue: REJECT and the
         #: delivery-count limit make records ARCHIVING (module rules).
         self.dead_letters = False
+        self._archiving = False  # (a run may be ARCHIVING: spares the scan when not)
         for run in runs:
             self._append(run)
+            self._archiving |= run.state == ARCHIVING
         self._advance()
         self._coalesce()
 
@@ -556,6 +558,9 @@ class SharePartition:
     def dead_letters_due(self) -> list[Run]:
         """The ARCHIVING runs whose transition is written: their dead letters are
         due (copies, in offset order)."""
+        if not self._archiving:
+            return []
+        self._archiving = any(r.state == ARCHIVING for r in self._runs)
         return [
             dataclasses.replace(r) for r in self._runs if r.state == ARCHIVING and r.undo is None
         ]
@@ -685,6 +690,7 @@ class SharePartition:
         if self.dead_letters:
             self._finish(run, ARCHIVING)
             run.rejected = rejected
+            self._archiving = True
         else:
             self._finish(run, ARCHIVED)
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from trafka.brokerlite.features import (
+    CLUSTER_SUPPORTED,
     FeatureStore,
     FeatureStoreError,
     FeatureUpdateError,
@@ -177,6 +178,17 @@ def test_levels_and_epoch_survive_a_restart(open_core: Any) -> None:
     second.broker.close()
     third = open_core()
     assert finalized(third) == ({GV: (1, 1), TV: (2, 2)}, 4)
+
+
+def test_a_cluster_node_reads_a_single_node_s_levels_within_its_own(tmp_path: Path) -> None:
+    """A single node finalizes share.version 2 (dead-letter queues, KIP-1191) and
+    transaction.version 2; a cluster node opening its journal supports
+    share.version 0-1 and no transaction.version: 1, and none."""
+    path = tmp_path / "f.journal"
+    with FeatureStore(path) as store:
+        assert store.level(SV) == 2 and store.update({SV: 2}) == 2  # (written: a change)
+    with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
+        assert store.levels() == {GV: 1, SV: 1}
 
 
 def test_the_store_refuses_a_journal_it_cannot_read(tmp_path: Path) -> None:
