@@ -150,8 +150,8 @@ def test_dead_letters(kafka4: Any, peer: Any) -> None:
     limit (2) are written to the DLQ topic's partition ``0 % 3``, one record
     per offset with the six ``__dlq.errors.*`` headers (topic, partition,
     offset, group, delivery count, message) and, with copy enabled, the key
-    and value (not the record's headers); an accepted record is not. A
-    GAP-acknowledged offset is archived without a dead letter. Groups whose
+    and value (not the record's headers); an accepted record is not, nor a
+    GAP-acknowledged one (archived without a dead letter). Groups whose
     DLQ topic does not exist (not auto-created), lacks
     ``errors.deadletterqueue.group.enable``, or misses the ``dlq.`` prefix get
     their records archived and no dead letter. (Kafka 4.4's persisted start
@@ -172,6 +172,7 @@ def test_dead_letters(kafka4: Any, peer: Any) -> None:
         )
         k.produce(topic, batch)
         k.produce(topic, encode_batch([(TS + 3, b"k3", b"v3", ()), (TS + 4, b"k4", b"v4", ())]))
+        k.produce(topic, encode_batch([(TS + 5, b"k5", b"v5", ())]))
         name = "errors.deadletterqueue.topic.name"
         copy = "errors.deadletterqueue.copy.record.enable"
         k.group_config(group, name, "__consumer_offsets")
@@ -198,14 +199,14 @@ def test_dead_letters(kafka4: Any, peer: Any) -> None:
             m = Member(k, g, topic)
             m.join()
             m.fetch()
-            m.ack((0, 0, REJECT), (1, 1, GAP), (2, 4, ACCEPT))
+            m.ack((0, 0, REJECT), (1, 1, GAP), (2, 5, ACCEPT))
 
         k.group_config(group, "share.auto.offset.reset", "earliest")
         k.group_config(group, "share.delivery.count.limit", "2")
         one = Member(k, group, topic)
         one.join()
         talk.note("acquired", one.fetch())
-        one.ack((0, 0, REJECT), (1, 2, RELEASE), (3, 3, ACCEPT), (4, 4, RELEASE))
+        one.ack((0, 0, REJECT), (1, 2, RELEASE), (3, 3, ACCEPT), (4, 4, RELEASE), (5, 5, GAP))
         talk.note("acquired again", one.fetch())
         one.ack((1, 2, RELEASE), (4, 4, RELEASE))
         letters = _until(talk, lambda: _letters(k, dlq, 0), lambda got: len(got) >= 4)
