@@ -21,8 +21,9 @@ tests/brokerlite/test_differential_dead_letters.py):
   ``message.timestamp.type=CreateTime``) only when the broker's
   ``errors.deadletterqueue.auto.create.topics.enable`` is true (false by
   default). When a rule fails, or the append fails, the dead letter is given
-  up (logged) and the records are archived all the same ("proceeding to
-  ARCHIVED regardless", as Kafka logs it).
+  up (logged) and the records are archived all the same, as Kafka 4.4's
+  ``SharePartition.initiateDLQAndArchive`` archives them whatever the write's
+  outcome.
 * A record from partition *p* goes to DLQ partition ``p % partitions``.
 * Each ARCHIVING run of records is one batch: one record per offset, in
   offset order, no producer id, each stamped with the broker's time
