@@ -25,8 +25,10 @@ tests/brokerlite/test_differential_dead_letters.py):
   ``SharePartition.initiateDLQAndArchive`` archives them whatever the write's
   outcome.
 * A record from partition *p* goes to DLQ partition ``p % partitions``.
-* Each ARCHIVING run of records is one batch: one record per offset, in
-  offset order, no producer id, each stamped with the broker's time
+* Each ARCHIVING run of records is one batch (split in halves while it is
+  larger than the DLQ topic's ``max.message.bytes``, as Kafka sends a run in
+  rounds that fit; a single dead letter too large is given up): one record
+  per offset, in offset order, no producer id, each stamped with the broker's time
   (CreateTime), carrying the context headers ``__dlq.errors.topic``,
   ``__dlq.errors.partition``, ``__dlq.errors.offset``, ``__dlq.errors.group``,
   ``__dlq.errors.delivery.count`` (decimal text) and
@@ -47,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trafka.brokerlite.errors import BrokerError
 from trafka.codec.errors import TrafkaError
@@ -171,13 +173,20 @@ class DeadLetters:
         if info is None or not info.num_partitions:
             log.error("%s: no dead letters written: DLQ topic %r has no partitions", where, name)
             return False
+        written = True
         try:
-            batch = self._batch(group_id, topic, partition, run, config.dlq_copy_record)
-            self._port.append(name, partition % info.num_partitions, batch)
+            records = self._records(group_id, topic, partition, run, config.dlq_copy_record)
+            batches = _batches(records, self._logs.config(name).message_max_bytes)
         except (BrokerError, TrafkaError, OSError) as exc:
-            log.error("%s: writing dead letters to %r failed: %s", where, name, exc)
+            log.error("%s: no dead letters written to %r: %s", where, name, exc)
             return False
-        return True
+        for batch in batches:
+            try:
+                self._port.append(name, partition % info.num_partitions, batch)
+            except (BrokerError, TrafkaError, OSError) as exc:
+                log.error("%s: writing dead letters to %r failed: %s", where, name, exc)
+                written = False
+        return written
 
     def _refusal(self, name: str) -> str | None:
         """Why dead letters cannot go to ``name`` (creating it when allowed), or None."""
@@ -201,8 +210,10 @@ class DeadLetters:
             return f"the topic's {DLQ_GROUP_ENABLE} is not true"
         return None
 
-    def _batch(self, group_id: str, topic: str, partition: int, run: Run, copy: bool) -> bytes:
-        """The run's dead letters as one batch (module rules)."""
+    def _records(
+        self, group_id: str, topic: str, partition: int, run: Run, copy: bool
+    ) -> list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]]:
+        """The run's dead letters, as records to encode (module rules)."""
         originals: dict[int, tuple[bytes | None, bytes | None]] = {}
         if copy:
             plog = self._logs.partition(topic, partition)
@@ -221,7 +232,17 @@ class DeadLetters:
             headers = [(h, v.encode()) for h, v in zip(HEADERS, context, strict=False)]
             headers.append((HEADERS[-1], message))
             records.append((now, key, value, headers))
-        return encode_batch(records)
+        return records
+
+
+def _batches(records: list[Any], limit: int) -> list[bytes]:
+    """``records`` as batches of at most ``limit`` bytes where they fit (halved
+    until they do; a record alone is one batch, whatever its size)."""
+    batch = encode_batch(records)
+    if len(batch) <= limit or len(records) == 1:
+        return [batch]
+    half = len(records) // 2
+    return _batches(records[:half], limit) + _batches(records[half:], limit)
 
 
 def archiving(partitions: Mapping[_SP, SharePartition]) -> bool:

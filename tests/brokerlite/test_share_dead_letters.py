@@ -146,6 +146,27 @@ def test_share_version_1_writes_none(core: Any, make_batch: Any) -> None:
     assert [(k, v) for k, v, _ in letters(core)] == [(None, b"1"), (None, b"2")]
 
 
+def test_a_run_larger_than_the_dlq_topic_s_batch_limit_goes_in_parts(
+    core: Any, make_batch: Any
+) -> None:
+    tp = (create(core, "q"), 0)
+    create(core, DLQ, 1, {**ENABLE, "max.message.bytes": "1500"})
+    group_config(
+        core,
+        errors_deadletterqueue_topic_name=DLQ,
+        errors_deadletterqueue_copy_record_enable="true",
+    )
+    a = Session(core, "a")
+    a.fetch([tp])
+    produce_values(core, make_batch, "q", [bytes([i]) * 400 for i in range(10)])
+    a.fetch()
+    a.ack({tp: [(0, 9, [REJECT])]})
+    assert [v for _, v, _ in letters(core)] == [bytes([i]) * 400 for i in range(10)]
+    plog = core.broker.logs.partition(DLQ, 0)
+    sizes = [len(view) for _, view in iter_batches(plog.read(0, 1 << 20).tobytes())]
+    assert len(sizes) > 1 and max(sizes) <= 1500
+
+
 def test_the_broker_s_prefix_and_auto_creation(open_core: Any, make_batch: Any) -> None:
     core = open_core(
         errors_deadletterqueue_topic_name_prefix="",
