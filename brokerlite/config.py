@@ -142,6 +142,12 @@ class BrokerConfig:
             matching ``group_share_min_*`` and ``group_share_max_*`` bounds, as
             Kafka's ``group.share.*`` settings of those names.
         group_share_max_size: the most members a share group may have.
+        errors_deadletterqueue_topic_name_prefix: the prefix every share group's
+            dead-letter queue topic must have (KIP-1191; Kafka 4.4's
+            ``errors.deadletterqueue.topic.name.prefix``, ``dlq.``; ``""``: any).
+        errors_deadletterqueue_auto_create_topics_enable: create a share group's
+            missing DLQ topic when a dead letter is written (Kafka 4.4's
+            ``errors.deadletterqueue.auto.create.topics.enable``, false).
         socket_request_max_bytes: largest request frame accepted.
         queued_max_request_bytes: the most bytes of requests still arriving held
             across all connections (Kafka's ``queued.max.request.bytes``): a
@@ -389,6 +395,8 @@ class BrokerConfig:
     group_share_partition_max_record_locks: int = 2000
     group_share_min_partition_max_record_locks: int = 100
     group_share_max_partition_max_record_locks: int = 4000
+    errors_deadletterqueue_topic_name_prefix: str = "dlq."
+    errors_deadletterqueue_auto_create_topics_enable: bool = False
     socket_request_max_bytes: int = 104_857_600
     queued_max_request_bytes: int = 104_857_600
     connections_max_idle_ms: int = 600_000

@@ -6,7 +6,8 @@ itself, in ``trafka-features.journal`` (the CRC journal of :mod:`.storage.journa
 Features and levels:
 
 * brokerlite supports ``group.version`` 0-1 (1: the consumer group protocol of
-  KIP-848), ``share.version`` 0-1 (1: share groups, KIP-932) and, on a single
+  KIP-848), ``share.version`` 0-2 (1: share groups, KIP-932; 2: their
+  dead-letter queues, KIP-1191, on a single node only) and, on a single
   node, ``transaction.version`` 0-2 (2: KIP-890 part 2, transactions with
   implicit partitions and an epoch bump per transaction; 1: Kafka's flexible
   transaction records, which changes nothing a client sees). A fresh data
@@ -21,7 +22,9 @@ Features and levels:
   transaction.version=1``) moves new transactions back to AddPartitionsToTxn.
 * A cluster of brokerlites (``cluster_mode``) supports no ``transaction.version``
   (:data:`CLUSTER_SUPPORTED`): its coordinators serve transaction version 1
-  only, so clients keep to it.
+  only, so clients keep to it. Nor ``share.version`` 2: a share-partition
+  leader of a cluster writes no dead letters (they would be produced to
+  another node's partition), so its share groups stay at level 1.
 * Level 0 is "not finalized": the feature leaves ApiVersions' finalized list,
   as Kafka's controller removes a feature whose level record is 0.
 * The finalized epoch starts at 1 and grows by one with every applied
@@ -72,6 +75,7 @@ __all__ = [
     "GROUP_VERSION",
     "SAFE_DOWNGRADE",
     "SHARE_VERSION",
+    "SHARE_VERSION_DLQ",
     "SUPPORTED",
     "TRANSACTION_VERSION",
     "UNSAFE_DOWNGRADE",
@@ -86,16 +90,20 @@ FEATURES_JOURNAL = "trafka-features.journal"
 
 GROUP_VERSION = "group.version"
 SHARE_VERSION = "share.version"
+#: The ``share.version`` level from which share groups have dead-letter queues
+#: (Kafka 4.4's ``ShareVersion.SV_2``, KIP-1191).
+SHARE_VERSION_DLQ = 2
 TRANSACTION_VERSION = "transaction.version"
 
 #: name -> (lowest, highest) level brokerlite implements (a single node).
 SUPPORTED: dict[str, tuple[int, int]] = {
     GROUP_VERSION: (0, 1),
-    SHARE_VERSION: (0, 1),
+    SHARE_VERSION: (0, 2),
     TRANSACTION_VERSION: (0, 2),
 }
 #: What a broker of a cluster implements: transaction version 1 only (its
-#: coordinators do not add partitions implicitly; see the module docstring).
+#: coordinators do not add partitions implicitly), share version 1 (no
+#: dead-letter queues; see the module docstring).
 CLUSTER_SUPPORTED: dict[str, tuple[int, int]] = {GROUP_VERSION: (0, 1), SHARE_VERSION: (0, 1)}
 #: The levels of a fresh single-node data directory: every feature at its highest.
 DEFAULT_LEVELS: dict[str, int] = {name: high for name, (_, high) in SUPPORTED.items()}
@@ -247,9 +255,12 @@ class FeatureStore(JournalStore):
             raise FeatureStoreError(
                 f"feature journal {self.path}: malformed {kind!r} entry: {exc!r}"
             ) from exc
-        # A level this broker does not support (transaction.version in a data
-        # directory that a single node wrote and a cluster node opens) is dropped.
-        self._levels.update((n, v) for n, v in levels.items() if n in self.supported)
+        # A feature this broker does not support (transaction.version in a data
+        # directory that a single node wrote and a cluster node opens) is
+        # dropped, and a level above its highest (share.version 2 there) lowered.
+        self._levels.update(
+            (n, min(v, self.supported[n][1])) for n, v in levels.items() if n in self.supported
+        )
         self.epoch = epoch
 
     def _live_entries(self) -> list[dict[str, Any]]:

@@ -98,7 +98,7 @@ STACKS: dict[str, tuple[int, str]] = {
         _ONE_STATE + "the batch queues are the accumulator's state, decided on by it",
     ),
     "class brokerlite/shares/fetcher.py:ShareFetcher": (
-        735,
+        733,
         _ONE_STATE + "the share-partitions whose offsets ShareOffsetsAdmin alters",
     ),
 }

@@ -145,6 +145,7 @@ from ..transactions.replicated_journal import ReplicatedTxnJournal
 from ..transactions.verification import TxnVerification
 from .cluster_host import ClusterHost
 from .connections import Sessions
+from .dead_letter_port import local_dead_letters
 from .dispatch import Dispatcher
 from .polling import PeriodicWork
 
@@ -201,6 +202,10 @@ class Broker:
         ConfigError: ``config.cluster_id`` contradicts the one stored in ``data_dir``,
             or the SASL users file cannot be read.
     """
+
+    # (Declared: the share-partitions' dead letters read them, made after them.)
+    features: FeatureStore
+    metrics: BrokerMetrics
 
     def __init__(
         self,
@@ -372,6 +377,16 @@ class Broker:
             config_for=self.share_groups.config,
             notify=self._notify_available,
             leads=host.leads_here if config.cluster_mode else None,
+            dead_letters=None
+            if config.cluster_mode
+            else local_dead_letters(
+                self.logs,
+                config,
+                features=lambda: self.features,
+                metrics=lambda: self.metrics,
+                notify_append=self.notify_append,
+                now_ms=lambda: self.now_ms,
+            ),
         )
         opened.callback(self.shares.close)
         self.share_groups.listeners.append(self.shares)

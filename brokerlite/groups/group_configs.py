@@ -1,6 +1,9 @@
 """Group configs (Kafka's ConfigResource type GROUP), sans-IO: the per-group
 ``consumer.*`` (KIP-848 consumer groups) and ``share.*`` (KIP-932 share groups)
-overrides of the broker's ``group.consumer.*`` and ``group.share.*`` settings.
+overrides of the broker's ``group.consumer.*`` and ``group.share.*`` settings,
+and a share group's dead-letter queue (KIP-1191, Kafka 4.4):
+``errors.deadletterqueue.topic.name`` (blank, the default: none) and
+``errors.deadletterqueue.copy.record.enable`` (false).
 
 Rules and invariants:
 
@@ -10,6 +13,12 @@ Rules and invariants:
   group type's session timeout above its heartbeat interval), against the
   overrides the group would have after the change merged over the broker
   defaults; a change is all of it or nothing.
+* A string config is stored trimmed, as Kafka's ConfigDef parses one (a DLQ
+  topic name of blanks is no DLQ topic); a DLQ topic name starting with
+  ``__`` (an internal topic's) is refused, whatever the broker's
+  ``errors.deadletterqueue.topic.name.prefix``, which is checked only when a
+  dead letter is written (:mod:`trafka.brokerlite.shares.dead_letters`), as
+  Kafka 4.4 does.
 * They exist independently of the group (they may be set before it exists and
   outlive its deletion, as in Kafka).
 * :meth:`GroupConfigs.effective` gives the effective values, int values clamped
@@ -65,6 +74,8 @@ class ShareGroupConfig:
     isolation_level: str  # "read_uncommitted" | "read_committed"
     partition_max_record_locks: int
     renew_acknowledge_enable: bool = True  # KIP-1222: RENEW acknowledgements allowed
+    dlq_topic: str = ""  # KIP-1191: the dead-letter queue topic ("": none)
+    dlq_copy_record: bool = False  # KIP-1191: dead letters carry the record's key and value
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -211,6 +222,14 @@ def _check_isolation_level(value: str) -> str | None:
     return "must be read_committed or read_uncommitted"
 
 
+def _check_dlq_topic(value: str) -> str | None:
+    """Why ``value`` (trimmed) cannot name a share group's DLQ topic, or None
+    (Kafka 4.4's GroupConfig.validate)."""
+    if value.startswith("__"):
+        return "DLQ topic name must not start with '__'"
+    return None
+
+
 def _check_boolean(value: str) -> str | None:
     """Why ``value`` is not a boolean as Kafka's ConfigDef reads one (any case), or None."""
     return None if value.strip().lower() in ("true", "false") else "must be true or false"
@@ -227,6 +246,7 @@ class _GroupConfigDef:
     fixed_default: str | None = None  # the default of a config without a broker setting
     check: Callable[[str], str | None] | None = None  # a string config's validator
     config_type: int = _STRING_TYPE  # (of a config that is not is_int)
+    trimmed: bool = False  # stored trimmed (a Kafka STRING config)
 
     @property
     def kind(self) -> str:
@@ -298,6 +318,20 @@ GROUP_CONFIGS: dict[str, _GroupConfigDef] = {
         _GroupConfigDef(
             "share.session.timeout.ms", is_int=True, at_least=1, setting="session_timeout_ms"
         ),
+        _GroupConfigDef(
+            "errors.deadletterqueue.topic.name",
+            is_int=False,
+            fixed_default="",
+            check=_check_dlq_topic,
+            trimmed=True,
+        ),
+        _GroupConfigDef(
+            "errors.deadletterqueue.copy.record.enable",
+            is_int=False,
+            fixed_default="false",
+            check=_check_boolean,
+            config_type=_BOOLEAN_TYPE,
+        ),
     )
 }
 
@@ -364,10 +398,11 @@ class GroupConfigs:
             raise InvalidGroupResourceError("a GROUP config resource needs a group name")
         new = dict(self._overrides.get(group_id, {})) if incremental else {}
         for name, value in changes.items():
+            d = GROUP_CONFIGS.get(name)
             if value is None:
                 new.pop(name, None)
             else:
-                new[name] = value
+                new[name] = value.strip() if d is not None and d.trimmed else value
         self._validate(new)
         return new
 
@@ -387,6 +422,11 @@ class GroupConfigs:
             partition_max_record_locks=self.int_value("share.partition.max.record.locks", group_id),
             renew_acknowledge_enable=(
                 self.value("share.renew.acknowledge.enable", group_id).strip().lower() == "true"
+            ),
+            dlq_topic=self.value("errors.deadletterqueue.topic.name", group_id),
+            dlq_copy_record=(
+                self.value("errors.deadletterqueue.copy.record.enable", group_id).strip().lower()
+                == "true"
             ),
         )
 

@@ -19,8 +19,10 @@ list. They survive a restart.
 * ``group.version`` 1: the consumer group protocol of KIP-848
   (ConsumerGroupHeartbeat, ConsumerGroupDescribe); at 0 those APIs answer
   UNSUPPORTED_VERSION;
-* ``share.version`` 1: share groups (KIP-932); at 0 the share-group APIs
-  (keys 76-79, 90-92) answer UNSUPPORTED_VERSION.
+* ``share.version`` 2 (a single node; supported 0-2, as Kafka 4.4): share
+  groups (KIP-932) with dead-letter queues (KIP-1191, :mod:`trafka.brokerlite.shares.dead_letters`);
+  at 1 share groups without them (a cluster: supported 0-1); at 0 the
+  share-group APIs (keys 76-79, 90-92) answer UNSUPPORTED_VERSION.
 
 * ``transaction.version`` 2 (a single node; supported 0-2, as Kafka 4.x):
   clients use KIP-890 part 2's transactions (Produce v12+ and TxnOffsetCommit

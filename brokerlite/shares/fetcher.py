@@ -113,6 +113,13 @@ Rules and invariants:
   partition with records from one fenced or forgotten (put back); the other
   partitions are answered as they are. The group coordinator is another broker's:
   assignments initialise nothing here.
+* Dead letters (KIP-1191, :mod:`.dead_letters`; one node). Before a
+  share-partition acknowledges, releases or expires locks, it is told whether
+  its group has a dead-letter queue now (:attr:`.SharePartition.dead_letters`);
+  after each successful write, the dead letters of the ARCHIVING runs written
+  are appended to the DLQ topic and those records archived, in a second
+  write. ARCHIVING runs read from the journal at start are due at once
+  (:meth:`ShareFetcher.next_deadline` is then 0).
 * Offsets admin (DescribeShareGroupOffsets, AlterShareGroupOffsets,
   DeleteShareGroupOffsets) works on the same share-partitions, with rules of
   its own (:mod:`.offsets_admin`); the journal is :mod:`.state_store`'s.
@@ -132,6 +139,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k78_share_fetch as _sf
 from trafka.codec.messages import k79_share_acknowledge as _sa
 
+from .dead_letters import DeadLetters, archiving
 from .log_reads import batch_spans, initial_offset, last_of, read_into
 from .offsets_admin import ShareOffsetInfo, ShareOffsetsAdmin
 from .partition import RENEW, AcquiredRange, SharePartition
@@ -252,6 +260,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         notify: called with ``(topic, partition)`` when records there become
             available again (to wake waiting fetches).
         leads: cluster mode: whether this broker leads a data partition.
+        dead_letters: writes share groups' dead letters (None: none, on a cluster).
     """
 
     def __init__(
@@ -263,8 +272,10 @@ class ShareFetcher(ShareOffsetsAdmin):
         config_for: Callable[[str], ShareConfig] | None = None,
         notify: Callable[[str, int], None] | None = None,
         leads: Callable[[str, int], bool] | None = None,
+        dead_letters: DeadLetters | None = None,
     ) -> None:
         self._logs = logs
+        self._letters = dead_letters or DeadLetters(logs, None)
         self._producers = producers
         self._store = store
         self._remote = store if isinstance(store, RemotePersister) else None
@@ -295,6 +306,7 @@ class ShareFetcher(ShareOffsetsAdmin):
                 raise ShareStateError(f"{store.path}: share-partition {key}: {exc}") from exc
             self._partitions[key] = sp
             self._topic_ids[key] = str(data.get("topic_id", ""))
+        self._letters_due = archiving(self._partitions)  # (read, not written: module rules)
 
     # -- listener of the share-group coordinator ---------------------------------------------
 
@@ -460,7 +472,7 @@ class ShareFetcher(ShareOffsetsAdmin):
             max_records,
             request.max_bytes,
             mono_ms(now_ms) + max(request.max_wait_ms, 0),
-            frozenset(self._watches(session)),
+            frozenset(_watches(self._logs, session)),
             answers,
             lock_ms,
             ready=renewing,  # (fetches nothing)
@@ -542,6 +554,9 @@ class ShareFetcher(ShareOffsetsAdmin):
         failed journal write, logged); cluster mode: then forget idle groups."""
         self._deadline_stale = True
         code = self._writes.write()
+        self._letters_due = False
+        if code == ErrorCode.NONE and self._letters.flush(self._partitions, self._config_for):
+            self._writes.write()  # (a failure leaves them dirty, for the next write)
         if self._remote is not None:
             self._forget_idle()
         return code
@@ -581,8 +596,8 @@ class ShareFetcher(ShareOffsetsAdmin):
     def tick(self, now_ms: int) -> None:
         """Release expired acquisition locks."""
         woken = []
-        for (_group, topic, partition), sp in self._partitions.items():
-            if sp.expire_locks(now_ms):
+        for (group, topic, partition), sp in self._partitions.items():
+            if self._letters.mark(sp, self._config_for(group)).expire_locks(now_ms):
                 woken.append((topic, partition))
         self._write()
         for topic, partition in woken:
@@ -591,6 +606,8 @@ class ShareFetcher(ShareOffsetsAdmin):
     def next_deadline(self) -> int | None:
         """When :meth:`tick` next has a lock to expire (computed again only after a
         request or tick changed something: the broker asks after every request)."""
+        if self._letters_due:
+            return 0
         if self._deadline_stale:
             deadlines = [
                 d for sp in self._partitions.values() if (d := sp.next_deadline()) is not None
@@ -612,21 +629,8 @@ class ShareFetcher(ShareOffsetsAdmin):
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH
         return session
 
-    def _watches(self, session: ShareSession) -> Iterable[tuple[str, int]]:
-        for topic_id, partition in session.partitions:
-            info = self._logs.topic_by_id(topic_id)
-            if info is not None:
-                yield info.name, partition
-
     def _locate(self, tp: tuple[uuid.UUID, int]) -> tuple[str, int] | ErrorCode:
-        info = self._logs.topic_by_id(tp[0])
-        if info is None:
-            return ErrorCode.UNKNOWN_TOPIC_ID
-        if not 0 <= tp[1] < info.num_partitions:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if self._leads is not None and not self._leads(info.name, tp[1]):
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        return info.name, tp[1]
+        return _locate(self._logs, self._leads, tp)
 
     def _acknowledge(
         self,
@@ -651,6 +655,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         if sp is None:
             return ErrorCode.INVALID_RECORD_STATE
         acked.setdefault(tp, (where, sp))
+        self._letters.mark(sp, self._config_for(group_id))
         return sp.acknowledge(member_id, plan, renew_until_ms=renew_until_ms)
 
     def _renew_until(self, group_id: str, renewing: bool, now_ms: int) -> int | None:
@@ -661,8 +666,9 @@ class ShareFetcher(ShareOffsetsAdmin):
         return mono_ms(now_ms) + self._config_for(group_id).record_lock_duration_ms
 
     def _release_member(self, group_id: str, member_id: str) -> None:
+        config = self._config_for(group_id)
         for (group, topic, partition), sp in self._partitions.items():
-            if group == group_id and sp.release_member(member_id):
+            if group == group_id and self._letters.mark(sp, config).release_member(member_id):
                 self._notify(topic, partition)
 
     def _share_partition(
@@ -811,6 +817,28 @@ class ShareFetcher(ShareOffsetsAdmin):
         for key in keys:
             self._partitions.pop(key, None)
             self._topic_ids.pop(key, None)
+
+
+def _watches(logs: LogManager, session: ShareSession) -> Iterable[tuple[str, int]]:
+    """Where a session's partitions are, by (topic, partition)."""
+    for topic_id, partition in session.partitions:
+        info = logs.topic_by_id(topic_id)
+        if info is not None:
+            yield info.name, partition
+
+
+def _locate(
+    logs: LogManager, leads: Callable[[str, int], bool] | None, tp: tuple[uuid.UUID, int]
+) -> tuple[str, int] | ErrorCode:
+    """Where a partition named by topic id is, or why it cannot be served here."""
+    info = logs.topic_by_id(tp[0])
+    if info is None:
+        return ErrorCode.UNKNOWN_TOPIC_ID
+    if not 0 <= tp[1] < info.num_partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if leads is not None and not leads(info.name, tp[1]):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return info.name, tp[1]
 
 
 def _fetch_response(

@@ -10,10 +10,14 @@ start offset (SPSO, :attr:`SharePartition.start_offset`) up to the end offset
 * ACQUIRED: handed to one member, locked until a deadline (monotonic ms, as
   Kafka's acquisition-lock timer runs on ``Time.hiResClockMs``);
 * ACKNOWLEDGED: accepted, processed; never delivered again;
+* ARCHIVING: rejected or delivered too often in a share group with a
+  dead-letter queue (KIP-1191): never delivered again, archived once its dead
+  letter is written (:meth:`SharePartition.dead_letters_due`,
+  :meth:`SharePartition.dead_letters_written`);
 * ARCHIVED: rejected, gap, control record, aborted, or delivered too often;
   never delivered again.
 
-The numbers are Kafka's (``RecordState``: 0, 1, 2, 4), and are what
+The numbers are Kafka's (``RecordState``: 0, 1, 2, 3, 4), and are what
 :meth:`SharePartition.snapshot` stores.
 
 Rules and invariants:
@@ -79,6 +83,17 @@ Rules and invariants:
   This is the only way a delivery count goes down; Kafka's
   ``DeliveryCountOps.DECREASE`` (``InFlightState``) is the same step, for
   records fetched but not delivered to the client.
+* Dead letters (KIP-1191). While :attr:`SharePartition.dead_letters` is set
+  (the fetcher sets it from the group's config and ``share.version``), a
+  record that REJECT or the delivery-count limit would archive becomes
+  ARCHIVING instead, remembering which of the two it was (:attr:`Run.rejected`;
+  a GAP still archives). ARCHIVING is not done: the start offset stays below
+  it, as Kafka's ``isStateTerminal`` keeps it. Once its transition is written
+  (no :attr:`Run.undo`) its run is due (:meth:`SharePartition.dead_letters_due`);
+  :meth:`SharePartition.dead_letters_written` archives it. It is stored as
+  ARCHIVING (3), so a dead letter whose writing a crash interrupted is written
+  after the restart; one written just before the crash is written again then
+  (at least once, as Kafka's ``maybeResumeDlqArchiving``).
 * The start offset moves past every leading ACKNOWLEDGED or ARCHIVED offset,
   and forward to the log start offset when retention or DeleteRecords removes
   records below it (:meth:`move_start`); offsets below it are forgotten.
@@ -107,6 +122,7 @@ __all__ = [
     "ACKNOWLEDGED",
     "ACQUIRED",
     "ARCHIVED",
+    "ARCHIVING",
     "AVAILABLE",
     "GAP",
     "REJECT",
@@ -123,6 +139,7 @@ __all__ = [
 AVAILABLE = 0
 ACQUIRED = 1
 ACKNOWLEDGED = 2
+ARCHIVING = 3  # KIP-1191: waiting for its dead letter
 ARCHIVED = 4
 
 # Acknowledge types (ShareFetch / ShareAcknowledge AcknowledgeTypes).
@@ -161,10 +178,13 @@ class Run:
     deadline_ms: int = 0
     #: Set while a transition of these offsets is being written (module rules).
     undo: Undo | None = None
+    #: ARCHIVING because the member rejected it (else: delivered too often).
+    rejected: bool = False
 
     def same_kind(self, other: Run) -> bool:
         return (
             self.state == other.state
+            and self.rejected == other.rejected
             and self.delivery_count == other.delivery_count
             and self.member_id == other.member_id
             and self.deadline_ms == other.deadline_ms
@@ -219,8 +239,13 @@ class SharePartition:
         self.delivery_count_limit = delivery_count_limit
         self.max_record_locks = max_record_locks
         self.dirty = False
+        #: Whether the group has a dead-letter queue: REJECT and the
+        #: delivery-count limit make records ARCHIVING (module rules).
+        self.dead_letters = False
+        self._archiving = False  # (a run may be ARCHIVING: spares the scan when not)
         for run in runs:
             self._append(run)
+            self._archiving |= run.state == ARCHIVING
         self._advance()
         self._coalesce()
 
@@ -422,6 +447,8 @@ class SharePartition:
                     self._finish(run, ACKNOWLEDGED)
                 elif ack == RELEASE:
                     self._release(run)
+                elif ack == REJECT:
+                    self._archive(run, rejected=True)
                 else:
                     self._finish(run, ARCHIVED)
         if any(ack != RENEW for _, _, ack in plan):
@@ -453,6 +480,7 @@ class SharePartition:
                     undo.member_id,
                     undo.deadline_ms,
                 )
+                run.rejected = False
                 ended = now_ms is not None and run.deadline_ms <= mono_ms(now_ms)
                 if run.state == ACQUIRED and ended:
                     self._release(run)  # (as its state was written: not dirty)
@@ -525,6 +553,37 @@ class SharePartition:
         self._advance()
         return True
 
+    # -- dead letters (KIP-1191) ---------------------------------------------------------
+
+    def dead_letters_due(self) -> list[Run]:
+        """The ARCHIVING runs whose transition is written: their dead letters are
+        due (copies, in offset order)."""
+        if not self._archiving:
+            return []
+        self._archiving = any(r.state == ARCHIVING for r in self._runs)
+        return [
+            dataclasses.replace(r) for r in self._runs if r.state == ARCHIVING and r.undo is None
+        ]
+
+    def dead_letters_written(self, first: int, last: int) -> bool:
+        """Archive the ARCHIVING offsets of ``first..last``, their dead letters
+        written (or given up); True when any was."""
+        self._split(first)
+        self._split(last + 1)
+        changed = False
+        i = max(bisect.bisect_right(self._firsts, first) - 1, 0)
+        while i < len(self._runs) and self._runs[i].first <= last:
+            run = self._runs[i]
+            i += 1
+            if run.last >= first and run.state == ARCHIVING and run.undo is None:
+                self._finish(run, ARCHIVED)
+                changed = True
+        if changed:
+            self.dirty = True
+            self._advance()
+        self._coalesce()
+        return changed
+
     # -- durability -----------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
@@ -563,12 +622,16 @@ class SharePartition:
             if not isinstance(row, list) or len(row) != 4 or not all(_is_int(x) for x in row):
                 raise ValueError(f"bad share-partition run {row!r}")
             first, last, state, count = row
-            if first != expected or last < first or state not in (AVAILABLE, *_DONE) or count < 0:
+            allowed = (AVAILABLE, ARCHIVING, *_DONE)
+            if first != expected or last < first or state not in allowed or count < 0:
                 raise ValueError(f"bad share-partition run {row!r} (expected first {expected})")
             if state == AVAILABLE and count >= delivery_count_limit:
                 # Held when the state was written: its release happens now.
                 state = ARCHIVED
-            runs.append(Run(first, last, state, count))
+            # An ARCHIVING record's cause is not stored: as Kafka's resumption
+            # does, one below the delivery-count limit was rejected.
+            rejected = state == ARCHIVING and count < delivery_count_limit
+            runs.append(Run(first, last, state, count, rejected=rejected))
             expected = last + 1
         return cls(
             start,
@@ -615,17 +678,28 @@ class SharePartition:
 
     def _release(self, run: Run) -> None:
         if run.delivery_count >= self.delivery_count_limit:
-            self._finish(run, ARCHIVED)
+            self._archive(run, rejected=False)
         else:
             run.state = AVAILABLE
             run.member_id = None
             run.deadline_ms = 0
+
+    def _archive(self, run: Run, *, rejected: bool) -> None:
+        """Archive a rejected or too-often delivered record: ARCHIVING while the
+        group has a dead-letter queue (module rules)."""
+        if self.dead_letters:
+            self._finish(run, ARCHIVING)
+            run.rejected = rejected
+            self._archiving = True
+        else:
+            self._finish(run, ARCHIVED)
 
     @staticmethod
     def _finish(run: Run, state: int) -> None:
         run.state = state
         run.member_id = None
         run.deadline_ms = 0
+        run.rejected = False
 
     def _advance(self) -> None:
         """Move the start offset past leading finished runs."""

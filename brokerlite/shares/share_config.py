@@ -1,6 +1,7 @@
 """What the share-partitions need of a share group's configuration (KIP-932):
 the port through which the fetcher reads the group coordinator's
-``share.*`` group configs, and Kafka's defaults for a broker without one."""
+``share.*`` and ``errors.deadletterqueue.*`` group configs, and Kafka's
+defaults for a broker without one."""
 
 from __future__ import annotations
 
@@ -31,6 +32,12 @@ class ShareConfig(Protocol):
     @property
     def renew_acknowledge_enable(self) -> bool: ...
 
+    @property
+    def dlq_topic(self) -> str: ...
+
+    @property
+    def dlq_copy_record(self) -> bool: ...
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class DefaultShareConfig:
@@ -42,3 +49,5 @@ class DefaultShareConfig:
     isolation_level: str = "read_uncommitted"
     partition_max_record_locks: int = 2000
     renew_acknowledge_enable: bool = True
+    dlq_topic: str = ""
+    dlq_copy_record: bool = False

@@ -221,6 +221,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "compression.lz4.level": ConfigDef(_I, default="9", low=1, high=17),
     "compression.zstd.level": ConfigDef(_I, default="3", low=-131072, high=22),
     "delete.retention.ms": ConfigDef(_L, "delete_retention_ms", low=0),
+    # KIP-1191 (Kafka 4.4): whether share groups may write dead letters here
+    # (read by brokerlite.shares.dead_letters).
+    "errors.deadletterqueue.group.enable": ConfigDef(ConfigType.BOOLEAN, default="false"),
     "file.delete.delay.ms": ConfigDef(_L, default="60000", low=0),
     FOLLOWER_THROTTLED_REPLICAS: ConfigDef(ConfigType.LIST, default=""),
     LEADER_THROTTLED_REPLICAS: ConfigDef(ConfigType.LIST, default=""),

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from trafka.brokerlite.features import (
+    CLUSTER_SUPPORTED,
     FeatureStore,
     FeatureStoreError,
     FeatureUpdateError,
@@ -86,8 +87,8 @@ def test_a_fresh_broker_has_its_features_at_their_highest_level_epoch_1(core: An
     for version in (3, 4):
         answer = core.call(18, version, av.ApiVersionsRequest())
         supported = {f.name: (f.min_version, f.max_version) for f in answer.supported_features}
-        assert supported == ({GV: (0, 1), SV: (0, 1), TV: (0, 2)} if version == 4 else {})
-        assert finalized(core, version) == ({GV: (1, 1), SV: (1, 1), TV: (2, 2)}, 1)
+        assert supported == ({GV: (0, 1), SV: (0, 2), TV: (0, 2)} if version == 4 else {})
+        assert finalized(core, version) == ({GV: (1, 1), SV: (2, 2), TV: (2, 2)}, 1)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -103,11 +104,11 @@ def test_downgrade_to_0_removes_the_feature_and_upgrade_restores_it(
         ]
     else:
         assert answer.results == []  # v2 has no per-feature results
-    assert finalized(core) == ({SV: (1, 1), TV: (2, 2)}, 2)
+    assert finalized(core) == ({SV: (2, 2), TV: (2, 2)}, 2)
     assert core.broker.features.level(GV) == 0
-    answer = update(core, version, (GV, 1), (SV, 1))
+    answer = update(core, version, (GV, 1), (SV, 2))
     assert answer.error_code == ErrorCode.NONE, answer
-    assert finalized(core) == ({GV: (1, 1), SV: (1, 1), TV: (2, 2)}, 3)
+    assert finalized(core) == ({GV: (1, 1), SV: (2, 2), TV: (2, 2)}, 3)
     # The level it has already, with any type, is accepted (and is a change: epoch 4).
     assert update(core, version, (SV, 1, SAFE)).error_code == ErrorCode.NONE
     assert finalized(core)[1] == 4
@@ -128,12 +129,12 @@ def test_refusals_change_nothing(core: Any, version: int) -> None:
         ((("metadata.version", 21),), INVALID, "does not support"),
         ((("no.such.feature", 0, SAFE),), INVALID, "does not support"),
         (((GV, 1), (GV, 0, SAFE)), ErrorCode.INVALID_REQUEST, "more than once"),
-        # One refused update refuses the request: share.version stays at 1.
+        # One refused update refuses the request: share.version stays at 2.
         (((SV, 0, SAFE), (GV, 5)), INVALID, "group.version"),
     ]
     for updates, code, why in cases:
         assert why in refused(update(core, version, *updates), code), updates
-        assert finalized(core) == ({GV: (1, 1), SV: (1, 1), TV: (2, 2)}, 1)
+        assert finalized(core) == ({GV: (1, 1), SV: (2, 2), TV: (2, 2)}, 1)
 
 
 @pytest.mark.parametrize("version", (1, 2))
@@ -144,7 +145,7 @@ def test_upgrade_types_are_checked(core: Any, version: int) -> None:
     assert "cannot raise" in refused(update(core, version, (GV, 1, UNSAFE)), INVALID)
     assert "upgrade type 7" in refused(update(core, version, (GV, 0, 7)), INVALID)
     assert "upgrade type 0" in refused(update(core, version, (GV, 0, 0)), INVALID)
-    assert finalized(core) == ({SV: (1, 1), TV: (2, 2)}, 2)
+    assert finalized(core) == ({SV: (2, 2), TV: (2, 2)}, 2)
 
 
 @pytest.mark.parametrize("version", (1, 2))
@@ -152,7 +153,7 @@ def test_validate_only_changes_nothing(core: Any, version: int) -> None:
     answer = update(core, version, (GV, 0, SAFE), (SV, 0, UNSAFE), validate_only=True)
     assert answer.error_code == ErrorCode.NONE, answer
     assert len(answer.results) == (2 if version == 1 else 0)
-    assert finalized(core) == ({GV: (1, 1), SV: (1, 1), TV: (2, 2)}, 1)
+    assert finalized(core) == ({GV: (1, 1), SV: (2, 2), TV: (2, 2)}, 1)
     refused(update(core, version, (GV, 0), validate_only=True), INVALID)
 
 
@@ -177,6 +178,17 @@ def test_levels_and_epoch_survive_a_restart(open_core: Any) -> None:
     second.broker.close()
     third = open_core()
     assert finalized(third) == ({GV: (1, 1), TV: (2, 2)}, 4)
+
+
+def test_a_cluster_node_reads_a_single_node_s_levels_within_its_own(tmp_path: Path) -> None:
+    """A single node finalizes share.version 2 (dead-letter queues, KIP-1191) and
+    transaction.version 2; a cluster node opening its journal supports
+    share.version 0-1 and no transaction.version: 1, and none."""
+    path = tmp_path / "f.journal"
+    with FeatureStore(path) as store:
+        assert store.level(SV) == 2 and store.update({SV: 2}) == 2  # (written: a change)
+    with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
+        assert store.levels() == {GV: 1, SV: 1}
 
 
 def test_the_store_refuses_a_journal_it_cannot_read(tmp_path: Path) -> None:

@@ -128,7 +128,8 @@ def test_admin_topics_partitions_and_configs(running: Any, topic_name: str) -> N
 
 def test_admin_describe_features(running: Any) -> None:
     """ApiVersions v3+ lists the feature levels brokerlite implements (KIP-584):
-    KIP-848 consumer groups, KIP-932 share groups and transaction version 2
+    KIP-848 consumer groups, KIP-932 share groups (with KIP-1191's dead-letter
+    queues: share.version 2) and transaction version 2
     (KIP-890 part 2), each finalized at its highest level on a fresh broker."""
     admin = KafkaAdminClient(bootstrap_servers=running.bootstrap_servers)
     try:
@@ -137,12 +138,12 @@ def test_admin_describe_features(running: Any) -> None:
         admin.close()
     assert {name: f.get("finalized") for name, f in features.items()} == {
         "group.version": (1, 1),
-        "share.version": (1, 1),
+        "share.version": (2, 2),
         "transaction.version": (2, 2),
     }
     assert {name: f.get("supported") for name, f in features.items()} == {
         "group.version": (0, 1),
-        "share.version": (0, 1),
+        "share.version": (0, 2),
         "transaction.version": (0, 2),
     }
     assert {f.get("finalized_epoch") for f in features.values()} == {1}

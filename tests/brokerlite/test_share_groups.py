@@ -429,7 +429,8 @@ def test_configs_default_to_the_broker_settings() -> None:
         partition_max_record_locks=2000,
     )
     entries = {e.name: e for e in groups.describe_configs("any")}
-    assert list(entries) == sorted(entries) and len(entries) == 10  # consumer.* and share.*
+    # consumer.*, share.* and KIP-1191's errors.deadletterqueue.*
+    assert list(entries) == sorted(entries) and len(entries) == 12
     limit = entries["share.delivery.count.limit"]
     assert (limit.value, limit.source, limit.config_type) == ("7", 4, 3)
     assert limit.synonyms == (

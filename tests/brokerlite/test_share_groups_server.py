@@ -293,6 +293,8 @@ def test_group_configs_are_described_with_their_sources_and_synonyms(open_core: 
     assert set(entries) == {
         "consumer.heartbeat.interval.ms",
         "consumer.session.timeout.ms",
+        "errors.deadletterqueue.copy.record.enable",
+        "errors.deadletterqueue.topic.name",
         "share.auto.offset.reset",
         "share.delivery.count.limit",
         "share.heartbeat.interval.ms",

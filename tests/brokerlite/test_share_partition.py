@@ -892,7 +892,7 @@ DAMAGED: list[tuple[str, Any]] = [
     ("overlapping runs", {"start": 0, "runs": [[0, 3, AVAILABLE, 1], [3, 4, ARCHIVED, 1]]}),
     ("last before first", {"start": 0, "runs": [[0, 1, AVAILABLE, 1], [2, 1, AVAILABLE, 1]]}),
     ("acquired state", {"start": 0, "runs": [[0, 1, ACQUIRED, 1]]}),
-    ("unknown state 3", {"start": 0, "runs": [[0, 1, 3, 1]]}),
+    ("unknown state 5", {"start": 0, "runs": [[0, 1, 5, 1]]}),
     ("negative count", {"start": 0, "runs": [[0, 1, AVAILABLE, -1]]}),
     ("negative start", {"start": -1, "runs": []}),
     ("short row", {"start": 0, "runs": [[0, 1, AVAILABLE]]}),

@@ -69,7 +69,7 @@ def test_the_cli_prints_them(running: RunningBroker) -> None:
     assert as_json.exit_code == 0, as_json.output
     found = json.loads(as_json.stdout)
     assert found["finalized_epoch"] == 1
-    assert found["features"]["share.version"] == {"supported": [0, 1], "finalized": [1, 1]}
+    assert found["features"]["share.version"] == {"supported": [0, 2], "finalized": [2, 2]}
 
 
 def _answer_with(broker: FakeBroker, change: Any) -> None:
@@ -142,7 +142,7 @@ def test_update_features_against_brokerlite(own: RunningBroker) -> None:
     assert (found.finalized, found.finalized_epoch) == ({"transaction.version": (2, 2)}, 2)
     assert found.supported == {
         "group.version": (0, 1),
-        "share.version": (0, 1),
+        "share.version": (0, 2),
         "transaction.version": (0, 2),
     }
     # A refusal names the feature and applies nothing (share.version stays at 0).
@@ -150,17 +150,17 @@ def test_update_features_against_brokerlite(own: RunningBroker) -> None:
         anyio.run(
             _update,
             servers,
-            {"share.version": FeatureUpdate(1), "group.version": FeatureUpdate(3)},
+            {"share.version": FeatureUpdate(2), "group.version": FeatureUpdate(3)},
         )
     assert caught.value.code == ErrorCode.INVALID_UPDATE_VERSION
     assert "group.version" in str(caught.value)
     assert anyio.run(_describe, servers).finalized_epoch == 2
     anyio.run(
-        _update, servers, {"group.version": FeatureUpdate(1), "share.version": FeatureUpdate(1)}
+        _update, servers, {"group.version": FeatureUpdate(1), "share.version": FeatureUpdate(2)}
     )
     found = anyio.run(_describe, servers)
     assert (found.finalized, found.finalized_epoch) == (
-        {"group.version": (1, 1), "share.version": (1, 1), "transaction.version": (2, 2)},
+        {"group.version": (1, 1), "share.version": (2, 2), "transaction.version": (2, 2)},
         3,
     )
 
@@ -250,19 +250,19 @@ def test_kafka_python_updates_brokerlite_features(own: RunningBroker) -> None:
         assert dry == {"group.version": "OK"}
         theirs = peer.describe_features()
         assert {n: f.get("finalized") for n, f in theirs.items() if f.get("finalized")} == {
-            "share.version": (1, 1),
+            "share.version": (2, 2),
             "transaction.version": (2, 2),
         }
         assert theirs["share.version"]["finalized_epoch"] == 2
         assert theirs["group.version"]["supported"] == (0, 1)
         with pytest.raises(InvalidUpdateVersionError):
-            peer.update_features({"share.version": 2})
+            peer.update_features({"share.version": 3})
         assert peer.update_features({"group.version": 1}) == {"group.version": "OK"}
     finally:
         peer.close()
     found = anyio.run(_describe, own.bootstrap_servers)
     assert (found.finalized, found.finalized_epoch) == (
-        {"group.version": (1, 1), "share.version": (1, 1), "transaction.version": (2, 2)},
+        {"group.version": (1, 1), "share.version": (2, 2), "transaction.version": (2, 2)},
         3,
     )
 
