@@ -29,7 +29,8 @@ Rules:
   SCRAM login) is refused everything judged.
 * What is judged, and how: :mod:`.authz_rules` (the decision, as Kafka's
   StandardAuthorizer makes it) and :mod:`.authz_apis` (per API, the
-  operations checked and the errors given, as Kafka's). The brokers still
+  operations checked and the errors given, as Kafka's; share and streams
+  groups' APIs in :mod:`.authz_share`). The brokers still
   judge every request the proxy lets through with their own ACLs: the proxy
   only takes away.
 * APIs the filter does not judge pass: ApiVersions, SASL, and the APIs whose
@@ -88,7 +89,7 @@ ADMIN_APIS = frozenset(
     }
 )
 _SASL = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
-_FRAMED_ANSWERS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH})
+_FRAMED_ANSWERS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SHARE_FETCH})
 _KNOWN_SETTINGS = {"rules", "rules_file", "super_users", "default", "audit"}
 # ctx.state / ctx.notes keys
 _OPENED = "trafka.proxy.authz:opened"

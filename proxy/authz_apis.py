@@ -46,6 +46,7 @@ from trafka.codec.messages import k47_offset_delete as offset_delete_m
 
 from .authz_groups import GROUP_HANDLERS
 from .authz_more import MORE_HANDLERS
+from .authz_share import SHARE_HANDLERS
 from .filters import CloseConnection, Respond
 
 __all__ = ["HANDLERS", "Judge"]
@@ -642,4 +643,5 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_DELETE: offset_delete,
     **GROUP_HANDLERS,
     **MORE_HANDLERS,
+    **SHARE_HANDLERS,
 }

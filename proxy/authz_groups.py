@@ -19,7 +19,6 @@ from trafka.codec.messages import k22_init_producer_id as init_pid_m
 from trafka.codec.messages import k25_add_offsets_to_txn as add_offsets_m
 from trafka.codec.messages import k26_end_txn as end_txn_m
 from trafka.codec.messages import k42_delete_groups as delete_groups_m
-from trafka.codec.messages import k68_consumer_group_heartbeat as cg_heartbeat_m
 from trafka.codec.messages import k69_consumer_group_describe as cg_describe_m
 
 from .filters import Respond
@@ -67,16 +66,6 @@ def leave_group(j: Any, body: Any, version: int) -> Any:
     if j.ok("READ", "group", body.group_id):
         return body
     return Respond(leave_m.LeaveGroupResponse(error_code=GROUP_DENIED, members=[]))
-
-
-def consumer_group_heartbeat(j: Any, body: Any, version: int) -> Any:
-    if j.ok("READ", "group", body.group_id):
-        return body
-    return Respond(
-        cg_heartbeat_m.ConsumerGroupHeartbeatResponse(
-            error_code=GROUP_DENIED, member_epoch=0, heartbeat_interval_ms=0
-        )
-    )
 
 
 def describe_groups(j: Any, body: Any, version: int) -> Any:
@@ -203,7 +192,6 @@ GROUP_HANDLERS: dict[int, Callable[[Any, Any, int], Any]] = {
     ApiKey.SYNC_GROUP: sync_group,
     ApiKey.HEARTBEAT: heartbeat,
     ApiKey.LEAVE_GROUP: leave_group,
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_group_heartbeat,
     ApiKey.DESCRIBE_GROUPS: describe_groups,
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_group_describe,
     ApiKey.LIST_GROUPS: list_groups,

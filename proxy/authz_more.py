@@ -16,7 +16,6 @@ from trafka.codec.messages import k23_offset_for_leader_epoch as epoch_m
 from trafka.codec.messages import k61_describe_producers as producers_m
 from trafka.codec.messages import k65_describe_transactions as describe_txn_m
 from trafka.codec.messages import k75_describe_topic_partitions as partitions_m
-from trafka.codec.messages import k76_share_group_heartbeat as share_heartbeat_m
 from trafka.codec.messages import k77_share_group_describe as share_describe_m
 
 from .filters import Respond
@@ -146,16 +145,6 @@ def list_transactions(j: Any, body: Any, version: int) -> Any:
     return body
 
 
-def share_group_heartbeat(j: Any, body: Any, version: int) -> Any:
-    if j.ok("READ", "group", body.group_id):
-        return body
-    return Respond(
-        share_heartbeat_m.ShareGroupHeartbeatResponse(
-            error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, member_epoch=0
-        )
-    )
-
-
 def share_group_describe(j: Any, body: Any, version: int) -> Any:
     m = share_describe_m.ShareGroupDescribeResponse
     keep = [g for g in body.group_ids if j.ok("DESCRIBE", "group", g)]
@@ -187,6 +176,5 @@ MORE_HANDLERS: dict[int, Callable[[Any, Any, int], Any]] = {
     ApiKey.DESCRIBE_PRODUCERS: describe_producers,
     ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions,
     ApiKey.LIST_TRANSACTIONS: list_transactions,
-    ApiKey.SHARE_GROUP_HEARTBEAT: share_group_heartbeat,
     ApiKey.SHARE_GROUP_DESCRIBE: share_group_describe,
 }

@@ -35,7 +35,14 @@ from trafka.proxy.audit import AuditLog
 from trafka.proxy.authz import Authorization
 from trafka.proxy.authz_rules import Rule, Rules, check
 from trafka.proxy.cli import command
-from trafka.sdk import ConfigError, NewTopic, open_admin, open_consumer, open_producer
+from trafka.sdk import (
+    ConfigError,
+    NewTopic,
+    open_admin,
+    open_consumer,
+    open_producer,
+    open_share_consumer,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -52,6 +59,11 @@ RULES: list[dict[str, Any]] = [
      "name": "tx-ok"},
     # everyone may read the public topic (bob included: it is all he may do)
     {"principal": "User:*", "operation": "Read", "resource": "topic", "name": "public"},
+    # her share group (a group id is a classic, consumer or share group's, not several)
+    {"principal": "User:alice", "operation": "Read", "resource": "group", "name": "sg-ok"},
+    # alice may see the peek- topics, not read them
+    {"principal": "User:alice", "operation": "Describe", "resource": "topic", "name": "peek-",
+     "pattern": "prefixed"},
 ]  # fmt: skip
 
 
@@ -339,6 +351,49 @@ def test_sdk_clients_meet_the_rules(guarded: tuple[RunningProxy, Path]) -> None:
     by_resource = {r["resource"]: r["error"] for e in admin_ops for r in e["resources"]}
     assert by_resource[ok] == by_resource[secret] == "NONE"
     assert sorted(by_resource.values()).count("TOPIC_AUTHORIZATION_FAILED") == 1
+
+
+def test_share_consumers_meet_the_rules(guarded: tuple[RunningProxy, Path]) -> None:
+    """Share groups (KIP-932) through the proxy, as Kafka 4.4 authorizes them
+    (tests/proxy/test_proxy_authz_kafka.py compares the answers): alice reads
+    an ok- topic in her share group sg-ok; in g-no her heartbeat is refused
+    (GROUP_AUTHORIZATION_FAILED); subscribed to a topic she may not describe,
+    TOPIC_AUTHORIZATION_FAILED; to a peek- topic she may describe but not read,
+    her share fetches get TOPIC_AUTHORIZATION_FAILED for its partitions and
+    none of its records, though the broker judges nothing."""
+    px, _ = guarded
+    ok, peek = fresh("ok-share-"), fresh("peek-")
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with open_admin(**login(px, "admin")) as admin:
+                await admin.create_topics([NewTopic(t, 1, 1) for t in (ok, peek)])
+                await admin.alter_group_configs({"sg-ok": {"share.auto.offset.reset": "earliest"}})
+            async with open_producer(**login(px, "admin")) as producer:
+                for topic in (ok, peek):
+                    await producer.send_and_wait(topic, b"secret of " + topic.encode())
+            async with open_share_consumer(ok, group_id="sg-ok", **login(px, "alice")) as share:
+                got: list[bytes] = []
+                while not got:
+                    got = [r.value for r in await share.poll(timeout_ms=1000)]
+                assert got == [b"secret of " + ok.encode()]
+            for topic, group, refused in (
+                (ok, "g-no", ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                ("no-share", "sg-ok", ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                (peek, "sg-ok", ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+            ):
+                async with open_share_consumer(
+                    topic, group_id=group, **login(px, "alice")
+                ) as share:
+                    with pytest.raises(KafkaError) as caught:
+                        while True:
+                            assert await share.poll(timeout_ms=1000) == []
+                    assert caught.value.code == refused, (topic, group, caught.value)
+
+    anyio.run(main, backend="trio")
+    counted = decisions(px)
+    assert counted[("deny", "READ", "topic")] >= 1  # the peek- topic's share fetch
+    assert counted[("deny", "DESCRIBE", "topic")] >= 1  # the heartbeat's no-share
 
 
 async def _batch(consumer: Any) -> Any:

@@ -60,6 +60,12 @@ from trafka.codec.messages import k69_consumer_group_describe as cg_describe_m
 from trafka.codec.messages import k75_describe_topic_partitions as describe_partitions_m
 from trafka.codec.messages import k76_share_group_heartbeat as share_heartbeat_m
 from trafka.codec.messages import k77_share_group_describe as share_describe_m
+from trafka.codec.messages import k78_share_fetch as share_fetch_m
+from trafka.codec.messages import k79_share_acknowledge as share_ack_m
+from trafka.codec.messages import k89_streams_group_describe as streams_describe_m
+from trafka.codec.messages import k90_describe_share_group_offsets as share_offsets_m
+from trafka.codec.messages import k91_alter_share_group_offsets as alter_share_m
+from trafka.codec.messages import k92_delete_share_group_offsets as delete_share_m
 from trafka.codec.records import encode_batch
 from trafka.proxy import proxy_in_thread
 from trafka.proxy.authz import Authorization
@@ -283,6 +289,44 @@ def requests(ids: dict[str, uuid.UUID]) -> list[tuple[str, int, int, Any]]:
              group_id="g-no", member_id="m-2", member_epoch=0, subscribed_topic_names=["open"])),
         ("share group describe (KIP-932)", ApiKey.SHARE_GROUP_DESCRIBE, 1,
          share_describe_m.ShareGroupDescribeRequest(group_ids=["g-ok", "g-no"])),
+        # Kafka 4.4 also asks DESCRIBE on every topic a heartbeat subscribes to.
+        ("consumer group heartbeat, a topic refused", ApiKey.CONSUMER_GROUP_HEARTBEAT, 0,
+         cg_heartbeat_m.ConsumerGroupHeartbeatRequest(
+             group_id="g-ok", member_id="m-3", member_epoch=0, rebalance_timeout_ms=10_000,
+             subscribed_topic_names=["open", "hidden"], topic_partitions=[])),
+        ("share group heartbeat, a topic refused", ApiKey.SHARE_GROUP_HEARTBEAT, 1,
+         share_heartbeat_m.ShareGroupHeartbeatRequest(
+             group_id="g-ok", member_id="m-4", member_epoch=0, subscribed_topic_names=["hidden", "open"])),
+        ("share fetch, group refused", ApiKey.SHARE_FETCH, 1, share_fetch_m.ShareFetchRequest(
+            group_id="g-no", member_id=uuid.UUID(int=5).hex, share_session_epoch=0, max_wait_ms=0,
+            min_bytes=0, max_bytes=1 << 20, max_records=10, batch_size=10, topics=[
+                share_fetch_m.ShareFetchRequest.FetchTopic(topic_id=ids["open"], partitions=[
+                    share_fetch_m.ShareFetchRequest.FetchPartition(partition_index=0)])])),
+        ("share acknowledge, group refused", ApiKey.SHARE_ACKNOWLEDGE, 1, share_ack_m.ShareAcknowledgeRequest(
+            group_id="g-no", member_id=uuid.UUID(int=6).hex, share_session_epoch=1, topics=[])),
+        ("describe share group offsets", ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1,
+         share_offsets_m.DescribeShareGroupOffsetsRequest(groups=[
+             share_offsets_m.DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(
+                 group_id="g-ok", topics=[
+                     share_offsets_m.DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic(
+                         topic_name=t, partitions=[0]) for t in ("open", "hidden")]),
+             share_offsets_m.DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(
+                 group_id="g-no", topics=None)])),
+        ("alter share group offsets, group refused", ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0,
+         alter_share_m.AlterShareGroupOffsetsRequest(group_id="g-no", topics=[
+             alter_share_m.AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic(
+                 topic_name="open", partitions=[
+                     alter_share_m.AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition(
+                         partition_index=0, start_offset=0)])])),
+        ("delete share group offsets, group refused", ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0,
+         delete_share_m.DeleteShareGroupOffsetsRequest(group_id="g-no", topics=[
+             delete_share_m.DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name="open")])),
+        ("delete share group offsets, a topic refused", ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0,
+         delete_share_m.DeleteShareGroupOffsetsRequest(group_id="g-del", topics=[
+             delete_share_m.DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name=t)
+             for t in ("readonly", "hidden")])),
+        ("streams group describe (KIP-1071)", ApiKey.STREAMS_GROUP_DESCRIBE, 0,
+         streams_describe_m.StreamsGroupDescribeRequest(group_ids=["g-ok", "g-no"])),
         ("describe groups, authorized operations", ApiKey.DESCRIBE_GROUPS, 5,
          describe_groups_m.DescribeGroupsRequest(groups=["g-ok", "g-no"], include_authorized_operations=True)),
         ("describe groups", ApiKey.DESCRIBE_GROUPS, 5, describe_groups_m.DescribeGroupsRequest(groups=["g-ok", "g-no"])),
