@@ -31,7 +31,8 @@ Rules:
   listing, topic ids checked against the topics the proxy has seen named; a
   classic consumer group's embedded subscriptions and assignments by
   :mod:`.tenants_groups`; Produce requests by name on their bytes, by
-  :mod:`.tenants_produce`.
+  :mod:`.tenants_produce`. Share groups (KIP-932) are served: their group
+  ids and topic names are rewritten, their fetches' topic ids checked.
 * ApiVersions answers list only the APIs served and those that pass, so
   clients do not try the others. Every other API is refused all the same (a
   client may send it anyway): answered with CLUSTER_AUTHORIZATION_FAILED
@@ -100,6 +101,8 @@ _TENANT = "trafka.proxy.tenants:tenant"
 _REFUSED = "trafka.proxy.tenants:refused"
 _PROTOCOL_TYPE = "trafka.proxy.tenants:protocol_type"  # ctx.state: group id -> protocol type
 _GROUP_DATA = frozenset({ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS})
+# The answers that carry records: their bytes pass untouched where nothing is renamed.
+_RECORDS = frozenset({ApiKey.FETCH, ApiKey.SHARE_FETCH})
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,13 +290,14 @@ class Tenants(Filter):
     # -- answers ---------------------------------------------------------------------------
 
     def answer_frames(self, api_key: int, api_version: int) -> bool:
-        # Fetch answers by topic id (v13+) name nothing to rewrite: read only
-        # when an id was swapped.
-        return api_key == ApiKey.FETCH
+        # Fetch answers by topic id (v13+, ShareFetch's all) name nothing to
+        # rewrite: read only when an id was swapped.
+        return api_key in _RECORDS
 
     def on_response_frame(self, ctx: FilterContext, frame: bytes) -> bytes:
         tenant = ctx.notes.get(_TENANT)
-        if tenant is None or (ctx.api_version >= 13 and _SWAPPED not in ctx.notes):
+        by_id = ctx.api_key == ApiKey.SHARE_FETCH or ctx.api_version >= 13
+        if tenant is None or (by_id and _SWAPPED not in ctx.notes):
             return frame
         key, version = ctx.api_key, ctx.api_version
         _, body = protocol.decode_response(frame, key, version)
@@ -328,7 +332,7 @@ class Tenants(Filter):
                 body = _group_data_answer(ctx, tenant, body)
             elif key == ApiKey.CONSUMER_GROUP_DESCRIBE:
                 body = _regexes_shown(tenant, body)
-        return body if key == ApiKey.FETCH else _messages(tenant.prefix, body)
+        return body if key in _RECORDS else _messages(tenant.prefix, body)
 
     def on_upstream(self, api_key: int, api_version: int, body: Any) -> Any:
         if api_key == ApiKey.METADATA:

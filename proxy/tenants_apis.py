@@ -98,6 +98,17 @@ REQUEST_NAMES: dict[int, tuple[tuple[str, ...], ...]] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: (("group_ids",),),
     ApiKey.ALTER_CONFIGS: (),  # by resource type: see CONFIG_APIS
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (),
+    # Share groups (KIP-932): their fetches and acknowledgements name topics by id.
+    ApiKey.SHARE_GROUP_HEARTBEAT: (("group_id",), ("subscribed_topic_names",)),
+    ApiKey.SHARE_GROUP_DESCRIBE: (("group_ids",),),
+    ApiKey.SHARE_FETCH: (("group_id",),),
+    ApiKey.SHARE_ACKNOWLEDGE: (("group_id",),),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (
+        ("groups", "group_id"),
+        ("groups", "topics", "topic_name"),
+    ),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (("group_id",), ("topics", "topic_name")),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (("group_id",), ("topics", "topic_name")),
 }
 
 # The same in the answers (names stripped of the prefix; see the rules).
@@ -141,6 +152,17 @@ ANSWER_NAMES: dict[int, tuple[tuple[str, ...], ...]] = {
         ("groups", "members", "assignment", "topic_partitions", "topic_name"),
         ("groups", "members", "target_assignment", "topic_partitions", "topic_name"),
     ),
+    ApiKey.SHARE_GROUP_DESCRIBE: (
+        ("groups", "group_id"),
+        ("groups", "members", "subscribed_topic_names"),
+        ("groups", "members", "assignment", "topic_partitions", "topic_name"),
+    ),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (
+        ("groups", "group_id"),
+        ("groups", "topics", "topic_name"),
+    ),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (("responses", "topic_name"),),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (("responses", "topic_name"),),
 }
 
 # The config APIs: (the request's list of resources, the answer's), named by
@@ -161,6 +183,8 @@ REQUEST_IDS: dict[int, tuple[tuple[str, ...], ...]] = {
     ApiKey.TXN_OFFSET_COMMIT: (("topics", "topic_id"),),
     ApiKey.DELETE_TOPICS: (("topics", "topic_id"),),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (("topic_partitions", "topic_id"),),
+    ApiKey.SHARE_FETCH: (("topics", "topic_id"), ("forgotten_topics_data", "topic_id")),
+    ApiKey.SHARE_ACKNOWLEDGE: (("topics", "topic_id"),),
 }
 ANSWER_IDS: dict[int, tuple[tuple[str, ...], ...]] = {
     ApiKey.PRODUCE: (("responses", "topic_id"),),
@@ -170,6 +194,8 @@ ANSWER_IDS: dict[int, tuple[tuple[str, ...], ...]] = {
     ApiKey.OFFSET_FETCH: (("groups", "topics", "topic_id"),),
     ApiKey.TXN_OFFSET_COMMIT: (("topics", "topic_id"),),
     ApiKey.DELETE_TOPICS: (("responses", "topic_id"),),
+    ApiKey.SHARE_FETCH: (("responses", "topic_id"),),
+    ApiKey.SHARE_ACKNOWLEDGE: (("responses", "topic_id"),),
 }
 
 # The APIs a tenant may use: their names rewritten both ways.

@@ -42,6 +42,12 @@ from trafka.codec.messages import k65_describe_transactions as describe_txns
 from trafka.codec.messages import k66_list_transactions as list_txns
 from trafka.codec.messages import k69_consumer_group_describe as group_describe
 from trafka.codec.messages import k75_describe_topic_partitions as topic_partitions
+from trafka.codec.messages import k76_share_group_heartbeat as share_heartbeat
+from trafka.codec.messages import k77_share_group_describe as share_describe
+from trafka.codec.messages import k78_share_fetch as share_fetch
+from trafka.codec.messages import k90_describe_share_group_offsets as share_offsets
+from trafka.codec.messages import k91_alter_share_group_offsets as alter_share
+from trafka.codec.messages import k92_delete_share_group_offsets as delete_share
 from trafka.codec.records import encode_batch
 
 Call = Callable[[int, int, Any], Any]
@@ -117,8 +123,56 @@ def probe_every_api(
         _groups(check, topic, group)
         _transactions(check, topic, group, txn)
         _coordinators(check, group, txn)
+        _share_groups(check, topic, group)
     _by_id(check, topic_id)
+    _share_fetch_by_id(check, topic_id)
     return seen
+
+
+def _share_groups(check: Any, topic: str, group: str) -> None:
+    """Share groups (KIP-932) named as the other tenant names its own: the
+    tenant's own group of that name (none: nothing described, no offsets), or
+    a heartbeat that makes its own and is given nothing of the other's."""
+    check("ShareGroupDescribe", ApiKey.SHARE_GROUP_DESCRIBE, 1,
+          share_describe.ShareGroupDescribeRequest(group_ids=[group]), {NO_GROUP})  # fmt: skip
+    so = share_offsets.DescribeShareGroupOffsetsRequest
+    answer = check(
+        "DescribeShareGroupOffsets", ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1,
+        so(groups=[so.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=[
+            so.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[0])])]),
+        {0, UNKNOWN_TOPIC, NO_GROUP},
+    )  # fmt: skip
+    assert all(p.start_offset == -1 for g in answer.groups for t in g.topics for p in t.partitions)
+    a = alter_share.AlterShareGroupOffsetsRequest
+    check("AlterShareGroupOffsets", ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0,
+          a(group_id=group, topics=[a.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[
+              a.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])]),
+          {NO_GROUP, UNKNOWN_TOPIC})  # fmt: skip
+    d = delete_share.DeleteShareGroupOffsetsRequest
+    check("DeleteShareGroupOffsets", ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0,
+          d(group_id=group, topics=[d.DeleteShareGroupOffsetsRequestTopic(topic_name=topic)]),
+          {NO_GROUP, UNKNOWN_TOPIC})  # fmt: skip
+    h = share_heartbeat.ShareGroupHeartbeatRequest
+    member = uuid.uuid4().hex
+    joined = check("ShareGroupHeartbeat", ApiKey.SHARE_GROUP_HEARTBEAT, 1,
+                   h(group_id=group, member_id=member, member_epoch=0,
+                     subscribed_topic_names=[topic]), set())  # fmt: skip
+    assert joined.assignment is None or not joined.assignment.topic_partitions, joined
+    check("ShareGroupHeartbeat, leaving", ApiKey.SHARE_GROUP_HEARTBEAT, 1,
+          h(group_id=group, member_id=member, member_epoch=-1), set())  # fmt: skip
+
+
+def _share_fetch_by_id(check: Any, topic_id: uuid.UUID) -> None:
+    """The other tenant's topic by id in a share fetch: unknown, no records."""
+    f = share_fetch.ShareFetchRequest
+    answer = check(
+        "ShareFetch by id", ApiKey.SHARE_FETCH, 1,
+        f(group_id="probe-share", member_id=uuid.uuid4().hex, share_session_epoch=0,
+          max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, max_records=10, batch_size=10,
+          topics=[f.FetchTopic(topic_id=topic_id, partitions=[f.FetchPartition(partition_index=0)])]),
+        {UNKNOWN_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_REQUEST},
+    )  # fmt: skip
+    assert not any(p.records for t in answer.responses for p in t.partitions), answer
 
 
 def _topics(check: Any, topic: str) -> None:

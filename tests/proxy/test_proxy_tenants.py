@@ -42,7 +42,14 @@ from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.sasl import plain_message
 from trafka.proxy import RunningProxy, proxy_in_thread
 from trafka.proxy.tenants import Tenants
-from trafka.sdk import ConfigError, NewTopic, open_admin, open_consumer, open_producer
+from trafka.sdk import (
+    ConfigError,
+    NewTopic,
+    open_admin,
+    open_consumer,
+    open_producer,
+    open_share_consumer,
+)
 from trafka.sdk.partitioners import murmur2_partition
 
 pytestmark = [
@@ -395,7 +402,12 @@ def test_unserved_apis_are_refused_and_strangers_turned_away(shared: RunningProx
         offered = {a.api_key for a in call(sock, ApiKey.API_VERSIONS, 3, av.ApiVersionsRequest(
             client_software_name="t", client_software_version="1")).api_keys}  # fmt: skip
         assert {ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SASL_AUTHENTICATE} <= offered
-        assert not offered & {ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.SHARE_FETCH}
+        assert not offered & {
+            ApiKey.DESCRIBE_ACLS,
+            ApiKey.CREATE_ACLS,
+            ApiKey.STREAMS_GROUP_HEARTBEAT,
+        }
+        assert {ApiKey.SHARE_FETCH, ApiKey.SHARE_GROUP_HEARTBEAT} <= offered
         # ...and refused when asked all the same. An answer with its own error
         # code: refused as not authorized.
         answer = call(
@@ -528,6 +540,49 @@ def _assigned(sock: socket.socket, group: str, **subscription: Any) -> set[uuid.
         cgh.ConsumerGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=-1),
     )
     return ids
+
+
+def test_share_groups_in_each_tenants_namespace(
+    shared: RunningProxy, secured: RunningBroker
+) -> None:
+    """Share groups (KIP-932) as tenants: alice and bob each have a topic and a
+    share group of the same names; each share consumer reads its own tenant's
+    records, the broker holds each tenant's group under its prefix, and the
+    admin's views (ShareGroupDescribe, share group offsets) show the tenant's
+    names without the prefix."""
+    px = shared
+    topic, group = fresh("sq"), fresh("sgrp")
+
+    async def as_tenant(user: str) -> tuple[list[bytes], Any, Any]:
+        servers = px.bootstrap_servers
+        async with open_admin(**login(servers, user)) as admin:
+            await admin.create_topics([NewTopic(topic, 1, 1)])
+            await admin.alter_group_configs({group: {"share.auto.offset.reset": "earliest"}})
+        async with open_producer(**login(servers, user)) as producer:
+            await producer.send_and_wait(topic, f"{user}'s".encode())
+        async with open_share_consumer(topic, group_id=group, **login(servers, user)) as share:
+            got: list[bytes] = []
+            while not got:
+                got = [r.value for r in await share.poll(timeout_ms=1000)]
+            await share.commit()
+            async with open_admin(**login(servers, user)) as admin:
+                described = (await admin.describe_share_groups([group]))[group]
+                offsets = await admin.list_share_group_offsets(group)
+        return got, described, offsets
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            for user in ("alice", "bob"):
+                got, described, offsets = await as_tenant(user)
+                assert got == [f"{user}'s".encode()]
+                assert described.group_id == group
+                assert {tp.topic for m in described.members for tp in m.assignment} == {topic}
+                assert {tp.topic for tp in offsets} == {topic}
+            async with open_admin(**login(secured.bootstrap_servers, "admin")) as admin:
+                held = {g.group_id for g in await admin.list_groups()}
+            assert {f"acme.{group}", f"globex.{group}"} <= held and group not in held
+
+    anyio.run(main, backend="trio")
 
 
 def test_consumer_group_subscriptions_stay_in_the_tenant(shared: RunningProxy) -> None:
