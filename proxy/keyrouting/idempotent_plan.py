@@ -42,6 +42,7 @@ from ..topics import Topics
 from .answers import Endpoints, finish_answer
 from .placement import (
     _CONTROL,
+    OWNER,
     Batch,
     Piece,
     Placed,
@@ -346,7 +347,7 @@ def _chunked(placed: Placed, cap: int, session: Session) -> list[_Chunk]:
             at = sequence
             if at is None:  # unknown yet: built as the client's, else at 0
                 at = first[4].base_sequence if len(run) == 1 and leads else 0
-            holders = list(dict.fromkeys(p[0] for p in run))
+            holders = list(dict.fromkeys(map(OWNER, run)))
             # The count is needed now only when the next batch's sequence follows.
             n = sum(map(piece_count, run)) if len(cut) > 1 else 0
             chunks.append(_Chunk(topic, target, b"", n, holders, leads, at))
@@ -357,6 +358,7 @@ def _chunked(placed: Placed, cap: int, session: Session) -> list[_Chunk]:
         producer_id=session.producer_id,
         producer_epoch=session.epoch,
         sequences=[c.sequence for c in chunks],
+        located=placed.located,
     )
     for chunk, (data, n) in zip(chunks, made, strict=True):
         chunk.data, chunk.count = data, n

@@ -42,6 +42,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from trafka.codec import batch_split
@@ -62,6 +63,7 @@ from .sequences import next_sequence
 __all__ = [
     "HASHES",
     "ORIGIN_HEADER",
+    "OWNER",
     "Batch",
     "Piece",
     "Placed",
@@ -91,6 +93,8 @@ _MIN_MERGE_BYTES = 16 * 1024
 Piece = tuple[Any, int, bytes | None, Any, Any]
 #: A target partition's pieces: the client's own, and those moved in.
 Slot = tuple[list[Piece], list[Piece]]
+# A piece's owner, estimated bytes and records (C-level, no Python code per piece).
+OWNER, _SIZE, _RECORDS = itemgetter(0), itemgetter(1), itemgetter(3)
 
 
 class Batch(NamedTuple):
@@ -337,7 +341,7 @@ def chunked(own: list[Piece], moved: list[Piece], cap: int) -> list[list[Piece]]
     """The pieces bound for one partition, as batches: the client's own first,
     each batch at most ``cap`` estimated bytes (and at least one piece)."""
     pieces = own + moved
-    if sum(p[1] for p in pieces) <= cap:
+    if sum(map(_SIZE, pieces)) <= cap:
         return [pieces]  # the usual case, with no Python code per piece
     out: list[list[Piece]] = []
     size = 0
@@ -356,13 +360,15 @@ def build(
     producer_id: int = -1,
     producer_epoch: int = -1,
     sequences: Sequence[int] | None = None,
+    located: bool = False,
 ) -> list[tuple[bytes, int]]:
     """Each chunk as one batch and the number of its records: a whole client
     batch byte for byte (renumbered at its sequence when it has a producer id),
     the others made of their pieces' records in order, with the first piece's
     compression, timestamp type and transactional bit and ``producer_id``,
     ``producer_epoch`` and the chunk's base sequence (``sequences``, else -1).
-    Those of spans only in one C call; the rest in Python (a legacy message set
+    Those of spans only in one C call (``located``: every piece's records are
+    spans, :attr:`Placed.located`); the rest in Python (a legacy message set
     of the client's own magic and codec for Produce v0-2)."""
     out: list[tuple[bytes, int] | None] = [None] * len(chunks)
     jobs: list[batch_split.Job] = []
@@ -376,8 +382,8 @@ def build(
             if producer_id >= 0 and sequence != header.base_sequence:
                 data = set_base_sequence(data, sequence)
             out[i] = (data, getattr(header, "records_count", -1))
-        elif header.magic == 2 and all(isinstance(p[3], tuple) for p in chunk):
-            spans = [p[3] for p in chunk]
+        elif located or (header.magic == 2 and all(isinstance(p[3], tuple) for p in chunk)):
+            spans = list(map(_RECORDS, chunk))
             jobs.append((spans, header.attributes, producer_id, producer_epoch, sequence))
             built_for.append(i)
     if jobs:

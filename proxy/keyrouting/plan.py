@@ -367,7 +367,7 @@ def plan_produce(
         if own and own[0][0] not in placed.split:
             kept[own[0][0]] = (order(0, leader), target)
     for chunk, (data, _), (topic, target, rnd, leader) in zip(
-        chunks, build(chunks), where, strict=True
+        chunks, build(chunks, located=placed.located), where, strict=True
     ):
         part = order(rnd, leader)
         parts.setdefault((rnd, leader), {}).setdefault(topic, {})[target] = data
@@ -474,7 +474,7 @@ def route_produce(
     kept: dict[tuple[str, int], _Source] = {}
     chunks = [own + moved for own, moved in placed.targets.values()]
     for (topic, target), chunk, (data, _) in zip(
-        placed.targets, chunks, build(chunks), strict=True
+        placed.targets, chunks, build(chunks, located=placed.located), strict=True
     ):
         out.setdefault(topic, {})[target] = data
         for piece in chunk:
