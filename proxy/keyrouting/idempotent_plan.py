@@ -279,7 +279,7 @@ def prepare_idempotent(
             else:
                 header, raw = verdict
                 batch = _Batch(t.name, p.index, header)
-                to_place.append(Batch(batch, p.index, header, bytes(raw)))
+                to_place.append((batch, p.index, header, bytes(raw), True))
         if to_place:
             assert count  # (the verdicts checked it)
             known = bytes(topics.leaders.get((t.name, x), -1) >= 0 for x in range(count))
@@ -293,22 +293,25 @@ def prepare_idempotent(
     held = set(map(id, placed.held))
     new: list[tuple[_Batch, int]] = []
     written: dict[int, list[Upstream]] = {}
-    for batch, header, _, _ in placed.batches:
-        if id(batch) in held:
+    sizes = []
+    for batch, _, header, data, _ in placed.batches:
+        sizes.append(len(data))
+        if held and id(batch) in held:
             continue
-        placement = (
-            None
-            if recovered is None
-            else recovered(batch.topic, batch.partition, header.base_sequence)
-        )
-        if placement is not None and placement.count == header.records_count:
-            written[id(batch)] = _already_written(batch, placed, placement, session, stats)
+        if recovered is not None:
+            placement = recovered(batch.topic, batch.partition, header.base_sequence)
+            if placement is not None and placement.count == header.records_count:
+                written[id(batch)] = _already_written(batch, placed, placement, session, stats)
         new.append((batch, header.records_count))
     stats.requests_idempotent += 1
-    targets = {key for key, (own, moved) in placed.targets.items() if own or moved}
+    # (A target all of whose pieces were written before a restart is none.)
+    targets = (
+        {k for k, (own, moved) in placed.targets.items() if own or moved}
+        if written
+        else set(placed.targets)
+    )
     prepared = Prepared(session.producer_id, session.epoch, retried, new, refused, targets, stale)
     prepared.written = written
-    sizes = [len(data) for _, _, data, _ in placed.batches]
     prepared.chunks = _chunked(placed, cap_of(sizes), session)
     return prepared
 

@@ -16,7 +16,7 @@ Rules:
 * A batch a target of which cannot take records (``can_take``: its leader is
   unknown, or on one connection another broker leads it) is *held*: kept whole
   where the client put it, or left out (``hold_out``: the idempotent plan
-  refuses it). A batch the caller does not place (``Batch.place``) is kept whole.
+  refuses it). A batch the caller does not place (:data:`Batch`) is kept whole.
 * Per target partition the pieces are the client's own first, then those moved
   in, each in the request's order; the targets in the order first named.
 * :func:`chunked` cuts a target's pieces into batches of at most about ``cap``
@@ -41,9 +41,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from itertools import compress
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
 from trafka.codec import batch_split
 from trafka.codec.compression import Compression
@@ -95,33 +95,30 @@ Piece = tuple[Any, int, bytes | None, Any, Any]
 Slot = tuple[list[Piece], list[Piece]]
 # A piece's owner, estimated bytes and records (C-level, no Python code per piece).
 OWNER, _SIZE, _RECORDS = itemgetter(0), itemgetter(1), itemgetter(3)
+_SPLIT = itemgetter(2)  # of place_sections' per batch (moved, kept, split)
 
 
-class Batch(NamedTuple):
-    """A client batch to place: its owner (what its pieces carry), partition,
-    header and bytes; ``place`` False keeps it whole."""
-
-    owner: Any
-    partition: int
-    header: Any
-    data: bytes
-    place: bool = True
+#: A client batch to place: (its owner, what its pieces carry; its partition,
+#: header and bytes; whether to place it, else it is kept whole).
+Batch = tuple[Any, int, Any, bytes, bool]
+_PLACE = itemgetter(4)
 
 
-@dataclass(slots=True, eq=False)
 class Placed:
     """A request's records placed (:func:`place_topic`, topic by topic)."""
 
-    # Per target partition, in the order first named: its own and moved-in pieces.
-    targets: dict[tuple[str, int], Slot] = field(default_factory=dict)
-    # The owners of the batches some of whose records are not at their place.
-    split: set[Any] = field(default_factory=set)
-    # Per batch placed: (topic, records moved, records kept).
-    counted: list[tuple[str, int, int]] = field(default_factory=list)
-    held: list[Any] = field(default_factory=list)  # the owners of batches held
-    # Every batch: (owner, header, bytes, records or -1 when not decoded).
-    batches: list[tuple[Any, Any, bytes, int]] = field(default_factory=list)
-    located: bool = True  # every piece's records are spans (coalescing takes them)
+    __slots__ = ("batches", "counted", "held", "located", "split", "targets")
+
+    def __init__(self) -> None:
+        # Per target partition, in the order first named: its own and moved-in pieces.
+        self.targets: dict[tuple[str, int], Slot] = {}
+        # The owners of the batches some of whose records are not at their place.
+        self.split: set[Any] = set()
+        # Per batch placed: (topic, records moved, records kept).
+        self.counted: list[tuple[str, int, int]] = []
+        self.held: list[Any] = []  # the owners of batches held
+        self.batches: list[Batch] = []  # every batch, in the order placed
+        self.located = True  # every piece's records are spans (coalescing takes them)
 
     def owned(self, owner: Any) -> list[tuple[str, int]]:
         """The target partitions holding pieces of ``owner``."""
@@ -175,7 +172,7 @@ def place_topic(
     if (
         not origin_headers
         and batches
-        and all(b.place for b in batches)
+        and all(map(_PLACE, batches))
         and not log.isEnabledFor(logging.DEBUG)
         and batch_split.placing(hash_name)
         and _place_at_once(placed, topic, partitions, batches, hash_name, can_take, max_size)
@@ -227,11 +224,9 @@ def _place_at_once(
         else:
             got[0].extend(pieces[0])
             got[1].extend(pieces[1])
-    for b, (moved_n, kept_n, split) in zip(batches, per_batch, strict=True):
-        placed.counted.append((topic, moved_n, kept_n))
-        placed.batches.append((b.owner, b.header, b.data, b.header.records_count))
-        if split:
-            placed.split.add(b.owner)
+    placed.counted.extend([(topic, moved_n, kept_n) for moved_n, kept_n, _ in per_batch])
+    placed.batches.extend(batches)
+    placed.split.update(compress(map(OWNER, batches), map(_SPLIT, per_batch)))
     return True
 
 
@@ -252,7 +247,7 @@ def _place_one(
     if not place:
         _add(placed, topic, own, (owner, len(data), data, None, header), True)
         placed.located = False
-        placed.batches.append((owner, header, data, getattr(header, "records_count", -1)))
+        placed.batches.append(b)
         return
     if not origin_headers and header.magic == 2 and hash_name in batch_split.HASH_IDS:
         groups = batch_split.split_batch(
@@ -275,7 +270,7 @@ def _place_one(
         groups = list(grouped.items())
         total = len(records)
         counts = [len(r) for _, r in groups]
-    placed.batches.append((owner, header, data, total))
+    placed.batches.append(b)
     if len(groups) == 1 and groups[0][0] == own:
         placed.counted.append((topic, 0, total))
         _add(placed, topic, own, (owner, len(data), data, groups[0][1], header), True)
@@ -373,6 +368,7 @@ def build(
     out: list[tuple[bytes, int] | None] = [None] * len(chunks)
     jobs: list[batch_split.Job] = []
     built_for: list[int] = []
+    in_python: list[int] = []
     for i, chunk in enumerate(chunks):
         first = chunk[0]
         header = first[4]
@@ -386,13 +382,16 @@ def build(
             spans = list(map(_RECORDS, chunk))
             jobs.append((spans, header.attributes, producer_id, producer_epoch, sequence))
             built_for.append(i)
+        else:
+            in_python.append(i)
     if jobs:
         for i, made in zip(built_for, batch_split.build_batches(jobs), strict=True):
+            if made is None:
+                in_python.append(i)
             out[i] = made
-    for i, chunk in enumerate(chunks):
-        if out[i] is None:
-            sequence = -1 if sequences is None else sequences[i]
-            out[i] = _encode(chunk, producer_id, producer_epoch, sequence)
+    for i in in_python:
+        sequence = -1 if sequences is None else sequences[i]
+        out[i] = _encode(chunks[i], producer_id, producer_epoch, sequence)
     return out  # type: ignore[return-value]
 
 

@@ -86,7 +86,6 @@ from ..topics import Topics
 from .placement import (
     HASHES,
     ORIGIN_HEADER,
-    Batch,
     Piece,
     Placed,
     build,
@@ -195,20 +194,36 @@ def plain_request(body: Any, topics: Topics, *, batches: bool = True) -> bool:
 
 
 def place_plain(
-    body: Any, topics: Topics, hash_name: str, max_size: int, origin_headers: bool = False
+    body: Any,
+    topics: Topics,
+    hash_name: str,
+    max_size: int,
+    origin_headers: bool = False,
+    tally: tuple[dict[tuple[str, int], int], list[int]] | None = None,
 ) -> Placed | None:
     """The records of a plain request (:func:`plain_request`) placed, counted
     nowhere: a batch a target of which has no known leader stays whole. None
-    when a batch has a producer id (or the transactional or control bit)."""
+    when a batch has a producer id (or the transactional or control bit).
+    ``tally``: per client partition its batches' records, and each batch's
+    size, added as the batches are read (and a legacy message set, never
+    placed as spans, declines at once)."""
     placed = Placed()
     for t in body.topic_data:
         topic, partitions = t.name, topics.partitions[t.name]
         batches = []
         for p in t.partition_data:
             for header, raw in iter_batches(p.records or b""):
-                if isinstance(header, RecordBatchHeader) and untouchable(header):
-                    return None  # a producer id: another plan
-                batches.append(Batch((topic, p.index), p.index, header, bytes(raw)))
+                owner = (topic, p.index)
+                data = bytes(raw)
+                if isinstance(header, RecordBatchHeader):
+                    if untouchable(header):
+                        return None  # a producer id: another plan
+                    if tally is not None:
+                        tally[0][owner] = tally[0].get(owner, 0) + header.records_count
+                        tally[1].append(len(data))
+                elif tally is not None:
+                    return None  # legacy messages: never spans
+                batches.append((owner, p.index, header, data, True))
         known = bytes(topics.leaders.get((topic, x), -1) >= 0 for x in range(partitions))
         place_topic(
             placed, topic, partitions, batches, hash_name=hash_name, can_take=known,
@@ -234,14 +249,11 @@ def place_spans(body: Any, topics: Topics, hash_name: str, max_size: int) -> Spa
     """The pieces of a plain request all of whose records the codec's C pass
     locates (:func:`place_plain`), by target partition, counted nowhere; None
     when it does not, a batch has a producer id, or a target's leader is unknown."""
-    placed = place_plain(body, topics, hash_name, max_size)
+    counts: dict[tuple[str, int], int] = {}
+    sizes: list[int] = []
+    placed = place_plain(body, topics, hash_name, max_size, tally=(counts, sizes))
     if placed is None or not placed.located:
         return None
-    counts: dict[tuple[str, int], int] = {}
-    sizes = []
-    for owner, _, data, n in placed.batches:
-        counts[owner] = counts.get(owner, 0) + n
-        sizes.append(len(data))
     return placed.targets, placed.split, counts, placed.counted, cap_of(sizes)
 
 
@@ -258,17 +270,17 @@ def _counter(placed: Placed) -> Callable[[tuple[str, int], bool], int]:
     (``told``: answered with its batch's own answer). Legacy messages are
     counted (decoded) only when answered without an offset; they have no
     record errors for the count to bound."""
-    of: dict[tuple[str, int], list[tuple[Any, bytes, int]]] = {}
-    for owner, header, data, n in placed.batches:
-        of.setdefault(owner, []).append((header, data, n))
+    of: dict[tuple[str, int], list[tuple[Any, bytes]]] = {}
+    for owner, _, header, data, _ in placed.batches:
+        of.setdefault(owner, []).append((header, data))
 
     def count(key: tuple[str, int], told: bool) -> int:
         total = 0
-        for header, data, n in of.get(key, ()):
+        for header, data in of.get(key, ()):
             if header.magic == 2:
-                total += n
+                total += header.records_count
             elif not told:
-                total += n if n >= 0 else len(decode_legacy_entry(data))
+                total += len(decode_legacy_entry(data))
         return total
 
     return count
@@ -355,7 +367,7 @@ def plan_produce(
     sources: dict[tuple[str, int], list[_Source]] = {}  # client partition -> its batches
     kept: dict[tuple[str, int], _Source] = {}
     order = _part_order()
-    cap = cap_of(len(data) for _, _, data, _ in placed.batches)
+    cap = cap_of(len(b[3]) for b in placed.batches)
     chunks: list[list[Piece]] = []
     where: list[tuple[str, int, int, int]] = []  # per chunk: topic, target, round, leader
     for (topic, target), (own, moved) in placed.targets.items():
@@ -459,7 +471,7 @@ def route_produce(
                 elif not count:
                     stats.batches_untouched_unknown_topic += 1
                     place = False
-                batches.append(Batch((t.name, p.index), p.index, header, bytes(raw), place))
+                batches.append(((t.name, p.index), p.index, header, bytes(raw), place))
         led = bytes(topics.leaders.get((t.name, x), -1) == node_id for x in range(count))
         place_topic(
             placed, t.name, count, batches, hash_name=hash_name, can_take=led,

@@ -32,7 +32,7 @@ from trafka.codec.compression import Compression
 from trafka.codec.legacy import decode_legacy_entry, encode_message_set
 from trafka.codec.records import decode_batch, encode_batch, iter_batches
 from trafka.proxy.keyrouting import placement
-from trafka.proxy.keyrouting.placement import Batch, Placed, place_topic
+from trafka.proxy.keyrouting.placement import Placed, place_topic
 from trafka.proxy.keyrouting.plan import place_plain
 from trafka.proxy.topics import Topics
 from trafka.sdk.partitioners import KEY_HASHES
@@ -165,7 +165,7 @@ def decoded(placed: Placed) -> Any:
 
 def fields(placed: Placed | None) -> Any:
     assert placed is not None
-    return [getattr(placed, f.name) for f in dataclasses.fields(placed)]
+    return [getattr(placed, name) for name in Placed.__slots__]
 
 
 @contextmanager
@@ -234,7 +234,7 @@ def test_legacy_messages_are_placed_as_the_rules_say(messages: Any, gzip: bool) 
     header, raw = next(iter_batches(data))
     own = 2
     place_topic(
-        placed, "orders", PARTITIONS, [Batch(("orders", own), own, header, bytes(raw))],
+        placed, "orders", PARTITIONS, [(("orders", own), own, header, bytes(raw), True)],
         hash_name="murmur2", can_take=b"\1" * PARTITIONS, max_size=1 << 24,
     )  # fmt: skip
     records = decode_legacy_entry(bytes(raw))
