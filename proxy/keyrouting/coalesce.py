@@ -30,7 +30,7 @@ Rules:
   same connection that does not coalesce waits until the pieces before it are
   written (the event ``Share.flushed``), so it cannot overtake them.
 * Size: a built batch holds at most about as many bytes as the largest client
-  batch of the requests its pieces came from (:func:`.plan._cap`), a
+  batch of the requests its pieces came from (:func:`.placement.cap_of`), a
   request at most :data:`MAX_REQUEST_BYTES`; what does not fit waits for the
   next request, in order.
 * The answer (:func:`answer`): a client partition none of whose records moved,

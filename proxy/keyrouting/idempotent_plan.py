@@ -9,14 +9,11 @@ Rules (key routing as a whole is in :mod:`.plan`'s doc):
   filter asks :func:`read_batches`, which reads the headers once for the
   plan too.
 * :func:`prepare_idempotent` recognises the batches a client re-sends (its
-  retry gets the same upstream batches again) and places the new ones as the
-  plain plan does; what it cannot place (an unknown topic, targets without a
-  known leader) is refused with an error per partition. Usually one C call
-  per topic places them (:func:`~trafka.codec.batch_split.place_sections`,
-  no Python object per piece, see :func:`_prepare_placed`); the batch-by-batch
-  Python is the reference and takes what that declines (a batch the C pass
-  refuses, a target without a known leader, a batch the journal placed
-  before a restart, origin headers, DEBUG logging).
+  retry gets the same upstream batches again) and places the new ones as
+  every plan does (:mod:`.placement`); what it cannot place (an unknown
+  topic, targets without a known leader) is refused with an error per
+  partition. Of a batch the journal placed before a restart, the pieces whose
+  upstream batches were written are taken out.
 * :func:`commit_idempotent` numbers the placed batches with the proxy's
   sequences (:mod:`.sequences`) under the producer's lock, in rounds of at
   most one batch per partition; batches the journal says were written before
@@ -33,32 +30,29 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any, NamedTuple, cast
 
-from trafka.codec import batch_split
 from trafka.codec.compression import DEFAULT_MAX_DECOMPRESSED_SIZE
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.produce_response import ProduceAnswer, ProduceResponseWriter
-from trafka.codec.records import RecordBatchHeader, batches_of, set_base_sequence
+from trafka.codec.records import RecordBatchHeader, batches_of
 
 from ..topics import Topics
 from .answers import Endpoints, finish_answer
-from .plan import (
+from .placement import (
     _CONTROL,
-    HASHES,
-    _by_target,
-    _cap,
-    _chunks,
-    _encode,
-    _part_body,
-    _Split,
-    _split,
-    add_slots,
-    count_placed,
-    unknown_base_offset,
+    OWNER,
+    Batch,
+    Piece,
+    Placed,
+    build,
+    cap_of,
+    chunked,
+    piece_count,
+    place_topic,
 )
+from .plan import _part_body, count_placed, unknown_base_offset
 from .sequences import (
     ClientBatch,
     Placement,
@@ -97,19 +91,19 @@ class Prepared:
     producer_id: int
     epoch: int
     retried: list[ClientBatch]
-    new: Sequence[tuple[_Split | _Batch, int]]  # (placed batch, its record count)
+    new: Sequence[tuple[_Batch, int]]  # (placed batch, its record count)
     refused: dict[tuple[str, int], ErrorCode]
     targets: set[tuple[str, int]]
     stale: set[str]  # topics whose leaders the proxy must ask again
     chunks: list[_Chunk] = field(default_factory=list)
-    # id(split) -> its upstream batches the journal says were written before a restart
+    # id(batch) -> its upstream batches the journal says were written before a restart
     written: dict[int, list[Upstream]] = field(default_factory=dict)
 
 
 @dataclass(slots=True, eq=False)
 class _Batch:
-    """A client batch placed by the C pass (:func:`_prepare_placed`): what
-    numbering reads of it (a :class:`_Split` without its pieces)."""
+    """A client batch placed (the owner of its pieces, :mod:`.placement`): what
+    numbering reads of it."""
 
     topic: str
     partition: int
@@ -125,7 +119,7 @@ class _Chunk:
     partition: int
     data: bytes
     count: int
-    splits: Sequence[_Split | _Batch]  # whose records it holds, the first first
+    splits: Sequence[_Batch]  # whose records it holds, the first first
     leads: bool  # its first records are the first split's own (none moved)
     sequence: int  # the base sequence ``data`` carries
 
@@ -264,61 +258,61 @@ def prepare_idempotent(
     batches = (read_batches(body) if headers is None else headers).batches
     if batches is None:
         return None  # the broker judges it (INVALID_RECORD)
-    if (
-        not origin_headers
-        and batch_split.placing(hash_name)
-        and not log.isEnabledFor(logging.DEBUG)
-    ):
-        placed = _prepare_placed(
-            body, batches, session, topics, hash_name, stats, max_size, recovered
-        )
-        if placed is not None:
-            return placed
-    hash_of = HASHES[hash_name]
     retried: list[ClientBatch] = []
-    new: list[tuple[_Split, int]] = []
-    written: dict[int, list[Upstream]] = {}
     refused: dict[tuple[str, int], ErrorCode] = {}
-    targets: set[tuple[str, int]] = set()
-    sizes = []
     stale: set[str] = set()
+    placed = Placed()
     for i, t in enumerate(body.topic_data):
         # Never unrouted: a batch of this producer written as the client numbered
         # it would clash with the proxy's numbers. Where the proxy cannot place
         # records, the client hears an error that makes it ask for metadata
         # (through the proxy, which learns with it) and retry.
         count = topics.partitions.get(t.name)
+        to_place: list[Batch] = []
         for p, one in zip(t.partition_data, batches[i], strict=True):
             verdict = _session_verdict(session, topics, t.name, count, p.index, one)
             if isinstance(verdict, ClientBatch):
                 stats.batches_retried += 1
                 retried.append(verdict)
-                continue
-            if isinstance(verdict, ErrorCode):
+            elif isinstance(verdict, ErrorCode):
                 stats.batches_out_of_order += _refuse(refused, stale, t.name, p.index, verdict)
-                continue
-            header, raw = verdict
-            assert count  # (the verdict checked it)
-            data = bytes(raw)
-            sizes.append(len(data))
-            split = _split(
-                header, data, t.name, p.index, count, hash_of, stats, max_size, origin_headers
-            )
-            if not all(topics.leader(t.name, x) >= 0 for x in split.pieces):
-                refused[(t.name, p.index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                stale.add(t.name)
-                continue
-            placement = (
-                None if recovered is None else recovered(t.name, p.index, header.base_sequence)
-            )
+            else:
+                header, raw = verdict
+                batch = _Batch(t.name, p.index, header)
+                to_place.append((batch, p.index, header, bytes(raw), True))
+        if to_place:
+            assert count  # (the verdicts checked it)
+            known = bytes(topics.leaders.get((t.name, x), -1) >= 0 for x in range(count))
+            place_topic(
+                placed, t.name, count, to_place, hash_name=hash_name, can_take=known,
+                max_size=max_size, origin_headers=origin_headers, hold_out=True,
+            )  # fmt: skip
+    count_placed(stats, placed.counted)
+    for batch in placed.held:
+        _refuse(refused, stale, batch.topic, batch.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    held = set(map(id, placed.held))
+    new: list[tuple[_Batch, int]] = []
+    written: dict[int, list[Upstream]] = {}
+    sizes = []
+    for batch, _, header, data, _ in placed.batches:
+        sizes.append(len(data))
+        if held and id(batch) in held:
+            continue
+        if recovered is not None:
+            placement = recovered(batch.topic, batch.partition, header.base_sequence)
             if placement is not None and placement.count == header.records_count:
-                written[id(split)] = _already_written(split, placement, session, stats)
-            new.append((split, header.records_count))
-            targets.update((t.name, x) for x in split.pieces)
+                written[id(batch)] = _already_written(batch, placed, placement, session, stats)
+        new.append((batch, header.records_count))
     stats.requests_idempotent += 1
+    # (A target all of whose pieces were written before a restart is none.)
+    targets = (
+        {k for k, (own, moved) in placed.targets.items() if own or moved}
+        if written
+        else set(placed.targets)
+    )
     prepared = Prepared(session.producer_id, session.epoch, retried, new, refused, targets, stale)
     prepared.written = written
-    prepared.chunks = _chunked([s for s, _ in new], _cap(sizes), session)
+    prepared.chunks = _chunked(placed, cap_of(sizes), session)
     return prepared
 
 
@@ -329,224 +323,81 @@ def _refuse(
     index: int,
     code: ErrorCode,
 ) -> bool:
-    """A client batch the session's verdict refused, noted for the answer (and
-    its topic's metadata marked stale when the error asks for it): whether it
-    was out of order (each path counts that in its own way)."""
+    """A client batch refused, noted for the answer (and its topic's metadata
+    marked stale when the error asks for it): whether it was out of order."""
     refused[(topic, index)] = code
     if code is ErrorCode.NOT_LEADER_OR_FOLLOWER:
         stale.add(topic)
     return code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
-# Per target partition, the pieces placed there: the client's own batches' first,
-# then those moved in (batch_split.Piece: owner, estimated bytes, the batch's
-# bytes when it stays whole, spans, header).
-_Targets = dict[tuple[str, int], tuple[list[batch_split.Piece], list[batch_split.Piece]]]
-
-
-def _prepare_placed(
-    body: Any,
-    batches: list[list[_One]],
-    session: Session,
-    topics: Topics,
-    hash_name: str,
-    stats: RouteStats,
-    max_size: int,
-    recovered: Callable[[str, int, int], Placement | None] | None,
-) -> Prepared | None:
-    """:func:`prepare_idempotent` with one C call per topic placing the new
-    batches (:func:`~trafka.codec.batch_split.place_sections`), no Python
-    object per piece: the same prepared request, byte for byte, and the same
-    counts (tests/proxy/test_proxy_idempotent_placed.py). Python decides per
-    client batch (a retry, out of order, refused) and per upstream batch (its
-    pieces chunked and built). None: the reference decides (the C pass
-    declines a batch, a target's leader is unknown, the journal placed a batch
-    before a restart); nothing is counted then, nothing is changed."""
-    retried: list[ClientBatch] = []
-    new: list[tuple[_Split | _Batch, int]] = []
-    refused: dict[tuple[str, int], ErrorCode] = {}
-    stale: set[str] = set()
-    targets: _Targets = {}
-    placed: list[tuple[str, int, int]] = []  # per batch: topic, records moved, kept
-    sizes = []
-    out_of_order = 0
-    for i, t in enumerate(body.topic_data):
-        count = topics.partitions.get(t.name)
-        # A moved record's target without a known leader refuses its batch:
-        # the reference decides that, before anything is placed here (placed
-        # here first, the request would be placed twice).
-        known_leaders = bytes(topics.leader(t.name, x) >= 0 for x in range(count or 0))
-        if 0 in known_leaders:
-            return None
-        sections: list[batch_split.Section] = []
-        for p, one in zip(t.partition_data, batches[i], strict=True):
-            verdict = _session_verdict(session, topics, t.name, count, p.index, one)
-            if isinstance(verdict, ClientBatch):
-                retried.append(verdict)
-                continue
-            if isinstance(verdict, ErrorCode):
-                out_of_order += _refuse(refused, stale, t.name, p.index, verdict)
-                continue
-            header, raw = verdict
-            assert count  # (the verdict checked it)
-            if recovered is not None:
-                placement = recovered(t.name, p.index, header.base_sequence)
-                if placement is not None and placement.count == header.records_count:
-                    return None  # what was written before a restart is taken out there
-            if header.records_count < 1:
-                return None
-            data = bytes(raw)
-            found = batch_split.lazy_section(
-                data, header, own=p.index, partitions=count, max_size=max_size
-            )
-            if found is None:
-                return None
-            sizes.append(len(data))
-            batch = _Batch(t.name, p.index, header)
-            new.append((batch, header.records_count))
-            section, log_append = found
-            sections.append(
-                (section, header.records_count, header.base_timestamp, log_append, p.index,
-                 len(data), data, batch, header)
-            )  # fmt: skip
-        if not sections:
-            continue
-        assert count
-        done = batch_split.place_sections(
-            sections, partitions=count, hash_name=hash_name, known=known_leaders, max_size=max_size
-        )
-        if done is None:
-            return None
-        order, slots, per_batch = done
-        add_slots(targets, t.name, order, slots)
-        placed.extend((t.name, moved_n, kept_n) for moved_n, kept_n, _ in per_batch)
-    chunks = _chunked_placed(targets, _cap(sizes), session)
-    if chunks is None:
-        return None
-    stats.batches_retried += len(retried)
-    stats.batches_out_of_order += out_of_order
-    count_placed(stats, placed)
-    stats.requests_idempotent += 1
-    prepared = Prepared(
-        session.producer_id, session.epoch, retried, new, refused, set(targets), stale
-    )
-    prepared.chunks = chunks
-    return prepared
-
-
-# A piece's (batch_split.Piece) owner, estimated bytes and spans.
-_OWNER, _SIZE, _SPANS = itemgetter(0), itemgetter(1), itemgetter(3)
-
-
-def _chunked_placed(targets: _Targets, cap: int, session: Session) -> list[_Chunk] | None:
-    """:func:`_chunked` of :func:`_prepare_placed`'s pieces (None: the C pass
-    declines to build one). The upstream batches that are not a client batch
-    kept whole are built together, in one C call
-    (:func:`~trafka.codec.batch_split.build_batches`)."""
+def _chunked(placed: Placed, cap: int, session: Session) -> list[_Chunk]:
+    """The upstream batches of the placed batches, per target partition, each at
+    most about ``cap`` bytes, built at the sequence they will likely be numbered
+    at (:meth:`.Session.next_for`; renumbered on commit otherwise), in one C
+    call for those the C pass located (see :func:`.placement.build`)."""
     chunks: list[_Chunk] = []
-    jobs: list[batch_split.Job] = []
-    built_for: list[_Chunk] = []  # the chunks of the jobs, in order
-    for (topic, target), (own, moved) in targets.items():
-        pieces = own + moved
-        # Each run's pieces and record count (counted only when the target's
-        # records are cut in several batches: the next one's sequence follows).
-        runs: list[tuple[list[batch_split.Piece], int]] = []
-        if sum(map(_SIZE, pieces)) <= cap:
-            runs.append((pieces, 0))  # the usual case, with no Python code per piece
-        else:
-            size = 0
-            for piece in pieces:
-                if not runs or size + piece[1] > cap:
-                    runs.append(([], 0))
-                    size = 0
-                run, n = runs[-1]
-                run.append(piece)
-                runs[-1] = (run, n + len(piece[3][1]) // batch_split.SPAN_SIZE)
-                size += piece[1]
+    runs: list[list[Piece]] = []
+    for (topic, target), (own, moved) in placed.targets.items():
+        if not own and not moved:
+            continue  # (its pieces were written before a restart)
         sequence = session.next_for(topic, target)
-        for run, n in runs:
+        cut = chunked(own, moved, cap)
+        for run in cut:
             first = run[0]
-            holders = list(dict.fromkeys(map(_OWNER, run)))
             # Its first records lead it when they are a client batch kept whole.
-            chunk = _Chunk(topic, target, b"", n, holders, first[2] is not None, sequence or 0)
-            if len(run) == 1 and first[2] is not None:
-                chunk.data, chunk.sequence = _at(first[2], first[4].base_sequence, sequence)
-                chunk.count = first[4].records_count
-            else:
-                # Built below, at its sequence (unknown: 0, renumbered on commit).
-                spans = list(map(_SPANS, run))
-                jobs.append(
-                    (spans, first[4].attributes, session.producer_id, session.epoch, chunk.sequence)
-                )
-                built_for.append(chunk)
-            chunks.append(chunk)
-            sequence = None if sequence is None else next_sequence(sequence, chunk.count)
-    for chunk, made in zip(built_for, batch_split.build_batches(jobs), strict=True):
-        if made is None:
-            return None
-        chunk.data, chunk.count = made
-    return chunks
-
-
-def _at(data: bytes, built: int, sequence: int | None) -> tuple[bytes, int]:
-    """``data`` (a batch built at base sequence ``built``) at ``sequence``
-    (None: as it is, renumbered on commit), and the base sequence it carries."""
-    if sequence is None or sequence == built:
-        return data, built
-    return set_base_sequence(data, sequence), sequence
-
-
-def _chunked(splits: list[_Split], cap: int, session: Session) -> list[_Chunk]:
-    """The upstream batches of the placed ``splits``, per target partition, each
-    at most about ``cap`` bytes, encoded at the sequence they will likely be
-    numbered at (:class:`_Chunk`)."""
-    owner = {id(piece): split for split in splits for piece in split.pieces.values()}
-    chunks = []
-    for (topic, target), (own, moved) in _by_target(splits).items():
-        sequence = session.next_for(topic, target)
-        for chunk in _chunks(own, [m for _, m in moved], cap):
-            data, n = _encode(chunk, producer_id=session.producer_id, producer_epoch=session.epoch)
-            whole = len(chunk) == 1 and chunk[0].raw is not None
-            data, carried = _at(data, chunk[0].header.base_sequence if whole else 0, sequence)
-            holders = list(dict.fromkeys(owner[id(piece)] for piece in chunk))
-            first = owner[id(chunk[0])]
-            leads = not first.moved and chunk[0] is first.pieces[first.partition]
-            chunks.append(_Chunk(topic, target, data, n, holders, leads, carried))
+            leads = first[2] is not None
+            at = sequence
+            if at is None:  # unknown yet: built as the client's, else at 0
+                at = first[4].base_sequence if len(run) == 1 and leads else 0
+            holders = list(dict.fromkeys(map(OWNER, run)))
+            # The count is needed now only when the next batch's sequence follows.
+            n = sum(map(piece_count, run)) if len(cut) > 1 else 0
+            chunks.append(_Chunk(topic, target, b"", n, holders, leads, at))
+            runs.append(run)
             sequence = None if sequence is None else next_sequence(sequence, n)
+    made = build(
+        runs,
+        producer_id=session.producer_id,
+        producer_epoch=session.epoch,
+        sequences=[c.sequence for c in chunks],
+        located=placed.located,
+    )
+    for chunk, (data, n) in zip(chunks, made, strict=True):
+        chunk.data, chunk.count = data, n
     return chunks
 
 
 def _already_written(
-    split: _Split, placement: Placement, session: Session, stats: RouteStats
+    batch: _Batch, placed: Placed, placement: Placement, session: Session, stats: RouteStats
 ) -> list[Upstream]:
     """The pieces of a journaled batch whose upstream batches were written
-    before a restart: taken out of ``split``, as acknowledged stand-ins."""
+    before a restart: taken out of ``placed``, as acknowledged stand-ins."""
     targets = dict(placement.targets)
-    if set(targets) != set(split.pieces):
+    if set(targets) != {target for _, target in placed.owned(batch)}:
         log.warning(
             "%r-%d: a retried batch (sequence %d) splits otherwise than the journal "
             "says: placed afresh (its records may be written twice)",
-            split.topic,
-            split.partition,
-            split.header.base_sequence,
+            batch.topic,
+            batch.partition,
+            batch.header.base_sequence,
         )
         return []
     stats.batches_recovered += 1
     out = []
     for target, last in targets.items():
-        if session.written_upstream(split.topic, target, last):
-            split.partial = True
-            n = len(split.pieces.pop(target).decoded())
+        if session.written_upstream(batch.topic, target, last):
+            n = piece_count(placed.take_out(batch, (batch.topic, target)))
             first = (last - (n - 1)) % 0x80000000  # wrapping as sequences do
-            out.append(Upstream(split.topic, target, first, n, None, State.ACKED))
+            out.append(Upstream(batch.topic, target, first, n, None, State.ACKED))
             stats.records_not_rewritten += n
     # Only batches in flight at a restart come here: a line each.
     log.info(
         "%r-%d: a batch (sequence %d) placed before a restart (or by another proxy): %d of "
         "its records had been written, the rest (%d) are written now",
-        split.topic,
-        split.partition,
-        split.header.base_sequence,
+        batch.topic,
+        batch.partition,
+        batch.header.base_sequence,
         sum(u.count for u in out),
         placement.count - sum(u.count for u in out),
     )

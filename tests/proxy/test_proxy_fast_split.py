@@ -22,6 +22,7 @@ from proxy_helpers import request
 from trafka.codec import _accel, batch_split
 from trafka.codec.compression import Compression
 from trafka.codec.records import encode_batch
+from trafka.proxy.keyrouting import placement
 from trafka.proxy.keyrouting import plan as routing
 from trafka.proxy.keyrouting.idempotent_plan import prepare_idempotent
 from trafka.proxy.keyrouting.plan import cheap_to_plan, plan_produce, route_produce
@@ -143,21 +144,22 @@ def patched(module: Any, name: str, value: Any) -> Iterator[None]:
 def test_the_plain_plan_without_piece_objects_is_the_general_one(
     body: Any, small_cap: bool, unknown_leader: bool
 ) -> None:
-    """routing._plan_spans (the C pass, pieces as tuples) against the general plan
-    with the C pass and against the reference without it: the same parts byte
-    for byte (rounds too, with merged batches capped at the largest batch), the
-    same route and counts; a target without a known leader goes to the general plan."""
+    """The plain plan placed by one C call a topic against the same placed a
+    batch at a time with the C pass and without it: the same parts byte for
+    byte (rounds too, with merged batches capped at the largest batch), the
+    same route and counts; a target without a known leader keeps its batch whole."""
 
-    def go(spans: bool) -> Any:
+    def go(at_once: bool) -> Any:
         topics = cluster()
         if unknown_leader:
             del topics.leaders[("orders", PARTITIONS - 1)]
         stats = RouteStats()
-        with patched(routing, "_MIN_MERGE_BYTES", 0 if small_cap else routing._MIN_MERGE_BYTES):
-            if spans:
+        cap = 0 if small_cap else placement._MIN_MERGE_BYTES
+        with patched(placement, "_MIN_MERGE_BYTES", cap):
+            if at_once:
                 plan = plan_produce(body, topics=topics, hash_name="murmur2", stats=stats)
             else:
-                with patched(routing, "_plan_spans", lambda *args: None):
+                with patched(batch_split, "placing", lambda *args: False):
                     plan = plan_produce(body, topics=topics, hash_name="murmur2", stats=stats)
         return plan, stats
 
@@ -167,40 +169,6 @@ def test_the_plain_plan_without_piece_objects_is_the_general_one(
         reference = go(False)
     assert fast == general == reference
     assert fast[0] is not None
-
-
-@st.composite
-def requests_of_topics(draw: Any) -> Any:
-    """busy_requests over two topics, one of them perhaps named twice."""
-    body = draw(busy_requests())
-    more = draw(busy_requests()).topic_data[0]
-    again = draw(busy_requests()).topic_data[0]
-    extra = [dataclasses.replace(more, name="audit")]
-    if draw(st.booleans()):
-        extra.append(again)
-    return dataclasses.replace(body, topic_data=[*body.topic_data, *extra])
-
-
-@SETTINGS
-@given(requests_of_topics(), st.booleans(), st.sampled_from(["murmur2", "crc32", "fnv1a"]))
-def test_a_request_placed_by_one_c_call_a_topic_is_placed_as_batch_by_batch(
-    body: Any, unknown_leader: bool, hash_name: str
-) -> None:
-    """routing.place_spans (one C call per topic, no Python per piece) against
-    place_pieces (the Python reference, one batch at a time): the same pieces
-    per target in the same order, byte for byte, the same client partitions
-    moved out, counts and cap; both decline a target without a known leader."""
-    topics = cluster()
-    topics.partitions["audit"] = 3
-    topics.leaders.update({("audit", p): 2 for p in range(3)})
-    if unknown_leader:
-        del topics.leaders[("orders", PARTITIONS - 1)]
-    assert batch_split.placing(hash_name)
-    one_call = routing.place_spans(body, topics, hash_name, 1 << 24)
-    reference = routing.place_pieces(body, topics, hash_name, 1 << 24)
-    assert one_call == reference
-    if one_call is not None:
-        assert list(one_call[0]) == list(reference[0])  # the targets' order
 
 
 @SETTINGS
@@ -220,9 +188,8 @@ def test_a_request_with_a_producer_id_is_not_placed_as_a_plain_one(
             )
         ],
     )
-    for place in (routing.place_spans, routing.place_pieces):
-        assert place(mixed, cluster(), "murmur2", 1 << 24) is None
-        assert place(plain, cluster(), "murmur2", 1 << 24) is not None
+    assert routing.place_spans(mixed, cluster(), "murmur2", 1 << 24) is None
+    assert routing.place_spans(plain, cluster(), "murmur2", 1 << 24) is not None
 
 
 @SETTINGS
@@ -273,9 +240,10 @@ def test_a_keyed_batch_takes_the_c_pass(monkeypatch: pytest.MonkeyPatch) -> None
         monkeypatch.setattr(_accel, "speedups", Spy())
         plan = plan_produce(body, topics=cluster(), hash_name="murmur2", stats=RouteStats())
     assert plan is not None and len(plan.parts) == 3
-    # The topic's batches are indexed and placed in one C call (placing() asks first).
+    # The topic's batches are indexed and placed in one C call (placing() asks
+    # first), the request's batches built in one.
     assert calls.count("place_sections") == 2 and "index_records" not in calls
-    assert calls.count("build_records") == PARTITIONS
+    assert calls.count("build_batches") == 1 and "build_records" not in calls
 
 
 def test_only_requests_the_c_pass_makes_cheap_are_planned_without_a_thread() -> None:

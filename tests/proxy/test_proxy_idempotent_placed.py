@@ -1,6 +1,6 @@
 """The idempotent plan's new batches placed by one C call per topic
-(``idempotent_plan._prepare_placed``, no Python object per piece) against the
-batch-by-batch reference, with the accelerator on and off: over random runs of
+(``placement.place_topic``'s fast path, no Python object per piece) against
+the same placed a batch at a time, with the accelerator on and off: over random runs of
 requests of one producer (two topics, one perhaps named twice, retries, batches
 out of order, upstream batches acknowledged or failed and written again,
 merged batches capped small, a target without a known leader), what is
@@ -26,8 +26,7 @@ from trafka.codec.compression import Compression
 from trafka.codec.errors import DecodeError, ErrorCode
 from trafka.codec.legacy import encode_message_set
 from trafka.codec.records import encode_batch
-from trafka.proxy.keyrouting import idempotent_plan, journal_pipeline
-from trafka.proxy.keyrouting import plan as routing
+from trafka.proxy.keyrouting import journal_pipeline, placement
 from trafka.proxy.keyrouting.idempotent_plan import (
     commit_idempotent,
     idempotent_answer_bytes,
@@ -247,13 +246,13 @@ def one_batch_each(body: Any) -> list[list[Any]] | None:
 
 
 def three_ways(steps: Any, topics: Any, small_cap: bool, *args: Any) -> list[Any]:
-    """``replay`` placed by the C call, by the reference with the accelerator on,
-    and by the reference without it."""
+    """``replay`` placed by the C call a topic, a batch at a time with the
+    accelerator on, and without it."""
     out = []
-    cap = 0 if small_cap else routing._MIN_MERGE_BYTES
-    with patched(routing, "_MIN_MERGE_BYTES", cap):
+    cap = 0 if small_cap else placement._MIN_MERGE_BYTES
+    with patched(placement, "_MIN_MERGE_BYTES", cap):
         out.append(replay(steps, topics, *args))
-        with patched(idempotent_plan, "_prepare_placed", lambda *args: None):
+        with patched(batch_split, "placing", lambda *args: False):
             out.append(replay(steps, topics, *args))
         saved = _accel.speedups
         _accel.speedups = None
@@ -295,10 +294,10 @@ def test_a_keyed_idempotent_request_takes_the_one_call(monkeypatch: pytest.Monke
     assert len(placed[0][0]) > 1  # spread over several partitions
 
 
-def test_a_batch_the_journal_placed_before_a_restart_goes_to_the_reference() -> None:
-    """A retried batch the session does not know but the journal does: the
-    reference takes out what its targets' leaders have (not the C call), and
-    writes the rest, as when the C call was not asked."""
+def test_a_batch_the_journal_placed_before_a_restart_is_written_only_in_part() -> None:
+    """A retried batch the session does not know but the journal does: placed
+    (by the C call), the pieces its targets' leaders have are taken out and
+    the rest written, as a batch at a time and without the accelerator."""
     rows = [(1_700_000_000_000, b"user-%d" % i, b"v", []) for i in range(20)]
     data = encode_batch(rows, producer_id=PID, producer_epoch=EPOCH, base_sequence=0)
     body = request({0: [data]})
@@ -306,21 +305,13 @@ def test_a_batch_the_journal_placed_before_a_restart_goes_to_the_reference() -> 
     before = replay([(body, [True] * 40)], topics)
     chunks = before[0][0]  # (topic, partition, data, count, leads), numbered from 0
     assert len(chunks) > 1
-    placement = Placement(20, tuple(sorted((c[1], c[3] - 1) for c in chunks)))
+    journaled = Placement(20, tuple(sorted((c[1], c[3] - 1) for c in chunks)))
     # The leader of the first target has its batch; the others' do not.
     leader_last = {("orders", c[1]): (c[3] - 1 if i == 0 else -1) for i, c in enumerate(chunks)}
 
     def recovered(topic: str, partition: int, base: int) -> Placement | None:
-        return placement if (topic, partition, base) == ("orders", 0, 0) else None
+        return journaled if (topic, partition, base) == ("orders", 0, 0) else None
 
-    session = Sequences().session(PID, EPOCH, 0)
-    assert session is not None
-    batches = one_batch_each(body)
-    assert batches is not None
-    declined = idempotent_plan._prepare_placed(
-        body, batches, session, topics, "murmur2", RouteStats(), 1 << 24, recovered
-    )
-    assert declined is None
     placed, reference, python = three_ways(
         [(body, [True] * 40)], topics, False, recovered, leader_last
     )
@@ -330,34 +321,29 @@ def test_a_batch_the_journal_placed_before_a_restart_goes_to_the_reference() -> 
     assert len(placed[0][0]) == len(chunks) - 1  # the written one is not written again
 
 
-def test_a_topic_with_a_partition_without_leader_is_declined_before_placing(
+def test_a_batch_with_a_target_without_leader_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A moved record's target without a known leader refuses its batch (the
-    reference's rule): the C path declines before it reads a batch, so the
-    request is placed once, by the reference."""
+    """A moved record's target without a known leader refuses its batch: the C
+    call declines the topic (adding nothing), and placed a batch at a time the
+    batch is left out and refused."""
     rows = [(1_700_000_000_000, b"user-%d" % i, b"v", []) for i in range(30)]
     data = encode_batch(rows, producer_id=PID, producer_epoch=EPOCH, base_sequence=0)
     body = request({0: [data]})
     topics = cluster(True)  # orders-5 has no known leader
+    calls = []
+    real = batch_split.place_sections
 
-    def never(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("placed by the C path first")
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(real(*args, **kwargs))
+        return calls[-1]
 
-    with monkeypatch.context() as m:
-        m.setattr(batch_split, "section", never)
-        m.setattr(batch_split, "place_sections", never)
-        session = Sequences().session(PID, EPOCH, 0)
-        assert session is not None
-        batches = one_batch_each(body)
-        assert batches is not None
-        declined = idempotent_plan._prepare_placed(
-            body, batches, session, topics, "murmur2", RouteStats(), 1 << 24, None
-        )
-    assert declined is None
+    monkeypatch.setattr(batch_split, "place_sections", counting)
     placed, reference, python = three_ways([(body, [True] * 40)], topics, False)
+    assert calls == [None]
     assert placed == reference == python
     assert placed[0][1] == [(("orders", 0), ErrorCode.NOT_LEADER_OR_FOLLOWER)]
+    assert placed[0][0] == []  # nothing written
 
 
 def test_upstream_batches_are_built_at_the_sequence_they_are_numbered_at() -> None:
