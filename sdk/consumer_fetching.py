@@ -269,7 +269,7 @@ class FetchDriver:
             # KIP-951 hint that spares it is in Fetch v16+ only, which a client
             # behind an older broker or the proxy does not get.
             self._cluster.nudge()
-        if got or fetcher.errors:
+        if got or fetcher.errors or fetcher.partition_errors:
             self.data_arrived()
         if fetcher.reset_wanted:
             # Out of range: the fetch task starts the ListOffsets lookup.

@@ -184,6 +184,9 @@ class Fetcher:
         self.sessions: dict[int, FetchSession] = {}
         self.partitions: dict[TopicPartition, PartitionState] = {}
         self.errors: list[BaseException] = []
+        #: A partition's error with the offset its fetch asked for: raised once
+        #: the records buffered before it are taken (:meth:`_due_errors`).
+        self.partition_errors: list[tuple[TopicPartition, int, BaseException]] = []
         self._rotation = 0
         self._n_paused = 0
         #: Set when taking records made a partition fetchable again (the driver
@@ -672,7 +675,7 @@ class Fetcher:
         """Apply a partition's error: a reset, a metadata refresh, or an error for the next poll."""
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             if self.auto_offset_reset == "none":
-                self.errors.append(OffsetOutOfRangeError(tp, asked))
+                self.partition_errors.append((tp, asked, OffsetOutOfRangeError(tp, asked)))
             else:
                 self.request_reset(tp, EARLIEST if self.auto_offset_reset == "earliest" else LATEST)
                 self.reset_wanted = True
@@ -686,14 +689,15 @@ class Fetcher:
                 if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 else ""
             )
-            self.errors.append(KafkaError(code, f"fetching {tp.topic}-{tp.partition}{hint}"))
+            error = KafkaError(code, f"fetching {tp.topic}-{tp.partition}{hint}")
+            self.partition_errors.append((tp, asked, error))
 
     # -- handing out records --------------------------------------------------------------
 
     def has_data(self) -> bool:
         """Whether :meth:`take` (or :meth:`take_eofs`) has something to hand out."""
         ends, read_committed = self.partition_eof, self.read_committed
-        return bool(self.errors) or any(
+        return bool(self.errors or self._due_errors()) or any(
             not s.paused and (s.completed is not None or (ends and s.at_end(read_committed)))
             for s in self.partitions.values()
         )
@@ -725,8 +729,28 @@ class Fetcher:
             raise RuntimeError("this fetcher decodes records: use take()")
         return self._take(max_records)
 
+    def _due_errors(self) -> bool:
+        """Move to :attr:`errors` the partition errors now due: those of partitions
+        whose records before them were all taken (the position at the offset the
+        failed fetch asked for, nothing buffered), as Kafka's consumer returns a
+        partition's records before it raises the error its next fetch met. An
+        error whose partition was sought elsewhere, or left the assignment, is
+        dropped (a fetch from the new position meets it again if it still holds).
+        Whether any is due."""
+        kept = []
+        for tp, asked, error in self.partition_errors:
+            s = self.partitions.get(tp)
+            if s is None or (s.completed is None and s.position != asked):
+                continue
+            if s.completed is None:
+                self.errors.append(error)
+            else:
+                kept.append((tp, asked, error))
+        self.partition_errors = kept
+        return bool(self.errors)
+
     def _take(self, max_records: int) -> dict[TopicPartition, Any]:
-        if self.errors:
+        if self.errors or self._due_errors():
             raise self.errors.pop(0)
         tally = TakeTally()
         try:

@@ -644,6 +644,41 @@ def test_prefetch_error_out_of_range_resets() -> None:
     assert f.take(100) == {}  # the reset dropped what was buffered
 
 
+@pytest.mark.parametrize("code", [ErrorCode.CORRUPT_MESSAGE, ErrorCode.TOPIC_AUTHORIZATION_FAILED])
+def test_a_prefetch_error_waits_for_the_records_buffered_before_it(code: int) -> None:
+    """The prefetch after a buffered answer meets an error: the buffered records
+    come out first, the error once the position reaches the offset that fetch
+    asked for, as Kafka's consumer returns a partition's fetched records before
+    the error of its next fetch (KafkaConsumer#poll: an error is thrown only
+    when no records were fetched before it)."""
+    f = Fetcher(cache())
+    f.assign([TP])
+    f.seek(TP, 0)
+    _fetch_and_answer(f, batch(0, 5))
+    _, positions = f.build_fetch([TP], 12)
+    assert positions == {TP: 5}
+    f.handle_fetch_response(positions, response(None, code=code))
+    assert f.has_data()
+    assert [r.offset for r in f.take(3)[TP]] == [0, 1, 2]
+    assert [r.offset for r in f.take(100)[TP]] == [3, 4]
+    assert f.has_data()
+    with pytest.raises(KafkaError, match=ErrorCode(code).name):
+        f.take(100)
+    assert f.take(100) == {} and f.position(TP) == 5
+
+
+def test_a_prefetch_error_is_dropped_by_a_seek_elsewhere() -> None:
+    f = Fetcher(cache())
+    f.assign([TP])
+    f.seek(TP, 0)
+    _fetch_and_answer(f, batch(0, 5))
+    _, positions = f.build_fetch([TP], 12)
+    f.handle_fetch_response(positions, response(None, code=ErrorCode.CORRUPT_MESSAGE))
+    f.seek(TP, 2)  # before the failed offset: fetched again from there
+    assert f.take(100) == {} and not f.has_data()
+    assert f.build_fetch([TP], 12)[1] == {TP: 2}
+
+
 def test_corrupt_partition_does_not_swallow_records_already_taken() -> None:
     tp1 = TopicPartition("t", 1)
     f = Fetcher(cache())
