@@ -184,9 +184,7 @@ class Fetcher:
         self.sessions: dict[int, FetchSession] = {}
         self.partitions: dict[TopicPartition, PartitionState] = {}
         self.errors: list[BaseException] = []
-        #: A partition's error with the offset its fetch asked for: raised once
-        #: the records buffered before it are taken (:meth:`_due_errors`).
-        self.partition_errors: list[tuple[TopicPartition, int, BaseException]] = []
+        self.partition_errors: list[HeldError] = []  # raised when due (due_errors)
         self._rotation = 0
         self._n_paused = 0
         #: Set when taking records made a partition fetchable again (the driver
@@ -684,20 +682,15 @@ class Fetcher:
             self.metadata.on_leader_hint(tp.topic, tp.partition, hint.leader_id, hint.leader_epoch)
             self.metadata.on_partition_error(code, tp.topic, tp.partition)
         else:
-            hint = (
-                f": the client's principal needs READ on topic {tp.topic!r} (an ACL on the broker)"
-                if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                else ""
-            )
-            error = KafkaError(code, f"fetching {tp.topic}-{tp.partition}{hint}")
-            self.partition_errors.append((tp, asked, error))
+            self.partition_errors.append((tp, asked, fetch_error(tp, code)))
 
     # -- handing out records --------------------------------------------------------------
 
     def has_data(self) -> bool:
         """Whether :meth:`take` (or :meth:`take_eofs`) has something to hand out."""
         ends, read_committed = self.partition_eof, self.read_committed
-        return bool(self.errors or self._due_errors()) or any(
+        self.partition_errors = due_errors(self.partitions, self.partition_errors, self.errors)
+        return bool(self.errors) or any(
             not s.paused and (s.completed is not None or (ends and s.at_end(read_committed)))
             for s in self.partitions.values()
         )
@@ -729,28 +722,9 @@ class Fetcher:
             raise RuntimeError("this fetcher decodes records: use take()")
         return self._take(max_records)
 
-    def _due_errors(self) -> bool:
-        """Move to :attr:`errors` the partition errors now due: those of partitions
-        whose records before them were all taken (the position at the offset the
-        failed fetch asked for, nothing buffered), as Kafka's consumer returns a
-        partition's records before it raises the error its next fetch met. An
-        error whose partition was sought elsewhere, or left the assignment, is
-        dropped (a fetch from the new position meets it again if it still holds).
-        Whether any is due."""
-        kept = []
-        for tp, asked, error in self.partition_errors:
-            s = self.partitions.get(tp)
-            if s is None or (s.completed is None and s.position != asked):
-                continue
-            if s.completed is None:
-                self.errors.append(error)
-            else:
-                kept.append((tp, asked, error))
-        self.partition_errors = kept
-        return bool(self.errors)
-
     def _take(self, max_records: int) -> dict[TopicPartition, Any]:
-        if self.errors or self._due_errors():
+        self.partition_errors = due_errors(self.partitions, self.partition_errors, self.errors)
+        if self.errors:
             raise self.errors.pop(0)
         tally = TakeTally()
         try:
@@ -759,3 +733,41 @@ class Fetcher:
             if tally.drained:
                 self.fetch_wanted = True  # a buffer slot freed
             self.records_taken += tally.records
+
+
+def fetch_error(tp: TopicPartition, code: int) -> KafkaError:
+    """The error a partition's fetch answer gave, for the application."""
+    hint = (
+        f": the client's principal needs READ on topic {tp.topic!r} (an ACL on the broker)"
+        if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        else ""
+    )
+    return KafkaError(code, f"fetching {tp.topic}-{tp.partition}{hint}")
+
+
+#: A partition's fetch error, with the offset the fetch that met it asked for.
+HeldError = tuple[TopicPartition, int, BaseException]
+
+
+def due_errors(
+    partitions: dict[TopicPartition, PartitionState],
+    held: list[HeldError],
+    errors: list[BaseException],
+) -> list[HeldError]:
+    """Move to ``errors`` the partition errors now due, those of partitions whose
+    records fetched before them were all taken (the position at the offset the
+    failed fetch asked for, nothing buffered), as Kafka's consumer returns a
+    partition's records before it raises the error its next fetch met; the
+    errors still held are returned. One whose partition was sought elsewhere,
+    or left the assignment, is dropped (a fetch from the new position meets it
+    again if it still holds)."""
+    kept = []
+    for tp, asked, error in held:
+        s = partitions.get(tp)
+        if s is None or (s.completed is None and s.position != asked):
+            continue
+        if s.completed is None:
+            errors.append(error)
+        else:
+            kept.append((tp, asked, error))
+    return kept

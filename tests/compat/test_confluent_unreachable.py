@@ -176,10 +176,14 @@ def test_flush_counts_what_is_left_until_the_records_time_out(api: str) -> None:
     if time.monotonic() - produced < 3.0:  # (no record can have timed out yet)
         assert left == 3 and reports == []
     assert left == len(producer) == 3 - len(reports)
-    assert producer.flush(GUARD_S) == 0 and len(producer) == 0
+    assert producer.flush(GUARD_S) == 0
     assert [code for code, _ in reports] == [MSG_TIMED_OUT] * 3
     assert all(at - produced >= 3.0 for _, at in reports)
-    assert producer.flush(0) == 0
+    if api == "trafka.compat.confluent":
+        # librdkafka's count also holds events (an error of the broker it keeps
+        # trying to reach may be queued just after flush returned): ours counts
+        # records only, and none is left.
+        assert len(producer) == 0 and producer.flush(0) == 0
 
 
 def _poll_until_heard(client: Any, heard: list[int]) -> None:
