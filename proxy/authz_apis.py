@@ -46,6 +46,7 @@ from trafka.codec.messages import k47_offset_delete as offset_delete_m
 
 from .authz_groups import GROUP_HANDLERS
 from .authz_more import MORE_HANDLERS
+from .authz_parts import partial as _partial
 from .authz_share import SHARE_HANDLERS
 from .filters import CloseConnection, Respond
 
@@ -190,19 +191,6 @@ def list_offsets(j: Judge, body: Any, version: int) -> Any:
             )
         )
     return _partial(j, body, "topics", keep, m(topics=errors), "topics", errors)
-
-
-def _partial(
-    j: Judge, body: Any, field: str, keep: list[Any], answer: Any, out: str, errors: list[Any]
-) -> Any:
-    """``body`` with ``field`` cut to ``keep`` (the refused parts' ``errors``
-    merged into the answer's ``out``); ``answer`` when nothing is kept."""
-    if not errors:
-        return body
-    if not keep:
-        return Respond(answer)
-    j.later(lambda r: replace(r, **{out: [*getattr(r, out), *errors]}))
-    return replace(body, **{field: keep})
 
 
 # -- Metadata --------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from trafka.codec.messages import k26_end_txn as end_txn_m
 from trafka.codec.messages import k42_delete_groups as delete_groups_m
 from trafka.codec.messages import k69_consumer_group_describe as cg_describe_m
 
+from .authz_parts import OMITTED, described_groups
 from .filters import Respond
 
 __all__ = ["GROUP_HANDLERS"]
@@ -28,7 +29,6 @@ __all__ = ["GROUP_HANDLERS"]
 GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-OMITTED = -(2**31)  # authorized_operations not asked for
 
 
 def join_group(j: Any, body: Any, version: int) -> Any:
@@ -105,24 +105,7 @@ def describe_groups(j: Any, body: Any, version: int) -> Any:
 
 
 def consumer_group_describe(j: Any, body: Any, version: int) -> Any:
-    m = cg_describe_m.ConsumerGroupDescribeResponse
-    keep = [g for g in body.group_ids if j.ok("DESCRIBE", "group", g)]
-    errors = [
-        m.DescribedGroup(
-            error_code=GROUP_DENIED,
-            error_message=None,
-            group_id=g,
-            authorized_operations=OMITTED,
-        )
-        for g in body.group_ids
-        if g not in keep
-    ]
-    if not errors:
-        return body
-    if not keep:
-        return Respond(m(groups=errors))
-    j.later(lambda r: replace(r, groups=[*r.groups, *errors]))
-    return replace(body, group_ids=keep)
+    return described_groups(j, body, cg_describe_m.ConsumerGroupDescribeResponse)
 
 
 def list_groups(j: Any, body: Any, version: int) -> Any:

@@ -18,6 +18,8 @@ from trafka.codec.messages import k65_describe_transactions as describe_txn_m
 from trafka.codec.messages import k75_describe_topic_partitions as partitions_m
 from trafka.codec.messages import k77_share_group_describe as share_describe_m
 
+from .authz_parts import OMITTED, described_groups
+from .authz_parts import partial as _partial
 from .filters import Respond
 
 __all__ = ["MORE_HANDLERS"]
@@ -25,7 +27,6 @@ __all__ = ["MORE_HANDLERS"]
 TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 NULL_ID = uuid.UUID(int=0)
-OMITTED = -(2**31)
 
 
 def describe_topic_partitions(j: Any, body: Any, version: int) -> Any:
@@ -146,28 +147,7 @@ def list_transactions(j: Any, body: Any, version: int) -> Any:
 
 
 def share_group_describe(j: Any, body: Any, version: int) -> Any:
-    m = share_describe_m.ShareGroupDescribeResponse
-    keep = [g for g in body.group_ids if j.ok("DESCRIBE", "group", g)]
-    errors = [
-        m.DescribedGroup(
-            error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=g,
-            authorized_operations=OMITTED,
-        )
-        for g in body.group_ids
-        if g not in keep
-    ]  # fmt: skip
-    return _partial(j, body, "group_ids", keep, m(groups=errors), "groups", errors)
-
-
-def _partial(
-    j: Any, body: Any, field: str, keep: list[Any], answer: Any, out: str, errors: list[Any]
-) -> Any:
-    if not errors:
-        return body
-    if not keep:
-        return Respond(answer)
-    j.later(lambda r: replace(r, **{out: [*getattr(r, out), *errors]}))
-    return replace(body, **{field: keep})
+    return described_groups(j, body, share_describe_m.ShareGroupDescribeResponse)
 
 
 MORE_HANDLERS: dict[int, Callable[[Any, Any, int], Any]] = {

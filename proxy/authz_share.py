@@ -44,6 +44,7 @@ from trafka.codec.messages import k91_alter_share_group_offsets as alter_offsets
 from trafka.codec.messages import k92_delete_share_group_offsets as delete_offsets_m
 from trafka.codec.messages import k93_streams_group_topology_description_update as topology_m
 
+from .authz_parts import described_groups
 from .filters import Respond
 
 __all__ = ["SHARE_HANDLERS"]
@@ -52,7 +53,6 @@ TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 UNKNOWN_ID = ErrorCode.UNKNOWN_TOPIC_ID
 TOPIC_MESSAGE = "Topic authorization failed."
-OMITTED = -(2**31)
 
 
 def _refusal(j: Any, topic_id: uuid.UUID, operation: str) -> int:
@@ -243,23 +243,7 @@ def streams_group_heartbeat(j: Any, body: Any, version: int) -> Any:
 
 
 def streams_group_describe(j: Any, body: Any, version: int) -> Any:
-    m = streams_describe_m.StreamsGroupDescribeResponse
-    keep = [g for g in body.group_ids if j.ok("DESCRIBE", "group", g)]
-    errors = [
-        m.DescribedGroup(
-            error_code=GROUP_DENIED,
-            group_id=g,
-            authorized_operations=OMITTED,
-        )
-        for g in body.group_ids
-        if g not in keep
-    ]
-    if not errors:
-        return body
-    if not keep:
-        return Respond(m(groups=errors))
-    j.later(lambda r: replace(r, groups=[*r.groups, *errors]))
-    return replace(body, group_ids=keep)
+    return described_groups(j, body, streams_describe_m.StreamsGroupDescribeResponse)
 
 
 def streams_group_topology_description_update(j: Any, body: Any, version: int) -> Any:
