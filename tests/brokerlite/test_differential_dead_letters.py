@@ -115,6 +115,11 @@ def _letters(k: ShareKafka, topic: str, partition: int) -> list[Any]:
     return sorted(out, key=lambda letter: int(dict(letter[2]).get("__dlq.errors.offset", -1)))
 
 
+def _set(*names: str) -> Any:
+    """Whether a :func:`_dlq_configs` answer shows each of ``names`` set on the group."""
+    return lambda configs: all(any(c[0] == n and c[2] == 8 for c in configs) for n in names)
+
+
 def _dlq_configs(k: ShareKafka, group: str) -> Any:
     req = describe_configs.DescribeConfigsRequest
     resource = req.DescribeConfigsResource(
@@ -177,11 +182,14 @@ def test_dead_letters(kafka4: Any, peer: Any) -> None:
         copy = "errors.deadletterqueue.copy.record.enable"
         k.group_config(group, name, "__consumer_offsets")
         k.group_config(group, copy, "maybe")
+        # Kafka's broker answers DescribeConfigs from its metadata image, which
+        # takes a group config change a moment after the controller committed
+        # it: asked until the overrides set show (source 8, GROUP_CONFIG).
         k.group_config(group, name, "   ")
-        talk.note("blank name", _dlq_configs(k, group))
+        talk.note("blank name", _until(talk, lambda: _dlq_configs(k, group), _set(name)))
         k.group_config(group, name, f"  {dlq} ")
         k.group_config(group, copy, "true")
-        talk.note("configs", _dlq_configs(k, group))
+        talk.note("configs", _until(talk, lambda: _dlq_configs(k, group), _set(name, copy)))
         # No dead letter (first: Kafka writes its dead letters from a queue, so
         # once the last group's are there, these were tried): a missing topic,
         # one without the enable config, one without the prefix; nor for a GAP.
