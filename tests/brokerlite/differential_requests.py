@@ -45,6 +45,21 @@ V |= {19: 7, 21: 2, 22: 4, 24: 3, 26: 3, 32: 4, 33: 2, 44: 1}
 TOPIC, BROKER, GROUP = 2, 4, 32
 
 
+def until(talk: Talk, ask: Any, done: Any, *, timeout: float = 120.0) -> Any:
+    """Ask (unrecorded) until ``done(answer)``; that answer."""
+    talk.recording = False
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            answer = ask()
+            if done(answer):
+                return answer
+            assert time.monotonic() < deadline, f"{talk.address}: still {answer!r}"
+            time.sleep(0.1)
+    finally:
+        talk.recording = True
+
+
 def records(
     values: list[bytes | None],
     *,

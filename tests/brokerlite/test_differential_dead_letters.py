@@ -16,13 +16,12 @@ default); otherwise the records are archived without a dead letter.
 from __future__ import annotations
 
 import base64
-import time
 import uuid
 from typing import Any
 
 import pytest
 from differential import Talk, plain
-from differential_requests import ShareKafka, check
+from differential_requests import ShareKafka, check, until
 
 from trafka.codec.messages import k32_describe_configs as describe_configs
 from trafka.codec.records import decode_batch, encode_batch, iter_batches
@@ -31,21 +30,6 @@ GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
 GROUP = 32
 TS = 1_700_000_000_000
 ENABLE = {"errors.deadletterqueue.group.enable": "true"}
-
-
-def _until(talk: Talk, ask: Any, done: Any, *, timeout: float = 120.0) -> Any:
-    """Ask (unrecorded) until ``done(answer)``; that answer."""
-    talk.recording = False
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            answer = ask()
-            if done(answer):
-                return answer
-            assert time.monotonic() < deadline, f"{talk.address}: still {answer!r}"
-            time.sleep(0.1)
-    finally:
-        talk.recording = True
 
 
 class Member:
@@ -61,14 +45,14 @@ class Member:
     def join(self) -> None:
         """Heartbeat (unrecorded) until the partition is assigned (a node's
         group coordinator may still be loading: FindCoordinator first)."""
-        _until(self.k.talk, lambda: self.k.coordinator(self.group), lambda a: a.error_code == 0)
+        until(self.k.talk, lambda: self.k.coordinator(self.group), lambda a: a.error_code == 0)
 
         def beat() -> Any:
             answer = self.k.share_heartbeat(self.group, self.member, self.epoch, self.topic)
             self.epoch = max(answer.member_epoch, self.epoch)
             return answer
 
-        _until(self.k.talk, beat, lambda a: a.assignment and a.assignment.topic_partitions)
+        until(self.k.talk, beat, lambda a: a.assignment and a.assignment.topic_partitions)
 
     def fetch(self) -> Any:
         """Fetch (unrecorded) until records are acquired; the acquired ranges."""
@@ -79,7 +63,7 @@ class Member:
                 self.session += 1
             return answer
 
-        fetched = _until(
+        fetched = until(
             self.k.talk,
             ask,
             lambda a: a.responses and a.responses[0].partitions[0].acquired_records,
@@ -186,10 +170,10 @@ def test_dead_letters(kafka4: Any, peer: Any) -> None:
         # takes a group config change a moment after the controller committed
         # it: asked until the overrides set show (source 8, GROUP_CONFIG).
         k.group_config(group, name, "   ")
-        talk.note("blank name", _until(talk, lambda: _dlq_configs(k, group), _set(name)))
+        talk.note("blank name", until(talk, lambda: _dlq_configs(k, group), _set(name)))
         k.group_config(group, name, f"  {dlq} ")
         k.group_config(group, copy, "true")
-        talk.note("configs", _until(talk, lambda: _dlq_configs(k, group), _set(name, copy)))
+        talk.note("configs", until(talk, lambda: _dlq_configs(k, group), _set(name, copy)))
         # No dead letter (first: Kafka writes its dead letters from a queue, so
         # once the last group's are there, these were tried): a missing topic,
         # one without the enable config, one without the prefix; nor for a GAP.
@@ -217,7 +201,7 @@ def test_dead_letters(kafka4: Any, peer: Any) -> None:
         one.ack((0, 0, REJECT), (1, 2, RELEASE), (3, 3, ACCEPT), (4, 4, RELEASE), (5, 5, GAP))
         talk.note("acquired again", one.fetch())
         one.ack((1, 2, RELEASE), (4, 4, RELEASE))
-        letters = _until(talk, lambda: _letters(k, dlq, 0), lambda got: len(got) >= 4)
+        letters = until(talk, lambda: _letters(k, dlq, 0), lambda got: len(got) >= 4)
         talk.note("dead letters", letters)
         talk.note("other partitions", [_letters(k, dlq, p) for p in (1, 2)])
         talk.note("missing topic", plain(k.metadata(cases["missing"]).topics[0].error_code))

@@ -6,30 +6,14 @@ run again, must answer the same (:mod:`differential`).
 from __future__ import annotations
 
 import base64
-import time
 import uuid
 from typing import Any
 
 import pytest
 from differential import Talk, plain
-from differential_requests import ShareKafka, check, records
+from differential_requests import ShareKafka, check, records, until
 
 ACCEPT, RELEASE = 1, 2
-
-
-def _until(talk: Talk, ask: Any, done: Any, *, timeout: float = 120.0) -> Any:
-    """Ask (unrecorded) until ``done(answer)``; that answer."""
-    talk.recording = False
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            answer = ask()
-            if done(answer):
-                return answer
-            assert time.monotonic() < deadline, f"{talk.address}: still {answer!r}"
-            time.sleep(0.1)
-    finally:
-        talk.recording = True
 
 
 @pytest.mark.parametrize("peer", ["brokerlite"], indirect=True)
@@ -66,7 +50,7 @@ def test_share_acknowledgements(kafka4: Any, peer: Any) -> None:
             epoch[0] = max(answer.member_epoch, epoch[0])
             return answer
 
-        assigned = _until(talk, heartbeat, lambda a: a.assignment and a.assignment.topic_partitions)
+        assigned = until(talk, heartbeat, lambda a: a.assignment and a.assignment.topic_partitions)
         talk.note(
             "assigned",
             {"error_code": assigned.error_code, "assignment": plain(assigned.assignment)},
@@ -79,9 +63,7 @@ def test_share_acknowledgements(kafka4: Any, peer: Any) -> None:
                 session[0] += 1
             return answer
 
-        fetched = _until(
-            talk, fetch, lambda a: a.responses and a.responses[0].partitions[0].records
-        )
+        fetched = until(talk, fetch, lambda a: a.responses and a.responses[0].partitions[0].records)
         talk.note("fetched", plain(fetched.responses[0].partitions[0]))
         k.share_ack(group, member, session[0], topic_id, 10, 12, ACCEPT)
         k.share_ack(group, member, session[0] + 1, topic_id, 0, 0, ACCEPT)
@@ -133,7 +115,7 @@ def test_share_fetch_and_acknowledge_v2(kafka4: Any, peer: Any) -> None:
             epoch[0] = max(answer.member_epoch, epoch[0])
             return answer
 
-        _until(talk, heartbeat, lambda a: a.assignment and a.assignment.topic_partitions)
+        until(talk, heartbeat, lambda a: a.assignment and a.assignment.topic_partitions)
         session = [0]
 
         def fetch(acks: Any = (), **options: Any) -> Any:
@@ -153,7 +135,7 @@ def test_share_fetch_and_acknowledge_v2(kafka4: Any, peer: Any) -> None:
             return answer
 
         talk.recording = False
-        fetched = _until(
+        fetched = until(
             talk,
             lambda: fetch(max_records=2, acquire_mode=RECORD_LIMIT),
             lambda a: a.responses and a.responses[0].partitions[0].acquired_records,
