@@ -79,7 +79,6 @@ from trafka.common.accept import accept_forever
 from trafka.common.lograte import RateLimitedLog
 from trafka.common.request_budget import RequestBudget, release, reserve
 from trafka.discovery import announcing_listener
-from trafka.sdk.connection_state import ConnectionState, Response
 
 from . import connlog
 from .config import ProxyConfig, split_server
@@ -107,7 +106,7 @@ from .metrics import ProxyMetrics, ProxyStatistics
 from .mtls import ClientTls
 from .pool import UpstreamError, UpstreamPool
 from .sni import SniNames
-from .startup import discover_upstream, shared_listeners, upstream_reachable
+from .startup import brokers_named, discover_upstream, shared_listeners, upstream_reachable
 from .topics import Topics, metadata_request
 
 __all__ = ["ProxyStatistics", "RunningProxy", "serve_core"]
@@ -115,8 +114,6 @@ __all__ = ["ProxyStatistics", "RunningProxy", "serve_core"]
 log = logging.getLogger("trafka.proxy")
 
 _SIZE = struct.Struct(">i")
-# Metadata 9: the first flexible version, served from Kafka 2.4 to 4.
-_KNOWN_METADATA_VERSION = 9
 # Answers a client connection may be owed at once; its requests wait beyond that.
 _MAX_WAITING_ANSWERS = 1024
 # The most read from a client at once (memory follows the bytes that arrive).
@@ -298,29 +295,15 @@ class _Proxy:
         """Open the listeners of ``config.node_ports`` now, not at the first
         Metadata a client sends: a restarted worker's clients come back to
         those ports first. One Metadata request (no topics) to an upstream
-        bootstrap server names the brokers: over a connection opened as the
-        client connections' upstream sides are (TLS when configured), framed
-        and matched by the SDK's connection core as the pool's requests are,
-        all within ``connect_timeout``."""
-        state = ConnectionState("trafka-proxy", max_frame_size=self.config.max_frame_size)
+        bootstrap server names the brokers (:func:`~.startup.brokers_named`):
+        over a connection opened as the client connections' upstream sides are
+        (TLS when configured), all within ``connect_timeout``."""
         try:
             stream, _ = await self._open_upstream(None)
             async with stream:
                 with trio.fail_after(self.config.connect_timeout):
-                    _, request = state.send_request(
-                        ApiKey.METADATA,
-                        metadata_request(()),
-                        now=trio.current_time(),
-                        timeout=math.inf,  # the scope above is the deadline
-                        version=_KNOWN_METADATA_VERSION,
-                    )
-                    await stream.send_all(request)
-                    answers: list[Response] = []
-                    while not answers:
-                        if not (data := await stream.receive_some(_RECV_SIZE)):
-                            raise OSError("the broker closed the connection")
-                        answers = state.receive_data(data, trio.current_time())
-            self._from_upstream(ApiKey.METADATA, _KNOWN_METADATA_VERSION, answers[0].body)
+                    version, body = await brokers_named(stream, self.config.max_frame_size)
+            self._from_upstream(ApiKey.METADATA, version, body)
         except (
             OSError,
             trio.TooSlowError,

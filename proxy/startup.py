@@ -1,7 +1,9 @@
 """What the proxy settles before it serves, shared by one proxy and the
 workers of ``trafka proxy --workers`` (:mod:`.workers`): the upstream found
 through zeroconf, whether an upstream bootstrap server takes connections
-(``/readyz``), and bootstrap listeners bound with ``SO_REUSEPORT``.
+(``/readyz``), the brokers an upstream server names (the listeners a
+restarted worker opens at once), and bootstrap listeners bound with
+``SO_REUSEPORT``.
 
 Rules:
 
@@ -19,20 +21,28 @@ Rules:
 from __future__ import annotations
 
 import logging
+import math
 import socket
 from dataclasses import replace
+from typing import Any
 
 import trio
 
+from trafka.codec import ApiKey
 from trafka.discovery import discover, is_spec, parse_spec
+from trafka.sdk.connection_state import ConnectionState, Response
 
 from .config import ProxyConfig, split_server
+from .topics import metadata_request
 
-__all__ = ["discover_upstream", "shared_sockets", "upstream_reachable"]
+__all__ = ["brokers_named", "discover_upstream", "shared_sockets", "upstream_reachable"]
 
 log = logging.getLogger("trafka.proxy")
 
 _BACKLOG = 128
+# Metadata 9: the first flexible version, served from Kafka 2.4 to 4.
+_KNOWN_METADATA_VERSION = 9
+_RECV_SIZE = 65536
 
 
 def shared_sockets(host: str, port: int, *, listen: bool = True) -> list[socket.socket]:
@@ -90,6 +100,33 @@ async def upstream_reachable(config: ProxyConfig) -> bool:
         except (OSError, trio.TooSlowError):
             continue
     return False
+
+
+async def brokers_named(stream: trio.abc.Stream, max_frame_size: int) -> tuple[int, Any]:
+    """(The version, the answer) of one Metadata request (no topics) sent on
+    ``stream``, an upstream connection: the brokers the cluster names. Framed
+    and matched by the SDK's connection core, as the pool's requests are; the
+    caller bounds it with a deadline.
+
+    Raises:
+        OSError: the broker closed the connection first.
+        TrafkaError: a malformed answer.
+    """
+    state = ConnectionState("trafka-proxy", max_frame_size=max_frame_size)
+    _, request = state.send_request(
+        ApiKey.METADATA,
+        metadata_request(()),
+        now=trio.current_time(),
+        timeout=math.inf,  # the caller's scope is the deadline
+        version=_KNOWN_METADATA_VERSION,
+    )
+    await stream.send_all(request)
+    answers: list[Response] = []
+    while not answers:
+        if not (data := await stream.receive_some(_RECV_SIZE)):
+            raise OSError("the broker closed the connection")
+        answers = state.receive_data(data, trio.current_time())
+    return _KNOWN_METADATA_VERSION, answers[0].body
 
 
 async def discover_upstream(config: ProxyConfig) -> ProxyConfig:
