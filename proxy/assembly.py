@@ -8,8 +8,12 @@ filters (``ProxyConfig.filters``), then key routing (:mod:`.keyrouting`) when
 filter sees the proxy's addresses in answers and who the client logged in as,
 and they judge what the brokers got and answered. These two come last in
 every chain (``[[filter]]`` entries of the file map to the chain's first
-filters, see :mod:`.reload`). The core takes the chain as given and knows no
-filter by type.
+filters, see :mod:`.reload`). With ``sni_virtual_hosts``, the SNI virtual
+hosts' renaming (:class:`~.sni.VirtualHostNames`) follows the user's filters,
+before key routing, whose answers it renames too (a ``KeyRouting`` the user
+placed among their filters answers before it: its Produce answers' leader
+hints then name brokers without the label). The core takes the chain as
+given and knows no filter by type.
 """
 
 from __future__ import annotations
@@ -22,12 +26,15 @@ from typing import Any
 
 import trio
 
+from trafka.sdk import ConfigError
+
 from .config import ProxyConfig
 from .filters import Filter
 from .keyrouting import KeyRouting
 from .principals import SaslPrincipals
 from .rewrite import BrokerAddresses
 from .server import RunningProxy, serve_core
+from .sni import SniNames, VirtualHostNames
 from .startup import discover_upstream
 
 __all__ = ["filter_chain", "proxy_in_thread", "serve_proxy"]
@@ -42,8 +49,14 @@ def filter_chain(config: ProxyConfig) -> tuple[Filter, ...]:
         ValueError: the principal credentials file cannot be read.
     """
     core = (SaslPrincipals.configured(config), BrokerAddresses())
+    names = SniNames.of(config)
+    # Virtual hosts (.sni): after the user's filters (reloading maps them to
+    # the chain's first), before key routing, whose answers name brokers too.
+    users = config.filters
+    if names is not None and names.virtual_hosts:
+        users = (*users, VirtualHostNames(names))
     if config.route_keys == "none" or any(isinstance(f, KeyRouting) for f in config.filters):
-        return (*config.filters, *core)
+        return (*users, *core)
     journal = None
     if config.journal_topic is not None:
         from .keyrouting.journal_topic import TopicJournal  # the SDK's clients: only here
@@ -70,7 +83,7 @@ def filter_chain(config: ProxyConfig) -> tuple[Filter, ...]:
         coalesce=config.coalesce,
         restart_grace=config.journal_takeover_grace_ms / 1000,
     )
-    return (*config.filters, routing, *core)
+    return (*users, routing, *core)
 
 
 @asynccontextmanager
@@ -87,13 +100,17 @@ async def serve_proxy(
         included).
 
     Raises:
-        ValueError: invalid settings.
+        ValueError: invalid settings (a :class:`~trafka.sdk.ConfigError` when a
+            filter's settings do not fit the proxy's, :meth:`.Filter.check_with`).
         OSError: the bootstrap port cannot be bound.
     """
     if config is None:
         config = ProxyConfig(**overrides)
     elif overrides:
         config = replace(config, **overrides)
+    problems = [p for f in config.filters for p in f.check_with(config)]
+    if problems:
+        raise ConfigError.of(problems)
     # Found before the chain is built: a journal topic lives in the upstream cluster.
     config = await discover_upstream(config)
     async with serve_core(replace(config, filters=filter_chain(config))) as running:

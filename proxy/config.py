@@ -66,6 +66,9 @@ class ProxyConfig:
             bootstrap listener, which answers name at ``sni_port`` (default:
             the listener's own port). ``node_ports`` then open nothing (a
             restarted worker of ``--workers`` is given them).
+        sni_virtual_hosts: with ``sni_domain``, names may carry a label
+            (``broker-N.<label>.<sni_domain>``): the connection's virtual host,
+            which answers on it keep and filters read (:mod:`.sni`).
         upstream_ssl: connect to the brokers over TLS.
         upstream_ssl_certfile, upstream_ssl_keyfile, upstream_ssl_key_password:
             the certificate (PEM) the proxy presents to brokers that ask for
@@ -172,6 +175,7 @@ class ProxyConfig:
     ssl_principal_mapping_rules: str = "DEFAULT"
     sni_domain: str | None = None
     sni_port: int | None = None
+    sni_virtual_hosts: bool = False
     upstream_ssl: bool = False
     upstream_ssl_cafile: str | None = None
     upstream_ssl_certfile: str | None = None
@@ -268,6 +272,8 @@ class ProxyConfig:
                 raise ValueError("sni_domain needs ssl_certfile (SNI is TLS's)")
         if self.sni_port is not None and not (self.sni_domain and 0 < self.sni_port <= 65535):
             raise ValueError("sni_port needs sni_domain, and a port from 1 to 65535")
+        if self.sni_virtual_hosts and not self.sni_domain:
+            raise ValueError("sni_virtual_hosts needs sni_domain")
 
     def node_port(self, node_id: int) -> int:
         """The port to serve broker ``node_id`` on (0: any free port).

@@ -64,7 +64,9 @@ Rules:
   authentication: a filter sets it (the SASL watch, :mod:`.principals`, once
   the broker accepted the client's login), every filter reads it through
   ``ctx.authenticated``, ``ctx.principal`` and ``ctx.pool`` (the pool a
-  filter's requests on the client's behalf should go over).
+  filter's requests on the client's behalf should go over). It also holds
+  what the client's TLS handshake told: its certificate's subject and the
+  virtual host its SNI name named (``ctx.virtual_host``, :mod:`.sni`).
 * :meth:`Filter.on_close` hears of a client connection's end (one that sent a
   request), with its ``state``, :class:`Session` and address (the
   authorization filter's audit log writes it, :mod:`.authz`).
@@ -103,6 +105,7 @@ if TYPE_CHECKING:
 
     from trafka.common.lograte import RateLimitedLog
 
+    from .config import ProxyConfig
     from .pool import UpstreamPool
     from .topics import Topics
 
@@ -139,12 +142,18 @@ class Session:
         pool: pooled connections that log in as the client's principal, for
             what a filter sends on the client's behalf instead of the shared
             pool; None when there are none.
+        virtual_host: the label of the SNI name the client asked for in its
+            TLS handshake (``broker-N.<label>.<domain>``, lowercased, with
+            ``sni_virtual_hosts``: see :mod:`.sni`), None when it named none.
+            The core gives it no meaning; a filter may (the tenants filter
+            picks a tenant by it).
     """
 
     authenticated: bool = False
     principal: str | None = None
     pool: UpstreamPool | None = None
     tls_subject: str | None = None
+    virtual_host: str | None = None
 
 
 @dataclass(slots=True)
@@ -192,6 +201,11 @@ class FilterContext:
     def tls_subject(self) -> str | None:
         """The subject of the client's TLS certificate, if it sent one (:class:`Session`)."""
         return self.session.tls_subject
+
+    @property
+    def virtual_host(self) -> str | None:
+        """The label of the SNI name the client asked for, if any (:class:`Session`)."""
+        return self.session.virtual_host
 
     @property
     def pool(self) -> UpstreamPool | None:
@@ -345,6 +359,14 @@ class Filter:
         """
         if settings:
             raise ValueError(f"{_name(self)} takes no settings")
+
+    def check_with(self, config: ProxyConfig) -> list[str]:
+        """The problems of the filter's settings (once configured) given the
+        proxy's own (``config``: a filter that needs a proxy setting says so),
+        checked with the rest (``--check-config``, at start and on SIGHUP;
+        :func:`~.assembly.serve_proxy` refuses to start with any). The
+        default: none."""
+        return []
 
     def on_request(self, ctx: FilterContext, body: Any) -> Any:
         """A request on its way to a broker (may be ``async def``).

@@ -15,7 +15,8 @@ Rules:
   fails Kafka's authentication. A client without a certificate is
   ``User:ANONYMOUS``, as on Kafka's SSL listener.
 * :class:`ClientTls` starts a client's TLS connection: the handshake, the
-  identity, and the broker an SNI name picks (:mod:`.sni`).
+  identity, and the broker an SNI name picks (:mod:`.sni`), with the virtual
+  host it names (``Session.virtual_host``).
 * The principal reaches filters as ``FilterContext.principal`` (SASL, when
   the client then logs in, names the principal instead, as on Kafka's
   SASL_SSL listeners) and the subject as ``FilterContext.tls_subject``; both
@@ -124,12 +125,13 @@ class ClientTls:
         or None once the connection is closed."""
         tls = trio.SSLStream(raw, self.context, server_side=True)
         asked = asked_name()
+        label = None
         try:
             with trio.fail_after(self.timeout):
                 await tls.do_handshake()
             subject, principal = peer_identity(tls, self.mapper)
             if self.names is not None:
-                node_id = self.names.node_of(asked[0] if asked else None, known)
+                node_id, label = self.names.pick(asked[0] if asked else None, known)
         except (trio.BrokenResourceError, trio.TooSlowError, ValueError) as exc:
             self.quiet.log(
                 logging.INFO, "tls", "a client's TLS handshake failed: %s", exc.__cause__ or exc
@@ -139,4 +141,5 @@ class ClientTls:
         log.debug("connection from %s: TLS principal %s (subject %r)", peer, principal, subject)
         if asked:
             log.debug("connection from %s asked for %s: broker %s", peer, asked[0], node_id)
-        return tls, Session(principal=principal, tls_subject=subject), node_id
+        session = Session(principal=principal, tls_subject=subject, virtual_host=label)
+        return tls, session, node_id

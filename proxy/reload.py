@@ -7,7 +7,9 @@ Rules:
   settings (:mod:`.settings`), each filter imported and given its settings
   (whatever the other settings' problems), then what only trying tells: the
   :class:`~.config.ProxyConfig` they make, the TLS certificate and key
-  loaded, the principals' credentials file read (each once its files exist).
+  loaded, the principals' credentials file read (each once its files exist),
+  and each filter's settings checked with the proxy's
+  (:meth:`~.filters.Filter.check_with`).
   Every problem is raised at once (:class:`~trafka.sdk.ConfigError`), a
   filter's each on its own line when it names several (its ``configure``
   raising a ConfigError); a problem that only follows from one already named
@@ -83,9 +85,11 @@ def load(
     values, origin, problems = gather(sources)
     settings_ok = not problems
     filters: list[Filter] = []
+    uses: list[str] = []
     for spec in values["filter"]:
         made, refused = _configured(spec)
         filters += made
+        uses += [spec.use] * len(made)
         problems += [f"{origin['filter']}: {p}" for p in refused]
     config = None
     try:
@@ -119,6 +123,8 @@ def load(
                     make()
                 except ValueError as exc:
                     problems.append(str(exc))
+        for f, use in zip(filters, uses, strict=True):  # with the proxy's settings
+            problems += [f"{origin['filter']}: filter {use}: {p}" for p in f.check_with(config)]
         if more is not None and settings_ok:
             problems += more(values, config)
     if problems or config is None:

@@ -216,9 +216,12 @@ def rewrite_response(
     return len(out).to_bytes(4, "big") + out
 
 
-def rewritten(key: int, version: int, frame: bytes, addresses: Addresses, topics: Topics) -> bytes:
+def rewritten(
+    key: int, version: int, frame: bytes, addresses: Addresses, topics: Topics | None
+) -> bytes:
     """An upstream answer (its frame, size prefix not included) as the client
-    gets it: ``frame`` itself when nothing in it changes.
+    gets it: ``frame`` itself when nothing in it changes; ``topics`` learns
+    from a Metadata answer (None: an answer read again, learnt from already).
 
     Raises:
         DecodeError: the answer is malformed.
@@ -230,7 +233,7 @@ def rewritten(key: int, version: int, frame: bytes, addresses: Addresses, topics
     if key == ApiKey.FETCH and has_body_tags(frame, version) is False:
         return frame  # no node_endpoints: as it came, records uncopied
     header, body = protocol.decode_response(frame, key, version)
-    if key == ApiKey.METADATA:
+    if key == ApiKey.METADATA and topics is not None:
         topics.learn(body, version)
     body = rewrite_addresses(key, body, addresses)
     return protocol.encode_response(header.correlation_id, key, version, body)[4:]

@@ -149,7 +149,7 @@ class _Proxy:
         self.upstream_tls = config.upstream_ssl_context()
         # What clients (and failing accepts) can repeat at will: a line a minute each.
         self.quiet = RateLimitedLog(log, clock=trio.current_time)
-        self.sni = SniNames(config.sni_domain, config.sni_port) if config.sni_domain else None
+        self.sni = SniNames.of(config)
         settings = (config.connect_timeout, config.ssl_principal_mapping_rules)
         self.tls = ClientTls.of(self.client_tls, settings, self.quiet, self.sni)
         # Shared by every client connection (pooled Produce, metadata refreshes).

@@ -128,6 +128,9 @@ SETTINGS: tuple[Setting, ...] = (
             "broker-N.<this> (bootstrap: bootstrap.<this>) by SNI."),
     Setting("sni_port", "int", None, "With sni_domain: the port answers give the broker "
             "names (default: listen's).", minimum=1),
+    Setting("sni_virtual_hosts", "bool", False, "With sni_domain: clients may name "
+            "broker-N.<label>.<sni_domain> (bootstrap.<label>...), a virtual host that answers "
+            "on the connection keep and filters read (the tenants filter's hosts)."),
     Setting("upstream_ssl", "bool", False, "Connect to the brokers over TLS."),
     Setting("upstream_ssl_cafile", "path", None, "CAs of the brokers' certificates (PEM)."),
     Setting("upstream_ssl_certfile", "path", None, "The certificate (PEM) the proxy shows "
@@ -413,6 +416,7 @@ _DIRECT = [
     "ssl_principal_mapping_rules",
     "sni_domain",
     "sni_port",
+    "sni_virtual_hosts",
     "upstream_ssl",
     "upstream_ssl_cafile",
     "upstream_ssl_certfile",

@@ -18,6 +18,19 @@ Rules:
   it did not ask for. Names are compared case-insensitively (DNS).
 * One certificate serves them all: a wildcard (``*.<domain>``) or one with
   every name among its SANs.
+* Virtual hosts (``sni_virtual_hosts``, off by default): a name may carry one
+  more DNS label between the broker's and the domain,
+  ``broker-n.<label>.<domain>`` or ``bootstrap.<label>.<domain>``. The
+  connection is served as the name without the label would be (the same
+  broker); the label, lowercased, is the connection's
+  :attr:`~.filters.Session.virtual_host`, which filters read (the tenants
+  filter picks a tenant by it), and every answer on that connection that
+  names brokers names them ``broker-n.<label>.<domain>``
+  (:class:`VirtualHostNames`), so the client stays within its label. The
+  core gives a label no meaning: any label passes the handshake. Without the
+  setting, a labelled name is an unknown name. A wildcard certificate
+  matches one label only (RFC 6125): each label needs its own
+  (``*.<label>.<domain>``), or SANs naming every name.
 """
 
 from __future__ import annotations
@@ -26,12 +39,37 @@ import re
 import ssl
 from collections.abc import Container
 from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["BOOTSTRAP_LABEL", "BROKER_LABEL", "SniNames", "UnknownName", "asked_name", "note_names"]
+from trafka.codec import ApiKey
+
+from .filters import Filter, FilterContext
+from .rewrite import Addresses, reads_answer, rewritten
+
+if TYPE_CHECKING:
+    from .config import ProxyConfig
+
+__all__ = [
+    "BOOTSTRAP_LABEL",
+    "BROKER_LABEL",
+    "SniNames",
+    "UnknownName",
+    "VirtualHostNames",
+    "asked_name",
+    "is_label",
+    "note_names",
+]
 
 BOOTSTRAP_LABEL = "bootstrap"
 BROKER_LABEL = "broker-"
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
+_MAX_LABEL = 63  # a DNS label's length at most (RFC 1035)
+
+
+def is_label(text: str) -> bool:
+    """Whether ``text`` is one DNS label (letters, digits, ``-`` inside; at
+    most 63 characters), compared lowercased."""
+    return len(text) <= _MAX_LABEL and _LABEL.fullmatch(text.lower()) is not None
 
 
 # The name the handshake under way in this task asked for: the context's SNI
@@ -62,23 +100,36 @@ class UnknownName(ValueError):
 
 
 class SniNames:
-    """The names of one domain's brokers.
+    """The names of one domain's brokers (``virtual_hosts``: with a label, see
+    the module's rules).
 
     Raises:
         ValueError: ``domain`` is not a DNS name.
     """
 
-    def __init__(self, domain: str, advertised_port: int | None = None) -> None:
+    def __init__(
+        self, domain: str, advertised_port: int | None = None, *, virtual_hosts: bool = False
+    ) -> None:
         domain = domain.strip(".").lower()
-        if not domain or not all(_LABEL.fullmatch(label) for label in domain.split(".")):
+        if not domain or not all(is_label(label) for label in domain.split(".")):
             raise ValueError(f"sni_domain {domain!r} is not a DNS name")
         self.domain = domain
         self.port = advertised_port or 0  # the listener's, once bound (unless advertised)
         self.bootstrap = f"{BOOTSTRAP_LABEL}.{domain}"
+        self.virtual_hosts = virtual_hosts
 
-    def host_of(self, node_id: int) -> str:
-        """The host name clients use for broker ``node_id``."""
-        return f"{BROKER_LABEL}{node_id}.{self.domain}"
+    @classmethod
+    def of(cls, config: ProxyConfig) -> SniNames | None:
+        """The names ``config`` serves (None without ``sni_domain``)."""
+        if not config.sni_domain:
+            return None
+        return cls(config.sni_domain, config.sni_port, virtual_hosts=config.sni_virtual_hosts)
+
+    def host_of(self, node_id: int, label: str | None = None) -> str:
+        """The host name clients use for broker ``node_id`` (within ``label``)."""
+        if label is None:
+            return f"{BROKER_LABEL}{node_id}.{self.domain}"
+        return f"{BROKER_LABEL}{node_id}.{label}.{self.domain}"
 
     def node_of(self, name: str | None, known: Container[int]) -> int | None:
         """The broker a connection asking for ``name`` stands for (None: the
@@ -87,13 +138,67 @@ class SniNames:
         Raises:
             UnknownName: see the module's rules.
         """
-        if name is None or name.lower() == self.bootstrap:
-            return None
+        return self.pick(name, known)[0]
+
+    def pick(self, name: str | None, known: Container[int]) -> tuple[int | None, str | None]:
+        """(The broker a connection asking for ``name`` stands for, None: the
+        bootstrap servers; the virtual host it named, None: none).
+
+        Raises:
+            UnknownName: see the module's rules.
+        """
+        if name is None:
+            return None, None
         host = name.lower()
-        label, dot, rest = host.partition(".")
-        number = label.removeprefix(BROKER_LABEL)
-        if dot and rest == self.domain and label != number and number.isdigit():
-            if int(number) in known:
-                return int(number)
-            raise UnknownName(f"{name!r} names broker {int(number)}, which the proxy has not met")
-        raise UnknownName(f"{name!r} is neither {self.bootstrap!r} nor broker-N.{self.domain}")
+        first, _, rest = host.partition(".")
+        label = None
+        if self.virtual_hosts and rest.endswith("." + self.domain):
+            middle = rest[: -len(self.domain) - 1]
+            if is_label(middle):
+                label, rest = middle, self.domain
+        if rest == self.domain:
+            if first == BOOTSTRAP_LABEL:
+                return None, label
+            number = first.removeprefix(BROKER_LABEL)
+            if first != number and number.isdigit():
+                if int(number) in known:
+                    return int(number), label
+                raise UnknownName(
+                    f"{name!r} names broker {int(number)}, which the proxy has not met"
+                )
+        within = "[.<label>]" if self.virtual_hosts else ""
+        raise UnknownName(
+            f"{name!r} is neither {BOOTSTRAP_LABEL}{within}.{self.domain} "
+            f"nor {BROKER_LABEL}N{within}.{self.domain}"
+        )
+
+
+class VirtualHostNames(Filter):
+    """Answers that name brokers, on a connection that asked for a virtual
+    host, naming them within its label (``broker-n.<label>.<domain>``; see
+    the module's rules). Put in the chain by :mod:`.assembly` with
+    ``sni_virtual_hosts``, after the user's filters and before key routing,
+    so that the answers key routing makes are renamed too; it reads the
+    answers address rewriting reads, on their frames, and passes those of
+    connections without a label as they are."""
+
+    api_keys: frozenset[int] | None = frozenset()
+
+    def __init__(self, names: SniNames) -> None:
+        self.names = names
+
+    def answer_frames(self, api_key: int, api_version: int) -> bool:
+        return api_key != ApiKey.API_VERSIONS and reads_answer(api_key, api_version)
+
+    def on_response_frame(self, ctx: FilterContext, frame: bytes) -> Any:
+        label = ctx.session.virtual_host
+        if label is None:
+            return frame
+        names = self.names
+
+        def within(node_id: int, host: str, port: int) -> tuple[str, int]:
+            if host == names.host_of(node_id):
+                return names.host_of(node_id, label), port
+            return host, port
+
+        return rewritten(ctx.api_key, ctx.api_version, frame, Addresses(within), None)
