@@ -11,13 +11,29 @@ Use it in ``trafka proxy``'s file (see docs/proxy.md, "Virtual clusters
     name = "acme"
     prefix = "acme."
     principals = ["User:alice"]
+    hosts = ["acme"]
 
 Rules:
 
 * A client's tenant is picked by the principal it authenticated as
   (``ctx.principal``: SASL through the proxy, or a client certificate's,
-  :mod:`.mtls`). A tenant names one or more principals; a principal belongs
-  to one tenant at most.
+  :mod:`.mtls`), or by the virtual host its TLS handshake's SNI name named
+  (``ctx.virtual_host``: ``broker-N.<label>.<sni_domain>``, with the
+  proxy's ``sni_virtual_hosts``, :mod:`.sni`). A tenant names principals,
+  labels (``hosts``) or both; a principal, and a label, belongs to one
+  tenant at most. Labels are DNS labels (letters, digits, ``-`` inside),
+  compared lowercased; a tenant with ``hosts`` needs the proxy's
+  ``sni_domain`` and ``sni_virtual_hosts`` (checked with the proxy's
+  settings, :meth:`Tenants.check_with`).
+* A client that named a label is that label's tenant's from its first
+  request, with no principal needed; a label no tenant names closes its
+  connection (logged, naming it). When its principal belongs to a tenant
+  too, both must name the same one: else its connection is closed (logged,
+  naming both), checked at every request, so a SASL login as another
+  tenant's principal closes it as well. A principal that belongs to no
+  tenant (``User:ANONYMOUS``, a TLS client without a certificate) leaves
+  the label to decide. A client that named no label is picked by its
+  principal alone.
 * Before a client has a principal, only ApiVersions and SASL pass: any other
   request closes its connection (logged), and so does any request of a
   client whose principal belongs to no tenant (logged, naming it):
@@ -62,7 +78,7 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, is_dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trafka.codec import ApiKey, protocol
 from trafka.codec.errors import ErrorCode
@@ -71,6 +87,7 @@ from trafka.sdk import ConfigError
 from . import tenants_groups as groups
 from . import tenants_produce as produce
 from .filters import CloseConnection, Filter, FilterContext, Respond, Sample, decodable, reframed
+from .sni import is_label
 from .tenants_apis import (
     ANSWER_NAMES,
     CONFIG_APIS,
@@ -86,13 +103,16 @@ from .tenants_apis import (
     restore_ids,
 )
 
+if TYPE_CHECKING:
+    from .config import ProxyConfig
+
 __all__ = ["Tenant", "Tenants"]
 
 log = logging.getLogger("trafka.proxy")
 
 _PREFIX = re.compile(r"[A-Za-z0-9._-]+")
 _KNOWN = {"tenants"}
-_KNOWN_TENANT = {"name", "prefix", "principals"}
+_KNOWN_TENANT = {"name", "prefix", "principals", "hosts"}
 _MAX_IDS = 100_000  # topic ids remembered (a cluster's topics)
 # ctx.notes keys
 _SWAPPED = "trafka.proxy.tenants:swapped"
@@ -113,6 +133,7 @@ class Tenant:
     name: str
     prefix: str
     principals: tuple[str, ...]
+    hosts: tuple[str, ...] = ()  # SNI virtual hosts' labels (lowercased)
 
     def add(self, name: str) -> str:
         return self.prefix + name
@@ -125,16 +146,20 @@ class Tenant:
         return None
 
 
-def parse_tenants(settings: Mapping[str, Any], problems: list[str]) -> dict[str, Tenant]:
-    """The tenants by principal (every problem appended to ``problems``)."""
+def parse_tenants(
+    settings: Mapping[str, Any], problems: list[str]
+) -> tuple[dict[str, Tenant], dict[str, Tenant]]:
+    """The tenants by principal, and by SNI label (every problem appended to
+    ``problems``)."""
     unknown = sorted(set(settings) - _KNOWN)
     if unknown:
         problems.append(f"unknown setting {unknown[0]!r} (tenants)")
     entries = settings.get("tenants", [])
     if not isinstance(entries, list) or not entries:
         problems.append("tenants: a list of at least one tenant is needed")
-        return {}
+        return {}, {}
     by_principal: dict[str, Tenant] = {}
+    by_host: dict[str, Tenant] = {}
     tenants: list[Tenant] = []
     for i, entry in enumerate(entries):
         where = f"tenants[{i}]"
@@ -143,18 +168,25 @@ def parse_tenants(settings: Mapping[str, Any], problems: list[str]) -> dict[str,
             continue
         extra = sorted(set(entry) - _KNOWN_TENANT)
         if extra:
-            problems.append(f"{where}: unknown setting {extra[0]!r} (name, prefix, principals)")
+            problems.append(
+                f"{where}: unknown setting {extra[0]!r} (name, prefix, principals, hosts)"
+            )
         name, prefix = entry.get("name"), entry.get("prefix")
-        principals = entry.get("principals", [])
+        principals, hosts = entry.get("principals", []), entry.get("hosts", [])
         if not isinstance(name, str) or not name:
             problems.append(f"{where}: name must be a non-empty string")
         if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
             problems.append(f"{where}: prefix {prefix!r} must be letters, digits, '.', '_', '-'")
             continue
-        if not isinstance(principals, list) or not principals:
-            problems.append(f"{where}: principals must list at least one principal")
+        if not isinstance(principals, list) or not isinstance(hosts, list):
+            problems.append(f"{where}: principals and hosts must be lists")
             continue
-        tenant = Tenant(str(name), prefix, tuple(str(p) for p in principals))
+        if not principals and not hosts:
+            problems.append(f"{where}: a tenant needs principals, hosts (SNI labels) or both")
+            continue
+        tenant = Tenant(
+            str(name), prefix, tuple(str(p) for p in principals), _labels(hosts, where, problems)
+        )
         for other in tenants:
             # Kafka refuses a topic whose name collides with another's once
             # '.' is read as '_' (acme.x, acme_x): compared so, too.
@@ -173,8 +205,29 @@ def parse_tenants(settings: Mapping[str, Any], problems: list[str]) -> dict[str,
                 )
             else:
                 by_principal[p] = tenant
+        for label in tenant.hosts:
+            if label in by_host:
+                problems.append(
+                    f"{where}: host {label!r} is already in tenant {by_host[label].name!r}"
+                )
+            else:
+                by_host[label] = tenant
         tenants.append(tenant)
-    return by_principal
+    return by_principal, by_host
+
+
+def _labels(hosts: list[Any], where: str, problems: list[str]) -> tuple[str, ...]:
+    """A tenant's SNI labels, lowercased (those that are not one DNS label named)."""
+    labels = []
+    for host in hosts:
+        if isinstance(host, str) and is_label(host):
+            labels.append(host.lower())
+        else:
+            problems.append(
+                f"{where}: host {host!r} is not one DNS label (letters, digits, '-' inside: "
+                "the <label> of broker-N.<label>.<sni_domain>)"
+            )
+    return tuple(labels)
 
 
 class Tenants(Filter):
@@ -184,17 +237,28 @@ class Tenants(Filter):
 
     def __init__(self) -> None:
         self.by_principal: dict[str, Tenant] = {}
+        self.by_host: dict[str, Tenant] = {}
         self.topic_ids: dict[uuid.UUID, str] = {}
         # (tenant, outcome) -> requests; outcome: served, refused
         self.counted: dict[tuple[str, str], int] = {}
 
     def configure(self, settings: Mapping[str, Any]) -> None:
         problems: list[str] = []
-        by_principal = parse_tenants(settings, problems)
+        by_principal, by_host = parse_tenants(settings, problems)
         if problems:
             raise ConfigError.of(problems)
-        self.by_principal = by_principal
-        log.info("tenants: %d tenants", len({t.name for t in by_principal.values()}))
+        self.by_principal, self.by_host = by_principal, by_host
+        names = {t.name for t in (*by_principal.values(), *by_host.values())}
+        log.info("tenants: %d tenants", len(names))
+
+    def check_with(self, config: ProxyConfig) -> list[str]:
+        if self.by_host and not (config.sni_domain and config.sni_virtual_hosts):
+            hosts = sorted(self.by_host)
+            return [
+                f"tenants name hosts ({', '.join(hosts)}): they need the proxy's sni_domain "
+                "and sni_virtual_hosts (clients name broker-N.<host>.<sni_domain>)"
+            ]
+        return []
 
     # -- requests --------------------------------------------------------------------------
 
@@ -235,6 +299,18 @@ class Tenants(Filter):
     def _tenant(self, ctx: FilterContext) -> Tenant:
         """The client's tenant (see the rules: who has none is closed)."""
         principal = ctx.principal
+        label = ctx.virtual_host
+        if label is not None:
+            tenant = self.by_host.get(label)
+            if tenant is None:
+                raise CloseConnection(f"tenants: host {label!r} belongs to no tenant")
+            theirs = self.by_principal.get(principal) if principal is not None else None
+            if theirs is not None and theirs != tenant:
+                raise CloseConnection(
+                    f"tenants: host {label!r} is tenant {tenant.name!r}'s but principal "
+                    f"{principal} is tenant {theirs.name!r}'s"
+                )
+            return tenant
         if principal is None:
             # Not logged in (or as a principal the proxy cannot name): passed
             # on, the request would name the brokers' resources as they are.
