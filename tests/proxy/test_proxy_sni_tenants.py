@@ -506,3 +506,49 @@ def test_confluent_kafka_tenants_through_their_labels(
         assert out["brokers"] and all(
             h.startswith("broker-") and h.endswith(f".{label}.{DOMAIN}") for h in out["brokers"]
         )
+
+
+def _docs_example() -> str:
+    """The TOML example of docs/proxy.md's "Picking tenants by SNI label"."""
+    text = (Path(__file__).parents[2] / "docs" / "proxy.md").read_text()
+    section = text.split("**Picking tenants by SNI label.**", 1)[1]
+    return section.split("```toml\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_docs_example_runs(
+    brokerlite_peer: str, pki: dict[str, str], tmp_path: Path, resolved: None
+) -> None:
+    """docs/proxy.md's example, as a file (its domain, upstream, listener and
+    certificate this test's): checked, then served to a tenant's client
+    through its label; the broker holds the topic under the tenant's prefix."""
+    from click.testing import CliRunner
+
+    from trafka.proxy.cli import command
+    from trafka.proxy.reload import load
+    from trafka.proxy.settings import Sources
+
+    toml = tmp_path / "proxy.toml"
+    toml.write_text(
+        _docs_example()
+        .replace("kafka-1.internal:9092", brokerlite_peer)
+        .replace("0.0.0.0:9093", "127.0.0.1:0")
+        .replace("/etc/trafka/tls/tenants.pem", pki["proxy"])
+        .replace("kafka.example.com", DOMAIN)
+    )
+    result = CliRunner().invoke(command, ["--config", str(toml), "--check-config"])
+    assert result.exit_code == 0, result.output
+    loaded = load(Sources(path=str(toml)))
+    topic = fresh("docs")
+
+    async def main(px: RunningProxy) -> None:
+        with anyio.fail_after(60):
+            settings = _sdk(px, pki, "acme")
+            async with open_admin(**settings) as admin:
+                await admin.create_topics([NewTopic(topic, 1, 1)])
+            async with open_producer(**settings) as producer:
+                await producer.send_and_wait(topic, b"v")
+            async with open_admin(bootstrap_servers=brokerlite_peer) as admin:
+                assert f"acme.{topic}" in await admin.list_topics()
+
+    with proxy_in_thread(loaded.config) as px:
+        anyio.run(main, px, backend="trio")
