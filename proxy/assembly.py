@@ -9,7 +9,7 @@ filter sees the proxy's addresses in answers and who the client logged in as,
 and they judge what the brokers got and answered. These two come last in
 every chain (``[[filter]]`` entries of the file map to the chain's first
 filters, see :mod:`.reload`). With ``sni_virtual_hosts``, the SNI virtual
-hosts' renaming (:class:`~.sni.VirtualHostNames`) follows the user's filters,
+hosts' renaming (:class:`~.rewrite.VirtualHostNames`) follows the user's filters,
 before key routing, whose answers it renames too (a ``KeyRouting`` the user
 placed among their filters answers before it: its Produce answers' leader
 hints then name brokers without the label). The core takes the chain as
@@ -32,9 +32,9 @@ from .config import ProxyConfig
 from .filters import Filter
 from .keyrouting import KeyRouting
 from .principals import SaslPrincipals
-from .rewrite import BrokerAddresses
+from .rewrite import BrokerAddresses, VirtualHostNames
 from .server import RunningProxy, serve_core
-from .sni import SniNames, VirtualHostNames
+from .sni import SniNames
 from .startup import discover_upstream
 
 __all__ = ["filter_chain", "proxy_in_thread", "serve_proxy"]

@@ -52,6 +52,9 @@ Rules:
   proxy's pool passes it too, decoded (:meth:`BrokerAddresses.on_upstream`,
   through ``ProxyServices.from_upstream``), and so do the proxy's own
   metadata refreshes.
+* With SNI virtual hosts (:mod:`.sni`), :class:`VirtualHostNames` names the
+  brokers of the answers above within the label a connection asked for
+  (``broker-n.<label>.<domain>``), on the answers address rewriting made.
 * Key routing itself is :mod:`.keyrouting.plan`, applied by the filter
   :mod:`.keyrouting.filter`.
 """
@@ -71,6 +74,7 @@ from trafka.codec.messages import k18_api_versions as av
 from trafka.codec.produce_response import as_encoded
 
 from .filters import API_VERSIONS_DECODED, Filter, FilterContext, ProxyServices, Respond
+from .sni import SniNames
 from .topics import Topics
 
 __all__ = [
@@ -78,6 +82,7 @@ __all__ = [
     "Addresses",
     "BrokerAddresses",
     "Pending",
+    "VirtualHostNames",
     "reads_answer",
     "rewrite_response",
     "rewrite_addresses",
@@ -321,3 +326,34 @@ class BrokerAddresses(Filter):
         if api_key == ApiKey.METADATA:
             self._topics.learn(body, api_version)
         return rewrite_addresses(api_key, body, self._addresses)
+
+
+class VirtualHostNames(Filter):
+    """Answers that name brokers, on a connection that asked for a virtual
+    host, naming them within its label (``broker-n.<label>.<domain>``; see
+    the module's rules). Put in the chain by :mod:`.assembly` with
+    ``sni_virtual_hosts``, after the user's filters and before key routing,
+    so that the answers key routing makes are renamed too; it reads the
+    answers address rewriting reads, on their frames, and passes those of
+    connections without a label as they are."""
+
+    api_keys: frozenset[int] | None = frozenset()
+
+    def __init__(self, names: SniNames) -> None:
+        self.names = names
+
+    def answer_frames(self, api_key: int, api_version: int) -> bool:
+        return api_key != ApiKey.API_VERSIONS and reads_answer(api_key, api_version)
+
+    def on_response_frame(self, ctx: FilterContext, frame: bytes) -> Any:
+        label = ctx.session.virtual_host
+        if label is None:
+            return frame
+        names = self.names
+
+        def within(node_id: int, host: str, port: int) -> tuple[str, int]:
+            if host == names.host_of(node_id):
+                return names.host_of(node_id, label), port
+            return host, port
+
+        return rewritten(ctx.api_key, ctx.api_version, frame, Addresses(within), None)

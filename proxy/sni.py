@@ -26,7 +26,7 @@ Rules:
   :attr:`~.filters.Session.virtual_host`, which filters read (the tenants
   filter picks a tenant by it), and every answer on that connection that
   names brokers names them ``broker-n.<label>.<domain>``
-  (:class:`VirtualHostNames`), so the client stays within its label. The
+  (:class:`~.rewrite.VirtualHostNames`), so the client stays within its label. The
   core gives a label no meaning: any label passes the handshake. Without the
   setting, a labelled name is an unknown name. A wildcard certificate
   matches one label only (RFC 6125): each label needs its own
@@ -39,12 +39,7 @@ import re
 import ssl
 from collections.abc import Container
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
-
-from trafka.codec import ApiKey
-
-from .filters import Filter, FilterContext
-from .rewrite import Addresses, reads_answer, rewritten
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .config import ProxyConfig
@@ -54,7 +49,6 @@ __all__ = [
     "BROKER_LABEL",
     "SniNames",
     "UnknownName",
-    "VirtualHostNames",
     "asked_name",
     "is_label",
     "note_names",
@@ -171,34 +165,3 @@ class SniNames:
             f"{name!r} is neither {BOOTSTRAP_LABEL}{within}.{self.domain} "
             f"nor {BROKER_LABEL}N{within}.{self.domain}"
         )
-
-
-class VirtualHostNames(Filter):
-    """Answers that name brokers, on a connection that asked for a virtual
-    host, naming them within its label (``broker-n.<label>.<domain>``; see
-    the module's rules). Put in the chain by :mod:`.assembly` with
-    ``sni_virtual_hosts``, after the user's filters and before key routing,
-    so that the answers key routing makes are renamed too; it reads the
-    answers address rewriting reads, on their frames, and passes those of
-    connections without a label as they are."""
-
-    api_keys: frozenset[int] | None = frozenset()
-
-    def __init__(self, names: SniNames) -> None:
-        self.names = names
-
-    def answer_frames(self, api_key: int, api_version: int) -> bool:
-        return api_key != ApiKey.API_VERSIONS and reads_answer(api_key, api_version)
-
-    def on_response_frame(self, ctx: FilterContext, frame: bytes) -> Any:
-        label = ctx.session.virtual_host
-        if label is None:
-            return frame
-        names = self.names
-
-        def within(node_id: int, host: str, port: int) -> tuple[str, int]:
-            if host == names.host_of(node_id):
-                return names.host_of(node_id, label), port
-            return host, port
-
-        return rewritten(ctx.api_key, ctx.api_version, frame, Addresses(within), None)

@@ -102,7 +102,7 @@ def test_leader_hints_are_named_within_the_label(key: int, version: int, module:
     such hints) it renames too."""
     from trafka.codec import protocol
     from trafka.proxy.assembly import filter_chain
-    from trafka.proxy.sni import VirtualHostNames
+    from trafka.proxy.rewrite import VirtualHostNames
 
     answer_type = protocol.api(key).response_type
     assert answer_type.__module__.endswith(module)
