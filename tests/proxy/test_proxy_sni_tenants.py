@@ -552,3 +552,43 @@ def test_the_docs_example_runs(
 
     with proxy_in_thread(loaded.config) as px:
         anyio.run(main, px, backend="trio")
+
+
+def test_sighup_reloads_the_labels(tmp_path: Path, pki: dict[str, str]) -> None:
+    """A reload (SIGHUP's, in process) gives the running filter the labels of
+    the file as it is now; a file naming one label in two tenants is refused
+    whole, the old labels kept."""
+    from trafka.proxy.reload import Reloader, load
+    from trafka.proxy.settings import Sources
+
+    def write(acme: str, globex: str) -> None:
+        toml.write_text(
+            f'upstream = "127.0.0.1:9092"\nssl_certfile = "{pki["proxy"]}"\n'
+            f'sni_domain = "{DOMAIN}"\nsni_virtual_hosts = true\n'
+            '[[filter]]\nuse = "trafka.proxy.tenants:Tenants"\n'
+            f'[[filter.settings.tenants]]\nname = "acme"\nprefix = "acme."\nhosts = [{acme}]\n'
+            f'[[filter.settings.tenants]]\nname = "globex"\nprefix = "globex."\nhosts = [{globex}]\n'
+        )
+
+    toml = tmp_path / "proxy.toml"
+    write('"acme"', '"globex"')
+    sources = Sources(path=str(toml))
+    loaded = load(sources)
+    (tenants,) = loaded.config.filters
+    assert isinstance(tenants, Tenants)
+    reloader = Reloader(sources, loaded.values, loaded.config.filters, None)
+    write('"acme", "acme-eu"', '"globex"')
+    root = logging.getLogger()
+    level = root.level
+    try:
+        assert reloader.reload()
+    finally:
+        root.setLevel(level)  # the reload sets the process's log level
+    assert {label: t.name for label, t in tenants.by_host.items()} == {
+        "acme": "acme",
+        "acme-eu": "acme",
+        "globex": "globex",
+    }
+    write('"acme"', '"globex", "acme"')
+    assert not reloader.reload()
+    assert set(tenants.by_host) == {"acme", "acme-eu", "globex"}
