@@ -55,6 +55,7 @@ from trafka.brokerlite.errors import BrokerError
 from trafka.codec.errors import TrafkaError
 from trafka.codec.records import decode_batch, encode_batch
 
+from .dead_letter_outbox import DeadLetterOutbox, LetterJob
 from .log_reads import read_into
 from .partition import ARCHIVING, Run, SharePartition
 from .share_config import ShareConfig
@@ -106,8 +107,12 @@ class DeadLetterPort:
         create: creates a DLQ topic with :data:`AUTO_CREATED_CONFIGS` and the
             broker's defaults (raises BrokerError).
         append: appends one batch to a partition as the broker's own write,
-            waking its readers (raises BrokerError).
+            waking its readers (raises BrokerError); one node.
         now_ms: the wall clock's milliseconds (the dead letters' timestamps).
+        leader: cluster mode: the leader of a partition as this broker sees it
+            (None when none); the dead letters are then produced to it
+            (:mod:`.dead_letter_outbox`), and ``create`` only asks for the
+            topic (it appears later).
     """
 
     enabled: Callable[[], bool]
@@ -116,6 +121,7 @@ class DeadLetterPort:
     create: Callable[[str], None]
     append: Callable[[str, int, bytes], None]
     now_ms: Callable[[], int]
+    leader: Callable[[str, int], int | None] | None = None
 
 
 class DeadLetters:
@@ -123,13 +129,55 @@ class DeadLetters:
 
     Args:
         logs: the partition logs (the DLQ topics, the records copied).
-        port: the broker's side; None writes none (a cluster: ARCHIVING
-            records read from a share coordinator are archived).
+        port: the broker's side; None writes none (ARCHIVING records are archived).
     """
 
     def __init__(self, logs: LogManager, port: DeadLetterPort | None) -> None:
         self._logs = logs
         self._port = port
+        #: Cluster mode (the port has ``leader``): the writes on their way.
+        self.outbox: DeadLetterOutbox | None = None
+        if port is not None and port.leader is not None:
+            self.outbox = DeadLetterOutbox(logs, port.leader, self._topic_batches)
+            self.outbox.on_done = self._sent
+        #: Whether dead letters may be due now (the fetcher then writes at once).
+        self.due = False
+        self._partitions: Mapping[_SP, SharePartition] = {}
+        self._writing: Callable[[_SP], bool] = lambda _key: False
+
+    def bind(
+        self,
+        partitions: Mapping[_SP, SharePartition],
+        writing: Callable[[_SP], bool] | None = None,
+    ) -> None:
+        """Follow the fetcher's share-partitions (shared, not copied); those read
+        with ARCHIVING runs have their dead letters due. Cluster mode:
+        ``writing`` says whether a share-partition has a state write on its way."""
+        self._partitions = partitions
+        self._writing = writing or (lambda _key: False)
+        self.due = archiving(partitions)
+
+    def settled(self, key: _SP, *, written: bool = True) -> None:
+        """Cluster mode: the state of ``key`` was written to (or read from) its
+        coordinator (unless not ``written``): its ARCHIVING runs' dead letters may go now."""
+        sp = self._partitions.get(key)
+        if written and sp is not None and archiving({key: sp}):
+            self.due = True
+
+    def idle(self, key: _SP) -> bool:
+        """Whether ``key`` may be forgotten: no ARCHIVING runs, no dead letters on
+        their way."""
+        sp = self._partitions.get(key)
+        busy = self.outbox is not None and self.outbox.busy(key)
+        return not busy and (sp is None or not archiving({key: sp}))
+
+    def _sent(self, job: LetterJob) -> None:
+        """Cluster mode: a write ended (written or given up): archive its records
+        (written at the fetcher's next tick), unless the share-partition was
+        forgotten meanwhile (its next reader writes them again)."""
+        if self._partitions.get(job.key) is job.sp:
+            job.sp.dead_letters_written(job.run.first, job.run.last)
+            self.due = True
 
     def active(self, config: ShareConfig) -> bool:
         """Whether a group of ``config`` has a dead-letter queue now (its records
@@ -142,19 +190,63 @@ class DeadLetters:
         return sp
 
     def flush(
-        self, partitions: Mapping[_SP, SharePartition], config_for: Callable[[str], ShareConfig]
+        self,
+        partitions: Mapping[_SP, SharePartition],
+        config_for: Callable[[str], ShareConfig],
+        written: bool = True,
     ) -> bool:
-        """Write the dead letters due in ``partitions`` and archive their records,
-        written or given up; True when any share-partition changed."""
+        """After the fetcher's write (``written``: it succeeded; else nothing is
+        done), write the dead letters due in ``partitions`` and archive their
+        records, written or given up; True when any share-partition changed.
+        Cluster mode (:attr:`outbox`): the dead letters are queued to be
+        produced, and their records archived when the outbox says the write is
+        done; a share-partition with a state write on its way (see :meth:`bind`)
+        or not yet written waits, so that its ARCHIVING state is the
+        coordinator's before its dead letters go."""
+        self.due = False
+        if not written:
+            return False
         changed = False
-        for (group_id, topic, partition), sp in partitions.items():
+        for key, sp in partitions.items():
+            if self.outbox is not None and (sp.dirty or self._writing(key)):
+                continue
             due = sp.dead_letters_due()
-            config = config_for(group_id) if due else None
+            config = config_for(key[0]) if due else None
             for run in due:
                 assert config is not None
-                self.write(group_id, topic, partition, run, config)
-                changed |= sp.dead_letters_written(run.first, run.last)
+                if self.outbox is None:
+                    self.write(*key, run, config)
+                    changed |= sp.dead_letters_written(run.first, run.last)
+                    continue
+                for part in self.outbox.unsent(key, sp, run):
+                    job = self._job(key, sp, part, config)
+                    if job is None:  # (given up: archived at once)
+                        changed |= sp.dead_letters_written(part.first, part.last)
+                    else:
+                        self.outbox.add(job)
         return changed
+
+    def _job(self, key: _SP, sp: SharePartition, run: Run, config: ShareConfig) -> LetterJob | None:
+        """Cluster mode: the job writing ``run``'s dead letters, None when they are
+        given up (logged) by the rules checked here."""
+        group_id, topic, partition = key
+        name = config.dlq_topic
+        if self._port is None or not self.active(config):
+            return None
+        where = f"share group {group_id!r}, {topic}-{partition} offsets {run.first}-{run.last}"
+        why = self._refusal(name)
+        if why is not None:
+            log.error("%s: no dead letters written to %r: %s", where, name, why)
+            return None
+        try:
+            records = self._records(group_id, topic, partition, run, config.dlq_copy_record)
+        except (BrokerError, TrafkaError, OSError) as exc:
+            log.error("%s: no dead letters written to %r: %s", where, name, exc)
+            return None
+        return LetterJob(key=key, sp=sp, run=run, dlq_topic=name, records=records)
+
+    def _topic_batches(self, records: list[Any], topic: str) -> list[bytes]:
+        return _batches(records, self._logs.config(topic).message_max_bytes)
 
     def write(
         self, group_id: str, topic: str, partition: int, run: Run, config: ShareConfig
@@ -204,7 +296,7 @@ class DeadLetters:
                 self._port.create(name)
             except BrokerError as exc:
                 return f"creating it failed: {exc}"
-            log.info("created DLQ topic %r", name)
+            log.info("created DLQ topic %r", name)  # (cluster mode: asked to)
             return None
         if info.configs.get(DLQ_GROUP_ENABLE) != "true":
             return f"the topic's {DLQ_GROUP_ENABLE} is not true"

@@ -254,6 +254,10 @@ class RemotePersister:
             self.on_ready()
         return given
 
+    def writing(self, key: SP) -> bool:
+        """Whether a write of ``key`` is queued or in flight."""
+        return key in self._writes or key in self._writing
+
     def retake(self, key: SP, snapshot: dict[str, Any]) -> None:
         """A snapshot of ``key`` still queued (not sent) is replaced by ``snapshot``
         (``{"start", "runs"}``): a failed write's rollback made it stale."""
