@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from trafka.codec.errors import ErrorCode
@@ -68,6 +68,8 @@ __all__ = [
     "DeadLetterOutbox",
     "LetterJob",
     "LetterSend",
+    "inside",
+    "outside",
 ]
 
 log = logging.getLogger("trafka.brokerlite")
@@ -159,21 +161,8 @@ class DeadLetterOutbox:
 
     def unsent(self, key: SP, sp: SharePartition, run: Run) -> list[Run]:
         """The parts of ``run`` (of ``sp``) not already in a job, in offset order."""
-        parts = [run]
-        for job in self._jobs:
-            if job.key != key or job.sp is not sp:
-                continue
-            left = []
-            for part in parts:
-                if part.last < job.run.first or part.first > job.run.last:
-                    left.append(part)
-                    continue
-                if part.first < job.run.first:
-                    left.append(dataclasses.replace(part, last=job.run.first - 1))
-                if part.last > job.run.last:
-                    left.append(dataclasses.replace(part, first=job.run.last + 1))
-            parts = left
-        return parts
+        sent = [(j.run.first, j.run.last) for j in self._jobs if j.key == key and j.sp is sp]
+        return outside(run, sent)
 
     def add(self, job: LetterJob) -> None:
         """Queue a job."""
@@ -281,3 +270,26 @@ class DeadLetterOutbox:
     def _end(self, job: LetterJob) -> None:
         self._jobs.remove(job)
         self.on_done(job)
+
+
+def outside(run: Run, ranges: Iterable[tuple[int, int]]) -> list[Run]:
+    """The parts of ``run`` outside every ``(first, last)`` of ``ranges``, in offset order."""
+    parts = [run]
+    for first, last in ranges:
+        left = []
+        for part in parts:
+            if part.last < first or part.first > last:
+                left.append(part)
+                continue
+            if part.first < first:
+                left.append(dataclasses.replace(part, last=first - 1))
+            if part.last > last:
+                left.append(dataclasses.replace(part, first=last + 1))
+        parts = left
+    return parts
+
+
+def inside(run: Run, first: int, last: int) -> Run | None:
+    """The part of ``run`` within ``first..last``, None when none."""
+    low, high = max(run.first, first), min(run.last, last)
+    return dataclasses.replace(run, first=low, last=high) if low <= high else None

@@ -42,22 +42,29 @@ tests/brokerlite/test_differential_dead_letters.py):
 * Durability is the partition's: a dead letter is written after the
   ARCHIVING state is, and ARCHIVED is written after the dead letter, so a
   crash between the two writes it again after the restart (at least once).
+* Cluster mode (the port has ``leader``): the dead letters are produced to
+  the DLQ partition's leader (:mod:`.dead_letter_outbox`, which says how it
+  retries and when it gives up); a run goes once the share coordinator has
+  its ARCHIVING state (the write carrying it settled), and its records are
+  archived once the produce's outcome is known, written or given up. A DLQ
+  topic to create is asked of the cluster and written to once it appears.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from trafka.brokerlite.errors import BrokerError
 from trafka.codec.errors import TrafkaError
 from trafka.codec.records import decode_batch, encode_batch
 
-from .dead_letter_outbox import DeadLetterOutbox, LetterJob
+from .dead_letter_outbox import DeadLetterOutbox, LetterJob, inside, outside
 from .log_reads import read_into
 from .partition import ARCHIVING, Run, SharePartition
+from .persister import RemotePersister
 from .share_config import ShareConfig
 
 if TYPE_CHECKING:
@@ -143,25 +150,33 @@ class DeadLetters:
         #: Whether dead letters may be due now (the fetcher then writes at once).
         self.due = False
         self._partitions: Mapping[_SP, SharePartition] = {}
-        self._writing: Callable[[_SP], bool] = lambda _key: False
+        self._remote: RemotePersister | None = None
+        # Cluster mode: per share-partition, the newest of its state writes known
+        # written, and the ARCHIVING offsets (first, last) seen due while a write
+        # was on its way, with the newest ticket then (the write carrying them).
+        self._written_through: dict[_SP, int] = {}
+        self._seen: dict[_SP, list[tuple[int, int, int]]] = {}
 
     def bind(
-        self,
-        partitions: Mapping[_SP, SharePartition],
-        writing: Callable[[_SP], bool] | None = None,
+        self, partitions: Mapping[_SP, SharePartition], remote: RemotePersister | None = None
     ) -> None:
         """Follow the fetcher's share-partitions (shared, not copied); those read
         with ARCHIVING runs have their dead letters due. Cluster mode:
-        ``writing`` says whether a share-partition has a state write on its way."""
+        ``remote`` is the persister their state goes to."""
         self._partitions = partitions
-        self._writing = writing or (lambda _key: False)
+        self._remote = remote
         self.due = archiving(partitions)
 
-    def settled(self, key: _SP, *, written: bool = True) -> None:
-        """Cluster mode: the state of ``key`` was written to (or read from) its
-        coordinator (unless not ``written``): its ARCHIVING runs' dead letters may go now."""
+    def settled(self, key: _SP, tickets: Collection[int] = (), *, written: bool = True) -> None:
+        """Cluster mode: the state of ``key`` was written to (write ``tickets``), or
+        read from, its coordinator (unless not ``written``): its ARCHIVING runs'
+        dead letters may go now."""
+        if not written:
+            return
+        if tickets:
+            self._written_through[key] = max(self._written_through.get(key, 0), *tickets)
         sp = self._partitions.get(key)
-        if written and sp is not None and archiving({key: sp}):
+        if sp is not None and archiving({key: sp}):
             self.due = True
 
     def idle(self, key: _SP) -> bool:
@@ -178,6 +193,29 @@ class DeadLetters:
         if self._partitions.get(job.key) is job.sp:
             job.sp.dead_letters_written(job.run.first, job.run.last)
             self.due = True
+
+    def _durable(self, key: _SP, due: list[Run]) -> list[Run]:
+        """Cluster mode: the parts of ``due`` whose ARCHIVING state the coordinator
+        has: all of them when no write of ``key`` is on its way, else those first
+        seen due before a write that has been written since (the others are noted
+        with the newest write, which carries them)."""
+        assert self._remote is not None
+        if not self._remote.writing(key):
+            self._seen.pop(key, None)
+            return due
+        seen = self._seen.setdefault(key, [])
+        latest = self._remote.latest(key)
+        for run in due:
+            seen += [(p.first, p.last, latest) for p in outside(run, [s[:2] for s in seen])]
+        through = self._written_through.get(key, 0)
+        ready = [
+            part
+            for run in due
+            for first, last, ticket in seen
+            if ticket <= through and (part := inside(run, first, last)) is not None
+        ]
+        self._seen[key] = [s for s in seen if s[2] > through]
+        return ready
 
     def active(self, config: ShareConfig) -> bool:
         """Whether a group of ``config`` has a dead-letter queue now (its records
@@ -200,17 +238,18 @@ class DeadLetters:
         records, written or given up; True when any share-partition changed.
         Cluster mode (:attr:`outbox`): the dead letters are queued to be
         produced, and their records archived when the outbox says the write is
-        done; a share-partition with a state write on its way (see :meth:`bind`)
-        or not yet written waits, so that its ARCHIVING state is the
-        coordinator's before its dead letters go."""
+        done, and a run's dead letters go only once the coordinator has its
+        ARCHIVING state (:meth:`_durable`)."""
         self.due = False
         if not written:
             return False
         changed = False
         for key, sp in partitions.items():
-            if self.outbox is not None and (sp.dirty or self._writing(key)):
-                continue
+            if self.outbox is not None and sp.dirty:
+                continue  # (its write failed: the ARCHIVING state is not written yet)
             due = sp.dead_letters_due()
+            if due and self._remote is not None:
+                due = self._durable(key, due)
             config = config_for(key[0]) if due else None
             for run in due:
                 assert config is not None

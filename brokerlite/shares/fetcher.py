@@ -314,7 +314,7 @@ class ShareFetcher(ShareOffsetsAdmin):
                 raise ShareStateError(f"{store.path}: share-partition {key}: {exc}") from exc
             self._partitions[key] = sp
             self._topic_ids[key] = str(data.get("topic_id", ""))
-        self._letters.bind(self._partitions, self._remote.writing if self._remote else None)
+        self._letters.bind(self._partitions, self._remote)
 
     # -- listener of the share-group coordinator ---------------------------------------------
 
@@ -398,7 +398,7 @@ class ShareFetcher(ShareOffsetsAdmin):
     def _written(self, key: SP, tickets: list[int], code: ErrorCode, now_ms: int) -> None:
         self._writes.settled(key, tickets, code, now_ms)
         self._deadline_stale = True
-        self._letters.settled(key, written=code == ErrorCode.NONE)
+        self._letters.settled(key, tickets, written=code == ErrorCode.NONE)
 
     def _state_lost(self, key: SP) -> None:
         self._drop([key])

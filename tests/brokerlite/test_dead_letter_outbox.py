@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,10 @@ from trafka.brokerlite.shares.dead_letter_outbox import (
     DeadLetterOutbox,
     LetterJob,
 )
+from trafka.brokerlite.shares.dead_letters import DeadLetterPort, DeadLetters
 from trafka.brokerlite.shares.partition import ARCHIVING, Run, SharePartition
+from trafka.brokerlite.shares.persister import RemotePersister
+from trafka.brokerlite.shares.share_config import DefaultShareConfig
 from trafka.brokerlite.storage.log_manager import LogManager
 from trafka.codec.errors import ErrorCode
 from trafka.codec.records import decode_batch, encode_batch
@@ -165,3 +169,78 @@ def test_only_offsets_not_on_their_way_are_sent_again(logs: LogManager) -> None:
     assert [(r.first, r.last) for r in box.unsent(KEY, sp, grown)] == [(0, 1), (5, 9)]
     # (a share-partition read again is another object: nothing of it is on its way)
     assert [(r.first, r.last) for r in box.unsent(KEY, other, grown)] == [(0, 9)]
+
+
+# -- the share-partition's side: when a run's dead letters go, when it is archived --------
+
+
+def cluster_letters(logs: LogManager) -> tuple[DeadLetters, RemotePersister, SharePartition]:
+    """A cluster's dead-letter writer over one share-partition (KEY) of ``jobs``
+    with ARCHIVING offsets 0-1 (delivered too often), its state not written."""
+    logs.create_topic("jobs", 5, {}, now_ms=NOW)
+    logs.alter_configs("dlq.jobs", {"errors.deadletterqueue.group.enable": "true"})
+
+    def unused(*_args: object) -> None:
+        raise AssertionError("a cluster neither appends nor creates here")
+
+    port = DeadLetterPort(
+        enabled=lambda: True,
+        create=unused,
+        append=unused,
+        now_ms=lambda: NOW,
+        leader=lambda _t, _p: 7,
+    )
+    letters = DeadLetters(logs, port)
+    persister = RemotePersister(lambda _t, _p: 0)
+    persister.on_written = lambda key, tickets, code, _now: letters.settled(
+        key, tickets, written=code == ErrorCode.NONE
+    )
+    sp = SharePartition(0, delivery_count_limit=2, runs=[Run(0, 1, ARCHIVING, 2)])
+    letters.bind({KEY: sp}, persister)
+    return letters, persister, sp
+
+
+def write_state(persister: RemotePersister, logs: LogManager, sp: SharePartition) -> Any:
+    """Queue ``sp``'s snapshot, as the fetcher's write does; the request taken."""
+    topic_id = str(logs.topic("jobs").topic_id)
+    entry = {"kind": "partition", "group": KEY[0], "topic": KEY[1], "partition": KEY[2]}
+    persister.write([{**entry, "topic_id": topic_id, **sp.snapshot()}])
+    (request,) = persister.take(NOW)
+    return request
+
+
+def test_dead_letters_wait_for_the_write_of_their_archiving_state(logs: LogManager) -> None:
+    """KIP-1191: ARCHIVING is written before the dead letter (a lock expiry at the
+    limit changes the state at once, so its write must settle first)."""
+    letters, persister, sp = cluster_letters(logs)
+    config = DefaultShareConfig(dlq_topic="dlq.jobs")
+    request = write_state(persister, logs, sp)
+    assert not letters.flush({KEY: sp}, lambda _g: config)
+    assert letters.outbox is not None and not letters.outbox.busy(KEY)
+    persister.answered(request, ErrorCode.NONE, None, NOW)
+    assert letters.due
+    letters.flush({KEY: sp}, lambda _g: config)
+    (send,) = letters.outbox.take(NOW)
+    assert [r.state for r in sp.runs()] == [ARCHIVING]  # (not archived before the answer)
+    assert not letters.idle(KEY)  # (not forgotten while it is on its way)
+    letters.outbox.answered(send, ErrorCode.NONE, "", NOW)
+    assert sp.start_offset == 2 and letters.due  # archived: written at the next tick
+    assert letters.idle(KEY)
+
+
+def test_a_run_of_a_share_partition_read_again_is_not_archived_by_the_old_write(
+    logs: LogManager,
+) -> None:
+    """Leadership lost and found again while a write was on its way: the share-partition
+    read again keeps its ARCHIVING records, and writes their dead letters itself."""
+    letters, persister, sp = cluster_letters(logs)
+    config = DefaultShareConfig(dlq_topic="dlq.jobs")
+    letters.flush({KEY: sp}, lambda _g: config)
+    assert letters.outbox is not None
+    (send,) = letters.outbox.take(NOW)
+    again = SharePartition(0, delivery_count_limit=2, runs=[Run(0, 1, ARCHIVING, 2)])
+    letters.bind({KEY: again}, persister)
+    letters.outbox.answered(send, ErrorCode.NONE, "", NOW)
+    assert [r.state for r in again.runs()] == [ARCHIVING]
+    letters.flush({KEY: again}, lambda _g: config)
+    assert letters.outbox.busy(KEY)
