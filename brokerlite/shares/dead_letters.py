@@ -5,7 +5,8 @@ has its undeliverable records copied to that topic: a record the consumer
 REJECTs, or one released (RELEASE, its lock ending, its holder leaving) at
 the delivery-count limit, is ARCHIVING (:mod:`.partition`) until its *dead
 letter* is written here, then ARCHIVED. Sans-IO apart from reading the source
-log; the append to the DLQ topic goes through the broker's port.
+log; the append to the DLQ topic goes through the broker's port (one node)
+or the outbox (a cluster).
 
 Rules, as Kafka 4.4's ``ShareGroupDLQStateManager`` writes them (read from its
 classes and checked against a Kafka 4.4 node by
