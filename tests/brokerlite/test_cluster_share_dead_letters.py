@@ -56,6 +56,8 @@ SETTINGS = {
     # A record whose acknowledgement a broker's death lost comes back in 5 s.
     "group.share.min.record.lock.duration.ms": 1000,
     "group.share.record.lock.duration.ms": 5000,
+    # (test_a_missing_dlq_topic_...: the others' DLQ topics exist)
+    "errors.deadletterqueue.auto.create.topics.enable": "true",
     # A killed broker's session ends after 4 s rather than 6 s.
     "zookeeper.session.timeout.ms": 4000,
 }
@@ -88,15 +90,19 @@ def topic(admin: Admin, name: str, leader: int, configs: dict[str, str] | None =
     )
 
 
-def prepare(cluster: ClusterProcesses, suffix: str, dlq_configs: dict[str, str] | None) -> str:
+def prepare(
+    cluster: ClusterProcesses, suffix: str, dlq_configs: dict[str, str] | None, *, dlq: bool = True
+) -> str:
     """Topic ``jobs-<suffix>`` (led by broker 1) with six keyed records, DLQ topic
     ``dlq.<suffix>`` (led by broker 2, ``dlq_configs``), and share group
     ``g-<suffix>`` writing its dead letters there, records copied, a record
-    archived at its second delivery. Returns the group."""
+    archived at its second delivery. Without ``dlq``, the DLQ topic is not
+    created. Returns the group."""
     group = f"g-{suffix}"
     with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
         topic(admin, f"jobs-{suffix}", SOURCE_LEADER)
-        topic(admin, f"dlq.{suffix}", DLQ_LEADER, dlq_configs)
+        if dlq:
+            topic(admin, f"dlq.{suffix}", DLQ_LEADER, dlq_configs)
         admin.alter_group_configs(
             {
                 group: {
@@ -270,6 +276,22 @@ def test_a_dlq_topic_the_rules_refuse_gets_nothing_and_the_records_are_archived(
     consume(cluster, group, "jobs-b", {0: reject, 1: reject, 2: reject}, 6)
     archived_through(cluster, group, "jobs-b", 6)
     assert high_watermark(cluster, "dlq.b") == 0
+
+
+def test_a_missing_dlq_topic_is_created_when_the_brokers_allow_it(
+    cluster: ClusterProcesses,
+) -> None:
+    """``errors.deadletterqueue.auto.create.topics.enable`` (on every broker here):
+    the share-partition leader has the cluster create the topic (``num.partitions``,
+    ``errors.deadletterqueue.group.enable=true``), then writes to it."""
+    group = prepare(cluster, "d", None, dlq=False)
+    consume(cluster, group, "jobs-d", {0: AcknowledgeType.REJECT}, 6)
+    ((key, value, headers),) = letters(cluster, "dlq.d", lambda got: len(got) >= 1)
+    assert (key, value, headers["__dlq.errors.offset"]) == (b"k0", b"v0", "0")
+    with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        configs = admin.describe_configs(topics=["dlq.d"])["dlq.d"]
+    assert configs["errors.deadletterqueue.group.enable"] == "true"
+    archived_through(cluster, group, "jobs-d", 6)
 
 
 def test_kill_9_of_the_dlq_partition_s_leader_loses_no_dead_letter(
