@@ -161,7 +161,7 @@ def consume(
 
     def done() -> bool:
         return all(
-            len(seen.get(o, [])) == (2 if decide.get(o) == AcknowledgeType.RELEASE else 1)
+            len(seen.get(o, [])) >= (2 if decide.get(o) == AcknowledgeType.RELEASE else 1)
             for o in range(total)
         )
 
