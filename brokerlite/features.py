@@ -7,7 +7,9 @@ Features and levels:
 
 * brokerlite supports ``group.version`` 0-1 (1: the consumer group protocol of
   KIP-848), ``share.version`` 0-2 (1: share groups, KIP-932; 2: their
-  dead-letter queues, KIP-1191, on a single node only) and, on a single
+  dead-letter queues, KIP-1191, on a single node and in a cluster, where a
+  share-partition leader produces its dead letters to the DLQ partition's
+  leader) and, on a single
   node, ``transaction.version`` 0-2 (2: KIP-890 part 2, transactions with
   implicit partitions and an epoch bump per transaction; 1: Kafka's flexible
   transaction records, which changes nothing a client sees). A fresh data
@@ -22,9 +24,9 @@ Features and levels:
   transaction.version=1``) moves new transactions back to AddPartitionsToTxn.
 * A cluster of brokerlites (``cluster_mode``) supports no ``transaction.version``
   (:data:`CLUSTER_SUPPORTED`): its coordinators serve transaction version 1
-  only, so clients keep to it. Nor ``share.version`` 2: a share-partition
-  leader of a cluster writes no dead letters (they would be produced to
-  another node's partition), so its share groups stay at level 1.
+  only, so clients keep to it. It supports ``share.version`` 0-2 as a single
+  node does; each broker's finalized level decides whether its
+  share-partitions write dead letters.
 * Level 0 is "not finalized": the feature leaves ApiVersions' finalized list,
   as Kafka's controller removes a feature whose level record is 0.
 * The finalized epoch starts at 1 and grows by one with every applied
@@ -101,10 +103,10 @@ SUPPORTED: dict[str, tuple[int, int]] = {
     SHARE_VERSION: (0, 2),
     TRANSACTION_VERSION: (0, 2),
 }
-#: What a broker of a cluster implements: transaction version 1 only (its
-#: coordinators do not add partitions implicitly), share version 1 (no
-#: dead-letter queues; see the module docstring).
-CLUSTER_SUPPORTED: dict[str, tuple[int, int]] = {GROUP_VERSION: (0, 1), SHARE_VERSION: (0, 1)}
+#: What a broker of a cluster implements: no transaction version (its
+#: coordinators serve version 1 only and do not add partitions implicitly);
+#: share versions as a single node (see the module docstring).
+CLUSTER_SUPPORTED: dict[str, tuple[int, int]] = {GROUP_VERSION: (0, 1), SHARE_VERSION: (0, 2)}
 #: The levels of a fresh single-node data directory: every feature at its highest.
 DEFAULT_LEVELS: dict[str, int] = {name: high for name, (_, high) in SUPPORTED.items()}
 _FIRST_EPOCH = 1
@@ -257,7 +259,7 @@ class FeatureStore(JournalStore):
             ) from exc
         # A feature this broker does not support (transaction.version in a data
         # directory that a single node wrote and a cluster node opens) is
-        # dropped, and a level above its highest (share.version 2 there) lowered.
+        # dropped, and a level above its highest lowered.
         self._levels.update(
             (n, min(v, self.supported[n][1])) for n, v in levels.items() if n in self.supported
         )

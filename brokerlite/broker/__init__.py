@@ -145,7 +145,7 @@ from ..transactions.replicated_journal import ReplicatedTxnJournal
 from ..transactions.verification import TxnVerification
 from .cluster_host import ClusterHost
 from .connections import Sessions
-from .dead_letter_port import local_dead_letters
+from .dead_letter_port import cluster_dead_letters, local_dead_letters
 from .dispatch import Dispatcher
 from .polling import PeriodicWork
 
@@ -370,14 +370,14 @@ class Broker:
         if config.cluster_mode:
             self.share_persister = RemotePersister(host.led_epoch)
             self.share_persister.on_settled = host.share_writes_settled
-        self.shares = ShareFetcher(
-            self.logs,
-            self.producers,
-            self.share_persister or ShareStateStore(self.data_dir / SHARE_STATE_JOURNAL),
-            config_for=self.share_groups.config,
-            notify=self._notify_available,
-            leads=host.leads_here if config.cluster_mode else None,
-            dead_letters=None
+        letters = (
+            cluster_dead_letters(
+                self.logs,
+                config,
+                features=lambda: self.features,
+                cluster=lambda: self.cluster,
+                now_ms=lambda: self.now_ms,
+            )
             if config.cluster_mode
             else local_dead_letters(
                 self.logs,
@@ -386,7 +386,19 @@ class Broker:
                 metrics=lambda: self.metrics,
                 notify_append=self.notify_append,
                 now_ms=lambda: self.now_ms,
-            ),
+            )
+        )
+        #: Cluster mode: the dead letters on their way to other brokers (the
+        #: driver sends them), else None.
+        self.dead_letter_outbox = letters.outbox
+        self.shares = ShareFetcher(
+            self.logs,
+            self.producers,
+            self.share_persister or ShareStateStore(self.data_dir / SHARE_STATE_JOURNAL),
+            config_for=self.share_groups.config,
+            notify=self._notify_available,
+            leads=host.leads_here if config.cluster_mode else None,
+            dead_letters=letters,
         )
         opened.callback(self.shares.close)
         self.share_groups.listeners.append(self.shares)

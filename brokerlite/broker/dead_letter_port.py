@@ -1,16 +1,18 @@
-"""The broker's side of share groups' dead letters (KIP-1191, one node): the
+"""The broker's side of share groups' dead letters (KIP-1191): the
 ``share.version`` they need, the broker's DLQ settings, creating a DLQ topic
 and appending a batch of dead letters to the local log
 (:mod:`trafka.brokerlite.shares.dead_letters` says what is written and when).
 
-A cluster writes no dead letters (its ``share.version`` stops at 1,
-:mod:`trafka.brokerlite.features`): a dead letter's partition may be led by
-another node, which this single-node append cannot reach.
+In a cluster a dead letter's partition may be led by another node: the dead
+letters are produced to its leader (:mod:`trafka.brokerlite.shares.dead_letter_outbox`,
+sent by :mod:`trafka.brokerlite.cluster.driver.dead_letters`), and a DLQ
+topic to create automatically is asked of ZooKeeper, as CreateTopics does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..config import BrokerConfig
 from ..features import SHARE_VERSION, SHARE_VERSION_DLQ, FeatureStore
@@ -18,7 +20,14 @@ from ..metrics import BrokerMetrics
 from ..shares.dead_letters import AUTO_CREATED_CONFIGS, DeadLetterPort, DeadLetters
 from ..storage.log_manager import LogManager
 
-__all__ = ["local_dead_letters"]
+if TYPE_CHECKING:
+    from ..cluster.view import ClusterView
+
+__all__ = ["cluster_dead_letters", "local_dead_letters"]
+
+#: How long the creation of a DLQ topic may take before it is reported failed
+#: (the dead letters waiting for it are given up after their own time).
+_CREATE_WAIT_MS = 10_000
 
 
 def local_dead_letters(
@@ -62,5 +71,62 @@ def local_dead_letters(
         create=create,
         append=append,
         now_ms=now_ms,
+    )
+    return DeadLetters(logs, port)
+
+
+def cluster_dead_letters(
+    logs: LogManager,
+    config: BrokerConfig,
+    *,
+    features: Callable[[], FeatureStore],
+    cluster: Callable[[], ClusterView | None],
+    now_ms: Callable[[], int],
+) -> DeadLetters:
+    """The dead-letter writer of a cluster member (its :attr:`DeadLetters.outbox`
+    holds the writes for the driver).
+
+    Args:
+        logs: the partition logs (every topic of the cluster, its configs).
+        config: the broker's settings (``errors.deadletterqueue.*``, ``num.partitions``).
+        features: the feature levels (called when needed).
+        cluster: the cluster view (called when needed: it opens after the
+            share-partitions).
+        now_ms: the broker's current time.
+    """
+
+    def enabled() -> bool:
+        return features().level(SHARE_VERSION) >= SHARE_VERSION_DLQ
+
+    def create(name: str) -> None:
+        view = cluster()
+        assert view is not None
+        view.submit(
+            "create_topic",
+            name=name,
+            num_partitions=config.num_partitions,
+            replication_factor=-1,
+            configs=dict(AUTO_CREATED_CONFIGS),
+            quiet=True,
+            if_missing=True,
+            timeout_ms=_CREATE_WAIT_MS,
+        )
+
+    def leader(topic: str, partition: int) -> int | None:
+        view = cluster()
+        node = None if view is None else view.leader(topic, partition)
+        return node if node is not None and node >= 0 else None
+
+    def append(topic: str, partition: int, batch: bytes) -> None:
+        raise AssertionError("a cluster produces its dead letters (the outbox)")
+
+    port = DeadLetterPort(
+        enabled=enabled,
+        prefix=config.errors_deadletterqueue_topic_name_prefix,
+        auto_create=config.errors_deadletterqueue_auto_create_topics_enable,
+        create=create,
+        append=append,
+        now_ms=now_ms,
+        leader=leader,
     )
     return DeadLetters(logs, port)

@@ -5,7 +5,8 @@ has its undeliverable records copied to that topic: a record the consumer
 REJECTs, or one released (RELEASE, its lock ending, its holder leaving) at
 the delivery-count limit, is ARCHIVING (:mod:`.partition`) until its *dead
 letter* is written here, then ARCHIVED. Sans-IO apart from reading the source
-log; the append to the DLQ topic goes through the broker's port.
+log; the append to the DLQ topic goes through the broker's port (one node)
+or the outbox (a cluster).
 
 Rules, as Kafka 4.4's ``ShareGroupDLQStateManager`` writes them (read from its
 classes and checked against a Kafka 4.4 node by
@@ -42,21 +43,29 @@ tests/brokerlite/test_differential_dead_letters.py):
 * Durability is the partition's: a dead letter is written after the
   ARCHIVING state is, and ARCHIVED is written after the dead letter, so a
   crash between the two writes it again after the restart (at least once).
+* Cluster mode (the port has ``leader``): the dead letters are produced to
+  the DLQ partition's leader (:mod:`.dead_letter_outbox`, which says how it
+  retries and when it gives up); a run goes once the share coordinator has
+  its ARCHIVING state (the write carrying it settled), and its records are
+  archived once the produce's outcome is known, written or given up. A DLQ
+  topic to create is asked of the cluster and written to once it appears.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from trafka.brokerlite.errors import BrokerError
 from trafka.codec.errors import TrafkaError
 from trafka.codec.records import decode_batch, encode_batch
 
+from .dead_letter_outbox import DeadLetterOutbox, LetterJob, inside, outside
 from .log_reads import read_into
 from .partition import ARCHIVING, Run, SharePartition
+from .persister import RemotePersister
 from .share_config import ShareConfig
 
 if TYPE_CHECKING:
@@ -106,8 +115,12 @@ class DeadLetterPort:
         create: creates a DLQ topic with :data:`AUTO_CREATED_CONFIGS` and the
             broker's defaults (raises BrokerError).
         append: appends one batch to a partition as the broker's own write,
-            waking its readers (raises BrokerError).
+            waking its readers (raises BrokerError); one node.
         now_ms: the wall clock's milliseconds (the dead letters' timestamps).
+        leader: cluster mode: the leader of a partition as this broker sees it
+            (None when none); the dead letters are then produced to it
+            (:mod:`.dead_letter_outbox`), and ``create`` only asks for the
+            topic (it appears later).
     """
 
     enabled: Callable[[], bool]
@@ -116,6 +129,7 @@ class DeadLetterPort:
     create: Callable[[str], None]
     append: Callable[[str, int, bytes], None]
     now_ms: Callable[[], int]
+    leader: Callable[[str, int], int | None] | None = None
 
 
 class DeadLetters:
@@ -123,13 +137,86 @@ class DeadLetters:
 
     Args:
         logs: the partition logs (the DLQ topics, the records copied).
-        port: the broker's side; None writes none (a cluster: ARCHIVING
-            records read from a share coordinator are archived).
+        port: the broker's side; None writes none (ARCHIVING records are archived).
     """
 
     def __init__(self, logs: LogManager, port: DeadLetterPort | None) -> None:
         self._logs = logs
         self._port = port
+        #: Cluster mode (the port has ``leader``): the writes on their way.
+        self.outbox: DeadLetterOutbox | None = None
+        if port is not None and port.leader is not None:
+            self.outbox = DeadLetterOutbox(logs, port.leader, self._topic_batches)
+            self.outbox.on_done = self._sent
+        #: Whether dead letters may be due now (the fetcher then writes at once).
+        self.due = False
+        self._partitions: Mapping[_SP, SharePartition] = {}
+        self._remote: RemotePersister | None = None
+        # Cluster mode: per share-partition, the newest of its state writes known
+        # written, and the ARCHIVING offsets (first, last) seen due while a write
+        # was on its way, with the newest ticket then (the write carrying them).
+        self._written_through: dict[_SP, int] = {}
+        self._seen: dict[_SP, list[tuple[int, int, int]]] = {}
+
+    def bind(
+        self, partitions: Mapping[_SP, SharePartition], remote: RemotePersister | None = None
+    ) -> None:
+        """Follow the fetcher's share-partitions (shared, not copied); those read
+        with ARCHIVING runs have their dead letters due. Cluster mode:
+        ``remote`` is the persister their state goes to."""
+        self._partitions = partitions
+        self._remote = remote
+        self.due = archiving(partitions)
+
+    def settled(self, key: _SP, tickets: Collection[int] = (), *, written: bool = True) -> None:
+        """Cluster mode: the state of ``key`` was written to (write ``tickets``), or
+        read from, its coordinator (unless not ``written``): its ARCHIVING runs'
+        dead letters may go now."""
+        if not written:
+            return
+        if tickets:
+            self._written_through[key] = max(self._written_through.get(key, 0), *tickets)
+        sp = self._partitions.get(key)
+        if sp is not None and archiving({key: sp}):
+            self.due = True
+
+    def idle(self, key: _SP) -> bool:
+        """Whether ``key`` may be forgotten: no ARCHIVING runs, no dead letters on
+        their way."""
+        sp = self._partitions.get(key)
+        busy = self.outbox is not None and self.outbox.busy(key)
+        return not busy and (sp is None or not archiving({key: sp}))
+
+    def _sent(self, job: LetterJob) -> None:
+        """Cluster mode: a write ended (written or given up): archive its records
+        (written at the fetcher's next tick), unless the share-partition was
+        forgotten meanwhile (its next reader writes them again)."""
+        if self._partitions.get(job.key) is job.sp:
+            job.sp.dead_letters_written(job.run.first, job.run.last)
+            self.due = True
+
+    def _durable(self, key: _SP, due: list[Run]) -> list[Run]:
+        """Cluster mode: the parts of ``due`` whose ARCHIVING state the coordinator
+        has: all of them when no write of ``key`` is on its way, else those first
+        seen due before a write that has been written since (the others are noted
+        with the newest write, which carries them)."""
+        assert self._remote is not None
+        if not self._remote.writing(key):
+            self._seen.pop(key, None)
+            return due
+        seen = self._seen.setdefault(key, [])
+        latest = self._remote.latest(key)
+        for run in due:
+            seen += [(p.first, p.last, latest) for p in outside(run, [s[:2] for s in seen])]
+        through = self._written_through.get(key, 0)
+        ready = [
+            part
+            for run in due
+            for first, last, ticket in seen
+            if ticket <= through and (part := inside(run, first, last)) is not None
+        ]
+        self._seen[key] = [s for s in seen if s[2] > through]
+        return ready
 
     def active(self, config: ShareConfig) -> bool:
         """Whether a group of ``config`` has a dead-letter queue now (its records
@@ -142,19 +229,64 @@ class DeadLetters:
         return sp
 
     def flush(
-        self, partitions: Mapping[_SP, SharePartition], config_for: Callable[[str], ShareConfig]
+        self,
+        partitions: Mapping[_SP, SharePartition],
+        config_for: Callable[[str], ShareConfig],
+        written: bool = True,
     ) -> bool:
-        """Write the dead letters due in ``partitions`` and archive their records,
-        written or given up; True when any share-partition changed."""
+        """After the fetcher's write (``written``: it succeeded; else nothing is
+        done), write the dead letters due in ``partitions`` and archive their
+        records, written or given up; True when any share-partition changed.
+        Cluster mode (:attr:`outbox`): the dead letters are queued to be
+        produced, and their records archived when the outbox says the write is
+        done, and a run's dead letters go only once the coordinator has its
+        ARCHIVING state (:meth:`_durable`)."""
+        self.due = False
+        if not written:
+            return False
         changed = False
-        for (group_id, topic, partition), sp in partitions.items():
+        for key, sp in partitions.items():
+            if self.outbox is not None and sp.dirty:
+                continue  # (its write failed: the ARCHIVING state is not written yet)
             due = sp.dead_letters_due()
-            config = config_for(group_id) if due else None
+            if due and self._remote is not None:
+                due = self._durable(key, due)
+            config = config_for(key[0]) if due else None
             for run in due:
                 assert config is not None
-                self.write(group_id, topic, partition, run, config)
-                changed |= sp.dead_letters_written(run.first, run.last)
+                if self.outbox is None:
+                    self.write(*key, run, config)
+                    changed |= sp.dead_letters_written(run.first, run.last)
+                    continue
+                for part in self.outbox.unsent(key, sp, run):
+                    job = self._job(key, sp, part, config)
+                    if job is None:  # (given up: archived at once)
+                        changed |= sp.dead_letters_written(part.first, part.last)
+                    else:
+                        self.outbox.add(job)
         return changed
+
+    def _job(self, key: _SP, sp: SharePartition, run: Run, config: ShareConfig) -> LetterJob | None:
+        """Cluster mode: the job writing ``run``'s dead letters, None when they are
+        given up (logged) by the rules checked here."""
+        group_id, topic, partition = key
+        name = config.dlq_topic
+        if self._port is None or not self.active(config):
+            return None
+        where = f"share group {group_id!r}, {topic}-{partition} offsets {run.first}-{run.last}"
+        why = self._refusal(name)
+        if why is not None:
+            log.error("%s: no dead letters written to %r: %s", where, name, why)
+            return None
+        try:
+            records = self._records(group_id, topic, partition, run, config.dlq_copy_record)
+        except (BrokerError, TrafkaError, OSError) as exc:
+            log.error("%s: no dead letters written to %r: %s", where, name, exc)
+            return None
+        return LetterJob(key=key, sp=sp, run=run, dlq_topic=name, records=records)
+
+    def _topic_batches(self, records: list[Any], topic: str) -> list[bytes]:
+        return _batches(records, self._logs.config(topic).message_max_bytes)
 
     def write(
         self, group_id: str, topic: str, partition: int, run: Run, config: ShareConfig
@@ -204,7 +336,7 @@ class DeadLetters:
                 self._port.create(name)
             except BrokerError as exc:
                 return f"creating it failed: {exc}"
-            log.info("created DLQ topic %r", name)
+            log.info("created DLQ topic %r", name)  # (cluster mode: asked to)
             return None
         if info.configs.get(DLQ_GROUP_ENABLE) != "true":
             return f"the topic's {DLQ_GROUP_ENABLE} is not true"

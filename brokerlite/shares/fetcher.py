@@ -113,13 +113,21 @@ Rules and invariants:
   partition with records from one fenced or forgotten (put back); the other
   partitions are answered as they are. The group coordinator is another broker's:
   assignments initialise nothing here.
-* Dead letters (KIP-1191, :mod:`.dead_letters`; one node). Before a
+* Dead letters (KIP-1191, :mod:`.dead_letters`). Before a
   share-partition acknowledges, releases or expires locks, it is told whether
   its group has a dead-letter queue now (:attr:`.SharePartition.dead_letters`);
   after each successful write, the dead letters of the ARCHIVING runs written
   are appended to the DLQ topic and those records archived, in a second
   write. ARCHIVING runs read from the journal at start are due at once
-  (:meth:`ShareFetcher.next_deadline` is then 0).
+  (:meth:`ShareFetcher.next_deadline` is then 0). Cluster mode: a run is due
+  once the coordinator has its ARCHIVING state (the write settled, or the
+  state was read so); its dead letters are produced to the DLQ partition's
+  leader (:mod:`.dead_letter_outbox`), and the records are archived when that
+  write is done or given up, then written at the next tick. A share-partition
+  with ARCHIVING records or dead letters on their way is not forgotten as
+  idle; one forgotten otherwise (leadership lost, group or topic deleted)
+  archives nothing when its write ends: its next leader reads the records as
+  ARCHIVING and writes their dead letters again (at least once).
 * Offsets admin (DescribeShareGroupOffsets, AlterShareGroupOffsets,
   DeleteShareGroupOffsets) works on the same share-partitions, with rules of
   its own (:mod:`.offsets_admin`); the journal is :mod:`.state_store`'s.
@@ -139,7 +147,7 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k78_share_fetch as _sf
 from trafka.codec.messages import k79_share_acknowledge as _sa
 
-from .dead_letters import DeadLetters, archiving
+from .dead_letters import DeadLetters
 from .log_reads import batch_spans, initial_offset, last_of, read_into
 from .offsets_admin import ShareOffsetInfo, ShareOffsetsAdmin
 from .partition import RENEW, AcquiredRange, SharePartition
@@ -260,7 +268,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         notify: called with ``(topic, partition)`` when records there become
             available again (to wake waiting fetches).
         leads: cluster mode: whether this broker leads a data partition.
-        dead_letters: writes share groups' dead letters (None: none, on a cluster).
+        dead_letters: writes share groups' dead letters (None: none).
     """
 
     def __init__(
@@ -306,7 +314,7 @@ class ShareFetcher(ShareOffsetsAdmin):
                 raise ShareStateError(f"{store.path}: share-partition {key}: {exc}") from exc
             self._partitions[key] = sp
             self._topic_ids[key] = str(data.get("topic_id", ""))
-        self._letters_due = archiving(self._partitions)  # (read, not written: module rules)
+        self._letters.bind(self._partitions, self._remote)
 
     # -- listener of the share-group coordinator ---------------------------------------------
 
@@ -390,6 +398,7 @@ class ShareFetcher(ShareOffsetsAdmin):
     def _written(self, key: SP, tickets: list[int], code: ErrorCode, now_ms: int) -> None:
         self._writes.settled(key, tickets, code, now_ms)
         self._deadline_stale = True
+        self._letters.settled(key, tickets, written=code == ErrorCode.NONE)
 
     def _state_lost(self, key: SP) -> None:
         self._drop([key])
@@ -554,8 +563,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         failed journal write, logged); cluster mode: then forget idle groups."""
         self._deadline_stale = True
         code = self._writes.write()
-        self._letters_due = False
-        if code == ErrorCode.NONE and self._letters.flush(self._partitions, self._config_for):
+        if self._letters.flush(self._partitions, self._config_for, code == ErrorCode.NONE):
             self._writes.write()  # (a failure leaves them dirty, for the next write)
         if self._remote is not None:
             self._forget_idle()
@@ -606,7 +614,7 @@ class ShareFetcher(ShareOffsetsAdmin):
     def next_deadline(self) -> int | None:
         """When :meth:`tick` next has a lock to expire (computed again only after a
         request or tick changed something: the broker asks after every request)."""
-        if self._letters_due:
+        if self._letters.due:
             return 0
         if self._deadline_stale:
             deadlines = [
@@ -695,9 +703,9 @@ class ShareFetcher(ShareOffsetsAdmin):
                     )
                 except (KeyError, TypeError, ValueError) as exc:
                     raise ShareStateError(f"share-partition {key}: {exc}") from exc
-                self._partitions[key] = sp
-                self._topic_ids[key] = topic_id
+                self._partitions[key], self._topic_ids[key] = sp, topic_id
                 self._deadline_stale = True
+                self._letters.settled(key)  # (ARCHIVING runs a leader before us left)
                 return sp
         sp = SharePartition(
             initial_offset(config.auto_offset_reset, plog, now_ms),
@@ -810,7 +818,7 @@ class ShareFetcher(ShareOffsetsAdmin):
         session here (written already; read again when needed), so the next
         member sees what the offsets admin changed while the group was empty."""
         active = {group for group, _member in self._sessions}
-        self._drop([k for k in self._partitions if k[0] not in active])
+        self._drop([k for k in self._partitions if k[0] not in active and self._letters.idle(k)])
 
     def _drop(self, keys: Iterable[SP]) -> None:
         """Forget share-partitions (read again, or initialised, when needed)."""

@@ -179,6 +179,7 @@ class RemotePersister:
         self._writes: dict[SP, _Write] = {}  # queued, not in flight
         self._writing: set[SP] = set()  # keys with a write in flight
         self._outstanding: set[int] = set()
+        self._latest: dict[SP, int] = {}  # the newest ticket of each key
         self._failed: dict[int, tuple[SP, ErrorCode]] = {}  # ticket -> its key, the error
         self._ticket = 0
         self._not_before: dict[SP, int] = {}  # a failed request's key: when to send again
@@ -249,10 +250,18 @@ class RemotePersister:
             since = queued.failing_since if queued is not None else None
             self._writes[key] = _Write(key, entry["topic_id"], epoch, snapshot, tickets, since)
             self._outstanding.add(self._ticket)
-            given[key] = self._ticket
+            given[key] = self._latest[key] = self._ticket
         if self._writes:
             self.on_ready()
         return given
+
+    def writing(self, key: SP) -> bool:
+        """Whether a write of ``key`` is queued or in flight."""
+        return key in self._writes or key in self._writing
+
+    def latest(self, key: SP) -> int:
+        """The newest ticket handed out for ``key`` (0: none)."""
+        return self._latest.get(key, 0)
 
     def retake(self, key: SP, snapshot: dict[str, Any]) -> None:
         """A snapshot of ``key`` still queued (not sent) is replaced by ``snapshot``

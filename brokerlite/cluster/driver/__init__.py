@@ -103,6 +103,7 @@ from ..zk_layout import (
 from .acl_sync import AclSync
 from .config_sync import ConfigSync
 from .controller_duties import Controller
+from .dead_letters import DeadLetterSender
 from .reading import ClusterReader
 from .share_state import ShareStateSender
 from .token_sync import TokenSync
@@ -377,6 +378,9 @@ class ClusterDriver:
             nursery.start_soon(MarkerSender(self.broker, self._kick).run)
             nursery.start_soon(VerificationSender(self.broker, self._kick).run)
             nursery.start_soon(ShareStateSender(self.broker, self._kick).run)
+            outbox = self.broker.dead_letter_outbox
+            if outbox is not None:
+                nursery.start_soon(DeadLetterSender(self.broker, outbox, self._kick).run)
             self._want_reading()
 
     async def controlled_shutdown(self) -> None:
