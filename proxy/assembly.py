@@ -34,7 +34,6 @@ from .keyrouting import KeyRouting
 from .principals import SaslPrincipals
 from .rewrite import BrokerAddresses, VirtualHostNames
 from .server import RunningProxy, serve_core
-from .sni import SniNames
 from .startup import discover_upstream
 
 __all__ = ["filter_chain", "proxy_in_thread", "serve_proxy"]
@@ -49,7 +48,7 @@ def filter_chain(config: ProxyConfig) -> tuple[Filter, ...]:
         ValueError: the principal credentials file cannot be read.
     """
     core = (SaslPrincipals.configured(config), BrokerAddresses())
-    names = SniNames.of(config)
+    names = config.sni_names()
     # Virtual hosts (.sni): after the user's filters (reloading maps them to
     # the chain's first), before key routing, whose answers name brokers too.
     users = config.filters

@@ -275,6 +275,12 @@ class ProxyConfig:
         if self.sni_virtual_hosts and not self.sni_domain:
             raise ValueError("sni_virtual_hosts needs sni_domain")
 
+    def sni_names(self) -> SniNames | None:
+        """The names the proxy serves over SNI (None without ``sni_domain``)."""
+        if not self.sni_domain:
+            return None
+        return SniNames(self.sni_domain, self.sni_port, virtual_hosts=self.sni_virtual_hosts)
+
     def node_port(self, node_id: int) -> int:
         """The port to serve broker ``node_id`` on (0: any free port).
 

@@ -105,7 +105,6 @@ if TYPE_CHECKING:
 
     from trafka.common.lograte import RateLimitedLog
 
-    from .config import ProxyConfig
     from .pool import UpstreamPool
     from .topics import Topics
 
@@ -360,10 +359,10 @@ class Filter:
         if settings:
             raise ValueError(f"{_name(self)} takes no settings")
 
-    def check_with(self, config: ProxyConfig) -> list[str]:
+    def check_with(self, config: Any) -> list[str]:
         """The problems of the filter's settings (once configured) given the
-        proxy's own (``config``: a filter that needs a proxy setting says so),
-        checked with the rest (``--check-config``, at start and on SIGHUP;
+        proxy's own (``config``, the :class:`~.config.ProxyConfig`: a filter
+        that needs a proxy setting says so), checked with the rest (``--check-config``, at start and on SIGHUP;
         :func:`~.assembly.serve_proxy` refuses to start with any). The
         default: none."""
         return []

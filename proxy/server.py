@@ -105,7 +105,6 @@ from .filters import (
 from .metrics import ProxyMetrics, ProxyStatistics
 from .mtls import ClientTls
 from .pool import UpstreamError, UpstreamPool
-from .sni import SniNames
 from .startup import brokers_named, discover_upstream, shared_listeners, upstream_reachable
 from .topics import Topics, metadata_request
 
@@ -149,7 +148,7 @@ class _Proxy:
         self.upstream_tls = config.upstream_ssl_context()
         # What clients (and failing accepts) can repeat at will: a line a minute each.
         self.quiet = RateLimitedLog(log, clock=trio.current_time)
-        self.sni = SniNames.of(config)
+        self.sni = config.sni_names()
         settings = (config.connect_timeout, config.ssl_principal_mapping_rules)
         self.tls = ClientTls.of(self.client_tls, settings, self.quiet, self.sni)
         # Shared by every client connection (pooled Produce, metadata refreshes).

@@ -39,10 +39,6 @@ import re
 import ssl
 from collections.abc import Container
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .config import ProxyConfig
 
 __all__ = [
     "BOOTSTRAP_LABEL",
@@ -111,13 +107,6 @@ class SniNames:
         self.port = advertised_port or 0  # the listener's, once bound (unless advertised)
         self.bootstrap = f"{BOOTSTRAP_LABEL}.{domain}"
         self.virtual_hosts = virtual_hosts
-
-    @classmethod
-    def of(cls, config: ProxyConfig) -> SniNames | None:
-        """The names ``config`` serves (None without ``sni_domain``)."""
-        if not config.sni_domain:
-            return None
-        return cls(config.sni_domain, config.sni_port, virtual_hosts=config.sni_virtual_hosts)
 
     def host_of(self, node_id: int, label: str | None = None) -> str:
         """The host name clients use for broker ``node_id`` (within ``label``)."""
