@@ -67,6 +67,10 @@ Rules:
   with another's so, which would tell one tenant of the other's topic.
   Prefixes are made of the characters of topic names (letters, digits,
   ``.``, ``_``, ``-``).
+* A tenant's ``producer_byte_rate`` and ``consumer_byte_rate`` bound what
+  all its connections produce and fetch, measured and throttled as Kafka's
+  broker does it (:mod:`.tenants_quotas`; the filter's
+  ``quota_window_num`` and ``quota_window_size_seconds``).
 * The settings are checked all at once and reloaded on SIGHUP (the next
   request of every connection follows the new tenants).
 """
@@ -102,6 +106,7 @@ from .tenants_apis import (
     regex_within,
     restore_ids,
 )
+from .tenants_quotas import QUOTA_SETTINGS, TenantQuotas, parse_rate, parse_windows
 
 if TYPE_CHECKING:
     from .config import ProxyConfig
@@ -111,8 +116,15 @@ __all__ = ["Tenant", "Tenants"]
 log = logging.getLogger("trafka.proxy")
 
 _PREFIX = re.compile(r"[A-Za-z0-9._-]+")
-_KNOWN = {"tenants"}
-_KNOWN_TENANT = {"name", "prefix", "principals", "hosts"}
+_KNOWN = {"tenants", *QUOTA_SETTINGS}
+_KNOWN_TENANT = {
+    "name",
+    "prefix",
+    "principals",
+    "hosts",
+    "producer_byte_rate",
+    "consumer_byte_rate",
+}
 _MAX_IDS = 100_000  # topic ids remembered (a cluster's topics)
 # ctx.notes keys
 _SWAPPED = "trafka.proxy.tenants:swapped"
@@ -134,6 +146,9 @@ class Tenant:
     prefix: str
     principals: tuple[str, ...]
     hosts: tuple[str, ...] = ()  # SNI virtual hosts' labels (lowercased)
+    # bytes per second, None: unlimited (.tenants_quotas)
+    producer_byte_rate: float | None = None
+    consumer_byte_rate: float | None = None
 
     def add(self, name: str) -> str:
         return self.prefix + name
@@ -169,7 +184,8 @@ def parse_tenants(
         extra = sorted(set(entry) - _KNOWN_TENANT)
         if extra:
             problems.append(
-                f"{where}: unknown setting {extra[0]!r} (name, prefix, principals, hosts)"
+                f"{where}: unknown setting {extra[0]!r} (name, prefix, principals, hosts, "
+                "producer_byte_rate, consumer_byte_rate)"
             )
         name, prefix = entry.get("name"), entry.get("prefix")
         principals, hosts = entry.get("principals", []), entry.get("hosts", [])
@@ -185,7 +201,12 @@ def parse_tenants(
             problems.append(f"{where}: a tenant needs principals, hosts (SNI labels) or both")
             continue
         tenant = Tenant(
-            str(name), prefix, tuple(str(p) for p in principals), _labels(hosts, where, problems)
+            str(name),
+            prefix,
+            tuple(str(p) for p in principals),
+            _labels(hosts, where, problems),
+            parse_rate(entry, "producer_byte_rate", where, problems),
+            parse_rate(entry, "consumer_byte_rate", where, problems),
         )
         for other in tenants:
             # Kafka refuses a topic whose name collides with another's once
@@ -241,13 +262,16 @@ class Tenants(Filter):
         self.topic_ids: dict[uuid.UUID, str] = {}
         # (tenant, outcome) -> requests; outcome: served, refused
         self.counted: dict[tuple[str, str], int] = {}
+        self.quotas = TenantQuotas()
 
     def configure(self, settings: Mapping[str, Any]) -> None:
         problems: list[str] = []
         by_principal, by_host = parse_tenants(settings, problems)
+        windows = parse_windows(settings, problems)
         if problems:
             raise ConfigError.of(problems)
         self.by_principal, self.by_host = by_principal, by_host
+        self.quotas.configure(windows)
         names = {t.name for t in (*by_principal.values(), *by_host.values())}
         log.info("tenants: %d tenants", len(names))
 
@@ -264,12 +288,20 @@ class Tenants(Filter):
 
     def request_frames(self, api_key: int, api_version: int) -> bool:
         # A version the codec does not read cannot be rewritten: refused as
-        # frames. Produce by name is rewritten on its bytes (.tenants_produce).
-        if api_key == ApiKey.PRODUCE and produce.FIRST <= api_version <= produce.LAST:
-            return decodable(api_key, api_version)
+        # frames. Produce by name is rewritten on its bytes (.tenants_produce),
+        # every version seen as frames: their size is what its quota counts.
+        if api_key == ApiKey.PRODUCE:
+            return True
         return api_key not in PASSING and not decodable(api_key, api_version)
 
     def on_request_frame(self, ctx: FilterContext, frame: bytes) -> Any:
+        if ctx.state and (wait := self.quotas.held(ctx)):
+            # The channel is muted (a quota's throttle): an awaitable, which the
+            # chain awaits as it awaits an async on_request.
+            return self.quotas.after(wait, self._request_frame, ctx, frame)
+        return self._request_frame(ctx, frame)
+
+    def _request_frame(self, ctx: FilterContext, frame: bytes) -> Any:
         if ctx.api_key != ApiKey.PRODUCE or not decodable(ctx.api_key, ctx.api_version):
             raise CloseConnection(
                 f"tenants: {_api_name(ctx.api_key)} v{ctx.api_version} cannot be served to a tenant"
@@ -279,12 +311,18 @@ class Tenants(Filter):
         ctx.notes[_TENANT] = tenant
         _, start = protocol.decode_request_header(frame)
         out = produce.prefixed(frame, start, ctx.api_version, tenant.prefix.encode())
-        if out is not None:
-            return out
-        header, body = protocol.decode_request(frame, allow_trailing=True)
-        return reframed(header, self._request(ctx, tenant, body))
+        if out is None:
+            header, body = protocol.decode_request(frame, allow_trailing=True)
+            out = reframed(header, self._request(ctx, tenant, body))
+        self.quotas.produced(ctx, tenant, out)
+        return out
 
     def on_request(self, ctx: FilterContext, body: Any) -> Any:
+        if ctx.state and (wait := self.quotas.held(ctx)):
+            return self.quotas.after(wait, self._on_request, ctx, body)  # muted: as above
+        return self._on_request(ctx, body)
+
+    def _on_request(self, ctx: FilterContext, body: Any) -> Any:
         key = ctx.api_key
         if key in PASSING:
             return body
@@ -294,6 +332,8 @@ class Tenants(Filter):
             return self._refuse(ctx, body)
         self._count(tenant, "served")
         ctx.notes[_TENANT] = tenant
+        if key in _RECORDS:
+            body = self.quotas.capped(tenant, body)
         return self._request(ctx, tenant, body)
 
     def _tenant(self, ctx: FilterContext) -> Tenant:
@@ -372,8 +412,11 @@ class Tenants(Filter):
 
     def on_response_frame(self, ctx: FilterContext, frame: bytes) -> bytes:
         tenant = ctx.notes.get(_TENANT)
+        if tenant is None:
+            return frame
+        frame = self.quotas.fetched(ctx, tenant, frame)
         by_id = ctx.api_key == ApiKey.SHARE_FETCH or ctx.api_version >= 13
-        if tenant is None or (by_id and _SWAPPED not in ctx.notes):
+        if by_id and _SWAPPED not in ctx.notes:
             return frame
         key, version = ctx.api_key, ctx.api_version
         _, body = protocol.decode_response(frame, key, version)
@@ -389,6 +432,8 @@ class Tenants(Filter):
         tenant = ctx.notes.get(_TENANT)
         if tenant is None:
             return body
+        if key == ApiKey.PRODUCE:
+            body = self.quotas.answered(ctx, body)
         return self._answer(ctx, tenant, body)
 
     def _answer(self, ctx: FilterContext, tenant: Tenant, body: Any) -> Any:
@@ -431,7 +476,9 @@ class Tenants(Filter):
         self.counted[key] = self.counted.get(key, 0) + 1
 
     def statistics(self) -> dict[str, Any]:
-        return {"tenants": self.counted}
+        quotas = self.quotas
+        return {"tenants": self.counted, "tenant_quotas": {
+            "bytes": quotas.bytes, "throttled_ms": quotas.throttled_ms}}  # fmt: skip
 
     def samples(self) -> Iterable[Sample]:
         for (tenant, outcome), count in sorted(self.counted.items()):
@@ -441,6 +488,7 @@ class Tenants(Filter):
                 (("tenant", tenant), ("outcome", outcome)),
                 count,
             )
+        yield from self.quotas.samples()
 
 
 def _group_data_request(ctx: FilterContext, tenant: Tenant, body: Any) -> Any:
