@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -250,3 +251,38 @@ def test_a_tenant_over_its_consumer_byte_rate_is_told_to_wait_and_reads_everythi
     assert seen[_throttled("trafka_proxy_tenant_quota_bytes_total", "initech", "fetch")] > sum(
         map(len, values)
     )
+
+
+def test_the_docs_example_is_a_valid_configuration(tmp_path: Path) -> None:
+    """docs/proxy.md's "Quotas per tenant" example, as written (its
+    credentials file made here), passes --check-config and means what its
+    comments say; a rate that is not a positive number is named."""
+    from click.testing import CliRunner
+
+    from trafka.proxy.cli import command
+    from trafka.proxy.quota_rate import Windows
+    from trafka.proxy.reload import load
+    from trafka.proxy.settings import Sources
+
+    docs = (Path(__file__).parents[2] / "docs" / "proxy.md").read_text()
+    section = docs.split("### Quotas per tenant", 1)[1]
+    example = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    credentials = tmp_path / "principals.json"
+    credentials.write_text(json.dumps({
+        f"User:{user}": {"mechanism": "PLAIN", "username": user, "password": password}
+        for user, password in USERS.items()
+    }))  # fmt: skip
+    toml = tmp_path / "proxy.toml"
+    toml.write_text(example.replace("/etc/trafka/principals.json", str(credentials)))
+    result = CliRunner().invoke(command, ["--config", str(toml), "--check-config"])
+    assert result.exit_code == 0, result.output
+    tenants = load(Sources({}, {}, str(toml))).config.filters[0]
+    assert isinstance(tenants, Tenants)
+    assert tenants.quotas.windows == Windows(11, 1000)
+    acme, globex = tenants.by_principal["User:alice"], tenants.by_principal["User:bob"]
+    assert (acme.producer_byte_rate, acme.consumer_byte_rate) == (1048576, 5242880)
+    assert (globex.producer_byte_rate, globex.consumer_byte_rate) == (None, None)
+    toml.write_text(toml.read_text().replace("1048576", "-1"))
+    result = CliRunner().invoke(command, ["--config", str(toml), "--check-config"])
+    assert result.exit_code == 1
+    assert "tenants[0]: producer_byte_rate -1 must be a positive number" in result.output
