@@ -15,6 +15,7 @@ waits out, are short.
 from __future__ import annotations
 
 import json
+import logging
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -261,7 +262,7 @@ def test_the_docs_example_is_a_valid_configuration(tmp_path: Path) -> None:
 
     from trafka.proxy.cli import command
     from trafka.proxy.quota_rate import Windows
-    from trafka.proxy.reload import load
+    from trafka.proxy.reload import Reloader, load
     from trafka.proxy.settings import Sources
 
     docs = (Path(__file__).parents[2] / "docs" / "proxy.md").read_text()
@@ -282,7 +283,25 @@ def test_the_docs_example_is_a_valid_configuration(tmp_path: Path) -> None:
     acme, globex = tenants.by_principal["User:alice"], tenants.by_principal["User:bob"]
     assert (acme.producer_byte_rate, acme.consumer_byte_rate) == (1048576, 5242880)
     assert (globex.producer_byte_rate, globex.consumer_byte_rate) == (None, None)
-    toml.write_text(toml.read_text().replace("1048576", "-1"))
-    result = CliRunner().invoke(command, ["--config", str(toml), "--check-config"])
-    assert result.exit_code == 1
-    assert "tenants[0]: producer_byte_rate -1 must be a positive number" in result.output
+    # SIGHUP (in process): the running filter takes the new rate, its measure kept.
+    tenants.quotas.count("acme", "produce", 5000, acme.producer_byte_rate)
+    measured = tenants.quotas.rates[("acme", "produce")]
+    sources = Sources(path=str(toml))
+    reloader = Reloader(sources, load(sources).values, (tenants,), None)
+    original = toml.read_text()
+    toml.write_text(original.replace("1048576", "2097152"))
+    root = logging.getLogger()
+    level = root.level
+    try:
+        assert reloader.reload()
+        assert tenants.by_principal["User:alice"].producer_byte_rate == 2097152
+        assert tenants.quotas.rates[("acme", "produce")] is measured
+        # Refused whole (--check-config names it), the old rate kept.
+        toml.write_text(original.replace("1048576", "-1"))
+        result = CliRunner().invoke(command, ["--config", str(toml), "--check-config"])
+        assert result.exit_code == 1
+        assert "tenants[0]: producer_byte_rate -1 must be a positive number" in result.output
+        assert not reloader.reload()
+        assert tenants.by_principal["User:alice"].producer_byte_rate == 2097152
+    finally:
+        root.setLevel(level)  # the reload sets the process's log level
