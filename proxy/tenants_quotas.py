@@ -43,6 +43,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -234,9 +235,12 @@ class TenantQuotas:
 
 def _body_start(frame: bytes, key: int, version: int) -> int:
     """Where an answer's body starts (past its header's correlation id and tags)."""
-    if protocol.api(key).response_header_version(version) >= 1:
-        return skip_tags(frame, 4)
-    return 4
+    return skip_tags(frame, 4) if _tagged_header(key, version) else 4
+
+
+@cache
+def _tagged_header(key: int, version: int) -> bool:
+    return protocol.api(key).response_header_version(version) >= 1
 
 
 def _with_throttle(frame: bytes, start: int, throttle: int) -> bytes:
