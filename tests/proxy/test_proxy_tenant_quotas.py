@@ -172,7 +172,8 @@ def test_a_tenant_over_its_producer_byte_rate_is_told_to_wait_and_loses_nothing(
     proxy: RunningProxy,
 ) -> None:
     """acme (producer_byte_rate 100 B/s) produces a few hundred bytes at once:
-    its Produce answer says throttle_time_ms > 0 (librdkafka's throttle_cb),
+    its Produce answers say throttle_time_ms > 0 (librdkafka's throttle_cb,
+    then trafka's SDK's on a connection of its own: the rate is the tenant's),
     every record arrives once; globex, with no quota, is never told to wait
     (its bytes are counted all the same)."""
     topic = fresh("quota")
@@ -182,6 +183,17 @@ def test_a_tenant_over_its_producer_byte_rate_is_told_to_wait_and_loses_nothing(
     events = _produce_librdkafka(proxy, "alice", topic, values)
     throttles = [e.throttle_time for e in events if e.throttle_time > 0]
     assert throttles, events
+    # trafka's SDK, on a connection of its own: the tenant's rate is shared.
+    sdk_events: list[Any] = []
+
+    async def sdk_send() -> None:
+        with anyio.fail_after(30):
+            async with open_producer(**_sdk(proxy, "alice"), throttle_cb=sdk_events.append) as p:
+                await p.send_and_wait(topic, b"acme-sdk-" + b"z" * 200)
+
+    anyio.run(sdk_send, backend="trio")
+    assert [e for e in sdk_events if e.throttle_time > 0], sdk_events
+    values.append(b"acme-sdk-" + b"z" * 200)
     assert _read_sdk(proxy, "alice", topic, len(values)) == values
     free = _produce_librdkafka(proxy, "bob", topic, [b"globex"] * 12)
     assert [e for e in free if e.throttle_time > 0] == []
