@@ -329,3 +329,81 @@ def test_every_client_in_every_mode_as_a_tenant_on_kafka(
     ids = anyio.run(transactional_ids, backend="trio")
     mine = {f"{tag}-java", f"{tag}-sdk", f"{tag}-ck"}
     assert {f"acme.{t}" for t in mine} <= ids and not mine & ids
+
+
+def test_quotas_per_tenant_on_kafka(kafka4: KafkaCluster, pki: dict[str, str]) -> None:
+    """Quotas per tenant in front of Apache Kafka 4.4 (docs/proxy.md, "Quotas
+    per tenant"; Kafka's design docs, "Quotas"; KIP-219): acme (100 B/s each
+    way) is told throttle_time_ms > 0 on its Produce and Fetch answers
+    (confluent-kafka's throttle_cb) and every record arrives, and is read,
+    once and in order; globex, no quota, is never told to wait (Kafka itself
+    throttles no one here: the answers' throttle times are the proxy's)."""
+    tenants = Tenants()
+    tenants.configure(
+        {
+            "tenants": [
+                {**TENANTS["tenants"][0], "producer_byte_rate": 100, "consumer_byte_rate": 100},
+                TENANTS["tenants"][1],
+            ],
+            "quota_window_num": 2,
+            "quota_window_size_seconds": 1,
+        }
+    )
+    topic = fresh("quota")
+    values = [f"{i:03}-{'q' * 40}".encode() for i in range(12)]
+    told: dict[str, list[float]] = {}
+    with proxy_in_thread(
+        upstream=(kafka4.bootstrap_servers,),
+        port=0,
+        ssl_certfile=pki["proxy"],
+        ssl_cafile=pki["ca"],
+        ssl_client_auth="required",
+        ssl_principal_mapping_rules=RULES,
+        filters=(tenants,),
+        route_keys="none",
+    ) as px:
+        for user in ("alice", "bob"):
+
+            async def make(user: str = user) -> None:
+                with anyio.fail_after(60):
+                    async with open_admin(**sdk(px, pki, user)) as admin:
+                        await admin.create_topics([NewTopic(topic, 1, 1)])
+
+            anyio.run(make, backend="trio")
+            events: list[Any] = []
+            producer = confluent_kafka.Producer(
+                librdkafka(px, pki, user, **{"linger.ms": 5, "throttle_cb": events.append})
+            )
+            for v in values:
+                producer.produce(topic, v)
+            assert producer.flush(60) == 0
+            for _ in range(150 if user == "alice" else 0):  # 30 s at most
+                if [e for e in events if e.throttle_time > 0]:
+                    break
+                producer.poll(0.2)
+            consumer = confluent_kafka.Consumer(
+                librdkafka(px, pki, user, **{"group.id": fresh("g"), "throttle_cb": events.append,
+                                             "enable.auto.commit": False})
+            )  # fmt: skip
+            try:
+                consumer.assign(
+                    [confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)]
+                )
+                got: list[bytes] = []
+                while len(got) < len(values):
+                    message = consumer.poll(1)
+                    if message is not None and not message.error():
+                        got.append(message.value())
+                assert got == values
+                for _ in range(150 if user == "alice" else 0):  # 30 s at most
+                    if len([e for e in events if e.throttle_time > 0]) >= 2:
+                        break
+                    assert consumer.poll(0.2) is None
+            finally:
+                consumer.close()
+            producer.poll(0)
+            told[user] = [e.throttle_time for e in events if e.throttle_time > 0]
+        counted = tenants.quotas.throttled_ms
+    assert len(told["alice"]) >= 2 and told["bob"] == []
+    assert counted[("acme", "produce")] > 0 and counted[("acme", "fetch")] > 0
+    assert not [k for k in counted if k[0] == "globex"]
