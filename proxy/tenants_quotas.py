@@ -21,9 +21,11 @@ Rules:
   a reload starts from the rate measured).
 * An answer carries ``throttle_time_ms`` = max(the broker's, the tenant's)
   and goes to the client at once (KIP-219). The connection's next request is
-  then held until that time has passed since the throttle was computed, as
-  Kafka mutes the channel: a client that ignores the field is bounded so. A
-  Produce with acks=0 gets no answer; its connection is held all the same.
+  then held until that time has passed since the answer went (a Fetch's is
+  computed on its answer; a Produce's on its request, and muted from then
+  too), as Kafka mutes the channel: a client that ignores the field is
+  bounded so. A Produce with acks=0 gets no answer; its connection is held
+  all the same, from its request.
 * Unlike Kafka's broker, the proxy passes a throttled Fetch's records on
   (Kafka answers a throttled Fetch empty and takes its bytes back off the
   rate): the broker has read them already, and a share group's records are
@@ -207,7 +209,12 @@ class TenantQuotas:
     def answered(self, ctx: FilterContext, body: Any) -> Any:
         """A decoded answer (Produce's) with the tenant's throttle time, if larger."""
         throttle = ctx.notes.get(THROTTLE)
-        if throttle and throttle > body.throttle_time_ms:
+        if not throttle:
+            return body
+        # Muted from the answer on, as Kafka mutes a channel once its answer
+        # is sent (it was muted from the request on too: acks=0 has no answer).
+        self.mute(ctx, throttle)
+        if throttle > body.throttle_time_ms:
             return replace(body, throttle_time_ms=throttle)
         return body
 

@@ -174,6 +174,8 @@ def test_a_tenant_is_measured_across_its_connections_and_muted_per_connection() 
     expected = throttle_ms(rate, 100.0, 1000)
     assert expected > 0 and ctx2.notes["trafka.proxy.tenants:throttle"] == expected
     assert MUTED in two and MUTED not in one
+    assert tenants.quotas.held(ctx2) == pytest.approx(expected / 1000)  # muted from the request
+    clock.now += 0.005  # the broker answers 5 ms later: muted from the answer on
     answer = pm.ProduceResponse(responses=[], throttle_time_ms=0)
     assert tenants.on_response(ctx2, answer).throttle_time_ms == expected
     broker_said = pm.ProduceResponse(responses=[], throttle_time_ms=expected + 5)
