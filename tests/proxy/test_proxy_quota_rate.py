@@ -278,6 +278,14 @@ def test_fetch_answers_are_counted_as_kafka_sizes_them_and_say_the_throttle() ->
     tenants.on_request(ctx, request)
     out = tenants.on_response_frame(ctx, _fetch_answer(10, throttle=10**6))
     assert protocol.decode_response(out, ApiKey.FETCH, 16)[1].throttle_time_ms == 10**6
+    # ShareFetch (KIP-932): counted and told alike.
+    from trafka.codec.messages import k78_share_fetch as sf
+
+    ctx = _ctx(ApiKey.SHARE_FETCH, 1, "User:alice", {})
+    shared = sf.ShareFetchResponse(throttle_time_ms=0, error_code=0, responses=[])
+    frame = protocol.encode_response(7, ApiKey.SHARE_FETCH, 1, shared)[4:]
+    out = tenants.quotas.fetched(ctx, tenants.by_principal["User:alice"], frame)
+    assert protocol.decode_response(out, ApiKey.SHARE_FETCH, 1)[1].throttle_time_ms > 0
     # globex (no quota): the request is not capped.
     ctx = _ctx(ApiKey.FETCH, 16, "User:bob", {})
     assert tenants.on_request(ctx, request).max_bytes == 50 * 1024 * 1024
