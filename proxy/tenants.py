@@ -314,7 +314,7 @@ class Tenants(Filter):
         if out is None:
             header, body = protocol.decode_request(frame, allow_trailing=True)
             out = reframed(header, self._request(ctx, tenant, body))
-        self.quotas.produced(ctx, tenant, out)
+        self.quotas.produced(ctx, tenant.name, tenant.producer_byte_rate, out)
         return out
 
     def on_request(self, ctx: FilterContext, body: Any) -> Any:
@@ -333,7 +333,7 @@ class Tenants(Filter):
         self._count(tenant, "served")
         ctx.notes[_TENANT] = tenant
         if key in _RECORDS:
-            body = self.quotas.capped(tenant, body)
+            body = self.quotas.capped(tenant.consumer_byte_rate, body)
         return self._request(ctx, tenant, body)
 
     def _tenant(self, ctx: FilterContext) -> Tenant:
@@ -414,7 +414,7 @@ class Tenants(Filter):
         tenant = ctx.notes.get(_TENANT)
         if tenant is None:
             return frame
-        frame = self.quotas.fetched(ctx, tenant, frame)
+        frame = self.quotas.fetched(ctx, tenant.name, tenant.consumer_byte_rate, frame)
         by_id = ctx.api_key == ApiKey.SHARE_FETCH or ctx.api_version >= 13
         if by_id and _SWAPPED not in ctx.notes:
             return frame

@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
@@ -55,9 +55,6 @@ from trafka.codec.frame_walk import skip_tags
 
 from .filters import FilterContext, Sample
 from .quota_rate import Rate, Windows
-
-if TYPE_CHECKING:
-    from .tenants import Tenant
 
 __all__ = ["MUTED", "QUOTA_SETTINGS", "TenantQuotas", "parse_rate", "parse_windows"]
 
@@ -174,17 +171,17 @@ class TenantQuotas:
 
     # -- the APIs counted ----------------------------------------------------------------
 
-    def produced(self, ctx: FilterContext, tenant: Tenant, frame: bytes) -> None:
-        """A tenant's Produce request, as it goes to the broker."""
-        throttle = self.count(tenant.name, PRODUCE, len(frame), tenant.producer_byte_rate)
+    def produced(self, ctx: FilterContext, tenant: str, bound: float | None, frame: bytes) -> None:
+        """A Produce request of ``tenant`` (its ``producer_byte_rate``: ``bound``),
+        as it goes to the broker."""
+        throttle = self.count(tenant, PRODUCE, len(frame), bound)
         if throttle:
             ctx.notes[THROTTLE] = throttle
             self.mute(ctx, throttle)
 
-    def capped(self, tenant: Tenant, body: Any) -> Any:
+    def capped(self, bound: float | None, body: Any) -> Any:
         """A Fetch or ShareFetch request asking no more than the tenant's quota
-        lets it have at once (see the rules)."""
-        bound = tenant.consumer_byte_rate
+        (its ``consumer_byte_rate``: ``bound``) lets it have at once (see the rules)."""
         if bound is None:
             return body
         cap = max(self.windows.fetch_cap(bound), 1)
@@ -193,12 +190,13 @@ class TenantQuotas:
         most = min(body.max_bytes, cap)
         return replace(body, max_bytes=most, min_bytes=min(body.min_bytes, most))
 
-    def fetched(self, ctx: FilterContext, tenant: Tenant, frame: bytes) -> bytes:
-        """A Fetch or ShareFetch answer from the broker (its frame): counted,
-        and its throttle time raised to the tenant's when that is larger."""
+    def fetched(self, ctx: FilterContext, tenant: str, bound: float | None, frame: bytes) -> bytes:
+        """A Fetch or ShareFetch answer from the broker (its frame) to ``tenant``
+        (its ``consumer_byte_rate``: ``bound``): counted, and its throttle time
+        raised to the tenant's when that is larger."""
         key, version = ctx.api_key, ctx.api_version
         start = _body_start(frame, key, version)
-        throttle = self.count(tenant.name, FETCH, len(frame) - start + 4, tenant.consumer_byte_rate)
+        throttle = self.count(tenant, FETCH, len(frame) - start + 4, bound)
         if not throttle:
             return frame
         self.mute(ctx, throttle)

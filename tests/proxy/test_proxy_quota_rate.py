@@ -284,7 +284,8 @@ def test_fetch_answers_are_counted_as_kafka_sizes_them_and_say_the_throttle() ->
     ctx = _ctx(ApiKey.SHARE_FETCH, 1, "User:alice", {})
     shared = sf.ShareFetchResponse(throttle_time_ms=0, error_code=0, responses=[])
     frame = protocol.encode_response(7, ApiKey.SHARE_FETCH, 1, shared)[4:]
-    out = tenants.quotas.fetched(ctx, tenants.by_principal["User:alice"], frame)
+    alice = tenants.by_principal["User:alice"]
+    out = tenants.quotas.fetched(ctx, alice.name, alice.consumer_byte_rate, frame)
     assert protocol.decode_response(out, ApiKey.SHARE_FETCH, 1)[1].throttle_time_ms > 0
     # globex (no quota): the request is not capped.
     ctx = _ctx(ApiKey.FETCH, 16, "User:bob", {})
