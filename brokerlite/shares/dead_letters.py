@@ -269,7 +269,16 @@ class DeadLetters:
     def _job(self, key: _SP, sp: SharePartition, run: Run, config: ShareConfig) -> LetterJob | None:
         """Cluster mode: the job writing ``run``'s dead letters, None when they are
         given up (logged) by the rules checked here."""
-        group_id, topic, partition = key
+        letters = self._letters(*key, run, config)
+        if letters is None:
+            return None
+        return LetterJob(key=key, sp=sp, run=run, dlq_topic=config.dlq_topic, records=letters[1])
+
+    def _letters(
+        self, group_id: str, topic: str, partition: int, run: Run, config: ShareConfig
+    ) -> tuple[str, list[Any]] | None:
+        """Where ``run`` is (for logs) and its dead letters' records, or None
+        when they are given up (logged) by the rules checked here."""
         name = config.dlq_topic
         if self._port is None or not self.active(config):
             return None
@@ -283,7 +292,7 @@ class DeadLetters:
         except (BrokerError, TrafkaError, OSError) as exc:
             log.error("%s: no dead letters written to %r: %s", where, name, exc)
             return None
-        return LetterJob(key=key, sp=sp, run=run, dlq_topic=name, records=records)
+        return where, records
 
     def _topic_batches(self, records: list[Any], topic: str) -> list[bytes]:
         return _batches(records, self._logs.config(topic).message_max_bytes)
@@ -293,21 +302,17 @@ class DeadLetters:
     ) -> bool:
         """Write the dead letters of ``run`` (ARCHIVING offsets of ``topic``-``partition``
         in ``group_id``); True when written, False when given up (logged)."""
+        letters = self._letters(group_id, topic, partition, run, config)
+        if letters is None:
+            return False
+        where, records = letters
         name = config.dlq_topic
-        if self._port is None or not self.active(config):
-            return False
-        where = f"share group {group_id!r}, {topic}-{partition} offsets {run.first}-{run.last}"
-        why = self._refusal(name)
-        if why is not None:
-            log.error("%s: no dead letters written to %r: %s", where, name, why)
-            return False
         info = self._logs.topic(name)
-        if info is None or not info.num_partitions:
+        if self._port is None or info is None or not info.num_partitions:
             log.error("%s: no dead letters written: DLQ topic %r has no partitions", where, name)
             return False
         written = True
         try:
-            records = self._records(group_id, topic, partition, run, config.dlq_copy_record)
             batches = _batches(records, self._logs.config(name).message_max_bytes)
         except (BrokerError, TrafkaError, OSError) as exc:
             log.error("%s: no dead letters written to %r: %s", where, name, exc)
