@@ -433,12 +433,7 @@ class SharePartition:
             else:
                 plan.extend(_ranges_of(low, types[low - first :]))
         for first, last, ack in plan:
-            self._split(first)
-            self._split(last + 1)
-            i = self._index(first)
-            while i < len(self._runs) and self._runs[i].first <= last:
-                run = self._runs[i]
-                i += 1
+            for run in self._runs_in(first, last):
                 if ack == RENEW:
                     run.deadline_ms = renew_until_ms or run.deadline_ms
                     continue
@@ -498,14 +493,9 @@ class SharePartition:
         lock ``deadline_ms``) that never reached ``member_id`` (see the module rules).
         Offsets no longer held under that acquisition are left alone. True when any
         offset was put back."""
-        self._split(first)
-        self._split(last + 1)
         changed = False
-        i = max(bisect.bisect_right(self._firsts, first) - 1, 0)
-        while i < len(self._runs) and self._runs[i].first <= last:
-            run = self._runs[i]
-            i += 1
-            if run.last < first or run.state != ACQUIRED or run.member_id != member_id:
+        for run in self._runs_in(first, last):
+            if run.state != ACQUIRED or run.member_id != member_id:
                 continue
             if run.delivery_count != delivery_count or run.deadline_ms != deadline_ms:
                 continue
@@ -568,14 +558,9 @@ class SharePartition:
     def dead_letters_written(self, first: int, last: int) -> bool:
         """Archive the ARCHIVING offsets of ``first..last``, their dead letters
         written (or given up); True when any was."""
-        self._split(first)
-        self._split(last + 1)
         changed = False
-        i = max(bisect.bisect_right(self._firsts, first) - 1, 0)
-        while i < len(self._runs) and self._runs[i].first <= last:
-            run = self._runs[i]
-            i += 1
-            if run.last >= first and run.state == ARCHIVING and run.undo is None:
+        for run in self._runs_in(first, last):
+            if run.state == ARCHIVING and run.undo is None:
                 self._finish(run, ARCHIVED)
                 changed = True
         if changed:
@@ -647,6 +632,19 @@ class SharePartition:
         if not self._runs or offset < self._start or offset >= self.end_offset:
             return -1
         return bisect.bisect_right(self._firsts, offset) - 1
+
+    def _runs_in(self, first: int, last: int) -> list[Run]:
+        """The runs holding offsets of ``first..last``, split first so that
+        none reaches outside it (a list: the caller changes their states)."""
+        self._split(first)
+        self._split(last + 1)
+        i = max(bisect.bisect_right(self._firsts, first) - 1, 0)
+        found = []
+        while i < len(self._runs) and self._runs[i].first <= last:
+            if self._runs[i].last >= first:
+                found.append(self._runs[i])
+            i += 1
+        return found
 
     def _split(self, offset: int) -> None:
         """Make a run start at ``offset`` when ``offset`` falls inside one."""
