@@ -441,6 +441,9 @@ def test_streams_groups_in_each_tenants_namespace_on_kafka(
     prefix; StreamsGroupDescribe through the proxy shows the tenant's names;
     the other tenant naming the group (as it is named, or as Kafka holds it)
     finds none; ListGroups shows it to its tenant only; DeleteGroups deletes it."""
+    from trafka.codec.messages import k08_offset_commit as oc_m
+    from trafka.codec.messages import k09_offset_fetch as of_m
+    from trafka.codec.messages import k15_describe_groups as dgs_m
     from trafka.codec.messages import k16_list_groups as lg
     from trafka.codec.messages import k42_delete_groups as dg
     from trafka.codec.messages import k88_streams_group_heartbeat as sgh
@@ -481,6 +484,29 @@ def test_streams_groups_in_each_tenants_namespace_on_kafka(
         assert [m.member_id for m in shown.members] == [member]
         listed = call(sock, ApiKey.LIST_GROUPS, 5, lg.ListGroupsRequest(types_filter=["streams"]))
         assert group in {g.group_id for g in listed.groups}
+        # A streams member commits as a KIP-848 one does (its member epoch),
+        # and its group's offsets are fetched by the tenant's names.
+        oc = oc_m.OffsetCommitRequest
+        committed = call(sock, ApiKey.OFFSET_COMMIT, 9, oc(
+            group_id=group, generation_id_or_member_epoch=joined.member_epoch, member_id=member,
+            topics=[oc.OffsetCommitRequestTopic(name=topic, partitions=[
+                oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=0)])],
+        ))  # fmt: skip
+        assert [(t.name, [p.error_code for p in t.partitions]) for t in committed.topics] == [
+            (topic, [0])
+        ], committed
+        of = of_m.OffsetFetchRequest
+        fetched = call(sock, ApiKey.OFFSET_FETCH, 9,
+                       of(groups=[of.OffsetFetchRequestGroup(group_id=group, topics=None)]))  # fmt: skip
+        (offsets,) = fetched.groups
+        assert offsets.group_id == group and offsets.error_code == 0, offsets
+        assert [(t.name, [p.committed_offset for p in t.partitions]) for t in offsets.topics] == [
+            (topic, [0])
+        ]
+        # DescribeGroups (the classic API) of it: answered by its own name.
+        dgs = call(sock, ApiKey.DESCRIBE_GROUPS, 5, dgs_m.DescribeGroupsRequest(groups=[group]))
+        assert [g.group_id for g in dgs.groups] == [group], dgs
+        assert "acme." not in repr(dgs), dgs
         assert not [g for g in listed.groups if g.group_id.startswith(("acme.", "globex."))]
     # Kafka holds it under alice's prefix, with her topology's names.
     host, port = kafka4.bootstrap_servers.rsplit(":", 1)
