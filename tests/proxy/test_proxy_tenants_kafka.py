@@ -547,3 +547,52 @@ def test_streams_groups_in_each_tenants_namespace_on_kafka(
         assert [(r.group_id, r.error_code) for r in deleted.results] == [(group, 0)]
         (gone,) = call(sock, ApiKey.STREAMS_GROUP_DESCRIBE, 1, describe).groups
         assert gone.error_code == ErrorCode.GROUP_ID_NOT_FOUND, gone
+
+
+def test_streams_topology_descriptions_on_kafka(shared: RunningProxy, pki: dict[str, str]) -> None:
+    """KIP-1331: a streams member's topology description
+    (StreamsGroupTopologyDescriptionUpdate, its topics rewritten as
+    tests/proxy/test_proxy_tenants_streams.py checks) is served to a tenant,
+    not refused: it reaches Kafka 4.4, which without a topology description
+    plugin configured answers it UNSUPPORTED_VERSION, its message its own;
+    StreamsGroupDescribe v1 asking for the description shows none then."""
+    from trafka.codec.messages import k88_streams_group_heartbeat as sgh
+    from trafka.codec.messages import k89_streams_group_describe as sgd
+    from trafka.codec.messages import k93_streams_group_topology_description_update as sgu
+
+    topic, out, group = fresh("streams-src"), fresh("streams-out"), fresh("app")
+
+    async def make_topic() -> None:
+        with anyio.fail_after(60):
+            async with open_admin(**sdk(shared, pki, "alice")) as admin:
+                await admin.create_topics([NewTopic(topic, 1, 1), NewTopic(out, 1, 1)])
+                await admin.describe_groups([group])
+
+    anyio.run(make_topic, backend="trio")
+    h, u = sgh.StreamsGroupHeartbeatRequest, sgu.StreamsGroupTopologyDescriptionUpdateRequest
+    member = str(uuid.uuid4())
+    topology = h.Topology(epoch=0, subtopologies=[h.Subtopology(subtopology_id="0",
+                                                                source_topics=[topic])])  # fmt: skip
+    described = u.TopologyDescription(subtopologies=[u.TopologyDescriptionSubtopology(
+        subtopology_id="0", nodes=[
+            u.TopologyDescriptionNode(name="KSTREAM-SOURCE-0000000000", node_type=1,
+                                      source_topics=[topic], successors=["KSTREAM-SINK-0000000001"]),
+            u.TopologyDescriptionNode(name="KSTREAM-SINK-0000000001", node_type=3, sink_topic=out),
+        ])])  # fmt: skip
+    asked = sgd.StreamsGroupDescribeRequest(group_ids=[group], include_topology_description=True)
+    with _at_coordinator(shared, pki, "alice", group) as sock:
+        joined = call(sock, ApiKey.STREAMS_GROUP_HEARTBEAT, 1, h(
+            group_id=group, member_id=member, member_epoch=0, rebalance_timeout_ms=30_000,
+            process_id=str(uuid.uuid4()), topology=topology, active_tasks=[], standby_tasks=[],
+            warmup_tasks=[]))  # fmt: skip
+        assert joined.error_code == 0, joined
+        updated = call(sock, ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE, 0, u(
+            group_id=group, member_id=member, topology_epoch=0,
+            topology_description=described))  # fmt: skip
+        assert updated.error_code == ErrorCode.UNSUPPORTED_VERSION, updated
+        assert "topology description plugin" in (updated.error_message or ""), updated
+        (shown,) = call(sock, ApiKey.STREAMS_GROUP_DESCRIBE, 1, asked).groups
+        assert shown.error_code == 0 and shown.group_id == group, shown
+        assert shown.topology_description is None and shown.topology_description_status != 3
+        call(sock, ApiKey.STREAMS_GROUP_HEARTBEAT, 1,
+             h(group_id=group, member_id=member, member_epoch=-1))  # fmt: skip
