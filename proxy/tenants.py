@@ -48,7 +48,9 @@ Rules:
   classic consumer group's embedded subscriptions and assignments by
   :mod:`.tenants_groups`; Produce requests by name on their bytes, by
   :mod:`.tenants_produce`. Share groups (KIP-932) are served: their group
-  ids and topic names are rewritten, their fetches' topic ids checked.
+  ids and topic names are rewritten, their fetches' topic ids checked; and
+  streams groups (KIP-1071): their group ids and every topic of their
+  topologies, regexes anchored behind the prefix.
 * ApiVersions answers list only the APIs served and those that pass, so
   clients do not try the others. Every other API is refused all the same (a
   client may send it anyway): answered with CLUSTER_AUTHORIZATION_FAILED
@@ -100,6 +102,7 @@ from .tenants_apis import (
     PASSING,
     REQUEST_NAMES,
     SERVED,
+    STREAMS_REGEXES,
     hide_ids,
     map_names,
     regex_shown,
@@ -377,6 +380,8 @@ class Tenants(Filter):
                 body,
                 subscribed_topic_regex=regex_within(tenant.prefix, body.subscribed_topic_regex),
             )
+        elif key == ApiKey.STREAMS_GROUP_HEARTBEAT:
+            body = map_names(body, STREAMS_REGEXES, lambda r: regex_within(tenant.prefix, r))
         elif key in _GROUP_DATA:
             body = _group_data_request(ctx, tenant, body)
         elif key == ApiKey.LIST_TRANSACTIONS and body.transactional_id_pattern:
@@ -453,6 +458,8 @@ class Tenants(Filter):
                 body = _group_data_answer(ctx, tenant, body)
             elif key == ApiKey.CONSUMER_GROUP_DESCRIBE:
                 body = _regexes_shown(tenant, body)
+            elif key == ApiKey.STREAMS_GROUP_HEARTBEAT and body.status:
+                body = _status_shown(tenant, body)
         return body if key in _RECORDS else _messages(tenant.prefix, body)
 
     def on_upstream(self, api_key: int, api_version: int, body: Any) -> Any:
@@ -591,6 +598,16 @@ def _regexes_shown(tenant: Tenant, body: Any) -> Any:
             )
             for g in body.groups
         ],
+    )
+
+
+def _status_shown(tenant: Tenant, body: Any) -> Any:
+    """A streams heartbeat's status details without the prefix (they name the
+    group's own topics: "missing source topics acme.orders")."""
+    prefix = tenant.prefix
+    return replace(
+        body,
+        status=[replace(s, status_detail=s.status_detail.replace(prefix, "")) for s in body.status],
     )
 
 

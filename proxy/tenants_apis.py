@@ -20,6 +20,15 @@ Rules:
   proxy the id.
 * A regular expression of topics (ConsumerGroupHeartbeat, KIP-848) is matched
   by the broker against whole names: it is anchored behind the escaped prefix.
+* A streams group (KIP-1071) names topics throughout its topology: each
+  subtopology's source topics, repartition sink and source topics, state
+  changelog topics (:data:`STREAMS_TOPOLOGY`), and in the topology
+  description's nodes (KIP-1331: :data:`STREAMS_DESCRIPTION`); its source
+  topic regexes are anchored behind the prefix as a consumer's are. The
+  copartition groups name topics by their place in those lists, which
+  prefixing keeps. Its members' tasks name subtopologies, not topics; a
+  heartbeat answer's status details name the group's topics, shown without
+  the prefix as error messages are.
 * DescribeConfigs names topics, groups and brokers: only topics and groups
   are prefixed; a broker's configs name no tenant's resource and pass. A
   change to a broker's configs (AlterConfigs, IncrementalAlterConfigs) is a
@@ -44,12 +53,40 @@ __all__ = [
     "PASSING",
     "REQUEST_NAMES",
     "SERVED",
+    "STREAMS_REGEXES",
     "hide_ids",
     "map_names",
     "restore_ids",
 ]
 
 NULL_ID = uuid.UUID(int=0)
+
+# A streams group's topology (KIP-1071), in StreamsGroupHeartbeat's request and
+# StreamsGroupDescribe's answer: the fields under a subtopology naming topics.
+STREAMS_TOPOLOGY: tuple[tuple[str, ...], ...] = (
+    ("source_topics",),
+    ("repartition_sink_topics",),
+    ("state_changelog_topics", "name"),
+    ("repartition_source_topics", "name"),
+)
+# Its description (KIP-1331): the fields naming topics, under a subtopology's
+# nodes, and under each global store's two nodes.
+_NODE: tuple[tuple[str, ...], ...] = (("source_topics",), ("sink_topic",))
+STREAMS_DESCRIPTION: tuple[tuple[str, ...], ...] = (
+    *(("subtopologies", "nodes", *p) for p in _NODE),
+    *(("global_stores", end, *p) for end in ("source", "processor") for p in _NODE),
+)
+# Regexes of source topics (anchored behind the prefix: regex_within).
+STREAMS_REGEXES: tuple[tuple[str, ...], ...] = (
+    ("topology", "subtopologies", "source_topic_regex"),
+)
+
+
+def _under(
+    head: tuple[str, ...], paths: tuple[tuple[str, ...], ...]
+) -> tuple[tuple[str, ...], ...]:
+    return tuple((*head, *p) for p in paths)
+
 
 # API -> paths of fields (lists crossed) that hold a topic name, group id or
 # transactional id, in the request.
@@ -109,6 +146,16 @@ REQUEST_NAMES: dict[int, tuple[tuple[str, ...], ...]] = {
     ),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (("group_id",), ("topics", "topic_name")),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: (("group_id",), ("topics", "topic_name")),
+    # Streams groups (KIP-1071): their regexes, see STREAMS_REGEXES.
+    ApiKey.STREAMS_GROUP_HEARTBEAT: (
+        ("group_id",),
+        *_under(("topology", "subtopologies"), STREAMS_TOPOLOGY),
+    ),
+    ApiKey.STREAMS_GROUP_DESCRIBE: (("group_ids",),),
+    ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE: (
+        ("group_id",),
+        *_under(("topology_description",), STREAMS_DESCRIPTION),
+    ),
 }
 
 # The same in the answers (names stripped of the prefix; see the rules).
@@ -163,6 +210,15 @@ ANSWER_NAMES: dict[int, tuple[tuple[str, ...], ...]] = {
     ),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (("responses", "topic_name"),),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: (("responses", "topic_name"),),
+    ApiKey.STREAMS_GROUP_HEARTBEAT: (
+        ("partitions_by_user_endpoint", "active_partitions", "topic"),
+        ("partitions_by_user_endpoint", "standby_partitions", "topic"),
+    ),
+    ApiKey.STREAMS_GROUP_DESCRIBE: (
+        ("groups", "group_id"),
+        *_under(("groups", "topology", "subtopologies"), STREAMS_TOPOLOGY),
+        *_under(("groups", "topology_description"), STREAMS_DESCRIPTION),
+    ),
 }
 
 # The config APIs: (the request's list of resources, the answer's), named by

@@ -45,6 +45,8 @@ from trafka.codec.messages import k75_describe_topic_partitions as topic_partiti
 from trafka.codec.messages import k76_share_group_heartbeat as share_heartbeat
 from trafka.codec.messages import k77_share_group_describe as share_describe
 from trafka.codec.messages import k78_share_fetch as share_fetch
+from trafka.codec.messages import k88_streams_group_heartbeat as streams_heartbeat
+from trafka.codec.messages import k89_streams_group_describe as streams_describe
 from trafka.codec.messages import k90_describe_share_group_offsets as share_offsets
 from trafka.codec.messages import k91_alter_share_group_offsets as alter_share
 from trafka.codec.messages import k92_delete_share_group_offsets as delete_share
@@ -96,9 +98,15 @@ def strings(body: Any) -> list[str]:
 
 
 def probe_every_api(
-    call: Call, names: dict[str, str], prefixed: dict[str, str], topic_id: uuid.UUID
+    call: Call,
+    names: dict[str, str],
+    prefixed: dict[str, str],
+    topic_id: uuid.UUID,
+    *,
+    streams: bool = False,
 ) -> set[str]:
-    """Send each probe with ``names`` and with ``prefixed``; returns the probes run."""
+    """Send each probe with ``names`` and with ``prefixed``; returns the probes
+    run (``streams``: streams groups' too, where the broker serves them)."""
     seen: set[str] = set()
 
     def check(label: str, key: int, version: int, body: Any, allowed: set[int]) -> Any:
@@ -124,6 +132,8 @@ def probe_every_api(
         _transactions(check, topic, group, txn)
         _coordinators(check, group, txn)
         _share_groups(check, topic, group)
+        if streams:
+            _streams_groups(check, topic, group)
     _by_id(check, topic_id)
     _share_fetch_by_id(check, topic_id)
     return seen
@@ -160,6 +170,27 @@ def _share_groups(check: Any, topic: str, group: str) -> None:
     assert joined.assignment is None or not joined.assignment.topic_partitions, joined
     check("ShareGroupHeartbeat, leaving", ApiKey.SHARE_GROUP_HEARTBEAT, 1,
           h(group_id=group, member_id=member, member_epoch=-1), set())  # fmt: skip
+
+
+def _streams_groups(check: Any, topic: str, group: str) -> None:
+    """Streams groups (KIP-1071) named as the other tenant names its own
+    groups: none described; a heartbeat with a topology of the other's topic
+    meets the tenant's own group of that name (a classic one, made by the
+    probes before: GROUP_ID_NOT_FOUND, "not a streams group"), or makes it,
+    and is given no tasks."""
+    check("StreamsGroupDescribe", ApiKey.STREAMS_GROUP_DESCRIBE, 1,
+          streams_describe.StreamsGroupDescribeRequest(group_ids=[group]), {NO_GROUP})  # fmt: skip
+    h = streams_heartbeat.StreamsGroupHeartbeatRequest
+    member = str(uuid.uuid4())
+    topology = h.Topology(epoch=0, subtopologies=[
+        h.Subtopology(subtopology_id="0", source_topics=[topic])])  # fmt: skip
+    joined = check("StreamsGroupHeartbeat", ApiKey.STREAMS_GROUP_HEARTBEAT, 1,
+                   h(group_id=group, member_id=member, member_epoch=0, rebalance_timeout_ms=30_000,
+                     process_id=str(uuid.uuid4()), topology=topology, active_tasks=[],
+                     standby_tasks=[], warmup_tasks=[]), {0, NO_GROUP})  # fmt: skip
+    assert not joined.active_tasks and not joined.standby_tasks, joined
+    check("StreamsGroupHeartbeat, leaving", ApiKey.STREAMS_GROUP_HEARTBEAT, 1,
+          h(group_id=group, member_id=member, member_epoch=-1), {0, *GROUP_ERRORS})  # fmt: skip
 
 
 def _share_fetch_by_id(check: Any, topic_id: uuid.UUID) -> None:

@@ -402,11 +402,7 @@ def test_unserved_apis_are_refused_and_strangers_turned_away(shared: RunningProx
         offered = {a.api_key for a in call(sock, ApiKey.API_VERSIONS, 3, av.ApiVersionsRequest(
             client_software_name="t", client_software_version="1")).api_keys}  # fmt: skip
         assert {ApiKey.METADATA, ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.SASL_AUTHENTICATE} <= offered
-        assert not offered & {
-            ApiKey.DESCRIBE_ACLS,
-            ApiKey.CREATE_ACLS,
-            ApiKey.STREAMS_GROUP_HEARTBEAT,
-        }
+        assert not offered & {ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS}
         assert {ApiKey.SHARE_FETCH, ApiKey.SHARE_GROUP_HEARTBEAT} <= offered
         # ...and refused when asked all the same. An answer with its own error
         # code: refused as not authorized.

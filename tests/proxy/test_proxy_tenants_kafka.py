@@ -12,6 +12,7 @@ a routing proxy and a forwarding one.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import ssl
 import uuid
@@ -37,6 +38,7 @@ from encryption_helpers import once_in_order
 from kafka_peers import KafkaCluster
 from proxy_helpers import call, create, fresh, misreported
 
+from trafka.codec import ApiKey, ErrorCode
 from trafka.proxy import RunningProxy, proxy_in_thread
 from trafka.proxy.tenants import Tenants
 from trafka.sdk import NewTopic, open_admin, open_consumer, open_producer
@@ -247,6 +249,7 @@ def test_a_tenant_cannot_name_the_others_resources_on_kafka(
             names=names,
             prefixed={k: f"globex.{v}" for k, v in names.items()},
             topic_id=topic_id,
+            streams=True,
         )
     assert len(seen) >= 25, sorted(seen)
 
@@ -407,3 +410,189 @@ def test_quotas_per_tenant_on_kafka(kafka4: KafkaCluster, pki: dict[str, str]) -
     assert len(told["alice"]) >= 2 and told["bob"] == []
     assert counted[("acme", "produce")] > 0 and counted[("acme", "fetch")] > 0
     assert not [k for k in counted if k[0] == "globex"]
+
+
+def _tls_socket(pki: dict[str, str], user: str, host: str, port: int) -> ssl.SSLSocket:
+    context = ssl.create_default_context(cafile=pki["ca"])
+    context.load_cert_chain(pki[user], pki[f"{user}-key"])
+    return context.wrap_socket(
+        socket.create_connection((host, port), timeout=30), server_hostname=host
+    )
+
+
+def _at_coordinator(px: RunningProxy, pki: dict[str, str], user: str, group: str) -> Any:
+    """A connection, as ``user``, to the proxy's port of ``group``'s coordinator."""
+    from trafka.codec.messages import k10_find_coordinator as fc
+
+    host, port = px.bootstrap_servers.rsplit(":", 1)
+    with _tls_socket(pki, user, host, int(port)) as sock:
+        found = call(sock, ApiKey.FIND_COORDINATOR, 4,
+                     fc.FindCoordinatorRequest(key_type=0, coordinator_keys=[group]))  # fmt: skip
+    (coordinator,) = found.coordinators
+    assert coordinator.error_code == 0 and coordinator.key == group, coordinator
+    return _tls_socket(pki, user, coordinator.host, coordinator.port)
+
+
+def test_streams_groups_in_each_tenants_namespace_on_kafka(
+    shared: RunningProxy, pki: dict[str, str], kafka4: KafkaCluster
+) -> None:
+    """A streams group (KIP-1071) joined through the proxy with a topology:
+    Kafka 4.4 holds the group and its topology's topics under the tenant's
+    prefix; StreamsGroupDescribe through the proxy shows the tenant's names;
+    the other tenant naming the group (as it is named, or as Kafka holds it)
+    finds none; ListGroups shows it to its tenant only; DeleteGroups deletes it."""
+    from trafka.codec.messages import k08_offset_commit as oc_m
+    from trafka.codec.messages import k09_offset_fetch as of_m
+    from trafka.codec.messages import k15_describe_groups as dgs_m
+    from trafka.codec.messages import k16_list_groups as lg
+    from trafka.codec.messages import k42_delete_groups as dg
+    from trafka.codec.messages import k88_streams_group_heartbeat as sgh
+    from trafka.codec.messages import k89_streams_group_describe as sgd
+
+    topic, group = fresh("streams-in"), fresh("app")
+    changelog = f"{group}-store-changelog"
+    h = sgh.StreamsGroupHeartbeatRequest
+
+    async def make_topic() -> None:
+        with anyio.fail_after(60):
+            async with open_admin(**sdk(shared, pki, "alice")) as admin:
+                await admin.create_topics([NewTopic(topic, 2, 1)])
+                # The SDK waits out a coordinator not yet available (a fresh cluster).
+                await admin.describe_groups([group])
+
+    anyio.run(make_topic, backend="trio")
+    member = str(uuid.uuid4())
+    topology = h.Topology(epoch=0, subtopologies=[h.Subtopology(
+        subtopology_id="0", source_topics=[topic],
+        state_changelog_topics=[h.TopicInfo(name=changelog)],  # partitions: undefined (0)
+    )])  # fmt: skip
+    join = h(
+        group_id=group, member_id=member, member_epoch=0, rebalance_timeout_ms=30_000,
+        process_id=str(uuid.uuid4()), topology=topology, active_tasks=[], standby_tasks=[],
+        warmup_tasks=[],
+    )  # fmt: skip
+    describe = sgd.StreamsGroupDescribeRequest(group_ids=[group])
+    with _at_coordinator(shared, pki, "alice", group) as sock:
+        joined = call(sock, ApiKey.STREAMS_GROUP_HEARTBEAT, 1, join)
+        assert joined.error_code == 0, joined
+        assert joined.member_epoch >= 1
+        (shown,) = call(sock, ApiKey.STREAMS_GROUP_DESCRIBE, 1, describe).groups
+        assert shown.error_code == 0 and shown.group_id == group, shown
+        (sub,) = shown.topology.subtopologies
+        assert sub.source_topics == [topic]
+        assert [t.name for t in sub.state_changelog_topics] == [changelog]
+        assert [m.member_id for m in shown.members] == [member]
+        listed = call(sock, ApiKey.LIST_GROUPS, 5, lg.ListGroupsRequest(types_filter=["streams"]))
+        assert group in {g.group_id for g in listed.groups}
+        # A streams member commits as a KIP-848 one does (its member epoch),
+        # and its group's offsets are fetched by the tenant's names.
+        oc = oc_m.OffsetCommitRequest
+        committed = call(sock, ApiKey.OFFSET_COMMIT, 9, oc(
+            group_id=group, generation_id_or_member_epoch=joined.member_epoch, member_id=member,
+            topics=[oc.OffsetCommitRequestTopic(name=topic, partitions=[
+                oc.OffsetCommitRequestPartition(partition_index=0, committed_offset=0)])],
+        ))  # fmt: skip
+        assert [(t.name, [p.error_code for p in t.partitions]) for t in committed.topics] == [
+            (topic, [0])
+        ], committed
+        of = of_m.OffsetFetchRequest
+        fetched = call(sock, ApiKey.OFFSET_FETCH, 9,
+                       of(groups=[of.OffsetFetchRequestGroup(group_id=group, topics=None)]))  # fmt: skip
+        (offsets,) = fetched.groups
+        assert offsets.group_id == group and offsets.error_code == 0, offsets
+        assert [(t.name, [p.committed_offset for p in t.partitions]) for t in offsets.topics] == [
+            (topic, [0])
+        ]
+        # DescribeGroups (the classic API) of it: answered by its own name.
+        dgs = call(sock, ApiKey.DESCRIBE_GROUPS, 5, dgs_m.DescribeGroupsRequest(groups=[group]))
+        assert [g.group_id for g in dgs.groups] == [group], dgs
+        assert "acme." not in repr(dgs), dgs
+        assert not [g for g in listed.groups if g.group_id.startswith(("acme.", "globex."))]
+    # Kafka holds it under alice's prefix, with her topology's names.
+    host, port = kafka4.bootstrap_servers.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as direct:
+        asked = sgd.StreamsGroupDescribeRequest(group_ids=[f"acme.{group}"])
+        (held,) = call(direct, ApiKey.STREAMS_GROUP_DESCRIBE, 1, asked).groups
+        assert held.error_code == 0, held
+        (sub,) = held.topology.subtopologies
+        assert sub.source_topics == [f"acme.{topic}"]
+        assert [t.name for t in sub.state_changelog_topics] == [f"acme.{changelog}"]
+    # Bob names it as alice does, and as Kafka holds it: no such group.
+    with _at_coordinator(shared, pki, "bob", group) as sock:
+        for name in (group, f"acme.{group}"):
+            asked = sgd.StreamsGroupDescribeRequest(group_ids=[name])
+            (other,) = call(sock, ApiKey.STREAMS_GROUP_DESCRIBE, 1, asked).groups
+            assert other.error_code == ErrorCode.GROUP_ID_NOT_FOUND, other
+            assert other.topology is None and not other.members
+        listed = call(sock, ApiKey.LIST_GROUPS, 5, lg.ListGroupsRequest(types_filter=["streams"]))
+        assert group not in {g.group_id for g in listed.groups}
+        # Bob's own group of that name, with the same topology: his, apart.
+        # He has no topic of that name: Kafka's status names it missing
+        # (MISSING_SOURCE_TOPICS), without his prefix; no tasks.
+        bobs = dataclasses.replace(join, member_id=str(uuid.uuid4()))
+        joined = call(sock, ApiKey.STREAMS_GROUP_HEARTBEAT, 1, bobs)
+        assert joined.error_code == 0 and not joined.active_tasks, joined
+        details = [s.status_detail for s in joined.status]
+        assert any(topic in d for d in details), details
+        assert not [d for d in details if "acme." in d or "globex." in d], details
+        (his,) = call(sock, ApiKey.STREAMS_GROUP_DESCRIBE, 1, describe).groups
+        assert [m.member_id for m in his.members] == [bobs.member_id], his
+        call(sock, ApiKey.STREAMS_GROUP_HEARTBEAT, 1,
+             h(group_id=group, member_id=bobs.member_id, member_epoch=-1))  # fmt: skip
+    with _at_coordinator(shared, pki, "alice", group) as sock:
+        left = call(sock, ApiKey.STREAMS_GROUP_HEARTBEAT, 1,
+                    h(group_id=group, member_id=member, member_epoch=-1))  # fmt: skip
+        assert left.error_code == 0, left
+        deleted = call(sock, ApiKey.DELETE_GROUPS, 2, dg.DeleteGroupsRequest(groups_names=[group]))
+        assert [(r.group_id, r.error_code) for r in deleted.results] == [(group, 0)]
+        (gone,) = call(sock, ApiKey.STREAMS_GROUP_DESCRIBE, 1, describe).groups
+        assert gone.error_code == ErrorCode.GROUP_ID_NOT_FOUND, gone
+
+
+def test_streams_topology_descriptions_on_kafka(shared: RunningProxy, pki: dict[str, str]) -> None:
+    """KIP-1331: a streams member's topology description
+    (StreamsGroupTopologyDescriptionUpdate, its topics rewritten as
+    tests/proxy/test_proxy_tenants_streams.py checks) is served to a tenant,
+    not refused: it reaches Kafka 4.4, which without a topology description
+    plugin configured answers it UNSUPPORTED_VERSION, its message its own;
+    StreamsGroupDescribe v1 asking for the description shows none then."""
+    from trafka.codec.messages import k88_streams_group_heartbeat as sgh
+    from trafka.codec.messages import k89_streams_group_describe as sgd
+    from trafka.codec.messages import k93_streams_group_topology_description_update as sgu
+
+    topic, out, group = fresh("streams-src"), fresh("streams-out"), fresh("app")
+
+    async def make_topic() -> None:
+        with anyio.fail_after(60):
+            async with open_admin(**sdk(shared, pki, "alice")) as admin:
+                await admin.create_topics([NewTopic(topic, 1, 1), NewTopic(out, 1, 1)])
+                await admin.describe_groups([group])
+
+    anyio.run(make_topic, backend="trio")
+    h, u = sgh.StreamsGroupHeartbeatRequest, sgu.StreamsGroupTopologyDescriptionUpdateRequest
+    member = str(uuid.uuid4())
+    topology = h.Topology(epoch=0, subtopologies=[h.Subtopology(subtopology_id="0",
+                                                                source_topics=[topic])])  # fmt: skip
+    described = u.TopologyDescription(subtopologies=[u.TopologyDescriptionSubtopology(
+        subtopology_id="0", nodes=[
+            u.TopologyDescriptionNode(name="KSTREAM-SOURCE-0000000000", node_type=1,
+                                      source_topics=[topic], successors=["KSTREAM-SINK-0000000001"]),
+            u.TopologyDescriptionNode(name="KSTREAM-SINK-0000000001", node_type=3, sink_topic=out),
+        ])])  # fmt: skip
+    asked = sgd.StreamsGroupDescribeRequest(group_ids=[group], include_topology_description=True)
+    with _at_coordinator(shared, pki, "alice", group) as sock:
+        joined = call(sock, ApiKey.STREAMS_GROUP_HEARTBEAT, 1, h(
+            group_id=group, member_id=member, member_epoch=0, rebalance_timeout_ms=30_000,
+            process_id=str(uuid.uuid4()), topology=topology, active_tasks=[], standby_tasks=[],
+            warmup_tasks=[]))  # fmt: skip
+        assert joined.error_code == 0, joined
+        updated = call(sock, ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE, 0, u(
+            group_id=group, member_id=member, topology_epoch=0,
+            topology_description=described))  # fmt: skip
+        assert updated.error_code == ErrorCode.UNSUPPORTED_VERSION, updated
+        assert "topology description plugin" in (updated.error_message or ""), updated
+        (shown,) = call(sock, ApiKey.STREAMS_GROUP_DESCRIBE, 1, asked).groups
+        assert shown.error_code == 0 and shown.group_id == group, shown
+        assert shown.topology_description is None and shown.topology_description_status != 3
+        call(sock, ApiKey.STREAMS_GROUP_HEARTBEAT, 1,
+             h(group_id=group, member_id=member, member_epoch=-1))  # fmt: skip
