@@ -66,7 +66,7 @@ THROTTLE = "trafka.proxy.tenants:throttle"
 _NUM = ("quota_window_num", "quota.window.num")
 _SIZE = ("quota_window_size_seconds", "quota.window.size.seconds")
 QUOTA_SETTINGS = frozenset({*_NUM, *_SIZE})
-PRODUCE, FETCH = "produce", "fetch"
+PRODUCE_QUOTA, FETCH_QUOTA = "produce", "fetch"
 _INT32 = 2**31 - 1
 
 
@@ -174,7 +174,7 @@ class TenantQuotas:
     def produced(self, ctx: FilterContext, tenant: str, bound: float | None, frame: bytes) -> None:
         """A Produce request of ``tenant`` (its ``producer_byte_rate``: ``bound``),
         as it goes to the broker."""
-        throttle = self.count(tenant, PRODUCE, len(frame), bound)
+        throttle = self.count(tenant, PRODUCE_QUOTA, len(frame), bound)
         if throttle:
             ctx.notes[THROTTLE] = throttle
             self.mute(ctx, throttle)
@@ -196,7 +196,7 @@ class TenantQuotas:
         raised to the tenant's when that is larger."""
         key, version = ctx.api_key, ctx.api_version
         start = _body_start(frame, key, version)
-        throttle = self.count(tenant, FETCH, len(frame) - start + 4, bound)
+        throttle = self.count(tenant, FETCH_QUOTA, len(frame) - start + 4, bound)
         if not throttle:
             return frame
         self.mute(ctx, throttle)
