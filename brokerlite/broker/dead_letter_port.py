@@ -52,9 +52,6 @@ def local_dead_letters(
         now_ms: the broker's current time.
     """
 
-    def enabled() -> bool:
-        return features().level(SHARE_VERSION) >= SHARE_VERSION_DLQ
-
     def create(name: str) -> None:
         logs.create_topic(name, config.num_partitions, AUTO_CREATED_CONFIGS, now_ms=now_ms())
 
@@ -64,15 +61,7 @@ def local_dead_letters(
         notify_append(topic, partition, len(batch))
         metrics().produced(topic, result.last_offset - result.base_offset + 1, len(batch))
 
-    port = DeadLetterPort(
-        enabled=enabled,
-        prefix=config.errors_deadletterqueue_topic_name_prefix,
-        auto_create=config.errors_deadletterqueue_auto_create_topics_enable,
-        create=create,
-        append=append,
-        now_ms=now_ms,
-    )
-    return DeadLetters(logs, port)
+    return _writer(logs, config, features, now_ms, create, append)
 
 
 def cluster_dead_letters(
@@ -95,9 +84,6 @@ def cluster_dead_letters(
         now_ms: the broker's current time.
     """
 
-    def enabled() -> bool:
-        return features().level(SHARE_VERSION) >= SHARE_VERSION_DLQ
-
     def create(name: str) -> None:
         view = cluster()
         assert view is not None
@@ -119,6 +105,24 @@ def cluster_dead_letters(
 
     def append(topic: str, partition: int, batch: bytes) -> None:
         raise AssertionError("a cluster produces its dead letters (the outbox)")
+
+    return _writer(logs, config, features, now_ms, create, append, leader)
+
+
+def _writer(
+    logs: LogManager,
+    config: BrokerConfig,
+    features: Callable[[], FeatureStore],
+    now_ms: Callable[[], int],
+    create: Callable[[str], None],
+    append: Callable[[str, int, bytes], None],
+    leader: Callable[[str, int], int | None] | None = None,
+) -> DeadLetters:
+    """The writer over a port of ``create``, ``append`` (and a cluster's ``leader``),
+    on at ``share.version`` 2 with the broker's ``errors.deadletterqueue.*``."""
+
+    def enabled() -> bool:
+        return features().level(SHARE_VERSION) >= SHARE_VERSION_DLQ
 
     port = DeadLetterPort(
         enabled=enabled,
