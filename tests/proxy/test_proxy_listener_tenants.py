@@ -424,6 +424,58 @@ def test_confluent_kafka_tenants_through_their_listeners(
         assert out["ports"] and set(out["ports"]) <= ports[name], (out["ports"], ports)
 
 
+def test_a_tenant_by_listener_has_its_quota(brokerlite_peer: str) -> None:
+    """Quotas are the tenant's however it is picked: acme (by its listener,
+    ``producer_byte_rate`` 100 B/s) producing a few hundred bytes is told to
+    wait (KIP-219's ``throttle_time_ms``, the SDK's ``throttle_cb``) and
+    loses nothing; its bytes are counted under its name."""
+    tenants = Tenants()
+    tenants.configure(
+        {
+            "tenants": [
+                {
+                    "name": "acme",
+                    "prefix": "acme.",
+                    "listeners": ["acme"],
+                    "producer_byte_rate": 100,
+                },
+                {"name": "globex", "prefix": "globex.", "listeners": ["globex"]},
+            ],
+            "quota_window_num": 2,
+            "quota_window_size_seconds": 1,
+        }
+    )
+    topic, events = fresh("quota"), []
+
+    async def main(px: RunningProxy) -> None:
+        servers = _bootstrap(px, "acme")
+        with anyio.fail_after(60):
+            async with open_admin(bootstrap_servers=servers) as admin:
+                await admin.create_topics([NewTopic(topic, 1, 1)])
+            async with open_producer(bootstrap_servers=servers, throttle_cb=events.append) as p:
+                await p.send_and_wait(topic, b"x" * 400)
+            async with open_consumer(
+                topic, group_id=topic, auto_offset_reset="earliest", bootstrap_servers=servers
+            ) as consumer:
+                got: list[bytes] = []
+                while not got:
+                    for records in (await consumer.getmany(timeout_ms=500)).values():
+                        got += [r.value for r in records]
+                assert got == [b"x" * 400]
+
+    with proxy_in_thread(
+        upstream=(brokerlite_peer,),
+        port=0,
+        listeners=LISTENERS,
+        filters=(tenants,),
+        route_keys="none",
+    ) as px:
+        anyio.run(main, px, backend="trio")
+        counted = px.statistics.filters["tenant_quotas"]["bytes"]
+    assert [e for e in events if e.throttle_time > 0], events
+    assert counted[("acme", "produce")] > 400 and ("globex", "produce") not in counted
+
+
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The proxy's certificate for 127.0.0.1; bob's client certificate (CN bob)."""
