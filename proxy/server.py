@@ -345,7 +345,7 @@ class _Proxy:
         client: trio.abc.Stream = raw
         attached: list[_Client] = []  # the upstream side, once the client has spoken
         peer = peer_of(raw)
-        opened = connlog.accepted(peer, raw, node_id)
+        opened = connlog.accepted(peer, raw, node_id, name)
         session = Session()
         try:
             if self.tls is not None:  # the handshake, the client's identity, SNI's broker
