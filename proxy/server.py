@@ -8,7 +8,8 @@ shared pool of upstream connections for what filters send.
   FindCoordinator or DescribeCluster answers) gets a listener of its own, opened
   at first sight (``node_port_base + node_id``, or an ephemeral port); answers
   name those listeners instead of the brokers, so clients keep coming back
-  through the proxy.
+  through the proxy. Named listeners (:mod:`.listeners`) are bootstrap ports
+  with broker ports of their own; a connection on one carries its name.
 * Each client connection gets its own upstream connection, opened at its first
   request: until then a connection is one task and its socket (an idle one costs
   no upstream connection, no pumps, no buffers). Then two more tasks pump frames:
@@ -250,7 +251,7 @@ class _Proxy:
             # Taken, past 65535 or outside the span: the broker is still served,
             # on a port of the system's choosing, and the operator hears why.
             self.quiet.error(
-                f"bind-{node_id}",
+                f"bind-{name}-{node_id}",
                 "broker %d cannot be served on port %s (%s): serving it on a free port",
                 node_id,
                 wanted or "--node-port-base + id",
