@@ -30,7 +30,7 @@ import anyio
 import pytest
 import trustme
 from kafka_fixtures import Peer
-from proxy_helpers import call, fresh
+from proxy_helpers import call, free_port, fresh
 
 from trafka.codec import ApiKey, protocol
 from trafka.codec.messages import k03_metadata as mm
@@ -474,6 +474,26 @@ def test_a_tenant_by_listener_has_its_quota(brokerlite_peer: str) -> None:
         counted = px.statistics.filters["tenant_quotas"]["bytes"]
     assert [e for e in events if e.throttle_time > 0], events
     assert counted[("acme", "produce")] > 400 and ("globex", "produce") not in counted
+
+
+def test_a_listeners_broker_ports_follow_its_node_port_base(brokerlite_peer: str) -> None:
+    """Broker n of a listener with ``node_port_base`` is served on that base +
+    n (ports a firewall or a Kubernetes Service can list before the proxy
+    starts), and Metadata on the listener names it there."""
+
+    async def node_id() -> int:
+        async with open_admin(bootstrap_servers=brokerlite_peer) as admin:
+            return min(b.node_id for b in (await admin.describe_cluster()).brokers)
+
+    node = anyio.run(node_id, backend="trio")
+    wanted = free_port()
+    acme = NamedListener("acme", "127.0.0.1", 0, wanted - node)
+    with proxy_in_thread(upstream=(brokerlite_peer,), port=0, listeners=(acme,)) as px:
+        request = mm.MetadataRequest(topics=[])
+        meta = _plain_call(px.listeners["acme"][1], ApiKey.METADATA, 9, request)
+        assert {b.node_id: b.port for b in meta.brokers} == {node: wanted}
+        again = _plain_call(wanted, ApiKey.METADATA, 9, request)  # through that port
+        assert {b.node_id: b.port for b in again.brokers} == {node: wanted}
 
 
 @pytest.fixture(scope="module")
