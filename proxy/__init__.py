@@ -37,6 +37,7 @@ from .filters import (
 )
 from .keyrouting import KeyRouting, RouteStats
 from .keyrouting.plan import HASHES, ORIGIN_HEADER, parse_origin_header
+from .listeners import NamedListener
 from .schema_validation import SchemaValidation
 from .server import ProxyStatistics, RunningProxy
 from .workers import run_workers
@@ -50,6 +51,7 @@ __all__ = [
     "Filter",
     "FilterContext",
     "KeyRouting",
+    "NamedListener",
     "ProxyServices",
     "Respond",
     "RespondLater",

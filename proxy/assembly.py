@@ -12,7 +12,9 @@ filters, see :mod:`.reload`). With ``sni_virtual_hosts``, the SNI virtual
 hosts' renaming (:class:`~.rewrite.VirtualHostNames`) follows the user's filters,
 before key routing, whose answers it renames too (a ``KeyRouting`` the user
 placed among their filters answers before it: its Produce answers' leader
-hints then name brokers without the label). The core takes the chain as
+hints then name brokers without the label). With named listeners
+(``listeners``), their renaming (:class:`~.rewrite.ListenerAddresses`) takes
+the same place, for the same reasons. The core takes the chain as
 given and knows no filter by type.
 """
 
@@ -32,7 +34,7 @@ from .config import ProxyConfig
 from .filters import Filter
 from .keyrouting import KeyRouting
 from .principals import SaslPrincipals
-from .rewrite import BrokerAddresses, VirtualHostNames
+from .rewrite import BrokerAddresses, ListenerAddresses, VirtualHostNames
 from .server import RunningProxy, serve_core
 from .startup import discover_upstream
 
@@ -54,6 +56,8 @@ def filter_chain(config: ProxyConfig) -> tuple[Filter, ...]:
     users = config.filters
     if names is not None and names.virtual_hosts:
         users = (*users, VirtualHostNames(names))
+    if config.listeners:  # named listeners (.listeners): the same place, for the same reason
+        users = (*users, ListenerAddresses())
     if config.route_keys == "none" or any(isinstance(f, KeyRouting) for f in config.filters):
         return (*users, *core)
     journal = None

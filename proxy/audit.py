@@ -11,7 +11,8 @@ Rules:
   ``error`` on failure), ``authorization`` (a denial: ``principal``, ``api``,
   ``operation``, ``resource_type``, ``resource``), ``admin`` (an admin
   operation and its outcome per resource: ``api``, ``resources``, each with
-  its ``error``).
+  its ``error``). Each event of a client that came by a named listener
+  (:mod:`.listeners`) names it (``listener``).
 * A file's line is written whole before the next: the file is opened for
   appending, and each line written and flushed with one call. When a line
   would take the file past ``max_bytes``, the file is rotated first (at most

@@ -260,8 +260,9 @@ class Authorization(Filter):
     ) -> None:
         if _OPENED in state and self.audit is not None:
             principal = session.principal or (None if session.authenticated else ANONYMOUS)
+            where = {"listener": session.listener} if session.listener else {}
             self.audit.write(
-                "connection_close", client=_address(client_address), principal=principal
+                "connection_close", client=_address(client_address), principal=principal, **where
             )
 
     # -- what the filter keeps -------------------------------------------------------------
@@ -331,6 +332,8 @@ class Authorization(Filter):
                 "client": _address(ctx.client_address),
                 "principal": principal_of(ctx),
                 "client_id": ctx.client_id,
+                # the named listener the client came by (.listeners), when it did
+                **({"listener": ctx.listener} if ctx.listener else {}),
                 **fields,
             },
         )

@@ -34,13 +34,18 @@ def _option(s: Setting) -> Callable[[Any], Any]:
         return click.option(*names, s.name, default=None, help=help_text)
     names.append(s.flag)
     kind: Any = {"int": int, "choice": click.Choice(s.choices)}.get(s.kind, str)
-    metavar = {"filters": "MODULE:ATTR", "path": "FILE", "list": "HOST:PORT[,...]"}.get(s.kind)
+    metavar = {
+        "filters": "MODULE:ATTR",
+        "path": "FILE",
+        "list": "HOST:PORT[,...]",
+        "listeners": "NAME=HOST:PORT",
+    }.get(s.kind)
     return click.option(
         *names,
         s.name,
         type=kind,
         default=None,
-        multiple=s.kind == "filters",
+        multiple=s.kind in ("filters", "listeners"),
         metavar=metavar,
         help=help_text,
     )
@@ -61,6 +66,8 @@ def _typed(flags: dict[str, Any]) -> dict[str, Any]:
             out[s.name] = tuple(x.strip() for x in value.split(",") if x.strip())
         elif s.kind == "filters":
             out[s.name] = tuple(FilterSpec(x) for x in value or ())
+        elif s.kind == "listeners":
+            out[s.name] = tuple(value or ())  # NAME=HOST:PORT each, read with the rest
     return out
 
 

@@ -9,6 +9,7 @@ from trafka.discovery import is_spec, parse_spec
 from trafka.sdk.partitioners import KEY_HASHES as HASHES
 
 from .filters import Filter
+from .listeners import NamedListener, problems_of
 from .mtls import CLIENT_AUTH, PrincipalMapper
 from .sni import SniNames
 
@@ -69,6 +70,10 @@ class ProxyConfig:
         sni_virtual_hosts: with ``sni_domain``, names may carry a label
             (``broker-N.<label>.<sni_domain>``): the connection's virtual host,
             which answers on it keep and filters read (:mod:`.sni`).
+        listeners: named listeners (:mod:`.listeners`): bootstrap ports besides
+            ``port``, each with broker ports of its own; a connection on one
+            carries its name (``Session.listener``), and answers on it name
+            that listener's broker ports. Not with ``sni_domain``.
         upstream_ssl: connect to the brokers over TLS.
         upstream_ssl_certfile, upstream_ssl_keyfile, upstream_ssl_key_password:
             the certificate (PEM) the proxy presents to brokers that ask for
@@ -176,6 +181,7 @@ class ProxyConfig:
     sni_domain: str | None = None
     sni_port: int | None = None
     sni_virtual_hosts: bool = False
+    listeners: tuple[NamedListener, ...] = ()
     upstream_ssl: bool = False
     upstream_ssl_cafile: str | None = None
     upstream_ssl_certfile: str | None = None
@@ -274,6 +280,12 @@ class ProxyConfig:
             raise ValueError("sni_port needs sni_domain, and a port from 1 to 65535")
         if self.sni_virtual_hosts and not self.sni_domain:
             raise ValueError("sni_virtual_hosts needs sni_domain")
+        if self.listeners:
+            problems = problems_of(self.listeners, self.port, self.advertised_host)
+            if self.sni_domain:
+                problems.append("listeners and sni_domain: choose one (SNI serves one port)")
+            if problems:
+                raise ValueError("; ".join(problems))
 
     def sni_names(self) -> SniNames | None:
         """The names the proxy serves over SNI (None without ``sni_domain``)."""

@@ -46,15 +46,22 @@ def shown(address: tuple[str, int] | None) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def accepted(peer: tuple[str, int] | None, raw: trio.SocketStream, node_id: int | None) -> float:
+def accepted(
+    peer: tuple[str, int] | None,
+    raw: trio.SocketStream,
+    node_id: int | None,
+    name: str | None = None,
+) -> float:
     """Log a connection accepted from ``peer`` (``node_id``: on that broker's
-    listener; None: the bootstrap one); the time it was (the loop's clock)."""
+    listener; None: the bootstrap one; ``name``: of that named listener,
+    :mod:`.listeners`); the time it was (the loop's clock)."""
     if log.isEnabledFor(logging.DEBUG):
         try:
             port = raw.socket.getsockname()[1]
         except (OSError, IndexError):
             port = "?"
         where = "the bootstrap listener" if node_id is None else f"broker {node_id}'s listener"
+        where += "" if name is None else f" of listener {name}"
         log.debug("connection from %s accepted on %s (port %s)", shown(peer), where, port)
     return trio.current_time()
 

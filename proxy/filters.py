@@ -66,7 +66,8 @@ Rules:
   ``ctx.authenticated``, ``ctx.principal`` and ``ctx.pool`` (the pool a
   filter's requests on the client's behalf should go over). It also holds
   what the client's TLS handshake told: its certificate's subject and the
-  virtual host its SNI name named (``ctx.virtual_host``, :mod:`.sni`).
+  virtual host its SNI name named (``ctx.virtual_host``, :mod:`.sni`), and
+  the named listener it connected to (``ctx.listener``, :mod:`.listeners`).
 * :meth:`Filter.on_close` hears of a client connection's end (one that sent a
   request), with its ``state``, :class:`Session` and address (the
   authorization filter's audit log writes it, :mod:`.authz`).
@@ -146,6 +147,11 @@ class Session:
             ``sni_virtual_hosts``: see :mod:`.sni`), None when it named none.
             The core gives it no meaning; a filter may (the tenants filter
             picks a tenant by it).
+        listener: the name of the named listener the client connected to
+            (``ProxyConfig.listeners``, :mod:`.listeners`), None on the
+            proxy's own ports. Not :attr:`virtual_host`: a listener is the
+            operator's (a port), a label the client's choice (any label
+            passes the handshake), and a filter may trust them differently.
     """
 
     authenticated: bool = False
@@ -153,6 +159,7 @@ class Session:
     pool: UpstreamPool | None = None
     tls_subject: str | None = None
     virtual_host: str | None = None
+    listener: str | None = None
 
 
 @dataclass(slots=True)
@@ -205,6 +212,11 @@ class FilterContext:
     def virtual_host(self) -> str | None:
         """The label of the SNI name the client asked for, if any (:class:`Session`)."""
         return self.session.virtual_host
+
+    @property
+    def listener(self) -> str | None:
+        """The named listener the client connected to, if any (:class:`Session`)."""
+        return self.session.listener
 
     @property
     def pool(self) -> UpstreamPool | None:
@@ -290,6 +302,11 @@ class ProxyServices:
             lifetime); the proxy's own requests (metadata refreshes) try
             these pools before the shared one, since a cluster may answer
             only connections that logged in.
+        listen_on: ``listen_on(listener, node_id)``: the (host, port) that
+            stands for that broker on that named listener (:mod:`.listeners`),
+            its port opened at first sight; the broker must be known (named
+            in an answer already, as ``listen_for`` makes it). None: a proxy
+            without named listeners.
     """
 
     pool: UpstreamPool
@@ -302,6 +319,7 @@ class ProxyServices:
     listen_for: Callable[[int, str, int], tuple[str, int]]
     connect: Callable[[int], Awaitable[trio.abc.Stream]]
     new_pool: Callable[[Callable[[int], Awaitable[Any]]], UpstreamPool]
+    listen_on: Callable[[str, int], tuple[str, int]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,9 @@ Rules:
 * With SNI virtual hosts (:mod:`.sni`), :class:`VirtualHostNames` names the
   brokers of the answers above within the label a connection asked for
   (``broker-n.<label>.<domain>``), on the answers address rewriting made.
+* On a connection of a named listener (:mod:`.listeners`),
+  :class:`ListenerAddresses` names the brokers of the answers above at that
+  listener's own ports (and host), on the answers address rewriting made.
 * Key routing itself is :mod:`.keyrouting.plan`, applied by the filter
   :mod:`.keyrouting.filter`.
 """
@@ -81,6 +84,7 @@ __all__ = [
     "READ_APIS",
     "Addresses",
     "BrokerAddresses",
+    "ListenerAddresses",
     "Pending",
     "VirtualHostNames",
     "reads_answer",
@@ -357,3 +361,34 @@ class VirtualHostNames(Filter):
             return host, port
 
         return rewritten(ctx.api_key, ctx.api_version, frame, Addresses(within), None)
+
+
+class ListenerAddresses(Filter):
+    """Answers that name brokers, on a connection of a named listener
+    (``ctx.listener``, :mod:`.listeners`), naming that listener's own port
+    for each broker (see the module's rules). Put in the chain by
+    :mod:`.assembly` when the proxy has named listeners, after the user's
+    filters and before key routing, as :class:`VirtualHostNames` is (key
+    routing's merged answers are renamed too); it reads the answers address
+    rewriting reads, on their frames, and passes those of the proxy's own
+    listeners as they are."""
+
+    api_keys: frozenset[int] | None = frozenset()
+
+    def attach(self, services: ProxyServices) -> None:
+        assert services.listen_on is not None  # a proxy with named listeners
+        self._listen_on = services.listen_on
+
+    def answer_frames(self, api_key: int, api_version: int) -> bool:
+        return api_key != ApiKey.API_VERSIONS and reads_answer(api_key, api_version)
+
+    def on_response_frame(self, ctx: FilterContext, frame: bytes) -> Any:
+        name = ctx.session.listener
+        if name is None:
+            return frame
+        listen_on = self._listen_on
+
+        def on_listener(node_id: int, _host: str, _port: int) -> tuple[str, int]:
+            return listen_on(name, node_id)
+
+        return rewritten(ctx.api_key, ctx.api_version, frame, Addresses(on_listener), None)

@@ -8,7 +8,8 @@ shared pool of upstream connections for what filters send.
   FindCoordinator or DescribeCluster answers) gets a listener of its own, opened
   at first sight (``node_port_base + node_id``, or an ephemeral port); answers
   name those listeners instead of the brokers, so clients keep coming back
-  through the proxy.
+  through the proxy. Named listeners (:mod:`.listeners`) are bootstrap ports
+  with broker ports of their own; a connection on one carries its name.
 * Each client connection gets its own upstream connection, opened at its first
   request: until then a connection is one task and its socket (an idle one costs
   no upstream connection, no pumps, no buffers). Then two more tasks pump frames:
@@ -105,6 +106,7 @@ from .filters import (
 from .metrics import ProxyMetrics, ProxyStatistics
 from .mtls import ClientTls
 from .pool import UpstreamError, UpstreamPool
+from .sockets import ack_now, bind, bind_all, peer_of
 from .startup import brokers_named, discover_upstream, shared_listeners, upstream_reachable
 from .topics import Topics, metadata_request
 
@@ -133,6 +135,8 @@ class RunningProxy:
     # What SIGHUP changes (.reload): the TLS side new client connections get, the chain.
     client_tls: ClientTls | None = None
     filters: tuple[Filter, ...] = ()
+    # The named listeners' bootstrap addresses, by name (.listeners).
+    listeners: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
 class _Proxy:
@@ -144,6 +148,9 @@ class _Proxy:
         self.advertised = config.advertised_host or config.host
         # node id -> (upstream address, proxy port)
         self.nodes: dict[int, tuple[tuple[str, int], int]] = {}
+        # The named listeners (.listeners), and their brokers' ports: (name, node id) -> port
+        self.named = {n.name: n for n in config.listeners}
+        self.named_nodes: dict[tuple[str, int], int] = {}
         self.client_tls = config.client_ssl_context()
         self.upstream_tls = config.upstream_ssl_context()
         # What clients (and failing accepts) can repeat at will: a line a minute each.
@@ -184,6 +191,7 @@ class _Proxy:
             self.listen_for,
             self._connect_node,
             self._new_pool,
+            self.listen_on if self.named else None,
         )
         for f in self.filters:
             f.attach(services)
@@ -210,51 +218,60 @@ class _Proxy:
             # The broker moved: the listener stays, its connections go to the new address.
             self.nodes[node_id] = ((host, port), known[1])
             return self.advertised, known[1]
+        bound = self._open_node(node_id, self.config.node_port, self.config.host, None)
+        self.nodes[node_id] = ((host, port), bound)
+        self.stats.nodes[node_id] = (self.advertised, bound)
+        log.info("broker %d (%r port %d) is served on port %d", node_id, host, port, bound)
+        return self.advertised, bound
+
+    # ProxyServices.listen_on: a named listener's port for a broker, opened now.
+    def listen_on(self, name: str, node_id: int) -> tuple[str, int]:
+        named = self.named[name]
+        bound = self.named_nodes.get((name, node_id))
+        if bound is None:
+            if node_id not in self.nodes:
+                raise KeyError(f"broker {node_id} has not been named in any answer")
+            bound = self._open_node(node_id, named.node_port, named.host, name)
+            self.named_nodes[name, node_id] = bound
+            log.info("broker %d is served on port %d for listener %s", node_id, bound, name)
+        return named.advertised_host or self.advertised, bound
+
+    def _open_node(
+        self, node_id: int, port_of: Callable[[int], int], host: str, name: str | None
+    ) -> int:
+        """Open a listener for broker ``node_id`` (on listener ``name``; None:
+        the proxy's own) on the port ``port_of`` gives it; its port."""
         wanted = 0
         try:
-            wanted = self.config.node_port(node_id)
-            sock = self._bind(wanted)
+            wanted = port_of(node_id)
+            sock = bind(host, wanted)
         except (OSError, OverflowError, ValueError) as exc:
             if not wanted and not isinstance(exc, ValueError):
                 raise
             # Taken, past 65535 or outside the span: the broker is still served,
             # on a port of the system's choosing, and the operator hears why.
             self.quiet.error(
-                f"bind-{node_id}",
+                f"bind-{name}-{node_id}",
                 "broker %d cannot be served on port %s (%s): serving it on a free port",
                 node_id,
                 wanted or "--node-port-base + id",
                 exc,
             )
-            sock = self._bind(0)
-        listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
-        bound = sock.getsockname()[1]
-        self.nodes[node_id] = ((host, port), bound)
-        self.stats.nodes[node_id] = (self.advertised, bound)
-        log.info("broker %d (%r port %d) is served on port %d", node_id, host, port, bound)
-        self.nursery.start_soon(self.serve, listener, node_id)
-        return self.advertised, bound
+            sock = bind(host, 0)
+        self.nursery.start_soon(self.serve, _listening(sock), node_id, name)
+        return int(sock.getsockname()[1])
 
-    def _bind(self, port: int) -> socket.socket:
-        family = socket.AF_INET6 if ":" in self.config.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.config.host, port))
-            sock.listen(128)
-        except BaseException:
-            sock.close()
-            raise
-        return sock
-
-    async def serve(self, listener: trio.SocketListener, node_id: int | None) -> None:
+    async def serve(
+        self, listener: trio.SocketListener, node_id: int | None, name: str | None = None
+    ) -> None:
         """Accept client connections on ``listener`` (a node's own port when
-        ``node_id`` is given, else the bootstrap port) until cancelled."""
+        ``node_id`` is given, else the bootstrap port; of the named listener
+        ``name``, None: the proxy's own) until cancelled."""
 
         # Out of file descriptors and the like: the connections already open go
         # on; accepting resumes shortly.
         def start(stream: trio.SocketStream) -> None:
-            self.nursery.start_soon(self._connection, stream, node_id)
+            self.nursery.start_soon(self._connection, stream, node_id, name)
 
         await accept_forever(listener, start, self.quiet)
 
@@ -303,6 +320,8 @@ class _Proxy:
                 with trio.fail_after(self.config.connect_timeout):
                     version, body = await brokers_named(stream, self.config.max_frame_size)
             self._from_upstream(ApiKey.METADATA, version, body)
+            for name, node_id in [(n, i) for n in self.named for i in list(self.nodes)]:
+                self.listen_on(name, node_id)
         except (
             OSError,
             trio.TooSlowError,
@@ -319,13 +338,15 @@ class _Proxy:
         stream, _ = await self._open_upstream(node_id)
         return stream
 
-    async def _connection(self, raw: trio.SocketStream, node_id: int | None) -> None:
+    async def _connection(
+        self, raw: trio.SocketStream, node_id: int | None, name: str | None
+    ) -> None:
         self.stats.connections += 1
         self.stats.open_connections += 1
         client: trio.abc.Stream = raw
         attached: list[_Client] = []  # the upstream side, once the client has spoken
-        peer = _peer(raw)
-        opened = connlog.accepted(peer, raw, node_id)
+        peer = peer_of(raw)
+        opened = connlog.accepted(peer, raw, node_id, name)
         session = Session()
         try:
             if self.tls is not None:  # the handshake, the client's identity, SNI's broker
@@ -334,6 +355,7 @@ class _Proxy:
                 ):
                     return
                 client, session, node_id = accepted
+            session.listener = name  # the core gives it no meaning (.listeners)
             async with client, trio.open_nursery() as pumps:
                 await self._requests(client, pumps, node_id, peer, attached, raw.socket, session)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
@@ -415,7 +437,7 @@ class _Proxy:
                     break
                 if not data:
                     break
-                _ack_now(sock)
+                ack_now(sock)
                 reader.feed(data)
                 while (frame := reader.next_frame()) is not None:
                     frame_deadline = None  # the next request's clock starts afresh
@@ -823,39 +845,13 @@ def _fits_now(budget: RequestBudget, size: int) -> bool:
     )
 
 
-# Linux's; absent elsewhere, where the client's ACKs are the system's to time.
-_TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
-
-
-def _ack_now(sock: trio.socket.SocketType) -> None:
-    """Acknowledge what was just read from a client now, not with its answer.
-
-    A client that leaves Nagle's algorithm on (librdkafka's default until 2025,
-    ``socket.nagle.disable=false``) holds a small request back while an earlier
-    one is unacknowledged (RFC 896). Linux delays the ACK of what a connection
-    that answers on the same socket receives, to carry it on the answer
-    ("ping-pong" mode, RFC 1122's delayed ACK), so each request would wait for
-    the answer to the one before it, as long as the proxy's round trip. Setting
-    ``TCP_QUICKACK`` after a read leaves that mode and sends the pending ACK
-    (the kernel re-enters it at the next answer, hence once per read)."""
-    if _TCP_QUICKACK is not None:
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
-        except OSError:
-            pass  # not a TCP socket (a test's), or closing
+def _listening(sock: socket.socket) -> trio.SocketListener:
+    return trio.SocketListener(trio.socket.from_stdlib_socket(sock))
 
 
 def _seconds(ms: int) -> float:
     """A timeout setting in seconds; -1 (Kafka's "never") as infinity."""
     return math.inf if ms < 0 else ms / 1000
-
-
-def _peer(stream: trio.SocketStream) -> tuple[str, int] | None:
-    try:
-        host, port = stream.socket.getpeername()[:2]
-    except (OSError, ValueError):
-        return None
-    return str(host), int(port)
 
 
 def _answered(slot: _Answer, ctx: FilterContext, body: Any, framed: bool) -> None:
@@ -919,12 +915,18 @@ async def serve_core(config: ProxyConfig) -> AsyncIterator[RunningProxy]:
                     served = await trio.open_tcp_listeners(
                         int(metrics_port), host=metrics_host.strip("[]") or None
                     )
+                named = bind_all((n, n.host, n.port) for n in config.listeners)  # last: none leak
             except (OSError, ValueError) as exc:
                 failed = exc
                 nursery.cancel_scope.cancel()
             else:
                 try:
                     running = await _start_serving(config, proxy, nursery, listeners, served)
+                    for item, sock in named:  # the named listeners' bootstrap ports
+                        nursery.start_soon(proxy.serve, _listening(sock), None, item.name)
+                        at = (item.advertised_host or proxy.advertised, sock.getsockname()[1])
+                        running.listeners[item.name] = at
+                        log.info("listener %s on %s:%d", item.name, *at)
                     if config.announce:
                         protocol = "SSL" if config.ssl_certfile else None
                         async with announcing_listener(
@@ -958,7 +960,8 @@ async def _start_serving(
         nursery.start_soon(proxy.serve, listener, None)
     if proxy.sni is not None:
         proxy.sni.port = proxy.sni.port or port
-    if config.node_ports or proxy.sni is not None:  # SNI: clients may name brokers at once
+    # SNI, named listeners: clients may come to a broker's port at once (a restart)
+    if config.node_ports or proxy.sni is not None or config.listeners:
         nursery.start_soon(proxy.open_known_listeners)
     advertised = proxy.advertised
     log.info("proxy on %s:%d for %s", advertised, port, ",".join(config.upstream))

@@ -62,6 +62,8 @@ def summary(loaded: Loaded) -> str:
             value = loaded.values[s.name]
             if s.kind == "filters":
                 value = ", ".join(f.use for f in value)
+            elif s.kind == "listeners":
+                value = ", ".join(f"{n.name} on {n.host}:{n.port}" for n in value)
             elif s.kind == "list":
                 value = ",".join(value)
             lines.append(f"  {s.name} = {value}  ({loaded.origin[s.name]})")

@@ -39,6 +39,7 @@ from trafka.sdk import ConfigError
 from .config import JOURNAL_TOPIC as TOPIC
 from .config import ProxyConfig
 from .keyrouting.plan import HASHES
+from .listeners import listener_of_text, listeners_of_table, problems_of
 
 __all__ = [
     "DEFAULT_STRIDE",
@@ -65,7 +66,9 @@ _FALSE = ("false", "0", "no", "off")
 @dataclass(frozen=True, slots=True)
 class Setting:
     """One setting. ``kind``: str, int, bool, list, path (a file that must
-    exist), choice (one of ``choices``), filters (see :class:`FilterSpec`)."""
+    exist), choice (one of ``choices``), filters (see :class:`FilterSpec`),
+    listeners (:mod:`.listeners`: tables in the file, ``NAME=HOST:PORT``
+    elsewhere)."""
 
     name: str
     kind: str
@@ -131,6 +134,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sni_virtual_hosts", "bool", False, "With sni_domain: clients may name "
             "broker-N.<label>.<sni_domain> (bootstrap.<label>...), a virtual host that answers "
             "on the connection keep and filters read (the tenants filter's hosts)."),
+    Setting("listeners", "listeners", (), "Named listeners, a bootstrap port each with "
+            "broker ports of its own (the tenants filter's listeners): in the file "
+            "[[listeners]] tables {name, listen, node_port_base, advertised_host}; as a flag "
+            "or variable NAME=HOST:PORT[,...], node ports from its port + 1."),
     Setting("upstream_ssl", "bool", False, "Connect to the brokers over TLS."),
     Setting("upstream_ssl_cafile", "path", None, "CAs of the brokers' certificates (PEM)."),
     Setting("upstream_ssl_certfile", "path", None, "The certificate (PEM) the proxy shows "
@@ -222,6 +229,7 @@ def gather(sources: Sources) -> tuple[dict[str, Any], dict[str, str], list[str]]
     for layer in layers:
         for name, (value, where) in layer.items():
             values[name], origin[name] = value, where
+    values["listeners"] = _listeners(values["listeners"], origin["listeners"], problems)
     for s in SETTINGS:
         if values[s.name] is not None:
             _check_range(s, values[s.name], origin[s.name], problems)
@@ -258,6 +266,8 @@ def _typed_from_file(s: Setting, raw: Any, where: str, problems: list[str]) -> A
     kind = s.kind
     if kind == "filters":
         return _filters_from_file(raw, where, problems)
+    if kind == "listeners":
+        return listeners_of_table(raw, where, problems)
     if kind == "list" and isinstance(raw, str):
         raw = _split(raw)
     ok = {
@@ -332,6 +342,8 @@ def _parse_text(s: Setting, text: str) -> Any:
         return tuple(_split(text))
     if s.kind == "filters":
         return tuple(FilterSpec(x) for x in _split(text))
+    if s.kind == "listeners":
+        return tuple(_split(text))  # NAME=HOST:PORT each, read by gather
     return text
 
 
@@ -355,6 +367,21 @@ _POSITIVE_OR_NONE = (
 )
 
 
+def _listeners(given: Any, where: str, problems: list[str]) -> tuple[Any, ...]:
+    """The named listeners, those given as ``NAME=HOST:PORT`` (a flag's, a
+    variable's) read."""
+    out = []
+    for item in given:
+        if isinstance(item, str):
+            try:
+                item = listener_of_text(item)
+            except ValueError as exc:
+                problems.append(f"{where}: {exc}")
+                continue
+        out.append(item)
+    return tuple(out)
+
+
 def _conflicts(values: Mapping[str, Any], origin: Mapping[str, str]) -> list[str]:
     problems = []
     if values["upstream"] is None:
@@ -371,11 +398,23 @@ def _conflicts(values: Mapping[str, Any], origin: Mapping[str, str]) -> list[str
         problems.append(f"{origin['ssl_client_auth']}: client certificates need ssl_cafile")
     if (values["ssl_cafile"] or values["ssl_client_auth"] != "none") and not values["ssl_certfile"]:
         problems.append(f"{origin['ssl_client_auth']}: client certificates need ssl_certfile")
-    host = values["listen"].rpartition(":")[0].strip("[]")
-    if host in ("0.0.0.0", "::", "") and not values["advertised_host"]:
+    host, _, port = values["listen"].rpartition(":")
+    if host.strip("[]") in ("0.0.0.0", "::", "") and not values["advertised_host"]:
         problems.append(
             f"{origin['listen']}: listening on a wildcard address needs advertised_host"
         )
+    if values["listeners"]:
+        where = origin["listeners"]
+        problems += [
+            f"{where}: {p}"
+            for p in problems_of(
+                values["listeners"], int(port) if port.isdigit() else 0, values["advertised_host"]
+            )
+        ]
+        if values["sni_domain"]:
+            problems.append(f"{where}: listeners and sni_domain: choose one (SNI serves one port)")
+        if values["workers"] > 1:
+            problems.append(f"{where}: listeners are not served with workers (one process)")
     return problems
 
 
@@ -417,6 +456,7 @@ _DIRECT = [
     "sni_domain",
     "sni_port",
     "sni_virtual_hosts",
+    "listeners",
     "upstream_ssl",
     "upstream_ssl_cafile",
     "upstream_ssl_certfile",
@@ -462,6 +502,7 @@ _KIND_NAMES = {
     "path": "a file path",
     "choice": "a string",
     "filters": "a list of filters",
+    "listeners": "a list of listeners",
 }
 
 

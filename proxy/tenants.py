@@ -12,6 +12,7 @@ Use it in ``trafka proxy``'s file (see docs/proxy.md, "Virtual clusters
     prefix = "acme."
     principals = ["User:alice"]
     hosts = ["acme"]
+    listeners = ["acme"]
 
 Rules:
 
@@ -19,12 +20,15 @@ Rules:
   (``ctx.principal``: SASL through the proxy, or a client certificate's,
   :mod:`.mtls`), or by the virtual host its TLS handshake's SNI name named
   (``ctx.virtual_host``: ``broker-N.<label>.<sni_domain>``, with the
-  proxy's ``sni_virtual_hosts``, :mod:`.sni`). A tenant names principals,
-  labels (``hosts``) or both; a principal, and a label, belongs to one
-  tenant at most. Labels are DNS labels (letters, digits, ``-`` inside),
-  compared lowercased; a tenant with ``hosts`` needs the proxy's
-  ``sni_domain`` and ``sni_virtual_hosts`` (checked with the proxy's
-  settings, :meth:`Tenants.check_with`).
+  proxy's ``sni_virtual_hosts``, :mod:`.sni`), or by the named listener it
+  connected to (``ctx.listener``: a port of the proxy's ``listeners``,
+  :mod:`.listeners`). A tenant names principals, labels (``hosts``),
+  listeners, or several of them; a principal, a label and a listener each
+  belongs to one tenant at most. Labels are DNS labels (letters, digits,
+  ``-`` inside), compared lowercased; a tenant with ``hosts`` needs the
+  proxy's ``sni_domain`` and ``sni_virtual_hosts``, one with ``listeners``
+  names listeners the proxy defines (checked with the proxy's settings,
+  :meth:`Tenants.check_with`).
 * A client that named a label is that label's tenant's from its first
   request, with no principal needed; a label no tenant names closes its
   connection (logged, naming it). When its principal belongs to a tenant
@@ -34,6 +38,12 @@ Rules:
   tenant (``User:ANONYMOUS``, a TLS client without a certificate) leaves
   the label to decide. A client that named no label is picked by its
   principal alone.
+* A listener works as a label does: a client on a tenant's listener is that
+  tenant's from its first request, with no principal needed, and a principal
+  of another tenant closes its connection (logged, naming both). A listener
+  no tenant names is not refused (the operator made it, the client did not
+  choose it): its clients are picked by their principal, as on the proxy's
+  own port.
 * Before a client has a principal, only ApiVersions and SASL pass: any other
   request closes its connection (logged), and so does any request of a
   client whose principal belongs to no tenant (logged, naming it):
@@ -125,6 +135,7 @@ _KNOWN_TENANT = {
     "prefix",
     "principals",
     "hosts",
+    "listeners",
     "producer_byte_rate",
     "consumer_byte_rate",
 }
@@ -149,6 +160,7 @@ class Tenant:
     prefix: str
     principals: tuple[str, ...]
     hosts: tuple[str, ...] = ()  # SNI virtual hosts' labels (lowercased)
+    listeners: tuple[str, ...] = ()  # the proxy's named listeners (.listeners)
     # bytes per second, None: unlimited (.tenants_quotas)
     producer_byte_rate: float | None = None
     consumer_byte_rate: float | None = None
@@ -166,18 +178,19 @@ class Tenant:
 
 def parse_tenants(
     settings: Mapping[str, Any], problems: list[str]
-) -> tuple[dict[str, Tenant], dict[str, Tenant]]:
-    """The tenants by principal, and by SNI label (every problem appended to
-    ``problems``)."""
+) -> tuple[dict[str, Tenant], dict[str, Tenant], dict[str, Tenant]]:
+    """The tenants by principal, by SNI label, and by named listener (every
+    problem appended to ``problems``)."""
     unknown = sorted(set(settings) - _KNOWN)
     if unknown:
         problems.append(f"unknown setting {unknown[0]!r} (tenants)")
     entries = settings.get("tenants", [])
     if not isinstance(entries, list) or not entries:
         problems.append("tenants: a list of at least one tenant is needed")
-        return {}, {}
+        return {}, {}, {}
     by_principal: dict[str, Tenant] = {}
     by_host: dict[str, Tenant] = {}
+    by_listener: dict[str, Tenant] = {}
     tenants: list[Tenant] = []
     for i, entry in enumerate(entries):
         where = f"tenants[{i}]"
@@ -188,26 +201,33 @@ def parse_tenants(
         if extra:
             problems.append(
                 f"{where}: unknown setting {extra[0]!r} (name, prefix, principals, hosts, "
-                "producer_byte_rate, consumer_byte_rate)"
+                "listeners, producer_byte_rate, consumer_byte_rate)"
             )
         name, prefix = entry.get("name"), entry.get("prefix")
         principals, hosts = entry.get("principals", []), entry.get("hosts", [])
+        listeners = entry.get("listeners", [])
         if not isinstance(name, str) or not name:
             problems.append(f"{where}: name must be a non-empty string")
         if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
             problems.append(f"{where}: prefix {prefix!r} must be letters, digits, '.', '_', '-'")
             continue
-        if not isinstance(principals, list) or not isinstance(hosts, list):
-            problems.append(f"{where}: principals and hosts must be lists")
+        if not all(isinstance(x, list) for x in (principals, hosts, listeners)):
+            problems.append(f"{where}: principals, hosts and listeners must be lists")
             continue
-        if not principals and not hosts:
-            problems.append(f"{where}: a tenant needs principals, hosts (SNI labels) or both")
+        if not principals and not hosts and not listeners:
+            problems.append(
+                f"{where}: a tenant needs principals, hosts (SNI labels), listeners, or several"
+            )
             continue
+        bad = [x for x in listeners if not isinstance(x, str) or not x]
+        if bad:
+            problems.append(f"{where}: listener {bad[0]!r} is not a listener's name")
         tenant = Tenant(
             str(name),
             prefix,
             tuple(str(p) for p in principals),
             _labels(hosts, where, problems),
+            tuple(x for x in listeners if isinstance(x, str) and x),
             parse_rate(entry, "producer_byte_rate", where, problems),
             parse_rate(entry, "consumer_byte_rate", where, problems),
         )
@@ -236,8 +256,15 @@ def parse_tenants(
                 )
             else:
                 by_host[label] = tenant
+        for name in tenant.listeners:
+            if name in by_listener:
+                problems.append(
+                    f"{where}: listener {name!r} is already in tenant {by_listener[name].name!r}"
+                )
+            else:
+                by_listener[name] = tenant
         tenants.append(tenant)
-    return by_principal, by_host
+    return by_principal, by_host, by_listener
 
 
 def _labels(hosts: list[Any], where: str, problems: list[str]) -> tuple[str, ...]:
@@ -262,6 +289,7 @@ class Tenants(Filter):
     def __init__(self) -> None:
         self.by_principal: dict[str, Tenant] = {}
         self.by_host: dict[str, Tenant] = {}
+        self.by_listener: dict[str, Tenant] = {}
         self.topic_ids: dict[uuid.UUID, str] = {}
         # (tenant, outcome) -> requests; outcome: served, refused
         self.counted: dict[tuple[str, str], int] = {}
@@ -269,23 +297,33 @@ class Tenants(Filter):
 
     def configure(self, settings: Mapping[str, Any]) -> None:
         problems: list[str] = []
-        by_principal, by_host = parse_tenants(settings, problems)
+        by_principal, by_host, by_listener = parse_tenants(settings, problems)
         windows = parse_windows(settings, problems)
         if problems:
             raise ConfigError.of(problems)
         self.by_principal, self.by_host = by_principal, by_host
+        self.by_listener = by_listener
         self.quotas.configure(windows)
-        names = {t.name for t in (*by_principal.values(), *by_host.values())}
+        every = (*by_principal.values(), *by_host.values(), *by_listener.values())
+        names = {t.name for t in every}
         log.info("tenants: %d tenants", len(names))
 
     def check_with(self, config: ProxyConfig) -> list[str]:
+        problems = []
         if self.by_host and not (config.sni_domain and config.sni_virtual_hosts):
             hosts = sorted(self.by_host)
-            return [
+            problems.append(
                 f"tenants name hosts ({', '.join(hosts)}): they need the proxy's sni_domain "
                 "and sni_virtual_hosts (clients name broker-N.<host>.<sni_domain>)"
-            ]
-        return []
+            )
+        defined = {n.name for n in config.listeners}
+        unknown = sorted(set(self.by_listener) - defined)
+        if unknown:
+            problems.append(
+                f"tenants name listeners ({', '.join(unknown)}) the proxy does not define "
+                f"(its listeners: {', '.join(sorted(defined)) or 'none'})"
+            )
+        return problems
 
     # -- requests --------------------------------------------------------------------------
 
@@ -342,18 +380,23 @@ class Tenants(Filter):
     def _tenant(self, ctx: FilterContext) -> Tenant:
         """The client's tenant (see the rules: who has none is closed)."""
         principal = ctx.principal
-        label = ctx.virtual_host
-        if label is not None:
-            tenant = self.by_host.get(label)
-            if tenant is None:
+        label, listener = ctx.virtual_host, ctx.listener
+        picked = None
+        if listener is not None and (picked := self.by_listener.get(listener)) is not None:
+            what = f"listener {listener!r}"
+        elif label is not None:
+            picked = self.by_host.get(label)
+            if picked is None:
                 raise CloseConnection(f"tenants: host {label!r} belongs to no tenant")
+            what = f"host {label!r}"
+        if picked is not None:
             theirs = self.by_principal.get(principal) if principal is not None else None
-            if theirs is not None and theirs != tenant:
+            if theirs is not None and theirs != picked:
                 raise CloseConnection(
-                    f"tenants: host {label!r} is tenant {tenant.name!r}'s but principal "
+                    f"tenants: {what} is tenant {picked.name!r}'s but principal "
                     f"{principal} is tenant {theirs.name!r}'s"
                 )
-            return tenant
+            return picked
         if principal is None:
             # Not logged in (or as a principal the proxy cannot name): passed
             # on, the request would name the brokers' resources as they are.

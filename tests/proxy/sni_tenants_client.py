@@ -1,12 +1,15 @@
 """confluent-kafka as a tenant picked by its SNI label
 (tests/proxy/test_proxy_sni_tenants.py), run as a process of its own whose
-/etc/hosts names the proxy's SNI names 127.0.0.1 (librdkafka resolves in C).
+/etc/hosts names the proxy's SNI names 127.0.0.1 (librdkafka resolves in C),
+or by its listener (tests/proxy/test_proxy_listener_tenants.py: CA ``-``,
+plaintext).
 
     python sni_tenants_client.py BOOTSTRAP TOPIC GROUP CA TAG N
 
 Sends N records (values ``TAG-<i>``, idempotent) to TOPIC, reads them back
-with a consumer in GROUP and commits, then lists the topics (with the brokers
-librdkafka's metadata names) and the consumer groups; prints one JSON line.
+with a consumer in GROUP and commits, then lists the topics (with the brokers'
+hosts and ports librdkafka's metadata names) and the consumer groups; prints
+one JSON line.
 Exits non-zero on any error.
 """
 
@@ -21,7 +24,9 @@ import confluent_kafka.admin
 
 
 def main(bootstrap: str, topic: str, group: str, ca: str, tag: str, n: int) -> None:
-    tls = {"bootstrap.servers": bootstrap, "security.protocol": "SSL", "ssl.ca.location": ca}
+    tls = {"bootstrap.servers": bootstrap}
+    if ca != "-":
+        tls.update({"security.protocol": "SSL", "ssl.ca.location": ca})
     errors: list[str] = []
 
     def report(err: Any, _msg: Any) -> None:
@@ -57,6 +62,7 @@ def main(bootstrap: str, topic: str, group: str, ca: str, tag: str, n: int) -> N
                 "read": read,
                 "topics": sorted(metadata.topics),
                 "brokers": sorted(b.host for b in metadata.brokers.values()),
+                "ports": sorted(b.port for b in metadata.brokers.values()),
                 "groups": sorted(g.group_id for g in groups.valid),
             }
         )

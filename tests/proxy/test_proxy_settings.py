@@ -98,6 +98,8 @@ def test_every_setting_is_a_flag_a_variable_and_a_file_key(tmp_path: Path) -> No
         "path": (str(afile), str(afile)),
         "list": (["h:1", "h:2"], "h:1,h:2"),
         "filters": ([FILTER], FILTER),
+        # the file's tables are tests/proxy/test_proxy_listener_tenants.py's; strings too
+        "listeners": (["a=127.0.0.1:7"], "a=127.0.0.1:7"),
     }
     help_text = run("--help").output
     base = {"upstream": ("h:9",), "upstream_ssl": True, "ssl_certfile": str(afile)}

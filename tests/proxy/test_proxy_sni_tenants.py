@@ -167,7 +167,7 @@ def test_every_problem_of_the_hosts_is_named() -> None:
     assert any("tenants[1]: host '-x' is not one DNS label" in p for p in problems)
     assert any("tenants[1]: host 7 is not one DNS label" in p for p in problems)
     assert any("tenants[2]: a tenant needs principals, hosts" in p for p in problems)
-    assert any("tenants[3]: principals and hosts must be lists" in p for p in problems)
+    assert any("tenants[3]: principals, hosts and listeners must be lists" in p for p in problems)
     assert len(problems) == 6, problems
 
 
