@@ -18,12 +18,14 @@ Rules:
 * A cell of the table is ``yes`` when every test of that feature on that peer
   passed, ``no`` when one is an expected failure (xfail: a difference written
   down), ``fails`` when one failed, and empty when no test ran there.
-* At the end of a run, every row whose tests ran is compared with the page's
+* At the end of a run, every cell whose tests ran is compared with the page's
   generated block (between ``<!-- compat:begin -->`` and ``<!-- compat:end -->``).
-  A row the run computed that the page lacks or shows otherwise makes the run
-  fail, naming the rows: the page is stale. Rows of tests that did not run are
-  left as they are, so a partial run checks only what it ran.
-* ``TRAFKA_WRITE_COMPAT=1`` writes the rows the run computed into the page
+  A cell the run computed that the page lacks or shows otherwise makes the run
+  fail, naming its row: the page is stale. Cells (and rows) of tests that did
+  not run are left as they are, so a partial run checks only what it ran (a
+  row's test on one peer may run while its test on another is skipped or
+  deselected).
+* ``TRAFKA_WRITE_COMPAT=1`` writes the cells the run computed into the page
   (keeping the others) instead of failing; ``make compat`` runs the marked tests
   that way. A row no test names any more is dropped only by a run that ran
   every marked test (``make compat``).
@@ -202,10 +204,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     text = path.read_text()
     page = _read_rows(text)
     ran = {key: dict(cells) for key, cells in _cells.items()}
-    stale = sorted(f"{a}: {f}" for (a, f), cells in ran.items() if page.get((a, f)) != cells)
+    stale = sorted(
+        f"{a}: {f}"
+        for (a, f), cells in ran.items()
+        if any(page.get((a, f), {}).get(peer) != cell for peer, cell in cells.items())
+    )
     if os.environ.get(WRITE_ENV) == "1":
         everything = session.config.getoption("markexpr", "") == "compat"
-        rows = ran if everything else {**page, **ran}
+        rows = (
+            ran if everything else {**page, **{k: {**page.get(k, {}), **c} for k, c in ran.items()}}
+        )
         block = f"{BEGIN}\n{_render(rows)}\n{END}"
         new = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
         path.write_text(new)

@@ -48,13 +48,17 @@ after
 """
 
 
-def _run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def _run(tmp_path: Path, *extra: str, **env: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "test_inner.py").write_text(TESTS)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "compat_page"]
     environ = {**os.environ, "PYTHONPATH": str(HERE), "TRAFKA_COMPAT_PAGE": str(tmp_path / "p.md")}
     return subprocess.run(
-        [*args, str(tmp_path)], capture_output=True, text=True, env={**environ, **env}, timeout=120
+        [*args, *extra, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**environ, **env},
+        timeout=120,
     )
 
 
@@ -116,3 +120,27 @@ def test_brokerlite_pages_block_is_the_compatibility_pages_rows() -> None:
         "docs/brokerlite.md is stale: run `make compat` (or the marked tests with "
         "TRAFKA_WRITE_COMPAT=1)"
     )
+
+
+def test_a_run_of_one_peer_of_a_row_checks_and_writes_that_cell_only(tmp_path: Path) -> None:
+    """A row's test on one peer ran, on another not (deselected, or skipped as
+    test_kgo_suite's whole control is in make test): the page's other cell is
+    neither stale nor dropped."""
+    page = tmp_path / "p.md"
+    page.write_text(
+        PAGE.replace("| Proxy | kept", "| SDK | works | yes |  | yes |\n| Proxy | kept")
+    )
+    one = _run(tmp_path, "-k", "works and brokerlite")
+    assert one.returncode == 0, one.stdout
+    assert "is stale" not in one.stdout
+
+    page.write_text(
+        PAGE.replace("| Proxy | kept", "| SDK | works | fails |  | yes |\n| Proxy | kept")
+    )
+    differs = _run(tmp_path, "-k", "works and brokerlite")
+    assert differs.returncode == 1
+    assert "stale for 1 row(s) this run tested: SDK: works." in differs.stdout
+
+    written = _run(tmp_path, "-k", "works and brokerlite", TRAFKA_WRITE_COMPAT="1")
+    assert written.returncode == 0, written.stdout
+    assert "| SDK | works | yes |  | yes |" in page.read_text()

@@ -241,6 +241,19 @@ SHARE_GROUP_TESTS = frozenset(
 )
 
 
+def listed(binary: Path, workdir: Path) -> set[str]:
+    """Every top-level test the binary holds (``-test.list``: no broker asked)."""
+    done = subprocess.run(
+        [str(binary), "-test.list", ".*"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return {line.strip() for line in done.stdout.splitlines() if line.startswith("Test")}
+
+
 def retry(
     binary: Path, workdir: Path, measured: Run, seeds: str, among: set[str], **options: Any
 ) -> None:
