@@ -249,20 +249,17 @@ def parse_tenants(
                 )
             else:
                 by_principal[p] = tenant
-        for label in tenant.hosts:
-            if label in by_host:
-                problems.append(
-                    f"{where}: host {label!r} is already in tenant {by_host[label].name!r}"
-                )
-            else:
-                by_host[label] = tenant
-        for name in tenant.listeners:
-            if name in by_listener:
-                problems.append(
-                    f"{where}: listener {name!r} is already in tenant {by_listener[name].name!r}"
-                )
-            else:
-                by_listener[name] = tenant
+        for kind, names, owners in (
+            ("host", tenant.hosts, by_host),
+            ("listener", tenant.listeners, by_listener),
+        ):
+            for name in names:
+                if name in owners:
+                    problems.append(
+                        f"{where}: {kind} {name!r} is already in tenant {owners[name].name!r}"
+                    )
+                else:
+                    owners[name] = tenant
         tenants.append(tenant)
     return by_principal, by_host, by_listener
 
