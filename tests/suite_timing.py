@@ -5,7 +5,10 @@
 one tab-separated line per test phase to FILE: the wall clock when reported,
 the phase (setup, call, teardown), its outcome, its seconds and the test's
 node id. Under xdist the controller writes them all (the workers' reports reach
-it), so one file holds the run. ``python tests/suite_timing.py FILE [N]`` then
+it), so one file holds the run; each session fixture's start (a shared
+broker's, Spark's) goes to FILE.fixtures, a line each: the wall clock, the
+worker, the fixture, its seconds and the test that asked for it.
+``python tests/suite_timing.py FILE [N]`` then
 prints the N files (default 30) and tests that took longest, setup and
 teardown included (a session fixture's start counts to the first test that
 asked for it).
@@ -24,7 +27,9 @@ import os
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,6 +83,32 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         now = tree_cpu_seconds(os.getpid())
         outcome.get_result().user_properties.append((_CPU_KEY, now - _last_cpu[0]))
         _last_cpu[0] = now
+
+
+_current: list[str] = []  # the test being run (its node id)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logstart(nodeid: str, location: object) -> None:
+    _current[:] = [nodeid]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Iterator[None]:
+    """A session fixture's start (a shared broker, Spark, ZooKeeper...), in
+    FILE.fixtures: which worker started it, for which test, in how many
+    seconds, so that a run shows how many workers start each peer."""
+    out = os.environ.get(OUT)
+    start = time.monotonic()
+    yield
+    if out and fixturedef.scope == "session":
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        line = (
+            f"{time.time():.1f}\t{worker}\t{fixturedef.argname}\t"
+            f"{time.monotonic() - start:.2f}\t{_current[0] if _current else ''}\n"
+        )
+        with open(f"{out}.fixtures", "a", encoding="utf-8") as f:
+            f.write(line)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

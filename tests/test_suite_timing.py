@@ -97,3 +97,52 @@ def test_the_summary_ranks_files_by_cpu_when_recorded(tmp_path: Path) -> None:
         "     4.2      3.0  b.py",
         "     0.5      9.0  a.py",
     ]
+
+
+_PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+_INNER = """
+import pytest
+
+@pytest.fixture(scope="session")
+def shared_peer():
+    return 1
+
+@pytest.fixture
+def per_test():
+    return 2
+
+def test_first(per_test):
+    pass
+
+def test_asks(shared_peer, per_test):
+    pass
+
+def test_again(shared_peer):
+    pass
+"""
+
+
+def test_a_session_fixtures_start_is_recorded_with_the_test_that_asked(tmp_path: Path) -> None:
+    (tmp_path / "test_inner.py").write_text(_INNER)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    out = tmp_path / "timing.tsv"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parent),
+        OUT: str(out),
+    }
+    env.pop("PYTEST_XDIST_WORKER", None)
+    done = subprocess.run(
+        [*_PYTEST, "-p", "suite_timing", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line.split("\t")[1:] for line in Path(f"{out}.fixtures").read_text().splitlines()]
+    mine = [row for row in rows if row[1] == "shared_peer"]  # (pytest's own too: tmp_path...)
+    assert len(mine) == 1 and mine[0][0] == "main", rows
+    assert mine[0][3] == "test_inner.py::test_asks"
+    assert not [row for row in rows if row[1] == "per_test"]
