@@ -315,7 +315,11 @@ class ClusterTransactions:
                 # The group's pending offsets first: should this fail, no marker
                 # says the transaction is settled here, and the coordinator retries.
                 settled = self._group_store().settle_transaction(
-                    partition, marker.producer_id, marker.producer_epoch, marker.transaction_result
+                    partition,
+                    marker.producer_id,
+                    marker.producer_epoch,
+                    marker.transaction_result,
+                    tv2=marker.transaction_version >= 2,
                 )
             broker.producers.write_marker(
                 topic,
