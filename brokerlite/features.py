@@ -23,14 +23,17 @@ Features and levels:
   with UpdateFeatures (``kafka-features downgrade --feature
   transaction.version=1``) moves new transactions back to AddPartitionsToTxn.
 * A cluster of brokerlites (``cluster_mode``) supports the same levels
-  (:data:`CLUSTER_SUPPORTED`). Each broker keeps its own journal and answers
-  UpdateFeatures and ApiVersions from it: a change is made on every broker
-  (``kafka-features --bootstrap-server`` each in turn), as the dynamic configs
-  of one broker are. Its finalized ``share.version`` decides whether its
-  share-partitions write dead letters, its ``transaction.version`` how its
-  transaction coordinators fence (see :mod:`.transactions.tv2`); every broker
-  serves both transaction flows by request version whatever the levels, so
-  brokers whose levels differ for a while lose nothing.
+  (:data:`CLUSTER_SUPPORTED`). The levels are the cluster's, in ZooKeeper's
+  ``/feature`` (:mod:`.cluster.driver.feature_sync`): UpdateFeatures to any
+  broker writes them there, and each broker follows the znode into its own
+  store (:meth:`FeatureStore.follow`), which it answers ApiVersions from and
+  keeps in its journal. Before anyone changed a level there is no
+  ``/feature`` and each broker has its defaults. The finalized
+  ``share.version`` decides whether share-partitions write dead letters,
+  ``transaction.version`` how transaction coordinators fence (see
+  :mod:`.transactions.tv2`); every broker serves both transaction flows by
+  request version whatever the levels, so brokers that learn a change a moment
+  apart lose nothing.
 * Level 0 is "not finalized": the feature leaves ApiVersions' finalized list,
   as Kafka's controller removes a feature whose level record is 0.
 * The finalized epoch starts at 1 and grows by one with every applied
@@ -240,6 +243,27 @@ class FeatureStore(JournalStore):
         """
         self._write({"kind": "update", "epoch": self.epoch + 1, "levels": dict(levels)})
         return self.epoch
+
+    def follow(self, levels: Mapping[str, int], epoch: int) -> bool:
+        """Take the cluster's levels (a cluster node following ZooKeeper's
+        ``/feature``): every supported feature at its level in ``levels`` (0 when
+        absent), with ``epoch``. Durable, as :meth:`update`; nothing is written
+        when they are the levels and epoch held already.
+
+        Returns:
+            Whether anything changed.
+
+        Raises:
+            FeatureStoreError: the journal write failed; nothing changed.
+        """
+        wanted = {
+            name: min(max(levels.get(name, 0), 0), high)
+            for name, (_, high) in self.supported.items()
+        }
+        if wanted == self._levels and epoch == self.epoch:
+            return False
+        self._write({"kind": "update", "epoch": epoch, "levels": wanted})
+        return True
 
     def _apply(self, entry: dict[str, Any]) -> None:
         kind = entry.get("kind")

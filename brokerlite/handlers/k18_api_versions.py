@@ -27,9 +27,9 @@ list. They survive a restart.
 * ``transaction.version`` 2 (a single node and a cluster; supported 0-2, as
   Kafka 4.x): clients use KIP-890 part 2's transactions (Produce v12+ and
   TxnOffsetCommit v5+ without AddPartitionsToTxn/AddOffsetsToTxn, EndTxn v5+
-  bumping the epoch); at 1 or 0 they use the earlier flow. In a cluster each
-  broker answers with its own levels (UpdateFeatures changes the broker it
-  reaches).
+  bumping the epoch); at 1 or 0 they use the earlier flow. In a cluster the
+  levels are the cluster's (ZooKeeper's ``/feature``, which every broker
+  follows), the epoch the znode's version plus 2.
 
 Those APIs stay in the list whatever the levels, as Kafka's broker keeps them
 (Produce v12, TxnOffsetCommit v5 and EndTxn v5 as well: Kafka's clients step

@@ -39,6 +39,7 @@ Coordinator failover with version 2 clients: ``test_cluster_transactions.py``
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -58,6 +59,7 @@ from test_cluster_transactions import (
     create_topics,
     group_coordinated,
     leaders,
+    live,
     read_all,
     txn_coordinator,
     txn_records,
@@ -100,6 +102,10 @@ class SharedCluster:
         self._stop: trio.Event | None = None
         self.cluster: LocalCluster | None = None
         self._thread = threading.Thread(target=self._main, name="txn-v2-cluster", daemon=True)
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return self._zk
 
     def start(self) -> None:
         self._thread.start()
@@ -175,7 +181,9 @@ def producer_batches(cluster: LocalCluster, pid: int) -> list[tuple[int, bool, i
     """``(partition, is_control, producer_epoch)`` of every batch of producer ``pid``
     in the topic, read at each partition's leader, in log order per partition."""
     out = []
-    for p, leader in sorted(leaders(cluster, TOPIC, PARTITIONS).items()):
+    led = leaders(cluster, TOPIC, PARTITIONS)
+    assert led, "the nodes do not agree on the topic's leaders yet"
+    for p, leader in sorted(led.items()):
         plog = cluster.node(leader).broker.logs.partition(TOPIC, p)
         data = plog.read(plog.log_start_offset, 1 << 30, upper_bound=plog.high_watermark)
         for header, _ in iter_batches(data.tobytes()):
@@ -272,21 +280,40 @@ async def committed(bs: str, group: str, tp: TopicPartition) -> int | None:
         return await consumer.committed(tp)
 
 
-async def set_transaction_version(cluster: LocalCluster, level: int, upgrade_type: int) -> None:
-    """UpdateFeatures on every node (each keeps its own levels), as
-    ``kafka-features --bootstrap-server`` run against each; then every node's
-    ApiVersions reports ``level``."""
+async def finalized_everywhere(cluster: LocalCluster) -> dict[int, tuple[int, int]]:
+    """Each live node's finalized ``transaction.version`` and finalized epoch (ApiVersions v4)."""
+    out = {}
+    for n in live(cluster):
+        answer = await api_versions_of(*cluster.node(n).address)
+        levels = {f.name: f.max_version_level for f in answer.finalized_features}
+        out[n] = (levels.get(TV, 0), answer.finalized_features_epoch)
+    return out
+
+
+async def set_transaction_version(
+    cluster: LocalCluster, level: int, upgrade_type: int, node: int
+) -> None:
+    """UpdateFeatures sent to ``node`` alone, as ``kafka-features`` sends it to one
+    broker: the cluster's level (ZooKeeper's ``/feature``) changes, and every
+    node's ApiVersions soon reports ``level`` with one epoch for all."""
     R = features_msg.UpdateFeaturesRequest
     key = R.FeatureUpdateKey(feature=TV, max_version_level=level, upgrade_type=upgrade_type)
-    for n in cluster.node_ids:
-        answer = await raw_request(cluster, n, 57, 1, R(timeout_ms=5000, feature_updates=[key]))
-        assert answer.error_code == ErrorCode.NONE, (n, answer)
-        host, port = cluster.node(n).address
-        finalized = {
-            f.name: f.max_version_level
-            for f in (await api_versions_of(host, port)).finalized_features
-        }
-        assert finalized.get(TV, 0) == level, (n, finalized)
+    answer = await raw_request(cluster, node, 57, 1, R(timeout_ms=5000, feature_updates=[key]))
+    assert answer.error_code == ErrorCode.NONE, answer
+    # The node that answered reports it at once.
+    assert (await finalized_everywhere(cluster))[node][0] == level
+    seen: dict[int, tuple[int, int]] = {}
+
+    async def agreed() -> bool:
+        seen.clear()
+        seen.update(await finalized_everywhere(cluster))
+        return len(set(seen.values())) == 1 and seen[node][0] == level
+
+    with trio.move_on_after(30):
+        while not await agreed():
+            await trio.sleep(0.05)
+        return
+    raise AssertionError(f"the nodes do not agree on {TV} {level}: {seen}")
 
 
 # -- ApiVersions: what every node advertises, against Kafka 4.4 ---------------------------------
@@ -543,26 +570,46 @@ def test_an_open_transaction_fenced_or_timed_out_is_aborted_as_version_2_decides
 def test_version_1_transactions_in_flight_across_an_upgrade_to_version_2(
     shared: SharedCluster,
 ) -> None:
-    """``transaction.version`` lowered to 1 on every node (UpdateFeatures' safe
-    downgrade, as ``kafka-features downgrade``): a new SDK producer uses version
+    """``transaction.version`` lowered to 1 (UpdateFeatures' safe downgrade, as
+    ``kafka-features downgrade``, sent to one node: the cluster's level, which
+    every node then reports): a new SDK producer uses version
     1 (AddPartitionsToTxn, AddOffsetsToTxn, one epoch), and so does a producer
     of version 1 on the wire (AddPartitionsToTxn v3, Produce v11). Both
     transactions are open when the level is raised to 2 again: the SDK's
     commits as it began (markers at its own epoch, its offsets committed); the
     other producer is replaced (InitProducerId, a fence), and that abort is
     decided as version 2 decides it (markers one epoch above, sent as
-    WriteTxnMarkers v2). A producer made after the upgrade uses version 2."""
+    WriteTxnMarkers v2). A producer made after the upgrade uses version 2.
+    ZooKeeper's ``/feature`` holds the levels as Kafka 3.9's controller writes
+    it."""
     prefix = "up-"
 
     async def steps(cluster: LocalCluster) -> None:
         bs = cluster.bootstrap_servers
-        await set_transaction_version(cluster, 1, 2)
+        first, second = cluster.node_ids[:2]
+        await set_transaction_version(cluster, 1, 2, first)
+        feature = json.loads(await trio.to_thread.run_sync(read_znode, shared.zookeeper_connect))
+        assert feature["version"] == 2 and feature["status"] == 1, feature
+        assert feature["features"][TV] == {"max_version_level": 1}, feature
         try:
-            await upgrade_steps(cluster, bs, prefix)
+            await upgrade_steps(cluster, bs, prefix, second)
         finally:
-            await set_transaction_version(cluster, 2, 1)
+            await set_transaction_version(cluster, 2, 1, second)
 
     shared.run(steps)
+
+
+def read_znode(connect: str, path: str = "/feature") -> bytes:
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=connect)
+    zk.start(timeout=15)
+    try:
+        data, _ = zk.get(path)
+        return bytes(data)
+    finally:
+        zk.stop()
+        zk.close()
 
 
 async def begin_version_1(cluster: LocalCluster, tid: str, value: bytes) -> tuple[int, int, int]:
@@ -594,7 +641,7 @@ async def begin_version_1(cluster: LocalCluster, tid: str, value: bytes) -> tupl
     return coordinator, pid, epoch
 
 
-async def upgrade_steps(cluster: LocalCluster, bs: str, prefix: str) -> None:
+async def upgrade_steps(cluster: LocalCluster, bs: str, prefix: str, node: int) -> None:
     group, _ = await group_coordinated(cluster, "up-g", lambda n: True)
     async with open_producer(
         bootstrap_servers=bs, transactional_id="up-commit", linger_ms=5, **CLIENT
@@ -613,7 +660,7 @@ async def upgrade_steps(cluster: LocalCluster, bs: str, prefix: str) -> None:
         record = cluster.node(fenced_at).broker.txn.record("up-fenced")
         assert record is not None and not record.tv2, record
 
-        await set_transaction_version(cluster, 2, 1)
+        await set_transaction_version(cluster, 2, 1, node)
         await kept.commit_transaction()
         # Answered once the fenced transaction's abort is written.
         await init_until_done(cluster, fenced_at, "up-fenced")
@@ -639,3 +686,43 @@ async def upgrade_steps(cluster: LocalCluster, bs: str, prefix: str) -> None:
         await fresh.commit_transaction()
         after = cluster.node(coordinator).broker.txn.record("up-new")
         assert after is not None and after.tv2 and after.producer_epoch == before + 1, after
+
+
+def test_a_node_down_across_a_change_takes_the_cluster_s_level_and_version_1_survives(
+    shared: SharedCluster,
+) -> None:
+    """A transaction of version 1 is open (level 1) when its coordinator's node
+    stops; the level is raised to 2 meanwhile, through another node. The node
+    comes back and reports the cluster's level and epoch, read from ``/feature``
+    as it joins; the transaction, coordinated by the successor, commits with
+    EndTxn v4 as it began, and is read whole."""
+    tid, value = "down-v1", b"down-v1"
+
+    async def steps(cluster: LocalCluster) -> None:
+        bs = cluster.bootstrap_servers
+        first = cluster.node_ids[0]
+        await set_transaction_version(cluster, 1, 2, first)
+        try:
+            coordinator, pid, epoch = await begin_version_1(cluster, tid, value)
+            await cluster.stop_node(coordinator)
+            successor = await txn_coordinator(cluster, tid, not_=coordinator)
+            await set_transaction_version(cluster, 2, 1, successor)
+            await cluster.start_node(coordinator)
+            levels = await finalized_everywhere(cluster)
+            assert len(levels) == NODES and len(set(levels.values())) == 1, levels
+            assert levels[coordinator][0] == 2, levels
+            body = end_txn_msg.EndTxnRequest(
+                transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True
+            )
+            at = await txn_coordinator(cluster, tid)
+            answer = await raw_request(cluster, at, 26, 4, body)
+            assert answer.error_code == ErrorCode.NONE, answer
+            await wait_settled(bs)
+            await until(lambda: leaders(cluster, TOPIC, PARTITIONS), "the nodes agree on leaders")
+            got = mine(await read_all(bs, "read_committed"), "down-")
+            assert sorted(v for vs in got.values() for v in vs) == [value, value]
+            assert {b[2] for b in producer_batches(cluster, pid)} == {epoch}  # version 1
+        finally:
+            await set_transaction_version(cluster, 2, 1, first)
+
+    shared.run(steps)

@@ -341,3 +341,18 @@ def test_share_version_0_turns_share_groups_off(core: Any) -> None:
     assert core.call(68, 1, _heartbeat()).error_code == ErrorCode.NONE  # KIP-848 untouched
     assert update(core, 1, (SV, 1)).error_code == ErrorCode.NONE
     assert core.call(76, 1, _share_heartbeat()).error_code == ErrorCode.NONE
+
+
+def test_a_cluster_node_follows_the_cluster_s_levels(tmp_path: Path) -> None:
+    """A cluster node takes the levels of ZooKeeper's ``/feature`` with their epoch
+    (a feature it does not list is at 0, a level above the node's highest is
+    lowered to it), durably; the same levels and epoch again write nothing."""
+    path = tmp_path / "f.journal"
+    with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
+        assert store.follow({TV: 1, SV: 9, "other.feature": 3}, 2)
+        assert (store.levels(), store.epoch) == ({GV: 0, SV: 2, TV: 1}, 2)
+        size = path.stat().st_size
+        assert not store.follow({TV: 1, SV: 2}, 2)
+        assert path.stat().st_size == size
+    with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
+        assert (store.levels(), store.epoch) == ({GV: 0, SV: 2, TV: 1}, 2)
