@@ -20,7 +20,9 @@ KIP-890 part 2 and Kafka 4.4, what these tests hold the cluster to:
   ``TransactionCoordinator``): the old epoch's EndTxn v5 commit is then
   INVALID_TXN_STATE, its Produce INVALID_PRODUCER_EPOCH.
 * ``transaction.version`` is lowered and raised with UpdateFeatures
-  (``kafka-features downgrade/upgrade``); a transaction of version 1 under way
+  (``kafka-features downgrade/upgrade``, Kafka 4.4's own tool here), which
+  changes the cluster's level (ZooKeeper's ``/feature``, as Kafka 3.9 kept it)
+  for every node, one that was down included; a transaction of version 1 under way
   across the change completes as it began, a version 1 transaction fenced
   after the upgrade is aborted as version 2 decides it, and new producers take
   the new flow.
@@ -350,6 +352,7 @@ def advertised(answer: Any) -> dict[str, Any]:
     }
 
 
+@pytest.mark.kafka
 def test_every_node_advertises_transaction_version_2_as_kafka_4_4(
     shared: SharedCluster, kafka4: Any
 ) -> None:
@@ -726,3 +729,62 @@ def test_a_node_down_across_a_change_takes_the_cluster_s_level_and_version_1_sur
             await set_transaction_version(cluster, 2, 1, first)
 
     shared.run(steps)
+
+
+FEATURES_TOOL = "org.apache.kafka.tools.FeatureCommand"
+
+
+def _tv_line(outcome: dict[str, Any]) -> str:
+    assert outcome["exit"] == 0, outcome
+    [line] = [x for x in outcome["out"].splitlines() if f"Feature: {TV}" in x]
+    return " ".join(line.split())
+
+
+@pytest.mark.kafka
+def test_kafka_features_changes_the_cluster_s_transaction_version(shared: SharedCluster) -> None:
+    """Kafka 4.4's ``kafka-features`` (its ``FeatureCommand``) with one node as its
+    bootstrap: ``describe`` shows ``transaction.version`` supported 0-2 and
+    finalized at 2; ``downgrade --feature transaction.version=1`` lowers the
+    cluster's level, which every node then reports; ``upgrade`` raises it back."""
+    from java_harness import ScriptSession
+    from kafka_scripts import require_kafka
+
+    require_kafka()
+    cluster = shared.cluster
+    assert cluster is not None
+    host, port = cluster.node(cluster.node_ids[-1]).address
+    bs = ["--bootstrap-server", f"{host}:{port}"]
+
+    def agree_on(level: int) -> Callable[[LocalCluster], Awaitable[None]]:
+        async def steps(cluster: LocalCluster) -> None:
+            with trio.fail_after(30):
+                while True:
+                    seen = await finalized_everywhere(cluster)
+                    if {v[0] for v in seen.values()} == {level} and len(set(seen.values())) == 1:
+                        return
+                    await trio.sleep(0.05)
+
+        return steps
+
+    with ScriptSession() as session:
+        describe, down = session.run(
+            [
+                (FEATURES_TOOL, [*bs, "describe"], None),
+                (FEATURES_TOOL, [*bs, "downgrade", "--feature", f"{TV}=1"], None),
+            ],
+            timeout=120,
+        )
+        assert "SupportedMinVersion: 0 SupportedMaxVersion: 2 FinalizedVersionLevel: 2" in (
+            _tv_line(describe)
+        )
+        assert down["exit"] == 0, down
+        shared.run(agree_on(1))
+        [up] = session.run(
+            [(FEATURES_TOOL, [*bs, "upgrade", "--feature", f"{TV}=2"], None)], timeout=120
+        )
+        assert up["exit"] == 0, up
+        # Every node follows /feature a moment apart (as a KRaft broker follows the
+        # metadata log): describe once they all have it.
+        shared.run(agree_on(2))
+        [again] = session.run([(FEATURES_TOOL, [*bs, "describe"], None)], timeout=120)
+        assert "FinalizedVersionLevel: 2" in _tv_line(again)
