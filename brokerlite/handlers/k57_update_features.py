@@ -23,7 +23,7 @@ Errors, top-level, the first that applies:
   refuses (nothing is applied);
 * UNKNOWN_SERVER_ERROR when the change cannot be journaled (nothing changed).
 
-``timeoutMs`` is not waited on: the change is durable before the answer.
+On one node ``timeoutMs`` is not waited on: the change is durable before the answer.
 
 In a cluster the levels are the cluster's, kept in ZooKeeper's ``/feature`` as
 Kafka 3.9's ZooKeeper-mode controller keeps them
