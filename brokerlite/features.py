@@ -9,24 +9,31 @@ Features and levels:
   KIP-848), ``share.version`` 0-2 (1: share groups, KIP-932; 2: their
   dead-letter queues, KIP-1191, on a single node and in a cluster, where a
   share-partition leader produces its dead letters to the DLQ partition's
-  leader) and, on a single
-  node, ``transaction.version`` 0-2 (2: KIP-890 part 2, transactions with
+  leader) and ``transaction.version`` 0-2 (2: KIP-890 part 2, transactions with
   implicit partitions and an epoch bump per transaction; 1: Kafka's flexible
-  transaction records, which changes nothing a client sees). A fresh data
-  directory has each at its highest level (``transaction.version`` 2, as a
-  new Kafka 4.x cluster), epoch 1; so does a data directory written before
-  brokerlite knew ``transaction.version`` (the feature store only keeps levels
-  that changed, so it cannot tell the two apart).
+  transaction records, which changes nothing a client sees), on a single node
+  and in a cluster. A fresh data directory has each at its highest level
+  (``transaction.version`` 2, as a new Kafka 4.x cluster), epoch 1; so does a
+  data directory written before brokerlite knew ``transaction.version``, or
+  before a cluster supported it (the feature store only keeps levels that
+  changed, so it cannot tell the two apart).
 * The finalized level only tells clients which flow to use (Kafka's Java
   client reads it from ApiVersions before each transaction); the broker serves
   both flows, deciding by each request's version as Kafka does, so lowering it
   with UpdateFeatures (``kafka-features downgrade --feature
   transaction.version=1``) moves new transactions back to AddPartitionsToTxn.
-* A cluster of brokerlites (``cluster_mode``) supports no ``transaction.version``
-  (:data:`CLUSTER_SUPPORTED`): its coordinators serve transaction version 1
-  only, so clients keep to it. It supports ``share.version`` 0-2 as a single
-  node does; each broker's finalized level decides whether its
-  share-partitions write dead letters.
+* A cluster of brokerlites (``cluster_mode``) supports the same levels
+  (:data:`CLUSTER_SUPPORTED`). The levels are the cluster's, in ZooKeeper's
+  ``/feature`` (:mod:`.cluster.driver.feature_sync`): UpdateFeatures to any
+  broker writes them there, and each broker follows the znode into its own
+  store (:meth:`FeatureStore.follow`), which it answers ApiVersions from and
+  keeps in its journal. Before anyone changed a level there is no
+  ``/feature`` and each broker has its defaults. The finalized
+  ``share.version`` decides whether share-partitions write dead letters,
+  ``transaction.version`` how transaction coordinators fence (see
+  :mod:`.transactions.tv2`); every broker serves both transaction flows by
+  request version whatever the levels, so brokers that learn a change a moment
+  apart lose nothing.
 * Level 0 is "not finalized": the feature leaves ApiVersions' finalized list,
   as Kafka's controller removes a feature whose level record is 0.
 * The finalized epoch starts at 1 and grows by one with every applied
@@ -40,7 +47,7 @@ feature by feature in request order, the first refusal ending the request:
 * an upgrade type Kafka does not define (not 1, 2 or 3) is refused;
 * a level below 0 is refused;
 * a feature brokerlite does not support (``metadata.version``,
-  ``kraft.version``, ``transaction.version`` in a cluster, any other name), or
+  ``kraft.version``, any other name), or
   a level above the highest it supports, is refused;
 * a level below the current one needs a downgrade type (safe or unsafe; the
   two are the same for these features, which have no metadata to lose); a
@@ -103,10 +110,9 @@ SUPPORTED: dict[str, tuple[int, int]] = {
     SHARE_VERSION: (0, 2),
     TRANSACTION_VERSION: (0, 2),
 }
-#: What a broker of a cluster implements: no transaction version (its
-#: coordinators serve version 1 only and do not add partitions implicitly);
-#: share versions as a single node (see the module docstring).
-CLUSTER_SUPPORTED: dict[str, tuple[int, int]] = {GROUP_VERSION: (0, 1), SHARE_VERSION: (0, 2)}
+#: What a broker of a cluster implements: the single node's levels (see the
+#: module docstring).
+CLUSTER_SUPPORTED: dict[str, tuple[int, int]] = dict(SUPPORTED)
 #: The levels of a fresh single-node data directory: every feature at its highest.
 DEFAULT_LEVELS: dict[str, int] = {name: high for name, (_, high) in SUPPORTED.items()}
 _FIRST_EPOCH = 1
@@ -238,6 +244,27 @@ class FeatureStore(JournalStore):
         self._write({"kind": "update", "epoch": self.epoch + 1, "levels": dict(levels)})
         return self.epoch
 
+    def follow(self, levels: Mapping[str, int], epoch: int) -> bool:
+        """Take the cluster's levels (a cluster node following ZooKeeper's
+        ``/feature``): every supported feature at its level in ``levels`` (0 when
+        absent), with ``epoch``. Durable, as :meth:`update`; nothing is written
+        when they are the levels and epoch held already.
+
+        Returns:
+            Whether anything changed.
+
+        Raises:
+            FeatureStoreError: the journal write failed; nothing changed.
+        """
+        wanted = {
+            name: min(max(levels.get(name, 0), 0), high)
+            for name, (_, high) in self.supported.items()
+        }
+        if wanted == self._levels and epoch == self.epoch:
+            return False
+        self._write({"kind": "update", "epoch": epoch, "levels": wanted})
+        return True
+
     def _apply(self, entry: dict[str, Any]) -> None:
         kind = entry.get("kind")
         if kind != "update":
@@ -257,9 +284,8 @@ class FeatureStore(JournalStore):
             raise FeatureStoreError(
                 f"feature journal {self.path}: malformed {kind!r} entry: {exc!r}"
             ) from exc
-        # A feature this broker does not support (transaction.version in a data
-        # directory that a single node wrote and a cluster node opens) is
-        # dropped, and a level above its highest lowered.
+        # A feature this broker does not support (written by a newer brokerlite
+        # that supports more) is dropped, and a level above its highest lowered.
         self._levels.update(
             (n, min(v, self.supported[n][1])) for n, v in levels.items() if n in self.supported
         )

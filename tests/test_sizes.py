@@ -66,7 +66,7 @@ STACKS: dict[str, tuple[int, str]] = {
         _ONE_STATE + "a part of GroupCoordinator's",
     ),
     "class brokerlite/transactions/coordinator.py:TransactionCoordinator": (
-        1086,
+        1084,
         _ONE_STATE + "decisions, transitions, completions, expiry and describe change the "
         "transactional ids' records and timers within one call",
     ),

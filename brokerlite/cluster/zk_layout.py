@@ -18,6 +18,9 @@ read them keep working:
 ``/admin/delete_topics/T``                  a topic deletion asked for, not done yet
 ``/admin/preferred_replica_election``       partitions whose leaders to elect again
 ``/latest_producer_id_block``               the last block of producer ids handed out
+``/feature``                                the cluster's finalized feature levels (KIP-584):
+                                            ``{"version":2,"status":1,"features":{"transaction.version":
+                                            {"max_version_level":2}}}``, a feature at 0 left out
 ==========================================  =======================================================
 
 Rules:
@@ -49,6 +52,7 @@ __all__ = [
     "CONFIG_CHANGE_PREFIX",
     "CONFIG_TOPICS",
     "DEFAULT_BROKER",
+    "FEATURE",
     "CONTROLLER",
     "CONTROLLER_EPOCH",
     "PERSISTENT_PATHS",
@@ -67,6 +71,7 @@ __all__ = [
     "decode_controller",
     "decode_controller_epoch",
     "decode_election",
+    "decode_features",
     "decode_partition_state",
     "decode_producer_id_block",
     "decode_topic",
@@ -75,6 +80,7 @@ __all__ = [
     "encode_cluster_id",
     "encode_controller",
     "encode_election",
+    "encode_features",
     "encode_partition_state",
     "encode_producer_id_block",
     "encode_topic",
@@ -99,6 +105,7 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+FEATURE = "/feature"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 #: Reassignments asked for the way before KIP-455 (Kafka 3.9's controller still acts on them).
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
@@ -531,3 +538,36 @@ def decode_reassignment(data: bytes) -> dict[tuple[str, int], tuple[int, ...]]:
             raise ZkDataError(f"{path}: bad replicas in {entry!r}")
         out[(entry["topic"], _int(path, entry, "partition"))] = tuple(replicas)
     return out
+
+
+# Kafka 3.9's FeatureZNode: version 2 (no min_version_level), status 1 (enabled).
+_FEATURE_ZNODE_VERSION = 2
+_FEATURES_ENABLED = 1
+
+
+def encode_features(levels: Mapping[str, int]) -> bytes:
+    """The cluster's finalized levels as ``/feature`` holds them (a level 0 is not
+    finalized and left out, as Kafka's controller leaves it out)."""
+    features = {name: {"max_version_level": level} for name, level in levels.items() if level > 0}
+    doc = {"version": _FEATURE_ZNODE_VERSION, "status": _FEATURES_ENABLED, "features": features}
+    return _dumps(doc)
+
+
+def decode_features(data: bytes) -> dict[str, int]:
+    """The finalized levels ``/feature`` holds (version 1 or 2, as Kafka reads it);
+    a disabled status finalizes nothing."""
+    doc = _loads(FEATURE, data)
+    version = _int(FEATURE, doc, "version")
+    if version not in (1, _FEATURE_ZNODE_VERSION):
+        raise ZkDataError(f"{FEATURE}: unsupported version {version}")
+    status = _int(FEATURE, doc, "status")
+    features = doc.get("features")
+    if not isinstance(features, dict):
+        raise ZkDataError(f"{FEATURE}: no features map in {doc!r}")
+    out: dict[str, int] = {}
+    for name, info in features.items():
+        level = info.get("max_version_level") if isinstance(info, dict) else None
+        if type(level) is not int or level < 1:
+            raise ZkDataError(f"{FEATURE}: feature {name!r} has no max_version_level >= 1")
+        out[str(name)] = level
+    return out if status == _FEATURES_ENABLED else {}

@@ -59,8 +59,11 @@ Rules and invariants:
   producer id until the transaction's marker reaches this partition (it is one
   of the transaction's partitions). :meth:`ReplicatedOffsetStore.settle_transaction`
   then writes, in one batch, the tombstones of the producer's pending offsets
-  and, for a COMMIT, the committed offsets of those staged at the marker's
-  producer epoch (lower epochs are a fenced instance's and are dropped). A
+  and, for a COMMIT, the committed offsets of those staged at the
+  transaction's epoch: the marker's, or for a marker of transaction version 2
+  (WriteTxnMarkers v2 says so, KIP-1228) the one before it, since the
+  coordinator bumped the epoch in its decision (lower epochs are a fenced
+  instance's and are dropped). A
   producer whose pending offsets carry a newer epoch than a TxnOffsetCommit's
   is refused with INVALID_PRODUCER_EPOCH (the request is a zombie's).
 """
@@ -575,10 +578,17 @@ class ReplicatedOffsetStore(GroupStore):
             super().delete_group(group)
 
     def settle_transaction(
-        self, partition: int, producer_id: int, producer_epoch: int, commit: bool
+        self,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        tv2: bool = False,
     ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
         """Apply a marker that reached ``__consumer_offsets-partition`` to the
-        producer's pending offsets there (see the module rules).
+        producer's pending offsets there (see the module rules); ``tv2``: a
+        marker of transaction version 2, whose epoch is one above the transaction's.
 
         Returns:
             The offsets committed, per group.
@@ -588,6 +598,7 @@ class ReplicatedOffsetStore(GroupStore):
                 pending offsets (settling again is harmless).
         """
         committed: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        txn_epoch = producer_epoch - 1 if tv2 else producer_epoch
         for group in sorted(self._pending.held):
             held = self._pending.held[group].get(producer_id)
             if held is None or self._topic.topic.partition_for(group) != partition:
@@ -595,9 +606,7 @@ class ReplicatedOffsetStore(GroupStore):
             settled = {tp: v for tp, v in held.items() if v[1] <= producer_epoch}
             if not settled:
                 continue
-            kept = {
-                tp: o for tp, (o, epoch) in settled.items() if commit and epoch == producer_epoch
-            }
+            kept = {tp: o for tp, (o, epoch) in settled.items() if commit and epoch == txn_epoch}
             self._port.write(
                 {
                     "kind": "txn_settle",

@@ -41,9 +41,11 @@
   late batch of a transaction whose EndTxn bumped the epoch, or a fenced
   instance) is INVALID_PRODUCER_EPOCH; INVALID_PRODUCER_ID_MAPPING passes on;
   CONCURRENT_TRANSACTIONS (the last transaction's markers not yet written) and
-  a journal failure are NOT_ENOUGH_REPLICAS (retriable). On a single node
-  only: a cluster, which finalizes no ``transaction.version``, verifies a v12
-  batch as a v11 one.
+  a journal failure are NOT_ENOUGH_REPLICAS (retriable). In cluster mode the
+  leader asks the coordinator as for a v11 batch (parked, one question per
+  partition not yet open), but to add: AddPartitionsToTxn v5 without
+  ``verify_only`` (:mod:`trafka.brokerlite.transactions.verification`), or the
+  coordinator's own add when it is this broker.
 * v13 (KIP-516) names topics by id: each is looked up first; an id no topic
   has is UNKNOWN_TOPIC_ID on each of its partitions (before authorization,
   which needs a name), and the answer names topics by the ids asked.
@@ -94,7 +96,7 @@ from trafka.brokerlite.errors import (
 )
 from trafka.brokerlite.storage.internal_topics import is_internal
 from trafka.brokerlite.storage.message_format import up_convert
-from trafka.brokerlite.transactions.verification import VERIFY_VERSION, produce_code
+from trafka.brokerlite.transactions.verification import VERIFY_VERSION, added_code
 from trafka.codec import ApiKey
 from trafka.codec.acl import AclOperation, AclResourceType
 from trafka.codec.errors import DecodeError, ErrorCode
@@ -169,12 +171,17 @@ def handle(
             waiter = _VerifyWaiter(ctx, request, verification)
             parked = ctx.park(waiter)
             waiter.answers = verification.ask(
-                questions, functools.partial(ctx.purgatory.wake, parked.ticket)
+                questions,
+                functools.partial(ctx.purgatory.wake, parked.ticket),
+                add=ctx.version >= IMPLICIT_ADD_VERSION,
             )
             return parked
     verify = ctx.verify_transactional
-    if ctx.version >= IMPLICIT_ADD_VERSION and verification is None:
-        verify = _adding(ctx)
+    if ctx.version >= IMPLICIT_ADD_VERSION:
+        if verification is None:
+            verify = _adding(ctx)
+        else:  # a cluster whose coordinator is here (or the partitions are open)
+            verify = verification.verifier({}, add=True, now_ms=ctx.now_ms)
     outcome = _produce(ctx, request, verify)
     if isinstance(outcome, _AcksAllWaiter):
         return ctx.park(outcome)
@@ -223,10 +230,7 @@ def _adding(ctx: RequestContext) -> TxnVerifier:
         )
         answer = txn.add_partitions_to_txn(Add(transactions=[one]), VERIFY_VERSION, now_ms)
         result = answer.results_by_transaction[0].topic_results[0].results_by_partition[0]
-        code = ErrorCode(result.partition_error_code)
-        if code is ErrorCode.PRODUCER_FENCED:
-            return ErrorCode.INVALID_PRODUCER_EPOCH  # what producers expect here
-        return produce_code(code)
+        return added_code(ErrorCode(result.partition_error_code))
 
     return verify
 
@@ -235,7 +239,8 @@ def _questions(
     ctx: RequestContext, verification: TxnVerification, request: m.ProduceRequest
 ) -> list[Question]:
     """The partitions of a transactional Produce that the coordinator must confirm
-    are in the producer's ongoing transaction (cluster mode, KIP-890 part 1)."""
+    are in the producer's ongoing transaction (cluster mode, KIP-890 part 1), or
+    add to it (v12+, part 2)."""
     out: list[Question] = []
     tid = request.transactional_id
     if tid is None:
@@ -248,7 +253,7 @@ def _questions(
                     continue
                 leader_log(ctx, topic.name, data.index)
                 question = (tid, header.producer_id, header.producer_epoch, topic.name, data.index)
-                if verification.local(question) is None:
+                if verification.must_ask(question):
                     out.append(question)
             except (DecodeError, BrokerError):
                 continue  # refused with its own error when the request is handled
@@ -276,7 +281,10 @@ class _VerifyWaiter:
     def complete(self, now_ms: int) -> m.ProduceResponse | ParkAgain:
         self._verification.forget(self.answers)
         ctx = dataclasses.replace(self._ctx, now_ms=now_ms)
-        outcome = _produce(ctx, self._request, self._verification.verifier(self.answers))
+        verify = self._verification.verifier(
+            self.answers, add=ctx.version >= IMPLICIT_ADD_VERSION, now_ms=now_ms
+        )
+        outcome = _produce(ctx, self._request, verify)
         if isinstance(outcome, _AcksAllWaiter):
             return ParkAgain(outcome)
         # (acks=0 is never verified remotely: it has no answer to wait for.)

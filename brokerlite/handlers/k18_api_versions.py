@@ -19,16 +19,17 @@ list. They survive a restart.
 * ``group.version`` 1: the consumer group protocol of KIP-848
   (ConsumerGroupHeartbeat, ConsumerGroupDescribe); at 0 those APIs answer
   UNSUPPORTED_VERSION;
-* ``share.version`` 2 (a single node; supported 0-2, as Kafka 4.4): share
-  groups (KIP-932) with dead-letter queues (KIP-1191, :mod:`trafka.brokerlite.shares.dead_letters`);
-  at 1 share groups without them (a cluster: supported 0-1); at 0 the
+* ``share.version`` 2 (a single node and a cluster; supported 0-2, as Kafka
+  4.4): share groups (KIP-932) with dead-letter queues (KIP-1191,
+  :mod:`trafka.brokerlite.shares.dead_letters`); at 1 share groups without them; at 0 the
   share-group APIs (keys 76-79, 90-92) answer UNSUPPORTED_VERSION.
 
-* ``transaction.version`` 2 (a single node; supported 0-2, as Kafka 4.x):
-  clients use KIP-890 part 2's transactions (Produce v12+ and TxnOffsetCommit
-  v5+ without AddPartitionsToTxn/AddOffsetsToTxn, EndTxn v5+ bumping the
-  epoch); at 1 or 0 they use the earlier flow. A cluster leaves the feature
-  out (clients read 0): its coordinators serve transaction version 1 only.
+* ``transaction.version`` 2 (a single node and a cluster; supported 0-2, as
+  Kafka 4.x): clients use KIP-890 part 2's transactions (Produce v12+ and
+  TxnOffsetCommit v5+ without AddPartitionsToTxn/AddOffsetsToTxn, EndTxn v5+
+  bumping the epoch); at 1 or 0 they use the earlier flow. In a cluster the
+  levels are the cluster's (ZooKeeper's ``/feature``, which every broker
+  follows), the epoch the znode's version plus 2.
 
 Those APIs stay in the list whatever the levels, as Kafka's broker keeps them
 (Produce v12, TxnOffsetCommit v5 and EndTxn v5 as well: Kafka's clients step

@@ -27,7 +27,10 @@ v2 (KIP-1228, Kafka 4.2) tells each marker's transaction version: a
 coordinator of transaction version 2 bumps the producer epoch before writing
 its markers, so a version 2 marker whose epoch is not above the partition's
 is INVALID_PRODUCER_EPOCH (before v2, and at versions 0 and 1, an equal
-epoch is taken), on one node and in a cluster.
+epoch is taken), on one node and in a cluster; but the same epoch with no
+transaction open on the partition is that marker sent again (a new
+coordinator finishing its predecessor's decision) and is written again, as
+Kafka does since KAFKA-19999. A cluster's coordinators send v2.
 
 Authorization: ALTER on the cluster (an operator aborting a hanging transaction)
 or CLUSTER_ACTION on it (a broker), else every partition gets

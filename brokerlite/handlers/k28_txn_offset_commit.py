@@ -16,8 +16,9 @@ v5 (transaction version 2, KIP-890 part 2): the client sends no
 AddOffsetsToTxn; once the checks above passed, the commit adds its group to the
 producer's transaction itself (starting one if none is ongoing), as Kafka's
 group coordinator does for v5+ (``TransactionSupportedOperation.ADD_PARTITION``).
-On a single node only: in a cluster (no ``transaction.version`` finalized there)
-a v5 commit is verified as a v4 one.
+In a cluster the group's coordinator has the transaction coordinator add the
+group's ``__consumer_offsets`` partition (AddPartitionsToTxn v5 without
+``verify_only``, below), as Kafka's does.
 
 v6 (KIP-1319, Kafka 4.4) is v5 with topics named by id, as OffsetCommit v10
 (an id no topic has: UNKNOWN_TOPIC_ID; :mod:`._topic_ids`), and the group
@@ -50,7 +51,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from trafka.brokerlite.transactions.verification import produce_code
+from trafka.brokerlite.transactions.verification import added_code, produce_code
 from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k28_txn_offset_commit as m
@@ -73,6 +74,8 @@ API_KEY = ApiKey.TXN_OFFSET_COMMIT
 MIN_VERSION = 0
 MAX_VERSION = 6
 TOPIC_IDS_VERSION = 6
+#: The first version whose commit adds its group to the transaction (KIP-890 part 2).
+ADDS_VERSION = 5
 
 Response = m.TxnOffsetCommitResponse
 #: what turns the coordinator's answer (topics by name) into the request's
@@ -134,13 +137,14 @@ def _by_name(
         topic,
         partition,
     )
-    known = verification.local(question)
+    add = ctx.version >= ADDS_VERSION  # (transaction version 2: no AddOffsetsToTxn)
+    known = verification.local(question, add=add, now_ms=ctx.now_ms)
     if known is not None:
         return finish(_verified(ctx, request, known))
     waiter = _VerifyWaiter(ctx, request, verification, question, finish)
     parked = ctx.park(waiter)
     waiter.answers = verification.ask(
-        [question], functools.partial(ctx.purgatory.wake, parked.ticket)
+        [question], functools.partial(ctx.purgatory.wake, parked.ticket), add=add
     )
     return parked
 
@@ -157,7 +161,7 @@ def _verified(ctx: RequestContext, request: m.TxnOffsetCommitRequest, code: Erro
     if code is ErrorCode.NONE:
         return _commit(ctx, request)
     # As Kafka: the append-side code first, then maybeConvertOffsetCommitError's.
-    code = produce_code(code)
+    code = added_code(code) if ctx.version >= ADDS_VERSION else produce_code(code)
     if code is ErrorCode.NOT_ENOUGH_REPLICAS:
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
     return error_response(request, ctx.version, code)

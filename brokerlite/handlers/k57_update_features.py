@@ -23,12 +23,21 @@ Errors, top-level, the first that applies:
   refuses (nothing is applied);
 * UNKNOWN_SERVER_ERROR when the change cannot be journaled (nothing changed).
 
-``timeoutMs`` is not waited on: the change is durable before the answer.
+On one node ``timeoutMs`` is not waited on: the change is durable before the answer.
+
+In a cluster the levels are the cluster's, kept in ZooKeeper's ``/feature`` as
+Kafka 3.9's ZooKeeper-mode controller keeps them
+(:mod:`trafka.brokerlite.cluster.driver.feature_sync`): any broker checks the
+request against the levels it follows and has the change written there, and
+answers once it is written and read back (UNKNOWN_SERVER_ERROR, with the
+reason, when ZooKeeper could not take it; REQUEST_TIMED_OUT when it did not
+answer within ``timeoutMs``); every broker then reports the new levels.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from trafka.brokerlite.features import (
     SAFE_DOWNGRADE,
@@ -44,6 +53,10 @@ from trafka.codec.errors import ErrorCode
 from trafka.codec.messages import k57_update_features as m
 
 from ._base import HandlerSpec, RequestContext
+from ._util import park_on_tasks, task_outcome
+
+if TYPE_CHECKING:
+    from trafka.brokerlite.outcomes import Parked
 
 API_KEY = ApiKey.UPDATE_FEATURES
 MIN_VERSION = 0
@@ -61,7 +74,7 @@ def _upgrade_type(update: m.UpdateFeaturesRequest.FeatureUpdateKey, version: int
     return update.upgrade_type
 
 
-def handle(ctx: RequestContext, request: m.UpdateFeaturesRequest) -> Response:
+def handle(ctx: RequestContext, request: m.UpdateFeaturesRequest) -> Response | Parked:
     if not ctx.allowed(AclOperation.ALTER, AclResourceType.CLUSTER, CLUSTER_NAME):
         return _failed(
             ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
@@ -86,6 +99,8 @@ def handle(ctx: RequestContext, request: m.UpdateFeaturesRequest) -> Response:
         )
     except FeatureUpdateError as exc:
         return _failed(exc.code, str(exc))
+    if planned and not request.validate_only and ctx.cluster is not None:
+        return _in_the_cluster(ctx, request, planned, names)
     if planned and not request.validate_only:
         try:
             epoch = store.update(planned)
@@ -98,6 +113,36 @@ def handle(ctx: RequestContext, request: m.UpdateFeaturesRequest) -> Response:
             ", ".join(f"{n}={level}" for n, level in planned.items()),
             epoch,
         )
+    return _applied(ctx.version, names)
+
+
+def _in_the_cluster(
+    ctx: RequestContext, request: m.UpdateFeaturesRequest, planned: dict[str, int], names: list[str]
+) -> Parked:
+    """Cluster mode: the checked levels go to ZooKeeper's ``/feature`` (see the
+    module docstring); answered once written and read back here."""
+    from trafka.brokerlite.cluster.view import ZkTask
+
+    timeout_ms = max(request.timeout_ms, 0) or 60_000
+    task = ZkTask("features", {"levels": planned, "timeout_ms": timeout_ms})
+
+    def build() -> Response:
+        code, message = task_outcome(task)
+        if code:
+            if code != ErrorCode.REQUEST_TIMED_OUT:
+                code = ErrorCode.UNKNOWN_SERVER_ERROR
+            return _failed(code, message or "the cluster's feature levels could not be written")
+        log.info(
+            "cluster feature levels updated by %r: %s",
+            ctx.principal,
+            ", ".join(f"{n}={level}" for n, level in planned.items()),
+        )
+        return _applied(ctx.version, names)
+
+    return park_on_tasks(ctx, [task], timeout_ms, build)
+
+
+def _applied(version: int, names: list[str]) -> Response:
     return Response(
         error_code=ErrorCode.NONE,
         error_message=None,
@@ -107,7 +152,7 @@ def handle(ctx: RequestContext, request: m.UpdateFeaturesRequest) -> Response:
             )
             for n in names
         ]
-        if ctx.version <= _RESULTS_UNTIL
+        if version <= _RESULTS_UNTIL
         else [],
     )
 
@@ -123,5 +168,10 @@ def error_response(
 
 
 SPEC = HandlerSpec(
-    API_KEY, MIN_VERSION, MAX_VERSION, handle, error_response, uses="authorizer features"
+    API_KEY,
+    MIN_VERSION,
+    MAX_VERSION,
+    handle,
+    error_response,
+    uses="authorizer features cluster purgatory",
 )

@@ -24,22 +24,29 @@ Rules and invariants:
   partitions refuse the markers of a deposed coordinator
   (TRANSACTION_COORDINATOR_FENCED).
 * Completions (decided transactions) wait in the marker queue until their
-  decision is replicated, then go to each partition's leader. Once every
+  decision is replicated, then go to each partition's leader, as WriteTxnMarkers
+  v2 saying each marker's transaction version (KIP-1228: 2 for a decision that
+  bumped the epoch, KIP-890 part 2). Once every
   marker is written the coordinator records the transaction complete, without
   waiting for that record to replicate: a coordinator that dies first leaves
   the decision to its successor, which sends the same markers again
   (a marker written twice is harmless).
 * WriteTxnMarkers at a partition's leader: the marker is written after
-  Kafka's checks (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED) and
+  Kafka's checks (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED; a
+  marker of version 2 needs an epoch above the partition's, or the same one
+  with no transaction open there: the marker sent again) and
   answered once it is on the partition's in-sync replicas (acks=all); a
   partition led elsewhere is NOT_LEADER_OR_FOLLOWER. A marker reaching a
   ``__consumer_offsets`` partition also settles the producer's pending
-  TxnOffsetCommit offsets there (:mod:`..groups.replicated_offsets`).
+  TxnOffsetCommit offsets there (:mod:`..groups.replicated_offsets`; a
+  marker of version 2 commits those held at the epoch before its own).
 * TxnOffsetCommit goes to the group's coordinator (the leader of the group's
   ``__consumer_offsets`` partition), which holds the offsets until the marker:
-  AddOffsetsToTxn made that partition one of the transaction's.
+  AddOffsetsToTxn made that partition one of the transaction's (for a
+  TxnOffsetCommit v5+, the group's coordinator has the transaction's add it).
 * A transactional Produce is verified with the coordinator before it is
-  appended (KIP-890 part 1, :mod:`.verification`).
+  appended (KIP-890 part 1), or, from v12, has the coordinator add its
+  partition (part 2; :mod:`.verification`).
 """
 
 from __future__ import annotations
@@ -315,7 +322,11 @@ class ClusterTransactions:
                 # The group's pending offsets first: should this fail, no marker
                 # says the transaction is settled here, and the coordinator retries.
                 settled = self._group_store().settle_transaction(
-                    partition, marker.producer_id, marker.producer_epoch, marker.transaction_result
+                    partition,
+                    marker.producer_id,
+                    marker.producer_epoch,
+                    marker.transaction_result,
+                    tv2=marker.transaction_version >= 2,
                 )
             broker.producers.write_marker(
                 topic,

@@ -109,6 +109,8 @@ class TxnCompletion:
         offsets: when committing, the group offsets to apply:
             ``group -> (topic, partition) -> CommittedOffset``; empty when aborting.
         groups: every group whose pending offsets this outcome settles.
+        tv2: a decision of transaction version 2 (its epoch was bumped): in a
+            cluster its markers go out as WriteTxnMarkers v2 saying so (KIP-1228).
     """
 
     transactional_id: str
@@ -119,6 +121,7 @@ class TxnCompletion:
     markers: tuple[TxnMarker, ...]
     offsets: Mapping[str, Mapping[tuple[str, int], CommittedOffset]]
     groups: tuple[str, ...]
+    tv2: bool = False
 
 
 class Refused(Exception):
@@ -144,6 +147,14 @@ def fencing_epochs(record: TxnRecord, tv2: bool, allocate: Callable[[], int]) ->
         "last_producer_epoch": NO_PRODUCER_EPOCH,
         "tv2": False,
     }
+
+
+def _markers(record: TxnRecord, coordinator_epoch: int, commit: bool) -> tuple[TxnMarker, ...]:
+    """A decision's marker for each partition of its transaction."""
+    pid, epoch = record.producer_id, record.producer_epoch
+    return tuple(
+        TxnMarker(t, p, pid, epoch, coordinator_epoch, commit) for t, p in record.partitions
+    )
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
@@ -205,12 +216,10 @@ class TxnDecisions:
             producer_epoch=record.producer_epoch,
             coordinator_epoch=epoch,
             commit=commit,
-            markers=tuple(
-                TxnMarker(t, p, record.producer_id, record.producer_epoch, epoch, commit)
-                for t, p in record.partitions
-            ),
+            markers=_markers(record, epoch, commit),
             offsets=dict(record.pending_offsets) if commit else {},
             groups=record.groups,
+            tv2=record.tv2,
         )
 
     def _fence_and_abort(self, record: TxnRecord, now_ms: int) -> TxnCompletion:

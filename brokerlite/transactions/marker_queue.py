@@ -18,7 +18,9 @@ Rules and invariants:
 * Then every partition of the transaction gets its marker from its current
   leader: one WriteTxnMarkers request per leader per round, with at most one
   entry per producer id (answers are keyed by producer id). The leader answers
-  once the marker is on its own in-sync replicas.
+  once the marker is on its own in-sync replicas. Each marker says its
+  transaction version (WriteTxnMarkers v2, KIP-1228): 2 for a decision of
+  transaction version 2, whose epoch the coordinator bumped.
 * A partition's answer: NONE, or UNKNOWN_TOPIC_OR_PARTITION (deleted since it
   joined the transaction): done. TRANSACTION_COORDINATOR_FENCED or
   INVALID_PRODUCER_EPOCH: a newer coordinator, or a newer epoch of the producer,
@@ -50,6 +52,10 @@ __all__ = ["MarkerQueue", "MarkerRequest"]
 
 log = logging.getLogger("trafka.brokerlite.transactions")
 
+# WriteTxnMarkers v2's transaction version of a marker (KIP-1228): 2 for a
+# decision that bumped the epoch (the leader then wants an epoch above its own).
+_TV1, _TV2 = 1, 2
+
 _DONE = frozenset({ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 _ABANDON = frozenset({ErrorCode.TRANSACTION_COORDINATOR_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH})
 
@@ -73,7 +79,7 @@ class MarkerRequest:
     Attributes:
         request_id: to report the answer with.
         node: the broker to send it to.
-        body: the request (version 1).
+        body: the request (version 2: each marker says its transaction version).
     """
 
     request_id: int
@@ -175,6 +181,7 @@ class MarkerQueue:
                             for t, ps in topics.items()
                         ],
                         coordinator_epoch=c.coordinator_epoch,
+                        transaction_version=_TV2 if c.tv2 else _TV1,
                     )
                 )
                 pending.in_flight.update(tps)

@@ -40,7 +40,8 @@ __all__ = ["MarkerSender"]
 
 log = logging.getLogger("trafka.brokerlite.transactions")
 
-_VERSION = 1
+#: WriteTxnMarkers v2 (KIP-1228): each marker says its transaction version.
+_VERSION = 2
 _POLL_S = 0.1
 _ANSWER_TIMEOUT_S = MARKER_REPLICATION_TIMEOUT_MS / 1000 + 5
 

@@ -385,7 +385,11 @@ class ProducerStateManager:
 
         A marker of ``transaction_version`` 2 (KIP-1228: WriteTxnMarkers v2 says
         it) comes after its coordinator bumped the producer epoch, so its epoch
-        must be above the partition's, not only as high.
+        must be above the partition's, not only as high; except that the same
+        epoch with no transaction open here is that marker again (a coordinator
+        that took over a decision sends its markers once more, or an answer was
+        lost), which is accepted and written again, as Kafka accepts it
+        (KAFKA-19999).
 
         Returns:
             NONE, INVALID_PRODUCER_EPOCH (older producer epoch) or
@@ -395,7 +399,9 @@ class ProducerStateManager:
         if entry is None:
             return ErrorCode.NONE
         if producer_epoch < entry.epoch or (
-            transaction_version >= 2 and producer_epoch == entry.epoch
+            transaction_version >= 2
+            and producer_epoch == entry.epoch
+            and entry.txn_first_offset is not None
         ):
             return ErrorCode.INVALID_PRODUCER_EPOCH
         if coordinator_epoch < entry.coordinator_epoch:

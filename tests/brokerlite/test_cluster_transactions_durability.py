@@ -41,6 +41,17 @@ The reader reads every partition up to its end once no transaction is open
 leader moved cannot be taken for a partly visible transaction; a failure names
 each missing record's delivery report and what the log holds at its offset.
 
+The same runs with trafka's SDK as the producer (a blocking producer in a
+thread), once: the cluster finalizes ``transaction.version`` 2 (KIP-890 part
+2), which the SDK follows and librdkafka (2.16) does not. The SDK's
+transactions add their partitions with Produce v12 at each leader and their
+offsets with TxnOffsetCommit v5 at the group's coordinator, and every commit
+and abort bumps the epoch (EndTxn v5); the killed coordinator's successor
+finishes its decisions with the bumped epoch (WriteTxnMarkers v2) and a
+marker it sends again to a partition that has it is written again (Kafka's
+KAFKA-19999). librdkafka's run keeps transaction version 1 on that cluster,
+where a fence is decided as version 2 decides it.
+
 Every wait has a deadline; nothing asserts how fast anything happened.
 """
 
@@ -53,6 +64,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+import trio
 from cluster_helpers import wait_for
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -68,6 +80,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from trafka.brokerlite.cluster.controller import coordinator_partition
 from trafka.brokerlite.dev.local_cluster import ClusterProcesses
 from trafka.brokerlite.dev.zookeeper_server import zookeeper_available
+from trafka.sdk import TopicPartition as SdkTopicPartition
+from trafka.sdk import blocking, open_admin
+from trafka.sdk.errors import TrafkaError, TransactionAbortableError
 
 pytestmark = [
     pytest.mark.slow,
@@ -205,6 +220,68 @@ class Transactions:
         producer.flush(30)
 
 
+class SdkTransactions(Transactions):
+    """The producer thread with trafka's blocking SDK producer (transaction
+    version 2, the cluster's finalized level): the same transactions and
+    outcomes. An abortable error aborts and goes on; any other error (a fence,
+    a timeout) replaces the producer, whose ``init_transactions`` fences what
+    the old one left. It reports no deliveries (nothing is purged: an abort's
+    records fail with the transaction)."""
+
+    def _sdk_producer(self) -> blocking.Producer:
+        producer = blocking.Producer(
+            bootstrap_servers=self.bootstrap,
+            transactional_id=TXN_ID,
+            transaction_timeout_ms=30000,
+            delivery_timeout_ms=30000,
+            request_timeout_ms=10000,
+        )
+        producer.init_transactions()
+        return producer
+
+    def _renew(self, producer: blocking.Producer) -> blocking.Producer:
+        try:
+            producer.close()
+        except TrafkaError as exc:
+            self.errors.append(f"close: {exc!r}")
+        return self._sdk_producer()
+
+    def _transactions(self) -> None:
+        producer = self._sdk_producer()
+        n = 0
+        while not self.stop.is_set():
+            try:
+                producer.begin_transaction()
+                for i in range(RECORDS):
+                    producer.send(TOPIC, b"t%d-%d" % (n, i), key=b"k%d" % i)
+                producer.send_offsets_to_transaction(
+                    {SdkTopicPartition(INPUT, 0): n + 1}, group_of(n)
+                )
+                if n % 3 == 2:
+                    producer.abort_transaction()
+                    self.outcomes[n] = "abort"
+                else:
+                    producer.commit_transaction()
+                    self.outcomes[n] = "commit"
+            except TransactionAbortableError as exc:
+                self.errors.append(repr(exc))
+                self.outcomes[n] = "unknown"
+                try:
+                    producer.abort_transaction()
+                except TrafkaError as again:
+                    self.errors.append(f"abort: {again!r}")
+                    producer = self._renew(producer)
+            except TrafkaError as exc:
+                self.errors.append(repr(exc))
+                self.outcomes[n] = "unknown"
+                producer = self._renew(producer)
+            n += 1
+        try:
+            producer.close()
+        except TrafkaError as exc:
+            self.errors.append(f"close: {exc!r}")
+
+
 def by_transaction(values: list[bytes]) -> dict[int, collections.Counter[int]]:
     """Values ``t<n>-<i>`` counted by transaction ``n`` and record ``i``."""
     found: dict[int, collections.Counter[int]] = collections.defaultdict(collections.Counter)
@@ -232,6 +309,17 @@ def committed_offset(bootstrap: str, group: str) -> int:
         return reader.committed([TopicPartition(INPUT, 0)], timeout=30)[0].offset
     finally:
         reader.close()
+
+
+def transaction_epoch(bootstrap: str) -> int:
+    """The transactional id's producer epoch at its coordinator (DescribeTransactions)."""
+
+    async def describe() -> int:
+        async with open_admin(bootstrap_servers=bootstrap) as admin:
+            found = await admin.describe_transactions([TXN_ID])
+        return found[TXN_ID].producer_epoch
+
+    return trio.run(describe)
 
 
 def broker_logs(cluster: ClusterProcesses) -> str:
@@ -380,8 +468,13 @@ def check_all_or_nothing(
     return by_txn
 
 
+@pytest.mark.parametrize(
+    ("client", "kills"),
+    [("confluent-kafka", KILLS), ("trafka-sdk", 1)],
+    ids=["confluent-kafka-tv1", "trafka-sdk-tv2"],
+)
 def test_transactions_are_all_or_nothing_across_kill_9_of_their_coordinator(
-    tmp_path: Path, zk: str
+    tmp_path: Path, zk: str, client: str, kills: int
 ) -> None:
     cluster = ClusterProcesses(
         tmp_path,
@@ -411,9 +504,9 @@ def test_transactions_are_all_or_nothing_across_kill_9_of_their_coordinator(
         )
         for future in futures.values():
             future.result(30)
-        txns = Transactions(bs)
+        txns = Transactions(bs) if client == "confluent-kafka" else SdkTransactions(bs)
         txns.thread.start()
-        for kill in range(KILLS):
+        for kill in range(kills):
             target = txns.committed() + 3
             wait_for(
                 f"{target} committed transactions",
@@ -443,7 +536,7 @@ def test_transactions_are_all_or_nothing_across_kill_9_of_their_coordinator(
         outcomes = dict(txns.outcomes)
         committed = {n for n, o in outcomes.items() if o == "commit"}
         aborted = {n for n, o in outcomes.items() if o == "abort"}
-        assert len(committed) >= 3 * (KILLS + 1), outcomes
+        assert len(committed) >= 3 * (kills + 1), outcomes
 
         # Read every partition to its end once no transaction is open: a
         # transaction of unknown outcome may have committed too, and a partition
@@ -456,6 +549,11 @@ def test_transactions_are_all_or_nothing_across_kill_9_of_their_coordinator(
         assert not missing, f"committed transactions not visible: {sorted(missing)}\n{logs}"
         visible_aborted = aborted & set(by_txn)
         assert not visible_aborted, f"aborted transactions visible: {sorted(visible_aborted)}"
+        if client == "trafka-sdk":
+            # Transaction version 2: every commit and abort that returned bumped
+            # the epoch (librdkafka's stays at one epoch per producer).
+            epoch = transaction_epoch(bs)
+            assert epoch >= len(committed) + len(aborted), (epoch, outcomes)
 
         # A transaction's group offset is committed with its records, or not at all.
         for n in sorted(outcomes):

@@ -454,7 +454,7 @@ def test_the_tree_a_new_topic_and_a_config_change(sides: tuple[Side, Side]) -> N
         got[side.name] = view
     k, b = got["kafka"], got["brokerlite"]
     # docs/cluster.md "Kafka 3.9 compared": Kafka's controller makes /feature,
-    # brokerlite has no finalized features in ZooKeeper; brokerlite makes the
+    # brokerlite at the first UpdateFeatures (none here); brokerlite makes the
     # delegation token paths whether or not tokens are on.
     assert k.pop("root") - {"feature"} == b.pop("root") - {"delegation_token"}
     for p in range(3):

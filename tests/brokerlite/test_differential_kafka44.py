@@ -447,19 +447,24 @@ def test_write_txn_markers_v2(kafka4: Any, peer: Any) -> None:
     transaction version 2 coordinator bumps the producer epoch before it
     writes the markers, so a marker of version 2 must carry an epoch above the
     one the partition has seen (INVALID_PRODUCER_EPOCH otherwise); a marker of
-    version 0 or 1 (and v1's, which has none) may carry the same epoch. The
-    markers are written as an admin aborting a hanging transaction (KIP-664)
-    writes them, with the coordinator epoch DescribeProducers tells."""
+    version 0 or 1 (and v1's, which has none) may carry the same epoch. A
+    version 2 marker sent again once it is written (same epoch, no transaction
+    open on the partition) is the same marker retried and is written again
+    (KAFKA-19999: a coordinator that took over a decision sends its markers
+    once more). The markers are written as an admin aborting a hanging
+    transaction (KIP-664) writes them, with the coordinator epoch
+    DescribeProducers tells."""
 
     def script(talk: Talk) -> None:
         k = Kafka(talk)
         topic = talk.name("topic")
         k.create(topic, 1, **KEEP)
-        for label, version, tv, bump in (
-            ("tv2-same", 2, 2, 0),
-            ("tv2-bumped", 2, 2, 1),
-            ("tv0-same", 2, 0, 0),
-            ("v1-same", 1, 0, 0),
+        for label, version, tv, bump, times in (
+            ("tv2-same", 2, 2, 0, 1),
+            ("tv2-bumped", 2, 2, 1, 1),
+            ("tv2-again", 2, 2, 1, 2),
+            ("tv0-same", 2, 0, 0, 1),
+            ("v1-same", 1, 0, 0, 1),
         ):
             tid = talk.name(label)
             k.coordinator(tid, 1)
@@ -489,7 +494,8 @@ def test_write_txn_markers_v2(kafka4: Any, peer: Any) -> None:
                     )
                 ]
             )
-            k.ask(27, body, version=version)
+            for _ in range(times):
+                k.ask(27, body, version=version)
 
     check(kafka4, peer, script)
 

@@ -182,15 +182,16 @@ def test_levels_and_epoch_survive_a_restart(open_core: Any) -> None:
 
 def test_a_cluster_node_reads_a_single_node_s_levels_within_its_own(tmp_path: Path) -> None:
     """A single node finalizes share.version 2 (dead-letter queues, KIP-1191) and
-    transaction.version 2; a cluster node opening its journal supports
-    share.version 0-2 (its share-partition leaders produce dead letters to the
-    DLQ partitions' leaders) and no transaction.version: 2, and none."""
+    transaction.version 2; a cluster node opening its journal supports both at
+    the same levels (its share-partition leaders produce dead letters to the DLQ
+    partitions' leaders, its coordinators serve transaction version 2 across
+    the nodes) and keeps the levels the single node wrote."""
     path = tmp_path / "f.journal"
     with FeatureStore(path) as store:
-        assert store.level(SV) == 2 and store.update({SV: 2}) == 2  # (written: a change)
+        assert store.level(SV) == 2 and store.update({SV: 2, TV: 1}) == 2
     with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
-        assert store.levels() == {GV: 1, SV: 2}
-        assert store.supported[SV] == (0, 2)
+        assert store.levels() == {GV: 1, SV: 2, TV: 1}
+        assert store.supported[SV] == (0, 2) and store.supported[TV] == (0, 2)
 
 
 def test_the_store_refuses_a_journal_it_cannot_read(tmp_path: Path) -> None:
@@ -340,3 +341,18 @@ def test_share_version_0_turns_share_groups_off(core: Any) -> None:
     assert core.call(68, 1, _heartbeat()).error_code == ErrorCode.NONE  # KIP-848 untouched
     assert update(core, 1, (SV, 1)).error_code == ErrorCode.NONE
     assert core.call(76, 1, _share_heartbeat()).error_code == ErrorCode.NONE
+
+
+def test_a_cluster_node_follows_the_cluster_s_levels(tmp_path: Path) -> None:
+    """A cluster node takes the levels of ZooKeeper's ``/feature`` with their epoch
+    (a feature it does not list is at 0, a level above the node's highest is
+    lowered to it), durably; the same levels and epoch again write nothing."""
+    path = tmp_path / "f.journal"
+    with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
+        assert store.follow({TV: 1, SV: 9, "other.feature": 3}, 2)
+        assert (store.levels(), store.epoch) == ({GV: 0, SV: 2, TV: 1}, 2)
+        size = path.stat().st_size
+        assert not store.follow({TV: 1, SV: 2}, 2)
+        assert path.stat().st_size == size
+    with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
+        assert (store.levels(), store.epoch) == ({GV: 0, SV: 2, TV: 1}, 2)

@@ -103,6 +103,21 @@ def test_a_fenced_instances_offsets_are_dropped_not_committed() -> None:
     assert store.pending_partitions(GROUP) == set()
 
 
+def test_a_transaction_version_2_marker_commits_the_offsets_of_the_epoch_before() -> None:
+    """KIP-890 part 2: the coordinator bumps the epoch in its decision, so a
+    marker of transaction version 2 (WriteTxnMarkers v2, KIP-1228) carries the
+    transaction's epoch plus one; it commits the offsets staged at that epoch
+    and drops an older instance's."""
+    store = loaded(Logs())
+    store.stage_transactional(GROUP, 9, 1, {("t", 0): offset(10)})  # an old instance
+    store.stage_transactional(GROUP, 9, 2, {("t", 1): offset(20)})
+    assert store.settle_transaction(P, 9, 3, commit=True, tv2=True) == {
+        GROUP: {("t", 1): offset(20)}
+    }
+    assert store.group_offsets(GROUP) == {("t", 1): offset(20)}
+    assert store.pending_partitions(GROUP) == set()
+
+
 def test_an_older_epoch_than_the_pending_one_is_refused() -> None:
     store = loaded(Logs())
     store.stage_transactional(GROUP, 9, 3, {("t", 0): offset(10)})

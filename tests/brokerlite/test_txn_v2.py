@@ -542,27 +542,33 @@ def test_transaction_version_is_updated_as_kafka_updates_it(open_core: Any) -> N
     assert core.broker.features.level(TV) == 2
 
 
-def test_a_cluster_broker_has_no_transaction_version(tmp_path: Path) -> None:
-    """A cluster keeps transaction version 1 (its coordinators verify, they do not
-    add): the feature is not supported there, so clients read it as 0."""
+def test_a_cluster_broker_finalizes_transaction_version_2(tmp_path: Path) -> None:
+    """A cluster supports transaction version 0-2 as a single node and a Kafka 4.x
+    cluster do, finalized at 2 when fresh; it is lowered and raised again with
+    UpdateFeatures' downgrade and upgrade types, as on a single node."""
     with FeatureStore(tmp_path / "f.journal", supported=CLUSTER_SUPPORTED) as store:
-        assert TV not in store.levels() and TV not in store.supported
-    with pytest.raises(FeatureUpdateError, match="does not support"):
-        plan_update({}, [(TV, 2, 1)], CLUSTER_SUPPORTED)
+        assert store.supported[TV] == (0, 2) and store.level(TV) == 2
+        assert plan_update(store.levels(), [(TV, 1, 2)], CLUSTER_SUPPORTED) == {TV: 1}
+        with pytest.raises(FeatureUpdateError, match="downgrade"):
+            plan_update(store.levels(), [(TV, 1, 1)], CLUSTER_SUPPORTED)
+        with pytest.raises(FeatureUpdateError, match="supports levels 0 to 2"):
+            plan_update(store.levels(), [(TV, 3, 1)], CLUSTER_SUPPORTED)
 
 
-def test_a_feature_journal_of_either_kind_opens_in_the_other(tmp_path: Path) -> None:
-    """A journal of an earlier brokerlite (no transaction.version in it) opens with
-    transaction.version 2, as a fresh one; a single node's journal opened by a
-    cluster node drops the level it does not support."""
+def test_a_cluster_nodes_journal_of_an_earlier_brokerlite_opens_at_transaction_version_2(
+    tmp_path: Path,
+) -> None:
+    """A cluster node's journal written when a cluster supported no
+    transaction.version (its levels of group.version and share.version only, a
+    compaction included) opens with transaction.version 2, as a fresh one; a
+    level lowered since is kept across a restart."""
     path = tmp_path / "f.journal"
-    with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
+    earlier = {"group.version": (0, 1), "share.version": (0, 2)}
+    with FeatureStore(path, supported=earlier) as store:
         assert store.update({"group.version": 0}) == 2
-    with FeatureStore(path) as store:
+        store.compact()
+    with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
         assert (store.level("group.version"), store.level(TV), store.epoch) == (0, 2, 2)
         assert store.update({TV: 1}) == 3
     with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
-        assert TV not in store.levels() and store.epoch == 3
-        store.compact()
-    with FeatureStore(path) as store:
-        assert store.level(TV) == 2  # the cluster node's compaction kept no level of it
+        assert (store.level(TV), store.epoch) == (1, 3)

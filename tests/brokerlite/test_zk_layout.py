@@ -673,3 +673,44 @@ def test_deeply_nested_json_raises_zk_data_error() -> None:
     # 200 kB: well under ZooKeeper's default 1 MB znode limit (jute.maxbuffer).
     with pytest.raises(ZkDataError):
         decode_controller(b"[" * 100_000 + b"]" * 100_000)
+
+
+# -- /feature (Kafka 3.9's FeatureZNode) ----------------------------------------------------------
+
+
+def test_feature_znode_is_kafkas_document() -> None:
+    """Kafka 3.9's ``FeatureZNode.encode`` (version 2): status 1 (enabled), each
+    finalized feature with its ``max_version_level`` alone, a level 0 left out;
+    its ``decode`` also reads version 1 (``min_version_level`` too), and a
+    disabled status (0) finalizes nothing."""
+    data = zk_layout.encode_features(
+        {"transaction.version": 2, "group.version": 0, "share.version": 1}
+    )
+    assert json.loads(data) == {
+        "version": 2,
+        "status": 1,
+        "features": {
+            "transaction.version": {"max_version_level": 2},
+            "share.version": {"max_version_level": 1},
+        },
+    }
+    assert zk_layout.decode_features(data) == {"transaction.version": 2, "share.version": 1}
+    v1 = b'{"version":1,"status":1,"features":{"f":{"min_version_level":1,"max_version_level":3}}}'
+    assert zk_layout.decode_features(v1) == {"f": 3}
+    assert zk_layout.decode_features(b'{"version":2,"status":0,"features":{}}') == {}
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"version":3,"status":1,"features":{}}',
+        b'{"version":2,"features":{}}',
+        b'{"version":2,"status":1}',
+        b'{"version":2,"status":1,"features":{"f":{"max_version_level":0}}}',
+        b'{"version":2,"status":1,"features":{"f":{"max_version_level":"2"}}}',
+        b'{"version":2,"status":1,"features":{"f":2}}',
+    ],
+)
+def test_a_feature_znode_kafka_would_refuse_raises_zk_data_error(data: bytes) -> None:
+    with pytest.raises(ZkDataError):
+        zk_layout.decode_features(data)

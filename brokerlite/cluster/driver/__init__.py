@@ -173,6 +173,7 @@ class ClusterDriver:
             quotas=broker.quotas,
             replication_quotas=self.view.replication_quotas,
             group_configs=broker.share_groups.configs,
+            features=broker.features,
         )
         self._tokens = TokenSync(*handles, tokens=broker.tokens)
         self._tasks = TopicTasks(

@@ -8,6 +8,8 @@ module of functions: :mod:`.scram_sync`, :mod:`.quota_sync`,
 watches ``/config/changes`` and, on each new notification (and when the
 broker joins, before it serves), reads all four kinds again and hands each to
 its store; a task changing one kind writes it, then reads back that kind.
+The cluster's finalized feature levels (``/feature``, :mod:`.feature_sync`)
+are read with them, and a data watch on ``/feature`` reads them again.
 """
 
 from __future__ import annotations
@@ -23,13 +25,16 @@ from ...quotas import Entity, Quotas
 from ...security.scram import ScramCredentials
 from ...security.zk_scram import CONFIG_CHANGES
 from ..replication_quotas import ReplicationQuotas
+from ..zk_layout import FEATURE
 from .broker_config_sync import read_broker_configs, write_broker_config
+from .feature_sync import read_features, write_features
 from .group_config_sync import read_all_group_configs, write_group_configs
 from .metadata_sync import Kick, MetadataSync, RunSoon
 from .quota_sync import read_all_quotas, write_quotas
 from .scram_sync import read_all_scram, write_scram
 
 if TYPE_CHECKING:
+    from ...features import FeatureStore
     from ...groups.group_configs import GroupConfigs
 
 __all__ = ["ConfigSync"]
@@ -39,8 +44,8 @@ class ConfigSync(MetadataSync):
     """The entities' configs, followed into their stores: ``scram`` (the SCRAM
     credentials), ``quotas`` (client quotas), ``replication_quotas`` (this broker's
     ``node_id`` and the default broker's dynamic configs: the throttles' rates)
-    and ``group_configs`` (share groups' configs); the other arguments are
-    :class:`MetadataSync`'s."""
+    ``group_configs`` (share groups' configs) and ``features`` (the finalized
+    feature levels); the other arguments are :class:`MetadataSync`'s."""
 
     changes = (CONFIG_CHANGES,)
     what = "configs"
@@ -57,19 +62,38 @@ class ConfigSync(MetadataSync):
         quotas: Quotas,
         replication_quotas: ReplicationQuotas,
         group_configs: GroupConfigs,
+        features: FeatureStore,
     ) -> None:
         super().__init__(zk, run_soon, kick, clock)
+        self._features = features
         self._node_id = node_id
         self._scram = scram
         self._quotas = quotas
         self._replication_quotas = replication_quotas
         self._group_configs = group_configs
 
+    def watch(self) -> None:
+        """As :class:`MetadataSync`'s, and a data watch on ``/feature``."""
+        super().watch()
+        self.zk.DataWatch(FEATURE, self._on_change)
+
     async def _apply(self) -> None:
         await self._load_scram()
         await self._load_quotas()
         await self._load_broker_configs()
         await self._load_group_configs()
+        await self._load_features()
+
+    async def _load_features(self) -> None:
+        found = await trio.to_thread.run_sync(read_features, self.zk)
+        if found is not None and self._features.follow(*found):
+            self._kick()
+
+    async def change_features(self, changes: Mapping[str, int]) -> None:
+        """An UpdateFeatures task: write the levels, read them back."""
+        base = self._features.levels()
+        await trio.to_thread.run_sync(write_features, self.zk, changes, base)
+        await self._load_features()
 
     async def _load_scram(self) -> None:
         self._scram.use_cluster(await trio.to_thread.run_sync(read_all_scram, self.zk))

@@ -203,6 +203,8 @@ class TopicTasks:
                 )
             elif task.kind == "group_configs":
                 await self._configs.change_group_configs(task.args["group"], task.args["configs"])
+            elif task.kind == "features":
+                await self._configs.change_features(task.args["levels"])
             elif task.kind == "tokens":
                 await self._tokens.change(task.args["writes"])
             elif task.kind == "producer_ids":

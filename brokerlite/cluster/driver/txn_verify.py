@@ -1,6 +1,7 @@
 """The driver of KIP-890 verification in cluster mode: sends the
-AddPartitionsToTxn v4 (``verify_only``) requests of :mod:`.verification` to
-the transaction coordinators and reports their answers.
+AddPartitionsToTxn requests of :mod:`.verification` (v4 ``verify_only``, v5
+adding partitions for transaction version 2) to the transaction coordinators
+and reports their answers.
 
 Rules:
 
@@ -27,7 +28,7 @@ import trio
 from trafka.codec import ApiKey
 from trafka.codec.errors import CodecError
 
-from ...transactions.verification import VERIFY_VERSION, VerifyBatch
+from ...transactions.verification import VerifyBatch
 from ..inter_broker import InterBrokerConnection
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ class VerificationSender:
                 conn = await InterBrokerConnection.to_node(self._broker, node, "txn-verify")
                 self._conns[node] = conn
             answer = await conn.request(
-                ApiKey.ADD_PARTITIONS_TO_TXN, batch.body, version=VERIFY_VERSION
+                ApiKey.ADD_PARTITIONS_TO_TXN, batch.body, version=batch.version
             )
         except (OSError, ConnectionError, CodecError, trio.TooSlowError) as exc:
             log.debug("verification with broker %d: %s", node, exc)
