@@ -311,7 +311,10 @@ CONFINED = (
     "tests/sdk/test_sdk_kafka_versions.py",
     "tests/tools/test_cli_kafka.py",
 )
-CONFINED_WORKERS = 2
+#: How many workers take CONFINED's work (``TRAFKA_CONFINED_WORKERS``, default
+#: 2): each starts its own Spark and clusters, so fewer start fewer, and more
+#: share the rest of the work.
+CONFINED_WORKERS = int(os.environ.get("TRAFKA_CONFINED_WORKERS", "2"))
 
 
 def _check_spread_files() -> None:

@@ -18,9 +18,12 @@ CONFTEST = Path(__file__).resolve().parent / "conftest.py"
 
 
 @pytest.fixture
-def conftest(request: pytest.FixtureRequest) -> ModuleType:
+def conftest(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """tests/conftest.py, with its default two confining workers (whatever this
+    run's TRAFKA_CONFINED_WORKERS)."""
     module = request.config.pluginmanager.get_plugin(str(CONFTEST))
     assert isinstance(module, ModuleType)
+    monkeypatch.setattr(module, "CONFINED_WORKERS", 2)
     return module
 
 
