@@ -33,6 +33,7 @@ from trafka.codec.messages import k26_end_txn as end_txn
 from trafka.codec.messages import k32_describe_configs as describe_configs
 from trafka.codec.messages import k33_alter_configs as alter_configs
 from trafka.codec.messages import k44_incremental_alter_configs as incremental
+from trafka.codec.messages import k65_describe_transactions as describe_transactions
 from trafka.codec.messages import k76_share_group_heartbeat as share_heartbeat
 from trafka.codec.messages import k78_share_fetch as share_fetch
 from trafka.codec.messages import k79_share_acknowledge as share_ack
@@ -324,6 +325,25 @@ class Kafka:
         return self.ask(
             13, req(group_id=group, members=[req.MemberIdentity(member_id=m) for m in members])
         )
+
+    def completed(self, tid: str, *, timeout: float = 60.0) -> None:
+        """Wait (unrecorded) until the coordinator has completed ``tid``'s last
+        transaction (DescribeTransactions, KIP-664): its markers written is not
+        enough, since the coordinator moves to CompleteCommit or CompleteAbort
+        after them, and until then an InitProducerId is CONCURRENT_TRANSACTIONS
+        (a client retries it; a script must not meet it on one broker only)."""
+        self.talk.recording = False
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                ask = describe_transactions.DescribeTransactionsRequest(transactional_ids=[tid])
+                (state,) = self.talk.ask(65, 0, ask).transaction_states
+                if state.transaction_state in ("CompleteCommit", "CompleteAbort", "Empty"):
+                    return
+                assert time.monotonic() < deadline, f"{tid}: {state.transaction_state}"
+                time.sleep(0.05)
+        finally:
+            self.talk.recording = True
 
     def init_pid(self, tid: str | None, *, pid: int = -1, epoch: int = -1) -> Any:
         req = init_pid.InitProducerIdRequest

@@ -128,6 +128,7 @@ def test_transactions_fencing_and_states(kafka3: Any, peer: Any) -> None:
         k.produce(topic, records([b"a"], pid=pid, epoch=epoch, seq=0, txn=True), tid=tid)
         k.end_txn(tid, pid, epoch)
         k.settle(topic)
+        k.completed(tid)
         k.list_offsets(topic, -1, isolation=1)
         bumped = k.init_pid(tid)
         k.add_partitions(tid, pid, epoch, topic)

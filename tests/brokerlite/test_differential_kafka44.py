@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from differential import Talk, plain
-from differential_requests import Kafka, check, records
+from differential_requests import Kafka, check, records, until
 
 from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
@@ -382,6 +382,15 @@ def test_list_transactions_v2_and_list_config_resources_v1(kafka4: Any, peer: An
             ),
         )
         ours = {topic, group, plain_group, metrics, "__consumer_offsets", "__transaction_state"}
+        # Kafka answers IncrementalAlterConfigs once the config records are
+        # committed; its broker lists them once its metadata image has them, a
+        # moment later (a loaded run listed no client-metrics resource yet).
+        until(
+            talk,
+            lambda: talk.ask(74, 1, list_config_resources.ListConfigResourcesRequest()),
+            lambda answer: {r.resource_name for r in answer.config_resources} >= {group, metrics},
+            timeout=30,
+        )
         talk.recording = False
         for version, types in ((0, []), (1, []), (1, [2]), (1, [4, 8]), (1, [16, 32]), (1, [99])):
             body = list_config_resources.ListConfigResourcesRequest(resource_types=types)
