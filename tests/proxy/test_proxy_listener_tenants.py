@@ -14,7 +14,8 @@ tenants on one proxy in front of brokerlite (forwarding) and Apache Kafka
 port, and the answers checked on the wire; Kafka's Java producer, trafka's
 SDK and confluent-kafka plain, idempotent and transactional (issue #83, "Done
 when"; tests/proxy/client_matrix.py), each tenant's records read back
-through its own listener.
+through its own listener; one tenant naming the other's resources in every
+API through its listener gets only errors or empty answers.
 """
 
 from __future__ import annotations
@@ -485,6 +486,74 @@ def test_every_client_in_every_mode_through_the_listeners(
     ids = anyio.run(transactional_ids, backend="trio")
     mine = {f"{tag}-sdk", f"{tag}-ck"}
     assert {f"acme.{tag}-sdk", *(f"globex.{t}" for t in mine)} <= ids and not mine & ids
+
+
+@pytest.mark.parametrize("peer", ["brokerlite", "4"], indirect=True)
+def test_a_tenant_cannot_name_the_others_resources_through_its_listener(
+    peer: Peer, listeners_proxy: tuple[RunningProxy, Path]
+) -> None:
+    """Issue #83, "Done when": globex owns a topic, a group with committed
+    offsets and a committed transaction, through its listener; acme, through
+    its own, sends every API the tenants filter serves naming them as globex
+    knows them, as the broker holds them (``globex.`` spelled out) and the
+    topic by id (tests/proxy/tenant_probes.py): only errors Kafka gives for
+    what does not exist, or empty answers, naming nothing of globex's; globex
+    still reads its record and its offsets."""
+    from tenant_probes import probe_every_api
+
+    px, _ = listeners_proxy
+    names = {"topic": fresh("secret"), "group": fresh("sg"), "txn": fresh("stx")}
+    globex = _bootstrap(px, "globex")
+
+    async def globex_owns() -> tuple[Any, dict[Any, Any]]:
+        with anyio.fail_after(90):
+            async with open_admin(bootstrap_servers=globex) as admin:
+                await admin.create_topics([NewTopic(names["topic"], 1, 1)])
+            async with open_producer(
+                bootstrap_servers=globex, transactional_id=names["txn"]
+            ) as producer:
+                await producer.init_transactions()
+                producer.begin_transaction()
+                await producer.send(names["topic"], b"globex's", key=b"k")
+                await producer.commit_transaction()
+            async with open_consumer(
+                names["topic"],
+                group_id=names["group"],
+                auto_offset_reset="earliest",
+                isolation_level="read_committed",
+                bootstrap_servers=globex,
+            ) as consumer:
+                got: list[bytes] = []
+                while not got:
+                    for records in (await consumer.getmany(timeout_ms=500)).values():
+                        got += [r.value for r in records]
+                assert got == [b"globex's"]
+                await consumer.commit()
+            async with open_admin(bootstrap_servers=globex) as admin:
+                offsets = await admin.list_consumer_group_offsets(names["group"])
+            async with open_admin(bootstrap_servers=peer.bootstrap_servers) as admin:
+                held = f"globex.{names['topic']}"
+                return (await admin.describe_topics([held]))[held].topic_id, offsets
+
+    topic_id, offsets = anyio.run(globex_owns, backend="trio")
+    assert offsets
+    with socket.create_connection(px.listeners["acme"], timeout=30) as sock:
+        seen = probe_every_api(
+            lambda key, version, body: call(sock, key, version, body),
+            names=names,
+            prefixed={k: f"globex.{v}" for k, v in names.items()},
+            topic_id=topic_id,
+            streams=peer.name != "brokerlite",
+        )
+    assert len(seen) >= 25, sorted(seen)
+
+    async def globex_still_owns() -> None:
+        with anyio.fail_after(60):
+            async with open_admin(bootstrap_servers=globex) as admin:
+                assert names["topic"] in await admin.list_topics()
+                assert await admin.list_consumer_group_offsets(names["group"]) == offsets
+
+    anyio.run(globex_still_owns, backend="trio")
 
 
 def test_a_tenant_by_listener_has_its_quota(brokerlite_peer: str) -> None:
