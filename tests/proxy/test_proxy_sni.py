@@ -41,6 +41,7 @@ from client_matrix import (
     java_sends,
     java_tls,
     read_committed,
+    sdk_and_confluent_sends,
 )
 from encryption_helpers import once_in_order
 from kafka_fixtures import Peer
@@ -239,8 +240,9 @@ def test_confluent_kafka_and_kafkas_java_producer_through_one_port(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """confluent-kafka (a script: plain, idempotent and transactional, then
-    its read_committed consumer) and Kafka's Java producer (4.4, the same
-    modes, a PEM trust store) name ``bootstrap.kafka.test`` and the brokers
+    its read_committed consumer), Kafka's Java producer (4.4, the same
+    modes, a PEM trust store) and trafka's SDK (the same modes) name
+    ``bootstrap.kafka.test`` and the brokers
     ``broker-N.kafka.test`` (their /etc/hosts the test's), through the proxy's
     one TLS port in front of brokerlite (forwarding: each client's batches go
     on the connection to the broker its name picked) and of Kafka 4.4
@@ -298,6 +300,9 @@ def test_confluent_kafka_and_kafkas_java_producer_through_one_port(
         reports += [(v.encode(), p, o) for v, p, o in ck["reports"]]
         sent += ck_sent
         tls = {"security_protocol": "SSL", "ssl_cafile": pki["ca"]}
+        # trafka's SDK, the same modes (its lookups answered by ``resolved``).
+        more, values = sdk_and_confluent_sends(bootstrap, topic, tag, 30, tls, None)
+        reports, sent = reports + more, sent + values
         records = read_committed(bootstrap, topic, partitions, sent, **tls)
     once_in_order(by_partition(records, partitions), sent, keys=KEYS)
     assert misreported(records, reports) is None, misreported(records, reports)
