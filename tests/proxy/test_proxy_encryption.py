@@ -2,9 +2,9 @@
 key-file KMS: values of the chosen topics reach the broker as frames (no
 plaintext in any of its files), consumers through the proxy read plaintext,
 every record once and in order, from trafka's SDK, confluent-kafka and
-Kafka's Java producer,
-plain, idempotent and transactional, routed by key and forwarded; a KEK rotation leaves old
-records readable; what does not decrypt is CORRUPT_MESSAGE, never ciphertext.
+Kafka's Java producer, plain, idempotent and transactional, routed by key
+and forwarded; a KEK rotation leaves old records readable; what does not
+decrypt is CORRUPT_MESSAGE, never ciphertext.
 """
 
 from __future__ import annotations
