@@ -585,6 +585,63 @@ def test_every_client_as_each_tenant_through_their_labels(
     _every_client_by_label(tenants_proxy, pki, peer, in_own_hosts(hosts))
 
 
+@pytest.mark.parametrize("peer", ["brokerlite", "4"], indirect=True)
+def test_a_tenant_cannot_name_the_others_resources_through_its_label(
+    peer: Peer, tenants_proxy: RunningProxy, pki: dict[str, str], resolved: None
+) -> None:
+    """Issue #83, "Done when": globex owns a topic, a group with committed
+    offsets and a committed transaction, through its label; acme, through its
+    own, sends every API the tenants filter serves naming them as globex
+    knows them, as the broker holds them and the topic by id
+    (tests/proxy/tenant_probes.py): only errors Kafka gives for what does not
+    exist, or empty answers, naming nothing of globex's."""
+    from tenant_probes import probe_every_api
+
+    names = {"topic": fresh("secret"), "group": fresh("sg"), "txn": fresh("stx")}
+    globex = _sdk(tenants_proxy, pki, "globex")
+
+    async def globex_owns() -> Any:
+        with anyio.fail_after(90):
+            async with open_admin(**globex) as admin:
+                await admin.create_topics([NewTopic(names["topic"], 1, 1)])
+            async with open_producer(**globex, transactional_id=names["txn"]) as producer:
+                await producer.init_transactions()
+                producer.begin_transaction()
+                await producer.send(names["topic"], b"globex's", key=b"k")
+                await producer.commit_transaction()
+            async with open_consumer(
+                names["topic"],
+                group_id=names["group"],
+                auto_offset_reset="earliest",
+                isolation_level="read_committed",
+                **globex,
+            ) as consumer:
+                got: list[bytes] = []
+                while not got:
+                    for records in (await consumer.getmany(timeout_ms=500)).values():
+                        got += [r.value for r in records]
+                await consumer.commit()
+            async with open_admin(bootstrap_servers=peer.bootstrap_servers) as admin:
+                held = f"globex.{names['topic']}"
+                return (await admin.describe_topics([held]))[held].topic_id
+
+    topic_id = anyio.run(globex_owns, backend="trio")
+    context = ssl.create_default_context(cafile=pki["ca"])
+    with (
+        socket.create_connection(("127.0.0.1", tenants_proxy.address[1]), timeout=30) as raw,
+        context.wrap_socket(raw, server_hostname=f"bootstrap.acme.{DOMAIN}") as tls,
+    ):
+        seen = probe_every_api(
+            lambda key, version, body: call(tls, key, version, body),
+            names=names,
+            prefixed={k: f"globex.{v}" for k, v in names.items()},
+            topic_id=topic_id,
+            streams=peer.name != "brokerlite",
+            host_suffix=f".acme.{DOMAIN}",  # acme's own label in broker names
+        )
+    assert len(seen) >= 25, sorted(seen)
+
+
 def _docs_example() -> str:
     """The TOML example of docs/proxy.md's "Picking tenants by SNI label"."""
     text = (Path(__file__).parents[2] / "docs" / "proxy.md").read_text()
