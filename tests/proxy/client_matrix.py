@@ -116,19 +116,27 @@ def sdk_and_confluent_sends(
     tag: str,
     n: int,
     sdk: dict[str, Any],
-    librdkafka: dict[str, Any],
+    librdkafka: dict[str, Any] | None,
 ) -> tuple[list[Report], list[bytes]]:
     """trafka's SDK and confluent-kafka, each plain, idempotent and in a
     transaction, ``n`` records keyed as the Java producer keys them (``sdk``,
-    ``librdkafka``: each client's settings, TLS...): reports and values."""
+    ``librdkafka``: each client's settings, TLS...; ``librdkafka`` None: the
+    SDK alone, for names only the SDK's lookups resolve): reports and values."""
     ways: list[tuple[str, Any, dict[str, Any]]] = [
         ("sdk-plain", sdk_reports, {**sdk, "enable_idempotence": False, "acks": 1}),
         ("sdk-idempotent", sdk_reports, {**sdk, "enable_idempotence": True}),
         ("sdk-transactional", sdk_reports, {**sdk, "transactional_id": f"{tag}-sdk"}),
-        ("ck-plain", confluent_reports, {**librdkafka, "enable.idempotence": False, "acks": 1}),
-        ("ck-idempotent", confluent_reports, {**librdkafka, "enable.idempotence": True}),
-        ("ck-transactional", confluent_reports, {**librdkafka, "transactional.id": f"{tag}-ck"}),
     ]
+    if librdkafka is not None:
+        ways += [
+            ("ck-plain", confluent_reports, {**librdkafka, "enable.idempotence": False, "acks": 1}),
+            ("ck-idempotent", confluent_reports, {**librdkafka, "enable.idempotence": True}),
+            (
+                "ck-transactional",
+                confluent_reports,
+                {**librdkafka, "transactional.id": f"{tag}-ck"},
+            ),
+        ]
     reports: list[Report] = []
     sent: list[bytes] = []
     for way, send, settings in ways:

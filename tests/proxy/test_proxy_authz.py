@@ -186,6 +186,18 @@ def test_audit_file_rotates_at_its_bound(tmp_path: Path) -> None:
     assert newest[-1] == 19 and older[-1] == newest[0] - 1  # nothing lost between files
 
 
+def test_audit_to_stdout_is_a_json_line_per_event(capsys: pytest.CaptureFixture[str]) -> None:
+    """``path = "-"``: each event one JSON line on stdout, with its time."""
+    audit = AuditLog("-")
+    audit.write("authorization", principal="User:alice", decision="deny")
+    audit.write("connection_open", client="127.0.0.1:5")
+    lines = capsys.readouterr().out.splitlines()
+    events = [json.loads(line) for line in lines]
+    assert [e["event"] for e in events] == ["authorization", "connection_open"]
+    assert events[0]["principal"] == "User:alice" and all("time" in e for e in events)
+    assert audit.written == 2 and audit.failed == 0
+
+
 # -- through the proxy, to brokerlite ------------------------------------------------------------
 
 
@@ -205,7 +217,11 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBroker]
 
 
 @pytest.fixture
-def guarded(secured: RunningBroker, tmp_path: Path) -> Iterator[tuple[RunningProxy, Path]]:
+def guarded(
+    secured: RunningBroker, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[RunningProxy, Path]]:
+    """The proxy with the rules, routing by key (or as ``request.param``
+    says: ``route_keys``), its audit log in the test's folder."""
     audit = tmp_path / "audit.jsonl"
     az = Authorization()
     az.configure({"rules": RULES, "super_users": ["User:admin"], "audit": {"path": str(audit)}})
@@ -222,6 +238,7 @@ def guarded(secured: RunningBroker, tmp_path: Path) -> Iterator[tuple[RunningPro
         filters=(az,),
         principal_credentials=str(credentials),
         metrics_listen="127.0.0.1:0",
+        route_keys=getattr(request, "param", "murmur2"),
     ) as px:
         yield px, audit
 
@@ -351,6 +368,72 @@ def test_sdk_clients_meet_the_rules(guarded: tuple[RunningProxy, Path]) -> None:
     by_resource = {r["resource"]: r["error"] for e in admin_ops for r in e["resources"]}
     assert by_resource[ok] == by_resource[secret] == "NONE"
     assert sorted(by_resource.values()).count("TOPIC_AUTHORIZATION_FAILED") == 1
+
+
+@pytest.mark.parametrize("guarded", ["murmur2", "none"], indirect=True)
+def test_every_client_in_every_mode_meets_the_rules(
+    guarded: tuple[RunningProxy, Path], request: pytest.FixtureRequest
+) -> None:
+    """The client matrix (issue #83, "Done when"; tests/proxy/client_matrix.py)
+    through the rules: Kafka's Java producer (4.4, SASL PLAIN), confluent-kafka
+    and trafka's SDK log in as alice and produce plain, idempotent and in
+    transactions (the Java producer's second aborted) to an ``ok-`` topic, with
+    transactional ids a rule added for the test lets her use (``ok-``,
+    prefixed), routed as themselves and forwarded: a read_committed consumer
+    as alice reads every committed record once, each producer's keys in order
+    (routed: on their murmur2 partitions), every report where its record is;
+    the writes were judged, and allowed, by the proxy."""
+    from client_matrix import (
+        KEYS,
+        by_partition,
+        java_producer,
+        java_sends,
+        read_committed,
+        sdk_and_confluent_sends,
+    )
+    from encryption_helpers import once_in_order
+    from proxy_helpers import misreported
+
+    from trafka.sdk.partitioners import murmur2_partition
+
+    px, audit = guarded
+    az = next(f for f in _filters(px) if isinstance(f, Authorization))
+    txn_ids = {"principal": "User:alice", "operation": "Write", "resource": "transactional_id",
+               "name": "ok-", "pattern": "prefixed"}  # fmt: skip
+    az.configure(
+        {"rules": [*RULES, txn_ids], "super_users": ["User:admin"], "audit": {"path": str(audit)}}
+    )
+    topic, tag, partitions = fresh("ok-matrix"), fresh("ok-mx"), 3
+
+    async def create() -> None:
+        with anyio.fail_after(60):
+            async with open_admin(**login(px, "admin")) as admin:
+                await admin.create_topics([NewTopic(topic, partitions, 1)])
+
+    anyio.run(create, backend="trio")
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="alice" password="{USERS["alice"]}";'
+    )
+    java = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": jaas,
+    }
+    servers = px.bootstrap_servers
+    reports, sent = java_sends(java_producer(), servers, topic, 20, "java", f"{tag}-j", java)
+    alice = {k: v for k, v in login(px, "alice").items() if k != "bootstrap_servers"}
+    ck = {k: v for k, v in librdkafka(px, "alice").items() if k != "bootstrap.servers"}
+    more, values = sdk_and_confluent_sends(servers, topic, tag, 20, alice, ck)
+    reports, sent = reports + more, sent + values
+    records = read_committed(servers, topic, partitions, sent, **alice)
+    once_in_order(by_partition(records, partitions), sent, keys=KEYS)
+    assert misreported(records, reports) is None, misreported(records, reports)
+    if request.node.callspec.params["guarded"] != "none":
+        assert [r for r in records if r.partition != murmur2_partition(r.key, partitions)] == []
+    counted = decisions(px)
+    assert counted[("allow", "WRITE", "transactional_id")] >= 3
+    assert not [k for k, n in counted.items() if k[0] == "deny" and n]
 
 
 def test_share_consumers_meet_the_rules(guarded: tuple[RunningProxy, Path]) -> None:

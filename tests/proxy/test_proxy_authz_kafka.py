@@ -455,7 +455,9 @@ def test_clients_through_the_proxy_to_kafka(
     """trafka's SDK and confluent-kafka, logged in as alice (whom Kafka lets do
     all), through the proxy holding bob's ACLs as alice's rules: plain,
     idempotent and transactional producers, consumers in groups and an admin
-    meet the refusals Kafka would give bob, and nothing else."""
+    meet the refusals Kafka would give bob, and nothing else; Kafka's Java
+    producer (4.4) as alice, plain, idempotent and transactional (tx-ok), is
+    let through, each committed record read once and in order."""
     audit = tmp_path / "audit.jsonl"
     az = Authorization()
     az.configure({"rules": rules_for("User:alice"), "audit": {"path": str(audit)}})
@@ -486,6 +488,9 @@ def test_clients_through_the_proxy_to_kafka(
         }
         anyio.run(_sdk_clients, sdk, backend="trio")
         _confluent_clients(librdkafka)
+        _java_producer(
+            px.bootstrap_servers, {k: v for k, v in sdk.items() if k != "bootstrap_servers"}
+        )
     denials = [e for e in _events(audit) if e["event"] == "authorization"]
     assert len(denials) == sum(n for (d, _, _), n in az.decisions.items() if d == "deny")
     refused = {(e["operation"], e["resource_type"], e["resource"]) for e in denials}
@@ -535,6 +540,32 @@ async def _sdk_clients(login: dict[str, Any]) -> None:
         async with open_consumer("open", group_id="g-no", **login) as consumer:
             code = await _refused(consumer.getmany(timeout_ms=10_000))
             assert code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def _java_producer(servers: str, sdk: dict[str, Any]) -> None:
+    """Kafka's Java producer as alice (SASL PLAIN) to ``open``, every mode in
+    one JVM (tests/proxy/client_matrix.py), transactions as ``tx-ok``: every
+    committed record read once and in order through the proxy, every
+    delivery report where its record is."""
+    from client_matrix import KEYS, by_partition, java_producer, java_sends, read_committed
+    from encryption_helpers import once_in_order
+    from proxy_helpers import fresh, misreported
+
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="alice" password="{USERS["alice"]}";'
+    )
+    java = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": jaas,
+    }
+    prefix = fresh("java")
+    reports, sent = java_sends(java_producer(), servers, "open", 10, prefix, "tx-ok", java)
+    records = read_committed(servers, "open", 1, sent, **sdk)
+    mine = [r for r in records if r.value.startswith(prefix.encode())]
+    once_in_order(by_partition(mine, 1), sent, keys=KEYS)
+    assert misreported(records, reports) is None, misreported(records, reports)
 
 
 def _confluent_clients(settings: dict[str, Any]) -> None:

@@ -1,9 +1,10 @@
 """The proxy's record encryption (issue #83, item 1) on brokerlite, with the
 key-file KMS: values of the chosen topics reach the broker as frames (no
 plaintext in any of its files), consumers through the proxy read plaintext,
-every record once and in order, from trafka's SDK and confluent-kafka,
-plain, idempotent and transactional, routed by key and forwarded; a KEK rotation leaves old
-records readable; what does not decrypt is CORRUPT_MESSAGE, never ciphertext.
+every record once and in order, from trafka's SDK, confluent-kafka and
+Kafka's Java producer, plain, idempotent and transactional, routed by key
+and forwarded; a KEK rotation leaves old records readable; what does not
+decrypt is CORRUPT_MESSAGE, never ciphertext.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from client_matrix import KEYS, by_partition, java_producer, java_sends, read_committed
 from encryption_helpers import (
     fetch_once,
     frames,
@@ -22,7 +24,7 @@ from encryption_helpers import (
     produce_every_way,
     read_in_order,
 )
-from proxy_helpers import create, fresh, placement, sdk_reports
+from proxy_helpers import create, fresh, misreported, placement, sdk_reports
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
@@ -95,6 +97,29 @@ def test_every_client_reads_plaintext_once_in_order_and_the_disk_holds_none(
     assert plaintext_in_files(folder / "data", b"SECRET-a") == []
     counted = proxy.statistics.filters["encryption"]
     assert counted.records_encrypted >= len(reports) and counted.partitions_decrypted > 0
+
+
+def test_kafkas_java_producer_plain_idempotent_and_transactional(
+    broker: RunningBroker, proxy: RunningProxy, folder: Path
+) -> None:
+    """Kafka's Java producer (4.4), plain, idempotent and in transactions (the
+    second aborted), one JVM (tests/proxy/client_matrix.py): brokerlite takes
+    its re-encrypted batches, a read_committed consumer through the proxy
+    reads every committed record once and in order, every delivery report
+    where its record is; brokerlite holds frames only, routed and not."""
+    topic, prefix = fresh("enc-java"), fresh("SECRET-java")
+    create(broker.bootstrap_servers, topic, PARTITIONS)
+    reports, sent = java_sends(
+        java_producer(), proxy.bootstrap_servers, topic, 20, prefix, fresh("tx-java"), {}
+    )
+    records = read_committed(proxy.bootstrap_servers, topic, PARTITIONS, sent)
+    once_in_order(by_partition(records, PARTITIONS), sent, keys=KEYS)
+    assert misreported(records, reports) is None, misreported(records, reports)
+    straight = placement(
+        broker.bootstrap_servers, topic, PARTITIONS, isolation_level="read_committed"
+    )
+    assert len(frames(straight)) == len(sent)
+    assert plaintext_in_files(folder / "data", prefix.encode()) == []
 
 
 def test_a_topic_not_named_is_not_encrypted(broker: RunningBroker, proxy: RunningProxy) -> None:

@@ -9,13 +9,12 @@ plaintext, and a consumer straight to Kafka reads only frames.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from client_matrix import KEYS, by_partition, java_producer, java_sends, read_committed
 from encryption_helpers import (
     fetch_once,
     frames,
@@ -25,8 +24,8 @@ from encryption_helpers import (
     produce_every_way,
     read_in_order,
 )
-from kafka_peers import KAFKA_4, KafkaCluster, classpath
-from proxy_helpers import create, fresh, placement, sdk_reports
+from kafka_peers import KafkaCluster
+from proxy_helpers import create, fresh, misreported, placement, sdk_reports
 
 from trafka.codec.errors import ErrorCode
 from trafka.proxy import RunningProxy, proxy_in_thread
@@ -39,27 +38,6 @@ pytestmark = [
 ]
 
 PARTITIONS = 3
-
-
-@pytest.fixture(scope="module")
-def java_producer(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """tests/interop/java/ReportingProducer (Kafka's own producer, kafka-clients
-    4.x), compiled with javac once per module: its command."""
-    javac, java = shutil.which("javac"), shutil.which("java")
-    if javac is None or java is None:
-        pytest.fail("javac and java are needed (apt-get install default-jdk-headless)")
-    out = tmp_path_factory.mktemp("java-producer")
-    source = Path(__file__).parents[1] / "interop" / "java" / "ReportingProducer.java"
-    jars = classpath("kafka", KAFKA_4)
-    subprocess.run([javac, "-d", str(out), "-cp", jars, str(source)], check=True, timeout=120)
-    return [
-        java,
-        "-Xmx128m",
-        "-XX:TieredStopAtLevel=1",
-        "-cp",
-        f"{out}:{jars}",
-        "ReportingProducer",
-    ]
 
 
 @pytest.fixture(scope="module")
@@ -112,28 +90,24 @@ def test_kafka_ciphertext_that_does_not_decrypt_is_corrupt_message(
 
 
 def test_kafkas_java_producer_plain_idempotent_and_transactional(
-    kafka4: KafkaCluster, proxy: RunningProxy, java_producer: list[str]
+    kafka4: KafkaCluster, proxy: RunningProxy
 ) -> None:
     """Kafka's Java producer (4.x) through the proxy, plain, idempotent and in
-    transactions (committed, aborted, committed): Kafka takes its re-encrypted
-    batches, a read_committed consumer through the proxy reads every committed
-    record once and in order, nothing aborted, and Kafka holds frames only,
-    routed and not (a forwarding proxy caps ``transaction.version`` at 1, see
-    test_proxy_txn_versions.py)."""
+    transactions (committed, aborted, committed), one JVM for the three
+    (tests/proxy/client_matrix.py): Kafka takes its re-encrypted batches, a
+    read_committed consumer through the proxy reads every committed record
+    once and in order, nothing aborted, every delivery report where its record
+    is, and Kafka holds frames only, routed and not (a forwarding proxy caps
+    ``transaction.version`` at 1, see test_proxy_txn_versions.py)."""
     topic = fresh("kenc-java")
     create(kafka4.bootstrap_servers, topic, PARTITIONS, 1, served=True)
-    sent: list[bytes] = []
-    for mode in ("plain", "idempotent", "transactional"):
-        prefix = f"SECRET-{mode}"
-        args = [proxy.bootstrap_servers, topic, "60", prefix, mode, fresh("tx-java")]
-        done = subprocess.run(
-            [*java_producer, *args], capture_output=True, text=True, timeout=120, check=False
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert done.stdout.split("\n")[-2:] == ["ok 60", ""]
-        rounds = (prefix, f"{prefix}-again") if mode == "transactional" else (prefix,)
-        sent += [b"%s-%d" % (r.encode(), i) for r in rounds for i in range(60)]
-    once_in_order(read_in_order(proxy.bootstrap_servers, topic, PARTITIONS), sent, keys=29)
+    command = java_producer()
+    reports, sent = java_sends(
+        command, proxy.bootstrap_servers, topic, 60, "SECRET", fresh("tx-java"), {}
+    )
+    records = read_committed(proxy.bootstrap_servers, topic, PARTITIONS, sent)
+    once_in_order(by_partition(records, PARTITIONS), sent, keys=KEYS)
+    assert misreported(records, reports) is None, misreported(records, reports)
     straight = placement(
         kafka4.bootstrap_servers, topic, PARTITIONS, isolation_level="read_committed"
     )

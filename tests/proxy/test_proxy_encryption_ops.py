@@ -3,8 +3,9 @@ and 7): configured in ``trafka proxy``'s file, every problem of its table
 reported at once by ``--check-config`` (an unknown name with the nearest known
 one), new topic rules taken on SIGHUP, and a proxy killed with SIGKILL and
 started again losing and doubling nothing an idempotent or a transactional
-producer sent through it (a read_committed consumer through the new proxy
-reads each record once, in order).
+producer sent through it, across a KEK rotation (a read_committed consumer
+through the new proxy reads each record once, in order, those wrapped by the
+old version and by the new).
 """
 
 from __future__ import annotations
@@ -22,11 +23,15 @@ import confluent_kafka
 import pytest
 from click.testing import CliRunner
 from encryption_helpers import frames, key_file, once_in_order, plaintext_in_files, read_in_order
-from proxy_helpers import create, free_port, fresh, placement
+from proxy_helpers import create, free_port, fresh, placement, sdk_reports
 
 from trafka.brokerlite import RunningBroker
 from trafka.brokerlite.server import broker_in_thread
+from trafka.proxy import proxy_in_thread
 from trafka.proxy.cli import command
+from trafka.proxy.encryption import add_key_version
+from trafka.proxy.reload import load
+from trafka.proxy.settings import Sources
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -248,9 +253,16 @@ def test_sighup_takes_new_topics_and_a_sigkilled_proxy_restarted_loses_and_doubl
         once_in_order(read_in_order(servers, first, 3), values)
         assert len(placement(broker.bootstrap_servers, first, 3)) == len(values)
 
-        # SIGKILL in the middle of a transaction: committed ones read once, in order.
+        # A KEK rotation (issue #83, "Done when": a kill -9 and a key rotation),
+        # then SIGKILL in the middle of a transaction: the proxy killed holds a
+        # DEK of the old version, the one started after it wraps with the new;
+        # committed ones read once, in order, and the records of before both too.
+        version = add_key_version(keys, "orders")
         committed = _transactions(servers, third, 3, kill_at=1, kill=kill_and_restart)
         once_in_order(read_in_order(servers, third, 3), committed)
+        once_in_order(read_in_order(servers, first, 3), values)
+        straight = placement(broker.bootstrap_servers, third, 3, isolation_level="read_committed")
+        assert {v for _, v in frames(straight)} == {str(version - 1), str(version)}
         assert plaintext_in_files(data, b"SECRET-") == []
     finally:
         for p in procs:
@@ -259,9 +271,12 @@ def test_sighup_takes_new_topics_and_a_sigkilled_proxy_restarted_loses_and_doubl
                 p.wait()
 
 
-def test_the_pages_example_is_a_valid_configuration(tmp_path: Path) -> None:
+def test_the_pages_example_runs(broker: RunningBroker, tmp_path: Path) -> None:
     """docs/proxy.md's "Record encryption" example, with its key file made by
-    the command the page gives, passes ``--check-config``."""
+    the command the page gives, passes ``--check-config``; served (its
+    upstream and listener this test's), an ``orders`` record and a
+    ``payments-eu`` one reach the broker as frames of their KEKs and read
+    back as plaintext through it."""
     page = (Path(__file__).parents[2] / "docs" / "proxy.md").read_text()
     section = page[page.index("## Record encryption") :]
     example = section.split("```toml\n", 1)[1].split("```", 1)[0]
@@ -280,11 +295,31 @@ def test_the_pages_example_is_a_valid_configuration(tmp_path: Path) -> None:
         command, ["--config", str(toml), "--check-config"], catch_exceptions=False
     )
     assert result.exit_code == 0, result.output
+    for was, now in (
+        ('"kafka-1.internal:9092"', f'"{broker.bootstrap_servers}"'),
+        ('"0.0.0.0:19092"', '"127.0.0.1:0"'),
+        ('"proxy.internal"', '"127.0.0.1"'),
+    ):
+        assert was in example, was
+        example = example.replace(was, now)
+    toml.write_text(example.replace("/etc/trafka/keks.toml", str(keys)))
+    config = load(Sources(path=str(toml))).config
+    # The example's topic names, made unique on this module's broker.
+    suffix = fresh("")
+    orders, payments = "orders", f"payments-eu{suffix}"
+    for topic in (orders, payments):
+        create(broker.bootstrap_servers, topic, 1)
+    with proxy_in_thread(config) as px:
+        for topic in (orders, payments):
+            sdk_reports(px.bootstrap_servers, topic, [(b"SECRET-docs-" + topic.encode(), b"k")])
+            got = read_in_order(px.bootstrap_servers, topic, 1)[0]
+            assert got[-1] == b"SECRET-docs-" + topic.encode()
+    assert [k for k, _ in frames(placement(broker.bootstrap_servers, orders, 1))][-1:] == ["orders"]
+    assert [k for k, _ in frames(placement(broker.bootstrap_servers, payments, 1))] == ["payments"]
 
 
 def test_a_filter_never_given_settings_refuses_to_start(broker: RunningBroker) -> None:
     """Never plaintext because the settings were forgotten."""
-    from trafka.proxy import proxy_in_thread
     from trafka.proxy.encryption import RecordEncryption
 
     with (

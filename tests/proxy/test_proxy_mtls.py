@@ -544,3 +544,71 @@ def test_the_proxy_presents_its_certificate_to_kafka(
             s.sendall(struct.pack(">ihhih", 12, 18, 0, 1, 2) + b"px")  # ApiVersions v0
             assert s.recv(100) == b""  # Kafka refused the proxy's handshake: closed
         assert len(placement(kafka.bootstrap_servers, topic, 1)) == 10
+
+
+def _docs_example() -> str:
+    """The TOML example of docs/proxy.md's "Mutual TLS" section."""
+    text = (Path(__file__).parents[2] / "docs" / "proxy.md").read_text()
+    section = text.split("### Mutual TLS\n", 1)[1]
+    return section.split("```toml\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_docs_example_runs(pki: dict[str, str], tmp_path: Path) -> None:
+    """docs/proxy.md's mutual TLS example, as a file (its upstream a brokerlite
+    whose SSL listener requires client certificates, its files this test's:
+    the proxy's client certificate and key in one file, as the example has
+    it): checked, then served; a client with the service user's certificate
+    produces through it as ``User:serviceuser`` (KIP-371's first rule), one
+    without a certificate is refused."""
+    from click.testing import CliRunner
+
+    from trafka.proxy.cli import command
+    from trafka.proxy.reload import load
+    from trafka.proxy.settings import Sources
+
+    shown = tmp_path / "proxy-client.pem"
+    shown.write_bytes(Path(pki["service"]).read_bytes() + Path(pki["service-key"]).read_bytes())
+    with broker_in_thread(
+        port=0,
+        host="127.0.0.1",
+        data_dir=tmp_path / "data",
+        security_protocol="SSL",
+        ssl_certfile=pki["broker"],
+        ssl_cafile=pki["ca"],
+        ssl_client_auth="required",
+    ) as broker:
+        example = _docs_example()
+        for was, now in (
+            ('"kafka-1:9093"', f'"{broker.bootstrap_servers}"'),
+            ('"0.0.0.0:19092"', '"127.0.0.1:0"'),
+            ('"proxy.internal"', '"127.0.0.1"'),
+            ('"/etc/trafka/tls/proxy.pem"', f'"{pki["proxy"]}"'),
+            ('"/etc/trafka/tls/clients-ca.pem"', f'"{pki["ca"]}"'),
+            ('"/etc/trafka/tls/kafka-ca.pem"', f'"{pki["ca"]}"'),
+            ('"/etc/trafka/tls/proxy-client.pem"', f'"{shown}"'),
+        ):
+            assert was in example, was
+            example = example.replace(was, now)
+        toml = tmp_path / "proxy.toml"
+        toml.write_text(example)
+        result = CliRunner().invoke(command, ["--config", str(toml), "--check-config"])
+        assert result.exit_code == 0, result.output
+        watch = Principals()
+        config = load(Sources(path=str(toml))).config
+        direct = {
+            "ssl.ca.location": pki["ca"],
+            "ssl.certificate.location": pki["service"],
+            "ssl.key.location": pki["service-key"],
+        }
+        topic = fresh("mtls-docs")
+
+        async def create_topic() -> None:
+            async with open_admin(bootstrap_servers=broker.bootstrap_servers, **_sdk(direct)) as a:
+                await a.create_topics([NewTopic(topic, 1)])
+
+        anyio.run(create_topic, backend="trio")
+        with proxy_in_thread(config, filters=(watch,)) as px:
+            assert _sent(_producer(px, pki, "service"), topic, 5) == 5
+            assert _sent(_producer(px, pki, None, False), topic, 1) == 0
+        assert len(placement(broker.bootstrap_servers, topic, 1, **_sdk(direct))) == 5
+    assert {p for p, _ in watch.seen} == {"User:serviceuser"}

@@ -41,6 +41,7 @@ from client_matrix import (
     java_sends,
     java_tls,
     read_committed,
+    sdk_and_confluent_sends,
 )
 from encryption_helpers import once_in_order
 from kafka_fixtures import Peer
@@ -239,8 +240,9 @@ def test_confluent_kafka_and_kafkas_java_producer_through_one_port(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """confluent-kafka (a script: plain, idempotent and transactional, then
-    its read_committed consumer) and Kafka's Java producer (4.4, the same
-    modes, a PEM trust store) name ``bootstrap.kafka.test`` and the brokers
+    its read_committed consumer), Kafka's Java producer (4.4, the same
+    modes, a PEM trust store) and trafka's SDK (the same modes) name
+    ``bootstrap.kafka.test`` and the brokers
     ``broker-N.kafka.test`` (their /etc/hosts the test's), through the proxy's
     one TLS port in front of brokerlite (forwarding: each client's batches go
     on the connection to the broker its name picked) and of Kafka 4.4
@@ -298,6 +300,9 @@ def test_confluent_kafka_and_kafkas_java_producer_through_one_port(
         reports += [(v.encode(), p, o) for v, p, o in ck["reports"]]
         sent += ck_sent
         tls = {"security_protocol": "SSL", "ssl_cafile": pki["ca"]}
+        # trafka's SDK, the same modes (its lookups answered by ``resolved``).
+        more, values = sdk_and_confluent_sends(bootstrap, topic, tag, 30, tls, None)
+        reports, sent = reports + more, sent + values
         records = read_committed(bootstrap, topic, partitions, sent, **tls)
     once_in_order(by_partition(records, partitions), sent, keys=KEYS)
     assert misreported(records, reports) is None, misreported(records, reports)
@@ -320,3 +325,70 @@ def _names_asked(caplog: pytest.LogCaptureFixture) -> set[str]:
     """The SNI names the proxy's connections asked for, by its debug log."""
     said = (r.getMessage() for r in caplog.records if r.name == "trafka.proxy")
     return {m.group(1) for line in said if (m := re.search(r" asked for (\S+): broker ", line))}
+
+
+def _docs_example() -> str:
+    """The TOML example of docs/proxy.md's "One port for the cluster: SNI"."""
+    text = (Path(__file__).parents[2] / "docs" / "proxy.md").read_text()
+    section = text.split("### One port for the cluster: SNI\n", 1)[1]
+    return section.split("```toml\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_docs_example_runs(
+    brokerlite_peer: str, pki: dict[str, str], tmp_path: Path, resolved: None
+) -> None:
+    """docs/proxy.md's SNI example, as a file (its upstream, listener,
+    certificate and domain this test's; no Service in front, so no
+    ``sni_port``): checked, then served: trafka's SDK through
+    ``bootstrap.kafka.test`` creates, produces and reads back, and Metadata
+    names ``broker-N.kafka.test`` at the one port."""
+    from click.testing import CliRunner
+
+    from trafka.proxy.cli import command
+    from trafka.proxy.reload import load
+    from trafka.proxy.settings import Sources
+
+    example = _docs_example()
+    for was, now in (
+        ('["kafka-1:9092", "kafka-2:9092"]', f'["{brokerlite_peer}"]'),
+        ('"0.0.0.0:9093"', '"127.0.0.1:0"'),
+        ('"/etc/trafka/tls/wildcard.pem"', f'"{pki["proxy"]}"'),
+        ("kafka.example.com", DOMAIN),
+    ):
+        assert was in example, was
+        example = example.replace(was, now)
+    assert "sni_port = 443" in example
+    example = "\n".join(line for line in example.split("\n") if not line.startswith("sni_port"))
+    toml = tmp_path / "sni.toml"
+    toml.write_text(example)
+    result = CliRunner().invoke(command, ["--config", str(toml), "--check-config"])
+    assert result.exit_code == 0, result.output
+    topic = fresh("sni-docs")
+
+    async def main(port: int) -> set[str]:
+        settings: dict[str, Any] = {
+            "bootstrap_servers": f"bootstrap.{DOMAIN}:{port}",
+            "security_protocol": "SSL",
+            "ssl_cafile": pki["ca"],
+        }
+        with anyio.fail_after(60):
+            async with open_admin(**settings) as admin:
+                await admin.create_topics([NewTopic(topic, 1, 1)])
+                hosts = {f"{b.host}:{b.port}" for b in (await admin.describe_cluster()).brokers}
+            async with open_producer(**settings) as producer:
+                await producer.send_and_wait(topic, b"through one port")
+            async with open_consumer(
+                topic, group_id=topic, auto_offset_reset="earliest", **settings
+            ) as consumer:
+                got: list[bytes] = []
+                while not got:
+                    for records in (await consumer.getmany(timeout_ms=500)).values():
+                        got += [r.value for r in records]
+                assert got == [b"through one port"]
+        return hosts
+
+    with proxy_in_thread(load(Sources(path=str(toml))).config) as px:
+        hosts = anyio.run(main, px.address[1], backend="trio")
+        assert hosts and all(
+            re.fullmatch(rf"broker-\d+\.{re.escape(DOMAIN)}:{px.address[1]}", h) for h in hosts
+        ), hosts

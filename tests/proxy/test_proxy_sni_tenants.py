@@ -30,9 +30,20 @@ from typing import Any
 import anyio
 import pytest
 import trustme
-from client_matrix import hosts_unavailable, in_own_hosts
+from client_matrix import (
+    KEYS,
+    by_partition,
+    hosts_unavailable,
+    in_own_hosts,
+    java_producer,
+    java_sends,
+    java_tls,
+    read_committed,
+    sdk_and_confluent_sends,
+)
+from encryption_helpers import once_in_order
 from kafka_fixtures import Peer
-from proxy_helpers import call, fresh
+from proxy_helpers import call, create, fresh, misreported
 
 from trafka.codec import ApiKey
 from trafka.codec.messages import k03_metadata as mm
@@ -42,6 +53,7 @@ from trafka.proxy.filters import CloseConnection, FilterContext, Session
 from trafka.proxy.sni import SniNames, UnknownName
 from trafka.proxy.tenants import Tenants
 from trafka.sdk import ConfigError, NewTopic, open_admin, open_consumer, open_producer
+from trafka.sdk.partitioners import murmur2_partition
 
 pytestmark = [
     pytest.mark.timeout(240),
@@ -465,14 +477,72 @@ def test_two_tenants_each_through_its_own_label(
     assert counted[("acme", "served")] > 0 and counted[("globex", "served")] > 0
 
 
+def _every_client_by_label(
+    px: RunningProxy, pki: dict[str, str], peer: Peer, wrap: list[str]
+) -> None:
+    """The client matrix (issue #83, "Done when"; tests/proxy/client_matrix.py)
+    by SNI label, one topic name for both tenants: Kafka's Java producer (one
+    JVM, its /etc/hosts the test's) as acme; confluent-kafka (a script in the
+    same hosts, then its read_committed consumer) and trafka's SDK as globex;
+    each plain, idempotent and transactional. A read_committed consumer
+    through each label reads its tenant's committed records once, each
+    producer's keys in order, none of the other's, every report where its
+    record is; routed (Kafka), each key on its murmur2 partition. The Java
+    producer's transactional id is confluent-kafka's: the broker holds each
+    tenant's, prefixed."""
+    topic, tag, port = fresh("mx-orders"), fresh("mx"), px.address[1]
+    for label in LABELS:
+        create(peer.bootstrap_servers, f"{label}.{topic}", 3, 1, served=True)
+    bootstrap = {label: f"bootstrap.{label}.{DOMAIN}:{port}" for label in LABELS}
+    java = java_tls(pki["ca"])
+    sent = {
+        "acme": java_sends(
+            java_producer(), bootstrap["acme"], topic, 20, "java", f"{tag}-ck", java, wrap=wrap
+        )
+    }
+    script = Path(__file__).with_name("sni_confluent_client.py")
+    done = subprocess.run(
+        [*wrap, sys.executable, str(script), bootstrap["globex"], topic, pki["ca"], tag, "20"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    ck = json.loads(done.stdout)
+    ck_sent = [v.encode() for v in ck["sent"]]
+    once_in_order(
+        {int(p): [v.encode() for v in vs] for p, vs in ck["read"].items()}, ck_sent, keys=KEYS
+    )
+    tls = {"security_protocol": "SSL", "ssl_cafile": pki["ca"]}
+    reports, values = sdk_and_confluent_sends(bootstrap["globex"], topic, tag, 20, tls, None)
+    reports += [(v.encode(), p, o) for v, p, o in ck["reports"]]
+    sent["globex"] = (reports, values + ck_sent)
+    for label, (reports, values) in sent.items():
+        records = read_committed(bootstrap[label], topic, 3, values, **tls)
+        once_in_order(by_partition(records, 3), values, keys=KEYS)  # none of the other's
+        assert misreported(records, reports) is None, misreported(records, reports)
+        if peer.name != "brokerlite":
+            assert [r for r in records if r.partition != murmur2_partition(r.key, 3)] == []
+
+    async def transactional_ids() -> set[str]:
+        async with open_admin(bootstrap_servers=peer.bootstrap_servers) as admin:
+            return {t.transactional_id for t in await admin.list_transactions()}
+
+    ids = anyio.run(transactional_ids, backend="trio")
+    assert {f"acme.{tag}-ck", f"globex.{tag}-ck", f"globex.{tag}-sdk"} <= ids
+    assert not {f"{tag}-ck", f"{tag}-sdk"} & ids
+
+
 @pytest.mark.parametrize("peer", ["brokerlite", "4"], indirect=True)
-def test_confluent_kafka_tenants_through_their_labels(
-    peer: Peer, tenants_proxy: RunningProxy, pki: dict[str, str], tmp_path: Path
+def test_every_client_as_each_tenant_through_their_labels(
+    peer: Peer, tenants_proxy: RunningProxy, pki: dict[str, str], tmp_path: Path, resolved: None
 ) -> None:
     """confluent-kafka (librdkafka) as each tenant through its label, the
     same topic and group names: each produces, consumes and commits its own
     records, lists only its own topic and group, and its metadata names every
-    broker within its label."""
+    broker within its label. Then every client in every mode by label
+    (:func:`_every_client_by_label`)."""
     why = hosts_unavailable()
     if why is not None:
         pytest.skip(why)
@@ -512,6 +582,64 @@ def test_confluent_kafka_tenants_through_their_labels(
         assert out["brokers"] and all(
             h.startswith("broker-") and h.endswith(f".{label}.{DOMAIN}") for h in out["brokers"]
         )
+    _every_client_by_label(tenants_proxy, pki, peer, in_own_hosts(hosts))
+
+
+@pytest.mark.parametrize("peer", ["brokerlite", "4"], indirect=True)
+def test_a_tenant_cannot_name_the_others_resources_through_its_label(
+    peer: Peer, tenants_proxy: RunningProxy, pki: dict[str, str], resolved: None
+) -> None:
+    """Issue #83, "Done when": globex owns a topic, a group with committed
+    offsets and a committed transaction, through its label; acme, through its
+    own, sends every API the tenants filter serves naming them as globex
+    knows them, as the broker holds them and the topic by id
+    (tests/proxy/tenant_probes.py): only errors Kafka gives for what does not
+    exist, or empty answers, naming nothing of globex's."""
+    from tenant_probes import probe_every_api
+
+    names = {"topic": fresh("secret"), "group": fresh("sg"), "txn": fresh("stx")}
+    globex = _sdk(tenants_proxy, pki, "globex")
+
+    async def globex_owns() -> Any:
+        with anyio.fail_after(90):
+            async with open_admin(**globex) as admin:
+                await admin.create_topics([NewTopic(names["topic"], 1, 1)])
+            async with open_producer(**globex, transactional_id=names["txn"]) as producer:
+                await producer.init_transactions()
+                producer.begin_transaction()
+                await producer.send(names["topic"], b"globex's", key=b"k")
+                await producer.commit_transaction()
+            async with open_consumer(
+                names["topic"],
+                group_id=names["group"],
+                auto_offset_reset="earliest",
+                isolation_level="read_committed",
+                **globex,
+            ) as consumer:
+                got: list[bytes] = []
+                while not got:
+                    for records in (await consumer.getmany(timeout_ms=500)).values():
+                        got += [r.value for r in records]
+                await consumer.commit()
+            async with open_admin(bootstrap_servers=peer.bootstrap_servers) as admin:
+                held = f"globex.{names['topic']}"
+                return (await admin.describe_topics([held]))[held].topic_id
+
+    topic_id = anyio.run(globex_owns, backend="trio")
+    context = ssl.create_default_context(cafile=pki["ca"])
+    with (
+        socket.create_connection(("127.0.0.1", tenants_proxy.address[1]), timeout=30) as raw,
+        context.wrap_socket(raw, server_hostname=f"bootstrap.acme.{DOMAIN}") as tls,
+    ):
+        seen = probe_every_api(
+            lambda key, version, body: call(tls, key, version, body),
+            names=names,
+            prefixed={k: f"globex.{v}" for k, v in names.items()},
+            topic_id=topic_id,
+            streams=peer.name != "brokerlite",
+            host_suffix=f".acme.{DOMAIN}",  # acme's own label in broker names
+        )
+    assert len(seen) >= 25, sorted(seen)
 
 
 def _docs_example() -> str:
