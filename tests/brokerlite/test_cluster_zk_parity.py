@@ -46,6 +46,7 @@ from kafka_fixtures import _cluster
 from kafka_peers import KAFKA_3, KafkaCluster, java_command
 from kafka_scripts import CONFIGS, ELECT, assert_same, run_steps
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from trafka.brokerlite.dev.local_cluster import ClusterProcesses
 from trafka.codec.framing import FrameReader
@@ -117,11 +118,12 @@ class Side:
         return ",".join(self.addresses.values())
 
     def get(self, path: str) -> tuple[Any, int] | None:
-        """A znode's document (JSON parsed, else text) and version; None when absent."""
-        got = self.zk.exists(path)
-        if got is None:
+        """A znode's document (JSON parsed, else text) and version; None when absent
+        (or deleted as it was read: a controller removes a plan once done)."""
+        try:
+            data, stat = self.zk.get(path)
+        except NoNodeError:
             return None
-        data, stat = self.zk.get(path)
         text = data.decode() if data else None
         doc = json.loads(text) if text and text[0] in "{[" else text
         return doc, stat.version
