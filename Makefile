@@ -108,25 +108,29 @@ typecheck: src-tree
 	MYPYPATH=$(MYPY_SRC) $(VENV)/bin/mypy --explicit-package-bases -p trafka.codec -p trafka.common -p trafka.sdk -p trafka.brokerlite -p trafka.proxy -p trafka.discovery -p trafka.spark -p trafka.tools -p trafka.console -p trafka.compat
 
 # The suite runs in pytest-xdist workers, a file's tests together in one:
-# three on two cores, since the suite waits more than it computes (brokers,
-# timeouts, parked requests) and a third worker fills the idle CPU. Measured
+# four on two cores, since the suite waits more than it computes (brokers,
+# timeouts, parked requests) and more workers fill the idle CPU. Measured
 # (issue #60, s78) on one head within the hour, quiet machine: `-n 2` 1,720 s
 # (vmstat: 23% idle), `-n 3` 1,456 s (10% idle), every test passing at -n 3
 # (and in a second -n 3 run under other jobs' load 8-18). Earlier `pytest -n 2`
 # / `-n 4 --dist loadfile` over tests/sdk, quiet machine: 323 s (CPUs 51% busy)
 # / 241 s (75%); but `.ci/run` at -n 4 (s76, 7513686) took 2,108 s of pytest
 # against 2,114 at -n 2 (s74), each test taking twice as long, and two tests
-# lost a race under the load of four workers.
+# lost a race under the load of four workers. Since CONFINED's work (Spark, the
+# three-node Kafka clusters) goes to one worker only (s92, tests/conftest.py's
+# CONFINED_WORKERS), `-n 4` is the faster again: on one head within the hour,
+# quiet machine, `-n 3` (two workers taking that work) 1,423 s, `-n 4` (one)
+# 1,272 s, every test passing at -n 4 (11,669).
 # TRAFKA_TIMING_OUT=FILE records each test's CPU, its
 # processes' included; `python tests/suite_timing.py FILE` ranks files by it.
-# With more than two workers tests/conftest.py keeps Spark and the three-node
-# Kafka clusters on two of them (without that, tests/spark and tests/faults at
+# With more workers than that, tests/conftest.py keeps Spark and the three-node
+# Kafka clusters on the first (without that, tests/spark and tests/faults at
 # -n 4 gave 37 errors: Spark sessions started past a test's timeout, Spark's own
 # 10 s waits for its Python workers); a test that starts a session JVM gets 300 s
 # more timeout. `make pytest PYTEST_WORKERS=0` runs it in this process alone.
 # Files go to the workers in the order tests/conftest.py sets (those with a test
 # marked slow first), not xdist's (most tests first).
-PYTEST_WORKERS ?= 3
+PYTEST_WORKERS ?= 4
 pytest: $(STAMP) system-deps peers
 	$(PY) -m pytest -q --durations=25 $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 

@@ -38,16 +38,19 @@ worker (the file's tests stay next to each other in the queue); a file whose
 tests share a costly module fixture stays whole.
 
 With more workers than cores (``PYTEST_WORKERS`` in the Makefile), the heaviest
-work of :data:`CONFINED` (Spark's sessions, JVMs and Python workers; the
-three-node Kafka clusters, three JVMs each) goes to two workers only, ``gw0``
-and ``gw1``, which take it before anything else: with four workers each would
-otherwise start its own Spark and its own clusters, twice the memory and the
-start-up CPU of two, and the Spark files, run that way beside another engineer's
-tests, failed on timeouts of Spark's own (a Python worker not connecting back, a
-session never registering trafka's source). The other workers take the rest.
-When ``gw0`` or ``gw1`` then starts a test from outside CONFINED, that work is
-done and the session fixtures only it uses (:data:`CONFINED_FIXTURES`) stop there
-and then (tests/released_peers.py) instead of idling to the end of the run.
+work of :data:`CONFINED` (Spark's session, JVMs and Python workers; the
+three-node Kafka clusters, three JVMs each) goes to the first worker only,
+``gw0`` (:data:`CONFINED_WORKERS`), which takes it before anything else: each
+worker that takes it starts its own Spark and its own clusters (at two, each
+was started twice: the memory and the start-up CPU of two), and the Spark
+files, run on four workers beside another engineer's tests, failed on
+timeouts of Spark's own (a Python worker not connecting back, a session never
+registering trafka's source). The other workers take the rest; CONFINED's work
+mostly waits (Spark, kills and restarts), so one worker's share of it is about
+what each of the others gets of the rest. When a confining worker then starts
+a test from outside CONFINED, that work is done and the session fixtures only
+it uses (:data:`CONFINED_FIXTURES`) stop there and then
+(tests/released_peers.py) instead of idling to the end of the run.
 
 Bytecode: when Python writes none (``PYTHONDONTWRITEBYTECODE``, as in the
 machines the suite runs on), every process the tests start (the CLI's, the
@@ -312,9 +315,11 @@ CONFINED = (
     "tests/tools/test_cli_kafka.py",
 )
 #: How many workers take CONFINED's work (``TRAFKA_CONFINED_WORKERS``, default
-#: 2): each starts its own Spark and clusters, so fewer start fewer, and more
-#: share the rest of the work.
-CONFINED_WORKERS = int(os.environ.get("TRAFKA_CONFINED_WORKERS", "2"))
+#: 1): each starts its own Spark and clusters. Measured (s92, one head, quiet
+#: machine, tests/suite_timing.py's record): ``-n 3`` with two confining workers
+#: 1,423 s; ``-n 4`` with one 1,272 s, the four workers done within 23 s of
+#: each other.
+CONFINED_WORKERS = int(os.environ.get("TRAFKA_CONFINED_WORKERS", "1"))
 
 
 def _check_spread_files() -> None:

@@ -19,8 +19,9 @@ CONFTEST = Path(__file__).resolve().parent / "conftest.py"
 
 @pytest.fixture
 def conftest(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """tests/conftest.py, with its default two confining workers (whatever this
-    run's TRAFKA_CONFINED_WORKERS)."""
+    """tests/conftest.py with two confining workers (TRAFKA_CONFINED_WORKERS=2;
+    the default is one), the case that shows both the first workers and the
+    others, whatever this run's setting."""
     module = request.config.pluginmanager.get_plugin(str(CONFTEST))
     assert isinstance(module, ModuleType)
     monkeypatch.setattr(module, "CONFINED_WORKERS", 2)
