@@ -76,7 +76,14 @@ from trafka.codec.fetch_response import has_body_tags
 from trafka.codec.messages import k18_api_versions as av
 from trafka.codec.produce_response import as_encoded
 
-from .filters import API_VERSIONS_DECODED, Filter, FilterContext, ProxyServices, Respond
+from .filters import (
+    API_VERSIONS_DECODED,
+    Filter,
+    FilterContext,
+    ProxyServices,
+    Respond,
+    Session,
+)
 from .sni import SniNames
 from .topics import Topics
 
@@ -332,27 +339,42 @@ class BrokerAddresses(Filter):
         return rewrite_addresses(api_key, body, self._addresses)
 
 
-class VirtualHostNames(Filter):
-    """Answers that name brokers, on a connection that asked for a virtual
-    host, naming them within its label (``broker-n.<label>.<domain>``; see
-    the module's rules). Put in the chain by :mod:`.assembly` with
-    ``sni_virtual_hosts``, after the user's filters and before key routing,
-    so that the answers key routing makes are renamed too; it reads the
-    answers address rewriting reads, on their frames, and passes those of
-    connections without a label as they are."""
+class _RenamedPerConnection(Filter):
+    """Answers that name brokers renamed for the connection that asked (see
+    the module's rules): the answers address rewriting reads, on their frames,
+    after the user's filters and before key routing (whose merged answers are
+    renamed too); a connection :meth:`renaming` gives no renaming gets them as
+    they are."""
 
     api_keys: frozenset[int] | None = frozenset()
 
-    def __init__(self, names: SniNames) -> None:
-        self.names = names
+    def renaming(self, session: Session) -> Callable[[int, str, int], tuple[str, int]] | None:
+        """How ``session``'s answers name broker ``(node_id, host, port)``; None: as they are."""
+        raise NotImplementedError
 
     def answer_frames(self, api_key: int, api_version: int) -> bool:
         return api_key != ApiKey.API_VERSIONS and reads_answer(api_key, api_version)
 
     def on_response_frame(self, ctx: FilterContext, frame: bytes) -> Any:
-        label = ctx.session.virtual_host
-        if label is None:
+        rename = self.renaming(ctx.session)
+        if rename is None:
             return frame
+        return rewritten(ctx.api_key, ctx.api_version, frame, Addresses(rename), None)
+
+
+class VirtualHostNames(_RenamedPerConnection):
+    """On a connection that asked for a virtual host, the brokers named within
+    its label (``broker-n.<label>.<domain>``). Put in the chain by
+    :mod:`.assembly` with ``sni_virtual_hosts``; connections without a label
+    get the answers as they are."""
+
+    def __init__(self, names: SniNames) -> None:
+        self.names = names
+
+    def renaming(self, session: Session) -> Callable[[int, str, int], tuple[str, int]] | None:
+        label = session.virtual_host
+        if label is None:
+            return None
         names = self.names
 
         def within(node_id: int, host: str, port: int) -> tuple[str, int]:
@@ -360,35 +382,26 @@ class VirtualHostNames(Filter):
                 return names.host_of(node_id, label), port
             return host, port
 
-        return rewritten(ctx.api_key, ctx.api_version, frame, Addresses(within), None)
+        return within
 
 
-class ListenerAddresses(Filter):
-    """Answers that name brokers, on a connection of a named listener
-    (``ctx.listener``, :mod:`.listeners`), naming that listener's own port
-    for each broker (see the module's rules). Put in the chain by
-    :mod:`.assembly` when the proxy has named listeners, after the user's
-    filters and before key routing, as :class:`VirtualHostNames` is (key
-    routing's merged answers are renamed too); it reads the answers address
-    rewriting reads, on their frames, and passes those of the proxy's own
-    listeners as they are."""
-
-    api_keys: frozenset[int] | None = frozenset()
+class ListenerAddresses(_RenamedPerConnection):
+    """On a connection of a named listener (``ctx.listener``, :mod:`.listeners`),
+    each broker named at that listener's own port (and host). Put in the chain
+    by :mod:`.assembly` when the proxy has named listeners; connections of the
+    proxy's own listeners get the answers as they are."""
 
     def attach(self, services: ProxyServices) -> None:
         assert services.listen_on is not None  # a proxy with named listeners
         self._listen_on = services.listen_on
 
-    def answer_frames(self, api_key: int, api_version: int) -> bool:
-        return api_key != ApiKey.API_VERSIONS and reads_answer(api_key, api_version)
-
-    def on_response_frame(self, ctx: FilterContext, frame: bytes) -> Any:
-        name = ctx.session.listener
+    def renaming(self, session: Session) -> Callable[[int, str, int], tuple[str, int]] | None:
+        name = session.listener
         if name is None:
-            return frame
+            return None
         listen_on = self._listen_on
 
         def on_listener(node_id: int, _host: str, _port: int) -> tuple[str, int]:
             return listen_on(name, node_id)
 
-        return rewritten(ctx.api_key, ctx.api_version, frame, Addresses(on_listener), None)
+        return on_listener
