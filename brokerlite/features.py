@@ -23,7 +23,7 @@ Features and levels:
   with UpdateFeatures (``kafka-features downgrade --feature
   transaction.version=1``) moves new transactions back to AddPartitionsToTxn.
 * A cluster of brokerlites (``cluster_mode``) supports the same levels
-  (:data:`CLUSTER_SUPPORTED`). The levels are the cluster's, in ZooKeeper's
+  (:data:`SUPPORTED`). The levels are the cluster's, in ZooKeeper's
   ``/feature`` (:mod:`.cluster.driver.feature_sync`): UpdateFeatures to any
   broker writes them there, and each broker follows the znode into its own
   store (:meth:`FeatureStore.follow`), which it answers ApiVersions from and
@@ -78,7 +78,6 @@ from trafka.brokerlite.storage.journal import CrcJournal, JournalStore
 from trafka.codec.errors import ErrorCode
 
 __all__ = [
-    "CLUSTER_SUPPORTED",
     "DEFAULT_LEVELS",
     "FEATURES_JOURNAL",
     "GROUP_VERSION",
@@ -110,9 +109,6 @@ SUPPORTED: dict[str, tuple[int, int]] = {
     SHARE_VERSION: (0, 2),
     TRANSACTION_VERSION: (0, 2),
 }
-#: What a broker of a cluster implements: the single node's levels (see the
-#: module docstring).
-CLUSTER_SUPPORTED: dict[str, tuple[int, int]] = dict(SUPPORTED)
 #: The levels of a fresh single-node data directory: every feature at its highest.
 DEFAULT_LEVELS: dict[str, int] = {name: high for name, (_, high) in SUPPORTED.items()}
 _FIRST_EPOCH = 1
@@ -197,7 +193,7 @@ class FeatureStore(JournalStore):
     Args:
         path: the journal file.
         supported: name -> (lowest, highest) level this broker implements
-            (:data:`SUPPORTED`, or :data:`CLUSTER_SUPPORTED` in a cluster); a
+            (:data:`SUPPORTED`, on a single node and in a cluster); a
             fresh journal has each at its highest.
 
     Raises:

@@ -84,7 +84,6 @@ from ..cluster.view import SHARE_STATE_TOPIC, TRANSACTION_STATE_TOPIC, ClusterVi
 from ..config import BrokerConfig
 from ..errors import UnknownTopicOrPartitionError
 from ..features import (
-    CLUSTER_SUPPORTED,
     FEATURES_JOURNAL,
     SUPPORTED,
     TRANSACTION_VERSION,
@@ -442,7 +441,7 @@ class Broker:
             self.sasl_users.manage_tokens(self.tokens)
         self.features = FeatureStore(
             self.data_dir / FEATURES_JOURNAL,
-            supported=CLUSTER_SUPPORTED if config.cluster_mode else SUPPORTED,
+            supported=SUPPORTED,
         )
         opened.callback(self.features.close)
         # KIP-714: client-metrics resources, client instances, received pushes.

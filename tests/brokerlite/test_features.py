@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from trafka.brokerlite.features import (
-    CLUSTER_SUPPORTED,
+    SUPPORTED,
     FeatureStore,
     FeatureStoreError,
     FeatureUpdateError,
@@ -189,7 +189,7 @@ def test_a_cluster_node_reads_a_single_node_s_levels_within_its_own(tmp_path: Pa
     path = tmp_path / "f.journal"
     with FeatureStore(path) as store:
         assert store.level(SV) == 2 and store.update({SV: 2, TV: 1}) == 2
-    with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
+    with FeatureStore(path, supported=SUPPORTED) as store:
         assert store.levels() == {GV: 1, SV: 2, TV: 1}
         assert store.supported[SV] == (0, 2) and store.supported[TV] == (0, 2)
 
@@ -348,11 +348,11 @@ def test_a_cluster_node_follows_the_cluster_s_levels(tmp_path: Path) -> None:
     (a feature it does not list is at 0, a level above the node's highest is
     lowered to it), durably; the same levels and epoch again write nothing."""
     path = tmp_path / "f.journal"
-    with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
+    with FeatureStore(path, supported=SUPPORTED) as store:
         assert store.follow({TV: 1, SV: 9, "other.feature": 3}, 2)
         assert (store.levels(), store.epoch) == ({GV: 0, SV: 2, TV: 1}, 2)
         size = path.stat().st_size
         assert not store.follow({TV: 1, SV: 2}, 2)
         assert path.stat().st_size == size
-    with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
+    with FeatureStore(path, supported=SUPPORTED) as store:
         assert (store.levels(), store.epoch) == ({GV: 0, SV: 2, TV: 1}, 2)

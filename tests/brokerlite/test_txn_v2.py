@@ -24,7 +24,7 @@ import pytest
 from brokerlite_wire import batch, create, markers, read
 
 from trafka.brokerlite.features import (
-    CLUSTER_SUPPORTED,
+    SUPPORTED,
     FeatureStore,
     FeatureUpdateError,
     plan_update,
@@ -546,13 +546,13 @@ def test_a_cluster_broker_finalizes_transaction_version_2(tmp_path: Path) -> Non
     """A cluster supports transaction version 0-2 as a single node and a Kafka 4.x
     cluster do, finalized at 2 when fresh; it is lowered and raised again with
     UpdateFeatures' downgrade and upgrade types, as on a single node."""
-    with FeatureStore(tmp_path / "f.journal", supported=CLUSTER_SUPPORTED) as store:
+    with FeatureStore(tmp_path / "f.journal", supported=SUPPORTED) as store:
         assert store.supported[TV] == (0, 2) and store.level(TV) == 2
-        assert plan_update(store.levels(), [(TV, 1, 2)], CLUSTER_SUPPORTED) == {TV: 1}
+        assert plan_update(store.levels(), [(TV, 1, 2)], SUPPORTED) == {TV: 1}
         with pytest.raises(FeatureUpdateError, match="downgrade"):
-            plan_update(store.levels(), [(TV, 1, 1)], CLUSTER_SUPPORTED)
+            plan_update(store.levels(), [(TV, 1, 1)], SUPPORTED)
         with pytest.raises(FeatureUpdateError, match="supports levels 0 to 2"):
-            plan_update(store.levels(), [(TV, 3, 1)], CLUSTER_SUPPORTED)
+            plan_update(store.levels(), [(TV, 3, 1)], SUPPORTED)
 
 
 def test_a_cluster_nodes_journal_of_an_earlier_brokerlite_opens_at_transaction_version_2(
@@ -567,8 +567,8 @@ def test_a_cluster_nodes_journal_of_an_earlier_brokerlite_opens_at_transaction_v
     with FeatureStore(path, supported=earlier) as store:
         assert store.update({"group.version": 0}) == 2
         store.compact()
-    with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
+    with FeatureStore(path, supported=SUPPORTED) as store:
         assert (store.level("group.version"), store.level(TV), store.epoch) == (0, 2, 2)
         assert store.update({TV: 1}) == 3
-    with FeatureStore(path, supported=CLUSTER_SUPPORTED) as store:
+    with FeatureStore(path, supported=SUPPORTED) as store:
         assert (store.level(TV), store.epoch) == (1, 3)
