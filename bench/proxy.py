@@ -144,6 +144,7 @@ PATHS = {
 }
 # The paths --paths leaves out unless named.
 OPT_IN = ("murmur2 workers", "none encrypted", "murmur2 encrypted")
+PATH_W = max(map(len, PATHS)) + 2  # the tables' path column
 PRODUCERS = ("plain", "idempotent")
 
 
@@ -990,14 +991,14 @@ def print_open_loop(results: list[Latency]) -> None:
 def print_runs(runs: list[Run]) -> None:
     base = {(r.setup, r.producer): r for r in runs if r.path == "direct" and r.ok}
     print(
-        f"\n{'setup':<10}{'path':<16}{'producer':<12}{'produce/s':>11}{'ratio':>7}"
+        f"\n{'setup':<10}{'path':<{PATH_W}}{'producer':<12}{'produce/s':>11}{'ratio':>7}"
         f"{'consume/s':>11}{'ratio':>7}   {'CPU s per 100k records, produce (consume)':<44}"
         "check"
     )
-    print(f"{'':<74}{'proxy':>13}{'brokers':>13}{'client':>13}")
+    print(f"{'':<{58 + PATH_W}}{'proxy':>13}{'brokers':>13}{'client':>13}")
     for r in runs:
         if not r.ok:
-            print(f"{r.setup:<10}{r.path:<16}{r.producer:<12}FAILED: {r.check}")
+            print(f"{r.setup:<10}{r.path:<{PATH_W}}{r.producer:<12}FAILED: {r.check}")
             continue
         b = base.get((r.setup, r.producer))
         p_ratio = f"{b.produce_s / r.produce_s:.2f}" if b else "-"
@@ -1007,7 +1008,7 @@ def print_runs(runs: list[Run]) -> None:
             for p, c in zip(r.produce_cpu, r.consume_cpu, strict=True)
         )
         print(
-            f"{r.setup:<10}{r.path:<16}{r.producer:<12}{r.records / r.produce_s:>11,.0f}"
+            f"{r.setup:<10}{r.path:<{PATH_W}}{r.producer:<12}{r.records / r.produce_s:>11,.0f}"
             f"{p_ratio:>7}{r.records / r.consume_s:>11,.0f}{c_ratio:>7}   {cpu:<44}{r.check}"
         )
 
@@ -1057,7 +1058,7 @@ def print_cpu_per_mb(runs: list[Run]) -> None:
         goal = CPU_PER_MB_GOALS.get(r.path)
         versus = f"  (direction <= {goal:.0f} ms)" if goal is not None and r.size == 100 else ""
         print(
-            f"  {r.setup:<9} {r.path:<16} {r.producer:<11} "
+            f"  {r.setup:<9} {r.path:<{PATH_W}} {r.producer:<11} "
             f"{r.ms_per_mb(r.produce_cpu[0]):6.1f} ms ({r.ms_per_mb(r.consume_cpu[0]):.1f})"
             f" per MB/s of {r.size}-byte values{versus}"
         )
@@ -1095,7 +1096,7 @@ def print_consume(runs: list[Run], workers: int) -> None:
         }
         limit = next((side for side, share in busy.items() if share >= 0.9), "round trips")
         lines.append(
-            f"  {r.setup:<9} {r.path:<16} {r.producer:<11} consume {b.consume_s / r.consume_s:.2f}x"
+            f"  {r.setup:<9} {r.path:<{PATH_W}} {r.producer:<11} consume {b.consume_s / r.consume_s:.2f}x"
             f" direct ({r.records / r.consume_s:,.0f}/s vs {r.records / b.consume_s:,.0f}/s);"
             f" proxy CPU {r.per_100k(r.consume_cpu[0]):.2f} s per 100k; busy: proxy"
             f" {proxy_cpu:.0%}, brokers {broker_cpu:.0%}, client {client_cpu:.0%} of a core;"
