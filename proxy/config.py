@@ -9,7 +9,7 @@ from trafka.discovery import is_spec, parse_spec
 from trafka.sdk.partitioners import KEY_HASHES as HASHES
 
 from .filters import Filter
-from .listeners import NamedListener, problems_of
+from .listeners import NamedListener, port_of_node, problems_of
 from .mtls import CLIENT_AUTH, PrincipalMapper
 from .sni import SniNames
 
@@ -299,15 +299,7 @@ class ProxyConfig:
         Raises:
             ValueError: ``node_port_base`` would place it outside ``node_port_span``.
         """
-        for known, port in self.node_ports:
-            if known == node_id:
-                return port
-        base, span = self.node_port_base, self.node_port_span
-        if base is None:
-            return 0
-        if span is not None and not 0 <= node_id < span:
-            raise ValueError(f"its id is outside the {span} ports from {base} (--node-port-stride)")
-        return base + node_id
+        return port_of_node(node_id, self.node_ports, self.node_port_base, self.node_port_span)
 
     def client_ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context towards clients (None: plaintext).

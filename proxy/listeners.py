@@ -22,8 +22,14 @@ Rules:
   among the listeners and the proxy's own (0 aside: a free port). A listener
   on a wildcard address needs an advertised host (its own
   ``advertised_host``, else the proxy's). Not with ``sni_domain`` (one port
-  for the whole cluster) nor ``--workers`` (whose node ports are per
-  worker): both are refused.
+  for the whole cluster): refused.
+* With ``--workers`` (:mod:`.workers`), every worker serves each listener's
+  bootstrap port (shared, as the proxy's own), and broker ports of its own
+  for it: worker ``k`` serves broker ``n`` on ``node_port_base + k * stride
+  + n`` (free ports without a base), and a worker started again serves the
+  ports it served before. Its answers on a listener's connections name that
+  worker's ports for that listener, so a client stays with the worker it
+  bootstrapped through, as on the proxy's own ports.
 * In ``trafka proxy``'s file: ``[[listeners]]`` tables (``name``,
   ``listen``, ``node_port_base``, ``advertised_host``), ``node_port_base``
   defaulting to the listen port + 1 (free ports when the port is 0; -1:
@@ -40,7 +46,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NamedListener", "listener_of_text", "listeners_of_table", "problems_of"]
+__all__ = [
+    "NamedListener",
+    "listener_of_text",
+    "listeners_of_table",
+    "port_of_node",
+    "problems_of",
+]
 
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 _KEYS = ("name", "listen", "node_port_base", "advertised_host")
@@ -56,6 +68,8 @@ class NamedListener:
         host, port: where it listens (port 0: any free port).
         node_port_base: broker ``n`` on ``node_port_base + n`` (None: free ports).
         advertised_host: the host its answers name (default: the proxy's).
+        node_port_span, node_ports: as :class:`~.config.ProxyConfig`'s, a
+            worker's (``--workers``: see the module's rules).
     """
 
     name: str
@@ -63,10 +77,35 @@ class NamedListener:
     port: int
     node_port_base: int | None = None
     advertised_host: str | None = None
+    node_port_span: int | None = None
+    node_ports: tuple[tuple[int, int], ...] = ()
 
     def node_port(self, node_id: int) -> int:
-        """The port to serve broker ``node_id`` on for this listener (0: any)."""
-        return 0 if self.node_port_base is None else self.node_port_base + node_id
+        """The port to serve broker ``node_id`` on for this listener (0: any).
+
+        Raises:
+            ValueError: ``node_port_base`` would place it outside ``node_port_span``.
+        """
+        return port_of_node(node_id, self.node_ports, self.node_port_base, self.node_port_span)
+
+
+def port_of_node(
+    node_id: int, known: tuple[tuple[int, int], ...], base: int | None, span: int | None
+) -> int:
+    """The port to serve broker ``node_id`` on: the one it was served on before
+    (``known``), else ``base + node_id`` (within ``span`` when bounded), else 0 (any).
+
+    Raises:
+        ValueError: ``base`` would place it outside ``span``.
+    """
+    for node, port in known:
+        if node == node_id:
+            return port
+    if base is None:
+        return 0
+    if span is not None and not 0 <= node_id < span:
+        raise ValueError(f"its id is outside the {span} ports from {base} (--node-port-stride)")
+    return base + node_id
 
 
 def problems_of(

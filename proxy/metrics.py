@@ -116,6 +116,8 @@ class ProxyStatistics:
     # The filters' counters, by the names they give them (Filter.statistics).
     filters: dict[str, Any] = field(default_factory=dict)
     nodes: dict[int, tuple[str, int]] = field(default_factory=dict)
+    # The named listeners' broker ports (.listeners): (listener, node id) -> port.
+    listener_nodes: dict[tuple[str, int], int] = field(default_factory=dict)
 
     @property
     def routing(self) -> Any:

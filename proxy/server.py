@@ -150,7 +150,7 @@ class _Proxy:
         self.nodes: dict[int, tuple[tuple[str, int], int]] = {}
         # The named listeners (.listeners), and their brokers' ports: (name, node id) -> port
         self.named = {n.name: n for n in config.listeners}
-        self.named_nodes: dict[tuple[str, int], int] = {}
+        self.named_nodes = self.stats.listener_nodes
         self.client_tls = config.client_ssl_context()
         self.upstream_tls = config.upstream_ssl_context()
         # What clients (and failing accepts) can repeat at will: a line a minute each.
@@ -915,7 +915,9 @@ async def serve_core(config: ProxyConfig) -> AsyncIterator[RunningProxy]:
                     served = await trio.open_tcp_listeners(
                         int(metrics_port), host=metrics_host.strip("[]") or None
                     )
-                named = bind_all((n, n.host, n.port) for n in config.listeners)  # last: none leak
+                named = bind_all(  # last: none leak
+                    ((n, n.host, n.port) for n in config.listeners), shared=config.reuse_port
+                )
             except (OSError, ValueError) as exc:
                 failed = exc
                 nursery.cancel_scope.cancel()

@@ -413,8 +413,6 @@ def _conflicts(values: Mapping[str, Any], origin: Mapping[str, str]) -> list[str
         ]
         if values["sni_domain"]:
             problems.append(f"{where}: listeners and sni_domain: choose one (SNI serves one port)")
-        if values["workers"] > 1:
-            problems.append(f"{where}: listeners are not served with workers (one process)")
     return problems
 
 

@@ -10,6 +10,8 @@ from typing import TypeVar
 
 import trio
 
+from .startup import shared_sockets
+
 __all__ = ["ack_now", "bind", "bind_all", "peer_of"]
 
 _Key = TypeVar("_Key")
@@ -33,9 +35,13 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def bind_all(wanted: Iterable[tuple[_Key, str, int]]) -> list[tuple[_Key, socket.socket]]:
+def bind_all(
+    wanted: Iterable[tuple[_Key, str, int]], *, shared: bool = False
+) -> list[tuple[_Key, socket.socket]]:
     """A socket bound for each ``(key, host, port)``, with its key; none left
-    open when one cannot be bound.
+    open when one cannot be bound. ``shared``: each port bound with
+    ``SO_REUSEPORT`` on every address of its host (:func:`.startup.shared_sockets`:
+    the workers of ``--workers`` serve it together), a socket per address.
 
     Raises:
         OSError: that one's port cannot be bound (its address named).
@@ -44,7 +50,10 @@ def bind_all(wanted: Iterable[tuple[_Key, str, int]]) -> list[tuple[_Key, socket
     try:
         for key, host, port in wanted:
             try:
-                out.append((key, bind(host, port)))
+                if shared:
+                    out += [(key, sock) for sock in shared_sockets(host, port)]
+                else:
+                    out.append((key, bind(host, port)))
             except OSError as exc:
                 raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from exc
     except BaseException:

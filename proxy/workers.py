@@ -7,16 +7,21 @@ process (the supervisor, :func:`run_workers`) serves no client.
 
 Rules:
 
-* **The bootstrap port is shared.** Every worker binds it with
-  ``SO_REUSEPORT`` (:mod:`.startup`) and the kernel hands each new connection
-  to one of them. The supervisor holds the port (bound, not listening) for as
-  long as it runs, so a restarted worker always gets it back.
+* **The bootstrap ports are shared**: the proxy's and each named listener's
+  (:mod:`.listeners`). Every worker binds them with ``SO_REUSEPORT``
+  (:mod:`.startup`) and the kernel hands each new connection to one of them.
+  The supervisor holds the ports (bound, not listening; a port 0 is chosen
+  there, once) for as long as it runs, so a restarted worker always gets
+  them back.
 * **The broker ports are not.** Worker ``k`` serves broker ``n`` on
   ``node_port_base + k * stride + n`` (``stride``: ``--node-port-stride``,
   default :data:`DEFAULT_STRIDE`; a broker whose id is ``stride`` or more is
   served on a free port, logged), or on free ports without
-  ``node_port_base``. Its Metadata, FindCoordinator and DescribeCluster
-  answers name its own ports only.
+  ``node_port_base``; and for each named listener likewise from the
+  listener's own ``node_port_base``. The spans may not overlap each other
+  or a bootstrap port (:func:`check_workers`). Its Metadata, FindCoordinator
+  and DescribeCluster answers name its own ports only (on a named listener's
+  connections, its ports for that listener).
 * **Who owns a producer's sequences: the worker whose Metadata answer the
   client read.** Every connection a client opens from that answer (Produce,
   the coordinators, Fetch) reaches that worker, so one worker numbers a
@@ -42,7 +47,8 @@ Rules:
   their batches in flight. ``--journal topic``: shared, each worker one
   instance.
 * **Supervision.** A worker that ends while the proxy serves is started
-  again with the ports it served (``ProxyConfig.node_ports``), so its
+  again with the ports it served (``ProxyConfig.node_ports``, and each named
+  listener's ``node_ports``), so its
   clients find it where they left it: at once after a run of
   :data:`STABLE_S` or more, else after a delay doubling from
   :data:`FIRST_DELAY_S` to :data:`MAX_DELAY_S` (:class:`Backoff`). A worker
@@ -125,19 +131,35 @@ def check_workers(config: ProxyConfig, workers: int, stride: int) -> None:
     """Refuse a worker count or stride that cannot be served.
 
     Raises:
-        ValueError: fewer than one worker, a stride below one, or the last
-            worker's ports past 65535.
+        ValueError: fewer than one worker, a stride below one, the last
+            worker's ports past 65535, or the workers' node ports of the
+            proxy and of its named listeners overlapping each other or a
+            bootstrap port.
     """
     if workers < 1:
         raise ValueError(f"workers must be 1 or more, not {workers}")
     if stride < 1:
         raise ValueError(f"the node port stride must be 1 or more, not {stride}")
-    base = config.node_port_base
-    if base is not None and base + workers * stride - 1 > 65535:
-        raise ValueError(
-            f"{workers} workers of {stride} node ports from {base} need ports up to "
-            f"{base + workers * stride - 1}, past 65535"
-        )
+    spans = [("the proxy", config.node_port_base)]
+    spans += [(f"listener {n.name!r}", n.node_port_base) for n in config.listeners]
+    taken = [(base, base + workers * stride - 1, who) for who, base in spans if base is not None]
+    for first, last, who in taken:
+        if last > 65535:
+            raise ValueError(
+                f"{who}: {workers} workers of {stride} node ports from {first} need ports up "
+                f"to {last}, past 65535"
+            )
+    bootstraps = [config.port, *(n.port for n in config.listeners)]
+    # (One process: its brokers' ports are unbounded, from each base, as without workers.)
+    for i, (first, last, who) in enumerate(taken if workers > 1 else ()):
+        for other_first, other_last, other in taken[i + 1 :]:
+            if first <= other_last and other_first <= last:
+                raise ValueError(
+                    f"{who} and {other}: the workers' node ports {first}-{last} and "
+                    f"{other_first}-{other_last} overlap (--node-port-stride, node_port_base)"
+                )
+        if any(first <= port <= last for port in bootstraps if port):
+            raise ValueError(f"{who}: the workers' node ports {first}-{last} take a bootstrap port")
 
 
 def worker_config(
@@ -147,12 +169,24 @@ def worker_config(
     node_ports: dict[int, int] | None = None,
     *,
     workers: int = 1,
+    listener_ports: Mapping[tuple[str, int], int] | None = None,
 ) -> ProxyConfig:
     """The settings of worker ``index`` of ``workers`` (see the module's rules):
-    the shared bootstrap port, its own node ports (``node_ports``: those it
-    served before a restart), its own journal directory (the others' read),
-    its metrics on a loopback port."""
+    the shared bootstrap ports, its own node ports, the proxy's and each named
+    listener's (``node_ports``, ``listener_ports``: those it served before a
+    restart), its own journal directory (the others' read), its metrics on a
+    loopback port."""
     base = config.node_port_base
+    served = listener_ports or {}
+    listeners = tuple(
+        replace(
+            n,
+            node_port_base=None if n.node_port_base is None else n.node_port_base + index * stride,
+            node_port_span=None if n.node_port_base is None else stride,
+            node_ports=tuple(sorted((i, p) for (name, i), p in served.items() if name == n.name)),
+        )
+        for n in config.listeners
+    )
     journal = config.journal_dir
     peers = (
         ()
@@ -165,6 +199,7 @@ def worker_config(
         node_port_base=None if base is None else base + index * stride,
         node_port_span=None if base is None else stride,
         node_ports=tuple(sorted((node_ports or {}).items())),
+        listeners=listeners,
         journal_dir=None if journal is None else str(Path(journal) / f"worker-{index}"),
         journal_peer_dirs=peers,
         metrics_listen=None if config.metrics_listen is None else "127.0.0.1:0",
@@ -209,6 +244,7 @@ class _Slot:
     up: bool = False
     metrics_address: tuple[str, int] | None = None
     node_ports: dict[int, int] = field(default_factory=dict)
+    listener_ports: dict[tuple[str, int], int] = field(default_factory=dict)
     restarts: int = 0
     ended: trio.Event = field(default_factory=trio.Event)
 
@@ -249,7 +285,12 @@ class _Supervisor:
         ours, theirs = self.context.Pipe()
         spec = _Spec(
             worker_config(
-                self.config, slot.index, self.stride, slot.node_ports, workers=len(self.slots)
+                self.config,
+                slot.index,
+                self.stride,
+                slot.node_ports,
+                workers=len(self.slots),
+                listener_ports=slot.listener_ports,
             ),
             slot.index,
             self.filter_specs,
@@ -326,6 +367,15 @@ class _Supervisor:
                         task_status = None
                 elif kind == "nodes":
                     slot.node_ports.update(value)
+                elif kind == "listener_nodes":
+                    for (name, node_id), port in value.items():
+                        if slot.listener_ports.get((name, node_id)) != port:
+                            slot.listener_ports[name, node_id] = port
+                            log.info(
+                                "worker %d serves broker %d on port %d for listener %s "
+                                "(kept for its restarts)",
+                                slot.index, node_id, port, name,
+                            )  # fmt: skip
                 elif kind == "failed":
                     error = value
                 elif kind == "born":
@@ -492,7 +542,13 @@ async def _supervise(supervisor: _Supervisor) -> None:
     failed: str | None = None
     try:
         port = held[0].getsockname()[1]
-        config = supervisor.config = replace(config, port=port)
+        # The named listeners' bootstrap ports too (port 0: the one found here).
+        listeners = []
+        for named in config.listeners:
+            sockets = shared_sockets(named.host, named.port, listen=False)
+            held += sockets
+            listeners.append(replace(named, port=sockets[0].getsockname()[1]))
+        config = supervisor.config = replace(config, port=port, listeners=tuple(listeners))
         signums = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
         with trio.open_signal_receiver(*signums) as signals:
             async with trio.open_nursery() as nursery:
@@ -619,11 +675,16 @@ async def _serve_worker(
 
 
 async def _report_nodes(stats: ProxyStatistics, conn: Connection) -> None:
-    """Tell the supervisor the ports this worker serves brokers on, as they open."""
+    """Tell the supervisor the ports this worker serves brokers on (its own and
+    its named listeners'), as they open."""
     told: dict[int, int] = {}
+    told_named: dict[tuple[str, int], int] = {}
     while True:
         ports = {node_id: port for node_id, (_, port) in stats.nodes.items()}
         if ports != told:
             conn.send(("nodes", ports))
             told = ports
+        if stats.listener_nodes != told_named:
+            told_named = dict(stats.listener_nodes)
+            conn.send(("listener_nodes", told_named))
         await trio.sleep(_NODES_EVERY_S)

@@ -136,9 +136,10 @@ def test_listeners_come_from_the_file_a_flag_or_the_environment(tmp_path: Path) 
 def test_every_problem_of_the_listeners_is_named(tmp_path: Path) -> None:
     """``--check-config`` names every problem at once: a name twice, a port
     already the proxy's, a wildcard with no advertised host, an unknown key,
-    an address that is not host:port, with SNI or with workers; the tenants
-    filter naming a listener the proxy does not define; a listener in two
-    tenants. A start from code refuses the same."""
+    an address that is not host:port, with SNI; the tenants filter naming a
+    listener the proxy does not define; a listener in two tenants; with
+    workers, a listener whose workers' broker ports overlap the proxy's. A
+    start from code refuses the same."""
     toml = (
         'upstream = "127.0.0.1:9092"\nlisten = "127.0.0.1:19092"\nworkers = 2\n'
         '[[listeners]]\nname = "acme"\nlisten = "127.0.0.1:19092"\n'
@@ -157,10 +158,19 @@ def test_every_problem_of_the_listeners_is_named(tmp_path: Path) -> None:
         "listener 'acme': port 19092 is already the proxy's or a listener's",
         "listener 'acme': the name is already a listener's",
         "listener 'acme': listening on a wildcard address needs advertised_host",
-        "listeners are not served with workers (one process)",
         "tenants[1]: listener 'acme' is already in tenant 'a'",
     ):
         assert said in out, (said, out)
+    # Two workers of 100 broker ports each: the proxy's 19093-19292, acme's from 19151.
+    overlap = (
+        'upstream = "127.0.0.1:9092"\nlisten = "127.0.0.1:19092"\nworkers = 2\n'
+        '[[listeners]]\nname = "acme"\nlisten = "127.0.0.1:19150"\n'
+    )
+    out = _check(tmp_path, overlap).output
+    assert (
+        "the proxy and listener 'acme': the workers' node ports 19093-19292 and "
+        "19151-19350 overlap" in out
+    ), out
     unknown = (
         'upstream = "127.0.0.1:9092"\n[[listeners]]\nname = "acme"\nlisten = "127.0.0.1:0"\n'
         '[[filter]]\nuse = "trafka.proxy.tenants:Tenants"\n'

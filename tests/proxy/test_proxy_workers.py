@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.request
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from trafka.codec.messages import k03_metadata as mm
 from trafka.proxy import ProxyConfig
 from trafka.proxy.keyrouting.sync_grace import SyncGrace
 from trafka.proxy.keyrouting.worker_lives import MAX_BIRTHS, Births, SupervisorLink
+from trafka.proxy.listeners import NamedListener
 from trafka.proxy.metrics import merged_exposition
 from trafka.proxy.startup import shared_sockets
 from trafka.proxy.workers import (
@@ -69,6 +71,15 @@ def test_each_worker_has_its_own_node_ports_journal_and_metrics() -> None:
     assert second.node_port(2) == 20102
     with pytest.raises(ValueError, match="outside the 100 ports from 20100"):
         second.node_port(100)  # would be worker 2's broker 0: a free port instead
+    # A named listener's broker ports likewise, from its own base.
+    acme = NamedListener("acme", "127.0.0.1", 29092, node_port_base=29093)
+    named = worker_config(
+        replace(config, listeners=(acme,)), 1, 100, listener_ports={("acme", 4): 31500}, workers=2
+    ).listeners[0]
+    assert (named.port, named.node_port_base, named.node_port_span) == (29092, 29193, 100)
+    assert (named.node_port(4), named.node_port(2)) == (31500, 29195)
+    with pytest.raises(ValueError, match="outside the 100 ports from 29193"):
+        named.node_port(100)
     # Without a base: free ports (0), and no journal or metrics when not asked.
     plain = worker_config(ProxyConfig(upstream=("kafka:9092",)), 0, 100)
     assert plain.node_port(5) == 0 and plain.node_port_span is None
@@ -87,6 +98,16 @@ def test_worker_counts_and_strides_that_cannot_be_served_are_refused() -> None:
         check_workers(config, 2, 0)
     with pytest.raises(ValueError, match="out of range"):
         ProxyConfig(upstream=("kafka:9092",), node_ports=((1, 70000),))
+    # Named listeners' spans: within 65535, clear of each other and of every bootstrap port.
+    high = NamedListener("acme", "127.0.0.1", 9000, node_port_base=65400)
+    with pytest.raises(ValueError, match=r"listener 'acme': 2 workers of 100 .* past 65535"):
+        check_workers(replace(config, node_port_base=None, listeners=(high,)), 2, 100)
+    own = ProxyConfig(upstream=("kafka:9092",), port=9092, node_port_base=9093)
+    check_workers(replace(own, listeners=(NamedListener("a", "h", 9400, 9401),)), 3, 100)
+    with pytest.raises(ValueError, match=r"the proxy and listener 'a': .* 9093-9392 and 9301-9600"):
+        check_workers(replace(own, listeners=(NamedListener("a", "h", 9300, 9301),)), 3, 100)
+    with pytest.raises(ValueError, match="the proxy: the workers' node ports 9093-9392 take"):
+        check_workers(replace(own, listeners=(NamedListener("a", "h", 9200),)), 3, 100)
 
 
 def test_a_worker_that_keeps_dying_is_started_again_ever_more_slowly() -> None:
@@ -749,3 +770,70 @@ def test_a_worker_that_does_not_stop_in_time_is_killed(tmp_path: Path) -> None:
     finally:
         proxy.proc.kill()
         proxy.proc.wait()
+
+
+def _listener_metadata(port: int) -> set[int]:
+    """The broker ports a Metadata answer on ``127.0.0.1:port`` names."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        md = mm.MetadataRequest
+        answer = call(sock, 3, 9, md(topics=[md.MetadataRequestTopic(name=TOPIC)]))
+        return {b.port for b in answer.brokers}
+
+
+@pytest.mark.timeout(300)
+def test_a_named_listener_is_served_by_every_worker_on_ports_of_its_own(tmp_path: Path) -> None:
+    """Named listeners with ``--workers`` (trafka.proxy.listeners' and
+    workers' rules): each worker serves the listener's bootstrap port (port 0:
+    chosen once, by the supervisor) and names, on its connections, broker
+    ports of its own for that listener, which name themselves again; a worker
+    killed -9 is started again on the listener's broker ports it served, and a
+    producer through the listener writes every record once."""
+    with broker_in_thread(port=0, host="127.0.0.1", data_dir=tmp_path / "broker") as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+        port = _free_port()
+        proxy = ProxyProcess(
+            _cli("--upstream", broker.bootstrap_servers, "--listen", f"127.0.0.1:{port}",
+                 "--workers", "2", "--listeners", "acme=127.0.0.1:0"),
+            tmp_path / "proxy.log",
+        )  # fmt: skip
+        try:
+            at = {
+                int(p) for p in re.findall(r"\] listener acme on 127\.0\.0\.1:(\d+)", proxy.text())
+            }
+            assert len(at) == 1, proxy.text()  # both workers on the one port
+            bootstrap = at.pop()
+            # The kernel places each connection: ask until both workers answered.
+            named: dict[int, int] = {}  # a listener broker port -> its worker
+            for _ in range(40):
+                (broker_port,) = _listener_metadata(bootstrap)
+                line = (
+                    rf"\[worker (\d)\] broker \d+ is served on port {broker_port} for listener acme"
+                )
+                named[broker_port] = int(proxy.wait_for(line)[1])
+                if len(named) == 2:
+                    break
+            assert sorted(named.values()) == [0, 1], named
+            own = re.findall(r"broker \d+ \(.*\) is served on port (\d+)", proxy.text())
+            assert own and not set(named) & {int(p) for p in own} and bootstrap != port
+            for broker_port in named:  # each names itself: its clients stay with it
+                assert _listener_metadata(broker_port) == {broker_port}
+
+            victim_port, victim = next(iter(named.items()))
+            # Once the supervisor knows the port, a restart serves it again.
+            proxy.wait_for(rf"worker {victim} serves broker \d+ on port {victim_port} for listener")
+            pid = proxy.pids()[victim]
+            os.kill(pid, signal.SIGKILL)
+            ended = rf"worker {victim} \(pid {pid}\) ended \(signal SIGKILL\)"
+            proxy.wait_for(
+                ended + rf"[\s\S]*\[worker {victim}\] broker \d+ is served on port {victim_port} "
+                "for listener acme"
+            )
+            assert _listener_metadata(victim_port) == {victim_port}
+
+            client = Client(f"127.0.0.1:{bootstrap}", 0)  # idempotent
+            client.produce(1)
+            expected = {b"1-0-%d" % i for i in range(PER_CLIENT)}
+            _check_placed(_read_all(f"127.0.0.1:{bootstrap}", len(expected)), expected)
+        finally:
+            proxy.close()
