@@ -449,11 +449,13 @@ def test_the_proxy_refuses_what_kafka_refuses_and_as_kafka_does(
     assert denied >= 25  # every refusal above was the proxy's own
 
 
+@pytest.mark.parametrize("route_keys", ["murmur2", "none"])
 def test_clients_through_the_proxy_to_kafka(
-    kafka: KafkaCluster, ids: dict[str, uuid.UUID], tmp_path: Path
+    kafka: KafkaCluster, ids: dict[str, uuid.UUID], tmp_path: Path, route_keys: str
 ) -> None:
     """trafka's SDK and confluent-kafka, logged in as alice (whom Kafka lets do
-    all), through the proxy holding bob's ACLs as alice's rules: plain,
+    all), through the proxy (routing by key, and forwarding: ``route_keys``)
+    holding bob's ACLs as alice's rules: plain,
     idempotent and transactional producers, consumers in groups and an admin
     meet the refusals Kafka would give bob, and nothing else; Kafka's Java
     producer (4.4) as alice, plain, idempotent and transactional (tx-ok), is
@@ -471,6 +473,7 @@ def test_clients_through_the_proxy_to_kafka(
         port=0,
         filters=(az,),
         principal_credentials=str(credentials),
+        route_keys=route_keys,
     ) as px:
         sdk = {
             "bootstrap_servers": px.bootstrap_servers,
