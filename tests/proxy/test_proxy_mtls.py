@@ -334,7 +334,7 @@ def test_the_proxy_presents_its_certificate_to_brokers_that_require_one(
     """Mutual TLS towards the brokers: brokerlite's SSL listener requires a
     client certificate of the CA (its ssl_client_auth=required, as Kafka's);
     the proxy shows upstream_ssl_certfile, and every client's records, in every
-    mode, go through it. Without it, nothing gets through."""
+    mode, go through it, routed and forwarded. Without it, nothing gets through."""
     with broker_in_thread(
         port=0,
         host="127.0.0.1",
@@ -347,30 +347,34 @@ def test_the_proxy_presents_its_certificate_to_brokers_that_require_one(
         direct = {"security.protocol": "SSL", "ssl.ca.location": pki["ca"]}
         direct |= {"ssl.certificate.location": pki["service"]}
         direct |= {"ssl.key.location": pki["service-key"]}
-        topic, matrix = fresh("mtls-up"), fresh("mtls-up-every")
+        topic = fresh("mtls-up")
+        matrices = {mode: fresh(f"mtls-up-every-{mode}") for mode in ("murmur2", "none")}
 
         async def create_topic() -> None:
             async with open_admin(bootstrap_servers=broker.bootstrap_servers, **_sdk(direct)) as a:
-                await a.create_topics([NewTopic(topic, 1), NewTopic(matrix, 3)])
+                await a.create_topics([NewTopic(topic, 1)])
+                await a.create_topics([NewTopic(m, 3) for m in matrices.values()])
 
         anyio.run(create_topic, backend="trio")
         upstream = {"upstream_ssl": True, "upstream_ssl_cafile": pki["ca"]}
-        with proxy_in_thread(
-            upstream=(broker.bootstrap_servers,),
-            port=0,
-            upstream_ssl_certfile=pki["service"],
-            upstream_ssl_keyfile=pki["service-key"],
-            **upstream,
-        ) as px:
-            plain = confluent_kafka.Producer(
-                {"bootstrap.servers": px.bootstrap_servers, "message.timeout.ms": 10_000}
-            )
-            for i in range(10):
-                plain.produce(topic, b"%d" % i)
-            assert plain.flush(30) == 0
-            # Every client and mode, routed (the proxy's default), Java's too.
-            reports, sent = every_client(px.bootstrap_servers, matrix, 3, None, pki)
-            check_read(px.bootstrap_servers, matrix, 3, reports, sent, True)
+        for route_keys, matrix in matrices.items():  # routed, then forwarded
+            with proxy_in_thread(
+                upstream=(broker.bootstrap_servers,),
+                port=0,
+                upstream_ssl_certfile=pki["service"],
+                upstream_ssl_keyfile=pki["service-key"],
+                route_keys=route_keys,
+                **upstream,
+            ) as px:
+                plain = confluent_kafka.Producer(
+                    {"bootstrap.servers": px.bootstrap_servers, "message.timeout.ms": 10_000}
+                )
+                for i in range(5):
+                    plain.produce(topic, b"%d" % i)
+                assert plain.flush(30) == 0
+                # Every client and mode, Java's too.
+                reports, sent = every_client(px.bootstrap_servers, matrix, 3, None, pki)
+                check_read(px.bootstrap_servers, matrix, 3, reports, sent, route_keys != "none")
         with (
             proxy_in_thread(
                 upstream=(broker.bootstrap_servers,), port=0, connect_timeout=5, **upstream
@@ -480,8 +484,8 @@ def test_the_proxy_presents_its_certificate_to_kafka(
     client certificates of the CA (``ssl.client.auth=required``, PEM key and
     trust stores, KIP-651); the proxy with ``upstream_ssl_certfile`` carries a
     plaintext client's records to it (Kafka's Java producer, confluent-kafka
-    and trafka's SDK, plain, idempotent and transactional, routed), a proxy
-    without one gets nothing through."""
+    and trafka's SDK, plain, idempotent and transactional, routed and
+    forwarded), a proxy without one gets nothing through."""
     from cryptography.hazmat.primitives import serialization
     from kafka_peers import KAFKA_4, SKIP_ENV, KafkaCluster, missing
 
@@ -516,26 +520,30 @@ def test_the_proxy_presents_its_certificate_to_kafka(
     )
     with kafka:
         ssl_address = f"{kafka.host}:{kafka.node(1).ports['SSL']}"
-        topic, matrix = fresh("kafka-mtls"), fresh("kafka-mtls-every")
+        topic = fresh("kafka-mtls")
+        matrices = {mode: fresh(f"kafka-mtls-every-{mode}") for mode in ("murmur2", "none")}
         create(kafka.bootstrap_servers, topic, 1, served=True)
-        create(kafka.bootstrap_servers, matrix, 3, served=True)
+        for matrix in matrices.values():
+            create(kafka.bootstrap_servers, matrix, 3, served=True)
         upstream = {"upstream_ssl": True, "upstream_ssl_cafile": pki["ca"]}
-        with proxy_in_thread(
-            upstream=(ssl_address,),
-            port=0,
-            upstream_ssl_certfile=pki["service"],
-            upstream_ssl_keyfile=pki["service-key"],
-            **upstream,
-        ) as px:
-            plain = confluent_kafka.Producer(
-                {"bootstrap.servers": px.bootstrap_servers, "message.timeout.ms": 30_000}
-            )
-            for i in range(10):
-                plain.produce(topic, b"%d" % i)
-            assert plain.flush(60) == 0
-            # Kafka's Java producer, confluent-kafka and the SDK, every mode, routed.
-            reports, sent = every_client(px.bootstrap_servers, matrix, 3, None, pki)
-            check_read(px.bootstrap_servers, matrix, 3, reports, sent, True)
+        for route_keys, matrix in matrices.items():  # routed, then forwarded
+            with proxy_in_thread(
+                upstream=(ssl_address,),
+                port=0,
+                upstream_ssl_certfile=pki["service"],
+                upstream_ssl_keyfile=pki["service-key"],
+                route_keys=route_keys,
+                **upstream,
+            ) as px:
+                plain = confluent_kafka.Producer(
+                    {"bootstrap.servers": px.bootstrap_servers, "message.timeout.ms": 30_000}
+                )
+                for i in range(5):
+                    plain.produce(topic, b"%d" % i)
+                assert plain.flush(60) == 0
+                # Kafka's Java producer, confluent-kafka and the SDK, every mode.
+                reports, sent = every_client(px.bootstrap_servers, matrix, 3, None, pki)
+                check_read(px.bootstrap_servers, matrix, 3, reports, sent, route_keys != "none")
         with (
             proxy_in_thread(upstream=(ssl_address,), port=0, connect_timeout=10, **upstream) as px,
             socket.create_connection(px.address, timeout=20) as s,
