@@ -228,9 +228,8 @@ def test_check_config_reads_the_sni_settings(pki: dict[str, str], tmp_path: Any)
     assert result.exit_code == 1 and "SNI needs ssl_certfile" in result.output, result.output
 
 
-@pytest.mark.parametrize(
-    ("peer", "route_keys"), [("brokerlite", "none"), ("4", "murmur2")], indirect=["peer"]
-)
+@pytest.mark.parametrize("route_keys", ["none", "murmur2"])
+@pytest.mark.parametrize("peer", ["brokerlite", "4"], indirect=True)
 def test_confluent_kafka_and_kafkas_java_producer_through_one_port(
     peer: Peer,
     route_keys: str,
@@ -244,9 +243,9 @@ def test_confluent_kafka_and_kafkas_java_producer_through_one_port(
     modes, a PEM trust store) and trafka's SDK (the same modes) name
     ``bootstrap.kafka.test`` and the brokers
     ``broker-N.kafka.test`` (their /etc/hosts the test's), through the proxy's
-    one TLS port in front of brokerlite (forwarding: each client's batches go
-    on the connection to the broker its name picked) and of Kafka 4.4
-    (routing): every record committed is read once and in order, by the
+    one TLS port in front of brokerlite and of Kafka 4.4, forwarding (each
+    client's batches go on the connection to the broker its name picked) and
+    routing: every record committed is read once and in order, by the
     script and by the SDK, every report true; routed, every key on its
     murmur2 partition. Each
     client asked for the names in its handshakes (the proxy's debug log says
