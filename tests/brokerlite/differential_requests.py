@@ -40,14 +40,22 @@ from trafka.codec.messages import k79_share_acknowledge as share_ack
 from trafka.codec.records import encode_batch
 
 TS = 1_700_000_000_000
+#: The configs of a topic whose records (stamped ``TS`` on, far older than
+#: Kafka's 7-day retention.ms) must stay: Kafka runs its first retention check
+#: 30 s after it starts (log.initial.task.delay.ms), whatever
+#: log.retention.check.interval.ms says, and deletes them then, its active
+#: segment too (brokerlite never deletes an active segment). A script reading
+#: them back on a Kafka peer started just before it creates its topics so.
+KEEP = {"retention.ms": "-1"}
 #: the version of each API the conversations use
 V = {0: 9, 1: 12, 2: 8, 3: 12, 8: 8, 9: 7, 10: 3, 11: 7, 12: 4, 13: 4, 14: 5}
 V |= {19: 7, 21: 2, 22: 4, 24: 3, 26: 3, 32: 4, 33: 2, 44: 1}
 TOPIC, BROKER, GROUP = 2, 4, 32
 
 
-def until(talk: Talk, ask: Any, done: Any, *, timeout: float = 120.0) -> Any:
-    """Ask (unrecorded) until ``done(answer)``; that answer."""
+def until(talk: Talk, ask: Any, done: Any, *, timeout: float = 120.0, what: Any = "") -> Any:
+    """Ask (unrecorded) until ``done(answer)``; that answer. ``what`` names the
+    wait in the failure message (a callable: called then, for what it knows)."""
     talk.recording = False
     deadline = time.monotonic() + timeout
     try:
@@ -55,7 +63,10 @@ def until(talk: Talk, ask: Any, done: Any, *, timeout: float = 120.0) -> Any:
             answer = ask()
             if done(answer):
                 return answer
-            assert time.monotonic() < deadline, f"{talk.address}: still {answer!r}"
+            if time.monotonic() >= deadline:
+                label = what() if callable(what) else what
+                where = f"{talk.address}: {label}: " if label else f"{talk.address}: "
+                raise AssertionError(f"{where}still {answer!r}")
             time.sleep(0.1)
     finally:
         talk.recording = True
