@@ -464,6 +464,31 @@ class ShareKafka(Kafka):
         )
         return self.ask(44, req(resources=[resource]))
 
+    def group_configs_landed(self, group: str, *names: str) -> None:
+        """Wait (unrecorded) until DescribeConfigs shows each of ``names`` set on
+        ``group`` (source 8, GROUP_CONFIG). Kafka 4.x answers
+        IncrementalAlterConfigs once its controller committed the change; its
+        broker takes it from the metadata log a moment later (Kafka 4.4's
+        ``BrokerMetadataPublisher``: the metadata cache DescribeConfigs reads,
+        then, in the same pass, the group config manager). Its share-partition
+        leader reads ``share.auto.offset.reset`` from that manager once, when a
+        member's first ShareFetch initialises the share-partition
+        (``SharePartition.startOffsetDuringInitialization``): one initialised
+        before the change landed starts at the log end for good, and never
+        sees the records before it. The other ``share.*`` configs are read
+        when used (a late one changes that answer). A brokerlite node applies
+        a change before it answers."""
+        wanted = set(names)
+
+        def described() -> Any:
+            return self.describe_configs(group, *names, kind=GROUP)
+
+        def landed(answer: Any) -> bool:
+            configs = answer.results[0].configs if answer and answer.results else []
+            return wanted <= {c.name for c in configs if c.config_source == 8}
+
+        until(self.talk, described, landed, what=f"group {group}'s {', '.join(names)} not set")
+
     def share_heartbeat(self, group: str, member: str, epoch: int, *topics: str) -> Any:
         req = share_heartbeat.ShareGroupHeartbeatRequest
         body = req(

@@ -126,29 +126,7 @@ def _set(*names: str) -> Any:
     return lambda configs: all(any(c[0] == n and c[2] == 8 for c in configs) for n in names)
 
 
-def _landed(k: ShareKafka, group: str, *names: str) -> None:
-    """Wait (unrecorded) until DescribeConfigs shows each of ``names`` set on
-    ``group``. Kafka 4.4 answers IncrementalAlterConfigs once its controller
-    committed the change; its broker takes it from the metadata log a moment
-    later (``BrokerMetadataPublisher``: the metadata cache DescribeConfigs
-    reads, then, in the same pass, the group config manager). Its
-    share-partition leader reads ``share.auto.offset.reset`` once, when a
-    member's first ShareFetch initialises the share-partition
-    (``SharePartition.startOffsetDuringInitialization``): one initialised
-    before the change landed starts at the log end and never sees the records.
-    ``share.delivery.count.limit`` is read when records are released (a late
-    one leaves them available, no dead letter). So a group's configs are
-    waited for before its member joins, as the DLQ configs are before they
-    are noted."""
-    until(
-        k.talk,
-        lambda: _dlq_configs(k, group, prefix=""),
-        _set(*names),
-        what=f"group {group}: configs {', '.join(names)} not described",
-    )
-
-
-def _dlq_configs(k: ShareKafka, group: str, *, prefix: str = "errors.deadletterqueue.") -> Any:
+def _dlq_configs(k: ShareKafka, group: str) -> Any:
     req = describe_configs.DescribeConfigsRequest
     resource = req.DescribeConfigsResource(
         resource_type=GROUP, resource_name=group, configuration_keys=None
@@ -169,7 +147,7 @@ def _dlq_configs(k: ShareKafka, group: str, *, prefix: str = "errors.deadletterq
             [[s.name, s.value, s.source] for s in c.synonyms],
         ]
         for c in answer.results[0].configs
-        if c.name.startswith(prefix)
+        if c.name.startswith("errors.deadletterqueue.")
     ]
 
 
@@ -235,7 +213,9 @@ def test_dead_letters(kafka4: Any, peer: Any) -> None:
             g = talk.name(f"group-{label}")
             k.group_config(g, name, target)
             k.group_config(g, "share.auto.offset.reset", "earliest")
-            _landed(k, g, name, "share.auto.offset.reset")
+            # (Kafka takes a group's configs a moment after it answered: see
+            # ShareKafka.group_configs_landed)
+            k.group_configs_landed(g, name, "share.auto.offset.reset")
             m = Member(k, g, topic)
             m.join()
             m.fetch(f"fetch of group-{label}")
@@ -243,7 +223,7 @@ def test_dead_letters(kafka4: Any, peer: Any) -> None:
 
         k.group_config(group, "share.auto.offset.reset", "earliest")
         k.group_config(group, "share.delivery.count.limit", "2")
-        _landed(k, group, "share.auto.offset.reset", "share.delivery.count.limit")
+        k.group_configs_landed(group, "share.auto.offset.reset", "share.delivery.count.limit")
         one = Member(k, group, topic)
         one.join()
         talk.note("acquired", one.fetch("first fetch"))
