@@ -40,14 +40,22 @@ from trafka.codec.messages import k79_share_acknowledge as share_ack
 from trafka.codec.records import encode_batch
 
 TS = 1_700_000_000_000
+#: The configs of a topic whose records (stamped ``TS`` on, far older than
+#: Kafka's 7-day retention.ms) must stay: Kafka runs its first retention check
+#: 30 s after it starts (log.initial.task.delay.ms), whatever
+#: log.retention.check.interval.ms says, and deletes them then, its active
+#: segment too (brokerlite never deletes an active segment). A script reading
+#: them back on a Kafka peer started just before it creates its topics so.
+KEEP = {"retention.ms": "-1"}
 #: the version of each API the conversations use
 V = {0: 9, 1: 12, 2: 8, 3: 12, 8: 8, 9: 7, 10: 3, 11: 7, 12: 4, 13: 4, 14: 5}
 V |= {19: 7, 21: 2, 22: 4, 24: 3, 26: 3, 32: 4, 33: 2, 44: 1}
 TOPIC, BROKER, GROUP = 2, 4, 32
 
 
-def until(talk: Talk, ask: Any, done: Any, *, timeout: float = 120.0) -> Any:
-    """Ask (unrecorded) until ``done(answer)``; that answer."""
+def until(talk: Talk, ask: Any, done: Any, *, timeout: float = 120.0, what: Any = "") -> Any:
+    """Ask (unrecorded) until ``done(answer)``; that answer. ``what`` names the
+    wait in the failure message (a callable: called then, for what it knows)."""
     talk.recording = False
     deadline = time.monotonic() + timeout
     try:
@@ -55,7 +63,10 @@ def until(talk: Talk, ask: Any, done: Any, *, timeout: float = 120.0) -> Any:
             answer = ask()
             if done(answer):
                 return answer
-            assert time.monotonic() < deadline, f"{talk.address}: still {answer!r}"
+            if time.monotonic() >= deadline:
+                label = what() if callable(what) else what
+                where = f"{talk.address}: {label}: " if label else f"{talk.address}: "
+                raise AssertionError(f"{where}still {answer!r}")
             time.sleep(0.1)
     finally:
         talk.recording = True
@@ -452,6 +463,31 @@ class ShareKafka(Kafka):
             configs=[req.AlterableConfig(name=name, config_operation=0, value=value)],
         )
         return self.ask(44, req(resources=[resource]))
+
+    def group_configs_landed(self, group: str, *names: str) -> None:
+        """Wait (unrecorded) until DescribeConfigs shows each of ``names`` set on
+        ``group`` (source 8, GROUP_CONFIG). Kafka 4.x answers
+        IncrementalAlterConfigs once its controller committed the change; its
+        broker takes it from the metadata log a moment later (Kafka 4.4's
+        ``BrokerMetadataPublisher``: the metadata cache DescribeConfigs reads,
+        then, in the same pass, the group config manager). Its share-partition
+        leader reads ``share.auto.offset.reset`` from that manager once, when a
+        member's first ShareFetch initialises the share-partition
+        (``SharePartition.startOffsetDuringInitialization``): one initialised
+        before the change landed starts at the log end for good, and never
+        sees the records before it. The other ``share.*`` configs are read
+        when used (a late one changes that answer). A brokerlite node applies
+        a change before it answers."""
+        wanted = set(names)
+
+        def described() -> Any:
+            return self.describe_configs(group, *names, kind=GROUP)
+
+        def landed(answer: Any) -> bool:
+            configs = answer.results[0].configs if answer and answer.results else []
+            return wanted <= {c.name for c in configs if c.config_source == 8}
+
+        until(self.talk, described, landed, what=f"group {group}'s {', '.join(names)} not set")
 
     def share_heartbeat(self, group: str, member: str, epoch: int, *topics: str) -> Any:
         req = share_heartbeat.ShareGroupHeartbeatRequest

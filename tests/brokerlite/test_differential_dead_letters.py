@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 from differential import Talk, plain
-from differential_requests import ShareKafka, check, until
+from differential_requests import KEEP, ShareKafka, check, until
 
 from trafka.codec.messages import k32_describe_configs as describe_configs
+from trafka.codec.messages import k90_describe_share_group_offsets as share_offsets
 from trafka.codec.records import decode_batch, encode_batch, iter_batches
 
 GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
@@ -41,6 +42,7 @@ class Member:
         self.epoch = 0
         self.session = 0
         self.topic_id = k.metadata(topic).topics[0].topic_id
+        self.acked: Any = None  # the last acknowledgement's answer (for a failure's message)
 
     def join(self) -> None:
         """Heartbeat (unrecorded) until the partition is assigned (a node's
@@ -54,8 +56,10 @@ class Member:
 
         until(self.k.talk, beat, lambda a: a.assignment and a.assignment.topic_partitions)
 
-    def fetch(self) -> Any:
-        """Fetch (unrecorded) until records are acquired; the acquired ranges."""
+    def fetch(self, step: str) -> Any:
+        """Fetch (unrecorded) until records are acquired; the acquired ranges.
+        A fetch that never acquires fails naming ``step``, the group, the last
+        acknowledgement's answer and the share-partition's start offset."""
 
         def ask() -> Any:
             answer = self.k.share_fetch(self.group, self.member, self.session, self.topic_id)
@@ -67,6 +71,10 @@ class Member:
             self.k.talk,
             ask,
             lambda a: a.responses and a.responses[0].partitions[0].acquired_records,
+            what=lambda: (
+                f"{step} (group {self.group}, session epoch {self.session}): last "
+                f"acknowledged {self.acked!r}; share-partition {_start(self.k, self)!r}"
+            ),
         )
         return plain(fetched.responses[0].partitions[0].acquired_records)
 
@@ -76,7 +84,21 @@ class Member:
         )
         if answer.error_code == 0:
             self.session += 1
+        self.acked = answer
         return answer
+
+
+def _start(k: ShareKafka, m: Member) -> Any:
+    """The share-partition's start offset and lag as the group coordinator
+    describes them (DescribeShareGroupOffsets), or why not (a failure's message)."""
+    req = share_offsets.DescribeShareGroupOffsetsRequest
+    topic = req.DescribeShareGroupOffsetsRequestTopic(topic_name=m.topic, partitions=[0])
+    group = req.DescribeShareGroupOffsetsRequestGroup(group_id=m.group, topics=[topic])
+    try:
+        answer = k.ask(90, req(groups=[group]), version=1)
+    except Exception as exc:  # (a message's detail: never the failure itself)
+        return f"not described: {exc!r}"
+    return answer and answer.groups
 
 
 def _letters(k: ShareKafka, topic: str, partition: int) -> list[Any]:
@@ -150,7 +172,10 @@ def test_dead_letters(kafka4: Any, peer: Any) -> None:
         k = ShareKafka(talk)
         topic, group = talk.name("topic"), talk.name("group")
         dlq = "dlq." + talk.name("dlq")
-        k.create(topic, 1)
+        # (KEEP: the records are stamped TS on; Kafka's first retention check
+        # deleted them under a run on a node just started, whose fetches then
+        # acquired nothing, ever)
+        k.create(topic, 1, **KEEP)
         k.create(dlq, 3, **ENABLE)
         batch = encode_batch(
             [
@@ -188,18 +213,22 @@ def test_dead_letters(kafka4: Any, peer: Any) -> None:
             g = talk.name(f"group-{label}")
             k.group_config(g, name, target)
             k.group_config(g, "share.auto.offset.reset", "earliest")
+            # (Kafka takes a group's configs a moment after it answered: see
+            # ShareKafka.group_configs_landed)
+            k.group_configs_landed(g, name, "share.auto.offset.reset")
             m = Member(k, g, topic)
             m.join()
-            m.fetch()
+            m.fetch(f"fetch of group-{label}")
             m.ack((0, 0, REJECT), (1, 1, GAP), (2, 5, ACCEPT))
 
         k.group_config(group, "share.auto.offset.reset", "earliest")
         k.group_config(group, "share.delivery.count.limit", "2")
+        k.group_configs_landed(group, "share.auto.offset.reset", "share.delivery.count.limit")
         one = Member(k, group, topic)
         one.join()
-        talk.note("acquired", one.fetch())
+        talk.note("acquired", one.fetch("first fetch"))
         one.ack((0, 0, REJECT), (1, 2, RELEASE), (3, 3, ACCEPT), (4, 4, RELEASE), (5, 5, GAP))
-        talk.note("acquired again", one.fetch())
+        talk.note("acquired again", one.fetch("second fetch"))
         one.ack((1, 2, RELEASE), (4, 4, RELEASE))
         letters = until(talk, lambda: _letters(k, dlq, 0), lambda got: len(got) >= 4)
         talk.note("dead letters", letters)

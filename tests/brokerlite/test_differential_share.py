@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from differential import Talk, plain
-from differential_requests import ShareKafka, check, records, until
+from differential_requests import KEEP, ShareKafka, check, records, until
 
 ACCEPT, RELEASE = 1, 2
 
@@ -38,9 +38,10 @@ def test_share_acknowledgements(kafka4: Any, peer: Any) -> None:
     def script(talk: Talk) -> None:
         k = ShareKafka(talk)
         topic, group = talk.name("topic"), talk.name("group")
-        k.create(topic, 1)
+        k.create(topic, 1, **KEEP)
         k.produce(topic, records([b"a", b"b", b"c"]))
         k.group_config(group, "share.auto.offset.reset", "earliest")
+        k.group_configs_landed(group, "share.auto.offset.reset")
         topic_id = k.metadata(topic).topics[0].topic_id
         member = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         epoch = [0]
@@ -102,10 +103,11 @@ def test_share_fetch_and_acknowledge_v2(kafka4: Any, peer: Any) -> None:
     def script(talk: Talk) -> None:
         k = ShareKafka(talk)
         topic, group = talk.name("topic"), talk.name("group")
-        k.create(topic, 1)
+        k.create(topic, 1, **KEEP)
         k.produce(topic, records([b"a", b"b", b"c"]))
         k.produce(topic, records([b"d", b"e"]))
         k.group_config(group, "share.auto.offset.reset", "earliest")
+        k.group_configs_landed(group, "share.auto.offset.reset")
         topic_id = k.metadata(topic).topics[0].topic_id
         member = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         epoch = [0]
@@ -158,6 +160,7 @@ def test_share_fetch_and_acknowledge_v2(kafka4: Any, peer: Any) -> None:
         talk.note("batch optimized", plain(rest.responses))
         # A group whose share.renew.acknowledge.enable is false refuses renewals.
         k.group_config(group, "share.renew.acknowledge.enable", "false")
+        k.group_configs_landed(group, "share.renew.acknowledge.enable")
         fetch([(2, 2, RENEW)], renew=True, max_records=0, wait=zero)
         ack((2, 2, RENEW), version=2, renew=True)
         ack((2, 2, ACCEPT), version=2)
