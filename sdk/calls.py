@@ -15,6 +15,13 @@ Rules:
   :class:`~trafka.sdk.errors.ApiTimeoutError` from the last error retried.
 * A nested call's ApiTimeoutError is final: the outer call's deadline is never
   earlier than the inner one's.
+* An answer of NOT_CONTROLLER says the metadata names a broker that no longer
+  is the controller: metadata is refreshed before the next attempt, whichever
+  call it answered (Java's AdminClient forgets the controller and asks for
+  metadata again). Without it a client kept the old controller for the whole
+  call: a Kafka 3.9 controller that stopped, with its node still named by the
+  first metadata answer, was tried, the fallback broker answered
+  NOT_CONTROLLER, and so on until the deadline.
 * Leader-routed calls (:meth:`Calls.per_leader`) keep the partitions already
   answered and ask again only for those a leader refused with a retriable code;
   a topic the brokers do not have, or a partition it does not have, is an
@@ -60,6 +67,11 @@ TRANSIENT = RETRIABLE - {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN
 #: How many times a topic or partition missing from the metadata is looked up
 #: again before it is said not to exist (see :meth:`Calls.by_leader`).
 _LOOKUPS = 4
+
+
+def _stale_controller(cause: BaseException) -> bool:
+    """Whether ``cause`` is a broker saying it is not the controller."""
+    return isinstance(cause, KafkaError) and cause.code == ErrorCode.NOT_CONTROLLER
 
 
 class Again(Exception):
@@ -145,7 +157,7 @@ class Calls:
                     raise  # a nested call's deadline: ours has passed too
                 except Again as again:
                     last = again.cause
-                    if again.refresh:
+                    if again.refresh or _stale_controller(again.cause):
                         with contextlib.suppress(TrafkaError):
                             await self.cluster.refresh_metadata(again.topics)
                 except (KafkaConnectionError, RequestTimeoutError) as exc:

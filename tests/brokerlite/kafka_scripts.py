@@ -59,14 +59,27 @@ def run_steps(
 def on_both(
     brokerlite: Callable[[], dict[str, Outcome]], kafka: Callable[[], dict[str, Outcome]]
 ) -> dict[str, tuple[Outcome, Outcome]]:
-    """Run the two at once (Kafka's in a thread): each step's (brokerlite's, Kafka's)."""
+    """Run the two at once (Kafka's in a thread): each step's (brokerlite's, Kafka's).
+
+    What made Kafka's side fail is not lost with its thread: it is raised from
+    the assertion (chained, its traceback with it), after brokerlite's side ran.
+    """
     found: dict[str, dict[str, Outcome]] = {}
-    thread = threading.Thread(target=lambda: found.update(kafka=kafka()))
+    failed: list[BaseException] = []
+
+    def on_kafka() -> None:
+        try:
+            found["kafka"] = kafka()
+        except BaseException as exc:  # kept for the caller's thread: raised there
+            failed.append(exc)
+
+    thread = threading.Thread(target=on_kafka, name="scripts-on-kafka")
     thread.start()
     found["brokerlite"] = brokerlite()
     thread.join(500)
     assert not thread.is_alive(), "the scripts against Kafka 3.9 did not finish"
-    assert "kafka" in found, "the scripts against Kafka 3.9 failed (see the log)"
+    if failed:
+        raise AssertionError(f"the scripts against Kafka 3.9 failed: {failed[0]!r}") from failed[0]
     lost = {"exit": "lost", "out": "", "err": ""}
     names = {**found["brokerlite"], **found["kafka"]}
     return {

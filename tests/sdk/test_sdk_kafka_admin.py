@@ -173,6 +173,49 @@ async def test_admin_calls_read_back(kafka: KafkaCluster) -> None:
             assert topic not in await admin.list_topics()
 
 
+def _move_controller(zookeeper: str, old: int) -> int:
+    """The ZooKeeper-era controller moved off broker ``old``: its ``/controller``
+    znode deleted (Kafka's brokers then elect one again, the old one resigning)
+    until another broker holds it; returns the new controller's id."""
+    import contextlib
+    import json
+    import threading
+
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoNodeError
+
+    client = KazooClient(hosts=zookeeper)
+    client.start()
+    try:
+        for _ in range(20):
+            created = threading.Event()
+            with contextlib.suppress(NoNodeError):  # between two elections
+                client.delete("/controller")
+            if client.exists("/controller", watch=lambda _event, ev=created: ev.set()) is None:
+                assert created.wait(60), "no broker became the controller"
+            now = json.loads(client.get("/controller")[0])["brokerid"]
+            if now != old:
+                return int(now)
+        raise AssertionError(f"broker {old} was elected the controller every time")
+    finally:
+        client.stop()
+
+
+async def test_a_moved_controller_is_found_again(kafka3_cluster: KafkaCluster) -> None:
+    """An admin client holding a controller that moved since its metadata was
+    read: on ZooKeeper the old one answers NOT_CONTROLLER to what only the
+    controller serves (ListPartitionReassignments, KIP-455), and the client asks
+    for metadata again and reaches the new one, as Java's AdminClient does,
+    instead of asking the old one again until its deadline."""
+    async with open_admin(bootstrap_servers=kafka3_cluster.bootstrap_servers) as admin:
+        await admin.list_partition_reassignments()
+        old = admin.cluster.metadata.controller_id
+        assert kafka3_cluster.zookeeper is not None
+        new = await anyio.to_thread.run_sync(_move_controller, kafka3_cluster.zookeeper, old)
+        assert isinstance(await admin.list_partition_reassignments(timeout_ms=30_000), dict)
+        assert admin.cluster.metadata.controller_id == new
+
+
 @pytest.mark.compat("SDK", "admin: leader elections and partition reassignments")
 async def test_elections_and_reassignments(kafka4_cluster: KafkaCluster) -> None:
     bs = kafka4_cluster.bootstrap_servers
