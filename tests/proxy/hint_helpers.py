@@ -125,4 +125,3 @@ async def follow_the_hint(servers: str, px: Any, gate: MetadataGate, topic: str)
             await anyio.to_thread.run_sync(gate.open)
     assert got == after, f"read {len(got)} of {N} after the leader moved from {old} to {new}"
     return new
-

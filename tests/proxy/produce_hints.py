@@ -31,17 +31,16 @@ import os
 import subprocess
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
-import anyio
 import confluent_kafka
 import trio
-from hint_helpers import MAX_AGE_MS, N, MetadataGate, move_leader
+from hint_helpers import MAX_AGE_MS, MetadataGate, N, move_leader
 from proxy_helpers import placement
 
-from trafka.codec import ApiKey
+from trafka.codec import ApiKey, ErrorCode
 from trafka.proxy.filters import FilterContext
 from trafka.sdk import TopicPartition, open_producer
 
@@ -55,18 +54,36 @@ Ack = tuple[str, int]
 
 class ProducerGate(MetadataGate):
     """A :class:`MetadataGate` that notes, once shut, each Produce request's
-    client id and the listener it came to, and holds a client's Metadata
-    requests only until that client has sent a Produce request to the new
-    leader's listener (:attr:`new`, set once the leader moved): by then only the
-    hint can have brought it there. Held longer, a Metadata request on the
-    connection a later request needs (Kafka's Java producer sends EndTxn on the
-    coordinator's) would hold that one until the client's request timeout."""
+    client id and the listener it came to, and each refusal's hint; it holds a
+    client's Metadata requests until the proxy has passed that client a Produce
+    answer naming the new leader (:attr:`new`, set once the leader moved), or
+    its first Produce request reached that leader's listener. Held longer, a
+    Metadata request would hold the connection it was sent on, and the Produce
+    request the client sends the new leader behind it, until the client's
+    request timeout (a broker, as the proxy, answers a connection's requests in
+    order): seen with Kafka's Java producers, 30 s each time."""
 
     def attach(self, services: Any) -> None:
         super().attach(services)
         self.new = -1
         self.produced_by: dict[str, set[int]] = {}
         self.released: dict[str, trio.Event] = {}
+        # Once shut, each NOT_LEADER_OR_FOLLOWER partition's hint: (the listener's
+        # node, leader id, leader epoch).
+        self.hints: list[tuple[int, int, int]] = []
+
+    def on_response(self, ctx: FilterContext, body: Any) -> Any:
+        if ctx.api_key == ApiKey.PRODUCE and body is not None and self.shut:
+            hints = [
+                (ctx.node_id, p.current_leader.leader_id, p.current_leader.leader_epoch)
+                for t in body.responses
+                for p in t.partition_responses
+                if p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            ]
+            self.hints.extend(hints)
+            if any(leader == self.new for _, leader, _ in hints):
+                self._released(ctx.client_id or "").set()
+        return super().on_response(ctx, body)
 
     def _released(self, client: str) -> trio.Event:
         return self.released.setdefault(client, trio.Event())
@@ -151,7 +168,9 @@ def _ck_phase(
             producer.begin_transaction()
         for i in range(N):
             producer.produce(
-                topic, value=_value(way, "ck", mode, phase, i).encode(), partition=0,
+                topic,
+                value=_value(way, "ck", mode, phase, i).encode(),
+                partition=0,
                 on_delivery=report,
             )
         if mode == "transactional":
@@ -181,16 +200,7 @@ async def produce_across_a_move(
     sdk: dict[tuple[str, str], Any] = {}
     ck: dict[tuple[str, str], Any] = {}
     moved = Moved(-1, -1)
-    # The client's logs to a file: a pipe no one reads while it runs would fill.
-    logs = tempfile.TemporaryFile("w+")
-    java = subprocess.Popen(
-        [*java_command(), topic, str(N), topic, *(f"{w}={s}" for w, s in ways.items())],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=logs,
-        text=True,
-    )
-    try:
+    with _java(topic, ways) as (java, logs):
         async with contextlib.AsyncExitStack() as stack:
             for way, proxied in ways.items():
                 for mode in MODES:
@@ -252,12 +262,27 @@ async def produce_across_a_move(
                 moved.acks.setdefault(name, []).extend(got)
             for producer in ck.values():
                 await trio.to_thread.run_sync(producer.flush, 10)
-    finally:
-        if java.poll() is None:
-            java.kill()
-            java.communicate()
-        logs.close()
     return moved
+
+
+@contextlib.contextmanager
+def _java(topic: str, ways: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str], IO[str]]]:
+    """HintedProducers running for ``ways``, and the file of its logs (a pipe no
+    one reads while it runs would fill); killed on leaving if still running."""
+    with tempfile.TemporaryFile("w+") as logs:
+        java = subprocess.Popen(
+            [*java_command(), topic, str(N), topic, *(f"{w}={s}" for w, s in ways.items())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=logs,
+            text=True,
+        )
+        try:
+            yield java, logs
+        finally:
+            if java.poll() is None:
+                java.kill()
+                java.communicate()
 
 
 def _tail(logs: Any) -> str:
@@ -334,10 +359,12 @@ def check_acks(servers: str, topic: str, moved: Moved, ways: Sequence[str]) -> N
 
 def followed(gate: ProducerGate, moved: Moved, way: str, listeners: dict[int, Any]) -> None:
     """Every producer through the gated proxy ``way`` wrote on the new leader's
-    listener after the move, at Produce v10+, and every node the answers named
-    was the proxy's listener for it."""
+    listener after the move, at Produce v10+; every NOT_LEADER_OR_FOLLOWER
+    partition named the new leader (KIP-951's ``current_leader``, with an
+    epoch), and every node the answers named was the proxy's listener for it."""
     producers = [f"{way}-{c}-{m}" for c in CLIENTS for m in MODES]
     late = [p for p in producers if moved.new not in gate.produced_by.get(p, set())]
     assert late == [], (moved.old, moved.new, gate.produced_by)
     assert gate.produce_versions and min(gate.produce_versions) >= 10, gate.produce_versions
+    assert gate.hints and all(n == moved.new and e > 0 for _, n, e in gate.hints), gate.hints
     assert gate.named and all((h, p) == listeners[n] for n, h, p in gate.named), gate.named

@@ -841,7 +841,9 @@ def test_every_producer_takes_the_new_leader_from_the_produce_answer(zk: str) ->
                         await trio.sleep(0.05)
                 upstream = tuple(servers.split(","))
                 async with (
-                    serve_proxy(upstream=upstream, port=0, route_keys="none", filters=(gate,)) as px,
+                    serve_proxy(
+                        upstream=upstream, port=0, route_keys="none", filters=(gate,)
+                    ) as px,
                     serve_proxy(upstream=upstream, port=0) as routed,
                 ):
                     ways = {"fwd": px.bootstrap_servers, "routed": routed.bootstrap_servers}
