@@ -10,7 +10,8 @@ again (Kafka's protocol guide, "Partitioning and bootstrapping"); a fetch
 carrying a leader epoch older than the broker's is refused FENCED_LEADER_EPOCH
 (KIP-320), a fetch to a replica that no longer leads NOT_LEADER_OR_FOLLOWER.
 Kafka 3.7+ adds the new leader to those refusals (KIP-951: ``current_leader``
-per partition, the leader's address in ``node_endpoints``), in Fetch from v16.
+per partition, the leader's address in ``node_endpoints``), in Fetch from v16
+and Produce from v10.
 The proxy lets clients fetch at v16+ and names its own listener for that
 leader, so a client follows the hint without waiting for metadata: the tests on
 Kafka 4.4 hold every Metadata request after the move to show it.
