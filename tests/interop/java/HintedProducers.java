@@ -70,6 +70,8 @@ public class HintedProducers {
         props.put(ProducerConfig.LINGER_MS_CONFIG, "5");
         props.put(ProducerConfig.METADATA_MAX_AGE_CONFIG, "900000");
         props.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "90000");
+        // A request behind a Metadata request the test holds waits this long.
+        props.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000");
         props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, mode.equals("plain") ? "false" : "true");
         if (mode.equals("plain")) {
             // Else a batch the former leader refused, sent again, may land after the
