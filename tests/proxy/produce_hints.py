@@ -31,7 +31,7 @@ import os
 import subprocess
 import tempfile
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -193,12 +193,19 @@ def _java_acks(stdout: str) -> dict[str, list[Ack]]:
 
 
 async def produce_across_a_move(
-    servers: str, ways: dict[str, str], gate: ProducerGate, topic: str
+    servers: str,
+    ways: dict[str, str],
+    gate: ProducerGate,
+    topic: str,
+    settled: Callable[[], Awaitable[None]] | None = None,
 ) -> Moved:
     """Every client in every mode through each proxy of ``ways`` (way's name:
     the proxy's bootstrap servers) writes before and after the leader of
     ``topic``'s partition 0 moves; ``gate`` shuts before the move and opens
-    once every producer is done. Returns what they were told."""
+    once every producer is done; ``settled``, when given, is awaited after the
+    move (every broker knows the new leader: a plain producer's batch taken by
+    a former leader that had not yet heard of the move, then refused, could be
+    written twice). Returns what they were told."""
     tp = TopicPartition(topic, 0)
     sdk: dict[tuple[str, str], Any] = {}
     ck: dict[tuple[str, str], Any] = {}
@@ -253,6 +260,8 @@ async def produce_across_a_move(
             try:
                 with trio.fail_after(120):
                     moved.old, moved.new = await move_leader(servers, tp)
+                    if settled is not None:
+                        await settled()
                 gate.new = moved.new
                 with trio.fail_after(90):
                     async with trio.open_nursery() as nursery:

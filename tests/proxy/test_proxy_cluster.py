@@ -840,6 +840,11 @@ def test_every_producer_takes_the_new_leader_from_the_produce_answer(zk: str) ->
                     while not leaders_agreed(cluster, topic) or len(view.state(topic, 0).isr) < 3:
                         await trio.sleep(0.05)
                 upstream = tuple(servers.split(","))
+
+                async def settled() -> None:  # every broker knows the new leader
+                    while not leaders_agreed(cluster, topic):
+                        await trio.sleep(0.05)
+
                 async with (
                     serve_proxy(
                         upstream=upstream, port=0, route_keys="none", filters=(gate,)
@@ -847,7 +852,7 @@ def test_every_producer_takes_the_new_leader_from_the_produce_answer(zk: str) ->
                     serve_proxy(upstream=upstream, port=0) as routed,
                 ):
                     ways = {"fwd": px.bootstrap_servers, "routed": routed.bootstrap_servers}
-                    moved = await produce_across_a_move(servers, ways, gate, topic)
+                    moved = await produce_across_a_move(servers, ways, gate, topic, settled)
                     listeners = dict(px.statistics.nodes)
                     assert routed.statistics.routing.requests_idempotent > 0
                 await trio.to_thread.run_sync(check_acks, servers, topic, moved, tuple(ways))
