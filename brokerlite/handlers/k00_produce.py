@@ -61,7 +61,8 @@
   ``min.insync.replicas`` an ``acks=-1`` produce is refused before the append
   (NOT_ENOUGH_REPLICAS); when the ISR shrank below it by the time the records
   were committed, NOT_ENOUGH_REPLICAS_AFTER_APPEND. A NOT_LEADER_OR_FOLLOWER
-  answer carries the current leader and its endpoint (KIP-951, v10+). ``acks=0``
+  answer carries the current leader and its endpoint (KIP-951, v10+), an
+  ``acks=-1`` one whose leadership was lost while it waited too. ``acks=0``
   sends no reply; when a partition failed the connection is closed instead,
   which is how Kafka tells an acks=0 producer that something went wrong.
   Other values are INVALID_REQUIRED_ACKS.
@@ -536,6 +537,7 @@ class _AcksAllWaiter:
 
     def complete(self, now_ms: int) -> m.ProduceResponse:
         replicas = self._cluster.replicas
+        hinted: set[int] = set()
         for ti, pi, t, p, need in self._waits:
             code = replicas.acks_all_outcome(t, p, need)
             if code is ErrorCode.NONE:
@@ -556,8 +558,17 @@ class _AcksAllWaiter:
                 log_append_time_ms=-1,
                 log_start_offset=-1,
                 error_message=message if self._version >= 8 else None,
+                # Leadership lost while waiting: hinted as an immediate refusal is
+                # (Kafka's KafkaApis hints every NOT_LEADER_OR_FOLLOWER partition
+                # of the answer, whenever it completes).
+                current_leader=_leader_hint(self._cluster, t, p, code, hinted),
             )
-        return m.ProduceResponse(responses=self._responses, node_endpoints=self._endpoints)
+        endpoints = self._endpoints
+        known = {e.node_id for e in endpoints}
+        if self._version >= 10 and hinted - known:
+            endpoints = [*endpoints, *_endpoints(self._cluster, hinted - known)]
+            endpoints.sort(key=lambda e: e.node_id)
+        return m.ProduceResponse(responses=self._responses, node_endpoints=endpoints)
 
 
 def error_response(

@@ -125,30 +125,3 @@ async def follow_the_hint(servers: str, px: Any, gate: MetadataGate, topic: str)
             await anyio.to_thread.run_sync(gate.open)
     assert got == after, f"read {len(got)} of {N} after the leader moved from {old} to {new}"
     return new
-
-
-async def produce_following_the_hint(servers: str, px: Any, gate: MetadataGate, topic: str) -> int:
-    """Writes N records through the proxy, shuts the gate, moves the leader and
-    writes N more with the same producer: the new leader's address can only
-    come from the Produce answer (KIP-951). Returns the new leader."""
-    tp = TopicPartition(topic, 0)
-    async with open_producer(
-        bootstrap_servers=px.bootstrap_servers,
-        metadata_max_age_ms=MAX_AGE_MS,
-        enable_idempotence=False,
-        acks="all",
-    ) as producer:
-        for i in range(N):
-            await producer.send(topic, b"before-%d" % i, partition=0)
-        await producer.flush()
-        gate.shut = True
-        try:
-            with anyio.fail_after(120):
-                _, new = await move_leader(servers, tp)
-            with anyio.fail_after(60):
-                for i in range(N):
-                    await producer.send(topic, b"after-%d" % i, partition=0)
-                await producer.flush()
-        finally:
-            await anyio.to_thread.run_sync(gate.open)
-    return new

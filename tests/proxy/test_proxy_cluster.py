@@ -18,6 +18,7 @@ import pytest
 import trio
 from go_peers import run_go_peer
 from hint_helpers import MetadataGate, follow_the_hint
+from produce_hints import ProducerGate, check_acks, followed, produce_across_a_move
 from proxy_helpers import Report, create, fresh, misreported, placement
 
 from trafka.brokerlite.dev.local_cluster import LocalCluster, serve_cluster
@@ -814,5 +815,47 @@ def test_a_consumer_takes_the_new_leader_from_the_fetch_answer(zk: str) -> None:
                     listeners = dict(px.statistics.nodes)
         assert min(gate.fetch_versions) >= 16 and new in gate.fetched_on
         assert gate.named and all((h, p) == listeners[n] for n, h, p in gate.named), gate.named
+
+    trio.run(main)
+
+
+def test_every_producer_takes_the_new_leader_from_the_produce_answer(zk: str) -> None:
+    """KIP-951 on Produce in front of brokerlite's cluster, as in front of Kafka
+    4.4 (test_proxy_kafka_leader_moves.py): brokerlite names the new leader and
+    its address in a Produce v10+ refusal, a forwarding proxy its own listener
+    for it, and trafka's SDK, confluent-kafka and Kafka's Java producers (plain,
+    idempotent, transactional) write there while their Metadata requests are
+    held; the same producers through a routing proxy cross the same move. Every
+    acknowledged record is read back once, in order (tests/proxy/produce_hints.py)."""
+
+    async def main() -> None:
+        gate = ProducerGate()
+        with trio.fail_after(200):
+            async with serve_cluster(3, zookeeper_connect=zk) as cluster:
+                servers = cluster.bootstrap_servers
+                topic = fresh("hinted-producers")
+                async with open_admin(bootstrap_servers=servers) as admin:
+                    await admin.create_topics([NewTopic(topic, PARTITIONS, 3)])
+                    view = cluster.node(1).broker.cluster
+                    while not leaders_agreed(cluster, topic) or len(view.state(topic, 0).isr) < 3:
+                        await trio.sleep(0.05)
+                upstream = tuple(servers.split(","))
+
+                async def settled() -> None:  # every broker knows the new leader
+                    while not leaders_agreed(cluster, topic):
+                        await trio.sleep(0.05)
+
+                async with (
+                    serve_proxy(
+                        upstream=upstream, port=0, route_keys="none", filters=(gate,)
+                    ) as px,
+                    serve_proxy(upstream=upstream, port=0) as routed,
+                ):
+                    ways = {"fwd": px.bootstrap_servers, "routed": routed.bootstrap_servers}
+                    moved = await produce_across_a_move(servers, ways, gate, topic, settled)
+                    listeners = dict(px.statistics.nodes)
+                    assert routed.statistics.routing.requests_idempotent > 0
+                await trio.to_thread.run_sync(check_acks, servers, topic, moved, tuple(ways))
+        followed(gate, moved, "fwd", listeners)
 
     trio.run(main)
