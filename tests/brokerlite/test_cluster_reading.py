@@ -263,3 +263,84 @@ def test_a_partition_state_change_after_a_reading_is_noted_for_a_targeted_readin
     finally:
         zkc.stop()
         zkc.close()
+
+
+class _Counting:
+    """A real kazoo client whose reads of each znode are counted (what a reading
+    asks ZooKeeper for; everything else passes through)."""
+
+    def __init__(self, zkc: KazooClient) -> None:
+        self.zkc = zkc
+        self.handler = zkc.handler
+        self.reads: dict[str, int] = {}
+
+    def _count(self, path: str) -> None:
+        self.reads[path] = self.reads.get(path, 0) + 1
+
+    def get_async(self, path: str, watch: Any = None) -> Any:
+        self._count(path)
+        return self.zkc.get_async(path, watch=watch)
+
+    def get(self, path: str, watch: Any = None) -> Any:
+        self._count(path)
+        return self.zkc.get(path, watch=watch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.zkc, name)
+
+
+def test_a_reading_reads_again_only_the_znodes_that_changed(zk: str) -> None:
+    """What a reading remembers (reading.py): a znode whose watch has not fired is
+    not read again; one that changed is, and the reading shows its new content,
+    also right after a write of the reader's own session (ZooKeeper sends the
+    write's notification before its answer; the reading waits for kazoo to run it)."""
+    zkc = KazooClient(hosts=zk)
+    zkc.start(timeout=15)
+    try:
+        _seed(zkc)
+        counting = _Counting(zkc)
+        reader = ClusterReader(counting, lambda: None, lambda _path: None)
+        first = reader.read()
+        assert first.states[("t", 0)].leader_epoch == 0
+        state, topic = partition_state_path("t", 0), topic_path("t")
+        assert counting.reads[state] == 1 and counting.reads[topic] == 1
+        again = reader.read()
+        assert again.states == first.states and again.topics == first.topics
+        assert counting.reads[state] == 1 and counting.reads[topic] == 1
+
+        # Changed by this session, read at once: the new content, read once more.
+        zkc.set(state, encode_partition_state(PartitionState(2, 1, (2,), 1)))
+        assert reader.read().states[("t", 0)].leader_epoch == 1
+        assert counting.reads[state] == 2 and counting.reads[topic] == 1
+        moved = TopicAssignment("t", first.topics["t"].topic_id, {0: (2,), 1: (2,)})
+        zkc.set(topic, encode_topic(moved))
+        zkc.create(
+            topic_config_path("t"), encode_topic_config({"retention.ms": "5"}), makepath=True
+        )
+        after = reader.read()
+        assert after.topics["t"].replicas == {0: (2,), 1: (2,)}
+        assert after.configs["t"] == {"retention.ms": "5"}
+        assert ("t", 1) not in after.states  # not written yet: watched through exists
+        zkc.create(
+            partition_state_path("t", 1),
+            encode_partition_state(PartitionState(2, 0, (2,), 1)),
+            makepath=True,
+        )
+        assert reader.read().states[("t", 1)].leader == 2
+        assert counting.reads[topic] == 2
+
+        # A topic deleted and made again under the same name is read anew.
+        zkc.delete(topic_path("t"), recursive=True)
+        assert "t" not in reader.read().topics
+        zkc.create(topic, encode_topic(TopicAssignment("t", uuid.uuid4(), {0: (2,)})))
+        zkc.create(state, encode_partition_state(PartitionState(2, 7, (2,), 1)), makepath=True)
+        assert reader.read().states[("t", 0)].leader_epoch == 7
+
+        # Forgetting (a lost session, the safety net) reads every znode again.
+        reads = counting.reads[state]
+        reader.forget()
+        assert reader.read().states[("t", 0)].leader_epoch == 7
+        assert counting.reads[state] == reads + 1
+    finally:
+        zkc.stop()
+        zkc.close()

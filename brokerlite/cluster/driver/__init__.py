@@ -18,8 +18,10 @@ Rules and invariants:
   reading cause one more reading after it. Every znode a reading reads is
   watched (a missing one through ``exists``), and ZooKeeper delivers each
   watch once, in order, within a session; a lost session is answered with a
-  complete reading. So nothing waits for a periodic reading: Kafka's
-  ZooKeeper-era brokers never re-read ZooKeeper by themselves. A complete
+  complete reading. A reading reads again only the znodes whose watches fired
+  (and new ones): it remembers the others (``reading.py``). So nothing waits
+  for a periodic reading: Kafka's ZooKeeper-era brokers never re-read
+  ZooKeeper by themselves. A complete
   reading every 60 s when nothing else asked for one is kept only as a safety
   net (each costs a few ZooKeeper requests per partition: at 5 s, as it was,
   it was most of an idle node's CPU). When
@@ -302,6 +304,8 @@ class ClusterDriver:
 
         if self._closed:
             return
+        # Watches may have been lost or fired unseen: the next reading reads every znode.
+        self._zk_reader.forget()
         if state == KazooState.LOST:
             self._session_lost = True
             log.warning("ZooKeeper session lost; the broker serves on with what it knows")
@@ -454,6 +458,8 @@ class ClusterDriver:
             # A targeted reading when only partition states changed (reading.py).
             paths, self._dirty_states = self._dirty_states, set()
             full = self._full_due or timer.cancelled_caught or not paths or self._session_lost
+            if timer.cancelled_caught or self._session_lost:
+                self._zk_reader.forget()  # the safety net reads every znode (reading.py)
             self._full_due = False
             started = time.monotonic()
             try:
