@@ -9,8 +9,10 @@ Rules:
   the client saw (a refused connection...) rather than only the time.
 * A page's work (:meth:`ClusterWatch.while_reachable`) is refused at once as
   :class:`ClusterDown` while the cluster is down, and cancelled as
-  :class:`ClusterDown` as soon as a check fails while it waits; a page that
-  starts asks for a check when none is under way.
+  :class:`ClusterDown` as soon as a check fails while it waits (with what
+  that check saw, even when a later check found the cluster up before the
+  page's task ran on); a page that starts asks for a check when none is under
+  way.
 * The cluster going away and coming back is logged once each (WARNING), not
   on every check.
 """
@@ -64,7 +66,8 @@ class ClusterWatch:
         self.admin = admin
         self.health = health
         self.bootstrap = bootstrap
-        self._pages: set[anyio.CancelScope] = set()
+        # The pages at work, each with what stopped it (None: nothing yet).
+        self._pages: dict[anyio.CancelScope, ClusterDown | None] = {}
         self._check_wanted = anyio.Event()
 
     async def while_reachable(self, work: Callable[[], Awaitable[Any]]) -> Any:
@@ -75,14 +78,18 @@ class ClusterWatch:
         self._raise_if_down(during=False)
         self._check_wanted.set()
         scope = anyio.CancelScope()
-        self._pages.add(scope)
+        self._pages[scope] = None
         try:
             with scope:
                 return await work()
         finally:
-            self._pages.discard(scope)
-        self._raise_if_down(during=True)  # only a failed check cancels the scope
-        raise AssertionError("a page's work was cancelled with the cluster up")
+            stopped = self._pages.pop(scope)
+        # Only a failed check cancels the scope, and it says why first: what the
+        # page reports even when a later check found the cluster up again
+        # before the page's task ran on.
+        if stopped is None:
+            raise AssertionError("a page's work was cancelled without a failed check")
+        raise stopped
 
     def _raise_if_down(self, *, during: bool) -> None:
         h = self.health
@@ -112,6 +119,7 @@ class ClusterWatch:
             return
         change = h.check_failed(now, reason)
         for scope in list(self._pages):
+            self._pages[scope] = ClusterDown(h.reason, h.down_for(now), during=True)
             scope.cancel()
         if change is not None:
             log.warning(

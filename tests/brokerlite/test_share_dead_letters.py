@@ -285,7 +285,7 @@ def test_a_dead_letter_acknowledged_before_a_kill_9_is_there_once(tmp_path: Path
         k.group_config(group, "errors.deadletterqueue.topic.name", dlq)
         member = Member(k, group, topic)
         member.join()
-        member.fetch()
+        member.fetch("before the kill")
         assert member.ack((0, 0, REJECT)).responses[0].partitions[0].error_code == 0
     finally:
         child.send_signal(signal.SIGKILL)
