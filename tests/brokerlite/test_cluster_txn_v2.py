@@ -179,12 +179,13 @@ def values(prefix: str, *labels: str) -> dict[int, list[bytes]]:
     return out
 
 
-def producer_batches(cluster: LocalCluster, pid: int) -> list[tuple[int, bool, int]]:
+async def producer_batches(cluster: LocalCluster, pid: int) -> list[tuple[int, bool, int]]:
     """``(partition, is_control, producer_epoch)`` of every batch of producer ``pid``
-    in the topic, read at each partition's leader, in log order per partition."""
+    in the topic, read at each partition's leader, in log order per partition, once
+    the nodes agree on the leaders (a node back from a stop takes its partitions
+    back meanwhile: CI once found them between two leaders here)."""
     out = []
-    led = leaders(cluster, TOPIC, PARTITIONS)
-    assert led, "the nodes do not agree on the topic's leaders yet"
+    led = await until(lambda: leaders(cluster, TOPIC, PARTITIONS), "the nodes agree on leaders")
     for p, leader in sorted(led.items()):
         plog = cluster.node(leader).broker.logs.partition(TOPIC, p)
         data = plog.read(plog.log_start_offset, 1 << 30, upper_bound=plog.high_watermark)
@@ -420,7 +421,7 @@ def test_sdk_transactions_of_version_2_across_the_cluster(shared: SharedCluster)
         assert await committed(bs, group, TopicPartition(INPUT, 0)) == 11
         # Per partition: t0's data and marker, t1's, t2's: data at the transaction's
         # epoch, its marker one above.
-        batches = producer_batches(cluster, pid)
+        batches = await producer_batches(cluster, pid)
         for p in range(PARTITIONS):
             want = []
             for e in epochs:
@@ -498,7 +499,7 @@ def test_produce_v12_and_txn_offset_commit_v5_at_other_nodes_than_the_coordinato
         assert late == ErrorCode.INVALID_PRODUCER_EPOCH
         assert mine(await read_all(bs, "read_committed"), "wire-")[p] == [b"wire-1"]
         assert mine(await read_all(bs, "read_uncommitted"), "wire-")[p] == [b"wire-1"]
-        assert producer_batches(cluster, pid) == [(p, False, epoch), (p, True, epoch + 1)]
+        assert await producer_batches(cluster, pid) == [(p, False, epoch), (p, True, epoch + 1)]
         assert await committed(bs, group, TopicPartition(INPUT, 0)) == 7
 
     shared.run(steps)
@@ -551,7 +552,7 @@ def test_an_open_transaction_fenced_or_timed_out_is_aborted_as_version_2_decides
         await wait_settled(bs)
         assert not any(mine(await read_all(bs, "read_committed"), f"{how}-").values())
         for p in parts:
-            assert [b for b in producer_batches(cluster, pid) if b[0] == p] == [
+            assert [b for b in await producer_batches(cluster, pid) if b[0] == p] == [
                 (p, False, epoch),
                 (p, True, epoch + 1),
             ]
@@ -670,8 +671,8 @@ async def upgrade_steps(cluster: LocalCluster, bs: str, prefix: str, node: int) 
     await wait_settled(bs)
     assert mine(await read_all(bs, "read_committed"), prefix) == values(prefix, "c")
     assert await committed(bs, group, TopicPartition(INPUT, 1)) == 3
-    assert {b[2] for b in producer_batches(cluster, kept_pid)} == {kept_epoch}
-    fenced_batches = producer_batches(cluster, pid)
+    assert {b[2] for b in await producer_batches(cluster, kept_pid)} == {kept_epoch}
+    fenced_batches = await producer_batches(cluster, pid)
     assert {b[2] for b in fenced_batches if not b[1]} == {epoch}, fenced_batches
     assert {b[2] for b in fenced_batches if b[1]} == {epoch + 1}, fenced_batches
 
@@ -724,7 +725,7 @@ def test_a_node_down_across_a_change_takes_the_cluster_s_level_and_version_1_sur
             await until(lambda: leaders(cluster, TOPIC, PARTITIONS), "the nodes agree on leaders")
             got = mine(await read_all(bs, "read_committed"), "down-")
             assert sorted(v for vs in got.values() for v in vs) == [value, value]
-            assert {b[2] for b in producer_batches(cluster, pid)} == {epoch}  # version 1
+            assert {b[2] for b in await producer_batches(cluster, pid)} == {epoch}  # version 1
         finally:
             await set_transaction_version(cluster, 2, 1, first)
 
