@@ -356,25 +356,8 @@ def test_the_proxy_presents_its_certificate_to_brokers_that_require_one(
                 await a.create_topics([NewTopic(m, 3) for m in matrices.values()])
 
         anyio.run(create_topic, backend="trio")
+        _every_mode_through_a_certified_proxy(broker.bootstrap_servers, pki, topic, matrices, 30)
         upstream = {"upstream_ssl": True, "upstream_ssl_cafile": pki["ca"]}
-        for route_keys, matrix in matrices.items():  # routed, then forwarded
-            with proxy_in_thread(
-                upstream=(broker.bootstrap_servers,),
-                port=0,
-                upstream_ssl_certfile=pki["service"],
-                upstream_ssl_keyfile=pki["service-key"],
-                route_keys=route_keys,
-                **upstream,
-            ) as px:
-                plain = confluent_kafka.Producer(
-                    {"bootstrap.servers": px.bootstrap_servers, "message.timeout.ms": 10_000}
-                )
-                for i in range(5):
-                    plain.produce(topic, b"%d" % i)
-                assert plain.flush(30) == 0
-                # Every client and mode, Java's too.
-                reports, sent = every_client(px.bootstrap_servers, matrix, 3, None, pki)
-                check_read(px.bootstrap_servers, matrix, 3, reports, sent, route_keys != "none")
         with (
             proxy_in_thread(
                 upstream=(broker.bootstrap_servers,), port=0, connect_timeout=5, **upstream
@@ -385,6 +368,36 @@ def test_the_proxy_presents_its_certificate_to_brokers_that_require_one(
             s.sendall(struct.pack(">ihhih", 12, 18, 0, 1, 2) + b"px")  # ApiVersions v0
             assert s.recv(100) == b""  # the broker refused the proxy: the client is closed
         assert len(placement(broker.bootstrap_servers, topic, 1, **_sdk(direct))) == 10
+
+
+def _every_mode_through_a_certified_proxy(
+    address: str, pki: dict[str, str], topic: str, matrices: dict[str, str], flush_s: float
+) -> None:
+    """Through a proxy that presents the service's certificate to ``address``,
+    routing and then forwarding (``matrices``: route_keys -> its topic): a plain
+    producer's 5 records to ``topic``, then Kafka's Java producer, confluent-kafka
+    and the SDK, every mode, each committed record read once and in order."""
+    upstream = {"upstream_ssl": True, "upstream_ssl_cafile": pki["ca"]}
+    for route_keys, matrix in matrices.items():
+        with proxy_in_thread(
+            upstream=(address,),
+            port=0,
+            upstream_ssl_certfile=pki["service"],
+            upstream_ssl_keyfile=pki["service-key"],
+            route_keys=route_keys,
+            **upstream,
+        ) as px:
+            plain = confluent_kafka.Producer(
+                {
+                    "bootstrap.servers": px.bootstrap_servers,
+                    "message.timeout.ms": int(500 * flush_s),
+                }
+            )
+            for i in range(5):
+                plain.produce(topic, b"%d" % i)
+            assert plain.flush(flush_s) == 0
+            reports, sent = every_client(px.bootstrap_servers, matrix, 3, None, pki)
+            check_read(px.bootstrap_servers, matrix, 3, reports, sent, route_keys != "none")
 
 
 def _sdk(settings: dict[str, str]) -> dict[str, str]:
@@ -525,25 +538,8 @@ def test_the_proxy_presents_its_certificate_to_kafka(
         create(kafka.bootstrap_servers, topic, 1, served=True)
         for matrix in matrices.values():
             create(kafka.bootstrap_servers, matrix, 3, served=True)
+        _every_mode_through_a_certified_proxy(ssl_address, pki, topic, matrices, 60)
         upstream = {"upstream_ssl": True, "upstream_ssl_cafile": pki["ca"]}
-        for route_keys, matrix in matrices.items():  # routed, then forwarded
-            with proxy_in_thread(
-                upstream=(ssl_address,),
-                port=0,
-                upstream_ssl_certfile=pki["service"],
-                upstream_ssl_keyfile=pki["service-key"],
-                route_keys=route_keys,
-                **upstream,
-            ) as px:
-                plain = confluent_kafka.Producer(
-                    {"bootstrap.servers": px.bootstrap_servers, "message.timeout.ms": 30_000}
-                )
-                for i in range(5):
-                    plain.produce(topic, b"%d" % i)
-                assert plain.flush(60) == 0
-                # Kafka's Java producer, confluent-kafka and the SDK, every mode.
-                reports, sent = every_client(px.bootstrap_servers, matrix, 3, None, pki)
-                check_read(px.bootstrap_servers, matrix, 3, reports, sent, route_keys != "none")
         with (
             proxy_in_thread(upstream=(ssl_address,), port=0, connect_timeout=10, **upstream) as px,
             socket.create_connection(px.address, timeout=20) as s,
