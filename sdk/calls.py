@@ -77,7 +77,7 @@ def _stale_controller(cause: BaseException) -> bool:
 class Again(Exception):
     """Raised by an attempt: the call should be tried again (after a backoff,
     within its deadline), refreshing metadata first when ``refresh`` (for
-    ``topics``, or the tracked ones)."""
+    ``topics``, or the tracked ones), as always for NOT_CONTROLLER."""
 
     def __init__(
         self, cause: BaseException, topics: Iterable[str] | None = None, *, refresh: bool = False
@@ -85,7 +85,8 @@ class Again(Exception):
         super().__init__(str(cause))
         self.cause = cause
         self.topics = sorted(set(topics)) if topics is not None else None
-        self.refresh = refresh or topics is not None
+        # A broker that is not the controller: the metadata names an old one.
+        self.refresh = refresh or topics is not None or _stale_controller(cause)
 
 
 def check(
@@ -157,7 +158,7 @@ class Calls:
                     raise  # a nested call's deadline: ours has passed too
                 except Again as again:
                     last = again.cause
-                    if again.refresh or _stale_controller(again.cause):
+                    if again.refresh:
                         with contextlib.suppress(TrafkaError):
                             await self.cluster.refresh_metadata(again.topics)
                 except (KafkaConnectionError, RequestTimeoutError) as exc:
