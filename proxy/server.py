@@ -148,9 +148,8 @@ class _Proxy:
         self.advertised = config.advertised_host or config.host
         # node id -> (upstream address, proxy port)
         self.nodes: dict[int, tuple[tuple[str, int], int]] = {}
-        # The named listeners (.listeners), and their brokers' ports: (name, node id) -> port
+        # The named listeners (.listeners); their brokers' ports are stats.listener_nodes
         self.named = {n.name: n for n in config.listeners}
-        self.named_nodes = self.stats.listener_nodes
         self.client_tls = config.client_ssl_context()
         self.upstream_tls = config.upstream_ssl_context()
         # What clients (and failing accepts) can repeat at will: a line a minute each.
@@ -227,12 +226,12 @@ class _Proxy:
     # ProxyServices.listen_on: a named listener's port for a broker, opened now.
     def listen_on(self, name: str, node_id: int) -> tuple[str, int]:
         named = self.named[name]
-        bound = self.named_nodes.get((name, node_id))
+        bound = self.stats.listener_nodes.get((name, node_id))
         if bound is None:
             if node_id not in self.nodes:
                 raise KeyError(f"broker {node_id} has not been named in any answer")
             bound = self._open_node(node_id, named.node_port, named.host, name)
-            self.named_nodes[name, node_id] = bound
+            self.stats.listener_nodes[name, node_id] = bound
             log.info("broker %d is served on port %d for listener %s", node_id, bound, name)
         return named.advertised_host or self.advertised, bound
 
