@@ -4,7 +4,7 @@ A plain producer's request, its records placed by the codec's C pass
 (:func:`.plan.place_spans`), is not built into batches at once: its pieces
 (spans into the client's decompressed batches, bound for one target partition
 each) join the accumulator of their target's leader. An accumulator sends one
-upstream Produce at a time (:data:`MAX_IN_FLIGHT`); while it is in flight, the
+upstream Produce at a time, and reads its answer in the same task; while it is in flight, the
 pieces of later requests gather, and when it is answered the next request is
 built from all of them: one batch per target partition (Kafka takes one per
 partition in a request) made of the pieces of several client requests, so the
@@ -76,12 +76,10 @@ from .answers import Endpoints, finish_answer, said
 from .plan import SpansPlaced, _in_order, _Span, unknown_base_offset
 from .stats import RouteStats
 
-__all__ = ["MAX_IN_FLIGHT", "MAX_REQUEST_BYTES", "Coalescer", "Settle", "Share", "answer"]
+__all__ = ["MAX_REQUEST_BYTES", "Coalescer", "Settle", "Share", "answer"]
 
 log = logging.getLogger("trafka.proxy")
 
-#: Upstream Produce requests one accumulator keeps in flight.
-MAX_IN_FLIGHT = 1
 #: The most (estimated) bytes of records one coalesced request holds.
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 
@@ -220,7 +218,7 @@ def _by_share(entries: list[_Entry]) -> dict[Share, int]:
 class _Leader:
     """The accumulator of one pool, leader, acks, client id and version."""
 
-    __slots__ = ("acks", "client_id", "draining", "leader", "pending", "pool", "slots", "version")
+    __slots__ = ("acks", "client_id", "draining", "leader", "pending", "pool", "version")
 
     def __init__(
         self, pool: UpstreamPool, leader: int, acks: int, client_id: str | None, version: int
@@ -232,8 +230,7 @@ class _Leader:
         self.version = version
         # Per target partition, its entries in the order they came.
         self.pending: dict[tuple[str, int], deque[_Entry]] = {}
-        self.slots = trio.Semaphore(MAX_IN_FLIGHT)
-        self.draining = False
+        self.draining = False  # its task is sending, or awaiting an answer
 
 
 _Key = tuple[int, int, int, str | None, int]
@@ -295,13 +292,14 @@ class Coalescer:
         return share
 
     async def _drain(self, acc: _Leader) -> None:
-        """Send the accumulator's pieces, one request per free slot."""
+        """Send the accumulator's pieces, one request at a time: the next is
+        built once the last is answered, of every piece that came meanwhile.
+        Its answer is read here, not in a task of its own: no second request
+        could go while it is in flight anyway."""
         try:
             while acc.pending:
-                await acc.slots.acquire()
                 taken = self._take(acc)
                 if taken is None:
-                    acc.slots.release()
                     continue
                 body, entries, deadline = taken
                 try:
@@ -313,7 +311,7 @@ class Coalescer:
                 self._stats.upstream_coalesced += 1
                 for share, n in _by_share(entries).items():
                     share.sent(n)
-                self._nursery.start_soon(self._answer, acc, body, entries, waiter, deadline)
+                await self._answer(acc, body, entries, waiter, deadline)
         finally:
             acc.draining = False
             self._forget(acc)
@@ -398,7 +396,6 @@ class Coalescer:
                 acc.pool, acc.client_id, acc.version, acc.leader, body, waiter, deadline
             )
         finally:
-            acc.slots.release()
             found = {} if got is None else got.partitions
             for entry in entries:
                 entry.answer = found.get((entry.topic, entry.target))
@@ -406,11 +403,10 @@ class Coalescer:
                     entry.error = ErrorCode.NETWORK_EXCEPTION
             for share, n in _by_share(entries).items():
                 share.answered(n, got)
-            self._forget(acc)
 
     def _forget(self, acc: _Leader) -> None:
         """Drop an accumulator with nothing pending, sending or in flight."""
-        if acc.pending or acc.draining or acc.slots.value < MAX_IN_FLIGHT:
+        if acc.pending or acc.draining:
             return
         key = (id(acc.pool), acc.leader, acc.acks, acc.client_id, acc.version)
         if self._leaders.get(key) is acc:
