@@ -62,7 +62,10 @@
   (NOT_ENOUGH_REPLICAS); when the ISR shrank below it by the time the records
   were committed, NOT_ENOUGH_REPLICAS_AFTER_APPEND. A NOT_LEADER_OR_FOLLOWER
   answer carries the current leader and its endpoint (KIP-951, v10+), an
-  ``acks=-1`` one whose leadership was lost while it waited too. ``acks=0``
+  ``acks=-1`` one whose leadership was lost while it waited too. An ``acks=-1``
+  produce's error after its append (leadership lost, the timeout, too few
+  replicas) keeps the append's base offset, log append time and log start
+  offset, as Kafka's answer to a delayed produce does. ``acks=0``
   sends no reply; when a partition failed the connection is closed instead,
   which is how Kafka tells an acks=0 producer that something went wrong.
   Other values are INVALID_REQUIRED_ACKS.
@@ -549,14 +552,15 @@ class _AcksAllWaiter:
                 message = f"{t}-{p}: {code.name}"
             partitions = self._responses[ti].partition_responses
             old = partitions[pi]
+            # The append's offset, time and log start stay, whatever the error,
+            # as in Kafka's answer to a delayed produce (its DelayedProduce sets
+            # only the error of the status the append made).
             partitions[pi] = PartitionResponse(
                 index=old.index,
                 error_code=code,
-                base_offset=old.base_offset
-                if code is ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                else -1,
-                log_append_time_ms=-1,
-                log_start_offset=-1,
+                base_offset=old.base_offset,
+                log_append_time_ms=old.log_append_time_ms,
+                log_start_offset=old.log_start_offset,
                 error_message=message if self._version >= 8 else None,
                 # Leadership lost while waiting: hinted as an immediate refusal is
                 # (Kafka's KafkaApis hints every NOT_LEADER_OR_FOLLOWER partition

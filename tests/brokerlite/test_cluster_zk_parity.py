@@ -28,16 +28,13 @@ are allowed for.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import re
 import signal
 import socket
 import subprocess
 import threading
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -46,22 +43,36 @@ from kafka_fixtures import _cluster
 from kafka_peers import KAFKA_3, KafkaCluster, java_command
 from kafka_scripts import CONFIGS, ELECT, assert_same, run_steps
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from zk_sides import (
+    WAIT_S,
+    Side,
+    both,
+    controller_epoch_matches,
+    create_in_roles,
+    exchange,
+    in_roles,
+    partition_view,
+    shape,
+    wait_for,
+    without_epoch,
+)
 
 from trafka.brokerlite.dev.local_cluster import ClusterProcesses
+from trafka.codec.errors import ErrorCode
 from trafka.codec.framing import FrameReader
+from trafka.codec.messages import k00_produce as produce_api
 from trafka.codec.messages import k01_fetch as fetch_api
+from trafka.codec.messages import k02_list_offsets as list_offsets_api
 from trafka.codec.messages import k19_create_topics as ct
 from trafka.codec.messages import k23_offset_for_leader_epoch as ofle
 from trafka.codec.messages.headers import RequestHeader
 from trafka.codec.protocol import decode_response_frame, encode_request
-from trafka.codec.records import decode_batch, iter_batches
+from trafka.codec.records import decode_batch, encode_batch, iter_batches
 from trafka.sdk.admin import NewTopic, UserScramCredentialUpsertion
-from trafka.sdk.blocking import Admin, Producer
+from trafka.sdk.blocking import Producer
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 
-WAIT_S = 120.0
 # The same broker settings on both sides (over each one's test defaults):
 # elections only when a scenario asks, a session that outlives a short pause.
 SETTINGS = {
@@ -95,224 +106,6 @@ PERSISTENT = [
     "/latest_producer_id_block",
     "/log_dir_event_notification",
 ]
-
-
-@dataclasses.dataclass
-class Side:
-    """One cluster: its ZooKeeper chroot, its brokers' addresses, and how to stop
-    (controlled shutdown), start, pause and resume a broker."""
-
-    name: str
-    zk: KazooClient
-    addresses: dict[int, str]
-    stop: Callable[[int], None]
-    start: Callable[[int], None]
-    pause: Callable[[int, bool], None]
-    #: the ZooKeeper connect string, chroot included
-    connect: str = ""
-    #: each broker's log directory (brokerlite's)
-    log_dirs: dict[int, Path] = dataclasses.field(default_factory=dict)
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(self.addresses.values())
-
-    def get(self, path: str) -> tuple[Any, int] | None:
-        """A znode's document (JSON parsed, else text) and version; None when absent
-        (or deleted as it was read: a controller removes a plan once done)."""
-        try:
-            data, stat = self.zk.get(path)
-        except NoNodeError:
-            return None
-        text = data.decode() if data else None
-        doc = json.loads(text) if text and text[0] in "{[" else text
-        return doc, stat.version
-
-    def children(self, path: str) -> list[str]:
-        return sorted(self.zk.get_children(path)) if self.zk.exists(path) else []
-
-    def controller(self) -> int:
-        """The controller's id (waiting for one: an election may be under way)."""
-        got = _until(
-            f"{self.name}: a controller (znodes {self.children('/')})",
-            lambda: self.get("/controller"),
-        )
-        return int(got[0]["brokerid"])
-
-    def roles(self) -> dict[int, str]:
-        """Broker id to role: ``C`` the controller, ``A``/``B`` the others."""
-        c = self.controller()
-        a, b = sorted(set(self.addresses) - {c})
-        return {a: "A", b: "B", c: "C"}
-
-    def ids(self) -> dict[str, int]:
-        return {role: node for node, role in self.roles().items()}
-
-    def state(self, topic: str, partition: int) -> tuple[dict[str, Any], int]:
-        got = self.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
-        assert got is not None, (self.name, topic, partition)
-        return got
-
-    def admin(self) -> Admin:
-        """An admin client bootstrapped from the controller only (a paused broker
-        in the bootstrap list would hold the client up)."""
-        return Admin(bootstrap_servers=self.addresses[self.controller()])
-
-
-def _request(address: str, key: int, version: int, body: Any) -> Any:
-    """One request on a connection of its own (a blocking exchange, for the raw
-    answers the SDK does not show)."""
-    host, port = address.rsplit(":", 1)
-    header = RequestHeader(
-        request_api_key=key, request_api_version=version, correlation_id=1, client_id="zkparity"
-    )
-    with socket.create_connection((host, int(port)), timeout=WAIT_S) as sock:
-        sock.sendall(encode_request(header, body))
-        reader = FrameReader()
-        while (frame := reader.next_frame()) is None:
-            data = sock.recv(65536)
-            if not data:
-                raise OSError(f"{address} closed the connection")
-            reader.feed(data)
-    return decode_response_frame(frame, key, version)
-
-
-def _create(side: Side, topic: str, replicas: dict[int, list[str]], **configs: str) -> None:
-    """CreateTopics with an explicit assignment, in roles, through the controller."""
-    ids = side.ids()
-    C = ct.CreateTopicsRequest
-    body = C(
-        topics=[
-            C.CreatableTopic(
-                name=topic,
-                num_partitions=-1,
-                replication_factor=-1,
-                assignments=[
-                    C.CreatableReplicaAssignment(partition_index=p, broker_ids=[ids[r] for r in rs])
-                    for p, rs in replicas.items()
-                ],
-                configs=[C.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
-            )
-        ],
-        timeout_ms=int(WAIT_S * 1000),
-    )
-    answer = _request(side.addresses[side.controller()], 19, 7, body)
-    assert answer.topics[0].error_code == 0, (side.name, answer)
-
-
-def _until(what: str, check: Callable[[], Any]) -> Any:
-    deadline = time.monotonic() + WAIT_S
-    while not (result := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {WAIT_S:g} s: {what}")
-        time.sleep(0.2)
-    return result
-
-
-def _both(action: Callable[[Side], Any], sides: tuple[Side, Side]) -> tuple[Any, Any]:
-    """``action`` on both clusters at once (stops and starts take seconds each):
-    Kafka's in this thread (a Kafka broker dies with the thread that started it),
-    brokerlite's in another."""
-    kafka, brokerlite = sides
-    results: list[Any] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            results.append(action(brokerlite))
-        except BaseException as exc:  # re-raised below, in the test's thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    try:
-        first = action(kafka)
-    finally:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return first, results[0]
-
-
-# -- normalising --------------------------------------------------------------------------------
-
-
-def shape(doc: Any) -> Any:
-    """A document's field names and value types, values left out."""
-    if isinstance(doc, dict):
-        return {k: shape(v) for k, v in doc.items()}
-    if isinstance(doc, list):
-        return [shape(v) for v in doc[:1]]
-    return type(doc).__name__
-
-
-def in_roles(side: Side, doc: Any) -> Any:
-    """A partition state or topic document with broker ids as roles."""
-    roles = side.roles()
-    out = dict(doc)
-    for key in ("isr",):
-        if key in out:
-            out[key] = [roles[b] for b in out[key]]
-    if "leader" in out:
-        out["leader"] = roles.get(out["leader"], out["leader"])
-    for key in ("partitions", "adding_replicas", "removing_replicas"):
-        if key in out:
-            out[key] = {p: [roles[b] for b in rs] for p, rs in out[key].items()}
-    out.pop("topic_id", None)
-    return out
-
-
-def partition_view(side: Side, topic: str, partitions: int) -> dict[int, Any]:
-    """Each partition's state in roles (znode version kept) and what a client's
-    Metadata says of it, in roles, once the Metadata has caught up with the state
-    (its leader epoch; a broker learns a state a moment after it is written,
-    on either cluster)."""
-    roles = side.roles()
-
-    def read() -> Any:
-        with side.admin() as admin:
-            info = admin.describe_topics([topic])[topic]
-        docs = [side.state(topic, p) for p in range(partitions)]
-        caught_up = all(
-            info.partitions[p].leader_epoch == docs[p][0]["leader_epoch"] for p in range(partitions)
-        )
-        return caught_up, info, docs
-
-    deadline = time.monotonic() + WAIT_S
-    while not (got := read())[0] and time.monotonic() < deadline:
-        time.sleep(0.2)
-    _, info, docs = got
-    out: dict[int, Any] = {}
-    for p in range(partitions):
-        doc, version = docs[p]
-        meta = info.partitions[p]
-        out[p] = {
-            "zk": in_roles(side, doc),
-            "zk_version": version,
-            "metadata": {
-                "leader": roles.get(meta.leader, meta.leader),
-                "leader_epoch": meta.leader_epoch,
-                "replicas": [roles[b] for b in meta.replicas],
-                "isr": [roles[b] for b in meta.isr],
-                "offline": sorted(roles[b] for b in meta.offline_replicas),
-                "error": meta.error.name,
-            },
-        }
-    return out
-
-
-def without_epoch(epochs: list[int], view: dict[int, Any]) -> dict[int, Any]:
-    """A one-partition view without its leader epoch (appended to ``epochs``) and
-    without the state znode's version (the number of writes follows the epochs)."""
-    epochs.append(view[0]["zk"].pop("leader_epoch"))
-    assert view[0]["metadata"].pop("leader_epoch") == epochs[-1], view
-    view[0].pop("zk_version")
-    return view
-
-
-def controller_epoch_matches(side: Side, doc: dict[str, Any]) -> None:
-    got = side.get("/controller_epoch")
-    assert got is not None and doc["controller_epoch"] == int(got[0]), (side.name, doc, got)
 
 
 # -- the clusters -------------------------------------------------------------------------------
@@ -493,7 +286,7 @@ def test_validate_only_create_topics_answers_the_topic_it_would_make(
             timeout_ms=30_000,
             validate_only=True,
         )
-        answer = _request(side.addresses[side.controller()], 19, 7, body)
+        answer = exchange(side.addresses[side.controller()], 19, 7, body)
         answers[side.name] = [
             (
                 t.name,
@@ -519,7 +312,7 @@ def test_a_reassignment_during_and_after(sides: tuple[Side, Side]) -> None:
     ListPartitionReassignments, never in ``/admin/reassign_partitions``; once it
     is in sync the move completes. Then the leader is moved away."""
     topic = "zkp-moves"
-    _both(lambda side: _create(side, topic, {0: ["A"]}), sides)
+    both(lambda side: create_in_roles(side, topic, {0: ["A"]}), sides)
     for side in sides:
         _write(side, topic, [b"before-0", b"before-1"])
     during: dict[str, Any] = {}
@@ -534,7 +327,7 @@ def test_a_reassignment_during_and_after(sides: tuple[Side, Side]) -> None:
             with side.admin() as admin:
                 result = admin.alter_partition_reassignments({(topic, 0): [ids["A"], ids["B"]]})
                 assert list(result.values()) == [None], (side.name, result)
-                doc, _ = _until(
+                doc, _ = wait_for(
                     "the move written",
                     lambda side=side: (
                         (got := side.get(f"/brokers/topics/{topic}"))
@@ -544,7 +337,7 @@ def test_a_reassignment_during_and_after(sides: tuple[Side, Side]) -> None:
                 )
                 listed = admin.list_partition_reassignments()
                 # the move's start bumps the leader epoch (below): once it shows
-                _until(
+                wait_for(
                     f"{side.name}: the move started",
                     lambda side=side: (
                         side.state(topic, 0)[0]["leader_epoch"] > epochs[side.name][0]
@@ -584,11 +377,11 @@ def test_a_reassignment_during_and_after(sides: tuple[Side, Side]) -> None:
                 and got
             )
 
-        return _until(f"{side.name}: moved to {replicas}", check)
+        return wait_for(f"{side.name}: moved to {replicas}", check)
 
-    after = _both(lambda side: in_roles(side, done(side, ["A", "B"])[0]), sides)
+    after = both(lambda side: in_roles(side, done(side, ["A", "B"])[0]), sides)
     assert after[0] == after[1]
-    added = _both(
+    added = both(
         lambda side: without_epoch(epochs[side.name], partition_view(side, topic, 1)), sides
     )
     assert added[0] == added[1]
@@ -602,14 +395,14 @@ def test_a_reassignment_during_and_after(sides: tuple[Side, Side]) -> None:
         done(side, ["B"])
         return without_epoch(epochs[side.name], partition_view(side, topic, 1))
 
-    k, b = _both(move_leader, sides)
+    k, b = both(move_leader, sides)
     assert k == b
     assert k[0]["zk"]["leader"] == "B" and k[0]["zk"]["isr"] == ["B"]
     # What a client reads from the new leader: the records written before the
     # moves and one after; OffsetForLeaderEpoch for each epoch of the partition
     # answers the creation epoch (ending where the new leader's began) or the
     # current one (ending at the log end), whatever epochs lie between.
-    read = _both(
+    read = both(
         lambda side: (_write(side, topic, [b"after"]), _log_on_leader(side, topic, 0)), sides
     )
     assert read[0][1] == read[1][1]
@@ -632,7 +425,7 @@ def test_a_reassignment_written_to_zookeeper(sides: tuple[Side, Side]) -> None:
     dropped from it at once. The znode is written as those tools wrote it:
     ``{"version":1,"partitions":[{"topic","partition","replicas"}]}``."""
     topic = "zkp-zkmoves"
-    _both(lambda side: _create(side, topic, {0: ["A"], 1: ["A"]}), sides)
+    both(lambda side: create_in_roles(side, topic, {0: ["A"], 1: ["A"]}), sides)
 
     def scenario(side: Side) -> Any:
         ids = side.ids()
@@ -656,14 +449,14 @@ def test_a_reassignment_written_to_zookeeper(sides: tuple[Side, Side]) -> None:
                 and side.get("/admin/reassign_partitions") is None
             )
 
-        _until(f"{side.name}: the plan carried out and the znode gone", moved)
-        _until("C in sync", lambda: len(side.state(topic, 1)[0]["isr"]) == 2)
+        wait_for(f"{side.name}: the plan carried out and the znode gone", moved)
+        wait_for("C in sync", lambda: len(side.state(topic, 1)[0]["isr"]) == 2)
         view = partition_view(side, topic, 2)
         for p in view.values():  # epochs: compared apart (test_a_reassignment_during_and_after)
             del p["zk_version"], p["zk"]["leader_epoch"], p["metadata"]["leader_epoch"]
         return in_roles(side, side.get(f"/brokers/topics/{topic}")[0]), view
 
-    k, b = _both(scenario, sides)
+    k, b = both(scenario, sides)
     assert k == b
     assert k[1][0]["zk"]["leader"] == "B" and k[1][1]["metadata"]["replicas"] == ["A", "C"]
 
@@ -674,20 +467,20 @@ def test_isr_shrink_and_expand_then_preferred_election(sides: tuple[Side, Side])
     leader's change: same epoch); ElectLeaders (KIP-460) hands leadership back to
     the preferred replica, and answers ELECTION_NOT_NEEDED where it already leads."""
     topic = "zkp-isr"
-    _both(lambda side: _create(side, topic, {0: ["A", "B", "C"], 1: ["B", "C", "A"]}), sides)
+    both(lambda side: create_in_roles(side, topic, {0: ["A", "B", "C"], 1: ["B", "C", "A"]}), sides)
     steps: dict[str, list[Any]] = {}
 
     def scenario(side: Side) -> list[Any]:
         ids = side.ids()
         seen = [partition_view(side, topic, 2)]
         side.stop(ids["A"])
-        _until(
+        wait_for(
             "A out of every ISR",
             lambda: all(ids["A"] not in side.state(topic, p)[0]["isr"] for p in range(2)),
         )
         seen.append(partition_view(side, topic, 2))
         side.start(ids["A"])
-        _until(
+        wait_for(
             "A back in every ISR",
             lambda: all(len(side.state(topic, p)[0]["isr"]) == 3 for p in range(2)),
         )
@@ -695,12 +488,12 @@ def test_isr_shrink_and_expand_then_preferred_election(sides: tuple[Side, Side])
         with side.admin() as admin:
             elected = admin.elect_leaders([(topic, 0), (topic, 1)])
         seen.append({tp.partition: e.code.name if e else None for tp, e in elected.items()})
-        _until("A leads again", lambda: side.state(topic, 0)[0]["leader"] == ids["A"])
+        wait_for("A leads again", lambda: side.state(topic, 0)[0]["leader"] == ids["A"])
         seen.append(partition_view(side, topic, 2))
         seen.append(side.children("/isr_change_notification"))
         return seen
 
-    steps["kafka"], steps["brokerlite"] = _both(scenario, sides)
+    steps["kafka"], steps["brokerlite"] = both(scenario, sides)
     assert steps["brokerlite"] == steps["kafka"]
     stopped = steps["kafka"][1]
     assert stopped[0]["zk"]["leader"] == "B" and stopped[0]["metadata"]["offline"] == ["A"]
@@ -713,8 +506,8 @@ def test_unclean_election_when_every_isr_member_is_down(sides: tuple[Side, Side]
     a replica comes back; that one then leads though it was out of sync, and the
     old leader rejoins as a follower."""
     topic = "zkp-unclean"
-    _both(
-        lambda side: _create(
+    both(
+        lambda side: create_in_roles(
             side, topic, {0: ["A", "B"]}, **{"unclean.leader.election.enable": "true"}
         ),
         sides,
@@ -723,19 +516,19 @@ def test_unclean_election_when_every_isr_member_is_down(sides: tuple[Side, Side]
     def scenario(side: Side) -> list[Any]:
         ids = side.ids()
         side.stop(ids["B"])
-        _until("B out of the ISR", lambda: side.state(topic, 0)[0]["isr"] == [ids["A"]])
+        wait_for("B out of the ISR", lambda: side.state(topic, 0)[0]["isr"] == [ids["A"]])
         side.stop(ids["A"])
-        _until("offline", lambda: side.state(topic, 0)[0]["leader"] == -1)
+        wait_for("offline", lambda: side.state(topic, 0)[0]["leader"] == -1)
         seen = [partition_view(side, topic, 1)]
         side.start(ids["B"])
-        _until("B leads", lambda: side.state(topic, 0)[0]["leader"] == ids["B"])
+        wait_for("B leads", lambda: side.state(topic, 0)[0]["leader"] == ids["B"])
         seen.append(partition_view(side, topic, 1))
         side.start(ids["A"])
-        _until("A follows", lambda: len(side.state(topic, 0)[0]["isr"]) == 2)
+        wait_for("A follows", lambda: len(side.state(topic, 0)[0]["isr"]) == 2)
         seen.append(partition_view(side, topic, 1))
         return seen
 
-    k, b = _both(scenario, sides)
+    k, b = both(scenario, sides)
     # docs/cluster.md "Kafka 3.9 compared": Kafka marks the unclean leader
     # RECOVERING (KIP-704) until its next ISR change; brokerlite writes no mark.
     assert k[1][0]["zk"].pop("leader_recovery_state") == 1
@@ -773,7 +566,7 @@ def _log_on_leader(side: Side, topic: str, partition: int) -> dict[str, Any]:
     the leadership from its LeaderAndIsr, on Kafka as on brokerlite; a client
     told NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH in
     that moment asks again, and so does this."""
-    return _until(
+    return wait_for(
         f"{topic}-{partition}'s leader serves it",
         lambda: (
             (read := _read_from_leader(side, topic, partition))["error"] not in (6, 74, 75) and read
@@ -804,9 +597,9 @@ def _read_from_leader(side: Side, topic: str, partition: int) -> dict[str, Any]:
             )
         ],
     )
-    got = _request(leader, 1, 12, asked).responses[0].partitions[0]
+    got = exchange(leader, 1, 12, asked).responses[0].partitions[0]
     E = ofle.OffsetForLeaderEpochRequest
-    ends = _request(
+    ends = exchange(
         leader,
         23,
         4,
@@ -862,7 +655,7 @@ def test_unclean_election_by_the_script_and_by_the_topic_config(sides: tuple[Sid
     rejoins the ISR; a preferred election hands A the leadership back, and A
     serves the records B had, not its own lost ones."""
     topic = "zkp-forced"
-    _both(lambda side: _create(side, topic, {0: ["A", "B"], 1: ["A", "B"]}), sides)
+    both(lambda side: create_in_roles(side, topic, {0: ["A", "B"], 1: ["A", "B"]}), sides)
     kept, lost = [b"kept-%d" % i for i in range(3)], [b"lost-%d" % i for i in range(2)]
     parts = (0, 1)
 
@@ -878,10 +671,10 @@ def test_unclean_election_by_the_script_and_by_the_topic_config(sides: tuple[Sid
         seen: dict[str, Any] = {}
         _write(side, topic, kept, parts)
         side.stop(ids["B"])
-        _until("B out of the ISRs", lambda: all(state(p)["isr"] == [ids["A"]] for p in parts))
+        wait_for("B out of the ISRs", lambda: all(state(p)["isr"] == [ids["A"]] for p in parts))
         _write(side, topic, lost, parts)
         side.stop(ids["A"])
-        _until("offline", lambda: all(state(p)["leader"] == -1 for p in parts))
+        wait_for("offline", lambda: all(state(p)["leader"] == -1 for p in parts))
         side.start(ids["B"])
         seen["offline"] = partition_view(side, topic, 2)
         b = ["--bootstrap-server", side.addresses[ids["C"]]]
@@ -893,20 +686,20 @@ def test_unclean_election_by_the_script_and_by_the_topic_config(sides: tuple[Sid
         seen["configs"] = run_steps(
             [("configs", CONFIGS, [*configs, *setting], None)], session=session
         )["configs"]
-        _until("B leads both", lambda: all(state(p)["leader"] == ids["B"] for p in parts))
+        wait_for("B leads both", lambda: all(state(p)["leader"] == ids["B"] for p in parts))
         seen["after config"] = partition_view(side, topic, 2)
         seen["read from B"] = [_log_on_leader(side, topic, p) for p in parts]
         side.start(ids["A"])
-        _until("A back in the ISRs", lambda: all(len(state(p)["isr"]) == 2 for p in parts))
+        wait_for("A back in the ISRs", lambda: all(len(state(p)["isr"]) == 2 for p in parts))
         with side.admin() as admin:
             elected = admin.elect_leaders([(topic, p) for p in parts])
         seen["preferred"] = {tp.partition: e.code.name if e else None for tp, e in elected.items()}
-        _until("A leads both", lambda: all(state(p)["leader"] == ids["A"] for p in parts))
+        wait_for("A leads both", lambda: all(state(p)["leader"] == ids["A"] for p in parts))
         seen["back"] = partition_view(side, topic, 2)
         seen["read from A"] = [_log_on_leader(side, topic, p) for p in parts]
         return seen
 
-    k, b = _both(scenario, sides)
+    k, b = both(scenario, sides)
     for name in ("elect", "configs"):
         assert_same(name, b.pop(name), k.pop(name))
     # docs/cluster.md "Kafka 3.9 compared": Kafka marks an uncleanly elected
@@ -958,7 +751,7 @@ def test_kafkas_own_tools_read_and_change_brokerlites_state(sides: tuple[Side, S
         *("--add-config", "SCRAM-SHA-256=[iterations=8192,password=alice-secret]"),
     )
     with brokerlite.admin() as admin:
-        seen = _until(
+        seen = wait_for(
             "brokerlite takes up the credential kafka-configs wrote",
             lambda: admin.describe_user_scram_credentials().get("zkp-alice"),
         )
@@ -976,7 +769,7 @@ def test_kafkas_own_tools_read_and_change_brokerlites_state(sides: tuple[Side, S
     ), described
 
     topic = "zkp-tools"
-    _create(brokerlite, topic, {0: ["A", "B", "C"]})
+    create_in_roles(brokerlite, topic, {0: ["A", "B", "C"]})
     with Producer(bootstrap_servers=brokerlite.bootstrap, acks="all") as producer:
         for i in range(5):
             producer.send_and_wait(topic, b"value-%d" % i, key=b"key-%d" % i, partition=0)
@@ -990,3 +783,128 @@ def test_kafkas_own_tools_read_and_change_brokerlites_state(sides: tuple[Side, S
         assert re.search(rf"\| offset: {i} .* key: key-{i} payload: value-{i}$", dumped, re.M), (
             dumped
         )
+
+
+def test_a_produce_waiting_for_its_replicas_when_leadership_moves_names_the_new_leader(
+    sides: tuple[Side, Side],
+) -> None:
+    """An acks=-1 Produce waits on its leader until the in-sync replicas have its
+    records (Kafka's ``acks`` doc: "the leader will wait for the full set of
+    in-sync replicas to acknowledge the record"). When the leadership moves
+    meanwhile (here a preferred election, KIP-460, with one in-sync follower
+    paused so the wait cannot end first), the old leader answers
+    NOT_LEADER_OR_FOLLOWER, and from Produce v10 on that answer names the new
+    leader, its epoch and its endpoint (KIP-951), as a refusal made at once does."""
+    topic = "zkp-hint"
+    # Leader C (the controller: it must keep answering), preferred A, follower B.
+    both(lambda side: create_in_roles(side, topic, {0: ["C", "A", "B"]}), sides)
+
+    def scenario(side: Side) -> dict[str, Any]:
+        ids = side.ids()
+        with side.admin() as admin:
+            full = lambda: len(side.state(topic, 0)[0]["isr"]) == 3  # noqa: E731
+            wait_for(f"{side.name}: the ISR is full", full)
+            result = admin.alter_partition_reassignments(
+                {(topic, 0): [ids["A"], ids["C"], ids["B"]]}
+            )
+            assert list(result.values()) == [None], (side.name, result)
+            wait_for(
+                f"{side.name}: A preferred, C still leads, the ISR full",
+                lambda: (
+                    (doc := side.get(f"/brokers/topics/{topic}"))
+                    and doc[0]["partitions"]["0"][0] == ids["A"]
+                    and not doc[0].get("adding_replicas")
+                    and side.state(topic, 0)[0]["leader"] == ids["C"]
+                    and full()
+                ),
+            )
+            header = RequestHeader(
+                request_api_key=0, request_api_version=11, correlation_id=7, client_id="zkparity"
+            )
+            P = produce_api.ProduceRequest
+            body = P(
+                acks=-1,
+                timeout_ms=int(WAIT_S * 1000),
+                topic_data=[
+                    P.TopicProduceData(
+                        name=topic,
+                        partition_data=[
+                            P.PartitionProduceData(
+                                index=0, records=encode_batch([(0, None, b"waiting", [])])
+                            )
+                        ],
+                    )
+                ],
+            )
+            host, port = side.addresses[ids["C"]].rsplit(":", 1)
+            side.pause(ids["B"], True)
+            try:
+                with socket.create_connection((host, int(port)), timeout=WAIT_S) as sock:
+                    sock.sendall(encode_request(header, body))
+                    # Appended on C (its log end), not committed (B has not fetched it).
+                    wait_for(
+                        f"{side.name}: the record on C", lambda: _log_end(side, ids["C"], topic)
+                    )
+                    assert _read_from_leader(side, topic, 0)["high_watermark"] == 0
+                    elected = admin.elect_leaders([(topic, 0)])
+                    assert list(elected.values()) == [None], (side.name, elected)
+                    reader = FrameReader()
+                    while (frame := reader.next_frame()) is None:
+                        data = sock.recv(65536)
+                        assert data, f"{side.name}: C closed the connection"
+                        reader.feed(data)
+            finally:
+                side.pause(ids["B"], False)
+        answer = decode_response_frame(frame, 0, 11)
+        [part] = answer.responses[0].partition_responses
+        state = side.state(topic, 0)[0]
+        roles = side.roles()
+        return {
+            "error": ErrorCode(part.error_code).name,
+            "base_offset": part.base_offset,
+            "log_append_time_ms": part.log_append_time_ms,
+            "log_start_offset": part.log_start_offset,
+            "hinted": roles.get(part.current_leader.leader_id, part.current_leader.leader_id),
+            "hinted epoch is the state's": part.current_leader.leader_epoch
+            == state["leader_epoch"],
+            "leader": roles[state["leader"]],
+            "endpoints": [
+                (roles[e.node_id], f"{e.host}:{e.port}" == side.addresses[e.node_id])
+                for e in answer.node_endpoints
+            ],
+        }
+
+    kafka, brokerlite = both(scenario, sides)
+    # The append's offset (and time, log start) stays in the error answer, as Kafka's.
+    assert kafka == {
+        "error": "NOT_LEADER_OR_FOLLOWER",
+        "base_offset": 0,
+        "log_append_time_ms": -1,
+        "log_start_offset": 0,
+        "hinted": "A",
+        "hinted epoch is the state's": True,
+        "leader": "A",
+        "endpoints": [("A", True)],
+    }, kafka
+    assert brokerlite == kafka
+
+
+def _log_end(side: Side, node: int, topic: str) -> int:
+    """``node``'s log end offset of ``topic``-0: ListOffsets latest asked with the
+    debugging replica id (-2), which both brokers answer to the log end, past
+    the high watermark (a consumer's -1 stops at the high watermark)."""
+    L = list_offsets_api.ListOffsetsRequest
+    got = exchange(
+        side.addresses[node],
+        2,
+        1,
+        L(
+            replica_id=-2,
+            topics=[
+                L.ListOffsetsTopic(
+                    name=topic, partitions=[L.ListOffsetsPartition(partition_index=0, timestamp=-1)]
+                )
+            ],
+        ),
+    )
+    return int(got.topics[0].partitions[0].offset)
