@@ -61,6 +61,13 @@ silent; p50/p99 of ``--samples`` round trips (default 2,000) each, and the
 proxy's resident memory and CPU while the connections sit idle. A figure, not a
 test.
 
+``--rounds N`` (``make bench``: 3) measures issue #83's direction N times and
+gives the medians, with the range of the rounds: the proxy's CPU per MB/s of
+the plain producer's runs through ``route none`` and ``murmur2``, and the
+open-loop latency of those paths and of direct (the added latency is the
+difference of the medians). Each path's rounds run one after the other through
+the same proxy.
+
 ``--partitioner murmur2_random`` makes librdkafka place keyed records where the
 proxy's murmur2 does: the routing path then checks every record and moves none,
 which separates checking from moving. ``--py-spy DIR`` samples each proxy with
@@ -100,6 +107,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import itertools
 import json
 import os
 import re
@@ -118,6 +126,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from _kafka import kafka_cluster, zookeeper_chroot  # bench/ is the script's directory
@@ -655,7 +664,7 @@ def measure(
     keys: list[bytes],
 ) -> Run:
     servers = setup.servers if proxy_svc is None else proxy_svc.address
-    topic = f"bench-{path.replace(' ', '-')}-{kind}"
+    topic = f"bench-{path.replace(' ', '-')}-{kind}-{next(_ROUND)}"
     create_topic(setup.servers, topic, args.partitions, setup.replication)
     proxy_pids = [] if proxy_svc is None else with_children(proxy_svc.proc.pid)
 
@@ -833,6 +842,7 @@ class Latency:
     times: list[float]
     note: str = ""
     rate: float = 0  # an open loop's records/s
+    cpu_ms: float | None = None  # an open loop's proxy CPU per request
 
     def quantile(self, q: float) -> float:
         ordered = sorted(self.times)
@@ -931,7 +941,7 @@ def open_loop(
     scheduled time to its delivery report (see the module's docstring). Through
     a proxy (``proxy_pid``), the note gives its CPU per record (one Produce
     request each: linger.ms 0), the warm-up's records counted with the window's."""
-    topic = f"bench-open-{path.replace(' ', '-')}-{rate:g}"
+    topic = f"bench-open-{path.replace(' ', '-')}-{rate:g}-{next(_ROUND)}"
     create_topic(setup.servers, topic, args.partitions, setup.replication)
     pids = [] if proxy_pid is None else with_children(proxy_pid)
     warmup = smoke_window(rate)[1] if args.smoke else 0.5
@@ -948,11 +958,14 @@ def open_loop(
     cpu = cpu_seconds(pids) - cpu
     delete_topic(setup.servers, topic)
     note = run.note(rate, args.rate_seconds)
+    cpu_ms = None
     if pids:
         # Every record the loop gave: a warm-up one per partition, the warm-up, the window.
         records = args.partitions + round(rate * warmup)
-        note += f"; proxy CPU {cpu / (records + run.sent) * 1e3:.2f} ms per request"
-    result = Latency(setup.name, f"{path} (open loop)", run.times or [float("nan")], note, rate)
+        cpu_ms = cpu / (records + run.sent) * 1e3
+        note += f"; proxy CPU {cpu_ms:.2f} ms per request"
+    times = run.times or [float("nan")]
+    result = Latency(setup.name, f"{path} (open loop)", times, note, rate, cpu_ms)
     print(
         f"  {setup.name:<9} {path:<11} open loop p50 {result.quantile(0.5) * 1e3:6.2f} ms"
         f"  p99 {result.quantile(0.99) * 1e3:6.2f} ms  {note}",
@@ -962,27 +975,40 @@ def open_loop(
 
 
 def print_open_loop(results: list[Latency]) -> None:
+    """Each path's open-loop latency against direct's at the same rate; a path
+    measured in several rounds (``--rounds``) by the medians of its rounds'
+    p50 and p99 (and proxy CPU per request), the range of its p50s noted."""
     if not results:
         return
-    # Each path against direct at the same rate.
-    direct = {(r.setup, r.rate): r for r in results if r.what.startswith("direct ")}
+    rounds: dict[tuple[str, str, float], list[Latency]] = {}
+    for r in results:
+        rounds.setdefault((r.setup, r.what, r.rate), []).append(r)
+    p50 = {key: median(r.quantile(0.5) for r in rs) for key, rs in rounds.items()}
+    p99 = {key: median(r.quantile(0.99) for r in rs) for key, rs in rounds.items()}
     print(
         f"\n{'setup':<10}{'open-loop produce latency':<34}{'p50 ms':>8}{'p99 ms':>8}"
         f"{'added p50':>11}{'added p99':>11}"
         "  (direction with no filter: added p50 <= 0.3 ms at 2,000 records/s)"
     )
-    for r in results:
-        base = direct.get((r.setup, r.rate))
+    for (setup, what, rate), rs in rounds.items():
+        key = (setup, what, rate)
+        base = next(
+            (k for k in rounds if k[0] == setup and k[2] == rate and k[1].startswith("direct ")),
+            None,
+        )
         added = (
-            f"{(r.quantile(0.5) - base.quantile(0.5)) * 1e3:>+11.2f}"
-            f"{(r.quantile(0.99) - base.quantile(0.99)) * 1e3:>+11.2f}"
-            if base is not None and base is not r
+            f"{(p50[key] - p50[base]) * 1e3:>+11.2f}{(p99[key] - p99[base]) * 1e3:>+11.2f}"
+            if base is not None and base != key
             else f"{'-':>11}{'-':>11}"
         )
-        print(
-            f"{r.setup:<10}{r.what:<34}{r.quantile(0.5) * 1e3:>8.2f}"
-            f"{r.quantile(0.99) * 1e3:>8.2f}{added}  {r.note}"
-        )
+        note = rs[0].note
+        if len(rs) > 1:
+            spread = sorted(r.quantile(0.5) * 1e3 for r in rs)
+            note = f"median of {len(rs)} rounds, p50 {spread[0]:.2f}-{spread[-1]:.2f} ms"
+            cpu = [r.cpu_ms for r in rs if r.cpu_ms is not None]
+            if cpu:
+                note += f"; proxy CPU {median(cpu):.2f} ms per request"
+        print(f"{setup:<10}{what:<34}{p50[key] * 1e3:>8.2f}{p99[key] * 1e3:>8.2f}{added}  {note}")
 
 
 # -- report ----------------------------------------------------------------------------
@@ -1043,24 +1069,39 @@ def print_runs(runs: list[Run]) -> None:
 #: Issue #83's direction for the proxy with no filter, ms of its CPU per MB/s of
 #: 100-byte values produced, by path: forwarding and routed by key.
 CPU_PER_MB_GOALS = {"route none": 4.0, "murmur2": 7.0}
+#: Numbers the topics, so that a round's never meets the last one's being deleted.
+_ROUND = itertools.count()
+#: The paths whose plain runs and open loops ``--rounds`` repeats: the direction's.
+ROUNDED_RUNS = tuple(CPU_PER_MB_GOALS)
 
 
 def print_cpu_per_mb(runs: list[Run]) -> None:
     """The proxy's CPU per MB/s of values, each path through it: the sizing
-    figure Kroxylicious publishes (millicores per MB/s)."""
-    through = [r for r in runs if r.ok and r.path != "direct"]
-    if not through:
+    figure Kroxylicious publishes (millicores per MB/s); a path and producer
+    measured in several rounds (``--rounds``) by the medians of its rounds."""
+    rounds: dict[tuple[str, str, str], list[Run]] = {}
+    for r in runs:
+        if r.ok and r.path != "direct":
+            rounds.setdefault((r.setup, r.path, r.producer), []).append(r)
+    if not rounds:
         return
     print(
         "\nproxy CPU per MB/s of values, produce (consume), against the direction with no filter:"
     )
-    for r in through:
-        goal = CPU_PER_MB_GOALS.get(r.path)
-        versus = f"  (direction <= {goal:.0f} ms)" if goal is not None and r.size == 100 else ""
+    for (setup, path, producer), rs in rounds.items():
+        goal = CPU_PER_MB_GOALS.get(path)
+        versus = f"  (direction <= {goal:.0f} ms)" if goal is not None and rs[0].size == 100 else ""
+        produce = sorted(r.ms_per_mb(r.produce_cpu[0]) for r in rs)
+        consume = median(r.ms_per_mb(r.consume_cpu[0]) for r in rs)
+        spread = (
+            f", median of {len(rs)} rounds ({produce[0]:.1f}-{produce[-1]:.1f})"
+            if len(rs) > 1
+            else ""
+        )
         print(
-            f"  {r.setup:<9} {r.path:<{PATH_W}} {r.producer:<11} "
-            f"{r.ms_per_mb(r.produce_cpu[0]):6.1f} ms ({r.ms_per_mb(r.consume_cpu[0]):.1f})"
-            f" per MB/s of {r.size}-byte values{versus}"
+            f"  {setup:<9} {path:<{PATH_W}} {producer:<11} "
+            f"{median(produce):6.1f} ms ({consume:.1f})"
+            f" per MB/s of {rs[0].size}-byte values{spread}{versus}"
         )
 
 
@@ -1172,6 +1213,15 @@ def main() -> int:
         help="open-loop latency: records/s per path, or several comma-separated (0: skip)",
     )
     parser.add_argument("--rate-seconds", type=float, default=10.0, help="open-loop duration")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="the direction's figures (issue #83) measured this many times and their medians "
+        "given: the plain producer's runs through "
+        + " and ".join(ROUNDED_RUNS)
+        + ", and the open loops of those paths and direct",
+    )
     parser.add_argument("--idle", type=int, default=2_000, help="idle connections (0: skip)")
     parser.add_argument("--samples", type=int, default=2_000, help="round trips per latency figure")
     parser.add_argument(
@@ -1202,8 +1252,11 @@ def main() -> int:
         args.rates = [float(r) for r in args.rate.split(",") if float(r) > 0]
     except ValueError:
         parser.error(f"--rate: records/s, comma-separated, not {args.rate!r}")
+    if args.rounds < 1:
+        parser.error(f"--rounds: at least 1, not {args.rounds}")
     if args.smoke:
         args.records, args.partitions, args.samples = 2_000, 3, 20
+        args.rounds = min(args.rounds, 2)  # the medians' code runs, at a smoke's cost
         # At most 20 idle connections; none where the line itself skips that part
         # (--idle 0): a smoke run checks what its line runs, no more.
         args.idle = min(args.idle, 20)
@@ -1236,7 +1289,7 @@ def main() -> int:
             + [f"--clients={args.clients}", f"--workers={args.workers}"]
             + (["--pin"] if args.pin else [])
             + [f"--upstream={args.upstream}", f"--rate={args.rate}"]
-            + [f"--rate-seconds={args.rate_seconds:g}"]
+            + [f"--rate-seconds={args.rate_seconds:g}", f"--rounds={args.rounds}"]
             + [f"--paths={args.paths}", f"--producers={args.producers}"]
         ),
         flush=True,
@@ -1337,11 +1390,15 @@ def measure_setup(
                         proxy(setup.servers, route, log, profile, args.workers)
                     )
                 for kind in (kind for p, kind in plan if p == path):
-                    runs.append(measure(setup, path, running, kind, args, values, keys))
+                    rounded = path in ROUNDED_RUNS and kind == "plain"
+                    for _ in range(args.rounds if rounded else 1):
+                        runs.append(measure(setup, path, running, kind, args, values, keys))
+                loops = args.rounds if path in ROUNDED_RUNS or path == "direct" else 1
                 for rate in args.rates:
                     servers = setup.servers if running is None else running.address
                     pid = None if running is None else running.proc.pid
-                    open_loops.append(open_loop(setup, path, servers, args, rate, pid))
+                    for _ in range(loops):
+                        open_loops.append(open_loop(setup, path, servers, args, rate, pid))
                 if idle and args.smoke and path == "murmur2":
                     latency += idle_latency(setup, root, args, keys, running)
                     idle = False
