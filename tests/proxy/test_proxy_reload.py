@@ -7,6 +7,7 @@ problem, and the proxy goes on serving with its old settings."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -14,7 +15,7 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +97,7 @@ def test_sighup_reloads_the_certificate_filters_and_log_level_and_refuses_the_re
     toml = tmp_path / "proxy.toml"
     upstream = broker.bootstrap_servers
     _config(toml, upstream, cert, "one", log_level='"INFO"')
-    port = _free_port()
-    log = tmp_path / "proxy.log"
-    proc = _start(toml, port, log)
-    try:
-        _until("start", lambda: b"proxy on" in log.read_bytes(), proc, log)
+    with _proxy_process(toml, tmp_path) as (port, proc, log):
         assert _served_certificate(port, str(ca_path)) == der[0]
         assert _cluster_id(port, str(ca_path)) == "one"
         assert b"settings_filter:" not in log.read_bytes()  # DEBUG is not logged at INFO
@@ -139,6 +136,20 @@ def test_sighup_reloads_the_certificate_filters_and_log_level_and_refuses_the_re
         assert _cluster_id(port, str(ca_path)) == "two"
         assert _served_certificate(port, str(ca_path)) == der[1]
         kept.close()
+
+
+@contextlib.contextmanager
+def _proxy_process(
+    toml: Path, tmp_path: Path
+) -> Iterator[tuple[int, subprocess.Popen[bytes], Path]]:
+    """``trafka proxy --config toml`` serving (its port, process and log),
+    then stopped by SIGTERM, which it must end by cleanly."""
+    port = _free_port()
+    log = tmp_path / "proxy.log"
+    proc = _start(toml, port, log)
+    try:
+        _until("start", lambda: b"proxy on" in log.read_bytes(), proc, log)
+        yield port, proc, log
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, log.read_text()
     finally:
@@ -339,11 +350,7 @@ def test_sighup_moves_sni_domain_for_new_connections_and_open_ones_keep_their_br
     toml = tmp_path / "proxy.toml"
     upstream = broker.bootstrap_servers
     _config(toml, upstream, cert, "one", sni_domain='"kafka.test"')
-    port = _free_port()
-    log = tmp_path / "proxy.log"
-    proc = _start(toml, port, log)
-    try:
-        _until("start", lambda: b"proxy on" in log.read_bytes(), proc, log)
+    with _proxy_process(toml, tmp_path) as (port, proc, log):
         first = _sni_metadata(port, ca_path, "bootstrap.kafka.test")
         (node,) = [b.node_id for b in first.brokers]
         assert {(b.host, b.port) for b in first.brokers} == {(f"broker-{node}.kafka.test", port)}
@@ -377,9 +384,3 @@ def test_sighup_moves_sni_domain_for_new_connections_and_open_ones_keep_their_br
         )
         assert _sni_metadata(port, ca_path, "bootstrap.moved.test") is not None
         kept.close()
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0, log.read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
