@@ -244,10 +244,10 @@ class Reloader:
             assert context is not None  # TLS is not switched off by a reload (_can_change)
             self.client_tls.renew(context, fresh["ssl_principal_mapping_rules"])
             log.info("SIGHUP: TLS certificate loaded from %s", fresh["ssl_certfile"])
-        if "sni_domain" in changed:
-            assert self.client_tls is not None and self.client_tls.names is not None  # _can_change
-            self.client_tls.names.move_to(fresh["sni_domain"])
-            log.info("SIGHUP: new connections are served as %s", self.client_tls.names.bootstrap)
+        names = None if self.client_tls is None else self.client_tls.names
+        if "sni_domain" in changed and names is not None:  # (a supervisor serves no one)
+            names.move_to(fresh["sni_domain"])
+            log.info("SIGHUP: new connections are served as %s", names.bootstrap)
         if "filter" in changed:
             for f, old, new in zip(
                 self.filters, self.values["filter"], fresh["filter"], strict=False

@@ -140,15 +140,15 @@ def test_sighup_reloads_the_certificate_filters_and_log_level_and_refuses_the_re
 
 @contextlib.contextmanager
 def _proxy_process(
-    toml: Path, tmp_path: Path
+    toml: Path, tmp_path: Path, ready: bytes = b"proxy on"
 ) -> Iterator[tuple[int, subprocess.Popen[bytes], Path]]:
-    """``trafka proxy --config toml`` serving (its port, process and log),
-    then stopped by SIGTERM, which it must end by cleanly."""
+    """``trafka proxy --config toml`` serving (its port, process and log) once
+    its log says ``ready``, then stopped by SIGTERM, which it must end by cleanly."""
     port = _free_port()
     log = tmp_path / "proxy.log"
     proc = _start(toml, port, log)
     try:
-        _until("start", lambda: b"proxy on" in log.read_bytes(), proc, log)
+        _until("start", lambda: ready in log.read_bytes(), proc, log)
         yield port, proc, log
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, log.read_text()
@@ -329,8 +329,9 @@ def _sni_metadata(port: int, ca: Path, name: str, tls: ssl.SSLSocket | None = No
         return None
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 def test_sighup_moves_sni_domain_for_new_connections_and_open_ones_keep_their_broker(
-    broker: RunningBroker, tmp_path: Path
+    broker: RunningBroker, tmp_path: Path, workers: int
 ) -> None:
     """``sni_domain`` changes on SIGHUP (docs/proxy.md, "One port for the
     cluster: SNI" and "Reloading"): a real proxy process, real TLS clients
@@ -339,7 +340,9 @@ def test_sighup_moves_sni_domain_for_new_connections_and_open_ones_keep_their_br
     ``broker-N.<new>``; one asking for the former domain's name is closed, as
     after a restart; a connection opened before goes on with its broker.
     Switching SNI off is refused (a restart: the listeners per broker would
-    open), and the proxy serves on with the new domain."""
+    open), and the proxy serves on with the new domain. With ``--workers 2``
+    the supervisor checks the move and each worker makes it (the checks'
+    fresh connections reach either)."""
     ca = trustme.CA()
     ca_path = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_path))
@@ -349,8 +352,10 @@ def test_sighup_moves_sni_domain_for_new_connections_and_open_ones_keep_their_br
     )
     toml = tmp_path / "proxy.toml"
     upstream = broker.bootstrap_servers
-    _config(toml, upstream, cert, "one", sni_domain='"kafka.test"')
-    with _proxy_process(toml, tmp_path) as (port, proc, log):
+    more = {"workers": str(workers)}
+    _config(toml, upstream, cert, "one", sni_domain='"kafka.test"', **more)
+    ready = b"proxy on" if workers == 1 else b"(%d workers)" % workers
+    with _proxy_process(toml, tmp_path, ready) as (port, proc, log):
         first = _sni_metadata(port, ca_path, "bootstrap.kafka.test")
         (node,) = [b.node_id for b in first.brokers]
         assert {(b.host, b.port) for b in first.brokers} == {(f"broker-{node}.kafka.test", port)}
@@ -361,9 +366,11 @@ def test_sighup_moves_sni_domain_for_new_connections_and_open_ones_keep_their_br
         )
         assert _sni_metadata(port, ca_path, "", kept).brokers[0].node_id == node
 
-        _config(toml, upstream, cert, "one", sni_domain='"moved.test"')
-        _reload(proc, log, 1)
+        _config(toml, upstream, cert, "one", sni_domain='"moved.test"', **more)
+        _reload(proc, log, 1 if workers == 1 else 1 + workers)
         assert b"SIGHUP: configuration reloaded (sni_domain)" in log.read_bytes()
+        for k in range(workers if workers > 1 else 0):  # each worker moved itself
+            assert f"[worker {k}] SIGHUP: configuration reloaded (sni_domain)" in log.read_text()
         for name in ("bootstrap.moved.test", f"broker-{node}.moved.test"):
             answer = _sni_metadata(port, ca_path, name)
             assert answer is not None, (name, log.read_text())
@@ -377,8 +384,8 @@ def test_sighup_moves_sni_domain_for_new_connections_and_open_ones_keep_their_br
         again = _sni_metadata(port, ca_path, "", kept)
         assert [(b.node_id, b.host) for b in again.brokers] == [(node, f"broker-{node}.moved.test")]
 
-        _config(toml, upstream, cert, "one")  # SNI off: a restart
-        _reload(proc, log, 2)
+        _config(toml, upstream, cert, "one", **more)  # SNI off: a restart
+        _reload(proc, log, 2 if workers == 1 else 2 + workers)
         assert "sni_domain cannot change without a restart (None, was 'moved.test')" in (
             log.read_text()
         )
