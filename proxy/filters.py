@@ -94,7 +94,9 @@ Rules:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+import time
+import types
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -180,6 +182,14 @@ class FilterContext:
         client_software: the client software name the connection's ApiVersions
             request gave (v3+, KIP-511: ``librdkafka``, ``apache-kafka-java``...),
             None when it gave none.
+        handled_ns: the time (nanoseconds, a monotonic clock) the chain has spent
+            on this request and its answer so far, on the proxy's event loop:
+            the request's way through the chain (each filter's ``on_request``,
+            an async one's steps but not its waits, and the decoding and
+            encoding between them), and on the answer's way back everything before the
+            filter now called. Work done off the chain (a :class:`RespondLater`'s
+            ``answer``, threads) is not in it. The tenants filter's
+            ``request_percentage`` quota reads it.
     """
 
     api_key: int
@@ -192,6 +202,7 @@ class FilterContext:
     session: Session = field(default_factory=Session)
     notes: dict[str, Any] = field(default_factory=dict)
     client_software: str | None = None
+    handled_ns: int = 0
 
     @property
     def authenticated(self) -> bool:
@@ -593,6 +604,8 @@ async def run_request(
     header: Any = None
     body: Any = None
     stale = False  # the body changed since the frame was made
+    clock = handling_clock
+    started = clock()
     for i, stage in enumerate(chain):
         f, seen = stage.filter, stage.request
         if seen == UNSEEN:
@@ -606,12 +619,15 @@ async def run_request(
         try:
             out = f.on_request_frame(ctx, frame) if seen == FRAMES else f.on_request(ctx, body)
             if inspect.isawaitable(out):
-                out = await out
+                ctx.handled_ns += clock() - started
+                out = await _steps_timed(out, ctx, clock)  # its waits are not handling
+                started = clock()
         except CloseConnection:
             raise
         except Exception as exc:
             raise FilterError(f"{_name(f)}.on_request: {exc!r}") from exc
         if isinstance(out, Respond | RespondLater):
+            ctx.handled_ns += clock() - started
             return frame, body, out, i + 1
         if out is None or (seen == FRAMES and not isinstance(out, bytes)):
             raise FilterError(f"{_name(f)}.on_request returned {type(out).__name__}")
@@ -622,7 +638,41 @@ async def run_request(
                 body, stale = out, True
     if stale:
         frame = reframed(header, body)
+    ctx.handled_ns += clock() - started
     return frame, body, None, len(chain)
+
+
+#: The clock :attr:`FilterContext.handled_ns` is read from (nanoseconds,
+#: monotonic), looked up at each request (tests replace it).
+handling_clock: Callable[[], int] = time.perf_counter_ns
+
+
+@types.coroutine
+def _steps_timed(
+    awaitable: Awaitable[Any], ctx: FilterContext, clock: Callable[[], int]
+) -> Generator[Any, Any, Any]:
+    """``await awaitable``, its steps' time (not the time it is suspended:
+    waiting for a broker, a thread, a throttle) added to ``ctx.handled_ns``.
+    Hands what it yields to the event loop, and what the loop sends back to
+    it, as ``await`` does."""
+    steps = awaitable.__await__()
+    sent: Any = None
+    thrown: BaseException | None = None
+    while True:
+        started = clock()
+        try:
+            yielded = steps.send(sent) if thrown is None else steps.throw(thrown)
+        except StopIteration as done:
+            ctx.handled_ns += clock() - started
+            return done.value
+        except BaseException:
+            ctx.handled_ns += clock() - started
+            raise
+        ctx.handled_ns += clock() - started
+        try:
+            sent, thrown = (yield yielded), None
+        except BaseException as exc:  # the loop's throw, handed on
+            sent, thrown = None, exc
 
 
 def run_response(
@@ -642,6 +692,8 @@ def run_response(
     key, version = ctx.api_key, ctx.api_version
     body: Any = None
     stale = closing = False
+    clock = handling_clock
+    started = clock()
     for stage in reversed(chain):
         f, seen = stage.filter, stage.answer
         if seen == UNSEEN:
@@ -652,6 +704,9 @@ def run_response(
         elif seen == DECODED and body is None:
             _, body = protocol.decode_response(frame, key, version)
         given = frame if seen == FRAMES else body
+        now = clock()  # what came before this filter, in ctx.handled_ns when it reads it
+        ctx.handled_ns += now - started
+        started = now
         try:
             out = f.on_response_frame(ctx, frame) if seen == FRAMES else f.on_response(ctx, body)
         except Exception as exc:

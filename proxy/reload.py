@@ -24,7 +24,11 @@ Rules:
   as they are now, even when their names did not change, as certificate
   renewers replace them in place: new connections get it and their
   principals by the new rules; connections already open keep theirs). TLS
-  itself cannot be switched on or off.
+  itself cannot be switched on or off. ``sni_domain`` may move to another
+  domain (:meth:`~.sni.SniNames.move_to`: new connections are read by its
+  names, answers name brokers by them; open connections keep their broker),
+  but SNI cannot be switched on or off (the listeners per broker would open
+  or close).
 * A reload is all or nothing: a configuration with a problem, or one that
   changes anything else, is refused whole, with a log line naming each
   problem or setting, and the proxy goes on with its old settings.
@@ -229,6 +233,8 @@ class Reloader:
             return [s.use for s in fresh[name]] == [s.use for s in self.values[name]]
         if name.startswith("ssl_"):  # another certificate, not TLS switched on or off
             return bool(fresh["ssl_certfile"]) == bool(self.values["ssl_certfile"])
+        if name == "sni_domain":  # another domain, not SNI switched on or off
+            return bool(fresh[name]) and bool(self.values[name])
         return True
 
     def _apply(self, loaded: Loaded, changed: list[str]) -> None:
@@ -238,6 +244,10 @@ class Reloader:
             assert context is not None  # TLS is not switched off by a reload (_can_change)
             self.client_tls.renew(context, fresh["ssl_principal_mapping_rules"])
             log.info("SIGHUP: TLS certificate loaded from %s", fresh["ssl_certfile"])
+        names = None if self.client_tls is None else self.client_tls.names
+        if "sni_domain" in changed and names is not None:  # (a supervisor serves no one)
+            names.move_to(fresh["sni_domain"])
+            log.info("SIGHUP: new connections are served as %s", names.bootstrap)
         if "filter" in changed:
             for f, old, new in zip(
                 self.filters, self.values["filter"], fresh["filter"], strict=False

@@ -375,12 +375,9 @@ class VirtualHostNames(_RenamedPerConnection):
         label = session.virtual_host
         if label is None:
             return None
-        names = self.names
 
         def within(node_id: int, host: str, port: int) -> tuple[str, int]:
-            if host == names.host_of(node_id):
-                return names.host_of(node_id, label), port
-            return host, port
+            return SniNames.within(host, node_id, label), port
 
         return within
 

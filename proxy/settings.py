@@ -128,7 +128,8 @@ SETTINGS: tuple[Setting, ...] = (
             "to its principal: RULE:pattern/replacement/[LU],...,DEFAULT (KIP-371); "
             "reloaded on SIGHUP.", reload=True),
     Setting("sni_domain", "str", None, "One TLS port for the cluster: clients name broker N "
-            "broker-N.<this> (bootstrap: bootstrap.<this>) by SNI."),
+            "broker-N.<this> (bootstrap: bootstrap.<this>) by SNI; another domain is taken on "
+            "SIGHUP for new connections (SNI is not switched on or off).", reload=True),
     Setting("sni_port", "int", None, "With sni_domain: the port answers give the broker "
             "names (default: listen's).", minimum=1),
     Setting("sni_virtual_hosts", "bool", False, "With sni_domain: clients may name "

@@ -16,6 +16,14 @@ Rules:
   name (another domain, a broker the proxy has not learnt) fails the
   connection, logged: forwarding it elsewhere would hand the client a broker
   it did not ask for. Names are compared case-insensitively (DNS).
+* ``sni_domain`` may change on SIGHUP (:mod:`.reload`, :meth:`SniNames.move_to`):
+  new connections are read by the new domain's names, and answers name
+  brokers by them from then on, on every connection (clients move over as
+  they refresh their metadata); a connection already open stays with its
+  broker. A name of the former domain is then an unknown name, as after a
+  restart. A name picks a broker by its number, whatever the domain, so no
+  connection is ever handed another broker. Switching SNI on or off, or
+  ``sni_virtual_hosts``, changes the listeners or the chain: a restart.
 * One certificate serves them all: a wildcard (``*.<domain>``) or one with
   every name among its SANs.
 * Virtual hosts (``sni_virtual_hosts``, off by default): a name may carry one
@@ -100,19 +108,39 @@ class SniNames:
     def __init__(
         self, domain: str, advertised_port: int | None = None, *, virtual_hosts: bool = False
     ) -> None:
+        self.domain = self.bootstrap = ""
+        self.move_to(domain)
+        self.port = advertised_port or 0  # the listener's, once bound (unless advertised)
+        self.virtual_hosts = virtual_hosts
+
+    def move_to(self, domain: str) -> None:
+        """Serve ``domain`` from now on (SIGHUP, :mod:`.reload`): the next
+        handshakes are read, and the next answers name brokers, by its names;
+        a connection already open stays with the broker it stands for.
+
+        Raises:
+            ValueError: ``domain`` is not a DNS name (nothing is changed then).
+        """
         domain = domain.strip(".").lower()
         if not domain or not all(is_label(label) for label in domain.split(".")):
             raise ValueError(f"sni_domain {domain!r} is not a DNS name")
-        self.domain = domain
-        self.port = advertised_port or 0  # the listener's, once bound (unless advertised)
-        self.bootstrap = f"{BOOTSTRAP_LABEL}.{domain}"
-        self.virtual_hosts = virtual_hosts
+        self.domain, self.bootstrap = domain, f"{BOOTSTRAP_LABEL}.{domain}"
 
     def host_of(self, node_id: int, label: str | None = None) -> str:
         """The host name clients use for broker ``node_id`` (within ``label``)."""
         if label is None:
             return f"{BROKER_LABEL}{node_id}.{self.domain}"
         return f"{BROKER_LABEL}{node_id}.{label}.{self.domain}"
+
+    @staticmethod
+    def within(host: str, node_id: int, label: str) -> str:
+        """``host``, broker ``node_id``'s name in whatever domain
+        (:meth:`host_of`), with ``label`` after its first label; any other host
+        as it is. Reads no domain, so a domain moved on SIGHUP needs no telling."""
+        first, _, rest = host.partition(".")
+        if rest and first == f"{BROKER_LABEL}{node_id}":
+            return f"{first}.{label}.{rest}"
+        return host
 
     def node_of(self, name: str | None, known: Container[int]) -> int | None:
         """The broker a connection asking for ``name`` stands for (None: the

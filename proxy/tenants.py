@@ -82,7 +82,9 @@ Rules:
 * A tenant's ``producer_byte_rate`` and ``consumer_byte_rate`` bound what
   all its connections produce and fetch, measured and throttled as Kafka's
   broker does it (:mod:`.tenants_quotas`; the filter's
-  ``quota_window_num`` and ``quota_window_size_seconds``).
+  ``quota_window_num`` and ``quota_window_size_seconds``); its
+  ``request_percentage`` bounds the proxy's time handling its requests, as
+  Kafka's request quota bounds a broker's (KIP-124).
 * The settings are checked all at once and reloaded on SIGHUP (the next
   request of every connection follows the new tenants).
 """
@@ -138,6 +140,7 @@ _KNOWN_TENANT = {
     "listeners",
     "producer_byte_rate",
     "consumer_byte_rate",
+    "request_percentage",
 }
 _MAX_IDS = 100_000  # topic ids remembered (a cluster's topics)
 # ctx.notes keys
@@ -164,6 +167,8 @@ class Tenant:
     # bytes per second, None: unlimited (.tenants_quotas)
     producer_byte_rate: float | None = None
     consumer_byte_rate: float | None = None
+    # percent of one thread's time, None: unlimited (.tenants_quotas)
+    request_percentage: float | None = None
 
     def add(self, name: str) -> str:
         return self.prefix + name
@@ -201,7 +206,7 @@ def parse_tenants(
         if extra:
             problems.append(
                 f"{where}: unknown setting {extra[0]!r} (name, prefix, principals, hosts, "
-                "listeners, producer_byte_rate, consumer_byte_rate)"
+                "listeners, producer_byte_rate, consumer_byte_rate, request_percentage)"
             )
         name, prefix = entry.get("name"), entry.get("prefix")
         principals, hosts = entry.get("principals", []), entry.get("hosts", [])
@@ -230,6 +235,7 @@ def parse_tenants(
             tuple(x for x in listeners if isinstance(x, str) and x),
             parse_rate(entry, "producer_byte_rate", where, problems),
             parse_rate(entry, "consumer_byte_rate", where, problems),
+            parse_rate(entry, "request_percentage", where, problems, "percent of one thread"),
         )
         for other in tenants:
             # Kafka refuses a topic whose name collides with another's once
@@ -333,7 +339,7 @@ class Tenants(Filter):
         return api_key not in PASSING and not decodable(api_key, api_version)
 
     def on_request_frame(self, ctx: FilterContext, frame: bytes) -> Any:
-        if ctx.state and (wait := self.quotas.held(ctx)):
+        if ctx.state and (wait := self.quotas.hold(ctx)):
             # The channel is muted (a quota's throttle): an awaitable, which the
             # chain awaits as it awaits an async on_request.
             return self.quotas.after(wait, self._request_frame, ctx, frame)
@@ -356,7 +362,7 @@ class Tenants(Filter):
         return out
 
     def on_request(self, ctx: FilterContext, body: Any) -> Any:
-        if ctx.state and (wait := self.quotas.held(ctx)):
+        if ctx.state and (wait := self.quotas.hold(ctx)):
             return self.quotas.after(wait, self._on_request, ctx, body)  # muted: as above
         return self._on_request(ctx, body)
 
@@ -459,14 +465,16 @@ class Tenants(Filter):
         tenant = ctx.notes.get(_TENANT)
         if tenant is None:
             return frame
+        started = self.quotas.timer()
         frame = self.quotas.fetched(ctx, tenant.name, tenant.consumer_byte_rate, frame)
         by_id = ctx.api_key == ApiKey.SHARE_FETCH or ctx.api_version >= 13
-        if by_id and _SWAPPED not in ctx.notes:
-            return frame
-        key, version = ctx.api_key, ctx.api_version
-        _, body = protocol.decode_response(frame, key, version)
-        body = self._answer(ctx, tenant, body)
-        return protocol.encode_response(ctx.correlation_id, key, version, body)[4:]
+        if not by_id or _SWAPPED in ctx.notes:
+            key, version = ctx.api_key, ctx.api_version
+            _, body = protocol.decode_response(frame, key, version)
+            body = self._answer(ctx, tenant, body)
+            frame = protocol.encode_response(ctx.correlation_id, key, version, body)[4:]
+        bound = tenant.request_percentage
+        return self.quotas.timed_frame(ctx, tenant.name, bound, started, frame)
 
     def on_response(self, ctx: FilterContext, body: Any) -> Any:
         key = ctx.api_key
@@ -477,9 +485,11 @@ class Tenants(Filter):
         tenant = ctx.notes.get(_TENANT)
         if tenant is None:
             return body
+        started = self.quotas.timer()
         if key == ApiKey.PRODUCE:
-            body = self.quotas.answered(ctx, body)
-        return self._answer(ctx, tenant, body)
+            body = self.quotas.answered(ctx, tenant.name, body)
+        body = self._answer(ctx, tenant, body)
+        return self.quotas.timed(ctx, tenant.name, tenant.request_percentage, started, body)
 
     def _answer(self, ctx: FilterContext, tenant: Tenant, body: Any) -> Any:
         key = ctx.api_key
@@ -525,7 +535,8 @@ class Tenants(Filter):
     def statistics(self) -> dict[str, Any]:
         quotas = self.quotas
         return {"tenants": self.counted, "tenant_quotas": {
-            "bytes": quotas.bytes, "throttled_ms": quotas.throttled_ms}}  # fmt: skip
+            "bytes": quotas.bytes, "throttled_ms": quotas.throttled_ms,
+            "handled_ns": quotas.handled_ns, "held_requests": quotas.held_requests}}  # fmt: skip
 
     def samples(self) -> Iterable[Sample]:
         for (tenant, outcome), count in sorted(self.counted.items()):

@@ -7,13 +7,41 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import confluent_kafka
+import pytest
 from proxy_helpers import call, placement, sdk_reports
 
 from trafka.proxy.encryption import add_key_version
 from trafka.proxy.encryption.frame import MAGIC, parse
+
+
+class Target(NamedTuple):
+    """A broker a test writes encrypted records to: brokerlite or Apache Kafka 4.x."""
+
+    bootstrap_servers: str
+    #: the folders the broker writes its data in (searched for plaintext)
+    folders: list[Path]
+    #: whether it is Kafka (whose topics are served a moment after CreateTopics)
+    kafka: bool
+
+
+def target_for(request: pytest.FixtureRequest, brokerlite_servers: str, data: Path) -> Target:
+    """The ``brokerlite`` or ``4`` parameter's broker: the module's brokerlite
+    (its data folder ``data``) or the worker's shared Kafka 4.x node."""
+    if request.param == "brokerlite":
+        return Target(brokerlite_servers, [data], False)
+    kafka = request.getfixturevalue("kafka4")
+    return Target(kafka.bootstrap_servers, [n.folder / "logs" for n in kafka.nodes], True)
+
+
+def no_plaintext(target: Target, topic: str, needle: bytes) -> None:
+    """The broker's files hold the topic's data (its folder has files), and no
+    file of the broker holds ``needle``."""
+    assert any(p.is_file() for data in target.folders for p in data.glob(f"**/{topic}-*/*"))
+    for data in target.folders:
+        assert plaintext_in_files(data, needle) == []
 
 
 def key_file(folder: Path, *keks: str) -> Path:

@@ -16,13 +16,16 @@ from typing import Any
 import pytest
 from client_matrix import KEYS, by_partition, java_producer, java_sends, read_committed
 from encryption_helpers import (
+    Target,
     fetch_once,
     frames,
     key_file,
+    no_plaintext,
     once_in_order,
     plaintext_in_files,
     produce_every_way,
     read_in_order,
+    target_for,
 )
 from proxy_helpers import create, fresh, misreported, placement, sdk_reports
 
@@ -67,6 +70,11 @@ def encryption(keys: Path) -> RecordEncryption:
             "dek_max_records": 100,
         }
     )
+
+
+@pytest.fixture(scope="module", params=["brokerlite", "4"])
+def broker_or_kafka(request: pytest.FixtureRequest, broker: RunningBroker, folder: Path) -> Target:
+    return target_for(request, broker.bootstrap_servers, folder / "data")
 
 
 @pytest.fixture(scope="module", params=["routed", "forwarded"])
@@ -268,17 +276,22 @@ def test_share_consumers_read_plaintext_through_the_proxy(
 
 
 def test_keys_encrypted_deterministically_read_back_and_keep_their_partition(
-    broker: RunningBroker, folder: Path, keys: Path
+    broker_or_kafka: Target, keys: Path
 ) -> None:
     """``encrypt_keys``: a topic's record keys become key frames, the same
     frame for the same key (so compaction still keeps one record per key, and
     routing, which then hashes the frame, keeps a key's records in one
-    partition), tombstones (null values) stay null; consumers through the
-    proxy read the plaintext keys; no plaintext key on disk."""
+    partition: murmur2's of the frame), tombstones (null values) stay null;
+    consumers through the proxy read the plaintext keys; no plaintext key on
+    disk. On brokerlite and on Apache Kafka 4.x."""
     from trafka.proxy.encryption.frame import KEY_MAGIC
+    from trafka.sdk.partitioners import murmur2_partition
 
+    target = broker_or_kafka
     topic = fresh("enc-keys")
-    create(broker.bootstrap_servers, topic, 3, configs={"cleanup.policy": "compact"})
+    compacted = {"cleanup.policy": "compact"}
+    create(target.bootstrap_servers, topic, 3, configs=compacted, served=target.kafka)
+    secret = b"SECRETKEY-" + topic.encode()  # this test's own, on a broker other tests share
     encryption = RecordEncryption(
         {
             "kms": "keyfile",
@@ -287,24 +300,25 @@ def test_keys_encrypted_deterministically_read_back_and_keep_their_partition(
             "encrypt_keys": ["enc-keys-.*"],
         }
     )
-    with proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0, filters=(encryption,)) as px:
+    with proxy_in_thread(upstream=(target.bootstrap_servers,), port=0, filters=(encryption,)) as px:
         sends: list[tuple[Any, bytes]] = [
-            (b"v%d" % i, b"SECRETKEY-%d" % (i % 5)) for i in range(60)
+            (b"v%d" % i, b"%s-%d" % (secret, i % 5)) for i in range(60)
         ]
-        sends.append((None, b"SECRETKEY-0"))  # a tombstone
+        sends.append((None, secret + b"-0"))  # a tombstone
         sdk_reports(px.bootstrap_servers, topic, sends)
         read = placement(px.bootstrap_servers, topic, 3)
         assert sorted((r.key, r.value or b"") for r in read) == sorted(
             (k, v or b"") for v, k in sends
         )
         assert [r.value for r in read if r.value is None] == [None]
-        straight = placement(broker.bootstrap_servers, topic, 3)
-        by_key: dict[bytes, set[tuple[bytes, int]]] = {}
+        straight = placement(target.bootstrap_servers, topic, 3)
+        by_key: dict[bytes, set[int]] = {}
         for r in straight:
             assert r.key.startswith(KEY_MAGIC)
-            by_key.setdefault(r.key, set()).add((r.key, r.partition))
-        assert len(by_key) == 5 and all(len(places) == 1 for places in by_key.values())
-    assert plaintext_in_files(folder / "data", b"SECRETKEY-") == []
+            by_key.setdefault(r.key, set()).add(r.partition)
+        assert len(by_key) == 5
+        assert all(places == {murmur2_partition(k, 3)} for k, places in by_key.items())
+    no_plaintext(target, topic, secret)
 
 
 def test_trafkas_consumer_reads_up_to_an_unreadable_record_then_raises_its_error(

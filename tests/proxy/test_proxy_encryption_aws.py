@@ -4,7 +4,9 @@ AWS KMS against LocalStack the same way). A KEK is an alias; GenerateDataKey
 makes each DEK, Decrypt unwraps it. Rotation moves the alias to a new key
 (UpdateAlias): new records are wrapped by it, old ones still read, none is
 encrypted again. A proxy that never saw a DEK unwraps it off its event loop
-and consumers read on.
+and consumers read on. The rotation test runs on brokerlite and on Apache
+Kafka 4.x (the shared per-worker node): Kafka's log folder holds no plaintext
+either.
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ from typing import Any
 
 import boto3
 import pytest
-from encryption_helpers import fetch_once, frames, once_in_order, plaintext_in_files, read_in_order
+from encryption_helpers import (
+    Target,
+    fetch_once,
+    frames,
+    no_plaintext,
+    once_in_order,
+    read_in_order,
+    target_for,
+)
 from moto.server import ThreadedMotoServer
 from proxy_helpers import create, free_port, fresh, placement, sdk_reports, wait_until
 
@@ -57,6 +67,11 @@ def broker(folder: Path) -> Iterator[RunningBroker]:
         yield running
 
 
+@pytest.fixture(scope="module", params=["brokerlite", "4"])
+def broker_or_kafka(request: pytest.FixtureRequest, broker: RunningBroker, folder: Path) -> Target:
+    return target_for(request, broker.bootstrap_servers, folder / "data")
+
+
 def _settings(kms_url: str, **more: Any) -> dict[str, Any]:
     return {
         "kms": "aws",
@@ -69,34 +84,36 @@ def _settings(kms_url: str, **more: Any) -> dict[str, Any]:
 
 
 def test_records_wrapped_by_aws_kms_read_back_across_an_alias_rotation(
-    broker: RunningBroker, kms: Any, kms_url: str, folder: Path
+    broker_or_kafka: Target, kms: Any, kms_url: str
 ) -> None:
+    target = broker_or_kafka
     topic = fresh("aws")
-    create(broker.bootstrap_servers, topic, 2)
+    create(target.bootstrap_servers, topic, 2, served=target.kafka)
+    secret = b"SECRET-" + topic.encode()  # this test's own, on a broker other tests share
     first = kms.create_key()["KeyMetadata"]["Arn"]
     kms.create_alias(AliasName=f"alias/{topic}", TargetKeyId=first)
     encryption = RecordEncryption(_settings(kms_url, dek_max_records=50))
-    with proxy_in_thread(upstream=(broker.bootstrap_servers,), port=0, filters=(encryption,)) as px:
-        sends = [(b"SECRET-aws-old-%d" % i, b"k%d" % (i % 7)) for i in range(120)]
+    with proxy_in_thread(upstream=(target.bootstrap_servers,), port=0, filters=(encryption,)) as px:
+        sends = [(b"%s-old-%d" % (secret, i), b"k%d" % (i % 7)) for i in range(120)]
         before = sdk_reports(px.bootstrap_servers, topic, sends, enable_idempotence=True)
         second = kms.create_key()["KeyMetadata"]["Arn"]
         kms.update_alias(AliasName=f"alias/{topic}", TargetKeyId=second)
-        sends = [(b"SECRET-aws-new-%d" % i, b"k%d" % (i % 7)) for i in range(120)]
+        sends = [(b"%s-new-%d" % (secret, i), b"k%d" % (i % 7)) for i in range(120)]
         after = sdk_reports(px.bootstrap_servers, topic, sends, enable_idempotence=True)
         once_in_order(read_in_order(px.bootstrap_servers, topic, 2), [r[0] for r in before + after])
     made = encryption.stats
     # DEKs are reused: a handful of GenerateDataKey calls for 240 records.
     assert 0 < encryption.samples_by_name()["deks_made"] <= 10, made
-    seen = frames(placement(broker.bootstrap_servers, topic, 2))
+    seen = frames(placement(target.bootstrap_servers, topic, 2))
     assert {kek for kek, _ in seen} == {f"alias/{topic}"}
     assert {version for _, version in seen} == {first, second}
-    assert plaintext_in_files(folder / "data", b"SECRET-aws") == []
+    no_plaintext(target, topic, secret)
 
     # A proxy that never saw these DEKs unwraps them (on a worker thread, the
     # partitions answering without records meanwhile): its consumers read all.
     fresh_proxy = RecordEncryption(_settings(kms_url))
     with proxy_in_thread(
-        upstream=(broker.bootstrap_servers,), port=0, filters=(fresh_proxy,)
+        upstream=(target.bootstrap_servers,), port=0, filters=(fresh_proxy,)
     ) as px:
         once_in_order(read_in_order(px.bootstrap_servers, topic, 2), [r[0] for r in before + after])
     assert fresh_proxy.samples_by_name()["deks_unwrapped"] >= 2

@@ -210,3 +210,66 @@ def test_key_routing_writes_over_the_pool_a_filter_chose(broker: RunningBroker) 
 def test_key_routing_writes_over_the_pool_a_filter_chose_on_kafka(kafka4: Any) -> None:
     """The same in front of Apache Kafka 4."""
     _routed_over_own_pool(kafka4.bootstrap_servers)
+
+
+def test_handled_ns_counts_the_chains_steps_and_not_its_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ctx.handled_ns`` (docs/proxy.md, "Filters"; what the tenants filter's
+    request_percentage counts, as Kafka's request quota counts a request
+    handler thread's time, KIP-124): the time the chain spends on a request
+    and, on the way back, what came before the filter reading it. On a clock
+    the filters move themselves: a synchronous filter's 5 ms, an async one's
+    7 ms and 3 ms around a wait, during which other work moves the clock by a
+    second that is no handling; on the answer's way back the async one's 2 ms
+    is in what the first one reads."""
+    import trio
+    import trio.testing
+
+    from trafka.proxy import filters
+
+    now = [0]
+    monkeypatch.setattr(filters, "handling_clock", lambda: now[0])
+    ms = 1_000_000
+    read: list[int] = []
+
+    class Sync(Filter):
+        api_keys = frozenset({ApiKey.LIST_GROUPS})
+
+        def on_request(self, ctx: FilterContext, body: Any) -> Any:
+            now[0] += 5 * ms
+            return body
+
+        def on_response(self, ctx: FilterContext, body: Any) -> Any:
+            read.append(ctx.handled_ns)
+            return body
+
+    class Waits(Sync):
+        async def on_request(self, ctx: FilterContext, body: Any) -> Any:
+            now[0] += 7 * ms
+            await trio.sleep(1)
+            now[0] += 3 * ms
+            return body
+
+        def on_response(self, ctx: FilterContext, body: Any) -> Any:
+            now[0] += 2 * ms
+            return body
+
+    async def other_work() -> None:
+        await trio.sleep(0.5)  # while the async filter waits
+        now[0] += 1000 * ms
+
+    chain = filters.Route.of((Sync(), Waits()), ApiKey.LIST_GROUPS, 4).chain
+    ctx = FilterContext(ApiKey.LIST_GROUPS, 4, 9, "api", None, -1)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(other_work)
+            request = _frame(ApiKey.LIST_GROUPS, 4, 9, lg.ListGroupsRequest())[4:]
+            await filters.run_request(chain, ctx, request)
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert ctx.handled_ns == 15 * ms
+    answer = protocol.encode_response(9, ApiKey.LIST_GROUPS, 4, lg.ListGroupsResponse())[4:]
+    filters.run_response(chain, ctx, answer)
+    assert read == [17 * ms] and ctx.handled_ns == 17 * ms

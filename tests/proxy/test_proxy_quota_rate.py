@@ -227,6 +227,7 @@ def test_a_muted_connections_next_request_waits_for_the_throttle_time() -> None:
         assert not isinstance(held, md.MetadataRequest)  # an awaitable: muted
         assert await held == request
         assert trio.current_time() - start == pytest.approx(throttle / 1000)
+        assert tenants.quotas.held_requests == {"acme": 1}  # counted once
         # Unmuted: the next one passes at once, as a body.
         again = tenants.on_request(_ctx(ApiKey.METADATA, 12, "User:alice", state), request)
         assert again == request
@@ -331,7 +332,7 @@ def test_every_problem_of_the_quota_settings_is_named() -> None:
                     {"name": "b", "prefix": "b.", "principals": ["User:b"],
                      "producer_byte_rate": True, "consumer_byte_rate": -5.5},
                     {"name": "c", "prefix": "c.", "principals": ["User:c"],
-                     "request_percentage": 10},
+                     "request_percentage": 0, "request_rate": 10},
                 ],
                 "quota_window_num": 0,
                 "quota.window.size.seconds": 1,
@@ -344,7 +345,8 @@ def test_every_problem_of_the_quota_settings_is_named() -> None:
         "tenants[0]: consumer_byte_rate 'fast' must be a positive number",
         "tenants[1]: producer_byte_rate True must be a positive number",
         "tenants[1]: consumer_byte_rate -5.5 must be a positive number",
-        "tenants[2]: unknown setting 'request_percentage'",
+        "tenants[2]: request_percentage 0 must be a positive number (percent of one thread)",
+        "tenants[2]: unknown setting 'request_rate'",
         "quota_window_num: 0 is not a positive whole number",
         "quota_window_size_seconds and quota.window.size.seconds are the same setting",
     ):
@@ -369,3 +371,82 @@ def test_quotas_alone_make_no_tenant_wait() -> None:
     tenants = TenantQuotas()
     ctx = _ctx(ApiKey.METADATA, 12, "User:alice", {})
     assert tenants.held(ctx) == 0.0
+
+
+# -- request_percentage (Kafka's request quota, KIP-124) -------------------------------------
+
+REQUEST_QUOTA = {
+    "tenants": [
+        {"name": "acme", "prefix": "acme.", "principals": ["User:alice"],
+         "request_percentage": 10},
+        {"name": "globex", "prefix": "globex.", "principals": ["User:bob"]},
+    ],
+    "quota_window_num": 2,
+    "quota_window_size_seconds": 1,
+}  # fmt: skip
+
+
+def _metadata_round(tenants: Tenants, principal: str, state: dict[str, Any], ms: int) -> Any:
+    """A Metadata request through the filter, the chain having spent ``ms`` on
+    it by the time its answer reaches the filter: the answer the client gets."""
+    from trafka.codec.messages import k03_metadata as md
+
+    ctx = _ctx(ApiKey.METADATA, 12, principal, state)
+    tenants.on_request(ctx, md.MetadataRequest(topics=None))
+    ctx.handled_ns = ms * 1_000_000
+    return tenants.on_response(ctx, md.MetadataResponse(throttle_time_ms=0, brokers=[], topics=[]))
+
+
+def test_request_percentage_counts_the_proxys_handling_time_as_kafkas_request_quota() -> None:
+    """Kafka's design docs ("Request Rate Quotas": the percentage of time a
+    client may use a thread within a quota window; n% is n% of one thread)
+    and its ClientRequestQuotaManager: a request's handling time is recorded
+    as percent-seconds (nanos * 100 / 10^9) and the throttle time is the
+    byte rates' formula, capped at one sample (quota.window.size.seconds).
+    request_percentage 10, 2 samples of 1 s: 150 ms of handling is 15
+    percent-seconds over the first burst's 1 s, 15% > 10%: (15 - 10) / 10 *
+    1000 = 500 ms, told in the answer and the connection muted for it; 2 s
+    more is capped at 1000 ms; a Fetch answer's frame tells it too; a tenant
+    without the quota is counted, never throttled; the metrics show both."""
+    clock = Clock()
+    tenants = Tenants()
+    tenants.quotas.clock, tenants.quotas.timer = clock, lambda: 0
+    tenants.configure(REQUEST_QUOTA)
+    state: dict[str, Any] = {}
+    assert _metadata_round(tenants, "User:alice", state, 150).throttle_time_ms == 500
+    assert tenants.quotas.held(_ctx(ApiKey.METADATA, 12, "User:alice", state)) == 0.5
+    # Another connection of the tenant: the rate is the tenant's.
+    assert _metadata_round(tenants, "User:alice", {}, 2000).throttle_time_ms == 1000
+    fetch = _ctx(ApiKey.FETCH, 16, "User:alice", {})
+    tenants.on_request(fetch, fm.FetchRequest(max_bytes=1 << 20, min_bytes=1, topics=[]))
+    fetch.handled_ns = 1_000_000
+    out = tenants.on_response_frame(fetch, _fetch_answer(10, throttle=0))
+    assert protocol.decode_response(out, ApiKey.FETCH, 16)[1].throttle_time_ms == 1000
+    assert MUTED in fetch.state
+    # globex: counted, never throttled.
+    other: dict[str, Any] = {}
+    assert _metadata_round(tenants, "User:bob", other, 5000).throttle_time_ms == 0
+    assert MUTED not in other
+    stats = tenants.statistics()["tenant_quotas"]
+    assert stats["handled_ns"] == {"acme": 2_151_000_000, "globex": 5_000_000_000}
+    assert stats["throttled_ms"] == {("acme", "request"): 2500}
+    families = {(s.family, s.labels): s.value for s in tenants.samples()}
+    assert families[("trafka_proxy_tenant_request_time_seconds", (("tenant", "globex"),))] == 5
+    throttled = (("tenant", "acme"), ("quota", "request"))
+    assert families[("trafka_proxy_tenant_throttle_seconds", throttled)] == 2.5
+    # Once the windows have passed with nothing handled, the tenant starts afresh.
+    clock.now += 2
+    assert _metadata_round(tenants, "User:alice", {}, 50).throttle_time_ms == 0
+
+
+def test_the_filters_own_answer_work_is_handling_too() -> None:
+    """The chain's time reaches the tenants filter before its own answer work
+    (it is first on requests, last on answers): that work, timed by its own
+    timer, is added. 120 ms of the chain's and 30 ms of its own: the 500 ms
+    of 150 ms above."""
+    clock = Clock()
+    ticks = iter([0, 30_000_000])
+    tenants = Tenants()
+    tenants.quotas.clock, tenants.quotas.timer = clock, lambda: next(ticks)
+    tenants.configure(REQUEST_QUOTA)
+    assert _metadata_round(tenants, "User:alice", {}, 120).throttle_time_ms == 500

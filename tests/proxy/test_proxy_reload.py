@@ -7,6 +7,7 @@ problem, and the proxy goes on serving with its old settings."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -14,8 +15,9 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka.admin
 import pytest
@@ -95,11 +97,7 @@ def test_sighup_reloads_the_certificate_filters_and_log_level_and_refuses_the_re
     toml = tmp_path / "proxy.toml"
     upstream = broker.bootstrap_servers
     _config(toml, upstream, cert, "one", log_level='"INFO"')
-    port = _free_port()
-    log = tmp_path / "proxy.log"
-    proc = _start(toml, port, log)
-    try:
-        _until("start", lambda: b"proxy on" in log.read_bytes(), proc, log)
+    with _proxy_process(toml, tmp_path) as (port, proc, log):
         assert _served_certificate(port, str(ca_path)) == der[0]
         assert _cluster_id(port, str(ca_path)) == "one"
         assert b"settings_filter:" not in log.read_bytes()  # DEBUG is not logged at INFO
@@ -138,6 +136,20 @@ def test_sighup_reloads_the_certificate_filters_and_log_level_and_refuses_the_re
         assert _cluster_id(port, str(ca_path)) == "two"
         assert _served_certificate(port, str(ca_path)) == der[1]
         kept.close()
+
+
+@contextlib.contextmanager
+def _proxy_process(
+    toml: Path, tmp_path: Path, ready: bytes = b"proxy on"
+) -> Iterator[tuple[int, subprocess.Popen[bytes], Path]]:
+    """``trafka proxy --config toml`` serving (its port, process and log) once
+    its log says ``ready``, then stopped by SIGTERM, which it must end by cleanly."""
+    port = _free_port()
+    log = tmp_path / "proxy.log"
+    proc = _start(toml, port, log)
+    try:
+        _until("start", lambda: ready in log.read_bytes(), proc, log)
+        yield port, proc, log
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0, log.read_text()
     finally:
@@ -291,3 +303,91 @@ def test_with_workers_sighup_is_checked_by_the_supervisor_then_reloaded_by_each_
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _sni_metadata(port: int, ca: Path, name: str, tls: ssl.SSLSocket | None = None) -> Any:
+    """A Metadata answer (v9) over TLS asking for ``name`` by SNI (over ``tls``
+    if given, a connection already open); None when the proxy closed the
+    connection (a name it does not serve: it reads the name after the
+    handshake, so the client learns at its first read)."""
+    from proxy_helpers import call
+
+    from trafka.codec import ApiKey
+    from trafka.codec.messages import k03_metadata as mm
+
+    request = mm.MetadataRequest(topics=[])
+    if tls is not None:
+        return call(tls, ApiKey.METADATA, 9, request)
+    context = ssl.create_default_context(cafile=str(ca))
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+            context.wrap_socket(raw, server_hostname=name) as fresh,
+        ):
+            return call(fresh, ApiKey.METADATA, 9, request)
+    except (ssl.SSLError, ConnectionError, AssertionError):  # call() asserts on a close
+        return None
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sighup_moves_sni_domain_for_new_connections_and_open_ones_keep_their_broker(
+    broker: RunningBroker, tmp_path: Path, workers: int
+) -> None:
+    """``sni_domain`` changes on SIGHUP (docs/proxy.md, "One port for the
+    cluster: SNI" and "Reloading"): a real proxy process, real TLS clients
+    naming hosts by SNI. After the reload a new connection asking for
+    ``bootstrap.<new>`` or ``broker-N.<new>`` is served and Metadata names
+    ``broker-N.<new>``; one asking for the former domain's name is closed, as
+    after a restart; a connection opened before goes on with its broker.
+    Switching SNI off is refused (a restart: the listeners per broker would
+    open), and the proxy serves on with the new domain. With ``--workers 2``
+    the supervisor checks the move and each worker makes it (the checks'
+    fresh connections reach either)."""
+    ca = trustme.CA()
+    ca_path = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_path))
+    cert = tmp_path / "proxy.pem"  # one certificate for both domains
+    ca.issue_cert("*.kafka.test", "*.moved.test").private_key_and_cert_chain_pem.write_to_path(
+        str(cert)
+    )
+    toml = tmp_path / "proxy.toml"
+    upstream = broker.bootstrap_servers
+    more = {"workers": str(workers)}
+    _config(toml, upstream, cert, "one", sni_domain='"kafka.test"', **more)
+    ready = b"proxy on" if workers == 1 else b"(%d workers)" % workers
+    with _proxy_process(toml, tmp_path, ready) as (port, proc, log):
+        first = _sni_metadata(port, ca_path, "bootstrap.kafka.test")
+        (node,) = [b.node_id for b in first.brokers]
+        assert {(b.host, b.port) for b in first.brokers} == {(f"broker-{node}.kafka.test", port)}
+        context = ssl.create_default_context(cafile=str(ca_path))
+        kept = context.wrap_socket(
+            socket.create_connection(("127.0.0.1", port), timeout=10),
+            server_hostname=f"broker-{node}.kafka.test",
+        )
+        assert _sni_metadata(port, ca_path, "", kept).brokers[0].node_id == node
+
+        _config(toml, upstream, cert, "one", sni_domain='"moved.test"', **more)
+        _reload(proc, log, 1 if workers == 1 else 1 + workers)
+        assert b"SIGHUP: configuration reloaded (sni_domain)" in log.read_bytes()
+        for k in range(workers if workers > 1 else 0):  # each worker moved itself
+            assert f"[worker {k}] SIGHUP: configuration reloaded (sni_domain)" in log.read_text()
+        for name in ("bootstrap.moved.test", f"broker-{node}.moved.test"):
+            answer = _sni_metadata(port, ca_path, name)
+            assert answer is not None, (name, log.read_text())
+            assert {(b.host, b.port) for b in answer.brokers} == {
+                (f"broker-{node}.moved.test", port)
+            }
+        assert _sni_metadata(port, ca_path, f"broker-{node}.kafka.test") is None
+        assert f"'broker-{node}.kafka.test' is neither bootstrap.moved.test" in log.read_text()
+        assert _sni_metadata(port, ca_path, "bootstrap.kafka.test") is None
+        # The connection opened before: its broker, the answers' names the new ones.
+        again = _sni_metadata(port, ca_path, "", kept)
+        assert [(b.node_id, b.host) for b in again.brokers] == [(node, f"broker-{node}.moved.test")]
+
+        _config(toml, upstream, cert, "one", **more)  # SNI off: a restart
+        _reload(proc, log, 2 if workers == 1 else 2 + workers)
+        assert "sni_domain cannot change without a restart (None, was 'moved.test')" in (
+            log.read_text()
+        )
+        assert _sni_metadata(port, ca_path, "bootstrap.moved.test") is not None
+        kept.close()

@@ -34,7 +34,7 @@ from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open
 
 pytestmark = pytest.mark.timeout(120)
 
-USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw"}
+USERS = {"alice": "alice-pw", "bob": "bob-pw", "carol": "carol-pw", "dave": "dave-pw"}
 RATE = 100  # bytes per second: a few hundred bytes in a second are over it
 TENANTS = {
     "tenants": [
@@ -43,6 +43,9 @@ TENANTS = {
         {"name": "globex", "prefix": "globex.", "principals": ["User:bob"]},
         {"name": "initech", "prefix": "initech.", "principals": ["User:carol"],
          "consumer_byte_rate": RATE},
+        # any handling of its requests is over a millionth of a percent of a thread
+        {"name": "umbrella", "prefix": "umbrella.", "principals": ["User:dave"],
+         "request_percentage": 1e-6},
     ],
     "quota_window_num": 2,
     "quota_window_size_seconds": 1,
@@ -294,7 +297,9 @@ def test_the_docs_example_is_a_valid_configuration(tmp_path: Path) -> None:
     assert tenants.quotas.windows == Windows(11, 1000)
     acme, globex = tenants.by_principal["User:alice"], tenants.by_principal["User:bob"]
     assert (acme.producer_byte_rate, acme.consumer_byte_rate) == (1048576, 5242880)
+    assert acme.request_percentage == 25
     assert (globex.producer_byte_rate, globex.consumer_byte_rate) == (None, None)
+    assert globex.request_percentage is None
     # SIGHUP (in process): the running filter takes the new rate, its measure kept.
     tenants.quotas.count("acme", "produce", 5000, acme.producer_byte_rate)
     measured = tenants.quotas.rates[("acme", "produce")]
@@ -317,3 +322,53 @@ def test_the_docs_example_is_a_valid_configuration(tmp_path: Path) -> None:
         assert tenants.by_principal["User:alice"].producer_byte_rate == 2097152
     finally:
         root.setLevel(level)  # the reload sets the process's log level
+
+
+def test_a_tenant_over_its_request_percentage_is_told_to_wait_and_its_client_waits(
+    proxy: RunningProxy,
+) -> None:
+    """umbrella (request_percentage 1e-6: any handling of its requests is over
+    it; Kafka's request quota, KIP-124) is told throttle_time_ms 1000 on its
+    answers: the cap, one sample (quota_window_size_seconds = 1), as Kafka's
+    ClientRequestQuotaManager caps a request quota's throttle. trafka's SDK
+    and librdkafka report it (throttle_cb); trafka's SDK honours it (KIP-219:
+    its statistics count the requests it held back until the time had
+    passed); every record is delivered once; globex, with no quota, is never
+    told to wait; the proxy's metrics say what it counted and gave. (That the
+    proxy holds a request sent early on a muted connection is checked on a
+    virtual clock, test_proxy_quota_rate.py.)"""
+    topic = fresh("rquota")
+    sdk_events: list[Any] = []
+    reports: list[tuple[int, int]] = []
+    held: list[int] = []
+
+    async def sdk_send() -> None:
+        with anyio.fail_after(60):
+            async with open_admin(**_sdk(proxy, "dave")) as admin:
+                await admin.create_topics([NewTopic(topic, 1, 1)])
+            async with open_producer(**_sdk(proxy, "dave"), throttle_cb=sdk_events.append) as p:
+                # Each answer throttles: the next request waits in the client
+                # (sent until its statistics say one did, 10 at most).
+                for i in range(10):
+                    sent = await p.send_and_wait(topic, b"umbrella-%d" % i)
+                    reports.append((sent.partition, sent.offset))
+                    held[:] = [b.throttle.requests_held for b in p.statistics().brokers.values()]
+                    if sum(held):
+                        break
+
+    anyio.run(sdk_send, backend="trio")
+    assert sdk_events and {e.throttle_time for e in sdk_events} == {1.0}, sdk_events
+    assert sum(held) >= 1
+    assert reports == [(0, i) for i in range(len(reports))]
+    events = _produce_librdkafka(proxy, "dave", topic, [b"umbrella-ck"])
+    assert events and {e.throttle_time for e in events if e.throttle_time} == {1.0}, events
+    _create(proxy, "bob", topic)
+    free = _produce_librdkafka(proxy, "bob", topic, [b"globex"] * 3)
+    assert [e for e in free if e.throttle_time > 0] == []
+    seen = _metrics(proxy)
+    told = seen[_throttled("trafka_proxy_tenant_throttle_seconds_total", "umbrella", "request")]
+    assert told >= len(sdk_events) + 1
+    assert proxy.statistics.filters["tenant_quotas"]["handled_ns"]["umbrella"] > 0
+    for tenant in ("umbrella", "globex"):
+        assert seen[("trafka_proxy_tenant_request_time_seconds_total", (("tenant", tenant),))] > 0
+    assert _throttled("trafka_proxy_tenant_throttle_seconds_total", "globex", "request") not in seen
