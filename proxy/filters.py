@@ -112,6 +112,7 @@ if TYPE_CHECKING:
     from .topics import Topics
 
 __all__ = [
+    "CLIENT_KEYS",
     "CloseAfter",
     "CloseConnection",
     "EncodedBody",
@@ -126,6 +127,14 @@ __all__ = [
     "load_filter",
     "reframed",
 ]
+
+
+#: A Produce request's note (:attr:`FilterContext.notes`) left by a filter that
+#: rewrote its records' keys (record encryption's key frames): a mapping of
+#: each key it wrote to the key the client gave. A filter after it that places
+#: records by key (key routing) hashes the client's key, so a record lands
+#: where its client's key, not its rewritten bytes, puts it.
+CLIENT_KEYS = "trafka.client_keys"
 
 
 @dataclass(slots=True)
@@ -178,7 +187,9 @@ class FilterContext:
         state: private to the client's connection, shared by its requests.
         session: the connection's :class:`Session` (``authenticated``,
             ``principal`` and ``pool`` read it).
-        notes: private to this request and its answer.
+        notes: private to this request and its answer, shared by the filters
+            it passes through; one note is a convention between them,
+            :data:`CLIENT_KEYS`.
         client_software: the client software name the connection's ApiVersions
             request gave (v3+, KIP-511: ``librdkafka``, ``apache-kafka-java``...),
             None when it gave none.

@@ -43,7 +43,7 @@ import difflib
 import logging
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import trio
@@ -54,6 +54,7 @@ from trafka.codec.messages.k00_produce import ProduceResponse
 from trafka.sdk import ConfigError
 
 from ..filters import (
+    CLIENT_KEYS,
     CloseConnection,
     EncodedBody,
     Filter,
@@ -318,10 +319,13 @@ class RecordEncryption(Filter):
         leases = await self._leases(todo, body, refused)
         size = sum(len(p.records or b"") for t in body.topic_data for p in t.partition_data)
         work = [(key, kek) for key, (kek, _) in todo.items() if kek in leases]
+        keys: dict[bytes, bytes] = ctx.notes.setdefault(CLIENT_KEYS, {})
         if size >= _THREAD_BYTES:
-            done = await trio.to_thread.run_sync(self._encrypt, body, work, leases, refused)
+            done = await trio.to_thread.run_sync(self._encrypt, body, work, leases, refused, keys)
         else:
-            done = self._encrypt(body, work, leases, refused)
+            done = self._encrypt(body, work, leases, refused, keys)
+        if not keys:
+            del ctx.notes[CLIENT_KEYS]
         return self._refusing(ctx, body, done, refused)
 
     async def _leases(
@@ -368,7 +372,10 @@ class RecordEncryption(Filter):
         work: list[tuple[tuple[int, int], str]],
         leases: Mapping[str, tuple[Lease, list[int]]],
         refused: _Refused,
+        keys: dict[bytes, bytes],
     ) -> dict[tuple[int, int], bytes]:
+        """The encrypted records of each partition of ``work``; each key frame
+        made, with its client's key, in ``keys`` (:data:`~..filters.CLIENT_KEYS`)."""
         done: dict[tuple[int, int], bytes] = {}
         for (ti, pi), kek in work:
             t = body.topic_data[ti]
@@ -376,7 +383,9 @@ class RecordEncryption(Filter):
             lease, used = leases[kek]
             try:
                 name = t.name or self._names.get(t.topic_id, "")
-                seal_key = self._key_sealer(kek) if self.keys_encrypted(name) else None
+                seal_key = (
+                    _remembered(self._key_sealer(kek), keys) if self.keys_encrypted(name) else None
+                )
                 blob, n = encrypt_blob(
                     p.records, lease, used[0], DEFAULT_MAX_DECOMPRESSED_SIZE, seal_key
                 )
@@ -628,3 +637,16 @@ def _with_refused(body: Any, refused: Mapping[tuple[str | uuid.UUID, int], tuple
             for n, ps in topics.items()
         ],
     )
+
+
+def _remembered(
+    seal: Callable[[bytes], bytes], keys: dict[bytes, bytes]
+) -> Callable[[bytes], bytes]:
+    """``seal``, each frame it makes kept in ``keys`` with the key it sealed."""
+
+    def sealing(key: bytes) -> bytes:
+        frame = seal(key)
+        keys[frame] = key
+        return frame
+
+    return sealing

@@ -72,6 +72,7 @@ from .journal import PlacementJournal
 from .journal_peers import PeersJournal
 from .journal_pipeline import JournalTicket, Outcome, Turn, WriteTurns, submit
 from .place import place
+from .placement import Hashing
 from .sequences import Placement, Sequences, Session, State, Upstream
 from .stats import RouteStats
 from .sync_grace import GraceOutlasts, SyncGrace
@@ -258,7 +259,7 @@ class ExactlyOnce:
         ctx: FilterContext,
         body: Any,
         producer: tuple[int, int],
-        hash_name: str,
+        hash_name: Hashing,
         deadline: float,
         headers: Headers | None = None,
     ) -> tuple[IdempotentPlan, Written | Numbered] | Any | None:
@@ -302,7 +303,7 @@ class ExactlyOnce:
         body: Any,
         pid: int,
         epoch: int,
-        hash_name: str,
+        hash_name: Hashing,
         deadline: float,
         headers: Headers | None,
         again: bool = False,

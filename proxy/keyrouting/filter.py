@@ -52,6 +52,7 @@ from trafka.codec.messages import k00_produce as produce_msgs
 from trafka.codec.produce_response import ProduceAnswer
 
 from ..filters import (
+    CLIENT_KEYS,
     CloseConnection,
     EncodedBody,
     Filter,
@@ -80,6 +81,7 @@ from .idempotent_plan import read_batches
 from .journal import DirectoryJournal, PlacementJournal
 from .journal_peers import PeersJournal
 from .place import place
+from .placement import ClientKeys, Hashing
 from .plan import (
     HASHES,
     ProducePlan,
@@ -250,6 +252,11 @@ class KeyRouting(Filter):
                 ctx.notes[_ADDED] = body  # its answer says what was added
             return body
         deadline = trio.current_time() + body.timeout_ms / 1000 + self.connect_timeout
+        # Keys a filter before this one rewrote (record encryption) are placed by the client's.
+        client_keys = ctx.notes.get(CLIENT_KEYS)
+        hashing: Hashing = (
+            self.hash_name if not client_keys else ClientKeys(self.hash_name, client_keys)
+        )
         try:
             # A SASL client is routed only over connections that log in as it.
             unpooled = ctx.authenticated and ctx.pool is None
@@ -257,28 +264,26 @@ class KeyRouting(Filter):
             headers = None if unpooled or body.acks == 0 else read_batches(body)
             producer = None if headers is None else headers.producer
             if producer is not None:
-                result = await eos.plan(
-                    ctx, body, producer, self.hash_name, deadline, headers=headers
-                )
+                result = await eos.plan(ctx, body, producer, hashing, deadline, headers=headers)
                 if result is not None:
                     return self._answer_exactly_once(ctx, body, result, deadline)
             elif not unpooled:
                 if self.coalescer is not None and body.acks != 0:
                     placed = await place(
-                        body, self.hash_name, self.origin_headers, partial(self._place, body)
+                        body, hashing, self.origin_headers, partial(self._place, body, hashing)
                     )
                     if placed is not None:
                         return self._coalesced(ctx, body, placed, deadline)
                 await _flushed(ctx)
                 plan = await place(
                     body,
-                    self.hash_name,
+                    hashing,
                     self.origin_headers,
                     partial(
                         plan_produce,
                         body,
                         topics=services.topics,
-                        hash_name=self.hash_name,
+                        hash_name=hashing,
                         stats=self.stats,
                         max_size=self.max_size,
                         origin_headers=self.origin_headers,
@@ -288,14 +293,14 @@ class KeyRouting(Filter):
                     return await self._send_plan(ctx, body, plan, deadline)
             routed_body, route = await place(
                 body,
-                self.hash_name,
+                hashing,
                 self.origin_headers,
                 partial(
                     route_produce,
                     body,
                     node_id=ctx.node_id,
                     topics=services.topics,
-                    hash_name=self.hash_name,
+                    hash_name=hashing,
                     stats=self.stats,
                     max_size=self.max_size,
                     origin_headers=self.origin_headers,
@@ -313,7 +318,7 @@ class KeyRouting(Filter):
             ctx.notes[_ROUTE] = route
         return routed_body
 
-    def _place(self, body: Any) -> SpansPlaced | None:
+    def _place(self, body: Any, hashing: Hashing) -> SpansPlaced | None:
         """The pieces of a request that coalesces (see :mod:`.coalesce`), counted;
         None: it takes the plain plan."""
         topics = self._proxy[0].topics
@@ -321,7 +326,7 @@ class KeyRouting(Filter):
             return None
         if any(not p.records for t in body.topic_data for p in t.partition_data):
             return None
-        placed = place_spans(body, topics, self.hash_name, self.max_size)
+        placed = place_spans(body, topics, hashing, self.max_size)
         if placed is not None:
             count_placed(self.stats, placed[3])
             self.stats.requests_pooled += 1

@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from .placement import Hashing
 from .plan import cheap_to_plan
 
 __all__ = ["place"]
@@ -14,7 +15,7 @@ __all__ = ["place"]
 T = TypeVar("T")
 
 
-async def place(body: Any, hash_name: str, origin_headers: bool, plan: Callable[[], T]) -> T:
+async def place(body: Any, hash_name: Hashing, origin_headers: bool, plan: Callable[[], T]) -> T:
     """``plan()``, which places the records of the Produce ``body``: at once when
     the codec's C pass makes that cheap (:func:`.plan.cheap_to_plan`), else
     on a worker thread, so that no client's batches hold up the others."""

@@ -40,7 +40,7 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import compress
 from operator import itemgetter
 from typing import Any
@@ -79,6 +79,34 @@ __all__ = [
 log = logging.getLogger("trafka.proxy")
 
 HASHES: dict[str, Callable[[bytes, int], int]] = KEY_HASHES  # the SDK's, by name
+
+
+class ClientKeys:
+    """A hash of :data:`HASHES` over the keys the clients gave, where a filter
+    before routing rewrote them (record encryption's key frames: the note
+    :data:`~..filters.CLIENT_KEYS` maps each rewritten key to its client's):
+    a record goes where its client's key puts it. Computed in Python (the
+    codec's C pass reads the keys in the batch)."""
+
+    __slots__ = ("hash", "keys")
+
+    def __init__(self, name: str, keys: Mapping[bytes, bytes]) -> None:
+        self.hash = HASHES[name]
+        self.keys = keys
+
+    def __call__(self, key: bytes, count: int) -> int:
+        return self.hash(self.keys.get(key, key), count)
+
+
+#: How records are placed: a key of :data:`HASHES` (the codec's C pass
+#: computes those it knows), or :class:`ClientKeys`.
+Hashing = str | ClientKeys
+
+
+def _accelerated(hashing: Hashing) -> str | None:
+    """The name the codec's C pass would compute (None: Python only)."""
+    return hashing if isinstance(hashing, str) else None
+
 
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
@@ -145,7 +173,7 @@ def place_topic(
     partitions: int,
     batches: list[Batch],
     *,
-    hash_name: str,
+    hash_name: Hashing,
     can_take: bytes,
     max_size: int,
     origin_headers: bool = False,
@@ -158,7 +186,7 @@ def place_topic(
         topic, partitions: the topic and its partition count (0: unknown,
             every batch then kept whole).
         batches: the topic's batches in the request's order.
-        hash_name: a key of :data:`HASHES`.
+        hash_name: a key of :data:`HASHES`, or :class:`ClientKeys`.
         can_take: a byte per partition, non-zero where records may be moved in.
         max_size: the most a batch may inflate to.
         origin_headers: give the records of a magic 2 batch that does not stay
@@ -174,8 +202,9 @@ def place_topic(
         and batches
         and all(map(_PLACE, batches))
         and not log.isEnabledFor(logging.DEBUG)
-        and batch_split.placing(hash_name)
-        and _place_at_once(placed, topic, partitions, batches, hash_name, can_take, max_size)
+        and (name := _accelerated(hash_name)) is not None
+        and batch_split.placing(name)
+        and _place_at_once(placed, topic, partitions, batches, name, can_take, max_size)
     ):
         return
     for b in batches:
@@ -235,7 +264,7 @@ def _place_one(
     topic: str,
     partitions: int,
     b: Batch,
-    hash_name: str,
+    hash_name: Hashing,
     can_take: bytes,
     max_size: int,
     origin_headers: bool,
@@ -249,9 +278,10 @@ def _place_one(
         placed.located = False
         placed.batches.append(b)
         return
-    if not origin_headers and header.magic == 2 and hash_name in batch_split.HASH_IDS:
+    name = _accelerated(hash_name)
+    if not origin_headers and header.magic == 2 and name in batch_split.HASH_IDS:
         groups = batch_split.split_batch(
-            data, header, partitions=partitions, hash_name=hash_name, own=own, max_size=max_size
+            data, header, partitions=partitions, hash_name=name, own=own, max_size=max_size
         )
     if groups is not None:
         total = header.records_count
@@ -263,7 +293,7 @@ def _place_one(
             if header.magic == 2
             else decode_legacy_entry(data, max_size=max_size)
         )
-        hash_of = HASHES[hash_name]
+        hash_of = HASHES[hash_name] if isinstance(hash_name, str) else hash_name
         grouped = _group(records, own, partitions, hash_of)
         if origin_headers and header.magic == 2 and list(grouped) != [own]:
             grouped = _group(_with_origin(records, own, header), own, partitions, hash_of)
@@ -454,11 +484,12 @@ _CHEAP_BYTES = 1024 * 1024
 _SLOW_CODECS = frozenset({Compression.GZIP})
 
 
-def cheap_to_plan(body: Any, *, hash_name: str, origin_headers: bool) -> bool:
+def cheap_to_plan(body: Any, *, hash_name: Hashing, origin_headers: bool) -> bool:
     """Whether placing the records of ``body`` takes so little time (the codec's
     C pass, a request of at most ``_CHEAP_BYTES`` of records, no gzip) that the
     driver does it at once rather than on a worker thread."""
-    if origin_headers or not batch_split.available(hash_name):
+    name = _accelerated(hash_name)
+    if origin_headers or name is None or not batch_split.available(name):
         return False
     size = 0
     for t in body.topic_data:

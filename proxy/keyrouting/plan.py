@@ -86,6 +86,7 @@ from ..topics import Topics
 from .placement import (
     HASHES,
     ORIGIN_HEADER,
+    Hashing,
     Piece,
     Placed,
     build,
@@ -196,7 +197,7 @@ def plain_request(body: Any, topics: Topics, *, batches: bool = True) -> bool:
 def place_plain(
     body: Any,
     topics: Topics,
-    hash_name: str,
+    hash_name: Hashing,
     max_size: int,
     origin_headers: bool = False,
     tally: tuple[dict[tuple[str, int], int], list[int]] | None = None,
@@ -245,7 +246,7 @@ SpansPlaced = tuple[
 ]
 
 
-def place_spans(body: Any, topics: Topics, hash_name: str, max_size: int) -> SpansPlaced | None:
+def place_spans(body: Any, topics: Topics, hash_name: Hashing, max_size: int) -> SpansPlaced | None:
     """The pieces of a plain request all of whose records the codec's C pass
     locates (:func:`place_plain`), by target partition, counted nowhere; None
     when it does not, a batch has a producer id, or a target's leader is unknown."""
@@ -334,7 +335,7 @@ def plan_produce(
     body: Any,
     *,
     topics: Topics,
-    hash_name: str,
+    hash_name: Hashing,
     stats: RouteStats,
     max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     origin_headers: bool = False,
@@ -433,7 +434,7 @@ def route_produce(
     *,
     node_id: int,
     topics: Topics,
-    hash_name: str,
+    hash_name: Hashing,
     stats: RouteStats,
     max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
     origin_headers: bool = False,

@@ -279,11 +279,13 @@ def test_keys_encrypted_deterministically_read_back_and_keep_their_partition(
     broker_or_kafka: Target, keys: Path
 ) -> None:
     """``encrypt_keys``: a topic's record keys become key frames, the same
-    frame for the same key (so compaction still keeps one record per key, and
-    routing, which then hashes the frame, keeps a key's records in one
-    partition: murmur2's of the frame), tombstones (null values) stay null;
-    consumers through the proxy read the plaintext keys; no plaintext key on
-    disk. On brokerlite and on Apache Kafka 4.x."""
+    frame for the same key (so compaction still keeps one record per key),
+    tombstones (null values) stay null; consumers through the proxy read the
+    plaintext keys; no plaintext key on disk. Routing hashes the key the client
+    gave, not its frame (issue #83: "routing still hashes the plaintext key"):
+    the producer's CRC32 partitioner put the records elsewhere, and each lands
+    on murmur2's partition of its plaintext key, as it would unencrypted. On
+    brokerlite and on Apache Kafka 4.x."""
     from trafka.proxy.encryption.frame import KEY_MAGIC
     from trafka.sdk.partitioners import murmur2_partition
 
@@ -301,23 +303,35 @@ def test_keys_encrypted_deterministically_read_back_and_keep_their_partition(
         }
     )
     with proxy_in_thread(upstream=(target.bootstrap_servers,), port=0, filters=(encryption,)) as px:
-        sends: list[tuple[Any, bytes]] = [
-            (b"v%d" % i, b"%s-%d" % (secret, i % 5)) for i in range(60)
-        ]
+        sends: list[tuple[Any, bytes]] = []
+        # Each of the routing's plans: idempotent (the SDK's default), plain, transactional.
+        for mode, settings in (
+            ("idempotent", {}),
+            ("plain", {"enable_idempotence": False}),
+            ("transactional", {"transactional_id": topic}),
+        ):
+            mine: list[tuple[Any, bytes]] = [
+                (b"%s-%d" % (mode.encode(), i), b"%s-%d" % (secret, i % 5)) for i in range(20)
+            ]
+            sdk_reports(px.bootstrap_servers, topic, mine, **settings)
+            sends += mine
         sends.append((None, secret + b"-0"))  # a tombstone
-        sdk_reports(px.bootstrap_servers, topic, sends)
-        read = placement(px.bootstrap_servers, topic, 3)
+        sdk_reports(px.bootstrap_servers, topic, sends[-1:])
+        read = placement(px.bootstrap_servers, topic, 3, isolation_level="read_committed")
         assert sorted((r.key, r.value or b"") for r in read) == sorted(
             (k, v or b"") for v, k in sends
         )
         assert [r.value for r in read if r.value is None] == [None]
-        straight = placement(target.bootstrap_servers, topic, 3)
-        by_key: dict[bytes, set[int]] = {}
+        plain = {(r.partition, r.offset): r.key for r in read}
+        straight = placement(target.bootstrap_servers, topic, 3, isolation_level="read_committed")
+        frames: dict[bytes, set[bytes]] = {}
         for r in straight:
             assert r.key.startswith(KEY_MAGIC)
-            by_key.setdefault(r.key, set()).add(r.partition)
-        assert len(by_key) == 5
-        assert all(places == {murmur2_partition(k, 3)} for k, places in by_key.items())
+            key = plain[(r.partition, r.offset)]
+            frames.setdefault(r.key, set()).add(key)
+            assert r.partition == murmur2_partition(key, 3), (r.partition, key)
+        assert len(frames) == 5 and all(len(keys) == 1 for keys in frames.values())
+    assert {murmur2_partition(k, 3) for _, k in sends} != {0}  # the keys spread
     no_plaintext(target, topic, secret)
 
 
