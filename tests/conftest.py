@@ -21,9 +21,9 @@ Hypothesis runs without its per-example deadline or its too-slow health check
 loaded two-core machine trips while the property itself holds.
 
 And the order in which the suite's files are handed to pytest-xdist's workers
-(``make pytest``: ``--dist loadfile --no-loadscope-reorder``): every file holding
-a test marked ``slow`` (one of tens of seconds) first, in collection order, then
-the others. A worker takes the next file when it is done with one, so the long
+(``make pytest``: ``--dist loadfile --no-loadscope-reorder``): the few files of
+:data:`FIRST_FILES` (a unit of minutes), then every file holding a test marked
+``slow`` (one of tens of seconds), in collection order, then the others. A worker takes the next file when it is done with one, so the long
 files spread over both workers while short ones are left to even out the end;
 xdist's own order (most tests first) left the one-test files of a minute or more
 (Spark's exactly-once run, the cluster durability tests) to the end, where one
@@ -206,11 +206,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The files with a ``slow`` test first (see the module's docstring); each
-    file's tests keep their order and stay together."""
+    """The files of :data:`FIRST_FILES` first, then the others with a ``slow``
+    test (see the module's docstring); each file's tests keep their order and
+    stay together."""
     _check_confined(items)
     slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.path not in slow)
+    items.sort(
+        key=lambda item: (item.nodeid.split("::", 1)[0] not in FIRST_FILES, item.path not in slow)
+    )
 
 
 #: The session fixtures that start a JVM (or several) the first time a pytest
@@ -288,6 +291,15 @@ SPREAD_FILES = frozenset(
 )
 
 
+#: The files handed out before any other (``make pytest``): one unit of work of
+#: minutes that, taken in collection order among the slow files, could be the
+#: last long unit of the run on one worker while the others' queues run dry.
+#: The first worker outside CONFINED's takes it at the start.
+FIRST_FILES = frozenset(
+    {"tests/interop/test_kgo_suite_cluster.py"}  # kgo's suite on 3 nodes, 3 to 4 minutes
+)
+
+
 #: The structural tests that walk every module of the package: one unit of work,
 #: so that one worker parses the package once for all three (tests/source_trees.py;
 #: 23.5 s in three processes, about 10 s in one).
@@ -325,7 +337,7 @@ CONFINED_WORKERS = int(os.environ.get("TRAFKA_CONFINED_WORKERS", "1"))
 def _check_spread_files() -> None:
     """A file renamed or removed must leave :data:`SPREAD_FILES` and :data:`CONFINED` too."""
     root = Path(_HERE).parent
-    named = SPREAD_FILES.union(CONFINED, SHARED_PARSE_FILES)
+    named = SPREAD_FILES.union(CONFINED, SHARED_PARSE_FILES, FIRST_FILES)
     gone = sorted(name for name in named if not (root / name).exists())
     if gone:
         raise pytest.UsageError(f"tests/conftest.py: SPREAD_FILES or CONFINED name no file: {gone}")

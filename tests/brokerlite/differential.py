@@ -31,6 +31,7 @@ import socket
 import struct
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from trafka.codec.messages import k17_sasl_handshake as sasl_handshake
@@ -373,10 +374,14 @@ def reference_run(
 
 def assert_same(reference: str, peer: str, script: Script, logins: Logins | None = None) -> None:
     """Run ``script`` on the reference broker (or take its earlier run, see
-    :func:`reference_run`), then on ``peer``; fail listing every field that
+    :func:`reference_run`) and on ``peer``, side by side (each run is a
+    conversation with its own broker, mostly waiting on it: a script that
+    waits out a timeout waits once, not twice); fail listing every field that
     differs."""
-    expected = reference_run(reference, script, logins)
-    got = run(peer, script, logins)
+    with ThreadPoolExecutor(1, thread_name_prefix="differential-reference") as pool:
+        reference_side = pool.submit(reference_run, reference, script, logins)
+        got = run(peer, script, logins)
+        expected = reference_side.result()
     lines = compare(expected, got)
     dump = os.environ.get(DUMP_ENV)
     if lines and dump:

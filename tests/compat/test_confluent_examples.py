@@ -7,8 +7,9 @@ as the suite's other Kafka-and-registry tests), and print the same
 observations; what the broker holds after each run is read back with trafka's
 SDK and checked against what the service printed.
 
-Each run has topics and groups of its own; their names are replaced by
-placeholders before two runs are compared. Where the drop-in still answers
+Each run has topics and groups of its own, so a service's two runs (one per
+library) run side by side; their names are replaced by placeholders before
+the two runs are compared. Where the drop-in still answers
 differently (a gap the drop-in has to close), the test checks everything else
 first, then is an xfail naming the call, and only when that difference is the
 one seen; any other failure or difference fails.
@@ -21,7 +22,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -105,6 +107,15 @@ def run_service(script: str, lib: str, target: Target, names: dict[str, str], *a
             name = f"{base}#{int(name.partition('#')[2] or 1) + 1}"
         events[name] = event
     return events
+
+
+def side_by_side(one: Callable[[str], Events]) -> dict[str, Events]:
+    """``one(lib)`` (a service's run on ``lib`` and its checks) for each of
+    :data:`LIBS` at once, by library: each run has topics and groups of its own,
+    and the service is a process of its own, mostly waiting on the broker."""
+    with ThreadPoolExecutor(len(LIBS), thread_name_prefix="example-run") as pool:
+        running = {lib: pool.submit(one, lib) for lib in LIBS}
+    return {lib: run.result() for lib, run in running.items()}
 
 
 def make_topics(target: Target, *topics: tuple[str, int]) -> None:
@@ -191,17 +202,20 @@ def test_producer_service(peer: Target) -> None:
     """Delivery reports (partition, offset, key, value, timestamp) for every
     record, the same on both; the broker holds exactly what was reported,
     headers included."""
-    runs = {}
-    for lib in LIBS:
+
+    def one(lib: str) -> Events:
         names = names_for("producer", lib, "topic")
         make_topics(peer, (names["topic"], 3))
-        runs[lib] = run_service("producer", lib, peer, names, "-t", names["topic"], "-n", "30")
-        reported = runs[lib]["delivered"]["records"]
+        events = run_service("producer", lib, peer, names, "-t", names["topic"], "-n", "30")
+        reported = events["delivered"]["records"]
         held = read_back(peer, names["topic"])
         assert [r[:4] + r[5:] for r in held] == [r[:4] + r[5][1:] for r in reported]
         assert len(held) == 30 and sum(1 for r in held if r[4]) == 10
-        assert runs[lib]["flushed"] == {"left": 0, "queued": 0}
-        assert runs[lib]["failed"] == {"errors": []}
+        assert events["flushed"] == {"left": 0, "queued": 0}
+        assert events["failed"] == {"errors": []}
+        return events
+
+    runs = side_by_side(one)
 
     theirs, ours = runs["confluent"], runs["trafka"]
 
@@ -222,23 +236,25 @@ def test_consumer_service(peer: Target) -> None:
     """A group's assignment, the records, the commits' answers, committed()
     and position(), and the rebalance callbacks, the same on both; the group's
     offsets on the broker are the ends of the partitions."""
-    runs = {}
     records = [(b"k%d" % (i % 5), b"v%d" % i, None) for i in range(26)] + [(None, b"nil", 2)]
-    for lib in LIBS:
+
+    def one(lib: str) -> Events:
         names = names_for("consumer", lib, "topic", "group")
         make_topics(peer, (names["topic"], 3))
         fill(peer, names["topic"], records)
-        runs[lib] = run_service(
+        events = run_service(
             "consumer", lib, peer, names,
             "-t", names["topic"], "-g", names["group"], "-n", str(len(records)),
         )  # fmt: skip
         held = read_back(peer, names["topic"])
-        events = runs[lib]
         assert events["records"]["records"] == [r[:4] for r in held]
         ends = [[p, 1 + max(r[1] for r in held if r[0] == p)] for p in range(3)]
         assert events["committed"]["partitions"] == ends == events["positions"]["partitions"]
         assert committed_offsets(peer, names["group"]) == ends
         assert events["assigned"] == {"partitions": [[p, -1001] for p in range(3)]}
+        return events
+
+    runs = side_by_side(one)
 
     theirs, ours = runs["confluent"], runs["trafka"]
     final = {k: v for k, v in theirs.items() if k != "final_commit"}
@@ -255,9 +271,9 @@ def test_lag_service(peer: Target) -> None:
     """A group's committed offsets against the watermarks, and the records it
     has not read (assign, seek, pause): the same on both, and what the broker
     holds past the group's offsets."""
-    runs = {}
     records = [(b"k%d" % (i % 5), b"v%d" % i, None) for i in range(20)]
-    for lib in LIBS:
+
+    def one(lib: str) -> Events:
         names = names_for("lag", lib, "topic", "group")
         make_topics(peer, (names["topic"], 3))
         fill(peer, names["topic"], records)
@@ -268,12 +284,14 @@ def test_lag_service(peer: Target) -> None:
         with Admin(bootstrap_servers=peer.bootstrap_servers) as admin:
             offsets = {TopicPartition(names["topic"], p): o for p, o in given.items()}
             admin.alter_consumer_group_offsets(names["group"], offsets)
-        runs[lib] = run_service("lag", lib, peer, names, "-t", names["topic"], "-g", names["group"])
-        events = runs[lib]
+        events = run_service("lag", lib, peer, names, "-t", names["topic"], "-g", names["group"])
         assert events["lag"]["partitions"] == [
             [p, given.get(p), 0, ends[p], ends[p] - given.get(p, 0)] for p in range(3)
         ]
         assert events["unread"]["records"] == [r[:4] for r in held if r[1] >= given.get(r[0], 0)]
+        return events
+
+    runs = side_by_side(one)
     assert runs["trafka"] == runs["confluent"]
 
 
@@ -283,12 +301,10 @@ def test_admin_service(peer: Target) -> None:
     everything deleted: the same answers on both, and the broker has none of
     it left."""
     coordinator_ready(peer)
-    runs = {}
-    for lib in LIBS:
+
+    def one(lib: str) -> Events:
         names = names_for("admin", lib, "prefix", "group")
-        runs[lib] = run_service(
-            "admin", lib, peer, names, "-t", names["prefix"], "-g", names["group"]
-        )
+        events = run_service("admin", lib, peer, names, "-t", names["prefix"], "-g", names["group"])
         gone = {f"{names['prefix']}-compacted", f"{names['prefix']}-plain"}
         with Admin(bootstrap_servers=peer.bootstrap_servers) as admin:
             deadline = time.monotonic() + 30
@@ -296,7 +312,6 @@ def test_admin_service(peer: Target) -> None:
                 assert time.monotonic() < deadline, f"{gone} still listed after 30 s"
                 time.sleep(0.1)
             assert names["group"] not in {g.group_id for g in admin.list_groups()}
-        events = runs[lib]
         assert events["configs"]["configs"]["cleanup.policy"][:2] == [
             "compact", "DYNAMIC_TOPIC_CONFIG",
         ]  # fmt: skip
@@ -306,6 +321,9 @@ def test_admin_service(peer: Target) -> None:
         assert events["configs#3"]["configs"]["max.message.bytes"][0] == "65536"
         assert events["partitions"]["count"] == 4
         assert events["group_offsets"]["offsets"] == [[True, 0, 5], [True, 2, 7]]
+        return events
+
+    runs = side_by_side(one)
     assert runs["trafka"] == runs["confluent"]
 
 
@@ -314,16 +332,15 @@ def test_serdes_service(peer: Target, fmt: str) -> None:
     """Books through SerializingProducer and DeserializingConsumer with the
     registry: the same reports, subject versions and books on both; the broker
     holds Confluent-framed values (magic byte 0, the subject's schema id)."""
-    runs = {}
-    for lib in LIBS:
+
+    def one(lib: str) -> Events:
         names = names_for(f"serdes-{fmt}", lib, "topic", "group")
         make_topics(peer, (names["topic"], 2))
-        runs[lib] = run_service(
+        events = run_service(
             "serdes", lib, peer, names,
             "-s", peer.registry_url, "--format", fmt,
             "-t", names["topic"], "-g", names["group"], "-n", "6",
         )  # fmt: skip
-        events = runs[lib]
         assert events["flushed"] == {"left": 0}
         assert events["registered"]["version"] == 1
         assert events["books_by_hand"] == events["books"]
@@ -335,6 +352,9 @@ def test_serdes_service(peer: Target, fmt: str) -> None:
         # Confluent's framing: magic byte 0, then the subject's schema id (big-endian)
         framed = {r[3][:5] for r in held}
         assert len(held) == 6 and framed == {b"\x00" + schema_id.to_bytes(4, "big")}
+        return events
+
+    runs = side_by_side(one)
     assert runs["trafka"] == runs["confluent"]
 
 
@@ -344,18 +364,17 @@ def test_transactions_service(peer: Target) -> None:
     offsets and positions on both; a read_committed reader sees every input
     record transformed once and not the aborted one, and the group's offset is
     the input's end."""
-    runs = {}
     records = [(b"sensor-%d" % (i % 3), b"reading %d" % i, None) for i in range(12)]
-    for lib in LIBS:
+
+    def one(lib: str) -> Events:
         names = names_for("eos", lib, "input", "output", "group", "txn")
         make_topics(peer, (names["input"], 1), (names["output"], 2))
         fill(peer, names["input"], records)
-        runs[lib] = run_service(
+        events = run_service(
             "transactions", lib, peer, names,
             "-i", names["input"], "-o", names["output"], "-g", names["group"],
             "--transactional-id", names["txn"], "--per-transaction", "5",
         )  # fmt: skip
-        events = runs[lib]
         assert events["transactions"] == {"sizes": [5, 5, 2]}
         assert events["committed"]["partitions"] == [[0, 12]]
         assert committed_offsets(peer, names["group"]) == [[0, 12]]
@@ -365,6 +384,9 @@ def test_transactions_service(peer: Target) -> None:
         assert [r[:4] for r in committed] == delivered
         everything = read_back(peer, names["output"], "read_uncommitted")
         assert [r[3] for r in everything if r[2] == "aborted"] == ["never seen"]
+        return events
+
+    runs = side_by_side(one)
     assert runs["trafka"] == runs["confluent"]
 
 

@@ -31,6 +31,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -107,6 +108,15 @@ def _run(api: str, mode: str) -> dict[str, Any]:
     return out
 
 
+def _both(mode: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`_run` on confluent-kafka and on the drop-in, side by side (two
+    processes, each waiting out its timeouts): (theirs, ours)."""
+    with ThreadPoolExecutor(2, thread_name_prefix="unreachable") as pool:
+        theirs = pool.submit(_run, "confluent_kafka", mode)
+        ours = pool.submit(_run, "trafka.compat.confluent", mode)
+        return theirs.result(), ours.result()
+
+
 def _timed_out(value: str, key: str | None) -> dict[str, Any]:
     return {
         "code": MSG_TIMED_OUT,
@@ -123,8 +133,7 @@ def test_records_are_reported_timed_out_and_flush_returns() -> None:
     """Both records reported ``_MSG_TIMED_OUT`` after ``message.timeout.ms``
     (1.5 s), served by ``flush()``, which then returns 0; ``error_cb`` heard
     ``_TRANSPORT``, then ``_ALL_BROKERS_DOWN``."""
-    theirs = _run("confluent_kafka", "timed out")
-    ours = _run("trafka.compat.confluent", "timed out")
+    theirs, ours = _both("timed out")
     assert ours == theirs
     assert theirs == {
         "flush": 0,
@@ -137,8 +146,7 @@ def test_records_are_reported_timed_out_and_flush_returns() -> None:
 def test_close_reports_and_returns() -> None:
     """confluent-kafka 2's ``close()`` flushes (serving the reports) and returns
     True; the script then ends."""
-    theirs = _run("confluent_kafka", "close")
-    ours = _run("trafka.compat.confluent", "close")
+    theirs, ours = _both("close")
     assert ours == theirs
     assert theirs["close"] is True
     assert theirs["reports"] == [_timed_out("order-1", None), _timed_out("order-2", "alice")]
@@ -149,8 +157,7 @@ def test_a_script_ends_with_records_it_could_not_deliver(mode: str) -> None:
     """librdkafka's default ``message.timeout.ms`` (300 s): ``flush(0.5)``
     returns both records, none reported; the script ends at once after it, or
     after its last ``produce()``, without ``close()``."""
-    theirs = _run("confluent_kafka", mode)
-    ours = _run("trafka.compat.confluent", mode)
+    theirs, ours = _both(mode)
     assert ours["reports"] == theirs["reports"] == []
     if mode == "flush times out":
         # (librdkafka's count may hold an error event queued a moment before)

@@ -16,13 +16,15 @@ a panic), read from ``-test.v``'s lines, with each skip's reason.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable
+import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -287,6 +289,96 @@ def misses(control: Run, measured: Run, among: set[str] | None = None) -> list[s
             why = measured.reasons.get(name, "")[-2000:]
             out.append(f"{name}: {got}" + (f" ({why})" if why else ""))
     return out
+
+
+SUITE = f"franz-go {VERSION} pkg/kgo tests"
+
+
+def measure(
+    binary: tuple[Path, Path],
+    broker: str,
+    seeds: str,
+    logs: Path,
+    control: Run | None = None,
+    measured: Run | None = None,
+    **options: Any,
+) -> Run:
+    """The suite's run against ``seeds`` (its output in ``logs``; ``measured`` when
+    it ran already), the tests that failed in it and pass on ``control`` (or any,
+    without one) run again alone (:func:`retry`); each one passing only then is a
+    warning."""
+    if measured is None:
+        measured = run(*binary, broker, seeds, log=logs / "kgo.log", **options)
+    among = set(measured.outcomes) if control is None else control.named("pass")
+    retry(*binary, measured, seeds, among, **options)
+    for name, first in measured.retried.items():
+        warnings.warn(
+            f"kgo {name} on {broker} passed only when run again alone; in the whole "
+            f"suite's run ({logs / 'kgo.log'}): {first}"[:1500],
+            stacklevel=1,
+        )
+    return measured
+
+
+def control_of_misses(
+    binary: tuple[Path, Path],
+    measured: Run,
+    kafka_seeds: Callable[[], str],
+    logs: Path,
+    apart: Iterable[str] = (),
+) -> Run:
+    """Kafka's control for ``measured``, lazily: every test of the binary counts
+    in ``measured`` (one it never reported is ``not run``), and only those that
+    did not pass there (``apart`` aside) run on Kafka (``kafka_seeds()``, called
+    only then), again alone when they fail, as :func:`measure` does. Kafka and
+    franz-go are pinned, so a test passing on Kafka here is a miss, the verdict
+    Kafka's whole run would give."""
+    for name in listed(*binary) - set(measured.outcomes):
+        measured.outcomes[name] = "not run"
+    doubted = sorted(
+        name for name, got in measured.outcomes.items() if got != "pass" and name not in apart
+    )
+    if not doubted:
+        return Run("Kafka 4.x", {})
+    seeds = kafka_seeds()
+    ran = run(*binary, "Kafka 4.x", seeds, log=logs / "kafka.log", only=doubted)
+    return measure(binary, "Kafka 4.x", seeds, logs, measured=ran)
+
+
+def check_no_failure(measured: Run, apart: Iterable[str] = ()) -> None:
+    """No kgo test (``apart`` aside) failed or never ended in ``measured``."""
+    left = set(apart)
+    shown = dataclasses.replace(
+        measured, outcomes={n: o for n, o in measured.outcomes.items() if n not in left}
+    )
+    failed = sorted(shown.named("fail") | shown.named("unfinished"))
+    said = "\n".join(f"{name}: {shown.reasons.get(name, '')}" for name in failed)
+    assert not failed, f"{shown.summary()}; failed:\n{said}\n{shown.tail}"
+
+
+def check_passes_as(
+    control: Run,
+    measured: Run,
+    apart: Iterable[str] = (),
+    *,
+    shares: bool = False,
+    whole: bool = True,
+) -> None:
+    """Every test passing on ``control`` (``apart`` aside, and the share-group
+    tests unless ``shares``) passes on ``measured``. A whole control passes
+    some (else the harness, not a broker, is at fault); the control of the
+    tests brokerlite did not pass may pass none."""
+    assert control.named("pass") or not whole, control.summary()
+    among = set(control.outcomes) - set(apart)
+    if not shares:
+        among -= SHARE_GROUP_TESTS
+    missed = misses(control, measured, among)
+    assert not missed, (
+        f"{measured.summary()} ({control.summary()}); {len(missed)} passing on "
+        f"{control.broker} do not pass on {measured.broker}:\n"
+        + "\n".join(missed)
+        + (f"\n{measured.tail}" if measured.tail else "")
+    )
 
 
 if __name__ == "__main__":  # `make peers`: the binary built once, ahead of the tests
