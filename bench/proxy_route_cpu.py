@@ -166,7 +166,7 @@ def measure(partitions: int, brokers: int, batch: int, requests: int) -> list[in
                 started, spent[0] = time.thread_time_ns(), 0
                 _, body = protocol.decode_request(sample[i % len(sample)], allow_trailing=True)
                 assert cheap_to_plan(body, hash_name="murmur2", origin_headers=False)
-                placed = routing._place(body)
+                placed = routing._place(body, routing.hash_name)
                 assert placed is not None, "the C pass is not built or declined"
                 deadline = trio.current_time() + 30
                 share = coalescer.add(
