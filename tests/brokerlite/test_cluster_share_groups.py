@@ -327,7 +327,18 @@ def test_share_requests_to_a_broker_not_leading_name_the_leader() -> None:
             bs = cluster.bootstrap_servers
             async with open_admin(bootstrap_servers=bs) as admin:
                 await admin.create_topics([NewTopic("led", 1, 3)])
-            await until(lambda: leader(cluster, "led", 0) > 0, "a leader for led-0")
+            # Every node knows it (each reads the partition's state from
+            # ZooKeeper on its own time; the one asked first below may lag).
+            await until(
+                lambda: (
+                    leader(cluster, "led", 0) > 0
+                    and all(
+                        cluster.node(n).broker.cluster.leader("led", 0) == leader(cluster, "led", 0)
+                        for n in cluster.node_ids
+                    )
+                ),
+                "every node knows led-0's leader",
+            )
             lead = leader(cluster, "led", 0)
             other = next(n for n in cluster.node_ids if n != lead)
             topic_id = cluster.node(lead).broker.logs.topic("led").topic_id
