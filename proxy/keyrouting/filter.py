@@ -268,7 +268,9 @@ class KeyRouting(Filter):
                 if result is not None:
                     return self._answer_exactly_once(ctx, body, result, deadline)
             elif not unpooled:
-                if self.coalescer is not None and body.acks != 0:
+                # Keys hashed in Python (ClientKeys) are never the C pass's spans:
+                # such a request goes to the plain plan at once, placed once.
+                if self.coalescer is not None and body.acks != 0 and isinstance(hashing, str):
                     placed = await place(
                         body, hashing, self.origin_headers, partial(self._place, body, hashing)
                     )
