@@ -11,7 +11,7 @@ from trafka.sdk.partitioners import KEY_HASHES as HASHES
 from .filters import Filter
 from .listeners import NamedListener, port_of_node, problems_of
 from .mtls import CLIENT_AUTH, PrincipalMapper
-from .sni import SniNames
+from .sni import SniNames, certificate_gaps
 
 __all__ = ["JOURNAL_TOPIC", "ProxyConfig", "split_server"]
 
@@ -292,6 +292,17 @@ class ProxyConfig:
         if not self.sni_domain:
             return None
         return SniNames(self.sni_domain, self.sni_port, virtual_hosts=self.sni_virtual_hosts)
+
+    def certificate_warnings(self) -> list[str]:
+        """What the client certificate does not name of ``sni_domain``'s names
+        (:func:`.sni.certificate_gaps`; [] without SNI, or when it cannot be read:
+        loading it says why)."""
+        if not (self.sni_domain and self.ssl_certfile):
+            return []
+        try:
+            return certificate_gaps(self.ssl_certfile, self.sni_domain)
+        except ValueError:
+            return []
 
     def node_port(self, node_id: int) -> int:
         """The port to serve broker ``node_id`` on (0: any free port).

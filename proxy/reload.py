@@ -248,6 +248,9 @@ class Reloader:
         if "sni_domain" in changed and names is not None:  # (a supervisor serves no one)
             names.move_to(fresh["sni_domain"])
             log.info("SIGHUP: new connections are served as %s", names.bootstrap)
+        if names is not None:  # the certificate too may have been replaced
+            for warning in loaded.config.certificate_warnings():
+                log.warning("SIGHUP: %s: clients that check host names will refuse it", warning)
         if "filter" in changed:
             for f, old, new in zip(
                 self.filters, self.values["filter"], fresh["filter"], strict=False

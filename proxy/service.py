@@ -67,6 +67,7 @@ def summary(loaded: Loaded) -> str:
             elif s.kind == "list":
                 value = ",".join(value)
             lines.append(f"  {s.name} = {value}  ({loaded.origin[s.name]})")
+    lines += [f"warning: {w}" for w in loaded.config.certificate_warnings()]
     return "\n".join(lines)
 
 
@@ -80,6 +81,8 @@ def serve(loaded: Loaded, sources: Sources) -> None:
     values = loaded.values
     logging.basicConfig(level=log_level(values), format=LINE_FORMAT)
     quiet_libraries(log_level(values))  # httpx's INFO line per request (a registry's 404s)
+    for warning in loaded.config.certificate_warnings():
+        log.warning("%s: clients that check host names will refuse the proxy", warning)
     if values["workers"] > 1:
         run_workers(
             replace(loaded.config, filters=()),

@@ -39,6 +39,13 @@ Rules:
   setting, a labelled name is an unknown name. A wildcard certificate
   matches one label only (RFC 6125): each label needs its own
   (``*.<label>.<domain>``), or SANs naming every name.
+* A certificate that does not name the domain's names is a warning, not an
+  error (:func:`certificate_gaps`: at start, on SIGHUP and by
+  ``--check-config``): a client that checks host names (Java's and
+  librdkafka's do by default) fails its handshake, one that does not still
+  works. Checked: ``bootstrap.<domain>``, and some broker name (a wildcard,
+  or a SAN ``broker-N.<domain>``: which brokers a cluster has is learnt
+  later); not the virtual hosts' names, whose labels are the clients'.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ __all__ = [
     "SniNames",
     "UnknownName",
     "asked_name",
+    "certificate_gaps",
     "is_label",
     "note_names",
 ]
@@ -182,3 +190,57 @@ class SniNames:
             f"{name!r} is neither {BOOTSTRAP_LABEL}{within}.{self.domain} "
             f"nor {BROKER_LABEL}N{within}.{self.domain}"
         )
+
+
+def _certificate_names(certfile: str) -> list[str]:
+    """The DNS names ``certfile``'s (first) certificate is valid for: its DNS
+    SANs, else its common names (as OpenSSL's host check and Java's read them).
+
+    Raises:
+        ValueError: the file holds no certificate that can be read.
+    """
+    # CPython's own PEM reader (its ssl tests use it): the standard library
+    # offers no public way to read a certificate's names.
+    decode = getattr(getattr(ssl, "_ssl", None), "_test_decode_cert", None)
+    if decode is None:
+        return []
+    try:
+        cert = decode(certfile)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"cannot read the certificate {certfile}: {exc}") from None
+    names = [v for k, v in cert.get("subjectAltName", ()) if k == "DNS"]
+    if names:
+        return [n.lower() for n in names]
+    return [v.lower() for rdn in cert.get("subject", ()) for k, v in rdn if k == "commonName"]
+
+
+def _matches(pattern: str, host: str) -> bool:
+    """Whether a certificate's name ``pattern`` covers ``host`` (RFC 6125: a
+    ``*`` that is the whole leftmost label stands for exactly one label)."""
+    first, _, rest = pattern.partition(".")
+    if first == "*":
+        return bool(rest) and host.partition(".")[2] == rest
+    return pattern == host
+
+
+def certificate_gaps(certfile: str, domain: str) -> list[str]:
+    """What ``certfile`` does not name of ``domain``'s names (see the module's
+    rules), one line each; [] when it names them all, or when this Python
+    cannot read a certificate's names.
+
+    Raises:
+        ValueError: the certificate cannot be read.
+    """
+    names = _certificate_names(certfile)
+    if not names:
+        return []
+    domain = domain.strip(".").lower()
+    bootstrap = f"{BOOTSTRAP_LABEL}.{domain}"
+    gaps = []
+    if not any(_matches(n, bootstrap) for n in names):
+        gaps.append(f"{certfile} does not name {bootstrap}")
+    wildcard = f"*.{domain}"
+    brokers = re.compile(re.escape(BROKER_LABEL) + r"[0-9]+\." + re.escape(domain))
+    if wildcard not in names and not any(brokers.fullmatch(n) for n in names):
+        gaps.append(f"{certfile} names no {BROKER_LABEL}N.{domain} (nor {wildcard})")
+    return gaps

@@ -338,8 +338,10 @@ def test_sighup_moves_sni_domain_for_new_connections_and_open_ones_keep_their_br
     naming hosts by SNI. After the reload a new connection asking for
     ``bootstrap.<new>`` or ``broker-N.<new>`` is served and Metadata names
     ``broker-N.<new>``; one asking for the former domain's name is closed, as
-    after a restart; a connection opened before goes on with its broker.
-    Switching SNI off is refused (a restart: the listeners per broker would
+    after a restart; a connection opened before goes on with its broker. A
+    move to a domain the certificate does not name is made, and logged as a
+    warning by each process that serves (a client checking host names is
+    refused, as warned). Switching SNI off is refused (a restart: the listeners per broker would
     open), and the proxy serves on with the new domain. With ``--workers 2``
     the supervisor checks the move and each worker makes it (the checks'
     fresh connections reach either)."""
@@ -383,11 +385,20 @@ def test_sighup_moves_sni_domain_for_new_connections_and_open_ones_keep_their_br
         # The connection opened before: its broker, the answers' names the new ones.
         again = _sni_metadata(port, ca_path, "", kept)
         assert [(b.node_id, b.host) for b in again.brokers] == [(node, f"broker-{node}.moved.test")]
+        assert "check host names" not in log.read_text()  # the certificate names both
 
-        _config(toml, upstream, cert, "one", **more)  # SNI off: a restart
-        _reload(proc, log, 2 if workers == 1 else 2 + workers)
-        assert "sni_domain cannot change without a restart (None, was 'moved.test')" in (
+        # A domain the certificate does not name: moved to, with a warning.
+        _config(toml, upstream, cert, "one", sni_domain='"third.test"', **more)
+        _reload(proc, log, 2 if workers == 1 else 2 + 2 * workers)
+        warning = f"SIGHUP: {cert} does not name bootstrap.third.test: clients that check host"
+        assert log.read_text().count(warning) == workers, log.read_text()  # each that serves
+        assert f"{cert} names no broker-N.third.test (nor *.third.test)" in log.read_text()
+        assert _sni_metadata(port, ca_path, "bootstrap.moved.test") is None  # moved
+        assert _sni_metadata(port, ca_path, "bootstrap.third.test") is None  # as warned
+
+        _config(toml, upstream, cert, "one", **more)  # SNI off: a restart (the supervisor refuses)
+        _reload(proc, log, 3 if workers == 1 else 3 + 2 * workers)
+        assert "sni_domain cannot change without a restart (None, was 'third.test')" in (
             log.read_text()
         )
-        assert _sni_metadata(port, ca_path, "bootstrap.moved.test") is not None
         kept.close()

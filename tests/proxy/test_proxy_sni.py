@@ -51,7 +51,7 @@ from trafka.brokerlite.dev.local_cluster import serve_cluster
 from trafka.codec import ApiKey
 from trafka.codec.messages import k03_metadata as mm
 from trafka.proxy import ProxyConfig, proxy_in_thread, serve_proxy
-from trafka.proxy.sni import SniNames, UnknownName
+from trafka.proxy.sni import SniNames, UnknownName, certificate_gaps
 from trafka.sdk import NewTopic, TopicPartition, open_admin, open_consumer, open_producer
 from trafka.sdk.partitioners import murmur2_partition
 
@@ -96,6 +96,73 @@ def test_names_pick_brokers() -> None:
             names.node_of(name, known)
     with pytest.raises(ValueError, match="DNS name"):
         SniNames("not a domain")
+
+
+@pytest.mark.parametrize(
+    ("names", "gaps"),
+    [
+        ([f"*.{DOMAIN}"], []),
+        ([f"BOOTSTRAP.{DOMAIN}", f"broker-1.{DOMAIN}", f"broker-2.{DOMAIN}"], []),
+        ([f"bootstrap.{DOMAIN}"], [f"names no broker-N.{DOMAIN} (nor *.{DOMAIN})"]),
+        ([f"broker-1.{DOMAIN}"], [f"does not name bootstrap.{DOMAIN}"]),
+        # RFC 6125: a wildcard stands for one label (the leftmost), the domain for itself.
+        (
+            [f"*.east.{DOMAIN}", DOMAIN],
+            [f"does not name bootstrap.{DOMAIN}", f"names no broker-N.{DOMAIN}"],
+        ),
+        (["*.other.test"], [f"does not name bootstrap.{DOMAIN}", f"names no broker-N.{DOMAIN}"]),
+    ],
+)
+def test_certificate_gaps_name_what_a_host_name_check_refuses(
+    tmp_path: Any, names: list[str], gaps: list[str]
+) -> None:
+    """What certificate_gaps reports is what a client checking host names (Python's
+    ssl, OpenSSL's check) refuses: bootstrap.<domain> and broker-1.<domain>."""
+    cert = tmp_path / "cert.pem"
+    trustme.CA().issue_cert(*names).cert_chain_pems[0].write_to_path(str(cert))
+    found = certificate_gaps(str(cert), DOMAIN)
+    assert len(found) == len(gaps) and all(g in f for g, f in zip(gaps, found, strict=True)), found
+    decoded = ssl._ssl._test_decode_cert(str(cert))  # type: ignore[attr-defined]
+    for host, gap in ((f"bootstrap.{DOMAIN}", "bootstrap"), (f"broker-1.{DOMAIN}", "broker-N")):
+        reported = any(gap in f for f in found)
+        assert reported == (not _openssl_accepts(decoded, host, tmp_path)), (host, found)
+    with pytest.raises(ValueError, match="cannot read the certificate"):
+        certificate_gaps(str(tmp_path / "absent.pem"), DOMAIN)
+
+
+def _openssl_accepts(decoded: dict[str, Any], host: str, tmp_path: Any) -> bool:
+    """Whether a TLS client checking ``host`` accepts a server presenting a
+    certificate with the names of ``decoded`` (a real handshake over a socket pair)."""
+    ca = trustme.CA()
+    names = [v for k, v in decoded["subjectAltName"] if k == "DNS"]
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(*names).configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    a, b = socket.socketpair()
+    with a, b:
+        server = server_ctx.wrap_socket(a, server_side=True, do_handshake_on_connect=False)
+        client = client_ctx.wrap_socket(b, server_hostname=host, do_handshake_on_connect=False)
+        server.setblocking(False)
+        client.setblocking(False)
+        outcome: bool | None = None
+        for _ in range(100):
+            for side in (client, server):
+                try:
+                    side.do_handshake()
+                    if side is client:
+                        outcome = True
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                    pass
+                except ssl.SSLCertVerificationError:
+                    return False
+                except ssl.SSLError:
+                    if side is server:
+                        continue
+                    raise
+            if outcome:
+                return True
+        raise AssertionError("no handshake outcome")
 
 
 @pytest.mark.parametrize(
@@ -222,6 +289,14 @@ def test_check_config_reads_the_sni_settings(pki: dict[str, str], tmp_path: Any)
     )
     result = CliRunner().invoke(command, ["--config", str(good), "--check-config"])
     assert result.exit_code == 0, result.output
+    assert "warning" not in result.output  # the wildcard names every name
+    # A certificate for another domain: valid (a client that does not check
+    # host names is served), with a warning.
+    elsewhere = tmp_path / "elsewhere.toml"
+    elsewhere.write_text(good.read_text().replace(DOMAIN, "elsewhere.test"))
+    result = CliRunner().invoke(command, ["--config", str(elsewhere), "--check-config"])
+    assert result.exit_code == 0, result.output
+    assert f"warning: {pki['proxy']} does not name bootstrap.elsewhere.test" in result.output
     bad = tmp_path / "bad.toml"
     bad.write_text('upstream = ["127.0.0.1:9092"]\nsni_domain = "kafka test"\n')
     result = CliRunner().invoke(command, ["--config", str(bad), "--check-config"])
