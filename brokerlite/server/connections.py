@@ -366,7 +366,11 @@ class Server:
 
     async def _reader(self, stream: trio.abc.ReceiveStream, conn: _Conn, conn_id: int) -> None:
         broker = self.broker
-        frames_in = FrameReader(max_frame_size=broker.connections.max_frame_size(conn_id))
+        # A frame of a read or more is joined from the pieces it arrives in: one copy
+        # (codec/framing.py), not two, and no growing buffer to copy it through.
+        frames_in = FrameReader(
+            max_frame_size=broker.connections.max_frame_size(conn_id), join_from=_RECV_SIZE
+        )
         # Until a SASL connection has authenticated, frames are capped lower.
         authenticating = broker.connections.authenticating(conn_id)
         emit = self._emit if conn.tls is None else self._queue
