@@ -162,7 +162,7 @@ bench: $(STAMP) peers
 	$(PY) bench/clients.py --suite share --records 300000 --clients trafka,confluent-kafka
 	$(PY) bench/clients.py --broker brokerlite,kafka --clients trafka,confluent-kafka,java
 	$(PY) bench/clients.py --suite producer --workloads a,b,c,d,e --broker brokerlite,kafka
-	$(PY) bench/clients.py --broker brokerlite,kafka --cluster 3 --records 200000 --clients trafka,confluent-kafka,java --rate 200
+	$(PY) bench/clients.py --broker brokerlite,kafka --cluster 3 --records 1000000 --clients trafka,confluent-kafka,java --rate 200
 	$(PY) bench/proxy.py --records 3000000 --cluster 1,3 --rate 500,2000 --rounds 3 --paths "direct,route none,murmur2,murmur2 journal,murmur2 topic,none encrypted,murmur2 encrypted"
 	$(PY) bench/proxy.py --upstream kafka --records 1000000 --cluster 3 --replication 3 --rate 2000 --idle 0
 	$(PY) bench/spark.py

@@ -26,7 +26,7 @@ aiokafka; librdkafka's ``consistent_random``, CRC-32).
 * **consume (common topic)**: every consumer reads the same topic too,
   aiokafka's (16 KiB batches, as Java's defaults make them), so that the
   consumers are compared on the same batches: each client's own topic is
-  shaped by its defaults (``batch.size``: trafka 256 KiB, aiokafka and
+  shaped by its defaults (``batch.size``: trafka 1 MB, aiokafka and
   kafka-python 16 KiB, librdkafka 1 MB), and larger batches are cheaper to
   read. confluent-kafka's consumer runs with ``fetch.queue.backoff.ms`` 10
   instead of its default 1,000: with the default, librdkafka pauses fetching for
@@ -1932,7 +1932,7 @@ def run_throughput(
         print(f"  {client:<16} consume {_fmt_rate(consumed):>12} records/s", flush=True)
         if "error" in consumed:
             _failed(f"{client} consume", consumed["error"])
-    # Each client's defaults shape its own topic (batch.size: trafka 256 KiB,
+    # Each client's defaults shape its own topic (batch.size: trafka 1 MB,
     # Java-like clients 16 KiB, librdkafka 1 MB), and bigger batches are cheaper
     # to read. So every consumer also reads one common topic, written with
     # small batches, to compare the consumers alone.

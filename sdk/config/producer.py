@@ -40,7 +40,7 @@ class ProducerConfig(ClientConfig):
         acks: ``-1`` (``"all"``), ``0`` or ``1``.
         linger_ms: how long a batch waits for more records before it is sent.
         batch_size: the size in bytes at which a partition's batch is sent
-            (default 256 KiB; Java's is 16 KiB, librdkafka's 1 MB).
+            (default 1,000,000, librdkafka's; Java's is 16 KiB).
         compression_type: ``none``, ``gzip``, ``snappy``, ``lz4`` or ``zstd``.
         compression_level: codec level, ``None`` for the codec's default.
         partitioner: a name from :mod:`trafka.sdk.partitioners` or a callable
@@ -97,7 +97,7 @@ class ProducerConfig(ClientConfig):
     # 16x Java's 16384: our batches are lists that grow with their records (Java
     # preallocates batch.size per partition), so a larger bound costs no memory
     # and saves a request (~250 us of socket and event-loop work) per 16 KiB.
-    batch_size: int = _field(262_144, _int(0, INT32_MAX, unit="bytes"))
+    batch_size: int = _field(1_000_000, _int(0, INT32_MAX, unit="bytes"))
     compression_type: str = _field("none", _choice(*_COMPRESSION), aliases=("compression.codec",))
     compression_level: int | None = _field(
         None,

@@ -190,7 +190,7 @@ COMMANDS = bench_lines()
 #: their own (some 20 to 35 s of the file when it ran four JVMs).
 COVERED = {
     "bench/clients.py --broker brokerlite,kafka --clients trafka,confluent-kafka,java": (
-        "bench/clients.py --broker brokerlite,kafka --cluster 3 --records 200000 "
+        "bench/clients.py --broker brokerlite,kafka --cluster 3 --records 1000000 "
         "--clients trafka,confluent-kafka,java --rate 200"
     ),
 }
