@@ -31,14 +31,17 @@ pytestmark = pytest.mark.timeout(120)
 APIS = ["confluent_kafka", "trafka.compat.confluent"]
 
 
-def _dead_broker() -> str:
-    """host:port of a port nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
+def _dead_broker() -> tuple[socket.socket, str]:
+    """A socket bound and never listening, and its host:port: connections to it
+    are refused, and no other process can bind the port while it is held (CI: a
+    port found free at collection and let go was someone's broker minutes later,
+    and the clients met no connection error)."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    return held, f"127.0.0.1:{held.getsockname()[1]}"
 
 
-DEAD = _dead_broker()
+_HELD, DEAD = _dead_broker()  # held for the module's life
 
 
 def _api(name: str) -> types.ModuleType:
