@@ -153,7 +153,7 @@ PATHS = {
 }
 # The paths --paths leaves out unless named.
 OPT_IN = ("murmur2 workers", "none encrypted", "murmur2 encrypted")
-ENCRYPTED = ("none encrypted", "murmur2 encrypted")
+ENCRYPTED = tuple(path for path, mode in PATHS.items() if mode and mode.endswith("+encrypt"))
 #: The encrypted paths' producers' batch.size unless --batch-size gives one, as
 #: docs/proxy.md ("Batches grow") advises: librdkafka's own (1,000,000) fills
 #: batches that pass the broker's max.message.bytes (1 MB) once their 100-byte

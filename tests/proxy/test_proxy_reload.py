@@ -305,11 +305,14 @@ def test_with_workers_sighup_is_checked_by_the_supervisor_then_reloaded_by_each_
             proc.wait()
 
 
-def _sni_metadata(port: int, ca: Path, name: str, tls: ssl.SSLSocket | None = None) -> Any:
+def _sni_metadata(
+    port: int, ca: Path, name: str, tls: ssl.SSLSocket | None = None, check: bool = True
+) -> Any:
     """A Metadata answer (v9) over TLS asking for ``name`` by SNI (over ``tls``
     if given, a connection already open); None when the proxy closed the
     connection (a name it does not serve: it reads the name after the
-    handshake, so the client learns at its first read)."""
+    handshake, so the client learns at its first read), or when ``check`` and
+    the certificate does not name it."""
     from proxy_helpers import call
 
     from trafka.codec import ApiKey
@@ -319,6 +322,7 @@ def _sni_metadata(port: int, ca: Path, name: str, tls: ssl.SSLSocket | None = No
     if tls is not None:
         return call(tls, ApiKey.METADATA, 9, request)
     context = ssl.create_default_context(cafile=str(ca))
+    context.check_hostname = check
     try:
         with (
             socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
@@ -395,10 +399,12 @@ def test_sighup_moves_sni_domain_for_new_connections_and_open_ones_keep_their_br
         assert f"{cert} names no broker-N.third.test (nor *.third.test)" in log.read_text()
         assert _sni_metadata(port, ca_path, "bootstrap.moved.test") is None  # moved
         assert _sni_metadata(port, ca_path, "bootstrap.third.test") is None  # as warned
+        assert _sni_metadata(port, ca_path, "bootstrap.third.test", check=False) is not None
 
         _config(toml, upstream, cert, "one", **more)  # SNI off: a restart (the supervisor refuses)
         _reload(proc, log, 3 if workers == 1 else 3 + 2 * workers)
         assert "sni_domain cannot change without a restart (None, was 'third.test')" in (
             log.read_text()
         )
+        assert _sni_metadata(port, ca_path, "bootstrap.third.test", check=False) is not None
         kept.close()
