@@ -33,6 +33,9 @@ from trafka.sdk import TopicPartition, open_consumer, open_producer
 from trafka.sdk.errors import TrafkaError
 
 ATTEMPTS = 3  # scenarios whose precondition the machine broke (see Precondition)
+#: How far off the abandoned request's next try must be when a read that must
+#: come before it starts.
+READ_MARGIN_S = 1.0
 
 
 class Precondition(Exception):
@@ -86,6 +89,11 @@ async def heal_between_tries(cluster: NsCluster, remote: str, gap_s: float) -> i
 
 def still_queued(remote: str, local_port: int) -> bool:
     return any(q.local_port == local_port for q in queued_to(remote))
+
+
+def next_try_s(remote: str, local_port: int) -> float | None:
+    """Until the queued socket's next try; None when its queue is empty (delivered)."""
+    return next((q.due_s for q in queued_to(remote) if q.local_port == local_port), None)
 
 
 async def until_delivered(remote: str, local_port: int) -> None:
@@ -177,9 +185,17 @@ def _abandoned_commit(cluster: NsCluster, gap_s: float) -> list[int]:
                         await consumer.commit({tp: 10})
                         break
                     await trio.sleep(0.2)
+            # The read must come before the abandoned commit's next try: a try
+            # during the read can land before it while its acknowledgement is still
+            # on the way, and the socket then still looks queued (seen under load).
+            due = next_try_s(at, orphan)
+            if due is None:
+                raise Precondition("the abandoned commit was delivered first")
+            if due < READ_MARGIN_S:
+                raise Precondition(f"the abandoned commit's next try is {due} s off")
             seen.append(await consumer.committed(tp))
             if not still_queued(at, orphan):
-                raise Precondition("the abandoned commit was delivered first")
+                raise Precondition("the abandoned commit was delivered during the read")
             await until_delivered(at, orphan)
             with trio.move_on_after(30):
                 while 5 not in seen:
