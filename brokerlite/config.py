@@ -165,6 +165,15 @@ class BrokerConfig:
         transaction_max_timeout_ms: the largest ``transaction.timeout.ms`` a
             transactional producer may ask for (Kafka's
             ``transaction.max.timeout.ms``).
+        add_partitions_to_txn_retry_backoff_ms: in a cluster, how long a
+            Produce v12+ whose partition the transaction coordinator cannot add
+            yet (CONCURRENT_TRANSACTIONS: the last transaction's markers not all
+            written) waits before the leader asks again (Kafka 4.0+'s
+            ``add.partitions.to.txn.retry.backoff.ms``, KAFKA-18654).
+        add_partitions_to_txn_retry_backoff_max_ms: how long from the first
+            question the leader goes on asking; then the Produce is answered
+            NOT_ENOUGH_REPLICAS (retriable), as before (Kafka's
+            ``add.partitions.to.txn.retry.backoff.max.ms``; 0: never again).
         transactional_id_expiration_ms: a transactional id without a transaction
             is forgotten after this long (``transactional.id.expiration.ms``).
         transaction_remove_expired_transaction_cleanup_interval_ms: how often
@@ -402,6 +411,8 @@ class BrokerConfig:
     connections_max_idle_ms: int = 600_000
     request_receive_timeout_ms: int = 30_000
     transaction_max_timeout_ms: int = 900_000
+    add_partitions_to_txn_retry_backoff_ms: int = 20
+    add_partitions_to_txn_retry_backoff_max_ms: int = 100
     transactional_id_expiration_ms: int = 604_800_000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3_600_000
     producer_id_expiration_ms: int = 86_400_000
@@ -729,6 +740,7 @@ def _check_limits(cfg: BrokerConfig) -> None:
         "log_cleaner_backoff_ms",
         "socket_request_max_bytes",
         "transaction_max_timeout_ms",
+        "add_partitions_to_txn_retry_backoff_ms",
         "transactional_id_expiration_ms",
         "transaction_remove_expired_transaction_cleanup_interval_ms",
         "producer_id_expiration_ms",
@@ -750,6 +762,8 @@ def _check_limits(cfg: BrokerConfig) -> None:
     for name in ("log_retention_ms", "log_retention_bytes"):
         if getattr(cfg, name) < -1:
             raise ConfigError(f"{name}: must be >= -1 (-1 = unlimited)")
+    if cfg.add_partitions_to_txn_retry_backoff_max_ms < 0:
+        raise ConfigError("add_partitions_to_txn_retry_backoff_max_ms: must be >= 0")
     if cfg.group_initial_rebalance_delay_ms < 0:
         raise ConfigError("group_initial_rebalance_delay_ms: must be >= 0")
     if cfg.connection_failed_authentication_delay_ms < 0:

@@ -187,6 +187,8 @@ KAFKA_FIELD_NAMES: dict[str, str] = {
     "connections_max_idle_ms": "connections.max.idle.ms",
     "request_receive_timeout_ms": "request.receive.timeout.ms",
     "transaction_max_timeout_ms": "transaction.max.timeout.ms",
+    "add_partitions_to_txn_retry_backoff_ms": "add.partitions.to.txn.retry.backoff.ms",
+    "add_partitions_to_txn_retry_backoff_max_ms": "add.partitions.to.txn.retry.backoff.max.ms",
     "transactional_id_expiration_ms": "transactional.id.expiration.ms",
     "transaction_remove_expired_transaction_cleanup_interval_ms": (
         "transaction.remove.expired.transaction.cleanup.interval.ms"

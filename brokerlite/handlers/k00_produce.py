@@ -92,6 +92,7 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from trafka.brokerlite.clock import mono_ms
 from trafka.brokerlite.errors import (
     BrokerError,
     InvalidRecordError,
@@ -170,23 +171,33 @@ def handle(
     if verification is not None and request.acks != 0:
         questions = _questions(ctx, verification, request)
         if questions:
-            # KIP-890: the coordinator (another broker) confirms first; the
-            # request is handled again with its answers.
-            waiter = _VerifyWaiter(ctx, request, verification)
-            parked = ctx.park(waiter)
-            waiter.answers = verification.ask(
-                questions,
-                functools.partial(ctx.purgatory.wake, parked.ticket),
-                add=ctx.version >= IMPLICIT_ADD_VERSION,
-            )
-            return parked
+            # KIP-890: the coordinator answers first (another broker, or this one
+            # while it completes the producer's last transaction); the request is
+            # then handled with its answers.
+            waiter = _VerifyWaiter(ctx, request, verification, questions)
+            if waiter.asks_others:
+                parked = ctx.park(waiter)
+                waiter.ticket = parked.ticket
+                waiter.ask()
+                return parked
+            outcome = waiter.decide(ctx.now_ms)
+            if isinstance(outcome, ParkAgain):
+                parked = ctx.park(waiter)
+                waiter.ticket = parked.ticket
+                return parked
+            return _answer_or_park(ctx, outcome)
     verify = ctx.verify_transactional
     if ctx.version >= IMPLICIT_ADD_VERSION:
         if verification is None:
             verify = _adding(ctx)
-        else:  # a cluster whose coordinator is here (or the partitions are open)
+        else:  # acks=0 in a cluster
             verify = verification.verifier({}, add=True, now_ms=ctx.now_ms)
-    outcome = _produce(ctx, request, verify)
+    return _answer_or_park(ctx, _produce(ctx, request, verify))
+
+
+def _answer_or_park(
+    ctx: RequestContext, outcome: m.ProduceResponse | NoResponse | Close | _AcksAllWaiter
+) -> m.ProduceResponse | NoResponse | Close | Parked:
     if isinstance(outcome, _AcksAllWaiter):
         return ctx.park(outcome)
     return outcome
@@ -244,11 +255,13 @@ def _questions(
 ) -> list[Question]:
     """The partitions of a transactional Produce that the coordinator must confirm
     are in the producer's ongoing transaction (cluster mode, KIP-890 part 1), or
-    add to it (v12+, part 2)."""
+    add to it (v12+, part 2): each partition led here whose transaction is not
+    open here yet."""
     out: list[Question] = []
     tid = request.transactional_id
     if tid is None:
         return out
+    adding = ctx.version >= IMPLICIT_ADD_VERSION
     for topic in request.topic_data:
         for data in topic.partition_data:
             try:
@@ -257,7 +270,9 @@ def _questions(
                     continue
                 leader_log(ctx, topic.name, data.index)
                 question = (tid, header.producer_id, header.producer_epoch, topic.name, data.index)
-                if verification.must_ask(question):
+                if verification.must_ask(question) or (
+                    adding and not verification.open_here(question)
+                ):
                     out.append(question)
             except (DecodeError, BrokerError):
                 continue  # refused with its own error when the request is handled
@@ -265,34 +280,94 @@ def _questions(
 
 
 class _VerifyWaiter:
-    """A transactional Produce waiting for its coordinator's verification (cluster
-    mode, KIP-890 part 1): woken once every question is answered, or at the
-    request's timeout; then handled with the answers."""
+    """A transactional Produce in a cluster whose partitions the transaction
+    coordinator must verify or add first (KIP-890): parked while other brokers
+    answer (or until the request's timeout), then handled with the answers.
+
+    A Produce v12+ adds its partitions, and a coordinator still writing the
+    producer's last markers refuses that with CONCURRENT_TRANSACTIONS: as Kafka
+    4.0's leader does (KAFKA-18654), the coordinator is asked again every
+    ``add.partitions.to.txn.retry.backoff.ms`` until
+    ``add.partitions.to.txn.retry.backoff.max.ms`` after the first question
+    (within the request's own timeout), and only then is the partition answered
+    NOT_ENOUGH_REPLICAS: a client's retry costs it a backoff, and franz-go
+    refreshes its metadata first (at most every 5 s). The coordinator here is
+    asked in memory, another broker by request."""
 
     def __init__(
-        self, ctx: RequestContext, request: m.ProduceRequest, verification: TxnVerification
+        self,
+        ctx: RequestContext,
+        request: m.ProduceRequest,
+        verification: TxnVerification,
+        questions: list[Question],
     ) -> None:
         self._ctx = ctx
         self._request = request
         self._verification = verification
+        self._adding = ctx.version >= IMPLICIT_ADD_VERSION
+        self._remote = [q for q in questions if verification.must_ask(q)]
+        self._local = [q for q in questions if not verification.must_ask(q)]
+        self._request_deadline_ms = ctx.mono_ms + max(request.timeout_ms, 0)
+        self._retry_ms = ctx.config.add_partitions_to_txn_retry_backoff_ms
+        self._retry_until_ms = min(
+            ctx.mono_ms + ctx.config.add_partitions_to_txn_retry_backoff_max_ms,
+            self._request_deadline_ms,
+        )
+        self._kept: dict[Question, ErrorCode] = {}  # the answers of earlier rounds
+        self._asking = list(self._remote)  # this round's questions to other brokers
+        self._backing_off = False
         self.answers: Mapping[Question, ErrorCode] = {}
-        self.deadline_ms = ctx.mono_ms + max(request.timeout_ms, 0)
+        self.ticket = 0
+        self.deadline_ms = self._request_deadline_ms
         self.watches: frozenset[tuple[str, int]] = frozenset()
+
+    @property
+    def asks_others(self) -> bool:
+        return bool(self._asking)
 
     def on_append(self, topic: str, partition: int, nbytes: int) -> bool:
         return False
 
+    def ask(self) -> None:
+        """Ask other brokers this round's questions (the request parked as ``ticket``)."""
+        self._backing_off = False
+        self.deadline_ms = self._request_deadline_ms
+        self.answers = self._verification.ask(
+            self._asking, functools.partial(self._ctx.purgatory.wake, self.ticket), add=self._adding
+        )
+
+    def decide(
+        self, now_ms: int
+    ) -> ParkAgain | m.ProduceResponse | NoResponse | Close | _AcksAllWaiter:
+        """With this round's answers: handle the request, or wait to ask again
+        (:class:`ParkAgain`) after a CONCURRENT_TRANSACTIONS."""
+        answers = {**self._kept, **self.answers}
+        if self._adding:
+            for question in self._local:
+                if answers.get(question) is not ErrorCode.NONE:
+                    answers[question] = self._verification.add_here(question, now_ms)
+        busy = [q for q, code in answers.items() if code is ErrorCode.CONCURRENT_TRANSACTIONS]
+        now = mono_ms(now_ms)
+        if busy and self._adding and now < self._retry_until_ms:
+            self._kept = {q: code for q, code in answers.items() if q not in busy}
+            self._asking = [q for q in busy if q in self._remote]
+            self._backing_off = True
+            self.answers = {}
+            self.deadline_ms = min(now + self._retry_ms, self._request_deadline_ms)
+            return ParkAgain(self)
+        verify = self._verification.verifier(answers, add=self._adding, now_ms=now_ms)
+        return _produce(dataclasses.replace(self._ctx, now_ms=now_ms), self._request, verify)
+
     def complete(self, now_ms: int) -> m.ProduceResponse | ParkAgain:
         self._verification.forget(self.answers)
-        ctx = dataclasses.replace(self._ctx, now_ms=now_ms)
-        verify = self._verification.verifier(
-            self.answers, add=ctx.version >= IMPLICIT_ADD_VERSION, now_ms=now_ms
-        )
-        outcome = _produce(ctx, self._request, verify)
+        if self._backing_off and self._asking and mono_ms(now_ms) < self._request_deadline_ms:
+            self.ask()
+            return ParkAgain(self)
+        outcome = self.decide(now_ms)
         if isinstance(outcome, _AcksAllWaiter):
             return ParkAgain(outcome)
-        # (acks=0 is never verified remotely: it has no answer to wait for.)
-        assert isinstance(outcome, m.ProduceResponse)
+        # (acks=0 is never parked: it has no answer to wait for.)
+        assert isinstance(outcome, (m.ProduceResponse, ParkAgain))
         return outcome
 
 

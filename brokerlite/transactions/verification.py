@@ -152,30 +152,32 @@ class TxnVerification:
 
     # -- the leader's side ------------------------------------------------------------
 
-    def _open_here(self, question: Question) -> bool:
+    def open_here(self, question: Question) -> bool:
+        """Whether the partition has the producer's transaction open (at its epoch)."""
         _, pid, epoch, topic, partition = question
         entry = self._producers.state(topic, partition).entry(pid)
         return entry is not None and entry.txn_first_offset is not None and entry.epoch == epoch
 
     def must_ask(self, question: Question) -> bool:
         """Whether another broker (the coordinator) must be asked."""
-        return not self._open_here(question) and not self._owns(question[0])
+        return not self.open_here(question) and not self._owns(question[0])
 
     def local(self, question: Question, *, add: bool = False, now_ms: int = 0) -> ErrorCode | None:
         """The check made without asking anyone, or None when the coordinator
         must be asked. With ``add`` (transaction version 2) the coordinator here
         adds the partition (at ``now_ms``), which is no check: call it once."""
         tid, pid, epoch, topic, partition = question
-        if self._open_here(question):
+        if self.open_here(question):
             return ErrorCode.NONE
         if not self._owns(tid):
             return None
         if add:
-            return added_code(self._add_here(question, now_ms))
+            return added_code(self.add_here(question, now_ms))
         return self._txn.verify_partition(tid, pid, epoch, topic, partition)
 
-    def _add_here(self, question: Question, now_ms: int) -> ErrorCode:
-        """The coordinator here adds the partition, asked as another broker asks it."""
+    def add_here(self, question: Question, now_ms: int) -> ErrorCode:
+        """The coordinator here adds the partition, asked as another broker asks it:
+        its answer, as another broker would get it (unmapped)."""
         answer = self._txn.add_partitions_to_txn(
             _request([question], add=True), ADD_VERSION, now_ms
         )
@@ -194,10 +196,12 @@ class TxnVerification:
             if add and not tid:
                 return ErrorCode.INVALID_PRODUCER_ID_MAPPING  # (as v11's check answers it)
             question = (tid, pid, epoch, topic, partition)
+            if question in answers:  # the coordinator's, here or by request
+                return mapped(answers[question])
             code = self.local(question, add=add, now_ms=now_ms)
             if code is not None:
                 return code
-            return mapped(answers.get(question, ErrorCode.REQUEST_TIMED_OUT))
+            return mapped(ErrorCode.REQUEST_TIMED_OUT)
 
         return verify
 

@@ -88,7 +88,13 @@ pytestmark = pytest.mark.timeout(180)
 TV = "transaction.version"
 STEP_S = 90.0  # one test's steps in the cluster's loop
 # The expiry of a timed-out transaction is what one test waits for.
-TXN_SETTINGS = {**SETTINGS, "transaction_remove_expired_transaction_cleanup_interval_ms": 1000}
+# The leaders ask a coordinator busy with a producer's markers again for up to 30 s
+# (Kafka's default: 100 ms), so that a test can hold the markers while it looks.
+TXN_SETTINGS = {
+    **SETTINGS,
+    "transaction_remove_expired_transaction_cleanup_interval_ms": 1000,
+    "add_partitions_to_txn_retry_backoff_max_ms": 30_000,
+}
 
 
 class SharedCluster:
@@ -235,6 +241,7 @@ async def produce_v12(
     value: bytes,
     seq: int = 0,
     version: int = 12,
+    timeout_ms: int = 10_000,
 ) -> ErrorCode:
     """A transactional Produce v12 (acks=all) of one record, with no AddPartitionsToTxn
     before it (or of ``version``); the partition's error."""
@@ -249,7 +256,7 @@ async def produce_v12(
     body = P(
         transactional_id=tid,
         acks=-1,
-        timeout_ms=10_000,
+        timeout_ms=timeout_ms,
         topic_data=[
             P.TopicProduceData(
                 name=TOPIC, partition_data=[P.PartitionProduceData(index=partition, records=batch)]
@@ -501,6 +508,79 @@ def test_produce_v12_and_txn_offset_commit_v5_at_other_nodes_than_the_coordinato
         assert mine(await read_all(bs, "read_uncommitted"), "wire-")[p] == [b"wire-1"]
         assert await producer_batches(cluster, pid) == [(p, False, epoch), (p, True, epoch + 1)]
         assert await committed(bs, group, TopicPartition(INPUT, 0)) == 7
+
+    shared.run(steps)
+
+
+def test_the_next_transaction_waits_at_its_leaders_for_the_last_one_s_markers(
+    shared: SharedCluster,
+) -> None:
+    """KAFKA-18654 (Kafka 4.0+): right after EndTxn v5, the producer's next
+    transaction sends its first Produce v12 while the coordinator is still writing
+    the last one's markers, and the coordinator refuses to add the partition
+    (CONCURRENT_TRANSACTIONS). The leader asks again every
+    ``add.partitions.to.txn.retry.backoff.ms`` instead of refusing the Produce:
+    here the markers are held until both leaders, the coordinator's own node (asked
+    in memory) and another one (asked by request), have asked again; released, both
+    Produces are answered NONE. With the markers held past a Produce's timeout it is
+    refused NOT_ENOUGH_REPLICAS (retriable), nothing written."""
+    tid = "held-markers"
+
+    async def steps(cluster: LocalCluster) -> None:
+        bs = cluster.bootstrap_servers
+        coordinator = await txn_coordinator_for(cluster, tid)
+        led = leaders(cluster, TOPIC, PARTITIONS)
+        here = next(q for q in range(PARTITIONS) if led[q] == coordinator)
+        there = next(q for q in range(PARTITIONS) if led[q] != coordinator)
+        init = await init_pid(cluster, coordinator, tid)
+        pid, epoch = init.producer_id, init.producer_epoch
+        for p in (here, there):
+            assert (
+                await produce_v12(cluster, led[p], tid, pid, epoch, p, b"held-1") == ErrorCode.NONE
+            )
+        txn = cluster.node(coordinator).broker.cluster_txn
+        txn.requests = lambda now_ms: []  # the coordinator sends no marker meanwhile
+        assert await end_txn_v5(cluster, coordinator, tid, pid, epoch, commit=True) == (
+            ErrorCode.NONE,
+            pid,
+            epoch + 1,
+        )
+        assert txn_state(cluster, coordinator, tid) is TransactionState.PREPARE_COMMIT
+        # Past its timeout: refused, retriable.
+        late = await produce_v12(
+            cluster, led[there], tid, pid, epoch + 1, there, b"held-x", timeout_ms=300
+        )
+        assert late == ErrorCode.NOT_ENOUGH_REPLICAS
+        verifier = cluster.node(led[there]).broker.txn_verification
+        asked = verifier.asked
+        answers: dict[int, ErrorCode] = {}
+
+        async def produce(p: int) -> None:
+            answers[p] = await produce_v12(cluster, led[p], tid, pid, epoch + 1, p, b"held-2")
+
+        def parked(node: int) -> int:
+            return cluster.node(node).broker.purgatory.by_api().get(ApiKey.PRODUCE, 0)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce, here)
+            nursery.start_soon(produce, there)
+            await until(lambda: verifier.asked >= asked + 2, "the other leader asks again")
+            await until(lambda: parked(coordinator) == 1, "the coordinator's Produce waits")
+            assert answers == {}
+            del txn.requests  # the markers go
+            txn.on_ready()
+        assert answers == {here: ErrorCode.NONE, there: ErrorCode.NONE}
+        assert await end_txn_v5(cluster, coordinator, tid, pid, epoch + 1, commit=True) == (
+            ErrorCode.NONE,
+            pid,
+            epoch + 2,
+        )
+        await wait_settled(bs)
+        got = mine(await read_all(bs, "read_committed"), "held-")
+        assert {p: got[p] for p in (here, there)} == {
+            here: [b"held-1", b"held-2"],
+            there: [b"held-1", b"held-2"],
+        }
 
     shared.run(steps)
 

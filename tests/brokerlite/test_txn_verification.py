@@ -34,9 +34,11 @@ from trafka.brokerlite.transactions.producer_state import ProducerEntry
 from trafka.brokerlite.transactions.verification import TxnVerification
 from trafka.codec import ApiKey
 from trafka.codec.errors import ErrorCode
+from trafka.codec.messages import k00_produce as pr
 from trafka.codec.messages import k24_add_partitions_to_txn as m
 from trafka.codec.messages import k28_txn_offset_commit as toc
 from trafka.codec.messages.headers import RequestHeader
+from trafka.codec.records import encode_batch
 
 ME = 1
 Result = m.AddPartitionsToTxnResponse
@@ -316,3 +318,122 @@ def test_a_verified_txn_offset_commit_never_replicated_times_out(open_core: Any)
     assert core.poll() == []
     [done] = core.poll(6_000)  # past the 5 s wait (Kafka's offsets.commit.timeout.ms)
     assert done.ticket == parked.ticket and commit_code(core, done) is ErrorCode.REQUEST_TIMED_OUT
+
+
+# -- KAFKA-18654: a Produce v12+ that the coordinator cannot add yet ------------------------------
+#
+# Kafka 4.0+'s leader (ReplicaManager.appendRecordsWithTransactionVerification, for
+# TransactionSupportedOperation.ADD_PARTITION, i.e. transaction version 2) asks the
+# coordinator again when it answers CONCURRENT_TRANSACTIONS (the producer's last
+# transaction is still writing its markers), every add.partitions.to.txn.retry.backoff.ms
+# (default 20) until add.partitions.to.txn.retry.backoff.max.ms (default 100) from the
+# first question; then the partition's answer is NOT_ENOUGH_REPLICAS, as before. A
+# verification (v11, part 1) is not asked again.
+
+
+def partition_leader(open_core: Any, **settings: Any) -> Any:
+    """A cluster-mode broker core, node 1, leading ``in-0`` (ISR 1 alone); node 2
+    leads ``__transaction_state`` (the coordinator of every transactional id)."""
+    core = open_core(node_id=ME, zookeeper_connect="127.0.0.1:1", **settings)
+    brokers = {n: BrokerRegistration(n, "127.0.0.1", 9090 + n, "PLAINTEXT", None) for n in (1, 2)}
+    led = {TRANSACTION_STATE_TOPIC: (2, 1), "in": (1, 2)}
+    topics = {t: TopicAssignment(t, uuid.uuid4(), {0: r}) for t, r in led.items()}
+    states = {(t, 0): PartitionState(r[0], 1, r[:1], 1, 0) for t, r in led.items()}
+    core.broker.cluster.apply(ClusterImage(brokers, 2, 1, topics, states, {}), core.now)
+    return core
+
+
+def produce_txn(core: Any, version: int) -> Parked:
+    """A transactional Produce (acks=1) of one record to ``in-0``, parked while node 2
+    is asked (to add the partition from v12 on, to verify it before)."""
+    batch = encode_batch(
+        [(core.now, b"k", b"v", [])],
+        producer_id=7,
+        producer_epoch=3,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    P = pr.ProduceRequest
+    request = P(
+        transactional_id="tx",
+        acks=1,
+        timeout_ms=30_000,
+        topic_data=[
+            P.TopicProduceData(
+                name="in", partition_data=[P.PartitionProduceData(index=0, records=batch)]
+            )
+        ],
+    )
+    parked = core.send(ApiKey.PRODUCE, version, request)
+    assert isinstance(parked, Parked), parked
+    return parked
+
+
+def answer_next(core: Any, code: ErrorCode) -> Any:
+    """Answer the leader's one question to node 2 with ``code``; the question's batch."""
+    verification = core.broker.txn_verification
+    [batch] = verification.batches()
+    assert batch.node == 2 and batch.questions == (("tx", 7, 3, "in", 0),)
+    verification.answered(batch, answer("tx", {("in", 0): code}))
+    return batch
+
+
+def produce_code(core: Any, completion: Any) -> ErrorCode:
+    [[part]] = [t.partition_responses for t in core.decode(completion.reply).responses]
+    return ErrorCode(part.error_code)
+
+
+def test_a_produce_v12_is_added_again_once_the_coordinator_has_written_its_markers(
+    open_core: Any,
+) -> None:
+    core = partition_leader(open_core)
+    parked = produce_txn(core, 12)
+    assert answer_next(core, ErrorCode.CONCURRENT_TRANSACTIONS).version == 5  # adds
+    assert core.poll() == [] and core.poll(19) == []
+    assert core.broker.txn_verification.batches() == []  # within the 20 ms backoff
+    assert core.poll(1) == []  # the backoff is over: asked again
+    answer_next(core, ErrorCode.NONE)
+    [done] = core.poll()
+    assert done.ticket == parked.ticket and produce_code(core, done) is ErrorCode.NONE
+    assert core.broker.logs.partition("in", 0).log_end_offset == 1
+
+
+def test_a_produce_v12_gives_up_after_the_retry_maximum(open_core: Any) -> None:
+    core = partition_leader(open_core)
+    began = core.now
+    parked = produce_txn(core, 12)
+    answer_next(core, ErrorCode.CONCURRENT_TRANSACTIONS)
+    asked = 1
+    while not (done := core.poll()):
+        assert core.poll(19) == [] and core.broker.txn_verification.batches() == []
+        assert core.poll(1) == []  # asked again
+        answer_next(core, ErrorCode.CONCURRENT_TRANSACTIONS)
+        asked += 1
+    # Asked at 0, 20, 40, 60, 80 and 100 ms: the answer at 100 ms is past the maximum.
+    assert (asked, core.now - began) == (6, 100)
+    [completion] = done
+    assert completion.ticket == parked.ticket
+    assert produce_code(core, completion) is ErrorCode.NOT_ENOUGH_REPLICAS
+    assert core.broker.logs.partition("in", 0).log_end_offset == 0
+
+
+def test_a_verification_is_not_asked_again(open_core: Any) -> None:
+    """A Produce v11 (transaction version 1: the client added the partition itself)
+    whose coordinator is busy is refused at once, as Kafka's leader refuses it."""
+    core = partition_leader(open_core)
+    parked = produce_txn(core, 11)
+    assert answer_next(core, ErrorCode.CONCURRENT_TRANSACTIONS).version == 4  # verify_only
+    [done] = core.poll()
+    assert done.ticket == parked.ticket
+    assert produce_code(core, done) is ErrorCode.NOT_ENOUGH_REPLICAS
+    assert core.broker.txn_verification.batches() == []
+
+
+def test_the_retry_follows_the_broker_settings(open_core: Any) -> None:
+    """``add.partitions.to.txn.retry.backoff.max.ms`` 0: never asked again."""
+    core = partition_leader(open_core, add_partitions_to_txn_retry_backoff_max_ms=0)
+    parked = produce_txn(core, 12)
+    answer_next(core, ErrorCode.CONCURRENT_TRANSACTIONS)
+    [done] = core.poll()
+    assert done.ticket == parked.ticket
+    assert produce_code(core, done) is ErrorCode.NOT_ENOUGH_REPLICAS
