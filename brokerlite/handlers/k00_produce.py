@@ -683,5 +683,5 @@ SPEC = HandlerSpec(
     error_response,
     advertised_min=ADVERTISED_MIN_VERSION,
     old_min=OLD_MIN_VERSION,
-    uses="logs producers cluster authorizer metrics verify_transactional txn_verification purgatory broker txn",
+    uses="logs producers cluster authorizer metrics verify_transactional txn_verification purgatory broker txn config",
 )

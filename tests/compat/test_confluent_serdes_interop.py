@@ -32,7 +32,7 @@ from confluent_kafka.schema_registry.serde import SchemaId as TheirSchemaId
 from confluent_kafka.schema_registry.wildcard_matcher import wildcard_match as their_match
 from confluent_kafka.serialization import MessageField as TheirField
 from confluent_kafka.serialization import SerializationContext as TheirContext
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import trafka.compat.confluent.schema_registry as ours
@@ -319,6 +319,8 @@ def test_decimals_are_confluent_kafkas(value: Decimal, scale: int) -> None:
 
 
 @given(st.text("ab.*?", max_size=6), st.text("ab.", max_size=6))
+@example("**.*", "")  # confluent-kafka reads **.* as ** (found by CI)
+@example("a**.*", "a.b")
 def test_wildcards_are_confluent_kafkas(pattern: str, text: str) -> None:
     assert wildcard_match(text, pattern) == their_match(text, pattern)
 

@@ -2,8 +2,9 @@
 wildcards rules use to name fields and subjects.
 
 Rules: ``?`` is one character other than ``.``; ``*`` is any run of
-characters without a ``.``; ``**`` is any run at all (dots too); every other
-character is itself; the whole text must match, case-sensitively.
+characters without a ``.``; ``**`` is any run at all (dots too), and so is
+``**.*`` (confluent-kafka reads it as ``**``: ``**.*`` matches the empty text);
+every other character is itself; the whole text must match, case-sensitively.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ __all__ = ["wildcard_match"]
 
 @functools.lru_cache(maxsize=256)
 def _compiled(wildcard: str) -> re.Pattern[str]:
+    wildcard = wildcard.replace("**.*", "**")
     out = []
     i = 0
     while i < len(wildcard):
