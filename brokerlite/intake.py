@@ -72,14 +72,20 @@ def admit(
         exchange = session.sasl_exchange()
         if exchange is not None and exchange.raw_tokens:
             return session.raw_sasl_token(exchange, frame, now_ms)
-        expired = session.expired(now_ms)
-        if expired is not None:
-            return expired
     try:
         header, body_at = decode_request_header(frame)
     except CodecError as exc:
         return Close(f"malformed request header: {exc}")
     key, version = header.request_api_key, header.request_api_version
+    if session.sasl_policy is not None and not (
+        # Kafka's SocketServer.processCompletedReceives: a SaslHandshake that may
+        # begin a re-authentication does so, expired or not; any other request on
+        # an expired session closes the connection unanswered.
+        key == ApiKey.SASL_HANDSHAKE and exchange is None and session.may_reauthenticate(now_ms)
+    ):
+        expired = session.expired(now_ms)
+        if expired is not None:
+            return expired
     client_id = session.client_id = header.client_id
     if key not in API_MODULES:
         return Close(f"unknown API key {key} (version {version})", client_id)

@@ -180,6 +180,14 @@ class ConnectionSession:
             self.sasl = policy.exchange()
         return self.sasl
 
+    def may_reauthenticate(self, now_ms: int) -> bool:
+        """Whether a SaslHandshake now would begin a re-authentication
+        (:meth:`begin_reauthentication`'s conditions, nothing changed)."""
+        if self.sasl_policy is None or self.sasl_user is None or self.sasl_expiry_ms is None:
+            return False
+        started = self.reauth_started_ms
+        return started is None or mono_ms(now_ms) - started >= _MIN_REAUTH_INTERVAL_MS
+
     def begin_reauthentication(self, now_ms: int) -> SaslSession | None:
         """A re-authentication exchange for an authenticated connection (KIP-368).
 
@@ -189,12 +197,9 @@ class ConnectionSession:
         on an authenticated connection (ILLEGAL_SASL_STATE).
         """
         policy, user = self.sasl_policy, self.sasl_user
-        if policy is None or user is None or self.sasl_expiry_ms is None:
+        if policy is None or user is None or not self.may_reauthenticate(now_ms):
             return None
-        started, mono = self.reauth_started_ms, mono_ms(now_ms)
-        if started is not None and mono - started < _MIN_REAUTH_INTERVAL_MS:
-            return None
-        self.reauth_started_ms = mono
+        self.reauth_started_ms = mono_ms(now_ms)
         assert self.sasl_mechanism is not None
         self.sasl = policy.exchange(reauth_of=(self.sasl_mechanism, user))
         return self.sasl
@@ -223,7 +228,9 @@ class ConnectionSession:
 
     def expired(self, now_ms: int) -> Close | None:
         """The :class:`Close` of a request after the SASL session's expiry without a
-        re-authentication begun (Kafka closes such a connection unanswered)."""
+        re-authentication begun (Kafka closes such a connection unanswered). A
+        SaslHandshake that may begin one is not asked: Kafka's SocketServer lets it
+        re-authenticate even after the expiry."""
         expiry, mono = self.sasl_expiry_ms, mono_ms(now_ms)
         if self.sasl is not None or expiry is None or mono <= expiry:
             return None

@@ -53,6 +53,11 @@ class Queued:
     queued: int  # bytes in the send queue
     timer: int  # /proc/net/tcp's timer kind: 1 retransmission, 4 zero-window probe
     due_s: float  # until that timer fires
+    state: int = 0  # its TCP state (include/net/tcp_states.h): 4 FIN_WAIT1, closed unsent
+
+
+#: A socket its owner closed with data still unsent (the kernel owns it now).
+FIN_WAIT1 = 4
 
 
 def _address(field: str) -> tuple[str, int]:
@@ -71,37 +76,54 @@ def queued_to(remote: str, port: int = PORT) -> list[Queued]:
             queued = int(fields[4].split(":")[0], 16)
             timer, due = fields[5].split(":")
             if (peer, peer_port) == (remote, port) and queued:
-                found.append(Queued(local[1], peer, queued, int(timer, 16), int(due, 16) / 100))
+                found.append(
+                    Queued(
+                        local[1],
+                        peer,
+                        queued,
+                        int(timer, 16),
+                        int(due, 16) / 100,
+                        int(fields[3], 16),
+                    )
+                )
     return found
 
 
-async def heal_between_tries(cluster: NsCluster, remote: str, gap_s: float) -> int:
-    """Wait for the abandoned request's socket to ``remote`` to try again with its next
-    try at least ``gap_s`` away, then heal every cut: the socket's local port."""
+async def heal_between_tries(cluster: NsCluster, remote: str, gap_s: float) -> frozenset[int]:
+    """Wait until every socket the client closed with data for ``remote`` (the
+    abandoned request's, and any other of its connections there cut mid-request,
+    such as a consumer's Fetch: it found both once) has its next try at least
+    ``gap_s`` away, then heal every cut: those sockets' local ports. Which of them
+    holds the request is not known, so the callers watch them all."""
     with trio.fail_after(90):
         while True:
-            waiting = [q for q in queued_to(remote) if q.timer in (1, 4) and q.due_s >= gap_s]
-            if waiting:
+            waiting = [q for q in queued_to(remote) if q.timer in (1, 4) and q.state == FIN_WAIT1]
+            if waiting and min(q.due_s for q in waiting) >= gap_s:
                 cluster.lab.heal()
-                return waiting[0].local_port
+                return frozenset(q.local_port for q in waiting)
             await trio.sleep(0.02)
 
 
-def still_queued(remote: str, local_port: int) -> bool:
-    return any(q.local_port == local_port for q in queued_to(remote))
+def still_queued(remote: str, local_ports: frozenset[int]) -> bool:
+    """Whether every one of the sockets still holds its data."""
+    return local_ports <= {q.local_port for q in queued_to(remote)}
 
 
-def next_try_s(remote: str, local_port: int) -> float | None:
-    """Until the queued socket's next try; None when its queue is empty (delivered)."""
-    return next((q.due_s for q in queued_to(remote) if q.local_port == local_port), None)
+def next_try_s(remote: str, local_ports: frozenset[int]) -> float | None:
+    """Until the first next try of the sockets; None when one's queue is empty
+    (delivered)."""
+    queued = {q.local_port: q.due_s for q in queued_to(remote)}
+    if not local_ports <= set(queued):
+        return None
+    return min(queued[port] for port in local_ports)
 
 
-async def until_delivered(remote: str, local_port: int) -> None:
-    """Until the socket's queue is empty (the broker acknowledged the bytes) or the
-    socket is gone; a socket the kernel aborted instead would leave this waiting, so
-    the wait is bounded by the probe schedule's next tries."""
+async def until_delivered(remote: str, local_ports: frozenset[int]) -> None:
+    """Until the sockets' queues are empty (the broker acknowledged the bytes) or the
+    sockets are gone; a socket the kernel aborted instead would leave this waiting,
+    so the wait is bounded by the probe schedule's next tries."""
     with trio.fail_after(120):
-        while still_queued(remote, local_port):
+        while any(q.local_port in local_ports for q in queued_to(remote)):
             await trio.sleep(0.1)
 
 
@@ -190,7 +212,9 @@ def _abandoned_commit(cluster: NsCluster, gap_s: float) -> list[int]:
             # on the way, and the socket then still looks queued (seen under load).
             due = next_try_s(at, orphan)
             if due is None:
-                raise Precondition("the abandoned commit was delivered first")
+                raise Precondition(
+                    "the abandoned commit (or another cut request) was delivered first"
+                )
             if due < READ_MARGIN_S:
                 raise Precondition(f"the abandoned commit's next try is {due} s off")
             seen.append(await consumer.committed(tp))
