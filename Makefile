@@ -71,13 +71,13 @@ system-deps:
 # on a busy 2-core machine), more than a test's deadline; the go_peers fixture
 # then links in seconds. And franz-go's own pkg/kgo tests (its module at the
 # version tests/interop/kgo_suite.py names), compiled into .cache/kgo/ (ignored).
-# segmentio/kafka-go's own tests (tests/interop/kafkago_suite.py, opt-in with
-# TRAFKA_KAFKAGO_SUITE=1) are compiled by their test when it runs, not here.
+# And segmentio/kafka-go's own tests (tests/interop/kafkago_suite.py), compiled
+# into .cache/kafkago/ (ignored).
 peers: $(STAMP) system-deps
 	$(PY) tests/kafka_peers.py fetch
 	@if command -v go >/dev/null 2>&1; then cd tests/interop/gopeers && go mod download && go build -o /dev/null .; \
 	  else echo "warning: Go missing; the tests of franz-go, sarama and kafka-go will be skipped"; fi
-	@if command -v go >/dev/null 2>&1; then $(PY) tests/interop/kgo_suite.py; fi
+	@if command -v go >/dev/null 2>&1; then $(PY) tests/interop/kgo_suite.py && $(PY) tests/interop/kafkago_suite.py; fi
 
 demo: $(STAMP)
 	$(PY) -m trafka.tools.demo

@@ -296,7 +296,10 @@ SPREAD_FILES = frozenset(
 #: last long unit of the run on one worker while the others' queues run dry.
 #: The first worker outside CONFINED's takes it at the start.
 FIRST_FILES = frozenset(
-    {"tests/interop/test_kgo_suite_cluster.py"}  # kgo's suite on 3 nodes, 1 to 3 minutes
+    {
+        "tests/interop/test_kgo_suite_cluster.py",  # kgo's suite on 3 nodes, 1 to 3 minutes
+        "tests/interop/test_kafkago_suite.py",  # kafka-go's suite, 3 to 4 minutes of waits
+    }
 )
 
 
