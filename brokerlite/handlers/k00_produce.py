@@ -190,7 +190,7 @@ def handle(
     if ctx.version >= IMPLICIT_ADD_VERSION:
         if verification is None:
             verify = _adding(ctx)
-        else:  # acks=0 in a cluster
+        else:  # a cluster: acks=0, or no partition to add (none transactional, or all open)
             verify = verification.verifier({}, add=True, now_ms=ctx.now_ms)
     return _answer_or_park(ctx, _produce(ctx, request, verify))
 
@@ -305,8 +305,10 @@ class _VerifyWaiter:
         self._request = request
         self._verification = verification
         self._adding = ctx.version >= IMPLICIT_ADD_VERSION
-        self._remote = [q for q in questions if verification.must_ask(q)]
-        self._local = [q for q in questions if not verification.must_ask(q)]
+        self._remote: list[Question] = []  # asked of the coordinator, another broker
+        self._local: list[Question] = []  # the coordinator here (v12+ only)
+        for question in questions:
+            (self._remote if verification.must_ask(question) else self._local).append(question)
         self._request_deadline_ms = ctx.mono_ms + max(request.timeout_ms, 0)
         self._retry_ms = ctx.config.add_partitions_to_txn_retry_backoff_ms
         self._retry_until_ms = min(
